@@ -1,0 +1,316 @@
+// Package agent wires the parts of patch-agent together: the queue consumer hands events to the agent, and a
+// reconcile loop discovers the managed groups, resolves their AMI sources and advances each rollout one
+// durable step at a time.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/ecsdrain"
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Clients are the AWS APIs the agent calls: real SDK clients in production, the simulated account in tests
+// and the demo.
+type Clients struct {
+	AutoScaling awsapi.AutoScaling
+	EC2         awsapi.EC2
+	ECS         awsapi.ECS
+	SSM         awsapi.SSM
+	SQS         awsapi.SQS
+}
+
+// Settings are the agent's timing and policy settings.
+type Settings struct {
+	QueueURL          string
+	ReconcileInterval time.Duration // default 15 s
+	PollInterval      time.Duration // default 10 min
+	VisibilityTimeout time.Duration // default 2 min
+	Policy            lifecycle.Policy
+}
+
+// Agent is one running patch-agent.
+type Agent struct {
+	clients      Clients
+	settings     Settings
+	store        state.Store
+	clock        clock.Clock
+	log          *zap.Logger
+	resolver     lifecycle.Resolver
+	orchestrator *lifecycle.Orchestrator
+	hooks        *lifecycle.Hooks
+	// Consumer receives the queue; exported for its Stats.
+	Consumer *events.Consumer
+
+	mu         sync.Mutex // serialises reconciles (the consumer and the ticker both trigger them)
+	discovered lifecycle.Discovered
+	amis       map[string]lifecycle.ResolvedAMI // by parameter name
+	sourceErr  map[string]string                // parameter -> why it names no AMI (missing, invalid)
+	lastPoll   time.Time
+}
+
+// New builds an agent. log may be zap.NewNop().
+func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Logger) *Agent {
+	if s.ReconcileInterval <= 0 {
+		s.ReconcileInterval = 15 * time.Second
+	}
+	if s.PollInterval <= 0 {
+		s.PollInterval = 10 * time.Minute
+	}
+	platform := lifecycle.ECSPlatform{Drainer: ecsdrain.New(c.ECS)}
+	templates := lifecycle.Templates{EC2: c.EC2, AutoScaling: c.AutoScaling}
+	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
+		resolver: lifecycle.Resolver{SSM: c.SSM},
+		orchestrator: &lifecycle.Orchestrator{Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platform: platform,
+			Clock: clk, Log: log, Policy: s.Policy},
+		hooks: &lifecycle.Hooks{Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platform: platform, Clock: clk, Log: log, Policy: s.Policy},
+		amis:  map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
+	}
+	a.Consumer = &events.Consumer{SQS: c.SQS, QueueURL: s.QueueURL, Handler: a, Clock: clk, Log: log, VisibilityTimeout: s.VisibilityTimeout}
+	return a
+}
+
+// Store returns the agent's state store.
+func (a *Agent) Store() state.Store { return a.store }
+
+// RunOnce polls the queue once without waiting, then reconciles every target: one iteration of the agent's
+// loop. The demo and the scenario tests drive the agent with it on a simulated clock.
+func (a *Agent) RunOnce(ctx context.Context) error {
+	if _, err := a.Consumer.PollOnce(ctx, 0); err != nil {
+		return err
+	}
+	return a.Reconcile(ctx)
+}
+
+// Run consumes the queue (long polls) and reconciles every ReconcileInterval until ctx is cancelled; then it
+// hands held messages back to the queue and returns.
+func (a *Agent) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := a.Consumer.Run(ctx, backoff); err != nil {
+			a.log.Warn("releasing held messages on shutdown", zap.Error(err))
+		}
+	}()
+	for {
+		if err := a.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error("reconcile failed; retrying next tick", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case <-a.clock.After(a.settings.ReconcileInterval):
+		}
+	}
+}
+
+// backoff is capped exponential backoff for workflow retries: 1 s, 2 s, 4 s ... up to 60 s.
+func backoff(attempt int) time.Duration {
+	d := time.Second << min(attempt-1, 6)
+	return min(d, time.Minute)
+}
+
+// Reconcile discovers the managed groups, resolves their AMI parameters when a poll is due, and advances
+// every target's rollout. Errors of one target are logged and do not stop the others.
+func (a *Agent) Reconcile(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reconcileLocked(ctx, nil)
+}
+
+func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error {
+	d, err := lifecycle.Discover(ctx, a.clients.AutoScaling)
+	if err != nil {
+		return err
+	}
+	a.discovered = d
+	for g, err := range d.Misconfigured {
+		a.log.Warn("opted-in group skipped", zap.String(logging.Group, g), zap.Error(err))
+	}
+	if a.clock.Since(a.lastPoll) >= a.settings.PollInterval {
+		if err := a.resolveLocked(ctx, a.parametersLocked()); err != nil {
+			a.log.Warn("resolving AMI parameters failed; keeping the last known values", zap.Error(err))
+		} else {
+			a.lastPoll = a.clock.Now()
+		}
+	}
+	var ids []string
+	for _, g := range d.Groups {
+		for _, i := range g.Instances {
+			ids = append(ids, *i.InstanceId)
+		}
+	}
+	images, launched, err := lifecycle.ImageIDs(ctx, a.clients.EC2, ids)
+	if err != nil {
+		return err
+	}
+	nodes := map[string]map[string]lifecycle.NodeState{}
+	for _, name := range d.Names() {
+		if only != nil && !only[name] {
+			continue
+		}
+		t := d.Targets[name]
+		if _, ok := nodes[t.Cluster]; !ok {
+			n, err := a.orchestrator.Platform.Observe(ctx, t.Cluster)
+			if err != nil {
+				a.log.Error("observing cluster failed", zap.String(logging.Cluster, t.Cluster), zap.Error(err))
+				continue
+			}
+			nodes[t.Cluster] = n
+		}
+		v := lifecycle.BuildView(d.Groups[name], images, launched, nodes[t.Cluster], a.clock.Now())
+		var ami *lifecycle.ResolvedAMI
+		if r, ok := a.amis[t.Parameter]; ok {
+			ami = &r
+		}
+		if _, err := a.orchestrator.Reconcile(ctx, t, v, ami); err != nil {
+			a.log.Error("rollout step failed; retrying next tick", zap.String(logging.Group, name), zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// parametersLocked returns the AMI parameters of every managed target.
+func (a *Agent) parametersLocked() []string {
+	var names []string
+	for _, t := range a.discovered.Targets {
+		names = append(names, t.Parameter)
+	}
+	return names
+}
+
+// resolveLocked reads the named parameters and records the AMIs they name. It reports whether any changed.
+func (a *Agent) resolveLocked(ctx context.Context, names []string) error {
+	found, missing, invalid, err := a.resolver.Resolve(ctx, names)
+	if err != nil {
+		return err
+	}
+	for name, r := range found {
+		if prev, ok := a.amis[name]; !ok || prev.ImageID != r.ImageID {
+			a.log.Info("AMI parameter resolved", zap.String(logging.Parameter, name), zap.String(logging.AMI, r.ImageID),
+				zap.Int64("parameter_version", r.Version))
+		}
+		a.amis[name] = r
+		delete(a.sourceErr, name)
+	}
+	for _, name := range missing {
+		a.sourceErr[name] = "source missing: parameter " + name + " does not exist"
+		a.log.Warn("AMI parameter does not exist; no rollout for its groups", zap.String(logging.Parameter, name))
+	}
+	for name, err := range invalid {
+		a.sourceErr[name] = err.Error()
+		a.log.Warn("AMI parameter does not name an AMI; no rollout for its groups", zap.String(logging.Parameter, name), zap.Error(err))
+	}
+	return nil
+}
+
+// Handle implements events.Handler: it routes one parsed message to its effect.
+func (a *Agent) Handle(ctx context.Context, ev events.Event) (events.Disposition, error) {
+	switch ev.Kind {
+	case events.KindTestNotification, events.KindUnknown:
+		a.log.Debug("message not acted on", zap.String(logging.MessageKind, string(ev.Kind)), zap.String(logging.Reason, ev.Reason))
+		return events.Ignored, nil
+	case events.KindScheduledTick, events.KindAMIAnnouncement:
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if err := a.resolveLocked(ctx, a.parametersLocked()); err != nil {
+			return events.Done, err
+		}
+		a.lastPoll = a.clock.Now()
+		return events.Done, a.reconcileLocked(ctx, nil)
+	case events.KindParameterChange:
+		return a.handleParameter(ctx, ev)
+	case events.KindLifecycleAction:
+		return a.handleLifecycle(ctx, ev)
+	}
+	return events.Ignored, nil
+}
+
+// handleParameter resolves a changed parameter at once and advances the targets that use it.
+func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Disposition, error) {
+	p := ev.Parameter
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.discovered.Targets) == 0 {
+		d, err := lifecycle.Discover(ctx, a.clients.AutoScaling)
+		if err != nil {
+			return events.Done, err
+		}
+		a.discovered = d
+	}
+	affected := map[string]bool{}
+	name := p.Name
+	for _, t := range a.discovered.Targets {
+		if t.Parameter == p.Name || strings.TrimPrefix(t.Parameter, "/") == strings.TrimPrefix(p.Name, "/") {
+			affected[t.Group], name = true, t.Parameter
+		}
+	}
+	if len(affected) == 0 {
+		return events.Ignored, nil
+	}
+	if p.Exception != "" {
+		a.log.Warn("parameter change carries an exception (the value failed validation); not acting on it",
+			zap.String(logging.Parameter, name), zap.String(logging.Reason, p.Exception))
+		return events.Ignored, nil
+	}
+	if p.Operation == "Delete" {
+		a.sourceErr[name] = "source missing: parameter " + name + " was deleted"
+		a.log.Warn("AMI parameter deleted; its groups get no rollout until it exists again", zap.String(logging.Parameter, name))
+		return events.Done, nil
+	}
+	if err := a.resolveLocked(ctx, []string{name}); err != nil {
+		return events.Done, err
+	}
+	return events.Done, a.reconcileLocked(ctx, affected)
+}
+
+// handleLifecycle drains and completes lifecycle actions of managed groups; others are ignored (field case C3).
+func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Disposition, error) {
+	l := ev.Lifecycle
+	a.mu.Lock()
+	t, ok := a.discovered.Targets[l.GroupName]
+	if !ok {
+		// The group may have been opted in since the last discovery: look once more before ignoring.
+		if d, err := lifecycle.Discover(ctx, a.clients.AutoScaling); err == nil {
+			a.discovered = d
+			t, ok = d.Targets[l.GroupName]
+		}
+	}
+	a.mu.Unlock()
+	if !ok {
+		a.log.Info("lifecycle action for a group this agent does not manage; ignored",
+			zap.String(logging.Group, l.GroupName), zap.String(logging.InstanceID, l.InstanceID))
+		return events.Ignored, nil
+	}
+	out, err := a.hooks.Handle(ctx, t, *l)
+	if err != nil {
+		return events.Hold, err
+	}
+	if out == lifecycle.HookInProgress {
+		return events.Hold, nil
+	}
+	return events.Done, nil
+}
+
+// SourceProblem returns why a parameter names no usable AMI, or "".
+func (a *Agent) SourceProblem(param string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sourceErr[param]
+}
+
+// String describes the agent for logs.
+func (a *Agent) String() string { return fmt.Sprintf("patch-agent(queue=%s)", a.settings.QueueURL) }

@@ -1,0 +1,128 @@
+// Package config holds the agent's settings: flags with environment defaults, validation with clear errors,
+// and the effective configuration printed at start-up. Nothing else in the agent reads the environment.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+)
+
+// Environment variables that give flag defaults.
+const (
+	EnvQueueURL = "PATCH_AGENT_QUEUE_URL"
+	EnvTable    = "PATCH_AGENT_TABLE"
+	EnvRegion   = "AWS_REGION"
+	EnvLogLevel = "PATCH_AGENT_LOG_LEVEL"
+)
+
+// Config is the effective configuration of `patch-agent run`.
+type Config struct {
+	QueueURL string `json:"queueUrl"`
+	Table    string `json:"table"`
+	Region   string `json:"region"`
+	// ReconcileInterval is how often every target is looked at (seconds in flags: "15s").
+	ReconcileInterval time.Duration `json:"reconcileInterval"`
+	// PollInterval is how often every tracked SSM parameter is resolved even without events (AWS public
+	// parameters emit no change events into an account).
+	PollInterval time.Duration `json:"pollInterval"`
+	// VisibilityTimeout is requested on receive and extended while a lifecycle drain runs.
+	VisibilityTimeout time.Duration `json:"visibilityTimeout"`
+	HealthTimeout     time.Duration `json:"healthTimeout"`
+	DrainTimeout      time.Duration `json:"drainTimeout"`
+	Rollback          bool          `json:"rollbackOnFailure"`
+	LogLevel          string        `json:"logLevel"`
+	// OwnerID names this replica in leases and logs; defaults to the host name.
+	OwnerID string `json:"ownerId"`
+}
+
+// Default returns the defaults, with environment variables applied.
+func Default() Config {
+	host, _ := os.Hostname()
+	p := lifecycle.DefaultPolicy()
+	return Config{
+		QueueURL:          os.Getenv(EnvQueueURL),
+		Table:             os.Getenv(EnvTable),
+		Region:            os.Getenv(EnvRegion),
+		ReconcileInterval: 15 * time.Second,
+		PollInterval:      10 * time.Minute,
+		VisibilityTimeout: 2 * time.Minute,
+		HealthTimeout:     p.HealthTimeout,
+		DrainTimeout:      p.DrainTimeout,
+		Rollback:          p.RollbackOnFailure,
+		LogLevel:          envOr(EnvLogLevel, "info"),
+		OwnerID:           host,
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// Bind registers the flags of c on fs.
+func (c *Config) Bind(fs *pflag.FlagSet) {
+	fs.StringVar(&c.QueueURL, "queue-url", c.QueueURL, "URL of the SQS queue the agent consumes (env "+EnvQueueURL+")")
+	fs.StringVar(&c.Table, "table", c.Table, "DynamoDB table holding rollout state (env "+EnvTable+")")
+	fs.StringVar(&c.Region, "region", c.Region, "AWS region (env "+EnvRegion+")")
+	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often every managed group is looked at")
+	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often every AMI parameter is resolved without an event (public /aws/service parameters send none)")
+	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", c.VisibilityTimeout, "message visibility requested on receive and kept extended while a drain runs")
+	fs.DurationVar(&c.HealthTimeout, "health-timeout", c.HealthTimeout, "how long a replacement may take to be healthy before the rollout halts")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long a drain may take before the rollout halts and the instance is put back in service")
+	fs.BoolVar(&c.Rollback, "rollback", c.Rollback, "put the launch template back to the last good version when a rollout halts on an unhealthy replacement")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env "+EnvLogLevel+")")
+	fs.StringVar(&c.OwnerID, "owner-id", c.OwnerID, "name of this replica in leases and logs")
+}
+
+// Validate returns every problem of c at once, each naming the flag and the environment variable to fix.
+func (c Config) Validate() error {
+	var errs []error
+	if c.QueueURL == "" {
+		errs = append(errs, fmt.Errorf("--queue-url (or %s) is required: the SQS queue that receives lifecycle hooks and SSM events", EnvQueueURL))
+	} else if u, err := url.Parse(c.QueueURL); err != nil || u.Scheme == "" || u.Host == "" || strings.Count(strings.Trim(u.Path, "/"), "/") != 1 {
+		errs = append(errs, fmt.Errorf("--queue-url %q is not a queue URL like https://sqs.us-east-1.amazonaws.com/111122223333/patch-agent", c.QueueURL))
+	}
+	if c.Table == "" {
+		errs = append(errs, fmt.Errorf("--table (or %s) is required: the DynamoDB table that keeps rollout state", EnvTable))
+	}
+	if c.Region == "" {
+		errs = append(errs, fmt.Errorf("--region (or %s) is required", EnvRegion))
+	}
+	positive := map[string]time.Duration{"--reconcile-interval": c.ReconcileInterval, "--poll-interval": c.PollInterval,
+		"--visibility-timeout": c.VisibilityTimeout, "--health-timeout": c.HealthTimeout, "--drain-timeout": c.DrainTimeout}
+	for _, name := range []string{"--reconcile-interval", "--poll-interval", "--visibility-timeout", "--health-timeout", "--drain-timeout"} {
+		if positive[name] <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, positive[name]))
+		}
+	}
+	if c.VisibilityTimeout > 12*time.Hour {
+		errs = append(errs, fmt.Errorf("--visibility-timeout %s is above the SQS maximum of 12h", c.VisibilityTimeout))
+	}
+	if c.PollInterval > 0 && c.PollInterval < time.Minute {
+		errs = append(errs, fmt.Errorf("--poll-interval %s is below 1m: Parameter Store throttles GetParameters", c.PollInterval))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if c.OwnerID == "" {
+		errs = append(errs, errors.New("--owner-id is empty and the host name is unknown"))
+	}
+	return errors.Join(errs...)
+}
+
+// Policy returns the rollout policy the configuration sets.
+func (c Config) Policy() lifecycle.Policy {
+	return lifecycle.Policy{HealthTimeout: c.HealthTimeout, DrainTimeout: c.DrainTimeout, RollbackOnFailure: c.Rollback}
+}

@@ -1,0 +1,301 @@
+// Package ecsdrain finds, drains and watches Amazon ECS container instances for a rollout: it maps an EC2
+// instance id to its container instance, sets the container instance DRAINING (or back to ACTIVE), and decides
+// from the instance's tasks — never from its task counters — when the drain is finished.
+//
+// Behaviour follows the Amazon ECS Developer Guide, "Draining Amazon ECS container instances"
+// (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/container-instance-draining.html), and the
+// Amazon ECS API Reference of each call made:
+//   - ListContainerInstances (https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_ListContainerInstances.html):
+//     returns only ARNs, at most 100 a page, followed through nextToken.
+//   - DescribeContainerInstances (https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_DescribeContainerInstances.html):
+//     at most 100 container instances a call; gives the EC2 instance id, status and agent connection.
+//   - UpdateContainerInstancesState (https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_UpdateContainerInstancesState.html):
+//     sets DRAINING or ACTIVE; per-instance problems come back in Failures, not as an error.
+//   - ListTasks (https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_ListTasks.html):
+//     filters by desiredStatus, RUNNING when unset; tasks being stopped have desiredStatus STOPPED.
+//   - DescribeTasks (https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_DescribeTasks.html):
+//     at most 100 tasks a call; gives each task's lastStatus and group ("service:<name>").
+//   - DescribeServices (https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_DescribeServices.html):
+//     at most 10 services a call; gives the schedulingStrategy (REPLICA or DAEMON).
+//
+// Failure reasons are listed in "Amazon ECS API failure reasons"
+// (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/api_failures_messages.html); MISSING means the
+// resource is not (or no longer) there.
+package ecsdrain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	"github.com/aws/aws-sdk-go-v2/service/ecs/types"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+)
+
+// API limits of the calls this package makes.
+const (
+	// maxListResults is the largest maxResults of ListContainerInstances and ListTasks (also their default).
+	maxListResults = 100
+	// maxDescribeContainerInstances is the most container instances one DescribeContainerInstances call takes.
+	maxDescribeContainerInstances = 100
+	// maxDescribeTasks is the most tasks one DescribeTasks call takes.
+	maxDescribeTasks = 100
+	// maxDescribeServices is the most services one DescribeServices call takes.
+	maxDescribeServices = 10
+)
+
+// failureReasonMissing is the Failure reason ECS gives for a resource that does not exist (any more).
+const failureReasonMissing = "MISSING"
+
+// Container instance statuses (ContainerInstance.Status).
+const (
+	StatusActive   = string(types.ContainerInstanceStatusActive)
+	StatusDraining = string(types.ContainerInstanceStatusDraining)
+)
+
+// ErrNotRegistered is returned (wrapped) when the EC2 instance has no container instance in the cluster, or the
+// container instance is no longer registered (ECS Failure reason MISSING). Test with errors.Is.
+var ErrNotRegistered = errors.New("no container instance registered in the cluster")
+
+// FailureError is one entry of an ECS response's Failures: the call as a whole succeeded, but not for this
+// resource. Errors returned by this package wrap it; test with errors.As.
+type FailureError struct {
+	// ARN of the resource that failed (container instance, task or service).
+	ARN string
+	// Reason is ECS's failure reason, e.g. "MISSING".
+	Reason string
+	// Detail is ECS's free-text detail, often empty.
+	Detail string
+}
+
+// Error implements error.
+func (e *FailureError) Error() string {
+	if e.Detail == "" {
+		return fmt.Sprintf("%s: %s", e.ARN, e.Reason)
+	}
+	return fmt.Sprintf("%s: %s (%s)", e.ARN, e.Reason, e.Detail)
+}
+
+// failuresError joins the Failures of an ECS response into one error (nil when there are none). Failures whose
+// reason is MISSING are left out when skipMissing is set.
+func failuresError(failures []types.Failure, skipMissing bool) error {
+	var errs []error
+	for _, f := range failures {
+		if skipMissing && aws.ToString(f.Reason) == failureReasonMissing {
+			continue
+		}
+		errs = append(errs, &FailureError{ARN: aws.ToString(f.Arn), Reason: aws.ToString(f.Reason), Detail: aws.ToString(f.Detail)})
+	}
+	return errors.Join(errs...)
+}
+
+// ContainerInstance is what the agent needs to know about one ECS container instance.
+type ContainerInstance struct {
+	// ARN is the container instance ARN.
+	ARN string
+	// EC2InstanceID is the id of the EC2 instance behind it (i-...).
+	EC2InstanceID string
+	// Status is ACTIVE, DRAINING, REGISTERING, DEREGISTERING or REGISTRATION_FAILED.
+	Status string
+	// AgentConnected reports whether the ECS container agent is connected to ECS.
+	AgentConnected bool
+	// RunningTasks and PendingTasks are ECS's counters (runningTasksCount, pendingTasksCount). They are
+	// informational only: tasks that are stopping count in neither (see Drainer.Status).
+	RunningTasks, PendingTasks int32
+}
+
+// Healthy reports whether a replacement can take work: status ACTIVE and agent connected.
+func (c ContainerInstance) Healthy() bool {
+	return c.Status == StatusActive && c.AgentConnected
+}
+
+func fromAPI(c types.ContainerInstance) ContainerInstance {
+	return ContainerInstance{
+		ARN:            aws.ToString(c.ContainerInstanceArn),
+		EC2InstanceID:  aws.ToString(c.Ec2InstanceId),
+		Status:         aws.ToString(c.Status),
+		AgentConnected: c.AgentConnected,
+		RunningTasks:   c.RunningTasksCount,
+		PendingTasks:   c.PendingTasksCount,
+	}
+}
+
+// Drainer finds, drains and checks the container instances of ECS clusters. It is safe for concurrent use.
+type Drainer struct {
+	api awsapi.ECS
+
+	mu sync.Mutex
+	// daemon caches, per cluster (as passed by the caller) and service name, whether the service's
+	// schedulingStrategy is DAEMON. A service's scheduling strategy cannot be changed after creation, so
+	// entries never go stale; services ECS reports MISSING are not cached.
+	daemon map[string]map[string]bool
+}
+
+// New returns a Drainer that calls ECS through api.
+func New(api awsapi.ECS) *Drainer {
+	return &Drainer{api: api, daemon: make(map[string]map[string]bool)}
+}
+
+// Find maps an EC2 instance id to its container instance in cluster. ListContainerInstances returns only ARNs,
+// so Find follows every page (100 ARNs a page) and describes each page's ARNs in calls of at most 100, stopping
+// at the page where the instance is found (field case C7). Container instances that deregister between the
+// listing and the describe are skipped. It returns an error wrapping ErrNotRegistered when the cluster has no
+// container instance for instanceID, and a wrapped *FailureError for any other describe failure.
+func (d *Drainer) Find(ctx context.Context, cluster, instanceID string) (ContainerInstance, error) {
+	var found ContainerInstance
+	ok := false
+	err := d.eachPage(ctx, cluster, func(page []ContainerInstance) bool {
+		for _, ci := range page {
+			if ci.EC2InstanceID == instanceID {
+				found, ok = ci, true
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return ContainerInstance{}, fmt.Errorf("finding container instance of EC2 instance %s: %w", instanceID, err)
+	}
+	if !ok {
+		return ContainerInstance{}, fmt.Errorf("finding container instance of EC2 instance %s in cluster %s: %w", instanceID, cluster, ErrNotRegistered)
+	}
+	return found, nil
+}
+
+// FindAll returns every container instance of cluster (all statuses but INACTIVE, which ECS does not list),
+// keyed by EC2 instance id: one listing of all pages and describes of at most 100 ARNs a call. It is meant to be
+// called once per reconcile tick for a whole Auto Scaling group; instances of the group missing from the map
+// are not registered.
+func (d *Drainer) FindAll(ctx context.Context, cluster string) (map[string]ContainerInstance, error) {
+	all := make(map[string]ContainerInstance)
+	err := d.eachPage(ctx, cluster, func(page []ContainerInstance) bool {
+		for _, ci := range page {
+			all[ci.EC2InstanceID] = ci
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// eachPage lists the container instances of cluster page by page, describes each page in calls of at most
+// maxDescribeContainerInstances ARNs and hands the described page to fn; it stops when fn returns false.
+func (d *Drainer) eachPage(ctx context.Context, cluster string, fn func([]ContainerInstance) bool) error {
+	var token *string
+	for {
+		out, err := d.api.ListContainerInstances(ctx, &ecs.ListContainerInstancesInput{
+			Cluster:    aws.String(cluster),
+			MaxResults: aws.Int32(maxListResults),
+			NextToken:  token,
+		})
+		if err != nil {
+			return fmt.Errorf("listing container instances of cluster %s: %w", cluster, err)
+		}
+		page, err := d.describe(ctx, cluster, out.ContainerInstanceArns, true)
+		if err != nil {
+			return err
+		}
+		if !fn(page) {
+			return nil
+		}
+		if aws.ToString(out.NextToken) == "" {
+			return nil
+		}
+		token = out.NextToken
+	}
+}
+
+// describe describes arns in calls of at most maxDescribeContainerInstances. MISSING failures are skipped when
+// skipMissing is set; any other failure is an error.
+func (d *Drainer) describe(ctx context.Context, cluster string, arns []string, skipMissing bool) ([]ContainerInstance, error) {
+	cis := make([]ContainerInstance, 0, len(arns))
+	for batch := range slices.Chunk(arns, maxDescribeContainerInstances) {
+		out, err := d.api.DescribeContainerInstances(ctx, &ecs.DescribeContainerInstancesInput{
+			Cluster:            aws.String(cluster),
+			ContainerInstances: batch,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("describing %d container instances of cluster %s: %w", len(batch), cluster, err)
+		}
+		if err := failuresError(out.Failures, skipMissing); err != nil {
+			return nil, fmt.Errorf("describing container instances of cluster %s: %w", cluster, err)
+		}
+		for _, c := range out.ContainerInstances {
+			cis = append(cis, fromAPI(c))
+		}
+	}
+	return cis, nil
+}
+
+// StartDrain sets the container instance DRAINING (UpdateContainerInstancesState). ECS then stops no new tasks
+// there, stops its PENDING service tasks and replaces its RUNNING service tasks elsewhere. Only ci.ARN is used:
+// the current status is read first (ci may be stale), and StartDrain is a no-op when the container instance is
+// already DRAINING — whoever set it, ECS managed draining included (field case C17). It returns an error
+// wrapping ErrNotRegistered when the container instance is gone, and a wrapped *FailureError for any other
+// failure ECS reports for it.
+func (d *Drainer) StartDrain(ctx context.Context, cluster string, ci ContainerInstance) error {
+	return d.setStatus(ctx, cluster, ci.ARN, types.ContainerInstanceStatusDraining)
+}
+
+// Undrain puts the container instance back to ACTIVE, for when a drain is abandoned and the old instance keeps
+// serving. Like StartDrain it reads the current status first and is a no-op when already ACTIVE; errors are
+// the same.
+func (d *Drainer) Undrain(ctx context.Context, cluster string, ci ContainerInstance) error {
+	return d.setStatus(ctx, cluster, ci.ARN, types.ContainerInstanceStatusActive)
+}
+
+func (d *Drainer) setStatus(ctx context.Context, cluster, arn string, want types.ContainerInstanceStatus) (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("setting container instance %s of cluster %s %s: %w", arn, cluster, want, err)
+		}
+	}()
+	cur, err := d.api.DescribeContainerInstances(ctx, &ecs.DescribeContainerInstancesInput{
+		Cluster:            aws.String(cluster),
+		ContainerInstances: []string{arn},
+	})
+	if err != nil {
+		return fmt.Errorf("reading current status: %w", err)
+	}
+	if missing(cur.Failures) {
+		return ErrNotRegistered
+	}
+	if err := failuresError(cur.Failures, false); err != nil {
+		return fmt.Errorf("reading current status: %w", err)
+	}
+	if len(cur.ContainerInstances) == 0 {
+		return ErrNotRegistered
+	}
+	if aws.ToString(cur.ContainerInstances[0].Status) == string(want) {
+		return nil
+	}
+	out, err := d.api.UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{
+		Cluster:            aws.String(cluster),
+		ContainerInstances: []string{arn},
+		Status:             want,
+	})
+	if err != nil {
+		return err
+	}
+	if missing(out.Failures) {
+		return ErrNotRegistered
+	}
+	return failuresError(out.Failures, false)
+}
+
+// missing reports whether one of failures has reason MISSING.
+func missing(failures []types.Failure) bool {
+	for _, f := range failures {
+		if aws.ToString(f.Reason) == failureReasonMissing {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,99 @@
+// Package events turns SQS message bodies into typed events (parse.go and one file per message kind) and
+// consumes the agent's queue (consumer.go).
+package events
+
+import "time"
+
+// Kind names what a message is. Every body parses to exactly one Kind, or to an error when it is malformed.
+type Kind string
+
+const (
+	// KindParameterChange is an EventBridge "Parameter Store Change" event (source aws.ssm) for one parameter.
+	KindParameterChange Kind = "ParameterStoreChange"
+	// KindScheduledTick is an EventBridge "Scheduled Event" (source aws.events): resolve every tracked parameter now.
+	KindScheduledTick Kind = "ScheduledTick"
+	// KindLifecycleAction is an Auto Scaling lifecycle action (launching or terminating), delivered directly by a
+	// lifecycle hook whose notification target is the queue, through EventBridge, or inside an SNS envelope.
+	KindLifecycleAction Kind = "LifecycleAction"
+	// KindTestNotification is the autoscaling:TEST_NOTIFICATION a hook sends to its target when it is created.
+	KindTestNotification Kind = "TestNotification"
+	// KindAMIAnnouncement is the public ECS-optimized AMI update SNS notification: resolve every tracked parameter now.
+	KindAMIAnnouncement Kind = "AMIAnnouncement"
+	// KindUnknown is a well-formed message of a kind the agent deliberately does not act on.
+	KindUnknown Kind = "Unknown"
+)
+
+// Envelope names how a message reached the queue.
+type Envelope string
+
+const (
+	EnvelopeEventBridge Envelope = "eventbridge"     // EventBridge rule target
+	EnvelopeDirect      Envelope = "direct"          // straight to the queue: a lifecycle hook whose notification target is the queue
+	EnvelopeSNS         Envelope = "sns"             // SNS topic subscription without raw message delivery
+	EnvelopeSNSBridge   Envelope = "sns+eventbridge" // an EventBridge event published through SNS
+)
+
+// Lifecycle transitions as Auto Scaling names them.
+const (
+	TransitionLaunching   = "autoscaling:EC2_INSTANCE_LAUNCHING"
+	TransitionTerminating = "autoscaling:EC2_INSTANCE_TERMINATING"
+)
+
+// ActionReplaceRootVolume is the lifecycle action's "Action" for a root volume replacement (instance refresh
+// with ReplaceRootVolume strategy): the instance is not going away, it comes back with a new root volume.
+const ActionReplaceRootVolume = "ReplaceRootVolume"
+
+// Event is one parsed message. Exactly one of Parameter, Lifecycle is set for the kinds that carry them.
+type Event struct {
+	Kind     Kind     `json:"kind"`
+	Envelope Envelope `json:"envelope"`
+	// ID identifies the event for deduplication: the EventBridge event id, else the SNS MessageId, else the
+	// hook's RequestId. Empty when the message carries none.
+	ID         string    `json:"id,omitempty"`
+	Source     string    `json:"source,omitempty"`     // EventBridge source or "aws.autoscaling" for direct hooks
+	DetailType string    `json:"detailType,omitempty"` // EventBridge detail-type, when there is one
+	Account    string    `json:"account,omitempty"`
+	Region     string    `json:"region,omitempty"`
+	Time       time.Time `json:"time,omitempty"`
+	// Group is the Auto Scaling group the message is about, when it names one.
+	Group string `json:"group,omitempty"`
+	// Topic is the ARN of the SNS topic that delivered the message (EnvelopeSNS, EnvelopeSNSBridge).
+	Topic string `json:"topic,omitempty"`
+
+	Parameter *ParameterChange `json:"parameter,omitempty"`
+	Lifecycle *LifecycleAction `json:"lifecycleAction,omitempty"`
+	// Reason says why a KindUnknown or KindTestNotification message is ignored.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ParameterChange is the detail of a Parameter Store Change event.
+type ParameterChange struct {
+	Name      string `json:"name"`                // parameter name as in the event ("/golden-ami/ecs/al2023" or "MyParam")
+	Operation string `json:"operation"`           // Create, Update, Delete, LabelParameterVersion, ...
+	Type      string `json:"type,omitempty"`      // String, StringList, SecureString
+	DataType  string `json:"dataType,omitempty"`  // "aws:ec2:image" for AMI-validated parameters
+	Exception string `json:"exception,omitempty"` // set when Parameter Store failed to validate the value (e.g. aws:ec2:image)
+}
+
+// LifecycleAction is an Auto Scaling lifecycle action that waits for CompleteLifecycleAction.
+type LifecycleAction struct {
+	GroupName            string `json:"autoScalingGroupName"`
+	HookName             string `json:"lifecycleHookName"`
+	InstanceID           string `json:"instanceId"`
+	Token                string `json:"lifecycleActionToken"`
+	Transition           string `json:"lifecycleTransition"`   // TransitionLaunching or TransitionTerminating
+	Action               string `json:"action,omitempty"`      // "ReplaceRootVolume" when the instance is not leaving
+	Origin               string `json:"origin,omitempty"`      // EC2, AutoScalingGroup, WarmPool
+	Destination          string `json:"destination,omitempty"` // EC2, AutoScalingGroup, WarmPool
+	NotificationMetadata string `json:"notificationMetadata,omitempty"`
+}
+
+// Terminating reports whether the action is for an instance leaving service (or being taken out for a root
+// volume replacement).
+func (l *LifecycleAction) Terminating() bool { return l.Transition == TransitionTerminating }
+
+// InstanceLeaves reports whether the instance goes away for good once the action completes. A
+// ReplaceRootVolume action drains the instance but it comes back (field case C14).
+func (l *LifecycleAction) InstanceLeaves() bool {
+	return l.Terminating() && l.Action != ActionReplaceRootVolume
+}

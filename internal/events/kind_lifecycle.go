@@ -1,0 +1,158 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// EventBridge detail-types of lifecycle actions ("Amazon EC2 Auto Scaling User Guide: Amazon EC2 Auto Scaling
+// event reference", Lifecycle action events).
+const (
+	detailTypeLaunchAction    = "EC2 Instance-launch Lifecycle Action"
+	detailTypeTerminateAction = "EC2 Instance-terminate Lifecycle Action"
+)
+
+// hookMessage is a lifecycle action notification as Auto Scaling writes it: the whole body when the hook's
+// notification target is the queue (or an SNS topic), and the detail of the EventBridge lifecycle action
+// events (which leave out AccountId, RequestId, Service and Time: the envelope carries them).
+type hookMessage struct {
+	Origin               string `json:"Origin"`
+	Destination          string `json:"Destination"`
+	LifecycleHookName    string `json:"LifecycleHookName"`
+	AccountID            string `json:"AccountId"`
+	RequestID            string `json:"RequestId"`
+	LifecycleTransition  string `json:"LifecycleTransition"`
+	AutoScalingGroupName string `json:"AutoScalingGroupName"`
+	Service              string `json:"Service"`
+	Time                 string `json:"Time"`
+	EC2InstanceID        string `json:"EC2InstanceId"`
+	LifecycleActionToken string `json:"LifecycleActionToken"`
+	NotificationMetadata string `json:"NotificationMetadata"`
+	Action               string `json:"Action"`
+}
+
+// lifecycleAction checks that m names everything CompleteLifecycleAction needs and a known transition.
+func (m hookMessage) lifecycleAction() (*LifecycleAction, error) {
+	var missing []string
+	for _, f := range []struct{ name, value string }{
+		{"LifecycleActionToken", m.LifecycleActionToken},
+		{"EC2InstanceId", m.EC2InstanceID},
+		{"AutoScalingGroupName", m.AutoScalingGroupName},
+		{"LifecycleTransition", m.LifecycleTransition},
+	} {
+		if f.value == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("lifecycle action (hook %q, instance %q, group %q) is missing %s",
+			m.LifecycleHookName, m.EC2InstanceID, m.AutoScalingGroupName, strings.Join(missing, ", "))
+	}
+	if m.LifecycleTransition != TransitionLaunching && m.LifecycleTransition != TransitionTerminating {
+		return nil, fmt.Errorf("lifecycle action for instance %s in group %s: LifecycleTransition %q is neither %s nor %s",
+			m.EC2InstanceID, m.AutoScalingGroupName, m.LifecycleTransition, TransitionLaunching, TransitionTerminating)
+	}
+	return &LifecycleAction{
+		GroupName:            m.AutoScalingGroupName,
+		HookName:             m.LifecycleHookName,
+		InstanceID:           m.EC2InstanceID,
+		Token:                m.LifecycleActionToken,
+		Transition:           m.LifecycleTransition,
+		Action:               m.Action,
+		Origin:               m.Origin,
+		Destination:          m.Destination,
+		NotificationMetadata: m.NotificationMetadata,
+	}, nil
+}
+
+// parseHookMessage converts a lifecycle action notification that a lifecycle hook sent to its notification
+// target (the queue itself, or an SNS topic subscribed by the queue) to KindLifecycleAction. Shape from
+// "Amazon EC2 Auto Scaling User Guide: Configure a notification target for lifecycle notifications" (Route
+// notifications to Amazon SQS / Amazon SNS, Notification message example for Amazon SNS and Amazon SQS) and
+// "Amazon EC2 Auto Scaling lifecycle hooks". The instance waits in Pending:Wait or Terminating:Wait until
+// CompleteLifecycleAction is called with the token, or the heartbeat timeout applies the default result.
+//
+// Sample (testdata/asg-hook-direct-terminating.json):
+//
+//	{"Origin":"AutoScalingGroup","LifecycleHookName":"patch-agent-drain","Destination":"EC2",
+//	 "AccountId":"111122223333","RequestId":"2b9a61c4-7e0d-4c1e-9f4a-1c0a5d3e7b21",
+//	 "LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING","AutoScalingGroupName":"ecs-prod-cluster-asg",
+//	 "Service":"AWS Auto Scaling","Time":"2024-03-04T09:15:31.102Z","EC2InstanceId":"i-0a1b2c3d4e5f60718",
+//	 "LifecycleActionToken":"5f0c9b7e-3a2d-4e8f-b1c6-7d9e0a4b2c13","NotificationMetadata":"{\"cluster\":\"prod\"}"}
+//
+// Through SNS the same object is the notification's Message (testdata/sns-wrapped-asg-hook-terminating.json).
+// The ID is the RequestId, or the SNS MessageId when the message came through SNS.
+//
+// It fails when the token, instance id, group name or transition is missing, or the transition is neither
+// LAUNCHING nor TERMINATING.
+func parseHookMessage(body []byte, envelope Envelope) (Event, error) {
+	var m hookMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return Event{}, fmt.Errorf("decoding lifecycle action: %w", err)
+	}
+	action, err := m.lifecycleAction()
+	if err != nil {
+		return Event{}, err
+	}
+	t, err := parseTime("lifecycle action Time", m.Time)
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{
+		Kind:      KindLifecycleAction,
+		Envelope:  envelope,
+		ID:        m.RequestID,
+		Source:    "aws.autoscaling",
+		Account:   m.AccountID,
+		Time:      t,
+		Group:     action.GroupName,
+		Lifecycle: action,
+	}, nil
+}
+
+// lifecycleFromEventBridge converts the EventBridge lifecycle action events (source aws.autoscaling,
+// detail-type "EC2 Instance-launch Lifecycle Action" or "EC2 Instance-terminate Lifecycle Action") to
+// KindLifecycleAction. Shape from "Amazon EC2 Auto Scaling User Guide: Amazon EC2 Auto Scaling event
+// reference" (Lifecycle action events) and "Use EventBridge to handle Auto Scaling events". The detail is the
+// hook message without AccountId, RequestId, Service and Time.
+//
+// Sample (testdata/eventbridge-lifecycle-terminate.json):
+//
+//	{"version":"0","id":"66f9eb1a-5b2f-b2e0-2177-1ab6eaa34884","detail-type":"EC2 Instance-terminate Lifecycle Action",
+//	 "source":"aws.autoscaling","account":"111122223333","time":"2022-02-08T09:12:05Z","region":"eu-west-3",
+//	 "resources":["arn:aws:autoscaling:eu-west-3:111122223333:autoScalingGroup:5fa554ef-732f-4e67-8f2b-3474caf747f2:autoScalingGroupName/eks-workers-a"],
+//	 "detail":{"LifecycleActionToken":"be2184df-afe7-4db9-a4a4-e6d6a72210d1","AutoScalingGroupName":"eks-workers-a",
+//	           "LifecycleHookName":"patch-agent-drain","EC2InstanceId":"i-0c5e2a7b9d1f34e86",
+//	           "LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING","Origin":"AutoScalingGroup","Destination":"EC2"}}
+//
+// An instance refresh with the ReplaceRootVolume strategy sends a terminate action with "Action":
+// "ReplaceRootVolume" and Origin and Destination both AutoScalingGroup: the instance is drained, its root
+// volume replaced, and it comes back through a launch action with the same Action (field case C14,
+// testdata/eventbridge-lifecycle-terminate-replace-root-volume.json):
+//
+//	"detail":{...,"LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING","Origin":"AutoScalingGroup",
+//	          "Destination":"AutoScalingGroup","Action":"ReplaceRootVolume"}
+//
+// It fails as parseHookMessage does, and when the detail-type and the transition disagree.
+func lifecycleFromEventBridge(ev *Event, detail json.RawMessage) error {
+	var m hookMessage
+	if err := json.Unmarshal(detail, &m); err != nil {
+		return err
+	}
+	action, err := m.lifecycleAction()
+	if err != nil {
+		return err
+	}
+	want := TransitionLaunching
+	if ev.DetailType == detailTypeTerminateAction {
+		want = TransitionTerminating
+	}
+	if action.Transition != want {
+		return fmt.Errorf("LifecycleTransition %s contradicts the detail-type", action.Transition)
+	}
+	ev.Kind = KindLifecycleAction
+	ev.Group = action.GroupName
+	ev.Lifecycle = action
+	return nil
+}

@@ -1,0 +1,206 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrMalformed is wrapped by every error Parse returns: the body is not a message the agent can read (not
+// JSON, not an object, or a recognised kind with a required field missing or wrong). The consumer does not
+// delete such a message; the queue's redrive policy moves it to the dead-letter queue.
+var ErrMalformed = errors.New("malformed message")
+
+// object is a JSON object with its members undecoded; the keys a body carries tell its kind.
+type object map[string]json.RawMessage
+
+func (o object) has(key string) bool {
+	_, ok := o[key]
+	return ok
+}
+
+// str returns the member key when it is a JSON string, else "".
+func (o object) str(key string) string {
+	var s string
+	if raw, ok := o[key]; ok && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return ""
+}
+
+// Parse reads one SQS message body. It recognises:
+//
+//   - an SNS notification ("Type":"Notification" with TopicArn and Message, subscription without raw message
+//     delivery): its Message is unwrapped and read as one of the shapes below, as the public ECS-optimized
+//     AMI update announcement (kind_ami_announcement.go), or as an ignored text message (kind_sns.go);
+//   - an EventBridge event ("detail-type" and "source"): dispatched on (source, detail-type) through
+//     eventBridgeKinds; pairs not in the table are KindUnknown;
+//   - an Auto Scaling lifecycle hook message sent straight to the queue (kind_lifecycle.go);
+//   - an Auto Scaling notification with an "Event" member, such as the autoscaling:TEST_NOTIFICATION a hook
+//     sends when it is created (kind_test_notification.go).
+//
+// Any other JSON object is KindUnknown. The error, when not nil, wraps ErrMalformed and names what is wrong;
+// the Event is then the zero Event. Parse never panics.
+func Parse(body []byte) (Event, error) {
+	ev, err := parse(body)
+	if err != nil {
+		// Nothing below does I/O: every error is about the body.
+		return Event{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return ev, nil
+}
+
+func parse(body []byte) (Event, error) {
+	obj, err := decodeObject(body)
+	if err != nil {
+		return Event{}, err
+	}
+	if obj.str("Type") == "Notification" && obj.has("TopicArn") {
+		return parseSNS(body)
+	}
+	return parseObject(body, obj, false)
+}
+
+// parseObject reads an object that is not (or no longer) an SNS envelope. viaSNS says it was the Message of
+// an SNS notification.
+func parseObject(body []byte, obj object, viaSNS bool) (Event, error) {
+	envelope := EnvelopeDirect
+	if viaSNS {
+		envelope = EnvelopeSNS
+	}
+	switch {
+	case obj.has("detail-type") && obj.has("source"):
+		bridge := EnvelopeEventBridge
+		if viaSNS {
+			bridge = EnvelopeSNSBridge
+		}
+		return parseEventBridge(body, bridge)
+	case obj.has("LifecycleActionToken") || obj.has("LifecycleTransition") || obj.has("LifecycleHookName"):
+		return parseHookMessage(body, envelope)
+	case strings.HasPrefix(obj.str("Event"), "autoscaling:"):
+		return parseAutoScalingNotification(body, envelope)
+	case viaSNS && obj.has("ECSAmis"):
+		return amiAnnouncement(), nil
+	}
+	reason := "JSON object of no kind the agent knows (not an SNS notification, an EventBridge event or an Auto Scaling message); the agent does not act on it"
+	if viaSNS {
+		reason = "SNS message that is a JSON object of no kind the agent knows; the agent does not act on it"
+	}
+	return Event{Kind: KindUnknown, Envelope: envelope, Reason: reason}, nil
+}
+
+// decodeObject checks that body is one JSON object and returns its members.
+func decodeObject(body []byte) (object, error) {
+	body = bytes.Trim(body, " \t\r\n")
+	if len(body) == 0 {
+		return nil, errors.New("empty body")
+	}
+	var obj object
+	if err := json.Unmarshal(body, &obj); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field == "" {
+			return nil, fmt.Errorf("JSON %s, not an object", typeErr.Value)
+		}
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	if obj == nil {
+		return nil, errors.New("JSON null, not an object")
+	}
+	return obj, nil
+}
+
+// parseTime reads an RFC 3339 timestamp with or without fractional seconds ("2024-01-13T00:12:37Z",
+// "2022-12-10T12:52:08.814Z"). An empty string is the zero time.
+func parseTime(field, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s %q is not an RFC 3339 time", field, s)
+	}
+	return t, nil
+}
+
+// arnRegionAccount returns the region and account of an ARN
+// ("arn:aws:sns:us-east-1:111122223333:topic" -> "us-east-1", "111122223333"), or "" for anything else.
+func arnRegionAccount(arn string) (region, account string) {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" {
+		return "", ""
+	}
+	return parts[3], parts[4]
+}
+
+// eventBridgeEvent is the envelope of every EventBridge event ("Amazon EventBridge User Guide: Amazon
+// EventBridge events"); detail depends on (source, detail-type).
+type eventBridgeEvent struct {
+	Version    string          `json:"version"`
+	ID         string          `json:"id"`
+	DetailType string          `json:"detail-type"`
+	Source     string          `json:"source"`
+	Account    string          `json:"account"`
+	Time       string          `json:"time"`
+	Region     string          `json:"region"`
+	Resources  []string        `json:"resources"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+// eventBridgeKey selects the converter for an EventBridge event.
+type eventBridgeKey struct{ source, detailType string }
+
+// eventBridgeConverter fills the kind-specific fields of ev from the event's detail (a JSON object). It
+// returns an error when the detail lacks what the kind needs.
+type eventBridgeConverter func(ev *Event, detail json.RawMessage) error
+
+// eventBridgeKinds maps (source, detail-type) to the converter for that kind. Pairs not listed are
+// KindUnknown (unknownEventBridge). The ignored pairs are listed so that their Reason says what they are.
+var eventBridgeKinds = map[eventBridgeKey]eventBridgeConverter{
+	{"aws.ssm", "Parameter Store Change"}:                                       parameterChange,
+	{"aws.events", "Scheduled Event"}:                                           scheduledTick,
+	{"aws.autoscaling", detailTypeLaunchAction}:                                 lifecycleFromEventBridge,
+	{"aws.autoscaling", detailTypeTerminateAction}:                              lifecycleFromEventBridge,
+	{"aws.ecs", "ECS Container Instance State Change"}:                          ignored(reasonContainerInstanceStateChange),
+	{"aws.autoscaling", "EC2 Instance Launch Successful"}:                       ignored(reasonLaunchSuccessful),
+	{"aws.autoscaling", "EC2 Auto Scaling Instance Refresh Checkpoint Reached"}: ignored(reasonRefreshCheckpoint),
+}
+
+// parseEventBridge reads an EventBridge event delivered by envelope (EnvelopeEventBridge or
+// EnvelopeSNSBridge).
+func parseEventBridge(body []byte, envelope Envelope) (Event, error) {
+	var e eventBridgeEvent
+	if err := json.Unmarshal(body, &e); err != nil {
+		return Event{}, fmt.Errorf("decoding EventBridge event: %w", err)
+	}
+	detail := bytes.Trim(e.Detail, " \t\r\n")
+	switch {
+	case len(detail) == 0:
+		return Event{}, fmt.Errorf("EventBridge event %s (%s from %s) has no detail", e.ID, e.DetailType, e.Source)
+	case detail[0] != '{':
+		return Event{}, fmt.Errorf("EventBridge event %s (%s from %s): detail is not a JSON object", e.ID, e.DetailType, e.Source)
+	}
+	t, err := parseTime("EventBridge event time", e.Time)
+	if err != nil {
+		return Event{}, err
+	}
+	ev := Event{
+		Envelope:   envelope,
+		ID:         e.ID,
+		Source:     e.Source,
+		DetailType: e.DetailType,
+		Account:    e.Account,
+		Region:     e.Region,
+		Time:       t,
+	}
+	convert, ok := eventBridgeKinds[eventBridgeKey{e.Source, e.DetailType}]
+	if !ok {
+		convert = unknownEventBridge
+	}
+	if err := convert(&ev, detail); err != nil {
+		return Event{}, fmt.Errorf("EventBridge event %s (%s from %s): %w", e.ID, e.DetailType, e.Source, err)
+	}
+	return ev, nil
+}

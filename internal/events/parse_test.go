@@ -1,0 +1,573 @@
+package events
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// validKinds are the kinds Parse may return.
+var validKinds = map[Kind]bool{
+	KindParameterChange:  true,
+	KindScheduledTick:    true,
+	KindLifecycleAction:  true,
+	KindTestNotification: true,
+	KindAMIAnnouncement:  true,
+	KindUnknown:          true,
+}
+
+func readTestdata(t testing.TB, name string) []byte {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	return body
+}
+
+// fixtureFiles lists every message in testdata (the fuzz corpus under testdata/fuzz is not a message).
+func fixtureFiles(t testing.TB) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	return files
+}
+
+func TestParseFixtures(t *testing.T) {
+	tests := []struct {
+		name      string
+		file      string
+		kind      Kind
+		envelope  Envelope
+		id        string
+		group     string
+		parameter *ParameterChange
+		lifecycle *LifecycleAction
+		check     func(t *testing.T, ev Event) // further assertions, when the case needs them
+	}{
+		{
+			name:     "direct launching hook is a launch lifecycle action",
+			file:     "asg-hook-direct-launching.json",
+			kind:     KindLifecycleAction,
+			envelope: EnvelopeDirect,
+			id:       "f6e613f0-5d34-4aef-040d-19b78b000e23",
+			group:    "CloudFormed-ASG",
+			lifecycle: &LifecycleAction{
+				GroupName:   "CloudFormed-ASG",
+				HookName:    "ASGLifecycleHookNotification-Launching",
+				InstanceID:  "i-0faa113d8c63b3f60",
+				Token:       "c1069c83-a3d9-4a6a-9a08-89a361c171e2",
+				Transition:  TransitionLaunching,
+				Origin:      "EC2",
+				Destination: "AutoScalingGroup",
+			},
+		},
+		{
+			name:     "direct terminating hook keeps its notification metadata",
+			file:     "asg-hook-direct-terminating.json",
+			kind:     KindLifecycleAction,
+			envelope: EnvelopeDirect,
+			id:       "2b9a61c4-7e0d-4c1e-9f4a-1c0a5d3e7b21",
+			group:    "ecs-prod-cluster-asg",
+			lifecycle: &LifecycleAction{
+				GroupName:            "ecs-prod-cluster-asg",
+				HookName:             "patch-agent-drain",
+				InstanceID:           "i-0a1b2c3d4e5f60718",
+				Token:                "5f0c9b7e-3a2d-4e8f-b1c6-7d9e0a4b2c13",
+				Transition:           TransitionTerminating,
+				Origin:               "AutoScalingGroup",
+				Destination:          "EC2",
+				NotificationMetadata: `{"cluster":"prod"}`,
+			},
+		},
+		{
+			name:     "C1 hook test notification is recognised and ignored, never a lifecycle action",
+			file:     "asg-hook-test-notification.json",
+			kind:     KindTestNotification,
+			envelope: EnvelopeDirect,
+			id:       "4781ed87-354a-11e9-9f76-cb62a7958e88",
+			group:    "ecs-default-cluster-Sandbox-EcsClusterAutoScaleGroupSandbox-CLJKMQ0V93DL",
+			check: func(t *testing.T, ev Event) {
+				require.Contains(t, ev.Reason, "test notification")
+			},
+		},
+		{
+			name:     "ECS container instance state change is ignored",
+			file:     "ecs-container-instance-state-change.json",
+			kind:     KindUnknown,
+			envelope: EnvelopeEventBridge,
+			id:       "8952ba83-7be2-4ab5-9c32-6687532d15a2",
+			check: func(t *testing.T, ev Event) {
+				require.Contains(t, ev.Reason, "ECS Container Instance State Change")
+			},
+		},
+		{
+			name:     "EventBridge launch lifecycle action",
+			file:     "eventbridge-lifecycle-launch.json",
+			kind:     KindLifecycleAction,
+			envelope: EnvelopeEventBridge,
+			id:       "12345678-1234-1234-1234-123456789012",
+			group:    "my-asg",
+			lifecycle: &LifecycleAction{
+				GroupName:            "my-asg",
+				HookName:             "my-lifecycle-hook",
+				InstanceID:           "i-1234567890abcdef0",
+				Token:                "87654321-4321-4321-4321-210987654321",
+				Transition:           TransitionLaunching,
+				Origin:               "EC2",
+				Destination:          "AutoScalingGroup",
+				NotificationMetadata: "additional-info",
+			},
+		},
+		{
+			name:     "C14 ReplaceRootVolume terminate is drained but instance does not leave",
+			file:     "eventbridge-lifecycle-terminate-replace-root-volume.json",
+			kind:     KindLifecycleAction,
+			envelope: EnvelopeEventBridge,
+			id:       "12345678-1234-1234-1234-123456789012",
+			group:    "my-asg",
+			lifecycle: &LifecycleAction{
+				GroupName:            "my-asg",
+				HookName:             "my-terminate-lifecycle-hook",
+				InstanceID:           "i-1234567890abcdef0",
+				Token:                "71514b9d-6a40-4b26-8523-05e7eEXAMPLE",
+				Transition:           TransitionTerminating,
+				Action:               ActionReplaceRootVolume,
+				Origin:               "AutoScalingGroup",
+				Destination:          "AutoScalingGroup",
+				NotificationMetadata: "additional-info",
+			},
+			check: func(t *testing.T, ev Event) {
+				require.True(t, ev.Lifecycle.Terminating(), "drained like any terminate action")
+				require.False(t, ev.Lifecycle.InstanceLeaves(), "the instance comes back with a new root volume")
+			},
+		},
+		{
+			name:     "EventBridge terminate lifecycle action",
+			file:     "eventbridge-lifecycle-terminate.json",
+			kind:     KindLifecycleAction,
+			envelope: EnvelopeEventBridge,
+			id:       "66f9eb1a-5b2f-b2e0-2177-1ab6eaa34884",
+			group:    "eks-workers-a",
+			lifecycle: &LifecycleAction{
+				GroupName:   "eks-workers-a",
+				HookName:    "patch-agent-drain",
+				InstanceID:  "i-0c5e2a7b9d1f34e86",
+				Token:       "be2184df-afe7-4db9-a4a4-e6d6a72210d1",
+				Transition:  TransitionTerminating,
+				Origin:      "AutoScalingGroup",
+				Destination: "EC2",
+			},
+			check: func(t *testing.T, ev Event) {
+				require.True(t, ev.Lifecycle.InstanceLeaves())
+			},
+		},
+		{
+			name:     "instance launch successful is ignored but names its group",
+			file:     "instance-launch-successful.json",
+			kind:     KindUnknown,
+			envelope: EnvelopeEventBridge,
+			id:       "12345678-1234-1234-1234-123456789012",
+			group:    "my-auto-scaling-group",
+		},
+		{
+			name:     "instance refresh checkpoint is ignored but names its group",
+			file:     "instance-refresh-checkpoint.json",
+			kind:     KindUnknown,
+			envelope: EnvelopeEventBridge,
+			id:       "12345678-1234-1234-1234-123456789012",
+			group:    "my-auto-scaling-group",
+		},
+		{
+			name:     "scheduled event is a tick",
+			file:     "scheduled-event.json",
+			kind:     KindScheduledTick,
+			envelope: EnvelopeEventBridge,
+			id:       "cdc73f9d-aea9-11e3-9d5a-835b769c0d9c",
+		},
+		{
+			name:     "ECS-optimized AMI update through SNS is an announcement",
+			file:     "sns-ecs-ami-update.json",
+			kind:     KindAMIAnnouncement,
+			envelope: EnvelopeSNS,
+			id:       "163ab552-da6f-596f-9437-e79a17ccfcd0",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, "arn:aws:sns:us-east-1:177427601217:ecs-optimized-amazon-ami-update", ev.Topic)
+			},
+		},
+		{
+			name:     "SNS text message is ignored",
+			file:     "sns-envelope-generic.json",
+			kind:     KindUnknown,
+			envelope: EnvelopeSNS,
+			id:       "12345678-be92-513a-a017-1234567890",
+			check: func(t *testing.T, ev Event) {
+				require.Contains(t, ev.Reason, "testSubject")
+			},
+		},
+		{
+			name:     "SNS-wrapped terminating hook is the same action with the SNS message id",
+			file:     "sns-wrapped-asg-hook-terminating.json",
+			kind:     KindLifecycleAction,
+			envelope: EnvelopeSNS,
+			id:       "0c2b4f6e-8a1d-5e3f-9b7c-2d4e6f8a0b1c",
+			group:    "ecs-prod-cluster-asg",
+			lifecycle: &LifecycleAction{
+				GroupName:            "ecs-prod-cluster-asg",
+				HookName:             "patch-agent-drain",
+				InstanceID:           "i-0a1b2c3d4e5f60718",
+				Token:                "5f0c9b7e-3a2d-4e8f-b1c6-7d9e0a4b2c13",
+				Transition:           TransitionTerminating,
+				Origin:               "AutoScalingGroup",
+				Destination:          "EC2",
+				NotificationMetadata: `{"cluster":"prod"}`,
+			},
+		},
+		{
+			name:      "Parameter Store Create",
+			file:      "ssm-parameter-change-create.json",
+			kind:      KindParameterChange,
+			envelope:  EnvelopeEventBridge,
+			id:        "6a7e4feb-b491-4cf7-a9f1-bf3703497718",
+			parameter: &ParameterChange{Name: "MyExampleParameter", Operation: "Create", Type: "String"},
+		},
+		{
+			name:      "Parameter Store Delete",
+			file:      "ssm-parameter-change-delete.json",
+			kind:      KindParameterChange,
+			envelope:  EnvelopeEventBridge,
+			id:        "80e9b391-6a9b-413c-839a-453b528053af",
+			parameter: &ParameterChange{Name: "MyExampleParameter", Operation: "Delete", Type: "String"},
+		},
+		{
+			name:     "Parameter Store Create that failed AMI validation keeps the exception",
+			file:     "ssm-parameter-change-image-validation-failed.json",
+			kind:     KindParameterChange,
+			envelope: EnvelopeEventBridge,
+			id:       "eed4a719-0fa4-6a49-80d8-8ac65EXAMPLE",
+			parameter: &ParameterChange{
+				Name:      "MyGoldenAMI",
+				Operation: "Create",
+				Type:      "String",
+				DataType:  "aws:ec2:image",
+				Exception: "Unable to Describe Resource",
+			},
+		},
+		{
+			name:      "Parameter Store Update of a hierarchical name keeps the leading slash",
+			file:      "ssm-parameter-change-update-golden-ami.json",
+			kind:      KindParameterChange,
+			envelope:  EnvelopeEventBridge,
+			id:        "9547ef2d-3b7e-4057-b6cb-5fdf09ee7c8f",
+			parameter: &ParameterChange{Name: "/golden-ami/ecs/al2023", Operation: "Update", Type: "String"},
+		},
+	}
+	covered := map[string]bool{}
+	for _, tc := range tests {
+		covered[tc.file] = true
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Parse(readTestdata(t, tc.file))
+			require.NoError(t, err)
+			require.Equal(t, tc.kind, ev.Kind)
+			require.Equal(t, tc.envelope, ev.Envelope)
+			require.Equal(t, tc.id, ev.ID)
+			require.Equal(t, tc.group, ev.Group)
+			require.Equal(t, tc.parameter, ev.Parameter)
+			require.Equal(t, tc.lifecycle, ev.Lifecycle)
+			if tc.check != nil {
+				tc.check(t, ev)
+			}
+		})
+	}
+	for _, f := range fixtureFiles(t) {
+		require.True(t, covered[filepath.Base(f)], "no row in TestParseFixtures for %s", f)
+	}
+}
+
+// TestParseEveryTestdataFile covers fixtures added to testdata without a row in TestParseFixtures.
+func TestParseEveryTestdataFile(t *testing.T) {
+	for _, f := range fixtureFiles(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			body, err := os.ReadFile(f)
+			require.NoError(t, err)
+			ev, err := Parse(body)
+			require.NoError(t, err)
+			require.True(t, validKinds[ev.Kind], "kind %q", ev.Kind)
+			require.NotEmpty(t, ev.Envelope)
+			require.NotEmpty(t, ev.ID, "every AWS payload carries an id")
+			require.False(t, ev.Time.IsZero(), "every AWS payload carries a time")
+		})
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want time.Time
+	}{
+		{"EventBridge time without fractional seconds", "eventbridge-lifecycle-terminate.json", time.Date(2022, 2, 8, 9, 12, 5, 0, time.UTC)},
+		{"EventBridge time with fractional seconds", "eventbridge-lifecycle-terminate-replace-root-volume.json", time.Date(2021, 1, 13, 0, 12, 37, 214e6, time.UTC)},
+		{"direct hook Time", "asg-hook-direct-launching.json", time.Date(2022, 12, 10, 12, 52, 8, 814e6, time.UTC)},
+		{"SNS-wrapped hook keeps the hook's Time, not the SNS Timestamp", "sns-wrapped-asg-hook-terminating.json", time.Date(2024, 3, 4, 9, 15, 31, 102e6, time.UTC)},
+		{"SNS text message takes the SNS Timestamp", "sns-envelope-generic.json", time.Date(2021, 2, 10, 15, 51, 48, 748e6, time.UTC)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Parse(readTestdata(t, tc.file))
+			require.NoError(t, err)
+			require.True(t, tc.want.Equal(ev.Time), "got %s", ev.Time)
+		})
+	}
+}
+
+func TestParseMetadata(t *testing.T) {
+	tests := []struct {
+		name                                string
+		file                                string
+		source, detailType, account, region string
+		topic                               string
+	}{
+		{"EventBridge envelope", "ssm-parameter-change-create.json", "aws.ssm", "Parameter Store Change", "111122223333", "us-east-2", ""},
+		{"direct hook has no region", "asg-hook-direct-terminating.json", "aws.autoscaling", "", "111122223333", "", ""},
+		{"test notification region from the group ARN", "asg-hook-test-notification.json", "aws.autoscaling", "", "111122223333", "us-west-2", ""},
+		{"SNS-wrapped hook region and topic from TopicArn", "sns-wrapped-asg-hook-terminating.json", "aws.autoscaling", "", "111122223333", "us-east-1", "arn:aws:sns:us-east-1:111122223333:asg-lifecycle"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Parse(readTestdata(t, tc.file))
+			require.NoError(t, err)
+			require.Equal(t, []string{tc.source, tc.detailType, tc.account, tc.region, tc.topic},
+				[]string{ev.Source, ev.DetailType, ev.Account, ev.Region, ev.Topic})
+		})
+	}
+}
+
+// TestParseOtherShapes covers well-formed messages that have no fixture from AWS: other envelopes of the
+// known kinds, and messages the agent ignores.
+func TestParseOtherShapes(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     string
+		kind     Kind
+		envelope Envelope
+		id       string
+		group    string
+		reason   string // substring of Reason, when set
+	}{
+		{
+			name:     "EventBridge event published through SNS keeps the EventBridge id",
+			body:     snsWrap(`{"version":"0","id":"eb-1","detail-type":"Parameter Store Change","source":"aws.ssm","account":"111122223333","time":"2024-05-22T16:44:48Z","region":"us-east-2","resources":[],"detail":{"operation":"Update","name":"/golden-ami/ecs/al2023","type":"String"}}`),
+			kind:     KindParameterChange,
+			envelope: EnvelopeSNSBridge,
+			id:       "eb-1",
+		},
+		{
+			name:     "C1 hook test notification through SNS is a test notification",
+			body:     snsWrap(`{"AccountId":"111122223333","RequestId":"req-1","AutoScalingGroupName":"asg-a","Service":"AWS Auto Scaling","Event":"autoscaling:TEST_NOTIFICATION","Time":"2019-02-20T20:01:15.747Z"}`),
+			kind:     KindTestNotification,
+			envelope: EnvelopeSNS,
+			id:       "sns-1",
+			group:    "asg-a",
+		},
+		{
+			name:     "Auto Scaling scaling notification is ignored",
+			body:     `{"AccountId":"111122223333","RequestId":"req-2","AutoScalingGroupName":"asg-a","Service":"AWS Auto Scaling","Event":"autoscaling:EC2_INSTANCE_LAUNCH","Time":"2019-02-20T20:01:15Z"}`,
+			kind:     KindUnknown,
+			envelope: EnvelopeDirect,
+			id:       "req-2",
+			group:    "asg-a",
+			reason:   "autoscaling:EC2_INSTANCE_LAUNCH",
+		},
+		{
+			name:     "EventBridge event of an unlisted kind is ignored and named",
+			body:     `{"version":"0","id":"eb-2","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","account":"111122223333","time":"2024-01-13T00:12:37Z","region":"us-west-2","resources":[],"detail":{"instance-id":"i-1","state":"running"}}`,
+			kind:     KindUnknown,
+			envelope: EnvelopeEventBridge,
+			id:       "eb-2",
+			reason:   `"EC2 Instance State-change Notification" from "aws.ec2"`,
+		},
+		{
+			name:     "SNS message that is JSON of no known kind is ignored",
+			body:     snsWrap(`{"hello":"world"}`),
+			kind:     KindUnknown,
+			envelope: EnvelopeSNS,
+			id:       "sns-1",
+			reason:   "JSON object of no kind",
+		},
+		{
+			name:     "SNS message that looks like JSON but is not is a text message",
+			body:     snsWrap(`{not json`),
+			kind:     KindUnknown,
+			envelope: EnvelopeSNS,
+			id:       "sns-1",
+			reason:   "SNS text message",
+		},
+		{
+			name:     "SNS subscription confirmation is ignored",
+			body:     `{"Type":"SubscriptionConfirmation","MessageId":"m","Token":"t","TopicArn":"arn:aws:sns:us-east-1:111122223333:t","Message":"You have chosen to subscribe","SubscribeURL":"https://example.com"}`,
+			kind:     KindUnknown,
+			envelope: EnvelopeDirect,
+		},
+		{
+			name:     "empty JSON object is ignored",
+			body:     `{}`,
+			kind:     KindUnknown,
+			envelope: EnvelopeDirect,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Parse([]byte(tc.body))
+			require.NoError(t, err)
+			require.Equal(t, tc.kind, ev.Kind)
+			require.Equal(t, tc.envelope, ev.Envelope)
+			require.Equal(t, tc.id, ev.ID)
+			require.Equal(t, tc.group, ev.Group)
+			require.Contains(t, ev.Reason, tc.reason)
+		})
+	}
+}
+
+// snsWrap returns an SNS notification (id sns-1) whose Message is msg.
+func snsWrap(msg string) string {
+	return `{"Type":"Notification","MessageId":"sns-1","TopicArn":"arn:aws:sns:us-east-1:111122223333:t",` +
+		`"Message":` + quoteJSON(msg) + `,"Timestamp":"2024-03-04T09:15:31.250Z"}`
+}
+
+func quoteJSON(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+	return `"` + r.Replace(s) + `"`
+}
+
+func TestParseMalformed(t *testing.T) {
+	const (
+		hookOK   = `"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"`
+		ebPrefix = `{"version":"0","id":"eb-1","source":"aws.autoscaling","account":"111122223333","time":"2024-01-13T00:12:37Z","region":"us-west-2",`
+		ssmStart = `{"version":"0","id":"eb-2","detail-type":"Parameter Store Change","source":"aws.ssm","time":"2024-01-13T00:12:37Z",`
+	)
+	tests := []struct {
+		name string
+		body string
+		msg  string // substring of the error message
+	}{
+		{"empty body", ``, "empty body"},
+		{"blank body", " \n\t ", "empty body"},
+		{"not JSON", `hello`, "not JSON"},
+		{"truncated JSON", `{"Type":"Notification",`, "not JSON"},
+		{"two JSON values", `{} {}`, "not JSON"},
+		{"JSON array", `[{"Type":"Notification"}]`, "JSON array, not an object"},
+		{"JSON string", `"hello"`, "JSON string, not an object"},
+		{"JSON number", `42`, "JSON number, not an object"},
+		{"JSON null", `null`, "JSON null, not an object"},
+		{"SNS notification without Message", `{"Type":"Notification","MessageId":"m-1","TopicArn":"arn:aws:sns:us-east-1:111122223333:t"}`, "SNS notification m-1 from topic arn:aws:sns:us-east-1:111122223333:t has no Message"},
+		{"SNS notification with null Message", `{"Type":"Notification","MessageId":"m-1","TopicArn":"t","Message":null}`, "has no Message"},
+		{"SNS notification with a Message that is not a string", `{"Type":"Notification","MessageId":"m-1","TopicArn":"t","Message":{"a":1}}`, "decoding SNS notification"},
+		{"SNS-wrapped lifecycle action without token", snsWrap(`{"AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`), "SNS notification sns-1 from topic arn:aws:sns:us-east-1:111122223333:t: lifecycle action"},
+		{"SNS notification with a bad Timestamp", `{"Type":"Notification","MessageId":"m-1","TopicArn":"t","Message":"hi","Timestamp":"yesterday"}`, `SNS Timestamp "yesterday" is not an RFC 3339 time`},
+		{"lifecycle action without token", `{"AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, "is missing LifecycleActionToken"},
+		{"lifecycle action without instance id", `{"AutoScalingGroupName":"asg-a","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, "is missing EC2InstanceId"},
+		{"lifecycle action without group name", `{"EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, "is missing AutoScalingGroupName"},
+		{"lifecycle action without transition", `{"AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleActionToken":"tok"}`, "is missing LifecycleTransition"},
+		{"lifecycle action with only a hook name", `{"LifecycleHookName":"h"}`, "is missing LifecycleActionToken, EC2InstanceId, AutoScalingGroupName, LifecycleTransition"},
+		{"lifecycle action with an unknown transition", `{"AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_LAUNCH"}`, `LifecycleTransition "autoscaling:EC2_INSTANCE_LAUNCH" is neither`},
+		{"lifecycle action with a token that is not a string", `{` + hookOK + `,"LifecycleActionToken":7}`, "decoding lifecycle action"},
+		{"lifecycle action with a bad Time", `{` + hookOK + `,"Time":"2024-13-01T00:00:00Z"}`, "is not an RFC 3339 time"},
+		{"EventBridge lifecycle action without token", ebPrefix + `"detail-type":"EC2 Instance-terminate Lifecycle Action","detail":{"AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}}`, "EventBridge event eb-1 (EC2 Instance-terminate Lifecycle Action from aws.autoscaling): lifecycle action"},
+		{"EventBridge lifecycle action whose transition contradicts its detail-type", ebPrefix + `"detail-type":"EC2 Instance-launch Lifecycle Action","detail":{` + hookOK + `}}`, "contradicts the detail-type"},
+		{"EventBridge event whose detail is an array", ebPrefix + `"detail-type":"EC2 Instance-terminate Lifecycle Action","detail":[1]}`, "detail is not a JSON object"},
+		{"EventBridge event whose detail is a string", ebPrefix + `"detail-type":"Scheduled Event","detail":"{}"}`, "detail is not a JSON object"},
+		{"EventBridge event whose detail is null", ebPrefix + `"detail-type":"Scheduled Event","detail":null}`, "detail is not a JSON object"},
+		{"EventBridge event without detail", ebPrefix + `"detail-type":"Scheduled Event"}`, "has no detail"},
+		{"EventBridge event with a bad time", `{"id":"eb-1","detail-type":"Scheduled Event","source":"aws.events","time":"01/03/2019","detail":{}}`, `EventBridge event time "01/03/2019" is not an RFC 3339 time`},
+		{"EventBridge event whose source is not a string", `{"id":"eb-1","detail-type":"Scheduled Event","source":5,"detail":{}}`, "decoding EventBridge event"},
+		{"Parameter Store Change without detail.name", ssmStart + `"detail":{"operation":"Update","type":"String"}}`, "detail.name (the parameter name) is missing"},
+		{"Parameter Store Change without detail.operation", ssmStart + `"detail":{"name":"/golden-ami/ecs/al2023"}}`, "detail.operation is missing"},
+		{"Parameter Store Change whose name is not a string", ssmStart + `"detail":{"operation":"Update","name":["a"]}}`, "cannot unmarshal"},
+		{"SNS-wrapped Parameter Store Change without detail.name", snsWrap(ssmStart + `"detail":{"operation":"Update"}}`), "SNS notification sns-1"},
+		{"test notification with a bad Time", `{"Event":"autoscaling:TEST_NOTIFICATION","AutoScalingGroupName":"asg-a","Time":"now"}`, "is not an RFC 3339 time"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Parse([]byte(tc.body))
+			require.Error(t, err)
+			require.True(t, errors.Is(err, ErrMalformed), "error %q does not wrap ErrMalformed", err)
+			require.Contains(t, err.Error(), tc.msg)
+			require.True(t, strings.HasPrefix(err.Error(), "malformed message: "), err.Error())
+			require.Equal(t, Event{}, ev)
+		})
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want string
+	}{
+		{
+			name: "terminate lifecycle action",
+			file: "asg-hook-direct-terminating.json",
+			want: "lifecycle action TERMINATING for instance i-0a1b2c3d4e5f60718 in group ecs-prod-cluster-asg (hook patch-agent-drain) [direct, id 2b9a61c4-7e0d-4c1e-9f4a-1c0a5d3e7b21]",
+		},
+		{
+			name: "C14 root volume replacement names its action",
+			file: "eventbridge-lifecycle-terminate-replace-root-volume.json",
+			want: "lifecycle action TERMINATING for instance i-1234567890abcdef0 in group my-asg (hook my-terminate-lifecycle-hook, action ReplaceRootVolume) [eventbridge, id 12345678-1234-1234-1234-123456789012]",
+		},
+		{
+			name: "parameter that failed AMI validation",
+			file: "ssm-parameter-change-image-validation-failed.json",
+			want: "Parameter Store Change Create MyGoldenAMI: value failed validation (Unable to Describe Resource), ignored [eventbridge, id eed4a719-0fa4-6a49-80d8-8ac65EXAMPLE]",
+		},
+		{
+			name: "C1 test notification",
+			file: "asg-hook-test-notification.json",
+			want: "test notification for group ecs-default-cluster-Sandbox-EcsClusterAutoScaleGroupSandbox-CLJKMQ0V93DL, ignored [direct, id 4781ed87-354a-11e9-9f76-cb62a7958e88]",
+		},
+		{
+			name: "AMI announcement names its topic",
+			file: "sns-ecs-ami-update.json",
+			want: "ECS-optimized AMI update announcement: resolve every tracked parameter [sns from arn:aws:sns:us-east-1:177427601217:ecs-optimized-amazon-ami-update, id 163ab552-da6f-596f-9437-e79a17ccfcd0]",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Parse(readTestdata(t, tc.file))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, ev.Describe())
+		})
+	}
+}
+
+func TestDescribeIsOneLine(t *testing.T) {
+	body := snsWrap(`{"version":"0","id":"a\nb","detail-type":"x\r\ny","source":"evil\u2028","time":"2024-01-13T00:12:37Z","detail":{}}`)
+	ev, err := Parse([]byte(body))
+	require.NoError(t, err)
+	require.NotContains(t, ev.Describe(), "\n")
+	require.NotContains(t, ev.Describe(), "\r")
+	require.NotContains(t, ev.Describe(), "\u2028")
+	require.NotContains(t, Event{}.Describe(), "\n")
+}
+
+// BenchmarkParse parses every fixture in testdata per iteration and reports messages per second.
+func BenchmarkParse(b *testing.B) {
+	var bodies [][]byte
+	for _, f := range fixtureFiles(b) {
+		body, err := os.ReadFile(f)
+		require.NoError(b, err)
+		bodies = append(bodies, body)
+	}
+	for b.Loop() {
+		for _, body := range bodies {
+			if _, err := Parse(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*len(bodies))/b.Elapsed().Seconds(), "msgs/s")
+}

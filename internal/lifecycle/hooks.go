@@ -1,0 +1,248 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Lifecycle action results (Amazon EC2 Auto Scaling API Reference: CompleteLifecycleAction).
+const (
+	ResultContinue = "CONTINUE"
+	ResultAbandon  = "ABANDON"
+)
+
+// defaultHeartbeatTimeout is Auto Scaling's default HeartbeatTimeout of a lifecycle hook (3600 s), used
+// when the hook cannot be described.
+const defaultHeartbeatTimeout = time.Hour
+
+// HookOutcome says what became of a lifecycle action after one look at it.
+type HookOutcome int
+
+const (
+	// HookDone: the action is completed (now or before) or there is nothing to complete; the message may go.
+	HookDone HookOutcome = iota
+	// HookInProgress: the drain (or launch health wait) goes on; keep the message and look again.
+	HookInProgress
+)
+
+// Hooks drains instances on TERMINATING lifecycle actions and completes them with CONTINUE, and completes
+// LAUNCHING actions once the instance is healthy in its cluster (ABANDON at the deadline). Progress is kept in
+// the Store, keyed by the lifecycle action token, so a duplicate delivery or a restart never completes an
+// action twice (DESIGN.md invariant 4).
+type Hooks struct {
+	Store       state.Store
+	AutoScaling awsapi.AutoScaling
+	EC2         awsapi.EC2
+	Platform    Platform
+	Clock       clock.PassiveClock
+	Log         *zap.Logger
+	Policy      Policy
+
+	mu         sync.Mutex
+	heartbeats map[string]time.Duration // group/hook -> HeartbeatTimeout
+}
+
+// Handle takes one look at a lifecycle action of target t: it records it, starts or checks the drain, sends
+// a heartbeat when one is due, and completes the action when the work is done. Call it again (with the same
+// action) until it returns HookDone.
+func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) (HookOutcome, error) {
+	rec, err := h.Store.GetHook(ctx, a.Token)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		rec = state.Hook{Token: a.Token, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID,
+			Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now()}
+		if a.Terminating() {
+			rec.State = state.HookDraining
+		}
+		if rec, err = h.Store.PutHook(ctx, rec); err != nil {
+			return HookInProgress, fmt.Errorf("recording lifecycle action %s: %w", a.Token, err)
+		}
+	case err != nil:
+		return HookInProgress, fmt.Errorf("reading lifecycle action %s: %w", a.Token, err)
+	}
+	if rec.State == state.HookCompleted {
+		return HookDone, nil
+	}
+	log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
+		zap.String(logging.LifecycleToken, a.Token), zap.String(logging.Transition, a.Transition))
+
+	gone, err := h.instanceGone(ctx, a.InstanceID)
+	if err != nil {
+		return HookInProgress, err
+	}
+	if gone {
+		// Field case C5: EC2 already reports the instance terminated (or unknown): nothing to drain, and no
+		// action can still be waiting for it.
+		log.Info("instance already terminated; lifecycle action treated as done")
+		return HookDone, h.finish(ctx, rec, "", "instance already terminated")
+	}
+
+	if !a.Terminating() {
+		return h.launching(ctx, t, a, rec, log)
+	}
+	prog, err := h.drain(ctx, t, a.InstanceID)
+	if err != nil {
+		return HookInProgress, err
+	}
+	if !prog.Drained && h.Clock.Since(rec.ReceivedAt) < h.Policy.DrainTimeout {
+		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
+	}
+	note := "drained"
+	if !prog.Drained {
+		// The action's own timeout would continue the termination anyway; completing now at least does
+		// not leave the instance half-drained for the rest of the heartbeat window.
+		note = fmt.Sprintf("drain deadline %s reached (%s); continuing", h.Policy.DrainTimeout, prog.Detail)
+		log.Warn("drain did not finish before its deadline", zap.String(logging.Reason, note))
+	}
+	if a.Action == events.ActionReplaceRootVolume {
+		note += "; root volume replacement: the instance comes back"
+	}
+	return h.complete(ctx, a, rec, ResultContinue, note, log)
+}
+
+// drain starts the platform drain when needed and reports its progress.
+func (h *Hooks) drain(ctx context.Context, t Target, instanceID string) (DrainProgress, error) {
+	prog, err := h.Platform.DrainStatus(ctx, t.Cluster, instanceID)
+	if err != nil || prog.Drained {
+		return prog, err
+	}
+	if err := h.Platform.StartDrain(ctx, t.Cluster, instanceID); err != nil {
+		return prog, err
+	}
+	return h.Platform.DrainStatus(ctx, t.Cluster, instanceID)
+}
+
+// launching completes a LAUNCHING action once the instance is healthy in its cluster, or abandons it at the
+// health deadline so Auto Scaling replaces it.
+func (h *Hooks) launching(ctx context.Context, t Target, a events.LifecycleAction, rec state.Hook, log *zap.Logger) (HookOutcome, error) {
+	nodes, err := h.Platform.Observe(ctx, t.Cluster)
+	if err != nil {
+		return HookInProgress, err
+	}
+	if n := nodes[a.InstanceID]; n.Healthy {
+		return h.complete(ctx, a, rec, ResultContinue, "healthy in cluster", log)
+	}
+	if h.Clock.Since(rec.ReceivedAt) >= h.Policy.HealthTimeout {
+		return h.complete(ctx, a, rec, ResultAbandon, fmt.Sprintf("not healthy in cluster after %s", h.Policy.HealthTimeout), log)
+	}
+	return HookInProgress, h.heartbeat(ctx, a, &rec, log)
+}
+
+// heartbeat records a lifecycle action heartbeat when a third of the hook's HeartbeatTimeout has passed since
+// the last one (field case C4), so the action never times out while the work goes on.
+func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *state.Hook, log *zap.Logger) error {
+	last := rec.LastHeartbeat
+	if last.IsZero() {
+		last = rec.ReceivedAt
+	}
+	if h.Clock.Since(last) < h.heartbeatTimeout(ctx, a.GroupName, a.HookName)/3 {
+		return nil
+	}
+	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
+		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
+		LifecycleActionToken: aws.String(a.Token), InstanceId: aws.String(a.InstanceID)})
+	if awsapi.IsNoActiveLifecycleAction(err) {
+		log.Info("lifecycle action no longer active while draining; continuing the drain without it")
+		return h.finish(ctx, *rec, "", "action no longer active (completed elsewhere or timed out)")
+	}
+	if err != nil {
+		return fmt.Errorf("recording heartbeat for lifecycle action %s: %w", a.Token, err)
+	}
+	rec.LastHeartbeat = h.Clock.Now()
+	next, err := h.Store.PutHook(ctx, *rec)
+	if err != nil {
+		return fmt.Errorf("recording heartbeat time of %s: %w", a.Token, err)
+	}
+	*rec = next
+	log.Debug("lifecycle action heartbeat sent")
+	return nil
+}
+
+// complete sends CompleteLifecycleAction once and records it. Auto Scaling's "No active Lifecycle Action
+// found" answer (duplicate delivery, completed elsewhere, timed out) is final: field case C6.
+func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec state.Hook, result, note string, log *zap.Logger) (HookOutcome, error) {
+	_, err := h.AutoScaling.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
+		LifecycleActionToken: aws.String(a.Token), InstanceId: aws.String(a.InstanceID), LifecycleActionResult: aws.String(result)})
+	if awsapi.IsNoActiveLifecycleAction(err) {
+		log.Info("lifecycle action was no longer active; treated as completed")
+		return HookDone, h.finish(ctx, rec, "", "no active lifecycle action: already completed or timed out")
+	}
+	if err != nil {
+		return HookInProgress, fmt.Errorf("completing lifecycle action %s with %s: %w", a.Token, result, err)
+	}
+	log.Info("lifecycle action completed", zap.String(logging.Result, result), zap.String(logging.Reason, note))
+	return HookDone, h.finish(ctx, rec, result, note)
+}
+
+func (h *Hooks) finish(ctx context.Context, rec state.Hook, result, note string) error {
+	rec.State, rec.Result, rec.Note, rec.CompletedAt = state.HookCompleted, result, note, h.Clock.Now()
+	if _, err := h.Store.PutHook(ctx, rec); err != nil {
+		return fmt.Errorf("recording completion of lifecycle action %s: %w", rec.Token, err)
+	}
+	return nil
+}
+
+// instanceGone reports whether EC2 says the instance is terminated or does not exist.
+func (h *Hooks) instanceGone(ctx context.Context, id string) (bool, error) {
+	out, err := h.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if awsapi.IsInstanceNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("describing instance %s: %w", id, err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			if i.State != nil && (i.State.Name == ec2types.InstanceStateNameTerminated || i.State.Name == ec2types.InstanceStateNameShuttingDown) {
+				return true, nil
+			}
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// heartbeatTimeout returns the hook's HeartbeatTimeout from DescribeLifecycleHooks, cached per hook.
+func (h *Hooks) heartbeatTimeout(ctx context.Context, group, hook string) time.Duration {
+	key := group + "/" + hook
+	h.mu.Lock()
+	d, ok := h.heartbeats[key]
+	h.mu.Unlock()
+	if ok {
+		return d
+	}
+	d = defaultHeartbeatTimeout
+	out, err := h.AutoScaling.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{
+		AutoScalingGroupName: aws.String(group), LifecycleHookNames: []string{hook}})
+	if err != nil {
+		h.Log.Warn("describing lifecycle hook failed; assuming the default heartbeat timeout", zap.String(logging.Group, group),
+			zap.String(logging.LifecycleHook, hook), zap.Error(err))
+		return d
+	}
+	if len(out.LifecycleHooks) == 1 && out.LifecycleHooks[0].HeartbeatTimeout != nil {
+		d = time.Duration(*out.LifecycleHooks[0].HeartbeatTimeout) * time.Second
+	}
+	h.mu.Lock()
+	if h.heartbeats == nil {
+		h.heartbeats = map[string]time.Duration{}
+	}
+	h.heartbeats[key] = d
+	h.mu.Unlock()
+	return d
+}

@@ -1,0 +1,172 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// versionDescriptionPrefix marks launch template versions the agent created, so a version created just
+// before a crash is found and reused instead of created twice.
+const versionDescriptionPrefix = "patch-agent: "
+
+// ErrUnsupportedGroup is returned for groups whose launch configuration the agent cannot move safely.
+var ErrUnsupportedGroup = errors.New("unsupported group configuration")
+
+// TemplateRef returns how a group references its launch template. Groups on a launch configuration, and mixed
+// instances policies whose overrides name other launch templates, are ErrUnsupportedGroup: the agent cannot
+// move every instance type of them to the new AMI with one template version.
+func TemplateRef(g astypes.AutoScalingGroup) (state.LaunchTemplateRef, error) {
+	name := aws.ToString(g.AutoScalingGroupName)
+	if lt := g.LaunchTemplate; lt != nil {
+		return state.LaunchTemplateRef{ID: aws.ToString(lt.LaunchTemplateId), Name: aws.ToString(lt.LaunchTemplateName), Version: versionOrDefault(lt.Version)}, nil
+	}
+	if mip := g.MixedInstancesPolicy; mip != nil && mip.LaunchTemplate != nil && mip.LaunchTemplate.LaunchTemplateSpecification != nil {
+		for _, o := range mip.LaunchTemplate.Overrides {
+			if o.LaunchTemplateSpecification != nil {
+				return state.LaunchTemplateRef{}, fmt.Errorf("group %s: mixed instances override for %s names its own launch template: %w",
+					name, aws.ToString(o.InstanceType), ErrUnsupportedGroup)
+			}
+		}
+		lt := mip.LaunchTemplate.LaunchTemplateSpecification
+		return state.LaunchTemplateRef{ID: aws.ToString(lt.LaunchTemplateId), Name: aws.ToString(lt.LaunchTemplateName), Version: versionOrDefault(lt.Version), MixedInstances: true}, nil
+	}
+	if g.LaunchConfigurationName != nil {
+		return state.LaunchTemplateRef{}, fmt.Errorf("group %s uses launch configuration %s; migrate it to a launch template: %w",
+			name, aws.ToString(g.LaunchConfigurationName), ErrUnsupportedGroup)
+	}
+	return state.LaunchTemplateRef{}, fmt.Errorf("group %s has no launch template: %w", name, ErrUnsupportedGroup)
+}
+
+// versionOrDefault applies Auto Scaling's default: a launch template specification without a version means
+// $Default (Amazon EC2 Auto Scaling API Reference: LaunchTemplateSpecification, "Version ... the default is $Default").
+func versionOrDefault(v *string) string {
+	if aws.ToString(v) == "" {
+		return "$Default"
+	}
+	return *v
+}
+
+// TemplateVersion is one launch template version as the agent needs it.
+type TemplateVersion struct {
+	Number      int64
+	ImageID     string
+	Description string
+}
+
+// Templates reads and writes launch template versions and points groups at them.
+type Templates struct {
+	EC2         awsapi.EC2
+	AutoScaling awsapi.AutoScaling
+}
+
+// Resolve returns the version a reference resolves to right now: "$Default" and "$Latest" are resolved by
+// EC2 exactly as Auto Scaling resolves them at launch (Amazon EC2 User Guide: "Modify a launch template
+// (manage launch template versions)").
+func (t Templates) Resolve(ctx context.Context, ref state.LaunchTemplateRef) (TemplateVersion, error) {
+	in := &ec2.DescribeLaunchTemplateVersionsInput{Versions: []string{ref.Version}}
+	if ref.ID != "" {
+		in.LaunchTemplateId = aws.String(ref.ID)
+	} else {
+		in.LaunchTemplateName = aws.String(ref.Name)
+	}
+	out, err := t.EC2.DescribeLaunchTemplateVersions(ctx, in)
+	if err != nil {
+		return TemplateVersion{}, fmt.Errorf("resolving launch template %s version %s: %w", ref.ID+ref.Name, ref.Version, err)
+	}
+	if len(out.LaunchTemplateVersions) != 1 {
+		return TemplateVersion{}, fmt.Errorf("resolving launch template %s version %s: got %d versions, want 1", ref.ID+ref.Name, ref.Version, len(out.LaunchTemplateVersions))
+	}
+	return versionOf(out.LaunchTemplateVersions[0]), nil
+}
+
+func versionOf(v ec2types.LaunchTemplateVersion) TemplateVersion {
+	tv := TemplateVersion{Number: aws.ToInt64(v.VersionNumber), Description: aws.ToString(v.VersionDescription)}
+	if v.LaunchTemplateData != nil {
+		tv.ImageID = aws.ToString(v.LaunchTemplateData.ImageId)
+	}
+	return tv
+}
+
+// EnsureVersion returns a launch template version that is a copy of the version ref resolves to with ImageId
+// set to imageID. When the resolved version already launches imageID it is returned as is; when the latest
+// version is one the agent created for imageID (a crash after CreateLaunchTemplateVersion) it is reused;
+// otherwise a new version is created from the resolved one (SourceVersion), so every other setting is kept.
+// Creating a version does not change the template's default version (EC2 API Reference:
+// CreateLaunchTemplateVersion).
+func (t Templates) EnsureVersion(ctx context.Context, ref state.LaunchTemplateRef, imageID, why string) (TemplateVersion, error) {
+	cur, err := t.Resolve(ctx, ref)
+	if err != nil {
+		return TemplateVersion{}, err
+	}
+	if cur.ImageID == imageID {
+		return cur, nil
+	}
+	latest, err := t.Resolve(ctx, state.LaunchTemplateRef{ID: ref.ID, Name: ref.Name, Version: "$Latest"})
+	if err != nil {
+		return TemplateVersion{}, err
+	}
+	if latest.ImageID == imageID && strings.HasPrefix(latest.Description, versionDescriptionPrefix) {
+		return latest, nil
+	}
+	in := &ec2.CreateLaunchTemplateVersionInput{
+		SourceVersion:      aws.String(strconv.FormatInt(cur.Number, 10)),
+		VersionDescription: aws.String(truncate(versionDescriptionPrefix+why, 255)),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(imageID)},
+	}
+	if ref.ID != "" {
+		in.LaunchTemplateId = aws.String(ref.ID)
+	} else {
+		in.LaunchTemplateName = aws.String(ref.Name)
+	}
+	out, err := t.EC2.CreateLaunchTemplateVersion(ctx, in)
+	if err != nil {
+		return TemplateVersion{}, fmt.Errorf("creating launch template %s version with AMI %s: %w", ref.ID+ref.Name, imageID, err)
+	}
+	if out.LaunchTemplateVersion == nil {
+		return TemplateVersion{}, fmt.Errorf("creating launch template %s version with AMI %s: empty response", ref.ID+ref.Name, imageID)
+	}
+	return versionOf(*out.LaunchTemplateVersion), nil
+}
+
+// PointGroup makes the group launch ref at the explicit version given (field case C11). An explicit version
+// number is written even when the group used $Default or $Latest: changing the template's default version,
+// or relying on $Latest, would also change what every other group sharing the template launches — groups the
+// agent does not manage. The reference form is kept for mixed instances policies (only the version changes).
+func (t Templates) PointGroup(ctx context.Context, g astypes.AutoScalingGroup, ref state.LaunchTemplateRef) error {
+	group := aws.ToString(g.AutoScalingGroupName)
+	spec := &astypes.LaunchTemplateSpecification{Version: aws.String(ref.Version)}
+	if ref.ID != "" {
+		spec.LaunchTemplateId = aws.String(ref.ID)
+	} else {
+		spec.LaunchTemplateName = aws.String(ref.Name)
+	}
+	in := &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(group)}
+	if ref.MixedInstances {
+		// Only the launch template specification changes; the overrides are sent back as they are so that
+		// the instance types the group may launch stay the same (Amazon EC2 Auto Scaling API Reference:
+		// UpdateAutoScalingGroup, MixedInstancesPolicy). The instances distribution is omitted: unchanged.
+		lt := &astypes.LaunchTemplate{LaunchTemplateSpecification: spec}
+		if g.MixedInstancesPolicy != nil && g.MixedInstancesPolicy.LaunchTemplate != nil {
+			lt.Overrides = g.MixedInstancesPolicy.LaunchTemplate.Overrides
+		}
+		in.MixedInstancesPolicy = &astypes.MixedInstancesPolicy{LaunchTemplate: lt}
+	} else {
+		in.LaunchTemplate = spec
+	}
+	if _, err := t.AutoScaling.UpdateAutoScalingGroup(ctx, in); err != nil {
+		return fmt.Errorf("pointing group %s at launch template %s version %s: %w", group, ref.ID+ref.Name, ref.Version, err)
+	}
+	return nil
+}

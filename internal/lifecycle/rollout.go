@@ -1,0 +1,494 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Policy holds the rollout settings that apply to every target.
+type Policy struct {
+	// HealthTimeout is how long a surge instance may take to be InService and healthy in its cluster before
+	// the rollout halts (field case C15). Default 10 minutes.
+	HealthTimeout time.Duration
+	// DrainTimeout is how long a drain may take before the rollout halts and the old instance is put back in
+	// service. Default 30 minutes.
+	DrainTimeout time.Duration
+	// RollbackOnFailure moves a halted rollout to RollingBack: the group's launch template goes back to the
+	// version it had before the rollout. Default true.
+	RollbackOnFailure bool
+}
+
+// DefaultPolicy returns the defaults documented on Policy.
+func DefaultPolicy() Policy {
+	return Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 30 * time.Minute, RollbackOnFailure: true}
+}
+
+// maxTransitionsPerTick bounds how many state transitions one Reconcile call chains. Transitions that wait on
+// the world (boot, drain, termination) end the call anyway; the bound only stops a bug from spinning.
+const maxTransitionsPerTick = 12
+
+// Orchestrator moves one target's rollout through the state machine of docs/architecture.md. Every transition
+// is one conditional write to the Store before the next AWS call that depends on it, and every AWS call it
+// makes is idempotent given the persisted record, so a crash at any point resumes at the same step without
+// repeating an effect (DESIGN.md invariant 5).
+type Orchestrator struct {
+	Store       state.Store
+	AutoScaling awsapi.AutoScaling
+	Templates   Templates
+	Platform    Platform
+	Clock       clock.PassiveClock
+	Log         *zap.Logger
+	Policy      Policy
+}
+
+// errWait ends a Reconcile call: the rollout waits for the world to change.
+var errWait = errors.New("waiting")
+
+// Reconcile advances t's rollout as far as the world allows in this tick, given the group's view and the
+// target AMI resolved from its source (nil when unknown). It returns the record as stored.
+func (o *Orchestrator) Reconcile(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI) (state.Rollout, error) {
+	r, err := o.Store.GetRollout(ctx, t.Group)
+	if errors.Is(err, state.ErrNotFound) {
+		r = state.Rollout{Group: t.Group, Platform: t.Platform, Cluster: t.Cluster}
+	} else if err != nil {
+		return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
+	}
+	for range maxTransitionsPerTick {
+		next, err := o.step(ctx, t, v, ami, r)
+		if errors.Is(err, errWait) {
+			if next.Reason != r.Reason && next.Version == r.Version {
+				// A new reason to wait is written once, so status shows it; an unchanged one costs nothing.
+				return o.save(ctx, next, "waiting")
+			}
+			return next, nil
+		}
+		if err != nil {
+			return next, fmt.Errorf("rollout of %s at %s/%s: %w", t.Group, next.Phase, stepOf(next), err)
+		}
+		r = next
+	}
+	return r, nil
+}
+
+// step performs one transition. It returns errWait when the rollout must wait for the next tick.
+func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	switch r.Phase {
+	case "", state.PhaseIdle, state.PhaseCompleted, state.PhaseRolledBack:
+		return o.detect(ctx, t, v, ami, r)
+	case state.PhaseDetected:
+		// Gates (soak, maintenance window, approval, pause, alarms) are evaluated here.
+		ref, err := TemplateRef(v.Group)
+		if err != nil {
+			return o.halt(ctx, r, err.Error(), false)
+		}
+		r.PreviousTemplate = &ref
+		r.Phase, r.Reason = state.PhasePreparing, ""
+		return o.save(ctx, r, "preparing launch template")
+	case state.PhasePreparing:
+		return o.prepare(ctx, v, r)
+	case state.PhaseReplacing:
+		return o.replace(ctx, t, v, r)
+	case state.PhaseVerifying:
+		return o.verify(ctx, v, r)
+	case state.PhaseRollingBack:
+		return o.rollBack(ctx, t, v, r)
+	case state.PhaseHalted, state.PhaseWaiting:
+		return r, errWait
+	}
+	return r, fmt.Errorf("unknown phase %q", r.Phase)
+}
+
+// detect starts a rollout when the source names an AMI the target is not on yet. The decision is on the
+// resolved image id only, never on the parameter's Version (field case C13).
+func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	if ami == nil || ami.ImageID == r.TargetImageID {
+		return r, errWait
+	}
+	ref, err := TemplateRef(v.Group)
+	if err != nil {
+		return r, err
+	}
+	cur, err := o.Templates.Resolve(ctx, ref)
+	if err != nil {
+		return r, err
+	}
+	previous := r.TargetImageID
+	if previous == "" {
+		previous = cur.ImageID
+	}
+	r.Platform, r.Cluster = t.Platform, t.Cluster
+	r.TargetImageID, r.PreviousImageID = ami.ImageID, previous
+	r.Source, r.SourceVersion, r.SourceModified = ami.Parameter, ami.Version, ami.LastModified
+	r.DetectedAt, r.Reason, r.Current, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = o.Clock.Now(), "", nil, nil, "", nil
+	if r.Phase == "" && cur.ImageID == ami.ImageID && v.CountOnImage(ami.ImageID) == len(v.Instances) {
+		// First sight of a group that is already current: nothing to roll.
+		r.Phase = state.PhaseIdle
+		return o.save(ctx, r, "already on target AMI")
+	}
+	r.Phase = state.PhaseDetected
+	if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: t.Group, At: o.Clock.Now(), Event: "detected",
+		PreviousImage: previous, NewImage: ami.ImageID, Source: ami.Parameter, SourceVersion: ami.Version}); err != nil {
+		return r, fmt.Errorf("recording history: %w", err)
+	}
+	return o.save(ctx, r, "new AMI detected")
+}
+
+// prepare makes the group launch the target AMI: a launch template version with the explicit AMI id, and the
+// group pointed at that version, whichever way it referenced the template before (C11).
+func (o *Orchestrator) prepare(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+	ref, err := TemplateRef(v.Group)
+	if err != nil {
+		return o.halt(ctx, r, err.Error(), false)
+	}
+	why := fmt.Sprintf("AMI %s from %s version %d", r.TargetImageID, r.Source, r.SourceVersion)
+	tv, err := o.Templates.EnsureVersion(ctx, ref, r.TargetImageID, why)
+	if err != nil {
+		return r, err
+	}
+	want := ref
+	want.Version = strconv.FormatInt(tv.Number, 10)
+	if ref.Version != want.Version {
+		if err := o.Templates.PointGroup(ctx, v.Group, want); err != nil {
+			return r, err
+		}
+	}
+	r.NewTemplateVersion = want.Version
+	r.Phase = state.PhaseReplacing
+	return o.save(ctx, r, "group launches launch template version "+want.Version)
+}
+
+// replace runs the replacement of outdated instances, one at a time: Surge -> ReplacementHealthy -> Draining
+// -> Terminating.
+func (o *Orchestrator) replace(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
+	if r.Current == nil {
+		return o.pickNext(ctx, v, r)
+	}
+	cur := r.Current
+	now := o.Clock.Now()
+	switch cur.Step {
+	case state.StepSurge:
+		return o.surge(ctx, v, r)
+
+	case state.StepReplacementHealthy:
+		var newest *InstanceView
+		for _, i := range v.Instances {
+			if slices.Contains(cur.InstancesBefore, i.ID) {
+				continue
+			}
+			if i.ImageID != "" && i.ImageID != r.TargetImageID {
+				return o.halt(ctx, r, fmt.Sprintf("replacement %s launched AMI %s, not the target %s: the group's launch template change did not take effect",
+					i.ID, i.ImageID, r.TargetImageID), true)
+			}
+			if i.Serving() {
+				cur.NewInstanceID, cur.Step, cur.StepStartedAt = i.ID, state.StepDraining, now
+				return o.save(ctx, r, "replacement healthy")
+			}
+			newest = &i
+		}
+		if now.Sub(cur.StepStartedAt) > o.Policy.HealthTimeout {
+			what := "no replacement instance launched"
+			if newest != nil {
+				what = fmt.Sprintf("replacement %s not healthy", newest.ID)
+				cur.NewInstanceID = newest.ID
+			}
+			return o.halt(ctx, r, fmt.Sprintf("%s after %s", what, o.Policy.HealthTimeout), true)
+		}
+		return r, errWait
+
+	case state.StepDraining:
+		old, ok := v.Instance(cur.OldInstanceID)
+		if !ok {
+			return o.retire(ctx, r, "old instance left the group before its drain finished")
+		}
+		if old.Node.Registered && !old.Node.Draining {
+			if err := o.Platform.StartDrain(ctx, t.Cluster, old.ID); err != nil {
+				return r, err
+			}
+			o.logStep(r, "drain started")
+		}
+		prog, err := o.Platform.DrainStatus(ctx, t.Cluster, old.ID)
+		if err != nil {
+			return r, err
+		}
+		if prog.Drained {
+			cur.Step, cur.StepStartedAt = state.StepTerminating, now
+			return o.save(ctx, r, "drained")
+		}
+		if now.Sub(cur.StepStartedAt) > o.Policy.DrainTimeout {
+			if err := o.Platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
+				return r, err
+			}
+			return o.halt(ctx, r, fmt.Sprintf("drain of %s did not finish within %s (%s); it was put back in service",
+				old.ID, o.Policy.DrainTimeout, prog.Detail), false)
+		}
+		return r, errWait
+
+	case state.StepTerminating:
+		old, ok := v.Instance(cur.OldInstanceID)
+		if !ok {
+			return o.retire(ctx, r, "old instance terminated")
+		}
+		if old.InService() {
+			// Decrementing desired capacity undoes the surge in the same call; the group's terminating
+			// lifecycle hook (if any) then reaches this agent, which finds the instance drained and completes
+			// it (Amazon EC2 Auto Scaling API Reference: TerminateInstanceInAutoScalingGroup).
+			_, err := o.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+				InstanceId: aws.String(old.ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+			if awsapi.IsInstanceNotFound(err) {
+				return o.retire(ctx, r, "old instance already gone")
+			}
+			if err != nil {
+				return r, fmt.Errorf("terminating drained instance %s: %w", old.ID, err)
+			}
+			o.logStep(r, "terminate requested")
+		}
+		return r, errWait
+	}
+	return r, fmt.Errorf("unknown replacement step %q", cur.Step)
+}
+
+// pickNext chooses the next outdated instance: from the Availability Zone with the most outdated instances,
+// the oldest first, so the group stays balanced while it changes.
+func (o *Orchestrator) pickNext(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+	perAZ := map[string]int{}
+	var outdated []InstanceView
+	for _, i := range v.Instances {
+		if !i.InService() {
+			r.Reason = fmt.Sprintf("waiting for %s to settle (%s)", i.ID, i.LifecycleState)
+			return r, errWait
+		}
+		if i.ImageID != r.TargetImageID && !slices.Contains(r.Replaced, i.ID) {
+			outdated = append(outdated, i)
+			perAZ[i.AvailabilityZone]++
+		}
+	}
+	if len(outdated) == 0 {
+		r.Phase = state.PhaseVerifying
+		return o.save(ctx, r, "no outdated instance left")
+	}
+	// v.Instances is sorted oldest first, so a stable sort on the AZ count keeps age order within a count.
+	slices.SortStableFunc(outdated, func(a, b InstanceView) int { return perAZ[b.AvailabilityZone] - perAZ[a.AvailabilityZone] })
+	pick := outdated[0]
+	ids := make([]string, 0, len(v.Instances))
+	for _, i := range v.Instances {
+		ids = append(ids, i.ID)
+	}
+	r.Reason = ""
+	r.Current = &state.Replacement{Step: state.StepSurge, OldInstanceID: pick.ID, DesiredBefore: v.Desired,
+		InstancesBefore: ids, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: pick.Node.Name}
+	return o.save(ctx, r, "replacing instance")
+}
+
+// surge raises desired capacity by one (and max by one when desired is already at max) so that the
+// replacement is healthy before the old instance is drained (invariant 1, field case C10). The values
+// written are absolute and derived from the persisted DesiredBefore, so a repeat after a crash is harmless;
+// when desired is already above DesiredBefore the surge is taken as done.
+func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+	cur := r.Current
+	want := cur.DesiredBefore + 1
+	if v.Desired < want {
+		if want > v.Max {
+			if r.MaxRaisedTo == 0 {
+				r.MaxRaisedFrom = v.Max
+			}
+			r.MaxRaisedTo = want
+			saved, err := o.save(ctx, r, "raising max size for the surge")
+			if err != nil {
+				return r, err
+			}
+			r = saved
+			if _, err := o.AutoScaling.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+				AutoScalingGroupName: aws.String(v.Name), MaxSize: aws.Int32(want), DesiredCapacity: aws.Int32(want)}); err != nil {
+				return r, fmt.Errorf("surging %s to desired=max=%d: %w", v.Name, want, err)
+			}
+		} else if _, err := o.AutoScaling.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
+			AutoScalingGroupName: aws.String(v.Name), DesiredCapacity: aws.Int32(want), HonorCooldown: aws.Bool(false)}); err != nil {
+			return r, fmt.Errorf("surging %s to desired=%d: %w", v.Name, want, err)
+		}
+	}
+	r.Current.Step, r.Current.StepStartedAt = state.StepReplacementHealthy, o.Clock.Now()
+	next, err := o.save(ctx, r, fmt.Sprintf("surge to desired %d", want))
+	if err != nil {
+		return next, err
+	}
+	return next, errWait
+}
+
+// retire closes the current replacement.
+func (o *Orchestrator) retire(ctx context.Context, r state.Rollout, why string) (state.Rollout, error) {
+	r.Replaced = append(r.Replaced, r.Current.OldInstanceID)
+	r.Current = nil
+	return o.save(ctx, r, why)
+}
+
+// verify checks that every in-service instance runs the target AMI, gives back the agent's own +1 on max
+// size, and completes the rollout.
+func (o *Orchestrator) verify(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+	for _, i := range v.Instances {
+		if !i.InService() {
+			r.Reason = fmt.Sprintf("waiting for %s to settle (%s)", i.ID, i.LifecycleState)
+			return r, errWait
+		}
+		if i.ImageID != r.TargetImageID {
+			r.Phase = state.PhaseReplacing
+			return o.save(ctx, r, fmt.Sprintf("instance %s runs %s: back to replacing", i.ID, i.ImageID))
+		}
+	}
+	if done, err := o.restoreMax(ctx, v, &r); err != nil || !done {
+		return r, err
+	}
+	r.Phase, r.Reason = state.PhaseCompleted, ""
+	if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "completed",
+		PreviousImage: r.PreviousImageID, NewImage: r.TargetImageID, Source: r.Source, SourceVersion: r.SourceVersion,
+		Detail: fmt.Sprintf("%d instance(s) replaced", len(r.Replaced))}); err != nil {
+		return r, fmt.Errorf("recording history: %w", err)
+	}
+	return o.save(ctx, r, "rollout completed")
+}
+
+// restoreMax lowers max size by the agent's own +1, only while max is still the value the agent wrote: a
+// max changed by someone else since is theirs, and is never overwritten with a stale value. It reports
+// false (wait) while desired capacity is still above the original max.
+func (o *Orchestrator) restoreMax(ctx context.Context, v GroupView, r *state.Rollout) (bool, error) {
+	if r.MaxRaisedTo == 0 {
+		return true, nil
+	}
+	if v.Max == r.MaxRaisedTo {
+		if v.Desired > r.MaxRaisedFrom {
+			r.Reason = fmt.Sprintf("waiting for desired %d to fall to %d before restoring max size", v.Desired, r.MaxRaisedFrom)
+			return false, errWait
+		}
+		if _, err := o.AutoScaling.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+			AutoScalingGroupName: aws.String(v.Name), MaxSize: aws.Int32(r.MaxRaisedFrom)}); err != nil {
+			return false, fmt.Errorf("restoring max size of %s to %d: %w", v.Name, r.MaxRaisedFrom, err)
+		}
+	} else if v.Max != r.MaxRaisedFrom {
+		o.Log.Warn("max size changed by someone else during the rollout; leaving it", zap.String(logging.Group, v.Name),
+			zap.Int32("max", v.Max), zap.Int32("agent_wrote", r.MaxRaisedTo))
+	}
+	r.MaxRaisedFrom, r.MaxRaisedTo = 0, 0
+	return true, nil
+}
+
+// halt stops the rollout: no further old instance is touched. With rollback (the default for failures of the
+// new AMI) the rollout continues in RollingBack.
+func (o *Orchestrator) halt(ctx context.Context, r state.Rollout, reason string, rollback bool) (state.Rollout, error) {
+	r.Phase, r.Reason = state.PhaseHalted, "failed: "+reason
+	event := "halted"
+	if rollback && o.Policy.RollbackOnFailure && r.PreviousTemplate != nil {
+		r.Phase, event = state.PhaseRollingBack, "rolling-back"
+	}
+	if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: event,
+		PreviousImage: r.PreviousImageID, NewImage: r.TargetImageID, Source: r.Source, SourceVersion: r.SourceVersion, Detail: reason}); err != nil {
+		return r, fmt.Errorf("recording history: %w", err)
+	}
+	o.Log.Error("rollout halted", zap.String(logging.Group, r.Group), zap.String(logging.Reason, reason))
+	next, err := o.save(ctx, r, event)
+	if err == nil && next.Phase == state.PhaseHalted {
+		err = errWait
+	}
+	return next, err
+}
+
+// rollBack puts the group's launch template back to the reference it had before the rollout, removes
+// surge instances that never became healthy, puts a draining old instance back in service, and gives back
+// the agent's max size increase. Each part checks the world first, so it is safe to repeat.
+func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
+	ref, err := TemplateRef(v.Group)
+	if err != nil {
+		return r, err
+	}
+	if prev := r.PreviousTemplate; prev != nil && (ref.ID != prev.ID || ref.Version != prev.Version) {
+		if err := o.Templates.PointGroup(ctx, v.Group, *prev); err != nil {
+			return r, err
+		}
+		o.logStep(r, "launch template restored to version "+prev.Version)
+	}
+	if cur := r.Current; cur != nil {
+		for _, i := range v.Instances {
+			if slices.Contains(cur.InstancesBefore, i.ID) || !i.InService() && i.LifecycleState != string(astypes.LifecycleStatePending) {
+				continue
+			}
+			if i.Serving() && i.ImageID == r.TargetImageID {
+				continue // healthy capacity is kept
+			}
+			_, err := o.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+				InstanceId: aws.String(i.ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+			if err != nil && !awsapi.IsInstanceNotFound(err) {
+				return r, fmt.Errorf("removing unhealthy replacement %s: %w", i.ID, err)
+			}
+			o.logStep(r, "unhealthy replacement "+i.ID+" removed")
+		}
+		if old, ok := v.Instance(cur.OldInstanceID); ok && old.Node.Draining {
+			if err := o.Platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
+				return r, err
+			}
+		}
+		for _, i := range v.Instances {
+			if !slices.Contains(cur.InstancesBefore, i.ID) && !i.Serving() {
+				return r, errWait // the unhealthy replacement is still leaving
+			}
+		}
+	}
+	if done, err := o.restoreMax(ctx, v, &r); err != nil || !done {
+		return r, err
+	}
+	r.Phase, r.Current = state.PhaseRolledBack, nil
+	if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "rolled-back",
+		PreviousImage: r.TargetImageID, NewImage: r.PreviousImageID, Detail: r.Reason}); err != nil {
+		return r, fmt.Errorf("recording history: %w", err)
+	}
+	next, err := o.save(ctx, r, "rolled back")
+	if err == nil {
+		err = errWait
+	}
+	return next, err
+}
+
+// save writes one transition conditionally on the version read and logs it once.
+func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string) (state.Rollout, error) {
+	r.UpdatedAt = o.Clock.Now()
+	r.Steps++
+	next, err := o.Store.PutRollout(ctx, r)
+	if err != nil {
+		return r, fmt.Errorf("writing rollout of %s (%s): %w", r.Group, what, err)
+	}
+	o.logStep(next, what)
+	return next, nil
+}
+
+func (o *Orchestrator) logStep(r state.Rollout, what string) {
+	fields := []zap.Field{zap.String(logging.Group, r.Group), zap.String(logging.RolloutPhase, string(r.Phase)),
+		zap.String(logging.AMI, r.TargetImageID)}
+	if r.Current != nil {
+		fields = append(fields, zap.String(logging.RolloutStep, string(r.Current.Step)), zap.String(logging.InstanceID, r.Current.OldInstanceID))
+		if r.Current.NewInstanceID != "" {
+			fields = append(fields, zap.String(logging.NewInstanceID, r.Current.NewInstanceID))
+		}
+	}
+	if r.Reason != "" {
+		fields = append(fields, zap.String(logging.Reason, r.Reason))
+	}
+	o.Log.Info(what, fields...)
+}
+
+func stepOf(r state.Rollout) string {
+	if r.Current == nil {
+		return "-"
+	}
+	return string(r.Current.Step)
+}

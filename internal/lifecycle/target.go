@@ -1,0 +1,126 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+)
+
+// Opt-in and configuration tags on an Auto Scaling group (the cluster-autoscaler convention: a tag opts a
+// group in, further tags configure it). Nothing without TagEnabled=true is ever touched.
+const (
+	TagEnabled   = "patch-agent/enabled"       // "true" opts the group in
+	TagPlatform  = "patch-agent/platform"      // "ecs" or "eks"
+	TagCluster   = "patch-agent/cluster"       // ECS cluster name or EKS cluster name
+	TagParameter = "patch-agent/ami-parameter" // SSM parameter that names the target AMI
+)
+
+// Platforms.
+const (
+	PlatformECS = "ecs"
+	PlatformEKS = "eks"
+)
+
+// maxGroupsPerPage is the DescribeAutoScalingGroups page size limit (Amazon EC2 Auto Scaling API Reference:
+// DescribeAutoScalingGroups, MaxRecords "The maximum value is 100").
+const maxGroupsPerPage = 100
+
+// Target is an Auto Scaling group the agent manages, with its configuration.
+type Target struct {
+	Group     string `json:"group"`
+	Platform  string `json:"platform"`
+	Cluster   string `json:"cluster"`
+	Parameter string `json:"amiParameter"`
+}
+
+// TargetFromTags builds a Target from a group's tags. It returns (nil, nil) when the group is not opted in and
+// an error naming every missing or invalid tag when it is opted in but misconfigured.
+func TargetFromTags(group string, tags map[string]string) (*Target, error) {
+	if !strings.EqualFold(tags[TagEnabled], "true") {
+		return nil, nil
+	}
+	t := &Target{Group: group, Platform: strings.ToLower(tags[TagPlatform]), Cluster: tags[TagCluster], Parameter: tags[TagParameter]}
+	var problems []string
+	switch t.Platform {
+	case PlatformECS:
+	case PlatformEKS:
+		problems = append(problems, fmt.Sprintf("tag %s=eks: EKS node groups are not supported by this version", TagPlatform))
+	case "":
+		problems = append(problems, fmt.Sprintf("tag %s is missing (ecs or eks)", TagPlatform))
+	default:
+		problems = append(problems, fmt.Sprintf("tag %s=%q is not ecs or eks", TagPlatform, t.Platform))
+	}
+	if t.Cluster == "" {
+		problems = append(problems, fmt.Sprintf("tag %s is missing (the cluster the group's instances join)", TagCluster))
+	}
+	if t.Parameter == "" {
+		problems = append(problems, fmt.Sprintf("tag %s is missing (the SSM parameter naming the AMI, e.g. /aws/service/ecs/optimized-ami/amazon-linux-2023/recommended)", TagParameter))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("group %s is opted in but misconfigured: %s", group, strings.Join(problems, "; "))
+	}
+	return t, nil
+}
+
+// Discovered is the result of one discovery pass: the opted-in groups as described (for this tick's
+// decisions), their targets, and the opted-in groups that are misconfigured.
+type Discovered struct {
+	Targets       map[string]Target
+	Groups        map[string]astypes.AutoScalingGroup
+	Misconfigured map[string]error
+}
+
+// Discover lists the opted-in Auto Scaling groups (filter tag:patch-agent/enabled=true, 100 per page, every
+// page) and reads each one's target configuration from its tags. One call per 100 groups.
+func Discover(ctx context.Context, api awsapi.AutoScaling) (Discovered, error) {
+	d := Discovered{Targets: map[string]Target{}, Groups: map[string]astypes.AutoScalingGroup{}, Misconfigured: map[string]error{}}
+	in := &autoscaling.DescribeAutoScalingGroupsInput{
+		Filters:    []astypes.Filter{{Name: aws.String("tag:" + TagEnabled), Values: []string{"true", "True", "TRUE"}}},
+		MaxRecords: aws.Int32(maxGroupsPerPage),
+	}
+	p := autoscaling.NewDescribeAutoScalingGroupsPaginator(api, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return Discovered{}, fmt.Errorf("listing opted-in Auto Scaling groups: %w", err)
+		}
+		for _, g := range page.AutoScalingGroups {
+			name := aws.ToString(g.AutoScalingGroupName)
+			t, err := TargetFromTags(name, groupTags(g))
+			if err != nil {
+				d.Misconfigured[name] = err
+				continue
+			}
+			if t != nil {
+				d.Targets[name] = *t
+				d.Groups[name] = g
+			}
+		}
+	}
+	return d, nil
+}
+
+// Names returns the managed group names, sorted.
+func (d Discovered) Names() []string {
+	out := make([]string, 0, len(d.Targets))
+	for n := range d.Targets {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func groupTags(g astypes.AutoScalingGroup) map[string]string {
+	m := make(map[string]string, len(g.Tags))
+	for _, t := range g.Tags {
+		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return m
+}

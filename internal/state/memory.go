@@ -1,0 +1,118 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Memory is an in-process Store. It keeps the same conditional-write semantics as the DynamoDB store so that
+// code tested against it behaves the same in production. The zero value is not usable: call NewMemory.
+type Memory struct {
+	mu       sync.Mutex
+	rollouts map[string]Rollout
+	hooks    map[string]Hook
+	history  map[string][]HistoryEntry
+	// Writes counts successful conditional writes (rollouts and hooks), for tests and benchmarks.
+	Writes int
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory {
+	return &Memory{rollouts: map[string]Rollout{}, hooks: map[string]Hook{}, history: map[string][]HistoryEntry{}}
+}
+
+// GetRollout implements Store.
+func (m *Memory) GetRollout(_ context.Context, group string) (Rollout, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.rollouts[group]
+	if !ok {
+		return Rollout{}, fmt.Errorf("rollout of %s: %w", group, ErrNotFound)
+	}
+	return clone(r), nil
+}
+
+// PutRollout implements Store.
+func (m *Memory) PutRollout(_ context.Context, r Rollout) (Rollout, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.rollouts[r.Group]
+	if (!ok && r.Version != 0) || (ok && cur.Version != r.Version) {
+		return Rollout{}, fmt.Errorf("rollout of %s at version %d: %w", r.Group, r.Version, ErrConflict)
+	}
+	r.Version++
+	m.rollouts[r.Group] = clone(r)
+	m.Writes++
+	return clone(r), nil
+}
+
+// ListRollouts implements Store.
+func (m *Memory) ListRollouts(_ context.Context) ([]Rollout, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Rollout, 0, len(m.rollouts))
+	for _, r := range m.rollouts {
+		out = append(out, clone(r))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out, nil
+}
+
+// GetHook implements Store.
+func (m *Memory) GetHook(_ context.Context, token string) (Hook, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.hooks[token]
+	if !ok {
+		return Hook{}, fmt.Errorf("lifecycle action %s: %w", token, ErrNotFound)
+	}
+	return h, nil
+}
+
+// PutHook implements Store.
+func (m *Memory) PutHook(_ context.Context, h Hook) (Hook, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.hooks[h.Token]
+	if (!ok && h.Version != 0) || (ok && cur.Version != h.Version) {
+		return Hook{}, fmt.Errorf("lifecycle action %s at version %d: %w", h.Token, h.Version, ErrConflict)
+	}
+	h.Version++
+	m.hooks[h.Token] = h
+	m.Writes++
+	return h, nil
+}
+
+// AppendHistory implements Store.
+func (m *Memory) AppendHistory(_ context.Context, e HistoryEntry) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.history[e.Group] = append(m.history[e.Group], e)
+	return nil
+}
+
+// History implements Store.
+func (m *Memory) History(_ context.Context, group string) ([]HistoryEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]HistoryEntry(nil), m.history[group]...), nil
+}
+
+// clone deep-copies the slices and pointers of a rollout so callers never share memory with the store.
+func clone(r Rollout) Rollout {
+	if r.PreviousTemplate != nil {
+		t := *r.PreviousTemplate
+		r.PreviousTemplate = &t
+	}
+	if r.Current != nil {
+		c := *r.Current
+		c.InstancesBefore = append([]string(nil), c.InstancesBefore...)
+		r.Current = &c
+	}
+	r.Replaced = append([]string(nil), r.Replaced...)
+	return r
+}

@@ -1,0 +1,136 @@
+package state
+
+import "time"
+
+// Phase is the top-level state of a target's rollout (docs/architecture.md draws the machine).
+type Phase string
+
+const (
+	PhaseIdle        Phase = "Idle"        // every instance runs the target AMI; nothing to do
+	PhaseDetected    Phase = "Detected"    // a new target AMI was resolved from the source
+	PhaseWaiting     Phase = "Waiting"     // a gate (soak, window, approval, pause, alarm) holds the rollout
+	PhasePreparing   Phase = "Preparing"   // new launch template version; group pointed at it
+	PhaseReplacing   Phase = "Replacing"   // outdated instances replaced one at a time (see Step)
+	PhaseVerifying   Phase = "Verifying"   // every in-service instance on the target AMI; max restored
+	PhaseCompleted   Phase = "Completed"   // done; waits for the next AMI
+	PhaseHalted      Phase = "Halted"      // a failure stopped the rollout; Reason says why
+	PhaseRollingBack Phase = "RollingBack" // launch template back to the last good version
+	PhaseRolledBack  Phase = "RolledBack"  // rollback finished
+)
+
+// Step is the position inside the replacement of one outdated instance (PhaseReplacing).
+type Step string
+
+const (
+	StepSurge              Step = "Surge"              // desired+1 (max+1 when needed) about to be / being written
+	StepReplacementHealthy Step = "ReplacementHealthy" // waiting for the surge instance: InService and healthy in its cluster
+	StepDraining           Step = "Draining"           // old instance DRAINING (ECS) / cordoned and evicted (EKS)
+	StepTerminating        Step = "Terminating"        // TerminateInstanceInAutoScalingGroup sent; waiting for it to leave
+)
+
+// LaunchTemplateRef is how a group references its launch template: an id and a version string
+// ("$Default", "$Latest" or a number), directly or inside a mixed instances policy.
+type LaunchTemplateRef struct {
+	ID             string `json:"id" dynamodbav:"id"`
+	Name           string `json:"name,omitempty" dynamodbav:"name,omitempty"`
+	Version        string `json:"version" dynamodbav:"version"`
+	MixedInstances bool   `json:"mixedInstances,omitempty" dynamodbav:"mixed,omitempty"`
+}
+
+// Replacement is the durable progress of replacing one outdated instance.
+type Replacement struct {
+	Step          Step   `json:"step" dynamodbav:"step"`
+	OldInstanceID string `json:"oldInstanceId" dynamodbav:"old"`
+	// DesiredBefore is the group's desired capacity read just before the surge; the surge writes
+	// DesiredBefore+1 (an absolute value, so a repeated write after a crash is harmless).
+	DesiredBefore int32 `json:"desiredBefore" dynamodbav:"desiredBefore"`
+	// InstancesBefore are the group's instance ids before the surge: the replacement is the new one.
+	InstancesBefore []string  `json:"instancesBefore" dynamodbav:"before"`
+	NewInstanceID   string    `json:"newInstanceId,omitempty" dynamodbav:"new,omitempty"`
+	StepStartedAt   time.Time `json:"stepStartedAt" dynamodbav:"stepStartedAt"`
+	// ContainerInstanceARN of the old instance (ECS), once known.
+	ContainerInstanceARN string `json:"containerInstanceArn,omitempty" dynamodbav:"ci,omitempty"`
+}
+
+// Rollout is the persisted record of one target's rollout. It is rewritten on every transition.
+type Rollout struct {
+	Group    string `json:"group" dynamodbav:"group"`
+	Platform string `json:"platform" dynamodbav:"platform"` // "ecs" or "eks"
+	Cluster  string `json:"cluster,omitempty" dynamodbav:"cluster,omitempty"`
+	Phase    Phase  `json:"phase" dynamodbav:"phase"`
+	// Reason explains Waiting, Halted and RolledBack in words an operator can act on.
+	Reason string `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
+
+	TargetImageID   string `json:"targetImageId,omitempty" dynamodbav:"target,omitempty"`
+	PreviousImageID string `json:"previousImageId,omitempty" dynamodbav:"previous,omitempty"`
+	// Source is the SSM parameter the target AMI was resolved from; SourceVersion its Version then and
+	// SourceModified its LastModifiedDate (the AMI age for soak policies is measured from it).
+	Source         string    `json:"source,omitempty" dynamodbav:"source,omitempty"`
+	SourceVersion  int64     `json:"sourceVersion,omitempty" dynamodbav:"sourceVersion,omitempty"`
+	SourceModified time.Time `json:"sourceModified,omitempty" dynamodbav:"sourceModified,omitempty"`
+	DetectedAt     time.Time `json:"detectedAt,omitempty" dynamodbav:"detectedAt,omitempty"`
+
+	// PreviousTemplate is the group's launch template reference before Preparing (for rollback);
+	// NewTemplateVersion the version created with the target AMI.
+	PreviousTemplate   *LaunchTemplateRef `json:"previousTemplate,omitempty" dynamodbav:"prevTemplate,omitempty"`
+	NewTemplateVersion string             `json:"newTemplateVersion,omitempty" dynamodbav:"newTemplateVersion,omitempty"`
+
+	// MaxRaisedTo is the max size the agent wrote to make room for its surge (0 = max not raised);
+	// MaxRaisedFrom is the max it found. Verifying lowers max by exactly the agent's own +1.
+	MaxRaisedFrom int32 `json:"maxRaisedFrom,omitempty" dynamodbav:"maxFrom,omitempty"`
+	MaxRaisedTo   int32 `json:"maxRaisedTo,omitempty" dynamodbav:"maxTo,omitempty"`
+
+	Current  *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
+	Replaced []string     `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order
+	Steps    int          `json:"steps" dynamodbav:"steps"`                           // transitions written so far
+
+	UpdatedAt time.Time `json:"updatedAt" dynamodbav:"updatedAt"`
+	// Version is the optimistic-concurrency counter: the Store's conditional writes compare it.
+	Version int64 `json:"version" dynamodbav:"version"`
+}
+
+// Active reports whether the rollout is between detection and an end state.
+func (r Rollout) Active() bool {
+	switch r.Phase {
+	case PhaseDetected, PhaseWaiting, PhasePreparing, PhaseReplacing, PhaseVerifying, PhaseRollingBack:
+		return true
+	}
+	return false
+}
+
+// HookState is the progress of one lifecycle action.
+type HookState string
+
+const (
+	HookDraining  HookState = "Draining"  // drain started; heartbeats keep the action alive
+	HookWaiting   HookState = "Waiting"   // launching: waiting for the instance to be healthy in its cluster
+	HookCompleted HookState = "Completed" // CompleteLifecycleAction accepted (or the action was no longer active)
+)
+
+// Hook is the durable progress of one lifecycle action, keyed by its token.
+type Hook struct {
+	Token         string    `json:"token" dynamodbav:"token"`
+	Group         string    `json:"group" dynamodbav:"group"`
+	HookName      string    `json:"hookName" dynamodbav:"hookName"`
+	InstanceID    string    `json:"instanceId" dynamodbav:"instanceId"`
+	Transition    string    `json:"transition" dynamodbav:"transition"`
+	State         HookState `json:"state" dynamodbav:"state"`
+	Result        string    `json:"result,omitempty" dynamodbav:"result,omitempty"` // CONTINUE or ABANDON once completed
+	Note          string    `json:"note,omitempty" dynamodbav:"note,omitempty"`
+	ReceivedAt    time.Time `json:"receivedAt" dynamodbav:"receivedAt"`
+	LastHeartbeat time.Time `json:"lastHeartbeat,omitempty" dynamodbav:"lastHeartbeat,omitempty"`
+	CompletedAt   time.Time `json:"completedAt,omitempty" dynamodbav:"completedAt,omitempty"`
+	Version       int64     `json:"version" dynamodbav:"version"`
+}
+
+// HistoryEntry is one line of a target's AMI history.
+type HistoryEntry struct {
+	Group         string    `json:"group" dynamodbav:"group"`
+	At            time.Time `json:"at" dynamodbav:"at"`
+	Event         string    `json:"event" dynamodbav:"event"` // detected, completed, halted, rolled-back
+	PreviousImage string    `json:"previousImageId,omitempty" dynamodbav:"previous,omitempty"`
+	NewImage      string    `json:"newImageId,omitempty" dynamodbav:"new,omitempty"`
+	Source        string    `json:"source,omitempty" dynamodbav:"source,omitempty"`
+	SourceVersion int64     `json:"sourceVersion,omitempty" dynamodbav:"sourceVersion,omitempty"`
+	Detail        string    `json:"detail,omitempty" dynamodbav:"detail,omitempty"`
+}

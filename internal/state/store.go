@@ -1,0 +1,39 @@
+// Package state holds the agent's durable records — one rollout record per target, lifecycle action
+// progress, processed-event markers and AMI history — behind the Store interface. Every rollout step
+// transition is one conditional write (PutRollout with the version read), so a crash or a second replica can
+// never repeat or skip a step. memory.go is the in-process implementation used by tests and the demo; the
+// DynamoDB implementation drops in behind the same interface.
+package state
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound is returned when a record does not exist.
+var ErrNotFound = errors.New("record not found")
+
+// ErrConflict is returned by a conditional write whose expected version no longer matches the stored one:
+// someone else (another replica, or this agent before a crash) moved the record first. Re-read and re-decide.
+var ErrConflict = errors.New("conditional write failed: record changed since it was read")
+
+// Store persists the agent's records. Implementations must be safe for concurrent use.
+type Store interface {
+	// GetRollout returns the rollout record of a target (an Auto Scaling group name), or ErrNotFound.
+	GetRollout(ctx context.Context, group string) (Rollout, error)
+	// PutRollout writes r if the stored record's Version equals r.Version (0 = must not exist yet), and
+	// returns the record as stored with Version incremented. ErrConflict otherwise.
+	PutRollout(ctx context.Context, r Rollout) (Rollout, error)
+	// ListRollouts returns every rollout record, sorted by group name.
+	ListRollouts(ctx context.Context) ([]Rollout, error)
+
+	// GetHook returns the progress record of a lifecycle action by its token, or ErrNotFound.
+	GetHook(ctx context.Context, token string) (Hook, error)
+	// PutHook writes h conditionally on h.Version exactly like PutRollout.
+	PutHook(ctx context.Context, h Hook) (Hook, error)
+
+	// AppendHistory records one AMI change or rollout outcome of a target.
+	AppendHistory(ctx context.Context, e HistoryEntry) error
+	// History returns a target's entries, oldest first.
+	History(ctx context.Context, group string) ([]HistoryEntry, error)
+}
