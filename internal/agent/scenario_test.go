@@ -1,0 +1,210 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+const tick = 5 * time.Second
+
+func build(t *testing.T, spec demo.Spec) *demo.World {
+	t.Helper()
+	w, err := demo.Build(spec)
+	require.NoError(t, err)
+	return w
+}
+
+// oneGroup fills in g's cluster and parameter and returns a spec with g alone and a service of 2 tasks per
+// instance.
+func oneGroup(g *demo.GroupSetup) demo.Spec {
+	if g.Cluster == "" {
+		g.Cluster = "c1"
+	}
+	if g.Parameter == "" {
+		g.Parameter = "/golden/" + g.Name
+	}
+	return demo.Spec{Groups: []demo.GroupSetup{*g}, Services: map[string]int{"web": 2 * int(g.Desired)}}
+}
+
+// rollTo publishes image on the group's parameter and runs the world until the rollout ends, asserting the
+// invariants after every step.
+func rollTo(t *testing.T, w *demo.World, g demo.GroupSetup, image string) state.Rollout {
+	t.Helper()
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, image)
+	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		return r.TargetImageID == image && !r.Active()
+	})
+	require.NoError(t, err)
+	require.True(t, done, "rollout of %s did not end: %+v", g.Name, w.Rollout(ctx, g.Name))
+	_, err = w.RunUntil(ctx, tick, time.Minute, func() bool { return false }) // let hooks settle
+	require.NoError(t, err)
+	require.Empty(t, w.Checker.Violations)
+	return w.Rollout(ctx, g.Name)
+}
+
+func requireAllOn(t *testing.T, w *demo.World, group, image string, n int) {
+	t.Helper()
+	g := w.Account.Group(group)
+	require.Len(t, g.Instances, n)
+	for _, i := range g.Instances {
+		require.Equal(t, "InService", i.LifecycleState, i.ID)
+		require.Equal(t, image, i.ImageID, i.ID)
+	}
+}
+
+func TestInvariantsHoldAfterEveryStepOfARollout(t *testing.T) {
+	g := demo.GroupSetup{Name: "web-asg", Min: 3, Max: 6, Desired: 3}
+	w := build(t, oneGroup(&g))
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	steps := 0
+	for ; steps < 2000; steps++ {
+		require.NoError(t, w.Agent.RunOnce(ctx))
+		require.Empty(t, w.Checker.Check(), "after agent step %d", steps)
+		w.Account.Advance(tick)
+		require.Empty(t, w.Checker.Check(), "after world step %d", steps)
+		if r := w.Rollout(ctx, g.Name); r.Phase == state.PhaseCompleted {
+			break
+		}
+	}
+	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
+	requireAllOn(t, w, g.Name, demo.ImageB, 3)
+	require.GreaterOrEqual(t, w.Checker.MinServing[g.Name], 3)
+	require.Len(t, w.Rollout(ctx, g.Name).Replaced, 3)
+}
+
+func TestC10SingleInstanceGroupSurgesThroughMaxAndRestoresIt(t *testing.T) {
+	g := demo.GroupSetup{Name: "solo", Min: 1, Max: 1, Desired: 1}
+	w := build(t, oneGroup(&g))
+	ctx := context.Background()
+	maxSeen := int32(0)
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+		maxSeen = max(maxSeen, w.Account.Group(g.Name).Max)
+		return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted
+	})
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Equal(t, int32(2), maxSeen, "max raised by one for the surge")
+	grp := w.Account.Group(g.Name)
+	require.Equal(t, int32(1), grp.Max, "max restored")
+	require.Equal(t, int32(1), grp.Desired)
+	require.Equal(t, int32(1), grp.Min)
+	requireAllOn(t, w, g.Name, demo.ImageB, 1)
+	require.Equal(t, 1, w.Checker.MinServing[g.Name], "the replacement served before the old instance was drained")
+	require.Empty(t, w.Checker.Violations)
+}
+
+func TestC11GroupLaunchesTheNewAMIWhateverItsTemplateReference(t *testing.T) {
+	for _, c := range []struct {
+		name, version string
+		mixed         bool
+	}{
+		{"$Default while $Latest differs", "$Default", false},
+		{"$Latest", "$Latest", false},
+		{"explicit version", "1", false},
+		{"mixed instances policy", "$Default", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, TemplateVersion: c.version, MixedInstances: c.mixed}
+			w := build(t, oneGroup(&g))
+			grp := w.Account.Group(g.Name)
+			if c.version == "$Default" {
+				// A newer version exists that is not the default: the group must not pick up its AMI.
+				w.Account.CreateLaunchTemplateVersion(grp.LaunchTemplateID, "ami-0c0c0c0c0c0c0c0c0")
+			}
+			r := rollTo(t, w, g, demo.ImageB)
+			require.Equal(t, state.PhaseCompleted, r.Phase)
+			requireAllOn(t, w, g.Name, demo.ImageB, 2)
+			grp = w.Account.Group(g.Name)
+			require.Equal(t, r.NewTemplateVersion, grp.LaunchTemplateVersion, "group points at the explicit new version")
+			lt, ok := w.Account.LaunchTemplate(grp.LaunchTemplateID)
+			require.True(t, ok)
+			require.Equal(t, int64(1), lt.DefaultVersion, "the template's default version (shared with other groups) is unchanged")
+		})
+	}
+}
+
+func TestC13NewParameterVersionWithTheSameImageStartsNoRollout(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	w := build(t, oneGroup(&g))
+	ctx := context.Background()
+	_, err := w.RunUntil(ctx, tick, time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	before := w.Rollout(ctx, g.Name)
+	require.Equal(t, state.PhaseIdle, before.Phase)
+	lt, _ := w.Account.LaunchTemplate(w.Account.Group(g.Name).LaunchTemplateID)
+
+	w.PublishAMI(g.Parameter, demo.ImageA) // Version 1 -> 2, same image id
+	_, err = w.RunUntil(ctx, tick, 15*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+
+	after := w.Rollout(ctx, g.Name)
+	require.Equal(t, state.PhaseIdle, after.Phase)
+	require.Equal(t, before.Version, after.Version, "no transition written")
+	lt2, _ := w.Account.LaunchTemplate(w.Account.Group(g.Name).LaunchTemplateID)
+	require.Equal(t, lt.LatestVersion, lt2.LatestVersion, "no launch template version created")
+	require.Zero(t, w.Account.Calls()["autoscaling:SetDesiredCapacity"])
+}
+
+func TestC1HookTestNotificationIsDeletedAndCountedIgnored(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 2, Desired: 1}
+	w := build(t, oneGroup(&g)) // creating the hook sends autoscaling:TEST_NOTIFICATION to the queue
+	visible, _ := w.Account.QueueDepth(w.QueueURL)
+	require.Equal(t, 1, visible)
+	require.NoError(t, w.Agent.RunOnce(context.Background()))
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Zero(t, visible+inFlight, "deleted, not left to be redelivered")
+	require.Equal(t, int64(1), w.Agent.Consumer.Stats.Ignored.Load())
+	require.Zero(t, w.Agent.Consumer.Stats.Failed.Load())
+}
+
+func TestUnmanagedGroupIsNeverTouched(t *testing.T) {
+	g := demo.GroupSetup{Name: "managed", Min: 1, Max: 2, Desired: 1}
+	spec := oneGroup(&g)
+	spec.Groups = append(spec.Groups, demo.GroupSetup{Name: "theirs", Cluster: "c1", Parameter: "/golden/managed",
+		Min: 1, Max: 2, Desired: 1, Unmanaged: true})
+	w := build(t, spec)
+	rollTo(t, w, spec.Groups[0], demo.ImageB)
+	theirs := w.Account.Group("theirs")
+	require.Len(t, theirs.Instances, 1)
+	require.Equal(t, demo.ImageA, theirs.Instances[0].ImageID)
+	require.Equal(t, "ACTIVE", theirs.Instances[0].ContainerInstanceStatus)
+	require.Equal(t, "$Default", theirs.LaunchTemplateVersion)
+	lt, _ := w.Account.LaunchTemplate(theirs.LaunchTemplateID)
+	require.Equal(t, int64(1), lt.LatestVersion, "no version added to their template")
+}
+
+func TestC15UnhealthyReplacementRollsBack(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	w := build(t, oneGroup(&g))
+	w.Account.MarkImageUnhealthy(demo.ImageB)
+	before := w.Account.Group(g.Name)
+	r := rollTo(t, w, g, demo.ImageB)
+	require.Equal(t, state.PhaseRolledBack, r.Phase)
+	require.Contains(t, r.Reason, "not healthy after 10m0s")
+	after := w.Account.Group(g.Name)
+	requireAllOn(t, w, g.Name, demo.ImageA, 2)
+	require.Equal(t, before.LaunchTemplateVersion, after.LaunchTemplateVersion, "launch template reference restored")
+	require.Equal(t, before.Desired, after.Desired)
+	for _, term := range w.Account.Terminations() {
+		i, _ := w.Account.Instance(term.InstanceID)
+		require.Equal(t, demo.ImageB, i.ImageID, "only the unhealthy replacement was removed")
+	}
+	h, err := w.Store.History(context.Background(), g.Name)
+	require.NoError(t, err)
+	require.Equal(t, "rolled-back", h[len(h)-1].Event)
+}
+
+var _ = lifecycle.TagEnabled
+var _ = sim.TransitionTerminating

@@ -1,0 +1,390 @@
+// Package demo runs the real agent in-process against a simulated AWS account (internal/sim) on a simulated
+// clock: an ECS cluster on an Auto Scaling group whose golden-AMI parameter changes, rolled to the new AMI
+// one instance at a time while the DESIGN.md invariants are checked after every step.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// AMIs of the demo: the fleet starts on ImageA; the golden-AMI parameter then names ImageB.
+const (
+	ImageA = "ami-0a1a2a3a4a5a6a7a8"
+	ImageB = "ami-0b1b2b3b4b5b6b7b8"
+)
+
+// Names used by the demo account.
+const (
+	Parameter = "/golden-ami/ecs/al2023"
+	Cluster   = "demo"
+	GroupName = "demo-ecs-asg"
+	QueueName = "patch-agent"
+	HookName  = "patch-agent-drain"
+)
+
+// Options configure a demo run.
+type Options struct {
+	// Out receives the live progress lines (nil: none).
+	Out io.Writer
+	// Log receives the agent's JSON logs (nil: discarded).
+	Log *zap.Logger
+	// Tick is the simulated time between two agent iterations. Default 5 s.
+	Tick time.Duration
+	// Deadline bounds the simulated duration. Default 3 h.
+	Deadline time.Duration
+}
+
+// GroupSummary is one group's line in the final summary.
+type GroupSummary struct {
+	Name                      string `json:"name"`
+	Platform                  string `json:"platform"`
+	TargetImageID             string `json:"targetImageId"`
+	Desired                   int32  `json:"desired"`
+	Instances                 int    `json:"instances"`
+	OnTarget                  int    `json:"onTarget"`
+	MinInServiceDuringRollout int    `json:"minInServiceDuringRollout"`
+	State                     string `json:"state"`
+	Reason                    string `json:"reason,omitempty"`
+	Steps                     int    `json:"steps"`
+}
+
+// Summary is what `patch-agent demo --json` prints.
+type Summary struct {
+	Groups              []GroupSummary `json:"groups"`
+	InvariantViolations int            `json:"invariantViolations"`
+	Violations          []string       `json:"violations,omitempty"`
+	SimulatedSeconds    float64        `json:"simulatedSeconds"`
+	Messages            MessageCounts  `json:"messages"`
+}
+
+// MessageCounts are the consumer's counters at the end.
+type MessageCounts struct {
+	Processed int64 `json:"processed"`
+	Ignored   int64 `json:"ignored"`
+	Failed    int64 `json:"failed"`
+}
+
+// World is a simulated account with an agent, ready to run. Scenario tests build on it.
+type World struct {
+	Account  *sim.Account
+	Agent    *agent.Agent
+	Store    state.Store
+	QueueURL string
+	Checker  *Checker
+}
+
+// GroupSetup is one Auto Scaling group of a world: an ECS cluster's capacity on a launch template.
+type GroupSetup struct {
+	Name, Cluster, Parameter string
+	Min, Max, Desired        int32
+	// TemplateVersion is how the group references its launch template: "$Default" (default), "$Latest" or "1".
+	TemplateVersion string
+	// MixedInstances references the template through a mixed instances policy.
+	MixedInstances bool
+	// HeartbeatTimeout of the group's terminating lifecycle hook to the agent's queue; 0 = 300 s; -1 = no hook.
+	HeartbeatTimeout time.Duration
+	// Unmanaged leaves the opt-in tag off: the agent must never touch the group.
+	Unmanaged bool
+}
+
+// Spec describes a world: a simulated account and the agent running against it.
+type Spec struct {
+	Sim    sim.Options
+	Policy lifecycle.Policy
+	Groups []GroupSetup
+	// Services are placed on the cluster of the first group: name -> task count (daemon services: -1).
+	Services map[string]int
+	// InitialImage is the AMI every launch template and parameter starts on. Default ImageA.
+	InitialImage string
+	Log          *zap.Logger
+}
+
+// DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
+// ImageA with a terminating lifecycle hook to the agent's queue, a service of 6 tasks and a daemon service.
+func DemoSpec() Spec {
+	return Spec{
+		Policy:   lifecycle.DefaultPolicy(),
+		Groups:   []GroupSetup{{Name: GroupName, Cluster: Cluster, Parameter: Parameter, Min: 3, Max: 6, Desired: 3}},
+		Services: map[string]int{"web": 6, "log-router": -1},
+	}
+}
+
+// NewWorld builds the default demo world.
+func NewWorld(log *zap.Logger) (*World, error) {
+	s := DemoSpec()
+	s.Log = log
+	return Build(s)
+}
+
+// Build creates the simulated account of spec, starting at 2026-11-30T02:00Z, and an agent on it with an
+// in-memory store.
+func Build(spec Spec) (*World, error) {
+	log := spec.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	image := spec.InitialImage
+	if image == "" {
+		image = ImageA
+	}
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC))
+	acct := sim.New(clk, spec.Sim)
+	queue := acct.CreateQueue(QueueName, 5, QueueName+"-dlq")
+	baseline := map[string]int32{}
+	for _, g := range spec.Groups {
+		acct.CreateECSCluster(g.Cluster)
+		lt := acct.CreateLaunchTemplate(g.Name+"-lt", image, "m7g.large")
+		acct.PutParameter(g.Parameter, image)
+		version := g.TemplateVersion
+		if version == "" {
+			version = "$Default"
+		}
+		tags := map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: lifecycle.PlatformECS,
+			lifecycle.TagCluster: g.Cluster, lifecycle.TagParameter: g.Parameter}
+		if g.Unmanaged {
+			tags = map[string]string{"team": "other"}
+		}
+		gs := sim.GroupSpec{Name: g.Name, Min: g.Min, Max: g.Max, Desired: g.Desired, LaunchTemplateID: lt,
+			LaunchTemplateVersion: version, MixedInstances: g.MixedInstances, Tags: tags, ECSCluster: g.Cluster}
+		if g.HeartbeatTimeout >= 0 {
+			hb := g.HeartbeatTimeout
+			if hb == 0 {
+				hb = 300 * time.Second
+			}
+			gs.Hooks = []sim.HookSpec{{Name: HookName, Transition: sim.TransitionTerminating, HeartbeatTimeout: hb,
+				DefaultResult: sim.ResultContinue, QueueURL: queue}}
+		}
+		if err := acct.CreateGroup(gs); err != nil {
+			return nil, fmt.Errorf("creating group %s: %w", g.Name, err)
+		}
+		if !g.Unmanaged {
+			baseline[g.Name] = g.Desired
+		}
+	}
+	if len(spec.Groups) > 0 {
+		names := make([]string, 0, len(spec.Services))
+		for n := range spec.Services {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			count := spec.Services[n]
+			acct.CreateService(spec.Groups[0].Cluster, n, max(count, 0), count < 0)
+		}
+	}
+	policy := spec.Policy
+	if policy == (lifecycle.Policy{}) {
+		policy = lifecycle.DefaultPolicy()
+	}
+	store := state.NewMemory()
+	a := agent.New(agent.Clients{AutoScaling: acct.AutoScaling(), EC2: acct.EC2(), ECS: acct.ECS(), SSM: acct.SSM(), SQS: acct.SQS()},
+		agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy}, store, clk, log)
+	return &World{Account: acct, Agent: a, Store: store, QueueURL: queue, Checker: NewChecker(acct, baseline)}, nil
+}
+
+// PublishAMI sets the parameter to image and puts the EventBridge "Parameter Store Change" event for it on
+// the agent's queue, as EventBridge would for a parameter in the account.
+func (w *World) PublishAMI(param, image string) {
+	w.Account.PutParameter(param, image)
+	now := w.Account.Clock().Now().UTC().Format(time.RFC3339)
+	body := fmt.Sprintf(`{"version":"0","id":"%d","detail-type":"Parameter Store Change","source":"aws.ssm","account":"111122223333","time":%q,"region":"us-east-1","resources":["arn:aws:ssm:us-east-1:111122223333:parameter%s"],"detail":{"operation":"Update","name":%q,"type":"String","description":"Golden AMI for ECS hosts"}}`,
+		w.Account.Clock().Now().UnixNano(), now, param, param)
+	w.Account.SendMessage(w.QueueURL, body)
+}
+
+// Step runs one agent iteration, checks the invariants, then advances simulated time by tick.
+func (w *World) Step(ctx context.Context, tick time.Duration) error {
+	if err := w.Agent.RunOnce(ctx); err != nil {
+		return err
+	}
+	w.Checker.Check()
+	w.Account.Advance(tick)
+	w.Checker.Check()
+	return nil
+}
+
+// Run plays the default demo: the fleet settles on ImageA, the parameter changes to ImageB, and the agent
+// rolls the group. It returns the summary; an error only when the demo itself could not run.
+func Run(ctx context.Context, opts Options) (Summary, error) {
+	if opts.Tick <= 0 {
+		opts.Tick = 5 * time.Second
+	}
+	if opts.Deadline <= 0 {
+		opts.Deadline = 3 * time.Hour
+	}
+	w, err := NewWorld(opts.Log)
+	if err != nil {
+		return Summary{}, err
+	}
+	start := w.Account.Clock().Now()
+	p := newPrinter(opts.Out, w, start)
+	p.linef("simulated account: ECS cluster %q, group %s (3 instances on %s), service web (6 tasks) + daemon log-router", Cluster, GroupName, ImageA)
+	for range 3 {
+		if err := w.Step(ctx, opts.Tick); err != nil {
+			return Summary{}, err
+		}
+	}
+	p.linef("golden-AMI parameter %s now names %s; Parameter Store Change event sent to the queue", Parameter, ImageB)
+	w.PublishAMI(Parameter, ImageB)
+	for w.Account.Clock().Since(start) < opts.Deadline {
+		if err := ctx.Err(); err != nil {
+			return Summary{}, err
+		}
+		if err := w.Step(ctx, opts.Tick); err != nil {
+			return Summary{}, err
+		}
+		p.progress(ctx)
+		if r, err := w.Store.GetRollout(ctx, GroupName); err == nil && r.TargetImageID == ImageB && !r.Active() {
+			break
+		}
+	}
+	// Let the last lifecycle actions and messages settle.
+	for range 12 {
+		if err := w.Step(ctx, opts.Tick); err != nil {
+			return Summary{}, err
+		}
+	}
+	s := w.Summarize(ctx, start)
+	p.table(s)
+	return s, nil
+}
+
+// Summarize builds the summary of every group of the checker.
+func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
+	s := Summary{SimulatedSeconds: w.Account.Clock().Since(start).Seconds()}
+	names := make([]string, 0, len(w.Checker.Baseline))
+	for n := range w.Checker.Baseline {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		g := w.Account.Group(name)
+		r, _ := w.Store.GetRollout(ctx, name)
+		gs := GroupSummary{Name: name, Platform: r.Platform, TargetImageID: r.TargetImageID, Desired: g.Desired,
+			Instances: len(g.Instances), MinInServiceDuringRollout: w.Checker.MinServing[name], State: string(r.Phase),
+			Reason: r.Reason, Steps: r.Steps}
+		for _, i := range g.Instances {
+			if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
+				gs.OnTarget++
+			}
+		}
+		s.Groups = append(s.Groups, gs)
+	}
+	for _, v := range w.Checker.Violations {
+		s.Violations = append(s.Violations, v.String())
+	}
+	s.InvariantViolations = len(w.Checker.Violations)
+	st := &w.Agent.Consumer.Stats
+	s.Messages = MessageCounts{Processed: st.Processed.Load(), Ignored: st.Ignored.Load(), Failed: st.Failed.Load()}
+	return s
+}
+
+// printer writes one line per rollout step change.
+type printer struct {
+	out   io.Writer
+	w     *World
+	start time.Time
+	last  string
+}
+
+func newPrinter(out io.Writer, w *World, start time.Time) *printer {
+	return &printer{out: out, w: w, start: start}
+}
+
+func (p *printer) linef(format string, args ...any) {
+	if p.out == nil {
+		return
+	}
+	el := p.w.Account.Clock().Since(p.start).Round(time.Second)
+	fmt.Fprintf(p.out, "[+%8s] %s\n", el, fmt.Sprintf(format, args...))
+}
+
+func (p *printer) progress(ctx context.Context) {
+	r, err := p.w.Store.GetRollout(ctx, GroupName)
+	if err != nil {
+		return
+	}
+	g := p.w.Account.Group(GroupName)
+	serving, onTarget := 0, 0
+	for _, i := range g.Instances {
+		if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
+			serving++
+		}
+		if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
+			onTarget++
+		}
+	}
+	step, detail := "", ""
+	if c := r.Current; c != nil {
+		step = "/" + string(c.Step)
+		detail = " old=" + c.OldInstanceID
+		if c.NewInstanceID != "" {
+			detail += " new=" + c.NewInstanceID
+		}
+	}
+	line := fmt.Sprintf("%-9s %s%-20s%s serving=%d desired=%d max=%d on-target=%d/%d", GroupName, r.Phase, step, detail,
+		serving, g.Desired, g.Max, onTarget, len(g.Instances))
+	if r.Reason != "" {
+		line += " reason=" + r.Reason
+	}
+	if line != p.last {
+		p.last = line
+		p.linef("%s", line)
+	}
+}
+
+func (p *printer) table(s Summary) {
+	if p.out == nil {
+		return
+	}
+	fmt.Fprintln(p.out)
+	fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8s %-10s %-9s %-12s %s\n", "GROUP", "PLATFORM", "TARGET AMI", "DESIRED", "ON TARGET", "MIN SERV", "STATE", "STEPS")
+	for _, g := range s.Groups {
+		fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8d %-10s %-9d %-12s %d\n", g.Name, g.Platform, g.TargetImageID, g.Desired,
+			fmt.Sprintf("%d/%d", g.OnTarget, g.Instances), g.MinInServiceDuringRollout, g.State, g.Steps)
+	}
+	fmt.Fprintf(p.out, "\ninvariant violations: %d", s.InvariantViolations)
+	if len(s.Violations) > 0 {
+		fmt.Fprintf(p.out, "\n  %s", strings.Join(s.Violations, "\n  "))
+	}
+	fmt.Fprintf(p.out, "\nmessages: %d processed, %d ignored, %d failed; simulated time %s\n", s.Messages.Processed, s.Messages.Ignored,
+		s.Messages.Failed, time.Duration(s.SimulatedSeconds*float64(time.Second)).Round(time.Second))
+}
+
+// JSON renders the summary for --json.
+func (s Summary) JSON() ([]byte, error) { return json.MarshalIndent(s, "", "  ") }
+
+// RunUntil steps the world (agent iteration, invariant check, tick of simulated time) until done reports
+// true or limit simulated time has passed. It reports whether done became true.
+func (w *World) RunUntil(ctx context.Context, tick, limit time.Duration, done func() bool) (bool, error) {
+	end := w.Account.Clock().Now().Add(limit)
+	for w.Account.Clock().Now().Before(end) {
+		if done() {
+			return true, nil
+		}
+		if err := w.Step(ctx, tick); err != nil {
+			return false, err
+		}
+	}
+	return done(), nil
+}
+
+// Rollout returns a group's rollout record (the zero record when there is none).
+func (w *World) Rollout(ctx context.Context, group string) state.Rollout {
+	r, _ := w.Store.GetRollout(ctx, group)
+	return r
+}

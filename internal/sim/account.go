@@ -1,0 +1,271 @@
+// Package sim is a stateful simulated AWS account — Amazon EC2 Auto Scaling, EC2 launch templates and instances,
+// Amazon ECS container instances, services and tasks, SSM Parameter Store and Amazon SQS — behind the narrow
+// interfaces of internal/awsapi. The agent's tests and `patch-agent demo` use it in place of real AWS, because no
+// emulator offers Auto Scaling, launch templates or ECS container instances.
+//
+// Behaviour follows the AWS documentation; each modelled behaviour cites the guide and page it comes from.
+// Time runs on an injected fake clock (k8s.io/utils/clock/testing): nothing happens until the caller moves time
+// with Advance, so a 30-minute rollout simulates in milliseconds and every run is deterministic.
+//
+// One mutex guards the whole account, so the agent may call it from several goroutines. Errors are smithy API
+// errors (smithy.GenericAPIError, or the SDK's modelled error types where the SDK has one) so that
+// internal/awsapi/errors.go classifies them as it classifies real AWS answers.
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aws/smithy-go"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+)
+
+// Options tunes the simulated account. Zero values take the defaults given on each field.
+type Options struct {
+	// Region and AccountID appear in ARNs, queue URLs and notifications. Defaults: us-east-1, 111122223333.
+	Region, AccountID string
+	// BootDelay is the time from launch (RunInstances) until the instance is running and leaves Pending:
+	// InService when the group has no launching lifecycle hook, Pending:Wait when it has one. Default 90s.
+	BootDelay time.Duration
+	// AgentConnectDelay is the time from the end of boot until the instance's ECS container agent has registered
+	// the container instance ACTIVE and connected. Default 20s.
+	AgentConnectDelay time.Duration
+	// TaskStartDelay is the time a task spends PENDING before it is RUNNING. Default 10s.
+	TaskStartDelay time.Duration
+	// TaskStopStageDelay is the time a stopping task spends in each of DEACTIVATING, STOPPING and DEPROVISIONING
+	// before it reaches STOPPED. Default 10s.
+	TaskStopStageDelay time.Duration
+	// TerminateDelay is the time from Terminating:Proceed (EC2 shutting-down) until Terminated. Default 30s.
+	TerminateDelay time.Duration
+	// MaxTasksPerInstance is how many non-daemon tasks fit on one container instance. Default 10.
+	MaxTasksPerInstance int
+	// Seed makes generated identifiers (instance ids, tokens, ARNs) differ between accounts. Default 1.
+	Seed uint64
+}
+
+func (o *Options) defaults() {
+	if o.Region == "" {
+		o.Region = "us-east-1"
+	}
+	if o.AccountID == "" {
+		o.AccountID = "111122223333"
+	}
+	if o.BootDelay <= 0 {
+		o.BootDelay = 90 * time.Second
+	}
+	if o.AgentConnectDelay <= 0 {
+		o.AgentConnectDelay = 20 * time.Second
+	}
+	if o.TaskStartDelay <= 0 {
+		o.TaskStartDelay = 10 * time.Second
+	}
+	if o.TaskStopStageDelay <= 0 {
+		o.TaskStopStageDelay = 10 * time.Second
+	}
+	if o.TerminateDelay <= 0 {
+		o.TerminateDelay = 30 * time.Second
+	}
+	if o.MaxTasksPerInstance <= 0 {
+		o.MaxTasksPerInstance = 10
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+}
+
+// Account is one simulated AWS account in one region. Create it with New.
+type Account struct {
+	mu        sync.Mutex
+	advanceMu sync.Mutex
+
+	clk   *testingclock.FakeClock
+	opts  Options
+	rng   *rand.Rand
+	calls map[string]int
+	sched scheduler
+	// instant is set while setup helpers run: instances and tasks they create are ready at once.
+	instant bool
+
+	// EC2 and Auto Scaling
+	templates       map[string]*launchTemplate
+	templateOrder   []string
+	groups          map[string]*group
+	instances       map[string]*instance
+	instanceOrder   []string
+	unhealthyImages map[string]bool
+	actions         map[string]*lifecycleAction // by lifecycle action token
+	terminations    []Termination
+	completions     []Completion
+	heartbeats      []Completion
+
+	// ECS
+	clusters map[string]*cluster
+
+	// SSM
+	params map[string]*parameter
+
+	// SQS
+	queues      map[string]*queue // by queue URL
+	queueByName map[string]*queue
+}
+
+// New returns an empty account whose time is clk. Options left zero take their defaults.
+func New(clk *testingclock.FakeClock, opts Options) *Account {
+	opts.defaults()
+	return &Account{
+		clk:             clk,
+		opts:            opts,
+		rng:             rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+		calls:           map[string]int{},
+		templates:       map[string]*launchTemplate{},
+		groups:          map[string]*group{},
+		instances:       map[string]*instance{},
+		unhealthyImages: map[string]bool{},
+		actions:         map[string]*lifecycleAction{},
+		clusters:        map[string]*cluster{},
+		params:          map[string]*parameter{},
+		queues:          map[string]*queue{},
+		queueByName:     map[string]*queue{},
+	}
+}
+
+// Clock returns the fake clock the account runs on.
+func (a *Account) Clock() *testingclock.FakeClock { return a.clk }
+
+// Options returns the effective options (defaults filled in).
+func (a *Account) Options() Options { return a.opts }
+
+// AutoScaling returns the account's Amazon EC2 Auto Scaling API.
+func (a *Account) AutoScaling() awsapi.AutoScaling { return &AutoScalingClient{a: a} }
+
+// EC2 returns the account's Amazon EC2 API (launch templates, instances).
+func (a *Account) EC2() awsapi.EC2 { return &EC2Client{a: a} }
+
+// ECS returns the account's Amazon ECS API.
+func (a *Account) ECS() awsapi.ECS { return &ECSClient{a: a} }
+
+// SSM returns the account's AWS Systems Manager Parameter Store API.
+func (a *Account) SSM() awsapi.SSM { return &SSMClient{a: a} }
+
+// SQS returns the account's Amazon SQS API.
+func (a *Account) SQS() awsapi.SQS { return &SQSClient{a: a} }
+
+// Calls returns how many API calls were made per operation, keyed "service:Operation"
+// (for example "autoscaling:DescribeAutoScalingGroups"). Setup and observation helpers are not counted.
+func (a *Account) Calls() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]int, len(a.calls))
+	for k, v := range a.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// ResetCalls sets every API call count back to zero.
+func (a *Account) ResetCalls() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = map[string]int{}
+}
+
+// call is the entry of every simulated API operation: it takes the account lock, counts the call, honours a
+// cancelled context and runs behaviour that fell due since the last call (for callers that moved the clock
+// themselves). On success the caller must run the returned unlock.
+func (a *Account) call(ctx context.Context, op string) (unlock func(), err error) {
+	a.mu.Lock()
+	a.calls[op]++
+	if ctx != nil {
+		if err := ctx.Err(); err != nil {
+			a.mu.Unlock()
+			return nil, err
+		}
+	}
+	a.runDueLocked()
+	return a.mu.Unlock, nil
+}
+
+// lock is the entry of setup and observation helpers: no call is counted.
+func (a *Account) lock() func() {
+	a.mu.Lock()
+	a.runDueLocked()
+	return a.mu.Unlock
+}
+
+func (a *Account) now() time.Time { return a.clk.Now() }
+
+// settle runs the control loops that AWS runs continuously: Auto Scaling keeps each group at its desired
+// capacity, ECS managed draining completes its hooks, and the ECS service scheduler keeps services at their
+// desired count. Callers hold a.mu.
+func (a *Account) settle() {
+	for i := 0; i < 10; i++ {
+		changed := false
+		for _, name := range a.groupNames() {
+			if a.reconcileGroup(a.groups[name]) {
+				changed = true
+			}
+		}
+		if a.reconcileManagedDraining() {
+			changed = true
+		}
+		for _, name := range a.clusterNames() {
+			if a.reconcileCluster(a.clusters[name]) {
+				changed = true
+			}
+		}
+		if !changed {
+			return
+		}
+	}
+}
+
+func (a *Account) groupNames() []string {
+	names := make([]string, 0, len(a.groups))
+	for n := range a.groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (a *Account) clusterNames() []string {
+	names := make([]string, 0, len(a.clusters))
+	for n := range a.clusters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// apiError returns a client-fault smithy API error with AWS's code and message.
+func apiError(code, format string, args ...any) error {
+	return &smithy.GenericAPIError{Code: code, Message: fmt.Sprintf(format, args...), Fault: smithy.FaultClient}
+}
+
+// hex returns n random lowercase hexadecimal digits.
+func (a *Account) hex(n int) string {
+	const digits = "0123456789abcdef"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = digits[a.rng.IntN(16)]
+	}
+	return string(b)
+}
+
+// uuid returns a random version-4 UUID.
+func (a *Account) uuid() string {
+	h := a.hex(32)
+	variant := "89ab"[a.rng.IntN(4)]
+	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-" + string(variant) + h[17:20] + "-" + h[20:32]
+}
+
+// awsTime formats t as AWS notifications do: RFC 3339 in UTC with milliseconds ("2024-03-04T09:15:31.102Z").
+func awsTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,1430 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+)
+
+// Lifecycle transitions and results as Auto Scaling names them.
+const (
+	TransitionLaunching   = "autoscaling:EC2_INSTANCE_LAUNCHING"
+	TransitionTerminating = "autoscaling:EC2_INSTANCE_TERMINATING"
+	ResultContinue        = "CONTINUE"
+	ResultAbandon         = "ABANDON"
+)
+
+// ECSManagedDrainingHookName is the lifecycle hook Amazon ECS adds to a capacity provider's Auto Scaling group
+// when managed instance draining is on (GroupSpec.ECSManagedDraining).
+const ECSManagedDrainingHookName = "ecs-managed-draining-termination-hook"
+
+// Termination causes recorded in Termination.Cause.
+const (
+	CauseAPI     = "api"      // TerminateInstanceInAutoScalingGroup
+	CauseScaleIn = "scale-in" // desired capacity below the running instances
+	CauseAbandon = "abandon"  // a launching lifecycle action ended with ABANDON
+	CauseHealth  = "health"   // the instance failed its health check
+)
+
+// Callers recorded in Completion.Caller.
+const (
+	CallerAPI = "api" // a call through the AutoScaling client (the agent)
+	CallerECS = "ecs" // Amazon ECS managed instance draining, simulated
+)
+
+// countsTowardCapacity reports whether an instance in this lifecycle state counts toward its group's capacity.
+func countsTowardCapacity(state string) bool {
+	switch astypes.LifecycleState(state) {
+	case astypes.LifecycleStatePending, astypes.LifecycleStatePendingWait, astypes.LifecycleStatePendingProceed,
+		astypes.LifecycleStateInService:
+		return true
+	}
+	return false
+}
+
+func isTerminating(state string) bool {
+	switch astypes.LifecycleState(state) {
+	case astypes.LifecycleStateTerminating, astypes.LifecycleStateTerminatingWait, astypes.LifecycleStateTerminatingProceed:
+		return true
+	}
+	return false
+}
+
+// GroupSpec describes an Auto Scaling group to create with CreateGroup.
+type GroupSpec struct {
+	Name              string
+	Min, Max, Desired int32
+	LaunchTemplateID  string
+	// LaunchTemplateVersion is "$Default" (also when empty), "$Latest" or a version number such as "3".
+	LaunchTemplateVersion string
+	// MixedInstances references the template through MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
+	// instead of the group's LaunchTemplate.
+	MixedInstances bool
+	// AvailabilityZones default to <region>a, <region>b, <region>c.
+	AvailabilityZones []string
+	// Tags are the group's tags; all propagate at launch.
+	Tags map[string]string
+	// ECSCluster is the cluster the instances' container agent registers in ("" = none). The cluster is created
+	// when it does not exist.
+	ECSCluster string
+	Hooks      []HookSpec
+	// NewInstancesProtectedFromScaleIn marks every instance the group launches as protected from scale in.
+	NewInstancesProtectedFromScaleIn bool
+	// ECSManagedDraining simulates an ECS capacity provider with managed instance draining: the group carries
+	// ECS's own terminating hook (ECSManagedDrainingHookName), and on every termination ECS sets the container
+	// instance DRAINING and completes its hook with CONTINUE once no non-daemon task is left but STOPPED.
+	ECSManagedDraining bool
+}
+
+// HookSpec describes a lifecycle hook.
+type HookSpec struct {
+	Name string
+	// Transition is TransitionLaunching or TransitionTerminating.
+	Transition string
+	// HeartbeatTimeout defaults to 3600s.
+	HeartbeatTimeout time.Duration
+	// DefaultResult is ResultContinue (also when empty) or ResultAbandon.
+	DefaultResult string
+	// QueueURL is the SQS queue notifications go to ("" = none).
+	QueueURL string
+	// NotificationMetadata is copied into every notification ("" = none).
+	NotificationMetadata string
+}
+
+type group struct {
+	name, arn         string
+	min, max, desired int32
+	ltID              string
+	ltVersion         string // "$Default", "$Latest" or a number
+	mixed             bool
+	azs               []string
+	tags              map[string]string
+	cluster           string
+	hooks             []*HookSpec
+	newProtected      bool
+	createdAt         time.Time
+	instances         []string // launch order, terminated ones included
+	managedDraining   bool
+}
+
+func (g *group) hooksFor(transition string) []*HookSpec {
+	var out []*HookSpec
+	for _, h := range g.hooks {
+		if h.Transition == transition {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// lifecycleAction is one lifecycle hook's action for one instance, identified by its token.
+type lifecycleAction struct {
+	token, instanceID, group, hook, transition string
+	defaultResult                              string
+	heartbeat                                  time.Duration
+	started, deadline, globalDeadline          time.Time
+	active                                     bool
+	result                                     string
+	gen                                        int
+}
+
+// Termination records one instance leaving service: who asked, and how drained the instance was at that moment.
+type Termination struct {
+	InstanceID, Group string
+	// Cause is CauseAPI, CauseScaleIn, CauseAbandon or CauseHealth.
+	Cause       string
+	RequestedAt time.Time
+	// DrainedAtRequest is true when the container instance was DRAINING and had no non-daemon task other than
+	// STOPPED, or when the instance had no container instance at all.
+	DrainedAtRequest bool
+	// ContainerInstanceStatus is ACTIVE, DRAINING or "" (none) at the request.
+	ContainerInstanceStatus string
+	// NonStoppedTasks counts non-daemon tasks whose lastStatus was not STOPPED at the request.
+	NonStoppedTasks int
+	// NonStoppedDaemonTasks counts daemon-service tasks whose lastStatus was not STOPPED at the request (they
+	// stop last on a draining instance and do not make it undrained).
+	NonStoppedDaemonTasks int
+}
+
+// Completion records one CompleteLifecycleAction or RecordLifecycleActionHeartbeat call, accepted or not.
+type Completion struct {
+	Token, InstanceID, Group, Hook string
+	// Result is CONTINUE or ABANDON for completions, "" for heartbeats.
+	Result   string
+	At       time.Time
+	Accepted bool
+	// Caller is CallerAPI for calls through the AutoScaling client, CallerECS for simulated ECS managed draining.
+	Caller string
+}
+
+// CreateGroup creates an Auto Scaling group and launches Desired instances that are InService at once (already
+// booted; their container instances ACTIVE and their daemon tasks RUNNING). Hooks with a QueueURL first send
+// their test notification. Setup helper: not counted. Errors: ValidationError (capacity limits, launch template),
+// AlreadyExists.
+func (a *Account) CreateGroup(spec GroupSpec) error {
+	defer a.lock()()
+	if spec.Name == "" {
+		return apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
+	}
+	if a.groups[spec.Name] != nil {
+		return apiError("AlreadyExists", "AutoScalingGroup by this name already exists - A group with the name %s already exists", spec.Name)
+	}
+	if err := validateCapacity(spec.Min, spec.Max, spec.Desired); err != nil {
+		return err
+	}
+	version := spec.LaunchTemplateVersion
+	if version == "" {
+		version = "$Default"
+	}
+	if _, err := a.validateTemplateRef(spec.LaunchTemplateID, version); err != nil {
+		return err
+	}
+	azs := spec.AvailabilityZones
+	if len(azs) == 0 {
+		azs = []string{a.opts.Region + "a", a.opts.Region + "b", a.opts.Region + "c"}
+	}
+	g := &group{
+		name:            spec.Name,
+		arn:             fmt.Sprintf("arn:aws:autoscaling:%s:%s:autoScalingGroup:%s:autoScalingGroupName/%s", a.opts.Region, a.opts.AccountID, a.uuid(), spec.Name),
+		min:             spec.Min,
+		max:             spec.Max,
+		desired:         spec.Desired,
+		ltID:            spec.LaunchTemplateID,
+		ltVersion:       version,
+		mixed:           spec.MixedInstances,
+		azs:             append([]string(nil), azs...),
+		tags:            map[string]string{},
+		cluster:         spec.ECSCluster,
+		newProtected:    spec.NewInstancesProtectedFromScaleIn,
+		createdAt:       a.now(),
+		managedDraining: spec.ECSManagedDraining,
+	}
+	for k, v := range spec.Tags {
+		g.tags[k] = v
+	}
+	if g.cluster != "" && a.clusters[g.cluster] == nil {
+		a.createCluster(g.cluster)
+	}
+	a.groups[g.name] = g
+	for _, h := range spec.Hooks {
+		if err := a.putHook(g, h); err != nil {
+			delete(a.groups, g.name)
+			return err
+		}
+	}
+	if spec.ECSManagedDraining {
+		_ = a.putHook(g, HookSpec{Name: ECSManagedDrainingHookName, Transition: TransitionTerminating, HeartbeatTimeout: time.Hour})
+	}
+	a.instant = true
+	a.settle()
+	a.instant = false
+	return nil
+}
+
+// PutLifecycleHook adds a lifecycle hook to a group (or replaces the one with the same name). With a QueueURL,
+// Auto Scaling first sends a test notification to the queue. Setup helper: not counted.
+func (a *Account) PutLifecycleHook(groupName string, hook HookSpec) error {
+	defer a.lock()()
+	g := a.groups[groupName]
+	if g == nil {
+		return groupNotFound(groupName)
+	}
+	return a.putHook(g, hook)
+}
+
+func (a *Account) putHook(g *group, h HookSpec) error {
+	if h.Transition != TransitionLaunching && h.Transition != TransitionTerminating {
+		return apiError("ValidationError", "Invalid Lifecycle Transition: %s", h.Transition)
+	}
+	if h.HeartbeatTimeout <= 0 {
+		// Amazon EC2 Auto Scaling API Reference, "PutLifecycleHook": HeartbeatTimeout defaults to 3600 seconds.
+		h.HeartbeatTimeout = time.Hour
+	}
+	if h.DefaultResult == "" {
+		h.DefaultResult = ResultContinue
+	}
+	if h.DefaultResult != ResultContinue && h.DefaultResult != ResultAbandon {
+		return apiError("ValidationError", "Invalid value for DefaultResult: %s", h.DefaultResult)
+	}
+	replaced := false
+	for i, old := range g.hooks {
+		if old.Name == h.Name {
+			g.hooks[i] = &h
+			replaced = true
+		}
+	}
+	if !replaced {
+		g.hooks = append(g.hooks, &h)
+	}
+	// Amazon EC2 Auto Scaling User Guide, "Configure a notification target for lifecycle notifications": when a
+	// lifecycle hook is added with an SQS target, Auto Scaling sends a test notification to it.
+	if h.QueueURL != "" {
+		body, _ := json.Marshal(testNotification{
+			AccountID:            a.opts.AccountID,
+			RequestID:            a.uuid(),
+			AutoScalingGroupARN:  g.arn,
+			AutoScalingGroupName: g.name,
+			Service:              "AWS Auto Scaling",
+			Event:                "autoscaling:TEST_NOTIFICATION",
+			Time:                 awsTime(a.now()),
+		})
+		a.enqueue(h.QueueURL, string(body))
+	}
+	return nil
+}
+
+// testNotification is the body of the test message a lifecycle hook sends to its target when created
+// (fixtures/events/asg-hook-test-notification.json).
+type testNotification struct {
+	AccountID            string `json:"AccountId"`
+	RequestID            string `json:"RequestId"`
+	AutoScalingGroupARN  string `json:"AutoScalingGroupARN"`
+	AutoScalingGroupName string `json:"AutoScalingGroupName"`
+	Service              string `json:"Service"`
+	Event                string `json:"Event"`
+	Time                 string `json:"Time"`
+}
+
+// hookNotification is the body of a lifecycle action notification sent directly by a hook to its SQS target
+// (fixtures/events/asg-hook-direct-terminating.json).
+type hookNotification struct {
+	Origin               string `json:"Origin"`
+	LifecycleHookName    string `json:"LifecycleHookName"`
+	Destination          string `json:"Destination"`
+	AccountID            string `json:"AccountId"`
+	RequestID            string `json:"RequestId"`
+	LifecycleTransition  string `json:"LifecycleTransition"`
+	AutoScalingGroupName string `json:"AutoScalingGroupName"`
+	Service              string `json:"Service"`
+	Time                 string `json:"Time"`
+	EC2InstanceID        string `json:"EC2InstanceId"`
+	LifecycleActionToken string `json:"LifecycleActionToken"`
+	NotificationMetadata string `json:"NotificationMetadata,omitempty"`
+}
+
+// SetDesiredCapacity changes a group's desired capacity as a user or an autoscaler would, with the semantics of
+// the SetDesiredCapacity API (ValidationError outside [min, max]). Setup helper: not counted.
+func (a *Account) SetDesiredCapacity(groupName string, desired int32) error {
+	defer a.lock()()
+	return a.setDesired(groupName, desired)
+}
+
+func (a *Account) setDesired(groupName string, desired int32) error {
+	g := a.groups[groupName]
+	if g == nil {
+		return groupNotFound(groupName)
+	}
+	// Amazon EC2 Auto Scaling User Guide, "Set capacity limits on your Auto Scaling group": the desired capacity
+	// must stay within the minimum and maximum.
+	if desired > g.max {
+		return apiError("ValidationError", "New SetDesiredCapacity value %d is above max value %d for the AutoScalingGroup.", desired, g.max)
+	}
+	if desired < g.min {
+		return apiError("ValidationError", "New SetDesiredCapacity value %d is below min value %d for the AutoScalingGroup.", desired, g.min)
+	}
+	g.desired = desired
+	a.settle()
+	return nil
+}
+
+// ProtectInstance sets or clears an instance's scale-in protection, as ECS managed termination protection or a
+// user would. Setup helper: not counted. It reports false when the instance does not exist.
+func (a *Account) ProtectInstance(instanceID string, protected bool) bool {
+	defer a.lock()()
+	inst := a.instances[instanceID]
+	if inst == nil {
+		return false
+	}
+	inst.protected = protected
+	a.settle()
+	return true
+}
+
+// MarkInstanceUnhealthy fails an instance's health check: Auto Scaling terminates it (cause "health") and
+// launches a replacement. Setup helper: not counted. It reports false when the instance does not exist.
+func (a *Account) MarkInstanceUnhealthy(instanceID string) bool {
+	defer a.lock()()
+	inst := a.instances[instanceID]
+	if inst == nil {
+		return false
+	}
+	inst.unhealthy = true
+	a.settle()
+	return true
+}
+
+func validateCapacity(minSize, maxSize, desired int32) error {
+	if maxSize < minSize {
+		return apiError("ValidationError", "Max bound, %d, must be greater than or equal to min bound, %d", maxSize, minSize)
+	}
+	if desired < minSize || desired > maxSize {
+		return apiError("ValidationError", "Desired capacity:%d must be between the specified min size:%d and max size:%d", desired, minSize, maxSize)
+	}
+	return nil
+}
+
+func groupNotFound(name string) error {
+	return apiError("ValidationError", "AutoScalingGroup name not found - AutoScalingGroup %s not found", name)
+}
+
+// validateTemplateRef checks that a group's launch template reference resolves.
+func (a *Account) validateTemplateRef(id, version string) (*launchTemplate, error) {
+	t := a.templates[id]
+	if t == nil {
+		return nil, apiError("ValidationError", "You must use a valid fully-formed launch template. The specified launch template, with template ID %s, does not exist.", id)
+	}
+	if _, ok := t.resolve(version); !ok {
+		return nil, apiError("ValidationError", "You must use a valid fully-formed launch template. Could not find launch template version %s for launch template ID %s.", version, id)
+	}
+	return t, nil
+}
+
+// running returns the group's instances that count toward its capacity.
+func (a *Account) running(g *group) []*instance {
+	var out []*instance
+	for _, id := range g.instances {
+		if inst := a.instances[id]; countsTowardCapacity(inst.state) {
+			out = append(out, inst)
+		}
+	}
+	return out
+}
+
+// reconcileGroup keeps a group at its desired capacity. Callers hold a.mu.
+func (a *Account) reconcileGroup(g *group) bool {
+	changed := false
+	// Amazon EC2 Auto Scaling User Guide, "Health checks for instances in an Auto Scaling group": an instance
+	// that fails its health check is terminated and replaced. "Instance maintenance policy for Auto Scaling
+	// group": without a policy, health check replacement terminates and launches at the same time.
+	for _, inst := range a.running(g) {
+		if inst.unhealthy {
+			a.beginTerminate(inst, CauseHealth)
+			changed = true
+		}
+	}
+	// Amazon EC2 Auto Scaling User Guide, "Set capacity limits on your Auto Scaling group": the group launches or
+	// terminates instances until the number of running instances equals the desired capacity. Instances that
+	// are terminating no longer count.
+	running := a.running(g)
+	for len(running) < int(g.desired) {
+		inst := a.launch(g)
+		if inst == nil {
+			break
+		}
+		running = append(running, inst)
+		changed = true
+	}
+	for len(running) > int(g.desired) {
+		victim := a.chooseScaleIn(g, running)
+		if victim == nil {
+			break // every instance is protected from scale in
+		}
+		a.beginTerminate(victim, CauseScaleIn)
+		running = a.running(g)
+		changed = true
+	}
+	return changed
+}
+
+// currentVersion resolves the group's launch template reference now.
+func (a *Account) currentVersion(g *group) (*launchTemplate, *templateVersion) {
+	t := a.templates[g.ltID]
+	if t == nil {
+		return nil, nil
+	}
+	v, ok := t.resolve(g.ltVersion)
+	if !ok {
+		return t, nil
+	}
+	return t, v
+}
+
+// launch starts one instance for the group. Callers hold a.mu.
+func (a *Account) launch(g *group) *instance {
+	// Amazon EC2 Auto Scaling User Guide, "Use launch templates with Amazon EC2 Auto Scaling" and API Reference,
+	// "LaunchTemplateSpecification": the group launches from the version its reference resolves to at launch
+	// time ($Default -> the template's default version, $Latest -> the highest version, or the given number),
+	// whether the reference is the group's LaunchTemplate or its MixedInstancesPolicy's.
+	t, v := a.currentVersion(g)
+	if v == nil {
+		return nil
+	}
+	inst := &instance{
+		id:           "i-" + a.hex(17),
+		group:        g.name,
+		az:           a.pickAZ(g),
+		imageID:      v.imageID,
+		instanceType: v.instanceType,
+		ltID:         t.id,
+		ltName:       t.name,
+		ltVersion:    v.number,
+		launchTime:   a.now(),
+		seq:          len(a.instanceOrder) + 1,
+		state:        string(astypes.LifecycleStatePending),
+		ec2State:     ec2types.InstanceStateNamePending,
+		protected:    g.newProtected,
+		cluster:      g.cluster,
+	}
+	a.instances[inst.id] = inst
+	a.instanceOrder = append(a.instanceOrder, inst.id)
+	g.instances = append(g.instances, inst.id)
+	if a.instant {
+		inst.state = string(astypes.LifecycleStateInService)
+		inst.ec2State = ec2types.InstanceStateNameRunning
+		a.agentConnect(inst)
+		return inst
+	}
+	a.after(a.opts.BootDelay, func() { a.boot(inst) })
+	return inst
+}
+
+// pickAZ returns the enabled Availability Zone with the fewest running instances.
+// Amazon EC2 Auto Scaling User Guide, "Suspend and resume Amazon EC2 Auto Scaling processes" (AZRebalance,
+// "Rebalancing activities"): the group keeps its instances balanced evenly across its enabled Availability
+// Zones, launching into the zone with the fewest instances.
+func (a *Account) pickAZ(g *group) string {
+	count := map[string]int{}
+	for _, inst := range a.running(g) {
+		count[inst.az]++
+	}
+	best := g.azs[0]
+	for _, az := range g.azs {
+		if count[az] < count[best] {
+			best = az
+		}
+	}
+	return best
+}
+
+// boot ends the Pending phase.
+// Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle" and "Amazon EC2 Auto Scaling
+// lifecycle hooks": a launched instance is Pending until it is running; with a launching hook it then waits in
+// Pending:Wait (its user data and ECS agent already run) until the action completes or times out, otherwise it
+// goes InService.
+func (a *Account) boot(inst *instance) {
+	if inst.state != string(astypes.LifecycleStatePending) {
+		return
+	}
+	inst.ec2State = ec2types.InstanceStateNameRunning
+	a.after(a.opts.AgentConnectDelay, func() { a.agentConnect(inst) })
+	g := a.groups[inst.group]
+	if hooks := g.hooksFor(TransitionLaunching); len(hooks) > 0 {
+		a.enterWait(inst, g, TransitionLaunching, hooks)
+		return
+	}
+	inst.state = string(astypes.LifecycleStateInService)
+}
+
+// enterWait puts the instance into Pending:Wait or Terminating:Wait with one lifecycle action per hook, and
+// sends each hook's notification.
+// Amazon EC2 Auto Scaling User Guide, "How lifecycle hooks work in Auto Scaling groups" and "Configure a
+// notification target for lifecycle notifications".
+func (a *Account) enterWait(inst *instance, g *group, transition string, hooks []*HookSpec) {
+	if transition == TransitionLaunching {
+		inst.state = string(astypes.LifecycleStatePendingWait)
+	} else {
+		inst.state = string(astypes.LifecycleStateTerminatingWait)
+	}
+	inst.actions = nil
+	for _, h := range hooks {
+		act := &lifecycleAction{
+			token:         a.uuid(),
+			instanceID:    inst.id,
+			group:         g.name,
+			hook:          h.Name,
+			transition:    transition,
+			defaultResult: h.DefaultResult,
+			heartbeat:     h.HeartbeatTimeout,
+			started:       a.now(),
+			active:        true,
+		}
+		// Amazon EC2 Auto Scaling API Reference, "LifecycleHook": GlobalTimeout, the longest an instance can stay
+		// in a wait state, is 48 hours or 100 times HeartbeatTimeout, whichever is smaller.
+		global := 100 * h.HeartbeatTimeout
+		if global > 48*time.Hour {
+			global = 48 * time.Hour
+		}
+		act.globalDeadline = act.started.Add(global)
+		a.actions[act.token] = act
+		inst.actions = append(inst.actions, act)
+		a.armTimeout(act, h.HeartbeatTimeout)
+		if h.QueueURL != "" {
+			n := hookNotification{
+				LifecycleHookName:    h.Name,
+				AccountID:            a.opts.AccountID,
+				RequestID:            a.uuid(),
+				LifecycleTransition:  transition,
+				AutoScalingGroupName: g.name,
+				Service:              "AWS Auto Scaling",
+				Time:                 awsTime(a.now()),
+				EC2InstanceID:        inst.id,
+				LifecycleActionToken: act.token,
+				NotificationMetadata: h.NotificationMetadata,
+			}
+			if transition == TransitionLaunching {
+				n.Origin, n.Destination = "EC2", "AutoScalingGroup"
+			} else {
+				n.Origin, n.Destination = "AutoScalingGroup", "EC2"
+			}
+			body, _ := json.Marshal(n)
+			a.enqueue(h.QueueURL, string(body))
+		}
+	}
+	if transition == TransitionTerminating && g.managedDraining {
+		// Amazon ECS Developer Guide, "Safely stop Amazon ECS workloads running on EC2 instances": with managed
+		// instance draining, ECS sets the terminating instance's container instance to DRAINING.
+		if ci := a.containerInstanceOf(inst); ci != nil && ci.status == ciActive {
+			a.setContainerInstanceStatus(ci, ciDraining)
+		}
+	}
+}
+
+// armTimeout (re)starts an action's heartbeat timeout: at the deadline the hook's DefaultResult applies.
+// Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling lifecycle hooks": if the heartbeat timeout
+// elapses, Auto Scaling performs the default action; RecordLifecycleActionHeartbeat restarts the timeout, up to
+// the global timeout.
+func (a *Account) armTimeout(act *lifecycleAction, d time.Duration) {
+	act.gen++
+	gen := act.gen
+	act.deadline = a.now().Add(d)
+	if act.deadline.After(act.globalDeadline) {
+		act.deadline = act.globalDeadline
+	}
+	a.sched.add(act.deadline, func() {
+		if act.active && act.gen == gen {
+			a.resolveAction(act, act.defaultResult)
+		}
+	})
+}
+
+// resolveAction ends a lifecycle action with result and moves the instance on when it no longer waits.
+// Amazon EC2 Auto Scaling User Guide, "Complete a lifecycle action in an Auto Scaling group": for a launching
+// instance CONTINUE puts it in service and ABANDON terminates it; for a terminating instance both let it
+// terminate, but ABANDON stops any remaining actions (other hooks) while CONTINUE lets them complete.
+func (a *Account) resolveAction(act *lifecycleAction, result string) {
+	act.active = false
+	act.result = result
+	inst := a.instances[act.instanceID]
+	if inst == nil {
+		return
+	}
+	if result == ResultAbandon {
+		for _, other := range inst.actions {
+			if other.active {
+				other.active = false
+				other.result = ResultAbandon
+			}
+		}
+	}
+	for _, other := range inst.actions {
+		if other.active {
+			return
+		}
+	}
+	inst.actions = nil
+	switch act.transition {
+	case TransitionLaunching:
+		if inst.state != string(astypes.LifecycleStatePendingWait) {
+			return
+		}
+		if result == ResultAbandon {
+			a.beginTerminate(inst, CauseAbandon)
+			return
+		}
+		inst.state = string(astypes.LifecycleStateInService)
+	case TransitionTerminating:
+		if inst.state == string(astypes.LifecycleStateTerminatingWait) {
+			a.proceed(inst)
+		}
+	}
+}
+
+// beginTerminate takes an instance out of service.
+// Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle": a terminating instance goes
+// Terminating, then Terminating:Wait while terminating hooks run, then Terminating:Proceed and Terminated.
+func (a *Account) beginTerminate(inst *instance, cause string) {
+	if isTerminating(inst.state) || inst.state == string(astypes.LifecycleStateTerminated) {
+		return
+	}
+	a.terminations = append(a.terminations, a.terminationRecord(inst, cause))
+	for _, act := range inst.actions {
+		act.active = false
+	}
+	inst.actions = nil
+	inst.state = string(astypes.LifecycleStateTerminating)
+	g := a.groups[inst.group]
+	if hooks := g.hooksFor(TransitionTerminating); len(hooks) > 0 {
+		a.enterWait(inst, g, TransitionTerminating, hooks)
+		return
+	}
+	a.proceed(inst)
+}
+
+func (a *Account) terminationRecord(inst *instance, cause string) Termination {
+	t := Termination{InstanceID: inst.id, Group: inst.group, Cause: cause, RequestedAt: a.now()}
+	ci := a.containerInstanceOf(inst)
+	if ci == nil {
+		t.DrainedAtRequest = true
+		return t
+	}
+	t.ContainerInstanceStatus = ci.status
+	t.NonStoppedTasks, t.NonStoppedDaemonTasks = a.nonStoppedTasks(ci)
+	t.DrainedAtRequest = ci.status == ciDraining && t.NonStoppedTasks == 0
+	return t
+}
+
+// proceed moves the instance to Terminating:Proceed (EC2 shutting-down) and, TerminateDelay later, Terminated,
+// when its container instance is deregistered and its tasks stop.
+// Amazon ECS Developer Guide, "Deregister an Amazon ECS container instance": a terminated container instance is
+// deregistered from its cluster and its tasks stop; services start replacements elsewhere.
+func (a *Account) proceed(inst *instance) {
+	inst.state = string(astypes.LifecycleStateTerminatingProceed)
+	inst.ec2State = ec2types.InstanceStateNameShuttingDown
+	a.after(a.opts.TerminateDelay, func() {
+		inst.state = string(astypes.LifecycleStateTerminated)
+		inst.ec2State = ec2types.InstanceStateNameTerminated
+		inst.terminatedAt = a.now()
+		a.deregisterContainerInstance(inst)
+	})
+}
+
+// chooseScaleIn picks the instance to terminate when the group is above its desired capacity.
+// Amazon EC2 Auto Scaling User Guide, "Configure termination policies for Amazon EC2 Auto Scaling" (default
+// termination policy) and "Use instance scale-in protection": protected instances are never chosen; the
+// Availability Zone with the most instances (and at least one unprotected) goes first; within it, instances
+// launched from the oldest launch template (version) go first, then those closest to the next billing hour;
+// remaining ties go to the oldest launch.
+func (a *Account) chooseScaleIn(g *group, running []*instance) *instance {
+	azCount := map[string]int{}
+	for _, inst := range running {
+		azCount[inst.az]++
+	}
+	var candidates []*instance
+	most := -1
+	for _, inst := range running {
+		if inst.protected {
+			continue
+		}
+		candidates = append(candidates, inst)
+		if azCount[inst.az] > most {
+			most = azCount[inst.az]
+		}
+	}
+	var pool []*instance
+	for _, inst := range candidates {
+		if azCount[inst.az] == most {
+			pool = append(pool, inst)
+		}
+	}
+	if len(pool) == 0 {
+		return nil
+	}
+	t, cur := a.currentVersion(g)
+	current := func(inst *instance) bool {
+		return t != nil && cur != nil && inst.ltID == t.id && inst.ltVersion == cur.number
+	}
+	now := a.now()
+	untilHour := func(inst *instance) time.Duration {
+		return time.Hour - now.Sub(inst.launchTime)%time.Hour
+	}
+	sort.SliceStable(pool, func(i, j int) bool {
+		pi, pj := pool[i], pool[j]
+		if current(pi) != current(pj) {
+			return !current(pi)
+		}
+		if pi.ltVersion != pj.ltVersion {
+			return pi.ltVersion < pj.ltVersion
+		}
+		if untilHour(pi) != untilHour(pj) {
+			return untilHour(pi) < untilHour(pj)
+		}
+		if !pi.launchTime.Equal(pj.launchTime) {
+			return pi.launchTime.Before(pj.launchTime)
+		}
+		return pi.seq < pj.seq
+	})
+	return pool[0]
+}
+
+// InstanceView is an instance as tests and invariant checks observe it.
+type InstanceView struct {
+	ID, Group, AvailabilityZone, ImageID string
+	// LifecycleState is Pending, Pending:Wait, InService, Terminating, Terminating:Wait, Terminating:Proceed or
+	// Terminated.
+	LifecycleState string
+	// EC2State is pending, running, shutting-down or terminated.
+	EC2State   string
+	LaunchTime time.Time
+	// LaunchTemplateID and LaunchTemplateVersion (a number, as a string) are what the instance was launched from.
+	LaunchTemplateID      string
+	LaunchTemplateVersion string
+	ProtectedFromScaleIn  bool
+	Healthy               bool
+	ContainerInstanceARN  string
+	// ContainerInstanceStatus is ACTIVE, DRAINING, or "" (never registered, or deregistered).
+	ContainerInstanceStatus string
+	AgentConnected          bool
+	// TasksByLastStatus counts the tasks on the instance's container instance by lastStatus (STOPPED included).
+	TasksByLastStatus map[string]int
+}
+
+// GroupView is an Auto Scaling group as tests observe it.
+type GroupView struct {
+	Name              string
+	Min, Max, Desired int32
+	// LaunchTemplateID and LaunchTemplateVersion are the group's current reference ("$Default", "$Latest", "3").
+	LaunchTemplateID      string
+	LaunchTemplateVersion string
+	// Instances excludes Terminated ones, in launch order.
+	Instances []InstanceView
+}
+
+func (a *Account) instanceView(inst *instance) InstanceView {
+	v := InstanceView{
+		ID:                    inst.id,
+		Group:                 inst.group,
+		AvailabilityZone:      inst.az,
+		ImageID:               inst.imageID,
+		LifecycleState:        inst.state,
+		EC2State:              string(inst.ec2State),
+		LaunchTime:            inst.launchTime,
+		LaunchTemplateID:      inst.ltID,
+		LaunchTemplateVersion: fmt.Sprint(inst.ltVersion),
+		ProtectedFromScaleIn:  inst.protected,
+		Healthy:               !inst.unhealthy,
+		ContainerInstanceARN:  inst.ciARN,
+		TasksByLastStatus:     map[string]int{},
+	}
+	if ci := a.containerInstanceOf(inst); ci != nil {
+		v.ContainerInstanceStatus = ci.status
+		v.AgentConnected = ci.agentConnected
+	}
+	if c := a.clusters[inst.cluster]; c != nil && inst.ciARN != "" {
+		for _, t := range c.tasks {
+			if t.ci.arn == inst.ciARN {
+				v.TasksByLastStatus[t.lastStatus]++
+			}
+		}
+	}
+	return v
+}
+
+// Group returns the named group (zero GroupView when it does not exist).
+func (a *Account) Group(name string) GroupView {
+	defer a.lock()()
+	g := a.groups[name]
+	if g == nil {
+		return GroupView{}
+	}
+	v := GroupView{Name: g.name, Min: g.min, Max: g.max, Desired: g.desired, LaunchTemplateID: g.ltID, LaunchTemplateVersion: g.ltVersion}
+	for _, id := range g.instances {
+		if inst := a.instances[id]; inst.state != string(astypes.LifecycleStateTerminated) {
+			v.Instances = append(v.Instances, a.instanceView(inst))
+		}
+	}
+	return v
+}
+
+// Instance returns any instance the account launched, terminated ones included.
+func (a *Account) Instance(id string) (InstanceView, bool) {
+	defer a.lock()()
+	inst := a.instances[id]
+	if inst == nil {
+		return InstanceView{}, false
+	}
+	return a.instanceView(inst), true
+}
+
+// Terminations returns every termination so far, in order.
+func (a *Account) Terminations() []Termination {
+	defer a.lock()()
+	return append([]Termination(nil), a.terminations...)
+}
+
+// LifecycleCompletions returns every CompleteLifecycleAction call so far, accepted or not, in order (and the
+// completions of simulated ECS managed draining, Caller "ecs").
+func (a *Account) LifecycleCompletions() []Completion {
+	defer a.lock()()
+	return append([]Completion(nil), a.completions...)
+}
+
+// Heartbeats returns every RecordLifecycleActionHeartbeat call so far, accepted or not, in order.
+func (a *Account) Heartbeats() []Completion {
+	defer a.lock()()
+	return append([]Completion(nil), a.heartbeats...)
+}
+
+// reconcileManagedDraining completes ECS's own terminating hook once the instance is drained.
+// Amazon ECS Developer Guide, "Safely stop Amazon ECS workloads running on EC2 instances": ECS completes the
+// lifecycle action after the container instance has drained.
+func (a *Account) reconcileManagedDraining() bool {
+	changed := false
+	for _, name := range a.groupNames() {
+		g := a.groups[name]
+		if !g.managedDraining {
+			continue
+		}
+		for _, id := range g.instances {
+			inst := a.instances[id]
+			for _, act := range inst.actions {
+				if !act.active || act.hook != ECSManagedDrainingHookName {
+					continue
+				}
+				ci := a.containerInstanceOf(inst)
+				if ci != nil {
+					if n, _ := a.nonStoppedTasks(ci); n > 0 {
+						continue
+					}
+				}
+				a.completions = append(a.completions, Completion{Token: act.token, InstanceID: inst.id, Group: g.name,
+					Hook: act.hook, Result: ResultContinue, At: a.now(), Accepted: true, Caller: CallerECS})
+				a.resolveAction(act, ResultContinue)
+				changed = true
+				break
+			}
+		}
+	}
+	return changed
+}
+
+// AutoScalingClient is the simulated Amazon EC2 Auto Scaling API. It implements awsapi.AutoScaling.
+type AutoScalingClient struct{ a *Account }
+
+var _ awsapi.AutoScaling = (*AutoScalingClient)(nil)
+
+func (a *Account) describeGroup(g *group) astypes.AutoScalingGroup {
+	out := astypes.AutoScalingGroup{
+		AutoScalingGroupName:             ptr(g.name),
+		AutoScalingGroupARN:              ptr(g.arn),
+		MinSize:                          ptr(g.min),
+		MaxSize:                          ptr(g.max),
+		DesiredCapacity:                  ptr(g.desired),
+		AvailabilityZones:                append([]string(nil), g.azs...),
+		CreatedTime:                      ptr(g.createdAt),
+		DefaultCooldown:                  ptr(int32(300)),
+		HealthCheckType:                  ptr("EC2"),
+		HealthCheckGracePeriod:           ptr(int32(300)),
+		NewInstancesProtectedFromScaleIn: ptr(g.newProtected),
+		TerminationPolicies:              []string{"Default"},
+		ServiceLinkedRoleARN:             ptr(fmt.Sprintf("arn:aws:iam::%s:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling", a.opts.AccountID)),
+	}
+	t := a.templates[g.ltID]
+	spec := &astypes.LaunchTemplateSpecification{LaunchTemplateId: ptr(g.ltID), Version: ptr(g.ltVersion)}
+	if t != nil {
+		spec.LaunchTemplateName = ptr(t.name)
+	}
+	if g.mixed {
+		out.MixedInstancesPolicy = &astypes.MixedInstancesPolicy{
+			LaunchTemplate: &astypes.LaunchTemplate{LaunchTemplateSpecification: spec},
+			InstancesDistribution: &astypes.InstancesDistribution{
+				OnDemandAllocationStrategy:          ptr("prioritized"),
+				OnDemandBaseCapacity:                ptr(int32(0)),
+				OnDemandPercentageAboveBaseCapacity: ptr(int32(100)),
+				SpotAllocationStrategy:              ptr("lowest-price"),
+			},
+		}
+	} else {
+		out.LaunchTemplate = spec
+	}
+	for _, k := range sortedKeys(g.tags) {
+		out.Tags = append(out.Tags, astypes.TagDescription{Key: ptr(k), Value: ptr(g.tags[k]), PropagateAtLaunch: ptr(true),
+			ResourceId: ptr(g.name), ResourceType: ptr("auto-scaling-group")})
+	}
+	out.Instances = []astypes.Instance{}
+	for _, id := range g.instances {
+		inst := a.instances[id]
+		if inst.state == string(astypes.LifecycleStateTerminated) {
+			continue
+		}
+		health := "Healthy"
+		if inst.unhealthy {
+			health = "Unhealthy"
+		}
+		out.Instances = append(out.Instances, astypes.Instance{
+			InstanceId:           ptr(inst.id),
+			AvailabilityZone:     ptr(inst.az),
+			LifecycleState:       astypes.LifecycleState(inst.state),
+			HealthStatus:         ptr(health),
+			ProtectedFromScaleIn: ptr(inst.protected),
+			InstanceType:         ptr(inst.instanceType),
+			LaunchTemplate: &astypes.LaunchTemplateSpecification{
+				LaunchTemplateId:   ptr(inst.ltID),
+				LaunchTemplateName: ptr(inst.ltName),
+				Version:            ptr(fmt.Sprint(inst.ltVersion)),
+			},
+		})
+	}
+	return out
+}
+
+// groupMatches applies DescribeAutoScalingGroups filters: tag-key, tag-value and tag:<key>, each with Values;
+// filters are ANDed, values ORed.
+// Amazon EC2 Auto Scaling API Reference, "DescribeAutoScalingGroups" and "Filter".
+func groupMatches(g *group, filters []astypes.Filter) (bool, error) {
+	for _, f := range filters {
+		if f.Name == nil {
+			return false, apiError("ValidationError", "1 validation error detected: Value null at 'filters.member.name' failed to satisfy constraint: Member must not be null")
+		}
+		var have []string
+		switch name := *f.Name; {
+		case name == "tag-key":
+			have = sortedKeys(g.tags)
+		case name == "tag-value":
+			for _, k := range sortedKeys(g.tags) {
+				have = append(have, g.tags[k])
+			}
+		case len(name) > 4 && name[:4] == "tag:":
+			if v, ok := g.tags[name[4:]]; ok {
+				have = []string{v}
+			}
+		default:
+			return false, apiError("ValidationError", "Filter type %s is not correct. Allowed Filter types are: auto-scaling-group key value propagate-at-launch tag-key tag-value", name)
+		}
+		if !anyIn(have, f.Values) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// DescribeAutoScalingGroups describes groups, all or those named in AutoScalingGroupNames, narrowed by Filters
+// (tag-key, tag-value, tag:<key>), in name order, paged by MaxRecords (default 50, at most 100) and NextToken.
+// Instances lists every instance not yet Terminated with its lifecycle state, health, Availability Zone,
+// scale-in protection and the launch template version it was launched from.
+// Amazon EC2 Auto Scaling API Reference, "DescribeAutoScalingGroups". Errors: ValidationError.
+func (c *AutoScalingClient) DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "autoscaling:DescribeAutoScalingGroups")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil {
+		in = &autoscaling.DescribeAutoScalingGroupsInput{}
+	}
+	limit := int32(50)
+	if in.MaxRecords != nil {
+		if *in.MaxRecords < 1 || *in.MaxRecords > 100 {
+			return nil, apiError("ValidationError", "1 validation error detected: Value '%d' at 'maxRecords' failed to satisfy constraint: Member must have value between 1 and 100", *in.MaxRecords)
+		}
+		limit = *in.MaxRecords
+	}
+	names := a.groupNames()
+	if len(in.AutoScalingGroupNames) > 0 {
+		want := map[string]bool{}
+		for _, n := range in.AutoScalingGroupNames {
+			want[n] = true
+		}
+		var kept []string
+		for _, n := range names {
+			if want[n] {
+				kept = append(kept, n)
+			}
+		}
+		names = kept
+	}
+	from := ""
+	if in.NextToken != nil {
+		s, ok := cutPrefix(*in.NextToken, "asg-")
+		if !ok {
+			return nil, apiError("ValidationError", "The token '%s' is invalid.", *in.NextToken)
+		}
+		from = s
+	}
+	out := &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: []astypes.AutoScalingGroup{}}
+	for _, n := range names {
+		if n < from {
+			continue
+		}
+		g := a.groups[n]
+		ok, err := groupMatches(g, in.Filters)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if int32(len(out.AutoScalingGroups)) == limit {
+			out.NextToken = ptr("asg-" + n)
+			break
+		}
+		out.AutoScalingGroups = append(out.AutoScalingGroups, a.describeGroup(g))
+	}
+	return out, nil
+}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
+		return "", false
+	}
+	return s[len(prefix):], true
+}
+
+// templateRef validates a LaunchTemplateSpecification from a request and returns the template id and version.
+func (a *Account) templateRef(spec *astypes.LaunchTemplateSpecification) (string, string, error) {
+	if spec == nil || (spec.LaunchTemplateId == nil && spec.LaunchTemplateName == nil) {
+		return "", "", apiError("ValidationError", "You must use a valid fully-formed launch template. A launch template ID or name must be specified.")
+	}
+	var t *launchTemplate
+	if spec.LaunchTemplateId != nil {
+		t = a.templates[*spec.LaunchTemplateId]
+		if t == nil {
+			return "", "", apiError("ValidationError", "You must use a valid fully-formed launch template. The specified launch template, with template ID %s, does not exist.", *spec.LaunchTemplateId)
+		}
+	} else {
+		for _, id := range a.templateOrder {
+			if a.templates[id].name == *spec.LaunchTemplateName {
+				t = a.templates[id]
+			}
+		}
+		if t == nil {
+			return "", "", apiError("ValidationError", "You must use a valid fully-formed launch template. The specified launch template, with template name %s, does not exist.", *spec.LaunchTemplateName)
+		}
+	}
+	version := "$Default"
+	if spec.Version != nil && *spec.Version != "" {
+		version = *spec.Version
+	}
+	if _, err := a.validateTemplateRef(t.id, version); err != nil {
+		return "", "", err
+	}
+	return t.id, version, nil
+}
+
+// UpdateAutoScalingGroup changes only the fields it is given: MinSize, MaxSize, DesiredCapacity, LaunchTemplate
+// or MixedInstancesPolicy (one replaces the other), AvailabilityZones, NewInstancesProtectedFromScaleIn. Given
+// a new MinSize above the desired capacity and no DesiredCapacity, desired rises to MinSize; given a new MaxSize
+// below it, desired falls to MaxSize. A changed launch template applies to instances launched afterwards;
+// running instances keep theirs.
+// Amazon EC2 Auto Scaling API Reference, "UpdateAutoScalingGroup". Errors: ValidationError.
+func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, _ ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "autoscaling:UpdateAutoScalingGroup")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil || in.AutoScalingGroupName == nil {
+		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
+	}
+	g := a.groups[*in.AutoScalingGroupName]
+	if g == nil {
+		return nil, groupNotFound(*in.AutoScalingGroupName)
+	}
+	minSize, maxSize, desired := g.min, g.max, g.desired
+	if in.MinSize != nil {
+		minSize = *in.MinSize
+	}
+	if in.MaxSize != nil {
+		maxSize = *in.MaxSize
+	}
+	if in.DesiredCapacity != nil {
+		desired = *in.DesiredCapacity
+	} else {
+		if in.MinSize != nil && minSize > desired {
+			desired = minSize
+		}
+		if in.MaxSize != nil && maxSize < desired {
+			desired = maxSize
+		}
+	}
+	if err := validateCapacity(minSize, maxSize, desired); err != nil {
+		return nil, err
+	}
+	ltID, ltVersion, mixed := g.ltID, g.ltVersion, g.mixed
+	switch {
+	case in.LaunchTemplate != nil && in.MixedInstancesPolicy != nil:
+		return nil, apiError("ValidationError", "Valid requests must contain either LaunchTemplate, LaunchConfigurationName, InstanceId or MixedInstancesPolicy parameter.")
+	case in.LaunchTemplate != nil:
+		id, v, err := a.templateRef(in.LaunchTemplate)
+		if err != nil {
+			return nil, err
+		}
+		ltID, ltVersion, mixed = id, v, false
+	case in.MixedInstancesPolicy != nil:
+		if in.MixedInstancesPolicy.LaunchTemplate != nil {
+			id, v, err := a.templateRef(in.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification)
+			if err != nil {
+				return nil, err
+			}
+			ltID, ltVersion, mixed = id, v, true
+		} else if !g.mixed {
+			return nil, apiError("ValidationError", "You must specify a launch template in the MixedInstancesPolicy.")
+		}
+	}
+	g.min, g.max, g.desired = minSize, maxSize, desired
+	g.ltID, g.ltVersion, g.mixed = ltID, ltVersion, mixed
+	if len(in.AvailabilityZones) > 0 {
+		g.azs = append([]string(nil), in.AvailabilityZones...)
+	}
+	if in.NewInstancesProtectedFromScaleIn != nil {
+		g.newProtected = *in.NewInstancesProtectedFromScaleIn
+	}
+	a.settle()
+	return &autoscaling.UpdateAutoScalingGroupOutput{}, nil
+}
+
+// SetDesiredCapacity sets a group's desired capacity; Auto Scaling then launches or terminates instances (by the
+// termination policy) to match.
+// Amazon EC2 Auto Scaling API Reference, "SetDesiredCapacity". Errors: ValidationError (outside [min, max],
+// unknown group).
+func (c *AutoScalingClient) SetDesiredCapacity(ctx context.Context, in *autoscaling.SetDesiredCapacityInput, _ ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "autoscaling:SetDesiredCapacity")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil || in.AutoScalingGroupName == nil || in.DesiredCapacity == nil {
+		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'desiredCapacity' failed to satisfy constraint: Member must not be null")
+	}
+	if err := a.setDesired(*in.AutoScalingGroupName, *in.DesiredCapacity); err != nil {
+		return nil, err
+	}
+	return &autoscaling.SetDesiredCapacityOutput{}, nil
+}
+
+// TerminateInstanceInAutoScalingGroup terminates one instance of a group. With ShouldDecrementDesiredCapacity
+// the desired capacity drops by one (ValidationError when that would go below the group's minimum); without it
+// Auto Scaling launches a replacement. An instance already terminating is not terminated twice: the call
+// returns the activity of the running termination.
+// Amazon EC2 Auto Scaling API Reference, "TerminateInstanceInAutoScalingGroup". Errors: ValidationError
+// ("Instance Id not found - No managed instance found for instance ID: i-...", min size violation).
+func (c *AutoScalingClient) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, _ ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "autoscaling:TerminateInstanceInAutoScalingGroup")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil || in.InstanceId == nil {
+		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'instanceId' failed to satisfy constraint: Member must not be null")
+	}
+	if in.ShouldDecrementDesiredCapacity == nil {
+		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'shouldDecrementDesiredCapacity' failed to satisfy constraint: Member must not be null")
+	}
+	inst := a.instances[*in.InstanceId]
+	if inst == nil || inst.state == string(astypes.LifecycleStateTerminated) {
+		return nil, apiError("ValidationError", "Instance Id not found - No managed instance found for instance ID: %s", *in.InstanceId)
+	}
+	g := a.groups[inst.group]
+	if isTerminating(inst.state) {
+		return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: a.activity(inst, g, g.desired, g.desired)}, nil
+	}
+	from := g.desired
+	if *in.ShouldDecrementDesiredCapacity {
+		if g.desired-1 < g.min {
+			return nil, apiError("ValidationError", "Currently, desiredSize equals minSize (%d). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size.", g.min)
+		}
+		g.desired--
+	}
+	act := a.activity(inst, g, from, g.desired)
+	a.beginTerminate(inst, CauseAPI)
+	a.settle()
+	return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: act}, nil
+}
+
+// activity describes the scaling activity of an instance's termination.
+func (a *Account) activity(inst *instance, g *group, from, to int32) *astypes.Activity {
+	cause := fmt.Sprintf("At %s instance %s was taken out of service in response to a user request.", a.now().UTC().Format(time.RFC3339), inst.id)
+	if from != to {
+		cause = fmt.Sprintf("At %s instance %s was taken out of service in response to a user request, shrinking the capacity from %d to %d.", a.now().UTC().Format(time.RFC3339), inst.id, from, to)
+	}
+	return &astypes.Activity{
+		ActivityId:           ptr(a.uuid()),
+		AutoScalingGroupName: ptr(g.name),
+		AutoScalingGroupARN:  ptr(g.arn),
+		Cause:                ptr(cause),
+		Description:          ptr("Terminating EC2 instance: " + inst.id),
+		Details:              ptr(fmt.Sprintf(`{"Availability Zone":"%s"}`, inst.az)),
+		StartTime:            ptr(a.now()),
+		StatusCode:           astypes.ScalingActivityStatusCodeInProgress,
+		Progress:             ptr(int32(0)),
+	}
+}
+
+// DescribeLifecycleHooks describes a group's lifecycle hooks, all or those named in LifecycleHookNames.
+// Amazon EC2 Auto Scaling API Reference, "DescribeLifecycleHooks". Errors: ValidationError (unknown group).
+func (c *AutoScalingClient) DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "autoscaling:DescribeLifecycleHooks")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil || in.AutoScalingGroupName == nil {
+		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
+	}
+	g := a.groups[*in.AutoScalingGroupName]
+	if g == nil {
+		return nil, groupNotFound(*in.AutoScalingGroupName)
+	}
+	want := map[string]bool{}
+	for _, n := range in.LifecycleHookNames {
+		want[n] = true
+	}
+	out := &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: []astypes.LifecycleHook{}}
+	for _, h := range g.hooks {
+		if len(want) > 0 && !want[h.Name] {
+			continue
+		}
+		global := 100 * h.HeartbeatTimeout
+		if global > 48*time.Hour {
+			global = 48 * time.Hour
+		}
+		lh := astypes.LifecycleHook{
+			AutoScalingGroupName: ptr(g.name),
+			LifecycleHookName:    ptr(h.Name),
+			LifecycleTransition:  ptr(h.Transition),
+			HeartbeatTimeout:     ptr(int32(h.HeartbeatTimeout / time.Second)),
+			GlobalTimeout:        ptr(int32(global / time.Second)),
+			DefaultResult:        ptr(h.DefaultResult),
+			NotificationMetadata: nilIfEmpty(h.NotificationMetadata),
+		}
+		if q := a.queues[h.QueueURL]; q != nil {
+			lh.NotificationTargetARN = ptr(q.arn)
+			lh.RoleARN = ptr(fmt.Sprintf("arn:aws:iam::%s:role/patch-agent-lifecycle-hook", a.opts.AccountID))
+		}
+		out.LifecycleHooks = append(out.LifecycleHooks, lh)
+	}
+	return out, nil
+}
+
+// findAction finds the active lifecycle action a CompleteLifecycleAction or RecordLifecycleActionHeartbeat
+// request names: by LifecycleActionToken, or by InstanceId and LifecycleHookName.
+func (a *Account) findAction(groupName, hookName, token, instanceID *string) (*lifecycleAction, error) {
+	if hookName == nil {
+		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'lifecycleHookName' failed to satisfy constraint: Member must not be null")
+	}
+	if groupName == nil {
+		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
+	}
+	if token != nil {
+		act := a.actions[*token]
+		if act == nil || !act.active || act.group != *groupName || act.hook != *hookName ||
+			(instanceID != nil && act.instanceID != *instanceID) {
+			return nil, apiError("ValidationError", "No active Lifecycle Action found with token %s", *token)
+		}
+		return act, nil
+	}
+	if instanceID == nil {
+		return nil, apiError("ValidationError", "Either LifecycleActionToken or InstanceId must be specified")
+	}
+	if inst := a.instances[*instanceID]; inst != nil {
+		for _, act := range inst.actions {
+			if act.active && act.group == *groupName && act.hook == *hookName {
+				return act, nil
+			}
+		}
+	}
+	return nil, apiError("ValidationError", "No active Lifecycle Action found with instance ID %s", *instanceID)
+}
+
+// CompleteLifecycleAction completes a lifecycle action, named by LifecycleActionToken or by InstanceId, with
+// CONTINUE or ABANDON. Every call is recorded (LifecycleCompletions), accepted or not.
+// Amazon EC2 Auto Scaling API Reference, "CompleteLifecycleAction"; User Guide, "Complete a lifecycle action in
+// an Auto Scaling group". Errors: ValidationError "No active Lifecycle Action found with token <token>" when the
+// action was already completed, timed out, or never existed.
+func (c *AutoScalingClient) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "autoscaling:CompleteLifecycleAction")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil {
+		in = &autoscaling.CompleteLifecycleActionInput{}
+	}
+	rec := Completion{Token: deref(in.LifecycleActionToken), InstanceID: deref(in.InstanceId), Group: deref(in.AutoScalingGroupName),
+		Hook: deref(in.LifecycleHookName), Result: deref(in.LifecycleActionResult), At: a.now(), Caller: CallerAPI}
+	if rec.Result != ResultContinue && rec.Result != ResultAbandon {
+		a.completions = append(a.completions, rec)
+		return nil, apiError("ValidationError", "1 validation error detected: Value '%s' at 'lifecycleActionResult' failed to satisfy constraint: Member must be CONTINUE or ABANDON", rec.Result)
+	}
+	act, err := a.findAction(in.AutoScalingGroupName, in.LifecycleHookName, in.LifecycleActionToken, in.InstanceId)
+	if err != nil {
+		a.completions = append(a.completions, rec)
+		return nil, err
+	}
+	rec.Token, rec.InstanceID, rec.Accepted = act.token, act.instanceID, true
+	a.completions = append(a.completions, rec)
+	a.resolveAction(act, rec.Result)
+	a.settle()
+	return &autoscaling.CompleteLifecycleActionOutput{}, nil
+}
+
+// RecordLifecycleActionHeartbeat restarts an active lifecycle action's heartbeat timeout from now (never beyond
+// its global timeout). Every call is recorded (Heartbeats), accepted or not.
+// Amazon EC2 Auto Scaling API Reference, "RecordLifecycleActionHeartbeat". Errors: as CompleteLifecycleAction.
+func (c *AutoScalingClient) RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, _ ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "autoscaling:RecordLifecycleActionHeartbeat")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil {
+		in = &autoscaling.RecordLifecycleActionHeartbeatInput{}
+	}
+	rec := Completion{Token: deref(in.LifecycleActionToken), InstanceID: deref(in.InstanceId), Group: deref(in.AutoScalingGroupName),
+		Hook: deref(in.LifecycleHookName), At: a.now(), Caller: CallerAPI}
+	act, err := a.findAction(in.AutoScalingGroupName, in.LifecycleHookName, in.LifecycleActionToken, in.InstanceId)
+	if err != nil {
+		a.heartbeats = append(a.heartbeats, rec)
+		return nil, err
+	}
+	rec.Token, rec.InstanceID, rec.Accepted = act.token, act.instanceID, true
+	a.heartbeats = append(a.heartbeats, rec)
+	a.armTimeout(act, act.heartbeat)
+	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
+}
+
+// SetInstanceProtection sets or clears scale-in protection on instances of a group.
+// Amazon EC2 Auto Scaling API Reference, "SetInstanceProtection"; User Guide, "Use instance scale-in
+// protection". Errors: ValidationError (unknown group, instance not in the group, more than 50 instances).
+func (c *AutoScalingClient) SetInstanceProtection(ctx context.Context, in *autoscaling.SetInstanceProtectionInput, _ ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "autoscaling:SetInstanceProtection")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil || in.AutoScalingGroupName == nil || in.ProtectedFromScaleIn == nil {
+		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'protectedFromScaleIn' failed to satisfy constraint: Member must not be null")
+	}
+	g := a.groups[*in.AutoScalingGroupName]
+	if g == nil {
+		return nil, groupNotFound(*in.AutoScalingGroupName)
+	}
+	if len(in.InstanceIds) > 50 {
+		return nil, apiError("ValidationError", "1 validation error detected: Value at 'instanceIds' failed to satisfy constraint: Member must have length less than or equal to 50")
+	}
+	var list []*instance
+	for _, id := range in.InstanceIds {
+		inst := a.instances[id]
+		if inst == nil || inst.group != g.name || inst.state == string(astypes.LifecycleStateTerminated) {
+			return nil, apiError("ValidationError", "The instance %s is not part of Auto Scaling group %s.", id, g.name)
+		}
+		list = append(list, inst)
+	}
+	for _, inst := range list {
+		inst.protected = *in.ProtectedFromScaleIn
+	}
+	a.settle()
+	return &autoscaling.SetInstanceProtectionOutput{}, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

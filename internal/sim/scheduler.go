@@ -1,0 +1,125 @@
+package sim
+
+import (
+	"container/heap"
+	"time"
+)
+
+// advanceStep is the largest clock step Advance takes at once. Events are still run at their exact due time;
+// the step only bounds how far the fake clock jumps between two wake-ups of timers that other code (the agent)
+// registered on the same clock.
+const advanceStep = time.Second
+
+// event is one timed piece of simulated AWS behaviour (an instance finishing boot, a task reaching its next
+// lastStatus, a lifecycle hook timing out). Events run under Account.mu at their due time, in time order; events
+// due at the same instant run in the order they were scheduled.
+type event struct {
+	at  time.Time
+	seq uint64
+	fn  func()
+}
+
+// eventQueue is a min-heap of events ordered by (at, seq).
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	n := len(old)
+	ev := old[n-1]
+	old[n-1] = nil
+	*q = old[:n-1]
+	return ev
+}
+
+// scheduler holds the pending timed events of an Account.
+type scheduler struct {
+	queue eventQueue
+	seq   uint64
+}
+
+func (s *scheduler) add(at time.Time, fn func()) {
+	s.seq++
+	heap.Push(&s.queue, &event{at: at, seq: s.seq, fn: fn})
+}
+
+// next returns the due time of the earliest event.
+func (s *scheduler) next() (time.Time, bool) {
+	if len(s.queue) == 0 {
+		return time.Time{}, false
+	}
+	return s.queue[0].at, true
+}
+
+func (s *scheduler) pop() *event {
+	return heap.Pop(&s.queue).(*event)
+}
+
+// after schedules fn to run d after the current simulated time. Callers hold a.mu.
+func (a *Account) after(d time.Duration, fn func()) {
+	a.sched.add(a.now().Add(d), fn)
+}
+
+// runDueLocked runs every event whose due time is not after the clock's current time, in time order, settling
+// the account after each one. Callers hold a.mu.
+func (a *Account) runDueLocked() {
+	for {
+		at, ok := a.sched.next()
+		if !ok || at.After(a.now()) {
+			return
+		}
+		ev := a.sched.pop()
+		ev.fn()
+		a.settle()
+	}
+}
+
+// Advance moves the fake clock forward by d, in steps of at most one second, and runs all simulated behaviour
+// that falls due on the way: every scheduled event runs with the clock set to its own due time, in time order.
+// Timers that other code registered on the same clock fire as the clock passes them. Advance(0) runs whatever is
+// already due. Callers alternate agent work and Advance; Advance never runs agent code itself.
+func (a *Account) Advance(d time.Duration) {
+	a.advanceMu.Lock()
+	defer a.advanceMu.Unlock()
+	if d < 0 {
+		d = 0
+	}
+	target := a.clk.Now().Add(d)
+	for {
+		step := a.clk.Now().Add(advanceStep)
+		if step.After(target) {
+			step = target
+		}
+		for {
+			a.mu.Lock()
+			at, ok := a.sched.next()
+			if !ok || at.After(step) {
+				a.mu.Unlock()
+				break
+			}
+			if at.After(a.clk.Now()) {
+				// Move the clock to the event's due time without holding a.mu: the fake clock runs AfterFunc
+				// callbacks synchronously and they may call into the account.
+				a.mu.Unlock()
+				a.clk.SetTime(at)
+				continue
+			}
+			a.runDueLocked()
+			a.mu.Unlock()
+		}
+		if step.After(a.clk.Now()) {
+			a.clk.SetTime(step)
+		}
+		if !step.Before(target) {
+			return
+		}
+	}
+}

@@ -1,0 +1,319 @@
+package sim
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+)
+
+const (
+	// defaultVisibilityTimeout is a queue's default visibility timeout. Amazon SQS Developer Guide, "Amazon SQS
+	// visibility timeout": 30 seconds by default, 0 to 12 hours.
+	defaultVisibilityTimeout = 30 * time.Second
+	maxVisibilityTimeout     = 12 * time.Hour
+	// retention is how long a message stays in a queue. Amazon SQS Developer Guide, "Amazon SQS message
+	// lifecycle" (the default retention period is 4 days).
+	retention = 4 * 24 * time.Hour
+)
+
+type queue struct {
+	name, url, arn string
+	visibility     time.Duration
+	maxReceive     int
+	dlq            *queue
+	msgs           []*message
+	handles        map[string]*message // every receipt handle ever issued
+}
+
+type message struct {
+	id, body, md5 string
+	sentAt        time.Time
+	receiveCount  int
+	firstReceive  time.Time
+	visibleAt     time.Time
+	handle        string // the most recent receipt handle
+	deleted       bool
+}
+
+// CreateQueue creates a standard queue and returns its URL (https://sqs.<region>.amazonaws.com/<account>/<name>).
+// With maxReceiveCount > 0 its redrive policy moves a message to the queue named dlqName (created when missing)
+// once it has been received maxReceiveCount times. Setup helper: not counted.
+func (a *Account) CreateQueue(name string, maxReceiveCount int, dlqName string) (queueURL string) {
+	defer a.lock()()
+	q := a.createQueue(name)
+	if maxReceiveCount > 0 && dlqName != "" {
+		q.maxReceive = maxReceiveCount
+		q.dlq = a.createQueue(dlqName)
+	}
+	return q.url
+}
+
+func (a *Account) createQueue(name string) *queue {
+	if q := a.queueByName[name]; q != nil {
+		return q
+	}
+	q := &queue{
+		name:       name,
+		url:        fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", a.opts.Region, a.opts.AccountID, name),
+		arn:        fmt.Sprintf("arn:aws:sqs:%s:%s:%s", a.opts.Region, a.opts.AccountID, name),
+		visibility: defaultVisibilityTimeout,
+		handles:    map[string]*message{},
+	}
+	a.queues[q.url] = q
+	a.queueByName[name] = q
+	return q
+}
+
+// SendMessage puts a message on a queue and returns its message id. Setup helper: not counted. It panics when
+// the queue does not exist.
+func (a *Account) SendMessage(queueURL, body string) (messageID string) {
+	defer a.lock()()
+	id := a.enqueue(queueURL, body)
+	if id == "" {
+		panic("sim: no queue " + queueURL)
+	}
+	return id
+}
+
+// enqueue adds a message to a queue and returns its id ("" when the queue does not exist: the sender's
+// delivery fails, as a lifecycle hook's notification to a deleted queue does).
+func (a *Account) enqueue(queueURL, body string) string {
+	q := a.queues[queueURL]
+	if q == nil {
+		return ""
+	}
+	sum := md5.Sum([]byte(body))
+	m := &message{id: a.uuid(), body: body, md5: hex.EncodeToString(sum[:]), sentAt: a.now(), visibleAt: a.now()}
+	q.msgs = append(q.msgs, m)
+	return m.id
+}
+
+// QueueDepth returns how many messages of a queue are visible and how many are in flight (received, not yet
+// deleted, visibility timeout not yet expired).
+func (a *Account) QueueDepth(queueURL string) (visible, inFlight int) {
+	defer a.lock()()
+	q := a.queues[queueURL]
+	if q == nil {
+		return 0, 0
+	}
+	now := a.now()
+	for _, m := range a.live(q) {
+		if m.visibleAt.After(now) {
+			inFlight++
+		} else {
+			visible++
+		}
+	}
+	return visible, inFlight
+}
+
+// QueueMessages returns the bodies of every message still on a queue (visible or in flight), oldest first.
+func (a *Account) QueueMessages(queueURL string) []string {
+	defer a.lock()()
+	q := a.queues[queueURL]
+	if q == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range a.live(q) {
+		out = append(out, m.body)
+	}
+	return out
+}
+
+// live drops deleted and expired messages and returns the rest.
+func (a *Account) live(q *queue) []*message {
+	kept := q.msgs[:0]
+	for _, m := range q.msgs {
+		if m.deleted || a.now().Sub(m.sentAt) >= retention {
+			continue
+		}
+		kept = append(kept, m)
+	}
+	for i := len(kept); i < len(q.msgs); i++ {
+		q.msgs[i] = nil
+	}
+	q.msgs = kept
+	return kept
+}
+
+// SQSClient is the simulated Amazon SQS API. It implements awsapi.SQS.
+type SQSClient struct{ a *Account }
+
+var _ awsapi.SQS = (*SQSClient)(nil)
+
+func (a *Account) findQueue(url *string) (*queue, error) {
+	if url == nil {
+		return nil, apiError("MissingParameter", "The request must contain the parameter QueueUrl.")
+	}
+	q := a.queues[*url]
+	if q == nil {
+		return nil, &sqstypes.QueueDoesNotExist{Message: ptr("The specified queue does not exist.")}
+	}
+	return q, nil
+}
+
+// ReceiveMessage returns up to MaxNumberOfMessages (1-10, default 1) visible messages and hides each for the
+// queue's visibility timeout or the request's VisibilityTimeout. WaitTimeSeconds (0-20) is accepted but the call
+// never blocks. Every receive issues a new receipt handle and counts toward the message's receive count; a
+// message already received maxReceiveCount times moves to the dead-letter queue instead of being returned.
+// Attributes carry ApproximateReceiveCount, SentTimestamp and ApproximateFirstReceiveTimestamp (epoch
+// milliseconds) when requested by MessageSystemAttributeNames or AttributeNames ("All" for every one).
+// Amazon SQS Developer Guide, "Amazon SQS visibility timeout", "Using dead-letter queues in Amazon SQS";
+// Amazon SQS API Reference, "ReceiveMessage". Errors: QueueDoesNotExist, InvalidParameterValue.
+func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "sqs:ReceiveMessage")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil {
+		in = &sqs.ReceiveMessageInput{}
+	}
+	q, err := a.findQueue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	max := int(in.MaxNumberOfMessages)
+	if max == 0 {
+		max = 1
+	}
+	if max < 1 || max > 10 {
+		return nil, apiError("InvalidParameterValue", "Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", in.MaxNumberOfMessages)
+	}
+	if in.WaitTimeSeconds < 0 || in.WaitTimeSeconds > 20 {
+		return nil, apiError("InvalidParameterValue", "Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", in.WaitTimeSeconds)
+	}
+	visibility := q.visibility
+	if in.VisibilityTimeout != 0 {
+		visibility = time.Duration(in.VisibilityTimeout) * time.Second
+		if visibility < 0 || visibility > maxVisibilityTimeout {
+			return nil, apiError("InvalidParameterValue", "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", in.VisibilityTimeout)
+		}
+	}
+	want := map[string]bool{}
+	for _, n := range in.MessageSystemAttributeNames {
+		want[string(n)] = true
+	}
+	for _, n := range in.AttributeNames {
+		want[string(n)] = true
+	}
+	now := a.now()
+	out := &sqs.ReceiveMessageOutput{Messages: []sqstypes.Message{}}
+	for _, m := range a.live(q) {
+		if len(out.Messages) == max {
+			break
+		}
+		if m.visibleAt.After(now) {
+			continue
+		}
+		// Amazon SQS Developer Guide, "Using dead-letter queues in Amazon SQS": when the receive count of a
+		// message exceeds the source queue's maxReceiveCount, SQS moves it to the dead-letter queue.
+		if q.dlq != nil && q.maxReceive > 0 && m.receiveCount >= q.maxReceive {
+			m.deleted = true
+			moved := *m
+			moved.deleted = false
+			moved.handle = ""
+			moved.visibleAt = now
+			q.dlq.msgs = append(q.dlq.msgs, &moved)
+			continue
+		}
+		m.receiveCount++
+		if m.firstReceive.IsZero() {
+			m.firstReceive = now
+		}
+		m.visibleAt = now.Add(visibility)
+		// Amazon SQS Developer Guide, "Amazon SQS queue and message identifiers": every receive returns a new
+		// receipt handle.
+		m.handle = a.uuid() + "#" + m.id
+		q.handles[m.handle] = m
+		msg := sqstypes.Message{MessageId: ptr(m.id), ReceiptHandle: ptr(m.handle), Body: ptr(m.body), MD5OfBody: ptr(m.md5)}
+		attrs := map[string]string{}
+		if want["All"] || want["ApproximateReceiveCount"] {
+			attrs["ApproximateReceiveCount"] = strconv.Itoa(m.receiveCount)
+		}
+		if want["All"] || want["SentTimestamp"] {
+			attrs["SentTimestamp"] = strconv.FormatInt(m.sentAt.UnixMilli(), 10)
+		}
+		if want["All"] || want["ApproximateFirstReceiveTimestamp"] {
+			attrs["ApproximateFirstReceiveTimestamp"] = strconv.FormatInt(m.firstReceive.UnixMilli(), 10)
+		}
+		if len(attrs) > 0 {
+			msg.Attributes = attrs
+		}
+		out.Messages = append(out.Messages, msg)
+	}
+	return out, nil
+}
+
+// DeleteMessage deletes the message a receipt handle belongs to. Only the most recent receipt handle of a
+// message deletes it; an older handle of the same message succeeds without deleting it, as does a handle of a
+// message already deleted.
+// Amazon SQS Developer Guide, "Amazon SQS queue and message identifiers" (receipt handles); API Reference,
+// "DeleteMessage". Errors: QueueDoesNotExist, ReceiptHandleIsInvalid (a handle this queue never issued).
+func (c *SQSClient) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "sqs:DeleteMessage")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil {
+		in = &sqs.DeleteMessageInput{}
+	}
+	q, err := a.findQueue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	m := q.handles[deref(in.ReceiptHandle)]
+	if m == nil {
+		return nil, &sqstypes.ReceiptHandleIsInvalid{Message: ptr(fmt.Sprintf("The input receipt handle \"%s\" is not a valid receipt handle.", deref(in.ReceiptHandle)))}
+	}
+	if m.handle == *in.ReceiptHandle {
+		m.deleted = true
+	}
+	return &sqs.DeleteMessageOutput{}, nil
+}
+
+// ChangeMessageVisibility sets the remaining visibility timeout (0-43200 seconds, counted from now) of a message
+// in flight; 0 makes it visible at once.
+// Amazon SQS Developer Guide, "Amazon SQS visibility timeout"; API Reference, "ChangeMessageVisibility".
+// Errors: QueueDoesNotExist, ReceiptHandleIsInvalid, MessageNotInflight (deleted, moved, visible again, or a
+// handle from an earlier receive), InvalidParameterValue.
+func (c *SQSClient) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "sqs:ChangeMessageVisibility")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil {
+		in = &sqs.ChangeMessageVisibilityInput{}
+	}
+	q, err := a.findQueue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	d := time.Duration(in.VisibilityTimeout) * time.Second
+	if d < 0 || d > maxVisibilityTimeout {
+		return nil, apiError("InvalidParameterValue", "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", in.VisibilityTimeout)
+	}
+	m := q.handles[deref(in.ReceiptHandle)]
+	if m == nil {
+		return nil, &sqstypes.ReceiptHandleIsInvalid{Message: ptr(fmt.Sprintf("The input receipt handle \"%s\" is not a valid receipt handle.", deref(in.ReceiptHandle)))}
+	}
+	if m.deleted || m.handle != *in.ReceiptHandle || !m.visibleAt.After(a.now()) {
+		return nil, &sqstypes.MessageNotInflight{Message: ptr("Message does not exist or is not available for visibility timeout change.")}
+	}
+	m.visibleAt = a.now().Add(d)
+	return &sqs.ChangeMessageVisibilityOutput{}, nil
+}
