@@ -299,8 +299,11 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 	if err != nil {
 		return events.Hold, err
 	}
-	if out == lifecycle.HookInProgress {
+	switch out {
+	case lifecycle.HookInProgress:
 		return events.Hold, nil
+	case lifecycle.HookIgnored:
+		return events.Ignored, nil
 	}
 	return events.Done, nil
 }

@@ -111,6 +111,8 @@ type Spec struct {
 	// InitialImage is the AMI every launch template and parameter starts on. Default ImageA.
 	InitialImage string
 	Log          *zap.Logger
+	// Wrap, when set, wraps the agent's clients (fault injection in tests).
+	Wrap func(agent.Clients) agent.Clients
 }
 
 // DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
@@ -191,8 +193,11 @@ func Build(spec Spec) (*World, error) {
 		policy = lifecycle.DefaultPolicy()
 	}
 	store := state.NewMemory()
-	a := agent.New(agent.Clients{AutoScaling: acct.AutoScaling(), EC2: acct.EC2(), ECS: acct.ECS(), SSM: acct.SSM(), SQS: acct.SQS()},
-		agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy}, store, clk, log)
+	clients := agent.Clients{AutoScaling: acct.AutoScaling(), EC2: acct.EC2(), ECS: acct.ECS(), SSM: acct.SSM(), SQS: acct.SQS()}
+	if spec.Wrap != nil {
+		clients = spec.Wrap(clients)
+	}
+	a := agent.New(clients, agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy}, store, clk, log)
 	return &World{Account: acct, Agent: a, Store: store, QueueURL: queue, Checker: NewChecker(acct, baseline)}, nil
 }
 

@@ -23,8 +23,10 @@ func (v Violation) String() string {
 //
 //  1. serving capacity (InService, ACTIVE, agent connected, not DRAINING) never below the group's baseline
 //     desired capacity (the desired capacity without the agent's surge);
-//  2. no instance terminated through the API before it was drained;
-//  3. at most one instance per group being replaced (DRAINING) at a time, and desired at most baseline+1;
+//  2. no instance terminated through the API before it was drained, and no terminating lifecycle action
+//     completed with CONTINUE by the agent before its instance was drained;
+//  3. at most one instance per group being replaced (InService and DRAINING) at a time, and desired at most
+//     baseline+1;
 //  4. no lifecycle action completed more than once (accepted), and at the end every one completed.
 type Checker struct {
 	Account *sim.Account
@@ -38,6 +40,7 @@ type Checker struct {
 	MinServing map[string]int
 
 	seenTerminations int
+	seenCompletions  int
 }
 
 // NewChecker returns a checker for the given baselines.
@@ -59,8 +62,8 @@ func (c *Checker) Check() []Violation {
 			if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
 				serving++
 			}
-			if i.ContainerInstanceStatus == "DRAINING" {
-				draining++
+			if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "InService" {
+				draining++ // being replaced by a rollout (instances leaving through a hook are already Terminating)
 			}
 		}
 		if m, ok := c.MinServing[group]; !ok || serving < m {
@@ -85,7 +88,15 @@ func (c *Checker) Check() []Violation {
 	}
 	c.seenTerminations = len(terms)
 	accepted := map[string]int{}
-	for _, comp := range c.Account.LifecycleCompletions() {
+	comps := c.Account.LifecycleCompletions()
+	for _, comp := range comps[c.seenCompletions:] {
+		if comp.Accepted && comp.Caller == sim.CallerAPI && comp.Transition == sim.TransitionTerminating &&
+			comp.Result == sim.ResultContinue && !comp.Drained {
+			add(2, comp.Group, "terminating lifecycle action of %s completed (CONTINUE) while the instance was not drained", comp.InstanceID)
+		}
+	}
+	c.seenCompletions = len(comps)
+	for _, comp := range comps {
 		if comp.Accepted {
 			accepted[comp.Token]++
 			if accepted[comp.Token] == 2 {

@@ -38,6 +38,8 @@ const (
 	HookDone HookOutcome = iota
 	// HookInProgress: the drain (or launch health wait) goes on; keep the message and look again.
 	HookInProgress
+	// HookIgnored: the action names an instance EC2 does not know; there is nothing to drain or complete.
+	HookIgnored
 )
 
 // Hooks drains instances on TERMINATING lifecycle actions and completes them with CONTINUE, and completes
@@ -81,13 +83,15 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
 		zap.String(logging.LifecycleToken, a.Token), zap.String(logging.Transition, a.Transition))
 
-	gone, err := h.instanceGone(ctx, a.InstanceID)
-	if err != nil {
+	switch exists, err := h.instanceState(ctx, a.InstanceID); {
+	case err != nil:
 		return HookInProgress, err
-	}
-	if gone {
-		// Field case C5: EC2 already reports the instance terminated (or unknown): nothing to drain, and no
-		// action can still be waiting for it.
+	case exists == instanceUnknown:
+		// Field case C3: no such instance. Nothing to drain and no action can be waiting for it.
+		log.Info("lifecycle action for an instance EC2 does not know; ignored")
+		return HookIgnored, h.finish(ctx, rec, "", "instance does not exist")
+	case exists == instanceTerminated:
+		// Field case C5: EC2 already reports the instance terminated: nothing to drain, nothing waits.
 		log.Info("instance already terminated; lifecycle action treated as done")
 		return HookDone, h.finish(ctx, rec, "", "instance already terminated")
 	}
@@ -198,24 +202,32 @@ func (h *Hooks) finish(ctx context.Context, rec state.Hook, result, note string)
 	return nil
 }
 
-// instanceGone reports whether EC2 says the instance is terminated or does not exist.
-func (h *Hooks) instanceGone(ctx context.Context, id string) (bool, error) {
+type instanceExistence int
+
+const (
+	instanceRunning instanceExistence = iota
+	instanceTerminated
+	instanceUnknown
+)
+
+// instanceState asks EC2 whether the instance exists and is not yet shutting down.
+func (h *Hooks) instanceState(ctx context.Context, id string) (instanceExistence, error) {
 	out, err := h.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 	if awsapi.IsInstanceNotFound(err) {
-		return true, nil
+		return instanceUnknown, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("describing instance %s: %w", id, err)
+		return instanceRunning, fmt.Errorf("describing instance %s: %w", id, err)
 	}
 	for _, r := range out.Reservations {
 		for _, i := range r.Instances {
 			if i.State != nil && (i.State.Name == ec2types.InstanceStateNameTerminated || i.State.Name == ec2types.InstanceStateNameShuttingDown) {
-				return true, nil
+				return instanceTerminated, nil
 			}
-			return false, nil
+			return instanceRunning, nil
 		}
 	}
-	return true, nil
+	return instanceUnknown, nil
 }
 
 // heartbeatTimeout returns the hook's HeartbeatTimeout from DescribeLifecycleHooks, cached per hook.

@@ -163,6 +163,11 @@ type Completion struct {
 	Accepted bool
 	// Caller is CallerAPI for calls through the AutoScaling client, CallerECS for simulated ECS managed draining.
 	Caller string
+	// Transition is the action's lifecycle transition (for accepted calls).
+	Transition string
+	// Drained is true when, at the call, the instance's container instance was DRAINING with no non-daemon task
+	// other than STOPPED, or the instance had no container instance (as Termination.DrainedAtRequest).
+	Drained bool
 }
 
 // CreateGroup creates an Auto Scaling group and launches Desired instances that are InService at once (already
@@ -1354,7 +1359,10 @@ func (c *AutoScalingClient) CompleteLifecycleAction(ctx context.Context, in *aut
 		a.completions = append(a.completions, rec)
 		return nil, err
 	}
-	rec.Token, rec.InstanceID, rec.Accepted = act.token, act.instanceID, true
+	rec.Token, rec.InstanceID, rec.Accepted, rec.Transition = act.token, act.instanceID, true, act.transition
+	if inst := a.instances[act.instanceID]; inst != nil {
+		rec.Drained = a.terminationRecord(inst, "").DrainedAtRequest
+	}
 	a.completions = append(a.completions, rec)
 	a.resolveAction(act, rec.Result)
 	a.settle()

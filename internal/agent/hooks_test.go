@@ -1,0 +1,264 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/smithy-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// fixture returns a testdata message with fields replaced (old -> new pairs).
+func fixture(t *testing.T, name string, replace ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	return strings.NewReplacer(replace...).Replace(string(b))
+}
+
+// settle runs the world for d of simulated time.
+func settle(t *testing.T, w *demo.World, d time.Duration) {
+	t.Helper()
+	_, err := w.RunUntil(context.Background(), tick, d, func() bool { return false })
+	require.NoError(t, err)
+}
+
+func acceptedCompletions(w *demo.World) map[string][]sim.Completion {
+	out := map[string][]sim.Completion{}
+	for _, c := range w.Account.LifecycleCompletions() {
+		if c.Accepted && c.Caller != "ecs" {
+			out[c.Token] = append(out[c.Token], c)
+		}
+	}
+	return out
+}
+
+func TestC2TwoTerminateNotificationsInOneReceiveAreHandledEachOnItsOwn(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3}
+	spec := oneGroup(&g)
+	w := build(t, spec)
+	settle(t, w, 30*time.Second) // the agent sees the group Idle on its current AMI
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
+	w.Account.Advance(time.Second) // both instances enter Terminating:Wait; two hook messages wait on the queue
+	visible, _ := w.Account.QueueDepth(w.QueueURL)
+	require.Equal(t, 2, visible)
+
+	w.Checker.Baseline[g.Name] = 1
+	for range 200 {
+		require.NoError(t, w.Agent.RunOnce(context.Background()))
+		completed := len(acceptedCompletions(w))
+		visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+		// A message is deleted only after its own action is completed: never more deleted than completed.
+		require.GreaterOrEqual(t, visible+inFlight, 2-completed)
+		require.Empty(t, w.Checker.Check())
+		if completed == 2 {
+			break
+		}
+		w.Account.Advance(tick)
+	}
+	done := acceptedCompletions(w)
+	require.Len(t, done, 2, "both lifecycle actions completed")
+	for token, cs := range done {
+		require.Len(t, cs, 1, "token %s completed once", token)
+		require.Equal(t, sim.ResultContinue, cs[0].Result)
+	}
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Zero(t, visible+inFlight, "both messages deleted once their own action was completed")
+	require.Empty(t, w.Checker.Check(), "each instance drained before its action was completed")
+	require.Equal(t, 6, w.Account.ServiceTasks("c1", "web"), "every task of the service still runs")
+}
+
+func TestC3LifecycleActionForAnUnmanagedGroupOrUnknownInstanceIsDeletedAndIgnored(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 2, Desired: 1}
+	w := build(t, oneGroup(&g))
+	settle(t, w, 10*time.Second)
+	ignoredBefore := w.Agent.Consumer.Stats.Ignored.Load()
+	// A shared queue: another cluster's group (the fixture's group is not managed here).
+	w.Account.SendMessage(w.QueueURL, fixture(t, "asg-hook-direct-terminating.json"))
+	// A managed group, but an instance id that does not exist.
+	w.Account.SendMessage(w.QueueURL, fixture(t, "asg-hook-direct-terminating.json",
+		"ecs-prod-cluster-asg", g.Name, "5f0c9b7e-3a2d-4e8f-b1c6-7d9e0a4b2c13", "token-unknown-instance"))
+	require.NoError(t, w.Agent.RunOnce(context.Background()))
+
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Zero(t, visible+inFlight, "deleted promptly, never left to loop")
+	require.Equal(t, ignoredBefore+2, w.Agent.Consumer.Stats.Ignored.Load())
+	require.Zero(t, w.Agent.Consumer.Stats.Failed.Load())
+	require.Empty(t, w.Account.LifecycleCompletions(), "nothing completed for actions that are not ours")
+}
+
+func TestC4HeartbeatsKeepALongDrainAliveAndStopWhenItEnds(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: 300 * time.Second}
+	spec := oneGroup(&g)
+	spec.Sim.TaskStopStageDelay = 200 * time.Second // three stop stages: tasks need 600 s to stop
+	w := build(t, spec)
+	settle(t, w, 10*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
+	w.Checker.Baseline[g.Name] = 1
+	done, err := w.RunUntil(context.Background(), tick, 2*time.Hour, func() bool { return len(acceptedCompletions(w)) == 1 })
+	require.NoError(t, err)
+	require.True(t, done)
+	settle(t, w, 30*time.Minute)
+
+	var completion sim.Completion
+	for _, cs := range acceptedCompletions(w) {
+		completion = cs[0]
+	}
+	require.Equal(t, sim.ResultContinue, completion.Result)
+	require.True(t, completion.Drained, "completed only once drained")
+	beats := w.Account.Heartbeats()
+	require.GreaterOrEqual(t, len(beats), 2, "a 600 s drain under a 300 s heartbeat timeout needs heartbeats")
+	var action sim.Termination
+	for _, term := range w.Account.Terminations() {
+		if term.InstanceID == completion.InstanceID {
+			action = term
+		}
+	}
+	last := action.RequestedAt
+	for _, b := range beats {
+		require.True(t, b.Accepted)
+		require.Less(t, b.At.Sub(last), 300*time.Second, "each heartbeat well before the timeout")
+		last = b.At
+		require.False(t, b.At.After(completion.At), "no heartbeat after the work ended")
+	}
+	require.Less(t, completion.At.Sub(last), 300*time.Second)
+	require.Empty(t, w.Checker.Violations)
+}
+
+func TestC5TerminateNotificationForAnAlreadyTerminatedInstanceIsDone(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
+	w := build(t, oneGroup(&g))
+	settle(t, w, 10*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
+	w.Checker.Baseline[g.Name] = 1
+	_, err := w.RunUntil(context.Background(), tick, time.Hour, func() bool { return len(w.Account.Group(g.Name).Instances) == 1 })
+	require.NoError(t, err)
+	settle(t, w, time.Minute)
+	gone := w.Account.Terminations()[0].InstanceID
+	inst, _ := w.Account.Instance(gone)
+	require.Equal(t, "Terminated", inst.LifecycleState)
+	before := len(w.Account.LifecycleCompletions())
+	processed := w.Agent.Consumer.Stats.Processed.Load()
+
+	// A late duplicate with a new token for the terminated instance.
+	w.Account.SendMessage(w.QueueURL, fixture(t, "asg-hook-direct-terminating.json", "ecs-prod-cluster-asg", g.Name,
+		"i-0a1b2c3d4e5f60718", gone, "5f0c9b7e-3a2d-4e8f-b1c6-7d9e0a4b2c13", "token-late"))
+	require.NoError(t, w.Agent.RunOnce(context.Background()))
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Zero(t, visible+inFlight)
+	require.Equal(t, processed+1, w.Agent.Consumer.Stats.Processed.Load())
+	require.Zero(t, w.Agent.Consumer.Stats.Failed.Load())
+	require.Len(t, w.Account.LifecycleCompletions(), before, "no completion attempted for a terminated instance")
+	h, err := w.Store.GetHook(context.Background(), "token-late")
+	require.NoError(t, err)
+	require.Equal(t, state.HookCompleted, h.State)
+}
+
+// noActiveAction answers CompleteLifecycleAction with Auto Scaling's ValidationError for a token that is no
+// longer active, as it does for a duplicate delivery or an action that was completed elsewhere or timed out.
+type noActiveAction struct {
+	awsapi.AutoScaling
+	calls int
+}
+
+func (n *noActiveAction) CompleteLifecycleAction(_ context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	n.calls++
+	return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with token " + aws.ToString(in.LifecycleActionToken)}
+}
+
+func TestC6NoActiveLifecycleActionIsFinal(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
+	spec := oneGroup(&g)
+	fault := &noActiveAction{}
+	spec.Wrap = func(c agent.Clients) agent.Clients {
+		fault.AutoScaling = c.AutoScaling
+		c.AutoScaling = fault
+		return c
+	}
+	w := build(t, spec)
+	settle(t, w, 10*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
+	w.Checker.Baseline[g.Name] = 1
+	w.Account.Advance(time.Second)
+	msgs := w.Account.QueueMessages(w.QueueURL)
+	require.Len(t, msgs, 1)
+	ev, err := events.Parse([]byte(msgs[0]))
+	require.NoError(t, err)
+
+	_, err = w.RunUntil(context.Background(), tick, 10*time.Minute, func() bool { return fault.calls > 0 })
+	require.NoError(t, err)
+	settle(t, w, 10*time.Minute)
+	require.Equal(t, 1, fault.calls, "the answer is final: no retry loop")
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Zero(t, visible+inFlight, "message deleted")
+	require.Zero(t, w.Agent.Consumer.Stats.Failed.Load(), "no error counted")
+	h, err := w.Store.GetHook(context.Background(), ev.Lifecycle.Token)
+	require.NoError(t, err)
+	require.Equal(t, state.HookCompleted, h.State)
+	require.Contains(t, h.Note, "no active lifecycle action")
+}
+
+func TestC14ReplaceRootVolumeIsDrainedThenContinuedAndTheInstanceIsNotRetired(t *testing.T) {
+	g := demo.GroupSetup{Name: "my-asg", Min: 2, Max: 4, Desired: 2}
+	w := build(t, oneGroup(&g))
+	settle(t, w, 10*time.Second)
+	target := w.Account.Group(g.Name).Instances[0]
+	w.Account.SendMessage(w.QueueURL, fixture(t, "eventbridge-lifecycle-terminate-replace-root-volume.json",
+		"i-1234567890abcdef0", target.ID))
+	settle(t, w, 10*time.Minute)
+
+	var calls []sim.Completion
+	for _, c := range w.Account.LifecycleCompletions() {
+		if c.Token == "71514b9d-6a40-4b26-8523-05e7eEXAMPLE" {
+			calls = append(calls, c)
+		}
+	}
+	require.Len(t, calls, 1, "completed exactly once")
+	require.Equal(t, sim.ResultContinue, calls[0].Result)
+	after, ok := w.Account.Instance(target.ID)
+	require.True(t, ok)
+	require.Equal(t, "DRAINING", after.ContainerInstanceStatus, "its tasks left before the root volume swap")
+	require.Equal(t, "InService", after.LifecycleState, "the instance is not going away")
+	require.NotContains(t, w.Rollout(context.Background(), g.Name).Replaced, target.ID)
+	h, err := w.Store.GetHook(context.Background(), calls[0].Token)
+	require.NoError(t, err)
+	require.Equal(t, state.HookCompleted, h.State)
+}
+
+func TestDuplicateDeliveryOfALifecycleActionHasOneEffect(t *testing.T) {
+	g := demo.GroupSetup{Name: "ecs-prod-cluster-asg", Min: 1, Max: 3, Desired: 2}
+	w := build(t, oneGroup(&g))
+	settle(t, w, 10*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
+	w.Checker.Baseline[g.Name] = 1
+	w.Account.Advance(time.Second)
+	msgs := w.Account.QueueMessages(w.QueueURL)
+	require.Len(t, msgs, 1)
+	// The same action again, directly and wrapped in SNS, as retries and fan-out deliver it.
+	w.Account.SendMessage(w.QueueURL, msgs[0])
+	settle(t, w, 20*time.Minute)
+	done := acceptedCompletions(w)
+	require.Len(t, done, 1)
+	calls := 0
+	for _, c := range w.Account.LifecycleCompletions() {
+		if c.Caller == sim.CallerAPI {
+			calls++
+		}
+	}
+	require.Equal(t, 1, calls, "CompleteLifecycleAction called once for the token")
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Zero(t, visible+inFlight)
+}

@@ -1,0 +1,69 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// failingPut is a DynamoDBAPI whose PutItem fails with err; other calls are not expected.
+type failingPut struct {
+	state.DynamoDBAPI
+	err error
+}
+
+func (f failingPut) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return nil, f.err
+}
+
+var _ state.DynamoDBAPI = failingPut{}
+
+func TestPutErrorsAreClassifiedAndNameTableAndKey(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		conflict bool
+	}{
+		{"condition failure by error code is ErrConflict",
+			&smithy.GenericAPIError{Code: "ConditionalCheckFailedException", Message: "The conditional request failed"}, true},
+		{"throttling is not ErrConflict",
+			&smithy.GenericAPIError{Code: "ThrottlingException"}, false},
+		{"transport error is not ErrConflict", errors.New("connection refused"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := state.NewDynamoDB(failingPut{err: tc.err}, "patch-agent")
+			_, err := s.PutRollout(context.Background(), state.Rollout{Group: "prod-nodes", Version: 3})
+			require.Equal(t, tc.conflict, errors.Is(err, state.ErrConflict), "%v", err)
+			require.ErrorIs(t, err, tc.err)
+			require.ErrorContains(t, err, "table patch-agent (pk target#prod-nodes, sk rollout)")
+
+			_, err = s.PutHook(context.Background(), state.Hook{Token: "tok"})
+			require.Equal(t, tc.conflict, errors.Is(err, state.ErrConflict), "%v", err)
+			require.ErrorContains(t, err, "table patch-agent (pk hook#tok, sk hook)")
+		})
+	}
+}
+
+func TestHistorySortKeysSortByTime(t *testing.T) {
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	times := []time.Time{
+		base,
+		base.Add(100 * time.Millisecond), // RFC3339Nano: ...05.1Z, which sorts after ...05.12Z
+		base.Add(120 * time.Millisecond),
+		base.Add(time.Second).In(time.FixedZone("UTC-5", -5*3600)), // later instant, earlier wall clock
+	}
+	var keys []string
+	for i, at := range times {
+		keys = append(keys, state.HistorySortKey(at, uint64(len(times)-i)))
+	}
+	require.True(t, sort.StringsAreSorted(keys), "%q", keys)
+	require.Equal(t, "history#2026-01-02T03:04:05.100000000Z#00000000000000000003", keys[1])
+}
