@@ -1,0 +1,37 @@
+# patch-agent — `make help` lists the targets. `make test` is what CI runs (.ci/run).
+SHELL := /usr/bin/env bash
+GO    ?= go
+BIN   := bin/patch-agent
+PKGS  := ./...
+# Emulator binaries are built once per machine into a cache outside the repository.
+TESTBIN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/patch-agent/testbin
+
+.PHONY: help build test unit demo lint bench testbin clean
+
+help: ## list the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/patch-agent
+	$(GO) build -o $(BIN) ./cmd/patch-agent
+
+testbin: ## build the emulators the integration tests need (kumo), once per machine
+	@scripts/ensure-kumo.sh >/dev/null
+
+test: testbin ## all tests, integration tests on the emulators included (CI runs this)
+	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) $(GO) test -count=1 $(PKGS)
+
+unit: ## tests that need no emulator (integration tests skip unless CI=true)
+	$(GO) test -count=1 $(PKGS)
+
+demo: ## run the real agent against a simulated account: an ECS group rolled to a new AMI
+	$(GO) run ./cmd/patch-agent demo
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+bench: ## benchmarks (parsing throughput, rollout cost)
+	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+clean: ## remove build output
+	rm -rf bin

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/logging"
+)
+
+func newDemoCommand() *cobra.Command {
+	var (
+		asJSON  bool
+		verbose bool
+	)
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Roll a simulated ECS cluster to a new AMI with the real agent (no AWS account needed)",
+		Long: `Builds a simulated AWS account in memory — an ECS cluster on an Auto Scaling group of 3 instances on
+AMI A, a service of 6 tasks, a daemon service, a terminating lifecycle hook to the agent's queue — runs the
+real agent loop against it on a simulated clock, changes the golden-AMI parameter to AMI B and sends the
+Parameter Store Change event. The rollout is printed live, one line per step, and ends with a summary.
+The DESIGN.md invariants are checked after every step; the exit status is 1 when any was violated or the
+rollout did not complete.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts := demo.Options{}
+			if !asJSON {
+				opts.Out = cmd.OutOrStdout()
+			}
+			if verbose {
+				log, err := logging.New(os.Stderr, "debug")
+				if err != nil {
+					return err
+				}
+				opts.Log = log
+			} else {
+				opts.Log = zap.NewNop()
+			}
+			began := time.Now()
+			s, err := demo.Run(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, err := s.JSON()
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "wall time %s\n", time.Since(began).Round(time.Millisecond))
+			}
+			for _, g := range s.Groups {
+				if g.State != "Completed" {
+					return exitError{1, fmt.Errorf("group %s ended %s, not Completed: %s", g.Name, g.State, g.Reason)}
+				}
+			}
+			if s.InvariantViolations > 0 {
+				return exitError{1, fmt.Errorf("%d invariant violation(s)", s.InvariantViolations)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the final summary as JSON")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also write the agent's JSON logs to stderr")
+	return cmd
+}

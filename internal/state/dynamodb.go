@@ -1,0 +1,383 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+)
+
+// DynamoDBAPI is the part of the DynamoDB API the store uses; *dynamodb.Client satisfies it.
+type DynamoDBAPI interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// TableAPI is the part of the DynamoDB API that CreateTable uses; *dynamodb.Client satisfies it.
+type TableAPI interface {
+	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+var (
+	_ DynamoDBAPI = (*dynamodb.Client)(nil)
+	_ TableAPI    = (*dynamodb.Client)(nil)
+	_ Store       = (*DynamoDB)(nil)
+)
+
+// Attribute names and key shapes of the table (docs/state.md describes the schema).
+const (
+	// AttrPK and AttrSK are the table's partition and sort keys (both strings).
+	AttrPK = "pk"
+	AttrSK = "sk"
+	// AttrVersion is the optimistic-concurrency counter every conditional write compares.
+	AttrVersion = "version"
+	// AttrExpiresAt is the table's TTL attribute (epoch seconds). It is reserved for processed-event
+	// (dedupe) records; rollout, hook and history items never carry it.
+	AttrExpiresAt = "expiresAt"
+
+	pkTargetPrefix   = "target#"
+	pkHookPrefix     = "hook#"
+	skRollout        = "rollout"
+	skHook           = "hook"
+	skHistoryPrefix  = "history#"
+	historyTimeField = "2006-01-02T15:04:05.000000000Z" // fixed width, so the sort key sorts by time
+	// historyPutAttempts bounds the retries of a history write whose sort key is already taken.
+	historyPutAttempts = 5
+)
+
+// tableWait bounds how long CreateTable waits for a new table to become ACTIVE.
+const tableWait = 5 * time.Minute
+
+// DynamoDB is the Store backed by one DynamoDB table. It is safe for concurrent use, also by several agents
+// on one table: every rollout and hook write is conditional on the version read (docs/state.md).
+type DynamoDB struct {
+	api   DynamoDBAPI
+	table string
+	// pageSize is the Limit of each Scan/Query page; 0 lets DynamoDB page at 1 MB. Tests lower it to
+	// exercise pagination.
+	pageSize int32
+	// seq makes the sort keys of history entries written by this store at the same nanosecond unique and
+	// keeps them in write order.
+	seq atomic.Uint64
+}
+
+// NewDynamoDB returns a Store that keeps its records in table (which must exist with string keys pk and sk;
+// see CreateTable).
+func NewDynamoDB(api DynamoDBAPI, table string) *DynamoDB {
+	return &DynamoDB{api: api, table: table}
+}
+
+// Table returns the name of the table the store writes to.
+func (d *DynamoDB) Table() string { return d.table }
+
+// RolloutKey returns the primary key (pk, sk) of a target's rollout record.
+func RolloutKey(group string) (pk, sk string) { return pkTargetPrefix + group, skRollout }
+
+// HookKey returns the primary key (pk, sk) of a lifecycle action's progress record.
+func HookKey(token string) (pk, sk string) { return pkHookPrefix + token, skHook }
+
+// HistorySortKey returns the sort key of a history entry written at `at` with sequence number seq:
+// "history#<UTC time, RFC 3339 with exactly nine fractional digits>#<seq, 20 digits>". The fixed width makes
+// the lexical order of sort keys the order of time (time.RFC3339Nano trims trailing zeros and would not).
+func HistorySortKey(at time.Time, seq uint64) string {
+	return fmt.Sprintf("%s%s#%020d", skHistoryPrefix, at.UTC().Format(historyTimeField), seq)
+}
+
+// GetRollout implements Store with a strongly consistent read.
+func (d *DynamoDB) GetRollout(ctx context.Context, group string) (Rollout, error) {
+	pk, sk := RolloutKey(group)
+	var r Rollout
+	if err := d.get(ctx, pk, sk, &r); err != nil {
+		return Rollout{}, fmt.Errorf("reading rollout of %s: %w", group, err)
+	}
+	return r, nil
+}
+
+// PutRollout implements Store: one conditional PutItem on the version attribute.
+func (d *DynamoDB) PutRollout(ctx context.Context, r Rollout) (Rollout, error) {
+	if r.Group == "" {
+		return Rollout{}, errors.New("writing rollout: group is empty")
+	}
+	stored := clone(r)
+	stored.Version = r.Version + 1
+	pk, sk := RolloutKey(r.Group)
+	if err := d.putVersioned(ctx, pk, sk, r.Version, stored); err != nil {
+		return Rollout{}, fmt.Errorf("writing rollout of %s at version %d: %w", r.Group, r.Version, err)
+	}
+	return clone(stored), nil
+}
+
+// ListRollouts implements Store with a paginated, strongly consistent Scan filtered on sk = "rollout".
+func (d *DynamoDB) ListRollouts(ctx context.Context) ([]Rollout, error) {
+	filter := expression.Name(AttrSK).Equal(expression.Value(skRollout))
+	expr, err := expression.NewBuilder().WithFilter(filter).Build()
+	if err != nil {
+		return nil, fmt.Errorf("listing rollouts in table %s: building filter: %w", d.table, err)
+	}
+	in := &dynamodb.ScanInput{
+		TableName:                 aws.String(d.table),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+	}
+	if d.pageSize > 0 {
+		in.Limit = aws.Int32(d.pageSize)
+	}
+	out := []Rollout{}
+	pages := dynamodb.NewScanPaginator(d.api, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing rollouts in table %s: %w", d.table, err)
+		}
+		var rs []Rollout
+		if err := attributevalue.UnmarshalListOfMaps(page.Items, &rs); err != nil {
+			return nil, fmt.Errorf("listing rollouts in table %s: decoding: %w", d.table, err)
+		}
+		out = append(out, rs...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out, nil
+}
+
+// GetHook implements Store with a strongly consistent read.
+func (d *DynamoDB) GetHook(ctx context.Context, token string) (Hook, error) {
+	pk, sk := HookKey(token)
+	var h Hook
+	if err := d.get(ctx, pk, sk, &h); err != nil {
+		return Hook{}, fmt.Errorf("reading lifecycle action %s: %w", token, err)
+	}
+	return h, nil
+}
+
+// PutHook implements Store: one conditional PutItem on the version attribute.
+func (d *DynamoDB) PutHook(ctx context.Context, h Hook) (Hook, error) {
+	if h.Token == "" {
+		return Hook{}, errors.New("writing lifecycle action: token is empty")
+	}
+	stored := h
+	stored.Version = h.Version + 1
+	pk, sk := HookKey(h.Token)
+	if err := d.putVersioned(ctx, pk, sk, h.Version, stored); err != nil {
+		return Hook{}, fmt.Errorf("writing lifecycle action %s at version %d: %w", h.Token, h.Version, err)
+	}
+	return stored, nil
+}
+
+// AppendHistory implements Store. The entry's sort key is HistorySortKey(e.At, n) with n from a per-store
+// counter; the write is conditional on the key being free and retried with the next n if another writer
+// took it, so an entry never overwrites another.
+func (d *DynamoDB) AppendHistory(ctx context.Context, e HistoryEntry) error {
+	if e.Group == "" {
+		return errors.New("appending history: group is empty")
+	}
+	item, err := marshal(e)
+	if err != nil {
+		return fmt.Errorf("appending history of %s to table %s: %w", e.Group, d.table, err)
+	}
+	pk, _ := RolloutKey(e.Group)
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	if err != nil {
+		return fmt.Errorf("appending history of %s to table %s: building condition: %w", e.Group, d.table, err)
+	}
+	for attempt := 1; ; attempt++ {
+		sk := HistorySortKey(e.At, d.seq.Add(1))
+		item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
+		item[AttrSK] = &types.AttributeValueMemberS{Value: sk}
+		_, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 aws.String(d.table),
+			Item:                      item,
+			ConditionExpression:       cond.Condition(),
+			ExpressionAttributeNames:  cond.Names(),
+			ExpressionAttributeValues: cond.Values(),
+		})
+		if err == nil {
+			return nil
+		}
+		if !isConditionalCheckFailed(err) || attempt == historyPutAttempts {
+			return fmt.Errorf("appending history of %s to table %s (pk %s, sk %s): %w", e.Group, d.table, pk, sk, err)
+		}
+	}
+}
+
+// History implements Store with a paginated, strongly consistent Query on begins_with(sk, "history#"),
+// oldest first.
+func (d *DynamoDB) History(ctx context.Context, group string) ([]HistoryEntry, error) {
+	pk, _ := RolloutKey(group)
+	keyCond := expression.Key(AttrPK).Equal(expression.Value(pk)).
+		And(expression.Key(AttrSK).BeginsWith(skHistoryPrefix))
+	expr, err := expression.NewBuilder().WithKeyCondition(keyCond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("reading history of %s from table %s: building key condition: %w", group, d.table, err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(d.table),
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+		ScanIndexForward:          aws.Bool(true),
+	}
+	if d.pageSize > 0 {
+		in.Limit = aws.Int32(d.pageSize)
+	}
+	out := []HistoryEntry{}
+	pages := dynamodb.NewQueryPaginator(d.api, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading history of %s from table %s (pk %s): %w", group, d.table, pk, err)
+		}
+		var es []HistoryEntry
+		if err := attributevalue.UnmarshalListOfMaps(page.Items, &es); err != nil {
+			return nil, fmt.Errorf("reading history of %s from table %s (pk %s): decoding: %w", group, d.table, pk, err)
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}
+
+// get reads one item with a strongly consistent GetItem and decodes it into v; ErrNotFound when missing.
+func (d *DynamoDB) get(ctx context.Context, pk, sk string, v any) error {
+	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(d.table),
+		Key:            key(pk, sk),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return fmt.Errorf("table %s (pk %s, sk %s): %w", d.table, pk, sk, err)
+	}
+	if len(out.Item) == 0 {
+		return fmt.Errorf("table %s (pk %s, sk %s): %w", d.table, pk, sk, ErrNotFound)
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, v); err != nil {
+		return fmt.Errorf("table %s (pk %s, sk %s): decoding: %w", d.table, pk, sk, err)
+	}
+	return nil
+}
+
+// putVersioned writes record (whose version attribute is already expected+1) under (pk, sk) if the stored
+// item's version equals expected, or, for expected 0, if no item exists. A failed condition is ErrConflict.
+func (d *DynamoDB) putVersioned(ctx context.Context, pk, sk string, expected int64, record any) error {
+	item, err := marshal(record)
+	if err != nil {
+		return fmt.Errorf("table %s (pk %s, sk %s): %w", d.table, pk, sk, err)
+	}
+	item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
+	item[AttrSK] = &types.AttributeValueMemberS{Value: sk}
+
+	cond := expression.AttributeNotExists(expression.Name(AttrPK))
+	if expected != 0 {
+		cond = expression.Name(AttrVersion).Equal(expression.Value(expected))
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return fmt.Errorf("table %s (pk %s, sk %s): building condition: %w", d.table, pk, sk, err)
+	}
+	_, err = d.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(d.table),
+		Item:                      item,
+		ConditionExpression:       expr.Condition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	})
+	switch {
+	case err == nil:
+		return nil
+	case isConditionalCheckFailed(err):
+		return fmt.Errorf("table %s (pk %s, sk %s): %w: %w", d.table, pk, sk, ErrConflict, err)
+	default:
+		return fmt.Errorf("table %s (pk %s, sk %s): %w", d.table, pk, sk, err)
+	}
+}
+
+// marshal encodes a record, leaving out zero times (the decoder restores them as zero).
+func marshal(v any) (map[string]types.AttributeValue, error) {
+	item, err := attributevalue.MarshalMapWithOptions(v, func(o *attributevalue.EncoderOptions) {
+		o.OmitEmptyTime = true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding %T: %w", v, err)
+	}
+	return item, nil
+}
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		AttrPK: &types.AttributeValueMemberS{Value: pk},
+		AttrSK: &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+// isConditionalCheckFailed reports whether err is DynamoDB's answer to a write whose condition was false.
+func isConditionalCheckFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return true
+	}
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ConditionalCheckFailedException"
+}
+
+// CreateTable creates the agent's table (on-demand capacity, string keys pk (HASH) and sk (RANGE)) and waits
+// until it is ACTIVE, at most 5 minutes or until ctx ends. A table that already exists is accepted when its
+// key schema matches, so set-up can run again; one with another key schema is an error.
+// Time to live on AttrExpiresAt and point-in-time recovery are not set here: the CloudFormation template
+// enables them (docs/state.md).
+func CreateTable(ctx context.Context, api TableAPI, table string) error {
+	_, err := api.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   aws.String(table),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(AttrPK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(AttrSK), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(AttrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(AttrSK), KeyType: types.KeyTypeRange},
+		},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("creating table %s: %w", table, err)
+	}
+	waiter := dynamodb.NewTableExistsWaiter(api, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay = 2 * time.Second
+		o.MaxDelay = 20 * time.Second
+	})
+	out, err := waiter.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, tableWait)
+	if err != nil {
+		return fmt.Errorf("waiting for table %s to become ACTIVE: %w", table, err)
+	}
+	if got := keySchema(out.Table); got != "pk:HASH,sk:RANGE" {
+		return fmt.Errorf("table %s exists with key schema %q, want pk:HASH,sk:RANGE", table, got)
+	}
+	return nil
+}
+
+// keySchema renders a table's key schema as "name:TYPE,..." for comparison and error messages.
+func keySchema(t *types.TableDescription) string {
+	if t == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(t.KeySchema))
+	for _, k := range t.KeySchema {
+		parts = append(parts, aws.ToString(k.AttributeName)+":"+string(k.KeyType))
+	}
+	sort.Strings(parts) // independent of the order DescribeTable lists the keys in
+	return strings.Join(parts, ",")
+}

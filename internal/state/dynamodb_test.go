@@ -1,0 +1,117 @@
+package state_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/state/storetest"
+	"github.com/patch-agent/patch-agent/internal/testenv"
+)
+
+// TestMain stops the kumo this package's tests started (testenv's package doc).
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// newTable creates a table with a unique name on kumo, deleted when the test ends.
+func newTable(t *testing.T) (*dynamodb.Client, string) {
+	t.Helper()
+	client := dynamodb.NewFromConfig(testenv.AWSConfig(testenv.Kumo(t)))
+	table := testenv.UniqueName(t, "state")
+	require.NoError(t, state.CreateTable(testenv.Context(t), client, table))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+		require.NoError(t, err)
+	})
+	return client, table
+}
+
+func TestDynamoDBConformance(t *testing.T) {
+	testenv.Kumo(t)
+	storetest.Run(t, func(t *testing.T) state.Store {
+		client, table := newTable(t)
+		s := state.NewDynamoDB(client, table)
+		state.SetPageSize(s, 2) // every list and history read takes several pages
+		return s
+	})
+}
+
+func TestDynamoDBConformanceWithDefaultPages(t *testing.T) {
+	testenv.Kumo(t)
+	storetest.Run(t, func(t *testing.T) state.Store {
+		client, table := newTable(t)
+		return state.NewDynamoDB(client, table)
+	})
+}
+
+func TestCreateTableAcceptsAnExistingTable(t *testing.T) {
+	client, table := newTable(t)
+	require.NoError(t, state.CreateTable(testenv.Context(t), client, table))
+}
+
+func TestCreateTableRejectsAnotherKeySchema(t *testing.T) {
+	client := dynamodb.NewFromConfig(testenv.AWSConfig(testenv.Kumo(t)))
+	ctx := testenv.Context(t)
+	table := testenv.UniqueName(t, "other")
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+
+	err = state.CreateTable(ctx, client, table)
+	require.ErrorContains(t, err, "key schema")
+}
+
+// TestDynamoDBItemLayout pins the schema docs/state.md documents: keys, and the version attribute written
+// as expected+1.
+func TestDynamoDBItemLayout(t *testing.T) {
+	client, table := newTable(t)
+	ctx := testenv.Context(t)
+	s := state.NewDynamoDB(client, table)
+
+	r, err := s.PutRollout(ctx, state.Rollout{Group: "prod-nodes", Phase: state.PhaseDetected})
+	require.NoError(t, err)
+	_, err = s.PutRollout(ctx, r)
+	require.NoError(t, err)
+	_, err = s.PutHook(ctx, state.Hook{Token: "tok-1", Group: "prod-nodes"})
+	require.NoError(t, err)
+	at := time.Date(2026, 1, 2, 3, 4, 5, 600000000, time.UTC)
+	require.NoError(t, s.AppendHistory(ctx, state.HistoryEntry{Group: "prod-nodes", At: at, Event: "detected"}))
+
+	out, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	got := map[string]string{} // pk|sk -> version
+	for _, item := range out.Items {
+		pk := item["pk"].(*types.AttributeValueMemberS).Value
+		sk := item["sk"].(*types.AttributeValueMemberS).Value
+		version := ""
+		if v, ok := item["version"].(*types.AttributeValueMemberN); ok {
+			version = v.Value
+		}
+		if strings.HasPrefix(sk, "history#") {
+			require.Regexp(t, `^history#2026-01-02T03:04:05\.600000000Z#\d{20}$`, sk)
+			sk = "history#..."
+		}
+		require.NotContains(t, item, state.AttrExpiresAt)
+		got[pk+"|"+sk] = version
+	}
+	require.Equal(t, map[string]string{
+		"target#prod-nodes|rollout":     "2",
+		"hook#tok-1|hook":               "1",
+		"target#prod-nodes|history#...": "",
+	}, got)
+}

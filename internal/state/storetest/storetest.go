@@ -1,0 +1,557 @@
+// Package storetest is the conformance suite every state.Store implementation must pass: missing records,
+// conditional writes on the version (create, stale version, concurrent writers from one read), round trips of
+// every field, listing order and history order. The memory store runs it in state's unit tests and the
+// DynamoDB store runs it against kumo, so code tested on the memory store behaves the same in production.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Writers is how many goroutines race to write the same record from the same read.
+const Writers = 10
+
+// Run runs the suite. newStore must return a new, empty store for each subtest (it may register cleanups on
+// the subtest's t).
+func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
+	t.Helper()
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, s state.Store)
+	}{
+		{"missing rollout is ErrNotFound", testMissingRollout},
+		{"missing hook is ErrNotFound", testMissingHook},
+		{"rollout put at version 0 creates version 1", testRolloutCreate},
+		{"rollout put at version 0 over an existing record conflicts and changes nothing", testRolloutCreateTwice},
+		{"rollout put with a stale version conflicts and changes nothing", testRolloutStale},
+		{"rollout put with a version of a missing record conflicts and creates nothing", testRolloutPhantomVersion},
+		{"rollout writers racing from one read: exactly one wins", testRolloutRace},
+		{"rollout round trip keeps every field", testRolloutRoundTrip},
+		{"rollout round trip keeps zero fields zero", testRolloutZeroRoundTrip},
+		{"rollout returned by the store does not share memory with it", testRolloutNoAliasing},
+		{"hook put at version 0 creates version 1", testHookCreate},
+		{"hook put with a stale version conflicts and changes nothing", testHookStale},
+		{"hook writers racing from one read: exactly one wins", testHookRace},
+		{"hook round trip keeps every field", testHookRoundTrip},
+		{"list of no rollouts is empty", testListEmpty},
+		{"list returns every rollout sorted by group and nothing else", testListSorted},
+		{"history of an unknown group is empty", testHistoryEmpty},
+		{"history is per group, oldest first, every field kept", testHistoryOrder},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// at is a fixed instant with nanoseconds in a zone other than UTC: stores must keep the instant (compared
+// with time.Time.Equal), not necessarily the zone.
+var at = time.Date(2026, 3, 14, 15, 9, 26, 535897932, time.FixedZone("UTC+2", 2*3600))
+
+func ctx(t *testing.T) context.Context {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// fullRollout returns a rollout with every field set (requireAllFieldsSet proves it), Version 0.
+func fullRollout(group string) state.Rollout {
+	return state.Rollout{
+		Group:           group,
+		Platform:        "ecs",
+		Cluster:         "prod-cluster",
+		Phase:           state.PhaseReplacing,
+		Reason:          "replacing 2 of 3 outdated instances",
+		TargetImageID:   "ami-0123456789abcdef0",
+		PreviousImageID: "ami-0fedcba9876543210",
+		Source:          "/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id",
+		SourceVersion:   42,
+		SourceModified:  at.Add(-72 * time.Hour),
+		DetectedAt:      at.Add(-time.Hour),
+		PreviousTemplate: &state.LaunchTemplateRef{
+			ID:             "lt-0abc",
+			Name:           "prod-nodes",
+			Version:        "$Default",
+			MixedInstances: true,
+		},
+		NewTemplateVersion: "7",
+		MaxRaisedFrom:      3,
+		MaxRaisedTo:        4,
+		Current: &state.Replacement{
+			Step:                 state.StepDraining,
+			OldInstanceID:        "i-0old",
+			DesiredBefore:        3,
+			InstancesBefore:      []string{"i-0old", "i-0b", "i-0c"},
+			NewInstanceID:        "i-0new",
+			StepStartedAt:        at.Add(-5 * time.Minute),
+			ContainerInstanceARN: "arn:aws:ecs:us-east-1:123456789012:container-instance/prod-cluster/0123",
+		},
+		Replaced:  []string{"i-0first"},
+		Steps:     9,
+		UpdatedAt: at,
+	}
+}
+
+func fullHook(token string) state.Hook {
+	return state.Hook{
+		Token:         token,
+		Group:         "prod-nodes",
+		HookName:      "patch-agent-terminate",
+		InstanceID:    "i-0old",
+		Transition:    "autoscaling:EC2_INSTANCE_TERMINATING",
+		State:         state.HookCompleted,
+		Result:        "CONTINUE",
+		Note:          "drained 4 tasks",
+		ReceivedAt:    at.Add(-10 * time.Minute),
+		LastHeartbeat: at.Add(-time.Minute),
+		CompletedAt:   at,
+	}
+}
+
+func testMissingRollout(t *testing.T, s state.Store) {
+	_, err := s.GetRollout(ctx(t), "no-such-group")
+	require.ErrorIs(t, err, state.ErrNotFound)
+}
+
+func testMissingHook(t *testing.T, s state.Store) {
+	_, err := s.GetHook(ctx(t), "no-such-token")
+	require.ErrorIs(t, err, state.ErrNotFound)
+}
+
+func testRolloutCreate(t *testing.T, s state.Store) {
+	c := ctx(t)
+	put, err := s.PutRollout(c, state.Rollout{Group: "g", Phase: state.PhaseDetected})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), put.Version)
+
+	got, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), got.Version)
+	require.Equal(t, state.PhaseDetected, got.Phase)
+}
+
+func testRolloutCreateTwice(t *testing.T, s state.Store) {
+	c := ctx(t)
+	_, err := s.PutRollout(c, state.Rollout{Group: "g", Phase: state.PhaseDetected})
+	require.NoError(t, err)
+
+	_, err = s.PutRollout(c, state.Rollout{Group: "g", Phase: state.PhaseHalted})
+	require.ErrorIs(t, err, state.ErrConflict)
+
+	got, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), got.Version)
+	require.Equal(t, state.PhaseDetected, got.Phase)
+}
+
+func testRolloutStale(t *testing.T, s state.Store) {
+	c := ctx(t)
+	v1, err := s.PutRollout(c, state.Rollout{Group: "g", Phase: state.PhaseDetected})
+	require.NoError(t, err)
+	next := v1
+	next.Phase = state.PhasePreparing
+	v2, err := s.PutRollout(c, next)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), v2.Version)
+
+	stale := v1 // read at version 1, written after version 2 exists
+	stale.Phase = state.PhaseHalted
+	_, err = s.PutRollout(c, stale)
+	require.ErrorIs(t, err, state.ErrConflict)
+
+	ahead := v2
+	ahead.Version = 7 // a version the store never had
+	_, err = s.PutRollout(c, ahead)
+	require.ErrorIs(t, err, state.ErrConflict)
+
+	got, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), got.Version)
+	require.Equal(t, state.PhasePreparing, got.Phase)
+}
+
+func testRolloutPhantomVersion(t *testing.T, s state.Store) {
+	c := ctx(t)
+	_, err := s.PutRollout(c, state.Rollout{Group: "g", Phase: state.PhaseDetected, Version: 3})
+	require.ErrorIs(t, err, state.ErrConflict)
+
+	_, err = s.GetRollout(c, "g")
+	require.ErrorIs(t, err, state.ErrNotFound)
+}
+
+func testRolloutRace(t *testing.T, s state.Store) {
+	c := ctx(t)
+	_, err := s.PutRollout(c, state.Rollout{Group: "g", Phase: state.PhaseDetected})
+	require.NoError(t, err)
+	read, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+
+	winners, errs := race(func(i int) (string, error) {
+		r := read // every writer decides from the same read
+		r.Reason = fmt.Sprintf("writer %d", i)
+		_, err := s.PutRollout(c, r)
+		return r.Reason, err
+	})
+	require.Len(t, winners, 1, "exactly one writer must win; errors: %v", errs)
+	for _, err := range errs {
+		require.ErrorIs(t, err, state.ErrConflict)
+	}
+
+	got, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), got.Version)
+	require.Equal(t, winners[0], got.Reason)
+}
+
+func testRolloutRoundTrip(t *testing.T, s state.Store) {
+	c := ctx(t)
+	want := fullRollout("prod-nodes")
+	requireAllFieldsSet(t, want, "Version")
+
+	put, err := s.PutRollout(c, want)
+	require.NoError(t, err)
+	want.Version = 1
+	requireSameRollout(t, want, put)
+
+	got, err := s.GetRollout(c, "prod-nodes")
+	require.NoError(t, err)
+	requireSameRollout(t, want, got)
+
+	// An update keeps every field too, and bumps the version once more.
+	got.Current.Step = state.StepTerminating
+	got.Replaced = append(got.Replaced, "i-0old")
+	updated, err := s.PutRollout(c, got)
+	require.NoError(t, err)
+	got.Version = 2
+	requireSameRollout(t, got, updated)
+	reread, err := s.GetRollout(c, "prod-nodes")
+	require.NoError(t, err)
+	requireSameRollout(t, got, reread)
+}
+
+func testRolloutZeroRoundTrip(t *testing.T, s state.Store) {
+	c := ctx(t)
+	_, err := s.PutRollout(c, state.Rollout{Group: "g"})
+	require.NoError(t, err)
+
+	got, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	requireSameRollout(t, state.Rollout{Group: "g", Version: 1}, got)
+}
+
+func testRolloutNoAliasing(t *testing.T, s state.Store) {
+	c := ctx(t)
+	in := fullRollout("g")
+	put, err := s.PutRollout(c, in)
+	require.NoError(t, err)
+	in.Current.InstancesBefore[0] = "i-0changed-by-caller"
+	in.PreviousTemplate.Version = "99"
+	put.Current.InstancesBefore[1] = "i-0changed-by-caller"
+	put.Replaced[0] = "i-0changed-by-caller"
+
+	got, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	got.Current.NewInstanceID = "i-0changed-by-caller"
+
+	again, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	want := fullRollout("g")
+	want.Version = 1
+	requireSameRollout(t, want, again)
+}
+
+func testHookCreate(t *testing.T, s state.Store) {
+	c := ctx(t)
+	put, err := s.PutHook(c, state.Hook{Token: "tok", State: state.HookDraining})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), put.Version)
+
+	got, err := s.GetHook(c, "tok")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), got.Version)
+	require.Equal(t, state.HookDraining, got.State)
+
+	_, err = s.PutHook(c, state.Hook{Token: "tok", State: state.HookCompleted})
+	require.ErrorIs(t, err, state.ErrConflict, "version 0 must not overwrite an existing hook")
+}
+
+func testHookStale(t *testing.T, s state.Store) {
+	c := ctx(t)
+	v1, err := s.PutHook(c, state.Hook{Token: "tok", State: state.HookDraining})
+	require.NoError(t, err)
+	next := v1
+	next.LastHeartbeat = at
+	_, err = s.PutHook(c, next)
+	require.NoError(t, err)
+
+	stale := v1
+	stale.State = state.HookCompleted
+	_, err = s.PutHook(c, stale)
+	require.ErrorIs(t, err, state.ErrConflict)
+
+	_, err = s.PutHook(c, state.Hook{Token: "other", Version: 4})
+	require.ErrorIs(t, err, state.ErrConflict)
+	_, err = s.GetHook(c, "other")
+	require.ErrorIs(t, err, state.ErrNotFound)
+
+	got, err := s.GetHook(c, "tok")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), got.Version)
+	require.Equal(t, state.HookDraining, got.State)
+	require.True(t, got.LastHeartbeat.Equal(at))
+}
+
+func testHookRace(t *testing.T, s state.Store) {
+	c := ctx(t)
+	read, err := s.PutHook(c, state.Hook{Token: "tok", State: state.HookDraining})
+	require.NoError(t, err)
+
+	winners, errs := race(func(i int) (string, error) {
+		h := read
+		h.Note = fmt.Sprintf("writer %d", i)
+		h.State = state.HookCompleted
+		_, err := s.PutHook(c, h)
+		return h.Note, err
+	})
+	require.Len(t, winners, 1, "exactly one writer must complete the lifecycle action; errors: %v", errs)
+	for _, err := range errs {
+		require.ErrorIs(t, err, state.ErrConflict)
+	}
+
+	got, err := s.GetHook(c, "tok")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), got.Version)
+	require.Equal(t, winners[0], got.Note)
+}
+
+func testHookRoundTrip(t *testing.T, s state.Store) {
+	c := ctx(t)
+	want := fullHook("tok-0123")
+	requireAllFieldsSet(t, want, "Version")
+
+	put, err := s.PutHook(c, want)
+	require.NoError(t, err)
+	want.Version = 1
+	requireSameHook(t, want, put)
+
+	got, err := s.GetHook(c, "tok-0123")
+	require.NoError(t, err)
+	requireSameHook(t, want, got)
+}
+
+func testListEmpty(t *testing.T, s state.Store) {
+	got, err := s.ListRollouts(ctx(t))
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
+func testListSorted(t *testing.T, s state.Store) {
+	c := ctx(t)
+	groups := []string{"m", "c", "x", "a", "k", "b", "z", "e", "q", "d", "y"}
+	for _, g := range groups {
+		_, err := s.PutRollout(c, fullRollout(g))
+		require.NoError(t, err)
+	}
+	// Other records of the same targets and hooks must not be listed.
+	_, err := s.PutHook(c, fullHook("tok"))
+	require.NoError(t, err)
+	require.NoError(t, s.AppendHistory(c, state.HistoryEntry{Group: "a", At: at, Event: "detected"}))
+
+	got, err := s.ListRollouts(c)
+	require.NoError(t, err)
+	names := make([]string, 0, len(got))
+	for _, r := range got {
+		names = append(names, r.Group)
+		want := fullRollout(r.Group)
+		want.Version = 1
+		requireSameRollout(t, want, r)
+	}
+	require.Equal(t, []string{"a", "b", "c", "d", "e", "k", "m", "q", "x", "y", "z"}, names)
+}
+
+func testHistoryEmpty(t *testing.T, s state.Store) {
+	c := ctx(t)
+	_, err := s.PutRollout(c, state.Rollout{Group: "g"}) // a rollout alone is no history
+	require.NoError(t, err)
+
+	got, err := s.History(c, "g")
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
+func testHistoryOrder(t *testing.T, s state.Store) {
+	c := ctx(t)
+	entry := func(group, event string, at time.Time) state.HistoryEntry {
+		return state.HistoryEntry{
+			Group: group, At: at, Event: event,
+			PreviousImage: "ami-0old", NewImage: "ami-0new",
+			Source: "/golden/ecs/ami", SourceVersion: 5, Detail: event + " by patch-agent",
+		}
+	}
+	requireAllFieldsSet(t, entry("a", "detected", at))
+	want := []state.HistoryEntry{
+		entry("a", "detected", at),
+		entry("a", "halted", at.Add(time.Nanosecond)),
+		entry("a", "rolled-back", at.Add(time.Nanosecond)), // same instant: write order
+		entry("a", "detected", at.Add(100*time.Millisecond)),
+		entry("a", "completed", at.Add(time.Second)),
+		entry("a", "detected", at.Add(time.Hour)),
+	}
+	_, err := s.PutRollout(c, fullRollout("a"))
+	require.NoError(t, err)
+	for i, e := range want {
+		require.NoError(t, s.AppendHistory(c, e))
+		require.NoError(t, s.AppendHistory(c, entry("b", fmt.Sprintf("other %d", i), e.At)))
+	}
+
+	got, err := s.History(c, "a")
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	for i := range want {
+		require.Truef(t, want[i].At.Equal(got[i].At), "entry %d: at %s, want %s", i, got[i].At, want[i].At)
+		w, g := want[i], got[i]
+		w.At, g.At = time.Time{}, time.Time{}
+		require.Equal(t, w, g, "entry %d", i)
+	}
+
+	other, err := s.History(c, "b")
+	require.NoError(t, err)
+	require.Len(t, other, len(want))
+	require.Equal(t, "other 0", other[0].Event)
+}
+
+// race runs Writers calls of write at once and returns what the winners wrote and the losers' errors.
+func race(write func(i int) (string, error)) (winners []string, errs []error) {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for i := range Writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			wrote, err := write(i)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			winners = append(winners, wrote)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return winners, errs
+}
+
+// requireSameRollout compares two rollouts: times by instant (time.Time.Equal), everything else exactly.
+func requireSameRollout(t *testing.T, want, got state.Rollout) {
+	t.Helper()
+	requireSameTimes(t, want, got)
+	require.Equal(t, normalize(want), normalize(got))
+}
+
+func requireSameHook(t *testing.T, want, got state.Hook) {
+	t.Helper()
+	requireSameTimes(t, want, got)
+	require.Equal(t, normalize(want), normalize(got))
+}
+
+// requireSameTimes checks every time.Time field of want and got (in nested structs too) with Equal.
+func requireSameTimes(t *testing.T, want, got any) {
+	t.Helper()
+	walkTimes(reflect.ValueOf(want), reflect.ValueOf(got), "", func(path string, w, g time.Time) {
+		require.Truef(t, w.Equal(g), "%s: got %s, want %s", path, g.Format(time.RFC3339Nano), w.Format(time.RFC3339Nano))
+	})
+}
+
+func walkTimes(w, g reflect.Value, path string, check func(path string, w, g time.Time)) {
+	switch w.Kind() {
+	case reflect.Pointer:
+		if w.IsNil() || g.IsNil() {
+			return // nil-ness is compared by require.Equal
+		}
+		walkTimes(w.Elem(), g.Elem(), path, check)
+	case reflect.Struct:
+		if tw, ok := w.Interface().(time.Time); ok {
+			check(path, tw, g.Interface().(time.Time))
+			return
+		}
+		for i := range w.NumField() {
+			walkTimes(w.Field(i), g.Field(i), path+"."+w.Type().Field(i).Name, check)
+		}
+	}
+}
+
+// normalize returns a copy of a record with every time in UTC and without monotonic reading, so records
+// that hold the same instants compare equal with require.Equal.
+func normalize[T any](v T) T {
+	out := reflect.New(reflect.TypeOf(v)).Elem()
+	out.Set(deepCopy(reflect.ValueOf(v)))
+	return out.Interface().(T)
+}
+
+func deepCopy(v reflect.Value) reflect.Value {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		p := reflect.New(v.Type().Elem())
+		p.Elem().Set(deepCopy(v.Elem()))
+		return p
+	case reflect.Struct:
+		if tv, ok := v.Interface().(time.Time); ok {
+			return reflect.ValueOf(tv.UTC().Round(0))
+		}
+		c := reflect.New(v.Type()).Elem()
+		for i := range v.NumField() {
+			c.Field(i).Set(deepCopy(v.Field(i)))
+		}
+		return c
+	}
+	return v
+}
+
+// requireAllFieldsSet fails when a field of v (recursively through pointers to structs) has its zero value,
+// except the named top-level fields: a new field in a record fails the round-trip tests until the fixture
+// sets it.
+func requireAllFieldsSet(t *testing.T, v any, except ...string) {
+	t.Helper()
+	skip := map[string]bool{}
+	for _, e := range except {
+		skip["."+e] = true
+	}
+	var walk func(v reflect.Value, path string)
+	walk = func(v reflect.Value, path string) {
+		if skip[path] {
+			return
+		}
+		require.Falsef(t, v.IsZero(), "fixture leaves %s zero: set it so the round trip covers it", path)
+		switch v.Kind() {
+		case reflect.Pointer:
+			walk(v.Elem(), path)
+		case reflect.Struct:
+			if _, ok := v.Interface().(time.Time); ok {
+				return
+			}
+			for i := range v.NumField() {
+				walk(v.Field(i), path+"."+v.Type().Field(i).Name)
+			}
+		}
+	}
+	walk(reflect.ValueOf(v), "")
+}
