@@ -64,7 +64,7 @@ held messages are handed back to the queue at once.`,
 			}
 			store := state.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 			a := agent.New(clients, agent.Settings{QueueURL: cfg.QueueURL, ReconcileInterval: cfg.ReconcileInterval,
-				PollInterval: cfg.PollInterval, VisibilityTimeout: cfg.VisibilityTimeout, Policy: cfg.Policy()},
+				PollInterval: cfg.PollInterval, VisibilityTimeout: cfg.VisibilityTimeout, Policy: cfg.Policy(), OwnerID: cfg.OwnerID},
 				store, clock.RealClock{}, log)
 			return a.Run(cmd.Context())
 		},

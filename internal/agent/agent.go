@@ -38,6 +38,8 @@ type Settings struct {
 	PollInterval      time.Duration // default 10 min
 	VisibilityTimeout time.Duration // default 2 min
 	Policy            lifecycle.Policy
+	// OwnerID names this replica in leases; default "patch-agent".
+	OwnerID string
 }
 
 // Agent is one running patch-agent.
@@ -68,13 +70,16 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	if s.PollInterval <= 0 {
 		s.PollInterval = 10 * time.Minute
 	}
+	if s.OwnerID == "" {
+		s.OwnerID = "patch-agent"
+	}
 	platform := lifecycle.ECSPlatform{Drainer: ecsdrain.New(c.ECS)}
 	templates := lifecycle.Templates{EC2: c.EC2, AutoScaling: c.AutoScaling}
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
-		orchestrator: &lifecycle.Orchestrator{Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platform: platform,
+		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platform: platform,
 			Clock: clk, Log: log, Policy: s.Policy},
-		hooks: &lifecycle.Hooks{Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platform: platform, Clock: clk, Log: log, Policy: s.Policy},
+		hooks: &lifecycle.Hooks{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platform: platform, Clock: clk, Log: log, Policy: s.Policy},
 		amis:  map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 	}
 	a.Consumer = &events.Consumer{SQS: c.SQS, QueueURL: s.QueueURL, Handler: a, Clock: clk, Log: log, VisibilityTimeout: s.VisibilityTimeout}
@@ -157,6 +162,10 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 	if err != nil {
 		return err
 	}
+	locks, err := a.store.ListLocks(ctx)
+	if err != nil {
+		return fmt.Errorf("reading pause locks: %w", err)
+	}
 	nodes := map[string]map[string]lifecycle.NodeState{}
 	for _, name := range d.Names() {
 		if only != nil && !only[name] {
@@ -176,7 +185,7 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if r, ok := a.amis[t.Parameter]; ok {
 			ami = &r
 		}
-		if _, err := a.orchestrator.Reconcile(ctx, t, v, ami); err != nil {
+		if _, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Pause: pauseFor(locks, name, a.clock.Now())}); err != nil {
 			a.log.Error("rollout step failed; retrying next tick", zap.String(logging.Group, name), zap.Error(err))
 		}
 	}
@@ -317,3 +326,15 @@ func (a *Agent) SourceProblem(param string) string {
 
 // String describes the agent for logs.
 func (a *Agent) String() string { return fmt.Sprintf("patch-agent(queue=%s)", a.settings.QueueURL) }
+
+// pauseFor returns the lock that pauses group at now: the global lock first, then the group's own.
+func pauseFor(locks []state.Lock, group string, now time.Time) *state.Lock {
+	for _, scope := range []string{state.GlobalScope, group} {
+		for _, l := range locks {
+			if l.Group == scope && l.Active(now) {
+				return &l
+			}
+		}
+	}
+	return nil
+}

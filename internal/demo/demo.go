@@ -85,6 +85,12 @@ type World struct {
 	Store    state.Store
 	QueueURL string
 	Checker  *Checker
+	// Restarts counts the agent incarnations replaced by Restart.
+	Restarts int
+
+	clients  agent.Clients
+	settings agent.Settings
+	log      *zap.Logger
 }
 
 // GroupSetup is one Auto Scaling group of a world: an ECS cluster's capacity on a launch template.
@@ -197,8 +203,10 @@ func Build(spec Spec) (*World, error) {
 	if spec.Wrap != nil {
 		clients = spec.Wrap(clients)
 	}
-	a := agent.New(clients, agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy}, store, clk, log)
-	return &World{Account: acct, Agent: a, Store: store, QueueURL: queue, Checker: NewChecker(acct, baseline)}, nil
+	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy}
+	a := agent.New(clients, settings, store, clk, log)
+	return &World{Account: acct, Agent: a, Store: store, QueueURL: queue, Checker: NewChecker(acct, baseline),
+		clients: clients, settings: settings, log: log}, nil
 }
 
 // PublishAMI sets the parameter to image and puts the EventBridge "Parameter Store Change" event for it on
@@ -392,4 +400,12 @@ func (w *World) RunUntil(ctx context.Context, tick, limit time.Duration, done fu
 func (w *World) Rollout(ctx context.Context, group string) state.Rollout {
 	r, _ := w.Store.GetRollout(ctx, group)
 	return r
+}
+
+// NewReplica starts another agent replica named owner on the world's store, queue and account (for
+// multi-replica scenarios). The world's own agent keeps running.
+func (w *World) NewReplica(owner string) *agent.Agent {
+	s := w.settings
+	s.OwnerID = owner
+	return agent.New(w.clients, s, w.Store, w.Account.Clock(), w.log)
 }

@@ -47,6 +47,8 @@ const (
 // the Store, keyed by the lifecycle action token, so a duplicate delivery or a restart never completes an
 // action twice (DESIGN.md invariant 4).
 type Hooks struct {
+	// Owner names this replica: a replica works on an action only while it holds the action's claim.
+	Owner       string
 	Store       state.Store
 	AutoScaling awsapi.AutoScaling
 	EC2         awsapi.EC2
@@ -79,6 +81,11 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	}
 	if rec.State == state.HookCompleted {
 		return HookDone, nil
+	}
+	if rec, err = h.claim(ctx, rec); errors.Is(err, errClaimedElsewhere) || errors.Is(err, state.ErrConflict) {
+		return HookInProgress, nil // another replica works on it; this copy of the message waits for its end
+	} else if err != nil {
+		return HookInProgress, err
 	}
 	log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
 		zap.String(logging.LifecycleToken, a.Token), zap.String(logging.Transition, a.Transition))
@@ -177,9 +184,42 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 	return nil
 }
 
+var errClaimedElsewhere = errors.New("lifecycle action claimed by another replica")
+
+// hookClaimTTL is how long a replica's claim on a lifecycle action lasts without renewal.
+const hookClaimTTL = 2 * time.Minute
+
+// claim makes this replica the one working on the action (DESIGN.md invariant 6): a claim held by another
+// replica is respected until it expires; this replica's own claim is renewed at half-life.
+func (h *Hooks) claim(ctx context.Context, rec state.Hook) (state.Hook, error) {
+	now := h.Clock.Now()
+	if rec.Owner != "" && rec.Owner != h.Owner && now.Before(rec.OwnerExpires) {
+		return rec, errClaimedElsewhere
+	}
+	if rec.Owner == h.Owner && rec.OwnerExpires.Sub(now) >= hookClaimTTL/2 {
+		return rec, nil
+	}
+	rec.Owner, rec.OwnerExpires = h.Owner, now.Add(hookClaimTTL)
+	return h.Store.PutHook(ctx, rec)
+}
+
 // complete sends CompleteLifecycleAction once and records it. Auto Scaling's "No active Lifecycle Action
 // found" answer (duplicate delivery, completed elsewhere, timed out) is final: field case C6.
 func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec state.Hook, result, note string, log *zap.Logger) (HookOutcome, error) {
+	// The claim to complete is written first, conditionally: of two replicas only one calls Auto Scaling. After
+	// a crash between this write and the call, the call is made again; Auto Scaling's "no active action"
+	// answer then tells that the first one went through.
+	if rec.State != state.HookCompleting {
+		rec.State = state.HookCompleting
+		next, err := h.Store.PutHook(ctx, rec)
+		if errors.Is(err, state.ErrConflict) {
+			return HookInProgress, nil
+		}
+		if err != nil {
+			return HookInProgress, fmt.Errorf("claiming completion of lifecycle action %s: %w", a.Token, err)
+		}
+		rec = next
+	}
 	_, err := h.AutoScaling.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
 		LifecycleActionToken: aws.String(a.Token), InstanceId: aws.String(a.InstanceID), LifecycleActionResult: aws.String(result)})

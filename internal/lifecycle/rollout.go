@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -46,6 +47,10 @@ const maxTransitionsPerTick = 12
 // makes is idempotent given the persisted record, so a crash at any point resumes at the same step without
 // repeating an effect (DESIGN.md invariant 5).
 type Orchestrator struct {
+	// Owner names this replica in leases.
+	Owner string
+	// LeaseTTL is how long a claim on a target lasts without renewal (default 2 minutes).
+	LeaseTTL    time.Duration
 	Store       state.Store
 	AutoScaling awsapi.AutoScaling
 	Templates   Templates
@@ -53,22 +58,87 @@ type Orchestrator struct {
 	Clock       clock.PassiveClock
 	Log         *zap.Logger
 	Policy      Policy
+
+	pause *state.Lock // the pause of the target being reconciled (Reconcile is not called concurrently)
+}
+
+func (o *Orchestrator) leaseTTL() time.Duration {
+	if o.LeaseTTL > 0 {
+		return o.LeaseTTL
+	}
+	return defaultLeaseTTL
+}
+
+// pausedPrefix starts the Reason of a rollout held by a pause lock.
+const pausedPrefix = "paused"
+
+// holdIfPaused returns errWait with the pause as the reason when the target is paused: called before every
+// new destructive step (DESIGN.md invariant 7). Waits already in flight stay as they are.
+func (o *Orchestrator) holdIfPaused(r *state.Rollout, before string) error {
+	if o.pause == nil {
+		return nil
+	}
+	p := o.pause
+	r.Reason = fmt.Sprintf("%s (%s) by %s since %s: %s; next step: %s", pausedPrefix, p.Scope(), p.Who,
+		p.Since.UTC().Format(time.RFC3339), p.Reason, before)
+	if !p.Until.IsZero() {
+		r.Reason += "; until " + p.Until.UTC().Format(time.RFC3339)
+	}
+	return errWait
 }
 
 // errWait ends a Reconcile call: the rollout waits for the world to change.
 var errWait = errors.New("waiting")
 
-// Reconcile advances t's rollout as far as the world allows in this tick, given the group's view and the
-// target AMI resolved from its source (nil when unknown). It returns the record as stored.
-func (o *Orchestrator) Reconcile(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI) (state.Rollout, error) {
+// Inputs are what one tick knows about a target besides its record.
+type Inputs struct {
+	// View is the group as observed in this tick.
+	View GroupView
+	// AMI is the target AMI resolved from the target's source; nil when unknown (not resolved yet, missing).
+	AMI *ResolvedAMI
+	// Pause is the lock that pauses this target (its own or the global one); nil when not paused.
+	Pause *state.Lock
+}
+
+// defaultLeaseTTL is how long a replica's claim on a target lasts without renewal. Renewed on every write and
+// at half-life while waiting, so a live replica keeps it; another replica takes over only after expiry.
+const defaultLeaseTTL = 2 * time.Minute
+
+// Reconcile advances t's rollout as far as the world allows in this tick. It returns the record as stored.
+// A target whose lease another replica holds is left alone; a write that loses a race with another replica
+// (state.ErrConflict) ends the tick without error: the next tick re-reads the record.
+func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (state.Rollout, error) {
+	v, ami := in.View, in.AMI
 	r, err := o.Store.GetRollout(ctx, t.Group)
 	if errors.Is(err, state.ErrNotFound) {
 		r = state.Rollout{Group: t.Group, Platform: t.Platform, Cluster: t.Cluster}
 	} else if err != nil {
 		return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
 	}
+	now := o.Clock.Now()
+	if r.LeaseOwner != "" && r.LeaseOwner != o.Owner && now.Before(r.LeaseExpires) {
+		return r, nil // another replica acts on this target
+	}
+	if r.Active() && (r.LeaseOwner != o.Owner || r.LeaseExpires.Sub(now) < o.leaseTTL()/2) {
+		next, err := o.save(ctx, r, "lease renewed")
+		if errors.Is(err, state.ErrConflict) {
+			return r, nil
+		}
+		if err != nil {
+			return r, err
+		}
+		r = next
+	}
+	o.pause = in.Pause
+	if in.Pause == nil && strings.HasPrefix(r.Reason, pausedPrefix) {
+		r.Reason = ""
+	}
 	for range maxTransitionsPerTick {
 		next, err := o.step(ctx, t, v, ami, r)
+		if errors.Is(err, state.ErrConflict) {
+			o.Log.Info("another replica moved the rollout first; re-reading next tick", zap.String(logging.Group, t.Group))
+			return next, nil
+		}
 		if errors.Is(err, errWait) {
 			if next.Reason != r.Reason && next.Version == r.Version {
 				// A new reason to wait is written once, so status shows it; an unchanged one costs nothing.
@@ -91,6 +161,9 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		return o.detect(ctx, t, v, ami, r)
 	case state.PhaseDetected:
 		// Gates (soak, maintenance window, approval, pause, alarms) are evaluated here.
+		if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
+			return r, err
+		}
 		ref, err := TemplateRef(v.Group)
 		if err != nil {
 			return o.halt(ctx, r, err.Error(), false)
@@ -99,12 +172,18 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		r.Phase, r.Reason = state.PhasePreparing, ""
 		return o.save(ctx, r, "preparing launch template")
 	case state.PhasePreparing:
+		if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
+			return r, err
+		}
 		return o.prepare(ctx, v, r)
 	case state.PhaseReplacing:
 		return o.replace(ctx, t, v, r)
 	case state.PhaseVerifying:
 		return o.verify(ctx, v, r)
 	case state.PhaseRollingBack:
+		if err := o.holdIfPaused(&r, "roll back"); err != nil {
+			return r, err
+		}
 		return o.rollBack(ctx, t, v, r)
 	case state.PhaseHalted, state.PhaseWaiting:
 		return r, errWait
@@ -181,6 +260,9 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, v GroupView, r sta
 	now := o.Clock.Now()
 	switch cur.Step {
 	case state.StepSurge:
+		if err := o.holdIfPaused(&r, "surge for "+cur.OldInstanceID); err != nil {
+			return r, err
+		}
 		return o.surge(ctx, v, r)
 
 	case state.StepReplacementHealthy:
@@ -215,6 +297,9 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, v GroupView, r sta
 			return o.retire(ctx, r, "old instance left the group before its drain finished")
 		}
 		if old.Node.Registered && !old.Node.Draining {
+			if err := o.holdIfPaused(&r, "drain "+old.ID); err != nil {
+				return r, err
+			}
 			if err := o.Platform.StartDrain(ctx, t.Cluster, old.ID); err != nil {
 				return r, err
 			}
@@ -243,6 +328,9 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, v GroupView, r sta
 			return o.retire(ctx, r, "old instance terminated")
 		}
 		if old.InService() {
+			if err := o.holdIfPaused(&r, "terminate "+old.ID); err != nil {
+				return r, err
+			}
 			// Decrementing desired capacity undoes the surge in the same call; the group's terminating
 			// lifecycle hook (if any) then reaches this agent, which finds the instance drained and completes
 			// it (Amazon EC2 Auto Scaling API Reference: TerminateInstanceInAutoScalingGroup).
@@ -279,6 +367,9 @@ func (o *Orchestrator) pickNext(ctx context.Context, v GroupView, r state.Rollou
 	if len(outdated) == 0 {
 		r.Phase = state.PhaseVerifying
 		return o.save(ctx, r, "no outdated instance left")
+	}
+	if err := o.holdIfPaused(&r, fmt.Sprintf("replace the next of %d outdated instance(s)", len(outdated))); err != nil {
+		return r, err
 	}
 	// v.Instances is sorted oldest first, so a stable sort on the AZ count keeps age order within a count.
 	slices.SortStableFunc(outdated, func(a, b InstanceView) int { return perAZ[b.AvailabilityZone] - perAZ[a.AvailabilityZone] })
@@ -462,12 +553,21 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 // save writes one transition conditionally on the version read and logs it once.
 func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string) (state.Rollout, error) {
 	r.UpdatedAt = o.Clock.Now()
-	r.Steps++
+	if r.Active() || r.Phase == state.PhaseHalted {
+		r.LeaseOwner, r.LeaseExpires = o.Owner, r.UpdatedAt.Add(o.leaseTTL())
+	} else {
+		r.LeaseOwner, r.LeaseExpires = "", time.Time{}
+	}
+	if what != "lease renewed" {
+		r.Steps++
+	}
 	next, err := o.Store.PutRollout(ctx, r)
 	if err != nil {
 		return r, fmt.Errorf("writing rollout of %s (%s): %w", r.Group, what, err)
 	}
-	o.logStep(next, what)
+	if what != "lease renewed" {
+		o.logStep(next, what)
+	}
 	return next, nil
 }
 

@@ -1436,3 +1436,16 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// LaunchedInstances returns how many instances the group has ever launched, the ones it was created with
+// included (for "no second surge instance" assertions).
+func (a *Account) LaunchedInstances(group string) int {
+	defer a.lock()()
+	n := 0
+	for _, inst := range a.instances {
+		if inst.group == group {
+			n++
+		}
+	}
+	return n
+}

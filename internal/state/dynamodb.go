@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 type DynamoDBAPI interface {
 	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 }
@@ -44,14 +46,18 @@ const (
 	AttrSK = "sk"
 	// AttrVersion is the optimistic-concurrency counter every conditional write compares.
 	AttrVersion = "version"
-	// AttrExpiresAt is the table's TTL attribute (epoch seconds). It is reserved for processed-event
-	// (dedupe) records; rollout, hook and history items never carry it.
+	// AttrExpiresAt is the table's TTL attribute (epoch seconds, a Number). Only processed-event (dedupe)
+	// records carry it; rollout, hook, history and lock items never do, so they are never expired.
 	AttrExpiresAt = "expiresAt"
 
 	pkTargetPrefix   = "target#"
 	pkHookPrefix     = "hook#"
+	pkEventPrefix    = "event#"
+	pkGlobalLock     = "lock#global"
 	skRollout        = "rollout"
 	skHook           = "hook"
+	skLock           = "lock"
+	skEvent          = "event"
 	skHistoryPrefix  = "history#"
 	historyTimeField = "2006-01-02T15:04:05.000000000Z" // fixed width, so the sort key sorts by time
 	// historyPutAttempts bounds the retries of a history write whose sort key is already taken.
@@ -89,6 +95,18 @@ func RolloutKey(group string) (pk, sk string) { return pkTargetPrefix + group, s
 // HookKey returns the primary key (pk, sk) of a lifecycle action's progress record.
 func HookKey(token string) (pk, sk string) { return pkHookPrefix + token, skHook }
 
+// LockKey returns the primary key (pk, sk) of a pause lock: ("lock#global", "lock") for GlobalScope,
+// ("target#<group>", "lock") for a group.
+func LockKey(group string) (pk, sk string) {
+	if group == GlobalScope {
+		return pkGlobalLock, skLock
+	}
+	return pkTargetPrefix + group, skLock
+}
+
+// EventKey returns the primary key (pk, sk) of a processed-event marker.
+func EventKey(id string) (pk, sk string) { return pkEventPrefix + id, skEvent }
+
 // HistorySortKey returns the sort key of a history entry written at `at` with sequence number seq:
 // "history#<UTC time, RFC 3339 with exactly nine fractional digits>#<seq, 20 digits>". The fixed width makes
 // the lexical order of sort keys the order of time (time.RFC3339Nano trims trailing zeros and would not).
@@ -122,33 +140,9 @@ func (d *DynamoDB) PutRollout(ctx context.Context, r Rollout) (Rollout, error) {
 
 // ListRollouts implements Store with a paginated, strongly consistent Scan filtered on sk = "rollout".
 func (d *DynamoDB) ListRollouts(ctx context.Context) ([]Rollout, error) {
-	filter := expression.Name(AttrSK).Equal(expression.Value(skRollout))
-	expr, err := expression.NewBuilder().WithFilter(filter).Build()
+	out, err := scanSortKey[Rollout](ctx, d, skRollout)
 	if err != nil {
-		return nil, fmt.Errorf("listing rollouts in table %s: building filter: %w", d.table, err)
-	}
-	in := &dynamodb.ScanInput{
-		TableName:                 aws.String(d.table),
-		FilterExpression:          expr.Filter(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-		ConsistentRead:            aws.Bool(true),
-	}
-	if d.pageSize > 0 {
-		in.Limit = aws.Int32(d.pageSize)
-	}
-	out := []Rollout{}
-	pages := dynamodb.NewScanPaginator(d.api, in)
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing rollouts in table %s: %w", d.table, err)
-		}
-		var rs []Rollout
-		if err := attributevalue.UnmarshalListOfMaps(page.Items, &rs); err != nil {
-			return nil, fmt.Errorf("listing rollouts in table %s: decoding: %w", d.table, err)
-		}
-		out = append(out, rs...)
+		return nil, fmt.Errorf("listing rollouts in table %s: %w", d.table, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out, nil
@@ -247,6 +241,119 @@ func (d *DynamoDB) History(ctx context.Context, group string) ([]HistoryEntry, e
 			return nil, fmt.Errorf("reading history of %s from table %s (pk %s): decoding: %w", group, d.table, pk, err)
 		}
 		out = append(out, es...)
+	}
+	return out, nil
+}
+
+// PutLock implements Store: an unconditional PutItem, so a second pause of the same scope replaces the first.
+func (d *DynamoDB) PutLock(ctx context.Context, l Lock) error {
+	pk, sk := LockKey(l.Group)
+	item, err := marshal(l)
+	if err != nil {
+		return fmt.Errorf("writing %s lock: table %s (pk %s, sk %s): %w", l.Scope(), d.table, pk, sk, err)
+	}
+	item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
+	item[AttrSK] = &types.AttributeValueMemberS{Value: sk}
+	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
+		return fmt.Errorf("writing %s lock: table %s (pk %s, sk %s): %w", l.Scope(), d.table, pk, sk, err)
+	}
+	return nil
+}
+
+// DeleteLock implements Store with an unconditional DeleteItem: a missing lock is not an error.
+func (d *DynamoDB) DeleteLock(ctx context.Context, group string) error {
+	pk, sk := LockKey(group)
+	_, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(d.table), Key: key(pk, sk)})
+	if err != nil {
+		return fmt.Errorf("deleting %s lock: table %s (pk %s, sk %s): %w", Lock{Group: group}.Scope(), d.table, pk, sk, err)
+	}
+	return nil
+}
+
+// ListLocks implements Store with a paginated, strongly consistent Scan filtered on sk = "lock": the global
+// lock first (its group is GlobalScope, the empty string), then the group locks sorted by group.
+func (d *DynamoDB) ListLocks(ctx context.Context) ([]Lock, error) {
+	out, err := scanSortKey[Lock](ctx, d, skLock)
+	if err != nil {
+		return nil, fmt.Errorf("listing locks in table %s: %w", d.table, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out, nil
+}
+
+// MarkEvent implements Store with one PutItem of (event#<id>, event) conditional on attribute_not_exists(pk):
+// exactly one of any number of concurrent callers gets first == true. The item's expiresAt is expires in epoch
+// seconds, rounded up so that TTL never drops the marker before expires; a zero expires writes no expiresAt
+// (the marker is kept). Like the memory store, an expired marker that TTL has not deleted yet still counts.
+func (d *DynamoDB) MarkEvent(ctx context.Context, id string, expires time.Time) (bool, error) {
+	if id == "" {
+		return false, errors.New("marking event: id is empty")
+	}
+	pk, sk := EventKey(id)
+	item := key(pk, sk)
+	if !expires.IsZero() {
+		item[AttrExpiresAt] = &types.AttributeValueMemberN{Value: strconv.FormatInt(epochSecondsCeil(expires), 10)}
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	if err != nil {
+		return false, fmt.Errorf("marking event %s: table %s (pk %s, sk %s): building condition: %w", id, d.table, pk, sk, err)
+	}
+	_, err = d.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(d.table),
+		Item:                      item,
+		ConditionExpression:       cond.Condition(),
+		ExpressionAttributeNames:  cond.Names(),
+		ExpressionAttributeValues: cond.Values(),
+	})
+	switch {
+	case err == nil:
+		return true, nil
+	case isConditionalCheckFailed(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("marking event %s: table %s (pk %s, sk %s): %w", id, d.table, pk, sk, err)
+	}
+}
+
+// epochSecondsCeil returns t in seconds since the Unix epoch, rounded up to a whole second.
+func epochSecondsCeil(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}
+
+// scanSortKey returns every item whose sort key is sk, decoded as T, with a paginated, strongly consistent
+// Scan (Limit d.pageSize per page when set), in the table's order.
+func scanSortKey[T any](ctx context.Context, d *DynamoDB, sk string) ([]T, error) {
+	filter := expression.Name(AttrSK).Equal(expression.Value(sk))
+	expr, err := expression.NewBuilder().WithFilter(filter).Build()
+	if err != nil {
+		return nil, fmt.Errorf("building filter: %w", err)
+	}
+	in := &dynamodb.ScanInput{
+		TableName:                 aws.String(d.table),
+		FilterExpression:          expr.Filter(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+		ConsistentRead:            aws.Bool(true),
+	}
+	if d.pageSize > 0 {
+		in.Limit = aws.Int32(d.pageSize)
+	}
+	out := []T{}
+	pages := dynamodb.NewScanPaginator(d.api, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var items []T
+		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
+			return nil, fmt.Errorf("decoding: %w", err)
+		}
+		out = append(out, items...)
 	}
 	return out, nil
 }

@@ -76,8 +76,8 @@ func TestCreateTableRejectsAnotherKeySchema(t *testing.T) {
 	require.ErrorContains(t, err, "key schema")
 }
 
-// TestDynamoDBItemLayout pins the schema docs/state.md documents: keys, and the version attribute written
-// as expected+1.
+// TestDynamoDBItemLayout pins the schema docs/state.md documents: keys, the version attribute written as
+// expected+1, and expiresAt (epoch seconds, rounded up) on processed-event markers only.
 func TestDynamoDBItemLayout(t *testing.T) {
 	client, table := newTable(t)
 	ctx := testenv.Context(t)
@@ -91,10 +91,19 @@ func TestDynamoDBItemLayout(t *testing.T) {
 	require.NoError(t, err)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 600000000, time.UTC)
 	require.NoError(t, s.AppendHistory(ctx, state.HistoryEntry{Group: "prod-nodes", At: at, Event: "detected"}))
+	require.NoError(t, s.PutLock(ctx, state.Lock{Group: state.GlobalScope, Reason: "freeze", Who: "alice", Since: at}))
+	require.NoError(t, s.PutLock(ctx, state.Lock{Group: "prod-nodes", Reason: "incident", Who: "bob", Since: at}))
+	first, err := s.MarkEvent(ctx, "evt-1", at) // 1767323045.6 -> 1767323046
+	require.NoError(t, err)
+	require.True(t, first)
+	first, err = s.MarkEvent(ctx, "evt-2", time.Time{}) // no expiry: no expiresAt
+	require.NoError(t, err)
+	require.True(t, first)
 
 	out, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
 	require.NoError(t, err)
 	got := map[string]string{} // pk|sk -> version
+	expires := map[string]string{}
 	for _, item := range out.Items {
 		pk := item["pk"].(*types.AttributeValueMemberS).Value
 		sk := item["sk"].(*types.AttributeValueMemberS).Value
@@ -106,12 +115,20 @@ func TestDynamoDBItemLayout(t *testing.T) {
 			require.Regexp(t, `^history#2026-01-02T03:04:05\.600000000Z#\d{20}$`, sk)
 			sk = "history#..."
 		}
-		require.NotContains(t, item, state.AttrExpiresAt)
+		if e, ok := item[state.AttrExpiresAt]; ok {
+			require.Equal(t, "event", sk, "only event markers expire")
+			expires[pk] = e.(*types.AttributeValueMemberN).Value
+		}
 		got[pk+"|"+sk] = version
 	}
 	require.Equal(t, map[string]string{
 		"target#prod-nodes|rollout":     "2",
 		"hook#tok-1|hook":               "1",
 		"target#prod-nodes|history#...": "",
+		"lock#global|lock":              "",
+		"target#prod-nodes|lock":        "",
+		"event#evt-1|event":             "",
+		"event#evt-2|event":             "",
 	}, got)
+	require.Equal(t, map[string]string{"event#evt-1": "1767323046"}, expires)
 }

@@ -14,13 +14,17 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// failingPut is a DynamoDBAPI whose PutItem fails with err; other calls are not expected.
+// failingPut is a DynamoDBAPI whose PutItem and DeleteItem fail with err; other calls are not expected.
 type failingPut struct {
 	state.DynamoDBAPI
 	err error
 }
 
 func (f failingPut) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return nil, f.err
+}
+
+func (f failingPut) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	return nil, f.err
 }
 
@@ -48,8 +52,42 @@ func TestPutErrorsAreClassifiedAndNameTableAndKey(t *testing.T) {
 			_, err = s.PutHook(context.Background(), state.Hook{Token: "tok"})
 			require.Equal(t, tc.conflict, errors.Is(err, state.ErrConflict), "%v", err)
 			require.ErrorContains(t, err, "table patch-agent (pk hook#tok, sk hook)")
+
+			// A failed condition on an event marker is a duplicate, not an error.
+			first, err := s.MarkEvent(context.Background(), "evt-1", time.Now())
+			require.False(t, first)
+			if tc.conflict {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.err)
+				require.ErrorContains(t, err, "table patch-agent (pk event#evt-1, sk event)")
+			}
 		})
 	}
+}
+
+func TestLockErrorsNameTableAndKey(t *testing.T) {
+	cause := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	s := state.NewDynamoDB(failingPut{err: cause}, "patch-agent")
+	ctx := context.Background()
+
+	err := s.PutLock(ctx, state.Lock{Group: "prod-nodes", Reason: "incident"})
+	require.ErrorIs(t, err, cause)
+	require.ErrorContains(t, err, "table patch-agent (pk target#prod-nodes, sk lock)")
+	err = s.PutLock(ctx, state.Lock{Group: state.GlobalScope})
+	require.ErrorContains(t, err, "global lock: table patch-agent (pk lock#global, sk lock)")
+
+	err = s.DeleteLock(ctx, "prod-nodes")
+	require.ErrorIs(t, err, cause)
+	require.ErrorContains(t, err, "table patch-agent (pk target#prod-nodes, sk lock)")
+	err = s.DeleteLock(ctx, state.GlobalScope)
+	require.ErrorContains(t, err, "table patch-agent (pk lock#global, sk lock)")
+}
+
+func TestMarkEventRejectsAnEmptyID(t *testing.T) {
+	s := state.NewDynamoDB(failingPut{}, "patch-agent")
+	_, err := s.MarkEvent(context.Background(), "", time.Now())
+	require.ErrorContains(t, err, "id is empty")
 }
 
 func TestHistorySortKeysSortByTime(t *testing.T) {

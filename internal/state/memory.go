@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Memory is an in-process Store. It keeps the same conditional-write semantics as the DynamoDB store so that
@@ -14,6 +15,8 @@ type Memory struct {
 	rollouts map[string]Rollout
 	hooks    map[string]Hook
 	history  map[string][]HistoryEntry
+	locks    map[string]Lock
+	events   map[string]time.Time
 	// Writes counts successful conditional writes (rollouts and hooks), for tests and benchmarks.
 	Writes int
 }
@@ -22,7 +25,8 @@ var _ Store = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{rollouts: map[string]Rollout{}, hooks: map[string]Hook{}, history: map[string][]HistoryEntry{}}
+	return &Memory{rollouts: map[string]Rollout{}, hooks: map[string]Hook{}, history: map[string][]HistoryEntry{},
+		locks: map[string]Lock{}, events: map[string]time.Time{}}
 }
 
 // GetRollout implements Store.
@@ -95,11 +99,14 @@ func (m *Memory) AppendHistory(_ context.Context, e HistoryEntry) error {
 	return nil
 }
 
-// History implements Store.
+// History implements Store: entries sorted by time, entries of the same instant in append order (like the
+// DynamoDB store's time-then-sequence sort keys).
 func (m *Memory) History(_ context.Context, group string) ([]HistoryEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]HistoryEntry(nil), m.history[group]...), nil
+	out := append([]HistoryEntry(nil), m.history[group]...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
 }
 
 // clone deep-copies the slices and pointers of a rollout so callers never share memory with the store.
@@ -115,4 +122,43 @@ func clone(r Rollout) Rollout {
 	}
 	r.Replaced = append([]string(nil), r.Replaced...)
 	return r
+}
+
+// PutLock implements Store.
+func (m *Memory) PutLock(_ context.Context, l Lock) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.locks[l.Group] = l
+	return nil
+}
+
+// DeleteLock implements Store.
+func (m *Memory) DeleteLock(_ context.Context, group string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.locks, group)
+	return nil
+}
+
+// ListLocks implements Store.
+func (m *Memory) ListLocks(_ context.Context) ([]Lock, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Lock, 0, len(m.locks))
+	for _, l := range m.locks {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out, nil
+}
+
+// MarkEvent implements Store. Expired records are kept (like DynamoDB TTL, removal is best effort).
+func (m *Memory) MarkEvent(_ context.Context, id string, expires time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.events[id]; ok {
+		return false, nil
+	}
+	m.events[id] = expires
+	return true, nil
 }

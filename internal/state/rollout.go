@@ -84,6 +84,16 @@ type Rollout struct {
 	Replaced []string     `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order
 	Steps    int          `json:"steps" dynamodbav:"steps"`                           // transitions written so far
 
+	// ApprovedImage is the target AMI an operator approved with `patch-agent approve` (approval mode manual).
+	ApprovedImage string `json:"approvedImageId,omitempty" dynamodbav:"approvedImage,omitempty"`
+	ApprovedBy    string `json:"approvedBy,omitempty" dynamodbav:"approvedBy,omitempty"`
+
+	// LeaseOwner is the agent replica that acts on this target until LeaseExpires; another replica takes over
+	// only after expiry. Every write is fenced by Version, so a replica whose lease was taken over fails its
+	// next write with ErrConflict and stops.
+	LeaseOwner   string    `json:"leaseOwner,omitempty" dynamodbav:"leaseOwner,omitempty"`
+	LeaseExpires time.Time `json:"leaseExpires,omitempty" dynamodbav:"leaseExpires,omitempty"`
+
 	UpdatedAt time.Time `json:"updatedAt" dynamodbav:"updatedAt"`
 	// Version is the optimistic-concurrency counter: the Store's conditional writes compare it.
 	Version int64 `json:"version" dynamodbav:"version"`
@@ -102,9 +112,10 @@ func (r Rollout) Active() bool {
 type HookState string
 
 const (
-	HookDraining  HookState = "Draining"  // drain started; heartbeats keep the action alive
-	HookWaiting   HookState = "Waiting"   // launching: waiting for the instance to be healthy in its cluster
-	HookCompleted HookState = "Completed" // CompleteLifecycleAction accepted (or the action was no longer active)
+	HookDraining   HookState = "Draining"   // drain started; heartbeats keep the action alive
+	HookWaiting    HookState = "Waiting"    // launching: waiting for the instance to be healthy in its cluster
+	HookCompleting HookState = "Completing" // this replica claimed the completion and is about to call CompleteLifecycleAction
+	HookCompleted  HookState = "Completed"  // CompleteLifecycleAction accepted (or the action was no longer active)
 )
 
 // Hook is the durable progress of one lifecycle action, keyed by its token.
@@ -120,7 +131,10 @@ type Hook struct {
 	ReceivedAt    time.Time `json:"receivedAt" dynamodbav:"receivedAt"`
 	LastHeartbeat time.Time `json:"lastHeartbeat,omitempty" dynamodbav:"lastHeartbeat,omitempty"`
 	CompletedAt   time.Time `json:"completedAt,omitempty" dynamodbav:"completedAt,omitempty"`
-	Version       int64     `json:"version" dynamodbav:"version"`
+	// Owner is the replica working on the action until OwnerExpires (see Rollout.LeaseOwner).
+	Owner        string    `json:"owner,omitempty" dynamodbav:"owner,omitempty"`
+	OwnerExpires time.Time `json:"ownerExpires,omitempty" dynamodbav:"ownerExpires,omitempty"`
+	Version      int64     `json:"version" dynamodbav:"version"`
 }
 
 // HistoryEntry is one line of a target's AMI history.

@@ -8,6 +8,7 @@ package state
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrNotFound is returned when a record does not exist.
@@ -36,4 +37,16 @@ type Store interface {
 	AppendHistory(ctx context.Context, e HistoryEntry) error
 	// History returns a target's entries, oldest first.
 	History(ctx context.Context, group string) ([]HistoryEntry, error)
+
+	// PutLock writes (creates or replaces) the pause lock of l.Group (GlobalScope for all targets).
+	PutLock(ctx context.Context, l Lock) error
+	// DeleteLock removes the pause lock of a scope; deleting a lock that does not exist is not an error.
+	DeleteLock(ctx context.Context, group string) error
+	// ListLocks returns every pause lock, the global one first, expired ones included.
+	ListLocks(ctx context.Context) ([]Lock, error)
+
+	// MarkEvent records that the event with this id was processed, to give duplicate deliveries (SQS
+	// at-least-once, EventBridge retries) one effect. It returns false when the id was already recorded.
+	// Records may be dropped after expires (DynamoDB TTL).
+	MarkEvent(ctx context.Context, id string, expires time.Time) (first bool, err error)
 }

@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite every state.Store implementation must pass: missing records,
 // conditional writes on the version (create, stale version, concurrent writers from one read), round trips of
-// every field, listing order and history order. The memory store runs it in state's unit tests and the
+// every field, listing order and history order, pause locks (put, replace, delete, list order) and
+// processed-event markers (first, duplicate, concurrent markers of one id). The memory store runs it in state's unit tests and the
 // DynamoDB store runs it against kumo, so code tested on the memory store behaves the same in production.
 package storetest
 
@@ -46,6 +47,15 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"list returns every rollout sorted by group and nothing else", testListSorted},
 		{"history of an unknown group is empty", testHistoryEmpty},
 		{"history is per group, oldest first, every field kept", testHistoryOrder},
+		{"history is sorted by time, not by append order; same instant in append order", testHistoryOutOfOrder},
+		{"hook round trip keeps the Completing state and its owner", testHookCompletingRoundTrip},
+		{"list of no locks is empty", testLocksEmpty},
+		{"lock round trip keeps every field", testLockRoundTrip},
+		{"lock put replaces, delete removes, list is global first then by group", testLocksPutReplaceDeleteList},
+		{"lock delete of a missing lock is not an error", testLockDeleteMissing},
+		{"locks and rollouts of one group do not see each other", testLocksBesideRollouts},
+		{"event marked first once, then duplicate", testMarkEvent},
+		{"event markers racing on one id: exactly one first", testMarkEventRace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))
@@ -96,9 +106,13 @@ func fullRollout(group string) state.Rollout {
 			StepStartedAt:        at.Add(-5 * time.Minute),
 			ContainerInstanceARN: "arn:aws:ecs:us-east-1:123456789012:container-instance/prod-cluster/0123",
 		},
-		Replaced:  []string{"i-0first"},
-		Steps:     9,
-		UpdatedAt: at,
+		Replaced:      []string{"i-0first"},
+		Steps:         9,
+		ApprovedImage: "ami-0123456789abcdef0",
+		ApprovedBy:    "alice@example.com",
+		LeaseOwner:    "patch-agent-7d9f-abcde",
+		LeaseExpires:  at.Add(30 * time.Second),
+		UpdatedAt:     at,
 	}
 }
 
@@ -115,6 +129,19 @@ func fullHook(token string) state.Hook {
 		ReceivedAt:    at.Add(-10 * time.Minute),
 		LastHeartbeat: at.Add(-time.Minute),
 		CompletedAt:   at,
+		Owner:         "patch-agent-7d9f-abcde",
+		OwnerExpires:  at.Add(30 * time.Second),
+	}
+}
+
+// fullLock returns a group lock with every field set.
+func fullLock(group string) state.Lock {
+	return state.Lock{
+		Group:  group,
+		Reason: "incident INC-42: hold " + group,
+		Who:    "alice@example.com",
+		Since:  at.Add(-time.Hour),
+		Until:  at.Add(2 * time.Hour),
 	}
 }
 
@@ -366,6 +393,10 @@ func testListSorted(t *testing.T, s state.Store) {
 	_, err := s.PutHook(c, fullHook("tok"))
 	require.NoError(t, err)
 	require.NoError(t, s.AppendHistory(c, state.HistoryEntry{Group: "a", At: at, Event: "detected"}))
+	require.NoError(t, s.PutLock(c, fullLock("a")))
+	require.NoError(t, s.PutLock(c, fullLock(state.GlobalScope)))
+	_, err = s.MarkEvent(c, "evt-1", at)
+	require.NoError(t, err)
 
 	got, err := s.ListRollouts(c)
 	require.NoError(t, err)
@@ -428,6 +459,226 @@ func testHistoryOrder(t *testing.T, s state.Store) {
 	require.NoError(t, err)
 	require.Len(t, other, len(want))
 	require.Equal(t, "other 0", other[0].Event)
+}
+
+func testHistoryOutOfOrder(t *testing.T, s state.Store) {
+	c := ctx(t)
+	entry := func(event string, at time.Time) state.HistoryEntry {
+		return state.HistoryEntry{Group: "g", At: at, Event: event}
+	}
+	appended := []state.HistoryEntry{
+		entry("third", at.Add(time.Hour)),
+		entry("first", at.Add(-time.Hour)),
+		entry("second a", at),
+		entry("fourth", at.Add(2*time.Hour)),
+		entry("second b", at), // same instant as "second a", appended after it
+		entry("zeroth", at.Add(-2*time.Hour).UTC()),
+	}
+	for _, e := range appended {
+		require.NoError(t, s.AppendHistory(c, e))
+	}
+
+	got, err := s.History(c, "g")
+	require.NoError(t, err)
+	events := make([]string, 0, len(got))
+	for _, e := range got {
+		events = append(events, e.Event)
+	}
+	require.Equal(t, []string{"zeroth", "first", "second a", "second b", "third", "fourth"}, events)
+}
+
+func testHookCompletingRoundTrip(t *testing.T, s state.Store) {
+	c := ctx(t)
+	v1, err := s.PutHook(c, state.Hook{Token: "tok", Group: "g", State: state.HookDraining, ReceivedAt: at})
+	require.NoError(t, err)
+
+	claim := v1
+	claim.State = state.HookCompleting
+	claim.Owner = "replica-a"
+	claim.OwnerExpires = at.Add(time.Minute)
+	put, err := s.PutHook(c, claim)
+	require.NoError(t, err)
+	claim.Version = 2
+	requireSameHook(t, claim, put)
+
+	got, err := s.GetHook(c, "tok")
+	require.NoError(t, err)
+	requireSameHook(t, claim, got)
+}
+
+func testLocksEmpty(t *testing.T, s state.Store) {
+	got, err := s.ListLocks(ctx(t))
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
+func testLockRoundTrip(t *testing.T, s state.Store) {
+	c := ctx(t)
+	group := fullLock("prod-nodes")
+	requireAllFieldsSet(t, group)
+	global := state.Lock{Group: state.GlobalScope, Reason: "freeze", Who: "bob", Since: at} // no Until
+	require.NoError(t, s.PutLock(c, group))
+	require.NoError(t, s.PutLock(c, global))
+
+	got, err := s.ListLocks(c)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	requireSameLock(t, global, got[0])
+	require.True(t, got[0].Until.IsZero(), "a lock without Until must come back without it")
+	requireSameLock(t, group, got[1])
+}
+
+func testLocksPutReplaceDeleteList(t *testing.T, s state.Store) {
+	c := ctx(t)
+	for _, g := range []string{"m", "c", "x", "a", state.GlobalScope, "k", "b"} {
+		require.NoError(t, s.PutLock(c, fullLock(g)))
+	}
+	replaced := fullLock("c")
+	replaced.Reason = "still investigating"
+	replaced.Who = "bob"
+	replaced.Since = at
+	replaced.Until = time.Time{} // until lifted by hand
+	require.NoError(t, s.PutLock(c, replaced))
+
+	want := []state.Lock{fullLock(state.GlobalScope), fullLock("a"), fullLock("b"), replaced,
+		fullLock("k"), fullLock("m"), fullLock("x")}
+	requireLocks(t, s, want)
+
+	require.NoError(t, s.DeleteLock(c, "b"))
+	require.NoError(t, s.DeleteLock(c, state.GlobalScope))
+	requireLocks(t, s, []state.Lock{fullLock("a"), replaced, fullLock("k"), fullLock("m"), fullLock("x")})
+
+	require.NoError(t, s.PutLock(c, fullLock(state.GlobalScope)))
+	for _, g := range []string{"a", "c", "k", "m", "x"} {
+		require.NoError(t, s.DeleteLock(c, g))
+	}
+	requireLocks(t, s, []state.Lock{fullLock(state.GlobalScope)})
+}
+
+func testLockDeleteMissing(t *testing.T, s state.Store) {
+	c := ctx(t)
+	require.NoError(t, s.DeleteLock(c, "never-locked"))
+	require.NoError(t, s.DeleteLock(c, state.GlobalScope))
+
+	require.NoError(t, s.PutLock(c, fullLock("g")))
+	require.NoError(t, s.DeleteLock(c, "g"))
+	require.NoError(t, s.DeleteLock(c, "g"), "a second delete of the same lock")
+	requireLocks(t, s, nil)
+}
+
+func testLocksBesideRollouts(t *testing.T, s state.Store) {
+	c := ctx(t)
+	_, err := s.PutRollout(c, fullRollout("g"))
+	require.NoError(t, err)
+	require.NoError(t, s.PutLock(c, fullLock("g")))
+	require.NoError(t, s.PutLock(c, fullLock("h"))) // a lock of a group without a rollout
+
+	_, err = s.GetRollout(c, "h")
+	require.ErrorIs(t, err, state.ErrNotFound)
+	got, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	want := fullRollout("g")
+	want.Version = 1
+	requireSameRollout(t, want, got)
+	list, err := s.ListRollouts(c)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	history, err := s.History(c, "g")
+	require.NoError(t, err)
+	require.Empty(t, history)
+
+	// Rollout writes leave the lock alone, and deleting the lock leaves the rollout alone.
+	got.Phase = state.PhaseHalted
+	_, err = s.PutRollout(c, got)
+	require.NoError(t, err)
+	requireLocks(t, s, []state.Lock{fullLock("g"), fullLock("h")})
+	require.NoError(t, s.DeleteLock(c, "g"))
+	got, err = s.GetRollout(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, state.PhaseHalted, got.Phase)
+	require.Equal(t, int64(2), got.Version)
+}
+
+func testMarkEvent(t *testing.T, s state.Store) {
+	c := ctx(t)
+	first, err := s.MarkEvent(c, "evt-1", at.Add(24*time.Hour))
+	require.NoError(t, err)
+	require.True(t, first)
+
+	first, err = s.MarkEvent(c, "evt-1", at.Add(48*time.Hour))
+	require.NoError(t, err)
+	require.False(t, first, "a duplicate delivery must not be first, whatever its expiry")
+
+	first, err = s.MarkEvent(c, "evt-2", at.Add(24*time.Hour))
+	require.NoError(t, err)
+	require.True(t, first, "another id is first")
+
+	// Markers are no rollouts, hooks or locks.
+	rollouts, err := s.ListRollouts(c)
+	require.NoError(t, err)
+	require.Empty(t, rollouts)
+	requireLocks(t, s, nil)
+	_, err = s.GetHook(c, "evt-1")
+	require.ErrorIs(t, err, state.ErrNotFound)
+}
+
+func testMarkEventRace(t *testing.T, s state.Store) {
+	c := ctx(t)
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		start  = make(chan struct{})
+		firsts int
+		errs   []error
+	)
+	for range Writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			first, err := s.MarkEvent(c, "evt-dup", at.Add(time.Hour))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if first {
+				firsts++
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs, "a duplicate is not an error")
+	require.Equal(t, 1, firsts, "exactly one of %d concurrent markers must be first", Writers)
+
+	first, err := s.MarkEvent(c, "evt-dup", at.Add(time.Hour))
+	require.NoError(t, err)
+	require.False(t, first)
+}
+
+// requireLocks checks that ListLocks returns exactly want, in order (global first, then by group).
+func requireLocks(t *testing.T, s state.Store, want []state.Lock) {
+	t.Helper()
+	got, err := s.ListLocks(ctx(t))
+	require.NoError(t, err)
+	scopes := func(ls []state.Lock) []string {
+		out := []string{}
+		for _, l := range ls {
+			out = append(out, l.Scope())
+		}
+		return out
+	}
+	require.Equal(t, scopes(want), scopes(got))
+	for i := range want {
+		requireSameLock(t, want[i], got[i])
+	}
+}
+
+func requireSameLock(t *testing.T, want, got state.Lock) {
+	t.Helper()
+	requireSameTimes(t, want, got)
+	require.Equal(t, normalize(want), normalize(got))
 }
 
 // race runs Writers calls of write at once and returns what the winners wrote and the losers' errors.

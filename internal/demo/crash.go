@@ -1,0 +1,257 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// ErrCrashed is what every call of a crashed agent incarnation returns: the process is gone, nothing it
+// would still do reaches the world.
+var ErrCrashed = errors.New("agent process crashed (simulated)")
+
+// Fuse counts the effects one agent incarnation has on the world — conditional store writes and mutating
+// AWS calls — and kills the incarnation right after the effect numbered At took place: that effect is
+// durable, every later call fails with ErrCrashed. At 0 never fires.
+type Fuse struct {
+	mu      sync.Mutex
+	At      int
+	effects int
+	blown   bool
+	// OnWrite, when set, is asked after every successful rollout write whether to blow now.
+	OnWrite func(state.Rollout) bool
+}
+
+// Blown reports whether the fuse has fired.
+func (f *Fuse) Blown() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.blown
+}
+
+// Effects reports how many effects went through.
+func (f *Fuse) Effects() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.effects
+}
+
+// before fails the call of a dead incarnation.
+func (f *Fuse) before() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.blown {
+		return ErrCrashed
+	}
+	return nil
+}
+
+// after counts a completed effect and blows the fuse when it was the chosen one.
+func (f *Fuse) after(err error) {
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.effects++
+	if f.At > 0 && f.effects == f.At {
+		f.blown = true
+	}
+}
+
+func (f *Fuse) blow() {
+	f.mu.Lock()
+	f.blown = true
+	f.mu.Unlock()
+}
+
+// Wrap gives an incarnation's clients and store the fuse.
+func (f *Fuse) Wrap(c agent.Clients, s state.Store) (agent.Clients, state.Store) {
+	return agent.Clients{
+		AutoScaling: fusedASG{c.AutoScaling, f}, EC2: fusedEC2{c.EC2, f}, ECS: fusedECS{c.ECS, f},
+		SSM: c.SSM, SQS: fusedSQS{c.SQS, f},
+	}, fusedStore{s, f}
+}
+
+type fusedStore struct {
+	state.Store
+	f *Fuse
+}
+
+func (s fusedStore) GetRollout(ctx context.Context, g string) (state.Rollout, error) {
+	if err := s.f.before(); err != nil {
+		return state.Rollout{}, err
+	}
+	return s.Store.GetRollout(ctx, g)
+}
+
+func (s fusedStore) PutRollout(ctx context.Context, r state.Rollout) (state.Rollout, error) {
+	if err := s.f.before(); err != nil {
+		return state.Rollout{}, err
+	}
+	out, err := s.Store.PutRollout(ctx, r)
+	s.f.after(err)
+	if err == nil && s.f.OnWrite != nil && s.f.OnWrite(out) {
+		s.f.blow()
+	}
+	return out, err
+}
+
+func (s fusedStore) PutHook(ctx context.Context, h state.Hook) (state.Hook, error) {
+	if err := s.f.before(); err != nil {
+		return state.Hook{}, err
+	}
+	out, err := s.Store.PutHook(ctx, h)
+	s.f.after(err)
+	return out, err
+}
+
+func (s fusedStore) AppendHistory(ctx context.Context, e state.HistoryEntry) error {
+	if err := s.f.before(); err != nil {
+		return err
+	}
+	err := s.Store.AppendHistory(ctx, e)
+	s.f.after(err)
+	return err
+}
+
+type fusedASG struct {
+	awsapi.AutoScaling
+	f *Fuse
+}
+
+func (a fusedASG) DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	if err := a.f.before(); err != nil {
+		return nil, err
+	}
+	return a.AutoScaling.DescribeAutoScalingGroups(ctx, in, o...)
+}
+
+func (a fusedASG) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error) {
+	if err := a.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := a.AutoScaling.UpdateAutoScalingGroup(ctx, in, o...)
+	a.f.after(err)
+	return out, err
+}
+
+func (a fusedASG) SetDesiredCapacity(ctx context.Context, in *autoscaling.SetDesiredCapacityInput, o ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error) {
+	if err := a.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := a.AutoScaling.SetDesiredCapacity(ctx, in, o...)
+	a.f.after(err)
+	return out, err
+}
+
+func (a fusedASG) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
+	if err := a.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := a.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, in, o...)
+	a.f.after(err)
+	return out, err
+}
+
+func (a fusedASG) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, o ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	if err := a.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := a.AutoScaling.CompleteLifecycleAction(ctx, in, o...)
+	a.f.after(err)
+	return out, err
+}
+
+func (a fusedASG) RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, o ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
+	if err := a.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := a.AutoScaling.RecordLifecycleActionHeartbeat(ctx, in, o...)
+	a.f.after(err)
+	return out, err
+}
+
+type fusedEC2 struct {
+	awsapi.EC2
+	f *Fuse
+}
+
+func (e fusedEC2) CreateLaunchTemplateVersion(ctx context.Context, in *ec2.CreateLaunchTemplateVersionInput, o ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateVersionOutput, error) {
+	if err := e.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := e.EC2.CreateLaunchTemplateVersion(ctx, in, o...)
+	e.f.after(err)
+	return out, err
+}
+
+type fusedECS struct {
+	awsapi.ECS
+	f *Fuse
+}
+
+func (e fusedECS) UpdateContainerInstancesState(ctx context.Context, in *ecs.UpdateContainerInstancesStateInput, o ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
+	if err := e.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := e.ECS.UpdateContainerInstancesState(ctx, in, o...)
+	e.f.after(err)
+	return out, err
+}
+
+type fusedSQS struct {
+	awsapi.SQS
+	f *Fuse
+}
+
+func (q fusedSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	if err := q.f.before(); err != nil {
+		return nil, err
+	}
+	return q.SQS.ReceiveMessage(ctx, in, o...)
+}
+
+func (q fusedSQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	if err := q.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := q.SQS.DeleteMessage(ctx, in, o...)
+	q.f.after(err)
+	return out, err
+}
+
+func (q fusedSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	if err := q.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := q.SQS.ChangeMessageVisibility(ctx, in, o...)
+	q.f.after(err)
+	return out, err
+}
+
+// Restart replaces the world's agent with a fresh incarnation on the same store, queue and account: every
+// in-memory state of the old one (held messages, caches, discovered targets) is gone. fuse, when not nil,
+// arms the new incarnation.
+func (w *World) Restart(fuse *Fuse) {
+	clients, store := w.clients, w.Store
+	if fuse != nil {
+		clients, store = fuse.Wrap(clients, store)
+	}
+	w.Agent = agent.New(clients, w.settings, store, w.Account.Clock(), w.log)
+	w.Restarts++
+}
+
+// settleAfter is how long the crash scenarios let the world run after a rollout ends so that the last
+// lifecycle actions and messages settle.
+const settleAfter = time.Minute
