@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,8 +15,9 @@ import (
 
 func newDemoCommand() *cobra.Command {
 	var (
-		asJSON  bool
-		verbose bool
+		asJSON   bool
+		verbose  bool
+		scenario string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -25,10 +27,18 @@ AMI A, a service of 6 tasks, a daemon service, a terminating lifecycle hook to t
 real agent loop against it on a simulated clock, changes the golden-AMI parameter to AMI B and sends the
 Parameter Store Change event. The rollout is printed live, one line per step, and ends with a summary.
 The DESIGN.md invariants are checked after every step; the exit status is 1 when any was violated or the
-rollout did not complete.`,
+group did not end in the scenario's expected state.
+
+Scenarios:
+  rollout  the golden AMI changes; the group is rolled (default)
+  crash    the agent is killed after every step transition; a fresh one resumes from the store
+  bad-ami  the new AMI never becomes healthy: halt and roll back (ends RolledBack)
+  pause    a global pause mid-rollout holds it for 30 minutes; resume finishes it
+  soak     a 48h minimum AMI age: the fresh AMI waits (ends Waiting, with the time it may start)
+  window   a maintenance window 03:00-04:00 UTC: waits, then rolls inside the window`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := demo.Options{}
+			opts := demo.Options{Scenario: scenario}
 			if !asJSON {
 				opts.Out = cmd.OutOrStdout()
 			}
@@ -56,8 +66,8 @@ rollout did not complete.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "wall time %s\n", time.Since(began).Round(time.Millisecond))
 			}
 			for _, g := range s.Groups {
-				if g.State != "Completed" {
-					return exitError{1, fmt.Errorf("group %s ended %s, not Completed: %s", g.Name, g.State, g.Reason)}
+				if g.State != s.Expected {
+					return exitError{1, fmt.Errorf("group %s ended %s, not %s: %s", g.Name, g.State, s.Expected, g.Reason)}
 				}
 			}
 			if s.InvariantViolations > 0 {
@@ -67,6 +77,7 @@ rollout did not complete.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the final summary as JSON")
+	cmd.Flags().StringVar(&scenario, "scenario", "rollout", "scenario to play: "+strings.Join(demo.Scenarios(), ", "))
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also write the agent's JSON logs to stderr")
 	return cmd
 }

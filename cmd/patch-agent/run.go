@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
@@ -61,6 +62,7 @@ held messages are handed back to the queue at once.`,
 				ECS:         ecs.NewFromConfig(awsCfg),
 				SSM:         ssm.NewFromConfig(awsCfg),
 				SQS:         sqs.NewFromConfig(awsCfg),
+				CloudWatch:  cloudwatch.NewFromConfig(awsCfg),
 			}
 			store := state.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 			a := agent.New(clients, agent.Settings{QueueURL: cfg.QueueURL, ReconcileInterval: cfg.ReconcileInterval,

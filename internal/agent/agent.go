@@ -29,6 +29,8 @@ type Clients struct {
 	ECS         awsapi.ECS
 	SSM         awsapi.SSM
 	SQS         awsapi.SQS
+	// CloudWatch serves the alarm gates; nil disables them (targets naming alarms then wait with a reason).
+	CloudWatch awsapi.CloudWatch
 }
 
 // Settings are the agent's timing and policy settings.
@@ -75,9 +77,13 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	}
 	platform := lifecycle.ECSPlatform{Drainer: ecsdrain.New(c.ECS)}
 	templates := lifecycle.Templates{EC2: c.EC2, AutoScaling: c.AutoScaling}
+	var alarms lifecycle.AlarmChecker = noAlarmAPI{}
+	if c.CloudWatch != nil {
+		alarms = lifecycle.CloudWatchAlarms{API: c.CloudWatch}
+	}
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
-		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platform: platform,
+		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platform: platform, Alarms: alarms,
 			Clock: clk, Log: log, Policy: s.Policy},
 		hooks: &lifecycle.Hooks{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platform: platform, Clock: clk, Log: log, Policy: s.Policy},
 		amis:  map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
@@ -185,7 +191,8 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if r, ok := a.amis[t.Parameter]; ok {
 			ami = &r
 		}
-		if _, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Pause: pauseFor(locks, name, a.clock.Now())}); err != nil {
+		if _, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami,
+			Pause: pauseFor(locks, name, a.clock.Now()), SourceProblem: a.sourceErr[t.Parameter]}); err != nil {
 			a.log.Error("rollout step failed; retrying next tick", zap.String(logging.Group, name), zap.Error(err))
 		}
 	}
@@ -337,4 +344,12 @@ func pauseFor(locks []state.Lock, group string, now time.Time) *state.Lock {
 		}
 	}
 	return nil
+}
+
+// noAlarmAPI holds targets that name alarms when the agent has no CloudWatch client: a gate that cannot be
+// checked is closed.
+type noAlarmAPI struct{}
+
+func (noAlarmAPI) InAlarm(context.Context, []string) ([]string, error) {
+	return nil, fmt.Errorf("no CloudWatch client configured")
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -62,3 +63,10 @@ var (
 	_ SSM         = (*ssm.Client)(nil)
 	_ SQS         = (*sqs.Client)(nil)
 )
+
+// CloudWatch is the subset of the Amazon CloudWatch API the agent calls: alarm gates and metrics.
+type CloudWatch interface {
+	DescribeAlarms(ctx context.Context, in *cloudwatch.DescribeAlarmsInput, optFns ...func(*cloudwatch.Options)) (*cloudwatch.DescribeAlarmsOutput, error)
+}
+
+var _ CloudWatch = (*cloudwatch.Client)(nil)

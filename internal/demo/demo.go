@@ -46,6 +46,8 @@ type Options struct {
 	Tick time.Duration
 	// Deadline bounds the simulated duration. Default 3 h.
 	Deadline time.Duration
+	// Scenario names the demo scenario (Scenarios lists them); "" is "rollout".
+	Scenario string
 }
 
 // GroupSummary is one group's line in the final summary.
@@ -64,11 +66,16 @@ type GroupSummary struct {
 
 // Summary is what `patch-agent demo --json` prints.
 type Summary struct {
-	Groups              []GroupSummary `json:"groups"`
-	InvariantViolations int            `json:"invariantViolations"`
-	Violations          []string       `json:"violations,omitempty"`
-	SimulatedSeconds    float64        `json:"simulatedSeconds"`
-	Messages            MessageCounts  `json:"messages"`
+	Scenario string `json:"scenario"`
+	// Expected is the state the scenario's group must end in for the demo to succeed.
+	Expected string         `json:"expectedState"`
+	Groups   []GroupSummary `json:"groups"`
+	// Restarts counts agent restarts (the crash scenario kills the agent after every step transition).
+	Restarts            int           `json:"restarts"`
+	InvariantViolations int           `json:"invariantViolations"`
+	Violations          []string      `json:"violations,omitempty"`
+	SimulatedSeconds    float64       `json:"simulatedSeconds"`
+	Messages            MessageCounts `json:"messages"`
 }
 
 // MessageCounts are the consumer's counters at the end.
@@ -105,6 +112,8 @@ type GroupSetup struct {
 	HeartbeatTimeout time.Duration
 	// Unmanaged leaves the opt-in tag off: the agent must never touch the group.
 	Unmanaged bool
+	// Tags are added to the group's tags (policy tags such as patch-agent/min-ami-age).
+	Tags map[string]string
 }
 
 // Spec describes a world: a simulated account and the agent running against it.
@@ -166,6 +175,9 @@ func Build(spec Spec) (*World, error) {
 		if g.Unmanaged {
 			tags = map[string]string{"team": "other"}
 		}
+		for k, v := range g.Tags {
+			tags[k] = v
+		}
 		gs := sim.GroupSpec{Name: g.Name, Min: g.Min, Max: g.Max, Desired: g.Desired, LaunchTemplateID: lt,
 			LaunchTemplateVersion: version, MixedInstances: g.MixedInstances, Tags: tags, ECSCluster: g.Cluster}
 		if g.HeartbeatTimeout >= 0 {
@@ -199,7 +211,8 @@ func Build(spec Spec) (*World, error) {
 		policy = lifecycle.DefaultPolicy()
 	}
 	store := state.NewMemory()
-	clients := agent.Clients{AutoScaling: acct.AutoScaling(), EC2: acct.EC2(), ECS: acct.ECS(), SSM: acct.SSM(), SQS: acct.SQS()}
+	clients := agent.Clients{AutoScaling: acct.AutoScaling(), EC2: acct.EC2(), ECS: acct.ECS(), SSM: acct.SSM(), SQS: acct.SQS(),
+		CloudWatch: acct.CloudWatch()}
 	if spec.Wrap != nil {
 		clients = spec.Wrap(clients)
 	}
@@ -230,8 +243,9 @@ func (w *World) Step(ctx context.Context, tick time.Duration) error {
 	return nil
 }
 
-// Run plays the default demo: the fleet settles on ImageA, the parameter changes to ImageB, and the agent
-// rolls the group. It returns the summary; an error only when the demo itself could not run.
+// Run plays a demo scenario (opts.Scenario, default "rollout"): the fleet settles on ImageA, the parameter
+// changes to ImageB, and the agent rolls the group under the scenario's conditions. It returns the summary;
+// an error only when the demo itself could not run.
 func Run(ctx context.Context, opts Options) (Summary, error) {
 	if opts.Tick <= 0 {
 		opts.Tick = 5 * time.Second
@@ -239,39 +253,87 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if opts.Deadline <= 0 {
 		opts.Deadline = 3 * time.Hour
 	}
-	w, err := NewWorld(opts.Log)
+	sc, err := lookupScenario(opts.Scenario)
 	if err != nil {
 		return Summary{}, err
 	}
+	spec := DemoSpec()
+	spec.Log = opts.Log
+	if sc.setup != nil {
+		sc.setup(&spec)
+	}
+	w, err := Build(spec)
+	if err != nil {
+		return Summary{}, err
+	}
+	var fuse *Fuse
+	if sc.crash {
+		fuse = crashEveryWrite()
+		w.Restart(fuse)
+		w.Restarts = 0
+	}
 	start := w.Account.Clock().Now()
 	p := newPrinter(opts.Out, w, start)
+	p.linef("scenario %s: %s", sc.name, sc.description)
 	p.linef("simulated account: ECS cluster %q, group %s (3 instances on %s), service web (6 tasks) + daemon log-router", Cluster, GroupName, ImageA)
+	if sc.prepare != nil {
+		sc.prepare(w)
+	}
+	// iterate runs one agent iteration (restarting a crashed agent), checks the invariants and moves time.
+	iterate := func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := w.Agent.RunOnce(ctx); err != nil && (fuse == nil || !fuse.Blown()) {
+			return err
+		}
+		if fuse != nil && fuse.Blown() {
+			fuse = crashEveryWrite()
+			w.Restart(fuse)
+			p.linef("agent killed right after a step transition; a fresh agent resumes from the store (restart %d)", w.Restarts)
+		}
+		w.Checker.Check()
+		if sc.during != nil {
+			if err := sc.during(ctx, w, p); err != nil {
+				return err
+			}
+		}
+		w.Account.Advance(opts.Tick)
+		w.Checker.Check()
+		return nil
+	}
 	for range 3 {
-		if err := w.Step(ctx, opts.Tick); err != nil {
+		if err := iterate(); err != nil {
 			return Summary{}, err
 		}
 	}
 	p.linef("golden-AMI parameter %s now names %s; Parameter Store Change event sent to the queue", Parameter, ImageB)
 	w.PublishAMI(Parameter, ImageB)
+	stop := sc.stop
+	if stop == nil {
+		stop = func(r state.Rollout, _ *World) bool { return r.TargetImageID == ImageB && !r.Active() }
+	}
 	for w.Account.Clock().Since(start) < opts.Deadline {
-		if err := ctx.Err(); err != nil {
-			return Summary{}, err
-		}
-		if err := w.Step(ctx, opts.Tick); err != nil {
+		if err := iterate(); err != nil {
 			return Summary{}, err
 		}
 		p.progress(ctx)
-		if r, err := w.Store.GetRollout(ctx, GroupName); err == nil && r.TargetImageID == ImageB && !r.Active() {
+		if r, err := w.Store.GetRollout(ctx, GroupName); err == nil && stop(r, w) {
 			break
 		}
 	}
-	// Let the last lifecycle actions and messages settle.
-	for range 12 {
+	// Let the last lifecycle actions and messages settle (the crash scenario no longer kills the agent).
+	if fuse != nil {
+		w.Restart(nil)
+	}
+	for range 24 {
 		if err := w.Step(ctx, opts.Tick); err != nil {
 			return Summary{}, err
 		}
 	}
+	p.progress(ctx)
 	s := w.Summarize(ctx, start)
+	s.Scenario, s.Expected = sc.name, string(sc.expect)
 	p.table(s)
 	return s, nil
 }
@@ -301,6 +363,7 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		s.Violations = append(s.Violations, v.String())
 	}
 	s.InvariantViolations = len(w.Checker.Violations)
+	s.Restarts = w.Restarts
 	st := &w.Agent.Consumer.Stats
 	s.Messages = MessageCounts{Processed: st.Processed.Load(), Ignored: st.Ignored.Load(), Failed: st.Failed.Load()}
 	return s
@@ -312,6 +375,9 @@ type printer struct {
 	w     *World
 	start time.Time
 	last  string
+	// pause scenario bookkeeping
+	paused   bool
+	pausedAt time.Time
 }
 
 func newPrinter(out io.Writer, w *World, start time.Time) *printer {

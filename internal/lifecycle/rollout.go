@@ -55,9 +55,11 @@ type Orchestrator struct {
 	AutoScaling awsapi.AutoScaling
 	Templates   Templates
 	Platform    Platform
-	Clock       clock.PassiveClock
-	Log         *zap.Logger
-	Policy      Policy
+	// Alarms checks the alarm gates of targets that name alarms; nil disables the gate.
+	Alarms AlarmChecker
+	Clock  clock.PassiveClock
+	Log    *zap.Logger
+	Policy Policy
 
 	pause *state.Lock // the pause of the target being reconciled (Reconcile is not called concurrently)
 }
@@ -69,8 +71,12 @@ func (o *Orchestrator) leaseTTL() time.Duration {
 	return defaultLeaseTTL
 }
 
-// pausedPrefix starts the Reason of a rollout held by a pause lock.
-const pausedPrefix = "paused"
+// pausedPrefix starts the Reason of a rollout held by a pause lock; sourcePrefix that of a target whose
+// source names no usable AMI.
+const (
+	pausedPrefix = "paused"
+	sourcePrefix = "source "
+)
 
 // holdIfPaused returns errWait with the pause as the reason when the target is paused: called before every
 // new destructive step (DESIGN.md invariant 7). Waits already in flight stay as they are.
@@ -98,6 +104,8 @@ type Inputs struct {
 	AMI *ResolvedAMI
 	// Pause is the lock that pauses this target (its own or the global one); nil when not paused.
 	Pause *state.Lock
+	// SourceProblem says why the source names no usable AMI ("source missing: ..."), when AMI is nil.
+	SourceProblem string
 }
 
 // defaultLeaseTTL is how long a replica's claim on a target lasts without renewal. Renewed on every write and
@@ -133,6 +141,14 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 	if in.Pause == nil && strings.HasPrefix(r.Reason, pausedPrefix) {
 		r.Reason = ""
 	}
+	stored := r
+	r.Instances, r.OnTarget = len(v.Instances), v.CountOnImage(r.TargetImageID)
+	switch {
+	case ami == nil && in.SourceProblem != "" && !r.Active():
+		r.Reason = in.SourceProblem
+	case ami != nil && strings.HasPrefix(r.Reason, sourcePrefix):
+		r.Reason = ""
+	}
 	for range maxTransitionsPerTick {
 		next, err := o.step(ctx, t, v, ami, r)
 		if errors.Is(err, state.ErrConflict) {
@@ -140,11 +156,16 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 			return next, nil
 		}
 		if errors.Is(err, errWait) {
-			if next.Reason != r.Reason && next.Version == r.Version {
-				// A new reason to wait is written once, so status shows it; an unchanged one costs nothing.
-				return o.save(ctx, next, "waiting")
+			if next.Version == stored.Version && (next.Phase != stored.Phase || next.Reason != stored.Reason ||
+				next.Instances != stored.Instances || next.OnTarget != stored.OnTarget) {
+				// A new reason to wait (or a new count) is written once, so status shows it; an unchanged one
+				// costs nothing.
+				next, err = o.save(ctx, next, "waiting")
+				if errors.Is(err, state.ErrConflict) {
+					return stored, nil
+				}
 			}
-			return next, nil
+			return next, err
 		}
 		if err != nil {
 			return next, fmt.Errorf("rollout of %s at %s/%s: %w", t.Group, next.Phase, stepOf(next), err)
@@ -159,10 +180,13 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 	switch r.Phase {
 	case "", state.PhaseIdle, state.PhaseCompleted, state.PhaseRolledBack:
 		return o.detect(ctx, t, v, ami, r)
-	case state.PhaseDetected:
-		// Gates (soak, maintenance window, approval, pause, alarms) are evaluated here.
+	case state.PhaseDetected, state.PhaseWaiting:
 		if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
 			return r, err
+		}
+		if reason := o.startGate(ctx, t, r); reason != "" {
+			r.Phase, r.Reason = state.PhaseWaiting, reason
+			return r, errWait
 		}
 		ref, err := TemplateRef(v.Group)
 		if err != nil {
@@ -185,7 +209,7 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 			return r, err
 		}
 		return o.rollBack(ctx, t, v, r)
-	case state.PhaseHalted, state.PhaseWaiting:
+	case state.PhaseHalted:
 		return r, errWait
 	}
 	return r, fmt.Errorf("unknown phase %q", r.Phase)
@@ -194,7 +218,7 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 // detect starts a rollout when the source names an AMI the target is not on yet. The decision is on the
 // resolved image id only, never on the parameter's Version (field case C13).
 func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
-	if ami == nil || ami.ImageID == r.TargetImageID {
+	if ami == nil || ami.ImageID == r.TargetImageID || ami.ImageID == r.RollbackFrom {
 		return r, errWait
 	}
 	ref, err := TemplateRef(v.Group)
@@ -213,6 +237,8 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 	r.TargetImageID, r.PreviousImageID = ami.ImageID, previous
 	r.Source, r.SourceVersion, r.SourceModified = ami.Parameter, ami.Version, ami.LastModified
 	r.DetectedAt, r.Reason, r.Current, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = o.Clock.Now(), "", nil, nil, "", nil
+	r.RollbackFrom, r.ApprovedImage, r.ApprovedBy = "", "", ""
+	r.OnTarget = v.CountOnImage(ami.ImageID)
 	if r.Phase == "" && cur.ImageID == ami.ImageID && v.CountOnImage(ami.ImageID) == len(v.Instances) {
 		// First sight of a group that is already current: nothing to roll.
 		r.Phase = state.PhaseIdle
@@ -254,7 +280,7 @@ func (o *Orchestrator) prepare(ctx context.Context, v GroupView, r state.Rollout
 // -> Terminating.
 func (o *Orchestrator) replace(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
 	if r.Current == nil {
-		return o.pickNext(ctx, v, r)
+		return o.pickNext(ctx, t, v, r)
 	}
 	cur := r.Current
 	now := o.Clock.Now()
@@ -299,6 +325,10 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, v GroupView, r sta
 		if old.Node.Registered && !old.Node.Draining {
 			if err := o.holdIfPaused(&r, "drain "+old.ID); err != nil {
 				return r, err
+			}
+			if reason := o.runGate(ctx, t); reason != "" {
+				r.Reason = reason + "; next step: drain " + old.ID
+				return r, errWait
 			}
 			if err := o.Platform.StartDrain(ctx, t.Cluster, old.ID); err != nil {
 				return r, err
@@ -351,7 +381,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, v GroupView, r sta
 
 // pickNext chooses the next outdated instance: from the Availability Zone with the most outdated instances,
 // the oldest first, so the group stays balanced while it changes.
-func (o *Orchestrator) pickNext(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
 	perAZ := map[string]int{}
 	var outdated []InstanceView
 	for _, i := range v.Instances {
@@ -370,6 +400,10 @@ func (o *Orchestrator) pickNext(ctx context.Context, v GroupView, r state.Rollou
 	}
 	if err := o.holdIfPaused(&r, fmt.Sprintf("replace the next of %d outdated instance(s)", len(outdated))); err != nil {
 		return r, err
+	}
+	if reason := o.runGate(ctx, t); reason != "" {
+		r.Reason = reason + fmt.Sprintf("; %d outdated instance(s) left", len(outdated))
+		return r, errWait
 	}
 	// v.Instances is sorted oldest first, so a stable sort on the AZ count keeps age order within a count.
 	slices.SortStableFunc(outdated, func(a, b InstanceView) int { return perAZ[b.AvailabilityZone] - perAZ[a.AvailabilityZone] })
@@ -417,6 +451,42 @@ func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) 
 		return next, err
 	}
 	return next, errWait
+}
+
+// startGate returns why a detected rollout may not start yet ("" when it may): soak time, approval, then
+// the gates that also hold every further replacement (runGate).
+func (o *Orchestrator) startGate(ctx context.Context, t Target, r state.Rollout) string {
+	now := o.Clock.Now()
+	p := t.Policy
+	if age := now.Sub(r.SourceModified); p.MinAMIAge > 0 && age < p.MinAMIAge {
+		return fmt.Sprintf("soak: AMI %s is %s old, minimum %s; may start at %s", r.TargetImageID,
+			age.Round(time.Minute), p.MinAMIAge, r.SourceModified.Add(p.MinAMIAge).UTC().Format(time.RFC3339))
+	}
+	if p.Approval == ApprovalManual && r.ApprovedImage != r.TargetImageID {
+		return fmt.Sprintf("approval: waiting for `patch-agent approve %s` (AMI %s)", t.Group, r.TargetImageID)
+	}
+	return o.runGate(ctx, t)
+}
+
+// runGate returns why no new replacement may start now ("" when one may): a closed maintenance window or
+// an alarm in ALARM. A replacement already under way finishes.
+func (o *Orchestrator) runGate(ctx context.Context, t Target) string {
+	p := t.Policy
+	if w := p.Window; w != nil {
+		if open, at := w.State(o.Clock.Now()); !open {
+			return fmt.Sprintf("maintenance window (%s for %s, %s) closed; opens at %s", w.Cron, w.Duration, w.Zone, at.Format(time.RFC3339))
+		}
+	}
+	if len(p.Alarms) > 0 && o.Alarms != nil {
+		firing, err := o.Alarms.InAlarm(ctx, p.Alarms)
+		switch {
+		case err != nil:
+			return "alarm gate: " + err.Error()
+		case len(firing) > 0:
+			return fmt.Sprintf("alarm(s) %s in ALARM", strings.Join(firing, ", "))
+		}
+	}
+	return ""
 }
 
 // retire closes the current replacement.
@@ -560,6 +630,12 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string) (
 	}
 	if what != "lease renewed" {
 		r.Steps++
+	}
+	if what != "waiting" && what != "lease renewed" {
+		switch r.Phase {
+		case state.PhasePreparing, state.PhaseReplacing, state.PhaseVerifying, state.PhaseCompleted:
+			r.Reason = "" // a transition happened: whatever held the rollout before no longer does
+		}
 	}
 	next, err := o.Store.PutRollout(ctx, r)
 	if err != nil {

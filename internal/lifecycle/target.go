@@ -34,10 +34,11 @@ const maxGroupsPerPage = 100
 
 // Target is an Auto Scaling group the agent manages, with its configuration.
 type Target struct {
-	Group     string `json:"group"`
-	Platform  string `json:"platform"`
-	Cluster   string `json:"cluster"`
-	Parameter string `json:"amiParameter"`
+	Group     string       `json:"group"`
+	Platform  string       `json:"platform"`
+	Cluster   string       `json:"cluster"`
+	Parameter string       `json:"amiParameter"`
+	Policy    TargetPolicy `json:"policy"`
 }
 
 // TargetFromTags builds a Target from a group's tags. It returns (nil, nil) when the group is not opted in and
@@ -63,6 +64,11 @@ func TargetFromTags(group string, tags map[string]string) (*Target, error) {
 	if t.Parameter == "" {
 		problems = append(problems, fmt.Sprintf("tag %s is missing (the SSM parameter naming the AMI, e.g. /aws/service/ecs/optimized-ami/amazon-linux-2023/recommended)", TagParameter))
 	}
+	policy, err := ParsePolicyTags(tags)
+	if err != nil {
+		problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	t.Policy = policy
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("group %s is opted in but misconfigured: %s", group, strings.Join(problems, "; "))
 	}

@@ -113,6 +113,9 @@ type Account struct {
 	// SQS
 	queues      map[string]*queue // by queue URL
 	queueByName map[string]*queue
+
+	// CloudWatch: alarm name -> state value (OK, ALARM, INSUFFICIENT_DATA)
+	alarms map[string]string
 }
 
 // New returns an empty account whose time is clk. Options left zero take their defaults.
@@ -132,6 +135,7 @@ func New(clk *testingclock.FakeClock, opts Options) *Account {
 		params:          map[string]*parameter{},
 		queues:          map[string]*queue{},
 		queueByName:     map[string]*queue{},
+		alarms:          map[string]string{},
 	}
 }
 
@@ -155,6 +159,9 @@ func (a *Account) SSM() awsapi.SSM { return &SSMClient{a: a} }
 
 // SQS returns the account's Amazon SQS API.
 func (a *Account) SQS() awsapi.SQS { return &SQSClient{a: a} }
+
+// CloudWatch returns the account's CloudWatch client (alarms).
+func (a *Account) CloudWatch() awsapi.CloudWatch { return &CloudWatchClient{a: a} }
 
 // Calls returns how many API calls were made per operation, keyed "service:Operation"
 // (for example "autoscaling:DescribeAutoScalingGroups"). Setup and observation helpers are not counted.

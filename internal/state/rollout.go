@@ -84,6 +84,14 @@ type Rollout struct {
 	Replaced []string     `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order
 	Steps    int          `json:"steps" dynamodbav:"steps"`                           // transitions written so far
 
+	// Instances and OnTarget count the group's instances and those running TargetImageID, as last observed
+	// (written when they change, so status needs no AWS call).
+	Instances int `json:"instances" dynamodbav:"instances"`
+	OnTarget  int `json:"onTarget" dynamodbav:"onTarget"`
+	// RollbackFrom is the AMI a manual rollback moved away from: while the source still names it, it is not
+	// rolled out again (a newer AMI is).
+	RollbackFrom string `json:"rollbackFrom,omitempty" dynamodbav:"rollbackFrom,omitempty"`
+
 	// ApprovedImage is the target AMI an operator approved with `patch-agent approve` (approval mode manual).
 	ApprovedImage string `json:"approvedImageId,omitempty" dynamodbav:"approvedImage,omitempty"`
 	ApprovedBy    string `json:"approvedBy,omitempty" dynamodbav:"approvedBy,omitempty"`

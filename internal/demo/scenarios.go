@@ -1,0 +1,111 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// scenario is one `patch-agent demo --scenario NAME`.
+type scenario struct {
+	name, description string
+	// expect is the state the demo group must end in.
+	expect state.Phase
+	// setup changes the world's spec before it is built; prepare the world before the AMI changes.
+	setup   func(*Spec)
+	prepare func(*World)
+	// during runs after every agent iteration.
+	during func(context.Context, *World, *printer) error
+	// stop ends the run early (default: the rollout to ImageB ended).
+	stop func(state.Rollout, *World) bool
+	// crash kills the agent after every rollout step transition and starts a fresh one.
+	crash bool
+}
+
+var scenarios = map[string]scenario{
+	"rollout": {name: "rollout", expect: state.PhaseCompleted,
+		description: "the golden AMI changes; the group is rolled one instance at a time"},
+	"crash": {name: "crash", expect: state.PhaseCompleted, crash: true,
+		description: "the agent is killed right after every step transition and a fresh one resumes from the store"},
+	"bad-ami": {name: "bad-ami", expect: state.PhaseRolledBack,
+		description: "instances of the new AMI never become healthy: the rollout halts and rolls back",
+		prepare:     func(w *World) { w.Account.MarkImageUnhealthy(ImageB) }},
+	"pause": {name: "pause", expect: state.PhaseCompleted,
+		description: "a global pause is set mid-rollout and held for 30 minutes, then resumed",
+		during:      pauseOnFirstDrain},
+	"soak": {name: "soak", expect: state.PhaseWaiting,
+		description: "the group requires a 48h minimum AMI age; the fresh AMI waits",
+		setup:       withTag(lifecycle.TagMinAMIAge, "48h"),
+		stop: func(r state.Rollout, w *World) bool {
+			return r.Phase == state.PhaseWaiting && w.Account.Clock().Since(r.DetectedAt) > 10*time.Minute
+		}},
+	"window": {name: "window", expect: state.PhaseCompleted,
+		description: "maintenance window daily 03:00-04:00 UTC; the AMI arrives at 02:00 and waits for it",
+		setup:       withTag(lifecycle.TagMaintenanceWindow, "0 3 * * * 1h UTC")},
+}
+
+// Scenarios lists the scenario names, sorted.
+func Scenarios() []string {
+	names := make([]string, 0, len(scenarios))
+	for n := range scenarios {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func lookupScenario(name string) (scenario, error) {
+	if name == "" {
+		name = "rollout"
+	}
+	sc, ok := scenarios[name]
+	if !ok {
+		return scenario{}, fmt.Errorf("unknown scenario %q: want one of %s", name, strings.Join(Scenarios(), ", "))
+	}
+	return sc, nil
+}
+
+func withTag(key, value string) func(*Spec) {
+	return func(s *Spec) {
+		for i := range s.Groups {
+			if s.Groups[i].Tags == nil {
+				s.Groups[i].Tags = map[string]string{}
+			}
+			s.Groups[i].Tags[key] = value
+		}
+	}
+}
+
+// crashEveryWrite returns a fuse that blows right after the next rollout write.
+func crashEveryWrite() *Fuse {
+	return &Fuse{OnWrite: func(state.Rollout) bool { return true }}
+}
+
+// pauseOnFirstDrain sets a global pause when the first old instance starts draining and lifts it 30
+// simulated minutes later.
+func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
+	r, err := w.Store.GetRollout(ctx, GroupName)
+	if err != nil {
+		return nil
+	}
+	locks, err := w.Store.ListLocks(ctx)
+	if err != nil {
+		return err
+	}
+	now := w.Account.Clock().Now()
+	switch {
+	case len(locks) == 0 && r.Current != nil && r.Current.Step == state.StepDraining && len(r.Replaced) == 0 && !p.paused:
+		p.paused, p.pausedAt = true, now
+		p.linef("operator: patch-agent pause --reason \"incident 4711\"")
+		return w.Store.PutLock(ctx, state.Lock{Reason: "incident 4711", Who: "operator", Since: now})
+	case len(locks) > 0 && now.Sub(p.pausedAt) >= 30*time.Minute:
+		p.linef("operator: patch-agent resume")
+		return w.Store.DeleteLock(ctx, state.GlobalScope)
+	}
+	return nil
+}

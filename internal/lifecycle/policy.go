@@ -1,0 +1,180 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+	"github.com/robfig/cron/v3"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+)
+
+// Policy tags on an Auto Scaling group (all optional).
+const (
+	TagMinAMIAge = "patch-agent/min-ami-age" // Go duration, e.g. "168h": soak time measured from the parameter's LastModifiedDate
+	TagApproval  = "patch-agent/approval"    // "auto" (default) or "manual": wait for `patch-agent approve GROUP`
+	TagAlarms    = "patch-agent/alarms"      // CloudWatch alarm names separated by spaces or commas: any in ALARM holds the rollout
+	// TagMaintenanceWindow is "<5-field cron> <duration> <IANA zone>", e.g. "0 2 * * 6 4h Europe/Berlin".
+	TagMaintenanceWindow = "patch-agent/maintenance-window"
+)
+
+// Approval modes.
+const (
+	ApprovalAuto   = "auto"
+	ApprovalManual = "manual"
+)
+
+// TargetPolicy holds the gates of one target. The zero value rolls at once, with the agent's timeouts.
+type TargetPolicy struct {
+	// MinAMIAge is the soak time: a new AMI is rolled only once its parameter's LastModifiedDate is at
+	// least this old.
+	MinAMIAge time.Duration `json:"minAmiAge,omitempty"`
+	// Window, when set, is when destructive steps may start.
+	Window *Window `json:"maintenanceWindow,omitempty"`
+	// Approval is ApprovalAuto (default) or ApprovalManual.
+	Approval string `json:"approval,omitempty"`
+	// Alarms are CloudWatch alarm names; any in ALARM holds the rollout.
+	Alarms []string `json:"alarms,omitempty"`
+}
+
+// Window is a maintenance window: it opens at every activation of a 5-field cron expression, evaluated in
+// an IANA time zone (so local time across DST changes), and stays open for Duration — across midnight too.
+type Window struct {
+	Cron     string        `json:"cron"`
+	Duration time.Duration `json:"duration"`
+	Zone     string        `json:"timezone"`
+
+	loc      *time.Location
+	schedule cron.Schedule
+}
+
+// ParseWindow validates and builds a window. Errors name the part that is wrong.
+func ParseWindow(spec string, duration time.Duration, zone string) (*Window, error) {
+	if zone == "" {
+		zone = "UTC"
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance window time zone %q: %w", zone, err)
+	}
+	sched, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance window cron %q (want 5 fields: minute hour day-of-month month day-of-week): %w", spec, err)
+	}
+	if duration <= 0 || duration > 7*24*time.Hour {
+		return nil, fmt.Errorf("maintenance window duration %s: want more than 0 and at most 168h", duration)
+	}
+	return &Window{Cron: spec, Duration: duration, Zone: zone, loc: loc, schedule: sched}, nil
+}
+
+// ParseWindowTag parses the TagMaintenanceWindow form "<5-field cron> <duration> <zone>".
+func ParseWindowTag(v string) (*Window, error) {
+	f := strings.Fields(v)
+	if len(f) != 7 {
+		return nil, fmt.Errorf("tag %s=%q: want \"<minute> <hour> <dom> <month> <dow> <duration> <IANA zone>\", e.g. \"0 2 * * 6 4h Europe/Berlin\"", TagMaintenanceWindow, v)
+	}
+	d, err := time.ParseDuration(f[5])
+	if err != nil {
+		return nil, fmt.Errorf("tag %s: duration %q: %w", TagMaintenanceWindow, f[5], err)
+	}
+	return ParseWindow(strings.Join(f[:5], " "), d, f[6])
+}
+
+// State reports whether the window is open at now and, when it is, when it closes; when it is not, when it
+// next opens. A window is open at now when an activation s satisfies s <= now < s+Duration.
+func (w *Window) State(now time.Time) (open bool, at time.Time) {
+	local := now.In(w.loc)
+	s := w.schedule.Next(local.Add(-w.Duration))
+	if !s.After(local) {
+		return true, s.Add(w.Duration)
+	}
+	return false, s
+}
+
+// ParsePolicyTags reads the policy tags of a group. Every problem is reported.
+func ParsePolicyTags(tags map[string]string) (TargetPolicy, error) {
+	var p TargetPolicy
+	var errs []error
+	if v := tags[TagMinAMIAge]; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("tag %s=%q: want a duration such as 168h", TagMinAMIAge, v))
+		}
+		p.MinAMIAge = d
+	}
+	switch v := strings.ToLower(tags[TagApproval]); v {
+	case "", ApprovalAuto:
+		p.Approval = ApprovalAuto
+	case ApprovalManual:
+		p.Approval = ApprovalManual
+	default:
+		errs = append(errs, fmt.Errorf("tag %s=%q: want auto or manual", TagApproval, v))
+	}
+	if v := tags[TagAlarms]; v != "" {
+		p.Alarms = strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
+	}
+	if v := tags[TagMaintenanceWindow]; v != "" {
+		w, err := ParseWindowTag(v)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.Window = w
+	}
+	return p, errors.Join(errs...)
+}
+
+// AlarmChecker tells which of the named CloudWatch alarms are in ALARM.
+type AlarmChecker interface {
+	InAlarm(ctx context.Context, names []string) ([]string, error)
+}
+
+// CloudWatchAlarms implements AlarmChecker with DescribeAlarms (100 names per call).
+type CloudWatchAlarms struct {
+	API awsapi.CloudWatch
+}
+
+// InAlarm implements AlarmChecker. An alarm name that does not exist is reported as an error, so a typo in
+// a tag holds the rollout rather than silently disabling the gate.
+func (c CloudWatchAlarms) InAlarm(ctx context.Context, names []string) ([]string, error) {
+	var firing []string
+	seen := map[string]bool{}
+	for start := 0; start < len(names); start += 100 {
+		batch := names[start:min(start+100, len(names))]
+		p := cloudwatch.NewDescribeAlarmsPaginator(c.API, &cloudwatch.DescribeAlarmsInput{AlarmNames: batch,
+			AlarmTypes: []cwtypes.AlarmType{cwtypes.AlarmTypeMetricAlarm, cwtypes.AlarmTypeCompositeAlarm}})
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("describing alarms %s: %w", strings.Join(batch, ", "), err)
+			}
+			for _, a := range out.MetricAlarms {
+				seen[aws.ToString(a.AlarmName)] = true
+				if a.StateValue == cwtypes.StateValueAlarm {
+					firing = append(firing, aws.ToString(a.AlarmName))
+				}
+			}
+			for _, a := range out.CompositeAlarms {
+				seen[aws.ToString(a.AlarmName)] = true
+				if a.StateValue == cwtypes.StateValueAlarm {
+					firing = append(firing, aws.ToString(a.AlarmName))
+				}
+			}
+		}
+	}
+	var missing []string
+	for _, n := range names {
+		if !seen[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return firing, fmt.Errorf("alarm(s) %s do not exist", strings.Join(missing, ", "))
+	}
+	return firing, nil
+}

@@ -1,0 +1,39 @@
+package sim
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
+)
+
+// CloudWatchClient is the simulated CloudWatch API: metric alarms whose state tests set.
+type CloudWatchClient struct{ a *Account }
+
+// SetAlarm creates or updates a metric alarm's state (OK, ALARM or INSUFFICIENT_DATA). Setup helper: not
+// counted.
+func (a *Account) SetAlarm(name, stateValue string) {
+	defer a.lock()()
+	a.alarms[name] = stateValue
+}
+
+// DescribeAlarms returns the named metric alarms (names that do not exist are left out, as CloudWatch does).
+// Amazon CloudWatch API Reference, "DescribeAlarms": AlarmNames up to 100.
+func (c *CloudWatchClient) DescribeAlarms(ctx context.Context, in *cloudwatch.DescribeAlarmsInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.DescribeAlarmsOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "cloudwatch:DescribeAlarms")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if len(in.AlarmNames) > 100 {
+		return nil, apiError("InvalidParameterValue", "AlarmNames: at most 100 names")
+	}
+	out := &cloudwatch.DescribeAlarmsOutput{}
+	for _, n := range in.AlarmNames {
+		if st, ok := a.alarms[n]; ok {
+			out.MetricAlarms = append(out.MetricAlarms, cwtypes.MetricAlarm{AlarmName: ptr(n), StateValue: cwtypes.StateValue(st)})
+		}
+	}
+	return out, nil
+}
