@@ -42,6 +42,8 @@ type Settings struct {
 	Policy            lifecycle.Policy
 	// OwnerID names this replica in leases; default "patch-agent".
 	OwnerID string
+	// Platforms adds or replaces platform implementations (EKS); ECS is always built from Clients.ECS.
+	Platforms lifecycle.Platforms
 }
 
 // Agent is one running patch-agent.
@@ -75,7 +77,10 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	if s.OwnerID == "" {
 		s.OwnerID = "patch-agent"
 	}
-	platform := lifecycle.ECSPlatform{Drainer: ecsdrain.New(c.ECS)}
+	platforms := lifecycle.Platforms{lifecycle.PlatformECS: lifecycle.ECSPlatform{Drainer: ecsdrain.New(c.ECS)}}
+	for name, p := range s.Platforms {
+		platforms[name] = p
+	}
 	templates := lifecycle.Templates{EC2: c.EC2, AutoScaling: c.AutoScaling}
 	var alarms lifecycle.AlarmChecker = noAlarmAPI{}
 	if c.CloudWatch != nil {
@@ -83,9 +88,9 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	}
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
-		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platform: platform, Alarms: alarms,
+		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms,
 			Clock: clk, Log: log, Policy: s.Policy},
-		hooks: &lifecycle.Hooks{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platform: platform, Clock: clk, Log: log, Policy: s.Policy},
+		hooks: &lifecycle.Hooks{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Clock: clk, Log: log, Policy: s.Policy},
 		amis:  map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 	}
 	a.Consumer = &events.Consumer{SQS: c.SQS, QueueURL: s.QueueURL, Handler: a, Clock: clk, Log: log, VisibilityTimeout: s.VisibilityTimeout}
@@ -172,21 +177,27 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 	if err != nil {
 		return fmt.Errorf("reading pause locks: %w", err)
 	}
-	nodes := map[string]map[string]lifecycle.NodeState{}
+	nodes := map[string]map[string]lifecycle.NodeState{} // by platform/cluster
 	for _, name := range d.Names() {
 		if only != nil && !only[name] {
 			continue
 		}
 		t := d.Targets[name]
-		if _, ok := nodes[t.Cluster]; !ok {
-			n, err := a.orchestrator.Platform.Observe(ctx, t.Cluster)
+		key := t.Platform + "/" + t.Cluster
+		if _, ok := nodes[key]; !ok {
+			platform, err := a.orchestrator.Platforms.For(t)
+			if err != nil {
+				a.log.Error("group skipped", zap.String(logging.Group, name), zap.Error(err))
+				continue
+			}
+			n, err := platform.Observe(ctx, t.Cluster)
 			if err != nil {
 				a.log.Error("observing cluster failed", zap.String(logging.Cluster, t.Cluster), zap.Error(err))
 				continue
 			}
-			nodes[t.Cluster] = n
+			nodes[key] = n
 		}
-		v := lifecycle.BuildView(d.Groups[name], images, launched, nodes[t.Cluster], a.clock.Now())
+		v := lifecycle.BuildView(d.Groups[name], images, launched, nodes[key], a.clock.Now())
 		var ami *lifecycle.ResolvedAMI
 		if r, ok := a.amis[t.Parameter]; ok {
 			ami = &r

@@ -27,7 +27,7 @@ func TestSoakWaitsUntilTheAMIIsOldEnough(t *testing.T) {
 	r := w.Rollout(ctx, g.Name)
 	require.Equal(t, state.PhaseWaiting, r.Phase)
 	require.Contains(t, r.Reason, "soak")
-	require.Contains(t, r.Reason, published.Add(48*time.Hour).UTC().Format(time.RFC3339)[:16])
+	require.Contains(t, r.Reason, published.Add(48 * time.Hour).UTC().Format(time.RFC3339)[:16])
 	require.Zero(t, w.Account.Calls()["ec2:CreateLaunchTemplateVersion"], "nothing changed while soaking")
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)

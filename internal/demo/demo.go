@@ -48,6 +48,8 @@ type Options struct {
 	Deadline time.Duration
 	// Scenario names the demo scenario (Scenarios lists them); "" is "rollout".
 	Scenario string
+	// Store, when set, is the agent's store (so the caller can save it after the run); nil: a new one.
+	Store *state.Memory
 }
 
 // GroupSummary is one group's line in the final summary.
@@ -128,6 +130,8 @@ type Spec struct {
 	Log          *zap.Logger
 	// Wrap, when set, wraps the agent's clients (fault injection in tests).
 	Wrap func(agent.Clients) agent.Clients
+	// Store, when set, is the agent's store; nil: a new memory store.
+	Store *state.Memory
 }
 
 // DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
@@ -210,7 +214,10 @@ func Build(spec Spec) (*World, error) {
 	if policy == (lifecycle.Policy{}) {
 		policy = lifecycle.DefaultPolicy()
 	}
-	store := state.NewMemory()
+	store := spec.Store
+	if store == nil {
+		store = state.NewMemory()
+	}
 	clients := agent.Clients{AutoScaling: acct.AutoScaling(), EC2: acct.EC2(), ECS: acct.ECS(), SSM: acct.SSM(), SQS: acct.SQS(),
 		CloudWatch: acct.CloudWatch()}
 	if spec.Wrap != nil {
@@ -258,7 +265,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		return Summary{}, err
 	}
 	spec := DemoSpec()
-	spec.Log = opts.Log
+	spec.Log, spec.Store = opts.Log, opts.Store
 	if sc.setup != nil {
 		sc.setup(&spec)
 	}

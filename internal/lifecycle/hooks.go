@@ -52,7 +52,7 @@ type Hooks struct {
 	Store       state.Store
 	AutoScaling awsapi.AutoScaling
 	EC2         awsapi.EC2
-	Platform    Platform
+	Platforms   Platforms
 	Clock       clock.PassiveClock
 	Log         *zap.Logger
 	Policy      Policy
@@ -128,20 +128,28 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 
 // drain starts the platform drain when needed and reports its progress.
 func (h *Hooks) drain(ctx context.Context, t Target, instanceID string) (DrainProgress, error) {
-	prog, err := h.Platform.DrainStatus(ctx, t.Cluster, instanceID)
+	platform, err := h.Platforms.For(t)
+	if err != nil {
+		return DrainProgress{}, err
+	}
+	prog, err := platform.DrainStatus(ctx, t.Cluster, instanceID)
 	if err != nil || prog.Drained {
 		return prog, err
 	}
-	if err := h.Platform.StartDrain(ctx, t.Cluster, instanceID); err != nil {
+	if err := platform.StartDrain(ctx, t.Cluster, instanceID); err != nil {
 		return prog, err
 	}
-	return h.Platform.DrainStatus(ctx, t.Cluster, instanceID)
+	return platform.DrainStatus(ctx, t.Cluster, instanceID)
 }
 
 // launching completes a LAUNCHING action once the instance is healthy in its cluster, or abandons it at the
 // health deadline so Auto Scaling replaces it.
 func (h *Hooks) launching(ctx context.Context, t Target, a events.LifecycleAction, rec state.Hook, log *zap.Logger) (HookOutcome, error) {
-	nodes, err := h.Platform.Observe(ctx, t.Cluster)
+	platform, err := h.Platforms.For(t)
+	if err != nil {
+		return HookInProgress, err
+	}
+	nodes, err := platform.Observe(ctx, t.Cluster)
 	if err != nil {
 		return HookInProgress, err
 	}

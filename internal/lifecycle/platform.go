@@ -39,6 +39,17 @@ type Platform interface {
 	Undrain(ctx context.Context, cluster, instanceID string) error
 }
 
+// Platforms maps a platform name (PlatformECS, PlatformEKS) to its implementation.
+type Platforms map[string]Platform
+
+// For returns the platform of target t, or an error naming the platform nobody implements.
+func (p Platforms) For(t Target) (Platform, error) {
+	if impl, ok := p[t.Platform]; ok && impl != nil {
+		return impl, nil
+	}
+	return nil, fmt.Errorf("group %s: platform %q is not available in this agent", t.Group, t.Platform)
+}
+
 // ECSPlatform drains ECS container instances through DRAINING (internal/ecsdrain).
 type ECSPlatform struct {
 	Drainer *ecsdrain.Drainer

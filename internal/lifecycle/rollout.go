@@ -54,7 +54,7 @@ type Orchestrator struct {
 	Store       state.Store
 	AutoScaling awsapi.AutoScaling
 	Templates   Templates
-	Platform    Platform
+	Platforms   Platforms
 	// Alarms checks the alarm gates of targets that name alarms; nil disables the gate.
 	Alarms AlarmChecker
 	Clock  clock.PassiveClock
@@ -201,7 +201,11 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		}
 		return o.prepare(ctx, v, r)
 	case state.PhaseReplacing:
-		return o.replace(ctx, t, v, r)
+		platform, err := o.Platforms.For(t)
+		if err != nil {
+			return o.halt(ctx, r, err.Error(), false)
+		}
+		return o.replace(ctx, t, platform, v, r)
 	case state.PhaseVerifying:
 		return o.verify(ctx, v, r)
 	case state.PhaseRollingBack:
@@ -278,7 +282,7 @@ func (o *Orchestrator) prepare(ctx context.Context, v GroupView, r state.Rollout
 
 // replace runs the replacement of outdated instances, one at a time: Surge -> ReplacementHealthy -> Draining
 // -> Terminating.
-func (o *Orchestrator) replace(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
+func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform, v GroupView, r state.Rollout) (state.Rollout, error) {
 	if r.Current == nil {
 		return o.pickNext(ctx, t, v, r)
 	}
@@ -330,12 +334,12 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, v GroupView, r sta
 				r.Reason = reason + "; next step: drain " + old.ID
 				return r, errWait
 			}
-			if err := o.Platform.StartDrain(ctx, t.Cluster, old.ID); err != nil {
+			if err := platform.StartDrain(ctx, t.Cluster, old.ID); err != nil {
 				return r, err
 			}
 			o.logStep(r, "drain started")
 		}
-		prog, err := o.Platform.DrainStatus(ctx, t.Cluster, old.ID)
+		prog, err := platform.DrainStatus(ctx, t.Cluster, old.ID)
 		if err != nil {
 			return r, err
 		}
@@ -344,7 +348,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, v GroupView, r sta
 			return o.save(ctx, r, "drained")
 		}
 		if now.Sub(cur.StepStartedAt) > o.Policy.DrainTimeout {
-			if err := o.Platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
+			if err := platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
 				return r, err
 			}
 			return o.halt(ctx, r, fmt.Sprintf("drain of %s did not finish within %s (%s); it was put back in service",
@@ -595,7 +599,11 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 			o.logStep(r, "unhealthy replacement "+i.ID+" removed")
 		}
 		if old, ok := v.Instance(cur.OldInstanceID); ok && old.Node.Draining {
-			if err := o.Platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
+			platform, err := o.Platforms.For(t)
+			if err != nil {
+				return r, err
+			}
+			if err := platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
 				return r, err
 			}
 		}

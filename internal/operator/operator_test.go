@@ -1,0 +1,346 @@
+package operator_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+const (
+	amiA = "ami-0a1a2a3a4a5a6a7a8"
+	amiB = "ami-0b1b2b3b4b5b6b7b8"
+	amiC = "ami-0c1c2c3c4c5c6c7c8"
+)
+
+var now = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// completedOnB is a group rolled from A to B: three instances, all on B.
+func completedOnB() state.Rollout {
+	return state.Rollout{Group: "prod", Platform: "ecs", Cluster: "c1", Phase: state.PhaseCompleted,
+		TargetImageID: amiB, PreviousImageID: amiA, Source: "/golden/ecs", SourceVersion: 4,
+		DetectedAt: now.Add(-2 * time.Hour), PreviousTemplate: &state.LaunchTemplateRef{ID: "lt-1", Version: "$Default"},
+		NewTemplateVersion: "2", Replaced: []string{"i-1", "i-2", "i-3"}, Steps: 20, Instances: 3, OnTarget: 3,
+		UpdatedAt: now.Add(-time.Hour)}
+}
+
+// seed writes rollouts and history entries into a new memory store.
+func seed(t *testing.T, rs []state.Rollout, hist ...state.HistoryEntry) *state.Memory {
+	t.Helper()
+	m := state.NewMemory()
+	for _, r := range rs {
+		_, err := m.PutRollout(context.Background(), r)
+		require.NoError(t, err)
+	}
+	for _, e := range hist {
+		require.NoError(t, m.AppendHistory(context.Background(), e))
+	}
+	return m
+}
+
+func locks(t *testing.T, s state.Store) []state.Lock {
+	t.Helper()
+	ls, err := s.ListLocks(context.Background())
+	require.NoError(t, err)
+	return ls
+}
+
+func TestPause(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		group, reason string
+		who           string
+		until         time.Time
+		want          *state.Lock
+		wantErr       string
+	}{
+		{name: "global pause until resumed", reason: "incident 4711", who: "alice@host",
+			want: &state.Lock{Reason: "incident 4711", Who: "alice@host", Since: now}},
+		{name: "group pause with an end", group: "prod", reason: "game day", who: "bob", until: now.Add(2 * time.Hour),
+			want: &state.Lock{Group: "prod", Reason: "game day", Who: "bob", Since: now, Until: now.Add(2 * time.Hour)}},
+		{name: "reason is trimmed", group: "prod", reason: "  freeze \n", who: "bob",
+			want: &state.Lock{Group: "prod", Reason: "freeze", Who: "bob", Since: now}},
+		{name: "empty reason is refused", reason: " ", who: "alice", wantErr: "a pause needs a reason"},
+		{name: "empty who is refused", reason: "x", wantErr: "who paused"},
+		{name: "until in the past is refused", reason: "x", who: "alice", until: now.Add(-time.Minute), wantErr: "is not in the future"},
+		{name: "until now is refused", reason: "x", who: "alice", until: now, wantErr: "is not in the future"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := state.NewMemory()
+			err := operator.Pause(context.Background(), m, tc.group, tc.reason, tc.who, tc.until, now)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				require.Empty(t, locks(t, m), "nothing written")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, []state.Lock{*tc.want}, locks(t, m))
+		})
+	}
+}
+
+func TestPauseReplacesThePauseOfTheSameScope(t *testing.T) {
+	m := state.NewMemory()
+	ctx := context.Background()
+	require.NoError(t, operator.Pause(ctx, m, "prod", "first", "alice", time.Time{}, now))
+	require.NoError(t, operator.Pause(ctx, m, "prod", "second", "bob", time.Time{}, now.Add(time.Minute)))
+	require.Equal(t, []state.Lock{{Group: "prod", Reason: "second", Who: "bob", Since: now.Add(time.Minute)}}, locks(t, m))
+}
+
+func TestResume(t *testing.T) {
+	global := state.Lock{Reason: "incident", Who: "alice", Since: now}
+	group := state.Lock{Group: "prod", Reason: "game day", Who: "bob", Since: now}
+	expired := state.Lock{Group: "prod", Reason: "old", Who: "bob", Since: now.Add(-3 * time.Hour), Until: now.Add(-time.Hour)}
+	for _, tc := range []struct {
+		name      string
+		have      []state.Lock
+		group     string
+		wantLeft  []state.Lock
+		notPaused string // the ErrNotPaused message, when expected
+	}{
+		{name: "global pause deleted, group pause kept", have: []state.Lock{global, group}, wantLeft: []state.Lock{group}},
+		{name: "group pause deleted, global pause kept", have: []state.Lock{global, group}, group: "prod", wantLeft: []state.Lock{global}},
+		{name: "expired group pause deleted", have: []state.Lock{expired}, group: "prod", wantLeft: []state.Lock{}},
+		{name: "nothing paused globally", have: []state.Lock{group}, wantLeft: []state.Lock{group},
+			notPaused: "the agent is not paused globally"},
+		{name: "group not paused", group: "prod", wantLeft: []state.Lock{}, notPaused: "group prod is not paused"},
+		{name: "group not paused but the global pause holds it", have: []state.Lock{global}, group: "prod",
+			wantLeft: []state.Lock{global}, notPaused: "the global pause by alice (incident) holds every group"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := state.NewMemory()
+			ctx := context.Background()
+			for _, l := range tc.have {
+				require.NoError(t, m.PutLock(ctx, l))
+			}
+			err := operator.Resume(ctx, m, tc.group)
+			if tc.notPaused != "" {
+				require.ErrorIs(t, err, operator.ErrNotPaused)
+				require.ErrorContains(t, err, tc.notPaused)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.wantLeft, locks(t, m))
+		})
+	}
+}
+
+func TestApprove(t *testing.T) {
+	waiting := completedOnB()
+	waiting.Phase, waiting.TargetImageID, waiting.PreviousImageID = state.PhaseWaiting, amiC, amiB
+	noTarget := state.Rollout{Group: "prod", Platform: "ecs", Phase: state.PhaseIdle}
+	approved := waiting
+	approved.ApprovedImage, approved.ApprovedBy = amiC, "alice"
+	for _, tc := range []struct {
+		name        string
+		have        []state.Rollout
+		group, who  string
+		wantVersion int64
+		wantErr     string
+		wantIs      error
+	}{
+		{name: "approves the target AMI", have: []state.Rollout{waiting}, group: "prod", who: "alice", wantVersion: 2},
+		{name: "approving again writes nothing", have: []state.Rollout{approved}, group: "prod", who: "alice", wantVersion: 1},
+		{name: "no rollout record", group: "prod", who: "alice", wantErr: "no rollout record for group prod", wantIs: state.ErrNotFound},
+		{name: "no target AMI yet", have: []state.Rollout{noTarget}, group: "prod", who: "alice", wantErr: "has no target AMI to approve"},
+		{name: "who is required", have: []state.Rollout{waiting}, group: "prod", wantErr: "who approved"},
+		{name: "group is required", who: "alice", wantErr: "approve needs a group"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := seed(t, tc.have)
+			r, err := operator.Approve(context.Background(), m, tc.group, tc.who)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				if tc.wantIs != nil {
+					require.ErrorIs(t, err, tc.wantIs)
+				}
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, amiC, r.ApprovedImage)
+			require.Equal(t, "alice", r.ApprovedBy)
+			require.Equal(t, tc.wantVersion, r.Version)
+			stored, err := m.GetRollout(context.Background(), "prod")
+			require.NoError(t, err)
+			require.Equal(t, r, stored)
+		})
+	}
+}
+
+// racingStore moves the rollout (as the agent would) just before each of the first `races` PutRollout calls.
+type racingStore struct {
+	*state.Memory
+	races atomic.Int32
+	puts  atomic.Int32
+}
+
+func (s *racingStore) PutRollout(ctx context.Context, r state.Rollout) (state.Rollout, error) {
+	s.puts.Add(1)
+	if s.races.Add(-1) >= 0 {
+		cur, err := s.Memory.GetRollout(ctx, r.Group)
+		if err != nil {
+			return state.Rollout{}, err
+		}
+		cur.Steps++
+		if _, err := s.Memory.PutRollout(ctx, cur); err != nil {
+			return state.Rollout{}, err
+		}
+	}
+	return s.Memory.PutRollout(ctx, r)
+}
+
+var _ state.Store = (*racingStore)(nil)
+
+func TestApproveRetriesOnceOnConflict(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		races   int32
+		wantErr bool
+	}{
+		{name: "one conflict: re-read and written", races: 1},
+		{name: "two conflicts: error", races: 2, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			waiting := completedOnB()
+			waiting.Phase, waiting.TargetImageID = state.PhaseWaiting, amiC
+			s := &racingStore{Memory: seed(t, []state.Rollout{waiting})}
+			s.races.Store(tc.races)
+			r, err := operator.Approve(context.Background(), s, "prod", "alice")
+			require.Equal(t, int32(2), s.puts.Load())
+			if tc.wantErr {
+				require.ErrorIs(t, err, state.ErrConflict)
+				require.ErrorContains(t, err, "changed twice")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, amiC, r.ApprovedImage)
+			require.Equal(t, waiting.Steps+1, r.Steps, "the agent's move is kept")
+		})
+	}
+}
+
+func TestRollback(t *testing.T) {
+	completed := completedOnB()
+	halted := completedOnB()
+	halted.Phase, halted.TargetImageID, halted.PreviousImageID = state.PhaseHalted, amiC, amiB
+	halted.Reason = "failed: drain of i-4 did not finish within 30m0s"
+	halted.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4", NewInstanceID: "i-7", InstancesBefore: []string{"i-4"}}
+	halted.OnTarget = 1
+	replacing := completedOnB()
+	replacing.Phase, replacing.TargetImageID = state.PhaseReplacing, amiC
+	replacing.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4"}
+	preparing := completedOnB()
+	preparing.Phase, preparing.TargetImageID = state.PhasePreparing, amiC
+	waiting := completedOnB()
+	waiting.Phase, waiting.TargetImageID, waiting.PreviousImageID = state.PhaseWaiting, amiC, amiB
+	noPrevious := completedOnB()
+	noPrevious.PreviousImageID = ""
+	completedHist := []state.HistoryEntry{
+		{Group: "prod", At: now.Add(-10 * time.Hour), Event: "completed", PreviousImage: "ami-0old", NewImage: amiA},
+		{Group: "prod", At: now.Add(-2 * time.Hour), Event: "detected", PreviousImage: amiA, NewImage: amiB},
+		{Group: "prod", At: now.Add(-time.Hour), Event: "completed", PreviousImage: amiA, NewImage: amiB},
+	}
+	for _, tc := range []struct {
+		name      string
+		have      state.Rollout
+		hist      []state.HistoryEntry
+		to, who   string
+		wantFrom  string
+		wantTo    string
+		wantErr   string
+		wantErrIs error
+	}{
+		{name: "completed: back to the AMI before, from history", have: completed, hist: completedHist, who: "alice", wantFrom: amiB, wantTo: amiA},
+		{name: "completed without history: back to the record's previous AMI", have: completed, who: "alice", wantFrom: amiB, wantTo: amiA},
+		{name: "explicit AMI", have: completed, hist: completedHist, to: "ami-0old", who: "alice", wantFrom: amiB, wantTo: "ami-0old"},
+		{name: "halted: back to the AMI the group ran, not the one before it", have: halted, hist: completedHist, who: "alice", wantFrom: amiC, wantTo: amiB},
+		{name: "waiting at a gate", have: waiting, hist: completedHist, who: "alice", wantFrom: amiC, wantTo: amiB},
+		{name: "refused while replacing", have: replacing, who: "alice",
+			wantErr: "rollout in progress at Replacing/Draining: pause it and wait for Halted, or let it finish"},
+		{name: "refused while preparing", have: preparing, who: "alice", wantErr: "rollout in progress at Preparing/-"},
+		{name: "refused without a previous AMI", have: noPrevious, who: "alice", wantErr: "no previous AMI is recorded for group prod"},
+		{name: "refused to the current target", have: completed, to: amiB, who: "alice", wantErr: "already targets " + amiB},
+		{name: "refused to something that is not an AMI", have: completed, to: "latest", who: "alice", wantErr: `"latest" is not an AMI id`},
+		{name: "refused without who", have: completed, wantErr: "who asked"},
+		{name: "refused without a rollout record", have: state.Rollout{Group: "other", Phase: state.PhaseIdle}, who: "alice",
+			wantErr: "no rollout record for group prod", wantErrIs: state.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := seed(t, []state.Rollout{tc.have}, tc.hist...)
+			before, _ := m.GetRollout(ctx, "prod")
+			r, err := operator.Rollback(ctx, m, "prod", tc.to, tc.who, now)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				if tc.wantErrIs != nil {
+					require.ErrorIs(t, err, tc.wantErrIs)
+				}
+				after, _ := m.GetRollout(ctx, "prod")
+				require.Equal(t, before, after, "record untouched")
+				hist, err := m.History(ctx, "prod")
+				require.NoError(t, err)
+				require.Len(t, hist, len(tc.hist), "no history entry")
+				return
+			}
+			require.NoError(t, err)
+			want := before
+			want.RollbackFrom, want.PreviousImageID, want.TargetImageID = tc.wantFrom, tc.wantFrom, tc.wantTo
+			want.Phase, want.Reason, want.Source, want.SourceVersion, want.DetectedAt = state.PhaseDetected, "", "manual rollback by alice", 0, now
+			want.Current, want.Replaced, want.NewTemplateVersion, want.PreviousTemplate = nil, nil, "", nil
+			want.ApprovedImage, want.ApprovedBy = tc.wantTo, "alice"
+			want.OnTarget, want.Steps, want.UpdatedAt, want.Version = 0, before.Steps+1, now, before.Version+1
+			require.Equal(t, want, r)
+			stored, err := m.GetRollout(ctx, "prod")
+			require.NoError(t, err)
+			require.Equal(t, want, stored)
+			hist, err := m.History(ctx, "prod")
+			require.NoError(t, err)
+			require.Equal(t, state.HistoryEntry{Group: "prod", At: now, Event: operator.HistoryManualRollback,
+				PreviousImage: tc.wantFrom, NewImage: tc.wantTo, Detail: "alice"}, hist[len(hist)-1])
+		})
+	}
+}
+
+func TestRollbackRetriesOnceOnConflictAndDecidesAgain(t *testing.T) {
+	s := &racingStore{Memory: seed(t, []state.Rollout{completedOnB()})}
+	s.races.Store(1)
+	r, err := operator.Rollback(context.Background(), s, "prod", "", "alice", now)
+	require.NoError(t, err)
+	require.Equal(t, amiA, r.TargetImageID)
+	require.Equal(t, completedOnB().Steps+2, r.Steps, "the agent's move and the rollback")
+}
+
+func TestPlanRollbackSaysWhatWillHappenWithoutWriting(t *testing.T) {
+	ctx := context.Background()
+	halted := completedOnB()
+	halted.Phase, halted.TargetImageID, halted.PreviousImageID, halted.OnTarget = state.PhaseHalted, amiC, amiB, 1
+	halted.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4", NewInstanceID: "i-7"}
+	m := seed(t, []state.Rollout{halted})
+	p, err := operator.PlanRollback(ctx, m, "prod", "")
+	require.NoError(t, err)
+	require.Equal(t, operator.RollbackPlan{Group: "prod", Phase: state.PhaseHalted, From: amiC, To: amiB, Instances: 3, OnFrom: 1,
+		Halted: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4", NewInstanceID: "i-7"}}, p)
+	r, err := m.GetRollout(ctx, "prod")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), r.Version)
+}
+
+// failingHistory fails every history append.
+type failingHistory struct{ *state.Memory }
+
+func (failingHistory) AppendHistory(context.Context, state.HistoryEntry) error {
+	return errors.New("throttled")
+}
+
+func TestRollbackReportsAHistoryEntryThatWasNotWritten(t *testing.T) {
+	s := failingHistory{seed(t, []state.Rollout{completedOnB()})}
+	r, err := operator.Rollback(context.Background(), s, "prod", "", "alice", now)
+	require.ErrorContains(t, err, "is recorded, but its history entry is not: throttled")
+	require.Equal(t, amiA, r.TargetImageID, "the record as written is returned")
+}
