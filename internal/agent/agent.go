@@ -244,8 +244,37 @@ func (a *Agent) resolveLocked(ctx context.Context, names []string) error {
 	return nil
 }
 
-// Handle implements events.Handler: it routes one parsed message to its effect.
+// eventMarkerTTL is how long a processed event id is remembered to recognise duplicate deliveries
+// (EventBridge retries for up to 24 hours).
+const eventMarkerTTL = 24 * time.Hour
+
+// Handle implements events.Handler: it routes one parsed message to its effect. Duplicate deliveries have
+// one effect: lifecycle actions are keyed by their token (the hook record), other events by their id (an
+// event marker written once the effect is durable); every effect is also idempotent by itself.
 func (a *Agent) Handle(ctx context.Context, ev events.Event) (events.Disposition, error) {
+	marked := ev.ID != "" && (ev.Kind == events.KindParameterChange || ev.Kind == events.KindScheduledTick || ev.Kind == events.KindAMIAnnouncement)
+	if marked {
+		seen, err := a.store.EventSeen(ctx, ev.ID)
+		if err != nil {
+			return events.Done, err
+		}
+		if seen {
+			a.log.Info("duplicate delivery of an event already processed; ignored", zap.String(logging.MessageKind, string(ev.Kind)),
+				zap.String("event_id", ev.ID))
+			return events.Ignored, nil
+		}
+	}
+	disp, err := a.route(ctx, ev)
+	if err == nil && marked && disp == events.Done {
+		if _, err := a.store.MarkEvent(ctx, ev.ID, a.clock.Now().Add(eventMarkerTTL)); err != nil {
+			// The effect is durable and idempotent: a redelivery repeats it harmlessly.
+			a.log.Warn("recording processed event failed", zap.String("event_id", ev.ID), zap.Error(err))
+		}
+	}
+	return disp, err
+}
+
+func (a *Agent) route(ctx context.Context, ev events.Event) (events.Disposition, error) {
 	switch ev.Kind {
 	case events.KindTestNotification, events.KindUnknown:
 		a.log.Debug("message not acted on", zap.String(logging.MessageKind, string(ev.Kind)), zap.String(logging.Reason, ev.Reason))

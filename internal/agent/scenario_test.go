@@ -208,3 +208,39 @@ func TestC15UnhealthyReplacementRollsBack(t *testing.T) {
 
 var _ = lifecycle.TagEnabled
 var _ = sim.TransitionTerminating
+
+func TestPublicParameterWithoutEventsIsPolled(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Parameter: "/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended"}
+	w := build(t, oneGroup(&g))
+	ctx := context.Background()
+	settle(t, w, time.Minute)
+	// AWS public parameters emit no change events into an account: only the poll can see the new AMI.
+	w.Account.PutParameter(g.Parameter, `{"image_id":"`+demo.ImageB+`","image_name":"al2023-ami-ecs-hvm"}`)
+	settle(t, w, 5*time.Minute)
+	require.Equal(t, state.PhaseIdle, w.Rollout(ctx, g.Name).Phase, "not before the poll interval")
+	done, err := w.RunUntil(ctx, tick, 10*time.Minute, func() bool { return w.Rollout(ctx, g.Name).TargetImageID == demo.ImageB })
+	require.NoError(t, err)
+	require.True(t, done, "the 10-minute poll found the new AMI")
+	require.False(t, w.Rollout(ctx, g.Name).SourceModified.IsZero(), "LastModifiedDate recorded with the detection")
+}
+
+func TestDuplicateParameterChangeEventHasOneEffect(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	w := build(t, oneGroup(&g))
+	ctx := context.Background()
+	settle(t, w, time.Minute)
+	ignored := w.Agent.Consumer.Stats.Ignored.Load()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	msgs := w.Account.QueueMessages(w.QueueURL)
+	require.Len(t, msgs, 1)
+	w.Account.SendMessage(w.QueueURL, msgs[0]) // delivered twice in one receive (SQS at-least-once)
+	require.NoError(t, w.Agent.RunOnce(ctx))
+	w.Account.SendMessage(w.QueueURL, msgs[0]) // and once more later (an EventBridge retry)
+	require.NoError(t, w.Agent.RunOnce(ctx))
+	require.GreaterOrEqual(t, w.Agent.Consumer.Stats.Ignored.Load()-ignored, int64(1), "the late duplicate is recognised by its event id")
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Zero(t, visible+inFlight)
+	h, err := w.Store.History(ctx, g.Name)
+	require.NoError(t, err)
+	require.Len(t, h, 1, "one detection")
+}

@@ -315,6 +315,21 @@ func (d *DynamoDB) MarkEvent(ctx context.Context, id string, expires time.Time) 
 	}
 }
 
+// EventSeen implements Store: one consistent GetItem on the event's key.
+func (d *DynamoDB) EventSeen(ctx context.Context, id string) (bool, error) {
+	pk, sk := EventKey(id)
+	var out struct{}
+	err := d.get(ctx, pk, sk, &out)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("reading event marker %s: %w", id, err)
+	}
+}
+
 // epochSecondsCeil returns t in seconds since the Unix epoch, rounded up to a whole second.
 func epochSecondsCeil(t time.Time) int64 {
 	s := t.Unix()

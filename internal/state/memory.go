@@ -162,3 +162,11 @@ func (m *Memory) MarkEvent(_ context.Context, id string, expires time.Time) (boo
 	m.events[id] = expires
 	return true, nil
 }
+
+// EventSeen implements Store.
+func (m *Memory) EventSeen(_ context.Context, id string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.events[id]
+	return ok, nil
+}

@@ -49,4 +49,6 @@ type Store interface {
 	// at-least-once, EventBridge retries) one effect. It returns false when the id was already recorded.
 	// Records may be dropped after expires (DynamoDB TTL).
 	MarkEvent(ctx context.Context, id string, expires time.Time) (first bool, err error)
+	// EventSeen reports whether MarkEvent recorded the id (and the record was not dropped yet).
+	EventSeen(ctx context.Context, id string) (bool, error)
 }

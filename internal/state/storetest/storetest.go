@@ -604,9 +604,15 @@ func testLocksBesideRollouts(t *testing.T, s state.Store) {
 
 func testMarkEvent(t *testing.T, s state.Store) {
 	c := ctx(t)
+	seen, err := s.EventSeen(c, "evt-1")
+	require.NoError(t, err)
+	require.False(t, seen, "not seen before it is marked")
 	first, err := s.MarkEvent(c, "evt-1", at.Add(24*time.Hour))
 	require.NoError(t, err)
 	require.True(t, first)
+	seen, err = s.EventSeen(c, "evt-1")
+	require.NoError(t, err)
+	require.True(t, seen, "seen once marked")
 
 	first, err = s.MarkEvent(c, "evt-1", at.Add(48*time.Hour))
 	require.NoError(t, err)
