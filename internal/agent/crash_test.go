@@ -73,10 +73,19 @@ func TestCrashMatrixResumesAtEveryStepWithoutRepeatingAnEffect(t *testing.T) {
 }
 
 func TestTwoAndThreeReplicasOnOneTableNeverActTwice(t *testing.T) {
+	runReplicas(t, nil)
+}
+
+// runReplicas rolls a group with 2 and then 3 agent replicas acting concurrently on one store and queue.
+func runReplicas(t *testing.T, newStore func(t *testing.T) state.Store) {
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("%d replicas", n), func(t *testing.T) {
 			g := demo.GroupSetup{Name: "ha-asg", Min: 3, Max: 6, Desired: 3}
-			w := build(t, oneGroup(&g))
+			spec := oneGroup(&g)
+			if newStore != nil {
+				spec.Store = newStore(t)
+			}
+			w := build(t, spec)
 			replicas := []*agent.Agent{w.Agent}
 			for i := 1; i < n; i++ {
 				replicas = append(replicas, w.NewReplica(fmt.Sprintf("replica-%d", i)))

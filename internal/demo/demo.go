@@ -16,6 +16,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -130,8 +131,13 @@ type Spec struct {
 	Log          *zap.Logger
 	// Wrap, when set, wraps the agent's clients (fault injection in tests).
 	Wrap func(agent.Clients) agent.Clients
-	// Store, when set, is the agent's store; nil: a new memory store.
-	Store *state.Memory
+	// Store, when set, is the agent's store (a memory store to inspect after a demo, the DynamoDB store on
+	// kumo in integration tests); nil: a new memory store.
+	Store state.Store
+	// SQS and QueueURL, when set, make the agent consume that queue (kumo) instead of the simulated one.
+	// Lifecycle hooks still notify the simulated queue, so use them with HeartbeatTimeout -1 groups.
+	SQS      awsapi.SQS
+	QueueURL string
 }
 
 // DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
@@ -220,6 +226,9 @@ func Build(spec Spec) (*World, error) {
 	}
 	clients := agent.Clients{AutoScaling: acct.AutoScaling(), EC2: acct.EC2(), ECS: acct.ECS(), SSM: acct.SSM(), SQS: acct.SQS(),
 		CloudWatch: acct.CloudWatch()}
+	if spec.SQS != nil {
+		clients.SQS, queue = spec.SQS, spec.QueueURL
+	}
 	if spec.Wrap != nil {
 		clients = spec.Wrap(clients)
 	}
@@ -265,7 +274,10 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		return Summary{}, err
 	}
 	spec := DemoSpec()
-	spec.Log, spec.Store = opts.Log, opts.Store
+	spec.Log = opts.Log
+	if opts.Store != nil { // a nil *state.Memory must not become a non-nil state.Store
+		spec.Store = opts.Store
+	}
 	if sc.setup != nil {
 		sc.setup(&spec)
 	}
