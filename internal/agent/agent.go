@@ -44,6 +44,9 @@ type Settings struct {
 	OwnerID string
 	// Platforms adds or replaces platform implementations (EKS); ECS is always built from Clients.ECS.
 	Platforms lifecycle.Platforms
+	// Observer is told every transition, observation and completed lifecycle action (metrics,
+	// notifications); nil observes nothing.
+	Observer lifecycle.Observer
 }
 
 // Agent is one running patch-agent.
@@ -77,6 +80,9 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	if s.OwnerID == "" {
 		s.OwnerID = "patch-agent"
 	}
+	if s.Observer == nil {
+		s.Observer = lifecycle.NopObserver{}
+	}
 	platforms := lifecycle.Platforms{lifecycle.PlatformECS: lifecycle.ECSPlatform{Drainer: ecsdrain.New(c.ECS)}}
 	for name, p := range s.Platforms {
 		platforms[name] = p
@@ -88,9 +94,9 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	}
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
-		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms,
+		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
 			Clock: clk, Log: log, Policy: s.Policy},
-		hooks: &lifecycle.Hooks{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Clock: clk, Log: log, Policy: s.Policy},
+		hooks: &lifecycle.Hooks{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy},
 		amis:  map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 	}
 	a.Consumer = &events.Consumer{SQS: c.SQS, QueueURL: s.QueueURL, Handler: a, Clock: clk, Log: log, VisibilityTimeout: s.VisibilityTimeout}
@@ -202,10 +208,12 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if r, ok := a.amis[t.Parameter]; ok {
 			ami = &r
 		}
-		if _, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami,
-			Pause: pauseFor(locks, name, a.clock.Now()), SourceProblem: a.sourceErr[t.Parameter]}); err != nil {
+		r, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami,
+			Pause: pauseFor(locks, name, a.clock.Now()), SourceProblem: a.sourceErr[t.Parameter]})
+		if err != nil {
 			a.log.Error("rollout step failed; retrying next tick", zap.String(logging.Group, name), zap.Error(err))
 		}
+		a.settings.Observer.TargetObserved(t, v, r, ami)
 	}
 	return nil
 }

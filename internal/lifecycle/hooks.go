@@ -56,6 +56,8 @@ type Hooks struct {
 	Clock       clock.PassiveClock
 	Log         *zap.Logger
 	Policy      Policy
+	// Observer is told every completed action; nil observes nothing.
+	Observer Observer
 
 	mu         sync.Mutex
 	heartbeats map[string]time.Duration // group/hook -> HeartbeatTimeout
@@ -244,8 +246,16 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 
 func (h *Hooks) finish(ctx context.Context, rec state.Hook, result, note string) error {
 	rec.State, rec.Result, rec.Note, rec.CompletedAt = state.HookCompleted, result, note, h.Clock.Now()
-	if _, err := h.Store.PutHook(ctx, rec); err != nil {
+	stored, err := h.Store.PutHook(ctx, rec)
+	if err != nil {
 		return fmt.Errorf("recording completion of lifecycle action %s: %w", rec.Token, err)
+	}
+	if h.Observer != nil {
+		var drain time.Duration
+		if rec.Transition == events.TransitionTerminating {
+			drain = rec.CompletedAt.Sub(rec.ReceivedAt)
+		}
+		h.Observer.LifecycleActionCompleted(stored, drain)
 	}
 	return nil
 }

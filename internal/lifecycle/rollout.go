@@ -60,8 +60,11 @@ type Orchestrator struct {
 	Clock  clock.PassiveClock
 	Log    *zap.Logger
 	Policy Policy
+	// Observer is told every transition (metrics, notifications); nil observes nothing.
+	Observer Observer
 
-	pause *state.Lock // the pause of the target being reconciled (Reconcile is not called concurrently)
+	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
+	lastStored state.Rollout // the record as last read or written in this Reconcile call
 }
 
 func (o *Orchestrator) leaseTTL() time.Duration {
@@ -123,6 +126,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 	} else if err != nil {
 		return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
 	}
+	o.lastStored = r
 	now := o.Clock.Now()
 	if r.LeaseOwner != "" && r.LeaseOwner != o.Owner && now.Before(r.LeaseExpires) {
 		return r, nil // another replica acts on this target
@@ -651,7 +655,11 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string) (
 	}
 	if what != "lease renewed" {
 		o.logStep(next, what)
+		if o.Observer != nil {
+			o.Observer.RolloutTransition(o.lastStored, next, what)
+		}
 	}
+	o.lastStored = next
 	return next, nil
 }
 
