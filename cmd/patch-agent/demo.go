@@ -11,13 +11,15 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 func newDemoCommand() *cobra.Command {
 	var (
-		asJSON   bool
-		verbose  bool
-		scenario string
+		asJSON    bool
+		verbose   bool
+		scenario  string
+		stateFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -51,10 +53,21 @@ Scenarios:
 			} else {
 				opts.Log = zap.NewNop()
 			}
+			if stateFile != "" {
+				opts.Store = state.NewMemory()
+			}
 			began := time.Now()
 			s, err := demo.Run(cmd.Context(), opts)
 			if err != nil {
 				return err
+			}
+			if stateFile != "" {
+				if err := saveSnapshot(stateFile, opts.Store); err != nil {
+					return err
+				}
+				if !asJSON {
+					fmt.Fprintf(cmd.OutOrStdout(), "state saved to %s; inspect it with: patch-agent status --state-file %s\n", stateFile, stateFile)
+				}
 			}
 			if asJSON {
 				b, err := s.JSON()
@@ -79,5 +92,6 @@ Scenarios:
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the final summary as JSON")
 	cmd.Flags().StringVar(&scenario, "scenario", "rollout", "scenario to play: "+strings.Join(demo.Scenarios(), ", "))
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also write the agent's JSON logs to stderr")
+	cmd.Flags().StringVar(&stateFile, "state-file", "", "after the demo, save the agent's state (rollouts, history, locks) to this file for status, history, pause, rollback --state-file")
 	return cmd
 }

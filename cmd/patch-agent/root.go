@@ -23,6 +23,7 @@ Try it without an AWS account:  patch-agent demo`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newDemoCommand(), newMessageCommand())
+	root.AddCommand(newRunCommand(), newDemoCommand(), newMessageCommand(), newStatusCommand(), newHistoryCommand(),
+		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRollbackCommand())
 	return root
 }

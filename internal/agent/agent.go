@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -67,6 +68,7 @@ type Agent struct {
 	amis       map[string]lifecycle.ResolvedAMI // by parameter name
 	sourceErr  map[string]string                // parameter -> why it names no AMI (missing, invalid)
 	lastPoll   time.Time
+	lastTick   atomic.Int64 // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
 }
 
 // New builds an agent. log may be zap.NewNop().
@@ -150,7 +152,17 @@ func backoff(attempt int) time.Duration {
 func (a *Agent) Reconcile(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	defer func() { a.lastTick.Store(a.clock.Now().UnixNano()) }()
 	return a.reconcileLocked(ctx, nil)
+}
+
+// LastTick returns when the last Reconcile (a tick of the loop) finished, successful or not; zero before the
+// first. The health server's readiness check reads it to tell a stuck loop.
+func (a *Agent) LastTick() time.Time {
+	if ns := a.lastTick.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error {

@@ -95,8 +95,8 @@ func TestMissingAlarmHoldsInsteadOfDisablingTheGate(t *testing.T) {
 	require.Contains(t, r.Reason, "typo-alarm do not exist")
 }
 
-func TestMaintenanceWindowHoldsUntilItOpensAndStopsNewReplacementsWhenItCloses(t *testing.T) {
-	// The clock starts at 02:00 UTC; the window is 03:00-03:03 — long enough for one replacement only.
+func TestMaintenanceWindowHoldsUntilItOpensAndStopsNewStepsWhenItCloses(t *testing.T) {
+	// The clock starts at 02:00 UTC; the window is 03:00-03:03.
 	g := policyGroup(map[string]string{lifecycle.TagMaintenanceWindow: "0 3 * * * 3m UTC"})
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
@@ -106,15 +106,25 @@ func TestMaintenanceWindowHoldsUntilItOpensAndStopsNewReplacementsWhenItCloses(t
 	r := w.Rollout(ctx, g.Name)
 	require.Equal(t, state.PhaseWaiting, r.Phase)
 	require.Contains(t, r.Reason, "opens at 2026-11-30T03:00:00Z")
+	require.Equal(t, 2, w.Account.LaunchedInstances(g.Name), "nothing launched before the window")
 
-	done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return len(w.Rollout(ctx, g.Name).Replaced) == 1 })
+	closes := time.Date(2026, 11, 30, 3, 3, 0, 0, time.UTC)
+	_, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return !w.Account.Clock().Now().Before(closes) })
 	require.NoError(t, err)
-	require.True(t, done, "the replacement started inside the window finishes")
+	require.GreaterOrEqual(t, len(w.Rollout(ctx, g.Name).Replaced), 1, "the window was used")
+	launched := w.Account.LaunchedInstances(g.Name)
+	drains := w.Account.Calls()["ecs:UpdateContainerInstancesState"]
+
 	_, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return false })
 	require.NoError(t, err)
+	require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "no surge outside the window")
+	require.Equal(t, drains, w.Account.Calls()["ecs:UpdateContainerInstancesState"], "no drain outside the window")
 	r = w.Rollout(ctx, g.Name)
-	require.Len(t, r.Replaced, 1, "no new replacement outside the window")
-	require.Nil(t, r.Current)
+	require.True(t, r.Active())
 	require.Contains(t, r.Reason, "opens at 2026-12-01T03:00:00Z")
 	require.Empty(t, w.Checker.Violations)
+
+	done, err := w.RunUntil(ctx, tick, 24*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done, "the next window finishes the rollout")
 }

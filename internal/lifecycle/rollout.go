@@ -338,6 +338,16 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 				r.Reason = reason + "; next step: drain " + old.ID
 				return r, errWait
 			}
+			if cur.DrainStartedAt.IsZero() {
+				// The drain deadline runs from here, not from the step's start: a gate may have held the
+				// drain for hours. Written before the drain starts, so a crash cannot restart the clock.
+				cur.DrainStartedAt = now
+				saved, err := o.save(ctx, r, "drain starting")
+				if err != nil {
+					return saved, err
+				}
+				r, cur = saved, saved.Current
+			}
 			if err := platform.StartDrain(ctx, t.Cluster, old.ID); err != nil {
 				return r, err
 			}
@@ -351,7 +361,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 			cur.Step, cur.StepStartedAt = state.StepTerminating, now
 			return o.save(ctx, r, "drained")
 		}
-		if now.Sub(cur.StepStartedAt) > o.Policy.DrainTimeout {
+		if started := cur.DrainStartedAt; !started.IsZero() && now.Sub(started) > o.Policy.DrainTimeout {
 			if err := platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
 				return r, err
 			}
@@ -365,24 +375,26 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 		if !ok {
 			return o.retire(ctx, r, "old instance terminated")
 		}
-		if old.InService() {
-			if err := o.holdIfPaused(&r, "terminate "+old.ID); err != nil {
-				return r, err
-			}
-			// Decrementing desired capacity undoes the surge in the same call; the group's terminating
-			// lifecycle hook (if any) then reaches this agent, which finds the instance drained and completes
-			// it (Amazon EC2 Auto Scaling API Reference: TerminateInstanceInAutoScalingGroup).
-			_, err := o.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
-				InstanceId: aws.String(old.ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
-			if awsapi.IsInstanceNotFound(err) {
-				return o.retire(ctx, r, "old instance already gone")
-			}
-			if err != nil {
-				return r, fmt.Errorf("terminating drained instance %s: %w", old.ID, err)
-			}
-			o.logStep(r, "terminate requested")
+		if !old.InService() {
+			return o.retire(ctx, r, "old instance leaving ("+old.LifecycleState+")")
 		}
-		return r, errWait
+		if err := o.holdIfPaused(&r, "terminate "+old.ID); err != nil {
+			return r, err
+		}
+		// Decrementing desired capacity undoes the surge in the same call; the group's terminating lifecycle
+		// hook (if any) then reaches this agent, which finds the instance drained and completes it (Amazon EC2
+		// Auto Scaling API Reference: TerminateInstanceInAutoScalingGroup). The replacement is done once the
+		// call is accepted: the next one need not wait for the drained instance to finish shutting down.
+		_, err := o.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+			InstanceId: aws.String(old.ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+		if err != nil && !awsapi.IsInstanceNotFound(err) {
+			return r, fmt.Errorf("terminating drained instance %s: %w", old.ID, err)
+		}
+		next, err := o.retire(ctx, r, "old instance terminating")
+		if err == nil {
+			err = errWait // this tick's view still shows the old desired capacity: the next pick needs a fresh one
+		}
+		return next, err
 	}
 	return r, fmt.Errorf("unknown replacement step %q", cur.Step)
 }
@@ -393,6 +405,9 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 	perAZ := map[string]int{}
 	var outdated []InstanceView
 	for _, i := range v.Instances {
+		if i.Leaving() {
+			continue
+		}
 		if !i.InService() {
 			r.Reason = fmt.Sprintf("waiting for %s to settle (%s)", i.ID, i.LifecycleState)
 			return r, errWait
@@ -508,6 +523,9 @@ func (o *Orchestrator) retire(ctx context.Context, r state.Rollout, why string) 
 // size, and completes the rollout.
 func (o *Orchestrator) verify(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
 	for _, i := range v.Instances {
+		if i.Leaving() {
+			continue
+		}
 		if !i.InService() {
 			r.Reason = fmt.Sprintf("waiting for %s to settle (%s)", i.ID, i.LifecycleState)
 			return r, errWait
@@ -530,22 +548,26 @@ func (o *Orchestrator) verify(ctx context.Context, v GroupView, r state.Rollout)
 }
 
 // restoreMax lowers max size by the agent's own +1, only while max is still the value the agent wrote: a
-// max changed by someone else since is theirs, and is never overwritten with a stale value. It reports
-// false (wait) while desired capacity is still above the original max.
+// max changed by someone else since is theirs, and is never overwritten with a stale value. When desired
+// capacity is above the original max (someone scaled out meanwhile), max cannot go back without cutting
+// capacity: it is left where it is, and history says so.
 func (o *Orchestrator) restoreMax(ctx context.Context, v GroupView, r *state.Rollout) (bool, error) {
 	if r.MaxRaisedTo == 0 {
 		return true, nil
 	}
-	if v.Max == r.MaxRaisedTo {
-		if v.Desired > r.MaxRaisedFrom {
-			r.Reason = fmt.Sprintf("waiting for desired %d to fall to %d before restoring max size", v.Desired, r.MaxRaisedFrom)
-			return false, errWait
-		}
+	switch {
+	case v.Max == r.MaxRaisedTo && v.Desired <= r.MaxRaisedFrom:
 		if _, err := o.AutoScaling.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
 			AutoScalingGroupName: aws.String(v.Name), MaxSize: aws.Int32(r.MaxRaisedFrom)}); err != nil {
 			return false, fmt.Errorf("restoring max size of %s to %d: %w", v.Name, r.MaxRaisedFrom, err)
 		}
-	} else if v.Max != r.MaxRaisedFrom {
+	case v.Max == r.MaxRaisedTo:
+		detail := fmt.Sprintf("max size left at %d: desired capacity %d is above the original max %d", v.Max, v.Desired, r.MaxRaisedFrom)
+		o.Log.Warn(detail, zap.String(logging.Group, v.Name))
+		if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "max-not-restored", Detail: detail}); err != nil {
+			return false, fmt.Errorf("recording history: %w", err)
+		}
+	case v.Max != r.MaxRaisedFrom:
 		o.Log.Warn("max size changed by someone else during the rollout; leaving it", zap.String(logging.Group, v.Name),
 			zap.Int32("max", v.Max), zap.Int32("agent_wrote", r.MaxRaisedTo))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,6 +32,11 @@ type InstanceView struct {
 // InService reports whether Auto Scaling counts the instance as in service.
 func (i InstanceView) InService() bool {
 	return i.LifecycleState == string(astypes.LifecycleStateInService)
+}
+
+// Leaving reports whether Auto Scaling is terminating the instance (any Terminating state, or Terminated).
+func (i InstanceView) Leaving() bool {
+	return strings.HasPrefix(i.LifecycleState, "Terminating") || i.LifecycleState == string(astypes.LifecycleStateTerminated)
 }
 
 // Serving reports whether the instance is in service and healthy in its cluster, and not draining: the

@@ -125,7 +125,7 @@ func PlanRollback(ctx context.Context, store state.Store, group, to string) (Rol
 
 func planRollback(ctx context.Context, store state.Store, r state.Rollout, to string) (RollbackPlan, error) {
 	if r.Active() && r.Phase != state.PhaseWaiting {
-		return RollbackPlan{}, fmt.Errorf("rollout in progress at %s/%s: pause it and wait for Halted, or let it finish", r.Phase, stepOf(r))
+		return RollbackPlan{}, fmt.Errorf("rollout in progress at %s/%s: let it finish (or halt) first; pause holds it where it is", r.Phase, stepOf(r))
 	}
 	if r.TargetImageID == "" {
 		return RollbackPlan{}, fmt.Errorf("group %s has no target AMI yet: nothing to roll back from", r.Group)

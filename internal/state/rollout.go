@@ -48,6 +48,8 @@ type Replacement struct {
 	InstancesBefore []string  `json:"instancesBefore" dynamodbav:"before"`
 	NewInstanceID   string    `json:"newInstanceId,omitempty" dynamodbav:"new,omitempty"`
 	StepStartedAt   time.Time `json:"stepStartedAt" dynamodbav:"stepStartedAt"`
+	// DrainStartedAt is when the agent started draining the old instance; the drain deadline runs from it.
+	DrainStartedAt time.Time `json:"drainStartedAt,omitempty" dynamodbav:"drainStartedAt,omitempty"`
 	// ContainerInstanceARN of the old instance (ECS), once known.
 	ContainerInstanceARN string `json:"containerInstanceArn,omitempty" dynamodbav:"ci,omitempty"`
 }

@@ -104,6 +104,7 @@ func fullRollout(group string) state.Rollout {
 			InstancesBefore:      []string{"i-0old", "i-0b", "i-0c"},
 			NewInstanceID:        "i-0new",
 			StepStartedAt:        at.Add(-5 * time.Minute),
+			DrainStartedAt:       at.Add(90 * time.Second),
 			ContainerInstanceARN: "arn:aws:ecs:us-east-1:123456789012:container-instance/prod-cluster/0123",
 		},
 		Replaced:      []string{"i-0first"},

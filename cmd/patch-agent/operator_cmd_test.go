@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/config"
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// result is what one run of the CLI printed and returned.
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+// runCtx executes the root command with args, standard input in (not a terminal) and ctx.
+func runCtx(t *testing.T, ctx context.Context, in string, args ...string) result {
+	t.Helper()
+	// The store flags default from the environment; a developer's PATCH_AGENT_TABLE must not leak in.
+	t.Setenv(config.EnvTable, "")
+	t.Setenv(config.EnvRegion, "")
+	t.Setenv("USER", "tester")
+	root := newRootCommand()
+	var stdout, stderr bytes.Buffer
+	root.SetArgs(args)
+	root.SetIn(strings.NewReader(in))
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	err := root.ExecuteContext(ctx)
+	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	return runCtx(t, context.Background(), "", args...)
+}
+
+// demoState runs `patch-agent demo --json --state-file` and returns the state file it wrote.
+func demoState(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "demo.json")
+	res := run(t, "demo", "--json", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	var s demo.Summary
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), "--json prints only the summary")
+	require.FileExists(t, file)
+	return file
+}
+
+func status(t *testing.T, file string) operator.StatusRow {
+	t.Helper()
+	res := run(t, "status", "--state-file", file, "--output", "json")
+	require.NoError(t, res.err, res.stderr)
+	var rows []operator.StatusRow
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &rows), res.stdout)
+	require.Len(t, rows, 1)
+	return rows[0]
+}
+
+func TestStatusOfTheDemoStateShowsTheGroupCompleted(t *testing.T) {
+	row := status(t, demoState(t))
+	require.Equal(t, demo.GroupName, row.Group)
+	require.Equal(t, state.PhaseCompleted, row.Phase)
+	require.Equal(t, demo.ImageB, row.TargetImageID)
+	require.Equal(t, demo.ImageA, row.PreviousImageID)
+	require.Equal(t, 3, row.Instances)
+	require.Equal(t, 3, row.OnTarget)
+	require.Zero(t, row.Other)
+	require.Nil(t, row.Paused)
+}
+
+func TestStatusTable(t *testing.T) {
+	file := demoState(t)
+	for _, args := range [][]string{{"status"}, {"status", demo.GroupName}} {
+		res := run(t, append(args, "--state-file", file)...)
+		require.NoError(t, res.err)
+		lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+		require.Len(t, lines, 2, res.stdout)
+		require.True(t, strings.HasPrefix(lines[0], "GROUP "), lines[0])
+		require.Contains(t, lines[1], "Completed")
+		require.Contains(t, lines[1], "3/3")
+	}
+}
+
+func TestHistoryOfTheDemoState(t *testing.T) {
+	file := demoState(t)
+	res := run(t, "history", demo.GroupName, "--state-file", file, "--output", "json")
+	require.NoError(t, res.err, res.stderr)
+	var hist []state.HistoryEntry
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &hist))
+	var events []string
+	for _, e := range hist {
+		events = append(events, e.Event)
+	}
+	require.Equal(t, []string{"detected", "completed"}, events)
+	require.Equal(t, demo.ImageB, hist[1].NewImage)
+
+	res = run(t, "history", demo.GroupName, "--state-file", file)
+	require.NoError(t, res.err)
+	require.Contains(t, res.stdout, "completed")
+	require.Contains(t, res.stdout, "3 instance(s) replaced")
+}
+
+func TestPauseThenStatusShowsPausedAndResumeClearsIt(t *testing.T) {
+	file := demoState(t)
+	res := run(t, "pause", "--reason", "x", "--until", "2h", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "paused global by tester@")
+
+	row := status(t, file)
+	require.NotNil(t, row.Paused)
+	require.Equal(t, "global", row.Paused.Scope)
+	require.Equal(t, "x", row.Paused.Reason)
+	require.WithinDuration(t, time.Now().Add(2*time.Hour), row.Paused.Until, time.Minute)
+
+	res = run(t, "resume", "--state-file", file)
+	require.NoError(t, res.err)
+	require.Contains(t, res.stdout, "resumed global")
+	require.Nil(t, status(t, file).Paused)
+
+	res = run(t, "resume", "--state-file", file)
+	require.NoError(t, res.err, "resuming what is not paused is a notice")
+	require.Contains(t, res.stderr, "notice: the agent is not paused globally")
+}
+
+func TestPauseOfOneGroup(t *testing.T) {
+	file := demoState(t)
+	res := run(t, "pause", "--group", demo.GroupName, "--reason", "game day", "--who", "bob", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Equal(t, &operator.PauseInfo{Scope: "group " + demo.GroupName, Who: "bob", Reason: "game day",
+		Since: status(t, file).Paused.Since}, status(t, file).Paused)
+
+	res = run(t, "resume", "--state-file", file)
+	require.NoError(t, res.err)
+	require.Contains(t, res.stderr, "not paused globally", "a group pause is not the global one")
+	res = run(t, "resume", "--group", demo.GroupName, "--state-file", file)
+	require.NoError(t, res.err)
+	require.Nil(t, status(t, file).Paused)
+}
+
+func TestRollbackWithYesTargetsThePreviousAMI(t *testing.T) {
+	file := demoState(t)
+	res := run(t, "rollback", demo.GroupName, "--yes", "--who", "alice", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, demo.ImageB+" -> "+demo.ImageA)
+	require.Contains(t, res.stdout, "3 of the group's 3 instance(s)")
+
+	row := status(t, file)
+	require.Equal(t, state.PhaseDetected, row.Phase)
+	require.Equal(t, demo.ImageA, row.TargetImageID)
+	require.Equal(t, demo.ImageB, row.PreviousImageID)
+
+	res = run(t, "history", demo.GroupName, "--state-file", file)
+	require.NoError(t, res.err)
+	require.Contains(t, res.stdout, "manual-rollback")
+	require.Contains(t, res.stdout, "alice")
+
+	res = run(t, "rollback", demo.GroupName, "--yes", "--state-file", file)
+	require.ErrorContains(t, res.err, "rollout in progress at Detected/-", "a second rollback while the first runs")
+}
+
+func TestRollbackWithoutYesOffATerminalIsRefusedAndWritesNothing(t *testing.T) {
+	file := demoState(t)
+	before, err := os.ReadFile(file)
+	require.NoError(t, err)
+	res := runCtx(t, context.Background(), "yes\n", "rollback", demo.GroupName, "--state-file", file)
+	require.ErrorContains(t, res.err, "standard input is not a terminal; pass --yes")
+	require.Contains(t, res.stdout, demo.ImageB+" -> "+demo.ImageA, "the plan is shown")
+	after, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, string(before), string(after))
+}
+
+func TestApprove(t *testing.T) {
+	file := demoState(t)
+	res := run(t, "approve", demo.GroupName, "--who", "carol", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "approved "+demo.ImageB+" for "+demo.GroupName+" by carol")
+	mem, err := loadSnapshot(file)
+	require.NoError(t, err)
+	r, err := mem.GetRollout(context.Background(), demo.GroupName)
+	require.NoError(t, err)
+	require.Equal(t, demo.ImageB, r.ApprovedImage)
+	require.Equal(t, "carol", r.ApprovedBy)
+}
+
+func TestStatusWatchStopsCleanlyOnCancel(t *testing.T) {
+	file := demoState(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	res := runCtx(t, ctx, "", "status", "--watch", "--interval", "1s", "--state-file", file)
+	require.NoError(t, res.err)
+	require.Less(t, time.Since(began), 2*time.Second)
+	require.Equal(t, 1, strings.Count(res.stdout, "GROUP "), res.stdout)
+	require.NotContains(t, res.stdout, "\x1b[", "no escape codes when stdout is not a terminal")
+	require.Contains(t, res.stdout, "Ctrl-C to stop")
+}
+
+func TestCommandErrors(t *testing.T) {
+	file := demoState(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"pause without a reason", []string{"pause", "--state-file", file}, "--reason is required"},
+		{"pause until the past", []string{"pause", "--reason", "x", "--until", "2020-01-01T00:00:00Z", "--state-file", file}, "is not in the future"},
+		{"pause until nonsense", []string{"pause", "--reason", "x", "--until", "tomorrow", "--state-file", file}, `--until "tomorrow": want an RFC 3339 time`},
+		{"no store", []string{"status"}, "no store given: pass --table NAME"},
+		{"both stores", []string{"status", "--table", "t", "--state-file", file}, "--table and --state-file are exclusive"},
+		{"missing state file", []string{"status", "--state-file", filepath.Join(t.TempDir(), "nope.json")}, "does not exist: write one with `patch-agent demo --state-file"},
+		{"unknown group", []string{"status", "nope", "--state-file", file}, "no rollout record for group nope"},
+		{"bad output", []string{"status", "--output", "yaml", "--state-file", file}, `--output "yaml": want table or json`},
+		{"history needs a group", []string{"history", "--state-file", file}, "accepts 1 arg(s)"},
+		{"rollback to the current AMI", []string{"rollback", demo.GroupName, "--to", demo.ImageB, "--yes", "--state-file", file}, "already targets"},
+		{"approve an unknown group", []string{"approve", "nope", "--state-file", file}, "no rollout record for group nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, tc.args...)
+			require.ErrorContains(t, res.err, tc.want)
+		})
+	}
+}
+
+func TestHelpTeachesWithExamples(t *testing.T) {
+	for _, c := range []string{"status", "history", "pause", "resume", "approve", "rollback"} {
+		t.Run(c, func(t *testing.T) {
+			res := run(t, c, "--help")
+			require.NoError(t, res.err)
+			require.Contains(t, res.stdout, "Examples:")
+			require.Contains(t, res.stdout, "--state-file")
+			require.Contains(t, res.stdout, "--table")
+		})
+	}
+}
+
+func TestTableWithoutRegionFailsClearly(t *testing.T) {
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	res := run(t, "status", "--table", "patch-agent")
+	require.ErrorContains(t, res.err, "--region (or AWS_REGION) is required with --table")
+}
+
+func TestRollbackOfAHaltedReplacementSaysWhatStaysBehind(t *testing.T) {
+	ctx := context.Background()
+	mem := state.NewMemory()
+	_, err := mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseHalted,
+		Reason:        "failed: drain of i-old did not finish within 30m0s (2 task(s) running); it was put back in service",
+		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 4, OnTarget: 1,
+		Current: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-old", NewInstanceID: "i-new", DesiredBefore: 3}})
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "halted.json")
+	require.NoError(t, saveSnapshot(file, mem))
+
+	res := run(t, "rollback", "g", "--yes", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "Rollback of g (now Halted): "+demo.ImageB+" -> "+demo.ImageA)
+	require.Contains(t, res.stdout, "the halted replacement of i-old stopped at Draining; its replacement i-new stays in the group")
+	require.Contains(t, res.stdout, "desired capacity stays one above its value before that surge (3)")
+	row := status(t, file)
+	require.Equal(t, state.PhaseDetected, row.Phase)
+	require.Nil(t, row.CurrentInstance)
+	require.Empty(t, row.Reason)
+}

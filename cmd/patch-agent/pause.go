@@ -1,0 +1,157 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+func newPauseCommand() *cobra.Command {
+	var group, reason, until, who string
+	cmd := &cobra.Command{
+		Use:   "pause",
+		Short: "Stop new surges, drains and terminations of every group (or of one with --group)",
+		Long: `Writes a pause lock: the global one, or one group's with --group. From the agent's next reconcile tick
+no new destructive step starts in that scope — no surge, no rollout drain, no termination, no new launch
+template version — and the rollout's status reason says "paused (...) by WHO since T: WHY; next step: ...".
+
+What goes on while paused: drains for Auto Scaling lifecycle hooks (scale-in, rebalancing, instance
+refresh) — they protect running tasks and their lifecycle actions are completed; waits already in flight
+(a replacement booting, a drain under way, a termination leaving) are watched as usual, and their timeouts
+still apply.
+
+A second pause of the same scope replaces the first. --until ends the pause by itself; without it the pause
+lasts until ` + "`patch-agent resume`" + `.`,
+		Example: `  # stop everything during an incident
+  patch-agent pause --reason "incident 4711: ECS control plane errors" --table patch-agent --region eu-west-1
+
+  # one group, for two hours
+  patch-agent pause --group prod-ecs-asg --reason "quarterly load test" --until 2h
+
+  # until a fixed time (RFC 3339)
+  patch-agent pause --group prod-ecs-asg --reason "release freeze" --until 2026-12-01T08:00:00Z`,
+		Args: cobra.NoArgs,
+	}
+	stores := addStoreFlags(cmd)
+	cmd.Flags().StringVarP(&group, "group", "g", "", "pause only this Auto Scaling group (default: every group)")
+	cmd.Flags().StringVarP(&reason, "reason", "r", "", "why (required; shown in status and the agent's logs)")
+	cmd.Flags().StringVar(&until, "until", "", "end the pause by itself: an RFC 3339 time or a duration from now (2h, 90m)")
+	addWhoFlag(cmd, &who)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if strings.TrimSpace(reason) == "" {
+			return errors.New(`--reason is required: say why the agent is paused, e.g. --reason "incident 4711" (it is shown in status and logs)`)
+		}
+		if err := requireWho(who); err != nil {
+			return err
+		}
+		now := time.Now()
+		end, err := parseUntil(until, now)
+		if err != nil {
+			return err
+		}
+		ctx := cmd.Context()
+		s, err := stores.open(ctx)
+		if err != nil {
+			return err
+		}
+		if err := operator.Pause(ctx, s, group, reason, who, end, now); err != nil {
+			return err
+		}
+		if err := s.save(); err != nil {
+			return err
+		}
+		scope := state.Lock{Group: group}.Scope()
+		out := cmd.OutOrStdout()
+		fmt.Fprintf(out, "paused %s by %s", scope, who)
+		if !end.IsZero() {
+			fmt.Fprintf(out, " until %s", end.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintf(out, ": %s\n", strings.TrimSpace(reason))
+		fmt.Fprintln(out, "From the agent's next tick no new surge, rollout drain or termination starts; lifecycle-hook drains go on.")
+		resume := "patch-agent resume"
+		if group != "" {
+			resume += " --group " + group
+		}
+		fmt.Fprintf(out, "Undo with: %s\n", resume)
+		if group != "" {
+			if _, err := s.GetRollout(ctx, group); errors.Is(err, state.ErrNotFound) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "patch-agent: notice: %s has no rollout record yet; the pause applies once the agent manages it (is the name right?)\n", group)
+			}
+		}
+		return nil
+	}
+	return cmd
+}
+
+// parseUntil reads --until: empty (no end), a positive duration from now, or an RFC 3339 time.
+func parseUntil(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("--until %s: a duration must be positive", s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--until %q: want an RFC 3339 time (2026-12-01T08:00:00Z) or a duration from now (2h, 90m)", s)
+	}
+	return t, nil
+}
+
+func newResumeCommand() *cobra.Command {
+	var group string
+	cmd := &cobra.Command{
+		Use:   "resume",
+		Short: "Remove the global pause (or one group's with --group)",
+		Long: `Deletes a pause lock written by ` + "`patch-agent pause`" + `: the global one, or one group's with --group. Rollouts
+continue at the agent's next tick from the step they were held before. A group's own pause and the global
+pause are separate: resuming one leaves the other in place. Resuming a scope that is not paused prints a
+notice and exits 0.`,
+		Example: `  patch-agent resume --table patch-agent --region eu-west-1
+  patch-agent resume --group prod-ecs-asg`,
+		Args: cobra.NoArgs,
+	}
+	stores := addStoreFlags(cmd)
+	cmd.Flags().StringVarP(&group, "group", "g", "", "resume only this Auto Scaling group's own pause (default: the global pause)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx := cmd.Context()
+		s, err := stores.open(ctx)
+		if err != nil {
+			return err
+		}
+		err = operator.Resume(ctx, s, group)
+		if errors.Is(err, operator.ErrNotPaused) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "patch-agent: notice: %v\n", err)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.save(); err != nil {
+			return err
+		}
+		scope := state.Lock{Group: group}.Scope()
+		fmt.Fprintf(cmd.OutOrStdout(), "resumed %s: rollouts continue at the agent's next tick\n", scope)
+		if group != "" {
+			locks, err := s.ListLocks(ctx)
+			if err != nil {
+				return fmt.Errorf("reading pause locks: %w", err)
+			}
+			if l := operator.ActivePause(locks, group, time.Now()); l != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "patch-agent: notice: the %s pause by %s (%s) still holds %s; `patch-agent resume` lifts it\n",
+					l.Scope(), l.Who, l.Reason, group)
+			}
+		}
+		return nil
+	}
+	return cmd
+}

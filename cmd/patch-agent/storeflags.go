@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/spf13/cobra"
+
+	"github.com/patch-agent/patch-agent/internal/config"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// storeFlags select the store an operator command reads and writes: the agent's DynamoDB table (--table,
+// --region, credentials from the default chain) or a state snapshot file (--state-file), exactly one.
+type storeFlags struct {
+	cmd       *cobra.Command
+	table     string
+	region    string
+	stateFile string
+}
+
+// addStoreFlags registers --table, --region and --state-file on cmd; --table and --region default to
+// PATCH_AGENT_TABLE and AWS_REGION.
+func addStoreFlags(cmd *cobra.Command) *storeFlags {
+	d := config.Default()
+	f := &storeFlags{cmd: cmd, table: d.Table, region: d.Region}
+	fl := cmd.Flags()
+	fl.StringVar(&f.table, "table", f.table, "the agent's DynamoDB table (env "+config.EnvTable+")")
+	fl.StringVar(&f.region, "region", f.region, "AWS region of the table (env "+config.EnvRegion+")")
+	fl.StringVar(&f.stateFile, "state-file", "", "use the state snapshot `FILE` instead of DynamoDB (written by patch-agent demo --state-file)")
+	return f
+}
+
+// openedStore is the store a command works on.
+type openedStore struct {
+	state.Store
+	// where names the store for messages: "table T (region R)" or "state file F".
+	where string
+	// mem and path are set for a state file.
+	mem  *state.Memory
+	path string
+}
+
+// errNoStore is returned when neither --table nor --state-file says which store to use.
+var errNoStore = fmt.Errorf("no store given: pass --table NAME (or set %s) for the agent's DynamoDB table, "+
+	"or --state-file FILE for a snapshot written by `patch-agent demo --state-file FILE`", config.EnvTable)
+
+// open returns the selected store. Errors: neither or both given, the snapshot unreadable, or AWS
+// configuration that cannot be loaded (no region).
+func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
+	explicitTable := f.cmd.Flags().Changed("table")
+	switch {
+	case f.stateFile != "" && explicitTable:
+		return nil, errors.New("--table and --state-file are exclusive: use the agent's DynamoDB table or a state file, not both")
+	case f.stateFile != "":
+		mem, err := loadSnapshot(f.stateFile)
+		if err != nil {
+			return nil, err
+		}
+		return &openedStore{Store: mem, where: "state file " + f.stateFile, mem: mem, path: f.stateFile}, nil
+	case strings.TrimSpace(f.table) == "":
+		return nil, errNoStore
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(f.region),
+		awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }))
+	if err != nil {
+		return nil, fmt.Errorf("loading AWS credentials and configuration: %w", err)
+	}
+	if awsCfg.Region == "" {
+		return nil, fmt.Errorf("--region (or %s) is required with --table: the region of table %s", config.EnvRegion, f.table)
+	}
+	return &openedStore{Store: state.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), f.table),
+		where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region)}, nil
+}
+
+// reload re-reads a state file (a watch sees the file as it changes); a DynamoDB store always reads fresh.
+func (s *openedStore) reload() error {
+	if s.mem == nil {
+		return nil
+	}
+	mem, err := loadSnapshot(s.path)
+	if err != nil {
+		return err
+	}
+	s.Store, s.mem = mem, mem
+	return nil
+}
+
+// save writes a state file back after a change; DynamoDB writes are already durable.
+func (s *openedStore) save() error {
+	if s.mem == nil {
+		return nil
+	}
+	return saveSnapshot(s.path, s.mem)
+}
+
+// loadSnapshot reads a state snapshot file.
+func loadSnapshot(path string) (*state.Memory, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("state file %s does not exist: write one with `patch-agent demo --state-file %s`", path, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening state file: %w", err)
+	}
+	defer f.Close()
+	mem, err := state.LoadMemory(f)
+	if err != nil {
+		return nil, fmt.Errorf("state file %s: %w", path, err)
+	}
+	return mem, nil
+}
+
+// saveSnapshot writes the memory store to path atomically: a temporary file in the same directory, renamed
+// over path, so a reader never sees half a snapshot.
+func saveSnapshot(path string, mem *state.Memory) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("saving state file %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
+	mode := fs.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	err = mem.Save(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), mode)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("saving state file %s: %w", path, err)
+	}
+	return nil
+}
+
+// defaultWho names the operator in pause locks, approvals and history: $USER@hostname.
+func defaultWho() string {
+	name := os.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	host, _ := os.Hostname()
+	switch {
+	case name == "":
+		return ""
+	case host == "":
+		return name
+	}
+	return name + "@" + host
+}
+
+// addWhoFlag registers --who (default $USER@hostname).
+func addWhoFlag(cmd *cobra.Command, who *string) {
+	cmd.Flags().StringVar(who, "who", defaultWho(), "who is acting, recorded with the change")
+}
+
+// requireWho returns a clear error when --who is empty (no $USER and no host name to default from).
+func requireWho(who string) error {
+	if strings.TrimSpace(who) == "" {
+		return errors.New("--who is required: $USER is not set, so say who is acting (e.g. --who alice@example.com)")
+	}
+	return nil
+}
+
+// isTerminal reports whether r or w is an interactive terminal: a character device other than the null
+// device (a test's or a service's stdin is often /dev/null, which is a character device too).
+func isTerminal(v any) bool {
+	f, ok := v.(*os.File)
+	if !ok || f == nil {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(fi, null) {
+		return false
+	}
+	return true
+}
+
+// outputFormat validates --output.
+func outputFormat(s string) error {
+	switch s {
+	case "table", "json":
+		return nil
+	}
+	return fmt.Errorf("--output %q: want table or json", s)
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
