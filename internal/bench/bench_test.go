@@ -1,0 +1,323 @@
+// Package bench measures the agent: reaction latency, rollout overhead against the physical floor, AWS calls
+// per replaced instance, Describe calls per tick, footprint at 1,000 groups and parsing throughput.
+// `make bench` runs TestBenchmarks with PATCH_AGENT_BENCH=1; it writes bench-results.json and
+// docs/performance.md at the repository root. Figures are measurements, not pass/fail assertions.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// results are written to bench-results.json.
+type results struct {
+	Machine                    string             `json:"machine"`
+	Date                       string             `json:"date"`
+	ReactionP50Ms              float64            `json:"reaction_p50_ms"`
+	ReactionP99Ms              float64            `json:"reaction_p99_ms"`
+	RolloutOverheadRatio1      float64            `json:"rollout_overhead_ratio_1"`
+	RolloutOverheadRatio10     float64            `json:"rollout_overhead_ratio_10"`
+	RolloutOverheadRatio100    float64            `json:"rollout_overhead_ratio_100"`
+	APICallsPerInstance        float64            `json:"api_calls_per_instance"`
+	APICallsPerInstanceByOp    map[string]float64 `json:"api_calls_per_instance_by_operation"`
+	DescribeCallsPerTick10     int                `json:"describe_calls_per_tick_10"`
+	DescribeCallsPerTick100    int                `json:"describe_calls_per_tick_100"`
+	DescribeCallsPerTick1000   int                `json:"describe_calls_per_tick_1000"`
+	RSSMiB1000Groups           float64            `json:"rss_mib_1000_groups"`
+	RSSMiBSimulatedAccountOnly float64            `json:"rss_mib_simulated_account_only"`
+	IdleCPUPercent             float64            `json:"idle_cpu_percent"`
+	Goroutines1000Groups       int                `json:"goroutines_1000_groups"`
+	ParseMsgsPerS              float64            `json:"parse_msgs_per_s"`
+}
+
+func TestBenchmarks(t *testing.T) {
+	if os.Getenv("PATCH_AGENT_BENCH") == "" {
+		t.Skip("measurements run with `make bench` (PATCH_AGENT_BENCH=1)")
+	}
+	host, _ := os.Hostname()
+	res := results{Machine: fmt.Sprintf("%s, %d cores, %s", host, runtime.NumCPU(), runtime.Version()), Date: time.Now().UTC().Format(time.RFC3339)}
+	res.ParseMsgsPerS = parseThroughput(t)
+	res.ReactionP50Ms, res.ReactionP99Ms = reactionLatency(t, 200)
+	res.RolloutOverheadRatio1, _ = rolloutOverhead(t, 1)
+	var calls map[string]int
+	res.RolloutOverheadRatio10, calls = rolloutOverhead(t, 10)
+	res.RolloutOverheadRatio100, _ = rolloutOverhead(t, 100)
+	res.APICallsPerInstanceByOp = map[string]float64{}
+	for op, n := range calls {
+		res.APICallsPerInstanceByOp[op] = float64(n) / 10
+		res.APICallsPerInstance += float64(n) / 10
+	}
+	res.DescribeCallsPerTick10 = describeCallsPerTick(t, 10)
+	res.DescribeCallsPerTick100 = describeCallsPerTick(t, 100)
+	res.DescribeCallsPerTick1000 = describeCallsPerTick(t, 1000)
+	res.RSSMiBSimulatedAccountOnly, res.RSSMiB1000Groups, res.IdleCPUPercent, res.Goroutines1000Groups = footprint(t)
+
+	root := filepath.Join("..", "..")
+	b, err := json.MarshalIndent(res, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "bench-results.json"), append(b, '\n'), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "performance.md"), []byte(report(res)), 0o644))
+	t.Log("\n" + table(res))
+}
+
+// parseThroughput parses every fixture in a loop on one core and returns messages per second.
+func parseThroughput(t *testing.T) float64 {
+	files, err := filepath.Glob(filepath.Join("..", "events", "testdata", "*.json"))
+	require.NoError(t, err)
+	var bodies [][]byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		bodies = append(bodies, b)
+	}
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	r := testing.Benchmark(func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			ev, err := events.Parse(bodies[i%len(bodies)])
+			if err == nil {
+				_ = route(ev)
+			}
+		}
+	})
+	return float64(r.N) / r.T.Seconds()
+}
+
+// route is the agent's dispatch decision for a parsed event (what Agent.Handle switches on).
+func route(ev events.Event) string {
+	switch ev.Kind {
+	case events.KindLifecycleAction:
+		return ev.Lifecycle.GroupName
+	case events.KindParameterChange:
+		return ev.Parameter.Name
+	}
+	return string(ev.Kind)
+}
+
+// reactionLatency measures, for n Parameter Store Change events sent one after the other to a real SQS
+// queue (kumo) that the agent long-polls, the time from SendMessage to the new launch template version
+// being in effect for the group in the simulated account.
+func reactionLatency(t *testing.T, n int) (p50, p99 float64) {
+	ctx := context.Background()
+	api := sqs.NewFromConfig(testenv.AWSConfig(testenv.Kumo(t)))
+	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.UniqueName(t, "bench"))})
+	require.NoError(t, err)
+	spec := demo.Spec{SQS: api, QueueURL: aws.ToString(q.QueueUrl)}
+	for i := range n {
+		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("react-%03d", i), Cluster: "bench",
+			Parameter: fmt.Sprintf("/golden-ami/react-%03d", i), Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1})
+	}
+	w, err := demo.Build(spec)
+	require.NoError(t, err)
+	require.NoError(t, w.Agent.Reconcile(ctx)) // every group seen Idle on its current AMI
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = w.Agent.Consumer.Run(runCtx, func(int) time.Duration { return 10 * time.Millisecond })
+	}()
+	defer func() { cancel(); wg.Wait() }()
+
+	lat := make([]float64, 0, n)
+	for i, g := range spec.Groups {
+		before := w.Account.Group(g.Name).LaunchTemplateVersion
+		w.Account.PutParameter(g.Parameter, demo.ImageB)
+		body := fmt.Sprintf(`{"version":"0","id":"bench-%d","detail-type":"Parameter Store Change","source":"aws.ssm","account":"111122223333","time":"2026-11-30T02:00:00Z","region":"us-east-1","resources":[],"detail":{"operation":"Update","name":%q,"type":"String"}}`, i, g.Parameter)
+		start := time.Now()
+		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)})
+		require.NoError(t, err)
+		for w.Account.Group(g.Name).LaunchTemplateVersion == before {
+			require.Less(t, time.Since(start), 30*time.Second, "no reaction to event %d", i)
+			time.Sleep(100 * time.Microsecond)
+		}
+		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+	}
+	sort.Float64s(lat)
+	return lat[len(lat)/2], lat[(len(lat)*99)/100]
+}
+
+// rolloutOverhead rolls a group of n instances on the simulated clock with a 1 s reconcile tick and
+// returns the rollout's simulated duration divided by its physical floor: per instance, the time the
+// simulated account needs to boot a replacement until it is healthy in its cluster, plus the time its
+// tasks need to move off the old instance. It also returns the AWS calls made during the rollout.
+func rolloutOverhead(t *testing.T, n int) (float64, map[string]int) {
+	ctx := context.Background()
+	spec := demo.Spec{Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
+		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}}
+	w, err := demo.Build(spec)
+	require.NoError(t, err)
+	_, err = w.RunUntil(ctx, time.Second, 30*time.Second, func() bool { return false })
+	require.NoError(t, err)
+	w.Account.ResetCalls()
+	o := w.Account.Options()
+	// Boot to healthy, then the replacement of the old instance's tasks: a new task starts elsewhere
+	// (TaskStartDelay) and the old one passes three stop stages.
+	floor := time.Duration(n) * (o.BootDelay + o.AgentConnectDelay + o.TaskStartDelay + 3*o.TaskStopStageDelay)
+	start := w.Account.Clock().Now()
+	w.PublishAMI("/golden-ami/roll", demo.ImageB)
+	done, err := w.RunUntil(ctx, time.Second, 100*floor, func() bool { return w.Rollout(ctx, "roll").Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Empty(t, w.Checker.Violations)
+	took := w.Rollout(ctx, "roll").UpdatedAt.Sub(start)
+	return took.Seconds() / floor.Seconds(), w.Account.Calls()
+}
+
+// describeCallsPerTick counts the read calls (Describe*, List*, Get*) of one reconcile tick of an idle
+// agent managing groups groups of 2 instances each.
+func describeCallsPerTick(t *testing.T, groups int) int {
+	ctx := context.Background()
+	w := manyGroups(t, groups, 2)
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	w.Account.ResetCalls()
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	reads := 0
+	for op, n := range w.Account.Calls() {
+		verb := op[strings.Index(op, ":")+1:]
+		if strings.HasPrefix(verb, "Describe") || strings.HasPrefix(verb, "List") || strings.HasPrefix(verb, "Get") {
+			reads += n
+		}
+	}
+	return reads
+}
+
+func manyGroups(t *testing.T, groups, instances int) *demo.World {
+	spec := demo.Spec{}
+	for i := range groups {
+		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("g-%04d", i), Cluster: fmt.Sprintf("c-%04d", i),
+			Parameter: fmt.Sprintf("/golden-ami/g-%04d", i), Min: int32(instances), Max: int32(instances + 1),
+			Desired: int32(instances), HeartbeatTimeout: -1})
+	}
+	w, err := demo.Build(spec)
+	require.NoError(t, err)
+	return w
+}
+
+// footprint builds 1,000 groups of 20 instances, then runs the real agent loop (Agent.Run, 15 s reconcile
+// interval, 20 s long polls on a real SQS queue) for 60 s of wall time and reports the process's peak RSS
+// before and after the agent, its CPU use during that minute and its goroutines.
+func footprint(t *testing.T) (simOnlyMiB, totalMiB, idleCPU float64, goroutines int) {
+	ctx := context.Background()
+	api := sqs.NewFromConfig(testenv.AWSConfig(testenv.Kumo(t)))
+	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.UniqueName(t, "idle"))})
+	require.NoError(t, err)
+	w := manyGroups(t, 1000, 20)
+	runtime.GC()
+	simOnlyMiB = rssMiB(t)
+	a := agent.New(agent.Clients{AutoScaling: w.Account.AutoScaling(), EC2: w.Account.EC2(), ECS: w.Account.ECS(),
+		SSM: w.Account.SSM(), SQS: api}, agent.Settings{QueueURL: aws.ToString(q.QueueUrl), ReconcileInterval: 15 * time.Second,
+		Policy: lifecycle.DefaultPolicy()}, state.NewMemory(), clock.RealClock{}, zap.NewNop())
+	require.NoError(t, a.Reconcile(ctx)) // first sight of every group
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = a.Run(runCtx); close(done) }()
+	cpu0, wall0 := cpuTime(), time.Now()
+	time.Sleep(60 * time.Second)
+	idleCPU = 100 * (cpuTime() - cpu0).Seconds() / time.Since(wall0).Seconds()
+	goroutines = runtime.NumGoroutine()
+	totalMiB = rssMiB(t)
+	cancel()
+	<-done
+	return simOnlyMiB, totalMiB, idleCPU, goroutines
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rssMiB returns the process's peak resident set size (VmHWM) in MiB.
+func rssMiB(t *testing.T) float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			var kb float64
+			_, err := fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")), "%f kB", &kb)
+			require.NoError(t, err)
+			return kb / 1024
+		}
+	}
+	t.Fatal("no VmHWM in /proc/self/status")
+	return 0
+}
+
+type figure struct {
+	name, value, goal, how string
+}
+
+func figures(r results) []figure {
+	return []figure{
+		{"reaction latency p50 / p99", fmt.Sprintf("%.1f ms / %.1f ms", r.ReactionP50Ms, r.ReactionP99Ms), "p99 <= 1000 ms",
+			"200 Parameter Store Change events sent one by one to a kumo SQS queue the agent long-polls; time from SendMessage to the group launching the new launch template version"},
+		{"rollout overhead, 1 instance", fmt.Sprintf("%.3f", r.RolloutOverheadRatio1), "<= 1.03", "simulated rollout time / physical floor (boot-to-healthy + task move per instance), 1 s tick"},
+		{"rollout overhead, 10 instances", fmt.Sprintf("%.3f", r.RolloutOverheadRatio10), "<= 1.03", "same"},
+		{"rollout overhead, 100 instances", fmt.Sprintf("%.3f", r.RolloutOverheadRatio100), "<= 1.03", "same"},
+		{"AWS API calls per replaced instance", fmt.Sprintf("%.1f", r.APICallsPerInstance), "<= 20", "every call to the simulated account during a 10-instance rollout / 10 (by operation in bench-results.json)"},
+		{"Describe/List/Get calls per tick, 10 / 100 / 1,000 groups", fmt.Sprintf("%d / %d / %d", r.DescribeCallsPerTick10, r.DescribeCallsPerTick100, r.DescribeCallsPerTick1000), "grows with groups/100",
+			"one reconcile tick of an idle agent, groups of 2 instances, each group in its own cluster"},
+		{"peak RSS, 1,000 groups x 20 instances", fmt.Sprintf("%.0f MiB (simulated account alone %.0f MiB)", r.RSSMiB1000Groups, r.RSSMiBSimulatedAccountOnly), "<= 80 MiB",
+			"VmHWM of the process holding the agent and the simulated account"},
+		{"CPU while idle, 1,000 groups", fmt.Sprintf("%.2f %%", r.IdleCPUPercent), "< 1 %", "Agent.Run for 60 s wall (15 s reconcile, 20 s long polls on kumo); getrusage user+system / wall"},
+		{"goroutines, 1,000 groups", fmt.Sprintf("%d", r.Goroutines1000Groups), "-", "runtime.NumGoroutine while running"},
+		{"parse and route throughput, one core", fmt.Sprintf("%.0f msgs/s", r.ParseMsgsPerS), ">= 5,000 msgs/s", "events.Parse + dispatch over every fixture, GOMAXPROCS=1"},
+	}
+}
+
+func table(r results) string {
+	var b strings.Builder
+	for _, f := range figures(r) {
+		fmt.Fprintf(&b, "%-58s %-40s goal %s\n", f.name, f.value, f.goal)
+	}
+	return b.String()
+}
+
+func report(r results) string {
+	var b strings.Builder
+	b.WriteString("# Performance\n\n")
+	b.WriteString("Written by `make bench` (`PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestBenchmarks -v -timeout 20m`);\n")
+	b.WriteString("the raw figures are in bench-results.json. Machine: " + r.Machine + ", " + r.Date + ".\n")
+	b.WriteString("This machine is shared and noisy: compare figures of one run with each other, not across runs.\n\n")
+	b.WriteString("| figure | measured | goal | how |\n| --- | --- | --- | --- |\n")
+	for _, f := range figures(r) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", f.name, f.value, f.goal, f.how)
+	}
+	b.WriteString("\nAWS API calls per replaced instance, by operation (10-instance rollout):\n\n| operation | calls per instance |\n| --- | --- |\n")
+	ops := make([]string, 0, len(r.APICallsPerInstanceByOp))
+	for op := range r.APICallsPerInstanceByOp {
+		ops = append(ops, op)
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		fmt.Fprintf(&b, "| %s | %.1f |\n", op, r.APICallsPerInstanceByOp[op])
+	}
+	return b.String()
+}
