@@ -17,7 +17,12 @@ build: ## build bin/patch-agent
 testbin: ## build the emulators the integration tests need (kumo), once per machine
 	@scripts/ensure-kumo.sh >/dev/null
 
-test: testbin ## all tests, integration tests on the emulators included (CI runs this)
+# pinned npm cfn-lint (package.json / package-lock.json) for internal/cfntest and `make lint`
+node_modules/.bin/cfn-lint: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+test: testbin node_modules/.bin/cfn-lint ## all tests, integration tests on the emulators included (CI runs this)
 	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) $(GO) test -count=1 $(PKGS)
 
 unit: ## tests that need no emulator (integration tests skip unless CI=true)
@@ -26,9 +31,10 @@ unit: ## tests that need no emulator (integration tests skip unless CI=true)
 demo: ## run the real agent against a simulated account: an ECS group rolled to a new AMI
 	$(GO) run ./cmd/patch-agent demo
 
-lint: ## gofmt and go vet
+lint: node_modules/.bin/cfn-lint ## gofmt, go vet and cfn-lint of the CloudFormation template
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	scripts/cfn-lint.sh
 
 bench: ## benchmarks (parsing throughput, rollout cost)
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)

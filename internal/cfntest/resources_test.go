@@ -1,0 +1,181 @@
+package cfntest
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/awslabs/goformation/v7/cloudformation/policies"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/config"
+	"github.com/patch-agent/patch-agent/internal/metrics"
+)
+
+func TestQueuePolicyAdmitsExactlyTheRulesOfTheStack(t *testing.T) {
+	for _, c := range configs {
+		t.Run(c.name, func(t *testing.T) {
+			s := loadStack(t, c.params)
+			var rules []string
+			for _, id := range s.resourcesOfType("AWS::Events::Rule") {
+				rules = append(rules, arnOf(id))
+				rule := s.tpl.GetAllEventsRuleResources()[id]
+				require.Lenf(t, rule.Targets, 1, "rule %s", id)
+				require.Equalf(t, arnOf("Queue"), rule.Targets[0].Arn, "rule %s targets the queue", id)
+			}
+			require.NotEmpty(t, rules)
+
+			policies := s.tpl.GetAllSQSQueuePolicyResources()
+			require.Len(t, policies, 1, "one queue policy")
+			for id, p := range policies {
+				require.Equal(t, []string{refTo("Queue")}, p.Queues, "the policy is on the queue only (the DLQ needs none)")
+				var allows []statement
+				for _, st := range parseStatements(t, id, p.PolicyDocument) {
+					switch st.effect {
+					case "Allow":
+						allows = append(allows, st)
+					case "Deny":
+					default:
+						t.Fatalf("%s: effect %q", st.where, st.effect)
+					}
+				}
+				require.Len(t, allows, 1, "one Allow statement: EventBridge rules of this stack")
+				st := allows[0]
+				require.Equal(t, map[string]any{"Service": "events.amazonaws.com"}, st.principal)
+				require.Equal(t, []string{"sqs:SendMessage"}, st.actions)
+				require.Equal(t, []string{arnOf("Queue")}, st.resources)
+				require.Equal(t, map[string]map[string][]string{"ArnEquals": {"aws:SourceArn": st.conditions["ArnEquals"]["aws:SourceArn"]}},
+					st.conditions, "the only condition is the source ARN")
+				require.ElementsMatch(t, rules, st.conditions["ArnEquals"]["aws:SourceArn"],
+					"aws:SourceArn lists every rule of the stack and nothing else")
+			}
+		})
+	}
+}
+
+func TestQueueRedrivesToTheDeadLetterQueue(t *testing.T) {
+	s := loadStack(t, defaultConfig)
+	q, err := s.tpl.GetSQSQueueWithName("Queue")
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"deadLetterTargetArn": arnOf("DeadLetterQueue"), "maxReceiveCount": float64(5)}, q.RedrivePolicy)
+	require.Equal(t, 120, aws.ToInt(q.VisibilityTimeout), "seconds")
+	require.Equal(t, 4*24*3600, aws.ToInt(q.MessageRetentionPeriod), "seconds")
+	require.True(t, aws.ToBool(q.SqsManagedSseEnabled))
+	require.Nil(t, q.KmsMasterKeyId, "SSE-SQS: EventBridge can send without a key policy")
+
+	dlq, err := s.tpl.GetSQSQueueWithName("DeadLetterQueue")
+	require.NoError(t, err)
+	require.Nil(t, dlq.RedrivePolicy)
+	require.Equal(t, 14*24*3600, aws.ToInt(dlq.MessageRetentionPeriod), "seconds")
+	require.True(t, aws.ToBool(dlq.SqsManagedSseEnabled))
+}
+
+func TestTableKeepsStateSafely(t *testing.T) {
+	s := loadStack(t, defaultConfig)
+	tbl, err := s.tpl.GetDynamoDBTableWithName("Table")
+	require.NoError(t, err)
+	require.Equal(t, "PAY_PER_REQUEST", aws.ToString(tbl.BillingMode))
+	require.NotNil(t, tbl.PointInTimeRecoverySpecification)
+	require.True(t, aws.ToBool(tbl.PointInTimeRecoverySpecification.PointInTimeRecoveryEnabled), "PITR")
+	require.NotNil(t, tbl.SSESpecification)
+	require.True(t, tbl.SSESpecification.SSEEnabled, "SSE")
+	require.NotNil(t, tbl.TimeToLiveSpecification)
+	require.True(t, tbl.TimeToLiveSpecification.Enabled, "TTL")
+	require.Equal(t, "expiresAt", aws.ToString(tbl.TimeToLiveSpecification.AttributeName), "TTL attribute (docs/state.md)")
+	require.Len(t, tbl.KeySchema, 2)
+	require.Equal(t, "pk", tbl.KeySchema[0].AttributeName)
+	require.Equal(t, "HASH", tbl.KeySchema[0].KeyType)
+	require.Equal(t, "sk", tbl.KeySchema[1].AttributeName)
+	require.Equal(t, "RANGE", tbl.KeySchema[1].KeyType)
+	for _, a := range tbl.AttributeDefinitions {
+		require.Equal(t, "S", a.AttributeType, a.AttributeName)
+	}
+	require.Equal(t, policies.DeletionPolicy("Retain"), tbl.AWSCloudFormationDeletionPolicy, "rollout history outlives the stack")
+	require.Equal(t, policies.UpdateReplacePolicy("Retain"), tbl.AWSCloudFormationUpdateReplacePolicy)
+}
+
+func TestContainerRunsTheAgentWithItsResources(t *testing.T) {
+	s := loadStack(t, defaultConfig)
+	td, err := s.tpl.GetECSTaskDefinitionWithName("TaskDefinition")
+	require.NoError(t, err)
+	require.Equal(t, arnOf("TaskRole"), aws.ToString(td.TaskRoleArn))
+	require.Equal(t, []string{"FARGATE"}, td.RequiresCompatibilities)
+	require.Len(t, td.ContainerDefinitions, 1)
+	c := td.ContainerDefinitions[0]
+	require.Equal(t, required["AgentImage"], c.Image)
+	require.Equal(t, []string{"run"}, c.Command)
+	env := map[string]string{}
+	for _, kv := range c.Environment {
+		env[aws.ToString(kv.Name)] = aws.ToString(kv.Value)
+	}
+	require.Equal(t, map[string]string{
+		config.EnvQueueURL: refTo("Queue"),
+		config.EnvTable:    refTo("Table"),
+		config.EnvRegion:   testRegion,
+		config.EnvLogLevel: "info",
+	}, env)
+	require.True(t, aws.ToBool(c.ReadonlyRootFilesystem))
+	require.NotNil(t, c.LogConfiguration)
+	require.Equal(t, "awslogs", c.LogConfiguration.LogDriver)
+
+	svc := s.tpl.GetAllECSServiceResources()["Service"]
+	require.NotNil(t, svc)
+	require.Equal(t, 1, aws.ToInt(svc.DesiredCount))
+	require.Equal(t, 2, aws.ToInt(loadStack(t, fullConfig).tpl.GetAllECSServiceResources()["Service"].DesiredCount), "HA")
+}
+
+func TestAlarmsWatchTheDLQHaltsAndHeartbeat(t *testing.T) {
+	s := loadStack(t, fullConfig)
+	alarms := s.tpl.GetAllCloudWatchAlarmResources()
+	type want struct {
+		metric, comparison, missing string // metric: namespace/name/statistic, or the Metrics Insights query
+		threshold                   float64
+	}
+	cases := map[string]want{
+		"DeadLetterQueueAlarm": {"AWS/SQS/ApproximateNumberOfMessagesVisible/Maximum", "GreaterThanThreshold", "notBreaching", 0},
+		// RolloutHalted carries the dimensions Group and Platform: one query over every group.
+		"RolloutHaltedAlarm": {`SELECT MAX(` + metrics.RolloutHalted + `) FROM "` + metrics.Namespace + `"`, "GreaterThanThreshold", "notBreaching", 0},
+		// AgentHeartbeat carries no dimension; a dead agent sends nothing, so missing data is breaching.
+		"HeartbeatMissingAlarm": {metrics.Namespace + "/" + metrics.AgentHeartbeat + "/SampleCount", "LessThanThreshold", "breaching", 1},
+	}
+	require.ElementsMatch(t, keys(cases), keys(alarms))
+	for name, w := range cases {
+		a := alarms[name]
+		metric := aws.ToString(a.Namespace) + "/" + aws.ToString(a.MetricName) + "/" + aws.ToString(a.Statistic)
+		if len(a.Metrics) > 0 {
+			require.Len(t, a.Metrics, 1, name)
+			require.True(t, aws.ToBool(a.Metrics[0].ReturnData), name)
+			require.Equal(t, 300, aws.ToInt(a.Metrics[0].Period), "%s: a Metrics Insights query in an alarm needs its period", name)
+			metric = aws.ToString(a.Metrics[0].Expression)
+		}
+		require.Equal(t, w.metric, metric, name)
+		require.Equal(t, w.comparison, a.ComparisonOperator, name)
+		require.Equal(t, w.missing, aws.ToString(a.TreatMissingData), name)
+		require.Equal(t, w.threshold, *a.Threshold, name)
+		require.Equal(t, []string{fullConfig["AlarmTopicArn"]}, a.AlarmActions, name)
+	}
+	dlq := alarms["DeadLetterQueueAlarm"]
+	require.Len(t, dlq.Dimensions, 1)
+	require.Equal(t, getAtt("DeadLetterQueue", "QueueName"), dlq.Dimensions[0].Value, "the alarm watches the DLQ, not the queue")
+
+	for name, a := range loadStack(t, defaultConfig).tpl.GetAllCloudWatchAlarmResources() {
+		require.Empty(t, a.AlarmActions, "%s: no topic, no actions", name)
+	}
+}
+
+func TestDashboardBodyIsJSON(t *testing.T) {
+	s := loadStack(t, defaultConfig)
+	d := s.tpl.GetAllCloudWatchDashboardResources()["Dashboard"]
+	require.NotNil(t, d)
+	var body struct {
+		Widgets []struct {
+			Type       string         `json:"type"`
+			Properties map[string]any `json:"properties"`
+		} `json:"widgets"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(d.DashboardBody), &body), d.DashboardBody)
+	require.NotEmpty(t, body.Widgets)
+	for _, w := range body.Widgets {
+		require.NotEmpty(t, w.Properties["title"], "every widget has a title")
+	}
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Lints cloudformation/patch-agent.yaml offline with the pinned npm cfn-lint (package.json devDependencies,
+# installed into ./node_modules by `npm ci`). Exits non-zero on any critical finding or warning.
+#
+# The template is validated once per configuration below, because its conditions (AMI parameter names or
+# prefix, lifecycle route, alarm topic) switch resources on and off; each run resolves them with those values.
+#
+# cfn-lint 1.9.7 bundles the CloudFormation resource specification 2.29.0 (2019):
+# cloudformation/cfn-lint-spec-supplement.js adds the few newer properties the template uses (loaded with
+# NODE_OPTIONS=--require before the CLI). It also rejects an empty CommaDelimitedList value, which
+# CloudFormation accepts, so every configuration names at least one AMI parameter; the goformation checks
+# in internal/cfntest cover the configuration without names.
+#
+# Called by internal/cfntest (go test) and usable by hand: scripts/cfn-lint.sh [template]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+template=${1:-cloudformation/patch-agent.yaml}
+
+if [ ! -x node_modules/.bin/cfn-lint ]; then
+  echo "cfn-lint is not installed: run npm ci (at the repository root)" >&2
+  exit 2
+fi
+
+roles='arn:aws:iam::123456789012:role/ecsInstanceRole\,arn:aws:iam::123456789012:role/eks-nodes'
+configurations=(
+  # everything on: names and prefix, lifecycle actions by EventBridge and by queue target, alarm topic, HA
+  "AgentImage=123456789012.dkr.ecr.us-east-1.amazonaws.com/patch-agent:v1,AMIParameterNames=/golden-ami/ecs/al2023\,MyExampleParameter\,MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=Both,AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:ops,DesiredCount=2,EcsClusterNames=prod\,staging,InstanceRoleArns=$roles"
+  # the defaults: lifecycle actions by EventBridge, no prefix, no alarm topic, one replica
+  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,InstanceRoleArns=$roles"
+  # hooks with the queue as notification target, prefix only besides one name
+  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=QueueTarget,InstanceRoleArns=$roles"
+)
+
+export NODE_OPTIONS="--require $root/cloudformation/cfn-lint-spec-supplement.js${NODE_OPTIONS:+ $NODE_OPTIONS}"
+export FORCE_COLOR=0
+status=0
+for params in "${configurations[@]}"; do
+  echo "== cfn-lint validate $template --parameters ${params//\\,/;}"
+  set +e
+  out=$(npx --no cfn-lint validate "$template" --parameters "$params" 2>&1)
+  rc=$?
+  set -e
+  out=$(printf '%s\n' "$out" | sed 's/\x1b\[[0-9;]*m//g')
+  printf '%s\n' "$out"
+  if [ "$rc" -ne 0 ] || ! printf '%s\n' "$out" | grep -qx '0 warn' || ! printf '%s\n' "$out" | grep -qx '0 crit'; then
+    status=1
+  fi
+done
+exit "$status"
