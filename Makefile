@@ -36,8 +36,9 @@ lint: node_modules/.bin/cfn-lint ## gofmt, go vet and cfn-lint of the CloudForma
 	$(GO) vet $(PKGS)
 	scripts/cfn-lint.sh
 
-bench: ## benchmarks (parsing throughput, rollout cost)
-	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+bench: testbin ## measurements: writes bench-results.json and docs/performance.md (~3 minutes)
+	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_BENCH=1 $(GO) test -count=1 -run TestBenchmarks -v -timeout 20m ./internal/bench
+	$(GO) test -run='^$$' -bench=. -benchmem ./internal/events
 
 clean: ## remove build output
 	rm -rf bin
