@@ -14,8 +14,9 @@ help: ## list the targets
 build: ## build bin/patch-agent
 	$(GO) build -o $(BIN) ./cmd/patch-agent
 
-testbin: ## build the emulators the integration tests need (kumo), once per machine
+testbin: ## build the emulators the integration tests need (kumo, kube-apiserver + etcd), once per machine
 	@scripts/ensure-kumo.sh >/dev/null
+	@scripts/ensure-kube.sh >/dev/null
 
 # pinned npm cfn-lint (package.json / package-lock.json) for internal/cfntest and `make lint`
 node_modules/.bin/cfn-lint: package.json package-lock.json
@@ -23,12 +24,12 @@ node_modules/.bin/cfn-lint: package.json package-lock.json
 	@touch $@
 
 test: testbin node_modules/.bin/cfn-lint ## all tests, integration tests on the emulators included (CI runs this)
-	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) $(GO) test -count=1 $(PKGS)
+	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) KUBEBUILDER_ASSETS=$$(scripts/ensure-kube.sh) $(GO) test -count=1 $(PKGS)
 
 unit: ## tests that need no emulator (integration tests skip unless CI=true)
 	$(GO) test -count=1 $(PKGS)
 
-demo: ## run the real agent against a simulated account: an ECS group rolled to a new AMI
+demo: ## run the real agent against a simulated account: an ECS group and an EKS node group rolled to a new AMI
 	$(GO) run ./cmd/patch-agent demo
 
 lint: node_modules/.bin/cfn-lint ## gofmt, go vet and cfn-lint of the CloudFormation template

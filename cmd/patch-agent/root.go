@@ -24,6 +24,6 @@ Try it without an AWS account:  patch-agent demo`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCommand(), newDemoCommand(), newMessageCommand(), newStatusCommand(), newHistoryCommand(),
-		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRollbackCommand())
+		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRollbackCommand(), newAuditCommand())
 	return root
 }

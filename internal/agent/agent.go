@@ -45,6 +45,9 @@ type Settings struct {
 	OwnerID string
 	// Platforms adds or replaces platform implementations (EKS); ECS is always built from Clients.ECS.
 	Platforms lifecycle.Platforms
+	// Sources complete the targets' AMI sources at discovery (lifecycle.EKSSources: `auto` for EKS groups,
+	// and the node-not-newer-than-control-plane rule); nil: parameters are taken as tagged.
+	Sources []lifecycle.SourceResolver
 	// Observer is told every transition, observation and completed lifecycle action (metrics,
 	// notifications); nil observes nothing.
 	Observer lifecycle.Observer
@@ -68,7 +71,64 @@ type Agent struct {
 	amis       map[string]lifecycle.ResolvedAMI // by parameter name
 	sourceErr  map[string]string                // parameter -> why it names no AMI (missing, invalid)
 	lastPoll   time.Time
-	lastTick   atomic.Int64 // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
+	lastTick   atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
+	images     map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
+}
+
+// instanceImage is a cached DescribeInstances answer.
+type instanceImage struct {
+	imageID  string
+	launched time.Time
+	seen     time.Time
+}
+
+// imageCacheTTL bounds how long an instance's AMI is trusted without asking EC2 again (a root volume
+// replacement gives a running instance a new AMI; its lifecycle action also evicts the entry at once).
+const imageCacheTTL = 10 * time.Minute
+
+// imagesLocked returns the AMI and launch time of every instance of the discovered groups, asking EC2 only
+// for instances not seen within imageCacheTTL.
+func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered) (map[string]string, map[string]time.Time, error) {
+	now := a.clock.Now()
+	if a.images == nil {
+		a.images = map[string]instanceImage{}
+	}
+	live := map[string]bool{}
+	var ask []string
+	for _, g := range d.Groups {
+		for _, i := range g.Instances {
+			id := *i.InstanceId
+			live[id] = true
+			if c, ok := a.images[id]; !ok || now.Sub(c.seen) > imageCacheTTL {
+				ask = append(ask, id)
+			}
+		}
+	}
+	if len(ask) > 0 {
+		images, launched, err := lifecycle.ImageIDs(ctx, a.clients.EC2, ask)
+		if err != nil {
+			return nil, nil, err
+		}
+		for id, img := range images {
+			a.images[id] = instanceImage{imageID: img, launched: launched[id], seen: now}
+		}
+	}
+	images, launched := make(map[string]string, len(live)), make(map[string]time.Time, len(live))
+	for id, c := range a.images {
+		if !live[id] {
+			delete(a.images, id) // gone from every group: forget it
+			continue
+		}
+		images[id], launched[id] = c.imageID, c.launched
+	}
+	return images, launched, nil
+}
+
+// forgetImage drops an instance's cached AMI (its root volume is being replaced).
+func (a *Agent) forgetImage(id string) {
+	a.mu.Lock()
+	delete(a.images, id)
+	a.mu.Unlock()
 }
 
 // New builds an agent. log may be zap.NewNop().
@@ -166,7 +226,7 @@ func (a *Agent) LastTick() time.Time {
 }
 
 func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error {
-	d, err := lifecycle.Discover(ctx, a.clients.AutoScaling)
+	d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
 	if err != nil {
 		return err
 	}
@@ -181,19 +241,23 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 			a.lastPoll = a.clock.Now()
 		}
 	}
-	var ids []string
-	for _, g := range d.Groups {
-		for _, i := range g.Instances {
-			ids = append(ids, *i.InstanceId)
-		}
-	}
-	images, launched, err := lifecycle.ImageIDs(ctx, a.clients.EC2, ids)
+	images, launched, err := a.imagesLocked(ctx, d)
 	if err != nil {
 		return err
 	}
 	locks, err := a.store.ListLocks(ctx)
 	if err != nil {
 		return fmt.Errorf("reading pause locks: %w", err)
+	}
+	// One read of every rollout record per tick instead of one per target; the conditional writes catch a
+	// record that changed since.
+	list, err := a.store.ListRollouts(ctx)
+	if err != nil {
+		return fmt.Errorf("reading rollouts: %w", err)
+	}
+	records := make(map[string]state.Rollout, len(list))
+	for _, r := range list {
+		records[r.Group] = r
 	}
 	nodes := map[string]map[string]lifecycle.NodeState{} // by platform/cluster
 	for _, name := range d.Names() {
@@ -202,7 +266,12 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		}
 		t := d.Targets[name]
 		key := t.Platform + "/" + t.Cluster
-		if _, ok := nodes[key]; !ok {
+		rec, known := records[name]
+		if !known {
+			rec = state.Rollout{Group: name, Platform: t.Platform, Cluster: t.Cluster}
+		}
+		// Idle targets need no cluster view: deciding that an AMI changed takes only the instances' AMIs.
+		if _, ok := nodes[key]; !ok && (rec.Active() || rec.Phase == state.PhaseHalted) {
 			platform, err := a.orchestrator.Platforms.For(t)
 			if err != nil {
 				a.log.Error("group skipped", zap.String(logging.Group, name), zap.Error(err))
@@ -220,7 +289,7 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if r, ok := a.amis[t.Parameter]; ok {
 			ami = &r
 		}
-		r, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami,
+		r, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Record: &rec,
 			Pause: pauseFor(locks, name, a.clock.Now()), SourceProblem: a.sourceErr[t.Parameter]})
 		if err != nil {
 			a.log.Error("rollout step failed; retrying next tick", zap.String(logging.Group, name), zap.Error(err))
@@ -321,7 +390,7 @@ func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Di
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.discovered.Targets) == 0 {
-		d, err := lifecycle.Discover(ctx, a.clients.AutoScaling)
+		d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
 		if err != nil {
 			return events.Done, err
 		}
@@ -360,7 +429,7 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 	t, ok := a.discovered.Targets[l.GroupName]
 	if !ok {
 		// The group may have been opted in since the last discovery: look once more before ignoring.
-		if d, err := lifecycle.Discover(ctx, a.clients.AutoScaling); err == nil {
+		if d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...); err == nil {
 			a.discovered = d
 			t, ok = d.Targets[l.GroupName]
 		}
@@ -370,6 +439,9 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 		a.log.Info("lifecycle action for a group this agent does not manage; ignored",
 			zap.String(logging.Group, l.GroupName), zap.String(logging.InstanceID, l.InstanceID))
 		return events.Ignored, nil
+	}
+	if l.Action == events.ActionReplaceRootVolume {
+		a.forgetImage(l.InstanceID)
 	}
 	out, err := a.hooks.Handle(ctx, t, *l)
 	if err != nil {

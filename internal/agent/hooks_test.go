@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
@@ -261,4 +262,40 @@ func TestDuplicateDeliveryOfALifecycleActionHasOneEffect(t *testing.T) {
 	require.Equal(t, 1, calls, "CompleteLifecycleAction called once for the token")
 	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 	require.Zero(t, visible+inFlight)
+}
+
+// flakyECS fails the first failures ListTasks calls with a throttling error.
+type flakyECS struct {
+	awsapi.ECS
+	failures int
+}
+
+func (f *flakyECS) ListTasks(ctx context.Context, in *ecs.ListTasksInput, o ...func(*ecs.Options)) (*ecs.ListTasksOutput, error) {
+	if f.failures > 0 {
+		f.failures--
+		return nil, &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded"}
+	}
+	return f.ECS.ListTasks(ctx, in, o...)
+}
+
+func TestPassingAWSFaultsDuringADrainKeepTheMessageHeldNotDeadLettered(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
+	spec := oneGroup(&g)
+	flaky := &flakyECS{failures: 12}
+	spec.Wrap = func(c agent.Clients) agent.Clients { flaky.ECS = c.ECS; c.ECS = flaky; return c }
+	w := build(t, spec)
+	settle(t, w, 10*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
+	w.Checker.Baseline[g.Name] = 1
+	done, err := w.RunUntil(context.Background(), tick, time.Hour, func() bool { return len(acceptedCompletions(w)) == 1 })
+	require.NoError(t, err)
+	require.True(t, done, "the drain finished despite the faults")
+	settle(t, w, time.Minute)
+	require.Zero(t, flaky.failures, "the faults happened")
+	require.Positive(t, w.Agent.Consumer.Stats.Failed.Load())
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Zero(t, visible+inFlight)
+	dlqVisible, _ := w.Account.QueueDepth(strings.Replace(w.QueueURL, demo.QueueName, demo.QueueName+"-dlq", 1))
+	require.Zero(t, dlqVisible, "a passing fault never walks a lifecycle action to the dead-letter queue")
+	require.Empty(t, w.Checker.Violations)
 }

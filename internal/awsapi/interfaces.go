@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
@@ -67,6 +69,34 @@ var (
 // CloudWatch is the subset of the Amazon CloudWatch API the agent calls: alarm gates and metrics.
 type CloudWatch interface {
 	DescribeAlarms(ctx context.Context, in *cloudwatch.DescribeAlarmsInput, optFns ...func(*cloudwatch.Options)) (*cloudwatch.DescribeAlarmsOutput, error)
+	// PutMetricData publishes the agent's metrics (internal/metrics): at most 1000 datums per call.
+	PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, optFns ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error)
 }
 
-var _ CloudWatch = (*cloudwatch.Client)(nil)
+// EventBridge is the subset of the Amazon EventBridge API the agent calls: rollout and lifecycle
+// notifications (internal/notify), at most 10 entries per PutEvents call.
+type EventBridge interface {
+	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, optFns ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+}
+
+var (
+	_ CloudWatch  = (*cloudwatch.Client)(nil)
+	_ EventBridge = (*eventbridge.Client)(nil)
+)
+
+// EKS is the subset of the Amazon EKS API the agent calls: the cluster's Kubernetes version, API endpoint and
+// certificate authority (for `auto` AMI sources and the Kubernetes client of internal/eks).
+type EKS interface {
+	DescribeCluster(ctx context.Context, in *eks.DescribeClusterInput, optFns ...func(*eks.Options)) (*eks.DescribeClusterOutput, error)
+}
+
+// EC2InstanceTypes is the EC2 call that tells an instance type's processor architectures (x86_64, arm64), used
+// to pick the AMI architecture of an `auto` EKS source. Kept apart from EC2 so that EC2 fakes stay small.
+type EC2InstanceTypes interface {
+	DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
+}
+
+var (
+	_ EKS              = (*eks.Client)(nil)
+	_ EC2InstanceTypes = (*ec2.Client)(nil)
+)

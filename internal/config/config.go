@@ -41,6 +41,16 @@ type Config struct {
 	LogLevel          string        `json:"logLevel"`
 	// OwnerID names this replica in leases and logs; defaults to the host name.
 	OwnerID string `json:"ownerId"`
+	// MetricsInterval is how often the metrics are sent to CloudWatch (namespace PatchAgent); 0 sends none.
+	MetricsInterval time.Duration `json:"metricsInterval"`
+	// HealthAddr is where /healthz, /readyz (and /metrics with Prometheus) are served; "" serves nothing.
+	HealthAddr string `json:"healthAddr"`
+	// Prometheus serves the metrics in the Prometheus text format on HealthAddr's /metrics.
+	Prometheus bool `json:"prometheus"`
+	// EventBus is the EventBridge bus (name or ARN) notifications go to.
+	EventBus string `json:"eventBus"`
+	// Notifications sends rollout and lifecycle notifications to EventBus.
+	Notifications bool `json:"notifications"`
 }
 
 // Default returns the defaults, with environment variables applied.
@@ -59,6 +69,10 @@ func Default() Config {
 		Rollback:          p.RollbackOnFailure,
 		LogLevel:          envOr(EnvLogLevel, "info"),
 		OwnerID:           host,
+		MetricsInterval:   60 * time.Second,
+		HealthAddr:        ":8080",
+		EventBus:          "default",
+		Notifications:     true,
 	}
 }
 
@@ -82,6 +96,11 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Rollback, "rollback", c.Rollback, "put the launch template back to the last good version when a rollout halts on an unhealthy replacement")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env "+EnvLogLevel+")")
 	fs.StringVar(&c.OwnerID, "owner-id", c.OwnerID, "name of this replica in leases and logs")
+	fs.DurationVar(&c.MetricsInterval, "metrics-interval", c.MetricsInterval, "how often metrics are sent to CloudWatch (namespace PatchAgent); 0 sends none")
+	fs.StringVar(&c.HealthAddr, "health-addr", c.HealthAddr, "address of the /healthz and /readyz endpoints (and /metrics with --prometheus); empty serves none")
+	fs.BoolVar(&c.Prometheus, "prometheus", c.Prometheus, "serve the metrics in the Prometheus text format on /metrics of --health-addr")
+	fs.StringVar(&c.EventBus, "event-bus", c.EventBus, "EventBridge bus (name or ARN) that receives the rollout and lifecycle notifications")
+	fs.BoolVar(&c.Notifications, "notifications", c.Notifications, "send rollout and lifecycle notifications to --event-bus")
 }
 
 // Validate returns every problem of c at once, each naming the flag and the environment variable to fix.
@@ -115,6 +134,15 @@ func (c Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
+	}
+	if c.MetricsInterval < 0 || c.MetricsInterval > 0 && c.MetricsInterval < 10*time.Second {
+		errs = append(errs, fmt.Errorf("--metrics-interval %s: want 0 (no CloudWatch metrics) or at least 10s", c.MetricsInterval))
+	}
+	if c.Prometheus && c.HealthAddr == "" {
+		errs = append(errs, errors.New("--prometheus needs --health-addr: /metrics is served there"))
+	}
+	if c.Notifications && c.EventBus == "" {
+		errs = append(errs, errors.New("--event-bus is empty: name the bus (\"default\") or turn --notifications off"))
 	}
 	if c.OwnerID == "" {
 		errs = append(errs, errors.New("--owner-id is empty and the host name is unknown"))

@@ -248,7 +248,7 @@ func (w *World) Restart(fuse *Fuse) {
 	if fuse != nil {
 		clients, store = fuse.Wrap(clients, store)
 	}
-	w.Agent = agent.New(clients, w.settings, store, w.Account.Clock(), w.log)
+	w.Agent = agent.New(clients, w.agentSettings(fuse), store, w.Account.Clock(), w.log)
 	w.Restarts++
 }
 

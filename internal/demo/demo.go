@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -79,6 +82,9 @@ type Summary struct {
 	Violations          []string      `json:"violations,omitempty"`
 	SimulatedSeconds    float64       `json:"simulatedSeconds"`
 	Messages            MessageCounts `json:"messages"`
+	// Metrics is the last value of each metric the demo published to the simulated CloudWatch, by
+	// metrics.SeriesKey (counters: their increase over the run).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
 // MessageCounts are the consumer's counters at the end.
@@ -97,16 +103,25 @@ type World struct {
 	Checker  *Checker
 	// Restarts counts the agent incarnations replaced by Restart.
 	Restarts int
+	// Kube plays the Kubernetes side of the EKS groups (nil without EKS groups).
+	Kube *KubeSim
 
-	clients  agent.Clients
-	settings agent.Settings
-	log      *zap.Logger
+	clients   agent.Clients
+	settings  agent.Settings
+	log       *zap.Logger
+	eksParams map[string]string // EKS group with an `auto` source -> the public parameter it resolves to
 }
 
-// GroupSetup is one Auto Scaling group of a world: an ECS cluster's capacity on a launch template.
+// GroupSetup is one Auto Scaling group of a world: an ECS cluster's capacity, or an EKS self-managed node
+// group, on a launch template.
 type GroupSetup struct {
 	Name, Cluster, Parameter string
 	Min, Max, Desired        int32
+	// Platform is lifecycle.PlatformECS (default) or lifecycle.PlatformEKS: the instances join EKS cluster
+	// Cluster as Kubernetes nodes (World.Kube), and Parameter may be "auto".
+	Platform string
+	// InstanceType of the launch template. Default m7g.large.
+	InstanceType string
 	// TemplateVersion is how the group references its launch template: "$Default" (default), "$Latest" or "1".
 	TemplateVersion string
 	// MixedInstances references the template through a mixed instances policy.
@@ -117,6 +132,9 @@ type GroupSetup struct {
 	Unmanaged bool
 	// Tags are added to the group's tags (policy tags such as patch-agent/min-ami-age).
 	Tags map[string]string
+	// CapacityProvider makes the group an ECS capacity provider (managed scaling, termination protection,
+	// managed draining as set).
+	CapacityProvider *sim.CapacityProviderSpec
 }
 
 // Spec describes a world: a simulated account and the agent running against it.
@@ -138,15 +156,29 @@ type Spec struct {
 	// Lifecycle hooks still notify the simulated queue, so use them with HeartbeatTimeout -1 groups.
 	SQS      awsapi.SQS
 	QueueURL string
+	// Observer, when set, is the agent's observer (metrics, notifications).
+	Observer lifecycle.Observer
+	// EKSVersion is the control plane version of the EKS clusters of EKS groups. Default EKSVersion.
+	EKSVersion string
+	// Kube, when set, is the Kubernetes API of the EKS groups (a real kube-apiserver in tests); nil: client-go's
+	// fake clientset.
+	Kube kubernetes.Interface
+	// KubeWorkload runs on the EKS groups' nodes.
+	KubeWorkload KubeWorkload
 }
 
 // DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
-// ImageA with a terminating lifecycle hook to the agent's queue, a service of 6 tasks and a daemon service.
+// ImageA with a terminating lifecycle hook to the agent's queue, a service of 6 tasks and a daemon service;
+// and EKS self-managed node group "demo-eks-nodes" (desired/min 3, max 6, arm64 m7g.large) of cluster
+// "demo-eks" (Kubernetes 1.31) with AMI source `auto`, the same hook, a Deployment of 6 pods under a
+// PodDisruptionBudget minAvailable 5 and a DaemonSet.
 func DemoSpec() Spec {
 	return Spec{
-		Policy:   lifecycle.DefaultPolicy(),
-		Groups:   []GroupSetup{{Name: GroupName, Cluster: Cluster, Parameter: Parameter, Min: 3, Max: 6, Desired: 3}},
-		Services: map[string]int{"web": 6, "log-router": -1},
+		Policy: lifecycle.DefaultPolicy(),
+		Groups: []GroupSetup{{Name: GroupName, Cluster: Cluster, Parameter: Parameter, Min: 3, Max: 6, Desired: 3},
+			{Name: EKSGroupName, Platform: lifecycle.PlatformEKS, Cluster: EKSCluster, Parameter: lifecycle.ParameterAuto, Min: 3, Max: 6, Desired: 3}},
+		Services:     map[string]int{"web": 6, "log-router": -1},
+		KubeWorkload: KubeWorkload{Replicas: 6, MinAvailable: 5, DaemonSet: true},
 	}
 }
 
@@ -172,15 +204,43 @@ func Build(spec Spec) (*World, error) {
 	acct := sim.New(clk, spec.Sim)
 	queue := acct.CreateQueue(QueueName, 5, QueueName+"-dlq")
 	baseline := map[string]int32{}
+	w := &World{Account: acct, eksParams: map[string]string{}}
+	eksVersion := spec.EKSVersion
+	if eksVersion == "" {
+		eksVersion = EKSVersion
+	}
 	for _, g := range spec.Groups {
-		acct.CreateECSCluster(g.Cluster)
-		lt := acct.CreateLaunchTemplate(g.Name+"-lt", image, "m7g.large")
-		acct.PutParameter(g.Parameter, image)
+		platform, ecsCluster := lifecycle.PlatformECS, g.Cluster
+		instanceType := g.InstanceType
+		if instanceType == "" {
+			instanceType = "m7g.large"
+		}
+		param := g.Parameter
+		if g.Platform == lifecycle.PlatformEKS {
+			platform, ecsCluster = lifecycle.PlatformEKS, ""
+			acct.CreateEKSCluster(g.Cluster, eksVersion)
+			if w.Kube == nil {
+				w.Kube = NewKubeSim(acct, spec.Kube, spec.KubeWorkload)
+			}
+			w.Kube.AddGroup(g.Name, g.Cluster)
+			if param == lifecycle.ParameterAuto {
+				// A source that cannot be built (C12 tests) gets no parameter: the agent refuses the group.
+				if path, err := autoParameter(context.Background(), w, eksVersion, instanceType, g.Tags); err == nil {
+					param, w.eksParams[g.Name] = path, path
+				}
+			}
+		} else {
+			acct.CreateECSCluster(g.Cluster)
+		}
+		lt := acct.CreateLaunchTemplate(g.Name+"-lt", image, instanceType)
+		if param != lifecycle.ParameterAuto {
+			acct.PutParameter(param, image)
+		}
 		version := g.TemplateVersion
 		if version == "" {
 			version = "$Default"
 		}
-		tags := map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: lifecycle.PlatformECS,
+		tags := map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: platform,
 			lifecycle.TagCluster: g.Cluster, lifecycle.TagParameter: g.Parameter}
 		if g.Unmanaged {
 			tags = map[string]string{"team": "other"}
@@ -189,7 +249,11 @@ func Build(spec Spec) (*World, error) {
 			tags[k] = v
 		}
 		gs := sim.GroupSpec{Name: g.Name, Min: g.Min, Max: g.Max, Desired: g.Desired, LaunchTemplateID: lt,
-			LaunchTemplateVersion: version, MixedInstances: g.MixedInstances, Tags: tags, ECSCluster: g.Cluster}
+			LaunchTemplateVersion: version, MixedInstances: g.MixedInstances, Tags: tags, ECSCluster: ecsCluster,
+			CapacityProvider: g.CapacityProvider}
+		if cp := g.CapacityProvider; cp != nil && cp.ManagedTerminationProtection {
+			gs.NewInstancesProtectedFromScaleIn = true
+		}
 		if g.HeartbeatTimeout >= 0 {
 			hb := g.HeartbeatTimeout
 			if hb == 0 {
@@ -205,7 +269,24 @@ func Build(spec Spec) (*World, error) {
 			baseline[g.Name] = g.Desired
 		}
 	}
-	if len(spec.Groups) > 0 {
+	w.Checker = NewChecker(acct, baseline)
+	if w.Kube != nil {
+		if err := w.Kube.Setup(context.Background()); err != nil {
+			return nil, err
+		}
+		if err := w.Kube.Sync(context.Background(), true); err != nil {
+			return nil, fmt.Errorf("simulated Kubernetes: %w", err)
+		}
+		w.Checker.EKS = map[string]bool{}
+		for _, g := range spec.Groups {
+			if g.Platform == lifecycle.PlatformEKS && !g.Unmanaged {
+				w.Checker.EKS[g.Name] = true
+			}
+		}
+		kube := w.Kube
+		w.Checker.Nodes = func() (map[string]NodeObservation, error) { return kube.Observe(context.Background()) }
+	}
+	if len(spec.Groups) > 0 && spec.Groups[0].Platform != lifecycle.PlatformEKS {
 		names := make([]string, 0, len(spec.Services))
 		for n := range spec.Services {
 			names = append(names, n)
@@ -214,6 +295,26 @@ func Build(spec Spec) (*World, error) {
 		for _, n := range names {
 			count := spec.Services[n]
 			acct.CreateService(spec.Groups[0].Cluster, n, max(count, 0), count < 0)
+			if count > 0 {
+				if w.Checker.Workloads == nil {
+					w.Checker.Workloads = map[string]int{}
+				}
+				w.Checker.Workloads[spec.Groups[0].Cluster+"/"+n] = count
+			}
+		}
+	}
+	for _, g := range spec.Groups {
+		if cp := g.CapacityProvider; cp != nil && cp.ManagedScaling {
+			if w.Checker.Managed == nil {
+				w.Checker.Managed = map[string]bool{}
+			}
+			w.Checker.Managed[g.Name] = true
+		}
+		if cp := g.CapacityProvider; cp != nil && cp.ManagedDraining {
+			if w.Checker.ECSDrains == nil {
+				w.Checker.ECSDrains = map[string]bool{}
+			}
+			w.Checker.ECSDrains[g.Name] = true
 		}
 	}
 	policy := spec.Policy
@@ -232,10 +333,10 @@ func Build(spec Spec) (*World, error) {
 	if spec.Wrap != nil {
 		clients = spec.Wrap(clients)
 	}
-	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy}
-	a := agent.New(clients, settings, store, clk, log)
-	return &World{Account: acct, Agent: a, Store: store, QueueURL: queue, Checker: NewChecker(acct, baseline),
-		clients: clients, settings: settings, log: log}, nil
+	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer}
+	w.Store, w.QueueURL, w.clients, w.settings, w.log = store, queue, clients, settings, log
+	w.Agent = agent.New(clients, w.agentSettings(nil), store, clk, log)
+	return w, nil
 }
 
 // PublishAMI sets the parameter to image and puts the EventBridge "Parameter Store Change" event for it on
@@ -248,13 +349,28 @@ func (w *World) PublishAMI(param, image string) {
 	w.Account.SendMessage(w.QueueURL, body)
 }
 
-// Step runs one agent iteration, checks the invariants, then advances simulated time by tick.
+// PublishPublicAMI sets a public parameter (/aws/service/...) to image. Public parameters send no events
+// into an account; the EventBridge schedule rule's "Scheduled Event" is put on the agent's queue, so the
+// agent resolves every parameter now instead of at its next poll.
+func (w *World) PublishPublicAMI(param, image string) {
+	w.Account.PutParameter(param, image)
+	now := w.Account.Clock().Now().UTC().Format(time.RFC3339)
+	body := fmt.Sprintf(`{"version":"0","id":"tick-%d","detail-type":"Scheduled Event","source":"aws.events","account":"111122223333","time":%q,"region":"us-east-1","resources":["arn:aws:events:us-east-1:111122223333:rule/patch-agent-schedule"],"detail":{}}`,
+		w.Account.Clock().Now().UnixNano(), now)
+	w.Account.SendMessage(w.QueueURL, body)
+}
+
+// Step runs one agent iteration, checks the invariants, then advances simulated time by tick (and lets the
+// simulated Kubernetes nodes of EKS groups follow).
 func (w *World) Step(ctx context.Context, tick time.Duration) error {
 	if err := w.Agent.RunOnce(ctx); err != nil {
 		return err
 	}
 	w.Checker.Check()
 	w.Account.Advance(tick)
+	if err := w.syncKube(ctx); err != nil {
+		return err
+	}
 	w.Checker.Check()
 	return nil
 }
@@ -281,10 +397,14 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if sc.setup != nil {
 		sc.setup(&spec)
 	}
+	reg := metrics.NewRegistry(nil)
+	spec.Observer = reg
 	w, err := Build(spec)
 	if err != nil {
 		return Summary{}, err
 	}
+	reg.Clock = w.Account.Clock()
+	reg.Consumer = func() *events.Stats { return &w.Agent.Consumer.Stats }
 	var fuse *Fuse
 	if sc.crash {
 		fuse = crashEveryWrite()
@@ -295,6 +415,10 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	p := newPrinter(opts.Out, w, start)
 	p.linef("scenario %s: %s", sc.name, sc.description)
 	p.linef("simulated account: ECS cluster %q, group %s (3 instances on %s), service web (6 tasks) + daemon log-router", Cluster, GroupName, ImageA)
+	if w.Kube != nil {
+		p.linef("simulated account: EKS cluster %q (Kubernetes %s), self-managed group %s (3 nodes on %s, AMI source auto = %s), Deployment web (6 pods, PodDisruptionBudget minAvailable 5) + DaemonSet node-agent",
+			EKSCluster, EKSVersion, EKSGroupName, ImageA, w.EKSParameter(EKSGroupName))
+	}
 	if sc.prepare != nil {
 		sc.prepare(w)
 	}
@@ -318,6 +442,9 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 			}
 		}
 		w.Account.Advance(opts.Tick)
+		if err := w.syncKube(ctx); err != nil {
+			return err
+		}
 		w.Checker.Check()
 		return nil
 	}
@@ -328,6 +455,10 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 	p.linef("golden-AMI parameter %s now names %s; Parameter Store Change event sent to the queue", Parameter, ImageB)
 	w.PublishAMI(Parameter, ImageB)
+	if param := w.EKSParameter(EKSGroupName); param != "" {
+		p.linef("public parameter %s now names %s; the scheduled rule's tick sent to the queue (public parameters send no events)", param, ImageB)
+		w.PublishPublicAMI(param, ImageB)
+	}
 	stop := sc.stop
 	if stop == nil {
 		stop = func(r state.Rollout, _ *World) bool { return r.TargetImageID == ImageB && !r.Active() }
@@ -337,7 +468,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 			return Summary{}, err
 		}
 		p.progress(ctx)
-		if r, err := w.Store.GetRollout(ctx, GroupName); err == nil && stop(r, w) {
+		if w.allStopped(ctx, stop) {
 			break
 		}
 	}
@@ -353,6 +484,11 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	p.progress(ctx)
 	s := w.Summarize(ctx, start)
 	s.Scenario, s.Expected = sc.name, string(sc.expect)
+	pub := &metrics.Publisher{API: w.Account.CloudWatch(), Registry: reg}
+	if err := pub.Publish(ctx); err != nil {
+		return Summary{}, fmt.Errorf("publishing the demo's metrics: %w", err)
+	}
+	s.Metrics = pub.Snapshot()
 	p.table(s)
 	return s, nil
 }
@@ -393,7 +529,7 @@ type printer struct {
 	out   io.Writer
 	w     *World
 	start time.Time
-	last  string
+	last  map[string]string // last progress line per group
 	// pause scenario bookkeeping
 	paused   bool
 	pausedAt time.Time
@@ -412,14 +548,37 @@ func (p *printer) linef(format string, args ...any) {
 }
 
 func (p *printer) progress(ctx context.Context) {
-	r, err := p.w.Store.GetRollout(ctx, GroupName)
+	names := make([]string, 0, len(p.w.Checker.Baseline))
+	for n := range p.w.Checker.Baseline {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var nodes map[string]NodeObservation
+	if p.w.Kube != nil && p.out != nil {
+		nodes, _ = p.w.Kube.Observe(ctx)
+	}
+	for _, name := range names {
+		p.groupProgress(ctx, name, nodes)
+	}
+}
+
+// groupProgress prints one group's line when it changed.
+func (p *printer) groupProgress(ctx context.Context, group string, nodes map[string]NodeObservation) {
+	if p.out == nil {
+		return
+	}
+	r, err := p.w.Store.GetRollout(ctx, group)
 	if err != nil {
 		return
 	}
-	g := p.w.Account.Group(GroupName)
+	g := p.w.Account.Group(group)
 	serving, onTarget := 0, 0
 	for _, i := range g.Instances {
-		if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
+		if p.w.Checker.EKS[group] {
+			if n, ok := nodes[i.ID]; ok && i.LifecycleState == "InService" && n.Ready && !n.Cordoned {
+				serving++
+			}
+		} else if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
 			serving++
 		}
 		if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
@@ -434,13 +593,16 @@ func (p *printer) progress(ctx context.Context) {
 			detail += " new=" + c.NewInstanceID
 		}
 	}
-	line := fmt.Sprintf("%-9s %s%-20s%s serving=%d desired=%d max=%d on-target=%d/%d", GroupName, r.Phase, step, detail,
+	line := fmt.Sprintf("%-9s %s%-20s%s serving=%d desired=%d max=%d on-target=%d/%d", group, r.Phase, step, detail,
 		serving, g.Desired, g.Max, onTarget, len(g.Instances))
 	if r.Reason != "" {
 		line += " reason=" + r.Reason
 	}
-	if line != p.last {
-		p.last = line
+	if p.last == nil {
+		p.last = map[string]string{}
+	}
+	if line != p.last[group] {
+		p.last[group] = line
 		p.linef("%s", line)
 	}
 }
@@ -490,7 +652,18 @@ func (w *World) Rollout(ctx context.Context, group string) state.Rollout {
 // NewReplica starts another agent replica named owner on the world's store, queue and account (for
 // multi-replica scenarios). The world's own agent keeps running.
 func (w *World) NewReplica(owner string) *agent.Agent {
-	s := w.settings
+	s := w.agentSettings(nil)
 	s.OwnerID = owner
 	return agent.New(w.clients, s, w.Store, w.Account.Clock(), w.log)
+}
+
+// allStopped reports whether stop holds for the rollout of every managed group.
+func (w *World) allStopped(ctx context.Context, stop func(state.Rollout, *World) bool) bool {
+	for name := range w.Checker.Baseline {
+		r, err := w.Store.GetRollout(ctx, name)
+		if err != nil || !stop(r, w) {
+			return false
+		}
+	}
+	return true
 }

@@ -10,12 +10,13 @@ import (
 func TestDemoRollsThreeInstancesToImageB(t *testing.T) {
 	s, err := Run(context.Background(), Options{})
 	require.NoError(t, err)
-	require.Len(t, s.Groups, 1)
-	g := s.Groups[0]
-	require.Equal(t, "Completed", g.State, g.Reason)
-	require.Equal(t, ImageB, g.TargetImageID)
-	require.Equal(t, 3, g.OnTarget)
-	require.Equal(t, 3, g.Instances)
-	require.GreaterOrEqual(t, g.MinInServiceDuringRollout, 3)
+	require.Len(t, s.Groups, 2, "the ECS group and the EKS group")
+	for _, g := range s.Groups {
+		require.Equal(t, "Completed", g.State, "%s: %s", g.Name, g.Reason)
+		require.Equal(t, ImageB, g.TargetImageID, g.Name)
+		require.Equal(t, 3, g.OnTarget, g.Name)
+		require.Equal(t, 3, g.Instances, g.Name)
+		require.GreaterOrEqual(t, g.MinInServiceDuringRollout, 3, g.Name)
+	}
 	require.Zero(t, s.InvariantViolations, s.Violations)
 }

@@ -12,19 +12,20 @@ func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s, err := Run(context.Background(), Options{Scenario: name})
 			require.NoError(t, err)
-			require.Len(t, s.Groups, 1)
-			g := s.Groups[0]
-			require.Equal(t, s.Expected, g.State, g.Reason)
+			require.Len(t, s.Groups, 2, "the ECS group and the EKS group")
 			require.Zero(t, s.InvariantViolations, s.Violations)
-			require.GreaterOrEqual(t, g.MinInServiceDuringRollout, 3)
-			switch name {
-			case "rollout", "crash", "pause", "window":
-				require.Equal(t, 3, g.OnTarget)
-			case "bad-ami":
-				require.Zero(t, g.OnTarget, "every in-service instance still on the old AMI")
-				require.Contains(t, g.Reason, "not healthy after 10m0s")
-			case "soak":
-				require.Contains(t, g.Reason, "may start at")
+			for _, g := range s.Groups {
+				require.Equal(t, s.Expected, g.State, "%s: %s", g.Name, g.Reason)
+				require.GreaterOrEqual(t, g.MinInServiceDuringRollout, 3, g.Name)
+				switch name {
+				case "rollout", "crash", "pause", "window":
+					require.Equal(t, 3, g.OnTarget, g.Name)
+				case "bad-ami":
+					require.Zero(t, g.OnTarget, "%s: every in-service instance still on the old AMI", g.Name)
+					require.Contains(t, g.Reason, "not healthy after 10m0s", g.Name)
+				case "soak":
+					require.Contains(t, g.Reason, "may start at", g.Name)
+				}
 			}
 			if name == "crash" {
 				require.Greater(t, s.Restarts, 10)

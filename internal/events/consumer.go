@@ -33,8 +33,10 @@ const (
 	Hold
 )
 
-// Handler acts on one parsed event. An error leaves the message on the queue: it becomes visible again after
-// its visibility timeout and, after the queue's maxReceiveCount, moves to the dead-letter queue.
+// Handler acts on one parsed event. An error with disposition Hold keeps the message held and retries on the
+// next poll (work under way survives passing faults); any other error leaves the message on the queue: it
+// becomes visible again after its visibility timeout and, after the queue's maxReceiveCount, moves to the
+// dead-letter queue.
 type Handler interface {
 	Handle(ctx context.Context, ev Event) (Disposition, error)
 }
@@ -45,6 +47,9 @@ type Stats struct {
 	Ignored   atomic.Int64 // deleted without effect, deliberately
 	Failed    atomic.Int64 // malformed or failed handling; left for redelivery / the DLQ
 	Held      atomic.Int64 // currently held (work in progress)
+	// OldestMessageAgeSeconds is the age, in whole seconds, of the oldest message the last receive returned
+	// (now minus its SentTimestamp); 0 when that receive returned none.
+	OldestMessageAgeSeconds atomic.Int64
 }
 
 // Consumer receives messages from the agent's SQS queue and hands each to the Handler on its own (field case
@@ -82,6 +87,11 @@ func (c *Consumer) visibility() time.Duration {
 	return c.VisibilityTimeout
 }
 
+// receiveAttributes are the message system attributes requested on receive: the receive count for the logs,
+// the sent timestamp for Stats.OldestMessageAgeSeconds.
+var receiveAttributes = []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount,
+	sqstypes.MessageSystemAttributeNameSentTimestamp}
+
 // PollOnce receives one batch (waiting up to wait for messages; 0 returns at once, up to 20 s is a long
 // poll), handles each message, then looks again at the messages held from earlier polls. It returns the
 // number of messages received. Errors of single messages are logged and counted, not returned.
@@ -91,11 +101,12 @@ func (c *Consumer) PollOnce(ctx context.Context, wait time.Duration) (int, error
 		MaxNumberOfMessages:         maxMessagesPerReceive,
 		WaitTimeSeconds:             int32(wait / time.Second),
 		VisibilityTimeout:           int32(c.visibility() / time.Second),
-		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount},
+		MessageSystemAttributeNames: receiveAttributes,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("receiving from %s: %w", c.QueueURL, err)
 	}
+	c.Stats.OldestMessageAgeSeconds.Store(oldestAgeSeconds(out.Messages, c.Clock.Now()))
 	fresh := map[string]bool{}
 	sem := make(chan struct{}, max(c.Concurrency, 1))
 	if c.Concurrency <= 0 {
@@ -116,6 +127,20 @@ func (c *Consumer) PollOnce(ctx context.Context, wait time.Duration) (int, error
 	return len(out.Messages), nil
 }
 
+// oldestAgeSeconds returns how old, in seconds, the oldest of msgs is at now by its SentTimestamp attribute
+// (epoch milliseconds); messages without a readable one are left out.
+func oldestAgeSeconds(msgs []sqstypes.Message, now time.Time) int64 {
+	var oldest int64
+	for _, m := range msgs {
+		ms, err := strconv.ParseInt(m.Attributes[string(sqstypes.MessageSystemAttributeNameSentTimestamp)], 10, 64)
+		if err != nil {
+			continue
+		}
+		oldest = max(oldest, int64(now.Sub(time.UnixMilli(ms))/time.Second))
+	}
+	return oldest
+}
+
 // handleReceived parses and handles one newly received message.
 func (c *Consumer) handleReceived(ctx context.Context, m sqstypes.Message) {
 	id := aws.ToString(m.MessageId)
@@ -134,6 +159,14 @@ func (c *Consumer) handleReceived(ctx context.Context, m sqstypes.Message) {
 func (c *Consumer) dispatch(ctx context.Context, log *zap.Logger, id, receipt string, ev Event) {
 	log = log.With(zap.String(logging.MessageKind, string(ev.Kind)))
 	disp, err := c.Handler.Handle(ctx, ev)
+	if err != nil && disp == Hold {
+		// Work under way (a drain) hit an error, most likely a passing AWS fault: keep the message held and
+		// try again on the next poll, so transient errors never walk a lifecycle action to the DLQ.
+		c.Stats.Failed.Add(1)
+		log.Warn("work on a held message failed; retrying on the next poll", zap.Error(err), zap.String("event", ev.Describe()))
+		c.hold(ctx, log, id, receipt, ev)
+		return
+	}
 	if err != nil {
 		c.Stats.Failed.Add(1)
 		c.unhold(id)

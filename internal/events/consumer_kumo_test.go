@@ -174,7 +174,10 @@ func TestKumoShutdownHandsHeldMessagesBackAtOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var returned atomic.Bool
 	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, func(int) time.Duration { return 10 * time.Millisecond }); returned.Store(true) }()
+	go func() {
+		done <- c.Run(ctx, func(int) time.Duration { return 10 * time.Millisecond })
+		returned.Store(true)
+	}()
 	require.Eventually(t, func() bool { return h.calls() >= 1 }, 30*time.Second, 50*time.Millisecond)
 	cancel()
 	select {
@@ -228,4 +231,4 @@ func (b *byInstance) Handle(_ context.Context, ev events.Event) (events.Disposit
 }
 
 func (b *byInstance) finish(id string) { b.mu.Lock(); b.done[id] = true; b.mu.Unlock() }
-func (b *byInstance) count() int      { b.mu.Lock(); defer b.mu.Unlock(); return b.calls }
+func (b *byInstance) count() int       { b.mu.Lock(); defer b.mu.Unlock(); return b.calls }

@@ -59,14 +59,20 @@ type Hooks struct {
 	// Observer is told every completed action; nil observes nothing.
 	Observer Observer
 
-	mu         sync.Mutex
-	heartbeats map[string]time.Duration // group/hook -> HeartbeatTimeout
+	mu              sync.Mutex
+	heartbeats      map[string]time.Duration // group/hook -> HeartbeatTimeout
+	managedDraining map[string]bool          // group -> has ECS's managed draining hook
 }
 
 // Handle takes one look at a lifecycle action of target t: it records it, starts or checks the drain, sends
 // a heartbeat when one is due, and completes the action when the work is done. Call it again (with the same
 // action) until it returns HookDone.
 func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) (HookOutcome, error) {
+	if a.HookName == ECSManagedDrainingHookName {
+		// ECS's own hook (an EventBridge rule sees every hook of the group): ECS drains and completes it.
+		// Completing it here would cut ECS's drain short (field case C17).
+		return HookIgnored, nil
+	}
 	rec, err := h.Store.GetHook(ctx, a.Token)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
@@ -108,7 +114,7 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	if !a.Terminating() {
 		return h.launching(ctx, t, a, rec, log)
 	}
-	prog, err := h.drain(ctx, t, a.InstanceID)
+	prog, err := h.drain(ctx, t, a.GroupName, a.InstanceID)
 	if err != nil {
 		return HookInProgress, err
 	}
@@ -128,8 +134,9 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	return h.complete(ctx, a, rec, ResultContinue, note, log)
 }
 
-// drain starts the platform drain when needed and reports its progress.
-func (h *Hooks) drain(ctx context.Context, t Target, instanceID string) (DrainProgress, error) {
+// drain starts the platform drain when needed and reports its progress. On a group with ECS managed
+// draining ECS drains the instance itself: the agent only watches (field case C17).
+func (h *Hooks) drain(ctx context.Context, t Target, group, instanceID string) (DrainProgress, error) {
 	platform, err := h.Platforms.For(t)
 	if err != nil {
 		return DrainProgress{}, err
@@ -137,6 +144,10 @@ func (h *Hooks) drain(ctx context.Context, t Target, instanceID string) (DrainPr
 	prog, err := platform.DrainStatus(ctx, t.Cluster, instanceID)
 	if err != nil || prog.Drained {
 		return prog, err
+	}
+	if h.ecsDrains(ctx, group) {
+		prog.Detail = "ECS managed draining: " + prog.Detail
+		return prog, nil
 	}
 	if err := platform.StartDrain(ctx, t.Cluster, instanceID); err != nil {
 		return prog, err
@@ -286,6 +297,29 @@ func (h *Hooks) instanceState(ctx context.Context, id string) (instanceExistence
 		}
 	}
 	return instanceUnknown, nil
+}
+
+// ecsDrains reports whether the group has ECS's managed draining hook (cached per group, like heartbeat
+// timeouts: hooks rarely change and a stale answer errs towards a drain the agent would have done anyway).
+func (h *Hooks) ecsDrains(ctx context.Context, group string) bool {
+	h.mu.Lock()
+	v, ok := h.managedDraining[group]
+	h.mu.Unlock()
+	if ok {
+		return v
+	}
+	tr, err := DescribeTraits(ctx, h.AutoScaling, group, nil)
+	if err != nil {
+		h.Log.Warn("describing lifecycle hooks failed; assuming no ECS managed draining", zap.String(logging.Group, group), zap.Error(err))
+		return false
+	}
+	h.mu.Lock()
+	if h.managedDraining == nil {
+		h.managedDraining = map[string]bool{}
+	}
+	h.managedDraining[group] = tr.ECSManagedDraining
+	h.mu.Unlock()
+	return tr.ECSManagedDraining
 }
 
 // heartbeatTimeout returns the hook's HeartbeatTimeout from DescribeLifecycleHooks, cached per hook.

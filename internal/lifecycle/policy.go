@@ -41,6 +41,8 @@ type TargetPolicy struct {
 	Approval string `json:"approval,omitempty"`
 	// Alarms are CloudWatch alarm names; any in ALARM holds the rollout.
 	Alarms []string `json:"alarms,omitempty"`
+	// Strategy is the TagStrategy value ("" = auto).
+	Strategy string `json:"strategy,omitempty"`
 }
 
 // Window is a maintenance window: it opens at every activation of a 5-field cron expression, evaluated in
@@ -118,6 +120,12 @@ func ParsePolicyTags(tags map[string]string) (TargetPolicy, error) {
 	}
 	if v := tags[TagAlarms]; v != "" {
 		p.Alarms = strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
+	}
+	if v := tags[TagStrategy]; v != "" {
+		if _, err := ChooseStrategy(v, GroupTraits{}); err != nil {
+			errs = append(errs, err)
+		}
+		p.Strategy = v
 	}
 	if v := tags[TagMaintenanceWindow]; v != "" {
 		w, err := ParseWindowTag(v)

@@ -109,6 +109,9 @@ type Inputs struct {
 	Pause *state.Lock
 	// SourceProblem says why the source names no usable AMI ("source missing: ..."), when AMI is nil.
 	SourceProblem string
+	// Record, when set, is the target's rollout record as read in this tick (Version 0 when it has none);
+	// nil reads it from the Store.
+	Record *state.Rollout
 }
 
 // defaultLeaseTTL is how long a replica's claim on a target lasts without renewal. Renewed on every write and
@@ -120,13 +123,19 @@ const defaultLeaseTTL = 2 * time.Minute
 // (state.ErrConflict) ends the tick without error: the next tick re-reads the record.
 func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (state.Rollout, error) {
 	v, ami := in.View, in.AMI
-	r, err := o.Store.GetRollout(ctx, t.Group)
-	if errors.Is(err, state.ErrNotFound) {
-		r = state.Rollout{Group: t.Group, Platform: t.Platform, Cluster: t.Cluster}
-	} else if err != nil {
-		return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
+	var r state.Rollout
+	if in.Record != nil {
+		r = *in.Record
+	} else {
+		var err error
+		r, err = o.Store.GetRollout(ctx, t.Group)
+		if errors.Is(err, state.ErrNotFound) {
+			r = state.Rollout{Group: t.Group, Platform: t.Platform, Cluster: t.Cluster}
+		} else if err != nil {
+			return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
+		}
 	}
-	o.lastStored = r
+	o.lastStored = r.Clone()
 	now := o.Clock.Now()
 	if r.LeaseOwner != "" && r.LeaseOwner != o.Owner && now.Before(r.LeaseExpires) {
 		return r, nil // another replica acts on this target
@@ -196,9 +205,18 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		if err != nil {
 			return o.halt(ctx, r, err.Error(), false)
 		}
+		traits, err := DescribeTraits(ctx, o.AutoScaling, t.Group, groupTags(v.Group))
+		if err != nil {
+			return r, err
+		}
+		strategy, err := ChooseStrategy(t.Policy.Strategy, traits)
+		if err != nil {
+			return o.halt(ctx, r, err.Error(), false)
+		}
 		r.PreviousTemplate = &ref
+		r.Strategy, r.ECSManagedDraining = strategy, traits.ECSManagedDraining
 		r.Phase, r.Reason = state.PhasePreparing, ""
-		return o.save(ctx, r, "preparing launch template")
+		return o.save(ctx, r, "preparing launch template ("+strategy+" strategy)")
 	case state.PhasePreparing:
 		if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
 			return r, err
@@ -330,6 +348,11 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 		if !ok {
 			return o.retire(ctx, r, "old instance left the group before its drain finished")
 		}
+		if r.ECSManagedDraining {
+			// ECS drains the instance when it terminates (field case C17): never DRAINING on top of it.
+			cur.Step, cur.StepStartedAt = state.StepTerminating, now
+			return o.save(ctx, r, "ECS managed draining will drain it on termination")
+		}
 		if old.Node.Registered && !old.Node.Draining {
 			if err := o.holdIfPaused(&r, "drain "+old.ID); err != nil {
 				return r, err
@@ -376,19 +399,43 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 			return o.retire(ctx, r, "old instance terminated")
 		}
 		if !old.InService() {
+			if r.ECSManagedDraining && old.LifecycleState != "Terminating:Proceed" {
+				// ECS drains it in Terminating:Wait: the next replacement waits for that drain to end.
+				r.Reason = fmt.Sprintf("waiting for ECS managed draining of %s (%s)", old.ID, old.LifecycleState)
+				return r, errWait
+			}
 			return o.retire(ctx, r, "old instance leaving ("+old.LifecycleState+")")
 		}
 		if err := o.holdIfPaused(&r, "terminate "+old.ID); err != nil {
 			return r, err
 		}
+		if old.Protected && !r.ECSManagedDraining {
+			// Scale-in protection (ECS managed termination protection sets it on instances with tasks) comes
+			// off only here, from the drained instance; explicit termination does not need it, but leaving a
+			// drained instance protected would make ECS and Auto Scaling disagree about it.
+			if _, err := o.AutoScaling.SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{AutoScalingGroupName: aws.String(v.Name),
+				InstanceIds: []string{old.ID}, ProtectedFromScaleIn: aws.Bool(false)}); err != nil && !awsapi.IsInstanceNotFound(err) {
+				return r, fmt.Errorf("removing scale-in protection from drained instance %s: %w", old.ID, err)
+			}
+		}
 		// Decrementing desired capacity undoes the surge in the same call; the group's terminating lifecycle
 		// hook (if any) then reaches this agent, which finds the instance drained and completes it (Amazon EC2
 		// Auto Scaling API Reference: TerminateInstanceInAutoScalingGroup). The replacement is done once the
 		// call is accepted: the next one need not wait for the drained instance to finish shutting down.
+		// Surge: decrementing desired capacity undoes the surge. Drain-first: the group shrinks by the drained
+		// instance unless that would go below min size, in which case Auto Scaling launches its replacement
+		// (from the new launch template version). With ECS managed draining the instance is not drained yet:
+		// Auto Scaling launches the replacement at once and ECS moves the tasks onto it before the instance
+		// goes (desired capacity stays what ECS managed scaling set).
+		decrement := r.Strategy != StrategyDrainFirst || (!r.ECSManagedDraining && v.Desired-1 >= v.Min)
 		_, err := o.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
-			InstanceId: aws.String(old.ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+			InstanceId: aws.String(old.ID), ShouldDecrementDesiredCapacity: aws.Bool(decrement)})
 		if err != nil && !awsapi.IsInstanceNotFound(err) {
 			return r, fmt.Errorf("terminating drained instance %s: %w", old.ID, err)
+		}
+		if r.ECSManagedDraining {
+			o.logStep(r, "terminate requested; ECS drains it")
+			return r, errWait
 		}
 		next, err := o.retire(ctx, r, "old instance terminating")
 		if err == nil {
@@ -436,7 +483,14 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 		ids = append(ids, i.ID)
 	}
 	r.Reason = ""
-	r.Current = &state.Replacement{Step: state.StepSurge, OldInstanceID: pick.ID, DesiredBefore: v.Desired,
+	first := state.StepSurge
+	switch {
+	case r.Strategy == StrategyDrainFirst && r.ECSManagedDraining:
+		first = state.StepTerminating // ECS drains it on termination, through its own hook
+	case r.Strategy == StrategyDrainFirst:
+		first = state.StepDraining
+	}
+	r.Current = &state.Replacement{Step: first, OldInstanceID: pick.ID, DesiredBefore: v.Desired,
 		InstancesBefore: ids, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: pick.Node.Name}
 	return o.save(ctx, r, "replacing instance")
 }
@@ -681,7 +735,7 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string) (
 			o.Observer.RolloutTransition(o.lastStored, next, what)
 		}
 	}
-	o.lastStored = next
+	o.lastStored = next.Clone() // later steps edit next.Current in place; prev must not change with it
 	return next, nil
 }
 

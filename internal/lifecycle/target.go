@@ -50,9 +50,7 @@ func TargetFromTags(group string, tags map[string]string) (*Target, error) {
 	t := &Target{Group: group, Platform: strings.ToLower(tags[TagPlatform]), Cluster: tags[TagCluster], Parameter: tags[TagParameter]}
 	var problems []string
 	switch t.Platform {
-	case PlatformECS:
-	case PlatformEKS:
-		problems = append(problems, fmt.Sprintf("tag %s=eks: EKS node groups are not supported by this version", TagPlatform))
+	case PlatformECS, PlatformEKS:
 	case "":
 		problems = append(problems, fmt.Sprintf("tag %s is missing (ecs or eks)", TagPlatform))
 	default:
@@ -83,9 +81,17 @@ type Discovered struct {
 	Misconfigured map[string]error
 }
 
+// SourceResolver completes a target's AMI source at discovery: it turns ParameterAuto into a concrete
+// parameter path and checks its platform's rules (EKS: never a node AMI newer than the control plane;
+// EKSSources). An error makes the group misconfigured: skipped and logged, never polled or rolled.
+type SourceResolver interface {
+	ResolveSource(ctx context.Context, t *Target, g astypes.AutoScalingGroup) error
+}
+
 // Discover lists the opted-in Auto Scaling groups (filter tag:patch-agent/enabled=true, 100 per page, every
-// page) and reads each one's target configuration from its tags. One call per 100 groups.
-func Discover(ctx context.Context, api awsapi.AutoScaling) (Discovered, error) {
+// page) and reads each one's target configuration from its tags, completing its AMI source with sources.
+// One call per 100 groups.
+func Discover(ctx context.Context, api awsapi.AutoScaling, sources ...SourceResolver) (Discovered, error) {
 	d := Discovered{Targets: map[string]Target{}, Groups: map[string]astypes.AutoScalingGroup{}, Misconfigured: map[string]error{}}
 	in := &autoscaling.DescribeAutoScalingGroupsInput{
 		Filters:    []astypes.Filter{{Name: aws.String("tag:" + TagEnabled), Values: []string{"true", "True", "TRUE"}}},
@@ -100,6 +106,9 @@ func Discover(ctx context.Context, api awsapi.AutoScaling) (Discovered, error) {
 		for _, g := range page.AutoScalingGroups {
 			name := aws.ToString(g.AutoScalingGroupName)
 			t, err := TargetFromTags(name, groupTags(g))
+			if err == nil && t != nil {
+				err = resolveSource(ctx, t, g, sources)
+			}
 			if err != nil {
 				d.Misconfigured[name] = err
 				continue
@@ -111,6 +120,20 @@ func Discover(ctx context.Context, api awsapi.AutoScaling) (Discovered, error) {
 		}
 	}
 	return d, nil
+}
+
+// resolveSource runs every source resolver on t; an `auto` source nobody resolved is an error.
+func resolveSource(ctx context.Context, t *Target, g astypes.AutoScalingGroup, sources []SourceResolver) error {
+	for _, s := range sources {
+		if err := s.ResolveSource(ctx, t, g); err != nil {
+			return fmt.Errorf("group %s is opted in but misconfigured: %w", t.Group, err)
+		}
+	}
+	if t.Parameter == ParameterAuto {
+		return fmt.Errorf("group %s is opted in but misconfigured: tag %s=%s is not resolved for platform %s by this agent",
+			t.Group, TagParameter, ParameterAuto, t.Platform)
+	}
+	return nil
 }
 
 // Names returns the managed group names, sorted.

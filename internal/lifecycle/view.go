@@ -14,9 +14,9 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
-// maxInstanceIDsPerDescribe bounds DescribeInstances requests (EC2 accepts up to 1000 instance ids per call;
-// smaller batches keep responses small).
-const maxInstanceIDsPerDescribe = 200
+// maxInstanceIDsPerDescribe bounds DescribeInstances requests: EC2 accepts up to 1000 instance ids per call
+// (Amazon EC2 API Reference: DescribeInstances, InstanceIds; larger requests are split by the paginator).
+const maxInstanceIDsPerDescribe = 1000
 
 // InstanceView is one instance of a group as the rollout sees it in one tick.
 type InstanceView struct {

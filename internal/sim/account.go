@@ -116,6 +116,9 @@ type Account struct {
 
 	// CloudWatch: alarm name -> state value (OK, ALARM, INSUFFICIENT_DATA)
 	alarms map[string]string
+
+	// EKS clusters by name (eks.go), created on first use
+	eksClusters map[string]*eksCluster
 }
 
 // New returns an empty account whose time is clk. Options left zero take their defaults.

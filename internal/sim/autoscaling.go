@@ -82,6 +82,9 @@ type GroupSpec struct {
 	// ECS's own terminating hook (ECSManagedDrainingHookName), and on every termination ECS sets the container
 	// instance DRAINING and completes its hook with CONTINUE once no non-daemon task is left but STOPPED.
 	ECSManagedDraining bool
+	// CapacityProvider makes the group an Amazon ECS capacity provider of ECSCluster, with managed scaling,
+	// managed termination protection and managed draining as it says (capacityprovider.go).
+	CapacityProvider *CapacityProviderSpec
 }
 
 // HookSpec describes a lifecycle hook.
@@ -113,6 +116,8 @@ type group struct {
 	createdAt         time.Time
 	instances         []string // launch order, terminated ones included
 	managedDraining   bool
+	capacityProvider  *capacityProvider // nil when the group is no ECS capacity provider
+	desiredChanges    []DesiredChange
 }
 
 func (g *group) hooksFor(transition string) []*HookSpec {
@@ -152,6 +157,9 @@ type Termination struct {
 	// NonStoppedDaemonTasks counts daemon-service tasks whose lastStatus was not STOPPED at the request (they
 	// stop last on a draining instance and do not make it undrained).
 	NonStoppedDaemonTasks int
+	// Proceeded is set once the instance left Terminating:Wait (shutting down); DrainedAtProceed says whether
+	// it was drained then — what matters with ECS managed draining, which drains after the request.
+	Proceeded, DrainedAtProceed bool
 }
 
 // Completion records one CompleteLifecycleAction or RecordLifecycleActionHeartbeat call, accepted or not.
@@ -192,6 +200,10 @@ func (a *Account) CreateGroup(spec GroupSpec) error {
 	if _, err := a.validateTemplateRef(spec.LaunchTemplateID, version); err != nil {
 		return err
 	}
+	cp, err := normalizeCapacityProvider(spec)
+	if err != nil {
+		return err
+	}
 	azs := spec.AvailabilityZones
 	if len(azs) == 0 {
 		azs = []string{a.opts.Region + "a", a.opts.Region + "b", a.opts.Region + "c"}
@@ -227,6 +239,9 @@ func (a *Account) CreateGroup(spec GroupSpec) error {
 	}
 	if spec.ECSManagedDraining {
 		_ = a.putHook(g, HookSpec{Name: ECSManagedDrainingHookName, Transition: TransitionTerminating, HeartbeatTimeout: time.Hour})
+	}
+	if cp != nil {
+		a.attachCapacityProvider(g, *cp)
 	}
 	a.instant = true
 	a.settle()
@@ -319,10 +334,15 @@ type hookNotification struct {
 // the SetDesiredCapacity API (ValidationError outside [min, max]). Setup helper: not counted.
 func (a *Account) SetDesiredCapacity(groupName string, desired int32) error {
 	defer a.lock()()
-	return a.setDesired(groupName, desired)
+	return a.setDesiredBy(groupName, desired, CallerTest)
 }
 
+// setDesired is SetDesiredCapacity through the AutoScaling client (recorded as CallerAPI).
 func (a *Account) setDesired(groupName string, desired int32) error {
+	return a.setDesiredBy(groupName, desired, CallerAPI)
+}
+
+func (a *Account) setDesiredBy(groupName string, desired int32, by string) error {
 	g := a.groups[groupName]
 	if g == nil {
 		return groupNotFound(groupName)
@@ -335,7 +355,9 @@ func (a *Account) setDesired(groupName string, desired int32) error {
 	if desired < g.min {
 		return apiError("ValidationError", "New SetDesiredCapacity value %d is below min value %d for the AutoScalingGroup.", desired, g.min)
 	}
+	from := g.desired
 	g.desired = desired
+	a.recordDesired(g, from, by)
 	a.settle()
 	return nil
 }
@@ -466,7 +488,7 @@ func (a *Account) launch(g *group) *instance {
 		id:           "i-" + a.hex(17),
 		group:        g.name,
 		az:           a.pickAZ(g),
-		imageID:      v.imageID,
+		imageID:      a.launchImageID(v.imageID), // resolve:ssm: resolved at launch (images.go)
 		instanceType: v.instanceType,
 		ltID:         t.id,
 		ltName:       t.name,
@@ -691,6 +713,13 @@ func (a *Account) terminationRecord(inst *instance, cause string) Termination {
 // Amazon ECS Developer Guide, "Deregister an Amazon ECS container instance": a terminated container instance is
 // deregistered from its cluster and its tasks stop; services start replacements elsewhere.
 func (a *Account) proceed(inst *instance) {
+	for i := len(a.terminations) - 1; i >= 0; i-- {
+		if t := &a.terminations[i]; t.InstanceID == inst.id {
+			t.DrainedAtProceed = a.terminationRecord(inst, t.Cause).DrainedAtRequest
+			t.Proceeded = true
+			break
+		}
+	}
 	inst.state = string(astypes.LifecycleStateTerminatingProceed)
 	inst.ec2State = ec2types.InstanceStateNameShuttingDown
 	a.after(a.opts.TerminateDelay, func() {
@@ -967,6 +996,7 @@ func (a *Account) describeGroup(g *group) astypes.AutoScalingGroup {
 			},
 		})
 	}
+	a.describeLaunchConfigurationGroup(g, &out) // groups on a launch configuration (launchconfig.go)
 	return out
 }
 
@@ -1165,7 +1195,9 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 			return nil, apiError("ValidationError", "You must specify a launch template in the MixedInstancesPolicy.")
 		}
 	}
+	from := g.desired
 	g.min, g.max, g.desired = minSize, maxSize, desired
+	a.recordDesired(g, from, CallerAPI)
 	g.ltID, g.ltVersion, g.mixed = ltID, ltVersion, mixed
 	if len(in.AvailabilityZones) > 0 {
 		g.azs = append([]string(nil), in.AvailabilityZones...)
@@ -1230,6 +1262,7 @@ func (c *AutoScalingClient) TerminateInstanceInAutoScalingGroup(ctx context.Cont
 			return nil, apiError("ValidationError", "Currently, desiredSize equals minSize (%d). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size.", g.min)
 		}
 		g.desired--
+		a.recordDesired(g, from, CallerAPI)
 	}
 	act := a.activity(inst, g, from, g.desired)
 	a.beginTerminate(inst, CauseAPI)

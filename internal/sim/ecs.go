@@ -542,6 +542,7 @@ func (a *Account) describeCI(c *cluster, ci *containerInstance) ecstypes.Contain
 	}
 	return ecstypes.ContainerInstance{
 		ContainerInstanceArn: ptr(ci.arn),
+		CapacityProviderName: a.capacityProviderName(ci),
 		Ec2InstanceId:        ptr(ci.ec2ID),
 		Status:               ptr(ci.status),
 		AgentConnected:       ci.agentConnected,

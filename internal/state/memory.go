@@ -109,6 +109,9 @@ func (m *Memory) History(_ context.Context, group string) ([]HistoryEntry, error
 	return out, nil
 }
 
+// Clone returns a deep copy of r: its Current replacement, template reference and slices are not shared.
+func (r Rollout) Clone() Rollout { return clone(r) }
+
 // clone deep-copies the slices and pointers of a rollout so callers never share memory with the store.
 func clone(r Rollout) Rollout {
 	if r.PreviousTemplate != nil {

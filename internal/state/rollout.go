@@ -86,6 +86,11 @@ type Rollout struct {
 	Replaced []string     `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order
 	Steps    int          `json:"steps" dynamodbav:"steps"`                           // transitions written so far
 
+	// Strategy is how instances are replaced ("surge" or "drain-first"), decided when the rollout starts;
+	// ECSManagedDraining records that ECS drains instances on termination through its own hook.
+	Strategy           string `json:"strategy,omitempty" dynamodbav:"strategy,omitempty"`
+	ECSManagedDraining bool   `json:"ecsManagedDraining,omitempty" dynamodbav:"ecsManagedDraining,omitempty"`
+
 	// Instances and OnTarget count the group's instances and those running TargetImageID, as last observed
 	// (written when they change, so status needs no AWS call).
 	Instances int `json:"instances" dynamodbav:"instances"`

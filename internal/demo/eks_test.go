@@ -1,0 +1,52 @@
+package demo
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+func TestDemoEKSGroupRollsWithoutBreakingItsPodDisruptionBudget(t *testing.T) {
+	ctx := context.Background()
+	w, err := Build(DemoSpec())
+	require.NoError(t, err)
+	param := w.EKSParameter(EKSGroupName)
+	require.Equal(t, "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id", param,
+		"auto: cluster version from DescribeCluster, arm64 from DescribeInstanceTypes of m7g.large")
+	ready, err := w.Kube.ReadyPods(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 6, ready)
+
+	w.PublishPublicAMI(param, ImageB)
+	minReady := ready
+	done, err := w.RunUntil(ctx, 5*time.Second, time.Hour, func() bool {
+		n, err := w.Kube.ReadyPods(ctx)
+		require.NoError(t, err)
+		minReady = min(minReady, n)
+		r := w.Rollout(ctx, EKSGroupName)
+		return r.TargetImageID == ImageB && r.Phase == state.PhaseCompleted
+	})
+	require.NoError(t, err)
+	require.True(t, done, "rollout: %+v", w.Rollout(ctx, EKSGroupName))
+	require.Zero(t, len(w.Checker.Violations), w.Checker.Violations)
+	require.GreaterOrEqual(t, w.Checker.MinServing[EKSGroupName], 3)
+	require.GreaterOrEqual(t, minReady, 5, "PodDisruptionBudget minAvailable 5 held throughout")
+	for _, i := range w.Account.Group(EKSGroupName).Instances {
+		if i.LifecycleState == "InService" {
+			require.Equal(t, ImageB, i.ImageID, i.ID)
+		}
+	}
+	nodes, err := w.Kube.Observe(ctx)
+	require.NoError(t, err)
+	serving := 0
+	for _, n := range nodes {
+		if n.Ready && !n.Cordoned {
+			serving++
+		}
+	}
+	require.Equal(t, 3, serving, "three Ready, schedulable nodes: %+v", nodes)
+}

@@ -1,0 +1,162 @@
+package eksdrain_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// The rollout tests run the real agent (orchestrator, platform, drainer) against the simulated account for
+// Auto Scaling and EC2, and a real kube-apiserver for the nodes: demo.KubeSim registers a node for every
+// running instance, recreates Deployment pods, finishes pods being deleted and writes the
+// PodDisruptionBudget's status, as kubelet and controllers would. The API server itself answers the
+// evictions.
+
+const (
+	group     = "eks-nodes"
+	goldenAMI = "/golden-ami/eks/nodes"
+	tick      = 5 * time.Second
+)
+
+// rolloutWorld builds a world with one EKS group of desired nodes on the shared API server, running
+// workload in the test's namespace.
+func rolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload) (*demo.World, *kube) {
+	t.Helper()
+	k := newKube(t, nil)
+	workload.Namespace = k.ns
+	policy := lifecycle.Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 10 * time.Minute, RollbackOnFailure: true}
+	w, err := demo.Build(demo.Spec{
+		Sim:    sim.Options{Seed: rand.Uint64()}, // instance ids (and so node names) unique on the shared API server
+		Policy: policy,
+		Groups: []demo.GroupSetup{{Name: group, Platform: lifecycle.PlatformEKS, Cluster: "c9", Parameter: goldenAMI,
+			InstanceType: "m5.large", Min: desired, Max: desired + 1, Desired: desired, HeartbeatTimeout: -1}},
+		Kube:         k.cs,
+		KubeWorkload: workload,
+	})
+	require.NoError(t, err)
+	k.evict.now = w.Account.Clock().Now
+	return w, k
+}
+
+func TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineAndTheOldNodeKeepsServing(t *testing.T) {
+	// C9: the node's only pods belong to a Deployment whose PodDisruptionBudget has minAvailable == replicas.
+	// Evictions get 429 and are retried with backoff; at the drain deadline the rollout halts, the old node
+	// is uncordoned and keeps serving, nothing destructive is done, and nothing loops.
+	w, k := rolloutWorld(t, 1, demo.KubeWorkload{Replicas: 2, MinAvailable: 2, DaemonSet: true})
+	ctx := context.Background()
+	oldID := w.Account.Group(group).Instances[0].ID
+	nodes, err := w.Kube.Observe(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, nodes[oldID].Evictable, "both Deployment pods on the only node")
+
+	w.PublishAMI(goldenAMI, demo.ImageB)
+	var drainStarted time.Time
+	halted, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+		r := w.Rollout(ctx, group)
+		if drainStarted.IsZero() && r.Current != nil && r.Current.Step == state.StepDraining {
+			drainStarted = w.Account.Clock().Now()
+		}
+		return r.Phase == state.PhaseHalted
+	})
+	require.NoError(t, err)
+	require.True(t, halted, "rollout: %+v", w.Rollout(ctx, group))
+	r := w.Rollout(ctx, group)
+	require.Contains(t, r.Reason, "failed: drain of "+oldID+" did not finish within 10m0s")
+	require.Contains(t, r.Reason, "refused by a PodDisruptionBudget (429")
+	require.Contains(t, r.Reason, "it was put back in service")
+	require.WithinDuration(t, drainStarted.Add(10*time.Minute), w.Account.Clock().Now(), 2*tick, "halted at the drain deadline")
+
+	// Retried with backoff (5 s, 10 s, 20 s ... 2 min per pod), not on every tick.
+	evictions := k.evict.Count()
+	ticksDraining := int(10 * time.Minute / tick)
+	require.GreaterOrEqual(t, evictions, 2*5, "each pod retried several times")
+	require.LessOrEqual(t, evictions, 2*12, "backoff, not one eviction per pod per tick (%d ticks)", ticksDraining)
+	times := k.evict.Times()
+	require.Greater(t, times[len(times)-1].Sub(times[len(times)-3]), times[3].Sub(times[1]), "the gaps grow")
+
+	// The old node serves again with its pods; nothing was terminated.
+	requireOldNodeServing(t, w, oldID)
+	require.Zero(t, w.Account.Calls()["autoscaling:TerminateInstanceInAutoScalingGroup"])
+
+	// Never an endless loop: halted stays halted, no more evictions, the node stays schedulable.
+	for range 180 { // 15 more minutes
+		require.NoError(t, w.Step(ctx, tick))
+	}
+	require.Equal(t, state.PhaseHalted, w.Rollout(ctx, group).Phase)
+	require.Equal(t, evictions, k.evict.Count(), "no eviction after the halt")
+	requireOldNodeServing(t, w, oldID)
+	require.Empty(t, w.Checker.Violations)
+	require.GreaterOrEqual(t, w.Checker.MinServing[group], 1)
+}
+
+func requireOldNodeServing(t *testing.T, w *demo.World, oldID string) {
+	t.Helper()
+	ctx := context.Background()
+	nodes, err := w.Kube.Observe(ctx)
+	require.NoError(t, err)
+	old := nodes[oldID]
+	require.True(t, old.Ready)
+	require.False(t, old.Cordoned, "uncordoned at the deadline")
+	require.Equal(t, 2, old.Evictable, "its pods stay")
+	ready, err := w.Kube.ReadyPods(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, ready)
+	inst, ok := w.Account.Instance(oldID)
+	require.True(t, ok)
+	require.Equal(t, "InService", inst.LifecycleState)
+}
+
+func TestReplacementWhoseNodeNeverBecomesReadyIsNotHealthyAndTheRolloutRollsBack(t *testing.T) {
+	w, k := rolloutWorld(t, 2, demo.KubeWorkload{Replicas: 2, MinAvailable: 1, DaemonSet: true})
+	ctx := context.Background()
+	w.Account.MarkImageUnhealthy(demo.ImageB) // its kubelet registers the node, which never turns Ready
+	w.PublishAMI(goldenAMI, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, group).Phase == state.PhaseRolledBack })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, group)
+	require.True(t, done, "rollout: %+v", r)
+	require.Regexp(t, `failed: replacement i-[0-9a-f]+ not healthy after 10m0s`, r.Reason)
+	require.Zero(t, k.evict.Count(), "no old node was drained")
+	nodes, err := w.Kube.Observe(ctx)
+	require.NoError(t, err)
+	for _, i := range w.Account.Group(group).Instances {
+		if i.LifecycleState != "InService" {
+			continue
+		}
+		require.Equal(t, demo.ImageA, i.ImageID)
+		require.True(t, nodes[i.ID].Ready && !nodes[i.ID].Cordoned, "old node %s serving", i.ID)
+	}
+	require.Empty(t, w.Checker.Violations)
+}
+
+func TestEKSRolloutCompletesAgainstARealAPIServer(t *testing.T) {
+	w, k := rolloutWorld(t, 2, demo.KubeWorkload{Replicas: 4, MinAvailable: 3, DaemonSet: true})
+	ctx := context.Background()
+	w.PublishAMI(goldenAMI, demo.ImageB)
+	minReady := 4
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+		n, err := w.Kube.ReadyPods(ctx)
+		require.NoError(t, err)
+		minReady = min(minReady, n)
+		return w.Rollout(ctx, group).Phase == state.PhaseCompleted
+	})
+	require.NoError(t, err)
+	require.True(t, done, "rollout: %+v", w.Rollout(ctx, group))
+	require.GreaterOrEqual(t, minReady, 3, "PodDisruptionBudget minAvailable 3 held by the API server")
+	require.GreaterOrEqual(t, k.evict.Count(), 4, "every Deployment pod of the two old nodes evicted")
+	require.Empty(t, w.Checker.Violations)
+	require.GreaterOrEqual(t, w.Checker.MinServing[group], 2)
+	for _, i := range w.Account.Group(group).Instances {
+		if i.LifecycleState == "InService" {
+			require.Equal(t, demo.ImageB, i.ImageID)
+		}
+	}
+}

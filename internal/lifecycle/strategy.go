@@ -1,0 +1,76 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+)
+
+// Replacement strategies.
+const (
+	// StrategySurge launches the replacement first (desired+1), then drains and terminates the old
+	// instance: capacity never drops. The default for plain groups.
+	StrategySurge = "surge"
+	// StrategyDrainFirst drains the old instance first and lets ECS managed scaling add the capacity the
+	// displaced tasks need, then terminates it explicitly. The default for ECS capacity-provider groups with
+	// managed scaling, whose desired capacity ECS owns: a surge instance without tasks would be scaled away.
+	StrategyDrainFirst = "drain-first"
+)
+
+// TagStrategy overrides the automatic choice: "surge", "drain-first" or "auto" (default).
+const TagStrategy = "patch-agent/strategy"
+
+// Names ECS gives to what it manages on an Auto Scaling group (Amazon ECS Developer Guide: "Amazon ECS
+// capacity providers for EC2 workloads" — ECS tags groups it scales with AmazonECSManaged; "Safely stop
+// Amazon ECS workloads running on EC2 instances" — managed instance draining adds its own terminating hook).
+const (
+	TagECSManaged              = "AmazonECSManaged"
+	ECSManagedDrainingHookName = "ecs-managed-draining-termination-hook"
+)
+
+// GroupTraits are the facts about a group that decide how its instances are replaced.
+type GroupTraits struct {
+	// ECSManagedScaling: a capacity provider with managed scaling sets the group's desired capacity.
+	ECSManagedScaling bool
+	// ECSManagedDraining: ECS drains every instance on termination through its own lifecycle hook; the agent
+	// never sets DRAINING itself and never completes ECS's hook.
+	ECSManagedDraining bool
+}
+
+// DescribeTraits reads a group's traits: its tags (from the group as described) and its lifecycle hooks.
+func DescribeTraits(ctx context.Context, api awsapi.AutoScaling, group string, tags map[string]string) (GroupTraits, error) {
+	var tr GroupTraits
+	_, tr.ECSManagedScaling = tags[TagECSManaged]
+	out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
+	if err != nil {
+		return tr, fmt.Errorf("describing lifecycle hooks of %s: %w", group, err)
+	}
+	for _, h := range out.LifecycleHooks {
+		if aws.ToString(h.LifecycleHookName) == ECSManagedDrainingHookName {
+			tr.ECSManagedDraining = true
+		}
+	}
+	return tr, nil
+}
+
+// ChooseStrategy returns the strategy for a group: the tag's choice, else drain-first for groups ECS
+// managed scaling owns, else surge.
+func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
+	switch strings.ToLower(tag) {
+	case StrategySurge:
+		return StrategySurge, nil
+	case StrategyDrainFirst:
+		return StrategyDrainFirst, nil
+	case "", "auto":
+		if tr.ECSManagedScaling {
+			return StrategyDrainFirst, nil
+		}
+		return StrategySurge, nil
+	}
+	return "", fmt.Errorf("tag %s=%q: want surge, drain-first or auto", TagStrategy, tag)
+}

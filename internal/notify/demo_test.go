@@ -1,0 +1,112 @@
+package notify_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/notify"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// lazyEventBridge sends to the world's simulated EventBridge once the world is built (the notifier is the
+// world's observer, so it exists first).
+type lazyEventBridge struct{ w **demo.World }
+
+func (l lazyEventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, o ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
+	return (*l.w).Account.EventBridge().PutEvents(ctx, in, o...)
+}
+
+// runDemo rolls the demo group (with tags added) to ImageB with a notifier as the agent's observer, setup
+// changing the world first, until the rollout satisfies until, and returns what the simulated EventBridge
+// received.
+func runDemo(t *testing.T, tags map[string]string, setup func(*demo.World), until func(state.Rollout) bool) []sim.PublishedEvent {
+	t.Helper()
+	ctx := context.Background()
+	var w *demo.World
+	n := notify.New(lazyEventBridge{&w}, notify.Options{})
+	spec := demo.DemoSpec()
+	for k, v := range tags {
+		if spec.Groups[0].Tags == nil {
+			spec.Groups[0].Tags = map[string]string{}
+		}
+		spec.Groups[0].Tags[k] = v
+	}
+	spec.Observer = n
+	w, err := demo.Build(spec)
+	require.NoError(t, err)
+	if setup != nil {
+		setup(w)
+	}
+	_, err = w.RunUntil(ctx, 5*time.Second, time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	w.PublishAMI(demo.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, 5*time.Second, 3*time.Hour, func() bool { return until(w.Rollout(ctx, demo.GroupName)) })
+	require.NoError(t, err)
+	require.True(t, done, "%+v", w.Rollout(ctx, demo.GroupName))
+	_, err = w.RunUntil(ctx, 5*time.Second, time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	require.NoError(t, n.Flush(ctx))
+	return w.Account.PublishedEvents()
+}
+
+// rolloutKinds returns the events announced for the demo's ECS group, in order, and how many of its
+// lifecycle actions were announced.
+func rolloutKinds(t *testing.T, evs []sim.PublishedEvent) (kinds []string, lifecycleActions int) {
+	t.Helper()
+	for _, e := range evs {
+		require.Equal(t, notify.Source, e.Source)
+		require.Equal(t, notify.DefaultBus, e.Bus)
+		var common struct {
+			SchemaVersion, Group, Platform, Cluster string
+		}
+		require.NoError(t, json.Unmarshal([]byte(e.Detail), &common))
+		require.Equal(t, notify.SchemaVersion, common.SchemaVersion)
+		if common.Group != demo.GroupName {
+			continue // the demo's other groups
+		}
+		require.Equal(t, lifecycle.PlatformECS, common.Platform)
+		require.Equal(t, demo.Cluster, common.Cluster)
+		switch e.DetailType {
+		case notify.DetailTypeRollout:
+			var d notify.RolloutDetail
+			require.NoError(t, json.Unmarshal([]byte(e.Detail), &d))
+			require.Equal(t, demo.ImageB, d.TargetImageID)
+			kinds = append(kinds, d.Event)
+		case notify.DetailTypeLifecycle:
+			lifecycleActions++
+		default:
+			t.Fatalf("unexpected detail-type %q", e.DetailType)
+		}
+	}
+	return kinds, lifecycleActions
+}
+
+func TestTheDemoRolloutAnnouncesItsStartAndCompletion(t *testing.T) {
+	evs := runDemo(t, nil, nil, func(r state.Rollout) bool { return r.TargetImageID == demo.ImageB && !r.Active() })
+	kinds, actions := rolloutKinds(t, evs)
+	require.Equal(t, []string{notify.EventStarted, notify.EventCompleted}, kinds)
+	require.Equal(t, 3, actions, "the terminating hook of each replaced instance")
+}
+
+func TestABadAMIAnnouncesTheRollbackAndItsEnd(t *testing.T) {
+	evs := runDemo(t, nil, func(w *demo.World) { w.Account.MarkImageUnhealthy(demo.ImageB) },
+		func(r state.Rollout) bool { return r.Phase == state.PhaseRolledBack })
+	kinds, _ := rolloutKinds(t, evs)
+	require.Equal(t, []string{notify.EventStarted, notify.EventRollingBack, notify.EventRolledBack}, kinds)
+}
+
+func TestASoakWaitIsAnnouncedOnceWhileItsRemainingTimeChanges(t *testing.T) {
+	evs := runDemo(t, map[string]string{lifecycle.TagMinAMIAge: "48h"}, nil, func(r state.Rollout) bool {
+		return r.Phase == state.PhaseWaiting && r.UpdatedAt.Sub(r.DetectedAt) > 30*time.Minute
+	})
+	kinds, _ := rolloutKinds(t, evs)
+	require.Equal(t, []string{notify.EventStarted, notify.EventWaiting}, kinds)
+}

@@ -1,0 +1,104 @@
+// Package notify sends the agent's notifications to Amazon EventBridge: a "Rollout State Change" event when a
+// rollout starts, waits on a gate, halts, rolls back, is rolled back or completes, and a "Lifecycle Action
+// Completed" event for every lifecycle action the agent completes. docs/notifications.md documents the detail
+// schema and example rules. The Notifier is a lifecycle.Observer; FanOut combines it with the metrics
+// Registry into the one Observer the agent takes.
+package notify
+
+import (
+	"strings"
+	"time"
+)
+
+// Envelope values of every event the agent sends.
+const (
+	// Source is the "source" of every event.
+	Source = "patch-agent"
+	// DetailTypeRollout is the detail-type of RolloutDetail events.
+	DetailTypeRollout = "Rollout State Change"
+	// DetailTypeLifecycle is the detail-type of LifecycleDetail events.
+	DetailTypeLifecycle = "Lifecycle Action Completed"
+	// SchemaVersion is the version of both detail schemas. Fields are only ever added within a version; a
+	// field removed or changing meaning makes a new version.
+	SchemaVersion = "1"
+	// DefaultBus is the event bus used when none is configured.
+	DefaultBus = "default"
+)
+
+// Values of RolloutDetail.Event.
+const (
+	// EventStarted: a new target AMI was detected (or a manual rollback was requested) and the rollout began.
+	EventStarted = "started"
+	// EventWaiting: a gate now holds the rollout (pause, soak, approval, maintenance window, alarm); sent when
+	// the kind of gate changes, not when its wording (a remaining time) does.
+	EventWaiting = "waiting"
+	// EventHalted: a failure stopped the rollout without rollback; Reason says why.
+	EventHalted = "halted"
+	// EventRollingBack: a failure stopped the rollout and the launch template is being put back.
+	EventRollingBack = "rolling-back"
+	// EventRolledBack: the rollback finished; Reason keeps the failure.
+	EventRolledBack = "rolled-back"
+	// EventCompleted: every instance runs the target AMI.
+	EventCompleted = "completed"
+)
+
+// RolloutDetail is the detail of a "Rollout State Change" event (schema version 1). Every field is always
+// present; strings that do not apply are "".
+type RolloutDetail struct {
+	SchemaVersion string `json:"schemaVersion"`
+	// Event is what happened: started, waiting, halted, rolling-back, rolled-back or completed.
+	Event    string `json:"event"`
+	Group    string `json:"group"`
+	Platform string `json:"platform"` // "ecs" or "eks"
+	Cluster  string `json:"cluster"`
+	// Phase is the rollout's phase after the change, PreviousPhase before it (docs/state.md).
+	Phase         string `json:"phase"`
+	PreviousPhase string `json:"previousPhase"`
+	// Reason explains Waiting, Halted, RollingBack and RolledBack in an operator's words.
+	Reason          string `json:"reason"`
+	TargetImageID   string `json:"targetImageId"`
+	PreviousImageID string `json:"previousImageId"`
+	// Instances and OnTarget count the group's instances and those in service on the target AMI, as the
+	// agent last observed them.
+	Instances int `json:"instances"`
+	OnTarget  int `json:"onTarget"`
+	// At is when the change was written (RFC 3339, UTC).
+	At time.Time `json:"at"`
+}
+
+// LifecycleDetail is the detail of a "Lifecycle Action Completed" event (schema version 1).
+type LifecycleDetail struct {
+	SchemaVersion string `json:"schemaVersion"`
+	Group         string `json:"group"`
+	Platform      string `json:"platform"`
+	Cluster       string `json:"cluster"`
+	InstanceID    string `json:"instanceId"`
+	// LifecycleHookName and LifecycleTransition are the hook's name and
+	// "autoscaling:EC2_INSTANCE_TERMINATING" or "autoscaling:EC2_INSTANCE_LAUNCHING".
+	LifecycleHookName   string `json:"lifecycleHookName"`
+	LifecycleTransition string `json:"lifecycleTransition"`
+	// Result is CONTINUE or ABANDON; Note why (for example that the action was no longer active).
+	Result string `json:"result"`
+	Note   string `json:"note"`
+	// DrainSeconds is how long the drain took, in seconds (0 for launching actions).
+	DrainSeconds float64 `json:"drainSeconds"`
+	// At is when the action was completed (RFC 3339, UTC).
+	At time.Time `json:"at"`
+}
+
+// gateOf returns the kind of gate a rollout reason names ("" when it names none): the reason prefixes the
+// orchestrator writes (internal/lifecycle/rollout.go: holdIfPaused, startGate, runGate).
+func gateOf(reason string) string {
+	for _, g := range []struct{ prefix, kind string }{
+		{"paused", "paused"},
+		{"soak:", "soak"},
+		{"approval:", "approval"},
+		{"maintenance window", "maintenance window"},
+		{"alarm", "alarm"},
+	} {
+		if strings.HasPrefix(reason, g.prefix) {
+			return g.kind
+		}
+	}
+	return ""
+}

@@ -1,0 +1,52 @@
+package notify
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// FanOut passes every observation to each of Observers in order (the metrics Registry and the Notifier), so
+// the agent takes one lifecycle.Observer. A panicking observer is logged and skipped: observers must never
+// fail the agent's work.
+type FanOut struct {
+	Observers []lifecycle.Observer
+	// Log receives observer panics; nil discards them.
+	Log *zap.Logger
+}
+
+var _ lifecycle.Observer = FanOut{}
+
+// RolloutTransition implements lifecycle.Observer.
+func (f FanOut) RolloutTransition(prev, next state.Rollout, what string) {
+	for _, o := range f.Observers {
+		f.call("RolloutTransition", func() { o.RolloutTransition(prev, next, what) })
+	}
+}
+
+// TargetObserved implements lifecycle.Observer.
+func (f FanOut) TargetObserved(t lifecycle.Target, v lifecycle.GroupView, r state.Rollout, ami *lifecycle.ResolvedAMI) {
+	for _, o := range f.Observers {
+		f.call("TargetObserved", func() { o.TargetObserved(t, v, r, ami) })
+	}
+}
+
+// LifecycleActionCompleted implements lifecycle.Observer.
+func (f FanOut) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
+	for _, o := range f.Observers {
+		f.call("LifecycleActionCompleted", func() { o.LifecycleActionCompleted(h, drain) })
+	}
+}
+
+func (f FanOut) call(what string, fn func()) {
+	defer func() {
+		if p := recover(); p != nil && f.Log != nil {
+			f.Log.Error("observer panicked; skipped", zap.String("observer_call", what), zap.String("panic", fmt.Sprint(p)))
+		}
+	}()
+	fn()
+}
