@@ -73,6 +73,8 @@ type Agent struct {
 	lastPoll   time.Time
 	lastTick   atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
 	images     map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
+	// hookProblems: group -> what it lacks for drained terminations (MissingHooks), refreshed every poll
+	hookProblems map[string]string
 }
 
 // instanceImage is a cached DescribeInstances answer.
@@ -122,6 +124,32 @@ func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered) (map[s
 		images[id], launched[id] = c.imageID, c.launched
 	}
 	return images, launched, nil
+}
+
+// checkHooksLocked reports managed groups whose terminations would skip the drain (no terminating lifecycle
+// hook), once per poll interval: a warning log line and a reason on the group's status.
+func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
+	if a.hookProblems == nil {
+		a.hookProblems = map[string]string{}
+	}
+	for _, name := range d.Names() {
+		missing, err := lifecycle.MissingHooks(ctx, a.clients.AutoScaling, name)
+		if err != nil {
+			a.log.Warn("checking lifecycle hooks failed", zap.String(logging.Group, name), zap.Error(err))
+			continue
+		}
+		if missing != "" && a.hookProblems[name] != missing {
+			a.log.Warn("managed group has no terminating lifecycle hook", zap.String(logging.Group, name), zap.String(logging.Reason, missing))
+		}
+		a.hookProblems[name] = missing
+	}
+}
+
+// HookProblem says what a managed group lacks for drained terminations ("" when nothing), as of the last check.
+func (a *Agent) HookProblem(group string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.hookProblems[group]
 }
 
 // forgetImage drops an instance's cached AMI (its root volume is being replaced).
@@ -240,6 +268,7 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		} else {
 			a.lastPoll = a.clock.Now()
 		}
+		a.checkHooksLocked(ctx, d)
 	}
 	images, launched, err := a.imagesLocked(ctx, d)
 	if err != nil {
@@ -289,7 +318,7 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if r, ok := a.amis[t.Parameter]; ok {
 			ami = &r
 		}
-		r, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Record: &rec,
+		r, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Record: &rec, Warning: a.hookProblems[name],
 			Pause: pauseFor(locks, name, a.clock.Now()), SourceProblem: a.sourceErr[t.Parameter]})
 		if err != nil {
 			a.log.Error("rollout step failed; retrying next tick", zap.String(logging.Group, name), zap.Error(err))

@@ -299,3 +299,33 @@ func TestPassingAWSFaultsDuringADrainKeepTheMessageHeldNotDeadLettered(t *testin
 	require.Zero(t, dlqVisible, "a passing fault never walks a lifecycle action to the dead-letter queue")
 	require.Empty(t, w.Checker.Violations)
 }
+
+func TestGroupWithoutATerminatingHookIsReported(t *testing.T) {
+	with := demo.GroupSetup{Name: "hooked", Cluster: "c1", Parameter: "/golden/x", Min: 1, Max: 2, Desired: 1}
+	without := demo.GroupSetup{Name: "bare", Cluster: "c1", Parameter: "/golden/x", Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1}
+	w := build(t, demo.Spec{Groups: []demo.GroupSetup{with, without}})
+	require.NoError(t, w.Agent.RunOnce(context.Background()))
+	require.Empty(t, w.Agent.HookProblem("hooked"))
+	require.Contains(t, w.Agent.HookProblem("bare"), "no terminating lifecycle hook")
+	require.Contains(t, w.Rollout(context.Background(), "bare").Warning, "no terminating lifecycle hook", "status shows it")
+	require.Empty(t, w.Rollout(context.Background(), "hooked").Warning)
+}
+
+func TestDrainDeadlineHoldsWhenTheDrainCannotBeCheckedAnyMore(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	spec := oneGroup(&g)
+	broken := &flakyECS{failures: 1 << 30} // ListTasks never answers again
+	spec.Wrap = func(c agent.Clients) agent.Clients { broken.ECS = c.ECS; c.ECS = broken; return c }
+	w := build(t, spec)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseHalted })
+	require.NoError(t, err)
+	require.True(t, done, "the rollout halts at the drain deadline instead of retrying forever")
+	r := w.Rollout(ctx, g.Name)
+	require.Contains(t, r.Reason, "did not finish within 30m0s")
+	require.Contains(t, r.Reason, "drain status unknown")
+	old, _ := w.Account.Instance(r.Current.OldInstanceID)
+	require.Equal(t, "ACTIVE", old.ContainerInstanceStatus, "the old instance is back in service")
+	require.Equal(t, "InService", old.LifecycleState, "and was never terminated")
+}

@@ -337,9 +337,9 @@ type Status struct {
 	Detail string `json:"detail"`
 }
 
-// StartDrain cordons the node and asks once for the eviction of every evictable pod on it; refused
-// evictions (429) are left to DrainStatus. It returns errors of the Kubernetes API other than refused
-// evictions (a missing permission, an unreachable API server).
+// StartDrain cordons the node and asks once for the eviction of every evictable pod on it; refused or
+// failed evictions are left to DrainStatus (and named in Status.Detail). It returns the errors of cordoning
+// and of listing the node's pods.
 func (d *Drainer) StartDrain(ctx context.Context, node *corev1.Node) (Status, error) {
 	if err := d.Cordon(ctx, node); err != nil {
 		return Status{}, err
@@ -409,9 +409,10 @@ func (d *Drainer) Evict(ctx context.Context, nodeName string) (Status, error) {
 			d.forget(nodeName, pod.UID)
 		case apierrors.IsNotFound(err):
 			d.forget(nodeName, pod.UID) // gone already
-		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-			return Status{}, fmt.Errorf("evicting pod %s/%s from node %s: %w", pod.Namespace, pod.Name, nodeName, err)
 		default:
+			// 429 from a PodDisruptionBudget, and also 403 (RBAC missing pods/eviction, or a
+			// PodDisruptionBudget the API server refuses to use) and 5xx: the pod waits for its backoff and the
+			// message goes into Detail, so the drain deadline still ends the wait with a reason that names it.
 			st.Remaining++
 			r := d.refused(nodeName, pod.UID, now, err)
 			if r.blocked {

@@ -109,6 +109,8 @@ type Inputs struct {
 	Pause *state.Lock
 	// SourceProblem says why the source names no usable AMI ("source missing: ..."), when AMI is nil.
 	SourceProblem string
+	// Warning is a standing configuration problem of the group ("" when none), kept on the record.
+	Warning string
 	// Record, when set, is the target's rollout record as read in this tick (Version 0 when it has none);
 	// nil reads it from the Store.
 	Record *state.Rollout
@@ -155,7 +157,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		r.Reason = ""
 	}
 	stored := r
-	r.Instances, r.OnTarget = len(v.Instances), v.CountOnImage(r.TargetImageID)
+	r.Instances, r.OnTarget, r.Warning = len(v.Instances), v.CountOnImage(r.TargetImageID), in.Warning
 	switch {
 	case ami == nil && in.SourceProblem != "" && !r.Active():
 		r.Reason = in.SourceProblem
@@ -170,7 +172,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		}
 		if errors.Is(err, errWait) {
 			if next.Version == stored.Version && (next.Phase != stored.Phase || next.Reason != stored.Reason ||
-				next.Instances != stored.Instances || next.OnTarget != stored.OnTarget) {
+				next.Instances != stored.Instances || next.OnTarget != stored.OnTarget || next.Warning != stored.Warning) {
 				// A new reason to wait (or a new count) is written once, so status shows it; an unchanged one
 				// costs nothing.
 				next, err = o.save(ctx, next, "waiting")
@@ -378,7 +380,11 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 		}
 		prog, err := platform.DrainStatus(ctx, t.Cluster, old.ID)
 		if err != nil {
-			return r, err
+			if started := cur.DrainStartedAt; started.IsZero() || now.Sub(started) <= o.Policy.DrainTimeout {
+				return r, err
+			}
+			// The deadline holds even when the drain cannot be checked any more.
+			prog.Detail = "drain status unknown: " + err.Error()
 		}
 		if prog.Drained {
 			cur.Step, cur.StepStartedAt = state.StepTerminating, now

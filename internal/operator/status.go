@@ -33,6 +33,8 @@ type StatusRow struct {
 	CurrentInstance *CurrentInstance `json:"currentInstance,omitempty"`
 	// Reason says why the rollout waits, halted or rolled back; "paused ..." while a pause holds it.
 	Reason string `json:"reason,omitempty"`
+	// Warning is a standing problem of the group's configuration (e.g. no terminating lifecycle hook).
+	Warning string `json:"warning,omitempty"`
 	// Paused is the pause lock that holds the group now (the global one first), nil when not paused.
 	Paused    *PauseInfo `json:"paused,omitempty"`
 	UpdatedAt time.Time  `json:"updatedAt,omitzero"`
@@ -91,7 +93,7 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 	for _, r := range rs {
 		row := StatusRow{Group: r.Group, Platform: r.Platform, Cluster: r.Cluster, TargetImageID: r.TargetImageID,
 			PreviousImageID: r.PreviousImageID, ChangedAt: r.DetectedAt, Instances: r.Instances, OnTarget: r.OnTarget,
-			Other: max(r.Instances-r.OnTarget, 0), Phase: r.Phase, Reason: r.Reason, UpdatedAt: r.UpdatedAt}
+			Other: max(r.Instances-r.OnTarget, 0), Phase: r.Phase, Reason: r.Reason, Warning: r.Warning, UpdatedAt: r.UpdatedAt}
 		if c := r.Current; c != nil {
 			row.Step = c.Step
 			row.CurrentInstance = &CurrentInstance{Old: c.OldInstanceID, New: c.NewInstanceID}

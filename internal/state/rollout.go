@@ -91,6 +91,10 @@ type Rollout struct {
 	Strategy           string `json:"strategy,omitempty" dynamodbav:"strategy,omitempty"`
 	ECSManagedDraining bool   `json:"ecsManagedDraining,omitempty" dynamodbav:"ecsManagedDraining,omitempty"`
 
+	// Warning is a standing problem of the group's configuration the agent found (e.g. no terminating
+	// lifecycle hook), written when it changes; "" when none.
+	Warning string `json:"warning,omitempty" dynamodbav:"warning,omitempty"`
+
 	// Instances and OnTarget count the group's instances and those running TargetImageID, as last observed
 	// (written when they change, so status needs no AWS call).
 	Instances int `json:"instances" dynamodbav:"instances"`

@@ -109,6 +109,7 @@ func fullRollout(group string) state.Rollout {
 		},
 		Replaced:           []string{"i-0first"},
 		Steps:              9,
+		Warning:            "no terminating lifecycle hook",
 		Strategy:           "drain-first",
 		ECSManagedDraining: true,
 		Instances:          4,
