@@ -37,6 +37,7 @@ func (m hookMessage) lifecycleAction() (*LifecycleAction, error) {
 	var missing []string
 	for _, f := range []struct{ name, value string }{
 		{"LifecycleActionToken", m.LifecycleActionToken},
+		{"LifecycleHookName", m.LifecycleHookName}, // CompleteLifecycleAction requires it
 		{"EC2InstanceId", m.EC2InstanceID},
 		{"AutoScalingGroupName", m.AutoScalingGroupName},
 		{"LifecycleTransition", m.LifecycleTransition},
@@ -84,7 +85,7 @@ func (m hookMessage) lifecycleAction() (*LifecycleAction, error) {
 // Through SNS the same object is the notification's Message (testdata/sns-wrapped-asg-hook-terminating.json).
 // The ID is the RequestId, or the SNS MessageId when the message came through SNS.
 //
-// It fails when the token, instance id, group name or transition is missing, or the transition is neither
+// It fails when the token, hook name, instance id, group name or transition is missing, or the transition is neither
 // LAUNCHING nor TERMINATING.
 func parseHookMessage(body []byte, envelope Envelope) (Event, error) {
 	var m hookMessage

@@ -84,9 +84,11 @@ func parseSNSMessage(msg, subject string) (Event, error) {
 	body := bytes.Trim([]byte(msg), " \t\r\n")
 	if len(body) > 0 && body[0] == '{' {
 		var obj object
-		if json.Unmarshal(body, &obj) == nil {
-			return parseObject(body, obj, true)
+		if err := json.Unmarshal(body, &obj); err != nil {
+			// A Message that starts like a JSON object but does not parse is a broken message, not text.
+			return Event{}, fmt.Errorf("Message looks like JSON but does not parse: %w", err)
 		}
+		return parseObject(body, obj, true)
 	}
 	return Event{
 		Kind:     KindUnknown,

@@ -58,7 +58,15 @@ func parse(body []byte) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	if obj.str("Type") == "Notification" && obj.has("TopicArn") {
+	for _, key := range []string{"Type", "Event", "detail-type", "source"} {
+		if raw, ok := obj[key]; ok && obj.str(key) == "" && string(bytes.TrimSpace(raw)) != `""` {
+			return Event{}, fmt.Errorf("member %q is not a string", key)
+		}
+	}
+	if obj.str("Type") == "Notification" {
+		if !obj.has("TopicArn") {
+			return Event{}, errors.New("SNS notification without TopicArn")
+		}
 		return parseSNS(body)
 	}
 	return parseObject(body, obj, false)
