@@ -244,12 +244,23 @@ func (q fusedSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMes
 // in-memory state of the old one (held messages, caches, discovered targets) is gone. fuse, when not nil,
 // arms the new incarnation.
 func (w *World) Restart(fuse *Fuse) {
+	w.replaceAgent(fuse)
+	w.Restarts++
+}
+
+// replaceAgent starts a fresh agent incarnation, keeping the message counts of the one it replaces.
+func (w *World) replaceAgent(fuse *Fuse) {
 	clients, store := w.clients, w.Store
 	if fuse != nil {
 		clients, store = fuse.Wrap(clients, store)
 	}
+	if w.Agent != nil {
+		st := &w.Agent.Consumer.Stats
+		w.pastMessages.Processed += st.Processed.Load()
+		w.pastMessages.Ignored += st.Ignored.Load()
+		w.pastMessages.Failed += st.Failed.Load()
+	}
 	w.Agent = agent.New(clients, w.agentSettings(fuse), store, w.Account.Clock(), w.log)
-	w.Restarts++
 }
 
 // settleAfter is how long the crash scenarios let the world run after a rollout ends so that the last

@@ -103,6 +103,8 @@ type World struct {
 	Checker  *Checker
 	// Restarts counts the agent incarnations replaced by Restart.
 	Restarts int
+	// pastMessages are the message counts of agent incarnations replaced by Restart.
+	pastMessages MessageCounts
 	// Kube plays the Kubernetes side of the EKS groups (nil without EKS groups).
 	Kube *KubeSim
 
@@ -474,7 +476,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 	// Let the last lifecycle actions and messages settle (the crash scenario no longer kills the agent).
 	if fuse != nil {
-		w.Restart(nil)
+		w.replaceAgent(nil) // an unfused agent, not a crash: not counted as a restart
 	}
 	for range 24 {
 		if err := w.Step(ctx, opts.Tick); err != nil {
@@ -520,7 +522,8 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 	s.InvariantViolations = len(w.Checker.Violations)
 	s.Restarts = w.Restarts
 	st := &w.Agent.Consumer.Stats
-	s.Messages = MessageCounts{Processed: st.Processed.Load(), Ignored: st.Ignored.Load(), Failed: st.Failed.Load()}
+	s.Messages = MessageCounts{Processed: w.pastMessages.Processed + st.Processed.Load(),
+		Ignored: w.pastMessages.Ignored + st.Ignored.Load(), Failed: w.pastMessages.Failed + st.Failed.Load()}
 	return s
 }
 
@@ -587,7 +590,7 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 	}
 	step, detail := "", ""
 	if c := r.Current; c != nil {
-		step = "/" + string(c.Step)
+		step = "/" + stepLabel(c.Step)
 		detail = " old=" + c.OldInstanceID
 		if c.NewInstanceID != "" {
 			detail += " new=" + c.NewInstanceID
@@ -666,4 +669,19 @@ func (w *World) allStopped(ctx context.Context, stop func(state.Rollout, *World)
 		}
 	}
 	return true
+}
+
+// stepLabel names a replacement step for the progress lines by what is happening in it.
+func stepLabel(s state.Step) string {
+	switch s {
+	case state.StepSurge:
+		return "surge"
+	case state.StepReplacementHealthy:
+		return "waiting-for-replacement"
+	case state.StepDraining:
+		return "draining"
+	case state.StepTerminating:
+		return "terminating"
+	}
+	return string(s)
 }

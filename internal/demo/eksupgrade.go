@@ -1,0 +1,158 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/patch-agent/patch-agent/internal/eksdrain"
+	"github.com/patch-agent/patch-agent/internal/eksupgrade"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// EKSUpgradeScenario is the demo of `patch-agent eks upgrade` (`patch-agent demo --scenario eks-upgrade`): no
+// AMI rollout, the version upgrade of a simulated EKS cluster.
+const EKSUpgradeScenario = "eks-upgrade"
+
+// The eks-upgrade demo's cluster: EKSCluster on UpgradeFrom, upgraded to UpgradeTo, with the add-ons vpc-cni,
+// coredns and kube-proxy, managed node group UpgradeNodegroup, and self-managed node group EKSGroupName
+// (patch-agent/ami-parameter=auto: it follows the control plane).
+const (
+	UpgradeFrom      = "1.30"
+	UpgradeTo        = EKSVersion
+	UpgradeNodegroup = "web"
+	// UpgradeOperator is who runs and approves the demo's upgrade.
+	UpgradeOperator = "operator"
+)
+
+// UpgradeStart is when the eks-upgrade demo's clock starts.
+var UpgradeStart = time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+
+// UpgradeAddons are the demo's add-ons: for each, its version on UpgradeFrom (installed) and its default on
+// UpgradeTo.
+var UpgradeAddons = []struct{ Name, From, To string }{
+	{"vpc-cni", "v1.18.3-eksbuild.1", "v1.19.0-eksbuild.1"},
+	{"coredns", "v1.11.1-eksbuild.9", "v1.11.3-eksbuild.1"},
+	{"kube-proxy", "v1.30.6-eksbuild.3", "v1.31.2-eksbuild.3"},
+}
+
+// EKSUpgradeDescription says what the eks-upgrade demo holds.
+const EKSUpgradeDescription = "EKS cluster " + EKSCluster + " on Kubernetes " + UpgradeFrom + " with the managed add-ons vpc-cni, coredns and " +
+	"kube-proxy, managed node group " + UpgradeNodegroup + " and self-managed node group " + EKSGroupName + " (AMI source auto), upgraded to " +
+	UpgradeTo + ": preflight, approval, control plane, add-ons one at a time, node groups"
+
+// EKSUpgradeAccount builds the eks-upgrade demo's account (clock at UpgradeStart): the cluster, the add-on
+// catalog (each add-on's UpgradeFrom and UpgradeTo versions; kube-proxy's are each for one Kubernetes version
+// only), the installed add-ons, upgrade insights that pass, and both node groups, on UpgradeFrom.
+func EKSUpgradeAccount() (*sim.Account, error) {
+	a := sim.New(testingclock.NewFakeClock(UpgradeStart), sim.Options{})
+	a.CreateEKSCluster(EKSCluster, UpgradeFrom)
+	for _, ad := range UpgradeAddons {
+		from := sim.EKSAddonVersion{Addon: ad.Name, Version: ad.From, ClusterVersions: []string{"1.29", UpgradeFrom, UpgradeTo}, DefaultFor: []string{UpgradeFrom}}
+		to := sim.EKSAddonVersion{Addon: ad.Name, Version: ad.To, ClusterVersions: []string{UpgradeFrom, UpgradeTo, "1.32"}, DefaultFor: []string{UpgradeTo}}
+		if ad.Name == "kube-proxy" { // kube-proxy follows the Kubernetes minor version
+			from.ClusterVersions, to.ClusterVersions = []string{UpgradeFrom}, []string{UpgradeTo}
+		}
+		a.PublishEKSAddonVersion(from)
+		a.PublishEKSAddonVersion(to)
+		if err := a.InstallEKSAddon(EKSCluster, ad.Name, ad.From); err != nil {
+			return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
+		}
+	}
+	for _, name := range []string{"Deprecated APIs removed in Kubernetes v" + UpgradeTo, "Kubelet version skew", "EKS add-on version compatibility",
+		"Cluster health issues"} {
+		a.AddEKSInsight(EKSCluster, sim.EKSInsightSpec{Name: name, KubernetesVersion: UpgradeTo, Status: ekstypes.InsightStatusValuePassing,
+			Reason: "no issue found"})
+	}
+	if _, err := a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: EKSCluster, Name: UpgradeNodegroup, AMIType: "AL2023_ARM_64_STANDARD",
+		ReleaseVersion: "1.30.8-20261118", ImageID: ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2}); err != nil {
+		return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
+	}
+	lt := a.CreateLaunchTemplate(EKSGroupName+"-lt", ImageA, "m7g.large")
+	if err := a.CreateGroup(sim.GroupSpec{Name: EKSGroupName, Min: 3, Max: 4, Desired: 3, LaunchTemplateID: lt, Tags: map[string]string{
+		lifecycle.TagEnabled: "true", lifecycle.TagPlatform: lifecycle.PlatformEKS, lifecycle.TagCluster: EKSCluster,
+		lifecycle.TagParameter: lifecycle.ParameterAuto}}); err != nil {
+		return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
+	}
+	return a, nil
+}
+
+// UpgradeRunner returns a workflow runner on the account: its fake clock, waits that move the clock, a
+// backoff without jitter and numbered ClientRequestTokens, so every run prints the same lines.
+func UpgradeRunner(a *sim.Account, store eksupgrade.Store, owner string, out io.Writer) *eksupgrade.Runner {
+	n := 0
+	return &eksupgrade.Runner{
+		EKS: a.EKSUpgrade(), AutoScaling: a.AutoScaling(), Store: store, Clock: a.Clock(),
+		Wait: func(ctx context.Context, d time.Duration) error {
+			a.Advance(d)
+			return ctx.Err()
+		},
+		Backoff: eksdrain.Backoff{Base: 15 * time.Second, Cap: time.Minute}.Delay,
+		Owner:   owner, Who: UpgradeOperator, Out: out,
+		NewToken: func() string {
+			n++
+			return fmt.Sprintf("patch-agent-%s-%03d", owner, n)
+		},
+	}
+}
+
+// EKSUpgradeSummary is what `patch-agent demo --scenario eks-upgrade --json` prints: the workflow's summary,
+// the EKS updates it started and how long it took in simulated time.
+type EKSUpgradeSummary struct {
+	Scenario string `json:"scenario"`
+	eksupgrade.Summary
+	// Updates counts the EKS updates started (control plane, add-ons, managed node groups).
+	Updates          int     `json:"updates"`
+	HistoryEntries   int     `json:"historyEntries"`
+	SimulatedSeconds float64 `json:"simulatedSeconds"`
+}
+
+// RunEKSUpgrade plays the eks-upgrade demo with the real workflow: a first `patch-agent eks upgrade` runs the
+// preflight and waits for its approval, `patch-agent approve eks:<cluster>` approves, and a second run carries
+// the workflow to its end. Progress lines go to out (nil: none); store (nil: a new memory store) keeps the
+// workflow and its history.
+func RunEKSUpgrade(ctx context.Context, out io.Writer, store *state.Memory) (EKSUpgradeSummary, error) {
+	if store == nil {
+		store = state.NewMemory()
+	}
+	a, err := EKSUpgradeAccount()
+	if err != nil {
+		return EKSUpgradeSummary{}, err
+	}
+	say := func(format string, args ...any) {
+		if out != nil {
+			fmt.Fprintf(out, "%s  %s\n", a.Clock().Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
+		}
+	}
+	say("demo: %s", EKSUpgradeDescription)
+	req := eksupgrade.Request{Cluster: EKSCluster, To: UpgradeTo}
+	say("operator: patch-agent eks upgrade --cluster %s --to %s", EKSCluster, UpgradeTo)
+	w, err := UpgradeRunner(a, store, "run-1", out).Run(ctx, req)
+	if err != nil {
+		return EKSUpgradeSummary{}, err
+	}
+	if w.Phase == state.WorkflowWaiting {
+		a.Advance(10 * time.Minute) // the operator reads the plan
+		say("operator: patch-agent approve %s", eksupgrade.Subject(EKSCluster))
+		if _, err := eksupgrade.Approve(ctx, store, EKSCluster, UpgradeOperator, a.Clock().Now()); err != nil {
+			return EKSUpgradeSummary{}, err
+		}
+		say("operator: patch-agent eks upgrade --cluster %s --to %s", EKSCluster, UpgradeTo)
+		if w, err = UpgradeRunner(a, store, "run-2", out).Run(ctx, req); err != nil {
+			return EKSUpgradeSummary{}, err
+		}
+	}
+	hist, err := store.History(ctx, eksupgrade.Subject(EKSCluster))
+	if err != nil {
+		return EKSUpgradeSummary{}, err
+	}
+	return EKSUpgradeSummary{Scenario: EKSUpgradeScenario, Summary: eksupgrade.NewSummary(w, a.Clock().Now()),
+		Updates: len(a.EKSUpdates(EKSCluster)), HistoryEntries: len(hist),
+		SimulatedSeconds: a.Clock().Since(UpgradeStart).Seconds()}, nil
+}
