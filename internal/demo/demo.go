@@ -1,6 +1,6 @@
 // Package demo runs the real agent in-process against a simulated AWS account (internal/sim) on a simulated
 // clock: an ECS cluster on an Auto Scaling group whose golden-AMI parameter changes, rolled to the new AMI
-// one instance at a time while the DESIGN.md invariants are checked after every step.
+// one instance at a time while the invariants of docs/architecture.md are checked after every step.
 package demo
 
 import (

@@ -8,7 +8,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
-// Violation is one broken invariant of ../shared/DESIGN.md, seen at one moment.
+// Violation is one broken invariant (docs/architecture.md, "Invariants"), seen at one moment.
 type Violation struct {
 	At        time.Time `json:"at"`
 	Invariant int       `json:"invariant"`
@@ -20,7 +20,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("%s invariant %d (%s): %s", v.At.Format(time.TimeOnly), v.Invariant, v.Group, v.Detail)
 }
 
-// Checker asserts the DESIGN.md invariants on the simulated account after every step of a scenario:
+// Checker asserts the invariants of docs/architecture.md on the simulated account after every step of a scenario:
 //
 //  1. serving capacity (InService, ACTIVE, agent connected, not DRAINING; for EKS groups InService with a
 //     Ready, uncordoned node) never below the group's baseline desired capacity (the desired capacity
