@@ -1,8 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +23,7 @@ func newDemoCommand() *cobra.Command {
 	var (
 		asJSON    bool
 		verbose   bool
+		force     bool
 		scenario  string
 		stateFile string
 	)
@@ -41,11 +47,29 @@ Scenarios:
   pause    a global pause mid-rollout holds it for 30 minutes; resume finishes it
   soak     a 48h minimum AMI age: the fresh AMI waits (ends Waiting, with the time it may start)
   window   a maintenance window 03:00-04:00 UTC: waits, then rolls inside the window
-  audit    no rollout: patch-agent audit of a mixed simulated fleet (--json: the JSON report)`,
+  audit    no rollout: patch-agent audit of a mixed simulated fleet (--json: the JSON report; keeps no state)
+  eks-upgrade  no rollout: patch-agent eks upgrade of a simulated EKS cluster from 1.30 to 1.31 (--json: the summary)
+
+--state-file FILE replaces FILE only when it is a patch-agent state snapshot (or empty) unless --force; its
+directory must be writable, which is checked before the demo runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkScenario(scenario); err != nil {
+				return err
+			}
+			if scenario == demo.AuditScenario && stateFile != "" {
+				return errors.New("the audit scenario keeps no state: drop --state-file (it reads the simulated fleet and changes nothing)")
+			}
+			if stateFile != "" {
+				if err := checkStateFileTarget(stateFile, force); err != nil {
+					return err
+				}
+			}
 			if scenario == demo.AuditScenario {
 				return runAuditDemo(cmd.Context(), cmd.OutOrStdout(), asJSON)
+			}
+			if scenario == demo.EKSUpgradeScenario {
+				return runEKSUpgradeDemo(cmd.Context(), cmd.OutOrStdout(), asJSON, stateFile)
 			}
 			opts := demo.Options{Scenario: scenario}
 			if !asJSON {
@@ -97,8 +121,77 @@ Scenarios:
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the final summary as JSON")
-	cmd.Flags().StringVar(&scenario, "scenario", "rollout", "scenario to play: "+strings.Join(append(demo.Scenarios(), demo.AuditScenario), ", "))
+	cmd.Flags().StringVar(&scenario, "scenario", "rollout", "scenario to play: "+strings.Join(demoScenarios(), ", "))
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also write the agent's JSON logs to stderr")
 	cmd.Flags().StringVar(&stateFile, "state-file", "", "after the demo, save the agent's state (rollouts, history, locks) to this file for status, history, pause, rollback --state-file")
+	cmd.Flags().BoolVar(&force, "force", false, "let --state-file replace a file that is not a patch-agent state snapshot")
 	return cmd
+}
+
+// demoScenarios lists every scenario demo plays: internal/demo's and the audit scenario, which the command
+// runs itself.
+func demoScenarios() []string {
+	names := demo.Scenarios()
+	if !slices.Contains(names, demo.AuditScenario) {
+		names = append(names, demo.AuditScenario)
+	}
+	if !slices.Contains(names, demo.EKSUpgradeScenario) {
+		names = append(names, demo.EKSUpgradeScenario)
+	}
+	return names
+}
+
+// checkScenario refuses an unknown --scenario before anything runs, naming every known one.
+func checkScenario(name string) error {
+	if name == "" || slices.Contains(demoScenarios(), name) { // "" plays the default, like internal/demo
+		return nil
+	}
+	return fmt.Errorf("unknown scenario %q: want one of %s", name, strings.Join(demoScenarios(), ", "))
+}
+
+// checkStateFileTarget makes sure the demo can save its state to path before it runs: path is not a
+// directory or another non-regular file; an existing file is a patch-agent state snapshot (its format field)
+// or empty, unless force; and the directory accepts a new file (saveSnapshot writes a temporary file there
+// and renames it over path).
+func checkStateFileTarget(path string, force bool) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("--state-file %s is a directory: name a file, e.g. --state-file %s", path, filepath.Join(path, "demo.json"))
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("--state-file %s is not a regular file (%s): name a file to write", path, fi.Mode().Type())
+	case err == nil && fi.Size() > 0 && !force && !isSnapshotFile(path):
+		return fmt.Errorf("--state-file %s exists and is not a patch-agent state snapshot: refusing to overwrite it; "+
+			"name another file, or pass --force to replace it", path)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("--state-file %s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	probe, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--state-file %s: directory %s does not exist", path, dir)
+	}
+	if err != nil {
+		return fmt.Errorf("--state-file %s: cannot write in directory %s: %w", path, dir, err)
+	}
+	name := probe.Name()
+	_ = probe.Close()
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("--state-file %s: cannot remove a file from directory %s: %w", path, dir, err)
+	}
+	return nil
+}
+
+// isSnapshotFile reports whether path holds a JSON document whose format field is state.SnapshotFormat.
+// Only that field is read; whether the rest loads is LoadMemory's business.
+func isSnapshotFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head struct {
+		Format string `json:"format"`
+	}
+	return json.NewDecoder(f).Decode(&head) == nil && head.Format == state.SnapshotFormat
 }

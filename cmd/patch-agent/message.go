@@ -1,40 +1,56 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/patch-agent/patch-agent/internal/events"
 )
 
+// maxMessageBytes caps what `message inspect` reads: SQS message bodies are at most 256 KiB (bodies the
+// extended client library keeps in S3, up to 2 GiB, arrive as a pointer and are not supported), so 1 MiB is
+// generous and a wrong file (or /dev/zero) fails fast instead of filling memory.
+const maxMessageBytes = 1 << 20
+
+// errMessageTooLarge is the error for input above maxMessageBytes.
+var errMessageTooLarge = errors.New("message larger than 1 MiB: SQS message bodies are at most 256 KiB " +
+	"(bodies kept in S3 by the SQS extended client library are not supported)")
+
 func newMessageCommand() *cobra.Command {
-	msg := &cobra.Command{Use: "message", Short: "Work with queue messages"}
+	msg := &cobra.Command{
+		Use:   "message",
+		Short: "Work with queue messages",
+		Args:  subcommandArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return fmt.Errorf("%s needs a subcommand:\n%sRun '%s --help' for usage", cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath())
+		},
+	}
 	inspect := &cobra.Command{
 		Use:   "inspect [FILE|-]",
 		Short: "Print how the agent reads one SQS message body",
 		Long: `Parses one SQS message body (a file, or - / nothing for standard input) exactly as the agent does and
 prints the event as JSON. Exit status: 0 when the message is recognised or deliberately ignored
 (kind Unknown, TestNotification), 1 with a clear error when it is malformed — a malformed message is never
-deleted by the agent and reaches the dead-letter queue.`,
+deleted by the agent and reaches the dead-letter queue — or larger than 1 MiB (SQS bodies are at most
+256 KiB; bodies kept in S3 by the SQS extended client are not supported). Ctrl-C stops reading.`,
 		Example: `  patch-agent message inspect event.json
   aws sqs receive-message --queue-url "$Q" --query 'Messages[0].Body' --output text | patch-agent message inspect -`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var (
-				body []byte
-				err  error
-			)
-			if len(args) == 0 || args[0] == "-" {
-				body, err = io.ReadAll(cmd.InOrStdin())
-			} else {
-				body, err = os.ReadFile(args[0])
+			open := func() (io.ReadCloser, error) { return io.NopCloser(cmd.InOrStdin()), nil }
+			if len(args) == 1 && args[0] != "-" {
+				open = func() (io.ReadCloser, error) { return os.Open(args[0]) }
 			}
+			body, err := readMessage(cmd.Context(), open)
 			if err != nil {
-				return fmt.Errorf("reading message: %w", err)
+				return err
 			}
 			ev, err := events.Parse(body)
 			if err != nil {
@@ -47,4 +63,65 @@ deleted by the agent and reaches the dead-letter queue.`,
 	}
 	msg.AddCommand(inspect)
 	return msg
+}
+
+// readMessage opens the input and reads at most maxMessageBytes from it (errMessageTooLarge beyond). Opening
+// and reading run in a goroutine so that ctx's cancellation (Ctrl-C) returns at once (exit status 130), even
+// while a terminal, a pipe or a FIFO has nothing to read; the goroutine is left blocked, which is fine for a
+// process about to exit.
+func readMessage(ctx context.Context, open func() (io.ReadCloser, error)) ([]byte, error) {
+	type result struct {
+		body []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		in, err := open()
+		if err != nil {
+			done <- result{nil, err}
+			return
+		}
+		defer in.Close()
+		body, err := io.ReadAll(io.LimitReader(in, maxMessageBytes+1))
+		done <- result{body, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil, exitError{130, errors.New("aborted: no message read")}
+	case r := <-done:
+		switch {
+		case r.err != nil:
+			return nil, fmt.Errorf("reading message: %w", r.err)
+		case len(r.body) > maxMessageBytes:
+			return nil, errMessageTooLarge
+		}
+		return r.body, nil
+	}
+}
+
+// subcommandArgs is the Args of a command that only groups subcommands: an argument is an unknown
+// subcommand, reported with the list of the known ones.
+func subcommandArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	return fmt.Errorf("unknown subcommand %q for %s; available subcommands:\n%sRun '%s --help' for usage",
+		args[0], cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath())
+}
+
+// subcommandList lists cmd's subcommands, one "  name  short description" line each.
+func subcommandList(cmd *cobra.Command) string {
+	var subs []*cobra.Command
+	width := 0
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			subs = append(subs, c)
+			width = max(width, len(c.Name()))
+		}
+	}
+	var b strings.Builder
+	for _, c := range subs {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.Name(), c.Short)
+	}
+	return b.String()
 }

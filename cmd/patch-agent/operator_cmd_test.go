@@ -197,6 +197,7 @@ func TestRollbackWithoutYesOffATerminalIsRefusedAndWritesNothing(t *testing.T) {
 
 func TestApprove(t *testing.T) {
 	file := demoState(t)
+	waitForApproval(t, file, demo.GroupName)
 	res := run(t, "approve", demo.GroupName, "--who", "carol", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "approved "+demo.ImageB+" for "+demo.GroupName+" by carol")
@@ -236,7 +237,7 @@ func TestCommandErrors(t *testing.T) {
 		{"missing state file", []string{"status", "--state-file", filepath.Join(t.TempDir(), "nope.json")}, "does not exist: write one with `patch-agent demo --state-file"},
 		{"unknown group", []string{"status", "nope", "--state-file", file}, "no rollout record for group nope"},
 		{"bad output", []string{"status", "--output", "yaml", "--state-file", file}, `--output "yaml": want table or json`},
-		{"history needs a group", []string{"history", "--state-file", file}, "accepts 1 arg(s)"},
+		{"history needs a group", []string{"history", "--state-file", file}, "GROUP is required: the Auto Scaling group name (see patch-agent status)"},
 		{"rollback to the current AMI", []string{"rollback", demo.GroupName, "--to", demo.ImageB, "--yes", "--state-file", file}, "already targets"},
 		{"approve an unknown group", []string{"approve", "nope", "--state-file", file}, "no rollout record for group nope"},
 	} {

@@ -44,10 +44,13 @@ lasts until ` + "`patch-agent resume`" + `.`,
 	cmd.Flags().StringVar(&until, "until", "", "end the pause by itself: an RFC 3339 time or a duration from now (2h, 90m)")
 	addWhoFlag(cmd, &who)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := requireGroupIfGiven(cmd, group, "pause every group"); err != nil {
+			return err
+		}
 		if strings.TrimSpace(reason) == "" {
 			return errors.New(`--reason is required: say why the agent is paused, e.g. --reason "incident 4711" (it is shown in status and logs)`)
 		}
-		if err := requireWho(who); err != nil {
+		if err := requireWho(cmd, who); err != nil {
 			return err
 		}
 		now := time.Now()
@@ -89,6 +92,15 @@ lasts until ` + "`patch-agent resume`" + `.`,
 	return cmd
 }
 
+// requireGroupIfGiven refuses an empty --group given explicitly: omitting the flag means the global scope,
+// an empty value is a mistake (an unset shell variable) that must not widen the command to every group.
+func requireGroupIfGiven(cmd *cobra.Command, group, omitted string) error {
+	if cmd.Flags().Changed("group") && strings.TrimSpace(group) == "" {
+		return fmt.Errorf("--group is empty; omit it to %s", omitted)
+	}
+	return nil
+}
+
 // parseUntil reads --until: empty (no end), a positive duration from now, or an RFC 3339 time.
 func parseUntil(s string, now time.Time) (time.Time, error) {
 	if s == "" {
@@ -114,8 +126,9 @@ func newResumeCommand() *cobra.Command {
 		Short: "Remove the global pause (or one group's with --group)",
 		Long: `Deletes a pause lock written by ` + "`patch-agent pause`" + `: the global one, or one group's with --group. Rollouts
 continue at the agent's next tick from the step they were held before. A group's own pause and the global
-pause are separate: resuming one leaves the other in place. Resuming a scope that is not paused prints a
-notice and exits 0.`,
+pause are separate: resuming one leaves the other in place — after resume --group, a group the global pause
+still holds stays paused, and the output says so. Resuming a scope that is not paused prints a notice and
+exits 0.`,
 		Example: `  patch-agent resume --table patch-agent --region eu-west-1
   patch-agent resume --group prod-ecs-asg`,
 		Args: cobra.NoArgs,
@@ -123,6 +136,9 @@ notice and exits 0.`,
 	stores := addStoreFlags(cmd)
 	cmd.Flags().StringVarP(&group, "group", "g", "", "resume only this Auto Scaling group's own pause (default: the global pause)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := requireGroupIfGiven(cmd, group, "resume the global pause"); err != nil {
+			return err
+		}
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)
 		if err != nil {
@@ -140,17 +156,19 @@ notice and exits 0.`,
 			return err
 		}
 		scope := state.Lock{Group: group}.Scope()
-		fmt.Fprintf(cmd.OutOrStdout(), "resumed %s: rollouts continue at the agent's next tick\n", scope)
+		out := cmd.OutOrStdout()
 		if group != "" {
 			locks, err := s.ListLocks(ctx)
 			if err != nil {
-				return fmt.Errorf("reading pause locks: %w", err)
+				return fmt.Errorf("%s's own pause is lifted, but the pause locks could not be read again: %w", group, err)
 			}
 			if l := operator.ActivePause(locks, group, time.Now()); l != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "patch-agent: notice: the %s pause by %s (%s) still holds %s; `patch-agent resume` lifts it\n",
-					l.Scope(), l.Who, l.Reason, group)
+				fmt.Fprintf(out, "resumed %s, but %s remains paused by the %s lock (by %s: %s); `patch-agent resume` lifts it\n",
+					scope, group, l.Scope(), l.Who, l.Reason)
+				return nil
 			}
 		}
+		fmt.Fprintf(out, "resumed %s: rollouts continue at the agent's next tick\n", scope)
 		return nil
 	}
 	return cmd

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +16,8 @@ import (
 
 func newRollbackCommand() *cobra.Command {
 	var (
-		to, who string
-		yes     bool
+		to, who    string
+		yes, force bool
 	)
 	cmd := &cobra.Command{
 		Use:   "rollback GROUP",
@@ -28,10 +29,15 @@ drain, terminate. The AMI rolled away from is not rolled out again while the AMI
 a newer AMI in the parameter is.
 
 It is refused while a rollout is in progress (Detected, Preparing, Replacing, Verifying, RollingBack): let it
-finish, or wait until it halts. Completed, RolledBack, Halted, Idle and Waiting rollouts can be rolled back.
+finish, or wait until it halts. Completed, RolledBack, Halted, Idle and Waiting rollouts can be rolled back;
+any other phase is refused.
 
-This replaces instances. Without --yes the plan is printed and confirmation asked on the terminal; when
-standard input is not a terminal, --yes is required.`,
+--to takes an AMI id exactly (ami- and 8 or 17 lowercase hex digits) that the group's history names (as the
+previous or new AMI of an entry) or that is the group's previous AMI; --force rolls back to an AMI the
+history does not know, and the plan says so. Rolling back to the AMI the group already targets is refused.
+
+This replaces instances. Without --yes the plan is printed and confirmation asked on the terminal (type
+yes; Ctrl-C aborts and writes nothing); when standard input is not a terminal, --yes is required.`,
 		Example: `  # back to the AMI before the current one, after checking the plan
   patch-agent rollback prod-ecs-asg --table patch-agent --region eu-west-1
 
@@ -40,15 +46,21 @@ standard input is not a terminal, --yes is required.`,
 
   # then follow it
   patch-agent status prod-ecs-asg --watch`,
-		Args: cobra.ExactArgs(1),
+		Args: groupArg,
 	}
 	stores := addStoreFlags(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "AMI to roll back to (default: the AMI the group ran before its current target)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&force, "force", false, "roll back to a --to AMI that the group's history does not name")
 	addWhoFlag(cmd, &who)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := requireWho(who); err != nil {
+		if err := requireWho(cmd, who); err != nil {
 			return err
+		}
+		if cmd.Flags().Changed("to") {
+			if err := operator.ValidateAMIID(to); err != nil {
+				return fmt.Errorf("--to: %w", err)
+			}
 		}
 		group := args[0]
 		ctx := cmd.Context()
@@ -56,25 +68,25 @@ standard input is not a terminal, --yes is required.`,
 		if err != nil {
 			return err
 		}
-		plan, err := operator.PlanRollback(ctx, s, group, to)
+		plan, err := operator.PlanRollback(ctx, s, group, to, force)
 		if err != nil {
 			return err
 		}
 		out := cmd.OutOrStdout()
 		printRollbackPlan(out, plan)
 		if !yes {
-			if !isTerminal(cmd.InOrStdin()) {
+			if !stdinIsTerminal(cmd.InOrStdin()) {
 				return errors.New("refusing to roll back without confirmation: standard input is not a terminal; pass --yes to confirm the plan above")
 			}
-			ok, err := confirm(cmd.InOrStdin(), out, fmt.Sprintf("Roll back %s to %s? Type yes to confirm: ", group, plan.To))
+			ok, err := confirm(ctx, cmd.InOrStdin(), out, fmt.Sprintf("Roll back %s to %s? Type yes to confirm: ", group, plan.To))
 			if err != nil {
 				return err
 			}
 			if !ok {
-				return errors.New("rollback not confirmed: nothing was written")
+				return errors.New("rollback not confirmed (only yes confirms): nothing was written")
 			}
 		}
-		r, err := operator.Rollback(ctx, s, group, plan.To, who, time.Now())
+		r, err := operator.Rollback(ctx, s, group, plan.To, who, force, time.Now())
 		if err != nil {
 			return err
 		}
@@ -88,13 +100,26 @@ standard input is not a terminal, --yes is required.`,
 	return cmd
 }
 
-// printRollbackPlan says what the rollback will do, for the confirmation.
+// stdinIsTerminal decides whether rollback may ask for confirmation; tests replace it.
+var stdinIsTerminal = isTerminal
+
+// printRollbackPlan says what the rollback will do, for the confirmation. The counts are the record's (what
+// the agent last observed): it knows how many instances run From, not which AMI the others run.
 func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 	fmt.Fprintf(w, "Rollback of %s (now %s): %s -> %s\n", p.Group, p.Phase, p.From, p.To)
-	if p.Instances > 0 {
+	if p.Unrecorded {
+		fmt.Fprintf(w, "  --force: %s is not in the group's history nor its previous AMI; make sure it exists in this region and runs this group's workload.\n", p.To)
+	}
+	switch {
+	case p.Instances > 0 && p.OnFrom >= p.Instances:
 		fmt.Fprintf(w, "  %d of the group's %d instance(s) run %s (as last observed); each is replaced by one on %s,\n", p.OnFrom, p.Instances, p.From, p.To)
 		fmt.Fprintln(w, "  one at a time: surge, healthy replacement, drain (DRAINING), terminate.")
-	} else {
+	case p.Instances > 0:
+		fmt.Fprintf(w, "  as far as the record knows (last observed), %d of the group's %d instance(s) run %s and %d run another AMI (the record does not say which);\n",
+			p.OnFrom, p.Instances, p.From, p.Instances-p.OnFrom)
+		fmt.Fprintf(w, "  the agent replaces every instance not on %s, one at a time: surge, healthy replacement, drain (DRAINING), terminate;\n", p.To)
+		fmt.Fprintf(w, "  instances already on %s are kept.\n", p.To)
+	default:
 		fmt.Fprintf(w, "  every instance not on %s is replaced, one at a time: surge, healthy replacement, drain, terminate.\n", p.To)
 	}
 	fmt.Fprintf(w, "  %s is not rolled out again while the AMI parameter still names it.\n", p.From)
@@ -107,16 +132,33 @@ func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 	}
 }
 
-// confirm asks question and reports whether the answer is "yes" (or "y").
-func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
+// errAborted ends a command interrupted (Ctrl-C, SIGTERM) before it wrote anything, with the shell's status
+// for SIGINT.
+var errAborted = exitError{130, errors.New("aborted: nothing was written")}
+
+// confirm asks question and reports whether the answer is "yes" (any case, surrounding spaces ignored;
+// "y" is not enough). The answer is read in a goroutine so that ctx's cancellation (Ctrl-C: main's
+// signal.NotifyContext) ends the wait at once with errAborted; the goroutine is left blocked on in, which
+// is fine for a process about to exit.
+func confirm(ctx context.Context, in io.Reader, out io.Writer, question string) (bool, error) {
 	fmt.Fprint(out, question)
-	line, err := bufio.NewReader(in).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, fmt.Errorf("reading confirmation: %w", err)
+	type answer struct {
+		line string
+		err  error
 	}
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "yes", "y":
-		return true, nil
+	answers := make(chan answer, 1)
+	go func() {
+		line, err := bufio.NewReader(in).ReadString('\n')
+		answers <- answer{line, err}
+	}()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(out, "\naborted")
+		return false, errAborted
+	case a := <-answers:
+		if a.err != nil && !errors.Is(a.err, io.EOF) {
+			return false, fmt.Errorf("reading confirmation: %w", a.err)
+		}
+		return strings.EqualFold(strings.TrimSpace(a.line), "yes"), nil
 	}
-	return false, nil
 }

@@ -22,8 +22,11 @@ Groups opt in with tags:
 Try it without an AWS account:  patch-agent demo`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
+	root.SetVersionTemplate(versionLine() + "\n")
 	root.AddCommand(newRunCommand(), newDemoCommand(), newMessageCommand(), newStatusCommand(), newHistoryCommand(),
-		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRollbackCommand(), newAuditCommand())
+		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRollbackCommand(), newAuditCommand(),
+		newVersionCommand(), newEKSCommand())
 	return root
 }

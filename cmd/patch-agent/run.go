@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	smithylog "github.com/aws/smithy-go/logging"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
@@ -66,7 +67,11 @@ EventBridge bus --event-bus (docs/operations.md, docs/notifications.md).`,
 			log.Info("starting patch-agent", zap.Any("config", json.RawMessage(effective)))
 
 			awsCfg, err := awsconfig.LoadDefaultConfig(cmd.Context(), awsconfig.WithRegion(cfg.Region),
-				awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }))
+				awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }),
+				// The SDK's own warnings (IMDS fallbacks, retries) go into the JSON log, not as plain text.
+				awsconfig.WithLogger(smithylog.LoggerFunc(func(c smithylog.Classification, format string, v ...any) {
+					log.Warn(fmt.Sprintf(format, v...), zap.String("source", "aws-sdk"), zap.String("classification", string(c)))
+				})))
 			if err != nil {
 				return fmt.Errorf("loading AWS credentials and configuration: %w", err)
 			}

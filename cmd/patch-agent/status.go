@@ -151,11 +151,13 @@ func newHistoryCommand() *cobra.Command {
 		Use:   "history GROUP",
 		Short: "Show a group's AMI history: detected, completed, halted, rolled back, manual rollbacks",
 		Long: `Prints the AMI history of one Auto Scaling group, oldest first: every new AMI the agent detected (with the
-SSM parameter and its version), every rollout that completed, halted or was rolled back, and every manual
-rollback (with who asked for it).`,
+SSM parameter and its version), every rollout that completed, halted or was rolled back, every manual
+rollback (with who asked for it) and every approval. FROM → TO reads in the direction of each event — for
+rolling-back and rolled-back from the failed AMI to the restored one; PREVIOUS AMI and NEW AMI are the
+entry's fields as stored (and as --output json prints them).`,
 		Example: `  patch-agent history prod-ecs-asg --table patch-agent --region eu-west-1
   patch-agent history prod-ecs-asg --output json | jq -r '.[] | select(.event == "completed") | .newImageId'`,
-		Args: cobra.ExactArgs(1),
+		Args: groupArg,
 	}
 	stores := addStoreFlags(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")

@@ -174,10 +174,27 @@ func addWhoFlag(cmd *cobra.Command, who *string) {
 	cmd.Flags().StringVar(who, "who", defaultWho(), "who is acting, recorded with the change")
 }
 
-// requireWho returns a clear error when --who is empty (no $USER and no host name to default from).
-func requireWho(who string) error {
-	if strings.TrimSpace(who) == "" {
-		return errors.New("--who is required: $USER is not set, so say who is acting (e.g. --who alice@example.com)")
+// requireWho returns a clear error when --who is empty: given empty, or defaulted from no $USER.
+func requireWho(cmd *cobra.Command, who string) error {
+	switch {
+	case strings.TrimSpace(who) != "":
+		return nil
+	case cmd.Flags().Changed("who"):
+		return errors.New("--who is empty: say who is acting (e.g. --who alice@example.com); it is recorded with the change")
+	}
+	return errors.New("--who is required: $USER is not set, so say who is acting (e.g. --who alice@example.com)")
+}
+
+// errNoGroup is the error of a command that needs a GROUP argument and got none.
+var errNoGroup = errors.New("GROUP is required: the Auto Scaling group name (see patch-agent status)")
+
+// groupArg is the Args of commands that take exactly one GROUP argument.
+func groupArg(cmd *cobra.Command, args []string) error {
+	switch {
+	case len(args) == 0 || len(args) == 1 && strings.TrimSpace(args[0]) == "":
+		return errNoGroup
+	case len(args) > 1:
+		return fmt.Errorf("%s takes one GROUP, got %d arguments: %q", cmd.CommandPath(), len(args), args)
 	}
 	return nil
 }

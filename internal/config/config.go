@@ -3,10 +3,13 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
@@ -110,12 +113,18 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--queue-url (or %s) is required: the SQS queue that receives lifecycle hooks and SSM events", EnvQueueURL))
 	} else if u, err := url.Parse(c.QueueURL); err != nil || u.Scheme == "" || u.Host == "" || strings.Count(strings.Trim(u.Path, "/"), "/") != 1 {
 		errs = append(errs, fmt.Errorf("--queue-url %q is not a queue URL like https://sqs.us-east-1.amazonaws.com/111122223333/patch-agent", c.QueueURL))
+	} else if m := queueHostRegion.FindStringSubmatch(u.Host); m != nil && c.Region != "" && m[1] != c.Region {
+		errs = append(errs, fmt.Errorf("--queue-url names a queue in %s but --region is %s: the agent runs in the queue's region", m[1], c.Region))
 	}
 	if c.Table == "" {
 		errs = append(errs, fmt.Errorf("--table (or %s) is required: the DynamoDB table that keeps rollout state", EnvTable))
+	} else if !tableName.MatchString(c.Table) {
+		errs = append(errs, fmt.Errorf("--table %q is not a DynamoDB table name (3-255 characters: letters, digits, _ . -)", c.Table))
 	}
 	if c.Region == "" {
 		errs = append(errs, fmt.Errorf("--region (or %s) is required", EnvRegion))
+	} else if !regionName.MatchString(c.Region) {
+		errs = append(errs, fmt.Errorf("--region %q is not an AWS region name such as eu-west-1", c.Region))
 	}
 	positive := map[string]time.Duration{"--reconcile-interval": c.ReconcileInterval, "--poll-interval": c.PollInterval,
 		"--visibility-timeout": c.VisibilityTimeout, "--health-timeout": c.HealthTimeout, "--drain-timeout": c.DrainTimeout}
@@ -130,10 +139,14 @@ func (c Config) Validate() error {
 	if c.PollInterval > 0 && c.PollInterval < time.Minute {
 		errs = append(errs, fmt.Errorf("--poll-interval %s is below 1m: Parameter Store throttles GetParameters", c.PollInterval))
 	}
-	switch c.LogLevel {
+	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:
-		errs = append(errs, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel))
+		name := "--log-level"
+		if env := os.Getenv(EnvLogLevel); env != "" && env == c.LogLevel {
+			name = EnvLogLevel + " (the default of --log-level)"
+		}
+		errs = append(errs, fmt.Errorf("%s %q: want debug, info, warn or error", name, c.LogLevel))
 	}
 	if c.MetricsInterval < 0 || c.MetricsInterval > 0 && c.MetricsInterval < 10*time.Second {
 		errs = append(errs, fmt.Errorf("--metrics-interval %s: want 0 (no CloudWatch metrics) or at least 10s", c.MetricsInterval))
@@ -145,9 +158,41 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--event-bus is empty: name the bus (\"default\") or turn --notifications off"))
 	}
 	if c.OwnerID == "" {
-		errs = append(errs, errors.New("--owner-id is empty and the host name is unknown"))
+		errs = append(errs, errors.New("--owner-id is empty: name this replica (it defaults to the host name)"))
 	}
 	return errors.Join(errs...)
+}
+
+var (
+	// queueHostRegion reads the region of a standard SQS endpoint host (sqs.<region>.amazonaws.com).
+	queueHostRegion = regexp.MustCompile(`^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$`)
+	// tableName is the DynamoDB table name rule (Amazon DynamoDB Developer Guide: "Supported data types and
+	// naming rules").
+	tableName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+	// regionName matches AWS region names (us-east-1, eu-central-2, us-gov-west-1, ap-southeast-4).
+	regionName = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-\d+$`)
+)
+
+// MarshalJSON renders the configuration for the start-up log with durations as text ("15s"), not nanoseconds.
+func (c Config) MarshalJSON() ([]byte, error) {
+	type plain Config
+	out := map[string]any{}
+	b, err := json.Marshal(plain(c))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	v := reflect.ValueOf(c)
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if d, ok := v.Field(i).Interface().(time.Duration); ok {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			out[name] = d.String()
+		}
+	}
+	return json.Marshal(out)
 }
 
 // Policy returns the rollout policy the configuration sets.

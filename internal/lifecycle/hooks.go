@@ -45,7 +45,7 @@ const (
 // Hooks drains instances on TERMINATING lifecycle actions and completes them with CONTINUE, and completes
 // LAUNCHING actions once the instance is healthy in its cluster (ABANDON at the deadline). Progress is kept in
 // the Store, keyed by the lifecycle action token, so a duplicate delivery or a restart never completes an
-// action twice (DESIGN.md invariant 4).
+// action twice (invariant 4, docs/architecture.md).
 type Hooks struct {
 	// Owner names this replica: a replica works on an action only while it holds the action's claim.
 	Owner       string
@@ -210,7 +210,7 @@ var errClaimedElsewhere = errors.New("lifecycle action claimed by another replic
 // hookClaimTTL is how long a replica's claim on a lifecycle action lasts without renewal.
 const hookClaimTTL = 2 * time.Minute
 
-// claim makes this replica the one working on the action (DESIGN.md invariant 6): a claim held by another
+// claim makes this replica the one working on the action (invariant 6, docs/architecture.md): a claim held by another
 // replica is respected until it expires; this replica's own claim is renewed at half-life.
 func (h *Hooks) claim(ctx context.Context, rec state.Hook) (state.Hook, error) {
 	now := h.Clock.Now()

@@ -45,7 +45,7 @@ const maxTransitionsPerTick = 12
 // Orchestrator moves one target's rollout through the state machine of docs/architecture.md. Every transition
 // is one conditional write to the Store before the next AWS call that depends on it, and every AWS call it
 // makes is idempotent given the persisted record, so a crash at any point resumes at the same step without
-// repeating an effect (DESIGN.md invariant 5).
+// repeating an effect (invariant 5, docs/architecture.md).
 type Orchestrator struct {
 	// Owner names this replica in leases.
 	Owner string
@@ -82,7 +82,7 @@ const (
 )
 
 // holdIfPaused returns errWait with the pause as the reason when the target is paused: called before every
-// new destructive step (DESIGN.md invariant 7). Waits already in flight stay as they are.
+// new destructive step (invariant 7, docs/architecture.md). Waits already in flight stay as they are.
 func (o *Orchestrator) holdIfPaused(r *state.Rollout, before string) error {
 	if o.pause == nil {
 		return nil

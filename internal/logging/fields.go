@@ -24,6 +24,8 @@ const (
 	Parameter         = "parameter"
 	RolloutPhase      = "rollout_phase"
 	RolloutStep       = "rollout_step"
+	WorkflowPhase     = "workflow_phase" // EKS upgrade workflow (internal/eksupgrade)
+	WorkflowStep      = "workflow_step"
 	Reason            = "reason"
 	MessageID         = "message_id"
 	MessageKind       = "message_kind"

@@ -50,7 +50,7 @@ func TestManualRollbackIsRolledByTheAgentAndNotUndone(t *testing.T) {
 	ctx := context.Background()
 	clk := w.Account.Clock()
 
-	_, err := operator.Rollback(ctx, w.Store, demo.GroupName, "", "alice", clk.Now())
+	_, err := operator.Rollback(ctx, w.Store, demo.GroupName, "", "alice", false, clk.Now())
 	require.NoError(t, err)
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 		return w.Rollout(ctx, demo.GroupName).Phase == state.PhaseCompleted

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -17,8 +18,23 @@ import (
 // ErrNotPaused is returned by Resume when the scope it names has no pause lock.
 var ErrNotPaused = errors.New("not paused")
 
-// HistoryManualRollback is the Event of the history entry Rollback appends.
-const HistoryManualRollback = "manual-rollback"
+// History events the operator's commands append.
+const (
+	// HistoryManualRollback is the Event of the history entry Rollback appends.
+	HistoryManualRollback = "manual-rollback"
+	// HistoryApproved is the Event of the history entry Approve appends (Detail: who approved).
+	HistoryApproved = "approved"
+)
+
+// ApprovalReasonPrefix starts the Reason of a rollout that waits (phase Waiting) for `patch-agent approve`.
+const ApprovalReasonPrefix = "approval:"
+
+// WaitingForApproval reports whether r waits for an operator's approval: phase Waiting with a reason that
+// starts with ApprovalReasonPrefix. A pause hides the gate (its reason is "paused ..."), so a paused rollout
+// does not count, even when its AMI is not approved yet.
+func WaitingForApproval(r state.Rollout) bool {
+	return r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, ApprovalReasonPrefix)
+}
 
 // Pause writes the pause lock of group (state.GlobalScope, "", pauses every target), replacing any pause of
 // the same scope. From the agent's next tick no new surge, rollout drain or termination starts in that scope;
@@ -77,26 +93,48 @@ func Resume(ctx context.Context, store state.Store, group string) error {
 
 // Approve records that who approved the group's current target AMI (ApprovedImage = TargetImageID,
 // ApprovedBy = who) with a conditional write; when the agent moved the record in between (state.ErrConflict)
-// it re-reads and writes once more. Approving the same AMI again by the same person writes nothing. It
-// returns the record as stored. Errors: group or who empty, no rollout record (wraps state.ErrNotFound), no
-// target AMI yet, a second conflict (wraps state.ErrConflict), or the store's error.
-func Approve(ctx context.Context, store state.Store, group, who string) (state.Rollout, error) {
+// it re-reads and decides once more. Then an "approved" history entry (Detail: who) is appended. Only a
+// rollout waiting for its approval (WaitingForApproval) is approved, unless force: a forced approval is
+// recorded in any phase and takes effect when the group waits for that AMI's approval. Approving the same
+// AMI again by the same person writes nothing. It returns the record as stored. Errors: group or who empty,
+// no rollout record (wraps state.ErrNotFound), no target AMI yet, not waiting for approval (without force),
+// a second conflict (wraps state.ErrConflict), or the store's error.
+func Approve(ctx context.Context, store state.Store, group, who string, force bool, now time.Time) (state.Rollout, error) {
 	if group == "" {
 		return state.Rollout{}, errors.New("approve needs a group")
 	}
 	if strings.TrimSpace(who) == "" {
 		return state.Rollout{}, errors.New("an approval needs to say who approved")
 	}
-	return update(ctx, store, group, func(r *state.Rollout) (bool, error) {
+	wrote := false
+	r, err := update(ctx, store, group, func(r *state.Rollout) (bool, error) {
+		wrote = false
 		if r.TargetImageID == "" {
 			return false, fmt.Errorf("group %s has no target AMI to approve yet (phase %s)", group, r.Phase)
+		}
+		if !force && !WaitingForApproval(*r) {
+			reason := ""
+			if r.Reason != "" {
+				reason = ", reason: " + r.Reason
+			}
+			return false, fmt.Errorf("group %s is not waiting for approval (phase %s%s): nothing to approve; pass --force to record an approval of %s anyway",
+				group, r.Phase, reason, r.TargetImageID)
 		}
 		if r.ApprovedImage == r.TargetImageID && r.ApprovedBy == who {
 			return false, nil
 		}
 		r.ApprovedImage, r.ApprovedBy = r.TargetImageID, who
+		wrote = true
 		return true, nil
 	})
+	if err != nil || !wrote {
+		return r, err
+	}
+	if err := store.AppendHistory(ctx, state.HistoryEntry{Group: group, At: now, Event: HistoryApproved,
+		NewImage: r.ApprovedImage, Detail: who}); err != nil {
+		return r, fmt.Errorf("approval of %s for %s is recorded, but its history entry is not: %w", r.ApprovedImage, group, err)
+	}
+	return r, nil
 }
 
 // RollbackPlan is what a manual rollback of one group will do, for a confirmation prompt.
@@ -111,43 +149,99 @@ type RollbackPlan struct {
 	Instances, OnFrom int
 	// Halted is the replacement a halted rollout stopped in, if any: its surge instance stays in the group.
 	Halted *state.Replacement
+	// Unrecorded is set when To appears nowhere in the group's history nor as its previous AMI, and force
+	// let the rollback go on anyway.
+	Unrecorded bool
 }
 
-// PlanRollback says what Rollback(ctx, store, group, to, ...) would do now, without writing. to == ""
+// amiID is the form of an EC2 image id: ami- and 8 (older) or 17 lowercase hexadecimal digits.
+var amiID = regexp.MustCompile(`^ami-([0-9a-f]{8}|[0-9a-f]{17})$`)
+
+// ValidateAMIID returns a clear error when id is not an EC2 image id (ami- followed by 8 or 17 lowercase
+// hexadecimal digits). Nothing is trimmed: surrounding spaces are an error of their own.
+func ValidateAMIID(id string) error {
+	switch {
+	case amiID.MatchString(id):
+		return nil
+	case id != strings.TrimSpace(id) && amiID.MatchString(strings.TrimSpace(id)):
+		return fmt.Errorf("%q is not an AMI id: remove the spaces around it", id)
+	}
+	return fmt.Errorf("%q is not an AMI id (ami- followed by 8 or 17 lowercase hexadecimal digits, e.g. ami-0a1b2c3d4e5f60718)", id)
+}
+
+// rollbackPhases are the phases a manual rollback may start from: nothing is moving.
+var rollbackPhases = map[state.Phase]bool{state.PhaseIdle: true, state.PhaseCompleted: true, state.PhaseRolledBack: true,
+	state.PhaseHalted: true, state.PhaseWaiting: true}
+
+// PlanRollback says what Rollback(ctx, store, group, to, force, ...) would do now, without writing. to == ""
 // picks the AMI the group ran before its current target (see Rollback). Errors are those of Rollback.
-func PlanRollback(ctx context.Context, store state.Store, group, to string) (RollbackPlan, error) {
+func PlanRollback(ctx context.Context, store state.Store, group, to string, force bool) (RollbackPlan, error) {
 	r, err := getRollout(ctx, store, group)
 	if err != nil {
 		return RollbackPlan{}, err
 	}
-	return planRollback(ctx, store, r, to)
+	return planRollback(ctx, store, r, to, force)
 }
 
-func planRollback(ctx context.Context, store state.Store, r state.Rollout, to string) (RollbackPlan, error) {
-	if r.Active() && r.Phase != state.PhaseWaiting {
-		return RollbackPlan{}, fmt.Errorf("rollout in progress at %s/%s: let it finish (or halt) first; pause holds it where it is", r.Phase, stepOf(r))
+func planRollback(ctx context.Context, store state.Store, r state.Rollout, to string, force bool) (RollbackPlan, error) {
+	if !rollbackPhases[r.Phase] {
+		if r.Active() {
+			return RollbackPlan{}, fmt.Errorf("rollout in progress at %s/%s: let it finish (or halt) first; pause holds it where it is", r.Phase, stepOf(r))
+		}
+		return RollbackPlan{}, fmt.Errorf("the rollout of %s is in phase %q, which this patch-agent does not know: refusing to roll back "+
+			"(only Idle, Completed, RolledBack, Halted and Waiting rollouts are; is a newer agent writing the table?)", r.Group, r.Phase)
 	}
 	if r.TargetImageID == "" {
 		return RollbackPlan{}, fmt.Errorf("group %s has no target AMI yet: nothing to roll back from", r.Group)
 	}
-	if to == "" {
+	explicit := to != ""
+	if !explicit {
 		var err error
 		if to, err = previousImage(ctx, store, r); err != nil {
 			return RollbackPlan{}, err
 		}
 	}
-	if !strings.HasPrefix(to, "ami-") {
-		return RollbackPlan{}, fmt.Errorf("%q is not an AMI id (ami-...)", to)
+	if err := ValidateAMIID(to); err != nil {
+		return RollbackPlan{}, err
 	}
 	if to == r.TargetImageID {
 		return RollbackPlan{}, fmt.Errorf("group %s already targets %s: nothing to roll back", r.Group, to)
 	}
 	p := RollbackPlan{Group: r.Group, Phase: r.Phase, From: r.TargetImageID, To: to, Instances: r.Instances, OnFrom: r.OnTarget}
+	if explicit {
+		known, err := knownImage(ctx, store, r, to)
+		if err != nil {
+			return RollbackPlan{}, err
+		}
+		if !known && !force {
+			return RollbackPlan{}, fmt.Errorf("%s is not in the history of group %s (nor its previous AMI): check the id with `patch-agent history %s`, "+
+				"or pass --force to roll back to it anyway", to, r.Group, r.Group)
+		}
+		p.Unrecorded = !known
+	}
 	if r.Current != nil {
 		c := *r.Current
 		p.Halted = &c
 	}
 	return p, nil
+}
+
+// knownImage reports whether ami is the record's previous AMI or the previous or new AMI of any entry of the
+// group's history: an AMI the group ran or was meant to run.
+func knownImage(ctx context.Context, store state.Store, r state.Rollout, ami string) (bool, error) {
+	if ami == r.PreviousImageID {
+		return true, nil
+	}
+	hist, err := store.History(ctx, r.Group)
+	if err != nil {
+		return false, fmt.Errorf("reading history of %s: %w", r.Group, err)
+	}
+	for _, e := range hist {
+		if e.PreviousImage == ami || e.NewImage == ami {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // previousImage is the AMI the group ran before its current target: the PreviousImage of the last
@@ -178,10 +272,15 @@ func previousImage(ctx context.Context, store state.Store, r state.Rollout) (str
 // `to` through its normal steps (launch template version, surge, drain, terminate) and does not roll the old
 // target again while the source still names it. It returns the record as stored.
 //
+// A rollback starts only from Idle, Completed, RolledBack, Halted or Waiting. An explicit `to` must be an AMI
+// id that the group's history (previous or new AMI of any entry) or the record's PreviousImageID names,
+// unless force.
+//
 // Errors: who empty; no rollout record (wraps state.ErrNotFound); a rollout in progress (Active and not
-// Waiting: "rollout in progress at <phase>/<step>: ..."); no target AMI; no previous AMI known and to empty;
-// to not an AMI id or the current target; a second conflict (wraps state.ErrConflict); the store's errors.
-func Rollback(ctx context.Context, store state.Store, group, to, who string, now time.Time) (state.Rollout, error) {
+// Waiting: "rollout in progress at <phase>/<step>: ..."); a phase this package does not know; no target
+// AMI; no previous AMI known and to empty; to not an AMI id, the current target, or (without force) not in
+// the group's history; a second conflict (wraps state.ErrConflict); the store's errors.
+func Rollback(ctx context.Context, store state.Store, group, to, who string, force bool, now time.Time) (state.Rollout, error) {
 	if group == "" {
 		return state.Rollout{}, errors.New("rollback needs a group")
 	}
@@ -190,7 +289,7 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, now
 	}
 	var plan RollbackPlan
 	next, err := update(ctx, store, group, func(r *state.Rollout) (bool, error) {
-		p, err := planRollback(ctx, store, *r, to)
+		p, err := planRollback(ctx, store, *r, to, force)
 		if err != nil {
 			return false, err
 		}

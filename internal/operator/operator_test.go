@@ -17,6 +17,8 @@ const (
 	amiA = "ami-0a1a2a3a4a5a6a7a8"
 	amiB = "ami-0b1b2b3b4b5b6b7b8"
 	amiC = "ami-0c1c2c3c4c5c6c7c8"
+	// amiOld is an AMI the group ran long ago (in its history only).
+	amiOld = "ami-0d1d2d3d4d5d6d7d8"
 )
 
 var now = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
@@ -131,9 +133,13 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// approvalReason is the reason of a rollout waiting for `patch-agent approve` (lifecycle's startGate).
+const approvalReason = "approval: waiting for `patch-agent approve prod` (AMI " + amiC + ")"
+
 func TestApprove(t *testing.T) {
 	waiting := completedOnB()
 	waiting.Phase, waiting.TargetImageID, waiting.PreviousImageID = state.PhaseWaiting, amiC, amiB
+	waiting.Reason = approvalReason
 	noTarget := state.Rollout{Group: "prod", Platform: "ecs", Phase: state.PhaseIdle}
 	approved := waiting
 	approved.ApprovedImage, approved.ApprovedBy = amiC, "alice"
@@ -154,7 +160,7 @@ func TestApprove(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := seed(t, tc.have)
-			r, err := operator.Approve(context.Background(), m, tc.group, tc.who)
+			r, err := operator.Approve(context.Background(), m, tc.group, tc.who, false, now)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				if tc.wantIs != nil {
@@ -208,10 +214,10 @@ func TestApproveRetriesOnceOnConflict(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			waiting := completedOnB()
-			waiting.Phase, waiting.TargetImageID = state.PhaseWaiting, amiC
+			waiting.Phase, waiting.TargetImageID, waiting.Reason = state.PhaseWaiting, amiC, approvalReason
 			s := &racingStore{Memory: seed(t, []state.Rollout{waiting})}
 			s.races.Store(tc.races)
-			r, err := operator.Approve(context.Background(), s, "prod", "alice")
+			r, err := operator.Approve(context.Background(), s, "prod", "alice", false, now)
 			require.Equal(t, int32(2), s.puts.Load())
 			if tc.wantErr {
 				require.ErrorIs(t, err, state.ErrConflict)
@@ -242,7 +248,7 @@ func TestRollback(t *testing.T) {
 	noPrevious := completedOnB()
 	noPrevious.PreviousImageID = ""
 	completedHist := []state.HistoryEntry{
-		{Group: "prod", At: now.Add(-10 * time.Hour), Event: "completed", PreviousImage: "ami-0old", NewImage: amiA},
+		{Group: "prod", At: now.Add(-10 * time.Hour), Event: "completed", PreviousImage: amiOld, NewImage: amiA},
 		{Group: "prod", At: now.Add(-2 * time.Hour), Event: "detected", PreviousImage: amiA, NewImage: amiB},
 		{Group: "prod", At: now.Add(-time.Hour), Event: "completed", PreviousImage: amiA, NewImage: amiB},
 	}
@@ -258,7 +264,7 @@ func TestRollback(t *testing.T) {
 	}{
 		{name: "completed: back to the AMI before, from history", have: completed, hist: completedHist, who: "alice", wantFrom: amiB, wantTo: amiA},
 		{name: "completed without history: back to the record's previous AMI", have: completed, who: "alice", wantFrom: amiB, wantTo: amiA},
-		{name: "explicit AMI", have: completed, hist: completedHist, to: "ami-0old", who: "alice", wantFrom: amiB, wantTo: "ami-0old"},
+		{name: "explicit AMI", have: completed, hist: completedHist, to: amiOld, who: "alice", wantFrom: amiB, wantTo: amiOld},
 		{name: "halted: back to the AMI the group ran, not the one before it", have: halted, hist: completedHist, who: "alice", wantFrom: amiC, wantTo: amiB},
 		{name: "waiting at a gate", have: waiting, hist: completedHist, who: "alice", wantFrom: amiC, wantTo: amiB},
 		{name: "refused while replacing", have: replacing, who: "alice",
@@ -275,7 +281,7 @@ func TestRollback(t *testing.T) {
 			ctx := context.Background()
 			m := seed(t, []state.Rollout{tc.have}, tc.hist...)
 			before, _ := m.GetRollout(ctx, "prod")
-			r, err := operator.Rollback(ctx, m, "prod", tc.to, tc.who, now)
+			r, err := operator.Rollback(ctx, m, "prod", tc.to, tc.who, false, now)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				if tc.wantErrIs != nil {
@@ -310,7 +316,7 @@ func TestRollback(t *testing.T) {
 func TestRollbackRetriesOnceOnConflictAndDecidesAgain(t *testing.T) {
 	s := &racingStore{Memory: seed(t, []state.Rollout{completedOnB()})}
 	s.races.Store(1)
-	r, err := operator.Rollback(context.Background(), s, "prod", "", "alice", now)
+	r, err := operator.Rollback(context.Background(), s, "prod", "", "alice", false, now)
 	require.NoError(t, err)
 	require.Equal(t, amiA, r.TargetImageID)
 	require.Equal(t, completedOnB().Steps+2, r.Steps, "the agent's move and the rollback")
@@ -322,7 +328,7 @@ func TestPlanRollbackSaysWhatWillHappenWithoutWriting(t *testing.T) {
 	halted.Phase, halted.TargetImageID, halted.PreviousImageID, halted.OnTarget = state.PhaseHalted, amiC, amiB, 1
 	halted.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4", NewInstanceID: "i-7"}
 	m := seed(t, []state.Rollout{halted})
-	p, err := operator.PlanRollback(ctx, m, "prod", "")
+	p, err := operator.PlanRollback(ctx, m, "prod", "", false)
 	require.NoError(t, err)
 	require.Equal(t, operator.RollbackPlan{Group: "prod", Phase: state.PhaseHalted, From: amiC, To: amiB, Instances: 3, OnFrom: 1,
 		Halted: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4", NewInstanceID: "i-7"}}, p)
@@ -340,7 +346,7 @@ func (failingHistory) AppendHistory(context.Context, state.HistoryEntry) error {
 
 func TestRollbackReportsAHistoryEntryThatWasNotWritten(t *testing.T) {
 	s := failingHistory{seed(t, []state.Rollout{completedOnB()})}
-	r, err := operator.Rollback(context.Background(), s, "prod", "", "alice", now)
+	r, err := operator.Rollback(context.Background(), s, "prod", "", "alice", false, now)
 	require.ErrorContains(t, err, "is recorded, but its history entry is not: throttled")
 	require.Equal(t, amiA, r.TargetImageID, "the record as written is returned")
 }

@@ -36,8 +36,11 @@ type StatusRow struct {
 	// Warning is a standing problem of the group's configuration (e.g. no terminating lifecycle hook).
 	Warning string `json:"warning,omitempty"`
 	// Paused is the pause lock that holds the group now (the global one first), nil when not paused.
-	Paused    *PauseInfo `json:"paused,omitempty"`
-	UpdatedAt time.Time  `json:"updatedAt,omitzero"`
+	Paused *PauseInfo `json:"paused,omitempty"`
+	// GroupPause is the group's own pause lock when the global pause (Paused) holds the group too: it keeps
+	// holding the group after the global pause is lifted. nil otherwise.
+	GroupPause *PauseInfo `json:"groupPause,omitempty"`
+	UpdatedAt  time.Time  `json:"updatedAt,omitzero"`
 }
 
 // CurrentInstance is the instance being replaced and its replacement, once launched.
@@ -66,6 +69,20 @@ func ActivePause(locks []state.Lock, group string, now time.Time) *state.Lock {
 		}
 	}
 	return nil
+}
+
+// activeLock returns the active lock of exactly scope group (state.GlobalScope for the global one), or nil.
+func activeLock(locks []state.Lock, group string, now time.Time) *state.Lock {
+	for _, l := range locks {
+		if l.Group == group && l.Active(now) {
+			return &l
+		}
+	}
+	return nil
+}
+
+func pauseInfo(l state.Lock) *PauseInfo {
+	return &PauseInfo{Scope: l.Scope(), Who: l.Who, Reason: l.Reason, Since: l.Since, Until: l.Until}
 }
 
 // Status returns one row per target (group "" = every target, sorted by group), pauses evaluated at now.
@@ -99,7 +116,12 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 			row.CurrentInstance = &CurrentInstance{Old: c.OldInstanceID, New: c.NewInstanceID}
 		}
 		if l := ActivePause(locks, r.Group, now); l != nil {
-			row.Paused = &PauseInfo{Scope: l.Scope(), Who: l.Who, Reason: l.Reason, Since: l.Since, Until: l.Until}
+			row.Paused = pauseInfo(*l)
+			if l.Group == state.GlobalScope {
+				if own := activeLock(locks, r.Group, now); own != nil {
+					row.GroupPause = pauseInfo(*own)
+				}
+			}
 		}
 		rows = append(rows, row)
 	}
@@ -116,13 +138,9 @@ func RenderTable(w io.Writer, rows []StatusRow) {
 		if c := r.CurrentInstance; c != nil {
 			current = c.Old + " -> " + dash(c.New)
 		}
-		paused := ""
-		if p := r.Paused; p != nil {
-			paused = p.Scope + " by " + p.Who
-			if !p.Until.IsZero() {
-				paused += " until " + timeCell(p.Until)
-			}
-			paused += ": " + p.Reason
+		paused := pauseCell(r.Paused)
+		if r.GroupPause != nil {
+			paused += "; also " + pauseCell(r.GroupPause)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, dash(r.Platform), dash(r.Cluster),
 			dash(string(r.Phase)), dash(string(r.Step)), r.OnTarget, r.Instances, r.Other, dash(r.TargetImageID),
@@ -130,6 +148,18 @@ func RenderTable(w io.Writer, rows []StatusRow) {
 			dash(oneLine(r.Reason)))
 	}
 	_ = tw.Flush()
+}
+
+// pauseCell is a pause as the PAUSED column shows it: "SCOPE by WHO[ until T]: WHY", "" for nil.
+func pauseCell(p *PauseInfo) string {
+	if p == nil {
+		return ""
+	}
+	s := p.Scope + " by " + p.Who
+	if !p.Until.IsZero() {
+		s += " until " + timeCell(p.Until)
+	}
+	return s + ": " + oneLine(p.Reason)
 }
 
 // History returns the AMI history of group, oldest first. Errors: group empty; no history and no rollout
@@ -151,19 +181,36 @@ func History(ctx context.Context, store state.Store, group string) ([]state.Hist
 }
 
 // RenderHistory writes history entries as a table aligned with text/tabwriter, times in UTC (RFC 3339).
-// Write errors of w are not reported.
+// FROM → TO reads in the direction of each entry's event (EventDirection); PREVIOUS AMI and NEW AMI are the
+// entry's fields as stored. Write errors of w are not reported.
 func RenderHistory(w io.Writer, entries []state.HistoryEntry) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tEVENT\tPREVIOUS AMI\tNEW AMI\tSOURCE\tDETAIL")
+	fmt.Fprintln(tw, "AT\tEVENT\tFROM → TO\tPREVIOUS AMI\tNEW AMI\tSOURCE\tDETAIL")
 	for _, e := range entries {
 		source := e.Source
 		if source != "" && e.SourceVersion > 0 {
 			source += fmt.Sprintf(" (version %d)", e.SourceVersion)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", timeCell(e.At), e.Event, dash(e.PreviousImage), dash(e.NewImage),
-			dash(source), dash(oneLine(e.Detail)))
+		direction := ""
+		if from, to := EventDirection(e); from != "" || to != "" {
+			direction = dash(from) + " → " + dash(to)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", timeCell(e.At), e.Event, dash(direction), dash(e.PreviousImage),
+			dash(e.NewImage), dash(source), dash(oneLine(e.Detail)))
 	}
 	_ = tw.Flush()
+}
+
+// EventDirection returns the AMIs an entry's event moves the group from and to. Every event reads as
+// stored (previous → new: a detection, a completed or halted rollout, a manual rollback, an approval)
+// except the agent's own rollback: "rolling-back" is stored as the rollout it undoes (previous → failed
+// target) and "rolled-back" as failed target → restored AMI, so both read from the failed AMI to the
+// restored one.
+func EventDirection(e state.HistoryEntry) (from, to string) {
+	if e.Event == "rolling-back" {
+		return e.NewImage, e.PreviousImage
+	}
+	return e.PreviousImage, e.NewImage
 }
 
 func timeCell(t time.Time) string {

@@ -35,6 +35,10 @@ func TestStatus(t *testing.T) {
 		row.Paused = &operator.PauseInfo{Scope: l.Scope(), Who: l.Who, Reason: l.Reason, Since: l.Since, Until: l.Until}
 		return row
 	}
+	alsoPausedBy := func(row operator.StatusRow, l state.Lock) operator.StatusRow {
+		row.GroupPause = &operator.PauseInfo{Scope: l.Scope(), Who: l.Who, Reason: l.Reason, Since: l.Since, Until: l.Until}
+		return row
+	}
 	for _, tc := range []struct {
 		name    string
 		locks   []state.Lock
@@ -47,7 +51,7 @@ func TestStatus(t *testing.T) {
 		{name: "group pause shows on its group only", locks: []state.Lock{batch},
 			want: []operator.StatusRow{pausedBy(batchRow, batch), prodRow}},
 		{name: "global pause shows on every group and before a group's own", locks: []state.Lock{global, batch},
-			want: []operator.StatusRow{pausedBy(batchRow, global), pausedBy(prodRow, global)}},
+			want: []operator.StatusRow{alsoPausedBy(pausedBy(batchRow, global), batch), pausedBy(prodRow, global)}},
 		{name: "expired pause is not shown", locks: []state.Lock{expiredGlobal}, want: []operator.StatusRow{batchRow, prodRow}},
 		{name: "unknown group", group: "nope", wantErr: "no rollout record for group nope"},
 	} {

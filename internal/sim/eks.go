@@ -65,7 +65,8 @@ type EKSClient struct{ a *Account }
 
 var _ awsapi.EKS = (*EKSClient)(nil)
 
-// DescribeCluster describes a cluster: name, ARN, version, endpoint, certificate authority, status ACTIVE.
+// DescribeCluster describes a cluster: name, ARN, version, endpoint, certificate authority, status ACTIVE
+// (UPDATING while a version update runs, eksupgrade.go).
 // Amazon EKS API Reference, "DescribeCluster". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeCluster(ctx context.Context, in *awseks.DescribeClusterInput, _ ...func(*awseks.Options)) (*awseks.DescribeClusterOutput, error) {
 	a := c.a
@@ -84,7 +85,7 @@ func (c *EKSClient) DescribeCluster(ctx context.Context, in *awseks.DescribeClus
 		Arn:                  ptr(cl.arn),
 		Endpoint:             ptr(cl.endpoint),
 		CertificateAuthority: &ekstypes.Certificate{Data: ptr(cl.caData)},
-		Status:               ekstypes.ClusterStatusActive,
+		Status:               a.eksClusterStatusLocked(cl.name),
 		PlatformVersion:      ptr("eks.1"),
 		CreatedAt:            ptr(cl.createdAt),
 	}

@@ -199,7 +199,7 @@ func (c *EKSClient) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNo
 		AmiType:        ekstypes.AMITypes(s.AMIType),
 		CapacityType:   ekstypes.CapacityTypesOnDemand,
 		InstanceTypes:  []string{s.InstanceType},
-		Status:         ekstypes.NodegroupStatusActive,
+		Status:         a.eksNodegroupStatusLocked(s.Cluster, s.Name),
 		CreatedAt:      ptr(ng.createdAt),
 		ModifiedAt:     ptr(ng.createdAt),
 		ScalingConfig:  &ekstypes.NodegroupScalingConfig{MinSize: ptr(s.Min), MaxSize: ptr(s.Max), DesiredSize: ptr(s.Desired)},

@@ -25,6 +25,8 @@ type snapshot struct {
 	History  []HistoryEntry   `json:"history"`
 	Locks    []Lock           `json:"locks"`
 	Events   []snapshotMarker `json:"events"`
+	// Workflows are the EKS upgrade workflow records (workflow.go), by cluster; absent when there are none.
+	Workflows []Workflow `json:"workflows,omitempty"`
 }
 
 // snapshotMarker is one processed-event marker; a zero Expires means the marker never expires.
@@ -61,6 +63,7 @@ func (m *Memory) Save(w io.Writer) error {
 	for id, exp := range m.events {
 		s.Events = append(s.Events, snapshotMarker{ID: id, Expires: exp})
 	}
+	s.Workflows = m.snapshotWorkflowsLocked()
 	m.mu.Unlock()
 
 	sort.Slice(s.Rollouts, func(i, j int) bool { return s.Rollouts[i].Group < s.Rollouts[j].Group })
@@ -136,6 +139,7 @@ func LoadMemory(r io.Reader) (*Memory, error) {
 			m.events[ev.ID] = ev.Expires
 		}
 	}
+	errs = append(errs, m.loadWorkflows(s.Workflows)...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("reading state snapshot: %w", err)
 	}

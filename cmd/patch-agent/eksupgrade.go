@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/config"
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/eksupgrade"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// exitWaiting is the exit status of `patch-agent eks upgrade` when the workflow waits for an approval or a
+// pause to be lifted.
+const exitWaiting = 3
+
+// eksUpgradeEnv is where `patch-agent eks upgrade` gets its clients and its time: the AWS account of the
+// default credential chain, or a simulated account in tests.
+type eksUpgradeEnv struct {
+	// connect returns the EKS and Auto Scaling clients of region ("" means the configuration's).
+	connect func(ctx context.Context, region string) (awsapi.EKSUpgrade, awsapi.GroupReader, error)
+	clock   clock.PassiveClock
+	// wait blocks between two polls of an update; nil waits on a timer.
+	wait func(ctx context.Context, d time.Duration) error
+	// backoff is the poll backoff; nil is eksupgrade.DefaultBackoff.
+	backoff func(attempt int) time.Duration
+}
+
+// awsEKSUpgradeEnv connects to AWS with the default credential chain and the SDK's standard retryer.
+var awsEKSUpgradeEnv = eksUpgradeEnv{clock: clock.RealClock{}, connect: func(ctx context.Context, region string) (awsapi.EKSUpgrade, awsapi.GroupReader, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region),
+		awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }))
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading AWS credentials and configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, nil, fmt.Errorf("--region (or %s) is required: the region of the EKS cluster", config.EnvRegion)
+	}
+	return awseks.NewFromConfig(cfg), autoscaling.NewFromConfig(cfg), nil
+}}
+
+// eksUpgradeEnvironment is the environment of `patch-agent eks upgrade`; tests replace it.
+var eksUpgradeEnvironment = awsEKSUpgradeEnv
+
+func newEKSCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "eks",
+		Short: "Amazon EKS operations: upgrade a cluster's Kubernetes version as a resumable workflow",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newEKSUpgradeCommand())
+	return cmd
+}
+
+func newEKSUpgradeCommand() *cobra.Command {
+	var (
+		cluster, to, output, who            string
+		dryRun, approve, retryStep, showing bool
+	)
+	cmd := &cobra.Command{
+		Use:   "upgrade --cluster CLUSTER --to 1.MINOR",
+		Short: "Upgrade an EKS cluster by one Kubernetes minor version: preflight, control plane, add-ons, node groups",
+		Long: `Upgrades an EKS cluster to the next Kubernetes minor version as a workflow kept in the agent's store
+(the DynamoDB table, or --state-file), one step at a time, resumable after a crash:
+
+  1. preflight: the target is exactly one minor version above the control plane; no EKS upgrade insight
+     (category UPGRADE_READINESS) for it is in ERROR; every installed add-on has a version for the target;
+     every node group (managed: its version; self-managed patch-agent groups: the Kubernetes version of its
+     AMI source) stays within the kubelet version skew (3 minor versions since 1.28) once the control plane
+     is upgraded; the cluster is ACTIVE with no update in progress.
+  2. approval: without --approve the workflow waits (exit status 3) for ` + "`patch-agent approve eks:CLUSTER`" + `
+     (or a second run with --approve).
+  3. control plane: UpdateClusterVersion, tracked with DescribeUpdate until Successful; Failed halts it.
+  4. add-ons, one at a time: UpdateAddon to the default version for the target, until ACTIVE.
+  5. node groups: managed ones with UpdateNodegroupVersion; self-managed ones are handed to the agent's
+     rollout — a group whose AMI source is auto follows the control plane by itself, one pinned with
+     patch-agent/kubernetes-version (or naming a versioned parameter) needs the pin moved: the step says so.
+
+Every step is written before the AWS call that depends on it and recorded in the history of eks:CLUSTER
+(who, when, from, to, update ids): ` + "`patch-agent history eks:CLUSTER`" + `. Run the same command again after a crash
+or an error: it resumes at the stored step and never starts an update twice. A second run while one is
+under way is refused by the workflow's lease. A pause (` + "`patch-agent pause`" + `, or --group eks:CLUSTER) holds
+every new update call; updates already running are tracked to their end.
+
+Exit status: 0 completed (or --dry-run / --status), 1 halted or failed, 3 waiting (approval or pause).
+docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume.`,
+		Example: `  # the plan, without changing anything
+  patch-agent eks upgrade --cluster prod --to 1.31 --dry-run --table patch-agent --region eu-west-1
+
+  # run it, approving the plan in the same command
+  patch-agent eks upgrade --cluster prod --to 1.31 --approve --table patch-agent --region eu-west-1
+
+  # where it is
+  patch-agent eks upgrade --cluster prod --status --table patch-agent --region eu-west-1
+
+  # after a failed step was fixed
+  patch-agent eks upgrade --cluster prod --to 1.31 --retry --table patch-agent --region eu-west-1`,
+		Args: cobra.NoArgs,
+	}
+	stores := addStoreFlags(cmd)
+	addWhoFlag(cmd, &who)
+	fl := cmd.Flags()
+	fl.StringVar(&cluster, "cluster", "", "the EKS cluster to upgrade (required)")
+	fl.StringVar(&to, "to", "", "the target Kubernetes version, exactly one minor above the control plane (e.g. 1.31)")
+	fl.BoolVar(&dryRun, "dry-run", false, "run the preflight and print the plan; change and write nothing")
+	fl.BoolVar(&approve, "approve", false, "approve the plan (instead of `patch-agent approve eks:CLUSTER`)")
+	fl.BoolVar(&retryStep, "retry", false, "start the failed step of a halted workflow again")
+	fl.BoolVar(&showing, "status", false, "show the stored workflow and its current step; no AWS call")
+	fl.StringVarP(&output, "output", "o", "table", "table or json (a final summary; progress lines go to stderr)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := outputFormat(output); err != nil {
+			return err
+		}
+		if strings.TrimSpace(cluster) == "" {
+			return errors.New("--cluster is required: the EKS cluster to upgrade")
+		}
+		switch {
+		case showing && (dryRun || approve || retryStep):
+			return errors.New("--status only reads the workflow: drop --dry-run, --approve and --retry")
+		case dryRun && (approve || retryStep):
+			return errors.New("--dry-run changes nothing: drop --approve and --retry")
+		case !showing && strings.TrimSpace(to) == "":
+			return errors.New("--to is required: the target Kubernetes version, one minor above the control plane (e.g. --to 1.31)")
+		}
+		ctx := cmd.Context()
+		s, err := stores.open(ctx)
+		if err != nil {
+			return err
+		}
+		ws, err := workflowStore(s)
+		if err != nil {
+			return err
+		}
+		out, env := cmd.OutOrStdout(), eksUpgradeEnvironment
+		if showing {
+			w, err := eksupgrade.Get(ctx, ws, cluster)
+			if err != nil {
+				return err
+			}
+			return printUpgrade(out, output, eksupgrade.NewSummary(w, env.clock.Now()), true)
+		}
+		if err := requireWho(cmd, who); err != nil {
+			return err
+		}
+		eksAPI, groups, err := env.connect(ctx, stores.region)
+		if err != nil {
+			return err
+		}
+		progress := out
+		if output == "json" {
+			progress = cmd.ErrOrStderr()
+		}
+		runner := &eksupgrade.Runner{EKS: eksAPI, AutoScaling: groups, Store: ws, Clock: env.clock, Wait: env.wait, Backoff: env.backoff,
+			Owner: fmt.Sprintf("%s pid %d", who, os.Getpid()), Who: who, Out: progress}
+		if dryRun {
+			return dryRunUpgrade(ctx, out, output, runner, ws, cluster, to)
+		}
+		w, err := runner.Run(ctx, eksupgrade.Request{Cluster: cluster, To: to, Approve: approve, Retry: retryStep})
+		if err != nil {
+			return err
+		}
+		if output == "table" {
+			fmt.Fprintln(out)
+		}
+		if err := printUpgrade(out, output, eksupgrade.NewSummary(w, env.clock.Now()), w.Phase == state.WorkflowHalted); err != nil {
+			return err
+		}
+		return upgradeExit(w)
+	}
+	return cmd
+}
+
+// workflowStore returns the opened store as the workflow's store; a state file saves itself after every
+// write, so that a crashed run resumes from the file.
+func workflowStore(s *openedStore) (eksupgrade.Store, error) {
+	ws, ok := s.Store.(eksupgrade.Store)
+	if !ok {
+		return nil, fmt.Errorf("%s does not keep EKS upgrade workflows", s.where)
+	}
+	if s.mem == nil {
+		return ws, nil
+	}
+	return savingStore{Store: ws, s: s}, nil
+}
+
+// savingStore writes the state file after every write of the workflow.
+type savingStore struct {
+	eksupgrade.Store
+	s *openedStore
+}
+
+func (p savingStore) PutWorkflow(ctx context.Context, w state.Workflow) (state.Workflow, error) {
+	out, err := p.Store.PutWorkflow(ctx, w)
+	if err == nil {
+		err = p.s.save()
+	}
+	return out, err
+}
+
+func (p savingStore) AppendHistory(ctx context.Context, e state.HistoryEntry) error {
+	err := p.Store.AppendHistory(ctx, e)
+	if err == nil {
+		err = p.s.save()
+	}
+	return err
+}
+
+// dryRunUpgrade prints the plan of an upgrade; a failed preflight exits 1.
+func dryRunUpgrade(ctx context.Context, out io.Writer, output string, runner *eksupgrade.Runner, ws eksupgrade.Store, cluster, to string) error {
+	plan, err := runner.Plan(ctx, cluster, to)
+	if err != nil {
+		return err
+	}
+	sum := eksupgrade.NewSummary(plan, runner.Clock.Now())
+	sum.DryRun = true
+	if err := printUpgrade(out, output, sum, true); err != nil {
+		return err
+	}
+	if cur, err := ws.GetWorkflow(ctx, cluster); err == nil && output == "table" && cur.Phase != state.WorkflowCompleted {
+		fmt.Fprintf(out, "\nA workflow to %s is stored for %s: phase %s (see --status); running the command resumes it.\n", cur.To, cluster, cur.Phase)
+	}
+	if plan.Phase == state.WorkflowHalted {
+		return exitError{1, fmt.Errorf("the preflight of the upgrade of %s to %s failed", cluster, to)}
+	}
+	return nil
+}
+
+// upgradeExit turns the workflow's end into the command's exit status.
+func upgradeExit(w state.Workflow) error {
+	switch w.Phase {
+	case state.WorkflowCompleted:
+		return nil
+	case state.WorkflowWaiting:
+		return exitError{exitWaiting, fmt.Errorf("the upgrade of %s to %s waits: %s", w.Cluster, w.To, w.Reason)}
+	case state.WorkflowHalted:
+		next := "fix the cause and run the command again with --retry"
+		if w.Current < len(w.Steps) && w.Steps[w.Current].Kind == eksupgrade.KindPreflight {
+			next = "fix the failed checks and run the command again"
+		}
+		return exitError{1, fmt.Errorf("the upgrade of %s to %s halted: %s; %s", w.Cluster, w.To, w.Reason, next)}
+	}
+	return exitError{1, fmt.Errorf("the upgrade of %s to %s stopped in phase %s", w.Cluster, w.To, w.Phase)}
+}
+
+// printUpgrade writes a workflow summary as a table (checks included when checks is set) or as JSON.
+func printUpgrade(out io.Writer, output string, s eksupgrade.Summary, checks bool) error {
+	if output == "json" {
+		return writePlainJSON(out, s)
+	}
+	eksupgrade.Render(out, s, checks)
+	return nil
+}
+
+// writePlainJSON writes v as indented JSON without escaping <, > and & (details hold "1.30 -> 1.31").
+func writePlainJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// isEKSUpgrade reports whether an approve argument names an EKS upgrade workflow: eks:CLUSTER.
+func isEKSUpgrade(arg string) bool { return strings.HasPrefix(arg, eksupgrade.SubjectPrefix) }
+
+// approveEKSUpgrade is `patch-agent approve eks:CLUSTER`: it approves the plan of the cluster's upgrade
+// workflow, which goes on at the next `patch-agent eks upgrade`.
+func approveEKSUpgrade(cmd *cobra.Command, s *openedStore, subject, who string) error {
+	cluster := strings.TrimPrefix(subject, eksupgrade.SubjectPrefix)
+	ws, err := workflowStore(s)
+	if err != nil {
+		return err
+	}
+	w, err := eksupgrade.Approve(cmd.Context(), ws, cluster, who, eksUpgradeEnvironment.clock.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "the upgrade of %s to %s is approved by %s (phase %s); it goes on when you run again:\n  patch-agent eks upgrade --cluster %s --to %s\n",
+		cluster, w.To, w.ApprovedBy, w.Phase, cluster, w.To)
+	return nil
+}
+
+// runEKSUpgradeDemo is `patch-agent demo --scenario eks-upgrade`: the upgrade of a simulated cluster from
+// 1.30 to 1.31 with the real workflow, its progress lines and the final summary (or only the summary as JSON).
+// The exit status is 1 when a step did not end Completed.
+func runEKSUpgradeDemo(ctx context.Context, out io.Writer, asJSON bool, stateFile string) error {
+	store := state.NewMemory()
+	progress := out
+	if asJSON {
+		progress = nil
+	}
+	began := time.Now()
+	s, err := demo.RunEKSUpgrade(ctx, progress, store)
+	if err != nil {
+		return err
+	}
+	if stateFile != "" {
+		if err := saveSnapshot(stateFile, store); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		if err := writePlainJSON(out, s); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(out)
+		eksupgrade.Render(out, s.Summary, false)
+		fmt.Fprintf(out, "\n%d EKS update(s), %d history entries, simulated time %s, wall time %s\n", s.Updates, s.HistoryEntries,
+			time.Duration(s.SimulatedSeconds*float64(time.Second)), time.Since(began).Round(time.Millisecond))
+		if stateFile != "" {
+			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade --cluster %s --status --state-file %s\n", stateFile, s.Cluster, stateFile)
+		}
+	}
+	if s.Phase != state.WorkflowCompleted {
+		return exitError{1, fmt.Errorf("the upgrade of %s ended %s, not Completed: %s", s.Cluster, s.Phase, s.Reason)}
+	}
+	for _, st := range s.Steps {
+		if st.Status != state.StepStatusCompleted {
+			return exitError{1, fmt.Errorf("step %s %s ended %s, not Completed", st.Kind, st.Name, st.Status)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/eksdrain"
+	"github.com/patch-agent/patch-agent/internal/eksupgrade"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// simUpgrade points `patch-agent eks upgrade` at the eks-upgrade demo's simulated account (cluster demo-eks on
+// 1.30) for the test, and returns the account and an empty state file.
+func simUpgrade(t *testing.T) (*sim.Account, string) {
+	t.Helper()
+	a, err := demo.EKSUpgradeAccount()
+	require.NoError(t, err)
+	prev := eksUpgradeEnvironment
+	eksUpgradeEnvironment = eksUpgradeEnv{clock: a.Clock(),
+		connect: func(context.Context, string) (awsapi.EKSUpgrade, awsapi.GroupReader, error) {
+			return a.EKSUpgrade(), a.AutoScaling(), nil
+		},
+		wait: func(ctx context.Context, d time.Duration) error {
+			a.Advance(d)
+			return ctx.Err()
+		},
+		backoff: eksdrain.Backoff{Base: 15 * time.Second, Cap: time.Minute}.Delay,
+	}
+	t.Cleanup(func() { eksUpgradeEnvironment = prev })
+	file := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, saveSnapshot(file, state.NewMemory()))
+	return a, file
+}
+
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+func upgradeStatus(t *testing.T, file string) eksupgrade.Summary {
+	t.Helper()
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--status", "--output", "json", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	var s eksupgrade.Summary
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), res.stdout)
+	return s
+}
+
+func TestEKSUpgradeDryRunPrintsThePlanAndWritesNothing(t *testing.T) {
+	a, file := simUpgrade(t)
+	before, err := os.ReadFile(file)
+	require.NoError(t, err)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--dry-run", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	for _, want := range []string{"EKS upgrade of demo-eks: 1.30 -> 1.31 (dry run: nothing was changed)", "control-plane", "vpc-cni",
+		"v1.19.0-eksbuild.1", "managed-nodegroup", "self-managed-nodegroup", "CHECK", "insight Kubelet version skew"} {
+		require.Contains(t, res.stdout, want)
+	}
+	after, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, string(before), string(after), "--dry-run writes nothing")
+	require.Empty(t, a.EKSUpdates(demo.EKSCluster))
+}
+
+func TestEKSUpgradeDryRunOfAFailingPreflightExitsOne(t *testing.T) {
+	_, file := simUpgrade(t)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.32", "--dry-run", "--state-file", file)
+	require.Equal(t, 1, exitCode(t, res.err))
+	require.Contains(t, res.stdout, "exactly one minor version above it (1.31)")
+}
+
+func TestEKSUpgradeWaitsForApproveThenResumesFromTheStateFile(t *testing.T) {
+	a, file := simUpgrade(t)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--state-file", file)
+	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
+	require.Contains(t, res.err.Error(), "patch-agent approve eks:demo-eks")
+	require.Contains(t, res.stdout, "preflight passed")
+	require.Equal(t, state.WorkflowWaiting, upgradeStatus(t, file).Phase)
+	require.Empty(t, a.EKSUpdates(demo.EKSCluster))
+
+	res = run(t, "approve", "eks:"+demo.EKSCluster, "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "is approved by tester@")
+	require.Contains(t, res.stdout, "patch-agent eks upgrade --cluster demo-eks --to 1.31")
+
+	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "UpdateClusterVersion of demo-eks to 1.31: requested")
+	require.Contains(t, res.stdout, "phase Completed")
+
+	s := upgradeStatus(t, file)
+	require.Equal(t, state.WorkflowCompleted, s.Phase)
+	require.Empty(t, s.RunningBy, "the lease is given back")
+	for _, st := range s.Steps {
+		require.Equal(t, state.StepStatusCompleted, st.Status, "%s %s", st.Kind, st.Name)
+	}
+
+	res = run(t, "history", "eks:"+demo.EKSCluster, "--state-file", file, "--output", "json")
+	require.NoError(t, res.err, res.stderr)
+	var hist []state.HistoryEntry
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &hist))
+	require.GreaterOrEqual(t, len(hist), 15)
+	require.Equal(t, "approved", hist[2].Event)
+	require.Contains(t, hist[2].Detail, "by tester@")
+}
+
+func TestEKSUpgradeWithApproveAndJSONPrintsOnlyTheSummaryOnStdout(t *testing.T) {
+	_, file := simUpgrade(t)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--approve", "--output", "json", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	var s eksupgrade.Summary
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), res.stdout)
+	require.Equal(t, state.WorkflowCompleted, s.Phase)
+	require.Len(t, s.Steps, 8)
+	require.Contains(t, res.stderr, "preflight passed", "progress lines go to stderr")
+	require.Contains(t, res.stdout, `"detail": "1.30 -> 1.31"`, "no HTML escaping")
+}
+
+func TestEKSUpgradeFailedControlPlaneExitsOneAndRetryFinishes(t *testing.T) {
+	a, file := simUpgrade(t)
+	a.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: demo.EKSCluster})
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--approve", "--state-file", file)
+	require.Equal(t, 1, exitCode(t, res.err))
+	require.Contains(t, res.err.Error(), "halted: failed: control-plane demo-eks")
+	require.Contains(t, res.err.Error(), "--retry")
+
+	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--retry", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Equal(t, state.WorkflowCompleted, upgradeStatus(t, file).Phase)
+}
+
+func TestEKSUpgradeStatusTableShowsTheCurrentStep(t *testing.T) {
+	_, file := simUpgrade(t)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--state-file", file)
+	require.Equal(t, exitWaiting, exitCode(t, res.err))
+	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--status", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "phase Waiting, step approval demo-eks")
+	require.Contains(t, res.stdout, "reason: approval: waiting for `patch-agent approve eks:demo-eks`")
+}
+
+func TestEKSUpgradeUsageErrors(t *testing.T) {
+	_, file := simUpgrade(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--to", "1.31"}, "--cluster is required"},
+		{[]string{"--cluster", "demo-eks"}, "--to is required"},
+		{[]string{"--cluster", "demo-eks", "--to", "1.31", "--dry-run", "--approve"}, "--dry-run changes nothing"},
+		{[]string{"--cluster", "demo-eks", "--status", "--retry"}, "--status only reads"},
+		{[]string{"--cluster", "demo-eks", "--to", "131"}, "not a Kubernetes version"},
+		{[]string{"--cluster", "nope", "--status"}, "no upgrade workflow for EKS cluster nope"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			res := run(t, append(append([]string{"eks", "upgrade"}, tc.args...), "--state-file", file)...)
+			require.ErrorContains(t, res.err, tc.want)
+		})
+	}
+}
+
+func TestDemoEKSUpgradeScenarioEndsWithEveryStepCompleted(t *testing.T) {
+	res := run(t, "demo", "--scenario", demo.EKSUpgradeScenario, "--json")
+	require.NoError(t, res.err, res.stderr)
+	var s demo.EKSUpgradeSummary
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), "--json prints only the summary")
+	require.Equal(t, demo.EKSUpgradeScenario, s.Scenario)
+	require.Equal(t, state.WorkflowCompleted, s.Phase)
+	require.Equal(t, "1.30", s.From)
+	require.Equal(t, "1.31", s.To)
+	var kinds []string
+	for _, st := range s.Steps {
+		require.Equal(t, state.StepStatusCompleted, st.Status, "%s %s", st.Kind, st.Name)
+		kinds = append(kinds, st.Kind+" "+st.Name)
+	}
+	require.Equal(t, []string{"preflight demo-eks", "approval demo-eks", "control-plane demo-eks", "addon vpc-cni", "addon coredns",
+		"addon kube-proxy", "managed-nodegroup web", "self-managed-nodegroup demo-eks-nodes"}, kinds)
+	require.Equal(t, 5, s.Updates)
+}
+
+func TestDemoEKSUpgradeScenarioTableAndStateFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "demo.json")
+	res := run(t, "demo", "--scenario", demo.EKSUpgradeScenario, "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "operator: patch-agent approve eks:demo-eks")
+	require.Contains(t, res.stdout, "upgrade of demo-eks to 1.31 completed")
+	require.Contains(t, res.stdout, "phase Completed")
+	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--status", "--state-file", file, "--output", "json")
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, `"phase": "Completed"`)
+}

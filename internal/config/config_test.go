@@ -1,0 +1,60 @@
+package config
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func valid() Config {
+	c := Default()
+	c.QueueURL = "https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent"
+	c.Table, c.Region, c.OwnerID = "patch-agent", "eu-west-1", "replica-a"
+	return c
+}
+
+func TestValidateAcceptsAGoodConfiguration(t *testing.T) {
+	require.NoError(t, valid().Validate())
+}
+
+func TestValidateNamesEveryProblem(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Config)
+		want string // "" = valid
+	}{
+		{"region not a region", func(c *Config) { c.Region = "not a region" }, "is not an AWS region name"},
+		{"table name with bad chars", func(c *Config) { c.Table = "bad table!" }, "is not a DynamoDB table name"},
+		{"queue in another region", func(c *Config) { c.Region = "us-east-1" }, "names a queue in eu-west-1 but --region is us-east-1"},
+		{"malformed queue URL", func(c *Config) { c.QueueURL = "patch-agent" }, "is not a queue URL"},
+		{"upper-case log level is fine", func(c *Config) { c.LogLevel = "DEBUG" }, ""},
+		{"unknown log level", func(c *Config) { c.LogLevel = "loud" }, "want debug, info, warn or error"},
+		{"empty owner", func(c *Config) { c.OwnerID = "" }, "--owner-id is empty"},
+		{"zero reconcile interval", func(c *Config) { c.ReconcileInterval = 0 }, "--reconcile-interval must be positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			tc.edit(&c)
+			err := c.Validate()
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestStartUpLogShowsDurationsAsText(t *testing.T) {
+	c := valid()
+	c.ReconcileInterval = 15 * time.Second
+	b, err := json.Marshal(c)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	require.Equal(t, "15s", m["reconcileInterval"])
+	require.Equal(t, "eu-west-1", m["region"])
+}

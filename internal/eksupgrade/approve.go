@@ -1,0 +1,72 @@
+package eksupgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// ErrNoWorkflow is wrapped by the errors of Approve and Status for a cluster that has no upgrade workflow.
+var ErrNoWorkflow = errors.New("no upgrade workflow")
+
+// Get returns the upgrade workflow of cluster. Errors: ErrNoWorkflow (wrapped, with how to start one) when
+// there is none, or the store's error.
+func Get(ctx context.Context, store Store, cluster string) (state.Workflow, error) {
+	w, err := store.GetWorkflow(ctx, cluster)
+	if errors.Is(err, state.ErrNotFound) {
+		return w, fmt.Errorf("%w for EKS cluster %s: start one with `patch-agent eks upgrade --cluster %s --to 1.<minor>`", ErrNoWorkflow, cluster, cluster)
+	}
+	if err != nil {
+		return w, fmt.Errorf("reading the upgrade workflow of %s: %w", cluster, err)
+	}
+	return w, nil
+}
+
+// Approve records that who approved the plan of cluster's upgrade workflow (`patch-agent approve
+// eks:<cluster>`), with a conditional write (re-read and tried once more when the record moved in between),
+// and appends an "approved" history entry. The workflow goes on at its next run (`patch-agent eks upgrade`
+// again); approving an approved workflow writes nothing. It returns the record as stored. Errors: who empty,
+// ErrNoWorkflow (wrapped), a workflow that is not waiting for its approval (halted, completed), a second
+// conflict (wraps state.ErrConflict), or the store's errors.
+func Approve(ctx context.Context, store Store, cluster, who string, now time.Time) (state.Workflow, error) {
+	if strings.TrimSpace(who) == "" {
+		return state.Workflow{}, errors.New("an approval needs to say who approved")
+	}
+	for attempt := 1; ; attempt++ {
+		w, err := Get(ctx, store, cluster)
+		if err != nil {
+			return w, err
+		}
+		if w.ApprovedBy != "" {
+			return w, nil
+		}
+		if w.Phase == state.WorkflowHalted || w.Phase == state.WorkflowCompleted || w.Phase == state.WorkflowPreflight {
+			return w, fmt.Errorf("the upgrade of %s to %s is %s: there is no plan waiting for an approval (%s)", cluster, w.To, w.Phase, w.Reason)
+		}
+		if err := flushPending(ctx, store, w); err != nil {
+			return w, err
+		}
+		e := state.HistoryEntry{Group: Subject(cluster), At: now, Event: "approved",
+			Detail: fmt.Sprintf("approval %s: %s -> %s; by %s", cluster, w.From, w.To, who)}
+		w.ApprovedBy, w.ApprovedAt, w.UpdatedAt = who, now, now
+		w.PendingHistory = []state.HistoryEntry{e} // appended again by the next run if this one stops before it is
+		w.Transitions++
+		next, err := store.PutWorkflow(ctx, w)
+		switch {
+		case errors.Is(err, state.ErrConflict) && attempt == 1:
+			continue
+		case errors.Is(err, state.ErrConflict):
+			return w, fmt.Errorf("the upgrade workflow of %s changed twice while being approved; look at its status and try again: %w", cluster, err)
+		case err != nil:
+			return w, fmt.Errorf("writing the approval of the upgrade of %s: %w", cluster, err)
+		}
+		if err := store.AppendHistory(ctx, e); err != nil {
+			return next, fmt.Errorf("the approval of the upgrade of %s is recorded, but its history entry is not: %w", cluster, err)
+		}
+		return next, nil
+	}
+}

@@ -1,0 +1,472 @@
+package eksupgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+
+	"github.com/patch-agent/patch-agent/internal/eks"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// plan is what a preflight found: the control plane's version, the checks, and the steps after the preflight
+// (approval, control plane, add-ons, node groups).
+type plan struct {
+	from   string
+	checks []state.PreflightCheck
+	steps  []state.WorkflowStep
+}
+
+func (p *plan) check(name, result, format string, args ...any) {
+	p.checks = append(p.checks, state.PreflightCheck{Name: name, Result: result, Detail: fmt.Sprintf(format, args...)})
+}
+
+// failures returns the details of the failed checks, "name: detail" each.
+func failures(checks []state.PreflightCheck) []string {
+	var out []string
+	for _, c := range checks {
+		if c.Result == CheckFail {
+			out = append(out, c.Name+": "+c.Detail)
+		}
+	}
+	return out
+}
+
+// addonOrder is the order add-ons are updated in (Amazon EKS User Guide, "Update existing cluster to new
+// Kubernetes version": the Amazon VPC CNI plugin, CoreDNS, kube-proxy); other add-ons follow by name.
+var addonOrder = map[string]int{"vpc-cni": 1, "coredns": 2, "kube-proxy": 3}
+
+// preflight reads the cluster and checks that it may be upgraded to `to`: the target is exactly one minor
+// version above the control plane; no upgrade insight for a version up to the target is in ERROR; every
+// installed add-on has a version for the target; every node group (managed: its version; self-managed: the
+// Kubernetes version of its AMI source) stays within the kubelet version skew once the control plane is at
+// the target; and nothing is updating. It changes nothing. Errors are those of the reads (a cluster EKS does
+// not know wraps eks.ErrClusterNotFound); failed checks are not errors.
+func (r *Runner) preflight(ctx context.Context, cluster, to string) (plan, error) {
+	var p plan
+	out, err := r.EKS.DescribeCluster(ctx, &awseks.DescribeClusterInput{Name: aws.String(cluster)})
+	var notFound *ekstypes.ResourceNotFoundException
+	switch {
+	case errors.As(err, &notFound):
+		return p, fmt.Errorf("describing EKS cluster %s: %w", cluster, eks.ErrClusterNotFound)
+	case err != nil:
+		return p, fmt.Errorf("describing EKS cluster %s: %w", cluster, err)
+	case out.Cluster == nil:
+		return p, fmt.Errorf("describing EKS cluster %s: empty response", cluster)
+	}
+	p.from = aws.ToString(out.Cluster.Version)
+	toMinor, err := eks.ParseVersion(to)
+	if err != nil {
+		return p, fmt.Errorf("target version %w", err)
+	}
+	switch fromMinor, err := eks.ParseVersion(p.from); {
+	case err != nil:
+		p.check("version", CheckFail, "the control plane reports version %v", err)
+	case toMinor != fromMinor+1:
+		p.check("version", CheckFail, "the control plane is at %s: the target must be exactly one minor version above it (1.%d); EKS upgrades one minor version at a time",
+			p.from, fromMinor+1)
+	default:
+		p.check("version", CheckPass, "%s -> %s", p.from, to)
+	}
+	if err := r.checkUpdating(ctx, &p, cluster, out.Cluster.Status); err != nil {
+		return p, err
+	}
+	if err := r.checkInsights(ctx, &p, cluster, toMinor); err != nil {
+		return p, err
+	}
+	p.steps = append(p.steps,
+		state.WorkflowStep{Kind: KindApproval, Name: cluster, From: p.from, To: to, Status: state.StepStatusPending},
+		state.WorkflowStep{Kind: KindControlPlane, Name: cluster, From: p.from, To: to, Status: state.StepStatusPending})
+	if err := r.planAddons(ctx, &p, cluster, to); err != nil {
+		return p, err
+	}
+	if err := r.planManagedNodegroups(ctx, &p, cluster, to); err != nil {
+		return p, err
+	}
+	if err := r.planSelfManaged(ctx, &p, cluster, to); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// checkUpdating fails the preflight when the cluster is not ACTIVE or one of its updates is InProgress.
+func (r *Runner) checkUpdating(ctx context.Context, p *plan, cluster string, status ekstypes.ClusterStatus) error {
+	if status != ekstypes.ClusterStatusActive {
+		p.check("cluster status", CheckFail, "the cluster is %s, not ACTIVE: wait until it is", status)
+	}
+	var busy []string
+	pages := awseks.NewListUpdatesPaginator(r.EKS, &awseks.ListUpdatesInput{Name: aws.String(cluster)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("listing the updates of EKS cluster %s: %w", cluster, err)
+		}
+		for _, id := range page.UpdateIds {
+			u, err := r.EKS.DescribeUpdate(ctx, &awseks.DescribeUpdateInput{Name: aws.String(cluster), UpdateId: aws.String(id)})
+			if err != nil {
+				return fmt.Errorf("describing update %s of EKS cluster %s: %w", id, cluster, err)
+			}
+			if u.Update != nil && u.Update.Status == ekstypes.UpdateStatusInProgress {
+				busy = append(busy, fmt.Sprintf("%s (%s)", id, u.Update.Type))
+			}
+		}
+	}
+	if len(busy) > 0 {
+		p.check("updates in progress", CheckFail, "update(s) %s in progress: wait until they end", strings.Join(busy, ", "))
+	} else if status == ekstypes.ClusterStatusActive {
+		p.check("updates in progress", CheckPass, "cluster ACTIVE, no update in progress")
+	}
+	return nil
+}
+
+// checkInsights reads the UPGRADE_READINESS insights: those about a version up to the target must not be in
+// ERROR (WARNING and UNKNOWN are reported); each one not PASSING is described for its recommendation.
+func (r *Runner) checkInsights(ctx context.Context, p *plan, cluster string, toMinor int) error {
+	in := &awseks.ListInsightsInput{ClusterName: aws.String(cluster),
+		Filter: &ekstypes.InsightsFilter{Categories: []ekstypes.Category{ekstypes.CategoryUpgradeReadiness}}}
+	seen := 0
+	pages := awseks.NewListInsightsPaginator(r.EKS, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("listing the upgrade insights of EKS cluster %s: %w", cluster, err)
+		}
+		for _, s := range page.Insights {
+			if v := aws.ToString(s.KubernetesVersion); v != "" {
+				if m, err := eks.ParseVersion(v); err == nil && m > toMinor {
+					continue // about a later upgrade
+				}
+			}
+			seen++
+			name := "insight " + aws.ToString(s.Name)
+			status := ekstypes.InsightStatusValueUnknown
+			if s.InsightStatus != nil {
+				status = s.InsightStatus.Status
+			}
+			if status == ekstypes.InsightStatusValuePassing {
+				p.check(name, CheckPass, "PASSING")
+				continue
+			}
+			d, err := r.EKS.DescribeInsight(ctx, &awseks.DescribeInsightInput{ClusterName: aws.String(cluster), Id: s.Id})
+			if err != nil {
+				return fmt.Errorf("describing insight %s of EKS cluster %s: %w", aws.ToString(s.Id), cluster, err)
+			}
+			detail := insightDetail(status, d.Insight)
+			if status == ekstypes.InsightStatusValueError {
+				p.check(name, CheckFail, "%s", detail)
+			} else {
+				p.check(name, CheckWarn, "%s", detail)
+			}
+		}
+	}
+	if seen == 0 {
+		p.check("upgrade insights", CheckWarn, "EKS reports no upgrade insight for this upgrade (insights are refreshed about once a day)")
+	}
+	return nil
+}
+
+// insightDetail says what an insight found: its status and reason, its recommendation, and up to three of its
+// resources.
+func insightDetail(status ekstypes.InsightStatusValue, in *ekstypes.Insight) string {
+	parts := []string{string(status)}
+	if in == nil {
+		return parts[0]
+	}
+	if in.InsightStatus != nil && aws.ToString(in.InsightStatus.Reason) != "" {
+		parts[0] += ": " + aws.ToString(in.InsightStatus.Reason)
+	}
+	if rec := aws.ToString(in.Recommendation); rec != "" {
+		parts = append(parts, "recommendation: "+rec)
+	}
+	var res []string
+	for _, rd := range in.Resources {
+		if len(res) == 3 {
+			res = append(res, fmt.Sprintf("and %d more", len(in.Resources)-3))
+			break
+		}
+		name := aws.ToString(rd.KubernetesResourceUri)
+		if name == "" {
+			name = aws.ToString(rd.Arn)
+		}
+		res = append(res, name)
+	}
+	if len(res) > 0 {
+		parts = append(parts, "resources: "+strings.Join(res, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// planAddons plans one step per installed managed add-on: to the default version for the target Kubernetes
+// version (DescribeAddonVersions with kubernetesVersion); an add-on without any version for it fails the
+// preflight, one already at that version is skipped.
+func (r *Runner) planAddons(ctx context.Context, p *plan, cluster, to string) error {
+	var names []string
+	pages := awseks.NewListAddonsPaginator(r.EKS, &awseks.ListAddonsInput{ClusterName: aws.String(cluster)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("listing the add-ons of EKS cluster %s: %w", cluster, err)
+		}
+		names = append(names, page.Addons...)
+	}
+	sort.SliceStable(names, func(i, j int) bool {
+		oi, oj := addonOrder[names[i]], addonOrder[names[j]]
+		if oi == 0 {
+			oi = len(addonOrder) + 1
+		}
+		if oj == 0 {
+			oj = len(addonOrder) + 1
+		}
+		if oi != oj {
+			return oi < oj
+		}
+		return names[i] < names[j]
+	})
+	for _, name := range names {
+		d, err := r.EKS.DescribeAddon(ctx, &awseks.DescribeAddonInput{ClusterName: aws.String(cluster), AddonName: aws.String(name)})
+		if err != nil {
+			return fmt.Errorf("describing add-on %s of EKS cluster %s: %w", name, cluster, err)
+		}
+		if d.Addon == nil {
+			return fmt.Errorf("describing add-on %s of EKS cluster %s: empty response", name, cluster)
+		}
+		current, status := aws.ToString(d.Addon.AddonVersion), d.Addon.Status
+		target, err := r.addonTarget(ctx, name, to)
+		if err != nil {
+			return err
+		}
+		check := "add-on " + name
+		switch {
+		case target == "":
+			p.check(check, CheckFail, "no version of %s is compatible with Kubernetes %s (DescribeAddonVersions): remove the add-on or wait for a release", name, to)
+		case status == ekstypes.AddonStatusUpdating || status == ekstypes.AddonStatusCreating || status == ekstypes.AddonStatusDeleting:
+			p.check(check, CheckFail, "the add-on is %s: wait until it is ACTIVE", status)
+		case status != ekstypes.AddonStatusActive:
+			p.check(check, CheckWarn, "the add-on is %s (version %s): its update to %s may fail; look at its health issues", status, current, target)
+		default:
+			p.check(check, CheckPass, "%s -> %s (the default for Kubernetes %s)", current, target, to)
+		}
+		st := state.WorkflowStep{Kind: KindAddon, Name: name, From: current, To: target, Status: state.StepStatusPending}
+		if target == current {
+			st.Status, st.Detail = state.StepStatusSkipped, "already at the default version for Kubernetes "+to
+		}
+		p.steps = append(p.steps, st)
+	}
+	return nil
+}
+
+// addonTarget returns the default version of an add-on for Kubernetes version `to` (the newest compatible
+// one when none is marked default), or "" when no version is compatible.
+func (r *Runner) addonTarget(ctx context.Context, name, to string) (string, error) {
+	var compatible []string
+	pages := awseks.NewDescribeAddonVersionsPaginator(r.EKS, &awseks.DescribeAddonVersionsInput{AddonName: aws.String(name), KubernetesVersion: aws.String(to)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return "", fmt.Errorf("reading the versions of add-on %s for Kubernetes %s: %w", name, to, err)
+		}
+		for _, info := range page.Addons {
+			if aws.ToString(info.AddonName) != name {
+				continue
+			}
+			for _, v := range info.AddonVersions {
+				for _, c := range v.Compatibilities {
+					if aws.ToString(c.ClusterVersion) != to {
+						continue
+					}
+					if c.DefaultVersion {
+						return aws.ToString(v.AddonVersion), nil
+					}
+					compatible = append(compatible, aws.ToString(v.AddonVersion))
+				}
+			}
+		}
+	}
+	if len(compatible) == 0 {
+		return "", nil
+	}
+	return compatible[0], nil // DescribeAddonVersions lists the newest first
+}
+
+// planManagedNodegroups plans one step per managed node group (UpdateNodegroupVersion to the target) and checks
+// that each stays within the kubelet version skew of the upgraded control plane and is ACTIVE.
+func (r *Runner) planManagedNodegroups(ctx context.Context, p *plan, cluster, to string) error {
+	pages := awseks.NewListNodegroupsPaginator(r.EKS, &awseks.ListNodegroupsInput{ClusterName: aws.String(cluster)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("listing the managed node groups of EKS cluster %s: %w", cluster, err)
+		}
+		for _, name := range page.Nodegroups {
+			d, err := r.EKS.DescribeNodegroup(ctx, &awseks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
+			if err != nil {
+				return fmt.Errorf("describing managed node group %s of EKS cluster %s: %w", name, cluster, err)
+			}
+			if d.Nodegroup == nil {
+				return fmt.Errorf("describing managed node group %s of EKS cluster %s: empty response", name, cluster)
+			}
+			version, status := aws.ToString(d.Nodegroup.Version), d.Nodegroup.Status
+			check := "managed node group " + name
+			switch err := CheckSkew(version, to); {
+			case err != nil:
+				p.check(check, CheckFail, "at %s: %v once the control plane is at %s; update the node group first", version, err, to)
+			case status != ekstypes.NodegroupStatusActive:
+				p.check(check, CheckFail, "the node group is %s, not ACTIVE: wait until it is", status)
+			default:
+				p.check(check, CheckPass, "at %s, within the kubelet version skew of %s", version, to)
+			}
+			st := state.WorkflowStep{Kind: KindManagedNodegroup, Name: name, From: version, To: to, Status: state.StepStatusPending}
+			if version == to {
+				st.Status, st.Detail = state.StepStatusSkipped, "already at Kubernetes "+to
+			}
+			p.steps = append(p.steps, st)
+		}
+	}
+	return nil
+}
+
+// How a self-managed node group's AMI source names its Kubernetes version.
+const (
+	sourceFollows   = "follows"   // patch-agent/ami-parameter=auto without a pin: the control plane's version
+	sourcePinned    = "pinned"    // auto with patch-agent/kubernetes-version
+	sourceParameter = "parameter" // an explicit public EKS AMI parameter, whose path names the version
+	sourceGolden    = "golden"    // the account's own parameter: the version is not known
+)
+
+// selfManaged is a self-managed node group of the cluster that the agent manages.
+type selfManaged struct {
+	group, parameter, version, how string
+}
+
+// planSelfManaged plans one step per self-managed node group the agent manages for the cluster (Auto Scaling
+// groups tagged patch-agent/enabled=true, platform eks, this cluster): the workflow does not replace their
+// nodes, it records what must move so that the agent's normal rollout does.
+func (r *Runner) planSelfManaged(ctx context.Context, p *plan, cluster, to string) error {
+	groups, misconfigured, err := r.selfManagedGroups(ctx, cluster, p.from)
+	if err != nil {
+		return err
+	}
+	for _, m := range misconfigured {
+		p.check("self-managed node group", CheckWarn, "%s", m)
+	}
+	for _, g := range groups {
+		check := "self-managed node group " + g.group
+		st := state.WorkflowStep{Kind: KindSelfManagedNodegroup, Name: g.group, From: g.version, To: to, Status: state.StepStatusPending}
+		switch err := CheckSkew(g.version, to); {
+		case g.version == "":
+			p.check(check, CheckWarn, "its AMI parameter %s names no Kubernetes version: make sure its nodes are within %d minor versions of %s",
+				g.parameter, MaxKubeletSkew(mustMinor(to)), to)
+		case err != nil:
+			p.check(check, CheckFail, "AMI for Kubernetes %s (%s): %v once the control plane is at %s; move its AMI source first", g.version, g.how, err, to)
+		default:
+			p.check(check, CheckPass, "AMI for Kubernetes %s (%s), within the kubelet version skew of %s", g.version, g.how, to)
+		}
+		if g.how == sourceFollows {
+			st.Detail = selfManagedAction(g, to)
+		} else {
+			st.Action = selfManagedAction(g, to)
+		}
+		if g.version == to {
+			st.Status, st.Detail, st.Action = state.StepStatusSkipped, selfManagedAction(g, to), ""
+		}
+		p.steps = append(p.steps, st)
+	}
+	return nil
+}
+
+func mustMinor(v string) int {
+	m, _ := eks.ParseVersion(v)
+	return m
+}
+
+// selfManagedGroups lists the opted-in EKS groups of the cluster (100 per DescribeAutoScalingGroups call) with
+// the Kubernetes version of their AMI source; opted-in groups of the cluster whose tags are invalid are
+// returned as messages.
+func (r *Runner) selfManagedGroups(ctx context.Context, cluster, clusterVersion string) ([]selfManaged, []string, error) {
+	if r.AutoScaling == nil {
+		return nil, nil, nil
+	}
+	in := &autoscaling.DescribeAutoScalingGroupsInput{MaxRecords: aws.Int32(100),
+		Filters: []astypes.Filter{{Name: aws.String("tag:" + lifecycle.TagEnabled), Values: []string{"true", "True", "TRUE"}}}}
+	var out []selfManaged
+	var misconfigured []string
+	pages := autoscaling.NewDescribeAutoScalingGroupsPaginator(r.AutoScaling, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing the Auto Scaling groups patch-agent manages: %w", err)
+		}
+		for _, g := range page.AutoScalingGroups {
+			name, tags := aws.ToString(g.AutoScalingGroupName), map[string]string{}
+			for _, t := range g.Tags {
+				tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+			}
+			if tags[lifecycle.TagCluster] != cluster || !strings.EqualFold(tags[lifecycle.TagPlatform], lifecycle.PlatformEKS) {
+				continue
+			}
+			t, err := lifecycle.TargetFromTags(name, tags)
+			if err != nil {
+				misconfigured = append(misconfigured, err.Error())
+				continue
+			}
+			if t == nil {
+				continue
+			}
+			sm := selfManaged{group: name, parameter: t.Parameter}
+			pinned, hasPin := tags[lifecycle.TagKubernetesVersion]
+			pathVersion, isPath := eks.VersionInParameter(t.Parameter)
+			switch {
+			case t.Parameter == lifecycle.ParameterAuto && hasPin:
+				sm.how, sm.version = sourcePinned, pinned
+			case t.Parameter == lifecycle.ParameterAuto:
+				sm.how, sm.version = sourceFollows, clusterVersion
+				// The AMI the group runs came from the parameter of its last rollout, which names its version.
+				if ro, err := r.Store.GetRollout(ctx, name); err == nil {
+					if v, ok := eks.VersionInParameter(ro.Source); ok {
+						sm.version = v
+					}
+				} else if !errors.Is(err, state.ErrNotFound) {
+					return nil, nil, fmt.Errorf("reading the rollout of %s: %w", name, err)
+				}
+			case isPath:
+				sm.how, sm.version = sourceParameter, pathVersion
+			default:
+				sm.how = sourceGolden
+			}
+			out = append(out, sm)
+		}
+	}
+	slices.SortFunc(out, func(a, b selfManaged) int { return strings.Compare(a.group, b.group) })
+	return out, misconfigured, nil
+}
+
+// selfManagedAction says what must happen for a self-managed node group to reach Kubernetes `to`.
+func selfManagedAction(g selfManaged, to string) string {
+	switch g.how {
+	case sourceFollows:
+		return fmt.Sprintf("AMI source auto follows the control plane: at its next tick the agent resolves the Kubernetes %s AMI and rolls the group (surge, drain, terminate, with its gates)", to)
+	case sourcePinned:
+		if g.version == to {
+			return fmt.Sprintf("tag %s=%s already names the target", lifecycle.TagKubernetesVersion, to)
+		}
+		return fmt.Sprintf("tag %s=%s pins the AMI: set it to %s (or remove it to follow the control plane); the agent then rolls the group",
+			lifecycle.TagKubernetesVersion, g.version, to)
+	case sourceParameter:
+		if g.version == to {
+			return fmt.Sprintf("tag %s already names the Kubernetes %s AMI", lifecycle.TagParameter, to)
+		}
+		return fmt.Sprintf("tag %s=%s names the Kubernetes %s AMI: set it to %s (or to %s); the agent then rolls the group",
+			lifecycle.TagParameter, g.parameter, g.version, strings.Replace(g.parameter, g.version, to, 1), lifecycle.ParameterAuto)
+	}
+	return fmt.Sprintf("AMI parameter %s is the account's own: publish a node AMI built for Kubernetes %s to it; the agent then rolls the group", g.parameter, to)
+}

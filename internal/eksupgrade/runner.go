@@ -1,0 +1,607 @@
+package eksupgrade
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/eks"
+	"github.com/patch-agent/patch-agent/internal/eksdrain"
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Defaults of Runner.
+const (
+	// DefaultLeaseTTL is how long an invocation's claim on a workflow lasts without renewal; it is renewed on
+	// every write and while an update is tracked, so a crashed invocation blocks a new one for at most this.
+	DefaultLeaseTTL = 2 * time.Minute
+	// DefaultMaxWait bounds how long one invocation tracks one update: a control plane update takes 10 to 40
+	// minutes, a node group's as long as its nodes take to be replaced.
+	DefaultMaxWait = 3 * time.Hour
+)
+
+// DefaultBackoff is the wait before the attempt-th poll of an update: 15 s doubling to 1 min, ±20 %.
+var DefaultBackoff = eksdrain.Backoff{Base: 15 * time.Second, Cap: time.Minute, Jitter: 0.2}.Delay
+
+// releaseTimeout bounds the write that gives the lease back when an invocation stops on an error.
+const releaseTimeout = 10 * time.Second
+
+// ErrLeaseHeld is wrapped by LeaseHeldError: another invocation works on the workflow.
+var ErrLeaseHeld = errors.New("the upgrade workflow is being run by another invocation")
+
+// ErrOtherUpgrade is returned when the cluster has an unfinished workflow to another version.
+var ErrOtherUpgrade = errors.New("another upgrade of the cluster is unfinished")
+
+// LeaseHeldError says which invocation holds the workflow's lease and until when.
+type LeaseHeldError struct {
+	Cluster, Owner string
+	Expires        time.Time
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("%v: the upgrade of %s is being run by %s (lease until %s); if that run crashed, run again once the lease has expired",
+		ErrLeaseHeld, e.Cluster, e.Owner, e.Expires.UTC().Format(time.RFC3339))
+}
+
+func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
+
+// errStop ends a Run: the workflow waits, halted or completed, and the record says so.
+var errStop = errors.New("workflow stopped")
+
+// stop returns errStop after the last write of a run, or err when a write after it (history) failed.
+func stop(err error) error {
+	if err != nil {
+		return err
+	}
+	return errStop
+}
+
+// Runner runs the upgrade workflow of one cluster inside one invocation, step by step, until it completes,
+// halts, or waits for an approval or a pause.
+type Runner struct {
+	EKS awsapi.EKSUpgrade
+	// AutoScaling finds the self-managed node groups patch-agent manages for the cluster; nil: none.
+	AutoScaling awsapi.GroupReader
+	Store       Store
+	// Clock dates the record, history and leases; Wait blocks for d (or until ctx ends) between two polls of
+	// an update. Defaults: the real clock and a timer. The simulated account passes its fake clock and Advance.
+	Clock clock.PassiveClock
+	Wait  func(ctx context.Context, d time.Duration) error
+	// Backoff is the wait before the attempt-th poll of an update (attempt >= 1). Default DefaultBackoff.
+	Backoff func(attempt int) time.Duration
+	// Owner names this invocation in the lease (unique per process); Who the operator, in steps and history.
+	Owner, Who string
+	// LeaseTTL defaults to DefaultLeaseTTL; MaxWait to DefaultMaxWait.
+	LeaseTTL, MaxWait time.Duration
+	// NewToken returns a new ClientRequestToken. Default: "patch-agent-" and 20 random hex digits.
+	NewToken func() string
+	// Out receives one progress line per transition (nil: none).
+	Out io.Writer
+	// Log receives the transitions as JSON (nil: none).
+	Log *zap.Logger
+}
+
+// Request is one invocation of `patch-agent eks upgrade`.
+type Request struct {
+	Cluster string
+	// To is the target Kubernetes version ("1.31"): exactly one minor version above the control plane.
+	To string
+	// Approve approves the workflow's plan as Runner.Who (instead of `patch-agent approve eks:<cluster>`).
+	Approve bool
+	// Retry starts the failed step of a halted workflow again (with a new ClientRequestToken).
+	Retry bool
+}
+
+func (req Request) validate() error {
+	if strings.TrimSpace(req.Cluster) == "" {
+		return errors.New("the EKS cluster to upgrade is required (--cluster)")
+	}
+	if _, err := eks.ParseVersion(req.To); err != nil {
+		return fmt.Errorf("the target Kubernetes version (--to) %w", err)
+	}
+	return nil
+}
+
+func (r *Runner) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+func (r *Runner) leaseTTL() time.Duration {
+	if r.LeaseTTL > 0 {
+		return r.LeaseTTL
+	}
+	return DefaultLeaseTTL
+}
+
+func (r *Runner) maxWait() time.Duration {
+	if r.MaxWait > 0 {
+		return r.MaxWait
+	}
+	return DefaultMaxWait
+}
+
+func (r *Runner) backoff(attempt int) time.Duration {
+	d := DefaultBackoff(attempt)
+	if r.Backoff != nil {
+		d = r.Backoff(attempt)
+	}
+	return min(d, r.leaseTTL()/2) // the lease is renewed before every wait; it must outlive the wait
+}
+
+func (r *Runner) wait(ctx context.Context, d time.Duration) error {
+	if r.Wait != nil {
+		return r.Wait(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (r *Runner) token() string {
+	if r.NewToken != nil {
+		return r.NewToken()
+	}
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return "patch-agent-" + hex.EncodeToString(b)
+}
+
+func (r *Runner) log() *zap.Logger {
+	if r.Log == nil {
+		return zap.NewNop()
+	}
+	return r.Log
+}
+
+func (r *Runner) progress(format string, args ...any) {
+	if r.Out != nil {
+		fmt.Fprintf(r.Out, "%s  %s\n", r.now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
+	}
+}
+
+// Plan runs the preflight of an upgrade of cluster to `to` and returns the workflow it would start: the
+// checks and the steps, Phase Preflight, not written anywhere (`--dry-run`). It makes no AWS call that
+// changes anything and writes nothing.
+func (r *Runner) Plan(ctx context.Context, cluster, to string) (state.Workflow, error) {
+	req := Request{Cluster: cluster, To: to}
+	if err := req.validate(); err != nil {
+		return state.Workflow{}, err
+	}
+	p, err := r.preflight(ctx, cluster, to)
+	if err != nil {
+		return state.Workflow{}, err
+	}
+	w := r.fromPlan(state.Workflow{}, req, p)
+	w.Phase = state.WorkflowPreflight
+	if failed := failures(p.checks); len(failed) > 0 {
+		w.Steps[0].Status, w.Steps[0].Detail = state.StepStatusFailed, strings.Join(failed, "; ")
+		w.Phase, w.Reason = state.WorkflowHalted, "preflight failed: "+strings.Join(failed, "; ")
+	}
+	return w, nil
+}
+
+// Run carries the workflow of req.Cluster as far as it can go in this invocation and returns the record as
+// stored: Completed, Halted (Reason says why; a halted step starts again only with req.Retry), or Waiting (for
+// an approval or a pause). A new workflow starts with the preflight; an existing one resumes at its current
+// step. Errors: an invalid request; LeaseHeldError while another invocation runs it; ErrOtherUpgrade for an
+// unfinished workflow to another version; the AWS and store errors that stopped it (the record stays at its
+// step, and a new run resumes there).
+func (r *Runner) Run(ctx context.Context, req Request) (state.Workflow, error) {
+	if err := req.validate(); err != nil {
+		return state.Workflow{}, err
+	}
+	now := r.now()
+	w, err := r.Store.GetWorkflow(ctx, req.Cluster)
+	fresh := errors.Is(err, state.ErrNotFound)
+	if err != nil && !fresh {
+		return state.Workflow{}, fmt.Errorf("reading the upgrade workflow of %s: %w", req.Cluster, err)
+	}
+	if fresh {
+		w = state.Workflow{Cluster: req.Cluster}
+	}
+	if w.LeaseOwner != "" && w.LeaseOwner != r.Owner && now.Before(w.LeaseExpires) {
+		return w, &LeaseHeldError{Cluster: req.Cluster, Owner: w.LeaseOwner, Expires: w.LeaseExpires}
+	}
+	if err := flushPending(ctx, r.Store, w); err != nil {
+		return w, err
+	}
+	preflight, interrupted, retried := false, w.Phase == state.WorkflowRunning, state.WorkflowStep{}
+	switch {
+	case fresh || w.Phase == state.WorkflowPreflight:
+		preflight = true
+	case w.Phase == state.WorkflowCompleted && w.To == req.To:
+		r.progress("the upgrade of %s to %s completed at %s: nothing to do", w.Cluster, w.To, w.UpdatedAt.UTC().Format(time.RFC3339))
+		return w, nil
+	case w.Phase == state.WorkflowCompleted, w.Phase == state.WorkflowHalted && haltedAtPreflight(w):
+		preflight = true // nothing of the last workflow is unfinished in the cluster
+	case w.To != req.To:
+		return w, fmt.Errorf("%w: the upgrade of %s to %s is %s at step %s; run it to its end with --to %s first",
+			ErrOtherUpgrade, w.Cluster, w.To, w.Phase, stepName(w), w.To)
+	case w.Phase == state.WorkflowHalted && !req.Retry:
+		return w, nil
+	case w.Phase == state.WorkflowHalted:
+		retried = w.Steps[w.Current]
+		if w, err = r.retry(ctx, w); err != nil {
+			return w, err
+		}
+	}
+	switch {
+	case preflight:
+		w, err = r.runPreflight(ctx, w, req)
+	case retried.Kind != "":
+		w, err = r.save(ctx, w, fmt.Sprintf("retrying %s %s", retried.Kind, retried.Name),
+			r.entry(w, "retry", retried, "the failed step starts again"))
+	case interrupted:
+		// The last run stopped between two steps (a crash, an error): the audit trail says where this one
+		// takes over.
+		at := currentStep(w)
+		w, err = r.save(ctx, w, fmt.Sprintf("resumed by %s at %s (%s)", r.Who, stepName(w), at.Status),
+			r.entry(w, "resumed", at, "an interrupted run is resumed at this step ("+string(at.Status)+")"))
+	default:
+		w, err = r.save(ctx, w, "resumed by "+r.Who)
+	}
+	for err == nil {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		w, err = r.step(ctx, req, w)
+	}
+	if errors.Is(err, errStop) {
+		return w, nil
+	}
+	return r.release(ctx, w, err)
+}
+
+// release gives the lease back after an error stopped the run, so that a new run need not wait for it to
+// expire (best effort: the error may be the store's own). It returns w and err.
+func (r *Runner) release(ctx context.Context, w state.Workflow, err error) (state.Workflow, error) {
+	if w.LeaseOwner != r.Owner || w.Version == 0 || errors.Is(err, state.ErrConflict) || errors.Is(err, ErrLeaseHeld) {
+		return w, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	w.LeaseOwner, w.LeaseExpires = "", time.Time{}
+	if next, perr := r.Store.PutWorkflow(ctx, w); perr == nil {
+		return next, err
+	}
+	return w, err
+}
+
+func haltedAtPreflight(w state.Workflow) bool {
+	return w.Current < len(w.Steps) && w.Steps[w.Current].Kind == KindPreflight
+}
+
+// currentStep returns the step being worked on, or one of kind "workflow" once all are done.
+func currentStep(w state.Workflow) state.WorkflowStep {
+	if w.Current >= 0 && w.Current < len(w.Steps) {
+		return w.Steps[w.Current]
+	}
+	return state.WorkflowStep{Kind: "workflow", Name: w.Cluster, From: w.From, To: w.To, Status: state.StepStatusCompleted}
+}
+
+// stepName names the current step: "control-plane prod", "addon coredns", "-" when all are done.
+func stepName(w state.Workflow) string {
+	if w.Current < 0 || w.Current >= len(w.Steps) {
+		return "-"
+	}
+	s := w.Steps[w.Current]
+	return s.Kind + " " + s.Name
+}
+
+// fromPlan returns the record of a new workflow from a preflight's plan, at the version of prev (the record
+// it replaces, if any, so the write is conditional on it).
+func (r *Runner) fromPlan(prev state.Workflow, req Request, p plan) state.Workflow {
+	now := r.now()
+	w := state.Workflow{Cluster: req.Cluster, From: p.from, To: req.To, Phase: state.WorkflowRunning, Current: 1,
+		Checks: p.checks, RequestedBy: r.Who, StartedAt: now, Version: prev.Version, Transitions: prev.Transitions}
+	w.Steps = append([]state.WorkflowStep{{Kind: KindPreflight, Name: req.Cluster, From: p.from, To: req.To, Status: state.StepStatusCompleted,
+		By: r.Who, StartedAt: now, CompletedAt: now, Detail: checkCounts(p.checks)}}, p.steps...)
+	return w
+}
+
+func checkCounts(checks []state.PreflightCheck) string {
+	n := map[string]int{}
+	for _, c := range checks {
+		n[c.Result]++
+	}
+	return fmt.Sprintf("%d check(s): %d pass, %d warn, %d fail", len(checks), n[CheckPass], n[CheckWarn], n[CheckFail])
+}
+
+// runPreflight runs the preflight and writes the new workflow: Running at the approval step, or Halted when a
+// check failed (nothing was changed, and a new run starts with a new preflight).
+func (r *Runner) runPreflight(ctx context.Context, prev state.Workflow, req Request) (state.Workflow, error) {
+	r.progress("preflight of the upgrade of %s to %s", req.Cluster, req.To)
+	p, err := r.preflight(ctx, req.Cluster, req.To)
+	if err != nil {
+		return prev, err
+	}
+	for _, c := range p.checks {
+		r.progress("  %-4s %s: %s", c.Result, c.Name, c.Detail)
+	}
+	w := r.fromPlan(prev, req, p)
+	if failed := failures(p.checks); len(failed) > 0 {
+		w.Current = 0
+		w.Steps[0].Status, w.Steps[0].Detail = state.StepStatusFailed, strings.Join(failed, "; ")
+		w.Phase, w.Reason = state.WorkflowHalted, "preflight failed: "+strings.Join(failed, "; ")
+		w, err = r.saveFinal(ctx, w, "preflight failed", r.entry(w, "preflight-failed", w.Steps[0], ""))
+		return w, stop(err)
+	}
+	return r.save(ctx, w, "preflight passed", r.entry(w, "preflight-passed", w.Steps[0], fmt.Sprintf("%d step(s) planned", len(w.Steps)-1)))
+}
+
+// retry starts the failed step of a halted workflow again: Pending, with a new ClientRequestToken when it is
+// next requested; an add-on's target version is read again.
+func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, error) {
+	if w.Current >= len(w.Steps) {
+		return w, nil
+	}
+	st := &w.Steps[w.Current]
+	if st.Kind == KindAddon {
+		to, err := r.addonTarget(ctx, st.Name, w.To)
+		if err != nil {
+			return w, err
+		}
+		if to != "" {
+			st.To = to
+		}
+	}
+	st.Status, st.Token, st.UpdateID, st.Detail, st.StartedAt, st.CompletedAt = state.StepStatusPending, "", "", "", time.Time{}, time.Time{}
+	w.Phase, w.Reason = state.WorkflowRunning, ""
+	return w, nil
+}
+
+// step performs the next transition of the workflow. It returns errStop when the workflow completed, halted
+// or waits.
+func (r *Runner) step(ctx context.Context, req Request, w state.Workflow) (state.Workflow, error) {
+	for w.Current < len(w.Steps) && w.Steps[w.Current].Status.Done() {
+		w.Current++ // skipped steps; completed ones already moved Current in their write
+	}
+	if w.Current >= len(w.Steps) {
+		return r.complete(ctx, w)
+	}
+	switch st := w.Steps[w.Current]; st.Kind {
+	case KindApproval:
+		return r.approval(ctx, req, w)
+	case KindControlPlane, KindAddon, KindManagedNodegroup:
+		return r.update(ctx, w)
+	case KindSelfManagedNodegroup:
+		return r.handOver(ctx, w)
+	default:
+		return w, fmt.Errorf("step %d of the upgrade of %s: unknown kind %q at status %s", w.Current, w.Cluster, st.Kind, st.Status)
+	}
+}
+
+// approval completes the approval step when the plan is approved (by req.Approve, or earlier with Approve),
+// and waits otherwise.
+func (r *Runner) approval(ctx context.Context, req Request, w state.Workflow) (state.Workflow, error) {
+	approvedHere := false
+	if w.ApprovedBy == "" && req.Approve {
+		w.ApprovedBy, w.ApprovedAt, approvedHere = r.Who, r.now(), true
+	}
+	if w.ApprovedBy == "" {
+		return r.hold(ctx, w, fmt.Sprintf("approval: waiting for `patch-agent approve %s` (or run again with --approve)", Subject(w.Cluster)))
+	}
+	st := &w.Steps[w.Current]
+	st.Status, st.By, st.StartedAt, st.CompletedAt = state.StepStatusCompleted, w.ApprovedBy, w.ApprovedAt, w.ApprovedAt
+	w.Phase, w.Reason = state.WorkflowRunning, ""
+	var entries []state.HistoryEntry
+	if approvedHere { // an approval with Approve has its own entry
+		entries = append(entries, r.entry(w, "approved", *st, ""))
+	}
+	w.Current++
+	return r.save(ctx, w, "plan approved by "+w.ApprovedBy, entries...)
+}
+
+// hold makes the workflow wait for reason (an approval or a pause): it is written Waiting (which gives the
+// lease back) and the run ends.
+func (r *Runner) hold(ctx context.Context, w state.Workflow, reason string) (state.Workflow, error) {
+	var entries []state.HistoryEntry
+	if w.Phase != state.WorkflowWaiting || w.Reason != reason { // the same wait is recorded once
+		entries = append(entries, r.entry(w, "waiting", w.Steps[w.Current], reason))
+	}
+	w.Phase, w.Reason = state.WorkflowWaiting, reason
+	w, err := r.saveFinal(ctx, w, "waiting: "+reason, entries...)
+	return w, stop(err)
+}
+
+// pauseReason returns why a pause lock holds the workflow's next update call ("" when none does): the global
+// lock, or that of Subject(cluster) (`patch-agent pause --group eks:<cluster>`); expired locks do not hold.
+func (r *Runner) pauseReason(ctx context.Context, w state.Workflow, next string) (string, error) {
+	locks, err := r.Store.ListLocks(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading pause locks: %w", err)
+	}
+	now := r.now()
+	for _, scope := range []string{state.GlobalScope, Subject(w.Cluster)} {
+		for _, l := range locks {
+			if l.Group != scope || !l.Active(now) {
+				continue
+			}
+			reason := fmt.Sprintf("paused (%s) by %s since %s: %s; next step: %s", l.Scope(), l.Who, l.Since.UTC().Format(time.RFC3339), l.Reason, next)
+			if !l.Until.IsZero() {
+				reason += "; until " + l.Until.UTC().Format(time.RFC3339)
+			}
+			return reason, nil
+		}
+	}
+	return "", nil
+}
+
+// handOver records what must happen to a self-managed node group: the agent's normal rollout replaces its
+// nodes once its AMI source names the new version — by itself when the source follows the control plane
+// (Completed), after an operator's change otherwise (ActionRequired).
+func (r *Runner) handOver(ctx context.Context, w state.Workflow) (state.Workflow, error) {
+	now := r.now()
+	st := &w.Steps[w.Current]
+	st.By, st.StartedAt, st.CompletedAt = r.Who, now, now
+	st.Status = state.StepStatusCompleted
+	event := "self-managed-handed-over"
+	if st.Action != "" {
+		st.Status, event = state.StepStatusActionRequired, "self-managed-action-required"
+	}
+	done := *st
+	w.Phase, w.Reason = state.WorkflowRunning, ""
+	w.Current++
+	return r.save(ctx, w, fmt.Sprintf("self-managed node group %s handed over to the agent's rollout", done.Name),
+		r.entry(w, event, done, done.Action+done.Detail))
+}
+
+// complete ends the workflow: Completed, with the number of steps that need an operator in Reason.
+func (r *Runner) complete(ctx context.Context, w state.Workflow) (state.Workflow, error) {
+	w.Phase, w.Reason = state.WorkflowCompleted, ""
+	if n := len(Actions(w)); n > 0 {
+		w.Reason = fmt.Sprintf("%d action(s) required: see the steps in ActionRequired", n)
+	}
+	w, err := r.saveFinal(ctx, w, fmt.Sprintf("upgrade of %s to %s completed", w.Cluster, w.To),
+		r.entry(w, "completed", state.WorkflowStep{Kind: "workflow", Name: w.Cluster, From: w.From, To: w.To}, w.Reason))
+	return w, stop(err)
+}
+
+// halt stops the workflow at its current step, which failed: nothing after it is done.
+func (r *Runner) halt(ctx context.Context, w state.Workflow, reason string) (state.Workflow, error) {
+	st := &w.Steps[w.Current]
+	st.Status, st.Detail, st.CompletedAt = state.StepStatusFailed, reason, r.now()
+	failed := *st
+	w.Phase, w.Reason = state.WorkflowHalted, fmt.Sprintf("failed: %s %s: %s", failed.Kind, failed.Name, reason)
+	w, err := r.saveFinal(ctx, w, "halted", r.entry(w, failed.Kind+"-failed", failed, reason))
+	if err == nil {
+		r.log().Error("EKS upgrade halted", zap.String(logging.Cluster, w.Cluster), zap.String(logging.Reason, w.Reason))
+	}
+	return w, stop(err)
+}
+
+// save writes one transition conditionally on the version read, with the history entries that record it
+// (appended right after the write; see state.Workflow.PendingHistory). This invocation holds the lease
+// (renewed by every write) while it works on the workflow.
+func (r *Runner) save(ctx context.Context, w state.Workflow, what string, entries ...state.HistoryEntry) (state.Workflow, error) {
+	return r.write(ctx, w, what, true, entries)
+}
+
+// saveFinal writes the last transition of this run (the workflow waits, halted or completed) like save, and
+// gives the lease back.
+func (r *Runner) saveFinal(ctx context.Context, w state.Workflow, what string, entries ...state.HistoryEntry) (state.Workflow, error) {
+	return r.write(ctx, w, what, false, entries)
+}
+
+func (r *Runner) write(ctx context.Context, w state.Workflow, what string, lease bool, entries []state.HistoryEntry) (state.Workflow, error) {
+	now := r.now()
+	w.PendingHistory = entries // the last write's entries are in the history already
+	w.UpdatedAt = now
+	if lease {
+		w.LeaseOwner, w.LeaseExpires = r.Owner, now.Add(r.leaseTTL())
+	} else {
+		w.LeaseOwner, w.LeaseExpires = "", time.Time{}
+	}
+	renewal := what == leaseRenewed
+	if !renewal {
+		w.Transitions++
+	}
+	next, err := r.Store.PutWorkflow(ctx, w)
+	if errors.Is(err, state.ErrConflict) {
+		if cur, gerr := r.Store.GetWorkflow(ctx, w.Cluster); gerr == nil && cur.LeaseOwner != "" && cur.LeaseOwner != r.Owner && now.Before(cur.LeaseExpires) {
+			return w, &LeaseHeldError{Cluster: w.Cluster, Owner: cur.LeaseOwner, Expires: cur.LeaseExpires}
+		}
+		return w, fmt.Errorf("the upgrade workflow of %s changed while this run worked on it (another invocation, or an approval): run again to continue from the stored record: %w",
+			w.Cluster, err)
+	}
+	if err != nil {
+		return w, fmt.Errorf("writing the upgrade workflow of %s (%s): %w", w.Cluster, what, err)
+	}
+	if !renewal {
+		r.progress("%s", what)
+		r.log().Info(what, zap.String(logging.Cluster, next.Cluster), zap.String(logging.WorkflowPhase, string(next.Phase)),
+			zap.String(logging.WorkflowStep, stepName(next)))
+	}
+	for _, e := range entries {
+		if err := r.Store.AppendHistory(ctx, e); err != nil {
+			return next, fmt.Errorf("recording history of %s (%s): %w", e.Group, e.Event, err)
+		}
+	}
+	return next, nil
+}
+
+// flushPending appends the history entries of the workflow's last write that the history does not hold
+// (its writer stopped between the two writes). Entries are told apart by time, event and detail.
+func flushPending(ctx context.Context, store Store, w state.Workflow) error {
+	if len(w.PendingHistory) == 0 {
+		return nil
+	}
+	hist, err := store.History(ctx, Subject(w.Cluster))
+	if err != nil {
+		return fmt.Errorf("reading history of %s: %w", Subject(w.Cluster), err)
+	}
+	for _, e := range w.PendingHistory {
+		found := false
+		for _, h := range hist {
+			if h.Event == e.Event && h.Detail == e.Detail && h.At.Equal(e.At) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			if err := store.AppendHistory(ctx, e); err != nil {
+				return fmt.Errorf("recording history of %s (%s): %w", e.Group, e.Event, err)
+			}
+		}
+	}
+	return nil
+}
+
+const leaseRenewed = "lease renewed"
+
+// entry returns a history entry of Subject(cluster): the step (kind, resource, from, to), its update id and
+// token, who, and extra.
+func (r *Runner) entry(w state.Workflow, event string, st state.WorkflowStep, extra string) state.HistoryEntry {
+	parts := []string{fmt.Sprintf("%s %s", st.Kind, st.Name)}
+	if st.From != "" || st.To != "" {
+		parts[0] += fmt.Sprintf(": %s -> %s", dashIfEmpty(st.From), st.To)
+	}
+	if st.UpdateID != "" {
+		parts = append(parts, "update "+st.UpdateID)
+	}
+	if st.Token != "" {
+		parts = append(parts, "token "+st.Token)
+	}
+	parts = append(parts, "by "+r.Who)
+	if extra != "" {
+		parts = append(parts, extra)
+	}
+	return state.HistoryEntry{Group: Subject(w.Cluster), At: r.now(), Event: event, Detail: strings.Join(parts, "; ")}
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}
+
+// Actions returns what operators must do after the workflow: the Action of every step in ActionRequired,
+// "<kind> <name>: <action>".
+func Actions(w state.Workflow) []string {
+	var out []string
+	for _, s := range w.Steps {
+		if s.Status == state.StepStatusActionRequired {
+			out = append(out, fmt.Sprintf("%s %s: %s", s.Kind, s.Name, s.Action))
+		}
+	}
+	return out
+}
