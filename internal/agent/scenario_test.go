@@ -250,3 +250,21 @@ func TestDuplicateParameterChangeEventHasOneEffect(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, h, 1, "one detection")
 }
+
+func TestOptedInGroupOnALaunchConfigurationIsReportedNotRetried(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 2, Desired: 1}
+	w := build(t, oneGroup(&g))
+	ctx := context.Background()
+	require.NoError(t, w.Account.CreateLaunchConfiguration("legacy-lc", demo.ImageA, "m5.large"))
+	require.NoError(t, w.Account.CreateGroupOnLaunchConfiguration(sim.GroupSpec{Name: "legacy", Min: 1, Max: 2, Desired: 1,
+		ECSCluster: "c1", Tags: map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: "ecs",
+			lifecycle.TagCluster: "c1", lifecycle.TagParameter: g.Parameter}}, "legacy-lc"))
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	_, err := w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, "legacy")
+	require.Contains(t, r.Reason, "cannot roll this group")
+	require.Contains(t, r.Reason, "launch configuration legacy-lc")
+	require.Less(t, r.Steps, 5, "the reason is written once, not every tick")
+	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase, "the other group rolled")
+}

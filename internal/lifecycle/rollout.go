@@ -251,7 +251,10 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 	}
 	ref, err := TemplateRef(v.Group)
 	if err != nil {
-		return r, err
+		// A configuration the agent cannot roll (a launch configuration, say): shown on the status, not
+		// retried as an error every tick.
+		r.Reason = "cannot roll this group: " + err.Error()
+		return r, errWait
 	}
 	cur, err := o.Templates.Resolve(ctx, ref)
 	if err != nil {
