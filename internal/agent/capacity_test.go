@@ -60,6 +60,7 @@ func capacityProviderGroup(cp sim.CapacityProviderSpec) (demo.GroupSetup, demo.S
 	return g, spec, watch
 }
 
+// Field case C16 (../shared/CASES.md).
 func TestC16CapacityProviderDesiredMovesUnderTheAgentAndEveryInvariantHolds(t *testing.T) {
 	g, spec, watch := capacityProviderGroup(sim.CapacityProviderSpec{Name: "cp", ManagedScaling: true, ManagedTerminationProtection: true})
 	w := build(t, spec)
@@ -110,6 +111,7 @@ func TestC16CapacityProviderDesiredMovesUnderTheAgentAndEveryInvariantHolds(t *t
 	require.Equal(t, 6, w.Account.ServiceTasks(g.Cluster, "web"))
 }
 
+// Field case C17 (../shared/CASES.md).
 func TestC17ECSManagedDrainingIsLeftToECSAndOnlyTheAgentsOwnHookIsCompleted(t *testing.T) {
 	g, spec, _ := capacityProviderGroup(sim.CapacityProviderSpec{Name: "cp", ManagedScaling: true,
 		ManagedTerminationProtection: true, ManagedDraining: true})

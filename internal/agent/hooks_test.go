@@ -47,6 +47,7 @@ func acceptedCompletions(w *demo.World) map[string][]sim.Completion {
 	return out
 }
 
+// Field case C2 (../shared/CASES.md).
 func TestC2TwoTerminateNotificationsInOneReceiveAreHandledEachOnItsOwn(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3}
 	spec := oneGroup(&g)
@@ -82,6 +83,7 @@ func TestC2TwoTerminateNotificationsInOneReceiveAreHandledEachOnItsOwn(t *testin
 	require.Equal(t, 6, w.Account.ServiceTasks("c1", "web"), "every task of the service still runs")
 }
 
+// Field case C3 (../shared/CASES.md).
 func TestC3LifecycleActionForAnUnmanagedGroupOrUnknownInstanceIsDeletedAndIgnored(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 2, Desired: 1}
 	w := build(t, oneGroup(&g))
@@ -101,6 +103,7 @@ func TestC3LifecycleActionForAnUnmanagedGroupOrUnknownInstanceIsDeletedAndIgnore
 	require.Empty(t, w.Account.LifecycleCompletions(), "nothing completed for actions that are not ours")
 }
 
+// Field case C4 (../shared/CASES.md).
 func TestC4HeartbeatsKeepALongDrainAliveAndStopWhenItEnds(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: 300 * time.Second}
 	spec := oneGroup(&g)
@@ -139,6 +142,7 @@ func TestC4HeartbeatsKeepALongDrainAliveAndStopWhenItEnds(t *testing.T) {
 	require.Empty(t, w.Checker.Violations)
 }
 
+// Field case C5 (../shared/CASES.md).
 func TestC5TerminateNotificationForAnAlreadyTerminatedInstanceIsDone(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	w := build(t, oneGroup(&g))
@@ -180,6 +184,7 @@ func (n *noActiveAction) CompleteLifecycleAction(_ context.Context, in *autoscal
 	return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with token " + aws.ToString(in.LifecycleActionToken)}
 }
 
+// Field case C6 (../shared/CASES.md).
 func TestC6NoActiveLifecycleActionIsFinal(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	spec := oneGroup(&g)
@@ -212,6 +217,7 @@ func TestC6NoActiveLifecycleActionIsFinal(t *testing.T) {
 	require.Contains(t, h.Note, "no active lifecycle action")
 }
 
+// Field case C14 (../shared/CASES.md).
 func TestC14ReplaceRootVolumeIsDrainedThenContinuedAndTheInstanceIsNotRetired(t *testing.T) {
 	g := demo.GroupSetup{Name: "my-asg", Min: 2, Max: 4, Desired: 2}
 	w := build(t, oneGroup(&g))

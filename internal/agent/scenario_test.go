@@ -89,6 +89,7 @@ func TestInvariantsHoldAfterEveryStepOfARollout(t *testing.T) {
 	require.Len(t, w.Rollout(ctx, g.Name).Replaced, 3)
 }
 
+// Field case C10 (../shared/CASES.md).
 func TestC10SingleInstanceGroupSurgesThroughMaxAndRestoresIt(t *testing.T) {
 	g := demo.GroupSetup{Name: "solo", Min: 1, Max: 1, Desired: 1}
 	w := build(t, oneGroup(&g))
@@ -111,6 +112,7 @@ func TestC10SingleInstanceGroupSurgesThroughMaxAndRestoresIt(t *testing.T) {
 	require.Empty(t, w.Checker.Violations)
 }
 
+// Field case C11 (../shared/CASES.md).
 func TestC11GroupLaunchesTheNewAMIWhateverItsTemplateReference(t *testing.T) {
 	for _, c := range []struct {
 		name, version string
@@ -141,6 +143,7 @@ func TestC11GroupLaunchesTheNewAMIWhateverItsTemplateReference(t *testing.T) {
 	}
 }
 
+// Field case C13 (../shared/CASES.md).
 func TestC13NewParameterVersionWithTheSameImageStartsNoRollout(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	w := build(t, oneGroup(&g))
@@ -163,6 +166,7 @@ func TestC13NewParameterVersionWithTheSameImageStartsNoRollout(t *testing.T) {
 	require.Zero(t, w.Account.Calls()["autoscaling:SetDesiredCapacity"])
 }
 
+// Field case C1 (../shared/CASES.md).
 func TestC1HookTestNotificationIsDeletedAndCountedIgnored(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 2, Desired: 1}
 	w := build(t, oneGroup(&g)) // creating the hook sends autoscaling:TEST_NOTIFICATION to the queue
@@ -191,6 +195,7 @@ func TestUnmanagedGroupIsNeverTouched(t *testing.T) {
 	require.Equal(t, int64(1), lt.LatestVersion, "no version added to their template")
 }
 
+// Field case C15 (../shared/CASES.md).
 func TestC15UnhealthyReplacementRollsBack(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	w := build(t, oneGroup(&g))

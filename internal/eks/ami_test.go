@@ -48,6 +48,7 @@ func TestParameterPathsMatchTheSSMFixtures(t *testing.T) {
 	require.Equal(t, "/aws/service/bottlerocket/aws-k8s-1.31/x86_64/latest/image_id", p)
 }
 
+// Field case C12 (../shared/CASES.md).
 func TestC12APathWithAnEmptyOrUndefinedVersionIsNeverBuilt(t *testing.T) {
 	for _, v := range []string{"", "undefined", "null", "1", "v1.31", "1.31.2", "latest", " 1.31"} {
 		_, err := ParameterPath(FamilyAL2023, v, ArchX86_64)
@@ -68,6 +69,7 @@ func TestParameterPathRefusesFamiliesAndArchitecturesWithoutAnAMI(t *testing.T) 
 	}
 }
 
+// Field case C12 (../shared/CASES.md).
 func TestC12NodeAMINewerThanTheControlPlaneIsRefused(t *testing.T) {
 	err := CheckNodeVersion("1.31", "1.30")
 	require.ErrorIs(t, err, ErrNodeNewerThanControlPlane)

@@ -46,6 +46,7 @@ func rolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload) (*dem
 	return w, k
 }
 
+// Field case C9 (../shared/CASES.md).
 func TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineAndTheOldNodeKeepsServing(t *testing.T) {
 	// C9: the node's only pods belong to a Deployment whose PodDisruptionBudget has minAvailable == replicas.
 	// Evictions get 429 and are retried with backoff; at the drain deadline the rollout halts, the old node

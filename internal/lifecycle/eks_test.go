@@ -125,6 +125,7 @@ func TestAutoSourceFollowsAControlPlaneUpgrade(t *testing.T) {
 	require.Contains(t, d.Targets["nodes"].Parameter, "/1.31/", "the cluster is described again after its TTL")
 }
 
+// Field case C12 (../shared/CASES.md).
 func TestC12ControlPlane130WithAParameterNaming131IsRefused(t *testing.T) {
 	for name, c := range map[string]struct {
 		param string
@@ -149,6 +150,7 @@ func TestC12ControlPlane130WithAParameterNaming131IsRefused(t *testing.T) {
 	}
 }
 
+// Field case C12 (../shared/CASES.md).
 func TestC12MissingVersionIsAConfigErrorAtDiscoveryNotARuntimeLoop(t *testing.T) {
 	for name, c := range map[string]struct {
 		controlPlane, param string
