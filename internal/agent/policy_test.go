@@ -128,3 +128,36 @@ func TestMaintenanceWindowHoldsUntilItOpensAndStopsNewStepsWhenItCloses(t *testi
 	require.NoError(t, err)
 	require.True(t, done, "the next window finishes the rollout")
 }
+
+func TestReplacementLostWhileTheDrainWasHeldIsReplacedAgainBeforeTheDrain(t *testing.T) {
+	g := policyGroup(map[string]string{lifecycle.TagAlarms: "api-5xx"})
+	w := build(t, oneGroup(&g))
+	w.Account.SetAlarm("api-5xx", "OK")
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	// The alarm fires while the replacement boots: once healthy, the drain is held.
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		return r.Current != nil && r.Current.Step == state.StepReplacementHealthy
+	})
+	require.NoError(t, err)
+	require.True(t, done)
+	w.Account.SetAlarm("api-5xx", "ALARM")
+	done, err = w.RunUntil(ctx, tick, time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		return r.Current != nil && r.Current.Step == state.StepDraining
+	})
+	require.NoError(t, err)
+	require.True(t, done)
+	settle(t, w, time.Minute)
+	r := w.Rollout(ctx, g.Name)
+	require.Contains(t, r.Reason, "api-5xx in ALARM")
+	// Meanwhile the replacement fails its health check and Auto Scaling terminates it.
+	require.True(t, w.Account.MarkInstanceUnhealthy(r.Current.NewInstanceID))
+	settle(t, w, time.Minute)
+	w.Account.SetAlarm("api-5xx", "OK")
+	done, err = w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Empty(t, w.Checker.Violations, "the old instance was not drained while its replacement was gone")
+}

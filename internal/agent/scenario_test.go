@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
@@ -272,4 +275,17 @@ func TestOptedInGroupOnALaunchConfigurationIsReportedNotRetried(t *testing.T) {
 	require.Contains(t, r.Reason, "launch configuration legacy-lc")
 	require.Less(t, r.Steps, 5, "the reason is written once, not every tick")
 	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase, "the other group rolled")
+}
+
+func TestANormalRolloutLogsNoErrors(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	spec := oneGroup(&g)
+	spec.Log = zap.New(core)
+	w := build(t, spec)
+	r := rollTo(t, w, g, demo.ImageB)
+	require.Equal(t, state.PhaseCompleted, r.Phase)
+	for _, e := range logs.All() {
+		require.NotEqual(t, zapcore.ErrorLevel, e.Level, "error logged in a normal rollout: %s %v", e.Message, e.Context)
+	}
 }

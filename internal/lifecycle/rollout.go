@@ -175,12 +175,13 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 				next.Instances != stored.Instances || next.OnTarget != stored.OnTarget || next.Warning != stored.Warning) {
 				// A new reason to wait (or a new count) is written once, so status shows it; an unchanged one
 				// costs nothing.
-				next, err = o.save(ctx, next, "waiting")
+				saved, err := o.save(ctx, next, "waiting")
 				if errors.Is(err, state.ErrConflict) {
 					return stored, nil
 				}
+				return saved, err
 			}
-			return next, err
+			return next, nil // waiting is not a failure
 		}
 		if err != nil {
 			return next, fmt.Errorf("rollout of %s at %s/%s: %w", t.Group, next.Phase, stepOf(next), err)
@@ -261,6 +262,9 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 		return r, err
 	}
 	previous := r.TargetImageID
+	if r.Phase == state.PhaseRolledBack {
+		previous = r.PreviousImageID // the target failed and was rolled back: the group runs the one before
+	}
 	if previous == "" {
 		previous = cur.ImageID
 	}
@@ -353,6 +357,19 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 		if !ok {
 			return o.retire(ctx, r, "old instance left the group before its drain finished")
 		}
+		if old.Node.Draining && cur.DrainStartedAt.IsZero() {
+			// Someone else (an operator, a lifecycle hook) started this drain: the deadline runs from now.
+			cur.DrainStartedAt = now
+			return o.save(ctx, r, "drain already under way")
+		}
+		if !old.Node.Draining && cur.NewInstanceID != "" {
+			// A gate or a crash may have held the drain for hours: the replacement must still be serving
+			// before the old instance stops (invariant 1).
+			if nw, ok := v.Instance(cur.NewInstanceID); !ok || !nw.Serving() {
+				cur.Step, cur.StepStartedAt, cur.NewInstanceID = state.StepReplacementHealthy, now, ""
+				return o.save(ctx, r, "replacement no longer serving: waiting for a healthy one again")
+			}
+		}
 		if r.ECSManagedDraining {
 			// ECS drains the instance when it terminates (field case C17): never DRAINING on top of it.
 			cur.Step, cur.StepStartedAt = state.StepTerminating, now
@@ -406,6 +423,10 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 		old, ok := v.Instance(cur.OldInstanceID)
 		if !ok {
 			return o.retire(ctx, r, "old instance terminated")
+		}
+		if !old.InService() && !old.Leaving() {
+			r.Reason = fmt.Sprintf("old instance %s is %s, not InService: waiting before terminating it", old.ID, old.LifecycleState)
+			return r, errWait
 		}
 		if !old.InService() {
 			if r.ECSManagedDraining && old.LifecycleState != "Terminating:Proceed" {
@@ -696,10 +717,24 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 				return r, err
 			}
 		}
+		newServing := 0
 		for _, i := range v.Instances {
-			if !slices.Contains(cur.InstancesBefore, i.ID) && !i.Serving() {
+			if slices.Contains(cur.InstancesBefore, i.ID) {
+				continue
+			}
+			if !i.Serving() {
 				return r, errWait // the unhealthy replacement is still leaving
 			}
+			newServing++
+		}
+		if newServing == 0 && r.Strategy != StrategyDrainFirst && v.Desired == cur.DesiredBefore+1 {
+			// The surge is still in place but no replacement survives (none ever launched): give it back,
+			// or Auto Scaling would launch the extra instance later from the restored template.
+			if _, err := o.AutoScaling.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
+				AutoScalingGroupName: aws.String(v.Name), DesiredCapacity: aws.Int32(cur.DesiredBefore), HonorCooldown: aws.Bool(false)}); err != nil {
+				return r, fmt.Errorf("undoing the surge of %s (desired back to %d): %w", v.Name, cur.DesiredBefore, err)
+			}
+			return r, errWait // the next tick sees the restored desired capacity
 		}
 	}
 	if done, err := o.restoreMax(ctx, v, &r); err != nil || !done {
