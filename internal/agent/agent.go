@@ -455,13 +455,17 @@ func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Di
 func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Disposition, error) {
 	l := ev.Lifecycle
 	a.mu.Lock()
-	t, ok := a.discovered.Targets[l.GroupName]
+	t, ok := a.discovered.DrainTarget(l.GroupName)
 	if !ok {
-		// The group may have been opted in since the last discovery: look once more before ignoring.
-		if d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...); err == nil {
-			a.discovered = d
-			t, ok = d.Targets[l.GroupName]
+		// The group may have been opted in since the last discovery: look once more before ignoring. When
+		// that look fails, nothing is known: keep the message and try again, never drop it.
+		d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
+		if err != nil {
+			a.mu.Unlock()
+			return events.Hold, fmt.Errorf("checking whether group %s is managed: %w", l.GroupName, err)
 		}
+		a.discovered = d
+		t, ok = d.DrainTarget(l.GroupName)
 	}
 	a.mu.Unlock()
 	if !ok {

@@ -18,6 +18,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -334,4 +335,20 @@ func TestDrainDeadlineHoldsWhenTheDrainCannotBeCheckedAnyMore(t *testing.T) {
 	old, _ := w.Account.Instance(r.Current.OldInstanceID)
 	require.Equal(t, "ACTIVE", old.ContainerInstanceStatus, "the old instance is back in service")
 	require.Equal(t, "InService", old.LifecycleState, "and was never terminated")
+}
+
+func TestMisconfiguredGroupsLifecycleActionsAreStillDrained(t *testing.T) {
+	// A tag typo makes the group impossible to roll, but scale-in must still drain before terminating.
+	g := demo.GroupSetup{Name: "typo", Min: 1, Max: 3, Desired: 2, Tags: map[string]string{lifecycle.TagMinAMIAge: "7d"}}
+	w := build(t, oneGroup(&g))
+	settle(t, w, 10*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
+	w.Checker.Baseline[g.Name] = 1
+	done, err := w.RunUntil(context.Background(), tick, time.Hour, func() bool { return len(acceptedCompletions(w)) == 1 })
+	require.NoError(t, err)
+	require.True(t, done, "the action was completed, not dropped")
+	for _, cs := range acceptedCompletions(w) {
+		require.True(t, cs[0].Drained, "completed only once drained")
+	}
+	require.Empty(t, w.Checker.Violations)
 }

@@ -26,6 +26,11 @@ const (
 	ResultAbandon  = "ABANDON"
 )
 
+// launchVisibilityGrace is how long a LAUNCHING action for an instance EC2 does not describe yet is kept:
+// DescribeInstances is eventually consistent right after RunInstances (Amazon EC2 API Reference, "Eventual
+// consistency in the Amazon EC2 API").
+const launchVisibilityGrace = 5 * time.Minute
+
 // defaultHeartbeatTimeout is Auto Scaling's default HeartbeatTimeout of a lifecycle hook (3600 s), used
 // when the hook cannot be described.
 const defaultHeartbeatTimeout = time.Hour
@@ -101,6 +106,9 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	switch exists, err := h.instanceState(ctx, a.InstanceID); {
 	case err != nil:
 		return HookInProgress, err
+	case exists == instanceUnknown && !a.Terminating() && h.Clock.Since(rec.ReceivedAt) < launchVisibilityGrace:
+		// EC2 is eventually consistent: a just-launched instance may not be described yet. Look again.
+		return HookInProgress, nil
 	case exists == instanceUnknown:
 		// Field case C3: no such instance. Nothing to drain and no action can be waiting for it.
 		log.Info("lifecycle action for an instance EC2 does not know; ignored")
@@ -116,7 +124,9 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	}
 	prog, err := h.drain(ctx, t, a.GroupName, a.InstanceID)
 	if err != nil {
-		return HookInProgress, err
+		// The heartbeat does not depend on the drain's status: a passing ECS or Kubernetes API fault must
+		// not let the action time out and the instance terminate undrained.
+		return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log))
 	}
 	if !prog.Drained && h.Clock.Since(rec.ReceivedAt) < h.Policy.DrainTimeout {
 		return HookInProgress, h.heartbeat(ctx, a, &rec, log)

@@ -79,6 +79,20 @@ type Discovered struct {
 	Targets       map[string]Target
 	Groups        map[string]astypes.AutoScalingGroup
 	Misconfigured map[string]error
+	// Drainable are opted-in groups that cannot be rolled (Misconfigured) but whose platform and cluster
+	// are known: their lifecycle actions are still drained and completed — a tag typo must not let
+	// scale-in terminate instances undrained.
+	Drainable map[string]Target
+}
+
+// DrainTarget returns the target a lifecycle action of group should be drained as: a managed target, or
+// a misconfigured one whose platform and cluster are known.
+func (d Discovered) DrainTarget(group string) (Target, bool) {
+	if t, ok := d.Targets[group]; ok {
+		return t, true
+	}
+	t, ok := d.Drainable[group]
+	return t, ok
 }
 
 // SourceResolver completes a target's AMI source at discovery: it turns ParameterAuto into a concrete
@@ -92,7 +106,8 @@ type SourceResolver interface {
 // page) and reads each one's target configuration from its tags, completing its AMI source with sources.
 // One call per 100 groups.
 func Discover(ctx context.Context, api awsapi.AutoScaling, sources ...SourceResolver) (Discovered, error) {
-	d := Discovered{Targets: map[string]Target{}, Groups: map[string]astypes.AutoScalingGroup{}, Misconfigured: map[string]error{}}
+	d := Discovered{Targets: map[string]Target{}, Groups: map[string]astypes.AutoScalingGroup{}, Misconfigured: map[string]error{},
+		Drainable: map[string]Target{}}
 	in := &autoscaling.DescribeAutoScalingGroupsInput{
 		Filters:    []astypes.Filter{{Name: aws.String("tag:" + TagEnabled), Values: []string{"true", "True", "TRUE"}}},
 		MaxRecords: aws.Int32(maxGroupsPerPage),
@@ -111,6 +126,10 @@ func Discover(ctx context.Context, api awsapi.AutoScaling, sources ...SourceReso
 			}
 			if err != nil {
 				d.Misconfigured[name] = err
+				tags := groupTags(g)
+				if p, c := strings.ToLower(tags[TagPlatform]), tags[TagCluster]; (p == PlatformECS || p == PlatformEKS) && c != "" {
+					d.Drainable[name] = Target{Group: name, Platform: p, Cluster: c}
+				}
 				continue
 			}
 			if t != nil {
