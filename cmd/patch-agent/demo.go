@@ -37,7 +37,7 @@ arm64 from the instance type) with a Deployment of 6 pods under a PodDisruptionB
 DaemonSet, on a simulated Kubernetes API — runs the real agent loop against it on a simulated clock, changes
 the golden-AMI parameter and the public EKS parameter to AMI B and sends the Parameter Store Change event and
 a scheduled tick. The rollouts are printed live, one line per step, and end with a summary.
-The DESIGN.md invariants are checked after every step; the exit status is 1 when any was violated or a
+The invariants of docs/architecture.md are checked after every step; the exit status is 1 when any was violated or a
 group did not end in the scenario's expected state.
 
 Scenarios:
