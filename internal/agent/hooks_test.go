@@ -352,3 +352,25 @@ func TestMisconfiguredGroupsLifecycleActionsAreStillDrained(t *testing.T) {
 	}
 	require.Empty(t, w.Checker.Violations)
 }
+
+// deniedSurge answers SetDesiredCapacity with AccessDenied, as a task role without the permission would.
+type deniedSurge struct{ awsapi.AutoScaling }
+
+func (deniedSurge) SetDesiredCapacity(context.Context, *autoscaling.SetDesiredCapacityInput, ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error) {
+	return nil, &smithy.GenericAPIError{Code: "AccessDenied", Message: "User is not authorized to perform: autoscaling:SetDesiredCapacity"}
+}
+
+func TestAStepThatKeepsFailingShowsItsErrorOnTheStatus(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	spec := oneGroup(&g)
+	spec.Wrap = func(c agent.Clients) agent.Clients { c.AutoScaling = deniedSurge{c.AutoScaling}; return c }
+	w := build(t, spec)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	settle(t, w, 10*time.Minute)
+	r := w.Rollout(ctx, g.Name)
+	require.Contains(t, r.Reason, "retrying after an error")
+	require.Contains(t, r.Reason, "not authorized to perform: autoscaling:SetDesiredCapacity")
+	require.Less(t, r.Steps, 10, "written once, not every tick")
+	require.Equal(t, 2, w.Account.LaunchedInstances(g.Name), "nothing launched")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,12 +185,27 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 			return next, nil // waiting is not a failure
 		}
 		if err != nil {
-			return next, fmt.Errorf("rollout of %s at %s/%s: %w", t.Group, next.Phase, stepOf(next), err)
+			err = fmt.Errorf("rollout of %s at %s/%s: %w", t.Group, next.Phase, stepOf(next), err)
+			// A step that keeps failing (AccessDenied, a limit) shows on the status, written once per
+			// distinct error; the next transition clears it.
+			if reason := retryingPrefix + requestID.ReplaceAllString(truncate(err.Error(), 300), ""); r.Active() && r.Reason != reason {
+				r.Reason = reason
+				if saved, serr := o.save(ctx, r, "waiting"); serr == nil {
+					return saved, err
+				}
+			}
+			return next, err
 		}
 		r = next
 	}
 	return r, nil
 }
+
+// retryingPrefix starts the Reason of a rollout whose last step failed and is retried every tick.
+const retryingPrefix = "retrying after an error: "
+
+// requestID matches the per-call request id in AWS SDK error texts, so that the same error reads the same.
+var requestID = regexp.MustCompile(`RequestID: [^,]*, `)
 
 // step performs one transition. It returns errWait when the rollout must wait for the next tick.
 func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
