@@ -596,8 +596,12 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 			detail += " new=" + c.NewInstanceID
 		}
 	}
-	line := fmt.Sprintf("%-9s %s%-20s%s serving=%d desired=%d max=%d on-target=%d/%d", group, r.Phase, step, detail,
-		serving, g.Desired, g.Max, onTarget, len(g.Instances))
+	desired := fmt.Sprint(g.Desired)
+	if base, ok := p.w.Checker.Baseline[group]; ok && g.Desired > base {
+		desired = fmt.Sprintf("%d(%d+surge)", g.Desired, base) // serving is held against the baseline
+	}
+	line := fmt.Sprintf("%-9s %s%-20s%s serving=%d desired=%s max=%d on-target=%d/%d", group, r.Phase, step, detail,
+		serving, desired, g.Max, onTarget, len(g.Instances))
 	if r.Reason != "" {
 		line += " reason=" + r.Reason
 	}
