@@ -374,3 +374,22 @@ func TestAStepThatKeepsFailingShowsItsErrorOnTheStatus(t *testing.T) {
 	require.Less(t, r.Steps, 10, "written once, not every tick")
 	require.Equal(t, 2, w.Account.LaunchedInstances(g.Name), "nothing launched")
 }
+
+func TestHookDrainDeadlineHoldsWhenTheDrainCannotBeChecked(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
+	spec := oneGroup(&g)
+	broken := &flakyECS{failures: 1 << 30} // ListTasks never answers again
+	spec.Wrap = func(c agent.Clients) agent.Clients { broken.ECS = c.ECS; c.ECS = broken; return c }
+	w := build(t, spec)
+	settle(t, w, 10*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
+	w.Checker.Baseline[g.Name] = 1
+	done, err := w.RunUntil(context.Background(), tick, 2*time.Hour, func() bool { return len(acceptedCompletions(w)) == 1 })
+	require.NoError(t, err)
+	require.True(t, done, "completed at the drain deadline, not held until Auto Scaling's global timeout")
+	for _, cs := range acceptedCompletions(w) {
+		require.Equal(t, sim.ResultContinue, cs[0].Result)
+		require.Less(t, cs[0].At.Sub(w.Account.Terminations()[0].RequestedAt), 40*time.Minute)
+	}
+	require.NotEmpty(t, w.Account.Heartbeats(), "heartbeats kept the action alive until then")
+}

@@ -124,9 +124,14 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	}
 	prog, err := h.drain(ctx, t, a.GroupName, a.InstanceID)
 	if err != nil {
-		// The heartbeat does not depend on the drain's status: a passing ECS or Kubernetes API fault must
-		// not let the action time out and the instance terminate undrained.
-		return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log))
+		if h.Clock.Since(rec.ReceivedAt) < h.Policy.DrainTimeout {
+			// The heartbeat does not depend on the drain's status: a passing ECS or Kubernetes API fault
+			// must not let the action time out and the instance terminate undrained.
+			return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log))
+		}
+		// The deadline holds even when the drain cannot be checked: heartbeating on would hold the
+		// instance in Terminating:Wait until Auto Scaling's global timeout (up to 48 h).
+		prog = DrainProgress{Detail: "drain status unknown: " + err.Error()}
 	}
 	if !prog.Drained && h.Clock.Since(rec.ReceivedAt) < h.Policy.DrainTimeout {
 		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
