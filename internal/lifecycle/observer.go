@@ -27,3 +27,11 @@ func (NopObserver) TargetObserved(Target, GroupView, state.Rollout, *ResolvedAMI
 func (NopObserver) LifecycleActionCompleted(state.Hook, time.Duration)            {}
 
 var _ Observer = NopObserver{}
+
+// AMIRejectionObserver is implemented by observers that also count and announce refusals of the AMI gate
+// (metrics, notifications). It is apart from Observer so that observers without interest need no method.
+// AMIRejected is called once per distinct refusal of a rollout's target AMI, after the refusal was written to
+// the rollout record (r).
+type AMIRejectionObserver interface {
+	AMIRejected(t Target, r state.Rollout, rej AMIRejection)
+}
