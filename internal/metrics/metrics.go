@@ -15,6 +15,8 @@ const Namespace = "PatchAgent"
 const (
 	DimensionGroup    = "Group"
 	DimensionPlatform = "Platform"
+	// DimensionReason is the third dimension of AMIRejected: the gate's reason (lifecycle.Reject*).
+	DimensionReason = "Reason"
 )
 
 // Metric names, as published to CloudWatch. Per-group metrics carry the dimensions Group and Platform;
@@ -35,6 +37,8 @@ const (
 	MessagesFailed            = "MessagesFailed"
 	OldestMessageAgeSeconds   = "OldestMessageAgeSeconds"
 	AgentHeartbeat            = "AgentHeartbeat"
+	// AMIRejected counts target AMIs the AMI gate refused, per group and Reason.
+	AMIRejected = "AMIRejected"
 )
 
 // Kind says how a metric's value is published.
@@ -94,6 +98,8 @@ var definitions = []Definition{
 		"Age in seconds of the oldest message the last receive returned (0 when it returned none)."},
 	{AgentHeartbeat, cwtypes.StandardUnitCount, Gauge, false, "patch_agent_heartbeat",
 		"1 per publish: the agent is alive and publishing."},
+	{AMIRejected, cwtypes.StandardUnitCount, Counter, true, "patch_agent_ami_rejected_total",
+		"Target AMIs the AMI gate refused (once per distinct refusal), with dimension Reason: ImageNotFound, ImageNotAvailable, OwnerNotAllowed, ArchitectureMismatch, OSFamilyChange or CurrentFamilyUnknown."},
 }
 
 // Definitions returns every metric the agent publishes, in a stable order.

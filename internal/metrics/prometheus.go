@@ -34,7 +34,11 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 		for _, s := range series {
 			bw.WriteString(d.Prometheus)
 			if s.Group != "" {
-				bw.WriteString(`{group="` + escapeLabel(s.Group) + `",platform="` + escapeLabel(s.Platform) + `"}`)
+				bw.WriteString(`{group="` + escapeLabel(s.Group) + `",platform="` + escapeLabel(s.Platform) + `"`)
+				if s.Reason != "" {
+					bw.WriteString(`,reason="` + escapeLabel(s.Reason) + `"`)
+				}
+				bw.WriteString("}")
 			}
 			bw.WriteString(" " + strconv.FormatFloat(s.Value, 'g', -1, 64) + "\n")
 		}

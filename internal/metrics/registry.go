@@ -57,6 +57,7 @@ type groupState struct {
 	drained       []string  // instances whose drain the rollout measured (newest last)
 
 	succeeded, failed, lifecycle int64
+	rejected                     map[string]int64 // AMI gate refusals by reason
 }
 
 // NewRegistry returns an empty registry whose time (AMI age, staleness) is clk; nil means the real clock.
@@ -158,6 +159,19 @@ func (r *Registry) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	}
 }
 
+// AMIRejected implements lifecycle.AMIRejectionObserver: the AMIRejected counter of the group and reason.
+func (r *Registry) AMIRejected(t lifecycle.Target, _ state.Rollout, rej lifecycle.AMIRejection) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.group(t.Group, t.Platform)
+	if g.rejected == nil {
+		g.rejected = map[string]int64{}
+	}
+	g.rejected[rej.Reason]++
+}
+
+var _ lifecycle.AMIRejectionObserver = (*Registry)(nil)
+
 func (g *groupState) setPhase(ro state.Rollout) {
 	g.phaseKnown = true
 	g.active = ro.Active()
@@ -183,14 +197,20 @@ func contains(ids []string, id string) bool {
 type Sample struct {
 	Definition
 	// Group and Platform are the dimensions of per-group metrics ("" for agent-wide ones; Platform "" when
-	// not known yet).
-	Group, Platform string
+	// not known yet); Reason the third dimension of AMIRejected ("" for every other metric).
+	Group, Platform, Reason string
 	// Value is the gauge's current value, or the counter's cumulative total since the registry was created.
 	Value float64
 }
 
-// Key returns the sample's SeriesKey.
-func (s Sample) Key() string { return SeriesKey(s.Name, s.Group, s.Platform) }
+// Key returns the sample's SeriesKey, with ",Reason=r" before the closing brace when the sample has a Reason.
+func (s Sample) Key() string {
+	k := SeriesKey(s.Name, s.Group, s.Platform)
+	if s.Reason != "" && strings.HasSuffix(k, "}") {
+		k = k[:len(k)-1] + "," + DimensionReason + "=" + s.Reason + "}"
+	}
+	return k
+}
 
 // Collect returns the current value of every series: per-group series by group name, then the agent-wide
 // ones, each in Definitions order. Gauges of a group not observed for StaleAfter are left out, as are
@@ -214,6 +234,17 @@ func (r *Registry) Collect() []Sample {
 		fresh := now.Sub(g.seen) <= stale
 		for _, d := range definitions {
 			if !d.PerGroup {
+				continue
+			}
+			if d.Name == AMIRejected {
+				reasons := make([]string, 0, len(g.rejected))
+				for reason := range g.rejected {
+					reasons = append(reasons, reason)
+				}
+				sort.Strings(reasons)
+				for _, reason := range reasons {
+					out = append(out, Sample{Definition: d, Group: name, Platform: g.platform, Reason: reason, Value: float64(g.rejected[reason])})
+				}
 				continue
 			}
 			v, ok := g.value(d.Name, now)

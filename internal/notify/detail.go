@@ -40,13 +40,17 @@ const (
 	EventRolledBack = "rolled-back"
 	// EventCompleted: every instance runs the target AMI.
 	EventCompleted = "completed"
+	// EventAMIRejected: the AMI gate refused the target AMI (field case C20); RejectReason says which rule,
+	// Reason what EC2 answered. Nothing was changed; the rollout waits for the source to name another AMI.
+	// Sent once per distinct refusal.
+	EventAMIRejected = "ami-rejected"
 )
 
 // RolloutDetail is the detail of a "Rollout State Change" event (schema version 1). Every field is always
 // present; strings that do not apply are "".
 type RolloutDetail struct {
 	SchemaVersion string `json:"schemaVersion"`
-	// Event is what happened: started, waiting, halted, rolling-back, rolled-back or completed.
+	// Event is what happened: started, waiting, halted, rolling-back, rolled-back, completed or ami-rejected.
 	Event    string `json:"event"`
 	Group    string `json:"group"`
 	Platform string `json:"platform"` // "ecs" or "eks"
@@ -64,6 +68,10 @@ type RolloutDetail struct {
 	OnTarget  int `json:"onTarget"`
 	// At is when the change was written (RFC 3339, UTC).
 	At time.Time `json:"at"`
+	// RejectReason is the AMI gate's reason of an ami-rejected event (ImageNotFound, ImageNotAvailable,
+	// OwnerNotAllowed, ArchitectureMismatch, OSFamilyChange, CurrentFamilyUnknown); "" for other events.
+	// Added in schema version 1.
+	RejectReason string `json:"rejectReason"`
 }
 
 // LifecycleDetail is the detail of a "Lifecycle Action Completed" event (schema version 1).

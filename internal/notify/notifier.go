@@ -136,6 +136,24 @@ func (n *Notifier) RolloutTransition(prev, next state.Rollout, _ string) {
 	}
 }
 
+// AMIRejected implements lifecycle.AMIRejectionObserver: it queues a "Rollout State Change" event of kind
+// ami-rejected.
+func (n *Notifier) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycle.AMIRejection) {
+	n.mu.Lock()
+	n.remember(t.Group, t.Platform, t.Cluster)
+	n.mu.Unlock()
+	at := r.UpdatedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	n.enqueue(DetailTypeRollout, at, RolloutDetail{SchemaVersion: SchemaVersion, Event: EventAMIRejected, Group: r.Group,
+		Platform: t.Platform, Cluster: t.Cluster, Phase: string(r.Phase), PreviousPhase: string(r.Phase), Reason: r.Reason,
+		TargetImageID: rej.ImageID, PreviousImageID: r.PreviousImageID, Instances: r.Instances, OnTarget: r.OnTarget,
+		At: at.UTC(), RejectReason: rej.Reason})
+}
+
+var _ lifecycle.AMIRejectionObserver = (*Notifier)(nil)
+
 // TargetObserved implements lifecycle.Observer: it only learns the group's platform and cluster.
 func (n *Notifier) TargetObserved(t lifecycle.Target, _ lifecycle.GroupView, _ state.Rollout, _ *lifecycle.ResolvedAMI) {
 	n.mu.Lock()
