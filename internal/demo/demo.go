@@ -128,8 +128,10 @@ type GroupSetup struct {
 	InstanceType string
 	// TemplateVersion is how the group references its launch template: "$Default" (default), "$Latest" or "1".
 	TemplateVersion string
-	// MixedInstances references the template through a mixed instances policy.
+	// MixedInstances references the template through a mixed instances policy; Overrides are its instance
+	// types.
 	MixedInstances bool
+	Overrides      []string
 	// HeartbeatTimeout of the group's terminating lifecycle hook to the agent's queue; 0 = 300 s; -1 = no hook.
 	HeartbeatTimeout time.Duration
 	// Unmanaged leaves the opt-in tag off: the agent must never touch the group.
@@ -169,6 +171,8 @@ type Spec struct {
 	Kube kubernetes.Interface
 	// KubeWorkload runs on the EKS groups' nodes.
 	KubeWorkload KubeWorkload
+	// AllowedAMIOwners is the agent's --allowed-ami-owners.
+	AllowedAMIOwners []string
 }
 
 // DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
@@ -253,7 +257,7 @@ func Build(spec Spec) (*World, error) {
 			tags[k] = v
 		}
 		gs := sim.GroupSpec{Name: g.Name, Min: g.Min, Max: g.Max, Desired: g.Desired, LaunchTemplateID: lt,
-			LaunchTemplateVersion: version, MixedInstances: g.MixedInstances, Tags: tags, ECSCluster: ecsCluster,
+			LaunchTemplateVersion: version, MixedInstances: g.MixedInstances, Overrides: g.Overrides, Tags: tags, ECSCluster: ecsCluster,
 			CapacityProvider: g.CapacityProvider}
 		if cp := g.CapacityProvider; cp != nil && cp.ManagedTerminationProtection {
 			gs.NewInstancesProtectedFromScaleIn = true
@@ -351,7 +355,7 @@ func Build(spec Spec) (*World, error) {
 		clients = spec.Wrap(clients)
 	}
 	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer,
-		AccountID: acct.Options().AccountID} // a kumo queue URL names another account
+		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners} // a kumo queue URL names another account
 	w.Store, w.QueueURL, w.clients, w.settings, w.log = store, queue, clients, settings, log
 	w.Agent = agent.New(clients, w.agentSettings(nil), store, clk, log)
 	return w, nil
