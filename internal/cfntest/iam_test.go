@@ -406,6 +406,7 @@ func TestWhatTheTaskRoleMayDo(t *testing.T) {
 		{"does not complete lifecycle actions of other groups", request{"autoscaling:CompleteLifecycleAction", group, nil}, false},
 		{"cannot change a group's tags", request{"autoscaling:CreateOrUpdateTags", group, tagged}, false},
 		{"cannot delete a group", request{"autoscaling:DeleteAutoScalingGroup", group, tagged}, false},
+		{"confirms a lifecycle message's instance with Auto Scaling, whatever group it names", request{"autoscaling:DescribeAutoScalingInstances", "*", nil}, true},
 
 		{"versions a tagged launch template", request{"ec2:CreateLaunchTemplateVersion", template, tagged}, true},
 		{"does not version an untagged launch template", request{"ec2:CreateLaunchTemplateVersion", template, nil}, false},
