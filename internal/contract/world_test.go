@@ -48,7 +48,7 @@ type world struct {
 
 	createTemplate func(t *testing.T, name, imageID, instanceType string) (templateID string)
 	// addVersion creates a version copying version 1 with imageID; the default version stays.
-	addVersion func(t *testing.T, templateID, imageID string) int64
+	addVersion  func(t *testing.T, templateID, imageID string) int64
 	createGroup func(t *testing.T, spec groupSpec)
 	// settle lets the account catch up: launched instances boot and their ECS agents register their
 	// container instances; terminated ones finish shutting down.
