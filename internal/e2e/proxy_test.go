@@ -33,19 +33,19 @@ type call struct {
 // the API has strings), and can kill the agent right after the emulator applied a chosen call and before the
 // answer is passed back — the few milliseconds between an AWS effect and the agent's durable record of it.
 type proxy struct {
-	t       *testing.T
-	target  string // moto's endpoint
-	srv     *http.Server
-	URL     string
-	client  *http.Client
-	mu      sync.Mutex
-	log     []call
-	counts  map[string]int
-	killAt  map[string]int // operation -> the occurrence (1-based) after which the agent is killed
-	kill    func()         // kills the agent; set by the supervisor
+	t      *testing.T
+	target string // moto's endpoint
+	srv    *http.Server
+	URL    string
+	client *http.Client
+	mu     sync.Mutex
+	log    []call
+	counts map[string]int
+	killAt map[string]int // operation -> the occurrence (1-based) after which the agent is killed
+	kill   func()         // kills the agent; set by the supervisor
 	// killedPID is the pid of the agent process kill last killed.
 	killedPID int
-	inspect func(c *call)  // runs before forwarding a mutating call (records the emulator's state in c.Before)
+	inspect   func(c *call) // runs before forwarding a mutating call (records the emulator's state in c.Before)
 }
 
 func newProxy(t *testing.T, target string) *proxy {
