@@ -54,6 +54,7 @@ type env struct {
 	t                *testing.T
 	moto, kumo       string
 	agentProxy       *proxy // the agent's endpoint: logs, repairs, kills
+	cloudWatchProxy  *proxy // the agent's CloudWatch endpoint, in front of kumo: logs only
 	driverProxy      *proxy // the world driver's endpoint for ECS: repairs only
 	as               *autoscaling.Client
 	ec2              *ec2.Client
@@ -95,7 +96,7 @@ func agentBinary(t *testing.T) string {
 func newEnv(t *testing.T) *env {
 	e := &env{t: t, moto: testenv.Moto(t), kumo: testenv.Kumo(t), bin: agentBinary(t), dir: t.TempDir(),
 		minHealthyActive: 1 << 30, seen: map[string]bool{}}
-	e.agentProxy, e.driverProxy = newProxy(t, e.moto), newProxy(t, e.moto)
+	e.agentProxy, e.driverProxy, e.cloudWatchProxy = newProxy(t, e.moto), newProxy(t, e.moto), newProxy(t, e.kumo)
 	cfg := clientConfig(e.moto)
 	e.as, e.ec2, e.ssm, e.ddb = autoscaling.NewFromConfig(cfg), ec2.NewFromConfig(cfg), ssm.NewFromConfig(cfg), dynamodb.NewFromConfig(cfg)
 	e.ecs = ecs.NewFromConfig(clientConfig(e.driverProxy.URL))
@@ -351,7 +352,7 @@ func (e *env) startAgent(n int) *agent {
 		"--owner-id", "e2e-agent", "--log-level", "debug")
 	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL="+e.agentProxy.URL,
 		// CloudWatch stays on kumo: moto does not serve the SDK's default CloudWatch protocol.
-		"AWS_ENDPOINT_URL_CLOUDWATCH="+e.kumo, "AWS_DISABLE_REQUEST_COMPRESSION=true",
+		"AWS_ENDPOINT_URL_CLOUDWATCH="+e.cloudWatchProxy.URL, "AWS_DISABLE_REQUEST_COMPRESSION=true",
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_EC2_METADATA_DISABLED=true",
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null")
 	cmd.Stdout, cmd.Stderr = f, f
@@ -533,6 +534,19 @@ func TestE2ERollsAnECSGroupWithTasksToTheNewAMI(t *testing.T) {
 	require.Equal(t, 1, starts)
 	e.checkInvariants()
 	require.NotEmpty(t, e.agentProxy.calls("DescribeTasks"), "the drain was checked on the tasks (answers repaired by the proxy)")
+	for _, op := range []string{"ReceiveMessage", "DeleteMessage", "PutEvents", "GetParameters"} {
+		calls := e.agentProxy.calls(op)
+		require.NotEmpty(t, calls, op)
+		for _, c := range calls {
+			require.Equal(t, 200, c.Status, op)
+		}
+	}
+	// The metrics publisher flushes on shutdown (SIGINT): CloudWatch went to kumo and was accepted.
+	metrics := e.cloudWatchProxy.calls("PutMetricData")
+	require.NotEmpty(t, metrics, "metrics published to CloudWatch on kumo")
+	for _, c := range metrics {
+		require.Equal(t, 200, c.Status)
+	}
 }
 
 // Invariant 5 over the wire: SIGKILL right after each kind of mutating call was applied and before its answer

@@ -75,6 +75,8 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c := call{Service: serviceOf(r)}
 	if target := r.Header.Get("X-Amz-Target"); target != "" {
 		c.Operation = target[strings.LastIndex(target, ".")+1:]
+	} else if i := strings.Index(r.URL.Path, "/operation/"); i >= 0 { // Smithy RPC v2 CBOR (CloudWatch)
+		c.Operation = r.URL.Path[i+len("/operation/"):]
 	} else if form, err := url.ParseQuery(string(body)); err == nil {
 		c.Operation, c.Form = form.Get("Action"), form
 	}
