@@ -158,9 +158,9 @@ func datum(s Sample, v float64) cwtypes.MetricDatum {
 		if s.Platform != "" {
 			d.Dimensions = append(d.Dimensions, cwtypes.Dimension{Name: aws.String(DimensionPlatform), Value: aws.String(s.Platform)})
 		}
-		if s.Reason != "" {
-			d.Dimensions = append(d.Dimensions, cwtypes.Dimension{Name: aws.String(DimensionReason), Value: aws.String(s.Reason)})
-		}
+	}
+	if s.Reason != "" {
+		d.Dimensions = append(d.Dimensions, cwtypes.Dimension{Name: aws.String(DimensionReason), Value: aws.String(s.Reason)})
 	}
 	return d
 }

@@ -35,6 +35,8 @@ type Registry struct {
 
 	mu     sync.Mutex
 	groups map[string]*groupState
+	// rejected counts LifecycleMessagesRejected by reason.
+	rejected map[string]int64
 }
 
 // groupState is what the registry knows about one group.
@@ -159,6 +161,17 @@ func (r *Registry) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	}
 }
 
+// LifecycleMessageRejected implements lifecycle.Observer: LifecycleMessagesRejected by reason. Not per group:
+// the group a rejected message names is a claim, and series are not made from claims.
+func (r *Registry) LifecycleMessageRejected(rej lifecycle.Rejection) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rejected == nil {
+		r.rejected = map[string]int64{}
+	}
+	r.rejected[rej.Reason]++
+}
+
 // AMIRejected implements lifecycle.AMIRejectionObserver: the AMIRejected counter of the group and reason.
 func (r *Registry) AMIRejected(t lifecycle.Target, _ state.Rollout, rej lifecycle.AMIRejection) {
 	r.mu.Lock()
@@ -197,19 +210,31 @@ func contains(ids []string, id string) bool {
 type Sample struct {
 	Definition
 	// Group and Platform are the dimensions of per-group metrics ("" for agent-wide ones; Platform "" when
-	// not known yet); Reason the third dimension of AMIRejected ("" for every other metric).
-	Group, Platform, Reason string
+	// not known yet).
+	Group, Platform string
+	// Reason is the dimension of LifecycleMessagesRejected and the third dimension of AMIRejected ("" for every
+	// other metric).
+	Reason string
 	// Value is the gauge's current value, or the counter's cumulative total since the registry was created.
 	Value float64
 }
 
-// Key returns the sample's SeriesKey, with ",Reason=r" before the closing brace when the sample has a Reason.
+// Key returns the sample's SeriesKey: for a Reason, ReasonSeriesKey without a group and
+// "Name{Group=g,Platform=p,Reason=r}" with one.
 func (s Sample) Key() string {
+	if s.Reason != "" && s.Group == "" {
+		return ReasonSeriesKey(s.Name, s.Reason)
+	}
 	k := SeriesKey(s.Name, s.Group, s.Platform)
-	if s.Reason != "" && strings.HasSuffix(k, "}") {
+	if s.Reason != "" {
 		k = k[:len(k)-1] + "," + DimensionReason + "=" + s.Reason + "}"
 	}
 	return k
+}
+
+// ReasonSeriesKey names one series of a metric with a Reason dimension in Snapshot: "Name{Reason=r}".
+func ReasonSeriesKey(name, reason string) string {
+	return name + "{" + DimensionReason + "=" + reason + "}"
 }
 
 // Collect returns the current value of every series: per-group series by group name, then the agent-wide
@@ -254,6 +279,15 @@ func (r *Registry) Collect() []Sample {
 			out = append(out, Sample{Definition: d, Group: name, Platform: g.platform, Value: v})
 		}
 	}
+	reasons := make([]string, 0, len(r.rejected))
+	for reason := range r.rejected {
+		reasons = append(reasons, reason)
+	}
+	sort.Strings(reasons)
+	rejected := make([]float64, len(reasons))
+	for i, reason := range reasons {
+		rejected[i] = float64(r.rejected[reason])
+	}
 	r.mu.Unlock()
 	var st *events.Stats
 	if r.Consumer != nil {
@@ -265,6 +299,11 @@ func (r *Registry) Collect() []Sample {
 		}
 		var v float64
 		switch d.Name {
+		case LifecycleMessagesRejected:
+			for i, reason := range reasons {
+				out = append(out, Sample{Definition: d, Reason: reason, Value: rejected[i]})
+			}
+			continue
 		case AgentHeartbeat:
 			v = 1
 		default:

@@ -42,6 +42,13 @@ func (f FanOut) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	}
 }
 
+// LifecycleMessageRejected implements lifecycle.Observer.
+func (f FanOut) LifecycleMessageRejected(r lifecycle.Rejection) {
+	for _, o := range f.Observers {
+		f.call("LifecycleMessageRejected", func() { o.LifecycleMessageRejected(r) })
+	}
+}
+
 // AMIRejected implements lifecycle.AMIRejectionObserver: it is passed to the observers that implement it.
 func (f FanOut) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycle.AMIRejection) {
 	for _, o := range f.Observers {
