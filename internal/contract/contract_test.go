@@ -435,3 +435,34 @@ func TestContractErrorClassificationOnRealErrorResponses(t *testing.T) {
 		}
 	})
 }
+
+// C19's confirmation call: DescribeAutoScalingInstances names each instance's group and lifecycle state, leaves
+// out ids Auto Scaling does not know (no error), and refuses more than 50 ids (Amazon EC2 Auto Scaling API
+// Reference, DescribeAutoScalingInstances: "InstanceIds ... Array Members: Maximum number of 50 items").
+func TestContractC19DescribeAutoScalingInstancesNamesGroupAndState(t *testing.T) {
+	run(t, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		newGroup(t, w, groupSpec{name: "g", min: 0, max: 3, desired: 2, tags: enabled})
+		newGroup(t, w, groupSpec{name: "other", min: 0, max: 1, desired: 1})
+		ids := inService(describeGroup(t, w, "g"))
+		other := inService(describeGroup(t, w, "other"))
+		out, err := w.as.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{
+			InstanceIds: []string{ids[0], other[0], "i-0000000000000dead"}})
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, i := range out.AutoScalingInstances {
+			got[aws.ToString(i.InstanceId)] = aws.ToString(i.AutoScalingGroupName) + "/" + aws.ToString(i.LifecycleState)
+		}
+		require.Equal(t, map[string]string{ids[0]: "g/InService", other[0]: "other/InService"}, got,
+			"each known instance with its group and state; the unknown id is left out")
+		if w.sim {
+			// moto does not enforce the 50-id limit; the simulation follows the API reference.
+			many := make([]string, 51)
+			for i := range many {
+				many[i] = fmt.Sprintf("i-%017d", i)
+			}
+			_, err := w.as.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: many})
+			require.Equal(t, "ValidationError", code(err))
+		}
+	})
+}
