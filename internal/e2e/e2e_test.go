@@ -145,15 +145,28 @@ func twoImages(t *testing.T, api *ec2.Client) (string, string) {
 	out, err := api.DescribeImages(context.Background(), &ec2.DescribeImagesInput{Owners: []string{"amazon"},
 		Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}}})
 	require.NoError(t, err)
-	var ids []string
+	// Two releases of one OS family, as a golden-AMI pipeline publishes them: the AMI gate (C20) refuses a
+	// family change.
+	byFamily := map[string][]string{}
 	for _, img := range out.Images {
 		if img.Platform == "" && img.State == ec2types.ImageStateAvailable {
-			ids = append(ids, aws.ToString(img.ImageId))
+			f := lifecycle.DescribeOSFamily(img)
+			byFamily[f] = append(byFamily[f], aws.ToString(img.ImageId))
 		}
 	}
-	sort.Strings(ids)
-	require.GreaterOrEqual(t, len(ids), 2, "moto ships Amazon Linux AMIs")
-	return ids[0], ids[1]
+	families := make([]string, 0, len(byFamily))
+	for f := range byFamily {
+		families = append(families, f)
+	}
+	sort.Strings(families)
+	for _, f := range families {
+		if ids := byFamily[f]; len(ids) >= 2 {
+			sort.Strings(ids)
+			return ids[0], ids[1]
+		}
+	}
+	require.Fail(t, "moto ships Amazon Linux AMIs", "no two x86_64 AMIs of one family: %v", byFamily)
+	return "", ""
 }
 
 func (e *env) describe(ctx context.Context) astypes.AutoScalingGroup {
@@ -349,7 +362,9 @@ func (e *env) startAgent(n int) *agent {
 	defer f.Close()
 	cmd := exec.Command(e.bin, "run", "--region", testenv.Region, "--queue-url", e.queueURL, "--table", e.table,
 		"--reconcile-interval", "500ms", "--poll-interval", "1m", "--metrics-interval", "10s", "--health-addr", "",
-		"--owner-id", "e2e-agent", "--log-level", "debug")
+		"--owner-id", "e2e-agent", "--log-level", "debug",
+		// The golden parameter names moto's Amazon AMIs: the AMI gate (C20) accepts Amazon's only when told to.
+		"--allowed-ami-owners", "amazon")
 	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL="+e.agentProxy.URL,
 		// CloudWatch stays on kumo: moto does not serve the SDK's default CloudWatch protocol.
 		"AWS_ENDPOINT_URL_CLOUDWATCH="+e.cloudWatchProxy.URL, "AWS_DISABLE_REQUEST_COMPRESSION=true",
