@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite every state.Store implementation must pass: missing records,
 // conditional writes on the version (create, stale version, concurrent writers from one read), round trips of
-// every field, listing order and history order, pause locks (put, replace, delete, list order) and
+// every field, listing order and history order, rollout writes with their history entries (atomic: a lost
+// race leaves no entry), pause locks (put, replace, delete, list order) and
 // processed-event markers (first, duplicate, concurrent markers of one id). The memory store runs it in state's unit tests and the
 // DynamoDB store runs it against kumo, so code tested on the memory store behaves the same in production.
 package storetest
