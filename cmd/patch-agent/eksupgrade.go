@@ -122,8 +122,14 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 	fl.BoolVar(&retryStep, "retry", false, "start the failed step of a halted workflow again")
 	fl.BoolVar(&showing, "status", false, "show the stored workflow and its current step; no AWS call")
 	fl.StringVarP(&output, "output", "o", "table", "table or json (a final summary; progress lines go to stderr)")
+	leaseTTL := config.Default().LeaseTTL
+	fl.DurationVar(&leaseTTL, "lease-ttl", leaseTTL, "how long this run's lease on the workflow lasts without renewal; a crashed run blocks a new one "+
+		"for it plus a quarter of it (clock skew margin); at least 10s (env "+config.EnvLeaseTTL+")")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := outputFormat(output); err != nil {
+			return err
+		}
+		if err := config.ValidateLeaseTTL(leaseTTL); err != nil {
 			return err
 		}
 		if strings.TrimSpace(cluster) == "" {
@@ -166,7 +172,7 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 			progress = cmd.ErrOrStderr()
 		}
 		runner := &eksupgrade.Runner{EKS: eksAPI, AutoScaling: groups, Store: ws, Clock: env.clock, Wait: env.wait, Backoff: env.backoff,
-			Owner: fmt.Sprintf("%s pid %d", who, os.Getpid()), Who: who, Out: progress}
+			Owner: fmt.Sprintf("%s pid %d", who, os.Getpid()), Who: who, Out: progress, LeaseTTL: leaseTTL}
 		if dryRun {
 			return dryRunUpgrade(ctx, out, output, runner, ws, cluster, to)
 		}

@@ -45,6 +45,9 @@ type Settings struct {
 	Policy            lifecycle.Policy
 	// OwnerID names this replica in leases; default "patch-agent".
 	OwnerID string
+	// LeaseTTL is how long this replica's lease on a target or lifecycle action lasts without renewal
+	// (`--lease-ttl`); <= 0: state.DefaultLeaseTTL (2 minutes).
+	LeaseTTL time.Duration
 	// Platforms adds or replaces platform implementations (EKS); ECS is always built from Clients.ECS.
 	Platforms lifecycle.Platforms
 	// Sources complete the targets' AMI sources at discovery (lifecycle.EKSSources: `auto` for EKS groups,
@@ -199,9 +202,9 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	gate := &lifecycle.AMIGate{EC2: c.EC2, InstanceTypes: instanceTypes, AccountID: s.AccountID, AllowedOwners: s.AllowedAMIOwners, Clock: clk}
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
-		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
+		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
 			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate},
-		hooks: &lifecycle.Hooks{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy},
+		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy},
 		amis:  map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 	}
 	a.Consumer = &events.Consumer{SQS: c.SQS, QueueURL: s.QueueURL, Handler: a, Clock: clk, Log: log, VisibilityTimeout: s.VisibilityTimeout}

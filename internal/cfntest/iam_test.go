@@ -232,12 +232,27 @@ var implied = map[string]string{
 	"eks:DescribeUpdate":         "EKS managed node groups: the progress of that update",
 }
 
-// agentCalls returns every AWS action the agent calls, from the interfaces of serviceOf.
+// governedBy maps the calls that are no IAM action of their own to the actions IAM checks for them instead.
+var governedBy = map[string][]string{
+	// Amazon DynamoDB Developer Guide, "Using IAM with DynamoDB transactions": the Puts of a transaction are
+	// governed by dynamodb:PutItem (the agent's transactions hold conditional Puts only, no ConditionCheck).
+	"dynamodb:TransactWriteItems": {"dynamodb:PutItem"},
+}
+
+// agentCalls returns every AWS action the agent calls, from the interfaces of serviceOf (a call in
+// governedBy counts as the actions IAM checks for it).
 func agentCalls() map[string]bool {
 	calls := map[string]bool{}
 	for typ, service := range serviceOf {
 		for i := range typ.NumMethod() {
-			calls[service+":"+typ.Method(i).Name] = true
+			call := service + ":" + typ.Method(i).Name
+			if actions, ok := governedBy[call]; ok {
+				for _, a := range actions {
+					calls[a] = true
+				}
+				continue
+			}
+			calls[call] = true
 		}
 	}
 	return calls

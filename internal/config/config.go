@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // Environment variables that give flag defaults.
@@ -26,6 +27,8 @@ const (
 	EnvLogLevel = "PATCH_AGENT_LOG_LEVEL"
 	// EnvAllowedAMIOwners gives the default of --allowed-ami-owners.
 	EnvAllowedAMIOwners = "PATCH_AGENT_ALLOWED_AMI_OWNERS"
+	// EnvLeaseTTL gives the default of --lease-ttl.
+	EnvLeaseTTL = "PATCH_AGENT_LEASE_TTL"
 )
 
 // Config is the effective configuration of `patch-agent run`.
@@ -46,6 +49,10 @@ type Config struct {
 	LogLevel          string        `json:"logLevel"`
 	// OwnerID names this replica in leases and logs; defaults to the host name.
 	OwnerID string `json:"ownerId"`
+	// LeaseTTL is how long a replica's lease on a target or lifecycle action lasts without renewal (default
+	// 2m, at least 10s). Another replica takes over a crashed one's work after the TTL plus a quarter of it,
+	// the margin for clock skew between replicas (state.LeaseRule).
+	LeaseTTL time.Duration `json:"leaseTtl"`
 	// MetricsInterval is how often the metrics are sent to CloudWatch (namespace PatchAgent); 0 sends none.
 	MetricsInterval time.Duration `json:"metricsInterval"`
 	// HealthAddr is where /healthz, /readyz (and /metrics with Prometheus) are served; "" serves nothing.
@@ -77,12 +84,27 @@ func Default() Config {
 		Rollback:          p.RollbackOnFailure,
 		LogLevel:          envOr(EnvLogLevel, "info"),
 		OwnerID:           host,
+		LeaseTTL:          envDuration(EnvLeaseTTL, state.DefaultLeaseTTL),
 		MetricsInterval:   60 * time.Second,
 		HealthAddr:        ":8080",
 		EventBus:          "default",
 		Notifications:     true,
 		AllowedAMIOwners:  os.Getenv(EnvAllowedAMIOwners),
 	}
+}
+
+// envDuration returns the duration in environment variable k, def when unset, and 0 when it is no duration
+// (Validate then says so).
+func envDuration(k string, def time.Duration) time.Duration {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0
+	}
+	return d
 }
 
 func envOr(k, def string) string {
@@ -105,6 +127,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Rollback, "rollback", c.Rollback, "put the launch template back to the last good version when a rollout halts on an unhealthy replacement")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env "+EnvLogLevel+")")
 	fs.StringVar(&c.OwnerID, "owner-id", c.OwnerID, "name of this replica in leases and logs")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a replica's lease on a target or lifecycle action lasts without renewal; "+
+		"another replica takes over after it plus a quarter of it (clock skew margin); at least 10s (env "+EnvLeaseTTL+")")
 	fs.DurationVar(&c.MetricsInterval, "metrics-interval", c.MetricsInterval, "how often metrics are sent to CloudWatch (namespace PatchAgent); 0 sends none")
 	fs.StringVar(&c.HealthAddr, "health-addr", c.HealthAddr, "address of the /healthz and /readyz endpoints (and /metrics with --prometheus); empty serves none")
 	fs.BoolVar(&c.Prometheus, "prometheus", c.Prometheus, "serve the metrics in the Prometheus text format on /metrics of --health-addr")
@@ -170,6 +194,9 @@ func (c Config) Validate() error {
 	if _, err := lifecycle.ParseAMIOwners(c.AllowedAMIOwners); err != nil {
 		errs = append(errs, fmt.Errorf("--allowed-ami-owners (or %s): %w", EnvAllowedAMIOwners, err))
 	}
+	if err := ValidateLeaseTTL(c.LeaseTTL); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -177,6 +204,21 @@ func (c Config) Validate() error {
 func (c Config) AMIOwners() []string {
 	owners, _ := lifecycle.ParseAMIOwners(c.AllowedAMIOwners)
 	return owners
+}
+
+// ValidateLeaseTTL returns a clear error when d is not a usable lease TTL (`--lease-ttl`): below
+// state.MinLeaseTTL (10s), or an unparseable PATCH_AGENT_LEASE_TTL.
+func ValidateLeaseTTL(d time.Duration) error {
+	if env := os.Getenv(EnvLeaseTTL); env != "" {
+		if _, err := time.ParseDuration(env); err != nil {
+			return fmt.Errorf("%s %q (the default of --lease-ttl) is not a duration such as 2m", EnvLeaseTTL, env)
+		}
+	}
+	if d < state.MinLeaseTTL {
+		return fmt.Errorf("--lease-ttl %s is below %s: the lease's skew margin (a quarter of it) must outlast a tick's DynamoDB writes and the clock skew between replicas",
+			d, state.MinLeaseTTL)
+	}
+	return nil
 }
 
 var (

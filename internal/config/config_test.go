@@ -35,6 +35,10 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		{"zero reconcile interval", func(c *Config) { c.ReconcileInterval = 0 }, "--reconcile-interval must be positive"},
 		{"C20 allowed AMI owners", func(c *Config) { c.AllowedAMIOwners = "444455556666, amazon,aws-marketplace" }, ""},
 		{"C20 allowed AMI owner not an account", func(c *Config) { c.AllowedAMIOwners = "4444,amazon" }, `--allowed-ami-owners (or PATCH_AGENT_ALLOWED_AMI_OWNERS): "4444": want 12-digit AWS account ids`},
+		{"default lease TTL is 2m", func(c *Config) { require.Equal(t, 2*time.Minute, c.LeaseTTL) }, ""},
+		{"lease TTL of 10s is the minimum", func(c *Config) { c.LeaseTTL = 10 * time.Second }, ""},
+		{"lease TTL below 10s", func(c *Config) { c.LeaseTTL = 9 * time.Second }, "--lease-ttl 9s is below 10s"},
+		{"zero lease TTL", func(c *Config) { c.LeaseTTL = 0 }, "--lease-ttl 0s is below 10s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,6 +52,15 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+func TestLeaseTTLDefaultsFromTheEnvironment(t *testing.T) {
+	t.Setenv(EnvLeaseTTL, "45s")
+	require.Equal(t, 45*time.Second, Default().LeaseTTL)
+
+	t.Setenv(EnvLeaseTTL, "two minutes")
+	c := valid()
+	require.ErrorContains(t, c.Validate(), `PATCH_AGENT_LEASE_TTL "two minutes" (the default of --lease-ttl) is not a duration`)
 }
 
 func TestStartUpLogShowsDurationsAsText(t *testing.T) {

@@ -107,6 +107,18 @@ func (s fusedStore) PutRollout(ctx context.Context, r state.Rollout) (state.Roll
 	return out, err
 }
 
+func (s fusedStore) PutRolloutWithHistory(ctx context.Context, r state.Rollout, h []state.HistoryEntry) (state.Rollout, error) {
+	if err := s.f.before(); err != nil {
+		return state.Rollout{}, err
+	}
+	out, err := s.Store.PutRolloutWithHistory(ctx, r, h)
+	s.f.after(err)
+	if err == nil && s.f.OnWrite != nil && s.f.OnWrite(out) {
+		s.f.blow()
+	}
+	return out, err
+}
+
 func (s fusedStore) PutHook(ctx context.Context, h state.Hook) (state.Hook, error) {
 	if err := s.f.before(); err != nil {
 		return state.Hook{}, err

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
@@ -706,6 +707,14 @@ func (w *World) NewReplica(owner string) *agent.Agent {
 	s := w.agentSettings(nil)
 	s.OwnerID = owner
 	return agent.New(w.clients, s, w.Store, w.Account.Clock(), w.log)
+}
+
+// NewReplicaWith starts another agent replica named owner like NewReplica, on its own clock and store (a
+// wrapper of the world's store): replicas whose clocks are skewed, or that stall, in lease tests.
+func (w *World) NewReplicaWith(owner string, clk clock.Clock, store state.Store) *agent.Agent {
+	s := w.agentSettings(nil)
+	s.OwnerID = owner
+	return agent.New(w.clients, s, store, clk, w.log)
 }
 
 // allStopped reports whether stop holds for the rollout of every managed group.

@@ -23,8 +23,9 @@ import (
 // Defaults of Runner.
 const (
 	// DefaultLeaseTTL is how long an invocation's claim on a workflow lasts without renewal; it is renewed on
-	// every write and while an update is tracked, so a crashed invocation blocks a new one for at most this.
-	DefaultLeaseTTL = 2 * time.Minute
+	// every write and while an update is tracked, so a crashed invocation blocks a new one for at most this
+	// plus the skew margin, a quarter of it (state.LeaseRule).
+	DefaultLeaseTTL = state.DefaultLeaseTTL
 	// DefaultMaxWait bounds how long one invocation tracks one update: a control plane update takes 10 to 40
 	// minutes, a node group's as long as its nodes take to be replaced.
 	DefaultMaxWait = 3 * time.Hour
@@ -42,7 +43,8 @@ var ErrLeaseHeld = errors.New("the upgrade workflow is being run by another invo
 // ErrOtherUpgrade is returned when the cluster has an unfinished workflow to another version.
 var ErrOtherUpgrade = errors.New("another upgrade of the cluster is unfinished")
 
-// LeaseHeldError says which invocation holds the workflow's lease and until when.
+// LeaseHeldError says which invocation holds the workflow's lease and until when another may take over
+// (Expires: the lease's expiry plus the skew margin).
 type LeaseHeldError struct {
 	Cluster, Owner string
 	Expires        time.Time
@@ -81,7 +83,7 @@ type Runner struct {
 	Backoff func(attempt int) time.Duration
 	// Owner names this invocation in the lease (unique per process); Who the operator, in steps and history.
 	Owner, Who string
-	// LeaseTTL defaults to DefaultLeaseTTL; MaxWait to DefaultMaxWait.
+	// LeaseTTL (`--lease-ttl`) defaults to DefaultLeaseTTL; MaxWait to DefaultMaxWait.
 	LeaseTTL, MaxWait time.Duration
 	// NewToken returns a new ClientRequestToken. Default: "patch-agent-" and 20 random hex digits.
 	NewToken func() string
@@ -125,6 +127,9 @@ func (r *Runner) leaseTTL() time.Duration {
 	}
 	return DefaultLeaseTTL
 }
+
+// leases is the lease rule of the runner's TTL.
+func (r *Runner) leases() state.LeaseRule { return state.LeaseRule{TTL: r.leaseTTL()} }
 
 func (r *Runner) maxWait() time.Duration {
 	if r.MaxWait > 0 {
@@ -217,8 +222,8 @@ func (r *Runner) Run(ctx context.Context, req Request) (state.Workflow, error) {
 	if fresh {
 		w = state.Workflow{Cluster: req.Cluster}
 	}
-	if w.LeaseOwner != "" && w.LeaseOwner != r.Owner && now.Before(w.LeaseExpires) {
-		return w, &LeaseHeldError{Cluster: req.Cluster, Owner: w.LeaseOwner, Expires: w.LeaseExpires}
+	if r.leases().HeldByOther(w.Lease(), r.Owner, now) {
+		return w, &LeaseHeldError{Cluster: req.Cluster, Owner: w.LeaseOwner, Expires: w.LeaseExpires.Add(r.leases().Margin())}
 	}
 	if err := flushPending(ctx, r.Store, w); err != nil {
 		return w, err
@@ -506,7 +511,8 @@ func (r *Runner) write(ctx context.Context, w state.Workflow, what string, lease
 	w.PendingHistory = entries // the last write's entries are in the history already
 	w.UpdatedAt = now
 	if lease {
-		w.LeaseOwner, w.LeaseExpires = r.Owner, now.Add(r.leaseTTL())
+		l := r.leases().Claim(r.Owner, now)
+		w.LeaseOwner, w.LeaseExpires = l.Owner, l.Expires
 	} else {
 		w.LeaseOwner, w.LeaseExpires = "", time.Time{}
 	}
@@ -516,8 +522,8 @@ func (r *Runner) write(ctx context.Context, w state.Workflow, what string, lease
 	}
 	next, err := r.Store.PutWorkflow(ctx, w)
 	if errors.Is(err, state.ErrConflict) {
-		if cur, gerr := r.Store.GetWorkflow(ctx, w.Cluster); gerr == nil && cur.LeaseOwner != "" && cur.LeaseOwner != r.Owner && now.Before(cur.LeaseExpires) {
-			return w, &LeaseHeldError{Cluster: w.Cluster, Owner: cur.LeaseOwner, Expires: cur.LeaseExpires}
+		if cur, gerr := r.Store.GetWorkflow(ctx, w.Cluster); gerr == nil && r.leases().HeldByOther(cur.Lease(), r.Owner, now) {
+			return w, &LeaseHeldError{Cluster: w.Cluster, Owner: cur.LeaseOwner, Expires: cur.LeaseExpires.Add(r.leases().Margin())}
 		}
 		return w, fmt.Errorf("the upgrade workflow of %s changed while this run worked on it (another invocation, or an approval): run again to continue from the stored record: %w",
 			w.Cluster, err)

@@ -284,6 +284,14 @@ func (r *Runner) start(ctx context.Context, w state.Workflow, c updateCall, resu
 	}
 	if u == nil {
 		var err error
+		if !r.leases().MayAct(w.Lease(), r.Owner, r.now()) {
+			// Less than the skew margin is left (this invocation stalled since its last write): a
+			// conditional write proves the record is still ours before the update call.
+			if w, err = r.save(ctx, w, leaseRenewed); err != nil {
+				return w, err
+			}
+			st = &w.Steps[w.Current]
+		}
 		u, err = c.start(ctx, st.Token)
 		if rejected(err) {
 			return r.halt(ctx, w, fmt.Sprintf("EKS refused %s: %v", c.what, err))

@@ -503,7 +503,7 @@ func TestCrashAfterEveryEffectResumesWithoutRepeatingAnUpdate(t *testing.T) {
 		}
 		require.True(t, f.blown, "%v", err)
 		require.ErrorIs(t, err, errCrashed)
-		w.a.Advance(eksupgrade.DefaultLeaseTTL) // the dead incarnation's lease expires
+		w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin()) // the dead incarnation's lease expires, margin included
 	}
 	require.Greater(t, restarts, 30, "every write, history entry and update call was a crash point")
 	w.requireOneUpdateEach(t, wf)
@@ -536,7 +536,7 @@ func TestCrashAtEachEffectThenOneResumeCompletesWithoutRepeats(t *testing.T) {
 		first := &fuse{At: at}
 		_, err := w.incarnation("first", first).Run(context.Background(), upgrade())
 		require.ErrorIs(t, err, errCrashed, "effect %d", at)
-		w.a.Advance(eksupgrade.DefaultLeaseTTL)
+		w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
 		wf, err := w.runner("second").Run(context.Background(), upgrade())
 		require.NoError(t, err, "resume after effect %d", at)
 		w.requireOneUpdateEach(t, wf)
@@ -582,6 +582,9 @@ func TestACrashedInvocationsLeaseBlocksUntilItExpires(t *testing.T) {
 	_, err = w.runner("next").Run(context.Background(), upgrade())
 	require.ErrorIs(t, err, eksupgrade.ErrLeaseHeld)
 	w.a.Advance(eksupgrade.DefaultLeaseTTL)
+	_, err = w.runner("next").Run(context.Background(), upgrade())
+	require.ErrorIs(t, err, eksupgrade.ErrLeaseHeld, "held for the skew margin past its expiry")
+	w.a.Advance(state.LeaseRule{}.Margin())
 	wf, err := w.runner("next").Run(context.Background(), upgrade())
 	require.NoError(t, err)
 	w.requireOneUpdateEach(t, wf)

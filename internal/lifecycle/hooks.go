@@ -54,7 +54,10 @@ const (
 // action twice (invariant 4, docs/architecture.md).
 type Hooks struct {
 	// Owner names this replica: a replica works on an action only while it holds the action's claim.
-	Owner       string
+	Owner string
+	// LeaseTTL is how long a claim on a lifecycle action lasts without renewal (`--lease-ttl`; <= 0:
+	// state.DefaultLeaseTTL). The skew margin is a quarter of it (state.LeaseRule).
+	LeaseTTL    time.Duration
 	Store       state.Store
 	AutoScaling awsapi.AutoScaling
 	EC2         awsapi.EC2
@@ -276,20 +279,22 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 
 var errClaimedElsewhere = errors.New("lifecycle action claimed by another replica")
 
-// hookClaimTTL is how long a replica's claim on a lifecycle action lasts without renewal.
-const hookClaimTTL = 2 * time.Minute
+// leases is the lease rule of the hooks' TTL.
+func (h *Hooks) leases() state.LeaseRule { return state.LeaseRule{TTL: h.LeaseTTL} }
 
-// claim makes this replica the one working on the action (invariant 6, docs/architecture.md): a claim held by another
-// replica is respected until it expires; this replica's own claim is renewed at half-life.
+// claim makes this replica the one working on the action (invariant 6, docs/architecture.md): a claim held by
+// another replica is respected until its expiry plus the skew margin; this replica's own claim is renewed at
+// half-life (state.LeaseRule).
 func (h *Hooks) claim(ctx context.Context, rec state.Hook) (state.Hook, error) {
 	now := h.Clock.Now()
-	if rec.Owner != "" && rec.Owner != h.Owner && now.Before(rec.OwnerExpires) {
+	if h.leases().HeldByOther(rec.Lease(), h.Owner, now) {
 		return rec, errClaimedElsewhere
 	}
-	if rec.Owner == h.Owner && rec.OwnerExpires.Sub(now) >= hookClaimTTL/2 {
+	if !h.leases().RenewDue(rec.Lease(), h.Owner, now) {
 		return rec, nil
 	}
-	rec.Owner, rec.OwnerExpires = h.Owner, now.Add(hookClaimTTL)
+	l := h.leases().Claim(h.Owner, now)
+	rec.Owner, rec.OwnerExpires = l.Owner, l.Expires
 	return h.Store.PutHook(ctx, rec)
 }
 
@@ -309,6 +314,12 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 			return HookInProgress, fmt.Errorf("claiming completion of lifecycle action %s: %w", a.Token, err)
 		}
 		rec = next
+	}
+	if !h.leases().MayAct(rec.Lease(), h.Owner, h.Clock.Now()) {
+		// This replica stalled since it claimed the action (less than the skew margin is left): another may
+		// have taken it over. The next look re-reads the record and claims it again before completing.
+		log.Info("claim on the lifecycle action too close to its expiry to complete it; looking again")
+		return HookInProgress, nil
 	}
 	_, err := h.AutoScaling.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),

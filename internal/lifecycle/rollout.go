@@ -50,7 +50,8 @@ const maxTransitionsPerTick = 12
 type Orchestrator struct {
 	// Owner names this replica in leases.
 	Owner string
-	// LeaseTTL is how long a claim on a target lasts without renewal (default 2 minutes).
+	// LeaseTTL is how long a claim on a target lasts without renewal (`--lease-ttl`; <= 0: state.DefaultLeaseTTL,
+	// 2 minutes). The skew margin is a quarter of it (state.LeaseRule).
 	LeaseTTL    time.Duration
 	Store       state.Store
 	AutoScaling awsapi.AutoScaling
@@ -72,12 +73,8 @@ type Orchestrator struct {
 	lastStored state.Rollout // the record as last read or written in this Reconcile call
 }
 
-func (o *Orchestrator) leaseTTL() time.Duration {
-	if o.LeaseTTL > 0 {
-		return o.LeaseTTL
-	}
-	return defaultLeaseTTL
-}
+// leases is the lease rule of the orchestrator's TTL.
+func (o *Orchestrator) leases() state.LeaseRule { return state.LeaseRule{TTL: o.LeaseTTL} }
 
 // pausedPrefix starts the Reason of a rollout held by a pause lock; sourcePrefix that of a target whose
 // source names no usable AMI.
@@ -121,13 +118,13 @@ type Inputs struct {
 	Record *state.Rollout
 }
 
-// defaultLeaseTTL is how long a replica's claim on a target lasts without renewal. Renewed on every write and
-// at half-life while waiting, so a live replica keeps it; another replica takes over only after expiry.
-const defaultLeaseTTL = 2 * time.Minute
-
 // Reconcile advances t's rollout as far as the world allows in this tick. It returns the record as stored.
-// A target whose lease another replica holds is left alone; a write that loses a race with another replica
-// (state.ErrConflict) ends the tick without error: the next tick re-reads the record.
+// A target whose lease another replica holds (until its expiry plus the skew margin, state.LeaseRule) is
+// left alone. This replica's lease is renewed on every write and at half-life; before every step of an
+// active rollout it must have more than the margin left, or it is renewed first with a conditional write, so
+// a replica that stalled past its lease and wakes up with a stale view loses that write instead of acting. A
+// write that loses a race with another replica (state.ErrConflict) ends the tick without error: the next tick
+// re-reads the record.
 func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (state.Rollout, error) {
 	v, ami := in.View, in.AMI
 	var r state.Rollout
@@ -144,10 +141,10 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 	}
 	o.lastStored = r.Clone()
 	now := o.Clock.Now()
-	if r.LeaseOwner != "" && r.LeaseOwner != o.Owner && now.Before(r.LeaseExpires) {
+	if o.leases().HeldByOther(r.Lease(), o.Owner, now) {
 		return r, nil // another replica acts on this target
 	}
-	if r.Active() && (r.LeaseOwner != o.Owner || r.LeaseExpires.Sub(now) < o.leaseTTL()/2) {
+	if r.Active() && o.leases().RenewDue(r.Lease(), o.Owner, now) {
 		next, err := o.save(ctx, r, "lease renewed")
 		if errors.Is(err, state.ErrConflict) {
 			return r, nil
@@ -170,6 +167,19 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		r.Reason = ""
 	}
 	for range maxTransitionsPerTick {
+		if r.Active() && !o.leases().MayAct(r.Lease(), o.Owner, o.Clock.Now()) {
+			// Less than the margin is left: this replica stalled (or its clock jumped) since it last wrote.
+			// It acts again only once a conditional write proves its view is still the stored one.
+			renewed, err := o.save(ctx, r, "lease renewed")
+			if errors.Is(err, state.ErrConflict) {
+				o.Log.Info("lease lost while this replica was stalled; re-reading next tick", zap.String(logging.Group, t.Group))
+				return stored, nil
+			}
+			if err != nil {
+				return r, err
+			}
+			r = renewed
+		}
 		next, err := o.step(ctx, t, v, ami, r)
 		if errors.Is(err, state.ErrConflict) {
 			o.Log.Info("another replica moved the rollout first; re-reading next tick", zap.String(logging.Group, t.Group))
@@ -313,11 +323,8 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 		return o.save(ctx, r, "already on target AMI")
 	}
 	r.Phase = state.PhaseDetected
-	if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: t.Group, At: o.Clock.Now(), Event: "detected",
-		PreviousImage: previous, NewImage: ami.ImageID, Source: ami.Parameter, SourceVersion: ami.Version}); err != nil {
-		return r, fmt.Errorf("recording history: %w", err)
-	}
-	return o.save(ctx, r, "new AMI detected")
+	return o.save(ctx, r, "new AMI detected", state.HistoryEntry{Group: t.Group, At: o.Clock.Now(), Event: "detected",
+		PreviousImage: previous, NewImage: ami.ImageID, Source: ami.Parameter, SourceVersion: ami.Version})
 }
 
 // amiRefused reports whether the rollout waits because the AMI gate refused its target.
@@ -698,44 +705,43 @@ func (o *Orchestrator) verify(ctx context.Context, v GroupView, r state.Rollout)
 			return o.save(ctx, r, fmt.Sprintf("instance %s runs %s: back to replacing", i.ID, i.ImageID))
 		}
 	}
-	if done, err := o.restoreMax(ctx, v, &r); err != nil || !done {
+	history, done, err := o.restoreMax(ctx, v, &r)
+	if err != nil || !done {
 		return r, err
 	}
 	r.Phase, r.Reason = state.PhaseCompleted, ""
-	if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "completed",
+	history = append(history, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "completed",
 		PreviousImage: r.PreviousImageID, NewImage: r.TargetImageID, Source: r.Source, SourceVersion: r.SourceVersion,
-		Detail: fmt.Sprintf("%d instance(s) replaced", len(r.Replaced))}); err != nil {
-		return r, fmt.Errorf("recording history: %w", err)
-	}
-	return o.save(ctx, r, "rollout completed")
+		Detail: fmt.Sprintf("%d instance(s) replaced", len(r.Replaced))})
+	return o.save(ctx, r, "rollout completed", history...)
 }
 
 // restoreMax lowers max size by the agent's own +1, only while max is still the value the agent wrote: a
 // max changed by someone else since is theirs, and is never overwritten with a stale value. When desired
 // capacity is above the original max (someone scaled out meanwhile), max cannot go back without cutting
-// capacity: it is left where it is, and history says so.
-func (o *Orchestrator) restoreMax(ctx context.Context, v GroupView, r *state.Rollout) (bool, error) {
+// capacity: it is left where it is, and the history entry it returns says so (written with the transition
+// that follows).
+func (o *Orchestrator) restoreMax(ctx context.Context, v GroupView, r *state.Rollout) ([]state.HistoryEntry, bool, error) {
 	if r.MaxRaisedTo == 0 {
-		return true, nil
+		return nil, true, nil
 	}
+	var history []state.HistoryEntry
 	switch {
 	case v.Max == r.MaxRaisedTo && v.Desired <= r.MaxRaisedFrom:
 		if _, err := o.AutoScaling.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
 			AutoScalingGroupName: aws.String(v.Name), MaxSize: aws.Int32(r.MaxRaisedFrom)}); err != nil {
-			return false, fmt.Errorf("restoring max size of %s to %d: %w", v.Name, r.MaxRaisedFrom, err)
+			return nil, false, fmt.Errorf("restoring max size of %s to %d: %w", v.Name, r.MaxRaisedFrom, err)
 		}
 	case v.Max == r.MaxRaisedTo:
 		detail := fmt.Sprintf("max size left at %d: desired capacity %d is above the original max %d", v.Max, v.Desired, r.MaxRaisedFrom)
 		o.Log.Warn(detail, zap.String(logging.Group, v.Name))
-		if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "max-not-restored", Detail: detail}); err != nil {
-			return false, fmt.Errorf("recording history: %w", err)
-		}
+		history = append(history, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "max-not-restored", Detail: detail})
 	case v.Max != r.MaxRaisedFrom:
 		o.Log.Warn("max size changed by someone else during the rollout; leaving it", zap.String(logging.Group, v.Name),
 			zap.Int32("max", v.Max), zap.Int32("agent_wrote", r.MaxRaisedTo))
 	}
 	r.MaxRaisedFrom, r.MaxRaisedTo = 0, 0
-	return true, nil
+	return history, true, nil
 }
 
 // halt stops the rollout: no further old instance is touched. With rollback (the default for failures of the
@@ -746,12 +752,9 @@ func (o *Orchestrator) halt(ctx context.Context, r state.Rollout, reason string,
 	if rollback && o.Policy.RollbackOnFailure && r.PreviousTemplate != nil {
 		r.Phase, event = state.PhaseRollingBack, "rolling-back"
 	}
-	if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: event,
-		PreviousImage: r.PreviousImageID, NewImage: r.TargetImageID, Source: r.Source, SourceVersion: r.SourceVersion, Detail: reason}); err != nil {
-		return r, fmt.Errorf("recording history: %w", err)
-	}
 	o.Log.Error("rollout halted", zap.String(logging.Group, r.Group), zap.String(logging.Reason, reason))
-	next, err := o.save(ctx, r, event)
+	next, err := o.save(ctx, r, event, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: event,
+		PreviousImage: r.PreviousImageID, NewImage: r.TargetImageID, Source: r.Source, SourceVersion: r.SourceVersion, Detail: reason})
 	if err == nil && next.Phase == state.PhaseHalted {
 		err = errWait
 	}
@@ -816,26 +819,27 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 			return r, errWait // the next tick sees the restored desired capacity
 		}
 	}
-	if done, err := o.restoreMax(ctx, v, &r); err != nil || !done {
+	history, done, err := o.restoreMax(ctx, v, &r)
+	if err != nil || !done {
 		return r, err
 	}
 	r.Phase, r.Current = state.PhaseRolledBack, nil
-	if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "rolled-back",
-		PreviousImage: r.TargetImageID, NewImage: r.PreviousImageID, Detail: r.Reason}); err != nil {
-		return r, fmt.Errorf("recording history: %w", err)
-	}
-	next, err := o.save(ctx, r, "rolled back")
+	history = append(history, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "rolled-back",
+		PreviousImage: r.TargetImageID, NewImage: r.PreviousImageID, Detail: r.Reason})
+	next, err := o.save(ctx, r, "rolled back", history...)
 	if err == nil {
 		err = errWait
 	}
 	return next, err
 }
 
-// save writes one transition conditionally on the version read and logs it once.
-func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string) (state.Rollout, error) {
+// save writes one transition conditionally on the version read, with the history entries that record it in
+// the same atomic write (so a replica that loses the race leaves none), and logs it once.
+func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string, history ...state.HistoryEntry) (state.Rollout, error) {
 	r.UpdatedAt = o.Clock.Now()
 	if r.Active() || r.Phase == state.PhaseHalted {
-		r.LeaseOwner, r.LeaseExpires = o.Owner, r.UpdatedAt.Add(o.leaseTTL())
+		l := o.leases().Claim(o.Owner, r.UpdatedAt)
+		r.LeaseOwner, r.LeaseExpires = l.Owner, l.Expires
 	} else {
 		r.LeaseOwner, r.LeaseExpires = "", time.Time{}
 	}
@@ -848,7 +852,13 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string) (
 			r.Reason = "" // a transition happened: whatever held the rollout before no longer does
 		}
 	}
-	next, err := o.Store.PutRollout(ctx, r)
+	var next state.Rollout
+	var err error
+	if len(history) > 0 {
+		next, err = o.Store.PutRolloutWithHistory(ctx, r, history)
+	} else {
+		next, err = o.Store.PutRollout(ctx, r)
+	}
 	if err != nil {
 		return r, fmt.Errorf("writing rollout of %s (%s): %w", r.Group, what, err)
 	}

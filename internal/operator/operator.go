@@ -93,7 +93,8 @@ func Resume(ctx context.Context, store state.Store, group string) error {
 
 // Approve records that who approved the group's current target AMI (ApprovedImage = TargetImageID,
 // ApprovedBy = who) with a conditional write; when the agent moved the record in between (state.ErrConflict)
-// it re-reads and decides once more. Then an "approved" history entry (Detail: who) is appended. Only a
+// it re-reads and decides once more. An "approved" history entry (Detail: who) is written in the same atomic
+// write (state.Store.PutRolloutWithHistory), so a lost race leaves none. Only a
 // rollout waiting for its approval (WaitingForApproval) is approved, unless force: a forced approval is
 // recorded in any phase and takes effect when the group waits for that AMI's approval. Approving the same
 // AMI again by the same person writes nothing. It returns the record as stored. Errors: group or who empty,
@@ -106,9 +107,7 @@ func Approve(ctx context.Context, store state.Store, group, who string, force bo
 	if strings.TrimSpace(who) == "" {
 		return state.Rollout{}, errors.New("an approval needs to say who approved")
 	}
-	wrote := false
 	r, err := update(ctx, store, group, func(r *state.Rollout) (bool, error) {
-		wrote = false
 		if r.TargetImageID == "" {
 			return false, fmt.Errorf("group %s has no target AMI to approve yet (phase %s)", group, r.Phase)
 		}
@@ -124,17 +123,11 @@ func Approve(ctx context.Context, store state.Store, group, who string, force bo
 			return false, nil
 		}
 		r.ApprovedImage, r.ApprovedBy = r.TargetImageID, who
-		wrote = true
 		return true, nil
+	}, func(r state.Rollout) []state.HistoryEntry {
+		return []state.HistoryEntry{{Group: group, At: now, Event: HistoryApproved, NewImage: r.ApprovedImage, Detail: who}}
 	})
-	if err != nil || !wrote {
-		return r, err
-	}
-	if err := store.AppendHistory(ctx, state.HistoryEntry{Group: group, At: now, Event: HistoryApproved,
-		NewImage: r.ApprovedImage, Detail: who}); err != nil {
-		return r, fmt.Errorf("approval of %s for %s is recorded, but its history entry is not: %w", r.ApprovedImage, group, err)
-	}
-	return r, nil
+	return r, err
 }
 
 // RollbackPlan is what a manual rollback of one group will do, for a confirmation prompt.
@@ -268,7 +261,7 @@ func previousImage(ctx context.Context, store state.Store, r state.Rollout) (str
 // record's PreviousImageID). One conditional write (re-read and retried once on state.ErrConflict) turns the
 // record into a new rollout: RollbackFrom = PreviousImageID = the current target, TargetImageID = to,
 // Phase Detected, Source "manual rollback by <who>", progress cleared, ApprovedImage = to (the operator's
-// request is its approval). Then a "manual-rollback" history entry is appended. The agent rolls the group to
+// request is its approval), with a "manual-rollback" history entry in the same atomic write. The agent rolls the group to
 // `to` through its normal steps (launch template version, surge, drain, terminate) and does not roll the old
 // target again while the source still names it. It returns the record as stored.
 //
@@ -303,20 +296,20 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 		r.Steps++
 		r.UpdatedAt = now
 		return true, nil
+	}, func(state.Rollout) []state.HistoryEntry {
+		return []state.HistoryEntry{{Group: group, At: now, Event: HistoryManualRollback, PreviousImage: plan.From, NewImage: plan.To, Detail: who}}
 	})
 	if err != nil {
 		return state.Rollout{}, err
 	}
-	if err := store.AppendHistory(ctx, state.HistoryEntry{Group: group, At: now, Event: HistoryManualRollback,
-		PreviousImage: plan.From, NewImage: plan.To, Detail: who}); err != nil {
-		return next, fmt.Errorf("rollback of %s to %s is recorded, but its history entry is not: %w", group, plan.To, err)
-	}
 	return next, nil
 }
 
-// update reads the rollout of group, lets change edit it and writes it conditionally on the version read.
-// On state.ErrConflict it re-reads and tries once more. change returns false to write nothing.
-func update(ctx context.Context, store state.Store, group string, change func(*state.Rollout) (bool, error)) (state.Rollout, error) {
+// update reads the rollout of group, lets change edit it and writes it conditionally on the version read,
+// with the history entries that history returns for the changed record in the same atomic write. On
+// state.ErrConflict it re-reads and tries once more. change returns false to write nothing.
+func update(ctx context.Context, store state.Store, group string, change func(*state.Rollout) (bool, error),
+	history func(state.Rollout) []state.HistoryEntry) (state.Rollout, error) {
 	for attempt := 1; ; attempt++ {
 		r, err := getRollout(ctx, store, group)
 		if err != nil {
@@ -329,7 +322,7 @@ func update(ctx context.Context, store state.Store, group string, change func(*s
 		if !write {
 			return r, nil
 		}
-		next, err := store.PutRollout(ctx, r)
+		next, err := store.PutRolloutWithHistory(ctx, r, history(r))
 		switch {
 		case err == nil:
 			return next, nil

@@ -187,6 +187,10 @@ type racingStore struct {
 }
 
 func (s *racingStore) PutRollout(ctx context.Context, r state.Rollout) (state.Rollout, error) {
+	return s.PutRolloutWithHistory(ctx, r, nil)
+}
+
+func (s *racingStore) PutRolloutWithHistory(ctx context.Context, r state.Rollout, h []state.HistoryEntry) (state.Rollout, error) {
 	s.puts.Add(1)
 	if s.races.Add(-1) >= 0 {
 		cur, err := s.Memory.GetRollout(ctx, r.Group)
@@ -198,7 +202,7 @@ func (s *racingStore) PutRollout(ctx context.Context, r state.Rollout) (state.Ro
 			return state.Rollout{}, err
 		}
 	}
-	return s.Memory.PutRollout(ctx, r)
+	return s.Memory.PutRolloutWithHistory(ctx, r, h)
 }
 
 var _ state.Store = (*racingStore)(nil)
@@ -222,6 +226,11 @@ func TestApproveRetriesOnceOnConflict(t *testing.T) {
 			if tc.wantErr {
 				require.ErrorIs(t, err, state.ErrConflict)
 				require.ErrorContains(t, err, "changed twice")
+				hist, err := s.History(context.Background(), "prod")
+				require.NoError(t, err)
+				for _, e := range hist {
+					require.NotEqual(t, operator.HistoryApproved, e.Event, "a lost write leaves no approval in the history")
+				}
 				return
 			}
 			require.NoError(t, err)
@@ -337,16 +346,25 @@ func TestPlanRollbackSaysWhatWillHappenWithoutWriting(t *testing.T) {
 	require.Equal(t, int64(1), r.Version)
 }
 
-// failingHistory fails every history append.
+// failingHistory fails every write that carries history entries, as a throttled DynamoDB transaction would.
 type failingHistory struct{ *state.Memory }
 
-func (failingHistory) AppendHistory(context.Context, state.HistoryEntry) error {
-	return errors.New("throttled")
+func (failingHistory) PutRolloutWithHistory(context.Context, state.Rollout, []state.HistoryEntry) (state.Rollout, error) {
+	return state.Rollout{}, errors.New("throttled")
 }
 
-func TestRollbackReportsAHistoryEntryThatWasNotWritten(t *testing.T) {
+// The record and its history entry are one write: when it fails, neither the rollback nor its entry exists.
+func TestRollbackWhoseWriteFailsLeavesNeitherRecordNorHistory(t *testing.T) {
+	ctx := context.Background()
 	s := failingHistory{seed(t, []state.Rollout{completedOnB()})}
-	r, err := operator.Rollback(context.Background(), s, "prod", "", "alice", false, now)
-	require.ErrorContains(t, err, "is recorded, but its history entry is not: throttled")
-	require.Equal(t, amiA, r.TargetImageID, "the record as written is returned")
+	_, err := operator.Rollback(ctx, s, "prod", "", "alice", false, now)
+	require.ErrorContains(t, err, "throttled")
+	r, err := s.GetRollout(ctx, "prod")
+	require.NoError(t, err)
+	require.Equal(t, completedOnB().TargetImageID, r.TargetImageID, "the rollout is not started")
+	hist, err := s.History(ctx, "prod")
+	require.NoError(t, err)
+	for _, e := range hist {
+		require.NotEqual(t, operator.HistoryManualRollback, e.Event)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +26,8 @@ type DynamoDBAPI interface {
 	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	// TransactWriteItems writes a rollout record and its history entries atomically (PutRolloutWithHistory).
+	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 // TableAPI is the part of the DynamoDB API that CreateTable uses; *dynamodb.Client satisfies it.
@@ -142,6 +145,87 @@ func (d *DynamoDB) PutRollout(ctx context.Context, r Rollout) (Rollout, error) {
 		return Rollout{}, fmt.Errorf("writing rollout of %s at version %d: %w", r.Group, r.Version, err)
 	}
 	return clone(stored), nil
+}
+
+// PutRolloutWithHistory implements Store with one TransactWriteItems: a Put of the rollout record with the
+// same condition as PutRollout (attribute_not_exists(pk) for version 0, version = :n otherwise) and one Put
+// per history entry conditional on its sort key being free (Amazon DynamoDB Developer Guide, "Amazon DynamoDB
+// Transactions": all the writes succeed or none does). A TransactionCanceledException whose reason for the
+// rollout item is ConditionalCheckFailed is ErrConflict; one whose only failed condition is a history sort
+// key another writer took is retried with new sequence numbers (at most 5 attempts). The SDK fills in the
+// ClientRequestToken, so its own retries of one attempt are idempotent. The task role needs dynamodb:PutItem
+// on the table, which governs the Puts of a transaction. No entries is PutRollout (one PutItem).
+func (d *DynamoDB) PutRolloutWithHistory(ctx context.Context, r Rollout, history []HistoryEntry) (Rollout, error) {
+	if len(history) == 0 {
+		return d.PutRollout(ctx, r)
+	}
+	if r.Group == "" {
+		return Rollout{}, errors.New("writing rollout: group is empty")
+	}
+	if err := checkHistoryOf(r, history); err != nil {
+		return Rollout{}, err
+	}
+	stored := clone(r)
+	stored.Version = r.Version + 1
+	pk, sk := RolloutKey(r.Group)
+	where := fmt.Sprintf("writing rollout of %s at version %d with %d history entries: table %s (pk %s, sk %s)",
+		r.Group, r.Version, len(history), d.table, pk, sk)
+	rollout, err := d.versionedPut(pk, sk, r.Version, stored)
+	if err != nil {
+		return Rollout{}, fmt.Errorf("%s: %w", where, err)
+	}
+	free, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	if err != nil {
+		return Rollout{}, fmt.Errorf("%s: building condition: %w", where, err)
+	}
+	entries := make([]map[string]types.AttributeValue, len(history))
+	for i, e := range history {
+		if entries[i], err = marshal(e); err != nil {
+			return Rollout{}, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		items := []types.TransactWriteItem{{Put: rollout}}
+		for i, e := range history {
+			item := maps.Clone(entries[i]) // a new map per attempt: the last request is left as it was sent
+			item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
+			item[AttrSK] = &types.AttributeValueMemberS{Value: HistorySortKey(e.At, d.seq.Add(1))}
+			items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(d.table), Item: item,
+				ConditionExpression: free.Condition(), ExpressionAttributeNames: free.Names(), ExpressionAttributeValues: free.Values()}})
+		}
+		_, err := d.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			return clone(stored), nil
+		}
+		switch failed := canceledOnCondition(err); {
+		case len(failed) > 0 && failed[0]:
+			return Rollout{}, fmt.Errorf("%s: %w: %w", where, ErrConflict, err)
+		case len(failed) > 0 && attempt < historyPutAttempts:
+			continue // only history sort keys were taken: new sequence numbers
+		default:
+			return Rollout{}, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+}
+
+// canceledOnCondition returns, for a TransactionCanceledException, which items of the transaction (in
+// request order) failed their condition (reason code ConditionalCheckFailed); nil for any other error or
+// when no condition failed (a TransactionConflict, a throttled item).
+func canceledOnCondition(err error) []bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil
+	}
+	out := make([]bool, len(tce.CancellationReasons))
+	condFailed := false
+	for i, r := range tce.CancellationReasons {
+		out[i] = aws.ToString(r.Code) == "ConditionalCheckFailed"
+		condFailed = condFailed || out[i]
+	}
+	if !condFailed {
+		return nil
+	}
+	return out
 }
 
 // ListRollouts implements Store with a paginated, strongly consistent Scan filtered on sk = "rollout".
@@ -398,12 +482,12 @@ func (d *DynamoDB) get(ctx context.Context, pk, sk string, v any) error {
 	return nil
 }
 
-// putVersioned writes record (whose version attribute is already expected+1) under (pk, sk) if the stored
-// item's version equals expected, or, for expected 0, if no item exists. A failed condition is ErrConflict.
-func (d *DynamoDB) putVersioned(ctx context.Context, pk, sk string, expected int64, record any) error {
+// versionedPut returns the Put of record (whose version attribute is already expected+1) under (pk, sk)
+// conditional on the stored item's version being expected, or, for expected 0, on no item existing.
+func (d *DynamoDB) versionedPut(pk, sk string, expected int64, record any) (*types.Put, error) {
 	item, err := marshal(record)
 	if err != nil {
-		return fmt.Errorf("table %s (pk %s, sk %s): %w", d.table, pk, sk, err)
+		return nil, err
 	}
 	item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
 	item[AttrSK] = &types.AttributeValueMemberS{Value: sk}
@@ -414,14 +498,25 @@ func (d *DynamoDB) putVersioned(ctx context.Context, pk, sk string, expected int
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {
-		return fmt.Errorf("table %s (pk %s, sk %s): building condition: %w", d.table, pk, sk, err)
+		return nil, fmt.Errorf("building condition: %w", err)
+	}
+	return &types.Put{TableName: aws.String(d.table), Item: item, ConditionExpression: expr.Condition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()}, nil
+}
+
+// putVersioned writes record (whose version attribute is already expected+1) under (pk, sk) if the stored
+// item's version equals expected, or, for expected 0, if no item exists. A failed condition is ErrConflict.
+func (d *DynamoDB) putVersioned(ctx context.Context, pk, sk string, expected int64, record any) error {
+	put, err := d.versionedPut(pk, sk, expected, record)
+	if err != nil {
+		return fmt.Errorf("table %s (pk %s, sk %s): %w", d.table, pk, sk, err)
 	}
 	_, err = d.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(d.table),
-		Item:                      item,
-		ConditionExpression:       expr.Condition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
+		TableName:                 put.TableName,
+		Item:                      put.Item,
+		ConditionExpression:       put.ConditionExpression,
+		ExpressionAttributeNames:  put.ExpressionAttributeNames,
+		ExpressionAttributeValues: put.ExpressionAttributeValues,
 	})
 	switch {
 	case err == nil:

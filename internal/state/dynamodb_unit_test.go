@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
@@ -104,4 +106,76 @@ func TestHistorySortKeysSortByTime(t *testing.T) {
 	}
 	require.True(t, sort.StringsAreSorted(keys), "%q", keys)
 	require.Equal(t, "history#2026-01-02T03:04:05.100000000Z#00000000000000000003", keys[1])
+}
+
+// scriptedTransactions is a DynamoDBAPI whose TransactWriteItems answers with errs in turn (then success) and
+// records every request.
+type scriptedTransactions struct {
+	state.DynamoDBAPI
+	errs []error
+	got  []*dynamodb.TransactWriteItemsInput
+}
+
+func (s *scriptedTransactions) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	s.got = append(s.got, in)
+	if n := len(s.got); n <= len(s.errs) {
+		return nil, s.errs[n-1]
+	}
+	return &dynamodb.TransactWriteItemsOutput{}, nil
+}
+
+// canceled is DynamoDB's TransactionCanceledException with one reason code per item ("None" for items that
+// passed).
+func canceled(codes ...string) error {
+	reasons := make([]types.CancellationReason, len(codes))
+	for i, c := range codes {
+		reasons[i] = types.CancellationReason{Code: aws.String(c)}
+	}
+	return &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+}
+
+func TestRolloutWithHistoryTransactionOutcomes(t *testing.T) {
+	entries := []state.HistoryEntry{{Group: "prod-nodes", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Event: "detected"}}
+	for _, tc := range []struct {
+		name     string
+		errs     []error
+		calls    int
+		conflict bool
+		fails    bool
+	}{
+		{name: "written at the first attempt", calls: 1},
+		{name: "rollout condition failed: ErrConflict, not retried", errs: []error{canceled("ConditionalCheckFailed", "None")}, calls: 1, conflict: true, fails: true},
+		{name: "history sort key taken: retried with a new sequence number", errs: []error{canceled("None", "ConditionalCheckFailed")}, calls: 2},
+		{name: "both failed: ErrConflict", errs: []error{canceled("ConditionalCheckFailed", "ConditionalCheckFailed")}, calls: 1, conflict: true, fails: true},
+		{name: "transaction conflict is an error, not ErrConflict", errs: []error{canceled("None", "TransactionConflict")}, calls: 1, fails: true},
+		{name: "history keys taken five times: error", errs: []error{canceled("None", "ConditionalCheckFailed"), canceled("None", "ConditionalCheckFailed"),
+			canceled("None", "ConditionalCheckFailed"), canceled("None", "ConditionalCheckFailed"), canceled("None", "ConditionalCheckFailed")}, calls: 5, fails: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := &scriptedTransactions{errs: tc.errs}
+			s := state.NewDynamoDB(api, "patch-agent")
+			got, err := s.PutRolloutWithHistory(context.Background(), state.Rollout{Group: "prod-nodes", Version: 3}, entries)
+			require.Len(t, api.got, tc.calls)
+			require.Equal(t, tc.conflict, errors.Is(err, state.ErrConflict), "%v", err)
+			if tc.fails {
+				require.Error(t, err)
+				require.ErrorContains(t, err, "table patch-agent (pk target#prod-nodes, sk rollout)")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, int64(4), got.Version)
+			keys := map[string]bool{}
+			for _, in := range api.got {
+				require.Len(t, in.TransactItems, 2)
+				put := in.TransactItems[0].Put
+				require.Len(t, put.ExpressionAttributeValues, 1, "the rollout is conditional on the version read")
+				for _, v := range put.ExpressionAttributeValues {
+					require.Equal(t, "3", v.(*types.AttributeValueMemberN).Value)
+				}
+				sk := in.TransactItems[1].Put.Item["sk"].(*types.AttributeValueMemberS).Value
+				require.False(t, keys[sk], "a retry takes a new sort key")
+				keys[sk] = true
+			}
+		})
+	}
 }

@@ -55,6 +55,24 @@ func (m *Memory) PutRollout(_ context.Context, r Rollout) (Rollout, error) {
 	return clone(r), nil
 }
 
+// PutRolloutWithHistory implements Store: the version check, the write and the appends under one lock.
+func (m *Memory) PutRolloutWithHistory(_ context.Context, r Rollout, history []HistoryEntry) (Rollout, error) {
+	if err := checkHistoryOf(r, history); err != nil {
+		return Rollout{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur, ok := m.rollouts[r.Group]
+	if (!ok && r.Version != 0) || (ok && cur.Version != r.Version) {
+		return Rollout{}, fmt.Errorf("rollout of %s at version %d: %w", r.Group, r.Version, ErrConflict)
+	}
+	r.Version++
+	m.rollouts[r.Group] = clone(r)
+	m.history[r.Group] = append(m.history[r.Group], history...)
+	m.Writes++
+	return clone(r), nil
+}
+
 // ListRollouts implements Store.
 func (m *Memory) ListRollouts(_ context.Context) ([]Rollout, error) {
 	m.mu.Lock()

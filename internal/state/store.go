@@ -8,6 +8,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -18,6 +19,24 @@ var ErrNotFound = errors.New("record not found")
 // someone else (another replica, or this agent before a crash) moved the record first. Re-read and re-decide.
 var ErrConflict = errors.New("conditional write failed: record changed since it was read")
 
+// MaxHistoryPerWrite bounds the history entries of one PutRolloutWithHistory: a DynamoDB transaction holds
+// at most 100 items (Amazon DynamoDB API Reference, TransactWriteItems), one of them the rollout record.
+const MaxHistoryPerWrite = 99
+
+// checkHistoryOf returns an error when history cannot be written with r: too many entries, or an entry of
+// another group.
+func checkHistoryOf(r Rollout, history []HistoryEntry) error {
+	if len(history) > MaxHistoryPerWrite {
+		return fmt.Errorf("writing rollout of %s with %d history entries: at most %d in one write", r.Group, len(history), MaxHistoryPerWrite)
+	}
+	for _, e := range history {
+		if e.Group != r.Group {
+			return fmt.Errorf("writing rollout of %s: history entry %q is of group %q", r.Group, e.Event, e.Group)
+		}
+	}
+	return nil
+}
+
 // Store persists the agent's records. Implementations must be safe for concurrent use.
 type Store interface {
 	// GetRollout returns the rollout record of a target (an Auto Scaling group name), or ErrNotFound.
@@ -25,6 +44,11 @@ type Store interface {
 	// PutRollout writes r if the stored record's Version equals r.Version (0 = must not exist yet), and
 	// returns the record as stored with Version incremented. ErrConflict otherwise.
 	PutRollout(ctx context.Context, r Rollout) (Rollout, error)
+	// PutRolloutWithHistory writes r exactly like PutRollout and appends the history entries that record the
+	// transition in the same atomic write: both happen or neither does, so a writer that loses the race
+	// (ErrConflict) leaves no history entry behind. Every entry's Group must be r.Group; at most
+	// MaxHistoryPerWrite entries. No entries is PutRollout.
+	PutRolloutWithHistory(ctx context.Context, r Rollout, history []HistoryEntry) (Rollout, error)
 	// ListRollouts returns every rollout record, sorted by group name.
 	ListRollouts(ctx context.Context) ([]Rollout, error)
 

@@ -1,6 +1,7 @@
 // Package storetest is the conformance suite every state.Store implementation must pass: missing records,
 // conditional writes on the version (create, stale version, concurrent writers from one read), round trips of
-// every field, listing order and history order, pause locks (put, replace, delete, list order) and
+// every field, listing order and history order, rollout writes with their history entries (atomic: a lost
+// race leaves no entry), pause locks (put, replace, delete, list order) and
 // processed-event markers (first, duplicate, concurrent markers of one id). The memory store runs it in state's unit tests and the
 // DynamoDB store runs it against kumo, so code tested on the memory store behaves the same in production.
 package storetest
@@ -49,6 +50,10 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"history is per group, oldest first, every field kept", testHistoryOrder},
 		{"history is sorted by time, not by append order; same instant in append order", testHistoryOutOfOrder},
 		{"hook round trip keeps the Completing state and its owner", testHookCompletingRoundTrip},
+		{"rollout with history: record and entries written together", testRolloutWithHistory},
+		{"rollout with history at a stale version or over an existing record: conflict, no entry", testRolloutWithHistoryConflict},
+		{"rollout with history, writers racing from one read: one wins, only its entries exist", testRolloutWithHistoryRace},
+		{"rollout with history rejects entries of another group and writes nothing", testRolloutWithHistoryOtherGroup},
 		{"list of no locks is empty", testLocksEmpty},
 		{"lock round trip keeps every field", testLockRoundTrip},
 		{"lock put replaces, delete removes, list is global first then by group", testLocksPutReplaceDeleteList},
@@ -527,6 +532,117 @@ func testHistoryOutOfOrder(t *testing.T, s state.Store) {
 		events = append(events, e.Event)
 	}
 	require.Equal(t, []string{"zeroth", "first", "second a", "second b", "third", "fourth"}, events)
+}
+
+func testRolloutWithHistory(t *testing.T, s state.Store) {
+	c := ctx(t)
+	detected := state.HistoryEntry{Group: "g", At: at, Event: "detected", PreviousImage: "ami-0old", NewImage: "ami-0new",
+		Source: "/golden/ecs/ami", SourceVersion: 3, Detail: "new AMI"}
+	requireAllFieldsSet(t, detected)
+	put, err := s.PutRolloutWithHistory(c, state.Rollout{Group: "g", Phase: state.PhaseDetected}, []state.HistoryEntry{detected})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), put.Version)
+
+	next := put
+	next.Phase = state.PhaseCompleted
+	two := []state.HistoryEntry{{Group: "g", At: at.Add(time.Minute), Event: "max-not-restored"},
+		{Group: "g", At: at.Add(time.Minute), Event: "completed"}}
+	put, err = s.PutRolloutWithHistory(c, next, two)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), put.Version)
+	none, err := s.PutRolloutWithHistory(c, put, nil) // no entries: a plain conditional write
+	require.NoError(t, err)
+	require.Equal(t, int64(3), none.Version)
+
+	got, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, state.PhaseCompleted, got.Phase)
+	require.Equal(t, int64(3), got.Version)
+	hist, err := s.History(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, []string{"detected", "max-not-restored", "completed"}, events(hist), "same instant: write order")
+	w, g := detected, hist[0]
+	require.True(t, w.At.Equal(g.At))
+	w.At, g.At = time.Time{}, time.Time{}
+	require.Equal(t, w, g)
+}
+
+func testRolloutWithHistoryConflict(t *testing.T, s state.Store) {
+	c := ctx(t)
+	v1, err := s.PutRolloutWithHistory(c, state.Rollout{Group: "g", Phase: state.PhaseDetected},
+		[]state.HistoryEntry{{Group: "g", At: at, Event: "detected"}})
+	require.NoError(t, err)
+	v2 := v1
+	v2.Phase = state.PhasePreparing
+	_, err = s.PutRollout(c, v2)
+	require.NoError(t, err)
+
+	stale := v1 // read at version 1, written after version 2 exists
+	stale.Phase = state.PhaseCompleted
+	_, err = s.PutRolloutWithHistory(c, stale, []state.HistoryEntry{{Group: "g", At: at.Add(time.Minute), Event: "completed"}})
+	require.ErrorIs(t, err, state.ErrConflict)
+	_, err = s.PutRolloutWithHistory(c, state.Rollout{Group: "g", Phase: state.PhaseDetected},
+		[]state.HistoryEntry{{Group: "g", At: at.Add(2 * time.Minute), Event: "detected again"}})
+	require.ErrorIs(t, err, state.ErrConflict, "version 0 over an existing record")
+	_, err = s.PutRolloutWithHistory(c, state.Rollout{Group: "h", Version: 4},
+		[]state.HistoryEntry{{Group: "h", At: at, Event: "phantom"}})
+	require.ErrorIs(t, err, state.ErrConflict, "a version of a missing record")
+
+	got, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), got.Version)
+	require.Equal(t, state.PhasePreparing, got.Phase)
+	hist, err := s.History(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, []string{"detected"}, events(hist), "a lost write leaves no history entry")
+	hist, err = s.History(c, "h")
+	require.NoError(t, err)
+	require.Empty(t, hist)
+	_, err = s.GetRollout(c, "h")
+	require.ErrorIs(t, err, state.ErrNotFound)
+}
+
+func testRolloutWithHistoryRace(t *testing.T, s state.Store) {
+	c := ctx(t)
+	winners, errs := race(func(i int) (string, error) {
+		event := fmt.Sprintf("detected by writer %d", i)
+		_, err := s.PutRolloutWithHistory(c, state.Rollout{Group: "g", Phase: state.PhaseDetected, Reason: event},
+			[]state.HistoryEntry{{Group: "g", At: at, Event: event}})
+		return event, err
+	})
+	require.Len(t, winners, 1, "exactly one writer must win; errors: %v", errs)
+	for _, err := range errs {
+		require.ErrorIs(t, err, state.ErrConflict)
+	}
+	got, err := s.GetRollout(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, winners[0], got.Reason)
+	hist, err := s.History(c, "g")
+	require.NoError(t, err)
+	require.Equal(t, winners, events(hist), "only the winner's entry is in the history")
+}
+
+func testRolloutWithHistoryOtherGroup(t *testing.T, s state.Store) {
+	c := ctx(t)
+	_, err := s.PutRolloutWithHistory(c, state.Rollout{Group: "g", Phase: state.PhaseDetected},
+		[]state.HistoryEntry{{Group: "g", At: at, Event: "detected"}, {Group: "other", At: at, Event: "detected"}})
+	require.ErrorContains(t, err, `history entry "detected" is of group "other"`)
+	require.NotErrorIs(t, err, state.ErrConflict)
+	_, err = s.GetRollout(c, "g")
+	require.ErrorIs(t, err, state.ErrNotFound)
+	for _, g := range []string{"g", "other"} {
+		hist, err := s.History(c, g)
+		require.NoError(t, err)
+		require.Empty(t, hist)
+	}
+}
+
+func events(hist []state.HistoryEntry) []string {
+	out := []string{}
+	for _, e := range hist {
+		out = append(out, e.Event)
+	}
+	return out
 }
 
 func testHookCompletingRoundTrip(t *testing.T, s state.Store) {
