@@ -112,6 +112,7 @@ type World struct {
 	settings  agent.Settings
 	log       *zap.Logger
 	eksParams map[string]string // EKS group with an `auto` source -> the public parameter it resolves to
+	faults    *sim.Faults       // Spec.Faults
 }
 
 // GroupSetup is one Auto Scaling group of a world: an ECS cluster's capacity, or an EKS self-managed node
@@ -151,6 +152,9 @@ type Spec struct {
 	Log          *zap.Logger
 	// Wrap, when set, wraps the agent's clients (fault injection in tests).
 	Wrap func(agent.Clients) agent.Clients
+	// Faults, when set, injects faults into every AWS call of the agent (its clients, and the EKS and
+	// instance type calls of the EKS platform) and counts them; applied before Wrap.
+	Faults *sim.Faults
 	// Store, when set, is the agent's store (a memory store to inspect after a demo, the DynamoDB store on
 	// kumo in integration tests); nil: a new memory store.
 	Store state.Store
@@ -331,6 +335,11 @@ func Build(spec Spec) (*World, error) {
 		CloudWatch: acct.CloudWatch()}
 	if spec.SQS != nil {
 		clients.SQS, queue = spec.SQS, spec.QueueURL
+	}
+	if f := spec.Faults; f != nil {
+		clients = agent.Clients{AutoScaling: f.AutoScaling(clients.AutoScaling), EC2: f.EC2(clients.EC2), ECS: f.ECS(clients.ECS),
+			SSM: f.SSM(clients.SSM), SQS: f.SQS(clients.SQS), CloudWatch: f.CloudWatch(clients.CloudWatch)}
+		w.faults = f
 	}
 	if spec.Wrap != nil {
 		clients = spec.Wrap(clients)

@@ -58,6 +58,9 @@ type FaultRule struct {
 	// Every makes the rule fire on every Every-th matching call, counted per operation (calls Every, 2*Every,
 	// ... of "ecs:ListTasks" fire, independently of "ecs:DescribeTasks"). Deterministic.
 	Every int
+	// Across counts Every over all matching calls together instead of per operation: every Every-th ECS
+	// call fails, whichever operation it is.
+	Across bool
 	// Probability makes the rule fire on each matching call with this probability (0..1), drawn from the
 	// injector's seeded random numbers: one stream per operation, so that a run is reproducible as long as
 	// each operation's calls come in the same order.
@@ -216,8 +219,12 @@ func (f *Faults) decide(op string, mutating bool) decision {
 		if !matches(r.Op, op) || (r.Max > 0 && f.fired[i] >= r.Max) {
 			continue
 		}
-		f.counts[i][op]++
-		fire := r.Every > 0 && f.counts[i][op]%r.Every == 0
+		key := op
+		if r.Across {
+			key = r.Op
+		}
+		f.counts[i][key]++
+		fire := r.Every > 0 && f.counts[i][key]%r.Every == 0
 		if !fire && r.Probability > 0 {
 			fire = f.stream(op).Float64() < r.Probability
 		}
