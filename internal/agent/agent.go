@@ -55,7 +55,7 @@ type Settings struct {
 	Observer lifecycle.Observer
 	// Backoff is the retry backoff of a target whose rollout step failed and of a lifecycle action whose
 	// drain check failed: they are tried again after it, not on every tick or poll. Zero:
-	// lifecycle.DefaultBackoff (5 s doubling to 2 minutes, 20 % jitter).
+	// lifecycle.DefaultBackoff (5 s, times 1.5 up to 2 minutes, 20 % jitter).
 	Backoff wait.Backoff
 }
 
@@ -435,16 +435,31 @@ func (a *Agent) route(ctx context.Context, ev events.Event) (events.Disposition,
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if err := a.resolveLocked(ctx, a.parametersLocked()); err != nil {
-			return events.Done, err
+			return doneOrHold(err)
 		}
 		a.lastPoll = a.clock.Now()
-		return events.Done, a.reconcileLocked(ctx, nil)
+		return doneOrHold(a.reconcileLocked(ctx, nil))
 	case events.KindParameterChange:
-		return a.handleParameter(ctx, ev)
+		disp, err := a.handleParameter(ctx, ev)
+		if err != nil && disp == events.Done {
+			return doneOrHold(err)
+		}
+		return disp, err
 	case events.KindLifecycleAction:
 		return a.handleLifecycle(ctx, ev)
 	}
 	return events.Ignored, nil
+}
+
+// doneOrHold is the disposition of an event whose handling ended with err: a passing AWS fault (throttling,
+// 5xx, timeout) keeps the message held and handled again on the next poll, as a drain's message is, instead
+// of leaving it invisible for its whole visibility timeout and walking it toward the dead-letter queue; any
+// other error leaves it for redelivery.
+func doneOrHold(err error) (events.Disposition, error) {
+	if awsapi.IsTransient(err) {
+		return events.Hold, err
+	}
+	return events.Done, err
 }
 
 // handleParameter resolves a changed parameter at once and advances the targets that use it.

@@ -103,6 +103,8 @@ type World struct {
 	Checker  *Checker
 	// Restarts counts the agent incarnations replaced by Restart.
 	Restarts int
+	// AgentErrors counts the agent iterations that returned an error (only with Spec.Faults; see Step).
+	AgentErrors int
 	// pastMessages are the message counts of agent incarnations replaced by Restart.
 	pastMessages MessageCounts
 	// Kube plays the Kubernetes side of the EKS groups (nil without EKS groups).
@@ -373,9 +375,15 @@ func (w *World) PublishPublicAMI(param, image string) {
 
 // Step runs one agent iteration, checks the invariants, then advances simulated time by tick (and lets the
 // simulated Kubernetes nodes of EKS groups follow).
+//
+// With Spec.Faults an agent iteration that fails (an injected fault reached the top of the loop) is counted
+// in AgentErrors and the world goes on, as Run logs it and goes on with the next tick.
 func (w *World) Step(ctx context.Context, tick time.Duration) error {
 	if err := w.Agent.RunOnce(ctx); err != nil {
-		return err
+		if w.faults == nil {
+			return err
+		}
+		w.AgentErrors++
 	}
 	w.Checker.Check()
 	w.Account.Advance(tick)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -58,6 +59,8 @@ type FaultRule struct {
 	// Every makes the rule fire on every Every-th matching call, counted per operation (calls Every, 2*Every,
 	// ... of "ecs:ListTasks" fire, independently of "ecs:DescribeTasks"). Deterministic.
 	Every int
+	// Except names operations Op matches that the rule leaves alone.
+	Except []string
 	// Across counts Every over all matching calls together instead of per operation: every Every-th ECS
 	// call fails, whichever operation it is.
 	Across bool
@@ -216,7 +219,7 @@ func (f *Faults) decide(op string, mutating bool) decision {
 		return d
 	}
 	for i, r := range f.rules {
-		if !matches(r.Op, op) || (r.Max > 0 && f.fired[i] >= r.Max) {
+		if !matches(r.Op, op) || slices.Contains(r.Except, op) || (r.Max > 0 && f.fired[i] >= r.Max) {
 			continue
 		}
 		key := op
