@@ -203,3 +203,132 @@ func TestFaultMatrixEveryStrategyCompletesUnder20PercentFaults(t *testing.T) {
 		})
 	}
 }
+
+// drainDurations runs the rollout of g to ImageB and returns how long each replacement spent in Draining.
+func drainDurations(t *testing.T, w *demo.World, g demo.GroupSetup) []time.Duration {
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	var drains []time.Duration
+	var started time.Time
+	current := ""
+	_, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		switch {
+		case r.Current != nil && r.Current.Step == state.StepDraining && started.IsZero():
+			started, current = w.Account.Clock().Now(), r.Current.OldInstanceID
+		case !started.IsZero() && (r.Current == nil || r.Current.OldInstanceID != current || r.Current.Step != state.StepDraining):
+			drains = append(drains, w.Account.Clock().Since(started))
+			started = time.Time{}
+		}
+		return r.TargetImageID == demo.ImageB && !r.Active()
+	})
+	require.NoError(t, err)
+	return drains
+}
+
+func TestEveryFifthCallOfEveryECSOperationFailingDoesNotStarveTheDrain(t *testing.T) {
+	// AWS throttles per API action (Amazon ECS and Amazon EC2 API References, "Request throttling"): each ECS
+	// operation fails on its 5th, 10th, ... call.
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	spec := oneGroup(&g)
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:*", Every: 5, Codes: []string{sim.FaultThrottlingException}})
+	w := build(t, spec)
+
+	drains := drainDurations(t, w, g)
+
+	r := w.Rollout(context.Background(), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	require.Len(t, drains, 2)
+	for _, d := range drains {
+		require.Less(t, d, 5*time.Minute, "each drain ends well before its 30-minute deadline")
+	}
+	require.Positive(t, sim.Total(spec.Faults.Stats().Injected))
+	require.Empty(t, w.Checker.Violations)
+}
+
+func TestDrainDeadlineHoldsWhenEveryFifthECSCallFailsWhateverTheOperation(t *testing.T) {
+	// Counted across operations, every 5th ECS call failing leaves at most 4 ECS calls in a row to succeed,
+	// and a rollout's drain check takes 6 (cluster listing, describe, the instance, tasks RUNNING and STOPPED,
+	// DescribeTasks): it can never finish. The drain deadline must still hold — before the fix a drain that
+	// could not even be started retried every tick, never reaching it.
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	spec := oneGroup(&g)
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:*", Every: 5, Across: true, Codes: []string{sim.FaultThrottlingException}})
+	w := build(t, spec)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	var drainStarted time.Time
+	done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		if r.Current != nil && !r.Current.DrainStartedAt.IsZero() {
+			drainStarted = r.Current.DrainStartedAt
+		}
+		return r.Phase == state.PhaseHalted
+	})
+	require.NoError(t, err)
+	require.True(t, done, "halted at the drain deadline: %+v", w.Rollout(ctx, g.Name))
+	require.Less(t, w.Account.Clock().Since(drainStarted), 31*time.Minute, "within a tick or two of the 30-minute deadline")
+	r := w.Rollout(ctx, g.Name)
+	require.Contains(t, r.Reason, "did not finish within 30m0s")
+	old, _ := w.Account.Instance(r.Current.OldInstanceID)
+	require.Equal(t, "ACTIVE", old.ContainerInstanceStatus, "the old instance is back in service")
+	require.Equal(t, "InService", old.LifecycleState)
+	require.Less(t, sim.Total(spec.Faults.Stats().Calls), 1500, "backed off, not retried on each of the ~380 ticks with every call")
+	require.Empty(t, w.Checker.Violations)
+}
+
+func TestAStepThatKeepsFailingIsRetriedAfterItsBackoffNotOnEveryTick(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	spec := oneGroup(&g)
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:SetDesiredCapacity", Every: 1, Codes: []string{"AccessDenied"},
+		Message: "User is not authorized to perform: autoscaling:SetDesiredCapacity"})
+	w := build(t, spec)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	settle(t, w, 20*time.Minute) // 240 ticks
+
+	attempts := spec.Faults.Stats().Calls["autoscaling:SetDesiredCapacity"]
+	// 5 s times 1.5 up to 2 minutes (+ up to 20 % jitter, capped) within 20 minutes: about 15 attempts.
+	require.GreaterOrEqual(t, attempts, 10, "still retried")
+	require.LessOrEqual(t, attempts, 20, "not on every tick")
+	require.Equal(t, 2, w.Account.LaunchedInstances(g.Name), "nothing launched")
+
+	spec.Faults.SetRules() // the permission is granted
+	grantedAt := w.Account.Clock().Now()
+	done, err := w.RunUntil(ctx, tick, 10*time.Minute, func() bool { return w.Account.Group(g.Name).Desired == 3 })
+	require.NoError(t, err)
+	require.True(t, done)
+	require.LessOrEqual(t, w.Account.Clock().Since(grantedAt), 2*time.Minute+tick, "the backoff is capped at 2 minutes")
+	r := rollTo(t, w, g, demo.ImageB)
+	require.Equal(t, state.PhaseCompleted, r.Phase, "and the rollout goes on once the step succeeds")
+}
+
+// Field case C4 (../shared/CASES.md).
+func TestC4HeartbeatsAreNeverSkippedWhileTheDrainCheckBacksOff(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: 300 * time.Second}
+	spec := oneGroup(&g)
+	// ListTasks never answers: every look at the drain fails and is backed off.
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Codes: []string{sim.FaultThrottlingException}})
+	w := build(t, spec)
+	settle(t, w, 10*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
+	w.Checker.Baseline[g.Name] = 1
+	polls := 0
+	done, err := w.RunUntil(context.Background(), tick, time.Hour, func() bool {
+		polls++
+		return len(acceptedCompletions(w)) == 1
+	})
+	require.NoError(t, err)
+	require.True(t, done, "completed at the drain deadline")
+
+	beats := w.Account.Heartbeats()
+	require.NotEmpty(t, beats)
+	last := w.Account.Terminations()[0].RequestedAt
+	for _, b := range append(beats, acceptedCompletions(w)[beats[0].Token]...) {
+		require.True(t, b.Accepted)
+		require.LessOrEqual(t, b.At.Sub(last), 100*time.Second+2*tick, "a heartbeat at each third of the 300 s timeout")
+		last = b.At
+	}
+	looks := spec.Faults.Stats().Calls["ecs:ListTasks"]
+	require.Less(t, looks, polls/3, "the drain check backed off (%d looks in %d polls)", looks, polls)
+}
