@@ -349,6 +349,11 @@ func Build(spec Spec) (*World, error) {
 	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer}
 	w.Store, w.QueueURL, w.clients, w.settings, w.log = store, queue, clients, settings, log
 	w.Agent = agent.New(clients, w.agentSettings(nil), store, clk, log)
+	if w.faults != nil {
+		// One message at a time: the injector's draws then follow the same calls in every run of a seed
+		// (messages handled concurrently would take each other's draws in any order).
+		w.Agent.Consumer.Concurrency = 1
+	}
 	return w, nil
 }
 
