@@ -343,7 +343,16 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		} else {
 			a.retries.Succeeded(name)
 		}
+		if r.Group != "" {
+			records[name] = r
+		}
 		a.settings.Observer.TargetObserved(t, v, r, ami)
+	}
+	if only == nil {
+		// Instances the agent drained for lifecycle actions that are back InService go back in service.
+		if err := a.hooks.Recover(ctx, d, records); err != nil {
+			a.log.Warn("recovering drained instances failed; retrying next tick", zap.Error(err))
+		}
 	}
 	return nil
 }
@@ -500,7 +509,8 @@ func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Di
 	return events.Done, a.reconcileLocked(ctx, affected)
 }
 
-// handleLifecycle drains and completes lifecycle actions of managed groups; others are ignored (field case C3).
+// handleLifecycle drains and completes lifecycle actions of managed groups once Auto Scaling confirmed them
+// (lifecycle.Hooks.Handle, field case C19); others are ignored (field case C3).
 func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Disposition, error) {
 	l := ev.Lifecycle
 	a.mu.Lock()
@@ -518,8 +528,12 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 	}
 	a.mu.Unlock()
 	if !ok {
+		// Field case C3: routine on a shared queue, so info; counted as rejected, nothing drained.
 		a.log.Info("lifecycle action for a group this agent does not manage; ignored",
-			zap.String(logging.Group, l.GroupName), zap.String(logging.InstanceID, l.InstanceID))
+			zap.String(logging.Group, l.GroupName), zap.String(logging.InstanceID, l.InstanceID),
+			zap.String(logging.Reason, lifecycle.RejectGroupNotManaged))
+		a.settings.Observer.LifecycleMessageRejected(lifecycle.Rejection{Reason: lifecycle.RejectGroupNotManaged,
+			Detail: "group " + l.GroupName + " is not managed by this agent", Action: *l, At: a.clock.Now()})
 		return events.Ignored, nil
 	}
 	if l.Action == events.ActionReplaceRootVolume {

@@ -15,6 +15,9 @@ const Namespace = "PatchAgent"
 const (
 	DimensionGroup    = "Group"
 	DimensionPlatform = "Platform"
+	// DimensionReason is the one dimension of LifecycleMessagesRejected: a lifecycle.Reject* reason (a short,
+	// fixed set: a forged message cannot make new series).
+	DimensionReason = "Reason"
 )
 
 // Metric names, as published to CloudWatch. Per-group metrics carry the dimensions Group and Platform;
@@ -30,6 +33,7 @@ const (
 	ReplacementsFailed        = "ReplacementsFailed"
 	DrainSeconds              = "DrainSeconds"
 	LifecycleActionsCompleted = "LifecycleActionsCompleted"
+	LifecycleMessagesRejected = "LifecycleMessagesRejected"
 	MessagesProcessed         = "MessagesProcessed"
 	MessagesIgnored           = "MessagesIgnored"
 	MessagesFailed            = "MessagesFailed"
@@ -84,6 +88,8 @@ var definitions = []Definition{
 		"Duration of the group's last drain, in seconds."},
 	{LifecycleActionsCompleted, cwtypes.StandardUnitCount, Counter, true, "patch_agent_lifecycle_actions_completed_total",
 		"Lifecycle actions the agent completed (or found no longer active)."},
+	{LifecycleMessagesRejected, cwtypes.StandardUnitCount, Counter, false, "patch_agent_lifecycle_messages_rejected_total",
+		"Lifecycle messages deleted unconfirmed, by Reason (Auto Scaling did not confirm the instance's group, hook or wait state; or an unmanaged group): nothing was drained."},
 	{MessagesProcessed, cwtypes.StandardUnitCount, Counter, false, "patch_agent_messages_processed_total",
 		"Queue messages deleted after their effect was durable."},
 	{MessagesIgnored, cwtypes.StandardUnitCount, Counter, false, "patch_agent_messages_ignored_total",

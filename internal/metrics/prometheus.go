@@ -36,6 +36,9 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 			if s.Group != "" {
 				bw.WriteString(`{group="` + escapeLabel(s.Group) + `",platform="` + escapeLabel(s.Platform) + `"}`)
 			}
+			if s.Reason != "" {
+				bw.WriteString(`{reason="` + escapeLabel(s.Reason) + `"}`)
+			}
 			bw.WriteString(" " + strconv.FormatFloat(s.Value, 'g', -1, 64) + "\n")
 		}
 	}

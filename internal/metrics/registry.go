@@ -35,6 +35,8 @@ type Registry struct {
 
 	mu     sync.Mutex
 	groups map[string]*groupState
+	// rejected counts LifecycleMessagesRejected by reason.
+	rejected map[string]int64
 }
 
 // groupState is what the registry knows about one group.
@@ -158,6 +160,17 @@ func (r *Registry) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	}
 }
 
+// LifecycleMessageRejected implements lifecycle.Observer: LifecycleMessagesRejected by reason. Not per group:
+// the group a rejected message names is a claim, and series are not made from claims.
+func (r *Registry) LifecycleMessageRejected(rej lifecycle.Rejection) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rejected == nil {
+		r.rejected = map[string]int64{}
+	}
+	r.rejected[rej.Reason]++
+}
+
 func (g *groupState) setPhase(ro state.Rollout) {
 	g.phaseKnown = true
 	g.active = ro.Active()
@@ -185,12 +198,24 @@ type Sample struct {
 	// Group and Platform are the dimensions of per-group metrics ("" for agent-wide ones; Platform "" when
 	// not known yet).
 	Group, Platform string
+	// Reason is the dimension of LifecycleMessagesRejected ("" for every other metric).
+	Reason string
 	// Value is the gauge's current value, or the counter's cumulative total since the registry was created.
 	Value float64
 }
 
 // Key returns the sample's SeriesKey.
-func (s Sample) Key() string { return SeriesKey(s.Name, s.Group, s.Platform) }
+func (s Sample) Key() string {
+	if s.Reason != "" {
+		return ReasonSeriesKey(s.Name, s.Reason)
+	}
+	return SeriesKey(s.Name, s.Group, s.Platform)
+}
+
+// ReasonSeriesKey names one series of a metric with a Reason dimension in Snapshot: "Name{Reason=r}".
+func ReasonSeriesKey(name, reason string) string {
+	return name + "{" + DimensionReason + "=" + reason + "}"
+}
 
 // Collect returns the current value of every series: per-group series by group name, then the agent-wide
 // ones, each in Definitions order. Gauges of a group not observed for StaleAfter are left out, as are
@@ -223,6 +248,15 @@ func (r *Registry) Collect() []Sample {
 			out = append(out, Sample{Definition: d, Group: name, Platform: g.platform, Value: v})
 		}
 	}
+	reasons := make([]string, 0, len(r.rejected))
+	for reason := range r.rejected {
+		reasons = append(reasons, reason)
+	}
+	sort.Strings(reasons)
+	rejected := make([]float64, len(reasons))
+	for i, reason := range reasons {
+		rejected[i] = float64(r.rejected[reason])
+	}
 	r.mu.Unlock()
 	var st *events.Stats
 	if r.Consumer != nil {
@@ -234,6 +268,11 @@ func (r *Registry) Collect() []Sample {
 		}
 		var v float64
 		switch d.Name {
+		case LifecycleMessagesRejected:
+			for i, reason := range reasons {
+				out = append(out, Sample{Definition: d, Reason: reason, Value: rejected[i]})
+			}
+			continue
 		case AgentHeartbeat:
 			v = 1
 		default:

@@ -42,6 +42,13 @@ func (f FanOut) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	}
 }
 
+// LifecycleMessageRejected implements lifecycle.Observer.
+func (f FanOut) LifecycleMessageRejected(r lifecycle.Rejection) {
+	for _, o := range f.Observers {
+		f.call("LifecycleMessageRejected", func() { o.LifecycleMessageRejected(r) })
+	}
+}
+
 func (f FanOut) call(what string, fn func()) {
 	defer func() {
 		if p := recover(); p != nil && f.Log != nil {

@@ -157,6 +157,22 @@ func (n *Notifier) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 		Result: h.Result, Note: h.Note, DrainSeconds: drain.Seconds(), At: at.UTC()})
 }
 
+// LifecycleMessageRejected implements lifecycle.Observer: it queues a "Lifecycle Message Rejected" event,
+// except for messages of groups the agent does not manage (field case C3: routine on a shared queue; they are
+// counted by the metrics only).
+func (n *Notifier) LifecycleMessageRejected(r lifecycle.Rejection) {
+	if r.Reason == lifecycle.RejectGroupNotManaged {
+		return
+	}
+	at := r.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	n.enqueue(DetailTypeRejected, at, RejectedDetail{SchemaVersion: RejectedSchemaVersion, Reason: r.Reason, Detail: r.Detail,
+		Group: r.Action.GroupName, Platform: r.Platform, Cluster: r.Cluster, InstanceID: r.Action.InstanceID,
+		LifecycleHookName: r.Action.HookName, LifecycleTransition: r.Action.Transition, At: at.UTC()})
+}
+
 // remember records a group's platform and cluster; the caller holds n.mu.
 func (n *Notifier) remember(group, platform, cluster string) {
 	t := n.targets[group]

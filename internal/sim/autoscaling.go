@@ -44,7 +44,10 @@ const (
 func countsTowardCapacity(state string) bool {
 	switch astypes.LifecycleState(state) {
 	case astypes.LifecycleStatePending, astypes.LifecycleStatePendingWait, astypes.LifecycleStatePendingProceed,
-		astypes.LifecycleStateInService:
+		astypes.LifecycleStateInService,
+		// A root volume replacement keeps the instance in the group (StartRootVolumeReplacement).
+		astypes.LifecycleStateReplacingRootVolume, astypes.LifecycleStateReplacingRootVolumeWait,
+		astypes.LifecycleStateReplacingRootVolumeProceed, astypes.LifecycleStateRootVolumeReplaced:
 		return true
 	}
 	return false
@@ -670,6 +673,9 @@ func (a *Account) resolveAction(act *lifecycleAction, result string) {
 	case TransitionTerminating:
 		if inst.state == string(astypes.LifecycleStateTerminatingWait) {
 			a.proceed(inst)
+		}
+		if inst.state == string(astypes.LifecycleStateReplacingRootVolumeWait) {
+			a.replaceRootVolume(inst) // autoscalinginstances.go
 		}
 	}
 }

@@ -336,6 +336,12 @@ func (c faultyASG) DescribeAutoScalingGroups(ctx context.Context, in *autoscalin
 	})
 }
 
+func (c faultyASG) DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
+	return call(ctx, c.f, "autoscaling:DescribeAutoScalingInstances", false, func(ctx context.Context) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
+		return c.api.DescribeAutoScalingInstances(ctx, in, o...)
+	})
+}
+
 func (c faultyASG) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error) {
 	return call(ctx, c.f, "autoscaling:UpdateAutoScalingGroup", true, func(ctx context.Context) (*autoscaling.UpdateAutoScalingGroupOutput, error) {
 		return c.api.UpdateAutoScalingGroup(ctx, in, o...)
