@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
@@ -61,6 +63,10 @@ type Settings struct {
 	AllowedAMIOwners []string
 	// AccountID is the agent's AWS account, whose AMIs the gate accepts; default: the account in QueueURL's path.
 	AccountID string
+	// Backoff is the retry backoff of a target whose rollout step failed and of a lifecycle action whose
+	// drain check failed: they are tried again after it, not on every tick or poll. Zero:
+	// lifecycle.DefaultBackoff (5 s, times 1.5 up to 2 minutes, 20 % jitter).
+	Backoff wait.Backoff
 }
 
 // Agent is one running patch-agent.
@@ -85,6 +91,8 @@ type Agent struct {
 	images     map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
 	// hookProblems: group -> what it lacks for drained terminations (MissingHooks), refreshed every poll
 	hookProblems map[string]string
+	// retries backs off targets whose rollout step (or cluster observation) failed, by group
+	retries *lifecycle.Retries
 }
 
 // instanceImage is a cached DescribeInstances answer.
@@ -187,6 +195,9 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	for name, p := range s.Platforms {
 		platforms[name] = p
 	}
+	if s.Backoff.Duration <= 0 {
+		s.Backoff = lifecycle.DefaultBackoff()
+	}
 	templates := lifecycle.Templates{EC2: c.EC2, AutoScaling: c.AutoScaling}
 	var alarms lifecycle.AlarmChecker = noAlarmAPI{}
 	if c.CloudWatch != nil {
@@ -204,8 +215,10 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 		resolver: lifecycle.Resolver{SSM: c.SSM},
 		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
 			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate},
-		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy},
-		amis:  map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
+		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
+			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}},
+		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
+		retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk},
 	}
 	a.Consumer = &events.Consumer{SQS: c.SQS, QueueURL: s.QueueURL, Handler: a, Clock: clk, Log: log, VisibilityTimeout: s.VisibilityTimeout}
 	return a
@@ -215,12 +228,11 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 func (a *Agent) Store() state.Store { return a.store }
 
 // RunOnce polls the queue once without waiting, then reconciles every target: one iteration of the agent's
-// loop. The demo and the scenario tests drive the agent with it on a simulated clock.
+// loop. The demo and the scenario tests drive the agent with it on a simulated clock. As in Run, a failed
+// poll does not keep the targets from being reconciled; both errors are returned.
 func (a *Agent) RunOnce(ctx context.Context) error {
-	if _, err := a.Consumer.PollOnce(ctx, 0); err != nil {
-		return err
-	}
-	return a.Reconcile(ctx)
+	_, pollErr := a.Consumer.PollOnce(ctx, 0)
+	return errors.Join(pollErr, a.Reconcile(ctx))
 }
 
 // Run consumes the queue (long polls) and reconciles every ReconcileInterval until ctx is cancelled; then it
@@ -317,6 +329,9 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if !known {
 			rec = state.Rollout{Group: name, Platform: t.Platform, Cluster: t.Cluster}
 		}
+		if !a.retries.Due(name) {
+			continue // its last step failed: tried again after the backoff (deadlines and lease bound it)
+		}
 		// Idle targets need no cluster view: deciding that an AMI changed takes only the instances' AMIs.
 		if _, ok := nodes[key]; !ok && (rec.Active() || rec.Phase == state.PhaseHalted) {
 			platform, err := a.orchestrator.Platforms.For(t)
@@ -326,7 +341,7 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 			}
 			n, err := platform.Observe(ctx, t.Cluster)
 			if err != nil {
-				a.log.Error("observing cluster failed", zap.String(logging.Cluster, t.Cluster), zap.Error(err))
+				a.stepFailed(name, rec, "observing cluster failed", err, zap.String(logging.Cluster, t.Cluster))
 				continue
 			}
 			nodes[key] = n
@@ -339,7 +354,12 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		r, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Record: &rec, Warning: a.hookProblems[name],
 			Pause: pauseFor(locks, name, a.clock.Now()), SourceProblem: a.sourceErr[t.Parameter]})
 		if err != nil {
-			a.log.Error("rollout step failed; retrying next tick", zap.String(logging.Group, name), zap.Error(err))
+			if r.Group == "" {
+				r = rec
+			}
+			a.stepFailed(name, r, "rollout step failed", err)
+		} else {
+			a.retries.Succeeded(name)
 		}
 		if r.Group != "" {
 			records[name] = r
@@ -353,6 +373,20 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		}
 	}
 	return nil
+}
+
+// stepFailed backs the target off after a failed step: it is reconciled again after the backoff, or at its
+// next deadline or lease renewal when that comes sooner. Passing AWS faults (throttling, 5xx, timeouts) are
+// logged as warnings, anything else as an error.
+func (a *Agent) stepFailed(group string, r state.Rollout, what string, err error, fields ...zap.Field) {
+	d := a.retries.Failed(group, lifecycle.LookAgainBy(r, a.settings.Policy))
+	fields = append(fields, zap.String(logging.Group, group), zap.Duration(logging.RetryIn, d),
+		zap.Int(logging.Attempt, a.retries.Failures(group)), zap.Error(err))
+	if awsapi.IsTransient(err) {
+		a.log.Warn(what+"; retrying after backoff", fields...)
+		return
+	}
+	a.log.Error(what+"; retrying after backoff", fields...)
 }
 
 // parametersLocked returns the AMI parameters of every managed target.
@@ -428,16 +462,31 @@ func (a *Agent) route(ctx context.Context, ev events.Event) (events.Disposition,
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		if err := a.resolveLocked(ctx, a.parametersLocked()); err != nil {
-			return events.Done, err
+			return doneOrHold(err)
 		}
 		a.lastPoll = a.clock.Now()
-		return events.Done, a.reconcileLocked(ctx, nil)
+		return doneOrHold(a.reconcileLocked(ctx, nil))
 	case events.KindParameterChange:
-		return a.handleParameter(ctx, ev)
+		disp, err := a.handleParameter(ctx, ev)
+		if err != nil && disp == events.Done {
+			return doneOrHold(err)
+		}
+		return disp, err
 	case events.KindLifecycleAction:
 		return a.handleLifecycle(ctx, ev)
 	}
 	return events.Ignored, nil
+}
+
+// doneOrHold is the disposition of an event whose handling ended with err: a passing AWS fault (throttling,
+// 5xx, timeout) keeps the message held and handled again on the next poll, as a drain's message is, instead
+// of leaving it invisible for its whole visibility timeout and walking it toward the dead-letter queue; any
+// other error leaves it for redelivery.
+func doneOrHold(err error) (events.Disposition, error) {
+	if awsapi.IsTransient(err) {
+		return events.Hold, err
+	}
+	return events.Done, err
 }
 
 // handleParameter resolves a changed parameter at once and advances the targets that use it.

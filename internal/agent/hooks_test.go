@@ -8,14 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/ecs"
-	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/agent"
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
@@ -173,28 +167,15 @@ func TestC5TerminateNotificationForAnAlreadyTerminatedInstanceIsDone(t *testing.
 	require.Equal(t, state.HookCompleted, h.State)
 }
 
-// noActiveAction answers CompleteLifecycleAction with Auto Scaling's ValidationError for a token that is no
-// longer active, as it does for a duplicate delivery or an action that was completed elsewhere or timed out.
-type noActiveAction struct {
-	awsapi.AutoScaling
-	calls int
-}
-
-func (n *noActiveAction) CompleteLifecycleAction(_ context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
-	n.calls++
-	return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "No active Lifecycle Action found with token " + aws.ToString(in.LifecycleActionToken)}
-}
-
 // Field case C6 (../shared/CASES.md).
 func TestC6NoActiveLifecycleActionIsFinal(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	spec := oneGroup(&g)
-	fault := &noActiveAction{}
-	spec.Wrap = func(c agent.Clients) agent.Clients {
-		fault.AutoScaling = c.AutoScaling
-		c.AutoScaling = fault
-		return c
-	}
+	// Auto Scaling's answer for a token that is no longer active (a duplicate delivery, an action completed
+	// elsewhere or timed out).
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:CompleteLifecycleAction", Every: 1,
+		Codes: []string{"ValidationError"}, Message: "No active Lifecycle Action found with token"})
+	completes := func() int { return spec.Faults.Stats().Calls["autoscaling:CompleteLifecycleAction"] }
 	w := build(t, spec)
 	settle(t, w, 10*time.Second)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
@@ -205,10 +186,10 @@ func TestC6NoActiveLifecycleActionIsFinal(t *testing.T) {
 	ev, err := events.Parse([]byte(msgs[0]))
 	require.NoError(t, err)
 
-	_, err = w.RunUntil(context.Background(), tick, 10*time.Minute, func() bool { return fault.calls > 0 })
+	_, err = w.RunUntil(context.Background(), tick, 10*time.Minute, func() bool { return completes() > 0 })
 	require.NoError(t, err)
 	settle(t, w, 10*time.Minute)
-	require.Equal(t, 1, fault.calls, "the answer is final: no retry loop")
+	require.Equal(t, 1, completes(), "the answer is final: no retry loop")
 	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 	require.Zero(t, visible+inFlight, "message deleted")
 	require.Zero(t, w.Agent.Consumer.Stats.Failed.Load(), "no error counted")
@@ -288,25 +269,10 @@ func TestDuplicateDeliveryOfALifecycleActionHasOneEffect(t *testing.T) {
 	require.Zero(t, visible+inFlight)
 }
 
-// flakyECS fails the first failures ListTasks calls with a throttling error.
-type flakyECS struct {
-	awsapi.ECS
-	failures int
-}
-
-func (f *flakyECS) ListTasks(ctx context.Context, in *ecs.ListTasksInput, o ...func(*ecs.Options)) (*ecs.ListTasksOutput, error) {
-	if f.failures > 0 {
-		f.failures--
-		return nil, &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded"}
-	}
-	return f.ECS.ListTasks(ctx, in, o...)
-}
-
 func TestPassingAWSFaultsDuringADrainKeepTheMessageHeldNotDeadLettered(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	spec := oneGroup(&g)
-	flaky := &flakyECS{failures: 12}
-	spec.Wrap = func(c agent.Clients) agent.Clients { flaky.ECS = c.ECS; c.ECS = flaky; return c }
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Max: 12, Codes: []string{sim.FaultThrottlingException}})
 	w := build(t, spec)
 	settle(t, w, 10*time.Second)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
@@ -315,7 +281,7 @@ func TestPassingAWSFaultsDuringADrainKeepTheMessageHeldNotDeadLettered(t *testin
 	require.NoError(t, err)
 	require.True(t, done, "the drain finished despite the faults")
 	settle(t, w, time.Minute)
-	require.Zero(t, flaky.failures, "the faults happened")
+	require.Equal(t, 12, spec.Faults.Stats().Injected["ecs:ListTasks"], "the faults happened")
 	require.Positive(t, w.Agent.Consumer.Stats.Failed.Load())
 	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 	require.Zero(t, visible+inFlight)
@@ -338,8 +304,7 @@ func TestGroupWithoutATerminatingHookIsReported(t *testing.T) {
 func TestDrainDeadlineHoldsWhenTheDrainCannotBeCheckedAnyMore(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
-	broken := &flakyECS{failures: 1 << 30} // ListTasks never answers again
-	spec.Wrap = func(c agent.Clients) agent.Clients { broken.ECS = c.ECS; c.ECS = broken; return c }
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Codes: []string{sim.FaultThrottlingException}}) // never answers again
 	w := build(t, spec)
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
@@ -370,17 +335,12 @@ func TestMisconfiguredGroupsLifecycleActionsAreStillDrained(t *testing.T) {
 	require.Empty(t, w.Checker.Violations)
 }
 
-// deniedSurge answers SetDesiredCapacity with AccessDenied, as a task role without the permission would.
-type deniedSurge struct{ awsapi.AutoScaling }
-
-func (deniedSurge) SetDesiredCapacity(context.Context, *autoscaling.SetDesiredCapacityInput, ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error) {
-	return nil, &smithy.GenericAPIError{Code: "AccessDenied", Message: "User is not authorized to perform: autoscaling:SetDesiredCapacity"}
-}
-
 func TestAStepThatKeepsFailingShowsItsErrorOnTheStatus(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
-	spec.Wrap = func(c agent.Clients) agent.Clients { c.AutoScaling = deniedSurge{c.AutoScaling}; return c }
+	// A task role without the permission.
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:SetDesiredCapacity", Every: 1, Codes: []string{"AccessDenied"},
+		Message: "User is not authorized to perform: autoscaling:SetDesiredCapacity"})
 	w := build(t, spec)
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
@@ -395,8 +355,7 @@ func TestAStepThatKeepsFailingShowsItsErrorOnTheStatus(t *testing.T) {
 func TestHookDrainDeadlineHoldsWhenTheDrainCannotBeChecked(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	spec := oneGroup(&g)
-	broken := &flakyECS{failures: 1 << 30} // ListTasks never answers again
-	spec.Wrap = func(c agent.Clients) agent.Clients { broken.ECS = c.ECS; c.ECS = broken; return c }
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Codes: []string{sim.FaultThrottlingException}}) // never answers again
 	w := build(t, spec)
 	settle(t, w, 10*time.Second)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))

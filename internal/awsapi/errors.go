@@ -64,3 +64,37 @@ func IsImageNotFound(err error) bool {
 	code, _ := errorCode(err)
 	return code == "InvalidAMIID.NotFound" || code == "InvalidAMIID.Unavailable"
 }
+
+// IsServerFault reports whether err is an AWS server-side fault: an API error the SDK decoded with
+// smithy.FaultServer (HTTP 5xx), or one of the 5xx codes of the services' Common Errors (InternalFailure,
+// InternalError, ServiceUnavailable ...) when the fault side is unknown. The same request may succeed later.
+func IsServerFault(err error) bool {
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	if apiErr.ErrorFault() == smithy.FaultServer {
+		return true
+	}
+	switch apiErr.ErrorCode() {
+	case "InternalFailure", "InternalError", "InternalServerError", "InternalServiceError", "ServerException",
+		"ServiceUnavailable", "ServiceUnavailableException", "Unavailable", "RequestTimeout", "RequestTimeoutException":
+		return true
+	}
+	return false
+}
+
+// IsTimeout reports whether err is a request that got no answer in time: a transport error whose Timeout()
+// is true (net/http's client and dial timeouts, a read deadline), possibly wrapped by the SDK in a
+// *smithy.OperationError. The call may or may not have taken effect.
+func IsTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// IsTransient reports whether err is a passing fault worth retrying unchanged after a backoff: throttling
+// (IsThrottled), a server fault (IsServerFault) or a timeout (IsTimeout). Errors that are not transient
+// (AccessDenied, ValidationError) keep failing until someone changes something.
+func IsTransient(err error) bool {
+	return err != nil && (IsThrottled(err) || IsServerFault(err) || IsTimeout(err))
+}

@@ -105,6 +105,8 @@ type World struct {
 	Checker  *Checker
 	// Restarts counts the agent incarnations replaced by Restart.
 	Restarts int
+	// AgentErrors counts the agent iterations that returned an error (only with Spec.Faults; see Step).
+	AgentErrors int
 	// pastMessages are the message counts of agent incarnations replaced by Restart.
 	pastMessages MessageCounts
 	// Kube plays the Kubernetes side of the EKS groups (nil without EKS groups).
@@ -115,6 +117,7 @@ type World struct {
 	log       *zap.Logger
 	eksParams map[string]string // EKS group with an `auto` source -> the public parameter it resolves to
 	arch      string            // architecture of the world's AMIs: that of the first group's instance type
+	faults    *sim.Faults       // Spec.Faults
 }
 
 // GroupSetup is one Auto Scaling group of a world: an ECS cluster's capacity, or an EKS self-managed node
@@ -156,6 +159,9 @@ type Spec struct {
 	Log          *zap.Logger
 	// Wrap, when set, wraps the agent's clients (fault injection in tests).
 	Wrap func(agent.Clients) agent.Clients
+	// Faults, when set, injects faults into every AWS call of the agent (its clients, and the EKS and
+	// instance type calls of the EKS platform) and counts them; applied before Wrap.
+	Faults *sim.Faults
 	// Store, when set, is the agent's store (a memory store to inspect after a demo, the DynamoDB store on
 	// kumo in integration tests); nil: a new memory store.
 	Store state.Store
@@ -352,6 +358,11 @@ func Build(spec Spec) (*World, error) {
 	if spec.SQS != nil {
 		clients.SQS, queue = spec.SQS, spec.QueueURL
 	}
+	if f := spec.Faults; f != nil {
+		clients = agent.Clients{AutoScaling: f.AutoScaling(clients.AutoScaling), EC2: f.EC2(clients.EC2), ECS: f.ECS(clients.ECS),
+			SSM: f.SSM(clients.SSM), SQS: f.SQS(clients.SQS), CloudWatch: f.CloudWatch(clients.CloudWatch)}
+		w.faults = f
+	}
 	if spec.Wrap != nil {
 		clients = spec.Wrap(clients)
 	}
@@ -359,6 +370,11 @@ func Build(spec Spec) (*World, error) {
 		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners} // a kumo queue URL names another account
 	w.Store, w.QueueURL, w.clients, w.settings, w.log = store, queue, clients, settings, log
 	w.Agent = agent.New(clients, w.agentSettings(nil), store, clk, log)
+	if w.faults != nil {
+		// One message at a time: the injector's draws then follow the same calls in every run of a seed
+		// (messages handled concurrently would take each other's draws in any order).
+		w.Agent.Consumer.Concurrency = 1
+	}
 	return w, nil
 }
 
@@ -409,9 +425,15 @@ func (w *World) PublishPublicAMI(param, image string) {
 
 // Step runs one agent iteration, checks the invariants, then advances simulated time by tick (and lets the
 // simulated Kubernetes nodes of EKS groups follow).
+//
+// With Spec.Faults an agent iteration that fails (an injected fault reached the top of the loop) is counted
+// in AgentErrors and the world goes on, as Run logs it and goes on with the next tick.
 func (w *World) Step(ctx context.Context, tick time.Duration) error {
 	if err := w.Agent.RunOnce(ctx); err != nil {
-		return err
+		if w.faults == nil {
+			return err
+		}
+		w.AgentErrors++
 	}
 	w.Checker.Check()
 	w.Account.Advance(tick)

@@ -47,9 +47,13 @@ func (w *World) agentSettings(fuse *Fuse) agent.Settings {
 	}
 	platforms[lifecycle.PlatformEKS] = platform
 	s.Platforms = platforms
+	var eksAPI, typesAPI = w.Account.EKS(), w.Account.EC2InstanceTypes()
+	if w.faults != nil {
+		eksAPI, typesAPI = w.faults.EKS(eksAPI), w.faults.EC2InstanceTypes(typesAPI)
+	}
 	s.Sources = append(append([]lifecycle.SourceResolver(nil), s.Sources...), &lifecycle.EKSSources{
-		Clusters:      &eks.Clusters{API: w.Account.EKS(), Clock: clk},
-		Architectures: &eks.Architectures{API: w.Account.EC2InstanceTypes()},
+		Clusters:      &eks.Clusters{API: eksAPI, Clock: clk},
+		Architectures: &eks.Architectures{API: typesAPI},
 		EC2:           w.clients.EC2,
 	})
 	return s

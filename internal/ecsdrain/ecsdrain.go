@@ -134,11 +134,15 @@ type Drainer struct {
 	// schedulingStrategy is DAEMON. A service's scheduling strategy cannot be changed after creation, so
 	// entries never go stale; services ECS reports MISSING are not cached.
 	daemon map[string]map[string]bool
+	// arns caches, per cluster and EC2 instance id, the container instance ARN last seen for the instance:
+	// the mapping does not change while the instance stays registered, so Find describes the one ARN
+	// instead of listing the cluster again. A MISSING answer drops the entry.
+	arns map[string]map[string]string
 }
 
 // New returns a Drainer that calls ECS through api.
 func New(api awsapi.ECS) *Drainer {
-	return &Drainer{api: api, daemon: make(map[string]map[string]bool)}
+	return &Drainer{api: api, daemon: make(map[string]map[string]bool), arns: make(map[string]map[string]string)}
 }
 
 // Find maps an EC2 instance id to its container instance in cluster. ListContainerInstances returns only ARNs,
@@ -146,7 +150,20 @@ func New(api awsapi.ECS) *Drainer {
 // at the page where the instance is found (field case C7). Container instances that deregister between the
 // listing and the describe are skipped. It returns an error wrapping ErrNotRegistered when the cluster has no
 // container instance for instanceID, and a wrapped *FailureError for any other describe failure.
+//
+// When an earlier listing or Find saw the instance's container instance, Find describes that one ARN (one
+// call) instead, and lists the cluster only when ECS no longer knows it.
 func (d *Drainer) Find(ctx context.Context, cluster, instanceID string) (ContainerInstance, error) {
+	if arn := d.knownARN(cluster, instanceID); arn != "" {
+		cis, err := d.describe(ctx, cluster, []string{arn}, true)
+		if err != nil {
+			return ContainerInstance{}, fmt.Errorf("finding container instance of EC2 instance %s: %w", instanceID, err)
+		}
+		if len(cis) == 1 && cis[0].EC2InstanceID == instanceID {
+			return cis[0], nil
+		}
+		d.forgetARN(cluster, instanceID) // deregistered: list the cluster in case it registered again
+	}
 	var found ContainerInstance
 	ok := false
 	err := d.eachPage(ctx, cluster, func(page []ContainerInstance) bool {
@@ -202,6 +219,7 @@ func (d *Drainer) eachPage(ctx context.Context, cluster string, fn func([]Contai
 		if err != nil {
 			return err
 		}
+		d.rememberARNs(cluster, page)
 		if !fn(page) {
 			return nil
 		}
@@ -209,6 +227,31 @@ func (d *Drainer) eachPage(ctx context.Context, cluster string, fn func([]Contai
 			return nil
 		}
 		token = out.NextToken
+	}
+}
+
+func (d *Drainer) knownARN(cluster, instanceID string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.arns[cluster][instanceID]
+}
+
+func (d *Drainer) forgetARN(cluster, instanceID string) {
+	d.mu.Lock()
+	delete(d.arns[cluster], instanceID)
+	d.mu.Unlock()
+}
+
+func (d *Drainer) rememberARNs(cluster string, page []ContainerInstance) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.arns[cluster] == nil {
+		d.arns[cluster] = map[string]string{}
+	}
+	for _, ci := range page {
+		if ci.EC2InstanceID != "" {
+			d.arns[cluster][ci.EC2InstanceID] = ci.ARN
+		}
 	}
 }
 
@@ -249,6 +292,37 @@ func (d *Drainer) StartDrain(ctx context.Context, cluster string, ci ContainerIn
 // the same.
 func (d *Drainer) Undrain(ctx context.Context, cluster string, ci ContainerInstance) error {
 	return d.setStatus(ctx, cluster, ci.ARN, types.ContainerInstanceStatusActive)
+}
+
+// StartDrainFound is StartDrain for a container instance Find (or FindAll) has just described: its Status is
+// current, so it is not read again (one call fewer). A no-op when ci is already DRAINING.
+func (d *Drainer) StartDrainFound(ctx context.Context, cluster string, ci ContainerInstance) error {
+	return d.update(ctx, cluster, ci, types.ContainerInstanceStatusDraining)
+}
+
+// UndrainFound is Undrain for a container instance Find has just described. A no-op when ci is ACTIVE.
+func (d *Drainer) UndrainFound(ctx context.Context, cluster string, ci ContainerInstance) error {
+	return d.update(ctx, cluster, ci, types.ContainerInstanceStatusActive)
+}
+
+func (d *Drainer) update(ctx context.Context, cluster string, ci ContainerInstance, want types.ContainerInstanceStatus) error {
+	if ci.Status == string(want) {
+		return nil
+	}
+	out, err := d.api.UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{
+		Cluster:            aws.String(cluster),
+		ContainerInstances: []string{ci.ARN},
+		Status:             want,
+	})
+	if err == nil && missing(out.Failures) {
+		err = ErrNotRegistered
+	} else if err == nil {
+		err = failuresError(out.Failures, false)
+	}
+	if err != nil {
+		return fmt.Errorf("setting container instance %s of cluster %s %s: %w", ci.ARN, cluster, want, err)
+	}
+	return nil
 }
 
 func (d *Drainer) setStatus(ctx context.Context, cluster, arn string, want types.ContainerInstanceStatus) (err error) {

@@ -453,3 +453,48 @@ func TestStatusErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestFindDescribesTheRememberedARNInsteadOfListingTheCluster(t *testing.T) {
+	f := newFakeECS()
+	f.addInstances(250, ecsdrain.StatusActive)
+	d := ecsdrain.New(f)
+	_, err := d.FindAll(context.Background(), testCluster)
+	require.NoError(t, err)
+	listed, described := len(f.listCI), len(f.describeCI)
+
+	ci, err := d.Find(context.Background(), testCluster, ec2ID(230))
+
+	require.NoError(t, err)
+	require.Equal(t, ciARN(230), ci.ARN)
+	require.Equal(t, listed, len(f.listCI), "no listing")
+	require.Len(t, f.describeCI, described+1, "one describe")
+	require.Equal(t, []string{ciARN(230)}, f.describeCI[len(f.describeCI)-1].ContainerInstances)
+
+	// Deregistered since: ECS answers MISSING, and Find lists the cluster again.
+	f.goneAfterList[ciARN(230)] = true
+	_, err = d.Find(context.Background(), testCluster, ec2ID(230))
+	require.ErrorIs(t, err, ecsdrain.ErrNotRegistered)
+	require.Len(t, f.listCI, listed+3, "the 3 pages listed again")
+}
+
+func TestStartDrainFoundTrustsTheJustDescribedStatus(t *testing.T) {
+	f := newFakeECS()
+	f.addInstances(2, ecsdrain.StatusActive)
+	f.instances[1].Status = aws.String(ecsdrain.StatusDraining)
+	d := ecsdrain.New(f)
+	ctx := context.Background()
+	active, err := d.Find(ctx, testCluster, ec2ID(1))
+	require.NoError(t, err)
+	draining, err := d.Find(ctx, testCluster, ec2ID(2))
+	require.NoError(t, err)
+	described := len(f.describeCI)
+
+	require.NoError(t, d.StartDrainFound(ctx, testCluster, active))
+	require.NoError(t, d.StartDrainFound(ctx, testCluster, draining), "already DRAINING: nothing to do (C17)")
+	require.NoError(t, d.UndrainFound(ctx, testCluster, active), "ACTIVE as described: nothing to do")
+
+	require.Equal(t, described, len(f.describeCI), "no second read")
+	require.Len(t, f.updates, 1)
+	require.Equal(t, types.ContainerInstanceStatusDraining, f.updates[0].Status)
+	require.Equal(t, []string{ciARN(1)}, f.updates[0].ContainerInstances)
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -245,6 +247,7 @@ func (c *Consumer) revisitHeld(ctx context.Context, skip map[string]bool) {
 		}
 	}
 	c.mu.Unlock()
+	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.id, b.id) }) // the same order every run
 	for _, it := range items {
 		c.dispatch(ctx, c.Log.With(zap.String(logging.MessageID, it.id)), it.id, it.h.receiptHandle, it.h.event)
 	}

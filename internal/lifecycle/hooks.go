@@ -67,6 +67,10 @@ type Hooks struct {
 	Policy      Policy
 	// Observer is told every completed action; nil observes nothing.
 	Observer Observer
+	// Retries backs off, per lifecycle action token, the look of an action whose last look failed (an
+	// instance or drain status that could not be read): the next poll only sends the heartbeat when one is
+	// due (C4), and the drain or health deadline still holds. Nil: every poll looks.
+	Retries *Retries
 
 	mu    sync.Mutex
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
@@ -142,7 +146,30 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 		return HookInProgress, err
 	}
 
-	if !confirming {
+	deadline := h.Policy.HealthTimeout
+	if a.Terminating() {
+		deadline = h.Policy.DrainTimeout
+	}
+	if h.Retries == nil {
+		return h.look(ctx, t, a, rec, !confirming, log)
+	}
+	if !h.Retries.Due(a.Token) && h.Clock.Since(rec.ReceivedAt) < deadline {
+		// The last look failed: the next one waits for its backoff, the heartbeat never does (C4).
+		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
+	}
+	out, err := h.look(ctx, t, a, rec, !confirming, log)
+	if err != nil {
+		h.Retries.Failed(a.Token, rec.ReceivedAt.Add(deadline))
+	} else {
+		h.Retries.Succeeded(a.Token)
+	}
+	return out, err
+}
+
+// look checks the drain (or launch health) of a claimed action once — and first, when checkInstance is set,
+// whether EC2 still has the instance — sends a due heartbeat and completes the action when its work is done.
+func (h *Hooks) look(ctx context.Context, t Target, a events.LifecycleAction, rec state.Hook, checkInstance bool, log *zap.Logger) (HookOutcome, error) {
+	if checkInstance {
 		// Auto Scaling answered on the first look; later looks ask EC2 whether the instance went away meanwhile.
 		switch exists, err := h.instanceState(ctx, a.InstanceID); {
 		case err != nil:

@@ -79,7 +79,7 @@ func (p ECSPlatform) StartDrain(ctx context.Context, cluster, instanceID string)
 	if err != nil {
 		return err
 	}
-	return p.Drainer.StartDrain(ctx, cluster, ci)
+	return p.Drainer.StartDrainFound(ctx, cluster, ci) // ci was just described
 }
 
 // DrainStatus implements Platform. An instance that is not (or no longer) registered is drained.
@@ -111,5 +111,5 @@ func (p ECSPlatform) Undrain(ctx context.Context, cluster, instanceID string) er
 	if err != nil {
 		return err
 	}
-	return p.Drainer.Undrain(ctx, cluster, ci)
+	return p.Drainer.UndrainFound(ctx, cluster, ci)
 }

@@ -479,10 +479,12 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 				}
 				r, cur = saved, saved.Current
 			}
-			if err := platform.StartDrain(ctx, t.Cluster, old.ID); err != nil {
+			if err := platform.StartDrain(ctx, t.Cluster, old.ID); err == nil {
+				o.logStep(r, "drain started")
+			} else if now.Sub(cur.DrainStartedAt) <= o.Policy.DrainTimeout {
 				return r, err
-			}
-			o.logStep(r, "drain started")
+			} // past the deadline a drain that cannot even be started is given up below, like one that cannot be checked
+
 		}
 		prog, err := platform.DrainStatus(ctx, t.Cluster, old.ID)
 		if err != nil {

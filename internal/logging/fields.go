@@ -35,6 +35,8 @@ const (
 	Transition        = "lifecycle_transition"
 	Result            = "result"
 	Error             = "error"
+	RetryIn           = "retry_in" // backoff before a failed step is tried again
+	Attempt           = "attempt"  // failures in a row of the step being retried
 )
 
 // New returns a JSON logger at the given level ("debug", "info", "warn", "error") writing to w.
