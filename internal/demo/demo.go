@@ -360,7 +360,8 @@ func Build(spec Spec) (*World, error) {
 	}
 	if f := spec.Faults; f != nil {
 		clients = agent.Clients{AutoScaling: f.AutoScaling(clients.AutoScaling), EC2: f.EC2(clients.EC2), ECS: f.ECS(clients.ECS),
-			SSM: f.SSM(clients.SSM), SQS: f.SQS(clients.SQS), CloudWatch: f.CloudWatch(clients.CloudWatch)}
+			SSM: f.SSM(clients.SSM), SQS: f.SQS(clients.SQS), CloudWatch: f.CloudWatch(clients.CloudWatch),
+			InstanceTypes: f.EC2InstanceTypes(clients.InstanceTypes)}
 		w.faults = f
 	}
 	if spec.Wrap != nil {
