@@ -329,6 +329,7 @@ func Build(spec Spec) (*World, error) {
 	}
 	clients := agent.Clients{AutoScaling: acct.AutoScaling(), EC2: acct.EC2(), ECS: acct.ECS(), SSM: acct.SSM(), SQS: acct.SQS(),
 		CloudWatch: acct.CloudWatch()}
+	hookQueue := queue
 	if spec.SQS != nil {
 		clients.SQS, queue = spec.SQS, spec.QueueURL
 	}
@@ -338,6 +339,9 @@ func Build(spec Spec) (*World, error) {
 	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer}
 	w.Store, w.QueueURL, w.clients, w.settings, w.log = store, queue, clients, settings, log
 	w.Agent = agent.New(clients, w.agentSettings(nil), store, clk, log)
+	w.Checker.DrainTimeout = policy.DrainTimeout
+	w.Checker.Queue = hookQueue // the hooks notify the simulated queue, also when the agent consumes another
+	w.Checker.Start()
 	return w, nil
 }
 
@@ -484,6 +488,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		}
 	}
 	p.progress(ctx)
+	w.Checker.Finish()
 	s := w.Summarize(ctx, start)
 	s.Scenario, s.Expected = sc.name, string(sc.expect)
 	pub := &metrics.Publisher{API: w.Account.CloudWatch(), Registry: reg}
@@ -495,7 +500,8 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	return s, nil
 }
 
-// Summarize builds the summary of every group of the checker.
+// Summarize builds the summary of every group of the checker, with the violations recorded so far (and those of
+// the checker's Finish, once it ran).
 func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 	s := Summary{SimulatedSeconds: w.Account.Clock().Since(start).Seconds()}
 	names := make([]string, 0, len(w.Checker.Baseline))
@@ -516,10 +522,11 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		}
 		s.Groups = append(s.Groups, gs)
 	}
-	for _, v := range w.Checker.Violations {
+	all := append(append([]Violation(nil), w.Checker.Violations...), w.Checker.final...)
+	for _, v := range all {
 		s.Violations = append(s.Violations, v.String())
 	}
-	s.InvariantViolations = len(w.Checker.Violations)
+	s.InvariantViolations = len(all)
 	s.Restarts = w.Restarts
 	st := &w.Agent.Consumer.Stats
 	s.Messages = MessageCounts{Processed: w.pastMessages.Processed + st.Processed.Load(),

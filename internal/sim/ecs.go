@@ -119,6 +119,10 @@ func (a *Account) CreateService(clusterName, name string, desiredCount int, daem
 // ServiceTasks returns how many of the service's tasks are RUNNING.
 func (a *Account) ServiceTasks(clusterName, serviceName string) (running int) {
 	defer a.lock()()
+	return a.serviceTasks(clusterName, serviceName)
+}
+
+func (a *Account) serviceTasks(clusterName, serviceName string) (running int) {
 	c := a.clusters[clusterName]
 	if c == nil {
 		return 0
