@@ -37,8 +37,8 @@ func (v Violation) String() string {
 //  2. no instance terminated through the API (the agent) before it was drained; no terminating lifecycle action
 //     completed with CONTINUE by the agent before its instance was drained; and every instance of a managed
 //     group, whatever ended its service (the agent, scale-in, a health check, a user, a timed-out hook), drained
-//     when it leaves Terminating:Wait and starts shutting down — unless DrainTimeout had passed since its
-//     termination began (the drain deadline exception);
+//     when it leaves Terminating:Wait and starts shutting down. The last two hold except once DrainTimeout has
+//     passed since the instance's termination began (the drain deadline exception);
 //  3. at most BatchSize instances per group being replaced (InService and DRAINING, or cordoned) at a time, and
 //     desired at most baseline+BatchSize;
 //  4. no lifecycle action completed more than once, and (Finish) every lifecycle action Auto Scaling notified
@@ -364,10 +364,22 @@ func (c *Checker) completions(v *sim.View) {
 }
 
 func (c *Checker) judgeCompletion(v *sim.View, comp sim.Completion) {
-	if comp.Accepted && comp.Caller == sim.CallerAPI && comp.Transition == sim.TransitionTerminating &&
-		comp.Result == sim.ResultContinue && !comp.Drained {
-		c.add(v, 2, comp.Group, "terminating lifecycle action of %s completed (CONTINUE) while the instance was not drained", comp.InstanceID)
+	if !comp.Accepted || comp.Caller != sim.CallerAPI || comp.Transition != sim.TransitionTerminating ||
+		comp.Result != sim.ResultContinue || comp.Drained {
+		return
 	}
+	if c.DrainTimeout > 0 {
+		terms := v.Terminations()
+		for i := len(terms) - 1; i >= 0; i-- {
+			if t := terms[i]; t.InstanceID == comp.InstanceID {
+				if comp.At.Sub(t.RequestedAt) >= c.DrainTimeout {
+					return // the drain deadline exception
+				}
+				break
+			}
+		}
+	}
+	c.add(v, 2, comp.Group, "terminating lifecycle action of %s completed (CONTINUE) while the instance was not drained", comp.InstanceID)
 }
 
 // judgeEKS judges invariant 2 for EKS groups on the Kubernetes nodes just observed: completions, agent

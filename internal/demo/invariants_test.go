@@ -280,3 +280,55 @@ func TestCheckerHealthyScaleInAndRolloutHaveNoViolation(t *testing.T) {
 	require.Equal(t, int32(1), w.Checker.Baseline["g"], "the baseline followed the user's scale-in")
 	require.Equal(t, 1, w.Checker.MinServing["theirs"], "the group sharing the cluster kept serving")
 }
+
+// ignoreDrains answers DRAINING requests with success without sending them: the agent believes its instances
+// drain, ECS never hears of it and their tasks keep running.
+type ignoreDrains struct{ awsapi.ECS }
+
+func (i ignoreDrains) UpdateContainerInstancesState(ctx context.Context, in *ecs.UpdateContainerInstancesStateInput, o ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
+	if in.Status == ecstypes.ContainerInstanceStatusDraining {
+		return &ecs.UpdateContainerInstancesStateOutput{}, nil
+	}
+	return i.ECS.UpdateContainerInstancesState(ctx, in, o...)
+}
+
+func TestCheckerInvariant2DrainDeadlineExceptionHoldsOnlyFromTheDeadline(t *testing.T) {
+	w := brokenWorld(t, func(c agent.Clients) agent.Clients { c.ECS = ignoreDrains{c.ECS}; return c })
+	require.Equal(t, 30*time.Minute, w.Checker.DrainTimeout, "the agent's --drain-timeout")
+	scaleIn(t, w)
+	runFor(t, w, time.Hour)
+	var continued []sim.Completion
+	for _, comp := range w.Account.LifecycleCompletions() {
+		if comp.Accepted && comp.Caller == sim.CallerAPI {
+			continued = append(continued, comp)
+		}
+	}
+	require.Len(t, continued, 2)
+	for _, comp := range continued {
+		require.False(t, comp.Drained, "the tasks never left")
+		require.Equal(t, sim.ResultContinue, comp.Result)
+		require.GreaterOrEqual(t, comp.At.Sub(w.Account.Terminations()[0].RequestedAt), 30*time.Minute, "at the drain deadline")
+	}
+	require.Empty(t, violationsOf(w.Checker.Finish(), 2, "g"), "continued undrained at the deadline: the documented exception")
+
+	// The same world with a drain deadline longer than the run: the same completions are violations.
+	w = brokenWorld(t, func(c agent.Clients) agent.Clients { c.ECS = ignoreDrains{c.ECS}; return c })
+	w.Checker.DrainTimeout = 2 * time.Hour
+	scaleIn(t, w)
+	runFor(t, w, time.Hour)
+	inv2 := violationsOf(w.Checker.Finish(), 2, "g")
+	require.Len(t, inv2, 4, "each instance: completed CONTINUE undrained, then shut down undrained: %v", inv2)
+}
+
+func TestCheckerInvariant2ScaleInOfAGroupWithoutATerminatingHook(t *testing.T) {
+	w, err := Build(Spec{Groups: []GroupSetup{{Name: "bare", Cluster: "c1", Parameter: "/golden/bare", Min: 1, Max: 3, Desired: 2,
+		HeartbeatTimeout: -1}}, Services: map[string]int{"web": 4}})
+	require.NoError(t, err)
+	runFor(t, w, 30*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity("bare", 1))
+	runFor(t, w, 5*time.Minute)
+	inv2 := violationsOf(w.Checker.Finish(), 2, "bare")
+	require.Len(t, inv2, 1, "nothing could drain the instance scale-in took")
+	require.Contains(t, inv2[0].Detail, "termination cause scale-in")
+	require.Contains(t, inv2[0].Detail, "no terminating lifecycle hook held it")
+}
