@@ -12,6 +12,13 @@ const spec = require('cfn-lint/lib/awsData').awsResources;
 const docs = 'https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/';
 
 const resourceProperties = {
+  'AWS::DynamoDB::Table': {
+    // Resource-based policies for DynamoDB tables (2024).
+    ResourcePolicy: {
+      Documentation: docs + 'aws-resource-dynamodb-table.html#cfn-dynamodb-table-resourcepolicy',
+      Type: 'ResourcePolicy', Required: false, UpdateType: 'Mutable',
+    },
+  },
   'AWS::SQS::Queue': {
     // SSE with SQS-owned keys (2021).
     SqsManagedSseEnabled: {
@@ -22,6 +29,12 @@ const resourceProperties = {
 };
 
 const propertyTypes = {
+  'AWS::DynamoDB::Table.ResourcePolicy': {
+    Documentation: docs + 'aws-properties-dynamodb-table-resourcepolicy.html',
+    Properties: {
+      PolicyDocument: {PrimitiveType: 'Json', Required: true, UpdateType: 'Mutable'},
+    },
+  },
   // ECS deployment circuit breaker (2020).
   'AWS::ECS::Service.DeploymentCircuitBreaker': {
     Documentation: docs + 'aws-properties-ecs-service-deploymentcircuitbreaker.html',

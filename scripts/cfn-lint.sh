@@ -23,13 +23,14 @@ if [ ! -x node_modules/.bin/cfn-lint ]; then
 fi
 
 roles='arn:aws:iam::123456789012:role/ecsInstanceRole\,arn:aws:iam::123456789012:role/eks-nodes'
+ops='patch-agent-operator\,AWSReservedSSO_PlatformAdmin_*'
 configurations=(
   # everything on: names and prefix, lifecycle actions by EventBridge and by queue target, alarm topic, HA
-  "AgentImage=123456789012.dkr.ecr.us-east-1.amazonaws.com/patch-agent:v1,AMIParameterNames=/golden-ami/ecs/al2023\,MyExampleParameter\,MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=Both,AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:ops,DesiredCount=2,EcsClusterNames=prod\,staging,InstanceRoleArns=$roles"
+  "AgentImage=123456789012.dkr.ecr.us-east-1.amazonaws.com/patch-agent:v1,AMIParameterNames=/golden-ami/ecs/al2023\,MyExampleParameter\,MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=Both,AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:ops,DesiredCount=2,EcsClusterNames=prod\,staging,InstanceRoleArns=$roles,OperatorRoleNames=$ops"
   # the defaults: lifecycle actions by EventBridge, no prefix, no alarm topic, one replica
-  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,InstanceRoleArns=$roles"
+  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,InstanceRoleArns=$roles,OperatorRoleNames=$ops"
   # hooks with the queue as notification target, prefix only besides one name
-  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=QueueTarget,InstanceRoleArns=$roles"
+  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=QueueTarget,InstanceRoleArns=$roles,OperatorRoleNames=$ops"
 )
 
 export NODE_OPTIONS="--require $root/cloudformation/cfn-lint-spec-supplement.js${NODE_OPTIONS:+ $NODE_OPTIONS}"

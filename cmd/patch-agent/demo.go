@@ -46,6 +46,7 @@ Scenarios:
   bad-ami  the new AMI never becomes healthy: halt and roll back (ends RolledBack)
   pause    a global pause mid-rollout holds it for 30 minutes; resume finishes it
   soak     a 48h minimum AMI age: the fresh AMI waits (ends Waiting, with the time it may start)
+  refused-ami  the new AMI belongs to an account outside the allow-list: the AMI gate refuses it, nothing is touched (ends Waiting)
   window   a maintenance window 03:00-04:00 UTC: waits, then rolls inside the window
   audit    no rollout: patch-agent audit of a mixed simulated fleet (--json: the JSON report; keeps no state)
   eks-upgrade  no rollout: patch-agent eks upgrade of a simulated EKS cluster from 1.30 to 1.31 (--json: the summary)

@@ -89,7 +89,7 @@ EventBridge bus --event-bus (docs/operations.md, docs/notifications.md).`,
 			eksPlatforms, eksSources := newEKS(awsCfg, ec2.NewFromConfig(awsCfg), clock.RealClock{})
 			a := agent.New(clients, agent.Settings{QueueURL: cfg.QueueURL, ReconcileInterval: cfg.ReconcileInterval,
 				PollInterval: cfg.PollInterval, VisibilityTimeout: cfg.VisibilityTimeout, Policy: cfg.Policy(), OwnerID: cfg.OwnerID,
-				Observer: obs.observer, Platforms: eksPlatforms, Sources: eksSources},
+				Observer: obs.observer, Platforms: eksPlatforms, Sources: eksSources, AllowedAMIOwners: cfg.AMIOwners()},
 				store, clock.RealClock{}, log)
 			checks := map[string]health.Check{"queue": health.QueueCheck(sqsAPI, cfg.QueueURL), "table": health.TableCheck(dynamoAPI, cfg.Table)}
 			return obs.run(cmd.Context(), a, clients.CloudWatch, checks)

@@ -32,6 +32,8 @@ type Clients struct {
 	SQS         awsapi.SQS
 	// CloudWatch serves the alarm gates; nil disables them (targets naming alarms then wait with a reason).
 	CloudWatch awsapi.CloudWatch
+	// InstanceTypes tells the AMI gate the architectures of instance types; nil: EC2, when it has the call.
+	InstanceTypes awsapi.EC2InstanceTypes
 }
 
 // Settings are the agent's timing and policy settings.
@@ -51,6 +53,11 @@ type Settings struct {
 	// Observer is told every transition, observation and completed lifecycle action (metrics,
 	// notifications); nil observes nothing.
 	Observer lifecycle.Observer
+	// AllowedAMIOwners are AMI owners (account ids, owner aliases) the AMI gate accepts for every group, on
+	// top of the agent's own account and, for AWS public parameters, Amazon (--allowed-ami-owners).
+	AllowedAMIOwners []string
+	// AccountID is the agent's AWS account, whose AMIs the gate accepts; default: the account in QueueURL's path.
+	AccountID string
 }
 
 // Agent is one running patch-agent.
@@ -182,10 +189,18 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	if c.CloudWatch != nil {
 		alarms = lifecycle.CloudWatchAlarms{API: c.CloudWatch}
 	}
+	if s.AccountID == "" {
+		s.AccountID = lifecycle.AccountFromQueueURL(s.QueueURL)
+	}
+	instanceTypes := c.InstanceTypes
+	if it, ok := c.EC2.(awsapi.EC2InstanceTypes); ok && instanceTypes == nil {
+		instanceTypes = it
+	}
+	gate := &lifecycle.AMIGate{EC2: c.EC2, InstanceTypes: instanceTypes, AccountID: s.AccountID, AllowedOwners: s.AllowedAMIOwners, Clock: clk}
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
 		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
-			Clock: clk, Log: log, Policy: s.Policy},
+			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate},
 		hooks: &lifecycle.Hooks{Owner: s.OwnerID, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy},
 		amis:  map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 	}
@@ -323,7 +338,16 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if err != nil {
 			a.log.Error("rollout step failed; retrying next tick", zap.String(logging.Group, name), zap.Error(err))
 		}
+		if r.Group != "" {
+			records[name] = r
+		}
 		a.settings.Observer.TargetObserved(t, v, r, ami)
+	}
+	if only == nil {
+		// Instances the agent drained for lifecycle actions that are back InService go back in service.
+		if err := a.hooks.Recover(ctx, d, records); err != nil {
+			a.log.Warn("recovering drained instances failed; retrying next tick", zap.Error(err))
+		}
 	}
 	return nil
 }
@@ -451,7 +475,8 @@ func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Di
 	return events.Done, a.reconcileLocked(ctx, affected)
 }
 
-// handleLifecycle drains and completes lifecycle actions of managed groups; others are ignored (field case C3).
+// handleLifecycle drains and completes lifecycle actions of managed groups once Auto Scaling confirmed them
+// (lifecycle.Hooks.Handle, field case C19); others are ignored (field case C3).
 func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Disposition, error) {
 	l := ev.Lifecycle
 	a.mu.Lock()
@@ -469,8 +494,12 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 	}
 	a.mu.Unlock()
 	if !ok {
+		// Field case C3: routine on a shared queue, so info; counted as rejected, nothing drained.
 		a.log.Info("lifecycle action for a group this agent does not manage; ignored",
-			zap.String(logging.Group, l.GroupName), zap.String(logging.InstanceID, l.InstanceID))
+			zap.String(logging.Group, l.GroupName), zap.String(logging.InstanceID, l.InstanceID),
+			zap.String(logging.Reason, lifecycle.RejectGroupNotManaged))
+		a.settings.Observer.LifecycleMessageRejected(lifecycle.Rejection{Reason: lifecycle.RejectGroupNotManaged,
+			Detail: "group " + l.GroupName + " is not managed by this agent", Action: *l, At: a.clock.Now()})
 		return events.Ignored, nil
 	}
 	if l.Action == events.ActionReplaceRootVolume {

@@ -224,26 +224,43 @@ func TestC14ReplaceRootVolumeIsDrainedThenContinuedAndTheInstanceIsNotRetired(t 
 	w := build(t, oneGroup(&g))
 	settle(t, w, 10*time.Second)
 	target := w.Account.Group(g.Name).Instances[0]
+	// An instance refresh with the ReplaceRootVolume strategy: the instance waits in ReplacingRootVolume:Wait
+	// on the group's terminating hook (the hook's own message goes to the queue too), and EventBridge
+	// delivers the action with "Action":"ReplaceRootVolume".
+	tokens, err := w.Account.StartRootVolumeReplacement(target.ID)
+	require.NoError(t, err)
+	require.Len(t, tokens, 1)
 	w.Account.SendMessage(w.QueueURL, fixture(t, "eventbridge-lifecycle-terminate-replace-root-volume.json",
-		"i-1234567890abcdef0", target.ID))
-	settle(t, w, 10*time.Minute)
-
+		"i-1234567890abcdef0", target.ID, "71514b9d-6a40-4b26-8523-05e7eEXAMPLE", tokens[0],
+		"my-terminate-lifecycle-hook", demo.HookName))
 	var calls []sim.Completion
-	for _, c := range w.Account.LifecycleCompletions() {
-		if c.Token == "71514b9d-6a40-4b26-8523-05e7eEXAMPLE" {
-			calls = append(calls, c)
+	_, err = w.RunUntil(context.Background(), tick, 10*time.Minute, func() bool {
+		calls = nil
+		for _, c := range w.Account.LifecycleCompletions() {
+			if c.Token == tokens[0] {
+				calls = append(calls, c)
+			}
 		}
-	}
+		return len(calls) > 0
+	})
+	require.NoError(t, err)
 	require.Len(t, calls, 1, "completed exactly once")
 	require.Equal(t, sim.ResultContinue, calls[0].Result)
+	require.True(t, calls[0].Drained, "its tasks left before the root volume swap")
+	at, ok := w.Account.Instance(target.ID)
+	require.True(t, ok)
+	require.Equal(t, "DRAINING", at.ContainerInstanceStatus, "its tasks left before the root volume swap")
+	settle(t, w, 10*time.Minute)
+
 	after, ok := w.Account.Instance(target.ID)
 	require.True(t, ok)
-	require.Equal(t, "DRAINING", after.ContainerInstanceStatus, "its tasks left before the root volume swap")
 	require.Equal(t, "InService", after.LifecycleState, "the instance is not going away")
+	require.Equal(t, "ACTIVE", after.ContainerInstanceStatus, "back with its new root volume, it is put back in service")
 	require.NotContains(t, w.Rollout(context.Background(), g.Name).Replaced, target.ID)
 	h, err := w.Store.GetHook(context.Background(), calls[0].Token)
 	require.NoError(t, err)
 	require.Equal(t, state.HookCompleted, h.State)
+	require.Len(t, acceptedCompletions(w)[tokens[0]], 1, "and completed exactly once in all")
 }
 
 func TestDuplicateDeliveryOfALifecycleActionHasOneEffect(t *testing.T) {

@@ -300,11 +300,15 @@ func (w *run) launchSources(ctx context.Context, subjects []*subject) error {
 		g.LaunchTemplate = fmt.Sprintf("%s:%s=%d", label, ref.Version, tr.version.Number)
 		g.ConfiguredImage = tr.version.ImageID
 		s.addInstanceType(tr.instanceType)
+		optedIn, optInErr := lifecycle.OptedIn(s.tags)
+		if optInErr != nil {
+			g.Notes = append(g.Notes, optInErr.Error())
+		}
 		switch {
 		case g.Nodegroup != "" && g.AMIType != "CUSTOM":
 			g.AMISource = SourceEKSManaged
 			g.Notes = append(g.Notes, fmt.Sprintf("EKS managed node group %s (AMI type %s, release %s): EKS chooses its AMI; move it with UpdateNodegroupVersion", g.Nodegroup, g.AMIType, g.ReleaseVersion))
-		case strings.EqualFold(s.tags[lifecycle.TagEnabled], "true"):
+		case optedIn:
 			g.AMISource = SourcePatchAgent
 			if _, err := lifecycle.TargetFromTags(g.Name, s.tags); err != nil {
 				g.Notes = append(g.Notes, err.Error())

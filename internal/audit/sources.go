@@ -50,6 +50,10 @@ func (r *templateReader) DescribeInstances(ctx context.Context, in *ec2.Describe
 	return r.api.DescribeInstances(ctx, in, optFns...)
 }
 
+func (r *templateReader) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
+	return r.api.DescribeImages(ctx, in, optFns...)
+}
+
 // CreateLaunchTemplateVersion returns errReadOnly.
 func (r *templateReader) CreateLaunchTemplateVersion(context.Context, *ec2.CreateLaunchTemplateVersionInput, ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateVersionOutput, error) {
 	return nil, errReadOnly

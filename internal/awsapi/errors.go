@@ -56,3 +56,11 @@ func IsParameterNotFound(err error) bool {
 	code, _ := errorCode(err)
 	return code == "ParameterNotFound"
 }
+
+// IsImageNotFound reports whether err is EC2's answer to DescribeImages for an AMI it does not know:
+// InvalidAMIID.NotFound (never registered, or deregistered and no longer listed) or InvalidAMIID.Unavailable
+// (Amazon EC2 API Reference, "Error codes for the Amazon EC2 API").
+func IsImageNotFound(err error) bool {
+	code, _ := errorCode(err)
+	return code == "InvalidAMIID.NotFound" || code == "InvalidAMIID.Unavailable"
+}

@@ -293,28 +293,40 @@ func allows(t testing.TB, sts []statement, r request) bool {
 	return allowed
 }
 
+// conditionsHold evaluates a statement's conditions as IAM does (IAM User Guide, "Condition operators"):
+// operators and keys ANDed, the values of a key ORed; a key absent from the request context fails a positive
+// operator and satisfies a negated one (ArnNotEquals, ArnNotLike, StringNotEquals), whose value must match
+// none of the listed values.
 func conditionsHold(t testing.TB, st statement, ctx map[string]string) bool {
 	t.Helper()
 	for op, keys := range st.conditions {
 		for key, want := range keys {
 			got, present := ctx[key]
-			if !present {
-				return false
-			}
 			var match func(pattern string) bool
+			negated := false
 			switch op {
 			case "StringEquals", "Bool":
 				match = func(p string) bool { return p == got }
+			case "StringNotEquals":
+				match, negated = func(p string) bool { return p == got }, true
 			case "StringEqualsIgnoreCase":
 				match = func(p string) bool { return strings.EqualFold(p, got) }
 			case "StringLike":
 				match = func(p string) bool { return wildcardMatch(p, got, false) }
 			case "ArnEquals", "ArnLike":
 				match = func(p string) bool { return arnMatch(p, got) }
+			case "ArnNotEquals", "ArnNotLike":
+				match, negated = func(p string) bool { return arnMatch(p, got) }, true
 			default:
 				t.Fatalf("%s: the test's evaluator does not know condition operator %s", st.where, op)
 			}
-			if !slices.ContainsFunc(want, match) {
+			if negated {
+				if present && slices.ContainsFunc(want, match) {
+					return false
+				}
+				continue
+			}
+			if !present || !slices.ContainsFunc(want, match) {
 				return false
 			}
 		}
@@ -394,6 +406,7 @@ func TestWhatTheTaskRoleMayDo(t *testing.T) {
 		{"does not complete lifecycle actions of other groups", request{"autoscaling:CompleteLifecycleAction", group, nil}, false},
 		{"cannot change a group's tags", request{"autoscaling:CreateOrUpdateTags", group, tagged}, false},
 		{"cannot delete a group", request{"autoscaling:DeleteAutoScalingGroup", group, tagged}, false},
+		{"confirms a lifecycle message's instance with Auto Scaling, whatever group it names", request{"autoscaling:DescribeAutoScalingInstances", "*", nil}, true},
 
 		{"versions a tagged launch template", request{"ec2:CreateLaunchTemplateVersion", template, tagged}, true},
 		{"does not version an untagged launch template", request{"ec2:CreateLaunchTemplateVersion", template, nil}, false},

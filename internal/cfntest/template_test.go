@@ -45,7 +45,15 @@ var required = map[string]string{
 	"InstanceRoleArns": "arn:aws:iam::" + testAccount + ":role/ecsInstanceRole,arn:aws:iam::" + testAccount + ":role/eks-nodes",
 	"VpcSubnets":       "subnet-0123456789abcdef0,subnet-0fedcba9876543210",
 	"SecurityGroups":   "sg-0123456789abcdef0",
+	// A plain role name and an IAM Identity Center role, whose random suffix differs in every account.
+	"OperatorRoleNames": testOperatorRole + "," + testSSOOperatorRoles,
 }
+
+// Operator roles of the tests (OperatorRoleNames).
+const (
+	testOperatorRole     = "patch-agent-operator"
+	testSSOOperatorRoles = "AWSReservedSSO_PlatformAdmin_*"
+)
 
 // Configurations of the stack the tests deploy the template with (each adds to required).
 var (

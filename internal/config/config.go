@@ -24,6 +24,8 @@ const (
 	EnvTable    = "PATCH_AGENT_TABLE"
 	EnvRegion   = "AWS_REGION"
 	EnvLogLevel = "PATCH_AGENT_LOG_LEVEL"
+	// EnvAllowedAMIOwners gives the default of --allowed-ami-owners.
+	EnvAllowedAMIOwners = "PATCH_AGENT_ALLOWED_AMI_OWNERS"
 )
 
 // Config is the effective configuration of `patch-agent run`.
@@ -54,6 +56,9 @@ type Config struct {
 	EventBus string `json:"eventBus"`
 	// Notifications sends rollout and lifecycle notifications to EventBus.
 	Notifications bool `json:"notifications"`
+	// AllowedAMIOwners are AMI owners the AMI gate accepts for every group, besides the agent's own account
+	// and, for AWS public parameters, Amazon: 12-digit account ids or owner aliases, separated by commas.
+	AllowedAMIOwners string `json:"allowedAmiOwners"`
 }
 
 // Default returns the defaults, with environment variables applied.
@@ -76,6 +81,7 @@ func Default() Config {
 		HealthAddr:        ":8080",
 		EventBus:          "default",
 		Notifications:     true,
+		AllowedAMIOwners:  os.Getenv(EnvAllowedAMIOwners),
 	}
 }
 
@@ -104,6 +110,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Prometheus, "prometheus", c.Prometheus, "serve the metrics in the Prometheus text format on /metrics of --health-addr")
 	fs.StringVar(&c.EventBus, "event-bus", c.EventBus, "EventBridge bus (name or ARN) that receives the rollout and lifecycle notifications")
 	fs.BoolVar(&c.Notifications, "notifications", c.Notifications, "send rollout and lifecycle notifications to --event-bus")
+	fs.StringVar(&c.AllowedAMIOwners, "allowed-ami-owners", c.AllowedAMIOwners, "AMI owners the AMI gate accepts for every group besides this account (and Amazon for /aws/service parameters): account ids or aliases (amazon, aws-marketplace, aws-backup-vault, self), comma-separated (env "+EnvAllowedAMIOwners+")")
 }
 
 // Validate returns every problem of c at once, each naming the flag and the environment variable to fix.
@@ -160,7 +167,16 @@ func (c Config) Validate() error {
 	if c.OwnerID == "" {
 		errs = append(errs, errors.New("--owner-id is empty: name this replica (it defaults to the host name)"))
 	}
+	if _, err := lifecycle.ParseAMIOwners(c.AllowedAMIOwners); err != nil {
+		errs = append(errs, fmt.Errorf("--allowed-ami-owners (or %s): %w", EnvAllowedAMIOwners, err))
+	}
 	return errors.Join(errs...)
+}
+
+// AMIOwners returns the owners of --allowed-ami-owners (nil when none; entries Validate refuses are left out).
+func (c Config) AMIOwners() []string {
+	owners, _ := lifecycle.ParseAMIOwners(c.AllowedAMIOwners)
+	return owners
 }
 
 var (

@@ -33,6 +33,8 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		{"unknown log level", func(c *Config) { c.LogLevel = "loud" }, "want debug, info, warn or error"},
 		{"empty owner", func(c *Config) { c.OwnerID = "" }, "--owner-id is empty"},
 		{"zero reconcile interval", func(c *Config) { c.ReconcileInterval = 0 }, "--reconcile-interval must be positive"},
+		{"C20 allowed AMI owners", func(c *Config) { c.AllowedAMIOwners = "444455556666, amazon,aws-marketplace" }, ""},
+		{"C20 allowed AMI owner not an account", func(c *Config) { c.AllowedAMIOwners = "4444,amazon" }, `--allowed-ami-owners (or PATCH_AGENT_ALLOWED_AMI_OWNERS): "4444": want 12-digit AWS account ids`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -57,4 +59,9 @@ func TestStartUpLogShowsDurationsAsText(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &m))
 	require.Equal(t, "15s", m["reconcileInterval"])
 	require.Equal(t, "eu-west-1", m["region"])
+}
+
+func TestC20AllowedAMIOwnersDefaultsFromTheEnvironment(t *testing.T) {
+	t.Setenv(EnvAllowedAMIOwners, "444455556666,aws-marketplace")
+	require.Equal(t, []string{"444455556666", "aws-marketplace"}, Default().AMIOwners())
 }

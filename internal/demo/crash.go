@@ -79,7 +79,7 @@ func (f *Fuse) blow() {
 func (f *Fuse) Wrap(c agent.Clients, s state.Store) (agent.Clients, state.Store) {
 	return agent.Clients{
 		AutoScaling: fusedASG{c.AutoScaling, f}, EC2: fusedEC2{c.EC2, f}, ECS: fusedECS{c.ECS, f},
-		SSM: c.SSM, SQS: fusedSQS{c.SQS, f},
+		SSM: c.SSM, SQS: fusedSQS{c.SQS, f}, InstanceTypes: c.InstanceTypes,
 	}, fusedStore{s, f}
 }
 

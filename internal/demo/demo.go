@@ -18,6 +18,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/metrics"
@@ -112,6 +113,7 @@ type World struct {
 	settings  agent.Settings
 	log       *zap.Logger
 	eksParams map[string]string // EKS group with an `auto` source -> the public parameter it resolves to
+	arch      string            // architecture of the world's AMIs: that of the first group's instance type
 }
 
 // GroupSetup is one Auto Scaling group of a world: an ECS cluster's capacity, or an EKS self-managed node
@@ -126,8 +128,10 @@ type GroupSetup struct {
 	InstanceType string
 	// TemplateVersion is how the group references its launch template: "$Default" (default), "$Latest" or "1".
 	TemplateVersion string
-	// MixedInstances references the template through a mixed instances policy.
+	// MixedInstances references the template through a mixed instances policy; Overrides are its instance
+	// types.
 	MixedInstances bool
+	Overrides      []string
 	// HeartbeatTimeout of the group's terminating lifecycle hook to the agent's queue; 0 = 300 s; -1 = no hook.
 	HeartbeatTimeout time.Duration
 	// Unmanaged leaves the opt-in tag off: the agent must never touch the group.
@@ -167,6 +171,8 @@ type Spec struct {
 	Kube kubernetes.Interface
 	// KubeWorkload runs on the EKS groups' nodes.
 	KubeWorkload KubeWorkload
+	// AllowedAMIOwners is the agent's --allowed-ami-owners.
+	AllowedAMIOwners []string
 }
 
 // DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
@@ -251,7 +257,7 @@ func Build(spec Spec) (*World, error) {
 			tags[k] = v
 		}
 		gs := sim.GroupSpec{Name: g.Name, Min: g.Min, Max: g.Max, Desired: g.Desired, LaunchTemplateID: lt,
-			LaunchTemplateVersion: version, MixedInstances: g.MixedInstances, Tags: tags, ECSCluster: ecsCluster,
+			LaunchTemplateVersion: version, MixedInstances: g.MixedInstances, Overrides: g.Overrides, Tags: tags, ECSCluster: ecsCluster,
 			CapacityProvider: g.CapacityProvider}
 		if cp := g.CapacityProvider; cp != nil && cp.ManagedTerminationProtection {
 			gs.NewInstancesProtectedFromScaleIn = true
@@ -270,6 +276,19 @@ func Build(spec Spec) (*World, error) {
 		if !g.Unmanaged {
 			baseline[g.Name] = g.Desired
 		}
+	}
+	w.arch = "x86_64"
+	if len(spec.Groups) > 0 {
+		it := spec.Groups[0].InstanceType
+		if it == "" {
+			it = "m7g.large"
+		}
+		if arch, err := (&eks.Architectures{API: acct.EC2InstanceTypes()}).For(context.Background(), []string{it}); err == nil {
+			w.arch = arch
+		}
+	}
+	for _, id := range []string{image, ImageA, ImageB} {
+		w.registerImage(id, false)
 	}
 	w.Checker = NewChecker(acct, baseline)
 	if w.Kube != nil {
@@ -328,7 +347,7 @@ func Build(spec Spec) (*World, error) {
 		store = state.NewMemory()
 	}
 	clients := agent.Clients{AutoScaling: acct.AutoScaling(), EC2: acct.EC2(), ECS: acct.ECS(), SSM: acct.SSM(), SQS: acct.SQS(),
-		CloudWatch: acct.CloudWatch()}
+		CloudWatch: acct.CloudWatch(), InstanceTypes: acct.EC2InstanceTypes()}
 	hookQueue := queue
 	if spec.SQS != nil {
 		clients.SQS, queue = spec.SQS, spec.QueueURL
@@ -336,7 +355,8 @@ func Build(spec Spec) (*World, error) {
 	if spec.Wrap != nil {
 		clients = spec.Wrap(clients)
 	}
-	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer}
+	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer,
+		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners} // a kumo queue URL names another account
 	w.Store, w.QueueURL, w.clients, w.settings, w.log = store, queue, clients, settings, log
 	w.Agent = agent.New(clients, w.agentSettings(nil), store, clk, log)
 	w.Checker.DrainTimeout = policy.DrainTimeout
@@ -345,9 +365,31 @@ func Build(spec Spec) (*World, error) {
 	return w, nil
 }
 
+// registerImage registers id, when EC2 does not know it yet, as a release of the world's AMI line: Amazon
+// Linux 2023 for ECS of the world's architecture, available, owned by Amazon when public (an AWS public
+// parameter's AMI) and else by the account (a golden AMI built on it), so that it passes the AMI gate.
+// Scenarios that test the gate register their AMIs themselves first.
+func (w *World) registerImage(id string, public bool) {
+	if id == "" || w.Account.ImageRegistered(id) {
+		return
+	}
+	created := w.Account.Clock().Now().Add(-24 * time.Hour)
+	name := fmt.Sprintf("al2023-ami-ecs-hvm-2023.0.%s-kernel-6.1-%s", created.Format("20060102"), w.arch)
+	spec := sim.ImageSpec{ID: id, Name: name, Architecture: w.arch, Created: created,
+		Description: "Amazon Linux AMI 2023.0 " + w.arch + " ECS HVM EBS"}
+	if !public {
+		spec.OwnerID = w.Account.Options().AccountID
+		spec.Name = "golden-" + name
+		spec.Description = "Golden AMI built on " + name
+	}
+	w.Account.RegisterImage(spec)
+}
+
 // PublishAMI sets the parameter to image and puts the EventBridge "Parameter Store Change" event for it on
-// the agent's queue, as EventBridge would for a parameter in the account.
+// the agent's queue, as EventBridge would for a parameter in the account. An image EC2 does not know yet is
+// registered as the account's golden AMI (registerImage).
 func (w *World) PublishAMI(param, image string) {
+	w.registerImage(image, false)
 	w.Account.PutParameter(param, image)
 	now := w.Account.Clock().Now().UTC().Format(time.RFC3339)
 	body := fmt.Sprintf(`{"version":"0","id":"%d","detail-type":"Parameter Store Change","source":"aws.ssm","account":"111122223333","time":%q,"region":"us-east-1","resources":["arn:aws:ssm:us-east-1:111122223333:parameter%s"],"detail":{"operation":"Update","name":%q,"type":"String","description":"Golden AMI for ECS hosts"}}`,
@@ -357,8 +399,10 @@ func (w *World) PublishAMI(param, image string) {
 
 // PublishPublicAMI sets a public parameter (/aws/service/...) to image. Public parameters send no events
 // into an account; the EventBridge schedule rule's "Scheduled Event" is put on the agent's queue, so the
-// agent resolves every parameter now instead of at its next poll.
+// agent resolves every parameter now instead of at its next poll. An image EC2 does not know yet is registered
+// as Amazon's (registerImage).
 func (w *World) PublishPublicAMI(param, image string) {
+	w.registerImage(image, true)
 	w.Account.PutParameter(param, image)
 	now := w.Account.Clock().Now().UTC().Format(time.RFC3339)
 	body := fmt.Sprintf(`{"version":"0","id":"tick-%d","detail-type":"Scheduled Event","source":"aws.events","account":"111122223333","time":%q,"region":"us-east-1","resources":["arn:aws:events:us-east-1:111122223333:rule/patch-agent-schedule"],"detail":{}}`,

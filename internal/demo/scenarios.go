@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -43,6 +44,15 @@ var scenarios = map[string]scenario{
 		setup:       withTag(lifecycle.TagMinAMIAge, "48h"),
 		stop: func(r state.Rollout, w *World) bool {
 			return r.Phase == state.PhaseWaiting && w.Account.Clock().Since(r.DetectedAt) > 10*time.Minute
+		}},
+	"refused-ami": {name: "refused-ami", expect: state.PhaseWaiting,
+		description: "the parameters name an AMI of an account outside the allow-list: the AMI gate refuses it and nothing is touched",
+		prepare: func(w *World) {
+			w.Account.RegisterImage(sim.ImageSpec{ID: ImageB, Name: "al2023-ami-ecs-hvm-2023.0.20261129-kernel-6.1-" + w.arch,
+				Architecture: w.arch, OwnerID: "999988887777", Created: w.Account.Clock().Now().Add(-time.Hour)})
+		},
+		stop: func(r state.Rollout, w *World) bool {
+			return r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, "AMI refused") && w.Account.Clock().Since(r.DetectedAt) > 10*time.Minute
 		}},
 	"window": {name: "window", expect: state.PhaseCompleted,
 		description: "maintenance window daily 03:00-04:00 UTC; the AMI arrives at 02:00 and waits for it",

@@ -25,6 +25,10 @@ func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 					require.Contains(t, g.Reason, "not healthy after 10m0s", g.Name)
 				case "soak":
 					require.Contains(t, g.Reason, "may start at", g.Name)
+				case "refused-ami":
+					require.Zero(t, g.OnTarget, "%s: the refused AMI (C20) runs nowhere", g.Name)
+					require.Contains(t, g.Reason, "AMI refused: "+ImageB+" is owned by 999988887777", g.Name)
+					require.Equal(t, 1.0, s.Metrics["AMIRejected{Group="+g.Name+",Platform="+g.Platform+",Reason=OwnerNotAllowed}"], g.Name)
 				}
 			}
 			if name == "crash" {

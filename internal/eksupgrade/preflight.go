@@ -397,7 +397,7 @@ func (r *Runner) selfManagedGroups(ctx context.Context, cluster, clusterVersion 
 		return nil, nil, nil
 	}
 	in := &autoscaling.DescribeAutoScalingGroupsInput{MaxRecords: aws.Int32(100),
-		Filters: []astypes.Filter{{Name: aws.String("tag:" + lifecycle.TagEnabled), Values: []string{"true", "True", "TRUE"}}}}
+		Filters: []astypes.Filter{{Name: aws.String("tag-key"), Values: []string{lifecycle.TagEnabled}}}} // lifecycle.OptedIn decides on the value
 	var out []selfManaged
 	var misconfigured []string
 	pages := autoscaling.NewDescribeAutoScalingGroupsPaginator(r.AutoScaling, in)

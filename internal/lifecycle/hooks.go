@@ -43,7 +43,8 @@ const (
 	HookDone HookOutcome = iota
 	// HookInProgress: the drain (or launch health wait) goes on; keep the message and look again.
 	HookInProgress
-	// HookIgnored: the action names an instance EC2 does not know; there is nothing to drain or complete.
+	// HookIgnored: the action names an instance EC2 does not know, or Auto Scaling does not confirm it (field
+	// case C19); there is nothing to drain or complete.
 	HookIgnored
 )
 
@@ -64,14 +65,23 @@ type Hooks struct {
 	// Observer is told every completed action; nil observes nothing.
 	Observer Observer
 
-	mu              sync.Mutex
-	heartbeats      map[string]time.Duration // group/hook -> HeartbeatTimeout
-	managedDraining map[string]bool          // group -> has ECS's managed draining hook
+	mu    sync.Mutex
+	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
 }
 
-// Handle takes one look at a lifecycle action of target t: it records it, starts or checks the drain, sends
-// a heartbeat when one is due, and completes the action when the work is done. Call it again (with the same
-// action) until it returns HookDone.
+// hookInfo is one lifecycle hook of a group as DescribeLifecycleHooks describes it.
+type hookInfo struct {
+	transition string
+	heartbeat  time.Duration
+}
+
+// Handle takes one look at a lifecycle action of target t: it confirms the action with Auto Scaling the first
+// time it sees its token (confirm: the message is a claim, DescribeAutoScalingInstances and
+// DescribeLifecycleHooks are the facts), records it, starts or checks the drain, sends a heartbeat when one is
+// due, and completes the action when the work is done. Call it again (with the same action) until it returns
+// HookDone or HookIgnored. An action Auto Scaling does not confirm returns HookIgnored with nothing drained,
+// one warning and an Observer.LifecycleMessageRejected (field case C19); an Auto Scaling error returns it
+// with the error, so the message is kept and tried again.
 func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) (HookOutcome, error) {
 	if a.HookName == ECSManagedDrainingHookName {
 		// ECS's own hook (an EventBridge rule sees every hook of the group): ECS drains and completes it.
@@ -79,50 +89,79 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 		return HookIgnored, nil
 	}
 	rec, err := h.Store.GetHook(ctx, a.Token)
+	known := err == nil
 	switch {
 	case errors.Is(err, state.ErrNotFound):
-		rec = state.Hook{Token: a.Token, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID,
-			Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now()}
-		if a.Terminating() {
-			rec.State = state.HookDraining
-		}
-		if rec, err = h.Store.PutHook(ctx, rec); err != nil {
-			return HookInProgress, fmt.Errorf("recording lifecycle action %s: %w", a.Token, err)
-		}
 	case err != nil:
 		return HookInProgress, fmt.Errorf("reading lifecycle action %s: %w", a.Token, err)
 	}
-	if rec.State == state.HookCompleted {
+	if known && rec.State == state.HookCompleted {
 		return HookDone, nil
+	}
+	log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
+		zap.String(logging.LifecycleToken, a.Token), zap.String(logging.Transition, a.Transition))
+	confirming := !known || !rec.Confirmed
+	if confirming {
+		// Invariant 9 (docs/architecture.md): once per action, before anything is drained or cordoned.
+		c, err := h.confirm(ctx, a)
+		if err != nil {
+			return HookInProgress, err // nothing is known: keep the message, drain nothing
+		}
+		switch c.verdict {
+		case verdictNotYet:
+			log.Debug("instance not yet in the lifecycle action's wait state; looking again", zap.String(logging.Reason, c.detail))
+			return HookInProgress, nil
+		case verdictRejected:
+			return HookIgnored, h.reject(ctx, t, a, rec, known, c, log)
+		}
+		if !known {
+			rec = state.Hook{Token: a.Token, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID,
+				Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now()}
+			if a.Terminating() {
+				rec.State = state.HookDraining
+			}
+		}
+		rec.Confirmed = c.verdict == verdictConfirmed
+		if rec, err = h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
+			return HookInProgress, nil // another copy of the message (or replica) recorded it first: look again
+		} else if err != nil {
+			return HookInProgress, fmt.Errorf("recording lifecycle action %s: %w", a.Token, err)
+		}
+		if c.verdict == verdictGone {
+			// Field case C5: the instance is already leaving or gone: nothing to drain, no action waits.
+			log.Info("instance already terminated; lifecycle action treated as done", zap.String(logging.Reason, c.detail))
+			return HookDone, h.finish(ctx, rec, "", c.detail)
+		}
 	}
 	if rec, err = h.claim(ctx, rec); errors.Is(err, errClaimedElsewhere) || errors.Is(err, state.ErrConflict) {
 		return HookInProgress, nil // another replica works on it; this copy of the message waits for its end
 	} else if err != nil {
 		return HookInProgress, err
 	}
-	log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
-		zap.String(logging.LifecycleToken, a.Token), zap.String(logging.Transition, a.Transition))
 
-	switch exists, err := h.instanceState(ctx, a.InstanceID); {
-	case err != nil:
-		return HookInProgress, err
-	case exists == instanceUnknown && !a.Terminating() && h.Clock.Since(rec.ReceivedAt) < launchVisibilityGrace:
-		// EC2 is eventually consistent: a just-launched instance may not be described yet. Look again.
-		return HookInProgress, nil
-	case exists == instanceUnknown:
-		// Field case C3: no such instance. Nothing to drain and no action can be waiting for it.
-		log.Info("lifecycle action for an instance EC2 does not know; ignored")
-		return HookIgnored, h.finish(ctx, rec, "", "instance does not exist")
-	case exists == instanceTerminated:
-		// Field case C5: EC2 already reports the instance terminated: nothing to drain, nothing waits.
-		log.Info("instance already terminated; lifecycle action treated as done")
-		return HookDone, h.finish(ctx, rec, "", "instance already terminated")
+	if !confirming {
+		// Auto Scaling answered on the first look; later looks ask EC2 whether the instance went away meanwhile.
+		switch exists, err := h.instanceState(ctx, a.InstanceID); {
+		case err != nil:
+			return HookInProgress, err
+		case exists == instanceUnknown && !a.Terminating() && h.Clock.Since(rec.ReceivedAt) < launchVisibilityGrace:
+			// EC2 is eventually consistent: a just-launched instance may not be described yet. Look again.
+			return HookInProgress, nil
+		case exists == instanceUnknown:
+			// Field case C3: no such instance. Nothing to drain and no action can be waiting for it.
+			log.Info("lifecycle action for an instance EC2 does not know; ignored")
+			return HookIgnored, h.finish(ctx, rec, "", "instance does not exist")
+		case exists == instanceTerminated:
+			// Field case C5: EC2 already reports the instance terminated: nothing to drain, nothing waits.
+			log.Info("instance already terminated; lifecycle action treated as done")
+			return HookDone, h.finish(ctx, rec, "", "instance already terminated")
+		}
 	}
 
 	if !a.Terminating() {
 		return h.launching(ctx, t, a, rec, log)
 	}
-	prog, err := h.drain(ctx, t, a.GroupName, a.InstanceID)
+	prog, err := h.drain(ctx, t, &rec)
 	if err != nil {
 		if h.Clock.Since(rec.ReceivedAt) < h.Policy.DrainTimeout {
 			// The heartbeat does not depend on the drain's status: a passing ECS or Kubernetes API fault
@@ -150,24 +189,39 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 }
 
 // drain starts the platform drain when needed and reports its progress. On a group with ECS managed
-// draining ECS drains the instance itself: the agent only watches (field case C17).
-func (h *Hooks) drain(ctx context.Context, t Target, group, instanceID string) (DrainProgress, error) {
+// draining ECS drains the instance itself: the agent only watches (field case C17). Before the agent first
+// sets the instance DRAINING (or cordons it) for the action, it writes a drain mark (state.DrainMark) and
+// records it on the hook record, so an instance it left drained can be put back in service (Recover).
+func (h *Hooks) drain(ctx context.Context, t Target, rec *state.Hook) (DrainProgress, error) {
 	platform, err := h.Platforms.For(t)
 	if err != nil {
 		return DrainProgress{}, err
 	}
-	prog, err := platform.DrainStatus(ctx, t.Cluster, instanceID)
+	prog, err := platform.DrainStatus(ctx, t.Cluster, rec.InstanceID)
 	if err != nil || prog.Drained {
 		return prog, err
 	}
-	if h.ecsDrains(ctx, group) {
+	if h.ecsDrains(ctx, rec.Group) {
 		prog.Detail = "ECS managed draining: " + prog.Detail
 		return prog, nil
 	}
-	if err := platform.StartDrain(ctx, t.Cluster, instanceID); err != nil {
+	if !rec.AgentDrained {
+		mark := state.DrainMark{InstanceID: rec.InstanceID, Group: rec.Group, Platform: t.Platform, Cluster: t.Cluster,
+			Token: rec.Token, At: h.Clock.Now()}
+		if err := h.Store.PutDrainMark(ctx, mark); err != nil {
+			return prog, fmt.Errorf("recording the drain of %s: %w", rec.InstanceID, err)
+		}
+		rec.AgentDrained = true
+		next, err := h.Store.PutHook(ctx, *rec)
+		if err != nil {
+			return prog, fmt.Errorf("recording the drain of %s on lifecycle action %s: %w", rec.InstanceID, rec.Token, err)
+		}
+		*rec = next
+	}
+	if err := platform.StartDrain(ctx, t.Cluster, rec.InstanceID); err != nil {
 		return prog, err
 	}
-	return platform.DrainStatus(ctx, t.Cluster, instanceID)
+	return platform.DrainStatus(ctx, t.Cluster, rec.InstanceID)
 }
 
 // launching completes a LAUNCHING action once the instance is healthy in its cluster, or abandons it at the
@@ -314,54 +368,60 @@ func (h *Hooks) instanceState(ctx context.Context, id string) (instanceExistence
 	return instanceUnknown, nil
 }
 
-// ecsDrains reports whether the group has ECS's managed draining hook (cached per group, like heartbeat
-// timeouts: hooks rarely change and a stale answer errs towards a drain the agent would have done anyway).
-func (h *Hooks) ecsDrains(ctx context.Context, group string) bool {
+// groupHooks returns the lifecycle hooks of a group by name, from DescribeLifecycleHooks (all hooks of the
+// group in one call), cached per group: hooks rarely change. refresh asks again (a hook the cache does not
+// know may have been added since).
+func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map[string]hookInfo, error) {
 	h.mu.Lock()
-	v, ok := h.managedDraining[group]
+	cached, ok := h.hooks[group]
 	h.mu.Unlock()
-	if ok {
-		return v
+	if ok && !refresh {
+		return cached, nil
 	}
-	tr, err := DescribeTraits(ctx, h.AutoScaling, group, nil)
+	out, err := h.AutoScaling.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
+	if err != nil {
+		return nil, fmt.Errorf("describing lifecycle hooks of %s: %w", group, err)
+	}
+	hooks := make(map[string]hookInfo, len(out.LifecycleHooks))
+	for _, lh := range out.LifecycleHooks {
+		info := hookInfo{transition: aws.ToString(lh.LifecycleTransition), heartbeat: defaultHeartbeatTimeout}
+		if lh.HeartbeatTimeout != nil {
+			info.heartbeat = time.Duration(*lh.HeartbeatTimeout) * time.Second
+		}
+		hooks[aws.ToString(lh.LifecycleHookName)] = info
+	}
+	h.mu.Lock()
+	if h.hooks == nil {
+		h.hooks = map[string]map[string]hookInfo{}
+	}
+	h.hooks[group] = hooks
+	h.mu.Unlock()
+	return hooks, nil
+}
+
+// ecsDrains reports whether the group has ECS's managed draining hook (from the hooks cache: a stale answer
+// errs towards a drain the agent would have done anyway).
+func (h *Hooks) ecsDrains(ctx context.Context, group string) bool {
+	hooks, err := h.groupHooks(ctx, group, false)
 	if err != nil {
 		h.Log.Warn("describing lifecycle hooks failed; assuming no ECS managed draining", zap.String(logging.Group, group), zap.Error(err))
 		return false
 	}
-	h.mu.Lock()
-	if h.managedDraining == nil {
-		h.managedDraining = map[string]bool{}
-	}
-	h.managedDraining[group] = tr.ECSManagedDraining
-	h.mu.Unlock()
-	return tr.ECSManagedDraining
+	_, ok := hooks[ECSManagedDrainingHookName]
+	return ok
 }
 
-// heartbeatTimeout returns the hook's HeartbeatTimeout from DescribeLifecycleHooks, cached per hook.
+// heartbeatTimeout returns the hook's HeartbeatTimeout from the hooks cache; Auto Scaling's default (3600 s)
+// when the hooks cannot be described.
 func (h *Hooks) heartbeatTimeout(ctx context.Context, group, hook string) time.Duration {
-	key := group + "/" + hook
-	h.mu.Lock()
-	d, ok := h.heartbeats[key]
-	h.mu.Unlock()
-	if ok {
-		return d
-	}
-	d = defaultHeartbeatTimeout
-	out, err := h.AutoScaling.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{
-		AutoScalingGroupName: aws.String(group), LifecycleHookNames: []string{hook}})
+	hooks, err := h.groupHooks(ctx, group, false)
 	if err != nil {
 		h.Log.Warn("describing lifecycle hook failed; assuming the default heartbeat timeout", zap.String(logging.Group, group),
 			zap.String(logging.LifecycleHook, hook), zap.Error(err))
-		return d
+		return defaultHeartbeatTimeout
 	}
-	if len(out.LifecycleHooks) == 1 && out.LifecycleHooks[0].HeartbeatTimeout != nil {
-		d = time.Duration(*out.LifecycleHooks[0].HeartbeatTimeout) * time.Second
+	if info, ok := hooks[hook]; ok {
+		return info.heartbeat
 	}
-	h.mu.Lock()
-	if h.heartbeats == nil {
-		h.heartbeats = map[string]time.Duration{}
-	}
-	h.heartbeats[key] = d
-	h.mu.Unlock()
-	return d
+	return defaultHeartbeatTimeout
 }

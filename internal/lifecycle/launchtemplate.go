@@ -63,6 +63,8 @@ type TemplateVersion struct {
 	Number      int64
 	ImageID     string
 	Description string
+	// InstanceType is the version's instance type ("" when it names none: attribute-based selection).
+	InstanceType string
 }
 
 // Templates reads and writes launch template versions and points groups at them.
@@ -95,6 +97,7 @@ func versionOf(v ec2types.LaunchTemplateVersion) TemplateVersion {
 	tv := TemplateVersion{Number: aws.ToInt64(v.VersionNumber), Description: aws.ToString(v.VersionDescription)}
 	if v.LaunchTemplateData != nil {
 		tv.ImageID = aws.ToString(v.LaunchTemplateData.ImageId)
+		tv.InstanceType = string(v.LaunchTemplateData.InstanceType)
 	}
 	return tv
 }

@@ -43,6 +43,11 @@ type TargetPolicy struct {
 	Alarms []string `json:"alarms,omitempty"`
 	// Strategy is the TagStrategy value ("" = auto).
 	Strategy string `json:"strategy,omitempty"`
+	// AllowedAMIOwners are AMI owners (account ids, owner aliases) the AMI gate accepts for this group on top of
+	// the agent's own (TagAllowedAMIOwners).
+	AllowedAMIOwners []string `json:"allowedAmiOwners,omitempty"`
+	// AllowAMIFamilyChange lets the AMI gate pass an AMI of another OS family (TagAllowAMIFamilyChange).
+	AllowAMIFamilyChange bool `json:"allowAmiFamilyChange,omitempty"`
 }
 
 // Window is a maintenance window: it opens at every activation of a 5-field cron expression, evaluated in
@@ -126,6 +131,20 @@ func ParsePolicyTags(tags map[string]string) (TargetPolicy, error) {
 			errs = append(errs, err)
 		}
 		p.Strategy = v
+	}
+	if v := tags[TagAllowedAMIOwners]; v != "" {
+		owners, err := ParseAMIOwners(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tag %s: %w", TagAllowedAMIOwners, err))
+		}
+		p.AllowedAMIOwners = owners
+	}
+	switch v := strings.ToLower(tags[TagAllowAMIFamilyChange]); v {
+	case "", "false":
+	case "true":
+		p.AllowAMIFamilyChange = true
+	default:
+		errs = append(errs, fmt.Errorf("tag %s=%q: want true or false", TagAllowAMIFamilyChange, v))
 	}
 	if v := tags[TagMaintenanceWindow]; v != "" {
 		w, err := ParseWindowTag(v)

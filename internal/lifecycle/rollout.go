@@ -61,8 +61,12 @@ type Orchestrator struct {
 	Clock  clock.PassiveClock
 	Log    *zap.Logger
 	Policy Policy
-	// Observer is told every transition (metrics, notifications); nil observes nothing.
+	// Observer is told every transition (metrics, notifications); nil observes nothing. An Observer that is
+	// also an AMIRejectionObserver is told every refusal of the AMI gate.
 	Observer Observer
+	// AMIGate checks every target AMI before a rollout may leave Waiting for Preparing (invariant 10,
+	// docs/architecture.md). The agent always sets it; nil checks nothing.
+	AMIGate *AMIGate
 
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
 	lastStored state.Rollout // the record as last read or written in this Reconcile call
@@ -213,12 +217,24 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 	case "", state.PhaseIdle, state.PhaseCompleted, state.PhaseRolledBack:
 		return o.detect(ctx, t, v, ami, r)
 	case state.PhaseDetected, state.PhaseWaiting:
+		if ami != nil && ami.ImageID != r.TargetImageID && amiRefused(r) {
+			// Nothing was done for the refused AMI: the source's new AMI replaces it and is gated anew.
+			return o.detect(ctx, t, v, ami, r)
+		}
+		// The AMI gate only reads: it runs before the pause check, so a paused group shows a refusal too.
+		if refused, err := o.gateAMI(ctx, t, v, &r, false); refused || err != nil {
+			return r, err
+		}
 		if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
 			return r, err
 		}
 		if reason := o.startGate(ctx, t, r); reason != "" {
 			r.Phase, r.Reason = state.PhaseWaiting, reason
 			return r, errWait
+		}
+		// Answers reused while waiting may be minutes old: the last check before any change asks EC2 again.
+		if refused, err := o.gateAMI(ctx, t, v, &r, true); refused || err != nil {
+			return r, err
 		}
 		ref, err := TemplateRef(v.Group)
 		if err != nil {
@@ -278,8 +294,9 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 		return r, err
 	}
 	previous := r.TargetImageID
-	if r.Phase == state.PhaseRolledBack {
-		previous = r.PreviousImageID // the target failed and was rolled back: the group runs the one before
+	if r.Phase == state.PhaseRolledBack || amiRefused(r) {
+		// The target failed and was rolled back, or was refused and never rolled: the group runs the one before.
+		previous = r.PreviousImageID
 	}
 	if previous == "" {
 		previous = cur.ImageID
@@ -301,6 +318,52 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 		return r, fmt.Errorf("recording history: %w", err)
 	}
 	return o.save(ctx, r, "new AMI detected")
+}
+
+// amiRefused reports whether the rollout waits because the AMI gate refused its target.
+func amiRefused(r state.Rollout) bool {
+	return r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, amiRefusedPrefix)
+}
+
+// gateAMI runs the AMI gate on the rollout's target (fresh: without reusing cached answers). A refusal puts the
+// rollout in Waiting with the refusal as its reason — written, recorded in history and told to the observer
+// once per distinct refusal — and returns (true, errWait): no launch template is changed. An error of EC2
+// holds the rollout too: it is returned, and the step is retried next tick. A pass clears an earlier refusal.
+func (o *Orchestrator) gateAMI(ctx context.Context, t Target, v GroupView, r *state.Rollout, fresh bool) (bool, error) {
+	if o.AMIGate == nil {
+		return false, nil
+	}
+	rej, err := o.AMIGate.Check(ctx, GateRequest{Target: t, Group: v.Group, View: v, ImageID: r.TargetImageID,
+		Parameter: t.Parameter, Fresh: fresh})
+	if err != nil {
+		return false, fmt.Errorf("AMI gate (the rollout holds until EC2 answers): %w", err)
+	}
+	if rej == nil {
+		if amiRefused(*r) {
+			r.Reason = ""
+		}
+		return false, nil
+	}
+	reason := rej.StatusReason()
+	if r.Phase == state.PhaseWaiting && r.Reason == reason {
+		return true, errWait
+	}
+	r.Phase, r.Reason = state.PhaseWaiting, reason
+	if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: t.Group, At: o.Clock.Now(), Event: "ami-refused",
+		PreviousImage: r.PreviousImageID, NewImage: r.TargetImageID, Source: r.Source, SourceVersion: r.SourceVersion, Detail: reason}); err != nil {
+		return true, fmt.Errorf("recording history: %w", err)
+	}
+	next, err := o.save(ctx, *r, "AMI refused by the gate")
+	if err != nil {
+		return true, err
+	}
+	*r = next
+	o.Log.Warn("target AMI refused; no launch template is changed until the source names an AMI that passes",
+		zap.String(logging.Group, t.Group), zap.String(logging.AMI, rej.ImageID), zap.String(logging.Reason, reason))
+	if ob, ok := o.Observer.(AMIRejectionObserver); ok {
+		ob.AMIRejected(t, next, *rej)
+	}
+	return true, errWait
 }
 
 // prepare makes the group launch the target AMI: a launch template version with the explicit AMI id, and the

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -41,10 +42,46 @@ type Target struct {
 	Policy    TargetPolicy `json:"policy"`
 }
 
-// TargetFromTags builds a Target from a group's tags. It returns (nil, nil) when the group is not opted in and
+// ErrEnabledTagValue is wrapped by the error of a group whose tag patch-agent/enabled is present with a value
+// that is neither true nor false (in any letter case): "yes", "1", " true ", "". The group is not managed.
+var ErrEnabledTagValue = errors.New("tag " + TagEnabled + " is neither true nor false")
+
+// OptedIn decides whether a group's tags opt it in to patch-agent; discovery (Discover), tag parsing
+// (TargetFromTags), the fleet audit and the EKS upgrade preflight all ask it and nothing else.
+//
+// The value of TagEnabled is compared whole and without regard to letter case, with no trimming:
+//   - "true", "True", "TRUE" ...: opted in (true, nil);
+//   - tag absent, or "false" in any case: not opted in (false, nil), an explicit opt-out;
+//   - anything else ("yes", "1", " true ", ""): not opted in, and an error wrapping ErrEnabledTagValue that
+//     quotes the value, so that a group someone meant to opt in is reported rather than silently skipped.
+//
+// Why exactly this: the task role's IAM conditions on mutating calls are StringEqualsIgnoreCase
+// aws:ResourceTag/patch-agent/enabled "true" (cloudformation/patch-agent.yaml; IAM User Guide, "IAM JSON
+// policy elements: Condition operators", string condition operators, which compare the whole value). A group
+// the agent accepted but IAM refused (" true ") would be drained and then fail to terminate or to complete
+// its lifecycle action. Tag filters of DescribeAutoScalingGroups compare values case-sensitively (Amazon EC2
+// Auto Scaling API Reference, "Filter"), so Discover filters on the key only and decides here.
+func OptedIn(tags map[string]string) (bool, error) {
+	v, ok := tags[TagEnabled]
+	switch {
+	case !ok || strings.EqualFold(v, "false"):
+		return false, nil
+	case strings.EqualFold(v, "true"):
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: %s=%q (true or false in any letter case, without spaces, as the task role's IAM conditions compare it)",
+		ErrEnabledTagValue, TagEnabled, v)
+}
+
+// TargetFromTags builds a Target from a group's tags. It returns (nil, nil) when the group is not opted in
+// (OptedIn), an error wrapping ErrEnabledTagValue when its opt-in tag has a value OptedIn does not accept, and
 // an error naming every missing or invalid tag when it is opted in but misconfigured.
 func TargetFromTags(group string, tags map[string]string) (*Target, error) {
-	if !strings.EqualFold(tags[TagEnabled], "true") {
+	on, err := OptedIn(tags)
+	if err != nil {
+		return nil, fmt.Errorf("group %s is not managed: %w", group, err)
+	}
+	if !on {
 		return nil, nil
 	}
 	t := &Target{Group: group, Platform: strings.ToLower(tags[TagPlatform]), Cluster: tags[TagCluster], Parameter: tags[TagParameter]}
@@ -102,14 +139,15 @@ type SourceResolver interface {
 	ResolveSource(ctx context.Context, t *Target, g astypes.AutoScalingGroup) error
 }
 
-// Discover lists the opted-in Auto Scaling groups (filter tag:patch-agent/enabled=true, 100 per page, every
-// page) and reads each one's target configuration from its tags, completing its AMI source with sources.
-// One call per 100 groups.
+// Discover lists the opted-in Auto Scaling groups (filter tag-key=patch-agent/enabled, 100 per page, every
+// page; OptedIn decides on the value, since tag filters compare values case-sensitively) and reads each one's
+// target configuration from its tags, completing its AMI source with sources. One call per 100 groups. A group
+// whose opt-in tag has a value OptedIn rejects is Misconfigured, never Drainable: it is not opted in.
 func Discover(ctx context.Context, api awsapi.AutoScaling, sources ...SourceResolver) (Discovered, error) {
 	d := Discovered{Targets: map[string]Target{}, Groups: map[string]astypes.AutoScalingGroup{}, Misconfigured: map[string]error{},
 		Drainable: map[string]Target{}}
 	in := &autoscaling.DescribeAutoScalingGroupsInput{
-		Filters:    []astypes.Filter{{Name: aws.String("tag:" + TagEnabled), Values: []string{"true", "True", "TRUE"}}},
+		Filters:    []astypes.Filter{{Name: aws.String("tag-key"), Values: []string{TagEnabled}}},
 		MaxRecords: aws.Int32(maxGroupsPerPage),
 	}
 	p := autoscaling.NewDescribeAutoScalingGroupsPaginator(api, in)
@@ -127,7 +165,8 @@ func Discover(ctx context.Context, api awsapi.AutoScaling, sources ...SourceReso
 			if err != nil {
 				d.Misconfigured[name] = err
 				tags := groupTags(g)
-				if p, c := strings.ToLower(tags[TagPlatform]), tags[TagCluster]; (p == PlatformECS || p == PlatformEKS) && c != "" {
+				if p, c := strings.ToLower(tags[TagPlatform]), tags[TagCluster]; (p == PlatformECS || p == PlatformEKS) && c != "" &&
+					!errors.Is(err, ErrEnabledTagValue) {
 					d.Drainable[name] = Target{Group: name, Platform: p, Cluster: c}
 				}
 				continue

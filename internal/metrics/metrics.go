@@ -15,6 +15,10 @@ const Namespace = "PatchAgent"
 const (
 	DimensionGroup    = "Group"
 	DimensionPlatform = "Platform"
+	// DimensionReason is a lifecycle.Reject* reason (a short, fixed set: a forged message cannot make new
+	// series): the one dimension of LifecycleMessagesRejected, and the third of AMIRejected (after Group and
+	// Platform).
+	DimensionReason = "Reason"
 )
 
 // Metric names, as published to CloudWatch. Per-group metrics carry the dimensions Group and Platform;
@@ -30,11 +34,14 @@ const (
 	ReplacementsFailed        = "ReplacementsFailed"
 	DrainSeconds              = "DrainSeconds"
 	LifecycleActionsCompleted = "LifecycleActionsCompleted"
+	LifecycleMessagesRejected = "LifecycleMessagesRejected"
 	MessagesProcessed         = "MessagesProcessed"
 	MessagesIgnored           = "MessagesIgnored"
 	MessagesFailed            = "MessagesFailed"
 	OldestMessageAgeSeconds   = "OldestMessageAgeSeconds"
 	AgentHeartbeat            = "AgentHeartbeat"
+	// AMIRejected counts target AMIs the AMI gate refused, per group and Reason.
+	AMIRejected = "AMIRejected"
 )
 
 // Kind says how a metric's value is published.
@@ -84,6 +91,8 @@ var definitions = []Definition{
 		"Duration of the group's last drain, in seconds."},
 	{LifecycleActionsCompleted, cwtypes.StandardUnitCount, Counter, true, "patch_agent_lifecycle_actions_completed_total",
 		"Lifecycle actions the agent completed (or found no longer active)."},
+	{LifecycleMessagesRejected, cwtypes.StandardUnitCount, Counter, false, "patch_agent_lifecycle_messages_rejected_total",
+		"Lifecycle messages deleted unconfirmed, by Reason (Auto Scaling did not confirm the instance's group, hook or wait state; or an unmanaged group): nothing was drained."},
 	{MessagesProcessed, cwtypes.StandardUnitCount, Counter, false, "patch_agent_messages_processed_total",
 		"Queue messages deleted after their effect was durable."},
 	{MessagesIgnored, cwtypes.StandardUnitCount, Counter, false, "patch_agent_messages_ignored_total",
@@ -94,6 +103,8 @@ var definitions = []Definition{
 		"Age in seconds of the oldest message the last receive returned (0 when it returned none)."},
 	{AgentHeartbeat, cwtypes.StandardUnitCount, Gauge, false, "patch_agent_heartbeat",
 		"1 per publish: the agent is alive and publishing."},
+	{AMIRejected, cwtypes.StandardUnitCount, Counter, true, "patch_agent_ami_rejected_total",
+		"Target AMIs the AMI gate refused (once per distinct refusal), with dimension Reason: ImageNotFound, ImageNotAvailable, OwnerNotAllowed, ArchitectureMismatch, OSFamilyChange or CurrentFamilyUnknown."},
 }
 
 // Definitions returns every metric the agent publishes, in a stable order.

@@ -33,8 +33,15 @@ func (r *Registry) WritePrometheus(w io.Writer) error {
 		bw.WriteString("# TYPE " + d.Prometheus + " " + typ + "\n")
 		for _, s := range series {
 			bw.WriteString(d.Prometheus)
+			var labels []string
 			if s.Group != "" {
-				bw.WriteString(`{group="` + escapeLabel(s.Group) + `",platform="` + escapeLabel(s.Platform) + `"}`)
+				labels = append(labels, `group="`+escapeLabel(s.Group)+`"`, `platform="`+escapeLabel(s.Platform)+`"`)
+			}
+			if s.Reason != "" {
+				labels = append(labels, `reason="`+escapeLabel(s.Reason)+`"`)
+			}
+			if len(labels) > 0 {
+				bw.WriteString("{" + strings.Join(labels, ",") + "}")
 			}
 			bw.WriteString(" " + strconv.FormatFloat(s.Value, 'g', -1, 64) + "\n")
 		}

@@ -159,5 +159,8 @@ func datum(s Sample, v float64) cwtypes.MetricDatum {
 			d.Dimensions = append(d.Dimensions, cwtypes.Dimension{Name: aws.String(DimensionPlatform), Value: aws.String(s.Platform)})
 		}
 	}
+	if s.Reason != "" {
+		d.Dimensions = append(d.Dimensions, cwtypes.Dimension{Name: aws.String(DimensionReason), Value: aws.String(s.Reason)})
+	}
 	return d
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,4 +166,29 @@ func TestRunPublishesEveryIntervalAndOnceMoreWhenStopped(t *testing.T) {
 		t.Fatal("Run did not stop on cancel")
 	}
 	require.Equal(t, 4, cw.callCount(), "a last publish on shutdown")
+}
+
+// TestC20AMIRejectedCarriesTheReasonDimension: each refusal reason of the AMI gate is its own series, with a
+// third dimension Reason in CloudWatch and a reason label in Prometheus (field case C20).
+func TestC20AMIRejectedCarriesTheReasonDimension(t *testing.T) {
+	reg := metrics.NewRegistry(nil)
+	tg := lifecycle.Target{Group: group, Platform: platform}
+	reg.AMIRejected(tg, rec(state.PhaseWaiting, ""), lifecycle.AMIRejection{Reason: lifecycle.RejectOwnerNotAllowed})
+	reg.AMIRejected(tg, rec(state.PhaseWaiting, ""), lifecycle.AMIRejection{Reason: lifecycle.RejectOwnerNotAllowed})
+	reg.AMIRejected(tg, rec(state.PhaseWaiting, ""), lifecycle.AMIRejection{Reason: lifecycle.RejectOSFamilyChange})
+	cw := &fakeCloudWatch{}
+	require.NoError(t, (&metrics.Publisher{API: cw, Registry: reg}).Publish(context.Background()))
+	got := map[string]float64{}
+	for _, d := range cw.calls[0].MetricData {
+		if aws.ToString(d.MetricName) != metrics.AMIRejected {
+			continue
+		}
+		require.Len(t, d.Dimensions, 3)
+		require.Equal(t, "Reason", aws.ToString(d.Dimensions[2].Name))
+		got[aws.ToString(d.Dimensions[2].Value)] = aws.ToFloat64(d.Value)
+	}
+	require.Equal(t, map[string]float64{lifecycle.RejectOwnerNotAllowed: 2, lifecycle.RejectOSFamilyChange: 1}, got)
+	var b strings.Builder
+	require.NoError(t, reg.WritePrometheus(&b))
+	require.Contains(t, b.String(), `patch_agent_ami_rejected_total{group="web-asg",platform="ecs",reason="OwnerNotAllowed"} 2`)
 }

@@ -35,6 +35,8 @@ type Registry struct {
 
 	mu     sync.Mutex
 	groups map[string]*groupState
+	// rejected counts LifecycleMessagesRejected by reason.
+	rejected map[string]int64
 }
 
 // groupState is what the registry knows about one group.
@@ -57,6 +59,7 @@ type groupState struct {
 	drained       []string  // instances whose drain the rollout measured (newest last)
 
 	succeeded, failed, lifecycle int64
+	rejected                     map[string]int64 // AMI gate refusals by reason
 }
 
 // NewRegistry returns an empty registry whose time (AMI age, staleness) is clk; nil means the real clock.
@@ -158,6 +161,30 @@ func (r *Registry) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	}
 }
 
+// LifecycleMessageRejected implements lifecycle.Observer: LifecycleMessagesRejected by reason. Not per group:
+// the group a rejected message names is a claim, and series are not made from claims.
+func (r *Registry) LifecycleMessageRejected(rej lifecycle.Rejection) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rejected == nil {
+		r.rejected = map[string]int64{}
+	}
+	r.rejected[rej.Reason]++
+}
+
+// AMIRejected implements lifecycle.AMIRejectionObserver: the AMIRejected counter of the group and reason.
+func (r *Registry) AMIRejected(t lifecycle.Target, _ state.Rollout, rej lifecycle.AMIRejection) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.group(t.Group, t.Platform)
+	if g.rejected == nil {
+		g.rejected = map[string]int64{}
+	}
+	g.rejected[rej.Reason]++
+}
+
+var _ lifecycle.AMIRejectionObserver = (*Registry)(nil)
+
 func (g *groupState) setPhase(ro state.Rollout) {
 	g.phaseKnown = true
 	g.active = ro.Active()
@@ -185,12 +212,30 @@ type Sample struct {
 	// Group and Platform are the dimensions of per-group metrics ("" for agent-wide ones; Platform "" when
 	// not known yet).
 	Group, Platform string
+	// Reason is the dimension of LifecycleMessagesRejected and the third dimension of AMIRejected ("" for every
+	// other metric).
+	Reason string
 	// Value is the gauge's current value, or the counter's cumulative total since the registry was created.
 	Value float64
 }
 
-// Key returns the sample's SeriesKey.
-func (s Sample) Key() string { return SeriesKey(s.Name, s.Group, s.Platform) }
+// Key returns the sample's SeriesKey: for a Reason, ReasonSeriesKey without a group and
+// "Name{Group=g,Platform=p,Reason=r}" with one.
+func (s Sample) Key() string {
+	if s.Reason != "" && s.Group == "" {
+		return ReasonSeriesKey(s.Name, s.Reason)
+	}
+	k := SeriesKey(s.Name, s.Group, s.Platform)
+	if s.Reason != "" {
+		k = k[:len(k)-1] + "," + DimensionReason + "=" + s.Reason + "}"
+	}
+	return k
+}
+
+// ReasonSeriesKey names one series of a metric with a Reason dimension in Snapshot: "Name{Reason=r}".
+func ReasonSeriesKey(name, reason string) string {
+	return name + "{" + DimensionReason + "=" + reason + "}"
+}
 
 // Collect returns the current value of every series: per-group series by group name, then the agent-wide
 // ones, each in Definitions order. Gauges of a group not observed for StaleAfter are left out, as are
@@ -216,12 +261,32 @@ func (r *Registry) Collect() []Sample {
 			if !d.PerGroup {
 				continue
 			}
+			if d.Name == AMIRejected {
+				reasons := make([]string, 0, len(g.rejected))
+				for reason := range g.rejected {
+					reasons = append(reasons, reason)
+				}
+				sort.Strings(reasons)
+				for _, reason := range reasons {
+					out = append(out, Sample{Definition: d, Group: name, Platform: g.platform, Reason: reason, Value: float64(g.rejected[reason])})
+				}
+				continue
+			}
 			v, ok := g.value(d.Name, now)
 			if !ok || d.Kind == Gauge && !fresh {
 				continue
 			}
 			out = append(out, Sample{Definition: d, Group: name, Platform: g.platform, Value: v})
 		}
+	}
+	reasons := make([]string, 0, len(r.rejected))
+	for reason := range r.rejected {
+		reasons = append(reasons, reason)
+	}
+	sort.Strings(reasons)
+	rejected := make([]float64, len(reasons))
+	for i, reason := range reasons {
+		rejected[i] = float64(r.rejected[reason])
 	}
 	r.mu.Unlock()
 	var st *events.Stats
@@ -234,6 +299,11 @@ func (r *Registry) Collect() []Sample {
 		}
 		var v float64
 		switch d.Name {
+		case LifecycleMessagesRejected:
+			for i, reason := range reasons {
+				out = append(out, Sample{Definition: d, Reason: reason, Value: rejected[i]})
+			}
+			continue
 		case AgentHeartbeat:
 			v = 1
 		default:

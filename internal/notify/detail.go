@@ -18,6 +18,10 @@ const (
 	DetailTypeRollout = "Rollout State Change"
 	// DetailTypeLifecycle is the detail-type of LifecycleDetail events.
 	DetailTypeLifecycle = "Lifecycle Action Completed"
+	// DetailTypeRejected is the detail-type of RejectedDetail events (schema RejectedSchemaVersion).
+	DetailTypeRejected = "Lifecycle Message Rejected"
+	// RejectedSchemaVersion is the version of the RejectedDetail schema, with the same rules as SchemaVersion.
+	RejectedSchemaVersion = "1"
 	// SchemaVersion is the version of both detail schemas. Fields are only ever added within a version; a
 	// field removed or changing meaning makes a new version.
 	SchemaVersion = "1"
@@ -40,13 +44,17 @@ const (
 	EventRolledBack = "rolled-back"
 	// EventCompleted: every instance runs the target AMI.
 	EventCompleted = "completed"
+	// EventAMIRejected: the AMI gate refused the target AMI (field case C20); RejectReason says which rule,
+	// Reason what EC2 answered. Nothing was changed; the rollout waits for the source to name another AMI.
+	// Sent once per distinct refusal.
+	EventAMIRejected = "ami-rejected"
 )
 
 // RolloutDetail is the detail of a "Rollout State Change" event (schema version 1). Every field is always
 // present; strings that do not apply are "".
 type RolloutDetail struct {
 	SchemaVersion string `json:"schemaVersion"`
-	// Event is what happened: started, waiting, halted, rolling-back, rolled-back or completed.
+	// Event is what happened: started, waiting, halted, rolling-back, rolled-back, completed or ami-rejected.
 	Event    string `json:"event"`
 	Group    string `json:"group"`
 	Platform string `json:"platform"` // "ecs" or "eks"
@@ -64,6 +72,10 @@ type RolloutDetail struct {
 	OnTarget  int `json:"onTarget"`
 	// At is when the change was written (RFC 3339, UTC).
 	At time.Time `json:"at"`
+	// RejectReason is the AMI gate's reason of an ami-rejected event (ImageNotFound, ImageNotAvailable,
+	// OwnerNotAllowed, ArchitectureMismatch, OSFamilyChange, CurrentFamilyUnknown); "" for other events.
+	// Added in schema version 1.
+	RejectReason string `json:"rejectReason"`
 }
 
 // LifecycleDetail is the detail of a "Lifecycle Action Completed" event (schema version 1).
@@ -83,6 +95,26 @@ type LifecycleDetail struct {
 	// DrainSeconds is how long the drain took, in seconds (0 for launching actions).
 	DrainSeconds float64 `json:"drainSeconds"`
 	// At is when the action was completed (RFC 3339, UTC).
+	At time.Time `json:"at"`
+}
+
+// RejectedDetail is the detail of a "Lifecycle Message Rejected" event (schema version 1): a lifecycle message
+// that Auto Scaling did not confirm was deleted and nothing was drained (field case C19). The group, instance
+// and hook are what the message claimed; the lifecycle action token is left out.
+type RejectedDetail struct {
+	SchemaVersion string `json:"schemaVersion"`
+	// Reason is one of GroupNotManaged (never sent: routine on a shared queue), InstanceNotFound,
+	// InstanceNotInGroup, UnknownHook, LifecycleStateMismatch; Detail says what AWS answered.
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+	Group  string `json:"group"`
+	// Platform and Cluster of the group, when the agent manages it ("" otherwise).
+	Platform            string `json:"platform"`
+	Cluster             string `json:"cluster"`
+	InstanceID          string `json:"instanceId"`
+	LifecycleHookName   string `json:"lifecycleHookName"`
+	LifecycleTransition string `json:"lifecycleTransition"`
+	// At is when the message was rejected (RFC 3339, UTC).
 	At time.Time `json:"at"`
 }
 

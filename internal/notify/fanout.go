@@ -42,6 +42,24 @@ func (f FanOut) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	}
 }
 
+// LifecycleMessageRejected implements lifecycle.Observer.
+func (f FanOut) LifecycleMessageRejected(r lifecycle.Rejection) {
+	for _, o := range f.Observers {
+		f.call("LifecycleMessageRejected", func() { o.LifecycleMessageRejected(r) })
+	}
+}
+
+// AMIRejected implements lifecycle.AMIRejectionObserver: it is passed to the observers that implement it.
+func (f FanOut) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycle.AMIRejection) {
+	for _, o := range f.Observers {
+		if ro, ok := o.(lifecycle.AMIRejectionObserver); ok {
+			f.call("AMIRejected", func() { ro.AMIRejected(t, r, rej) })
+		}
+	}
+}
+
+var _ lifecycle.AMIRejectionObserver = FanOut{}
+
 func (f FanOut) call(what string, fn func()) {
 	defer func() {
 		if p := recover(); p != nil && f.Log != nil {

@@ -79,7 +79,7 @@ func TestKumoNotificationsReachAQueueThroughARuleOnTheSource(t *testing.T) {
 	require.NoError(t, json.Unmarshal(got["Rollout State Change"], &rd))
 	require.Equal(t, map[string]any{"schemaVersion": "1", "event": "rolling-back", "group": name, "platform": "ecs", "cluster": "c1",
 		"phase": "RollingBack", "previousPhase": "Replacing", "reason": next.Reason, "targetImageId": imageB,
-		"previousImageId": imageA, "instances": 3.0, "onTarget": 1.0, "at": "2026-11-30T02:01:00Z"}, rd)
+		"previousImageId": imageA, "instances": 3.0, "onTarget": 1.0, "at": "2026-11-30T02:01:00Z", "rejectReason": ""}, rd)
 
 	var ld notify.LifecycleDetail
 	require.NoError(t, json.Unmarshal(got["Lifecycle Action Completed"], &ld))

@@ -136,6 +136,24 @@ func (n *Notifier) RolloutTransition(prev, next state.Rollout, _ string) {
 	}
 }
 
+// AMIRejected implements lifecycle.AMIRejectionObserver: it queues a "Rollout State Change" event of kind
+// ami-rejected.
+func (n *Notifier) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycle.AMIRejection) {
+	n.mu.Lock()
+	n.remember(t.Group, t.Platform, t.Cluster)
+	n.mu.Unlock()
+	at := r.UpdatedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	n.enqueue(DetailTypeRollout, at, RolloutDetail{SchemaVersion: SchemaVersion, Event: EventAMIRejected, Group: r.Group,
+		Platform: t.Platform, Cluster: t.Cluster, Phase: string(r.Phase), PreviousPhase: string(r.Phase), Reason: r.Reason,
+		TargetImageID: rej.ImageID, PreviousImageID: r.PreviousImageID, Instances: r.Instances, OnTarget: r.OnTarget,
+		At: at.UTC(), RejectReason: rej.Reason})
+}
+
+var _ lifecycle.AMIRejectionObserver = (*Notifier)(nil)
+
 // TargetObserved implements lifecycle.Observer: it only learns the group's platform and cluster.
 func (n *Notifier) TargetObserved(t lifecycle.Target, _ lifecycle.GroupView, _ state.Rollout, _ *lifecycle.ResolvedAMI) {
 	n.mu.Lock()
@@ -155,6 +173,22 @@ func (n *Notifier) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	n.enqueue(DetailTypeLifecycle, at, LifecycleDetail{SchemaVersion: SchemaVersion, Group: h.Group, Platform: t.platform,
 		Cluster: t.cluster, InstanceID: h.InstanceID, LifecycleHookName: h.HookName, LifecycleTransition: h.Transition,
 		Result: h.Result, Note: h.Note, DrainSeconds: drain.Seconds(), At: at.UTC()})
+}
+
+// LifecycleMessageRejected implements lifecycle.Observer: it queues a "Lifecycle Message Rejected" event,
+// except for messages of groups the agent does not manage (field case C3: routine on a shared queue; they are
+// counted by the metrics only).
+func (n *Notifier) LifecycleMessageRejected(r lifecycle.Rejection) {
+	if r.Reason == lifecycle.RejectGroupNotManaged {
+		return
+	}
+	at := r.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	n.enqueue(DetailTypeRejected, at, RejectedDetail{SchemaVersion: RejectedSchemaVersion, Reason: r.Reason, Detail: r.Detail,
+		Group: r.Action.GroupName, Platform: r.Platform, Cluster: r.Cluster, InstanceID: r.Action.InstanceID,
+		LifecycleHookName: r.Action.HookName, LifecycleTransition: r.Action.Transition, At: at.UTC()})
 }
 
 // remember records a group's platform and cluster; the caller holds n.mu.

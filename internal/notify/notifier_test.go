@@ -159,7 +159,27 @@ func TestRolloutDetailCarriesTheRecord(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(aws.ToString(e.Detail)), &raw))
 	require.Equal(t, map[string]any{"schemaVersion": "1", "event": "halted", "group": group, "platform": platform, "cluster": "c1",
 		"phase": "Halted", "previousPhase": "Replacing", "reason": next.Reason, "targetImageId": imageB, "previousImageId": imageA,
-		"instances": 3.0, "onTarget": 1.0, "at": "2026-11-30T02:01:00Z"}, raw)
+		"instances": 3.0, "onTarget": 1.0, "at": "2026-11-30T02:01:00Z", "rejectReason": ""}, raw)
+}
+
+// TestC20AMIRejectedIsAnnouncedWithItsReason: a refusal of the AMI gate (field case C20) is one "ami-rejected"
+// event whose rejectReason is the gate's reason and whose reason is the status reason; FanOut passes it on.
+func TestC20AMIRejectedIsAnnouncedWithItsReason(t *testing.T) {
+	eb := &fakeEventBridge{}
+	n := notify.New(eb, notify.Options{})
+	r := rec(state.PhaseWaiting, "AMI refused: ami-0b is arm64 but the group can launch m5.large (x86_64) (ArchitectureMismatch)")
+	rej := lifecycle.AMIRejection{ImageID: imageB, Reason: lifecycle.RejectArchitectureMismatch, Detail: "is arm64"}
+	notify.FanOut{Observers: []lifecycle.Observer{lifecycle.NopObserver{}, n}}.AMIRejected(
+		lifecycle.Target{Group: group, Platform: platform, Cluster: "c1"}, r, rej)
+	require.NoError(t, n.Flush(context.Background()))
+	require.Len(t, eb.entries, 1)
+	var d notify.RolloutDetail
+	require.NoError(t, json.Unmarshal([]byte(aws.ToString(eb.entries[0].Detail)), &d))
+	require.Equal(t, notify.EventAMIRejected, d.Event)
+	require.Equal(t, lifecycle.RejectArchitectureMismatch, d.RejectReason)
+	require.Equal(t, r.Reason, d.Reason)
+	require.Equal(t, imageB, d.TargetImageID)
+	require.Equal(t, "Waiting", d.Phase)
 }
 
 func TestLifecycleActionCompletedNamesTheGroupsPlatformAndCluster(t *testing.T) {

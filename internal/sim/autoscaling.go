@@ -44,7 +44,10 @@ const (
 func countsTowardCapacity(state string) bool {
 	switch astypes.LifecycleState(state) {
 	case astypes.LifecycleStatePending, astypes.LifecycleStatePendingWait, astypes.LifecycleStatePendingProceed,
-		astypes.LifecycleStateInService:
+		astypes.LifecycleStateInService,
+		// A root volume replacement keeps the instance in the group (StartRootVolumeReplacement).
+		astypes.LifecycleStateReplacingRootVolume, astypes.LifecycleStateReplacingRootVolumeWait,
+		astypes.LifecycleStateReplacingRootVolumeProceed, astypes.LifecycleStateRootVolumeReplaced:
 		return true
 	}
 	return false
@@ -68,6 +71,9 @@ type GroupSpec struct {
 	// MixedInstances references the template through MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
 	// instead of the group's LaunchTemplate.
 	MixedInstances bool
+	// Overrides are the instance types of the mixed instances policy's overrides (MixedInstances only).
+	// Instances still launch as the template's instance type.
+	Overrides []string
 	// AvailabilityZones default to <region>a, <region>b, <region>c.
 	AvailabilityZones []string
 	// Tags are the group's tags; all propagate at launch.
@@ -108,6 +114,7 @@ type group struct {
 	ltID              string
 	ltVersion         string // "$Default", "$Latest" or a number
 	mixed             bool
+	overrides         []string
 	azs               []string
 	tags              map[string]string
 	cluster           string
@@ -223,6 +230,7 @@ func (a *Account) CreateGroup(spec GroupSpec) error {
 		ltID:            spec.LaunchTemplateID,
 		ltVersion:       version,
 		mixed:           spec.MixedInstances,
+		overrides:       append([]string(nil), spec.Overrides...),
 		azs:             append([]string(nil), azs...),
 		tags:            map[string]string{},
 		cluster:         spec.ECSCluster,
@@ -679,6 +687,9 @@ func (a *Account) resolveAction(act *lifecycleAction, result string) {
 		if inst.state == string(astypes.LifecycleStateTerminatingWait) {
 			a.proceed(inst)
 		}
+		if inst.state == string(astypes.LifecycleStateReplacingRootVolumeWait) {
+			a.replaceRootVolume(inst) // autoscalinginstances.go
+		}
 	}
 }
 
@@ -971,7 +982,7 @@ func (a *Account) describeGroup(g *group) astypes.AutoScalingGroup {
 	}
 	if g.mixed {
 		out.MixedInstancesPolicy = &astypes.MixedInstancesPolicy{
-			LaunchTemplate: &astypes.LaunchTemplate{LaunchTemplateSpecification: spec},
+			LaunchTemplate: &astypes.LaunchTemplate{LaunchTemplateSpecification: spec, Overrides: overridesOf(g.overrides)},
 			InstancesDistribution: &astypes.InstancesDistribution{
 				OnDemandAllocationStrategy:          ptr("prioritized"),
 				OnDemandBaseCapacity:                ptr(int32(0)),
@@ -1205,6 +1216,14 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 				return nil, err
 			}
 			ltID, ltVersion, mixed = id, v, true
+			if o := in.MixedInstancesPolicy.LaunchTemplate.Overrides; o != nil {
+				g.overrides = g.overrides[:0]
+				for _, x := range o {
+					if x.InstanceType != nil {
+						g.overrides = append(g.overrides, *x.InstanceType)
+					}
+				}
+			}
 		} else if !g.mixed {
 			return nil, apiError("ValidationError", "You must specify a launch template in the MixedInstancesPolicy.")
 		}
@@ -1497,4 +1516,14 @@ func (a *Account) LaunchedInstances(group string) int {
 		}
 	}
 	return n
+}
+
+// overridesOf renders instance types as mixed instances policy overrides (Amazon EC2 Auto Scaling API
+// Reference, "LaunchTemplateOverrides": InstanceType); nil when there are none.
+func overridesOf(types []string) []astypes.LaunchTemplateOverrides {
+	var out []astypes.LaunchTemplateOverrides
+	for _, t := range types {
+		out = append(out, astypes.LaunchTemplateOverrides{InstanceType: ptr(t)})
+	}
+	return out
 }

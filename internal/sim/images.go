@@ -32,9 +32,14 @@ type image struct {
 	id, name, arch, description string
 	created, deprecated         time.Time
 	seq                         int
+
+	state                                ec2types.ImageState
+	ownerID, ownerAlias, platformDetails string
+	platform                             ec2types.PlatformValues
 }
 
-// ImageSpec describes an AMI to register with RegisterImage.
+// ImageSpec describes an AMI to register with RegisterImage. The fields are those DescribeImages returns
+// (Amazon EC2 API Reference, "Image").
 type ImageSpec struct {
 	ID, Name, Description string
 	// Architecture is x86_64 (default) or arm64.
@@ -44,10 +49,19 @@ type ImageSpec struct {
 	// Deprecated is the AMI's DeprecationTime; zero: never. Once past, DescribeImages leaves the AMI out unless
 	// it is named in ImageIds or IncludeDeprecated is set.
 	Deprecated time.Time
+	// State is pending, available (default), invalid, deregistered, transient, failed, error or disabled.
+	State ec2types.ImageState
+	// OwnerID is the owning account; default Amazon's (591542846629). OwnerAlias is the ImageOwnerAlias
+	// (amazon | aws-marketplace | aws-backup-vault); default "amazon" for Amazon's account, "" for others.
+	OwnerID, OwnerAlias string
+	// Platform is "windows" for Windows AMIs, else blank. PlatformDetails is the billing platform; default
+	// "Windows" for Windows AMIs, else "Linux/UNIX".
+	Platform        ec2types.PlatformValues
+	PlatformDetails string
 }
 
-// RegisterImage registers (or replaces) an AMI owned by Amazon and public, as the ECS- and EKS-optimized AMIs
-// are. Setup helper: not counted.
+// RegisterImage registers (or replaces) an AMI. Without OwnerID it is owned by Amazon and public, as the ECS-
+// and EKS-optimized AMIs are. Setup helper: not counted.
 func (a *Account) RegisterImage(spec ImageSpec) {
 	defer a.lock()()
 	inv := a.inventoryLocked()
@@ -56,7 +70,23 @@ func (a *Account) RegisterImage(spec ImageSpec) {
 		arch = string(ec2types.ArchitectureValuesX8664)
 	}
 	img := &image{id: spec.ID, name: spec.Name, arch: arch, description: spec.Description, created: spec.Created,
-		deprecated: spec.Deprecated}
+		deprecated: spec.Deprecated, state: spec.State, ownerID: spec.OwnerID, ownerAlias: spec.OwnerAlias,
+		platform: spec.Platform, platformDetails: spec.PlatformDetails}
+	if img.state == "" {
+		img.state = ec2types.ImageStateAvailable
+	}
+	if img.ownerID == "" {
+		img.ownerID = amazonOwnerID
+	}
+	if img.ownerID == amazonOwnerID && img.ownerAlias == "" {
+		img.ownerAlias = amazonOwnerAlias
+	}
+	if img.platformDetails == "" {
+		img.platformDetails = "Linux/UNIX"
+		if img.platform == ec2types.PlatformValuesWindows {
+			img.platformDetails = "Windows"
+		}
+	}
 	if old := inv.images[spec.ID]; old != nil {
 		img.seq = old.seq
 	} else {
@@ -95,6 +125,26 @@ func (a *Account) launchImageID(ref string) string {
 	return v.value
 }
 
+// SetImageState changes a registered AMI's State, as EC2 does when a new AMI becomes available (pending ->
+// available) or is deregistered (Amazon EC2 User Guide, "Deregister an AMI": a deregistered AMI is still
+// described for a short while, in state deregistered, and cannot launch instances). Setup helper: not
+// counted. It panics when the AMI is not registered.
+func (a *Account) SetImageState(id string, state ec2types.ImageState) {
+	defer a.lock()()
+	inv := a.peekInventoryLocked()
+	if inv == nil || inv.images[id] == nil {
+		panic("sim: no image " + id)
+	}
+	inv.images[id].state = state
+}
+
+// ImageRegistered reports whether DescribeImages knows the AMI. Observation helper: not counted.
+func (a *Account) ImageRegistered(id string) bool {
+	defer a.lock()()
+	inv := a.peekInventoryLocked()
+	return inv != nil && inv.images[id] != nil
+}
+
 func (img *image) describe() ec2types.Image {
 	out := ec2types.Image{
 		ImageId:            ptr(img.id),
@@ -102,16 +152,17 @@ func (img *image) describe() ec2types.Image {
 		Description:        nilIfEmpty(img.description),
 		Architecture:       ec2types.ArchitectureValues(img.arch),
 		CreationDate:       ptr(awsTime(img.created)),
-		State:              ec2types.ImageStateAvailable,
-		OwnerId:            ptr(amazonOwnerID),
-		ImageOwnerAlias:    ptr(amazonOwnerAlias),
-		Public:             ptr(true),
+		State:              img.state,
+		OwnerId:            ptr(img.ownerID),
+		ImageOwnerAlias:    nilIfEmpty(img.ownerAlias),
+		Public:             ptr(img.ownerID == amazonOwnerID),
+		Platform:           img.platform,
 		ImageType:          ec2types.ImageTypeValuesMachine,
 		RootDeviceType:     ec2types.DeviceTypeEbs,
 		RootDeviceName:     ptr("/dev/xvda"),
 		VirtualizationType: ec2types.VirtualizationTypeHvm,
 		Hypervisor:         ec2types.HypervisorTypeXen,
-		PlatformDetails:    ptr("Linux/UNIX"),
+		PlatformDetails:    ptr(img.platformDetails),
 		UsageOperation:     ptr("RunInstances"),
 		EnaSupport:         ptr(true),
 	}
@@ -123,9 +174,11 @@ func (img *image) describe() ec2types.Image {
 
 // DescribeImages describes AMIs: those named in ImageIds (each must exist: InvalidAMIID.NotFound, or
 // InvalidAMIID.Malformed for an id not of the form ami-...; deprecated ones included), or every registered AMI
-// narrowed by Filters (image-id, name, architecture, owner-alias, state), deprecated ones only with
+// narrowed by Filters (image-id, name, architecture, owner-alias, owner-id, state), deprecated ones only with
 // IncludeDeprecated, paged by MaxResults (5-1000) and NextToken. CreationDate and DeprecationTime are
-// ISO 8601 in UTC with milliseconds ("2024-11-15T00:22:13.000Z").
+// ISO 8601 in UTC with milliseconds ("2024-11-15T00:22:13.000Z"). Each image carries State, OwnerId,
+// ImageOwnerAlias, Architecture, Platform, PlatformDetails, Name and Description as registered (Amazon EC2 API
+// Reference, "Image"); a deregistered image is still described, in state deregistered, until it is removed.
 // Amazon EC2 API Reference, "DescribeImages". Errors: InvalidAMIID.NotFound, InvalidAMIID.Malformed,
 // InvalidParameterCombination, InvalidParameterValue.
 func (c *EC2Client) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, _ ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
@@ -225,9 +278,11 @@ func imageMatches(img *image, filters []ec2types.Filter) (bool, error) {
 		case "architecture":
 			have = img.arch
 		case "owner-alias":
-			have = amazonOwnerAlias
+			have = img.ownerAlias
+		case "owner-id":
+			have = img.ownerID
 		case "state":
-			have = string(ec2types.ImageStateAvailable)
+			have = string(img.state)
 		default:
 			return false, apiError("InvalidParameterValue", "The filter '%s' is invalid", *f.Name)
 		}

@@ -112,6 +112,38 @@ func TestDescribeImagesReportsCreationDatesAndHidesDeprecatedOnes(t *testing.T) 
 	require.Len(t, out.Images, 2)
 }
 
+// TestC20DescribeImagesReportsStateOwnerAndPlatform: what the AMI gate reads (field case C20), as EC2's Image
+// carries it: State (and SetImageState), OwnerId and ImageOwnerAlias (Amazon's by default), Platform and
+// PlatformDetails; the state and owner filters follow them.
+func TestC20DescribeImagesReportsStateOwnerAndPlatform(t *testing.T) {
+	ctx := context.Background()
+	a := newAccount(t)
+	a.RegisterImage(ImageSpec{ID: "ami-0aaaaaaaaaaaaaaa1", Name: "al2023-ami-ecs-hvm"})
+	a.RegisterImage(ImageSpec{ID: "ami-0bbbbbbbbbbbbbbb2", Name: "Windows_Server-2022", OwnerID: "999988887777",
+		Platform: ec2types.PlatformValuesWindows, State: ec2types.ImageStatePending})
+	api := a.EC2()
+
+	out, err := api.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{"ami-0aaaaaaaaaaaaaaa1", "ami-0bbbbbbbbbbbbbbb2"}})
+	require.NoError(t, err)
+	amazon, foreign := out.Images[0], out.Images[1]
+	require.Equal(t, ec2types.ImageStateAvailable, amazon.State)
+	require.Equal(t, "amazon", aws.ToString(amazon.ImageOwnerAlias))
+	require.Equal(t, "Linux/UNIX", aws.ToString(amazon.PlatformDetails))
+	require.Empty(t, amazon.Platform)
+	require.Equal(t, ec2types.ImageStatePending, foreign.State)
+	require.Equal(t, "999988887777", aws.ToString(foreign.OwnerId))
+	require.Nil(t, foreign.ImageOwnerAlias, "only Amazon's, Marketplace and Backup AMIs carry an alias")
+	require.Equal(t, ec2types.PlatformValuesWindows, foreign.Platform)
+	require.Equal(t, "Windows", aws.ToString(foreign.PlatformDetails))
+
+	a.SetImageState("ami-0bbbbbbbbbbbbbbb2", ec2types.ImageStateDeregistered)
+	out, err = api.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("state"), Values: []string{"deregistered"}}, {Name: aws.String("owner-id"), Values: []string{"999988887777"}}}})
+	require.NoError(t, err)
+	require.Len(t, out.Images, 1)
+	require.Equal(t, "ami-0bbbbbbbbbbbbbbb2", aws.ToString(out.Images[0].ImageId))
+}
+
 func TestGetParameterHistoryPagesOldestFirst(t *testing.T) {
 	ctx := context.Background()
 	a := newAccount(t)

@@ -54,6 +54,8 @@ const (
 	pkHookPrefix     = "hook#"
 	pkEventPrefix    = "event#"
 	pkGlobalLock     = "lock#global"
+	pkDrainMarks     = "drain#marks" // every drain mark in one partition: listed with one Query
+	skDrainPrefix    = "instance#"
 	skRollout        = "rollout"
 	skHook           = "hook"
 	skLock           = "lock"
@@ -103,6 +105,10 @@ func LockKey(group string) (pk, sk string) {
 	}
 	return pkTargetPrefix + group, skLock
 }
+
+// DrainMarkKey returns the primary key (pk, sk) of an instance's drain mark: ("drain#marks",
+// "instance#<id>"), every mark in one partition.
+func DrainMarkKey(instanceID string) (pk, sk string) { return pkDrainMarks, skDrainPrefix + instanceID }
 
 // EventKey returns the primary key (pk, sk) of a processed-event marker.
 func EventKey(id string) (pk, sk string) { return pkEventPrefix + id, skEvent }
@@ -502,4 +508,61 @@ func keySchema(t *types.TableDescription) string {
 	}
 	sort.Strings(parts) // independent of the order DescribeTable lists the keys in
 	return strings.Join(parts, ",")
+}
+
+// PutDrainMark implements Store: an unconditional PutItem (a newer drain of the instance replaces the mark).
+func (d *DynamoDB) PutDrainMark(ctx context.Context, m DrainMark) error {
+	if m.InstanceID == "" {
+		return errors.New("writing drain mark: instance id is empty")
+	}
+	pk, sk := DrainMarkKey(m.InstanceID)
+	item, err := marshal(m)
+	if err != nil {
+		return fmt.Errorf("writing drain mark of %s: table %s (pk %s, sk %s): %w", m.InstanceID, d.table, pk, sk, err)
+	}
+	item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
+	item[AttrSK] = &types.AttributeValueMemberS{Value: sk}
+	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
+		return fmt.Errorf("writing drain mark of %s: table %s (pk %s, sk %s): %w", m.InstanceID, d.table, pk, sk, err)
+	}
+	return nil
+}
+
+// DeleteDrainMark implements Store with an unconditional DeleteItem: a missing mark is not an error.
+func (d *DynamoDB) DeleteDrainMark(ctx context.Context, instanceID string) error {
+	pk, sk := DrainMarkKey(instanceID)
+	if _, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(d.table), Key: key(pk, sk)}); err != nil {
+		return fmt.Errorf("deleting drain mark of %s: table %s (pk %s, sk %s): %w", instanceID, d.table, pk, sk, err)
+	}
+	return nil
+}
+
+// ListDrainMarks implements Store with a paginated, strongly consistent Query of the marks' partition.
+func (d *DynamoDB) ListDrainMarks(ctx context.Context) ([]DrainMark, error) {
+	keyCond := expression.Key(AttrPK).Equal(expression.Value(pkDrainMarks)).
+		And(expression.Key(AttrSK).BeginsWith(skDrainPrefix))
+	expr, err := expression.NewBuilder().WithKeyCondition(keyCond).Build()
+	if err != nil {
+		return nil, fmt.Errorf("listing drain marks in table %s: building key condition: %w", d.table, err)
+	}
+	in := &dynamodb.QueryInput{TableName: aws.String(d.table), KeyConditionExpression: expr.KeyCondition(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(), ConsistentRead: aws.Bool(true)}
+	if d.pageSize > 0 {
+		in.Limit = aws.Int32(d.pageSize)
+	}
+	out := []DrainMark{}
+	pages := dynamodb.NewQueryPaginator(d.api, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing drain marks in table %s: %w", d.table, err)
+		}
+		var ms []DrainMark
+		if err := attributevalue.UnmarshalListOfMaps(page.Items, &ms); err != nil {
+			return nil, fmt.Errorf("listing drain marks in table %s: decoding: %w", d.table, err)
+		}
+		out = append(out, ms...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
+	return out, nil
 }

@@ -17,6 +17,7 @@ type Memory struct {
 	history  map[string][]HistoryEntry
 	locks    map[string]Lock
 	events   map[string]time.Time
+	marks    map[string]DrainMark
 	// Writes counts successful conditional writes (rollouts and hooks), for tests and benchmarks.
 	Writes int
 }
@@ -26,7 +27,7 @@ var _ Store = (*Memory)(nil)
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
 	return &Memory{rollouts: map[string]Rollout{}, hooks: map[string]Hook{}, history: map[string][]HistoryEntry{},
-		locks: map[string]Lock{}, events: map[string]time.Time{}}
+		locks: map[string]Lock{}, events: map[string]time.Time{}, marks: map[string]DrainMark{}}
 }
 
 // GetRollout implements Store.
@@ -172,4 +173,35 @@ func (m *Memory) EventSeen(_ context.Context, id string) (bool, error) {
 	defer m.mu.Unlock()
 	_, ok := m.events[id]
 	return ok, nil
+}
+
+// PutDrainMark implements Store.
+func (m *Memory) PutDrainMark(_ context.Context, d DrainMark) error {
+	if d.InstanceID == "" {
+		return fmt.Errorf("writing drain mark: instance id is empty")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.marks[d.InstanceID] = d
+	return nil
+}
+
+// DeleteDrainMark implements Store.
+func (m *Memory) DeleteDrainMark(_ context.Context, instanceID string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.marks, instanceID)
+	return nil
+}
+
+// ListDrainMarks implements Store.
+func (m *Memory) ListDrainMarks(_ context.Context) ([]DrainMark, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]DrainMark, 0, len(m.marks))
+	for _, d := range m.marks {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].InstanceID < out[j].InstanceID })
+	return out, nil
 }

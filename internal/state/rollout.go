@@ -153,7 +153,28 @@ type Hook struct {
 	// Owner is the replica working on the action until OwnerExpires (see Rollout.LeaseOwner).
 	Owner        string    `json:"owner,omitempty" dynamodbav:"owner,omitempty"`
 	OwnerExpires time.Time `json:"ownerExpires,omitempty" dynamodbav:"ownerExpires,omitempty"`
-	Version      int64     `json:"version" dynamodbav:"version"`
+	// Confirmed: Auto Scaling confirmed the action (the instance waits in the group, on the hook, in the
+	// action's wait state) before anything was drained; a record without it is confirmed on its next look.
+	Confirmed bool `json:"confirmed,omitempty" dynamodbav:"confirmed,omitempty"`
+	// AgentDrained: the agent itself set the instance DRAINING (or cordoned it) for this action and wrote a
+	// DrainMark first.
+	AgentDrained bool  `json:"agentDrained,omitempty" dynamodbav:"agentDrained,omitempty"`
+	Version      int64 `json:"version" dynamodbav:"version"`
+}
+
+// DrainMark records that the agent itself set an instance DRAINING (ECS) or cordoned it (EKS) for a
+// lifecycle action, written before the drain starts. An instance with a mark that is InService again, with no
+// lifecycle action waiting and not replaced by a rollout, is put back in service (lifecycle.Hooks.Recover);
+// the mark goes when the instance is back in service or gone.
+type DrainMark struct {
+	InstanceID string `json:"instanceId" dynamodbav:"instanceId"`
+	Group      string `json:"group" dynamodbav:"group"`
+	Platform   string `json:"platform" dynamodbav:"platform"`
+	Cluster    string `json:"cluster" dynamodbav:"cluster"`
+	// Token is the lifecycle action the drain was for.
+	Token string `json:"token" dynamodbav:"token"`
+	// At is when the mark was written (before the drain started).
+	At time.Time `json:"at" dynamodbav:"at"`
 }
 
 // HistoryEntry is one line of a target's AMI history.

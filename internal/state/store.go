@@ -51,4 +51,12 @@ type Store interface {
 	MarkEvent(ctx context.Context, id string, expires time.Time) (first bool, err error)
 	// EventSeen reports whether MarkEvent recorded the id (and the record was not dropped yet).
 	EventSeen(ctx context.Context, id string) (bool, error)
+
+	// PutDrainMark writes (creates or replaces) the drain mark of m.InstanceID.
+	PutDrainMark(ctx context.Context, m DrainMark) error
+	// DeleteDrainMark removes the drain mark of an instance; deleting a missing mark is not an error.
+	DeleteDrainMark(ctx context.Context, instanceID string) error
+	// ListDrainMarks returns every drain mark, sorted by instance id. It reads only the marks (one DynamoDB
+	// Query), so the reconcile tick may call it every time.
+	ListDrainMarks(ctx context.Context) ([]DrainMark, error)
 }

@@ -112,10 +112,12 @@ func Kumo(t testing.TB) (endpoint string) {
 	return st.endpoint
 }
 
-// Main runs the tests of a package that uses Kumo, then StopKumo, and exits with the tests' code.
+// Main runs the tests of a package that uses Kumo or Moto, then StopKumo and StopMoto, and exits with the
+// tests' code.
 func Main(m *testing.M) {
 	code := m.Run()
 	StopKumo()
+	StopMoto()
 	os.Exit(code)
 }
 

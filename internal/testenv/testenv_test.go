@@ -2,6 +2,8 @@ package testenv_test
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -49,4 +51,36 @@ func TestKumoServesHealthAndIsShared(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+func TestMotoBinaryLooksOnPathThenInPyenvVersions(t *testing.T) {
+	root := t.TempDir()
+	exe := func(path string) string {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"), 0o755))
+		return path
+	}
+	t.Setenv("PATCH_AGENT_MOTO", "")
+	t.Setenv("PATH", filepath.Join(root, "empty"))
+	t.Setenv("PYENV_ROOT", filepath.Join(root, "pyenv"))
+
+	_, err := testenv.MotoBinary()
+	require.ErrorContains(t, err, "pip install 'moto[server]==5.2.1'", "missing: says how to get it")
+
+	exe(filepath.Join(root, "pyenv", "versions", "3.10.1", "bin", "moto_server"))
+	newest := exe(filepath.Join(root, "pyenv", "versions", "3.11.7", "bin", "moto_server"))
+	got, err := testenv.MotoBinary()
+	require.NoError(t, err)
+	require.Equal(t, newest, got, "a shell without pyenv shims still finds pyenv's moto")
+
+	onPath := exe(filepath.Join(root, "bin", "moto_server"))
+	t.Setenv("PATH", filepath.Join(root, "bin"))
+	got, err = testenv.MotoBinary()
+	require.NoError(t, err)
+	require.Equal(t, onPath, got, "PATH first")
+
+	t.Setenv("PATCH_AGENT_MOTO", newest)
+	got, err = testenv.MotoBinary()
+	require.NoError(t, err)
+	require.Equal(t, newest, got, "PATCH_AGENT_MOTO overrides")
 }

@@ -56,6 +56,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"locks and rollouts of one group do not see each other", testLocksBesideRollouts},
 		{"event marked first once, then duplicate", testMarkEvent},
 		{"event markers racing on one id: exactly one first", testMarkEventRace},
+		{"drain marks: put replaces, delete removes, list by instance id and nothing else", testDrainMarks},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))
@@ -138,7 +139,41 @@ func fullHook(token string) state.Hook {
 		CompletedAt:   at,
 		Owner:         "patch-agent-7d9f-abcde",
 		OwnerExpires:  at.Add(30 * time.Second),
+		Confirmed:     true,
+		AgentDrained:  true,
 	}
+}
+
+func testDrainMarks(t *testing.T, s state.Store) {
+	c := ctx(t)
+	empty, err := s.ListDrainMarks(c)
+	require.NoError(t, err)
+	require.Empty(t, empty)
+	b := state.DrainMark{InstanceID: "i-0b", Group: "prod-nodes", Platform: "ecs", Cluster: "prod", Token: "tok-1", At: at}
+	requireAllFieldsSet(t, b)
+	a := b
+	a.InstanceID, a.Token = "i-0a", "tok-2"
+	require.NoError(t, s.PutDrainMark(c, b))
+	require.NoError(t, s.PutDrainMark(c, a))
+	b.Token, b.At = "tok-3", at.Add(time.Minute)
+	require.NoError(t, s.PutDrainMark(c, b)) // a newer drain of the same instance replaces its mark
+	_, err = s.PutRollout(c, fullRollout("prod-nodes"))
+	require.NoError(t, err)
+	_, err = s.PutHook(c, fullHook("tok-1"))
+	require.NoError(t, err)
+	got, err := s.ListDrainMarks(c)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.True(t, got[0].At.Equal(a.At), "at: %s", got[0].At)
+	require.True(t, got[1].At.Equal(b.At), "at: %s", got[1].At)
+	got[0].At, got[1].At, a.At, b.At = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	require.Equal(t, []state.DrainMark{a, b}, got)
+	require.NoError(t, s.DeleteDrainMark(c, "i-0a"))
+	require.NoError(t, s.DeleteDrainMark(c, "i-0missing"))
+	got, err = s.ListDrainMarks(c)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, "i-0b", got[0].InstanceID)
 }
 
 // fullLock returns a group lock with every field set.

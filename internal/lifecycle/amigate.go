@@ -1,0 +1,477 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"k8s.io/utils/clock"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// The AMI gate (field case C20, invariant 10 of docs/architecture.md): an AMI id a parameter names is a claim.
+// Before a rollout may prepare a launch template version, EC2 must confirm that the image exists and is
+// available, that its owner is allowed, that every instance type the group can launch runs its architecture,
+// and that it is of the OS family the group runs now.
+
+// Gate tags on an Auto Scaling group (optional).
+const (
+	// TagAllowedAMIOwners adds AMI owners the group accepts: AWS account ids (12 digits) or owner aliases
+	// (amazon, aws-marketplace, aws-backup-vault), separated by spaces or commas; "self" is the agent's account.
+	TagAllowedAMIOwners = "patch-agent/allowed-ami-owners"
+	// TagAllowAMIFamilyChange set to "true" lets the group move to an AMI of another OS family (AL2 to AL2023,
+	// AL2 to Bottlerocket, ...). Default false: such an AMI is refused.
+	TagAllowAMIFamilyChange = "patch-agent/allow-ami-family-change"
+)
+
+// OS families of an AMI, as DescribeOSFamily tells them.
+const (
+	OSFamilyAL2          = "al2"
+	OSFamilyAL2023       = "al2023"
+	OSFamilyBottlerocket = "bottlerocket"
+	OSFamilyWindows      = "windows"
+	OSFamilyOther        = "other"
+)
+
+// Reasons of a refusal: the Reason dimension of the AMIRejected metric and the rejectReason of the
+// "ami-rejected" notification.
+const (
+	RejectImageNotFound        = "ImageNotFound"
+	RejectImageNotAvailable    = "ImageNotAvailable"
+	RejectOwnerNotAllowed      = "OwnerNotAllowed"
+	RejectArchitectureMismatch = "ArchitectureMismatch"
+	RejectOSFamilyChange       = "OSFamilyChange"
+	// RejectCurrentFamilyUnknown: the AMI the group runs now cannot be described, so a family change cannot be
+	// ruled out.
+	RejectCurrentFamilyUnknown = "CurrentFamilyUnknown"
+)
+
+// amiRefusedPrefix starts the Reason of a rollout whose target AMI the gate refused.
+const amiRefusedPrefix = "AMI refused: "
+
+// AMIRejection is why the gate refused an AMI for a group.
+type AMIRejection struct {
+	// ImageID is the refused AMI.
+	ImageID string
+	// Reason is one of the Reject* codes.
+	Reason string
+	// Detail says what EC2 answered and what would let the AMI pass, in an operator's words.
+	Detail string
+}
+
+// StatusReason is the rollout Reason the refusal writes ("AMI refused: ...").
+func (r AMIRejection) StatusReason() string {
+	return fmt.Sprintf("%s%s %s (%s)", amiRefusedPrefix, r.ImageID, r.Detail, r.Reason)
+}
+
+// defaultAMIGateTTL is how long a DescribeImages answer (and the launch template version a group resolves to)
+// is reused while a rollout waits, so that a refusal waiting for a fixed parameter does not call EC2 every tick.
+const defaultAMIGateTTL = 5 * time.Minute
+
+// maxInstanceTypesPerGateCall bounds DescribeInstanceTypes' InstanceTypes (Amazon EC2 API Reference,
+// "DescribeInstanceTypes": up to 100 instance types per request).
+const maxInstanceTypesPerGateCall = 100
+
+// AMIGate checks a target AMI against EC2 before any launch template change. Safe for concurrent use.
+type AMIGate struct {
+	// EC2 describes images (DescribeImages) and launch template versions.
+	EC2 awsapi.EC2
+	// InstanceTypes describes instance types (their supported architectures); nil holds every group that has
+	// an instance type (an architecture that cannot be checked is not passed).
+	InstanceTypes awsapi.EC2InstanceTypes
+	// AccountID is the agent's own AWS account: its AMIs are always allowed ("" when unknown: then only
+	// the owners listed are).
+	AccountID string
+	// AllowedOwners are owners every group accepts (--allowed-ami-owners): account ids or owner aliases.
+	AllowedOwners []string
+	Clock         clock.PassiveClock
+	// TTL is how long answers are reused by cached checks; default 5 minutes.
+	TTL time.Duration
+
+	mu        sync.Mutex
+	images    map[string]cachedImage                 // by image id
+	templates map[string]cachedTemplate              // by launch template reference
+	archs     map[string][]ec2types.ArchitectureType // by instance type; never expires
+}
+
+type cachedImage struct {
+	img *ec2types.Image // nil: EC2 does not know the image
+	at  time.Time
+}
+
+type cachedTemplate struct {
+	v  TemplateVersion
+	at time.Time
+}
+
+// GateRequest is what the gate checks: the target AMI for one group.
+type GateRequest struct {
+	Target Target
+	// Group is the group as described this tick (its launch template reference and mixed instances overrides).
+	Group astypes.AutoScalingGroup
+	// View is the group's instances (their AMIs tell the current AMI when the template names no AMI id).
+	View GroupView
+	// ImageID is the AMI to check; Parameter the source that names it.
+	ImageID, Parameter string
+	// Fresh asks EC2 again instead of reusing answers younger than the TTL: the check made just before the
+	// rollout leaves Waiting for Preparing.
+	Fresh bool
+}
+
+// Check returns nil when the AMI passes the gate, the refusal when it does not, and an error when EC2 could not
+// be asked (throttling, AccessDenied): the caller holds and retries; an error never passes.
+//
+// Rules, each on EC2's own answer:
+//   - DescribeImages (Amazon EC2 API Reference, "DescribeImages"; "Image": State) must know the image and
+//     report State available (not pending, failed, deregistered, ...);
+//   - its OwnerId or ImageOwnerAlias must be allowed: the agent's account, alias "amazon" when the parameter is
+//     an AWS public parameter (/aws/service/...), AllowedOwners and the group's TagAllowedAMIOwners;
+//   - its Architecture must be among ProcessorInfo.SupportedArchitectures (DescribeInstanceTypes) of every
+//     instance type the group can launch: the resolved launch template version's InstanceType and every
+//     mixed instances override's InstanceType (attribute-based selection picks types that match the AMI);
+//   - its OS family (DescribeOSFamily) must equal that of the group's current AMI — the AMI of the launch
+//     template version the group resolves to now, or, when that names no AMI id (resolve:ssm:), the AMI most
+//     of its instances run — unless the group carries TagAllowAMIFamilyChange=true.
+func (g *AMIGate) Check(ctx context.Context, req GateRequest) (*AMIRejection, error) {
+	target, err := g.image(ctx, req.ImageID, req.Fresh)
+	if err != nil {
+		return nil, err
+	}
+	reject := func(reason, format string, args ...any) (*AMIRejection, error) {
+		return &AMIRejection{ImageID: req.ImageID, Reason: reason, Detail: fmt.Sprintf(format, args...)}, nil
+	}
+	if target == nil {
+		return reject(RejectImageNotFound, "does not exist in EC2 (DescribeImages does not know it: never registered, or deregistered)")
+	}
+	if target.State != ec2types.ImageStateAvailable {
+		return reject(RejectImageNotAvailable, "is %s, not available", target.State)
+	}
+	allowed := g.allowedOwners(req)
+	if !slices.Contains(allowed, aws.ToString(target.OwnerId)) && (aws.ToString(target.ImageOwnerAlias) == "" ||
+		!slices.Contains(allowed, aws.ToString(target.ImageOwnerAlias))) {
+		owner := aws.ToString(target.OwnerId)
+		if alias := aws.ToString(target.ImageOwnerAlias); alias != "" {
+			owner += " (" + alias + ")"
+		}
+		return reject(RejectOwnerNotAllowed, "is owned by %s, not by an allowed owner [%s]; allow it with --allowed-ami-owners or tag %s",
+			owner, strings.Join(allowed, ", "), TagAllowedAMIOwners)
+	}
+	ref, err := TemplateRef(req.Group)
+	if err != nil {
+		return nil, err
+	}
+	current, err := g.template(ctx, ref, req.Fresh)
+	if err != nil {
+		return nil, err
+	}
+	if rej, err := g.checkArchitecture(ctx, req, target, current); rej != nil || err != nil {
+		return rej, err
+	}
+	if req.Target.Policy.AllowAMIFamilyChange {
+		return nil, nil
+	}
+	currentID := current.ImageID
+	if !strings.HasPrefix(currentID, "ami-") {
+		currentID = majorityImage(req.View)
+	}
+	if currentID == req.ImageID {
+		return nil, nil
+	}
+	want := DescribeOSFamily(*target)
+	if currentID == "" {
+		return reject(RejectCurrentFamilyUnknown, "(%s) cannot be compared with the group's current AMI: its launch template names none and no instance runs; tag %s=true to roll it anyway",
+			want, TagAllowAMIFamilyChange)
+	}
+	cur, err := g.image(ctx, currentID, req.Fresh)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil {
+		return reject(RejectCurrentFamilyUnknown, "(%s) cannot be compared with the group's current AMI %s, which EC2 no longer describes; tag %s=true to roll it anyway",
+			want, currentID, TagAllowAMIFamilyChange)
+	}
+	if have := DescribeOSFamily(*cur); have != want {
+		return reject(RejectOSFamilyChange, "is %s but the group runs %s (%s); tag %s=true to allow the change",
+			want, have, currentID, TagAllowAMIFamilyChange)
+	}
+	return nil, nil
+}
+
+// checkArchitecture refuses an AMI whose architecture some instance type of the group cannot run.
+func (g *AMIGate) checkArchitecture(ctx context.Context, req GateRequest, img *ec2types.Image, current TemplateVersion) (*AMIRejection, error) {
+	types := map[string]bool{}
+	if current.InstanceType != "" {
+		types[current.InstanceType] = true
+	}
+	if mip := req.Group.MixedInstancesPolicy; mip != nil && mip.LaunchTemplate != nil {
+		for _, o := range mip.LaunchTemplate.Overrides {
+			if it := aws.ToString(o.InstanceType); it != "" {
+				types[it] = true
+			}
+		}
+	}
+	if len(types) == 0 {
+		return nil, nil
+	}
+	names := make([]string, 0, len(types))
+	for t := range types {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	archs, err := g.architectures(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	var cannot []string
+	for _, t := range names {
+		if !slices.Contains(archs[t], ec2types.ArchitectureType(img.Architecture)) {
+			cannot = append(cannot, fmt.Sprintf("%s (%s)", t, joinArchs(archs[t])))
+		}
+	}
+	if len(cannot) > 0 {
+		return &AMIRejection{ImageID: req.ImageID, Reason: RejectArchitectureMismatch,
+			Detail: fmt.Sprintf("is %s but the group can launch %s", img.Architecture, strings.Join(cannot, ", "))}, nil
+	}
+	return nil, nil
+}
+
+func joinArchs(a []ec2types.ArchitectureType) string {
+	s := make([]string, len(a))
+	for i, x := range a {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// allowedOwners lists the owners the group accepts, in the order they are explained.
+func (g *AMIGate) allowedOwners(req GateRequest) []string {
+	var out []string
+	if g.AccountID != "" {
+		out = append(out, g.AccountID)
+	}
+	if strings.HasPrefix(req.Parameter, "/aws/service/") {
+		out = append(out, "amazon")
+	}
+	for _, o := range append(slices.Clone(g.AllowedOwners), req.Target.Policy.AllowedAMIOwners...) {
+		if o == "self" {
+			o = g.AccountID
+		}
+		if o != "" && !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (g *AMIGate) ttl() time.Duration {
+	if g.TTL > 0 {
+		return g.TTL
+	}
+	return defaultAMIGateTTL
+}
+
+// image describes one AMI (nil when EC2 does not know it), from the cache unless fresh.
+func (g *AMIGate) image(ctx context.Context, id string, fresh bool) (*ec2types.Image, error) {
+	now := g.Clock.Now()
+	g.mu.Lock()
+	c, ok := g.images[id]
+	g.mu.Unlock()
+	if ok && (!fresh && now.Sub(c.at) < g.ttl() || c.at.Equal(now)) {
+		return c.img, nil // an answer of this very instant is fresh
+	}
+	out, err := g.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}})
+	var img *ec2types.Image
+	switch {
+	case awsapi.IsImageNotFound(err):
+		// Unknown, or deregistered long enough ago that EC2 no longer lists it.
+	case err != nil:
+		return nil, fmt.Errorf("describing AMI %s: %w", id, err)
+	default:
+		for i := range out.Images {
+			if aws.ToString(out.Images[i].ImageId) == id {
+				img = &out.Images[i]
+			}
+		}
+	}
+	g.mu.Lock()
+	if g.images == nil {
+		g.images = map[string]cachedImage{}
+	}
+	g.images[id] = cachedImage{img: img, at: now}
+	g.mu.Unlock()
+	return img, nil
+}
+
+// template resolves the launch template version ref names now, from the cache unless fresh.
+func (g *AMIGate) template(ctx context.Context, ref state.LaunchTemplateRef, fresh bool) (TemplateVersion, error) {
+	key := ref.ID + "/" + ref.Name + "@" + ref.Version
+	now := g.Clock.Now()
+	g.mu.Lock()
+	c, ok := g.templates[key]
+	g.mu.Unlock()
+	if ok && (!fresh && now.Sub(c.at) < g.ttl() || c.at.Equal(now)) {
+		return c.v, nil
+	}
+	v, err := Templates{EC2: g.EC2}.Resolve(ctx, ref)
+	if err != nil {
+		return TemplateVersion{}, err
+	}
+	g.mu.Lock()
+	if g.templates == nil {
+		g.templates = map[string]cachedTemplate{}
+	}
+	g.templates[key] = cachedTemplate{v: v, at: now}
+	g.mu.Unlock()
+	return v, nil
+}
+
+// architectures returns the supported architectures of each instance type, asking EC2 (100 per call) only for
+// types not cached: an instance type's architectures never change.
+func (g *AMIGate) architectures(ctx context.Context, types []string) (map[string][]ec2types.ArchitectureType, error) {
+	g.mu.Lock()
+	var missing []ec2types.InstanceType
+	for _, t := range types {
+		if _, ok := g.archs[t]; !ok {
+			missing = append(missing, ec2types.InstanceType(t))
+		}
+	}
+	g.mu.Unlock()
+	if len(missing) > 0 && g.InstanceTypes == nil {
+		return nil, errors.New("checking the AMI's architecture: no EC2 DescribeInstanceTypes client configured")
+	}
+	for start := 0; start < len(missing); start += maxInstanceTypesPerGateCall {
+		batch := missing[start:min(start+maxInstanceTypesPerGateCall, len(missing))]
+		p := ec2.NewDescribeInstanceTypesPaginator(g.InstanceTypes, &ec2.DescribeInstanceTypesInput{InstanceTypes: batch})
+		for p.HasMorePages() {
+			out, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("describing instance types %v: %w", batch, err)
+			}
+			g.mu.Lock()
+			if g.archs == nil {
+				g.archs = map[string][]ec2types.ArchitectureType{}
+			}
+			for _, it := range out.InstanceTypes {
+				if it.ProcessorInfo != nil {
+					g.archs[string(it.InstanceType)] = it.ProcessorInfo.SupportedArchitectures
+				}
+			}
+			g.mu.Unlock()
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string][]ec2types.ArchitectureType, len(types))
+	for _, t := range types {
+		a, ok := g.archs[t]
+		if !ok {
+			return nil, fmt.Errorf("EC2 did not describe instance type %s", t)
+		}
+		out[t] = a
+	}
+	return out, nil
+}
+
+// majorityImage returns the AMI most in-service instances of the group run ("" when none is known).
+func majorityImage(v GroupView) string {
+	count := map[string]int{}
+	best := ""
+	for _, i := range v.Instances {
+		if i.ImageID == "" || i.Leaving() {
+			continue
+		}
+		count[i.ImageID]++
+		if n := count[i.ImageID]; n > count[best] || n == count[best] && i.ImageID < best {
+			best = i.ImageID
+		}
+	}
+	return best
+}
+
+var (
+	al2023Name       = regexp.MustCompile(`(?i)(^|[^a-z0-9])(al2023|amazon[- ]?linux[- ]?2023)`)
+	al2Name          = regexp.MustCompile(`(?i)(^|[^a-z0-9])(amzn2-|al2[^0-9]|al2$|amazon[- ]?linux[- ]?2([^0-9]|$))`)
+	eksAL2Name       = regexp.MustCompile(`(?i)^amazon-eks-(gpu-|arm64-)?node-1\.[0-9]+-v`)
+	bottlerocketName = regexp.MustCompile(`(?i)bottlerocket`)
+	windowsName      = regexp.MustCompile(`(?i)^windows_server-`)
+)
+
+// DescribeOSFamily tells the OS family of an AMI from what DescribeImages returns (Amazon EC2 API Reference,
+// "Image"): Platform ("windows" for Windows AMIs, blank otherwise) and PlatformDetails (the billing platform,
+// "Windows", "Linux/UNIX", "Red Hat Enterprise Linux", ...) tell Windows; otherwise the Name, then the
+// Description, tell the Linux family by the names of the ECS- and EKS-optimized AMIs: amzn2-ami-ecs-...,
+// amazon-eks-node-1.30-v... (AL2), al2023-ami-ecs-..., amazon-eks-node-al2023-... (AL2023),
+// bottlerocket-aws-k8s-..., bottlerocket-aws-ecs-... (Bottlerocket), Windows_Server-... (Windows).
+// Anything else is OSFamilyOther followed by its PlatformDetails ("other (Linux/UNIX)"), so that two other
+// AMIs only match on the same billing platform.
+func DescribeOSFamily(img ec2types.Image) string {
+	details := aws.ToString(img.PlatformDetails)
+	if img.Platform == ec2types.PlatformValuesWindows || strings.HasPrefix(strings.ToLower(details), "windows") {
+		return OSFamilyWindows
+	}
+	for _, text := range []string{aws.ToString(img.Name), aws.ToString(img.Description)} {
+		switch {
+		case text == "":
+		case bottlerocketName.MatchString(text):
+			return OSFamilyBottlerocket
+		case windowsName.MatchString(text):
+			return OSFamilyWindows
+		case al2023Name.MatchString(text):
+			return OSFamilyAL2023
+		case al2Name.MatchString(text), eksAL2Name.MatchString(text):
+			return OSFamilyAL2
+		}
+	}
+	return OSFamilyOther + " (" + details + ")"
+}
+
+// amiOwnerAliases are the owner aliases EC2 reports in ImageOwnerAlias (Amazon EC2 API Reference, "Image"),
+// plus "self" for the agent's own account.
+var amiOwnerAliases = []string{"amazon", "aws-marketplace", "aws-backup-vault", "self"}
+
+var accountIDPattern = regexp.MustCompile(`^[0-9]{12}$`)
+
+// ParseAMIOwners parses a list of AMI owners separated by spaces or commas: 12-digit AWS account ids or the
+// aliases amazon, aws-marketplace, aws-backup-vault and self. It returns an error naming every entry that is
+// neither.
+func ParseAMIOwners(v string) ([]string, error) {
+	var out, bad []string
+	for _, o := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+		o = strings.ToLower(strings.TrimSpace(o))
+		if !accountIDPattern.MatchString(o) && !slices.Contains(amiOwnerAliases, o) {
+			bad = append(bad, fmt.Sprintf("%q", o))
+			continue
+		}
+		out = append(out, o)
+	}
+	if len(bad) > 0 {
+		return out, fmt.Errorf("%s: want 12-digit AWS account ids or %s", strings.Join(bad, ", "), strings.Join(amiOwnerAliases, ", "))
+	}
+	return out, nil
+}
+
+// AccountFromQueueURL returns the AWS account id in an SQS queue URL's path
+// (https://sqs.us-east-1.amazonaws.com/111122223333/patch-agent), or "" when it names none.
+func AccountFromQueueURL(queueURL string) string {
+	path := queueURL
+	if i := strings.Index(path, "://"); i >= 0 {
+		path = path[i+3:]
+	}
+	parts := strings.Split(path, "/")
+	if len(parts) >= 3 && accountIDPattern.MatchString(parts[1]) {
+		return parts[1]
+	}
+	return ""
+}

@@ -1,0 +1,169 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Reasons a lifecycle message is rejected: the Reason dimension of the LifecycleMessagesRejected metric and
+// of the "Lifecycle Message Rejected" notification (field case C19). A message is a claim; Auto Scaling's
+// DescribeAutoScalingInstances and DescribeLifecycleHooks are the facts.
+const (
+	// RejectGroupNotManaged: the message names a group the agent does not manage (field case C3; routine on
+	// a shared queue, so logged at info and not notified).
+	RejectGroupNotManaged = "GroupNotManaged"
+	// RejectInstanceNotFound: neither Auto Scaling nor EC2 knows the instance.
+	RejectInstanceNotFound = "InstanceNotFound"
+	// RejectInstanceNotInGroup: Auto Scaling places the instance in another group, or in none.
+	RejectInstanceNotInGroup = "InstanceNotInGroup"
+	// RejectUnknownHook: the group has no lifecycle hook of that name for that transition.
+	RejectUnknownHook = "UnknownHook"
+	// RejectLifecycleState: the instance is not in the wait state the action implies (InService, say).
+	RejectLifecycleState = "LifecycleStateMismatch"
+)
+
+// Rejection is a lifecycle message that Auto Scaling did not confirm: nothing was drained or cordoned, and the
+// message was deleted as ignored.
+type Rejection struct {
+	// Reason is one of the Reject* constants; Detail says it in a sentence naming what AWS answered.
+	Reason, Detail string
+	// Action is what the message claimed.
+	Action events.LifecycleAction
+	// Platform and Cluster of the group the message names, when the agent manages it ("" otherwise).
+	Platform, Cluster string
+	At                time.Time
+}
+
+// verdict is what Auto Scaling says of a lifecycle action.
+type verdict int
+
+const (
+	verdictConfirmed verdict = iota // the instance waits in the group, on that hook, in the action's wait state
+	verdictGone                     // the instance is already leaving or terminated: nothing waits (C5)
+	verdictNotYet                   // the instance is on its way into the wait state: look again
+	verdictRejected                 // not confirmed: drain nothing (C19)
+)
+
+type confirmation struct {
+	verdict        verdict
+	reason, detail string
+}
+
+// waitStates are the Auto Scaling lifecycle states in which an instance waits on a lifecycle action of each
+// transition (Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle", "Lifecycle
+// state transitions for instances in a warm pool", and "Replace root volumes during instance refresh": an
+// instance whose root volume an instance refresh replaces waits in ReplacingRootVolume:Wait on the group's
+// terminating hooks).
+var waitStates = map[string][]astypes.LifecycleState{
+	events.TransitionTerminating: {astypes.LifecycleStateTerminatingWait, astypes.LifecycleStateWarmedTerminatingWait,
+		astypes.LifecycleStateReplacingRootVolumeWait},
+	events.TransitionLaunching: {astypes.LifecycleStatePendingWait, astypes.LifecycleStateWarmedPendingWait},
+}
+
+// beforeWait are the states an instance passes through just before it waits on an action of the transition:
+// the notification can overtake the state Auto Scaling describes, so the message is looked at again.
+var beforeWait = map[string][]astypes.LifecycleState{
+	events.TransitionTerminating: {astypes.LifecycleStateTerminating, astypes.LifecycleStateWarmedTerminating,
+		astypes.LifecycleStateReplacingRootVolume},
+	events.TransitionLaunching: {astypes.LifecycleStatePending, astypes.LifecycleStateWarmedPending},
+}
+
+// pastWait are the states of an instance whose wait is over and that is leaving or gone.
+var pastWait = []astypes.LifecycleState{astypes.LifecycleStateTerminatingProceed, astypes.LifecycleStateTerminated,
+	astypes.LifecycleStateWarmedTerminatingProceed, astypes.LifecycleStateWarmedTerminated}
+
+func stateIn(s string, list []astypes.LifecycleState) bool {
+	for _, l := range list {
+		if string(l) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// confirm asks Auto Scaling whether the action the message claims is real: one DescribeAutoScalingInstances
+// call for the instance (its group and lifecycle state), the group's hooks from the hooks cache (asked again
+// once when the cache does not know the hook), and — only for an instance Auto Scaling no longer lists — one
+// DescribeInstances to tell a terminated instance (C5) from one that never existed (C3). An error means
+// nothing is known; the caller keeps the message.
+func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirmation, error) {
+	out, err := h.AutoScaling.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{a.InstanceID}})
+	if err != nil {
+		return confirmation{}, fmt.Errorf("confirming lifecycle action %s with Auto Scaling: %w", a.Token, err)
+	}
+	var inst *astypes.AutoScalingInstanceDetails
+	for i := range out.AutoScalingInstances {
+		if aws.ToString(out.AutoScalingInstances[i].InstanceId) == a.InstanceID {
+			inst = &out.AutoScalingInstances[i]
+		}
+	}
+	if inst == nil {
+		switch exists, err := h.instanceState(ctx, a.InstanceID); {
+		case err != nil:
+			return confirmation{}, err
+		case exists == instanceTerminated:
+			return confirmation{verdict: verdictGone, detail: "instance already terminated"}, nil
+		case exists == instanceUnknown:
+			return confirmation{verdictRejected, RejectInstanceNotFound,
+				fmt.Sprintf("neither Auto Scaling nor EC2 knows instance %s", a.InstanceID)}, nil
+		}
+		return confirmation{verdictRejected, RejectInstanceNotInGroup,
+			fmt.Sprintf("instance %s is in no Auto Scaling group", a.InstanceID)}, nil
+	}
+	if g := aws.ToString(inst.AutoScalingGroupName); g != a.GroupName {
+		return confirmation{verdictRejected, RejectInstanceNotInGroup,
+			fmt.Sprintf("instance %s is in group %s, not %s", a.InstanceID, g, a.GroupName)}, nil
+	}
+	hooks, err := h.groupHooks(ctx, a.GroupName, false)
+	if err == nil {
+		if _, ok := hooks[a.HookName]; !ok {
+			hooks, err = h.groupHooks(ctx, a.GroupName, true) // added since it was cached?
+		}
+	}
+	if err != nil {
+		return confirmation{}, fmt.Errorf("confirming lifecycle action %s: %w", a.Token, err)
+	}
+	if hook, ok := hooks[a.HookName]; !ok || hook.transition != a.Transition {
+		return confirmation{verdictRejected, RejectUnknownHook,
+			fmt.Sprintf("group %s has no %s lifecycle hook named %q", a.GroupName, a.Transition, a.HookName)}, nil
+	}
+	st := aws.ToString(inst.LifecycleState)
+	switch {
+	case stateIn(st, waitStates[a.Transition]):
+		return confirmation{verdict: verdictConfirmed}, nil
+	case stateIn(st, beforeWait[a.Transition]):
+		return confirmation{verdict: verdictNotYet, detail: "instance is " + st}, nil
+	case a.Terminating() && stateIn(st, pastWait):
+		return confirmation{verdict: verdictGone, detail: "instance already " + st + ": no lifecycle action waits"}, nil
+	}
+	return confirmation{verdictRejected, RejectLifecycleState,
+		fmt.Sprintf("instance %s is %s, not in a wait state of %s", a.InstanceID, st, a.Transition)}, nil
+}
+
+// reject tells of an action Auto Scaling did not confirm: one warning, the observer (metric, notification).
+// A record an earlier agent wrote before confirming is closed, without counting it as completed.
+func (h *Hooks) reject(ctx context.Context, t Target, a events.LifecycleAction, rec state.Hook, known bool, c confirmation, log *zap.Logger) error {
+	log.Warn("lifecycle message not confirmed by Auto Scaling; nothing drained, message deleted",
+		zap.String(logging.Reason, c.reason+": "+c.detail))
+	if known {
+		rec.State, rec.Note, rec.CompletedAt = state.HookCompleted, "rejected: "+c.detail, h.Clock.Now()
+		if _, err := h.Store.PutHook(ctx, rec); err != nil {
+			return fmt.Errorf("closing unconfirmed lifecycle action %s: %w", a.Token, err)
+		}
+	}
+	if h.Observer != nil {
+		h.Observer.LifecycleMessageRejected(Rejection{Reason: c.reason, Detail: c.detail, Action: a, Platform: t.Platform,
+			Cluster: t.Cluster, At: h.Clock.Now()})
+	}
+	return nil
+}

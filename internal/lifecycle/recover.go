@@ -1,0 +1,113 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Recover puts back in service (ECS ACTIVE / uncordon, Platform.Undrain) every instance the agent drained for
+// a lifecycle action (a state.DrainMark) that is InService again — so no lifecycle action waits on it — and
+// that no rollout is replacing (rollouts by group, as the tick left them): an action that timed out or was
+// completed elsewhere, a root volume replacement that brought the instance back, or a message that should
+// never have been acted on must not leave capacity drained for good. Each is logged as a warning.
+//
+// Cost per reconcile tick: one ListDrainMarks; with marks, the tick's own description of the managed groups
+// (d) drops those whose instance is gone or not InService, and one DescribeAutoScalingInstances per 50
+// remaining marks confirms the state right before the undrain. No cluster is observed. The mark of an
+// instance that left its group, or of a group no longer managed, is deleted without touching the instance.
+func (h *Hooks) Recover(ctx context.Context, d Discovered, rollouts map[string]state.Rollout) error {
+	marks, err := h.Store.ListDrainMarks(ctx)
+	if err != nil {
+		return fmt.Errorf("reading drain marks: %w", err)
+	}
+	var check []state.DrainMark
+	for _, m := range marks {
+		if _, ok := d.DrainTarget(m.Group); !ok {
+			h.forgetMark(ctx, m, "group no longer managed")
+			continue
+		}
+		if r, ok := rollouts[m.Group]; ok && r.Current != nil && r.Current.OldInstanceID == m.InstanceID {
+			continue // the rollout replacing it owns its drain (and puts it back at the drain deadline)
+		}
+		if g, described := d.Groups[m.Group]; described {
+			st, in := "", false
+			for _, i := range g.Instances {
+				if aws.ToString(i.InstanceId) == m.InstanceID {
+					st, in = string(i.LifecycleState), true
+				}
+			}
+			if !in {
+				h.forgetMark(ctx, m, "instance left the group")
+				continue
+			}
+			if st != string(astypes.LifecycleStateInService) {
+				continue // still waiting, terminating or being replaced: not yet
+			}
+		}
+		check = append(check, m)
+	}
+	for start := 0; start < len(check); start += maxAutoScalingInstanceIDs {
+		batch := check[start:min(start+maxAutoScalingInstanceIDs, len(check))]
+		ids := make([]string, len(batch))
+		for i, m := range batch {
+			ids[i] = m.InstanceID
+		}
+		out, err := h.AutoScaling.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: ids})
+		if err != nil {
+			return fmt.Errorf("confirming the state of %d drained instance(s) with Auto Scaling: %w", len(ids), err)
+		}
+		now := map[string]astypes.AutoScalingInstanceDetails{}
+		for _, i := range out.AutoScalingInstances {
+			now[aws.ToString(i.InstanceId)] = i
+		}
+		for _, m := range batch {
+			i, ok := now[m.InstanceID]
+			switch {
+			case !ok || aws.ToString(i.AutoScalingGroupName) != m.Group:
+				h.forgetMark(ctx, m, "instance left the group")
+			case aws.ToString(i.LifecycleState) == string(astypes.LifecycleStateInService):
+				h.undrain(ctx, d, m)
+			}
+		}
+	}
+	return nil
+}
+
+// maxAutoScalingInstanceIDs is the most InstanceIds a DescribeAutoScalingInstances call takes (Amazon EC2
+// Auto Scaling API Reference, "DescribeAutoScalingInstances": "Maximum number of 50 items").
+const maxAutoScalingInstanceIDs = 50
+
+func (h *Hooks) undrain(ctx context.Context, d Discovered, m state.DrainMark) {
+	log := h.Log.With(zap.String(logging.Group, m.Group), zap.String(logging.InstanceID, m.InstanceID),
+		zap.String(logging.LifecycleToken, m.Token))
+	t, _ := d.DrainTarget(m.Group)
+	platform, err := h.Platforms.For(t)
+	if err == nil {
+		err = platform.Undrain(ctx, t.Cluster, m.InstanceID)
+	}
+	if err != nil {
+		log.Warn("putting an instance the agent drained back in service failed; retrying next tick", zap.Error(err))
+		return
+	}
+	log.Warn("instance the agent drained for a lifecycle action is InService again with no action waiting; put back in service",
+		zap.String(logging.Reason, "drained since "+m.At.UTC().Format("2006-01-02T15:04:05Z")+", no lifecycle action or rollout holds it"))
+	h.forgetMark(ctx, m, "")
+}
+
+func (h *Hooks) forgetMark(ctx context.Context, m state.DrainMark, why string) {
+	if err := h.Store.DeleteDrainMark(ctx, m.InstanceID); err != nil {
+		h.Log.Warn("deleting a drain mark failed; retrying next tick", zap.String(logging.InstanceID, m.InstanceID), zap.Error(err))
+		return
+	}
+	if why != "" {
+		h.Log.Debug("drain mark dropped", zap.String(logging.InstanceID, m.InstanceID), zap.String(logging.Reason, why))
+	}
+}
