@@ -78,7 +78,7 @@ func requireRefused(t *testing.T, w gateWorld, image, reason, wantInReason strin
 	w.Account.ResetCalls()
 	_, err := w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return false })
 	require.NoError(t, err)
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 
 	r := w.Rollout(ctx, w.g.Name)
 	require.Equal(t, state.PhaseWaiting, r.Phase, "a refusal waits; it never ends in a phase that ignores newer AMIs")

@@ -92,7 +92,7 @@ func TestC16CapacityProviderDesiredMovesUnderTheAgentAndEveryInvariantHolds(t *t
 
 	r := w.Rollout(ctx, g.Name)
 	require.Equal(t, lifecycle.StrategyDrainFirst, r.Strategy, "chosen automatically for a group ECS scales")
-	require.Empty(t, w.Checker.Violations, "workloads kept their tasks running throughout")
+	require.Empty(t, w.Checker.Finish(), "workloads kept their tasks running throughout")
 	grp := w.Account.Group(g.Name)
 	require.Equal(t, int32(6), grp.Max, "max untouched")
 	for _, i := range grp.Instances {
@@ -145,7 +145,7 @@ func TestC17ECSManagedDrainingIsLeftToECSAndOnlyTheAgentsOwnHookIsCompleted(t *t
 	for token, n := range own {
 		require.Equal(t, 1, n, "own hook %s completed once", token)
 	}
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 	requireAllOn(t, w, g.Name, demo.ImageB, len(w.Account.Group(g.Name).Instances)-countLeaving(w, g.Name))
 }
 
@@ -174,7 +174,7 @@ func TestClusterWithCapacityProviderAndPlainGroupsRollsEachItsWay(t *testing.T) 
 	require.True(t, done)
 	require.Equal(t, lifecycle.StrategyDrainFirst, w.Rollout(ctx, "managed").Strategy)
 	require.Equal(t, lifecycle.StrategySurge, w.Rollout(ctx, "plain").Strategy)
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 	require.Equal(t, int32(4), w.Account.Group("plain").Max)
 	require.Equal(t, int32(6), w.Account.Group("managed").Max)
 }

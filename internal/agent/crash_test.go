@@ -69,7 +69,7 @@ func TestCrashMatrixResumesAtEveryStepWithoutRepeatingAnEffect(t *testing.T) {
 			}
 			visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 			require.Zero(t, visible+inFlight, "no message lost in flight or left behind")
-			require.Empty(t, w.Checker.Violations)
+			require.Empty(t, w.Checker.Finish())
 		})
 	}
 }
@@ -122,7 +122,7 @@ func runReplicas(t *testing.T, newStore func(t *testing.T) state.Store) {
 			for token, c := range calls {
 				require.Equal(t, 1, c, "one CompleteLifecycleAction for %s", token)
 			}
-			require.Empty(t, w.Checker.Violations)
+			require.Empty(t, w.Checker.Finish())
 		})
 	}
 }
@@ -161,5 +161,5 @@ func TestPauseMidRolloutHoldsEveryNewDestructiveStepAndResumeFinishes(t *testing
 	require.True(t, done)
 	require.Empty(t, w.Rollout(ctx, g.Name).Reason)
 	requireAllOn(t, w, g.Name, demo.ImageB, 3)
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 }

@@ -234,7 +234,7 @@ func TestC19LifecycleMessageForAnInstanceReallyInTerminatingWaitIsDrainedAndCont
 	require.Equal(t, sim.ResultContinue, cs[0].Result)
 	require.True(t, cs[0].Drained, "drained before CONTINUE")
 	require.Empty(t, w.rejected(), "nothing rejected")
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 	h, err := w.Store.GetHook(context.Background(), real.Lifecycle.Token)
 	require.NoError(t, err)
 	require.True(t, h.Confirmed, "the confirmation is recorded once for the action")

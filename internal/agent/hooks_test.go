@@ -134,7 +134,7 @@ func TestC4HeartbeatsKeepALongDrainAliveAndStopWhenItEnds(t *testing.T) {
 		require.False(t, b.At.After(completion.At), "no heartbeat after the work ended")
 	}
 	require.Less(t, completion.At.Sub(last), 300*time.Second)
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 }
 
 // Field case C5 (../shared/CASES.md).
@@ -287,7 +287,7 @@ func TestPassingAWSFaultsDuringADrainKeepTheMessageHeldNotDeadLettered(t *testin
 	require.Zero(t, visible+inFlight)
 	dlqVisible, _ := w.Account.QueueDepth(strings.Replace(w.QueueURL, demo.QueueName, demo.QueueName+"-dlq", 1))
 	require.Zero(t, dlqVisible, "a passing fault never walks a lifecycle action to the dead-letter queue")
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 }
 
 func TestGroupWithoutATerminatingHookIsReported(t *testing.T) {
@@ -332,7 +332,7 @@ func TestMisconfiguredGroupsLifecycleActionsAreStillDrained(t *testing.T) {
 	for _, cs := range acceptedCompletions(w) {
 		require.True(t, cs[0].Drained, "completed only once drained")
 	}
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 }
 
 func TestAStepThatKeepsFailingShowsItsErrorOnTheStatus(t *testing.T) {

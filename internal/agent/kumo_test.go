@@ -125,7 +125,7 @@ func TestKumoCrashMatrixOnDynamoDB(t *testing.T) {
 			for token, cs := range acceptedCompletions(w) {
 				require.Len(t, cs, 1, "lifecycle action %s completed once", token)
 			}
-			require.Empty(t, w.Checker.Violations)
+			require.Empty(t, w.Checker.Finish())
 		})
 	}
 }

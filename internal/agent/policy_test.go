@@ -32,7 +32,7 @@ func TestSoakWaitsUntilTheAMIIsOldEnough(t *testing.T) {
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done)
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 }
 
 func TestManualApprovalWaitsForApprove(t *testing.T) {
@@ -122,7 +122,7 @@ func TestMaintenanceWindowHoldsUntilItOpensAndStopsNewStepsWhenItCloses(t *testi
 	r = w.Rollout(ctx, g.Name)
 	require.True(t, r.Active())
 	require.Contains(t, r.Reason, "opens at 2026-12-01T03:00:00Z")
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 
 	done, err := w.RunUntil(ctx, tick, 24*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
@@ -159,5 +159,5 @@ func TestReplacementLostWhileTheDrainWasHeldIsReplacedAgainBeforeTheDrain(t *tes
 	done, err = w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done)
-	require.Empty(t, w.Checker.Violations, "the old instance was not drained while its replacement was gone")
+	require.Empty(t, w.Checker.Finish(), "the old instance was not drained while its replacement was gone")
 }

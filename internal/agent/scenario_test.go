@@ -52,7 +52,7 @@ func rollTo(t *testing.T, w *demo.World, g demo.GroupSetup, image string) state.
 	require.True(t, done, "rollout of %s did not end: %+v", g.Name, w.Rollout(ctx, g.Name))
 	_, err = w.RunUntil(ctx, tick, time.Minute, func() bool { return false }) // let hooks settle
 	require.NoError(t, err)
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 	return w.Rollout(ctx, g.Name)
 }
 
@@ -112,7 +112,7 @@ func TestC10SingleInstanceGroupSurgesThroughMaxAndRestoresIt(t *testing.T) {
 	require.Equal(t, int32(1), grp.Min)
 	requireAllOn(t, w, g.Name, demo.ImageB, 1)
 	require.Equal(t, 1, w.Checker.MinServing[g.Name], "the replacement served before the old instance was drained")
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 }
 
 // Field case C11 (../shared/CASES.md).

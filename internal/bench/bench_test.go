@@ -190,7 +190,7 @@ func rolloutOverhead(t *testing.T, n int, tick time.Duration) (float64, map[stri
 	done, err := w.RunUntil(ctx, tick, 100*floor, func() bool { return w.Rollout(ctx, "roll").Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done)
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 	took := w.Rollout(ctx, "roll").UpdatedAt.Sub(start)
 	return took.Seconds() / floor.Seconds(), w.Account.Calls()
 }

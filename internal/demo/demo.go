@@ -355,6 +355,7 @@ func Build(spec Spec) (*World, error) {
 	}
 	clients := agent.Clients{AutoScaling: acct.AutoScaling(), EC2: acct.EC2(), ECS: acct.ECS(), SSM: acct.SSM(), SQS: acct.SQS(),
 		CloudWatch: acct.CloudWatch(), InstanceTypes: acct.EC2InstanceTypes()}
+	hookQueue := queue
 	if spec.SQS != nil {
 		clients.SQS, queue = spec.SQS, spec.QueueURL
 	}
@@ -376,6 +377,9 @@ func Build(spec Spec) (*World, error) {
 		// (messages handled concurrently would take each other's draws in any order).
 		w.Agent.Consumer.Concurrency = 1
 	}
+	w.Checker.DrainTimeout = policy.DrainTimeout
+	w.Checker.Queue = hookQueue // the hooks notify the simulated queue, also when the agent consumes another
+	w.Checker.Start()
 	return w, nil
 }
 
@@ -552,6 +556,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		}
 	}
 	p.progress(ctx)
+	w.Checker.Finish()
 	s := w.Summarize(ctx, start)
 	s.Scenario, s.Expected = sc.name, string(sc.expect)
 	pub := &metrics.Publisher{API: w.Account.CloudWatch(), Registry: reg}
@@ -563,7 +568,8 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	return s, nil
 }
 
-// Summarize builds the summary of every group of the checker.
+// Summarize builds the summary of every group of the checker, with the violations recorded so far (and those of
+// the checker's Finish, once it ran).
 func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 	s := Summary{SimulatedSeconds: w.Account.Clock().Since(start).Seconds()}
 	names := make([]string, 0, len(w.Checker.Baseline))
@@ -584,10 +590,11 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		}
 		s.Groups = append(s.Groups, gs)
 	}
-	for _, v := range w.Checker.Violations {
+	all := append(append([]Violation(nil), w.Checker.Violations...), w.Checker.final...)
+	for _, v := range all {
 		s.Violations = append(s.Violations, v.String())
 	}
-	s.InvariantViolations = len(w.Checker.Violations)
+	s.InvariantViolations = len(all)
 	s.Restarts = w.Restarts
 	st := &w.Agent.Consumer.Stats
 	s.Messages = MessageCounts{Processed: w.pastMessages.Processed + st.Processed.Load(),

@@ -32,7 +32,7 @@ func TestDemoEKSGroupRollsWithoutBreakingItsPodDisruptionBudget(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.True(t, done, "rollout: %+v", w.Rollout(ctx, EKSGroupName))
-	require.Zero(t, len(w.Checker.Violations), w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 	require.GreaterOrEqual(t, w.Checker.MinServing[EKSGroupName], 3)
 	require.GreaterOrEqual(t, minReady, 5, "PodDisruptionBudget minAvailable 5 held throughout")
 	for _, i := range w.Account.Group(EKSGroupName).Instances {

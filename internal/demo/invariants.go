@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -20,25 +21,49 @@ func (v Violation) String() string {
 	return fmt.Sprintf("%s invariant %d (%s): %s", v.At.Format(time.TimeOnly), v.Invariant, v.Group, v.Detail)
 }
 
-// Checker asserts the invariants of docs/architecture.md on the simulated account after every step of a scenario:
+// Checker asserts the invariants of docs/architecture.md on the simulated account. It reads only the simulated
+// world (internal/sim), never the agent's store. Once started (Start, or the first Check) it judges every change
+// of the account (sim.Account.OnChange: every API call that changed something and every timed event), and Check
+// judges the world again between agent iterations (with the Kubernetes nodes of EKS groups, which change outside
+// the account). Finish makes the end-of-scenario checks.
 //
 //  1. serving capacity (InService, ACTIVE, agent connected, not DRAINING; for EKS groups InService with a
-//     Ready, uncordoned node) never below the group's baseline desired capacity (the desired capacity
-//     without the agent's surge);
-//  2. no instance terminated through the API before it was drained, and no terminating lifecycle action
-//     completed with CONTINUE by the agent before its instance was drained;
-//  3. at most one instance per group being replaced (InService and DRAINING) at a time, and desired at most
-//     baseline+1;
-//  4. no lifecycle action completed more than once (accepted), and at the end every one completed.
+//     Ready, uncordoned node) never below the group's baseline desired capacity (the desired capacity without
+//     the agent's surge), for every managed group and every unmanaged group that shares an ECS cluster with a
+//     managed one. The baseline follows desired capacity changes that are not the agent's (a user, an
+//     autoscaler): a decrease lowers it at once, an increase once the new instances serve. For groups whose
+//     desired capacity ECS managed scaling owns (Managed), every service of Workloads keeps its desired count of
+//     tasks RUNNING instead;
+//  2. no instance terminated through the API (the agent) before it was drained; no terminating lifecycle action
+//     completed with CONTINUE by the agent before its instance was drained; and every instance of a managed
+//     group, whatever ended its service (the agent, scale-in, a health check, a user, a timed-out hook), drained
+//     when it leaves Terminating:Wait and starts shutting down. The last two hold except once DrainTimeout has
+//     passed since the instance's termination began (the drain deadline exception);
+//  3. at most BatchSize instances per group being replaced (InService and DRAINING, or cordoned) at a time, and
+//     desired at most baseline+BatchSize;
+//  4. no lifecycle action completed more than once, and (Finish) every lifecycle action Auto Scaling notified
+//     for a managed group completed exactly once by CompleteLifecycleAction — not by its timeout, not left
+//     waiting — with the expected result: CONTINUE for terminating actions; for launching actions CONTINUE
+//     once the instance was healthy (container instance ACTIVE, agent connected), ABANDON only while it was not.
+//
+// A condition that lasts (serving below baseline, two instances DRAINING) is one violation from the change
+// that began it until it ends.
 type Checker struct {
 	Account *sim.Account
-	// Baseline is each group's desired capacity as the user set it.
+	// Baseline is each managed group's desired capacity as the user set it (the checker keeps it current with
+	// the desired capacity changes that are not the agent's).
 	Baseline map[string]int32
 	// BatchSize is how many instances of one group may be replaced at once (default 1).
 	BatchSize int
+	// DrainTimeout is the agent's drain deadline (--drain-timeout; 0: none): an instance of a managed group may
+	// shut down undrained once this long has passed since its termination began.
+	DrainTimeout time.Duration
+	// Queue, when set, is the agent's queue: invariant 4 covers the lifecycle actions notified to it ("": the
+	// actions notified to any target).
+	Queue string
 
 	Violations []Violation
-	// MinServing is the lowest serving capacity seen per group.
+	// MinServing is the lowest serving capacity seen per group (managed and sharing a cluster).
 	MinServing map[string]int
 
 	// EKS names the groups whose instances are Kubernetes nodes (KubeSim): they serve when InService with a
@@ -57,122 +82,382 @@ type Checker struct {
 	// requested, so invariant 2 holds when the instance was drained before it started shutting down.
 	ECSDrains map[string]bool
 
-	seenTerminations int
-	seenCompletions  int
-	proceedChecked   map[string]bool
+	started  bool
+	reported int                        // Violations returned by Check so far
+	nodes    map[string]NodeObservation // last observation of the Kubernetes nodes
+	// shared are the unmanaged groups sharing an ECS cluster with a managed group, and their baseline.
+	shared map[string]int32
+	// required is the serving capacity invariant 1 holds each group to now (below Baseline while a raise of
+	// desired capacity is still booting).
+	required    map[string]int32
+	seenDesired map[string]int
+	open        map[string]bool // lasting conditions reported and not yet over
+	// cursors into the account's terminations and completions, and the items waiting for their judgement
+	seenTerminations, seenCompletions int
+	toProceed                         []int // terminations (by index) to judge once their instance shuts down
+	eksRequests                       []int // terminations of EKS groups to judge on the next nodes observed
+	eksCompletions                    []sim.Completion
+	accepted                          map[string]int // lifecycle action token -> accepted completions by the agent
+	final                             []Violation
 }
 
-// NewChecker returns a checker for the given baselines.
+// NewChecker returns a checker for the given baselines. Set its other fields, then Start it.
 func NewChecker(a *sim.Account, baseline map[string]int32) *Checker {
-	return &Checker{Account: a, Baseline: baseline, BatchSize: 1, MinServing: map[string]int{}, proceedChecked: map[string]bool{}}
+	return &Checker{Account: a, Baseline: baseline, BatchSize: 1, MinServing: map[string]int{}}
 }
 
-// Check looks at the account now and records any violation. It returns the violations found in this call.
-func (c *Checker) Check() []Violation {
-	now := c.Account.Clock().Now()
-	var found []Violation
-	add := func(inv int, group, format string, args ...any) {
-		found = append(found, Violation{At: now, Invariant: inv, Group: group, Detail: fmt.Sprintf(format, args...)})
+// Start subscribes the checker to every change of the account (sim.Account.OnChange) and judges the account as
+// it is now. Check starts a checker that was not started. Starting twice does nothing.
+func (c *Checker) Start() {
+	if c.started {
+		return
 	}
-	nodes := c.nodes(add)
-	for group, base := range c.Baseline {
-		g := c.Account.Group(group)
-		serving, draining := 0, 0
-		for _, i := range g.Instances {
-			if c.EKS[group] {
-				n, ok := nodes[i.ID]
-				if i.LifecycleState == "InService" && ok && n.Ready && !n.Cordoned {
-					serving++
-				}
-				if i.LifecycleState == "InService" && ok && n.Cordoned {
-					draining++
-				}
-				continue
-			}
-			if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
+	c.started = true
+	c.shared, c.required, c.seenDesired, c.open = map[string]int32{}, map[string]int32{}, map[string]int{}, map[string]bool{}
+	c.accepted = map[string]int{}
+	if c.Baseline == nil {
+		c.Baseline = map[string]int32{}
+	}
+	c.refreshNodes()
+	c.Account.OnChange(c.observe)
+	c.Account.Observe(c.observe)
+}
+
+// Check looks at the account now (and at the Kubernetes nodes of EKS groups) and records any violation. It
+// returns the violations recorded since the previous Check, those seen on the account's changes in between
+// included.
+func (c *Checker) Check() []Violation {
+	c.Start()
+	c.refreshNodes()
+	c.Account.Observe(func(v *sim.View) {
+		c.observe(v)
+		c.judgeEKS(v)
+	})
+	found := append([]Violation(nil), c.Violations[c.reported:]...)
+	c.reported = len(c.Violations)
+	return found
+}
+
+// Finish makes the end-of-scenario checks after a last Check: every lifecycle action Auto Scaling notified for a
+// managed group was completed exactly once, explicitly, with the expected result (invariant 4). It returns
+// every violation of the run (Violations, then those of the end). Call it once the scenario has settled (the
+// last lifecycle actions completed); calling it again repeats the end checks on the world as it is then.
+func (c *Checker) Finish() []Violation {
+	c.Check()
+	c.final = nil
+	c.Account.Observe(c.finish)
+	return append(append([]Violation(nil), c.Violations...), c.final...)
+}
+
+func (c *Checker) refreshNodes() {
+	if len(c.EKS) == 0 || c.Nodes == nil {
+		return
+	}
+	n, err := c.Nodes()
+	if err != nil {
+		c.Violations = append(c.Violations, Violation{At: c.Account.Clock().Now(), Detail: fmt.Sprintf("reading the Kubernetes nodes: %v", err)})
+		return
+	}
+	c.nodes = n
+}
+
+// add records a violation at the view's time.
+func (c *Checker) add(v *sim.View, inv int, group, format string, args ...any) {
+	c.Violations = append(c.Violations, Violation{At: v.Now(), Invariant: inv, Group: group, Detail: fmt.Sprintf(format, args...)})
+}
+
+// condition records a lasting condition once, when it begins; it may be recorded again after it ended.
+func (c *Checker) condition(v *sim.View, holds bool, key string, inv int, group, format string, args ...any) {
+	if !holds {
+		delete(c.open, key)
+		return
+	}
+	if !c.open[key] {
+		c.open[key] = true
+		c.add(v, inv, group, format, args...)
+	}
+}
+
+// observe judges one state of the account: capacity (1), replacements under way (3), terminations and
+// completions of ECS groups (2, 4). Kubernetes nodes are the last ones observed (they change between changes
+// of the account, not with them); drains of EKS groups are judged by judgeEKS.
+func (c *Checker) observe(v *sim.View) {
+	groups := v.Groups()
+	clusters := map[string]bool{}
+	for _, g := range groups {
+		if _, ok := c.Baseline[g.Name]; ok && g.Cluster != "" {
+			clusters[g.Cluster] = true
+		}
+	}
+	for _, g := range groups {
+		_, managed := c.Baseline[g.Name]
+		if _, known := c.shared[g.Name]; !managed && !known && clusters[g.Cluster] {
+			c.shared[g.Name] = g.Desired // an unmanaged group in a managed cluster: its capacity as first seen
+		}
+	}
+	for _, g := range groups {
+		c.capacity(v, g)
+	}
+	keys := make([]string, 0, len(c.Workloads))
+	for k := range c.Workloads {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		want := c.Workloads[key]
+		cluster, service, _ := strings.Cut(key, "/")
+		running := v.ServiceTasks(cluster, service)
+		c.condition(v, running < want, "1/"+key, 1, cluster, "service %s runs %d task(s), desired %d", service, running, want)
+	}
+	c.terminations(v)
+	c.completions(v)
+}
+
+// capacity judges invariants 1 and 3 for one group (managed, or unmanaged in a managed cluster).
+func (c *Checker) capacity(v *sim.View, g sim.GroupView) {
+	base, managed := c.Baseline[g.Name]
+	shared := false
+	if !managed {
+		base, shared = c.shared[g.Name]
+		if !shared {
+			return
+		}
+	}
+	base = c.followDesired(v, g.Name, base, managed)
+	serving, draining := 0, 0
+	for _, i := range g.Instances {
+		if c.EKS[g.Name] {
+			n, ok := c.nodes[i.ID]
+			if i.LifecycleState == "InService" && ok && n.Ready && !n.Cordoned {
 				serving++
 			}
-			if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "InService" {
-				draining++ // being replaced by a rollout (instances leaving through a hook are already Terminating)
+			if i.LifecycleState == "InService" && ok && n.Cordoned {
+				draining++
 			}
-		}
-		if m, ok := c.MinServing[group]; !ok || serving < m {
-			c.MinServing[group] = serving
-		}
-		if draining > max(c.BatchSize, 1) {
-			add(3, group, "%d instances DRAINING at once (batch size %d)", draining, c.BatchSize)
-		}
-		if c.Managed[group] {
 			continue
 		}
-		if int32(serving) < base {
-			add(1, group, "serving capacity %d below desired %d", serving, base)
+		if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
+			serving++
 		}
-		if g.Desired > base+int32(max(c.BatchSize, 1)) {
-			add(3, group, "desired capacity %d above baseline %d + batch size", g.Desired, base)
-		}
-	}
-	for key, want := range c.Workloads {
-		cluster, service, _ := strings.Cut(key, "/")
-		if running := c.Account.ServiceTasks(cluster, service); running < want {
-			add(1, cluster, "service %s runs %d task(s), desired %d", service, running, want)
+		if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "InService" {
+			draining++ // being replaced by a rollout (instances leaving through a hook are already Terminating)
 		}
 	}
-	terms := c.Account.Terminations()
-	for _, t := range terms[c.seenTerminations:] {
+	if m, ok := c.MinServing[g.Name]; !ok || serving < m {
+		c.MinServing[g.Name] = serving
+	}
+	batch := max(c.BatchSize, 1)
+	if managed {
+		c.condition(v, draining > batch, "3/draining/"+g.Name, 3, g.Name, "%d instances DRAINING at once (batch size %d)", draining, c.BatchSize)
+	}
+	if c.Managed[g.Name] {
+		return
+	}
+	req, ok := c.required[g.Name]
+	if !ok || int32(serving) >= base || base < req {
+		req = base
+		c.required[g.Name] = req
+	}
+	what := "desired"
+	if shared {
+		what = "desired (a group the agent does not manage, in a managed cluster)"
+	}
+	c.condition(v, int32(serving) < req, "1/"+g.Name, 1, g.Name, "serving capacity %d below %s %d", serving, what, req)
+	if managed {
+		c.condition(v, g.Desired > base+int32(batch), "3/desired/"+g.Name, 3, g.Name, "desired capacity %d above baseline %d + batch size", g.Desired, base)
+	}
+}
+
+// followDesired moves a group's baseline with the desired capacity changes made by others than the agent
+// (users, autoscalers) since the last look, and returns it.
+func (c *Checker) followDesired(v *sim.View, group string, base int32, managed bool) int32 {
+	changes := v.DesiredChanges(group)
+	for _, ch := range changes[min(c.seenDesired[group], len(changes)):] {
+		if ch.By != sim.CallerAPI {
+			base = ch.To
+		}
+	}
+	c.seenDesired[group] = len(changes)
+	if managed {
+		c.Baseline[group] = base
+	} else {
+		c.shared[group] = base
+	}
+	return base
+}
+
+// terminations judges invariant 2 for ECS groups: agent terminations when requested, every termination of a
+// managed group when its instance starts shutting down.
+func (c *Checker) terminations(v *sim.View) {
+	terms := v.Terminations()
+	for i := c.seenTerminations; i < len(terms); i++ {
+		t := terms[i]
+		c.toProceed = append(c.toProceed, i)
 		if c.EKS[t.Group] {
-			if n, ok := nodes[t.InstanceID]; t.Cause == "api" && ok && !n.drained() {
-				add(2, t.Group, "instance %s terminated while its node %s was not drained (cordoned %v, %d pod(s) to evict)",
-					t.InstanceID, n.Name, n.Cordoned, n.Evictable)
-			}
+			c.eksRequests = append(c.eksRequests, i)
 			continue
 		}
-		if t.Cause == "api" && !t.DrainedAtRequest && !c.ECSDrains[t.Group] {
-			add(2, t.Group, "instance %s terminated while not drained (container instance %s, %d task(s) not STOPPED)",
+		if t.Cause == sim.CauseAPI && !t.DrainedAtRequest && !c.ECSDrains[t.Group] {
+			c.add(v, 2, t.Group, "instance %s terminated while not drained (container instance %s, %d task(s) not STOPPED)",
 				t.InstanceID, t.ContainerInstanceStatus, t.NonStoppedTasks)
 		}
 	}
 	c.seenTerminations = len(terms)
-	for _, t := range terms {
-		if t.Cause == "api" && c.ECSDrains[t.Group] && t.Proceeded && !c.proceedChecked[t.InstanceID] {
-			c.proceedChecked[t.InstanceID] = true
-			if !t.DrainedAtProceed {
-				add(2, t.Group, "instance %s started shutting down before ECS managed draining drained it", t.InstanceID)
-			}
+	waiting := c.toProceed[:0]
+	for _, i := range c.toProceed {
+		t := terms[i]
+		if !t.Proceeded || c.EKS[t.Group] {
+			waiting = append(waiting, i)
+			continue
 		}
+		if _, managed := c.Baseline[t.Group]; !managed || t.DrainedAtProceed || c.pastDeadline(t) {
+			continue
+		}
+		c.add(v, 2, t.Group, "instance %s (termination cause %s) started shutting down while not drained%s", t.InstanceID, t.Cause, c.how(v, t))
 	}
-	accepted := map[string]int{}
-	comps := c.Account.LifecycleCompletions()
-	for _, comp := range comps[c.seenCompletions:] {
-		if n, ok := nodes[comp.InstanceID]; c.EKS[comp.Group] && ok {
-			comp.Drained = n.drained()
-		}
-		if comp.Accepted && comp.Caller == sim.CallerAPI && comp.Transition == sim.TransitionTerminating &&
-			comp.Result == sim.ResultContinue && !comp.Drained {
-			add(2, comp.Group, "terminating lifecycle action of %s completed (CONTINUE) while the instance was not drained", comp.InstanceID)
-		}
-	}
-	c.seenCompletions = len(comps)
-	for _, comp := range comps {
-		if comp.Accepted {
-			accepted[comp.Token]++
-			if accepted[comp.Token] == 2 {
-				add(4, comp.Group, "lifecycle action %s of %s completed twice", comp.Token, comp.InstanceID)
-			}
-		}
-	}
-	c.Violations = append(c.Violations, found...)
-	return found
+	c.toProceed = waiting
 }
 
-// nodes returns the Kubernetes nodes of the EKS groups (none without EKS groups); a failed look is recorded.
-func (c *Checker) nodes(add func(inv int, group, format string, args ...any)) map[string]NodeObservation {
-	if len(c.EKS) == 0 || c.Nodes == nil {
-		return nil
+// pastDeadline reports whether the instance left Terminating:Wait at or after the drain deadline.
+func (c *Checker) pastDeadline(t sim.Termination) bool {
+	return c.DrainTimeout > 0 && t.ProceededAt.Sub(t.RequestedAt) >= c.DrainTimeout
+}
+
+// how says how the instance's terminating lifecycle actions ended, for a violation's detail.
+func (c *Checker) how(v *sim.View, t sim.Termination) string {
+	var parts []string
+	for _, act := range v.LifecycleActions() {
+		if act.InstanceID != t.InstanceID || act.Transition != sim.TransitionTerminating || act.Started.Before(t.RequestedAt) {
+			continue
+		}
+		switch {
+		case act.TimedOut:
+			parts = append(parts, fmt.Sprintf("hook %s timed out (%s)", act.Hook, act.Result))
+		case act.Result != "":
+			parts = append(parts, fmt.Sprintf("hook %s completed %s", act.Hook, act.Result))
+		}
 	}
-	n, err := c.Nodes()
-	if err != nil {
-		add(0, "", "reading the Kubernetes nodes: %v", err)
+	if len(parts) == 0 {
+		return " (no terminating lifecycle hook held it)"
 	}
-	return n
+	return ": " + strings.Join(parts, ", ")
+}
+
+// completions judges the CompleteLifecycleAction calls: CONTINUE of a terminating action before the instance
+// was drained (2), a second accepted completion of one action (4). EKS groups' drains are judged by judgeEKS.
+func (c *Checker) completions(v *sim.View) {
+	comps := v.LifecycleCompletions()
+	for _, comp := range comps[c.seenCompletions:] {
+		if comp.Accepted {
+			c.accepted[comp.Token]++
+			if c.accepted[comp.Token] == 2 {
+				c.add(v, 4, comp.Group, "lifecycle action %s of %s completed twice", comp.Token, comp.InstanceID)
+			}
+		}
+		if c.EKS[comp.Group] {
+			c.eksCompletions = append(c.eksCompletions, comp)
+			continue
+		}
+		c.judgeCompletion(v, comp)
+	}
+	c.seenCompletions = len(comps)
+}
+
+func (c *Checker) judgeCompletion(v *sim.View, comp sim.Completion) {
+	if !comp.Accepted || comp.Caller != sim.CallerAPI || comp.Transition != sim.TransitionTerminating ||
+		comp.Result != sim.ResultContinue || comp.Drained {
+		return
+	}
+	if c.DrainTimeout > 0 {
+		terms := v.Terminations()
+		for i := len(terms) - 1; i >= 0; i-- {
+			if t := terms[i]; t.InstanceID == comp.InstanceID {
+				if comp.At.Sub(t.RequestedAt) >= c.DrainTimeout {
+					return // the drain deadline exception
+				}
+				break
+			}
+		}
+	}
+	c.add(v, 2, comp.Group, "terminating lifecycle action of %s completed (CONTINUE) while the instance was not drained", comp.InstanceID)
+}
+
+// judgeEKS judges invariant 2 for EKS groups on the Kubernetes nodes just observed: completions, agent
+// terminations and instances that started shutting down since the last look.
+func (c *Checker) judgeEKS(v *sim.View) {
+	for _, comp := range c.eksCompletions {
+		if n, ok := c.nodes[comp.InstanceID]; ok {
+			comp.Drained = n.drained()
+		}
+		c.judgeCompletion(v, comp)
+	}
+	c.eksCompletions = nil
+	terms := v.Terminations()
+	for _, i := range c.eksRequests {
+		t := terms[i]
+		if n, ok := c.nodes[t.InstanceID]; t.Cause == sim.CauseAPI && ok && !n.drained() {
+			c.add(v, 2, t.Group, "instance %s terminated while its node %s was not drained (cordoned %v, %d pod(s) to evict)",
+				t.InstanceID, n.Name, n.Cordoned, n.Evictable)
+		}
+	}
+	c.eksRequests = nil
+	waiting := c.toProceed[:0]
+	for _, i := range c.toProceed {
+		t := terms[i]
+		if !c.EKS[t.Group] || !t.Proceeded {
+			waiting = append(waiting, i)
+			continue
+		}
+		n, ok := c.nodes[t.InstanceID]
+		if _, managed := c.Baseline[t.Group]; managed && ok && !n.drained() && !c.pastDeadline(t) {
+			c.add(v, 2, t.Group, "instance %s (termination cause %s) started shutting down while its node %s was not drained (cordoned %v, %d pod(s) to evict)%s",
+				t.InstanceID, t.Cause, n.Name, n.Cordoned, n.Evictable, c.how(v, t))
+		}
+	}
+	c.toProceed = waiting
+}
+
+// finish makes the end-of-scenario check of invariant 4.
+func (c *Checker) finish(v *sim.View) {
+	add := func(inv int, group, format string, args ...any) {
+		c.final = append(c.final, Violation{At: v.Now(), Invariant: inv, Group: group, Detail: fmt.Sprintf(format, args...)})
+	}
+	byToken := map[string][]sim.Completion{}
+	for _, comp := range v.LifecycleCompletions() {
+		if comp.Accepted && comp.Caller == sim.CallerAPI {
+			byToken[comp.Token] = append(byToken[comp.Token], comp)
+		}
+	}
+	for _, act := range v.LifecycleActions() {
+		if _, managed := c.Baseline[act.Group]; !managed || act.Target == "" || (c.Queue != "" && act.Target != c.Queue) {
+			continue
+		}
+		kind := "terminating"
+		if act.Transition == sim.TransitionLaunching {
+			kind = "launching"
+		}
+		done := byToken[act.Token]
+		switch {
+		case act.Active:
+			add(4, act.Group, "%s lifecycle action %s of %s (hook %s) still waiting at the end: never completed", kind, act.Token, act.InstanceID, act.Hook)
+			continue
+		case len(done) == 0 && act.TimedOut:
+			add(4, act.Group, "%s lifecycle action %s of %s (hook %s) timed out (%s by default): never completed by CompleteLifecycleAction",
+				kind, act.Token, act.InstanceID, act.Hook, act.Result)
+			continue
+		case len(done) == 0:
+			continue // cancelled (its instance was terminated while it waited) or ended by another hook's ABANDON
+		case len(done) > 1:
+			continue // reported when it happened
+		}
+		comp := done[0]
+		switch {
+		case act.Transition == sim.TransitionTerminating && comp.Result != sim.ResultContinue:
+			add(4, act.Group, "terminating lifecycle action %s of %s completed %s, not CONTINUE", act.Token, act.InstanceID, comp.Result)
+		case act.Transition == sim.TransitionLaunching && !c.EKS[act.Group] && comp.Result == sim.ResultContinue && !comp.Healthy:
+			add(4, act.Group, "launching lifecycle action %s of %s completed CONTINUE before the instance was healthy", act.Token, act.InstanceID)
+		case act.Transition == sim.TransitionLaunching && !c.EKS[act.Group] && comp.Result == sim.ResultAbandon && comp.Healthy:
+			add(4, act.Group, "launching lifecycle action %s of %s completed ABANDON while the instance was healthy", act.Token, act.InstanceID)
+		}
+	}
 }

@@ -94,7 +94,7 @@ func TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineA
 	require.Equal(t, state.PhaseHalted, w.Rollout(ctx, group).Phase)
 	require.Equal(t, evictions, k.evict.Count(), "no eviction after the halt")
 	requireOldNodeServing(t, w, oldID)
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 	require.GreaterOrEqual(t, w.Checker.MinServing[group], 1)
 }
 
@@ -135,7 +135,7 @@ func TestReplacementWhoseNodeNeverBecomesReadyIsNotHealthyAndTheRolloutRollsBack
 		require.Equal(t, demo.ImageA, i.ImageID)
 		require.True(t, nodes[i.ID].Ready && !nodes[i.ID].Cordoned, "old node %s serving", i.ID)
 	}
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 }
 
 func TestEKSRolloutCompletesAgainstARealAPIServer(t *testing.T) {
@@ -153,7 +153,7 @@ func TestEKSRolloutCompletesAgainstARealAPIServer(t *testing.T) {
 	require.True(t, done, "rollout: %+v", w.Rollout(ctx, group))
 	require.GreaterOrEqual(t, minReady, 3, "PodDisruptionBudget minAvailable 3 held by the API server")
 	require.GreaterOrEqual(t, k.evict.Count(), 4, "every Deployment pod of the two old nodes evicted")
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 	require.GreaterOrEqual(t, w.Checker.MinServing[group], 2)
 	for _, i := range w.Account.Group(group).Instances {
 		if i.LifecycleState == "InService" {

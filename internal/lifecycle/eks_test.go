@@ -210,5 +210,5 @@ func requireNeverRolled(t *testing.T, w *demo.World, rec *ssmRecorder, param str
 	calls := w.Account.Calls()
 	require.Zero(t, calls["autoscaling:SetDesiredCapacity"]+calls["autoscaling:UpdateAutoScalingGroup"]+calls["autoscaling:TerminateInstanceInAutoScalingGroup"])
 	require.LessOrEqual(t, calls["eks:DescribeCluster"], 13, "described once per cache TTL, not per tick")
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 }

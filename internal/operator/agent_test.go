@@ -67,7 +67,7 @@ func TestManualRollbackIsRolledByTheAgentAndNotUndone(t *testing.T) {
 	require.Equal(t, state.PhaseCompleted, r.Phase)
 	require.Equal(t, demo.ImageA, r.TargetImageID)
 	requireAllOn(t, w, demo.ImageA)
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 
 	rows, err := operator.Status(ctx, w.Store, demo.GroupName, clk.Now())
 	require.NoError(t, err)
@@ -103,5 +103,5 @@ func TestPauseHoldsANewRolloutAndResumeLetsItRun(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, done)
 	requireAllOn(t, w, demo.ImageB)
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 }

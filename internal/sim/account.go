@@ -119,6 +119,10 @@ type Account struct {
 
 	// EKS clusters by name (eks.go), created on first use
 	eksClusters map[string]*eksCluster
+
+	// watchers are called after every change (watch.go)
+	watchers  []func(*View)
+	notifying bool
 }
 
 // New returns an empty account whose time is clk. Options left zero take their defaults.
@@ -212,7 +216,7 @@ func (a *Account) now() time.Time { return a.clk.Now() }
 
 // settle runs the control loops that AWS runs continuously: Auto Scaling keeps each group at its desired
 // capacity, ECS managed draining completes its hooks, and the ECS service scheduler keeps services at their
-// desired count. Callers hold a.mu.
+// desired count. Then it tells the watchers (OnChange). Callers hold a.mu.
 func (a *Account) settle() {
 	for i := 0; i < 10; i++ {
 		changed := false
@@ -230,9 +234,10 @@ func (a *Account) settle() {
 			}
 		}
 		if !changed {
-			return
+			break
 		}
 	}
+	a.notifyWatchers()
 }
 
 func (a *Account) groupNames() []string {

@@ -146,6 +146,8 @@ type lifecycleAction struct {
 	active                                     bool
 	result                                     string
 	gen                                        int
+	target                                     string // the hook's notification target (queue URL) at the time
+	timedOut                                   bool   // ended by its heartbeat or global timeout
 }
 
 // Termination records one instance leaving service: who asked, and how drained the instance was at that moment.
@@ -167,6 +169,8 @@ type Termination struct {
 	// Proceeded is set once the instance left Terminating:Wait (shutting down); DrainedAtProceed says whether
 	// it was drained then — what matters with ECS managed draining, which drains after the request.
 	Proceeded, DrainedAtProceed bool
+	// ProceededAt is when the instance left Terminating:Wait (zero until Proceeded).
+	ProceededAt time.Time
 }
 
 // Completion records one CompleteLifecycleAction or RecordLifecycleActionHeartbeat call, accepted or not.
@@ -183,6 +187,8 @@ type Completion struct {
 	// Drained is true when, at the call, the instance's container instance was DRAINING with no non-daemon task
 	// other than STOPPED, or the instance had no container instance (as Termination.DrainedAtRequest).
 	Drained bool
+	// Healthy is true when, at the call, the instance's container instance was ACTIVE with its agent connected.
+	Healthy bool
 }
 
 // CreateGroup creates an Auto Scaling group and launches Desired instances that are InService at once (already
@@ -580,6 +586,7 @@ func (a *Account) enterWait(inst *instance, g *group, transition string, hooks [
 			heartbeat:     h.HeartbeatTimeout,
 			started:       a.now(),
 			active:        true,
+			target:        h.QueueURL,
 		}
 		// Amazon EC2 Auto Scaling API Reference, "LifecycleHook": GlobalTimeout, the longest an instance can stay
 		// in a wait state, is 48 hours or 100 times HeartbeatTimeout, whichever is smaller.
@@ -635,6 +642,7 @@ func (a *Account) armTimeout(act *lifecycleAction, d time.Duration) {
 	}
 	a.sched.add(act.deadline, func() {
 		if act.active && act.gen == gen {
+			act.timedOut = true
 			a.resolveAction(act, act.defaultResult)
 		}
 	})
@@ -727,7 +735,7 @@ func (a *Account) proceed(inst *instance) {
 	for i := len(a.terminations) - 1; i >= 0; i-- {
 		if t := &a.terminations[i]; t.InstanceID == inst.id {
 			t.DrainedAtProceed = a.terminationRecord(inst, t.Cause).DrainedAtRequest
-			t.Proceeded = true
+			t.Proceeded, t.ProceededAt = true, a.now()
 			break
 		}
 	}
@@ -825,6 +833,8 @@ type InstanceView struct {
 type GroupView struct {
 	Name              string
 	Min, Max, Desired int32
+	// Cluster is the ECS cluster the group's instances register in ("" = none).
+	Cluster string
 	// LaunchTemplateID and LaunchTemplateVersion are the group's current reference ("$Default", "$Latest", "3").
 	LaunchTemplateID      string
 	LaunchTemplateVersion string
@@ -865,11 +875,15 @@ func (a *Account) instanceView(inst *instance) InstanceView {
 // Group returns the named group (zero GroupView when it does not exist).
 func (a *Account) Group(name string) GroupView {
 	defer a.lock()()
+	return a.groupView(name)
+}
+
+func (a *Account) groupView(name string) GroupView {
 	g := a.groups[name]
 	if g == nil {
 		return GroupView{}
 	}
-	v := GroupView{Name: g.name, Min: g.min, Max: g.max, Desired: g.desired, LaunchTemplateID: g.ltID, LaunchTemplateVersion: g.ltVersion}
+	v := GroupView{Name: g.name, Min: g.min, Max: g.max, Desired: g.desired, Cluster: g.cluster, LaunchTemplateID: g.ltID, LaunchTemplateVersion: g.ltVersion}
 	for _, id := range g.instances {
 		if inst := a.instances[id]; inst.state != string(astypes.LifecycleStateTerminated) {
 			v.Instances = append(v.Instances, a.instanceView(inst))
@@ -1414,6 +1428,8 @@ func (c *AutoScalingClient) CompleteLifecycleAction(ctx context.Context, in *aut
 	rec.Token, rec.InstanceID, rec.Accepted, rec.Transition = act.token, act.instanceID, true, act.transition
 	if inst := a.instances[act.instanceID]; inst != nil {
 		rec.Drained = a.terminationRecord(inst, "").DrainedAtRequest
+		ci := a.containerInstanceOf(inst)
+		rec.Healthy = ci != nil && ci.status == ciActive && ci.agentConnected
 	}
 	a.completions = append(a.completions, rec)
 	a.resolveAction(act, rec.Result)

@@ -198,7 +198,7 @@ func TestTerminateInstanceInAutoScalingGroup(t *testing.T) {
 		desc, err := a.EC2().DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{victim}})
 		require.NoError(t, err)
 		require.Equal(t, ec2types.InstanceStateNameTerminated, desc.Reservations[0].Instances[0].State.Name, "terminated instances stay visible")
-		require.Equal(t, []Termination{{InstanceID: victim, Group: "g", Cause: CauseAPI, RequestedAt: start, DrainedAtRequest: true, Proceeded: true, DrainedAtProceed: true}}, a.Terminations())
+		require.Equal(t, []Termination{{InstanceID: victim, Group: "g", Cause: CauseAPI, RequestedAt: start, DrainedAtRequest: true, Proceeded: true, DrainedAtProceed: true, ProceededAt: start}}, a.Terminations())
 	})
 
 	t.Run("decrement below min is a ValidationError", func(t *testing.T) {

@@ -119,6 +119,10 @@ func (a *Account) CreateService(clusterName, name string, desiredCount int, daem
 // ServiceTasks returns how many of the service's tasks are RUNNING.
 func (a *Account) ServiceTasks(clusterName, serviceName string) (running int) {
 	defer a.lock()()
+	return a.serviceTasks(clusterName, serviceName)
+}
+
+func (a *Account) serviceTasks(clusterName, serviceName string) (running int) {
 	c := a.clusters[clusterName]
 	if c == nil {
 		return 0
@@ -421,6 +425,18 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			changed = true
 		}
 		if extra := len(effective) - svc.desired; extra > 0 {
+			// A task started to replace one on a DRAINING instance is not extra: the instance's drain goes on and
+			// stops the task it replaces once it runs (Developer Guide, "Draining Amazon ECS container
+			// instances"). The extra tasks are those left over, for instance by an instance set back to ACTIVE
+			// while replacements for its tasks were already starting.
+			kept := effective[:0]
+			for _, t := range effective {
+				if t.replaces == nil || !covered[t.replaces] {
+					kept = append(kept, t)
+				}
+			}
+			effective = kept
+			extra = min(extra, len(effective))
 			sort.SliceStable(effective, func(i, j int) bool {
 				pi, pj := effective[i].lastStatus == taskPending, effective[j].lastStatus == taskPending
 				if pi != pj {
@@ -431,7 +447,7 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			for _, t := range effective[:extra] {
 				a.stopTask(t, "Service scheduler stopped the task: desired count reduced")
 			}
-			changed = true
+			changed = changed || extra > 0
 		}
 	}
 	return changed

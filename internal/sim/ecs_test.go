@@ -162,7 +162,7 @@ func TestTerminatedInstanceTasksAreReplaced(t *testing.T) {
 		InstanceId: aws.String(victim.ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 	require.NoError(t, err)
 	require.Equal(t, Termination{InstanceID: victim.ID, Group: "g", Cause: CauseAPI, RequestedAt: start,
-		ContainerInstanceStatus: "ACTIVE", NonStoppedTasks: 2, Proceeded: true}, a.Terminations()[0], "terminated without a drain")
+		ContainerInstanceStatus: "ACTIVE", NonStoppedTasks: 2, Proceeded: true, ProceededAt: start}, a.Terminations()[0], "terminated without a drain")
 
 	a.Advance(30 * time.Second)
 	v, _ := a.Instance(victim.ID)

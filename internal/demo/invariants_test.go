@@ -1,0 +1,334 @@
+package demo
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// The checker is proven on deliberately broken agents: each test breaks the agent one way and asserts that the
+// checker names the invariant and the group it breaks. A checker that passes a broken agent is no safety net.
+
+const checkerTick = 5 * time.Second
+
+// brokenWorld builds a world of one managed ECS group "g" (cluster c1, desired 3, max 6, a terminating hook
+// with a 300 s heartbeat timeout) and a service of 6 tasks, plus the groups in more, with the agent's clients
+// wrapped by wrap.
+func brokenWorld(t *testing.T, wrap func(agent.Clients) agent.Clients, more ...GroupSetup) *World {
+	t.Helper()
+	groups := append([]GroupSetup{{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 6, Desired: 3}}, more...)
+	w, err := Build(Spec{Groups: groups, Services: map[string]int{"web": 6}, Wrap: wrap})
+	require.NoError(t, err)
+	return w
+}
+
+// runFor steps the world (agent iteration, invariant check, tick) for d of simulated time.
+func runFor(t *testing.T, w *World, d time.Duration) {
+	t.Helper()
+	_, err := w.RunUntil(context.Background(), checkerTick, d, func() bool { return false })
+	require.NoError(t, err)
+}
+
+// scaleIn lets the agent see the group settled, then has a user lower its desired capacity to 1: Auto Scaling
+// terminates two instances through the group's terminating hook.
+func scaleIn(t *testing.T, w *World) {
+	t.Helper()
+	runFor(t, w, 30*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity("g", 1))
+}
+
+// violationsOf returns the violations of invariant inv for group.
+func violationsOf(vs []Violation, inv int, group string) []Violation {
+	var out []Violation
+	for _, v := range vs {
+		if v.Invariant == inv && v.Group == group {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// swallowCompletions answers CompleteLifecycleAction with success without sending it: the agent believes every
+// lifecycle action completed, Auto Scaling never hears of it.
+type swallowCompletions struct{ awsapi.AutoScaling }
+
+func (swallowCompletions) CompleteLifecycleAction(context.Context, *autoscaling.CompleteLifecycleActionInput, ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	return &autoscaling.CompleteLifecycleActionOutput{}, nil
+}
+
+func TestCheckerInvariant4AgentThatNeverCompletesLifecycleActions(t *testing.T) {
+	w := brokenWorld(t, func(c agent.Clients) agent.Clients { c.AutoScaling = swallowCompletions{c.AutoScaling}; return c })
+	scaleIn(t, w)
+	runFor(t, w, 20*time.Minute)
+	vs := w.Checker.Finish()
+	inv4 := violationsOf(vs, 4, "g")
+	require.Len(t, inv4, 2, "both terminating lifecycle actions of the scale-in: %v", vs)
+	for _, v := range inv4 {
+		require.Contains(t, v.Detail, "timed out")
+		require.Contains(t, v.Detail, "never completed by CompleteLifecycleAction")
+	}
+	require.Empty(t, violationsOf(vs, 2, "g"), "the agent drained both before their actions timed out")
+	require.Zero(t, w.Account.Calls()["autoscaling:CompleteLifecycleAction"])
+}
+
+// abandonTerminations completes terminating lifecycle actions with ABANDON instead of CONTINUE.
+type abandonTerminations struct{ awsapi.AutoScaling }
+
+func (a abandonTerminations) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, o ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	cp := *in
+	cp.LifecycleActionResult = aws.String(sim.ResultAbandon)
+	return a.AutoScaling.CompleteLifecycleAction(ctx, &cp, o...)
+}
+
+func TestCheckerInvariant4TerminatingActionCompletedWithTheWrongResult(t *testing.T) {
+	w := brokenWorld(t, func(c agent.Clients) agent.Clients { c.AutoScaling = abandonTerminations{c.AutoScaling}; return c })
+	scaleIn(t, w)
+	runFor(t, w, 20*time.Minute)
+	inv4 := violationsOf(w.Checker.Finish(), 4, "g")
+	require.Len(t, inv4, 2)
+	for _, v := range inv4 {
+		require.Contains(t, v.Detail, "completed ABANDON, not CONTINUE")
+	}
+}
+
+// dropLifecycleMessages hides every lifecycle action notification from the agent, as a consumer that loses
+// them would: the agent never sees them.
+type dropLifecycleMessages struct {
+	awsapi.SQS
+	mu      sync.Mutex
+	dropped int
+}
+
+func (d *dropLifecycleMessages) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := d.SQS.ReceiveMessage(ctx, in, o...)
+	if err != nil {
+		return out, err
+	}
+	kept := []sqstypes.Message{}
+	for _, m := range out.Messages {
+		if strings.Contains(aws.ToString(m.Body), "LifecycleActionToken") {
+			d.mu.Lock()
+			d.dropped++
+			d.mu.Unlock()
+			continue
+		}
+		kept = append(kept, m)
+	}
+	out.Messages = kept
+	return out, nil
+}
+
+func TestCheckerInvariant2ScaleInTerminationsTheAgentNeverSaw(t *testing.T) {
+	drop := &dropLifecycleMessages{}
+	w := brokenWorld(t, func(c agent.Clients) agent.Clients { drop.SQS = c.SQS; c.SQS = drop; return c })
+	scaleIn(t, w)
+	victims := map[string]bool{}
+	for _, term := range w.Account.Terminations() {
+		require.Equal(t, sim.CauseScaleIn, term.Cause)
+		victims[term.InstanceID] = true
+	}
+	require.Len(t, victims, 2)
+	runFor(t, w, 20*time.Minute)
+	require.Positive(t, drop.dropped)
+
+	vs := w.Checker.Finish()
+	inv2 := violationsOf(vs, 2, "g")
+	require.Len(t, inv2, 2, "both scale-in terminations went through undrained: %v", vs)
+	for _, v := range inv2 {
+		id := strings.Fields(v.Detail)[1]
+		require.True(t, victims[id], "violation names a victim of the scale-in: %s", v.Detail)
+		require.Contains(t, v.Detail, "termination cause scale-in")
+		require.Contains(t, v.Detail, "timed out (CONTINUE)")
+	}
+	require.Len(t, violationsOf(vs, 4, "g"), 2, "and neither lifecycle action was completed")
+}
+
+// forgeDrain adds another container instance to every DRAINING request of the agent, as a broken instance
+// lookup would (C7): an instance of a group the agent does not manage.
+type forgeDrain struct {
+	awsapi.ECS
+	mu    sync.Mutex
+	extra string // container instance ARN added to DRAINING requests
+}
+
+func (f *forgeDrain) UpdateContainerInstancesState(ctx context.Context, in *ecs.UpdateContainerInstancesStateInput, o ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
+	f.mu.Lock()
+	extra := f.extra
+	f.mu.Unlock()
+	if in.Status == ecstypes.ContainerInstanceStatusDraining && extra != "" {
+		cp := *in
+		cp.ContainerInstances = append(append([]string(nil), in.ContainerInstances...), extra)
+		in = &cp
+	}
+	return f.ECS.UpdateContainerInstancesState(ctx, in, o...)
+}
+
+func TestCheckerInvariant1ForgedDrainOfAnUnmanagedGroupInTheSameCluster(t *testing.T) {
+	forge := &forgeDrain{}
+	w := brokenWorld(t, func(c agent.Clients) agent.Clients { forge.ECS = c.ECS; c.ECS = forge; return c },
+		GroupSetup{Name: "theirs", Cluster: "c1", Parameter: "/golden/theirs", Min: 1, Max: 2, Desired: 1, Unmanaged: true})
+	theirs := w.Account.Group("theirs").Instances[0]
+	forge.extra = theirs.ContainerInstanceARN
+	ctx := context.Background()
+	w.PublishAMI("/golden/g", ImageB)
+	done, err := w.RunUntil(ctx, checkerTick, time.Hour, func() bool {
+		i, _ := w.Account.Instance(theirs.ID)
+		return i.ContainerInstanceStatus == "DRAINING"
+	})
+	require.NoError(t, err)
+	require.True(t, done, "the broken agent drained their instance")
+
+	vs := w.Checker.Finish()
+	inv1 := violationsOf(vs, 1, "theirs")
+	require.Len(t, inv1, 1, "%v", vs)
+	require.Contains(t, inv1[0].Detail, "serving capacity 0 below desired (a group the agent does not manage, in a managed cluster) 1")
+	require.Zero(t, w.Checker.MinServing["theirs"])
+}
+
+// dipWithinOneCall, when the agent drains an instance of the group, also drains another in-service instance of
+// the group and puts it back ACTIVE before returning: two drains at once, undone before the agent iteration
+// ends.
+type dipWithinOneCall struct {
+	awsapi.ECS
+	account *sim.Account
+	group   string
+	mu      sync.Mutex
+	dips    int
+}
+
+func (d *dipWithinOneCall) UpdateContainerInstancesState(ctx context.Context, in *ecs.UpdateContainerInstancesStateInput, o ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
+	out, err := d.ECS.UpdateContainerInstancesState(ctx, in, o...)
+	if err != nil || in.Status != ecstypes.ContainerInstanceStatusDraining {
+		return out, err
+	}
+	for _, i := range d.account.Group(d.group).Instances {
+		if i.LifecycleState != "InService" || i.ContainerInstanceStatus != "ACTIVE" {
+			continue
+		}
+		for _, status := range []ecstypes.ContainerInstanceStatus{ecstypes.ContainerInstanceStatusDraining, ecstypes.ContainerInstanceStatusActive} {
+			if _, err := d.ECS.UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{Cluster: in.Cluster,
+				ContainerInstances: []string{i.ContainerInstanceARN}, Status: status}); err != nil {
+				return nil, err
+			}
+		}
+		d.mu.Lock()
+		d.dips++
+		d.mu.Unlock()
+		break
+	}
+	return out, nil
+}
+
+func TestCheckerInvariants1And3MomentaryDipInsideOneAgentIteration(t *testing.T) {
+	dip := &dipWithinOneCall{group: "g"}
+	w := brokenWorld(t, func(c agent.Clients) agent.Clients { dip.ECS = c.ECS; c.ECS = dip; return c })
+	dip.account = w.Account
+	ctx := context.Background()
+	w.PublishAMI("/golden/g", ImageB)
+	mostDrainingBetweenIterations := 0
+	done, err := w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool {
+		n := 0
+		for _, i := range w.Account.Group("g").Instances {
+			if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "DRAINING" {
+				n++
+			}
+		}
+		mostDrainingBetweenIterations = max(mostDrainingBetweenIterations, n)
+		r := w.Rollout(ctx, "g")
+		return r.TargetImageID == ImageB && !r.Active()
+	})
+	require.NoError(t, err)
+	require.True(t, done, "%+v %v %v", w.Rollout(ctx, "g"), dip.dips, w.Account.Calls())
+	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, "g").Phase)
+	require.Positive(t, dip.dips)
+	require.Equal(t, 1, mostDrainingBetweenIterations, "between agent iterations the world looks fine")
+
+	vs := w.Checker.Finish()
+	inv1, inv3 := violationsOf(vs, 1, "g"), violationsOf(vs, 3, "g")
+	require.Len(t, inv1, dip.dips, "each dip seen once: %v", vs)
+	require.Len(t, inv3, dip.dips, "%v", vs)
+	require.Contains(t, inv1[0].Detail, "serving capacity 2 below desired 3")
+	require.Contains(t, inv3[0].Detail, "2 instances DRAINING at once")
+}
+
+func TestCheckerHealthyScaleInAndRolloutHaveNoViolation(t *testing.T) {
+	w := brokenWorld(t, nil, GroupSetup{Name: "theirs", Cluster: "c1", Parameter: "/golden/theirs", Min: 1, Max: 2, Desired: 1, Unmanaged: true})
+	scaleIn(t, w)
+	runFor(t, w, 20*time.Minute)
+	ctx := context.Background()
+	w.PublishAMI("/golden/g", ImageB)
+	done, err := w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool { return w.Rollout(ctx, "g").Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done)
+	runFor(t, w, 5*time.Minute)
+	require.Empty(t, w.Checker.Finish())
+	require.Equal(t, int32(1), w.Checker.Baseline["g"], "the baseline followed the user's scale-in")
+	require.Equal(t, 1, w.Checker.MinServing["theirs"], "the group sharing the cluster kept serving")
+}
+
+// ignoreDrains answers DRAINING requests with success without sending them: the agent believes its instances
+// drain, ECS never hears of it and their tasks keep running.
+type ignoreDrains struct{ awsapi.ECS }
+
+func (i ignoreDrains) UpdateContainerInstancesState(ctx context.Context, in *ecs.UpdateContainerInstancesStateInput, o ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
+	if in.Status == ecstypes.ContainerInstanceStatusDraining {
+		return &ecs.UpdateContainerInstancesStateOutput{}, nil
+	}
+	return i.ECS.UpdateContainerInstancesState(ctx, in, o...)
+}
+
+func TestCheckerInvariant2DrainDeadlineExceptionHoldsOnlyFromTheDeadline(t *testing.T) {
+	w := brokenWorld(t, func(c agent.Clients) agent.Clients { c.ECS = ignoreDrains{c.ECS}; return c })
+	require.Equal(t, 30*time.Minute, w.Checker.DrainTimeout, "the agent's --drain-timeout")
+	scaleIn(t, w)
+	runFor(t, w, time.Hour)
+	var continued []sim.Completion
+	for _, comp := range w.Account.LifecycleCompletions() {
+		if comp.Accepted && comp.Caller == sim.CallerAPI {
+			continued = append(continued, comp)
+		}
+	}
+	require.Len(t, continued, 2)
+	for _, comp := range continued {
+		require.False(t, comp.Drained, "the tasks never left")
+		require.Equal(t, sim.ResultContinue, comp.Result)
+		require.GreaterOrEqual(t, comp.At.Sub(w.Account.Terminations()[0].RequestedAt), 30*time.Minute, "at the drain deadline")
+	}
+	require.Empty(t, violationsOf(w.Checker.Finish(), 2, "g"), "continued undrained at the deadline: the documented exception")
+
+	// The same world with a drain deadline longer than the run: the same completions are violations.
+	w = brokenWorld(t, func(c agent.Clients) agent.Clients { c.ECS = ignoreDrains{c.ECS}; return c })
+	w.Checker.DrainTimeout = 2 * time.Hour
+	scaleIn(t, w)
+	runFor(t, w, time.Hour)
+	inv2 := violationsOf(w.Checker.Finish(), 2, "g")
+	require.Len(t, inv2, 4, "each instance: completed CONTINUE undrained, then shut down undrained: %v", inv2)
+}
+
+func TestCheckerInvariant2ScaleInOfAGroupWithoutATerminatingHook(t *testing.T) {
+	w, err := Build(Spec{Groups: []GroupSetup{{Name: "bare", Cluster: "c1", Parameter: "/golden/bare", Min: 1, Max: 3, Desired: 2,
+		HeartbeatTimeout: -1}}, Services: map[string]int{"web": 4}})
+	require.NoError(t, err)
+	runFor(t, w, 30*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity("bare", 1))
+	runFor(t, w, 5*time.Minute)
+	inv2 := violationsOf(w.Checker.Finish(), 2, "bare")
+	require.Len(t, inv2, 1, "nothing could drain the instance scale-in took")
+	require.Contains(t, inv2[0].Detail, "termination cause scale-in")
+	require.Contains(t, inv2[0].Detail, "no terminating lifecycle hook held it")
+}
