@@ -121,7 +121,9 @@ func (i InstanceView) Warmed() bool {
 }
 
 // LeavingPool reports whether a warm pool instance is being terminated.
-func (i InstanceView) LeavingPool() bool { return strings.HasPrefix(i.LifecycleState, "Warmed:Terminat") }
+func (i InstanceView) LeavingPool() bool {
+	return strings.HasPrefix(i.LifecycleState, "Warmed:Terminat")
+}
 
 // poolUnknown reports whether the group has a warm pool that this tick did not look at (a rollout that started
 // within the tick): the next tick does.
