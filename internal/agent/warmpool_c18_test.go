@@ -80,6 +80,12 @@ func (p *poolWatch) completedAs(token string) (sim.InstanceView, bool) {
 // hook to the agent's queue, then gives it a warm pool, and lets the agent see it once.
 func buildPool(t *testing.T, g *demo.GroupSetup, pool sim.WarmPoolSpec) (*demo.World, *poolWatch) {
 	t.Helper()
+	return buildPoolHooks(t, g, pool, true)
+}
+
+// buildPoolHooks is buildPool, with the launching hook only when launching.
+func buildPoolHooks(t *testing.T, g *demo.GroupSetup, pool sim.WarmPoolSpec, launching bool) (*demo.World, *poolWatch) {
+	t.Helper()
 	var acct *sim.Account
 	watch := &poolWatch{acct: &acct, atComplete: map[string]sim.InstanceView{}}
 	spec := oneGroup(g)
@@ -90,8 +96,10 @@ func buildPool(t *testing.T, g *demo.GroupSetup, pool sim.WarmPoolSpec) (*demo.W
 	}
 	w := build(t, spec)
 	acct = w.Account
-	require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: launchHook, Transition: sim.TransitionLaunching,
-		HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultAbandon, QueueURL: w.QueueURL}))
+	if launching {
+		require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: launchHook, Transition: sim.TransitionLaunching,
+			HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultAbandon, QueueURL: w.QueueURL}))
+	}
 	require.NoError(t, w.Account.PutWarmPool(g.Name, pool))
 	settle(t, w, 10*time.Second)
 	return w, watch
@@ -345,5 +353,25 @@ func TestC18PoolInstanceNotConfirmedInThePoolIsNotTerminated(t *testing.T) {
 	require.Nil(t, r.Current, "no surge while the pool holds old-AMI instances")
 	require.Contains(t, r.Reason, "warm pool")
 	require.Len(t, poolOf(w, g.Name), 2)
+	require.Empty(t, w.Checker.Violations)
+}
+
+// Field case C18, without a launching hook: the drained instance comes back from the pool InService, and the
+// agent's per-tick recovery (its drain mark) puts it back ACTIVE.
+func TestC18InstanceBackFromThePoolWithoutALaunchingHookIsPutBackActiveByRecovery(t *testing.T) {
+	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
+	w, _ := buildPoolHooks(t, &g, sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)}, false)
+	back := scaleInToPool(t, w, g.Name, 2)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 3))
+	done, err := w.RunUntil(context.Background(), tick, 30*time.Minute, func() bool {
+		v, _ := w.Account.Instance(back)
+		return v.LifecycleState == "InService" && v.ContainerInstanceStatus == "ACTIVE" && v.AgentConnected
+	})
+	require.NoError(t, err)
+	require.True(t, done, "back in service")
+	marks, err := w.Store.ListDrainMarks(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, marks)
+	requireNoAbandon(t, w)
 	require.Empty(t, w.Checker.Violations)
 }
