@@ -106,23 +106,28 @@ type instanceImage struct {
 // replacement gives a running instance a new AMI; its lifecycle action also evicts the entry at once).
 const imageCacheTTL = 10 * time.Minute
 
-// imagesLocked returns the AMI and launch time of every instance of the discovered groups, asking EC2 only
-// for instances not seen within imageCacheTTL.
-func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered) (map[string]string, map[string]time.Time, error) {
+// imagesLocked returns the AMI and launch time of every instance of the discovered groups and of the extra
+// ones (warm pool instances), asking EC2 only for instances not seen within imageCacheTTL.
+func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra []string) (map[string]string, map[string]time.Time, error) {
 	now := a.clock.Now()
 	if a.images == nil {
 		a.images = map[string]instanceImage{}
 	}
 	live := map[string]bool{}
 	var ask []string
+	see := func(id string) {
+		live[id] = true
+		if c, ok := a.images[id]; !ok || now.Sub(c.seen) > imageCacheTTL {
+			ask = append(ask, id)
+		}
+	}
 	for _, g := range d.Groups {
 		for _, i := range g.Instances {
-			id := *i.InstanceId
-			live[id] = true
-			if c, ok := a.images[id]; !ok || now.Sub(c.seen) > imageCacheTTL {
-				ask = append(ask, id)
-			}
+			see(*i.InstanceId)
 		}
+	}
+	for _, id := range extra {
+		see(id)
 	}
 	if len(ask) > 0 {
 		images, launched, err := lifecycle.ImageIDs(ctx, a.clients.EC2, ask)
@@ -300,10 +305,6 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		}
 		a.checkHooksLocked(ctx, d)
 	}
-	images, launched, err := a.imagesLocked(ctx, d)
-	if err != nil {
-		return err
-	}
 	locks, err := a.store.ListLocks(ctx)
 	if err != nil {
 		return fmt.Errorf("reading pause locks: %w", err)
@@ -318,9 +319,31 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 	for _, r := range list {
 		records[r.Group] = r
 	}
+	// Warm pools (field case C18) of groups under a rollout: DescribeAutoScalingGroups does not list their
+	// instances. A pool that cannot be described leaves its target out of this tick.
+	pools, poolIDs, poolFailed := map[string]lifecycle.WarmPool{}, []string(nil), map[string]bool{}
+	for _, name := range d.Names() {
+		if (only != nil && !only[name]) || !records[name].Active() || !lifecycle.HasWarmPool(d.Groups[name]) {
+			continue
+		}
+		p, err := lifecycle.WarmPoolInstances(ctx, a.clients.AutoScaling, name)
+		if err != nil {
+			a.log.Error("describing the warm pool failed; group skipped this tick", zap.String(logging.Group, name), zap.Error(err))
+			poolFailed[name] = true
+			continue
+		}
+		pools[name], poolIDs = p, append(poolIDs, p.IDs()...)
+	}
+	images, launched, err := a.imagesLocked(ctx, d, poolIDs)
+	if err != nil {
+		return err
+	}
 	nodes := map[string]map[string]lifecycle.NodeState{} // by platform/cluster
 	for _, name := range d.Names() {
 		if only != nil && !only[name] {
+			continue
+		}
+		if poolFailed[name] {
 			continue
 		}
 		t := d.Targets[name]
@@ -347,6 +370,9 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 			nodes[key] = n
 		}
 		v := lifecycle.BuildView(d.Groups[name], images, launched, nodes[key], a.clock.Now())
+		if p, ok := pools[name]; ok {
+			v = lifecycle.WithWarmPool(v, p, images, launched)
+		}
 		var ami *lifecycle.ResolvedAMI
 		if r, ok := a.amis[t.Parameter]; ok {
 			ami = &r

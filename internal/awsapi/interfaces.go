@@ -29,6 +29,9 @@ type AutoScaling interface {
 	// DescribeAutoScalingInstances confirms an instance's group and lifecycle state before a drain: at most 50
 	// InstanceIds a call; ids Auto Scaling does not know are left out of the answer, not an error.
 	DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error)
+	// DescribeWarmPool lists a group's warm pool instances (Warmed:* states), which DescribeAutoScalingGroups
+	// leaves out, so a rollout can recycle the ones on the old AMI: at most 50 a page.
+	DescribeWarmPool(ctx context.Context, in *autoscaling.DescribeWarmPoolInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error)
 }
 
 // EC2 is the subset of the Amazon EC2 API the agent calls: launch template versions, instance state, and the

@@ -422,6 +422,7 @@ func TestWhatTheTaskRoleMayDo(t *testing.T) {
 		{"cannot change a group's tags", request{"autoscaling:CreateOrUpdateTags", group, tagged}, false},
 		{"cannot delete a group", request{"autoscaling:DeleteAutoScalingGroup", group, tagged}, false},
 		{"confirms a lifecycle message's instance with Auto Scaling, whatever group it names", request{"autoscaling:DescribeAutoScalingInstances", "*", nil}, true},
+		{"lists a group's warm pool instances", request{"autoscaling:DescribeWarmPool", "*", nil}, true},
 
 		{"versions a tagged launch template", request{"ec2:CreateLaunchTemplateVersion", template, tagged}, true},
 		{"does not version an untagged launch template", request{"ec2:CreateLaunchTemplateVersion", template, nil}, false},

@@ -54,6 +54,7 @@ const (
 	verdictRejected                 // not confirmed: drain nothing (C19)
 )
 
+// confirmation is Auto Scaling's answer; the detail of a confirmed action is the wait state it described.
 type confirmation struct {
 	verdict        verdict
 	reason, detail string
@@ -63,10 +64,11 @@ type confirmation struct {
 // transition (Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle", "Lifecycle
 // state transitions for instances in a warm pool", and "Replace root volumes during instance refresh": an
 // instance whose root volume an instance refresh replaces waits in ReplacingRootVolume:Wait on the group's
-// terminating hooks).
+// terminating hooks). "Use lifecycle hooks with a warm pool": with an instance reuse policy, an instance that a
+// scale in returns to the warm pool waits on the terminating hooks in Warmed:Pending:Wait (field case C18).
 var waitStates = map[string][]astypes.LifecycleState{
 	events.TransitionTerminating: {astypes.LifecycleStateTerminatingWait, astypes.LifecycleStateWarmedTerminatingWait,
-		astypes.LifecycleStateReplacingRootVolumeWait},
+		astypes.LifecycleStateReplacingRootVolumeWait, astypes.LifecycleStateWarmedPendingWait},
 	events.TransitionLaunching: {astypes.LifecycleStatePendingWait, astypes.LifecycleStateWarmedPendingWait},
 }
 
@@ -74,7 +76,7 @@ var waitStates = map[string][]astypes.LifecycleState{
 // the notification can overtake the state Auto Scaling describes, so the message is looked at again.
 var beforeWait = map[string][]astypes.LifecycleState{
 	events.TransitionTerminating: {astypes.LifecycleStateTerminating, astypes.LifecycleStateWarmedTerminating,
-		astypes.LifecycleStateReplacingRootVolume},
+		astypes.LifecycleStateReplacingRootVolume, astypes.LifecycleStateWarmedPending},
 	events.TransitionLaunching: {astypes.LifecycleStatePending, astypes.LifecycleStateWarmedPending},
 }
 
@@ -140,7 +142,7 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 	st := aws.ToString(inst.LifecycleState)
 	switch {
 	case stateIn(st, waitStates[a.Transition]):
-		return confirmation{verdict: verdictConfirmed}, nil
+		return confirmation{verdict: verdictConfirmed, detail: st}, nil
 	case stateIn(st, beforeWait[a.Transition]):
 		return confirmation{verdict: verdictNotYet, detail: "instance is " + st}, nil
 	case a.Terminating() && stateIn(st, pastWait):

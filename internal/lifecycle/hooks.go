@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"go.uber.org/zap"
@@ -129,6 +130,9 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 			}
 		}
 		rec.Confirmed = c.verdict == verdictConfirmed
+		if c.verdict == verdictConfirmed {
+			rec.WaitState = c.detail
+		}
 		if rec, err = h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
 			return HookInProgress, nil // another copy of the message (or replica) recorded it first: look again
 		} else if err != nil {
@@ -255,8 +259,13 @@ func (h *Hooks) drain(ctx context.Context, t Target, rec *state.Hook) (DrainProg
 }
 
 // launching completes a LAUNCHING action once the instance is healthy in its cluster, or abandons it at the
-// health deadline so Auto Scaling replaces it.
+// health deadline so Auto Scaling replaces it. A launch into the warm pool is completed at once (field case
+// C18, warmpool.go); an instance the agent drained that comes back from the warm pool is put back in service
+// first.
 func (h *Hooks) launching(ctx context.Context, t Target, a events.LifecycleAction, rec state.Hook, log *zap.Logger) (HookOutcome, error) {
+	if rec.WaitState == string(astypes.LifecycleStateWarmedPendingWait) {
+		return h.complete(ctx, a, rec, ResultContinue, warmPoolLaunchNote, log)
+	}
 	platform, err := h.Platforms.For(t)
 	if err != nil {
 		return HookInProgress, err
@@ -264,6 +273,11 @@ func (h *Hooks) launching(ctx context.Context, t Target, a events.LifecycleActio
 	nodes, err := platform.Observe(ctx, t.Cluster)
 	if err != nil {
 		return HookInProgress, err
+	}
+	if n := nodes[a.InstanceID]; n.Registered && n.Draining {
+		if undrained, err := h.undrainReturning(ctx, t, a, log); err != nil || undrained {
+			return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log)) // healthy on a later look
+		}
 	}
 	if n := nodes[a.InstanceID]; n.Healthy {
 		return h.complete(ctx, a, rec, ResultContinue, "healthy in cluster", log)

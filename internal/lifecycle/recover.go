@@ -20,9 +20,11 @@ import (
 // never have been acted on must not leave capacity drained for good. Each is logged as a warning.
 //
 // Cost per reconcile tick: one ListDrainMarks; with marks, the tick's own description of the managed groups
-// (d) drops those whose instance is gone or not InService, and one DescribeAutoScalingInstances per 50
+// (d) skips those whose instance is still waiting or terminating, and one DescribeAutoScalingInstances per 50
 // remaining marks confirms the state right before the undrain. No cluster is observed. The mark of an
-// instance that left its group, or of a group no longer managed, is deleted without touching the instance.
+// instance that left its group, or of a group no longer managed, is deleted without touching the instance. An
+// instance in its group's warm pool (a Warmed:* state; the group's description does not list it) keeps its
+// mark: it comes back DRAINING, and its launch action or this recovery puts it back in service (field case C18).
 func (h *Hooks) Recover(ctx context.Context, d Discovered, rollouts map[string]state.Rollout) error {
 	marks, err := h.Store.ListDrainMarks(ctx)
 	if err != nil {
@@ -45,7 +47,7 @@ func (h *Hooks) Recover(ctx context.Context, d Discovered, rollouts map[string]s
 				}
 			}
 			if !in {
-				h.forgetMark(ctx, m, "instance left the group")
+				check = append(check, m) // gone, or in the warm pool: Auto Scaling tells
 				continue
 			}
 			if st != string(astypes.LifecycleStateInService) {
@@ -74,7 +76,9 @@ func (h *Hooks) Recover(ctx context.Context, d Discovered, rollouts map[string]s
 			case !ok || aws.ToString(i.AutoScalingGroupName) != m.Group:
 				h.forgetMark(ctx, m, "instance left the group")
 			case aws.ToString(i.LifecycleState) == string(astypes.LifecycleStateInService):
-				h.undrain(ctx, d, m)
+				t, _ := d.DrainTarget(m.Group)
+				_ = h.undrain(ctx, t, m, "instance the agent drained for a lifecycle action is InService again with no action waiting; put back in service",
+					"no lifecycle action or rollout holds it", true)
 			}
 		}
 	}
@@ -85,21 +89,27 @@ func (h *Hooks) Recover(ctx context.Context, d Discovered, rollouts map[string]s
 // Auto Scaling API Reference, "DescribeAutoScalingInstances": "Maximum number of 50 items").
 const maxAutoScalingInstanceIDs = 50
 
-func (h *Hooks) undrain(ctx context.Context, d Discovered, m state.DrainMark) {
+// undrain puts an instance the agent drained (mark m) back in service (Platform.Undrain: ECS ACTIVE, node
+// uncordoned), logs it (a warning when warn, else info: what with why) and drops the mark. An error is logged
+// and returned; the mark stays, so the next look tries again.
+func (h *Hooks) undrain(ctx context.Context, t Target, m state.DrainMark, what, why string, warn bool) error {
 	log := h.Log.With(zap.String(logging.Group, m.Group), zap.String(logging.InstanceID, m.InstanceID),
 		zap.String(logging.LifecycleToken, m.Token))
-	t, _ := d.DrainTarget(m.Group)
 	platform, err := h.Platforms.For(t)
 	if err == nil {
 		err = platform.Undrain(ctx, t.Cluster, m.InstanceID)
 	}
 	if err != nil {
-		log.Warn("putting an instance the agent drained back in service failed; retrying next tick", zap.Error(err))
-		return
+		log.Warn("putting an instance the agent drained back in service failed; retrying", zap.Error(err))
+		return fmt.Errorf("putting drained instance %s back in service: %w", m.InstanceID, err)
 	}
-	log.Warn("instance the agent drained for a lifecycle action is InService again with no action waiting; put back in service",
-		zap.String(logging.Reason, "drained since "+m.At.UTC().Format("2006-01-02T15:04:05Z")+", no lifecycle action or rollout holds it"))
+	logf := log.Info
+	if warn {
+		logf = log.Warn
+	}
+	logf(what, zap.String(logging.Reason, "drained since "+m.At.UTC().Format("2006-01-02T15:04:05Z")+", "+why))
 	h.forgetMark(ctx, m, "")
+	return nil
 }
 
 func (h *Hooks) forgetMark(ctx context.Context, m state.DrainMark, why string) {

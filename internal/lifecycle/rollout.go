@@ -582,6 +582,11 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 			perAZ[i.AvailabilityZone]++
 		}
 	}
+	// The warm pool first (field case C18, warmpool.go): a surge draws on the pool, which must not hand out
+	// the old AMI.
+	if err := o.recycleWarmPool(ctx, t, v, &r); err != nil {
+		return r, err
+	}
 	if len(outdated) == 0 {
 		r.Phase = state.PhaseVerifying
 		return o.save(ctx, r, "no outdated instance left")
@@ -691,7 +696,7 @@ func (o *Orchestrator) retire(ctx context.Context, r state.Rollout, why string) 
 	return o.save(ctx, r, why)
 }
 
-// verify checks that every in-service instance runs the target AMI, gives back the agent's own +1 on max
+// verify checks that every in-service instance, and every warm pool instance, runs the target AMI, gives back the agent's own +1 on max
 // size, and completes the rollout.
 func (o *Orchestrator) verify(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
 	for _, i := range v.Instances {
@@ -706,6 +711,14 @@ func (o *Orchestrator) verify(ctx context.Context, v GroupView, r state.Rollout)
 			r.Phase = state.PhaseReplacing
 			return o.save(ctx, r, fmt.Sprintf("instance %s runs %s: back to replacing", i.ID, i.ImageID))
 		}
+	}
+	if poolUnknown(v) {
+		r.Reason = "looking at the warm pool first"
+		return r, errWait
+	}
+	if old := outdatedPool(v, r.TargetImageID); len(old) > 0 { // no old AMI left in the warm pool either (C18)
+		r.Phase = state.PhaseReplacing
+		return o.save(ctx, r, fmt.Sprintf("warm pool instance %s runs %q: back to replacing", old[0].ID, old[0].ImageID))
 	}
 	history, done, err := o.restoreMax(ctx, v, &r)
 	if err != nil || !done {

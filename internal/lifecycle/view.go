@@ -52,6 +52,9 @@ type GroupView struct {
 	Desired    int32                    `json:"desired"`
 	Instances  []InstanceView           `json:"instances"` // sorted by launch time, then id
 	ObservedAt time.Time                `json:"observedAt"`
+	// WarmPool are the instances of the group's warm pool (Warmed:* states; WithWarmPool), which serve nothing
+	// and are not among Instances; nil when the group has none or the tick did not look (idle targets).
+	WarmPool []InstanceView `json:"warmPool,omitempty"`
 }
 
 // Instance returns the instance with the id, if the group has it.

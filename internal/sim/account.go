@@ -228,6 +228,9 @@ func (a *Account) settle() {
 		if a.reconcileManagedDraining() {
 			changed = true
 		}
+		if a.reconcileWarmPools() { // warmpool.go
+			changed = true
+		}
 		for _, name := range a.clusterNames() {
 			if a.reconcileCluster(a.clusters[name]) {
 				changed = true

@@ -124,6 +124,7 @@ type group struct {
 	instances         []string // launch order, terminated ones included
 	managedDraining   bool
 	capacityProvider  *capacityProvider // nil when the group is no ECS capacity provider
+	warmPool          *warmPool         // nil without a warm pool (warmpool.go)
 	desiredChanges    []DesiredChange
 }
 
@@ -490,6 +491,9 @@ func (a *Account) currentVersion(g *group) (*launchTemplate, *templateVersion) {
 
 // launch starts one instance for the group. Callers hold a.mu.
 func (a *Account) launch(g *group) *instance {
+	if inst := a.launchFromWarmPool(g); inst != nil { // warmpool.go: a scale out draws on the warm pool first
+		return inst
+	}
 	// Amazon EC2 Auto Scaling User Guide, "Use launch templates with Amazon EC2 Auto Scaling" and API Reference,
 	// "LaunchTemplateSpecification": the group launches from the version its reference resolves to at launch
 	// time ($Default -> the template's default version, $Latest -> the highest version, or the given number),
@@ -569,11 +573,8 @@ func (a *Account) boot(inst *instance) {
 // Amazon EC2 Auto Scaling User Guide, "How lifecycle hooks work in Auto Scaling groups" and "Configure a
 // notification target for lifecycle notifications".
 func (a *Account) enterWait(inst *instance, g *group, transition string, hooks []*HookSpec) {
-	if transition == TransitionLaunching {
-		inst.state = string(astypes.LifecycleStatePendingWait)
-	} else {
-		inst.state = string(astypes.LifecycleStateTerminatingWait)
-	}
+	waitState, origin, destination := a.waitRoute(inst, transition) // warmpool.go: warm pool moves wait elsewhere
+	inst.state = waitState
 	inst.actions = nil
 	for _, h := range hooks {
 		act := &lifecycleAction{
@@ -611,11 +612,7 @@ func (a *Account) enterWait(inst *instance, g *group, transition string, hooks [
 				LifecycleActionToken: act.token,
 				NotificationMetadata: h.NotificationMetadata,
 			}
-			if transition == TransitionLaunching {
-				n.Origin, n.Destination = "EC2", "AutoScalingGroup"
-			} else {
-				n.Origin, n.Destination = "AutoScalingGroup", "EC2"
-			}
+			n.Origin, n.Destination = origin, destination
 			body, _ := json.Marshal(n)
 			a.enqueue(h.QueueURL, string(body))
 		}
@@ -673,6 +670,9 @@ func (a *Account) resolveAction(act *lifecycleAction, result string) {
 		}
 	}
 	inst.actions = nil
+	if a.resolveWarmPoolAction(inst, act, result) { // warmpool.go
+		return
+	}
 	switch act.transition {
 	case TransitionLaunching:
 		if inst.state != string(astypes.LifecycleStatePendingWait) {
@@ -697,6 +697,9 @@ func (a *Account) resolveAction(act *lifecycleAction, result string) {
 // Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle": a terminating instance goes
 // Terminating, then Terminating:Wait while terminating hooks run, then Terminating:Proceed and Terminated.
 func (a *Account) beginTerminate(inst *instance, cause string) {
+	if a.warmPoolTerminate(inst, cause) { // warmpool.go: out of the warm pool, or back into it on scale in
+		return
+	}
 	if isTerminating(inst.state) || inst.state == string(astypes.LifecycleStateTerminated) {
 		return
 	}
@@ -1022,6 +1025,7 @@ func (a *Account) describeGroup(g *group) astypes.AutoScalingGroup {
 		})
 	}
 	a.describeLaunchConfigurationGroup(g, &out) // groups on a launch configuration (launchconfig.go)
+	a.describeWarmPoolOf(g, &out)               // warmpool.go
 	return out
 }
 
@@ -1290,7 +1294,7 @@ func (c *AutoScalingClient) TerminateInstanceInAutoScalingGroup(ctx context.Cont
 		return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: a.activity(inst, g, g.desired, g.desired)}, nil
 	}
 	from := g.desired
-	if *in.ShouldDecrementDesiredCapacity {
+	if *in.ShouldDecrementDesiredCapacity && !a.inWarmPool(inst) { // a pool instance is no part of desired capacity
 		if g.desired-1 < g.min {
 			return nil, apiError("ValidationError", "Currently, desiredSize equals minSize (%d). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size.", g.min)
 		}

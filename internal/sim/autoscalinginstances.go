@@ -57,7 +57,7 @@ func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in
 	out := &autoscaling.DescribeAutoScalingInstancesOutput{AutoScalingInstances: []astypes.AutoScalingInstanceDetails{}}
 	for i := from; i < len(ids); i++ {
 		inst := a.instances[ids[i]]
-		if inst == nil || inst.state == string(astypes.LifecycleStateTerminated) {
+		if inst == nil || inst.state == string(astypes.LifecycleStateTerminated) || inst.state == string(astypes.LifecycleStateWarmedTerminated) {
 			continue
 		}
 		if len(out.AutoScalingInstances) == limit {

@@ -86,6 +86,8 @@ func stateCode(s ec2types.InstanceStateName) int32 {
 		return 32
 	case ec2types.InstanceStateNameTerminated:
 		return 48
+	case ec2types.InstanceStateNameStopped: // a warm pool instance (warmpool.go)
+		return 80
 	}
 	return 0
 }

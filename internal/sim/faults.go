@@ -336,6 +336,12 @@ func (c faultyASG) DescribeAutoScalingGroups(ctx context.Context, in *autoscalin
 	})
 }
 
+func (c faultyASG) DescribeWarmPool(ctx context.Context, in *autoscaling.DescribeWarmPoolInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error) {
+	return call(ctx, c.f, "autoscaling:DescribeWarmPool", false, func(ctx context.Context) (*autoscaling.DescribeWarmPoolOutput, error) {
+		return c.api.DescribeWarmPool(ctx, in, o...)
+	})
+}
+
 func (c faultyASG) DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
 	return call(ctx, c.f, "autoscaling:DescribeAutoScalingInstances", false, func(ctx context.Context) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
 		return c.api.DescribeAutoScalingInstances(ctx, in, o...)

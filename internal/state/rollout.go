@@ -158,8 +158,11 @@ type Hook struct {
 	Confirmed bool `json:"confirmed,omitempty" dynamodbav:"confirmed,omitempty"`
 	// AgentDrained: the agent itself set the instance DRAINING (or cordoned it) for this action and wrote a
 	// DrainMark first.
-	AgentDrained bool  `json:"agentDrained,omitempty" dynamodbav:"agentDrained,omitempty"`
-	Version      int64 `json:"version" dynamodbav:"version"`
+	AgentDrained bool `json:"agentDrained,omitempty" dynamodbav:"agentDrained,omitempty"`
+	// WaitState is the lifecycle state Auto Scaling confirmed the instance waiting in (Pending:Wait,
+	// Terminating:Wait, Warmed:Pending:Wait ...): it tells a launch into the warm pool from one into service.
+	WaitState string `json:"waitState,omitempty" dynamodbav:"waitState,omitempty"`
+	Version   int64  `json:"version" dynamodbav:"version"`
 }
 
 // DrainMark records that the agent itself set an instance DRAINING (ECS) or cordoned it (EKS) for a

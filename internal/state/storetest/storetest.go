@@ -146,6 +146,7 @@ func fullHook(token string) state.Hook {
 		OwnerExpires:  at.Add(30 * time.Second),
 		Confirmed:     true,
 		AgentDrained:  true,
+		WaitState:     "Terminating:Wait",
 	}
 }
 

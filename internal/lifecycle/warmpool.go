@@ -1,0 +1,208 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Warm pools (field case C18). Amazon EC2 Auto Scaling User Guide, "Decrease latency for applications with long
+// boot times using warm pools" and "Use lifecycle hooks with a warm pool":
+//   - an instance launched into the pool waits on the launching hooks in Warmed:Pending:Wait (notification
+//     Origin EC2, Destination WarmPool), then stops (or hibernates, or keeps running) in the pool;
+//   - leaving the pool for the group it waits again, in Pending:Wait (Origin WarmPool, Destination
+//     AutoScalingGroup);
+//   - with an instance reuse policy (ReuseOnScaleIn) a scale in returns InService instances to the pool: they
+//     wait on the terminating hooks in Warmed:Pending:Wait (Origin AutoScalingGroup, Destination WarmPool);
+//   - a pool instance that is terminated waits in Warmed:Terminating:Wait (Origin WarmPool, Destination EC2).
+// Amazon ECS Developer Guide, "Configuring pre-initialized instances for your Amazon ECS Auto Scaling group":
+// with ECS_WARM_POOLS_CHECK the container agent does not register an instance while it warms, so a launch into
+// the pool never becomes healthy in the cluster; an instance that restarts from the pool reconnects with the
+// container instance it had, in the status it had.
+//
+// "Update the instances in a warm pool" (same guide): instances in a warm pool keep the launch template version
+// (and AMI) they launched with; a new version applies only to instances launched afterwards. To replace them,
+// an instance refresh replaces the warm pool after the group, or the pool's instances are terminated and Auto
+// Scaling launches their replacements into the pool from the group's current version. A rollout does the
+// latter (recycleWarmPool): before its first surge, since a scale out draws on the pool first.
+
+// warmPoolLaunchNote is the note of a launch into the warm pool completed without a cluster health wait.
+const warmPoolLaunchNote = "launched into the warm pool (Warmed:Pending:Wait): the instance stops there and joins no cluster until it leaves the pool"
+
+// undrainReturning puts back in service an instance the agent drained (it holds the instance's drain mark)
+// that comes back from the warm pool in Pending:Wait, before its launch action is completed (field case C18):
+// ECS ACTIVE (the container agent reconnects with the same, still DRAINING, container instance), EKS uncordon.
+// It reports whether it put the instance back; an instance drained by someone else is left as it is (its launch
+// action waits for health, and is abandoned at the health deadline).
+func (h *Hooks) undrainReturning(ctx context.Context, t Target, a events.LifecycleAction, log *zap.Logger) (bool, error) {
+	marks, err := h.Store.ListDrainMarks(ctx)
+	if err != nil {
+		return false, fmt.Errorf("reading drain marks: %w", err)
+	}
+	for _, m := range marks {
+		if m.InstanceID != a.InstanceID || m.Group != a.GroupName {
+			continue
+		}
+		if err := h.undrain(ctx, t, m, "instance the agent drained is back from the warm pool; put back in service before its launch action completes",
+			"origin "+a.Origin, false); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	log.Info("instance comes back draining, and not drained by this agent; left as it is")
+	return false, nil
+}
+
+// WarmPool is the instances of a group's warm pool as DescribeWarmPool describes them.
+type WarmPool []astypes.Instance
+
+// IDs returns the instance ids.
+func (p WarmPool) IDs() []string {
+	ids := make([]string, len(p))
+	for i, inst := range p {
+		ids[i] = aws.ToString(inst.InstanceId)
+	}
+	return ids
+}
+
+// WarmPoolInstances lists the instances of a group's warm pool (DescribeWarmPool, every page of at most 50).
+// A group without a warm pool has none. Errors are the API's, wrapped.
+func WarmPoolInstances(ctx context.Context, api awsapi.AutoScaling, group string) (WarmPool, error) {
+	var out WarmPool
+	var token *string
+	for {
+		page, err := api.DescribeWarmPool(ctx, &autoscaling.DescribeWarmPoolInput{AutoScalingGroupName: aws.String(group),
+			MaxRecords: aws.Int32(50), NextToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("describing the warm pool of %s: %w", group, err)
+		}
+		out = append(out, page.Instances...)
+		if token = page.NextToken; token == nil || aws.ToString(token) == "" {
+			return out, nil
+		}
+	}
+}
+
+// WithWarmPool returns v with the instances of the group's warm pool (as WarmPoolInstances lists them), their
+// AMIs from images.
+func WithWarmPool(v GroupView, pool WarmPool, images map[string]string, launched map[string]time.Time) GroupView {
+	v.WarmPool = []InstanceView{}
+	for _, i := range pool {
+		id := aws.ToString(i.InstanceId)
+		v.WarmPool = append(v.WarmPool, InstanceView{ID: id, AvailabilityZone: aws.ToString(i.AvailabilityZone),
+			LifecycleState: string(i.LifecycleState), ImageID: images[id], LaunchTime: launched[id]})
+	}
+	return v
+}
+
+// HasWarmPool reports whether the described group has a warm pool.
+func HasWarmPool(g astypes.AutoScalingGroup) bool { return g.WarmPoolConfiguration != nil }
+
+// Warmed reports whether a warm pool instance has settled in its pool state (Warmed:Stopped, Warmed:Running,
+// Warmed:Hibernated): out of every lifecycle action, not serving, and what a scale out draws on.
+func (i InstanceView) Warmed() bool {
+	switch astypes.LifecycleState(i.LifecycleState) {
+	case astypes.LifecycleStateWarmedStopped, astypes.LifecycleStateWarmedRunning, astypes.LifecycleStateWarmedHibernated:
+		return true
+	}
+	return false
+}
+
+// LeavingPool reports whether a warm pool instance is being terminated.
+func (i InstanceView) LeavingPool() bool {
+	return strings.HasPrefix(i.LifecycleState, "Warmed:Terminat")
+}
+
+// poolUnknown reports whether the group has a warm pool that this tick did not look at (a rollout that started
+// within the tick): the next tick does.
+func poolUnknown(v GroupView) bool { return HasWarmPool(v.Group) && v.WarmPool == nil }
+
+// outdatedPool returns the warm pool instances not on image (an unknown AMI counts as outdated), leaving out
+// those being terminated.
+func outdatedPool(v GroupView, image string) []InstanceView {
+	var out []InstanceView
+	for _, i := range v.WarmPool {
+		if !i.LeavingPool() && i.ImageID != image {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// recycleWarmPool terminates the warm pool instances that are not on the rollout's target AMI, so that the pool
+// refills from the group's new launch template version. It returns errWait (with the reason on r) while there
+// is any such instance, and nil once there is none: the rollout then replaces the group's instances, and its
+// surges draw new-AMI instances from the pool.
+//
+// Pool instances serve nothing (stopped, or running without joining the cluster): terminating one drains
+// nothing and takes no serving capacity. Only settled ones (Warmed:Stopped / Warmed:Running /
+// Warmed:Hibernated) are terminated, and each only after one DescribeAutoScalingInstances call (for all of
+// them, at most 50 a call) confirms it is still in this group's warm pool in such a state: an instance that
+// left the pool for the group meanwhile (a scale out), or one still waiting on a lifecycle action (a return to
+// the pool being drained), is not touched. TerminateInstanceInAutoScalingGroup is called without decrementing
+// desired capacity: the group's capacity is not the pool's. The group's terminating hook, if any, reaches the
+// agent, which finds nothing to drain and continues it. Repeating after a crash is harmless: a terminating
+// instance is no longer confirmed.
+func (o *Orchestrator) recycleWarmPool(ctx context.Context, t Target, v GroupView, r *state.Rollout) error {
+	if poolUnknown(v) {
+		r.Reason = "looking at the warm pool first"
+		return errWait
+	}
+	old := outdatedPool(v, r.TargetImageID)
+	if len(old) == 0 {
+		return nil
+	}
+	var settled []string
+	for _, i := range old {
+		if i.Warmed() && i.ImageID != "" {
+			settled = append(settled, i.ID)
+		}
+	}
+	if len(settled) == 0 {
+		r.Reason = fmt.Sprintf("waiting for warm pool instance %s to settle (%s) before recycling it", old[0].ID, old[0].LifecycleState)
+		return errWait
+	}
+	if err := o.holdIfPaused(r, fmt.Sprintf("recycle %d warm pool instance(s) not on the target AMI", len(settled))); err != nil {
+		return err
+	}
+	if reason := o.runGate(ctx, t); reason != "" {
+		r.Reason = reason + fmt.Sprintf("; next step: recycle %d warm pool instance(s)", len(settled))
+		return errWait
+	}
+	for start := 0; start < len(settled); start += maxAutoScalingInstanceIDs {
+		batch := settled[start:min(start+maxAutoScalingInstanceIDs, len(settled))]
+		out, err := o.AutoScaling.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: batch})
+		if err != nil {
+			return fmt.Errorf("confirming %d warm pool instance(s) of %s before terminating them: %w", len(batch), v.Name, err)
+		}
+		for _, d := range out.AutoScalingInstances {
+			id, st := aws.ToString(d.InstanceId), aws.ToString(d.LifecycleState)
+			if !slices.Contains(batch, id) || aws.ToString(d.AutoScalingGroupName) != v.Name || !(InstanceView{LifecycleState: st}).Warmed() {
+				o.Log.Info("warm pool instance no longer settled in the pool; not terminated", zap.String(logging.Group, v.Name),
+					zap.String(logging.InstanceID, id), zap.String(logging.Reason, st))
+				continue
+			}
+			_, err := o.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+				InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(false)})
+			if err != nil && !awsapi.IsInstanceNotFound(err) {
+				return fmt.Errorf("terminating warm pool instance %s: %w", id, err)
+			}
+			o.Log.Info("warm pool instance not on the target AMI terminated; the pool refills from the new launch template version",
+				zap.String(logging.Group, v.Name), zap.String(logging.InstanceID, id), zap.String(logging.AMI, r.TargetImageID))
+		}
+	}
+	r.Reason = fmt.Sprintf("recycling the warm pool: %d instance(s) not on the target AMI", len(old))
+	return errWait
+}
