@@ -6,7 +6,7 @@ PKGS  := ./...
 # Emulator binaries are built once per machine into a cache outside the repository.
 TESTBIN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/patch-agent/testbin
 
-.PHONY: help build test unit e2e moto demo lint bench testbin clean
+.PHONY: help build test unit e2e moto demo lint bench testbin clean mutants
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -50,6 +50,9 @@ lint: node_modules/.bin/cfn-lint ## gofmt, go vet and cfn-lint of the CloudForma
 bench: testbin ## measurements: writes bench-results.json and docs/performance.md (~3 minutes)
 	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_BENCH=1 $(GO) test -count=1 -run TestBenchmarks -v -timeout 20m ./internal/bench
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/events
+
+mutants: ## safety mutants: each deliberate bug in testdata/mutants must make the scenario suite fail (docs/testing.md)
+	scripts/mutants.sh
 
 clean: ## remove build output
 	rm -rf bin

@@ -454,7 +454,10 @@ func (c *Checker) finish(v *sim.View) {
 		switch {
 		case act.Transition == sim.TransitionTerminating && comp.Result != sim.ResultContinue:
 			add(4, act.Group, "terminating lifecycle action %s of %s completed %s, not CONTINUE", act.Token, act.InstanceID, comp.Result)
-		case act.Transition == sim.TransitionLaunching && !c.EKS[act.Group] && comp.Result == sim.ResultContinue && !comp.Healthy:
+		case act.Transition == sim.TransitionLaunching && !c.EKS[act.Group] && comp.Result == sim.ResultContinue && !comp.Healthy &&
+			comp.LifecycleState != "Warmed:Pending:Wait":
+			// A launch into the warm pool is continued without cluster health: the instance stops in the pool
+			// (field case C18; Amazon EC2 Auto Scaling User Guide, "Use lifecycle hooks with a warm pool").
 			add(4, act.Group, "launching lifecycle action %s of %s completed CONTINUE before the instance was healthy", act.Token, act.InstanceID)
 		case act.Transition == sim.TransitionLaunching && !c.EKS[act.Group] && comp.Result == sim.ResultAbandon && comp.Healthy:
 			add(4, act.Group, "launching lifecycle action %s of %s completed ABANDON while the instance was healthy", act.Token, act.InstanceID)

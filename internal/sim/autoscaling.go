@@ -190,6 +190,9 @@ type Completion struct {
 	Drained bool
 	// Healthy is true when, at the call, the instance's container instance was ACTIVE with its agent connected.
 	Healthy bool
+	// LifecycleState is the instance's lifecycle state at the call (for accepted calls), e.g. Pending:Wait or
+	// Warmed:Pending:Wait for a launch into the warm pool, whose instance is stopped, not serving.
+	LifecycleState string
 }
 
 // CreateGroup creates an Auto Scaling group and launches Desired instances that are InService at once (already
@@ -1434,6 +1437,7 @@ func (c *AutoScalingClient) CompleteLifecycleAction(ctx context.Context, in *aut
 		rec.Drained = a.terminationRecord(inst, "").DrainedAtRequest
 		ci := a.containerInstanceOf(inst)
 		rec.Healthy = ci != nil && ci.status == ciActive && ci.agentConnected
+		rec.LifecycleState = inst.state
 	}
 	a.completions = append(a.completions, rec)
 	a.resolveAction(act, rec.Result)

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Safety mutants: deliberate bugs that the scenario suite must catch (docs/testing.md, "Safety mutants").
+#
+# Each testdata/mutants/NN-name.patch is a unified diff against the repository that breaks one safety property
+# (terminate before drain, skip the surge, never complete a lifecycle action, ignore the pause, ...). For each
+# one this script applies the patch to ONE scratch copy of the working tree, builds, runs the scenario suite and
+# requires it to FAIL; then it reverts the copy for the next patch (so the Go build cache recompiles only what a
+# patch touches). A patch that does not apply, or a mutant that does not compile, fails the run: it is not a
+# kill. testdata/mutants/00-null.patch changes nothing that runs and must SURVIVE (the suite is not failing for
+# an unrelated reason). For every kill the test and the invariant that caught it are printed.
+#
+# Usage: scripts/mutants.sh [pattern]      (pattern: run only the patches whose file name contains it)
+# Exit: 0 when every mutant is killed and the null mutant survives; 1 otherwise.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+pattern=${1:-}
+# The scenario suite: the packages whose tests drive the agent against the simulated account and judge it with
+# the invariant checker. Run in this order; the first failing package kills the mutant.
+suite=(./internal/agent/ ./internal/lifecycle/ ./internal/demo/ ./internal/events/ ./internal/state/ ./internal/eksupgrade/)
+
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/patch-agent-mutants.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+# The working tree as it is (tracked and untracked, not ignored), as one git repository so each patch can be
+# reverted exactly.
+git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$scratch" 2>/dev/null || true
+(cd "$scratch" && git init -q && git add -A && git -c user.email=m@l -c user.name=mutants commit -qm base)
+
+fail=0
+printf '%-34s %-9s %s\n' MUTANT RESULT "CAUGHT BY"
+for patch in testdata/mutants/*.patch; do
+  name=$(basename "$patch" .patch)
+  [ -n "$pattern" ] && [[ "$name" != *"$pattern"* ]] && continue
+  (cd "$scratch" && git checkout -q -- . && git clean -qfd)
+  if ! (cd "$scratch" && git apply "$root/$patch") 2>"$scratch/.apply.err"; then
+    printf '%-34s %-9s %s\n' "$name" "NO-APPLY" "$(head -1 "$scratch/.apply.err")"
+    fail=1; continue
+  fi
+  if ! (cd "$scratch" && go build ./...) >"$scratch/.build.log" 2>&1; then
+    printf '%-34s %-9s %s\n' "$name" "NO-BUILD" "$(grep -m1 -v '^#' "$scratch/.build.log")"
+    fail=1; continue
+  fi
+  killed="" caught=""
+  for pkg in "${suite[@]}"; do
+    if ! (cd "$scratch" && go test -count=1 -timeout 10m "$pkg") >"$scratch/.test.log" 2>&1; then
+      killed=$pkg
+      tests=$(grep -oE '^\s*--- FAIL: [^ ]+' "$scratch/.test.log" | awk '{print $3}' | sort -u | head -4 | paste -sd, - || true)
+      inv=$(grep -oE 'invariant [0-9]+' "$scratch/.test.log" | sort | uniq -c | sort -rn | head -3 | awk '{print $2" "$3}' | paste -sd, - || true)
+      caught="${pkg} ${tests:-(build or panic)}${inv:+ [$inv]}"
+      break
+    fi
+  done
+  if [ "$name" = "00-null" ]; then
+    if [ -n "$killed" ]; then printf '%-34s %-9s %s\n' "$name" "KILLED" "the null mutant must survive: $caught"; fail=1
+    else printf '%-34s %-9s %s\n' "$name" "survived" "(expected: it changes nothing)"; fi
+  elif [ -n "$killed" ]; then
+    printf '%-34s %-9s %s\n' "$name" "killed" "$caught"
+  else
+    printf '%-34s %-9s %s\n' "$name" "SURVIVED" "no test caught it: $(sed -n 's/^# why: //p' "$patch" | head -1)"
+    fail=1
+  fi
+done
+exit $fail
