@@ -26,6 +26,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/buildinfo"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/health"
@@ -64,7 +65,7 @@ EventBridge bus --event-bus (docs/operations.md, docs/notifications.md).`,
 			}
 			defer func() { _ = log.Sync() }()
 			effective, _ := json.Marshal(cfg)
-			log.Info("starting patch-agent", zap.Any("config", json.RawMessage(effective)))
+			log.Info("starting patch-agent", zap.Any(logging.Build, buildinfo.Get()), zap.Any("config", json.RawMessage(effective)))
 
 			awsCfg, err := awsconfig.LoadDefaultConfig(cmd.Context(), awsconfig.WithRegion(cfg.Region),
 				awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }),
@@ -113,7 +114,7 @@ func newObservability(cfg config.Config, log *zap.Logger, eb awsapi.EventBridge,
 	o := &observability{cfg: cfg, log: log, clock: clk, registry: metrics.NewRegistry(clk)}
 	fan := notify.FanOut{Observers: []lifecycle.Observer{o.registry}, Log: log}
 	if cfg.Notifications {
-		o.notifier = notify.New(eb, notify.Options{Bus: cfg.EventBus, Log: log})
+		o.notifier = notify.New(eb, notify.Options{Bus: cfg.EventBus, Log: log, AgentVersion: buildinfo.Get().Version})
 		fan.Observers = append(fan.Observers, o.notifier)
 	}
 	o.observer = fan

@@ -35,6 +35,7 @@ const (
 	Transition        = "lifecycle_transition"
 	Result            = "result"
 	Error             = "error"
+	Build             = "build" // the agent's version, commit and build date (internal/buildinfo)
 )
 
 // New returns a JSON logger at the given level ("debug", "info", "warn", "error") writing to w.

@@ -64,6 +64,9 @@ type RolloutDetail struct {
 	OnTarget  int `json:"onTarget"`
 	// At is when the change was written (RFC 3339, UTC).
 	At time.Time `json:"at"`
+	// AgentVersion is the version of the agent that sent the event (`patch-agent version`, e.g. v1.2.3 or
+	// v1.2.3-4-gabc1234); "" when the notifier was given none.
+	AgentVersion string `json:"agentVersion"`
 }
 
 // LifecycleDetail is the detail of a "Lifecycle Action Completed" event (schema version 1).
@@ -84,6 +87,8 @@ type LifecycleDetail struct {
 	DrainSeconds float64 `json:"drainSeconds"`
 	// At is when the action was completed (RFC 3339, UTC).
 	At time.Time `json:"at"`
+	// AgentVersion is the version of the agent that completed the action, as in RolloutDetail.
+	AgentVersion string `json:"agentVersion"`
 }
 
 // gateOf returns the kind of gate a rollout reason names ("" when it names none): the reason prefixes the
