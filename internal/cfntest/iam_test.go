@@ -225,6 +225,10 @@ var implied = map[string]string{
 	"ec2:CreateTags":   "the same check, for the launch template's tag specifications",
 	"iam:PassRole":     "the same check, for the launch template's instance profile",
 	"ssm:GetParameter": "the single-parameter form of GetParameters, for tools run with the task role",
+	// KmsKeyArn: SQS and DynamoDB call KMS on the agent's behalf (kms:ViaService) for a queue and table
+	// encrypted with the customer's key.
+	"kms:Decrypt":         "SQS decrypts received messages, DynamoDB reads items, with the stack's KMS key",
+	"kms:GenerateDataKey": "DynamoDB writes items (and SQS re-encrypts) with the stack's KMS key",
 	// EKS managed node groups (the EKS platform is being built): allowed ahead of the code, the update only on
 	// tagged node groups. An entry may stay once internal/awsapi declares the call.
 	"eks:DescribeNodegroup":      "EKS managed node groups: the node group's version and status",
