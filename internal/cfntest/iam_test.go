@@ -13,6 +13,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/health"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/selfcheck"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -217,6 +218,7 @@ var serviceOf = map[reflect.Type]string{
 	reflect.TypeFor[awsapi.CloudWatch]():         "cloudwatch",
 	reflect.TypeFor[awsapi.EventBridge]():        "events",
 	reflect.TypeFor[awsapi.EKS]():                "eks",
+	reflect.TypeFor[selfcheck.GroupsAPI]():       "autoscaling",
 }
 
 // implied are actions the task role allows that the agent does not call itself.
