@@ -2,7 +2,7 @@
 # patch-agent image: a static binary on distroless (CA certificates, no shell, runs as nonroot).
 #   docker build -t patch-agent .                                     # for this machine's architecture
 #   docker buildx build --platform linux/amd64,linux/arm64 -t REPO:TAG --push .
-# See docs/deploy.md.
+# Without Docker: make image (docs/deploy.md), which also stamps the version from git.
 
 ARG GO_VERSION=1.26
 
@@ -17,7 +17,7 @@ COPY cmd/ cmd/
 COPY internal/ internal/
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags "-s -w" -o /out/patch-agent ./cmd/patch-agent
+    go build -trimpath -tags nodemo -ldflags "-s -w" -o /out/patch-agent ./cmd/patch-agent
 
 # distroless/static: CA certificates and tzdata, no libc, no shell. The :nonroot tag runs as uid 65532.
 FROM gcr.io/distroless/static-debian12:nonroot

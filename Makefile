@@ -6,17 +6,23 @@ PKGS  := ./...
 # Emulator binaries are built once per machine into a cache outside the repository.
 TESTBIN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/patch-agent/testbin
 
-.PHONY: help build test unit e2e moto demo lint bench testbin clean mutants
+.PHONY: help build image test unit e2e moto demo lint bench testbin clean mutants
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/patch-agent
-	$(GO) build -o $(BIN) ./cmd/patch-agent
+# The production binary: static, no demo or simulated account (-tags nodemo), stamped from git (scripts/version.sh).
+build: ## build bin/patch-agent (the production binary: static, no demo, version from git)
+	eval "$$(scripts/version.sh)" && CGO_ENABLED=0 $(GO) build -trimpath -tags nodemo -ldflags "-s -w $$LDFLAGS" -o $(BIN) ./cmd/patch-agent
 
-testbin: ## build the emulators the integration tests need (kumo, kube-apiserver + etcd), once per machine
+IMAGE ?= bin/image/oci
+image: ## build the OCI image (linux/amd64, linux/arm64) into bin/image/oci without Docker; push: crane push --index
+	scripts/image.sh $(IMAGE)
+
+testbin: ## build the emulators and tools the tests need (kumo, kube-apiserver + etcd, ociimage + crane), once per machine
 	@scripts/ensure-kumo.sh >/dev/null
 	@scripts/ensure-kube.sh >/dev/null
+	@scripts/ensure-ociimage.sh >/dev/null
 
 # pinned npm cfn-lint (package.json / package-lock.json) for internal/cfntest and `make lint`
 node_modules/.bin/cfn-lint: package.json package-lock.json
@@ -27,8 +33,8 @@ node_modules/.bin/cfn-lint: package.json package-lock.json
 moto: ## check that moto_server (the contract and end-to-end tests' emulator) is there
 	@scripts/ensure-moto.sh >/dev/null
 
-test: testbin moto node_modules/.bin/cfn-lint ## all tests, integration, contract and end-to-end tests on the emulators included (CI runs this)
-	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_MOTO=$$(scripts/ensure-moto.sh) KUBEBUILDER_ASSETS=$$(scripts/ensure-kube.sh) \
+test: testbin moto node_modules/.bin/cfn-lint image ## all tests: integration, contract and end-to-end tests on the emulators, and the image (CI runs this)
+	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_MOTO=$$(scripts/ensure-moto.sh) KUBEBUILDER_ASSETS=$$(scripts/ensure-kube.sh) PATCH_AGENT_IMAGE=$(IMAGE) \
 		$(GO) test -count=1 $$($(GO) list $(PKGS) | grep -v /internal/e2e)
 	$(MAKE) --no-print-directory e2e
 

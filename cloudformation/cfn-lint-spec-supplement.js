@@ -19,6 +19,13 @@ const resourceProperties = {
       Type: 'ResourcePolicy', Required: false, UpdateType: 'Mutable',
     },
   },
+  'AWS::Logs::LogGroup': {
+    // Log groups encrypted with a customer managed KMS key (KmsKeyArn).
+    KmsKeyId: {
+      Documentation: docs + 'aws-resource-logs-loggroup.html#cfn-logs-loggroup-kmskeyid',
+      PrimitiveType: 'String', Required: false, UpdateType: 'Mutable',
+    },
+  },
   'AWS::SQS::Queue': {
     // SSE with SQS-owned keys (2021).
     SqsManagedSseEnabled: {
@@ -46,6 +53,17 @@ const propertyTypes = {
 };
 
 const propertyTypeProperties = {
+  'AWS::DynamoDB::Table.SSESpecification': {
+    // Tables encrypted with a customer managed KMS key (KmsKeyArn).
+    KMSMasterKeyId: {
+      Documentation: docs + 'aws-properties-dynamodb-table-ssespecification.html#cfn-dynamodb-table-ssespecification-kmsmasterkeyid',
+      PrimitiveType: 'String', Required: false, UpdateType: 'Mutable',
+    },
+    SSEType: {
+      Documentation: docs + 'aws-properties-dynamodb-table-ssespecification.html#cfn-dynamodb-table-ssespecification-ssetype',
+      PrimitiveType: 'String', Required: false, UpdateType: 'Mutable',
+    },
+  },
   'AWS::CloudWatch::Alarm.MetricDataQuery': {
     // Needed by Metrics Insights queries in alarms (2020).
     Period: {
@@ -67,4 +85,12 @@ for (const [type, props] of Object.entries(resourceProperties)) {
 Object.assign(spec.PropertyTypes, propertyTypes);
 for (const [type, props] of Object.entries(propertyTypeProperties)) {
   Object.assign(spec.PropertyTypes[type].Properties, props);
+}
+
+// SSM parameter types (SubnetIdsParameter, SecurityGroupIdsParameter): CloudFormation resolves them from
+// Parameter Store; a List<...> one is a list, as the bundled List<AWS::EC2::...> types are. docs +
+// 'cloudformation-supplied-parameter-types.html#systems-manager-parameter-types'
+const parameterTypes = require('cfn-lint/lib/awsData').awsParameterTypes;
+for (const inner of ['AWS::EC2::Subnet::Id', 'AWS::EC2::SecurityGroup::Id']) {
+  parameterTypes['AWS::SSM::Parameter::Value<List<' + inner + '>>'] = 'array';
 }

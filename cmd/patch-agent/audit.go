@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
-	"github.com/patch-agent/patch-agent/internal/demo"
 )
 
 // auditMaxAttempts is the standard retryer's attempt limit for the audit (the SDK default is 3): a large
@@ -164,18 +162,4 @@ func checkBehind(r *audit.Report, threshold ageFlag) error {
 			len(behind), threshold.raw, strings.Join(behind, ", "))}
 	}
 	return nil
-}
-
-// runAuditDemo is `patch-agent demo --scenario audit`: the audit of a simulated mixed fleet, as a table (with
-// what the fleet holds) or as the JSON report.
-func runAuditDemo(ctx context.Context, out io.Writer, asJSON bool) error {
-	r, err := demo.RunAudit(ctx)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return audit.Write(out, audit.FormatJSON, r)
-	}
-	fmt.Fprintf(out, "scenario %s: %s\n\n", demo.AuditScenario, demo.AuditDescription)
-	return audit.Write(out, audit.FormatTable, r)
 }

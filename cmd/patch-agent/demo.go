@@ -1,9 +1,17 @@
+//go:build !nodemo
+
+// The demo and its simulated account (internal/demo, internal/sim, client-go's fake clientset) are left out
+// of builds with -tags nodemo: make build and make image, the binary that runs in production
+// (demo_nodemo.go). `make demo`, `go run ./cmd/patch-agent demo` and the tests keep them.
+
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,7 +22,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -195,4 +205,61 @@ func isSnapshotFile(path string) bool {
 		Format string `json:"format"`
 	}
 	return json.NewDecoder(f).Decode(&head) == nil && head.Format == state.SnapshotFormat
+}
+
+// runAuditDemo is `patch-agent demo --scenario audit`: the audit of a simulated mixed fleet, as a table (with
+// what the fleet holds) or as the JSON report.
+func runAuditDemo(ctx context.Context, out io.Writer, asJSON bool) error {
+	r, err := demo.RunAudit(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return audit.Write(out, audit.FormatJSON, r)
+	}
+	fmt.Fprintf(out, "scenario %s: %s\n\n", demo.AuditScenario, demo.AuditDescription)
+	return audit.Write(out, audit.FormatTable, r)
+}
+
+// runEKSUpgradeDemo is `patch-agent demo --scenario eks-upgrade`: the upgrade of a simulated cluster from
+// 1.30 to 1.31 with the real workflow, its progress lines and the final summary (or only the summary as JSON).
+// The exit status is 1 when a step did not end Completed.
+func runEKSUpgradeDemo(ctx context.Context, out io.Writer, asJSON bool, stateFile string) error {
+	store := state.NewMemory()
+	progress := out
+	if asJSON {
+		progress = nil
+	}
+	began := time.Now()
+	s, err := demo.RunEKSUpgrade(ctx, progress, store)
+	if err != nil {
+		return err
+	}
+	if stateFile != "" {
+		if err := saveSnapshot(stateFile, store); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		if err := writePlainJSON(out, s); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(out)
+		eksupgrade.Render(out, s.Summary, false)
+		fmt.Fprintf(out, "\n%d EKS update(s), %d history entries, simulated time %s, wall time %s\n", s.Updates, s.HistoryEntries,
+			time.Duration(s.SimulatedSeconds*float64(time.Second)), time.Since(began).Round(time.Millisecond))
+		if stateFile != "" {
+			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade --cluster %s --status --state-file %s\n", stateFile, s.Cluster, stateFile)
+		}
+	}
+	if s.Phase != state.WorkflowCompleted {
+		return exitError{1, fmt.Errorf("the upgrade of %s ended %s, not Completed: %s", s.Cluster, s.Phase, s.Reason)}
+	}
+	for _, st := range s.Steps {
+		if st.Status != state.StepStatusCompleted {
+			return exitError{1, fmt.Errorf("step %s %s ended %s, not Completed", st.Kind, st.Name, st.Status)}
+		}
+	}
+	return nil
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -297,48 +296,5 @@ func approveEKSUpgrade(cmd *cobra.Command, s *openedStore, subject, who string) 
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "the upgrade of %s to %s is approved by %s (phase %s); it goes on when you run again:\n  patch-agent eks upgrade --cluster %s --to %s\n",
 		cluster, w.To, w.ApprovedBy, w.Phase, cluster, w.To)
-	return nil
-}
-
-// runEKSUpgradeDemo is `patch-agent demo --scenario eks-upgrade`: the upgrade of a simulated cluster from
-// 1.30 to 1.31 with the real workflow, its progress lines and the final summary (or only the summary as JSON).
-// The exit status is 1 when a step did not end Completed.
-func runEKSUpgradeDemo(ctx context.Context, out io.Writer, asJSON bool, stateFile string) error {
-	store := state.NewMemory()
-	progress := out
-	if asJSON {
-		progress = nil
-	}
-	began := time.Now()
-	s, err := demo.RunEKSUpgrade(ctx, progress, store)
-	if err != nil {
-		return err
-	}
-	if stateFile != "" {
-		if err := saveSnapshot(stateFile, store); err != nil {
-			return err
-		}
-	}
-	if asJSON {
-		if err := writePlainJSON(out, s); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintln(out)
-		eksupgrade.Render(out, s.Summary, false)
-		fmt.Fprintf(out, "\n%d EKS update(s), %d history entries, simulated time %s, wall time %s\n", s.Updates, s.HistoryEntries,
-			time.Duration(s.SimulatedSeconds*float64(time.Second)), time.Since(began).Round(time.Millisecond))
-		if stateFile != "" {
-			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade --cluster %s --status --state-file %s\n", stateFile, s.Cluster, stateFile)
-		}
-	}
-	if s.Phase != state.WorkflowCompleted {
-		return exitError{1, fmt.Errorf("the upgrade of %s ended %s, not Completed: %s", s.Cluster, s.Phase, s.Reason)}
-	}
-	for _, st := range s.Steps {
-		if st.Status != state.StepStatusCompleted {
-			return exitError{1, fmt.Errorf("step %s %s ended %s, not Completed", st.Kind, st.Name, st.Status)}
-		}
-	}
 	return nil
 }

@@ -9,6 +9,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	// Maintenance windows name IANA time zones (patch-agent/maintenance-window, internal/lifecycle): the
+	// release image holds no zone files, so the zone database is embedded (~450 kB) and time.LoadLocation
+	// falls back to it (package time/tzdata).
+	_ "time/tzdata"
 )
 
 // exitError carries a process exit code through cobra.

@@ -1,3 +1,5 @@
+//go:build !nodemo
+
 package main
 
 import (
@@ -15,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/buildinfo"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
@@ -381,7 +384,9 @@ func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		res := run(t, args...)
 		require.NoError(t, res.err)
-		require.Equal(t, "patch-agent dev ("+runtime.Version()+", "+runtime.GOOS+"/"+runtime.GOARCH+")\n", res.stdout, "%v", args)
+		b := buildinfo.Get()
+		require.Equal(t, "patch-agent "+b.Version+" (commit "+b.Commit+", built "+b.Date+", "+runtime.Version()+", "+runtime.GOOS+"/"+runtime.GOARCH+")\n",
+			res.stdout, "%v", args)
 	}
 }
 

@@ -28,6 +28,6 @@ Try it without an AWS account:  patch-agent demo`,
 	root.SetVersionTemplate(versionLine() + "\n")
 	root.AddCommand(newRunCommand(), newDemoCommand(), newMessageCommand(), newStatusCommand(), newHistoryCommand(),
 		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRollbackCommand(), newAuditCommand(),
-		newVersionCommand(), newEKSCommand())
+		newVersionCommand(), newEKSCommand(), newHealthcheckCommand())
 	return root
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/buildinfo"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/health"
@@ -33,11 +34,13 @@ import (
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/notify"
+	"github.com/patch-agent/patch-agent/internal/selfcheck"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 func newRunCommand() *cobra.Command {
 	cfg := config.Default()
+	var check bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the agent against a real AWS account",
@@ -49,7 +52,12 @@ held messages are handed back to the queue at once.
 
 Metrics go to CloudWatch (namespace PatchAgent) every --metrics-interval; /healthz and /readyz (and
 /metrics with --prometheus) are served on --health-addr; rollout and lifecycle notifications go to the
-EventBridge bus --event-bus (docs/operations.md, docs/notifications.md).`,
+EventBridge bus --event-bus (docs/operations.md, docs/notifications.md).
+
+Before it acts, run checks that it can work here: region, credentials, the queue (GetQueueAttributes), the
+table (DescribeTable, keys pk/sk) and the read permissions of discovery (DescribeAutoScalingGroups). The first
+that fails stops it with that one reason. --check runs only these checks, prints what each found and exits
+(0: all passed, 1: the reason).`,
 		Example: `  patch-agent run --region eu-west-1 \
     --queue-url https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent \
     --table patch-agent`,
@@ -64,7 +72,7 @@ EventBridge bus --event-bus (docs/operations.md, docs/notifications.md).`,
 			}
 			defer func() { _ = log.Sync() }()
 			effective, _ := json.Marshal(cfg)
-			log.Info("starting patch-agent", zap.Any("config", json.RawMessage(effective)))
+			log.Info("starting patch-agent", zap.Any(logging.Build, buildinfo.Get()), zap.Any("config", json.RawMessage(effective)))
 
 			awsCfg, err := awsconfig.LoadDefaultConfig(cmd.Context(), awsconfig.WithRegion(cfg.Region),
 				awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }),
@@ -75,9 +83,29 @@ EventBridge bus --event-bus (docs/operations.md, docs/notifications.md).`,
 			if err != nil {
 				return fmt.Errorf("loading AWS credentials and configuration: %w", err)
 			}
-			sqsAPI, dynamoAPI := sqs.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg)
+			sqsAPI, dynamoAPI, asAPI := sqs.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), autoscaling.NewFromConfig(awsCfg)
+			rep := selfcheck.Run(cmd.Context(), selfcheck.Target{Region: cfg.Region, QueueURL: cfg.QueueURL, Table: cfg.Table,
+				Credentials: awsCfg.Credentials, SQS: sqsAPI, DynamoDB: dynamoAPI, AutoScaling: asAPI})
+			if check {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\nchecks of region %s, queue %s, table %s:\n", versionLine(), cfg.Region, cfg.QueueURL, cfg.Table)
+				rep.Print(cmd.OutOrStdout())
+				if rep.Err != nil {
+					return exitError{1, fmt.Errorf("check failed: %w", rep.Err)}
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "every check passed: patch-agent run can start here")
+				return nil
+			}
+			if rep.Err != nil {
+				log.Error("start-up check failed", zap.Error(rep.Err))
+				return fmt.Errorf("start-up check failed: %w (patch-agent run --check prints every check)", rep.Err)
+			}
+			found := make([]string, 0, len(rep.Results))
+			for _, r := range rep.Results {
+				found = append(found, r.Name+": "+r.Found)
+			}
+			log.Info("start-up check passed", zap.Strings("checks", found))
 			clients := agent.Clients{
-				AutoScaling: autoscaling.NewFromConfig(awsCfg),
+				AutoScaling: asAPI,
 				EC2:         ec2.NewFromConfig(awsCfg),
 				ECS:         ecs.NewFromConfig(awsCfg),
 				SSM:         ssm.NewFromConfig(awsCfg),
@@ -96,6 +124,7 @@ EventBridge bus --event-bus (docs/operations.md, docs/notifications.md).`,
 		},
 	}
 	cfg.Bind(cmd.Flags())
+	cmd.Flags().BoolVar(&check, "check", false, "only check region, credentials, queue, table and read permissions, print what was found and exit (1 with the reason when one fails)")
 	return cmd
 }
 
@@ -113,7 +142,7 @@ func newObservability(cfg config.Config, log *zap.Logger, eb awsapi.EventBridge,
 	o := &observability{cfg: cfg, log: log, clock: clk, registry: metrics.NewRegistry(clk)}
 	fan := notify.FanOut{Observers: []lifecycle.Observer{o.registry}, Log: log}
 	if cfg.Notifications {
-		o.notifier = notify.New(eb, notify.Options{Bus: cfg.EventBus, Log: log})
+		o.notifier = notify.New(eb, notify.Options{Bus: cfg.EventBus, Log: log, AgentVersion: buildinfo.Get().Version})
 		fan.Observers = append(fan.Observers, o.notifier)
 	}
 	o.observer = fan

@@ -87,8 +87,28 @@ func TestBenchmarks(t *testing.T) {
 	b, err := json.MarshalIndent(res, "", "  ")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(root, "bench-results.json"), append(b, '\n'), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(root, "docs", "performance.md"), []byte(report(res)), 0o644))
+	doc := filepath.Join(root, "docs", "performance.md")
+	require.NoError(t, os.WriteFile(doc, []byte(report(res)+keptSections(doc)), 0o644))
 	t.Log("\n" + table(res))
+}
+
+// keptSections returns the sections of the existing report that make bench does not measure (the binary's
+// size and idle memory, measured by hand: docs/performance.md says how), so that a new run keeps them.
+func keptSections(path string) string {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	const heading = "\n## Binary size and idle memory\n"
+	i := strings.Index(string(old), heading)
+	if i < 0 {
+		return ""
+	}
+	rest := string(old[i+1:])
+	if j := strings.Index(rest[len(heading)-1:], "\n## "); j >= 0 {
+		rest = rest[:len(heading)-1+j+1]
+	}
+	return "\n" + strings.TrimRight(rest, "\n") + "\n"
 }
 
 // parseThroughput parses every fixture in a loop on one core and returns messages per second.

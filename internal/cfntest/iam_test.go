@@ -13,6 +13,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/health"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/selfcheck"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -217,6 +218,7 @@ var serviceOf = map[reflect.Type]string{
 	reflect.TypeFor[awsapi.CloudWatch]():         "cloudwatch",
 	reflect.TypeFor[awsapi.EventBridge]():        "events",
 	reflect.TypeFor[awsapi.EKS]():                "eks",
+	reflect.TypeFor[selfcheck.GroupsAPI]():       "autoscaling",
 }
 
 // implied are actions the task role allows that the agent does not call itself.
@@ -225,6 +227,10 @@ var implied = map[string]string{
 	"ec2:CreateTags":   "the same check, for the launch template's tag specifications",
 	"iam:PassRole":     "the same check, for the launch template's instance profile",
 	"ssm:GetParameter": "the single-parameter form of GetParameters, for tools run with the task role",
+	// KmsKeyArn: SQS and DynamoDB call KMS on the agent's behalf (kms:ViaService) for a queue and table
+	// encrypted with the customer's key.
+	"kms:Decrypt":         "SQS decrypts received messages, DynamoDB reads items, with the stack's KMS key",
+	"kms:GenerateDataKey": "DynamoDB writes items (and SQS re-encrypts) with the stack's KMS key",
 	// EKS managed node groups (the EKS platform is being built): allowed ahead of the code, the update only on
 	// tagged node groups. An entry may stay once internal/awsapi declares the call.
 	"eks:DescribeNodegroup":      "EKS managed node groups: the node group's version and status",

@@ -41,12 +41,19 @@ const (
 // required gives the parameters without a default, as `aws cloudformation deploy --parameter-overrides`
 // would: lists comma-separated.
 var required = map[string]string{
-	"AgentImage":       testAccount + ".dkr.ecr.us-east-1.amazonaws.com/patch-agent:test",
-	"InstanceRoleArns": "arn:aws:iam::" + testAccount + ":role/ecsInstanceRole,arn:aws:iam::" + testAccount + ":role/eks-nodes",
-	"VpcSubnets":       "subnet-0123456789abcdef0,subnet-0fedcba9876543210",
-	"SecurityGroups":   "sg-0123456789abcdef0",
+	"AgentImage":        testAccount + ".dkr.ecr.us-east-1.amazonaws.com/patch-agent:test",
+	"InstanceRoleNames": "ecsInstanceRole,eks-nodes",
+	// Names and a pattern: the ECS clusters whose container instances may be drained.
+	"EcsClusterNames": "prod,staging-*",
 	// A plain role name and an IAM Identity Center role, whose random suffix differs in every account.
 	"OperatorRoleNames": testOperatorRole + "," + testSSOOperatorRoles,
+}
+
+// testSSMParameters is the Parameter Store of the test account: CloudFormation resolves the SSM parameter
+// types (AWS::SSM::Parameter::Value<...>) from it when the stack is created.
+var testSSMParameters = map[string]string{
+	"/patch-agent/network/subnet-ids":         "subnet-0123456789abcdef0,subnet-0fedcba9876543210",
+	"/patch-agent/network/security-group-ids": "sg-0123456789abcdef0",
 }
 
 // Operator roles of the tests (OperatorRoleNames).
@@ -65,7 +72,6 @@ var (
 		"LifecycleHookRoute": "Both",
 		"AlarmTopicArn":      "arn:aws:sns:us-east-1:" + testAccount + ":ops",
 		"DesiredCount":       "2",
-		"EcsClusterNames":    "prod,staging",
 	}
 	// defaultConfig takes every default: no AMI parameter of your own (public parameters only), lifecycle
 	// actions through EventBridge.
@@ -223,6 +229,11 @@ func parameterValues(t testing.TB, raw map[string]any, given map[string]string) 
 		}
 		if pattern, ok := p["AllowedPattern"].(string); ok {
 			require.Regexpf(t, "^(?:"+pattern+")$", s, "parameter %s: %q does not match its AllowedPattern", name, s)
+		}
+		if inner, ok := strings.CutPrefix(typ, "AWS::SSM::Parameter::Value<"); ok {
+			v, found := testSSMParameters[s]
+			require.Truef(t, found, "parameter %s names SSM parameter %q, which the test account does not hold", name, s)
+			typ, s = strings.TrimSuffix(inner, ">"), v
 		}
 		switch {
 		case typ == "CommaDelimitedList" || strings.HasPrefix(typ, "List<"):

@@ -37,6 +37,7 @@ const (
 	Error             = "error"
 	RetryIn           = "retry_in" // backoff before a failed step is tried again
 	Attempt           = "attempt"  // failures in a row of the step being retried
+	Build             = "build"    // the agent's version, commit and build date (internal/buildinfo)
 )
 
 // New returns a JSON logger at the given level ("debug", "info", "warn", "error") writing to w.

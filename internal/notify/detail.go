@@ -76,6 +76,9 @@ type RolloutDetail struct {
 	// OwnerNotAllowed, ArchitectureMismatch, OSFamilyChange, CurrentFamilyUnknown); "" for other events.
 	// Added in schema version 1.
 	RejectReason string `json:"rejectReason"`
+	// AgentVersion is the version of the agent that sent the event (`patch-agent version`, e.g. v1.2.3 or
+	// v1.2.3-4-gabc1234); "" when the notifier was given none.
+	AgentVersion string `json:"agentVersion"`
 }
 
 // LifecycleDetail is the detail of a "Lifecycle Action Completed" event (schema version 1).
@@ -96,6 +99,8 @@ type LifecycleDetail struct {
 	DrainSeconds float64 `json:"drainSeconds"`
 	// At is when the action was completed (RFC 3339, UTC).
 	At time.Time `json:"at"`
+	// AgentVersion is the version of the agent that completed the action, as in RolloutDetail.
+	AgentVersion string `json:"agentVersion"`
 }
 
 // RejectedDetail is the detail of a "Lifecycle Message Rejected" event (schema version 1): a lifecycle message

@@ -46,7 +46,7 @@ func TestKumoNotificationsReachAQueueThroughARuleOnTheSource(t *testing.T) {
 		Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(attrs.Attributes["QueueArn"])}}})
 	require.NoError(t, err)
 
-	n := notify.New(eb, notify.Options{})
+	n := notify.New(eb, notify.Options{AgentVersion: "v1.4.0"})
 	prev := rec(state.PhaseReplacing, "")
 	prev.Group = name
 	next := prev
@@ -79,13 +79,13 @@ func TestKumoNotificationsReachAQueueThroughARuleOnTheSource(t *testing.T) {
 	require.NoError(t, json.Unmarshal(got["Rollout State Change"], &rd))
 	require.Equal(t, map[string]any{"schemaVersion": "1", "event": "rolling-back", "group": name, "platform": "ecs", "cluster": "c1",
 		"phase": "RollingBack", "previousPhase": "Replacing", "reason": next.Reason, "targetImageId": imageB,
-		"previousImageId": imageA, "instances": 3.0, "onTarget": 1.0, "at": "2026-11-30T02:01:00Z", "rejectReason": ""}, rd)
+		"previousImageId": imageA, "instances": 3.0, "onTarget": 1.0, "at": "2026-11-30T02:01:00Z", "rejectReason": "", "agentVersion": "v1.4.0"}, rd)
 
 	var ld notify.LifecycleDetail
 	require.NoError(t, json.Unmarshal(got["Lifecycle Action Completed"], &ld))
 	require.Equal(t, notify.LifecycleDetail{SchemaVersion: "1", Group: name, Platform: "ecs", Cluster: "c1", InstanceID: "i-1",
 		LifecycleHookName: "patch-agent-drain", LifecycleTransition: events.TransitionTerminating, Result: "CONTINUE",
-		DrainSeconds: 40, At: t0}, ld)
+		DrainSeconds: 40, At: t0, AgentVersion: "v1.4.0"}, ld)
 
 	out, err := sqsAPI.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
 	require.NoError(t, err)

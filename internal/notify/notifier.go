@@ -43,6 +43,8 @@ type Options struct {
 	// Buffer is how many events may wait to be sent; when it is full new events are dropped (and logged) so
 	// that the agent's work never waits on EventBridge. Default 1000.
 	Buffer int
+	// AgentVersion goes into every event's detail (agentVersion): which build of the agent acted.
+	AgentVersion string
 }
 
 // Notifier turns observed rollout transitions and lifecycle completions into EventBridge events. Observer
@@ -53,6 +55,7 @@ type Notifier struct {
 	api   PutEventsAPI
 	bus   string
 	log   *zap.Logger
+	agent string // Options.AgentVersion
 	queue chan ebtypes.PutEventsRequestEntry
 
 	sent, failed, dropped atomic.Int64
@@ -83,7 +86,7 @@ func New(api PutEventsAPI, o Options) *Notifier {
 	if o.Buffer <= 0 {
 		o.Buffer = defaultBuffer
 	}
-	return &Notifier{api: api, bus: o.Bus, log: o.Log, queue: make(chan ebtypes.PutEventsRequestEntry, o.Buffer),
+	return &Notifier{api: api, bus: o.Bus, log: o.Log, agent: o.AgentVersion, queue: make(chan ebtypes.PutEventsRequestEntry, o.Buffer),
 		targets: map[string]targetInfo{}, announced: map[string]string{}}
 }
 
@@ -132,7 +135,7 @@ func (n *Notifier) RolloutTransition(prev, next state.Rollout, _ string) {
 		n.enqueue(DetailTypeRollout, at, RolloutDetail{SchemaVersion: SchemaVersion, Event: k, Group: next.Group,
 			Platform: next.Platform, Cluster: next.Cluster, Phase: string(next.Phase), PreviousPhase: string(prev.Phase),
 			Reason: next.Reason, TargetImageID: next.TargetImageID, PreviousImageID: next.PreviousImageID,
-			Instances: next.Instances, OnTarget: next.OnTarget, At: at.UTC()})
+			Instances: next.Instances, OnTarget: next.OnTarget, At: at.UTC(), AgentVersion: n.agent})
 	}
 }
 
@@ -172,7 +175,7 @@ func (n *Notifier) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	}
 	n.enqueue(DetailTypeLifecycle, at, LifecycleDetail{SchemaVersion: SchemaVersion, Group: h.Group, Platform: t.platform,
 		Cluster: t.cluster, InstanceID: h.InstanceID, LifecycleHookName: h.HookName, LifecycleTransition: h.Transition,
-		Result: h.Result, Note: h.Note, DrainSeconds: drain.Seconds(), At: at.UTC()})
+		Result: h.Result, Note: h.Note, DrainSeconds: drain.Seconds(), At: at.UTC(), AgentVersion: n.agent})
 }
 
 // LifecycleMessageRejected implements lifecycle.Observer: it queues a "Lifecycle Message Rejected" event,

@@ -145,7 +145,7 @@ func TestWhichTransitionsAreAnnounced(t *testing.T) {
 
 func TestRolloutDetailCarriesTheRecord(t *testing.T) {
 	eb := &fakeEventBridge{}
-	n := notify.New(eb, notify.Options{Bus: "ops"})
+	n := notify.New(eb, notify.Options{Bus: "ops", AgentVersion: "v1.2.3-4-gabc1234"})
 	prev := rec(state.PhaseReplacing, "")
 	next := rec(state.PhaseHalted, "failed: drain of i-1 did not finish within 30m0s")
 	n.RolloutTransition(prev, next, "halted")
@@ -159,7 +159,7 @@ func TestRolloutDetailCarriesTheRecord(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(aws.ToString(e.Detail)), &raw))
 	require.Equal(t, map[string]any{"schemaVersion": "1", "event": "halted", "group": group, "platform": platform, "cluster": "c1",
 		"phase": "Halted", "previousPhase": "Replacing", "reason": next.Reason, "targetImageId": imageB, "previousImageId": imageA,
-		"instances": 3.0, "onTarget": 1.0, "at": "2026-11-30T02:01:00Z", "rejectReason": ""}, raw)
+		"instances": 3.0, "onTarget": 1.0, "at": "2026-11-30T02:01:00Z", "rejectReason": "", "agentVersion": "v1.2.3-4-gabc1234"}, raw)
 }
 
 // TestC20AMIRejectedIsAnnouncedWithItsReason: a refusal of the AMI gate (field case C20) is one "ami-rejected"
@@ -184,7 +184,7 @@ func TestC20AMIRejectedIsAnnouncedWithItsReason(t *testing.T) {
 
 func TestLifecycleActionCompletedNamesTheGroupsPlatformAndCluster(t *testing.T) {
 	eb := &fakeEventBridge{}
-	n := notify.New(eb, notify.Options{})
+	n := notify.New(eb, notify.Options{AgentVersion: "v1.2.3"})
 	n.TargetObserved(lifecycle.Target{Group: group, Platform: platform, Cluster: "c1"}, lifecycle.GroupView{}, state.Rollout{}, nil)
 	n.LifecycleActionCompleted(state.Hook{Group: group, HookName: "drain", InstanceID: "i-1", Transition: events.TransitionTerminating,
 		Result: "CONTINUE", CompletedAt: t0}, 95*time.Second)
@@ -194,7 +194,7 @@ func TestLifecycleActionCompletedNamesTheGroupsPlatformAndCluster(t *testing.T) 
 	var d notify.LifecycleDetail
 	require.NoError(t, json.Unmarshal([]byte(aws.ToString(eb.entries[0].Detail)), &d))
 	require.Equal(t, notify.LifecycleDetail{SchemaVersion: "1", Group: group, Platform: platform, Cluster: "c1", InstanceID: "i-1",
-		LifecycleHookName: "drain", LifecycleTransition: events.TransitionTerminating, Result: "CONTINUE", DrainSeconds: 95, At: t0}, d)
+		LifecycleHookName: "drain", LifecycleTransition: events.TransitionTerminating, Result: "CONTINUE", DrainSeconds: 95, At: t0, AgentVersion: "v1.2.3"}, d)
 }
 
 func TestSendFailuresAreCountedNotReturnedToTheAgent(t *testing.T) {
