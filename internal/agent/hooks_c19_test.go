@@ -239,9 +239,10 @@ func TestC19LifecycleMessageForAnInstanceReallyInTerminatingWaitIsDrainedAndCont
 	require.NoError(t, err)
 	require.True(t, h.Confirmed, "the confirmation is recorded once for the action")
 	require.True(t, h.AgentDrained)
-	// The two copies may be received together, before either wrote the record: one confirmation each at
-	// most, never one per look (the drain took many looks).
-	require.LessOrEqual(t, w.Account.Calls()["autoscaling:DescribeAutoScalingInstances"], 2,
+	// The two copies may be received together, before either wrote the record, and a copy handed back while
+	// the other's first look is still writing the record is confirmed once more (seen under load): a few
+	// confirmations at most, never one per look (the drain takes more than 10 looks).
+	require.LessOrEqual(t, w.Account.Calls()["autoscaling:DescribeAutoScalingInstances"], 3,
 		"confirmed once per copy that arrived before the record, not on every look")
 }
 

@@ -313,7 +313,8 @@ func TestTerminatingHook(t *testing.T) {
 
 		require.Len(t, a.Heartbeats(), 1)
 		require.Equal(t, []Completion{{Token: token, InstanceID: victim, Group: "g", Hook: "drain", Result: "CONTINUE",
-			At: start.Add(400 * time.Second), Accepted: true, Caller: CallerAPI, Transition: TransitionTerminating, Drained: true}}, a.LifecycleCompletions())
+			At: start.Add(400 * time.Second), Accepted: true, Caller: CallerAPI, Transition: TransitionTerminating, Drained: true,
+			LifecycleState: "Terminating:Wait"}}, a.LifecycleCompletions())
 
 		// Field case C6: a second completion of the same token.
 		_, err = a.AutoScaling().CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
