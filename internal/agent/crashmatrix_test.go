@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -94,4 +95,35 @@ func TestCrashMatrixEKSSelfManaged(t *testing.T) {
 
 func TestCrashMatrixLifecycleHookOnlyScaleInDrain(t *testing.T) {
 	runCrashMatrix(t, crashScenario(t, "lifecycle hook only (scale-in drain)"))
+}
+
+// TestCrashMatrixECSSurgeAtMaxSize is the surge of a group at its max size (3 of max 3): each surge raises max
+// too (UpdateAutoScalingGroup) and the last replacement restores it. The same world as
+// TestCrashMatrixResumesAtEveryStepWithoutRepeatingAnEffect, through the generic harness, both crash modes.
+func TestCrashMatrixECSSurgeAtMaxSize(t *testing.T) {
+	g := crashGroup
+	runCrashMatrix(t, demo.CrashScenario{
+		Name:  "ECS surge at max size",
+		Build: func() (*demo.World, error) { return demo.Build(oneGroup(&g)) },
+		Drive: func(w *demo.World) error {
+			ctx := context.Background()
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
+				r := w.Rollout(ctx, g.Name)
+				return r.TargetImageID == demo.ImageB && !r.Active()
+			})
+			require.NoError(t, err)
+			require.True(t, done, "the rollout ended")
+			drainQueue(t, w)
+			return nil
+		},
+		Final: func(w *demo.World) error {
+			completedOnTarget(t, w, g.Name)
+			grp := w.Account.Group(g.Name)
+			require.Equal(t, int32(3), grp.Max, "max restored exactly once")
+			require.Equal(t, int32(3), grp.Desired)
+			require.Equal(t, 6, w.Account.LaunchedInstances(g.Name), "one surge instance per replacement, never a second")
+			return nil
+		},
+	})
 }
