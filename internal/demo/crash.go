@@ -20,8 +20,13 @@ import (
 // would still do reaches the world.
 var ErrCrashed = errors.New("agent process crashed (simulated)")
 
-// Fuse counts the effects one agent incarnation has on the world — conditional store writes and mutating
-// AWS calls — and kills the incarnation right after the effect numbered At took place: that effect is
+// ErrResponseLost is what the call of a Fuse's effect At returns with LoseResponse: the effect took place, its
+// answer never reached the agent (a connection reset after the request was served), and the process then dies.
+var ErrResponseLost = errors.New("response lost, then agent process crashed (simulated)")
+
+// Fuse counts the effects one agent incarnation has on the world — store writes (rollout and lifecycle action
+// records, history, event markers, drain marks), mutating AWS calls and the drain steps of the EKS platform —
+// and kills the incarnation right after the effect numbered At took place: that effect is
 // durable, every later call fails with ErrCrashed. At 0 never fires.
 type Fuse struct {
 	mu      sync.Mutex
@@ -30,6 +35,9 @@ type Fuse struct {
 	blown   bool
 	// OnWrite, when set, is asked after every successful rollout write whether to blow now.
 	OnWrite func(state.Rollout) bool
+	// LoseResponse makes effect At "applied, response lost": the effect is durable, but the incarnation gets
+	// ErrResponseLost instead of its answer, and dies before it can do anything after it.
+	LoseResponse bool
 }
 
 // Blown reports whether the fuse has fired.
@@ -56,17 +64,22 @@ func (f *Fuse) before() error {
 	return nil
 }
 
-// after counts a completed effect and blows the fuse when it was the chosen one.
-func (f *Fuse) after(err error) {
+// after counts a completed effect and blows the fuse when it was the chosen one. It returns the error the
+// incarnation sees: err, or ErrResponseLost for the chosen effect when LoseResponse is set.
+func (f *Fuse) after(err error) error {
 	if err != nil {
-		return
+		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.effects++
 	if f.At > 0 && f.effects == f.At {
 		f.blown = true
+		if f.LoseResponse {
+			return ErrResponseLost
+		}
 	}
+	return nil
 }
 
 func (f *Fuse) blow() {
@@ -79,7 +92,7 @@ func (f *Fuse) blow() {
 func (f *Fuse) Wrap(c agent.Clients, s state.Store) (agent.Clients, state.Store) {
 	return agent.Clients{
 		AutoScaling: fusedASG{c.AutoScaling, f}, EC2: fusedEC2{c.EC2, f}, ECS: fusedECS{c.ECS, f},
-		SSM: c.SSM, SQS: fusedSQS{c.SQS, f}, InstanceTypes: c.InstanceTypes,
+		SSM: c.SSM, SQS: fusedSQS{c.SQS, f}, CloudWatch: c.CloudWatch, InstanceTypes: c.InstanceTypes,
 	}, fusedStore{s, f}
 }
 
@@ -100,8 +113,10 @@ func (s fusedStore) PutRollout(ctx context.Context, r state.Rollout) (state.Roll
 		return state.Rollout{}, err
 	}
 	out, err := s.Store.PutRollout(ctx, r)
-	s.f.after(err)
-	if err == nil && s.f.OnWrite != nil && s.f.OnWrite(out) {
+	if err = s.f.after(err); err != nil {
+		return state.Rollout{}, err
+	}
+	if s.f.OnWrite != nil && s.f.OnWrite(out) {
 		s.f.blow()
 	}
 	return out, err
@@ -112,8 +127,10 @@ func (s fusedStore) PutRolloutWithHistory(ctx context.Context, r state.Rollout, 
 		return state.Rollout{}, err
 	}
 	out, err := s.Store.PutRolloutWithHistory(ctx, r, h)
-	s.f.after(err)
-	if err == nil && s.f.OnWrite != nil && s.f.OnWrite(out) {
+	if err = s.f.after(err); err != nil {
+		return state.Rollout{}, err
+	}
+	if s.f.OnWrite != nil && s.f.OnWrite(out) {
 		s.f.blow()
 	}
 	return out, err
@@ -124,17 +141,57 @@ func (s fusedStore) PutHook(ctx context.Context, h state.Hook) (state.Hook, erro
 		return state.Hook{}, err
 	}
 	out, err := s.Store.PutHook(ctx, h)
-	s.f.after(err)
-	return out, err
+	if err = s.f.after(err); err != nil {
+		return state.Hook{}, err
+	}
+	return out, nil
 }
 
 func (s fusedStore) AppendHistory(ctx context.Context, e state.HistoryEntry) error {
 	if err := s.f.before(); err != nil {
 		return err
 	}
-	err := s.Store.AppendHistory(ctx, e)
-	s.f.after(err)
-	return err
+	return s.f.after(s.Store.AppendHistory(ctx, e))
+}
+
+func (s fusedStore) GetHook(ctx context.Context, token string) (state.Hook, error) {
+	if err := s.f.before(); err != nil {
+		return state.Hook{}, err
+	}
+	return s.Store.GetHook(ctx, token)
+}
+
+func (s fusedStore) ListDrainMarks(ctx context.Context) ([]state.DrainMark, error) {
+	if err := s.f.before(); err != nil {
+		return nil, err
+	}
+	return s.Store.ListDrainMarks(ctx)
+}
+
+// MarkEvent is a conditional write (the first delivery of an event id wins): an effect.
+func (s fusedStore) MarkEvent(ctx context.Context, id string, expires time.Time) (bool, error) {
+	if err := s.f.before(); err != nil {
+		return false, err
+	}
+	first, err := s.Store.MarkEvent(ctx, id, expires)
+	if err = s.f.after(err); err != nil {
+		return false, err
+	}
+	return first, nil
+}
+
+func (s fusedStore) PutDrainMark(ctx context.Context, m state.DrainMark) error {
+	if err := s.f.before(); err != nil {
+		return err
+	}
+	return s.f.after(s.Store.PutDrainMark(ctx, m))
+}
+
+func (s fusedStore) DeleteDrainMark(ctx context.Context, instanceID string) error {
+	if err := s.f.before(); err != nil {
+		return err
+	}
+	return s.f.after(s.Store.DeleteDrainMark(ctx, instanceID))
 }
 
 type fusedASG struct {
@@ -154,8 +211,10 @@ func (a fusedASG) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.Up
 		return nil, err
 	}
 	out, err := a.AutoScaling.UpdateAutoScalingGroup(ctx, in, o...)
-	a.f.after(err)
-	return out, err
+	if err = a.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (a fusedASG) SetDesiredCapacity(ctx context.Context, in *autoscaling.SetDesiredCapacityInput, o ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error) {
@@ -163,8 +222,10 @@ func (a fusedASG) SetDesiredCapacity(ctx context.Context, in *autoscaling.SetDes
 		return nil, err
 	}
 	out, err := a.AutoScaling.SetDesiredCapacity(ctx, in, o...)
-	a.f.after(err)
-	return out, err
+	if err = a.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (a fusedASG) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
@@ -172,8 +233,10 @@ func (a fusedASG) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *a
 		return nil, err
 	}
 	out, err := a.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, in, o...)
-	a.f.after(err)
-	return out, err
+	if err = a.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (a fusedASG) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, o ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
@@ -181,8 +244,10 @@ func (a fusedASG) CompleteLifecycleAction(ctx context.Context, in *autoscaling.C
 		return nil, err
 	}
 	out, err := a.AutoScaling.CompleteLifecycleAction(ctx, in, o...)
-	a.f.after(err)
-	return out, err
+	if err = a.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (a fusedASG) RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, o ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
@@ -190,8 +255,21 @@ func (a fusedASG) RecordLifecycleActionHeartbeat(ctx context.Context, in *autosc
 		return nil, err
 	}
 	out, err := a.AutoScaling.RecordLifecycleActionHeartbeat(ctx, in, o...)
-	a.f.after(err)
-	return out, err
+	if err = a.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (a fusedASG) SetInstanceProtection(ctx context.Context, in *autoscaling.SetInstanceProtectionInput, o ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error) {
+	if err := a.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := a.AutoScaling.SetInstanceProtection(ctx, in, o...)
+	if err = a.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 type fusedEC2 struct {
@@ -204,8 +282,10 @@ func (e fusedEC2) CreateLaunchTemplateVersion(ctx context.Context, in *ec2.Creat
 		return nil, err
 	}
 	out, err := e.EC2.CreateLaunchTemplateVersion(ctx, in, o...)
-	e.f.after(err)
-	return out, err
+	if err = e.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 type fusedECS struct {
@@ -218,8 +298,10 @@ func (e fusedECS) UpdateContainerInstancesState(ctx context.Context, in *ecs.Upd
 		return nil, err
 	}
 	out, err := e.ECS.UpdateContainerInstancesState(ctx, in, o...)
-	e.f.after(err)
-	return out, err
+	if err = e.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 type fusedSQS struct {
@@ -239,8 +321,10 @@ func (q fusedSQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput,
 		return nil, err
 	}
 	out, err := q.SQS.DeleteMessage(ctx, in, o...)
-	q.f.after(err)
-	return out, err
+	if err = q.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (q fusedSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
@@ -248,8 +332,10 @@ func (q fusedSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMes
 		return nil, err
 	}
 	out, err := q.SQS.ChangeMessageVisibility(ctx, in, o...)
-	q.f.after(err)
-	return out, err
+	if err = q.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Restart replaces the world's agent with a fresh incarnation on the same store, queue and account: every
@@ -273,6 +359,7 @@ func (w *World) replaceAgent(fuse *Fuse) {
 		w.pastMessages.Failed += st.Failed.Load()
 	}
 	w.Agent = agent.New(clients, w.agentSettings(fuse), store, w.Account.Clock(), w.log)
+	w.fuse = fuse
 }
 
 // settleAfter is how long the crash scenarios let the world run after a rollout ends so that the last

@@ -118,6 +118,7 @@ type World struct {
 	eksParams map[string]string // EKS group with an `auto` source -> the public parameter it resolves to
 	arch      string            // architecture of the world's AMIs: that of the first group's instance type
 	faults    *sim.Faults       // Spec.Faults
+	fuse      *Fuse             // the fuse of the running incarnation (Restart), nil: unfused
 }
 
 // GroupSetup is one Auto Scaling group of a world: an ECS cluster's capacity, or an EKS self-managed node
@@ -432,13 +433,20 @@ func (w *World) PublishPublicAMI(param, image string) {
 // simulated Kubernetes nodes of EKS groups follow).
 //
 // With Spec.Faults an agent iteration that fails (an injected fault reached the top of the loop) is counted
-// in AgentErrors and the world goes on, as Run logs it and goes on with the next tick.
+// in AgentErrors and the world goes on, as Run logs it and goes on with the next tick. An incarnation whose
+// Fuse (Restart) blew is replaced by a fresh, unfused one on the same store, queue and account.
 func (w *World) Step(ctx context.Context, tick time.Duration) error {
 	if err := w.Agent.RunOnce(ctx); err != nil {
-		if w.faults == nil {
+		switch {
+		case w.fuse != nil && w.fuse.Blown(): // the incarnation crashed: restarted below
+		case w.faults == nil:
 			return err
+		default:
+			w.AgentErrors++
 		}
-		w.AgentErrors++
+	}
+	if w.fuse != nil && w.fuse.Blown() {
+		w.Restart(nil) // a fresh, unfused incarnation resumes from the store
 	}
 	w.Checker.Check()
 	w.Account.Advance(tick)

@@ -120,9 +120,7 @@ func (p fusedPlatform) StartDrain(ctx context.Context, cluster, instanceID strin
 	if err := p.f.before(); err != nil {
 		return err
 	}
-	err := p.Platform.StartDrain(ctx, cluster, instanceID)
-	p.f.after(err)
-	return err
+	return p.f.after(p.Platform.StartDrain(ctx, cluster, instanceID))
 }
 
 func (p fusedPlatform) DrainStatus(ctx context.Context, cluster, instanceID string) (lifecycle.DrainProgress, error) {
@@ -130,15 +128,15 @@ func (p fusedPlatform) DrainStatus(ctx context.Context, cluster, instanceID stri
 		return lifecycle.DrainProgress{}, err
 	}
 	prog, err := p.Platform.DrainStatus(ctx, cluster, instanceID)
-	p.f.after(err)
-	return prog, err
+	if err = p.f.after(err); err != nil {
+		return lifecycle.DrainProgress{}, err
+	}
+	return prog, nil
 }
 
 func (p fusedPlatform) Undrain(ctx context.Context, cluster, instanceID string) error {
 	if err := p.f.before(); err != nil {
 		return err
 	}
-	err := p.Platform.Undrain(ctx, cluster, instanceID)
-	p.f.after(err)
-	return err
+	return p.f.after(p.Platform.Undrain(ctx, cluster, instanceID))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -357,9 +358,15 @@ type fuse struct {
 	// progressOnly counts only the effects that move the workflow: not the write that claims the lease of a
 	// resumed workflow or renews it, nor the "resumed" history entry.
 	progressOnly bool
+	// loseResponse makes effect At "applied, response lost": the effect is durable, the incarnation gets
+	// errResponseLost instead of its answer and dies (as demo.Fuse.LoseResponse).
+	loseResponse bool
 }
 
-var errCrashed = errors.New("process crashed (simulated)")
+var (
+	errCrashed      = errors.New("process crashed (simulated)")
+	errResponseLost = errors.New("response lost, then process crashed (simulated)")
+)
 
 func (f *fuse) before() error {
 	f.mu.Lock()
@@ -370,16 +377,22 @@ func (f *fuse) before() error {
 	return nil
 }
 
-func (f *fuse) after(err error) {
+// after counts a completed effect and blows the fuse at effect At; it returns the error the incarnation
+// sees: err, or errResponseLost for effect At with loseResponse.
+func (f *fuse) after(err error) error {
 	if err != nil {
-		return
+		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.effects++
 	if f.At > 0 && f.effects == f.At {
 		f.blown = true
+		if f.loseResponse {
+			return errResponseLost
+		}
 	}
+	return nil
 }
 
 type fusedStore struct {
@@ -401,7 +414,9 @@ func (s fusedStore) PutWorkflow(ctx context.Context, w state.Workflow) (state.Wo
 	stored, _ := s.Store.GetWorkflow(ctx, w.Cluster)
 	out, err := s.Store.PutWorkflow(ctx, w)
 	if !s.f.progressOnly || progressed(stored, w) {
-		s.f.after(err)
+		if err = s.f.after(err); err != nil {
+			return state.Workflow{}, err
+		}
 	}
 	return out, err
 }
@@ -418,7 +433,7 @@ func (s fusedStore) AppendHistory(ctx context.Context, e state.HistoryEntry) err
 	}
 	err := s.Store.AppendHistory(ctx, e)
 	if !s.f.progressOnly || e.Event != "resumed" {
-		s.f.after(err)
+		err = s.f.after(err)
 	}
 	return err
 }
@@ -447,8 +462,10 @@ func (e fusedEKS) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateClu
 		return nil, err
 	}
 	out, err := e.EKSUpgrade.UpdateClusterVersion(ctx, in, o...)
-	e.f.after(err)
-	return out, err
+	if err = e.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (e fusedEKS) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput, o ...func(*awseks.Options)) (*awseks.UpdateAddonOutput, error) {
@@ -456,8 +473,10 @@ func (e fusedEKS) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput, 
 		return nil, err
 	}
 	out, err := e.EKSUpgrade.UpdateAddon(ctx, in, o...)
-	e.f.after(err)
-	return out, err
+	if err = e.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (e fusedEKS) UpdateNodegroupVersion(ctx context.Context, in *awseks.UpdateNodegroupVersionInput, o ...func(*awseks.Options)) (*awseks.UpdateNodegroupVersionOutput, error) {
@@ -465,8 +484,10 @@ func (e fusedEKS) UpdateNodegroupVersion(ctx context.Context, in *awseks.UpdateN
 		return nil, err
 	}
 	out, err := e.EKSUpgrade.UpdateNodegroupVersion(ctx, in, o...)
-	e.f.after(err)
-	return out, err
+	if err = e.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // incarnation returns a runner whose store and EKS calls die with f.
@@ -522,32 +543,48 @@ func TestCrashAfterEveryEffectResumesWithoutRepeatingAnUpdate(t *testing.T) {
 	require.Equal(t, events(clean.history(t)), trail)
 }
 
-func TestCrashAtEachEffectThenOneResumeCompletesWithoutRepeats(t *testing.T) {
-	// How many effects a run without a crash has.
+// TestCrashMatrixEKSUpgradeWorkflow is the EKS upgrade workflow's crash matrix. Its world (an eksupgrade.Runner
+// on the simulated EKS account, no agent, no Auto Scaling rollout) is not a demo.World, so it keeps its own fuse,
+// with the generic harness's counting (N effects of the uncrashed run) and modes (demo.CrashModes): for every
+// k in 1..N the first incarnation dies right after effect k, or with effect k applied and its response lost;
+// a second incarnation resumes once the first one's lease expired and must complete with one update call per
+// control plane, add-on and managed node group, and the audit trail of the uncrashed run.
+func TestCrashMatrixEKSUpgradeWorkflow(t *testing.T) {
+	start := time.Now()
 	clean := newWorld(t)
 	f := &fuse{}
 	_, err := clean.incarnation("clean", f).Run(context.Background(), upgrade())
 	require.NoError(t, err)
 	total := f.effects
 	require.Greater(t, total, 20)
-
-	for at := 1; at < total; at++ {
-		w := newWorld(t)
-		first := &fuse{At: at}
-		_, err := w.incarnation("first", first).Run(context.Background(), upgrade())
-		require.ErrorIs(t, err, errCrashed, "effect %d", at)
-		w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
-		wf, err := w.runner("second").Run(context.Background(), upgrade())
-		require.NoError(t, err, "resume after effect %d", at)
-		w.requireOneUpdateEach(t, wf)
-		var trail []string
-		for _, e := range events(w.history(t)) {
-			if e != "resumed" {
-				trail = append(trail, e)
-			}
+	runs := 1
+	for at := 1; at <= total; at++ {
+		for _, mode := range demo.CrashModes {
+			t.Run(fmt.Sprintf("%s effect %d of %d", mode, at, total), func(t *testing.T) {
+				w := newWorld(t)
+				first := &fuse{At: at, loseResponse: mode == demo.CrashResponseLost}
+				_, err := w.incarnation("first", first).Run(context.Background(), upgrade())
+				require.True(t, first.blown, "the fuse fired")
+				if at < total || err != nil { // after its last effect (the last history entry) the run may end well
+					require.Error(t, err)
+					require.True(t, errors.Is(err, errCrashed) || errors.Is(err, errResponseLost), "%v", err)
+				}
+				w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+				wf, err := w.runner("second").Run(context.Background(), upgrade())
+				require.NoError(t, err, "resume after effect %d", at)
+				w.requireOneUpdateEach(t, wf)
+				var trail []string
+				for _, e := range events(w.history(t)) {
+					if e != "resumed" {
+						trail = append(trail, e)
+					}
+				}
+				require.Equal(t, events(clean.history(t)), trail, "audit trail after a crash at effect %d", at)
+			})
+			runs++
 		}
-		require.Equal(t, events(clean.history(t)), trail, "audit trail after a crash at effect %d", at)
 	}
+	t.Logf("crash matrix EKS upgrade workflow: N = %d effects, %d runs, %v wall", total, runs, time.Since(start).Round(time.Millisecond))
 }
 
 func TestASecondConcurrentInvocationIsRefusedByTheLease(t *testing.T) {

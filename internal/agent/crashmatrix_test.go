@@ -1,0 +1,129 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+)
+
+// crashScenario turns a strategy world of the fault matrix (faultScenarios) into a crash scenario: the same
+// world and driver, and at the end the fault matrix's checks (every termination's lifecycle action completed
+// by the agent, no message left behind) and the strategy's own.
+func crashScenario(t *testing.T, name string) demo.CrashScenario {
+	var sc faultScenario
+	for _, s := range faultScenarios {
+		if s.name == name {
+			sc = s
+		}
+	}
+	require.NotEmpty(t, sc.name, "no fault scenario %q", name)
+	_, group := sc.spec()
+	return demo.CrashScenario{
+		Name: sc.name,
+		Build: func() (*demo.World, error) {
+			spec, _ := sc.spec()
+			return demo.Build(spec)
+		},
+		Drive: func(w *demo.World) error { sc.play(t, w, group); return nil },
+		Final: func(w *demo.World) error {
+			terminations, own := 0, 0
+			for _, term := range w.Account.Terminations() {
+				if term.Group == group {
+					terminations++
+				}
+			}
+			for _, cs := range acceptedCompletions(w) {
+				if cs[0].Hook == demo.HookName && cs[0].Group == group {
+					own++
+				}
+			}
+			if terminations != own {
+				return fmt.Errorf("%d terminations in %s, %d of their lifecycle actions completed by the agent", terminations, group, own)
+			}
+			visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+			if visible+inFlight != 0 {
+				return fmt.Errorf("%d messages visible and %d in flight left on the queue", visible, inFlight)
+			}
+			sc.check(t, w, group)
+			return nil
+		},
+	}
+}
+
+// runCrashMatrix counts the scenario's effects N uncrashed, then for every k in 1..N plays it with the agent
+// killed right after effect k, and with effect k applied, its response lost, then the agent killed; each run
+// must complete, hold every invariant and repeat no effect (demo.RunCrashScenario). It logs N, the runs and
+// the wall time (docs/testing.md, "Crash matrix").
+func runCrashMatrix(t *testing.T, sc demo.CrashScenario) {
+	start := time.Now()
+	n, err := demo.CountCrashEffects(sc)
+	require.NoError(t, err)
+	runs := 1
+	for k := 1; k <= n; k++ {
+		for _, mode := range demo.CrashModes {
+			t.Run(fmt.Sprintf("%s effect %d of %d", mode, k, n), func(t *testing.T) {
+				run, err := demo.RunCrashScenario(sc, k, mode)
+				require.NoError(t, err)
+				require.Equal(t, 1, run.Restarts, "one crash, one fresh incarnation")
+			})
+			runs++
+		}
+	}
+	t.Logf("crash matrix %s: N = %d effects, %d runs, %v wall", sc.Name, n, runs, time.Since(start).Round(time.Millisecond))
+}
+
+func TestCrashMatrixECSSurge(t *testing.T) {
+	runCrashMatrix(t, crashScenario(t, "ECS surge"))
+}
+
+func TestCrashMatrixECSDrainFirstCapacityProvider(t *testing.T) {
+	runCrashMatrix(t, crashScenario(t, "ECS drain-first (capacity provider)"))
+}
+
+func TestCrashMatrixECSManagedDraining(t *testing.T) {
+	runCrashMatrix(t, crashScenario(t, "ECS managed draining"))
+}
+
+func TestCrashMatrixEKSSelfManaged(t *testing.T) {
+	runCrashMatrix(t, crashScenario(t, "EKS self-managed"))
+}
+
+func TestCrashMatrixLifecycleHookOnlyScaleInDrain(t *testing.T) {
+	runCrashMatrix(t, crashScenario(t, "lifecycle hook only (scale-in drain)"))
+}
+
+// TestCrashMatrixECSSurgeAtMaxSize is the surge of a group at its max size (3 of max 3): each surge raises max
+// too (UpdateAutoScalingGroup) and the last replacement restores it. The same world as
+// TestCrashMatrixResumesAtEveryStepWithoutRepeatingAnEffect, through the generic harness, both crash modes.
+func TestCrashMatrixECSSurgeAtMaxSize(t *testing.T) {
+	g := crashGroup
+	runCrashMatrix(t, demo.CrashScenario{
+		Name:  "ECS surge at max size",
+		Build: func() (*demo.World, error) { return demo.Build(oneGroup(&g)) },
+		Drive: func(w *demo.World) error {
+			ctx := context.Background()
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
+				r := w.Rollout(ctx, g.Name)
+				return r.TargetImageID == demo.ImageB && !r.Active()
+			})
+			require.NoError(t, err)
+			require.True(t, done, "the rollout ended")
+			drainQueue(t, w)
+			return nil
+		},
+		Final: func(w *demo.World) error {
+			completedOnTarget(t, w, g.Name)
+			grp := w.Account.Group(g.Name)
+			require.Equal(t, int32(3), grp.Max, "max restored exactly once")
+			require.Equal(t, int32(3), grp.Desired)
+			require.Equal(t, 6, w.Account.LaunchedInstances(g.Name), "one surge instance per replacement, never a second")
+			return nil
+		},
+	})
+}

@@ -1,0 +1,175 @@
+package demo
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/patch-agent/patch-agent/internal/sim"
+)
+
+// CrashScenario is one scenario of a crash matrix, played in-process on the fake clock: a world, a driver that
+// runs it to its end, and what must hold at the end.
+type CrashScenario struct {
+	// Name names the scenario in errors.
+	Name string
+	// Build returns a fresh world (a new account, store and queue) for each run.
+	Build func() (*World, error)
+	// Drive runs the world to the scenario's end through World.Step or World.RunUntil (which replace a crashed
+	// incarnation by a fresh one on the same store, queue and account). An error ends the run.
+	Drive func(w *World) error
+	// Final, when set, judges the world at the end (the rollout completed, every instance on the target AMI,
+	// ...). An error fails the run.
+	Final func(w *World) error
+}
+
+// CrashMode is how the incarnation dies at its chosen effect.
+type CrashMode int
+
+const (
+	// CrashAfterEffect kills the incarnation right after effect k succeeded: the effect is durable and the
+	// incarnation saw its answer, but it can do nothing after it.
+	CrashAfterEffect CrashMode = iota
+	// CrashResponseLost applies effect k, gives the incarnation an error instead of its answer
+	// (ErrResponseLost: the request was served, the connection dropped), then kills it.
+	CrashResponseLost
+)
+
+func (m CrashMode) String() string {
+	if m == CrashResponseLost {
+		return "response lost, then crash"
+	}
+	return "crash after"
+}
+
+// CrashModes are both modes, in the order the matrices run them.
+var CrashModes = []CrashMode{CrashAfterEffect, CrashResponseLost}
+
+// CrashRun is the outcome of one run of a CrashScenario.
+type CrashRun struct {
+	// At is the effect the incarnation died at (0: the uncrashed reference run), Mode how.
+	At   int
+	Mode CrashMode
+	// Effects counts the effects of the first (fused) incarnation: the scenario's N in the reference run.
+	Effects int
+	// Restarts counts the incarnations replaced after a crash.
+	Restarts int
+	World    *World
+}
+
+// RunCrashScenario plays sc once with the first agent incarnation armed to die at effect at (0: never) in
+// mode, a fresh incarnation resuming on the same store, queue and account. It returns an error when the run
+// did not complete (Drive's error), the fuse did not fire, an invariant broke (Checker.Check during the run,
+// Checker.Finish at its end), Final failed, or an effect was repeated (RepeatedEffects).
+func RunCrashScenario(sc CrashScenario, at int, mode CrashMode) (CrashRun, error) {
+	run := CrashRun{At: at, Mode: mode}
+	w, err := sc.Build()
+	if err != nil {
+		return run, fmt.Errorf("%s: building the world: %w", sc.Name, err)
+	}
+	run.World = w
+	baseline := make(map[string]int32, len(w.Checker.Baseline))
+	for g, b := range w.Checker.Baseline {
+		baseline[g] = b
+	}
+	fuse := &Fuse{At: at, LoseResponse: mode == CrashResponseLost}
+	w.replaceAgent(fuse) // the first incarnation: not a restart
+	label := fmt.Sprintf("%s, %s effect %d", sc.Name, mode, at)
+	if at == 0 {
+		label = sc.Name + ", uncrashed"
+	}
+	if err := sc.Drive(w); err != nil {
+		return run, fmt.Errorf("%s: %w", label, err)
+	}
+	run.Effects, run.Restarts = fuse.Effects(), w.Restarts
+	var problems []string
+	if at > 0 && !fuse.Blown() {
+		problems = append(problems, fmt.Sprintf("the fuse never fired (%d effects)", fuse.Effects()))
+	}
+	for _, v := range w.Checker.Violations {
+		problems = append(problems, "during the run: "+v.String())
+	}
+	for _, v := range w.Checker.Finish() {
+		problems = append(problems, "at the end: "+v.String())
+	}
+	if sc.Final != nil {
+		if err := sc.Final(w); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	problems = append(problems, RepeatedEffects(w, baseline)...)
+	if len(problems) > 0 {
+		return run, fmt.Errorf("%s: %s", label, strings.Join(problems, "; "))
+	}
+	return run, nil
+}
+
+// CountCrashEffects plays sc uncrashed and returns its number of effects N (conditional store writes,
+// mutating AWS calls and drain steps, as a Fuse counts them).
+func CountCrashEffects(sc CrashScenario) (int, error) {
+	run, err := RunCrashScenario(sc, 0, CrashAfterEffect)
+	if err != nil {
+		return 0, err
+	}
+	if run.Effects == 0 {
+		return 0, errors.New(sc.Name + ": the scenario has no effect to crash after")
+	}
+	return run.Effects, nil
+}
+
+// RepeatedEffects lists the effects of the world's account that happened twice, the repeats a resumed
+// incarnation must never make:
+//   - a second surge: desired capacity set by the agent (sim.CallerAPI) above the group's baseline + 1
+//     (baseline: the groups' desired capacity when the world was built);
+//   - a second termination of one instance (whatever its cause);
+//   - a second CompleteLifecycleAction accepted for one lifecycle action token;
+//   - a second launch template version with one AMI in a group's launch template.
+func RepeatedEffects(w *World, baseline map[string]int32) []string {
+	var out []string
+	groups := make([]string, 0, len(baseline))
+	for g := range baseline {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	for _, g := range groups {
+		for _, c := range w.Account.DesiredChanges(g) {
+			if c.By == sim.CallerAPI && c.To > baseline[g]+1 {
+				out = append(out, fmt.Sprintf("group %s: desired capacity set to %d at %s, above baseline %d + 1 (a second surge)",
+					g, c.To, c.At.Format(time.TimeOnly), baseline[g]))
+			}
+		}
+		view := w.Account.Group(g)
+		if lt, ok := w.Account.LaunchTemplate(view.LaunchTemplateID); ok {
+			versions := map[string][]int64{}
+			for v, ami := range lt.ImageIDs {
+				versions[ami] = append(versions[ami], v)
+			}
+			for ami, vs := range versions {
+				if len(vs) > 1 {
+					sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+					out = append(out, fmt.Sprintf("group %s: launch template %s has versions %v all on %s", g, lt.ID, vs, ami))
+				}
+			}
+		}
+	}
+	terminated := map[string]int{}
+	for _, t := range w.Account.Terminations() {
+		terminated[t.InstanceID]++
+		if terminated[t.InstanceID] == 2 {
+			out = append(out, fmt.Sprintf("instance %s terminated twice (second: %s at %s)", t.InstanceID, t.Cause, t.RequestedAt.Format(time.TimeOnly)))
+		}
+	}
+	completed := map[string]int{}
+	for _, c := range w.Account.LifecycleCompletions() {
+		if !c.Accepted || c.Caller == sim.CallerECS || c.Result == "" {
+			continue
+		}
+		completed[c.Token]++
+		if completed[c.Token] == 2 {
+			out = append(out, fmt.Sprintf("lifecycle action %s (instance %s) completed twice", c.Token, c.InstanceID))
+		}
+	}
+	return out
+}
