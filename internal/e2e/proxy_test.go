@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -87,7 +88,10 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		inspect(&c)
 	}
 
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
+	// Not r.Context(): an agent killed (at a random moment) while its call is in flight cancels that context,
+	// and moto may still apply the call. The proxy finishes the call and counts it, so the log says what
+	// reached the emulator, whoever was alive to hear the answer.
+	req, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
