@@ -34,7 +34,7 @@ moto: ## check that moto_server (the contract and end-to-end tests' emulator) is
 	@scripts/ensure-moto.sh >/dev/null
 
 test: testbin moto node_modules/.bin/cfn-lint image ## all tests: integration, contract and end-to-end tests on the emulators, and the image (CI runs this)
-	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_MOTO=$$(scripts/ensure-moto.sh) KUBEBUILDER_ASSETS=$$(scripts/ensure-kube.sh) PATCH_AGENT_IMAGE=$(IMAGE) \
+	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_MOTO=$$(scripts/ensure-moto.sh) KUBEBUILDER_ASSETS=$$(scripts/ensure-kube.sh) PATCH_AGENT_IMAGE=$(abspath $(IMAGE)) \
 		$(GO) test -count=1 $$($(GO) list $(PKGS) | grep -v /internal/e2e)
 	$(MAKE) --no-print-directory e2e
 
