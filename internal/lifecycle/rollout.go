@@ -441,7 +441,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 	case state.StepDraining:
 		old, ok := v.Instance(cur.OldInstanceID)
 		if !ok {
-			return o.retire(ctx, r, "old instance left the group before its drain finished")
+			return o.retireLeft(ctx, v, r, "old instance left the group before its drain finished")
 		}
 		if old.Node.Draining && cur.DrainStartedAt.IsZero() {
 			// Someone else (an operator, a lifecycle hook) started this drain: the deadline runs from now.
@@ -464,6 +464,21 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 		if old.Node.Registered && !old.Node.Draining {
 			if err := o.holdIfPaused(&r, "drain "+old.ID); err != nil {
 				return r, err
+			}
+			if r.Strategy != StrategyDrainFirst {
+				// Invariant 1 before the drain, not only after it: the instances that stay must already serve
+				// the desired capacity without the surge (a health replacement or a carried surge may still be
+				// booting).
+				serving := 0
+				for _, i := range v.Instances {
+					if i.ID != old.ID && i.Serving() {
+						serving++
+					}
+				}
+				if serving < int(cur.DesiredBefore) {
+					r.Reason = fmt.Sprintf("waiting for %d serving instance(s) besides %s before draining it (%d now)", cur.DesiredBefore, old.ID, serving)
+					return r, errWait
+				}
 			}
 			if reason := o.runGate(ctx, t); reason != "" {
 				r.Reason = reason + "; next step: drain " + old.ID
@@ -510,7 +525,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 	case state.StepTerminating:
 		old, ok := v.Instance(cur.OldInstanceID)
 		if !ok {
-			return o.retire(ctx, r, "old instance terminated")
+			return o.retireLeft(ctx, v, r, "old instance terminated")
 		}
 		if !old.InService() && !old.Leaving() {
 			r.Reason = fmt.Sprintf("old instance %s is %s, not InService: waiting before terminating it", old.ID, old.LifecycleState)
@@ -522,7 +537,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 				r.Reason = fmt.Sprintf("waiting for ECS managed draining of %s (%s)", old.ID, old.LifecycleState)
 				return r, errWait
 			}
-			return o.retire(ctx, r, "old instance leaving ("+old.LifecycleState+")")
+			return o.retireLeft(ctx, v, r, "old instance leaving ("+old.LifecycleState+")")
 		}
 		if err := o.holdIfPaused(&r, "terminate "+old.ID); err != nil {
 			return r, err
@@ -694,6 +709,53 @@ func (o *Orchestrator) retire(ctx context.Context, r state.Rollout, why string) 
 	r.Replaced = append(r.Replaced, r.Current.OldInstanceID)
 	r.Current = nil
 	return o.save(ctx, r, why)
+}
+
+// retireLeft closes a replacement whose old instance is gone or going without the agent's decrementing
+// termination: a failed health check Auto Scaling replaced, a Spot interruption, someone else's termination.
+// When desired capacity still holds the agent's surge (desired = DesiredBefore+1, which nobody else wrote), the
+// surge is not left behind and not taken again: it carries over to the next outdated instance, whose
+// replacement is already there, so the next pick neither surges a second time nor records the raised desired
+// capacity as the baseline. With no outdated instance left, the surge goes back through one more drained
+// replacement of an instance on the target AMI (drain, then terminate with decrement): never by lowering desired
+// capacity, which would let Auto Scaling pick an undrained instance.
+//
+// Not for the agent's own termination (the view of its tick still shows the surge) nor for the drain-first
+// strategy, which never surges.
+func (o *Orchestrator) retireLeft(ctx context.Context, v GroupView, r state.Rollout, why string) (state.Rollout, error) {
+	cur := r.Current
+	if r.Strategy == StrategyDrainFirst || v.Desired != cur.DesiredBefore+1 {
+		return o.retire(ctx, r, why)
+	}
+	r.Replaced = append(r.Replaced, cur.OldInstanceID)
+	var next *InstanceView
+	step := state.StepSurge // the surge step finds desired already at DesiredBefore+1 and waits for the replacement
+	for _, i := range v.Instances {
+		if i.Serving() && i.ImageID != r.TargetImageID && !slices.Contains(r.Replaced, i.ID) {
+			next = &i
+			break
+		}
+	}
+	if next == nil {
+		// No outdated instance left: one instance on the target gives the surge back, drained like any other.
+		// The replacement the surge launched stays.
+		step = state.StepDraining
+		for _, i := range v.Instances {
+			if i.Serving() && i.ID != cur.NewInstanceID && !slices.Contains(r.Replaced, i.ID) {
+				next = &i
+				break
+			}
+		}
+	}
+	if next == nil {
+		return o.retire(ctx, r, why) // nothing serving to carry to now: the next pick starts afresh
+	}
+	r.Current = &state.Replacement{Step: step, OldInstanceID: next.ID, DesiredBefore: cur.DesiredBefore,
+		InstancesBefore: cur.InstancesBefore, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: next.Node.Name}
+	if step == state.StepDraining {
+		r.Current.NewInstanceID = cur.NewInstanceID
+	}
+	return o.save(ctx, r, fmt.Sprintf("%s; the surge carries over to %s", why, next.ID))
 }
 
 // verify checks that every in-service instance, and every warm pool instance, runs the target AMI, gives back the agent's own +1 on max
