@@ -66,3 +66,35 @@ func TestSurgeIsNotLeftBehindWhenTheOldInstanceLeavesOnItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// Field case C21: a cluster autoscaler raises desired capacity while a rollout surges, then the new AMI proves
+// unhealthy and the rollout rolls back. The rollback gives back only the agent's own surge: desired capacity
+// ends where the autoscaler set it, on the restored AMI, instead of being lowered once per removed instance.
+func TestC21RollbackGivesBackOnlyTheAgentsSurgeWhenAnAutoscalerRaisedDesired(t *testing.T) {
+	ctx := context.Background()
+	g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 2, Max: 8, Desired: 3}
+	w := buildWatched(t, demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 6}})
+	w.Account.MarkImageUnhealthy(demo.ImageB)
+	settle(t, w.World, 10*time.Second)
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		return r.Current != nil && r.Current.Step == state.StepReplacementHealthy && w.Account.Group(g.Name).Desired == 4
+	})
+	require.NoError(t, err)
+	require.True(t, done)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 6), "the autoscaler scales out during the surge")
+
+	done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseRolledBack })
+	require.NoError(t, err)
+	require.True(t, done, "rolled back: %+v", w.Rollout(ctx, g.Name))
+	settle(t, w.World, 15*time.Minute)
+	grp := w.Account.Group(g.Name)
+	require.Equal(t, int32(6), grp.Desired, "desired capacity where the autoscaler set it")
+	require.Len(t, grp.Instances, 6)
+	for _, i := range grp.Instances {
+		require.Equal(t, demo.ImageA, i.ImageID, i.ID)
+		require.Equal(t, "InService", i.LifecycleState, i.ID)
+	}
+	require.Empty(t, w.Checker.Finish())
+}

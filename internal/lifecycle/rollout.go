@@ -853,15 +853,30 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 		o.logStep(r, "launch template restored to version "+prev.Version)
 	}
 	if cur := r.Current; cur != nil {
+		// Only the agent's own surge is given back (field case C21): while desired capacity is still exactly
+		// DesiredBefore+1, one removal decrements it; once someone else moved desired capacity (a cluster
+		// autoscaler, managed scaling), it is theirs, and unhealthy instances are removed without decrement, so
+		// Auto Scaling replaces them from the restored launch template.
+		decrements := 0
+		if r.Strategy == StrategyDrainFirst {
+			decrements = len(v.Instances) // as before: ECS managed scaling sets desired capacity again itself
+		} else if v.Desired == cur.DesiredBefore+1 {
+			decrements = 1
+		}
 		for _, i := range v.Instances {
 			if slices.Contains(cur.InstancesBefore, i.ID) || !i.InService() && i.LifecycleState != string(astypes.LifecycleStatePending) {
 				continue
 			}
+			if i.ImageID != "" && i.ImageID != r.TargetImageID {
+				continue // launched from the restored template (or someone else's): not the rollout's to remove
+			}
 			if i.Serving() && i.ImageID == r.TargetImageID {
 				continue // healthy capacity is kept
 			}
+			decrement := decrements > 0
+			decrements--
 			_, err := o.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
-				InstanceId: aws.String(i.ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+				InstanceId: aws.String(i.ID), ShouldDecrementDesiredCapacity: aws.Bool(decrement)})
 			if err != nil && !awsapi.IsInstanceNotFound(err) {
 				return r, fmt.Errorf("removing unhealthy replacement %s: %w", i.ID, err)
 			}
