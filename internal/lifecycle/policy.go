@@ -20,7 +20,8 @@ const (
 	TagMinAMIAge = "patch-agent/min-ami-age" // Go duration, e.g. "168h": soak time measured from the parameter's LastModifiedDate
 	TagApproval  = "patch-agent/approval"    // "auto" (default) or "manual": wait for `patch-agent approve GROUP`
 	TagAlarms    = "patch-agent/alarms"      // CloudWatch alarm names separated by spaces or commas: any in ALARM holds the rollout
-	// TagMaintenanceWindow is "<5-field cron> <duration> <IANA zone>", e.g. "0 2 * * 6 4h Europe/Berlin".
+	// TagMaintenanceWindow is "<5-field cron> <duration> <IANA zone>", e.g. "0 2 * * 6 4h Europe/Berlin", or a
+	// daily wall-clock range "<HH:MM>-<HH:MM> <IANA zone>", e.g. "22:00-04:00 Europe/Berlin" (ParseWindowTag).
 	TagMaintenanceWindow = "patch-agent/maintenance-window"
 )
 
@@ -50,15 +51,61 @@ type TargetPolicy struct {
 	AllowAMIFamilyChange bool `json:"allowAmiFamilyChange,omitempty"`
 }
 
-// Window is a maintenance window: it opens at every activation of a 5-field cron expression, evaluated in
-// an IANA time zone (so local time across DST changes), and stays open for Duration — across midnight too.
+// Window is a maintenance window, in one of two forms, both evaluated in an IANA time zone:
+//   - cron + duration: it opens at every activation of a 5-field cron expression (local time, so across DST
+//     changes too) and stays open for Duration of elapsed time — across midnight too. On a DST change night the
+//     local closing time moves by the hour gained or lost (22:00 + 6h closes at 05:00 local in spring, 03:00 in
+//     autumn);
+//   - a daily wall-clock range (Hours, "22:00-04:00"): open whenever the local wall-clock time is in
+//     [start, end), the range wrapping midnight when end <= start. The end never moves with DST. In the skipped
+//     spring hour the clock jumps over those minutes (a range starting at 02:30 opens at 03:00); in the
+//     repeated autumn hour both passes count as the same wall-clock time (a range ending at 02:30 closes at the
+//     second 02:30).
 type Window struct {
-	Cron     string        `json:"cron"`
-	Duration time.Duration `json:"duration"`
-	Zone     string        `json:"timezone"`
+	Cron     string        `json:"cron,omitempty"`
+	Duration time.Duration `json:"duration,omitempty"`
+	// Hours is the wall-clock range form, "HH:MM-HH:MM"; empty for the cron form.
+	Hours string `json:"hours,omitempty"`
+	Zone  string `json:"timezone"`
 
-	loc      *time.Location
-	schedule cron.Schedule
+	loc        *time.Location
+	schedule   cron.Schedule
+	start, end int // the range form's bounds in minutes after local midnight
+}
+
+// ParseWindowHours builds the daily wall-clock range form "HH:MM-HH:MM" in zone (default UTC). A range whose
+// start equals its end is refused (always open is no window at all; leave the tag out instead).
+func ParseWindowHours(hours, zone string) (*Window, error) {
+	if zone == "" {
+		zone = "UTC"
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance window time zone %q: %w", zone, err)
+	}
+	from, to, ok := strings.Cut(hours, "-")
+	if !ok {
+		return nil, fmt.Errorf("maintenance window hours %q: want HH:MM-HH:MM, e.g. 22:00-04:00", hours)
+	}
+	minutes := func(hm string) (int, error) {
+		t, err := time.Parse("15:04", hm)
+		if err != nil {
+			return 0, fmt.Errorf("maintenance window hours %q: %q is not HH:MM (00:00 to 23:59)", hours, hm)
+		}
+		return t.Hour()*60 + t.Minute(), nil
+	}
+	start, err := minutes(from)
+	if err != nil {
+		return nil, err
+	}
+	end, err := minutes(to)
+	if err != nil {
+		return nil, err
+	}
+	if start == end {
+		return nil, fmt.Errorf("maintenance window hours %q: start and end are the same time", hours)
+	}
+	return &Window{Hours: hours, Zone: zone, loc: loc, start: start, end: end}, nil
 }
 
 // ParseWindow validates and builds a window. Errors name the part that is wrong.
@@ -80,11 +127,18 @@ func ParseWindow(spec string, duration time.Duration, zone string) (*Window, err
 	return &Window{Cron: spec, Duration: duration, Zone: zone, loc: loc, schedule: sched}, nil
 }
 
-// ParseWindowTag parses the TagMaintenanceWindow form "<5-field cron> <duration> <zone>".
+// ParseWindowTag parses TagMaintenanceWindow: "<5-field cron> <duration> <zone>" or "<HH:MM>-<HH:MM> <zone>".
 func ParseWindowTag(v string) (*Window, error) {
 	f := strings.Fields(v)
+	if len(f) == 2 && strings.Contains(f[0], ":") {
+		w, err := ParseWindowHours(f[0], f[1])
+		if err != nil {
+			return nil, fmt.Errorf("tag %s: %w", TagMaintenanceWindow, err)
+		}
+		return w, nil
+	}
 	if len(f) != 7 {
-		return nil, fmt.Errorf("tag %s=%q: want \"<minute> <hour> <dom> <month> <dow> <duration> <IANA zone>\", e.g. \"0 2 * * 6 4h Europe/Berlin\"", TagMaintenanceWindow, v)
+		return nil, fmt.Errorf("tag %s=%q: want \"<minute> <hour> <dom> <month> <dow> <duration> <IANA zone>\" (e.g. \"0 2 * * 6 4h Europe/Berlin\") or \"<HH:MM>-<HH:MM> <IANA zone>\" (e.g. \"22:00-04:00 Europe/Berlin\")", TagMaintenanceWindow, v)
 	}
 	d, err := time.ParseDuration(f[5])
 	if err != nil {
@@ -96,12 +150,49 @@ func ParseWindowTag(v string) (*Window, error) {
 // State reports whether the window is open at now and, when it is, when it closes; when it is not, when it
 // next opens. A window is open at now when an activation s satisfies s <= now < s+Duration.
 func (w *Window) State(now time.Time) (open bool, at time.Time) {
+	if w.Hours != "" {
+		return w.rangeState(now)
+	}
 	local := now.In(w.loc)
 	s := w.schedule.Next(local.Add(-w.Duration))
 	if !s.After(local) {
 		return true, s.Add(w.Duration)
 	}
 	return false, s
+}
+
+// inRange reports whether the local wall-clock time of t is inside the range form's [start, end).
+func (w *Window) inRange(t time.Time) bool {
+	l := t.In(w.loc)
+	m := l.Hour()*60 + l.Minute()
+	if w.start < w.end {
+		return w.start <= m && m < w.end
+	}
+	return m >= w.start || m < w.end
+}
+
+// rangeState is State for the wall-clock range form: the next change is found minute by minute on the real
+// timeline (at most 25 hours of minutes, a DST day included), so skipped and repeated local hours are handled
+// by the wall clock itself.
+func (w *Window) rangeState(now time.Time) (bool, time.Time) {
+	open := w.inRange(now)
+	t := now.Truncate(time.Minute)
+	for range 25 * 60 {
+		t = t.Add(time.Minute)
+		if w.inRange(t) != open {
+			return open, t
+		}
+	}
+	return open, t
+}
+
+// Describe says the window in words for status reasons: "0 2 * * 6 for 4h0m0s, Europe/Berlin" or
+// "22:00-04:00 Europe/Berlin".
+func (w *Window) Describe() string {
+	if w.Hours != "" {
+		return w.Hours + " " + w.Zone
+	}
+	return fmt.Sprintf("%s for %s, %s", w.Cron, w.Duration, w.Zone)
 }
 
 // ParsePolicyTags reads the policy tags of a group. Every problem is reported.

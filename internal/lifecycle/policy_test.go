@@ -79,3 +79,75 @@ func TestParseWindowRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// Field case C22: a maintenance window "22:00-04:00 Europe/Berlin" (the wall-clock range form) and the cron +
+// duration form, on an ordinary day and on both DST change days of 2026 (Sunday 29 March: 02:00 -> 03:00;
+// Sunday 25 October: 03:00 -> 02:00, the hour 02:00-03:00 passed twice).
+func TestC22MaintenanceWindowAcrossMidnightOnOrdinaryAndDSTDays(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	at := func(y int, m time.Month, d, hh, mm int) time.Time { return time.Date(y, m, d, hh, mm, 0, 0, berlin) }
+	rangeForm, err := ParseWindowTag("22:00-04:00 Europe/Berlin")
+	require.NoError(t, err)
+	cronForm, err := ParseWindowTag("0 22 * * * 6h Europe/Berlin")
+	require.NoError(t, err)
+
+	for _, day := range []struct {
+		name       string
+		night, day time.Time // 23:30 of the evening before, and the morning's date
+	}{
+		{"ordinary day", at(2026, 5, 12, 23, 30), at(2026, 5, 13, 0, 0)},
+		{"spring DST change", at(2026, 3, 28, 23, 30), at(2026, 3, 29, 0, 0)},
+		{"autumn DST change", at(2026, 10, 24, 23, 30), at(2026, 10, 25, 0, 0)},
+	} {
+		t.Run(day.name, func(t *testing.T) {
+			y, m, d := day.day.Date()
+			for _, tc := range []struct {
+				when time.Time
+				open bool
+			}{
+				{day.night, true},
+				{at(y, m, d, 3, 0), true},
+				{at(y, m, d, 3, 59), true},
+				{at(y, m, d, 4, 0), false},
+				{at(y, m, d, 5, 0), false},
+				{at(y, m, d, 21, 59), false},
+			} {
+				open, _ := rangeForm.State(tc.when)
+				require.Equal(t, tc.open, open, "range form at %s", tc.when)
+			}
+			// The range form closes at 04:00 local whatever the night's length.
+			_, closes := rangeForm.State(day.night)
+			require.Equal(t, at(y, m, d, 4, 0), closes.In(berlin))
+
+			// The cron + duration form: 23:30 inside and 05:00 outside on every day; it stays open 6 hours of
+			// elapsed time, so its local end moves with the clock change (documented on Window).
+			open, closes := cronForm.State(day.night)
+			require.True(t, open)
+			open, _ = cronForm.State(at(y, m, d, 5, 0))
+			require.False(t, open, "05:00 is outside")
+			wantEnd := map[string]time.Time{"ordinary day": at(y, m, d, 4, 0), "spring DST change": at(y, m, d, 5, 0),
+				"autumn DST change": at(y, m, d, 3, 0)}[day.name]
+			require.True(t, wantEnd.Equal(closes), "cron form closes at %s, want %s", closes.In(berlin), wantEnd)
+		})
+	}
+
+	// The repeated autumn hour: both passes of 02:30 are inside the range form.
+	first := time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC)  // 02:30 CEST
+	second := time.Date(2026, 10, 25, 1, 30, 0, 0, time.UTC) // 02:30 CET
+	for _, tm := range []time.Time{first, second} {
+		open, _ := rangeForm.State(tm)
+		require.True(t, open, tm.In(berlin).String())
+	}
+	// The skipped spring hour: a range starting at 02:30 opens at 03:00 local that night.
+	late, err := ParseWindowTag("02:30-04:00 Europe/Berlin")
+	require.NoError(t, err)
+	open, opens := late.State(at(2026, 3, 29, 1, 0))
+	require.False(t, open)
+	require.Equal(t, at(2026, 3, 29, 3, 0), opens.In(berlin))
+
+	for _, bad := range []string{"22:00-04:00", "22:00-22:00 UTC", "25:00-04:00 UTC", "22-04 UTC", "22:00-04:00 Mars/Olympus"} {
+		_, err := ParseWindowTag(bad)
+		require.Error(t, err, bad)
+	}
+}

@@ -689,7 +689,7 @@ func (o *Orchestrator) runGate(ctx context.Context, t Target) string {
 	p := t.Policy
 	if w := p.Window; w != nil {
 		if open, at := w.State(o.Clock.Now()); !open {
-			return fmt.Sprintf("maintenance window (%s for %s, %s) closed; opens at %s", w.Cron, w.Duration, w.Zone, at.Format(time.RFC3339))
+			return fmt.Sprintf("maintenance window (%s) closed; opens at %s", w.Describe(), at.Format(time.RFC3339))
 		}
 	}
 	if len(p.Alarms) > 0 && o.Alarms != nil {
