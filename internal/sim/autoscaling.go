@@ -492,6 +492,31 @@ func (a *Account) currentVersion(g *group) (*launchTemplate, *templateVersion) {
 	return t, v
 }
 
+// newInstance records a new EC2 instance of group g launched from template version v, in lifecycle state
+// state (Pending into the group, Warmed:Pending into its warm pool), in the AZ Auto Scaling picks. Callers hold
+// a.mu.
+func (a *Account) newInstance(g *group, t *launchTemplate, v *templateVersion, state string) *instance {
+	inst := &instance{
+		id:           "i-" + a.hex(17),
+		group:        g.name,
+		az:           a.pickAZ(g),
+		imageID:      a.launchImageID(v.imageID), // resolve:ssm: resolved at launch (images.go)
+		instanceType: v.instanceType,
+		ltID:         t.id,
+		ltName:       t.name,
+		ltVersion:    v.number,
+		launchTime:   a.now(),
+		seq:          len(a.instanceOrder) + 1,
+		state:        state,
+		ec2State:     ec2types.InstanceStateNamePending,
+		protected:    g.newProtected,
+		cluster:      g.cluster,
+	}
+	a.instances[inst.id] = inst
+	a.instanceOrder = append(a.instanceOrder, inst.id)
+	return inst
+}
+
 // launch starts one instance for the group. Callers hold a.mu.
 func (a *Account) launch(g *group) *instance {
 	if inst := a.launchFromWarmPool(g); inst != nil { // warmpool.go: a scale out draws on the warm pool first
@@ -505,24 +530,7 @@ func (a *Account) launch(g *group) *instance {
 	if v == nil {
 		return nil
 	}
-	inst := &instance{
-		id:           "i-" + a.hex(17),
-		group:        g.name,
-		az:           a.pickAZ(g),
-		imageID:      a.launchImageID(v.imageID), // resolve:ssm: resolved at launch (images.go)
-		instanceType: v.instanceType,
-		ltID:         t.id,
-		ltName:       t.name,
-		ltVersion:    v.number,
-		launchTime:   a.now(),
-		seq:          len(a.instanceOrder) + 1,
-		state:        string(astypes.LifecycleStatePending),
-		ec2State:     ec2types.InstanceStateNamePending,
-		protected:    g.newProtected,
-		cluster:      g.cluster,
-	}
-	a.instances[inst.id] = inst
-	a.instanceOrder = append(a.instanceOrder, inst.id)
+	inst := a.newInstance(g, t, v, string(astypes.LifecycleStatePending))
 	g.instances = append(g.instances, inst.id)
 	if a.instant {
 		inst.state = string(astypes.LifecycleStateInService)

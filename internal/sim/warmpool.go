@@ -192,24 +192,7 @@ func (a *Account) launchIntoPool(g *group) *instance {
 	if v == nil {
 		return nil
 	}
-	inst := &instance{
-		id:           "i-" + a.hex(17),
-		group:        g.name,
-		az:           a.pickAZ(g),
-		imageID:      a.launchImageID(v.imageID),
-		instanceType: v.instanceType,
-		ltID:         t.id,
-		ltName:       t.name,
-		ltVersion:    v.number,
-		launchTime:   a.now(),
-		seq:          len(a.instanceOrder) + 1,
-		state:        string(astypes.LifecycleStateWarmedPending),
-		ec2State:     ec2types.InstanceStateNamePending,
-		protected:    g.newProtected,
-		cluster:      g.cluster,
-	}
-	a.instances[inst.id] = inst
-	a.instanceOrder = append(a.instanceOrder, inst.id)
+	inst := a.newInstance(g, t, v, string(astypes.LifecycleStateWarmedPending))
 	g.warmPool.instances = append(g.warmPool.instances, inst.id)
 	if a.instant {
 		a.settleInPool(inst, g)
