@@ -126,7 +126,7 @@ the IAM policy it needs.`,
 	f.BoolVar(&publishMetrics, "publish-metrics", false, "publish OutdatedInstances and DaysBehind per group to CloudWatch namespace "+audit.MetricsNamespace)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := audit.CheckFormat(output); err != nil {
-			return err
+			return usage(cmd, err)
 		}
 		ctx := cmd.Context()
 		clients, cw, effective, err := env.connect(ctx, region)

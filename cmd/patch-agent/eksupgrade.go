@@ -126,7 +126,7 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 		"for it plus a quarter of it (clock skew margin); at least 10s (env "+config.EnvLeaseTTL+")")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := outputFormat(output); err != nil {
-			return err
+			return usage(cmd, err)
 		}
 		if err := config.ValidateLeaseTTL(leaseTTL); err != nil {
 			return err

@@ -27,7 +27,11 @@ refresh) — they protect running tasks and their lifecycle actions are complete
 still apply.
 
 A second pause of the same scope replaces the first. --until ends the pause by itself; without it the pause
-lasts until ` + "`patch-agent resume`" + `.`,
+lasts until ` + "`patch-agent resume`" + `.
+
+--group is confirmed first: Auto Scaling must know the group and it must carry the tag
+patch-agent/enabled=true (a group opted in that the agent has no record of yet may be paused); with
+--state-file the file must hold its rollout record. A misspelt name fails and pauses nothing.`,
 		Example: `  # stop everything during an incident
   patch-agent pause --reason "incident 4711: ECS control plane errors" --table patch-agent --region eu-west-1
 
@@ -48,7 +52,7 @@ lasts until ` + "`patch-agent resume`" + `.`,
 			return err
 		}
 		if strings.TrimSpace(reason) == "" {
-			return errors.New(`--reason is required: say why the agent is paused, e.g. --reason "incident 4711" (it is shown in status and logs)`)
+			return usage(cmd, errors.New(`--reason is required: say why the agent is paused, e.g. --reason "incident 4711" (it is shown in status and logs)`))
 		}
 		if err := requireWho(cmd, who); err != nil {
 			return err
@@ -56,12 +60,17 @@ lasts until ` + "`patch-agent resume`" + `.`,
 		now := time.Now()
 		end, err := parseUntil(until, now)
 		if err != nil {
-			return err
+			return usage(cmd, err)
 		}
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)
 		if err != nil {
 			return err
+		}
+		if group != "" {
+			if err := s.confirmGroup(ctx, group); err != nil {
+				return err
+			}
 		}
 		if err := operator.Pause(ctx, s, group, reason, who, end, now); err != nil {
 			return err
@@ -84,7 +93,7 @@ lasts until ` + "`patch-agent resume`" + `.`,
 		fmt.Fprintf(out, "Undo with: %s\n", resume)
 		if group != "" {
 			if _, err := s.GetRollout(ctx, group); errors.Is(err, state.ErrNotFound) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "patch-agent: notice: %s has no rollout record yet; the pause applies once the agent manages it (is the name right?)\n", group)
+				fmt.Fprintf(out, "%s is opted in but has no rollout record yet: the pause applies from the agent's first tick on it.\n", group)
 			}
 		}
 		return nil
@@ -96,7 +105,7 @@ lasts until ` + "`patch-agent resume`" + `.`,
 // an empty value is a mistake (an unset shell variable) that must not widen the command to every group.
 func requireGroupIfGiven(cmd *cobra.Command, group, omitted string) error {
 	if cmd.Flags().Changed("group") && strings.TrimSpace(group) == "" {
-		return fmt.Errorf("--group is empty; omit it to %s", omitted)
+		return usage(cmd, fmt.Errorf("--group is empty; omit it to %s", omitted))
 	}
 	return nil
 }
@@ -127,8 +136,9 @@ func newResumeCommand() *cobra.Command {
 		Long: `Deletes a pause lock written by ` + "`patch-agent pause`" + `: the global one, or one group's with --group. Rollouts
 continue at the agent's next tick from the step they were held before. A group's own pause and the global
 pause are separate: resuming one leaves the other in place — after resume --group, a group the global pause
-still holds stays paused, and the output says so. Resuming a scope that is not paused prints a notice and
-exits 0.`,
+still holds stays paused, and the output says so. Resuming a scope that is not paused says "nothing to
+resume" and exits 0; resuming --group of a group that is not paused and that Auto Scaling does not know
+(with --state-file: that has no rollout record) fails, as a misspelt name.`,
 		Example: `  patch-agent resume --table patch-agent --region eu-west-1
   patch-agent resume --group prod-ecs-asg`,
 		Args: cobra.NoArgs,
@@ -146,7 +156,14 @@ exits 0.`,
 		}
 		err = operator.Resume(ctx, s, group)
 		if errors.Is(err, operator.ErrNotPaused) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "patch-agent: notice: %v\n", err)
+			// A lock of a group that is gone can still be lifted (above); nothing paused and no such group is
+			// a misspelt name.
+			if group != "" {
+				if cerr := s.confirmGroup(ctx, group); cerr != nil {
+					return cerr
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "nothing to resume: %v\n", err)
 			return nil
 		}
 		if err != nil {

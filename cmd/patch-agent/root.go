@@ -29,5 +29,6 @@ Try it without an AWS account:  patch-agent demo`,
 	root.AddCommand(newRunCommand(), newDemoCommand(), newMessageCommand(), newStatusCommand(), newHistoryCommand(),
 		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRollbackCommand(), newAuditCommand(),
 		newVersionCommand(), newEKSCommand(), newHealthcheckCommand())
+	markUsageErrors(root)
 	return root
 }

@@ -58,10 +58,10 @@ otherwise a new table is printed each time; with --output json one JSON array pe
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "time between two redraws with --watch (at least 1s)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := outputFormat(output); err != nil {
-			return err
+			return usage(cmd, err)
 		}
 		if watch && interval < minWatchInterval {
-			return fmt.Errorf("--interval %s is below %s", interval, minWatchInterval)
+			return usage(cmd, fmt.Errorf("--interval %s is below %s", interval, minWatchInterval))
 		}
 		group := ""
 		if len(args) == 1 {
@@ -163,7 +163,7 @@ entry's fields as stored (and as --output json prints them).`,
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := outputFormat(output); err != nil {
-			return err
+			return usage(cmd, err)
 		}
 		s, err := stores.open(cmd.Context())
 		if err != nil {

@@ -15,10 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/spf13/cobra"
 
 	"github.com/patch-agent/patch-agent/internal/config"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -51,6 +53,32 @@ type openedStore struct {
 	// mem and path are set for a state file.
 	mem  *state.Memory
 	path string
+	// groups confirms group names with Auto Scaling; nil for a state file.
+	groups operator.GroupsAPI
+}
+
+// confirmGroup fails when group names no group the agent could act on, so that a misspelt name cannot leave
+// the fleet rolling. With the agent's table, Auto Scaling must know the group and it must carry the opt-in
+// tag (operator.ConfirmGroup), rollout record or not; a state file has no Auto Scaling behind it, so it must
+// hold the group's rollout record. Errors wrap operator.ErrUnknownGroup or operator.ErrNotOptedIn.
+func (s *openedStore) confirmGroup(ctx context.Context, group string) error {
+	if s.groups != nil {
+		return operator.ConfirmGroup(ctx, s.groups, group)
+	}
+	_, err := s.GetRollout(ctx, group)
+	if !errors.Is(err, state.ErrNotFound) {
+		return err
+	}
+	var known []string
+	if rs, lerr := s.ListRollouts(ctx); lerr == nil {
+		for _, r := range rs {
+			known = append(known, r.Group)
+		}
+	}
+	if len(known) == 0 {
+		return fmt.Errorf("%w named %s in %s: it holds no rollout record", operator.ErrUnknownGroup, group, s.where)
+	}
+	return fmt.Errorf("%w named %s in %s (it holds: %s)", operator.ErrUnknownGroup, group, s.where, strings.Join(known, ", "))
 }
 
 // errNoStore is returned when neither --table nor --state-file says which store to use.
@@ -63,7 +91,7 @@ func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
 	explicitTable := f.cmd.Flags().Changed("table")
 	switch {
 	case f.stateFile != "" && explicitTable:
-		return nil, errors.New("--table and --state-file are exclusive: use the agent's DynamoDB table or a state file, not both")
+		return nil, usage(f.cmd, errors.New("--table and --state-file are exclusive: use the agent's DynamoDB table or a state file, not both"))
 	case f.stateFile != "":
 		mem, err := loadSnapshot(f.stateFile)
 		if err != nil {
@@ -71,7 +99,7 @@ func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
 		}
 		return &openedStore{Store: mem, where: "state file " + f.stateFile, mem: mem, path: f.stateFile}, nil
 	case strings.TrimSpace(f.table) == "":
-		return nil, errNoStore
+		return nil, usage(f.cmd, errNoStore)
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(f.region),
 		awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }))
@@ -82,7 +110,7 @@ func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
 		return nil, fmt.Errorf("--region (or %s) is required with --table: the region of table %s", config.EnvRegion, f.table)
 	}
 	return &openedStore{Store: state.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), f.table),
-		where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region)}, nil
+		where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region), groups: autoscaling.NewFromConfig(awsCfg)}, nil
 }
 
 // reload re-reads a state file (a watch sees the file as it changes); a DynamoDB store always reads fresh.
@@ -180,9 +208,9 @@ func requireWho(cmd *cobra.Command, who string) error {
 	case strings.TrimSpace(who) != "":
 		return nil
 	case cmd.Flags().Changed("who"):
-		return errors.New("--who is empty: say who is acting (e.g. --who alice@example.com); it is recorded with the change")
+		return usage(cmd, errors.New("--who is empty: say who is acting (e.g. --who alice@example.com); it is recorded with the change"))
 	}
-	return errors.New("--who is required: $USER is not set, so say who is acting (e.g. --who alice@example.com)")
+	return usage(cmd, errors.New("--who is required: $USER is not set, so say who is acting (e.g. --who alice@example.com)"))
 }
 
 // errNoGroup is the error of a command that needs a GROUP argument and got none.

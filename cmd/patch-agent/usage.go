@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// exitUsage is the exit status of a usage error: a mistake in how a command was called (an unknown command
+// or flag, a missing or malformed argument), told apart from a failure of the work itself (status 1).
+const exitUsage = 2
+
+// usageError is a mistake in how a command was called. It prints as the mistake alone; main adds the
+// one-line hint naming the command's --help and exits with status 2.
+type usageError struct {
+	path string // the command's path, "patch-agent pause"
+	err  error
+}
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usage marks err (nil stays nil) as a usage error of cmd.
+func usage(cmd *cobra.Command, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return usageError{path: cmd.CommandPath(), err: err}
+}
+
+// markUsageErrors makes the flag errors and argument errors of root and every command below it usage errors.
+func markUsageErrors(root *cobra.Command) {
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usage(cmd, err) })
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if args := c.Args; args != nil {
+			c.Args = func(cmd *cobra.Command, a []string) error { return usage(cmd, args(cmd, a)) }
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// report prints err to stderr the way main does and returns the exit status: 2 with a hint for a usage
+// error (and for cobra's "unknown command"), the code of an exitError, else 1.
+func report(stderr io.Writer, err error) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "patch-agent:", err)
+	var ue usageError
+	var ee exitError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", ue.path)
+		return exitUsage
+	case strings.HasPrefix(err.Error(), "unknown command "):
+		fmt.Fprintln(stderr, "Run 'patch-agent --help' for the commands.")
+		return exitUsage
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return 1
+}
