@@ -16,6 +16,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/sim"
@@ -117,8 +118,9 @@ func TestEKSUpgradeWaitsForApproveThenResumesFromTheStateFile(t *testing.T) {
 
 	res = run(t, "history", "eks:"+demo.EKSCluster, "--state-file", file, "--output", "json")
 	require.NoError(t, res.err, res.stderr)
-	var hist []state.HistoryEntry
-	require.NoError(t, json.Unmarshal([]byte(res.stdout), &hist))
+	var doc operator.HistoryDocument
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
+	hist := doc.Entries
 	require.GreaterOrEqual(t, len(hist), 15)
 	require.Equal(t, "approved", hist[2].Event)
 	require.Contains(t, hist[2].Detail, "by tester@")

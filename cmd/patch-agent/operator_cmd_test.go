@@ -64,8 +64,10 @@ func status(t *testing.T, file string) operator.StatusRow {
 	t.Helper()
 	res := run(t, "status", "--state-file", file, "--output", "json")
 	require.NoError(t, res.err, res.stderr)
-	var rows []operator.StatusRow
-	require.NoError(t, json.Unmarshal([]byte(res.stdout), &rows), res.stdout)
+	var doc operator.StatusDocument
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
+	require.Equal(t, operator.SchemaVersion, doc.SchemaVersion)
+	rows := doc.Groups
 	require.NotEmpty(t, rows)
 	if len(rows) == 1 {
 		return rows[0]
@@ -112,19 +114,23 @@ func TestHistoryOfTheDemoState(t *testing.T) {
 	file := demoState(t)
 	res := run(t, "history", demo.GroupName, "--state-file", file, "--output", "json")
 	require.NoError(t, res.err, res.stderr)
-	var hist []state.HistoryEntry
-	require.NoError(t, json.Unmarshal([]byte(res.stdout), &hist))
+	var doc operator.HistoryDocument
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
+	hist := doc.Entries
 	var events []string
 	for _, e := range hist {
 		events = append(events, e.Event)
 	}
 	require.Equal(t, []string{"detected", "completed"}, events)
-	require.Equal(t, demo.ImageB, hist[1].NewImage)
+	require.Equal(t, demo.ImageB, hist[1].NewImageID)
 
 	res = run(t, "history", demo.GroupName, "--state-file", file)
 	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "completed")
 	require.Contains(t, res.stdout, "3 instance(s) replaced")
+	res = run(t, "history", demo.GroupName, "-o", "wide", "--state-file", file)
+	require.NoError(t, res.err)
+	require.Contains(t, res.stdout, "/golden-ami/ecs/al2023 (version 2)  3 instance(s) replaced")
 }
 
 func TestPauseThenStatusShowsPausedAndResumeClearsIt(t *testing.T) {
@@ -238,7 +244,7 @@ func TestCommandErrors(t *testing.T) {
 		{"both stores", []string{"status", "--table", "t", "--state-file", file}, "--table and --state-file are exclusive"},
 		{"missing state file", []string{"status", "--state-file", filepath.Join(t.TempDir(), "nope.json")}, "does not exist: write one with `patch-agent demo --state-file"},
 		{"unknown group", []string{"status", "nope", "--state-file", file}, "no rollout record for group nope"},
-		{"bad output", []string{"status", "--output", "yaml", "--state-file", file}, `--output "yaml": want table or json`},
+		{"bad output", []string{"status", "--output", "yaml", "--state-file", file}, `--output "yaml": want table, wide or json`},
 		{"history needs a group", []string{"history", "--state-file", file}, "GROUP is required: the Auto Scaling group name (see patch-agent status)"},
 		{"rollback to the current AMI", []string{"rollback", demo.GroupName, "--to", demo.ImageB, "--yes", "--state-file", file}, "already targets"},
 		{"approve an unknown group", []string{"approve", "nope", "--state-file", file}, "no rollout record for group nope"},

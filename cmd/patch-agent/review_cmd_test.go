@@ -317,6 +317,9 @@ func TestStatusShowsBothPausesAndResumeOfTheGroupSaysTheGlobalOneHolds(t *testin
 	require.Equal(t, "group "+demo.GroupName, row.GroupPause.Scope)
 	res := run(t, "status", demo.GroupName, "--state-file", file)
 	require.NoError(t, res.err)
+	require.Contains(t, res.stdout, "global+group", "the default table names both scopes")
+	res = run(t, "status", demo.GroupName, "-o", "wide", "--state-file", file)
+	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "global by alice: incident; also group "+demo.GroupName+" by bob: game day")
 
 	res = run(t, "resume", "-g", demo.GroupName, "--state-file", file)
@@ -358,12 +361,12 @@ func TestApproveOfAWaitingGroupIsInTheHistory(t *testing.T) {
 
 	res = run(t, "history", demo.GroupName, "--state-file", file, "--output", "json")
 	require.NoError(t, res.err)
-	var hist []state.HistoryEntry
-	require.NoError(t, json.Unmarshal([]byte(res.stdout), &hist))
-	last := hist[len(hist)-1]
+	var doc operator.HistoryDocument
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
+	last := doc.Entries[len(doc.Entries)-1]
 	require.Equal(t, operator.HistoryApproved, last.Event)
 	require.Equal(t, "carol", last.Detail)
-	require.Equal(t, demo.ImageB, last.NewImage)
+	require.Equal(t, demo.ImageB, last.NewImageID)
 }
 
 // 10. message needs a subcommand.
@@ -439,7 +442,8 @@ func TestHistoryOfARollbackReadsFromTheFailedAMI(t *testing.T) {
 	res = run(t, "history", demo.GroupName, "--state-file", file)
 	require.NoError(t, res.err)
 	lines := strings.Split(res.stdout, "\n")
-	require.Regexp(t, `EVENT +FROM → TO +PREVIOUS AMI`, lines[0])
+	require.Regexp(t, `EVENT +FROM → TO +DETAIL`, lines[0])
+	require.NotContains(t, lines[0], "PREVIOUS AMI", "each AMI once")
 	seen := map[string]bool{}
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)

@@ -25,10 +25,12 @@ func newStatusCommand() *cobra.Command {
 		Use:   "status [GROUP]",
 		Short: "Show each managed group's rollout: phase, step, AMIs, instances on target, pause",
 		Long: `Prints one line per managed Auto Scaling group (or only GROUP) from the agent's state: the rollout
-phase and replacement step, the target and previous AMI and when the target was detected, how many
-instances run the target AMI (ON TARGET) and how many do not (OTHER), the instance being replaced and its
-replacement, the pause that holds the group (a global pause holds every group), and the reason the rollout
-waits, halted or rolled back. It reads only the state table: the counts are those the agent last observed
+phase and replacement step, how many instances run the target AMI (ON TARGET), the target AMI, the scope
+of the pause that holds the group (a global pause holds every group), and the reason the rollout waits,
+halted or rolled back — in 120 columns, the reason cut to fit. -o wide adds the cluster, the instances not
+on target (OTHER), the previous AMI and when the target was detected, the instance being replaced and its
+replacement, who paused and why, and the warning. -o json prints {"schemaVersion": 1, "groups": [...]}
+with every field present (null for a time or a pause that is not set). It reads only the state table: the counts are those the agent last observed
 (it writes them when they change), so status needs no Auto Scaling or EC2 permission.
 
 Reasons: "paused (...) by WHO since T: WHY; next step: ..." — a pause holds the rollout before that step;
@@ -38,12 +40,12 @@ Reasons: "paused (...) by WHO since T: WHY; next step: ..." — a pause holds th
 docs/operations.md explains each.
 
 --watch redraws every --interval until Ctrl-C (the screen is cleared only when stdout is a terminal;
-otherwise a new table is printed each time; with --output json one JSON array per line).`,
+otherwise a new table is printed each time; with --output json one JSON document per line).`,
 		Example: `  # every group, from the agent's table
   patch-agent status --table patch-agent --region eu-west-1
 
   # one group as JSON
-  patch-agent status prod-ecs-asg --output json | jq '.[0] | {phase, step, onTarget, instances, reason}'
+  patch-agent status prod-ecs-asg --output json | jq '.groups[0] | {phase, step, onTarget, instances, reason}'
 
   # follow a rollout live
   patch-agent status prod-ecs-asg --watch --interval 5s
@@ -53,11 +55,11 @@ otherwise a new table is printed each time; with --output json one JSON array pe
 		Args: cobra.MaximumNArgs(1),
 	}
 	stores := addStoreFlags(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits 120 columns), wide (every column) or json")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every --interval until Ctrl-C")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "time between two redraws with --watch (at least 1s)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := outputFormat(output); err != nil {
+		if err := outputFormatWide(output); err != nil {
 			return usage(cmd, err)
 		}
 		if watch && interval < minWatchInterval {
@@ -92,17 +94,20 @@ otherwise a new table is printed each time; with --output json one JSON array pe
 func printStatus(out io.Writer, output string, rows []operator.StatusRow, watching bool) error {
 	switch {
 	case output == "json" && watching:
-		b, err := json.Marshal(rows)
+		b, err := json.Marshal(operator.NewStatusDocument(rows))
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintln(out, string(b))
 		return err
 	case output == "json":
-		return writeJSON(out, rows)
+		return writeJSON(out, operator.NewStatusDocument(rows))
 	case len(rows) == 0:
 		_, err := fmt.Fprintln(out, "no rollout recorded yet: the agent writes one per managed group on its first reconcile tick")
 		return err
+	case output == "wide":
+		operator.RenderWideTable(out, rows)
+		return nil
 	}
 	operator.RenderTable(out, rows)
 	return nil
@@ -153,16 +158,17 @@ func newHistoryCommand() *cobra.Command {
 		Long: `Prints the AMI history of one Auto Scaling group, oldest first: every new AMI the agent detected (with the
 SSM parameter and its version), every rollout that completed, halted or was rolled back, every manual
 rollback (with who asked for it) and every approval. FROM → TO reads in the direction of each event — for
-rolling-back and rolled-back from the failed AMI to the restored one; PREVIOUS AMI and NEW AMI are the
-entry's fields as stored (and as --output json prints them).`,
+rolling-back and rolled-back from the failed AMI to the restored one. -o wide shows PREVIOUS AMI and NEW AMI
+instead, the entry's fields as stored; -o json prints {"schemaVersion": 1, "group": ..., "entries": [...]},
+each entry with both (fromImageId/toImageId and previousImageId/newImageId).`,
 		Example: `  patch-agent history prod-ecs-asg --table patch-agent --region eu-west-1
-  patch-agent history prod-ecs-asg --output json | jq -r '.[] | select(.event == "completed") | .newImageId'`,
+  patch-agent history prod-ecs-asg --output json | jq -r '.entries[] | select(.event == "completed") | .newImageId'`,
 		Args: groupArg,
 	}
 	stores := addStoreFlags(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits 120 columns), wide (every column) or json")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := outputFormat(output); err != nil {
+		if err := outputFormatWide(output); err != nil {
 			return usage(cmd, err)
 		}
 		s, err := stores.open(cmd.Context())
@@ -176,9 +182,12 @@ entry's fields as stored (and as --output json prints them).`,
 		out := cmd.OutOrStdout()
 		switch {
 		case output == "json":
-			return writeJSON(out, hist)
+			return writeJSON(out, operator.NewHistoryDocument(args[0], hist))
 		case len(hist) == 0:
 			fmt.Fprintf(out, "no history for %s yet: the agent records one when it detects a new AMI\n", args[0])
+			return nil
+		case output == "wide":
+			operator.RenderWideHistory(out, hist)
 			return nil
 		}
 		operator.RenderHistory(out, hist)

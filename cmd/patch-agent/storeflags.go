@@ -253,6 +253,16 @@ func outputFormat(s string) error {
 	return fmt.Errorf("--output %q: want table or json", s)
 }
 
+// outputFormatWide validates --output of the commands that also print a wide table (every column, nothing
+// cut to the 120 columns of the default table).
+func outputFormatWide(s string) error {
+	switch s {
+	case "table", "wide", "json":
+		return nil
+	}
+	return fmt.Errorf("--output %q: want table, wide or json", s)
+}
+
 // writeJSON writes v as indented JSON.
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)

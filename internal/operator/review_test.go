@@ -185,7 +185,12 @@ func TestRenderHistoryReadsEachEventInItsDirection(t *testing.T) {
 	require.Equal(t, amiB+" → "+amiA, cell(lines[4]), "manual-rollback")
 	require.Equal(t, "- → "+amiC, cell(lines[5]), "approved: only the AMI approved")
 	require.Contains(t, lines[6], "max-not-restored  -  ", "no AMI: a dash")
-	require.Contains(t, lines[2], amiA+"  "+amiB, "PREVIOUS AMI and NEW AMI stay as stored")
+	require.NotContains(t, lines[0], "PREVIOUS AMI", "the direction is shown once")
+
+	buf.Reset()
+	operator.RenderWideHistory(&buf, []state.HistoryEntry{{Group: "prod", At: now, Event: "rolling-back", PreviousImage: amiA, NewImage: amiB, Source: "/p", SourceVersion: 3}})
+	require.NotContains(t, buf.String(), "PREVIOUS AMI", "wide adds the source, not the AMIs a second time")
+	require.Contains(t, buf.String(), amiB+" → "+amiA+"  /p (version 3)")
 }
 
 func TestRenderTableShowsTheGroupPauseBehindTheGlobalOne(t *testing.T) {
@@ -198,7 +203,7 @@ func TestRenderTableShowsTheGroupPauseBehindTheGlobalOne(t *testing.T) {
 	require.Equal(t, "global", rows[0].Paused.Scope)
 	require.Equal(t, "group prod", rows[0].GroupPause.Scope)
 	var buf bytes.Buffer
-	operator.RenderTable(&buf, rows)
+	operator.RenderWideTable(&buf, rows)
 	require.Contains(t, buf.String(), "global by alice: incident; also group prod by bob until 2026-11-30T10:00:00Z: game day")
 
 	require.NoError(t, m.DeleteLock(ctx, state.GlobalScope))

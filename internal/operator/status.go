@@ -13,49 +13,51 @@ import (
 )
 
 // StatusRow is one target's line of `patch-agent status`, read from its rollout record and the pause locks
-// only (no AWS call): the counts are those the agent last observed.
+// only (no AWS call): the counts are those the agent last observed. As JSON every field is always present:
+// "" for a string that is not set, null for a time, an instance or a pause that is not (MarshalJSON).
 type StatusRow struct {
 	Group    string `json:"group"`
 	Platform string `json:"platform"`
-	Cluster  string `json:"cluster,omitempty"`
+	Cluster  string `json:"cluster"`
 	// TargetImageID is the AMI the group is (being) rolled to; PreviousImageID the one before it.
-	TargetImageID   string `json:"targetImageId,omitempty"`
-	PreviousImageID string `json:"previousImageId,omitempty"`
+	TargetImageID   string `json:"targetImageId"`
+	PreviousImageID string `json:"previousImageId"`
 	// ChangedAt is when the agent detected the current target (the record's DetectedAt).
-	ChangedAt time.Time `json:"changedAt,omitzero"`
+	ChangedAt time.Time `json:"changedAt"`
 	// Instances counts the group's instances, OnTarget those running TargetImageID, Other the rest.
 	Instances int         `json:"instances"`
 	OnTarget  int         `json:"onTarget"`
 	Other     int         `json:"other"`
 	Phase     state.Phase `json:"phase"`
 	// Step is the replacement step when Phase is Replacing and an instance is being replaced.
-	Step            state.Step       `json:"step,omitempty"`
-	CurrentInstance *CurrentInstance `json:"currentInstance,omitempty"`
+	Step            state.Step       `json:"step"`
+	CurrentInstance *CurrentInstance `json:"currentInstance"`
 	// Reason says why the rollout waits, halted or rolled back; "paused ..." while a pause holds it.
-	Reason string `json:"reason,omitempty"`
+	Reason string `json:"reason"`
 	// Warning is a standing problem of the group's configuration (e.g. no terminating lifecycle hook).
-	Warning string `json:"warning,omitempty"`
+	Warning string `json:"warning"`
 	// Paused is the pause lock that holds the group now (the global one first), nil when not paused.
-	Paused *PauseInfo `json:"paused,omitempty"`
+	Paused *PauseInfo `json:"paused"`
 	// GroupPause is the group's own pause lock when the global pause (Paused) holds the group too: it keeps
 	// holding the group after the global pause is lifted. nil otherwise.
-	GroupPause *PauseInfo `json:"groupPause,omitempty"`
-	UpdatedAt  time.Time  `json:"updatedAt,omitzero"`
+	GroupPause *PauseInfo `json:"groupPause"`
+	UpdatedAt  time.Time  `json:"updatedAt"`
 }
 
 // CurrentInstance is the instance being replaced and its replacement, once launched.
 type CurrentInstance struct {
 	Old string `json:"oldInstanceId"`
-	New string `json:"newInstanceId,omitempty"`
+	New string `json:"newInstanceId"`
 }
 
-// PauseInfo is an active pause lock as status shows it. Scope is "global" or "group <name>".
+// PauseInfo is an active pause lock as status shows it. Scope is "global" or "group <name>". As JSON, until
+// is null for a pause without an end.
 type PauseInfo struct {
 	Scope  string    `json:"scope"`
 	Who    string    `json:"who"`
 	Reason string    `json:"reason"`
 	Since  time.Time `json:"since"`
-	Until  time.Time `json:"until,omitzero"`
+	Until  time.Time `json:"until"`
 }
 
 // ActivePause returns the lock that pauses group at now — the global lock first, then the group's own,
@@ -128,11 +130,40 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 	return rows, nil
 }
 
-// RenderTable writes rows as a table aligned with text/tabwriter, one line per group, "-" for empty
-// values, times in UTC (RFC 3339). Write errors of w are not reported (it is a terminal or a pipe).
+// TableWidth is the width in columns the default tables of status and history fit (a terminal of 120
+// columns): a longer line is cut at the end with "…", and -o wide prints every column in full.
+const TableWidth = 120
+
+// RenderTable writes rows as the default status table, aligned with text/tabwriter, one line per group, each
+// line at most TableWidth runes: GROUP, PLATFORM, PHASE, STEP, ON TARGET (on target/instances), TARGET AMI,
+// PAUSED (the scope: global, group, or global+group when the group's own pause is behind the global one) and
+// REASON (cut to fit). "-" for empty values. RenderWideTable has the rest. Write errors of w are not
+// reported (it is a terminal or a pipe).
 func RenderTable(w io.Writer, rows []StatusRow) {
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tPLATFORM\tPHASE\tSTEP\tON TARGET\tTARGET AMI\tPAUSED\tREASON")
+	for _, r := range rows {
+		paused := ""
+		if r.Paused != nil {
+			paused, _, _ = strings.Cut(r.Paused.Scope, " ")
+			if r.GroupPause != nil {
+				paused += "+group"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.Group, dash(r.Platform), dash(string(r.Phase)),
+			dash(string(r.Step)), r.OnTarget, r.Instances, dash(r.TargetImageID), dash(paused), dash(oneLine(r.Reason)))
+	}
+	_ = tw.Flush()
+	writeFitted(w, buf.String())
+}
+
+// RenderWideTable writes rows as the table of `status -o wide`: every column, nothing cut — GROUP,
+// PLATFORM, CLUSTER, PHASE, STEP, ON TARGET, OTHER, TARGET AMI, PREVIOUS AMI, CHANGED, CURRENT (old -> new
+// instance), PAUSED (scope, who, until, why), UPDATED, REASON, WARNING; times in UTC (RFC 3339).
+func RenderWideTable(w io.Writer, rows []StatusRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tPLATFORM\tCLUSTER\tPHASE\tSTEP\tON TARGET\tOTHER\tTARGET AMI\tPREVIOUS AMI\tCHANGED\tCURRENT\tPAUSED\tUPDATED\tREASON")
+	fmt.Fprintln(tw, "GROUP\tPLATFORM\tCLUSTER\tPHASE\tSTEP\tON TARGET\tOTHER\tTARGET AMI\tPREVIOUS AMI\tCHANGED\tCURRENT\tPAUSED\tUPDATED\tREASON\tWARNING")
 	for _, r := range rows {
 		current := ""
 		if c := r.CurrentInstance; c != nil {
@@ -142,12 +173,26 @@ func RenderTable(w io.Writer, rows []StatusRow) {
 		if r.GroupPause != nil {
 			paused += "; also " + pauseCell(r.GroupPause)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, dash(r.Platform), dash(r.Cluster),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, dash(r.Platform), dash(r.Cluster),
 			dash(string(r.Phase)), dash(string(r.Step)), r.OnTarget, r.Instances, r.Other, dash(r.TargetImageID),
 			dash(r.PreviousImageID), dash(timeCell(r.ChangedAt)), dash(current), dash(paused), dash(timeCell(r.UpdatedAt)),
-			dash(oneLine(r.Reason)))
+			dash(oneLine(r.Reason)), dash(oneLine(r.Warning)))
 	}
 	_ = tw.Flush()
+}
+
+// writeFitted writes the lines of table to w, each cut to TableWidth runes (the last one "…").
+func writeFitted(w io.Writer, table string) {
+	for _, line := range strings.SplitAfter(table, "\n") {
+		if line == "" {
+			continue
+		}
+		text := strings.TrimRight(strings.TrimSuffix(line, "\n"), " ")
+		if r := []rune(text); len(r) > TableWidth {
+			text = string(r[:TableWidth-1]) + "…"
+		}
+		fmt.Fprintln(w, text)
+	}
 }
 
 // pauseCell is a pause as the PAUSED column shows it: "SCOPE by WHO[ until T]: WHY", "" for nil.
@@ -180,25 +225,46 @@ func History(ctx context.Context, store state.Store, group string) ([]state.Hist
 	return hist, nil
 }
 
-// RenderHistory writes history entries as a table aligned with text/tabwriter, times in UTC (RFC 3339).
-// FROM → TO reads in the direction of each entry's event (EventDirection); PREVIOUS AMI and NEW AMI are the
-// entry's fields as stored. Write errors of w are not reported.
+// RenderHistory writes history entries as the default history table, aligned with text/tabwriter, each
+// line at most TableWidth runes, times in UTC (RFC 3339): AT, EVENT, FROM → TO (read in the direction of the
+// event, EventDirection) and DETAIL (cut to fit). RenderWideHistory adds the SSM parameter. The AMIs as
+// stored (previous, new) are in the JSON. Write errors of w are not reported.
 func RenderHistory(w io.Writer, entries []state.HistoryEntry) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AT\tEVENT\tFROM → TO\tPREVIOUS AMI\tNEW AMI\tSOURCE\tDETAIL")
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tEVENT\tFROM → TO\tDETAIL")
 	for _, e := range entries {
-		source := e.Source
-		if source != "" && e.SourceVersion > 0 {
-			source += fmt.Sprintf(" (version %d)", e.SourceVersion)
-		}
-		direction := ""
-		if from, to := EventDirection(e); from != "" || to != "" {
-			direction = dash(from) + " → " + dash(to)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", timeCell(e.At), e.Event, dash(direction), dash(e.PreviousImage),
-			dash(e.NewImage), dash(source), dash(oneLine(e.Detail)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", timeCell(e.At), e.Event, directionCell(e), dash(oneLine(e.Detail)))
 	}
 	_ = tw.Flush()
+	writeFitted(w, buf.String())
+}
+
+// RenderWideHistory writes history entries as the table of `history -o wide`, nothing cut: AT, EVENT,
+// FROM → TO, SOURCE (the SSM parameter and its version), DETAIL.
+func RenderWideHistory(w io.Writer, entries []state.HistoryEntry) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tEVENT\tFROM → TO\tSOURCE\tDETAIL")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", timeCell(e.At), e.Event, directionCell(e), dash(sourceCell(e)), dash(oneLine(e.Detail)))
+	}
+	_ = tw.Flush()
+}
+
+// directionCell is "FROM → TO" of an entry, "-" for a side it does not name, "-" when it names none.
+func directionCell(e state.HistoryEntry) string {
+	if from, to := EventDirection(e); from != "" || to != "" {
+		return dash(from) + " → " + dash(to)
+	}
+	return "-"
+}
+
+// sourceCell is the SSM parameter of an entry and its version: "/aws/service/... (version 4)".
+func sourceCell(e state.HistoryEntry) string {
+	if e.Source != "" && e.SourceVersion > 0 {
+		return e.Source + fmt.Sprintf(" (version %d)", e.SourceVersion)
+	}
+	return e.Source
 }
 
 // EventDirection returns the AMIs an entry's event moves the group from and to. Every event reads as

@@ -84,7 +84,7 @@ func TestRenderTableAlignsColumns(t *testing.T) {
 	rows, err := operator.Status(context.Background(), m, "", now)
 	require.NoError(t, err)
 	var buf bytes.Buffer
-	operator.RenderTable(&buf, rows)
+	operator.RenderWideTable(&buf, rows)
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
 	require.Len(t, lines, 3)
 	header := lines[0]
@@ -139,7 +139,7 @@ func TestHistory(t *testing.T) {
 
 func TestRenderHistory(t *testing.T) {
 	var buf bytes.Buffer
-	operator.RenderHistory(&buf, []state.HistoryEntry{
+	operator.RenderWideHistory(&buf, []state.HistoryEntry{
 		{Group: "prod", At: now, Event: "detected", PreviousImage: amiA, NewImage: amiB, Source: "/golden/ecs", SourceVersion: 4},
 		{Group: "prod", At: now.Add(time.Hour), Event: "manual-rollback", PreviousImage: amiB, NewImage: amiA, Detail: "alice"},
 	})
