@@ -118,7 +118,8 @@ directory must be writable, which is checked before the demo runs.`,
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), string(b))
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "wall time %s\n", time.Since(began).Round(time.Millisecond))
+				// On stderr: stdout is the same from run to run (held by a golden test).
+				fmt.Fprintf(cmd.ErrOrStderr(), "wall time %s\n", time.Since(began).Round(time.Millisecond))
 			}
 			for _, g := range s.Groups {
 				if g.State != s.Expected {

@@ -100,6 +100,18 @@ yes; Ctrl-C aborts and writes nothing); when standard input is not a terminal, -
 	return cmd
 }
 
+// drainWords names the drain of a platform: the container instance set to DRAINING (ECS), the node cordoned
+// and its pods evicted (EKS).
+func drainWords(platform string) string {
+	switch platform {
+	case "ecs":
+		return "drain (container instance DRAINING)"
+	case "eks":
+		return "drain (node cordoned, pods evicted under their PodDisruptionBudgets)"
+	}
+	return "drain"
+}
+
 // stdinIsTerminal decides whether rollback may ask for confirmation; tests replace it.
 var stdinIsTerminal = isTerminal
 
@@ -113,11 +125,11 @@ func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 	switch {
 	case p.Instances > 0 && p.OnFrom >= p.Instances:
 		fmt.Fprintf(w, "  %d of the group's %d instance(s) run %s (as last observed); each is replaced by one on %s,\n", p.OnFrom, p.Instances, p.From, p.To)
-		fmt.Fprintln(w, "  one at a time: surge, healthy replacement, drain (DRAINING), terminate.")
+		fmt.Fprintf(w, "  one at a time: surge, healthy replacement, %s, terminate.\n", drainWords(p.Platform))
 	case p.Instances > 0:
 		fmt.Fprintf(w, "  as far as the record knows (last observed), %d of the group's %d instance(s) run %s and %d run another AMI (the record does not say which);\n",
 			p.OnFrom, p.Instances, p.From, p.Instances-p.OnFrom)
-		fmt.Fprintf(w, "  the agent replaces every instance not on %s, one at a time: surge, healthy replacement, drain (DRAINING), terminate;\n", p.To)
+		fmt.Fprintf(w, "  the agent replaces every instance not on %s, one at a time: surge, healthy replacement, %s, terminate;\n", p.To, drainWords(p.Platform))
 		fmt.Fprintf(w, "  instances already on %s are kept.\n", p.To)
 	default:
 		fmt.Fprintf(w, "  every instance not on %s is replaced, one at a time: surge, healthy replacement, drain, terminate.\n", p.To)

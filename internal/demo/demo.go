@@ -68,7 +68,7 @@ type GroupSummary struct {
 	OnTarget                  int    `json:"onTarget"`
 	MinInServiceDuringRollout int    `json:"minInServiceDuringRollout"`
 	State                     string `json:"state"`
-	Reason                    string `json:"reason,omitempty"`
+	Reason                    string `json:"reason"`
 	Steps                     int    `json:"steps"`
 }
 
@@ -81,12 +81,13 @@ type Summary struct {
 	// Restarts counts agent restarts (the crash scenario kills the agent after every step transition).
 	Restarts            int           `json:"restarts"`
 	InvariantViolations int           `json:"invariantViolations"`
-	Violations          []string      `json:"violations,omitempty"`
+	Violations          []string      `json:"violations"`
 	SimulatedSeconds    float64       `json:"simulatedSeconds"`
 	Messages            MessageCounts `json:"messages"`
 	// Metrics is the last value of each metric the demo published to the simulated CloudWatch, by
-	// metrics.SeriesKey (counters: their increase over the run).
-	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// metrics.SeriesKey (counters: their increase over the run). The JSON has them as a list of
+	// {name, dimensions, value} (MarshalJSON), not by these keys.
+	Metrics map[string]float64 `json:"-"`
 }
 
 // MessageCounts are the consumer's counters at the end.
@@ -509,6 +510,9 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// One message at a time (the agent handles up to 4 at once): the order of the simulated account's
+		// calls, hence its instance ids and the printed text, is then the same from run to run.
+		w.Agent.Consumer.Concurrency = 1
 		if err := w.Agent.RunOnce(ctx); err != nil && (fuse == nil || !fuse.Blown()) {
 			return err
 		}
@@ -518,6 +522,9 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 			p.linef("agent killed right after a step transition; a fresh agent resumes from the store (restart %d)", w.Restarts)
 		}
 		w.Checker.Check()
+		// What the agent just did is printed at the time it did it, before the operator's actions of the same
+		// moment (a pause seen after a drain began must not read as if it came first).
+		p.progress(ctx)
 		if sc.during != nil {
 			if err := sc.during(ctx, w, p); err != nil {
 				return err
@@ -558,6 +565,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if fuse != nil {
 		w.replaceAgent(nil) // an unfused agent, not a crash: not counted as a restart
 	}
+	w.Agent.Consumer.Concurrency = 1
 	for range 24 {
 		if err := w.Step(ctx, opts.Tick); err != nil {
 			return Summary{}, err
@@ -713,9 +721,32 @@ func (p *printer) table(s Summary) {
 	}
 	fmt.Fprintf(p.out, "\nmessages: %d processed, %d ignored, %d failed; simulated time %s\n", s.Messages.Processed, s.Messages.Ignored,
 		s.Messages.Failed, time.Duration(s.SimulatedSeconds*float64(time.Second)).Round(time.Second))
+	for _, l := range explainCounts(s) {
+		fmt.Fprintln(p.out, "  "+l)
+	}
 }
 
-// JSON renders the summary for --json.
+// explainCounts says what the summary's restarts, ignored and failed messages mean, one line each that is
+// not zero: a count without its meaning reads as a problem at 3 a.m.
+func explainCounts(s Summary) []string {
+	var out []string
+	if s.Restarts > 0 {
+		out = append(out, fmt.Sprintf("restarts: the agent was killed %d time(s) right after a step transition; each fresh agent resumed from the store", s.Restarts))
+	}
+	if s.Messages.Ignored > 0 {
+		out = append(out, "ignored: messages that need no action (the lifecycle hooks' test notifications, events of groups the agent does not manage); deleted")
+	}
+	if s.Messages.Failed > 0 {
+		why := "its handling returned an error"
+		if s.Restarts > 0 {
+			why = "its handling was cut short by a simulated crash"
+		}
+		out = append(out, "failed: "+why+"; such a message is not deleted, so SQS delivered it again and it was handled then (nothing lost)")
+	}
+	return out
+}
+
+// JSON renders the summary for --json (MarshalJSON).
 func (s Summary) JSON() ([]byte, error) { return json.MarshalIndent(s, "", "  ") }
 
 // RunUntil steps the world (agent iteration, invariant check, tick of simulated time) until done reports

@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// SchemaVersion is the schemaVersion of every JSON document the CLI prints (status, history, audit, message
-// inspect, demo --json). It changes when a field changes meaning or goes away; a field added keeps it, so a
-// consumer ignores fields it does not know and checks schemaVersion for the rest. Every field of version 1 is
-// always present: "" for a string, 0 for a count, null for a time or an object that is not set.
-const SchemaVersion = 1
+// SchemaVersion is the schemaVersion of the documents of status and history (schema.Version).
+const SchemaVersion = schema.Version
 
 // StatusDocument is the JSON of `patch-agent status -o json`: every managed group's row, sorted by group,
 // [] (not null) when there is none.

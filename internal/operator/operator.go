@@ -133,6 +133,8 @@ func Approve(ctx context.Context, store state.Store, group, who string, force bo
 // RollbackPlan is what a manual rollback of one group will do, for a confirmation prompt.
 type RollbackPlan struct {
 	Group string
+	// Platform is the group's platform (ecs or eks), which names its drain.
+	Platform string
 	// Phase is the rollout's phase now (Completed, RolledBack, Halted, Waiting, Idle).
 	Phase state.Phase
 	// From is the current target AMI, which the group leaves; To the AMI it is rolled to.
@@ -200,7 +202,7 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 	if to == r.TargetImageID {
 		return RollbackPlan{}, fmt.Errorf("group %s already targets %s: nothing to roll back", r.Group, to)
 	}
-	p := RollbackPlan{Group: r.Group, Phase: r.Phase, From: r.TargetImageID, To: to, Instances: r.Instances, OnFrom: r.OnTarget}
+	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: r.TargetImageID, To: to, Instances: r.Instances, OnFrom: r.OnTarget}
 	if explicit {
 		known, err := knownImage(ctx, store, r, to)
 		if err != nil {

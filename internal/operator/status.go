@@ -135,14 +135,14 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 const TableWidth = 120
 
 // RenderTable writes rows as the default status table, aligned with text/tabwriter, one line per group, each
-// line at most TableWidth runes: GROUP, PLATFORM, PHASE, STEP, ON TARGET (on target/instances), TARGET AMI,
-// PAUSED (the scope: global, group, or global+group when the group's own pause is behind the global one) and
-// REASON (cut to fit). "-" for empty values. RenderWideTable has the rest. Write errors of w are not
-// reported (it is a terminal or a pipe).
+// line at most TableWidth runes: GROUP (cut at 28 runes), PHASE, STEP, ON TARGET (on target/instances),
+// TARGET AMI, PAUSED (the scope: global, group, or global+group when the group's own pause is behind the
+// global one) and REASON (cut to fit). "-" for empty values. RenderWideTable has every column in full. Write
+// errors of w are not reported (it is a terminal or a pipe).
 func RenderTable(w io.Writer, rows []StatusRow) {
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tPLATFORM\tPHASE\tSTEP\tON TARGET\tTARGET AMI\tPAUSED\tREASON")
+	fmt.Fprintln(tw, "GROUP\tPHASE\tSTEP\tON TARGET\tTARGET AMI\tPAUSED\tREASON")
 	for _, r := range rows {
 		paused := ""
 		if r.Paused != nil {
@@ -151,11 +151,22 @@ func RenderTable(w io.Writer, rows []StatusRow) {
 				paused += "+group"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", r.Group, dash(r.Platform), dash(string(r.Phase)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", cut(r.Group, groupCellWidth), dash(string(r.Phase)),
 			dash(string(r.Step)), r.OnTarget, r.Instances, dash(r.TargetImageID), dash(paused), dash(oneLine(r.Reason)))
 	}
 	_ = tw.Flush()
 	writeFitted(w, buf.String())
+}
+
+// groupCellWidth is the most runes of a group name the default status table shows (Auto Scaling allows 255).
+const groupCellWidth = 28
+
+// cut shortens s to at most n runes, the last one "…".
+func cut(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }
 
 // RenderWideTable writes rows as the table of `status -o wide`: every column, nothing cut — GROUP,
@@ -187,11 +198,7 @@ func writeFitted(w io.Writer, table string) {
 		if line == "" {
 			continue
 		}
-		text := strings.TrimRight(strings.TrimSuffix(line, "\n"), " ")
-		if r := []rune(text); len(r) > TableWidth {
-			text = string(r[:TableWidth-1]) + "…"
-		}
-		fmt.Fprintln(w, text)
+		fmt.Fprintln(w, cut(strings.TrimRight(strings.TrimSuffix(line, "\n"), " "), TableWidth))
 	}
 }
 

@@ -1,0 +1,261 @@
+//go:build !nodemo
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/schema"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Golden tests of the CLI's outputs: `go test ./cmd/patch-agent -run Golden -update` rewrites
+// testdata/*.golden from the current output; review the diff like code.
+
+var goldenAt = time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+
+// fullFleet writes a state file whose records exercise every column and every JSON field: a rollout
+// replacing an instance under the global pause and its own, a completed one, a halted one with a reason
+// longer than any terminal, a group with no target yet, and history.
+func fullFleet(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	m := state.NewMemory()
+	for _, r := range []state.Rollout{
+		{Group: "prod-ecs-asg", Platform: "ecs", Cluster: "prod", Phase: state.PhaseReplacing, TargetImageID: demo.ImageB,
+			PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(7 * time.Minute), Instances: 4, OnTarget: 1,
+			Reason:  "paused (global) by alice since 2026-11-30T02:05:00Z: incident 4711; next step: drain i-0aaaaaaaaaaaaaaa1",
+			Current: &state.Replacement{Step: state.StepReplacementHealthy, OldInstanceID: "i-0aaaaaaaaaaaaaaa1", NewInstanceID: "i-0bbbbbbbbbbbbbbb2"}},
+		{Group: "prod-eks-nodes", Platform: "eks", Cluster: "prod-eks", Phase: state.PhaseCompleted, TargetImageID: demo.ImageB,
+			PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(9 * time.Minute), Instances: 3, OnTarget: 3},
+		{Group: "batch-ecs-with-a-rather-long-auto-scaling-group-name", Platform: "ecs", Cluster: "batch", Phase: state.PhaseHalted,
+			TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(40 * time.Minute),
+			Instances: 5, OnTarget: 2, Warning: "no terminating lifecycle hook: scale-in terminates instances without a drain",
+			Reason: "failed: drain of i-0ccccccccccccccc3 did not finish within 30m0s (2 task(s) running); it was put back in service and " +
+				"the replacement i-0ddddddddddddddd4 stays in the group"},
+		{Group: "new-group", Platform: "ecs", Phase: state.PhaseIdle},
+	} {
+		_, err := m.PutRollout(ctx, r)
+		require.NoError(t, err)
+	}
+	far := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC) // still active when the test runs
+	require.NoError(t, m.PutLock(ctx, state.Lock{Reason: "incident 4711", Who: "alice", Since: goldenAt.Add(5 * time.Minute)}))
+	require.NoError(t, m.PutLock(ctx, state.Lock{Group: "prod-ecs-asg", Reason: "game day", Who: "bob", Since: goldenAt, Until: far}))
+	for _, e := range []state.HistoryEntry{
+		{Group: "prod-ecs-asg", At: goldenAt, Event: "detected", PreviousImage: demo.ImageA, NewImage: demo.ImageB, Source: "/golden-ami/ecs/al2023", SourceVersion: 2},
+		{Group: "prod-ecs-asg", At: goldenAt.Add(time.Minute), Event: "approved", NewImage: demo.ImageB, Detail: "carol"},
+		{Group: "prod-ecs-asg", At: goldenAt.Add(2 * time.Minute), Event: "rolling-back", PreviousImage: demo.ImageA, NewImage: demo.ImageB,
+			Detail: "replacement i-0bbbbbbbbbbbbbbb2 did not become healthy within 10m0s: the ECS agent never connected; rolling back to the previous AMI one instance at a time"},
+		{Group: "prod-ecs-asg", At: goldenAt.Add(3 * time.Minute), Event: "rolled-back", PreviousImage: demo.ImageB, NewImage: demo.ImageA, Detail: "1 instance(s) replaced"},
+	} {
+		require.NoError(t, m.AppendHistory(ctx, e))
+	}
+	file := filepath.Join(t.TempDir(), "full.json")
+	require.NoError(t, saveSnapshot(file, m))
+	return file
+}
+
+func emptyFleet(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "empty.json")
+	require.NoError(t, saveSnapshot(file, state.NewMemory()))
+	return file
+}
+
+func TestGoldenCLIOutputs(t *testing.T) {
+	full, empty := fullFleet(t), emptyFleet(t)
+	for _, c := range []struct {
+		golden string
+		args   []string
+	}{
+		{"status-empty.table", []string{"status", "--state-file", empty}},
+		{"status-empty.json", []string{"status", "-o", "json", "--state-file", empty}},
+		{"status-full.table", []string{"status", "--state-file", full}},
+		{"status-full.wide", []string{"status", "-o", "wide", "--state-file", full}},
+		{"status-full.json", []string{"status", "-o", "json", "--state-file", full}},
+		{"history.table", []string{"history", "prod-ecs-asg", "--state-file", full}},
+		{"history.wide", []string{"history", "prod-ecs-asg", "-o", "wide", "--state-file", full}},
+		{"history.json", []string{"history", "prod-ecs-asg", "-o", "json", "--state-file", full}},
+		{"history-empty.json", []string{"history", "new-group", "-o", "json", "--state-file", full}},
+		{"demo-rollout.text", []string{"demo"}},
+		{"demo-rollout.json", []string{"demo", "--json"}},
+		{"demo-pause.text", []string{"demo", "--scenario", "pause"}},
+		{"demo-crash.text", []string{"demo", "--scenario", "crash"}},
+	} {
+		t.Run(c.golden, func(t *testing.T) {
+			res := run(t, c.args...)
+			require.NoError(t, res.err, res.stderr)
+			goldenFile(t, filepath.Join("testdata", c.golden+".golden"), res.stdout)
+		})
+	}
+}
+
+// The default tables fit a terminal of 120 columns, whatever the names and reasons; -o wide cuts nothing.
+func TestDefaultTablesFit120Columns(t *testing.T) {
+	full := fullFleet(t)
+	for _, c := range []struct {
+		args []string
+		tail string // the end of a long cell, cut in the default table
+	}{
+		{[]string{"status"}, "the replacement i-0ddddddddddddddd4 stays in the group"},
+		{[]string{"history", "prod-ecs-asg"}, "rolling back to the previous AMI one instance at a time"},
+	} {
+		args := c.args
+		res := run(t, append(args, "--state-file", full)...)
+		require.NoError(t, res.err)
+		for _, l := range strings.Split(strings.TrimRight(res.stdout, "\n"), "\n") {
+			require.LessOrEqual(t, utf8.RuneCountInString(l), operator.TableWidth, l)
+		}
+		wide := run(t, append(args, "-o", "wide", "--state-file", full)...)
+		require.NoError(t, wide.err)
+		require.NotContains(t, res.stdout, c.tail, "the default table cuts it")
+		require.Contains(t, wide.stdout, c.tail, "wide keeps the whole cell")
+		require.NotContains(t, wide.stdout, "…")
+	}
+}
+
+// statusRowKeys are the fields every row of `status -o json` has, set or not.
+var statusRowKeys = []string{"group", "platform", "cluster", "targetImageId", "previousImageId", "changedAt", "instances",
+	"onTarget", "other", "phase", "step", "currentInstance", "reason", "warning", "paused", "groupPause", "updatedAt"}
+
+// historyEntryKeys are the fields every entry of `history -o json` has.
+var historyEntryKeys = []string{"at", "event", "fromImageId", "toImageId", "previousImageId", "newImageId", "source", "sourceVersion", "detail"}
+
+func keysOf(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// The machine-readable outputs carry schemaVersion and the same fields on an empty and on a full fleet: a
+// field never appears or disappears with the state.
+func TestJSONSchemaOnAnEmptyAndAFullFleet(t *testing.T) {
+	full, empty := fullFleet(t), emptyFleet(t)
+	for _, c := range []struct {
+		name  string
+		file  string
+		count int
+	}{{"empty fleet", empty, 0}, {"full fleet", full, 4}} {
+		t.Run(c.name, func(t *testing.T) {
+			res := run(t, "status", "-o", "json", "--state-file", c.file)
+			require.NoError(t, res.err)
+			var doc map[string]any
+			require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
+			require.Equal(t, []string{"groups", "schemaVersion"}, keysOf(doc))
+			require.Equal(t, float64(schema.Version), doc["schemaVersion"])
+			groups, ok := doc["groups"].([]any)
+			require.True(t, ok, "groups is a list, [] when empty: %s", res.stdout)
+			require.Len(t, groups, c.count)
+			for _, g := range groups {
+				row := g.(map[string]any)
+				require.Equal(t, sorted(statusRowKeys), keysOf(row), "row %v", row["group"])
+				for _, k := range []string{"changedAt", "updatedAt"} {
+					if v, ok := row[k].(string); ok {
+						require.NotContains(t, v, "0001-01-01", "a time not set is null")
+					}
+				}
+				if p, ok := row["paused"].(map[string]any); ok {
+					require.Equal(t, []string{"reason", "scope", "since", "until", "who"}, keysOf(p))
+				}
+			}
+		})
+	}
+	for _, group := range []string{"prod-ecs-asg", "new-group"} {
+		res := run(t, "history", group, "-o", "json", "--state-file", full)
+		require.NoError(t, res.err)
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
+		require.Equal(t, []string{"entries", "group", "schemaVersion"}, keysOf(doc))
+		entries, ok := doc["entries"].([]any)
+		require.True(t, ok, "entries is a list, [] when empty: %s", res.stdout)
+		for _, e := range entries {
+			require.Equal(t, sorted(historyEntryKeys), keysOf(e.(map[string]any)))
+		}
+	}
+}
+
+// The demo's summary has schemaVersion, every field, and its metrics as {name, dimensions, value}, not as
+// keys like "DrainSeconds{Group=...}".
+func TestDemoJSONSchema(t *testing.T) {
+	res := run(t, "demo", "--json")
+	require.NoError(t, res.err, res.stderr)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
+	require.Equal(t, float64(schema.Version), doc["schemaVersion"])
+	require.Equal(t, []string{"expectedState", "groups", "invariantViolations", "messages", "metrics", "restarts", "scenario",
+		"schemaVersion", "simulatedSeconds", "violations"}, keysOf(doc))
+	require.Equal(t, []any{}, doc["violations"])
+	for _, g := range doc["groups"].([]any) {
+		require.Equal(t, []string{"desired", "instances", "minInServiceDuringRollout", "name", "onTarget", "platform", "reason",
+			"state", "steps", "targetImageId"}, keysOf(g.(map[string]any)))
+	}
+	var drain bool
+	for _, m := range doc["metrics"].([]any) {
+		mm := m.(map[string]any)
+		require.Equal(t, []string{"dimensions", "name", "value"}, keysOf(mm))
+		require.NotContains(t, mm["name"], "{")
+		if mm["name"] == "DrainSeconds" && mm["dimensions"].(map[string]any)["Group"] == demo.GroupName {
+			drain = true
+			require.Equal(t, "ecs", mm["dimensions"].(map[string]any)["Platform"])
+		}
+	}
+	require.True(t, drain, "DrainSeconds of %s is a series with its dimensions", demo.GroupName)
+}
+
+// The demo's text is the same from run to run (the golden file above holds it): the crash scenario used to
+// report a different number of failed messages and instance ids each time.
+func TestDemoTextIsDeterministic(t *testing.T) {
+	for _, sc := range []string{"rollout", "crash"} {
+		first := run(t, "demo", "--scenario", sc)
+		require.NoError(t, first.err)
+		for range 2 {
+			again := run(t, "demo", "--scenario", sc)
+			require.NoError(t, again.err)
+			require.Equal(t, first.stdout, again.stdout, sc)
+		}
+	}
+}
+
+// The pause scenario prints the drain that began before the operator's pause first, at the time it began.
+func TestDemoPausePrintsTheDrainBeforeThePause(t *testing.T) {
+	res := run(t, "demo", "--scenario", "pause")
+	require.NoError(t, res.err)
+	lines := strings.Split(res.stdout, "\n")
+	pause := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "operator: patch-agent pause") })
+	require.Positive(t, pause)
+	drain := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, demo.GroupName+" Replacing/draining") })
+	require.Positive(t, drain)
+	require.Less(t, drain, pause, "the drain that made the operator pause is printed first")
+	stamp := func(l string) string { return l[:strings.Index(l, "]")+1] }
+	require.Equal(t, stamp(lines[pause]), stamp(lines[drain]), "both at the same simulated time")
+}
+
+// A rollback plan names the platform's drain: an EKS node is cordoned, not set to DRAINING.
+func TestRollbackPlanNamesThePlatformsDrain(t *testing.T) {
+	file := demoState(t)
+	for _, c := range []struct{ group, want, not string }{
+		{demo.GroupName, "drain (container instance DRAINING)", "cordon"},
+		{demo.EKSGroupName, "drain (node cordoned, pods evicted under their PodDisruptionBudgets)", "DRAINING"},
+	} {
+		res := run(t, "rollback", c.group, "--yes", "--who", "alice", "--state-file", file)
+		require.NoError(t, res.err, res.stderr)
+		require.Contains(t, res.stdout, c.want)
+		require.NotContains(t, res.stdout, c.not)
+	}
+}
