@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +9,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/patch-agent/patch-agent/internal/events"
 )
 
 // maxMessageBytes caps what `message inspect` reads: SQS message bodies are at most 256 KiB (bodies the
@@ -32,16 +29,25 @@ func newMessageCommand() *cobra.Command {
 			return fmt.Errorf("%s needs a subcommand:\n%sRun '%s --help' for usage", cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath())
 		},
 	}
+	var topics []string
 	inspect := &cobra.Command{
 		Use:   "inspect [FILE|-]",
-		Short: "Print how the agent reads one SQS message body",
+		Short: "Print how the agent reads one SQS message body and what it would do with it",
 		Long: `Parses one SQS message body (a file, or - / nothing for standard input) exactly as the agent does and
-prints the event as JSON. Exit status: 0 when the message is recognised or deliberately ignored
-(kind Unknown, TestNotification), 1 with a clear error when it is malformed — a malformed message is never
-deleted by the agent and reaches the dead-letter queue — or larger than 1 MiB (SQS bodies are at most
-256 KiB; bodies kept in S3 by the SQS extended client are not supported). Ctrl-C stops reading.`,
+prints a JSON document: schemaVersion, the disposition — act (the agent acts, then deletes the message),
+hold (a lifecycle action: held while the drain lasts, deleted once the action is completed), ignore (deleted
+without acting; warning says when to look closer) or dead-letter (malformed: never acted on nor deleted, so
+the redrive policy moves it to the dead-letter queue) — the action in words, with the checks the agent makes
+with AWS first (it makes none here), a warning, the error, and the event (every field present, null when
+not set). A body that names a member twice is malformed: JSON readers disagree about which one counts.
+--topic ARN warns when a message came through SNS from another topic.
+
+Exit status: 0 when the message is recognised or deliberately ignored, 1 when it is malformed (the document
+is printed first) or larger than 1 MiB (SQS bodies are at most 256 KiB; bodies kept in S3 by the SQS
+extended client are not supported). Ctrl-C stops reading.`,
 		Example: `  patch-agent message inspect event.json
-  aws sqs receive-message --queue-url "$Q" --query 'Messages[0].Body' --output text | patch-agent message inspect -`,
+  aws sqs receive-message --queue-url "$Q" --query 'Messages[0].Body' --output text | patch-agent message inspect -
+  patch-agent message inspect dlq-message.json | jq -r '.disposition + ": " + .action'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			open := func() (io.ReadCloser, error) { return io.NopCloser(cmd.InOrStdin()), nil }
@@ -52,15 +58,17 @@ deleted by the agent and reaches the dead-letter queue — or larger than 1 MiB 
 			if err != nil {
 				return err
 			}
-			ev, err := events.Parse(body)
-			if err != nil {
+			d := inspectMessage(body, topics)
+			if err := writeJSON(cmd.OutOrStdout(), d); err != nil {
 				return err
 			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(ev)
+			if d.Disposition == dispositionDeadLetter {
+				return fmt.Errorf("%w: %s", errMalformedMessage, d.Error)
+			}
+			return nil
 		},
 	}
+	inspect.Flags().StringSliceVar(&topics, "topic", nil, "`ARN` of an SNS topic the queue is meant to get notifications from (repeatable): warn when a message came from another")
 	msg.AddCommand(inspect)
 	return msg
 }

@@ -88,6 +88,9 @@ func parseSNSMessage(msg, subject string) (Event, error) {
 			// A Message that starts like a JSON object but does not parse is a broken message, not text.
 			return Event{}, fmt.Errorf("Message looks like JSON but does not parse: %w", err)
 		}
+		if err := checkDuplicateKeys(body); err != nil {
+			return Event{}, fmt.Errorf("Message: %w", err)
+		}
 		return parseObject(body, obj, true)
 	}
 	return Event{

@@ -117,6 +117,9 @@ func decodeObject(body []byte) (object, error) {
 	if obj == nil {
 		return nil, errors.New("JSON null, not an object")
 	}
+	if err := checkDuplicateKeys(body); err != nil {
+		return nil, err
+	}
 	return obj, nil
 }
 

@@ -1,0 +1,116 @@
+//go:build !nodemo
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/schema"
+)
+
+// samples are the events package's real message samples.
+const samples = "../../internal/events/testdata"
+
+// `message inspect` says what the agent would do with each kind of message, held by one golden file per
+// sample; the disposition of each is asserted here too, so a golden update cannot silently change it.
+func TestMessageInspectGivesTheDispositionAndTheAction(t *testing.T) {
+	for _, c := range []struct {
+		sample      string
+		disposition string
+		action      string // part of the action
+	}{
+		{"asg-hook-direct-terminating.json", dispositionHold, "confirms with Auto Scaling that"},
+		{"eventbridge-lifecycle-terminate-replace-root-volume.json", dispositionHold, "comes back with a new root volume"},
+		{"asg-hook-direct-launching.json", dispositionAct, "completes the launching action (CONTINUE)"},
+		{"asg-hook-test-notification.json", dispositionIgnore, "none: "},
+		{"ssm-parameter-change-update-golden-ami.json", dispositionAct, "once the AMI gate accepts the image"},
+		{"ssm-parameter-change-delete.json", dispositionAct, "get no rollout until it exists again"},
+		{"ssm-parameter-change-image-validation-failed.json", dispositionIgnore, "failed to validate"},
+		{"scheduled-event.json", dispositionAct, "resolves every AMI parameter"},
+		{"sns-ecs-ami-update.json", dispositionAct, "resolves every AMI parameter"},
+		{"ecs-container-instance-state-change.json", dispositionIgnore, "none: "},
+		{"sns-wrapped-asg-hook-terminating.json", dispositionHold, "Terminating:Wait"},
+	} {
+		t.Run(c.sample, func(t *testing.T) {
+			res := run(t, "message", "inspect", filepath.Join(samples, c.sample))
+			require.NoError(t, res.err, res.stderr)
+			var d inspectDocument
+			require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
+			require.Equal(t, schema.Version, d.SchemaVersion)
+			require.Equal(t, c.disposition, d.Disposition)
+			require.Contains(t, d.Action, c.action)
+			require.NotContains(t, res.stdout, "0001-01-01", "a time the message does not carry is null")
+			goldenFile(t, filepath.Join("testdata", "inspect-"+strings.TrimSuffix(c.sample, ".json")+".golden"), res.stdout)
+		})
+	}
+}
+
+// inspectKeys are the fields of every inspect document, and eventKeys those of its event.
+var (
+	inspectKeys = []string{"action", "disposition", "error", "event", "schemaVersion", "warning"}
+	eventKeys   = []string{"account", "detailType", "envelope", "id", "kind", "lifecycleAction", "parameter", "reason", "region", "source", "time", "topic", "group"}
+)
+
+func TestMessageInspectDocumentHasEveryField(t *testing.T) {
+	for _, sample := range []string{"asg-hook-test-notification.json", "ssm-parameter-change-update-golden-ami.json"} {
+		res := run(t, "message", "inspect", filepath.Join(samples, sample))
+		require.NoError(t, res.err)
+		var doc map[string]any
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
+		require.Equal(t, inspectKeys, keysOf(doc))
+		require.Equal(t, sorted(eventKeys), keysOf(doc["event"].(map[string]any)))
+	}
+}
+
+// A malformed message — here one that names its lifecycle action token twice, which JSON readers resolve
+// differently — is dead-lettered: the document says so and the exit status is 1.
+func TestMessageInspectDeadLettersAMessageWithADuplicateMember(t *testing.T) {
+	body, err := os.ReadFile(filepath.Join(samples, "asg-hook-direct-terminating.json"))
+	require.NoError(t, err)
+	dup := strings.Replace(string(body), "{", `{"LifecycleActionToken":"00000000-0000-0000-0000-000000000000",`, 1)
+	file := filepath.Join(t.TempDir(), "dup.json")
+	require.NoError(t, os.WriteFile(file, []byte(dup), 0o600))
+
+	res := run(t, "message", "inspect", file)
+	requireExitCode(t, res.err, 1)
+	require.ErrorContains(t, res.err, `member "LifecycleActionToken" appears twice`)
+	var d inspectDocument
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
+	require.Equal(t, dispositionDeadLetter, d.Disposition)
+	require.Nil(t, d.Event)
+	require.Contains(t, d.Action, "dead-letter queue")
+}
+
+// --topic: a notification from another SNS topic is flagged.
+func TestMessageInspectChecksTheSNSTopicWhenOneIsConfigured(t *testing.T) {
+	file := filepath.Join(samples, "sns-wrapped-asg-hook-terminating.json")
+	for _, c := range []struct {
+		name, topic, warning string
+	}{
+		{"no topic configured", "", ""},
+		{"the configured topic", "arn:aws:sns:us-east-1:111122223333:asg-lifecycle", ""},
+		{"another topic", "arn:aws:sns:us-east-1:111122223333:patch-agent", "delivered by SNS topic arn:aws:sns:us-east-1:111122223333:asg-lifecycle, not by the configured arn:aws:sns:us-east-1:111122223333:patch-agent"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"message", "inspect", file}
+			if c.topic != "" {
+				args = append(args, "--topic", c.topic)
+			}
+			res := run(t, args...)
+			require.NoError(t, res.err)
+			var d inspectDocument
+			require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
+			if c.warning == "" {
+				require.Empty(t, d.Warning)
+			} else {
+				require.Contains(t, d.Warning, c.warning)
+			}
+		})
+	}
+}
