@@ -41,7 +41,7 @@ type auditEnv struct {
 
 // awsAuditEnv connects to AWS with the default credential chain and the standard retryer at auditMaxAttempts.
 var awsAuditEnv = auditEnv{clock: clock.RealClock{}, connect: func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region),
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region), quietSDK,
 		awsconfig.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = auditMaxAttempts })
 		}))
@@ -99,11 +99,12 @@ changes nothing. For each group it reports:
                          resolves a parameter at launch), patch-agent (opted in), launch-configuration (must
                          migrate to a launch template), eks-managed (EKS picks the AMI of the node group)
   AMIs in use            from DescribeInstances, with their creation dates (DescribeImages)
-  recommended AMI        the group's patch-agent/ami-parameter, else the public ECS-optimized AL2023 parameter
-                         (ECS) or the EKS-optimized one of the cluster's version (EKS), for the architecture of
-                         its instance types
+  recommended AMI        the group's patch-agent/ami-parameter, else the public ECS-optimized parameter of
+                         its own family (ECS: tag patch-agent/ami-family, else the AMI's name — AL2023, AL2,
+                         GPU, Neuron, Inferentia, Bottlerocket, Windows) or the EKS-optimized one of the
+                         cluster's version (EKS), for the architecture of its instance types
   behind                 days from the oldest outdated AMI's creation to the recommended AMI's, and releases
-                         of the recommended parameter since (GetParameterHistory); "unknown" (-1 in JSON)
+                         of the recommended parameter since (GetParameterHistory); "unknown" (null in JSON)
                          when a date or the history cannot be read
 
 --fail-if-behind exits with status 2 when a group is behind by more than the age given ("30d", "720h").

@@ -17,6 +17,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	smithylogging "github.com/aws/smithy-go/logging"
 	"github.com/spf13/cobra"
 
 	"github.com/patch-agent/patch-agent/internal/config"
@@ -101,7 +102,7 @@ func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
 	case strings.TrimSpace(f.table) == "":
 		return nil, usage(f.cmd, errNoStore)
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(f.region),
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(f.region), quietSDK,
 		awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }))
 	if err != nil {
 		return nil, fmt.Errorf("loading AWS credentials and configuration: %w", err)
@@ -112,6 +113,11 @@ func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
 	return &openedStore{Store: state.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), f.table),
 		where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region), groups: autoscaling.NewFromConfig(awsCfg)}, nil
 }
+
+// quietSDK keeps the SDK's own log lines (such as the IMDS client's "falling back to IMDSv1" warning when
+// credentials are looked up off EC2) out of a command's stderr: what fails reaches the user as the
+// command's error, with its context.
+var quietSDK = awsconfig.WithLogger(smithylogging.Nop{})
 
 // reload re-reads a state file (a watch sees the file as it changes); a DynamoDB store always reads fresh.
 func (s *openedStore) reload() error {

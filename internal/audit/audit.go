@@ -103,6 +103,7 @@ func (a *Auditor) Run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	w.prefetchArchitectures(ctx, subjects)
+	w.describeImages(ctx, subjects) // the names of the AMIs in use tell an ECS group's family
 	for _, s := range subjects {
 		w.architecture(ctx, s)
 		w.recommendedParameter(ctx, s)

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,7 +35,8 @@ const resolveSSMPrefix = "resolve:ssm:"
 const maxHistoryPerPage = 50
 
 // recommendedParameter sets the parameter naming a group's recommended AMI: its patch-agent/ami-parameter tag;
-// else for ECS the ECS-optimized AL2023 parameter of its architecture; for EKS the EKS-optimized parameter of
+// else for ECS the public parameter of its ECS-optimized AMI family (tag patch-agent/ami-family, else the
+// family of the AMI it launches or runs, else AL2023; ECSParameterPath) and architecture; for EKS the EKS-optimized parameter of
 // its cluster's Kubernetes version (or tag patch-agent/kubernetes-version), its AMI family (tag
 // patch-agent/ami-family, else its managed node group's AMI type, else AL2023) and its architecture.
 func (w *run) recommendedParameter(ctx context.Context, s *subject) {
@@ -53,13 +55,17 @@ func (w *run) recommendedParameter(ctx context.Context, s *subject) {
 		return
 	}
 	if g.Platform == PlatformECS {
-		switch g.Architecture {
-		case eks.ArchX86_64:
-			g.RecommendedParameter = ECSParameterX86_64
-		case eks.ArchARM64:
-			g.RecommendedParameter = ECSParameterARM64
-		default:
-			g.Notes = append(g.Notes, fmt.Sprintf("no recommended ECS AMI for architecture %q", g.Architecture))
+		family, from := w.ecsFamily(s, s.tags[lifecycle.TagAMIFamily])
+		g.AMIFamily = family
+		path, err := ECSParameterPath(family, g.Architecture)
+		if err != nil {
+			g.Notes = append(g.Notes, "no recommended ECS AMI: "+err.Error())
+			return
+		}
+		g.RecommendedParameter = path
+		if from == "default" {
+			g.Notes = append(g.Notes, fmt.Sprintf("AMI family unknown (no tag %s, no ECS-optimized AMI name in use): compared with %s; tag the group if it runs another family",
+				lifecycle.TagAMIFamily, family))
 		}
 		return
 	}
@@ -175,7 +181,8 @@ type imageInfo struct {
 	created *time.Time
 }
 
-// describeImages reads the name and creation date of every AMI in use, recommended or launched, with
+// describeImages reads the name and creation date of every AMI in use, recommended or launched that it has
+// not read yet (it runs before the recommended AMIs are known, for the ECS family, and after), with
 // DescribeImages (an image-id filter of 100 ids a call, deprecated AMIs included: a filter never fails on an
 // AMI EC2 no longer knows, which stays unknown).
 func (w *run) describeImages(ctx context.Context, subjects []*subject) {
@@ -186,8 +193,10 @@ func (w *run) describeImages(ctx context.Context, subjects []*subject) {
 		}
 		ids = append(ids, s.out.RecommendedImageID, s.out.LaunchImageID)
 	}
-	ids = dedupe(ids)
-	w.images = map[string]imageInfo{}
+	ids = slices.DeleteFunc(dedupe(ids), func(id string) bool { _, known := w.images[id]; return known || id == "" })
+	if w.images == nil {
+		w.images = map[string]imageInfo{}
+	}
 	for start := 0; start < len(ids); start += maxFilterValues {
 		batch := ids[start:min(start+maxFilterValues, len(ids))]
 		p := ec2.NewDescribeImagesPaginator(w.EC2, &ec2.DescribeImagesInput{

@@ -50,7 +50,8 @@ const (
 )
 
 // Unknown is the value of DaysBehind and ReleasesBehind when they cannot be told: an AMI's creation date is
-// unknown (DescribeImages no longer knows it), or the recommended parameter's history cannot be read.
+// unknown (DescribeImages no longer knows it), or the recommended parameter's history cannot be read. The
+// table and the CSV write it "unknown", the JSON null (never -1): one meaning, one spelling per format.
 const Unknown = -1
 
 // Report is the audit of every Auto Scaling group of one account and region.
@@ -61,7 +62,7 @@ type Report struct {
 	Groups      []Group   `json:"groups"`
 	// Warnings are the reads that failed without stopping the audit (a missing permission, a service not
 	// offered in the region); the fields they would have filled are unknown.
-	Warnings []string `json:"warnings,omitempty"`
+	Warnings []string `json:"warnings"`
 }
 
 // Group is the audit of one Auto Scaling group.
@@ -70,25 +71,28 @@ type Group struct {
 	// Platform is ecs, eks or unknown; Cluster the ECS or EKS cluster; ClusterFrom how they were found
 	// (FromEKSNodegroup, FromECSCapacityProvider, or a tag).
 	Platform    string `json:"platform"`
-	Cluster     string `json:"cluster,omitempty"`
-	ClusterFrom string `json:"clusterFrom,omitempty"`
+	Cluster     string `json:"cluster"`
+	ClusterFrom string `json:"clusterFrom"`
 	// Nodegroup, AMIType and ReleaseVersion are set for the groups of EKS managed node groups.
-	Nodegroup      string `json:"nodegroup,omitempty"`
-	AMIType        string `json:"amiType,omitempty"`
-	ReleaseVersion string `json:"releaseVersion,omitempty"`
+	Nodegroup      string `json:"nodegroup"`
+	AMIType        string `json:"amiType"`
+	ReleaseVersion string `json:"releaseVersion"`
 	// AMISource is how the group chooses its AMI: one of the Source constants.
 	AMISource string `json:"amiSource"`
 	// LaunchTemplate is "<id or name>:<version as referenced>=<version number>"; LaunchConfiguration the
 	// launch configuration's name. One of them is set.
-	LaunchTemplate      string `json:"launchTemplate,omitempty"`
-	LaunchConfiguration string `json:"launchConfiguration,omitempty"`
+	LaunchTemplate      string `json:"launchTemplate"`
+	LaunchConfiguration string `json:"launchConfiguration"`
 	// ConfiguredImage is the ImageId as the launch template version or launch configuration writes it (an AMI
 	// id or "resolve:ssm:<parameter>"); LaunchImageID the AMI a new instance would get now.
-	ConfiguredImage string `json:"configuredImage,omitempty"`
-	LaunchImageID   string `json:"launchImageId,omitempty"`
+	ConfiguredImage string `json:"configuredImage"`
+	LaunchImageID   string `json:"launchImageId"`
+	// AMIFamily is the ECS-optimized AMI family of an ECS group (ECSFamilyAL2023 ...; ECSParameterPath), ""
+	// for other platforms.
+	AMIFamily string `json:"amiFamily"`
 	// Architecture (x86_64 or arm64) of InstanceTypes, from EC2 DescribeInstanceTypes.
-	Architecture  string   `json:"architecture,omitempty"`
-	InstanceTypes []string `json:"instanceTypes,omitempty"`
+	Architecture  string   `json:"architecture"`
+	InstanceTypes []string `json:"instanceTypes"`
 	// Instances counts the group's instances (not yet terminated); OutdatedInstances those on an AMI older
 	// than the recommended one (or not the recommended one, when their AMI's date is unknown).
 	Instances         int `json:"instances"`
@@ -96,12 +100,12 @@ type Group struct {
 	// InUse lists the AMIs the instances run, oldest first.
 	InUse []AMIUse `json:"inUse"`
 	// OldestImageID is the oldest outdated AMI in use ("" when none is outdated).
-	OldestImageID string `json:"oldestImageId,omitempty"`
+	OldestImageID string `json:"oldestImageId"`
 	// RecommendedParameter is the SSM parameter naming the recommended AMI: the group's
 	// patch-agent/ami-parameter, else the public parameter of its platform and architecture.
-	RecommendedParameter string     `json:"recommendedParameter,omitempty"`
-	RecommendedImageID   string     `json:"recommendedImageId,omitempty"`
-	RecommendedReleased  *time.Time `json:"recommendedReleased,omitempty"`
+	RecommendedParameter string     `json:"recommendedParameter"`
+	RecommendedImageID   string     `json:"recommendedImageId"`
+	RecommendedReleased  *time.Time `json:"recommendedReleased"`
 	// DaysBehind is whole days from the oldest outdated AMI's creation date to the recommended AMI's (0 when
 	// nothing is outdated, Unknown when a date is unknown). ReleasesBehind counts the AMIs the recommended
 	// parameter named after the oldest outdated one (its GetParameterHistory), Unknown when it cannot be told.
@@ -110,7 +114,7 @@ type Group struct {
 	// Status is current, behind, empty or unknown.
 	Status string `json:"status"`
 	// Notes say what to do about the group and what could not be read.
-	Notes []string `json:"notes,omitempty"`
+	Notes []string `json:"notes"`
 
 	// behind is the exact time between the two creation dates behind DaysBehind (0 when unknown).
 	behind time.Duration
@@ -120,8 +124,8 @@ type Group struct {
 type AMIUse struct {
 	ImageID string `json:"imageId"`
 	// Name and Created are from DescribeImages; nil Created: EC2 no longer knows the AMI.
-	Name      string     `json:"name,omitempty"`
-	Created   *time.Time `json:"created,omitempty"`
+	Name      string     `json:"name"`
+	Created   *time.Time `json:"created"`
 	Instances int        `json:"instances"`
 	Outdated  bool       `json:"outdated"`
 }
@@ -139,7 +143,7 @@ type Summary struct {
 	ByAMISource map[string]int `json:"byAmiSource"`
 	ByPlatform  map[string]int `json:"byPlatform"`
 	// MostBehind is the group with the most DaysBehind ("" when none is behind by a known number of days).
-	MostBehind     string `json:"mostBehind,omitempty"`
+	MostBehind     string `json:"mostBehind"`
 	MostDaysBehind int    `json:"mostDaysBehind"`
 }
 
