@@ -58,6 +58,8 @@ Scenarios:
   soak     a 48h minimum AMI age: the fresh AMI waits (ends Waiting, with the time it may start)
   refused-ami  the new AMI belongs to an account outside the allow-list: the AMI gate refuses it, nothing is touched (ends Waiting)
   window   a maintenance window 03:00-04:00 UTC: waits, then rolls inside the window
+  approval    the groups need a manual approval: the AMI waits until the operator's patch-agent approve, 20 min later
+  alarm-gate  a CloudWatch alarm named in patch-agent/alarms is in ALARM: the rollout waits until it returns to OK
   audit    no rollout: patch-agent audit of a mixed simulated fleet (--json: the JSON report; keeps no state)
   eks-upgrade  no rollout: patch-agent eks upgrade of a simulated EKS cluster from 1.30 to 1.31 (--json: the summary)
 

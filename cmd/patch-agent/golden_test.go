@@ -92,6 +92,8 @@ func TestGoldenCLIOutputs(t *testing.T) {
 		{"demo-rollout.json", []string{"demo", "--json"}},
 		{"demo-pause.text", []string{"demo", "--scenario", "pause"}},
 		{"demo-crash.text", []string{"demo", "--scenario", "crash"}},
+		{"demo-approval.text", []string{"demo", "--scenario", "approval"}},
+		{"demo-alarm-gate.text", []string{"demo", "--scenario", "alarm-gate"}},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
 			res := run(t, c.args...)

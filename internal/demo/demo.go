@@ -627,6 +627,8 @@ type printer struct {
 	// pause scenario bookkeeping
 	paused   bool
 	pausedAt time.Time
+	// alarm-gate scenario bookkeeping (gates.go)
+	alarmCleared bool
 }
 
 func newPrinter(out io.Writer, w *World, start time.Time) *printer {

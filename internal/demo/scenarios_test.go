@@ -3,8 +3,11 @@ package demo
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
@@ -18,7 +21,7 @@ func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 				require.Equal(t, s.Expected, g.State, "%s: %s", g.Name, g.Reason)
 				require.GreaterOrEqual(t, g.MinInServiceDuringRollout, 3, g.Name)
 				switch name {
-				case "rollout", "crash", "pause", "window":
+				case "rollout", "crash", "pause", "window", "approval", "alarm-gate":
 					require.Equal(t, 3, g.OnTarget, g.Name)
 				case "bad-ami":
 					require.Zero(t, g.OnTarget, "%s: every in-service instance still on the old AMI", g.Name)
@@ -33,6 +36,35 @@ func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 			}
 			if name == "crash" {
 				require.Greater(t, s.Restarts, 10)
+			}
+		})
+	}
+}
+
+// The approval and alarm-gate scenarios show a gate holding: nothing is replaced before the operator's
+// approval (an "approved" entry first) or before the alarm returns to OK, gateHold after detection.
+func TestApprovalAndAlarmGateScenariosHoldUntilTheGateOpens(t *testing.T) {
+	for _, name := range []string{"approval", "alarm-gate"} {
+		t.Run(name, func(t *testing.T) {
+			store := state.NewMemory()
+			s, err := Run(context.Background(), Options{Scenario: name, Store: store})
+			require.NoError(t, err)
+			require.Zero(t, s.InvariantViolations, s.Violations)
+			for _, g := range s.Groups {
+				hist, err := store.History(context.Background(), g.Name)
+				require.NoError(t, err)
+				at := map[string]time.Time{}
+				var events []string
+				for _, e := range hist {
+					events = append(events, e.Event)
+					at[e.Event] = e.At
+				}
+				require.Contains(t, events, "completed", g.Name)
+				require.Greater(t, at["completed"].Sub(at["detected"]), gateHold, "%s: the rollout waited for the gate", g.Name)
+				if name == "approval" {
+					require.Equal(t, []string{"detected", "approved", "completed"}, events, g.Name)
+					require.GreaterOrEqual(t, at["approved"].Sub(at["detected"]), gateHold, g.Name)
+				}
 			}
 		})
 	}
