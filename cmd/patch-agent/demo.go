@@ -36,6 +36,7 @@ func newDemoCommand() *cobra.Command {
 		force     bool
 		scenario  string
 		stateFile string
+		timeline  string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -63,6 +64,10 @@ Scenarios:
   audit    no rollout: patch-agent audit of a mixed simulated fleet (--json: the JSON report; keeps no state)
   eks-upgrade  no rollout: patch-agent eks upgrade of a simulated EKS cluster from 1.30 to 1.31 (--json: the summary)
 
+--timeline FILE.svg draws the rollout: per group over simulated time, the desired capacity, the instances in
+service and healthy, those on the target AMI, those draining, and the spans a gate (pause, approval, soak,
+window, alarm, AMI gate) held it — capacity that never dipped can be seen at a glance.
+
 --state-file FILE replaces FILE only when it is a patch-agent state snapshot (or empty) unless --force; its
 directory must be writable, which is checked before the demo runs.`,
 		Args: cobra.NoArgs,
@@ -84,7 +89,7 @@ directory must be writable, which is checked before the demo runs.`,
 			if scenario == demo.EKSUpgradeScenario {
 				return runEKSUpgradeDemo(cmd.Context(), cmd.OutOrStdout(), asJSON, stateFile)
 			}
-			opts := demo.Options{Scenario: scenario}
+			opts := demo.Options{Scenario: scenario, Timeline: timeline != ""}
 			if !asJSON {
 				opts.Out = cmd.OutOrStdout()
 			}
@@ -104,6 +109,14 @@ directory must be writable, which is checked before the demo runs.`,
 			s, err := demo.Run(cmd.Context(), opts)
 			if err != nil {
 				return err
+			}
+			if timeline != "" {
+				if err := writeTimeline(timeline, s); err != nil {
+					return err
+				}
+				if !asJSON {
+					fmt.Fprintf(cmd.OutOrStdout(), "timeline drawn to %s\n", timeline)
+				}
 			}
 			if stateFile != "" {
 				if err := saveSnapshot(stateFile, opts.Store); err != nil {
@@ -139,11 +152,24 @@ directory must be writable, which is checked before the demo runs.`,
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also write the agent's JSON logs to stderr")
 	cmd.Flags().StringVar(&stateFile, "state-file", "", "after the demo, save the agent's state (rollouts, history, locks) to this file for status, history, pause, rollback --state-file")
 	cmd.Flags().BoolVar(&force, "force", false, "let --state-file replace a file that is not a patch-agent state snapshot")
+	cmd.Flags().StringVar(&timeline, "timeline", "", "draw the rollout as an SVG picture to `FILE.svg`: per group over simulated time, desired capacity, instances in service and healthy, on the target AMI, draining, and the gates that held it")
 	return cmd
 }
 
 // demoScenarios lists every scenario demo plays: internal/demo's and the audit scenario, which the command
 // runs itself.
+// writeTimeline draws the demo's timeline (demo.WriteTimelineSVG) to path, replacing it.
+func writeTimeline(path string, s demo.Summary) error {
+	var b strings.Builder
+	if err := demo.WriteTimelineSVG(&b, s); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("writing the timeline: %w", err)
+	}
+	return nil
+}
+
 func demoScenarios() []string {
 	names := demo.Scenarios()
 	if !slices.Contains(names, demo.AuditScenario) {

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -260,4 +261,17 @@ func TestRollbackPlanNamesThePlatformsDrain(t *testing.T) {
 		require.Contains(t, res.stdout, c.want)
 		require.NotContains(t, res.stdout, c.not)
 	}
+}
+
+// The picture in README and docs/operations.md is the default demo's timeline as the code draws it now:
+// -update redraws it.
+func TestDemoTimelinePictureInTheDocsIsCurrent(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "timeline.svg")
+	res := run(t, "demo", "--timeline", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "timeline drawn to "+file)
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(b), "<svg "))
+	goldenFile(t, filepath.Join("..", "..", "docs", "img", "demo-rollout-timeline.svg"), string(b))
 }

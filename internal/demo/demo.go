@@ -56,6 +56,8 @@ type Options struct {
 	Scenario string
 	// Store, when set, is the agent's store (so the caller can save it after the run); nil: a new one.
 	Store *state.Memory
+	// Timeline records Summary.Timeline, one sample per group and agent iteration (WriteTimelineSVG).
+	Timeline bool
 }
 
 // GroupSummary is one group's line in the final summary.
@@ -88,6 +90,8 @@ type Summary struct {
 	// metrics.SeriesKey (counters: their increase over the run). The JSON has them as a list of
 	// {name, dimensions, value} (MarshalJSON), not by these keys.
 	Metrics map[string]float64 `json:"-"`
+	// Timeline holds the samples of Options.Timeline (not in the JSON).
+	Timeline []TimelineSample `json:"-"`
 }
 
 // MessageCounts are the consumer's counters at the end.
@@ -496,6 +500,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	}
 	start := w.Account.Clock().Now()
 	p := newPrinter(opts.Out, w, start)
+	p.record = opts.Timeline
 	p.linef("scenario %s: %s", sc.name, sc.description)
 	p.linef("simulated account: ECS cluster %q, group %s (3 instances on %s), service web (6 tasks) + daemon log-router", Cluster, GroupName, ImageA)
 	if w.Kube != nil {
@@ -580,6 +585,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		return Summary{}, fmt.Errorf("publishing the demo's metrics: %w", err)
 	}
 	s.Metrics = pub.Snapshot()
+	s.Timeline = p.timeline
 	p.table(s)
 	return s, nil
 }
@@ -629,6 +635,9 @@ type printer struct {
 	pausedAt time.Time
 	// alarm-gate scenario bookkeeping (gates.go)
 	alarmCleared bool
+	// record keeps timeline samples (Options.Timeline).
+	record   bool
+	timeline []TimelineSample
 }
 
 func newPrinter(out io.Writer, w *World, start time.Time) *printer {
@@ -650,7 +659,7 @@ func (p *printer) progress(ctx context.Context) {
 	}
 	sort.Strings(names)
 	var nodes map[string]NodeObservation
-	if p.w.Kube != nil && p.out != nil {
+	if p.w.Kube != nil && (p.out != nil || p.record) {
 		nodes, _ = p.w.Kube.Observe(ctx)
 	}
 	for _, name := range names {
@@ -660,7 +669,7 @@ func (p *printer) progress(ctx context.Context) {
 
 // groupProgress prints one group's line when it changed.
 func (p *printer) groupProgress(ctx context.Context, group string, nodes map[string]NodeObservation) {
-	if p.out == nil {
+	if p.out == nil && !p.record {
 		return
 	}
 	r, err := p.w.Store.GetRollout(ctx, group)
@@ -668,14 +677,18 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 		return
 	}
 	g := p.w.Account.Group(group)
-	serving, onTarget := 0, 0
+	serving, onTarget, draining := 0, 0, 0
 	for _, i := range g.Instances {
 		if p.w.Checker.EKS[group] {
 			if n, ok := nodes[i.ID]; ok && i.LifecycleState == "InService" && n.Ready && !n.Cordoned {
 				serving++
+			} else if ok && n.Cordoned {
+				draining++
 			}
 		} else if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
 			serving++
+		} else if i.ContainerInstanceStatus == "DRAINING" {
+			draining++
 		}
 		if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
 			onTarget++
@@ -697,6 +710,13 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 		serving, desired, g.Max, onTarget, len(g.Instances))
 	if r.Reason != "" {
 		line += " reason=" + r.Reason
+	}
+	if p.record {
+		p.timeline = append(p.timeline, TimelineSample{At: p.w.Account.Clock().Since(p.start), Group: group, Desired: int(g.Desired),
+			Serving: serving, OnTarget: onTarget, Draining: draining, Gate: gateOf(r)})
+	}
+	if p.out == nil {
+		return
 	}
 	if p.last == nil {
 		p.last = map[string]string{}
