@@ -136,9 +136,10 @@ func inspectMessage(body []byte, topics []string) inspectDocument {
 			d.Disposition = dispositionIgnore
 			d.Action = "none: ECS's own managed-draining hook; ECS drains the container instance and completes the action"
 		case !l.Terminating():
-			d.Disposition = dispositionAct
-			d.Action = fmt.Sprintf("confirms with Auto Scaling that %s of group %s waits in Pending:Wait under hook %s, then completes the launching action (CONTINUE)",
-				l.InstanceID, l.GroupName, l.HookName)
+			d.Disposition = dispositionHold
+			d.Action = fmt.Sprintf("if group %s is opted in: confirms with Auto Scaling that %s waits in Pending:Wait under hook %s, holds the message until the instance "+
+				"is healthy in its cluster, then completes the launching action (CONTINUE; ABANDON at the deadline) and deletes the message",
+				l.GroupName, l.InstanceID, l.HookName)
 		default:
 			drain := "drains it (ECS: container instance DRAINING; EKS: cordon, eviction under PodDisruptionBudgets)"
 			if l.Action == events.ActionReplaceRootVolume {

@@ -27,7 +27,7 @@ func TestMessageInspectGivesTheDispositionAndTheAction(t *testing.T) {
 	}{
 		{"asg-hook-direct-terminating.json", dispositionHold, "confirms with Auto Scaling that"},
 		{"eventbridge-lifecycle-terminate-replace-root-volume.json", dispositionHold, "comes back with a new root volume"},
-		{"asg-hook-direct-launching.json", dispositionAct, "completes the launching action (CONTINUE)"},
+		{"asg-hook-direct-launching.json", dispositionHold, "completes the launching action (CONTINUE; ABANDON at the deadline)"},
 		{"asg-hook-test-notification.json", dispositionIgnore, "none: "},
 		{"ssm-parameter-change-update-golden-ami.json", dispositionAct, "once the AMI gate accepts the image"},
 		{"ssm-parameter-change-delete.json", dispositionAct, "get no rollout until it exists again"},

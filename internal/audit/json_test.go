@@ -40,3 +40,17 @@ func TestUnknownCountsAreNullInJSONAndUnknownInCSV(t *testing.T) {
 		require.NotContains(t, strings.ReplaceAll(buf.String(), "eu-west-1", ""), "-1", format)
 	}
 }
+
+// An audit of an account without groups is a document with the same fields: groups [], warnings [].
+func TestAuditOfAnEmptyFleetHasEveryField(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, Write(&buf, FormatJSON, &Report{Region: "eu-west-1", Summary: summarize(nil)}))
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &doc))
+	require.Equal(t, float64(schema.Version), doc["schemaVersion"])
+	require.Equal(t, []any{}, doc["groups"])
+	require.Equal(t, []any{}, doc["warnings"])
+	for _, k := range []string{"region", "generatedAt", "summary"} {
+		require.Contains(t, doc, k)
+	}
+}
