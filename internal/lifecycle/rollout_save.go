@@ -12,7 +12,9 @@ import (
 )
 
 // save writes one transition conditionally on the version read, with the history entries that record it in
-// the same atomic write (so a replica that loses the race leaves none), and logs it once.
+// the same atomic write (so a replica that loses the race leaves none), and logs it once. A move from the
+// record as last read or written to r that the transition table (state.Transitions) does not declare is not
+// written: the error wraps state.ErrTransition.
 func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string, history ...state.HistoryEntry) (state.Rollout, error) {
 	r.UpdatedAt = o.Clock.Now()
 	if r.Active() || r.Phase == state.PhaseHalted {
@@ -29,6 +31,9 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string, h
 		case state.PhasePreparing, state.PhaseReplacing, state.PhaseVerifying, state.PhaseCompleted:
 			r.Reason = "" // a transition happened: whatever held the rollout before no longer does
 		}
+	}
+	if err := state.CheckTransition(state.WriterAgent, o.lastStored, r); err != nil {
+		return r, fmt.Errorf("writing rollout of %s (%s): %w", r.Group, what, err)
 	}
 	var next state.Rollout
 	var err error
