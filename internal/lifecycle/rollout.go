@@ -50,8 +50,12 @@ type Orchestrator struct {
 	LeaseTTL    time.Duration
 	Store       state.Store
 	AutoScaling awsapi.AutoScaling
-	Templates   Templates
-	Platforms   Platforms
+	// Groups owns the Auto Scaling calls of the rollout (surge, max size, protection, termination, traits,
+	// warm pool membership); nil uses AutoScalingGroups over AutoScaling.
+	Groups Groups
+	// Templates owns the launch template versions (Templates over EC2 and Auto Scaling).
+	Templates TemplateProvider
+	Platforms Platforms
 	// Alarms checks the alarm gates of targets that name alarms; nil disables the gate.
 	Alarms AlarmChecker
 	Clock  clock.PassiveClock

@@ -77,7 +77,7 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	if err != nil {
 		return o.halt(ctx, r, err.Error(), false)
 	}
-	traits, err := DescribeTraits(ctx, o.AutoScaling, t.Group, groupTags(v.Group))
+	traits, err := o.groups().Traits(ctx, t.Group, groupTags(v.Group))
 	if err != nil {
 		return r, err
 	}

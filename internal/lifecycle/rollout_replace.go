@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -186,8 +182,7 @@ func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Ro
 		// Scale-in protection (ECS managed termination protection sets it on instances with tasks) comes
 		// off only here, from the drained instance; explicit termination does not need it, but leaving a
 		// drained instance protected would make ECS and Auto Scaling disagree about it.
-		if _, err := o.AutoScaling.SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{AutoScalingGroupName: aws.String(v.Name),
-			InstanceIds: []string{old.ID}, ProtectedFromScaleIn: aws.Bool(false)}); err != nil && !awsapi.IsInstanceNotFound(err) {
+		if err := o.groups().Unprotect(ctx, v.Name, old.ID); err != nil {
 			return r, fmt.Errorf("removing scale-in protection from drained instance %s: %w", old.ID, err)
 		}
 	}
@@ -201,9 +196,7 @@ func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Ro
 	// Auto Scaling launches the replacement at once and ECS moves the tasks onto it before the instance
 	// goes (desired capacity stays what ECS managed scaling set).
 	decrement := r.Strategy != StrategyDrainFirst || (!r.ECSManagedDraining && v.Desired-1 >= v.Min)
-	_, err := o.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
-		InstanceId: aws.String(old.ID), ShouldDecrementDesiredCapacity: aws.Bool(decrement)})
-	if err != nil && !awsapi.IsInstanceNotFound(err) {
+	if err := o.groups().Terminate(ctx, old.ID, decrement); err != nil {
 		return r, fmt.Errorf("terminating drained instance %s: %w", old.ID, err)
 	}
 	if r.ECSManagedDraining {
@@ -289,12 +282,10 @@ func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) 
 				return r, err
 			}
 			r = saved
-			if _, err := o.AutoScaling.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
-				AutoScalingGroupName: aws.String(v.Name), MaxSize: aws.Int32(want), DesiredCapacity: aws.Int32(want)}); err != nil {
+			if err := o.groups().SetMaxAndDesired(ctx, v.Name, want); err != nil {
 				return r, fmt.Errorf("surging %s to desired=max=%d: %w", v.Name, want, err)
 			}
-		} else if _, err := o.AutoScaling.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
-			AutoScalingGroupName: aws.String(v.Name), DesiredCapacity: aws.Int32(want), HonorCooldown: aws.Bool(false)}); err != nil {
+		} else if err := o.groups().SetDesired(ctx, v.Name, want); err != nil {
 			return r, fmt.Errorf("surging %s to desired=%d: %w", v.Name, want, err)
 		}
 	}

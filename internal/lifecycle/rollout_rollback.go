@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"go.uber.org/zap"
 
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -58,7 +54,7 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 			decrements = 1
 		}
 		for _, i := range v.Instances {
-			if slices.Contains(cur.InstancesBefore, i.ID) || !i.InService() && i.LifecycleState != string(astypes.LifecycleStatePending) {
+			if slices.Contains(cur.InstancesBefore, i.ID) || !i.InService() && i.LifecycleState != lifecycleStatePending {
 				continue
 			}
 			if i.ImageID != "" && i.ImageID != r.TargetImageID {
@@ -69,9 +65,7 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 			}
 			decrement := decrements > 0
 			decrements--
-			_, err := o.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
-				InstanceId: aws.String(i.ID), ShouldDecrementDesiredCapacity: aws.Bool(decrement)})
-			if err != nil && !awsapi.IsInstanceNotFound(err) {
+			if err := o.groups().Terminate(ctx, i.ID, decrement); err != nil {
 				return r, fmt.Errorf("removing unhealthy replacement %s: %w", i.ID, err)
 			}
 			o.logStep(r, "unhealthy replacement "+i.ID+" removed")
@@ -98,8 +92,7 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 		if newServing == 0 && r.Strategy != StrategyDrainFirst && v.Desired == cur.DesiredBefore+1 {
 			// The surge is still in place but no replacement survives (none ever launched): give it back,
 			// or Auto Scaling would launch the extra instance later from the restored template.
-			if _, err := o.AutoScaling.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
-				AutoScalingGroupName: aws.String(v.Name), DesiredCapacity: aws.Int32(cur.DesiredBefore), HonorCooldown: aws.Bool(false)}); err != nil {
+			if err := o.groups().SetDesired(ctx, v.Name, cur.DesiredBefore); err != nil {
 				return r, fmt.Errorf("undoing the surge of %s (desired back to %d): %w", v.Name, cur.DesiredBefore, err)
 			}
 			return r, errWait // the next tick sees the restored desired capacity

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"go.uber.org/zap"
 
 	"github.com/patch-agent/patch-agent/internal/logging"
@@ -59,8 +57,7 @@ func (o *Orchestrator) restoreMax(ctx context.Context, v GroupView, r *state.Rol
 	var history []state.HistoryEntry
 	switch {
 	case v.Max == r.MaxRaisedTo && v.Desired <= r.MaxRaisedFrom:
-		if _, err := o.AutoScaling.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
-			AutoScalingGroupName: aws.String(v.Name), MaxSize: aws.Int32(r.MaxRaisedFrom)}); err != nil {
+		if err := o.groups().SetMax(ctx, v.Name, r.MaxRaisedFrom); err != nil {
 			return nil, false, fmt.Errorf("restoring max size of %s to %d: %w", v.Name, r.MaxRaisedFrom, err)
 		}
 	case v.Max == r.MaxRaisedTo:
