@@ -32,8 +32,7 @@ func (h *Hooks) claim(ctx context.Context, rec state.Hook) (state.Hook, error) {
 	if !h.leases().RenewDue(rec.Lease(), h.Owner, now) {
 		return rec, nil
 	}
-	l := h.leases().Claim(h.Owner, now)
-	rec.Owner, rec.OwnerExpires = l.Owner, l.Expires
+	rec = rec.WithLease(h.leases().Claim(h.Owner, now))
 	return h.Store.PutHook(ctx, rec)
 }
 

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -18,10 +17,9 @@ import (
 func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string, history ...state.HistoryEntry) (state.Rollout, error) {
 	r.UpdatedAt = o.Clock.Now()
 	if r.Active() || r.Phase == state.PhaseHalted {
-		l := o.leases().Claim(o.Owner, r.UpdatedAt)
-		r.LeaseOwner, r.LeaseExpires = l.Owner, l.Expires
+		r = r.WithLease(o.leases().Claim(o.Owner, r.UpdatedAt))
 	} else {
-		r.LeaseOwner, r.LeaseExpires = "", time.Time{}
+		r = r.WithLease(state.Lease{})
 	}
 	if what != "lease renewed" {
 		r.Steps++
