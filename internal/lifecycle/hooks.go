@@ -34,17 +34,19 @@ const launchVisibilityGrace = 5 * time.Minute
 // when the hook cannot be described.
 const defaultHeartbeatTimeout = time.Hour
 
-// HookOutcome says what became of a lifecycle action after one look at it.
-type HookOutcome int
+// HookOutcome says what became of a lifecycle action after one look at it. It is the queue message's
+// disposition itself (one Disposition: events.Disposition), so the agent hands it to the consumer as it is.
+type HookOutcome = events.Disposition
 
 const (
-	// HookDone: the action is completed (now or before) or there is nothing to complete; the message may go.
-	HookDone HookOutcome = iota
-	// HookInProgress: the drain (or launch health wait) goes on; keep the message and look again.
-	HookInProgress
-	// HookIgnored: the action names an instance EC2 does not know, or Auto Scaling does not confirm it (field
-	// case C19); there is nothing to drain or complete.
-	HookIgnored
+	// HookDone (events.Done): the action is completed (now or before) or there is nothing to complete; the
+	// message may go.
+	HookDone = events.Done
+	// HookInProgress (events.Hold): the drain (or launch health wait) goes on; keep the message and look again.
+	HookInProgress = events.Hold
+	// HookIgnored (events.Ignored): the action names an instance EC2 does not know, or Auto Scaling does not
+	// confirm it (field case C19); there is nothing to drain or complete.
+	HookIgnored = events.Ignored
 )
 
 // Hooks drains instances on TERMINATING lifecycle actions and completes them with CONTINUE, and completes
