@@ -40,7 +40,11 @@ func TestOrchestratorPauseHoldsEveryDestructiveStep(t *testing.T) {
 		{"Replacing: no pick", func() state.Rollout { r := replacing(StrategySurge, ""); r.Current = nil; return r }(),
 			view(2, false, serving("i-1", amiOld), serving("i-2", amiOld)), "replace the next of 2 outdated instance(s)"},
 		{"Surge: no surge", replacing(StrategySurge, state.StepSurge), view(2, false, serving("i-1", amiOld), serving("i-2", amiOld)), "surge for i-1"},
-		{"Draining: no drain", func() state.Rollout { r := replacing(StrategySurge, state.StepDraining); r.Current.NewInstanceID = "i-9"; return r }(),
+		{"Draining: no drain", func() state.Rollout {
+			r := replacing(StrategySurge, state.StepDraining)
+			r.Current.NewInstanceID = "i-9"
+			return r
+		}(),
 			view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), serving("i-9", amiNew)), "drain i-1"},
 		{"Terminating: no termination", replacing(StrategySurge, state.StepTerminating),
 			view(3, false, draining("i-1", amiOld), serving("i-2", amiOld), serving("i-9", amiNew)), "terminate i-1"},
