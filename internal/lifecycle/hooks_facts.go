@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"go.uber.org/zap"
@@ -53,17 +51,17 @@ func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map
 	if ok && !refresh {
 		return cached, nil
 	}
-	out, err := h.AutoScaling.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
+	described, err := DescribeGroupHooks(ctx, h.AutoScaling, group)
 	if err != nil {
-		return nil, fmt.Errorf("describing lifecycle hooks of %s: %w", group, err)
+		return nil, err
 	}
-	hooks := make(map[string]hookInfo, len(out.LifecycleHooks))
-	for _, lh := range out.LifecycleHooks {
-		info := hookInfo{transition: aws.ToString(lh.LifecycleTransition), heartbeat: defaultHeartbeatTimeout}
-		if lh.HeartbeatTimeout != nil {
-			info.heartbeat = time.Duration(*lh.HeartbeatTimeout) * time.Second
+	hooks := make(map[string]hookInfo, len(described))
+	for _, lh := range described {
+		info := hookInfo{transition: lh.Transition, heartbeat: defaultHeartbeatTimeout}
+		if lh.HeartbeatTimeout != 0 {
+			info.heartbeat = lh.HeartbeatTimeout
 		}
-		hooks[aws.ToString(lh.LifecycleHookName)] = info
+		hooks[lh.Name] = info
 	}
 	h.mu.Lock()
 	if h.hooks == nil {
