@@ -587,13 +587,7 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 	if err != nil {
 		return events.Hold, err
 	}
-	switch out {
-	case lifecycle.HookInProgress:
-		return events.Hold, nil
-	case lifecycle.HookIgnored:
-		return events.Ignored, nil
-	}
-	return events.Done, nil
+	return out, nil // the hook's outcome is the message's disposition (lifecycle.HookOutcome = events.Disposition)
 }
 
 // SourceProblem returns why a parameter names no usable AMI, or "".

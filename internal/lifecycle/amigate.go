@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -247,14 +246,6 @@ func (g *AMIGate) checkArchitecture(ctx context.Context, req GateRequest, img *e
 	return nil, nil
 }
 
-func joinArchs(a []ec2types.ArchitectureType) string {
-	s := make([]string, len(a))
-	for i, x := range a {
-		s[i] = string(x)
-	}
-	return strings.Join(s, ", ")
-}
-
 // allowedOwners lists the owners the group accepts, in the order they are explained.
 func (g *AMIGate) allowedOwners(req GateRequest) []string {
 	var out []string
@@ -382,96 +373,4 @@ func (g *AMIGate) architectures(ctx context.Context, types []string) (map[string
 		out[t] = a
 	}
 	return out, nil
-}
-
-// majorityImage returns the AMI most in-service instances of the group run ("" when none is known).
-func majorityImage(v GroupView) string {
-	count := map[string]int{}
-	best := ""
-	for _, i := range v.Instances {
-		if i.ImageID == "" || i.Leaving() {
-			continue
-		}
-		count[i.ImageID]++
-		if n := count[i.ImageID]; n > count[best] || n == count[best] && i.ImageID < best {
-			best = i.ImageID
-		}
-	}
-	return best
-}
-
-var (
-	al2023Name       = regexp.MustCompile(`(?i)(^|[^a-z0-9])(al2023|amazon[- ]?linux[- ]?2023)`)
-	al2Name          = regexp.MustCompile(`(?i)(^|[^a-z0-9])(amzn2-|al2[^0-9]|al2$|amazon[- ]?linux[- ]?2([^0-9]|$))`)
-	eksAL2Name       = regexp.MustCompile(`(?i)^amazon-eks-(gpu-|arm64-)?node-1\.[0-9]+-v`)
-	bottlerocketName = regexp.MustCompile(`(?i)bottlerocket`)
-	windowsName      = regexp.MustCompile(`(?i)^windows_server-`)
-)
-
-// DescribeOSFamily tells the OS family of an AMI from what DescribeImages returns (Amazon EC2 API Reference,
-// "Image"): Platform ("windows" for Windows AMIs, blank otherwise) and PlatformDetails (the billing platform,
-// "Windows", "Linux/UNIX", "Red Hat Enterprise Linux", ...) tell Windows; otherwise the Name, then the
-// Description, tell the Linux family by the names of the ECS- and EKS-optimized AMIs: amzn2-ami-ecs-...,
-// amazon-eks-node-1.30-v... (AL2), al2023-ami-ecs-..., amazon-eks-node-al2023-... (AL2023),
-// bottlerocket-aws-k8s-..., bottlerocket-aws-ecs-... (Bottlerocket), Windows_Server-... (Windows).
-// Anything else is OSFamilyOther followed by its PlatformDetails ("other (Linux/UNIX)"), so that two other
-// AMIs only match on the same billing platform.
-func DescribeOSFamily(img ec2types.Image) string {
-	details := aws.ToString(img.PlatformDetails)
-	if img.Platform == ec2types.PlatformValuesWindows || strings.HasPrefix(strings.ToLower(details), "windows") {
-		return OSFamilyWindows
-	}
-	for _, text := range []string{aws.ToString(img.Name), aws.ToString(img.Description)} {
-		switch {
-		case text == "":
-		case bottlerocketName.MatchString(text):
-			return OSFamilyBottlerocket
-		case windowsName.MatchString(text):
-			return OSFamilyWindows
-		case al2023Name.MatchString(text):
-			return OSFamilyAL2023
-		case al2Name.MatchString(text), eksAL2Name.MatchString(text):
-			return OSFamilyAL2
-		}
-	}
-	return OSFamilyOther + " (" + details + ")"
-}
-
-// amiOwnerAliases are the owner aliases EC2 reports in ImageOwnerAlias (Amazon EC2 API Reference, "Image"),
-// plus "self" for the agent's own account.
-var amiOwnerAliases = []string{"amazon", "aws-marketplace", "aws-backup-vault", "self"}
-
-var accountIDPattern = regexp.MustCompile(`^[0-9]{12}$`)
-
-// ParseAMIOwners parses a list of AMI owners separated by spaces or commas: 12-digit AWS account ids or the
-// aliases amazon, aws-marketplace, aws-backup-vault and self. It returns an error naming every entry that is
-// neither.
-func ParseAMIOwners(v string) ([]string, error) {
-	var out, bad []string
-	for _, o := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
-		o = strings.ToLower(strings.TrimSpace(o))
-		if !accountIDPattern.MatchString(o) && !slices.Contains(amiOwnerAliases, o) {
-			bad = append(bad, fmt.Sprintf("%q", o))
-			continue
-		}
-		out = append(out, o)
-	}
-	if len(bad) > 0 {
-		return out, fmt.Errorf("%s: want 12-digit AWS account ids or %s", strings.Join(bad, ", "), strings.Join(amiOwnerAliases, ", "))
-	}
-	return out, nil
-}
-
-// AccountFromQueueURL returns the AWS account id in an SQS queue URL's path
-// (https://sqs.us-east-1.amazonaws.com/111122223333/patch-agent), or "" when it names none.
-func AccountFromQueueURL(queueURL string) string {
-	path := queueURL
-	if i := strings.Index(path, "://"); i >= 0 {
-		path = path[i+3:]
-	}
-	parts := strings.Split(path, "/")
-	if len(parts) >= 3 && accountIDPattern.MatchString(parts[1]) {
-		return parts[1]
-	}
-	return ""
 }

@@ -10,8 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
@@ -36,17 +34,19 @@ const launchVisibilityGrace = 5 * time.Minute
 // when the hook cannot be described.
 const defaultHeartbeatTimeout = time.Hour
 
-// HookOutcome says what became of a lifecycle action after one look at it.
-type HookOutcome int
+// HookOutcome says what became of a lifecycle action after one look at it. It is the queue message's
+// disposition itself (one Disposition: events.Disposition), so the agent hands it to the consumer as it is.
+type HookOutcome = events.Disposition
 
 const (
-	// HookDone: the action is completed (now or before) or there is nothing to complete; the message may go.
-	HookDone HookOutcome = iota
-	// HookInProgress: the drain (or launch health wait) goes on; keep the message and look again.
-	HookInProgress
-	// HookIgnored: the action names an instance EC2 does not know, or Auto Scaling does not confirm it (field
-	// case C19); there is nothing to drain or complete.
-	HookIgnored
+	// HookDone (events.Done): the action is completed (now or before) or there is nothing to complete; the
+	// message may go.
+	HookDone = events.Done
+	// HookInProgress (events.Hold): the drain (or launch health wait) goes on; keep the message and look again.
+	HookInProgress = events.Hold
+	// HookIgnored (events.Ignored): the action names an instance EC2 does not know, or Auto Scaling does not
+	// confirm it (field case C19); there is nothing to drain or complete.
+	HookIgnored = events.Ignored
 )
 
 // Hooks drains instances on TERMINATING lifecycle actions and completes them with CONTINUE, and completes
@@ -316,164 +316,4 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 	*rec = next
 	log.Debug("lifecycle action heartbeat sent")
 	return nil
-}
-
-var errClaimedElsewhere = errors.New("lifecycle action claimed by another replica")
-
-// leases is the lease rule of the hooks' TTL.
-func (h *Hooks) leases() state.LeaseRule { return state.LeaseRule{TTL: h.LeaseTTL} }
-
-// claim makes this replica the one working on the action (invariant 6, docs/architecture.md): a claim held by
-// another replica is respected until its expiry plus the skew margin; this replica's own claim is renewed at
-// half-life (state.LeaseRule).
-func (h *Hooks) claim(ctx context.Context, rec state.Hook) (state.Hook, error) {
-	now := h.Clock.Now()
-	if h.leases().HeldByOther(rec.Lease(), h.Owner, now) {
-		return rec, errClaimedElsewhere
-	}
-	if !h.leases().RenewDue(rec.Lease(), h.Owner, now) {
-		return rec, nil
-	}
-	l := h.leases().Claim(h.Owner, now)
-	rec.Owner, rec.OwnerExpires = l.Owner, l.Expires
-	return h.Store.PutHook(ctx, rec)
-}
-
-// complete sends CompleteLifecycleAction once and records it. Auto Scaling's "No active Lifecycle Action
-// found" answer (duplicate delivery, completed elsewhere, timed out) is final: field case C6.
-func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec state.Hook, result, note string, log *zap.Logger) (HookOutcome, error) {
-	// The claim to complete is written first, conditionally: of two replicas only one calls Auto Scaling. After
-	// a crash between this write and the call, the call is made again; Auto Scaling's "no active action"
-	// answer then tells that the first one went through.
-	if rec.State != state.HookCompleting {
-		rec.State = state.HookCompleting
-		next, err := h.Store.PutHook(ctx, rec)
-		if errors.Is(err, state.ErrConflict) {
-			return HookInProgress, nil
-		}
-		if err != nil {
-			return HookInProgress, fmt.Errorf("claiming completion of lifecycle action %s: %w", a.Token, err)
-		}
-		rec = next
-	}
-	if !h.leases().MayAct(rec.Lease(), h.Owner, h.Clock.Now()) {
-		// This replica stalled since it claimed the action (less than the skew margin is left): another may
-		// have taken it over. The next look re-reads the record and claims it again before completing.
-		log.Info("claim on the lifecycle action too close to its expiry to complete it; looking again")
-		return HookInProgress, nil
-	}
-	_, err := h.AutoScaling.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
-		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
-		LifecycleActionToken: aws.String(a.Token), InstanceId: aws.String(a.InstanceID), LifecycleActionResult: aws.String(result)})
-	if awsapi.IsNoActiveLifecycleAction(err) {
-		log.Info("lifecycle action was no longer active; treated as completed")
-		return HookDone, h.finish(ctx, rec, "", "no active lifecycle action: already completed or timed out")
-	}
-	if err != nil {
-		return HookInProgress, fmt.Errorf("completing lifecycle action %s with %s: %w", a.Token, result, err)
-	}
-	log.Info("lifecycle action completed", zap.String(logging.Result, result), zap.String(logging.Reason, note))
-	return HookDone, h.finish(ctx, rec, result, note)
-}
-
-func (h *Hooks) finish(ctx context.Context, rec state.Hook, result, note string) error {
-	rec.State, rec.Result, rec.Note, rec.CompletedAt = state.HookCompleted, result, note, h.Clock.Now()
-	stored, err := h.Store.PutHook(ctx, rec)
-	if err != nil {
-		return fmt.Errorf("recording completion of lifecycle action %s: %w", rec.Token, err)
-	}
-	if h.Observer != nil {
-		var drain time.Duration
-		if rec.Transition == events.TransitionTerminating {
-			drain = rec.CompletedAt.Sub(rec.ReceivedAt)
-		}
-		h.Observer.LifecycleActionCompleted(stored, drain)
-	}
-	return nil
-}
-
-type instanceExistence int
-
-const (
-	instanceRunning instanceExistence = iota
-	instanceTerminated
-	instanceUnknown
-)
-
-// instanceState asks EC2 whether the instance exists and is not yet shutting down.
-func (h *Hooks) instanceState(ctx context.Context, id string) (instanceExistence, error) {
-	out, err := h.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	if awsapi.IsInstanceNotFound(err) {
-		return instanceUnknown, nil
-	}
-	if err != nil {
-		return instanceRunning, fmt.Errorf("describing instance %s: %w", id, err)
-	}
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			if i.State != nil && (i.State.Name == ec2types.InstanceStateNameTerminated || i.State.Name == ec2types.InstanceStateNameShuttingDown) {
-				return instanceTerminated, nil
-			}
-			return instanceRunning, nil
-		}
-	}
-	return instanceUnknown, nil
-}
-
-// groupHooks returns the lifecycle hooks of a group by name, from DescribeLifecycleHooks (all hooks of the
-// group in one call), cached per group: hooks rarely change. refresh asks again (a hook the cache does not
-// know may have been added since).
-func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map[string]hookInfo, error) {
-	h.mu.Lock()
-	cached, ok := h.hooks[group]
-	h.mu.Unlock()
-	if ok && !refresh {
-		return cached, nil
-	}
-	out, err := h.AutoScaling.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
-	if err != nil {
-		return nil, fmt.Errorf("describing lifecycle hooks of %s: %w", group, err)
-	}
-	hooks := make(map[string]hookInfo, len(out.LifecycleHooks))
-	for _, lh := range out.LifecycleHooks {
-		info := hookInfo{transition: aws.ToString(lh.LifecycleTransition), heartbeat: defaultHeartbeatTimeout}
-		if lh.HeartbeatTimeout != nil {
-			info.heartbeat = time.Duration(*lh.HeartbeatTimeout) * time.Second
-		}
-		hooks[aws.ToString(lh.LifecycleHookName)] = info
-	}
-	h.mu.Lock()
-	if h.hooks == nil {
-		h.hooks = map[string]map[string]hookInfo{}
-	}
-	h.hooks[group] = hooks
-	h.mu.Unlock()
-	return hooks, nil
-}
-
-// ecsDrains reports whether the group has ECS's managed draining hook (from the hooks cache: a stale answer
-// errs towards a drain the agent would have done anyway).
-func (h *Hooks) ecsDrains(ctx context.Context, group string) bool {
-	hooks, err := h.groupHooks(ctx, group, false)
-	if err != nil {
-		h.Log.Warn("describing lifecycle hooks failed; assuming no ECS managed draining", zap.String(logging.Group, group), zap.Error(err))
-		return false
-	}
-	_, ok := hooks[ECSManagedDrainingHookName]
-	return ok
-}
-
-// heartbeatTimeout returns the hook's HeartbeatTimeout from the hooks cache; Auto Scaling's default (3600 s)
-// when the hooks cannot be described.
-func (h *Hooks) heartbeatTimeout(ctx context.Context, group, hook string) time.Duration {
-	hooks, err := h.groupHooks(ctx, group, false)
-	if err != nil {
-		h.Log.Warn("describing lifecycle hook failed; assuming the default heartbeat timeout", zap.String(logging.Group, group),
-			zap.String(logging.LifecycleHook, hook), zap.Error(err))
-		return defaultHeartbeatTimeout
-	}
-	if info, ok := hooks[hook]; ok {
-		return info.heartbeat
-	}
-	return defaultHeartbeatTimeout
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
@@ -46,12 +43,12 @@ type GroupTraits struct {
 func DescribeTraits(ctx context.Context, api awsapi.AutoScaling, group string, tags map[string]string) (GroupTraits, error) {
 	var tr GroupTraits
 	_, tr.ECSManagedScaling = tags[TagECSManaged]
-	out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
+	hooks, err := DescribeGroupHooks(ctx, api, group)
 	if err != nil {
-		return tr, fmt.Errorf("describing lifecycle hooks of %s: %w", group, err)
+		return tr, err
 	}
-	for _, h := range out.LifecycleHooks {
-		if aws.ToString(h.LifecycleHookName) == ECSManagedDrainingHookName {
+	for _, h := range hooks {
+		if h.Name == ECSManagedDrainingHookName {
 			tr.ECSManagedDraining = true
 		}
 	}

@@ -183,20 +183,18 @@ func (o *Orchestrator) recycleWarmPool(ctx context.Context, t Target, v GroupVie
 	}
 	for start := 0; start < len(settled); start += maxAutoScalingInstanceIDs {
 		batch := settled[start:min(start+maxAutoScalingInstanceIDs, len(settled))]
-		out, err := o.AutoScaling.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: batch})
+		members, err := o.groups().Members(ctx, batch)
 		if err != nil {
 			return fmt.Errorf("confirming %d warm pool instance(s) of %s before terminating them: %w", len(batch), v.Name, err)
 		}
-		for _, d := range out.AutoScalingInstances {
-			id, st := aws.ToString(d.InstanceId), aws.ToString(d.LifecycleState)
-			if !slices.Contains(batch, id) || aws.ToString(d.AutoScalingGroupName) != v.Name || !(InstanceView{LifecycleState: st}).Warmed() {
+		for _, d := range members {
+			id, st := d.InstanceID, d.LifecycleState
+			if !slices.Contains(batch, id) || d.Group != v.Name || !(InstanceView{LifecycleState: st}).Warmed() {
 				o.Log.Info("warm pool instance no longer settled in the pool; not terminated", zap.String(logging.Group, v.Name),
 					zap.String(logging.InstanceID, id), zap.String(logging.Reason, st))
 				continue
 			}
-			_, err := o.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
-				InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(false)})
-			if err != nil && !awsapi.IsInstanceNotFound(err) {
+			if err := o.groups().Terminate(ctx, id, false); err != nil {
 				return fmt.Errorf("terminating warm pool instance %s: %w", id, err)
 			}
 			o.Log.Info("warm pool instance not on the target AMI terminated; the pool refills from the new launch template version",

@@ -309,7 +309,8 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 
 // update reads the rollout of group, lets change edit it and writes it conditionally on the version read,
 // with the history entries that history returns for the changed record in the same atomic write. On
-// state.ErrConflict it re-reads and tries once more. change returns false to write nothing.
+// state.ErrConflict it re-reads and tries once more. change returns false to write nothing. A change the
+// transition table does not declare (state.Transitions) is not written: the error wraps state.ErrTransition.
 func update(ctx context.Context, store state.Store, group string, change func(*state.Rollout) (bool, error),
 	history func(state.Rollout) []state.HistoryEntry) (state.Rollout, error) {
 	for attempt := 1; ; attempt++ {
@@ -317,12 +318,16 @@ func update(ctx context.Context, store state.Store, group string, change func(*s
 		if err != nil {
 			return state.Rollout{}, err
 		}
+		before := r.Clone()
 		write, err := change(&r)
 		if err != nil {
 			return state.Rollout{}, err
 		}
 		if !write {
 			return r, nil
+		}
+		if err := state.CheckTransition(state.WriterOperator, before, r); err != nil {
+			return state.Rollout{}, err
 		}
 		next, err := store.PutRolloutWithHistory(ctx, r, history(r))
 		switch {

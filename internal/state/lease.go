@@ -73,3 +73,37 @@ func (h Hook) Lease() Lease { return Lease{Owner: h.Owner, Expires: h.OwnerExpir
 
 // Lease returns the lease of the invocation running the workflow.
 func (w Workflow) Lease() Lease { return Lease{Owner: w.LeaseOwner, Expires: w.LeaseExpires} }
+
+// Leased is a versioned record that carries one Lease: Rollout, Hook and Workflow. Every user of a lease
+// (the rollout engine, lifecycle actions, the EKS upgrade workflow) reads it with Lease, writes it with
+// WithLease, and decides with LeaseRule (held by another, renew, take over); storetest.RunLeases is the one
+// conformance test every such record passes on every store.
+type Leased[T any] interface {
+	Lease() Lease
+	// WithLease returns a copy of the record carrying l.
+	WithLease(l Lease) T
+}
+
+var (
+	_ Leased[Rollout]  = Rollout{}
+	_ Leased[Hook]     = Hook{}
+	_ Leased[Workflow] = Workflow{}
+)
+
+// WithLease returns r carrying l (LeaseOwner, LeaseExpires).
+func (r Rollout) WithLease(l Lease) Rollout {
+	r.LeaseOwner, r.LeaseExpires = l.Owner, l.Expires
+	return r
+}
+
+// WithLease returns h carrying l (Owner, OwnerExpires).
+func (h Hook) WithLease(l Lease) Hook {
+	h.Owner, h.OwnerExpires = l.Owner, l.Expires
+	return h
+}
+
+// WithLease returns w carrying l (LeaseOwner, LeaseExpires).
+func (w Workflow) WithLease(l Lease) Workflow {
+	w.LeaseOwner, w.LeaseExpires = l.Owner, l.Expires
+	return w
+}

@@ -29,6 +29,20 @@ func TestDynamoDBWorkflowConformance(t *testing.T) {
 	})
 }
 
+// TestMemoryLeaseConformance and TestDynamoDBLeaseConformance run the one lease conformance test of every
+// versioned record (rollout, lifecycle action, upgrade workflow) on both stores.
+func TestMemoryLeaseConformance(t *testing.T) {
+	storetest.RunLeases(t, func(*testing.T) storetest.WorkflowStore { return state.NewMemory() })
+}
+
+func TestDynamoDBLeaseConformance(t *testing.T) {
+	testenv.Kumo(t)
+	storetest.RunLeases(t, func(t *testing.T) storetest.WorkflowStore {
+		client, table := newTable(t)
+		return state.NewDynamoDB(client, table)
+	})
+}
+
 func TestWorkflowItemIsUpgradeClusterWorkflowWithAVersion(t *testing.T) {
 	client, table := newTable(t)
 	ctx := testenv.Context(t)

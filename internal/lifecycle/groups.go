@@ -1,0 +1,144 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Groups is the provider of the Auto Scaling calls the rollout engine decides on: it owns the SDK inputs, so
+// the decision code (rollout*.go) says what to do to a group in the field's words and never builds an input
+// (TestDecisionFilesImportNoAWSService). Errors are Auto Scaling's, unwrapped, except where a method says
+// otherwise; the caller adds what it was doing.
+type Groups interface {
+	// Traits reads a group's traits: its tags (as described) and its lifecycle hooks (DescribeLifecycleHooks).
+	Traits(ctx context.Context, group string, tags map[string]string) (GroupTraits, error)
+	// SetDesired sets the group's desired capacity (SetDesiredCapacity, cooldown not honoured): absolute, so a
+	// repeat after a crash is harmless.
+	SetDesired(ctx context.Context, group string, desired int32) error
+	// SetMaxAndDesired sets max size and desired capacity to size in one UpdateAutoScalingGroup.
+	SetMaxAndDesired(ctx context.Context, group string, size int32) error
+	// SetMax sets the group's max size (UpdateAutoScalingGroup).
+	SetMax(ctx context.Context, group string, max int32) error
+	// Unprotect removes scale-in protection from one instance (SetInstanceProtection). An instance Auto Scaling
+	// no longer knows is not an error (awsapi.IsInstanceNotFound).
+	Unprotect(ctx context.Context, group, instanceID string) error
+	// Terminate terminates one instance through its group (TerminateInstanceInAutoScalingGroup), decrementing
+	// desired capacity when decrement is set: the group's terminating lifecycle hook, if any, runs (Amazon EC2
+	// Auto Scaling API Reference, TerminateInstanceInAutoScalingGroup). An instance already gone is not an
+	// error (awsapi.IsInstanceNotFound).
+	Terminate(ctx context.Context, instanceID string, decrement bool) error
+	// Members describes at most maxAutoScalingInstanceIDs (50) instances (DescribeAutoScalingInstances): the
+	// group and lifecycle state of each Auto Scaling knows; unknown ids are left out.
+	Members(ctx context.Context, instanceIDs []string) ([]GroupMember, error)
+}
+
+// GroupMember is one instance as DescribeAutoScalingInstances reports it.
+type GroupMember struct {
+	InstanceID, Group, LifecycleState string
+}
+
+// AutoScalingGroups is the Groups provider over the Auto Scaling API.
+type AutoScalingGroups struct {
+	API awsapi.AutoScaling
+}
+
+var _ Groups = AutoScalingGroups{}
+
+// Traits implements Groups.
+func (g AutoScalingGroups) Traits(ctx context.Context, group string, tags map[string]string) (GroupTraits, error) {
+	return DescribeTraits(ctx, g.API, group, tags)
+}
+
+// SetDesired implements Groups.
+func (g AutoScalingGroups) SetDesired(ctx context.Context, group string, desired int32) error {
+	_, err := g.API.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
+		AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(desired), HonorCooldown: aws.Bool(false)})
+	return err
+}
+
+// SetMaxAndDesired implements Groups.
+func (g AutoScalingGroups) SetMaxAndDesired(ctx context.Context, group string, size int32) error {
+	_, err := g.API.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+		AutoScalingGroupName: aws.String(group), MaxSize: aws.Int32(size), DesiredCapacity: aws.Int32(size)})
+	return err
+}
+
+// SetMax implements Groups.
+func (g AutoScalingGroups) SetMax(ctx context.Context, group string, max int32) error {
+	_, err := g.API.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+		AutoScalingGroupName: aws.String(group), MaxSize: aws.Int32(max)})
+	return err
+}
+
+// Unprotect implements Groups.
+func (g AutoScalingGroups) Unprotect(ctx context.Context, group, instanceID string) error {
+	_, err := g.API.SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{AutoScalingGroupName: aws.String(group),
+		InstanceIds: []string{instanceID}, ProtectedFromScaleIn: aws.Bool(false)})
+	if awsapi.IsInstanceNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// Terminate implements Groups.
+func (g AutoScalingGroups) Terminate(ctx context.Context, instanceID string, decrement bool) error {
+	_, err := g.API.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		InstanceId: aws.String(instanceID), ShouldDecrementDesiredCapacity: aws.Bool(decrement)})
+	if awsapi.IsInstanceNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// Members implements Groups.
+func (g AutoScalingGroups) Members(ctx context.Context, instanceIDs []string) ([]GroupMember, error) {
+	if len(instanceIDs) > maxAutoScalingInstanceIDs {
+		return nil, fmt.Errorf("describing %d instances: at most %d a call", len(instanceIDs), maxAutoScalingInstanceIDs)
+	}
+	out, err := g.API.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: instanceIDs})
+	if err != nil {
+		return nil, err
+	}
+	members := make([]GroupMember, 0, len(out.AutoScalingInstances))
+	for _, d := range out.AutoScalingInstances {
+		members = append(members, GroupMember{InstanceID: aws.ToString(d.InstanceId), Group: aws.ToString(d.AutoScalingGroupName),
+			LifecycleState: aws.ToString(d.LifecycleState)})
+	}
+	return members, nil
+}
+
+// GroupDescription is a group as DescribeAutoScalingGroups returns it (GroupView.Group): the decision code
+// hands it to providers without reading the SDK type itself.
+type GroupDescription = astypes.AutoScalingGroup
+
+// lifecycleStatePending is Auto Scaling's Pending lifecycle state, for decision code that reads no SDK type.
+const lifecycleStatePending = string(astypes.LifecycleStatePending)
+
+// TemplateProvider is the provider of launch template versions the rollout engine decides on (Templates over
+// EC2 and Auto Scaling).
+type TemplateProvider interface {
+	// Resolve returns the version a reference resolves to now ("$Default" and "$Latest" as Auto Scaling does).
+	Resolve(ctx context.Context, ref state.LaunchTemplateRef) (TemplateVersion, error)
+	// EnsureVersion returns a version of ref's template that is ref's version with ImageId = imageID, creating
+	// it unless the agent already did (idempotent after a crash).
+	EnsureVersion(ctx context.Context, ref state.LaunchTemplateRef, imageID, why string) (TemplateVersion, error)
+	// PointGroup makes the group launch ref (an explicit version).
+	PointGroup(ctx context.Context, g GroupDescription, ref state.LaunchTemplateRef) error
+}
+
+var _ TemplateProvider = Templates{}
+
+// groups returns the Groups provider: o.Groups, or Auto Scaling itself when unset.
+func (o *Orchestrator) groups() Groups {
+	if o.Groups != nil {
+		return o.Groups
+	}
+	return AutoScalingGroups{API: o.AutoScaling}
+}

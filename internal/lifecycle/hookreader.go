@@ -1,0 +1,42 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+)
+
+// GroupHook is one lifecycle hook of a group as DescribeLifecycleHooks reports it.
+type GroupHook struct {
+	Name string
+	// Transition is "autoscaling:EC2_INSTANCE_TERMINATING" or "autoscaling:EC2_INSTANCE_LAUNCHING".
+	Transition string
+	// HeartbeatTimeout is the hook's HeartbeatTimeout; zero when Auto Scaling reports none (its default is
+	// 3600 s: Amazon EC2 Auto Scaling API Reference, LifecycleHook).
+	HeartbeatTimeout time.Duration
+}
+
+// DescribeGroupHooks reads every lifecycle hook of group with one DescribeLifecycleHooks call (Amazon EC2 Auto
+// Scaling API Reference: DescribeLifecycleHooks without LifecycleHookNames describes all of them). It is the
+// one reader of lifecycle hooks: the strategy's traits, the missing-hook check and the lifecycle action
+// handler (which caches its answers per group) all ask it. Errors are Auto Scaling's, wrapped with the group.
+func DescribeGroupHooks(ctx context.Context, api awsapi.AutoScaling, group string) ([]GroupHook, error) {
+	out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
+	if err != nil {
+		return nil, fmt.Errorf("describing lifecycle hooks of %s: %w", group, err)
+	}
+	hooks := make([]GroupHook, 0, len(out.LifecycleHooks))
+	for _, h := range out.LifecycleHooks {
+		gh := GroupHook{Name: aws.ToString(h.LifecycleHookName), Transition: aws.ToString(h.LifecycleTransition)}
+		if h.HeartbeatTimeout != nil {
+			gh.HeartbeatTimeout = time.Duration(*h.HeartbeatTimeout) * time.Second
+		}
+		hooks = append(hooks, gh)
+	}
+	return hooks, nil
+}

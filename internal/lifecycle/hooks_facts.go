@@ -1,0 +1,100 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/logging"
+)
+
+type instanceExistence int
+
+const (
+	instanceRunning instanceExistence = iota
+	instanceTerminated
+	instanceUnknown
+)
+
+// instanceState asks EC2 whether the instance exists and is not yet shutting down.
+func (h *Hooks) instanceState(ctx context.Context, id string) (instanceExistence, error) {
+	out, err := h.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if awsapi.IsInstanceNotFound(err) {
+		return instanceUnknown, nil
+	}
+	if err != nil {
+		return instanceRunning, fmt.Errorf("describing instance %s: %w", id, err)
+	}
+	for _, r := range out.Reservations {
+		for _, i := range r.Instances {
+			if i.State != nil && (i.State.Name == ec2types.InstanceStateNameTerminated || i.State.Name == ec2types.InstanceStateNameShuttingDown) {
+				return instanceTerminated, nil
+			}
+			return instanceRunning, nil
+		}
+	}
+	return instanceUnknown, nil
+}
+
+// groupHooks returns the lifecycle hooks of a group by name, from DescribeLifecycleHooks (all hooks of the
+// group in one call), cached per group: hooks rarely change. refresh asks again (a hook the cache does not
+// know may have been added since).
+func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map[string]hookInfo, error) {
+	h.mu.Lock()
+	cached, ok := h.hooks[group]
+	h.mu.Unlock()
+	if ok && !refresh {
+		return cached, nil
+	}
+	described, err := DescribeGroupHooks(ctx, h.AutoScaling, group)
+	if err != nil {
+		return nil, err
+	}
+	hooks := make(map[string]hookInfo, len(described))
+	for _, lh := range described {
+		info := hookInfo{transition: lh.Transition, heartbeat: defaultHeartbeatTimeout}
+		if lh.HeartbeatTimeout != 0 {
+			info.heartbeat = lh.HeartbeatTimeout
+		}
+		hooks[lh.Name] = info
+	}
+	h.mu.Lock()
+	if h.hooks == nil {
+		h.hooks = map[string]map[string]hookInfo{}
+	}
+	h.hooks[group] = hooks
+	h.mu.Unlock()
+	return hooks, nil
+}
+
+// ecsDrains reports whether the group has ECS's managed draining hook (from the hooks cache: a stale answer
+// errs towards a drain the agent would have done anyway).
+func (h *Hooks) ecsDrains(ctx context.Context, group string) bool {
+	hooks, err := h.groupHooks(ctx, group, false)
+	if err != nil {
+		h.Log.Warn("describing lifecycle hooks failed; assuming no ECS managed draining", zap.String(logging.Group, group), zap.Error(err))
+		return false
+	}
+	_, ok := hooks[ECSManagedDrainingHookName]
+	return ok
+}
+
+// heartbeatTimeout returns the hook's HeartbeatTimeout from the hooks cache; Auto Scaling's default (3600 s)
+// when the hooks cannot be described.
+func (h *Hooks) heartbeatTimeout(ctx context.Context, group, hook string) time.Duration {
+	hooks, err := h.groupHooks(ctx, group, false)
+	if err != nil {
+		h.Log.Warn("describing lifecycle hook failed; assuming the default heartbeat timeout", zap.String(logging.Group, group),
+			zap.String(logging.LifecycleHook, hook), zap.Error(err))
+		return defaultHeartbeatTimeout
+	}
+	if info, ok := hooks[hook]; ok {
+		return info.heartbeat
+	}
+	return defaultHeartbeatTimeout
+}

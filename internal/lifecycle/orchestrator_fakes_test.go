@@ -1,0 +1,161 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"go.uber.org/zap"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Small in-package fakes of the rollout engine's providers: each records what it was asked and answers from
+// its fields, so an orchestrator unit test states the world in a few lines and asserts the calls made.
+
+const (
+	amiOld = "ami-0000000000000000a"
+	amiNew = "ami-0000000000000000b"
+	amiBad = "ami-0000000000000000c"
+)
+
+// now0 is the fake clock's start.
+var now0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+type groupCall struct {
+	Op       string // SetDesired, SetMaxAndDesired, SetMax, Unprotect, Terminate, Members, Traits
+	Target   string // group or instance id
+	N        int32
+	Decrease bool
+}
+
+type fakeGroups struct {
+	traits  GroupTraits
+	members []GroupMember
+	err     error
+	calls   []groupCall
+}
+
+var _ Groups = (*fakeGroups)(nil)
+
+func (f *fakeGroups) Traits(_ context.Context, group string, _ map[string]string) (GroupTraits, error) {
+	f.calls = append(f.calls, groupCall{Op: "Traits", Target: group})
+	return f.traits, f.err
+}
+func (f *fakeGroups) SetDesired(_ context.Context, group string, n int32) error {
+	f.calls = append(f.calls, groupCall{Op: "SetDesired", Target: group, N: n})
+	return f.err
+}
+func (f *fakeGroups) SetMaxAndDesired(_ context.Context, group string, n int32) error {
+	f.calls = append(f.calls, groupCall{Op: "SetMaxAndDesired", Target: group, N: n})
+	return f.err
+}
+func (f *fakeGroups) SetMax(_ context.Context, group string, n int32) error {
+	f.calls = append(f.calls, groupCall{Op: "SetMax", Target: group, N: n})
+	return f.err
+}
+func (f *fakeGroups) Unprotect(_ context.Context, _, id string) error {
+	f.calls = append(f.calls, groupCall{Op: "Unprotect", Target: id})
+	return f.err
+}
+func (f *fakeGroups) Terminate(_ context.Context, id string, decrement bool) error {
+	f.calls = append(f.calls, groupCall{Op: "Terminate", Target: id, Decrease: decrement})
+	return f.err
+}
+func (f *fakeGroups) Members(_ context.Context, ids []string) ([]GroupMember, error) {
+	f.calls = append(f.calls, groupCall{Op: "Members", N: int32(len(ids))})
+	return f.members, f.err
+}
+
+type fakeTemplates struct {
+	current TemplateVersion // what Resolve answers
+	created int64           // the version EnsureVersion answers
+	pointed []state.LaunchTemplateRef
+}
+
+var _ TemplateProvider = (*fakeTemplates)(nil)
+
+func (f *fakeTemplates) Resolve(context.Context, state.LaunchTemplateRef) (TemplateVersion, error) {
+	return f.current, nil
+}
+func (f *fakeTemplates) EnsureVersion(_ context.Context, _ state.LaunchTemplateRef, imageID, _ string) (TemplateVersion, error) {
+	return TemplateVersion{Number: f.created, ImageID: imageID}, nil
+}
+func (f *fakeTemplates) PointGroup(_ context.Context, _ GroupDescription, ref state.LaunchTemplateRef) error {
+	f.pointed = append(f.pointed, ref)
+	return nil
+}
+
+type fakePlatform struct {
+	drained    bool
+	started    []string
+	undrained  []string
+	drainError error
+}
+
+var _ Platform = (*fakePlatform)(nil)
+
+func (f *fakePlatform) Observe(context.Context, string) (map[string]NodeState, error) {
+	return nil, nil
+}
+func (f *fakePlatform) StartDrain(_ context.Context, _, id string) error {
+	f.started = append(f.started, id)
+	return f.drainError
+}
+func (f *fakePlatform) DrainStatus(context.Context, string, string) (DrainProgress, error) {
+	return DrainProgress{Drained: f.drained, Detail: fmt.Sprintf("drained=%v", f.drained)}, nil
+}
+func (f *fakePlatform) Undrain(_ context.Context, _, id string) error {
+	f.undrained = append(f.undrained, id)
+	return nil
+}
+
+// rig is an Orchestrator over the fakes, a memory store and a fake clock.
+type rig struct {
+	o         *Orchestrator
+	store     *state.Memory
+	clock     *clocktesting.FakeClock
+	groups    *fakeGroups
+	templates *fakeTemplates
+	platform  *fakePlatform
+	target    Target
+}
+
+func newRig() *rig {
+	r := &rig{store: state.NewMemory(), clock: clocktesting.NewFakeClock(now0), groups: &fakeGroups{},
+		templates: &fakeTemplates{current: TemplateVersion{Number: 1, ImageID: amiOld}, created: 2}, platform: &fakePlatform{},
+		target: Target{Group: "prod", Platform: PlatformECS, Cluster: "c1", Parameter: "/golden/ecs"}}
+	r.o = &Orchestrator{Owner: "me", Store: r.store, Groups: r.groups, Templates: r.templates,
+		Platforms: Platforms{PlatformECS: r.platform}, Clock: r.clock, Log: zap.NewNop(), Policy: DefaultPolicy()}
+	return r
+}
+
+// newAMI is the source's answer: amiNew, modified two days ago.
+func newAMI() *ResolvedAMI {
+	return &ResolvedAMI{Parameter: "/golden/ecs", ImageID: amiNew, Version: 2, LastModified: now0.Add(-48 * time.Hour)}
+}
+
+// serving is an instance in service and healthy in its cluster.
+func serving(id, ami string) InstanceView {
+	return InstanceView{ID: id, AvailabilityZone: "eu-west-1a", LifecycleState: string(astypes.LifecycleStateInService), ImageID: ami,
+		Node: NodeState{Registered: true, Healthy: true, Name: "arn:ci/" + id}}
+}
+
+// draining is a serving instance set DRAINING.
+func draining(id, ami string) InstanceView {
+	i := serving(id, ami)
+	i.Node.Draining = true
+	return i
+}
+
+// view is group prod (launch template lt-1 version 1 unless noTemplate) with desired capacity desired, max 4.
+func view(desired int32, noTemplate bool, instances ...InstanceView) GroupView {
+	g := astypes.AutoScalingGroup{AutoScalingGroupName: aws.String("prod")}
+	if !noTemplate {
+		g.LaunchTemplate = &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String("lt-1"), Version: aws.String("1")}
+	}
+	return GroupView{Group: g, Name: "prod", Min: 1, Max: 4, Desired: desired, Instances: instances, ObservedAt: now0}
+}

@@ -1,0 +1,116 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// detect starts a rollout when the source names an AMI the target is not on yet. The decision is on the
+// resolved image id only, never on the parameter's Version (field case C13).
+func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	if ami == nil || ami.ImageID == r.TargetImageID || ami.ImageID == r.RollbackFrom {
+		return r, errWait
+	}
+	ref, err := TemplateRef(v.Group)
+	if err != nil {
+		// A configuration the agent cannot roll (a launch configuration, say): shown on the status, not
+		// retried as an error every tick.
+		r.Reason = "cannot roll this group: " + err.Error()
+		return r, errWait
+	}
+	cur, err := o.Templates.Resolve(ctx, ref)
+	if err != nil {
+		return r, err
+	}
+	previous := r.TargetImageID
+	if r.Phase == state.PhaseRolledBack || amiRefused(r) {
+		// The target failed and was rolled back, or was refused and never rolled: the group runs the one before.
+		previous = r.PreviousImageID
+	}
+	if previous == "" {
+		previous = cur.ImageID
+	}
+	r.Platform, r.Cluster = t.Platform, t.Cluster
+	r.TargetImageID, r.PreviousImageID = ami.ImageID, previous
+	r.Source, r.SourceVersion, r.SourceModified = ami.Parameter, ami.Version, ami.LastModified
+	r.DetectedAt, r.Reason, r.Current, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = o.Clock.Now(), "", nil, nil, "", nil
+	r.RollbackFrom, r.ApprovedImage, r.ApprovedBy = "", "", ""
+	r.OnTarget = v.CountOnImage(ami.ImageID)
+	if r.Phase == "" && cur.ImageID == ami.ImageID && v.CountOnImage(ami.ImageID) == len(v.Instances) {
+		// First sight of a group that is already current: nothing to roll.
+		r.Phase = state.PhaseIdle
+		return o.save(ctx, r, "already on target AMI")
+	}
+	r.Phase = state.PhaseDetected
+	return o.save(ctx, r, "new AMI detected", state.HistoryEntry{Group: t.Group, At: o.Clock.Now(), Event: "detected",
+		PreviousImage: previous, NewImage: ami.ImageID, Source: ami.Parameter, SourceVersion: ami.Version})
+}
+
+// start moves a Detected or Waiting rollout on: a newer AMI replaces a refused target; then the AMI gate, the
+// pause, the start gates (soak, approval, window, alarms) and the gate again with fresh answers; then the
+// strategy is chosen and the launch template reference recorded for rollback (-> Preparing). A group whose
+// template or strategy cannot be rolled halts without rollback.
+func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	if ami != nil && ami.ImageID != r.TargetImageID && amiRefused(r) {
+		// Nothing was done for the refused AMI: the source's new AMI replaces it and is gated anew.
+		return o.detect(ctx, t, v, ami, r)
+	}
+	// The AMI gate only reads: it runs before the pause check, so a paused group shows a refusal too.
+	if refused, err := o.gateAMI(ctx, t, v, &r, false); refused || err != nil {
+		return r, err
+	}
+	if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
+		return r, err
+	}
+	if reason := o.startGate(ctx, t, r); reason != "" {
+		r.Phase, r.Reason = state.PhaseWaiting, reason
+		return r, errWait
+	}
+	// Answers reused while waiting may be minutes old: the last check before any change asks EC2 again.
+	if refused, err := o.gateAMI(ctx, t, v, &r, true); refused || err != nil {
+		return r, err
+	}
+	ref, err := TemplateRef(v.Group)
+	if err != nil {
+		return o.halt(ctx, r, err.Error(), false)
+	}
+	traits, err := o.groups().Traits(ctx, t.Group, groupTags(v.Group))
+	if err != nil {
+		return r, err
+	}
+	strategy, err := ChooseStrategy(t.Policy.Strategy, traits)
+	if err != nil {
+		return o.halt(ctx, r, err.Error(), false)
+	}
+	r.PreviousTemplate = &ref
+	r.Strategy, r.ECSManagedDraining = strategy, traits.ECSManagedDraining
+	r.Phase, r.Reason = state.PhasePreparing, ""
+	return o.save(ctx, r, "preparing launch template ("+strategy+" strategy)")
+}
+
+// prepare makes the group launch the target AMI: a launch template version with the explicit AMI id, and the
+// group pointed at that version, whichever way it referenced the template before (C11).
+func (o *Orchestrator) prepare(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+	ref, err := TemplateRef(v.Group)
+	if err != nil {
+		return o.halt(ctx, r, err.Error(), false)
+	}
+	why := fmt.Sprintf("AMI %s from %s version %d", r.TargetImageID, r.Source, r.SourceVersion)
+	tv, err := o.Templates.EnsureVersion(ctx, ref, r.TargetImageID, why)
+	if err != nil {
+		return r, err
+	}
+	want := ref
+	want.Version = strconv.FormatInt(tv.Number, 10)
+	if ref.Version != want.Version {
+		if err := o.Templates.PointGroup(ctx, v.Group, want); err != nil {
+			return r, err
+		}
+	}
+	r.NewTemplateVersion = want.Version
+	r.Phase = state.PhaseReplacing
+	return o.save(ctx, r, "group launches launch template version "+want.Version)
+}

@@ -1,0 +1,117 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// pausedPrefix starts the Reason of a rollout held by a pause lock; sourcePrefix that of a target whose
+// source names no usable AMI.
+const (
+	pausedPrefix = "paused"
+	sourcePrefix = "source "
+)
+
+// holdIfPaused returns errWait with the pause as the reason when the target is paused: called before every
+// new destructive step (invariant 7, docs/architecture.md). Waits already in flight stay as they are.
+func (o *Orchestrator) holdIfPaused(r *state.Rollout, before string) error {
+	if o.pause == nil {
+		return nil
+	}
+	p := o.pause
+	r.Reason = fmt.Sprintf("%s (%s) by %s since %s: %s; next step: %s", pausedPrefix, p.Scope(), p.Who,
+		p.Since.UTC().Format(time.RFC3339), p.Reason, before)
+	if !p.Until.IsZero() {
+		r.Reason += "; until " + p.Until.UTC().Format(time.RFC3339)
+	}
+	return errWait
+}
+
+// amiRefused reports whether the rollout waits because the AMI gate refused its target.
+func amiRefused(r state.Rollout) bool {
+	return r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, amiRefusedPrefix)
+}
+
+// gateAMI runs the AMI gate on the rollout's target (fresh: without reusing cached answers). A refusal puts the
+// rollout in Waiting with the refusal as its reason — written, recorded in history and told to the observer
+// once per distinct refusal — and returns (true, errWait): no launch template is changed. An error of EC2
+// holds the rollout too: it is returned, and the step is retried next tick. A pass clears an earlier refusal.
+func (o *Orchestrator) gateAMI(ctx context.Context, t Target, v GroupView, r *state.Rollout, fresh bool) (bool, error) {
+	if o.AMIGate == nil {
+		return false, nil
+	}
+	rej, err := o.AMIGate.Check(ctx, GateRequest{Target: t, Group: v.Group, View: v, ImageID: r.TargetImageID,
+		Parameter: t.Parameter, Fresh: fresh})
+	if err != nil {
+		return false, fmt.Errorf("AMI gate (the rollout holds until EC2 answers): %w", err)
+	}
+	if rej == nil {
+		if amiRefused(*r) {
+			r.Reason = ""
+		}
+		return false, nil
+	}
+	reason := rej.StatusReason()
+	if r.Phase == state.PhaseWaiting && r.Reason == reason {
+		return true, errWait
+	}
+	r.Phase, r.Reason = state.PhaseWaiting, reason
+	if err := o.Store.AppendHistory(ctx, state.HistoryEntry{Group: t.Group, At: o.Clock.Now(), Event: "ami-refused",
+		PreviousImage: r.PreviousImageID, NewImage: r.TargetImageID, Source: r.Source, SourceVersion: r.SourceVersion, Detail: reason}); err != nil {
+		return true, fmt.Errorf("recording history: %w", err)
+	}
+	next, err := o.save(ctx, *r, "AMI refused by the gate")
+	if err != nil {
+		return true, err
+	}
+	*r = next
+	o.Log.Warn("target AMI refused; no launch template is changed until the source names an AMI that passes",
+		zap.String(logging.Group, t.Group), zap.String(logging.AMI, rej.ImageID), zap.String(logging.Reason, reason))
+	if ob, ok := o.Observer.(AMIRejectionObserver); ok {
+		ob.AMIRejected(t, next, *rej)
+	}
+	return true, errWait
+}
+
+// startGate returns why a detected rollout may not start yet ("" when it may): soak time, approval, then
+// the gates that also hold every further replacement (runGate).
+func (o *Orchestrator) startGate(ctx context.Context, t Target, r state.Rollout) string {
+	now := o.Clock.Now()
+	p := t.Policy
+	if age := now.Sub(r.SourceModified); p.MinAMIAge > 0 && age < p.MinAMIAge {
+		return fmt.Sprintf("soak: AMI %s is %s old, minimum %s; may start at %s", r.TargetImageID,
+			age.Round(time.Minute), p.MinAMIAge, r.SourceModified.Add(p.MinAMIAge).UTC().Format(time.RFC3339))
+	}
+	if p.Approval == ApprovalManual && r.ApprovedImage != r.TargetImageID {
+		return fmt.Sprintf("approval: waiting for `patch-agent approve %s` (AMI %s)", t.Group, r.TargetImageID)
+	}
+	return o.runGate(ctx, t)
+}
+
+// runGate returns why no new replacement may start now ("" when one may): a closed maintenance window or
+// an alarm in ALARM. A replacement already under way finishes.
+func (o *Orchestrator) runGate(ctx context.Context, t Target) string {
+	p := t.Policy
+	if w := p.Window; w != nil {
+		if open, at := w.State(o.Clock.Now()); !open {
+			return fmt.Sprintf("maintenance window (%s) closed; opens at %s", w.Describe(), at.Format(time.RFC3339))
+		}
+	}
+	if len(p.Alarms) > 0 && o.Alarms != nil {
+		firing, err := o.Alarms.InAlarm(ctx, p.Alarms)
+		switch {
+		case err != nil:
+			return "alarm gate: " + err.Error()
+		case len(firing) > 0:
+			return fmt.Sprintf("alarm(s) %s in ALARM", strings.Join(firing, ", "))
+		}
+	}
+	return ""
+}

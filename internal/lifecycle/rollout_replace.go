@@ -1,0 +1,298 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// replace runs the replacement of outdated instances, one at a time: Surge -> ReplacementHealthy -> Draining
+// -> Terminating.
+func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform, v GroupView, r state.Rollout) (state.Rollout, error) {
+	if r.Current == nil {
+		return o.pickNext(ctx, t, v, r)
+	}
+	cur := r.Current
+	switch cur.Step {
+	case state.StepSurge:
+		if err := o.holdIfPaused(&r, "surge for "+cur.OldInstanceID); err != nil {
+			return r, err
+		}
+		return o.surge(ctx, v, r)
+	case state.StepReplacementHealthy:
+		return o.awaitReplacement(ctx, v, r)
+	case state.StepDraining:
+		return o.drainOld(ctx, t, platform, v, r)
+	case state.StepTerminating:
+		return o.terminateOld(ctx, v, r)
+	}
+	return r, fmt.Errorf("unknown replacement step %q", cur.Step)
+}
+
+// awaitReplacement is the ReplacementHealthy step: it waits for an instance launched since the pick
+// (not in InstancesBefore) to serve on the target AMI (-> Draining). A replacement on another AMI halts with
+// rollback; none serving within Policy.HealthTimeout halts with rollback too (field case C15).
+func (o *Orchestrator) awaitReplacement(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+	cur := r.Current
+	now := o.Clock.Now()
+	var newest *InstanceView
+	for _, i := range v.Instances {
+		if slices.Contains(cur.InstancesBefore, i.ID) {
+			continue
+		}
+		if i.ImageID != "" && i.ImageID != r.TargetImageID {
+			return o.halt(ctx, r, fmt.Sprintf("replacement %s launched AMI %s, not the target %s: the group's launch template change did not take effect",
+				i.ID, i.ImageID, r.TargetImageID), true)
+		}
+		if i.Serving() {
+			cur.NewInstanceID, cur.Step, cur.StepStartedAt = i.ID, state.StepDraining, now
+			return o.save(ctx, r, "replacement healthy")
+		}
+		newest = &i
+	}
+	if now.Sub(cur.StepStartedAt) > o.Policy.HealthTimeout {
+		what := "no replacement instance launched"
+		if newest != nil {
+			what = fmt.Sprintf("replacement %s not healthy", newest.ID)
+			cur.NewInstanceID = newest.ID
+		}
+		return o.halt(ctx, r, fmt.Sprintf("%s after %s", what, o.Policy.HealthTimeout), true)
+	}
+	return r, errWait
+}
+
+// drainOld is the Draining step: it checks that the replacement still serves and that the instances that stay
+// serve desired capacity without the surge, writes the drain's start, sets the old instance DRAINING (ECS) or
+// cordons and evicts it (EKS), and waits for it to be drained (-> Terminating). Past Policy.DrainTimeout the
+// instance is put back in service and the rollout halts; an old instance that left goes through retireLeft.
+func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform, v GroupView, r state.Rollout) (state.Rollout, error) {
+	cur := r.Current
+	now := o.Clock.Now()
+	old, ok := v.Instance(cur.OldInstanceID)
+	if !ok {
+		return o.retireLeft(ctx, v, r, "old instance left the group before its drain finished")
+	}
+	if old.Node.Draining && cur.DrainStartedAt.IsZero() {
+		// Someone else (an operator, a lifecycle hook) started this drain: the deadline runs from now.
+		cur.DrainStartedAt = now
+		return o.save(ctx, r, "drain already under way")
+	}
+	if !old.Node.Draining && cur.NewInstanceID != "" {
+		// A gate or a crash may have held the drain for hours: the replacement must still be serving
+		// before the old instance stops (invariant 1).
+		if nw, ok := v.Instance(cur.NewInstanceID); !ok || !nw.Serving() {
+			cur.Step, cur.StepStartedAt, cur.NewInstanceID = state.StepReplacementHealthy, now, ""
+			return o.save(ctx, r, "replacement no longer serving: waiting for a healthy one again")
+		}
+	}
+	if r.ECSManagedDraining {
+		// ECS drains the instance when it terminates (field case C17): never DRAINING on top of it.
+		cur.Step, cur.StepStartedAt = state.StepTerminating, now
+		return o.save(ctx, r, "ECS managed draining will drain it on termination")
+	}
+	if old.Node.Registered && !old.Node.Draining {
+		if err := o.holdIfPaused(&r, "drain "+old.ID); err != nil {
+			return r, err
+		}
+		if r.Strategy != StrategyDrainFirst {
+			// Invariant 1 before the drain, not only after it: the instances that stay must already serve
+			// the desired capacity without the surge (a health replacement or a carried surge may still be
+			// booting).
+			serving := 0
+			for _, i := range v.Instances {
+				if i.ID != old.ID && i.Serving() {
+					serving++
+				}
+			}
+			if serving < int(cur.DesiredBefore) {
+				r.Reason = fmt.Sprintf("waiting for %d serving instance(s) besides %s before draining it (%d now)", cur.DesiredBefore, old.ID, serving)
+				return r, errWait
+			}
+		}
+		if reason := o.runGate(ctx, t); reason != "" {
+			r.Reason = reason + "; next step: drain " + old.ID
+			return r, errWait
+		}
+		if cur.DrainStartedAt.IsZero() {
+			// The drain deadline runs from here, not from the step's start: a gate may have held the
+			// drain for hours. Written before the drain starts, so a crash cannot restart the clock.
+			cur.DrainStartedAt = now
+			saved, err := o.save(ctx, r, "drain starting")
+			if err != nil {
+				return saved, err
+			}
+			r, cur = saved, saved.Current
+		}
+		if err := platform.StartDrain(ctx, t.Cluster, old.ID); err == nil {
+			o.logStep(r, "drain started")
+		} else if now.Sub(cur.DrainStartedAt) <= o.Policy.DrainTimeout {
+			return r, err
+		} // past the deadline a drain that cannot even be started is given up below, like one that cannot be checked
+
+	}
+	prog, err := platform.DrainStatus(ctx, t.Cluster, old.ID)
+	if err != nil {
+		if started := cur.DrainStartedAt; started.IsZero() || now.Sub(started) <= o.Policy.DrainTimeout {
+			return r, err
+		}
+		// The deadline holds even when the drain cannot be checked any more.
+		prog.Detail = "drain status unknown: " + err.Error()
+	}
+	if prog.Drained {
+		cur.Step, cur.StepStartedAt = state.StepTerminating, now
+		return o.save(ctx, r, "drained")
+	}
+	if started := cur.DrainStartedAt; !started.IsZero() && now.Sub(started) > o.Policy.DrainTimeout {
+		if err := platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
+			return r, err
+		}
+		return o.halt(ctx, r, fmt.Sprintf("drain of %s did not finish within %s (%s); it was put back in service",
+			old.ID, o.Policy.DrainTimeout, prog.Detail), false)
+	}
+	return r, errWait
+}
+
+// terminateOld is the Terminating step: scale-in protection comes off the drained instance, and
+// TerminateInstanceInAutoScalingGroup removes it (decrementing desired capacity, which gives back the surge);
+// the replacement is then closed (-> Replacing with no current replacement).
+func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+	cur := r.Current
+	old, ok := v.Instance(cur.OldInstanceID)
+	if !ok {
+		return o.retireLeft(ctx, v, r, "old instance terminated")
+	}
+	if !old.InService() && !old.Leaving() {
+		r.Reason = fmt.Sprintf("old instance %s is %s, not InService: waiting before terminating it", old.ID, old.LifecycleState)
+		return r, errWait
+	}
+	if !old.InService() {
+		if r.ECSManagedDraining && old.LifecycleState != "Terminating:Proceed" {
+			// ECS drains it in Terminating:Wait: the next replacement waits for that drain to end.
+			r.Reason = fmt.Sprintf("waiting for ECS managed draining of %s (%s)", old.ID, old.LifecycleState)
+			return r, errWait
+		}
+		return o.retireLeft(ctx, v, r, "old instance leaving ("+old.LifecycleState+")")
+	}
+	if err := o.holdIfPaused(&r, "terminate "+old.ID); err != nil {
+		return r, err
+	}
+	if old.Protected && !r.ECSManagedDraining {
+		// Scale-in protection (ECS managed termination protection sets it on instances with tasks) comes
+		// off only here, from the drained instance; explicit termination does not need it, but leaving a
+		// drained instance protected would make ECS and Auto Scaling disagree about it.
+		if err := o.groups().Unprotect(ctx, v.Name, old.ID); err != nil {
+			return r, fmt.Errorf("removing scale-in protection from drained instance %s: %w", old.ID, err)
+		}
+	}
+	// Decrementing desired capacity undoes the surge in the same call; the group's terminating lifecycle
+	// hook (if any) then reaches this agent, which finds the instance drained and completes it (Amazon EC2
+	// Auto Scaling API Reference: TerminateInstanceInAutoScalingGroup). The replacement is done once the
+	// call is accepted: the next one need not wait for the drained instance to finish shutting down.
+	// Surge: decrementing desired capacity undoes the surge. Drain-first: the group shrinks by the drained
+	// instance unless that would go below min size, in which case Auto Scaling launches its replacement
+	// (from the new launch template version). With ECS managed draining the instance is not drained yet:
+	// Auto Scaling launches the replacement at once and ECS moves the tasks onto it before the instance
+	// goes (desired capacity stays what ECS managed scaling set).
+	decrement := r.Strategy != StrategyDrainFirst || (!r.ECSManagedDraining && v.Desired-1 >= v.Min)
+	if err := o.groups().Terminate(ctx, old.ID, decrement); err != nil {
+		return r, fmt.Errorf("terminating drained instance %s: %w", old.ID, err)
+	}
+	if r.ECSManagedDraining {
+		o.logStep(r, "terminate requested; ECS drains it")
+		return r, errWait
+	}
+	next, err := o.retire(ctx, r, "old instance terminating")
+	if err == nil {
+		err = errWait // this tick's view still shows the old desired capacity: the next pick needs a fresh one
+	}
+	return next, err
+}
+
+// pickNext chooses the next outdated instance: from the Availability Zone with the most outdated instances,
+// the oldest first, so the group stays balanced while it changes.
+func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
+	perAZ := map[string]int{}
+	var outdated []InstanceView
+	for _, i := range v.Instances {
+		if i.Leaving() {
+			continue
+		}
+		if !i.InService() {
+			r.Reason = fmt.Sprintf("waiting for %s to settle (%s)", i.ID, i.LifecycleState)
+			return r, errWait
+		}
+		if i.ImageID != r.TargetImageID && !slices.Contains(r.Replaced, i.ID) {
+			outdated = append(outdated, i)
+			perAZ[i.AvailabilityZone]++
+		}
+	}
+	// The warm pool first (field case C18, warmpool.go): a surge draws on the pool, which must not hand out
+	// the old AMI.
+	if err := o.recycleWarmPool(ctx, t, v, &r); err != nil {
+		return r, err
+	}
+	if len(outdated) == 0 {
+		r.Phase = state.PhaseVerifying
+		return o.save(ctx, r, "no outdated instance left")
+	}
+	if err := o.holdIfPaused(&r, fmt.Sprintf("replace the next of %d outdated instance(s)", len(outdated))); err != nil {
+		return r, err
+	}
+	if reason := o.runGate(ctx, t); reason != "" {
+		r.Reason = reason + fmt.Sprintf("; %d outdated instance(s) left", len(outdated))
+		return r, errWait
+	}
+	// v.Instances is sorted oldest first, so a stable sort on the AZ count keeps age order within a count.
+	slices.SortStableFunc(outdated, func(a, b InstanceView) int { return perAZ[b.AvailabilityZone] - perAZ[a.AvailabilityZone] })
+	pick := outdated[0]
+	ids := make([]string, 0, len(v.Instances))
+	for _, i := range v.Instances {
+		ids = append(ids, i.ID)
+	}
+	r.Reason = ""
+	first := state.StepSurge
+	switch {
+	case r.Strategy == StrategyDrainFirst && r.ECSManagedDraining:
+		first = state.StepTerminating // ECS drains it on termination, through its own hook
+	case r.Strategy == StrategyDrainFirst:
+		first = state.StepDraining
+	}
+	r.Current = &state.Replacement{Step: first, OldInstanceID: pick.ID, DesiredBefore: v.Desired,
+		InstancesBefore: ids, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: pick.Node.Name}
+	return o.save(ctx, r, "replacing instance")
+}
+
+// surge raises desired capacity by one (and max by one when desired is already at max) so that the
+// replacement is healthy before the old instance is drained (invariant 1, field case C10). The values
+// written are absolute and derived from the persisted DesiredBefore, so a repeat after a crash is harmless;
+// when desired is already above DesiredBefore the surge is taken as done.
+func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+	cur := r.Current
+	want := cur.DesiredBefore + 1
+	if v.Desired < want {
+		if want > v.Max {
+			if r.MaxRaisedTo == 0 {
+				r.MaxRaisedFrom = v.Max
+			}
+			r.MaxRaisedTo = want
+			saved, err := o.save(ctx, r, "raising max size for the surge")
+			if err != nil {
+				return r, err
+			}
+			r = saved
+			if err := o.groups().SetMaxAndDesired(ctx, v.Name, want); err != nil {
+				return r, fmt.Errorf("surging %s to desired=max=%d: %w", v.Name, want, err)
+			}
+		} else if err := o.groups().SetDesired(ctx, v.Name, want); err != nil {
+			return r, fmt.Errorf("surging %s to desired=%d: %w", v.Name, want, err)
+		}
+	}
+	r.Current.Step, r.Current.StepStartedAt = state.StepReplacementHealthy, o.Clock.Now()
+	next, err := o.save(ctx, r, fmt.Sprintf("surge to desired %d", want))
+	if err != nil {
+		return next, err
+	}
+	return next, errWait
+}
