@@ -172,15 +172,17 @@ func (a *Account) evaluateCapacityProvider(g *group) {
 
 	// Amazon ECS Developer Guide, "Managed scaling": CapacityProviderReservation = M / N * 100, where N is the
 	// number of instances in the group that are running or launching, and M the number of instances needed to
-	// run every task assigned to the capacity provider: the ACTIVE instances running at least one non-daemon
-	// task, plus the instances needed for the tasks in PROVISIONING (binpacked, MaxTasksPerInstance a piece).
-	// When tasks are in PROVISIONING, M is at least N+1 so that the group scales out ("Managed scale-out
-	// behavior").
+	// run every task assigned to the capacity provider: the instances running at least one non-daemon task —
+	// DRAINING ones included while their tasks run (AWS Containers Blog, "Deep Dive on Amazon ECS Cluster Auto
+	// Scaling": an instance is counted in M while it runs tasks; Developer Guide, "Draining Amazon ECS container
+	// instances": a draining instance's tasks run until their replacements start) — plus the instances needed
+	// for the tasks in PROVISIONING (binpacked, MaxTasksPerInstance a piece). When tasks are in PROVISIONING, M
+	// is at least N+1 so that the group scales out ("Managed scale-out behavior").
 	n := len(running)
 	m := 0
 	for _, inst := range running {
 		ci := a.containerInstanceOf(inst)
-		if ci == nil || ci.status != ciActive {
+		if ci == nil {
 			continue
 		}
 		if busy, _ := a.nonStoppedTasks(ci); busy > 0 {

@@ -143,6 +143,25 @@ func (a *Account) digits(n int) string {
 	return string(b)
 }
 
+// The size of every non-daemon task of the simulation (task-level cpu in CPU units, memory in MiB), and of a
+// container instance: MaxTasksPerInstance such tasks. Amazon ECS API Reference, "ContainerInstance":
+// registeredResources and remainingResources hold the CPU (units) and MEMORY (MiB) registered and left after
+// the tasks placed on the instance, whatever their lastStatus until STOPPED; "Task": cpu and memory are the
+// task-level size. Daemon tasks are reported without a task-level size and take none of the instance's room
+// (as MaxTasksPerInstance counts only non-daemon tasks).
+const (
+	TaskCPU    = 256
+	TaskMemory = 512
+)
+
+// taskResources returns the CPU and MEMORY resources of n tasks of the simulation's size.
+func taskResources(n int32) []ecstypes.Resource {
+	return []ecstypes.Resource{
+		{Name: ptr("CPU"), Type: ptr("INTEGER"), IntegerValue: n * TaskCPU},
+		{Name: ptr("MEMORY"), Type: ptr("INTEGER"), IntegerValue: n * TaskMemory},
+	}
+}
+
 // containerInstanceOf returns the instance's registered (not deregistered) container instance, or nil.
 func (a *Account) containerInstanceOf(inst *instance) *containerInstance {
 	if inst.ciARN == "" {
@@ -556,7 +575,16 @@ func (a *Account) describeCI(c *cluster, ci *containerInstance) ecstypes.Contain
 			pending++
 		}
 	}
+	used := int32(0)
+	for _, t := range c.tasks {
+		if t.ci == ci && !t.isDaemon() && t.lastStatus != taskStopped {
+			used++
+		}
+	}
+	per := int32(a.opts.MaxTasksPerInstance)
 	return ecstypes.ContainerInstance{
+		RegisteredResources:  taskResources(per),
+		RemainingResources:   taskResources(max(per-used, 0)),
 		ContainerInstanceArn: ptr(ci.arn),
 		CapacityProviderName: a.capacityProviderName(ci),
 		Ec2InstanceId:        ptr(ci.ec2ID),
@@ -912,6 +940,9 @@ func (a *Account) describeTask(c *cluster, t *task) ecstypes.Task {
 		AvailabilityZone:     ptr(t.ci.az),
 		CreatedAt:            ptr(t.createdAt),
 		Version:              t.version,
+	}
+	if !t.isDaemon() {
+		out.Cpu, out.Memory = ptr(strconv.Itoa(TaskCPU)), ptr(strconv.Itoa(TaskMemory))
 	}
 	if t.service != nil {
 		out.Group = ptr("service:" + t.service.name)
