@@ -132,6 +132,7 @@ func TestFindAll(t *testing.T) {
 	require.Len(t, all, 250)
 	require.Equal(t, ecsdrain.ContainerInstance{
 		ARN: ciARN(200), EC2InstanceID: ec2ID(200), Status: ecsdrain.StatusDraining, AgentConnected: true,
+		RemainingCPU: -1, RemainingMemory: -1, // the fake reports no remainingResources
 	}, all[ec2ID(200)])
 	require.Len(t, f.listCI, 3)
 	require.LessOrEqual(t, maxDescribeBatch(f), 100)

@@ -85,9 +85,14 @@ func (d *Drainer) Status(ctx context.Context, cluster string, ci ContainerInstan
 
 // tasksOn lists every task on the container instance, desiredStatus RUNNING and STOPPED, and describes them.
 func (d *Drainer) tasksOn(ctx context.Context, cluster, containerInstanceARN string) ([]types.Task, error) {
+	return d.tasksWith(ctx, cluster, containerInstanceARN, types.DesiredStatusRunning, types.DesiredStatusStopped)
+}
+
+// tasksWith lists the tasks on the container instance with the given desired statuses, and describes them.
+func (d *Drainer) tasksWith(ctx context.Context, cluster, containerInstanceARN string, statuses ...types.DesiredStatus) ([]types.Task, error) {
 	seen := make(map[string]bool)
 	var arns []string
-	for _, desired := range []types.DesiredStatus{types.DesiredStatusRunning, types.DesiredStatusStopped} {
+	for _, desired := range statuses {
 		var token *string
 		for {
 			out, err := d.api.ListTasks(ctx, &ecs.ListTasksInput{
