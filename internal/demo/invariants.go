@@ -206,6 +206,7 @@ func (c *Checker) observe(v *sim.View) {
 	for _, g := range groups {
 		c.capacity(v, g)
 	}
+	c.clusterDrains(v, groups)
 	keys := make([]string, 0, len(c.Workloads))
 	for k := range c.Workloads {
 		keys = append(keys, k)
@@ -219,6 +220,39 @@ func (c *Checker) observe(v *sim.View) {
 	}
 	c.terminations(v)
 	c.completions(v)
+}
+
+// clusterDrains judges invariant 3 across the groups of one ECS cluster that ECS managed scaling owns (issue
+// #18): at most one of their in-service container instances DRAINING at a time (one drain per cluster: the
+// displaced tasks of two drains compete for the same room, whichever group it is in).
+func (c *Checker) clusterDrains(v *sim.View, groups []sim.GroupView) {
+	draining := map[string][]string{}
+	for _, g := range groups {
+		if !c.Managed[g.Name] || g.Cluster == "" {
+			continue
+		}
+		for _, i := range g.Instances {
+			if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "InService" {
+				draining[g.Cluster] = append(draining[g.Cluster], i.ID)
+			}
+		}
+	}
+	for _, cl := range sortedNames(c.clusterSeen(groups)) {
+		ids := draining[cl]
+		c.condition(v, len(ids) > 1, "3/cluster/"+cl, 3, cl, "%d container instances of capacity-provider groups DRAINING at once in cluster %s (%s): one drain per cluster",
+			len(ids), cl, strings.Join(ids, ", "))
+	}
+}
+
+// clusterSeen returns the clusters of the groups ECS managed scaling owns.
+func (c *Checker) clusterSeen(groups []sim.GroupView) map[string]bool {
+	out := map[string]bool{}
+	for _, g := range groups {
+		if c.Managed[g.Name] && g.Cluster != "" {
+			out[g.Cluster] = true
+		}
+	}
+	return out
 }
 
 // capacity judges invariants 1 and 3 for one group (managed, or unmanaged in a managed cluster).
