@@ -67,7 +67,9 @@ type GroupSummary struct {
 	Instances                 int    `json:"instances"`
 	OnTarget                  int    `json:"onTarget"`
 	MinInServiceDuringRollout int    `json:"minInServiceDuringRollout"`
-	State                     string `json:"state"`
+	// AvailabilityZones counts the zones of the group's in-service instances at the end.
+	AvailabilityZones int    `json:"availabilityZones"`
+	State             string `json:"state"`
 	Reason                    string `json:"reason,omitempty"`
 	Steps                     int    `json:"steps"`
 }
@@ -591,11 +593,16 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		gs := GroupSummary{Name: name, Platform: r.Platform, TargetImageID: r.TargetImageID, Desired: g.Desired,
 			Instances: len(g.Instances), MinInServiceDuringRollout: w.Checker.MinServing[name], State: string(r.Phase),
 			Reason: r.Reason, Steps: r.Steps}
+		zones := map[string]bool{}
 		for _, i := range g.Instances {
 			if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
 				gs.OnTarget++
 			}
+			if i.LifecycleState == "InService" {
+				zones[i.AvailabilityZone] = true
+			}
 		}
+		gs.AvailabilityZones = len(zones)
 		s.Groups = append(s.Groups, gs)
 	}
 	all := append(append([]Violation(nil), w.Checker.Violations...), w.Checker.final...)
