@@ -70,8 +70,8 @@ type GroupSummary struct {
 	// AvailabilityZones counts the zones of the group's in-service instances at the end.
 	AvailabilityZones int    `json:"availabilityZones"`
 	State             string `json:"state"`
-	Reason                    string `json:"reason,omitempty"`
-	Steps                     int    `json:"steps"`
+	Reason            string `json:"reason,omitempty"`
+	Steps             int    `json:"steps"`
 }
 
 // Summary is what `patch-agent demo --json` prints.
