@@ -67,11 +67,12 @@ type GroupSummary struct {
 	Instances                 int    `json:"instances"`
 	OnTarget                  int    `json:"onTarget"`
 	MinInServiceDuringRollout int    `json:"minInServiceDuringRollout"`
+	State                     string `json:"state"`
+	Reason                    string `json:"reason,omitempty"`
+	Steps                     int    `json:"steps"`
+
 	// AvailabilityZones counts the zones of the group's in-service instances at the end.
-	AvailabilityZones int    `json:"availabilityZones"`
-	State             string `json:"state"`
-	Reason            string `json:"reason,omitempty"`
-	Steps             int    `json:"steps"`
+	AvailabilityZones int `json:"availabilityZones"`
 }
 
 // Summary is what `patch-agent demo --json` prints.
