@@ -180,3 +180,62 @@ func TestC23CheckerReportsDrainFirstShrinkingTheRoomyGroup(t *testing.T) {
 	}
 	require.True(t, found, "the shrinking is reported")
 }
+
+// runningRange records the fewest and most RUNNING tasks of a service on every change of the account.
+func runningRange(w *demo.World, cluster, service string) *[2]int {
+	r := &[2]int{1 << 30, 0}
+	w.Account.OnChange(func(v *sim.View) {
+		n := v.ServiceTasks(cluster, service)
+		r[0], r[1] = min(r[0], n), max(r[1], n)
+	})
+	return r
+}
+
+// Field case C23 with the services' deployment configuration deciding the drain (issue #18): with
+// minimumHealthyPercent 50 / maximumPercent 100 ECS stops a draining instance's task before its replacement
+// starts, down to half the desired count; with static host ports (maximumPercent 100, one task per instance) and
+// with the distinctInstance constraint only an instance without the service's task can take the replacement.
+// Each rollout ends with 3 instances in 3 AZs, every task back, and the checker held RUNNING to desired ×
+// minimumHealthyPercent on every change.
+func TestC23DeploymentConfigurationDecidesTheDrain(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		desired        int
+		deployment     sim.ServiceDeployment
+		lowest, dipsTo int // RUNNING never below lowest; it does reach dipsTo
+	}{
+		{name: "minimumHealthyPercent 50, maximumPercent 100", desired: 6,
+			deployment: sim.ServiceDeployment{MinimumHealthyPercent: 50, MaximumPercent: 100}, lowest: 3, dipsTo: 5},
+		{name: "static host ports, maximumPercent 100", desired: 3,
+			deployment: sim.ServiceDeployment{MinimumHealthyPercent: 66, MaximumPercent: 100, StaticHostPort: true}, lowest: 2, dipsTo: 2},
+		{name: "distinctInstance, 100/200", desired: 3,
+			deployment: sim.ServiceDeployment{DistinctInstance: true}, lowest: 3, dipsTo: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
+			spec := oneGroup(&g)
+			spec.Services = map[string]int{"web": tc.desired}
+			spec.ServiceDeployments = map[string]sim.ServiceDeployment{"web": tc.deployment}
+			w := build(t, spec)
+			settle(t, w, 2*time.Minute)
+			before := shapeOf(w, g.Name)
+			seen := runningRange(w, g.Cluster, "web")
+
+			at := runC23(t, w, g.Parameter, g.Name)
+			requireC23End(t, w, g.Name, before, at[g.Name], g.Max)
+			require.Equal(t, tc.desired, w.Account.ServiceTasks(g.Cluster, "web"))
+			require.GreaterOrEqual(t, seen[0], tc.lowest, "RUNNING never below desired x minimumHealthyPercent")
+			require.LessOrEqual(t, seen[0], tc.dipsTo, "the deployment configuration lets ECS stop before it starts")
+			if tc.deployment.MaximumPercent == 100 {
+				require.LessOrEqual(t, seen[1], tc.desired, "maximumPercent 100: never more RUNNING than desired")
+			}
+			if tc.deployment.StaticHostPort || tc.deployment.DistinctInstance {
+				for _, i := range w.Account.Group(g.Name).Instances {
+					if i.LifecycleState == "InService" {
+						require.Equal(t, 1, i.TasksByLastStatus["RUNNING"], "one task per instance on %s", i.ID)
+					}
+				}
+			}
+		})
+	}
+}

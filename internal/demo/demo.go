@@ -158,6 +158,8 @@ type Spec struct {
 	Groups []GroupSetup
 	// Services are placed on the cluster of the first group: name -> task count (daemon services: -1).
 	Services map[string]int
+	// ServiceDeployments set the deployment configuration and placement rules of some of Services (issue #18).
+	ServiceDeployments map[string]sim.ServiceDeployment
 	// InitialImage is the AMI every launch template and parameter starts on. Default ImageA.
 	InitialImage string
 	Log          *zap.Logger
@@ -327,6 +329,9 @@ func Build(spec Spec) (*World, error) {
 		for _, n := range names {
 			count := spec.Services[n]
 			acct.CreateService(spec.Groups[0].Cluster, n, max(count, 0), count < 0)
+			if d, ok := spec.ServiceDeployments[n]; ok {
+				acct.SetServiceDeployment(spec.Groups[0].Cluster, n, d)
+			}
 			if count > 0 {
 				if w.Checker.Workloads == nil {
 					w.Checker.Workloads = map[string]int{}

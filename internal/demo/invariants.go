@@ -216,7 +216,14 @@ func (c *Checker) observe(v *sim.View) {
 		want := c.Workloads[key]
 		cluster, service, _ := strings.Cut(key, "/")
 		running := v.ServiceTasks(cluster, service)
-		c.condition(v, running < want, "1/"+key, 1, cluster, "service %s runs %d task(s), desired %d", service, running, want)
+		// Issue #18: ECS keeps desired × minimumHealthyPercent RUNNING while it replaces a service's tasks
+		// (100 % unless the service says otherwise).
+		need := want
+		if m, ok := v.ServiceMinimumHealthy(cluster, service); ok && m < need {
+			need = m
+		}
+		c.condition(v, running < need, "1/"+key, 1, cluster, "service %s runs %d task(s), desired %d, at least %d by its minimumHealthyPercent",
+			service, running, want, need)
 	}
 	c.terminations(v)
 	c.completions(v)

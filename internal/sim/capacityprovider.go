@@ -18,9 +18,9 @@ import (
 //   - A task that finds no container instance with room is not created as a task object: the service scheduler
 //     keeps retrying it on every settle, and places it as soon as an ACTIVE instance with room registers
 //     (reconcileCluster). ProvisioningTasks counts such waiting tasks, and they drive managed scaling.
-//   - As for any drain in this simulation (minimumHealthyPercent 100), a service task on a DRAINING instance
-//     keeps RUNNING until its replacement can start on another instance; each replacement that cannot start
-//     yet is a waiting task too.
+//   - A service task on a DRAINING instance keeps RUNNING until its replacement can start on another instance,
+//     unless the service's minimumHealthyPercent lets ECS stop it first (ecsdeployment.go); each replacement
+//     that cannot start yet is a waiting task too.
 
 // Capacity provider names and callers.
 const (

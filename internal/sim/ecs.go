@@ -52,6 +52,7 @@ type service struct {
 	desired              int
 	daemon               bool
 	createdAt            time.Time
+	deployment           ServiceDeployment // ecsdeployment.go
 }
 
 type task struct {
@@ -344,10 +345,14 @@ func (a *Account) choosePlacement(c *cluster, svc *service) *containerInstance {
 	perAZ := map[string]int{}
 	perCI := map[*containerInstance]int{}
 	load := map[*containerInstance]int{}
+	held := map[*containerInstance]bool{} // distinctInstance / static host port: a task of svc not STOPPED there
 	for _, t := range c.tasks {
 		if t.service == svc && t.live() {
 			perAZ[t.ci.az]++
 			perCI[t.ci]++
+		}
+		if t.service == svc && t.lastStatus != taskStopped {
+			held[t.ci] = true
 		}
 		if !t.isDaemon() && t.lastStatus != taskStopped {
 			load[t.ci]++
@@ -355,7 +360,7 @@ func (a *Account) choosePlacement(c *cluster, svc *service) *containerInstance {
 	}
 	var best *containerInstance
 	for _, ci := range c.cis {
-		if ci.status != ciActive || !ci.agentConnected || load[ci] >= a.opts.MaxTasksPerInstance {
+		if ci.status != ciActive || !ci.agentConnected || load[ci] >= a.opts.MaxTasksPerInstance || svc.onePerInstance() && held[ci] {
 			continue
 		}
 		if best == nil {
@@ -385,8 +390,8 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 	changed := false
 
 	// Amazon ECS Developer Guide, "Draining Amazon ECS container instances": RUNNING service tasks on a DRAINING
-	// instance are replaced per minimumHealthyPercent (100% here): the old task stops only once its replacement
-	// on another instance is RUNNING.
+	// instance are replaced per the service's deployment configuration (ecsdeployment.go): a task whose
+	// replacement was started stops once that replacement is RUNNING.
 	for _, t := range c.tasks {
 		if t.replaces != nil && t.live() && t.lastStatus == taskRunning {
 			o := t.replaces
@@ -405,16 +410,26 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 		}
 	}
 	covered := a.coveredTasks(c)
-	// Same page: the service scheduler starts a replacement on another instance when capacity is available;
+	// Same page: the service scheduler starts a replacement on another instance when capacity is available and
+	// the service's maximumPercent allows one more task; otherwise, when minimumHealthyPercent allows one RUNNING
+	// task less, it stops the old task first (ecsdeployment.go) and the replica loop below places its successor;
 	// otherwise the old task keeps running until capacity appears.
 	for _, t := range c.tasks {
 		if t.service == nil || t.isDaemon() || !t.live() || t.lastStatus != taskRunning || t.ci.status != ciDraining || covered[t] {
 			continue
 		}
-		if ci := a.choosePlacement(c, t.service); ci != nil {
-			r := a.placeTask(c, ci, t.service)
-			r.replaces = t
-			covered[t] = true
+		live, running := serviceCounts(c, t.service)
+		if live < t.service.maxLive() {
+			if ci := a.choosePlacement(c, t.service); ci != nil {
+				r := a.placeTask(c, ci, t.service)
+				r.replaces = t
+				covered[t] = true
+				changed = true
+				continue
+			}
+		}
+		if running-1 >= t.service.minRunning() {
+			a.stopTask(t, reasonDraining)
 			changed = true
 		}
 	}
@@ -1056,7 +1071,7 @@ func (a *Account) describeService(c *cluster, svc *service) ecstypes.Service {
 	}
 	desired := int32(svc.desired)
 	strategy := ecstypes.SchedulingStrategyReplica
-	cfg := &ecstypes.DeploymentConfiguration{MinimumHealthyPercent: ptr(int32(100)), MaximumPercent: ptr(int32(200))}
+	cfg := &ecstypes.DeploymentConfiguration{MinimumHealthyPercent: ptr(int32(svc.minHealthy())), MaximumPercent: ptr(int32(svc.maxPercent()))}
 	if svc.daemon {
 		strategy = ecstypes.SchedulingStrategyDaemon
 		cfg = &ecstypes.DeploymentConfiguration{MinimumHealthyPercent: ptr(int32(0)), MaximumPercent: ptr(int32(100))}
