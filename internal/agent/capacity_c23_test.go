@@ -239,3 +239,30 @@ func TestC23DeploymentConfigurationDecidesTheDrain(t *testing.T) {
 		})
 	}
 }
+
+// Issue #18 item 5: a standalone task (an AWS Batch job here) on an outdated instance is never counted as
+// drained: ECS does not move it, the drain waits for it until the drain deadline, then the rollout halts with a
+// reason that names it and puts the instance back in service; the task was never stopped by the agent.
+func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
+	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
+	w := build(t, oneGroup(&g))
+	settle(t, w, 2*time.Minute)
+	for _, i := range w.Account.Group(g.Name).Instances {
+		require.True(t, w.Account.RunStandaloneTask(i.ID, "AWS Batch"), i.ID)
+	}
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseHalted })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.True(t, done, "rollout: %+v", r)
+	require.Contains(t, r.Reason, "did not finish within 30m0s")
+	require.Contains(t, r.Reason, "1 of them standalone")
+	for _, term := range w.Account.Terminations() {
+		require.NotEqual(t, sim.CauseAPI, term.Cause, "no outdated instance terminated with its standalone task: %s", term.InstanceID)
+	}
+	for _, i := range w.Account.Group(g.Name).Instances {
+		require.NotEqual(t, "DRAINING", i.ContainerInstanceStatus, "%s put back in service", i.ID)
+	}
+	require.Empty(t, w.Checker.Violations)
+}

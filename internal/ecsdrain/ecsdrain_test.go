@@ -341,7 +341,7 @@ func TestStatus(t *testing.T) {
 		{
 			name:  "a RUNNING standalone task is not drained",
 			tasks: []task{{runnin, "RUNNING", batch}},
-			want:  want{Remaining: 1, ByLastStatus: map[string]int{"RUNNING": 1}},
+			want:  want{Remaining: 1, Standalone: 1, ByLastStatus: map[string]int{"RUNNING": 1}},
 		},
 		{
 			name:  "a RUNNING task of a service ECS no longer knows is not drained",

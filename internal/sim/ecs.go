@@ -66,7 +66,8 @@ type task struct {
 	stoppingAt, stoppedAt time.Time
 	stoppedReason         string
 	version               int64
-	replaces              *task // the task on a DRAINING instance this one replaces
+	replaces              *task  // the task on a DRAINING instance this one replaces
+	startedBy             string // a standalone task's startedBy (RunStandaloneTask)
 }
 
 func (t *task) live() bool     { return t.desiredStatus == taskRunning }
@@ -958,6 +959,14 @@ func (a *Account) describeTask(c *cluster, t *task) ecstypes.Task {
 	}
 	if !t.isDaemon() {
 		out.Cpu, out.Memory = ptr(strconv.Itoa(TaskCPU)), ptr(strconv.Itoa(TaskMemory))
+	}
+	if t.service == nil {
+		// Amazon ECS API Reference, "Task": a standalone task's group is "family:<task definition family>".
+		out.Group = ptr("family:standalone")
+		out.TaskDefinitionArn = ptr(fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/standalone:1", a.opts.Region, a.opts.AccountID))
+		if t.startedBy != "" {
+			out.StartedBy = ptr(t.startedBy)
+		}
 	}
 	if t.service != nil {
 		out.Group = ptr("service:" + t.service.name)

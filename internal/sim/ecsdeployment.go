@@ -101,3 +101,27 @@ func (v *View) ServiceMinimumHealthy(cluster, service string) (int, bool) {
 	}
 	return svc.minRunning(), true
 }
+
+// RunStandaloneTask starts a task started by no service (RunTask, or an AWS Batch job on an ECS compute
+// environment, startedBy "AWS Batch") on the EC2 instance's container instance; it is RUNNING at once and runs
+// until its instance is deregistered. Amazon ECS Developer Guide, "Draining Amazon ECS container instances":
+// standalone tasks are not affected by draining; they keep running and must end by themselves. It returns false
+// when the instance has no registered container instance. Setup helper: not counted.
+func (a *Account) RunStandaloneTask(ec2InstanceID, startedBy string) bool {
+	defer a.lock()()
+	inst := a.instances[ec2InstanceID]
+	if inst == nil {
+		return false
+	}
+	ci := a.containerInstanceOf(inst)
+	if ci == nil {
+		return false
+	}
+	c := a.clusters[inst.cluster]
+	a.instant = true
+	t := a.placeTask(c, ci, nil)
+	a.instant = false
+	t.startedBy = startedBy
+	a.settle()
+	return true
+}
