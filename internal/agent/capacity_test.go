@@ -91,7 +91,7 @@ func TestC16CapacityProviderDesiredMovesUnderTheAgentAndEveryInvariantHolds(t *t
 	settle(t, w, 20*time.Minute)
 
 	r := w.Rollout(ctx, g.Name)
-	require.Equal(t, lifecycle.StrategyDrainFirst, r.Strategy, "chosen automatically for a group ECS scales")
+	require.Equal(t, lifecycle.StrategyCapacityProvider, r.Strategy, "chosen automatically for a group ECS scales")
 	require.Empty(t, w.Checker.Finish(), "workloads kept their tasks running throughout")
 	grp := w.Account.Group(g.Name)
 	require.Equal(t, int32(6), grp.Max, "max untouched")
@@ -101,7 +101,11 @@ func TestC16CapacityProviderDesiredMovesUnderTheAgentAndEveryInvariantHolds(t *t
 		}
 	}
 	calls := w.Account.Calls()
-	require.Zero(t, calls["autoscaling:SetDesiredCapacity"], "the agent never writes desired capacity ECS owns")
+	// Issue #18: drain-first never wrote desired capacity and ended this layout with one instance; the
+	// capacity-provider strategy surges once per replacement (and the checker holds the group's size and spread).
+	// ECS may scale an empty replacement in while the test's own desired capacity changes hold the drain: the
+	// rollout then surges again (never counting the lost replacement as capacity it may take away).
+	require.GreaterOrEqual(t, calls["autoscaling:SetDesiredCapacity"], 3, "a surge per replacement\n%s", trace(w, g.Name))
 	require.Zero(t, calls["autoscaling:UpdateAutoScalingGroup"]-1, "only the launch template reference changed")
 	require.NotEmpty(t, watch.calls)
 	for _, c := range watch.calls {
@@ -172,7 +176,7 @@ func TestClusterWithCapacityProviderAndPlainGroupsRollsEachItsWay(t *testing.T) 
 	})
 	require.NoError(t, err)
 	require.True(t, done)
-	require.Equal(t, lifecycle.StrategyDrainFirst, w.Rollout(ctx, "managed").Strategy)
+	require.Equal(t, lifecycle.StrategyCapacityProvider, w.Rollout(ctx, "managed").Strategy)
 	require.Equal(t, lifecycle.StrategySurge, w.Rollout(ctx, "plain").Strategy)
 	require.Empty(t, w.Checker.Finish())
 	require.Equal(t, int32(4), w.Account.Group("plain").Max)

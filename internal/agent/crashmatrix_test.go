@@ -85,6 +85,12 @@ func TestCrashMatrixECSDrainFirstCapacityProvider(t *testing.T) {
 	runCrashMatrix(t, crashScenario(t, "ECS drain-first (capacity provider)"))
 }
 
+// Field case C23 under the crash matrix: every effect of the capacity-provider strategy (surge, drain,
+// terminate, max) crashed after, and with its response lost.
+func TestC23CrashMatrixCapacityProviderRoomyThreeAZ(t *testing.T) {
+	runCrashMatrix(t, crashScenario(t, "ECS capacity provider (C23 roomy 3-AZ)"))
+}
+
 func TestCrashMatrixECSManagedDraining(t *testing.T) {
 	runCrashMatrix(t, crashScenario(t, "ECS managed draining"))
 }

@@ -72,6 +72,9 @@ type GroupSummary struct {
 	State                     string `json:"state"`
 	Reason                    string `json:"reason"`
 	Steps                     int    `json:"steps"`
+
+	// AvailabilityZones counts the zones of the group's in-service instances at the end.
+	AvailabilityZones int `json:"availabilityZones"`
 }
 
 // Summary is what `patch-agent demo --json` prints.
@@ -160,6 +163,8 @@ type Spec struct {
 	Groups []GroupSetup
 	// Services are placed on the cluster of the first group: name -> task count (daemon services: -1).
 	Services map[string]int
+	// ServiceDeployments set the deployment configuration and placement rules of some of Services (issue #18).
+	ServiceDeployments map[string]sim.ServiceDeployment
 	// InitialImage is the AMI every launch template and parameter starts on. Default ImageA.
 	InitialImage string
 	Log          *zap.Logger
@@ -329,6 +334,9 @@ func Build(spec Spec) (*World, error) {
 		for _, n := range names {
 			count := spec.Services[n]
 			acct.CreateService(spec.Groups[0].Cluster, n, max(count, 0), count < 0)
+			if d, ok := spec.ServiceDeployments[n]; ok {
+				acct.SetServiceDeployment(spec.Groups[0].Cluster, n, d)
+			}
 			if count > 0 {
 				if w.Checker.Workloads == nil {
 					w.Checker.Workloads = map[string]int{}
@@ -605,11 +613,16 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		gs := GroupSummary{Name: name, Platform: r.Platform, TargetImageID: r.TargetImageID, Desired: g.Desired,
 			Instances: len(g.Instances), MinInServiceDuringRollout: w.Checker.MinServing[name], State: string(r.Phase),
 			Reason: r.Reason, Steps: r.Steps}
+		zones := map[string]bool{}
 		for _, i := range g.Instances {
 			if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
 				gs.OnTarget++
 			}
+			if i.LifecycleState == "InService" {
+				zones[i.AvailabilityZone] = true
+			}
 		}
+		gs.AvailabilityZones = len(zones)
 		s.Groups = append(s.Groups, gs)
 	}
 	all := append(append([]Violation(nil), w.Checker.Violations...), w.Checker.final...)

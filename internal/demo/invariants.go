@@ -99,6 +99,8 @@ type Checker struct {
 	eksCompletions                    []sim.Completion
 	accepted                          map[string]int // lifecycle action token -> accepted completions by the agent
 	final                             []Violation
+	// shapes are the Managed groups' in-service instances per Availability Zone when the checker started.
+	shapes map[string]map[string]int
 }
 
 // NewChecker returns a checker for the given baselines. Set its other fields, then Start it.
@@ -120,7 +122,13 @@ func (c *Checker) Start() {
 	}
 	c.refreshNodes()
 	c.Account.OnChange(c.observe)
-	c.Account.Observe(c.observe)
+	c.Account.Observe(func(v *sim.View) {
+		c.shapes = map[string]map[string]int{}
+		for g := range c.Managed {
+			c.shapes[g] = inServicePerAZ(v.Group(g))
+		}
+		c.observe(v)
+	})
 }
 
 // Check looks at the account now (and at the Kubernetes nodes of EKS groups) and records any violation. It
@@ -198,6 +206,7 @@ func (c *Checker) observe(v *sim.View) {
 	for _, g := range groups {
 		c.capacity(v, g)
 	}
+	c.clusterDrains(v, groups)
 	keys := make([]string, 0, len(c.Workloads))
 	for k := range c.Workloads {
 		keys = append(keys, k)
@@ -207,10 +216,50 @@ func (c *Checker) observe(v *sim.View) {
 		want := c.Workloads[key]
 		cluster, service, _ := strings.Cut(key, "/")
 		running := v.ServiceTasks(cluster, service)
-		c.condition(v, running < want, "1/"+key, 1, cluster, "service %s runs %d task(s), desired %d", service, running, want)
+		// Issue #18: ECS keeps desired × minimumHealthyPercent RUNNING while it replaces a service's tasks
+		// (100 % unless the service says otherwise).
+		need := want
+		if m, ok := v.ServiceMinimumHealthy(cluster, service); ok && m < need {
+			need = m
+		}
+		c.condition(v, running < need, "1/"+key, 1, cluster, "service %s runs %d task(s), desired %d, at least %d by its minimumHealthyPercent",
+			service, running, want, need)
 	}
 	c.terminations(v)
 	c.completions(v)
+}
+
+// clusterDrains judges invariant 3 across the groups of one ECS cluster that ECS managed scaling owns (issue
+// #18): at most one of their in-service container instances DRAINING at a time (one drain per cluster: the
+// displaced tasks of two drains compete for the same room, whichever group it is in).
+func (c *Checker) clusterDrains(v *sim.View, groups []sim.GroupView) {
+	draining := map[string][]string{}
+	for _, g := range groups {
+		if !c.Managed[g.Name] || g.Cluster == "" {
+			continue
+		}
+		for _, i := range g.Instances {
+			if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "InService" {
+				draining[g.Cluster] = append(draining[g.Cluster], i.ID)
+			}
+		}
+	}
+	for _, cl := range sortedNames(c.clusterSeen(groups)) {
+		ids := draining[cl]
+		c.condition(v, len(ids) > 1, "3/cluster/"+cl, 3, cl, "%d container instances of capacity-provider groups DRAINING at once in cluster %s (%s): one drain per cluster",
+			len(ids), cl, strings.Join(ids, ", "))
+	}
+}
+
+// clusterSeen returns the clusters of the groups ECS managed scaling owns.
+func (c *Checker) clusterSeen(groups []sim.GroupView) map[string]bool {
+	out := map[string]bool{}
+	for _, g := range groups {
+		if c.Managed[g.Name] && g.Cluster != "" {
+			out[g.Cluster] = true
+		}
+	}
+	return out
 }
 
 // capacity judges invariants 1 and 3 for one group (managed, or unmanaged in a managed cluster).
@@ -417,11 +466,80 @@ func (c *Checker) judgeEKS(v *sim.View) {
 	c.toProceed = waiting
 }
 
-// finish makes the end-of-scenario check of invariant 4.
+// inServicePerAZ counts a group's InService instances per Availability Zone.
+func inServicePerAZ(g sim.GroupView) map[string]int {
+	out := map[string]int{}
+	for _, i := range g.Instances {
+		if i.LifecycleState == "InService" {
+			out[i.AvailabilityZone]++
+		}
+	}
+	return out
+}
+
+// excusedScaleIns counts the scale-in terminations of a group that followed a lowering of its desired capacity
+// by someone other than the agent (ECS managed scaling, a user): the simulation records the cause of every
+// termination and who made every desired capacity change.
+func excusedScaleIns(v *sim.View, group string) int {
+	changes := v.DesiredChanges(group)
+	n := 0
+	for _, t := range v.Terminations() {
+		if t.Group != group || t.Cause != sim.CauseScaleIn {
+			continue
+		}
+		by := ""
+		for _, ch := range changes {
+			if ch.At.After(t.RequestedAt) {
+				break
+			}
+			by = ch.By
+		}
+		if by != "" && by != sim.CallerAPI {
+			n++
+		}
+	}
+	return n
+}
+
+// finishShapes is the end-of-scenario check of the groups ECS managed scaling owns (issue #18): a group's
+// in-service instance count and its number of Availability Zones are not lower than when the checker started,
+// unless a scale-in that ECS (or a user) decided accounts for each missing instance (invariant 1).
+func (c *Checker) finishShapes(v *sim.View, add func(inv int, group, format string, args ...any)) {
+	for _, g := range sortedNames(c.shapes) {
+		start, now := c.shapes[g], inServicePerAZ(v.Group(g))
+		excused := excusedScaleIns(v, g)
+		count := func(m map[string]int) int {
+			n := 0
+			for _, k := range m {
+				n += k
+			}
+			return n
+		}
+		if count(now)+excused < count(start) {
+			add(1, g, "group ends with %d in-service instance(s), %d at the start (%d scale-in(s) decided by ECS or a user)", count(now), count(start), excused)
+		}
+		if len(now)+excused < len(start) {
+			add(1, g, "group ends in %d Availability Zone(s) %v, %d at the start %v (%d scale-in(s) decided by ECS or a user)", len(now), now, len(start), start, excused)
+		}
+	}
+}
+
+func sortedNames[T any](m map[string]T) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// finish makes the end-of-scenario checks: invariant 4, and the size and spread of the groups ECS managed
+// scaling owns.
 func (c *Checker) finish(v *sim.View) {
 	add := func(inv int, group, format string, args ...any) {
 		c.final = append(c.final, Violation{At: v.Now(), Invariant: inv, Group: group, Detail: fmt.Sprintf(format, args...)})
 	}
+	c.finishShapes(v, add)
 	byToken := map[string][]sim.Completion{}
 	for _, comp := range v.LifecycleCompletions() {
 		if comp.Accepted && comp.Caller == sim.CallerAPI {

@@ -54,6 +54,10 @@ var scenarios = map[string]scenario{
 		stop: func(r state.Rollout, w *World) bool {
 			return r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, "AMI refused") && w.Account.Clock().Since(r.DetectedAt) > 10*time.Minute
 		}},
+	"ecs-capacity-provider": {name: "ecs-capacity-provider", expect: state.PhaseCompleted,
+		description: "the ECS group is a capacity provider with managed scaling and termination protection, 3 instances in 3 AZs " +
+			"with room for 10 tasks each (field case C23): surge, drain in the replacement's AZ, decrement; size and spread kept",
+		setup: ecsCapacityProvider},
 	"window": {name: "window", expect: state.PhaseCompleted,
 		description: "maintenance window daily 03:00-04:00 UTC; the AMI arrives at 02:00 and waits for it",
 		setup:       withTag(lifecycle.TagMaintenanceWindow, "0 3 * * * 1h UTC")},
@@ -118,4 +122,17 @@ func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
 		return w.Store.DeleteLock(ctx, state.GlobalScope)
 	}
 	return nil
+}
+
+// ecsCapacityProvider makes the demo's ECS group C23's roomy layout: an ECS capacity provider with managed scaling
+// (target 100 %) and managed termination protection, desired 3 of min 1 / max 6 across the account's 3 AZs, the
+// demo's 6 service tasks with room for 10 per instance (sim.Options.MaxTasksPerInstance default).
+func ecsCapacityProvider(s *Spec) {
+	for i := range s.Groups {
+		if s.Groups[i].Platform == lifecycle.PlatformEKS {
+			continue
+		}
+		s.Groups[i].Min = 1
+		s.Groups[i].CapacityProvider = &sim.CapacityProviderSpec{Name: s.Groups[i].Name + "-cp", ManagedScaling: true, ManagedTerminationProtection: true}
+	}
 }

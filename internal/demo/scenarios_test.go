@@ -23,6 +23,10 @@ func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 				switch name {
 				case "rollout", "crash", "pause", "window", "approval", "alarm-gate":
 					require.Equal(t, 3, g.OnTarget, g.Name)
+				case "ecs-capacity-provider": // C23: size and spread intact
+					require.Equal(t, 3, g.OnTarget, g.Name)
+					require.Equal(t, int32(3), g.Desired, g.Name)
+					require.Equal(t, 3, g.AvailabilityZones, g.Name)
 				case "bad-ami":
 					require.Zero(t, g.OnTarget, "%s: every in-service instance still on the old AMI", g.Name)
 					require.Contains(t, g.Reason, "not healthy after 10m0s", g.Name)

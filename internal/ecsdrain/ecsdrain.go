@@ -107,6 +107,10 @@ type ContainerInstance struct {
 	// RunningTasks and PendingTasks are ECS's counters (runningTasksCount, pendingTasksCount). They are
 	// informational only: tasks that are stopping count in neither (see Drainer.Status).
 	RunningTasks, PendingTasks int32
+	// RemainingCPU (CPU units, 1024 a vCPU) and RemainingMemory (MiB) are the container instance's
+	// remainingResources CPU and MEMORY: what is left for new tasks once the tasks placed on it are counted
+	// (Amazon ECS API Reference, "ContainerInstance" / "Resource"). -1 when ECS did not report them.
+	RemainingCPU, RemainingMemory int64
 }
 
 // Healthy reports whether a replacement can take work: status ACTIVE and agent connected.
@@ -116,12 +120,14 @@ func (c ContainerInstance) Healthy() bool {
 
 func fromAPI(c types.ContainerInstance) ContainerInstance {
 	return ContainerInstance{
-		ARN:            aws.ToString(c.ContainerInstanceArn),
-		EC2InstanceID:  aws.ToString(c.Ec2InstanceId),
-		Status:         aws.ToString(c.Status),
-		AgentConnected: c.AgentConnected,
-		RunningTasks:   c.RunningTasksCount,
-		PendingTasks:   c.PendingTasksCount,
+		ARN:             aws.ToString(c.ContainerInstanceArn),
+		EC2InstanceID:   aws.ToString(c.Ec2InstanceId),
+		Status:          aws.ToString(c.Status),
+		AgentConnected:  c.AgentConnected,
+		RunningTasks:    c.RunningTasksCount,
+		PendingTasks:    c.PendingTasksCount,
+		RemainingCPU:    remaining(c.RemainingResources, "CPU"),
+		RemainingMemory: remaining(c.RemainingResources, "MEMORY"),
 	}
 }
 

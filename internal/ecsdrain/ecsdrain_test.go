@@ -132,6 +132,7 @@ func TestFindAll(t *testing.T) {
 	require.Len(t, all, 250)
 	require.Equal(t, ecsdrain.ContainerInstance{
 		ARN: ciARN(200), EC2InstanceID: ec2ID(200), Status: ecsdrain.StatusDraining, AgentConnected: true,
+		RemainingCPU: -1, RemainingMemory: -1, // the fake reports no remainingResources
 	}, all[ec2ID(200)])
 	require.Len(t, f.listCI, 3)
 	require.LessOrEqual(t, maxDescribeBatch(f), 100)
@@ -340,7 +341,7 @@ func TestStatus(t *testing.T) {
 		{
 			name:  "a RUNNING standalone task is not drained",
 			tasks: []task{{runnin, "RUNNING", batch}},
-			want:  want{Remaining: 1, ByLastStatus: map[string]int{"RUNNING": 1}},
+			want:  want{Remaining: 1, Standalone: 1, ByLastStatus: map[string]int{"RUNNING": 1}},
 		},
 		{
 			name:  "a RUNNING task of a service ECS no longer knows is not drained",

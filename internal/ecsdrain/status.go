@@ -31,6 +31,10 @@ type DrainStatus struct {
 	// RemainingDaemon counts the tasks of DAEMON services whose lastStatus is not STOPPED. ECS stops them last,
 	// after the other tasks, so they do not block the drain.
 	RemainingDaemon int
+	// Standalone counts those of Remaining started by no service (RunTask, StartTask, AWS Batch): ECS does not
+	// replace them elsewhere, so the drain ends only when they end by themselves (Amazon ECS Developer Guide,
+	// "Draining Amazon ECS container instances": standalone tasks are not affected by draining).
+	Standalone int
 	// ByLastStatus counts every task on the instance (desiredStatus RUNNING or STOPPED, daemon or not) by its
 	// lastStatus, for status reports and logs.
 	ByLastStatus map[string]int
@@ -73,11 +77,15 @@ func (d *Drainer) Status(ctx context.Context, cluster string, ci ContainerInstan
 		if last == lastStatusStopped {
 			continue
 		}
-		if svc, ok := strings.CutPrefix(aws.ToString(t.Group), serviceGroupPrefix); ok && daemon[svc] {
+		svc, isService := strings.CutPrefix(aws.ToString(t.Group), serviceGroupPrefix)
+		if isService && daemon[svc] {
 			st.RemainingDaemon++
 			continue
 		}
 		st.Remaining++
+		if !isService {
+			st.Standalone++
+		}
 	}
 	st.Drained = st.Remaining == 0
 	return st, nil
@@ -85,9 +93,14 @@ func (d *Drainer) Status(ctx context.Context, cluster string, ci ContainerInstan
 
 // tasksOn lists every task on the container instance, desiredStatus RUNNING and STOPPED, and describes them.
 func (d *Drainer) tasksOn(ctx context.Context, cluster, containerInstanceARN string) ([]types.Task, error) {
+	return d.tasksWith(ctx, cluster, containerInstanceARN, types.DesiredStatusRunning, types.DesiredStatusStopped)
+}
+
+// tasksWith lists the tasks on the container instance with the given desired statuses, and describes them.
+func (d *Drainer) tasksWith(ctx context.Context, cluster, containerInstanceARN string, statuses ...types.DesiredStatus) ([]types.Task, error) {
 	seen := make(map[string]bool)
 	var arns []string
-	for _, desired := range []types.DesiredStatus{types.DesiredStatusRunning, types.DesiredStatusStopped} {
+	for _, desired := range statuses {
 		var token *string
 		for {
 			out, err := d.api.ListTasks(ctx, &ecs.ListTasksInput{

@@ -158,6 +158,31 @@ func transitionCases() []transitionCase {
 			check: func(t *testing.T, _ *rig, stored state.Rollout) {
 				require.Contains(t, stored.Reason, "no replacement instance launched after 10m0s")
 			}},
+		{from: pos(state.PhaseReplacing, state.StepReplacementHealthy), to: pos(state.PhaseReplacing, state.StepSurge),
+			why: "capacity provider: ECS scaled the replacement in before it took tasks",
+			setup: func(rg *rig) Inputs {
+				rg.seed0(replacing(StrategyCapacityProvider, state.StepReplacementHealthy))
+				// desired is back at DesiredBefore and nothing launched since the surge is left
+				return Inputs{View: view(2, false, serving("i-1", amiOld), serving("i-2", amiOld)), AMI: newAMI()}
+			},
+			check: func(t *testing.T, rg *rig, stored state.Rollout) {
+				require.Equal(t, 1, stored.Current.Resurges)
+				require.Equal(t, "i-1", stored.Current.OldInstanceID, "the same old instance waits for the new surge")
+				require.Empty(t, rg.platform.started, "nothing drained without a replacement")
+			}},
+		{from: pos(state.PhaseReplacing, state.StepTerminating), to: pos(state.PhaseReplacing, state.StepReplacementHealthy),
+			why: "capacity provider: terminated without decrement to rebalance zones",
+			setup: func(rg *rig) Inputs {
+				rec := replacing(StrategyCapacityProvider, state.StepTerminating)
+				rec.Current.Rebalance, rec.Current.NewInstanceID = true, "i-9"
+				rg.seed0(rec)
+				return Inputs{View: view(3, false, draining("i-1", amiOld), serving("i-2", amiOld), serving("i-9", amiNew)), AMI: newAMI()}
+			},
+			check: func(t *testing.T, rg *rig, stored state.Rollout) {
+				require.Equal(t, []groupCall{{Op: "Terminate", Target: "i-1", Decrease: false}}, rg.groups.calls, "Auto Scaling launches into i-1's zone")
+				require.True(t, stored.Current.GiveBack, "the surge goes back through the next replacement")
+				require.Contains(t, stored.Replaced, "i-1")
+			}},
 		{from: pos(state.PhaseReplacing, state.StepDraining), to: pos(state.PhaseReplacing, state.StepReplacementHealthy),
 			why: "the replacement stopped serving before the drain",
 			setup: func(rg *rig) Inputs {

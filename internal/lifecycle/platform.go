@@ -98,8 +98,11 @@ func (p ECSPlatform) DrainStatus(ctx context.Context, cluster, instanceID string
 	if err != nil {
 		return DrainProgress{}, err
 	}
-	return DrainProgress{Drained: st.Drained, Remaining: st.Remaining,
-		Detail: fmt.Sprintf("%d task(s) not yet STOPPED (%v)", st.Remaining, st.ByLastStatus)}, nil
+	detail := fmt.Sprintf("%d task(s) not yet STOPPED (%v)", st.Remaining, st.ByLastStatus)
+	if st.Standalone > 0 { // issue #18: ECS never moves these; they are never counted as drained
+		detail += fmt.Sprintf("; %d of them standalone (started by no service, e.g. RunTask or AWS Batch): ECS does not move them, they must end by themselves", st.Standalone)
+	}
+	return DrainProgress{Drained: st.Drained, Remaining: st.Remaining, Detail: detail}, nil
 }
 
 // Undrain implements Platform.

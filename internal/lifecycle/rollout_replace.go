@@ -48,9 +48,15 @@ func (o *Orchestrator) awaitReplacement(ctx context.Context, v GroupView, r stat
 		}
 		if i.Serving() {
 			cur.NewInstanceID, cur.Step, cur.StepStartedAt = i.ID, state.StepDraining, now
+			if r.Strategy == StrategyCapacityProvider { // capacity-provider strategy: the old instance of the replacement's zone
+				capacityProviderChooseOld(v, &r, i)
+			}
 			return o.save(ctx, r, "replacement healthy")
 		}
 		newest = &i
+	}
+	if next, ok, err := o.capacityProviderResurge(ctx, v, r); ok { // capacity-provider strategy: replacement scaled in by ECS
+		return next, err
 	}
 	if now.Sub(cur.StepStartedAt) > o.Policy.HealthTimeout {
 		what := "no replacement instance launched"
@@ -114,6 +120,14 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		if reason := o.runGate(ctx, t); reason != "" {
 			r.Reason = reason + "; next step: drain " + old.ID
 			return r, errWait
+		}
+		if reason, late, err := o.capacityProviderDrainGate(ctx, t, platform, r, old); err != nil || reason != "" { // capacity-provider strategy
+			if late {
+				// The AMI is not at fault: halt for an operator (more room, another instance type), no rollback.
+				return o.halt(ctx, r, reason+fmt.Sprintf(" (waited more than %s)", o.Policy.DrainTimeout), false)
+			}
+			r.Reason = reason
+			return r, errOr(err, errWait)
 		}
 		if cur.DrainStartedAt.IsZero() {
 			// The drain deadline runs from here, not from the step's start: a gate may have held the
@@ -196,6 +210,9 @@ func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Ro
 	// Auto Scaling launches the replacement at once and ECS moves the tasks onto it before the instance
 	// goes (desired capacity stays what ECS managed scaling set).
 	decrement := r.Strategy != StrategyDrainFirst || (!r.ECSManagedDraining && v.Desired-1 >= v.Min)
+	if r.Strategy == StrategyCapacityProvider { // capacity-provider strategy: no decrement when rebalancing zones
+		decrement = capacityProviderDecrement(r)
+	}
 	if err := o.groups().Terminate(ctx, old.ID, decrement); err != nil {
 		return r, fmt.Errorf("terminating drained instance %s: %w", old.ID, err)
 	}
@@ -203,7 +220,13 @@ func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Ro
 		o.logStep(r, "terminate requested; ECS drains it")
 		return r, errWait
 	}
-	next, err := o.retire(ctx, r, "old instance terminating")
+	retire := o.retire
+	if r.Strategy == StrategyCapacityProvider { // capacity-provider strategy: a rebalancing termination keeps the surge
+		retire = func(ctx context.Context, r state.Rollout, _ string) (state.Rollout, error) {
+			return o.capacityProviderTerminated(ctx, v, r)
+		}
+	}
+	next, err := retire(ctx, r, "old instance terminating")
 	if err == nil {
 		err = errWait // this tick's view still shows the old desired capacity: the next pick needs a fresh one
 	}
@@ -250,6 +273,10 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 	ids := make([]string, 0, len(v.Instances))
 	for _, i := range v.Instances {
 		ids = append(ids, i.ID)
+	}
+	if reason := capacityProviderHoldSurge(r, o.Clock.Now()); reason != "" { // capacity-provider strategy
+		r.Reason = reason
+		return r, errWait
 	}
 	r.Reason = ""
 	first := state.StepSurge

@@ -15,11 +15,13 @@ const (
 	StrategySurge = "surge"
 	// StrategyDrainFirst drains the old instance first and lets ECS managed scaling add the capacity the
 	// displaced tasks need, then terminates it explicitly. The default for ECS capacity-provider groups with
-	// managed scaling, whose desired capacity ECS owns: a surge instance without tasks would be scaled away.
+	// managed instance draining (ECS drains on termination, Auto Scaling launches the replacement); for other
+	// capacity-provider groups only by tag: with room to spare it shrinks the group (issue #18, field case C23),
+	// which StrategyCapacityProvider (capacityprovider.go) does not.
 	StrategyDrainFirst = "drain-first"
 )
 
-// TagStrategy overrides the automatic choice: "surge", "drain-first" or "auto" (default).
+// TagStrategy overrides the automatic choice: "surge", "drain-first", "capacity-provider" or "auto" (default).
 const TagStrategy = "patch-agent/strategy"
 
 // Names ECS gives to what it manages on an Auto Scaling group (Amazon ECS Developer Guide: "Amazon ECS
@@ -55,19 +57,25 @@ func DescribeTraits(ctx context.Context, api awsapi.AutoScaling, group string, t
 	return tr, nil
 }
 
-// ChooseStrategy returns the strategy for a group: the tag's choice, else drain-first for groups ECS
-// managed scaling owns, else surge.
+// ChooseStrategy returns the strategy for a group: the tag's choice, else capacity-provider for groups ECS
+// managed scaling owns without managed instance draining, drain-first for those with it, else surge. An
+// unknown tag value is an error naming the accepted ones.
 func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 	switch strings.ToLower(tag) {
 	case StrategySurge:
 		return StrategySurge, nil
 	case StrategyDrainFirst:
 		return StrategyDrainFirst, nil
+	case StrategyCapacityProvider:
+		return StrategyCapacityProvider, nil
 	case "", "auto":
+		if tr.ECSManagedScaling && !tr.ECSManagedDraining { // capacity-provider strategy (issue #18): surge, keep size and spread
+			return StrategyCapacityProvider, nil
+		}
 		if tr.ECSManagedScaling {
 			return StrategyDrainFirst, nil
 		}
 		return StrategySurge, nil
 	}
-	return "", fmt.Errorf("tag %s=%q: want surge, drain-first or auto", TagStrategy, tag)
+	return "", fmt.Errorf("tag %s=%q: want surge, drain-first, capacity-provider or auto", TagStrategy, tag)
 }

@@ -18,9 +18,9 @@ import (
 //   - A task that finds no container instance with room is not created as a task object: the service scheduler
 //     keeps retrying it on every settle, and places it as soon as an ACTIVE instance with room registers
 //     (reconcileCluster). ProvisioningTasks counts such waiting tasks, and they drive managed scaling.
-//   - As for any drain in this simulation (minimumHealthyPercent 100), a service task on a DRAINING instance
-//     keeps RUNNING until its replacement can start on another instance; each replacement that cannot start
-//     yet is a waiting task too.
+//   - A service task on a DRAINING instance keeps RUNNING until its replacement can start on another instance,
+//     unless the service's minimumHealthyPercent lets ECS stop it first (ecsdeployment.go); each replacement
+//     that cannot start yet is a waiting task too.
 
 // Capacity provider names and callers.
 const (
@@ -172,15 +172,17 @@ func (a *Account) evaluateCapacityProvider(g *group) {
 
 	// Amazon ECS Developer Guide, "Managed scaling": CapacityProviderReservation = M / N * 100, where N is the
 	// number of instances in the group that are running or launching, and M the number of instances needed to
-	// run every task assigned to the capacity provider: the ACTIVE instances running at least one non-daemon
-	// task, plus the instances needed for the tasks in PROVISIONING (binpacked, MaxTasksPerInstance a piece).
-	// When tasks are in PROVISIONING, M is at least N+1 so that the group scales out ("Managed scale-out
-	// behavior").
+	// run every task assigned to the capacity provider: the instances running at least one non-daemon task —
+	// DRAINING ones included while their tasks run (AWS Containers Blog, "Deep Dive on Amazon ECS Cluster Auto
+	// Scaling": an instance is counted in M while it runs tasks; Developer Guide, "Draining Amazon ECS container
+	// instances": a draining instance's tasks run until their replacements start) — plus the instances needed
+	// for the tasks in PROVISIONING (binpacked, MaxTasksPerInstance a piece). When tasks are in PROVISIONING, M
+	// is at least N+1 so that the group scales out ("Managed scale-out behavior").
 	n := len(running)
 	m := 0
 	for _, inst := range running {
 		ci := a.containerInstanceOf(inst)
-		if ci == nil || ci.status != ciActive {
+		if ci == nil {
 			continue
 		}
 		if busy, _ := a.nonStoppedTasks(ci); busy > 0 {

@@ -124,7 +124,7 @@ func TestCapacityProviderScalesOutForADrainWhenTheOthersAreFull(t *testing.T) {
 
 	a.Advance(time.Minute)
 	require.Equal(t, []DesiredChange{{At: start.Add(2 * time.Minute), From: 3, To: 4, By: CallerECS}}, a.DesiredChanges("g"),
-		"M = 2 busy ACTIVE + 1 needed, at least N+1 = 4")
+		"M = 3 busy (the DRAINING one included) + 1 needed = 4")
 
 	// Launched at 2m: registers at 3m50s, replacements run at 4m, the old tasks are STOPPED at 4m30s.
 	for i := 0; i < 3; i++ {
@@ -137,11 +137,12 @@ func TestCapacityProviderScalesOutForADrainWhenTheOthersAreFull(t *testing.T) {
 	require.Zero(t, a.ProvisioningTasks("prod"))
 	require.Len(t, a.DesiredChanges("g"), 1)
 
-	// M = 3, N = 4 since 3m: the 15th datapoint below target is at 17m, when the drained instance goes.
-	a.Advance(11*time.Minute + 59*time.Second)
+	// The DRAINING instance counts in M while its tasks run (until 4m30s): M = 4 at 3m and 4m. M = 3, N = 4
+	// from 5m: the 15th datapoint below target is at 19m, when the drained instance goes.
+	a.Advance(13*time.Minute + 59*time.Second)
 	require.Len(t, a.DesiredChanges("g"), 1)
 	a.Advance(time.Second)
-	require.Equal(t, DesiredChange{At: start.Add(17 * time.Minute), From: 4, To: 3, By: CallerECS}, a.DesiredChanges("g")[1])
+	require.Equal(t, DesiredChange{At: start.Add(19 * time.Minute), From: 4, To: 3, By: CallerECS}, a.DesiredChanges("g")[1])
 	terms := a.Terminations()
 	require.Len(t, terms, 1)
 	require.Equal(t, victim.ID, terms[0].InstanceID)

@@ -52,6 +52,7 @@ type service struct {
 	desired              int
 	daemon               bool
 	createdAt            time.Time
+	deployment           ServiceDeployment // ecsdeployment.go
 }
 
 type task struct {
@@ -65,7 +66,8 @@ type task struct {
 	stoppingAt, stoppedAt time.Time
 	stoppedReason         string
 	version               int64
-	replaces              *task // the task on a DRAINING instance this one replaces
+	replaces              *task  // the task on a DRAINING instance this one replaces
+	startedBy             string // a standalone task's startedBy (RunStandaloneTask)
 }
 
 func (t *task) live() bool     { return t.desiredStatus == taskRunning }
@@ -141,6 +143,25 @@ func (a *Account) digits(n int) string {
 		b[i] = byte('0' + a.rng.IntN(10))
 	}
 	return string(b)
+}
+
+// The size of every non-daemon task of the simulation (task-level cpu in CPU units, memory in MiB), and of a
+// container instance: MaxTasksPerInstance such tasks. Amazon ECS API Reference, "ContainerInstance":
+// registeredResources and remainingResources hold the CPU (units) and MEMORY (MiB) registered and left after
+// the tasks placed on the instance, whatever their lastStatus until STOPPED; "Task": cpu and memory are the
+// task-level size. Daemon tasks are reported without a task-level size and take none of the instance's room
+// (as MaxTasksPerInstance counts only non-daemon tasks).
+const (
+	TaskCPU    = 256
+	TaskMemory = 512
+)
+
+// taskResources returns the CPU and MEMORY resources of n tasks of the simulation's size.
+func taskResources(n int32) []ecstypes.Resource {
+	return []ecstypes.Resource{
+		{Name: ptr("CPU"), Type: ptr("INTEGER"), IntegerValue: n * TaskCPU},
+		{Name: ptr("MEMORY"), Type: ptr("INTEGER"), IntegerValue: n * TaskMemory},
+	}
 }
 
 // containerInstanceOf returns the instance's registered (not deregistered) container instance, or nil.
@@ -325,10 +346,14 @@ func (a *Account) choosePlacement(c *cluster, svc *service) *containerInstance {
 	perAZ := map[string]int{}
 	perCI := map[*containerInstance]int{}
 	load := map[*containerInstance]int{}
+	held := map[*containerInstance]bool{} // distinctInstance / static host port: a task of svc not STOPPED there
 	for _, t := range c.tasks {
 		if t.service == svc && t.live() {
 			perAZ[t.ci.az]++
 			perCI[t.ci]++
+		}
+		if t.service == svc && t.lastStatus != taskStopped {
+			held[t.ci] = true
 		}
 		if !t.isDaemon() && t.lastStatus != taskStopped {
 			load[t.ci]++
@@ -336,7 +361,7 @@ func (a *Account) choosePlacement(c *cluster, svc *service) *containerInstance {
 	}
 	var best *containerInstance
 	for _, ci := range c.cis {
-		if ci.status != ciActive || !ci.agentConnected || load[ci] >= a.opts.MaxTasksPerInstance {
+		if ci.status != ciActive || !ci.agentConnected || load[ci] >= a.opts.MaxTasksPerInstance || svc.onePerInstance() && held[ci] {
 			continue
 		}
 		if best == nil {
@@ -366,8 +391,8 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 	changed := false
 
 	// Amazon ECS Developer Guide, "Draining Amazon ECS container instances": RUNNING service tasks on a DRAINING
-	// instance are replaced per minimumHealthyPercent (100% here): the old task stops only once its replacement
-	// on another instance is RUNNING.
+	// instance are replaced per the service's deployment configuration (ecsdeployment.go): a task whose
+	// replacement was started stops once that replacement is RUNNING.
 	for _, t := range c.tasks {
 		if t.replaces != nil && t.live() && t.lastStatus == taskRunning {
 			o := t.replaces
@@ -386,16 +411,26 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 		}
 	}
 	covered := a.coveredTasks(c)
-	// Same page: the service scheduler starts a replacement on another instance when capacity is available;
+	// Same page: the service scheduler starts a replacement on another instance when capacity is available and
+	// the service's maximumPercent allows one more task; otherwise, when minimumHealthyPercent allows one RUNNING
+	// task less, it stops the old task first (ecsdeployment.go) and the replica loop below places its successor;
 	// otherwise the old task keeps running until capacity appears.
 	for _, t := range c.tasks {
 		if t.service == nil || t.isDaemon() || !t.live() || t.lastStatus != taskRunning || t.ci.status != ciDraining || covered[t] {
 			continue
 		}
-		if ci := a.choosePlacement(c, t.service); ci != nil {
-			r := a.placeTask(c, ci, t.service)
-			r.replaces = t
-			covered[t] = true
+		live, running := serviceCounts(c, t.service)
+		if live < t.service.maxLive() {
+			if ci := a.choosePlacement(c, t.service); ci != nil {
+				r := a.placeTask(c, ci, t.service)
+				r.replaces = t
+				covered[t] = true
+				changed = true
+				continue
+			}
+		}
+		if running-1 >= t.service.minRunning() {
+			a.stopTask(t, reasonDraining)
 			changed = true
 		}
 	}
@@ -556,7 +591,16 @@ func (a *Account) describeCI(c *cluster, ci *containerInstance) ecstypes.Contain
 			pending++
 		}
 	}
+	used := int32(0)
+	for _, t := range c.tasks {
+		if t.ci == ci && !t.isDaemon() && t.lastStatus != taskStopped {
+			used++
+		}
+	}
+	per := int32(a.opts.MaxTasksPerInstance)
 	return ecstypes.ContainerInstance{
+		RegisteredResources:  taskResources(per),
+		RemainingResources:   taskResources(max(per-used, 0)),
 		ContainerInstanceArn: ptr(ci.arn),
 		CapacityProviderName: a.capacityProviderName(ci),
 		Ec2InstanceId:        ptr(ci.ec2ID),
@@ -913,6 +957,17 @@ func (a *Account) describeTask(c *cluster, t *task) ecstypes.Task {
 		CreatedAt:            ptr(t.createdAt),
 		Version:              t.version,
 	}
+	if !t.isDaemon() {
+		out.Cpu, out.Memory = ptr(strconv.Itoa(TaskCPU)), ptr(strconv.Itoa(TaskMemory))
+	}
+	if t.service == nil {
+		// Amazon ECS API Reference, "Task": a standalone task's group is "family:<task definition family>".
+		out.Group = ptr("family:standalone")
+		out.TaskDefinitionArn = ptr(fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/standalone:1", a.opts.Region, a.opts.AccountID))
+		if t.startedBy != "" {
+			out.StartedBy = ptr(t.startedBy)
+		}
+	}
 	if t.service != nil {
 		out.Group = ptr("service:" + t.service.name)
 		out.StartedBy = ptr(t.service.startedBy)
@@ -1025,7 +1080,7 @@ func (a *Account) describeService(c *cluster, svc *service) ecstypes.Service {
 	}
 	desired := int32(svc.desired)
 	strategy := ecstypes.SchedulingStrategyReplica
-	cfg := &ecstypes.DeploymentConfiguration{MinimumHealthyPercent: ptr(int32(100)), MaximumPercent: ptr(int32(200))}
+	cfg := &ecstypes.DeploymentConfiguration{MinimumHealthyPercent: ptr(int32(svc.minHealthy())), MaximumPercent: ptr(int32(svc.maxPercent()))}
 	if svc.daemon {
 		strategy = ecstypes.SchedulingStrategyDaemon
 		cfg = &ecstypes.DeploymentConfiguration{MinimumHealthyPercent: ptr(int32(0)), MaximumPercent: ptr(int32(100))}

@@ -52,6 +52,14 @@ type Replacement struct {
 	DrainStartedAt time.Time `json:"drainStartedAt,omitempty" dynamodbav:"drainStartedAt,omitempty"`
 	// ContainerInstanceARN of the old instance (ECS), once known.
 	ContainerInstanceARN string `json:"containerInstanceArn,omitempty" dynamodbav:"ci,omitempty"`
+	// Capacity-provider strategy (internal/lifecycle/capacityprovider.go). Rebalance: the replacement landed in
+	// an Availability Zone without an outdated instance, so the old instance is terminated without decrement
+	// (Auto Scaling launches into its zone) and the surge then goes back through one drained instance of the
+	// zone that has one too many (GiveBack). Resurges counts the surges taken again after ECS managed scaling
+	// scaled the empty replacement in.
+	Rebalance bool `json:"rebalance,omitempty" dynamodbav:"rebalance,omitempty"`
+	GiveBack  bool `json:"giveBack,omitempty" dynamodbav:"giveBack,omitempty"`
+	Resurges  int  `json:"resurges,omitempty" dynamodbav:"resurges,omitempty"`
 }
 
 // Rollout is the persisted record of one target's rollout. It is rewritten on every transition.
@@ -81,6 +89,10 @@ type Rollout struct {
 	// MaxRaisedFrom is the max it found. Verifying lowers max by exactly the agent's own +1.
 	MaxRaisedFrom int32 `json:"maxRaisedFrom,omitempty" dynamodbav:"maxFrom,omitempty"`
 	MaxRaisedTo   int32 `json:"maxRaisedTo,omitempty" dynamodbav:"maxTo,omitempty"`
+	// NextSurgeAt (capacity-provider strategy) is the earliest time the next replacement may surge: one
+	// CapacityProviderReservation datapoint at target after each replacement breaks ECS's 15 consecutive
+	// datapoints below target before a scale-in (internal/lifecycle/capacityprovider.go).
+	NextSurgeAt time.Time `json:"nextSurgeAt,omitempty" dynamodbav:"nextSurgeAt,omitempty"`
 
 	Current  *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
 	Replaced []string     `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order

@@ -103,6 +103,7 @@ func fullRollout(group string) state.Rollout {
 		NewTemplateVersion: "7",
 		MaxRaisedFrom:      3,
 		MaxRaisedTo:        4,
+		NextSurgeAt:        at.Add(2 * time.Minute),
 		Current: &state.Replacement{
 			Step:                 state.StepDraining,
 			OldInstanceID:        "i-0old",
@@ -112,6 +113,9 @@ func fullRollout(group string) state.Rollout {
 			StepStartedAt:        at.Add(-5 * time.Minute),
 			DrainStartedAt:       at.Add(90 * time.Second),
 			ContainerInstanceARN: "arn:aws:ecs:us-east-1:123456789012:container-instance/prod-cluster/0123",
+			Rebalance:            true,
+			GiveBack:             true,
+			Resurges:             2,
 		},
 		Replaced:           []string{"i-0first"},
 		Steps:              9,

@@ -1,0 +1,268 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// c23Provider is the capacity provider of field case C23: managed scaling at a target of 100 %, managed
+// termination protection, no managed draining.
+func c23Provider(name string) *sim.CapacityProviderSpec {
+	return &sim.CapacityProviderSpec{Name: name, ManagedScaling: true, ManagedTerminationProtection: true}
+}
+
+// groupShape is a group's in-service instances per Availability Zone.
+type groupShape struct {
+	InService int
+	PerAZ     map[string]int
+}
+
+func shapeOf(w *demo.World, group string) groupShape {
+	s := groupShape{PerAZ: map[string]int{}}
+	for _, i := range w.Account.Group(group).Instances {
+		if i.LifecycleState == "InService" {
+			s.InService++
+			s.PerAZ[i.AvailabilityZone]++
+		}
+	}
+	return s
+}
+
+// requireC23End asserts C23's end state for a group: the same number of instances in the same zones at the
+// rollout's completion as at its start; then, once settled, all on the new AMI, none DRAINING, max size as it was.
+func requireC23End(t *testing.T, w *demo.World, group string, before, completed groupShape, maxBefore int32) {
+	t.Helper()
+	require.Equal(t, before, completed, "%s keeps its size and AZ spread\n%s", group, trace(w, group))
+	g := w.Account.Group(group)
+	require.Equal(t, maxBefore, g.Max, "max size given back")
+	for _, i := range g.Instances {
+		if i.LifecycleState != "InService" {
+			continue
+		}
+		require.Equal(t, demo.ImageB, i.ImageID, i.ID)
+		require.Equal(t, "ACTIVE", i.ContainerInstanceStatus, "%s left DRAINING", i.ID)
+	}
+}
+
+// trace renders a group's desired capacity changes and terminations, for failure messages.
+func trace(w *demo.World, group string) string {
+	var b strings.Builder
+	for _, c := range w.Account.DesiredChanges(group) {
+		fmt.Fprintf(&b, "%s desired %d -> %d by %s\n", c.At.Format(time.TimeOnly), c.From, c.To, c.By)
+	}
+	for _, term := range w.Account.Terminations() {
+		if term.Group == group {
+			i, _ := w.Account.Instance(term.InstanceID)
+			fmt.Fprintf(&b, "%s terminate %s (%s) cause %s\n", term.RequestedAt.Format(time.TimeOnly), term.InstanceID, i.AvailabilityZone, term.Cause)
+		}
+	}
+	return b.String()
+}
+
+// runC23 publishes ImageB and runs until every group's rollout completed, then lets managed scaling settle for
+// 20 minutes (more than its 15-minute scale-in window) and asserts every invariant. It returns each group's
+// shape when its rollout completed: what ECS managed scaling does afterwards is ECS's decision (the checker
+// holds the end state to the start unless the simulation recorded an ECS scale-in for each missing instance).
+func runC23(t *testing.T, w *demo.World, parameter string, groups ...string) map[string]groupShape {
+	t.Helper()
+	ctx := context.Background()
+	w.PublishAMI(parameter, demo.ImageB)
+	at := map[string]groupShape{}
+	done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool {
+		for _, g := range groups {
+			if _, seen := at[g]; !seen && w.Rollout(ctx, g).Phase == state.PhaseCompleted {
+				at[g] = shapeOf(w, g)
+			}
+		}
+		return len(at) == len(groups)
+	})
+	require.NoError(t, err)
+	for _, g := range groups {
+		require.True(t, done, "rollout of %s: %+v\n%s", g, w.Rollout(ctx, g), trace(w, g))
+		require.Equal(t, lifecycle.StrategyCapacityProvider, w.Rollout(ctx, g).Strategy)
+	}
+	settle(t, w, 20*time.Minute)
+	require.Empty(t, w.Checker.Finish())
+	return at
+}
+
+// Field case C23 (../shared/CASES.md): C16's roomy layout — 3 instances in 3 AZs, 6 tasks, room for 10 per
+// instance, CapacityProviderReservation steady at 100 % — ends with 3 instances in 3 AZs on the new AMI.
+func TestC23RoomyThreeAZCapacityProviderKeepsSizeAndSpread(t *testing.T) {
+	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
+	w := build(t, oneGroup(&g))
+	settle(t, w, 2*time.Minute)
+	before := shapeOf(w, g.Name)
+	require.Equal(t, 3, len(before.PerAZ), "the layout starts in 3 AZs")
+	pct, ok := w.Account.CapacityProviderReservation(g.Name)
+	require.True(t, ok)
+	require.InDelta(t, 100, pct, 0.01, "CapacityProviderReservation steady at 100 %%")
+
+	at := runC23(t, w, g.Parameter, g.Name)
+	requireC23End(t, w, g.Name, before, at[g.Name], g.Max)
+	require.Equal(t, before, shapeOf(w, g.Name), "ECS has no reason to scale this layout in afterwards")
+	require.Equal(t, 6, w.Account.ServiceTasks(g.Cluster, "web"))
+}
+
+// Field case C23: a full, bin-packed group at its max size (10 tasks on each of 3 instances, max 3) completes:
+// the surge raises max for the duration and gives back only the agent's own change.
+func TestC23FullBinPackedGroupAtMaxCompletes(t *testing.T) {
+	g := demo.GroupSetup{Name: "cp-full", Min: 1, Max: 3, Desired: 3, CapacityProvider: c23Provider("cp")}
+	spec := oneGroup(&g)
+	spec.Services = map[string]int{"web": 30}
+	w := build(t, spec)
+	settle(t, w, 2*time.Minute)
+	before := shapeOf(w, g.Name)
+	require.Equal(t, 30, w.Account.ServiceTasks(g.Cluster, "web"), "the group is full")
+
+	at := runC23(t, w, g.Parameter, g.Name)
+	requireC23End(t, w, g.Name, before, at[g.Name], 3)
+	require.Equal(t, before, shapeOf(w, g.Name), "a full group stays full")
+	require.Equal(t, 30, w.Account.ServiceTasks(g.Cluster, "web"))
+}
+
+// Field case C23: two capacity-provider groups of one cluster roll together; displaced tasks land on either
+// group, never more than one container instance of the cluster is DRAINING, and both keep size and spread.
+func TestC23TwoCapacityProviderGroupsOfOneClusterComplete(t *testing.T) {
+	a := demo.GroupSetup{Name: "cp-a", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-a")}
+	b := demo.GroupSetup{Name: "cp-b", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-b")}
+	w := build(t, demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 12}})
+	maxDraining := 0
+	w.Account.OnChange(func(v *sim.View) {
+		n := 0
+		for _, g := range v.Groups() {
+			for _, i := range g.Instances {
+				if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "InService" {
+					n++
+				}
+			}
+		}
+		maxDraining = max(maxDraining, n)
+	})
+	settle(t, w, 2*time.Minute)
+	beforeA, beforeB := shapeOf(w, a.Name), shapeOf(w, b.Name)
+
+	at := runC23(t, w, "/golden/shared", a.Name, b.Name)
+	require.Equal(t, 1, maxDraining, "one drain per cluster")
+	requireC23End(t, w, a.Name, beforeA, at[a.Name], a.Max)
+	requireC23End(t, w, b.Name, beforeB, at[b.Name], b.Max)
+	require.Equal(t, 12, w.Account.ServiceTasks("shared", "web"))
+}
+
+// Field case C23, the checker's side: the drain-first strategy (chosen by tag) on the roomy 3-AZ layout shrinks
+// the group (the issue: desired 3 -> 1, one AZ) while every task keeps running; the checker's end-of-scenario
+// rule on the size and spread of capacity-provider groups reports it, and blames no ECS scale-in.
+func TestC23CheckerReportsDrainFirstShrinkingTheRoomyGroup(t *testing.T) {
+	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyDrainFirst}}
+	w := build(t, oneGroup(&g))
+	settle(t, w, 2*time.Minute)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Less(t, shapeOf(w, g.Name).InService, 3, "drain-first shrank the group")
+	found := false
+	for _, v := range w.Checker.Finish() {
+		require.Equal(t, 1, v.Invariant, v.String())
+		found = found || strings.Contains(v.Detail, "in-service instance(s), 3 at the start")
+	}
+	require.True(t, found, "the shrinking is reported")
+}
+
+// runningRange records the fewest and most RUNNING tasks of a service on every change of the account.
+func runningRange(w *demo.World, cluster, service string) *[2]int {
+	r := &[2]int{1 << 30, 0}
+	w.Account.OnChange(func(v *sim.View) {
+		n := v.ServiceTasks(cluster, service)
+		r[0], r[1] = min(r[0], n), max(r[1], n)
+	})
+	return r
+}
+
+// Field case C23 with the services' deployment configuration deciding the drain (issue #18): with
+// minimumHealthyPercent 50 / maximumPercent 100 ECS stops a draining instance's task before its replacement
+// starts, down to half the desired count; with static host ports (maximumPercent 100, one task per instance) and
+// with the distinctInstance constraint only an instance without the service's task can take the replacement.
+// Each rollout ends with 3 instances in 3 AZs, every task back, and the checker held RUNNING to desired ×
+// minimumHealthyPercent on every change.
+func TestC23DeploymentConfigurationDecidesTheDrain(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		desired        int
+		deployment     sim.ServiceDeployment
+		lowest, dipsTo int // RUNNING never below lowest; it does reach dipsTo
+	}{
+		{name: "minimumHealthyPercent 50, maximumPercent 100", desired: 6,
+			deployment: sim.ServiceDeployment{MinimumHealthyPercent: 50, MaximumPercent: 100}, lowest: 3, dipsTo: 5},
+		{name: "static host ports, maximumPercent 100", desired: 3,
+			deployment: sim.ServiceDeployment{MinimumHealthyPercent: 66, MaximumPercent: 100, StaticHostPort: true}, lowest: 2, dipsTo: 2},
+		{name: "distinctInstance, 100/200", desired: 3,
+			deployment: sim.ServiceDeployment{DistinctInstance: true}, lowest: 3, dipsTo: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
+			spec := oneGroup(&g)
+			spec.Services = map[string]int{"web": tc.desired}
+			spec.ServiceDeployments = map[string]sim.ServiceDeployment{"web": tc.deployment}
+			w := build(t, spec)
+			settle(t, w, 2*time.Minute)
+			before := shapeOf(w, g.Name)
+			seen := runningRange(w, g.Cluster, "web")
+
+			at := runC23(t, w, g.Parameter, g.Name)
+			requireC23End(t, w, g.Name, before, at[g.Name], g.Max)
+			require.Equal(t, tc.desired, w.Account.ServiceTasks(g.Cluster, "web"))
+			require.GreaterOrEqual(t, seen[0], tc.lowest, "RUNNING never below desired x minimumHealthyPercent")
+			require.LessOrEqual(t, seen[0], tc.dipsTo, "the deployment configuration lets ECS stop before it starts")
+			if tc.deployment.MaximumPercent == 100 {
+				require.LessOrEqual(t, seen[1], tc.desired, "maximumPercent 100: never more RUNNING than desired")
+			}
+			if tc.deployment.StaticHostPort || tc.deployment.DistinctInstance {
+				for _, i := range w.Account.Group(g.Name).Instances {
+					if i.LifecycleState == "InService" {
+						require.Equal(t, 1, i.TasksByLastStatus["RUNNING"], "one task per instance on %s", i.ID)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Issue #18 item 5: a standalone task (an AWS Batch job here) on an outdated instance is never counted as
+// drained: ECS does not move it, the drain waits for it until the drain deadline, then the rollout halts with a
+// reason that names it and puts the instance back in service; the task was never stopped by the agent.
+func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
+	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
+	w := build(t, oneGroup(&g))
+	settle(t, w, 2*time.Minute)
+	for _, i := range w.Account.Group(g.Name).Instances {
+		require.True(t, w.Account.RunStandaloneTask(i.ID, "AWS Batch"), i.ID)
+	}
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseHalted })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.True(t, done, "rollout: %+v", r)
+	require.Contains(t, r.Reason, "did not finish within 30m0s")
+	require.Contains(t, r.Reason, "1 of them standalone")
+	for _, term := range w.Account.Terminations() {
+		require.NotEqual(t, sim.CauseAPI, term.Cause, "no outdated instance terminated with its standalone task: %s", term.InstanceID)
+	}
+	for _, i := range w.Account.Group(g.Name).Instances {
+		require.NotEqual(t, "DRAINING", i.ContainerInstanceStatus, "%s put back in service", i.ID)
+	}
+	require.Empty(t, w.Checker.Violations)
+}
