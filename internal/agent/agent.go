@@ -86,6 +86,9 @@ type Agent struct {
 	discovered lifecycle.Discovered
 	amis       map[string]lifecycle.ResolvedAMI // by parameter name
 	sourceErr  map[string]string                // parameter -> why it names no AMI (missing, invalid)
+	// sourceAlerted: group -> the source problem last alerted for it ("" = none), so that a missing or
+	// restored source is alerted once per transition, not every tick
+	sourceAlerted map[string]string
 	lastPoll   time.Time
 	lastTick   atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
 	images     map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
@@ -390,6 +393,7 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if r.Group != "" {
 			records[name] = r
 		}
+		a.alertSourceLocked(t, a.sourceErr[t.Parameter], ami)
 		a.settings.Observer.TargetObserved(t, v, r, ami)
 	}
 	if only == nil {
@@ -439,11 +443,13 @@ func (a *Agent) resolveLocked(ctx context.Context, names []string) error {
 		delete(a.sourceErr, name)
 	}
 	for _, name := range missing {
+		delete(a.amis, name) // the last known AMI is no longer what the source says: nothing rolls on it
 		a.sourceErr[name] = "source missing: parameter " + name + " does not exist"
 		a.log.Warn("AMI parameter does not exist; no rollout for its groups", zap.String(logging.Parameter, name))
 	}
 	for name, err := range invalid {
-		a.sourceErr[name] = err.Error()
+		delete(a.amis, name)
+		a.sourceErr[name] = "source missing: " + err.Error()
 		a.log.Warn("AMI parameter does not name an AMI; no rollout for its groups", zap.String(logging.Parameter, name), zap.Error(err))
 	}
 	return nil
@@ -543,9 +549,11 @@ func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Di
 		return events.Ignored, nil
 	}
 	if p.Operation == "Delete" {
+		delete(a.amis, name)
 		a.sourceErr[name] = "source missing: parameter " + name + " was deleted"
 		a.log.Warn("AMI parameter deleted; its groups get no rollout until it exists again", zap.String(logging.Parameter, name))
-		return events.Done, nil
+		// Their status says so now, not at the next poll.
+		return events.Done, a.reconcileLocked(ctx, affected)
 	}
 	if err := a.resolveLocked(ctx, []string{name}); err != nil {
 		return events.Done, err
@@ -594,6 +602,34 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 		return events.Ignored, nil
 	}
 	return events.Done, nil
+}
+
+// alertSourceLocked alerts (metric, notification) when t's source went missing or came back since the last
+// alert for t: once per transition, not every tick. A source seen for the first time alerts only when missing.
+func (a *Agent) alertSourceLocked(t lifecycle.Target, problem string, ami *lifecycle.ResolvedAMI) {
+	if a.sourceAlerted == nil {
+		a.sourceAlerted = map[string]string{}
+	}
+	if ami != nil {
+		problem = ""
+	}
+	prev, seen := a.sourceAlerted[t.Group]
+	if prev == problem || (!seen && problem == "") {
+		a.sourceAlerted[t.Group] = problem
+		return
+	}
+	a.sourceAlerted[t.Group] = problem
+	al := lifecycle.Alert{Kind: lifecycle.AlertSourceMissing, Target: t, Detail: problem, At: a.clock.Now()}
+	if problem == "" {
+		al.Kind, al.Detail = lifecycle.AlertSourceRestored, "source "+t.Parameter+" names an AMI again"
+		if ami != nil {
+			al.ImageID = ami.ImageID
+		}
+		a.log.Info("AMI source restored", zap.String(logging.Group, t.Group), zap.String(logging.Parameter, t.Parameter))
+	} else if prev != "" {
+		return // still missing, in other words (deleted, then found not to exist): one alert per outage
+	}
+	lifecycle.SendAlert(a.settings.Observer, al)
 }
 
 // SourceProblem returns why a parameter names no usable AMI, or "".

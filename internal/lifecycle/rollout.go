@@ -70,6 +70,7 @@ type Orchestrator struct {
 	AMIGate *AMIGate
 
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
+	source     string        // why the target's source names no AMI now ("" when it names one): a gate (sourcegate.go)
 	lastStored state.Rollout // the record as last read or written in this Reconcile call
 }
 
@@ -155,6 +156,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		r = next
 	}
 	o.pause = in.Pause
+	o.source = sourceGate(in)
 	if in.Pause == nil && strings.HasPrefix(r.Reason, pausedPrefix) {
 		r.Reason = ""
 	}
@@ -673,6 +675,9 @@ func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) 
 func (o *Orchestrator) startGate(ctx context.Context, t Target, r state.Rollout) string {
 	now := o.Clock.Now()
 	p := t.Policy
+	if o.source != "" {
+		return o.source
+	}
 	if age := now.Sub(r.SourceModified); p.MinAMIAge > 0 && age < p.MinAMIAge {
 		return fmt.Sprintf("soak: AMI %s is %s old, minimum %s; may start at %s", r.TargetImageID,
 			age.Round(time.Minute), p.MinAMIAge, r.SourceModified.Add(p.MinAMIAge).UTC().Format(time.RFC3339))
@@ -687,6 +692,9 @@ func (o *Orchestrator) startGate(ctx context.Context, t Target, r state.Rollout)
 // an alarm in ALARM. A replacement already under way finishes.
 func (o *Orchestrator) runGate(ctx context.Context, t Target) string {
 	p := t.Policy
+	if o.source != "" {
+		return o.source
+	}
 	if w := p.Window; w != nil {
 		if open, at := w.State(o.Clock.Now()); !open {
 			return fmt.Sprintf("maintenance window (%s) closed; opens at %s", w.Describe(), at.Format(time.RFC3339))
