@@ -89,9 +89,9 @@ type Agent struct {
 	// sourceAlerted: group -> the source problem last alerted for it ("" = none), so that a missing or
 	// restored source is alerted once per transition, not every tick
 	sourceAlerted map[string]string
-	lastPoll   time.Time
-	lastTick   atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
-	images     map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
+	lastPoll      time.Time
+	lastTick      atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
+	images        map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
 	// hookProblems: group -> what it lacks for drained terminations (MissingHooks), refreshed every poll
 	hookProblems map[string]string
 	// retries backs off targets whose rollout step (or cluster observation) failed, by group
