@@ -159,14 +159,16 @@ func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
 		a.hookProblems = map[string]string{}
 	}
 	for _, name := range d.Names() {
-		missing, err := lifecycle.MissingHooks(ctx, a.clients.AutoScaling, name)
+		c, err := lifecycle.CheckHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout)
 		if err != nil {
 			a.log.Warn("checking lifecycle hooks failed", zap.String(logging.Group, name), zap.Error(err))
 			continue
 		}
-		if missing != "" && a.hookProblems[name] != missing {
-			a.log.Warn("managed group has no terminating lifecycle hook", zap.String(logging.Group, name), zap.String(logging.Reason, missing))
+		missing := c.Note()
+		if c.Missing != "" && a.hookProblems[name] != missing {
+			a.log.Warn("managed group has no terminating lifecycle hook", zap.String(logging.Group, name), zap.String(logging.Reason, c.Missing))
 		}
+		a.alertCappedLocked(d.Targets[name], a.hookProblems[name], c)
 		a.hookProblems[name] = missing
 	}
 }
@@ -660,4 +662,19 @@ type noAlarmAPI struct{}
 
 func (noAlarmAPI) InAlarm(context.Context, []string) ([]string, error) {
 	return nil, fmt.Errorf("no CloudWatch client configured")
+}
+
+// alertCappedLocked warns and alerts once when a group's terminating hook cannot hold a drain of
+// --drain-timeout (lifecycle.CheckHooks): its drains are capped at the hook's limit, and the note stays on the
+// group's status (Rollout.Warning) until the hook or the flag changes. The agent caps rather than refusing to
+// start: hooks belong to groups that are opted in at any time, and one short hook must not stop the drains of
+// every other group.
+func (a *Agent) alertCappedLocked(t lifecycle.Target, before string, c lifecycle.HookCheck) {
+	if len(c.Capped) == 0 || before == c.Note() {
+		return
+	}
+	note := strings.Join(c.Capped, "; ")
+	a.log.Warn("--drain-timeout is longer than a lifecycle hook's global timeout; its drains are capped", zap.String(logging.Group, t.Group),
+		zap.String(logging.Reason, note))
+	lifecycle.SendAlert(a.settings.Observer, lifecycle.Alert{Kind: lifecycle.AlertDrainTimeoutCapped, Target: t, Detail: note, At: a.clock.Now()})
 }
