@@ -68,6 +68,8 @@ type Orchestrator struct {
 	// AMIGate checks every target AMI before a rollout may leave Waiting for Preparing (invariant 10,
 	// docs/architecture.md). The agent always sets it; nil checks nothing.
 	AMIGate *AMIGate
+	// Activities tells why no replacement launched (capacity.go); nil: a replacement that never launches halts.
+	Activities awsapi.ScalingActivities
 
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
 	source     string        // why the target's source names no AMI now ("" when it names one): a gate (sourcegate.go)
@@ -430,13 +432,19 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 			}
 			newest = &i
 		}
-		if now.Sub(cur.StepStartedAt) > o.Policy.HealthTimeout {
+		if now.Sub(cur.StepStartedAt) > o.healthWindow(cur) {
 			what := "no replacement instance launched"
+			if newest == nil {
+				// EC2 out of capacity is not a bad AMI (capacity.go): retried, never a halt or a rollback.
+				if next, short, err := o.retryIfShortOfCapacity(ctx, t, v, r); short || err != nil {
+					return next, err
+				}
+			}
 			if newest != nil {
 				what = fmt.Sprintf("replacement %s not healthy", newest.ID)
 				cur.NewInstanceID = newest.ID
 			}
-			return o.halt(ctx, r, fmt.Sprintf("%s after %s", what, o.Policy.HealthTimeout), true)
+			return o.halt(ctx, r, fmt.Sprintf("%s after %s", what, o.healthWindow(cur)), true)
 		}
 		return r, errWait
 

@@ -103,6 +103,8 @@ type Account struct {
 	terminations    []Termination
 	completions     []Completion
 	heartbeats      []Completion
+	shortfalls      map[string]*Shortfall        // by group: launches fail for lack of capacity (activities.go)
+	activities      map[string][]scalingActivity // by group, oldest first: failed launches (activities.go)
 
 	// ECS
 	clusters map[string]*cluster

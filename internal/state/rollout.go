@@ -52,6 +52,9 @@ type Replacement struct {
 	DrainStartedAt time.Time `json:"drainStartedAt,omitempty" dynamodbav:"drainStartedAt,omitempty"`
 	// ContainerInstanceARN of the old instance (ECS), once known.
 	ContainerInstanceARN string `json:"containerInstanceArn,omitempty" dynamodbav:"ci,omitempty"`
+	// CapacityRetries counts the health windows that ended with no replacement launched because EC2 had no
+	// capacity (a failed scaling activity): each one is retried with a longer window, never a halt.
+	CapacityRetries int `json:"capacityRetries,omitempty" dynamodbav:"capacityRetries,omitempty"`
 }
 
 // Rollout is the persisted record of one target's rollout. It is rewritten on every transition.
