@@ -51,6 +51,9 @@ type openedStore struct {
 	// mem and path are set for a state file.
 	mem  *state.Memory
 	path string
+	// aws is the AWS configuration of a DynamoDB store (nil for a state file): the approve command asks STS
+	// with it who is acting.
+	aws *aws.Config
 }
 
 // errNoStore is returned when neither --table nor --state-file says which store to use.
@@ -82,7 +85,7 @@ func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
 		return nil, fmt.Errorf("--region (or %s) is required with --table: the region of table %s", config.EnvRegion, f.table)
 	}
 	return &openedStore{Store: state.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), f.table),
-		where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region)}, nil
+		where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region), aws: &awsCfg}, nil
 }
 
 // reload re-reads a state file (a watch sees the file as it changes); a DynamoDB store always reads fresh.

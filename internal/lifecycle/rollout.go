@@ -265,7 +265,11 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		r.PreviousTemplate = &ref
 		r.Strategy, r.ECSManagedDraining = strategy, traits.ECSManagedDraining
 		r.Phase, r.Reason = state.PhasePreparing, ""
-		return o.save(ctx, r, "preparing launch template ("+strategy+" strategy)")
+		next, err := o.save(ctx, r, "preparing launch template ("+strategy+" strategy)")
+		if err == nil {
+			o.alertSoakSkipped(t, next) // soakskip.go
+		}
+		return next, err
 	case state.PhasePreparing:
 		if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
 			return r, err
@@ -686,7 +690,7 @@ func (o *Orchestrator) startGate(ctx context.Context, t Target, r state.Rollout)
 	if o.source != "" {
 		return o.source
 	}
-	if age := now.Sub(r.SourceModified); p.MinAMIAge > 0 && age < p.MinAMIAge {
+	if age := now.Sub(r.SourceModified); p.MinAMIAge > 0 && age < p.MinAMIAge && !soakSkipped(r) {
 		return fmt.Sprintf("soak: AMI %s is %s old, minimum %s; may start at %s", r.TargetImageID,
 			age.Round(time.Minute), p.MinAMIAge, r.SourceModified.Add(p.MinAMIAge).UTC().Format(time.RFC3339))
 	}
