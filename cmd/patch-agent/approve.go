@@ -1,19 +1,30 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/state"
 )
+
+// newSTS builds the STS client the approve command asks who is acting (a test replaces it).
+var newSTS = func(cfg aws.Config) awsapi.STS { return sts.NewFromConfig(cfg) }
 
 func newApproveCommand() *cobra.Command {
 	var (
-		who   string
-		force bool
+		who      string
+		force    bool
+		skipSoak bool
+		reason   string
 	)
 	cmd := &cobra.Command{
 		Use:   "approve GROUP",
@@ -26,27 +37,64 @@ new approval.
 
 A group that is not waiting for approval (another phase, or another reason — a pause hides the approval
 gate) is refused; --force records the approval anyway, and it takes effect when the group waits for that
-AMI's approval.`,
+AMI's approval.
+
+--skip-soak --reason "..." also skips the soak time (patch-agent/min-ami-age) of that AMI: an urgent rollout
+(a security fix) starts at the agent's next tick, before its soak ends; the other gates still apply. It is
+accepted while the group waits for its soak or its approval, and recorded as a "soak-skipped" history entry;
+the agent sends a SoakSkipped alert (metric and notification) when the rollout starts.
+
+Who approved is the ARN of your AWS credentials (STS GetCallerIdentity), not a local user name; --who is used
+only with --state-file, which has no AWS identity.`,
 		Example: `  patch-agent status prod-ecs-asg            # check the AMI it waits for
-  patch-agent approve prod-ecs-asg --table patch-agent --region eu-west-1`,
+  patch-agent approve prod-ecs-asg --table patch-agent --region eu-west-1
+  patch-agent approve prod-ecs-asg --skip-soak --reason "CVE-2026-1234 fix, INC-4711" --table patch-agent`,
 		Args: groupArg,
 	}
 	stores := addStoreFlags(cmd)
 	addWhoFlag(cmd, &who)
 	cmd.Flags().BoolVar(&force, "force", false, "record the approval even when the group is not waiting for approval")
+	cmd.Flags().BoolVar(&skipSoak, "skip-soak", false, "also skip the AMI's soak time (needs --reason): the rollout starts before the soak ends")
+	cmd.Flags().StringVar(&reason, "reason", "", "why the soak is skipped (required with --skip-soak; recorded in the history and the notification)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := requireWho(cmd, who); err != nil {
-			return err
+		if skipSoak && strings.TrimSpace(reason) == "" {
+			return errors.New(`--skip-soak needs --reason "...": say why the AMI cannot wait for its soak time`)
+		}
+		if !skipSoak && cmd.Flags().Changed("reason") {
+			return errors.New("--reason goes with --skip-soak")
+		}
+		if skipSoak && force {
+			return errors.New("--skip-soak and --force are exclusive: a soak is skipped only while the group waits for it or its approval")
 		}
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)
 		if err != nil {
 			return err
 		}
+		if s.aws != nil {
+			arn, err := operator.CallerIdentity(ctx, newSTS(*s.aws))
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("who") && who != arn {
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: recording the STS caller %s, not --who %q\n", arn, who)
+			}
+			who = arn
+		} else if err := requireWho(cmd, who); err != nil {
+			return err
+		}
 		if isEKSUpgrade(args[0]) { // eks:CLUSTER, the plan of `patch-agent eks upgrade`
+			if skipSoak {
+				return errors.New("--skip-soak applies to a group's rollout, not to an EKS upgrade plan")
+			}
 			return approveEKSUpgrade(cmd, s, args[0], who)
 		}
-		r, err := operator.Approve(ctx, s, args[0], who, force, time.Now())
+		var r state.Rollout
+		if skipSoak {
+			r, err = operator.ApproveSkippingSoak(ctx, s, args[0], who, reason, time.Now())
+		} else {
+			r, err = operator.Approve(ctx, s, args[0], who, force, time.Now())
+		}
 		if err != nil {
 			return err
 		}
@@ -55,7 +103,9 @@ AMI's approval.`,
 		}
 		out := cmd.OutOrStdout()
 		fmt.Fprintf(out, "approved %s for %s by %s (phase %s)\n", r.ApprovedImage, r.Group, r.ApprovedBy, r.Phase)
-		if operator.WaitingForApproval(r) {
+		if skipSoak {
+			fmt.Fprintf(out, "Soak skipped (%s): the rollout starts at the agent's next tick unless another gate holds it (see status).\n", r.SkipSoakReason)
+		} else if operator.WaitingForApproval(r) {
 			fmt.Fprintln(out, "The rollout starts at the agent's next tick unless another gate holds it (see status).")
 		} else {
 			fmt.Fprintln(out, "The group was not waiting for approval: the approval takes effect when it waits for this AMI's approval (see status).")

@@ -205,7 +205,7 @@ func TestDemoJSONSchema(t *testing.T) {
 		"schemaVersion", "simulatedSeconds", "violations"}, keysOf(doc))
 	require.Equal(t, []any{}, doc["violations"])
 	for _, g := range doc["groups"].([]any) {
-		require.Equal(t, []string{"desired", "instances", "minInServiceDuringRollout", "name", "onTarget", "platform", "reason",
+		require.Equal(t, []string{"availabilityZones", "desired", "instances", "minInServiceDuringRollout", "name", "onTarget", "platform", "reason",
 			"state", "steps", "targetImageId"}, keysOf(g.(map[string]any)))
 	}
 	var drain bool

@@ -56,6 +56,9 @@ type openedStore struct {
 	path string
 	// groups confirms group names with Auto Scaling; nil for a state file.
 	groups operator.GroupsAPI
+	// aws is the AWS configuration of a DynamoDB store (nil for a state file): the approve command asks STS
+	// with it who is acting.
+	aws *aws.Config
 }
 
 // confirmGroup fails when group names no group the agent could act on, so that a misspelt name cannot leave
@@ -111,7 +114,7 @@ func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
 		return nil, fmt.Errorf("--region (or %s) is required with --table: the region of table %s", config.EnvRegion, f.table)
 	}
 	return &openedStore{Store: state.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), f.table),
-		where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region), groups: autoscaling.NewFromConfig(awsCfg)}, nil
+		where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region), groups: autoscaling.NewFromConfig(awsCfg), aws: &awsCfg}, nil
 }
 
 // quietSDK keeps the SDK's own log lines (such as the IMDS client's "falling back to IMDSv1" warning when

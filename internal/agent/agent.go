@@ -86,9 +86,12 @@ type Agent struct {
 	discovered lifecycle.Discovered
 	amis       map[string]lifecycle.ResolvedAMI // by parameter name
 	sourceErr  map[string]string                // parameter -> why it names no AMI (missing, invalid)
-	lastPoll   time.Time
-	lastTick   atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
-	images     map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
+	// sourceAlerted: group -> the source problem last alerted for it ("" = none), so that a missing or
+	// restored source is alerted once per transition, not every tick
+	sourceAlerted map[string]string
+	lastPoll      time.Time
+	lastTick      atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
+	images        map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
 	// hookProblems: group -> what it lacks for drained terminations (MissingHooks), refreshed every poll
 	hookProblems map[string]string
 	// retries backs off targets whose rollout step (or cluster observation) failed, by group
@@ -156,14 +159,16 @@ func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
 		a.hookProblems = map[string]string{}
 	}
 	for _, name := range d.Names() {
-		missing, err := lifecycle.MissingHooks(ctx, a.clients.AutoScaling, name)
+		c, err := lifecycle.CheckHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout)
 		if err != nil {
 			a.log.Warn("checking lifecycle hooks failed", zap.String(logging.Group, name), zap.Error(err))
 			continue
 		}
-		if missing != "" && a.hookProblems[name] != missing {
-			a.log.Warn("managed group has no terminating lifecycle hook", zap.String(logging.Group, name), zap.String(logging.Reason, missing))
+		missing := c.Note()
+		if c.Missing != "" && a.hookProblems[name] != missing {
+			a.log.Warn("managed group has no terminating lifecycle hook", zap.String(logging.Group, name), zap.String(logging.Reason, c.Missing))
 		}
+		a.alertCappedLocked(d.Targets[name], a.hookProblems[name], c)
 		a.hookProblems[name] = missing
 	}
 }
@@ -215,11 +220,12 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	if it, ok := c.EC2.(awsapi.EC2InstanceTypes); ok && instanceTypes == nil {
 		instanceTypes = it
 	}
+	activities, _ := c.AutoScaling.(awsapi.ScalingActivities) // the SDK client and the simulation have it
 	gate := &lifecycle.AMIGate{EC2: c.EC2, InstanceTypes: instanceTypes, AccountID: s.AccountID, AllowedOwners: s.AllowedAMIOwners, Clock: clk}
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
 		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
-			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate},
+			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Activities: activities},
 		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
 			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}},
 		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
@@ -390,6 +396,7 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if r.Group != "" {
 			records[name] = r
 		}
+		a.alertSourceLocked(t, a.sourceErr[t.Parameter], ami)
 		a.settings.Observer.TargetObserved(t, v, r, ami)
 	}
 	if only == nil {
@@ -439,11 +446,13 @@ func (a *Agent) resolveLocked(ctx context.Context, names []string) error {
 		delete(a.sourceErr, name)
 	}
 	for _, name := range missing {
+		delete(a.amis, name) // the last known AMI is no longer what the source says: nothing rolls on it
 		a.sourceErr[name] = "source missing: parameter " + name + " does not exist"
 		a.log.Warn("AMI parameter does not exist; no rollout for its groups", zap.String(logging.Parameter, name))
 	}
 	for name, err := range invalid {
-		a.sourceErr[name] = err.Error()
+		delete(a.amis, name)
+		a.sourceErr[name] = "source missing: " + err.Error()
 		a.log.Warn("AMI parameter does not name an AMI; no rollout for its groups", zap.String(logging.Parameter, name), zap.Error(err))
 	}
 	return nil
@@ -543,9 +552,11 @@ func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Di
 		return events.Ignored, nil
 	}
 	if p.Operation == "Delete" {
+		delete(a.amis, name)
 		a.sourceErr[name] = "source missing: parameter " + name + " was deleted"
 		a.log.Warn("AMI parameter deleted; its groups get no rollout until it exists again", zap.String(logging.Parameter, name))
-		return events.Done, nil
+		// Their status says so now, not at the next poll.
+		return events.Done, a.reconcileLocked(ctx, affected)
 	}
 	if err := a.resolveLocked(ctx, []string{name}); err != nil {
 		return events.Done, err
@@ -590,6 +601,34 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 	return out, nil // the hook's outcome is the message's disposition (lifecycle.HookOutcome = events.Disposition)
 }
 
+// alertSourceLocked alerts (metric, notification) when t's source went missing or came back since the last
+// alert for t: once per transition, not every tick. A source seen for the first time alerts only when missing.
+func (a *Agent) alertSourceLocked(t lifecycle.Target, problem string, ami *lifecycle.ResolvedAMI) {
+	if a.sourceAlerted == nil {
+		a.sourceAlerted = map[string]string{}
+	}
+	if ami != nil {
+		problem = ""
+	}
+	prev, seen := a.sourceAlerted[t.Group]
+	if prev == problem || (!seen && problem == "") {
+		a.sourceAlerted[t.Group] = problem
+		return
+	}
+	a.sourceAlerted[t.Group] = problem
+	al := lifecycle.Alert{Kind: lifecycle.AlertSourceMissing, Target: t, Detail: problem, At: a.clock.Now()}
+	if problem == "" {
+		al.Kind, al.Detail = lifecycle.AlertSourceRestored, "source "+t.Parameter+" names an AMI again"
+		if ami != nil {
+			al.ImageID = ami.ImageID
+		}
+		a.log.Info("AMI source restored", zap.String(logging.Group, t.Group), zap.String(logging.Parameter, t.Parameter))
+	} else if prev != "" {
+		return // still missing, in other words (deleted, then found not to exist): one alert per outage
+	}
+	lifecycle.SendAlert(a.settings.Observer, al)
+}
+
 // SourceProblem returns why a parameter names no usable AMI, or "".
 func (a *Agent) SourceProblem(param string) string {
 	a.mu.Lock()
@@ -618,4 +657,19 @@ type noAlarmAPI struct{}
 
 func (noAlarmAPI) InAlarm(context.Context, []string) ([]string, error) {
 	return nil, fmt.Errorf("no CloudWatch client configured")
+}
+
+// alertCappedLocked warns and alerts once when a group's terminating hook cannot hold a drain of
+// --drain-timeout (lifecycle.CheckHooks): its drains are capped at the hook's limit, and the note stays on the
+// group's status (Rollout.Warning) until the hook or the flag changes. The agent caps rather than refusing to
+// start: hooks belong to groups that are opted in at any time, and one short hook must not stop the drains of
+// every other group.
+func (a *Agent) alertCappedLocked(t lifecycle.Target, before string, c lifecycle.HookCheck) {
+	if len(c.Capped) == 0 || before == c.Note() {
+		return
+	}
+	note := strings.Join(c.Capped, "; ")
+	a.log.Warn("--drain-timeout is longer than a lifecycle hook's global timeout; its drains are capped", zap.String(logging.Group, t.Group),
+		zap.String(logging.Reason, note))
+	lifecycle.SendAlert(a.settings.Observer, lifecycle.Alert{Kind: lifecycle.AlertDrainTimeoutCapped, Target: t, Detail: note, At: a.clock.Now()})
 }

@@ -210,6 +210,8 @@ var serviceOf = map[reflect.Type]string{
 	reflect.TypeFor[health.DescribeTableAPI]():   "dynamodb",
 	reflect.TypeFor[health.QueueAttributesAPI](): "sqs",
 	reflect.TypeFor[awsapi.AutoScaling]():        "autoscaling",
+	reflect.TypeFor[awsapi.ScalingActivities]():  "autoscaling",
+	reflect.TypeFor[awsapi.STS]():                "sts",
 	reflect.TypeFor[awsapi.EC2]():                "ec2",
 	reflect.TypeFor[awsapi.EC2InstanceTypes]():   "ec2",
 	reflect.TypeFor[awsapi.ECS]():                "ecs",
@@ -238,6 +240,13 @@ var implied = map[string]string{
 	"eks:DescribeUpdate":         "EKS managed node groups: the progress of that update",
 }
 
+// noPermission are calls IAM does not authorize: no policy needs to (or can) allow them, so the task role lists
+// none. AWS STS API Reference, "GetCallerIdentity": no permissions are required to perform this operation,
+// and an administrator's explicit Deny does not stop it (the operator commands call it to name who approved).
+var noPermission = map[string]string{
+	"sts:GetCallerIdentity": "no permission is required (AWS STS API Reference, GetCallerIdentity)",
+}
+
 // governedBy maps the calls that are no IAM action of their own to the actions IAM checks for them instead.
 var governedBy = map[string][]string{
 	// Amazon DynamoDB Developer Guide, "Using IAM with DynamoDB transactions": the Puts of a transaction are
@@ -252,6 +261,9 @@ func agentCalls() map[string]bool {
 	for typ, service := range serviceOf {
 		for i := range typ.NumMethod() {
 			call := service + ":" + typ.Method(i).Name
+			if _, ok := noPermission[call]; ok {
+				continue
+			}
 			if actions, ok := governedBy[call]; ok {
 				for _, a := range actions {
 					calls[a] = true
@@ -429,6 +441,7 @@ func TestWhatTheTaskRoleMayDo(t *testing.T) {
 		{"cannot delete a group", request{"autoscaling:DeleteAutoScalingGroup", group, tagged}, false},
 		{"confirms a lifecycle message's instance with Auto Scaling, whatever group it names", request{"autoscaling:DescribeAutoScalingInstances", "*", nil}, true},
 		{"lists a group's warm pool instances", request{"autoscaling:DescribeWarmPool", "*", nil}, true},
+		{"reads why a group's launch failed (capacity or not)", request{"autoscaling:DescribeScalingActivities", "*", nil}, true},
 
 		{"versions a tagged launch template", request{"ec2:CreateLaunchTemplateVersion", template, tagged}, true},
 		{"does not version an untagged launch template", request{"ec2:CreateLaunchTemplateVersion", template, nil}, false},

@@ -429,6 +429,21 @@ func (w *World) PublishAMI(param, image string) {
 	w.Account.SendMessage(w.QueueURL, body)
 }
 
+// RegisterAMI makes EC2 know image as an available AMI of the account (the AMI gate asks), without touching
+// any parameter: for tests that set a parameter without its change event.
+func (w *World) RegisterAMI(image string) { w.registerImage(image, false) }
+
+// DeleteAMIParameter deletes an AMI parameter and puts the Parameter Store Change event of the deletion
+// (detail operation "Delete"; AWS Systems Manager User Guide, "Monitoring Systems Manager events with Amazon
+// EventBridge") on the agent's queue.
+func (w *World) DeleteAMIParameter(param string) {
+	w.Account.DeleteParameter(param)
+	now := w.Account.Clock().Now().UTC().Format(time.RFC3339)
+	body := fmt.Sprintf(`{"version":"0","id":"del-%d","detail-type":"Parameter Store Change","source":"aws.ssm","account":"111122223333","time":%q,"region":"us-east-1","resources":["arn:aws:ssm:us-east-1:111122223333:parameter%s"],"detail":{"operation":"Delete","name":%q,"type":"String","description":"Golden AMI for ECS hosts"}}`,
+		w.Account.Clock().Now().UnixNano(), now, param, param)
+	w.Account.SendMessage(w.QueueURL, body)
+}
+
 // PublishPublicAMI sets a public parameter (/aws/service/...) to image. Public parameters send no events
 // into an account; the EventBridge schedule rule's "Scheduled Event" is put on the agent's queue, so the
 // agent resolves every parameter now instead of at its next poll. An image EC2 does not know yet is registered

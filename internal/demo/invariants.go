@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -359,7 +360,7 @@ func (c *Checker) terminations(v *sim.View) {
 			waiting = append(waiting, i)
 			continue
 		}
-		if _, managed := c.Baseline[t.Group]; !managed || t.DrainedAtProceed || c.pastDeadline(t) {
+		if _, managed := c.Baseline[t.Group]; !managed || t.DrainedAtProceed || c.pastDeadline(v, t) {
 			continue
 		}
 		c.add(v, 2, t.Group, "instance %s (termination cause %s) started shutting down while not drained%s", t.InstanceID, t.Cause, c.how(v, t))
@@ -368,8 +369,24 @@ func (c *Checker) terminations(v *sim.View) {
 }
 
 // pastDeadline reports whether the instance left Terminating:Wait at or after the drain deadline.
-func (c *Checker) pastDeadline(t sim.Termination) bool {
-	return c.DrainTimeout > 0 && t.ProceededAt.Sub(t.RequestedAt) >= c.DrainTimeout
+func (c *Checker) pastDeadline(v *sim.View, t sim.Termination) bool {
+	return c.DrainTimeout > 0 && t.ProceededAt.Sub(t.RequestedAt) >= c.DrainTimeout || hookLimitPassed(v, t, t.ProceededAt)
+}
+
+// hookLimitPassed reports whether, at at, a terminating lifecycle action of t's termination had run past the
+// drain limit its hook's global timeout allows (lifecycle.HookDrainLimit): the drain deadline the agent caps
+// --drain-timeout to for that hook, since Auto Scaling would end the action at its global timeout anyway.
+func hookLimitPassed(v *sim.View, t sim.Termination, at time.Time) bool {
+	for _, act := range v.LifecycleActions() {
+		if act.InstanceID != t.InstanceID || act.Transition != sim.TransitionTerminating || act.Started.Before(t.RequestedAt) ||
+			act.GlobalDeadline.IsZero() {
+			continue
+		}
+		if !at.Before(act.Started.Add(lifecycle.HookDrainLimit(act.GlobalDeadline.Sub(act.Started)))) {
+			return true
+		}
+	}
+	return false
 }
 
 // how says how the instance's terminating lifecycle actions ended, for a violation's detail.
@@ -421,7 +438,7 @@ func (c *Checker) judgeCompletion(v *sim.View, comp sim.Completion) {
 		terms := v.Terminations()
 		for i := len(terms) - 1; i >= 0; i-- {
 			if t := terms[i]; t.InstanceID == comp.InstanceID {
-				if comp.At.Sub(t.RequestedAt) >= c.DrainTimeout {
+				if comp.At.Sub(t.RequestedAt) >= c.DrainTimeout || hookLimitPassed(v, t, comp.At) {
 					return // the drain deadline exception
 				}
 				break
@@ -458,7 +475,7 @@ func (c *Checker) judgeEKS(v *sim.View) {
 			continue
 		}
 		n, ok := c.nodes[t.InstanceID]
-		if _, managed := c.Baseline[t.Group]; managed && ok && !n.drained() && !c.pastDeadline(t) {
+		if _, managed := c.Baseline[t.Group]; managed && ok && !n.drained() && !c.pastDeadline(v, t) {
 			c.add(v, 2, t.Group, "instance %s (termination cause %s) started shutting down while its node %s was not drained (cordoned %v, %d pod(s) to evict)%s",
 				t.InstanceID, t.Cause, n.Name, n.Cordoned, n.Evictable, c.how(v, t))
 		}

@@ -19,6 +19,9 @@ type GroupHook struct {
 	// HeartbeatTimeout is the hook's HeartbeatTimeout; zero when Auto Scaling reports none (its default is
 	// 3600 s: Amazon EC2 Auto Scaling API Reference, LifecycleHook).
 	HeartbeatTimeout time.Duration
+	// GlobalTimeout is how long an instance may stay in the hook's wait state, heartbeats or not
+	// (HookGlobalTimeout: the reported GlobalTimeout, else min(100 x HeartbeatTimeout, 48 h)).
+	GlobalTimeout time.Duration
 }
 
 // DescribeGroupHooks reads every lifecycle hook of group with one DescribeLifecycleHooks call (Amazon EC2 Auto
@@ -36,6 +39,11 @@ func DescribeGroupHooks(ctx context.Context, api awsapi.AutoScaling, group strin
 		if h.HeartbeatTimeout != nil {
 			gh.HeartbeatTimeout = time.Duration(*h.HeartbeatTimeout) * time.Second
 		}
+		heartbeat := gh.HeartbeatTimeout
+		if heartbeat == 0 {
+			heartbeat = defaultHeartbeatTimeout
+		}
+		gh.GlobalTimeout = HookGlobalTimeout(heartbeat, h.GlobalTimeout)
 		hooks = append(hooks, gh)
 	}
 	return hooks, nil

@@ -81,6 +81,7 @@ type Hooks struct {
 type hookInfo struct {
 	transition string
 	heartbeat  time.Duration
+	global     time.Duration // HookGlobalTimeout
 }
 
 // Handle takes one look at a lifecycle action of target t: it confirms the action with Auto Scaling the first
@@ -152,7 +153,7 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 
 	deadline := h.Policy.HealthTimeout
 	if a.Terminating() {
-		deadline = h.Policy.DrainTimeout
+		deadline = h.hookDrainTimeout(ctx, a.GroupName, a.HookName) // --drain-timeout, capped by the hook's global timeout
 	}
 	if h.Retries == nil {
 		return h.look(ctx, t, a, rec, !confirming, log)
@@ -196,8 +197,9 @@ func (h *Hooks) look(ctx context.Context, t Target, a events.LifecycleAction, re
 		return h.launching(ctx, t, a, rec, log)
 	}
 	prog, err := h.drain(ctx, t, &rec)
+	limit := h.hookDrainTimeout(ctx, a.GroupName, a.HookName)
 	if err != nil {
-		if h.Clock.Since(rec.ReceivedAt) < h.Policy.DrainTimeout {
+		if h.Clock.Since(rec.ReceivedAt) < limit {
 			// The heartbeat does not depend on the drain's status: a passing ECS or Kubernetes API fault
 			// must not let the action time out and the instance terminate undrained.
 			return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log))
@@ -206,20 +208,25 @@ func (h *Hooks) look(ctx context.Context, t Target, a events.LifecycleAction, re
 		// instance in Terminating:Wait until Auto Scaling's global timeout (up to 48 h).
 		prog = DrainProgress{Detail: "drain status unknown: " + err.Error()}
 	}
-	if !prog.Drained && h.Clock.Since(rec.ReceivedAt) < h.Policy.DrainTimeout {
+	if !prog.Drained && h.Clock.Since(rec.ReceivedAt) < limit {
 		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
 	}
 	note := "drained"
 	if !prog.Drained {
 		// The action's own timeout would continue the termination anyway; completing now at least does
-		// not leave the instance half-drained for the rest of the heartbeat window.
-		note = fmt.Sprintf("drain deadline %s reached (%s); continuing", h.Policy.DrainTimeout, prog.Detail)
+		// not leave the instance half-drained for the rest of the heartbeat window. It is an alert, not a
+		// silent CONTINUE.
+		note = fmt.Sprintf("drain deadline %s reached (%s); continuing", limit, prog.Detail)
 		log.Warn("drain did not finish before its deadline", zap.String(logging.Reason, note))
 	}
 	if a.Action == events.ActionReplaceRootVolume {
 		note += "; root volume replacement: the instance comes back"
 	}
-	return h.complete(ctx, a, rec, ResultContinue, note, log)
+	out, err := h.complete(ctx, a, rec, ResultContinue, note, log)
+	if err == nil && out == HookDone && !prog.Drained {
+		SendAlert(h.Observer, Alert{Kind: AlertDrainDeadline, Target: t, Detail: a.InstanceID + ": " + note, At: h.Clock.Now()})
+	}
+	return out, err
 }
 
 // drain starts the platform drain when needed and reports its progress. On a group with ECS managed

@@ -61,6 +61,7 @@ func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map
 		if lh.HeartbeatTimeout != 0 {
 			info.heartbeat = lh.HeartbeatTimeout
 		}
+		info.global = lh.GlobalTimeout
 		hooks[lh.Name] = info
 	}
 	h.mu.Lock()

@@ -67,8 +67,11 @@ type Orchestrator struct {
 	// AMIGate checks every target AMI before a rollout may leave Waiting for Preparing (invariant 10,
 	// docs/architecture.md). The agent always sets it; nil checks nothing.
 	AMIGate *AMIGate
+	// Activities tells why no replacement launched (capacity.go); nil: a replacement that never launches halts.
+	Activities awsapi.ScalingActivities
 
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
+	source     string        // why the target's source names no AMI now ("" when it names one): a gate (sourcegate.go)
 	lastStored state.Rollout // the record as last read or written in this Reconcile call
 }
 
@@ -132,6 +135,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		r = next
 	}
 	o.pause = in.Pause
+	o.source = sourceGate(in)
 	if in.Pause == nil && strings.HasPrefix(r.Reason, pausedPrefix) {
 		r.Reason = ""
 	}

@@ -88,7 +88,11 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	r.PreviousTemplate = &ref
 	r.Strategy, r.ECSManagedDraining = strategy, traits.ECSManagedDraining
 	r.Phase, r.Reason = state.PhasePreparing, ""
-	return o.save(ctx, r, "preparing launch template ("+strategy+" strategy)")
+	next, err := o.save(ctx, r, "preparing launch template ("+strategy+" strategy)")
+	if err == nil {
+		o.alertSoakSkipped(t, next) // soakskip.go
+	}
+	return next, err
 }
 
 // prepare makes the group launch the target AMI: a launch template version with the explicit AMI id, and the

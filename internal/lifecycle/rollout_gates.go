@@ -85,7 +85,10 @@ func (o *Orchestrator) gateAMI(ctx context.Context, t Target, v GroupView, r *st
 func (o *Orchestrator) startGate(ctx context.Context, t Target, r state.Rollout) string {
 	now := o.Clock.Now()
 	p := t.Policy
-	if age := now.Sub(r.SourceModified); p.MinAMIAge > 0 && age < p.MinAMIAge {
+	if o.source != "" {
+		return o.source
+	}
+	if age := now.Sub(r.SourceModified); p.MinAMIAge > 0 && age < p.MinAMIAge && !soakSkipped(r) {
 		return fmt.Sprintf("soak: AMI %s is %s old, minimum %s; may start at %s", r.TargetImageID,
 			age.Round(time.Minute), p.MinAMIAge, r.SourceModified.Add(p.MinAMIAge).UTC().Format(time.RFC3339))
 	}
@@ -99,6 +102,9 @@ func (o *Orchestrator) startGate(ctx context.Context, t Target, r state.Rollout)
 // an alarm in ALARM. A replacement already under way finishes.
 func (o *Orchestrator) runGate(ctx context.Context, t Target) string {
 	p := t.Policy
+	if o.source != "" {
+		return o.source
+	}
 	if w := p.Window; w != nil {
 		if open, at := w.State(o.Clock.Now()); !open {
 			return fmt.Sprintf("maintenance window (%s) closed; opens at %s", w.Describe(), at.Format(time.RFC3339))

@@ -22,7 +22,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 		}
 		return o.surge(ctx, v, r)
 	case state.StepReplacementHealthy:
-		return o.awaitReplacement(ctx, v, r)
+		return o.awaitReplacement(ctx, t, v, r)
 	case state.StepDraining:
 		return o.drainOld(ctx, t, platform, v, r)
 	case state.StepTerminating:
@@ -34,7 +34,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 // awaitReplacement is the ReplacementHealthy step: it waits for an instance launched since the pick
 // (not in InstancesBefore) to serve on the target AMI (-> Draining). A replacement on another AMI halts with
 // rollback; none serving within Policy.HealthTimeout halts with rollback too (field case C15).
-func (o *Orchestrator) awaitReplacement(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+func (o *Orchestrator) awaitReplacement(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
 	cur := r.Current
 	now := o.Clock.Now()
 	var newest *InstanceView
@@ -58,13 +58,19 @@ func (o *Orchestrator) awaitReplacement(ctx context.Context, v GroupView, r stat
 	if next, ok, err := o.capacityProviderResurge(ctx, v, r); ok { // capacity-provider strategy: replacement scaled in by ECS
 		return next, err
 	}
-	if now.Sub(cur.StepStartedAt) > o.Policy.HealthTimeout {
+	if now.Sub(cur.StepStartedAt) > o.healthWindow(cur) {
 		what := "no replacement instance launched"
+		if newest == nil {
+			// EC2 out of capacity is not a bad AMI (capacity.go): retried, never a halt or a rollback.
+			if next, short, err := o.retryIfShortOfCapacity(ctx, t, v, r); short || err != nil {
+				return next, err
+			}
+		}
 		if newest != nil {
 			what = fmt.Sprintf("replacement %s not healthy", newest.ID)
 			cur.NewInstanceID = newest.ID
 		}
-		return o.halt(ctx, r, fmt.Sprintf("%s after %s", what, o.Policy.HealthTimeout), true)
+		return o.halt(ctx, r, fmt.Sprintf("%s after %s", what, o.healthWindow(cur)), true)
 	}
 	return r, errWait
 }

@@ -38,6 +38,7 @@ const (
 	RetryIn           = "retry_in" // backoff before a failed step is tried again
 	Attempt           = "attempt"  // failures in a row of the step being retried
 	Build             = "build"    // the agent's version, commit and build date (internal/buildinfo)
+	Actor             = "actor"    // the identity (STS caller ARN) of the operator whose command the agent acts on
 )
 
 // New returns a JSON logger at the given level ("debug", "info", "warn", "error") writing to w.

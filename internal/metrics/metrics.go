@@ -16,8 +16,8 @@ const (
 	DimensionGroup    = "Group"
 	DimensionPlatform = "Platform"
 	// DimensionReason is a lifecycle.Reject* reason (a short, fixed set: a forged message cannot make new
-	// series): the one dimension of LifecycleMessagesRejected, and the third of AMIRejected (after Group and
-	// Platform).
+	// series): the one dimension of LifecycleMessagesRejected, and the third of AMIRejected and Alerts (after Group
+	// and Platform).
 	DimensionReason = "Reason"
 )
 
@@ -42,6 +42,9 @@ const (
 	AgentHeartbeat            = "AgentHeartbeat"
 	// AMIRejected counts target AMIs the AMI gate refused, per group and Reason.
 	AMIRejected = "AMIRejected"
+	// Alerts counts alerts per group and Reason (the lifecycle.Alert* kind): a source gone missing or
+	// restored, a drain deadline reached, a drain timeout capped, a launch short of capacity, a soak skipped.
+	Alerts = "Alerts"
 )
 
 // Kind says how a metric's value is published.
@@ -105,6 +108,8 @@ var definitions = []Definition{
 		"1 per publish: the agent is alive and publishing."},
 	{AMIRejected, cwtypes.StandardUnitCount, Counter, true, "patch_agent_ami_rejected_total",
 		"Target AMIs the AMI gate refused (once per distinct refusal), with dimension Reason: ImageNotFound, ImageNotAvailable, OwnerNotAllowed, ArchitectureMismatch, OSFamilyChange or CurrentFamilyUnknown."},
+	{Alerts, cwtypes.StandardUnitCount, Counter, true, "patch_agent_alerts_total",
+		"Alerts, with dimension Reason: SourceMissing, SourceRestored (once per transition), DrainDeadline (a terminating lifecycle action continued undrained), DrainTimeoutCapped, LaunchCapacity (once per failed scaling activity), SoakSkipped."},
 }
 
 // Definitions returns every metric the agent publishes, in a stable order.

@@ -60,6 +60,7 @@ type groupState struct {
 
 	succeeded, failed, lifecycle int64
 	rejected                     map[string]int64 // AMI gate refusals by reason
+	alerts                       map[string]int64 // alerts by kind
 }
 
 // NewRegistry returns an empty registry whose time (AMI age, staleness) is clk; nil means the real clock.
@@ -185,6 +186,19 @@ func (r *Registry) AMIRejected(t lifecycle.Target, _ state.Rollout, rej lifecycl
 
 var _ lifecycle.AMIRejectionObserver = (*Registry)(nil)
 
+// Alert implements lifecycle.AlertObserver: the Alerts counter of the group and kind.
+func (r *Registry) Alert(a lifecycle.Alert) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.group(a.Target.Group, a.Target.Platform)
+	if g.alerts == nil {
+		g.alerts = map[string]int64{}
+	}
+	g.alerts[a.Kind]++
+}
+
+var _ lifecycle.AlertObserver = (*Registry)(nil)
+
 func (g *groupState) setPhase(ro state.Rollout) {
 	g.phaseKnown = true
 	g.active = ro.Active()
@@ -261,14 +275,18 @@ func (r *Registry) Collect() []Sample {
 			if !d.PerGroup {
 				continue
 			}
-			if d.Name == AMIRejected {
-				reasons := make([]string, 0, len(g.rejected))
-				for reason := range g.rejected {
+			if d.Name == AMIRejected || d.Name == Alerts {
+				counts := g.rejected
+				if d.Name == Alerts {
+					counts = g.alerts
+				}
+				reasons := make([]string, 0, len(counts))
+				for reason := range counts {
 					reasons = append(reasons, reason)
 				}
 				sort.Strings(reasons)
 				for _, reason := range reasons {
-					out = append(out, Sample{Definition: d, Group: name, Platform: g.platform, Reason: reason, Value: float64(g.rejected[reason])})
+					out = append(out, Sample{Definition: d, Group: name, Platform: g.platform, Reason: reason, Value: float64(counts[reason])})
 				}
 				continue
 			}

@@ -22,6 +22,10 @@ const (
 	DetailTypeRejected = "Lifecycle Message Rejected"
 	// RejectedSchemaVersion is the version of the RejectedDetail schema, with the same rules as SchemaVersion.
 	RejectedSchemaVersion = "1"
+	// DetailTypeAlert is the detail-type of AlertDetail events (schema AlertSchemaVersion).
+	DetailTypeAlert = "Patch Agent Alert"
+	// AlertSchemaVersion is the version of the AlertDetail schema, with the same rules as SchemaVersion.
+	AlertSchemaVersion = "1"
 	// SchemaVersion is the version of both detail schemas. Fields are only ever added within a version; a
 	// field removed or changing meaning makes a new version.
 	SchemaVersion = "1"
@@ -121,6 +125,27 @@ type RejectedDetail struct {
 	LifecycleTransition string `json:"lifecycleTransition"`
 	// At is when the message was rejected (RFC 3339, UTC).
 	At time.Time `json:"at"`
+}
+
+// AlertDetail is the detail of a "Patch Agent Alert" event (schema version 1): something an operator should
+// hear about that is not a rollout transition by itself (lifecycle.Alert). Every field is always present.
+type AlertDetail struct {
+	SchemaVersion string `json:"schemaVersion"`
+	// Alert is the kind: SourceMissing, SourceRestored, DrainDeadline, DrainTimeoutCapped, LaunchCapacity or
+	// SoakSkipped (the Reason dimension of the Alerts metric).
+	Alert    string `json:"alert"`
+	Group    string `json:"group"`
+	Platform string `json:"platform"`
+	Cluster  string `json:"cluster"`
+	// Detail says what happened in an operator's words.
+	Detail string `json:"detail"`
+	// Who is the identity that caused it (the STS caller ARN of `patch-agent approve --skip-soak`), else "".
+	Who string `json:"who"`
+	// ImageID is the AMI concerned, else "".
+	ImageID string `json:"imageId"`
+	// At is when the agent noticed (RFC 3339, UTC).
+	At           time.Time `json:"at"`
+	AgentVersion string    `json:"agentVersion"`
 }
 
 // gateOf returns the kind of gate a rollout reason names ("" when it names none): the reason prefixes the

@@ -60,6 +60,17 @@ func (f FanOut) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycle.A
 
 var _ lifecycle.AMIRejectionObserver = FanOut{}
 
+// Alert implements lifecycle.AlertObserver: it is passed to the observers that implement it.
+func (f FanOut) Alert(a lifecycle.Alert) {
+	for _, o := range f.Observers {
+		if ao, ok := o.(lifecycle.AlertObserver); ok {
+			f.call("Alert", func() { ao.Alert(a) })
+		}
+	}
+}
+
+var _ lifecycle.AlertObserver = FanOut{}
+
 func (f FanOut) call(what string, fn func()) {
 	defer func() {
 		if p := recover(); p != nil && f.Log != nil {

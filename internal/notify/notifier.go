@@ -157,6 +157,22 @@ func (n *Notifier) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycl
 
 var _ lifecycle.AMIRejectionObserver = (*Notifier)(nil)
 
+// Alert implements lifecycle.AlertObserver: it queues a "Patch Agent Alert" event.
+func (n *Notifier) Alert(a lifecycle.Alert) {
+	n.mu.Lock()
+	n.remember(a.Target.Group, a.Target.Platform, a.Target.Cluster)
+	t := n.targets[a.Target.Group]
+	n.mu.Unlock()
+	at := a.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	n.enqueue(DetailTypeAlert, at, AlertDetail{SchemaVersion: AlertSchemaVersion, Alert: a.Kind, Group: a.Target.Group,
+		Platform: t.platform, Cluster: t.cluster, Detail: a.Detail, Who: a.Who, ImageID: a.ImageID, At: at.UTC(), AgentVersion: n.agent})
+}
+
+var _ lifecycle.AlertObserver = (*Notifier)(nil)
+
 // TargetObserved implements lifecycle.Observer: it only learns the group's platform and cluster.
 func (n *Notifier) TargetObserved(t lifecycle.Target, _ lifecycle.GroupView, _ state.Rollout, _ *lifecycle.ResolvedAMI) {
 	n.mu.Lock()

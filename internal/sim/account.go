@@ -103,6 +103,9 @@ type Account struct {
 	terminations    []Termination
 	completions     []Completion
 	heartbeats      []Completion
+	callerARN       string                       // what STS GetCallerIdentity answers (sts.go)
+	shortfalls      map[string]*Shortfall        // by group: launches fail for lack of capacity (activities.go)
+	activities      map[string][]scalingActivity // by group, oldest first: failed launches (activities.go)
 
 	// ECS
 	clusters map[string]*cluster

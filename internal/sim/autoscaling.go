@@ -522,6 +522,9 @@ func (a *Account) launch(g *group) *instance {
 	if inst := a.launchFromWarmPool(g); inst != nil { // warmpool.go: a scale out draws on the warm pool first
 		return inst
 	}
+	if a.launchFails(g) { // activities.go: no capacity for the group's instance type
+		return nil
+	}
 	// Amazon EC2 Auto Scaling User Guide, "Use launch templates with Amazon EC2 Auto Scaling" and API Reference,
 	// "LaunchTemplateSpecification": the group launches from the version its reference resolves to at launch
 	// time ($Default -> the template's default version, $Latest -> the highest version, or the given number),

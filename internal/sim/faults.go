@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
@@ -322,6 +323,14 @@ func (f *Faults) EC2InstanceTypes(api awsapi.EC2InstanceTypes) awsapi.EC2Instanc
 	return faultyInstanceTypes{api, f}
 }
 
+// ScalingActivities wraps api.
+func (f *Faults) ScalingActivities(api awsapi.ScalingActivities) awsapi.ScalingActivities {
+	return faultyActivities{api, f}
+}
+
+// STS wraps api.
+func (f *Faults) STS(api awsapi.STS) awsapi.STS { return faultySTS{api, f} }
+
 // EKSUpgrade wraps api.
 func (f *Faults) EKSUpgrade(api awsapi.EKSUpgrade) awsapi.EKSUpgrade { return faultyEKSUpgrade{api, f} }
 
@@ -329,6 +338,20 @@ type faultyASG struct {
 	api awsapi.AutoScaling
 	f   *Faults
 }
+
+// DescribeScalingActivities passes the call to the wrapped API when it has it (awsapi.ScalingActivities: the
+// simulation and the SDK client do), through the injector like every other call.
+func (c faultyASG) DescribeScalingActivities(ctx context.Context, in *autoscaling.DescribeScalingActivitiesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeScalingActivitiesOutput, error) {
+	return call(ctx, c.f, "autoscaling:DescribeScalingActivities", false, func(ctx context.Context) (*autoscaling.DescribeScalingActivitiesOutput, error) {
+		api, ok := c.api.(awsapi.ScalingActivities)
+		if !ok {
+			return nil, apiError("UnknownOperationException", "the wrapped Auto Scaling API has no DescribeScalingActivities")
+		}
+		return api.DescribeScalingActivities(ctx, in, o...)
+	})
+}
+
+var _ awsapi.ScalingActivities = faultyASG{}
 
 func (c faultyASG) DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
 	return call(ctx, c.f, "autoscaling:DescribeAutoScalingGroups", false, func(ctx context.Context) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
@@ -626,5 +649,27 @@ func (c faultyEKSUpgrade) DescribeNodegroup(ctx context.Context, in *eks.Describ
 func (c faultyEKSUpgrade) UpdateNodegroupVersion(ctx context.Context, in *eks.UpdateNodegroupVersionInput, o ...func(*eks.Options)) (*eks.UpdateNodegroupVersionOutput, error) {
 	return call(ctx, c.f, "eks:UpdateNodegroupVersion", true, func(ctx context.Context) (*eks.UpdateNodegroupVersionOutput, error) {
 		return c.api.UpdateNodegroupVersion(ctx, in, o...)
+	})
+}
+
+type faultyActivities struct {
+	api awsapi.ScalingActivities
+	f   *Faults
+}
+
+func (c faultyActivities) DescribeScalingActivities(ctx context.Context, in *autoscaling.DescribeScalingActivitiesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeScalingActivitiesOutput, error) {
+	return call(ctx, c.f, "autoscaling:DescribeScalingActivities", false, func(ctx context.Context) (*autoscaling.DescribeScalingActivitiesOutput, error) {
+		return c.api.DescribeScalingActivities(ctx, in, o...)
+	})
+}
+
+type faultySTS struct {
+	api awsapi.STS
+	f   *Faults
+}
+
+func (c faultySTS) GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, o ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error) {
+	return call(ctx, c.f, "sts:GetCallerIdentity", false, func(ctx context.Context) (*sts.GetCallerIdentityOutput, error) {
+		return c.api.GetCallerIdentity(ctx, in, o...)
 	})
 }

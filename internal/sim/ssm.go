@@ -38,6 +38,15 @@ func (a *Account) PutParameter(name, value string) {
 	p.versions = append(p.versions, parameterVersion{value: value, version: int64(len(p.versions) + 1), modified: a.now()})
 }
 
+// DeleteParameter deletes a parameter and its whole history, as DeleteParameter does: GetParameters then lists
+// its name in InvalidParameters, and a later PutParameter creates it anew at Version 1. AWS Systems Manager API
+// Reference, "DeleteParameter" and "GetParameters". Setup helper: not counted. Deleting a parameter that does
+// not exist does nothing (the API answers ParameterNotFound; a setup helper has no caller to tell).
+func (a *Account) DeleteParameter(name string) {
+	defer a.lock()()
+	delete(a.params, name)
+}
+
 // SSMClient is the simulated AWS Systems Manager Parameter Store API. It implements awsapi.SSM.
 type SSMClient struct{ a *Account }
 

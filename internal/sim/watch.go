@@ -102,6 +102,9 @@ type LifecycleAction struct {
 	// Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling lifecycle hooks": when the heartbeat timeout
 	// elapses, Auto Scaling performs the hook's default action.
 	TimedOut bool
+	// GlobalDeadline is when the action's global timeout ends it whatever the heartbeats: Started + min(100 x
+	// HeartbeatTimeout, 48 h) (Amazon EC2 Auto Scaling API Reference, "LifecycleHook": GlobalTimeout).
+	GlobalDeadline time.Time
 }
 
 // LifecycleActions returns every lifecycle action Auto Scaling created so far, in the order they started.
@@ -110,7 +113,7 @@ func (v *View) LifecycleActions() []LifecycleAction {
 	for _, act := range v.a.actions {
 		out = append(out, LifecycleAction{Token: act.token, InstanceID: act.instanceID, Group: act.group, Hook: act.hook,
 			Transition: act.transition, Target: act.target, Started: act.started, Active: act.active, Result: act.result,
-			TimedOut: act.timedOut})
+			TimedOut: act.timedOut, GlobalDeadline: act.globalDeadline})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if !out[i].Started.Equal(out[j].Started) {

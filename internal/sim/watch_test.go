@@ -72,7 +72,7 @@ func TestOnChangeSeesTimedEventsAndTheViewReadsTheAccount(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, last, 1)
 	require.Equal(t, LifecycleAction{Token: last[0].Token, InstanceID: victim, Group: "g", Hook: "drain", Transition: TransitionTerminating,
-		Target: "q", Started: a.Clock().Now(), Active: true}, last[0])
+		Target: "q", Started: a.Clock().Now(), Active: true, GlobalDeadline: a.Clock().Now().Add(100 * 300 * time.Second)}, last[0])
 	a.Advance(300 * time.Second)
 	require.False(t, last[0].Active)
 	require.True(t, last[0].TimedOut, "ended by its heartbeat timeout")

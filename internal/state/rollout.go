@@ -60,6 +60,9 @@ type Replacement struct {
 	Rebalance bool `json:"rebalance,omitempty" dynamodbav:"rebalance,omitempty"`
 	GiveBack  bool `json:"giveBack,omitempty" dynamodbav:"giveBack,omitempty"`
 	Resurges  int  `json:"resurges,omitempty" dynamodbav:"resurges,omitempty"`
+	// CapacityRetries counts the health windows that ended with no replacement launched because EC2 had no
+	// capacity (a failed scaling activity): each one is retried with a longer window, never a halt.
+	CapacityRetries int `json:"capacityRetries,omitempty" dynamodbav:"capacityRetries,omitempty"`
 }
 
 // Rollout is the persisted record of one target's rollout. It is rewritten on every transition.
@@ -118,6 +121,10 @@ type Rollout struct {
 	// ApprovedImage is the target AMI an operator approved with `patch-agent approve` (approval mode manual).
 	ApprovedImage string `json:"approvedImageId,omitempty" dynamodbav:"approvedImage,omitempty"`
 	ApprovedBy    string `json:"approvedBy,omitempty" dynamodbav:"approvedBy,omitempty"`
+	// SkipSoakImage is the target AMI whose soak time an operator skipped (`patch-agent approve --skip-soak`,
+	// by ApprovedBy), with the reason they gave: that AMI may start before its soak ends; another AMI soaks.
+	SkipSoakImage  string `json:"skipSoakImageId,omitempty" dynamodbav:"skipSoakImage,omitempty"`
+	SkipSoakReason string `json:"skipSoakReason,omitempty" dynamodbav:"skipSoakReason,omitempty"`
 
 	// LeaseOwner is the agent replica that acts on this target until LeaseExpires; another replica takes over
 	// only after expiry. Every write is fenced by Version, so a replica whose lease was taken over fails its
