@@ -61,6 +61,8 @@ Scenarios:
   window   a maintenance window 03:00-04:00 UTC: waits, then rolls inside the window
   approval    the groups need a manual approval: the AMI waits until the operator's patch-agent approve, 20 min later
   alarm-gate  a CloudWatch alarm named in patch-agent/alarms is in ALARM: the rollout waits until it returns to OK
+  ecs-capacity-provider  an ECS capacity-provider group (managed scaling), 3 instances in 3 AZs with room to spare:
+           surge first, drain the old instance of the replacement's AZ; ends with 3 instances in 3 AZs (docs/ecs.md)
   audit    no rollout: patch-agent audit of a mixed simulated fleet (--json: the JSON report; keeps no state)
   eks-upgrade  no rollout: patch-agent eks upgrade of a simulated EKS cluster from 1.30 to 1.31 (--json: the summary)
 
