@@ -26,6 +26,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -89,7 +90,7 @@ directory must be writable, which is checked before the demo runs.`,
 				return runAuditDemo(cmd.Context(), cmd.OutOrStdout(), asJSON)
 			}
 			if scenario == demo.EKSUpgradeScenario {
-				return runEKSUpgradeDemo(cmd.Context(), cmd.OutOrStdout(), asJSON, stateFile)
+				return runEKSUpgradeDemo(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), asJSON, stateFile)
 			}
 			opts := demo.Options{Scenario: scenario, Timeline: timeline != ""}
 			if !asJSON {
@@ -255,7 +256,7 @@ func runAuditDemo(ctx context.Context, out io.Writer, asJSON bool) error {
 // runEKSUpgradeDemo is `patch-agent demo --scenario eks-upgrade`: the upgrade of a simulated cluster from
 // 1.30 to 1.31 with the real workflow, its progress lines and the final summary (or only the summary as JSON).
 // The exit status is 1 when a step did not end Completed.
-func runEKSUpgradeDemo(ctx context.Context, out io.Writer, asJSON bool, stateFile string) error {
+func runEKSUpgradeDemo(ctx context.Context, out, errOut io.Writer, asJSON bool, stateFile string) error {
 	store := state.NewMemory()
 	progress := out
 	if asJSON {
@@ -272,14 +273,20 @@ func runEKSUpgradeDemo(ctx context.Context, out io.Writer, asJSON bool, stateFil
 		}
 	}
 	if asJSON {
-		if err := writePlainJSON(out, s); err != nil {
+		// The same document shape as every other machine-readable output: schemaVersion first.
+		doc := struct {
+			SchemaVersion int `json:"schemaVersion"`
+			demo.EKSUpgradeSummary
+		}{schema.Version, s}
+		if err := writePlainJSON(out, doc); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintln(out)
 		eksupgrade.Render(out, s.Summary, false)
-		fmt.Fprintf(out, "\n%d EKS update(s), %d history entries, simulated time %s, wall time %s\n", s.Updates, s.HistoryEntries,
-			time.Duration(s.SimulatedSeconds*float64(time.Second)), time.Since(began).Round(time.Millisecond))
+		fmt.Fprintf(out, "\n%d EKS update(s), %d history entries, simulated time %s\n", s.Updates, s.HistoryEntries,
+			time.Duration(s.SimulatedSeconds*float64(time.Second)))
+		fmt.Fprintf(errOut, "wall time %s\n", time.Since(began).Round(time.Millisecond)) // stderr: stdout stays deterministic
 		if stateFile != "" {
 			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade --cluster %s --status --state-file %s\n", stateFile, s.Cluster, stateFile)
 		}

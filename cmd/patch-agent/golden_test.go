@@ -275,3 +275,18 @@ func TestDemoTimelinePictureInTheDocsIsCurrent(t *testing.T) {
 	require.True(t, strings.HasPrefix(string(b), "<svg "))
 	goldenFile(t, filepath.Join("..", "..", "docs", "img", "demo-rollout-timeline.svg"), string(b))
 }
+
+// TestEKSUpgradeDemoJSONHasTheSchemaVersionAndDeterministicText: the eks-upgrade demo's --json document starts
+// with schemaVersion like every other machine-readable output, and its text keeps the wall time off stdout.
+func TestEKSUpgradeDemoJSONHasTheSchemaVersionAndDeterministicText(t *testing.T) {
+	res := run(t, "demo", "--scenario", "eks-upgrade", "--json")
+	require.NoError(t, res.err, res.stderr)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
+	require.Equal(t, float64(schema.Version), doc["schemaVersion"])
+	require.Equal(t, "eks-upgrade", doc["scenario"])
+	text := run(t, "demo", "--scenario", "eks-upgrade")
+	require.NoError(t, text.err, text.stderr)
+	require.NotContains(t, text.stdout, "wall time")
+	require.Contains(t, text.stderr, "wall time")
+}

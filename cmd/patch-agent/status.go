@@ -158,8 +158,8 @@ func newHistoryCommand() *cobra.Command {
 		Long: `Prints the AMI history of one Auto Scaling group, oldest first: every new AMI the agent detected (with the
 SSM parameter and its version), every rollout that completed, halted or was rolled back, every manual
 rollback (with who asked for it) and every approval. FROM → TO reads in the direction of each event — for
-rolling-back and rolled-back from the failed AMI to the restored one. -o wide shows PREVIOUS AMI and NEW AMI
-instead, the entry's fields as stored; -o json prints {"schemaVersion": 1, "group": ..., "entries": [...]},
+rolling-back and rolled-back from the failed AMI to the restored one. -o wide adds the SOURCE column and
+the full DETAIL; -o json prints {"schemaVersion": 1, "group": ..., "entries": [...]},
 each entry with both (fromImageId/toImageId and previousImageId/newImageId).`,
 		Example: `  patch-agent history prod-ecs-asg --table patch-agent --region eu-west-1
   patch-agent history prod-ecs-asg --output json | jq -r '.entries[] | select(.event == "completed") | .newImageId'`,

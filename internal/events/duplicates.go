@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // checkDuplicateKeys fails when a JSON object anywhere in body names a member twice. RFC 8259 (section 4)
@@ -32,14 +33,17 @@ func checkDuplicateKeys(body []byte) error {
 					return err
 				}
 				key, _ := kt.(string)
-				if seen[key] {
+				// encoding/json matches member names to fields case-insensitively, so "EC2InstanceID" after
+				// "EC2InstanceId" is the same member to the reader that acts on it: fold before comparing.
+				folded := strings.ToLower(key)
+				if seen[folded] {
 					where := "the message"
 					if path != "" {
 						where = fmt.Sprintf("%q", path)
 					}
 					return fmt.Errorf("member %q appears twice in %s: a message must say each thing once", key, where)
 				}
-				seen[key] = true
+				seen[folded] = true
 				if err := walk(key); err != nil {
 					return err
 				}

@@ -473,6 +473,7 @@ func TestParseMalformed(t *testing.T) {
 		{"Event that is not a string", `{"Event":7}`, `member "Event" is not a string`},
 		{"lifecycle action with an unknown transition", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_LAUNCH"}`, `LifecycleTransition "autoscaling:EC2_INSTANCE_LAUNCH" is neither`},
 		{"lifecycle action that names its token twice", `{` + hookOK + `,"LifecycleActionToken":7}`, `member "LifecycleActionToken" appears twice in the message`},
+		{"a member named twice in different letter case (encoding/json folds case)", `{` + hookOK + `,"EC2InstanceID":"i-0ffffffffffffffff"}`, `member "EC2InstanceID" appears twice in the message`},
 		{"duplicate member inside the EventBridge detail", ebPrefix + `"detail-type":"EC2 Instance-terminate Lifecycle Action","detail":{` + hookOK + `,"EC2InstanceId":"i-other"}}`, `member "EC2InstanceId" appears twice in "detail"`},
 		{"duplicate member inside an SNS Message", `{"Type":"Notification","MessageId":"m","TopicArn":"arn:aws:sns:us-east-1:111122223333:t","Message":"{\"Event\":\"autoscaling:TEST_NOTIFICATION\",\"Event\":\"x\"}"}`, `Message: member "Event" appears twice`},
 		{"lifecycle action with a bad Time", `{` + hookOK + `,"Time":"2024-13-01T00:00:00Z"}`, "is not an RFC 3339 time"},

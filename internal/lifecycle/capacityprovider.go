@@ -136,7 +136,7 @@ func (o *Orchestrator) capacityProviderResurge(ctx context.Context, v GroupView,
 // cluster is looked at afresh, so two targets reconciled one after the other cannot both start a drain), or
 // the other ACTIVE container instances of the cluster — the replacement included, whatever group they belong
 // to — lack the CPU or memory for the old instance's service tasks. A drain that waits for room longer than
-// the drain deadline halts the rollout (and rolls it back).
+// the drain deadline halts the rollout, without a rollback: the AMI is not at fault.
 func (o *Orchestrator) capacityProviderDrainGate(ctx context.Context, t Target, platform Platform, r state.Rollout, old InstanceView) (string, bool, error) {
 	if r.Strategy != StrategyCapacityProvider {
 		return "", false, nil
