@@ -58,13 +58,13 @@ only with --state-file, which has no AWS identity.`,
 	cmd.Flags().StringVar(&reason, "reason", "", "why the soak is skipped (required with --skip-soak; recorded in the history and the notification)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if skipSoak && strings.TrimSpace(reason) == "" {
-			return errors.New(`--skip-soak needs --reason "...": say why the AMI cannot wait for its soak time`)
+			return usage(cmd, errors.New(`--skip-soak needs --reason "...": say why the AMI cannot wait for its soak time`))
 		}
 		if !skipSoak && cmd.Flags().Changed("reason") {
-			return errors.New("--reason goes with --skip-soak")
+			return usage(cmd, errors.New("--reason goes with --skip-soak"))
 		}
 		if skipSoak && force {
-			return errors.New("--skip-soak and --force are exclusive: a soak is skipped only while the group waits for it or its approval")
+			return usage(cmd, errors.New("--skip-soak and --force are exclusive: a soak is skipped only while the group waits for it or its approval"))
 		}
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)

@@ -76,10 +76,10 @@ directory must be writable, which is checked before the demo runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkScenario(scenario); err != nil {
-				return err
+				return usage(cmd, err)
 			}
 			if scenario == demo.AuditScenario && stateFile != "" {
-				return errors.New("the audit scenario keeps no state: drop --state-file (it reads the simulated fleet and changes nothing)")
+				return usage(cmd, errors.New("the audit scenario keeps no state: drop --state-file (it reads the simulated fleet and changes nothing)"))
 			}
 			if stateFile != "" {
 				if err := checkStateFileTarget(stateFile, force); err != nil {

@@ -59,7 +59,7 @@ yes; Ctrl-C aborts and writes nothing); when standard input is not a terminal, -
 		}
 		if cmd.Flags().Changed("to") {
 			if err := operator.ValidateAMIID(to); err != nil {
-				return fmt.Errorf("--to: %w", err)
+				return usage(cmd, fmt.Errorf("--to: %w", err))
 			}
 		}
 		group := args[0]

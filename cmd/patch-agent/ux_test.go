@@ -31,6 +31,11 @@ func TestUsageErrorsExitTwoWithAOneLineHint(t *testing.T) {
 		{"no store", []string{"status"}, 2, "Run 'patch-agent status --help' for usage."},
 		{"pause without a reason", []string{"pause", "--state-file", file}, 2, "Run 'patch-agent pause --help' for usage."},
 		{"bad --until", []string{"pause", "-r", "x", "--until", "tomorrow", "--state-file", file}, 2, "Run 'patch-agent pause --help' for usage."},
+		{"unknown scenario", []string{"demo", "--scenario", "nope"}, 2, "Run 'patch-agent demo --help' for usage."},
+		{"audit demo with a state file", []string{"demo", "--scenario", "audit", "--state-file", file}, 2, "Run 'patch-agent demo --help' for usage."},
+		{"skip-soak without a reason", []string{"approve", "g", "--skip-soak", "--state-file", file}, 2, "Run 'patch-agent approve --help' for usage."},
+		{"reason without skip-soak", []string{"approve", "g", "--reason", "x", "--state-file", file}, 2, "Run 'patch-agent approve --help' for usage."},
+		{"rollback to a malformed AMI id", []string{"rollback", "g", "--to", "ami-zzz", "--state-file", file}, 2, "Run 'patch-agent rollback --help' for usage."},
 		{"unknown group is no usage error", []string{"pause", "-g", "nosuch", "-r", "x", "--state-file", file}, 1, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
