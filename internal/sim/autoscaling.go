@@ -1020,23 +1020,7 @@ func (a *Account) describeGroup(g *group) astypes.AutoScalingGroup {
 		if inst.state == string(astypes.LifecycleStateTerminated) {
 			continue
 		}
-		health := "Healthy"
-		if inst.unhealthy {
-			health = "Unhealthy"
-		}
-		out.Instances = append(out.Instances, astypes.Instance{
-			InstanceId:           ptr(inst.id),
-			AvailabilityZone:     ptr(inst.az),
-			LifecycleState:       astypes.LifecycleState(inst.state),
-			HealthStatus:         ptr(health),
-			ProtectedFromScaleIn: ptr(inst.protected),
-			InstanceType:         ptr(inst.instanceType),
-			LaunchTemplate: &astypes.LaunchTemplateSpecification{
-				LaunchTemplateId:   ptr(inst.ltID),
-				LaunchTemplateName: ptr(inst.ltName),
-				Version:            ptr(fmt.Sprint(inst.ltVersion)),
-			},
-		})
+		out.Instances = append(out.Instances, inst.groupMember())
 	}
 	a.describeLaunchConfigurationGroup(g, &out) // groups on a launch configuration (launchconfig.go)
 	a.describeWarmPoolOf(g, &out)               // warmpool.go
@@ -1545,4 +1529,26 @@ func overridesOf(types []string) []astypes.LaunchTemplateOverrides {
 		out = append(out, astypes.LaunchTemplateOverrides{InstanceType: ptr(t)})
 	}
 	return out
+}
+
+// groupMember is the instance as DescribeAutoScalingGroups and DescribeWarmPool list it (Amazon EC2 Auto Scaling
+// API Reference, Instance): id, zone, lifecycle state, health, scale-in protection, type and launch template.
+func (inst *instance) groupMember() astypes.Instance {
+	health := "Healthy"
+	if inst.unhealthy {
+		health = "Unhealthy"
+	}
+	return astypes.Instance{
+		InstanceId:           ptr(inst.id),
+		AvailabilityZone:     ptr(inst.az),
+		LifecycleState:       astypes.LifecycleState(inst.state),
+		HealthStatus:         ptr(health),
+		ProtectedFromScaleIn: ptr(inst.protected),
+		InstanceType:         ptr(inst.instanceType),
+		LaunchTemplate: &astypes.LaunchTemplateSpecification{
+			LaunchTemplateId:   ptr(inst.ltID),
+			LaunchTemplateName: ptr(inst.ltName),
+			Version:            ptr(fmt.Sprint(inst.ltVersion)),
+		},
+	}
 }

@@ -522,20 +522,7 @@ func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscalin
 			out.NextToken = ptr(fmt.Sprintf("wp-%d", i))
 			break
 		}
-		health := "Healthy"
-		if inst.unhealthy {
-			health = "Unhealthy"
-		}
-		out.Instances = append(out.Instances, astypes.Instance{
-			InstanceId:           ptr(inst.id),
-			AvailabilityZone:     ptr(inst.az),
-			LifecycleState:       astypes.LifecycleState(inst.state),
-			HealthStatus:         ptr(health),
-			ProtectedFromScaleIn: ptr(inst.protected),
-			InstanceType:         ptr(inst.instanceType),
-			LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: ptr(inst.ltID),
-				LaunchTemplateName: ptr(inst.ltName), Version: ptr(fmt.Sprint(inst.ltVersion))},
-		})
+		out.Instances = append(out.Instances, inst.groupMember())
 	}
 	return out, nil
 }
