@@ -185,10 +185,6 @@ func (o *Orchestrator) capacityProviderTerminated(ctx context.Context, v GroupVi
 		cur.OldInstanceID, zoneOf(v, cur.OldInstanceID)))
 }
 
-// capacityProviderDecrement reports whether the termination of the current old instance decrements desired
-// capacity: not for a Rebalance termination.
-func capacityProviderDecrement(r state.Rollout) bool { return !r.Current.Rebalance }
-
 func zoneOf(v GroupView, id string) string {
 	if i, ok := v.Instance(id); ok {
 		return i.AvailabilityZone

@@ -214,11 +214,9 @@ func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Ro
 	// instance unless that would go below min size, in which case Auto Scaling launches its replacement
 	// (from the new launch template version). With ECS managed draining the instance is not drained yet:
 	// Auto Scaling launches the replacement at once and ECS moves the tasks onto it before the instance
-	// goes (desired capacity stays what ECS managed scaling set).
-	decrement := r.Strategy != StrategyDrainFirst || (!r.ECSManagedDraining && v.Desired-1 >= v.Min)
-	if r.Strategy == StrategyCapacityProvider { // capacity-provider strategy: no decrement when rebalancing zones
-		decrement = capacityProviderDecrement(r)
-	}
+	// goes (desired capacity stays what ECS managed scaling set). Capacity provider: a Rebalance termination
+	// keeps desired capacity, so Auto Scaling launches into the old instance's zone (capacityprovider.go).
+	decrement := !r.Current.Rebalance && (r.Strategy != StrategyDrainFirst || (!r.ECSManagedDraining && v.Desired-1 >= v.Min))
 	if err := o.groups().Terminate(ctx, old.ID, decrement); err != nil {
 		return r, fmt.Errorf("terminating drained instance %s: %w", old.ID, err)
 	}
@@ -226,13 +224,13 @@ func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Ro
 		o.logStep(r, "terminate requested; ECS drains it")
 		return r, errWait
 	}
-	retire := o.retire
-	if r.Strategy == StrategyCapacityProvider { // capacity-provider strategy: a rebalancing termination keeps the surge
-		retire = func(ctx context.Context, r state.Rollout, _ string) (state.Rollout, error) {
-			return o.capacityProviderTerminated(ctx, v, r)
-		}
+	var next state.Rollout
+	var err error
+	if r.Strategy == StrategyCapacityProvider { // a rebalancing termination keeps the surge for a GiveBack
+		next, err = o.capacityProviderTerminated(ctx, v, r)
+	} else {
+		next, err = o.retire(ctx, r, "old instance terminating")
 	}
-	next, err := retire(ctx, r, "old instance terminating")
 	if err == nil {
 		err = errWait // this tick's view still shows the old desired capacity: the next pick needs a fresh one
 	}
