@@ -2,7 +2,9 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -265,4 +267,130 @@ func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
 		require.NotEqual(t, "DRAINING", i.ContainerInstanceStatus, "%s put back in service", i.ID)
 	}
 	require.Empty(t, w.Checker.Violations)
+}
+
+// c23CrashScenario is a C23 layout under the crash matrix: spec's capacity-provider groups (all on parameter)
+// roll to ImageB together; at the end every group has, at its rollout's completion, the size and AZ spread it
+// had at the start, every in-service instance on ImageB and ACTIVE, max size as it was, every service back at
+// its desired count, every termination's lifecycle action completed by the agent and the queue empty.
+// (RunCrashScenario adds every invariant on every change, Checker.Finish and no repeated effect.)
+func c23CrashScenario(name string, spec func() demo.Spec, parameter string) demo.CrashScenario {
+	var before, completed map[string]groupShape
+	var maxBefore map[string]int32
+	groups := func(*demo.World) []string {
+		var out []string
+		for _, g := range spec().Groups {
+			out = append(out, g.Name)
+		}
+		return out
+	}
+	return demo.CrashScenario{
+		Name:  name,
+		Build: func() (*demo.World, error) { return demo.Build(spec()) },
+		Drive: func(w *demo.World) error {
+			ctx := context.Background()
+			before, completed, maxBefore = map[string]groupShape{}, map[string]groupShape{}, map[string]int32{}
+			if _, err := w.RunUntil(ctx, tick, 2*time.Minute, func() bool { return false }); err != nil {
+				return err
+			}
+			for _, g := range groups(w) {
+				before[g], maxBefore[g] = shapeOf(w, g), w.Account.Group(g).Max
+			}
+			w.PublishAMI(parameter, demo.ImageB)
+			done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool {
+				for _, g := range groups(w) {
+					if _, seen := completed[g]; !seen && w.Rollout(ctx, g).Phase == state.PhaseCompleted {
+						completed[g] = shapeOf(w, g)
+					}
+				}
+				return len(completed) == len(before)
+			})
+			if err != nil {
+				return err
+			}
+			if !done {
+				return fmt.Errorf("rollouts did not complete: %d of %d", len(completed), len(before))
+			}
+			done, err = w.RunUntil(ctx, tick, time.Hour, func() bool {
+				visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+				return visible+inFlight == 0
+			})
+			if err != nil {
+				return err
+			}
+			if !done {
+				return errors.New("messages left on the queue")
+			}
+			_, err = w.RunUntil(ctx, tick, time.Minute, func() bool { return false })
+			return err
+		},
+		Final: func(w *demo.World) error {
+			for _, g := range groups(w) {
+				if r := w.Rollout(context.Background(), g); r.Strategy != lifecycle.StrategyCapacityProvider {
+					return fmt.Errorf("%s rolled with strategy %q", g, r.Strategy)
+				}
+				if !reflect.DeepEqual(before[g], completed[g]) {
+					return fmt.Errorf("%s: %+v at the start, %+v at completion\n%s", g, before[g], completed[g], trace(w, g))
+				}
+				grp := w.Account.Group(g)
+				if grp.Max != maxBefore[g] {
+					return fmt.Errorf("%s: max %d, %d at the start", g, grp.Max, maxBefore[g])
+				}
+				for _, i := range grp.Instances {
+					if i.LifecycleState == "InService" && (i.ImageID != demo.ImageB || i.ContainerInstanceStatus != "ACTIVE") {
+						return fmt.Errorf("%s: instance %s on %s, %s", g, i.ID, i.ImageID, i.ContainerInstanceStatus)
+					}
+				}
+				if err := hooksAndQueueSettled(w, g); err != nil {
+					return err
+				}
+			}
+			s := spec()
+			for svc, n := range s.Services {
+				if got := w.Account.ServiceTasks(s.Groups[0].Cluster, svc); got != n {
+					return fmt.Errorf("service %s: %d RUNNING, desired %d", svc, got, n)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// c23Layout returns a one-group C23 spec (group cp-asg, cluster c1, 3 of max maxSize) with services tasks of
+// service web under deployment d.
+func c23Layout(maxSize int32, tasks int, d *sim.ServiceDeployment) func() demo.Spec {
+	return func() demo.Spec {
+		g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: maxSize, Desired: 3, CapacityProvider: c23Provider("cp")}
+		spec := oneGroup(&g)
+		spec.Services = map[string]int{"web": tasks}
+		if d != nil {
+			spec.ServiceDeployments = map[string]sim.ServiceDeployment{"web": *d}
+		}
+		return spec
+	}
+}
+
+// Field case C23 under the crash matrix, for every layout of issue #18 item 6 beyond the roomy one
+// (TestC23CrashMatrixCapacityProviderRoomyThreeAZ): crashed after every effect and with every effect's
+// response lost, each run completes with the group's size and spread, every invariant held, no effect repeated.
+func TestC23CrashMatrixLayouts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sc   demo.CrashScenario
+	}{
+		{"full bin-packed group at max", c23CrashScenario("C23 full bin-packed at max", c23Layout(3, 30, nil), "/golden/cp-asg")},
+		{"two groups of one cluster", c23CrashScenario("C23 two groups of one cluster", func() demo.Spec {
+			a := demo.GroupSetup{Name: "cp-a", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-a")}
+			b := demo.GroupSetup{Name: "cp-b", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-b")}
+			return demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 12}}
+		}, "/golden/shared")},
+		{"minimumHealthyPercent 50", c23CrashScenario("C23 minimumHealthyPercent 50", c23Layout(6, 6,
+			&sim.ServiceDeployment{MinimumHealthyPercent: 50, MaximumPercent: 100}), "/golden/cp-asg")},
+		{"static host ports, maximumPercent 100", c23CrashScenario("C23 static host ports", c23Layout(6, 3,
+			&sim.ServiceDeployment{MinimumHealthyPercent: 66, MaximumPercent: 100, StaticHostPort: true}), "/golden/cp-asg")},
+		{"distinctInstance", c23CrashScenario("C23 distinctInstance", c23Layout(6, 3,
+			&sim.ServiceDeployment{DistinctInstance: true}), "/golden/cp-asg")},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runCrashMatrix(t, tc.sc) })
+	}
 }

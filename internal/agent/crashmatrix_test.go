@@ -31,28 +31,37 @@ func crashScenario(t *testing.T, name string) demo.CrashScenario {
 		},
 		Drive: func(w *demo.World) error { sc.play(t, w, group); return nil },
 		Final: func(w *demo.World) error {
-			terminations, own := 0, 0
-			for _, term := range w.Account.Terminations() {
-				if term.Group == group {
-					terminations++
-				}
-			}
-			for _, cs := range acceptedCompletions(w) {
-				if cs[0].Hook == demo.HookName && cs[0].Group == group {
-					own++
-				}
-			}
-			if terminations != own {
-				return fmt.Errorf("%d terminations in %s, %d of their lifecycle actions completed by the agent", terminations, group, own)
-			}
-			visible, inFlight := w.Account.QueueDepth(w.QueueURL)
-			if visible+inFlight != 0 {
-				return fmt.Errorf("%d messages visible and %d in flight left on the queue", visible, inFlight)
+			if err := hooksAndQueueSettled(w, group); err != nil {
+				return err
 			}
 			sc.check(t, w, group)
 			return nil
 		},
 	}
+}
+
+// hooksAndQueueSettled is the fault matrix's end check of a crash run: every termination in group has its
+// lifecycle action completed by the agent (invariant 4), and no message is left on the queue (invariant 8).
+func hooksAndQueueSettled(w *demo.World, group string) error {
+	terminations, own := 0, 0
+	for _, term := range w.Account.Terminations() {
+		if term.Group == group {
+			terminations++
+		}
+	}
+	for _, cs := range acceptedCompletions(w) {
+		if cs[0].Hook == demo.HookName && cs[0].Group == group {
+			own++
+		}
+	}
+	if terminations != own {
+		return fmt.Errorf("%d terminations in %s, %d of their lifecycle actions completed by the agent", terminations, group, own)
+	}
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	if visible+inFlight != 0 {
+		return fmt.Errorf("%d messages visible and %d in flight left on the queue", visible, inFlight)
+	}
+	return nil
 }
 
 // runCrashMatrix counts the scenario's effects N uncrashed, then for every k in 1..N plays it with the agent
