@@ -394,3 +394,71 @@ func TestC23CrashMatrixLayouts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { runCrashMatrix(t, tc.sc) })
 	}
 }
+
+// Issue #18 item 5, the "refuse" choice: a group tagged patch-agent/standalone-tasks=refuse with a standalone
+// task on one outdated instance halts before it surges or drains, with a reason on status naming the instance
+// and the tag; nothing was changed (no desired capacity set by the agent, no instance DRAINING or terminated),
+// and every invariant held. The default (wait) is TestC23StandaloneTaskIsNeverCountedAsDrained.
+func TestC23StandaloneTasksRefuseTheGroup(t *testing.T) {
+	for _, strategy := range []string{lifecycle.StrategyCapacityProvider, lifecycle.StrategySurge} {
+		t.Run(strategy, func(t *testing.T) {
+			g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
+				Tags: map[string]string{lifecycle.TagStandaloneTasks: "Refuse", lifecycle.TagStrategy: strategy}}
+			w := build(t, oneGroup(&g))
+			settle(t, w, 2*time.Minute)
+			batch := w.Account.Group(g.Name).Instances[1].ID
+			require.True(t, w.Account.RunStandaloneTask(batch, "AWS Batch"))
+			draining := 0
+			w.Account.OnChange(func(v *sim.View) {
+				for _, i := range v.Group(g.Name).Instances {
+					if i.ContainerInstanceStatus == "DRAINING" {
+						draining++
+					}
+				}
+			})
+			ctx := context.Background()
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseHalted })
+			require.NoError(t, err)
+			r := w.Rollout(ctx, g.Name)
+			require.True(t, done, "rollout: %+v", r)
+			require.Contains(t, r.Reason, "group refused (tag patch-agent/standalone-tasks=refuse)")
+			require.Contains(t, r.Reason, batch+" (1)")
+			require.Nil(t, r.Current, "refused before the first surge")
+			for _, c := range w.Account.DesiredChanges(g.Name) {
+				require.NotEqual(t, sim.CallerAPI, c.By, "no surge: desired %d -> %d", c.From, c.To)
+			}
+			require.Zero(t, draining, "nothing drained")
+			require.Empty(t, w.Account.Terminations())
+			require.Empty(t, w.Checker.Violations)
+		})
+	}
+}
+
+// Issue #18 item 5: the Auto Scaling group of an AWS Batch compute environment (tag AWSBatchServiceTag, which
+// AWS Batch puts on the groups it creates) is refused before anything changes: no launch template version, no
+// surge, no drain; the reason says to update the compute environment through AWS Batch.
+func TestC23AWSBatchComputeEnvironmentGroupIsRefused(t *testing.T) {
+	g := demo.GroupSetup{Name: "batch-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
+		Tags: map[string]string{lifecycle.TagAWSBatchService: "batch"}}
+	w := build(t, oneGroup(&g))
+	settle(t, w, 2*time.Minute)
+	lt, ok := w.Account.LaunchTemplate(w.Account.Group(g.Name).LaunchTemplateID)
+	require.True(t, ok)
+	versions := len(lt.ImageIDs)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseHalted })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.True(t, done, "rollout: %+v", r)
+	require.Contains(t, r.Reason, "belongs to an AWS Batch compute environment (tag AWSBatchServiceTag=batch)")
+	require.Contains(t, r.Reason, "UpdateComputeEnvironment")
+	lt, _ = w.Account.LaunchTemplate(w.Account.Group(g.Name).LaunchTemplateID)
+	require.Len(t, lt.ImageIDs, versions, "no launch template version")
+	for _, c := range w.Account.DesiredChanges(g.Name) {
+		require.NotEqual(t, sim.CallerAPI, c.By, "no surge")
+	}
+	require.Empty(t, w.Account.Terminations())
+	require.Empty(t, w.Checker.Violations)
+}

@@ -49,6 +49,9 @@ type TargetPolicy struct {
 	AllowedAMIOwners []string `json:"allowedAmiOwners,omitempty"`
 	// AllowAMIFamilyChange lets the AMI gate pass an AMI of another OS family (TagAllowAMIFamilyChange).
 	AllowAMIFamilyChange bool `json:"allowAmiFamilyChange,omitempty"`
+	// StandaloneTasks is what a rollout does about standalone tasks on outdated instances
+	// (TagStandaloneTasks, standalone.go): StandaloneWait (default) or StandaloneRefuse.
+	StandaloneTasks string `json:"standaloneTasks,omitempty"`
 }
 
 // Window is a maintenance window, in one of two forms, both evaluated in an IANA time zone:
@@ -237,6 +240,11 @@ func ParsePolicyTags(tags map[string]string) (TargetPolicy, error) {
 	default:
 		errs = append(errs, fmt.Errorf("tag %s=%q: want true or false", TagAllowAMIFamilyChange, v))
 	}
+	standalone, err := ParseStandaloneTasks(tags[TagStandaloneTasks])
+	if err != nil {
+		errs = append(errs, err)
+	}
+	p.StandaloneTasks = standalone
 	if v := tags[TagMaintenanceWindow]; v != "" {
 		w, err := ParseWindowTag(v)
 		if err != nil {

@@ -73,6 +73,9 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	if refused, err := o.gateAMI(ctx, t, v, &r, true); refused || err != nil {
 		return r, err
 	}
+	if next, refused, err := o.refuseAWSBatchGroup(ctx, v, r); refused { // standalone.go
+		return next, err
+	}
 	ref, err := TemplateRef(v.Group)
 	if err != nil {
 		return o.halt(ctx, r, err.Error(), false)

@@ -12,6 +12,10 @@ import (
 // -> Terminating.
 func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform, v GroupView, r state.Rollout) (state.Rollout, error) {
 	if r.Current == nil {
+		// Refused before the next surge, not after it (standalone.go).
+		if reason, err := standaloneRefusal(ctx, t, platform, outdatedIDs(v, r)); err != nil || reason != "" {
+			return o.haltOr(ctx, r, reason, err)
+		}
 		return o.pickNext(ctx, t, v, r)
 	}
 	cur := r.Current
@@ -134,6 +138,9 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			}
 			r.Reason = reason
 			return r, errOr(err, errWait)
+		}
+		if reason, err := standaloneRefusal(ctx, t, platform, []string{old.ID}); err != nil || reason != "" { // one started since the pick
+			return o.haltOr(ctx, r, reason, err)
 		}
 		if cur.DrainStartedAt.IsZero() {
 			// The drain deadline runs from here, not from the step's start: a gate may have held the
