@@ -111,6 +111,10 @@ type ContainerInstance struct {
 	// remainingResources CPU and MEMORY: what is left for new tasks once the tasks placed on it are counted
 	// (Amazon ECS API Reference, "ContainerInstance" / "Resource"). -1 when ECS did not report them.
 	RemainingCPU, RemainingMemory int64
+	// HeldPorts are the host ports of remainingResources PORTS: those the ECS container agent reserved and
+	// those task containers hold on the instance (host or bridge network mode); any other port is free for a
+	// new task (Amazon ECS API Reference, "ContainerInstance"). Nil when ECS did not report them.
+	HeldPorts []string
 }
 
 // Healthy reports whether a replacement can take work: status ACTIVE and agent connected.
@@ -128,6 +132,7 @@ func fromAPI(c types.ContainerInstance) ContainerInstance {
 		PendingTasks:    c.PendingTasksCount,
 		RemainingCPU:    remaining(c.RemainingResources, "CPU"),
 		RemainingMemory: remaining(c.RemainingResources, "MEMORY"),
+		HeldPorts:       remainingSet(c.RemainingResources, "PORTS"),
 	}
 }
 

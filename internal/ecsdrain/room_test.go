@@ -69,3 +69,44 @@ func TestRoomOfAnUnregisteredInstanceIsErrNotRegistered(t *testing.T) {
 	_, err := ecsdrain.New(a.ECS()).Room(context.Background(), "prod", "i-0000000000000dead")
 	require.ErrorIs(t, err, ecsdrain.ErrNotRegistered)
 }
+
+// TestRoomCountsAStaticHostPortOrDistinctInstanceTaskOnlyWhereECSCouldPlaceIt (issue #18): a task whose
+// container holds a static host port fits only on an instance where that port is free (remainingResources
+// PORTS), and a distinctInstance task only on an instance without a task of its service — however much CPU
+// and memory the others have left.
+func TestRoomCountsAStaticHostPortOrDistinctInstanceTaskOnlyWhereECSCouldPlaceIt(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name         string
+		tasks        int
+		deployment   sim.ServiceDeployment
+		wantUnplaced int
+	}{
+		{name: "no constraint: CPU and memory decide", tasks: 3, wantUnplaced: 0},
+		{name: "static host port held on every other instance", tasks: 3, deployment: sim.ServiceDeployment{MaximumPercent: 100, StaticHostPort: true}, wantUnplaced: 1},
+		{name: "static host port free on one other instance", tasks: 2, deployment: sim.ServiceDeployment{MaximumPercent: 100, StaticHostPort: true}, wantUnplaced: 0},
+		{name: "distinctInstance: every other instance holds a task of the service", tasks: 3, deployment: sim.ServiceDeployment{DistinctInstance: true}, wantUnplaced: 1},
+		{name: "distinctInstance: one other instance without one", tasks: 2, deployment: sim.ServiceDeployment{DistinctInstance: true}, wantUnplaced: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := sim.New(testingclock.NewFakeClock(time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)), sim.Options{MaxTasksPerInstance: 4})
+			lt := a.CreateLaunchTemplate("g-lt", "ami-old", "m6i.large")
+			require.NoError(t, a.CreateGroup(sim.GroupSpec{Name: "g", Min: 3, Max: 3, Desired: 3, LaunchTemplateID: lt, ECSCluster: "prod"}))
+			a.Advance(5 * time.Minute)
+			a.CreateService("prod", "web", tc.tasks, false) // spread: one task per instance
+			a.SetServiceDeployment("prod", "web", tc.deployment)
+			a.Advance(time.Minute)
+			var busy string
+			for _, i := range a.Group("g").Instances {
+				if i.TasksByLastStatus["RUNNING"] > 0 {
+					busy = i.ID
+				}
+			}
+			require.NotEmpty(t, busy)
+			room, err := ecsdrain.New(a.ECS()).Room(ctx, "prod", busy)
+			require.NoError(t, err)
+			require.Equal(t, 1, room.Tasks)
+			require.Equal(t, tc.wantUnplaced, room.Unplaced)
+		})
+	}
+}

@@ -53,6 +53,7 @@ type service struct {
 	daemon               bool
 	createdAt            time.Time
 	deployment           ServiceDeployment // ecsdeployment.go
+	hostPort             int32             // the static host port of StaticHostPort (SetServiceDeployment); 0: none
 }
 
 type task struct {
@@ -598,9 +599,10 @@ func (a *Account) describeCI(c *cluster, ci *containerInstance) ecstypes.Contain
 		}
 	}
 	per := int32(a.opts.MaxTasksPerInstance)
+	regPorts, remPorts := a.portResources(c, ci)
 	return ecstypes.ContainerInstance{
-		RegisteredResources:  taskResources(per),
-		RemainingResources:   taskResources(max(per-used, 0)),
+		RegisteredResources:  append(taskResources(per), regPorts),
+		RemainingResources:   append(taskResources(max(per-used, 0)), remPorts),
 		ContainerInstanceArn: ptr(ci.arn),
 		CapacityProviderName: a.capacityProviderName(ci),
 		Ec2InstanceId:        ptr(ci.ec2ID),
@@ -972,6 +974,9 @@ func (a *Account) describeTask(c *cluster, t *task) ecstypes.Task {
 		out.Group = ptr("service:" + t.service.name)
 		out.StartedBy = ptr(t.service.startedBy)
 		out.TaskDefinitionArn = ptr(fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/%s:1", a.opts.Region, a.opts.AccountID, t.service.name))
+		if nb := t.service.networkBindings(); nb != nil {
+			out.Containers = []ecstypes.Container{{Name: ptr(t.service.name), TaskArn: ptr(t.arn), LastStatus: ptr(t.lastStatus), NetworkBindings: nb}}
+		}
 	}
 	if !t.startedAt.IsZero() {
 		out.StartedAt = ptr(t.startedAt)
@@ -1103,6 +1108,7 @@ func (a *Account) describeService(c *cluster, svc *service) ecstypes.Service {
 		LaunchType:              ecstypes.LaunchTypeEc2,
 		SchedulingStrategy:      strategy,
 		DeploymentConfiguration: cfg,
+		PlacementConstraints:    svc.placementConstraints(),
 		TaskDefinition:          ptr(taskDef),
 		CreatedAt:               ptr(svc.createdAt),
 		Deployments: []ecstypes.Deployment{{

@@ -1,5 +1,12 @@
 package sim
 
+import (
+	"slices"
+	"strconv"
+
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
+)
+
 // Services' deployment configuration and placement constraints, as far as they decide what happens to the tasks
 // of a DRAINING container instance (issue #18).
 //
@@ -35,7 +42,59 @@ func (a *Account) SetServiceDeployment(cluster, service string, d ServiceDeploym
 	}
 	if svc := c.findService(service); svc != nil {
 		svc.deployment = d
+		svc.hostPort = 0
+		if d.StaticHostPort {
+			svc.hostPort = firstStaticHostPort
+			for _, o := range c.services {
+				if o != svc && o.hostPort >= svc.hostPort {
+					svc.hostPort = o.hostPort + 1
+				}
+			}
+		}
 	}
+}
+
+// firstStaticHostPort is the host port the first service of a cluster with StaticHostPort maps its container
+// port 80 to; the next such service maps the next port.
+const firstStaticHostPort = 8080
+
+// agentReservedPorts are the host ports the ECS container agent reserves at registration (Amazon ECS Developer
+// Guide, "Amazon ECS container agent configuration": ECS_RESERVED_PORTS, default [22, 2375, 2376, 51678,
+// 51679]). Amazon ECS API Reference, "ContainerInstance": registeredResources PORTS lists them;
+// remainingResources PORTS lists them and every host port that task containers hold on the instance (host or
+// bridge network mode); any other port is free for new tasks.
+var agentReservedPorts = []string{"22", "2375", "2376", "51678", "51679"}
+
+// portResources returns a container instance's PORTS resources: registered (the agent's reserved ports) and
+// remaining (those and the static host ports of its tasks that are not STOPPED).
+func (a *Account) portResources(c *cluster, ci *containerInstance) (registered, remaining ecstypes.Resource) {
+	held := slices.Clone(agentReservedPorts)
+	for _, t := range c.tasks {
+		if t.ci == ci && t.service != nil && t.service.hostPort != 0 && t.lastStatus != taskStopped {
+			held = append(held, strconv.Itoa(int(t.service.hostPort)))
+		}
+	}
+	return ecstypes.Resource{Name: ptr("PORTS"), Type: ptr("STRINGSET"), StringSetValue: slices.Clone(agentReservedPorts)},
+		ecstypes.Resource{Name: ptr("PORTS"), Type: ptr("STRINGSET"), StringSetValue: held}
+}
+
+// placementConstraints returns a service's placementConstraints as DescribeServices reports them (Amazon ECS
+// Developer Guide, "Amazon ECS task placement constraints": distinctInstance places each task of the service
+// on a different container instance).
+func (s *service) placementConstraints() []ecstypes.PlacementConstraint {
+	if !s.deployment.DistinctInstance {
+		return nil
+	}
+	return []ecstypes.PlacementConstraint{{Type: ecstypes.PlacementConstraintTypeDistinctInstance}}
+}
+
+// networkBindings returns a service task's container network bindings (Amazon ECS API Reference,
+// "NetworkBinding"): container port 80 on the service's static host port, none without one.
+func (s *service) networkBindings() []ecstypes.NetworkBinding {
+	if s.hostPort == 0 {
+		return nil
+	}
+	return []ecstypes.NetworkBinding{{ContainerPort: ptr(int32(80)), HostPort: ptr(s.hostPort), Protocol: ecstypes.TransportProtocolTcp, BindIP: ptr("0.0.0.0")}}
 }
 
 // minHealthy returns the service's minimumHealthyPercent (default 100).
