@@ -462,3 +462,40 @@ func TestC23AWSBatchComputeEnvironmentGroupIsRefused(t *testing.T) {
 	require.Empty(t, w.Account.Terminations())
 	require.Empty(t, w.Checker.Violations)
 }
+
+// Issue #18 (the room check is port-aware): a service with a static host port (one task per instance,
+// minimumHealthyPercent 66 / maximumPercent 100) asks for one task more than the full group at its max size has
+// instances; the surge raises max and its replacement takes the waiting task. The old instance's task then has
+// no instance with its host port free, so the agent never drains it — CPU and memory to spare would have said it
+// fits, and ECS would have stopped the task with nowhere to start it — and halts at the drain deadline, without
+// a rollback, saying so.
+func TestC23StaticHostPortDrainWaitsForAnInstanceWithThePortFree(t *testing.T) {
+	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 3, Desired: 3, CapacityProvider: c23Provider("cp")}
+	spec := oneGroup(&g)
+	spec.Services = map[string]int{"web": 3}
+	spec.ServiceDeployments = map[string]sim.ServiceDeployment{"web": {MinimumHealthyPercent: 66, MaximumPercent: 100, StaticHostPort: true}}
+	w := build(t, spec)
+	settle(t, w, 2*time.Minute)
+	w.Account.SetServiceDesiredCount(g.Cluster, "web", 4) // no instance has the port free: one task waits
+	settle(t, w, 2*time.Minute)
+	require.Equal(t, 3, w.Account.ServiceTasks(g.Cluster, "web"))
+	drained := 0
+	w.Account.OnChange(func(v *sim.View) {
+		for _, i := range v.Group(g.Name).Instances {
+			if i.ContainerInstanceStatus == "DRAINING" {
+				drained++
+			}
+		}
+	})
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseHalted })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.True(t, done, "rollout: %+v\n%s", r, trace(w, g.Name))
+	require.Equal(t, 4, w.Account.ServiceTasks(g.Cluster, "web"), "the replacement took the waiting task")
+	require.Contains(t, r.Reason, "has room for 0 of the 1 task(s)")
+	require.Contains(t, r.Reason, "waited more than")
+	require.Zero(t, drained, "never DRAINING while no instance has the task's host port free")
+	require.Empty(t, w.Checker.Violations)
+}

@@ -184,3 +184,18 @@ func (a *Account) RunStandaloneTask(ec2InstanceID, startedBy string) bool {
 	a.settle()
 	return true
 }
+
+// SetServiceDesiredCount sets a replica service's desiredCount (as UpdateService does; Amazon ECS API Reference,
+// "UpdateService"): the scheduler places or stops tasks towards it on the next settle. Setup helper: not
+// counted. It does nothing when the cluster or service does not exist, or the service is a daemon service.
+func (a *Account) SetServiceDesiredCount(cluster, service string, n int) {
+	defer a.lock()()
+	c := a.clusters[cluster]
+	if c == nil {
+		return
+	}
+	if svc := c.findService(service); svc != nil && !svc.daemon {
+		svc.desired = n
+		a.settle()
+	}
+}
