@@ -57,9 +57,9 @@ type CapacityProviderSpec struct {
 	ManagedScaling bool
 	// TargetCapacity is the target CapacityProviderReservation in percent, 1 to 100 (0 means the default, 100).
 	TargetCapacity int
-	// ManagedTerminationProtection lets ECS set scale-in protection on instances running non-daemon tasks and
-	// clear it on idle ones, at every evaluation. It requires NewInstancesProtectedFromScaleIn on the group, and
-	// does nothing without ManagedScaling.
+	// ManagedTerminationProtection lets ECS set scale-in protection on instances running non-daemon tasks at
+	// every evaluation, and clear it on the idle instances it scales in, when it scales in. It requires
+	// NewInstancesProtectedFromScaleIn on the group, and does nothing without ManagedScaling.
 	ManagedTerminationProtection bool
 	// ManagedDraining adds ECS's own terminating hook to the group and drains every terminating instance before
 	// completing it, exactly as GroupSpec.ECSManagedDraining.
@@ -67,6 +67,10 @@ type CapacityProviderSpec struct {
 	// InstanceWarmupPeriod is how long after launch an instance that has not yet registered with the cluster is
 	// still counted on as capacity on the way (0 means the default, 300 s). See evaluateCapacityProvider.
 	InstanceWarmupPeriod time.Duration
+	// MinimumScalingStepSize and MaximumScalingStepSize bound how many instances one scale-out adds (Amazon ECS
+	// API Reference, "ManagedScaling": 1 to 10000; 0 means the defaults, 1 and 10000; scale-in is not
+	// affected). A group in more than one Availability Zone scales out by exactly MinimumScalingStepSize.
+	MinimumScalingStepSize, MaximumScalingStepSize int32
 }
 
 // capacityProvider is a group's capacity provider and the state of its managed scaling.
@@ -111,6 +115,18 @@ func normalizeCapacityProvider(spec GroupSpec) (*CapacityProviderSpec, error) {
 	}
 	if cp.InstanceWarmupPeriod <= 0 {
 		cp.InstanceWarmupPeriod = defaultInstanceWarmup
+	}
+	// Amazon ECS API Reference, "ManagedScaling": minimumScalingStepSize and maximumScalingStepSize range from 1
+	// to 10000, defaults 1 and 10000.
+	if cp.MinimumScalingStepSize == 0 {
+		cp.MinimumScalingStepSize = 1
+	}
+	if cp.MaximumScalingStepSize == 0 {
+		cp.MaximumScalingStepSize = 10000
+	}
+	if cp.MinimumScalingStepSize < 1 || cp.MaximumScalingStepSize > 10000 || cp.MinimumScalingStepSize > cp.MaximumScalingStepSize {
+		return nil, apiError("ValidationError", "The scaling step sizes %d to %d for capacity provider %s must be between 1 and 10000, minimum first.",
+			cp.MinimumScalingStepSize, cp.MaximumScalingStepSize, cp.Name)
 	}
 	// Amazon ECS Developer Guide, "Managed termination protection": the Auto Scaling group must have instance
 	// scale-in protection turned on to use managed termination protection; ECS refuses the capacity provider
@@ -157,15 +173,18 @@ func (a *Account) evaluateCapacityProvider(g *group) {
 	cp := g.capacityProvider
 	running := a.running(g)
 
-	// Amazon ECS Developer Guide, "Managed termination protection": ECS turns scale-in protection on for the
-	// instances that run non-daemon tasks and off for those that run none (daemon tasks are ignored), so that a
-	// scale-in only takes instances without tasks. A DRAINING instance keeps its protection until its last
-	// non-daemon task is STOPPED. Instances whose container agent has not registered yet are left as launched.
+	// Amazon ECS Developer Guide, "Control the instances Amazon ECS terminates" (managed termination
+	// protection): ECS turns scale-in protection on for the instances that run non-daemon tasks (daemon tasks
+	// are ignored); it turns protection off only when it scales in, on instances whose non-daemon tasks are all
+	// STOPPED (scaleInIdle), so that a scale-in only takes instances without tasks. An idle instance keeps the
+	// protection it launched with until then. Instances whose container agent has not registered yet are left
+	// as launched.
 	if cp.spec.ManagedTerminationProtection {
 		for _, inst := range running {
 			if ci := a.containerInstanceOf(inst); ci != nil {
-				n, _ := a.nonStoppedTasks(ci)
-				inst.protected = n > 0
+				if n, _ := a.nonStoppedTasks(ci); n > 0 {
+					inst.protected = true
+				}
 			}
 		}
 	}
@@ -224,11 +243,15 @@ func (a *Account) evaluateCapacityProvider(g *group) {
 		cp.low = 0
 	case reservation > float64(target):
 		cp.low = 0
-		if want > g.max {
-			want = g.max
-		}
 		if want > g.desired {
-			a.changeDesired(g, want, CallerECS)
+			// Amazon ECS API Reference, "ManagedScaling": one scale-out adds at least minimumScalingStepSize and
+			// at most maximumScalingStepSize instances; a group in more than one Availability Zone (or with more
+			// than one instance type) adds exactly minimumScalingStepSize, whatever the demand.
+			step := min(max(want-g.desired, cp.spec.MinimumScalingStepSize), cp.spec.MaximumScalingStepSize)
+			if len(g.azs) > 1 || g.mixed {
+				step = cp.spec.MinimumScalingStepSize
+			}
+			a.changeDesired(g, min(g.desired+step, g.max), CallerECS)
 		}
 	case reservation < float64(target):
 		cp.low++
@@ -238,11 +261,38 @@ func (a *Account) evaluateCapacityProvider(g *group) {
 				want = g.min
 			}
 			if want < g.desired {
-				a.changeDesired(g, want, CallerECS)
+				a.scaleInIdle(g, running, want)
 			}
 		}
 	default:
 		cp.low = 0
+	}
+}
+
+// scaleInIdle is a managed-scaling scale-in towards want: with managed termination protection ECS turns
+// protection off on as many idle registered instances (no non-daemon task that is not STOPPED) as it removes,
+// most recently launched first, and lowers desired capacity by that many, never below want (Amazon ECS Developer
+// Guide, "Control the instances Amazon ECS terminates": when an instance's non-daemon tasks are stopped, ECS
+// starts the scale-in and turns off its scale-in protection; Auto Scaling then terminates unprotected
+// instances). Without managed termination protection it only lowers desired capacity. Callers hold a.mu.
+func (a *Account) scaleInIdle(g *group, running []*instance, want int32) {
+	cut := g.desired - want
+	if g.capacityProvider.spec.ManagedTerminationProtection {
+		cleared := int32(0)
+		for i := len(running) - 1; i >= 0 && cleared < cut; i-- {
+			ci := a.containerInstanceOf(running[i])
+			if ci == nil {
+				continue
+			}
+			if n, _ := a.nonStoppedTasks(ci); n == 0 {
+				running[i].protected = false
+				cleared++
+			}
+		}
+		cut = cleared
+	}
+	if cut > 0 {
+		a.changeDesired(g, g.desired-cut, CallerECS)
 	}
 }
 

@@ -72,7 +72,10 @@ func TestCapacityProviderScalesOutForTasksThatDoNotFit(t *testing.T) {
 	require.Equal(t, "cp", aws.ToString(describeCI(t, a, "prod", g.Instances[3].ContainerInstanceARN).CapacityProviderName))
 }
 
-func TestCapacityProviderUnprotectsIdleInstancesAndScalesInAfter15Minutes(t *testing.T) {
+// The idle instance keeps the protection it launched with until ECS scales in (issue #18: the simulation used to
+// clear it on every idle instance every minute); at the 15th datapoint below target ECS clears it and lowers
+// desired capacity, and Auto Scaling terminates that instance.
+func TestCapacityProviderClearsProtectionWhenItScalesInAfter15Minutes(t *testing.T) {
 	a := newAccount(t)
 	newGroup(t, a, managedGroup("g", 1, 5, 3))
 	a.CreateService("prod", "web", 2, false) // one task on each of the first two instances (spread over AZs)
@@ -83,12 +86,12 @@ func TestCapacityProviderUnprotectsIdleInstancesAndScalesInAfter15Minutes(t *tes
 	require.Equal(t, map[string]bool{insts[0].ID: true, insts[1].ID: true, idle.ID: true}, protection(a.Group("g")), "protected at launch")
 
 	a.Advance(time.Minute)
-	require.Equal(t, map[string]bool{insts[0].ID: true, insts[1].ID: true, idle.ID: false}, protection(a.Group("g")),
-		"ECS clears protection on the instance without non-daemon tasks")
 	r, _ := a.CapacityProviderReservation("g")
 	require.InDelta(t, 200.0/3, r, 0.01)
 
 	a.Advance(13 * time.Minute) // 14 datapoints below target
+	require.Equal(t, map[string]bool{insts[0].ID: true, insts[1].ID: true, idle.ID: true}, protection(a.Group("g")),
+		"the idle instance keeps its protection until ECS scales in")
 	require.Equal(t, int32(3), a.Group("g").Desired)
 	require.Empty(t, a.DesiredChanges("g"))
 	require.Empty(t, a.Terminations())
@@ -133,7 +136,7 @@ func TestCapacityProviderScalesOutForADrainWhenTheOthersAreFull(t *testing.T) {
 	}
 	v, _ = a.Instance(victim.ID)
 	require.Equal(t, map[string]int{"STOPPED": 2}, v.TasksByLastStatus, "the drain finished")
-	require.False(t, v.ProtectedFromScaleIn, "the drained instance lost its protection")
+	require.True(t, v.ProtectedFromScaleIn, "the drained instance keeps its protection until ECS scales it in")
 	require.Zero(t, a.ProvisioningTasks("prod"))
 	require.Len(t, a.DesiredChanges("g"), 1)
 
@@ -162,8 +165,8 @@ func TestCapacityProviderNeverScalesAboveMax(t *testing.T) {
 		require.LessOrEqual(t, g.Desired, int32(4))
 		require.LessOrEqual(t, len(g.Instances), 4)
 	}
-	require.Equal(t, []DesiredChange{{At: start.Add(time.Minute), From: 2, To: 4, By: CallerECS}}, a.DesiredChanges("g"),
-		"M = 2 + 8 would be 10: clamped to max once")
+	require.Equal(t, []DesiredChange{{At: start.Add(time.Minute), From: 2, To: 3, By: CallerECS}, {At: start.Add(2 * time.Minute), From: 3, To: 4, By: CallerECS}},
+		a.DesiredChanges("g"), "M = 2 + 8 would be 10: a 3-AZ group adds minimumScalingStepSize (1) a minute, up to max")
 	require.Equal(t, 8, a.ServiceTasks("prod", "web"))
 	require.Equal(t, 12, a.ProvisioningTasks("prod"), "the rest stay waiting")
 	r, _ := a.CapacityProviderReservation("g")
@@ -178,8 +181,10 @@ func TestCapacityProviderScalesFromZeroAndKeepsHeadroom(t *testing.T) {
 	a.Advance(time.Minute)
 	r, _ := a.CapacityProviderReservation("g")
 	require.InDelta(t, 200, r, 0.01, "M > 0 and N = 0")
+	require.Equal(t, int32(1), a.Group("g").Desired, "a 3-AZ group adds minimumScalingStepSize (1) at a time")
+	a.Advance(time.Minute)
 	require.Equal(t, int32(2), a.Group("g").Desired, "ceil(3 tasks / 2 a piece)")
-	a.Advance(3 * time.Minute)
+	a.Advance(4 * time.Minute)
 	require.Equal(t, 3, a.ServiceTasks("prod", "web"))
 
 	b := newAccount(t)
@@ -187,11 +192,11 @@ func TestCapacityProviderScalesFromZeroAndKeepsHeadroom(t *testing.T) {
 	spec.CapacityProvider.TargetCapacity = 50
 	newGroup(t, b, spec)
 	b.CreateService("prod", "web", 2, false)
-	b.Advance(time.Minute)
-	require.Equal(t, int32(4), b.Group("h").Desired, "two busy instances at a 50% target")
+	b.Advance(2 * time.Minute)
+	require.Equal(t, int32(4), b.Group("h").Desired, "two busy instances at a 50% target, one instance a minute")
 	b.Advance(30 * time.Minute)
 	require.Equal(t, int32(4), b.Group("h").Desired, "50% reservation is on target")
-	require.Len(t, b.DesiredChanges("h"), 1)
+	require.Len(t, b.DesiredChanges("h"), 2)
 }
 
 func TestCapacityProviderValidationAndManagedDraining(t *testing.T) {
@@ -267,4 +272,38 @@ func TestDesiredChangesRecordWhoMovedDesired(t *testing.T) {
 	}, a.DesiredChanges("g"))
 	require.Nil(t, a.DesiredChanges("nope"))
 	require.Zero(t, a.ServiceDesired("prod", "web"))
+}
+
+// Amazon ECS API Reference, "ManagedScaling": a scale-out of a group in one Availability Zone adds the demand,
+// at least minimumScalingStepSize and at most maximumScalingStepSize instances; a group in several zones adds
+// exactly minimumScalingStepSize whatever the demand; out-of-range step sizes are refused.
+func TestCapacityProviderScalingStepSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		azs      []string
+		min, max int32
+		tasks    int
+		want     int32 // desired after the first evaluation (from 1)
+	}{
+		{name: "one zone, defaults: the whole demand", azs: []string{"us-east-1a"}, tasks: 10, want: 5},
+		{name: "one zone, maximumScalingStepSize 2", azs: []string{"us-east-1a"}, max: 2, tasks: 10, want: 3},
+		{name: "one zone, minimumScalingStepSize 3 for a demand of 1", azs: []string{"us-east-1a"}, min: 3, tasks: 3, want: 4},
+		{name: "three zones: exactly minimumScalingStepSize", tasks: 10, min: 2, want: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := twoPerInstance()
+			spec := managedGroup("g", 0, 20, 1)
+			spec.AvailabilityZones = tc.azs
+			spec.CapacityProvider.MinimumScalingStepSize, spec.CapacityProvider.MaximumScalingStepSize = tc.min, tc.max
+			newGroup(t, a, spec)
+			a.CreateService("prod", "web", tc.tasks, false)
+			a.Advance(time.Minute)
+			require.Equal(t, tc.want, a.Group("g").Desired)
+		})
+	}
+	a := newAccount(t)
+	spec := managedGroup("g", 0, 20, 1)
+	spec.CapacityProvider.MinimumScalingStepSize = 10001
+	spec.LaunchTemplateID = a.CreateLaunchTemplate("lt", "ami-old", "m6i.large")
+	require.ErrorContains(t, a.CreateGroup(spec), "must be between 1 and 10000")
 }
