@@ -466,3 +466,34 @@ func TestContractC19DescribeAutoScalingInstancesNamesGroupAndState(t *testing.T)
 		}
 	})
 }
+
+// The room check (ecsdrain.Room) reads a container instance's host ports from remainingResources PORTS (Amazon
+// ECS API Reference, "ContainerInstance": the ports the ECS container agent reserved at registration and those
+// task containers hold). A freshly registered container instance lists the agent's default reserved ports
+// (Developer Guide, "Amazon ECS container agent configuration", ECS_RESERVED_PORTS: 22, 2375, 2376, 51678,
+// 51679) in registeredResources and remainingResources alike, in the simulation as on the wire.
+func TestContractContainerInstancePortsListTheAgentsReservedPorts(t *testing.T) {
+	reserved := []string{"22", "2375", "2376", "51678", "51679"}
+	run(t, func(t *testing.T, w *world) {
+		ctx := context.Background()
+		newGroup(t, w, groupSpec{name: "g", min: 1, max: 1, desired: 1, tags: enabled, cluster: "prod"})
+		w.settle(t)
+		all, err := ecsdrain.New(w.ecs).FindAll(ctx, "prod")
+		require.NoError(t, err)
+		require.Len(t, all, 1)
+		for _, ci := range all {
+			require.ElementsMatch(t, reserved, ci.HeldPorts, "remainingResources PORTS of an instance without tasks")
+			out, err := w.ecs.DescribeContainerInstances(ctx, &ecs.DescribeContainerInstancesInput{Cluster: aws.String("prod"),
+				ContainerInstances: []string{ci.ARN}})
+			require.NoError(t, err)
+			require.Len(t, out.ContainerInstances, 1)
+			var registered []string
+			for _, r := range out.ContainerInstances[0].RegisteredResources {
+				if aws.ToString(r.Name) == "PORTS" {
+					registered = r.StringSetValue
+				}
+			}
+			require.ElementsMatch(t, reserved, registered, "registeredResources PORTS")
+		}
+	})
+}
