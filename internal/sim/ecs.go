@@ -369,6 +369,12 @@ func (a *Account) choosePlacement(c *cluster, svc *service) *containerInstance {
 			best = ci
 			continue
 		}
+		if svc.deployment.Binpack { // placementStrategy binpack (ecsdeployment.go): the least room left first
+			if load[ci] > load[best] {
+				best = ci
+			}
+			continue
+		}
 		switch {
 		case perAZ[ci.az] != perAZ[best.az]:
 			if perAZ[ci.az] < perAZ[best.az] {
@@ -1109,6 +1115,7 @@ func (a *Account) describeService(c *cluster, svc *service) ecstypes.Service {
 		SchedulingStrategy:      strategy,
 		DeploymentConfiguration: cfg,
 		PlacementConstraints:    svc.placementConstraints(),
+		PlacementStrategy:       svc.placementStrategy(),
 		TaskDefinition:          ptr(taskDef),
 		CreatedAt:               ptr(svc.createdAt),
 		Deployments: []ecstypes.Deployment{{

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"sort"
 	"testing"
 	"time"
 
@@ -318,4 +319,38 @@ func TestListContainerInstancesFilterExpressions(t *testing.T) {
 	require.Len(t, list("ec2InstanceId in ["+insts[0].ID+", "+insts[2].ID+"]"), 2)
 	require.Equal(t, []string{insts[1].ContainerInstanceARN}, list("ec2InstanceId !in ["+insts[0].ID+", "+insts[2].ID+"]"))
 	require.Equal(t, []string{insts[0].ContainerInstanceARN}, list("attribute:ecs.availability-zone == us-east-1a and agentConnected == true"))
+}
+
+// Amazon ECS Developer Guide, "Amazon ECS task placement strategies": binpack on memory fills the instance with
+// the least memory left first; the default spread by Availability Zone, then instance, evens them out. Both are
+// reported by DescribeServices.
+func TestPlacementStrategyBinpackFillsOneInstanceFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		binpack bool
+		perCI   []int // tasks per instance, sorted high to low
+		first   ecstypes.PlacementStrategyType
+	}{
+		{name: "spread", perCI: []int{2, 2, 1}, first: ecstypes.PlacementStrategyTypeSpread},
+		{name: "binpack", binpack: true, perCI: []int{4, 1, 0}, first: ecstypes.PlacementStrategyTypeBinpack},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := New(testingclock.NewFakeClock(start), Options{MaxTasksPerInstance: 4})
+			newGroup(t, a, GroupSpec{Name: "g", Min: 3, Max: 3, Desired: 3, ECSCluster: "prod"})
+			a.Advance(5 * time.Minute)
+			a.CreateService("prod", "web", 0, false)
+			a.SetServiceDeployment("prod", "web", ServiceDeployment{Binpack: tc.binpack})
+			a.SetServiceDesiredCount("prod", "web", 5)
+			a.Advance(time.Minute)
+			var got []int
+			for _, i := range a.Group("g").Instances {
+				got = append(got, i.TasksByLastStatus["RUNNING"])
+			}
+			sort.Sort(sort.Reverse(sort.IntSlice(got)))
+			require.Equal(t, tc.perCI, got)
+			out, err := a.ECS().DescribeServices(context.Background(), &ecs.DescribeServicesInput{Cluster: aws.String("prod"), Services: []string{"web"}})
+			require.NoError(t, err)
+			require.Equal(t, tc.first, out.Services[0].PlacementStrategy[0].Type)
+		})
+	}
 }

@@ -30,6 +30,11 @@ type ServiceDeployment struct {
 	// DistinctInstance is the distinctInstance placement constraint; StaticHostPort a container port mapped to
 	// a static host port. Either places at most one not-STOPPED task of the service per container instance.
 	DistinctInstance, StaticHostPort bool
+	// Binpack is the placement strategy binpack on memory: a new task goes to the ACTIVE instance with the least
+	// memory left that can take it (Amazon ECS Developer Guide, "Amazon ECS task placement strategies"). Without
+	// it the service spreads by Availability Zone, then by instance (spread(attribute:ecs.availability-zone),
+	// spread(instanceId): the strategy the console gives a replica service).
+	Binpack bool
 }
 
 // SetServiceDeployment sets a replica service's deployment configuration and placement rules. Setup helper: not
@@ -198,4 +203,14 @@ func (a *Account) SetServiceDesiredCount(cluster, service string, n int) {
 		svc.desired = n
 		a.settle()
 	}
+}
+
+// placementStrategy returns a service's placementStrategy as DescribeServices reports it (Amazon ECS API
+// Reference, "PlacementStrategy"): binpack on memory, or spread by Availability Zone then by instance.
+func (s *service) placementStrategy() []ecstypes.PlacementStrategy {
+	if s.deployment.Binpack {
+		return []ecstypes.PlacementStrategy{{Type: ecstypes.PlacementStrategyTypeBinpack, Field: ptr("memory")}}
+	}
+	return []ecstypes.PlacementStrategy{{Type: ecstypes.PlacementStrategyTypeSpread, Field: ptr("attribute:ecs.availability-zone")},
+		{Type: ecstypes.PlacementStrategyTypeSpread, Field: ptr("instanceId")}}
 }
