@@ -308,13 +308,33 @@ func (a *Account) capacityOnTheWay(g *group, running []*instance) bool {
 }
 
 // capacityProviderWaitingTasks returns the tasks in PROVISIONING that belong to the group's capacity provider:
-// the cluster's waiting tasks when the group is the cluster's default capacity provider, none otherwise.
+// those of services with a capacity provider strategy that the strategy assigns to it (base, then weight:
+// ecsdeployment.go), and, when the group is the cluster's default capacity provider, those of the services that
+// use the cluster's default strategy. Services with launch type EC2 credit no capacity provider.
 func (a *Account) capacityProviderWaitingTasks(g *group) int {
 	c := a.clusters[g.cluster]
-	if c == nil || a.defaultCapacityProviderGroup(g.cluster) != g {
+	if c == nil {
 		return 0
 	}
-	return a.waitingTasks(c)
+	isDefault := a.defaultCapacityProviderGroup(g.cluster) == g
+	n := 0
+	for svc, missing := range a.waitingByService(c) {
+		switch {
+		case svc.deployment.LaunchTypeEC2:
+		case len(svc.deployment.CapacityProviderStrategy) > 0:
+			count := a.providerCounts(c, svc)
+			for range missing {
+				p := pickProvider(svc.deployment.CapacityProviderStrategy, count)
+				count[p]++
+				if p == g.capacityProvider.spec.Name {
+					n++
+				}
+			}
+		case isDefault:
+			n += missing
+		}
+	}
+	return n
 }
 
 // defaultCapacityProviderGroup returns the cluster's first capacity-provider group in name order, or nil.
@@ -331,8 +351,17 @@ func (a *Account) defaultCapacityProviderGroup(cluster string) *group {
 // service, the tasks missing to its desired count, plus every RUNNING task on a DRAINING instance whose
 // replacement could not start yet. Callers hold a.mu and have settled the account.
 func (a *Account) waitingTasks(c *cluster) int {
-	covered := a.coveredTasks(c)
 	waiting := 0
+	for _, n := range a.waitingByService(c) {
+		waiting += n
+	}
+	return waiting
+}
+
+// waitingByService splits waitingTasks by service.
+func (a *Account) waitingByService(c *cluster) map[*service]int {
+	covered := a.coveredTasks(c)
+	waiting := map[*service]int{}
 	for _, svc := range c.services {
 		if svc.daemon {
 			continue
@@ -344,12 +373,12 @@ func (a *Account) waitingTasks(c *cluster) int {
 			}
 		}
 		if live < svc.desired {
-			waiting += svc.desired - live
+			waiting[svc] += svc.desired - live
 		}
 	}
 	for _, t := range c.tasks {
 		if t.service != nil && !t.isDaemon() && t.live() && t.lastStatus == taskRunning && t.ci.status == ciDraining && !covered[t] {
-			waiting++
+			waiting[t.service]++
 		}
 	}
 	return waiting

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
@@ -306,4 +307,60 @@ func TestCapacityProviderScalingStepSizes(t *testing.T) {
 	spec.CapacityProvider.MinimumScalingStepSize = 10001
 	spec.LaunchTemplateID = a.CreateLaunchTemplate("lt", "ami-old", "m6i.large")
 	require.ErrorContains(t, a.CreateGroup(spec), "must be between 1 and 10000")
+}
+
+// A service's own capacity provider strategy (Amazon ECS Developer Guide, "Amazon ECS capacity providers for
+// EC2 workloads"): its tasks go only to the instances of the providers the strategy names, base first, then by
+// weight, and the tasks that wait for room are credited to the provider the strategy picks for them, whose
+// group alone scales out; a launch type EC2 service's waiting tasks scale no capacity provider.
+func TestCapacityProviderStrategyPerServicePlacesAndCreditsToItsProviders(t *testing.T) {
+	two := func(name, cp string) GroupSpec {
+		s := managedGroup(name, 1, 6, 1)
+		s.CapacityProvider.Name = cp
+		return s
+	}
+	t.Run("base and weight", func(t *testing.T) {
+		a := New(testingclock.NewFakeClock(start), Options{MaxTasksPerInstance: 10})
+		newGroup(t, a, two("a", "cp-a"))
+		newGroup(t, a, two("b", "cp-b"))
+		a.Advance(5 * time.Minute)
+		a.CreateService("prod", "web", 0, false)
+		a.SetServiceDeployment("prod", "web", ServiceDeployment{CapacityProviderStrategy: []StrategyItem{
+			{CapacityProvider: "cp-a", Base: 1, Weight: 1}, {CapacityProvider: "cp-b", Weight: 3}}})
+		a.SetServiceDesiredCount("prod", "web", 5)
+		a.Advance(time.Minute)
+		require.Equal(t, 2, a.Group("a").Instances[0].TasksByLastStatus["RUNNING"], "the base, then one share of weight 1")
+		require.Equal(t, 3, a.Group("b").Instances[0].TasksByLastStatus["RUNNING"], "three shares of weight 3")
+		out, err := a.ECS().DescribeServices(context.Background(), &ecs.DescribeServicesInput{Cluster: aws.String("prod"), Services: []string{"web"}})
+		require.NoError(t, err)
+		require.Len(t, out.Services[0].CapacityProviderStrategy, 2)
+		require.Empty(t, out.Services[0].LaunchType, "a service has a launch type or a capacity provider strategy")
+	})
+	for _, tc := range []struct {
+		name         string
+		d            ServiceDeployment
+		wantA, wantB int32
+		tasksOnA     int
+		provisioning int // tasks waiting for room before the first evaluation
+	}{
+		{name: "waiting tasks of a cp-b service scale cp-b only", d: ServiceDeployment{CapacityProviderStrategy: []StrategyItem{{CapacityProvider: "cp-b", Weight: 1}}},
+			wantA: 1, wantB: 2, tasksOnA: 0, provisioning: 4},
+		{name: "launch type EC2: any instance, no provider scales", d: ServiceDeployment{LaunchTypeEC2: true},
+			wantA: 1, wantB: 1, tasksOnA: 2, provisioning: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := twoPerInstance()
+			newGroup(t, a, two("a", "cp-a"))
+			newGroup(t, a, two("b", "cp-b"))
+			a.Advance(5 * time.Minute)
+			a.CreateService("prod", "web", 0, false)
+			a.SetServiceDeployment("prod", "web", tc.d)
+			a.SetServiceDesiredCount("prod", "web", 6)
+			require.Equal(t, tc.provisioning, a.ProvisioningTasks("prod"))
+			a.Advance(time.Minute)
+			require.Equal(t, tc.wantA, a.Group("a").Desired)
+			require.Equal(t, tc.wantB, a.Group("b").Desired)
+			require.Equal(t, tc.tasksOnA, a.Group("a").Instances[0].TasksByLastStatus["RUNNING"])
+		})
+	}
 }

@@ -361,8 +361,12 @@ func (a *Account) choosePlacement(c *cluster, svc *service) *containerInstance {
 		}
 	}
 	var best *containerInstance
+	provider := a.serviceProviderFor(c, svc) // ecsdeployment.go: a service's own capacity provider strategy
 	for _, ci := range c.cis {
 		if ci.status != ciActive || !ci.agentConnected || load[ci] >= a.opts.MaxTasksPerInstance || svc.onePerInstance() && held[ci] {
+			continue
+		}
+		if provider != anyProvider && a.providerOf(ci) != provider {
 			continue
 		}
 		if best == nil {
@@ -1104,20 +1108,21 @@ func (a *Account) describeService(c *cluster, svc *service) ecstypes.Service {
 	}
 	taskDef := fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/%s:1", a.opts.Region, a.opts.AccountID, svc.name)
 	return ecstypes.Service{
-		ServiceName:             ptr(svc.name),
-		ServiceArn:              ptr(svc.arn),
-		ClusterArn:              ptr(c.arn),
-		Status:                  ptr("ACTIVE"),
-		DesiredCount:            desired,
-		RunningCount:            running,
-		PendingCount:            pending,
-		LaunchType:              ecstypes.LaunchTypeEc2,
-		SchedulingStrategy:      strategy,
-		DeploymentConfiguration: cfg,
-		PlacementConstraints:    svc.placementConstraints(),
-		PlacementStrategy:       svc.placementStrategy(),
-		TaskDefinition:          ptr(taskDef),
-		CreatedAt:               ptr(svc.createdAt),
+		ServiceName:              ptr(svc.name),
+		ServiceArn:               ptr(svc.arn),
+		ClusterArn:               ptr(c.arn),
+		Status:                   ptr("ACTIVE"),
+		DesiredCount:             desired,
+		RunningCount:             running,
+		PendingCount:             pending,
+		LaunchType:               svc.launchType(),
+		CapacityProviderStrategy: svc.capacityProviderStrategy(),
+		SchedulingStrategy:       strategy,
+		DeploymentConfiguration:  cfg,
+		PlacementConstraints:     svc.placementConstraints(),
+		PlacementStrategy:        svc.placementStrategy(),
+		TaskDefinition:           ptr(taskDef),
+		CreatedAt:                ptr(svc.createdAt),
 		Deployments: []ecstypes.Deployment{{
 			Id:             ptr("ecs-svc/" + svc.startedBy[len("ecs-svc/"):]),
 			Status:         ptr("PRIMARY"),

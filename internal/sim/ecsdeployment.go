@@ -35,6 +35,81 @@ type ServiceDeployment struct {
 	// it the service spreads by Availability Zone, then by instance (spread(attribute:ecs.availability-zone),
 	// spread(instanceId): the strategy the console gives a replica service).
 	Binpack bool
+	// CapacityProviderStrategy, when set, is the service's own capacity provider strategy (Amazon ECS Developer
+	// Guide, "Amazon ECS capacity providers for EC2 workloads", capacity provider strategy: base is the fewest
+	// tasks on that provider, weight the share of the tasks beyond the bases): each task goes only to the
+	// instances of the group of the provider the strategy picks for it, and a task that waits for room is
+	// credited to that provider's managed scaling. LaunchTypeEC2 instead places the service's tasks on any
+	// instance of the cluster, and its waiting tasks are credited to no capacity provider (a service with a
+	// launch type uses no capacity provider strategy). With neither, the service uses the cluster's default
+	// strategy: the simulation places its tasks on any instance and credits its waiting tasks to the cluster's
+	// first capacity provider.
+	CapacityProviderStrategy []StrategyItem
+	LaunchTypeEC2            bool
+}
+
+// StrategyItem is one capacity provider of a capacity provider strategy (Amazon ECS API Reference,
+// "CapacityProviderStrategyItem"): Base tasks (0 to 100000, only one item may have one) first, then Weight
+// (0 to 1000) as its relative share.
+type StrategyItem struct {
+	CapacityProvider string
+	Base, Weight     int
+}
+
+// anyProvider is serviceProviderFor's answer for a task that may go to any instance of the cluster.
+const anyProvider = "*"
+
+// pickProvider returns the capacity provider of the strategy the next task goes to, given the service's live
+// tasks per provider: the first item below its base, else the item with the fewest tasks beyond its base per
+// unit of weight (ties to the first).
+func pickProvider(items []StrategyItem, count map[string]int) string {
+	for _, it := range items {
+		if count[it.CapacityProvider] < it.Base {
+			return it.CapacityProvider
+		}
+	}
+	best, bestShare := "", 0.0
+	for _, it := range items {
+		if it.Weight <= 0 {
+			continue
+		}
+		share := float64(count[it.CapacityProvider]-it.Base) / float64(it.Weight)
+		if best == "" || share < bestShare {
+			best, bestShare = it.CapacityProvider, share
+		}
+	}
+	if best == "" && len(items) > 0 {
+		best = items[0].CapacityProvider
+	}
+	return best
+}
+
+// providerCounts returns the service's live tasks per capacity provider name of their instance's group.
+func (a *Account) providerCounts(c *cluster, svc *service) map[string]int {
+	count := map[string]int{}
+	for _, t := range c.tasks {
+		if t.service == svc && t.live() {
+			count[a.providerOf(t.ci)]++
+		}
+	}
+	return count
+}
+
+// providerOf returns the capacity provider name of the group of a container instance's EC2 instance ("" when
+// none).
+func (a *Account) providerOf(ci *containerInstance) string {
+	if p := a.capacityProviderName(ci); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// serviceProviderFor returns the capacity provider the service's next task goes to (anyProvider: any instance).
+func (a *Account) serviceProviderFor(c *cluster, svc *service) string {
+	if len(svc.deployment.CapacityProviderStrategy) == 0 {
+		return anyProvider
+	}
+	return pickProvider(svc.deployment.CapacityProviderStrategy, a.providerCounts(c, svc))
 }
 
 // SetServiceDeployment sets a replica service's deployment configuration and placement rules. Setup helper: not
@@ -213,4 +288,21 @@ func (s *service) placementStrategy() []ecstypes.PlacementStrategy {
 	}
 	return []ecstypes.PlacementStrategy{{Type: ecstypes.PlacementStrategyTypeSpread, Field: ptr("attribute:ecs.availability-zone")},
 		{Type: ecstypes.PlacementStrategyTypeSpread, Field: ptr("instanceId")}}
+}
+
+// launchType and capacityProviderStrategy are a service's launchType and capacityProviderStrategy as
+// DescribeServices reports them (Amazon ECS API Reference, "Service": a service has one or the other).
+func (s *service) launchType() ecstypes.LaunchType {
+	if len(s.deployment.CapacityProviderStrategy) > 0 {
+		return ""
+	}
+	return ecstypes.LaunchTypeEc2
+}
+
+func (s *service) capacityProviderStrategy() []ecstypes.CapacityProviderStrategyItem {
+	var out []ecstypes.CapacityProviderStrategyItem
+	for _, it := range s.deployment.CapacityProviderStrategy {
+		out = append(out, ecstypes.CapacityProviderStrategyItem{CapacityProvider: ptr(it.CapacityProvider), Base: int32(it.Base), Weight: int32(it.Weight)})
+	}
+	return out
 }
