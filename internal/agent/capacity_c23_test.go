@@ -499,3 +499,44 @@ func TestC23StaticHostPortDrainWaitsForAnInstanceWithThePortFree(t *testing.T) {
 	require.Zero(t, drained, "never DRAINING while no instance has the task's host port free")
 	require.Empty(t, w.Checker.Violations)
 }
+
+// Field case C23, two groups of one cluster with the service's own capacity provider strategy (cp-a and cp-b,
+// weight 1 each; issue #18 item 3): a task displaced from a drained instance may only go to the provider the
+// strategy picks — it balances the live tasks per provider, so a drain in one group sends tasks to the other —
+// and waiting tasks are credited to that provider's managed scaling. Both rollouts complete on ImageB with one
+// drain per cluster at a time and every task back; each group's size and spread at the end are held to the
+// checker's rule (not lower than at the start unless an ECS managed-scaling scale-in is recorded for each
+// missing instance: an empty replacement left idle for 15 minutes is ECS's to scale in).
+func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) {
+	a := demo.GroupSetup{Name: "cp-a", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-a")}
+	b := demo.GroupSetup{Name: "cp-b", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-b")}
+	w := build(t, demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 12},
+		ServiceDeployments: map[string]sim.ServiceDeployment{"web": {CapacityProviderStrategy: []sim.StrategyItem{
+			{CapacityProvider: "cp-a", Weight: 1}, {CapacityProvider: "cp-b", Weight: 1}}}}})
+	maxDraining := 0
+	w.Account.OnChange(func(v *sim.View) {
+		n := 0
+		for _, g := range v.Groups() {
+			for _, i := range g.Instances {
+				if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "InService" {
+					n++
+				}
+			}
+		}
+		maxDraining = max(maxDraining, n)
+	})
+	settle(t, w, 2*time.Minute)
+	runC23(t, w, "/golden/shared", a.Name, b.Name) // Checker.Finish: the size-and-spread rule, with ECS's scale-ins
+	require.Equal(t, 1, maxDraining, "one drain per cluster")
+	for _, g := range []demo.GroupSetup{a, b} {
+		grp := w.Account.Group(g.Name)
+		require.Equal(t, g.Max, grp.Max, "max size given back")
+		for _, i := range grp.Instances {
+			if i.LifecycleState == "InService" {
+				require.Equal(t, demo.ImageB, i.ImageID, i.ID)
+				require.Equal(t, "ACTIVE", i.ContainerInstanceStatus, i.ID)
+			}
+		}
+	}
+	require.Equal(t, 12, w.Account.ServiceTasks("shared", "web"))
+}
