@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -323,4 +324,91 @@ func managedNodegroupGroup(group string, tags map[string]string) error {
 	}
 	return fmt.Errorf("group %s is opted in but not rolled: %w (it carries %s=%s: EKS drains and replaces its nodes; tag the managed node group %s instead)",
 		group, ErrManagedNodegroupGroup, TagNodegroupName, ng, ng)
+}
+
+// NodegroupReader gathers what one tick knows about a managed node group target (Inputs with Nodegroup set):
+// the control plane's version, the release parameter (AMI types) or the AMI parameter and the launch template's
+// current AMI (CUSTOM), and a read-only view of the node group's own Auto Scaling group (DescribeAutoScalingGroups,
+// DescribeInstances) for the AMI gate and the counts on status. It changes nothing.
+type NodegroupReader struct {
+	Client      NodegroupClient
+	AutoScaling awsapi.AutoScaling
+	EC2         awsapi.EC2
+	Templates   TemplateProvider
+	Resolver    Resolver
+}
+
+// Inputs returns the tick's inputs of target t (a NodegroupTarget) whose node group is ng, paused by pause
+// (nil: not paused). A missing or invalid source is not an error: it is Inputs.SourceProblem, a gate. Errors:
+// the calls', wrapped.
+func (r NodegroupReader) Inputs(ctx context.Context, t Target, ng Nodegroup, pause *state.Lock, now time.Time) (Inputs, error) {
+	cp, err := r.Client.ControlPlaneVersion(ctx, ng.Cluster)
+	if err != nil {
+		return Inputs{}, err
+	}
+	in := Inputs{Pause: pause, Nodegroup: &NodegroupInputs{Nodegroup: ng, ControlPlane: cp}}
+	if ng.AMIType == string(ekstypes.AMITypesCustom) {
+		found, missing, invalid, err := r.Resolver.Resolve(ctx, []string{t.Parameter})
+		switch {
+		case err != nil:
+			return Inputs{}, err
+		case len(missing) > 0:
+			in.SourceProblem = "source missing: parameter " + t.Parameter + " does not exist"
+		case invalid[t.Parameter] != nil:
+			in.SourceProblem = "source missing: " + invalid[t.Parameter].Error()
+		default:
+			ami := found[t.Parameter]
+			in.AMI = &ami
+		}
+		if ng.LaunchTemplate != nil {
+			cur, err := r.Templates.Resolve(ctx, *ng.LaunchTemplate)
+			if err != nil {
+				return Inputs{}, err
+			}
+			in.Nodegroup.CurrentImage = cur.ImageID
+		}
+	} else {
+		rel, err := r.Client.ResolveRelease(ctx, ng.AMIType, ng.Version)
+		if err != nil {
+			return Inputs{}, err
+		}
+		if rel == nil || rel.Release == "" {
+			in.SourceProblem = "source missing: release parameter " + t.Parameter + " does not exist"
+		}
+		in.Nodegroup.Release = rel
+	}
+	if len(ng.AutoScalingGroups) > 0 {
+		out, err := r.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: ng.AutoScalingGroups[:1]})
+		if err != nil {
+			return Inputs{}, fmt.Errorf("describing the Auto Scaling group of managed node group %s: %w", t.Group, err)
+		}
+		if len(out.AutoScalingGroups) == 1 {
+			g := out.AutoScalingGroups[0]
+			var ids []string
+			for _, i := range g.Instances {
+				ids = append(ids, aws.ToString(i.InstanceId))
+			}
+			images, launched, err := ImageIDs(ctx, r.EC2, ids)
+			if err != nil {
+				return Inputs{}, err
+			}
+			in.View = BuildView(g, images, launched, nil, now)
+			if in.Nodegroup.CurrentImage == "" {
+				in.Nodegroup.CurrentImage = mostCommonImage(in.View)
+			}
+		}
+	}
+	return in, nil
+}
+
+// mostCommonImage is the AMI most instances of the view run ("" without instances).
+func mostCommonImage(v GroupView) string {
+	count, best := map[string]int{}, ""
+	for _, i := range v.Instances {
+		count[i.ImageID]++
+		if i.ImageID != "" && (best == "" || count[i.ImageID] > count[best] || count[i.ImageID] == count[best] && i.ImageID < best) {
+			best = i.ImageID
+		}
+	}
+	return best
 }

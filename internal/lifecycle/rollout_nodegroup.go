@@ -295,7 +295,7 @@ func (o *Orchestrator) nodegroupUpdate(ctx context.Context, r state.Rollout) (st
 	case "Successful":
 		p.UpdateStatus, r.Current = u.Status, nil
 		if p.Rollback {
-			r.Phase, r.RollbackFrom = state.PhaseRolledBack, nodegroupTarget(r)
+			r.Phase, r.RollbackFrom, r.Reason = state.PhaseRolledBack, nodegroupTarget(r), "rolled back after: "+failureText(p)
 			return o.save(ctx, r, "rolled-back", state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "rolled-back",
 				PreviousImage: targetLabel(r), NewImage: previousLabel(p, r.PreviousImageID), Source: r.Source, SourceVersion: r.SourceVersion, Detail: r.Reason})
 		}
@@ -314,7 +314,18 @@ func (o *Orchestrator) nodegroupUpdate(ctx context.Context, r state.Rollout) (st
 	}
 	p.UpdateStatus = u.Status
 	r.Reason = fmt.Sprintf("EKS update %s %s: EKS replaces the nodes itself (updateConfig %s)", u.ID, u.Status, updateConfigText(p))
+	if p.Rollback {
+		r.Reason = "rolling back after: " + failureText(p) + "; " + r.Reason
+	}
 	return r, errWait
+}
+
+// failureText is the errors EKS reported for the failed update, for status.
+func failureText(p *state.NodegroupProgress) string {
+	if len(p.UpdateErrors) == 0 {
+		return "the EKS update failed without an error"
+	}
+	return strings.Join(p.UpdateErrors, "; ")
 }
 
 // updateConfigText renders the node group's updateConfig as status shows it.

@@ -37,6 +37,8 @@ type EKSNodegroupSpec struct {
 	LaunchTemplateID, LaunchTemplateVersion string
 	// MaxUnavailable is the node group's updateConfig (0: unset, EKS's default of one node).
 	MaxUnavailable int32
+	// GroupTags are extra tags on the node group's Auto Scaling group, as a user would add them there.
+	GroupTags map[string]string
 }
 
 // nodegroup is one managed node group.
@@ -83,6 +85,9 @@ func (a *Account) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, e
 		"kubernetes.io/cluster/" + spec.Cluster:     "owned",
 		"k8s.io/cluster-autoscaler/enabled":         "true",
 		"k8s.io/cluster-autoscaler/" + spec.Cluster: "owned",
+	}
+	for k, v := range spec.GroupTags {
+		tags[k] = v
 	}
 	if err := a.CreateGroup(GroupSpec{Name: groupName, Min: spec.Min, Max: spec.Max, Desired: spec.Desired,
 		LaunchTemplateID: lt, LaunchTemplateVersion: ltVersion, Tags: tags}); err != nil {
