@@ -10,6 +10,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -64,7 +65,7 @@ func RunManagedNodegroup(ctx context.Context, out io.Writer, store *state.Memory
 	for _, id := range []string{MNGImageOld, MNGImageNew} {
 		a.RegisterImage(sim.ImageSpec{ID: id, Name: "amazon-eks-node-al2023-x86_64-standard-1.31-" + id[len(id)-2:], Created: start.AddDate(0, 0, -3)})
 	}
-	a.PublishEKSRelease(sim.EKSRelease{AMIType: MNGAMIType, KubernetesVersion: MNGVersion, Release: MNGReleaseOld, ImageID: MNGImageOld})
+	a.PublishEKSRelease(withReleaseParams(sim.EKSRelease{AMIType: MNGAMIType, KubernetesVersion: MNGVersion, Release: MNGReleaseOld, ImageID: MNGImageOld}))
 	group, err := a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: MNGCluster, Name: MNGName, AMIType: MNGAMIType, ReleaseVersion: MNGReleaseOld,
 		ImageID: MNGImageOld, InstanceType: "m5.large", Min: 3, Max: 6, Desired: 3, Tags: map[string]string{lifecycle.TagEnabled: "true"}})
 	if err != nil {
@@ -97,7 +98,7 @@ func RunManagedNodegroup(ctx context.Context, out io.Writer, store *state.Memory
 		}
 		if !published && r.Phase == state.PhaseIdle {
 			say("EKS publishes release %s (%s) for %s", MNGReleaseNew, MNGImageNew, MNGAMIType)
-			a.PublishEKSRelease(sim.EKSRelease{AMIType: MNGAMIType, KubernetesVersion: MNGVersion, Release: MNGReleaseNew, ImageID: MNGImageNew})
+			a.PublishEKSRelease(withReleaseParams(sim.EKSRelease{AMIType: MNGAMIType, KubernetesVersion: MNGVersion, Release: MNGReleaseNew, ImageID: MNGImageNew}))
 			published = true
 		}
 		if published && (r.Phase == state.PhaseCompleted || r.Phase == state.PhaseHalted || r.Phase == state.PhaseRolledBack) {
@@ -132,4 +133,14 @@ func RunManagedNodegroup(ctx context.Context, out io.Writer, store *state.Memory
 	say("%s ended %s on release %s: %d node(s) on %v, %d EKS update(s), %d Auto Scaling change(s) by the agent",
 		key, s.Phase, s.ReleaseVersion, len(s.Nodes), s.Nodes, s.Updates, s.AgentGroupCalls)
 	return s, nil
+}
+
+// withReleaseParams names r's public parameters as EKS publishes them.
+func withReleaseParams(r sim.EKSRelease) sim.EKSRelease {
+	rel, img, err := eks.ReleaseParameters(r.AMIType, r.KubernetesVersion)
+	if err != nil {
+		panic(err)
+	}
+	r.ReleaseParameter, r.ImageParameter = rel, img
+	return r
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -62,7 +63,7 @@ func newNGWorld(t *testing.T, custom bool, tags map[string]string) *ngWorld {
 			all[TagParameter] = ngCustomPath
 		}
 	} else {
-		a.PublishEKSRelease(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseOld, ImageID: ngAMI1})
+		a.PublishEKSRelease(withReleaseParams(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseOld, ImageID: ngAMI1}))
 		spec.AMIType, spec.ReleaseVersion, spec.ImageID = ngAMIType, releaseOld, ngAMI1
 	}
 	group, err := a.CreateEKSNodegroup(spec)
@@ -157,7 +158,7 @@ func TestManagedNodegroupReleaseBumpRollsWithOneUpdateAndNeverTouchesItsGroup(t 
 	r := w.runUntil(state.PhaseIdle)
 	require.Equal(t, releaseOld, r.Nodegroup.TargetRelease, "first sight: already on the recommended release")
 
-	w.a.PublishEKSRelease(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2})
+	w.a.PublishEKSRelease(withReleaseParams(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2}))
 	r = w.runUntil(state.PhaseCompleted)
 
 	ups := w.nodegroupUpdates()
@@ -174,7 +175,7 @@ func TestManagedNodegroupReleaseBumpRollsWithOneUpdateAndNeverTouchesItsGroup(t 
 	require.Contains(t, w.history(), "completed")
 
 	// C13: the release parameter written again with the same value (a new parameter Version) starts nothing.
-	w.a.PublishEKSRelease(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2})
+	w.a.PublishEKSRelease(withReleaseParams(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2}))
 	for range 5 {
 		r, err := w.tick()
 		require.NoError(t, err)
@@ -216,7 +217,7 @@ func TestManagedNodegroupFailedUpdateHaltsWithEKSErrorAndRollsBack(t *testing.T)
 			w.o.Policy.RollbackOnFailure = tc.rollback
 			w.runUntil(state.PhaseIdle)
 			w.a.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: "prod", Nodegroup: "workers", PodEviction: true})
-			w.a.PublishEKSRelease(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2})
+			w.a.PublishEKSRelease(withReleaseParams(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2}))
 			r := w.runUntil(tc.want)
 
 			require.Contains(t, r.Reason, "PodEvictionFailure", "EKS's error is the reason on status")
@@ -292,7 +293,7 @@ func TestManagedNodegroupCrashAfterEachEffectResumesWithoutASecondUpdate(t *test
 			if tc.custom {
 				w.a.PutParameter(ngCustomPath, ngAMI2)
 			} else {
-				w.a.PublishEKSRelease(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2})
+				w.a.PublishEKSRelease(withReleaseParams(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2}))
 			}
 			for i := 0; !c.fired; i++ {
 				r, err := w.tick()
@@ -318,7 +319,7 @@ func TestManagedNodegroupPauseHoldsTheUpdateUntilResumeAndAnUpdateUnderWayFinish
 	w := newNGWorld(t, false, nil)
 	w.runUntil(state.PhaseIdle)
 	w.pause = &state.Lock{Group: NodegroupKey("prod", "workers"), Who: "alice", Reason: "game day", Since: now0}
-	w.a.PublishEKSRelease(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2})
+	w.a.PublishEKSRelease(withReleaseParams(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2}))
 	for range 10 {
 		r, err := w.tick()
 		require.NoError(t, err)
@@ -369,4 +370,14 @@ func TestC12ManagedNodegroupNeverGoesPastTheControlPlane(t *testing.T) {
 	require.Contains(t, r.Reason, "newer Kubernetes version than the control plane")
 	require.Empty(t, w.nodegroupUpdates(), "refused before any update")
 	require.Zero(t, w.a.Calls()["ec2:CreateLaunchTemplateVersion"])
+}
+
+// withReleaseParams names r's public parameters as EKS publishes them.
+func withReleaseParams(r sim.EKSRelease) sim.EKSRelease {
+	rel, img, err := eks.ReleaseParameters(r.AMIType, r.KubernetesVersion)
+	if err != nil {
+		panic(err)
+	}
+	r.ReleaseParameter, r.ImageParameter = rel, img
+	return r
 }

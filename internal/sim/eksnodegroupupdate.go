@@ -7,7 +7,6 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/eks"
 )
 
 // How a managed node group update replaces the nodes (issue #22), after the Amazon EKS User Guide, "Understand
@@ -26,23 +25,26 @@ import (
 //     nodes as they were (the simulation models the failure before any old node is removed).
 
 // EKSRelease is one published release of an EKS-optimized AMI for node groups of AMIType at KubernetesVersion.
+// ReleaseParameter and ImageParameter are the public parameters that name it (eks.ReleaseParameters gives
+// them; "" puts none): the caller names them, so the account does not depend on the agent's path rules.
 type EKSRelease struct {
 	AMIType, KubernetesVersion, Release, ImageID string
+	ReleaseParameter, ImageParameter             string
 }
 
 type eksReleaseKey struct{ amiType, version string }
 
 // PublishEKSRelease publishes a release as EKS does: the release and its AMI become what UpdateNodegroupVersion
-// accepts for the AMI type and version, and the public parameters of eks.ReleaseParameters (release_version or
-// image_version, and image_id) name it from now on. Setup helper: not counted. It panics for an AMI type the
-// parameters do not cover (CUSTOM, Windows).
+// accepts for the AMI type and version, and the release's public parameters (Amazon EKS User Guide, "Retrieve
+// recommended Amazon Linux AMI IDs": release_version and image_id) name it from now on. Setup helper: not
+// counted.
 func (a *Account) PublishEKSRelease(r EKSRelease) {
-	release, image, err := eks.ReleaseParameters(r.AMIType, r.KubernetesVersion)
-	if err != nil {
-		panic("sim: " + err.Error())
+	if r.ReleaseParameter != "" {
+		a.PutParameter(r.ReleaseParameter, r.Release)
 	}
-	a.PutParameter(release, r.Release)
-	a.PutParameter(image, r.ImageID)
+	if r.ImageParameter != "" {
+		a.PutParameter(r.ImageParameter, r.ImageID)
+	}
 	defer a.lock()()
 	w := a.eksUpgradeLocked()
 	if w.releases == nil {
