@@ -66,6 +66,8 @@ Scenarios:
            surge first, drain the old instance of the replacement's AZ; ends with 3 instances in 3 AZs (docs/ecs.md)
   audit    no rollout: patch-agent audit of a mixed simulated fleet (--json: the JSON report; keeps no state)
   eks-upgrade  no rollout: patch-agent eks upgrade of a simulated EKS cluster from 1.30 to 1.31 (--json: the summary)
+  managed-node-group  an EKS managed node group follows a new AMI release: one UpdateNodegroupVersion, EKS
+           replaces the nodes, the agent never touches its Auto Scaling group (ends Completed; --json: the summary)
 
 --timeline FILE.svg draws the rollout: per group over simulated time, the desired capacity, the instances in
 service and healthy, those on the target AMI, those draining, and the spans a gate (pause, approval, soak,
@@ -88,6 +90,9 @@ directory must be writable, which is checked before the demo runs.`,
 			}
 			if scenario == demo.AuditScenario {
 				return runAuditDemo(cmd.Context(), cmd.OutOrStdout(), asJSON)
+			}
+			if scenario == demo.ManagedNodegroupScenario {
+				return runManagedNodegroupDemo(cmd.Context(), cmd.OutOrStdout(), asJSON, stateFile)
 			}
 			if scenario == demo.EKSUpgradeScenario {
 				return runEKSUpgradeDemo(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), asJSON, stateFile)
@@ -181,7 +186,42 @@ func demoScenarios() []string {
 	if !slices.Contains(names, demo.EKSUpgradeScenario) {
 		names = append(names, demo.EKSUpgradeScenario)
 	}
+	if !slices.Contains(names, demo.ManagedNodegroupScenario) {
+		names = append(names, demo.ManagedNodegroupScenario)
+	}
 	return names
+}
+
+// runManagedNodegroupDemo is `patch-agent demo --scenario managed-node-group`: its progress lines (or only the
+// summary as JSON, schemaVersion first). The exit status is 1 when the rollout did not end Completed.
+func runManagedNodegroupDemo(ctx context.Context, out io.Writer, asJSON bool, stateFile string) error {
+	store := state.NewMemory()
+	progress := out
+	if asJSON {
+		progress = nil
+	}
+	s, err := demo.RunManagedNodegroup(ctx, progress, store)
+	if err != nil {
+		return err
+	}
+	if stateFile != "" {
+		if err := saveSnapshot(stateFile, store); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		doc := struct {
+			SchemaVersion int `json:"schemaVersion"`
+			demo.ManagedNodegroupSummary
+		}{schema.Version, s}
+		if err := writePlainJSON(out, doc); err != nil {
+			return err
+		}
+	}
+	if s.Phase != string(state.PhaseCompleted) {
+		return fmt.Errorf("the managed node group rollout ended %s: %s", s.Phase, s.Reason)
+	}
+	return nil
 }
 
 // checkScenario refuses an unknown --scenario before anything runs, naming every known one.

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -111,6 +112,8 @@ that fails stops it with that one reason. --check runs only these checks, prints
 				SSM:         ssm.NewFromConfig(awsCfg),
 				SQS:         sqsAPI,
 				CloudWatch:  cloudwatch.NewFromConfig(awsCfg),
+				// EKS managed node groups tagged patch-agent/enabled=true are rollout targets.
+				EKSNodegroups: awseks.NewFromConfig(awsCfg),
 			}
 			store := state.NewDynamoDB(dynamoAPI, cfg.Table)
 			obs := newObservability(cfg, log, eventbridge.NewFromConfig(awsCfg), clock.RealClock{})

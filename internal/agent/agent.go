@@ -36,6 +36,8 @@ type Clients struct {
 	CloudWatch awsapi.CloudWatch
 	// InstanceTypes tells the AMI gate the architectures of instance types; nil: EC2, when it has the call.
 	InstanceTypes awsapi.EC2InstanceTypes
+	// EKSNodegroups makes EKS managed node groups rollout targets (nodegroups.go); nil: none are.
+	EKSNodegroups awsapi.EKSNodegroups
 }
 
 // Settings are the agent's timing and policy settings.
@@ -231,6 +233,9 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 		retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk},
 	}
+	if c.EKSNodegroups != nil {
+		a.orchestrator.Nodegroups = lifecycle.NodegroupClient{EKS: c.EKSNodegroups, SSM: c.SSM}
+	}
 	a.Consumer = &events.Consumer{SQS: c.SQS, QueueURL: s.QueueURL, Handler: a, Clock: clk, Log: log, VisibilityTimeout: s.VisibilityTimeout}
 	return a
 }
@@ -399,6 +404,7 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		a.alertSourceLocked(t, a.sourceErr[t.Parameter], ami)
 		a.settings.Observer.TargetObserved(t, v, r, ami)
 	}
+	a.reconcileNodegroupsLocked(ctx, locks, records, only) // nodegroups.go
 	if only == nil {
 		// Instances the agent drained for lifecycle actions that are back InService go back in service.
 		if err := a.hooks.Recover(ctx, d, records); err != nil {

@@ -98,3 +98,19 @@ func IsTimeout(err error) bool {
 func IsTransient(err error) bool {
 	return err != nil && (IsThrottled(err) || IsServerFault(err) || IsTimeout(err))
 }
+
+// IsResourceInUse reports whether err is EKS's ResourceInUseException: for UpdateNodegroupVersion, another
+// update of the node group is in progress (Amazon EKS API Reference, UpdateNodegroupVersion, "Errors"). The
+// caller waits and asks again; nothing was started.
+func IsResourceInUse(err error) bool {
+	code, _ := errorCode(err)
+	return code == "ResourceInUseException"
+}
+
+// IsInvalidRequest reports whether err is EKS's InvalidParameterException or InvalidRequestException: the
+// request cannot succeed as sent (a release version EKS does not know, a Kubernetes version for a node group
+// of a custom AMI, a node group that is not ACTIVE). Retrying the same request does not help.
+func IsInvalidRequest(err error) bool {
+	code, _ := errorCode(err)
+	return code == "InvalidParameterException" || code == "InvalidRequestException"
+}

@@ -220,6 +220,7 @@ var serviceOf = map[reflect.Type]string{
 	reflect.TypeFor[awsapi.CloudWatch]():         "cloudwatch",
 	reflect.TypeFor[awsapi.EventBridge]():        "events",
 	reflect.TypeFor[awsapi.EKS]():                "eks",
+	reflect.TypeFor[awsapi.EKSNodegroups]():      "eks",
 	reflect.TypeFor[selfcheck.GroupsAPI]():       "autoscaling",
 }
 
@@ -233,11 +234,6 @@ var implied = map[string]string{
 	// encrypted with the customer's key.
 	"kms:Decrypt":         "SQS decrypts received messages, DynamoDB reads items, with the stack's KMS key",
 	"kms:GenerateDataKey": "DynamoDB writes items (and SQS re-encrypts) with the stack's KMS key",
-	// EKS managed node groups (the EKS platform is being built): allowed ahead of the code, the update only on
-	// tagged node groups. An entry may stay once internal/awsapi declares the call.
-	"eks:DescribeNodegroup":      "EKS managed node groups: the node group's version and status",
-	"eks:UpdateNodegroupVersion": "EKS managed node groups: the rollout of a new AMI release",
-	"eks:DescribeUpdate":         "EKS managed node groups: the progress of that update",
 }
 
 // noPermission are calls IAM does not authorize: no policy needs to (or can) allow them, so the task role lists

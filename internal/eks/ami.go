@@ -256,3 +256,59 @@ func (a *Architectures) fill(ctx context.Context, types []string) error {
 	}
 	return nil
 }
+
+// ReleaseParameters returns the public SSM parameters that name the recommended release of a managed node
+// group's AMI type for Kubernetes version: release names the release version UpdateNodegroupVersion takes
+// (releaseVersion), image the AMI id of that release (for the AMI gate). The release is decided on the
+// release parameter's value, never on its Version.
+//
+// Paths (Amazon EKS User Guide, "Retrieve recommended Amazon Linux AMI IDs": the sub-parameters image_id and
+// release_version of .../recommended; "Retrieve recommended Bottlerocket AMI IDs": image_id and image_version
+// of .../latest, flavors -nvidia and -fips):
+//   - AL2_x86_64, AL2_x86_64_GPU, AL2_ARM_64: /aws/service/eks/optimized-ami/<v>/amazon-linux-2[-gpu|-arm64]/recommended/release_version;
+//   - AL2023_<arch>_STANDARD|NVIDIA|NEURON: /aws/service/eks/optimized-ami/<v>/amazon-linux-2023/<x86_64|arm64>/<standard|nvidia|neuron>/recommended/release_version;
+//   - BOTTLEROCKET_<arch>[_NVIDIA|_FIPS]: /aws/service/bottlerocket/aws-k8s-<v>[-nvidia|-fips]/<x86_64|arm64>/latest/image_version.
+//
+// Errors: a version that is not "1.<minor>" (ErrInvalidVersion), CUSTOM (the AMI is in the launch template:
+// the node group's own AMI parameter applies), Windows and unknown AMI types.
+func ReleaseParameters(amiType, version string) (release, image string, err error) {
+	if _, err := ParseVersion(version); err != nil {
+		return "", "", fmt.Errorf("building the release parameter path: Kubernetes version %w", err)
+	}
+	arch := ArchX86_64
+	if strings.Contains(amiType, "_ARM_64") {
+		arch = ArchARM64
+	}
+	eksAMI := func(variant string) (string, string, error) {
+		base := fmt.Sprintf("/aws/service/eks/optimized-ami/%s/%s/recommended/", version, variant)
+		return base + "release_version", base + "image_id", nil
+	}
+	switch amiType {
+	case "AL2_x86_64":
+		return eksAMI("amazon-linux-2")
+	case "AL2_x86_64_GPU":
+		return eksAMI("amazon-linux-2-gpu")
+	case "AL2_ARM_64":
+		return eksAMI("amazon-linux-2-arm64")
+	case "AL2023_x86_64_STANDARD", "AL2023_ARM_64_STANDARD":
+		return eksAMI("amazon-linux-2023/" + arch + "/standard")
+	case "AL2023_x86_64_NVIDIA", "AL2023_ARM_64_NVIDIA":
+		return eksAMI("amazon-linux-2023/" + arch + "/nvidia")
+	case "AL2023_x86_64_NEURON":
+		return eksAMI("amazon-linux-2023/x86_64/neuron")
+	case "BOTTLEROCKET_x86_64", "BOTTLEROCKET_ARM_64", "BOTTLEROCKET_x86_64_NVIDIA", "BOTTLEROCKET_ARM_64_NVIDIA",
+		"BOTTLEROCKET_x86_64_FIPS", "BOTTLEROCKET_ARM_64_FIPS":
+		flavor := ""
+		switch {
+		case strings.HasSuffix(amiType, "_NVIDIA"):
+			flavor = "-nvidia"
+		case strings.HasSuffix(amiType, "_FIPS"):
+			flavor = "-fips"
+		}
+		base := fmt.Sprintf("/aws/service/bottlerocket/aws-k8s-%s%s/%s/latest/", version, flavor, arch)
+		return base + "image_version", base + "image_id", nil
+	case "CUSTOM":
+		return "", "", fmt.Errorf("AMI type CUSTOM: the AMI is in the node group's launch template; tag the node group with %s naming its AMI parameter", "patch-agent/ami-parameter")
+	}
+	return "", "", fmt.Errorf("building the release parameter path: AMI type %q has no release parameter this agent knows (AL2, AL2023, Bottlerocket, or CUSTOM with an AMI parameter)", amiType)
+}

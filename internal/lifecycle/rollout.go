@@ -69,10 +69,15 @@ type Orchestrator struct {
 	AMIGate *AMIGate
 	// Activities tells why no replacement launched (capacity.go); nil: a replacement that never launches halts.
 	Activities awsapi.ScalingActivities
+	// Nodegroups sends and follows the UpdateNodegroupVersion of managed node group targets
+	// (rollout_nodegroup.go); nil when the agent rolls none.
+	Nodegroups NodegroupAPI
 
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
 	source     string        // why the target's source names no AMI now ("" when it names one): a gate (sourcegate.go)
 	lastStored state.Rollout // the record as last read or written in this Reconcile call
+
+	ng *NodegroupInputs // the managed node group being reconciled (nil for a group)
 }
 
 // leases is the lease rule of the orchestrator's TTL.
@@ -96,6 +101,8 @@ type Inputs struct {
 	// Record, when set, is the target's rollout record as read in this tick (Version 0 when it has none);
 	// nil reads it from the Store.
 	Record *state.Rollout
+	// Nodegroup, when set, makes the target an EKS managed node group (rollout_nodegroup.go).
+	Nodegroup *NodegroupInputs
 }
 
 // Reconcile advances t's rollout as far as the world allows in this tick. It returns the record as stored.
@@ -134,7 +141,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		}
 		r = next
 	}
-	o.pause = in.Pause
+	o.pause, o.ng = in.Pause, in.Nodegroup
 	o.source = sourceGate(in)
 	if in.Pause == nil && strings.HasPrefix(r.Reason, pausedPrefix) {
 		r.Reason = ""
@@ -204,6 +211,9 @@ var requestID = regexp.MustCompile(`RequestID: [^,]*, `)
 
 // step performs one transition. It returns errWait when the rollout must wait for the next tick.
 func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	if o.ng != nil {
+		return o.stepNodegroup(ctx, t, v, ami, r)
+	}
 	switch r.Phase {
 	case "", state.PhaseIdle, state.PhaseCompleted, state.PhaseRolledBack:
 		return o.detect(ctx, t, v, ami, r)

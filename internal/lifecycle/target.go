@@ -160,13 +160,16 @@ func Discover(ctx context.Context, api awsapi.AutoScaling, sources ...SourceReso
 			name := aws.ToString(g.AutoScalingGroupName)
 			t, err := TargetFromTags(name, groupTags(g))
 			if err == nil && t != nil {
+				err = managedNodegroupGroup(name, groupTags(g)) // nodegroups.go: EKS drains these itself
+			}
+			if err == nil && t != nil {
 				err = resolveSource(ctx, t, g, sources)
 			}
 			if err != nil {
 				d.Misconfigured[name] = err
 				tags := groupTags(g)
 				if p, c := strings.ToLower(tags[TagPlatform]), tags[TagCluster]; (p == PlatformECS || p == PlatformEKS) && c != "" &&
-					!errors.Is(err, ErrEnabledTagValue) {
+					!errors.Is(err, ErrEnabledTagValue) && !errors.Is(err, ErrManagedNodegroupGroup) {
 					d.Drainable[name] = Target{Group: name, Platform: p, Cluster: c}
 				}
 				continue

@@ -30,6 +30,15 @@ type EKSNodegroupSpec struct {
 	// ImageID and InstanceType are what EKS's launch template for the node group launches.
 	ImageID, InstanceType string
 	Min, Max, Desired     int32
+	// Tags are the node group's own tags (DescribeNodegroup tags; the opt-in and policy tags of the agent).
+	Tags map[string]string
+	// LaunchTemplateID, when set, is the user's launch template the node group was created with (the one a
+	// CUSTOM node group's AMI comes from), at LaunchTemplateVersion (default "1"); ImageID is then ignored.
+	LaunchTemplateID, LaunchTemplateVersion string
+	// MaxUnavailable is the node group's updateConfig (0: unset, EKS's default of one node).
+	MaxUnavailable int32
+	// GroupTags are extra tags on the node group's Auto Scaling group, as a user would add them there.
+	GroupTags map[string]string
 }
 
 // nodegroup is one managed node group.
@@ -38,6 +47,8 @@ type nodegroup struct {
 	arn       string
 	groupName string
 	createdAt time.Time
+	// ltID is the launch template the node group's Auto Scaling group launches from: EKS's own, or the user's.
+	ltID string
 }
 
 // CreateEKSNodegroup creates a managed node group of an existing EKS cluster and the Auto Scaling group EKS runs
@@ -62,7 +73,12 @@ func (a *Account) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, e
 	unlock()
 
 	groupName = "eks-" + spec.Name + "-" + id
-	lt := a.CreateLaunchTemplate("eks-"+id, spec.ImageID, spec.InstanceType)
+	lt, ltVersion := spec.LaunchTemplateID, spec.LaunchTemplateVersion
+	if lt == "" {
+		lt, ltVersion = a.CreateLaunchTemplate("eks-"+id, spec.ImageID, spec.InstanceType), "1"
+	} else if ltVersion == "" {
+		ltVersion, spec.LaunchTemplateVersion = "1", "1"
+	}
 	tags := map[string]string{
 		"eks:cluster-name":                          spec.Cluster,
 		"eks:nodegroup-name":                        spec.Name,
@@ -70,8 +86,11 @@ func (a *Account) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, e
 		"k8s.io/cluster-autoscaler/enabled":         "true",
 		"k8s.io/cluster-autoscaler/" + spec.Cluster: "owned",
 	}
+	for k, v := range spec.GroupTags {
+		tags[k] = v
+	}
 	if err := a.CreateGroup(GroupSpec{Name: groupName, Min: spec.Min, Max: spec.Max, Desired: spec.Desired,
-		LaunchTemplateID: lt, LaunchTemplateVersion: "1", Tags: tags}); err != nil {
+		LaunchTemplateID: lt, LaunchTemplateVersion: ltVersion, Tags: tags}); err != nil {
 		return "", err
 	}
 	defer a.lock()()
@@ -84,6 +103,7 @@ func (a *Account) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, e
 		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:nodegroup/%s/%s/%s", a.opts.Region, a.opts.AccountID, spec.Cluster, spec.Name, id),
 		groupName: groupName,
 		createdAt: a.now(),
+		ltID:      lt,
 	}
 	return groupName, nil
 }
@@ -207,5 +227,12 @@ func (c *EKSClient) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNo
 		Labels:         map[string]string{},
 		Tags:           map[string]string{},
 	}
+	for k, v := range s.Tags {
+		out.Tags[k] = v
+	}
+	if s.LaunchTemplateID != "" {
+		out.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Id: ptr(s.LaunchTemplateID), Version: ptr(s.LaunchTemplateVersion)}
+	}
+	out.UpdateConfig = &ekstypes.NodegroupUpdateConfig{MaxUnavailable: ptr(max(s.MaxUnavailable, 1))}
 	return &awseks.DescribeNodegroupOutput{Nodegroup: out}, nil
 }

@@ -72,6 +72,11 @@ type EKSInsightSpec struct {
 type EKSUpdateFailure struct {
 	Cluster, Addon, Nodegroup string
 	Errors                    []ekstypes.ErrorDetail
+	// PodEviction makes a node group's update fail with PodEvictionFailure (Errors ignored) as a
+	// PodDisruptionBudget that never lets a pod go would, unless the update is sent with force, which replaces
+	// the nodes anyway (Amazon EKS API Reference, UpdateNodegroupVersion: force). The failure stays until an
+	// update without force consumes it.
+	PodEviction bool
 }
 
 // EKSUpdateView is an update as the account holds it (EKSUpdates).
@@ -93,6 +98,10 @@ type eksUpdate struct {
 	errors                               []ekstypes.ErrorDetail
 	fails                                bool // ends Failed (with errors, when any were given)
 	createdAt                            time.Time
+	// force: a node group update sent with force (a PodEviction failure does not apply); phases, when set,
+	// runs the update's work at its end and calls its argument once the update may be Successful.
+	force  bool
+	phases func(end func())
 }
 
 type eksAddon struct {
@@ -116,6 +125,7 @@ type eksUpgradeWorld struct {
 	catalog  map[string][]EKSAddonVersion      // add-on name -> versions, newest first
 	insights map[string]map[string]*eksInsight // cluster -> id -> insight
 	failures []EKSUpdateFailure
+	releases map[eksReleaseKey][]EKSRelease // published node AMI releases (eksnodegroupupdate.go)
 }
 
 var eksUpgradeByAccount sync.Map // weak.Pointer[Account] -> *eksUpgradeWorld
@@ -280,7 +290,13 @@ func (a *Account) startUpdateLocked(u *eksUpdate, d time.Duration, done func(), 
 	u.id, u.status, u.createdAt = a.uuid(), ekstypes.UpdateStatusInProgress, a.now()
 	for i, f := range w.failures {
 		if f.Cluster == u.cluster && f.Addon == u.addon && f.Nodegroup == u.nodegroup {
+			if f.PodEviction && u.force {
+				continue // force replaces the nodes whatever the PodDisruptionBudgets say
+			}
 			u.errors, u.fails = f.Errors, true
+			if f.PodEviction {
+				u.errors = podEvictionFailure(u.nodegroup)
+			}
 			w.failures = slices.Delete(w.failures, i, i+1)
 			break
 		}
@@ -297,8 +313,15 @@ func (a *Account) startUpdateLocked(u *eksUpdate, d time.Duration, done func(), 
 			}
 			return
 		}
-		u.status = ekstypes.UpdateStatusSuccessful
-		done()
+		end := func() {
+			u.status = ekstypes.UpdateStatusSuccessful
+			done()
+		}
+		if u.phases != nil {
+			u.phases(end)
+			return
+		}
+		end()
 	})
 	return u
 }
@@ -663,9 +686,18 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 	if a.inProgressLocked(cluster, "", name) != nil {
 		return nil, &ekstypes.ResourceInUseException{Message: ptr("Nodegroup " + name + " has an update in progress"), ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
-	to := deref(in.Version)
+	to, custom := deref(in.Version), ng.spec.AMIType == string(ekstypes.AMITypesCustom)
 	switch {
-	case to != "" && ng.spec.AMIType == string(ekstypes.AMITypesCustom):
+	case in.LaunchTemplate != nil && deref(in.ReleaseVersion) != "":
+		return nil, &ekstypes.InvalidParameterException{Message: ptr("You cannot specify both a release version and a launch template"),
+			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
+	case in.LaunchTemplate != nil && (ng.spec.LaunchTemplateID == "" || deref(in.LaunchTemplate.Id) != ng.spec.LaunchTemplateID):
+		return nil, &ekstypes.InvalidParameterException{Message: ptr("The launch template must be the one the node group was created with"),
+			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
+	case custom && deref(in.ReleaseVersion) != "":
+		return nil, &ekstypes.InvalidParameterException{Message: ptr("You cannot specify a release version for a node group with a custom AMI: update its launch template instead"),
+			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
+	case to != "" && custom:
 		return nil, &ekstypes.InvalidParameterException{Message: ptr("You cannot specify a Kubernetes version for a node group with a custom AMI: update its launch template instead"),
 			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	case to == "":
@@ -674,12 +706,37 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 		return nil, &ekstypes.InvalidParameterException{Message: ptr(fmt.Sprintf("Requested Nodegroup Kubernetes Version %s is not supported with cluster version %s", to, cl.version)),
 			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
-	release := deref(in.ReleaseVersion)
-	if release == "" {
+	u := &eksUpdate{cluster: cluster, nodegroup: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate, force: in.Force}
+	if lt := in.LaunchTemplate; lt != nil {
+		t := a.templates[ng.spec.LaunchTemplateID]
+		version, err := strconv.ParseInt(deref(lt.Version), 10, 64)
+		if t == nil || err != nil || version < 1 || version > t.latest() {
+			return nil, &ekstypes.InvalidParameterException{Message: ptr("Launch template version " + deref(lt.Version) + " does not exist"),
+				ClusterName: ptr(cluster), NodegroupName: ptr(name)}
+		}
+		u.params = []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeLaunchTemplateVersion, Value: lt.Version}}
+		u.phases = func(end func()) {
+			a.replaceNodesLocked(ng, version, func() { ng.spec.LaunchTemplateVersion = deref(lt.Version); end() })
+		}
+		u = a.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() {}, nil)
+		return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
+	}
+	release, image := deref(in.ReleaseVersion), ""
+	switch r, found, catalog := a.releaseLocked(ng.spec.AMIType, to, release); {
+	case found:
+		release, image = r.Release, r.ImageID
+	case catalog && release != "":
+		return nil, &ekstypes.InvalidParameterException{Message: ptr(fmt.Sprintf("Requested release version %s is not valid for kubernetes version %s", release, to)),
+			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
+	case release == "":
 		release = fmt.Sprintf("%s.0-%s", to, a.now().Format("20060102"))
 	}
-	u := a.startUpdateLocked(&eksUpdate{cluster: cluster, nodegroup: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate,
-		params: []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: ptr(to)}, {Type: ekstypes.UpdateParamTypeReleaseVersion, Value: ptr(release)}}},
-		EKSNodegroupUpdateDuration, func() { ng.spec.Version, ng.spec.ReleaseVersion = to, release }, nil)
+	u.params = []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: ptr(to)}, {Type: ekstypes.UpdateParamTypeReleaseVersion, Value: ptr(release)}}
+	if image != "" && a.templates[ng.ltID] != nil && !custom {
+		u.phases = func(end func()) {
+			a.replaceNodesLocked(ng, a.newTemplateVersionLocked(ng.ltID, image), end)
+		}
+	}
+	u = a.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() { ng.spec.Version, ng.spec.ReleaseVersion = to, release }, nil)
 	return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
 }

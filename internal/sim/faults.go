@@ -673,3 +673,49 @@ func (c faultySTS) GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdent
 		return c.api.GetCallerIdentity(ctx, in, o...)
 	})
 }
+
+// EKSNodegroups wraps api (the managed node group rollouts' EKS calls).
+func (f *Faults) EKSNodegroups(api awsapi.EKSNodegroups) awsapi.EKSNodegroups {
+	return faultyEKSNodegroups{api, f}
+}
+
+type faultyEKSNodegroups struct {
+	api awsapi.EKSNodegroups
+	f   *Faults
+}
+
+func (c faultyEKSNodegroups) ListClusters(ctx context.Context, in *eks.ListClustersInput, o ...func(*eks.Options)) (*eks.ListClustersOutput, error) {
+	return call(ctx, c.f, "eks:ListClusters", false, func(ctx context.Context) (*eks.ListClustersOutput, error) {
+		return c.api.ListClusters(ctx, in, o...)
+	})
+}
+
+func (c faultyEKSNodegroups) ListNodegroups(ctx context.Context, in *eks.ListNodegroupsInput, o ...func(*eks.Options)) (*eks.ListNodegroupsOutput, error) {
+	return call(ctx, c.f, "eks:ListNodegroups", false, func(ctx context.Context) (*eks.ListNodegroupsOutput, error) {
+		return c.api.ListNodegroups(ctx, in, o...)
+	})
+}
+
+func (c faultyEKSNodegroups) DescribeNodegroup(ctx context.Context, in *eks.DescribeNodegroupInput, o ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error) {
+	return call(ctx, c.f, "eks:DescribeNodegroup", false, func(ctx context.Context) (*eks.DescribeNodegroupOutput, error) {
+		return c.api.DescribeNodegroup(ctx, in, o...)
+	})
+}
+
+func (c faultyEKSNodegroups) DescribeCluster(ctx context.Context, in *eks.DescribeClusterInput, o ...func(*eks.Options)) (*eks.DescribeClusterOutput, error) {
+	return call(ctx, c.f, "eks:DescribeCluster", false, func(ctx context.Context) (*eks.DescribeClusterOutput, error) {
+		return c.api.DescribeCluster(ctx, in, o...)
+	})
+}
+
+func (c faultyEKSNodegroups) UpdateNodegroupVersion(ctx context.Context, in *eks.UpdateNodegroupVersionInput, o ...func(*eks.Options)) (*eks.UpdateNodegroupVersionOutput, error) {
+	return call(ctx, c.f, "eks:UpdateNodegroupVersion", true, func(ctx context.Context) (*eks.UpdateNodegroupVersionOutput, error) {
+		return c.api.UpdateNodegroupVersion(ctx, in, o...)
+	})
+}
+
+func (c faultyEKSNodegroups) DescribeUpdate(ctx context.Context, in *eks.DescribeUpdateInput, o ...func(*eks.Options)) (*eks.DescribeUpdateOutput, error) {
+	return call(ctx, c.f, "eks:DescribeUpdate", false, func(ctx context.Context) (*eks.DescribeUpdateOutput, error) {
+		return c.api.DescribeUpdate(ctx, in, o...)
+	})
+}

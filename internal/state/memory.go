@@ -143,6 +143,7 @@ func clone(r Rollout) Rollout {
 		r.Current = &c
 	}
 	r.Replaced = append([]string(nil), r.Replaced...)
+	r.Nodegroup = cloneNodegroup(r.Nodegroup)
 	return r
 }
 

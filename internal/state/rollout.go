@@ -132,6 +132,9 @@ type Rollout struct {
 	LeaseOwner   string    `json:"leaseOwner,omitempty" dynamodbav:"leaseOwner,omitempty"`
 	LeaseExpires time.Time `json:"leaseExpires,omitempty" dynamodbav:"leaseExpires,omitempty"`
 
+	// Nodegroup is the progress of an EKS managed node group target (nodegroup.go); nil for groups.
+	Nodegroup *NodegroupProgress `json:"nodegroup,omitempty" dynamodbav:"nodegroup,omitempty"`
+
 	UpdatedAt time.Time `json:"updatedAt" dynamodbav:"updatedAt"`
 	// Version is the optimistic-concurrency counter: the Store's conditional writes compare it.
 	Version int64 `json:"version" dynamodbav:"version"`

@@ -105,6 +105,12 @@ var Transitions = []Transition{
 	{at(PhaseVerifying, ""), at(PhaseReplacing, ""), WriterAgent, "an instance not on the target"},
 	{at(PhaseVerifying, ""), at(PhaseCompleted, ""), WriterAgent, "all on the target, max restored"},
 	{at(PhaseRollingBack, StepReplacementHealthy), at(PhaseRolledBack, ""), WriterAgent, "template restored, surge undone"},
+	{at(PhasePreparing, ""), at(PhaseReplacing, StepNodegroupUpdate), WriterAgent, "managed node group: update token recorded"},
+	{at(PhaseReplacing, StepNodegroupUpdate), at(PhaseVerifying, ""), WriterAgent, "managed node group: EKS update Successful"},
+	{at(PhaseReplacing, StepNodegroupUpdate), at(PhaseRollingBack, StepNodegroupUpdate), WriterAgent, "managed node group: EKS update Failed, roll back"},
+	{at(PhaseReplacing, StepNodegroupUpdate), at(PhaseHalted, StepNodegroupUpdate), WriterAgent, "managed node group: EKS update Failed, no rollback"},
+	{at(PhaseRollingBack, StepNodegroupUpdate), at(PhaseRolledBack, ""), WriterAgent, "managed node group: previous version restored"},
+	{at(PhaseRollingBack, StepNodegroupUpdate), at(PhaseHalted, StepNodegroupUpdate), WriterAgent, "managed node group: rollback update Failed"},
 
 	{at(PhaseIdle, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
 	{at(PhaseCompleted, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback"},

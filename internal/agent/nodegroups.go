@@ -1,0 +1,66 @@
+package agent
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// reconcileNodegroupsLocked discovers the opted-in EKS managed node groups (lifecycle.NodegroupClient.Discover)
+// and advances each one's rollout (lifecycle.Orchestrator.ReconcileNodegroup) with the same records, pause
+// locks, backoff and observer as the groups. Without Clients.EKSNodegroups it does nothing. A failed discovery
+// is logged and skips the node groups this tick; the groups are not held by it.
+func (a *Agent) reconcileNodegroupsLocked(ctx context.Context, locks []state.Lock, records map[string]state.Rollout, only map[string]bool) {
+	if a.clients.EKSNodegroups == nil {
+		return
+	}
+	reader := a.nodegroupReader()
+	d, err := reader.Client.Discover(ctx)
+	if err != nil {
+		a.log.Warn("discovering EKS managed node groups failed; retrying next tick", zap.Error(err))
+		return
+	}
+	for key, err := range d.Misconfigured {
+		a.log.Warn("opted-in managed node group skipped", zap.String(logging.Group, key), zap.Error(err))
+	}
+	for _, key := range d.Names() {
+		if (only != nil && !only[key]) || !a.retries.Due(key) {
+			continue
+		}
+		t, ng := d.Targets[key], d.Nodegroups[key]
+		rec, known := records[key]
+		if !known {
+			rec = state.Rollout{Group: key, Platform: t.Platform, Cluster: t.Cluster}
+		}
+		in, err := reader.Inputs(ctx, t, ng, pauseFor(locks, key, a.clock.Now()), a.clock.Now())
+		if err != nil {
+			a.stepFailed(key, rec, "reading managed node group failed", err)
+			continue
+		}
+		in.Record = &rec
+		r, err := a.orchestrator.ReconcileNodegroup(ctx, t, in)
+		if err != nil {
+			if r.Group == "" {
+				r = rec
+			}
+			a.stepFailed(key, r, "managed node group rollout step failed", err)
+		} else {
+			a.retries.Succeeded(key)
+		}
+		if r.Group != "" {
+			records[key] = r
+		}
+		a.settings.Observer.TargetObserved(t, in.View, r, in.AMI)
+	}
+}
+
+// nodegroupReader reads managed node groups through the agent's clients.
+func (a *Agent) nodegroupReader() lifecycle.NodegroupReader {
+	client := lifecycle.NodegroupClient{EKS: a.clients.EKSNodegroups, SSM: a.clients.SSM}
+	return lifecycle.NodegroupReader{Client: client, AutoScaling: a.clients.AutoScaling, EC2: a.clients.EC2,
+		Templates: a.orchestrator.Templates, Resolver: a.resolver}
+}
