@@ -263,7 +263,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err := a.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			a.log.Error("reconcile failed; retrying next tick", zap.Error(err))
 		}
-		// Wake-up events make the loop look at their targets at once, between the polls (wake.go).
+		// Wake-up events make the loop look at their targets at once, between the polls (wake.go); they
+		// never postpone the next poll.
+		next := a.clock.After(a.settings.ReconcileInterval)
 		for waiting := true; waiting; {
 			select {
 			case <-ctx.Done():
@@ -271,7 +273,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				return nil
 			case <-a.wakes.signal():
 				a.ReconcileWoken(ctx)
-			case <-a.clock.After(a.settings.ReconcileInterval):
+			case <-next:
 				waiting = false
 			}
 		}

@@ -492,14 +492,25 @@ const history = `
 | same | AWS API calls per replaced instance, 1 s tick | 975.7 | 827.0 |
 | one ListRollouts per tick instead of a GetRollout per target | store reads per tick, 1,000 groups | 1,000 | 1 scan |
 | the next replacement starts once the drained instance's termination is accepted, not once it is gone | rollout overhead | 1.20 (30 s shutdown per instance) | 1.007 |
+| issue #21 item 4: rollouts and pause locks listed with one Query each of the sparse index kind-index instead of a Scan of the whole table each (history entries and completed lifecycle actions now expire after --history-retention) | DynamoDB Scans per reconcile tick | 2, each reading every item ever written | 0 |
+| same; the bench now counts the DynamoDB store's requests (on kumo), without its own reads | DynamoDB requests per replaced instance, 15 s tick | 51.2 (24.4 of them Scans) | 51.2 (0 Scans; 3 Queries per tick) |
+| sqs:ReceiveMessage counted apart (it grows with time, not work) | AWS API calls per replaced instance, 15 s tick | 79.8 with ReceiveMessage | 67.7 + 12.1 ReceiveMessage |
 
 ## Goals not met, and why
 
-- AWS API calls per replaced instance (goal <= 20): the agent polls while it waits for a replacement to boot
-  and for a drain to finish (Auto Scaling, EC2 and ECS reads every reconcile tick). Meeting the goal without
-  giving up reaction time needs event-driven waits: waking a target on the EventBridge events "EC2 Instance
-  Launch Successful", "ECS Container Instance State Change" and "ECS Task State Change" (their payloads carry
-  what the reads fetch) and polling only as a slow safety net. Not built yet.
+- AWS API calls per replaced instance (goal <= 20, ReceiveMessage apart): about 5.5 reads per reconcile tick
+  (DescribeAutoScalingGroups, the cluster view's ListContainerInstances + DescribeContainerInstances, and while
+  a drain lasts ListTasks x2 + DescribeTasks + a DescribeContainerInstances of the draining instance) over
+  about 12 ticks per instance at 15 s. The agent now parses the events that end these waits and looks at the
+  target they name at once (docs/events.md, "Wake-up events"), but the stack has no rule delivering them, the
+  simulated account emits none, and the poll is still 15 s: the count cannot fall until the poll becomes a
+  slow safety net. Reusing the cluster view's container instance ARN for the drain check (-3.0 per instance)
+  was built and withdrawn: under 20 % faults the C23 capacity-provider scenario stopped completing in 5 of 10
+  seeds, for a reason not found in time.
+- DynamoDB requests per replaced instance (goal <= 10): 51.2, of which 36.5 are the three listings of every
+  tick (pause locks, rollouts, drain marks; one Query each) and 13.4 writes (9.3 rollout transitions and
+  lease renewals, 4 lifecycle-action writes). Like the AWS calls, it falls with fewer ticks per instance.
+- Fleet scenario, concurrency and rate limits (issue #21 items 2 and 5): not built.
 - Peak RSS at 1,000 groups x 20 instances (goal <= 80 MiB): the figure is the whole test process, which also
   holds the simulated account (the "alone" figure); the agent's own share is the difference.
 `
