@@ -150,6 +150,13 @@ func inspectMessage(body []byte, topics []string) inspectDocument {
 				"sends heartbeats while the drain lasts, completes the action (CONTINUE), then deletes the message; "+
 				"a group the agent does not manage, or an action Auto Scaling does not confirm, is ignored with a warning", l.GroupName, l.InstanceID, l.HookName, drain)
 		}
+	case events.KindWakeUp:
+		d.Disposition = dispositionAct
+		what := "group " + ev.Wake.Group
+		if ev.Wake.Group == "" {
+			what = "the ECS groups of cluster " + ev.Wake.Cluster
+		}
+		d.Action = "looks again at " + what + " now instead of at the next poll (a re-read of AWS; the event itself changes nothing), then deletes the message"
 	case events.KindTestNotification:
 		d.Disposition = dispositionIgnore
 		d.Action = "none: " + ev.Reason

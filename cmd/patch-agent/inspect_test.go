@@ -34,7 +34,7 @@ func TestMessageInspectGivesTheDispositionAndTheAction(t *testing.T) {
 		{"ssm-parameter-change-image-validation-failed.json", dispositionIgnore, "failed to validate"},
 		{"scheduled-event.json", dispositionAct, "resolves every AMI parameter"},
 		{"sns-ecs-ami-update.json", dispositionAct, "resolves every AMI parameter"},
-		{"ecs-container-instance-state-change.json", dispositionIgnore, "none: "},
+		{"ecs-container-instance-state-change.json", dispositionAct, "looks again at the ECS groups of cluster default now"},
 		{"sns-wrapped-asg-hook-terminating.json", dispositionHold, "Terminating:Wait"},
 	} {
 		t.Run(c.sample, func(t *testing.T) {

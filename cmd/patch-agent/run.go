@@ -116,6 +116,16 @@ that fails stops it with that one reason. --check runs only these checks, prints
 				EKSNodegroups: awseks.NewFromConfig(awsCfg),
 			}
 			store := state.NewDynamoDB(dynamoAPI, cfg.Table)
+			if err := store.SetRetention(cfg.HistoryRetention); err != nil {
+				return fmt.Errorf("--history-retention: %w", err)
+			}
+			// Records written before the index kind-index (an earlier version) join it once, before the
+			// first tick lists pause locks and rollouts from it (docs/state.md, "Upgrading").
+			if n, err := store.Backfill(cmd.Context()); err != nil {
+				return fmt.Errorf("indexing records of table %s: %w", cfg.Table, err)
+			} else if n > 0 {
+				log.Info("indexed records written before the index", zap.Int(logging.Records, n))
+			}
 			obs := newObservability(cfg, log, eventbridge.NewFromConfig(awsCfg), clock.RealClock{})
 			eksPlatforms, eksSources := newEKS(awsCfg, ec2.NewFromConfig(awsCfg), clock.RealClock{})
 			a := agent.New(clients, agent.Settings{QueueURL: cfg.QueueURL, ReconcileInterval: cfg.ReconcileInterval,

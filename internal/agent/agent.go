@@ -98,6 +98,8 @@ type Agent struct {
 	hookProblems map[string]string
 	// retries backs off targets whose rollout step (or cluster observation) failed, by group
 	retries *lifecycle.Retries
+	// wakes holds the groups and clusters wake-up events named since the last look (wake.go)
+	wakes wakeSet
 }
 
 // instanceImage is a cached DescribeInstances answer.
@@ -266,11 +268,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err := a.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			a.log.Error("reconcile failed; retrying next tick", zap.Error(err))
 		}
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			return nil
-		case <-a.clock.After(a.settings.ReconcileInterval):
+		// Wake-up events make the loop look at their targets at once, between the polls (wake.go); they
+		// never postpone the next poll.
+		next := a.clock.After(a.settings.ReconcileInterval)
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				wg.Wait()
+				return nil
+			case <-a.wakes.signal():
+				a.ReconcileWoken(ctx)
+			case <-next:
+				waiting = false
+			}
 		}
 	}
 }
@@ -287,6 +297,7 @@ func (a *Agent) Reconcile(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	defer func() { a.lastTick.Store(a.clock.Now().UnixNano()) }()
+	a.wakes.take() // a full pass looks at every target the wake-ups named
 	return a.reconcileLocked(ctx, nil)
 }
 
@@ -515,6 +526,8 @@ func (a *Agent) route(ctx context.Context, ev events.Event) (events.Disposition,
 		return disp, err
 	case events.KindLifecycleAction:
 		return a.handleLifecycle(ctx, ev)
+	case events.KindWakeUp:
+		return a.handleWakeUp(ev)
 	}
 	return events.Ignored, nil
 }

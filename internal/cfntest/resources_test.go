@@ -10,6 +10,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 func TestQueuePolicyAdmitsExactlyTheRulesOfTheStack(t *testing.T) {
@@ -178,4 +179,33 @@ func TestDashboardBodyIsJSON(t *testing.T) {
 	for _, w := range body.Widgets {
 		require.NotEmpty(t, w.Properties["title"], "every widget has a title")
 	}
+}
+
+// TestTableHasTheIndexTheStoreQueries: the stack's table and internal/state agree on the sparse index that
+// ListRollouts and ListLocks query, and the task role may query it (and nothing else of the index's).
+func TestTableHasTheIndexTheStoreQueries(t *testing.T) {
+	s := loadStack(t, defaultConfig)
+	tbl, err := s.tpl.GetDynamoDBTableWithName("Table")
+	require.NoError(t, err)
+	require.Len(t, tbl.GlobalSecondaryIndexes, 1)
+	ix := tbl.GlobalSecondaryIndexes[0]
+	require.Equal(t, state.IndexKind, ix.IndexName)
+	require.Len(t, ix.KeySchema, 2)
+	require.Equal(t, state.AttrKind, ix.KeySchema[0].AttributeName)
+	require.Equal(t, "HASH", ix.KeySchema[0].KeyType)
+	require.Equal(t, state.AttrPK, ix.KeySchema[1].AttributeName)
+	require.Equal(t, "RANGE", ix.KeySchema[1].KeyType)
+	require.NotNil(t, ix.Projection)
+	require.Equal(t, "ALL", aws.ToString(ix.Projection.ProjectionType), "the listings decode whole records from the index")
+	defined := map[string]bool{}
+	for _, a := range tbl.AttributeDefinitions {
+		defined[a.AttributeName] = true
+	}
+	require.True(t, defined[state.AttrKind], "the index key is an attribute definition")
+
+	sts := s.roleStatements(t, "TaskRole")
+	index := arnOf("Table") + "/index/" + state.IndexKind
+	require.True(t, allows(t, sts, request{"dynamodb:Query", index, nil}), "the task role queries the index")
+	require.False(t, allows(t, sts, request{"dynamodb:Scan", index, nil}), "the index is never scanned")
+	require.False(t, allows(t, sts, request{"dynamodb:Query", arnOf("Table") + "/index/other", nil}))
 }

@@ -53,6 +53,10 @@ type Config struct {
 	// 2m, at least 10s). Another replica takes over a crashed one's work after the TTL plus a quarter of it,
 	// the margin for clock skew between replicas (state.LeaseRule).
 	LeaseTTL time.Duration `json:"leaseTtl"`
+	// HistoryRetention is how long history entries and completed lifecycle-action records stay in the table
+	// before DynamoDB's time to live removes them (default 90 days; 0 keeps them forever; otherwise at least
+	// 14 days, state.MinRetention).
+	HistoryRetention time.Duration `json:"historyRetention"`
 	// MetricsInterval is how often the metrics are sent to CloudWatch (namespace PatchAgent); 0 sends none.
 	MetricsInterval time.Duration `json:"metricsInterval"`
 	// HealthAddr is where /healthz, /readyz (and /metrics with Prometheus) are served; "" serves nothing.
@@ -85,6 +89,7 @@ func Default() Config {
 		LogLevel:          envOr(EnvLogLevel, "info"),
 		OwnerID:           host,
 		LeaseTTL:          envDuration(EnvLeaseTTL, state.DefaultLeaseTTL),
+		HistoryRetention:  state.DefaultRetention,
 		MetricsInterval:   60 * time.Second,
 		HealthAddr:        ":8080",
 		EventBus:          "default",
@@ -129,6 +134,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.OwnerID, "owner-id", c.OwnerID, "name of this replica in leases and logs")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a replica's lease on a target or lifecycle action lasts without renewal; "+
 		"another replica takes over after it plus a quarter of it (clock skew margin); at least 10s (env "+EnvLeaseTTL+")")
+	fs.DurationVar(&c.HistoryRetention, "history-retention", c.HistoryRetention, "how long history entries and completed lifecycle-action records are kept "+
+		"before the table's time to live removes them; 0 keeps them forever, otherwise at least 336h (14 days, the longest SQS keeps a message)")
 	fs.DurationVar(&c.MetricsInterval, "metrics-interval", c.MetricsInterval, "how often metrics are sent to CloudWatch (namespace PatchAgent); 0 sends none")
 	fs.StringVar(&c.HealthAddr, "health-addr", c.HealthAddr, "address of the /healthz and /readyz endpoints (and /metrics with --prometheus); empty serves none")
 	fs.BoolVar(&c.Prometheus, "prometheus", c.Prometheus, "serve the metrics in the Prometheus text format on /metrics of --health-addr")
@@ -196,6 +203,9 @@ func (c Config) Validate() error {
 	}
 	if err := ValidateLeaseTTL(c.LeaseTTL); err != nil {
 		errs = append(errs, err)
+	}
+	if err := (&state.DynamoDB{}).SetRetention(c.HistoryRetention); err != nil {
+		errs = append(errs, fmt.Errorf("--history-retention: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -39,6 +39,10 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		{"lease TTL of 10s is the minimum", func(c *Config) { c.LeaseTTL = 10 * time.Second }, ""},
 		{"lease TTL below 10s", func(c *Config) { c.LeaseTTL = 9 * time.Second }, "--lease-ttl 9s is below 10s"},
 		{"zero lease TTL", func(c *Config) { c.LeaseTTL = 0 }, "--lease-ttl 0s is below 10s"},
+		{"default history retention is 90 days", func(c *Config) { require.Equal(t, 90*24*time.Hour, c.HistoryRetention) }, ""},
+		{"history retention 0 keeps records forever", func(c *Config) { c.HistoryRetention = 0 }, ""},
+		{"history retention of 14 days is the minimum", func(c *Config) { c.HistoryRetention = 14 * 24 * time.Hour }, ""},
+		{"history retention below 14 days", func(c *Config) { c.HistoryRetention = 24 * time.Hour }, "--history-retention: retention 24h0m0s: want 0 (keep forever) or at least 336h0m0s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,6 +37,12 @@ func (e Event) Describe() string {
 		b.WriteString("scheduled tick: resolve every tracked parameter")
 	case KindAMIAnnouncement:
 		b.WriteString("ECS-optimized AMI update announcement: resolve every tracked parameter")
+	case KindWakeUp:
+		if w := e.Wake; w != nil && w.Group != "" {
+			fmt.Fprintf(&b, "wake-up (%s, instance %s): look again at group %s", e.DetailType, w.InstanceID, w.Group)
+		} else if w != nil {
+			fmt.Fprintf(&b, "wake-up (%s, instance %s, %s): look again at the groups of cluster %s", e.DetailType, w.InstanceID, w.Status, w.Cluster)
+		}
 	case KindTestNotification:
 		fmt.Fprintf(&b, "test notification for group %s, ignored", e.Group)
 	case KindUnknown:

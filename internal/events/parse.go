@@ -174,8 +174,9 @@ var eventBridgeKinds = map[eventBridgeKey]eventBridgeConverter{
 	{"aws.events", "Scheduled Event"}:                                           scheduledTick,
 	{"aws.autoscaling", detailTypeLaunchAction}:                                 lifecycleFromEventBridge,
 	{"aws.autoscaling", detailTypeTerminateAction}:                              lifecycleFromEventBridge,
-	{"aws.ecs", "ECS Container Instance State Change"}:                          ignored(reasonContainerInstanceStateChange),
-	{"aws.autoscaling", "EC2 Instance Launch Successful"}:                       ignored(reasonLaunchSuccessful),
+	{"aws.ecs", "ECS Container Instance State Change"}:                          containerInstanceChange,
+	{"aws.autoscaling", "EC2 Instance Launch Successful"}:                       launchResult,
+	{"aws.autoscaling", "EC2 Instance Launch Unsuccessful"}:                     launchResult,
 	{"aws.autoscaling", "EC2 Auto Scaling Instance Refresh Checkpoint Reached"}: ignored(reasonRefreshCheckpoint),
 }
 

@@ -18,6 +18,7 @@ var validKinds = map[Kind]bool{
 	KindLifecycleAction:  true,
 	KindTestNotification: true,
 	KindAMIAnnouncement:  true,
+	KindWakeUp:           true,
 	KindUnknown:          true,
 }
 
@@ -96,13 +97,14 @@ func TestParseFixtures(t *testing.T) {
 			},
 		},
 		{
-			name:     "ECS container instance state change is ignored",
+			name:     "ECS container instance state change wakes the groups of its cluster",
 			file:     "ecs-container-instance-state-change.json",
-			kind:     KindUnknown,
+			kind:     KindWakeUp,
 			envelope: EnvelopeEventBridge,
 			id:       "8952ba83-7be2-4ab5-9c32-6687532d15a2",
 			check: func(t *testing.T, ev Event) {
-				require.Contains(t, ev.Reason, "ECS Container Instance State Change")
+				require.Equal(t, &WakeUp{Cluster: "default", InstanceID: "i-f3a8506b", Status: "ACTIVE"}, ev.Wake)
+				require.Empty(t, ev.Group, "the event names a cluster, not a group")
 			},
 		},
 		{
@@ -167,12 +169,26 @@ func TestParseFixtures(t *testing.T) {
 			},
 		},
 		{
-			name:     "instance launch successful is ignored but names its group",
+			name:     "instance launch successful wakes its group",
 			file:     "instance-launch-successful.json",
-			kind:     KindUnknown,
+			kind:     KindWakeUp,
 			envelope: EnvelopeEventBridge,
 			id:       "12345678-1234-1234-1234-123456789012",
 			group:    "my-auto-scaling-group",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, &WakeUp{Group: "my-auto-scaling-group", InstanceID: "i-1234567890abcdef0", Status: "InProgress"}, ev.Wake)
+			},
+		},
+		{
+			name:     "instance launch unsuccessful wakes its group",
+			file:     "instance-launch-unsuccessful.json",
+			kind:     KindWakeUp,
+			envelope: EnvelopeEventBridge,
+			id:       "3e3c153a-8339-4e30-8c35-687ebef853fe",
+			group:    "my-auto-scaling-group",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, &WakeUp{Group: "my-auto-scaling-group", InstanceID: "i-1234567890abcdef0", Status: "Failed"}, ev.Wake)
+			},
 		},
 		{
 			name:     "instance refresh checkpoint is ignored but names its group",
@@ -461,6 +477,8 @@ func TestParseMalformed(t *testing.T) {
 		{"SNS notification with a Message that is not a string", `{"Type":"Notification","MessageId":"m-1","TopicArn":"t","Message":{"a":1}}`, "decoding SNS notification"},
 		{"SNS-wrapped lifecycle action without token", snsWrap(`{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`), "SNS notification sns-1 from topic arn:aws:sns:us-east-1:111122223333:t: lifecycle action"},
 		{"SNS notification with a bad Timestamp", `{"Type":"Notification","MessageId":"m-1","TopicArn":"t","Message":"hi","Timestamp":"yesterday"}`, `SNS Timestamp "yesterday" is not an RFC 3339 time`},
+		{"launch result without group", ebPrefix + `"detail-type":"EC2 Instance Launch Successful","detail":{"EC2InstanceId":"i-1","StatusCode":"InProgress"}}`, "detail.AutoScalingGroupName is missing"},
+		{"container instance change without cluster ARN", `{"version":"0","id":"eb-3","detail-type":"ECS Container Instance State Change","source":"aws.ecs","time":"2024-01-13T00:12:37Z","detail":{"ec2InstanceId":"i-1","clusterArn":"default"}}`, "detail.clusterArn is missing or not a cluster ARN"},
 		{"lifecycle action without token", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, "is missing LifecycleActionToken"},
 		{"lifecycle action without instance id", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, "is missing EC2InstanceId"},
 		{"lifecycle action without group name", `{"LifecycleHookName":"h","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, "is missing AutoScalingGroupName"},

@@ -39,6 +39,7 @@ const (
 	Attempt           = "attempt"  // failures in a row of the step being retried
 	Build             = "build"    // the agent's version, commit and build date (internal/buildinfo)
 	Actor             = "actor"    // the identity (STS caller ARN) of the operator whose command the agent acts on
+	Records           = "records"  // how many table records a start-up step changed (state.DynamoDB.Backfill)
 )
 
 // New returns a JSON logger at the given level ("debug", "info", "warn", "error") writing to w.

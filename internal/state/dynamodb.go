@@ -25,7 +25,10 @@ type DynamoDBAPI interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	// Scan serves only Backfill, once at start-up: no read of the reconcile loop scans the table.
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	// UpdateItem serves only Backfill: it adds the index attribute to an item written before the index.
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	// TransactWriteItems writes a rollout record and its history entries atomically (PutRolloutWithHistory).
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
@@ -49,9 +52,16 @@ const (
 	AttrSK = "sk"
 	// AttrVersion is the optimistic-concurrency counter every conditional write compares.
 	AttrVersion = "version"
-	// AttrExpiresAt is the table's TTL attribute (epoch seconds, a Number). Only processed-event (dedupe)
-	// records carry it; rollout, hook, history and lock items never do, so they are never expired.
+	// AttrExpiresAt is the table's TTL attribute (epoch seconds, a Number). Processed-event (dedupe) records
+	// carry it, and, with a retention set (SetRetention), history entries and completed lifecycle-action
+	// records; rollout, lock, drain-mark and open lifecycle-action items never do, so they are never expired.
 	AttrExpiresAt = "expiresAt"
+	// AttrKind is the partition key of the sparse index IndexKind: "rollout" on rollout records, "lock" on
+	// pause locks, absent on every other item (so the index holds only those two kinds).
+	AttrKind = "kind"
+	// IndexKind is the global secondary index (hash AttrKind, range AttrPK, every attribute projected) that
+	// ListRollouts and ListLocks Query instead of scanning the table.
+	IndexKind = "kind-index"
 
 	pkTargetPrefix   = "target#"
 	pkHookPrefix     = "hook#"
@@ -80,6 +90,9 @@ type DynamoDB struct {
 	// pageSize is the Limit of each Scan/Query page; 0 lets DynamoDB page at 1 MB. Tests lower it to
 	// exercise pagination.
 	pageSize int32
+	// retention, when above zero, is how long history entries and completed lifecycle-action records are
+	// kept: they carry expiresAt = their time + retention (SetRetention).
+	retention time.Duration
 	// seq makes the sort keys of history entries written by this store at the same nanosecond unique and
 	// keeps them in write order.
 	seq atomic.Uint64
@@ -183,6 +196,7 @@ func (d *DynamoDB) PutRolloutWithHistory(ctx context.Context, r Rollout, history
 		if entries[i], err = marshal(e); err != nil {
 			return Rollout{}, fmt.Errorf("%s: %w", where, err)
 		}
+		d.expire(entries[i], e.At)
 	}
 	for attempt := 1; ; attempt++ {
 		items := []types.TransactWriteItem{{Put: rollout}}
@@ -228,9 +242,14 @@ func canceledOnCondition(err error) []bool {
 	return out
 }
 
-// ListRollouts implements Store with a paginated, strongly consistent Scan filtered on sk = "rollout".
+// ListRollouts implements Store with a paginated Query of the index IndexKind on kind = "rollout": its cost
+// grows with the rollout records, not with the history and lifecycle actions of the table. Index reads are
+// eventually consistent (Amazon DynamoDB Developer Guide, "Using Global Secondary Indexes in DynamoDB":
+// strongly consistent reads are not supported on a global secondary index); a record listed one write behind
+// costs its writer an ErrConflict, never an effect, because every rollout write is conditional on the
+// version.
 func (d *DynamoDB) ListRollouts(ctx context.Context) ([]Rollout, error) {
-	out, err := scanSortKey[Rollout](ctx, d, skRollout)
+	out, err := queryKind[Rollout](ctx, d, skRollout)
 	if err != nil {
 		return nil, fmt.Errorf("listing rollouts in table %s: %w", d.table, err)
 	}
@@ -273,6 +292,7 @@ func (d *DynamoDB) AppendHistory(ctx context.Context, e HistoryEntry) error {
 	if err != nil {
 		return fmt.Errorf("appending history of %s to table %s: %w", e.Group, d.table, err)
 	}
+	d.expire(item, e.At)
 	pk, _ := RolloutKey(e.Group)
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
 	if err != nil {
@@ -344,6 +364,7 @@ func (d *DynamoDB) PutLock(ctx context.Context, l Lock) error {
 	}
 	item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
 	item[AttrSK] = &types.AttributeValueMemberS{Value: sk}
+	item[AttrKind] = &types.AttributeValueMemberS{Value: skLock}
 	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
 		return fmt.Errorf("writing %s lock: table %s (pk %s, sk %s): %w", l.Scope(), d.table, pk, sk, err)
 	}
@@ -360,10 +381,12 @@ func (d *DynamoDB) DeleteLock(ctx context.Context, group string) error {
 	return nil
 }
 
-// ListLocks implements Store with a paginated, strongly consistent Scan filtered on sk = "lock": the global
-// lock first (its group is GlobalScope, the empty string), then the group locks sorted by group.
+// ListLocks implements Store with a paginated Query of the index IndexKind on kind = "lock": the global
+// lock first (its group is GlobalScope, the empty string), then the group locks sorted by group. Like
+// ListRollouts, the read is eventually consistent: a pause is seen once the index has it (normally within a
+// second), well within the one reconcile tick a pause may take to stop new destructive steps.
 func (d *DynamoDB) ListLocks(ctx context.Context) ([]Lock, error) {
-	out, err := scanSortKey[Lock](ctx, d, skLock)
+	out, err := queryKind[Lock](ctx, d, skLock)
 	if err != nil {
 		return nil, fmt.Errorf("listing locks in table %s: %w", d.table, err)
 	}
@@ -429,40 +452,6 @@ func epochSecondsCeil(t time.Time) int64 {
 	return s
 }
 
-// scanSortKey returns every item whose sort key is sk, decoded as T, with a paginated, strongly consistent
-// Scan (Limit d.pageSize per page when set), in the table's order.
-func scanSortKey[T any](ctx context.Context, d *DynamoDB, sk string) ([]T, error) {
-	filter := expression.Name(AttrSK).Equal(expression.Value(sk))
-	expr, err := expression.NewBuilder().WithFilter(filter).Build()
-	if err != nil {
-		return nil, fmt.Errorf("building filter: %w", err)
-	}
-	in := &dynamodb.ScanInput{
-		TableName:                 aws.String(d.table),
-		FilterExpression:          expr.Filter(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-		ConsistentRead:            aws.Bool(true),
-	}
-	if d.pageSize > 0 {
-		in.Limit = aws.Int32(d.pageSize)
-	}
-	out := []T{}
-	pages := dynamodb.NewScanPaginator(d.api, in)
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		var items []T
-		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
-			return nil, fmt.Errorf("decoding: %w", err)
-		}
-		out = append(out, items...)
-	}
-	return out, nil
-}
-
 // get reads one item with a strongly consistent GetItem and decodes it into v; ErrNotFound when missing.
 func (d *DynamoDB) get(ctx context.Context, pk, sk string, v any) error {
 	out, err := d.api.GetItem(ctx, &dynamodb.GetItemInput{
@@ -491,6 +480,7 @@ func (d *DynamoDB) versionedPut(pk, sk string, expected int64, record any) (*typ
 	}
 	item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
 	item[AttrSK] = &types.AttributeValueMemberS{Value: sk}
+	d.stamp(item, sk, record)
 
 	cond := expression.AttributeNotExists(expression.Name(AttrPK))
 	if expected != 0 {
@@ -556,9 +546,11 @@ func isConditionalCheckFailed(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ConditionalCheckFailedException"
 }
 
-// CreateTable creates the agent's table (on-demand capacity, string keys pk (HASH) and sk (RANGE)) and waits
+// CreateTable creates the agent's table (on-demand capacity, string keys pk (HASH) and sk (RANGE), the index
+// IndexKind) and waits
 // until it is ACTIVE, at most 5 minutes or until ctx ends. A table that already exists is accepted when its
-// key schema matches, so set-up can run again; one with another key schema is an error.
+// key schema matches and it has the index, so set-up can run again; one with another key schema or without the
+// index is an error.
 // Time to live on AttrExpiresAt and point-in-time recovery are not set here: the CloudFormation template
 // enables them (docs/state.md).
 func CreateTable(ctx context.Context, api TableAPI, table string) error {
@@ -568,11 +560,13 @@ func CreateTable(ctx context.Context, api TableAPI, table string) error {
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String(AttrPK), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(AttrSK), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(AttrKind), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(AttrPK), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(AttrSK), KeyType: types.KeyTypeRange},
 		},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{kindIndex()},
 	})
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
@@ -588,6 +582,9 @@ func CreateTable(ctx context.Context, api TableAPI, table string) error {
 	}
 	if got := keySchema(out.Table); got != "pk:HASH,sk:RANGE" {
 		return fmt.Errorf("table %s exists with key schema %q, want pk:HASH,sk:RANGE", table, got)
+	}
+	if !hasKindIndex(out.Table) {
+		return fmt.Errorf("table %s has no index %s (hash %s, range %s): ListRollouts and ListLocks query it (docs/state.md)", table, IndexKind, AttrKind, AttrPK)
 	}
 	return nil
 }

@@ -1,0 +1,107 @@
+package agent
+
+import (
+	"context"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+)
+
+// wakeSet collects the groups and ECS clusters named by wake-up events (events.KindWakeUp) until the agent's
+// loop looks at them. Safe for concurrent use; the zero value is ready.
+type wakeSet struct {
+	mu       sync.Mutex
+	groups   map[string]bool
+	clusters map[string]bool
+	ch       chan struct{}
+}
+
+// signal returns the channel that receives a value when a wake-up was added since the last take.
+func (w *wakeSet) signal() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(chan struct{}, 1)
+	}
+	return w.ch
+}
+
+// add records a wake-up and signals the loop (without blocking: one pending signal covers many wake-ups).
+func (w *wakeSet) add(group, cluster string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.groups == nil {
+		w.groups, w.clusters = map[string]bool{}, map[string]bool{}
+	}
+	if group != "" {
+		w.groups[group] = true
+	}
+	if cluster != "" {
+		w.clusters[cluster] = true
+	}
+	if w.ch == nil {
+		w.ch = make(chan struct{}, 1)
+	}
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// take returns and clears the recorded groups and clusters.
+func (w *wakeSet) take() (groups, clusters map[string]bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	groups, clusters = w.groups, w.clusters
+	w.groups, w.clusters = nil, nil
+	return groups, clusters
+}
+
+// handleWakeUp records the target a wake-up event names — its Auto Scaling group, or every ECS target of its
+// cluster — for the loop to look at now instead of at the next poll, and deletes the message. It makes no AWS
+// call and takes no lock: a wake-up never waits for a fleet pass, and a lifecycle action handled beside it
+// never waits for the wake-up. The event is a claim: what it says (launched, DRAINING, ACTIVE) is not used;
+// the look it causes re-reads AWS as the poll would (docs/events.md, "Wake-up events"). A lost or late event
+// only delays a rollout until the next poll.
+func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
+	w := ev.Wake
+	if w == nil || (w.Group == "" && w.Cluster == "") {
+		return events.Ignored, nil
+	}
+	a.wakes.add(w.Group, w.Cluster)
+	return events.Done, nil
+}
+
+// ReconcileWoken looks at the targets that wake-up events named since the last look: the groups named, and
+// the ECS targets of the clusters named, among the discovered targets; targets the agent does not manage are
+// left out. The look is the reconcile of a tick restricted to those targets. Run calls it when a wake-up
+// arrives; errors are logged (the poll looks again).
+func (a *Agent) ReconcileWoken(ctx context.Context) {
+	groups, clusters := a.wakes.take()
+	if len(groups) == 0 && len(clusters) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	only := wokenTargets(a.discovered, groups, clusters)
+	if len(only) == 0 {
+		return
+	}
+	if err := a.reconcileLocked(ctx, only); err != nil {
+		a.log.Warn("looking at woken targets failed; the next poll looks again", zap.Error(err))
+	}
+}
+
+// wokenTargets returns the discovered targets named by groups, or, for ECS targets, by their cluster.
+func wokenTargets(d lifecycle.Discovered, groups, clusters map[string]bool) map[string]bool {
+	only := map[string]bool{}
+	for name, t := range d.Targets {
+		if groups[name] || (t.Platform == lifecycle.PlatformECS && clusters[t.Cluster]) {
+			only[name] = true
+		}
+	}
+	return only
+}

@@ -1,0 +1,83 @@
+package agent_test
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// observedTargets records which targets each look reconciled.
+type observedTargets struct {
+	lifecycle.NopObserver
+	mu    sync.Mutex
+	names []string
+}
+
+func (o *observedTargets) TargetObserved(t lifecycle.Target, _ lifecycle.GroupView, _ state.Rollout, _ *lifecycle.ResolvedAMI) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.names = append(o.names, t.Group)
+}
+
+func (o *observedTargets) take() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := o.names
+	o.names = nil
+	sort.Strings(out)
+	return out
+}
+
+// TestWakeUpIsAClaimThatOnlyMakesTheAgentLookAgainAtItsTargets: a wake-up event (launch result, container
+// instance state change) is handled without any AWS call and without waiting for a reconcile; the look it
+// asks for reconciles only the group it names, or the ECS groups of the cluster it names, and none for a group
+// the agent does not manage.
+func TestWakeUpIsAClaimThatOnlyMakesTheAgentLookAgainAtItsTargets(t *testing.T) {
+	ctx := context.Background()
+	obs := &observedTargets{}
+	w, err := demo.Build(demo.Spec{Observer: obs, Groups: []demo.GroupSetup{
+		{Name: "a", Cluster: "ca", Parameter: "/golden/a", Min: 1, Max: 2, Desired: 1},
+		{Name: "b", Cluster: "cb", Parameter: "/golden/b", Min: 1, Max: 2, Desired: 1},
+		{Name: "c", Cluster: "cb", Parameter: "/golden/c", Min: 1, Max: 2, Desired: 1},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	require.Equal(t, []string{"a", "b", "c"}, obs.take())
+
+	wake := func(wk events.WakeUp) events.Event {
+		return events.Event{Kind: events.KindWakeUp, Envelope: events.EnvelopeEventBridge, ID: "e", Group: wk.Group, Wake: &wk}
+	}
+	for _, tc := range []struct {
+		name string
+		ev   events.Event
+		want []string
+	}{
+		{"a launch result wakes its group", wake(events.WakeUp{Group: "a", InstanceID: "i-1", Status: "InProgress"}), []string{"a"}},
+		{"a container instance change wakes the ECS groups of its cluster", wake(events.WakeUp{Cluster: "cb", InstanceID: "i-2", Status: "DRAINING"}), []string{"b", "c"}},
+		{"a group the agent does not manage wakes nothing", wake(events.WakeUp{Group: "someone-elses"}), nil},
+		{"a cluster of no managed group wakes nothing", wake(events.WakeUp{Cluster: "other"}), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w.Account.ResetCalls()
+			disp, err := w.Agent.Handle(ctx, tc.ev)
+			require.NoError(t, err)
+			require.Equal(t, events.Done, disp)
+			require.Empty(t, w.Account.Calls(), "handling the event itself reads and changes nothing in AWS")
+			w.Agent.ReconcileWoken(ctx)
+			require.Equal(t, tc.want, obs.take())
+			w.Agent.ReconcileWoken(ctx)
+			require.Empty(t, obs.take(), "one event, one look")
+		})
+	}
+	disp, err := w.Agent.Handle(ctx, events.Event{Kind: events.KindWakeUp, Wake: &events.WakeUp{}})
+	require.NoError(t, err)
+	require.Equal(t, events.Ignored, disp, "a wake-up naming nothing is ignored")
+}
