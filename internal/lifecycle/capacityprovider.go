@@ -126,7 +126,7 @@ func (o *Orchestrator) capacityProviderResurge(ctx context.Context, v GroupView,
 	}
 	cur.Resurges++
 	cur.Step, cur.StepStartedAt, cur.NewInstanceID = state.StepSurge, o.Clock.Now(), ""
-	cur.DesiredBefore, cur.InstancesBefore = v.Desired, ids
+	cur.DesiredBefore, cur.InstancesBefore, cur.SurgeTo = v.Desired, ids, 0
 	next, err := o.save(ctx, r, fmt.Sprintf("desired capacity back at %d without a replacement (ECS managed scaling scaled it in): surging again", v.Desired))
 	return next, true, err
 }

@@ -296,23 +296,46 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 }
 
 // surge raises desired capacity by one (and max by one when desired is already at max) so that the
-// replacement is healthy before the old instance is drained (invariant 1, field case C10). The values
-// written are absolute and derived from the persisted DesiredBefore, so a repeat after a crash is harmless;
-// when desired is already above DesiredBefore the surge is taken as done.
+// replacement is healthy before the old instance is drained (invariant 1, field case C10). Before the call it
+// records durably what it writes (Replacement.SurgeTo, and MaxRaisedTo): the first time the step runs,
+// DesiredBefore and InstancesBefore are read again from the group as it is now, so an autoscaler that scaled
+// out while the step was held (a pause, a crash before the call) keeps its instance and the agent's surge goes
+// on top of it. The values written are absolute, so a repeat after a crash is harmless; once SurgeTo is
+// recorded, desired capacity at or above it is taken as the agent's surge done.
 func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
 	cur := r.Current
-	want := cur.DesiredBefore + 1
-	if v.Desired < want {
-		if want > v.Max {
+	if cur.SurgeTo == 0 {
+		ids := make([]string, 0, len(v.Instances))
+		for _, i := range v.Instances {
+			ids = append(ids, i.ID)
+		}
+		cur.DesiredBefore, cur.InstancesBefore, cur.SurgeTo = v.Desired, ids, v.Desired+1
+		if cur.SurgeTo > v.Max {
 			if r.MaxRaisedTo == 0 {
 				r.MaxRaisedFrom = v.Max
 			}
-			r.MaxRaisedTo = want
-			saved, err := o.save(ctx, r, "raising max size for the surge")
-			if err != nil {
-				return r, err
+			r.MaxRaisedTo = cur.SurgeTo
+		}
+		saved, err := o.save(ctx, r, fmt.Sprintf("surge to desired %d requested", cur.SurgeTo))
+		if err != nil {
+			return saved, err
+		}
+		r, cur = saved, saved.Current
+	}
+	want := cur.SurgeTo
+	if v.Desired < want {
+		if want > v.Max {
+			if r.MaxRaisedTo < want { // a record written before SurgeTo existed
+				if r.MaxRaisedTo == 0 {
+					r.MaxRaisedFrom = v.Max
+				}
+				r.MaxRaisedTo = want
+				saved, err := o.save(ctx, r, "raising max size for the surge")
+				if err != nil {
+					return r, err
+				}
+				r = saved
 			}
-			r = saved
 			if err := o.groups().SetMaxAndDesired(ctx, v.Name, want); err != nil {
 				return r, fmt.Errorf("surging %s to desired=max=%d: %w", v.Name, want, err)
 			}

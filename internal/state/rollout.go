@@ -63,6 +63,12 @@ type Replacement struct {
 	// CapacityRetries counts the health windows that ended with no replacement launched because EC2 had no
 	// capacity (a failed scaling activity): each one is retried with a longer window, never a halt.
 	CapacityRetries int `json:"capacityRetries,omitempty" dynamodbav:"capacityRetries,omitempty"`
+	// SurgeTo is the absolute desired capacity the agent's surge writes (DesiredBefore+1), recorded durably
+	// before SetDesiredCapacity is called; 0 while the surge is not requested yet. It tells the agent's own
+	// extra instance from an autoscaler's: a surge step that resumes (after a pause or a crash) with SurgeTo 0
+	// surges on top of whatever desired capacity it finds now, never taking someone else's scale-out as its
+	// own (review finding A).
+	SurgeTo int32 `json:"surgeTo,omitempty" dynamodbav:"surgeTo,omitempty"`
 }
 
 // Rollout is the persisted record of one target's rollout. It is rewritten on every transition.

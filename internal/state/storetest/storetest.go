@@ -117,6 +117,7 @@ func fullRollout(group string) state.Rollout {
 			GiveBack:             true,
 			Resurges:             2,
 			CapacityRetries:      2,
+			SurgeTo:              4,
 		},
 		Replaced:           []string{"i-0first"},
 		Steps:              9,
