@@ -152,9 +152,11 @@ func (o *Orchestrator) capacityProviderDrainGate(ctx context.Context, t Target, 
 	if err != nil {
 		return "", false, err
 	}
-	if len(room.OtherDraining) > 0 {
-		return fmt.Sprintf("one drain per cluster: container instance(s) %s of cluster %s DRAINING; next step: drain %s",
-			strings.Join(room.OtherDraining, ", "), t.Cluster, old.ID), false, nil
+	if len(room.OtherDraining) >= max(o.Policy.ClusterBudget, 1) {
+		// The per-cluster budget (rollout_budget.go) as ECS sees it now: drains the store does not know of (an
+		// operator's, a lifecycle action's) count too.
+		return fmt.Sprintf("per-cluster budget of %d: container instance(s) %s of cluster %s DRAINING; next step: drain %s",
+			max(o.Policy.ClusterBudget, 1), strings.Join(room.OtherDraining, ", "), t.Cluster, old.ID), false, nil
 	}
 	if !room.Fits() {
 		reason := fmt.Sprintf("the rest of cluster %s has room for %d of the %d task(s) of %s; next step: drain it",

@@ -135,6 +135,10 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			r.Reason = reason
 			return r, errOr(err, errWait)
 		}
+		if reason, err := o.claimClusterBudget(ctx, t, r, old); err != nil || reason != "" {
+			r.Reason = reason
+			return r, errOr(err, errWait)
+		}
 		if cur.DrainStartedAt.IsZero() {
 			// The drain deadline runs from here, not from the step's start: a gate may have held the
 			// drain for hours. Written before the drain starts, so a crash cannot restart the clock.
