@@ -219,6 +219,9 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		}
 		return o.prepare(ctx, v, r)
 	case state.PhaseReplacing:
+		if supersedes(ami, r) { // rollout_supersede.go
+			return o.supersede(ctx, t, v, ami, r)
+		}
 		platform, err := o.Platforms.For(t)
 		if err != nil {
 			return o.halt(ctx, r, err.Error(), false)

@@ -86,6 +86,7 @@ var Transitions = []Transition{
 	{at(PhaseReplacing, ""), at(PhaseReplacing, StepTerminating), WriterAgent, "pick (drain-first, ECS managed draining)"},
 	{at(PhaseReplacing, ""), at(PhaseVerifying, ""), WriterAgent, "no outdated instance left"},
 	{at(PhaseReplacing, ""), at(PhaseHalted, ""), WriterAgent, "platform unavailable"},
+	{at(PhaseReplacing, ""), at(PhaseDetected, ""), WriterAgent, "a newer AMI supersedes the target at an instance boundary"},
 	{at(PhaseReplacing, StepSurge), at(PhaseReplacing, StepReplacementHealthy), WriterAgent, "desired+1 written"},
 	{at(PhaseReplacing, StepSurge), at(PhaseHalted, StepSurge), WriterAgent, "platform unavailable"},
 	{at(PhaseReplacing, StepReplacementHealthy), at(PhaseReplacing, StepDraining), WriterAgent, "replacement serving"},
