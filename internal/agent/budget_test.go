@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
@@ -79,5 +82,57 @@ func TestClusterBudgetTwoGroupsOfOneClusterNeverDrainBeyondIt(t *testing.T) {
 			require.Equal(t, 12, w.Account.ServiceTasks("shared", "web"))
 			require.Empty(t, w.Checker.Finish())
 		})
+	}
+}
+
+// Field case C23 with the per-cluster budget: an operator drains by hand a container instance of another group
+// of the cluster, one the agent does not manage (the store knows nothing of that drain), while a replacement
+// waits for its surge instance. The capacity-provider strategy's fresh look at the cluster counts that drain
+// against the budget (1): the drain waits, with the reason on the status, and starts only once the operator's
+// instance is ACTIVE again; never two DRAINING at once in the cluster.
+func TestC23OperatorsDrainCountsAgainstTheClusterBudget(t *testing.T) {
+	g := demo.GroupSetup{Name: "cp-asg", Cluster: "c1", Parameter: "/golden/cp", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
+	other := demo.GroupSetup{Name: "other", Cluster: "c1", Parameter: "/golden/other", Min: 2, Max: 2, Desired: 2, Unmanaged: true}
+	w := build(t, demo.Spec{Groups: []demo.GroupSetup{g, other}, Services: map[string]int{"web": 6}})
+	settle(t, w, 2*time.Minute)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		return r.Current != nil && r.Current.Step == state.StepReplacementHealthy && !r.Current.GiveBack
+	})
+	require.NoError(t, err)
+	require.True(t, done, "a replacement waits for its surge instance: %+v", w.Rollout(ctx, g.Name))
+	byHand := w.Account.Group(other.Name).Instances[0]
+	setState := func(status ecstypes.ContainerInstanceStatus) {
+		t.Helper()
+		_, err := w.Account.ECS().UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{
+			Cluster: aws.String(g.Cluster), ContainerInstances: []string{byHand.ContainerInstanceARN}, Status: status})
+		require.NoError(t, err)
+	}
+	setState(ecstypes.ContainerInstanceStatusDraining)
+	drainedAt := w.Account.Clock().Now()
+	_, err = w.RunUntil(ctx, tick, 10*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.Equal(t, state.StepDraining, r.Current.Step)
+	require.True(t, r.Current.DrainStartedAt.IsZero(), "no drain started beside the operator's")
+	require.Contains(t, r.Reason, "per-cluster budget of 1: container instance(s) "+byHand.ContainerInstanceARN)
+	old, ok := w.Account.Instance(r.Current.OldInstanceID)
+	require.True(t, ok)
+	require.Equal(t, "ACTIVE", old.ContainerInstanceStatus)
+
+	setState(ecstypes.ContainerInstanceStatusActive)
+	done, err = w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done, "completes once the operator's instance is ACTIVE again: %+v", w.Rollout(ctx, g.Name))
+	settle(t, w, 20*time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageB, 3)
+	// The operator's drain takes a serving instance of the other group away (the operator, not the agent):
+	// that is the only violation.
+	for _, v := range w.Checker.Finish() {
+		require.Equal(t, 1, v.Invariant, "%v", v)
+		require.Equal(t, other.Name, v.Group, "%v", v)
+		require.Equal(t, drainedAt, v.At, "%v", v)
 	}
 }
