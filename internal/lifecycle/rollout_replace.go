@@ -287,6 +287,17 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 		return r, errWait
 	}
 	r.Reason = ""
+	if owed := r.HaltedSurgeTo; owed != 0 {
+		r.HaltedSurgeTo = 0
+		if owed == v.Desired && r.Strategy == StrategySurge {
+			// The surge of a rollout halted without rollback is still in desired capacity (review finding B): it
+			// goes back first, through this instance, drained and then terminated with decrement — never by
+			// lowering desired capacity, which would let Auto Scaling pick an undrained instance.
+			r.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: pick.ID, DesiredBefore: owed - 1, SurgeTo: owed,
+				InstancesBefore: ids, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: pick.Node.Name}
+			return o.save(ctx, r, fmt.Sprintf("giving back the surge to desired %d a halted rollout left, through %s", owed, pick.ID))
+		}
+	}
 	first := state.StepSurge
 	switch {
 	case r.Strategy == StrategyDrainFirst && r.ECSManagedDraining:

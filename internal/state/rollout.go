@@ -102,6 +102,11 @@ type Rollout struct {
 	// CapacityProviderReservation datapoint at target after each replacement breaks ECS's 15 consecutive
 	// datapoints below target before a scale-in (internal/lifecycle/capacityprovider.go).
 	NextSurgeAt time.Time `json:"nextSurgeAt,omitempty" dynamodbav:"nextSurgeAt,omitempty"`
+	// HaltedSurgeTo is the desired capacity the surge of a rollout halted without rollback left behind (its
+	// Replacement.SurgeTo), carried by an operator's rollback (review finding B): the next pick gives that surge
+	// back first — one instance drained, then terminated with decrement — while desired capacity is still
+	// exactly this value (otherwise someone else set it since, and it is theirs). 0: nothing owed.
+	HaltedSurgeTo int32 `json:"haltedSurgeTo,omitempty" dynamodbav:"haltedSurgeTo,omitempty"`
 
 	Current  *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
 	Replaced []string     `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order

@@ -82,7 +82,7 @@ var Transitions = []Transition{
 	{at(PhasePreparing, ""), at(PhaseReplacing, ""), WriterAgent, "group launches the new version"},
 	{at(PhasePreparing, ""), at(PhaseHalted, ""), WriterAgent, "no launch template"},
 	{at(PhaseReplacing, ""), at(PhaseReplacing, StepSurge), WriterAgent, "pick (surge)"},
-	{at(PhaseReplacing, ""), at(PhaseReplacing, StepDraining), WriterAgent, "pick (drain-first)"},
+	{at(PhaseReplacing, ""), at(PhaseReplacing, StepDraining), WriterAgent, "pick (drain-first, or giving back a halted rollout's surge)"},
 	{at(PhaseReplacing, ""), at(PhaseReplacing, StepTerminating), WriterAgent, "pick (drain-first, ECS managed draining)"},
 	{at(PhaseReplacing, ""), at(PhaseVerifying, ""), WriterAgent, "no outdated instance left"},
 	{at(PhaseReplacing, ""), at(PhaseHalted, ""), WriterAgent, "platform unavailable"},

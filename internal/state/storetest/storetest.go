@@ -105,6 +105,7 @@ func fullRollout(group string) state.Rollout {
 		MaxRaisedFrom:      3,
 		MaxRaisedTo:        4,
 		NextSurgeAt:        at.Add(2 * time.Minute),
+		HaltedSurgeTo:      4,
 		Current: &state.Replacement{
 			Step:                 state.StepDraining,
 			OldInstanceID:        "i-0old",
