@@ -142,3 +142,38 @@ func TestCrashMatrixECSSurgeAtMaxSize(t *testing.T) {
 		},
 	})
 }
+
+// TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget crashes two surge groups of one cluster rolling
+// together under the per-cluster budget (1): every effect — the drain slot claims of the cluster's budget record
+// among them — crashed after, and with its response lost. The fresh incarnation finds its own slot held and
+// claims nothing twice; the checker holds invariant 3 per cluster throughout.
+func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
+	a := demo.GroupSetup{Name: "web-a", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 2}
+	b := demo.GroupSetup{Name: "web-b", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 2}
+	runCrashMatrix(t, demo.CrashScenario{
+		Name: "two groups of one cluster, cluster budget 1",
+		Build: func() (*demo.World, error) {
+			return demo.Build(demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 6}})
+		},
+		Drive: func(w *demo.World) error {
+			ctx := context.Background()
+			w.PublishAMI("/golden/shared", demo.ImageB)
+			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
+				ra, rb := w.Rollout(ctx, a.Name), w.Rollout(ctx, b.Name)
+				return ra.TargetImageID == demo.ImageB && !ra.Active() && rb.TargetImageID == demo.ImageB && !rb.Active()
+			})
+			require.NoError(t, err)
+			require.True(t, done, "both rollouts ended")
+			drainQueue(t, w)
+			return nil
+		},
+		Final: func(w *demo.World) error {
+			for _, g := range []string{a.Name, b.Name} {
+				completedOnTarget(t, w, g)
+				require.Equal(t, int32(2), w.Account.Group(g).Desired, g)
+				require.Equal(t, 4, w.Account.LaunchedInstances(g), "one surge instance per replacement in %s", g)
+			}
+			return nil
+		},
+	})
+}

@@ -70,6 +70,9 @@ type Config struct {
 	// AllowedAMIOwners are AMI owners the AMI gate accepts for every group, besides the agent's own account
 	// and, for AWS public parameters, Amazon: 12-digit account ids or owner aliases, separated by commas.
 	AllowedAMIOwners string `json:"allowedAmiOwners"`
+	// ClusterBudget is how many instances rollouts may drain at once across every managed group of one ECS or
+	// EKS cluster (`--cluster-budget`, default 1, at least 1), enforced through the store for every replica.
+	ClusterBudget int `json:"clusterBudget"`
 }
 
 // Default returns the defaults, with environment variables applied.
@@ -86,6 +89,7 @@ func Default() Config {
 		HealthTimeout:     p.HealthTimeout,
 		DrainTimeout:      p.DrainTimeout,
 		Rollback:          p.RollbackOnFailure,
+		ClusterBudget:     p.ClusterBudget,
 		LogLevel:          envOr(EnvLogLevel, "info"),
 		OwnerID:           host,
 		LeaseTTL:          envDuration(EnvLeaseTTL, state.DefaultLeaseTTL),
@@ -129,6 +133,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", c.VisibilityTimeout, "message visibility requested on receive and kept extended while a drain runs")
 	fs.DurationVar(&c.HealthTimeout, "health-timeout", c.HealthTimeout, "how long a replacement may take to be healthy before the rollout halts")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long a drain may take before the rollout halts and the instance is put back in service")
+	fs.IntVar(&c.ClusterBudget, "cluster-budget", c.ClusterBudget, "how many instances rollouts may drain at once across every managed group of one ECS or EKS cluster")
 	fs.BoolVar(&c.Rollback, "rollback", c.Rollback, "put the launch template back to the last good version when a rollout halts on an unhealthy replacement")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env "+EnvLogLevel+")")
 	fs.StringVar(&c.OwnerID, "owner-id", c.OwnerID, "name of this replica in leases and logs")
@@ -170,6 +175,9 @@ func (c Config) Validate() error {
 		if positive[name] <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, positive[name]))
 		}
+	}
+	if c.ClusterBudget < 1 {
+		errs = append(errs, fmt.Errorf("--cluster-budget must be at least 1 (instances draining at once per cluster), got %d", c.ClusterBudget))
 	}
 	if c.VisibilityTimeout > 12*time.Hour {
 		errs = append(errs, fmt.Errorf("--visibility-timeout %s is above the SQS maximum of 12h", c.VisibilityTimeout))
@@ -265,5 +273,5 @@ func (c Config) MarshalJSON() ([]byte, error) {
 
 // Policy returns the rollout policy the configuration sets.
 func (c Config) Policy() lifecycle.Policy {
-	return lifecycle.Policy{HealthTimeout: c.HealthTimeout, DrainTimeout: c.DrainTimeout, RollbackOnFailure: c.Rollback}
+	return lifecycle.Policy{HealthTimeout: c.HealthTimeout, DrainTimeout: c.DrainTimeout, RollbackOnFailure: c.Rollback, ClusterBudget: c.ClusterBudget}
 }

@@ -365,3 +365,22 @@ func (w *World) replaceAgent(fuse *Fuse) {
 // settleAfter is how long the crash scenarios let the world run after a rollout ends so that the last
 // lifecycle actions and messages settle.
 const settleAfter = time.Minute
+
+func (s fusedStore) GetClusterBudget(ctx context.Context, cluster string) (state.ClusterBudget, error) {
+	if err := s.f.before(); err != nil {
+		return state.ClusterBudget{}, err
+	}
+	return s.Store.GetClusterBudget(ctx, cluster)
+}
+
+// PutClusterBudget is a conditional write (a drain slot claimed): an effect.
+func (s fusedStore) PutClusterBudget(ctx context.Context, b state.ClusterBudget) (state.ClusterBudget, error) {
+	if err := s.f.before(); err != nil {
+		return state.ClusterBudget{}, err
+	}
+	out, err := s.Store.PutClusterBudget(ctx, b)
+	if err = s.f.after(err); err != nil {
+		return state.ClusterBudget{}, err
+	}
+	return out, nil
+}

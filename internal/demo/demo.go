@@ -363,6 +363,7 @@ func Build(spec Spec) (*World, error) {
 	if policy == (lifecycle.Policy{}) {
 		policy = lifecycle.DefaultPolicy()
 	}
+	w.Checker.ClusterBudget = max(policy.ClusterBudget, 1) // invariant 3 per cluster holds the agent to its budget
 	store := spec.Store
 	if store == nil {
 		store = state.NewMemory()

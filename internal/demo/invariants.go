@@ -41,7 +41,8 @@ func (v Violation) String() string {
 //     when it leaves Terminating:Wait and starts shutting down. The last two hold except once DrainTimeout has
 //     passed since the instance's termination began (the drain deadline exception);
 //  3. at most BatchSize instances per group being replaced (InService and DRAINING, or cordoned) at a time, and
-//     desired at most baseline+BatchSize;
+//     desired at most baseline+BatchSize; and at most ClusterBudget of them across every managed group of one
+//     ECS or EKS cluster (the per-cluster budget);
 //  4. no lifecycle action completed more than once, and (Finish) every lifecycle action Auto Scaling notified
 //     for a managed group completed exactly once by CompleteLifecycleAction — not by its timeout, not left
 //     waiting — with the expected result: CONTINUE for terminating actions; for launching actions CONTINUE
@@ -56,6 +57,9 @@ type Checker struct {
 	Baseline map[string]int32
 	// BatchSize is how many instances of one group may be replaced at once (default 1).
 	BatchSize int
+	// ClusterBudget is how many instances of one cluster may be replaced at once across its managed groups
+	// (the agent's --cluster-budget; default 1).
+	ClusterBudget int
 	// DrainTimeout is the agent's drain deadline (--drain-timeout; 0: none): an instance of a managed group may
 	// shut down undrained once this long has passed since its termination began.
 	DrainTimeout time.Duration
@@ -106,7 +110,7 @@ type Checker struct {
 
 // NewChecker returns a checker for the given baselines. Set its other fields, then Start it.
 func NewChecker(a *sim.Account, baseline map[string]int32) *Checker {
-	return &Checker{Account: a, Baseline: baseline, BatchSize: 1, MinServing: map[string]int{}}
+	return &Checker{Account: a, Baseline: baseline, BatchSize: 1, ClusterBudget: 1, MinServing: map[string]int{}}
 }
 
 // Start subscribes the checker to every change of the account (sim.Account.OnChange) and judges the account as
@@ -230,33 +234,41 @@ func (c *Checker) observe(v *sim.View) {
 	c.completions(v)
 }
 
-// clusterDrains judges invariant 3 across the groups of one ECS cluster that ECS managed scaling owns (issue
-// #18): at most one of their in-service container instances DRAINING at a time (one drain per cluster: the
-// displaced tasks of two drains compete for the same room, whichever group it is in).
+// clusterDrains judges invariant 3 across the managed groups of one cluster (issue #20, the per-cluster
+// budget): at most ClusterBudget of their in-service instances DRAINING (ECS) or cordoned (EKS) at a time,
+// whichever group they belong to (the displaced tasks and pods of two drains compete for the same room).
 func (c *Checker) clusterDrains(v *sim.View, groups []sim.GroupView) {
 	draining := map[string][]string{}
 	for _, g := range groups {
-		if !c.Managed[g.Name] || g.Cluster == "" {
+		if _, managed := c.Baseline[g.Name]; !managed && !c.Managed[g.Name] || g.Cluster == "" {
 			continue
 		}
 		for _, i := range g.Instances {
-			if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "InService" {
+			if i.LifecycleState != "InService" {
+				continue
+			}
+			if c.EKS[g.Name] {
+				if n, ok := c.nodes[i.ID]; ok && n.Cordoned {
+					draining[g.Cluster] = append(draining[g.Cluster], i.ID)
+				}
+			} else if i.ContainerInstanceStatus == "DRAINING" {
 				draining[g.Cluster] = append(draining[g.Cluster], i.ID)
 			}
 		}
 	}
+	budget := max(c.ClusterBudget, 1)
 	for _, cl := range sortedNames(c.clusterSeen(groups)) {
 		ids := draining[cl]
-		c.condition(v, len(ids) > 1, "3/cluster/"+cl, 3, cl, "%d container instances of capacity-provider groups DRAINING at once in cluster %s (%s): one drain per cluster",
-			len(ids), cl, strings.Join(ids, ", "))
+		c.condition(v, len(ids) > budget, "3/cluster/"+cl, 3, cl, "%d instances of managed groups being replaced at once in cluster %s (%s): per-cluster budget %d",
+			len(ids), cl, strings.Join(ids, ", "), budget)
 	}
 }
 
-// clusterSeen returns the clusters of the groups ECS managed scaling owns.
+// clusterSeen returns the clusters of the managed groups.
 func (c *Checker) clusterSeen(groups []sim.GroupView) map[string]bool {
 	out := map[string]bool{}
 	for _, g := range groups {
-		if c.Managed[g.Name] && g.Cluster != "" {
+		if _, managed := c.Baseline[g.Name]; (managed || c.Managed[g.Name]) && g.Cluster != "" {
 			out[g.Cluster] = true
 		}
 	}

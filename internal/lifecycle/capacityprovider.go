@@ -126,7 +126,7 @@ func (o *Orchestrator) capacityProviderResurge(ctx context.Context, v GroupView,
 	}
 	cur.Resurges++
 	cur.Step, cur.StepStartedAt, cur.NewInstanceID = state.StepSurge, o.Clock.Now(), ""
-	cur.DesiredBefore, cur.InstancesBefore = v.Desired, ids
+	cur.DesiredBefore, cur.InstancesBefore, cur.SurgeTo = v.Desired, ids, 0
 	next, err := o.save(ctx, r, fmt.Sprintf("desired capacity back at %d without a replacement (ECS managed scaling scaled it in): surging again", v.Desired))
 	return next, true, err
 }
@@ -152,9 +152,11 @@ func (o *Orchestrator) capacityProviderDrainGate(ctx context.Context, t Target, 
 	if err != nil {
 		return "", false, err
 	}
-	if len(room.OtherDraining) > 0 {
-		return fmt.Sprintf("one drain per cluster: container instance(s) %s of cluster %s DRAINING; next step: drain %s",
-			strings.Join(room.OtherDraining, ", "), t.Cluster, old.ID), false, nil
+	if len(room.OtherDraining) >= max(o.Policy.ClusterBudget, 1) {
+		// The per-cluster budget (rollout_budget.go) as ECS sees it now: drains the store does not know of (an
+		// operator's, a lifecycle action's) count too.
+		return fmt.Sprintf("per-cluster budget of %d: container instance(s) %s of cluster %s DRAINING; next step: drain %s",
+			max(o.Policy.ClusterBudget, 1), strings.Join(room.OtherDraining, ", "), t.Cluster, old.ID), false, nil
 	}
 	if !room.Fits() {
 		reason := fmt.Sprintf("the rest of cluster %s has room for %d of the %d task(s) of %s; next step: drain it",

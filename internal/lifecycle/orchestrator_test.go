@@ -102,6 +102,25 @@ func transitionCases() []transitionCase {
 				require.Equal(t, groupCall{Op: "SetDesired", Target: "prod", N: 3}, rg.groups.calls[0], "the surge follows the pick")
 			}},
 		pickFirst(StrategyDrainFirst, false, state.StepDraining), pickFirst(StrategyDrainFirst, true, state.StepTerminating),
+		{from: pos(state.PhaseReplacing, ""), to: pos(state.PhaseDetected, ""), why: "a newer AMI supersedes the target at an instance boundary",
+			setup: func(rg *rig) Inputs {
+				rg.target.Policy.Approval = ApprovalManual // the newer AMI waits for its own approval
+				rec := replacing(StrategySurge, "")
+				rec.Current, rec.Replaced, rec.ApprovedImage, rec.ApprovedBy = nil, []string{"i-0"}, amiNew, "alice"
+				rec.MaxRaisedFrom, rec.MaxRaisedTo = 2, 3
+				rg.seed0(rec)
+				newer := &ResolvedAMI{Parameter: "/golden/ecs", ImageID: amiBad, Version: 3, LastModified: now0.Add(-48 * time.Hour)}
+				return Inputs{View: view(3, false, serving("i-1", amiOld), serving("i-9", amiNew)), AMI: newer}
+			},
+			check: func(t *testing.T, rg *rig, stored state.Rollout) {
+				require.Equal(t, amiBad, stored.TargetImageID)
+				require.Equal(t, state.PhaseDetected, stored.Phase, "every gate again (approval holds it next tick)")
+				require.Empty(t, stored.ApprovedImage, "an approval belongs to one AMI")
+				require.Empty(t, stored.Replaced, "instances on the superseded AMI are outdated again")
+				require.Equal(t, &state.LaunchTemplateRef{ID: "lt-1", Version: "1"}, stored.PreviousTemplate, "rollback still goes to the last good template")
+				require.Equal(t, int32(3), stored.MaxRaisedTo, "the agent's max change is kept for Verifying")
+				require.Empty(t, rg.groups.calls, "nothing touched at the boundary")
+			}},
 		{from: pos(state.PhaseReplacing, ""), to: pos(state.PhaseVerifying, ""), why: "no outdated instance left",
 			setup: func(rg *rig) Inputs {
 				rec := replacing(StrategySurge, "")

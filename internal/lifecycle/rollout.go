@@ -27,11 +27,15 @@ type Policy struct {
 	// RollbackOnFailure moves a halted rollout to RollingBack: the group's launch template goes back to the
 	// version it had before the rollout. Default true.
 	RollbackOnFailure bool
+	// ClusterBudget is how many instances rollouts may drain at once across every managed group of one ECS or
+	// EKS cluster (issue #20, items 1 and 10), whichever replica drains them: claimed through the store
+	// (state.ClaimDrainSlot) before a drain starts. Default 1; below 1 counts as 1.
+	ClusterBudget int
 }
 
 // DefaultPolicy returns the defaults documented on Policy.
 func DefaultPolicy() Policy {
-	return Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 30 * time.Minute, RollbackOnFailure: true}
+	return Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 30 * time.Minute, RollbackOnFailure: true, ClusterBudget: 1}
 }
 
 // maxTransitionsPerTick bounds how many state transitions one Reconcile call chains. Transitions that wait on
@@ -225,6 +229,9 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		}
 		return o.prepare(ctx, v, r)
 	case state.PhaseReplacing:
+		if supersedes(ami, r) { // rollout_supersede.go
+			return o.supersede(ctx, t, v, ami, r)
+		}
 		platform, err := o.Platforms.For(t)
 		if err != nil {
 			return o.halt(ctx, r, err.Error(), false)

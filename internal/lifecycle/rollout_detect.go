@@ -88,7 +88,9 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	if err != nil {
 		return o.halt(ctx, r, err.Error(), false)
 	}
-	r.PreviousTemplate = &ref
+	if r.PreviousTemplate == nil { // a superseded rollout keeps the reference from before its first change
+		r.PreviousTemplate = &ref
+	}
 	r.Strategy, r.ECSManagedDraining = strategy, traits.ECSManagedDraining
 	r.Phase, r.Reason = state.PhasePreparing, ""
 	next, err := o.save(ctx, r, "preparing launch template ("+strategy+" strategy)")

@@ -142,6 +142,10 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		if reason, err := standaloneRefusal(ctx, t, platform, []string{old.ID}); err != nil || reason != "" { // one started since the pick
 			return o.haltOr(ctx, r, reason, err)
 		}
+		if reason, err := o.claimClusterBudget(ctx, t, r, old); err != nil || reason != "" {
+			r.Reason = reason
+			return r, errOr(err, errWait)
+		}
 		if cur.DrainStartedAt.IsZero() {
 			// The drain deadline runs from here, not from the step's start: a gate may have held the
 			// drain for hours. Written before the drain starts, so a crash cannot restart the clock.
@@ -290,6 +294,17 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 		return r, errWait
 	}
 	r.Reason = ""
+	if owed := r.HaltedSurgeTo; owed != 0 {
+		r.HaltedSurgeTo = 0
+		if owed == v.Desired && r.Strategy == StrategySurge {
+			// The surge of a rollout halted without rollback is still in desired capacity (review finding B): it
+			// goes back first, through this instance, drained and then terminated with decrement — never by
+			// lowering desired capacity, which would let Auto Scaling pick an undrained instance.
+			r.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: pick.ID, DesiredBefore: owed - 1, SurgeTo: owed,
+				InstancesBefore: ids, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: pick.Node.Name}
+			return o.save(ctx, r, fmt.Sprintf("giving back the surge to desired %d a halted rollout left, through %s", owed, pick.ID))
+		}
+	}
 	first := state.StepSurge
 	switch {
 	case r.Strategy == StrategyDrainFirst && r.ECSManagedDraining:
@@ -303,23 +318,46 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 }
 
 // surge raises desired capacity by one (and max by one when desired is already at max) so that the
-// replacement is healthy before the old instance is drained (invariant 1, field case C10). The values
-// written are absolute and derived from the persisted DesiredBefore, so a repeat after a crash is harmless;
-// when desired is already above DesiredBefore the surge is taken as done.
+// replacement is healthy before the old instance is drained (invariant 1, field case C10). Before the call it
+// records durably what it writes (Replacement.SurgeTo, and MaxRaisedTo): the first time the step runs,
+// DesiredBefore and InstancesBefore are read again from the group as it is now, so an autoscaler that scaled
+// out while the step was held (a pause, a crash before the call) keeps its instance and the agent's surge goes
+// on top of it. The values written are absolute, so a repeat after a crash is harmless; once SurgeTo is
+// recorded, desired capacity at or above it is taken as the agent's surge done.
 func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
 	cur := r.Current
-	want := cur.DesiredBefore + 1
-	if v.Desired < want {
-		if want > v.Max {
+	if cur.SurgeTo == 0 {
+		ids := make([]string, 0, len(v.Instances))
+		for _, i := range v.Instances {
+			ids = append(ids, i.ID)
+		}
+		cur.DesiredBefore, cur.InstancesBefore, cur.SurgeTo = v.Desired, ids, v.Desired+1
+		if cur.SurgeTo > v.Max {
 			if r.MaxRaisedTo == 0 {
 				r.MaxRaisedFrom = v.Max
 			}
-			r.MaxRaisedTo = want
-			saved, err := o.save(ctx, r, "raising max size for the surge")
-			if err != nil {
-				return r, err
+			r.MaxRaisedTo = cur.SurgeTo
+		}
+		saved, err := o.save(ctx, r, fmt.Sprintf("surge to desired %d requested", cur.SurgeTo))
+		if err != nil {
+			return saved, err
+		}
+		r, cur = saved, saved.Current
+	}
+	want := cur.SurgeTo
+	if v.Desired < want {
+		if want > v.Max {
+			if r.MaxRaisedTo < want { // a record written before SurgeTo existed
+				if r.MaxRaisedTo == 0 {
+					r.MaxRaisedFrom = v.Max
+				}
+				r.MaxRaisedTo = want
+				saved, err := o.save(ctx, r, "raising max size for the surge")
+				if err != nil {
+					return r, err
+				}
+				r = saved
 			}
-			r = saved
 			if err := o.groups().SetMaxAndDesired(ctx, v.Name, want); err != nil {
 				return r, fmt.Errorf("surging %s to desired=max=%d: %w", v.Name, want, err)
 			}

@@ -55,7 +55,8 @@ func (o *Orchestrator) retireLeft(ctx context.Context, v GroupView, r state.Roll
 		return o.retire(ctx, r, why) // nothing serving to carry to now: the next pick starts afresh
 	}
 	r.Current = &state.Replacement{Step: step, OldInstanceID: next.ID, DesiredBefore: cur.DesiredBefore,
-		InstancesBefore: cur.InstancesBefore, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: next.Node.Name}
+		InstancesBefore: cur.InstancesBefore, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: next.Node.Name,
+		SurgeTo: cur.DesiredBefore + 1} // the carried surge is the agent's own: never surged on top of again
 	if step == state.StepDraining {
 		r.Current.NewInstanceID = cur.NewInstanceID
 	}

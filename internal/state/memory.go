@@ -18,6 +18,7 @@ type Memory struct {
 	locks    map[string]Lock
 	events   map[string]time.Time
 	marks    map[string]DrainMark
+	budgets  map[string]ClusterBudget // per-cluster budgets (memory_budget.go), made on first write
 	// Writes counts successful conditional writes (rollouts and hooks), for tests and benchmarks.
 	Writes int
 }

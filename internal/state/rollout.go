@@ -63,6 +63,12 @@ type Replacement struct {
 	// CapacityRetries counts the health windows that ended with no replacement launched because EC2 had no
 	// capacity (a failed scaling activity): each one is retried with a longer window, never a halt.
 	CapacityRetries int `json:"capacityRetries,omitempty" dynamodbav:"capacityRetries,omitempty"`
+	// SurgeTo is the absolute desired capacity the agent's surge writes (DesiredBefore+1), recorded durably
+	// before SetDesiredCapacity is called; 0 while the surge is not requested yet. It tells the agent's own
+	// extra instance from an autoscaler's: a surge step that resumes (after a pause or a crash) with SurgeTo 0
+	// surges on top of whatever desired capacity it finds now, never taking someone else's scale-out as its
+	// own (review finding A).
+	SurgeTo int32 `json:"surgeTo,omitempty" dynamodbav:"surgeTo,omitempty"`
 }
 
 // Rollout is the persisted record of one target's rollout. It is rewritten on every transition.
@@ -96,6 +102,11 @@ type Rollout struct {
 	// CapacityProviderReservation datapoint at target after each replacement breaks ECS's 15 consecutive
 	// datapoints below target before a scale-in (internal/lifecycle/capacityprovider.go).
 	NextSurgeAt time.Time `json:"nextSurgeAt,omitempty" dynamodbav:"nextSurgeAt,omitempty"`
+	// HaltedSurgeTo is the desired capacity the surge of a rollout halted without rollback left behind (its
+	// Replacement.SurgeTo), carried by an operator's rollback (review finding B): the next pick gives that surge
+	// back first — one instance drained, then terminated with decrement — while desired capacity is still
+	// exactly this value (otherwise someone else set it since, and it is theirs). 0: nothing owed.
+	HaltedSurgeTo int32 `json:"haltedSurgeTo,omitempty" dynamodbav:"haltedSurgeTo,omitempty"`
 
 	Current  *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
 	Replaced []string     `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order

@@ -83,4 +83,9 @@ type Store interface {
 	// ListDrainMarks returns every drain mark, sorted by instance id. It reads only the marks (one DynamoDB
 	// Query), so the reconcile tick may call it every time.
 	ListDrainMarks(ctx context.Context) ([]DrainMark, error)
+
+	// GetClusterBudget returns the per-cluster budget record of cluster ("<platform>/<name>"), or ErrNotFound.
+	GetClusterBudget(ctx context.Context, cluster string) (ClusterBudget, error)
+	// PutClusterBudget writes b conditionally on b.Version exactly like PutRollout (budget.go: ClaimDrainSlot).
+	PutClusterBudget(ctx context.Context, b ClusterBudget) (ClusterBudget, error)
 }

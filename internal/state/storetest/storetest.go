@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"event marked first once, then duplicate", testMarkEvent},
 		{"event markers racing on one id: exactly one first", testMarkEventRace},
 		{"drain marks: put replaces, delete removes, list by instance id and nothing else", testDrainMarks},
+		{"cluster budget: claims up to the budget, stale slots dropped, racing claims never exceed it", testClusterBudget},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))
@@ -104,6 +105,7 @@ func fullRollout(group string) state.Rollout {
 		MaxRaisedFrom:      3,
 		MaxRaisedTo:        4,
 		NextSurgeAt:        at.Add(2 * time.Minute),
+		HaltedSurgeTo:      4,
 		Current: &state.Replacement{
 			Step:                 state.StepDraining,
 			OldInstanceID:        "i-0old",
@@ -117,6 +119,7 @@ func fullRollout(group string) state.Rollout {
 			GiveBack:             true,
 			Resurges:             2,
 			CapacityRetries:      2,
+			SurgeTo:              4,
 		},
 		Replaced:           []string{"i-0first"},
 		Steps:              9,

@@ -1,0 +1,53 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// clusterBudgetKey names the per-cluster budget of t ("<platform>/<cluster>"); "" for a target without a cluster.
+func clusterBudgetKey(t Target) string {
+	if t.Cluster == "" {
+		return ""
+	}
+	return t.Platform + "/" + t.Cluster
+}
+
+// claimClusterBudget claims a slot of the per-cluster budget (Policy.ClusterBudget, issue #20 items 1 and 10)
+// for the drain of old, before the drain starts: at most that many instances of one ECS or EKS cluster are
+// drained by rollouts at once, whichever group, replica or worker drains them, because every claim is a
+// conditional write to the store (state.ClaimDrainSlot). It returns why the drain must wait ("" when the slot
+// is held), or a store error. A slot stays held while the holder's record drains that instance (Draining or
+// Terminating of that replacement) and is dropped by the next claim once it does not.
+func (o *Orchestrator) claimClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) (string, error) {
+	key := clusterBudgetKey(t)
+	if key == "" {
+		return "", nil
+	}
+	slot := state.DrainSlot{Group: r.Group, InstanceID: old.ID, At: o.Clock.Now()}
+	_, err := state.ClaimDrainSlot(ctx, o.Store, key, slot, o.Policy.ClusterBudget, o.drainSlotStale(ctx))
+	if errors.Is(err, state.ErrBudgetFull) {
+		return "per-cluster budget: " + err.Error() + "; next step: drain " + old.ID, nil
+	}
+	return "", err
+}
+
+// drainSlotStale reports whether a slot's holder no longer drains its instance: its rollout record is gone,
+// or it is not Replacing that instance at Draining or Terminating.
+func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot) (bool, error) {
+	return func(s state.DrainSlot) (bool, error) {
+		r, err := o.Store.GetRollout(ctx, s.Group)
+		if errors.Is(err, state.ErrNotFound) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		cur := r.Current
+		draining := r.Phase == state.PhaseReplacing && cur != nil && cur.OldInstanceID == s.InstanceID &&
+			(cur.Step == state.StepDraining || cur.Step == state.StepTerminating)
+		return !draining, nil
+	}
+}

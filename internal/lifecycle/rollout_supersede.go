@@ -1,0 +1,39 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// supersedes reports whether the source names a newer AMI than the target of a rollout that is Replacing
+// between two replacements (no replacement in flight): an instance boundary, where the newer AMI takes over
+// (issue #20, item 3). An AMI an operator rolled back from never does.
+func supersedes(ami *ResolvedAMI, r state.Rollout) bool {
+	return r.Phase == state.PhaseReplacing && r.Current == nil && ami != nil &&
+		ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom
+}
+
+// supersede moves a Replacing rollout to the newer AMI at an instance boundary: the replacement in flight has
+// finished; the rollout goes back to Detected with the newer target, so it passes every gate again (AMI gate,
+// soak, window, alarms, and approval: an approval belongs to one AMI, ApprovedImage names the superseded one
+// and is cleared) before a new launch template version is prepared. The remaining instances and those already
+// replaced with the superseded AMI are all outdated then, and go to the newest. The launch template reference
+// recorded before the first rollout (PreviousTemplate) and the agent's max size change are kept, so a
+// rollback still restores the last good template and Verifying still lowers max by the agent's own +1.
+// History records the superseded rollout ("superseded": from the superseded AMI to the newer one).
+func (o *Orchestrator) supersede(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	old, replaced := r.TargetImageID, len(r.Replaced)
+	detail := fmt.Sprintf("rollout to %s superseded by %s after %d replacement(s); every instance not on %s is replaced again",
+		old, ami.ImageID, replaced, ami.ImageID)
+	r.TargetImageID = ami.ImageID
+	r.Source, r.SourceVersion, r.SourceModified = ami.Parameter, ami.Version, ami.LastModified
+	r.DetectedAt, r.Reason, r.Replaced, r.NewTemplateVersion = o.Clock.Now(), "", nil, ""
+	r.ApprovedImage, r.ApprovedBy = "", ""
+	r.OnTarget = v.CountOnImage(ami.ImageID)
+	r.Phase = state.PhaseDetected
+	return o.save(ctx, r, "newer AMI supersedes the target at an instance boundary", state.HistoryEntry{Group: t.Group,
+		At: o.Clock.Now(), Event: "superseded", PreviousImage: old, NewImage: ami.ImageID, Source: ami.Parameter,
+		SourceVersion: ami.Version, Detail: detail})
+}

@@ -1,0 +1,90 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ClusterBudget is the durable per-cluster disruption budget of one ECS or EKS cluster (issue #20, items 1
+// and 10): the instances of the cluster that rollouts are draining now, whichever group, replica or worker
+// drains them. Every claim is a conditional write on Version (PutClusterBudget), so several replicas can never
+// together hold more slots than the budget allows. Slots are not released by a write: a slot whose holder's
+// rollout record no longer drains its instance (the replacement ended, the rollout halted or rolled back, the
+// record is gone) is stale and is dropped by the next claim (ClaimDrainSlot).
+type ClusterBudget struct {
+	// Cluster is "<platform>/<cluster name>" ("ecs/prod", "eks/web"): an ECS and an EKS cluster of one name are
+	// two budgets.
+	Cluster string      `json:"cluster" dynamodbav:"cluster"`
+	Slots   []DrainSlot `json:"slots,omitempty" dynamodbav:"slots,omitempty"`
+	// Version is the optimistic-concurrency counter (0: no record yet).
+	Version int64 `json:"version" dynamodbav:"version"`
+}
+
+// DrainSlot is one instance of a cluster being drained by a rollout.
+type DrainSlot struct {
+	Group      string    `json:"group" dynamodbav:"group"`
+	InstanceID string    `json:"instanceId" dynamodbav:"instanceId"`
+	At         time.Time `json:"at" dynamodbav:"at"` // when the slot was claimed
+}
+
+// ErrBudgetFull is wrapped by ClaimDrainSlot's error when every slot of the cluster's budget is held.
+var ErrBudgetFull = errors.New("cluster budget in use")
+
+// claimAttempts bounds the re-reads of a claim that lost a conditional write to another writer.
+const claimAttempts = 5
+
+// ClaimDrainSlot claims one slot of cluster's budget (at most budget instances, budget >= 1; smaller counts as
+// 1) for slot.Group draining slot.InstanceID. A slot the group already holds for the instance is kept (a repeat
+// after a crash claims nothing twice). Slots for which stale reports true are dropped first. When the budget
+// is full it returns the slots held, and an error wrapping ErrBudgetFull that names them; a store error, or a
+// claim that lost claimAttempts conditional writes in a row (ErrConflict), is returned as is.
+func ClaimDrainSlot(ctx context.Context, s Store, cluster string, slot DrainSlot, budget int, stale func(DrainSlot) (bool, error)) ([]DrainSlot, error) {
+	budget = max(budget, 1)
+	var err error
+	for range claimAttempts {
+		b, gerr := s.GetClusterBudget(ctx, cluster)
+		if errors.Is(gerr, ErrNotFound) {
+			b, gerr = ClusterBudget{Cluster: cluster}, nil
+		}
+		if gerr != nil {
+			return nil, gerr
+		}
+		kept := make([]DrainSlot, 0, len(b.Slots)+1)
+		for _, h := range b.Slots {
+			if h.Group == slot.Group && h.InstanceID == slot.InstanceID {
+				return b.Slots, nil // already ours
+			}
+			gone, serr := stale(h)
+			if serr != nil {
+				return nil, fmt.Errorf("checking the drain of %s (group %s) in the budget of %s: %w", h.InstanceID, h.Group, cluster, serr)
+			}
+			if !gone {
+				kept = append(kept, h)
+			}
+		}
+		if len(kept) >= budget {
+			names := make([]string, 0, len(kept))
+			for _, h := range kept {
+				names = append(names, h.InstanceID+" ("+h.Group+")")
+			}
+			return kept, fmt.Errorf("%w: %d of %d drain(s) of cluster %s under way: %s", ErrBudgetFull, len(kept), budget, cluster, strings.Join(names, ", "))
+		}
+		b.Slots = append(kept, slot)
+		if _, err = s.PutClusterBudget(ctx, b); err == nil {
+			return b.Slots, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("claiming a drain slot of cluster %s for %s: %w", cluster, slot.InstanceID, err)
+}
+
+// HoldsDrainSlot reports whether the budget lists group draining instanceID.
+func (b ClusterBudget) HoldsDrainSlot(group, instanceID string) bool {
+	return slices.ContainsFunc(b.Slots, func(h DrainSlot) bool { return h.Group == group && h.InstanceID == instanceID })
+}
