@@ -227,7 +227,7 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
 			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Activities: activities},
 		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
-			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}},
+			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}, QueueURL: s.QueueURL},
 		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 		retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk},
 	}

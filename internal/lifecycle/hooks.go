@@ -72,6 +72,8 @@ type Hooks struct {
 	// instance or drain status that could not be read): the next poll only sends the heartbeat when one is
 	// due (C4), and the drain or health deadline still holds. Nil: every poll looks.
 	Retries *Retries
+	// QueueURL is the agent's queue: a hook that notifies another target is not the agent's (HookOwned).
+	QueueURL string
 
 	mu    sync.Mutex
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
@@ -82,6 +84,7 @@ type hookInfo struct {
 	transition string
 	heartbeat  time.Duration
 	global     time.Duration // HookGlobalTimeout
+	target     string        // NotificationTargetARN ("" = none: EventBridge)
 }
 
 // Handle takes one look at a lifecycle action of target t: it confirms the action with Auto Scaling the first
@@ -110,6 +113,13 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
 		zap.String(logging.LifecycleToken, a.Token), zap.String(logging.Transition, a.Transition))
 	confirming := !known || !rec.Confirmed
+	// Another tool's hook (aws-node-termination-handler, a backup hook) waits for that tool: its actions are
+	// never drained or completed here. Checked on every look, on a fresh DescribeLifecycleHooks the first.
+	if why, err := h.foreignHook(ctx, t, a, confirming); err != nil {
+		return HookInProgress, err
+	} else if why != "" {
+		return HookIgnored, h.reject(ctx, t, a, rec, known, confirmation{verdictRejected, RejectForeignHook, why}, log)
+	}
 	if confirming {
 		// Invariant 9 (docs/architecture.md): once per action, before anything is drained or cordoned.
 		c, err := h.confirm(ctx, a)
