@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +122,24 @@ func TestHookOwnedDecidesOnTheNotificationTargetAndTheTag(t *testing.T) {
 	}
 	require.Equal(t, []string{"a", "b"}, lifecycle.ParseLifecycleHooksTag(map[string]string{lifecycle.TagLifecycleHooks: " a, ,b "}))
 	require.Nil(t, lifecycle.ParseLifecycleHooksTag(map[string]string{}))
+}
+
+// Field case C19: a lifecycle message whose instance id is not an EC2 instance id (Auto Scaling refuses it
+// with ValidationError on every look) is malformed: it reaches the dead-letter queue after its receives, with
+// nothing drained, instead of being held forever.
+func TestC19LifecycleMessageWithAMalformedInstanceIDIsDeadLetteredNotHeld(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	w := buildWatched(t, oneGroup(&g))
+	settle(t, w.World, 10*time.Second)
+	w.Account.ResetCalls()
+	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, demo.HookName, "i-0123456789abcdef0123", "malformed-token"))
+	settle(t, w.World, time.Hour)
+
+	requireNothingDrained(t, w, g.Name)
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Zero(t, visible+inFlight, "not held on the queue")
+	dlq, _ := w.Account.QueueDepth(strings.Replace(w.QueueURL, demo.QueueName, demo.QueueName+"-dlq", 1))
+	require.Equal(t, 1, dlq, "dead-lettered")
+	require.Zero(t, w.Account.Calls()["autoscaling:DescribeAutoScalingInstances"], "never asked about")
+	require.Positive(t, w.Agent.Consumer.Stats.Failed.Load())
 }
