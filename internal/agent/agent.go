@@ -404,6 +404,8 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if err := a.hooks.Recover(ctx, d, records); err != nil {
 			a.log.Warn("recovering drained instances failed; retrying next tick", zap.Error(err))
 		}
+		// Lifecycle actions waiting on the agent's hooks whose message did not come (a lost receive).
+		a.hooks.AdoptWaiting(ctx, d)
 	}
 	return nil
 }

@@ -8,8 +8,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
@@ -142,4 +145,69 @@ func TestC19LifecycleMessageWithAMalformedInstanceIDIsDeadLetteredNotHeld(t *tes
 	require.Equal(t, 1, dlq, "dead-lettered")
 	require.Zero(t, w.Account.Calls()["autoscaling:DescribeAutoScalingInstances"], "never asked about")
 	require.Positive(t, w.Agent.Consumer.Stats.Failed.Load())
+}
+
+// losingSQS loses the answer of the first ReceiveMessage call that returned a message: SQS made the message
+// invisible for the visibility timeout, the agent never saw it.
+type losingSQS struct {
+	awsapi.SQS
+	armed bool
+	lost  int
+}
+
+func (l *losingSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := l.SQS.ReceiveMessage(ctx, in, o...)
+	if err == nil && len(out.Messages) > 0 && l.armed && l.lost == 0 {
+		l.lost++
+		return &sqs.ReceiveMessageOutput{}, nil // the answer never reached the agent: it saw an empty long poll
+	}
+	return out, err
+}
+
+// A lost ReceiveMessage answer hides the lifecycle message for the visibility timeout (2 minutes), longer than
+// the hook's HeartbeatTimeout (60 s). The reconcile loop finds the instance in Terminating:Wait on the agent's
+// hook in its DescribeAutoScalingGroups answer, confirms it, drains it with heartbeats and completes it by
+// instance id before the timeout; the message, late, finds the record and is deleted without a second drain.
+func TestLostLifecycleMessageTheActionStillCompletesAfterDrainingAndTheLateMessageDrainsNothingMore(t *testing.T) {
+	ctx := context.Background()
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: 60 * time.Second}
+	spec := oneGroup(&g)
+	spec.Sim.TaskStopStageDelay = 20 * time.Second // a drain that outlasts the first heartbeat window
+	losing := &losingSQS{}
+	spec.Wrap = func(c agent.Clients) agent.Clients {
+		losing.SQS = c.SQS
+		c.SQS = losing
+		return c
+	}
+	w := build(t, spec)
+	settle(t, w, 10*time.Second)
+	w.Account.ResetCalls()
+	losing.armed = true
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 2))
+	w.Checker.Baseline[g.Name] = 2
+	msgs := w.Account.QueueMessages(w.QueueURL)
+	require.Len(t, msgs, 1)
+	ev, err := events.Parse([]byte(msgs[0]))
+	require.NoError(t, err)
+
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return len(acceptedCompletions(w)) == 1 })
+	require.NoError(t, err)
+	require.True(t, done, "the action is completed, not timed out")
+	require.Equal(t, 1, losing.lost, "the message's first receive was lost")
+	cs := acceptedCompletions(w)[ev.Lifecycle.Token]
+	require.Len(t, cs, 1)
+	require.Equal(t, sim.ResultContinue, cs[0].Result)
+	require.True(t, cs[0].Drained, "drained before CONTINUE")
+	require.NotEmpty(t, w.Account.Heartbeats(), "heartbeats kept the action alive while draining")
+	rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, ev.Lifecycle.InstanceID, demo.HookName))
+	require.NoError(t, err)
+	require.True(t, rec.Adopted)
+	require.True(t, rec.Confirmed)
+
+	settle(t, w, 10*time.Minute) // the message comes back after its visibility timeout
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Zero(t, visible+inFlight, "the late message is deleted")
+	require.Equal(t, 1, w.Account.Calls()["ecs:UpdateContainerInstancesState"], "one drain, not two")
+	require.Len(t, w.Account.LifecycleCompletions(), 1, "one CompleteLifecycleAction in all")
+	require.Empty(t, w.Checker.Finish())
 }

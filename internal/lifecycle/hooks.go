@@ -77,6 +77,8 @@ type Hooks struct {
 
 	mu    sync.Mutex
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
+	// waiting: ActionKey -> when the tick first saw the instance waiting on that hook without a record (AdoptWaiting)
+	waiting map[string]time.Time
 }
 
 // hookInfo is one lifecycle hook of a group as DescribeLifecycleHooks describes it.
@@ -100,15 +102,26 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 		// Completing it here would cut ECS's drain short (field case C17).
 		return HookIgnored, nil
 	}
-	rec, err := h.Store.GetHook(ctx, a.Token)
-	known := err == nil
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-	case err != nil:
-		return HookInProgress, fmt.Errorf("reading lifecycle action %s: %w", a.Token, err)
+	rec, known, err := h.record(ctx, a)
+	if err != nil {
+		return HookInProgress, err
 	}
+	version := rec.Version
 	if known && rec.State == state.HookCompleted {
-		return HookDone, nil
+		if rec.Token != ActionKey(a.GroupName, a.InstanceID, a.HookName) || a.Token == "" {
+			return HookDone, nil
+		}
+		// One record per instance and hook: a message for a completed one is a late copy of that action, or a
+		// later action on the same instance and hook (warm pool, root volume replacement). Auto Scaling tells.
+		if active, err := h.active(ctx, a); err != nil || !active {
+			return HookDone, err
+		}
+		known = false
+	}
+	if known && rec.Adopted && a.Token != "" {
+		// The reconcile loop found this action without its message and works on it (AdoptWaiting); the message,
+		// late, waits for its end.
+		return HookInProgress, nil
 	}
 	log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
 		zap.String(logging.LifecycleToken, a.Token), zap.String(logging.Transition, a.Transition))
@@ -134,8 +147,8 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 			return HookIgnored, h.reject(ctx, t, a, rec, known, c, log)
 		}
 		if !known {
-			rec = state.Hook{Token: a.Token, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID,
-				Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now()}
+			rec = state.Hook{Token: ActionKey(a.GroupName, a.InstanceID, a.HookName), Group: a.GroupName, HookName: a.HookName,
+				InstanceID: a.InstanceID, Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now(), Version: version}
 			if a.Terminating() {
 				rec.State = state.HookDraining
 			}
@@ -168,15 +181,15 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	if h.Retries == nil {
 		return h.look(ctx, t, a, rec, !confirming, log)
 	}
-	if !h.Retries.Due(a.Token) && h.Clock.Since(rec.ReceivedAt) < deadline {
+	if !h.Retries.Due(rec.Token) && h.Clock.Since(rec.ReceivedAt) < deadline {
 		// The last look failed: the next one waits for its backoff, the heartbeat never does (C4).
 		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
 	}
 	out, err := h.look(ctx, t, a, rec, !confirming, log)
 	if err != nil {
-		h.Retries.Failed(a.Token, rec.ReceivedAt.Add(deadline))
+		h.Retries.Failed(rec.Token, rec.ReceivedAt.Add(deadline))
 	} else {
-		h.Retries.Succeeded(a.Token)
+		h.Retries.Succeeded(rec.Token)
 	}
 	return out, err
 }
@@ -309,15 +322,15 @@ func (h *Hooks) launching(ctx context.Context, t Target, a events.LifecycleActio
 // the last one (field case C4), so the action never times out while the work goes on.
 func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *state.Hook, log *zap.Logger) error {
 	last := rec.LastHeartbeat
-	if last.IsZero() {
-		last = rec.ReceivedAt
+	if last.IsZero() && !rec.Adopted {
+		last = rec.ReceivedAt // an adopted action began before it was found: its first heartbeat is due at once
 	}
 	if h.Clock.Since(last) < h.heartbeatTimeout(ctx, a.GroupName, a.HookName)/3 {
 		return nil
 	}
 	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
 		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
-		LifecycleActionToken: aws.String(a.Token), InstanceId: aws.String(a.InstanceID)})
+		LifecycleActionToken: tokenOrNil(a.Token), InstanceId: aws.String(a.InstanceID)})
 	if awsapi.IsNoActiveLifecycleAction(err) {
 		log.Info("lifecycle action no longer active while draining; continuing the drain without it")
 		return h.finish(ctx, *rec, "", "action no longer active (completed elsewhere or timed out)")
