@@ -95,7 +95,10 @@ type hookInfo struct {
 // due, and completes the action when the work is done. Call it again (with the same action) until it returns
 // HookDone or HookIgnored. An action Auto Scaling does not confirm returns HookIgnored with nothing drained,
 // one warning and an Observer.LifecycleMessageRejected (field case C19); an Auto Scaling error returns it
-// with the error, so the message is kept and tried again.
+// with the error, so the message is kept and tried again. An action of a hook that is not the agent's
+// (HookOwned) returns HookIgnored with reason RejectForeignHook, logged at info. The action's record is the
+// one of its instance and hook (ActionKey): an action the reconcile loop took up without its message
+// (AdoptWaiting; a.Token empty) is driven there, and its late message is held until it is completed.
 func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) (HookOutcome, error) {
 	if a.HookName == ECSManagedDrainingHookName {
 		// ECS's own hook (an EventBridge rule sees every hook of the group): ECS drains and completes it.
