@@ -8,8 +8,8 @@
 # cfn-lint 1.9.7 bundles the CloudFormation resource specification 2.29.0 (2019):
 # cloudformation/cfn-lint-spec-supplement.js adds the few newer properties the template uses (loaded with
 # NODE_OPTIONS=--require before the CLI). It also rejects an empty CommaDelimitedList value, which
-# CloudFormation accepts, so every configuration names at least one AMI parameter; the goformation checks
-# in internal/cfntest cover the configuration without names. With PermissionsBoundaryName or KmsKeyArn set,
+# CloudFormation accepts, so every configuration names at least one AMI parameter and one lifecycle hook
+# (LifecycleHookNames); the goformation checks in internal/cfntest cover the configurations without names. With PermissionsBoundaryName or KmsKeyArn set,
 # cfn-lint 1.9.7 stops resolving the template at the first Fn::If of those conditions and reports every later
 # intrinsic function as "not supported here" (seen on every property, valid or not): those two options are
 # checked by internal/cfntest (goformation) only.
@@ -29,11 +29,11 @@ roles='ecsInstanceRole\,eks-nodes'
 ops='patch-agent-operator\,AWSReservedSSO_PlatformAdmin_*'
 configurations=(
   # everything on: names and prefix, lifecycle actions by EventBridge and by queue target, alarm topic, HA
-  "AgentImage=123456789012.dkr.ecr.us-east-1.amazonaws.com/patch-agent:v1,AMIParameterNames=/golden-ami/ecs/al2023\,MyExampleParameter\,MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=Both,AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:ops,DesiredCount=2,EcsClusterNames=prod\,staging-*,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
+  "AgentImage=123456789012.dkr.ecr.us-east-1.amazonaws.com/patch-agent:v1,AMIParameterNames=/golden-ami/ecs/al2023\,MyExampleParameter\,MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=Both,LifecycleHookNames=patch-agent-drain\,patch-agent-launch,AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:ops,DesiredCount=2,EcsClusterNames=prod\,staging-*,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
   # the defaults: lifecycle actions by EventBridge, no prefix, no alarm topic, one replica
-  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,EcsClusterNames=prod,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
+  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,LifecycleHookNames=patch-agent-drain,EcsClusterNames=prod,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
   # hooks with the queue as notification target, prefix only besides one name
-  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=QueueTarget,EcsClusterNames=prod,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
+  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=QueueTarget,LifecycleHookNames=patch-agent-drain,EcsClusterNames=prod,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
 )
 
 export NODE_OPTIONS="--require $root/cloudformation/cfn-lint-spec-supplement.js${NODE_OPTIONS:+ $NODE_OPTIONS}"

@@ -297,3 +297,49 @@ func TestRollbackOfAHaltedReplacementSaysWhatStaysBehind(t *testing.T) {
 	require.Nil(t, row.CurrentInstance)
 	require.Empty(t, row.Reason)
 }
+
+// A second pause of a scope already paused never silently replaces the first (an --until pause would end
+// earlier or later than planned): it is refused with exit 2 naming the pause in place, nothing written; with
+// --replace it replaces it. The pause's since is stored at second precision.
+func TestSecondPauseOfTheSameScopeIsRefusedUnlessReplace(t *testing.T) {
+	file := demoState(t)
+	res := run(t, "pause", "--group", demo.GroupName, "--reason", "load test", "--who", "alice", "--until", "2h", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	first := status(t, file).Paused
+	require.NotNil(t, first)
+	require.Equal(t, first.Since.Truncate(time.Second), first.Since, "since at second precision")
+
+	res = run(t, "pause", "--group", demo.GroupName, "--reason", "freeze", "--who", "bob", "--state-file", file)
+	require.Error(t, res.err)
+	var stderr strings.Builder
+	require.Equal(t, exitUsage, report(&stderr, res.err), "a usage error: exit 2")
+	require.Contains(t, stderr.String(), "Run 'patch-agent pause --help' for usage.", "with the one-line hint")
+	require.ErrorIs(t, res.err, operator.ErrAlreadyPaused)
+	require.ErrorContains(t, res.err, "group "+demo.GroupName+" is already paused by alice since ")
+	require.ErrorContains(t, res.err, "load test; pass --replace to replace it")
+	require.Equal(t, first, status(t, file).Paused, "the first pause is untouched")
+
+	res = run(t, "pause", "--reason", "incident", "--who", "carol", "--state-file", file)
+	require.NoError(t, res.err, "another scope (global) is no replacement")
+
+	res = run(t, "pause", "--group", demo.GroupName, "--reason", "freeze", "--who", "bob", "--replace", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	locks := readLocks(t, file)
+	require.Len(t, locks, 2)
+	for _, l := range locks {
+		if l.Group == demo.GroupName {
+			require.Equal(t, "freeze", l.Reason)
+			require.True(t, l.Until.IsZero(), "replaced whole, --until included")
+		}
+	}
+}
+
+// readLocks returns the pause locks of a state file.
+func readLocks(t *testing.T, file string) []state.Lock {
+	t.Helper()
+	mem, err := loadSnapshot(file)
+	require.NoError(t, err)
+	locks, err := mem.ListLocks(context.Background())
+	require.NoError(t, err)
+	return locks
+}

@@ -14,6 +14,7 @@ import (
 
 func newPauseCommand() *cobra.Command {
 	var group, reason, until, who string
+	var replace bool
 	cmd := &cobra.Command{
 		Use:   "pause",
 		Short: "Stop new surges, drains and terminations of every group (or of one with --group)",
@@ -26,8 +27,9 @@ refresh) — they protect running tasks and their lifecycle actions are complete
 (a replacement booting, a drain under way, a termination leaving) are watched as usual, and their timeouts
 still apply.
 
-A second pause of the same scope replaces the first. --until ends the pause by itself; without it the pause
-lasts until ` + "`patch-agent resume`" + `.
+A second pause of a scope that is already paused is refused (exit 2, naming the pause in place) unless
+--replace is given: it would silently end an --until pause earlier or later than planned. --until ends the
+pause by itself; without it the pause lasts until ` + "`patch-agent resume`" + `.
 
 --group is confirmed first: Auto Scaling must know the group and it must carry the tag
 patch-agent/enabled=true (a group opted in that the agent has no record of yet may be paused); with
@@ -46,6 +48,7 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 	cmd.Flags().StringVarP(&group, "group", "g", "", "pause only this Auto Scaling group (default: every group)")
 	cmd.Flags().StringVarP(&reason, "reason", "r", "", "why (required; shown in status and the agent's logs)")
 	cmd.Flags().StringVar(&until, "until", "", "end the pause by itself: an RFC 3339 time or a duration from now (2h, 90m)")
+	cmd.Flags().BoolVar(&replace, "replace", false, "replace a pause of the same scope already in place (default: refuse)")
 	addWhoFlag(cmd, &who)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := requireGroupIfGiven(cmd, group, "pause every group"); err != nil {
@@ -69,6 +72,15 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 		}
 		if group != "" {
 			if err := s.confirmGroup(ctx, group); err != nil {
+				return err
+			}
+		}
+		if !replace {
+			err := operator.CheckNotPaused(ctx, s, group, now)
+			if errors.Is(err, operator.ErrAlreadyPaused) {
+				return usage(cmd, fmt.Errorf("%w; pass --replace to replace it", err))
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -231,7 +231,7 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
 			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Activities: activities},
 		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
-			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}},
+			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}, QueueURL: s.QueueURL},
 		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 		retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk},
 	}
@@ -421,6 +421,8 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		if err := a.hooks.Recover(ctx, d, records); err != nil {
 			a.log.Warn("recovering drained instances failed; retrying next tick", zap.Error(err))
 		}
+		// Lifecycle actions waiting on the agent's hooks whose message did not come (a lost receive).
+		a.hooks.AdoptWaiting(ctx, d)
 	}
 	return nil
 }

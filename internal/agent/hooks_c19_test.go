@@ -235,9 +235,10 @@ func TestC19LifecycleMessageForAnInstanceReallyInTerminatingWaitIsDrainedAndCont
 	require.True(t, cs[0].Drained, "drained before CONTINUE")
 	require.Empty(t, w.rejected(), "nothing rejected")
 	require.Empty(t, w.Checker.Finish())
-	h, err := w.Store.GetHook(context.Background(), real.Lifecycle.Token)
+	h, err := w.Store.GetHook(context.Background(), lifecycle.ActionKey(g.Name, real.Lifecycle.InstanceID, real.Lifecycle.HookName))
 	require.NoError(t, err)
 	require.True(t, h.Confirmed, "the confirmation is recorded once for the action")
+	require.False(t, h.Adopted, "its message drove it, not the reconcile loop's safety net")
 	require.True(t, h.AgentDrained)
 	// The two copies may be received together, before either wrote the record, and a copy handed back while
 	// the other's first look is still writing the record is confirmed once more (seen under load): a few

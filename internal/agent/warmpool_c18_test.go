@@ -14,6 +14,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -176,7 +177,7 @@ func TestC18LaunchIntoWarmPoolIsCompletedWithoutWaitingForHealth(t *testing.T) {
 	require.Equal(t, "InService", served.LifecycleState, "the instance drawn from the pool waited for health and serves")
 	require.Equal(t, "ACTIVE", served.ContainerInstanceStatus)
 	require.Len(t, completionsOf(w, drawn), 1)
-	h, err := w.Store.GetHook(context.Background(), c.Token)
+	h, err := w.Store.GetHook(context.Background(), lifecycle.ActionKey(c.Group, c.InstanceID, c.Hook))
 	require.NoError(t, err)
 	require.Equal(t, state.HookCompleted, h.State)
 	require.Contains(t, h.Note, "warm pool")

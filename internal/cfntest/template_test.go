@@ -81,6 +81,10 @@ var (
 		"AMIParameterPrefix": testParameterPrefix,
 		"LifecycleHookRoute": "QueueTarget",
 	}
+	// namedHooksConfig: the lifecycle rule narrowed to the agent's hooks (LifecycleHookNames).
+	namedHooksConfig = map[string]string{
+		"LifecycleHookNames": "patch-agent-drain,patch-agent-launch",
+	}
 )
 
 // configs names the configurations for table-driven tests.
@@ -91,6 +95,7 @@ var configs = []struct {
 	{"full", fullConfig},
 	{"defaults", defaultConfig},
 	{"queue target and prefix", queueTargetConfig},
+	{"named lifecycle hooks", namedHooksConfig},
 }
 
 // stack is the template as CloudFormation would create it with given parameter values: resources and outputs
@@ -421,10 +426,13 @@ func TestConditionsSwitchTheOptionalParts(t *testing.T) {
 			[]string{"ParameterNamesRule", "ParameterPrefixRule", "LifecycleActionRule", "LifecycleHookRole", "NamedAMIParametersPolicy", "PrefixAMIParametersPolicy"}, nil},
 		{"defaults", defaultConfig,
 			[]string{"ScheduleRule", "LifecycleActionRule"},
-			[]string{"ParameterNamesRule", "ParameterPrefixRule", "LifecycleHookRole", "NamedAMIParametersPolicy", "PrefixAMIParametersPolicy"}},
+			[]string{"ParameterNamesRule", "ParameterPrefixRule", "LifecycleHookRole", "NamedAMIParametersPolicy", "PrefixAMIParametersPolicy", "LifecycleNamedHooksRule"}},
 		{"queue target and prefix", queueTargetConfig,
 			[]string{"ParameterPrefixRule", "LifecycleHookRole", "PrefixAMIParametersPolicy"},
-			[]string{"ParameterNamesRule", "LifecycleActionRule", "NamedAMIParametersPolicy"}},
+			[]string{"ParameterNamesRule", "LifecycleActionRule", "LifecycleNamedHooksRule", "NamedAMIParametersPolicy"}},
+		{"named lifecycle hooks", namedHooksConfig, []string{"LifecycleNamedHooksRule"}, []string{"LifecycleActionRule"}},
+		{"named lifecycle hooks, queue target", map[string]string{"LifecycleHookNames": "patch-agent-drain", "LifecycleHookRoute": "QueueTarget"},
+			[]string{"LifecycleHookRole"}, []string{"LifecycleActionRule", "LifecycleNamedHooksRule"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -133,9 +133,21 @@ func (d *dropLifecycleMessages) ReceiveMessage(ctx context.Context, in *sqs.Rece
 	return out, nil
 }
 
+// blindToWaits answers DescribeAutoScalingInstances with nothing: the agent's reconcile loop cannot confirm
+// an instance waiting without its message (lifecycle.Hooks.AdoptWaiting), so it never takes one up.
+type blindToWaits struct{ awsapi.AutoScaling }
+
+func (b blindToWaits) DescribeAutoScalingInstances(context.Context, *autoscaling.DescribeAutoScalingInstancesInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
+	return &autoscaling.DescribeAutoScalingInstancesOutput{}, nil
+}
+
 func TestCheckerInvariant2ScaleInTerminationsTheAgentNeverSaw(t *testing.T) {
 	drop := &dropLifecycleMessages{}
-	w := brokenWorld(t, func(c agent.Clients) agent.Clients { drop.SQS = c.SQS; c.SQS = drop; return c })
+	w := brokenWorld(t, func(c agent.Clients) agent.Clients {
+		drop.SQS = c.SQS
+		c.SQS, c.AutoScaling = drop, blindToWaits{c.AutoScaling}
+		return c
+	})
 	scaleIn(t, w)
 	victims := map[string]bool{}
 	for _, term := range w.Account.Terminations() {

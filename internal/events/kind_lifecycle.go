@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -32,7 +33,14 @@ type hookMessage struct {
 	Action               string `json:"Action"`
 }
 
-// lifecycleAction checks that m names everything CompleteLifecycleAction needs and a known transition.
+// instanceIDPattern is what an EC2 instance id can be: "i-" and 8 or 17 lowercase hexadecimal digits (Amazon
+// EC2 User Guide, "Resource IDs"), loosened to 1-17 digits, all within the 19 characters a member of
+// DescribeAutoScalingInstances' InstanceIds may have (Amazon EC2 Auto Scaling API Reference,
+// DescribeAutoScalingInstances).
+var instanceIDPattern = regexp.MustCompile(`^i-[0-9a-f]{1,17}$`)
+
+// lifecycleAction checks that m names everything CompleteLifecycleAction needs, an instance id of EC2's shape
+// and a known transition.
 func (m hookMessage) lifecycleAction() (*LifecycleAction, error) {
 	var missing []string
 	for _, f := range []struct{ name, value string }{
@@ -49,6 +57,12 @@ func (m hookMessage) lifecycleAction() (*LifecycleAction, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("lifecycle action (hook %q, instance %q, group %q) is missing %s",
 			m.LifecycleHookName, m.EC2InstanceID, m.AutoScalingGroupName, strings.Join(missing, ", "))
+	}
+	if !instanceIDPattern.MatchString(m.EC2InstanceID) {
+		// Auto Scaling refuses such an id (ValidationError) on every look: the message would be held forever
+		// instead of reaching the dead-letter queue.
+		return nil, fmt.Errorf("lifecycle action (hook %q, group %q): EC2InstanceId %q is not an EC2 instance id (i- and up to 17 hexadecimal digits)",
+			m.LifecycleHookName, m.AutoScalingGroupName, m.EC2InstanceID)
 	}
 	if m.LifecycleTransition != TransitionLaunching && m.LifecycleTransition != TransitionTerminating {
 		return nil, fmt.Errorf("lifecycle action for instance %s in group %s: LifecycleTransition %q is neither %s nor %s",

@@ -30,6 +30,9 @@ const (
 	RejectUnknownHook = "UnknownHook"
 	// RejectLifecycleState: the instance is not in the wait state the action implies (InService, say).
 	RejectLifecycleState = "LifecycleStateMismatch"
+	// RejectForeignHook: the hook is another tool's (HookOwned: it notifies another target, or the group's
+	// TagLifecycleHooks leaves it out), which waits for that tool; routine, so logged at info.
+	RejectForeignHook = "ForeignHook"
 )
 
 // Rejection is a lifecycle message that Auto Scaling did not confirm: nothing was drained or cordoned, and the
@@ -155,8 +158,13 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 // reject tells of an action Auto Scaling did not confirm: one warning, the observer (metric, notification).
 // A record an earlier agent wrote before confirming is closed, without counting it as completed.
 func (h *Hooks) reject(ctx context.Context, t Target, a events.LifecycleAction, rec state.Hook, known bool, c confirmation, log *zap.Logger) error {
-	log.Warn("lifecycle message not confirmed by Auto Scaling; nothing drained, message deleted",
-		zap.String(logging.Reason, c.reason+": "+c.detail))
+	if c.reason == RejectForeignHook {
+		log.Info("lifecycle action of another tool's hook; nothing drained or completed, message deleted",
+			zap.String(logging.LifecycleHook, a.HookName), zap.String(logging.Reason, c.reason+": "+c.detail))
+	} else {
+		log.Warn("lifecycle message not confirmed by Auto Scaling; nothing drained, message deleted",
+			zap.String(logging.Reason, c.reason+": "+c.detail))
+	}
 	if known {
 		rec.State, rec.Note, rec.CompletedAt = state.HookCompleted, "rejected: "+c.detail, h.Clock.Now()
 		if _, err := h.Store.PutHook(ctx, rec); err != nil {

@@ -22,6 +22,10 @@ type GroupHook struct {
 	// GlobalTimeout is how long an instance may stay in the hook's wait state, heartbeats or not
 	// (HookGlobalTimeout: the reported GlobalTimeout, else min(100 x HeartbeatTimeout, 48 h)).
 	GlobalTimeout time.Duration
+	// NotificationTargetARN is the hook's notification target (an SQS queue or SNS topic ARN); "" when the
+	// hook has none and its actions reach consumers only as EventBridge events (Amazon EC2 Auto Scaling API
+	// Reference, LifecycleHook; HookOwned decides on it).
+	NotificationTargetARN string
 }
 
 // DescribeGroupHooks reads every lifecycle hook of group with one DescribeLifecycleHooks call (Amazon EC2 Auto
@@ -35,7 +39,8 @@ func DescribeGroupHooks(ctx context.Context, api awsapi.AutoScaling, group strin
 	}
 	hooks := make([]GroupHook, 0, len(out.LifecycleHooks))
 	for _, h := range out.LifecycleHooks {
-		gh := GroupHook{Name: aws.ToString(h.LifecycleHookName), Transition: aws.ToString(h.LifecycleTransition)}
+		gh := GroupHook{Name: aws.ToString(h.LifecycleHookName), Transition: aws.ToString(h.LifecycleTransition),
+			NotificationTargetARN: aws.ToString(h.NotificationTargetARN)}
 		if h.HeartbeatTimeout != nil {
 			gh.HeartbeatTimeout = time.Duration(*h.HeartbeatTimeout) * time.Second
 		}

@@ -72,9 +72,13 @@ type Hooks struct {
 	// instance or drain status that could not be read): the next poll only sends the heartbeat when one is
 	// due (C4), and the drain or health deadline still holds. Nil: every poll looks.
 	Retries *Retries
+	// QueueURL is the agent's queue: a hook that notifies another target is not the agent's (HookOwned).
+	QueueURL string
 
 	mu    sync.Mutex
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
+	// waiting: ActionKey -> when the tick first saw the instance waiting on that hook without a record (AdoptWaiting)
+	waiting map[string]time.Time
 }
 
 // hookInfo is one lifecycle hook of a group as DescribeLifecycleHooks describes it.
@@ -82,6 +86,7 @@ type hookInfo struct {
 	transition string
 	heartbeat  time.Duration
 	global     time.Duration // HookGlobalTimeout
+	target     string        // NotificationTargetARN ("" = none: EventBridge)
 }
 
 // Handle takes one look at a lifecycle action of target t: it confirms the action with Auto Scaling the first
@@ -90,26 +95,47 @@ type hookInfo struct {
 // due, and completes the action when the work is done. Call it again (with the same action) until it returns
 // HookDone or HookIgnored. An action Auto Scaling does not confirm returns HookIgnored with nothing drained,
 // one warning and an Observer.LifecycleMessageRejected (field case C19); an Auto Scaling error returns it
-// with the error, so the message is kept and tried again.
+// with the error, so the message is kept and tried again. An action of a hook that is not the agent's
+// (HookOwned) returns HookIgnored with reason RejectForeignHook, logged at info. The action's record is the
+// one of its instance and hook (ActionKey): an action the reconcile loop took up without its message
+// (AdoptWaiting; a.Token empty) is driven there, and its late message is held until it is completed.
 func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) (HookOutcome, error) {
 	if a.HookName == ECSManagedDrainingHookName {
 		// ECS's own hook (an EventBridge rule sees every hook of the group): ECS drains and completes it.
 		// Completing it here would cut ECS's drain short (field case C17).
 		return HookIgnored, nil
 	}
-	rec, err := h.Store.GetHook(ctx, a.Token)
-	known := err == nil
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-	case err != nil:
-		return HookInProgress, fmt.Errorf("reading lifecycle action %s: %w", a.Token, err)
+	rec, known, err := h.record(ctx, a)
+	if err != nil {
+		return HookInProgress, err
 	}
+	version := rec.Version
 	if known && rec.State == state.HookCompleted {
-		return HookDone, nil
+		if rec.Token != ActionKey(a.GroupName, a.InstanceID, a.HookName) || a.Token == "" {
+			return HookDone, nil
+		}
+		// One record per instance and hook: a message for a completed one is a late copy of that action, or a
+		// later action on the same instance and hook (warm pool, root volume replacement). Auto Scaling tells.
+		if active, err := h.active(ctx, a); err != nil || !active {
+			return HookDone, err
+		}
+		known = false
+	}
+	if known && rec.Adopted && a.Token != "" {
+		// The reconcile loop found this action without its message and works on it (AdoptWaiting); the message,
+		// late, waits for its end.
+		return HookInProgress, nil
 	}
 	log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
 		zap.String(logging.LifecycleToken, a.Token), zap.String(logging.Transition, a.Transition))
 	confirming := !known || !rec.Confirmed
+	// Another tool's hook (aws-node-termination-handler, a backup hook) waits for that tool: its actions are
+	// never drained or completed here. Checked on every look, on a fresh DescribeLifecycleHooks the first.
+	if why, err := h.foreignHook(ctx, t, a, confirming); err != nil {
+		return HookInProgress, err
+	} else if why != "" {
+		return HookIgnored, h.reject(ctx, t, a, rec, known, confirmation{verdictRejected, RejectForeignHook, why}, log)
+	}
 	if confirming {
 		// Invariant 9 (docs/architecture.md): once per action, before anything is drained or cordoned.
 		c, err := h.confirm(ctx, a)
@@ -124,8 +150,8 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 			return HookIgnored, h.reject(ctx, t, a, rec, known, c, log)
 		}
 		if !known {
-			rec = state.Hook{Token: a.Token, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID,
-				Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now()}
+			rec = state.Hook{Token: ActionKey(a.GroupName, a.InstanceID, a.HookName), Group: a.GroupName, HookName: a.HookName,
+				InstanceID: a.InstanceID, Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now(), Version: version}
 			if a.Terminating() {
 				rec.State = state.HookDraining
 			}
@@ -158,15 +184,15 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	if h.Retries == nil {
 		return h.look(ctx, t, a, rec, !confirming, log)
 	}
-	if !h.Retries.Due(a.Token) && h.Clock.Since(rec.ReceivedAt) < deadline {
+	if !h.Retries.Due(rec.Token) && h.Clock.Since(rec.ReceivedAt) < deadline {
 		// The last look failed: the next one waits for its backoff, the heartbeat never does (C4).
 		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
 	}
 	out, err := h.look(ctx, t, a, rec, !confirming, log)
 	if err != nil {
-		h.Retries.Failed(a.Token, rec.ReceivedAt.Add(deadline))
+		h.Retries.Failed(rec.Token, rec.ReceivedAt.Add(deadline))
 	} else {
-		h.Retries.Succeeded(a.Token)
+		h.Retries.Succeeded(rec.Token)
 	}
 	return out, err
 }
@@ -299,15 +325,15 @@ func (h *Hooks) launching(ctx context.Context, t Target, a events.LifecycleActio
 // the last one (field case C4), so the action never times out while the work goes on.
 func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *state.Hook, log *zap.Logger) error {
 	last := rec.LastHeartbeat
-	if last.IsZero() {
-		last = rec.ReceivedAt
+	if last.IsZero() && !rec.Adopted {
+		last = rec.ReceivedAt // an adopted action began before it was found: its first heartbeat is due at once
 	}
 	if h.Clock.Since(last) < h.heartbeatTimeout(ctx, a.GroupName, a.HookName)/3 {
 		return nil
 	}
 	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
 		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
-		LifecycleActionToken: aws.String(a.Token), InstanceId: aws.String(a.InstanceID)})
+		LifecycleActionToken: tokenOrNil(a.Token), InstanceId: aws.String(a.InstanceID)})
 	if awsapi.IsNoActiveLifecycleAction(err) {
 		log.Info("lifecycle action no longer active while draining; continuing the drain without it")
 		return h.finish(ctx, *rec, "", "action no longer active (completed elsewhere or timed out)")

@@ -61,7 +61,7 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 	}
 	_, err := h.AutoScaling.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
-		LifecycleActionToken: aws.String(a.Token), InstanceId: aws.String(a.InstanceID), LifecycleActionResult: aws.String(result)})
+		LifecycleActionToken: tokenOrNil(a.Token), InstanceId: aws.String(a.InstanceID), LifecycleActionResult: aws.String(result)})
 	if awsapi.IsNoActiveLifecycleAction(err) {
 		log.Info("lifecycle action was no longer active; treated as completed")
 		return HookDone, h.finish(ctx, rec, "", "no active lifecycle action: already completed or timed out")
@@ -71,6 +71,32 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 	}
 	log.Info("lifecycle action completed", zap.String(logging.Result, result), zap.String(logging.Reason, note))
 	return HookDone, h.finish(ctx, rec, result, note)
+}
+
+// tokenOrNil is the LifecycleActionToken of a call: none for an action found without its message, which is
+// named by InstanceId and LifecycleHookName instead (Amazon EC2 Auto Scaling API Reference,
+// CompleteLifecycleAction and RecordLifecycleActionHeartbeat).
+func tokenOrNil(token string) *string {
+	if token == "" {
+		return nil
+	}
+	return aws.String(token)
+}
+
+// active reports whether Auto Scaling still has the lifecycle action of a's token waiting: a heartbeat by the
+// token is accepted (and restarts its timeout), or answered "No active Lifecycle Action found". It tells a
+// late copy of a completed action's message from a later action on the same instance and hook.
+func (h *Hooks) active(ctx context.Context, a events.LifecycleAction) (bool, error) {
+	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
+		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
+		LifecycleActionToken: aws.String(a.Token), InstanceId: aws.String(a.InstanceID)})
+	switch {
+	case awsapi.IsNoActiveLifecycleAction(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("asking whether lifecycle action %s is still active: %w", a.Token, err)
+	}
+	return true, nil
 }
 
 func (h *Hooks) finish(ctx context.Context, rec state.Hook, result, note string) error {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/logging"
 )
 
@@ -57,7 +58,7 @@ func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map
 	}
 	hooks := make(map[string]hookInfo, len(described))
 	for _, lh := range described {
-		info := hookInfo{transition: lh.Transition, heartbeat: defaultHeartbeatTimeout}
+		info := hookInfo{transition: lh.Transition, heartbeat: defaultHeartbeatTimeout, target: lh.NotificationTargetARN}
 		if lh.HeartbeatTimeout != 0 {
 			info.heartbeat = lh.HeartbeatTimeout
 		}
@@ -71,6 +72,29 @@ func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map
 	h.hooks[group] = hooks
 	h.mu.Unlock()
 	return hooks, nil
+}
+
+// foreignHook says why the action's hook is not the agent's (HookOwned: its notification target, the group's
+// TagLifecycleHooks), or "" when it is the agent's or the group has no hook of that name (confirm rejects
+// that as UnknownHook). refresh describes the group's hooks again first; a hook the cache lacks is asked
+// again once. An error means nothing is known: the caller keeps the message.
+func (h *Hooks) foreignHook(ctx context.Context, t Target, a events.LifecycleAction, refresh bool) (string, error) {
+	hooks, err := h.groupHooks(ctx, a.GroupName, refresh)
+	if err == nil && !refresh {
+		if _, ok := hooks[a.HookName]; !ok {
+			hooks, err = h.groupHooks(ctx, a.GroupName, true)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("checking whose lifecycle hook %s of %s is: %w", a.HookName, a.GroupName, err)
+	}
+	info, ok := hooks[a.HookName]
+	if !ok {
+		return "", nil
+	}
+	_, why := HookOwned(GroupHook{Name: a.HookName, Transition: info.transition, NotificationTargetARN: info.target},
+		HookOwnership{QueueURL: h.QueueURL, Listed: t.LifecycleHooks})
+	return why, nil
 }
 
 // ecsDrains reports whether the group has ECS's managed draining hook (from the hooks cache: a stale answer

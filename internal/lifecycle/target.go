@@ -40,6 +40,9 @@ type Target struct {
 	Cluster   string       `json:"cluster"`
 	Parameter string       `json:"amiParameter"`
 	Policy    TargetPolicy `json:"policy"`
+	// LifecycleHooks are the hooks the group's TagLifecycleHooks names as the agent's; nil without the tag
+	// (HookOwned).
+	LifecycleHooks []string `json:"lifecycleHooks,omitempty"`
 }
 
 // ErrEnabledTagValue is wrapped by the error of a group whose tag patch-agent/enabled is present with a value
@@ -84,7 +87,8 @@ func TargetFromTags(group string, tags map[string]string) (*Target, error) {
 	if !on {
 		return nil, nil
 	}
-	t := &Target{Group: group, Platform: strings.ToLower(tags[TagPlatform]), Cluster: tags[TagCluster], Parameter: tags[TagParameter]}
+	t := &Target{Group: group, Platform: strings.ToLower(tags[TagPlatform]), Cluster: tags[TagCluster], Parameter: tags[TagParameter],
+		LifecycleHooks: ParseLifecycleHooksTag(tags)}
 	var problems []string
 	switch t.Platform {
 	case PlatformECS, PlatformEKS:
@@ -170,7 +174,7 @@ func Discover(ctx context.Context, api awsapi.AutoScaling, sources ...SourceReso
 				tags := groupTags(g)
 				if p, c := strings.ToLower(tags[TagPlatform]), tags[TagCluster]; (p == PlatformECS || p == PlatformEKS) && c != "" &&
 					!errors.Is(err, ErrEnabledTagValue) && !errors.Is(err, ErrManagedNodegroupGroup) {
-					d.Drainable[name] = Target{Group: name, Platform: p, Cluster: c}
+					d.Drainable[name] = Target{Group: name, Platform: p, Cluster: c, LifecycleHooks: ParseLifecycleHooksTag(tags)}
 				}
 				continue
 			}

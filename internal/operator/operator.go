@@ -18,6 +18,9 @@ import (
 // ErrNotPaused is returned by Resume when the scope it names has no pause lock.
 var ErrNotPaused = errors.New("not paused")
 
+// ErrAlreadyPaused is returned (wrapped) by CheckNotPaused when the scope already has an active pause lock.
+var ErrAlreadyPaused = errors.New("already paused")
+
 // History events the operator's commands append.
 const (
 	// HistoryManualRollback is the Event of the history entry Rollback appends.
@@ -51,9 +54,33 @@ func Pause(ctx context.Context, store state.Store, group, reason, who string, un
 	if !until.IsZero() && !until.After(now) {
 		return fmt.Errorf("pause until %s is not in the future (now %s)", until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
-	l := state.Lock{Group: group, Reason: reason, Who: who, Since: now, Until: until}
+	// Since at second precision: the status shows and compares it in RFC 3339 seconds.
+	l := state.Lock{Group: group, Reason: reason, Who: who, Since: now.Truncate(time.Second), Until: until}
 	if err := store.PutLock(ctx, l); err != nil {
 		return fmt.Errorf("pausing %s: %w", l.Scope(), err)
+	}
+	return nil
+}
+
+// CheckNotPaused returns an error wrapping ErrAlreadyPaused that names the active pause lock of group's own
+// scope (state.GlobalScope: the global one) — who, since, until and why — or nil when the scope has none (an
+// expired lock does not count). `patch-agent pause` asks it first, so a second pause never silently replaces
+// an earlier one (shortening or lengthening an --until pause) unless --replace says so. Errors: the store's.
+func CheckNotPaused(ctx context.Context, store state.Store, group string, now time.Time) error {
+	locks, err := store.ListLocks(ctx)
+	if err != nil {
+		return fmt.Errorf("reading pause locks: %w", err)
+	}
+	for _, l := range locks {
+		if l.Group != group || !l.Active(now) {
+			continue
+		}
+		end := "until resumed"
+		if !l.Until.IsZero() {
+			end = "until " + l.Until.UTC().Format(time.RFC3339)
+		}
+		return fmt.Errorf("%s is %w by %s since %s %s: %s", l.Scope(), ErrAlreadyPaused, l.Who,
+			l.Since.UTC().Format(time.RFC3339), end, l.Reason)
 	}
 	return nil
 }

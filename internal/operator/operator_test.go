@@ -368,3 +368,25 @@ func TestRollbackWhoseWriteFailsLeavesNeitherRecordNorHistory(t *testing.T) {
 		require.NotEqual(t, operator.HistoryManualRollback, e.Event)
 	}
 }
+
+// TestCheckNotPausedNamesTheActivePauseOfTheScopeOnly: an active lock of the same scope is named (who, since,
+// until, why); another scope's lock or an expired one is not in the way. Pause stores since at second precision.
+func TestCheckNotPausedNamesTheActivePauseOfTheScopeOnly(t *testing.T) {
+	ctx := context.Background()
+	m := state.NewMemory()
+	require.NoError(t, operator.Pause(ctx, m, "prod", "load test", "alice", now.Add(2*time.Hour), now.Add(1500*time.Millisecond)))
+	require.NoError(t, m.PutLock(ctx, state.Lock{Group: "old", Reason: "done", Who: "bob", Since: now.Add(-2 * time.Hour), Until: now.Add(-time.Hour)}))
+	for _, l := range locks(t, m) {
+		if l.Group == "prod" {
+			require.Equal(t, now.Add(time.Second), l.Since, "since at second precision")
+		}
+	}
+
+	err := operator.CheckNotPaused(ctx, m, "prod", now.Add(time.Minute))
+	require.ErrorIs(t, err, operator.ErrAlreadyPaused)
+	require.EqualError(t, err, "group prod is already paused by alice since "+now.Add(time.Second).UTC().Format(time.RFC3339)+
+		" until "+now.Add(2*time.Hour).UTC().Format(time.RFC3339)+": load test")
+	require.NoError(t, operator.CheckNotPaused(ctx, m, state.GlobalScope, now), "another scope")
+	require.NoError(t, operator.CheckNotPaused(ctx, m, "old", now), "an expired pause")
+	require.NoError(t, operator.CheckNotPaused(ctx, m, "prod", now.Add(3*time.Hour)), "once it ended")
+}

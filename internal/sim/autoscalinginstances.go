@@ -20,7 +20,8 @@ const maxAutoScalingInstanceIDs = 50
 // health, Availability Zone, scale-in protection and launch template version. An id Auto Scaling does not
 // know, or whose instance is Terminated, is left out of the answer without an error.
 // Amazon EC2 Auto Scaling API Reference, "DescribeAutoScalingInstances" and "AutoScalingInstanceDetails".
-// Errors: ValidationError (more than 50 ids, MaxRecords outside 1..50, a malformed NextToken).
+// Errors: ValidationError (more than 50 ids, an id of more than 19 characters, MaxRecords outside 1..50, a
+// malformed NextToken).
 func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
 	a := c.a
 	unlock, err := a.call(ctx, "autoscaling:DescribeAutoScalingInstances")
@@ -33,6 +34,12 @@ func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in
 	}
 	if len(in.InstanceIds) > maxAutoScalingInstanceIDs {
 		return nil, apiError("ValidationError", "1 validation error detected: Value at 'instanceIds' failed to satisfy constraint: Member must have length less than or equal to %d", maxAutoScalingInstanceIDs)
+	}
+	for _, id := range in.InstanceIds {
+		// InstanceIds members: Length Constraints Minimum 1, Maximum 19 (API Reference, DescribeAutoScalingInstances).
+		if len(id) < 1 || len(id) > 19 {
+			return nil, apiError("ValidationError", "1 validation error detected: Value '[%s]' at 'instanceIds' failed to satisfy constraint: Member must satisfy constraint: [Member must have length less than or equal to 19, Member must have length greater than or equal to 1]", id)
+		}
 	}
 	limit := maxAutoScalingInstanceIDs
 	if in.MaxRecords != nil {

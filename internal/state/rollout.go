@@ -195,7 +195,10 @@ type Hook struct {
 	// WaitState is the lifecycle state Auto Scaling confirmed the instance waiting in (Pending:Wait,
 	// Terminating:Wait, Warmed:Pending:Wait ...): it tells a launch into the warm pool from one into service.
 	WaitState string `json:"waitState,omitempty" dynamodbav:"waitState,omitempty"`
-	Version   int64  `json:"version" dynamodbav:"version"`
+	// Adopted: the reconcile loop found the action waiting without its message (lost or late) and works on
+	// it (lifecycle.Hooks.AdoptWaiting); its message, when it comes, waits for its end.
+	Adopted bool  `json:"adopted,omitempty" dynamodbav:"adopted,omitempty"`
+	Version int64 `json:"version" dynamodbav:"version"`
 }
 
 // DrainMark records that the agent itself set an instance DRAINING (ECS) or cordoned it (EKS) for a

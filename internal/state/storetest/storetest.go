@@ -162,6 +162,7 @@ func fullHook(token string) state.Hook {
 		Confirmed:     true,
 		AgentDrained:  true,
 		WaitState:     "Terminating:Wait",
+		Adopted:       true,
 	}
 }
 

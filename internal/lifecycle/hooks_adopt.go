@@ -1,0 +1,153 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// ActionKey is the key of the one record (state.Hook.Token) of the lifecycle action that instance waits on
+// for hook of group, whether its message or the reconcile loop (AdoptWaiting) found it first. An instance waits
+// on at most one action per hook at a time; a later action on the same instance and hook (a warm pool cycle,
+// another root volume replacement) reuses the record once it is completed.
+func ActionKey(group, instance, hook string) string {
+	return "asg/" + group + "/" + instance + "/" + hook
+}
+
+// record reads the record of action a: by its lifecycle action token (records written before ActionKey),
+// then by ActionKey. Errors: the store's, wrapped.
+func (h *Hooks) record(ctx context.Context, a events.LifecycleAction) (state.Hook, bool, error) {
+	keys := []string{ActionKey(a.GroupName, a.InstanceID, a.HookName)}
+	if a.Token != "" {
+		keys = append([]string{a.Token}, keys...)
+	}
+	for _, k := range keys {
+		rec, err := h.Store.GetHook(ctx, k)
+		switch {
+		case err == nil:
+			return rec, true, nil
+		case !errors.Is(err, state.ErrNotFound):
+			return state.Hook{}, false, fmt.Errorf("reading lifecycle action %s: %w", k, err)
+		}
+	}
+	return state.Hook{}, false, nil
+}
+
+// adoptAfter is how long an instance waits on one of the agent's hooks, as the ticks' group descriptions
+// show it, without any record of the action before the reconcile loop takes the action up itself: a third of
+// the hook's HeartbeatTimeout, at most a minute. Its message normally arrives within seconds; the first
+// heartbeat, sent at once, then still comes before the timeout, which is at least 30 s after the action began
+// (a tick or so before it was first seen).
+func adoptAfter(heartbeat time.Duration) time.Duration { return min(heartbeat/3, time.Minute) }
+
+// AdoptWaiting takes up lifecycle actions whose message has not come: instances that the tick's
+// DescribeAutoScalingGroups (d.Groups, no further call) shows in Terminating:Wait or Pending:Wait in a managed
+// group, on a hook of the agent's (HookOwned) with no record under ActionKey, seen so on two ticks at least
+// adoptAfter apart. A ReceiveMessage answer lost on its way leaves the message invisible for the visibility
+// timeout, longer than a short HeartbeatTimeout: without this the action would time out and the instance
+// terminate undrained. The group's description is Auto Scaling's own answer on the instance's group and wait
+// state, so the action is recorded confirmed (invariant 9), marked Adopted, and driven here every tick like a
+// held message: drained, heartbeated at once and then at a third of the HeartbeatTimeout, and completed by
+// InstanceId and LifecycleHookName (Amazon EC2 Auto Scaling API Reference, CompleteLifecycleAction and
+// RecordLifecycleActionHeartbeat: "either the token or the instance ID"). Its message, when it comes, finds
+// the record: held while the action is driven here, then deleted as done — never a second drain.
+// Warm pool instances are not in the group's description and stay with their messages. Errors of one
+// action are logged and do not stop the others.
+func (h *Hooks) AdoptWaiting(ctx context.Context, d Discovered) {
+	now := h.Clock.Now()
+	seen := map[string]time.Time{}
+	for _, name := range d.Names() {
+		t, g := d.Targets[name], d.Groups[name]
+		view := BuildView(g, nil, nil, nil, now)
+		for _, inst := range view.Instances {
+			transition := map[string]string{"Terminating:Wait": events.TransitionTerminating,
+				"Pending:Wait": events.TransitionLaunching}[inst.LifecycleState]
+			if transition == "" {
+				continue
+			}
+			hooks, err := h.groupHooks(ctx, name, false)
+			if err != nil {
+				h.Log.Warn("describing lifecycle hooks failed; waiting instances not looked at this tick", zap.String(logging.Group, name), zap.Error(err))
+				break
+			}
+			names := make([]string, 0, len(hooks))
+			for n := range hooks {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, hook := range names {
+				info := hooks[hook]
+				if info.transition != transition {
+					continue
+				}
+				if owned, _ := HookOwned(GroupHook{Name: hook, Transition: info.transition, NotificationTargetARN: info.target},
+					HookOwnership{QueueURL: h.QueueURL, Listed: t.LifecycleHooks}); !owned {
+					continue
+				}
+				a := events.LifecycleAction{GroupName: name, HookName: hook, InstanceID: inst.ID, Transition: transition}
+				key := ActionKey(name, inst.ID, hook)
+				if err := h.adopt(ctx, t, a, key, adoptAfter(info.heartbeat), seen, now); err != nil {
+					h.Log.Warn("lifecycle action found without its message: look failed; retrying next tick", zap.String(logging.Group, name),
+						zap.String(logging.InstanceID, inst.ID), zap.String(logging.LifecycleHook, hook), zap.Error(err))
+				}
+			}
+		}
+	}
+	h.mu.Lock()
+	h.waiting = seen
+	h.mu.Unlock()
+}
+
+// adopt records (once it has waited for after, and Auto Scaling confirms it as it confirms a message) and
+// drives one action found without its message.
+func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, key string, after time.Duration, seen map[string]time.Time, now time.Time) error {
+	rec, err := h.Store.GetHook(ctx, key)
+	switch {
+	case err == nil:
+		if !rec.Adopted || rec.State == state.HookCompleted {
+			return nil // its message drives it, or it is done
+		}
+	case !errors.Is(err, state.ErrNotFound):
+		return fmt.Errorf("reading lifecycle action %s: %w", key, err)
+	default:
+		h.mu.Lock()
+		first, ok := h.waiting[key]
+		h.mu.Unlock()
+		if !ok {
+			first = now
+		}
+		seen[key] = first
+		if now.Sub(first) < after {
+			return nil
+		}
+		// The same confirmation as a message's (invariant 9): DescribeAutoScalingInstances places the instance
+		// in the group, in the wait state, and the group has the hook.
+		c, err := h.confirm(ctx, a)
+		if err != nil || c.verdict != verdictConfirmed {
+			return err // not (or no longer) waiting: nothing to take up
+		}
+		rec = state.Hook{Token: key, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID, Transition: a.Transition,
+			State: state.HookWaiting, ReceivedAt: first, Confirmed: true, WaitState: c.detail, Adopted: true}
+		if a.Terminating() {
+			rec.State = state.HookDraining
+		}
+		if _, err := h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
+			return nil // its message (or another replica) recorded it first
+		} else if err != nil {
+			return fmt.Errorf("recording lifecycle action %s: %w", key, err)
+		}
+		h.Log.Warn("lifecycle action waiting without its message (lost or late); taken up by the reconcile loop",
+			zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
+			zap.String(logging.LifecycleHook, a.HookName), zap.String(logging.Transition, a.Transition))
+	}
+	_, err = h.Handle(ctx, t, a)
+	return err
+}
