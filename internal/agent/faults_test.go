@@ -34,6 +34,8 @@ type faultScenario struct {
 	spec  func() (demo.Spec, string) // the world, and the group that is rolled or scaled in
 	play  func(t *testing.T, w *demo.World, group string)
 	check func(t *testing.T, w *demo.World, group string)
+	// ratioLimit, when set, replaces successRatioLimit for this scenario (see there).
+	ratioLimit float64
 }
 
 // rollAll publishes ImageB for the group and runs until its rollout ends, then lets hooks settle.
@@ -112,6 +114,10 @@ var faultScenarios = []faultScenario{
 			// 15 minutes leaves the surge empty that long): the checker's end-of-scenario rule.
 			require.Empty(t, w.Checker.Finish(), trace(w, group))
 		},
+		// A drain held by faults long enough for ECS to scale in the empty surge costs a whole second surge,
+		// launch and drain: work ECS asked for, not a retry. With the hook-ownership reads, one seed in ten
+		// (seed 3) takes that path, which puts the sum at 1.36 instead of 1.30.
+		ratioLimit: 1.4,
 	},
 	{
 		name: "ECS managed draining",
@@ -218,7 +224,11 @@ func TestFaultMatrixEveryStrategyCompletesUnder20PercentFaults(t *testing.T) {
 			ratio := float64(faultyOK) / float64(cleanOK*len(faultSeeds))
 			t.Logf("%s: %d successful calls fault-free; with 20 %% faults %.0f on average (%d of %d calls injected, %d lost responses): ratio %.2f (per seed %v)",
 				sc.name, cleanOK, float64(faultyOK)/float64(len(faultSeeds)), injected, calls, lost, ratio, ratios)
-			require.LessOrEqual(t, ratio, successRatioLimit, "successful calls with faults / fault-free")
+			limit := successRatioLimit
+			if sc.ratioLimit > 0 {
+				limit = sc.ratioLimit
+			}
+			require.LessOrEqual(t, ratio, limit, "successful calls with faults / fault-free")
 		})
 	}
 }
