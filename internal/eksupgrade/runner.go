@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
@@ -26,6 +28,9 @@ const (
 	// every write and while an update is tracked, so a crashed invocation blocks a new one for at most this
 	// plus the skew margin, a quarter of it (state.LeaseRule).
 	DefaultLeaseTTL = state.DefaultLeaseTTL
+	// DefaultDegradedWait is how long after its update was requested an add-on may be DEGRADED (its pods
+	// rolling) before the workflow halts.
+	DefaultDegradedWait = 15 * time.Minute
 	// DefaultMaxWait bounds how long one invocation tracks one update: a control plane update takes 10 to 40
 	// minutes, a node group's as long as its nodes take to be replaced.
 	DefaultMaxWait = 3 * time.Hour
@@ -83,8 +88,9 @@ type Runner struct {
 	Backoff func(attempt int) time.Duration
 	// Owner names this invocation in the lease (unique per process); Who the operator, in steps and history.
 	Owner, Who string
-	// LeaseTTL (`--lease-ttl`) defaults to DefaultLeaseTTL; MaxWait to DefaultMaxWait.
-	LeaseTTL, MaxWait time.Duration
+	// LeaseTTL (`--lease-ttl`) defaults to DefaultLeaseTTL; MaxWait to DefaultMaxWait; DegradedWait to
+	// DefaultDegradedWait.
+	LeaseTTL, MaxWait, DegradedWait time.Duration
 	// NewToken returns a new ClientRequestToken. Default: "patch-agent-" and 20 random hex digits.
 	NewToken func() string
 	// Out receives one progress line per transition (nil: none).
@@ -136,6 +142,13 @@ func (r *Runner) maxWait() time.Duration {
 		return r.MaxWait
 	}
 	return DefaultMaxWait
+}
+
+func (r *Runner) degradedWait() time.Duration {
+	if r.DegradedWait > 0 {
+		return r.DegradedWait
+	}
+	return DefaultDegradedWait
 }
 
 func (r *Runner) backoff(attempt int) time.Duration {
@@ -360,12 +373,16 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, e
 	}
 	st := &w.Steps[w.Current]
 	if st.Kind == KindAddon {
-		to, err := r.addonTarget(ctx, st.Name, w.To)
+		installed := st.From
+		if d, err := r.EKS.DescribeAddon(ctx, &awseks.DescribeAddonInput{ClusterName: aws.String(w.Cluster), AddonName: aws.String(st.Name)}); err == nil && d.Addon != nil {
+			installed = aws.ToString(d.Addon.AddonVersion)
+		}
+		choice, err := r.chooseAddon(ctx, st.Name, installed, w.To)
 		if err != nil {
 			return w, err
 		}
-		if to != "" {
-			st.To = to
+		if choice.to != "" {
+			st.To = choice.to
 		}
 	}
 	st.Status, st.Token, st.UpdateID, st.Detail, st.StartedAt, st.CompletedAt = state.StepStatusPending, "", "", "", time.Time{}, time.Time{}

@@ -124,6 +124,9 @@ func (r *Runner) call(w state.Workflow) updateCall {
 					return proceed, "", err
 				case aws.ToString(a.AddonVersion) == st.To:
 					return skip, "the add-on is already at " + st.To, nil
+				case newerAddon(aws.ToString(a.AddonVersion), st.To):
+					return refuse, fmt.Sprintf("the add-on is at %s, newer than the planned %s: an add-on is never downgraded (run again with --retry to plan it again)",
+						aws.ToString(a.AddonVersion), st.To), nil
 				case a.Status == ekstypes.AddonStatusUpdating || a.Status == ekstypes.AddonStatusCreating || a.Status == ekstypes.AddonStatusDeleting:
 					return proceed, "", fmt.Errorf("add-on %s is %s: run again once it is ACTIVE", st.Name, a.Status)
 				}
@@ -148,6 +151,13 @@ func (r *Runner) call(w state.Workflow) updateCall {
 					return aws.ToString(a.AddonVersion) == st.To, "", nil
 				case ekstypes.AddonStatusUpdating:
 					return false, "", nil
+				case ekstypes.AddonStatusDegraded:
+					// DEGRADED while the add-on's pods roll is waited out, up to DegradedWait after the request.
+					if r.now().Sub(st.StartedAt) < r.degradedWait() {
+						return false, "", nil
+					}
+					return false, fmt.Sprintf("the add-on is still DEGRADED at version %s %s after its update was requested%s",
+						aws.ToString(a.AddonVersion), r.degradedWait(), addonIssues(a)), nil
 				}
 				return false, fmt.Sprintf("the add-on is %s at version %s%s", a.Status, aws.ToString(a.AddonVersion), addonIssues(a)), nil
 			},
@@ -200,6 +210,13 @@ func (r *Runner) call(w state.Workflow) updateCall {
 			},
 		}
 	}
+}
+
+// newerAddon reports whether add-on version installed is newer than planned (false when either cannot be
+// read: the update call then decides).
+func newerAddon(installed, planned string) bool {
+	c, err := CompareAddonVersions(installed, planned)
+	return err == nil && c > 0
 }
 
 func addonIssues(a *ekstypes.Addon) string {

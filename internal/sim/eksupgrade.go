@@ -108,6 +108,7 @@ type eksAddon struct {
 	name, version, arn  string
 	status              ekstypes.AddonStatus
 	createdAt, modified time.Time
+	issues              []ekstypes.AddonIssue // health issues while DEGRADED
 }
 
 type eksInsight struct {
@@ -125,6 +126,7 @@ type eksUpgradeWorld struct {
 	catalog  map[string][]EKSAddonVersion      // add-on name -> versions, newest first
 	insights map[string]map[string]*eksInsight // cluster -> id -> insight
 	failures []EKSUpdateFailure
+	degrade  map[string]time.Duration       // cluster|addon -> how long the add-on is DEGRADED after its next update
 	releases map[eksReleaseKey][]EKSRelease // published node AMI releases (eksnodegroupupdate.go)
 }
 
@@ -246,6 +248,20 @@ func (a *Account) FailNextEKSUpdate(f EKSUpdateFailure) {
 	defer a.lock()()
 	w := a.eksUpgradeLocked()
 	w.failures = append(w.failures, f)
+}
+
+// DegradeEKSAddonAfterUpdate makes the next Successful update of an add-on leave it DEGRADED (health issue
+// InsufficientNumberOfReplicas, as while its pods roll) for d, then ACTIVE; d <= 0 leaves it DEGRADED. Amazon
+// EKS API Reference, "Addon" (status DEGRADED) and "AddonHealth": an add-on's status reflects the health of
+// its Kubernetes resources, which an update rolls after EKS applied it.
+func (a *Account) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.eksUpgradeLocked()
+	if w.degrade == nil {
+		w.degrade = map[string]time.Duration{}
+	}
+	w.degrade[cluster+"|"+addon] = d
 }
 
 // EKSUpdates returns the updates of a cluster (its own, its add-ons' and its node groups'), oldest first.
@@ -556,7 +572,7 @@ func (c *EKSClient) DescribeAddon(ctx context.Context, in *awseks.DescribeAddonI
 	}
 	return &awseks.DescribeAddonOutput{Addon: &ekstypes.Addon{AddonName: ptr(ad.name), AddonArn: ptr(ad.arn), AddonVersion: ptr(ad.version),
 		ClusterName: ptr(name), Status: ad.status, CreatedAt: ptr(ad.createdAt), ModifiedAt: ptr(ad.modified),
-		Health: &ekstypes.AddonHealth{Issues: []ekstypes.AddonIssue{}}, Owner: ptr("aws"), Publisher: ptr("eks"), Tags: map[string]string{}}}, nil
+		Health: &ekstypes.AddonHealth{Issues: append([]ekstypes.AddonIssue{}, ad.issues...)}, Owner: ptr("aws"), Publisher: ptr("eks"), Tags: map[string]string{}}}, nil
 }
 
 // DescribeAddonVersions lists the catalog's add-on versions: of AddonName (default: every add-on), those
@@ -654,7 +670,17 @@ func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput
 	ad.status, ad.modified = ekstypes.AddonStatusUpdating, a.now()
 	u := a.startUpdateLocked(&eksUpdate{cluster: name, addon: addon, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeAddonUpdate, params: params},
 		EKSAddonUpdateDuration,
-		func() { ad.version, ad.status, ad.modified = to, ekstypes.AddonStatusActive, a.now() },
+		func() {
+			ad.version, ad.status, ad.modified = to, ekstypes.AddonStatusActive, a.now()
+			if d, ok := w.degrade[name+"|"+addon]; ok {
+				delete(w.degrade, name+"|"+addon)
+				ad.status, ad.issues = ekstypes.AddonStatusDegraded, []ekstypes.AddonIssue{{Code: ekstypes.AddonIssueCodeInsufficientNumberOfReplicas,
+					Message: ptr("The add-on is unhealthy because it doesn't have the desired number of replicas.")}}
+				if d > 0 {
+					a.after(d, func() { ad.status, ad.issues, ad.modified = ekstypes.AddonStatusActive, nil, a.now() })
+				}
+			}
+		},
 		func() { ad.status, ad.modified = ekstypes.AddonStatusUpdateFailed, a.now() })
 	return &awseks.UpdateAddonOutput{Update: u.describe()}, nil
 }

@@ -1,0 +1,168 @@
+package eksupgrade_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/eksupgrade"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Issue 23 (eks-upgrade-safety): the tests below fail on the workflow before it.
+
+func TestCompareAddonVersions(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"v1.19.2-eksbuild.1", "v1.19.0-eksbuild.1", 1},
+		{"v1.19.0-eksbuild.1", "v1.19.2-eksbuild.1", -1},
+		{"v1.10.0-eksbuild.1", "v1.9.9-eksbuild.1", 1}, // not a string comparison
+		{"v1.11.1-eksbuild.10", "v1.11.1-eksbuild.9", 1},
+		{"v1.11.1-eksbuild.9", "v1.11.1-eksbuild.9", 0},
+		{"v1.11.1", "v1.11.1-eksbuild.1", -1},
+	} {
+		got, err := eksupgrade.CompareAddonVersions(tc.a, tc.b)
+		require.NoError(t, err, "%s vs %s", tc.a, tc.b)
+		require.Equal(t, tc.want, got, "%s vs %s", tc.a, tc.b)
+	}
+	for _, bad := range []string{"", "latest", "v1.19", "v1.x.0-eksbuild.1", "v1.19.0-eksbuild.x"} {
+		_, err := eksupgrade.CompareAddonVersions(bad, "v1.19.0-eksbuild.1")
+		require.ErrorIs(t, err, eksupgrade.ErrInvalidAddonVersion, "%q", bad)
+	}
+}
+
+// installVPCCNI publishes extra vpc-cni versions (newest last) and installs vpc-cni at installed.
+func installVPCCNI(t *testing.T, a *sim.Account, installed string, versions ...sim.EKSAddonVersion) {
+	t.Helper()
+	for _, v := range versions {
+		v.Addon = "vpc-cni"
+		a.PublishEKSAddonVersion(v)
+	}
+	require.NoError(t, a.InstallEKSAddon(cluster, "vpc-cni", installed))
+}
+
+func stepOf(t *testing.T, wf state.Workflow, kind, name string) state.WorkflowStep {
+	t.Helper()
+	for _, s := range wf.Steps {
+		if s.Kind == kind && s.Name == name {
+			return s
+		}
+	}
+	require.Failf(t, "no step", "%s %s", kind, name)
+	return state.WorkflowStep{}
+}
+
+func checkOf(wf state.Workflow, name string) state.PreflightCheck {
+	for _, c := range wf.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return state.PreflightCheck{}
+}
+
+func TestAddonNewerThanTheTargetsDefaultIsNeverDowngraded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		installed string
+		versions  []sim.EKSAddonVersion
+		// wantTo is the planned version ("" when the preflight must fail), wantCheck a part of the check.
+		wantTo, wantResult, wantCheck string
+	}{
+		{"field case: v1.19.2 installed, compatible with the target, default v1.19.0: kept", "v1.19.2-eksbuild.1",
+			[]sim.EKSAddonVersion{{Version: "v1.19.2-eksbuild.1", ClusterVersions: []string{"1.30", "1.31"}}},
+			"v1.19.2-eksbuild.1", eksupgrade.CheckPass,
+			"v1.19.2-eksbuild.1 kept: compatible with Kubernetes 1.31 and newer than its default v1.19.0-eksbuild.1 (an add-on is never downgraded)"},
+		{"installed not compatible with the target, a newer compatible one exists: moved up, not to the default", "v1.19.2-eksbuild.1",
+			[]sim.EKSAddonVersion{{Version: "v1.19.2-eksbuild.1", ClusterVersions: []string{"1.30"}},
+				{Version: "v1.19.4-eksbuild.1", ClusterVersions: []string{"1.31"}}, {Version: "v1.19.3-eksbuild.2", ClusterVersions: []string{"1.31"}}},
+			"v1.19.3-eksbuild.2", eksupgrade.CheckPass, "the oldest compatible version newer than it"},
+		{"installed not compatible with the target, every compatible one older: the preflight refuses", "v1.19.2-eksbuild.1",
+			[]sim.EKSAddonVersion{{Version: "v1.19.2-eksbuild.1", ClusterVersions: []string{"1.30"}}},
+			"", eksupgrade.CheckFail, "installed v1.19.2-eksbuild.1 is not compatible with Kubernetes 1.31 and every compatible version is older (default v1.19.0-eksbuild.1, newest v1.19.0-eksbuild.1): an add-on is never downgraded"},
+		{"installed older than the default: the default", demo.UpgradeAddons[0].From, nil,
+			demo.UpgradeAddons[0].To, eksupgrade.CheckPass, "v1.18.3-eksbuild.1 -> v1.19.0-eksbuild.1 (the default for Kubernetes 1.31)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			installVPCCNI(t, w.a, tc.installed, tc.versions...)
+			plan, err := w.runner("dry").Plan(context.Background(), cluster, demo.UpgradeTo)
+			require.NoError(t, err)
+			c := checkOf(plan, "add-on vpc-cni")
+			require.Equal(t, tc.wantResult, c.Result, c.Detail)
+			require.Contains(t, c.Detail, tc.wantCheck)
+
+			wf := w.run(t, "run-1", upgrade())
+			v, _, _ := w.a.EKSAddon(cluster, "vpc-cni")
+			if tc.wantTo == "" {
+				require.Equal(t, state.WorkflowHalted, wf.Phase)
+				require.Contains(t, wf.Reason, "add-on vpc-cni: "+tc.wantCheck)
+				require.Equal(t, tc.installed, v, "nothing was changed")
+				require.Empty(t, w.a.EKSUpdates(cluster))
+				return
+			}
+			require.Equal(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+			require.Equal(t, tc.wantTo, stepOf(t, wf, eksupgrade.KindAddon, "vpc-cni").To)
+			require.Equal(t, tc.wantTo, v, "vpc-cni ends at the planned version")
+			cmp, err := eksupgrade.CompareAddonVersions(v, tc.installed)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, cmp, 0, "never older than installed")
+			if tc.wantTo == tc.installed {
+				require.Equal(t, state.StepStatusSkipped, stepOf(t, wf, eksupgrade.KindAddon, "vpc-cni").Status)
+				require.Equal(t, 2, w.updateCalls()["UpdateAddon"], "no UpdateAddon for the kept vpc-cni")
+			}
+		})
+	}
+}
+
+func TestAddonUpgradedBehindThePlansBackIsNotDowngradedByTheApprovedPlan(t *testing.T) {
+	w := newWorld(t)
+	req := upgrade()
+	req.Approve = false
+	require.Equal(t, state.WorkflowWaiting, w.run(t, "run-1", req).Phase)
+	// After the preflight, someone moves vpc-cni past the planned default.
+	installVPCCNI(t, w.a, "v1.19.2-eksbuild.1", sim.EKSAddonVersion{Version: "v1.19.2-eksbuild.1", ClusterVersions: []string{"1.30", "1.31"}})
+	wf := w.run(t, "run-2", upgrade())
+	v, _, _ := w.a.EKSAddon(cluster, "vpc-cni")
+	require.Equal(t, "v1.19.2-eksbuild.1", v, "never downgraded to the plan's v1.19.0-eksbuild.1")
+	require.Zero(t, countUpdates(w.a, "vpc-cni"), "no UpdateAddon of vpc-cni was started")
+	require.NotEqual(t, state.WorkflowCompleted, wf.Phase, "the plan is not carried out as if nothing changed")
+}
+
+func countUpdates(a *sim.Account, addon string) int {
+	n := 0
+	for _, u := range a.EKSUpdates(cluster) {
+		if u.Addon == addon {
+			n++
+		}
+	}
+	return n
+}
+
+func TestDegradedAddonIsWaitedOutUpToADeadline(t *testing.T) {
+	t.Run("DEGRADED for 3 minutes while its pods roll: waited out, the workflow completes", func(t *testing.T) {
+		w := newWorld(t)
+		w.a.DegradeEKSAddonAfterUpdate(cluster, "coredns", 3*time.Minute)
+		wf := w.run(t, "run-1", upgrade())
+		require.Equal(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+		require.Equal(t, state.StepStatusCompleted, stepOf(t, wf, eksupgrade.KindAddon, "coredns").Status)
+	})
+	t.Run("DEGRADED for good: halts once DegradedWait has passed, not before", func(t *testing.T) {
+		w := newWorld(t)
+		w.a.DegradeEKSAddonAfterUpdate(cluster, "coredns", 0)
+		wf := w.run(t, "run-1", upgrade())
+		require.Equal(t, state.WorkflowHalted, wf.Phase)
+		st := stepOf(t, wf, eksupgrade.KindAddon, "coredns")
+		require.Equal(t, state.StepStatusFailed, st.Status)
+		require.Contains(t, wf.Reason, "still DEGRADED at version "+demo.UpgradeAddons[1].To)
+		require.Contains(t, wf.Reason, "InsufficientNumberOfReplicas")
+		require.GreaterOrEqual(t, st.CompletedAt.Sub(st.StartedAt), eksupgrade.DefaultDegradedWait, "waited out up to the deadline")
+		require.Equal(t, state.StepStatusPending, stepOf(t, wf, eksupgrade.KindAddon, "kube-proxy").Status, "nothing after it")
+	})
+}
