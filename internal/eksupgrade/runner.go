@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -384,6 +385,9 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, e
 		if choice.to != "" {
 			st.To = choice.to
 		}
+	}
+	if st.UpdateID != "" && !slices.Contains(st.EarlierUpdateIDs, st.UpdateID) {
+		st.EarlierUpdateIDs = append(st.EarlierUpdateIDs, st.UpdateID) // never adopted by a resumed run
 	}
 	st.Status, st.Token, st.UpdateID, st.Detail, st.StartedAt, st.CompletedAt = state.StepStatusPending, "", "", "", time.Time{}, time.Time{}
 	w.Phase, w.Reason = state.WorkflowRunning, ""

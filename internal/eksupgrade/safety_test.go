@@ -2,9 +2,13 @@ package eksupgrade_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
@@ -165,4 +169,95 @@ func TestDegradedAddonIsWaitedOutUpToADeadline(t *testing.T) {
 		require.GreaterOrEqual(t, st.CompletedAt.Sub(st.StartedAt), eksupgrade.DefaultDegradedWait, "waited out up to the deadline")
 		require.Equal(t, state.StepStatusPending, stepOf(t, wf, eksupgrade.KindAddon, "kube-proxy").Status, "nothing after it")
 	})
+}
+
+// haltAtCoreDNS makes coredns's update fail and runs the upgrade until it halts there.
+func haltAtCoreDNS(t *testing.T, w *world) state.Workflow {
+	t.Helper()
+	w.a.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: cluster, Addon: "coredns", Errors: []ekstypes.ErrorDetail{{ErrorCode: ekstypes.ErrorCodeConfigurationConflict,
+		ErrorMessage: aws.String("Conflicts found when trying to apply. Will not continue due to resolve conflicts mode")}}})
+	wf := w.run(t, "run-1", upgrade())
+	require.Equal(t, state.WorkflowHalted, wf.Phase)
+	require.Equal(t, state.StepStatusFailed, stepOf(t, wf, eksupgrade.KindAddon, "coredns").Status)
+	return wf
+}
+
+func retried() eksupgrade.Request {
+	req := upgrade()
+	req.Retry = true
+	return req
+}
+
+// requireRetriedToTheEnd checks that a --retry of the halted coredns step completed the upgrade with one new
+// coredns update (two in all: the failed one and the retry's) and one update call for everything else.
+func (w *world) requireRetriedToTheEnd(t *testing.T, wf state.Workflow, failedID string) {
+	t.Helper()
+	require.Equal(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+	require.Equal(t, map[string]int{"UpdateClusterVersion": 1, "UpdateAddon": 4, "UpdateNodegroupVersion": 1}, w.updateCalls())
+	require.Len(t, w.a.EKSUpdates(cluster), 6)
+	require.Equal(t, 2, countUpdates(w.a, "coredns"))
+	cd := stepOf(t, wf, eksupgrade.KindAddon, "coredns")
+	require.NotEqual(t, failedID, cd.UpdateID, "the retry's own update, not the failed one")
+	require.Equal(t, []string{failedID}, cd.EarlierUpdateIDs)
+	v, _, _ := w.a.EKSAddon(cluster, "coredns")
+	require.Equal(t, demo.UpgradeAddons[1].To, v)
+}
+
+func TestRetryCrashRightAfterTheRequestDoesNotAdoptTheEarlierFailedUpdate(t *testing.T) {
+	w := newWorld(t)
+	halted := haltAtCoreDNS(t, w)
+	failedID := stepOf(t, halted, eksupgrade.KindAddon, "coredns").UpdateID
+	// The retry dies right after it wrote the step Requested (effects: the "retrying" write, its history
+	// entry, the Requested write), before UpdateAddon.
+	f := &fuse{At: 3}
+	_, err := w.incarnation("retry-1", f).Run(context.Background(), retried())
+	require.ErrorIs(t, err, errCrashed)
+	mid, err := w.store.GetWorkflow(context.Background(), cluster)
+	require.NoError(t, err)
+	require.Equal(t, state.StepStatusRequested, stepOf(t, mid, eksupgrade.KindAddon, "coredns").Status)
+	require.Equal(t, 1, countUpdates(w.a, "coredns"), "the crash came before the retry's call")
+
+	w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+	wf := w.run(t, "retry-2", retried())
+	w.requireRetriedToTheEnd(t, wf, failedID)
+}
+
+// TestCrashMatrixEKSUpgradeWorkflowRetry is the crash matrix of a --retry run: the upgrade halted at a failed
+// coredns update; for every effect k of the uncrashed --retry run and both crash modes, the retry dies right
+// after effect k, and a second --retry run (what an operator runs again) must complete with one new coredns
+// update, adopting none of the failed attempt's, and the audit trail of the uncrashed retry.
+func TestCrashMatrixEKSUpgradeWorkflowRetry(t *testing.T) {
+	clean := newWorld(t)
+	failedID := stepOf(t, haltAtCoreDNS(t, clean), eksupgrade.KindAddon, "coredns").UpdateID
+	f := &fuse{}
+	wf, err := clean.incarnation("clean", f).Run(context.Background(), retried())
+	require.NoError(t, err)
+	clean.requireRetriedToTheEnd(t, wf, failedID)
+	total := f.effects
+	require.Greater(t, total, 10)
+	for at := 1; at <= total; at++ {
+		for _, mode := range demo.CrashModes {
+			t.Run(fmt.Sprintf("%s effect %d of %d", mode, at, total), func(t *testing.T) {
+				w := newWorld(t)
+				failedID := stepOf(t, haltAtCoreDNS(t, w), eksupgrade.KindAddon, "coredns").UpdateID
+				first := &fuse{At: at, loseResponse: mode == demo.CrashResponseLost}
+				_, err := w.incarnation("first", first).Run(context.Background(), retried())
+				require.True(t, first.blown, "the fuse fired")
+				if at < total || err != nil {
+					require.True(t, errors.Is(err, errCrashed) || errors.Is(err, errResponseLost), "%v", err)
+				}
+				w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+				wf, err := w.runner("second").Run(context.Background(), retried())
+				require.NoError(t, err, "resume after effect %d", at)
+				w.requireRetriedToTheEnd(t, wf, failedID)
+				var trail []string
+				for _, e := range events(w.history(t)) {
+					if e != "resumed" {
+						trail = append(trail, e)
+					}
+				}
+				require.Equal(t, events(clean.history(t)), trail, "audit trail after a crash at effect %d of the retry", at)
+			})
+		}
+	}
 }
