@@ -58,7 +58,7 @@ func fullWorkflow(cluster string) state.Workflow {
 		Current: 2,
 		Steps: []state.WorkflowStep{
 			{Kind: "preflight", Name: cluster, From: "1.30", To: "1.31", Status: state.StepStatusCompleted, Token: "t-0",
-				UpdateID: "-", By: "alice", StartedAt: at, CompletedAt: at.Add(1e9), Detail: "4 checks", Action: "none"},
+				UpdateID: "-", EarlierUpdateIDs: []string{"0a1b2c3d-0000-4222-8333-444455556666"}, By: "alice", StartedAt: at, CompletedAt: at.Add(1e9), Detail: "4 checks", Action: "none"},
 			{Kind: "control-plane", Name: cluster, From: "1.30", To: "1.31", Status: state.StepStatusInProgress,
 				Token: "patch-agent-1", UpdateID: "0a1b2c3d-1111-4222-8333-444455556666", By: "alice", StartedAt: at.Add(2e9)},
 		},
