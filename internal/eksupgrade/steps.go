@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -339,7 +340,10 @@ func rejected(err error) bool {
 }
 
 // findUpdate returns the update of the step's resource of the step's type and target version created since
-// the step was requested (the newest), or nil.
+// the step was requested (the newest), or nil. It never returns an update of one of the step's earlier
+// attempts (EarlierUpdateIDs, recorded by --retry before this attempt's call), nor a Failed or Cancelled
+// update created before this attempt was requested: neither can be the one this attempt started, and
+// adopting it would halt a retried step on the failure it retries.
 func (r *Runner) findUpdate(ctx context.Context, w state.Workflow, c updateCall) (*ekstypes.Update, error) {
 	st := w.Steps[w.Current]
 	in := &awseks.ListUpdatesInput{Name: aws.String(w.Cluster), AddonName: nilIfEmpty(c.addon), NodegroupName: nilIfEmpty(c.nodegroup)}
@@ -358,12 +362,19 @@ func (r *Runner) findUpdate(ctx context.Context, w state.Workflow, c updateCall)
 			if u.Type != c.updateType || param(u, c.paramType) != st.To || u.CreatedAt == nil || u.CreatedAt.Before(st.StartedAt.Add(-adoptSlack)) {
 				continue
 			}
+			if slices.Contains(st.EarlierUpdateIDs, id) || (failedUpdate(u) && u.CreatedAt.Before(st.StartedAt)) {
+				continue
+			}
 			if best == nil || u.CreatedAt.After(*best.CreatedAt) {
 				best = u
 			}
 		}
 	}
 	return best, nil
+}
+
+func failedUpdate(u *ekstypes.Update) bool {
+	return u.Status == ekstypes.UpdateStatusFailed || u.Status == ekstypes.UpdateStatusCancelled
 }
 
 func (r *Runner) describeUpdate(ctx context.Context, cluster string, c updateCall, id string) (*ekstypes.Update, error) {
