@@ -360,7 +360,10 @@ func (r *Runner) addonVersions(ctx context.Context, name, to string) (compatible
 }
 
 // planManagedNodegroups plans one step per managed node group (UpdateNodegroupVersion to the target) and checks
-// that each stays within the kubelet version skew of the upgraded control plane and is ACTIVE.
+// that each is ACTIVE and on the control plane's current version: "all of your node groups' Kubernetes
+// versions must match the cluster's Kubernetes version in order to update the cluster" (Amazon EKS API
+// Reference, UpdateClusterVersion; User Guide, "Update existing cluster to new Kubernetes version"). The
+// upstream kubelet skew (CheckSkew) applies to self-managed nodes only.
 func (r *Runner) planManagedNodegroups(ctx context.Context, p *plan, cluster, to string) error {
 	pages := awseks.NewListNodegroupsPaginator(r.EKS, &awseks.ListNodegroupsInput{ClusterName: aws.String(cluster)})
 	for pages.HasMorePages() {
@@ -378,13 +381,15 @@ func (r *Runner) planManagedNodegroups(ctx context.Context, p *plan, cluster, to
 			}
 			version, status := aws.ToString(d.Nodegroup.Version), d.Nodegroup.Status
 			check := "managed node group " + name
-			switch err := CheckSkew(version, to); {
-			case err != nil:
-				p.check(check, CheckFail, "at %s: %v once the control plane is at %s; update the node group first", version, err, to)
+			switch {
+			case version != p.from:
+				p.check(check, CheckFail, "at %s, the control plane at %s: EKS moves the control plane only when every managed node group is on its version "+
+					"(Amazon EKS API Reference, UpdateClusterVersion); update the node group to %s first (the managed-node-group rollout, or UpdateNodegroupVersion)",
+					version, p.from, p.from)
 			case status != ekstypes.NodegroupStatusActive:
 				p.check(check, CheckFail, "the node group is %s, not ACTIVE: wait until it is", status)
 			default:
-				p.check(check, CheckPass, "at %s, within the kubelet version skew of %s", version, to)
+				p.check(check, CheckPass, "at %s, the control plane's version (EKS requires it before UpdateClusterVersion)", version)
 			}
 			st := state.WorkflowStep{Kind: KindManagedNodegroup, Name: name, From: version, To: to, Status: state.StepStatusPending}
 			if version == to {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/stretchr/testify/require"
 
@@ -260,4 +261,27 @@ func TestCrashMatrixEKSUpgradeWorkflowRetry(t *testing.T) {
 			})
 		}
 	}
+}
+
+func TestManagedNodegroupOneMinorBehindTheControlPlaneFailsThePreflightAndEKSRefusesTheUpdate(t *testing.T) {
+	// 1.29 under a 1.30 control plane is within the upstream kubelet skew even at 1.31, but EKS requires
+	// managed node groups on the control plane's version before UpdateClusterVersion.
+	w := newWorld(t)
+	_, err := w.a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: cluster, Name: "batch", AMIType: "AL2023_x86_64_STANDARD", Version: "1.29",
+		ImageID: "ami-0batch", InstanceType: "m5.large", Min: 1, Max: 1, Desired: 1})
+	require.NoError(t, err)
+	require.NoError(t, eksupgrade.CheckSkew("1.29", "1.31"), "the upstream skew alone would let it pass")
+
+	wf := w.run(t, "run-1", upgrade())
+	require.Equal(t, state.WorkflowHalted, wf.Phase)
+	require.Contains(t, wf.Reason, "managed node group batch: at 1.29, the control plane at 1.30")
+	require.Empty(t, w.a.EKSUpdates(cluster))
+
+	// The simulation refuses what EKS refuses, force or not.
+	_, err = w.a.EKSUpgrade().UpdateClusterVersion(context.Background(), &awseks.UpdateClusterVersionInput{Name: aws.String(cluster),
+		Version: aws.String("1.31"), Force: true})
+	var invalid *ekstypes.InvalidParameterException
+	require.ErrorAs(t, err, &invalid)
+	require.Contains(t, err.Error(), "batch (1.29) must be updated to match cluster version 1.30")
+	require.Equal(t, "1.30", w.clusterVersion(t))
 }

@@ -253,7 +253,7 @@ func TestPreflightRefusesNodeGroupsThatWouldBeOutsideTheKubeletSkew(t *testing.T
 			_, err := a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: cluster, Name: "legacy", AMIType: "AL2_x86_64", Version: "1.27",
 				ImageID: "ami-0legacy", InstanceType: "m5.large", Min: 1, Max: 1, Desired: 1})
 			require.NoError(t, err)
-		}, "managed node group legacy: at 1.27: kubelet 1.27 is 4 minor versions behind the API server 1.31 (at most 3 allowed)"},
+		}, "managed node group legacy: at 1.27, the control plane at 1.30: EKS moves the control plane only when every managed node group is on its version"},
 		{"self-managed node group pinned 4 minors behind the target", func(t *testing.T, a *sim.Account) {
 			selfManaged(t, a, "batch-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto, lifecycle.TagKubernetesVersion: "1.27"})
 		}, "self-managed node group batch-nodes: AMI for Kubernetes 1.27 (pinned): kubelet 1.27 is 4 minor versions behind"},

@@ -31,7 +31,8 @@ import (
 //     group is UPDATING, while an add-on update runs the add-on is UPDATING;
 //   - a ClientRequestToken makes a call idempotent: the same token returns the update it started first;
 //   - UpdateClusterVersion moves one minor version at a time, refuses while another cluster update is in
-//     progress, and refuses when an UPGRADE_READINESS insight for the target version is in ERROR unless force;
+//     progress, refuses while a managed node group is not on the cluster's version (even with force), and
+//     refuses when an UPGRADE_READINESS insight for the target version is in ERROR unless force;
 //   - UpdateAddon accepts only a version compatible with the cluster's current Kubernetes version;
 //   - UpdateNodegroupVersion never goes beyond the control plane's version, and refuses a Kubernetes version
 //     for node groups of AMI type CUSTOM (their AMI comes from the launch template).
@@ -369,7 +370,8 @@ func errorsIf(ok bool, errs []ekstypes.ErrorDetail) []ekstypes.ErrorDetail {
 
 // UpdateClusterVersion starts the update of a cluster's control plane to the next Kubernetes minor version.
 // Amazon EKS API Reference, "UpdateClusterVersion". Errors: ResourceNotFoundException, ResourceInUseException
-// (an update of the cluster is in progress), InvalidParameterException (not exactly one minor version up),
+// (an update of the cluster is in progress), InvalidParameterException (not exactly one minor version up, or
+// a managed node group whose version does not match the cluster's),
 // InvalidRequestException (an UPGRADE_READINESS insight for the version is in ERROR and force is not set).
 func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateClusterVersionInput, _ ...func(*awseks.Options)) (*awseks.UpdateClusterVersionOutput, error) {
 	a := c.a
@@ -391,6 +393,22 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	}
 	if cur, want := minorOf(cl.version), minorOf(to); cur < 0 || want != cur+1 {
 		return nil, &ekstypes.InvalidParameterException{Message: ptr(fmt.Sprintf("Unsupported Kubernetes minor version update from %s to %s", cl.version, to)),
+			ClusterName: ptr(name)}
+	}
+	// "If your cluster has managed node groups attached to it, all of your node groups' Kubernetes versions
+	// must match the cluster's Kubernetes version" (Amazon EKS API Reference, UpdateClusterVersion; User Guide,
+	// "Update existing cluster to new Kubernetes version"). force overrides only readiness insights.
+	var behind []string
+	if inv := a.peekInventoryLocked(); inv != nil {
+		for _, ngName := range sortedKeys(inv.nodegroups[name]) {
+			if v := inv.nodegroups[name][ngName].spec.Version; v != cl.version {
+				behind = append(behind, fmt.Sprintf("%s (%s)", ngName, v))
+			}
+		}
+	}
+	if len(behind) > 0 {
+		return nil, &ekstypes.InvalidParameterException{Message: ptr(fmt.Sprintf(
+			"Nodegroups %s must be updated to match cluster version %s before updating cluster version", strings.Join(behind, ", "), cl.version)),
 			ClusterName: ptr(name)}
 	}
 	if !in.Force {
