@@ -366,6 +366,73 @@ func (r *Runner) runPreflight(ctx context.Context, prev state.Workflow, req Requ
 	return r.save(ctx, w, "preflight passed", r.entry(w, "preflight-passed", w.Steps[0], fmt.Sprintf("%d step(s) planned", len(w.Steps)-1)))
 }
 
+// revalidate runs the preflight again right before the workflow's first change (the control plane's update
+// request), however long ago the plan was made and approved. When a check now fails the workflow halts at the
+// preflight (nothing was changed: the next run starts with a new preflight). When the plan changed (a step
+// added, removed, or with other versions: a node group that appeared, an add-on that moved) the new plan
+// replaces the approved one and waits for a new approval. It returns the record and whether either happened
+// (the run then stops: err is errStop once the record is written).
+func (r *Runner) revalidate(ctx context.Context, w state.Workflow) (state.Workflow, bool, error) {
+	r.progress("preflight again before the first change of %s", w.Cluster)
+	p, err := r.preflight(ctx, w.Cluster, w.To)
+	if err != nil {
+		return w, false, err
+	}
+	failed, changes := failures(p.checks), planChanges(w.Steps, p.steps)
+	if len(failed) == 0 && len(changes) == 0 {
+		return w, false, nil
+	}
+	for _, c := range p.checks {
+		r.progress("  %-4s %s: %s", c.Result, c.Name, c.Detail)
+	}
+	next := r.fromPlan(w, Request{Cluster: w.Cluster, To: w.To}, p)
+	next.RequestedBy, next.StartedAt = w.RequestedBy, w.StartedAt
+	if len(failed) > 0 {
+		next.Current = 0
+		next.Steps[0].Status, next.Steps[0].Detail = state.StepStatusFailed, strings.Join(failed, "; ")
+		next.Phase, next.Reason = state.WorkflowHalted, "preflight before the first change failed: "+strings.Join(failed, "; ")
+		next, err := r.saveFinal(ctx, next, "preflight before the first change failed", r.entry(next, "preflight-failed", next.Steps[0], "checked again before the first change"))
+		return next, true, stop(err)
+	}
+	reason := fmt.Sprintf("the plan changed since it was approved (%s): approve the new plan with `patch-agent approve %s` (or run again with --approve)",
+		strings.Join(changes, "; "), Subject(w.Cluster))
+	next.Phase, next.Reason = state.WorkflowWaiting, reason
+	next, err = r.saveFinal(ctx, next, "waiting: "+reason, r.entry(next, "plan-changed", next.Steps[1], strings.Join(changes, "; ")))
+	return next, true, stop(err)
+}
+
+// planChanges lists how the planned steps after the preflight differ from those of the stored plan (the
+// stored steps from the approval on): "added managed-nodegroup legacy (1.27 -> 1.31)", "removed ...",
+// "addon vpc-cni: v1.19.0-eksbuild.1 -> v1.19.2-eksbuild.1 now", "... now skipped".
+func planChanges(stored, planned []state.WorkflowStep) []string {
+	key := func(s state.WorkflowStep) string { return s.Kind + " " + s.Name }
+	old := map[string]state.WorkflowStep{}
+	for _, s := range stored {
+		if s.Kind != KindPreflight {
+			old[key(s)] = s
+		}
+	}
+	var out []string
+	for _, s := range planned {
+		o, ok := old[key(s)]
+		delete(old, key(s))
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("added %s (%s -> %s)", key(s), dashIfEmpty(s.From), s.To))
+		case o.From != s.From || o.To != s.To:
+			out = append(out, fmt.Sprintf("%s: %s -> %s planned, now %s -> %s", key(s), dashIfEmpty(o.From), o.To, dashIfEmpty(s.From), s.To))
+		case (o.Status == state.StepStatusSkipped) != (s.Status == state.StepStatusSkipped):
+			out = append(out, fmt.Sprintf("%s: now %s", key(s), s.Status))
+		}
+	}
+	for _, s := range stored {
+		if _, ok := old[key(s)]; ok {
+			out = append(out, "removed "+key(s))
+		}
+	}
+	return out
+}
+
 // retry starts the failed step of a halted workflow again: Pending, with a new ClientRequestToken when it is
 // next requested; an add-on's target version is read again.
 func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, error) {

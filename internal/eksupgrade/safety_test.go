@@ -14,6 +14,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -284,4 +285,77 @@ func TestManagedNodegroupOneMinorBehindTheControlPlaneFailsThePreflightAndEKSRef
 	require.ErrorAs(t, err, &invalid)
 	require.Contains(t, err.Error(), "batch (1.29) must be updated to match cluster version 1.30")
 	require.Equal(t, "1.30", w.clusterVersion(t))
+}
+
+// approvedWaiting runs the preflight without approval, then approves the plan as alice: the workflow waits
+// with an approved plan, as when `patch-agent approve` ran between two runs.
+func approvedWaiting(t *testing.T, w *world) {
+	t.Helper()
+	req := upgrade()
+	req.Approve = false
+	require.Equal(t, state.WorkflowWaiting, w.run(t, "run-1", req).Phase)
+	_, err := eksupgrade.Approve(context.Background(), w.store, cluster, "alice", w.a.Clock().Now())
+	require.NoError(t, err)
+}
+
+func TestNodeGroupPinnedTo127AppearingAfterThePreflightKeepsTheControlPlaneWhereItIs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, a *sim.Account)
+		want  string
+	}{
+		{"self-managed node group pinned to 1.27", func(t *testing.T, a *sim.Account) {
+			selfManaged(t, a, "legacy-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto, lifecycle.TagKubernetesVersion: "1.27"})
+		}, "self-managed node group legacy-nodes: AMI for Kubernetes 1.27 (pinned): kubelet 1.27 is 4 minor versions behind the API server 1.31"},
+		{"managed node group at 1.27", func(t *testing.T, a *sim.Account) {
+			_, err := a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: cluster, Name: "legacy", AMIType: "AL2_x86_64", Version: "1.27",
+				ImageID: "ami-0legacy", InstanceType: "m5.large", Min: 1, Max: 1, Desired: 1})
+			require.NoError(t, err)
+		}, "managed node group legacy: at 1.27, the control plane at 1.30"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			approvedWaiting(t, w)
+			tc.setup(t, w.a) // after the preflight and its approval
+			wf := w.run(t, "run-2", upgrade())
+			require.Equal(t, state.WorkflowHalted, wf.Phase)
+			require.Contains(t, wf.Reason, "preflight before the first change failed: "+tc.want)
+			require.Equal(t, "1.30", w.clusterVersion(t), "the control plane did not move")
+			require.Empty(t, w.a.EKSUpdates(cluster))
+			require.Equal(t, "preflight-failed", events(w.history(t))[len(w.history(t))-1])
+		})
+	}
+}
+
+func TestAPlanThatChangedAfterItsApprovalNeedsANewApproval(t *testing.T) {
+	w := newWorld(t)
+	approvedWaiting(t, w)
+	// A new self-managed node group that passes the checks: the plan has a step the approval did not see.
+	selfManaged(t, w.a, "more-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto})
+	wf := w.run(t, "run-2", upgrade())
+	require.Equal(t, state.WorkflowWaiting, wf.Phase)
+	require.Contains(t, wf.Reason, "the plan changed since it was approved (added self-managed-nodegroup more-nodes")
+	require.Empty(t, wf.ApprovedBy, "the old approval does not carry over")
+	require.Empty(t, w.a.EKSUpdates(cluster))
+	require.Contains(t, events(w.history(t)), "plan-changed")
+	stepOf(t, wf, eksupgrade.KindSelfManagedNodegroup, "more-nodes")
+
+	_, err := eksupgrade.Approve(context.Background(), w.store, cluster, "bob", w.a.Clock().Now())
+	require.NoError(t, err)
+	req := upgrade()
+	req.Approve = false
+	done := w.run(t, "run-3", req)
+	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
+	require.Equal(t, "bob", done.ApprovedBy)
+	require.Equal(t, "1.31", w.clusterVersion(t))
+}
+
+func TestAnInsightInErrorAfterTheApprovalHaltsBeforeTheFirstChange(t *testing.T) {
+	w := newWorld(t)
+	approvedWaiting(t, w)
+	w.a.AddEKSInsight(cluster, sim.EKSInsightSpec{Name: "Kubelet version skew", KubernetesVersion: "1.31", Status: ekstypes.InsightStatusValueError})
+	wf := w.run(t, "run-2", upgrade())
+	require.Equal(t, state.WorkflowHalted, wf.Phase)
+	require.Contains(t, wf.Reason, "preflight before the first change failed: insight Kubelet version skew: ERROR")
+	require.Zero(t, w.updateCalls()["UpdateClusterVersion"], "not even attempted")
 }

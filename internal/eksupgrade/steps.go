@@ -269,6 +269,14 @@ func (r *Runner) request(ctx context.Context, w state.Workflow, c updateCall) (s
 	case refuse:
 		return r.halt(ctx, w, detail)
 	}
+	if st.Kind == KindControlPlane {
+		// The control plane's update is the workflow's first change: the plan is checked again right
+		// before it, whenever it was approved.
+		next, changed, err := r.revalidate(ctx, w)
+		if err != nil || changed {
+			return next, err
+		}
+	}
 	reason, err := r.pauseReason(ctx, w, c.what)
 	if err != nil {
 		return w, err

@@ -339,13 +339,22 @@ func TestAnUpdateEKSRefusesHaltsWithItsMessage(t *testing.T) {
 	req := upgrade()
 	req.Approve = false
 	require.Equal(t, state.WorkflowWaiting, w.run(t, "run-1", req).Phase)
-	// Between the preflight and the approval, EKS finds a blocking problem.
-	w.a.AddEKSInsight(cluster, sim.EKSInsightSpec{Name: "Kubelet version skew", KubernetesVersion: "1.31", Status: ekstypes.InsightStatusValueError})
-	wf := w.run(t, "run-2", upgrade())
+	// After the preflight ran again, EKS refuses the update for a reason only it sees.
+	r := w.runner("run-2")
+	r.EKS = refusingEKS{r.EKS}
+	wf, err := r.Run(context.Background(), upgrade())
+	require.NoError(t, err)
 	require.Equal(t, state.WorkflowHalted, wf.Phase)
 	require.Contains(t, wf.Reason, "EKS refused UpdateClusterVersion of demo-eks to 1.31")
 	require.Contains(t, wf.Reason, "Kubelet version skew")
 	require.Empty(t, w.a.EKSUpdates(cluster))
+}
+
+// refusingEKS refuses every UpdateClusterVersion as EKS does for a blocking upgrade insight.
+type refusingEKS struct{ awsapi.EKSUpgrade }
+
+func (refusingEKS) UpdateClusterVersion(context.Context, *awseks.UpdateClusterVersionInput, ...func(*awseks.Options)) (*awseks.UpdateClusterVersionOutput, error) {
+	return nil, &ekstypes.InvalidRequestException{Message: aws.String("Cluster upgrade is blocked by upgrade readiness insights in ERROR: Kubelet version skew. Resolve them or use force")}
 }
 
 // fuse kills an incarnation right after its At-th effect (a workflow write, a history entry, a call that
