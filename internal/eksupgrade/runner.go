@@ -109,6 +109,10 @@ type Request struct {
 	Approve bool
 	// Retry starts the failed step of a halted workflow again (with a new ClientRequestToken).
 	Retry bool
+	// TwoPerson starts the workflow under the two-person rule: its plan is approved only by another identity
+	// than the requester's (Runner.Who of the run that made the plan). It is kept by the workflow's later
+	// plans; a run cannot lift it.
+	TwoPerson bool
 }
 
 func (req Request) validate() error {
@@ -330,7 +334,7 @@ func stepName(w state.Workflow) string {
 func (r *Runner) fromPlan(prev state.Workflow, req Request, p plan) state.Workflow {
 	now := r.now()
 	w := state.Workflow{Cluster: req.Cluster, From: p.from, To: req.To, Phase: state.WorkflowRunning, Current: 1,
-		Checks: p.checks, RequestedBy: r.Who, StartedAt: now, Version: prev.Version, Transitions: prev.Transitions}
+		Checks: p.checks, RequestedBy: r.Who, StartedAt: now, Version: prev.Version, Transitions: prev.Transitions, TwoPersonRule: req.TwoPerson}
 	w.Steps = append([]state.WorkflowStep{{Kind: KindPreflight, Name: req.Cluster, From: p.from, To: req.To, Status: state.StepStatusCompleted,
 		By: r.Who, StartedAt: now, CompletedAt: now, Detail: checkCounts(p.checks)}}, p.steps...)
 	return w
@@ -385,7 +389,7 @@ func (r *Runner) revalidate(ctx context.Context, w state.Workflow) (state.Workfl
 	for _, c := range p.checks {
 		r.progress("  %-4s %s: %s", c.Result, c.Name, c.Detail)
 	}
-	next := r.fromPlan(w, Request{Cluster: w.Cluster, To: w.To}, p)
+	next := r.fromPlan(w, Request{Cluster: w.Cluster, To: w.To, TwoPerson: w.TwoPersonRule}, p)
 	next.RequestedBy, next.StartedAt = w.RequestedBy, w.StartedAt
 	if len(failed) > 0 {
 		next.Current = 0
@@ -486,6 +490,10 @@ func (r *Runner) step(ctx context.Context, req Request, w state.Workflow) (state
 // and waits otherwise.
 func (r *Runner) approval(ctx context.Context, req Request, w state.Workflow) (state.Workflow, error) {
 	approvedHere := false
+	if w.ApprovedBy == "" && req.Approve && w.TwoPersonRule && r.Who == w.RequestedBy {
+		return r.hold(ctx, w, fmt.Sprintf("approval: two-person rule: %s requested the plan, so another person approves it with `patch-agent approve %s`",
+			w.RequestedBy, Subject(w.Cluster)))
+	}
 	if w.ApprovedBy == "" && req.Approve {
 		w.ApprovedBy, w.ApprovedAt, approvedHere = r.Who, r.now(), true
 	}

@@ -359,3 +359,27 @@ func TestAnInsightInErrorAfterTheApprovalHaltsBeforeTheFirstChange(t *testing.T)
 	require.Contains(t, wf.Reason, "preflight before the first change failed: insight Kubelet version skew: ERROR")
 	require.Zero(t, w.updateCalls()["UpdateClusterVersion"], "not even attempted")
 }
+
+func TestTwoPersonRuleTheRequesterCannotApproveItsOwnPlan(t *testing.T) {
+	w := newWorld(t)
+	req := upgrade() // --approve by the requester
+	req.TwoPerson = true
+	wf := w.run(t, "run-1", req)
+	require.Equal(t, state.WorkflowWaiting, wf.Phase)
+	require.Contains(t, wf.Reason, "two-person rule: "+demo.UpgradeOperator+" requested the plan")
+	require.Empty(t, wf.ApprovedBy)
+	require.Empty(t, w.a.EKSUpdates(cluster))
+
+	_, err := eksupgrade.Approve(context.Background(), w.store, cluster, demo.UpgradeOperator, w.a.Clock().Now())
+	require.ErrorIs(t, err, eksupgrade.ErrSameApprover)
+	again := w.run(t, "run-2", eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo, Approve: true}) // a run cannot lift the rule
+	require.Equal(t, state.WorkflowWaiting, again.Phase)
+	require.Empty(t, w.a.EKSUpdates(cluster))
+
+	_, err = eksupgrade.Approve(context.Background(), w.store, cluster, "bob", w.a.Clock().Now())
+	require.NoError(t, err)
+	done := w.run(t, "run-3", eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo})
+	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
+	require.Equal(t, "bob", done.ApprovedBy)
+	require.Equal(t, demo.UpgradeOperator, done.RequestedBy)
+}

@@ -110,6 +110,8 @@ type Workflow struct {
 	RequestedBy string    `json:"requestedBy,omitempty" dynamodbav:"requestedBy,omitempty"`
 	ApprovedBy  string    `json:"approvedBy,omitempty" dynamodbav:"approvedBy,omitempty"`
 	ApprovedAt  time.Time `json:"approvedAt,omitzero" dynamodbav:"approvedAt,omitempty"`
+	// TwoPersonRule (`eks upgrade --two-person`): the plan is approved only by someone other than RequestedBy.
+	TwoPersonRule bool `json:"twoPersonRule,omitempty" dynamodbav:"twoPersonRule,omitempty"`
 
 	// LeaseOwner is the invocation working on the workflow until LeaseExpires; another is refused until then.
 	LeaseOwner   string    `json:"leaseOwner,omitempty" dynamodbav:"leaseOwner,omitempty"`
