@@ -21,6 +21,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -68,8 +69,8 @@ func newEKSCommand() *cobra.Command {
 
 func newEKSUpgradeCommand() *cobra.Command {
 	var (
-		cluster, to, output, who            string
-		dryRun, approve, retryStep, showing bool
+		cluster, to, output, who                       string
+		dryRun, approve, retryStep, showing, twoPerson bool
 	)
 	cmd := &cobra.Command{
 		Use:   "upgrade --cluster CLUSTER --to 1.MINOR",
@@ -119,6 +120,8 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 	fl.BoolVar(&dryRun, "dry-run", false, "run the preflight and print the plan; change and write nothing")
 	fl.BoolVar(&approve, "approve", false, "approve the plan (instead of `patch-agent approve eks:CLUSTER`)")
 	fl.BoolVar(&retryStep, "retry", false, "start the failed step of a halted workflow again")
+	fl.BoolVar(&twoPerson, "two-person", false, "two-person rule: the plan is approved only by another identity than the requester's "+
+		"(with an AWS store both are the STS caller identities, as `patch-agent approve` records them)")
 	fl.BoolVar(&showing, "status", false, "show the stored workflow and its current step; no AWS call")
 	fl.StringVarP(&output, "output", "o", "table", "table or json (a final summary; progress lines go to stderr)")
 	leaseTTL := config.Default().LeaseTTL
@@ -159,6 +162,14 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 			}
 			return printUpgrade(out, output, eksupgrade.NewSummary(w, env.clock.Now()), true)
 		}
+		if twoPerson && s.aws != nil {
+			// The rule compares identities: record the STS caller as the requester, as approve records the approver.
+			arn, err := operator.CallerIdentity(ctx, newSTS(*s.aws))
+			if err != nil {
+				return err
+			}
+			who = arn
+		}
 		if err := requireWho(cmd, who); err != nil {
 			return err
 		}
@@ -175,7 +186,7 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 		if dryRun {
 			return dryRunUpgrade(ctx, out, output, runner, ws, cluster, to)
 		}
-		w, err := runner.Run(ctx, eksupgrade.Request{Cluster: cluster, To: to, Approve: approve, Retry: retryStep})
+		w, err := runner.Run(ctx, eksupgrade.Request{Cluster: cluster, To: to, Approve: approve, Retry: retryStep, TwoPerson: twoPerson})
 		if err != nil {
 			return err
 		}

@@ -211,3 +211,21 @@ func TestDemoEKSUpgradeScenarioTableAndStateFile(t *testing.T) {
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, `"phase": "Completed"`)
 }
+
+func TestEKSUpgradeTwoPersonRuleRefusesTheRequestersApproval(t *testing.T) {
+	a, file := simUpgrade(t)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--two-person", "--approve", "--who", "alice", "--state-file", file)
+	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
+	require.Contains(t, res.err.Error(), "two-person rule: alice requested the plan")
+
+	res = run(t, "approve", "eks:"+demo.EKSCluster, "--who", "alice", "--state-file", file)
+	require.Error(t, res.err)
+	require.ErrorIs(t, res.err, eksupgrade.ErrSameApprover)
+	require.Empty(t, a.EKSUpdates(demo.EKSCluster))
+
+	res = run(t, "approve", "eks:"+demo.EKSCluster, "--who", "bob", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Equal(t, state.WorkflowCompleted, upgradeStatus(t, file).Phase)
+}

@@ -10,6 +10,10 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
+// ErrSameApprover is wrapped by Approve's error when the workflow's two-person rule refuses an approval by
+// the identity that requested the plan.
+var ErrSameApprover = errors.New("two-person rule: the approver must not be the requester")
+
 // ErrNoWorkflow is wrapped by the errors of Approve and Status for a cluster that has no upgrade workflow.
 var ErrNoWorkflow = errors.New("no upgrade workflow")
 
@@ -30,7 +34,8 @@ func Get(ctx context.Context, store Store, cluster string) (state.Workflow, erro
 // eks:<cluster>`), with a conditional write (re-read and tried once more when the record moved in between),
 // and appends an "approved" history entry. The workflow goes on at its next run (`patch-agent eks upgrade`
 // again); approving an approved workflow writes nothing. It returns the record as stored. Errors: who empty,
-// ErrNoWorkflow (wrapped), a workflow that is not waiting for its approval (halted, completed), a second
+// ErrNoWorkflow (wrapped), ErrSameApprover (wrapped: the two-person rule and who requested the plan), a
+// workflow that is not waiting for its approval (halted, completed), a second
 // conflict (wraps state.ErrConflict), or the store's errors.
 func Approve(ctx context.Context, store Store, cluster, who string, now time.Time) (state.Workflow, error) {
 	if strings.TrimSpace(who) == "" {
@@ -46,6 +51,9 @@ func Approve(ctx context.Context, store Store, cluster, who string, now time.Tim
 		}
 		if w.Phase == state.WorkflowHalted || w.Phase == state.WorkflowCompleted || w.Phase == state.WorkflowPreflight {
 			return w, fmt.Errorf("the upgrade of %s to %s is %s: there is no plan waiting for an approval (%s)", cluster, w.To, w.Phase, w.Reason)
+		}
+		if w.TwoPersonRule && who == w.RequestedBy {
+			return w, fmt.Errorf("%w: %s requested the upgrade of %s to %s; another identity must approve it", ErrSameApprover, who, cluster, w.To)
 		}
 		if err := flushPending(ctx, store, w); err != nil {
 			return w, err

@@ -206,9 +206,10 @@ func insightDetail(status ekstypes.InsightStatusValue, in *ekstypes.Insight) str
 	return strings.Join(parts, "; ")
 }
 
-// planAddons plans one step per installed managed add-on: to the default version for the target Kubernetes
-// version (DescribeAddonVersions with kubernetesVersion); an add-on without any version for it fails the
-// preflight, one already at that version is skipped.
+// planAddons plans one step per installed managed add-on, to the version chooseAddon picks for the target
+// Kubernetes version: an add-on is never planned to a version older than the one installed, and one with no
+// version for the target that is at least the installed one fails the preflight. One kept at its version is
+// skipped.
 func (r *Runner) planAddons(ctx context.Context, p *plan, cluster, to string) error {
 	var names []string
 	pages := awseks.NewListAddonsPaginator(r.EKS, &awseks.ListAddonsInput{ClusterName: aws.String(cluster)})
@@ -241,39 +242,102 @@ func (r *Runner) planAddons(ctx context.Context, p *plan, cluster, to string) er
 			return fmt.Errorf("describing add-on %s of EKS cluster %s: empty response", name, cluster)
 		}
 		current, status := aws.ToString(d.Addon.AddonVersion), d.Addon.Status
-		target, err := r.addonTarget(ctx, name, to)
+		choice, err := r.chooseAddon(ctx, name, current, to)
 		if err != nil {
 			return err
 		}
 		check := "add-on " + name
 		switch {
-		case target == "":
-			p.check(check, CheckFail, "no version of %s is compatible with Kubernetes %s (DescribeAddonVersions): remove the add-on or wait for a release", name, to)
+		case choice.fail != "":
+			p.check(check, CheckFail, "%s", choice.fail)
 		case status == ekstypes.AddonStatusUpdating || status == ekstypes.AddonStatusCreating || status == ekstypes.AddonStatusDeleting:
 			p.check(check, CheckFail, "the add-on is %s: wait until it is ACTIVE", status)
 		case status != ekstypes.AddonStatusActive:
-			p.check(check, CheckWarn, "the add-on is %s (version %s): its update to %s may fail; look at its health issues", status, current, target)
+			p.check(check, CheckWarn, "the add-on is %s (version %s): its update to %s may fail; look at its health issues", status, current, choice.to)
 		default:
-			p.check(check, CheckPass, "%s -> %s (the default for Kubernetes %s)", current, target, to)
+			p.check(check, CheckPass, "%s", choice.reason)
 		}
-		st := state.WorkflowStep{Kind: KindAddon, Name: name, From: current, To: target, Status: state.StepStatusPending}
-		if target == current {
-			st.Status, st.Detail = state.StepStatusSkipped, "already at the default version for Kubernetes "+to
+		st := state.WorkflowStep{Kind: KindAddon, Name: name, From: current, To: choice.to, Status: state.StepStatusPending}
+		if choice.to == current {
+			st.Status, st.Detail = state.StepStatusSkipped, choice.reason
 		}
 		p.steps = append(p.steps, st)
 	}
 	return nil
 }
 
-// addonTarget returns the default version of an add-on for Kubernetes version `to` (the newest compatible
-// one when none is marked default), or "" when no version is compatible.
-func (r *Runner) addonTarget(ctx context.Context, name, to string) (string, error) {
-	var compatible []string
+// addonChoice is the version an add-on is planned to for a Kubernetes version, and why; fail (to "") says
+// why none may be planned.
+type addonChoice struct {
+	to, reason, fail string
+}
+
+// chooseAddon picks the version of add-on name (installed at version installed) for Kubernetes version `to`
+// from DescribeAddonVersions (Amazon EKS API Reference, "DescribeAddonVersions": each version's
+// compatibilities, one of them the default for a Kubernetes version; Amazon EKS User Guide, "Update an Amazon
+// EKS add-on": add-ons are updated, never downgraded):
+//   - the installed version when it is compatible with `to` and not older than the default (kept);
+//   - the default when it is not older than the installed version;
+//   - else the oldest compatible version newer than the installed one;
+//   - else none: fail says that no compatible version is at least the installed one.
+//
+// Versions compare as vX.Y.Z-eksbuild.N (CompareAddonVersions). Errors are those of DescribeAddonVersions.
+func (r *Runner) chooseAddon(ctx context.Context, name, installed, to string) (addonChoice, error) {
+	compatible, def, err := r.addonVersions(ctx, name, to)
+	if err != nil {
+		return addonChoice{}, err
+	}
+	if len(compatible) == 0 {
+		return addonChoice{fail: fmt.Sprintf("no version of %s is compatible with Kubernetes %s (DescribeAddonVersions): remove the add-on or wait for a release", name, to)}, nil
+	}
+	inst, err := ParseAddonVersion(installed)
+	if err != nil {
+		return addonChoice{fail: fmt.Sprintf("the installed version cannot be compared: %v", err)}, nil
+	}
+	if def == "" {
+		def = compatible[0] // DescribeAddonVersions lists the newest first
+	}
+	defV, err := ParseAddonVersion(def)
+	if err != nil {
+		return addonChoice{fail: fmt.Sprintf("the default version for Kubernetes %s cannot be compared: %v", to, err)}, nil
+	}
+	switch {
+	case slices.Contains(compatible, installed) && inst.Compare(defV) >= 0:
+		if installed == def {
+			return addonChoice{to: installed, reason: fmt.Sprintf("%s: already at the default version for Kubernetes %s", installed, to)}, nil
+		}
+		return addonChoice{to: installed, reason: fmt.Sprintf("%s kept: compatible with Kubernetes %s and newer than its default %s (an add-on is never downgraded)",
+			installed, to, def)}, nil
+	case defV.Compare(inst) >= 0:
+		return addonChoice{to: def, reason: fmt.Sprintf("%s -> %s (the default for Kubernetes %s)", installed, def, to)}, nil
+	}
+	var up string
+	var upV AddonVersion
+	for _, c := range compatible {
+		v, err := ParseAddonVersion(c)
+		if err != nil || v.Compare(inst) <= 0 {
+			continue
+		}
+		if up == "" || v.Compare(upV) < 0 {
+			up, upV = c, v
+		}
+	}
+	if up == "" {
+		return addonChoice{fail: fmt.Sprintf("installed %s is not compatible with Kubernetes %s and every compatible version is older (default %s, newest %s): an add-on is never downgraded; wait for a release of %s for Kubernetes %s",
+			installed, to, def, compatible[0], name, to)}, nil
+	}
+	return addonChoice{to: up, reason: fmt.Sprintf("%s -> %s: the default %s is older than the installed version, which is not compatible with Kubernetes %s; the oldest compatible version newer than it",
+		installed, up, def, to)}, nil
+}
+
+// addonVersions returns the versions of an add-on compatible with Kubernetes version `to` (newest first, as
+// DescribeAddonVersions lists them) and the one marked default for it ("" when none is).
+func (r *Runner) addonVersions(ctx context.Context, name, to string) (compatible []string, def string, err error) {
 	pages := awseks.NewDescribeAddonVersionsPaginator(r.EKS, &awseks.DescribeAddonVersionsInput{AddonName: aws.String(name), KubernetesVersion: aws.String(to)})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return "", fmt.Errorf("reading the versions of add-on %s for Kubernetes %s: %w", name, to, err)
+			return nil, "", fmt.Errorf("reading the versions of add-on %s for Kubernetes %s: %w", name, to, err)
 		}
 		for _, info := range page.Addons {
 			if aws.ToString(info.AddonName) != name {
@@ -284,22 +348,22 @@ func (r *Runner) addonTarget(ctx context.Context, name, to string) (string, erro
 					if aws.ToString(c.ClusterVersion) != to {
 						continue
 					}
-					if c.DefaultVersion {
-						return aws.ToString(v.AddonVersion), nil
-					}
 					compatible = append(compatible, aws.ToString(v.AddonVersion))
+					if c.DefaultVersion && def == "" {
+						def = aws.ToString(v.AddonVersion)
+					}
 				}
 			}
 		}
 	}
-	if len(compatible) == 0 {
-		return "", nil
-	}
-	return compatible[0], nil // DescribeAddonVersions lists the newest first
+	return compatible, def, nil
 }
 
 // planManagedNodegroups plans one step per managed node group (UpdateNodegroupVersion to the target) and checks
-// that each stays within the kubelet version skew of the upgraded control plane and is ACTIVE.
+// that each is ACTIVE and on the control plane's current version: "all of your node groups' Kubernetes
+// versions must match the cluster's Kubernetes version in order to update the cluster" (Amazon EKS API
+// Reference, UpdateClusterVersion; User Guide, "Update existing cluster to new Kubernetes version"). The
+// upstream kubelet skew (CheckSkew) applies to self-managed nodes only.
 func (r *Runner) planManagedNodegroups(ctx context.Context, p *plan, cluster, to string) error {
 	pages := awseks.NewListNodegroupsPaginator(r.EKS, &awseks.ListNodegroupsInput{ClusterName: aws.String(cluster)})
 	for pages.HasMorePages() {
@@ -317,13 +381,15 @@ func (r *Runner) planManagedNodegroups(ctx context.Context, p *plan, cluster, to
 			}
 			version, status := aws.ToString(d.Nodegroup.Version), d.Nodegroup.Status
 			check := "managed node group " + name
-			switch err := CheckSkew(version, to); {
-			case err != nil:
-				p.check(check, CheckFail, "at %s: %v once the control plane is at %s; update the node group first", version, err, to)
+			switch {
+			case version != p.from:
+				p.check(check, CheckFail, "at %s, the control plane at %s: EKS moves the control plane only when every managed node group is on its version "+
+					"(Amazon EKS API Reference, UpdateClusterVersion); update the node group to %s first (the managed-node-group rollout, or UpdateNodegroupVersion)",
+					version, p.from, p.from)
 			case status != ekstypes.NodegroupStatusActive:
 				p.check(check, CheckFail, "the node group is %s, not ACTIVE: wait until it is", status)
 			default:
-				p.check(check, CheckPass, "at %s, within the kubelet version skew of %s", version, to)
+				p.check(check, CheckPass, "at %s, the control plane's version (EKS requires it before UpdateClusterVersion)", version)
 			}
 			st := state.WorkflowStep{Kind: KindManagedNodegroup, Name: name, From: version, To: to, Status: state.StepStatusPending}
 			if version == to {

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
@@ -26,6 +29,9 @@ const (
 	// every write and while an update is tracked, so a crashed invocation blocks a new one for at most this
 	// plus the skew margin, a quarter of it (state.LeaseRule).
 	DefaultLeaseTTL = state.DefaultLeaseTTL
+	// DefaultDegradedWait is how long after its update was requested an add-on may be DEGRADED (its pods
+	// rolling) before the workflow halts.
+	DefaultDegradedWait = 15 * time.Minute
 	// DefaultMaxWait bounds how long one invocation tracks one update: a control plane update takes 10 to 40
 	// minutes, a node group's as long as its nodes take to be replaced.
 	DefaultMaxWait = 3 * time.Hour
@@ -83,8 +89,9 @@ type Runner struct {
 	Backoff func(attempt int) time.Duration
 	// Owner names this invocation in the lease (unique per process); Who the operator, in steps and history.
 	Owner, Who string
-	// LeaseTTL (`--lease-ttl`) defaults to DefaultLeaseTTL; MaxWait to DefaultMaxWait.
-	LeaseTTL, MaxWait time.Duration
+	// LeaseTTL (`--lease-ttl`) defaults to DefaultLeaseTTL; MaxWait to DefaultMaxWait; DegradedWait to
+	// DefaultDegradedWait.
+	LeaseTTL, MaxWait, DegradedWait time.Duration
 	// NewToken returns a new ClientRequestToken. Default: "patch-agent-" and 20 random hex digits.
 	NewToken func() string
 	// Out receives one progress line per transition (nil: none).
@@ -102,6 +109,10 @@ type Request struct {
 	Approve bool
 	// Retry starts the failed step of a halted workflow again (with a new ClientRequestToken).
 	Retry bool
+	// TwoPerson starts the workflow under the two-person rule: its plan is approved only by another identity
+	// than the requester's (Runner.Who of the run that made the plan). It is kept by the workflow's later
+	// plans; a run cannot lift it.
+	TwoPerson bool
 }
 
 func (req Request) validate() error {
@@ -136,6 +147,13 @@ func (r *Runner) maxWait() time.Duration {
 		return r.MaxWait
 	}
 	return DefaultMaxWait
+}
+
+func (r *Runner) degradedWait() time.Duration {
+	if r.DegradedWait > 0 {
+		return r.DegradedWait
+	}
+	return DefaultDegradedWait
 }
 
 func (r *Runner) backoff(attempt int) time.Duration {
@@ -316,7 +334,7 @@ func stepName(w state.Workflow) string {
 func (r *Runner) fromPlan(prev state.Workflow, req Request, p plan) state.Workflow {
 	now := r.now()
 	w := state.Workflow{Cluster: req.Cluster, From: p.from, To: req.To, Phase: state.WorkflowRunning, Current: 1,
-		Checks: p.checks, RequestedBy: r.Who, StartedAt: now, Version: prev.Version, Transitions: prev.Transitions}
+		Checks: p.checks, RequestedBy: r.Who, StartedAt: now, Version: prev.Version, Transitions: prev.Transitions, TwoPersonRule: req.TwoPerson}
 	w.Steps = append([]state.WorkflowStep{{Kind: KindPreflight, Name: req.Cluster, From: p.from, To: req.To, Status: state.StepStatusCompleted,
 		By: r.Who, StartedAt: now, CompletedAt: now, Detail: checkCounts(p.checks)}}, p.steps...)
 	return w
@@ -352,6 +370,73 @@ func (r *Runner) runPreflight(ctx context.Context, prev state.Workflow, req Requ
 	return r.save(ctx, w, "preflight passed", r.entry(w, "preflight-passed", w.Steps[0], fmt.Sprintf("%d step(s) planned", len(w.Steps)-1)))
 }
 
+// revalidate runs the preflight again right before the workflow's first change (the control plane's update
+// request), however long ago the plan was made and approved. When a check now fails the workflow halts at the
+// preflight (nothing was changed: the next run starts with a new preflight). When the plan changed (a step
+// added, removed, or with other versions: a node group that appeared, an add-on that moved) the new plan
+// replaces the approved one and waits for a new approval. It returns the record and whether either happened
+// (the run then stops: err is errStop once the record is written).
+func (r *Runner) revalidate(ctx context.Context, w state.Workflow) (state.Workflow, bool, error) {
+	r.progress("preflight again before the first change of %s", w.Cluster)
+	p, err := r.preflight(ctx, w.Cluster, w.To)
+	if err != nil {
+		return w, false, err
+	}
+	failed, changes := failures(p.checks), planChanges(w.Steps, p.steps)
+	if len(failed) == 0 && len(changes) == 0 {
+		return w, false, nil
+	}
+	for _, c := range p.checks {
+		r.progress("  %-4s %s: %s", c.Result, c.Name, c.Detail)
+	}
+	next := r.fromPlan(w, Request{Cluster: w.Cluster, To: w.To, TwoPerson: w.TwoPersonRule}, p)
+	next.RequestedBy, next.StartedAt = w.RequestedBy, w.StartedAt
+	if len(failed) > 0 {
+		next.Current = 0
+		next.Steps[0].Status, next.Steps[0].Detail = state.StepStatusFailed, strings.Join(failed, "; ")
+		next.Phase, next.Reason = state.WorkflowHalted, "preflight before the first change failed: "+strings.Join(failed, "; ")
+		next, err := r.saveFinal(ctx, next, "preflight before the first change failed", r.entry(next, "preflight-failed", next.Steps[0], "checked again before the first change"))
+		return next, true, stop(err)
+	}
+	reason := fmt.Sprintf("the plan changed since it was approved (%s): approve the new plan with `patch-agent approve %s` (or run again with --approve)",
+		strings.Join(changes, "; "), Subject(w.Cluster))
+	next.Phase, next.Reason = state.WorkflowWaiting, reason
+	next, err = r.saveFinal(ctx, next, "waiting: "+reason, r.entry(next, "plan-changed", next.Steps[1], strings.Join(changes, "; ")))
+	return next, true, stop(err)
+}
+
+// planChanges lists how the planned steps after the preflight differ from those of the stored plan (the
+// stored steps from the approval on): "added managed-nodegroup legacy (1.27 -> 1.31)", "removed ...",
+// "addon vpc-cni: v1.19.0-eksbuild.1 -> v1.19.2-eksbuild.1 now", "... now skipped".
+func planChanges(stored, planned []state.WorkflowStep) []string {
+	key := func(s state.WorkflowStep) string { return s.Kind + " " + s.Name }
+	old := map[string]state.WorkflowStep{}
+	for _, s := range stored {
+		if s.Kind != KindPreflight {
+			old[key(s)] = s
+		}
+	}
+	var out []string
+	for _, s := range planned {
+		o, ok := old[key(s)]
+		delete(old, key(s))
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("added %s (%s -> %s)", key(s), dashIfEmpty(s.From), s.To))
+		case o.From != s.From || o.To != s.To:
+			out = append(out, fmt.Sprintf("%s: %s -> %s planned, now %s -> %s", key(s), dashIfEmpty(o.From), o.To, dashIfEmpty(s.From), s.To))
+		case (o.Status == state.StepStatusSkipped) != (s.Status == state.StepStatusSkipped):
+			out = append(out, fmt.Sprintf("%s: now %s", key(s), s.Status))
+		}
+	}
+	for _, s := range stored {
+		if _, ok := old[key(s)]; ok {
+			out = append(out, "removed "+key(s))
+		}
+	}
+	return out
+}
+
 // retry starts the failed step of a halted workflow again: Pending, with a new ClientRequestToken when it is
 // next requested; an add-on's target version is read again.
 func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, error) {
@@ -360,13 +445,20 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, e
 	}
 	st := &w.Steps[w.Current]
 	if st.Kind == KindAddon {
-		to, err := r.addonTarget(ctx, st.Name, w.To)
+		installed := st.From
+		if d, err := r.EKS.DescribeAddon(ctx, &awseks.DescribeAddonInput{ClusterName: aws.String(w.Cluster), AddonName: aws.String(st.Name)}); err == nil && d.Addon != nil {
+			installed = aws.ToString(d.Addon.AddonVersion)
+		}
+		choice, err := r.chooseAddon(ctx, st.Name, installed, w.To)
 		if err != nil {
 			return w, err
 		}
-		if to != "" {
-			st.To = to
+		if choice.to != "" {
+			st.To = choice.to
 		}
+	}
+	if st.UpdateID != "" && !slices.Contains(st.EarlierUpdateIDs, st.UpdateID) {
+		st.EarlierUpdateIDs = append(st.EarlierUpdateIDs, st.UpdateID) // never adopted by a resumed run
 	}
 	st.Status, st.Token, st.UpdateID, st.Detail, st.StartedAt, st.CompletedAt = state.StepStatusPending, "", "", "", time.Time{}, time.Time{}
 	w.Phase, w.Reason = state.WorkflowRunning, ""
@@ -398,6 +490,10 @@ func (r *Runner) step(ctx context.Context, req Request, w state.Workflow) (state
 // and waits otherwise.
 func (r *Runner) approval(ctx context.Context, req Request, w state.Workflow) (state.Workflow, error) {
 	approvedHere := false
+	if w.ApprovedBy == "" && req.Approve && w.TwoPersonRule && r.Who == w.RequestedBy {
+		return r.hold(ctx, w, fmt.Sprintf("approval: two-person rule: %s requested the plan, so another person approves it with `patch-agent approve %s`",
+			w.RequestedBy, Subject(w.Cluster)))
+	}
 	if w.ApprovedBy == "" && req.Approve {
 		w.ApprovedBy, w.ApprovedAt, approvedHere = r.Who, r.now(), true
 	}

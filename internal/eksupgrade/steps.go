@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,6 +125,9 @@ func (r *Runner) call(w state.Workflow) updateCall {
 					return proceed, "", err
 				case aws.ToString(a.AddonVersion) == st.To:
 					return skip, "the add-on is already at " + st.To, nil
+				case newerAddon(aws.ToString(a.AddonVersion), st.To):
+					return refuse, fmt.Sprintf("the add-on is at %s, newer than the planned %s: an add-on is never downgraded (run again with --retry to plan it again)",
+						aws.ToString(a.AddonVersion), st.To), nil
 				case a.Status == ekstypes.AddonStatusUpdating || a.Status == ekstypes.AddonStatusCreating || a.Status == ekstypes.AddonStatusDeleting:
 					return proceed, "", fmt.Errorf("add-on %s is %s: run again once it is ACTIVE", st.Name, a.Status)
 				}
@@ -148,6 +152,13 @@ func (r *Runner) call(w state.Workflow) updateCall {
 					return aws.ToString(a.AddonVersion) == st.To, "", nil
 				case ekstypes.AddonStatusUpdating:
 					return false, "", nil
+				case ekstypes.AddonStatusDegraded:
+					// DEGRADED while the add-on's pods roll is waited out, up to DegradedWait after the request.
+					if r.now().Sub(st.StartedAt) < r.degradedWait() {
+						return false, "", nil
+					}
+					return false, fmt.Sprintf("the add-on is still DEGRADED at version %s %s after its update was requested%s",
+						aws.ToString(a.AddonVersion), r.degradedWait(), addonIssues(a)), nil
 				}
 				return false, fmt.Sprintf("the add-on is %s at version %s%s", a.Status, aws.ToString(a.AddonVersion), addonIssues(a)), nil
 			},
@@ -202,6 +213,13 @@ func (r *Runner) call(w state.Workflow) updateCall {
 	}
 }
 
+// newerAddon reports whether add-on version installed is newer than planned (false when either cannot be
+// read: the update call then decides).
+func newerAddon(installed, planned string) bool {
+	c, err := CompareAddonVersions(installed, planned)
+	return err == nil && c > 0
+}
+
 func addonIssues(a *ekstypes.Addon) string {
 	if a.Health == nil || len(a.Health.Issues) == 0 {
 		return ""
@@ -250,6 +268,14 @@ func (r *Runner) request(ctx context.Context, w state.Workflow, c updateCall) (s
 		return r.save(ctx, w, fmt.Sprintf("%s %s: %s", done.Kind, done.Name, detail), r.entry(w, done.Kind+"-"+event, done, detail))
 	case refuse:
 		return r.halt(ctx, w, detail)
+	}
+	if st.Kind == KindControlPlane {
+		// The control plane's update is the workflow's first change: the plan is checked again right
+		// before it, whenever it was approved.
+		next, changed, err := r.revalidate(ctx, w)
+		if err != nil || changed {
+			return next, err
+		}
 	}
 	reason, err := r.pauseReason(ctx, w, c.what)
 	if err != nil {
@@ -322,7 +348,10 @@ func rejected(err error) bool {
 }
 
 // findUpdate returns the update of the step's resource of the step's type and target version created since
-// the step was requested (the newest), or nil.
+// the step was requested (the newest), or nil. It never returns an update of one of the step's earlier
+// attempts (EarlierUpdateIDs, recorded by --retry before this attempt's call), nor a Failed or Cancelled
+// update created before this attempt was requested: neither can be the one this attempt started, and
+// adopting it would halt a retried step on the failure it retries.
 func (r *Runner) findUpdate(ctx context.Context, w state.Workflow, c updateCall) (*ekstypes.Update, error) {
 	st := w.Steps[w.Current]
 	in := &awseks.ListUpdatesInput{Name: aws.String(w.Cluster), AddonName: nilIfEmpty(c.addon), NodegroupName: nilIfEmpty(c.nodegroup)}
@@ -341,12 +370,19 @@ func (r *Runner) findUpdate(ctx context.Context, w state.Workflow, c updateCall)
 			if u.Type != c.updateType || param(u, c.paramType) != st.To || u.CreatedAt == nil || u.CreatedAt.Before(st.StartedAt.Add(-adoptSlack)) {
 				continue
 			}
+			if slices.Contains(st.EarlierUpdateIDs, id) || (failedUpdate(u) && u.CreatedAt.Before(st.StartedAt)) {
+				continue
+			}
 			if best == nil || u.CreatedAt.After(*best.CreatedAt) {
 				best = u
 			}
 		}
 	}
 	return best, nil
+}
+
+func failedUpdate(u *ekstypes.Update) bool {
+	return u.Status == ekstypes.UpdateStatusFailed || u.Status == ekstypes.UpdateStatusCancelled
 }
 
 func (r *Runner) describeUpdate(ctx context.Context, cluster string, c updateCall, id string) (*ekstypes.Update, error) {

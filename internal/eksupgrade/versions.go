@@ -1,7 +1,11 @@
 package eksupgrade
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/patch-agent/patch-agent/internal/eks"
 )
@@ -58,3 +62,62 @@ func Subject(cluster string) string { return SubjectPrefix + cluster }
 // SubjectPrefix starts Subject: `patch-agent approve eks:<cluster>`, `patch-agent history eks:<cluster>`,
 // `patch-agent pause --group eks:<cluster>`.
 const SubjectPrefix = "eks:"
+
+// AddonVersion is an EKS add-on version "vX.Y.Z-eksbuild.N" (Amazon EKS User Guide, "Amazon EKS add-ons":
+// the upstream version of the software, then the build EKS made of it).
+type AddonVersion struct {
+	Major, Minor, Patch, Build int
+}
+
+// ParseAddonVersion reads "vX.Y.Z-eksbuild.N" (the "v" and the build are optional: a missing build is 0).
+// Errors: ErrInvalidAddonVersion (wrapped) naming the text.
+func ParseAddonVersion(s string) (AddonVersion, error) {
+	var v AddonVersion
+	rest := strings.TrimPrefix(strings.TrimSpace(s), "v")
+	core, build, hasBuild := strings.Cut(rest, "-eksbuild.")
+	parts := strings.Split(core, ".")
+	bad := fmt.Errorf("%w: %q (want vX.Y.Z-eksbuild.N)", ErrInvalidAddonVersion, s)
+	if len(parts) != 3 {
+		return v, bad
+	}
+	nums := []*int{&v.Major, &v.Minor, &v.Patch}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return v, bad
+		}
+		*nums[i] = n
+	}
+	if hasBuild {
+		n, err := strconv.Atoi(build)
+		if err != nil || n < 0 {
+			return v, bad
+		}
+		v.Build = n
+	}
+	return v, nil
+}
+
+// ErrInvalidAddonVersion is wrapped by ParseAddonVersion's errors.
+var ErrInvalidAddonVersion = errors.New("invalid EKS add-on version")
+
+// Compare returns -1, 0 or +1 as v is older than, the same as, or newer than o: by major, minor, patch, then
+// eksbuild number.
+func (v AddonVersion) Compare(o AddonVersion) int {
+	return cmp.Or(cmp.Compare(v.Major, o.Major), cmp.Compare(v.Minor, o.Minor), cmp.Compare(v.Patch, o.Patch),
+		cmp.Compare(v.Build, o.Build))
+}
+
+// CompareAddonVersions compares two add-on version strings like AddonVersion.Compare. Errors: either is not
+// an add-on version (ErrInvalidAddonVersion).
+func CompareAddonVersions(a, b string) (int, error) {
+	va, err := ParseAddonVersion(a)
+	if err != nil {
+		return 0, err
+	}
+	vb, err := ParseAddonVersion(b)
+	if err != nil {
+		return 0, err
+	}
+	return va.Compare(vb), nil
+}

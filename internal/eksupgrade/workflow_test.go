@@ -253,7 +253,7 @@ func TestPreflightRefusesNodeGroupsThatWouldBeOutsideTheKubeletSkew(t *testing.T
 			_, err := a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: cluster, Name: "legacy", AMIType: "AL2_x86_64", Version: "1.27",
 				ImageID: "ami-0legacy", InstanceType: "m5.large", Min: 1, Max: 1, Desired: 1})
 			require.NoError(t, err)
-		}, "managed node group legacy: at 1.27: kubelet 1.27 is 4 minor versions behind the API server 1.31 (at most 3 allowed)"},
+		}, "managed node group legacy: at 1.27, the control plane at 1.30: EKS moves the control plane only when every managed node group is on its version"},
 		{"self-managed node group pinned 4 minors behind the target", func(t *testing.T, a *sim.Account) {
 			selfManaged(t, a, "batch-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto, lifecycle.TagKubernetesVersion: "1.27"})
 		}, "self-managed node group batch-nodes: AMI for Kubernetes 1.27 (pinned): kubelet 1.27 is 4 minor versions behind"},
@@ -339,13 +339,22 @@ func TestAnUpdateEKSRefusesHaltsWithItsMessage(t *testing.T) {
 	req := upgrade()
 	req.Approve = false
 	require.Equal(t, state.WorkflowWaiting, w.run(t, "run-1", req).Phase)
-	// Between the preflight and the approval, EKS finds a blocking problem.
-	w.a.AddEKSInsight(cluster, sim.EKSInsightSpec{Name: "Kubelet version skew", KubernetesVersion: "1.31", Status: ekstypes.InsightStatusValueError})
-	wf := w.run(t, "run-2", upgrade())
+	// After the preflight ran again, EKS refuses the update for a reason only it sees.
+	r := w.runner("run-2")
+	r.EKS = refusingEKS{r.EKS}
+	wf, err := r.Run(context.Background(), upgrade())
+	require.NoError(t, err)
 	require.Equal(t, state.WorkflowHalted, wf.Phase)
 	require.Contains(t, wf.Reason, "EKS refused UpdateClusterVersion of demo-eks to 1.31")
 	require.Contains(t, wf.Reason, "Kubelet version skew")
 	require.Empty(t, w.a.EKSUpdates(cluster))
+}
+
+// refusingEKS refuses every UpdateClusterVersion as EKS does for a blocking upgrade insight.
+type refusingEKS struct{ awsapi.EKSUpgrade }
+
+func (refusingEKS) UpdateClusterVersion(context.Context, *awseks.UpdateClusterVersionInput, ...func(*awseks.Options)) (*awseks.UpdateClusterVersionOutput, error) {
+	return nil, &ekstypes.InvalidRequestException{Message: aws.String("Cluster upgrade is blocked by upgrade readiness insights in ERROR: Kubelet version skew. Resolve them or use force")}
 }
 
 // fuse kills an incarnation right after its At-th effect (a workflow write, a history entry, a call that

@@ -31,7 +31,8 @@ import (
 //     group is UPDATING, while an add-on update runs the add-on is UPDATING;
 //   - a ClientRequestToken makes a call idempotent: the same token returns the update it started first;
 //   - UpdateClusterVersion moves one minor version at a time, refuses while another cluster update is in
-//     progress, and refuses when an UPGRADE_READINESS insight for the target version is in ERROR unless force;
+//     progress, refuses while a managed node group is not on the cluster's version (even with force), and
+//     refuses when an UPGRADE_READINESS insight for the target version is in ERROR unless force;
 //   - UpdateAddon accepts only a version compatible with the cluster's current Kubernetes version;
 //   - UpdateNodegroupVersion never goes beyond the control plane's version, and refuses a Kubernetes version
 //     for node groups of AMI type CUSTOM (their AMI comes from the launch template).
@@ -108,6 +109,7 @@ type eksAddon struct {
 	name, version, arn  string
 	status              ekstypes.AddonStatus
 	createdAt, modified time.Time
+	issues              []ekstypes.AddonIssue // health issues while DEGRADED
 }
 
 type eksInsight struct {
@@ -125,6 +127,7 @@ type eksUpgradeWorld struct {
 	catalog  map[string][]EKSAddonVersion      // add-on name -> versions, newest first
 	insights map[string]map[string]*eksInsight // cluster -> id -> insight
 	failures []EKSUpdateFailure
+	degrade  map[string]time.Duration       // cluster|addon -> how long the add-on is DEGRADED after its next update
 	releases map[eksReleaseKey][]EKSRelease // published node AMI releases (eksnodegroupupdate.go)
 }
 
@@ -248,6 +251,20 @@ func (a *Account) FailNextEKSUpdate(f EKSUpdateFailure) {
 	w.failures = append(w.failures, f)
 }
 
+// DegradeEKSAddonAfterUpdate makes the next Successful update of an add-on leave it DEGRADED (health issue
+// InsufficientNumberOfReplicas, as while its pods roll) for d, then ACTIVE; d <= 0 leaves it DEGRADED. Amazon
+// EKS API Reference, "Addon" (status DEGRADED) and "AddonHealth": an add-on's status reflects the health of
+// its Kubernetes resources, which an update rolls after EKS applied it.
+func (a *Account) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.eksUpgradeLocked()
+	if w.degrade == nil {
+		w.degrade = map[string]time.Duration{}
+	}
+	w.degrade[cluster+"|"+addon] = d
+}
+
 // EKSUpdates returns the updates of a cluster (its own, its add-ons' and its node groups'), oldest first.
 func (a *Account) EKSUpdates(cluster string) []EKSUpdateView {
 	defer a.lock()()
@@ -353,7 +370,8 @@ func errorsIf(ok bool, errs []ekstypes.ErrorDetail) []ekstypes.ErrorDetail {
 
 // UpdateClusterVersion starts the update of a cluster's control plane to the next Kubernetes minor version.
 // Amazon EKS API Reference, "UpdateClusterVersion". Errors: ResourceNotFoundException, ResourceInUseException
-// (an update of the cluster is in progress), InvalidParameterException (not exactly one minor version up),
+// (an update of the cluster is in progress), InvalidParameterException (not exactly one minor version up, or
+// a managed node group whose version does not match the cluster's),
 // InvalidRequestException (an UPGRADE_READINESS insight for the version is in ERROR and force is not set).
 func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateClusterVersionInput, _ ...func(*awseks.Options)) (*awseks.UpdateClusterVersionOutput, error) {
 	a := c.a
@@ -375,6 +393,22 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	}
 	if cur, want := minorOf(cl.version), minorOf(to); cur < 0 || want != cur+1 {
 		return nil, &ekstypes.InvalidParameterException{Message: ptr(fmt.Sprintf("Unsupported Kubernetes minor version update from %s to %s", cl.version, to)),
+			ClusterName: ptr(name)}
+	}
+	// "If your cluster has managed node groups attached to it, all of your node groups' Kubernetes versions
+	// must match the cluster's Kubernetes version" (Amazon EKS API Reference, UpdateClusterVersion; User Guide,
+	// "Update existing cluster to new Kubernetes version"). force overrides only readiness insights.
+	var behind []string
+	if inv := a.peekInventoryLocked(); inv != nil {
+		for _, ngName := range sortedKeys(inv.nodegroups[name]) {
+			if v := inv.nodegroups[name][ngName].spec.Version; v != cl.version {
+				behind = append(behind, fmt.Sprintf("%s (%s)", ngName, v))
+			}
+		}
+	}
+	if len(behind) > 0 {
+		return nil, &ekstypes.InvalidParameterException{Message: ptr(fmt.Sprintf(
+			"Nodegroups %s must be updated to match cluster version %s before updating cluster version", strings.Join(behind, ", "), cl.version)),
 			ClusterName: ptr(name)}
 	}
 	if !in.Force {
@@ -556,7 +590,7 @@ func (c *EKSClient) DescribeAddon(ctx context.Context, in *awseks.DescribeAddonI
 	}
 	return &awseks.DescribeAddonOutput{Addon: &ekstypes.Addon{AddonName: ptr(ad.name), AddonArn: ptr(ad.arn), AddonVersion: ptr(ad.version),
 		ClusterName: ptr(name), Status: ad.status, CreatedAt: ptr(ad.createdAt), ModifiedAt: ptr(ad.modified),
-		Health: &ekstypes.AddonHealth{Issues: []ekstypes.AddonIssue{}}, Owner: ptr("aws"), Publisher: ptr("eks"), Tags: map[string]string{}}}, nil
+		Health: &ekstypes.AddonHealth{Issues: append([]ekstypes.AddonIssue{}, ad.issues...)}, Owner: ptr("aws"), Publisher: ptr("eks"), Tags: map[string]string{}}}, nil
 }
 
 // DescribeAddonVersions lists the catalog's add-on versions: of AddonName (default: every add-on), those
@@ -654,7 +688,17 @@ func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput
 	ad.status, ad.modified = ekstypes.AddonStatusUpdating, a.now()
 	u := a.startUpdateLocked(&eksUpdate{cluster: name, addon: addon, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeAddonUpdate, params: params},
 		EKSAddonUpdateDuration,
-		func() { ad.version, ad.status, ad.modified = to, ekstypes.AddonStatusActive, a.now() },
+		func() {
+			ad.version, ad.status, ad.modified = to, ekstypes.AddonStatusActive, a.now()
+			if d, ok := w.degrade[name+"|"+addon]; ok {
+				delete(w.degrade, name+"|"+addon)
+				ad.status, ad.issues = ekstypes.AddonStatusDegraded, []ekstypes.AddonIssue{{Code: ekstypes.AddonIssueCodeInsufficientNumberOfReplicas,
+					Message: ptr("The add-on is unhealthy because it doesn't have the desired number of replicas.")}}
+				if d > 0 {
+					a.after(d, func() { ad.status, ad.issues, ad.modified = ekstypes.AddonStatusActive, nil, a.now() })
+				}
+			}
+		},
 		func() { ad.status, ad.modified = ekstypes.AddonStatusUpdateFailed, a.now() })
 	return &awseks.UpdateAddonOutput{Update: u.describe()}, nil
 }

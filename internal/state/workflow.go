@@ -71,6 +71,9 @@ type WorkflowStep struct {
 	Token string `json:"clientRequestToken,omitempty" dynamodbav:"token,omitempty"`
 	// UpdateID is the EKS update the call started (DescribeUpdate).
 	UpdateID string `json:"updateId,omitempty" dynamodbav:"updateId,omitempty"`
+	// EarlierUpdateIDs are the updates of the step's earlier, failed attempts (written by --retry before the
+	// new attempt's call): a resumed run never takes one of them for the new attempt's update.
+	EarlierUpdateIDs []string `json:"earlierUpdateIds,omitempty" dynamodbav:"earlierUpdateIds,omitempty"`
 	// By is who started the step (or approved, for the approval step).
 	By          string    `json:"by,omitempty" dynamodbav:"by,omitempty"`
 	StartedAt   time.Time `json:"startedAt,omitzero" dynamodbav:"startedAt,omitempty"`
@@ -107,6 +110,8 @@ type Workflow struct {
 	RequestedBy string    `json:"requestedBy,omitempty" dynamodbav:"requestedBy,omitempty"`
 	ApprovedBy  string    `json:"approvedBy,omitempty" dynamodbav:"approvedBy,omitempty"`
 	ApprovedAt  time.Time `json:"approvedAt,omitzero" dynamodbav:"approvedAt,omitempty"`
+	// TwoPersonRule (`eks upgrade --two-person`): the plan is approved only by someone other than RequestedBy.
+	TwoPersonRule bool `json:"twoPersonRule,omitempty" dynamodbav:"twoPersonRule,omitempty"`
 
 	// LeaseOwner is the invocation working on the workflow until LeaseExpires; another is refused until then.
 	LeaseOwner   string    `json:"leaseOwner,omitempty" dynamodbav:"leaseOwner,omitempty"`

@@ -1,0 +1,385 @@
+package eksupgrade_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/eksupgrade"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Issue 23 (eks-upgrade-safety): the tests below fail on the workflow before it.
+
+func TestCompareAddonVersions(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"v1.19.2-eksbuild.1", "v1.19.0-eksbuild.1", 1},
+		{"v1.19.0-eksbuild.1", "v1.19.2-eksbuild.1", -1},
+		{"v1.10.0-eksbuild.1", "v1.9.9-eksbuild.1", 1}, // not a string comparison
+		{"v1.11.1-eksbuild.10", "v1.11.1-eksbuild.9", 1},
+		{"v1.11.1-eksbuild.9", "v1.11.1-eksbuild.9", 0},
+		{"v1.11.1", "v1.11.1-eksbuild.1", -1},
+	} {
+		got, err := eksupgrade.CompareAddonVersions(tc.a, tc.b)
+		require.NoError(t, err, "%s vs %s", tc.a, tc.b)
+		require.Equal(t, tc.want, got, "%s vs %s", tc.a, tc.b)
+	}
+	for _, bad := range []string{"", "latest", "v1.19", "v1.x.0-eksbuild.1", "v1.19.0-eksbuild.x"} {
+		_, err := eksupgrade.CompareAddonVersions(bad, "v1.19.0-eksbuild.1")
+		require.ErrorIs(t, err, eksupgrade.ErrInvalidAddonVersion, "%q", bad)
+	}
+}
+
+// installVPCCNI publishes extra vpc-cni versions (newest last) and installs vpc-cni at installed.
+func installVPCCNI(t *testing.T, a *sim.Account, installed string, versions ...sim.EKSAddonVersion) {
+	t.Helper()
+	for _, v := range versions {
+		v.Addon = "vpc-cni"
+		a.PublishEKSAddonVersion(v)
+	}
+	require.NoError(t, a.InstallEKSAddon(cluster, "vpc-cni", installed))
+}
+
+func stepOf(t *testing.T, wf state.Workflow, kind, name string) state.WorkflowStep {
+	t.Helper()
+	for _, s := range wf.Steps {
+		if s.Kind == kind && s.Name == name {
+			return s
+		}
+	}
+	require.Failf(t, "no step", "%s %s", kind, name)
+	return state.WorkflowStep{}
+}
+
+func checkOf(wf state.Workflow, name string) state.PreflightCheck {
+	for _, c := range wf.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return state.PreflightCheck{}
+}
+
+func TestAddonNewerThanTheTargetsDefaultIsNeverDowngraded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		installed string
+		versions  []sim.EKSAddonVersion
+		// wantTo is the planned version ("" when the preflight must fail), wantCheck a part of the check.
+		wantTo, wantResult, wantCheck string
+	}{
+		{"field case: v1.19.2 installed, compatible with the target, default v1.19.0: kept", "v1.19.2-eksbuild.1",
+			[]sim.EKSAddonVersion{{Version: "v1.19.2-eksbuild.1", ClusterVersions: []string{"1.30", "1.31"}}},
+			"v1.19.2-eksbuild.1", eksupgrade.CheckPass,
+			"v1.19.2-eksbuild.1 kept: compatible with Kubernetes 1.31 and newer than its default v1.19.0-eksbuild.1 (an add-on is never downgraded)"},
+		{"installed not compatible with the target, a newer compatible one exists: moved up, not to the default", "v1.19.2-eksbuild.1",
+			[]sim.EKSAddonVersion{{Version: "v1.19.2-eksbuild.1", ClusterVersions: []string{"1.30"}},
+				{Version: "v1.19.4-eksbuild.1", ClusterVersions: []string{"1.31"}}, {Version: "v1.19.3-eksbuild.2", ClusterVersions: []string{"1.31"}}},
+			"v1.19.3-eksbuild.2", eksupgrade.CheckPass, "the oldest compatible version newer than it"},
+		{"installed not compatible with the target, every compatible one older: the preflight refuses", "v1.19.2-eksbuild.1",
+			[]sim.EKSAddonVersion{{Version: "v1.19.2-eksbuild.1", ClusterVersions: []string{"1.30"}}},
+			"", eksupgrade.CheckFail, "installed v1.19.2-eksbuild.1 is not compatible with Kubernetes 1.31 and every compatible version is older (default v1.19.0-eksbuild.1, newest v1.19.0-eksbuild.1): an add-on is never downgraded"},
+		{"installed older than the default: the default", demo.UpgradeAddons[0].From, nil,
+			demo.UpgradeAddons[0].To, eksupgrade.CheckPass, "v1.18.3-eksbuild.1 -> v1.19.0-eksbuild.1 (the default for Kubernetes 1.31)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			installVPCCNI(t, w.a, tc.installed, tc.versions...)
+			plan, err := w.runner("dry").Plan(context.Background(), cluster, demo.UpgradeTo)
+			require.NoError(t, err)
+			c := checkOf(plan, "add-on vpc-cni")
+			require.Equal(t, tc.wantResult, c.Result, c.Detail)
+			require.Contains(t, c.Detail, tc.wantCheck)
+
+			wf := w.run(t, "run-1", upgrade())
+			v, _, _ := w.a.EKSAddon(cluster, "vpc-cni")
+			if tc.wantTo == "" {
+				require.Equal(t, state.WorkflowHalted, wf.Phase)
+				require.Contains(t, wf.Reason, "add-on vpc-cni: "+tc.wantCheck)
+				require.Equal(t, tc.installed, v, "nothing was changed")
+				require.Empty(t, w.a.EKSUpdates(cluster))
+				return
+			}
+			require.Equal(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+			require.Equal(t, tc.wantTo, stepOf(t, wf, eksupgrade.KindAddon, "vpc-cni").To)
+			require.Equal(t, tc.wantTo, v, "vpc-cni ends at the planned version")
+			cmp, err := eksupgrade.CompareAddonVersions(v, tc.installed)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, cmp, 0, "never older than installed")
+			if tc.wantTo == tc.installed {
+				require.Equal(t, state.StepStatusSkipped, stepOf(t, wf, eksupgrade.KindAddon, "vpc-cni").Status)
+				require.Equal(t, 2, w.updateCalls()["UpdateAddon"], "no UpdateAddon for the kept vpc-cni")
+			}
+		})
+	}
+}
+
+func TestAddonUpgradedBehindThePlansBackIsNotDowngradedByTheApprovedPlan(t *testing.T) {
+	w := newWorld(t)
+	req := upgrade()
+	req.Approve = false
+	require.Equal(t, state.WorkflowWaiting, w.run(t, "run-1", req).Phase)
+	// After the preflight, someone moves vpc-cni past the planned default.
+	installVPCCNI(t, w.a, "v1.19.2-eksbuild.1", sim.EKSAddonVersion{Version: "v1.19.2-eksbuild.1", ClusterVersions: []string{"1.30", "1.31"}})
+	wf := w.run(t, "run-2", upgrade())
+	v, _, _ := w.a.EKSAddon(cluster, "vpc-cni")
+	require.Equal(t, "v1.19.2-eksbuild.1", v, "never downgraded to the plan's v1.19.0-eksbuild.1")
+	require.Zero(t, countUpdates(w.a, "vpc-cni"), "no UpdateAddon of vpc-cni was started")
+	require.NotEqual(t, state.WorkflowCompleted, wf.Phase, "the plan is not carried out as if nothing changed")
+}
+
+func countUpdates(a *sim.Account, addon string) int {
+	n := 0
+	for _, u := range a.EKSUpdates(cluster) {
+		if u.Addon == addon {
+			n++
+		}
+	}
+	return n
+}
+
+func TestDegradedAddonIsWaitedOutUpToADeadline(t *testing.T) {
+	t.Run("DEGRADED for 3 minutes while its pods roll: waited out, the workflow completes", func(t *testing.T) {
+		w := newWorld(t)
+		w.a.DegradeEKSAddonAfterUpdate(cluster, "coredns", 3*time.Minute)
+		wf := w.run(t, "run-1", upgrade())
+		require.Equal(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+		require.Equal(t, state.StepStatusCompleted, stepOf(t, wf, eksupgrade.KindAddon, "coredns").Status)
+	})
+	t.Run("DEGRADED for good: halts once DegradedWait has passed, not before", func(t *testing.T) {
+		w := newWorld(t)
+		w.a.DegradeEKSAddonAfterUpdate(cluster, "coredns", 0)
+		wf := w.run(t, "run-1", upgrade())
+		require.Equal(t, state.WorkflowHalted, wf.Phase)
+		st := stepOf(t, wf, eksupgrade.KindAddon, "coredns")
+		require.Equal(t, state.StepStatusFailed, st.Status)
+		require.Contains(t, wf.Reason, "still DEGRADED at version "+demo.UpgradeAddons[1].To)
+		require.Contains(t, wf.Reason, "InsufficientNumberOfReplicas")
+		require.GreaterOrEqual(t, st.CompletedAt.Sub(st.StartedAt), eksupgrade.DefaultDegradedWait, "waited out up to the deadline")
+		require.Equal(t, state.StepStatusPending, stepOf(t, wf, eksupgrade.KindAddon, "kube-proxy").Status, "nothing after it")
+	})
+}
+
+// haltAtCoreDNS makes coredns's update fail and runs the upgrade until it halts there.
+func haltAtCoreDNS(t *testing.T, w *world) state.Workflow {
+	t.Helper()
+	w.a.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: cluster, Addon: "coredns", Errors: []ekstypes.ErrorDetail{{ErrorCode: ekstypes.ErrorCodeConfigurationConflict,
+		ErrorMessage: aws.String("Conflicts found when trying to apply. Will not continue due to resolve conflicts mode")}}})
+	wf := w.run(t, "run-1", upgrade())
+	require.Equal(t, state.WorkflowHalted, wf.Phase)
+	require.Equal(t, state.StepStatusFailed, stepOf(t, wf, eksupgrade.KindAddon, "coredns").Status)
+	return wf
+}
+
+func retried() eksupgrade.Request {
+	req := upgrade()
+	req.Retry = true
+	return req
+}
+
+// requireRetriedToTheEnd checks that a --retry of the halted coredns step completed the upgrade with one new
+// coredns update (two in all: the failed one and the retry's) and one update call for everything else.
+func (w *world) requireRetriedToTheEnd(t *testing.T, wf state.Workflow, failedID string) {
+	t.Helper()
+	require.Equal(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+	require.Equal(t, map[string]int{"UpdateClusterVersion": 1, "UpdateAddon": 4, "UpdateNodegroupVersion": 1}, w.updateCalls())
+	require.Len(t, w.a.EKSUpdates(cluster), 6)
+	require.Equal(t, 2, countUpdates(w.a, "coredns"))
+	cd := stepOf(t, wf, eksupgrade.KindAddon, "coredns")
+	require.NotEqual(t, failedID, cd.UpdateID, "the retry's own update, not the failed one")
+	require.Equal(t, []string{failedID}, cd.EarlierUpdateIDs)
+	v, _, _ := w.a.EKSAddon(cluster, "coredns")
+	require.Equal(t, demo.UpgradeAddons[1].To, v)
+}
+
+func TestRetryCrashRightAfterTheRequestDoesNotAdoptTheEarlierFailedUpdate(t *testing.T) {
+	w := newWorld(t)
+	halted := haltAtCoreDNS(t, w)
+	failedID := stepOf(t, halted, eksupgrade.KindAddon, "coredns").UpdateID
+	// The retry dies right after it wrote the step Requested (effects: the "retrying" write, its history
+	// entry, the Requested write), before UpdateAddon.
+	f := &fuse{At: 3}
+	_, err := w.incarnation("retry-1", f).Run(context.Background(), retried())
+	require.ErrorIs(t, err, errCrashed)
+	mid, err := w.store.GetWorkflow(context.Background(), cluster)
+	require.NoError(t, err)
+	require.Equal(t, state.StepStatusRequested, stepOf(t, mid, eksupgrade.KindAddon, "coredns").Status)
+	require.Equal(t, 1, countUpdates(w.a, "coredns"), "the crash came before the retry's call")
+
+	w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+	wf := w.run(t, "retry-2", retried())
+	w.requireRetriedToTheEnd(t, wf, failedID)
+}
+
+// TestCrashMatrixEKSUpgradeWorkflowRetry is the crash matrix of a --retry run: the upgrade halted at a failed
+// coredns update; for every effect k of the uncrashed --retry run and both crash modes, the retry dies right
+// after effect k, and a second --retry run (what an operator runs again) must complete with one new coredns
+// update, adopting none of the failed attempt's, and the audit trail of the uncrashed retry.
+func TestCrashMatrixEKSUpgradeWorkflowRetry(t *testing.T) {
+	clean := newWorld(t)
+	failedID := stepOf(t, haltAtCoreDNS(t, clean), eksupgrade.KindAddon, "coredns").UpdateID
+	f := &fuse{}
+	wf, err := clean.incarnation("clean", f).Run(context.Background(), retried())
+	require.NoError(t, err)
+	clean.requireRetriedToTheEnd(t, wf, failedID)
+	total := f.effects
+	require.Greater(t, total, 10)
+	for at := 1; at <= total; at++ {
+		for _, mode := range demo.CrashModes {
+			t.Run(fmt.Sprintf("%s effect %d of %d", mode, at, total), func(t *testing.T) {
+				w := newWorld(t)
+				failedID := stepOf(t, haltAtCoreDNS(t, w), eksupgrade.KindAddon, "coredns").UpdateID
+				first := &fuse{At: at, loseResponse: mode == demo.CrashResponseLost}
+				_, err := w.incarnation("first", first).Run(context.Background(), retried())
+				require.True(t, first.blown, "the fuse fired")
+				if at < total || err != nil {
+					require.True(t, errors.Is(err, errCrashed) || errors.Is(err, errResponseLost), "%v", err)
+				}
+				w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+				wf, err := w.runner("second").Run(context.Background(), retried())
+				require.NoError(t, err, "resume after effect %d", at)
+				w.requireRetriedToTheEnd(t, wf, failedID)
+				var trail []string
+				for _, e := range events(w.history(t)) {
+					if e != "resumed" {
+						trail = append(trail, e)
+					}
+				}
+				require.Equal(t, events(clean.history(t)), trail, "audit trail after a crash at effect %d of the retry", at)
+			})
+		}
+	}
+}
+
+func TestManagedNodegroupOneMinorBehindTheControlPlaneFailsThePreflightAndEKSRefusesTheUpdate(t *testing.T) {
+	// 1.29 under a 1.30 control plane is within the upstream kubelet skew even at 1.31, but EKS requires
+	// managed node groups on the control plane's version before UpdateClusterVersion.
+	w := newWorld(t)
+	_, err := w.a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: cluster, Name: "batch", AMIType: "AL2023_x86_64_STANDARD", Version: "1.29",
+		ImageID: "ami-0batch", InstanceType: "m5.large", Min: 1, Max: 1, Desired: 1})
+	require.NoError(t, err)
+	require.NoError(t, eksupgrade.CheckSkew("1.29", "1.31"), "the upstream skew alone would let it pass")
+
+	wf := w.run(t, "run-1", upgrade())
+	require.Equal(t, state.WorkflowHalted, wf.Phase)
+	require.Contains(t, wf.Reason, "managed node group batch: at 1.29, the control plane at 1.30")
+	require.Empty(t, w.a.EKSUpdates(cluster))
+
+	// The simulation refuses what EKS refuses, force or not.
+	_, err = w.a.EKSUpgrade().UpdateClusterVersion(context.Background(), &awseks.UpdateClusterVersionInput{Name: aws.String(cluster),
+		Version: aws.String("1.31"), Force: true})
+	var invalid *ekstypes.InvalidParameterException
+	require.ErrorAs(t, err, &invalid)
+	require.Contains(t, err.Error(), "batch (1.29) must be updated to match cluster version 1.30")
+	require.Equal(t, "1.30", w.clusterVersion(t))
+}
+
+// approvedWaiting runs the preflight without approval, then approves the plan as alice: the workflow waits
+// with an approved plan, as when `patch-agent approve` ran between two runs.
+func approvedWaiting(t *testing.T, w *world) {
+	t.Helper()
+	req := upgrade()
+	req.Approve = false
+	require.Equal(t, state.WorkflowWaiting, w.run(t, "run-1", req).Phase)
+	_, err := eksupgrade.Approve(context.Background(), w.store, cluster, "alice", w.a.Clock().Now())
+	require.NoError(t, err)
+}
+
+func TestNodeGroupPinnedTo127AppearingAfterThePreflightKeepsTheControlPlaneWhereItIs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, a *sim.Account)
+		want  string
+	}{
+		{"self-managed node group pinned to 1.27", func(t *testing.T, a *sim.Account) {
+			selfManaged(t, a, "legacy-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto, lifecycle.TagKubernetesVersion: "1.27"})
+		}, "self-managed node group legacy-nodes: AMI for Kubernetes 1.27 (pinned): kubelet 1.27 is 4 minor versions behind the API server 1.31"},
+		{"managed node group at 1.27", func(t *testing.T, a *sim.Account) {
+			_, err := a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: cluster, Name: "legacy", AMIType: "AL2_x86_64", Version: "1.27",
+				ImageID: "ami-0legacy", InstanceType: "m5.large", Min: 1, Max: 1, Desired: 1})
+			require.NoError(t, err)
+		}, "managed node group legacy: at 1.27, the control plane at 1.30"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			approvedWaiting(t, w)
+			tc.setup(t, w.a) // after the preflight and its approval
+			wf := w.run(t, "run-2", upgrade())
+			require.Equal(t, state.WorkflowHalted, wf.Phase)
+			require.Contains(t, wf.Reason, "preflight before the first change failed: "+tc.want)
+			require.Equal(t, "1.30", w.clusterVersion(t), "the control plane did not move")
+			require.Empty(t, w.a.EKSUpdates(cluster))
+			require.Equal(t, "preflight-failed", events(w.history(t))[len(w.history(t))-1])
+		})
+	}
+}
+
+func TestAPlanThatChangedAfterItsApprovalNeedsANewApproval(t *testing.T) {
+	w := newWorld(t)
+	approvedWaiting(t, w)
+	// A new self-managed node group that passes the checks: the plan has a step the approval did not see.
+	selfManaged(t, w.a, "more-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto})
+	wf := w.run(t, "run-2", upgrade())
+	require.Equal(t, state.WorkflowWaiting, wf.Phase)
+	require.Contains(t, wf.Reason, "the plan changed since it was approved (added self-managed-nodegroup more-nodes")
+	require.Empty(t, wf.ApprovedBy, "the old approval does not carry over")
+	require.Empty(t, w.a.EKSUpdates(cluster))
+	require.Contains(t, events(w.history(t)), "plan-changed")
+	stepOf(t, wf, eksupgrade.KindSelfManagedNodegroup, "more-nodes")
+
+	_, err := eksupgrade.Approve(context.Background(), w.store, cluster, "bob", w.a.Clock().Now())
+	require.NoError(t, err)
+	req := upgrade()
+	req.Approve = false
+	done := w.run(t, "run-3", req)
+	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
+	require.Equal(t, "bob", done.ApprovedBy)
+	require.Equal(t, "1.31", w.clusterVersion(t))
+}
+
+func TestAnInsightInErrorAfterTheApprovalHaltsBeforeTheFirstChange(t *testing.T) {
+	w := newWorld(t)
+	approvedWaiting(t, w)
+	w.a.AddEKSInsight(cluster, sim.EKSInsightSpec{Name: "Kubelet version skew", KubernetesVersion: "1.31", Status: ekstypes.InsightStatusValueError})
+	wf := w.run(t, "run-2", upgrade())
+	require.Equal(t, state.WorkflowHalted, wf.Phase)
+	require.Contains(t, wf.Reason, "preflight before the first change failed: insight Kubelet version skew: ERROR")
+	require.Zero(t, w.updateCalls()["UpdateClusterVersion"], "not even attempted")
+}
+
+func TestTwoPersonRuleTheRequesterCannotApproveItsOwnPlan(t *testing.T) {
+	w := newWorld(t)
+	req := upgrade() // --approve by the requester
+	req.TwoPerson = true
+	wf := w.run(t, "run-1", req)
+	require.Equal(t, state.WorkflowWaiting, wf.Phase)
+	require.Contains(t, wf.Reason, "two-person rule: "+demo.UpgradeOperator+" requested the plan")
+	require.Empty(t, wf.ApprovedBy)
+	require.Empty(t, w.a.EKSUpdates(cluster))
+
+	_, err := eksupgrade.Approve(context.Background(), w.store, cluster, demo.UpgradeOperator, w.a.Clock().Now())
+	require.ErrorIs(t, err, eksupgrade.ErrSameApprover)
+	again := w.run(t, "run-2", eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo, Approve: true}) // a run cannot lift the rule
+	require.Equal(t, state.WorkflowWaiting, again.Phase)
+	require.Empty(t, w.a.EKSUpdates(cluster))
+
+	_, err = eksupgrade.Approve(context.Background(), w.store, cluster, "bob", w.a.Clock().Now())
+	require.NoError(t, err)
+	done := w.run(t, "run-3", eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo})
+	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
+	require.Equal(t, "bob", done.ApprovedBy)
+	require.Equal(t, demo.UpgradeOperator, done.RequestedBy)
+}
