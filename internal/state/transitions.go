@@ -122,6 +122,8 @@ var Transitions = []Transition{
 	{at(PhaseHalted, StepReplacementHealthy), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
 	{at(PhaseHalted, StepDraining), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
 	{at(PhaseHalted, StepTerminating), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
+	{at(PhaseCompleted, ""), at(PhaseRollingBack, StepNodegroupUpdate), WriterOperator, "managed node group: manual rollback, token recorded"},
+	{at(PhaseHalted, StepNodegroupUpdate), at(PhaseRollingBack, StepNodegroupUpdate), WriterOperator, "managed node group: manual rollback, token recorded"},
 }
 
 // CheckTransition returns nil when by may move a record from from to to: the table lists the move, or the
