@@ -107,6 +107,9 @@ type Inputs struct {
 	Record *state.Rollout
 	// Nodegroup, when set, makes the target an EKS managed node group (rollout_nodegroup.go).
 	Nodegroup *NodegroupInputs
+	// NotRolled, when set, is why the opted-in group is never rolled (an error wrapping
+	// ErrManagedNodegroupGroup): Reconcile only records it for status (notrolled.go) and acts on nothing.
+	NotRolled error
 }
 
 // Reconcile advances t's rollout as far as the world allows in this tick. It returns the record as stored.
@@ -131,6 +134,9 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		}
 	}
 	o.lastStored = r.Clone()
+	if in.NotRolled != nil {
+		return o.recordNotRolled(ctx, r, in.NotRolled)
+	}
 	now := o.Clock.Now()
 	if o.leases().HeldByOther(r.Lease(), o.Owner, now) {
 		return r, nil // another replica acts on this target
