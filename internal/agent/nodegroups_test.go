@@ -242,3 +242,57 @@ func inService(w *demo.World, group string) int {
 	}
 	return n
 }
+
+// TestCrashMatrixManagedNodegroupUpdate crashes a managed node group rollout after every one of its effects (the
+// record's writes with the ClientRequestToken before the call and the update id after, UpdateNodegroupVersion
+// itself), in both modes (crash after, response lost then crash): the fresh incarnation resumes with the
+// recorded token, so each rollout attempt sends exactly one UpdateNodegroupVersion per version (RepeatedEffects
+// fails the run on a second one), and the rollout ends as uncrashed. Rows: a release bump, and a failed update
+// rolled back to the previous release (two updates: forward and back).
+func TestCrashMatrixManagedNodegroupUpdate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fail    bool
+		phase   state.Phase
+		release string
+		image   string
+	}{
+		{"release bump", false, state.PhaseCompleted, mngReleaseNew, demo.ImageB},
+		{"failed update rolled back", true, state.PhaseRolledBack, mngReleaseOld, demo.ImageA},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var group string
+			runCrashMatrix(t, demo.CrashScenario{
+				Name: "managed node group " + tc.name,
+				Build: func() (*demo.World, error) {
+					w, g := mngWorld(t)
+					group = g
+					return w, nil
+				},
+				Drive: func(w *demo.World) error {
+					runMNG(t, w, time.Hour, phaseIs(state.PhaseIdle))
+					if tc.fail {
+						w.Account.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: mngCluster, Nodegroup: mngName, PodEviction: true})
+					}
+					publishRelease(w, mngReleaseNew, demo.ImageB)
+					runMNG(t, w, 2*time.Hour, phaseIs(state.PhaseCompleted, state.PhaseHalted, state.PhaseRolledBack))
+					return nil
+				},
+				Final: func(w *demo.World) error {
+					r := w.Rollout(context.Background(), mngKey)
+					require.Equal(t, tc.phase, r.Phase, r.Reason)
+					ng, _ := w.Account.EKSNodegroup(mngCluster, mngName)
+					require.Equal(t, tc.release, ng.ReleaseVersion)
+					requireNodesOn(t, w, group, tc.image, 3)
+					want := 1
+					if tc.fail {
+						want = 2
+					}
+					require.Len(t, mngUpdates(w), want, "one UpdateNodegroupVersion per rollout attempt")
+					requireNoAgentGroupCalls(t, w)
+					return nil
+				},
+			})
+		})
+	}
+}

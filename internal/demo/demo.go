@@ -127,6 +127,8 @@ type World struct {
 	arch      string            // architecture of the world's AMIs: that of the first group's instance type
 	faults    *sim.Faults       // Spec.Faults
 	fuse      *Fuse             // the fuse of the running incarnation (Restart), nil: unfused
+	// nodegroups are Spec.Nodegroups (RepeatedEffects judges their updates).
+	nodegroups []sim.EKSNodegroupSpec
 }
 
 // GroupSetup is one Auto Scaling group of a world: an ECS cluster's capacity, or an EKS self-managed node
@@ -301,6 +303,7 @@ func Build(spec Spec) (*World, error) {
 			baseline[g.Name] = g.Desired
 		}
 	}
+	w.nodegroups = spec.Nodegroups
 	clusters := map[string]bool{}
 	for _, g := range spec.Groups {
 		clusters[g.Cluster] = g.Platform == lifecycle.PlatformEKS
