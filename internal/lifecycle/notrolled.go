@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.uber.org/zap"
 
@@ -20,7 +21,21 @@ const notRolledPrefix = "not rolled: "
 // group after the agent had rolled it) keeps its position and gets the reason as its Warning. Nothing else is
 // done: no launch template, capacity, drain or lifecycle action is touched. It writes only when the reason
 // changes and returns the record as stored.
-func (o *Orchestrator) recordNotRolled(ctx context.Context, r state.Rollout, why error) (state.Rollout, error) {
+func (o *Orchestrator) recordNotRolled(ctx context.Context, t Target, in Inputs) (state.Rollout, error) {
+	var r state.Rollout
+	if in.Record != nil {
+		r = *in.Record
+	} else {
+		var err error
+		r, err = o.Store.GetRollout(ctx, t.Group)
+		if errors.Is(err, state.ErrNotFound) {
+			r = state.Rollout{Group: t.Group, Platform: t.Platform, Cluster: t.Cluster}
+		} else if err != nil {
+			return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
+		}
+	}
+	o.lastStored = r.Clone()
+	why := in.NotRolled
 	text := notRolledPrefix + why.Error()
 	if o.leases().HeldByOther(r.Lease(), o.Owner, o.Clock.Now()) {
 		return r, nil // another replica writes it

@@ -120,6 +120,9 @@ type Inputs struct {
 // write that loses a race with another replica (state.ErrConflict) ends the tick without error: the next tick
 // re-reads the record.
 func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (state.Rollout, error) {
+	if in.NotRolled != nil {
+		return o.recordNotRolled(ctx, t, in) // notrolled.go
+	}
 	v, ami := in.View, in.AMI
 	var r state.Rollout
 	if in.Record != nil {
@@ -134,9 +137,6 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		}
 	}
 	o.lastStored = r.Clone()
-	if in.NotRolled != nil {
-		return o.recordNotRolled(ctx, r, in.NotRolled)
-	}
 	now := o.Clock.Now()
 	if o.leases().HeldByOther(r.Lease(), o.Owner, now) {
 		return r, nil // another replica acts on this target
