@@ -99,6 +99,8 @@ func TestGoldenCLIOutputs(t *testing.T) {
 		{"demo-crash.text", []string{"demo", "--scenario", "crash"}},
 		{"demo-approval.text", []string{"demo", "--scenario", "approval"}},
 		{"demo-alarm-gate.text", []string{"demo", "--scenario", "alarm-gate"}},
+		{"demo-managed-node-group.text", []string{"demo", "--scenario", "managed-node-group"}},
+		{"demo-managed-node-group.json", []string{"demo", "--scenario", "managed-node-group", "--json"}},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
 			res := run(t, c.args...)
