@@ -46,6 +46,10 @@ func fullFleet(t *testing.T) string {
 			Reason: "failed: drain of i-0ccccccccccccccc3 did not finish within 30m0s (2 task(s) running); it was put back in service and " +
 				"the replacement i-0ddddddddddddddd4 stays in the group"},
 		{Group: "new-group", Platform: "ecs", Phase: state.PhaseIdle},
+		// As the agent records the Auto Scaling group of a managed node group tagged for patch-agent.
+		{Group: "eks-workers-0c1d2e3f", Platform: "eks", Phase: state.PhaseHalted, UpdatedAt: goldenAt.Add(time.Minute),
+			Reason: "not rolled: group eks-workers-0c1d2e3f is opted in but not rolled: the Auto Scaling group of an EKS managed node group is never " +
+				"rolled as a group (it carries eks:nodegroup-name=workers: EKS drains and replaces its nodes; tag the managed node group workers instead)"},
 	} {
 		_, err := m.PutRollout(ctx, r)
 		require.NoError(t, err)
@@ -95,6 +99,8 @@ func TestGoldenCLIOutputs(t *testing.T) {
 		{"demo-crash.text", []string{"demo", "--scenario", "crash"}},
 		{"demo-approval.text", []string{"demo", "--scenario", "approval"}},
 		{"demo-alarm-gate.text", []string{"demo", "--scenario", "alarm-gate"}},
+		{"demo-managed-node-group.text", []string{"demo", "--scenario", "managed-node-group"}},
+		{"demo-managed-node-group.json", []string{"demo", "--scenario", "managed-node-group", "--json"}},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
 			res := run(t, c.args...)
@@ -154,7 +160,7 @@ func TestJSONSchemaOnAnEmptyAndAFullFleet(t *testing.T) {
 		name  string
 		file  string
 		count int
-	}{{"empty fleet", empty, 0}, {"full fleet", full, 4}} {
+	}{{"empty fleet", empty, 0}, {"full fleet", full, 5}} {
 		t.Run(c.name, func(t *testing.T) {
 			res := run(t, "status", "-o", "json", "--state-file", c.file)
 			require.NoError(t, res.err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -342,4 +343,39 @@ func readLocks(t *testing.T, file string) []state.Lock {
 	locks, err := mem.ListLocks(context.Background())
 	require.NoError(t, err)
 	return locks
+}
+
+// TestManagedNodegroupRollbackCommandRecordsTheUpdateBackToThePreviousRelease: `patch-agent rollback
+// nodegroup/<cluster>/<name> --yes` after the managed-node-group demo prints the plan (release to release, EKS
+// replaces the nodes) and leaves the record at RollingBack/NodegroupUpdate with a token for the agent to send;
+// --to is refused for a node group.
+func TestManagedNodegroupRollbackCommandRecordsTheUpdateBackToThePreviousRelease(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "mng.json")
+	res := run(t, "demo", "--scenario", demo.ManagedNodegroupScenario, "--json", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	key := lifecycle.NodegroupKey(demo.MNGCluster, demo.MNGName)
+
+	res = run(t, "rollback", key, "--to", demo.MNGImageOld, "--yes", "--who", "alice", "--state-file", file)
+	require.ErrorContains(t, res.err, "not to an AMI")
+
+	res = run(t, "rollback", key, "--yes", "--who", "alice", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "release "+demo.MNGReleaseNew+" -> release "+demo.MNGReleaseOld)
+	require.Contains(t, res.stdout, "one UpdateNodegroupVersion")
+	require.Contains(t, res.stdout, "the agent drains nothing")
+	require.Contains(t, res.stdout, "now targets release "+demo.MNGReleaseOld)
+
+	f, err := os.Open(file)
+	require.NoError(t, err)
+	defer f.Close()
+	s, err := state.LoadMemory(f)
+	require.NoError(t, err)
+	r, err := s.GetRollout(context.Background(), key)
+	require.NoError(t, err)
+	require.Equal(t, state.Position{Phase: state.PhaseRollingBack, Step: state.StepNodegroupUpdate}, state.PositionOf(r))
+	require.NotEmpty(t, r.Nodegroup.UpdateToken)
+	require.Empty(t, r.Nodegroup.UpdateID)
+
+	res = run(t, "rollback", key, "--yes", "--who", "alice", "--state-file", file)
+	require.ErrorContains(t, res.err, "from Completed or Halted/NodegroupUpdate only", "a second rollback while the first runs")
 }

@@ -37,7 +37,11 @@ previous or new AMI of an entry) or that is the group's previous AMI; --force ro
 history does not know, and the plan says so. Rolling back to the AMI the group already targets is refused.
 
 This replaces instances. Without --yes the plan is printed and confirmation asked on the terminal (type
-yes; Ctrl-C aborts and writes nothing); when standard input is not a terminal, --yes is required.`,
+yes; Ctrl-C aborts and writes nothing); when standard input is not a terminal, --yes is required.
+
+An EKS managed node group (GROUP nodegroup/CLUSTER/NAME) is rolled back from Completed or Halted/NodegroupUpdate
+to the release, or launch template version, it ran before its target: the agent sends one UpdateNodegroupVersion
+with a ClientRequestToken recorded first, and EKS replaces the nodes itself. --to and --force do not apply.`,
 		Example: `  # back to the AMI before the current one, after checking the plan
   patch-agent rollback prod-ecs-asg --table patch-agent --region eu-west-1
 
@@ -86,14 +90,22 @@ yes; Ctrl-C aborts and writes nothing); when standard input is not a terminal, -
 				return errors.New("rollback not confirmed (only yes confirms): nothing was written")
 			}
 		}
-		r, err := operator.Rollback(ctx, s, group, plan.To, who, force, time.Now())
+		confirmed := plan.To
+		if plan.Nodegroup != nil {
+			confirmed = "" // a node group's rollback names no AMI: always its previous release or version
+		}
+		r, err := operator.Rollback(ctx, s, group, confirmed, who, force, time.Now())
 		if err != nil {
 			return err
 		}
 		if err := s.save(); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "rollback recorded: %s now targets %s (phase %s, requested by %s)\n", r.Group, r.TargetImageID, r.Phase, who)
+		target := r.TargetImageID
+		if plan.Nodegroup != nil {
+			target = plan.To
+		}
+		fmt.Fprintf(out, "rollback recorded: %s now targets %s (phase %s, requested by %s)\n", r.Group, target, r.Phase, who)
 		fmt.Fprintf(out, "Follow it with: patch-agent status %s --watch\n", r.Group)
 		return nil
 	}
@@ -119,6 +131,12 @@ var stdinIsTerminal = isTerminal
 // the agent last observed): it knows how many instances run From, not which AMI the others run.
 func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 	fmt.Fprintf(w, "Rollback of %s (now %s): %s -> %s\n", p.Group, p.Phase, p.From, p.To)
+	if ng := p.Nodegroup; ng != nil {
+		fmt.Fprintf(w, "  the agent sends one UpdateNodegroupVersion to %s for managed node group %s/%s;\n", p.To, ng.Cluster, ng.Name)
+		fmt.Fprintf(w, "  EKS replaces the nodes itself (cordon, evictions under PodDisruptionBudgets, %s); the agent drains nothing.\n", updateConfigWords(ng))
+		fmt.Fprintf(w, "  %s is not rolled out again while its source still names it.\n", p.From)
+		return
+	}
 	if p.Unrecorded {
 		fmt.Fprintf(w, "  --force: %s is not in the group's history nor its previous AMI; make sure it exists in this region and runs this group's workload.\n", p.To)
 	}
@@ -142,6 +160,17 @@ func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 		}
 		fmt.Fprintf(w, ";\n  desired capacity stays one above its value before that surge (%d): set it back yourself if you want it.\n", h.DesiredBefore)
 	}
+}
+
+// updateConfigWords renders a managed node group's updateConfig for the rollback plan.
+func updateConfigWords(ng *operator.NodegroupRollbackPlan) string {
+	switch {
+	case ng.MaxUnavailablePercentage > 0:
+		return fmt.Sprintf("maxUnavailablePercentage %d", ng.MaxUnavailablePercentage)
+	case ng.MaxUnavailable > 0:
+		return fmt.Sprintf("maxUnavailable %d", ng.MaxUnavailable)
+	}
+	return "maxUnavailable 1, EKS's default"
 }
 
 // errAborted ends a command interrupted (Ctrl-C, SIGTERM) before it wrote anything, with the shell's status

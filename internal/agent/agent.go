@@ -341,6 +341,7 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 	for _, r := range list {
 		records[r.Group] = r
 	}
+	a.recordNotRolledLocked(ctx, d, records, only) // nodegroups.go: status says why a tagged node group's group is not rolled
 	// Warm pools (field case C18) of groups under a rollout: DescribeAutoScalingGroups does not list their
 	// instances. A pool that cannot be described leaves its target out of this tick.
 	pools, poolIDs, poolFailed := map[string]lifecycle.WarmPool{}, []string(nil), map[string]bool{}

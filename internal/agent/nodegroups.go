@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 
 	"go.uber.org/zap"
 
@@ -63,4 +64,26 @@ func (a *Agent) nodegroupReader() lifecycle.NodegroupReader {
 	client := lifecycle.NodegroupClient{EKS: a.clients.EKSNodegroups, SSM: a.clients.SSM}
 	return lifecycle.NodegroupReader{Client: client, AutoScaling: a.clients.AutoScaling, EC2: a.clients.EC2,
 		Templates: a.orchestrator.Templates, Resolver: a.resolver}
+}
+
+// recordNotRolledLocked puts on status (lifecycle.Inputs.NotRolled) why each opted-in Auto Scaling group of an
+// EKS managed node group (discovery's lifecycle.ErrManagedNodegroupGroup) is never rolled as a group: EKS drains
+// and replaces its nodes. Only its record is written; the group itself is never touched.
+func (a *Agent) recordNotRolledLocked(ctx context.Context, d lifecycle.Discovered, records map[string]state.Rollout, only map[string]bool) {
+	for group, why := range d.Misconfigured {
+		if !errors.Is(why, lifecycle.ErrManagedNodegroupGroup) || (only != nil && !only[group]) {
+			continue
+		}
+		rec, known := records[group]
+		if !known {
+			rec = state.Rollout{Group: group, Platform: lifecycle.PlatformEKS}
+		}
+		r, err := a.orchestrator.Reconcile(ctx, lifecycle.Target{Group: group, Platform: rec.Platform, Cluster: rec.Cluster},
+			lifecycle.Inputs{Record: &rec, NotRolled: why})
+		if err != nil {
+			a.log.Warn("recording why a group is not rolled failed; retrying next tick", zap.String(logging.Group, group), zap.Error(err))
+			continue
+		}
+		records[group] = r
+	}
 }

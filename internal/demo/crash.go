@@ -90,10 +90,14 @@ func (f *Fuse) blow() {
 
 // Wrap gives an incarnation's clients and store the fuse.
 func (f *Fuse) Wrap(c agent.Clients, s state.Store) (agent.Clients, state.Store) {
-	return agent.Clients{
+	out := agent.Clients{
 		AutoScaling: fusedASG{c.AutoScaling, f}, EC2: fusedEC2{c.EC2, f}, ECS: fusedECS{c.ECS, f},
 		SSM: c.SSM, SQS: fusedSQS{c.SQS, f}, CloudWatch: c.CloudWatch, InstanceTypes: c.InstanceTypes,
-	}, fusedStore{s, f}
+	}
+	if c.EKSNodegroups != nil {
+		out.EKSNodegroups = fusedEKSNodegroups{c.EKSNodegroups, f} // crash_nodegroups.go
+	}
+	return out, fusedStore{s, f}
 }
 
 type fusedStore struct {

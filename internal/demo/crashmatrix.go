@@ -125,7 +125,8 @@ func CountCrashEffects(sc CrashScenario) (int, error) {
 //     (baseline: the groups' desired capacity when the world was built);
 //   - a second termination of one instance (whatever its cause);
 //   - a second CompleteLifecycleAction accepted for one lifecycle action token;
-//   - a second launch template version with one AMI in a group's launch template.
+//   - a second launch template version with one AMI in a group's launch template;
+//   - a second UpdateNodegroupVersion to one version of a managed node group (Spec.Nodegroups).
 func RepeatedEffects(w *World, baseline map[string]int32) []string {
 	var out []string
 	groups := make([]string, 0, len(baseline))
@@ -171,5 +172,6 @@ func RepeatedEffects(w *World, baseline map[string]int32) []string {
 			out = append(out, fmt.Sprintf("lifecycle action %s (instance %s) completed twice", c.Token, c.InstanceID))
 		}
 	}
+	out = append(out, repeatedNodegroupUpdates(w)...)
 	return out
 }

@@ -127,6 +127,8 @@ type World struct {
 	arch      string            // architecture of the world's AMIs: that of the first group's instance type
 	faults    *sim.Faults       // Spec.Faults
 	fuse      *Fuse             // the fuse of the running incarnation (Restart), nil: unfused
+	// nodegroups are Spec.Nodegroups (RepeatedEffects judges their updates).
+	nodegroups []sim.EKSNodegroupSpec
 }
 
 // GroupSetup is one Auto Scaling group of a world: an ECS cluster's capacity, or an EKS self-managed node
@@ -191,6 +193,12 @@ type Spec struct {
 	KubeWorkload KubeWorkload
 	// AllowedAMIOwners is the agent's --allowed-ami-owners.
 	AllowedAMIOwners []string
+	// Nodegroups are EKS managed node groups (issue #22; their clusters are created at EKSVersion when missing,
+	// their tags opt them in or not): the agent gets the Amazon EKS client (agent.Clients.EKSNodegroups).
+	// Their Auto Scaling groups are not the checker's managed groups: EKS, not the agent, drains and replaces
+	// their nodes (and the account models no Kubernetes side for them). Publish their releases with
+	// sim.Account.PublishEKSRelease.
+	Nodegroups []sim.EKSNodegroupSpec
 }
 
 // DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
@@ -295,6 +303,20 @@ func Build(spec Spec) (*World, error) {
 			baseline[g.Name] = g.Desired
 		}
 	}
+	w.nodegroups = spec.Nodegroups
+	clusters := map[string]bool{}
+	for _, g := range spec.Groups {
+		clusters[g.Cluster] = g.Platform == lifecycle.PlatformEKS
+	}
+	for _, ng := range spec.Nodegroups {
+		if !clusters[ng.Cluster] {
+			acct.CreateEKSCluster(ng.Cluster, eksVersion)
+			clusters[ng.Cluster] = true
+		}
+		if _, err := acct.CreateEKSNodegroup(ng); err != nil {
+			return nil, fmt.Errorf("creating managed node group %s: %w", ng.Name, err)
+		}
+	}
 	w.arch = "x86_64"
 	if len(spec.Groups) > 0 {
 		it := spec.Groups[0].InstanceType
@@ -379,6 +401,12 @@ func Build(spec Spec) (*World, error) {
 			SSM: f.SSM(clients.SSM), SQS: f.SQS(clients.SQS), CloudWatch: f.CloudWatch(clients.CloudWatch),
 			InstanceTypes: f.EC2InstanceTypes(clients.InstanceTypes)}
 		w.faults = f
+	}
+	if len(spec.Nodegroups) > 0 {
+		clients.EKSNodegroups = acct.EKSNodegroups()
+		if f := spec.Faults; f != nil {
+			clients.EKSNodegroups = f.EKSNodegroups(clients.EKSNodegroups)
+		}
 	}
 	if spec.Wrap != nil {
 		clients = spec.Wrap(clients)

@@ -85,6 +85,24 @@ func nodegroupTransitionCases() []transitionCase {
 	}
 	failed := &NodegroupUpdate{Status: "Failed", Errors: []string{"PodEvictionFailure: Reached max retries while trying to evict pods"}}
 	return []transitionCase{
+		{from: pos("", ""), to: pos(state.PhaseHalted, ""), why: "a managed node group's Auto Scaling group tagged for patch-agent: status says why, nothing is touched",
+			setup: func(rg *rig) Inputs {
+				why := managedNodegroupGroup("prod", map[string]string{TagEnabled: "true", TagNodegroupName: "workers"})
+				return Inputs{View: view(2, false, serving("i-1", amiOld), serving("i-2", amiOld)), AMI: newAMI(), NotRolled: why}
+			},
+			check: func(t *testing.T, rg *rig, stored state.Rollout) {
+				require.Equal(t, state.PhaseHalted, stored.Phase)
+				require.Contains(t, stored.Reason, "not rolled: ")
+				require.Contains(t, stored.Reason, "eks:nodegroup-name=workers", "status names the tag that keeps it from being rolled")
+				require.Empty(t, stored.TargetImageID, "no target: nothing to approve or roll back")
+				require.Empty(t, rg.groups.calls, "no Auto Scaling call")
+				require.Empty(t, rg.templates.pointed, "no launch template change")
+				require.Empty(t, rg.platform.started, "no drain")
+				why := managedNodegroupGroup("prod", map[string]string{TagNodegroupName: "workers"})
+				again, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{NotRolled: why, AMI: newAMI()})
+				require.NoError(t, err)
+				require.Equal(t, stored.Version, again.Version, "the same reason is not written again")
+			}},
 		{from: pos(state.PhasePreparing, ""), to: pos(state.PhaseReplacing, state.StepNodegroupUpdate), why: "managed node group: the token is written before UpdateNodegroupVersion",
 			setup: func(rg *rig) Inputs {
 				useNG(rg, &fakeNodegroups{}, ngRecord(state.PhasePreparing, "", "", false))

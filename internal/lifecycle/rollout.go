@@ -107,6 +107,9 @@ type Inputs struct {
 	Record *state.Rollout
 	// Nodegroup, when set, makes the target an EKS managed node group (rollout_nodegroup.go).
 	Nodegroup *NodegroupInputs
+	// NotRolled, when set, is why the opted-in group is never rolled (an error wrapping
+	// ErrManagedNodegroupGroup): Reconcile only records it for status (notrolled.go) and acts on nothing.
+	NotRolled error
 }
 
 // Reconcile advances t's rollout as far as the world allows in this tick. It returns the record as stored.
@@ -117,6 +120,9 @@ type Inputs struct {
 // write that loses a race with another replica (state.ErrConflict) ends the tick without error: the next tick
 // re-reads the record.
 func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (state.Rollout, error) {
+	if in.NotRolled != nil {
+		return o.recordNotRolled(ctx, t, in) // notrolled.go
+	}
 	v, ami := in.View, in.AMI
 	var r state.Rollout
 	if in.Record != nil {

@@ -320,8 +320,12 @@ func (o *Orchestrator) nodegroupUpdate(ctx context.Context, r state.Rollout) (st
 	return r, errWait
 }
 
-// failureText is the errors EKS reported for the failed update, for status.
+// failureText is the errors EKS reported for the failed update, for status; for an operator's rollback, who
+// asked for it.
 func failureText(p *state.NodegroupProgress) string {
+	if p.RequestedBy != "" {
+		return "manual rollback by " + p.RequestedBy
+	}
 	if len(p.UpdateErrors) == 0 {
 		return "the EKS update failed without an error"
 	}

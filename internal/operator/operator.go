@@ -174,6 +174,9 @@ type RollbackPlan struct {
 	// Unrecorded is set when To appears nowhere in the group's history nor as its previous AMI, and force
 	// let the rollback go on anyway.
 	Unrecorded bool
+	// Nodegroup is set for an EKS managed node group: From and To then name releases ("release
+	// 1.31.7-20250610") or launch template versions, and EKS replaces the nodes itself.
+	Nodegroup *NodegroupRollbackPlan
 }
 
 // amiID is the form of an EC2 image id: ami- and 8 (older) or 17 lowercase hexadecimal digits.
@@ -206,6 +209,9 @@ func PlanRollback(ctx context.Context, store state.Store, group, to string, forc
 }
 
 func planRollback(ctx context.Context, store state.Store, r state.Rollout, to string, force bool) (RollbackPlan, error) {
+	if r.Nodegroup != nil {
+		return planNodegroupRollback(r, to, force)
+	}
 	if !rollbackPhases[r.Phase] {
 		if r.Active() {
 			return RollbackPlan{}, fmt.Errorf("rollout in progress at %s/%s: let it finish (or halt) first; pause holds it where it is", r.Phase, stepOf(r))
@@ -294,6 +300,11 @@ func previousImage(ctx context.Context, store state.Store, r state.Rollout) (str
 // `to` through its normal steps (launch template version, surge, drain, terminate) and does not roll the old
 // target again while the source still names it. It returns the record as stored.
 //
+// An EKS managed node group's record (Rollout.Nodegroup) is rolled back differently: from Completed or
+// Halted/NodegroupUpdate only, to the previous release or launch template version (to and force must be
+// empty), by recording a new ClientRequestToken and moving to RollingBack/NodegroupUpdate; the agent sends that
+// UpdateNodegroupVersion (see nodegroup.go). Refused while the last EKS update is InProgress.
+//
 // A rollback starts only from Idle, Completed, RolledBack, Halted or Waiting. An explicit `to` must be an AMI
 // id that the group's history (previous or new AMI of any entry) or the record's PreviousImageID names,
 // unless force.
@@ -316,6 +327,9 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 			return false, err
 		}
 		plan = p
+		if r.Nodegroup != nil {
+			return true, applyNodegroupRollback(r, who, now)
+		}
 		r.RollbackFrom, r.PreviousImageID, r.TargetImageID = p.From, p.From, p.To
 		r.Source, r.SourceVersion, r.SourceModified, r.DetectedAt = "manual rollback by "+who, 0, time.Time{}, now
 		if r.Phase == state.PhaseHalted && r.Current != nil && r.Current.SurgeTo != 0 {

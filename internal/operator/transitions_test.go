@@ -23,12 +23,15 @@ func TestEveryOperatorTransitionOfTheTable(t *testing.T) {
 		}
 		t.Run(row.From.String()+"->"+row.To.String(), func(t *testing.T) {
 			have := completedOnB()
+			if row.To.Step == state.StepNodegroupUpdate {
+				have = completedNodegroup()
+			}
 			have.Phase = row.From.Phase
 			if row.From.Step != "" {
 				have.Current = &state.Replacement{Step: row.From.Step, OldInstanceID: "i-4", InstancesBefore: []string{"i-4"}}
 			}
 			seen = nil
-			r, err := operator.Rollback(context.Background(), seed(t, []state.Rollout{have}), "prod", "", "alice", false, now)
+			r, err := operator.Rollback(context.Background(), seed(t, []state.Rollout{have}), have.Group, "", "alice", false, now)
 			require.NoError(t, err)
 			require.Equal(t, row.To, state.PositionOf(r))
 			require.Equal(t, []state.Transition{row}, seen, "the write matched exactly this row")

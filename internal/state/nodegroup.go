@@ -36,6 +36,9 @@ type NodegroupProgress struct {
 	UpdateErrors []string `json:"updateErrors,omitempty" dynamodbav:"updateErrors,omitempty"`
 	// Rollback: the update in flight moves the node group back to PreviousRelease / PreviousTemplateVersion.
 	Rollback bool `json:"rollback,omitempty" dynamodbav:"rollback,omitempty"`
+	// RequestedBy names the operator whose `patch-agent rollback` started the rollback update; "" for the
+	// agent's own rollback after a failed update.
+	RequestedBy string `json:"requestedBy,omitempty" dynamodbav:"requestedBy,omitempty"`
 	// MaxUnavailable / MaxUnavailablePercentage are the node group's updateConfig as EKS reported it: shown on
 	// status and left to EKS (0 when unset).
 	MaxUnavailable           int32 `json:"maxUnavailable,omitempty" dynamodbav:"maxUnavailable,omitempty"`

@@ -112,6 +112,7 @@ var Transitions = []Transition{
 	{at(PhaseReplacing, StepNodegroupUpdate), at(PhaseHalted, StepNodegroupUpdate), WriterAgent, "managed node group: EKS update Failed, no rollback"},
 	{at(PhaseRollingBack, StepNodegroupUpdate), at(PhaseRolledBack, ""), WriterAgent, "managed node group: previous version restored"},
 	{at(PhaseRollingBack, StepNodegroupUpdate), at(PhaseHalted, StepNodegroupUpdate), WriterAgent, "managed node group: rollback update Failed"},
+	{at("", ""), at(PhaseHalted, ""), WriterAgent, "a managed node group's Auto Scaling group: never rolled as a group"},
 
 	{at(PhaseIdle, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
 	{at(PhaseCompleted, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
@@ -122,6 +123,8 @@ var Transitions = []Transition{
 	{at(PhaseHalted, StepReplacementHealthy), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
 	{at(PhaseHalted, StepDraining), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
 	{at(PhaseHalted, StepTerminating), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
+	{at(PhaseCompleted, ""), at(PhaseRollingBack, StepNodegroupUpdate), WriterOperator, "managed node group: manual rollback, token recorded"},
+	{at(PhaseHalted, StepNodegroupUpdate), at(PhaseRollingBack, StepNodegroupUpdate), WriterOperator, "managed node group: manual rollback, token recorded"},
 }
 
 // CheckTransition returns nil when by may move a record from from to to: the table lists the move, or the

@@ -1,0 +1,57 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// notRolledPrefix starts the Reason (or Warning) of a group the agent is told to roll but never does.
+const notRolledPrefix = "not rolled: "
+
+// recordNotRolled puts why an opted-in group is never rolled on its status (Inputs.NotRolled: the Auto
+// Scaling group of an EKS managed node group, tag eks:nodegroup-name, which EKS drains and replaces itself),
+// so `patch-agent status` says why instead of only a log line. A group without a record gets one at Halted
+// with the reason (no target AMI: nothing to approve or roll back); a record from before (someone tagged the
+// group after the agent had rolled it) keeps its position and gets the reason as its Warning. Nothing else is
+// done: no launch template, capacity, drain or lifecycle action is touched. It writes only when the reason
+// changes and returns the record as stored.
+func (o *Orchestrator) recordNotRolled(ctx context.Context, t Target, in Inputs) (state.Rollout, error) {
+	var r state.Rollout
+	if in.Record != nil {
+		r = *in.Record
+	} else {
+		var err error
+		r, err = o.Store.GetRollout(ctx, t.Group)
+		if errors.Is(err, state.ErrNotFound) {
+			r = state.Rollout{Group: t.Group, Platform: t.Platform, Cluster: t.Cluster}
+		} else if err != nil {
+			return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
+		}
+	}
+	o.lastStored = r.Clone()
+	why := in.NotRolled
+	text := notRolledPrefix + why.Error()
+	if o.leases().HeldByOther(r.Lease(), o.Owner, o.Clock.Now()) {
+		return r, nil // another replica writes it
+	}
+	if r.Phase == "" {
+		r.Phase, r.Reason = state.PhaseHalted, text
+		o.Log.Warn("opted-in group is never rolled: status says why", zap.String(logging.Group, r.Group), zap.Error(why))
+		return o.save(ctx, r, "not rolled: recorded for status")
+	}
+	if r.Reason == text || r.Warning == text {
+		return r, nil
+	}
+	r.Warning = text
+	next, err := o.save(ctx, r, "not rolled: warning recorded for status")
+	if errors.Is(err, state.ErrConflict) {
+		return r, nil // the next tick writes it on the record as it is then
+	}
+	return next, err
+}
