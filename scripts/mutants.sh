@@ -16,7 +16,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 pattern=${1:-}
 # The scenario suite: the packages whose tests drive the agent against the simulated account and judge it with
-# the invariant checker. Run in this order; the first failing package kills the mutant.
+# the invariant checker. Run in this order; the first failing package kills the mutant, and within a package the
+# first failing test (-failfast: the rest cannot change the verdict, and 40 mutants must fit CI's time).
 suite=(./internal/agent/ ./internal/lifecycle/ ./internal/demo/ ./internal/events/ ./internal/state/ ./internal/eksupgrade/)
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/patch-agent-mutants.XXXXXX")
@@ -42,7 +43,7 @@ for patch in testdata/mutants/*.patch; do
   fi
   killed="" caught=""
   for pkg in "${suite[@]}"; do
-    if ! (cd "$scratch" && go test -count=1 -timeout 10m "$pkg") >"$scratch/.test.log" 2>&1; then
+    if ! (cd "$scratch" && go test -count=1 -failfast -timeout 10m "$pkg") >"$scratch/.test.log" 2>&1; then
       killed=$pkg
       tests=$(grep -oE '^\s*--- FAIL: [^ ]+' "$scratch/.test.log" | awk '{print $3}' | sort -u | head -4 | paste -sd, - || true)
       inv=$(grep -oE 'invariant [0-9]+' "$scratch/.test.log" | sort | uniq -c | sort -rn | head -3 | awk '{print $2" "$3}' | paste -sd, - || true)
