@@ -52,6 +52,8 @@ type TargetPolicy struct {
 	// StandaloneTasks is what a rollout does about standalone tasks on outdated instances
 	// (TagStandaloneTasks, standalone.go): StandaloneWait (default) or StandaloneRefuse.
 	StandaloneTasks string `json:"standaloneTasks,omitempty"`
+	// BatchSize is how many instances one surge replaces at once (TagBatchSize, rollout_batch.go).
+	BatchSize BatchSize `json:"batchSize,omitzero"`
 }
 
 // Window is a maintenance window, in one of two forms, both evaluated in an IANA time zone:
@@ -245,6 +247,9 @@ func ParsePolicyTags(tags map[string]string) (TargetPolicy, error) {
 		errs = append(errs, err)
 	}
 	p.StandaloneTasks = standalone
+	if p.BatchSize, err = ParseBatchSize(tags[TagBatchSize]); err != nil {
+		errs = append(errs, err)
+	}
 	if v := tags[TagMaintenanceWindow]; v != "" {
 		w, err := ParseWindowTag(v)
 		if err != nil {

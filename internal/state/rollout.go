@@ -108,9 +108,16 @@ type Rollout struct {
 	// exactly this value (otherwise someone else set it since, and it is theirs). 0: nothing owed.
 	HaltedSurgeTo int32 `json:"haltedSurgeTo,omitempty" dynamodbav:"haltedSurgeTo,omitempty"`
 
-	Current  *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
-	Replaced []string     `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order
-	Steps    int          `json:"steps" dynamodbav:"steps"`                           // transitions written so far
+	Current *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
+	// Batch are the other replacements in flight beside Current when the group's batch size is above 1 (issue
+	// #20 item 1; lifecycle.TagBatchSize): picked with Current, surged with it in one write (Current.SurgeTo is
+	// Current.DesiredBefore + 1 + len(Batch)), waiting for all of their replacements to serve before any of
+	// them drains, then each drained (its own slot of the per-cluster budget) and terminated with decrement on
+	// its own. Only Current's Step, SurgeTo, DesiredBefore and InstancesBefore speak for the batch until the
+	// drains start. Empty for a batch of 1: the record is then exactly what it was before batches.
+	Batch    []Replacement `json:"batch,omitempty" dynamodbav:"batch,omitempty"`
+	Replaced []string      `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order
+	Steps    int           `json:"steps" dynamodbav:"steps"`                           // transitions written so far
 
 	// Strategy is how instances are replaced ("surge" or "drain-first"), decided when the rollout starts;
 	// ECSManagedDraining records that ECS drains instances on termination through its own hook.
