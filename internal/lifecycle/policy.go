@@ -54,6 +54,8 @@ type TargetPolicy struct {
 	StandaloneTasks string `json:"standaloneTasks,omitempty"`
 	// BatchSize is how many instances one surge replaces at once (TagBatchSize, rollout_batch.go).
 	BatchSize BatchSize `json:"batchSize,omitzero"`
+	// MaxInstanceAge is the maximum instance lifetime (TagMaxInstanceAge, rollout_maxage.go); 0: none.
+	MaxInstanceAge time.Duration `json:"maxInstanceAge,omitempty"`
 }
 
 // Window is a maintenance window, in one of two forms, both evaluated in an IANA time zone:
@@ -248,6 +250,9 @@ func ParsePolicyTags(tags map[string]string) (TargetPolicy, error) {
 	}
 	p.StandaloneTasks = standalone
 	if p.BatchSize, err = ParseBatchSize(tags[TagBatchSize]); err != nil {
+		errs = append(errs, err)
+	}
+	if p.MaxInstanceAge, err = ParseMaxInstanceAge(tags[TagMaxInstanceAge]); err != nil {
 		errs = append(errs, err)
 	}
 	if v := tags[TagMaintenanceWindow]; v != "" {

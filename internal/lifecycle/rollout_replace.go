@@ -268,7 +268,7 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 			r.Reason = fmt.Sprintf("waiting for %s to settle (%s)", i.ID, i.LifecycleState)
 			return r, errWait
 		}
-		if i.ImageID != r.TargetImageID && !slices.Contains(r.Replaced, i.ID) {
+		if replaceable(t, r, i, o.Clock.Now()) { // rollout_maxage.go: or past the maximum instance age
 			outdated = append(outdated, i)
 			perAZ[i.AvailabilityZone]++
 		}

@@ -88,6 +88,9 @@ type Rollout struct {
 	SourceVersion  int64     `json:"sourceVersion,omitempty" dynamodbav:"sourceVersion,omitempty"`
 	SourceModified time.Time `json:"sourceModified,omitempty" dynamodbav:"sourceModified,omitempty"`
 	DetectedAt     time.Time `json:"detectedAt,omitempty" dynamodbav:"detectedAt,omitempty"`
+	// Trigger says why a rollout to the AMI the group already runs was started: "max-instance-age" (instances
+	// outlived lifecycle.TagMaxInstanceAge; no soak); "" for a new AMI.
+	Trigger string `json:"trigger,omitempty" dynamodbav:"trigger,omitempty"`
 
 	// PreviousTemplate is the group's launch template reference before Preparing (for rollback);
 	// NewTemplateVersion the version created with the target AMI.
