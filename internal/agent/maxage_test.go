@@ -61,3 +61,44 @@ func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t 
 	require.Len(t, w.Account.Terminations(), 3)
 	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
 }
+
+// Issue #20 item 2 with patch-agent/approval=manual: the approval of the AMI rollout that put the group on its
+// AMI does not carry over to the age-driven rollout to that same AMI a day later: it waits for approve again,
+// then replaces every instance.
+func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
+	g := demo.GroupSetup{Name: "aged-manual", Cluster: "c1", Parameter: "/golden/aged-manual", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{
+		lifecycle.TagMaxInstanceAge: "1d", lifecycle.TagApproval: "manual"}}
+	w := build(t, oneGroup(&g))
+	ctx := context.Background()
+	approve := func() {
+		t.Helper()
+		r := w.Rollout(ctx, g.Name)
+		require.Equal(t, state.PhaseWaiting, r.Phase, "%+v", r)
+		require.Contains(t, r.Reason, "patch-agent approve "+g.Name)
+		r.ApprovedImage, r.ApprovedBy = r.TargetImageID, "arn:aws:sts::111122223333:assumed-role/OnCall/alice"
+		_, err := w.Store.PutRollout(ctx, r)
+		require.NoError(t, err)
+	}
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	_, err := w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	approve()
+	done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done)
+	launched := w.Account.LaunchedInstances(g.Name)
+
+	_, err = w.RunUntil(ctx, 10*time.Minute, 26*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Trigger != "" })
+	require.NoError(t, err)
+	_, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return false })
+	require.NoError(t, err)
+	require.Equal(t, lifecycle.TriggerMaxInstanceAge, w.Rollout(ctx, g.Name).Trigger)
+	require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "nothing launched before the approval")
+	approve()
+	done, err = w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done, "%+v", w.Rollout(ctx, g.Name))
+	require.Equal(t, launched+2, w.Account.LaunchedInstances(g.Name), "both aged instances replaced once")
+	requireAllOn(t, w, g.Name, demo.ImageB, 2)
+	require.Empty(t, w.Checker.Finish())
+}
