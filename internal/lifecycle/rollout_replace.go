@@ -186,6 +186,13 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		if err := platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
 			return r, err
 		}
+		for _, m := range r.Batch { // the halt stops the whole batch: its other drains go back in service too
+			if peer, ok := v.Instance(m.OldInstanceID); ok && m.Step == state.StepDraining && peer.Node.Draining {
+				if err := platform.Undrain(ctx, t.Cluster, peer.ID); err != nil {
+					return r, err
+				}
+			}
+		}
 		return o.halt(ctx, r, fmt.Sprintf("drain of %s did not finish within %s (%s); it was put back in service",
 			old.ID, o.Policy.DrainTimeout, prog.Detail), false)
 	}
