@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 )
 
 // crashScenario turns a strategy world of the fault matrix (faultScenarios) into a crash scenario: the same
@@ -173,6 +174,44 @@ func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
 				require.Equal(t, int32(2), w.Account.Group(g).Desired, g)
 				require.Equal(t, 4, w.Account.LaunchedInstances(g), "one surge instance per replacement in %s", g)
 			}
+			return nil
+		},
+	})
+}
+
+// TestCrashMatrixECSSurgeBatch crashes a surge group of 4 with patch-agent/batch-size 2 under a per-cluster
+// budget of 2 (issue #20 item 1): every effect of two batches — the one surge of each batch (desired + 2), the
+// two drain slot claims, the two drains and the two decrementing terminations — crashed after, and with its
+// response lost. The fresh incarnation resumes the batch at the member it stopped at: no second surge (desired
+// never above baseline + 2), no instance terminated twice, one replacement per old instance.
+func TestCrashMatrixECSSurgeBatch(t *testing.T) {
+	g := demo.GroupSetup{Name: "batch-asg", Cluster: "c1", Parameter: "/golden/batch", Min: 4, Max: 6, Desired: 4,
+		Tags: map[string]string{lifecycle.TagBatchSize: "2"}}
+	policy := lifecycle.DefaultPolicy()
+	policy.ClusterBudget = 2
+	runCrashMatrix(t, demo.CrashScenario{
+		Name: "ECS surge, batch size 2",
+		Build: func() (*demo.World, error) {
+			return demo.Build(demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 8}, Policy: policy})
+		},
+		Drive: func(w *demo.World) error {
+			ctx := context.Background()
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
+				r := w.Rollout(ctx, g.Name)
+				return r.TargetImageID == demo.ImageB && !r.Active()
+			})
+			require.NoError(t, err)
+			require.True(t, done, "the rollout ended")
+			drainQueue(t, w)
+			return nil
+		},
+		Final: func(w *demo.World) error {
+			completedOnTarget(t, w, g.Name)
+			grp := w.Account.Group(g.Name)
+			require.Equal(t, int32(4), grp.Desired)
+			require.Equal(t, int32(6), grp.Max)
+			require.Equal(t, 8, w.Account.LaunchedInstances(g.Name), "one replacement per old instance, never a second")
 			return nil
 		},
 	})

@@ -122,7 +122,8 @@ func CountCrashEffects(sc CrashScenario) (int, error) {
 // RepeatedEffects lists the effects of the world's account that happened twice, the repeats a resumed
 // incarnation must never make:
 //   - a second surge: desired capacity set by the agent (sim.CallerAPI) above the group's baseline + 1
-//     (baseline: the groups' desired capacity when the world was built);
+//     (baseline: the groups' desired capacity when the world was built; + its batch size for a group tagged
+//     patch-agent/batch-size);
 //   - a second termination of one instance (whatever its cause);
 //   - a second CompleteLifecycleAction accepted for one lifecycle action token;
 //   - a second launch template version with one AMI in a group's launch template;
@@ -135,10 +136,14 @@ func RepeatedEffects(w *World, baseline map[string]int32) []string {
 	}
 	sort.Strings(groups)
 	for _, g := range groups {
+		batch := int32(1)
+		if n, ok := w.Checker.BatchSizes[g]; ok { // a group's batch surges by its size once (patch-agent/batch-size)
+			batch = int32(max(n, 1))
+		}
 		for _, c := range w.Account.DesiredChanges(g) {
-			if c.By == sim.CallerAPI && c.To > baseline[g]+1 {
-				out = append(out, fmt.Sprintf("group %s: desired capacity set to %d at %s, above baseline %d + 1 (a second surge)",
-					g, c.To, c.At.Format(time.TimeOnly), baseline[g]))
+			if c.By == sim.CallerAPI && c.To > baseline[g]+batch {
+				out = append(out, fmt.Sprintf("group %s: desired capacity set to %d at %s, above baseline %d + batch size %d (a second surge)",
+					g, c.To, c.At.Format(time.TimeOnly), baseline[g], batch))
 			}
 		}
 		view := w.Account.Group(g)

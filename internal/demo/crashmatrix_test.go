@@ -67,7 +67,7 @@ func TestCrashHarnessNamesEveryBrokenRun(t *testing.T) {
 	}{
 		{name: "a healthy rollout crashed after effect 3 passes", at: 3},
 		{name: "a healthy rollout with effect 3's response lost passes", at: 3, mode: CrashResponseLost},
-		{name: "a second surge after the restart", at: 3, mode: CrashResponseLost, want: "above baseline 3 + 1 (a second surge)",
+		{name: "a second surge after the restart", at: 3, mode: CrashResponseLost, want: "above baseline 3 + batch size 1 (a second surge)",
 			after: func(w *World) error {
 				_, err := w.Account.AutoScaling().SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
 					AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(5)})

@@ -386,6 +386,14 @@ func Build(spec Spec) (*World, error) {
 		policy = lifecycle.DefaultPolicy()
 	}
 	w.Checker.ClusterBudget = max(policy.ClusterBudget, 1) // invariant 3 per cluster holds the agent to its budget
+	for _, g := range spec.Groups {
+		if b, err := lifecycle.ParseBatchSize(g.Tags[lifecycle.TagBatchSize]); err == nil && !g.Unmanaged && b != (lifecycle.BatchSize{}) {
+			if w.Checker.BatchSizes == nil {
+				w.Checker.BatchSizes = map[string]int{}
+			}
+			w.Checker.BatchSizes[g.Name] = b.Of(g.Desired) // invariant 3 per group holds it to its own batch size
+		}
+	}
 	store := spec.Store
 	if store == nil {
 		store = state.NewMemory()

@@ -55,8 +55,10 @@ type Checker struct {
 	// Baseline is each managed group's desired capacity as the user set it (the checker keeps it current with
 	// the desired capacity changes that are not the agent's).
 	Baseline map[string]int32
-	// BatchSize is how many instances of one group may be replaced at once (default 1).
-	BatchSize int
+	// BatchSize is how many instances of one group may be replaced at once (default 1); BatchSizes overrides it
+	// per group (the group's patch-agent/batch-size tag, as NewWorld reads it).
+	BatchSize  int
+	BatchSizes map[string]int
 	// ClusterBudget is how many instances of one cluster may be replaced at once across its managed groups
 	// (the agent's --cluster-budget; default 1).
 	ClusterBudget int
@@ -309,8 +311,11 @@ func (c *Checker) capacity(v *sim.View, g sim.GroupView) {
 		c.MinServing[g.Name] = serving
 	}
 	batch := max(c.BatchSize, 1)
+	if n, ok := c.BatchSizes[g.Name]; ok {
+		batch = max(n, 1)
+	}
 	if managed {
-		c.condition(v, draining > batch, "3/draining/"+g.Name, 3, g.Name, "%d instances DRAINING at once (batch size %d)", draining, c.BatchSize)
+		c.condition(v, draining > batch, "3/draining/"+g.Name, 3, g.Name, "%d instances DRAINING at once (batch size %d)", draining, batch)
 	}
 	if c.Managed[g.Name] {
 		return

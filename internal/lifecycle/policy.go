@@ -52,6 +52,10 @@ type TargetPolicy struct {
 	// StandaloneTasks is what a rollout does about standalone tasks on outdated instances
 	// (TagStandaloneTasks, standalone.go): StandaloneWait (default) or StandaloneRefuse.
 	StandaloneTasks string `json:"standaloneTasks,omitempty"`
+	// BatchSize is how many instances one surge replaces at once (TagBatchSize, rollout_batch.go).
+	BatchSize BatchSize `json:"batchSize,omitzero"`
+	// MaxInstanceAge is the maximum instance lifetime (TagMaxInstanceAge, rollout_maxage.go); 0: none.
+	MaxInstanceAge time.Duration `json:"maxInstanceAge,omitempty"`
 }
 
 // Window is a maintenance window, in one of two forms, both evaluated in an IANA time zone:
@@ -245,6 +249,12 @@ func ParsePolicyTags(tags map[string]string) (TargetPolicy, error) {
 		errs = append(errs, err)
 	}
 	p.StandaloneTasks = standalone
+	if p.BatchSize, err = ParseBatchSize(tags[TagBatchSize]); err != nil {
+		errs = append(errs, err)
+	}
+	if p.MaxInstanceAge, err = ParseMaxInstanceAge(tags[TagMaxInstanceAge]); err != nil {
+		errs = append(errs, err)
+	}
 	if v := tags[TagMaintenanceWindow]; v != "" {
 		w, err := ParseWindowTag(v)
 		if err != nil {

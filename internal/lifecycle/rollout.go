@@ -158,6 +158,9 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 	}
 	stored := r
 	r.Instances, r.OnTarget, r.Warning = len(v.Instances), v.CountOnImage(r.TargetImageID), in.Warning
+	if note := batchNote(t, r.Strategy); note != "" { // rollout_batch.go
+		r.Warning = strings.TrimPrefix(r.Warning+"; "+note, "; ")
+	}
 	switch {
 	case ami == nil && in.SourceProblem != "" && !r.Active():
 		r.Reason = in.SourceProblem

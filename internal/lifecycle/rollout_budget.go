@@ -45,9 +45,14 @@ func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot)
 		if err != nil {
 			return false, err
 		}
-		cur := r.Current
-		draining := r.Phase == state.PhaseReplacing && cur != nil && cur.OldInstanceID == s.InstanceID &&
-			(cur.Step == state.StepDraining || cur.Step == state.StepTerminating)
-		return !draining, nil
+		if r.Phase != state.PhaseReplacing || r.Current == nil {
+			return true, nil
+		}
+		for _, cur := range append([]state.Replacement{*r.Current}, r.Batch...) { // a batch's members each hold one
+			if cur.OldInstanceID == s.InstanceID && (cur.Step == state.StepDraining || cur.Step == state.StepTerminating) {
+				return false, nil
+			}
+		}
+		return true, nil
 	}
 }

@@ -11,6 +11,11 @@ import (
 // detect starts a rollout when the source names an AMI the target is not on yet. The decision is on the
 // resolved image id only, never on the parameter's Version (field case C13).
 func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	if ami != nil && ami.ImageID == r.TargetImageID {
+		if next, ok, err := o.detectAged(ctx, t, v, r); ok || err != nil { // rollout_maxage.go
+			return next, err
+		}
+	}
 	if ami == nil || ami.ImageID == r.TargetImageID || ami.ImageID == r.RollbackFrom {
 		return r, errWait
 	}
@@ -37,7 +42,7 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 	r.TargetImageID, r.PreviousImageID = ami.ImageID, previous
 	r.Source, r.SourceVersion, r.SourceModified = ami.Parameter, ami.Version, ami.LastModified
 	r.DetectedAt, r.Reason, r.Current, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = o.Clock.Now(), "", nil, nil, "", nil
-	r.RollbackFrom, r.ApprovedImage, r.ApprovedBy = "", "", ""
+	r.RollbackFrom, r.ApprovedImage, r.ApprovedBy, r.Trigger = "", "", "", ""
 	r.OnTarget = v.CountOnImage(ami.ImageID)
 	if r.Phase == "" && cur.ImageID == ami.ImageID && v.CountOnImage(ami.ImageID) == len(v.Instances) {
 		// First sight of a group that is already current: nothing to roll.

@@ -88,7 +88,7 @@ func (o *Orchestrator) startGate(ctx context.Context, t Target, r state.Rollout)
 	if o.source != "" {
 		return o.source
 	}
-	if age := now.Sub(r.SourceModified); p.MinAMIAge > 0 && age < p.MinAMIAge && !soakSkipped(r) {
+	if age := now.Sub(r.SourceModified); p.MinAMIAge > 0 && age < p.MinAMIAge && !soakSkipped(r) && r.Trigger != TriggerMaxInstanceAge {
 		return fmt.Sprintf("soak: AMI %s is %s old, minimum %s; may start at %s", r.TargetImageID,
 			age.Round(time.Minute), p.MinAMIAge, r.SourceModified.Add(p.MinAMIAge).UTC().Format(time.RFC3339))
 	}

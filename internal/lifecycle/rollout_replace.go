@@ -19,6 +19,12 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 		return o.pickNext(ctx, t, v, r)
 	}
 	cur := r.Current
+	switch {
+	case len(r.Batch) > 0 && cur.Step == state.StepReplacementHealthy:
+		return o.awaitBatch(ctx, t, v, r) // rollout_batch.go
+	case len(r.Batch) > 0 && cur.Step != state.StepSurge:
+		return o.replaceBatch(ctx, t, platform, v, r)
+	}
 	switch cur.Step {
 	case state.StepSurge:
 		if err := o.holdIfPaused(&r, "surge for "+cur.OldInstanceID); err != nil {
@@ -95,9 +101,10 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		cur.DrainStartedAt = now
 		return o.save(ctx, r, "drain already under way")
 	}
-	if !old.Node.Draining && cur.NewInstanceID != "" {
+	if !old.Node.Draining && cur.NewInstanceID != "" && len(r.Batch) == 0 {
 		// A gate or a crash may have held the drain for hours: the replacement must still be serving
-		// before the old instance stops (invariant 1).
+		// before the old instance stops (invariant 1). A batch member relies on the count below: the
+		// instances that stay, its batch's replacements among them, must serve desired capacity.
 		if nw, ok := v.Instance(cur.NewInstanceID); !ok || !nw.Serving() {
 			cur.Step, cur.StepStartedAt, cur.NewInstanceID = state.StepReplacementHealthy, now, ""
 			return o.save(ctx, r, "replacement no longer serving: waiting for a healthy one again")
@@ -178,6 +185,13 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 	if started := cur.DrainStartedAt; !started.IsZero() && now.Sub(started) > o.Policy.DrainTimeout {
 		if err := platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
 			return r, err
+		}
+		for _, m := range r.Batch { // the halt stops the whole batch: its other drains go back in service too
+			if peer, ok := v.Instance(m.OldInstanceID); ok && m.Step == state.StepDraining && peer.Node.Draining {
+				if err := platform.Undrain(ctx, t.Cluster, peer.ID); err != nil {
+					return r, err
+				}
+			}
 		}
 		return o.halt(ctx, r, fmt.Sprintf("drain of %s did not finish within %s (%s); it was put back in service",
 			old.ID, o.Policy.DrainTimeout, prog.Detail), false)
@@ -261,7 +275,7 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 			r.Reason = fmt.Sprintf("waiting for %s to settle (%s)", i.ID, i.LifecycleState)
 			return r, errWait
 		}
-		if i.ImageID != r.TargetImageID && !slices.Contains(r.Replaced, i.ID) {
+		if replaceable(t, r, i, o.Clock.Now()) { // rollout_maxage.go: or past the maximum instance age
 			outdated = append(outdated, i)
 			perAZ[i.AvailabilityZone]++
 		}
@@ -314,6 +328,9 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 	}
 	r.Current = &state.Replacement{Step: first, OldInstanceID: pick.ID, DesiredBefore: v.Desired,
 		InstancesBefore: ids, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: pick.Node.Name}
+	if r.Batch = batchPeers(t, v, r, outdated, *r.Current); len(r.Batch) > 0 { // rollout_batch.go
+		return o.save(ctx, r, fmt.Sprintf("replacing a batch of %d instances", inFlight(r)))
+	}
 	return o.save(ctx, r, "replacing instance")
 }
 
@@ -331,7 +348,7 @@ func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) 
 		for _, i := range v.Instances {
 			ids = append(ids, i.ID)
 		}
-		cur.DesiredBefore, cur.InstancesBefore, cur.SurgeTo = v.Desired, ids, v.Desired+1
+		cur.DesiredBefore, cur.InstancesBefore, cur.SurgeTo = v.Desired, ids, v.Desired+int32(inFlight(r))
 		if cur.SurgeTo > v.Max {
 			if r.MaxRaisedTo == 0 {
 				r.MaxRaisedFrom = v.Max

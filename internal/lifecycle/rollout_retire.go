@@ -8,10 +8,16 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// retire closes the current replacement.
+// retire closes the current replacement; the next member of its batch, if any, becomes Current.
 func (o *Orchestrator) retire(ctx context.Context, r state.Rollout, why string) (state.Rollout, error) {
 	r.Replaced = append(r.Replaced, r.Current.OldInstanceID)
 	r.Current = nil
+	if len(r.Batch) > 0 {
+		r.Current, r.Batch = &r.Batch[0], r.Batch[1:]
+		if len(r.Batch) == 0 {
+			r.Batch = nil
+		}
+	}
 	return o.save(ctx, r, why)
 }
 
@@ -28,7 +34,7 @@ func (o *Orchestrator) retire(ctx context.Context, r state.Rollout, why string) 
 // strategy, which never surges.
 func (o *Orchestrator) retireLeft(ctx context.Context, v GroupView, r state.Rollout, why string) (state.Rollout, error) {
 	cur := r.Current
-	if r.Strategy == StrategyDrainFirst || v.Desired != cur.DesiredBefore+1 {
+	if r.Strategy == StrategyDrainFirst || v.Desired != cur.DesiredBefore+1 || len(r.Batch) > 0 {
 		return o.retire(ctx, r, why)
 	}
 	r.Replaced = append(r.Replaced, cur.OldInstanceID)

@@ -50,8 +50,8 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 		decrements := 0
 		if r.Strategy == StrategyDrainFirst {
 			decrements = len(v.Instances) // as before: ECS managed scaling sets desired capacity again itself
-		} else if v.Desired == cur.DesiredBefore+1 {
-			decrements = 1
+		} else if v.Desired == cur.DesiredBefore+int32(inFlight(r)) {
+			decrements = inFlight(r) // a batch surged by its size (rollout_batch.go)
 		}
 		for _, i := range v.Instances {
 			if slices.Contains(cur.InstancesBefore, i.ID) || !i.InService() && i.LifecycleState != lifecycleStatePending {
@@ -70,13 +70,15 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 			}
 			o.logStep(r, "unhealthy replacement "+i.ID+" removed")
 		}
-		if old, ok := v.Instance(cur.OldInstanceID); ok && old.Node.Draining {
-			platform, err := o.Platforms.For(t)
-			if err != nil {
-				return r, err
-			}
-			if err := platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
-				return r, err
+		for _, m := range append([]state.Replacement{*cur}, r.Batch...) {
+			if old, ok := v.Instance(m.OldInstanceID); ok && old.Node.Draining {
+				platform, err := o.Platforms.For(t)
+				if err != nil {
+					return r, err
+				}
+				if err := platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
+					return r, err
+				}
 			}
 		}
 		newServing := 0
@@ -89,7 +91,7 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 			}
 			newServing++
 		}
-		if newServing == 0 && r.Strategy != StrategyDrainFirst && v.Desired == cur.DesiredBefore+1 {
+		if newServing == 0 && r.Strategy != StrategyDrainFirst && v.Desired == cur.DesiredBefore+int32(inFlight(r)) {
 			// The surge is still in place but no replacement survives (none ever launched): give it back,
 			// or Auto Scaling would launch the extra instance later from the restored template.
 			if err := o.groups().SetDesired(ctx, v.Name, cur.DesiredBefore); err != nil {
@@ -102,7 +104,7 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 	if err != nil || !done {
 		return r, err
 	}
-	r.Phase, r.Current = state.PhaseRolledBack, nil
+	r.Phase, r.Current, r.Batch = state.PhaseRolledBack, nil, nil
 	history = append(history, state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "rolled-back",
 		PreviousImage: r.TargetImageID, NewImage: r.PreviousImageID, Detail: r.Reason})
 	next, err := o.save(ctx, r, "rolled back", history...)

@@ -335,7 +335,7 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 		if r.Phase == state.PhaseHalted && r.Current != nil && r.Current.SurgeTo != 0 {
 			r.HaltedSurgeTo = r.Current.SurgeTo // the halted surge is given back first (lifecycle: pickNext)
 		}
-		r.Current, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = nil, nil, "", nil
+		r.Current, r.Batch, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = nil, nil, nil, "", nil
 		r.Phase, r.Reason = state.PhaseDetected, ""
 		r.ApprovedImage, r.ApprovedBy = p.To, who
 		r.OnTarget = 0 // counted against the new target at the agent's next tick

@@ -143,6 +143,14 @@ func clone(r Rollout) Rollout {
 		c.InstancesBefore = append([]string(nil), c.InstancesBefore...)
 		r.Current = &c
 	}
+	if r.Batch != nil {
+		b := make([]Replacement, len(r.Batch))
+		for i, m := range r.Batch {
+			m.InstancesBefore = append([]string(nil), m.InstancesBefore...)
+			b[i] = m
+		}
+		r.Batch = b
+	}
 	r.Replaced = append([]string(nil), r.Replaced...)
 	r.Nodegroup = cloneNodegroup(r.Nodegroup)
 	return r

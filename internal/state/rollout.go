@@ -88,6 +88,9 @@ type Rollout struct {
 	SourceVersion  int64     `json:"sourceVersion,omitempty" dynamodbav:"sourceVersion,omitempty"`
 	SourceModified time.Time `json:"sourceModified,omitempty" dynamodbav:"sourceModified,omitempty"`
 	DetectedAt     time.Time `json:"detectedAt,omitempty" dynamodbav:"detectedAt,omitempty"`
+	// Trigger says why a rollout to the AMI the group already runs was started: "max-instance-age" (instances
+	// outlived lifecycle.TagMaxInstanceAge; no soak); "" for a new AMI.
+	Trigger string `json:"trigger,omitempty" dynamodbav:"trigger,omitempty"`
 
 	// PreviousTemplate is the group's launch template reference before Preparing (for rollback);
 	// NewTemplateVersion the version created with the target AMI.
@@ -108,9 +111,16 @@ type Rollout struct {
 	// exactly this value (otherwise someone else set it since, and it is theirs). 0: nothing owed.
 	HaltedSurgeTo int32 `json:"haltedSurgeTo,omitempty" dynamodbav:"haltedSurgeTo,omitempty"`
 
-	Current  *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
-	Replaced []string     `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order
-	Steps    int          `json:"steps" dynamodbav:"steps"`                           // transitions written so far
+	Current *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
+	// Batch are the other replacements in flight beside Current when the group's batch size is above 1 (issue
+	// #20 item 1; lifecycle.TagBatchSize): picked with Current, surged with it in one write (Current.SurgeTo is
+	// Current.DesiredBefore + 1 + len(Batch)), waiting for all of their replacements to serve before any of
+	// them drains, then each drained (its own slot of the per-cluster budget) and terminated with decrement on
+	// its own. Only Current's Step, SurgeTo, DesiredBefore and InstancesBefore speak for the batch until the
+	// drains start. Empty for a batch of 1: the record is then exactly what it was before batches.
+	Batch    []Replacement `json:"batch,omitempty" dynamodbav:"batch,omitempty"`
+	Replaced []string      `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order
+	Steps    int           `json:"steps" dynamodbav:"steps"`                           // transitions written so far
 
 	// Strategy is how instances are replaced ("surge" or "drain-first"), decided when the rollout starts;
 	// ECSManagedDraining records that ECS drains instances on termination through its own hook.

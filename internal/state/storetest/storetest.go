@@ -106,6 +106,7 @@ func fullRollout(group string) state.Rollout {
 		MaxRaisedTo:        4,
 		NextSurgeAt:        at.Add(2 * time.Minute),
 		HaltedSurgeTo:      4,
+		Trigger:            "max-instance-age",
 		Current: &state.Replacement{
 			Step:                 state.StepDraining,
 			OldInstanceID:        "i-0old",
@@ -121,6 +122,8 @@ func fullRollout(group string) state.Rollout {
 			CapacityRetries:      2,
 			SurgeTo:              4,
 		},
+		Batch: []state.Replacement{{Step: state.StepTerminating, OldInstanceID: "i-0peer", DesiredBefore: 3, NewInstanceID: "i-0new2",
+			StepStartedAt: at.Add(-4 * time.Minute), DrainStartedAt: at.Add(time.Minute), ContainerInstanceARN: "arn:aws:ecs:us-east-1:123456789012:container-instance/prod-cluster/0124"}},
 		Replaced:           []string{"i-0first"},
 		Steps:              9,
 		Warning:            "no terminating lifecycle hook",
@@ -917,6 +920,10 @@ func walkTimes(w, g reflect.Value, path string, check func(path string, w, g tim
 			return // nil-ness is compared by require.Equal
 		}
 		walkTimes(w.Elem(), g.Elem(), path, check)
+	case reflect.Slice:
+		for i := range min(w.Len(), g.Len()) { // lengths are compared by require.Equal
+			walkTimes(w.Index(i), g.Index(i), fmt.Sprintf("%s[%d]", path, i), check)
+		}
 	case reflect.Struct:
 		if tw, ok := w.Interface().(time.Time); ok {
 			check(path, tw, g.Interface().(time.Time))
@@ -945,6 +952,15 @@ func deepCopy(v reflect.Value) reflect.Value {
 		p := reflect.New(v.Type().Elem())
 		p.Elem().Set(deepCopy(v.Elem()))
 		return p
+	case reflect.Slice:
+		if v.IsNil() {
+			return v
+		}
+		c := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+		for i := range v.Len() {
+			c.Index(i).Set(deepCopy(v.Index(i)))
+		}
+		return c
 	case reflect.Struct:
 		if tv, ok := v.Interface().(time.Time); ok {
 			return reflect.ValueOf(tv.UTC().Round(0))

@@ -1,0 +1,104 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Issue #20 item 2, on the injected clock (the world starts 2026-11-30 02:00 UTC): a group tagged
+// patch-agent/max-instance-age=1d with the maintenance window 10:00-12:00 UTC and a soak of 168h, whose AMI
+// never changes. Its instances outlive a day at 02:00 on Dec 1: a rollout to the same AMI starts (history
+// "max-instance-age", Trigger on the record), is held by the closed window — not by the soak, which is for new
+// AMIs — and replaces every instance inside the window, with every invariant held. Nothing is surged, drained
+// or terminated before the window opens.
+func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t *testing.T) {
+	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3, Tags: map[string]string{
+		lifecycle.TagMaxInstanceAge: "1d", lifecycle.TagMaintenanceWindow: "10:00-12:00 UTC", lifecycle.TagMinAMIAge: "168h"}}
+	w := build(t, oneGroup(&g))
+	ctx := context.Background()
+	opens := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	_, err := w.RunUntil(ctx, 10*time.Minute, 40*time.Hour, func() bool { return !w.Account.Clock().Now().Before(opens.Add(-10 * time.Minute)) })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.Equal(t, state.PhaseWaiting, r.Phase, "%+v", r)
+	require.Equal(t, lifecycle.TriggerMaxInstanceAge, r.Trigger)
+	require.Equal(t, demo.ImageA, r.TargetImageID, "the AMI the group already runs")
+	require.Contains(t, r.Reason, "maintenance window", "held by the window, not the soak")
+	require.Equal(t, 3, w.Account.LaunchedInstances(g.Name), "nothing launched before the window")
+	require.Empty(t, w.Account.Terminations(), "nothing terminated before the window")
+
+	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done, "the rollout completes in the window: %+v", w.Rollout(ctx, g.Name))
+	settle(t, w, 5*time.Minute)
+	for _, term := range w.Account.Terminations() {
+		require.Equal(t, sim.CauseAPI, term.Cause)
+		require.False(t, term.RequestedAt.Before(opens), "terminated at %s, before the window", term.RequestedAt)
+		require.True(t, term.RequestedAt.Before(opens.Add(2*time.Hour)), "terminated at %s, after the window", term.RequestedAt)
+	}
+	require.Len(t, w.Account.Terminations(), 3, "each aged instance replaced once")
+	requireAllOn(t, w, g.Name, demo.ImageA, 3)
+	history, err := w.Store.History(ctx, g.Name)
+	require.NoError(t, err)
+	var events []string
+	for _, h := range history {
+		events = append(events, h.Event)
+	}
+	require.Contains(t, events, lifecycle.TriggerMaxInstanceAge)
+	require.Empty(t, w.Checker.Finish())
+
+	// The replacements are young: nothing more is replaced until they outlive the day in turn.
+	_, err = w.RunUntil(ctx, 10*time.Minute, 12*time.Hour, func() bool { return false })
+	require.NoError(t, err)
+	require.Len(t, w.Account.Terminations(), 3)
+	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
+}
+
+// Issue #20 item 2 with patch-agent/approval=manual: the approval of the AMI rollout that put the group on its
+// AMI does not carry over to the age-driven rollout to that same AMI a day later: it waits for approve again,
+// then replaces every instance.
+func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
+	g := demo.GroupSetup{Name: "aged-manual", Cluster: "c1", Parameter: "/golden/aged-manual", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{
+		lifecycle.TagMaxInstanceAge: "1d", lifecycle.TagApproval: "manual"}}
+	w := build(t, oneGroup(&g))
+	ctx := context.Background()
+	approve := func() {
+		t.Helper()
+		r := w.Rollout(ctx, g.Name)
+		require.Equal(t, state.PhaseWaiting, r.Phase, "%+v", r)
+		require.Contains(t, r.Reason, "patch-agent approve "+g.Name)
+		r.ApprovedImage, r.ApprovedBy = r.TargetImageID, "arn:aws:sts::111122223333:assumed-role/OnCall/alice"
+		_, err := w.Store.PutRollout(ctx, r)
+		require.NoError(t, err)
+	}
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	_, err := w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	approve()
+	done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done)
+	launched := w.Account.LaunchedInstances(g.Name)
+
+	_, err = w.RunUntil(ctx, 10*time.Minute, 26*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Trigger != "" })
+	require.NoError(t, err)
+	_, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return false })
+	require.NoError(t, err)
+	require.Equal(t, lifecycle.TriggerMaxInstanceAge, w.Rollout(ctx, g.Name).Trigger)
+	require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "nothing launched before the approval")
+	approve()
+	done, err = w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done, "%+v", w.Rollout(ctx, g.Name))
+	require.Equal(t, launched+2, w.Account.LaunchedInstances(g.Name), "both aged instances replaced once")
+	requireAllOn(t, w, g.Name, demo.ImageB, 2)
+	require.Empty(t, w.Checker.Finish())
+}
