@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"go.uber.org/zap"
 
@@ -22,19 +21,10 @@ const notRolledPrefix = "not rolled: "
 // done: no launch template, capacity, drain or lifecycle action is touched. It writes only when the reason
 // changes and returns the record as stored.
 func (o *Orchestrator) recordNotRolled(ctx context.Context, t Target, in Inputs) (state.Rollout, error) {
-	var r state.Rollout
-	if in.Record != nil {
-		r = *in.Record
-	} else {
-		var err error
-		r, err = o.Store.GetRollout(ctx, t.Group)
-		if errors.Is(err, state.ErrNotFound) {
-			r = state.Rollout{Group: t.Group, Platform: t.Platform, Cluster: t.Cluster}
-		} else if err != nil {
-			return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
-		}
+	r, err := o.loadRecord(ctx, t, in)
+	if err != nil {
+		return state.Rollout{}, err
 	}
-	o.lastStored = r.Clone()
 	why := in.NotRolled
 	text := notRolledPrefix + why.Error()
 	if o.leases().HeldByOther(r.Lease(), o.Owner, o.Clock.Now()) {

@@ -124,19 +124,10 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		return o.recordNotRolled(ctx, t, in) // notrolled.go
 	}
 	v, ami := in.View, in.AMI
-	var r state.Rollout
-	if in.Record != nil {
-		r = *in.Record
-	} else {
-		var err error
-		r, err = o.Store.GetRollout(ctx, t.Group)
-		if errors.Is(err, state.ErrNotFound) {
-			r = state.Rollout{Group: t.Group, Platform: t.Platform, Cluster: t.Cluster}
-		} else if err != nil {
-			return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
-		}
+	r, err := o.loadRecord(ctx, t, in)
+	if err != nil {
+		return state.Rollout{}, err
 	}
-	o.lastStored = r.Clone()
 	now := o.Clock.Now()
 	if o.leases().HeldByOther(r.Lease(), o.Owner, now) {
 		return r, nil // another replica acts on this target
@@ -257,4 +248,20 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		return r, errWait
 	}
 	return r, fmt.Errorf("unknown phase %q", r.Phase)
+}
+
+// loadRecord returns the target's rollout record: the one the caller already read (in.Record), else the
+// store's, else a new Idle record for the target; it is also what the next save compares against (lastStored).
+// Errors are the store's, wrapped with the group's name.
+func (o *Orchestrator) loadRecord(ctx context.Context, t Target, in Inputs) (state.Rollout, error) {
+	r := state.Rollout{Group: t.Group, Platform: t.Platform, Cluster: t.Cluster}
+	if in.Record != nil {
+		r = *in.Record
+	} else if stored, err := o.Store.GetRollout(ctx, t.Group); err == nil {
+		r = stored
+	} else if !errors.Is(err, state.ErrNotFound) {
+		return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
+	}
+	o.lastStored = r.Clone()
+	return r, nil
 }
