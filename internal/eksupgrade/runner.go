@@ -330,11 +330,15 @@ func stepName(w state.Workflow) string {
 }
 
 // fromPlan returns the record of a new workflow from a preflight's plan, at the version of prev (the record
-// it replaces, if any, so the write is conditional on it).
+// it replaces, if any, so the write is conditional on it); prev's two-person rule carries over to the same
+// unfinished upgrade.
 func (r *Runner) fromPlan(prev state.Workflow, req Request, p plan) state.Workflow {
 	now := r.now()
 	w := state.Workflow{Cluster: req.Cluster, From: p.from, To: req.To, Phase: state.WorkflowRunning, Current: 1,
-		Checks: p.checks, RequestedBy: r.Who, StartedAt: now, Version: prev.Version, Transitions: prev.Transitions, TwoPersonRule: req.TwoPerson}
+		Checks: p.checks, RequestedBy: r.Who, StartedAt: now, Version: prev.Version, Transitions: prev.Transitions,
+		// A run never lifts the two-person rule of the unfinished upgrade it replans (a halt at the preflight,
+		// say): only a new upgrade, after the last one completed or to another version, starts without it.
+		TwoPersonRule: req.TwoPerson || (prev.TwoPersonRule && prev.To == req.To && prev.Phase != state.WorkflowCompleted)}
 	w.Steps = append([]state.WorkflowStep{{Kind: KindPreflight, Name: req.Cluster, From: p.from, To: req.To, Status: state.StepStatusCompleted,
 		By: r.Who, StartedAt: now, CompletedAt: now, Detail: checkCounts(p.checks)}}, p.steps...)
 	return w

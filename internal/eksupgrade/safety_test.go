@@ -383,3 +383,22 @@ func TestTwoPersonRuleTheRequesterCannotApproveItsOwnPlan(t *testing.T) {
 	require.Equal(t, "bob", done.ApprovedBy)
 	require.Equal(t, demo.UpgradeOperator, done.RequestedBy)
 }
+
+// The requester cannot lift the two-person rule by running again without --two-person after the preflight
+// halted: the replanned workflow keeps the rule of the unfinished upgrade it replaces.
+func TestTwoPersonRuleSurvivesAHaltAtThePreflight(t *testing.T) {
+	w := newWorld(t)
+	req := upgrade()
+	req.TwoPerson = true
+	id := w.a.AddEKSInsight(cluster, sim.EKSInsightSpec{Name: "Deprecated APIs removed in Kubernetes v1.31", KubernetesVersion: "1.31",
+		Status: ekstypes.InsightStatusValueError, Reason: "deprecated API usage detected"})
+	halted := w.run(t, "run-1", req)
+	require.Equal(t, state.WorkflowHalted, halted.Phase)
+
+	w.a.SetEKSInsightStatus(cluster, id, ekstypes.InsightStatusValuePassing, "no deprecated API calls in 30 days")
+	again := w.run(t, "run-2", upgrade()) // the requester again, --approve, without --two-person
+	require.Equal(t, state.WorkflowWaiting, again.Phase, again.Reason)
+	require.True(t, again.TwoPersonRule)
+	require.Contains(t, again.Reason, "two-person rule")
+	require.Empty(t, w.a.EKSUpdates(cluster))
+}
