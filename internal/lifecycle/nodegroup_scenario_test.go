@@ -381,3 +381,24 @@ func withReleaseParams(r sim.EKSRelease) sim.EKSRelease {
 	r.ReleaseParameter, r.ImageParameter = rel, img
 	return r
 }
+
+// A release whose image_id parameter is unreadable names no AMI the agent can verify: no AMI gate can run and
+// no approval can be given for it, so nothing starts (the empty target must not pass the approval check by
+// comparing empty with empty). Found by the fresh review.
+func TestManagedNodegroupReleaseWithoutAReadableImageIDStartsNothingEvenApproved(t *testing.T) {
+	w := newNGWorld(t, false, map[string]string{TagApproval: "manual"})
+	w.runUntil(state.PhaseIdle)
+	rel := withReleaseParams(sim.EKSRelease{AMIType: ngAMIType, KubernetesVersion: "1.31", Release: releaseNew, ImageID: ngAMI2})
+	w.a.PublishEKSRelease(rel)
+	w.a.PutParameter(rel.ImageParameter, "garbage")
+	var r state.Rollout
+	for range 10 {
+		var err error
+		r, err = w.tick()
+		require.NoError(t, err)
+	}
+	require.Equal(t, state.PhaseWaiting, r.Phase)
+	require.Contains(t, r.Reason, "AMI gate: cannot verify the update")
+	require.Empty(t, w.nodegroupUpdates(), "no UpdateNodegroupVersion for an unverified release")
+	w.requireGroupUntouched()
+}

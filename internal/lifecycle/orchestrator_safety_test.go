@@ -108,3 +108,24 @@ func TestC21RollbackGivesBackOnlyTheAgentsOwnSurge(t *testing.T) {
 		})
 	}
 }
+
+// Every member of a batch records the group as the surge found it (desired capacity and the instances then),
+// not only the first: a member without InstancesBefore would take the group's old instances for its
+// replacements (a false "launched AMI A" halt, and a rollback that terminates an undrained old instance on
+// the target AMI). Found by the fresh review.
+func TestOrchestratorBatchSurgeRecordsTheGroupForEveryMember(t *testing.T) {
+	rg := newRig()
+	rec := replacing(StrategySurge, state.StepSurge)
+	rec.Current.InstancesBefore = nil
+	rec.Batch = []state.Replacement{{Step: state.StepSurge, OldInstanceID: "i-2", DesiredBefore: 2, StepStartedAt: now0.Add(-time.Minute)}}
+	rg.seed0(rec)
+	// An autoscaler scaled out to 3 while the surge was held: the surge goes on top of it.
+	stored, _ := reconcileOnce(t, rg, Inputs{View: view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), serving("i-3", amiOld)), AMI: newAMI()})
+	require.Len(t, rg.groups.calls, 1, "one surge of the whole batch")
+	require.Equal(t, int32(5), rg.groups.calls[0].N, "the batch's surge on top of the autoscaler's 3")
+	require.Len(t, stored.Batch, 1)
+	for _, m := range append([]state.Replacement{*stored.Current}, stored.Batch...) {
+		require.Equal(t, int32(3), m.DesiredBefore, "member %s", m.OldInstanceID)
+		require.Equal(t, []string{"i-1", "i-2", "i-3"}, m.InstancesBefore, "member %s", m.OldInstanceID)
+	}
+}

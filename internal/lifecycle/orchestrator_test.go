@@ -108,6 +108,7 @@ func transitionCases() []transitionCase {
 				rec := replacing(StrategySurge, "")
 				rec.Current, rec.Replaced, rec.ApprovedImage, rec.ApprovedBy = nil, []string{"i-0"}, amiNew, "alice"
 				rec.MaxRaisedFrom, rec.MaxRaisedTo = 2, 3
+				rec.Trigger = TriggerMaxInstanceAge // superseding a max-instance-age rollout
 				rg.seed0(rec)
 				newer := &ResolvedAMI{Parameter: "/golden/ecs", ImageID: amiBad, Version: 3, LastModified: now0.Add(-48 * time.Hour)}
 				return Inputs{View: view(3, false, serving("i-1", amiOld), serving("i-9", amiNew)), AMI: newer}
@@ -116,6 +117,7 @@ func transitionCases() []transitionCase {
 				require.Equal(t, amiBad, stored.TargetImageID)
 				require.Equal(t, state.PhaseDetected, stored.Phase, "every gate again (approval holds it next tick)")
 				require.Empty(t, stored.ApprovedImage, "an approval belongs to one AMI")
+				require.Empty(t, stored.Trigger, "a newer AMI is an AMI rollout: its soak applies")
 				require.Empty(t, stored.Replaced, "instances on the superseded AMI are outdated again")
 				require.Equal(t, &state.LaunchTemplateRef{ID: "lt-1", Version: "1"}, stored.PreviousTemplate, "rollback still goes to the last good template")
 				require.Equal(t, int32(3), stored.MaxRaisedTo, "the agent's max change is kept for Verifying")

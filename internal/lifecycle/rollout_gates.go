@@ -92,7 +92,7 @@ func (o *Orchestrator) startGate(ctx context.Context, t Target, r state.Rollout)
 		return fmt.Sprintf("soak: AMI %s is %s old, minimum %s; may start at %s", r.TargetImageID,
 			age.Round(time.Minute), p.MinAMIAge, r.SourceModified.Add(p.MinAMIAge).UTC().Format(time.RFC3339))
 	}
-	if p.Approval == ApprovalManual && r.ApprovedImage != r.TargetImageID {
+	if p.Approval == ApprovalManual && (r.ApprovedImage != r.TargetImageID || r.TargetImageID == "") {
 		return fmt.Sprintf("approval: waiting for `patch-agent approve %s` (AMI %s)", t.Group, r.TargetImageID)
 	}
 	return o.runGate(ctx, t)

@@ -169,15 +169,20 @@ func previousLabel(p *state.NodegroupProgress, image string) string {
 }
 
 // startNodegroup runs the gates of a detected rollout, in the order of start (rollout_detect.go): the AMI gate
-// (when the target's AMI is known), the pause, the control plane check, soak, approval, window, alarms, the
+// (a release without a readable image id, or a node group without its Auto Scaling group, waits: nothing
+// unverified starts), the pause, the control plane check, soak, approval, window, alarms, the
 // AMI gate again with fresh answers; then the node group must be ACTIVE (no update of someone else's running).
 func (o *Orchestrator) startNodegroup(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
 	in := o.ng
-	gate := r.TargetImageID != "" && v.Name != ""
-	if gate {
-		if refused, err := o.gateAMI(ctx, t, v, &r, false); refused || err != nil {
-			return r, err
-		}
+	if r.TargetImageID == "" || v.Name == "" {
+		// The AMI gate needs the release's image id and the node group's Auto Scaling group (its instance
+		// types): without either, nothing AWS confirmed says what the update would run, so nothing starts.
+		r.Phase = state.PhaseWaiting
+		r.Reason = fmt.Sprintf("AMI gate: cannot verify the update (image id %q, Auto Scaling group %q): the release's image_id parameter is missing or unreadable, or the node group has no Auto Scaling group yet", r.TargetImageID, v.Name)
+		return r, errWait
+	}
+	if refused, err := o.gateAMI(ctx, t, v, &r, false); refused || err != nil {
+		return r, err
 	}
 	if err := o.holdIfPaused(&r, "UpdateNodegroupVersion"); err != nil {
 		return r, err
@@ -189,10 +194,8 @@ func (o *Orchestrator) startNodegroup(ctx context.Context, t Target, v GroupView
 		r.Phase, r.Reason = state.PhaseWaiting, reason
 		return r, errWait
 	}
-	if gate {
-		if refused, err := o.gateAMI(ctx, t, v, &r, true); refused || err != nil {
-			return r, err
-		}
+	if refused, err := o.gateAMI(ctx, t, v, &r, true); refused || err != nil {
+		return r, err
 	}
 	if s := in.Nodegroup.Status; s != "ACTIVE" {
 		r.Phase, r.Reason = state.PhaseWaiting, fmt.Sprintf("managed node group is %s: waiting for it to be ACTIVE before UpdateNodegroupVersion", s)

@@ -349,6 +349,9 @@ func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) 
 			ids = append(ids, i.ID)
 		}
 		cur.DesiredBefore, cur.InstancesBefore, cur.SurgeTo = v.Desired, ids, v.Desired+int32(inFlight(r))
+		for k := range r.Batch { // every member of a batch knows the group as the one surge found it
+			r.Batch[k].DesiredBefore, r.Batch[k].InstancesBefore = cur.DesiredBefore, ids
+		}
 		if cur.SurgeTo > v.Max {
 			if r.MaxRaisedTo == 0 {
 				r.MaxRaisedFrom = v.Max
