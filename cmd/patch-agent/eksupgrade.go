@@ -135,15 +135,15 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 			return err
 		}
 		if strings.TrimSpace(cluster) == "" {
-			return errors.New("--cluster is required: the EKS cluster to upgrade")
+			return usage(cmd, errors.New("--cluster is required: the EKS cluster to upgrade"))
 		}
 		switch {
 		case showing && (dryRun || approve || retryStep):
-			return errors.New("--status only reads the workflow: drop --dry-run, --approve and --retry")
+			return usage(cmd, errors.New("--status only reads the workflow: drop --dry-run, --approve and --retry"))
 		case dryRun && (approve || retryStep):
-			return errors.New("--dry-run changes nothing: drop --approve and --retry")
+			return usage(cmd, errors.New("--dry-run changes nothing: drop --approve and --retry"))
 		case !showing && strings.TrimSpace(to) == "":
-			return errors.New("--to is required: the target Kubernetes version, one minor above the control plane (e.g. --to 1.31)")
+			return usage(cmd, errors.New("--to is required: the target Kubernetes version, one minor above the control plane (e.g. --to 1.31)"))
 		}
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)

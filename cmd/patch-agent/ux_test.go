@@ -36,6 +36,8 @@ func TestUsageErrorsExitTwoWithAOneLineHint(t *testing.T) {
 		{"skip-soak without a reason", []string{"approve", "g", "--skip-soak", "--state-file", file}, 2, "Run 'patch-agent approve --help' for usage."},
 		{"reason without skip-soak", []string{"approve", "g", "--reason", "x", "--state-file", file}, 2, "Run 'patch-agent approve --help' for usage."},
 		{"rollback to a malformed AMI id", []string{"rollback", "g", "--to", "ami-zzz", "--state-file", file}, 2, "Run 'patch-agent rollback --help' for usage."},
+		{"eks upgrade without --cluster", []string{"eks", "upgrade", "--to", "1.31", "--state-file", file}, 2, "Run 'patch-agent eks upgrade --help' for usage."},
+		{"eks upgrade without --to", []string{"eks", "upgrade", "--cluster", "c", "--state-file", file}, 2, "Run 'patch-agent eks upgrade --help' for usage."},
 		{"unknown group is no usage error", []string{"pause", "-g", "nosuch", "-r", "x", "--state-file", file}, 1, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -402,3 +402,18 @@ func TestTwoPersonRuleSurvivesAHaltAtThePreflight(t *testing.T) {
 	require.Contains(t, again.Reason, "two-person rule")
 	require.Empty(t, w.a.EKSUpdates(cluster))
 }
+
+// An installed add-on version that does not read as vX.Y.Z-eksbuild.N cannot be ordered against the plan: it
+// is never updated on the chance that the update is a downgrade. Found by the fresh review.
+func TestAddonWhoseInstalledVersionCannotBeComparedIsNeverUpdated(t *testing.T) {
+	w := newWorld(t)
+	req := upgrade()
+	req.Approve = false
+	require.Equal(t, state.WorkflowWaiting, w.run(t, "run-1", req).Phase)
+	installVPCCNI(t, w.a, "v1.19-custom", sim.EKSAddonVersion{Version: "v1.19-custom", ClusterVersions: []string{"1.30", "1.31"}})
+	wf := w.run(t, "run-2", upgrade())
+	v, _, _ := w.a.EKSAddon(cluster, "vpc-cni")
+	require.Equal(t, "v1.19-custom", v)
+	require.Zero(t, countUpdates(w.a, "vpc-cni"), "no UpdateAddon of vpc-cni was started")
+	require.NotEqual(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+}

@@ -125,6 +125,9 @@ func (r *Runner) call(w state.Workflow) updateCall {
 					return proceed, "", err
 				case aws.ToString(a.AddonVersion) == st.To:
 					return skip, "the add-on is already at " + st.To, nil
+				case !comparableAddon(aws.ToString(a.AddonVersion), st.To):
+					return refuse, fmt.Sprintf("the add-on's version %q cannot be compared with the planned %q: refused rather than risk a downgrade",
+						aws.ToString(a.AddonVersion), st.To), nil
 				case newerAddon(aws.ToString(a.AddonVersion), st.To):
 					return refuse, fmt.Sprintf("the add-on is at %s, newer than the planned %s: an add-on is never downgraded (run again with --retry to plan it again)",
 						aws.ToString(a.AddonVersion), st.To), nil
@@ -214,10 +217,17 @@ func (r *Runner) call(w state.Workflow) updateCall {
 }
 
 // newerAddon reports whether add-on version installed is newer than planned (false when either cannot be
-// read: the update call then decides).
+// read: comparableAddon refuses those first).
 func newerAddon(installed, planned string) bool {
 	c, err := CompareAddonVersions(installed, planned)
 	return err == nil && c > 0
+}
+
+// comparableAddon reports whether both versions read as EKS add-on versions (vX.Y.Z-eksbuild.N): an update
+// between versions that cannot be ordered might be a downgrade, so it is not sent.
+func comparableAddon(installed, planned string) bool {
+	_, err := CompareAddonVersions(installed, planned)
+	return err == nil
 }
 
 func addonIssues(a *ekstypes.Addon) string {
