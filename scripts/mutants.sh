@@ -9,12 +9,19 @@
 # kill. testdata/mutants/00-null.patch changes nothing that runs and must SURVIVE (the suite is not failing for
 # an unrelated reason). For every kill the test and the invariant that caught it are printed.
 #
-# Usage: scripts/mutants.sh [pattern]      (pattern: run only the patches whose file name contains it)
+# Kill-first hints: a patch may carry header lines `# kill-first: <package> -run '<regexp>'` beside `# why:`
+# (before its diff; <package> one of the suite's, spelled as in `suite` below), naming the tests expected to
+# catch it. They are run first, in order; the first that fails
+# kills the mutant (its verdict is a real test failure, the same as the suite's). When every hint passes (a
+# stale hint), the whole scenario suite runs as without hints, so a hint can only cost time, never change a
+# verdict. A hint that is not of that form fails the run. 00-null carries none: it always runs the whole suite.
+#
+# Usage: scripts/mutants.sh [pattern...]   (patterns: run only the patches whose file name contains one of them)
 # Exit: 0 when every mutant is killed and the null mutant survives; 1 otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-pattern=${1:-}
+patterns=("$@")
 # The scenario suite: the packages whose tests drive the agent against the simulated account and judge it with
 # the invariant checker. Run in this order; the first failing package kills the mutant, and within a package the
 # first failing test (-failfast: the rest cannot change the verdict, and 40 mutants must fit CI's time).
@@ -31,7 +38,10 @@ fail=0
 printf '%-34s %-9s %s\n' MUTANT RESULT "CAUGHT BY"
 for patch in testdata/mutants/*.patch; do
   name=$(basename "$patch" .patch)
-  [ -n "$pattern" ] && [[ "$name" != *"$pattern"* ]] && continue
+  if [ ${#patterns[@]} -gt 0 ]; then
+    m=0; for p in "${patterns[@]}"; do [[ "$name" == *"$p"* ]] && m=1; done
+    [ $m = 1 ] || continue
+  fi
   (cd "$scratch" && git checkout -q -- . && git clean -qfd)
   if ! (cd "$scratch" && git apply "$root/$patch") 2>"$scratch/.apply.err"; then
     printf '%-34s %-9s %s\n' "$name" "NO-APPLY" "$(head -1 "$scratch/.apply.err")"
@@ -41,16 +51,37 @@ for patch in testdata/mutants/*.patch; do
     printf '%-34s %-9s %s\n' "$name" "NO-BUILD" "$(grep -m1 -v '^#' "$scratch/.build.log")"
     fail=1; continue
   fi
-  killed="" caught=""
-  for pkg in "${suite[@]}"; do
-    if ! (cd "$scratch" && go test -count=1 -failfast -timeout 10m "$pkg") >"$scratch/.test.log" 2>&1; then
-      killed=$pkg
-      tests=$(grep -oE '^\s*--- FAIL: [^ ]+' "$scratch/.test.log" | awk '{print $3}' | sort -u | head -4 | paste -sd, - || true)
-      inv=$(grep -oE 'invariant [0-9]+' "$scratch/.test.log" | sort | uniq -c | sort -rn | head -3 | awk '{print $2" "$3}' | paste -sd, - || true)
-      caught="${pkg} ${tests:-(build or panic)}${inv:+ [$inv]}"
+  killed="" caught="" hinted=""
+  # A hint line: `# kill-first: ./internal/pkg/ -run 'TestA|TestB'` (no other form: a typo fails the run).
+  bad=0
+  while IFS= read -r hint; do
+    re="^# kill-first: (\./[A-Za-z0-9_/.-]+) -run '([^']+)'$"
+    if [[ ! "$hint" =~ $re ]]; then
+      printf '%-34s %-9s %s\n' "$name" "BAD-HINT" "$hint"; bad=1; break
+    fi
+    hpkg=${BASH_REMATCH[1]} hrun=${BASH_REMATCH[2]}
+    if [[ " ${suite[*]} " != *" $hpkg "* ]]; then # a kill counts only from the scenario suite
+      printf '%-34s %-9s %s\n' "$name" "BAD-HINT" "$hpkg is not a package of the scenario suite"; bad=1; break
+    fi
+    if ! (cd "$scratch" && go test -count=1 -failfast -timeout 10m -run "$hrun" "$hpkg") >"$scratch/.test.log" 2>&1; then
+      killed=$hpkg hinted=" (kill-first)"
       break
     fi
-  done
+  done < <(sed -n '/^diff /q; /^# kill-first:/p' "$patch")
+  if [ $bad = 1 ]; then fail=1; continue; fi
+  if [ -z "$killed" ]; then
+    for pkg in "${suite[@]}"; do
+      if ! (cd "$scratch" && go test -count=1 -failfast -timeout 10m "$pkg") >"$scratch/.test.log" 2>&1; then
+        killed=$pkg
+        break
+      fi
+    done
+  fi
+  if [ -n "$killed" ]; then
+    tests=$(grep -oE '^\s*--- FAIL: [^ ]+' "$scratch/.test.log" | awk '{print $3}' | sort -u | head -4 | paste -sd, - || true)
+    inv=$(grep -oE 'invariant [0-9]+' "$scratch/.test.log" | sort | uniq -c | sort -rn | head -3 | awk '{print $2" "$3}' | paste -sd, - || true)
+    caught="${killed}${hinted} ${tests:-(build or panic)}${inv:+ [$inv]}"
+  fi
   if [ "$name" = "00-null" ]; then
     if [ -n "$killed" ]; then printf '%-34s %-9s %s\n' "$name" "KILLED" "the null mutant must survive: $caught"; fail=1
     else printf '%-34s %-9s %s\n' "$name" "survived" "(expected: it changes nothing)"; fi
