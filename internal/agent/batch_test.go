@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -67,5 +69,99 @@ func TestBatchSizeTenInstanceGroupRollsThreeAtATime(t *testing.T) {
 			require.Equal(t, int32(12), w.Account.Group(g.Name).Max, "max restored after the batch surge")
 			require.Empty(t, w.Checker.Finish())
 		})
+	}
+}
+
+// batchGroup is a 6-instance ECS surge group rolled 3 at a time, with a per-cluster budget of 3 so a batch
+// drains together.
+func batchGroup() (demo.GroupSetup, lifecycle.Policy) {
+	g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 3, Max: 12, Desired: 6,
+		Tags: map[string]string{lifecycle.TagBatchSize: "3"}}
+	policy := lifecycle.DefaultPolicy()
+	policy.ClusterBudget = 3
+	return g, policy
+}
+
+// Safety review, batch limits (a): a batch of 3 halts without rollback at its drain deadline (ECS cannot be
+// asked about the drain any more), leaving its whole surge in desired capacity (6 -> 9). The operator's rollback
+// gives back what the surge added — three instances, each drained and then terminated with decrement — not one
+// of them: the group ends at desired 6 on the rolled-back AMI, never surged on top of the halted batch.
+func TestBatchHaltedWithoutRollbackIsGivenBackWholeByTheNextRollback(t *testing.T) {
+	ctx := context.Background()
+	g, policy := batchGroup()
+	faults := sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Codes: []string{sim.FaultThrottlingException}})
+	w := build(t, demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 12}, Policy: policy, Faults: faults})
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseHalted })
+	require.NoError(t, err)
+	require.True(t, done)
+	halted := w.Rollout(ctx, g.Name)
+	require.Contains(t, halted.Reason, "did not finish within")
+	require.Len(t, halted.Batch, 2, "the halt stopped a batch of 3")
+	require.Equal(t, int32(9), w.Account.Group(g.Name).Desired, "the halt left the batch's surge")
+	faults.SetRules() // ECS answers again
+
+	_, err = operator.Rollback(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.Equal(t, int32(9), r.HaltedSurgeTo)
+	require.Equal(t, int32(3), r.HaltedSurgeCount, "every member's instance is owed")
+	maxDesired := int32(0)
+	done, err = w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
+		maxDesired = max(maxDesired, w.Account.Group(g.Name).Desired)
+		r := w.Rollout(ctx, g.Name)
+		return r.TargetImageID == demo.ImageA && r.Phase == state.PhaseCompleted
+	})
+	require.NoError(t, err)
+	require.True(t, done, "the rollback completes: %+v", w.Rollout(ctx, g.Name))
+	settle(t, w, 5*time.Minute)
+	grp := w.Account.Group(g.Name)
+	require.Equal(t, int32(6), grp.Desired, "the whole halted surge given back")
+	require.Equal(t, int32(12), grp.Max)
+	require.LessOrEqual(t, maxDesired, int32(9), "never a surge on top of the halted one")
+	requireAllOn(t, w, g.Name, demo.ImageA, 6)
+	require.Zero(t, w.Rollout(ctx, g.Name).HaltedSurgeTo)
+	require.Empty(t, w.Checker.Finish())
+}
+
+// Safety review, batch limits (b): while a batch of 3 waits for its replacements, the old instance of one
+// member fails its health check and Auto Scaling replaces it (desired stays 9: the agent's surge). The member's
+// share of the surge is not left behind: it carries over to another outdated instance, drained and terminated
+// with decrement like a member, so the rollout ends at desired 6 (not 7) with every instance on the new AMI
+// and never a second surge.
+func TestBatchMemberWhoseOldInstanceLeavesOnItsOwnLeavesNoSurgeBehind(t *testing.T) {
+	ctx := context.Background()
+	g, policy := batchGroup()
+	w := build(t, demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 12}, Policy: policy})
+	settle(t, w, 10*time.Second)
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	var r state.Rollout
+	done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool {
+		r = w.Rollout(ctx, g.Name)
+		return r.Current != nil && r.Current.Step == state.StepReplacementHealthy && len(r.Batch) == 2
+	})
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Equal(t, int32(9), w.Account.Group(g.Name).Desired, "surged by the batch")
+	failedAt := w.Account.Clock().Now()
+	require.True(t, w.Account.MarkInstanceUnhealthy(r.Batch[0].OldInstanceID))
+
+	maxDesired := int32(0)
+	done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
+		maxDesired = max(maxDesired, w.Account.Group(g.Name).Desired)
+		return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted
+	})
+	require.NoError(t, err)
+	require.True(t, done, "rollout completes: %+v", w.Rollout(ctx, g.Name))
+	settle(t, w, 5*time.Minute)
+	grp := w.Account.Group(g.Name)
+	require.Equal(t, int32(6), grp.Desired, "desired capacity back where the user set it: no member's surge left behind")
+	require.LessOrEqual(t, maxDesired, int32(9), "never a second surge on top of the batch's")
+	requireAllOn(t, w, g.Name, demo.ImageB, 6)
+	// The health failure itself takes a serving instance away (Auto Scaling, not the agent): that moment is
+	// the only violation.
+	for _, v := range w.Checker.Finish() {
+		require.Equal(t, 1, v.Invariant, "%v", v)
+		require.Equal(t, failedAt, v.At, "%v", v)
 	}
 }

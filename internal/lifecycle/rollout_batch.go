@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -176,4 +177,82 @@ func (o *Orchestrator) replaceBatch(ctx context.Context, t Target, platform Plat
 	}
 	r.Reason = first.Reason
 	return r, firstErr
+}
+
+// giveBackPeers returns the members beside first (already Draining) that give back a halted batch's surge of n
+// instances: the next outdated instances in the pick's order, then other serving instances when fewer than n
+// are outdated (an instance drained and terminated with decrement shrinks the group by one whichever AMI it
+// runs). Each is Draining, with first's DesiredBefore and SurgeTo, so the drains wait until the instances that
+// stay serve desired capacity without the surge. Fewer than n-1 when the group has too few instances.
+func giveBackPeers(v GroupView, outdated []InstanceView, first state.Replacement, n int) []state.Replacement {
+	var peers []state.Replacement
+	add := func(i InstanceView) {
+		if len(peers) >= n-1 || i.ID == first.OldInstanceID || slices.ContainsFunc(peers, func(p state.Replacement) bool { return p.OldInstanceID == i.ID }) {
+			return
+		}
+		peers = append(peers, state.Replacement{Step: state.StepDraining, OldInstanceID: i.ID, DesiredBefore: first.DesiredBefore,
+			SurgeTo: first.SurgeTo, InstancesBefore: first.InstancesBefore, StepStartedAt: first.StepStartedAt, ContainerInstanceARN: i.Node.Name})
+	}
+	for _, i := range outdated {
+		add(i)
+	}
+	for _, i := range v.Instances {
+		if i.Serving() {
+			add(i)
+		}
+	}
+	return peers
+}
+
+// giveBackIDs lists the old instances of r's replacements in flight, Current first.
+func giveBackIDs(r state.Rollout) []string {
+	if r.Current == nil {
+		return nil
+	}
+	ids := []string{r.Current.OldInstanceID}
+	for _, m := range r.Batch {
+		ids = append(ids, m.OldInstanceID)
+	}
+	return ids
+}
+
+// retireLeftOfBatch closes a batch member whose old instance left on its own (a Spot interruption, a failed
+// health check Auto Scaling replaced) while desired capacity still holds the whole batch's surge (desired =
+// DesiredBefore + members in flight, which nobody else wrote). Retired plainly, its share of the surge would
+// stay in desired capacity after the batch ends (one instance too many for every such member). Instead its
+// share carries over, as retireLeft does for a single replacement: to the next serving outdated instance
+// outside the batch, or, with none left, to a serving instance that is no member's replacement; that instance
+// joins the batch at Draining (its replacement is already there: the one the surge launched, or Auto Scaling's
+// for the instance that left) and is terminated with decrement like any member. With nothing serving to carry
+// to, the member is retired plainly.
+func (o *Orchestrator) retireLeftOfBatch(ctx context.Context, v GroupView, r state.Rollout, why string) (state.Rollout, error) {
+	cur := r.Current
+	r.Replaced = append(r.Replaced, cur.OldInstanceID)
+	taken := func(id string) bool {
+		if slices.Contains(r.Replaced, id) || id == cur.NewInstanceID {
+			return true
+		}
+		return slices.ContainsFunc(r.Batch, func(m state.Replacement) bool { return m.OldInstanceID == id || m.NewInstanceID == id })
+	}
+	var next *InstanceView
+	for _, i := range v.Instances {
+		if i.Serving() && i.ImageID != r.TargetImageID && !taken(i.ID) {
+			next = &i
+			break
+		}
+	}
+	for _, i := range v.Instances {
+		if next == nil && i.Serving() && !taken(i.ID) {
+			next = &i
+		}
+	}
+	if next == nil {
+		r.Replaced = r.Replaced[:len(r.Replaced)-1]
+		return o.retire(ctx, r, why)
+	}
+	carried := *cur
+	carried.OldInstanceID, carried.ContainerInstanceARN, carried.Step, carried.StepStartedAt = next.ID, next.Node.Name, state.StepDraining, o.Clock.Now()
+	carried.DrainStartedAt, carried.NewInstanceID = time.Time{}, cur.NewInstanceID
+	r.Current = &carried
+	return o.save(ctx, r, fmt.Sprintf("%s; its share of the batch's surge carries over to %s", why, next.ID))
 }

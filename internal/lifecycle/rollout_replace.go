@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -309,14 +310,17 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 	}
 	r.Reason = ""
 	if owed := r.HaltedSurgeTo; owed != 0 {
-		r.HaltedSurgeTo = 0
+		n := max(r.HaltedSurgeCount, 1)
+		r.HaltedSurgeTo, r.HaltedSurgeCount = 0, 0
 		if owed == v.Desired && r.Strategy == StrategySurge {
 			// The surge of a rollout halted without rollback is still in desired capacity (review finding B): it
 			// goes back first, through this instance, drained and then terminated with decrement — never by
-			// lowering desired capacity, which would let Auto Scaling pick an undrained instance.
-			r.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: pick.ID, DesiredBefore: owed - 1, SurgeTo: owed,
+			// lowering desired capacity, which would let Auto Scaling pick an undrained instance. A halted batch
+			// gives back every member's instance (n), as a batch of drained terminations.
+			r.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: pick.ID, DesiredBefore: owed - n, SurgeTo: owed,
 				InstancesBefore: ids, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: pick.Node.Name}
-			return o.save(ctx, r, fmt.Sprintf("giving back the surge to desired %d a halted rollout left, through %s", owed, pick.ID))
+			r.Batch = giveBackPeers(v, outdated, *r.Current, int(n))
+			return o.save(ctx, r, fmt.Sprintf("giving back the surge to desired %d a halted rollout left, through %s", owed, strings.Join(giveBackIDs(r), ", ")))
 		}
 	}
 	first := state.StepSurge
@@ -350,7 +354,7 @@ func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) 
 		}
 		cur.DesiredBefore, cur.InstancesBefore, cur.SurgeTo = v.Desired, ids, v.Desired+int32(inFlight(r))
 		for k := range r.Batch { // every member of a batch knows the group as the one surge found it
-			r.Batch[k].DesiredBefore, r.Batch[k].InstancesBefore = cur.DesiredBefore, ids
+			r.Batch[k].DesiredBefore, r.Batch[k].InstancesBefore, r.Batch[k].SurgeTo = cur.DesiredBefore, ids, cur.SurgeTo
 		}
 		if cur.SurgeTo > v.Max {
 			if r.MaxRaisedTo == 0 {

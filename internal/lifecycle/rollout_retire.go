@@ -34,6 +34,9 @@ func (o *Orchestrator) retire(ctx context.Context, r state.Rollout, why string) 
 // strategy, which never surges.
 func (o *Orchestrator) retireLeft(ctx context.Context, v GroupView, r state.Rollout, why string) (state.Rollout, error) {
 	cur := r.Current
+	if len(r.Batch) > 0 && r.Strategy != StrategyDrainFirst && v.Desired == cur.DesiredBefore+int32(inFlight(r)) {
+		return o.retireLeftOfBatch(ctx, v, r, why) // rollout_batch.go
+	}
 	if r.Strategy == StrategyDrainFirst || v.Desired != cur.DesiredBefore+1 || len(r.Batch) > 0 {
 		return o.retire(ctx, r, why)
 	}

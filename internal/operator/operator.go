@@ -333,7 +333,10 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 		r.RollbackFrom, r.PreviousImageID, r.TargetImageID = p.From, p.From, p.To
 		r.Source, r.SourceVersion, r.SourceModified, r.DetectedAt = "manual rollback by "+who, 0, time.Time{}, now
 		if r.Phase == state.PhaseHalted && r.Current != nil && r.Current.SurgeTo != 0 {
-			r.HaltedSurgeTo = r.Current.SurgeTo // the halted surge is given back first (lifecycle: pickNext)
+			// The halted surge is given back first (lifecycle: pickNext): what it still adds to desired capacity,
+			// one instance for every member of its batch still in flight, not one for the whole batch.
+			n := int32(1 + len(r.Batch))
+			r.HaltedSurgeTo, r.HaltedSurgeCount = r.Current.DesiredBefore+n, n
 		}
 		r.Current, r.Batch, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = nil, nil, nil, "", nil
 		r.Phase, r.Reason = state.PhaseDetected, ""

@@ -110,6 +110,10 @@ type Rollout struct {
 	// back first — one instance drained, then terminated with decrement — while desired capacity is still
 	// exactly this value (otherwise someone else set it since, and it is theirs). 0: nothing owed.
 	HaltedSurgeTo int32 `json:"haltedSurgeTo,omitempty" dynamodbav:"haltedSurgeTo,omitempty"`
+	// HaltedSurgeCount is how many instances of HaltedSurgeTo are the halted surge's: the batch members still in
+	// flight at the halt (Current and Batch), each given back through its own drained termination with
+	// decrement. 0 with HaltedSurgeTo set (a record written before batches) means 1.
+	HaltedSurgeCount int32 `json:"haltedSurgeCount,omitempty" dynamodbav:"haltedSurgeCount,omitempty"`
 
 	Current *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
 	// Batch are the other replacements in flight beside Current when the group's batch size is above 1 (issue

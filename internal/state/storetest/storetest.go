@@ -106,6 +106,7 @@ func fullRollout(group string) state.Rollout {
 		MaxRaisedTo:        4,
 		NextSurgeAt:        at.Add(2 * time.Minute),
 		HaltedSurgeTo:      4,
+		HaltedSurgeCount:   2,
 		Trigger:            "max-instance-age",
 		Current: &state.Replacement{
 			Step:                 state.StepDraining,
