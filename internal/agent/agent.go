@@ -163,7 +163,8 @@ func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
 		a.hookProblems = map[string]string{}
 	}
 	for _, name := range d.Names() {
-		c, err := lifecycle.CheckHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout)
+		own := lifecycle.HookOwnership{QueueURL: a.settings.QueueURL, Listed: d.Targets[name].LifecycleHooks}
+		c, err := lifecycle.CheckOwnedHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout, own)
 		if err != nil {
 			a.log.Warn("checking lifecycle hooks failed", zap.String(logging.Group, name), zap.Error(err))
 			continue

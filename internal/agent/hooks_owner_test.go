@@ -211,3 +211,51 @@ func TestLostLifecycleMessageTheActionStillCompletesAfterDrainingAndTheLateMessa
 	require.Len(t, w.Account.LifecycleCompletions(), 1, "one CompleteLifecycleAction in all")
 	require.Empty(t, w.Checker.Finish())
 }
+
+// Safety review, the missing-hook warning: it counts only the group's own terminating hooks (HookOwned). A group
+// whose only terminating hook is another tool's, or whose tag patch-agent/lifecycle-hooks names a hook the group
+// does not have (a typo), drains nothing on scale-in — every action is rejected as ForeignHook at info level —
+// so it is warned about like a group without any hook: the agent's hook problem and the group's status warning
+// say why. A tag naming the agent's real hook, beside another tool's, is no problem.
+func TestMissingHookWarningCountsOnlyTheAgentsOwnHooks(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// agentHook: the group has the agent's usual hook (demo.HookName); foreign adds another tool's.
+		agentHook, foreign bool
+		tags               map[string]string
+		want               []string // in the warning; none: no warning
+	}{
+		{name: "only terminating hook is another tool's (notifies its own queue)", foreign: true,
+			want: []string{"no terminating lifecycle hook of the agent's", `hook "nth-drain" notifies`, "ForeignHook"}},
+		{name: "tag names a hook the group does not have (typo)", agentHook: true,
+			tags: map[string]string{lifecycle.TagLifecycleHooks: "patch-agent-drian"},
+			want: []string{`names lifecycle hook "patch-agent-drian", which the group does not have`,
+				"no terminating lifecycle hook of the agent's", `hook "patch-agent-drain" is not listed`}},
+		{name: "tag names the agent's hook, another tool's beside it", agentHook: true, foreign: true,
+			tags: map[string]string{lifecycle.TagLifecycleHooks: demo.HookName}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 3, Desired: 2, Tags: tc.tags}
+			if !tc.agentHook {
+				g.HeartbeatTimeout = -1 // no hook of the agent's
+			}
+			w := build(t, demo.Spec{Groups: []demo.GroupSetup{g}})
+			if tc.foreign {
+				require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: nthHook, Transition: sim.TransitionTerminating,
+					HeartbeatTimeout: time.Hour, QueueURL: w.Account.CreateQueue("nth-queue", 5, "")}))
+			}
+			require.NoError(t, w.Agent.RunOnce(ctx))
+			problem, warning := w.Agent.HookProblem(g.Name), w.Rollout(ctx, g.Name).Warning
+			if len(tc.want) == 0 {
+				require.Empty(t, problem)
+				require.Empty(t, warning)
+				return
+			}
+			for _, s := range tc.want {
+				require.Contains(t, problem, s)
+				require.Contains(t, warning, s, "status shows it")
+			}
+		})
+	}
+}

@@ -2,6 +2,10 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
@@ -17,3 +21,46 @@ func MissingHooks(ctx context.Context, api awsapi.AutoScaling, group string) (st
 // missingHookNote is MissingHooks' sentence.
 const missingHookNote = "no terminating lifecycle hook: scale-in, rebalancing and instance refresh terminate instances " +
 	"without a drain (docs/deploy.md: add one that notifies the agent's queue)"
+
+// CheckOwnedHooks is CheckHooks with hook ownership (HookOwned) applied: only the group's own terminating hooks
+// count, since another tool's hook (aws-node-termination-handler, a backup hook, a hook notifying an SNS topic)
+// is rejected as ForeignHook on every action and drains nothing for the agent. It also reports every hook the
+// group's TagLifecycleHooks names that the group does not have (a typo, a deleted hook): with the tag present,
+// only the hooks it names are the agent's, so a misspelt name leaves the group with none. Both go into
+// HookCheck.Missing (a status note and a warning, like a group without any hook); Capped considers the agent's
+// own hooks only. Hooks are read once with DescribeLifecycleHooks (Amazon EC2 Auto Scaling API Reference,
+// DescribeLifecycleHooks). Errors: the DescribeLifecycleHooks error, wrapped.
+func CheckOwnedHooks(ctx context.Context, api awsapi.AutoScaling, group string, drainTimeout time.Duration, o HookOwnership) (HookCheck, error) {
+	hooks, err := DescribeGroupHooks(ctx, api, group)
+	if err != nil {
+		return HookCheck{}, err
+	}
+	return checkOwnedHooks(hooks, drainTimeout, o), nil
+}
+
+func checkOwnedHooks(hooks []GroupHook, drainTimeout time.Duration, o HookOwnership) HookCheck {
+	var own []GroupHook
+	var foreign []string
+	for _, h := range hooks {
+		if owned, why := HookOwned(h, o); owned || h.Name == ECSManagedDrainingHookName {
+			own = append(own, h) // ECS's managed draining hook still drains (checkHooks counts it)
+		} else if h.Transition == "autoscaling:EC2_INSTANCE_TERMINATING" {
+			foreign = append(foreign, why)
+		}
+	}
+	c := checkHooks(own, drainTimeout)
+	var notes []string
+	if c.Missing != "" && len(foreign) > 0 {
+		notes = append(notes, "no terminating lifecycle hook of the agent's ("+strings.Join(foreign, "; ")+
+			"): every scale-in, rebalancing and instance refresh termination is another tool's, rejected as ForeignHook and never drained by the agent")
+	} else if c.Missing != "" {
+		notes = append(notes, c.Missing)
+	}
+	for _, n := range o.Listed {
+		if !slices.ContainsFunc(hooks, func(h GroupHook) bool { return h.Name == n }) {
+			notes = append(notes, fmt.Sprintf("tag %s names lifecycle hook %q, which the group does not have", TagLifecycleHooks, n))
+		}
+	}
+	c.Missing = strings.Join(notes, "; ")
+	return c
+}
