@@ -6,9 +6,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -100,5 +104,49 @@ func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
 	require.True(t, done, "%+v", w.Rollout(ctx, g.Name))
 	require.Equal(t, launched+2, w.Account.LaunchedInstances(g.Name), "both aged instances replaced once")
 	requireAllOn(t, w, g.Name, demo.ImageB, 2)
+	require.Empty(t, w.Checker.Finish())
+}
+
+// Safety review, max-instance-age: after an operator's rollback from AMI B to A (completed), the group's
+// parameter still names B, the AMI rolled back from, so no age-driven rollout starts while instances outlive
+// patch-agent/max-instance-age=1d. That is said, not silent: a status note on the group naming the tag and the
+// AMI, and one warning in the log however many ticks it lasts. Once the parameter names the group's AMI again,
+// the note goes and the aged instances are replaced.
+func TestMaxInstanceAgeNotEnforcedAfterAManualRollbackIsSaidInStatusAndLoggedOnce(t *testing.T) {
+	ctx := context.Background()
+	core, logs := observer.New(zapcore.WarnLevel)
+	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 2, Max: 4, Desired: 2,
+		Tags: map[string]string{lifecycle.TagMaxInstanceAge: "1d"}}
+	spec := oneGroup(&g)
+	spec.Log = zap.New(core)
+	w := build(t, spec)
+	rollTo(t, w, g, demo.ImageB)
+	_, err := operator.Rollback(ctx, w.Store, g.Name, demo.ImageA, "alice", false, w.Account.Clock().Now())
+	require.NoError(t, err)
+	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		return r.TargetImageID == demo.ImageA && r.Phase == state.PhaseCompleted
+	})
+	require.NoError(t, err)
+	require.True(t, done, "the rollback completes: %+v", w.Rollout(ctx, g.Name))
+	launched := w.Account.LaunchedInstances(g.Name)
+
+	_, err = w.RunUntil(ctx, 10*time.Minute, 30*time.Hour, func() bool { return false }) // every instance outlives 1d
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, "no age-driven rollout while the parameter names the rolled-back AMI")
+	require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "nothing replaced")
+	require.Contains(t, r.Warning, "tag patch-agent/max-instance-age=24h0m0s not enforced")
+	require.Contains(t, r.Warning, "the source names AMI "+demo.ImageB+", which a manual rollback moved the group away from")
+	require.Equal(t, 1, logs.FilterMessage("maximum instance age not enforced").Len(), "logged once, not every tick")
+
+	w.PublishAMI(g.Parameter, demo.ImageA) // the parameter names the group's AMI again
+	done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		return r.Trigger == lifecycle.TriggerMaxInstanceAge && r.Phase == state.PhaseCompleted
+	})
+	require.NoError(t, err)
+	require.True(t, done, "the aged instances are replaced: %+v", w.Rollout(ctx, g.Name))
+	require.NotContains(t, w.Rollout(ctx, g.Name).Warning, "not enforced")
 	require.Empty(t, w.Checker.Finish())
 }

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -94,4 +97,41 @@ func (o *Orchestrator) detectAged(ctx context.Context, t Target, v GroupView, r 
 // group's maximum lifetime; and not replaced by this rollout already.
 func replaceable(t Target, r state.Rollout, i InstanceView, now time.Time) bool {
 	return (i.ImageID != r.TargetImageID || agedOut(t, i, now)) && !slices.Contains(r.Replaced, i.ID)
+}
+
+// maxAgeNote is the status note of a group with a maximum instance lifetime that the agent does not enforce
+// now, "" when it does (or the group has none): detectAged only starts an age-driven rollout from Idle or
+// Completed while the group's AMI source names the group's target AMI. After a manual rollback (the source
+// still names the AMI rolled back from), while the target is refused by the AMI gate, halted or rolled back, or
+// while the source cannot be read, instances outlive the tag without being replaced, and the note says so
+// instead. Not while the source names a new AMI (that starts its own rollout this tick). The first time a note
+// appears (stored, the record as read, does not carry it yet) it is logged as a warning.
+func (o *Orchestrator) maxAgeNote(t Target, ami *ResolvedAMI, stored state.Rollout) string {
+	r := stored
+	if t.Policy.MaxInstanceAge <= 0 || r.TargetImageID == "" {
+		return ""
+	}
+	enforced := ami != nil && ami.ImageID == r.TargetImageID && (r.Phase == state.PhaseIdle || r.Phase == state.PhaseCompleted)
+	if enforced || (r.Active() && !amiRefused(r)) {
+		return "" // an active rollout replaces aged instances itself (replaceable)
+	}
+	var why string
+	switch {
+	case ami == nil:
+		why = "the group's AMI source cannot be read"
+	case ami.ImageID != r.TargetImageID && ami.ImageID == r.RollbackFrom:
+		why = fmt.Sprintf("the source names AMI %s, which a manual rollback moved the group away from (its target is %s)", ami.ImageID, r.TargetImageID)
+	case ami.ImageID != r.TargetImageID:
+		return "" // a new AMI: detect starts its rollout
+	case amiRefused(r):
+		why = fmt.Sprintf("the source's AMI %s is refused by the AMI gate", r.TargetImageID)
+	default:
+		why = fmt.Sprintf("the rollout to AMI %s is %s", r.TargetImageID, r.Phase)
+	}
+	note := fmt.Sprintf("tag %s=%s not enforced: %s; instances are replaced for age again once the group is on the AMI its source names",
+		TagMaxInstanceAge, t.Policy.MaxInstanceAge, why)
+	if !strings.Contains(stored.Warning, note) {
+		o.Log.Warn("maximum instance age not enforced", zap.String(logging.Group, t.Group), zap.String(logging.Reason, note))
+	}
+	return note
 }

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // TestMaxInstanceAgeTagParsesDaysAndDurationsOfAtLeastADay: patch-agent/max-instance-age is whole days or a Go
@@ -47,4 +50,42 @@ func TestMaxInstanceAgeCountsFromLaunchTime(t *testing.T) {
 	require.False(t, agedOut(day, InstanceView{LaunchTime: now.Add(-23 * time.Hour)}, now))
 	require.False(t, agedOut(day, InstanceView{}, now), "launch time unknown")
 	require.False(t, agedOut(Target{}, InstanceView{LaunchTime: now.Add(-1000 * time.Hour)}, now), "no tag")
+}
+
+// TestMaxInstanceAgeNoteSaysWhyTheAgeIsNotEnforced: a group tagged patch-agent/max-instance-age gets a status
+// note whenever detectAged cannot start an age-driven rollout — the source unreadable, naming the AMI a manual
+// rollback left, the target refused, halted or rolled back — and none while the age is enforced (Idle or
+// Completed on the source's AMI), while a rollout is under way, or when the source names a new AMI.
+func TestMaxInstanceAgeNoteSaysWhyTheAgeIsNotEnforced(t *testing.T) {
+	aged := Target{Group: "g", Policy: TargetPolicy{MaxInstanceAge: 24 * time.Hour}}
+	src := func(id string) *ResolvedAMI { return &ResolvedAMI{Parameter: "/p", ImageID: id} }
+	for _, tc := range []struct {
+		name string
+		t    Target
+		ami  *ResolvedAMI
+		r    state.Rollout
+		want string // "" for no note
+	}{
+		{"enforced: completed on the source's AMI", aged, src("ami-a"), state.Rollout{Phase: state.PhaseCompleted, TargetImageID: "ami-a"}, ""},
+		{"no tag", Target{Group: "g"}, nil, state.Rollout{Phase: state.PhaseCompleted, TargetImageID: "ami-a"}, ""},
+		{"a rollout under way replaces aged instances itself", aged, src("ami-a"), state.Rollout{Phase: state.PhaseReplacing, TargetImageID: "ami-a"}, ""},
+		{"a new AMI starts its own rollout", aged, src("ami-c"), state.Rollout{Phase: state.PhaseCompleted, TargetImageID: "ami-a"}, ""},
+		{"source unreadable", aged, nil, state.Rollout{Phase: state.PhaseCompleted, TargetImageID: "ami-a"}, "the group's AMI source cannot be read"},
+		{"after a manual rollback", aged, src("ami-b"), state.Rollout{Phase: state.PhaseCompleted, TargetImageID: "ami-a", RollbackFrom: "ami-b"},
+			"the source names AMI ami-b, which a manual rollback moved the group away from (its target is ami-a)"},
+		{"refused AMI", aged, src("ami-b"), state.Rollout{Phase: state.PhaseWaiting, TargetImageID: "ami-b", Reason: amiRefusedPrefix + "not available"},
+			"the source's AMI ami-b is refused by the AMI gate"},
+		{"rolled back", aged, src("ami-b"), state.Rollout{Phase: state.PhaseRolledBack, TargetImageID: "ami-b"}, "the rollout to AMI ami-b is RolledBack"},
+		{"halted", aged, src("ami-b"), state.Rollout{Phase: state.PhaseHalted, TargetImageID: "ami-b"}, "the rollout to AMI ami-b is Halted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Orchestrator{Log: zap.NewNop()}
+			note := o.maxAgeNote(tc.t, tc.ami, tc.r)
+			if tc.want == "" {
+				require.Empty(t, note)
+				return
+			}
+			require.Contains(t, note, "tag patch-agent/max-instance-age=24h0m0s not enforced: "+tc.want)
+		})
+	}
 }
