@@ -19,6 +19,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -228,4 +229,31 @@ func TestEKSUpgradeTwoPersonRuleRefusesTheRequestersApproval(t *testing.T) {
 	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Equal(t, state.WorkflowCompleted, upgradeStatus(t, file).Phase)
+}
+
+// Review finding 4c: `eks upgrade --status -o json` is a machine-readable document like status and history: it
+// starts with schemaVersion (schema.Version), and its shape is held by a golden file.
+func TestGoldenEKSUpgradeStatusJSONCarriesSchemaVersion(t *testing.T) {
+	_, file := simUpgrade(t)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
+	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
+	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--status", "-o", "json", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
+	require.Equal(t, float64(schema.Version), doc["schemaVersion"])
+	require.True(t, strings.HasPrefix(res.stdout, "{\n  \"schemaVersion\": "), "schemaVersion comes first")
+	goldenFile(t, filepath.Join("testdata", "eks-upgrade-status.json.golden"), res.stdout)
+}
+
+// Review finding 4d: `approve eks:CLUSTER` of a completed upgrade is refused (exit 1) with what to do instead.
+func TestEKSUpgradeApproveOfACompletedUpgradeIsRefused(t *testing.T) {
+	_, file := simUpgrade(t)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--approve", "--who", "alice", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	res = run(t, "approve", "eks:"+demo.EKSCluster, "--who", "bob", "--state-file", file)
+	require.ErrorIs(t, res.err, eksupgrade.ErrNothingToApprove)
+	require.Equal(t, 1, exitCode(t, res.err))
+	require.ErrorContains(t, res.err, "completed at")
+	require.Equal(t, "alice", upgradeStatus(t, file).ApprovedBy, "the record is unchanged")
 }

@@ -262,8 +262,18 @@ func (r *Runner) Run(ctx context.Context, req Request) (state.Workflow, error) {
 		return w, nil
 	case w.Phase == state.WorkflowHalted:
 		retried = w.Steps[w.Current]
-		if w, err = r.retry(ctx, w); err != nil {
+		var changed []string
+		if w, changed, err = r.retry(ctx, w); err != nil {
 			return w, err
+		}
+		if len(changed) > 0 {
+			// Not approved in this run even with --approve: the approver has not seen the new plan yet.
+			w, err = r.saveFinal(ctx, w, "waiting: "+w.Reason, r.entry(w, "retry", retried, "the failed step starts again"),
+				r.entry(w, "plan-changed", w.Steps[w.Current], strings.Join(changed, "; ")))
+			if err != nil {
+				return r.release(ctx, w, err)
+			}
+			return w, nil
 		}
 	}
 	switch {
@@ -442,10 +452,12 @@ func planChanges(stored, planned []state.WorkflowStep) []string {
 }
 
 // retry starts the failed step of a halted workflow again: Pending, with a new ClientRequestToken when it is
-// next requested; an add-on's target version is read again.
-func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, error) {
+// next requested; an add-on's target version is read again. When that changes the plan (another version),
+// the approval is withdrawn: the workflow goes back to its approval step (the steps done stay done) and
+// changed lists the changes (empty when the plan is the approved one).
+func (r *Runner) retry(ctx context.Context, w state.Workflow) (next state.Workflow, changed []string, err error) {
 	if w.Current >= len(w.Steps) {
-		return w, nil
+		return w, nil, nil
 	}
 	st := &w.Steps[w.Current]
 	if st.Kind == KindAddon {
@@ -455,10 +467,13 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, e
 		}
 		choice, err := r.chooseAddon(ctx, st.Name, installed, w.To)
 		if err != nil {
-			return w, err
+			return w, nil, err
 		}
-		if choice.to != "" {
-			st.To = choice.to
+		if choice.to != "" && choice.to != st.To {
+			// The retry plans another version than the approved plan: what runs next was not approved, so it
+			// waits for an approval of the new plan (as a plan that changed before the first change does).
+			changed = append(changed, fmt.Sprintf("%s %s: %s -> %s planned, now %s -> %s", st.Kind, st.Name, dashIfEmpty(st.From), st.To, dashIfEmpty(installed), choice.to))
+			st.From, st.To = installed, choice.to
 		}
 	}
 	if st.UpdateID != "" && !slices.Contains(st.EarlierUpdateIDs, st.UpdateID) {
@@ -466,7 +481,20 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, e
 	}
 	st.Status, st.Token, st.UpdateID, st.Detail, st.StartedAt, st.CompletedAt = state.StepStatusPending, "", "", "", time.Time{}, time.Time{}
 	w.Phase, w.Reason = state.WorkflowRunning, ""
-	return w, nil
+	if len(changed) > 0 {
+		for i := range w.Steps {
+			if w.Steps[i].Kind == KindApproval {
+				a := &w.Steps[i]
+				a.Status, a.By, a.StartedAt, a.CompletedAt = state.StepStatusPending, "", time.Time{}, time.Time{}
+				w.Current = i
+			}
+		}
+		// The one who re-planned requested the new plan: under the two-person rule another approves it.
+		w.ApprovedBy, w.ApprovedAt, w.RequestedBy = "", time.Time{}, r.Who
+		w.Phase, w.Reason = state.WorkflowWaiting, fmt.Sprintf("the plan changed at the retry (%s): approve the new plan with `patch-agent approve %s` (or run again with --approve)",
+			strings.Join(changed, "; "), Subject(w.Cluster))
+	}
+	return w, changed, nil
 }
 
 // step performs the next transition of the workflow. It returns errStop when the workflow completed, halted
@@ -494,9 +522,9 @@ func (r *Runner) step(ctx context.Context, req Request, w state.Workflow) (state
 // and waits otherwise.
 func (r *Runner) approval(ctx context.Context, req Request, w state.Workflow) (state.Workflow, error) {
 	approvedHere := false
-	if w.ApprovedBy == "" && req.Approve && w.TwoPersonRule && r.Who == w.RequestedBy {
-		return r.hold(ctx, w, fmt.Sprintf("approval: two-person rule: %s requested the plan, so another person approves it with `patch-agent approve %s`",
-			w.RequestedBy, Subject(w.Cluster)))
+	if w.ApprovedBy == "" && req.Approve && w.TwoPersonRule && SamePrincipal(r.Who, w.RequestedBy) {
+		return r.hold(ctx, w, fmt.Sprintf("approval: two-person rule: %s requested the plan, so another person (another principal than %s) approves it with `patch-agent approve %s`",
+			w.RequestedBy, Principal(w.RequestedBy), Subject(w.Cluster)))
 	}
 	if w.ApprovedBy == "" && req.Approve {
 		w.ApprovedBy, w.ApprovedAt, approvedHere = r.Who, r.now(), true

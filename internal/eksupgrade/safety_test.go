@@ -15,6 +15,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -416,4 +417,114 @@ func TestAddonWhoseInstalledVersionCannotBeComparedIsNeverUpdated(t *testing.T) 
 	require.Equal(t, "v1.19-custom", v)
 	require.Zero(t, countUpdates(w.a, "vpc-cni"), "no UpdateAddon of vpc-cni was started")
 	require.NotEqual(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+}
+
+// Review finding 4a: a --retry that plans an add-on at another version than the approved plan (a newer default
+// for the target was published after the halt) does not carry out the new plan on the old approval, even with
+// --approve: the workflow waits at its approval step, and only after a new approval is the new version sent.
+func TestRetryThatReplansAnAddonNeedsANewApproval(t *testing.T) {
+	w := newWorld(t)
+	haltAtCoreDNS(t, w)
+	w.a.PublishEKSAddonVersion(sim.EKSAddonVersion{Addon: "coredns", Version: "v1.11.4-eksbuild.2", ClusterVersions: []string{"1.30", "1.31"}, DefaultFor: []string{"1.31"}})
+	before := countUpdates(w.a, "coredns")
+
+	wf := w.run(t, "retry-1", retried()) // --retry --approve
+	require.Equal(t, state.WorkflowWaiting, wf.Phase, wf.Reason)
+	require.Contains(t, wf.Reason, "the plan changed at the retry (addon coredns: ")
+	require.Contains(t, wf.Reason, "now v1.11.1-eksbuild.9 -> v1.11.4-eksbuild.2")
+	require.Empty(t, wf.ApprovedBy, "the old approval does not cover the new plan")
+	require.Equal(t, state.StepStatusPending, stepOf(t, wf, eksupgrade.KindApproval, cluster).Status)
+	require.Equal(t, state.StepStatusCompleted, stepOf(t, wf, eksupgrade.KindControlPlane, cluster).Status, "done steps stay done")
+	require.Equal(t, before, countUpdates(w.a, "coredns"), "no UpdateAddon on the old approval")
+	require.Contains(t, events(w.history(t)), "plan-changed")
+
+	_, err := eksupgrade.Approve(context.Background(), w.store, cluster, "bob", w.a.Clock().Now())
+	require.NoError(t, err)
+	done := w.run(t, "run-3", eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo})
+	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
+	require.Equal(t, "bob", done.ApprovedBy)
+	v, _, _ := w.a.EKSAddon(cluster, "coredns")
+	require.Equal(t, "v1.11.4-eksbuild.2", v)
+	require.Equal(t, 1, w.updateCalls()["UpdateClusterVersion"], "the control plane is not updated twice")
+}
+
+// Review finding 4b: the two-person rule compares principals. Two sessions of one assumed role
+// (arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION, the session name chosen by the caller) are one person.
+func TestTwoPersonRuleComparesPrincipalsNotRoleSessionNames(t *testing.T) {
+	const alice, aliceAgain, bob = "arn:aws:sts::111122223333:assumed-role/Admin/alice", "arn:aws:sts::111122223333:assumed-role/Admin/bob",
+		"arn:aws:sts::111122223333:assumed-role/Approver/bob"
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{alice, aliceAgain, true},
+		{alice, bob, false},
+		{"arn:aws:sts::111122223333:assumed-role/Admin/alice", "arn:aws:sts::444455556666:assumed-role/Admin/alice", false},
+		{"arn:aws:iam::111122223333:user/alice", "arn:aws:iam::111122223333:user/bob", false},
+		{"arn:aws:iam::111122223333:user/alice", "arn:aws:iam::111122223333:user/alice", true},
+		{"alice", "bob", false},
+	} {
+		require.Equal(t, tc.same, eksupgrade.SamePrincipal(tc.a, tc.b), "%s vs %s", tc.a, tc.b)
+	}
+	require.Equal(t, "arn:aws:sts::111122223333:assumed-role/Admin", eksupgrade.Principal(alice))
+
+	w := newWorld(t)
+	r := w.runner("run-1")
+	r.Who = alice
+	wf, err := r.Run(context.Background(), eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo, TwoPerson: true})
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowWaiting, wf.Phase)
+
+	_, err = eksupgrade.Approve(context.Background(), w.store, cluster, aliceAgain, w.a.Clock().Now())
+	require.ErrorIs(t, err, eksupgrade.ErrSameApprover, "a second session name of the same role is the same person")
+	require.ErrorContains(t, err, "arn:aws:sts::111122223333:assumed-role/Admin")
+	r = w.runner("run-2")
+	r.Who = aliceAgain
+	again, err := r.Run(context.Background(), eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo, Approve: true})
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowWaiting, again.Phase)
+	require.Contains(t, again.Reason, "two-person rule")
+	require.Empty(t, w.a.EKSUpdates(cluster))
+
+	_, err = eksupgrade.Approve(context.Background(), w.store, cluster, bob, w.a.Clock().Now())
+	require.NoError(t, err, "another role is another principal")
+}
+
+// Review finding 4d: approving a completed upgrade is refused with ErrNothingToApprove, not silently accepted.
+func TestApprovingACompletedUpgradeIsRefused(t *testing.T) {
+	w := newWorld(t)
+	require.Equal(t, state.WorkflowCompleted, w.run(t, "run-1", upgrade()).Phase)
+	_, err := eksupgrade.Approve(context.Background(), w.store, cluster, "bob", w.a.Clock().Now())
+	require.ErrorIs(t, err, eksupgrade.ErrNothingToApprove)
+	require.ErrorContains(t, err, "the upgrade of demo-eks to 1.31 completed at ")
+	require.ErrorContains(t, err, "start a new upgrade with `patch-agent eks upgrade --cluster demo-eks --to 1.<minor>`")
+}
+
+// Review finding 4b, the STS path: who requested and who approves are the identities STS GetCallerIdentity
+// answers (operator.CallerIdentity), as the CLI records them. A second AssumeRole session of the same role,
+// with another session name, is refused as the approver.
+func TestTwoPersonRuleOverSTSCallerIdentitiesOfOneRoleIsOnePerson(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.a.SetCallerARN("arn:aws:sts::111122223333:assumed-role/PlatformAdmin/alice")
+	requester, err := operator.CallerIdentity(ctx, w.a.STS())
+	require.NoError(t, err)
+	r := w.runner("run-1")
+	r.Who = requester
+	wf, err := r.Run(ctx, eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo, TwoPerson: true})
+	require.NoError(t, err)
+	require.Equal(t, requester, wf.RequestedBy)
+
+	w.a.SetCallerARN("arn:aws:sts::111122223333:assumed-role/PlatformAdmin/bob") // alice, with --role-session-name bob
+	sameRole, err := operator.CallerIdentity(ctx, w.a.STS())
+	require.NoError(t, err)
+	_, err = eksupgrade.Approve(ctx, w.store, cluster, sameRole, w.a.Clock().Now())
+	require.ErrorIs(t, err, eksupgrade.ErrSameApprover)
+
+	w.a.SetCallerARN("arn:aws:sts::111122223333:assumed-role/UpgradeApprover/bob")
+	other, err := operator.CallerIdentity(ctx, w.a.STS())
+	require.NoError(t, err)
+	approved, err := eksupgrade.Approve(ctx, w.store, cluster, other, w.a.Clock().Now())
+	require.NoError(t, err)
+	require.Equal(t, other, approved.ApprovedBy, "the full ARN is recorded; only the comparison uses the principal")
 }
