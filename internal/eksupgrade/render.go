@@ -81,6 +81,9 @@ func Render(out io.Writer, s Summary, checks bool) {
 		if st.Action != "" {
 			detail = "ACTION: " + st.Action
 		}
+		if st.Nodes != nil && st.Status != state.StepStatusPending {
+			detail = NodesLine(st.Nodes)
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, st.Kind, st.Name, dash(st.From), dash(st.To), st.Status,
 			dash(st.UpdateID), dash(st.By), timeCell(st.CompletedAt), dash(oneLine(detail)))
 	}

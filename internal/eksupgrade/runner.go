@@ -579,22 +579,106 @@ func (r *Runner) pauseReason(ctx context.Context, w state.Workflow, next string)
 }
 
 // handOver records what must happen to a self-managed node group: the agent's normal rollout replaces its
-// nodes once its AMI source names the new version — by itself when the source follows the control plane
-// (Completed), after an operator's change otherwise (ActionRequired).
+// nodes once its AMI source names the new version. A group whose source follows the control plane is handed
+// over (InProgress, "self-managed-handed-over") and the step then waits for that rollout (followRollout); one
+// whose source an operator must change first is ActionRequired (the workflow cannot move it).
 func (r *Runner) handOver(ctx context.Context, w state.Workflow) (state.Workflow, error) {
-	now := r.now()
 	st := &w.Steps[w.Current]
-	st.By, st.StartedAt, st.CompletedAt = r.Who, now, now
-	st.Status = state.StepStatusCompleted
-	event := "self-managed-handed-over"
-	if st.Action != "" {
-		st.Status, event = state.StepStatusActionRequired, "self-managed-action-required"
+	if st.Status == state.StepStatusInProgress {
+		return r.followRollout(ctx, w)
 	}
-	done := *st
+	now := r.now()
+	st.By, st.StartedAt = r.Who, now
 	w.Phase, w.Reason = state.WorkflowRunning, ""
-	w.Current++
-	return r.save(ctx, w, fmt.Sprintf("self-managed node group %s handed over to the agent's rollout", done.Name),
-		r.entry(w, event, done, done.Action+done.Detail))
+	if st.Action != "" {
+		st.Status, st.CompletedAt = state.StepStatusActionRequired, now
+		done := *st
+		w.Current++
+		return r.save(ctx, w, fmt.Sprintf("self-managed node group %s needs an operator: %s", done.Name, done.Action),
+			r.entry(w, "self-managed-action-required", done, done.Action+done.Detail))
+	}
+	st.Status = state.StepStatusInProgress
+	return r.save(ctx, w, fmt.Sprintf("self-managed node group %s handed over to the agent's rollout: waiting for its nodes on the Kubernetes %s AMI", st.Name, st.To),
+		r.entry(w, "self-managed-handed-over", *st, st.Detail))
+}
+
+// followRollout waits (capped exponential backoff, up to MaxWait in this invocation) until the agent's rollout
+// record of the step's group is Completed (or Idle) on an AMI parameter of the step's Kubernetes version with
+// every in-service instance on its target AMI: then the step is Completed. A rollout Halted or RolledBack
+// halts the step with its reason (the group's nodes are not on the new version; `--retry` waits again once
+// the rollout is fixed). The progress read (state.NodeProgress) is written on the step whenever it changes,
+// which `eks upgrade --status` shows.
+func (r *Runner) followRollout(ctx context.Context, w state.Workflow) (state.Workflow, error) {
+	began := r.now()
+	lastLine := began
+	for attempt := 1; ; attempt++ {
+		st := w.Steps[w.Current]
+		ro, err := r.Store.GetRollout(ctx, st.Name)
+		found := err == nil
+		if err != nil && !errors.Is(err, state.ErrNotFound) {
+			return w, fmt.Errorf("reading the agent's rollout of self-managed node group %s: %w", st.Name, err)
+		}
+		p := &state.NodeProgress{}
+		if found {
+			v, ok := eks.VersionInParameter(ro.Source)
+			p = &state.NodeProgress{Phase: ro.Phase, OnTarget: ro.OnTarget, Instances: ro.Instances, TargetImageID: ro.TargetImageID,
+				Source: ro.Source, OnVersion: ok && v == st.To}
+		}
+		switch {
+		case found && p.OnVersion && (ro.Phase == state.PhaseCompleted || ro.Phase == state.PhaseIdle) && ro.OnTarget >= ro.Instances:
+			cur := &w.Steps[w.Current]
+			cur.Status, cur.CompletedAt, cur.Nodes = state.StepStatusCompleted, r.now(), p
+			done := *cur
+			w.Current++
+			return r.save(ctx, w, fmt.Sprintf("self-managed node group %s: %s", done.Name, NodesLine(p)),
+				r.entry(w, "self-managed-completed", done, NodesLine(p)))
+		case found && (ro.Phase == state.PhaseHalted || ro.Phase == state.PhaseRolledBack):
+			w.Steps[w.Current].Nodes = p
+			return r.halt(ctx, w, fmt.Sprintf("the agent's rollout of %s is %s: %s; its nodes are not on the Kubernetes %s AMI (fix the rollout, then run again with --retry)",
+				st.Name, ro.Phase, dashIfEmpty(ro.Reason), st.To))
+		}
+		if st.Nodes == nil || *st.Nodes != *p {
+			w.Steps[w.Current].Nodes = p
+			if w, err = r.save(ctx, w, fmt.Sprintf("self-managed node group %s: %s", st.Name, NodesLine(p))); err != nil {
+				return w, err
+			}
+		}
+		now := r.now()
+		if now.Sub(began) > r.maxWait() {
+			return w, fmt.Errorf("self-managed node group %s: the agent's rollout to the Kubernetes %s AMI is not done after %s (%s): run again to keep waiting",
+				st.Name, st.To, r.maxWait(), NodesLine(p))
+		}
+		if now.Sub(lastLine) >= progressEvery {
+			r.progress("self-managed node group %s: %s for %s", st.Name, NodesLine(p), now.Sub(st.StartedAt).Round(time.Second))
+			lastLine = now
+		}
+		d := r.backoff(attempt)
+		if w.LeaseExpires.Sub(now) < d+r.leaseTTL()/2 {
+			if w, err = r.save(ctx, w, leaseRenewed); err != nil {
+				return w, err
+			}
+		}
+		if err := r.wait(ctx, d); err != nil {
+			return w, err
+		}
+	}
+}
+
+// NodesLine renders a node group's progress: "rollout Replacing: 1/3 instance(s) on ami-0b (source /aws/...)",
+// "no rollout record yet" before the agent wrote one, and "(not the target version yet)" while the record's
+// source names another Kubernetes version.
+func NodesLine(p *state.NodeProgress) string {
+	if p == nil || p.Phase == "" {
+		return "no rollout record yet: waiting for the agent"
+	}
+	s := fmt.Sprintf("rollout %s: %d/%d instance(s) on %s", p.Phase, p.OnTarget, p.Instances, dashIfEmpty(p.TargetImageID))
+	if p.Source != "" {
+		s += " (source " + p.Source + ")"
+	}
+	if !p.OnVersion {
+		s += ", not the target version yet"
+	}
+	return s
 }
 
 // complete ends the workflow: Completed, with the number of steps that need an operator in Reason.

@@ -220,7 +220,7 @@ func TestRetryCrashRightAfterTheRequestDoesNotAdoptTheEarlierFailedUpdate(t *tes
 	require.Equal(t, state.StepStatusRequested, stepOf(t, mid, eksupgrade.KindAddon, "coredns").Status)
 	require.Equal(t, 1, countUpdates(w.a, "coredns"), "the crash came before the retry's call")
 
-	w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+	w.advance(t, eksupgrade.DefaultLeaseTTL+state.LeaseRule{}.Margin())
 	wf := w.run(t, "retry-2", retried())
 	w.requireRetriedToTheEnd(t, wf, failedID)
 }
@@ -249,7 +249,7 @@ func TestCrashMatrixEKSUpgradeWorkflowRetry(t *testing.T) {
 				if at < total || err != nil {
 					require.True(t, errors.Is(err, errCrashed) || errors.Is(err, errResponseLost), "%v", err)
 				}
-				w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+				w.advance(t, eksupgrade.DefaultLeaseTTL+state.LeaseRule{}.Margin())
 				wf, err := w.runner("second").Run(context.Background(), retried())
 				require.NoError(t, err, "resume after effect %d", at)
 				w.requireRetriedToTheEnd(t, wf, failedID)
@@ -345,10 +345,17 @@ func TestAPlanThatChangedAfterItsApprovalNeedsANewApproval(t *testing.T) {
 	require.NoError(t, err)
 	req := upgrade()
 	req.Approve = false
-	done := w.run(t, "run-3", req)
-	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
+	// more-nodes has no nodes the agent can roll in this world: the run carries out the new plan up to its
+	// step, which waits for the agent's rollout of more-nodes.
+	r := w.runner("run-3")
+	r.MaxWait = 30 * time.Minute
+	_, err = r.Run(context.Background(), req)
+	require.ErrorContains(t, err, "self-managed node group more-nodes: the agent's rollout to the Kubernetes 1.31 AMI is not done")
+	done, err := w.store.GetWorkflow(context.Background(), cluster)
+	require.NoError(t, err)
 	require.Equal(t, "bob", done.ApprovedBy)
 	require.Equal(t, "1.31", w.clusterVersion(t))
+	require.Equal(t, state.StepStatusInProgress, stepOf(t, done, eksupgrade.KindSelfManagedNodegroup, "more-nodes").Status)
 }
 
 func TestAnInsightInErrorAfterTheApprovalHaltsBeforeTheFirstChange(t *testing.T) {
@@ -527,4 +534,93 @@ func TestTwoPersonRuleOverSTSCallerIdentitiesOfOneRoleIsOnePerson(t *testing.T) 
 	approved, err := eksupgrade.Approve(ctx, w.store, cluster, other, w.a.Clock().Now())
 	require.NoError(t, err)
 	require.Equal(t, other, approved.ApprovedBy, "the full ARN is recorded; only the comparison uses the principal")
+}
+
+// imagesOf returns the AMIs the group's instances run.
+func imagesOf(a *sim.Account, group string) []string {
+	var out []string
+	for _, i := range a.Group(group).Instances {
+		out = append(out, i.ImageID)
+	}
+	return out
+}
+
+// Item 6, self-managed node groups (the issue's "marked Completed the moment it is handed over, while every
+// node still runs the old version's AMI"): with no agent running, the step is handed over (InProgress), never
+// Completed, and the workflow is not Completed; once the agent's rollout of the group is Completed on the
+// Kubernetes 1.31 AMI, the next run completes the step and the workflow, with every node on that AMI.
+func TestSelfManagedStepIsNotCompletedAtHandOverButWhenTheAgentsRolloutIsOnTheNewVersion(t *testing.T) {
+	w := newWorld(t)
+	alone := demo.UpgradeRunner(w.a, w.store, "run-1", nil) // its waits only move the clock: no agent runs
+	alone.MaxWait = 20 * time.Minute
+	_, err := alone.Run(context.Background(), upgrade())
+	require.ErrorContains(t, err, "self-managed node group "+demo.EKSGroupName+": the agent's rollout to the Kubernetes 1.31 AMI is not done after 20m0s")
+	mid, err := w.store.GetWorkflow(context.Background(), cluster)
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowRunning, mid.Phase)
+	sm := stepOf(t, mid, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName)
+	require.Equal(t, state.StepStatusInProgress, sm.Status, "handed over, not Completed")
+	require.True(t, sm.CompletedAt.IsZero())
+	require.NotNil(t, sm.Nodes)
+	require.Equal(t, "no rollout record yet: waiting for the agent", eksupgrade.NodesLine(sm.Nodes))
+	require.NotContains(t, imagesOf(w.a, demo.EKSGroupName), demo.UpgradeImage, "no node is on the new AMI yet")
+	require.Contains(t, events(w.history(t)), "self-managed-handed-over")
+	require.NotContains(t, events(w.history(t)), "self-managed-completed")
+
+	w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+	done := w.run(t, "run-2", upgrade()) // the agent runs during this run's waits
+	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
+	sm = stepOf(t, done, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName)
+	require.Equal(t, state.StepStatusCompleted, sm.Status)
+	require.Equal(t, &state.NodeProgress{Phase: state.PhaseCompleted, OnTarget: 3, Instances: 3, TargetImageID: demo.UpgradeImage,
+		Source: "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id", OnVersion: true}, sm.Nodes)
+	require.Equal(t, []string{demo.UpgradeImage, demo.UpgradeImage, demo.UpgradeImage}, imagesOf(w.a, demo.EKSGroupName))
+	require.Equal(t, 1, w.updateCalls()["UpdateClusterVersion"])
+}
+
+// Item 6: a halted agent rollout of the group halts the workflow's step with the rollout's reason; a rollout
+// still on the old version's parameter, even Completed, does not complete the step.
+func TestSelfManagedStepHaltsWhenTheAgentsRolloutHalts(t *testing.T) {
+	const param131 = "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id"
+	for _, tc := range []struct {
+		name    string
+		record  state.Rollout
+		phase   state.WorkflowPhase
+		contain string
+	}{
+		{"halted on the new version", state.Rollout{Phase: state.PhaseHalted, Source: param131, TargetImageID: demo.UpgradeImage, Instances: 3, OnTarget: 1,
+			Reason: "failed: drain of i-0abc did not finish within 30m0s"}, state.WorkflowHalted,
+			"the agent's rollout of demo-eks-nodes is Halted: failed: drain of i-0abc did not finish within 30m0s"},
+		{"rolled back", state.Rollout{Phase: state.PhaseRolledBack, Source: param131, Instances: 3, OnTarget: 0, Reason: "replacement not healthy"},
+			state.WorkflowHalted, "is RolledBack: replacement not healthy"},
+		{"completed on the old version's parameter", state.Rollout{Phase: state.PhaseCompleted, Instances: 3, OnTarget: 3, TargetImageID: demo.ImageA,
+			Source: "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/arm64/standard/recommended/image_id"}, state.WorkflowRunning, ""},
+		{"completed on the new version with an instance left", state.Rollout{Phase: state.PhaseCompleted, Instances: 3, OnTarget: 2, Source: param131},
+			state.WorkflowRunning, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			alone := demo.UpgradeRunner(w.a, w.store, "run-1", nil)
+			alone.MaxWait = 20 * time.Minute
+			_, _ = alone.Run(context.Background(), upgrade()) // up to the hand-over's wait
+			tc.record.Group = demo.EKSGroupName
+			_, err := w.store.PutRollout(context.Background(), tc.record)
+			require.NoError(t, err)
+			w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+			wf, err := alone.Run(context.Background(), upgrade())
+			wf, gerr := w.store.GetWorkflow(context.Background(), cluster)
+			require.NoError(t, gerr)
+			require.Equal(t, tc.phase, wf.Phase, wf.Reason)
+			sm := stepOf(t, wf, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName)
+			if tc.phase == state.WorkflowHalted {
+				require.NoError(t, err)
+				require.Equal(t, state.StepStatusFailed, sm.Status)
+				require.Contains(t, wf.Reason, tc.contain)
+				return
+			}
+			require.ErrorContains(t, err, "not done after")
+			require.Equal(t, state.StepStatusInProgress, sm.Status, "not Completed")
+			require.Equal(t, tc.record.OnTarget, sm.Nodes.OnTarget, "its progress is on the step")
+		})
+	}
 }
