@@ -1,7 +1,9 @@
 package eksupgrade_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -623,4 +625,29 @@ func TestSelfManagedStepHaltsWhenTheAgentsRolloutHalts(t *testing.T) {
 			require.Equal(t, tc.record.OnTarget, sm.Nodes.OnTarget, "its progress is on the step")
 		})
 	}
+}
+
+// Item 6: `eks upgrade --status` shows how far the agent's rollout of a self-managed node group is (instances
+// on the new AMI / total, the rollout's phase) while the step waits, and the JSON summary carries it as
+// steps[].nodes.
+func TestStatusShowsTheSelfManagedRolloutsProgress(t *testing.T) {
+	w := newWorld(t)
+	alone := demo.UpgradeRunner(w.a, w.store, "run-1", nil)
+	alone.MaxWait = 20 * time.Minute
+	_, _ = alone.Run(context.Background(), upgrade())
+	_, err := w.store.PutRollout(context.Background(), state.Rollout{Group: demo.EKSGroupName, Phase: state.PhaseReplacing, Instances: 4, OnTarget: 2,
+		TargetImageID: demo.UpgradeImage, Source: "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id"})
+	require.NoError(t, err)
+	w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+	_, err = alone.Run(context.Background(), upgrade())
+	require.ErrorContains(t, err, "not done after")
+	wf, err := w.store.GetWorkflow(context.Background(), cluster)
+	require.NoError(t, err)
+
+	var out bytes.Buffer
+	eksupgrade.Render(&out, eksupgrade.NewSummary(wf, w.a.Clock().Now()), false)
+	require.Regexp(t, `self-managed-nodegroup\s+demo-eks-nodes\s+1\.30\s+1\.31\s+InProgress\s+.*rollout Replacing: 2/4 instance\(s\) on `+demo.UpgradeImage, out.String())
+	doc, err := json.Marshal(eksupgrade.NewSummary(wf, w.a.Clock().Now()))
+	require.NoError(t, err)
+	require.Contains(t, string(doc), `"nodes":{"phase":"Replacing","onTarget":2,"instances":4,"targetImageId":"`+demo.UpgradeImage+`"`)
 }
