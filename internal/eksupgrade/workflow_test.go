@@ -562,8 +562,10 @@ func TestCrashAfterEveryEffectResumesWithoutRepeatingAnUpdate(t *testing.T) {
 	require.Equal(t, events(clean.history(t)), trail)
 }
 
-// TestCrashMatrixEKSUpgradeWorkflow is the EKS upgrade workflow's crash matrix. Its world (an eksupgrade.Runner
-// on the simulated EKS account, no agent, no Auto Scaling rollout) is not a demo.World, so it keeps its own fuse,
+// TestCrashMatrixEKSUpgradeWorkflow is the EKS upgrade workflow's crash matrix. Its world is the eks-upgrade
+// demo.World, whose agent rolls the self-managed node group while the runner waits (so the hand-over, the
+// progress writes and the self-managed step's completion are effects of the matrix too); only the runner
+// crashes, not the agent, so the matrix keeps its own fuse on the runner's store and EKS calls,
 // with the generic harness's counting (N effects of the uncrashed run) and modes (demo.CrashModes): for every
 // k in 1..N the first incarnation dies right after effect k, or with effect k applied and its response lost;
 // a second incarnation resumes once the first one's lease expired and must complete with one update call per
