@@ -22,6 +22,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -273,10 +274,14 @@ func upgradeExit(w state.Workflow) error {
 	return exitError{1, fmt.Errorf("the upgrade of %s to %s stopped in phase %s", w.Cluster, w.To, w.Phase)}
 }
 
-// printUpgrade writes a workflow summary as a table (checks included when checks is set) or as JSON.
+// printUpgrade writes a workflow summary as a table (checks included when checks is set) or as JSON: the
+// summary's fields after schemaVersion (schema.Version), as every JSON document of the CLI starts.
 func printUpgrade(out io.Writer, output string, s eksupgrade.Summary, checks bool) error {
 	if output == "json" {
-		return writePlainJSON(out, s)
+		return writePlainJSON(out, struct {
+			SchemaVersion int `json:"schemaVersion"`
+			eksupgrade.Summary
+		}{schema.Version, s})
 	}
 	eksupgrade.Render(out, s, checks)
 	return nil

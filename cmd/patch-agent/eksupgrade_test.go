@@ -19,6 +19,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -27,12 +28,24 @@ import (
 // 1.30) for the test, and returns the account and an empty state file.
 func simUpgrade(t *testing.T) (*sim.Account, string) {
 	t.Helper()
+	return simUpgradeGroups(t, false)
+}
+
+// simUpgradeGroups is simUpgrade, with the account's Auto Scaling groups (the self-managed node group) when
+// groups is set.
+func simUpgradeGroups(t *testing.T, groups bool) (*sim.Account, string) {
+	t.Helper()
 	a, err := demo.EKSUpgradeAccount()
 	require.NoError(t, err)
 	prev := eksUpgradeEnvironment
 	eksUpgradeEnvironment = eksUpgradeEnv{clock: a.Clock(),
+		// No Auto Scaling groups: the demo's self-managed node group waits for the agent's rollout, which these
+		// CLI runs do not play (the workflow's tests and the demo run the agent beside the workflow).
 		connect: func(context.Context, string) (awsapi.EKSUpgrade, awsapi.GroupReader, error) {
-			return a.EKSUpgrade(), a.AutoScaling(), nil
+			if groups {
+				return a.EKSUpgrade(), a.AutoScaling(), nil
+			}
+			return a.EKSUpgrade(), nil, nil
 		},
 		wait: func(ctx context.Context, d time.Duration) error {
 			a.Advance(d)
@@ -68,7 +81,7 @@ func upgradeStatus(t *testing.T, file string) eksupgrade.Summary {
 }
 
 func TestEKSUpgradeDryRunPrintsThePlanAndWritesNothing(t *testing.T) {
-	a, file := simUpgrade(t)
+	a, file := simUpgradeGroups(t, true)
 	before, err := os.ReadFile(file)
 	require.NoError(t, err)
 	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--dry-run", "--state-file", file)
@@ -133,7 +146,7 @@ func TestEKSUpgradeWithApproveAndJSONPrintsOnlyTheSummaryOnStdout(t *testing.T) 
 	var s eksupgrade.Summary
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), res.stdout)
 	require.Equal(t, state.WorkflowCompleted, s.Phase)
-	require.Len(t, s.Steps, 8)
+	require.Len(t, s.Steps, 7, "preflight, approval, control plane, 3 add-ons, managed node group")
 	require.Contains(t, res.stderr, "preflight passed", "progress lines go to stderr")
 	require.Contains(t, res.stdout, `"detail": "1.30 -> 1.31"`, "no HTML escaping")
 }
@@ -198,6 +211,12 @@ func TestDemoEKSUpgradeScenarioEndsWithEveryStepCompleted(t *testing.T) {
 	require.Equal(t, []string{"preflight demo-eks", "approval demo-eks", "control-plane demo-eks", "addon vpc-cni", "addon coredns",
 		"addon kube-proxy", "managed-nodegroup web", "self-managed-nodegroup demo-eks-nodes"}, kinds)
 	require.Equal(t, 5, s.Updates)
+	// The self-managed node group's step completed only once the agent's rollout had every node on the
+	// Kubernetes 1.31 AMI.
+	sm := s.Steps[len(s.Steps)-1]
+	require.NotNil(t, sm.Nodes)
+	require.Equal(t, state.NodeProgress{Phase: state.PhaseCompleted, OnTarget: 3, Instances: 3, TargetImageID: demo.UpgradeImage,
+		Source: "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id", OnVersion: true}, *sm.Nodes)
 }
 
 func TestDemoEKSUpgradeScenarioTableAndStateFile(t *testing.T) {
@@ -228,4 +247,31 @@ func TestEKSUpgradeTwoPersonRuleRefusesTheRequestersApproval(t *testing.T) {
 	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Equal(t, state.WorkflowCompleted, upgradeStatus(t, file).Phase)
+}
+
+// Review finding 4c: `eks upgrade --status -o json` is a machine-readable document like status and history: it
+// starts with schemaVersion (schema.Version), and its shape is held by a golden file.
+func TestGoldenEKSUpgradeStatusJSONCarriesSchemaVersion(t *testing.T) {
+	_, file := simUpgrade(t)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
+	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
+	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--status", "-o", "json", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
+	require.Equal(t, float64(schema.Version), doc["schemaVersion"])
+	require.True(t, strings.HasPrefix(res.stdout, "{\n  \"schemaVersion\": "), "schemaVersion comes first")
+	goldenFile(t, filepath.Join("testdata", "eks-upgrade-status.json.golden"), res.stdout)
+}
+
+// Review finding 4d: `approve eks:CLUSTER` of a completed upgrade is refused (exit 1) with what to do instead.
+func TestEKSUpgradeApproveOfACompletedUpgradeIsRefused(t *testing.T) {
+	_, file := simUpgrade(t)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--approve", "--who", "alice", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	res = run(t, "approve", "eks:"+demo.EKSCluster, "--who", "bob", "--state-file", file)
+	require.ErrorIs(t, res.err, eksupgrade.ErrNothingToApprove)
+	require.Equal(t, 1, exitCode(t, res.err))
+	require.ErrorContains(t, res.err, "completed at")
+	require.Equal(t, "alice", upgradeStatus(t, file).ApprovedBy, "the record is unchanged")
 }

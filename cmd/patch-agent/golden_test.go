@@ -101,6 +101,7 @@ func TestGoldenCLIOutputs(t *testing.T) {
 		{"demo-alarm-gate.text", []string{"demo", "--scenario", "alarm-gate"}},
 		{"demo-managed-node-group.text", []string{"demo", "--scenario", "managed-node-group"}},
 		{"demo-managed-node-group.json", []string{"demo", "--scenario", "managed-node-group", "--json"}},
+		{"demo-eks-upgrade.text", []string{"demo", "--scenario", "eks-upgrade"}},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
 			res := run(t, c.args...)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
@@ -47,12 +46,31 @@ const EKSUpgradeDescription = "EKS cluster " + EKSCluster + " on Kubernetes " + 
 	"kube-proxy, managed node group " + UpgradeNodegroup + " and self-managed node group " + EKSGroupName + " (AMI source auto), upgraded to " +
 	UpgradeTo + ": preflight, approval, control plane, add-ons one at a time, node groups"
 
-// EKSUpgradeAccount builds the eks-upgrade demo's account (clock at UpgradeStart): the cluster, the add-on
-// catalog (each add-on's UpgradeFrom and UpgradeTo versions; kube-proxy's are each for one Kubernetes version
-// only), the installed add-ons, upgrade insights that pass, and both node groups, on UpgradeFrom.
-func EKSUpgradeAccount() (*sim.Account, error) {
-	a := sim.New(testingclock.NewFakeClock(UpgradeStart), sim.Options{})
-	a.CreateEKSCluster(EKSCluster, UpgradeFrom)
+// UpgradeImage is the AMI the Kubernetes UpgradeTo parameter of the self-managed node group names: its
+// nodes are on it once the agent's rollout after the control plane's upgrade is Completed.
+const UpgradeImage = ImageB
+
+// EKSUpgradeWorld builds the eks-upgrade demo's world (clock at UpgradeStart): the agent's world of the
+// self-managed node group EKSGroupName (3 nodes of cluster EKSCluster on UpgradeFrom, AMI source auto, a
+// Deployment under a PodDisruptionBudget), the managed node group UpgradeNodegroup, and, on the account, the
+// add-on catalog (each add-on's UpgradeFrom and UpgradeTo versions; kube-proxy's are each for one Kubernetes
+// version only), the installed add-ons, upgrade insights that pass, and the public EKS-optimized AMI
+// parameter of UpgradeTo (UpgradeImage), which the agent's `auto` source resolves once the control plane is
+// there. Its store (World.Store) is store, or a new memory store when store is nil.
+func EKSUpgradeWorld(store *state.Memory) (*World, error) {
+	if store == nil {
+		store = state.NewMemory()
+	}
+	w, err := Build(Spec{Policy: lifecycle.DefaultPolicy(), EKSVersion: UpgradeFrom, Store: store,
+		Groups: []GroupSetup{{Name: EKSGroupName, Platform: lifecycle.PlatformEKS, Cluster: EKSCluster, Parameter: lifecycle.ParameterAuto,
+			Min: 3, Max: 4, Desired: 3}},
+		KubeWorkload: KubeWorkload{Replicas: 6, MinAvailable: 5},
+		Nodegroups: []sim.EKSNodegroupSpec{{Cluster: EKSCluster, Name: UpgradeNodegroup, AMIType: "AL2023_ARM_64_STANDARD",
+			ReleaseVersion: "1.30.8-20261118", ImageID: ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2}}})
+	if err != nil {
+		return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
+	}
+	a := w.Account
 	for _, ad := range UpgradeAddons {
 		from := sim.EKSAddonVersion{Addon: ad.Name, Version: ad.From, ClusterVersions: []string{"1.29", UpgradeFrom, UpgradeTo}, DefaultFor: []string{UpgradeFrom}}
 		to := sim.EKSAddonVersion{Addon: ad.Name, Version: ad.To, ClusterVersions: []string{UpgradeFrom, UpgradeTo, "1.32"}, DefaultFor: []string{UpgradeTo}}
@@ -70,18 +88,54 @@ func EKSUpgradeAccount() (*sim.Account, error) {
 		a.AddEKSInsight(EKSCluster, sim.EKSInsightSpec{Name: name, KubernetesVersion: UpgradeTo, Status: ekstypes.InsightStatusValuePassing,
 			Reason: "no issue found"})
 	}
-	if _, err := a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: EKSCluster, Name: UpgradeNodegroup, AMIType: "AL2023_ARM_64_STANDARD",
-		ReleaseVersion: "1.30.8-20261118", ImageID: ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2}); err != nil {
+	param, err := UpgradeParameter(w)
+	if err != nil {
 		return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
 	}
-	lt := a.CreateLaunchTemplate(EKSGroupName+"-lt", ImageA, "m7g.large")
-	if err := a.CreateGroup(sim.GroupSpec{Name: EKSGroupName, Min: 3, Max: 4, Desired: 3, LaunchTemplateID: lt, Tags: map[string]string{
-		lifecycle.TagEnabled: "true", lifecycle.TagPlatform: lifecycle.PlatformEKS, lifecycle.TagCluster: EKSCluster,
-		lifecycle.TagParameter: lifecycle.ParameterAuto}}); err != nil {
-		return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
-	}
-	return a, nil
+	w.registerImage(UpgradeImage, true)
+	a.PutParameter(param, UpgradeImage)
+	return w, nil
 }
+
+// UpgradeParameter is the public AMI parameter the self-managed node group's `auto` source resolves to once
+// the control plane is on UpgradeTo.
+func UpgradeParameter(w *World) (string, error) {
+	return autoParameter(context.Background(), w, UpgradeTo, "m7g.large", nil)
+}
+
+// EKSUpgradeAccount returns the account of a new EKSUpgradeWorld (without its agent: the self-managed node
+// group's rollout then never happens).
+func EKSUpgradeAccount() (*sim.Account, error) {
+	w, err := EKSUpgradeWorld(nil)
+	if err != nil {
+		return nil, err
+	}
+	return w.Account, nil
+}
+
+// AgentUpgradeRunner returns UpgradeRunner on the world's account and store whose waits run the agent: each
+// wait of d is agent iterations of at most agentTick each (World.Step), so the self-managed node group's
+// rollout moves while the workflow waits for it, as the agent's service does beside `patch-agent eks upgrade`.
+func AgentUpgradeRunner(w *World, owner string, out io.Writer) *eksupgrade.Runner {
+	r := UpgradeRunner(w.Account, w.Store.(eksupgrade.Store), owner, out)
+	r.Wait = w.RunFor
+	return r
+}
+
+// RunFor runs the agent for d of simulated time: iterations of at most agentTick each (World.Step).
+func (w *World) RunFor(ctx context.Context, d time.Duration) error {
+	for d > 0 {
+		tick := min(d, agentTick)
+		if err := w.Step(ctx, tick); err != nil {
+			return err
+		}
+		d -= tick
+	}
+	return ctx.Err()
+}
+
+// agentTick is the longest simulated time between two agent iterations of AgentUpgradeRunner's waits.
+const agentTick = 15 * time.Second
 
 // UpgradeRunner returns a workflow runner on the account: its fake clock, waits that move the clock, a
 // backoff without jitter and numbered ClientRequestTokens, so every run prints the same lines.
@@ -121,10 +175,11 @@ func RunEKSUpgrade(ctx context.Context, out io.Writer, store *state.Memory) (EKS
 	if store == nil {
 		store = state.NewMemory()
 	}
-	a, err := EKSUpgradeAccount()
+	world, err := EKSUpgradeWorld(store)
 	if err != nil {
 		return EKSUpgradeSummary{}, err
 	}
+	a := world.Account
 	say := func(format string, args ...any) {
 		if out != nil {
 			fmt.Fprintf(out, "%s  %s\n", a.Clock().Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
@@ -133,7 +188,7 @@ func RunEKSUpgrade(ctx context.Context, out io.Writer, store *state.Memory) (EKS
 	say("demo: %s", EKSUpgradeDescription)
 	req := eksupgrade.Request{Cluster: EKSCluster, To: UpgradeTo}
 	say("operator: patch-agent eks upgrade --cluster %s --to %s", EKSCluster, UpgradeTo)
-	w, err := UpgradeRunner(a, store, "run-1", out).Run(ctx, req)
+	w, err := AgentUpgradeRunner(world, "run-1", out).Run(ctx, req)
 	if err != nil {
 		return EKSUpgradeSummary{}, err
 	}
@@ -144,9 +199,12 @@ func RunEKSUpgrade(ctx context.Context, out io.Writer, store *state.Memory) (EKS
 			return EKSUpgradeSummary{}, err
 		}
 		say("operator: patch-agent eks upgrade --cluster %s --to %s", EKSCluster, UpgradeTo)
-		if w, err = UpgradeRunner(a, store, "run-2", out).Run(ctx, req); err != nil {
+		if w, err = AgentUpgradeRunner(world, "run-2", out).Run(ctx, req); err != nil {
 			return EKSUpgradeSummary{}, err
 		}
+	}
+	if ro, err := store.GetRollout(ctx, EKSGroupName); err == nil {
+		say("agent: rollout of %s %s: %d/%d node(s) on %s", EKSGroupName, ro.Phase, ro.OnTarget, ro.Instances, ro.TargetImageID)
 	}
 	hist, err := store.History(ctx, eksupgrade.Subject(EKSCluster))
 	if err != nil {

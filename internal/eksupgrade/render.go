@@ -10,7 +10,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Summary is the workflow as `patch-agent eks upgrade --output json` prints it.
+// Summary is the workflow as `patch-agent eks upgrade --output json` (and `--status -o json`) prints it, after
+// the document's schemaVersion. A self-managed node group's step carries the agent's rollout progress (nodes).
 type Summary struct {
 	Cluster string              `json:"cluster"`
 	From    string              `json:"from,omitempty"`
@@ -80,6 +81,9 @@ func Render(out io.Writer, s Summary, checks bool) {
 		detail := st.Detail
 		if st.Action != "" {
 			detail = "ACTION: " + st.Action
+		}
+		if st.Nodes != nil && (st.Status == state.StepStatusInProgress || st.Status == state.StepStatusCompleted) { // a failure keeps its reason
+			detail = NodesLine(st.Nodes)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, st.Kind, st.Name, dash(st.From), dash(st.To), st.Status,
 			dash(st.UpdateID), dash(st.By), timeCell(st.CompletedAt), dash(oneLine(detail)))

@@ -262,8 +262,18 @@ func (r *Runner) Run(ctx context.Context, req Request) (state.Workflow, error) {
 		return w, nil
 	case w.Phase == state.WorkflowHalted:
 		retried = w.Steps[w.Current]
-		if w, err = r.retry(ctx, w); err != nil {
+		var changed []string
+		if w, changed, err = r.retry(ctx, w); err != nil {
 			return w, err
+		}
+		if len(changed) > 0 {
+			// Not approved in this run even with --approve: the approver has not seen the new plan yet.
+			w, err = r.saveFinal(ctx, w, "waiting: "+w.Reason, r.entry(w, "retry", retried, "the failed step starts again"),
+				r.entry(w, "plan-changed", w.Steps[w.Current], strings.Join(changed, "; ")))
+			if err != nil {
+				return r.release(ctx, w, err)
+			}
+			return w, nil
 		}
 	}
 	switch {
@@ -442,10 +452,12 @@ func planChanges(stored, planned []state.WorkflowStep) []string {
 }
 
 // retry starts the failed step of a halted workflow again: Pending, with a new ClientRequestToken when it is
-// next requested; an add-on's target version is read again.
-func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, error) {
+// next requested; an add-on's target version is read again. When that changes the plan (another version),
+// the approval is withdrawn: the workflow goes back to its approval step (the steps done stay done) and
+// changed lists the changes (empty when the plan is the approved one).
+func (r *Runner) retry(ctx context.Context, w state.Workflow) (next state.Workflow, changed []string, err error) {
 	if w.Current >= len(w.Steps) {
-		return w, nil
+		return w, nil, nil
 	}
 	st := &w.Steps[w.Current]
 	if st.Kind == KindAddon {
@@ -455,10 +467,13 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, e
 		}
 		choice, err := r.chooseAddon(ctx, st.Name, installed, w.To)
 		if err != nil {
-			return w, err
+			return w, nil, err
 		}
-		if choice.to != "" {
-			st.To = choice.to
+		if choice.to != "" && choice.to != st.To {
+			// The retry plans another version than the approved plan: what runs next was not approved, so it
+			// waits for an approval of the new plan (as a plan that changed before the first change does).
+			changed = append(changed, fmt.Sprintf("%s %s: %s -> %s planned, now %s -> %s", st.Kind, st.Name, dashIfEmpty(st.From), st.To, dashIfEmpty(installed), choice.to))
+			st.From, st.To = installed, choice.to
 		}
 	}
 	if st.UpdateID != "" && !slices.Contains(st.EarlierUpdateIDs, st.UpdateID) {
@@ -466,7 +481,20 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, e
 	}
 	st.Status, st.Token, st.UpdateID, st.Detail, st.StartedAt, st.CompletedAt = state.StepStatusPending, "", "", "", time.Time{}, time.Time{}
 	w.Phase, w.Reason = state.WorkflowRunning, ""
-	return w, nil
+	if len(changed) > 0 {
+		for i := range w.Steps {
+			if w.Steps[i].Kind == KindApproval {
+				a := &w.Steps[i]
+				a.Status, a.By, a.StartedAt, a.CompletedAt = state.StepStatusPending, "", time.Time{}, time.Time{}
+				w.Current = i
+			}
+		}
+		// The one who re-planned requested the new plan: under the two-person rule another approves it.
+		w.ApprovedBy, w.ApprovedAt, w.RequestedBy = "", time.Time{}, r.Who
+		w.Phase, w.Reason = state.WorkflowWaiting, fmt.Sprintf("the plan changed at the retry (%s): approve the new plan with `patch-agent approve %s` (or run again with --approve)",
+			strings.Join(changed, "; "), Subject(w.Cluster))
+	}
+	return w, changed, nil
 }
 
 // step performs the next transition of the workflow. It returns errStop when the workflow completed, halted
@@ -494,9 +522,9 @@ func (r *Runner) step(ctx context.Context, req Request, w state.Workflow) (state
 // and waits otherwise.
 func (r *Runner) approval(ctx context.Context, req Request, w state.Workflow) (state.Workflow, error) {
 	approvedHere := false
-	if w.ApprovedBy == "" && req.Approve && w.TwoPersonRule && r.Who == w.RequestedBy {
-		return r.hold(ctx, w, fmt.Sprintf("approval: two-person rule: %s requested the plan, so another person approves it with `patch-agent approve %s`",
-			w.RequestedBy, Subject(w.Cluster)))
+	if w.ApprovedBy == "" && req.Approve && w.TwoPersonRule && SamePrincipal(r.Who, w.RequestedBy) {
+		return r.hold(ctx, w, fmt.Sprintf("approval: two-person rule: %s requested the plan, so another person (another principal than %s) approves it with `patch-agent approve %s`",
+			w.RequestedBy, Principal(w.RequestedBy), Subject(w.Cluster)))
 	}
 	if w.ApprovedBy == "" && req.Approve {
 		w.ApprovedBy, w.ApprovedAt, approvedHere = r.Who, r.now(), true
@@ -551,22 +579,106 @@ func (r *Runner) pauseReason(ctx context.Context, w state.Workflow, next string)
 }
 
 // handOver records what must happen to a self-managed node group: the agent's normal rollout replaces its
-// nodes once its AMI source names the new version — by itself when the source follows the control plane
-// (Completed), after an operator's change otherwise (ActionRequired).
+// nodes once its AMI source names the new version. A group whose source follows the control plane is handed
+// over (InProgress, "self-managed-handed-over") and the step then waits for that rollout (followRollout); one
+// whose source an operator must change first is ActionRequired (the workflow cannot move it).
 func (r *Runner) handOver(ctx context.Context, w state.Workflow) (state.Workflow, error) {
-	now := r.now()
 	st := &w.Steps[w.Current]
-	st.By, st.StartedAt, st.CompletedAt = r.Who, now, now
-	st.Status = state.StepStatusCompleted
-	event := "self-managed-handed-over"
-	if st.Action != "" {
-		st.Status, event = state.StepStatusActionRequired, "self-managed-action-required"
+	if st.Status == state.StepStatusInProgress {
+		return r.followRollout(ctx, w)
 	}
-	done := *st
+	now := r.now()
+	st.By, st.StartedAt = r.Who, now
 	w.Phase, w.Reason = state.WorkflowRunning, ""
-	w.Current++
-	return r.save(ctx, w, fmt.Sprintf("self-managed node group %s handed over to the agent's rollout", done.Name),
-		r.entry(w, event, done, done.Action+done.Detail))
+	if st.Action != "" {
+		st.Status, st.CompletedAt = state.StepStatusActionRequired, now
+		done := *st
+		w.Current++
+		return r.save(ctx, w, fmt.Sprintf("self-managed node group %s needs an operator: %s", done.Name, done.Action),
+			r.entry(w, "self-managed-action-required", done, done.Action+done.Detail))
+	}
+	st.Status = state.StepStatusInProgress
+	return r.save(ctx, w, fmt.Sprintf("self-managed node group %s handed over to the agent's rollout: waiting for its nodes on the Kubernetes %s AMI", st.Name, st.To),
+		r.entry(w, "self-managed-handed-over", *st, st.Detail))
+}
+
+// followRollout waits (capped exponential backoff, up to MaxWait in this invocation) until the agent's rollout
+// record of the step's group is Completed (or Idle) on an AMI parameter of the step's Kubernetes version with
+// every in-service instance on its target AMI: then the step is Completed. A rollout Halted or RolledBack
+// halts the step with its reason (the group's nodes are not on the new version; `--retry` waits again once
+// the rollout is fixed). The progress read (state.NodeProgress) is written on the step whenever it changes,
+// which `eks upgrade --status` shows.
+func (r *Runner) followRollout(ctx context.Context, w state.Workflow) (state.Workflow, error) {
+	began := r.now()
+	lastLine := began
+	for attempt := 1; ; attempt++ {
+		st := w.Steps[w.Current]
+		ro, err := r.Store.GetRollout(ctx, st.Name)
+		found := err == nil
+		if err != nil && !errors.Is(err, state.ErrNotFound) {
+			return w, fmt.Errorf("reading the agent's rollout of self-managed node group %s: %w", st.Name, err)
+		}
+		p := &state.NodeProgress{}
+		if found {
+			v, ok := eks.VersionInParameter(ro.Source)
+			p = &state.NodeProgress{Phase: ro.Phase, OnTarget: ro.OnTarget, Instances: ro.Instances, TargetImageID: ro.TargetImageID,
+				Source: ro.Source, OnVersion: ok && v == st.To}
+		}
+		switch {
+		case found && p.OnVersion && (ro.Phase == state.PhaseCompleted || ro.Phase == state.PhaseIdle) && ro.OnTarget >= ro.Instances:
+			cur := &w.Steps[w.Current]
+			cur.Status, cur.CompletedAt, cur.Nodes = state.StepStatusCompleted, r.now(), p
+			done := *cur
+			w.Current++
+			return r.save(ctx, w, fmt.Sprintf("self-managed node group %s: %s", done.Name, NodesLine(p)),
+				r.entry(w, "self-managed-completed", done, NodesLine(p)))
+		case found && (ro.Phase == state.PhaseHalted || ro.Phase == state.PhaseRolledBack):
+			w.Steps[w.Current].Nodes = p
+			return r.halt(ctx, w, fmt.Sprintf("the agent's rollout of %s is %s: %s; its nodes are not on the Kubernetes %s AMI (fix the rollout, then run again with --retry)",
+				st.Name, ro.Phase, dashIfEmpty(ro.Reason), st.To))
+		}
+		if st.Nodes == nil || *st.Nodes != *p {
+			w.Steps[w.Current].Nodes = p
+			if w, err = r.save(ctx, w, fmt.Sprintf("self-managed node group %s: %s", st.Name, NodesLine(p))); err != nil {
+				return w, err
+			}
+		}
+		now := r.now()
+		if now.Sub(began) > r.maxWait() {
+			return w, fmt.Errorf("self-managed node group %s: the agent's rollout to the Kubernetes %s AMI is not done after %s (%s): run again to keep waiting",
+				st.Name, st.To, r.maxWait(), NodesLine(p))
+		}
+		if now.Sub(lastLine) >= progressEvery {
+			r.progress("self-managed node group %s: %s for %s", st.Name, NodesLine(p), now.Sub(st.StartedAt).Round(time.Second))
+			lastLine = now
+		}
+		d := r.backoff(attempt)
+		if w.LeaseExpires.Sub(now) < d+r.leaseTTL()/2 {
+			if w, err = r.save(ctx, w, leaseRenewed); err != nil {
+				return w, err
+			}
+		}
+		if err := r.wait(ctx, d); err != nil {
+			return w, err
+		}
+	}
+}
+
+// NodesLine renders a node group's progress: "rollout Replacing: 1/3 instance(s) on ami-0b (source /aws/...)",
+// "no rollout record yet" before the agent wrote one, and "(not the target version yet)" while the record's
+// source names another Kubernetes version.
+func NodesLine(p *state.NodeProgress) string {
+	if p == nil || p.Phase == "" {
+		return "no rollout record yet: waiting for the agent"
+	}
+	s := fmt.Sprintf("rollout %s: %d/%d instance(s) on %s", p.Phase, p.OnTarget, p.Instances, dashIfEmpty(p.TargetImageID))
+	if p.Source != "" {
+		s += " (source " + p.Source + ")"
+	}
+	if !p.OnVersion {
+		s += ", not the target version yet"
+	}
+	return s
 }
 
 // complete ends the workflow: Completed, with the number of steps that need an operator in Reason.

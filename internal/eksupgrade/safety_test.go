@@ -1,7 +1,9 @@
 package eksupgrade_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -219,7 +222,7 @@ func TestRetryCrashRightAfterTheRequestDoesNotAdoptTheEarlierFailedUpdate(t *tes
 	require.Equal(t, state.StepStatusRequested, stepOf(t, mid, eksupgrade.KindAddon, "coredns").Status)
 	require.Equal(t, 1, countUpdates(w.a, "coredns"), "the crash came before the retry's call")
 
-	w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+	w.advance(t, eksupgrade.DefaultLeaseTTL+state.LeaseRule{}.Margin())
 	wf := w.run(t, "retry-2", retried())
 	w.requireRetriedToTheEnd(t, wf, failedID)
 }
@@ -248,7 +251,7 @@ func TestCrashMatrixEKSUpgradeWorkflowRetry(t *testing.T) {
 				if at < total || err != nil {
 					require.True(t, errors.Is(err, errCrashed) || errors.Is(err, errResponseLost), "%v", err)
 				}
-				w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+				w.advance(t, eksupgrade.DefaultLeaseTTL+state.LeaseRule{}.Margin())
 				wf, err := w.runner("second").Run(context.Background(), retried())
 				require.NoError(t, err, "resume after effect %d", at)
 				w.requireRetriedToTheEnd(t, wf, failedID)
@@ -344,10 +347,17 @@ func TestAPlanThatChangedAfterItsApprovalNeedsANewApproval(t *testing.T) {
 	require.NoError(t, err)
 	req := upgrade()
 	req.Approve = false
-	done := w.run(t, "run-3", req)
-	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
+	// more-nodes has no nodes the agent can roll in this world: the run carries out the new plan up to its
+	// step, which waits for the agent's rollout of more-nodes.
+	r := w.runner("run-3")
+	r.MaxWait = 30 * time.Minute
+	_, err = r.Run(context.Background(), req)
+	require.ErrorContains(t, err, "self-managed node group more-nodes: the agent's rollout to the Kubernetes 1.31 AMI is not done")
+	done, err := w.store.GetWorkflow(context.Background(), cluster)
+	require.NoError(t, err)
 	require.Equal(t, "bob", done.ApprovedBy)
 	require.Equal(t, "1.31", w.clusterVersion(t))
+	require.Equal(t, state.StepStatusInProgress, stepOf(t, done, eksupgrade.KindSelfManagedNodegroup, "more-nodes").Status)
 }
 
 func TestAnInsightInErrorAfterTheApprovalHaltsBeforeTheFirstChange(t *testing.T) {
@@ -416,4 +426,228 @@ func TestAddonWhoseInstalledVersionCannotBeComparedIsNeverUpdated(t *testing.T) 
 	require.Equal(t, "v1.19-custom", v)
 	require.Zero(t, countUpdates(w.a, "vpc-cni"), "no UpdateAddon of vpc-cni was started")
 	require.NotEqual(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+}
+
+// Review finding 4a: a --retry that plans an add-on at another version than the approved plan (a newer default
+// for the target was published after the halt) does not carry out the new plan on the old approval, even with
+// --approve: the workflow waits at its approval step, and only after a new approval is the new version sent.
+func TestRetryThatReplansAnAddonNeedsANewApproval(t *testing.T) {
+	w := newWorld(t)
+	haltAtCoreDNS(t, w)
+	w.a.PublishEKSAddonVersion(sim.EKSAddonVersion{Addon: "coredns", Version: "v1.11.4-eksbuild.2", ClusterVersions: []string{"1.30", "1.31"}, DefaultFor: []string{"1.31"}})
+	before := countUpdates(w.a, "coredns")
+
+	wf := w.run(t, "retry-1", retried()) // --retry --approve
+	require.Equal(t, state.WorkflowWaiting, wf.Phase, wf.Reason)
+	require.Contains(t, wf.Reason, "the plan changed at the retry (addon coredns: ")
+	require.Contains(t, wf.Reason, "now v1.11.1-eksbuild.9 -> v1.11.4-eksbuild.2")
+	require.Empty(t, wf.ApprovedBy, "the old approval does not cover the new plan")
+	require.Equal(t, state.StepStatusPending, stepOf(t, wf, eksupgrade.KindApproval, cluster).Status)
+	require.Equal(t, state.StepStatusCompleted, stepOf(t, wf, eksupgrade.KindControlPlane, cluster).Status, "done steps stay done")
+	require.Equal(t, before, countUpdates(w.a, "coredns"), "no UpdateAddon on the old approval")
+	require.Contains(t, events(w.history(t)), "plan-changed")
+
+	_, err := eksupgrade.Approve(context.Background(), w.store, cluster, "bob", w.a.Clock().Now())
+	require.NoError(t, err)
+	done := w.run(t, "run-3", eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo})
+	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
+	require.Equal(t, "bob", done.ApprovedBy)
+	v, _, _ := w.a.EKSAddon(cluster, "coredns")
+	require.Equal(t, "v1.11.4-eksbuild.2", v)
+	require.Equal(t, 1, w.updateCalls()["UpdateClusterVersion"], "the control plane is not updated twice")
+}
+
+// Review finding 4b: the two-person rule compares principals. Two sessions of one assumed role
+// (arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION, the session name chosen by the caller) are one person.
+func TestTwoPersonRuleComparesPrincipalsNotRoleSessionNames(t *testing.T) {
+	const alice, aliceAgain, bob = "arn:aws:sts::111122223333:assumed-role/Admin/alice", "arn:aws:sts::111122223333:assumed-role/Admin/bob",
+		"arn:aws:sts::111122223333:assumed-role/Approver/bob"
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{alice, aliceAgain, true},
+		{alice, bob, false},
+		{"arn:aws:sts::111122223333:assumed-role/Admin/alice", "arn:aws:sts::444455556666:assumed-role/Admin/alice", false},
+		{"arn:aws:iam::111122223333:user/alice", "arn:aws:iam::111122223333:user/bob", false},
+		{"arn:aws:iam::111122223333:user/alice", "arn:aws:iam::111122223333:user/alice", true},
+		{"alice", "bob", false},
+	} {
+		require.Equal(t, tc.same, eksupgrade.SamePrincipal(tc.a, tc.b), "%s vs %s", tc.a, tc.b)
+	}
+	require.Equal(t, "arn:aws:sts::111122223333:assumed-role/Admin", eksupgrade.Principal(alice))
+
+	w := newWorld(t)
+	r := w.runner("run-1")
+	r.Who = alice
+	wf, err := r.Run(context.Background(), eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo, TwoPerson: true})
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowWaiting, wf.Phase)
+
+	_, err = eksupgrade.Approve(context.Background(), w.store, cluster, aliceAgain, w.a.Clock().Now())
+	require.ErrorIs(t, err, eksupgrade.ErrSameApprover, "a second session name of the same role is the same person")
+	require.ErrorContains(t, err, "arn:aws:sts::111122223333:assumed-role/Admin")
+	r = w.runner("run-2")
+	r.Who = aliceAgain
+	again, err := r.Run(context.Background(), eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo, Approve: true})
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowWaiting, again.Phase)
+	require.Contains(t, again.Reason, "two-person rule")
+	require.Empty(t, w.a.EKSUpdates(cluster))
+
+	_, err = eksupgrade.Approve(context.Background(), w.store, cluster, bob, w.a.Clock().Now())
+	require.NoError(t, err, "another role is another principal")
+}
+
+// Review finding 4d: approving a completed upgrade is refused with ErrNothingToApprove, not silently accepted.
+func TestApprovingACompletedUpgradeIsRefused(t *testing.T) {
+	w := newWorld(t)
+	require.Equal(t, state.WorkflowCompleted, w.run(t, "run-1", upgrade()).Phase)
+	_, err := eksupgrade.Approve(context.Background(), w.store, cluster, "bob", w.a.Clock().Now())
+	require.ErrorIs(t, err, eksupgrade.ErrNothingToApprove)
+	require.ErrorContains(t, err, "the upgrade of demo-eks to 1.31 completed at ")
+	require.ErrorContains(t, err, "start a new upgrade with `patch-agent eks upgrade --cluster demo-eks --to 1.<minor>`")
+}
+
+// Review finding 4b, the STS path: who requested and who approves are the identities STS GetCallerIdentity
+// answers (operator.CallerIdentity), as the CLI records them. A second AssumeRole session of the same role,
+// with another session name, is refused as the approver.
+func TestTwoPersonRuleOverSTSCallerIdentitiesOfOneRoleIsOnePerson(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.a.SetCallerARN("arn:aws:sts::111122223333:assumed-role/PlatformAdmin/alice")
+	requester, err := operator.CallerIdentity(ctx, w.a.STS())
+	require.NoError(t, err)
+	r := w.runner("run-1")
+	r.Who = requester
+	wf, err := r.Run(ctx, eksupgrade.Request{Cluster: cluster, To: demo.UpgradeTo, TwoPerson: true})
+	require.NoError(t, err)
+	require.Equal(t, requester, wf.RequestedBy)
+
+	w.a.SetCallerARN("arn:aws:sts::111122223333:assumed-role/PlatformAdmin/bob") // alice, with --role-session-name bob
+	sameRole, err := operator.CallerIdentity(ctx, w.a.STS())
+	require.NoError(t, err)
+	_, err = eksupgrade.Approve(ctx, w.store, cluster, sameRole, w.a.Clock().Now())
+	require.ErrorIs(t, err, eksupgrade.ErrSameApprover)
+
+	w.a.SetCallerARN("arn:aws:sts::111122223333:assumed-role/UpgradeApprover/bob")
+	other, err := operator.CallerIdentity(ctx, w.a.STS())
+	require.NoError(t, err)
+	approved, err := eksupgrade.Approve(ctx, w.store, cluster, other, w.a.Clock().Now())
+	require.NoError(t, err)
+	require.Equal(t, other, approved.ApprovedBy, "the full ARN is recorded; only the comparison uses the principal")
+}
+
+// imagesOf returns the AMIs the group's instances run.
+func imagesOf(a *sim.Account, group string) []string {
+	var out []string
+	for _, i := range a.Group(group).Instances {
+		out = append(out, i.ImageID)
+	}
+	return out
+}
+
+// Item 6, self-managed node groups (the issue's "marked Completed the moment it is handed over, while every
+// node still runs the old version's AMI"): with no agent running, the step is handed over (InProgress), never
+// Completed, and the workflow is not Completed; once the agent's rollout of the group is Completed on the
+// Kubernetes 1.31 AMI, the next run completes the step and the workflow, with every node on that AMI.
+func TestSelfManagedStepIsNotCompletedAtHandOverButWhenTheAgentsRolloutIsOnTheNewVersion(t *testing.T) {
+	w := newWorld(t)
+	alone := demo.UpgradeRunner(w.a, w.store, "run-1", nil) // its waits only move the clock: no agent runs
+	alone.MaxWait = 20 * time.Minute
+	_, err := alone.Run(context.Background(), upgrade())
+	require.ErrorContains(t, err, "self-managed node group "+demo.EKSGroupName+": the agent's rollout to the Kubernetes 1.31 AMI is not done after 20m0s")
+	mid, err := w.store.GetWorkflow(context.Background(), cluster)
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowRunning, mid.Phase)
+	sm := stepOf(t, mid, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName)
+	require.Equal(t, state.StepStatusInProgress, sm.Status, "handed over, not Completed")
+	require.True(t, sm.CompletedAt.IsZero())
+	require.NotNil(t, sm.Nodes)
+	require.Equal(t, "no rollout record yet: waiting for the agent", eksupgrade.NodesLine(sm.Nodes))
+	require.NotContains(t, imagesOf(w.a, demo.EKSGroupName), demo.UpgradeImage, "no node is on the new AMI yet")
+	require.Contains(t, events(w.history(t)), "self-managed-handed-over")
+	require.NotContains(t, events(w.history(t)), "self-managed-completed")
+
+	w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+	done := w.run(t, "run-2", upgrade()) // the agent runs during this run's waits
+	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
+	sm = stepOf(t, done, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName)
+	require.Equal(t, state.StepStatusCompleted, sm.Status)
+	require.Equal(t, &state.NodeProgress{Phase: state.PhaseCompleted, OnTarget: 3, Instances: 3, TargetImageID: demo.UpgradeImage,
+		Source: "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id", OnVersion: true}, sm.Nodes)
+	require.Equal(t, []string{demo.UpgradeImage, demo.UpgradeImage, demo.UpgradeImage}, imagesOf(w.a, demo.EKSGroupName))
+	require.Equal(t, 1, w.updateCalls()["UpdateClusterVersion"])
+}
+
+// Item 6: a halted agent rollout of the group halts the workflow's step with the rollout's reason; a rollout
+// still on the old version's parameter, even Completed, does not complete the step.
+func TestSelfManagedStepHaltsWhenTheAgentsRolloutHalts(t *testing.T) {
+	const param131 = "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id"
+	for _, tc := range []struct {
+		name    string
+		record  state.Rollout
+		phase   state.WorkflowPhase
+		contain string
+	}{
+		{"halted on the new version", state.Rollout{Phase: state.PhaseHalted, Source: param131, TargetImageID: demo.UpgradeImage, Instances: 3, OnTarget: 1,
+			Reason: "failed: drain of i-0abc did not finish within 30m0s"}, state.WorkflowHalted,
+			"the agent's rollout of demo-eks-nodes is Halted: failed: drain of i-0abc did not finish within 30m0s"},
+		{"rolled back", state.Rollout{Phase: state.PhaseRolledBack, Source: param131, Instances: 3, OnTarget: 0, Reason: "replacement not healthy"},
+			state.WorkflowHalted, "is RolledBack: replacement not healthy"},
+		{"completed on the old version's parameter", state.Rollout{Phase: state.PhaseCompleted, Instances: 3, OnTarget: 3, TargetImageID: demo.ImageA,
+			Source: "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/arm64/standard/recommended/image_id"}, state.WorkflowRunning, ""},
+		{"completed on the new version with an instance left", state.Rollout{Phase: state.PhaseCompleted, Instances: 3, OnTarget: 2, Source: param131},
+			state.WorkflowRunning, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			alone := demo.UpgradeRunner(w.a, w.store, "run-1", nil)
+			alone.MaxWait = 20 * time.Minute
+			_, _ = alone.Run(context.Background(), upgrade()) // up to the hand-over's wait
+			tc.record.Group = demo.EKSGroupName
+			_, err := w.store.PutRollout(context.Background(), tc.record)
+			require.NoError(t, err)
+			w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+			wf, err := alone.Run(context.Background(), upgrade())
+			wf, gerr := w.store.GetWorkflow(context.Background(), cluster)
+			require.NoError(t, gerr)
+			require.Equal(t, tc.phase, wf.Phase, wf.Reason)
+			sm := stepOf(t, wf, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName)
+			if tc.phase == state.WorkflowHalted {
+				require.NoError(t, err)
+				require.Equal(t, state.StepStatusFailed, sm.Status)
+				require.Contains(t, wf.Reason, tc.contain)
+				return
+			}
+			require.ErrorContains(t, err, "not done after")
+			require.Equal(t, state.StepStatusInProgress, sm.Status, "not Completed")
+			require.Equal(t, tc.record.OnTarget, sm.Nodes.OnTarget, "its progress is on the step")
+		})
+	}
+}
+
+// Item 6: `eks upgrade --status` shows how far the agent's rollout of a self-managed node group is (instances
+// on the new AMI / total, the rollout's phase) while the step waits, and the JSON summary carries it as
+// steps[].nodes.
+func TestStatusShowsTheSelfManagedRolloutsProgress(t *testing.T) {
+	w := newWorld(t)
+	alone := demo.UpgradeRunner(w.a, w.store, "run-1", nil)
+	alone.MaxWait = 20 * time.Minute
+	_, _ = alone.Run(context.Background(), upgrade())
+	_, err := w.store.PutRollout(context.Background(), state.Rollout{Group: demo.EKSGroupName, Phase: state.PhaseReplacing, Instances: 4, OnTarget: 2,
+		TargetImageID: demo.UpgradeImage, Source: "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id"})
+	require.NoError(t, err)
+	w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+	_, err = alone.Run(context.Background(), upgrade())
+	require.ErrorContains(t, err, "not done after")
+	wf, err := w.store.GetWorkflow(context.Background(), cluster)
+	require.NoError(t, err)
+
+	var out bytes.Buffer
+	eksupgrade.Render(&out, eksupgrade.NewSummary(wf, w.a.Clock().Now()), false)
+	require.Regexp(t, `self-managed-nodegroup\s+demo-eks-nodes\s+1\.30\s+1\.31\s+InProgress\s+.*rollout Replacing: 2/4 instance\(s\) on `+demo.UpgradeImage, out.String())
+	doc, err := json.Marshal(eksupgrade.NewSummary(wf, w.a.Clock().Now()))
+	require.NoError(t, err)
+	require.Contains(t, string(doc), `"nodes":{"phase":"Replacing","onTarget":2,"instances":4,"targetImageId":"`+demo.UpgradeImage+`"`)
 }

@@ -31,17 +31,27 @@ const cluster = demo.EKSCluster
 type world struct {
 	a     *sim.Account
 	store *state.Memory
+	// agent is the demo world whose agent rolls the self-managed node group while a runner waits.
+	agent *demo.World
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	a, err := demo.EKSUpgradeAccount()
+	store := state.NewMemory()
+	dw, err := demo.EKSUpgradeWorld(store)
 	require.NoError(t, err)
-	return &world{a: a, store: state.NewMemory()}
+	return &world{a: dw.Account, store: store, agent: dw}
+}
+
+// advance lets d of simulated time pass with the agent running (as its service does between two runs of
+// `patch-agent eks upgrade`).
+func (w *world) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	require.NoError(t, w.agent.RunFor(context.Background(), d))
 }
 
 func (w *world) runner(owner string) *eksupgrade.Runner {
-	return demo.UpgradeRunner(w.a, w.store, owner, nil)
+	return demo.AgentUpgradeRunner(w.agent, owner, nil)
 }
 
 func (w *world) run(t *testing.T, owner string, req eksupgrade.Request) state.Workflow {
@@ -132,7 +142,7 @@ func TestEveryStepIsInTheHistoryWithWhoFromToAndUpdateID(t *testing.T) {
 		"addon-requested", "addon-started", "addon-completed",
 		"addon-requested", "addon-started", "addon-completed",
 		"managed-nodegroup-requested", "managed-nodegroup-started", "managed-nodegroup-completed",
-		"self-managed-handed-over", "completed"}, events(h))
+		"self-managed-handed-over", "self-managed-completed", "completed"}, events(h))
 	cp := wf.Steps[2]
 	require.Equal(t, eksupgrade.KindControlPlane, cp.Kind)
 	started := h[3]
@@ -533,7 +543,7 @@ func TestCrashAfterEveryEffectResumesWithoutRepeatingAnUpdate(t *testing.T) {
 		}
 		require.True(t, f.blown, "%v", err)
 		require.ErrorIs(t, err, errCrashed)
-		w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin()) // the dead incarnation's lease expires, margin included
+		w.advance(t, eksupgrade.DefaultLeaseTTL+state.LeaseRule{}.Margin()) // the dead incarnation's lease expires, margin included
 	}
 	require.Greater(t, restarts, 30, "every write, history entry and update call was a crash point")
 	w.requireOneUpdateEach(t, wf)
@@ -552,8 +562,10 @@ func TestCrashAfterEveryEffectResumesWithoutRepeatingAnUpdate(t *testing.T) {
 	require.Equal(t, events(clean.history(t)), trail)
 }
 
-// TestCrashMatrixEKSUpgradeWorkflow is the EKS upgrade workflow's crash matrix. Its world (an eksupgrade.Runner
-// on the simulated EKS account, no agent, no Auto Scaling rollout) is not a demo.World, so it keeps its own fuse,
+// TestCrashMatrixEKSUpgradeWorkflow is the EKS upgrade workflow's crash matrix. Its world is the eks-upgrade
+// demo.World, whose agent rolls the self-managed node group while the runner waits (so the hand-over, the
+// progress writes and the self-managed step's completion are effects of the matrix too); only the runner
+// crashes, not the agent, so the matrix keeps its own fuse on the runner's store and EKS calls,
 // with the generic harness's counting (N effects of the uncrashed run) and modes (demo.CrashModes): for every
 // k in 1..N the first incarnation dies right after effect k, or with effect k applied and its response lost;
 // a second incarnation resumes once the first one's lease expired and must complete with one update call per
@@ -578,7 +590,7 @@ func TestCrashMatrixEKSUpgradeWorkflow(t *testing.T) {
 					require.Error(t, err)
 					require.True(t, errors.Is(err, errCrashed) || errors.Is(err, errResponseLost), "%v", err)
 				}
-				w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
+				w.advance(t, eksupgrade.DefaultLeaseTTL+state.LeaseRule{}.Margin())
 				wf, err := w.runner("second").Run(context.Background(), upgrade())
 				require.NoError(t, err, "resume after effect %d", at)
 				w.requireOneUpdateEach(t, wf)
@@ -627,10 +639,10 @@ func TestACrashedInvocationsLeaseBlocksUntilItExpires(t *testing.T) {
 
 	_, err = w.runner("next").Run(context.Background(), upgrade())
 	require.ErrorIs(t, err, eksupgrade.ErrLeaseHeld)
-	w.a.Advance(eksupgrade.DefaultLeaseTTL)
+	w.advance(t, eksupgrade.DefaultLeaseTTL)
 	_, err = w.runner("next").Run(context.Background(), upgrade())
 	require.ErrorIs(t, err, eksupgrade.ErrLeaseHeld, "held for the skew margin past its expiry")
-	w.a.Advance(state.LeaseRule{}.Margin())
+	w.advance(t, state.LeaseRule{}.Margin())
 	wf, err := w.runner("next").Run(context.Background(), upgrade())
 	require.NoError(t, err)
 	w.requireOneUpdateEach(t, wf)
@@ -794,7 +806,7 @@ func TestApproveNeedsAWaitingWorkflow(t *testing.T) {
 func TestProgressLinesNameEveryTransition(t *testing.T) {
 	w := newWorld(t)
 	var out bytes.Buffer
-	r := demo.UpgradeRunner(w.a, w.store, "run-1", &out)
+	r := demo.AgentUpgradeRunner(w.agent, "run-1", &out)
 	_, err := r.Run(context.Background(), upgrade())
 	require.NoError(t, err)
 	for _, want := range []string{"preflight passed", "plan approved by operator", "UpdateClusterVersion of demo-eks to 1.31: requested",

@@ -83,6 +83,23 @@ type WorkflowStep struct {
 	// Action is what an operator must do for the step to take effect ("" when nothing): a self-managed node
 	// group whose AMI source does not follow the control plane, a managed node group with a custom AMI.
 	Action string `json:"action,omitempty" dynamodbav:"action,omitempty"`
+	// Nodes is the progress of the agent's rollout of a self-managed node group, as the step last read its
+	// rollout record (nil before the hand-over, or for other kinds).
+	Nodes *NodeProgress `json:"nodes,omitempty" dynamodbav:"nodes,omitempty"`
+}
+
+// NodeProgress is how far the agent's rollout of a self-managed node group is (its rollout record).
+type NodeProgress struct {
+	// Phase is the rollout record's phase ("" when the group has no record yet).
+	Phase Phase `json:"phase" dynamodbav:"phase"`
+	// OnTarget of Instances in-service instances run TargetImageID.
+	OnTarget  int `json:"onTarget" dynamodbav:"onTarget"`
+	Instances int `json:"instances" dynamodbav:"instances"`
+	// TargetImageID is the AMI the rollout moves the group to, resolved from Source (an AMI parameter).
+	TargetImageID string `json:"targetImageId,omitempty" dynamodbav:"targetImageId,omitempty"`
+	Source        string `json:"source,omitempty" dynamodbav:"source,omitempty"`
+	// OnVersion reports whether Source names the step's target Kubernetes version.
+	OnVersion bool `json:"onVersion" dynamodbav:"onVersion"`
 }
 
 // PreflightCheck is the result of one preflight check.
