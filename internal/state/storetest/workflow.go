@@ -69,6 +69,8 @@ func fullWorkflow(cluster string) state.Workflow {
 		ApprovedBy:    "bob@host",
 		ApprovedAt:    at.Add(3e9),
 		TwoPersonRule: true,
+		RestartFargate:          true,
+		UpdateSelfManagedAddons: true,
 		LeaseOwner:    "alice@host/1234",
 		LeaseExpires:  at.Add(120e9),
 		StartedAt:     at,
