@@ -498,4 +498,3 @@ func TestCrashMatrixEKSUpgradeWorkflowKubernetesSteps(t *testing.T) {
 	}
 	t.Logf("crash matrix EKS upgrade workflow, Kubernetes steps: N = %d effects, %d runs, %v wall", total, runs, time.Since(start).Round(time.Millisecond))
 }
-
