@@ -65,17 +65,18 @@ func fullWorkflow(cluster string) state.Workflow {
 		Checks: []state.PreflightCheck{{Name: "insight Kubelet version skew", Result: "pass", Detail: "PASSING"}},
 		PendingHistory: []state.HistoryEntry{{Group: "eks:" + cluster, At: at.Add(5e9), Event: "control-plane-started", PreviousImage: "-",
 			NewImage: "-", Source: "-", SourceVersion: 1, Detail: "update 0a1b2c3d"}},
-		RequestedBy:             "alice@host",
-		ApprovedBy:              "bob@host",
-		ApprovedAt:              at.Add(3e9),
-		TwoPersonRule:           true,
+		RequestedBy:   "alice@host",
+		ApprovedBy:    "bob@host",
+		ApprovedAt:    at.Add(3e9),
+		TwoPersonRule: true,
+		LeaseOwner:    "alice@host/1234",
+		LeaseExpires:  at.Add(120e9),
+		StartedAt:     at,
+		UpdatedAt:     at.Add(4e9),
+		Transitions:   7,
+
 		RestartFargate:          true,
 		UpdateSelfManagedAddons: true,
-		LeaseOwner:              "alice@host/1234",
-		LeaseExpires:            at.Add(120e9),
-		StartedAt:               at,
-		UpdatedAt:               at.Add(4e9),
-		Transitions:             7,
 	}
 }
 
