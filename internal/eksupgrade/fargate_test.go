@@ -437,6 +437,18 @@ func TestSelfManagedAddonFoundNewerThanPlannedAtItsStepHaltsInsteadOfDowngrading
 	require.Equal(t, state.WorkflowHalted, wf.Phase)
 	require.Contains(t, wf.Reason, "found at v1.19.2-eksbuild.1, newer than the planned v1.19.0-eksbuild.1: a self-managed add-on is never downgraded")
 	require.Equal(t, "amazon-k8s-cni:v1.19.2-eksbuild.1", images(t, k, "DaemonSet", "aws-node")[1])
+
+	// --retry plans the step again from the tag it has now: kept at v1.19.2-eksbuild.1.
+	retry := req
+	retry.Retry = true
+	wf, err = w.kubeRunner("run-2", k).Run(context.Background(), retry)
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+	st := stepOf(t, wf, eksupgrade.KindSelfManagedAddon, "aws-node")
+	require.Equal(t, state.StepStatusSkipped, st.Status)
+	require.Equal(t, "v1.19.2-eksbuild.1", st.To)
+	require.Equal(t, "amazon-k8s-cni:v1.19.2-eksbuild.1", images(t, k, "DaemonSet", "aws-node")[1])
+	require.Equal(t, 1, k.rollouts["DaemonSet kube-system/aws-node"], "only the operator's own update rolled it")
 }
 
 // TestCrashMatrixEKSUpgradeWorkflowKubernetesSteps extends TestCrashMatrixEKSUpgradeWorkflow to the Kubernetes

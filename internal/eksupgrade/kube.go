@@ -698,3 +698,25 @@ func (r *Runner) options(prev state.Workflow, req Request) planOptions {
 	return planOptions{restartFargate: req.RestartFargate || (same && prev.RestartFargate),
 		updateSelfManagedAddons: req.UpdateSelfManagedAddons || (same && prev.UpdateSelfManagedAddons)}
 }
+
+// replanSelfManagedAddon plans a retried self-managed add-on step again from the image tag it has now (by the
+// rule of planSelfManagedAddons): found newer than planned, it is kept there, never downgraded.
+func (r *Runner) replanSelfManagedAddon(ctx context.Context, to string, st *state.WorkflowStep) error {
+	s, ok := selfManagedAddonOf(st.Name)
+	if !ok || r.Kube == nil {
+		return nil
+	}
+	t, err := r.addonTemplate(ctx, s)
+	if err != nil || t == nil {
+		return err
+	}
+	tag := mainTag(s, t)
+	choice, err := r.chooseAddon(ctx, s.addon, addonVersionOfTag(tag), to)
+	if err != nil {
+		return err
+	}
+	if choice.to != "" {
+		st.From, st.To = tag, tagOfAddonVersion(choice.to, tag)
+	}
+	return nil
+}

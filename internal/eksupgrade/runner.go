@@ -478,6 +478,11 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (state.Workflow, e
 			st.To = choice.to
 		}
 	}
+	if st.Kind == KindSelfManagedAddon {
+		if err := r.replanSelfManagedAddon(ctx, w.To, st); err != nil {
+			return w, err
+		}
+	}
 	if st.UpdateID != "" && !slices.Contains(st.EarlierUpdateIDs, st.UpdateID) {
 		st.EarlierUpdateIDs = append(st.EarlierUpdateIDs, st.UpdateID) // never adopted by a resumed run
 	}
