@@ -51,8 +51,9 @@ var addonOrder = map[string]int{"vpc-cni": 1, "coredns": 2, "kube-proxy": 3}
 // installed add-on has a version for the target; every node group (managed: its version; self-managed: the
 // Kubernetes version of its AMI source) stays within the kubelet version skew once the control plane is at
 // the target; every Fargate pod runs on a kubelet of the control plane's version (checkFargate); self-managed
-// add-ons are reported with their recommended version (planSelfManagedAddons); and nothing is updating. It changes nothing. Errors are those of the reads (a cluster EKS does
-// not know wraps eks.ErrClusterNotFound); failed checks are not errors.
+// add-ons are reported with their recommended version (planSelfManagedAddons); and nothing is updating. It
+// changes nothing. Errors are those of the reads (a cluster EKS does not know wraps eks.ErrClusterNotFound);
+// failed checks are not errors.
 func (r *Runner) preflight(ctx context.Context, cluster, to string, opts planOptions) (plan, error) {
 	var p plan
 	out, err := r.EKS.DescribeCluster(ctx, &awseks.DescribeClusterInput{Name: aws.String(cluster)})
