@@ -16,10 +16,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
+	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/schema"
@@ -40,6 +42,9 @@ type eksUpgradeEnv struct {
 	wait func(ctx context.Context, d time.Duration) error
 	// backoff is the poll backoff; nil is eksupgrade.DefaultBackoff.
 	backoff func(attempt int) time.Duration
+	// kube returns the Kubernetes client of the cluster (endpoint and certificate authority from
+	// DescribeCluster, a bearer token from the operator's credentials); nil: no Kubernetes access.
+	kube func(ctx context.Context, region, cluster string) (kubernetes.Interface, error)
 }
 
 // awsEKSUpgradeEnv connects to AWS with the default credential chain and the SDK's standard retryer.
@@ -53,6 +58,15 @@ var awsEKSUpgradeEnv = eksUpgradeEnv{clock: clock.RealClock{}, connect: func(ctx
 		return nil, nil, fmt.Errorf("--region (or %s) is required: the region of the EKS cluster", config.EnvRegion)
 	}
 	return awseks.NewFromConfig(cfg), autoscaling.NewFromConfig(cfg), nil
+}, kube: func(ctx context.Context, region, cluster string) (kubernetes.Interface, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region))
+	if err != nil {
+		return nil, fmt.Errorf("loading AWS credentials and configuration: %w", err)
+	}
+	clk := clock.RealClock{}
+	clusters := &eks.Clusters{API: awseks.NewFromConfig(cfg), Clock: clk}
+	p := &eks.ClientProvider{Clusters: clusters, Tokens: &eks.TokenSource{Credentials: cfg.Credentials, Region: cfg.Region, Clock: clk}}
+	return p.ClientFor(ctx, cluster)
 }}
 
 // eksUpgradeEnvironment is the environment of `patch-agent eks upgrade`; tests replace it.
@@ -72,6 +86,7 @@ func newEKSUpgradeCommand() *cobra.Command {
 	var (
 		cluster, to, output, who                       string
 		dryRun, approve, retryStep, showing, twoPerson bool
+		restartFargate, updateSelfManaged, kubeAccess  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "upgrade --cluster CLUSTER --to 1.MINOR",
@@ -123,6 +138,11 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 	fl.BoolVar(&retryStep, "retry", false, "start the failed step of a halted workflow again")
 	fl.BoolVar(&twoPerson, "two-person", false, "two-person rule: the plan is approved only by another identity than the requester's "+
 		"(with an AWS store both are the STS caller identities, as `patch-agent approve` records them)")
+	fl.BoolVar(&restartFargate, "restart-fargate", false, "after the control plane moved, restart the Deployments and StatefulSets whose pods run on Fargate "+
+		"(one at a time, each once its PodDisruptionBudgets allow a disruption), so that they get a kubelet of the new version")
+	fl.BoolVar(&updateSelfManaged, "update-self-managed-addons", false, "after the control plane moved, update aws-node, coredns and kube-proxy that are not EKS add-ons "+
+		"in place (their image tag, to the version recommended for the target; never downgraded)")
+	fl.BoolVar(&kubeAccess, "kubernetes", true, "read the cluster's Kubernetes API (Fargate pods, self-managed add-ons); false: those checks are warnings")
 	fl.BoolVar(&showing, "status", false, "show the stored workflow and its current step; no AWS call")
 	fl.StringVarP(&output, "output", "o", "table", "table or json (a final summary; progress lines go to stderr)")
 	leaseTTL := config.Default().LeaseTTL
@@ -184,10 +204,16 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 		}
 		runner := &eksupgrade.Runner{EKS: eksAPI, AutoScaling: groups, Store: ws, Clock: env.clock, Wait: env.wait, Backoff: env.backoff,
 			Owner: fmt.Sprintf("%s pid %d", who, os.Getpid()), Who: who, Out: progress, LeaseTTL: leaseTTL}
-		if dryRun {
-			return dryRunUpgrade(ctx, out, output, runner, ws, cluster, to)
+		if kubeAccess && env.kube != nil {
+			if runner.Kube, err = env.kube(ctx, stores.region, cluster); err != nil {
+				return fmt.Errorf("connecting to the Kubernetes API of %s (or run with --kubernetes=false): %w", cluster, err)
+			}
 		}
-		w, err := runner.Run(ctx, eksupgrade.Request{Cluster: cluster, To: to, Approve: approve, Retry: retryStep, TwoPerson: twoPerson})
+		if dryRun {
+			return dryRunUpgrade(ctx, out, output, runner, ws, eksupgrade.Request{Cluster: cluster, To: to, RestartFargate: restartFargate, UpdateSelfManagedAddons: updateSelfManaged})
+		}
+		w, err := runner.Run(ctx, eksupgrade.Request{Cluster: cluster, To: to, Approve: approve, Retry: retryStep, TwoPerson: twoPerson,
+			RestartFargate: restartFargate, UpdateSelfManagedAddons: updateSelfManaged})
 		if err != nil {
 			return err
 		}
@@ -238,8 +264,9 @@ func (p savingStore) AppendHistory(ctx context.Context, e state.HistoryEntry) er
 }
 
 // dryRunUpgrade prints the plan of an upgrade; a failed preflight exits 1.
-func dryRunUpgrade(ctx context.Context, out io.Writer, output string, runner *eksupgrade.Runner, ws eksupgrade.Store, cluster, to string) error {
-	plan, err := runner.Plan(ctx, cluster, to)
+func dryRunUpgrade(ctx context.Context, out io.Writer, output string, runner *eksupgrade.Runner, ws eksupgrade.Store, req eksupgrade.Request) error {
+	cluster, to := req.Cluster, req.To
+	plan, err := runner.PlanRequest(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // EKSUpgrade is the Amazon EKS API of `patch-agent eks upgrade` (internal/eksupgrade): the cluster and its
-// updates, the upgrade insights, the managed add-ons and the managed node groups. Its writes are the three
+// updates, the upgrade insights, the managed add-ons, the managed node groups and the Fargate profiles. Its writes are the three
 // update calls (UpdateClusterVersion, UpdateAddon, UpdateNodegroupVersion), each sent with a
 // ClientRequestToken so that a repeat is the same request.
 type EKSUpgrade interface {
@@ -28,6 +28,9 @@ type EKSUpgrade interface {
 	ListNodegroups(ctx context.Context, in *eks.ListNodegroupsInput, optFns ...func(*eks.Options)) (*eks.ListNodegroupsOutput, error)
 	DescribeNodegroup(ctx context.Context, in *eks.DescribeNodegroupInput, optFns ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error)
 	UpdateNodegroupVersion(ctx context.Context, in *eks.UpdateNodegroupVersionInput, optFns ...func(*eks.Options)) (*eks.UpdateNodegroupVersionOutput, error)
+
+	ListFargateProfiles(ctx context.Context, in *eks.ListFargateProfilesInput, optFns ...func(*eks.Options)) (*eks.ListFargateProfilesOutput, error)
+	DescribeFargateProfile(ctx context.Context, in *eks.DescribeFargateProfileInput, optFns ...func(*eks.Options)) (*eks.DescribeFargateProfileOutput, error)
 }
 
 // GroupReader is the Auto Scaling call of `patch-agent eks upgrade`: it finds the self-managed node groups the

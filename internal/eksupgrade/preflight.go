@@ -50,9 +50,11 @@ var addonOrder = map[string]int{"vpc-cni": 1, "coredns": 2, "kube-proxy": 3}
 // version above the control plane; no upgrade insight for a version up to the target is in ERROR; every
 // installed add-on has a version for the target; every node group (managed: its version; self-managed: the
 // Kubernetes version of its AMI source) stays within the kubelet version skew once the control plane is at
-// the target; and nothing is updating. It changes nothing. Errors are those of the reads (a cluster EKS does
-// not know wraps eks.ErrClusterNotFound); failed checks are not errors.
-func (r *Runner) preflight(ctx context.Context, cluster, to string) (plan, error) {
+// the target; every Fargate pod runs on a kubelet of the control plane's version (checkFargate); self-managed
+// add-ons are reported with their recommended version (planSelfManagedAddons); and nothing is updating. It
+// changes nothing. Errors are those of the reads (a cluster EKS does not know wraps eks.ErrClusterNotFound);
+// failed checks are not errors.
+func (r *Runner) preflight(ctx context.Context, cluster, to string, opts planOptions) (plan, error) {
 	var p plan
 	out, err := r.EKS.DescribeCluster(ctx, &awseks.DescribeClusterInput{Name: aws.String(cluster)})
 	var notFound *ekstypes.ResourceNotFoundException
@@ -88,6 +90,12 @@ func (r *Runner) preflight(ctx context.Context, cluster, to string) (plan, error
 		state.WorkflowStep{Kind: KindApproval, Name: cluster, From: p.from, To: to, Status: state.StepStatusPending},
 		state.WorkflowStep{Kind: KindControlPlane, Name: cluster, From: p.from, To: to, Status: state.StepStatusPending})
 	if err := r.planAddons(ctx, &p, cluster, to); err != nil {
+		return p, err
+	}
+	if err := r.planSelfManagedAddons(ctx, &p, to, opts); err != nil {
+		return p, err
+	}
+	if err := r.checkFargate(ctx, &p, cluster, to, opts); err != nil {
 		return p, err
 	}
 	if err := r.planManagedNodegroups(ctx, &p, cluster, to); err != nil {

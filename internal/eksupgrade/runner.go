@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
@@ -98,6 +99,9 @@ type Runner struct {
 	Out io.Writer
 	// Log receives the transitions as JSON (nil: none).
 	Log *zap.Logger
+	// Kube reads the cluster's Kubernetes API (Fargate nodes and pods, self-managed add-ons, PodDisruptionBudgets)
+	// and makes the Kubernetes steps' changes; nil: those checks are warnings and no such step is planned.
+	Kube kubernetes.Interface
 }
 
 // Request is one invocation of `patch-agent eks upgrade`.
@@ -113,6 +117,12 @@ type Request struct {
 	// than the requester's (Runner.Who of the run that made the plan). It is kept by the workflow's later
 	// plans; a run cannot lift it.
 	TwoPerson bool
+	// RestartFargate (`--restart-fargate`) restarts, after the control plane moved, the Deployments and
+	// StatefulSets whose pods run on Fargate, one at a time, each when its PodDisruptionBudgets allow it.
+	// UpdateSelfManagedAddons (`--update-self-managed-addons`) updates aws-node, coredns and kube-proxy that
+	// are not EKS add-ons in place (their image tag), after the control plane moved. Both are kept by the
+	// workflow's later plans, like TwoPerson.
+	RestartFargate, UpdateSelfManagedAddons bool
 }
 
 func (req Request) validate() error {
@@ -204,11 +214,16 @@ func (r *Runner) progress(format string, args ...any) {
 // checks and the steps, Phase Preflight, not written anywhere (`--dry-run`). It makes no AWS call that
 // changes anything and writes nothing.
 func (r *Runner) Plan(ctx context.Context, cluster, to string) (state.Workflow, error) {
-	req := Request{Cluster: cluster, To: to}
+	return r.PlanRequest(ctx, Request{Cluster: cluster, To: to})
+}
+
+// PlanRequest is Plan with the request's opt-ins (RestartFargate, UpdateSelfManagedAddons).
+func (r *Runner) PlanRequest(ctx context.Context, req Request) (state.Workflow, error) {
+	cluster, to := req.Cluster, req.To
 	if err := req.validate(); err != nil {
 		return state.Workflow{}, err
 	}
-	p, err := r.preflight(ctx, cluster, to)
+	p, err := r.preflight(ctx, cluster, to, planOptions{req.RestartFargate, req.UpdateSelfManagedAddons})
 	if err != nil {
 		return state.Workflow{}, err
 	}
@@ -349,6 +364,8 @@ func (r *Runner) fromPlan(prev state.Workflow, req Request, p plan) state.Workfl
 		// A run never lifts the two-person rule of the unfinished upgrade it replans (a halt at the preflight,
 		// say): only a new upgrade, after the last one completed or to another version, starts without it.
 		TwoPersonRule: req.TwoPerson || (prev.TwoPersonRule && prev.To == req.To && prev.Phase != state.WorkflowCompleted)}
+	opts := r.options(prev, req)
+	w.RestartFargate, w.UpdateSelfManagedAddons = opts.restartFargate, opts.updateSelfManagedAddons
 	w.Steps = append([]state.WorkflowStep{{Kind: KindPreflight, Name: req.Cluster, From: p.from, To: req.To, Status: state.StepStatusCompleted,
 		By: r.Who, StartedAt: now, CompletedAt: now, Detail: checkCounts(p.checks)}}, p.steps...)
 	return w
@@ -366,7 +383,7 @@ func checkCounts(checks []state.PreflightCheck) string {
 // check failed (nothing was changed, and a new run starts with a new preflight).
 func (r *Runner) runPreflight(ctx context.Context, prev state.Workflow, req Request) (state.Workflow, error) {
 	r.progress("preflight of the upgrade of %s to %s", req.Cluster, req.To)
-	p, err := r.preflight(ctx, req.Cluster, req.To)
+	p, err := r.preflight(ctx, req.Cluster, req.To, r.options(prev, req))
 	if err != nil {
 		return prev, err
 	}
@@ -392,7 +409,7 @@ func (r *Runner) runPreflight(ctx context.Context, prev state.Workflow, req Requ
 // (the run then stops: err is errStop once the record is written).
 func (r *Runner) revalidate(ctx context.Context, w state.Workflow) (state.Workflow, bool, error) {
 	r.progress("preflight again before the first change of %s", w.Cluster)
-	p, err := r.preflight(ctx, w.Cluster, w.To)
+	p, err := r.preflight(ctx, w.Cluster, w.To, r.options(w, Request{Cluster: w.Cluster, To: w.To}))
 	if err != nil {
 		return w, false, err
 	}
@@ -476,6 +493,16 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (next state.Workfl
 			st.From, st.To = installed, choice.to
 		}
 	}
+	if st.Kind == KindSelfManagedAddon {
+		planned := st.To
+		if err := r.replanSelfManagedAddon(ctx, w.To, st); err != nil {
+			return w, nil, err
+		}
+		if st.To != planned && st.To != st.From { // kept where it is found (From == To) changes nothing
+			// As for an EKS add-on: another tag than the approved one is a new plan that needs an approval.
+			changed = append(changed, fmt.Sprintf("%s %s: %s planned, now %s", st.Kind, st.Name, planned, st.To))
+		}
+	}
 	if st.UpdateID != "" && !slices.Contains(st.EarlierUpdateIDs, st.UpdateID) {
 		st.EarlierUpdateIDs = append(st.EarlierUpdateIDs, st.UpdateID) // never adopted by a resumed run
 	}
@@ -513,6 +540,10 @@ func (r *Runner) step(ctx context.Context, req Request, w state.Workflow) (state
 		return r.update(ctx, w)
 	case KindSelfManagedNodegroup:
 		return r.handOver(ctx, w)
+	case KindSelfManagedAddon:
+		return r.updateSelfManagedAddon(ctx, w)
+	case KindFargateRestart:
+		return r.restartFargate(ctx, w)
 	default:
 		return w, fmt.Errorf("step %d of the upgrade of %s: unknown kind %q at status %s", w.Current, w.Cluster, st.Kind, st.Status)
 	}

@@ -719,3 +719,15 @@ func (c faultyEKSNodegroups) DescribeUpdate(ctx context.Context, in *eks.Describ
 		return c.api.DescribeUpdate(ctx, in, o...)
 	})
 }
+
+func (c faultyEKSUpgrade) ListFargateProfiles(ctx context.Context, in *eks.ListFargateProfilesInput, o ...func(*eks.Options)) (*eks.ListFargateProfilesOutput, error) {
+	return call(ctx, c.f, "eks:ListFargateProfiles", false, func(ctx context.Context) (*eks.ListFargateProfilesOutput, error) {
+		return c.api.ListFargateProfiles(ctx, in, o...)
+	})
+}
+
+func (c faultyEKSUpgrade) DescribeFargateProfile(ctx context.Context, in *eks.DescribeFargateProfileInput, o ...func(*eks.Options)) (*eks.DescribeFargateProfileOutput, error) {
+	return call(ctx, c.f, "eks:DescribeFargateProfile", false, func(ctx context.Context) (*eks.DescribeFargateProfileOutput, error) {
+		return c.api.DescribeFargateProfile(ctx, in, o...)
+	})
+}

@@ -129,6 +129,11 @@ type Workflow struct {
 	ApprovedAt  time.Time `json:"approvedAt,omitzero" dynamodbav:"approvedAt,omitempty"`
 	// TwoPersonRule (`eks upgrade --two-person`): the plan is approved only by someone other than RequestedBy.
 	TwoPersonRule bool `json:"twoPersonRule,omitempty" dynamodbav:"twoPersonRule,omitempty"`
+	// RestartFargate (`eks upgrade --restart-fargate`): the workloads of Fargate pods are restarted after the
+	// control plane moved. UpdateSelfManagedAddons (`--update-self-managed-addons`): aws-node, coredns and
+	// kube-proxy that are not EKS add-ons are updated in place.
+	RestartFargate          bool `json:"restartFargate,omitempty" dynamodbav:"restartFargate,omitempty"`
+	UpdateSelfManagedAddons bool `json:"updateSelfManagedAddons,omitempty" dynamodbav:"updateSelfManagedAddons,omitempty"`
 
 	// LeaseOwner is the invocation working on the workflow until LeaseExpires; another is refused until then.
 	LeaseOwner   string    `json:"leaseOwner,omitempty" dynamodbav:"leaseOwner,omitempty"`

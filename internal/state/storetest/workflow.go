@@ -75,6 +75,9 @@ func fullWorkflow(cluster string) state.Workflow {
 		StartedAt:     at,
 		UpdatedAt:     at.Add(4e9),
 		Transitions:   7,
+
+		RestartFargate:          true,
+		UpdateSelfManagedAddons: true,
 	}
 }
 
