@@ -1,0 +1,50 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// eventDrivenRollout rolls a 3-instance group to a new AMI with the agent at the production safety poll
+// (2 minutes), driven as Run drives it (demo.World.RunEvents), and returns how long the rollout took and
+// how many wake-up events the account sent.
+func eventDrivenRollout(t *testing.T, spec demo.Spec) (time.Duration, int) {
+	t.Helper()
+	ctx := context.Background()
+	spec.Groups = []demo.GroupSetup{{Name: "roll", Cluster: "c", Parameter: "/golden-ami/roll", Min: 3, Max: 4, Desired: 3}}
+	spec.Services = map[string]int{"web": 6}
+	w, err := demo.Build(spec)
+	require.NoError(t, err)
+	_, err = w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	start := w.Account.Clock().Now()
+	w.PublishAMI("/golden-ami/roll", demo.ImageB)
+	done, err := w.RunEvents(ctx, 3*time.Hour, func() bool { return w.Rollout(ctx, "roll").Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done, "the rollout completes: %+v", w.Rollout(ctx, "roll"))
+	require.Empty(t, w.Checker.Finish())
+	sent := 0
+	for _, n := range w.Account.WakeUpEventsSent() {
+		sent += n
+	}
+	return w.Rollout(ctx, "roll").UpdatedAt.Sub(start), sent
+}
+
+// TestLostWakeUpEventsOnlyDelayARolloutTheSafetyPollCompletesIt (issue #21, item 4): with the reconcile
+// interval at the production safety poll (2 minutes), a rollout driven by wake-up events completes; with
+// every wake-up event lost it still completes, on the slow poll, only later; and every invariant holds in
+// both.
+func TestLostWakeUpEventsOnlyDelayARolloutTheSafetyPollCompletesIt(t *testing.T) {
+	withEvents, sent := eventDrivenRollout(t, demo.Spec{WakeUpEvents: true})
+	require.Positive(t, sent, "the account sent wake-up events")
+	lost, none := eventDrivenRollout(t, demo.Spec{LoseWakeUpEvents: true})
+	require.Zero(t, none, "every wake-up event is lost")
+	t.Logf("rollout with events %s, every event lost %s", withEvents, lost)
+	require.Greater(t, lost, withEvents, "lost events delay the rollout")
+}
