@@ -10,15 +10,20 @@ import (
 // one step.
 const consumerLongPoll = 20 * time.Second
 
+// sameInstantSteps bounds how many steps RunEvents takes without moving the clock while messages arrive.
+const sameInstantSteps = 10
+
 // RunEvents drives the agent as Run does when wake-up events end its waits (Spec.WakeUpEvents): each step
-// is one agent.Agent.Step (receive, then the safety poll when due, else the woken targets), then the clock
-// moves to the first of: the account's next timed event (a boot, an agent connecting, a task's next
+// is one agent.Agent.Step (receive, then the safety poll when due, else the woken targets); while the queue
+// has visible messages (a long poll would return them at once) the next step follows at the same instant,
+// otherwise the clock moves to the first of: the account's next timed event (a boot, an agent connecting, a task's next
 // lastStatus — which may send a wake-up event), the agent's next look (safety poll, end of a timed wait),
 // and one long poll later. It stops when done returns true or limit has passed, and reports whether done.
 // The checker judges every step, as in Step.
 func (w *World) RunEvents(ctx context.Context, limit time.Duration, done func() bool) (bool, error) {
 	clk := w.Account.Clock()
 	end := clk.Now().Add(limit)
+	same := 0 // steps at the same instant
 	for clk.Now().Before(end) {
 		if done() {
 			return true, nil
@@ -28,6 +33,13 @@ func (w *World) RunEvents(ctx context.Context, limit time.Duration, done func() 
 			return false, err
 		}
 		w.Checker.Check()
+		// A long poll returns as soon as a message is visible: look again at once, a few times at most (a
+		// message the agent leaves visible must not stop time).
+		if visible, _ := w.Account.QueueDepth(w.QueueURL); visible > 0 && same < sameInstantSteps {
+			same++
+			continue
+		}
+		same = 0
 		now := clk.Now()
 		to := now.Add(consumerLongPoll)
 		if end.Before(to) {
