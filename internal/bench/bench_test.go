@@ -539,7 +539,7 @@ const history = `
 | issue #21 item 4: rollouts and pause locks listed with one Query each of the sparse index kind-index instead of a Scan of the whole table each (history entries and completed lifecycle actions now expire after --history-retention) | DynamoDB Scans per reconcile tick | 2, each reading every item ever written | 0 |
 | same; the bench now counts the DynamoDB store's requests (on kumo), without its own reads | DynamoDB requests per replaced instance, 15 s tick | 51.2 (24.4 of them Scans) | 51.2 (0 Scans; 3 Queries per tick) |
 | sqs:ReceiveMessage counted apart (it grows with time, not work) | AWS API calls per replaced instance, 15 s tick | 79.8 with ReceiveMessage | 67.7 + 12.1 ReceiveMessage |
-| issue #21 item 1: wake-up events (stack rules, simulated account) end each wait; the reconcile interval is a 2 min safety poll; the agent's own timed waits wake their target; the loop looks again at once while messages arrive | rollout overhead, 10 instances, production interval | 1.20 (15 s tick, rollout_overhead_ratio_10_15s_tick) | rollout_overhead_ratio_10_safety_poll |
+| issue #21 item 1: wake-up events (stack rules, simulated account) end each wait; the reconcile interval is a 2 min safety poll; the agent's own timed waits wake their target; the loop looks again at once while messages arrive | rollout overhead, 10 instances, production interval | 1.20 (15 s tick, rollout_overhead_ratio_10_15s_tick) | 1.000 at the 2 min safety poll, 1 / 10 / 100 instances (EventBridge delivery latency not modelled) |
 
 ## Goals not met, and why
 
