@@ -47,7 +47,11 @@ func newRunCommand() *cobra.Command {
 		Short: "Run the agent against a real AWS account",
 		Long: `Runs the agent: consumes the SQS queue (lifecycle hooks, Parameter Store Change events, scheduled ticks),
 resolves the AMI parameters of the opted-in groups every --poll-interval, and advances every rollout every
---reconcile-interval, persisting each step in the DynamoDB table. Credentials come from the default AWS
+--reconcile-interval, persisting each step in the DynamoDB table. With --wake-up-events (the default; the
+stack's EventBridge rules deliver them) a rollout's waits end on the events that end them (a replacement
+launched, a container instance registered or DRAINING, an instance leaving) and on the agent's own timers
+(soak, drain and health deadlines, retries); --reconcile-interval (default 2m) is then only the safety poll
+that catches a lost event. Credentials come from the default AWS
 credential chain (environment, shared config, ECS task role, instance profile). SIGINT/SIGTERM stop it:
 held messages are handed back to the queue at once.
 
@@ -64,6 +68,7 @@ that fails stops it with that one reason. --check runs only these checks, prints
     --table patch-agent`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.ResolveDefaults(cmd.Flags())
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}

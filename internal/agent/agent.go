@@ -100,6 +100,8 @@ type Agent struct {
 	retries *lifecycle.Retries
 	// wakes holds the groups and clusters wake-up events named since the last look (wake.go)
 	wakes wakeSet
+	// waits holds when each target's next timed wait ends (timers.go)
+	waits timedWaits
 }
 
 // instanceImage is a cached DescribeInstances answer.
@@ -236,6 +238,7 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 		retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk},
 	}
+	a.settings.Observer = waitsObserver{Observer: s.Observer, a: a} // timers.go: each target's next timed wait
 	if c.EKSNodegroups != nil {
 		a.orchestrator.Nodegroups = lifecycle.NodegroupClient{EKS: c.EKSNodegroups, SSM: c.SSM}
 	}
@@ -269,19 +272,27 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err := a.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			a.log.Error("reconcile failed; retrying next tick", zap.Error(err))
 		}
-		// Wake-up events make the loop look at their targets at once, between the polls (wake.go); they
-		// never postpone the next poll.
+		// Wake-up events make the loop look at their targets at once, between the polls (wake.go), and so
+		// does the end of a timed wait the agent set itself (timers.go); neither postpones the next poll,
+		// which stays the safety net.
 		next := a.clock.After(a.settings.ReconcileInterval)
 		for waiting := true; waiting; {
+			timer := a.waitTimer()
 			select {
 			case <-ctx.Done():
+				timer.Stop()
 				wg.Wait()
 				return nil
 			case <-a.wakes.signal():
 				a.ReconcileWoken(ctx)
+			case <-timer.C():
+				a.wakeTimedWaits()
+				a.ReconcileWoken(ctx)
+			case <-a.waits.changedSignal(): // an earlier timed wait: set the timer again
 			case <-next:
 				waiting = false
 			}
+			timer.Stop()
 		}
 	}
 }

@@ -4,19 +4,21 @@ import (
 	"context"
 	"sync"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"go.uber.org/zap"
 
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 )
 
-// wakeSet collects the groups and ECS clusters named by wake-up events (events.KindWakeUp) until the agent's
-// loop looks at them. Safe for concurrent use; the zero value is ready.
+// wakeSet collects the groups, ECS clusters and EC2 instances named by wake-up events (events.KindWakeUp)
+// until the agent's loop looks at them. Safe for concurrent use; the zero value is ready.
 type wakeSet struct {
-	mu       sync.Mutex
-	groups   map[string]bool
-	clusters map[string]bool
-	ch       chan struct{}
+	mu        sync.Mutex
+	groups    map[string]bool
+	clusters  map[string]bool
+	instances map[string]bool
+	ch        chan struct{}
 }
 
 // signal returns the channel that receives a value when a wake-up was added since the last take.
@@ -30,17 +32,22 @@ func (w *wakeSet) signal() <-chan struct{} {
 }
 
 // add records a wake-up and signals the loop (without blocking: one pending signal covers many wake-ups).
-func (w *wakeSet) add(group, cluster string) {
+// instance is recorded only when the event names neither a group nor a cluster (EC2 Instance State-change
+// Notification).
+func (w *wakeSet) add(group, cluster, instance string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.groups == nil {
-		w.groups, w.clusters = map[string]bool{}, map[string]bool{}
+		w.groups, w.clusters, w.instances = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	}
 	if group != "" {
 		w.groups[group] = true
 	}
 	if cluster != "" {
 		w.clusters[cluster] = true
+	}
+	if group == "" && cluster == "" && instance != "" {
+		w.instances[instance] = true
 	}
 	if w.ch == nil {
 		w.ch = make(chan struct{}, 1)
@@ -51,42 +58,42 @@ func (w *wakeSet) add(group, cluster string) {
 	}
 }
 
-// take returns and clears the recorded groups and clusters.
-func (w *wakeSet) take() (groups, clusters map[string]bool) {
+// take returns and clears the recorded groups, clusters and instances.
+func (w *wakeSet) take() (groups, clusters, instances map[string]bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	groups, clusters = w.groups, w.clusters
-	w.groups, w.clusters = nil, nil
-	return groups, clusters
+	groups, clusters, instances = w.groups, w.clusters, w.instances
+	w.groups, w.clusters, w.instances = nil, nil, nil
+	return groups, clusters, instances
 }
 
-// handleWakeUp records the target a wake-up event names — its Auto Scaling group, or every ECS target of its
-// cluster — for the loop to look at now instead of at the next poll, and deletes the message. It makes no AWS
+// handleWakeUp records the target a wake-up event names — its Auto Scaling group, every ECS target of its
+// cluster, or the group that listed its EC2 instance at the last look — for the loop to look at now instead of at the next poll, and deletes the message. It makes no AWS
 // call and takes no lock: a wake-up never waits for a fleet pass, and a lifecycle action handled beside it
 // never waits for the wake-up. The event is a claim: what it says (launched, DRAINING, ACTIVE) is not used;
 // the look it causes re-reads AWS as the poll would (docs/events.md, "Wake-up events"). A lost or late event
 // only delays a rollout until the next poll.
 func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
 	w := ev.Wake
-	if w == nil || (w.Group == "" && w.Cluster == "") {
+	if w == nil || (w.Group == "" && w.Cluster == "" && w.InstanceID == "") {
 		return events.Ignored, nil
 	}
-	a.wakes.add(w.Group, w.Cluster)
+	a.wakes.add(w.Group, w.Cluster, w.InstanceID)
 	return events.Done, nil
 }
 
-// ReconcileWoken looks at the targets that wake-up events named since the last look: the groups named, and
-// the ECS targets of the clusters named, among the discovered targets; targets the agent does not manage are
+// ReconcileWoken looks at the targets that wake-up events named since the last look: the groups named, the
+// ECS targets of the clusters named, and the groups whose instances were named, among the discovered targets; targets the agent does not manage are
 // left out. The look is the reconcile of a tick restricted to those targets. Run calls it when a wake-up
 // arrives; errors are logged (the poll looks again).
 func (a *Agent) ReconcileWoken(ctx context.Context) {
-	groups, clusters := a.wakes.take()
-	if len(groups) == 0 && len(clusters) == 0 {
+	groups, clusters, instances := a.wakes.take()
+	if len(groups) == 0 && len(clusters) == 0 && len(instances) == 0 {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	only := wokenTargets(a.discovered, groups, clusters)
+	only := wokenTargets(a.discovered, groups, clusters, instances)
 	if len(only) == 0 {
 		return
 	}
@@ -95,12 +102,23 @@ func (a *Agent) ReconcileWoken(ctx context.Context) {
 	}
 }
 
-// wokenTargets returns the discovered targets named by groups, or, for ECS targets, by their cluster.
-func wokenTargets(d lifecycle.Discovered, groups, clusters map[string]bool) map[string]bool {
+// wokenTargets returns the discovered targets named by groups, or, for ECS targets, by their cluster, or
+// whose group listed one of instances when it was discovered.
+func wokenTargets(d lifecycle.Discovered, groups, clusters, instances map[string]bool) map[string]bool {
 	only := map[string]bool{}
 	for name, t := range d.Targets {
 		if groups[name] || (t.Platform == lifecycle.PlatformECS && clusters[t.Cluster]) {
 			only[name] = true
+			continue
+		}
+		if len(instances) == 0 {
+			continue
+		}
+		for _, i := range d.Groups[name].Instances {
+			if instances[aws.ToString(i.InstanceId)] {
+				only[name] = true
+				break
+			}
 		}
 	}
 	return only

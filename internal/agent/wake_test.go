@@ -62,6 +62,8 @@ func TestWakeUpIsAClaimThatOnlyMakesTheAgentLookAgainAtItsTargets(t *testing.T) 
 	}{
 		{"a launch result wakes its group", wake(events.WakeUp{Group: "a", InstanceID: "i-1", Status: "InProgress"}), []string{"a"}},
 		{"a container instance change wakes the ECS groups of its cluster", wake(events.WakeUp{Cluster: "cb", InstanceID: "i-2", Status: "DRAINING"}), []string{"b", "c"}},
+		{"an EC2 instance state change wakes the group that listed the instance", wake(events.WakeUp{InstanceID: instanceOf(t, w, "c"), Status: "shutting-down"}), []string{"c"}},
+		{"an instance no managed group listed wakes nothing", wake(events.WakeUp{InstanceID: "i-0ffffffffffffffff", Status: "terminated"}), nil},
 		{"a group the agent does not manage wakes nothing", wake(events.WakeUp{Group: "someone-elses"}), nil},
 		{"a cluster of no managed group wakes nothing", wake(events.WakeUp{Cluster: "other"}), nil},
 	} {
@@ -80,4 +82,12 @@ func TestWakeUpIsAClaimThatOnlyMakesTheAgentLookAgainAtItsTargets(t *testing.T) 
 	disp, err := w.Agent.Handle(ctx, events.Event{Kind: events.KindWakeUp, Wake: &events.WakeUp{}})
 	require.NoError(t, err)
 	require.Equal(t, events.Ignored, disp, "a wake-up naming nothing is ignored")
+}
+
+// instanceOf returns the id of an instance of group in w's account.
+func instanceOf(t *testing.T, w *demo.World, group string) string {
+	t.Helper()
+	g := w.Account.Group(group)
+	require.NotEmpty(t, g.Instances)
+	return g.Instances[0].ID
 }

@@ -46,11 +46,20 @@ type results struct {
 	RolloutOverheadRatio100 float64 `json:"rollout_overhead_ratio_100"`
 	// APICallsPerInstance leaves out sqs:ReceiveMessage, which grows with time rather than work (issue #21);
 	// ReceiveMessagePerInstance is that count.
-	APICallsPerInstance         float64            `json:"api_calls_per_instance"`
-	ReceiveMessagePerInstance   float64            `json:"receive_message_per_instance"`
-	APICallsPerInstance1sTick   float64            `json:"api_calls_per_instance_1s_tick"`
-	RolloutOverheadRatio10At15s float64            `json:"rollout_overhead_ratio_10_15s_tick"`
-	APICallsPerInstanceByOp     map[string]float64 `json:"api_calls_per_instance_by_operation"`
+	APICallsPerInstance         float64 `json:"api_calls_per_instance"`
+	ReceiveMessagePerInstance   float64 `json:"receive_message_per_instance"`
+	APICallsPerInstance1sTick   float64 `json:"api_calls_per_instance_1s_tick"`
+	RolloutOverheadRatio10At15s float64 `json:"rollout_overhead_ratio_10_15s_tick"`
+	// The same rollouts with wake-up events on and the reconcile interval at the production safety poll
+	// (2 minutes), driven as Agent.Run drives them (demo.World.RunEvents); issue #21, item 1.
+	RolloutOverheadRatio1SafetyPoll   float64 `json:"rollout_overhead_ratio_1_safety_poll"`
+	RolloutOverheadRatio10SafetyPoll  float64 `json:"rollout_overhead_ratio_10_safety_poll"`
+	RolloutOverheadRatio100SafetyPoll float64 `json:"rollout_overhead_ratio_100_safety_poll"`
+	// APICallsPerInstanceSafetyPoll is the AWS calls per replaced instance of the 10-instance rollout with
+	// wake-up events, sqs:ReceiveMessage apart (ReceiveMessagePerInstanceSafetyPoll).
+	APICallsPerInstanceSafetyPoll       float64            `json:"api_calls_per_instance_safety_poll"`
+	ReceiveMessagePerInstanceSafetyPoll float64            `json:"receive_message_per_instance_safety_poll"`
+	APICallsPerInstanceByOp             map[string]float64 `json:"api_calls_per_instance_by_operation"`
 	// DynamoDBOpsPerInstance counts every request of the DynamoDB store (on kumo) during the same rollout:
 	// GetItem, PutItem, DeleteItem, TransactWriteItems, and each page of a Query or Scan.
 	DynamoDBOpsPerInstance     float64            `json:"dynamodb_ops_per_instance"`
@@ -96,6 +105,16 @@ func TestBenchmarks(t *testing.T) {
 		res.DynamoDBOpsPerInstanceByOp[op] = float64(n) / 10
 		res.DynamoDBOpsPerInstance += float64(n) / 10
 	}
+	res.RolloutOverheadRatio1SafetyPoll, _ = rolloutOverheadEvents(t, 1)
+	res.RolloutOverheadRatio10SafetyPoll, calls = rolloutOverheadEvents(t, 10)
+	for op, n := range calls {
+		if op == "sqs:ReceiveMessage" {
+			res.ReceiveMessagePerInstanceSafetyPoll += float64(n) / 10
+			continue
+		}
+		res.APICallsPerInstanceSafetyPoll += float64(n) / 10
+	}
+	res.RolloutOverheadRatio100SafetyPoll, _ = rolloutOverheadEvents(t, 100)
 	res.DescribeCallsPerTick10 = describeCallsPerTick(t, 10)
 	res.DescribeCallsPerTick100 = describeCallsPerTick(t, 100)
 	res.DescribeCallsPerTick1000 = describeCallsPerTick(t, 1000)
@@ -251,6 +270,27 @@ func rolloutOverhead(t *testing.T, n int, tick time.Duration, db *countedStore) 
 		return took.Seconds() / floor.Seconds(), calls, nil
 	}
 	return took.Seconds() / floor.Seconds(), calls, db.api.snapshot()
+}
+
+// rolloutOverheadEvents is rolloutOverhead with wake-up events routed to the agent's queue and the reconcile
+// interval at the production safety poll (2 minutes), the agent driven as Run drives it (World.RunEvents).
+func rolloutOverheadEvents(t *testing.T, n int) (float64, map[string]int) {
+	ctx := context.Background()
+	w, err := demo.Build(demo.Spec{WakeUpEvents: true, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
+		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}})
+	require.NoError(t, err)
+	_, err = w.RunEvents(ctx, 30*time.Second, func() bool { return false })
+	require.NoError(t, err)
+	w.Account.ResetCalls()
+	o := w.Account.Options()
+	floor := time.Duration(n) * (o.BootDelay + o.AgentConnectDelay + o.TaskStartDelay + 3*o.TaskStopStageDelay)
+	start := w.Account.Clock().Now()
+	w.PublishAMI("/golden-ami/roll", demo.ImageB)
+	done, err := w.RunEvents(ctx, 100*floor, func() bool { return w.Rollout(ctx, "roll").Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Empty(t, w.Checker.Finish())
+	return w.Rollout(ctx, "roll").UpdatedAt.Sub(start).Seconds() / floor.Seconds(), w.Account.Calls()
 }
 
 // countedStore is the DynamoDB store on a fresh kumo table, its requests counted.
@@ -426,7 +466,11 @@ func figures(r results) []figure {
 		{"rollout overhead, 1 instance", fmt.Sprintf("%.3f", r.RolloutOverheadRatio1), "<= 1.03", "simulated rollout time / physical floor (boot-to-healthy + task move per instance), 1 s tick"},
 		{"rollout overhead, 10 instances", fmt.Sprintf("%.3f", r.RolloutOverheadRatio10), "<= 1.03", "same"},
 		{"rollout overhead, 100 instances", fmt.Sprintf("%.3f", r.RolloutOverheadRatio100), "<= 1.03", "same"},
-		{"rollout overhead, 10 instances, 15 s tick", fmt.Sprintf("%.3f", r.RolloutOverheadRatio10At15s), "-", "same, at the production reconcile interval"},
+		{"rollout overhead, 10 instances, 15 s tick", fmt.Sprintf("%.3f", r.RolloutOverheadRatio10At15s), "-", "same, at the 15 s reconcile interval without wake-up events"},
+		{"rollout overhead at the safety poll, 1 / 10 / 100 instances", fmt.Sprintf("%.3f / %.3f / %.3f", r.RolloutOverheadRatio1SafetyPoll, r.RolloutOverheadRatio10SafetyPoll, r.RolloutOverheadRatio100SafetyPoll), "<= 1.03",
+			"same, with wake-up events routed to the queue and the production reconcile interval (2 min safety poll), driven as Agent.Run (World.RunEvents)"},
+		{"AWS API calls per replaced instance, wake-up events", fmt.Sprintf("%.1f (+ %.1f ReceiveMessage)", r.APICallsPerInstanceSafetyPoll, r.ReceiveMessagePerInstanceSafetyPoll), "<= 20",
+			"the 10-instance rollout at the safety poll / 10, sqs:ReceiveMessage apart"},
 		{"AWS API calls per replaced instance, 15 s tick", fmt.Sprintf("%.1f (+ %.1f ReceiveMessage)", r.APICallsPerInstance, r.ReceiveMessagePerInstance), "<= 20", "every call to the simulated account during a 10-instance rollout at the production 15 s reconcile interval / 10, sqs:ReceiveMessage counted apart (it grows with time, not work; by operation below)"},
 		{"DynamoDB requests per replaced instance, 15 s tick", fmt.Sprintf("%.1f", r.DynamoDBOpsPerInstance), "<= 10", "every request of the DynamoDB store (kumo) during the same rollout / 10; a Query or Scan counts each page (by operation below)"},
 		{"AWS API calls per replaced instance, 1 s tick", fmt.Sprintf("%.1f", r.APICallsPerInstance1sTick), "-", "same at a 1 s tick: the price of reacting within a second by polling"},
@@ -495,6 +539,7 @@ const history = `
 | issue #21 item 4: rollouts and pause locks listed with one Query each of the sparse index kind-index instead of a Scan of the whole table each (history entries and completed lifecycle actions now expire after --history-retention) | DynamoDB Scans per reconcile tick | 2, each reading every item ever written | 0 |
 | same; the bench now counts the DynamoDB store's requests (on kumo), without its own reads | DynamoDB requests per replaced instance, 15 s tick | 51.2 (24.4 of them Scans) | 51.2 (0 Scans; 3 Queries per tick) |
 | sqs:ReceiveMessage counted apart (it grows with time, not work) | AWS API calls per replaced instance, 15 s tick | 79.8 with ReceiveMessage | 67.7 + 12.1 ReceiveMessage |
+| issue #21 item 1: wake-up events (stack rules, simulated account) end each wait; the reconcile interval is a 2 min safety poll; the agent's own timed waits wake their target; the loop looks again at once while messages arrive | rollout overhead, 10 instances, production interval | 1.20 (15 s tick, rollout_overhead_ratio_10_15s_tick) | 1.000 at the 2 min safety poll, 1 / 10 / 100 instances (EventBridge delivery latency not modelled) |
 
 ## Goals not met, and why
 

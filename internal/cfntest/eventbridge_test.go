@@ -55,13 +55,29 @@ var routes = map[string]struct {
 		"eventbridge-lifecycle-terminate.json",
 		"eventbridge-lifecycle-terminate-replace-root-volume.json",
 	}},
+	// Wake-up events (issue #21): the events that end a rollout's waits.
+	"ScalingResultRule": {events.KindWakeUp, []string{
+		"instance-launch-successful.json",
+		"instance-launch-unsuccessful.json",
+		"instance-terminate-successful.json",
+		"instance-terminate-unsuccessful.json",
+	}},
+	"InstanceLeavingRule": {events.KindWakeUp, []string{
+		"ec2-instance-state-change-shutting-down.json",
+	}},
+	"ContainerInstanceDrainingRule": {events.KindWakeUp, []string{
+		"ecs-container-instance-state-change-draining.json",
+	}},
+	"ContainerInstanceRegisteredRule": {events.KindWakeUp, []string{
+		"ecs-container-instance-registered.json",
+	}},
 }
 
 // unrouted are EventBridge events that reach the default bus of an account but no rule of the stack may
-// deliver: the agent would only ignore them.
+// deliver: the agent would only ignore them, or (wake-ups) they are the churn the wake-up rules leave out.
 var unrouted = []string{
-	"ecs-container-instance-state-change.json",
-	"instance-launch-successful.json",
+	"ec2-instance-state-change-pending.json",   // every instance of the account starting: not a wait's end
+	"ecs-container-instance-state-change.json", // an ACTIVE instance whose resources changed: task churn
 	"instance-refresh-checkpoint.json",
 }
 

@@ -27,6 +27,8 @@ const (
 	EnvLogLevel = "PATCH_AGENT_LOG_LEVEL"
 	// EnvAllowedAMIOwners gives the default of --allowed-ami-owners.
 	EnvAllowedAMIOwners = "PATCH_AGENT_ALLOWED_AMI_OWNERS"
+	// EnvWakeUpEvents gives the default of --wake-up-events ("true" or "false").
+	EnvWakeUpEvents = "PATCH_AGENT_WAKE_UP_EVENTS"
 	// EnvLeaseTTL gives the default of --lease-ttl.
 	EnvLeaseTTL = "PATCH_AGENT_LEASE_TTL"
 )
@@ -36,8 +38,13 @@ type Config struct {
 	QueueURL string `json:"queueUrl"`
 	Table    string `json:"table"`
 	Region   string `json:"region"`
-	// ReconcileInterval is how often every target is looked at (seconds in flags: "15s").
+	// ReconcileInterval is how often every target is looked at (seconds in flags: "15s"): the safety poll.
+	// Default SafetyPollInterval (2 minutes) with WakeUpEvents, PollingInterval (15 s) without.
 	ReconcileInterval time.Duration `json:"reconcileInterval"`
+	// WakeUpEvents says the queue receives the stack's wake-up events (EC2 Auto Scaling launch and terminate
+	// results, EC2 instances leaving, ECS container instances DRAINING or registered; docs/events.md): the
+	// waits of a rollout end on them, and the reconcile interval is only the safety net. Default true.
+	WakeUpEvents bool `json:"wakeUpEvents"`
 	// PollInterval is how often every tracked SSM parameter is resolved even without events (AWS public
 	// parameters emit no change events into an account).
 	PollInterval time.Duration `json:"pollInterval"`
@@ -75,6 +82,21 @@ type Config struct {
 	ClusterBudget int `json:"clusterBudget"`
 }
 
+// SafetyPollInterval is the default reconcile interval with wake-up events: the waits end on events, so the
+// poll only catches a lost one. PollingInterval is the default without them.
+const (
+	SafetyPollInterval = 2 * time.Minute
+	PollingInterval    = 15 * time.Second
+)
+
+// ResolveDefaults fills in what depends on other flags once fs is parsed: without wake-up events, a reconcile
+// interval not given on the command line is PollingInterval.
+func (c *Config) ResolveDefaults(fs *pflag.FlagSet) {
+	if !c.WakeUpEvents && !fs.Changed("reconcile-interval") {
+		c.ReconcileInterval = PollingInterval
+	}
+}
+
 // Default returns the defaults, with environment variables applied.
 func Default() Config {
 	host, _ := os.Hostname()
@@ -83,7 +105,8 @@ func Default() Config {
 		QueueURL:          os.Getenv(EnvQueueURL),
 		Table:             os.Getenv(EnvTable),
 		Region:            os.Getenv(EnvRegion),
-		ReconcileInterval: 15 * time.Second,
+		ReconcileInterval: SafetyPollInterval,
+		WakeUpEvents:      envOr(EnvWakeUpEvents, "true") != "false",
 		PollInterval:      10 * time.Minute,
 		VisibilityTimeout: 2 * time.Minute,
 		HealthTimeout:     p.HealthTimeout,
@@ -128,7 +151,10 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.QueueURL, "queue-url", c.QueueURL, "URL of the SQS queue the agent consumes (env "+EnvQueueURL+")")
 	fs.StringVar(&c.Table, "table", c.Table, "DynamoDB table holding rollout state (env "+EnvTable+")")
 	fs.StringVar(&c.Region, "region", c.Region, "AWS region (env "+EnvRegion+")")
-	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often every managed group is looked at")
+	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often every managed group is looked at whatever the events: "+
+		"the safety poll (a lost wake-up event delays a rollout by at most this); 15s with --wake-up-events=false unless given")
+	fs.BoolVar(&c.WakeUpEvents, "wake-up-events", c.WakeUpEvents, "the queue receives the stack's wake-up events (launch and terminate results, "+
+		"instances leaving, container instances DRAINING or registered), which end a rollout's waits; false polls every 15s instead (env "+EnvWakeUpEvents+")")
 	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often every AMI parameter is resolved without an event (public /aws/service parameters send none)")
 	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", c.VisibilityTimeout, "message visibility requested on receive and kept extended while a drain runs")
 	fs.DurationVar(&c.HealthTimeout, "health-timeout", c.HealthTimeout, "how long a replacement may take to be healthy before the rollout halts")

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 )
 
@@ -81,4 +82,29 @@ func TestStartUpLogShowsDurationsAsText(t *testing.T) {
 func TestC20AllowedAMIOwnersDefaultsFromTheEnvironment(t *testing.T) {
 	t.Setenv(EnvAllowedAMIOwners, "444455556666,aws-marketplace")
 	require.Equal(t, []string{"444455556666", "aws-marketplace"}, Default().AMIOwners())
+}
+
+// TestReconcileIntervalIsTheSafetyPollWithWakeUpEventsAndTheOldPollWithout (issue #21, item 4): with wake-up
+// events (the default) the reconcile interval defaults to 2 minutes; --wake-up-events=false brings back the
+// 15 s poll unless --reconcile-interval is given.
+func TestReconcileIntervalIsTheSafetyPollWithWakeUpEventsAndTheOldPollWithout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want time.Duration
+	}{
+		{"default: events, 2m safety poll", nil, 2 * time.Minute},
+		{"without events: 15s", []string{"--wake-up-events=false"}, 15 * time.Second},
+		{"without events, interval given", []string{"--wake-up-events=false", "--reconcile-interval=40s"}, 40 * time.Second},
+		{"events, interval given", []string{"--reconcile-interval=5m"}, 5 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			c.Bind(fs)
+			require.NoError(t, fs.Parse(tc.args))
+			c.ResolveDefaults(fs)
+			require.Equal(t, tc.want, c.ReconcileInterval)
+		})
+	}
 }

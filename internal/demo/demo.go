@@ -19,6 +19,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
@@ -184,6 +185,11 @@ type Spec struct {
 	QueueURL string
 	// Observer, when set, is the agent's observer (metrics, notifications).
 	Observer lifecycle.Observer
+	// WakeUpEvents routes the account's wake-up events to the agent's queue, as the stack's EventBridge rules
+	// do (sim.Account.RouteWakeUpEvents), and makes the agent's reconcile interval the production safety poll
+	// (config.SafetyPollInterval, 2 minutes). Drive such a world with RunEvents. LoseWakeUpEvents keeps the
+	// safety poll but routes no event: every one is lost.
+	WakeUpEvents, LoseWakeUpEvents bool
 	// EKSVersion is the control plane version of the EKS clusters of EKS groups. Default EKSVersion.
 	EKSVersion string
 	// Kube, when set, is the Kubernetes API of the EKS groups (a real kube-apiserver in tests); nil: client-go's
@@ -421,6 +427,12 @@ func Build(spec Spec) (*World, error) {
 	}
 	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer,
 		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners} // a kumo queue URL names another account
+	if spec.WakeUpEvents || spec.LoseWakeUpEvents {
+		settings.ReconcileInterval = config.SafetyPollInterval
+		if !spec.LoseWakeUpEvents {
+			acct.RouteWakeUpEvents(queue) // from now on: the setup sends none
+		}
+	}
 	w.Store, w.QueueURL, w.clients, w.settings, w.log = store, queue, clients, settings, log
 	w.Agent = agent.New(clients, w.agentSettings(nil), store, clk, log)
 	if w.faults != nil {

@@ -110,23 +110,57 @@ func (c *Consumer) PollOnce(ctx context.Context, wait time.Duration) (int, error
 	}
 	c.Stats.OldestMessageAgeSeconds.Store(oldestAgeSeconds(out.Messages, c.Clock.Now()))
 	fresh := map[string]bool{}
-	sem := make(chan struct{}, max(c.Concurrency, 1))
-	if c.Concurrency <= 0 {
-		sem = make(chan struct{}, 4)
-	}
-	var wg sync.WaitGroup
 	for _, m := range out.Messages {
 		fresh[aws.ToString(m.MessageId)] = true
+	}
+	first, rest := prioritise(out.Messages)
+	// Lifecycle actions first, then their heartbeats (the held actions), then everything else: a burst of
+	// wake-up events never delays a lifecycle action's drain or heartbeat (docs/events.md, "Priority").
+	c.handleAll(ctx, first)
+	c.revisitHeld(ctx, fresh)
+	c.handleAll(ctx, rest)
+	return len(out.Messages), nil
+}
+
+// received is one message of a receive with its parse result.
+type received struct {
+	msg sqstypes.Message
+	ev  Event
+	err error // from Parse: the message is malformed
+}
+
+// prioritise parses a batch and splits it into the lifecycle actions and the rest, each in arrival order.
+// A malformed message goes with the rest.
+func prioritise(msgs []sqstypes.Message) (first, rest []received) {
+	for _, m := range msgs {
+		ev, err := Parse([]byte(aws.ToString(m.Body)))
+		r := received{msg: m, ev: ev, err: err}
+		if err == nil && ev.Kind == KindLifecycleAction {
+			first = append(first, r)
+			continue
+		}
+		rest = append(rest, r)
+	}
+	return first, rest
+}
+
+// handleAll handles msgs, up to Concurrency (default 4) at once, and returns when all are handled.
+func (c *Consumer) handleAll(ctx context.Context, msgs []received) {
+	n := c.Concurrency
+	if n <= 0 {
+		n = 4
+	}
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, r := range msgs {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			c.handleReceived(ctx, m)
+			c.handleReceived(ctx, r)
 		}()
 	}
 	wg.Wait()
-	c.revisitHeld(ctx, fresh)
-	return len(out.Messages), nil
 }
 
 // oldestAgeSeconds returns how old, in seconds, the oldest of msgs is at now by its SentTimestamp attribute
@@ -143,11 +177,11 @@ func oldestAgeSeconds(msgs []sqstypes.Message, now time.Time) int64 {
 	return oldest
 }
 
-// handleReceived parses and handles one newly received message.
-func (c *Consumer) handleReceived(ctx context.Context, m sqstypes.Message) {
+// handleReceived handles one newly received message, parsed by prioritise.
+func (c *Consumer) handleReceived(ctx context.Context, r received) {
+	m, ev, err := r.msg, r.ev, r.err
 	id := aws.ToString(m.MessageId)
 	log := c.Log.With(zap.String(logging.MessageID, id), zap.String(logging.ReceiveCount, m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)]))
-	ev, err := Parse([]byte(aws.ToString(m.Body)))
 	if err != nil {
 		// Not deleted: after maxReceiveCount receives the redrive policy moves it to the dead-letter queue.
 		c.Stats.Failed.Add(1)

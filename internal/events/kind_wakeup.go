@@ -22,10 +22,13 @@ type WakeUp struct {
 	Status string `json:"status,omitempty"`
 }
 
-// launchResult converts "EC2 Instance Launch Successful" and "EC2 Instance Launch Unsuccessful" (source
-// aws.autoscaling; Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling event reference": successful
-// and unsuccessful scaling events). Samples: testdata/instance-launch-successful.json,
-// testdata/instance-launch-unsuccessful.json (detail shortened):
+// launchResult converts the results of Auto Scaling's scaling activities: "EC2 Instance Launch Successful",
+// "EC2 Instance Launch Unsuccessful", "EC2 Instance Terminate Successful" and "EC2 Instance Terminate
+// Unsuccessful" (source aws.autoscaling; Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling event
+// reference": successful and unsuccessful scaling events; the four share one detail shape). Samples:
+// testdata/instance-launch-successful.json, testdata/instance-launch-unsuccessful.json,
+// testdata/instance-terminate-successful.json, testdata/instance-terminate-unsuccessful.json (detail
+// shortened):
 //
 //	{"version":"0","id":"...","detail-type":"EC2 Instance Launch Unsuccessful","source":"aws.autoscaling",
 //	 "account":"111122223333","time":"2024-01-13T00:12:37Z","region":"us-west-2","resources":[...],
@@ -75,5 +78,33 @@ func containerInstanceChange(ev *Event, detail json.RawMessage) error {
 	}
 	ev.Kind = KindWakeUp
 	ev.Wake = &WakeUp{Cluster: name, InstanceID: d.InstanceID, Status: d.Status}
+	return nil
+}
+
+// instanceStateChange converts "EC2 Instance State-change Notification" (source aws.ec2; Amazon EC2 User
+// Guide, "State change events for Amazon EC2 instances"). Sample (testdata/ec2-instance-state-change-pending.json,
+// the guide's own; testdata/ec2-instance-state-change-shutting-down.json is the same event for the
+// shutting-down state the stack's rule delivers):
+//
+//	{"id":"7bf73129-1428-4cd3-a780-95db273d1602","detail-type":"EC2 Instance State-change Notification",
+//	 "source":"aws.ec2","account":"123456789012","time":"2021-11-11T21:29:54Z","region":"us-east-1",
+//	 "resources":["arn:aws:ec2:us-east-1:123456789012:instance/i-1234567890abcdef0"],
+//	 "detail":{"instance-id":"i-1234567890abcdef0","state":"pending"}}
+//
+// The event names only the instance: the agent wakes the managed group that listed it at the last look.
+// A detail without an instance id of an instance id's shape names no target: an error.
+func instanceStateChange(ev *Event, detail json.RawMessage) error {
+	var d struct {
+		InstanceID string `json:"instance-id"`
+		State      string `json:"state"`
+	}
+	if err := json.Unmarshal(detail, &d); err != nil {
+		return err
+	}
+	if !instanceIDPattern.MatchString(d.InstanceID) {
+		return errors.New("detail.instance-id is missing or not an instance id")
+	}
+	ev.Kind = KindWakeUp
+	ev.Wake = &WakeUp{InstanceID: d.InstanceID, Status: d.State}
 	return nil
 }

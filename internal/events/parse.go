@@ -177,6 +177,9 @@ var eventBridgeKinds = map[eventBridgeKey]eventBridgeConverter{
 	{"aws.ecs", "ECS Container Instance State Change"}:                          containerInstanceChange,
 	{"aws.autoscaling", "EC2 Instance Launch Successful"}:                       launchResult,
 	{"aws.autoscaling", "EC2 Instance Launch Unsuccessful"}:                     launchResult,
+	{"aws.autoscaling", "EC2 Instance Terminate Successful"}:                    launchResult,
+	{"aws.autoscaling", "EC2 Instance Terminate Unsuccessful"}:                  launchResult,
+	{"aws.ec2", "EC2 Instance State-change Notification"}:                       instanceStateChange,
 	{"aws.autoscaling", "EC2 Auto Scaling Instance Refresh Checkpoint Reached"}: ignored(reasonRefreshCheckpoint),
 }
 

@@ -169,6 +169,69 @@ func TestParseFixtures(t *testing.T) {
 			},
 		},
 		{
+			name:     "instance terminate successful wakes its group",
+			file:     "instance-terminate-successful.json",
+			kind:     KindWakeUp,
+			envelope: EnvelopeEventBridge,
+			id:       "12345678-1234-1234-1234-123456789012",
+			group:    "my-auto-scaling-group",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, &WakeUp{Group: "my-auto-scaling-group", InstanceID: "i-1234567890abcdef0", Status: "InProgress"}, ev.Wake)
+			},
+		},
+		{
+			name:     "instance terminate unsuccessful wakes its group",
+			file:     "instance-terminate-unsuccessful.json",
+			kind:     KindWakeUp,
+			envelope: EnvelopeEventBridge,
+			id:       "9d8c7b6a-5f4e-4d3c-2b1a-0f9e8d7c6b5a",
+			group:    "my-auto-scaling-group",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, &WakeUp{Group: "my-auto-scaling-group", InstanceID: "i-1234567890abcdef0", Status: "Failed"}, ev.Wake)
+			},
+		},
+		{
+			name:     "EC2 instance state change names only its instance",
+			file:     "ec2-instance-state-change-pending.json",
+			kind:     KindWakeUp,
+			envelope: EnvelopeEventBridge,
+			id:       "7bf73129-1428-4cd3-a780-95db273d1602",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, &WakeUp{InstanceID: "i-1234567890abcdef0", Status: "pending"}, ev.Wake)
+				require.Empty(t, ev.Group, "the event names an instance, not a group")
+			},
+		},
+		{
+			name:     "EC2 instance shutting down names its instance and state",
+			file:     "ec2-instance-state-change-shutting-down.json",
+			kind:     KindWakeUp,
+			envelope: EnvelopeEventBridge,
+			id:       "a1b2c3d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, &WakeUp{InstanceID: "i-1234567890abcdef0", Status: "shutting-down"}, ev.Wake)
+			},
+		},
+		{
+			name:     "ECS container instance DRAINING wakes the groups of its cluster",
+			file:     "ecs-container-instance-state-change-draining.json",
+			kind:     KindWakeUp,
+			envelope: EnvelopeEventBridge,
+			id:       "5f2e8b3c-9a41-4d6e-b7c0-2e1f3a4b5c6d",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, &WakeUp{Cluster: "default", InstanceID: "i-f3a8506b", Status: "DRAINING"}, ev.Wake)
+			},
+		},
+		{
+			name:     "ECS container instance registered wakes the groups of its cluster",
+			file:     "ecs-container-instance-registered.json",
+			kind:     KindWakeUp,
+			envelope: EnvelopeEventBridge,
+			id:       "0c4d2e6f-1a3b-4c5d-8e9f-a0b1c2d3e4f5",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, &WakeUp{Cluster: "default", InstanceID: "i-0b2c3d4e5f6a7b8c9", Status: "ACTIVE"}, ev.Wake)
+			},
+		},
+		{
 			name:     "instance launch successful wakes its group",
 			file:     "instance-launch-successful.json",
 			kind:     KindWakeUp,
@@ -401,11 +464,11 @@ func TestParseOtherShapes(t *testing.T) {
 		},
 		{
 			name:     "EventBridge event of an unlisted kind is ignored and named",
-			body:     `{"version":"0","id":"eb-2","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","account":"111122223333","time":"2024-01-13T00:12:37Z","region":"us-west-2","resources":[],"detail":{"instance-id":"i-1","state":"running"}}`,
+			body:     `{"version":"0","id":"eb-2","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"111122223333","time":"2024-01-13T00:12:37Z","region":"us-west-2","resources":[],"detail":{"instance-id":"i-1","instance-action":"terminate"}}`,
 			kind:     KindUnknown,
 			envelope: EnvelopeEventBridge,
 			id:       "eb-2",
-			reason:   `"EC2 Instance State-change Notification" from "aws.ec2"`,
+			reason:   `"EC2 Spot Instance Interruption Warning" from "aws.ec2"`,
 		},
 		{
 			name:     "SNS message that is JSON of no known kind is ignored",
@@ -478,6 +541,9 @@ func TestParseMalformed(t *testing.T) {
 		{"SNS-wrapped lifecycle action without token", snsWrap(`{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`), "SNS notification sns-1 from topic arn:aws:sns:us-east-1:111122223333:t: lifecycle action"},
 		{"SNS notification with a bad Timestamp", `{"Type":"Notification","MessageId":"m-1","TopicArn":"t","Message":"hi","Timestamp":"yesterday"}`, `SNS Timestamp "yesterday" is not an RFC 3339 time`},
 		{"launch result without group", ebPrefix + `"detail-type":"EC2 Instance Launch Successful","detail":{"EC2InstanceId":"i-1","StatusCode":"InProgress"}}`, "detail.AutoScalingGroupName is missing"},
+		{"terminate result without group", ebPrefix + `"detail-type":"EC2 Instance Terminate Successful","detail":{"EC2InstanceId":"i-1","StatusCode":"InProgress"}}`, "detail.AutoScalingGroupName is missing"},
+		{"instance state change without instance id", `{"version":"0","id":"eb-4","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","time":"2024-01-13T00:12:37Z","detail":{"state":"terminated"}}`, "detail.instance-id is missing or not an instance id"},
+		{"instance state change with an instance id of the wrong shape", `{"version":"0","id":"eb-5","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","time":"2024-01-13T00:12:37Z","detail":{"instance-id":"i-NOTHEX","state":"terminated"}}`, "detail.instance-id is missing or not an instance id"},
 		{"container instance change without cluster ARN", `{"version":"0","id":"eb-3","detail-type":"ECS Container Instance State Change","source":"aws.ecs","time":"2024-01-13T00:12:37Z","detail":{"ec2InstanceId":"i-1","clusterArn":"default"}}`, "detail.clusterArn is missing or not a cluster ARN"},
 		{"lifecycle action without token", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, "is missing LifecycleActionToken"},
 		{"lifecycle action without instance id", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, "is missing EC2InstanceId"},

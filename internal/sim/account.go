@@ -123,6 +123,9 @@ type Account struct {
 	// EKS clusters by name (eks.go), created on first use
 	eksClusters map[string]*eksCluster
 
+	// wakeSent counts the wake-up events RouteWakeUpEvents sent, by detail-type (eventbridge.go)
+	wakeSent map[string]int
+
 	// watchers are called after every change (watch.go)
 	watchers  []func(*View)
 	notifying bool
