@@ -519,7 +519,8 @@ const history = `
 - Fleet scenario (issue #21 items 2 and 5; PATCH_AGENT_FLEET, default 20 x 5, 40 ms per call, measured
   with PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestFleet -v): 0 throttling errors, every group on
   its new launch template version in 1.00x the EC2 mutating budget (9.3 s / 9.2 s), but the longest pass is
-  10.0 s (goal 10) and the other group's golden-AMI change takes 15.1 s at p99 (goal 1 s). Why: every call
+  10.0 s (goal 10) and the other group's golden-AMI change takes 15.1 s at p99 (goal 1 s). Likely why (not
+  traced call by call): every call
   waits in one first-come queue per service (the client-side limiter), so the other group's calls queue
   behind the fleet's ECS and Auto Scaling calls (10 per second each), and the consumer handles a batch at a
   time, one message at a time in fault worlds, so a change received beside the public parameter's scheduled
