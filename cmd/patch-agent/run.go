@@ -89,6 +89,8 @@ that fails stops it with that one reason. --check runs only these checks, prints
 			if err != nil {
 				return fmt.Errorf("loading AWS credentials and configuration: %w", err)
 			}
+			// Every client built from awsCfg waits for the client-side rate limit of its service (--rate-limit).
+			awsCfg.APIOptions = append(awsCfg.APIOptions, awsapi.NewLimiter(cfg.Limits()).Middleware())
 			sqsAPI, dynamoAPI, asAPI := sqs.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), autoscaling.NewFromConfig(awsCfg)
 			rep := selfcheck.Run(cmd.Context(), selfcheck.Target{Region: cfg.Region, QueueURL: cfg.QueueURL, Table: cfg.Table,
 				Credentials: awsCfg.Credentials, SQS: sqsAPI, DynamoDB: dynamoAPI, AutoScaling: asAPI})
@@ -135,7 +137,7 @@ that fails stops it with that one reason. --check runs only these checks, prints
 			eksPlatforms, eksSources := newEKS(awsCfg, ec2.NewFromConfig(awsCfg), clock.RealClock{})
 			a := agent.New(clients, agent.Settings{QueueURL: cfg.QueueURL, ReconcileInterval: cfg.ReconcileInterval,
 				PollInterval: cfg.PollInterval, VisibilityTimeout: cfg.VisibilityTimeout, Policy: cfg.Policy(), OwnerID: cfg.OwnerID, LeaseTTL: cfg.LeaseTTL,
-				Observer: obs.observer, Platforms: eksPlatforms, Sources: eksSources, AllowedAMIOwners: cfg.AMIOwners()},
+				Observer: obs.observer, Platforms: eksPlatforms, Sources: eksSources, AllowedAMIOwners: cfg.AMIOwners(), Workers: cfg.Workers},
 				store, clock.RealClock{}, log)
 			checks := map[string]health.Check{"queue": health.QueueCheck(sqsAPI, cfg.QueueURL), "table": health.TableCheck(dynamoAPI, cfg.Table)}
 			return obs.run(cmd.Context(), a, clients.CloudWatch, checks)

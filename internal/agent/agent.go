@@ -65,6 +65,9 @@ type Settings struct {
 	AllowedAMIOwners []string
 	// AccountID is the agent's AWS account, whose AMIs the gate accepts; default: the account in QueueURL's path.
 	AccountID string
+	// Workers is how many targets one reconcile pass advances at once (`--workers`); <= 0: DefaultWorkers
+	// (8). One target is never advanced by two of them at once (pool.go).
+	Workers int
 	// Backoff is the retry backoff of a target whose rollout step failed and of a lifecycle action whose
 	// drain check failed: they are tried again after it, not on every tick or poll. Zero:
 	// lifecycle.DefaultBackoff (5 s, times 1.5 up to 2 minutes, 20 % jitter).
@@ -84,7 +87,9 @@ type Agent struct {
 	// Consumer receives the queue; exported for its Stats.
 	Consumer *events.Consumer
 
-	mu         sync.Mutex // serialises reconciles (the consumer and the ticker both trigger them)
+	// mu guards the fields below it and is held only while they are read or written, never across an AWS
+	// call of a pass, so that a message handled beside a pass never waits for it.
+	mu         sync.Mutex
 	discovered lifecycle.Discovered
 	amis       map[string]lifecycle.ResolvedAMI // by parameter name
 	sourceErr  map[string]string                // parameter -> why it names no AMI (missing, invalid)
@@ -102,6 +107,11 @@ type Agent struct {
 	wakes wakeSet
 	// waits holds when each target's next timed wait ends (timers.go)
 	waits timedWaits
+
+	pass    sync.Mutex  // serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
+	pollMu  sync.Mutex  // serialises the parameter poll and the hook check of concurrent passes
+	targets targetGuard // one target advanced by one goroutine at a time (pool.go)
+	steps   atomic.Uint64
 }
 
 // instanceImage is a cached DescribeInstances answer.
@@ -119,6 +129,7 @@ const imageCacheTTL = 10 * time.Minute
 // ones (warm pool instances), asking EC2 only for instances not seen within imageCacheTTL.
 func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra []string) (map[string]string, map[string]time.Time, error) {
 	now := a.clock.Now()
+	a.mu.Lock()
 	if a.images == nil {
 		a.images = map[string]instanceImage{}
 	}
@@ -138,15 +149,20 @@ func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra 
 	for _, id := range extra {
 		see(id)
 	}
+	a.mu.Unlock()
 	if len(ask) > 0 {
 		images, launched, err := lifecycle.ImageIDs(ctx, a.clients.EC2, ask)
 		if err != nil {
 			return nil, nil, err
 		}
+		a.mu.Lock()
 		for id, img := range images {
 			a.images[id] = instanceImage{imageID: img, launched: launched[id], seen: now}
 		}
+		a.mu.Unlock()
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	images, launched := make(map[string]string, len(live)), make(map[string]time.Time, len(live))
 	for id, c := range a.images {
 		if !live[id] {
@@ -159,11 +175,9 @@ func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra 
 }
 
 // checkHooksLocked reports managed groups whose terminations would skip the drain (no terminating lifecycle
-// hook), once per poll interval: a warning log line and a reason on the group's status.
+// hook), once per poll interval: a warning log line and a reason on the group's status. The caller holds
+// a.pollMu; it takes a.mu only to record what it found.
 func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
-	if a.hookProblems == nil {
-		a.hookProblems = map[string]string{}
-	}
 	for _, name := range d.Names() {
 		own := lifecycle.HookOwnership{QueueURL: a.settings.QueueURL, Listed: d.Targets[name].LifecycleHooks}
 		c, err := lifecycle.CheckOwnedHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout, own)
@@ -171,12 +185,17 @@ func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
 			a.log.Warn("checking lifecycle hooks failed", zap.String(logging.Group, name), zap.Error(err))
 			continue
 		}
+		a.mu.Lock()
+		if a.hookProblems == nil {
+			a.hookProblems = map[string]string{}
+		}
 		missing := c.Note()
 		if c.Missing != "" && a.hookProblems[name] != missing {
 			a.log.Warn("managed group has no terminating lifecycle hook", zap.String(logging.Group, name), zap.String(logging.Reason, c.Missing))
 		}
 		a.alertCappedLocked(d.Targets[name], a.hookProblems[name], c)
 		a.hookProblems[name] = missing
+		a.mu.Unlock()
 	}
 }
 
@@ -306,11 +325,11 @@ func backoff(attempt int) time.Duration {
 // Reconcile discovers the managed groups, resolves their AMI parameters when a poll is due, and advances
 // every target's rollout. Errors of one target are logged and do not stop the others.
 func (a *Agent) Reconcile(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	a.pass.Lock()
+	defer a.pass.Unlock()
 	defer func() { a.lastTick.Store(a.clock.Now().UnixNano()) }()
 	a.wakes.take() // a full pass looks at every target the wake-ups named
-	return a.reconcileLocked(ctx, nil)
+	return a.reconcilePass(ctx, nil)
 }
 
 // LastTick returns when the last Reconcile (a tick of the loop) finished, successful or not; zero before the
@@ -322,29 +341,31 @@ func (a *Agent) LastTick() time.Time {
 	return time.Time{}
 }
 
-func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error {
+// reconcilePass is one pass: it discovers the managed groups, polls the AMI parameters and checks the hooks
+// when a poll is due, reads the pause locks and rollout records once, and advances every target (only: those
+// named; nil: all, plus the recovery of drained instances and the adoption of waiting lifecycle actions) on
+// Settings.Workers goroutines (reconcileTarget). Passes may run beside each other (a tick and a parameter
+// change): the target guard keeps one target to one goroutine, and a.mu is held only around the agent's
+// shared maps. Full passes (only == nil) are serialised by a.pass, which the caller holds.
+func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
 	if err != nil {
 		return err
 	}
+	a.mu.Lock()
 	a.discovered = d
+	a.mu.Unlock()
 	for g, err := range d.Misconfigured {
 		a.log.Warn("opted-in group skipped", zap.String(logging.Group, g), zap.Error(err))
 	}
-	if a.clock.Since(a.lastPoll) >= a.settings.PollInterval {
-		if err := a.resolveLocked(ctx, a.parametersLocked()); err != nil {
-			a.log.Warn("resolving AMI parameters failed; keeping the last known values", zap.Error(err))
-		} else {
-			a.lastPoll = a.clock.Now()
-		}
-		a.checkHooksLocked(ctx, d)
-	}
+	a.pollIfDue(ctx, d)
 	locks, err := a.store.ListLocks(ctx)
 	if err != nil {
 		return fmt.Errorf("reading pause locks: %w", err)
 	}
 	// One read of every rollout record per tick instead of one per target; the conditional writes catch a
-	// record that changed since.
+	// record that changed since, and a target stepped by another pass since is read again (reconcileTarget).
+	readAt := a.steps.Load()
 	list, err := a.store.ListRollouts(ctx)
 	if err != nil {
 		return fmt.Errorf("reading rollouts: %w", err)
@@ -373,61 +394,15 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 	if err != nil {
 		return err
 	}
-	nodes := map[string]map[string]lifecycle.NodeState{} // by platform/cluster
+	p := &pass{d: d, locks: locks, records: records, readAt: readAt, pools: pools, images: images, launched: launched,
+		nodes: map[string]*clusterView{}}
+	var names []string
 	for _, name := range d.Names() {
-		if only != nil && !only[name] {
-			continue
+		if (only == nil || only[name]) && !poolFailed[name] {
+			names = append(names, name)
 		}
-		if poolFailed[name] {
-			continue
-		}
-		t := d.Targets[name]
-		key := t.Platform + "/" + t.Cluster
-		rec, known := records[name]
-		if !known {
-			rec = state.Rollout{Group: name, Platform: t.Platform, Cluster: t.Cluster}
-		}
-		if !a.retries.Due(name) {
-			continue // its last step failed: tried again after the backoff (deadlines and lease bound it)
-		}
-		// Idle targets need no cluster view: deciding that an AMI changed takes only the instances' AMIs.
-		if _, ok := nodes[key]; !ok && (rec.Active() || rec.Phase == state.PhaseHalted) {
-			platform, err := a.orchestrator.Platforms.For(t)
-			if err != nil {
-				a.log.Error("group skipped", zap.String(logging.Group, name), zap.Error(err))
-				continue
-			}
-			n, err := platform.Observe(ctx, t.Cluster)
-			if err != nil {
-				a.stepFailed(name, rec, "observing cluster failed", err, zap.String(logging.Cluster, t.Cluster))
-				continue
-			}
-			nodes[key] = n
-		}
-		v := lifecycle.BuildView(d.Groups[name], images, launched, nodes[key], a.clock.Now())
-		if p, ok := pools[name]; ok {
-			v = lifecycle.WithWarmPool(v, p, images, launched)
-		}
-		var ami *lifecycle.ResolvedAMI
-		if r, ok := a.amis[t.Parameter]; ok {
-			ami = &r
-		}
-		r, err := a.orchestrator.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Record: &rec, Warning: a.hookProblems[name],
-			Pause: pauseFor(locks, name, a.clock.Now()), SourceProblem: a.sourceErr[t.Parameter]})
-		if err != nil {
-			if r.Group == "" {
-				r = rec
-			}
-			a.stepFailed(name, r, "rollout step failed", err)
-		} else {
-			a.retries.Succeeded(name)
-		}
-		if r.Group != "" {
-			records[name] = r
-		}
-		a.alertSourceLocked(t, a.sourceErr[t.Parameter], ami)
-		a.settings.Observer.TargetObserved(t, v, r, ami)
 	}
+	forEachTarget(ctx, a.settings.Workers, names, func(name string) { a.reconcileTarget(ctx, p, name) })
 	a.reconcileNodegroupsLocked(ctx, locks, records, only) // nodegroups.go
 	if only == nil {
 		// Instances the agent drained for lifecycle actions that are back InService go back in service.
@@ -438,6 +413,113 @@ func (a *Agent) reconcileLocked(ctx context.Context, only map[string]bool) error
 		a.hooks.AdoptWaiting(ctx, d)
 	}
 	return nil
+}
+
+// pollIfDue reads every AMI parameter and checks the lifecycle hooks when the poll interval has passed since
+// the last successful poll. One pass polls at a time; a pass that finds a poll under way waits for it and then
+// finds it no longer due.
+func (a *Agent) pollIfDue(ctx context.Context, d lifecycle.Discovered) {
+	a.pollMu.Lock()
+	defer a.pollMu.Unlock()
+	a.mu.Lock()
+	due, params := a.clock.Since(a.lastPoll) >= a.settings.PollInterval, a.parametersLocked()
+	a.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := a.resolveLocked(ctx, params); err != nil {
+		a.log.Warn("resolving AMI parameters failed; keeping the last known values", zap.Error(err))
+	} else {
+		a.mu.Lock()
+		a.lastPoll = a.clock.Now()
+		a.mu.Unlock()
+	}
+	a.checkHooksLocked(ctx, d)
+}
+
+// reconcileTarget advances one target of pass p: the per-target body of a pass, run by its workers. It holds
+// the target's guard throughout, so a target is never advanced twice at once in this process; when another
+// pass stepped the target after p read the records, the record is read again from the store.
+func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
+	slot := a.targets.lock(name)
+	defer slot.mu.Unlock()
+	if !a.retries.Due(name) {
+		return // its last step failed: tried again after the backoff (deadlines and lease bound it)
+	}
+	t := p.d.Targets[name]
+	key := t.Platform + "/" + t.Cluster
+	rec, known := p.record(name)
+	if slot.last > p.readAt {
+		// Stepped by a pass that ran beside this one: what p read may be older than what was written.
+		stored, err := a.store.GetRollout(ctx, name)
+		switch {
+		case err == nil:
+			rec, known = stored, true
+		case !errors.Is(err, state.ErrNotFound):
+			a.stepFailed(name, rec, "reading rollout failed", err)
+			return
+		}
+	}
+	if !known {
+		rec = state.Rollout{Group: name, Platform: t.Platform, Cluster: t.Cluster}
+	}
+	defer func() { slot.last = a.steps.Add(1) }()
+	// Idle targets need no cluster view: deciding that an AMI changed takes only the instances' AMIs.
+	cv := p.cluster(key)
+	cv.mu.Lock()
+	if !cv.seen && (rec.Active() || rec.Phase == state.PhaseHalted) {
+		platform, err := a.orchestrator.Platforms.For(t)
+		if err != nil {
+			cv.mu.Unlock()
+			a.log.Error("group skipped", zap.String(logging.Group, name), zap.Error(err))
+			return
+		}
+		n, err := platform.Observe(ctx, t.Cluster)
+		if err != nil {
+			cv.mu.Unlock()
+			a.stepFailed(name, rec, "observing cluster failed", err, zap.String(logging.Cluster, t.Cluster))
+			return
+		}
+		cv.nodes, cv.seen = n, true
+	}
+	nodes := cv.nodes
+	cv.mu.Unlock()
+	v := lifecycle.BuildView(p.d.Groups[name], p.images, p.launched, nodes, a.clock.Now())
+	if pool, ok := p.pools[name]; ok {
+		v = lifecycle.WithWarmPool(v, pool, p.images, p.launched)
+	}
+	a.mu.Lock()
+	var ami *lifecycle.ResolvedAMI
+	if r, ok := a.amis[t.Parameter]; ok {
+		ami = &r
+	}
+	warning, problem := a.hookProblems[name], a.sourceErr[t.Parameter]
+	a.mu.Unlock()
+	r, err := a.rollouts().Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Record: &rec, Warning: warning,
+		Pause: pauseFor(p.locks, name, a.clock.Now()), SourceProblem: problem})
+	if err != nil {
+		if r.Group == "" {
+			r = rec
+		}
+		a.stepFailed(name, r, "rollout step failed", err)
+	} else {
+		a.retries.Succeeded(name)
+	}
+	if r.Group != "" {
+		p.setRecord(name, r)
+	}
+	a.mu.Lock()
+	a.alertSourceLocked(t, problem, ami)
+	a.mu.Unlock()
+	a.settings.Observer.TargetObserved(t, v, r, ami)
+}
+
+// rollouts returns an orchestrator for one target's step: a copy of the agent's, since an Orchestrator keeps
+// the inputs of the Reconcile call in progress (it is not for concurrent use); what it shares (store, clients,
+// AMI gate, observer) is safe for concurrent use.
+func (a *Agent) rollouts() *lifecycle.Orchestrator {
+	o := *a.orchestrator
+	return &o
 }
 
 // stepFailed backs the target off after a failed step: it is reconciled again after the backoff, or at its
@@ -463,12 +545,15 @@ func (a *Agent) parametersLocked() []string {
 	return names
 }
 
-// resolveLocked reads the named parameters and records the AMIs they name. It reports whether any changed.
+// resolveLocked reads the named parameters and records the AMIs they name. It takes a.mu only to record them
+// (not across the SSM calls); the caller holds none of the agent's locks.
 func (a *Agent) resolveLocked(ctx context.Context, names []string) error {
 	found, missing, invalid, err := a.resolver.Resolve(ctx, names)
 	if err != nil {
 		return err
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for name, r := range found {
 		if prev, ok := a.amis[name]; !ok || prev.ImageID != r.ImageID {
 			a.log.Info("AMI parameter resolved", zap.String(logging.Parameter, name), zap.String(logging.AMI, r.ImageID),
@@ -526,13 +611,19 @@ func (a *Agent) route(ctx context.Context, ev events.Event) (events.Disposition,
 		a.log.Debug("message not acted on", zap.String(logging.MessageKind, string(ev.Kind)), zap.String(logging.Reason, ev.Reason))
 		return events.Ignored, nil
 	case events.KindScheduledTick, events.KindAMIAnnouncement:
+		// A whole-fleet pass, serialised with the loop's; other messages are handled beside it.
+		a.pass.Lock()
+		defer a.pass.Unlock()
 		a.mu.Lock()
-		defer a.mu.Unlock()
-		if err := a.resolveLocked(ctx, a.parametersLocked()); err != nil {
+		params := a.parametersLocked()
+		a.mu.Unlock()
+		if err := a.resolveLocked(ctx, params); err != nil {
 			return doneOrHold(err)
 		}
+		a.mu.Lock()
 		a.lastPoll = a.clock.Now()
-		return doneOrHold(a.reconcileLocked(ctx, nil))
+		a.mu.Unlock()
+		return doneOrHold(a.reconcilePass(ctx, nil))
 	case events.KindParameterChange:
 		disp, err := a.handleParameter(ctx, ev)
 		if err != nil && disp == events.Done {
@@ -558,44 +649,65 @@ func doneOrHold(err error) (events.Disposition, error) {
 	return events.Done, err
 }
 
-// handleParameter resolves a changed parameter at once and advances the targets that use it.
+// handleParameter resolves a changed parameter at once and advances the targets that use it. It never waits
+// for a pass in progress: it advances its targets beside it (reconcilePass), each target still advanced by
+// one goroutine at a time.
 func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Disposition, error) {
 	p := ev.Parameter
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if len(a.discovered.Targets) == 0 {
+	known := len(a.discovered.Targets) > 0
+	a.mu.Unlock()
+	if !known {
 		d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
 		if err != nil {
 			return events.Done, err
 		}
+		a.mu.Lock()
 		a.discovered = d
+		a.mu.Unlock()
 	}
-	affected := map[string]bool{}
-	name := p.Name
+	a.mu.Lock()
+	affected, name, deleted := a.parameterTargetsLocked(p)
+	a.mu.Unlock()
+	if len(affected) == 0 || p.Exception != "" {
+		return events.Ignored, nil
+	}
+	if deleted {
+		// Their status says so now, not at the next poll.
+		return events.Done, a.reconcilePass(ctx, affected)
+	}
+	if err := a.resolveLocked(ctx, []string{name}); err != nil {
+		return events.Done, err
+	}
+	return events.Done, a.reconcilePass(ctx, affected)
+}
+
+// parameterTargetsLocked returns the targets that use the changed parameter and its name as they spell it;
+// for a deleted parameter it also records that its groups have no source (deleted true). A change carrying an
+// exception is logged and changes nothing. The caller holds a.mu.
+func (a *Agent) parameterTargetsLocked(p *events.ParameterChange) (affected map[string]bool, name string, deleted bool) {
+	affected = map[string]bool{}
+	name = p.Name
 	for _, t := range a.discovered.Targets {
 		if t.Parameter == p.Name || strings.TrimPrefix(t.Parameter, "/") == strings.TrimPrefix(p.Name, "/") {
 			affected[t.Group], name = true, t.Parameter
 		}
 	}
 	if len(affected) == 0 {
-		return events.Ignored, nil
+		return affected, name, false
 	}
 	if p.Exception != "" {
 		a.log.Warn("parameter change carries an exception (the value failed validation); not acting on it",
 			zap.String(logging.Parameter, name), zap.String(logging.Reason, p.Exception))
-		return events.Ignored, nil
+		return affected, name, false
 	}
 	if p.Operation == "Delete" {
 		delete(a.amis, name)
 		a.sourceErr[name] = "source missing: parameter " + name + " was deleted"
 		a.log.Warn("AMI parameter deleted; its groups get no rollout until it exists again", zap.String(logging.Parameter, name))
-		// Their status says so now, not at the next poll.
-		return events.Done, a.reconcileLocked(ctx, affected)
+		return affected, name, true
 	}
-	if err := a.resolveLocked(ctx, []string{name}); err != nil {
-		return events.Done, err
-	}
-	return events.Done, a.reconcileLocked(ctx, affected)
+	return affected, name, false
 }
 
 // handleLifecycle drains and completes lifecycle actions of managed groups once Auto Scaling confirmed them

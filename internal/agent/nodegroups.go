@@ -43,7 +43,7 @@ func (a *Agent) reconcileNodegroupsLocked(ctx context.Context, locks []state.Loc
 			continue
 		}
 		in.Record = &rec
-		r, err := a.orchestrator.ReconcileNodegroup(ctx, t, in)
+		r, err := a.rollouts().ReconcileNodegroup(ctx, t, in)
 		if err != nil {
 			if r.Group == "" {
 				r = rec
@@ -78,7 +78,7 @@ func (a *Agent) recordNotRolledLocked(ctx context.Context, d lifecycle.Discovere
 		if !known {
 			rec = state.Rollout{Group: group, Platform: lifecycle.PlatformEKS}
 		}
-		r, err := a.orchestrator.Reconcile(ctx, lifecycle.Target{Group: group, Platform: rec.Platform, Cluster: rec.Cluster},
+		r, err := a.rollouts().Reconcile(ctx, lifecycle.Target{Group: group, Platform: rec.Platform, Cluster: rec.Cluster},
 			lifecycle.Inputs{Record: &rec, NotRolled: why})
 		if err != nil {
 			a.log.Warn("recording why a group is not rolled failed; retrying next tick", zap.String(logging.Group, group), zap.Error(err))

@@ -91,13 +91,15 @@ func (a *Agent) ReconcileWoken(ctx context.Context) {
 	if len(groups) == 0 && len(clusters) == 0 && len(instances) == 0 {
 		return
 	}
+	a.pass.Lock()
+	defer a.pass.Unlock()
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	only := wokenTargets(a.discovered, groups, clusters, instances)
+	a.mu.Unlock()
 	if len(only) == 0 {
 		return
 	}
-	if err := a.reconcileLocked(ctx, only); err != nil {
+	if err := a.reconcilePass(ctx, only); err != nil {
 		a.log.Warn("looking at woken targets failed; the next poll looks again", zap.Error(err))
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -80,6 +81,12 @@ type Config struct {
 	// ClusterBudget is how many instances rollouts may drain at once across every managed group of one ECS or
 	// EKS cluster (`--cluster-budget`, default 1, at least 1), enforced through the store for every replica.
 	ClusterBudget int `json:"clusterBudget"`
+	// Workers is how many managed groups one reconcile pass advances at once (`--workers`, default
+	// agent.DefaultWorkers = 8, 1 to 64); one group is never advanced twice at once.
+	Workers int `json:"workers"`
+	// RateLimits override the client-side AWS request rates (`--rate-limit CLASS=RATE[/BURST]`, repeatable;
+	// awsapi.DefaultRateLimits, sized below the account limits AWS documents).
+	RateLimits []string `json:"rateLimits,omitempty"`
 }
 
 // SafetyPollInterval is the default reconcile interval with wake-up events: the waits end on events, so the
@@ -113,6 +120,7 @@ func Default() Config {
 		DrainTimeout:      p.DrainTimeout,
 		Rollback:          p.RollbackOnFailure,
 		ClusterBudget:     p.ClusterBudget,
+		Workers:           8,
 		LogLevel:          envOr(EnvLogLevel, "info"),
 		OwnerID:           host,
 		LeaseTTL:          envDuration(EnvLeaseTTL, state.DefaultLeaseTTL),
@@ -159,6 +167,10 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", c.VisibilityTimeout, "message visibility requested on receive and kept extended while a drain runs")
 	fs.DurationVar(&c.HealthTimeout, "health-timeout", c.HealthTimeout, "how long a replacement may take to be healthy before the rollout halts")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long a drain may take before the rollout halts and the instance is put back in service")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "how many managed groups a reconcile pass advances at once (1 to 64); one group is never advanced twice at once, "+
+		"and every AWS call still waits for --rate-limit")
+	fs.StringArrayVar(&c.RateLimits, "rate-limit", c.RateLimits, "client-side AWS request rate CLASS=RATE[/BURST] in requests per second, repeatable, 0 lifts it; "+
+		"classes and defaults (about half the account limits AWS documents): ec2-mutating=2.5/100 ec2=10/50 autoscaling=10/20 ecs=10/25 ssm=20/20 eks=10/20 cloudwatch=10/20")
 	fs.IntVar(&c.ClusterBudget, "cluster-budget", c.ClusterBudget, "how many instances rollouts may drain at once across every managed group of one ECS or EKS cluster")
 	fs.BoolVar(&c.Rollback, "rollback", c.Rollback, "put the launch template back to the last good version when a rollout halts on an unhealthy replacement")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env "+EnvLogLevel+")")
@@ -202,6 +214,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, positive[name]))
 		}
 	}
+	if c.Workers < 1 || c.Workers > 64 {
+		errs = append(errs, fmt.Errorf("--workers must be 1 to 64 (groups advanced at once), got %d", c.Workers))
+	}
+	if _, err := awsapi.ParseRateLimits(c.RateLimits); err != nil {
+		errs = append(errs, err)
+	}
 	if c.ClusterBudget < 1 {
 		errs = append(errs, fmt.Errorf("--cluster-budget must be at least 1 (instances draining at once per cluster), got %d", c.ClusterBudget))
 	}
@@ -242,6 +260,16 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--history-retention: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// Limits returns the client-side AWS request rates: the defaults with --rate-limit applied (specs Validate
+// refuses leave the defaults).
+func (c Config) Limits() awsapi.RateLimits {
+	l, err := awsapi.ParseRateLimits(c.RateLimits)
+	if err != nil {
+		return awsapi.DefaultRateLimits()
+	}
+	return l
 }
 
 // AMIOwners returns the owners of --allowed-ami-owners (nil when none; entries Validate refuses are left out).

@@ -205,6 +205,9 @@ type Spec struct {
 	// their nodes (and the account models no Kubernetes side for them). Publish their releases with
 	// sim.Account.PublishEKSRelease.
 	Nodegroups []sim.EKSNodegroupSpec
+	// Workers is the agent's Settings.Workers (targets advanced at once); 0: 1, one target after another, so
+	// that a run on the simulated clock makes the same calls in the same order every time.
+	Workers int
 }
 
 // DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
@@ -426,7 +429,7 @@ func Build(spec Spec) (*World, error) {
 		clients = spec.Wrap(clients)
 	}
 	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer,
-		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners} // a kumo queue URL names another account
+		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners, Workers: max(spec.Workers, 1)} // a kumo queue URL names another account
 	if spec.WakeUpEvents || spec.LoseWakeUpEvents {
 		settings.ReconcileInterval = config.SafetyPollInterval
 		if !spec.LoseWakeUpEvents {

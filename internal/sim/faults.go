@@ -99,6 +99,8 @@ type FaultStats struct {
 	Injected map[string]int
 	// Lost counts the mutating calls whose effect was applied while the caller got an injected error.
 	Lost map[string]int
+	// Throttled counts the calls the account's token buckets refused (Wire.Account, throttle.go).
+	Throttled map[string]int
 }
 
 // Total sums the counts of m.
@@ -124,13 +126,14 @@ type Faults struct {
 	streams map[string]*rand.Rand // per operation
 	stats   FaultStats
 	off     bool
+	wire    *wireState // client limiter, account buckets, latency (throttle.go); nil: none
 }
 
 // NewFaults returns an injector whose random choices derive from seed. clock, when not nil, takes the
 // rules' latency (pass the Account); rules are evaluated in order: latencies add up, the first fault wins.
 func NewFaults(seed uint64, clock Advancer, rules ...FaultRule) *Faults {
 	f := &Faults{seed: seed, clock: clock, streams: map[string]*rand.Rand{},
-		stats: FaultStats{Calls: map[string]int{}, Successes: map[string]int{}, Injected: map[string]int{}, Lost: map[string]int{}}}
+		stats: FaultStats{Calls: map[string]int{}, Successes: map[string]int{}, Injected: map[string]int{}, Lost: map[string]int{}, Throttled: map[string]int{}}}
 	f.SetRules(rules...)
 	return f
 }
@@ -165,7 +168,8 @@ func (f *Faults) Stats() FaultStats {
 		}
 		return out
 	}
-	return FaultStats{Calls: cp(f.stats.Calls), Successes: cp(f.stats.Successes), Injected: cp(f.stats.Injected), Lost: cp(f.stats.Lost)}
+	return FaultStats{Calls: cp(f.stats.Calls), Successes: cp(f.stats.Successes), Injected: cp(f.stats.Injected), Lost: cp(f.stats.Lost),
+		Throttled: cp(f.stats.Throttled)}
 }
 
 // String summarises the counters, one operation a line: calls, successes, injected faults.
@@ -274,6 +278,9 @@ func faultError(op, code, message string) error {
 // a mutating call) after it.
 func call[O any](ctx context.Context, f *Faults, op string, mutating bool, do func(context.Context) (*O, error)) (*O, error) {
 	d := f.decide(op, mutating)
+	if err := f.pass(ctx, op, mutating); err != nil {
+		return nil, err
+	}
 	if d.latency > 0 && f.clock != nil {
 		f.clock.Advance(d.latency)
 	}

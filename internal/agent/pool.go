@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// DefaultWorkers is how many targets a reconcile pass advances at once when Settings.Workers is unset: enough
+// that a pass over 1,000 groups at 40 ms per AWS call stays within seconds, few enough that one pass's calls
+// stay inside the client-side rate limits (awsapi.DefaultRateLimits) rather than queueing behind them.
+const DefaultWorkers = 8
+
+// targetGuard makes sure one target (an Auto Scaling group or a managed node group key) is advanced by one
+// goroutine at a time within this process: the worker pool of a pass, the look a parameter change triggers
+// and the look a wake-up triggers may name the same target at once. Across replicas the store's lease
+// (state.Leased) does the same. Safe for concurrent use; the zero value is ready. It keeps one slot per target
+// ever advanced (a few dozen bytes each).
+type targetGuard struct {
+	mu    sync.Mutex
+	slots map[string]*targetSlot
+	// onWait, when set, is told each time a goroutine has to wait for a target another one advances (tests).
+	onWait func(target string)
+}
+
+// targetSlot is one target's guard: its lock and the sequence number (Agent.steps) of the last step finished
+// on the target, which tells a pass whether the record it read before may be stale.
+type targetSlot struct {
+	mu   sync.Mutex
+	last uint64
+}
+
+// lock waits until no other goroutine advances target, then returns its slot, held; the caller unlocks
+// slot.mu.
+func (g *targetGuard) lock(target string) *targetSlot {
+	g.mu.Lock()
+	if g.slots == nil {
+		g.slots = map[string]*targetSlot{}
+	}
+	s, ok := g.slots[target]
+	if !ok {
+		s = &targetSlot{}
+		g.slots[target] = s
+	}
+	onWait := g.onWait
+	g.mu.Unlock()
+	if !s.mu.TryLock() {
+		if onWait != nil {
+			onWait(target)
+		}
+		s.mu.Lock()
+	}
+	return s
+}
+
+// forEachTarget calls step for every name with at most workers calls at once, and returns when all have
+// returned (or, once ctx is done, when the calls in flight have returned: names not started are skipped; the
+// next pass looks at them). workers < 1 runs one at a time. Names are handed out in order.
+func forEachTarget(ctx context.Context, workers int, names []string, step func(name string)) {
+	workers = max(1, min(workers, len(names)))
+	if workers == 1 {
+		for _, name := range names {
+			if ctx.Err() != nil {
+				return
+			}
+			step(name)
+		}
+		return
+	}
+	next := make(chan string)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range next {
+				step(name)
+			}
+		}()
+	}
+	defer func() { close(next); wg.Wait() }()
+	for _, name := range names {
+		select {
+		case next <- name:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// pass is what one reconcile pass read once for all its targets. The records and the cluster views are
+// written by its workers; the rest is read only.
+type pass struct {
+	d        lifecycle.Discovered
+	locks    []state.Lock
+	readAt   uint64 // Agent.steps when the records were read: a target stepped after it is read again
+	pools    map[string]lifecycle.WarmPool
+	images   map[string]string
+	launched map[string]time.Time
+
+	mu      sync.Mutex
+	records map[string]state.Rollout
+	nodes   map[string]*clusterView // by platform/cluster
+}
+
+// clusterView is one cluster's nodes as observed once per pass (lifecycle.Platform.Observe), by the first
+// target under a rollout that needs them; its lock makes the other targets of the cluster wait for that
+// observation instead of repeating it. A failed observation is not kept: the next target tries again.
+type clusterView struct {
+	mu    sync.Mutex
+	seen  bool
+	nodes map[string]lifecycle.NodeState
+}
+
+func (p *pass) record(group string) (state.Rollout, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.records[group]
+	return r, ok
+}
+
+func (p *pass) setRecord(group string, r state.Rollout) {
+	p.mu.Lock()
+	p.records[group] = r
+	p.mu.Unlock()
+}
+
+func (p *pass) cluster(key string) *clusterView {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cv, ok := p.nodes[key]
+	if !ok {
+		cv = &clusterView{}
+		p.nodes[key] = cv
+	}
+	return cv
+}

@@ -1,0 +1,284 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/sim"
+)
+
+// fleetResults are the fleet scenario's keys in bench-results.json (issue #21 item 5).
+type fleetResults struct {
+	// FleetSize is the size run: groups x instances per group, and the per-call latency.
+	FleetSize string `json:"fleet_size"`
+	// FleetThrottles counts the calls the simulated account's token buckets refused (goal 0).
+	FleetThrottles int `json:"fleet_throttles"`
+	// FleetMaxPassS is the longest reconcile pass or message handling, in seconds of real time (goal <= 10).
+	FleetMaxPassS float64 `json:"fleet_max_pass_s"`
+	// FleetReactionP99Ms: a golden-AMI parameter change of one other group, sent while the fleet's rollouts
+	// run, until that group uses its new launch template version, real milliseconds (goal <= 1000).
+	FleetReactionP99Ms float64 `json:"fleet_reaction_p99_ms"`
+	// FleetVersionsS is how long, in real seconds, every fleet group took to reach its new launch template
+	// version after the shared parameter changed; FleetBudgetS the least time the agent's EC2 mutating-call
+	// budget allows for those calls; FleetVersionsBudgetRatio the first over the second (goal <= 1.2).
+	FleetVersionsS           float64 `json:"fleet_versions_s"`
+	FleetBudgetS             float64 `json:"fleet_budget_s"`
+	FleetVersionsBudgetRatio float64 `json:"fleet_versions_budget_ratio"`
+	// AgentHeapMiB1000Groups is the in-use heap attributed to the agent's packages at 1,000 groups x 20
+	// instances (goal <= 40).
+	AgentHeapMiB1000Groups float64 `json:"agent_heap_mib_1000_groups"`
+}
+
+// fleetSize reads PATCH_AGENT_FLEET ("1000x20"); default 20 x 5: at 100 x 5 the passes wait minutes on the
+// ECS and Auto Scaling limits on this loaded 2-core machine (docs/performance.md).
+func fleetSize(t *testing.T) (groups, instances int) {
+	groups, instances = 20, 5
+	if v := os.Getenv("PATCH_AGENT_FLEET"); v != "" {
+		g, n, ok := strings.Cut(v, "x")
+		var err1, err2 error
+		groups, err1 = strconv.Atoi(g)
+		instances, err2 = strconv.Atoi(n)
+		require.True(t, ok && err1 == nil && err2 == nil && groups > 0 && instances > 0, "PATCH_AGENT_FLEET=%q: want GROUPSxINSTANCES such as 1000x20", v)
+	}
+	return groups, instances
+}
+
+const (
+	fleetLatency   = 40 * time.Millisecond
+	fleetParameter = "/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id"
+	fleetReactions = 5
+	// fleetWaitCap bounds each wait of the scenario; a wait that reaches it is recorded at the cap (the
+	// report then says ">=").
+	fleetWaitCap = 90 * time.Second
+)
+
+// fleetScenario runs groups x instances ECS groups on one public parameter against the simulated account
+// behind the wire: every call 40 ms of real time, the account's documented token buckets, the agent's
+// default client-side limits and workers. The agent is driven as Run drives it, in real time: one goroutine
+// polls the queue, another runs passes, each pass advancing the simulated clock by the production 15 s.
+// The public parameter changes once (the schedule rule's event); then, while the rollouts run, a golden-AMI
+// parameter of one other group changes fleetReactions times, one change at a time, each superseding the last.
+func fleetScenario(t *testing.T, groups, instances int) fleetResults {
+	ctx := context.Background()
+	limits := awsapi.DefaultRateLimits()
+	// The EC2 mutating budget binds only past its burst: scaled to the fleet (100 at 1,000 groups) so that
+	// a small run measures the same thing.
+	limits[awsapi.RateEC2Mutating] = awsapi.RateLimit{Rate: limits[awsapi.RateEC2Mutating].Rate, Burst: max(1, min(100, groups/10))}
+	faults := sim.NewFaults(1, nil)
+	faults.SetWire(sim.Wire{Client: awsapi.NewLimiter(limits), Account: sim.AWSAccountLimits(), Latency: fleetLatency})
+	faults.Pause(true) // no injected faults: only the wire
+	spec := demo.Spec{Faults: faults, Workers: agent.DefaultWorkers, Log: zap.NewNop()}
+	for i := range groups {
+		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("fleet-%04d", i), Cluster: fmt.Sprintf("c-%03d", i/10),
+			Parameter: fleetParameter, Min: int32(instances), Max: int32(instances + 1), Desired: int32(instances), HeartbeatTimeout: -1})
+	}
+	other := demo.GroupSetup{Name: "other", Cluster: "c-other", Parameter: "/golden-ami/other", Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1}
+	spec.Groups = append(spec.Groups, other)
+	w, err := demo.Build(spec)
+	require.NoError(t, err)
+	require.NoError(t, w.Agent.Reconcile(ctx)) // every group seen Idle on its current AMI
+
+	var mu sync.Mutex
+	var maxPass time.Duration
+	took := func(d time.Duration) {
+		mu.Lock()
+		maxPass = max(maxPass, d)
+		mu.Unlock()
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // the consumer
+		defer wg.Done()
+		for runCtx.Err() == nil {
+			start := time.Now()
+			n, _ := w.Agent.Consumer.PollOnce(runCtx, 0)
+			if n > 0 {
+				took(time.Since(start))
+				continue
+			}
+			select { // an empty receive: SQS would have long-polled
+			case <-runCtx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	go func() { // the loop's passes
+		defer wg.Done()
+		for runCtx.Err() == nil {
+			w.Account.Advance(15 * time.Second)
+			start := time.Now()
+			_ = w.Agent.Reconcile(runCtx)
+			took(time.Since(start))
+		}
+	}()
+	defer func() { cancel(); wg.Wait() }()
+
+	before := map[string]string{}
+	for _, g := range spec.Groups[:groups] {
+		before[g.Name] = w.Account.Group(g.Name).LaunchTemplateVersion
+	}
+	start := time.Now()
+	w.PublishPublicAMI(fleetParameter, demo.ImageB)
+	versionsDone := make(chan time.Duration, 1)
+	go func() { // every fleet group on its new launch template version, watched beside the reactions
+		for {
+			moved := 0
+			for _, g := range spec.Groups[:groups] {
+				if w.Account.Group(g.Name).LaunchTemplateVersion != before[g.Name] {
+					moved++
+				}
+			}
+			if moved == groups || time.Since(start) > 10*fleetWaitCap {
+				if moved < groups {
+					t.Logf("only %d of %d groups on their new launch template version; recorded at the cap", moved, groups)
+				}
+				versionsDone <- time.Since(start)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	// The other group's golden AMI changes while the fleet's launch templates are being moved.
+	var lat []float64
+	for i := range fleetReactions {
+		image := fmt.Sprintf("ami-0%016x", 0xf1ee7000+i)
+		was := w.Account.Group(other.Name).LaunchTemplateVersion
+		sent := time.Now()
+		w.PublishAMI(other.Parameter, image)
+		for w.Account.Group(other.Name).LaunchTemplateVersion == was && time.Since(sent) < fleetWaitCap {
+			time.Sleep(time.Millisecond)
+		}
+		lat = append(lat, float64(time.Since(sent).Microseconds())/1000)
+		t.Logf("other group's change %d reached its new launch template version in %.0f ms", i, lat[len(lat)-1])
+		// Each change supersedes the one before (a newer golden AMI while the last rollout runs).
+		time.Sleep(100 * time.Millisecond)
+	}
+	versions := <-versionsDone
+	cancel()
+	wg.Wait()
+
+	sort.Float64s(lat)
+	st := faults.Stats()
+	// One CreateLaunchTemplateVersion per group is what the EC2 mutating bucket meters; the agent's bucket
+	// lets the first Burst through at once and then Rate per second.
+	b := limits[awsapi.RateEC2Mutating]
+	calls := st.Successes["ec2:CreateLaunchTemplateVersion"]
+	budget := math.Max(float64(calls-b.Burst)/b.Rate, 0) + fleetLatency.Seconds()
+	return fleetResults{
+		FleetSize:                fmt.Sprintf("%d x %d, %s per call", groups, instances, fleetLatency),
+		FleetThrottles:           sim.Total(st.Throttled),
+		FleetMaxPassS:            maxPass.Seconds(),
+		FleetReactionP99Ms:       lat[(len(lat)*99)/100],
+		FleetVersionsS:           versions.Seconds(),
+		FleetBudgetS:             budget,
+		FleetVersionsBudgetRatio: versions.Seconds() / budget,
+	}
+}
+
+// agentHeapMiB builds 1,000 groups x 20 instances, runs three passes (zero latency) and returns the in-use
+// heap that a heap profile attributes to the agent: allocations whose innermost patch-agent frame is in one
+// of the agent's packages rather than in the simulated account or the demo world. What the account
+// allocates and the agent keeps (SDK answers it caches) is counted as the account's, so the figure is a lower
+// bound of what the agent holds.
+func agentHeapMiB(t *testing.T) float64 {
+	old := runtime.MemProfileRate
+	runtime.MemProfileRate = 64 << 10
+	defer func() { runtime.MemProfileRate = old }()
+	ctx := context.Background()
+	w := manyGroups(t, 1000, 20)
+	for range 3 {
+		require.NoError(t, w.Agent.Reconcile(ctx))
+	}
+	runtime.GC()
+	var buf bytes.Buffer
+	require.NoError(t, pprof.Lookup("heap").WriteTo(&buf, 1))
+	runtime.KeepAlive(w)
+	return float64(agentInUse(t, buf.String())) / (1 << 20)
+}
+
+var (
+	heapRecord = regexp.MustCompile(`^(\d+): (\d+) \[\d+: \d+\] @`)
+	heapFrame  = regexp.MustCompile(`^#\s+0x[0-9a-f]+\s+(\S+)`)
+)
+
+// agentInUse sums the in-use bytes of the records of a text heap profile (debug=1) whose innermost
+// patch-agent frame is not in internal/sim, internal/demo or internal/bench.
+func agentInUse(t *testing.T, profile string) int64 {
+	var total, bytesNow int64
+	decided, inRecord := false, false
+	sc := bufio.NewScanner(strings.NewReader(profile))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := heapRecord.FindStringSubmatch(line); m != nil {
+			bytesNow, _ = strconv.ParseInt(m[2], 10, 64)
+			decided, inRecord = false, true
+			continue
+		}
+		if !inRecord || decided {
+			continue
+		}
+		if m := heapFrame.FindStringSubmatch(line); m != nil && strings.Contains(m[1], "patch-agent/patch-agent/") {
+			decided = true
+			fn := m[1]
+			if !strings.Contains(fn, "/internal/sim.") && !strings.Contains(fn, "/internal/demo.") && !strings.Contains(fn, "/internal/bench.") {
+				total += bytesNow
+			}
+		}
+		if line == "" {
+			inRecord = false
+		}
+	}
+	require.NoError(t, sc.Err())
+	return total
+}
+
+// fleetFigures are the fleet scenario's rows of docs/performance.md.
+func fleetFigures(r results) []figure {
+	how := "fleet scenario (" + r.FleetSize + "; PATCH_AGENT_FLEET=GROUPSxINSTANCES): one public parameter changes, the simulated account answers " +
+		"every call after 40 ms of real time behind AWS's documented token buckets, the agent runs its default client-side limits and 8 workers"
+	return []figure{
+		{"fleet: throttling errors", fmt.Sprintf("%d", r.FleetThrottles), "0", how},
+		{"fleet: longest pass or message handling", fmt.Sprintf("%.2f s", r.FleetMaxPassS), "<= 10 s", "real time of each Reconcile and of each receive with messages, same run"},
+		{"fleet: other group's golden-AMI change to its new version, p99", fmt.Sprintf("%.0f ms", r.FleetReactionP99Ms), "<= 1000 ms",
+			fmt.Sprintf("%d changes of one other group's parameter sent one by one while the fleet's rollouts run", fleetReactions)},
+		{"fleet: every group on its new launch template version / EC2 budget", fmt.Sprintf("%.2f (%.1f s / %.1f s)", r.FleetVersionsBudgetRatio, r.FleetVersionsS, r.FleetBudgetS), "<= 1.2",
+			"real time until every group uses its new version, over (versions - burst) / rate of the agent's ec2-mutating limit (2.5/s, burst scaled to groups/10, 100 at 1,000 groups) + one call"},
+		{"agent heap, 1,000 groups x 20 instances", fmt.Sprintf("%.1f MiB", r.AgentHeapMiB1000Groups), "<= 40 MiB",
+			"in-use heap after three passes whose innermost patch-agent frame is the agent's (not internal/sim or internal/demo), heap profile at 64 KiB sampling"},
+	}
+}
+
+// TestFleet runs the fleet scenario and the heap measurement alone and prints their figures
+// (PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestFleet -v), without writing the report.
+func TestFleet(t *testing.T) {
+	if os.Getenv("PATCH_AGENT_BENCH") == "" {
+		t.Skip("measurements run with `make bench` (PATCH_AGENT_BENCH=1)")
+	}
+	groups, instances := fleetSize(t)
+	r := results{fleetResults: fleetScenario(t, groups, instances)}
+	r.AgentHeapMiB1000Groups = agentHeapMiB(t)
+	for _, f := range fleetFigures(r) {
+		t.Logf("%-66s %-28s goal %s", f.name, f.value, f.goal)
+	}
+}
