@@ -496,6 +496,7 @@ const history = `
 | same; the bench now counts the DynamoDB store's requests (on kumo), without its own reads | DynamoDB requests per replaced instance, 15 s tick | 51.2 (24.4 of them Scans) | 51.2 (0 Scans; 3 Queries per tick) |
 | sqs:ReceiveMessage counted apart (it grows with time, not work) | AWS API calls per replaced instance, 15 s tick | 79.8 with ReceiveMessage | 67.7 + 12.1 ReceiveMessage |
 | issue #21 item 3: a drain is started and checked on the container instance ARN and DRAINING status of the tick's cluster view (ECS ListContainerInstances + DescribeContainerInstances), not looked up again; a view that saw the instance ACTIVE with no drain started since still looks it up | AWS API calls per replaced instance, 15 s tick (TestRolloutCosts; ecs:DescribeContainerInstances 18.1 -> 13.1) | 68.6 + 12.1 ReceiveMessage | 63.6 + 12.1 ReceiveMessage |
+| issue #21 item 3: no second drain check of a drain already found finished: the terminating lifecycle action of the instance the rollout drained and terminated is checked with one DescribeContainerInstances (same ARN, still DRAINING, no task running or pending) instead of ListTasks x2 + DescribeTasks | AWS API calls per replaced instance, 15 s tick (TestRolloutCosts; ecs:ListTasks 10.0 -> 8.0, ecs:DescribeTasks 5.0 -> 4.0) | 63.6 + 12.1 ReceiveMessage | 60.6 + 12.1 ReceiveMessage |
 
 ## Goals not met, and why
 

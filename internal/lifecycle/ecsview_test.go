@@ -52,6 +52,7 @@ func (f *viewECS) DescribeContainerInstances(_ context.Context, in *ecs.Describe
 	out := &ecs.DescribeContainerInstancesOutput{}
 	for _, arn := range in.ContainerInstances {
 		if ci, ok := f.instances[arn]; ok {
+			ci.RunningTasksCount = int32(len(f.tasks[arn]))
 			out.ContainerInstances = append(out.ContainerInstances, ci)
 		} else {
 			out.Failures = append(out.Failures, ecstypes.Failure{Arn: aws.String(arn), Reason: aws.String("MISSING")})
@@ -197,4 +198,46 @@ func TestDrainStartedThisTickIsCheckedOnTheContainerInstanceItSetDraining(t *tes
 	require.Equal(t, 1, api.calls["UpdateContainerInstancesState"])
 	require.Equal(t, before, api.calls["DescribeContainerInstances"], "start and check of the drain describe nothing again")
 	require.Equal(t, []string{ciOld, ciOld}, api.listedFor)
+}
+
+// TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty: the
+// terminating lifecycle action of an instance whose drain the rollout found finished (before terminating it)
+// checks the drain with one DescribeContainerInstances, not the task listing again (issue #21 item 3) — but
+// only while the container instance is still DRAINING with no task running or pending. One set ACTIVE in
+// between, given a task and set DRAINING again, is checked in full and is not drained.
+func TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty(t *testing.T) {
+	ctx := context.Background()
+	api := newViewECS()
+	api.register(ciOld, "i-1", "DRAINING")
+	platform := ECSPlatform{Drainer: ecsdrain.New(api)}
+	nodes, err := platform.Observe(ctx, "c1")
+	require.NoError(t, err)
+
+	prog, err := platform.DrainStatusSeen(ctx, "c1", "i-1", nodes["i-1"], false) // the rollout's check
+	require.NoError(t, err)
+	require.True(t, prog.Drained)
+	require.Equal(t, 2, api.calls["ListTasks"])
+
+	prog, err = platform.DrainStatus(ctx, "c1", "i-1") // the lifecycle action's check
+	require.NoError(t, err)
+	require.True(t, prog.Drained, prog.Detail)
+	require.Equal(t, 2, api.calls["ListTasks"], "no second listing of the tasks")
+
+	// Someone sets it ACTIVE, ECS places a task, and it is set DRAINING again: the counters show the task.
+	api.tasks[ciOld] = []string{"arn:task/late"}
+	prog, err = platform.DrainStatus(ctx, "c1", "i-1")
+	require.NoError(t, err)
+	require.False(t, prog.Drained, "a task RUNNING again: %s", prog.Detail)
+	require.Equal(t, 4, api.calls["ListTasks"], "checked in full")
+
+	// The agent's own undrain forgets the finished drain too.
+	delete(api.tasks, ciOld)
+	_, err = platform.DrainStatus(ctx, "c1", "i-1")
+	require.NoError(t, err)
+	require.NoError(t, platform.Undrain(ctx, "c1", "i-1"))
+	api.register(ciOld, "i-1", "DRAINING")
+	listed := api.calls["ListTasks"]
+	_, err = platform.DrainStatus(ctx, "c1", "i-1")
+	require.NoError(t, err)
+	require.Equal(t, listed+2, api.calls["ListTasks"], "after an undrain the drain is checked in full")
 }

@@ -130,6 +130,11 @@ func (p ECSPlatform) DrainStatus(ctx context.Context, cluster, instanceID string
 	if ci.Status != "DRAINING" {
 		return DrainProgress{Detail: fmt.Sprintf("container instance is %s, not DRAINING", ci.Status)}, nil
 	}
+	if p.Drainer.StillDrained(cluster, ci) {
+		// A drain already found finished (the rollout's, before it terminated the instance) is not checked
+		// a second time: still DRAINING, no task running or pending (issue #21 item 3).
+		return DrainProgress{Drained: true, Detail: "drained at the last check, still DRAINING with no task running or pending"}, nil
+	}
 	return p.tasksLeft(ctx, cluster, ci)
 }
 
