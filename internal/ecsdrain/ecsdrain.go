@@ -149,11 +149,42 @@ type Drainer struct {
 	// the mapping does not change while the instance stays registered, so Find describes the one ARN
 	// instead of listing the cluster again. A MISSING answer drops the entry.
 	arns map[string]map[string]string
+	// drained holds, per cluster, the container instance ARNs whose last drain check (Status) found them
+	// drained; StillDrained trusts it only while the container instance stays DRAINING with no task counted,
+	// and setting a container instance ACTIVE drops it.
+	drained map[string]map[string]bool
 }
 
 // New returns a Drainer that calls ECS through api.
 func New(api awsapi.ECS) *Drainer {
-	return &Drainer{api: api, daemon: make(map[string]map[string]bool), arns: make(map[string]map[string]string)}
+	return &Drainer{api: api, daemon: make(map[string]map[string]bool), arns: make(map[string]map[string]string),
+		drained: make(map[string]map[string]bool)}
+}
+
+// StillDrained reports whether ci, just described, is known to be drained without listing its tasks again: an
+// earlier Status of the same container instance ARN found it drained, and it is still DRAINING with no task
+// running or pending (runningTasksCount, pendingTasksCount). While a container instance is DRAINING, ECS
+// places no new task on it (Amazon ECS Developer Guide, "Draining Amazon ECS container instances"), so a
+// drain once finished stays finished; the counters catch a task placed while it was briefly ACTIVE in between.
+// A container instance registered again has a new ARN and no such record.
+func (d *Drainer) StillDrained(cluster string, ci ContainerInstance) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.drained[cluster][ci.ARN] && ci.Status == StatusDraining && ci.RunningTasks == 0 && ci.PendingTasks == 0
+}
+
+// noteDrained records the outcome of a drain check of arn (StillDrained).
+func (d *Drainer) noteDrained(cluster, arn string, drained bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !drained {
+		delete(d.drained[cluster], arn)
+		return
+	}
+	if d.drained[cluster] == nil {
+		d.drained[cluster] = map[string]bool{}
+	}
+	d.drained[cluster][arn] = true
 }
 
 // Find maps an EC2 instance id to its container instance in cluster. ListContainerInstances returns only ARNs,
@@ -317,6 +348,9 @@ func (d *Drainer) UndrainFound(ctx context.Context, cluster string, ci Container
 }
 
 func (d *Drainer) update(ctx context.Context, cluster string, ci ContainerInstance, want types.ContainerInstanceStatus) error {
+	if want == types.ContainerInstanceStatusActive {
+		d.noteDrained(cluster, ci.ARN, false) // back in service: tasks may land on it again
+	}
 	if ci.Status == string(want) {
 		return nil
 	}
@@ -342,6 +376,9 @@ func (d *Drainer) setStatus(ctx context.Context, cluster, arn string, want types
 			err = fmt.Errorf("setting container instance %s of cluster %s %s: %w", arn, cluster, want, err)
 		}
 	}()
+	if want == types.ContainerInstanceStatusActive {
+		d.noteDrained(cluster, arn, false)
+	}
 	cur, err := d.api.DescribeContainerInstances(ctx, &ecs.DescribeContainerInstancesInput{
 		Cluster:            aws.String(cluster),
 		ContainerInstances: []string{arn},

@@ -39,6 +39,39 @@ type Platform interface {
 	Undrain(ctx context.Context, cluster, instanceID string) error
 }
 
+// SeenDrainer is implemented by platforms that can start and check a drain from the node this tick's cluster
+// view already shows (NodeState from Observe: for ECS the container instance ARN and status that the tick's
+// ListContainerInstances and DescribeContainerInstances returned), instead of finding the instance in its
+// cluster again. seen must come from this tick's Observe, never from a record written earlier: a container
+// instance that registered again has a new ARN, and the tasks of the old one are not the instance's
+// (Amazon ECS Developer Guide, "Amazon ECS container instance lifecycle"). A seen node that is not registered
+// (or names nothing) falls back to StartDrain and DrainStatus.
+type SeenDrainer interface {
+	// StartDrainSeen is StartDrain for the instance's node as seen this tick.
+	StartDrainSeen(ctx context.Context, cluster, instanceID string, seen NodeState) error
+	// DrainStatusSeen is DrainStatus for the instance's node as seen this tick; draining says whether the
+	// caller set (or saw) it DRAINING since the look.
+	DrainStatusSeen(ctx context.Context, cluster, instanceID string, seen NodeState, draining bool) (DrainProgress, error)
+}
+
+// startDrainSeen starts the drain of i through the node the view shows when the platform can (SeenDrainer),
+// else through StartDrain.
+func startDrainSeen(ctx context.Context, p Platform, cluster string, i InstanceView) error {
+	if sd, ok := p.(SeenDrainer); ok {
+		return sd.StartDrainSeen(ctx, cluster, i.ID, i.Node)
+	}
+	return p.StartDrain(ctx, cluster, i.ID)
+}
+
+// drainStatusSeen checks the drain of i through the node the view shows when the platform can (SeenDrainer),
+// else through DrainStatus. draining: the drain was started (or seen started) after the view was taken.
+func drainStatusSeen(ctx context.Context, p Platform, cluster string, i InstanceView, draining bool) (DrainProgress, error) {
+	if sd, ok := p.(SeenDrainer); ok {
+		return sd.DrainStatusSeen(ctx, cluster, i.ID, i.Node, draining)
+	}
+	return p.DrainStatus(ctx, cluster, i.ID)
+}
+
 // Platforms maps a platform name (PlatformECS, PlatformEKS) to its implementation.
 type Platforms map[string]Platform
 
@@ -55,7 +88,10 @@ type ECSPlatform struct {
 	Drainer *ecsdrain.Drainer
 }
 
-var _ Platform = ECSPlatform{}
+var (
+	_ Platform    = ECSPlatform{}
+	_ SeenDrainer = ECSPlatform{}
+)
 
 // Observe implements Platform: every container instance of the cluster, in one listing.
 func (p ECSPlatform) Observe(ctx context.Context, cluster string) (map[string]NodeState, error) {
@@ -94,6 +130,16 @@ func (p ECSPlatform) DrainStatus(ctx context.Context, cluster, instanceID string
 	if ci.Status != "DRAINING" {
 		return DrainProgress{Detail: fmt.Sprintf("container instance is %s, not DRAINING", ci.Status)}, nil
 	}
+	if p.Drainer.StillDrained(cluster, ci) {
+		// A drain already found finished (the rollout's, before it terminated the instance) is not checked
+		// a second time: still DRAINING, no task running or pending (issue #21 item 3).
+		return DrainProgress{Drained: true, Detail: "drained at the last check, still DRAINING with no task running or pending"}, nil
+	}
+	return p.tasksLeft(ctx, cluster, ci)
+}
+
+// tasksLeft reports the drain of the DRAINING container instance ci from its tasks (ecsdrain.Drainer.Status).
+func (p ECSPlatform) tasksLeft(ctx context.Context, cluster string, ci ecsdrain.ContainerInstance) (DrainProgress, error) {
 	st, err := p.Drainer.Status(ctx, cluster, ci)
 	if err != nil {
 		return DrainProgress{}, err
@@ -103,6 +149,42 @@ func (p ECSPlatform) DrainStatus(ctx context.Context, cluster, instanceID string
 		detail += fmt.Sprintf("; %d of them standalone (started by no service, e.g. RunTask or AWS Batch): ECS does not move them, they must end by themselves", st.Standalone)
 	}
 	return DrainProgress{Drained: st.Drained, Remaining: st.Remaining, Detail: detail}, nil
+}
+
+// seenContainerInstance returns the container instance the view saw for instanceID, and whether it saw one.
+func seenContainerInstance(instanceID string, seen NodeState) (ecsdrain.ContainerInstance, bool) {
+	if !seen.Registered || seen.Name == "" {
+		return ecsdrain.ContainerInstance{}, false
+	}
+	return ecsdrain.ContainerInstance{ARN: seen.Name, EC2InstanceID: instanceID, Status: seen.Status}, true
+}
+
+// StartDrainSeen implements SeenDrainer: UpdateContainerInstancesState on the ARN the view saw, without
+// describing it again (a no-op when the view saw it DRAINING). A container instance ECS no longer knows
+// (MISSING: deregistered since the look) has nothing to drain.
+func (p ECSPlatform) StartDrainSeen(ctx context.Context, cluster, instanceID string, seen NodeState) error {
+	ci, ok := seenContainerInstance(instanceID, seen)
+	if !ok {
+		return p.StartDrain(ctx, cluster, instanceID)
+	}
+	err := p.Drainer.StartDrainFound(ctx, cluster, ci)
+	if errors.Is(err, ecsdrain.ErrNotRegistered) {
+		return nil
+	}
+	return err
+}
+
+// DrainStatusSeen implements SeenDrainer: the tasks of the ARN the view saw (ListTasks, DescribeTasks), without
+// describing the container instance again, when the view saw it DRAINING or the caller set it DRAINING since.
+// Otherwise (the view saw it ACTIVE and nobody drained it since, or saw no container instance) it is
+// DrainStatus: the instance is looked up afresh.
+func (p ECSPlatform) DrainStatusSeen(ctx context.Context, cluster, instanceID string, seen NodeState, draining bool) (DrainProgress, error) {
+	ci, ok := seenContainerInstance(instanceID, seen)
+	if !ok || (!draining && !seen.Draining) {
+		return p.DrainStatus(ctx, cluster, instanceID)
+	}
+	ci.Status = ecsdrain.StatusDraining
+	return p.tasksLeft(ctx, cluster, ci)
 }
 
 // Undrain implements Platform.

@@ -116,6 +116,7 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		cur.Step, cur.StepStartedAt = state.StepTerminating, now
 		return o.save(ctx, r, "ECS managed draining will drain it on termination")
 	}
+	started := false // set DRAINING by this call, after the view was taken
 	if old.Node.Registered && !old.Node.Draining {
 		if err := o.holdIfPaused(&r, "drain "+old.ID); err != nil {
 			return r, err
@@ -164,14 +165,17 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			}
 			r, cur = saved, saved.Current
 		}
-		if err := platform.StartDrain(ctx, t.Cluster, old.ID); err == nil {
+		if err := startDrainSeen(ctx, platform, t.Cluster, old); err == nil {
 			o.logStep(r, "drain started")
+			started = true
 		} else if now.Sub(cur.DrainStartedAt) <= o.Policy.DrainTimeout {
 			return r, err
 		} // past the deadline a drain that cannot even be started is given up below, like one that cannot be checked
 
 	}
-	prog, err := platform.DrainStatus(ctx, t.Cluster, old.ID)
+	// The view's container instance (its ARN, and DRAINING as seen or just set) is checked without another
+	// lookup: the view is this tick's.
+	prog, err := drainStatusSeen(ctx, platform, t.Cluster, old, started)
 	if err != nil {
 		if started := cur.DrainStartedAt; started.IsZero() || now.Sub(started) <= o.Policy.DrainTimeout {
 			return r, err

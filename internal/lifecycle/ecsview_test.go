@@ -1,0 +1,243 @@
+package lifecycle
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/ecsdrain"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// viewECS is one ECS cluster for the drain checks that reuse the tick's view: container instances by ARN (a
+// deregistered one is INACTIVE and keeps its EC2 instance id), service tasks by container instance ARN, and
+// every call counted by operation.
+type viewECS struct {
+	instances map[string]ecstypes.ContainerInstance
+	tasks     map[string][]string // container instance ARN -> RUNNING task ARNs
+	calls     map[string]int
+	listedFor []string // ContainerInstance of every ListTasks
+}
+
+var _ awsapi.ECS = (*viewECS)(nil)
+
+func newViewECS() *viewECS {
+	return &viewECS{instances: map[string]ecstypes.ContainerInstance{}, tasks: map[string][]string{}, calls: map[string]int{}}
+}
+
+func (f *viewECS) register(arn, instanceID, status string) {
+	f.instances[arn] = ecstypes.ContainerInstance{ContainerInstanceArn: aws.String(arn), Ec2InstanceId: aws.String(instanceID),
+		Status: aws.String(status), AgentConnected: status != "INACTIVE"}
+}
+
+func (f *viewECS) ListContainerInstances(context.Context, *ecs.ListContainerInstancesInput, ...func(*ecs.Options)) (*ecs.ListContainerInstancesOutput, error) {
+	f.calls["ListContainerInstances"]++
+	out := &ecs.ListContainerInstancesOutput{}
+	for arn, ci := range f.instances {
+		if aws.ToString(ci.Status) != "INACTIVE" { // ECS lists no deregistered container instance
+			out.ContainerInstanceArns = append(out.ContainerInstanceArns, arn)
+		}
+	}
+	return out, nil
+}
+
+func (f *viewECS) DescribeContainerInstances(_ context.Context, in *ecs.DescribeContainerInstancesInput, _ ...func(*ecs.Options)) (*ecs.DescribeContainerInstancesOutput, error) {
+	f.calls["DescribeContainerInstances"]++
+	out := &ecs.DescribeContainerInstancesOutput{}
+	for _, arn := range in.ContainerInstances {
+		if ci, ok := f.instances[arn]; ok {
+			ci.RunningTasksCount = int32(len(f.tasks[arn]))
+			out.ContainerInstances = append(out.ContainerInstances, ci)
+		} else {
+			out.Failures = append(out.Failures, ecstypes.Failure{Arn: aws.String(arn), Reason: aws.String("MISSING")})
+		}
+	}
+	return out, nil
+}
+
+func (f *viewECS) UpdateContainerInstancesState(_ context.Context, in *ecs.UpdateContainerInstancesStateInput, _ ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
+	f.calls["UpdateContainerInstancesState"]++
+	for _, arn := range in.ContainerInstances {
+		ci := f.instances[arn]
+		ci.Status = aws.String(string(in.Status))
+		f.instances[arn] = ci
+	}
+	return &ecs.UpdateContainerInstancesStateOutput{}, nil
+}
+
+func (f *viewECS) ListTasks(_ context.Context, in *ecs.ListTasksInput, _ ...func(*ecs.Options)) (*ecs.ListTasksOutput, error) {
+	f.calls["ListTasks"]++
+	f.listedFor = append(f.listedFor, aws.ToString(in.ContainerInstance))
+	if in.DesiredStatus == ecstypes.DesiredStatusStopped {
+		return &ecs.ListTasksOutput{}, nil
+	}
+	return &ecs.ListTasksOutput{TaskArns: f.tasks[aws.ToString(in.ContainerInstance)]}, nil
+}
+
+func (f *viewECS) DescribeTasks(_ context.Context, in *ecs.DescribeTasksInput, _ ...func(*ecs.Options)) (*ecs.DescribeTasksOutput, error) {
+	f.calls["DescribeTasks"]++
+	out := &ecs.DescribeTasksOutput{}
+	for _, arn := range in.Tasks {
+		out.Tasks = append(out.Tasks, ecstypes.Task{TaskArn: aws.String(arn), LastStatus: aws.String("RUNNING"), Group: aws.String("service:web")})
+	}
+	return out, nil
+}
+
+func (f *viewECS) DescribeServices(_ context.Context, in *ecs.DescribeServicesInput, _ ...func(*ecs.Options)) (*ecs.DescribeServicesOutput, error) {
+	f.calls["DescribeServices"]++
+	out := &ecs.DescribeServicesOutput{}
+	for _, s := range in.Services {
+		out.Services = append(out.Services, ecstypes.Service{ServiceName: aws.String(s), SchedulingStrategy: ecstypes.SchedulingStrategyReplica})
+	}
+	return out, nil
+}
+
+const (
+	ciOld = "arn:aws:ecs:eu-west-1:123456789012:container-instance/c1/0000000000000000000000000000000a"
+	ciNew = "arn:aws:ecs:eu-west-1:123456789012:container-instance/c1/0000000000000000000000000000000b"
+)
+
+// ecsRig is the orchestrator rig with the real ECS platform (internal/ecsdrain) over viewECS, its old instance
+// i-1 at the Draining step with the drain under way.
+func ecsRig(t *testing.T, api *viewECS) (*rig, map[string]NodeState) {
+	t.Helper()
+	rg := newRig()
+	platform := ECSPlatform{Drainer: ecsdrain.New(api)}
+	rg.o.Platforms = Platforms{PlatformECS: platform}
+	nodes, err := platform.Observe(context.Background(), "c1") // the tick's cluster view
+	require.NoError(t, err)
+	return rg, nodes
+}
+
+func drainingRecord(arn string) state.Rollout {
+	rec := replacing(StrategySurge, state.StepDraining)
+	rec.Current.NewInstanceID, rec.Current.DrainStartedAt, rec.Current.ContainerInstanceARN = "i-9", now0.Add(-time.Minute), arn
+	return rec
+}
+
+func ecsView(nodes map[string]NodeState) GroupView {
+	in := func(id, ami string) InstanceView {
+		return InstanceView{ID: id, AvailabilityZone: "eu-west-1a", LifecycleState: "InService", ImageID: ami, Node: nodes[id]}
+	}
+	return view(3, false, in("i-1", amiOld), in("i-2", amiOld), in("i-9", amiNew))
+}
+
+// TestDrainCheckReusesTheContainerInstanceOfTheTicksClusterView: a drain under way is checked on the container
+// instance ARN and DRAINING status the tick's ListContainerInstances / DescribeContainerInstances returned; the
+// check itself describes no container instance again (issue #21 item 3), and lists the tasks of that ARN.
+func TestDrainCheckReusesTheContainerInstanceOfTheTicksClusterView(t *testing.T) {
+	api := newViewECS()
+	api.register(ciOld, "i-1", "DRAINING")
+	api.register("arn:ci/i-2", "i-2", "ACTIVE")
+	api.register("arn:ci/i-9", "i-9", "ACTIVE")
+	api.tasks[ciOld] = []string{"arn:task/1"}
+	rg, nodes := ecsRig(t, api)
+	rg.seed0(drainingRecord(ciOld))
+	before := api.calls["DescribeContainerInstances"]
+
+	r, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
+	require.NoError(t, err)
+	require.Equal(t, state.StepDraining, r.Current.Step, "one task still RUNNING: not drained")
+	require.Equal(t, before, api.calls["DescribeContainerInstances"], "the view's container instance is not described again")
+	require.Equal(t, []string{ciOld, ciOld}, api.listedFor, "the tasks of the view's ARN, desired status RUNNING and STOPPED")
+
+	delete(api.tasks, ciOld)
+	r, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
+	require.NoError(t, err)
+	require.True(t, r.Current == nil || r.Current.Step != state.StepDraining, "no task left: drained")
+	require.Equal(t, groupCall{Op: "Terminate", Target: "i-1", Decrease: true}, rg.groups.calls[0])
+}
+
+// TestDrainCheckOfAReRegisteredContainerInstanceCountsTheTasksOfTheOneTheTickSaw: the old instance's ECS
+// container agent registered it again (a new container instance ARN; the one recorded at the pick is INACTIVE
+// and has no task). The drain check counts the tasks of the container instance the tick's view shows — the
+// new one, with a task RUNNING — so the instance is not taken for drained and is not terminated with its task.
+func TestDrainCheckOfAReRegisteredContainerInstanceCountsTheTasksOfTheOneTheTickSaw(t *testing.T) {
+	api := newViewECS()
+	api.register(ciOld, "i-1", "INACTIVE")
+	api.register(ciNew, "i-1", "DRAINING")
+	api.register("arn:ci/i-2", "i-2", "ACTIVE")
+	api.register("arn:ci/i-9", "i-9", "ACTIVE")
+	api.tasks[ciNew] = []string{"arn:task/1"}
+	rg, nodes := ecsRig(t, api)
+	require.Equal(t, ciNew, nodes["i-1"].Name)
+	rg.seed0(drainingRecord(ciOld)) // the ARN of the pick, before the re-registration
+
+	r, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
+	require.NoError(t, err)
+	require.Equal(t, state.StepDraining, r.Current.Step, "a task RUNNING on the instance's current container instance")
+	require.Empty(t, rg.groups.calls, "nothing terminated")
+	require.NotContains(t, api.listedFor, ciOld, "the recorded ARN is not the instance's any more")
+}
+
+// TestDrainStartedThisTickIsCheckedOnTheContainerInstanceItSetDraining: the view saw the old instance ACTIVE;
+// the drain started in this tick (UpdateContainerInstancesState on the view's ARN, no describe first) is
+// checked on that ARN at once, as DRAINING.
+func TestDrainStartedThisTickIsCheckedOnTheContainerInstanceItSetDraining(t *testing.T) {
+	api := newViewECS()
+	api.register(ciOld, "i-1", "ACTIVE")
+	api.register("arn:ci/i-2", "i-2", "ACTIVE")
+	api.register("arn:ci/i-9", "i-9", "ACTIVE")
+	api.tasks[ciOld] = []string{"arn:task/1"}
+	rg, nodes := ecsRig(t, api)
+	rec := drainingRecord(ciOld)
+	rec.Current.DrainStartedAt = time.Time{}
+	rg.seed0(rec)
+	before := api.calls["DescribeContainerInstances"]
+
+	r, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
+	require.NoError(t, err)
+	require.Equal(t, state.StepDraining, r.Current.Step)
+	require.Equal(t, "DRAINING", aws.ToString(api.instances[ciOld].Status))
+	require.Equal(t, 1, api.calls["UpdateContainerInstancesState"])
+	require.Equal(t, before, api.calls["DescribeContainerInstances"], "start and check of the drain describe nothing again")
+	require.Equal(t, []string{ciOld, ciOld}, api.listedFor)
+}
+
+// TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty: the
+// terminating lifecycle action of an instance whose drain the rollout found finished (before terminating it)
+// checks the drain with one DescribeContainerInstances, not the task listing again (issue #21 item 3) — but
+// only while the container instance is still DRAINING with no task running or pending. One set ACTIVE in
+// between, given a task and set DRAINING again, is checked in full and is not drained.
+func TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty(t *testing.T) {
+	ctx := context.Background()
+	api := newViewECS()
+	api.register(ciOld, "i-1", "DRAINING")
+	platform := ECSPlatform{Drainer: ecsdrain.New(api)}
+	nodes, err := platform.Observe(ctx, "c1")
+	require.NoError(t, err)
+
+	prog, err := platform.DrainStatusSeen(ctx, "c1", "i-1", nodes["i-1"], false) // the rollout's check
+	require.NoError(t, err)
+	require.True(t, prog.Drained)
+	require.Equal(t, 2, api.calls["ListTasks"])
+
+	prog, err = platform.DrainStatus(ctx, "c1", "i-1") // the lifecycle action's check
+	require.NoError(t, err)
+	require.True(t, prog.Drained, prog.Detail)
+	require.Equal(t, 2, api.calls["ListTasks"], "no second listing of the tasks")
+
+	// Someone sets it ACTIVE, ECS places a task, and it is set DRAINING again: the counters show the task.
+	api.tasks[ciOld] = []string{"arn:task/late"}
+	prog, err = platform.DrainStatus(ctx, "c1", "i-1")
+	require.NoError(t, err)
+	require.False(t, prog.Drained, "a task RUNNING again: %s", prog.Detail)
+	require.Equal(t, 4, api.calls["ListTasks"], "checked in full")
+
+	// The agent's own undrain forgets the finished drain too.
+	delete(api.tasks, ciOld)
+	_, err = platform.DrainStatus(ctx, "c1", "i-1")
+	require.NoError(t, err)
+	require.NoError(t, platform.Undrain(ctx, "c1", "i-1"))
+	api.register(ciOld, "i-1", "DRAINING")
+	listed := api.calls["ListTasks"]
+	_, err = platform.DrainStatus(ctx, "c1", "i-1")
+	require.NoError(t, err)
+	require.Equal(t, listed+2, api.calls["ListTasks"], "after an undrain the drain is checked in full")
+}
