@@ -510,3 +510,48 @@ func TestCrashMatrixEKSUpgradeWorkflowKubernetesSteps(t *testing.T) {
 	}
 	t.Logf("crash matrix EKS upgrade workflow, Kubernetes steps: N = %d effects, %d runs, %v wall", total, runs, time.Since(start).Round(time.Millisecond))
 }
+
+// TestRetryThatReplansASelfManagedAddonNeedsANewApproval: a --retry that plans a self-managed add-on at another
+// tag than the approved plan (aws-node found by hand at v1.19.1, which the catalog does not list for the target,
+// so the plan moves it up to v1.19.2 instead of the approved v1.19.0) waits for a new approval, as an EKS
+// add-on's re-plan does; once approved, the new tag is set.
+func TestRetryThatReplansASelfManagedAddonNeedsANewApproval(t *testing.T) {
+	w := selfManagedWorld(t)
+	w.a.PublishEKSAddonVersion(sim.EKSAddonVersion{Addon: "vpc-cni", Version: "v1.19.2-eksbuild.1", ClusterVersions: []string{demo.UpgradeFrom, demo.UpgradeTo}})
+	k := newKube(selfManagedAddons("v1.18.3-eksbuild.1", "v1.30.6-minimal-eksbuild.3", "v1.11.1-eksbuild.9")...)
+	req := upgrade()
+	req.UpdateSelfManagedAddons = true
+	r := w.kubeRunner("run-1", k)
+	wait := r.Wait
+	r.Wait = func(ctx context.Context, d time.Duration) error {
+		ds, err := k.AppsV1().DaemonSets("kube-system").Get(ctx, "aws-node", metav1.GetOptions{})
+		require.NoError(t, err)
+		if strings.HasSuffix(ds.Spec.Template.Spec.Containers[0].Image, "v1.18.3-eksbuild.1") {
+			ds.Spec.Template.Spec.Containers[0].Image = ecr + "amazon-k8s-cni:v1.19.1-eksbuild.1"
+			_, err = k.AppsV1().DaemonSets("kube-system").Update(ctx, ds, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}
+		return wait(ctx, d)
+	}
+	wf, err := r.Run(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowHalted, wf.Phase, wf.Reason)
+
+	retry := req
+	retry.Retry = true
+	wf, err = w.kubeRunner("run-2", k).Run(context.Background(), retry)
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowWaiting, wf.Phase, wf.Reason)
+	require.Contains(t, wf.Reason, "the plan changed at the retry")
+	require.Empty(t, wf.ApprovedBy, "the old approval does not cover the new tag")
+	require.Equal(t, "amazon-k8s-cni:v1.19.1-eksbuild.1", images(t, k, "DaemonSet", "aws-node")[1], "nothing set on the old approval")
+
+	_, err = eksupgrade.Approve(context.Background(), w.store, cluster, "bob", w.a.Clock().Now())
+	require.NoError(t, err)
+	resume := req
+	resume.Approve = false
+	wf, err = w.kubeRunner("run-3", k).Run(context.Background(), resume)
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+	require.Equal(t, "amazon-k8s-cni:v1.19.2-eksbuild.1", images(t, k, "DaemonSet", "aws-node")[1])
+}
