@@ -71,16 +71,8 @@ only with --state-file, which has no AWS identity.`,
 		if err != nil {
 			return err
 		}
-		if s.aws != nil {
-			arn, err := operator.CallerIdentity(ctx, newSTS(*s.aws))
-			if err != nil {
-				return err
-			}
-			if cmd.Flags().Changed("who") && who != arn {
-				fmt.Fprintf(cmd.ErrOrStderr(), "note: recording the STS caller %s, not --who %q\n", arn, who)
-			}
-			who = arn
-		} else if err := requireWho(cmd, who); err != nil {
+		who, err = actingIdentity(cmd, s, who)
+		if err != nil {
 			return err
 		}
 		if isEKSUpgrade(args[0]) { // eks:CLUSTER, the plan of `patch-agent eks upgrade`
@@ -113,4 +105,22 @@ only with --state-file, which has no AWS identity.`,
 		return nil
 	}
 	return cmd
+}
+
+// actingIdentity is who a command that approves or requests records: with an AWS store (DynamoDB), always the
+// STS caller's ARN (GetCallerIdentity), never the local --who, so that the two-person rule and the audit trail
+// compare identities AWS vouches for whatever flags a later run is given; with a state file, --who (required).
+// A --who that differs from the STS caller is noted on stderr and not used.
+func actingIdentity(cmd *cobra.Command, s *openedStore, who string) (string, error) {
+	if s.aws == nil {
+		return who, requireWho(cmd, who)
+	}
+	arn, err := operator.CallerIdentity(cmd.Context(), newSTS(*s.aws))
+	if err != nil {
+		return "", err
+	}
+	if cmd.Flags().Changed("who") && who != arn {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: recording the STS caller %s, not --who %q\n", arn, who)
+	}
+	return arn, nil
 }

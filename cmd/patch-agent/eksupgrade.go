@@ -23,7 +23,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
-	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -183,15 +182,9 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 			}
 			return printUpgrade(out, output, eksupgrade.NewSummary(w, env.clock.Now()), true)
 		}
-		if twoPerson && s.aws != nil {
-			// The rule compares identities: record the STS caller as the requester, as approve records the approver.
-			arn, err := operator.CallerIdentity(ctx, newSTS(*s.aws))
-			if err != nil {
-				return err
-			}
-			who = arn
-		}
-		if err := requireWho(cmd, who); err != nil {
+		// With an AWS store every run records the STS caller, with or without --two-person: a later run
+		// without the flag must not approve, as a local --who, a plan its requester's identity asked for.
+		if who, err = actingIdentity(cmd, s, who); err != nil {
 			return err
 		}
 		eksAPI, groups, err := env.connect(ctx, stores.region)

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+)
+
+type fixedCaller string
+
+func (f fixedCaller) GetCallerIdentity(context.Context, *sts.GetCallerIdentityInput, ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error) {
+	return &sts.GetCallerIdentityOutput{Arn: aws.String(string(f))}, nil
+}
+
+// Review finding (two-person rule bypass): with an AWS store, every run of approve and eks upgrade records the
+// STS caller, whatever --who says and with or without --two-person. Before, eks upgrade used STS only under
+// --two-person, so the requester's second run without the flag (as the docs' "run again with --approve" says)
+// approved her own plan as the local user name.
+func TestActingIdentityWithAnAWSStoreIsAlwaysTheSTSCallerNeverTheLocalWho(t *testing.T) {
+	const alice = "arn:aws:sts::111122223333:assumed-role/Admin/alice"
+	saved := newSTS
+	t.Cleanup(func() { newSTS = saved })
+	newSTS = func(aws.Config) awsapi.STS { return fixedCaller(alice) }
+
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		store *openedStore
+		want  string
+	}{
+		{"aws store, --who given", []string{"--who", "root@vm"}, &openedStore{aws: &aws.Config{}}, alice},
+		{"aws store, no --who", nil, &openedStore{aws: &aws.Config{}}, alice},
+		{"state file, --who given", []string{"--who", "root@vm"}, &openedStore{}, "root@vm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var who string
+			cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
+			cmd.Flags().StringVar(&who, "who", "", "")
+			require.NoError(t, cmd.ParseFlags(tc.args))
+			cmd.SetContext(context.Background())
+			got, err := actingIdentity(cmd, tc.store, who)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
