@@ -54,7 +54,16 @@ type eventView struct {
 	Topic      string           `json:"topic"`
 	Parameter  *parameterView   `json:"parameter"`
 	Lifecycle  *lifecycleAction `json:"lifecycleAction"`
+	WakeUp     *wakeUpView      `json:"wakeUp"`
 	Reason     string           `json:"reason"`
+}
+
+// wakeUpView is what a wake-up event names (events.WakeUp): every field present, empty when the event does not say.
+type wakeUpView struct {
+	Group      string `json:"group"`
+	Cluster    string `json:"cluster"`
+	InstanceID string `json:"instanceId"`
+	Status     string `json:"status"`
 }
 
 type parameterView struct {
@@ -90,6 +99,9 @@ func viewOf(ev events.Event) *eventView {
 	if l := ev.Lifecycle; l != nil {
 		v.Lifecycle = &lifecycleAction{GroupName: l.GroupName, HookName: l.HookName, InstanceID: l.InstanceID, Token: l.Token,
 			Transition: l.Transition, Action: l.Action, Origin: l.Origin, Destination: l.Destination, NotificationMetadata: l.NotificationMetadata}
+	}
+	if w := ev.Wake; w != nil {
+		v.WakeUp = &wakeUpView{Group: w.Group, Cluster: w.Cluster, InstanceID: w.InstanceID, Status: w.Status}
 	}
 	return v
 }
@@ -153,8 +165,12 @@ func inspectMessage(body []byte, topics []string) inspectDocument {
 	case events.KindWakeUp:
 		d.Disposition = dispositionAct
 		what := "group " + ev.Wake.Group
-		if ev.Wake.Group == "" {
+		switch {
+		case ev.Wake.Group != "":
+		case ev.Wake.Cluster != "":
 			what = "the ECS groups of cluster " + ev.Wake.Cluster
+		default: // an EC2 Instance State-change Notification names only the instance
+			what = "the managed group that listed instance " + ev.Wake.InstanceID + " at its last look (if none did, nothing)"
 		}
 		d.Action = "looks again at " + what + " now instead of at the next poll (a re-read of AWS; the event itself changes nothing), then deletes the message"
 	case events.KindTestNotification:

@@ -36,6 +36,8 @@ func TestMessageInspectGivesTheDispositionAndTheAction(t *testing.T) {
 		{"sns-ecs-ami-update.json", dispositionAct, "resolves every AMI parameter"},
 		{"ecs-container-instance-state-change.json", dispositionAct, "looks again at the ECS groups of cluster default now"},
 		{"sns-wrapped-asg-hook-terminating.json", dispositionHold, "Terminating:Wait"},
+		// Review finding: an EC2 state change names only its instance; the action said "cluster " with no name.
+		{"ec2-instance-state-change-shutting-down.json", dispositionAct, "looks again at the managed group that listed instance i-1234567890abcdef0"},
 	} {
 		t.Run(c.sample, func(t *testing.T) {
 			res := run(t, "message", "inspect", filepath.Join(samples, c.sample))
@@ -54,7 +56,7 @@ func TestMessageInspectGivesTheDispositionAndTheAction(t *testing.T) {
 // inspectKeys are the fields of every inspect document, and eventKeys those of its event.
 var (
 	inspectKeys = []string{"action", "disposition", "error", "event", "schemaVersion", "warning"}
-	eventKeys   = []string{"account", "detailType", "envelope", "id", "kind", "lifecycleAction", "parameter", "reason", "region", "source", "time", "topic", "group"}
+	eventKeys   = []string{"account", "detailType", "envelope", "id", "kind", "lifecycleAction", "parameter", "reason", "region", "source", "time", "topic", "group", "wakeUp"}
 )
 
 func TestMessageInspectDocumentHasEveryField(t *testing.T) {

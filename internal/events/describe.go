@@ -40,6 +40,8 @@ func (e Event) Describe() string {
 	case KindWakeUp:
 		if w := e.Wake; w != nil && w.Group != "" {
 			fmt.Fprintf(&b, "wake-up (%s, instance %s): look again at group %s", e.DetailType, w.InstanceID, w.Group)
+		} else if w != nil && w.Cluster == "" {
+			fmt.Fprintf(&b, "wake-up (%s, instance %s, %s): look again at the managed group that listed the instance", e.DetailType, w.InstanceID, w.Status)
 		} else if w != nil {
 			fmt.Fprintf(&b, "wake-up (%s, instance %s, %s): look again at the groups of cluster %s", e.DetailType, w.InstanceID, w.Status, w.Cluster)
 		}
