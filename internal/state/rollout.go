@@ -108,7 +108,9 @@ type Rollout struct {
 	// HaltedSurgeTo is the desired capacity the surge of a rollout halted without rollback left behind (its
 	// Replacement.SurgeTo), carried by an operator's rollback (review finding B): the next pick gives that surge
 	// back first — one instance drained, then terminated with decrement — while desired capacity is still
-	// exactly this value (otherwise someone else set it since, and it is theirs). 0: nothing owed.
+	// exactly this value (otherwise someone else set it since, and it is theirs). Also set on RolledBack when a
+	// batch's healthy replacements on the AMI rolled back from still hold the surge: the agent then rolls the
+	// group to the rolled-back AMI, giving them back first. 0: nothing owed.
 	HaltedSurgeTo int32 `json:"haltedSurgeTo,omitempty" dynamodbav:"haltedSurgeTo,omitempty"`
 	// HaltedSurgeCount is how many instances of HaltedSurgeTo are the halted surge's: the batch members still in
 	// flight at the halt (Current and Batch), each given back through its own drained termination with
