@@ -176,6 +176,19 @@ func (r Rollout) Active() bool {
 	return false
 }
 
+// ShownImages returns the AMI the group is (being) rolled to as status shows it (TARGET AMI, and what ON
+// TARGET counts) and the one before it: TargetImageID and PreviousImageID, swapped for an EKS managed node
+// group rolling back or rolled back (Nodegroup.Rollback, RollingBack or RolledBack): EKS is putting (or has put)
+// its nodes back on PreviousImageID, while TargetImageID stays the AMI rolled back from so that it is not rolled
+// again. Either id may be empty.
+func (r Rollout) ShownImages() (target, previous string) {
+	if p := r.Nodegroup; p != nil && p.Rollback && r.PreviousImageID != "" &&
+		(r.Phase == PhaseRollingBack || r.Phase == PhaseRolledBack) {
+		return r.PreviousImageID, r.TargetImageID
+	}
+	return r.TargetImageID, r.PreviousImageID
+}
+
 // HookState is the progress of one lifecycle action.
 type HookState string
 
