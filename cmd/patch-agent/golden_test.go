@@ -168,7 +168,7 @@ func TestJSONSchemaOnAnEmptyAndAFullFleet(t *testing.T) {
 		name  string
 		file  string
 		count int
-	}{{"empty fleet", empty, 0}, {"full fleet", full, 5}} {
+	}{{"empty fleet", empty, 0}, {"full fleet", full, 6}} {
 		t.Run(c.name, func(t *testing.T) {
 			res := run(t, "status", "-o", "json", "--state-file", c.file)
 			require.NoError(t, res.err)
