@@ -133,10 +133,10 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 	fl.StringVar(&cluster, "cluster", "", "the EKS cluster to upgrade (required)")
 	fl.StringVar(&to, "to", "", "the target Kubernetes version, exactly one minor above the control plane (e.g. 1.31)")
 	fl.BoolVar(&dryRun, "dry-run", false, "run the preflight and print the plan; change and write nothing")
-	fl.BoolVar(&approve, "approve", false, "approve the plan (instead of `patch-agent approve eks:CLUSTER`)")
+	fl.BoolVar(&approve, "approve", false, "approve the plan (instead of running 'patch-agent approve eks:CLUSTER')")
 	fl.BoolVar(&retryStep, "retry", false, "start the failed step of a halted workflow again")
 	fl.BoolVar(&twoPerson, "two-person", false, "two-person rule: the plan is approved only by another identity than the requester's "+
-		"(with an AWS store both are the STS caller identities, as `patch-agent approve` records them)")
+		"(with an AWS store both are the STS caller identities, as 'patch-agent approve' records them)")
 	fl.BoolVar(&restartFargate, "restart-fargate", false, "after the control plane moved, restart the Deployments and StatefulSets whose pods run on Fargate "+
 		"(one at a time, each once its PodDisruptionBudgets allow a disruption), so that they get a kubelet of the new version")
 	fl.BoolVar(&updateSelfManaged, "update-self-managed-addons", false, "after the control plane moved, update aws-node, coredns and kube-proxy that are not EKS add-ons "+

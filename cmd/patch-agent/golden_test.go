@@ -28,7 +28,7 @@ var goldenAt = time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
 
 // fullFleet writes a state file whose records exercise every column and every JSON field: a rollout
 // replacing an instance under the global pause and its own, a completed one, a halted one with a reason
-// longer than any terminal, a group with no target yet, and history.
+// longer than any terminal, a group with no target yet, a managed node group rolled back, and history.
 func fullFleet(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
@@ -46,6 +46,13 @@ func fullFleet(t *testing.T) string {
 			Reason: "failed: drain of i-0ccccccccccccccc3 did not finish within 30m0s (2 task(s) running); it was put back in service and " +
 				"the replacement i-0ddddddddddddddd4 stays in the group"},
 		{Group: "new-group", Platform: "ecs", Phase: state.PhaseIdle},
+		// A managed node group an operator rolled back (`patch-agent rollback nodegroup/prod-eks/workers`): TARGET
+		// AMI is the AMI the rollback went back to, not the one rolled back from (review finding).
+		{Group: "nodegroup/prod-eks/workers", Platform: "eks-managed", Cluster: "prod-eks", Phase: state.PhaseRolledBack,
+			TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, RollbackFrom: demo.ImageB, DetectedAt: goldenAt,
+			UpdatedAt: goldenAt.Add(50 * time.Minute), Instances: 2, OnTarget: 2, Reason: "rolled back after: manual rollback by alice",
+			Nodegroup: &state.NodegroupProgress{Cluster: "prod-eks", Name: "workers", AMIType: "CUSTOM", Rollback: true,
+				UpdateStatus: "Successful", RequestedBy: "alice"}},
 		// As the agent records the Auto Scaling group of a managed node group tagged for patch-agent.
 		{Group: "eks-workers-0c1d2e3f", Platform: "eks", Phase: state.PhaseHalted, UpdatedAt: goldenAt.Add(time.Minute),
 			Reason: "not rolled: group eks-workers-0c1d2e3f is opted in but not rolled: the Auto Scaling group of an EKS managed node group is never " +
@@ -161,7 +168,7 @@ func TestJSONSchemaOnAnEmptyAndAFullFleet(t *testing.T) {
 		name  string
 		file  string
 		count int
-	}{{"empty fleet", empty, 0}, {"full fleet", full, 5}} {
+	}{{"empty fleet", empty, 0}, {"full fleet", full, 6}} {
 		t.Run(c.name, func(t *testing.T) {
 			res := run(t, "status", "-o", "json", "--state-file", c.file)
 			require.NoError(t, res.err)

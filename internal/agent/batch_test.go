@@ -165,3 +165,68 @@ func TestBatchMemberWhoseOldInstanceLeavesOnItsOwnLeavesNoSurgeBehind(t *testing
 		require.Equal(t, failedAt, v.At, "%v", v)
 	}
 }
+
+// Review finding (batch rollback keeps capacity): a batch of 3 surges 6 -> 9; two replacements serve, the third
+// never does (its instance fails its health check and the one Auto Scaling launches for it never registers), so
+// the batch halts with rollback at its health window. The rollback removes the unhealthy replacement with
+// decrement and then gives back the two healthy ones too — each drained, then terminated with decrement — so
+// the group ends where the user set it (desired 6, max 12) with every instance on the rolled-back AMI, never
+// surged again and never an undrained termination (the checker's invariant 2).
+func TestBatchRollbackWithHealthyReplacementsGivesBackTheirSurge(t *testing.T) {
+	ctx := context.Background()
+	g, policy := batchGroup()
+	w := build(t, demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 12}, Policy: policy})
+	settle(t, w, 10*time.Second)
+	before := map[string]bool{}
+	for _, i := range w.Account.Group(g.Name).Instances {
+		before[i.ID] = true
+	}
+	launched := func() []sim.InstanceView {
+		var out []sim.InstanceView
+		for _, i := range w.Account.Group(g.Name).Instances {
+			if !before[i.ID] {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, time.Second, time.Hour, func() bool { return len(launched()) == 3 })
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Equal(t, int32(9), w.Account.Group(g.Name).Desired, "surged by the batch")
+	// One replacement fails before its agent connects; the one Auto Scaling launches for it boots later and,
+	// with the image marked unhealthy once the other two serve, never registers.
+	require.True(t, w.Account.MarkInstanceUnhealthy(launched()[2].ID))
+	done, err = w.RunUntil(ctx, time.Second, time.Hour, func() bool {
+		serving := 0
+		for _, i := range launched() {
+			if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
+				serving++
+			}
+		}
+		return serving == 2
+	})
+	require.NoError(t, err)
+	require.True(t, done)
+	w.Account.MarkImageUnhealthy(demo.ImageB)
+
+	maxDesired, rolledBack := int32(0), false
+	done, err = w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
+		maxDesired = max(maxDesired, w.Account.Group(g.Name).Desired)
+		r := w.Rollout(ctx, g.Name)
+		rolledBack = rolledBack || r.Phase == state.PhaseRolledBack
+		return rolledBack && !r.Active() && r.HaltedSurgeTo == 0
+	})
+	require.NoError(t, err)
+	require.True(t, done, "the rollback ends: %+v", w.Rollout(ctx, g.Name))
+	settle(t, w, 5*time.Minute)
+	r := w.Rollout(ctx, g.Name)
+	require.Contains(t, r.Reason+r.Source, "rollback", "%+v", r)
+	grp := w.Account.Group(g.Name)
+	require.Equal(t, int32(6), grp.Desired, "the healthy replacements' surge given back too")
+	require.Equal(t, int32(12), grp.Max)
+	require.LessOrEqual(t, maxDesired, int32(9), "never a surge on top of the batch's")
+	requireAllOn(t, w, g.Name, demo.ImageA, 6)
+	require.Empty(t, w.Checker.Finish())
+}

@@ -826,6 +826,28 @@ func (p *printer) table(s Summary) {
 	for _, l := range explainCounts(s) {
 		fmt.Fprintln(p.out, "  "+l)
 	}
+	for _, l := range p.explainRebalance(s) {
+		fmt.Fprintln(p.out, l)
+	}
+}
+
+// explainRebalance says, one line per group of the capacity-provider strategy that launched more instances than
+// it replaced, why: a replacement Auto Scaling launched into a zone with no outdated instance left is a zone
+// rebalance (lifecycle.capacityProviderChooseOld, docs/ecs.md), which costs one more launch.
+func (p *printer) explainRebalance(s Summary) []string {
+	var out []string
+	for _, g := range s.Groups {
+		r := p.w.Rollout(context.Background(), g.Name)
+		launched := p.w.Account.LaunchedInstances(g.Name) - g.Instances // the ones the group started with still run
+		if r.Strategy != lifecycle.StrategyCapacityProvider || launched <= g.Instances {
+			continue
+		}
+		out = append(out, fmt.Sprintf("zone rebalance: %s launched %d instances to replace %d: when Auto Scaling puts a replacement "+
+			"in a zone with no outdated instance left, the old instance goes without decrement so that its successor launches in "+
+			"its own zone, then the zone with one too many gives one instance back (drained, then terminated with decrement): "+
+			"one more launch each time, and every zone keeps its count (docs/ecs.md)", g.Name, launched, g.Instances))
+	}
+	return out
 }
 
 // explainCounts says what the summary's restarts, ignored and failed messages mean, one line each that is

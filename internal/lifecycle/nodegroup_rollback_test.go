@@ -77,6 +77,11 @@ func TestManagedNodegroupOperatorRollbackSendsOneUpdateBackWithTheRecordedToken(
 				require.Equal(t, state.PhaseRolledBack, r.Phase, "it stays rolled back while the source names the version it left")
 			}
 			require.Len(t, w.nodegroupUpdates(), 2)
+			rows, err := operator.Status(context.Background(), w.store, key, w.clk.Now())
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			require.Equal(t, ngAMI1, rows[0].TargetImageID, "status shows the AMI the rollback went to, not the one it left")
+			require.Equal(t, 3, rows[0].OnTarget, "ON TARGET counts the nodes on that AMI")
 			require.Contains(t, w.history(), operator.HistoryManualRollback)
 			require.Contains(t, w.history(), "rolled-back")
 			w.requireGroupUntouched()

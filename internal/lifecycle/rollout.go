@@ -148,7 +148,8 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		r.Reason = ""
 	}
 	stored := r
-	r.Instances, r.OnTarget, r.Warning = len(v.Instances), v.CountOnImage(r.TargetImageID), in.Warning
+	shown, _ := r.ShownImages() // ON TARGET counts the AMI status shows (a node group's rollback: the one it went to)
+	r.Instances, r.OnTarget, r.Warning = len(v.Instances), v.CountOnImage(shown), in.Warning
 	if note := batchNote(t, r.Strategy); note != "" { // rollout_batch.go
 		r.Warning = strings.TrimPrefix(r.Warning+"; "+note, "; ")
 	}

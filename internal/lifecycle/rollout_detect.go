@@ -11,6 +11,9 @@ import (
 // detect starts a rollout when the source names an AMI the target is not on yet. The decision is on the
 // resolved image id only, never on the parameter's Version (field case C13).
 func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	if r.Phase == state.PhaseRolledBack && r.HaltedSurgeTo != 0 && r.PreviousImageID != "" {
+		return o.giveBackRolledBack(ctx, t, v, r) // rollout_rollback.go: healthy replacements owed back
+	}
 	if ami != nil && ami.ImageID == r.TargetImageID {
 		if next, ok, err := o.detectAged(ctx, t, v, r); ok || err != nil { // rollout_maxage.go
 			return next, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -81,7 +82,7 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 				}
 			}
 		}
-		newServing := 0
+		newServing, kept := 0, int32(0)
 		for _, i := range v.Instances {
 			if slices.Contains(cur.InstancesBefore, i.ID) {
 				continue
@@ -90,6 +91,25 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 				return r, errWait // the unhealthy replacement is still leaving
 			}
 			newServing++
+			if i.ImageID == r.TargetImageID {
+				kept++
+			}
+		}
+		if kept > 0 && r.Strategy == StrategySurge && v.Desired == cur.DesiredBefore+int32(newServing) {
+			// Healthy replacements of a batch on the AMI rolled back from still hold the agent's surge: they are
+			// owed back (review finding: batch rollback keeps capacity). Once rolled back, the agent rolls the
+			// group to the rolled-back AMI (giveBackRolledBack), whose first pick drains them and terminates
+			// them with decrement, so desired capacity ends where it was before the rollout. Max size is given
+			// back by that rollout's Verifying. Desired capacity someone else moved is theirs: nothing owed.
+			r.HaltedSurgeTo, r.HaltedSurgeCount = v.Desired, kept
+			r.Phase, r.Current, r.Batch = state.PhaseRolledBack, nil, nil
+			next, err := o.save(ctx, r, fmt.Sprintf("rolled back; %d healthy replacement(s) on %s owed back", kept, r.TargetImageID),
+				state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "rolled-back",
+					PreviousImage: r.TargetImageID, NewImage: r.PreviousImageID, Detail: r.Reason})
+			if err == nil {
+				err = errWait
+			}
+			return next, err
 		}
 		if newServing == 0 && r.Strategy != StrategyDrainFirst && v.Desired == cur.DesiredBefore+int32(inFlight(r)) {
 			// The surge is still in place but no replacement survives (none ever launched): give it back,
@@ -112,4 +132,21 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 		err = errWait
 	}
 	return next, err
+}
+
+// giveBackRolledBack moves a RolledBack record that owes healthy replacements back (HaltedSurgeTo set by
+// rollBack) into a rollout to the AMI it rolled back to (-> Detected): the instances on the AMI rolled back from
+// are its outdated ones, and its first pick gives the owed surge back through them (pickNext), drained and then
+// terminated with decrement. RollbackFrom keeps the failed AMI from being rolled again while the source names it;
+// the rolled-back AMI needs no new approval and no soak (it ran before the rollout).
+func (o *Orchestrator) giveBackRolledBack(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
+	from, to := r.TargetImageID, r.PreviousImageID
+	r.RollbackFrom, r.TargetImageID, r.PreviousImageID = from, to, from
+	r.Source, r.SourceVersion, r.SourceModified = "rollback of "+from, 0, time.Time{}
+	r.DetectedAt, r.Current, r.Batch, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = o.Clock.Now(), nil, nil, nil, "", nil
+	r.ApprovedImage, r.ApprovedBy, r.Trigger = to, "patch-agent (rollback)", ""
+	r.OnTarget = v.CountOnImage(to)
+	r.Phase = state.PhaseDetected
+	return o.save(ctx, r, fmt.Sprintf("giving back %d replacement(s) on %s after the rollback", max(r.HaltedSurgeCount, 1), from),
+		state.HistoryEntry{Group: t.Group, At: o.Clock.Now(), Event: "detected", PreviousImage: from, NewImage: to, Source: r.Source})
 }

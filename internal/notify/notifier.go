@@ -127,6 +127,7 @@ func (n *Notifier) RolloutTransition(prev, next state.Rollout, _ string) {
 			kinds = append(kinds, EventCompleted)
 		}
 	}
+	target, previous := next.ShownImages() // as status shows them (a node group's rollback: the AMI it went to)
 	for _, k := range kinds {
 		at := next.UpdatedAt
 		if at.IsZero() {
@@ -134,7 +135,7 @@ func (n *Notifier) RolloutTransition(prev, next state.Rollout, _ string) {
 		}
 		n.enqueue(DetailTypeRollout, at, RolloutDetail{SchemaVersion: SchemaVersion, Event: k, Group: next.Group,
 			Platform: next.Platform, Cluster: next.Cluster, Phase: string(next.Phase), PreviousPhase: string(prev.Phase),
-			Reason: next.Reason, TargetImageID: next.TargetImageID, PreviousImageID: next.PreviousImageID,
+			Reason: next.Reason, TargetImageID: target, PreviousImageID: previous,
 			Instances: next.Instances, OnTarget: next.OnTarget, At: at.UTC(), AgentVersion: n.agent})
 	}
 }

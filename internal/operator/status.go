@@ -110,8 +110,9 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 	}
 	rows := make([]StatusRow, 0, len(rs))
 	for _, r := range rs {
-		row := StatusRow{Group: r.Group, Platform: r.Platform, Cluster: r.Cluster, TargetImageID: r.TargetImageID,
-			PreviousImageID: r.PreviousImageID, ChangedAt: r.DetectedAt, Instances: r.Instances, OnTarget: r.OnTarget,
+		target, previous := r.ShownImages() // a managed node group's rollback shows the AMI it went back to
+		row := StatusRow{Group: r.Group, Platform: r.Platform, Cluster: r.Cluster, TargetImageID: target,
+			PreviousImageID: previous, ChangedAt: r.DetectedAt, Instances: r.Instances, OnTarget: r.OnTarget,
 			Other: max(r.Instances-r.OnTarget, 0), Phase: r.Phase, Reason: r.Reason, Warning: r.Warning, UpdatedAt: r.UpdatedAt}
 		if c := r.Current; c != nil {
 			row.Step = c.Step

@@ -108,7 +108,9 @@ type Rollout struct {
 	// HaltedSurgeTo is the desired capacity the surge of a rollout halted without rollback left behind (its
 	// Replacement.SurgeTo), carried by an operator's rollback (review finding B): the next pick gives that surge
 	// back first — one instance drained, then terminated with decrement — while desired capacity is still
-	// exactly this value (otherwise someone else set it since, and it is theirs). 0: nothing owed.
+	// exactly this value (otherwise someone else set it since, and it is theirs). Also set on RolledBack when a
+	// batch's healthy replacements on the AMI rolled back from still hold the surge: the agent then rolls the
+	// group to the rolled-back AMI, giving them back first. 0: nothing owed.
 	HaltedSurgeTo int32 `json:"haltedSurgeTo,omitempty" dynamodbav:"haltedSurgeTo,omitempty"`
 	// HaltedSurgeCount is how many instances of HaltedSurgeTo are the halted surge's: the batch members still in
 	// flight at the halt (Current and Batch), each given back through its own drained termination with
@@ -172,6 +174,19 @@ func (r Rollout) Active() bool {
 		return true
 	}
 	return false
+}
+
+// ShownImages returns the AMI the group is (being) rolled to as status shows it (TARGET AMI, and what ON
+// TARGET counts) and the one before it: TargetImageID and PreviousImageID, swapped for an EKS managed node
+// group rolling back or rolled back (Nodegroup.Rollback, RollingBack or RolledBack): EKS is putting (or has put)
+// its nodes back on PreviousImageID, while TargetImageID stays the AMI rolled back from so that it is not rolled
+// again. Either id may be empty.
+func (r Rollout) ShownImages() (target, previous string) {
+	if p := r.Nodegroup; p != nil && p.Rollback && r.PreviousImageID != "" &&
+		(r.Phase == PhaseRollingBack || r.Phase == PhaseRolledBack) {
+		return r.PreviousImageID, r.TargetImageID
+	}
+	return r.TargetImageID, r.PreviousImageID
 }
 
 // HookState is the progress of one lifecycle action.
