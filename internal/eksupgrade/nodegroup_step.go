@@ -49,10 +49,12 @@ func (r *Runner) describeNodegroup(ctx context.Context, cluster, name string) (n
 	return ng, true, nil
 }
 
-// handOverNodegroup starts the managed node group step: a node group already on the target version is
-// Skipped, a CUSTOM one or one the agent does not manage (not opted in, or misconfigured:
-// lifecycle.NodegroupTarget) is ActionRequired, and any other is handed over to the agent's rollout
-// (InProgress, "managed-nodegroup-handed-over"); the step then waits for it (followNodegroup).
+// handOverNodegroup starts the managed node group step: a node group that no longer exists, or one the agent
+// does not manage that is already on the target version, is Skipped; a CUSTOM one, or one the agent does not
+// manage (not opted in, or misconfigured: lifecycle.NodegroupTarget), is ActionRequired; any other is handed
+// over to the agent's rollout (InProgress, "managed-nodegroup-handed-over"), even when it is on the target
+// version already (the rollout may have moved it before the step began), and the step then waits for the
+// rollout's record and the node group to be on the target (followNodegroup).
 func (r *Runner) handOverNodegroup(ctx context.Context, w state.Workflow) (state.Workflow, error) {
 	st := &w.Steps[w.Current]
 	if st.Status == state.StepStatusInProgress {
@@ -70,14 +72,14 @@ func (r *Runner) handOverNodegroup(ctx context.Context, w state.Workflow) (state
 	switch {
 	case !found:
 		st.Status, event, detail = state.StepStatusSkipped, "skipped", "the node group no longer exists"
-	case ng.Version == st.To && ng.Status == string(ekstypes.NodegroupStatusActive):
-		st.Status, event, detail = state.StepStatusSkipped, "skipped", "the node group is already at "+st.To
 	case ng.AMIType == string(ekstypes.AMITypesCustom):
 		st.Status, event = state.StepStatusActionRequired, "action-required"
 		st.Action = fmt.Sprintf("the node group runs a custom AMI: publish an AMI built for Kubernetes %s to the AMI parameter its rollout follows (tag %s), or put one in its launch template and update it", st.To, lifecycle.TagParameter)
 	case terr != nil:
 		st.Status, event = state.StepStatusActionRequired, "action-required"
 		st.Action = fmt.Sprintf(managedNodegroupAction, lifecycle.TagEnabled, st.To) + ": " + terr.Error()
+	case target == nil && ng.Version == st.To:
+		st.Status, event, detail = state.StepStatusSkipped, "skipped", "the node group is already at "+st.To
 	case target == nil:
 		st.Status, event = state.StepStatusActionRequired, "action-required"
 		st.Action = fmt.Sprintf(managedNodegroupAction, lifecycle.TagEnabled, st.To)
