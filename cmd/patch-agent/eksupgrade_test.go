@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,12 +41,14 @@ func simUpgradeGroups(t *testing.T, groups bool) (*sim.Account, string) {
 	prev := eksUpgradeEnvironment
 	eksUpgradeEnvironment = eksUpgradeEnv{clock: a.Clock(),
 		// No Auto Scaling groups: the demo's self-managed node group waits for the agent's rollout, which these
-		// CLI runs do not play (the workflow's tests and the demo run the agent beside the workflow).
+		// CLI runs do not play (the workflow's tests and the demo run the agent beside the workflow). For the
+		// same reason the managed node group is shown to them without its opt-in tag (its step is
+		// ActionRequired instead of waiting for the agent's managed-node-group rollout).
 		connect: func(context.Context, string) (awsapi.EKSUpgrade, awsapi.GroupReader, error) {
 			if groups {
-				return a.EKSUpgrade(), a.AutoScaling(), nil
+				return untaggedNodegroups{a.EKSUpgrade()}, a.AutoScaling(), nil
 			}
-			return a.EKSUpgrade(), nil, nil
+			return untaggedNodegroups{a.EKSUpgrade()}, nil, nil
 		},
 		wait: func(ctx context.Context, d time.Duration) error {
 			a.Advance(d)
@@ -57,6 +60,19 @@ func simUpgradeGroups(t *testing.T, groups bool) (*sim.Account, string) {
 	file := filepath.Join(t.TempDir(), "state.json")
 	require.NoError(t, saveSnapshot(file, state.NewMemory()))
 	return a, file
+}
+
+// untaggedNodegroups hides the managed node groups' tags: to the workflow they are not opted in.
+type untaggedNodegroups struct{ awsapi.EKSUpgrade }
+
+func (e untaggedNodegroups) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNodegroupInput, o ...func(*awseks.Options)) (*awseks.DescribeNodegroupOutput, error) {
+	out, err := e.EKSUpgrade.DescribeNodegroup(ctx, in, o...)
+	if err == nil && out.Nodegroup != nil {
+		ng := *out.Nodegroup
+		ng.Tags = nil
+		out = &awseks.DescribeNodegroupOutput{Nodegroup: &ng}
+	}
+	return out, err
 }
 
 func exitCode(t *testing.T, err error) int {
@@ -126,6 +142,10 @@ func TestEKSUpgradeWaitsForApproveThenResumesFromTheStateFile(t *testing.T) {
 	require.Equal(t, state.WorkflowCompleted, s.Phase)
 	require.Empty(t, s.RunningBy, "the lease is given back")
 	for _, st := range s.Steps {
+		if st.Kind == eksupgrade.KindManagedNodegroup { // not opted in to these agent-less runs (untaggedNodegroups)
+			require.Equal(t, state.StepStatusActionRequired, st.Status, "%s %s", st.Kind, st.Name)
+			continue
+		}
 		require.Equal(t, state.StepStatusCompleted, st.Status, "%s %s", st.Kind, st.Name)
 	}
 

@@ -46,6 +46,15 @@ const EKSUpgradeDescription = "EKS cluster " + EKSCluster + " on Kubernetes " + 
 	"kube-proxy, managed node group " + UpgradeNodegroup + " and self-managed node group " + EKSGroupName + " (AMI source auto), upgraded to " +
 	UpgradeTo + ": preflight, approval, control plane, add-ons one at a time, node groups"
 
+// The managed node group UpgradeNodegroup: its AMI type, its release on UpgradeFrom (its nodes on ImageA) and
+// the release of UpgradeTo that its rollout moves it to (its image_id parameter is the one the self-managed node
+// group's `auto` source resolves on UpgradeTo: UpgradeImage).
+const (
+	UpgradeNodegroupAMIType = "AL2023_ARM_64_STANDARD"
+	UpgradeReleaseFrom      = "1.30.8-20261118"
+	UpgradeReleaseTo        = "1.31.4-20261125"
+)
+
 // UpgradeImage is the AMI the Kubernetes UpgradeTo parameter of the self-managed node group names: its
 // nodes are on it once the agent's rollout after the control plane's upgrade is Completed.
 const UpgradeImage = ImageB
@@ -65,8 +74,9 @@ func EKSUpgradeWorld(store *state.Memory) (*World, error) {
 		Groups: []GroupSetup{{Name: EKSGroupName, Platform: lifecycle.PlatformEKS, Cluster: EKSCluster, Parameter: lifecycle.ParameterAuto,
 			Min: 3, Max: 4, Desired: 3}},
 		KubeWorkload: KubeWorkload{Replicas: 6, MinAvailable: 5},
-		Nodegroups: []sim.EKSNodegroupSpec{{Cluster: EKSCluster, Name: UpgradeNodegroup, AMIType: "AL2023_ARM_64_STANDARD",
-			ReleaseVersion: "1.30.8-20261118", ImageID: ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2}}})
+		Nodegroups: []sim.EKSNodegroupSpec{{Cluster: EKSCluster, Name: UpgradeNodegroup, AMIType: UpgradeNodegroupAMIType,
+			ReleaseVersion: UpgradeReleaseFrom, ImageID: ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2,
+			Tags: map[string]string{lifecycle.TagEnabled: "true"}}}})
 	if err != nil {
 		return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
 	}
@@ -87,6 +97,18 @@ func EKSUpgradeWorld(store *state.Memory) (*World, error) {
 		"Cluster health issues"} {
 		a.AddEKSInsight(EKSCluster, sim.EKSInsightSpec{Name: name, KubernetesVersion: UpgradeTo, Status: ekstypes.InsightStatusValuePassing,
 			Reason: "no issue found"})
+	}
+	// The EKS-optimized AMI releases of the managed node group's AMI type: its own on UpgradeFrom, and the one
+	// of UpgradeTo that the agent's managed-node-group rollout moves it to once the control plane is there.
+	for _, rel := range []sim.EKSRelease{
+		{AMIType: UpgradeNodegroupAMIType, KubernetesVersion: UpgradeFrom, Release: UpgradeReleaseFrom, ImageID: ImageA},
+		{AMIType: UpgradeNodegroupAMIType, KubernetesVersion: UpgradeTo, Release: UpgradeReleaseTo, ImageID: UpgradeImage},
+	} {
+		if !a.ImageRegistered(rel.ImageID) {
+			a.RegisterImage(sim.ImageSpec{ID: rel.ImageID, Name: "amazon-eks-node-al2023-arm64-standard-" + rel.Release, Architecture: "arm64",
+				Created: UpgradeStart.Add(-72 * time.Hour)})
+		}
+		a.PublishEKSRelease(withReleaseParams(rel))
 	}
 	param, err := UpgradeParameter(w)
 	if err != nil {

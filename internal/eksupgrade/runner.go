@@ -536,8 +536,10 @@ func (r *Runner) step(ctx context.Context, req Request, w state.Workflow) (state
 	switch st := w.Steps[w.Current]; st.Kind {
 	case KindApproval:
 		return r.approval(ctx, req, w)
-	case KindControlPlane, KindAddon, KindManagedNodegroup:
+	case KindControlPlane, KindAddon:
 		return r.update(ctx, w)
+	case KindManagedNodegroup:
+		return r.handOverNodegroup(ctx, w)
 	case KindSelfManagedNodegroup:
 		return r.handOver(ctx, w)
 	case KindSelfManagedAddon:
@@ -708,6 +710,9 @@ func NodesLine(p *state.NodeProgress) string {
 	}
 	if !p.OnVersion {
 		s += ", not the target version yet"
+	}
+	if p.Reason != "" {
+		s += ": " + p.Reason
 	}
 	return s
 }

@@ -14,6 +14,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
@@ -538,6 +539,27 @@ func TestTwoPersonRuleOverSTSCallerIdentitiesOfOneRoleIsOnePerson(t *testing.T) 
 	require.Equal(t, other, approved.ApprovedBy, "the full ARN is recorded; only the comparison uses the principal")
 }
 
+// tagless hides the managed node groups' tags from the workflow: to it, they are not opted in.
+type tagless struct{ awsapi.EKSUpgrade }
+
+func (e tagless) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNodegroupInput, o ...func(*awseks.Options)) (*awseks.DescribeNodegroupOutput, error) {
+	out, err := e.EKSUpgrade.DescribeNodegroup(ctx, in, o...)
+	if err == nil && out.Nodegroup != nil {
+		ng := *out.Nodegroup
+		ng.Tags = nil
+		out = &awseks.DescribeNodegroupOutput{Nodegroup: &ng}
+	}
+	return out, err
+}
+
+// aloneRunner is a runner whose waits only move the clock (no agent runs) and to which the managed node group is
+// not opted in (its step is ActionRequired), so that the workflow reaches the self-managed step without the agent.
+func aloneRunner(w *world, owner string) *eksupgrade.Runner {
+	r := demo.UpgradeRunner(w.a, w.store, owner, nil)
+	r.EKS = tagless{r.EKS}
+	return r
+}
+
 // imagesOf returns the AMIs the group's instances run.
 func imagesOf(a *sim.Account, group string) []string {
 	var out []string
@@ -553,7 +575,7 @@ func imagesOf(a *sim.Account, group string) []string {
 // Kubernetes 1.31 AMI, the next run completes the step and the workflow, with every node on that AMI.
 func TestSelfManagedStepIsNotCompletedAtHandOverButWhenTheAgentsRolloutIsOnTheNewVersion(t *testing.T) {
 	w := newWorld(t)
-	alone := demo.UpgradeRunner(w.a, w.store, "run-1", nil) // its waits only move the clock: no agent runs
+	alone := aloneRunner(w, "run-1") // its waits only move the clock: no agent runs
 	alone.MaxWait = 20 * time.Minute
 	_, err := alone.Run(context.Background(), upgrade())
 	require.ErrorContains(t, err, "self-managed node group "+demo.EKSGroupName+": the agent's rollout to the Kubernetes 1.31 AMI is not done after 20m0s")
@@ -602,7 +624,7 @@ func TestSelfManagedStepHaltsWhenTheAgentsRolloutHalts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
-			alone := demo.UpgradeRunner(w.a, w.store, "run-1", nil)
+			alone := aloneRunner(w, "run-1")
 			alone.MaxWait = 20 * time.Minute
 			_, _ = alone.Run(context.Background(), upgrade()) // up to the hand-over's wait
 			tc.record.Group = demo.EKSGroupName
@@ -632,7 +654,7 @@ func TestSelfManagedStepHaltsWhenTheAgentsRolloutHalts(t *testing.T) {
 // steps[].nodes.
 func TestStatusShowsTheSelfManagedRolloutsProgress(t *testing.T) {
 	w := newWorld(t)
-	alone := demo.UpgradeRunner(w.a, w.store, "run-1", nil)
+	alone := aloneRunner(w, "run-1")
 	alone.MaxWait = 20 * time.Minute
 	_, _ = alone.Run(context.Background(), upgrade())
 	_, err := w.store.PutRollout(context.Background(), state.Rollout{Group: demo.EKSGroupName, Phase: state.PhaseReplacing, Instances: 4, OnTarget: 2,

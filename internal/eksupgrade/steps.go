@@ -35,9 +35,8 @@ const (
 type updateCall struct {
 	// what names the call in progress lines: "UpdateClusterVersion of prod to 1.31".
 	what string
-	// addon or nodegroup names the resource whose updates ListUpdates and DescribeUpdate read ("" for the
-	// cluster's own).
-	addon, nodegroup string
+	// addon names the add-on whose updates ListUpdates and DescribeUpdate read ("" for the cluster's own).
+	addon string
 	// updateType and paramType recognise the step's update among the resource's updates.
 	updateType ekstypes.UpdateType
 	paramType  ekstypes.UpdateParamType
@@ -101,7 +100,7 @@ func (r *Runner) call(w state.Workflow) updateCall {
 				return aws.ToString(c.Version) == st.To && c.Status == ekstypes.ClusterStatusActive, "", nil
 			},
 		}
-	case KindAddon:
+	default: // KindAddon
 		describe := func(ctx context.Context) (*ekstypes.Addon, error) {
 			out, err := r.EKS.DescribeAddon(ctx, &awseks.DescribeAddonInput{ClusterName: cluster, AddonName: aws.String(st.Name)})
 			if err != nil {
@@ -164,53 +163,6 @@ func (r *Runner) call(w state.Workflow) updateCall {
 						aws.ToString(a.AddonVersion), r.degradedWait(), addonIssues(a)), nil
 				}
 				return false, fmt.Sprintf("the add-on is %s at version %s%s", a.Status, aws.ToString(a.AddonVersion), addonIssues(a)), nil
-			},
-		}
-	default: // KindManagedNodegroup
-		describe := func(ctx context.Context) (*ekstypes.Nodegroup, error) {
-			out, err := r.EKS.DescribeNodegroup(ctx, &awseks.DescribeNodegroupInput{ClusterName: cluster, NodegroupName: aws.String(st.Name)})
-			if err != nil {
-				return nil, fmt.Errorf("describing managed node group %s of EKS cluster %s: %w", st.Name, w.Cluster, err)
-			}
-			if out.Nodegroup == nil {
-				return nil, fmt.Errorf("describing managed node group %s of EKS cluster %s: empty response", st.Name, w.Cluster)
-			}
-			return out.Nodegroup, nil
-		}
-		return updateCall{
-			what: fmt.Sprintf("UpdateNodegroupVersion %s of %s to %s", st.Name, w.Cluster, st.To), nodegroup: st.Name,
-			updateType: ekstypes.UpdateTypeVersionUpdate, paramType: ekstypes.UpdateParamTypeVersion,
-			precheck: func(ctx context.Context) (int, string, error) {
-				ng, err := describe(ctx)
-				var notFound *ekstypes.ResourceNotFoundException
-				switch {
-				case errors.As(err, &notFound):
-					return skip, "the node group no longer exists", nil
-				case err != nil:
-					return proceed, "", err
-				case aws.ToString(ng.Version) == st.To:
-					return skip, "the node group is already at " + st.To, nil
-				case ng.AmiType == ekstypes.AMITypesCustom:
-					return action, fmt.Sprintf("the node group runs a custom AMI: put an AMI built for Kubernetes %s in its launch template and call UpdateNodegroupVersion with the new launch template version", st.To), nil
-				case ng.Status != ekstypes.NodegroupStatusActive:
-					return proceed, "", fmt.Errorf("managed node group %s is %s: run again once it is ACTIVE", st.Name, ng.Status)
-				}
-				return proceed, "", nil
-			},
-			start: func(ctx context.Context, token string) (*ekstypes.Update, error) {
-				out, err := r.EKS.UpdateNodegroupVersion(ctx, &awseks.UpdateNodegroupVersionInput{ClusterName: cluster, NodegroupName: aws.String(st.Name),
-					Version: aws.String(st.To), ClientRequestToken: aws.String(token)})
-				if err != nil {
-					return nil, err
-				}
-				return out.Update, nil
-			},
-			settled: func(ctx context.Context) (bool, string, error) {
-				ng, err := describe(ctx)
-				if err != nil {
-					return false, "", err
-				}
-				return aws.ToString(ng.Version) == st.To && ng.Status == ekstypes.NodegroupStatusActive, "", nil
 			},
 		}
 	}
@@ -364,7 +316,7 @@ func rejected(err error) bool {
 // adopting it would halt a retried step on the failure it retries.
 func (r *Runner) findUpdate(ctx context.Context, w state.Workflow, c updateCall) (*ekstypes.Update, error) {
 	st := w.Steps[w.Current]
-	in := &awseks.ListUpdatesInput{Name: aws.String(w.Cluster), AddonName: nilIfEmpty(c.addon), NodegroupName: nilIfEmpty(c.nodegroup)}
+	in := &awseks.ListUpdatesInput{Name: aws.String(w.Cluster), AddonName: nilIfEmpty(c.addon)}
 	var best *ekstypes.Update
 	pages := awseks.NewListUpdatesPaginator(r.EKS, in)
 	for pages.HasMorePages() {
@@ -397,7 +349,7 @@ func failedUpdate(u *ekstypes.Update) bool {
 
 func (r *Runner) describeUpdate(ctx context.Context, cluster string, c updateCall, id string) (*ekstypes.Update, error) {
 	out, err := r.EKS.DescribeUpdate(ctx, &awseks.DescribeUpdateInput{Name: aws.String(cluster), UpdateId: aws.String(id),
-		AddonName: nilIfEmpty(c.addon), NodegroupName: nilIfEmpty(c.nodegroup)})
+		AddonName: nilIfEmpty(c.addon)})
 	if err != nil {
 		return nil, fmt.Errorf("%s: describing update %s: %w", c.what, id, err)
 	}

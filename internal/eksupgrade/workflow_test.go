@@ -130,8 +130,15 @@ func TestUpgradeRunsEveryStepInOrderOneUpdateAtATime(t *testing.T) {
 			require.True(t, u.CreatedAt.After(prev.CreatedAt), "one update at a time")
 		}
 	}
-	require.Equal(t, []string{"", "vpc-cni", "coredns", "kube-proxy", demo.UpgradeNodegroup}, order,
-		"control plane, then the add-ons (VPC CNI, CoreDNS, kube-proxy), then the node groups")
+	var addons []string
+	for _, u := range ups[1:] {
+		if u.Addon != "" {
+			addons = append(addons, u.Addon)
+		}
+	}
+	require.Equal(t, "", order[0], "the control plane first")
+	require.Equal(t, []string{"vpc-cni", "coredns", "kube-proxy"}, addons, "then the add-ons (VPC CNI, CoreDNS, kube-proxy), one at a time")
+	require.Contains(t, order, demo.UpgradeNodegroup, "the managed node group's update, by the agent's rollout once the control plane moved")
 	require.Equal(t, map[string]int{"UpdateClusterVersion": 1, "UpdateAddon": 3, "UpdateNodegroupVersion": 1}, w.updateCalls())
 }
 
@@ -144,7 +151,7 @@ func TestEveryStepIsInTheHistoryWithWhoFromToAndUpdateID(t *testing.T) {
 		"addon-requested", "addon-started", "addon-completed",
 		"addon-requested", "addon-started", "addon-completed",
 		"addon-requested", "addon-started", "addon-completed",
-		"managed-nodegroup-requested", "managed-nodegroup-started", "managed-nodegroup-completed",
+		"managed-nodegroup-handed-over", "managed-nodegroup-completed",
 		"self-managed-handed-over", "self-managed-completed", "completed"}, events(h))
 	cp := wf.Steps[2]
 	require.Equal(t, eksupgrade.KindControlPlane, cp.Kind)
@@ -813,7 +820,8 @@ func TestProgressLinesNameEveryTransition(t *testing.T) {
 	_, err := r.Run(context.Background(), upgrade())
 	require.NoError(t, err)
 	for _, want := range []string{"preflight passed", "plan approved by operator", "UpdateClusterVersion of demo-eks to 1.31: requested",
-		"UpdateAddon kube-proxy of demo-eks to v1.31.2-eksbuild.3: update", "UpdateNodegroupVersion web of demo-eks to 1.31: update",
+		"UpdateAddon kube-proxy of demo-eks to v1.31.2-eksbuild.3: update", "managed node group web handed over to the agent's managed-node-group rollout",
+		"managed node group web: on Kubernetes 1.31, release " + demo.UpgradeReleaseTo,
 		"self-managed node group demo-eks-nodes handed over", "upgrade of demo-eks to 1.31 completed"} {
 		require.Contains(t, out.String(), want)
 	}

@@ -59,6 +59,9 @@ type Nodegroup struct {
 type NodegroupUpdateRequest struct {
 	Cluster, Name  string
 	ReleaseVersion string
+	// Version is the Kubernetes version of ReleaseVersion when it is newer than the node group's ("": the
+	// node group's own).
+	Version        string
 	LaunchTemplate *state.LaunchTemplateRef
 	Token          string
 	// Force makes EKS replace nodes whose pods a PodDisruptionBudget keeps from being evicted (Amazon EKS API
@@ -228,6 +231,10 @@ func (c NodegroupClient) StartUpdate(ctx context.Context, req NodegroupUpdateReq
 		what = "launch template " + lt.ID + lt.Name + " version " + lt.Version
 	} else {
 		in.ReleaseVersion = aws.String(req.ReleaseVersion)
+		if req.Version != "" {
+			in.Version = aws.String(req.Version)
+			what = "Kubernetes " + req.Version + " " + what
+		}
 	}
 	out, err := c.EKS.UpdateNodegroupVersion(ctx, in)
 	if err != nil {
@@ -368,12 +375,14 @@ func (r NodegroupReader) Inputs(ctx context.Context, t Target, ng Nodegroup, pau
 			in.Nodegroup.CurrentImage = cur.ImageID
 		}
 	} else {
-		rel, err := r.Client.ResolveRelease(ctx, ng.AMIType, ng.Version)
+		in.Nodegroup.TargetVersion = followedVersion(ng.Version, cp)
+		rel, err := r.Client.ResolveRelease(ctx, ng.AMIType, in.Nodegroup.TargetVersion)
 		if err != nil {
 			return Inputs{}, err
 		}
 		if rel == nil || rel.Release == "" {
-			in.SourceProblem = "source missing: release parameter " + t.Parameter + " does not exist"
+			param, _, _ := eks.ReleaseParameters(ng.AMIType, in.Nodegroup.TargetVersion)
+			in.SourceProblem = "source missing: release parameter " + param + " does not exist"
 		}
 		in.Nodegroup.Release = rel
 	}
@@ -399,6 +408,20 @@ func (r NodegroupReader) Inputs(ctx context.Context, t Target, ng Nodegroup, pau
 		}
 	}
 	return in, nil
+}
+
+// followedVersion is the Kubernetes version whose releases a managed node group on version follows: the control
+// plane's when it is a newer minor version (the node group then moves to it with its next release; EKS allows a
+// node group up to the control plane's version, Amazon EKS API Reference, UpdateNodegroupVersion), else its own.
+func followedVersion(version, controlPlane string) string {
+	nv, err := eks.ParseVersion(version)
+	if err != nil {
+		return version
+	}
+	if cv, err := eks.ParseVersion(controlPlane); err == nil && cv > nv {
+		return controlPlane
+	}
+	return version
 }
 
 // mostCommonImage is the AMI most instances of the view run ("" without instances).

@@ -44,7 +44,11 @@ type NodegroupInputs struct {
 	Nodegroup Nodegroup
 	// ControlPlane is the cluster's Kubernetes version ("1.31"): the node group never goes past it.
 	ControlPlane string
-	// Release is the release parameter of the node group's Kubernetes version and AMI type, resolved this tick
+	// TargetVersion is the Kubernetes version whose releases the node group follows: its own, or the control
+	// plane's when that is newer (after the control plane's upgrade the node group follows it; Amazon EKS User
+	// Guide, "Update a managed node group for your cluster"). "" for CUSTOM.
+	TargetVersion string
+	// Release is the release parameter of TargetVersion and the node group's AMI type, resolved this tick
 	// (nil for CUSTOM, or when the parameter is missing).
 	Release *ResolvedRelease
 	// CurrentImage is the AMI the node group's launch template launches now (CUSTOM), "" when unknown.
@@ -134,6 +138,9 @@ func (o *Orchestrator) detectNodegroup(ctx context.Context, t Target, v GroupVie
 		r.TargetImageID, r.Source, r.SourceVersion, r.SourceModified = ami.ImageID, ami.Parameter, ami.Version, ami.LastModified
 	} else {
 		p.TargetRelease, p.PreviousRelease = in.Release.Release, ng.ReleaseVersion
+		if in.TargetVersion != "" && in.TargetVersion != ng.Version {
+			p.TargetVersion = in.TargetVersion
+		}
 		r.TargetImageID, r.Source, r.SourceVersion, r.SourceModified = in.Release.ImageID, in.Release.Parameter, in.Release.Version, in.Release.LastModified
 	}
 	r.Platform, r.Cluster, r.Nodegroup = PlatformEKSManaged, ng.Cluster, p
@@ -271,7 +278,9 @@ func (o *Orchestrator) nodegroupUpdate(ctx context.Context, r state.Rollout) (st
 		case p.Rollback:
 			req.ReleaseVersion = p.PreviousRelease
 		default:
-			req.ReleaseVersion = p.TargetRelease
+			// A release of a newer Kubernetes version is sent with that version: without it EKS keeps the
+			// node group's version (Amazon EKS API Reference, UpdateNodegroupVersion: version, releaseVersion).
+			req.ReleaseVersion, req.Version = p.TargetRelease, p.TargetVersion
 		}
 		u, err := o.Nodegroups.StartUpdate(ctx, req)
 		switch {

@@ -16,6 +16,9 @@ type NodegroupProgress struct {
 	// KubernetesVersion is the node group's Kubernetes version ("1.31"); the release never goes past the
 	// control plane's.
 	KubernetesVersion string `json:"kubernetesVersion,omitempty" dynamodbav:"k8s,omitempty"`
+	// TargetVersion is the Kubernetes version the update moves the node group to when it is newer than
+	// KubernetesVersion (the control plane moved first: the node group follows it); "" otherwise.
+	TargetVersion string `json:"targetVersion,omitempty" dynamodbav:"targetVersion,omitempty"`
 	// TargetRelease and PreviousRelease are AMI release versions ("1.31.7-20250610") of a node group of an
 	// AMI type; empty for CUSTOM.
 	TargetRelease   string `json:"targetRelease,omitempty" dynamodbav:"targetRelease,omitempty"`

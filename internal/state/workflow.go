@@ -100,6 +100,9 @@ type NodeProgress struct {
 	Source        string `json:"source,omitempty" dynamodbav:"source,omitempty"`
 	// OnVersion reports whether Source names the step's target Kubernetes version.
 	OnVersion bool `json:"onVersion" dynamodbav:"onVersion"`
+	// Reason is the rollout record's reason (a gate it waits for, an EKS update in progress); set for managed
+	// node groups only.
+	Reason string `json:"reason,omitempty" dynamodbav:"reason,omitempty"`
 }
 
 // PreflightCheck is the result of one preflight check.
