@@ -27,6 +27,16 @@ import (
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
+// publishOnce is demo.World.PublishAMI with an event id of its own: the world's ids are its simulated time,
+// which two changes sent within one pass share (the second would be dropped as a duplicate delivery).
+func publishOnce(w *demo.World, param, image string, n int) {
+	w.RegisterAMI(image)
+	w.Account.PutParameter(param, image)
+	now := w.Account.Clock().Now().UTC().Format(time.RFC3339)
+	w.Account.SendMessage(w.QueueURL, fmt.Sprintf(`{"version":"0","id":"reaction-%d","detail-type":"Parameter Store Change","source":"aws.ssm","account":"111122223333","time":%q,"region":"us-east-1","resources":["arn:aws:ssm:us-east-1:111122223333:parameter%s"],"detail":{"operation":"Update","name":%q,"type":"String"}}`,
+		n, now, param, param))
+}
+
 // stageHandler stands between the consumer and the agent in the fleet scenario to time the stages of a
 // reaction (not a pass/fail test: the figures are logged): when the handling of the watched parameter's
 // change began and ended, and how long the urgent lane of the client-side limiter waited meanwhile.
@@ -232,7 +242,7 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 		was := w.Account.Group(other.Name).LaunchTemplateVersion
 		stages.watch(other.Parameter)
 		sent := time.Now()
-		w.PublishAMI(other.Parameter, image)
+		publishOnce(w, other.Parameter, image, i)
 		for w.Account.Group(other.Name).LaunchTemplateVersion == was && time.Since(sent) < fleetWaitCap {
 			time.Sleep(time.Millisecond)
 		}
