@@ -68,6 +68,12 @@ type Settings struct {
 	// Workers is how many targets one reconcile pass advances at once (`--workers`); <= 0: DefaultWorkers
 	// (8). One target is never advanced by two of them at once (pool.go).
 	Workers int
+	// PassBudget is how long one pass hands out targets before it yields; the targets it left are looked at
+	// next, first (passbudget.go). <= 0: DefaultPassBudget (8 s).
+	PassBudget time.Duration
+	// PassClock measures PassBudget; nil: the agent's clock (the bench passes the real clock, its passes
+	// running on a simulated one).
+	PassClock clock.PassiveClock
 	// Backoff is the retry backoff of a target whose rollout step failed and of a lifecycle action whose
 	// drain check failed: they are tried again after it, not on every tick or poll. Zero:
 	// lifecycle.DefaultBackoff (5 s, times 1.5 up to 2 minutes, 20 % jitter).
@@ -109,6 +115,8 @@ type Agent struct {
 	ticks tickRequests
 	// waits holds when each target's next timed wait ends (timers.go)
 	waits timedWaits
+	// resume is the first target the last cut pass left out: the next pass begins with it (passbudget.go)
+	resume string
 
 	pass    sync.Mutex  // serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
 	pollMu  sync.Mutex  // serialises the parameter poll and the hook check of concurrent passes
@@ -412,7 +420,17 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 			names = append(names, name)
 		}
 	}
-	forEachTarget(ctx, a.settings.Workers, names, func(name string) { a.reconcileTarget(ctx, p, name) })
+	// A pass that has run PassBudget yields: the rest are woken and come first in the next pass (passbudget.go).
+	a.mu.Lock()
+	names = rotate(names, a.resume)
+	a.mu.Unlock()
+	budget := a.newPassBudget()
+	forEachTarget(ctx, a.settings.Workers, names, func(name string) {
+		if budget.take(name) {
+			a.reconcileTarget(ctx, p, name)
+		}
+	})
+	a.yielded(budget, only == nil)
 	a.reconcileNodegroupsLocked(ctx, locks, records, only) // nodegroups.go
 	if only == nil {
 		// Instances the agent drained for lifecycle actions that are back InService go back in service.

@@ -3,13 +3,16 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // sendScheduledTick puts the EventBridge schedule rule's "Scheduled Event" on the agent's queue (Amazon
@@ -110,4 +113,57 @@ func TestHeartbeatsAndReactionsTakeTheLimitersPriorityLane(t *testing.T) {
 	require.Positive(t, st.Urgent["ec2:CreateLaunchTemplateVersion"], "the golden-AMI change's launch template version took it")
 	require.Less(t, st.Urgent["autoscaling:DescribeAutoScalingGroups"], st.Calls["autoscaling:DescribeAutoScalingGroups"],
 		"the fleet passes' discovery did not")
+}
+
+// clockStepObserver advances the world's clock by step at every look at a target, so that a pass's budget runs
+// out after a known number of looks, and counts the looks per group.
+type clockStepObserver struct {
+	lifecycle.NopObserver
+	w     **demo.World
+	step  time.Duration
+	mu    sync.Mutex
+	looks map[string]int
+}
+
+func (o *clockStepObserver) TargetObserved(t lifecycle.Target, _ lifecycle.GroupView, _ state.Rollout, _ *lifecycle.ResolvedAMI) {
+	o.mu.Lock()
+	o.looks[t.Group]++
+	o.mu.Unlock()
+	(*o.w).Account.Advance(o.step)
+}
+
+// TestAPassThatYieldsLeavesNoTargetOutForever: every look takes 3 s of the clock and a pass hands out targets
+// for 8 s (Settings.PassBudget's default), so a full pass over 6 groups yields after 3 looks. The next full
+// pass begins with the targets the last one left out: within two passes every group is looked at, and over
+// six passes each the same number of times (a pass always beginning at the first group would never reach
+// the last three).
+func TestAPassThatYieldsLeavesNoTargetOutForever(t *testing.T) {
+	var groups []demo.GroupSetup
+	for i := range 6 {
+		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("g%d", i), Cluster: "c1", Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
+	}
+	var w *demo.World
+	obs := &clockStepObserver{w: &w, looks: map[string]int{}}
+	w = build(t, demo.Spec{Groups: groups, Observer: obs})
+	settle(t, w, 30*time.Second)
+	ctx := context.Background()
+	obs.step = 3 * time.Second
+	obs.mu.Lock()
+	obs.looks = map[string]int{}
+	obs.mu.Unlock()
+	for range 2 {
+		require.NoError(t, w.Agent.Reconcile(ctx))
+	}
+	obs.mu.Lock()
+	require.Len(t, obs.looks, 6, "every group looked at within two cut passes: %v", obs.looks)
+	obs.mu.Unlock()
+	for range 4 {
+		require.NoError(t, w.Agent.Reconcile(ctx))
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for _, g := range groups {
+		require.Equal(t, 3, obs.looks[g.Name], "six passes of three looks: each group three times (%v)", obs.looks)
+	}
+	require.Empty(t, w.Checker.Check())
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
@@ -153,7 +154,8 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	limiter := awsapi.NewLimiter(limits)
 	faults.SetWire(sim.Wire{Client: limiter, Account: sim.AWSAccountLimits(), Latency: fleetLatency})
 	faults.Pause(true) // no injected faults: only the wire
-	spec := demo.Spec{Faults: faults, Workers: agent.DefaultWorkers, Log: zap.NewNop()}
+	// The pass budget in real time: the passes run on the simulated clock, which stands still inside a pass.
+	spec := demo.Spec{Faults: faults, Workers: agent.DefaultWorkers, Log: zap.NewNop(), PassClock: clock.RealClock{}}
 	for i := range groups {
 		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("fleet-%04d", i), Cluster: fmt.Sprintf("c-%03d", i/10),
 			Parameter: fleetParameter, Min: int32(instances), Max: int32(instances + 1), Desired: int32(instances), HeartbeatTimeout: -1})
