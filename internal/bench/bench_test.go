@@ -580,13 +580,12 @@ const history = `
   with PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestFleet -v): 0 throttling errors and the golden-AMI
   change of another group reaches its new launch template version in 0.8 s at p99 (goal 1 s; traced stage by
   stage: the tick's pass no longer runs in its handler, and reactions take the limiter's priority lane). The
-  longest pass (goal 10 s) and versions / EC2 budget (goal 1.2) are at or just past their goals and move
-  between runs on this loaded machine: the first pass after the public parameter changes creates every
-  group's version at the EC2 mutating rate (2.5 per second) and is as long as that budget. Not done: a time
-  budget per pass (a pass that ran long yields, the rest of the targets first in the next one), which would
-  bound the longest pass; the bench's passes run on the simulated clock, so the budget needs a real-time
-  clock of its own there. At 1,000 x 20 by the same limits about 1,000 x 3 ECS calls per pass of active
-  rollouts take about 5 minutes per pass at 10 per second, and (1,000 - 100) / 2.5 = 360 s of EC2 mutating
+  longest pass (goal 10 s) is bounded by a time budget per pass (8 s, real time in the bench): a pass that
+  has run that long yields, its remaining targets woken at once and first in the next pass. Versions / EC2
+  budget (goal 1.2) is at or just past its goal and moves between runs on this loaded machine: the five
+  reactions' launch template versions land inside the fleet's window and take the EC2 mutating tokens first.
+  At 1,000 x 20 by the same limits a sweep of every active rollout needs about 1,000 x 3 ECS calls, about 5
+  minutes at 10 per second (now spread over budgeted passes instead of one pass of minutes), and (1,000 - 100) / 2.5 = 360 s of EC2 mutating
   budget the versions. Agent heap at 1,000 x 20: about 2.5 MiB attributed to the agent's packages (a lower
   bound: what the simulated account allocates and the agent keeps counts as the account's).
 - Peak RSS at 1,000 groups x 20 instances (goal <= 80 MiB): the figure is the whole test process, which also
