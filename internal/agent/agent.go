@@ -68,6 +68,12 @@ type Settings struct {
 	// Workers is how many targets one reconcile pass advances at once (`--workers`); <= 0: DefaultWorkers
 	// (8). One target is never advanced by two of them at once (pool.go).
 	Workers int
+	// PassBudget is how long one pass hands out targets before it yields; the targets it left are looked at
+	// next, first (passbudget.go). <= 0: DefaultPassBudget (8 s).
+	PassBudget time.Duration
+	// PassClock measures PassBudget; nil: the agent's clock (the bench passes the real clock, its passes
+	// running on a simulated one).
+	PassClock clock.PassiveClock
 	// Backoff is the retry backoff of a target whose rollout step failed and of a lifecycle action whose
 	// drain check failed: they are tried again after it, not on every tick or poll. Zero:
 	// lifecycle.DefaultBackoff (5 s, times 1.5 up to 2 minutes, 20 % jitter).
@@ -105,8 +111,12 @@ type Agent struct {
 	retries *lifecycle.Retries
 	// wakes holds the groups and clusters wake-up events named since the last look (wake.go)
 	wakes wakeSet
+	// ticks holds the scheduled ticks waiting for a whole-fleet pass (tick.go)
+	ticks tickRequests
 	// waits holds when each target's next timed wait ends (timers.go)
 	waits timedWaits
+	// resume is the first target the last cut pass left out: the next pass begins with it (passbudget.go)
+	resume string
 
 	pass    sync.Mutex  // serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
 	pollMu  sync.Mutex  // serialises the parameter poll and the hook check of concurrent passes
@@ -308,6 +318,8 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.wakeTimedWaits()
 				a.ReconcileWoken(ctx)
 			case <-a.waits.changedSignal(): // an earlier timed wait: set the timer again
+			case <-a.ticks.signal(): // a scheduled tick resolved the parameters: the whole-fleet pass now
+				waiting = false
 			case <-next:
 				waiting = false
 			}
@@ -329,7 +341,10 @@ func (a *Agent) Reconcile(ctx context.Context) error {
 	defer a.pass.Unlock()
 	defer func() { a.lastTick.Store(a.clock.Now().UnixNano()) }()
 	a.wakes.take() // a full pass looks at every target the wake-ups named
-	return a.reconcilePass(ctx, nil)
+	seq := a.ticks.begin()
+	err := a.reconcilePass(ctx, nil)
+	a.ticks.end(seq, err) // the scheduled ticks waiting for this pass are done (tick.go)
+	return err
 }
 
 // LastTick returns when the last Reconcile (a tick of the loop) finished, successful or not; zero before the
@@ -358,7 +373,10 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	for g, err := range d.Misconfigured {
 		a.log.Warn("opted-in group skipped", zap.String(logging.Group, g), zap.Error(err))
 	}
-	a.pollIfDue(ctx, d)
+	if !awsapi.IsUrgent(ctx) {
+		// A reaction never runs the fleet's poll (every parameter, every group's hooks) nor waits for one.
+		a.pollIfDue(ctx, d)
+	}
 	locks, err := a.store.ListLocks(ctx)
 	if err != nil {
 		return fmt.Errorf("reading pause locks: %w", err)
@@ -402,7 +420,17 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 			names = append(names, name)
 		}
 	}
-	forEachTarget(ctx, a.settings.Workers, names, func(name string) { a.reconcileTarget(ctx, p, name) })
+	// A pass that has run PassBudget yields: the rest are woken and come first in the next pass (passbudget.go).
+	a.mu.Lock()
+	names = rotate(names, a.resume)
+	a.mu.Unlock()
+	budget := a.newPassBudget()
+	forEachTarget(ctx, a.settings.Workers, names, func(name string) {
+		if budget.take(name) {
+			a.reconcileTarget(ctx, p, name)
+		}
+	})
+	a.yielded(budget, only == nil)
 	a.reconcileNodegroupsLocked(ctx, locks, records, only) // nodegroups.go
 	if only == nil {
 		// Instances the agent drained for lifecycle actions that are back InService go back in service.
@@ -611,27 +639,18 @@ func (a *Agent) route(ctx context.Context, ev events.Event) (events.Disposition,
 		a.log.Debug("message not acted on", zap.String(logging.MessageKind, string(ev.Kind)), zap.String(logging.Reason, ev.Reason))
 		return events.Ignored, nil
 	case events.KindScheduledTick, events.KindAMIAnnouncement:
-		// A whole-fleet pass, serialised with the loop's; other messages are handled beside it.
-		a.pass.Lock()
-		defer a.pass.Unlock()
-		a.mu.Lock()
-		params := a.parametersLocked()
-		a.mu.Unlock()
-		if err := a.resolveLocked(ctx, params); err != nil {
-			return doneOrHold(err)
-		}
-		a.mu.Lock()
-		a.lastPoll = a.clock.Now()
-		a.mu.Unlock()
-		return doneOrHold(a.reconcilePass(ctx, nil))
+		// Resolves the parameters and wakes the loop for a whole-fleet pass, held until it finished (tick.go).
+		return a.handleScheduledTick(ctx, ev)
 	case events.KindParameterChange:
-		disp, err := a.handleParameter(ctx, ev)
+		// A reaction: its calls take the client-side limiter's priority lane (awsapi.WithUrgent).
+		disp, err := a.handleParameter(awsapi.WithUrgent(ctx), ev)
 		if err != nil && disp == events.Done {
 			return doneOrHold(err)
 		}
 		return disp, err
 	case events.KindLifecycleAction:
-		return a.handleLifecycle(ctx, ev)
+		return a.handleLifecycle(awsapi.WithUrgent(ctx), ev) // its drain, heartbeats and completion: the priority lane
+
 	case events.KindWakeUp:
 		return a.handleWakeUp(ev)
 	}

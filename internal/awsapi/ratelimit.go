@@ -6,10 +6,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/middleware"
 	"golang.org/x/time/rate"
+	"k8s.io/utils/clock"
 )
 
 // Rate-limit classes: the buckets of RateLimits. EC2 keeps separate buckets for mutating and non-mutating
@@ -104,19 +107,49 @@ func (l RateLimits) classes() []string {
 
 // Limiter waits for the client-side token of each AWS request (RateLimits). Safe for concurrent use; a nil
 // *Limiter limits nothing.
+//
+// It has two lanes per class. A request whose context is marked WithUrgent reserves the next token in arrival
+// order among the urgent ones; every other request (a fleet pass) takes a token only when one is there now
+// and no urgent request has reserved it, and otherwise sleeps until the bucket refills and asks again. Fleet
+// requests therefore never queue reservations ahead of an urgent one: an urgent request waits at most for
+// the other urgent requests before it plus one refill (1/Rate), however many fleet requests wait.
 type Limiter struct {
 	buckets map[string]*rate.Limiter
+	clock   clock.Clock
+	// waited sums, per lane, the time requests spent waiting for their token (Waited).
+	mu     sync.Mutex
+	waited [2]time.Duration
 }
 
-// NewLimiter returns a Limiter over limits; classes with Rate <= 0 are unlimited.
-func NewLimiter(limits RateLimits) *Limiter {
-	l := &Limiter{buckets: map[string]*rate.Limiter{}}
+// NewLimiter returns a Limiter over limits on the real clock; classes with Rate <= 0 are unlimited.
+func NewLimiter(limits RateLimits) *Limiter { return NewLimiterWithClock(limits, clock.RealClock{}) }
+
+// NewLimiterWithClock is NewLimiter with the clock that refills the buckets and times the waits (a fake
+// clock in tests).
+func NewLimiterWithClock(limits RateLimits, clk clock.Clock) *Limiter {
+	l := &Limiter{buckets: map[string]*rate.Limiter{}, clock: clk}
 	for class, r := range limits {
 		if r.Rate > 0 {
-			l.buckets[class] = rate.NewLimiter(rate.Limit(r.Rate), max(r.Burst, 1))
+			b := rate.NewLimiter(rate.Limit(r.Rate), max(r.Burst, 1))
+			b.AllowN(clk.Now(), 0) // the bucket starts full at the clock's time
+			l.buckets[class] = b
 		}
 	}
 	return l
+}
+
+// Waited returns the total time requests of the urgent lane (urgent true) or of the fleet lane spent waiting
+// for their client-side token (the bench's per-stage timing of a reaction).
+func (l *Limiter) Waited(urgent bool) time.Duration {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if urgent {
+		return l.waited[1]
+	}
+	return l.waited[0]
 }
 
 // RateClass returns the class of a request: service as the simulated account and the SDK name it ("ec2",
@@ -154,7 +187,8 @@ func IsMutating(operation string) bool {
 	return true
 }
 
-// Wait blocks until the request may be sent (a token of its class), or returns ctx's error.
+// Wait blocks until the request may be sent (a token of its class; urgent requests first, see Limiter), or
+// returns ctx's error.
 func (l *Limiter) Wait(ctx context.Context, service string, mutating bool) error {
 	if l == nil {
 		return nil
@@ -163,10 +197,62 @@ func (l *Limiter) Wait(ctx context.Context, service string, mutating bool) error
 	if !ok {
 		return nil
 	}
-	if err := b.Wait(ctx); err != nil {
+	start, urgent := l.clock.Now(), IsUrgent(ctx)
+	err := l.take(ctx, b, urgent)
+	l.mu.Lock()
+	if urgent {
+		l.waited[1] += l.clock.Since(start)
+	} else {
+		l.waited[0] += l.clock.Since(start)
+	}
+	l.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("waiting for the client-side rate limit of %s: %w", service, err)
 	}
 	return nil
+}
+
+// take waits for one token of b: an urgent request reserves it, a fleet request takes one only when the
+// bucket holds it now (so it never queues ahead of an urgent reservation).
+func (l *Limiter) take(ctx context.Context, b *rate.Limiter, urgent bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if urgent {
+		now := l.clock.Now()
+		r := b.ReserveN(now, 1)
+		d := r.DelayFrom(now)
+		if d <= 0 {
+			return nil
+		}
+		if err := l.sleep(ctx, d); err != nil {
+			r.CancelAt(l.clock.Now())
+			return err
+		}
+		return nil
+	}
+	for {
+		now := l.clock.Now()
+		if b.AllowN(now, 1) {
+			return nil
+		}
+		// Until the bucket holds one token again (urgent reservations make it negative).
+		d := time.Duration((1 - b.TokensAt(now)) / float64(b.Limit()) * float64(time.Second))
+		if err := l.sleep(ctx, max(d, time.Millisecond)); err != nil {
+			return err
+		}
+	}
+}
+
+func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
+	t := l.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Middleware returns the SDK middleware that waits on l before every attempt of every request of a client

@@ -548,6 +548,9 @@ const history = `
 | issue #21 item 2: a bounded worker pool (8) across targets instead of one target after another under one lock; client-side limits per service | fleet 20 x 5 at 40 ms per call: every group on its new launch template version | not measured before (one pass over 20 rolling groups at 40 ms per call, one after another) | 9.3 s, 1.00x the EC2 mutating budget, 0 throttling errors |
 | issue #21 item 3: a drain is started and checked on the container instance ARN and DRAINING status of the tick's cluster view (ECS ListContainerInstances + DescribeContainerInstances), not looked up again; a view that saw the instance ACTIVE with no drain started since still looks it up | AWS API calls per replaced instance, 15 s tick (TestRolloutCosts; ecs:DescribeContainerInstances 18.1 -> 13.1) | 68.6 + 12.1 ReceiveMessage | 63.6 + 12.1 ReceiveMessage |
 | issue #21 item 3: no second drain check of a drain already found finished: the terminating lifecycle action of the instance the rollout drained and terminated is checked with one DescribeContainerInstances (same ARN, still DRAINING, no task running or pending) instead of ListTasks x2 + DescribeTasks | AWS API calls per replaced instance, 15 s tick (TestRolloutCosts; ecs:ListTasks 10.0 -> 8.0, ecs:DescribeTasks 5.0 -> 4.0) | 63.6 + 12.1 ReceiveMessage | 60.6 + 12.1 ReceiveMessage |
+| issue #21 item 2, traced: the fleet bench now times each stage of a reaction (queued, handling, urgent-lane limiter wait, after handling). Before: change 0 queued 8.5 s behind the scheduled tick's whole-fleet pass run inside its handler (one message at a time); changes 1-4 were handled in 0.2-0.5 s and then waited 5-11 s for the replacement the previous change had started (a newer AMI supersedes only between replacements): the bench measured that replacement, not the reaction. Now each change is of another, Idle group, under an event id of its own | fleet 20 x 5, golden-AMI change to its new version, p99 (PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestFleet -v) | 11.2 s (15.1 s in the run before) | see below |
+| the scheduled tick wakes the loop for its whole-fleet pass and is held until a pass begun after it finished (then deleted), instead of running the pass in its handler; a priority lane in the client-side limiter (awsapi.WithUrgent) for a parameter change's look, lifecycle actions and every heartbeat; a reaction never runs the fleet's parameter poll | fleet 20 x 5: golden-AMI change p99; longest pass; versions / EC2 budget | 11.2 s; 10.00 s; 1.01 | 0.80 s (queued 20-81 ms, handling 0.68-0.78 s of 40 ms calls, of which up to 0.33 s urgent-lane limiter wait); 11.6 s; 1.27 (one run: the five reactions' launch template versions now land inside the fleet's window and take the EC2 mutating tokens first) |
+| a time budget per pass (8 s; the targets a cut pass left are woken at once and the next pass begins with them) | fleet 20 x 5: longest pass or message handling; versions / EC2 budget; reaction p99 (make bench, loaded machine) | 11.6 s; 1.27; 0.80 s (TestFleet run before it) | 11.2 s; 1.30; 0.88 s |
 
 ## Goals not met, and why
 
@@ -575,20 +578,19 @@ const history = `
   previous version would not read, so it would miss pauses during an upgrade; not done. Like the AWS calls,
   what is left falls with fewer ticks per instance.
 - Fleet scenario (issue #21 items 2 and 5; PATCH_AGENT_FLEET, default 20 x 5, 40 ms per call, measured
-  with PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestFleet -v): 0 throttling errors, every group on
-  its new launch template version in 1.00x the EC2 mutating budget (9.3 s / 9.2 s), but the longest pass is
-  10.0 s (goal 10) and the other group's golden-AMI change takes 15.1 s at p99 (goal 1 s). Likely why (not
-  traced call by call): every call
-  waits in one first-come queue per service (the client-side limiter), so the other group's calls queue
-  behind the fleet's ECS and Auto Scaling calls (10 per second each), and the consumer handles a batch at a
-  time, one message at a time in fault worlds, so a change received beside the public parameter's scheduled
-  tick (a whole-fleet pass in its handler) waits for it. Not done: a priority lane in the limiter for
-  reactions and lifecycle actions, a time budget per pass, and a scheduled tick that wakes the loop instead
-  of running the pass in its handler. The full size was not run: at 100 x 5 a pass already waited minutes on
-  the ECS limit; by the same limits 1,000 x 20 needs about 1,000 x 3 ECS calls per pass of active rollouts,
-  about 5 minutes per pass at 10 per second, and (1,000 - 100) / 2.5 = 360 s of EC2 mutating budget for the
-  versions. Agent heap at 1,000 x 20: 2.1 MiB attributed to the agent's packages (a lower bound: what the
-  simulated account allocates and the agent keeps counts as the account's).
+  with PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestFleet -v): 0 throttling errors and the golden-AMI
+  change of another group reaches its new launch template version in 0.8 s at p99 (goal 1 s; traced stage by
+  stage: the tick's pass no longer runs in its handler, and reactions take the limiter's priority lane). The
+  longest pass misses its goal (10 s) by 1.2 s: 11.2 s in the make bench run (machine loaded by other runs),
+  although a pass now stops handing out targets after 8 s (a time budget per pass, real time in the bench;
+  the rest woken at once and first in the next pass): not traced which look or message handling runs past
+  it (a target in flight when the budget ends still finishes; its calls on the EC2 mutating limit of 2.5 per
+  second are the likely tail). Versions / EC2 budget misses its goal (1.2): 1.30; the five reactions' launch
+  template versions now land inside the fleet's window and take the EC2 mutating tokens first.
+  At 1,000 x 20 by the same limits a sweep of every active rollout needs about 1,000 x 3 ECS calls, about 5
+  minutes at 10 per second (now spread over budgeted passes instead of one pass of minutes), and (1,000 - 100) / 2.5 = 360 s of EC2 mutating
+  budget the versions. Agent heap at 1,000 x 20: about 2.5 MiB attributed to the agent's packages (a lower
+  bound: what the simulated account allocates and the agent keeps counts as the account's).
 - Peak RSS at 1,000 groups x 20 instances (goal <= 80 MiB): the figure is the whole test process, which also
   holds the simulated account (the "alone" figure); the agent's own share is the difference.
 `

@@ -208,6 +208,8 @@ type Spec struct {
 	// Workers is the agent's Settings.Workers (targets advanced at once); 0: 1, one target after another, so
 	// that a run on the simulated clock makes the same calls in the same order every time.
 	Workers int
+	// PassClock is the agent's Settings.PassClock (what measures its pass budget); nil: the world's clock.
+	PassClock clock.PassiveClock
 }
 
 // DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
@@ -429,7 +431,7 @@ func Build(spec Spec) (*World, error) {
 		clients = spec.Wrap(clients)
 	}
 	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer,
-		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners, Workers: max(spec.Workers, 1)} // a kumo queue URL names another account
+		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners, Workers: max(spec.Workers, 1), PassClock: spec.PassClock} // a kumo queue URL names another account
 	if spec.WakeUpEvents || spec.LoseWakeUpEvents {
 		settings.ReconcileInterval = config.SafetyPollInterval
 		if !spec.LoseWakeUpEvents {

@@ -331,7 +331,8 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 	if h.Clock.Since(last) < h.heartbeatTimeout(ctx, a.GroupName, a.HookName)/3 {
 		return nil
 	}
-	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
+	// The limiter's priority lane: a heartbeat never queues behind a fleet pass's reads (awsapi.WithUrgent).
+	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(awsapi.WithUrgent(ctx), &autoscaling.RecordLifecycleActionHeartbeatInput{
 		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
 		LifecycleActionToken: tokenOrNil(a.Token), InstanceId: aws.String(a.InstanceID)})
 	if awsapi.IsNoActiveLifecycleAction(err) {

@@ -101,6 +101,9 @@ type FaultStats struct {
 	Lost map[string]int
 	// Throttled counts the calls the account's token buckets refused (Wire.Account, throttle.go).
 	Throttled map[string]int
+	// Urgent counts the calls made with a context marked awsapi.WithUrgent (the client-side limiter's
+	// priority lane, throttle.go).
+	Urgent map[string]int
 }
 
 // Total sums the counts of m.
@@ -133,7 +136,7 @@ type Faults struct {
 // rules' latency (pass the Account); rules are evaluated in order: latencies add up, the first fault wins.
 func NewFaults(seed uint64, clock Advancer, rules ...FaultRule) *Faults {
 	f := &Faults{seed: seed, clock: clock, streams: map[string]*rand.Rand{},
-		stats: FaultStats{Calls: map[string]int{}, Successes: map[string]int{}, Injected: map[string]int{}, Lost: map[string]int{}, Throttled: map[string]int{}}}
+		stats: FaultStats{Calls: map[string]int{}, Successes: map[string]int{}, Injected: map[string]int{}, Lost: map[string]int{}, Throttled: map[string]int{}, Urgent: map[string]int{}}}
 	f.SetRules(rules...)
 	return f
 }
@@ -169,7 +172,7 @@ func (f *Faults) Stats() FaultStats {
 		return out
 	}
 	return FaultStats{Calls: cp(f.stats.Calls), Successes: cp(f.stats.Successes), Injected: cp(f.stats.Injected), Lost: cp(f.stats.Lost),
-		Throttled: cp(f.stats.Throttled)}
+		Throttled: cp(f.stats.Throttled), Urgent: cp(f.stats.Urgent)}
 }
 
 // String summarises the counters, one operation a line: calls, successes, injected faults.

@@ -89,11 +89,15 @@ func throttleCode(service string) string {
 	return FaultThrottlingException
 }
 
-// pass sends one call op over the wire: it waits for the client-side token, takes the account's token (or
+// pass sends one call op over the wire (counting it in FaultStats.Urgent when its context takes the priority
+// lane): it waits for the client-side token, takes the account's token (or
 // gets the throttling error), and spends the round trip. Errors are ctx's (while waiting) or the throttling.
 func (f *Faults) pass(ctx context.Context, op string, mutating bool) error {
 	f.mu.Lock()
 	w := f.wire
+	if awsapi.IsUrgent(ctx) {
+		f.stats.Urgent[op]++
+	}
 	f.mu.Unlock()
 	if w == nil {
 		return nil
