@@ -57,9 +57,11 @@ type results struct {
 	RolloutOverheadRatio100SafetyPoll float64 `json:"rollout_overhead_ratio_100_safety_poll"`
 	// APICallsPerInstanceSafetyPoll is the AWS calls per replaced instance of the 10-instance rollout with
 	// wake-up events, sqs:ReceiveMessage apart (ReceiveMessagePerInstanceSafetyPoll).
-	APICallsPerInstanceSafetyPoll       float64            `json:"api_calls_per_instance_safety_poll"`
-	ReceiveMessagePerInstanceSafetyPoll float64            `json:"receive_message_per_instance_safety_poll"`
-	APICallsPerInstanceByOp             map[string]float64 `json:"api_calls_per_instance_by_operation"`
+	APICallsPerInstanceSafetyPoll       float64 `json:"api_calls_per_instance_safety_poll"`
+	ReceiveMessagePerInstanceSafetyPoll float64 `json:"receive_message_per_instance_safety_poll"`
+	// DynamoDBOpsPerInstanceSafetyPoll is DynamoDBOpsPerInstance for the same rollout with wake-up events.
+	DynamoDBOpsPerInstanceSafetyPoll float64            `json:"dynamodb_ops_per_instance_safety_poll"`
+	APICallsPerInstanceByOp          map[string]float64 `json:"api_calls_per_instance_by_operation"`
 	// DynamoDBOpsPerInstance counts every request of the DynamoDB store (on kumo) during the same rollout:
 	// GetItem, PutItem, DeleteItem, TransactWriteItems, and each page of a Query or Scan.
 	DynamoDBOpsPerInstance     float64            `json:"dynamodb_ops_per_instance"`
@@ -106,8 +108,11 @@ func TestBenchmarks(t *testing.T) {
 		res.DynamoDBOpsPerInstanceByOp[op] = float64(n) / 10
 		res.DynamoDBOpsPerInstance += float64(n) / 10
 	}
-	res.RolloutOverheadRatio1SafetyPoll, _ = rolloutOverheadEvents(t, 1)
-	res.RolloutOverheadRatio10SafetyPoll, calls = rolloutOverheadEvents(t, 10)
+	res.RolloutOverheadRatio1SafetyPoll, _, _ = rolloutOverheadEvents(t, 1, nil)
+	res.RolloutOverheadRatio10SafetyPoll, calls, ops = rolloutOverheadEvents(t, 10, dynamoStore(t))
+	for _, n := range ops {
+		res.DynamoDBOpsPerInstanceSafetyPoll += float64(n) / 10
+	}
 	for op, n := range calls {
 		if op == "sqs:ReceiveMessage" {
 			res.ReceiveMessagePerInstanceSafetyPoll += float64(n) / 10
@@ -115,7 +120,7 @@ func TestBenchmarks(t *testing.T) {
 		}
 		res.APICallsPerInstanceSafetyPoll += float64(n) / 10
 	}
-	res.RolloutOverheadRatio100SafetyPoll, _ = rolloutOverheadEvents(t, 100)
+	res.RolloutOverheadRatio100SafetyPoll, _, _ = rolloutOverheadEvents(t, 100, nil)
 	res.DescribeCallsPerTick10 = describeCallsPerTick(t, 10)
 	res.DescribeCallsPerTick100 = describeCallsPerTick(t, 100)
 	res.DescribeCallsPerTick1000 = describeCallsPerTick(t, 1000)
@@ -278,23 +283,44 @@ func rolloutOverhead(t *testing.T, n int, tick time.Duration, db *countedStore) 
 
 // rolloutOverheadEvents is rolloutOverhead with wake-up events routed to the agent's queue and the reconcile
 // interval at the production safety poll (2 minutes), the agent driven as Run drives it (World.RunEvents).
-func rolloutOverheadEvents(t *testing.T, n int) (float64, map[string]int) {
+// With a DynamoDB store (nil: the memory store) it also returns the store's DynamoDB requests during the
+// rollout.
+func rolloutOverheadEvents(t *testing.T, n int, db *countedStore) (float64, map[string]int, map[string]int) {
 	ctx := context.Background()
-	w, err := demo.Build(demo.Spec{WakeUpEvents: true, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
-		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}})
+	spec := demo.Spec{WakeUpEvents: true, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
+		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}}
+	if db != nil {
+		spec.Store = db.store
+	}
+	w, err := demo.Build(spec)
 	require.NoError(t, err)
 	_, err = w.RunEvents(ctx, 30*time.Second, func() bool { return false })
 	require.NoError(t, err)
 	w.Account.ResetCalls()
+	if db != nil {
+		db.api.reset()
+	}
 	o := w.Account.Options()
 	floor := time.Duration(n) * (o.BootDelay + o.AgentConnectDelay + o.TaskStartDelay + 3*o.TaskStopStageDelay)
 	start := w.Account.Clock().Now()
 	w.PublishAMI("/golden-ami/roll", demo.ImageB)
-	done, err := w.RunEvents(ctx, 100*floor, func() bool { return w.Rollout(ctx, "roll").Phase == state.PhaseCompleted })
+	rollout := func() state.Rollout { return w.Rollout(ctx, "roll") }
+	if db != nil {
+		rollout = func() state.Rollout {
+			r, err := db.uncounted.GetRollout(ctx, "roll")
+			require.NoError(t, err)
+			return r
+		}
+	}
+	done, err := w.RunEvents(ctx, 100*floor, func() bool { return rollout().Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done)
 	require.Empty(t, w.Checker.Finish())
-	return w.Rollout(ctx, "roll").UpdatedAt.Sub(start).Seconds() / floor.Seconds(), w.Account.Calls()
+	ratio := rollout().UpdatedAt.Sub(start).Seconds() / floor.Seconds()
+	if db == nil {
+		return ratio, w.Account.Calls(), nil
+	}
+	return ratio, w.Account.Calls(), db.api.snapshot()
 }
 
 // countedStore is the DynamoDB store on a fresh kumo table, its requests counted.
@@ -601,6 +627,14 @@ func TestRolloutCosts(t *testing.T) {
 		t.Skip("measurements run with PATCH_AGENT_BENCH=1")
 	}
 	ratio, calls, ops := rolloutOverhead(t, 10, 15*time.Second, dynamoStore(t))
+	printCosts(t, "15 s tick", ratio, calls, ops)
+	ratio, calls, ops = rolloutOverheadEvents(t, 10, dynamoStore(t))
+	printCosts(t, "wake-up events, 2 min safety poll", ratio, calls, ops)
+}
+
+// printCosts logs a rollout's AWS calls and DynamoDB requests per replaced instance (10 instances), by
+// operation. Looks counts autoscaling:DescribeAutoScalingGroups, which every look makes once.
+func printCosts(t *testing.T, mode string, ratio float64, calls, ops map[string]int) {
 	var b strings.Builder
 	total, sqs := 0.0, 0.0
 	for _, m := range []map[string]int{calls, ops} {
@@ -624,5 +658,6 @@ func TestRolloutCosts(t *testing.T) {
 	for _, n := range ops {
 		dyn += float64(n) / 10
 	}
-	t.Logf("overhead %.3f; AWS calls per instance %.1f without ReceiveMessage (%.1f); DynamoDB requests per instance %.1f\n%s", ratio, total, sqs, dyn, b.String())
+	t.Logf("%s: overhead %.3f; looks per instance %.1f; AWS calls per instance %.1f without ReceiveMessage (%.1f); DynamoDB requests per instance %.1f\n%s",
+		mode, ratio, float64(calls["autoscaling:DescribeAutoScalingGroups"])/10, total, sqs, dyn, b.String())
 }

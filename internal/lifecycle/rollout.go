@@ -181,10 +181,13 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 			return next, nil
 		}
 		if errors.Is(err, errWait) {
+			counted := (next.Instances != stored.Instances || next.OnTarget != stored.OnTarget) && !next.Active()
 			if next.Version == stored.Version && (next.Phase != stored.Phase || next.Reason != stored.Reason ||
-				next.Instances != stored.Instances || next.OnTarget != stored.OnTarget || next.Warning != stored.Warning) {
-				// A new reason to wait (or a new count) is written once, so status shows it; an unchanged one
-				// costs nothing.
+				counted || next.Warning != stored.Warning) {
+				// A new reason to wait is written once, so status shows it; an unchanged one costs nothing. A new
+				// count alone is written only while no rollout is under way: during one, the counts ride on the
+				// next transition's write (several per replaced instance; issue #21), and a write that makes no
+				// step durable is not needed for safety.
 				saved, err := o.save(ctx, next, "waiting")
 				if errors.Is(err, state.ErrConflict) {
 					return stored, nil
