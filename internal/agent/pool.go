@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -95,7 +96,7 @@ func forEachTarget(ctx context.Context, workers int, names []string, step func(n
 // written by its workers; the rest is read only.
 type pass struct {
 	d        lifecycle.Discovered
-	locks    []state.Lock
+	store    state.Store
 	readAt   uint64 // Agent.steps when the records were read: a target stepped after it is read again
 	pools    map[string]lifecycle.WarmPool
 	images   map[string]string
@@ -104,6 +105,28 @@ type pass struct {
 	mu      sync.Mutex
 	records map[string]state.Rollout
 	nodes   map[string]*clusterView // by platform/cluster
+
+	locksMu   sync.Mutex
+	locks     []state.Lock // valid once locksRead
+	locksRead bool
+}
+
+// pauseLocks returns every pause lock (state.Store.ListLocks), read the first time a target of the pass needs
+// them — before its first new destructive step (lifecycle.Inputs.PauseRead) — and then kept for the pass, as
+// the read at the start of every pass was: a pass whose targets only wait reads none (issue #21). A failed read
+// is not kept: the target's step waits and the next target reads again.
+func (p *pass) pauseLocks(ctx context.Context) ([]state.Lock, error) {
+	p.locksMu.Lock()
+	defer p.locksMu.Unlock()
+	if p.locksRead {
+		return p.locks, nil
+	}
+	locks, err := p.store.ListLocks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading pause locks: %w", err)
+	}
+	p.locks, p.locksRead = locks, true
+	return locks, nil
 }
 
 // clusterView is one cluster's nodes as observed once per pass (lifecycle.Platform.Observe), by the first
