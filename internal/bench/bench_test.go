@@ -574,9 +574,25 @@ const history = `
 | issue #21 item 2: a bounded worker pool (8) across targets instead of one target after another under one lock; client-side limits per service | fleet 20 x 5 at 40 ms per call: every group on its new launch template version | not measured before (one pass over 20 rolling groups at 40 ms per call, one after another) | 9.3 s, 1.00x the EC2 mutating budget, 0 throttling errors |
 | issue #21 item 3: a drain is started and checked on the container instance ARN and DRAINING status of the tick's cluster view (ECS ListContainerInstances + DescribeContainerInstances), not looked up again; a view that saw the instance ACTIVE with no drain started since still looks it up | AWS API calls per replaced instance, 15 s tick (TestRolloutCosts; ecs:DescribeContainerInstances 18.1 -> 13.1) | 68.6 + 12.1 ReceiveMessage | 63.6 + 12.1 ReceiveMessage |
 | issue #21 item 3: no second drain check of a drain already found finished: the terminating lifecycle action of the instance the rollout drained and terminated is checked with one DescribeContainerInstances (same ARN, still DRAINING, no task running or pending) instead of ListTasks x2 + DescribeTasks | AWS API calls per replaced instance, 15 s tick (TestRolloutCosts; ecs:ListTasks 10.0 -> 8.0, ecs:DescribeTasks 5.0 -> 4.0) | 63.6 + 12.1 ReceiveMessage | 60.6 + 12.1 ReceiveMessage |
+| the bench counts looks (DescribeAutoScalingGroups, once a look) and the DynamoDB requests of the rollout with wake-up events too (dynamodb_ops_per_instance_safety_poll; PATCH_AGENT_BENCH=1 PATCH_AGENT_KUMO=$(scripts/ensure-kumo.sh) go test ./internal/bench -run TestRolloutCosts -v): with events a look costs about the same as a tick's (DescribeAutoScalingGroups + ListContainerInstances + DescribeContainerInstances, the pause-lock and rollout Queries, and while a drain lasts ListTasks x2 + DescribeTasks), and there are 7.3 looks per instance instead of 12.2 ticks, one per wake-up: each task stopped on a DRAINING container instance sent one | looks per instance, 10 instances, wake-up events (api_calls_per_instance_safety_poll; dynamodb_ops_per_instance_safety_poll) | not measured (12.2 ticks at 15 s) | 7.3 looks (55.7 + 13.4 ReceiveMessage; 34.4 DynamoDB, the DynamoDB store on kumo) |
+| an ECS Container Instance State Change of a DRAINING container instance that still reports running or pending tasks makes no look (it ends no wait; the last task's stop sends the event that does, and the safety poll covers a lost one) | same (TestRolloutCosts, wake-up events) | 7.3 looks, 55.7 + 13.4 ReceiveMessage, 34.4 DynamoDB | 6.3 looks, 49.7 + 13.4 ReceiveMessage, 32.4 DynamoDB |
+| no "waiting" write that only updates instance counts while a rollout is under way (the next transition's write carries them) | DynamoDB requests per replaced instance, wake-up events / 15 s tick (TestRolloutCosts; PutItem 14.4 -> 13.4 / 15.4 -> 13.4) | 32.4 / 56.1 | 31.4 / 54.1 |
+| the pause locks are read (one Query, kept for the pass) only when a target's first new destructive step needs them, not at the start of every look; a failed read holds the step (mutant 71) | same (dynamodb:Query 13.8 -> 10.5 / 36.5 -> 27.3) | 31.4 / 54.1 | 28.1 / 44.9 |
 
 ## Goals not met, and why
 
+- With wake-up events and the 2 min safety poll (TestRolloutCosts, 10 instances, DynamoDB store on kumo): 49.7
+  AWS calls + 13.4 ReceiveMessage and 28.1 DynamoDB requests per replaced instance (goals 20 and 10). Where
+  they go: 6.3 looks per instance, each DescribeAutoScalingGroups + ListContainerInstances +
+  DescribeContainerInstances (about 19.7) and the rollouts Query (6.3); ListTasks x2 + DescribeTasks in the 3
+  looks that check a drain (9.0); sqs:DeleteMessage 11.5, one per wake-up message (a DeleteMessageBatch per
+  received batch would save about 10: a new SQS operation with its IAM, operation-table and fault rows, not
+  done); about 12 for the replacement itself; DynamoDB: 13.4 PutItem (the transitions, each durable before
+  its effect, and the lifecycle actions), 4.0 GetItem, 10.5 Query. Not done: no look for a wake-up about an
+  instance the rollout no longer waits on (the retired old instance's terminated and Terminate Successful
+  events: 1 look per instance; the look at its shutting-down starts the next replacement, so the filter needs
+  the record's view of which instance each wait is on); a woken look reading only the woken groups by name
+  and their clusters (same count here, one group; it matters at 1,000 groups).
 - AWS API calls per replaced instance (goal <= 20, ReceiveMessage apart): 60.6. About 12.2 reconcile ticks per
   instance at 15 s, each reading DescribeAutoScalingGroups and the cluster view (ListContainerInstances +
   DescribeContainerInstances): 36.6 of the 60.6 are that poll; while a drain lasts, each look at it is ListTasks x2
