@@ -357,7 +357,8 @@ func (a *Agent) LastTick() time.Time {
 }
 
 // reconcilePass is one pass: it discovers the managed groups, polls the AMI parameters and checks the hooks
-// when a poll is due, reads the pause locks and rollout records once, and advances every target (only: those
+// when a poll is due, reads the rollout records once (the pause locks at most once, when a target's first new
+// destructive step needs them: pass.pauseLocks), and advances every target (only: those
 // named; nil: all, plus the recovery of drained instances and the adoption of waiting lifecycle actions) on
 // Settings.Workers goroutines (reconcileTarget). Passes may run beside each other (a tick and a parameter
 // change): the target guard keeps one target to one goroutine, and a.mu is held only around the agent's
@@ -376,10 +377,6 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	if !awsapi.IsUrgent(ctx) {
 		// A reaction never runs the fleet's poll (every parameter, every group's hooks) nor waits for one.
 		a.pollIfDue(ctx, d)
-	}
-	locks, err := a.store.ListLocks(ctx)
-	if err != nil {
-		return fmt.Errorf("reading pause locks: %w", err)
 	}
 	// One read of every rollout record per tick instead of one per target; the conditional writes catch a
 	// record that changed since, and a target stepped by another pass since is read again (reconcileTarget).
@@ -412,7 +409,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	p := &pass{d: d, locks: locks, records: records, readAt: readAt, pools: pools, images: images, launched: launched,
+	p := &pass{d: d, store: a.store, records: records, readAt: readAt, pools: pools, images: images, launched: launched,
 		nodes: map[string]*clusterView{}}
 	var names []string
 	for _, name := range d.Names() {
@@ -431,7 +428,13 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		}
 	})
 	a.yielded(budget, only == nil)
-	a.reconcileNodegroupsLocked(ctx, locks, records, only) // nodegroups.go
+	if a.clients.EKSNodegroups != nil {
+		locks, err := p.pauseLocks(ctx)
+		if err != nil {
+			return err
+		}
+		a.reconcileNodegroupsLocked(ctx, locks, records, only) // nodegroups.go
+	}
 	if only == nil {
 		// Instances the agent drained for lifecycle actions that are back InService go back in service.
 		if err := a.hooks.Recover(ctx, d, records); err != nil {
@@ -524,7 +527,13 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 	warning, problem := a.hookProblems[name], a.sourceErr[t.Parameter]
 	a.mu.Unlock()
 	r, err := a.rollouts().Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Record: &rec, Warning: warning,
-		Pause: pauseFor(p.locks, name, a.clock.Now()), SourceProblem: problem})
+		PauseRead: func(ctx context.Context) (*state.Lock, error) {
+			locks, err := p.pauseLocks(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return pauseFor(locks, name, a.clock.Now()), nil
+		}, SourceProblem: problem})
 	if err != nil {
 		if r.Group == "" {
 			r = rec

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -95,7 +96,7 @@ func forEachTarget(ctx context.Context, workers int, names []string, step func(n
 // written by its workers; the rest is read only.
 type pass struct {
 	d        lifecycle.Discovered
-	locks    []state.Lock
+	store    state.Store
 	readAt   uint64 // Agent.steps when the records were read: a target stepped after it is read again
 	pools    map[string]lifecycle.WarmPool
 	images   map[string]string
@@ -104,6 +105,20 @@ type pass struct {
 	mu      sync.Mutex
 	records map[string]state.Rollout
 	nodes   map[string]*clusterView // by platform/cluster
+}
+
+// pauseLocks returns every pause lock (state.Store.ListLocks), read when a target of the pass needs them —
+// right before its first new destructive step (lifecycle.Inputs.PauseRead) — and again for every target that
+// needs them: a pause taken while a long pass runs (a fleet pass lasts seconds to minutes under the rate
+// limits) holds every destructive step the pass has not begun yet, not only those of the next pass. A pass
+// whose targets only wait reads none (issue #21). A failed read holds the target's step; the next one reads
+// again.
+func (p *pass) pauseLocks(ctx context.Context) ([]state.Lock, error) {
+	locks, err := p.store.ListLocks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading pause locks: %w", err)
+	}
+	return locks, nil
 }
 
 // clusterView is one cluster's nodes as observed once per pass (lifecycle.Platform.Observe), by the first

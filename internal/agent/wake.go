@@ -73,9 +73,18 @@ func (w *wakeSet) take() (groups, clusters, instances map[string]bool) {
 // never waits for the wake-up. The event is a claim: what it says (launched, DRAINING, ACTIVE) is not used;
 // the look it causes re-reads AWS as the poll would (docs/events.md, "Wake-up events"). A lost or late event
 // only delays a rollout until the next poll.
+//
+// A container instance that is DRAINING with tasks still running or pending (the event's runningTasksCount +
+// pendingTasksCount, events.WakeUp.TasksLeft) ends no wait — a drain the rollout waits on is over only when
+// its last task stopped, which sends an event of its own — so it is Ignored and makes no look: the tasks of a
+// drain otherwise cost a look each (issue #21). Skipping a look can only delay: the event that ends the wait,
+// or the poll, looks again.
 func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
 	w := ev.Wake
 	if w == nil || (w.Group == "" && w.Cluster == "" && w.InstanceID == "") {
+		return events.Ignored, nil
+	}
+	if w.Status == "DRAINING" && w.TasksLeft != nil && *w.TasksLeft > 0 {
 		return events.Ignored, nil
 	}
 	a.wakes.add(w.Group, w.Cluster, w.InstanceID)

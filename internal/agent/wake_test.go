@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
@@ -77,6 +78,24 @@ func TestWakeUpIsAClaimThatOnlyMakesTheAgentLookAgainAtItsTargets(t *testing.T) 
 			require.Equal(t, tc.want, obs.take())
 			w.Agent.ReconcileWoken(ctx)
 			require.Empty(t, obs.take(), "one event, one look")
+		})
+	}
+	for _, tc := range []struct {
+		name  string
+		ev    events.Event
+		want  events.Disposition
+		looks []string
+	}{
+		{"a container instance DRAINING with tasks left makes no look", wake(events.WakeUp{Cluster: "cb", InstanceID: "i-2", Status: "DRAINING", TasksLeft: aws.Int32(2)}), events.Ignored, nil},
+		{"a container instance DRAINING with its last task stopped makes a look", wake(events.WakeUp{Cluster: "cb", InstanceID: "i-2", Status: "DRAINING", TasksLeft: aws.Int32(0)}), events.Done, []string{"b", "c"}},
+		{"a container instance ACTIVE with tasks makes a look", wake(events.WakeUp{Cluster: "cb", InstanceID: "i-2", Status: "ACTIVE", TasksLeft: aws.Int32(2)}), events.Done, []string{"b", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			disp, err := w.Agent.Handle(ctx, tc.ev)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, disp)
+			w.Agent.ReconcileWoken(ctx)
+			require.Equal(t, tc.looks, obs.take())
 		})
 	}
 	disp, err := w.Agent.Handle(ctx, events.Event{Kind: events.KindWakeUp, Wake: &events.WakeUp{}})

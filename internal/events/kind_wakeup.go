@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
 // KindWakeUp is an EventBridge event that may end a wait of a rollout: a replacement launched (or failed to),
@@ -20,6 +22,12 @@ type WakeUp struct {
 	InstanceID string `json:"instanceId,omitempty"`
 	// Status is the container instance's status (ACTIVE, DRAINING, ...) or the launch's StatusCode.
 	Status string `json:"status,omitempty"`
+	// TasksLeft is, for an ECS Container Instance State Change, the container instance's
+	// runningTasksCount + pendingTasksCount as the event reports them (its detail is the ContainerInstance
+	// object of DescribeContainerInstances); nil when the event carries neither count or is of another kind.
+	// A task placed or stopped on a container instance sends such an event
+	// (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs_container_instance_events.html).
+	TasksLeft *int32 `json:"tasksLeft,omitempty"`
 }
 
 // launchResult converts the results of Auto Scaling's scaling activities: "EC2 Instance Launch Successful",
@@ -68,6 +76,8 @@ func containerInstanceChange(ev *Event, detail json.RawMessage) error {
 		ClusterARN string `json:"clusterArn"`
 		InstanceID string `json:"ec2InstanceId"`
 		Status     string `json:"status"`
+		Running    *int32 `json:"runningTasksCount"`
+		Pending    *int32 `json:"pendingTasksCount"`
 	}
 	if err := json.Unmarshal(detail, &d); err != nil {
 		return err
@@ -78,6 +88,10 @@ func containerInstanceChange(ev *Event, detail json.RawMessage) error {
 	}
 	ev.Kind = KindWakeUp
 	ev.Wake = &WakeUp{Cluster: name, InstanceID: d.InstanceID, Status: d.Status}
+	if d.Running != nil || d.Pending != nil {
+		left := aws.ToInt32(d.Running) + aws.ToInt32(d.Pending)
+		ev.Wake.TasksLeft = &left
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 )
 
@@ -222,13 +223,24 @@ func TestParseFixtures(t *testing.T) {
 			},
 		},
 		{
+			name:     "ECS container instance DRAINING with tasks left reports them",
+			file:     "ecs-container-instance-draining-tasks-left.json",
+			kind:     KindWakeUp,
+			envelope: EnvelopeEventBridge,
+			id:       "7a1c9e2b-3d4f-4a6b-8c0d-1e2f3a4b5c6e",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, &WakeUp{Cluster: "default", InstanceID: "i-f3a8506b", Status: "DRAINING", TasksLeft: aws.Int32(3)}, ev.Wake,
+					"runningTasksCount 2 + pendingTasksCount 1")
+			},
+		},
+		{
 			name:     "ECS container instance registered wakes the groups of its cluster",
 			file:     "ecs-container-instance-registered.json",
 			kind:     KindWakeUp,
 			envelope: EnvelopeEventBridge,
 			id:       "0c4d2e6f-1a3b-4c5d-8e9f-a0b1c2d3e4f5",
 			check: func(t *testing.T, ev Event) {
-				require.Equal(t, &WakeUp{Cluster: "default", InstanceID: "i-0b2c3d4e5f6a7b8c9", Status: "ACTIVE"}, ev.Wake)
+				require.Equal(t, &WakeUp{Cluster: "default", InstanceID: "i-0b2c3d4e5f6a7b8c9", Status: "ACTIVE", TasksLeft: aws.Int32(0)}, ev.Wake)
 			},
 		},
 		{

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -127,5 +128,62 @@ func TestOrchestratorBatchSurgeRecordsTheGroupForEveryMember(t *testing.T) {
 	for _, m := range append([]state.Replacement{*stored.Current}, stored.Batch...) {
 		require.Equal(t, int32(3), m.DesiredBefore, "member %s", m.OldInstanceID)
 		require.Equal(t, []string{"i-1", "i-2", "i-3"}, m.InstancesBefore, "member %s", m.OldInstanceID)
+	}
+}
+
+// TestOrchestratorPauseReadOnlyBeforeADestructiveStepAndAFailedReadHolds: with Inputs.PauseRead the pause
+// lock is read once, before the first new destructive step, and a pause found then holds that step as
+// Inputs.Pause did; a look that only waits reads none; a failed read holds the step (issue #21, invariant 7).
+func TestOrchestratorPauseReadOnlyBeforeADestructiveStepAndAFailedReadHolds(t *testing.T) {
+	pause := &state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0.Add(-time.Minute)}
+	drainable := func() state.Rollout {
+		r := replacing(StrategySurge, state.StepDraining)
+		r.Current.NewInstanceID = "i-9"
+		return r
+	}
+	ready := view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), serving("i-9", amiNew))
+	booting9 := serving("i-9", amiNew)
+	booting9.Node.Healthy = false // the surge instance still booting: the rollout waits for it
+	for _, tc := range []struct {
+		name      string
+		view      GroupView
+		lock      *state.Lock
+		readErr   error
+		wantReads int
+		wantDrain bool
+		wantErr   bool
+	}{
+		{"a pause read before the drain holds it", ready, pause, nil, 1, false, false},
+		{"no pause read before the drain: it starts", ready, nil, nil, 1, true, false},
+		{"a failed read holds the drain", ready, nil, errors.New("throttled"), 1, false, true},
+		{"a look that only waits reads no pause", view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), booting9), pause, nil, 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rg := newRig()
+			rec := drainable()
+			if tc.wantReads == 0 {
+				rec.Current.Step = state.StepReplacementHealthy
+			}
+			rg.seed0(rec)
+			reads := 0
+			read := func(context.Context) (*state.Lock, error) { reads++; return tc.lock, tc.readErr }
+			_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: tc.view, AMI: newAMI(), PauseRead: read})
+			if tc.wantErr {
+				require.ErrorContains(t, err, "reading pause locks")
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.wantReads, reads)
+			if tc.wantDrain {
+				require.Equal(t, []string{"i-1"}, rg.platform.started)
+			} else {
+				require.Empty(t, rg.platform.started, "no drain")
+			}
+			if tc.lock != nil && tc.wantReads > 0 {
+				stored, err := rg.store.GetRollout(context.Background(), rg.target.Group)
+				require.NoError(t, err)
+				require.Contains(t, stored.Reason, "paused (group prod) by alice")
+			}
+		})
 	}
 }

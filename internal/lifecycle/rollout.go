@@ -82,6 +82,8 @@ type Orchestrator struct {
 	lastStored state.Rollout // the record as last read or written in this Reconcile call
 
 	ng *NodegroupInputs // the managed node group being reconciled (nil for a group)
+
+	pauseRead func() (*state.Lock, error) // Inputs.PauseRead bound to the call's ctx; nil once read (or unset)
 }
 
 // leases is the lease rule of the orchestrator's TTL.
@@ -98,6 +100,11 @@ type Inputs struct {
 	AMI *ResolvedAMI
 	// Pause is the lock that pauses this target (its own or the global one); nil when not paused.
 	Pause *state.Lock
+	// PauseRead, when set, reads the lock that pauses this target (nil, nil when none) and Pause is not used:
+	// Reconcile calls it at most once, only before the first new destructive step of the call or to clear a
+	// "paused" reason, so a look that only waits reads no pause lock (issue #21). An error holds the step: it
+	// is returned and the step is retried, never taken unchecked (invariant 7, docs/architecture.md).
+	PauseRead func(context.Context) (*state.Lock, error)
 	// SourceProblem says why the source names no usable AMI ("source missing: ..."), when AMI is nil.
 	SourceProblem string
 	// Warning is a standing configuration problem of the group ("" when none), kept on the record.
@@ -142,10 +149,15 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		}
 		r = next
 	}
-	o.pause, o.ng = in.Pause, in.Nodegroup
+	o.pause, o.ng, o.pauseRead = in.Pause, in.Nodegroup, nil
+	if in.PauseRead != nil {
+		o.pause, o.pauseRead = nil, func() (*state.Lock, error) { return in.PauseRead(ctx) }
+	}
 	o.source = sourceGate(in)
-	if in.Pause == nil && strings.HasPrefix(r.Reason, pausedPrefix) {
-		r.Reason = ""
+	if strings.HasPrefix(r.Reason, pausedPrefix) {
+		if p, err := o.currentPause(); err == nil && p == nil {
+			r.Reason = ""
+		}
 	}
 	stored := r
 	shown, _ := r.ShownImages() // ON TARGET counts the AMI status shows (a node group's rollback: the one it went to)
@@ -182,10 +194,13 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 			return next, nil
 		}
 		if errors.Is(err, errWait) {
+			counted := (next.Instances != stored.Instances || next.OnTarget != stored.OnTarget) && !next.Active()
 			if next.Version == stored.Version && (next.Phase != stored.Phase || next.Reason != stored.Reason ||
-				next.Instances != stored.Instances || next.OnTarget != stored.OnTarget || next.Warning != stored.Warning) {
-				// A new reason to wait (or a new count) is written once, so status shows it; an unchanged one
-				// costs nothing.
+				counted || next.Warning != stored.Warning) {
+				// A new reason to wait is written once, so status shows it; an unchanged one costs nothing. A new
+				// count alone is written only while no rollout is under way: during one, the counts ride on the
+				// next transition's write (several per replaced instance; issue #21), and a write that makes no
+				// step durable is not needed for safety.
 				saved, err := o.save(ctx, next, "waiting")
 				if errors.Is(err, state.ErrConflict) {
 					return stored, nil

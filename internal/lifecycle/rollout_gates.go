@@ -21,17 +21,35 @@ const (
 
 // holdIfPaused returns errWait with the pause as the reason when the target is paused: called before every
 // new destructive step (invariant 7, docs/architecture.md). Waits already in flight stay as they are.
+// With Inputs.PauseRead the pause is read here, at the first destructive step of the call; a failed read
+// holds the step (the error is returned).
 func (o *Orchestrator) holdIfPaused(r *state.Rollout, before string) error {
-	if o.pause == nil {
+	p, err := o.currentPause()
+	if err != nil {
+		return fmt.Errorf("reading pause locks before the next step (%s), which waits for them: %w", before, err)
+	}
+	if p == nil {
 		return nil
 	}
-	p := o.pause
 	r.Reason = fmt.Sprintf("%s (%s) by %s since %s: %s; next step: %s", pausedPrefix, p.Scope(), p.Who,
 		p.Since.UTC().Format(time.RFC3339), p.Reason, before)
 	if !p.Until.IsZero() {
 		r.Reason += "; until " + p.Until.UTC().Format(time.RFC3339)
 	}
 	return errWait
+}
+
+// currentPause returns the pause of the target being reconciled, read through Inputs.PauseRead the first
+// time it is needed in the call.
+func (o *Orchestrator) currentPause() (*state.Lock, error) {
+	if o.pauseRead != nil {
+		p, err := o.pauseRead()
+		if err != nil {
+			return nil, err
+		}
+		o.pause, o.pauseRead = p, nil
+	}
+	return o.pause, nil
 }
 
 // amiRefused reports whether the rollout waits because the AMI gate refused its target.
