@@ -140,7 +140,7 @@ func fullRollout(group string) state.Rollout {
 		LeaseOwner:         "patch-agent-7d9f-abcde",
 		LeaseExpires:       at.Add(30 * time.Second),
 		UpdatedAt:          at,
-		Nodegroup: &state.NodegroupProgress{Cluster: "prod", Name: "workers", AMIType: "CUSTOM", KubernetesVersion: "1.31",
+		Nodegroup: &state.NodegroupProgress{Cluster: "prod", Name: "workers", AMIType: "CUSTOM", KubernetesVersion: "1.31", TargetVersion: "1.32",
 			TargetRelease: "1.31.7-20250610", PreviousRelease: "1.31.7-20250101", LaunchTemplateID: "lt-0abc", LaunchTemplateName: "workers",
 			PreviousTemplateVersion: "3", TargetTemplateVersion: "4", UpdateToken: "patch-agent-0a1b", UpdateID: "u-0123",
 			UpdateStatus: "Failed", UpdateErrors: []string{"PodEvictionFailure: max retries"}, Rollback: true, RequestedBy: "alice",

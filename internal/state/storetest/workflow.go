@@ -59,7 +59,7 @@ func fullWorkflow(cluster string) state.Workflow {
 		Steps: []state.WorkflowStep{
 			{Kind: "preflight", Name: cluster, From: "1.30", To: "1.31", Status: state.StepStatusCompleted, Token: "t-0",
 				UpdateID: "-", EarlierUpdateIDs: []string{"0a1b2c3d-0000-4222-8333-444455556666"}, By: "alice", StartedAt: at, CompletedAt: at.Add(1e9), Detail: "4 checks", Action: "none",
-				Nodes: &state.NodeProgress{Phase: state.PhaseReplacing, OnTarget: 1, Instances: 3, TargetImageID: "ami-0b", Source: "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id", OnVersion: true}},
+				Nodes: &state.NodeProgress{Phase: state.PhaseReplacing, OnTarget: 1, Instances: 3, TargetImageID: "ami-0b", Source: "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id", OnVersion: true, Reason: "AMI refused: ami-0b is deregistered"}},
 			{Kind: "control-plane", Name: cluster, From: "1.30", To: "1.31", Status: state.StepStatusInProgress,
 				Token: "patch-agent-1", UpdateID: "0a1b2c3d-1111-4222-8333-444455556666", By: "alice", StartedAt: at.Add(2e9)},
 		},
