@@ -3,6 +3,7 @@ package awsapi
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,8 +71,12 @@ func DefaultRateLimits() RateLimits {
 	}
 }
 
+// MinRate is the smallest limit ParseRateLimits accepts, in requests per second: below it (1e-300, say) the
+// first call would pass and every later one wait for hours, which stops the agent rather than limiting it.
+const MinRate = 0.01
+
 // ParseRateLimits applies specs of the form CLASS=RATE[/BURST] (`--rate-limit ec2=8/40`; RATE in requests
-// per second, 0 to lift the limit; BURST defaults to RATE rounded up) to the defaults. Errors name the bad
+// per second, 0 to lift the limit, otherwise at least MinRate; NaN and Inf are refused; BURST defaults to RATE rounded up) to the defaults. Errors name the bad
 // spec and the known classes.
 func ParseRateLimits(specs []string) (RateLimits, error) {
 	limits := DefaultRateLimits()
@@ -82,8 +87,8 @@ func ParseRateLimits(specs []string) (RateLimits, error) {
 		}
 		r, b, hasBurst := strings.Cut(value, "/")
 		perSecond, err := strconv.ParseFloat(r, 64)
-		if err != nil || perSecond < 0 {
-			return nil, fmt.Errorf("--rate-limit %q: RATE must be requests per second (0 or more)", spec)
+		if err != nil || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) || perSecond < 0 || (perSecond > 0 && perSecond < MinRate) {
+			return nil, fmt.Errorf("--rate-limit %q: RATE must be a number of requests per second, 0 (no limit) or at least %g", spec, MinRate)
 		}
 		burst := int(perSecond + 0.999)
 		if hasBurst {

@@ -36,8 +36,13 @@ func TestParseRateLimits(t *testing.T) {
 		{"0 lifts the limit", []string{"ecs=0"}, awsapi.RateECS, awsapi.RateLimit{Rate: 0, Burst: 1}, ""},
 		{"unknown class", []string{"sqs=5"}, "", awsapi.RateLimit{}, `--rate-limit "sqs=5": want CLASS=RATE[/BURST] with CLASS one of autoscaling, cloudwatch, ec2, ec2-mutating, ecs, eks, ssm`},
 		{"no equals sign", []string{"ec2"}, "", awsapi.RateLimit{}, "want CLASS=RATE[/BURST]"},
-		{"negative rate", []string{"ec2=-1"}, "", awsapi.RateLimit{}, "RATE must be requests per second"},
+		{"negative rate", []string{"ec2=-1"}, "", awsapi.RateLimit{}, "RATE must be a number of requests per second"},
 		{"zero burst", []string{"ec2=5/0"}, "", awsapi.RateLimit{}, "BURST must be a whole number"},
+		// Review finding: NaN and Inf lifted the limit silently, and a tiny rate stopped the agent.
+		{"NaN rate", []string{"ec2=NaN"}, "", awsapi.RateLimit{}, "RATE must be a number of requests per second"},
+		{"infinite rate", []string{"ec2=Inf"}, "", awsapi.RateLimit{}, "RATE must be a number of requests per second"},
+		{"rate too small to be a limit", []string{"autoscaling=1e-300"}, "", awsapi.RateLimit{}, "at least 0.01"},
+		{"the smallest rate", []string{"autoscaling=0.01"}, awsapi.RateAutoScaling, awsapi.RateLimit{Rate: 0.01, Burst: 1}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := awsapi.ParseRateLimits(tc.specs)
