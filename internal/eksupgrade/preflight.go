@@ -445,6 +445,15 @@ func (r *Runner) planSelfManaged(ctx context.Context, p *plan, cluster, to strin
 		default:
 			p.check(check, CheckPass, "AMI for Kubernetes %s (%s), within the kubelet version skew of %s", g.version, g.how, to)
 		}
+		// The step waits for the agent's rollout of the group: one already Halted would halt the workflow at its
+		// last step, after the control plane and the add-ons moved. Found before anything changes instead.
+		switch ro, err := r.Store.GetRollout(ctx, g.group); {
+		case err != nil && !errors.Is(err, state.ErrNotFound):
+			return fmt.Errorf("reading the agent's rollout of self-managed node group %s: %w", g.group, err)
+		case err == nil && ro.Phase == state.PhaseHalted:
+			p.check("rollout of "+g.group, CheckFail, "the agent's rollout of %s is Halted (%s): resolve it first (`patch-agent rollback %s` or `patch-agent resume`), "+
+				"or the workflow would halt at this group's step after the control plane moved", g.group, ro.Reason, g.group)
+		}
 		if g.how == sourceFollows {
 			st.Detail = selfManagedAction(g, to)
 		} else {

@@ -673,3 +673,33 @@ func TestStatusShowsTheSelfManagedRolloutsProgress(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(doc), `"nodes":{"phase":"Replacing","onTarget":2,"instances":4,"targetImageId":"`+demo.UpgradeImage+`"`)
 }
+
+// Review finding: with the agent's rollout of a self-managed node group already Halted, the preflight passed and
+// the workflow moved the control plane, the add-ons and the managed node group, only to halt at that group's
+// step. The preflight now fails on it, before anything changes.
+func TestPreflightFailsWhenTheAgentsRolloutOfASelfManagedGroupIsHalted(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	w.advance(t, 0)
+	r, err := w.store.GetRollout(ctx, demo.EKSGroupName)
+	if err != nil {
+		r = state.Rollout{}
+	}
+	r.Group, r.Platform, r.Cluster = demo.EKSGroupName, "eks", cluster
+	r.Phase, r.Reason = state.PhaseHalted, "failed: replacement i-0 not healthy after 10m0s"
+	_, err = w.store.PutRollout(ctx, r)
+	require.NoError(t, err)
+
+	wf := w.run(t, "run-1", upgrade())
+	require.Equal(t, state.WorkflowHalted, wf.Phase, wf.Reason)
+	var found bool
+	for _, c := range wf.Checks {
+		if c.Name == "rollout of "+demo.EKSGroupName {
+			found = true
+			require.Equal(t, eksupgrade.CheckFail, c.Result)
+			require.Contains(t, c.Detail, "is Halted (failed: replacement i-0 not healthy after 10m0s)")
+		}
+	}
+	require.True(t, found, "the preflight names the halted rollout")
+	require.Empty(t, w.a.EKSUpdates(cluster), "nothing changed")
+}
