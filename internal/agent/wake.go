@@ -69,7 +69,7 @@ func (w *wakeSet) take() (groups, clusters, instances map[string]bool) {
 
 // handleWakeUp records the target a wake-up event names — its Auto Scaling group, every ECS target of its
 // cluster, or the group that listed its EC2 instance at the last look — for the loop to look at now instead of at the next poll, and deletes the message. It makes no AWS
-// call and takes no lock: a wake-up never waits for a fleet pass, and a lifecycle action handled beside it
+// call and takes a.mu only to read the discovered targets: a wake-up never waits for a fleet pass, and a lifecycle action handled beside it
 // never waits for the wake-up. The event is a claim: what it says (launched, DRAINING, ACTIVE) is not used;
 // the look it causes re-reads AWS as the poll would (docs/events.md, "Wake-up events"). A lost or late event
 // only delays a rollout until the next poll.
@@ -87,8 +87,25 @@ func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
 	if w.Status == "DRAINING" && w.TasksLeft != nil && *w.TasksLeft > 0 {
 		return events.Ignored, nil
 	}
+	// A wake-up naming none of the targets the last look discovered (another tool's group or cluster, an
+	// instance no managed group listed: the stack's rules are account-wide) is Ignored, so the ignored-messages
+	// metric shows a rule routing more than the agent needs. Before the first look every wake-up counts.
+	a.mu.Lock()
+	d := a.discovered
+	a.mu.Unlock()
+	if len(d.Targets) > 0 && len(wokenTargets(d, set(w.Group), set(w.Cluster), set(w.InstanceID))) == 0 {
+		return events.Ignored, nil
+	}
 	a.wakes.add(w.Group, w.Cluster, w.InstanceID)
 	return events.Done, nil
+}
+
+// set is the one-element set of s; empty for "".
+func set(s string) map[string]bool {
+	if s == "" {
+		return nil
+	}
+	return map[string]bool{s: true}
 }
 
 // ReconcileWoken looks at the targets that wake-up events named since the last look: the groups named, the

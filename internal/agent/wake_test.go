@@ -57,22 +57,27 @@ func TestWakeUpIsAClaimThatOnlyMakesTheAgentLookAgainAtItsTargets(t *testing.T) 
 		return events.Event{Kind: events.KindWakeUp, Envelope: events.EnvelopeEventBridge, ID: "e", Group: wk.Group, Wake: &wk}
 	}
 	for _, tc := range []struct {
-		name string
-		ev   events.Event
-		want []string
+		name   string
+		ev     events.Event
+		want   []string
+		ignore bool // names no managed target: Ignored, so the ignored-messages metric shows it
 	}{
-		{"a launch result wakes its group", wake(events.WakeUp{Group: "a", InstanceID: "i-1", Status: "InProgress"}), []string{"a"}},
-		{"a container instance change wakes the ECS groups of its cluster", wake(events.WakeUp{Cluster: "cb", InstanceID: "i-2", Status: "DRAINING"}), []string{"b", "c"}},
-		{"an EC2 instance state change wakes the group that listed the instance", wake(events.WakeUp{InstanceID: instanceOf(t, w, "c"), Status: "shutting-down"}), []string{"c"}},
-		{"an instance no managed group listed wakes nothing", wake(events.WakeUp{InstanceID: "i-0ffffffffffffffff", Status: "terminated"}), nil},
-		{"a group the agent does not manage wakes nothing", wake(events.WakeUp{Group: "someone-elses"}), nil},
-		{"a cluster of no managed group wakes nothing", wake(events.WakeUp{Cluster: "other"}), nil},
+		{"a launch result wakes its group", wake(events.WakeUp{Group: "a", InstanceID: "i-1", Status: "InProgress"}), []string{"a"}, false},
+		{"a container instance change wakes the ECS groups of its cluster", wake(events.WakeUp{Cluster: "cb", InstanceID: "i-2", Status: "DRAINING"}), []string{"b", "c"}, false},
+		{"an EC2 instance state change wakes the group that listed the instance", wake(events.WakeUp{InstanceID: instanceOf(t, w, "c"), Status: "shutting-down"}), []string{"c"}, false},
+		{"an instance no managed group listed wakes nothing", wake(events.WakeUp{InstanceID: "i-0ffffffffffffffff", Status: "terminated"}), nil, true},
+		{"a group the agent does not manage wakes nothing", wake(events.WakeUp{Group: "someone-elses"}), nil, true},
+		{"a cluster of no managed group wakes nothing", wake(events.WakeUp{Cluster: "other"}), nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w.Account.ResetCalls()
 			disp, err := w.Agent.Handle(ctx, tc.ev)
 			require.NoError(t, err)
-			require.Equal(t, events.Done, disp)
+			want := events.Done
+			if tc.ignore {
+				want = events.Ignored
+			}
+			require.Equal(t, want, disp)
 			require.Empty(t, w.Account.Calls(), "handling the event itself reads and changes nothing in AWS")
 			w.Agent.ReconcileWoken(ctx)
 			require.Equal(t, tc.want, obs.take())
