@@ -31,7 +31,8 @@ func newApproveCommand() *cobra.Command {
 		Short: "Approve the AMI a group waits for (groups tagged " + lifecycle.TagApproval + "=manual)",
 		Long: `Records that you approved the group's current target AMI, and appends an "approved" entry to its history. A
 group tagged ` + lifecycle.TagApproval + `=manual waits in phase Waiting with the reason "approval: waiting for ` + "`patch-agent approve GROUP`" + `"
-until its target AMI is approved; the rollout then starts at the agent's next tick (other gates — soak,
+until its target AMI is approved; the rollout then starts at the agent's next full pass (within --reconcile-interval:
+2 minutes with wake-up events, 15 s without; other gates — soak,
 maintenance window, alarms, a pause — still apply). The approval is for that AMI only: a newer AMI needs a
 new approval.
 
@@ -40,7 +41,7 @@ gate) is refused; --force records the approval anyway, and it takes effect when 
 AMI's approval.
 
 --skip-soak --reason "..." also skips the soak time (patch-agent/min-ami-age) of that AMI: an urgent rollout
-(a security fix) starts at the agent's next tick, before its soak ends; the other gates still apply. It is
+(a security fix) starts at the agent's next full pass (within --reconcile-interval), before its soak ends; the other gates still apply. It is
 accepted while the group waits for its soak or its approval, and recorded as a "soak-skipped" history entry;
 the agent sends a SoakSkipped alert (metric and notification) when the rollout starts.
 
@@ -96,9 +97,9 @@ only with --state-file, which has no AWS identity.`,
 		out := cmd.OutOrStdout()
 		fmt.Fprintf(out, "approved %s for %s by %s (phase %s)\n", r.ApprovedImage, r.Group, r.ApprovedBy, r.Phase)
 		if skipSoak {
-			fmt.Fprintf(out, "Soak skipped (%s): the rollout starts at the agent's next tick unless another gate holds it (see status).\n", r.SkipSoakReason)
+			fmt.Fprintf(out, "Soak skipped (%s): the rollout starts at the agent's next full pass (within its --reconcile-interval) unless another gate holds it (see status).\n", r.SkipSoakReason)
 		} else if operator.WaitingForApproval(r) {
-			fmt.Fprintln(out, "The rollout starts at the agent's next tick unless another gate holds it (see status).")
+			fmt.Fprintln(out, "The rollout starts at the agent's next full pass (within its --reconcile-interval) unless another gate holds it (see status).")
 		} else {
 			fmt.Fprintln(out, "The group was not waiting for approval: the approval takes effect when it waits for this AMI's approval (see status).")
 		}

@@ -97,7 +97,7 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 			fmt.Fprintf(out, " until %s", end.UTC().Format(time.RFC3339))
 		}
 		fmt.Fprintf(out, ": %s\n", strings.TrimSpace(reason))
-		fmt.Fprintln(out, "From the agent's next tick no new surge, rollout drain or termination starts; lifecycle-hook drains go on.")
+		fmt.Fprintln(out, "From now on no new surge, rollout drain or termination starts (the agent reads the pause right before each); a step already under way finishes; lifecycle-hook drains go on.")
 		resume := "patch-agent resume"
 		if group != "" {
 			resume += " --group " + group
@@ -146,7 +146,8 @@ func newResumeCommand() *cobra.Command {
 		Use:   "resume",
 		Short: "Remove the global pause (or one group's with --group)",
 		Long: `Deletes a pause lock written by ` + "`patch-agent pause`" + `: the global one, or one group's with --group. Rollouts
-continue at the agent's next tick from the step they were held before. A group's own pause and the global
+continue at the agent's next full pass (within its --reconcile-interval: 2 minutes with wake-up events) from the
+step they were held before. A group's own pause and the global
 pause are separate: resuming one leaves the other in place — after resume --group, a group the global pause
 still holds stays paused, and the output says so. Resuming a scope that is not paused says "nothing to
 resume" and exits 0; resuming --group of a group that is not paused and that Auto Scaling does not know
@@ -197,7 +198,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 				return nil
 			}
 		}
-		fmt.Fprintf(out, "resumed %s: rollouts continue at the agent's next tick\n", scope)
+		fmt.Fprintf(out, "resumed %s: rollouts continue at the agent's next full pass (within its --reconcile-interval)\n", scope)
 		return nil
 	}
 	return cmd
