@@ -101,9 +101,11 @@ func newEKSUpgradeCommand() *cobra.Command {
   2. approval: without --approve the workflow waits (exit status 3) for ` + "`patch-agent approve eks:CLUSTER`" + `
      (or a second run with --approve).
   3. control plane: UpdateClusterVersion, tracked with DescribeUpdate until Successful; Failed halts it.
-  4. add-ons, one at a time: UpdateAddon to the default version for the target, until ACTIVE.
-  5. node groups: managed ones with UpdateNodegroupVersion; self-managed ones are handed to the agent's
-     rollout — a group whose AMI source is auto follows the control plane by itself, one pinned with
+  4. add-ons, one at a time: UpdateAddon to a version compatible with the target (the default, or the
+     installed one when it is compatible and newer: never a downgrade), until ACTIVE.
+  5. node groups, handed to the agent's rollouts (the workflow never calls UpdateNodegroupVersion): an
+     opted-in managed node group follows the control plane by itself; a self-managed group whose AMI
+     source is auto follows it by itself, one pinned with
      patch-agent/kubernetes-version (or naming a versioned parameter) needs the pin moved: the step says so.
 
 Every step is written before the AWS call that depends on it and recorded in the history of eks:CLUSTER

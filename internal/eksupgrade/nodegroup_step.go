@@ -25,7 +25,7 @@ import (
 
 // managedNodegroupAction is the step's action for a node group the agent does not manage.
 const managedNodegroupAction = "opt the managed node group in (tag %s=true on the node group) so the agent's managed-node-group rollout moves it to Kubernetes %s " +
-	"through its gates, then run the upgrade again with --retry, or update it yourself (the workflow never calls UpdateNodegroupVersion)"
+	"through its gates (once opted in, the agent does so on its own: the workflow is not run again), or update it yourself (the workflow never calls UpdateNodegroupVersion)"
 
 // describeNodegroup reads the step's managed node group as the agent does (lifecycle.Nodegroup); found is false
 // when EKS does not know it.

@@ -367,7 +367,7 @@ func (r *Runner) addonVersions(ctx context.Context, name, to string) (compatible
 	return compatible, def, nil
 }
 
-// planManagedNodegroups plans one step per managed node group (UpdateNodegroupVersion to the target) and checks
+// planManagedNodegroups plans one step per managed node group (handed to the agent's managed-node-group rollout) and checks
 // that each is ACTIVE and on the control plane's current version: "all of your node groups' Kubernetes
 // versions must match the cluster's Kubernetes version in order to update the cluster" (Amazon EKS API
 // Reference, UpdateClusterVersion; User Guide, "Update existing cluster to new Kubernetes version"). The
@@ -398,6 +398,17 @@ func (r *Runner) planManagedNodegroups(ctx context.Context, p *plan, cluster, to
 				p.check(check, CheckFail, "the node group is %s, not ACTIVE: wait until it is", status)
 			default:
 				p.check(check, CheckPass, "at %s, the control plane's version (EKS requires it before UpdateClusterVersion)", version)
+			}
+			// The step follows the agent's managed-node-group rollout: one already Halted would halt the
+			// workflow at this step, after the control plane and the add-ons moved (the agent does not detect
+			// again from Halted). Found before anything changes instead.
+			key := lifecycle.NodegroupKey(cluster, name)
+			switch ro, err := r.Store.GetRollout(ctx, key); {
+			case err != nil && !errors.Is(err, state.ErrNotFound):
+				return fmt.Errorf("reading the agent's rollout of managed node group %s: %w", name, err)
+			case err == nil && ro.Phase == state.PhaseHalted:
+				p.check("rollout of "+key, CheckFail, "the agent's rollout of %s is Halted (%s): resolve it first (`patch-agent rollback %s` or `patch-agent resume`), "+
+					"or the workflow would halt at this node group's step after the control plane moved", key, ro.Reason, key)
 			}
 			st := state.WorkflowStep{Kind: KindManagedNodegroup, Name: name, From: version, To: to, Status: state.StepStatusPending}
 			if version == to {

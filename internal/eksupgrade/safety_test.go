@@ -703,3 +703,27 @@ func TestPreflightFailsWhenTheAgentsRolloutOfASelfManagedGroupIsHalted(t *testin
 	require.True(t, found, "the preflight names the halted rollout")
 	require.Empty(t, w.a.EKSUpdates(cluster), "nothing changed")
 }
+
+// Review finding: the same for a managed node group. With the agent's rollout of nodegroup/demo-eks/web already
+// Halted (the agent does not detect again from Halted), the workflow moved the control plane and the add-ons
+// and then halted at the node group's step, a halt that was certain from the start.
+func TestPreflightFailsWhenTheAgentsRolloutOfAManagedNodegroupIsHalted(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	key := lifecycle.NodegroupKey(cluster, demo.UpgradeNodegroup)
+	_, err := w.store.PutRollout(ctx, state.Rollout{Group: key, Platform: "eks", Cluster: cluster, Phase: state.PhaseHalted, Reason: "failed: earlier PodEvictionFailure"})
+	require.NoError(t, err)
+
+	wf := w.run(t, "run-1", upgrade())
+	require.Equal(t, state.WorkflowHalted, wf.Phase, wf.Reason)
+	var found bool
+	for _, c := range wf.Checks {
+		if c.Name == "rollout of "+key {
+			found = true
+			require.Equal(t, eksupgrade.CheckFail, c.Result)
+			require.Contains(t, c.Detail, "is Halted (failed: earlier PodEvictionFailure)")
+		}
+	}
+	require.True(t, found, "the preflight names the halted rollout")
+	require.Empty(t, w.a.EKSUpdates(cluster), "nothing changed")
+}
