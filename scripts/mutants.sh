@@ -16,7 +16,8 @@
 # stale hint), the whole scenario suite runs as without hints, so a hint can only cost time, never change a
 # verdict. A hint that is not of that form fails the run. 00-null carries none: it always runs the whole suite.
 #
-# Usage: scripts/mutants.sh [pattern...]   (patterns: run only the patches whose file name contains one of them)
+# Usage: [MUTANTS_JOBS=N] scripts/mutants.sh [pattern...]   (patterns: run only the patches whose file name
+# contains one of them; MUTANTS_JOBS: shards run side by side, default 2)
 # Exit: 0 when every mutant is killed and the null mutant survives; 1 otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +27,29 @@ patterns=("$@")
 # the invariant checker. Run in this order; the first failing package kills the mutant, and within a package the
 # first failing test (-failfast: the rest cannot change the verdict, and 40 mutants must fit CI's time).
 suite=(./internal/agent/ ./internal/lifecycle/ ./internal/demo/ ./internal/events/ ./internal/state/ ./internal/eksupgrade/)
+
+# Shards: MUTANTS_JOBS (default 2) copies of this script run side by side, each on every n-th matching patch in
+# its own scratch copy (the Go build cache is shared and safe for concurrent use), so the verdicts are those of
+# one run; the lines are printed sorted once all have finished. MUTANTS_JOBS=1 runs one after another, printing
+# as it goes. Two jobs keep 75 mutants well inside CI's 90 minutes on a 2-core machine.
+jobs=${MUTANTS_JOBS:-2}
+if [ -z "${MUTANTS_SHARD:-}" ] && [ "$jobs" -gt 1 ]; then
+  echo "running the mutants in $jobs shards; their lines come when all have finished" >&2
+  outs=() pids=()
+  for ((i = 0; i < jobs; i++)); do
+    out=$(mktemp "${TMPDIR:-/tmp}/patch-agent-mutants-shard.XXXXXX"); outs+=("$out")
+    MUTANTS_SHARD="$i/$jobs" "$0" "$@" >"$out" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  printf '%-34s %-9s %s\n' MUTANT RESULT "CAUGHT BY"
+  grep -hv '^MUTANT ' "${outs[@]}" | sort || true
+  rm -f "${outs[@]}"
+  exit $rc
+fi
+shard=${MUTANTS_SHARD%/*} shards=${MUTANTS_SHARD#*/}
+[ -n "${MUTANTS_SHARD:-}" ] || { shard=0 shards=1; }
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/patch-agent-mutants.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
@@ -42,6 +66,8 @@ for patch in testdata/mutants/*.patch; do
     m=0; for p in "${patterns[@]}"; do [[ "$name" == *"$p"* ]] && m=1; done
     [ $m = 1 ] || continue
   fi
+  k=$((${k:-0} + 1))
+  [ $(((k - 1) % shards)) = "$shard" ] || continue
   (cd "$scratch" && git checkout -q -- . && git clean -qfd)
   if ! (cd "$scratch" && git apply "$root/$patch") 2>"$scratch/.apply.err"; then
     printf '%-34s %-9s %s\n' "$name" "NO-APPLY" "$(head -1 "$scratch/.apply.err")"
