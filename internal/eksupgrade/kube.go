@@ -405,20 +405,8 @@ func (r *Runner) kubeUpdate(ctx context.Context, w state.Workflow, c kubeStep) (
 		if err != nil {
 			return w, err
 		}
-		switch outcome {
-		case skip, action:
-			st.Status, st.Detail, st.By, st.StartedAt, st.CompletedAt = state.StepStatusSkipped, detail, r.Who, now, now
-			event := "skipped"
-			if outcome == action {
-				st.Status, st.Action, st.Detail, event = state.StepStatusActionRequired, detail, "", "action-required"
-			}
-			done := *st
-			w.Current++
-			return r.save(ctx, w, fmt.Sprintf("%s %s: %s", done.Kind, done.Name, detail), r.entry(w, done.Kind+"-"+event, done, detail))
-		case refuse:
-			return r.halt(ctx, w, detail)
-		case hold:
-			return r.hold(ctx, w, detail)
+		if w, ended, err := r.endByPrecheck(ctx, w, outcome, detail); ended {
+			return w, err
 		}
 		reason, err := r.pauseReason(ctx, w, c.what)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
@@ -148,28 +147,7 @@ func (r *Runner) followNodegroup(ctx context.Context, w state.Workflow) (state.W
 			return r.halt(ctx, w, fmt.Sprintf("the agent's rollout of %s is %s: %s; the node group is on Kubernetes %s, release %s, not on %s (fix the rollout, then run again with --retry)",
 				key, ro.Phase, dashIfEmpty(ro.Reason), ng.Version, dashIfEmpty(ng.ReleaseVersion), st.To))
 		}
-		if st.Nodes == nil || *st.Nodes != *p {
-			w.Steps[w.Current].Nodes = p
-			if w, err = r.save(ctx, w, fmt.Sprintf("managed node group %s: %s", st.Name, NodesLine(p))); err != nil {
-				return w, err
-			}
-		}
-		now := r.now()
-		if now.Sub(began) > r.maxWait() {
-			return w, fmt.Errorf("managed node group %s: the agent's rollout to Kubernetes %s is not done after %s (%s): run again to keep waiting",
-				st.Name, st.To, r.maxWait(), NodesLine(p))
-		}
-		if now.Sub(lastLine) >= progressEvery {
-			r.progress("managed node group %s: %s for %s", st.Name, NodesLine(p), now.Sub(st.StartedAt).Round(time.Second))
-			lastLine = now
-		}
-		d := r.backoff(attempt)
-		if w.LeaseExpires.Sub(now) < d+r.leaseTTL()/2 {
-			if w, err = r.save(ctx, w, leaseRenewed); err != nil {
-				return w, err
-			}
-		}
-		if err := r.wait(ctx, d); err != nil {
+		if w, err = r.awaitRollout(ctx, w, p, "managed node group "+st.Name, fmt.Sprintf("Kubernetes %s", st.To), began, &lastLine, attempt); err != nil {
 			return w, err
 		}
 	}

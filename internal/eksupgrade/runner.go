@@ -670,31 +670,41 @@ func (r *Runner) followRollout(ctx context.Context, w state.Workflow) (state.Wor
 			return r.halt(ctx, w, fmt.Sprintf("the agent's rollout of %s is %s: %s; its nodes are not on the Kubernetes %s AMI (fix the rollout, then run again with --retry)",
 				st.Name, ro.Phase, dashIfEmpty(ro.Reason), st.To))
 		}
-		if st.Nodes == nil || *st.Nodes != *p {
-			w.Steps[w.Current].Nodes = p
-			if w, err = r.save(ctx, w, fmt.Sprintf("self-managed node group %s: %s", st.Name, NodesLine(p))); err != nil {
-				return w, err
-			}
-		}
-		now := r.now()
-		if now.Sub(began) > r.maxWait() {
-			return w, fmt.Errorf("self-managed node group %s: the agent's rollout to the Kubernetes %s AMI is not done after %s (%s): run again to keep waiting",
-				st.Name, st.To, r.maxWait(), NodesLine(p))
-		}
-		if now.Sub(lastLine) >= progressEvery {
-			r.progress("self-managed node group %s: %s for %s", st.Name, NodesLine(p), now.Sub(st.StartedAt).Round(time.Second))
-			lastLine = now
-		}
-		d := r.backoff(attempt)
-		if w.LeaseExpires.Sub(now) < d+r.leaseTTL()/2 {
-			if w, err = r.save(ctx, w, leaseRenewed); err != nil {
-				return w, err
-			}
-		}
-		if err := r.wait(ctx, d); err != nil {
+		if w, err = r.awaitRollout(ctx, w, p, "self-managed node group "+st.Name, fmt.Sprintf("the Kubernetes %s AMI", st.To), began, &lastLine, attempt); err != nil {
 			return w, err
 		}
 	}
+}
+
+// awaitRollout is one wait of a node group step that follows the agent's rollout (followRollout,
+// followNodegroup): it writes the step's progress p when it changed, gives up after maxWait since began (the run
+// says to run again), prints a progress line every progressEvery, renews the workflow's lease when it would
+// lapse during the wait, and waits the attempt's backoff. what names the node group ("managed node group web"),
+// goal what its rollout moves it to.
+func (r *Runner) awaitRollout(ctx context.Context, w state.Workflow, p *state.NodeProgress, what, goal string, began time.Time, lastLine *time.Time, attempt int) (state.Workflow, error) {
+	st := w.Steps[w.Current]
+	var err error
+	if st.Nodes == nil || *st.Nodes != *p {
+		w.Steps[w.Current].Nodes = p
+		if w, err = r.save(ctx, w, fmt.Sprintf("%s: %s", what, NodesLine(p))); err != nil {
+			return w, err
+		}
+	}
+	now := r.now()
+	if now.Sub(began) > r.maxWait() {
+		return w, fmt.Errorf("%s: the agent's rollout to %s is not done after %s (%s): run again to keep waiting", what, goal, r.maxWait(), NodesLine(p))
+	}
+	if now.Sub(*lastLine) >= progressEvery {
+		r.progress("%s: %s for %s", what, NodesLine(p), now.Sub(st.StartedAt).Round(time.Second))
+		*lastLine = now
+	}
+	d := r.backoff(attempt)
+	if w.LeaseExpires.Sub(now) < d+r.leaseTTL()/2 {
+		if w, err = r.save(ctx, w, leaseRenewed); err != nil {
+			return w, err
+		}
+	}
+	return w, r.wait(ctx, d)
 }
 
 // NodesLine renders a node group's progress: "rollout Replacing: 1/3 instance(s) on ami-0b (source /aws/...)",

@@ -216,21 +216,11 @@ func (r *Runner) request(ctx context.Context, w state.Workflow, c updateCall) (s
 	if err != nil {
 		return w, err
 	}
+	if w, ended, err := r.endByPrecheck(ctx, w, outcome, detail); ended {
+		return w, err
+	}
 	now := r.now()
 	st := &w.Steps[w.Current]
-	switch outcome {
-	case skip, action:
-		st.Status, st.Detail, st.By, st.StartedAt, st.CompletedAt = state.StepStatusSkipped, detail, r.Who, now, now
-		event := "skipped"
-		if outcome == action {
-			st.Status, st.Action, st.Detail, event = state.StepStatusActionRequired, detail, "", "action-required"
-		}
-		done := *st
-		w.Current++
-		return r.save(ctx, w, fmt.Sprintf("%s %s: %s", done.Kind, done.Name, detail), r.entry(w, done.Kind+"-"+event, done, detail))
-	case refuse:
-		return r.halt(ctx, w, detail)
-	}
 	if st.Kind == KindControlPlane {
 		// The control plane's update is the workflow's first change: the plan is checked again right
 		// before it, whenever it was approved.
@@ -440,4 +430,31 @@ func updateErrors(u *ekstypes.Update) string {
 		out = append(out, s)
 	}
 	return strings.Join(out, "; ")
+}
+
+// endByPrecheck ends the current step as its precheck's outcome says: skip completes it as Skipped and action as
+// ActionRequired (with a history entry each), refuse halts the workflow, hold makes it wait; ended is false for
+// proceed, when the step goes on.
+func (r *Runner) endByPrecheck(ctx context.Context, w state.Workflow, outcome int, detail string) (next state.Workflow, ended bool, err error) {
+	now := r.now()
+	st := &w.Steps[w.Current]
+	switch outcome {
+	case skip, action:
+		st.Status, st.Detail, st.By, st.StartedAt, st.CompletedAt = state.StepStatusSkipped, detail, r.Who, now, now
+		event := "skipped"
+		if outcome == action {
+			st.Status, st.Action, st.Detail, event = state.StepStatusActionRequired, detail, "", "action-required"
+		}
+		done := *st
+		w.Current++
+		next, err = r.save(ctx, w, fmt.Sprintf("%s %s: %s", done.Kind, done.Name, detail), r.entry(w, done.Kind+"-"+event, done, detail))
+		return next, true, err
+	case refuse:
+		next, err = r.halt(ctx, w, detail)
+		return next, true, err
+	case hold:
+		next, err = r.hold(ctx, w, detail)
+		return next, true, err
+	}
+	return w, false, nil
 }
