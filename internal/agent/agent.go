@@ -115,6 +115,8 @@ type Agent struct {
 	ticks tickRequests
 	// waits holds when each target's next timed wait ends (timers.go)
 	waits timedWaits
+	// pauseEnds holds when the pause last read for each target ends (timers.go)
+	pauseEnds pauseEnds
 	// resume is the first target the last cut pass left out: the next pass begins with it (passbudget.go)
 	resume string
 
@@ -532,7 +534,13 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 			if err != nil {
 				return nil, err
 			}
-			return pauseFor(locks, name, a.clock.Now()), nil
+			l := pauseFor(locks, name, a.clock.Now())
+			var until time.Time
+			if l != nil {
+				until = l.Until
+			}
+			a.pauseEnds.note(name, until) // timers.go: the target is woken when the pause ends
+			return l, nil
 		}, SourceProblem: problem})
 	if err != nil {
 		if r.Group == "" {
@@ -662,6 +670,8 @@ func (a *Agent) route(ctx context.Context, ev events.Event) (events.Disposition,
 
 	case events.KindWakeUp:
 		return a.handleWakeUp(ev)
+	case events.KindOperatorWakeUp:
+		return a.handleOperator(ev)
 	}
 	return events.Ignored, nil
 }

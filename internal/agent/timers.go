@@ -89,6 +89,41 @@ func (w *timedWaits) takeDue(now time.Time) []string {
 	return out
 }
 
+// pauseEnds holds, per target, the end of the pause (state.Lock.Until of `pause --until`) the agent read
+// last for it, so that the target is woken when the pause ends (lookAgainAt) instead of at the next safety
+// poll. Safe for concurrent use; the zero value is ready.
+type pauseEnds struct {
+	mu  sync.Mutex
+	end map[string]time.Time
+}
+
+// note records that group was found paused until until (a lock with an end time, read right before a
+// destructive step); a zero until (a pause without end, or none) forgets the group.
+func (p *pauseEnds) note(group string, until time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if until.IsZero() {
+		delete(p.end, group)
+		return
+	}
+	if p.end == nil {
+		p.end = map[string]time.Time{}
+	}
+	p.end[group] = until
+}
+
+// at returns when group's pause ends as last read (zero when none), and forgets an end that is not after now.
+func (p *pauseEnds) at(group string, now time.Time) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	end := p.end[group]
+	if !end.IsZero() && !end.After(now) {
+		delete(p.end, group)
+		return time.Time{}
+	}
+	return end
+}
+
 // waitsObserver records each observed target's next timed wait (Agent.lookAgainAt) before passing the
 // observation on.
 // It stands in for Settings.Observer only where the agent itself reports (the orchestrator and the hooks keep
@@ -116,12 +151,14 @@ func (o waitsObserver) TargetObserved(t lifecycle.Target, v lifecycle.GroupView,
 // lookAgainAt returns when t must be looked at again whatever the events, as of its record r: the earliest
 // still ahead of its deadlines and lease renewal (lifecycle.LookAgainBy), the end of its soak
 // (t.Policy.MinAMIAge after the source's LastModifiedDate, while the rollout waits to start), its next
-// capacity-provider surge, and the retry of its failed step. Zero when none is ahead (the safety poll looks
+// capacity-provider surge, the retry of its failed step, and the end of the pause that holds it (`pause
+// --until`, as read before its last destructive step: pauseEnds), so that the rollout goes on at that time.
+// Zero when none is ahead (the safety poll looks
 // anyway); a time already passed is left out, since the look that recorded it has just seen the target.
 func (a *Agent) lookAgainAt(t lifecycle.Target, r state.Rollout) time.Time {
 	now := a.clock.Now()
 	var by time.Time
-	for _, at := range []time.Time{lifecycle.LookAgainBy(r, a.settings.Policy), soakEnd(t, r), r.NextSurgeAt, a.retries.NextAt(t.Group)} {
+	for _, at := range []time.Time{lifecycle.LookAgainBy(r, a.settings.Policy), soakEnd(t, r), r.NextSurgeAt, a.retries.NextAt(t.Group), a.pauseEnds.at(t.Group, now)} {
 		if at.After(now) && (by.IsZero() || at.Before(by)) {
 			by = at
 		}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/logging"
 )
 
 // wakeSet collects the groups, ECS clusters and EC2 instances named by wake-up events (events.KindWakeUp)
@@ -100,6 +102,46 @@ func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
 	return events.Done, nil
 }
 
+// handleOperator records the target an operator wake-up names (events.KindOperatorWakeUp: sent by approve,
+// rollback, pause and resume after their DynamoDB write) for the loop to look at now, and deletes the message.
+// The global scope names every discovered target; a managed node group's key (lifecycle.NodegroupKey) is
+// taken as it is when the agent rolls node groups. Like every wake-up it is a claim: its action and sender are
+// logged and never used — the look re-reads the rollout record (approval, rollback), the pause locks and AWS
+// as the poll would, so a forged one makes one extra look and nothing else. A target the agent does not
+// manage is Ignored (after the first look; before it every wake-up counts, as for handleWakeUp).
+func (a *Agent) handleOperator(ev events.Event) (events.Disposition, error) {
+	o := ev.Operator
+	if o == nil {
+		return events.Ignored, nil
+	}
+	a.log.Info("operator wake-up: looking at its target now", zap.String(logging.Group, o.Group), zap.String(logging.Reason, "operator "+o.Action),
+		zap.String(logging.Actor, o.Who), zap.String(logging.MessageID, ev.ID))
+	a.mu.Lock()
+	d := a.discovered
+	a.mu.Unlock()
+	switch {
+	case o.Global():
+		for name := range d.Targets {
+			a.wakes.add(name, "", "")
+		}
+		if len(d.Targets) == 0 {
+			return events.Ignored, nil
+		}
+		return events.Done, nil
+	case strings.HasPrefix(o.Group, nodegroupKeyPrefix):
+		if a.clients.EKSNodegroups == nil {
+			return events.Ignored, nil
+		}
+	case len(d.Targets) > 0 && len(wokenTargets(d, set(o.Group), nil, nil)) == 0:
+		return events.Ignored, nil
+	}
+	a.wakes.add(o.Group, "", "")
+	return events.Done, nil
+}
+
+// nodegroupKeyPrefix begins the key of a managed node group's rollout record (lifecycle.NodegroupKey).
+const nodegroupKeyPrefix = "nodegroup/"
+
 // set is the one-element set of s; empty for "".
 func set(s string) map[string]bool {
 	if s == "" {
@@ -122,6 +164,13 @@ func (a *Agent) ReconcileWoken(ctx context.Context) {
 	a.mu.Lock()
 	only := wokenTargets(a.discovered, groups, clusters, instances)
 	a.mu.Unlock()
+	if a.clients.EKSNodegroups != nil {
+		for g := range groups { // managed node groups named by operator wake-ups (handleOperator)
+			if strings.HasPrefix(g, nodegroupKeyPrefix) {
+				only[g] = true
+			}
+		}
+	}
 	if len(only) == 0 {
 		return
 	}

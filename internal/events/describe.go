@@ -45,6 +45,12 @@ func (e Event) Describe() string {
 		} else if w != nil {
 			fmt.Fprintf(&b, "wake-up (%s, instance %s, %s): look again at the groups of cluster %s", e.DetailType, w.InstanceID, w.Status, w.Cluster)
 		}
+	case KindOperatorWakeUp:
+		if o := e.Operator; o != nil && o.Global() {
+			fmt.Fprintf(&b, "operator wake-up (%s of the global pause by %s): look again at every managed group", o.Action, o.Who)
+		} else if o != nil {
+			fmt.Fprintf(&b, "operator wake-up (%s by %s): look again at group %s", o.Action, o.Who, o.Group)
+		}
 	case KindTestNotification:
 		fmt.Fprintf(&b, "test notification for group %s, ignored", e.Group)
 	case KindUnknown:

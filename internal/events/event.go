@@ -43,7 +43,8 @@ const (
 // with ReplaceRootVolume strategy): the instance is not going away, it comes back with a new root volume.
 const ActionReplaceRootVolume = "ReplaceRootVolume"
 
-// Event is one parsed message. Exactly one of Parameter, Lifecycle, Wake is set for the kinds that carry them.
+// Event is one parsed message. Exactly one of Parameter, Lifecycle, Wake, Operator is set for the kinds that
+// carry them.
 type Event struct {
 	Kind     Kind     `json:"kind"`
 	Envelope Envelope `json:"envelope"`
@@ -64,6 +65,8 @@ type Event struct {
 	Lifecycle *LifecycleAction `json:"lifecycleAction,omitempty"`
 	// Wake is set for KindWakeUp.
 	Wake *WakeUp `json:"wake,omitempty"`
+	// Operator is set for KindOperatorWakeUp (kind_operator.go).
+	Operator *OperatorWakeUp `json:"operator,omitempty"`
 	// Reason says why a KindUnknown or KindTestNotification message is ignored.
 	Reason string `json:"reason,omitempty"`
 }

@@ -181,6 +181,7 @@ var eventBridgeKinds = map[eventBridgeKey]eventBridgeConverter{
 	{"aws.autoscaling", "EC2 Instance Terminate Unsuccessful"}:                  launchResult,
 	{"aws.ec2", "EC2 Instance State-change Notification"}:                       instanceStateChange,
 	{"aws.autoscaling", "EC2 Auto Scaling Instance Refresh Checkpoint Reached"}: ignored(reasonRefreshCheckpoint),
+	{OperatorSource, OperatorDetailType}:                                        operatorWakeUp,
 }
 
 // parseEventBridge reads an EventBridge event delivered by envelope (EnvelopeEventBridge or

@@ -20,6 +20,7 @@ var validKinds = map[Kind]bool{
 	KindTestNotification: true,
 	KindAMIAnnouncement:  true,
 	KindWakeUp:           true,
+	KindOperatorWakeUp:   true,
 	KindUnknown:          true,
 }
 
@@ -167,6 +168,18 @@ func TestParseFixtures(t *testing.T) {
 			},
 			check: func(t *testing.T, ev Event) {
 				require.True(t, ev.Lifecycle.InstanceLeaves())
+			},
+		},
+		{
+			name:     "operator wake-up names its group, action and sender",
+			file:     "operator-wakeup-approve.json",
+			kind:     KindOperatorWakeUp,
+			envelope: EnvelopeEventBridge,
+			id:       "5f0c8a8e-3b7d-4c1a-9e2f-6d4b8a1c0e57",
+			group:    "prod-ecs-asg",
+			check: func(t *testing.T, ev Event) {
+				require.Equal(t, &OperatorWakeUp{Action: OperatorApprove, Group: "prod-ecs-asg", Who: "arn:aws:sts::111122223333:assumed-role/ops/alice"}, ev.Operator)
+				require.Nil(t, ev.Wake, "an operator wake-up is not an AWS wake-up event")
 			},
 		},
 		{
@@ -556,6 +569,13 @@ func TestParseMalformed(t *testing.T) {
 		{"terminate result without group", ebPrefix + `"detail-type":"EC2 Instance Terminate Successful","detail":{"EC2InstanceId":"i-1","StatusCode":"InProgress"}}`, "detail.AutoScalingGroupName is missing"},
 		{"instance state change without instance id", `{"version":"0","id":"eb-4","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","time":"2024-01-13T00:12:37Z","detail":{"state":"terminated"}}`, "detail.instance-id is missing or not an instance id"},
 		{"instance state change with an instance id of the wrong shape", `{"version":"0","id":"eb-5","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","time":"2024-01-13T00:12:37Z","detail":{"instance-id":"i-NOTHEX","state":"terminated"}}`, "detail.instance-id is missing or not an instance id"},
+		{"operator wake-up without action", `{"version":"0","id":"op-1","detail-type":"Patch Agent Operator Command","source":"patch-agent.operator","time":"2026-12-01T09:00:00Z","detail":{"group":"g","who":"alice"}}`, "detail.action \"\" is not one of approve, rollback, pause, resume"},
+		{"operator wake-up with an unknown action", `{"version":"0","id":"op-1","detail-type":"Patch Agent Operator Command","source":"patch-agent.operator","time":"2026-12-01T09:00:00Z","detail":{"action":"terminate","group":"g","who":"alice"}}`, "detail.action \"terminate\" is not one of"},
+		{"operator wake-up without who", `{"version":"0","id":"op-1","detail-type":"Patch Agent Operator Command","source":"patch-agent.operator","time":"2026-12-01T09:00:00Z","detail":{"action":"approve","group":"g"}}`, "detail.who is missing"},
+		{"operator wake-up without target", `{"version":"0","id":"op-1","detail-type":"Patch Agent Operator Command","source":"patch-agent.operator","time":"2026-12-01T09:00:00Z","detail":{"action":"approve","who":"alice"}}`, "detail.group is missing"},
+		{"operator wake-up approving globally", `{"version":"0","id":"op-1","detail-type":"Patch Agent Operator Command","source":"patch-agent.operator","time":"2026-12-01T09:00:00Z","detail":{"action":"approve","scope":"global","who":"alice"}}`, "scope global goes only with pause and resume"},
+		{"operator wake-up with group and global scope", `{"version":"0","id":"op-1","detail-type":"Patch Agent Operator Command","source":"patch-agent.operator","time":"2026-12-01T09:00:00Z","detail":{"action":"resume","scope":"global","group":"g","who":"alice"}}`, "both a group and the global scope"},
+		{"operator wake-up with a group that is not a string", `{"version":"0","id":"op-1","detail-type":"Patch Agent Operator Command","source":"patch-agent.operator","time":"2026-12-01T09:00:00Z","detail":{"action":"approve","group":7,"who":"alice"}}`, "Patch Agent Operator Command from patch-agent.operator"},
 		{"container instance change without cluster ARN", `{"version":"0","id":"eb-3","detail-type":"ECS Container Instance State Change","source":"aws.ecs","time":"2024-01-13T00:12:37Z","detail":{"ec2InstanceId":"i-1","clusterArn":"default"}}`, "detail.clusterArn is missing or not a cluster ARN"},
 		{"lifecycle action without token", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, "is missing LifecycleActionToken"},
 		{"lifecycle action without instance id", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, "is missing EC2InstanceId"},
@@ -630,6 +650,11 @@ func TestDescribe(t *testing.T) {
 			want: "test notification for group ecs-default-cluster-Sandbox-EcsClusterAutoScaleGroupSandbox-CLJKMQ0V93DL, ignored [direct, id 4781ed87-354a-11e9-9f76-cb62a7958e88]",
 		},
 		{
+			name: "operator wake-up names who sent it",
+			file: "operator-wakeup-approve.json",
+			want: "operator wake-up (approve by arn:aws:sts::111122223333:assumed-role/ops/alice): look again at group prod-ecs-asg [eventbridge, id 5f0c8a8e-3b7d-4c1a-9e2f-6d4b8a1c0e57]",
+		},
+		{
 			name: "AMI announcement names its topic",
 			file: "sns-ecs-ami-update.json",
 			want: "ECS-optimized AMI update announcement: resolve every tracked parameter [sns from arn:aws:sns:us-east-1:177427601217:ecs-optimized-amazon-ami-update, id 163ab552-da6f-596f-9437-e79a17ccfcd0]",
@@ -670,4 +695,25 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(bodies))/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// TestNewOperatorWakeUpRoundTrips: the body an operator command sends parses back to the same detail (global
+// scope included), and a detail Parse would refuse is refused when building it.
+func TestNewOperatorWakeUpRoundTrips(t *testing.T) {
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for _, o := range []OperatorWakeUp{
+		{Action: OperatorRollback, Group: "prod-ecs-asg", Who: "alice"},
+		{Action: OperatorResume, Scope: OperatorGlobal, Who: "arn:aws:sts::111122223333:assumed-role/ops/bob"},
+	} {
+		body, err := NewOperatorWakeUp(o, "id-1", "eu-west-1", "111122223333", at)
+		require.NoError(t, err)
+		ev, err := Parse(body)
+		require.NoError(t, err)
+		require.Equal(t, KindOperatorWakeUp, ev.Kind)
+		require.Equal(t, &o, ev.Operator)
+		require.Equal(t, "id-1", ev.ID)
+		require.Equal(t, at, ev.Time)
+	}
+	_, err := NewOperatorWakeUp(OperatorWakeUp{Action: OperatorApprove, Who: "alice"}, "id-2", "", "", at)
+	require.ErrorContains(t, err, "detail.group is missing")
 }
