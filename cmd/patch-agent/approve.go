@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -31,9 +32,10 @@ func newApproveCommand() *cobra.Command {
 		Short: "Approve the AMI a group waits for (groups tagged " + lifecycle.TagApproval + "=manual)",
 		Long: `Records that you approved the group's current target AMI, and appends an "approved" entry to its history. A
 group tagged ` + lifecycle.TagApproval + `=manual waits in phase Waiting with the reason "approval: waiting for ` + "`patch-agent approve GROUP`" + `"
-until its target AMI is approved; the rollout then starts at the agent's next full pass (within --reconcile-interval:
-2 minutes with wake-up events, 15 s without; other gates — soak,
-maintenance window, alarms, a pause — still apply). The approval is for that AMI only: a newer AMI needs a
+until its target AMI is approved. After the write the command wakes the agent (an operator wake-up on its queue,
+--queue-url): the rollout starts within seconds; without --queue-url, or when the send fails (a warning), at the
+agent's next safety poll (within --reconcile-interval: 2 minutes with wake-up events). Other gates — soak,
+maintenance window, alarms, a pause — still apply. The approval is for that AMI only: a newer AMI needs a
 new approval.
 
 A group that is not waiting for approval (another phase, or another reason — a pause hides the approval
@@ -41,7 +43,7 @@ gate) is refused; --force records the approval anyway, and it takes effect when 
 AMI's approval.
 
 --skip-soak --reason "..." also skips the soak time (patch-agent/min-ami-age) of that AMI: an urgent rollout
-(a security fix) starts at the agent's next full pass (within --reconcile-interval), before its soak ends; the other gates still apply. It is
+(a security fix) starts when the agent next looks at the group (woken, as above), before its soak ends; the other gates still apply. It is
 accepted while the group waits for its soak or its approval, and recorded as a "soak-skipped" history entry;
 the agent sends a SoakSkipped alert (metric and notification) when the rollout starts.
 
@@ -53,6 +55,7 @@ only with --state-file, which has no AWS identity.`,
 		Args: groupArg,
 	}
 	stores := addStoreFlags(cmd)
+	wakes := addWakeFlag(cmd)
 	addWhoFlag(cmd, &who)
 	cmd.Flags().BoolVar(&force, "force", false, "record the approval even when the group is not waiting for approval")
 	cmd.Flags().BoolVar(&skipSoak, "skip-soak", false, "also skip the AMI's soak time (needs --reason): the rollout starts before the soak ends")
@@ -97,12 +100,13 @@ only with --state-file, which has no AWS identity.`,
 		out := cmd.OutOrStdout()
 		fmt.Fprintf(out, "approved %s for %s by %s (phase %s)\n", r.ApprovedImage, r.Group, r.ApprovedBy, r.Phase)
 		if skipSoak {
-			fmt.Fprintf(out, "Soak skipped (%s): the rollout starts at the agent's next full pass (within its --reconcile-interval) unless another gate holds it (see status).\n", r.SkipSoakReason)
+			fmt.Fprintf(out, "Soak skipped (%s): the rollout starts when the agent next looks at the group unless another gate holds it (see status).\n", r.SkipSoakReason)
 		} else if operator.WaitingForApproval(r) {
-			fmt.Fprintln(out, "The rollout starts at the agent's next full pass (within its --reconcile-interval) unless another gate holds it (see status).")
+			fmt.Fprintln(out, "The rollout starts when the agent next looks at the group unless another gate holds it (see status).")
 		} else {
 			fmt.Fprintln(out, "The group was not waiting for approval: the approval takes effect when it waits for this AMI's approval (see status).")
 		}
+		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorApprove, Group: r.Group, Who: who})
 		return nil
 	}
 	return cmd

@@ -173,6 +173,15 @@ func inspectMessage(body []byte, topics []string) inspectDocument {
 			what = "the managed group that listed instance " + ev.Wake.InstanceID + " at its last look (if none did, nothing)"
 		}
 		d.Action = "looks again at " + what + " now instead of at the next poll (a re-read of AWS; the event itself changes nothing), then deletes the message"
+	case events.KindOperatorWakeUp:
+		o := ev.Operator
+		what := "group " + o.Group + " (ignored when the agent does not manage it)"
+		if o.Global() {
+			what = "every managed group"
+		}
+		d.Disposition = dispositionAct
+		d.Action = fmt.Sprintf("looks again at %s now instead of at the next safety poll, re-reading the rollout record, the pause locks "+
+			"and AWS (the message claims `patch-agent %s` by %s; the claim itself changes nothing), then deletes the message", what, o.Action, o.Who)
 	case events.KindTestNotification:
 		d.Disposition = dispositionIgnore
 		d.Action = "none: " + ev.Reason

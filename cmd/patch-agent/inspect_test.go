@@ -38,6 +38,7 @@ func TestMessageInspectGivesTheDispositionAndTheAction(t *testing.T) {
 		{"sns-wrapped-asg-hook-terminating.json", dispositionHold, "Terminating:Wait"},
 		// Review finding: an EC2 state change names only its instance; the action said "cluster " with no name.
 		{"ec2-instance-state-change-shutting-down.json", dispositionAct, "looks again at the managed group that listed instance i-1234567890abcdef0"},
+		{"operator-wakeup-approve.json", dispositionAct, "looks again at group prod-ecs-asg (ignored when the agent does not manage it) now instead of at the next safety poll, re-reading the rollout record"},
 	} {
 		t.Run(c.sample, func(t *testing.T) {
 			res := run(t, "message", "inspect", filepath.Join(samples, c.sample))

@@ -33,6 +33,7 @@ func runCtx(t *testing.T, ctx context.Context, in string, args ...string) result
 	// The store flags default from the environment; a developer's PATCH_AGENT_TABLE must not leak in.
 	t.Setenv(config.EnvTable, "")
 	t.Setenv(config.EnvRegion, "")
+	t.Setenv(config.EnvQueueURL, "") // nor a queue to wake: the wake-up tests name theirs
 	t.Setenv("USER", "tester")
 	root := newRootCommand()
 	var stdout, stderr bytes.Buffer

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -29,7 +31,9 @@ still apply.
 
 A second pause of a scope that is already paused is refused (exit 2, naming the pause in place) unless
 --replace is given: it would silently end an --until pause earlier or later than planned. --until ends the
-pause by itself; without it the pause lasts until ` + "`patch-agent resume`" + `.
+pause by itself, at that time: the agent wakes the paused groups then; without it the pause lasts until
+` + "`patch-agent resume`" + `. After the write the command wakes the agent (--queue-url) so that it reads the pause,
+and its end, within seconds.
 
 --group is confirmed first: Auto Scaling must know the group and it must carry the tag
 patch-agent/enabled=true (a group opted in that the agent has no record of yet may be paused); with
@@ -45,6 +49,7 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 		Args: cobra.NoArgs,
 	}
 	stores := addStoreFlags(cmd)
+	wakes := addWakeFlag(cmd)
 	cmd.Flags().StringVarP(&group, "group", "g", "", "pause only this Auto Scaling group (default: every group)")
 	cmd.Flags().StringVarP(&reason, "reason", "r", "", "why (required; shown in status and the agent's logs)")
 	cmd.Flags().StringVar(&until, "until", "", "end the pause by itself: an RFC 3339 time or a duration from now (2h, 90m)")
@@ -103,6 +108,7 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 			resume += " --group " + group
 		}
 		fmt.Fprintf(out, "Undo with: %s\n", resume)
+		wakes.wake(cmd, s, operatorWakeUp(events.OperatorPause, group, who))
 		if group != "" {
 			if _, err := s.GetRollout(ctx, group); errors.Is(err, state.ErrNotFound) {
 				fmt.Fprintf(out, "%s is opted in but has no rollout record yet: the pause applies from the agent's first tick on it.\n", group)
@@ -111,6 +117,14 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 		return nil
 	}
 	return cmd
+}
+
+// operatorWakeUp is the wake-up of pause or resume: for group, or for the global lock when group is "".
+func operatorWakeUp(action, group, who string) events.OperatorWakeUp {
+	if group == "" {
+		return events.OperatorWakeUp{Action: action, Scope: events.OperatorGlobal, Who: who}
+	}
+	return events.OperatorWakeUp{Action: action, Group: group, Who: who}
 }
 
 // requireGroupIfGiven refuses an empty --group given explicitly: omitting the flag means the global scope,
@@ -146,8 +160,8 @@ func newResumeCommand() *cobra.Command {
 		Use:   "resume",
 		Short: "Remove the global pause (or one group's with --group)",
 		Long: `Deletes a pause lock written by ` + "`patch-agent pause`" + `: the global one, or one group's with --group. Rollouts
-continue at the agent's next full pass (within its --reconcile-interval: 2 minutes with wake-up events) from the
-step they were held before. A group's own pause and the global
+continue from the step they were held before: within seconds, as the command wakes the agent (--queue-url); without
+--queue-url, or when the send fails (a warning), at the agent's next safety poll (within its --reconcile-interval). A group's own pause and the global
 pause are separate: resuming one leaves the other in place — after resume --group, a group the global pause
 still holds stays paused, and the output says so. Resuming a scope that is not paused says "nothing to
 resume" and exits 0; resuming --group of a group that is not paused and that Auto Scaling does not know
@@ -157,6 +171,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 		Args: cobra.NoArgs,
 	}
 	stores := addStoreFlags(cmd)
+	wakes := addWakeFlag(cmd)
 	cmd.Flags().StringVarP(&group, "group", "g", "", "resume only this Auto Scaling group's own pause (default: the global pause)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := requireGroupIfGiven(cmd, group, "resume the global pause"); err != nil {
@@ -198,7 +213,8 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 				return nil
 			}
 		}
-		fmt.Fprintf(out, "resumed %s: rollouts continue at the agent's next full pass (within its --reconcile-interval)\n", scope)
+		fmt.Fprintf(out, "resumed %s: rollouts continue when the agent next looks at them\n", scope)
+		wakes.wake(cmd, s, operatorWakeUp(events.OperatorResume, group, cmp.Or(defaultWho(), "unknown"))) // resume records no one: who only for the agent's log
 		return nil
 	}
 	return cmd

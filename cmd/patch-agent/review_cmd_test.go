@@ -332,7 +332,8 @@ func TestStatusShowsBothPausesAndResumeOfTheGroupSaysTheGlobalOneHolds(t *testin
 
 	res = run(t, "resume", "--state-file", file)
 	require.NoError(t, res.err)
-	require.Contains(t, res.stdout, "resumed global: rollouts continue at the agent's next full pass (within its --reconcile-interval)")
+	require.Contains(t, res.stdout, "resumed global: rollouts continue when the agent next looks at them\n"+
+		"Not woken: the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events); pass --queue-url")
 }
 
 // 9. approve only what waits for approval, unless --force; approvals are in the history.
@@ -348,7 +349,7 @@ func TestApproveRefusesWhatDoesNotWaitForApproval(t *testing.T) {
 	res = run(t, "approve", demo.GroupName, "--who", "carol", "--force", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "approved "+demo.ImageB+" for "+demo.GroupName+" by carol (phase Completed)")
-	require.NotContains(t, res.stdout, "starts at the agent's next full pass")
+	require.NotContains(t, res.stdout, "The rollout starts")
 	require.Contains(t, res.stdout, "was not waiting for approval")
 }
 
@@ -357,7 +358,7 @@ func TestApproveOfAWaitingGroupIsInTheHistory(t *testing.T) {
 	waitForApproval(t, file, demo.GroupName)
 	res := run(t, "approve", demo.GroupName, "--who", "carol", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	require.Contains(t, res.stdout, "The rollout starts at the agent's next full pass (within its --reconcile-interval) unless another gate holds it")
+	require.Contains(t, res.stdout, "The rollout starts when the agent next looks at the group unless another gate holds it")
 
 	res = run(t, "history", demo.GroupName, "--state-file", file, "--output", "json")
 	require.NoError(t, res.err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/operator"
 )
 
@@ -41,7 +42,10 @@ yes; Ctrl-C aborts and writes nothing); when standard input is not a terminal, -
 
 An EKS managed node group (GROUP nodegroup/CLUSTER/NAME) is rolled back from Completed or Halted/NodegroupUpdate
 to the release, or launch template version, it ran before its target: the agent sends one UpdateNodegroupVersion
-with a ClientRequestToken recorded first, and EKS replaces the nodes itself. --to and --force do not apply.`,
+with a ClientRequestToken recorded first, and EKS replaces the nodes itself. --to and --force do not apply.
+
+Once the rollback is recorded the command wakes the agent (--queue-url, an operator wake-up on its queue): it
+starts within seconds; without --queue-url, or when the send fails (a warning), at its next safety poll.`,
 		Example: `  # back to the AMI before the current one, after checking the plan
   patch-agent rollback prod-ecs-asg --table patch-agent --region eu-west-1
 
@@ -53,6 +57,7 @@ with a ClientRequestToken recorded first, and EKS replaces the nodes itself. --t
 		Args: groupArg,
 	}
 	stores := addStoreFlags(cmd)
+	wakes := addWakeFlag(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "AMI to roll back to (default: the AMI the group ran before its current target)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&force, "force", false, "roll back to a --to AMI that the group's history does not name")
@@ -106,6 +111,7 @@ with a ClientRequestToken recorded first, and EKS replaces the nodes itself. --t
 			target = plan.To
 		}
 		fmt.Fprintf(out, "rollback recorded: %s now targets %s (phase %s, requested by %s)\n", r.Group, target, r.Phase, who)
+		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRollback, Group: r.Group, Who: who})
 		fmt.Fprintf(out, "Follow it with: patch-agent status %s --watch\n", r.Group)
 		return nil
 	}

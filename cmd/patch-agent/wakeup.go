@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/spf13/cobra"
+
+	"github.com/patch-agent/patch-agent/internal/config"
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+)
+
+// queueSender is the one SQS call of the operator commands: the wake-up they send to the agent's queue.
+type queueSender interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+// newQueueSender builds the SQS client of the wake-up from the store's AWS configuration (nil for a state
+// file: the default chain, in region); a test replaces it.
+var newQueueSender = func(ctx context.Context, cfg *aws.Config, region string) (queueSender, error) {
+	if cfg == nil {
+		loaded, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region), quietSDK,
+			awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }))
+		if err != nil {
+			return nil, fmt.Errorf("loading AWS credentials and configuration: %w", err)
+		}
+		cfg = &loaded
+	}
+	return sqs.NewFromConfig(*cfg), nil
+}
+
+// wakeFlags is --queue-url of the operator commands that change what the agent should do now (approve,
+// rollback, pause, resume): after their DynamoDB write they send an operator wake-up
+// (events.KindOperatorWakeUp) to the agent's main queue, so that the agent looks at the target within seconds
+// instead of at its next safety poll.
+type wakeFlags struct {
+	queueURL string
+}
+
+// addWakeFlag registers --queue-url (default PATCH_AGENT_QUEUE_URL, as for `run`).
+func addWakeFlag(cmd *cobra.Command) *wakeFlags {
+	f := &wakeFlags{queueURL: config.Default().QueueURL}
+	cmd.Flags().StringVar(&f.queueURL, "queue-url", f.queueURL, "the agent's SQS queue: wake the agent for this change now (env "+config.EnvQueueURL+"); without it the agent acts at its next safety poll")
+	return f
+}
+
+// queueRegion is the region in the host of an SQS queue URL (https://sqs.eu-west-1.amazonaws.com/...).
+var queueRegion = regexp.MustCompile(`^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$`)
+
+// wake sends the operator wake-up o to the agent's queue after the command's durable write, and prints one
+// line on stdout saying when the agent acts. It never fails the command: the DynamoDB write is the effect,
+// and the wake-up only makes the agent see it sooner. Without --queue-url it says the agent acts at its next
+// safety poll; a failed send is a warning on stderr saying the same.
+func (f *wakeFlags) wake(cmd *cobra.Command, s *openedStore, o events.OperatorWakeUp) {
+	out := cmd.OutOrStdout()
+	later := "the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events)"
+	if strings.TrimSpace(f.queueURL) == "" {
+		fmt.Fprintf(out, "Not woken: %s; pass --queue-url (or set %s) to wake it now.\n", later, config.EnvQueueURL)
+		return
+	}
+	if err := f.send(cmd.Context(), s, o); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: the change is recorded, but waking the agent failed (%v); %s\n", err, later)
+		return
+	}
+	fmt.Fprintln(out, "Woke the agent: it looks at the change within seconds.")
+}
+
+// send builds and sends the wake-up. Errors: a queue URL that is not one, the client, SendMessage.
+func (f *wakeFlags) send(ctx context.Context, s *openedStore, o events.OperatorWakeUp) error {
+	u, err := url.Parse(f.queueURL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return fmt.Errorf("--queue-url %q is not a queue URL like https://sqs.us-east-1.amazonaws.com/111122223333/patch-agent", f.queueURL)
+	}
+	region := ""
+	if m := queueRegion.FindStringSubmatch(u.Host); m != nil {
+		region = m[1]
+	}
+	if s.aws != nil && region == "" {
+		region = s.aws.Region
+	}
+	id := make([]byte, 16)
+	_, _ = rand.Read(id) // crypto/rand.Read never fails (Go 1.24+)
+	body, err := events.NewOperatorWakeUp(o, hex.EncodeToString(id), region, lifecycle.AccountFromQueueURL(f.queueURL), time.Now())
+	if err != nil {
+		return err
+	}
+	client, err := newQueueSender(ctx, s.aws, region)
+	if err != nil {
+		return err
+	}
+	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(f.queueURL), MessageBody: aws.String(string(body))}); err != nil {
+		return fmt.Errorf("sending the wake-up to %s: %w", f.queueURL, err)
+	}
+	return nil
+}

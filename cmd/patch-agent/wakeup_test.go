@@ -1,0 +1,126 @@
+//go:build !nodemo
+
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/events"
+)
+
+const testQueueURL = "https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent"
+
+// fakeSender records the wake-ups sent, and what the state file held at the moment of each send.
+type fakeSender struct {
+	file   string
+	err    error
+	bodies []string
+	atSend []string
+	queues []string
+}
+
+func (f *fakeSender) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	b, _ := os.ReadFile(f.file)
+	f.atSend = append(f.atSend, string(b))
+	f.bodies = append(f.bodies, aws.ToString(in.MessageBody))
+	f.queues = append(f.queues, aws.ToString(in.QueueUrl))
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &sqs.SendMessageOutput{MessageId: aws.String("m-1")}, nil
+}
+
+// useSender makes the operator commands send through f for the rest of the test.
+func useSender(t *testing.T, f *fakeSender) {
+	t.Helper()
+	prev := newQueueSender
+	newQueueSender = func(context.Context, *aws.Config, string) (queueSender, error) { return f, nil }
+	t.Cleanup(func() { newQueueSender = prev })
+}
+
+// TestOperatorCommandsWakeTheAgentAfterTheirWrite: approve, rollback, pause (a group's and the global) and
+// resume send one operator wake-up to --queue-url naming the action, the target and who, and only after their
+// write is durable (the state file already holds the change when the message is sent).
+func TestOperatorCommandsWakeTheAgentAfterTheirWrite(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, file string)
+		args  []string
+		want  events.OperatorWakeUp
+	}{
+		{"approve", func(t *testing.T, file string) { waitForApproval(t, file, demo.GroupName) },
+			[]string{"approve", demo.GroupName, "--who", "carol"}, events.OperatorWakeUp{Action: events.OperatorApprove, Group: demo.GroupName, Who: "carol"}},
+		{"rollback", nil, []string{"rollback", demo.GroupName, "--yes", "--who", "carol"},
+			events.OperatorWakeUp{Action: events.OperatorRollback, Group: demo.GroupName, Who: "carol"}},
+		{"pause of a group", nil, []string{"pause", "--group", demo.GroupName, "--reason", "load test", "--until", "2h", "--who", "carol"},
+			events.OperatorWakeUp{Action: events.OperatorPause, Group: demo.GroupName, Who: "carol"}},
+		{"global pause", nil, []string{"pause", "--reason", "incident", "--who", "carol"},
+			events.OperatorWakeUp{Action: events.OperatorPause, Scope: events.OperatorGlobal, Who: "carol"}},
+		{"resume", func(t *testing.T, file string) {
+			require.NoError(t, run(t, "pause", "--reason", "incident", "--who", "carol", "--state-file", file).err)
+		}, []string{"resume"}, events.OperatorWakeUp{Action: events.OperatorResume, Scope: events.OperatorGlobal, Who: "tester"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			file := demoState(t)
+			if tc.setup != nil {
+				tc.setup(t, file)
+			}
+			before := readFile(t, file)
+			f := &fakeSender{file: file}
+			useSender(t, f)
+			res := run(t, append(tc.args, "--state-file", file, "--queue-url", testQueueURL)...)
+			require.NoError(t, res.err, res.stderr)
+			require.Contains(t, res.stdout, "Woke the agent: it looks at the change within seconds.")
+			require.Len(t, f.bodies, 1, "one wake-up")
+			require.Equal(t, testQueueURL, f.queues[0])
+			after := readFile(t, file)
+			require.NotEqual(t, before, after, "the command wrote its change")
+			require.Equal(t, after, f.atSend[0], "the wake-up was sent after the write was durable")
+			ev, err := events.Parse([]byte(f.bodies[0]))
+			require.NoError(t, err)
+			require.Equal(t, events.KindOperatorWakeUp, ev.Kind)
+			want := tc.want
+			if tc.name == "resume" {
+				want.Who = ev.Operator.Who // resume records no one: $USER@hostname
+				require.Contains(t, want.Who, "tester")
+			}
+			require.Equal(t, &want, ev.Operator)
+			require.Equal(t, "eu-west-1", ev.Region)
+			require.Equal(t, "111122223333", ev.Account)
+		})
+	}
+}
+
+// TestOperatorCommandSucceedsAndWarnsWhenTheWakeUpFails: the DynamoDB (here: state file) write is the
+// command's effect; a wake-up that cannot be sent is a warning on stderr saying the agent acts at its next
+// safety poll, and the command still exits 0 with its change written. Without --queue-url nothing is sent and
+// one line says so.
+func TestOperatorCommandSucceedsAndWarnsWhenTheWakeUpFails(t *testing.T) {
+	file := demoState(t)
+	waitForApproval(t, file, demo.GroupName)
+	before := readFile(t, file)
+	f := &fakeSender{file: file, err: errors.New("AccessDenied: not authorized to perform sqs:SendMessage")}
+	useSender(t, f)
+	res := run(t, "approve", demo.GroupName, "--who", "carol", "--state-file", file, "--queue-url", testQueueURL)
+	require.NoError(t, res.err, "a failed wake-up does not fail the command")
+	require.Contains(t, res.stderr, "warning: the change is recorded, but waking the agent failed (sending the wake-up to "+testQueueURL+": AccessDenied")
+	require.Contains(t, res.stderr, "the agent acts on it at its next safety poll")
+	require.NotContains(t, res.stdout, "Woke the agent")
+	require.NotEqual(t, before, readFile(t, file), "the approval is written")
+	require.Contains(t, status(t, file).Reason, "approval", "status still reads the group")
+
+	f.err, f.bodies = nil, nil
+	res = run(t, "pause", "--group", demo.GroupName, "--reason", "x", "--who", "carol", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Empty(t, f.bodies, "no --queue-url: nothing sent")
+	require.Contains(t, res.stdout, "Not woken: the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events); pass --queue-url (or set PATCH_AGENT_QUEUE_URL) to wake it now.\n")
+}
