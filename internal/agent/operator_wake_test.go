@@ -144,7 +144,7 @@ func TestPauseUntilExpiryResumesWithinSecondsOfItsEndWithoutASafetyPoll(t *testi
 // wake-ups claiming a resume, an approval and a rollback (no command wrote any of them) arrive. Each makes the
 // agent look at the group — and the look reads the pause lock from the store, which still holds: no surge,
 // no drain, no termination, and the record still says paused. A wake-up for a group the agent does not
-// manage is ignored.
+// manage is ignored; a malformed one is left on the queue for its dead-letter queue.
 func TestForgedOperatorWakeUpForAPausedGroupMakesNoDestructiveStep(t *testing.T) {
 	ctx := context.Background()
 	w, g := operatorWorld(t, nil)
@@ -171,5 +171,13 @@ func TestForgedOperatorWakeUpForAPausedGroupMakesNoDestructiveStep(t *testing.T)
 	sendOperatorWakeUp(t, w, events.OperatorWakeUp{Action: events.OperatorResume, Group: "someone-elses-asg", Who: "mallory"})
 	stepBetweenPolls(t, w)
 	require.Equal(t, ignored+1, w.Agent.Consumer.Stats.Ignored.Load(), "a group the agent does not manage: ignored")
+	// Malformed (no action): never deleted, left for the dead-letter queue like every malformed message.
+	failed := w.Agent.Consumer.Stats.Failed.Load()
+	w.Account.SendMessage(w.QueueURL, `{"version":"0","id":"op-bad","detail-type":"Patch Agent Operator Command","source":"patch-agent.operator","time":"2026-12-01T09:00:00Z","detail":{"group":"g","who":"mallory"}}`)
+	stepBetweenPolls(t, w)
+	require.Equal(t, failed+1, w.Agent.Consumer.Stats.Failed.Load(), "the malformed wake-up failed")
+	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+	require.Equal(t, 1, visible+inFlight, "and stays on the queue, for its redrive to the dead-letter queue")
+	require.Len(t, w.Account.DesiredChanges(g.Name), changes)
 	require.Empty(t, w.Checker.Check())
 }
