@@ -181,3 +181,33 @@ func TestForgedOperatorWakeUpForAPausedGroupMakesNoDestructiveStep(t *testing.T)
 	require.Len(t, w.Account.DesiredChanges(g.Name), changes)
 	require.Empty(t, w.Checker.Check())
 }
+
+// TestGlobalResumeWakeUpWakesEveryManagedGroup: under the global pause two groups hold their rollouts; after
+// `resume` (the global lock deleted) its wake-up, naming the global scope, makes the turn that receives it look
+// at both groups, and both rollouts go on before the next safety poll.
+func TestGlobalResumeWakeUpWakesEveryManagedGroup(t *testing.T) {
+	ctx := context.Background()
+	spec := demo.Spec{WakeUpEvents: true, Groups: []demo.GroupSetup{
+		{Name: "a", Cluster: "c", Parameter: "/golden-ami/fleet", Min: 1, Max: 2, Desired: 1},
+		{Name: "b", Cluster: "c", Parameter: "/golden-ami/fleet", Min: 1, Max: 2, Desired: 1},
+	}}
+	w := build(t, spec)
+	_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	require.NoError(t, operator.Pause(ctx, w.Store, "", "freeze", "alice", time.Time{}, w.Account.Clock().Now()))
+	w.PublishAMI("/golden-ami/fleet", demo.ImageB)
+	_, err = w.RunEvents(ctx, 5*time.Minute, func() bool {
+		return strings.Contains(w.Rollout(ctx, "a").Reason, "paused") && strings.Contains(w.Rollout(ctx, "b").Reason, "paused")
+	})
+	require.NoError(t, err)
+	for _, g := range []string{"a", "b"} {
+		require.Contains(t, w.Rollout(ctx, g).Reason, "paused", g)
+	}
+	require.NoError(t, operator.Resume(ctx, w.Store, ""))
+	sendOperatorWakeUp(t, w, events.OperatorWakeUp{Action: events.OperatorResume, Scope: events.OperatorGlobal, Who: "alice"})
+	stepBetweenPolls(t, w)
+	for _, g := range []string{"a", "b"} {
+		require.NotEmpty(t, w.Rollout(ctx, g).NewTemplateVersion, "%s's rollout went on in the turn that received the wake-up", g)
+	}
+	require.Empty(t, w.Checker.Check())
+}
