@@ -48,8 +48,7 @@ if [ -z "${MUTANTS_SHARD:-}" ] && [ "$jobs" -gt 1 ]; then
   rm -f "${outs[@]}"
   exit $rc
 fi
-shard=${MUTANTS_SHARD%/*} shards=${MUTANTS_SHARD#*/}
-[ -n "${MUTANTS_SHARD:-}" ] || { shard=0 shards=1; }
+if [ -n "${MUTANTS_SHARD:-}" ]; then shard=${MUTANTS_SHARD%/*} shards=${MUTANTS_SHARD#*/}; else shard=0 shards=1; fi
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/patch-agent-mutants.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
