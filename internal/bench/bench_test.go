@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -60,8 +61,10 @@ type results struct {
 	APICallsPerInstanceSafetyPoll       float64 `json:"api_calls_per_instance_safety_poll"`
 	ReceiveMessagePerInstanceSafetyPoll float64 `json:"receive_message_per_instance_safety_poll"`
 	// DynamoDBOpsPerInstanceSafetyPoll is DynamoDBOpsPerInstance for the same rollout with wake-up events.
-	DynamoDBOpsPerInstanceSafetyPoll float64            `json:"dynamodb_ops_per_instance_safety_poll"`
-	APICallsPerInstanceByOp          map[string]float64 `json:"api_calls_per_instance_by_operation"`
+	DynamoDBOpsPerInstanceSafetyPoll float64 `json:"dynamodb_ops_per_instance_safety_poll"`
+	// DynamoDBOpsPerInstanceSafetyPollByOp is DynamoDBOpsPerInstanceSafetyPoll by DynamoDB operation.
+	DynamoDBOpsPerInstanceSafetyPollByOp map[string]float64 `json:"dynamodb_ops_per_instance_safety_poll_by_operation"`
+	APICallsPerInstanceByOp              map[string]float64 `json:"api_calls_per_instance_by_operation"`
 	// DynamoDBOpsPerInstance counts every request of the DynamoDB store (on kumo) during the same rollout:
 	// GetItem, PutItem, DeleteItem, TransactWriteItems, and each page of a Query or Scan.
 	DynamoDBOpsPerInstance     float64            `json:"dynamodb_ops_per_instance"`
@@ -110,7 +113,9 @@ func TestBenchmarks(t *testing.T) {
 	}
 	res.RolloutOverheadRatio1SafetyPoll, _, _ = rolloutOverheadEvents(t, 1, nil)
 	res.RolloutOverheadRatio10SafetyPoll, calls, ops = rolloutOverheadEvents(t, 10, dynamoStore(t))
-	for _, n := range ops {
+	res.DynamoDBOpsPerInstanceSafetyPollByOp = map[string]float64{}
+	for op, n := range ops {
+		res.DynamoDBOpsPerInstanceSafetyPollByOp[op] = float64(n) / 10
 		res.DynamoDBOpsPerInstanceSafetyPoll += float64(n) / 10
 	}
 	for op, n := range calls {
@@ -345,18 +350,38 @@ type countingDynamoDB struct {
 	state.DynamoDBAPI
 	mu    sync.Mutex
 	calls map[string]int
+	// items counts the same requests by operation and by the kind of item they read or write (the partition
+	// key's prefix; a Query by its key condition's value), for TestRolloutCosts' breakdown.
+	items map[string]int
 }
 
-func (c *countingDynamoDB) add(op string) {
+func (c *countingDynamoDB) add(op string, item ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["dynamodb:"+op]++
+	if c.items == nil {
+		c.items = map[string]int{}
+	}
+	c.items[op+" "+strings.Join(item, "+")]++
 }
 
 func (c *countingDynamoDB) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls = map[string]int{}
+	c.calls, c.items = map[string]int{}, map[string]int{}
+}
+
+// itemKind names the kind of item of a key or key-condition value: the partition key up to its first '#'
+// and the sort key up to its first '#' ("target rollout", "hook hook", "target history").
+func itemKind(values map[string]types.AttributeValue, pk, sk string) string {
+	str := func(name string) string {
+		if v, ok := values[name].(*types.AttributeValueMemberS); ok {
+			s, _, _ := strings.Cut(v.Value, "#")
+			return s
+		}
+		return ""
+	}
+	return strings.TrimSpace(str(pk) + " " + str(sk))
 }
 
 func (c *countingDynamoDB) snapshot() map[string]int {
@@ -370,22 +395,27 @@ func (c *countingDynamoDB) snapshot() map[string]int {
 }
 
 func (c *countingDynamoDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	c.add("GetItem")
+	c.add("GetItem", itemKind(in.Key, "pk", "sk"))
 	return c.DynamoDBAPI.GetItem(ctx, in, o...)
 }
 
 func (c *countingDynamoDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	c.add("PutItem")
+	c.add("PutItem", itemKind(in.Item, "pk", "sk"))
 	return c.DynamoDBAPI.PutItem(ctx, in, o...)
 }
 
 func (c *countingDynamoDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	c.add("DeleteItem")
+	c.add("DeleteItem", itemKind(in.Key, "pk", "sk"))
 	return c.DynamoDBAPI.DeleteItem(ctx, in, o...)
 }
 
 func (c *countingDynamoDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	c.add("Query")
+	var kind []string
+	for name := range in.ExpressionAttributeValues {
+		kind = append(kind, itemKind(in.ExpressionAttributeValues, name, ""))
+	}
+	sort.Strings(kind)
+	c.add("Query", kind...)
 	return c.DynamoDBAPI.Query(ctx, in, o...)
 }
 
@@ -400,7 +430,18 @@ func (c *countingDynamoDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateIt
 }
 
 func (c *countingDynamoDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	c.add("TransactWriteItems")
+	var kind []string
+	for _, w := range in.TransactItems {
+		switch {
+		case w.Put != nil:
+			kind = append(kind, itemKind(w.Put.Item, "pk", "sk"))
+		case w.Update != nil:
+			kind = append(kind, itemKind(w.Update.Key, "pk", "sk"))
+		case w.ConditionCheck != nil:
+			kind = append(kind, itemKind(w.ConditionCheck.Key, "pk", "sk"))
+		}
+	}
+	c.add("TransactWriteItems", kind...)
 	return c.DynamoDBAPI.TransactWriteItems(ctx, in, o...)
 }
 
@@ -543,14 +584,19 @@ func report(r results) string {
 	for _, op := range ops {
 		fmt.Fprintf(&b, "| %s | %.1f |\n", op, r.APICallsPerInstanceByOp[op])
 	}
-	b.WriteString("\nDynamoDB requests per replaced instance, by operation (same rollout):\n\n| operation | requests per instance |\n| --- | --- |\n")
+	b.WriteString("\nDynamoDB requests per replaced instance, by operation (same rollout; and with wake-up events at the 2 min safety poll):\n\n| operation | 15 s tick | wake-up events |\n| --- | --- | --- |\n")
 	ops = ops[:0]
 	for op := range r.DynamoDBOpsPerInstanceByOp {
 		ops = append(ops, op)
 	}
+	for op := range r.DynamoDBOpsPerInstanceSafetyPollByOp {
+		if _, ok := r.DynamoDBOpsPerInstanceByOp[op]; !ok {
+			ops = append(ops, op)
+		}
+	}
 	sort.Strings(ops)
 	for _, op := range ops {
-		fmt.Fprintf(&b, "| %s | %.1f |\n", op, r.DynamoDBOpsPerInstanceByOp[op])
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f |\n", op, r.DynamoDBOpsPerInstanceByOp[op], r.DynamoDBOpsPerInstanceSafetyPollByOp[op])
 	}
 	return b.String()
 }
@@ -644,10 +690,30 @@ func TestRolloutCosts(t *testing.T) {
 	if os.Getenv("PATCH_AGENT_BENCH") == "" {
 		t.Skip("measurements run with PATCH_AGENT_BENCH=1")
 	}
-	ratio, calls, ops := rolloutOverhead(t, 10, 15*time.Second, dynamoStore(t))
+	db := dynamoStore(t)
+	ratio, calls, ops := rolloutOverhead(t, 10, 15*time.Second, db)
 	printCosts(t, "15 s tick", ratio, calls, ops)
-	ratio, calls, ops = rolloutOverheadEvents(t, 10, dynamoStore(t))
+	printItems(t, db.api)
+	db = dynamoStore(t)
+	ratio, calls, ops = rolloutOverheadEvents(t, 10, db)
 	printCosts(t, "wake-up events, 2 min safety poll", ratio, calls, ops)
+	printItems(t, db.api)
+}
+
+// printItems logs the DynamoDB requests per replaced instance (10 instances) by operation and kind of item.
+func printItems(t *testing.T, c *countingDynamoDB) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]string, 0, len(c.items))
+	for k := range c.items {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%-50s %6.1f\n", k, float64(c.items[k])/10)
+	}
+	t.Logf("DynamoDB requests per instance by item:\n%s", b.String())
 }
 
 // printCosts logs a rollout's AWS calls and DynamoDB requests per replaced instance (10 instances), by
