@@ -67,21 +67,22 @@ func (c *recordCache) drop(group string) {
 
 // listed keeps the records of a full listing (state.Store.ListRollouts) taken when the epochs were epochs
 // (snapshot): a kept record of a higher version is newer (an index read may be a write behind, docs/state.md)
-// and stays; a group dropped since the snapshot is left out. It returns the records by group, the newest known.
+// and stays; a group dropped since the snapshot is left out; a kept record the listing lacks is forgotten
+// (the next look at it reads the store), so the entries stay bounded by the records stored. It returns the
+// records by group, the newest known.
 func (c *recordCache) listed(list []state.Rollout, epochs map[string]uint64) map[string]state.Rollout {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.entries == nil {
-		c.entries = map[string]state.Rollout{}
-	}
 	out := make(map[string]state.Rollout, len(list))
+	kept := c.entries
+	c.entries = make(map[string]state.Rollout, len(list))
 	for _, r := range list {
 		out[r.Group] = r
 		if c.epoch[r.Group] != epochs[r.Group] {
 			continue
 		}
-		if kept, ok := c.entries[r.Group]; ok && kept.Version > r.Version {
-			out[r.Group] = kept.Clone()
+		if k, ok := kept[r.Group]; ok && k.Version > r.Version {
+			out[r.Group], c.entries[r.Group] = k.Clone(), k
 			continue
 		}
 		c.entries[r.Group] = r.Clone()
