@@ -123,6 +123,8 @@ type Agent struct {
 	pass    sync.Mutex  // serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
 	pollMu  sync.Mutex  // serialises the parameter poll and the hook check of concurrent passes
 	targets targetGuard // one target advanced by one goroutine at a time (pool.go)
+	// records keeps each target's rollout record as last read or written, for looks at a few targets (records.go)
+	records recordCache
 	steps   atomic.Uint64
 }
 
@@ -380,16 +382,13 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		// A reaction never runs the fleet's poll (every parameter, every group's hooks) nor waits for one.
 		a.pollIfDue(ctx, d)
 	}
-	// One read of every rollout record per tick instead of one per target; the conditional writes catch a
-	// record that changed since, and a target stepped by another pass since is read again (reconcileTarget).
+	// One read of every rollout record per full pass instead of one per target, none for a look at targets
+	// whose record this process kept (records.go); the conditional writes catch a record that changed since,
+	// and a target stepped by another pass since is taken as kept or read again (reconcileTarget).
 	readAt := a.steps.Load()
-	list, err := a.store.ListRollouts(ctx)
+	records, epochs, err := a.readRecords(ctx, only)
 	if err != nil {
-		return fmt.Errorf("reading rollouts: %w", err)
-	}
-	records := make(map[string]state.Rollout, len(list))
-	for _, r := range list {
-		records[r.Group] = r
+		return err
 	}
 	a.recordNotRolledLocked(ctx, d, records, only) // nodegroups.go: status says why a tagged node group's group is not rolled
 	// Warm pools (field case C18) of groups under a rollout: DescribeAutoScalingGroups does not list their
@@ -411,7 +410,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	p := &pass{d: d, store: a.store, records: records, readAt: readAt, pools: pools, images: images, launched: launched,
+	p := &pass{d: d, store: a.store, records: records, readAt: readAt, epochs: epochs, pools: pools, images: images, launched: launched,
 		nodes: map[string]*clusterView{}}
 	var names []string
 	for _, name := range d.Names() {
@@ -481,17 +480,11 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 	}
 	t := p.d.Targets[name]
 	key := t.Platform + "/" + t.Cluster
-	rec, known := p.record(name)
-	if slot.last > p.readAt {
-		// Stepped by a pass that ran beside this one: what p read may be older than what was written.
-		stored, err := a.store.GetRollout(ctx, name)
-		switch {
-		case err == nil:
-			rec, known = stored, true
-		case !errors.Is(err, state.ErrNotFound):
-			a.stepFailed(name, rec, "reading rollout failed", err)
-			return
-		}
+	// Stepped by a pass that ran beside this one: what p read may be older than what was written.
+	rec, known, epoch, err := a.recordFor(ctx, p, name, slot.last > p.readAt)
+	if err != nil {
+		a.stepFailed(name, rec, "reading rollout failed", err)
+		return
 	}
 	if !known {
 		rec = state.Rollout{Group: name, Platform: t.Platform, Cluster: t.Cluster}
@@ -528,7 +521,8 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 	}
 	warning, problem := a.hookProblems[name], a.sourceErr[t.Parameter]
 	a.mu.Unlock()
-	r, err := a.rollouts().Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Record: &rec, Warning: warning,
+	o := a.rollouts()
+	r, err := o.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Record: &rec, Warning: warning,
 		PauseRead: func(ctx context.Context) (*state.Lock, error) {
 			locks, err := p.pauseLocks(ctx)
 			if err != nil {
@@ -542,6 +536,8 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 			a.pauseEnds.note(name, until) // timers.go: the target is woken when the pause ends
 			return l, nil
 		}, SourceProblem: problem})
+	stored, ok := o.Stored()
+	a.keep(name, stored, ok, epoch)
 	if err != nil {
 		if r.Group == "" {
 			r = rec

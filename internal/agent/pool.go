@@ -101,6 +101,8 @@ type pass struct {
 	pools    map[string]lifecycle.WarmPool
 	images   map[string]string
 	launched map[string]time.Time
+	// epochs are the kept records' epochs when the records were read (records.go)
+	epochs map[string]uint64
 
 	mu      sync.Mutex
 	records map[string]state.Rollout

@@ -159,6 +159,10 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 		rec.Confirmed = c.verdict == verdictConfirmed
 		if c.verdict == verdictConfirmed {
 			rec.WaitState = c.detail
+			if now := h.Clock.Now(); !h.leases().HeldByOther(rec.Lease(), h.Owner, now) {
+				// The claim (below) rides on the confirmation's write: one conditional write instead of two (issue #21).
+				rec = rec.WithLease(h.leases().Claim(h.Owner, now))
+			}
 		}
 		if rec, err = h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
 			return HookInProgress, nil // another copy of the message (or replica) recorded it first: look again

@@ -80,6 +80,7 @@ type Orchestrator struct {
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
 	source     string        // why the target's source names no AMI now ("" when it names one): a gate (sourcegate.go)
 	lastStored state.Rollout // the record as last read or written in this Reconcile call
+	writeLost  bool          // a write of this Reconcile call failed (ErrConflict or another error): lastStored may be stale
 
 	ng *NodegroupInputs // the managed node group being reconciled (nil for a group)
 
@@ -281,6 +282,15 @@ func (o *Orchestrator) loadRecord(ctx context.Context, t Target, in Inputs) (sta
 	} else if !errors.Is(err, state.ErrNotFound) {
 		return state.Rollout{}, fmt.Errorf("reading rollout of %s: %w", t.Group, err)
 	}
-	o.lastStored = r.Clone()
+	o.lastStored, o.writeLost = r.Clone(), false
 	return r, nil
+}
+
+// Stored returns the target's rollout record as the last Reconcile call read it from the store (or was
+// given it, Inputs.Record) or wrote it, and true; false when a write of that call failed — it lost a race
+// (state.ErrConflict, which Reconcile itself does not return) or its outcome is unknown — so the stored
+// record may be newer than any this call saw and must be read again. The agent keeps it to skip the read
+// of its next look (issue #21); the version condition of the next write catches a record changed since.
+func (o *Orchestrator) Stored() (state.Rollout, bool) {
+	return o.lastStored.Clone(), !o.writeLost
 }

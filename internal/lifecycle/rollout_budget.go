@@ -35,10 +35,16 @@ func (o *Orchestrator) claimClusterBudget(ctx context.Context, t Target, r state
 }
 
 // drainSlotStale reports whether a slot's holder no longer drains its instance: its rollout record is gone,
-// or it is not Replacing that instance at Draining or Terminating.
+// or it is not Replacing that instance at Draining or Terminating. A slot of the group being reconciled is
+// judged on its record as this call last read or wrote it (it holds the record's lease, so nobody else
+// moved it: a write since would fail this call's next version condition), any other group's on its record
+// read from the store (GetRollout): the previous instance's slot costs no read (issue #21).
 func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot) (bool, error) {
 	return func(s state.DrainSlot) (bool, error) {
-		r, err := o.Store.GetRollout(ctx, s.Group)
+		r, err := o.lastStored, error(nil)
+		if s.Group != r.Group || r.Version == 0 {
+			r, err = o.Store.GetRollout(ctx, s.Group)
+		}
 		if errors.Is(err, state.ErrNotFound) {
 			return true, nil
 		}

@@ -41,6 +41,7 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string, h
 		next, err = o.Store.PutRollout(ctx, r)
 	}
 	if err != nil {
+		o.writeLost = true // the stored record is not lastStored, or not known to be: read it again (Stored)
 		return r, fmt.Errorf("writing rollout of %s (%s): %w", r.Group, what, err)
 	}
 	if what != "lease renewed" {
