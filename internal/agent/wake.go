@@ -106,7 +106,8 @@ func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
 // rollback, pause and resume after their DynamoDB write) for the loop to look at now, and deletes the message.
 // The global scope names every discovered target; a managed node group's key (lifecycle.NodegroupKey) is
 // taken as it is when the agent rolls node groups. Like every wake-up it is a claim: its action and sender are
-// logged and never used — the look re-reads the rollout record (approval, rollback), the pause locks and AWS
+// logged and never used — the look re-reads the rollout record (approval, rollback: Reread drops the record
+// the agent kept, whose copy predates the operator's write), the pause locks and AWS
 // as the poll would, so a forged one makes one extra look and nothing else. A target the agent does not
 // manage is Ignored (after the first look; before it every wake-up counts, as for handleWakeUp).
 func (a *Agent) handleOperator(ev events.Event) (events.Disposition, error) {
@@ -122,6 +123,7 @@ func (a *Agent) handleOperator(ev events.Event) (events.Disposition, error) {
 	switch {
 	case o.Global():
 		for name := range d.Targets {
+			a.Reread(name)
 			a.wakes.add(name, "", "")
 		}
 		if len(d.Targets) == 0 {
@@ -135,6 +137,7 @@ func (a *Agent) handleOperator(ev events.Event) (events.Disposition, error) {
 	case len(d.Targets) > 0 && len(wokenTargets(d, set(o.Group), nil, nil)) == 0:
 		return events.Ignored, nil
 	}
+	a.Reread(o.Group)
 	a.wakes.add(o.Group, "", "")
 	return events.Done, nil
 }
