@@ -331,6 +331,17 @@ func (q fusedSQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput,
 	return out, nil
 }
 
+func (q fusedSQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	if err := q.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := q.SQS.DeleteMessageBatch(ctx, in, o...)
+	if err = q.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (q fusedSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
 	if err := q.f.before(); err != nil {
 		return nil, err
