@@ -368,10 +368,11 @@ func (w *World) replaceAgent(fuse *Fuse) {
 		clients, store = fuse.Wrap(clients, store)
 	}
 	if w.Agent != nil {
-		st := &w.Agent.Consumer.Stats
-		w.pastMessages.Processed += st.Processed.Load()
-		w.pastMessages.Ignored += st.Ignored.Load()
-		w.pastMessages.Failed += st.Failed.Load()
+		for _, c := range w.Agent.Consumers() {
+			w.pastMessages.Processed += c.Stats.Processed.Load()
+			w.pastMessages.Ignored += c.Stats.Ignored.Load()
+			w.pastMessages.Failed += c.Stats.Failed.Load()
+		}
 	}
 	w.Agent = agent.New(clients, w.agentSettings(fuse), store, w.Account.Clock(), w.log)
 	w.fuse = fuse
