@@ -44,7 +44,7 @@ type Config struct {
 	// QueueURL.
 	WakeUpQueueURL string `json:"wakeUpQueueUrl,omitempty"`
 	Table          string `json:"table"`
-	Region   string `json:"region"`
+	Region         string `json:"region"`
 	// ReconcileInterval is how often every target is looked at (seconds in flags: "15s"): the safety poll.
 	// Default SafetyPollInterval (2 minutes) with WakeUpEvents, PollingInterval (15 s) without.
 	ReconcileInterval time.Duration `json:"reconcileInterval"`
