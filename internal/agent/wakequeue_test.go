@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
@@ -61,5 +63,47 @@ func TestLifecycleActionIsHandledInTheFirstReceiveWhile500WakeUpsWaitOnTheWakeUp
 	require.Zero(t, wakeVisible+wakeInFlight, "every wake-up was consumed from the wake-up queue")
 	require.Equal(t, int64(500), w.Agent.WakeUpConsumer.Stats.Processed.Load())
 	require.Zero(t, w.Agent.WakeUpConsumer.Stats.Misrouted.Load())
+	require.Empty(t, w.Checker.Finish())
+}
+
+// TestMisroutedLifecycleActionOnTheWakeUpQueueIsDrainedAndCompleted (issue #21, item 1): a terminating
+// lifecycle action that a mis-wired rule delivers to the wake-up queue instead of the main one is not lost
+// and not half-handled: the wake-up queue's consumer hands it to the agent like the main one would, the
+// instance is drained, the action completed once with CONTINUE, and only then is the message deleted.
+func TestMisroutedLifecycleActionOnTheWakeUpQueueIsDrainedAndCompleted(t *testing.T) {
+	ctx := context.Background()
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 2}
+	spec := oneGroup(&g)
+	spec.WakeUpQueue = true
+	w := build(t, spec)
+	settle(t, w, 30*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
+	w.Account.Advance(time.Second)
+	w.Checker.Baseline[g.Name] = 1
+
+	// Move the hook's notification from the main queue to the wake-up queue, as a mis-wired rule would.
+	sq := w.Account.SQS()
+	out, err := sq.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(w.QueueURL), MaxNumberOfMessages: 10})
+	require.NoError(t, err)
+	require.Len(t, out.Messages, 1)
+	_, err = sq.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(w.QueueURL), ReceiptHandle: out.Messages[0].ReceiptHandle})
+	require.NoError(t, err)
+	w.Account.SendMessage(w.WakeUpQueueURL, aws.ToString(out.Messages[0].Body))
+
+	_, err = w.Agent.Step(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), w.Agent.WakeUpConsumer.Stats.Misrouted.Load())
+	require.Equal(t, int64(1), w.Agent.WakeUpConsumer.Stats.Held.Load(), "held while its instance drains")
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return len(acceptedCompletions(w)) == 1 })
+	require.NoError(t, err)
+	require.True(t, done, "the mis-routed lifecycle action is completed")
+	for _, cs := range acceptedCompletions(w) {
+		require.Len(t, cs, 1)
+		require.Equal(t, sim.ResultContinue, cs[0].Result)
+		require.True(t, cs[0].Drained, "completed only once drained")
+	}
+	settle(t, w, time.Minute)
+	visible, inFlight := w.Account.QueueDepth(w.WakeUpQueueURL)
+	require.Zero(t, visible+inFlight, "deleted once its effect was durable")
 	require.Empty(t, w.Checker.Finish())
 }
