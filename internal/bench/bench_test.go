@@ -281,13 +281,14 @@ func rolloutOverhead(t *testing.T, n int, tick time.Duration, db *countedStore) 
 	return took.Seconds() / floor.Seconds(), calls, db.api.snapshot()
 }
 
-// rolloutOverheadEvents is rolloutOverhead with wake-up events routed to the agent's queue and the reconcile
-// interval at the production safety poll (2 minutes), the agent driven as Run drives it (World.RunEvents).
+// rolloutOverheadEvents is rolloutOverhead with wake-up events routed to the agent's wake-up queue (as the
+// stack does: demo.Spec.WakeUpQueue, --wake-up-queue-url) and the reconcile interval at the production safety
+// poll (2 minutes), the agent driven as Run drives it (World.RunEvents).
 // With a DynamoDB store (nil: the memory store) it also returns the store's DynamoDB requests during the
 // rollout.
 func rolloutOverheadEvents(t *testing.T, n int, db *countedStore) (float64, map[string]int, map[string]int) {
 	ctx := context.Background()
-	spec := demo.Spec{WakeUpEvents: true, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
+	spec := demo.Spec{WakeUpEvents: true, WakeUpQueue: true, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
 		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}}
 	if db != nil {
 		spec.Store = db.store
