@@ -184,7 +184,14 @@ func (o *observability) run(ctx context.Context, a *agent.Agent, cw awsapi.Cloud
 			return fmt.Errorf("--health-addr %s: %w", o.cfg.HealthAddr, err)
 		}
 	}
-	o.registry.Consumer = func() *events.Stats { return &a.Consumer.Stats }
+	// The message metrics count both queues' consumers (the wake-up queue's with --wake-up-queue-url).
+	o.registry.Consumer = func() *events.Stats {
+		var stats []*events.Stats
+		for _, c := range a.Consumers() {
+			stats = append(stats, &c.Stats)
+		}
+		return events.SumStats(stats...)
+	}
 	side, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	var wg sync.WaitGroup

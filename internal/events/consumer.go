@@ -57,6 +57,21 @@ type Stats struct {
 	OldestMessageAgeSeconds atomic.Int64
 }
 
+// SumStats returns the counts of every consumer of stats added up (a fresh Stats, not updated afterwards):
+// the agent's main queue and its wake-up queue reported as one. OldestMessageAgeSeconds is the largest.
+func SumStats(stats ...*Stats) *Stats {
+	sum := &Stats{}
+	for _, st := range stats {
+		sum.Processed.Add(st.Processed.Load())
+		sum.Ignored.Add(st.Ignored.Load())
+		sum.Failed.Add(st.Failed.Load())
+		sum.Held.Add(st.Held.Load())
+		sum.Misrouted.Add(st.Misrouted.Load())
+		sum.OldestMessageAgeSeconds.Store(max(sum.OldestMessageAgeSeconds.Load(), st.OldestMessageAgeSeconds.Load()))
+	}
+	return sum
+}
+
 // Consumer receives messages from the agent's SQS queue and hands each to the Handler on its own (field case
 // C2): a message is deleted only after its own effect is durable; malformed messages are never deleted, so
 // the queue's redrive policy moves them to the dead-letter queue.

@@ -170,3 +170,20 @@ func TestMisroutedLifecycleActionOnTheWakeUpQueueIsNotLost(t *testing.T) {
 	require.Equal(t, int64(1), c.Stats.Misrouted.Load(), "counted once, not on every look")
 	require.Equal(t, int64(4), c.Stats.Processed.Load())
 }
+
+// TestSumStatsAddsUpBothQueuesConsumers: the message metrics of an agent with a wake-up queue count both
+// consumers (run.go): counts are added, the oldest message age is the larger one.
+func TestSumStatsAddsUpBothQueuesConsumers(t *testing.T) {
+	var a, b events.Stats
+	a.Processed.Store(3)
+	a.Ignored.Store(1)
+	a.OldestMessageAgeSeconds.Store(4)
+	b.Processed.Store(10)
+	b.Failed.Store(2)
+	b.Held.Store(1)
+	b.Misrouted.Store(1)
+	b.OldestMessageAgeSeconds.Store(9)
+	sum := events.SumStats(&a, &b)
+	require.Equal(t, []int64{13, 1, 2, 1, 1, 9}, []int64{sum.Processed.Load(), sum.Ignored.Load(), sum.Failed.Load(),
+		sum.Held.Load(), sum.Misrouted.Load(), sum.OldestMessageAgeSeconds.Load()})
+}
