@@ -582,6 +582,7 @@ const history = `
 | an ECS Container Instance State Change of a DRAINING container instance that still reports running or pending tasks makes no look (it ends no wait; the last task's stop sends the event that does, and the safety poll covers a lost one) | same (TestRolloutCosts, wake-up events) | 7.3 looks, 55.7 + 13.4 ReceiveMessage, 34.4 DynamoDB | 6.3 looks, 49.7 + 13.4 ReceiveMessage, 32.4 DynamoDB |
 | no "waiting" write that only updates instance counts while a rollout is under way (the next transition's write carries them) | DynamoDB requests per replaced instance, wake-up events / 15 s tick (TestRolloutCosts; PutItem 14.4 -> 13.4 / 15.4 -> 13.4) | 32.4 / 56.1 | 31.4 / 54.1 |
 | the pause locks are read (one Query, read again for each target that needs them since the merge) only when a target's first new destructive step needs them, not at the start of every look; a failed read holds the step (mutant 72) | same (dynamodb:Query 13.8 -> 10.5 / 36.5 -> 27.3) | 31.4 / 54.1 | 28.1 / 44.9 |
+| issue #21 item 1-2: wake-ups on a queue of their own (WakeUpQueue, --wake-up-queue-url; the bench routes them there as the stack does), received by a second consumer, and deleted with one DeleteMessageBatch per receive instead of a DeleteMessage each (PATCH_AGENT_BENCH=1 PATCH_AGENT_KUMO=$(scripts/ensure-kumo.sh) go test ./internal/bench -run TestRolloutCosts -v) | AWS calls per replaced instance, wake-up events (api_calls_per_instance_safety_poll; sqs:DeleteMessage 11.5 -> 1.1 + 6.9 DeleteMessageBatch: the simulated events mostly arrive one per receive) | 49.7 + 13.4 ReceiveMessage | 46.2 + 24.8 ReceiveMessage (each step of the simulated driver now receives both queues; in production each consumer long-polls 20 s, so an idle queue costs 3 receives a minute whatever the work) |
 
 ## Goals not met, and why
 
@@ -589,9 +590,8 @@ const history = `
   AWS calls + 13.4 ReceiveMessage and 28.1 DynamoDB requests per replaced instance (goals 20 and 10). Where
   they go: 6.3 looks per instance, each DescribeAutoScalingGroups + ListContainerInstances +
   DescribeContainerInstances (about 19.7) and the rollouts Query (6.3); ListTasks x2 + DescribeTasks in the 3
-  looks that check a drain (9.0); sqs:DeleteMessage 11.5, one per wake-up message (a DeleteMessageBatch per
-  received batch would save about 10: a new SQS operation with its IAM, operation-table and fault rows, not
-  done); about 12 for the replacement itself; DynamoDB: 13.4 PutItem (the transitions, each durable before
+  looks that check a drain (9.0); sqs:DeleteMessage 11.5, one per wake-up message (since then: 1.1 +
+  6.9 DeleteMessageBatch, 46.2 + 24.8 ReceiveMessage, see the history); about 12 for the replacement itself; DynamoDB: 13.4 PutItem (the transitions, each durable before
   its effect, and the lifecycle actions), 4.0 GetItem, 10.5 Query. Not done: no look for a wake-up about an
   instance the rollout no longer waits on (the retired old instance's terminated and Terminate Successful
   events: 1 look per instance; the look at its shutting-down starts the next replacement, so the filter needs
