@@ -60,7 +60,8 @@ Metrics go to CloudWatch (namespace PatchAgent) every --metrics-interval; /healt
 EventBridge bus --event-bus (docs/operations.md, docs/notifications.md).
 
 Before it acts, run checks that it can work here: region, credentials, the queue (GetQueueAttributes), the
-table (DescribeTable, keys pk/sk) and the read permissions of discovery (DescribeAutoScalingGroups). The first
+wake-up queue with --wake-up-queue-url (GetQueueAttributes: the stack's wake-up rules target it, and a
+consumer of its own receives it beside the queue, so no wake-up delays a lifecycle action), the table (DescribeTable, keys pk/sk) and the read permissions of discovery (DescribeAutoScalingGroups). The first
 that fails stops it with that one reason. --check runs only these checks, prints what each found and exits
 (0: all passed, 1: the reason).`,
 		Example: `  patch-agent run --region eu-west-1 \
@@ -92,7 +93,7 @@ that fails stops it with that one reason. --check runs only these checks, prints
 			// Every client built from awsCfg waits for the client-side rate limit of its service (--rate-limit).
 			awsCfg.APIOptions = append(awsCfg.APIOptions, awsapi.NewLimiter(cfg.Limits()).Middleware())
 			sqsAPI, dynamoAPI, asAPI := sqs.NewFromConfig(awsCfg), dynamodb.NewFromConfig(awsCfg), autoscaling.NewFromConfig(awsCfg)
-			rep := selfcheck.Run(cmd.Context(), selfcheck.Target{Region: cfg.Region, QueueURL: cfg.QueueURL, Table: cfg.Table,
+			rep := selfcheck.Run(cmd.Context(), selfcheck.Target{Region: cfg.Region, QueueURL: cfg.QueueURL, WakeUpQueueURL: cfg.WakeUpQueueURL, Table: cfg.Table,
 				Credentials: awsCfg.Credentials, SQS: sqsAPI, DynamoDB: dynamoAPI, AutoScaling: asAPI})
 			if check {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\nchecks of region %s, queue %s, table %s:\n", versionLine(), cfg.Region, cfg.QueueURL, cfg.Table)
@@ -135,11 +136,14 @@ that fails stops it with that one reason. --check runs only these checks, prints
 			}
 			obs := newObservability(cfg, log, eventbridge.NewFromConfig(awsCfg), clock.RealClock{})
 			eksPlatforms, eksSources := newEKS(awsCfg, ec2.NewFromConfig(awsCfg), clock.RealClock{})
-			a := agent.New(clients, agent.Settings{QueueURL: cfg.QueueURL, ReconcileInterval: cfg.ReconcileInterval,
+			a := agent.New(clients, agent.Settings{QueueURL: cfg.QueueURL, WakeUpQueueURL: cfg.WakeUpQueueURL, ReconcileInterval: cfg.ReconcileInterval,
 				PollInterval: cfg.PollInterval, VisibilityTimeout: cfg.VisibilityTimeout, Policy: cfg.Policy(), OwnerID: cfg.OwnerID, LeaseTTL: cfg.LeaseTTL,
 				Observer: obs.observer, Platforms: eksPlatforms, Sources: eksSources, AllowedAMIOwners: cfg.AMIOwners(), Workers: cfg.Workers},
 				store, clock.RealClock{}, log)
 			checks := map[string]health.Check{"queue": health.QueueCheck(sqsAPI, cfg.QueueURL), "table": health.TableCheck(dynamoAPI, cfg.Table)}
+			if cfg.WakeUpQueueURL != "" {
+				checks["wake-up queue"] = health.QueueCheck(sqsAPI, cfg.WakeUpQueueURL)
+			}
 			return obs.run(cmd.Context(), a, clients.CloudWatch, checks)
 		},
 	}
@@ -180,7 +184,14 @@ func (o *observability) run(ctx context.Context, a *agent.Agent, cw awsapi.Cloud
 			return fmt.Errorf("--health-addr %s: %w", o.cfg.HealthAddr, err)
 		}
 	}
-	o.registry.Consumer = func() *events.Stats { return &a.Consumer.Stats }
+	// The message metrics count both queues' consumers (the wake-up queue's with --wake-up-queue-url).
+	o.registry.Consumer = func() *events.Stats {
+		var stats []*events.Stats
+		for _, c := range a.Consumers() {
+			stats = append(stats, &c.Stats)
+		}
+		return events.SumStats(stats...)
+	}
 	side, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	var wg sync.WaitGroup

@@ -42,7 +42,11 @@ type Clients struct {
 
 // Settings are the agent's timing and policy settings.
 type Settings struct {
-	QueueURL          string
+	QueueURL string
+	// WakeUpQueueURL is the queue the stack's wake-up rules target (`--wake-up-queue-url`): a second
+	// consumer receives it beside the main one, so a lifecycle action on QueueURL never waits behind any
+	// number of wake-ups. Empty: wake-ups arrive on QueueURL, as with stacks that have no wake-up queue.
+	WakeUpQueueURL    string
 	ReconcileInterval time.Duration // default 15 s
 	PollInterval      time.Duration // default 10 min
 	VisibilityTimeout time.Duration // default 2 min
@@ -92,6 +96,8 @@ type Agent struct {
 	hooks        *lifecycle.Hooks
 	// Consumer receives the queue; exported for its Stats.
 	Consumer *events.Consumer
+	// WakeUpConsumer receives the wake-up queue (Settings.WakeUpQueueURL); nil without one.
+	WakeUpConsumer *events.Consumer
 
 	// mu guards the fields below it and is held only while they are read or written, never across an AWS
 	// call of a pass, so that a message handled beside a pass never waits for it.
@@ -276,7 +282,31 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 		a.orchestrator.Nodegroups = lifecycle.NodegroupClient{EKS: c.EKSNodegroups, SSM: c.SSM}
 	}
 	a.Consumer = &events.Consumer{SQS: c.SQS, QueueURL: s.QueueURL, Handler: a, Clock: clk, Log: log, VisibilityTimeout: s.VisibilityTimeout}
+	if s.WakeUpQueueURL != "" {
+		a.WakeUpConsumer = &events.Consumer{SQS: c.SQS, QueueURL: s.WakeUpQueueURL, Handler: a, Clock: clk, Log: log.With(zap.String(logging.Queue, "wake-up")),
+			VisibilityTimeout: s.VisibilityTimeout, WakeUpQueue: true}
+	}
 	return a
+}
+
+// Consumers returns the agent's queue consumers: the main one, then the wake-up queue's when there is one.
+func (a *Agent) Consumers() []*events.Consumer {
+	if a.WakeUpConsumer == nil {
+		return []*events.Consumer{a.Consumer}
+	}
+	return []*events.Consumer{a.Consumer, a.WakeUpConsumer}
+}
+
+// pollQueues receives each queue once without waiting: the main queue first (lifecycle actions, parameter
+// changes, ticks), then the wake-up queue, so that a backlog of wake-ups never comes before a lifecycle
+// action. Both errors are returned joined.
+func (a *Agent) pollQueues(ctx context.Context) error {
+	_, err := a.Consumer.PollOnce(ctx, 0)
+	if a.WakeUpConsumer != nil {
+		_, wakeErr := a.WakeUpConsumer.PollOnce(ctx, 0)
+		err = errors.Join(err, wakeErr)
+	}
+	return err
 }
 
 // Store returns the agent's state store.
@@ -286,21 +316,22 @@ func (a *Agent) Store() state.Store { return a.store }
 // loop. The demo and the scenario tests drive the agent with it on a simulated clock. As in Run, a failed
 // poll does not keep the targets from being reconciled; both errors are returned.
 func (a *Agent) RunOnce(ctx context.Context) error {
-	_, pollErr := a.Consumer.PollOnce(ctx, 0)
+	pollErr := a.pollQueues(ctx)
 	return errors.Join(pollErr, a.Reconcile(ctx))
 }
 
-// Run consumes the queue (long polls) and reconciles every ReconcileInterval until ctx is cancelled; then it
-// hands held messages back to the queue and returns.
+// Run consumes the queue (long polls) and, with Settings.WakeUpQueueURL, the wake-up queue on a consumer of
+// its own beside it, and reconciles every ReconcileInterval until ctx is cancelled; then it hands held
+// messages back to the queues and returns.
 func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := a.Consumer.Run(ctx, backoff); err != nil {
-			a.log.Warn("releasing held messages on shutdown", zap.Error(err))
-		}
-	}()
+	for _, c := range a.Consumers() {
+		wg.Go(func() {
+			if err := c.Run(ctx, backoff); err != nil {
+				a.log.Warn("releasing held messages on shutdown", zap.Error(err))
+			}
+		})
+	}
 	for {
 		if err := a.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			a.log.Error("reconcile failed; retrying next tick", zap.Error(err))

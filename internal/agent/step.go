@@ -7,14 +7,15 @@ import (
 )
 
 // Step is one turn of Run's loop without waiting, for drivers on a simulated clock (the demo's
-// event-driven scenarios, the bench): it receives the queue once without waiting (wake-up events are
+// event-driven scenarios, the bench): it receives the queue once without waiting, then the wake-up queue
+// when there is one (Settings.WakeUpQueueURL), (wake-up events are
 // recorded, lifecycle actions handled first, held ones looked at again), then reconciles every target when
 // the safety poll (ReconcileInterval since the last full pass) is due or a scheduled tick asked for it, else only the targets that wake-up
 // events named or whose timed wait ended (ReconcileWoken). It returns when the loop looks next without an
 // event: the next safety poll or the end of the earliest timed wait, whichever comes first. Errors of the
 // receive and of a full pass are returned joined; the targets are reconciled either way.
 func (a *Agent) Step(ctx context.Context) (next time.Time, err error) {
-	_, pollErr := a.Consumer.PollOnce(ctx, 0)
+	pollErr := a.pollQueues(ctx)
 	now := a.clock.Now()
 	var recErr error
 	if last := a.LastTick(); last.IsZero() || !now.Before(last.Add(a.settings.ReconcileInterval)) || a.ticks.pending() {

@@ -286,13 +286,14 @@ func rolloutOverhead(t *testing.T, n int, tick time.Duration, db *countedStore) 
 	return took.Seconds() / floor.Seconds(), calls, db.api.snapshot()
 }
 
-// rolloutOverheadEvents is rolloutOverhead with wake-up events routed to the agent's queue and the reconcile
-// interval at the production safety poll (2 minutes), the agent driven as Run drives it (World.RunEvents).
+// rolloutOverheadEvents is rolloutOverhead with wake-up events routed to the agent's wake-up queue (as the
+// stack does: demo.Spec.WakeUpQueue, --wake-up-queue-url) and the reconcile interval at the production safety
+// poll (2 minutes), the agent driven as Run drives it (World.RunEvents).
 // With a DynamoDB store (nil: the memory store) it also returns the store's DynamoDB requests during the
 // rollout.
 func rolloutOverheadEvents(t *testing.T, n int, db *countedStore) (float64, map[string]int, map[string]int) {
 	ctx := context.Background()
-	spec := demo.Spec{WakeUpEvents: true, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
+	spec := demo.Spec{WakeUpEvents: true, WakeUpQueue: true, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
 		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}}
 	if db != nil {
 		spec.Store = db.store
@@ -630,6 +631,7 @@ const history = `
 | the agent keeps each target's rollout record as it last read or wrote it: a look at a few targets (wake-up, parameter change, timed wait) lists no rollout records; a lost or failed write, another replica's lease and an operator wake-up (Agent.Reread) drop it, and every full pass (the safety poll) lists them all again (mutants 84-86) | DynamoDB requests per replaced instance, wake-up events / 15 s tick (PATCH_AGENT_BENCH=1 PATCH_AGENT_KUMO=$(scripts/ensure-kumo.sh) go test ./internal/bench -run TestRolloutCosts -v; Query of the rollouts 6.3 -> 1.2 / 12.1 -> 12.1: every 15 s tick is a full pass) | 28.1 / 44.9 | 23.0 / 44.8 |
 | the per-cluster budget judges the reconciled group's own drain slot (its previous instance) on the record in hand, which it holds the lease of, instead of a GetRollout | same (GetItem of rollout records 0.9 -> 0) | 23.0 / 44.8 | 22.1 / 43.9 |
 | the claim of a confirmed lifecycle action rides on its confirmation's conditional write (one PutItem instead of two) | same (PutItem of lifecycle actions 4.0 -> 3.0) | 22.1 / 43.9 | 21.1 / 42.9 |
+| issue #21 item 1-2: wake-ups on a queue of their own (WakeUpQueue, --wake-up-queue-url; the bench routes them there as the stack does), received by a second consumer, and deleted with one DeleteMessageBatch per receive instead of a DeleteMessage each (PATCH_AGENT_BENCH=1 PATCH_AGENT_KUMO=$(scripts/ensure-kumo.sh) go test ./internal/bench -run TestRolloutCosts -v) | AWS calls per replaced instance, wake-up events (api_calls_per_instance_safety_poll; sqs:DeleteMessage 11.5 -> 1.1 + 6.9 DeleteMessageBatch: the simulated events mostly arrive one per receive) | 49.7 + 13.4 ReceiveMessage | 46.2 + 24.8 ReceiveMessage (each step of the simulated driver now receives both queues; in production each consumer long-polls 20 s, so an idle queue costs 3 receives a minute whatever the work) |
 
 ## Goals not met, and why
 
@@ -638,9 +640,8 @@ const history = `
   DynamoDB before the kept rollout records, the budget's own-slot check and the merged lifecycle-action claim). Where
   they go: 6.3 looks per instance, each DescribeAutoScalingGroups + ListContainerInstances +
   DescribeContainerInstances (about 19.7) and the rollouts Query (6.3); ListTasks x2 + DescribeTasks in the 3
-  looks that check a drain (9.0); sqs:DeleteMessage 11.5, one per wake-up message (a DeleteMessageBatch per
-  received batch would save about 10: a new SQS operation with its IAM, operation-table and fault rows, not
-  done); about 12 for the replacement itself; DynamoDB (21.1): 12.4 PutItem — 8.3 rollout writes (pick,
+  looks that check a drain (9.0); sqs:DeleteMessage 11.5, one per wake-up message (since then: 1.1 +
+  6.9 DeleteMessageBatch on the wake-up queue, see the history); about 12 for the replacement itself; DynamoDB (21.1): 12.4 PutItem — 8.3 rollout writes (pick,
   surge recorded, surge done, one lease renewal while the replacement boots, replacement healthy, drain started,
   drained, terminating: each durable before its effect), 3.0 lifecycle action writes (confirmed and claimed,
   completing, completed), 1.0 budget slot — 3.1 GetItem (lifecycle action 2.0, budget 1.0) and 5.4 Query (pause

@@ -473,6 +473,8 @@ func TestWhatTheTaskRoleMayDo(t *testing.T) {
 		{"cannot write parameters", request{"ssm:PutParameter", param("/golden-ami/ecs/al2023"), nil}, false},
 
 		{"consumes its queue", request{"sqs:DeleteMessage", arnOf("Queue"), nil}, true},
+		{"consumes its wake-up queue", request{"sqs:ReceiveMessage", arnOf("WakeUpQueue"), nil}, true},
+		{"deletes handled wake-ups in batches", request{"sqs:DeleteMessageBatch", arnOf("WakeUpQueue"), nil}, true},
 		{"does not consume other queues", request{"sqs:ReceiveMessage", "arn:aws:sqs:" + region + ":" + acct + ":other", nil}, false},
 		{"does not read the dead-letter queue", request{"sqs:ReceiveMessage", arnOf("DeadLetterQueue"), nil}, false},
 		{"cannot purge its queue", request{"sqs:PurgeQueue", arnOf("Queue"), nil}, false},

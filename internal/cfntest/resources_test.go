@@ -9,27 +9,44 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/config"
+	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
+
+// queueOfRule is the queue a rule of the stack targets: the wake-up rules (routes: events.KindWakeUp) the
+// wake-up queue, every other rule the queue (issue #21: no wake-up waits in front of a lifecycle action).
+func queueOfRule(id string) string {
+	if routes[id].kind == events.KindWakeUp {
+		return "WakeUpQueue"
+	}
+	return "Queue"
+}
+
+// queuePolicies maps each queue to the id of its queue policy.
+var queuePolicies = map[string]string{"Queue": "QueuePolicy", "WakeUpQueue": "WakeUpQueuePolicy"}
 
 func TestQueuePolicyAdmitsExactlyTheRulesOfTheStack(t *testing.T) {
 	for _, c := range configs {
 		t.Run(c.name, func(t *testing.T) {
 			s := loadStack(t, c.params)
-			var rules []string
+			rules := map[string][]string{} // queue -> the rules that target it
 			for _, id := range s.resourcesOfType("AWS::Events::Rule") {
-				rules = append(rules, arnOf(id))
+				q := queueOfRule(id)
+				rules[q] = append(rules[q], arnOf(id))
 				rule := s.tpl.GetAllEventsRuleResources()[id]
 				require.Lenf(t, rule.Targets, 1, "rule %s", id)
-				require.Equalf(t, arnOf("Queue"), rule.Targets[0].Arn, "rule %s targets the queue", id)
+				require.Equalf(t, arnOf(q), rule.Targets[0].Arn, "rule %s targets %s", id, q)
 			}
-			require.NotEmpty(t, rules)
+			require.NotEmpty(t, rules["Queue"])
+			require.Len(t, rules["WakeUpQueue"], 4, "the four wake-up rules")
 
 			policies := s.tpl.GetAllSQSQueuePolicyResources()
-			require.Len(t, policies, 1, "one queue policy")
-			for id, p := range policies {
-				require.Equal(t, []string{refTo("Queue")}, p.Queues, "the policy is on the queue only (the DLQ needs none)")
+			require.Len(t, policies, 2, "one queue policy per queue")
+			for queue, id := range queuePolicies {
+				p := policies[id]
+				require.NotNil(t, p, id)
+				require.Equal(t, []string{refTo(queue)}, p.Queues, "the policy is on its queue only (the DLQ needs none)")
 				var allows []statement
 				for _, st := range parseStatements(t, id, p.PolicyDocument) {
 					switch st.effect {
@@ -44,11 +61,11 @@ func TestQueuePolicyAdmitsExactlyTheRulesOfTheStack(t *testing.T) {
 				st := allows[0]
 				require.Equal(t, map[string]any{"Service": "events.amazonaws.com"}, st.principal)
 				require.Equal(t, []string{"sqs:SendMessage"}, st.actions)
-				require.Equal(t, []string{arnOf("Queue")}, st.resources)
+				require.Equal(t, []string{arnOf(queue)}, st.resources)
 				require.Equal(t, map[string]map[string][]string{"ArnEquals": {"aws:SourceArn": st.conditions["ArnEquals"]["aws:SourceArn"]}},
 					st.conditions, "the only condition is the source ARN")
-				require.ElementsMatch(t, rules, st.conditions["ArnEquals"]["aws:SourceArn"],
-					"aws:SourceArn lists every rule of the stack and nothing else")
+				require.ElementsMatch(t, rules[queue], st.conditions["ArnEquals"]["aws:SourceArn"],
+					"aws:SourceArn lists every rule of the stack that targets %s and nothing else", queue)
 			}
 		})
 	}
@@ -69,6 +86,14 @@ func TestQueueRedrivesToTheDeadLetterQueue(t *testing.T) {
 	require.Nil(t, dlq.RedrivePolicy)
 	require.Equal(t, 14*24*3600, aws.ToInt(dlq.MessageRetentionPeriod), "seconds")
 	require.True(t, aws.ToBool(dlq.SqsManagedSseEnabled))
+
+	wq, err := s.tpl.GetSQSQueueWithName("WakeUpQueue")
+	require.NoError(t, err)
+	require.Equal(t, q.RedrivePolicy, wq.RedrivePolicy, "the wake-up queue redrives to the same dead-letter queue")
+	require.Equal(t, aws.ToInt(q.VisibilityTimeout), aws.ToInt(wq.VisibilityTimeout))
+	require.Equal(t, aws.ToInt(q.MessageRetentionPeriod), aws.ToInt(wq.MessageRetentionPeriod))
+	require.True(t, aws.ToBool(wq.SqsManagedSseEnabled))
+	require.Nil(t, wq.KmsMasterKeyId)
 }
 
 func TestTableKeepsStateSafely(t *testing.T) {
@@ -110,10 +135,11 @@ func TestContainerRunsTheAgentWithItsResources(t *testing.T) {
 		env[aws.ToString(kv.Name)] = aws.ToString(kv.Value)
 	}
 	require.Equal(t, map[string]string{
-		config.EnvQueueURL: refTo("Queue"),
-		config.EnvTable:    refTo("Table"),
-		config.EnvRegion:   testRegion,
-		config.EnvLogLevel: "info",
+		config.EnvQueueURL:       refTo("Queue"),
+		config.EnvWakeUpQueueURL: refTo("WakeUpQueue"),
+		config.EnvTable:          refTo("Table"),
+		config.EnvRegion:         testRegion,
+		config.EnvLogLevel:       "info",
 	}, env)
 	require.True(t, aws.ToBool(c.ReadonlyRootFilesystem))
 	require.NotNil(t, c.LogConfiguration)

@@ -160,7 +160,7 @@ func TestKmsKeyEncryptsQueuesTableAndLogsWhenGiven(t *testing.T) {
 	const key = "arn:aws:kms:us-east-1:" + testAccount + ":key/1234abcd-12ab-34cd-56ef-1234567890ab"
 	withKey := loadStack(t, map[string]string{"KmsKeyArn": key, "LifecycleHookRoute": "Both"})
 	without := loadStack(t, map[string]string{"LifecycleHookRoute": "Both"})
-	for _, q := range []string{"Queue", "DeadLetterQueue"} {
+	for _, q := range []string{"Queue", "WakeUpQueue", "DeadLetterQueue"} {
 		p, _, _ := withKey.resource(t, q)
 		require.Equal(t, key, p["KmsMasterKeyId"], q)
 		require.NotContains(t, p, "SqsManagedSseEnabled", "%s: one kind of SSE", q)

@@ -82,14 +82,13 @@ func allowedByResourcePolicy(t testing.TB, sts []statement, c caller, action, re
 	return false
 }
 
-func (s *stack) queuePolicy(t testing.TB) []statement {
+// queuePolicy returns the statements of the policy of queue ("Queue" or "WakeUpQueue", queuePolicies).
+func (s *stack) queuePolicy(t testing.TB, queue string) []statement {
 	t.Helper()
-	ps := s.tpl.GetAllSQSQueuePolicyResources()
-	require.Len(t, ps, 1)
-	for id, p := range ps {
-		return parseStatements(t, id, p.PolicyDocument)
-	}
-	return nil
+	id := queuePolicies[queue]
+	p := s.tpl.GetAllSQSQueuePolicyResources()[id]
+	require.NotNil(t, p, "queue policy %s", id)
+	return parseStatements(t, id, p.PolicyDocument)
 }
 
 // tablePolicy returns the statements of the table's resource policy, read from the resolved template.
@@ -113,21 +112,31 @@ var (
 
 func TestQueuePolicyDeniesSendMessageToAllButTheStacksSenders(t *testing.T) {
 	s := loadStack(t, fullConfig) // every rule, and the hook role (LifecycleHookRoute Both)
-	sts := s.queuePolicy(t)
-	queue := arnOf("Queue")
+	for _, q := range []string{"Queue", "WakeUpQueue"} {
+		t.Run(q, func(t *testing.T) { queuePolicyDenies(t, s, q) })
+	}
+}
+
+// queuePolicyDenies checks the policy of queue q against every caller: the rules of the stack that target
+// q, the hook role (Queue only) and the operator roles are spared, everyone else is denied.
+func queuePolicyDenies(t *testing.T, s *stack, q string) {
+	sts := s.queuePolicy(t, q)
+	queue := arnOf(q)
 	hookRole := arnOf("LifecycleHookRole")
 	events := func(rule string) caller { return caller{service: "events.amazonaws.com", sourceArn: rule} }
 
-	// The hook role's own policy allows the send; the policy of the queue must not deny it.
-	require.True(t, allows(t, s.roleStatements(t, "LifecycleHookRole"), request{"sqs:SendMessage", queue, nil}),
-		"LifecycleHookRole may send to the queue")
+	// The hook role's own policy allows the send to the queue; the policy of the queue must not deny it. It
+	// sends lifecycle actions, never wake-ups: the wake-up queue does not spare it.
+	hookToQueue := q == "Queue"
+	require.Equal(t, hookToQueue, allows(t, s.roleStatements(t, "LifecycleHookRole"), request{"sqs:SendMessage", queue, nil}),
+		"LifecycleHookRole may send to the queue only")
 
 	cases := []struct {
 		name   string
 		caller caller
 		denied bool
 	}{
-		{"the hook role Auto Scaling assumes", caller{roleArn: hookRole}, false},
+		{"the hook role Auto Scaling assumes", caller{roleArn: hookRole}, !hookToQueue},
 		{"an operator role (redrive from the DLQ)", caller{roleArn: operatorRole}, false},
 		{"an IAM Identity Center operator role, with its path and suffix", caller{roleArn: ssoOperatorRole}, false},
 		{"an administrator of the account", caller{roleArn: adminRole}, true},
@@ -143,7 +152,7 @@ func TestQueuePolicyDeniesSendMessageToAllButTheStacksSenders(t *testing.T) {
 			name   string
 			caller caller
 			denied bool
-		}{"rule " + id + " of this stack", events(arnOf(id)), false})
+		}{"rule " + id + " of this stack", events(arnOf(id)), queueOfRule(id) != q})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,7 +164,7 @@ func TestQueuePolicyDeniesSendMessageToAllButTheStacksSenders(t *testing.T) {
 	}
 
 	t.Run("the agent still receives, deletes and extends visibility", func(t *testing.T) {
-		for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"} {
+		for _, a := range []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:DeleteMessageBatch", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"} {
 			require.False(t, deniedByResourcePolicy(t, sts, caller{roleArn: arnOf("TaskRole")}, a, queue), a)
 			require.True(t, allows(t, s.roleStatements(t, "TaskRole"), request{a, queue, nil}), a)
 		}
@@ -171,35 +180,39 @@ func TestQueuePolicyExceptionsFollowTheConfiguration(t *testing.T) {
 	for _, c := range configs {
 		t.Run(c.name, func(t *testing.T) {
 			s := loadStack(t, c.params)
-			sts := s.queuePolicy(t)
-			var deny *statement
-			for i := range sts {
-				if sts[i].where == "QueuePolicy#OnlyTheStacksSenders" {
-					deny = &sts[i]
+			for _, q := range []string{"WakeUpQueue", "Queue"} {
+				sts := s.queuePolicy(t, q)
+				var deny *statement
+				for i := range sts {
+					if sts[i].where == queuePolicies[q]+"#OnlyTheStacksSenders" {
+						deny = &sts[i]
+					}
 				}
-			}
-			require.NotNil(t, deny, "statement OnlyTheStacksSenders")
-			require.Equal(t, []string{"sqs:SendMessage"}, deny.actions)
-			require.Equal(t, []string{arnOf("Queue")}, deny.resources)
+				require.NotNil(t, deny, "statement OnlyTheStacksSenders")
+				require.Equal(t, []string{"sqs:SendMessage"}, deny.actions)
+				require.Equal(t, []string{arnOf(q)}, deny.resources)
 
-			var rules []string
-			for _, id := range s.resourcesOfType("AWS::Events::Rule") {
-				rules = append(rules, arnOf(id))
-			}
-			require.ElementsMatch(t, rules, deny.conditions["ArnNotEquals"]["aws:SourceArn"], "exactly the rules of the stack are spared")
-			var principals []string
-			if s.conditions["LifecycleViaQueueTarget"] {
-				principals = []string{arnOf("LifecycleHookRole")}
-			}
-			require.Equal(t, principals, deny.conditions["ArnNotEquals"]["aws:PrincipalArn"], "the hook role is spared when the stack creates it")
-			require.ElementsMatch(t, []string{
-				"arn:*:iam::*:role/" + testOperatorRole, "arn:*:iam::*:role/" + testSSOOperatorRoles,
-				"arn:*:iam::*:role/*/" + testOperatorRole, "arn:*:iam::*:role/*/" + testSSOOperatorRoles,
-			}, deny.conditions["ArnNotLike"]["aws:PrincipalArn"], "the operator roles by name, with or without a path")
+				var rules []string
+				for _, id := range s.resourcesOfType("AWS::Events::Rule") {
+					if queueOfRule(id) == q {
+						rules = append(rules, arnOf(id))
+					}
+				}
+				require.ElementsMatch(t, rules, deny.conditions["ArnNotEquals"]["aws:SourceArn"], "exactly the rules of the stack that target %s are spared", q)
+				var principals []string
+				if s.conditions["LifecycleViaQueueTarget"] && q == "Queue" {
+					principals = []string{arnOf("LifecycleHookRole")}
+				}
+				require.Equal(t, principals, deny.conditions["ArnNotEquals"]["aws:PrincipalArn"], "the hook role is spared when the stack creates it")
+				require.ElementsMatch(t, []string{
+					"arn:*:iam::*:role/" + testOperatorRole, "arn:*:iam::*:role/" + testSSOOperatorRoles,
+					"arn:*:iam::*:role/*/" + testOperatorRole, "arn:*:iam::*:role/*/" + testSSOOperatorRoles,
+				}, deny.conditions["ArnNotLike"]["aws:PrincipalArn"], "the operator roles by name, with or without a path")
 
-			if !s.conditions["LifecycleViaQueueTarget"] {
-				require.True(t, deniedByResourcePolicy(t, sts, caller{roleArn: role(testAccount, "LifecycleHookRole")}, "sqs:SendMessage", arnOf("Queue")),
-					"no hook role in this configuration: no role is spared for it")
+				if !s.conditions["LifecycleViaQueueTarget"] || q == "WakeUpQueue" {
+					require.True(t, deniedByResourcePolicy(t, sts, caller{roleArn: role(testAccount, "LifecycleHookRole")}, "sqs:SendMessage", arnOf(q)),
+						"no hook role is spared for it here")
+				}
 			}
 		})
 	}

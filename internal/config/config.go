@@ -30,6 +30,8 @@ const (
 	EnvAllowedAMIOwners = "PATCH_AGENT_ALLOWED_AMI_OWNERS"
 	// EnvWakeUpEvents gives the default of --wake-up-events ("true" or "false").
 	EnvWakeUpEvents = "PATCH_AGENT_WAKE_UP_EVENTS"
+	// EnvWakeUpQueueURL gives the default of --wake-up-queue-url.
+	EnvWakeUpQueueURL = "PATCH_AGENT_WAKE_UP_QUEUE_URL"
 	// EnvLeaseTTL gives the default of --lease-ttl.
 	EnvLeaseTTL = "PATCH_AGENT_LEASE_TTL"
 )
@@ -37,8 +39,12 @@ const (
 // Config is the effective configuration of `patch-agent run`.
 type Config struct {
 	QueueURL string `json:"queueUrl"`
-	Table    string `json:"table"`
-	Region   string `json:"region"`
+	// WakeUpQueueURL is the queue the stack's wake-up rules target (the stack's output WakeUpQueueUrl),
+	// received by a consumer of its own beside QueueURL's; "" (stacks without one): wake-ups arrive on
+	// QueueURL.
+	WakeUpQueueURL string `json:"wakeUpQueueUrl,omitempty"`
+	Table          string `json:"table"`
+	Region         string `json:"region"`
 	// ReconcileInterval is how often every target is looked at (seconds in flags: "15s"): the safety poll.
 	// Default SafetyPollInterval (2 minutes) with WakeUpEvents, PollingInterval (15 s) without.
 	ReconcileInterval time.Duration `json:"reconcileInterval"`
@@ -110,6 +116,7 @@ func Default() Config {
 	p := lifecycle.DefaultPolicy()
 	return Config{
 		QueueURL:          os.Getenv(EnvQueueURL),
+		WakeUpQueueURL:    os.Getenv(EnvWakeUpQueueURL),
 		Table:             os.Getenv(EnvTable),
 		Region:            os.Getenv(EnvRegion),
 		ReconcileInterval: SafetyPollInterval,
@@ -157,6 +164,7 @@ func envOr(k, def string) string {
 // Bind registers the flags of c on fs.
 func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.QueueURL, "queue-url", c.QueueURL, "URL of the SQS queue the agent consumes (env "+EnvQueueURL+")")
+	fs.StringVar(&c.WakeUpQueueURL, "wake-up-queue-url", c.WakeUpQueueURL, "URL of the SQS queue of wake-up events, received beside --queue-url so that no wake-up delays a lifecycle action; empty: wake-ups arrive on --queue-url (env "+EnvWakeUpQueueURL+")")
 	fs.StringVar(&c.Table, "table", c.Table, "DynamoDB table holding rollout state (env "+EnvTable+")")
 	fs.StringVar(&c.Region, "region", c.Region, "AWS region (env "+EnvRegion+")")
 	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often every managed group is looked at whatever the events: "+
@@ -196,6 +204,15 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--queue-url %q is not a queue URL like https://sqs.us-east-1.amazonaws.com/111122223333/patch-agent", c.QueueURL))
 	} else if m := queueHostRegion.FindStringSubmatch(u.Host); m != nil && c.Region != "" && m[1] != c.Region {
 		errs = append(errs, fmt.Errorf("--queue-url names a queue in %s but --region is %s: the agent runs in the queue's region", m[1], c.Region))
+	}
+	if c.WakeUpQueueURL != "" {
+		if u, err := url.Parse(c.WakeUpQueueURL); err != nil || u.Scheme == "" || u.Host == "" || strings.Count(strings.Trim(u.Path, "/"), "/") != 1 {
+			errs = append(errs, fmt.Errorf("--wake-up-queue-url %q is not a queue URL like https://sqs.us-east-1.amazonaws.com/111122223333/patch-agent-wake-up", c.WakeUpQueueURL))
+		} else if c.WakeUpQueueURL == c.QueueURL {
+			errs = append(errs, fmt.Errorf("--wake-up-queue-url is --queue-url: give the stack's WakeUpQueueUrl output, or leave it empty to receive wake-ups on --queue-url"))
+		} else if m := queueHostRegion.FindStringSubmatch(u.Host); m != nil && c.Region != "" && m[1] != c.Region {
+			errs = append(errs, fmt.Errorf("--wake-up-queue-url names a queue in %s but --region is %s: the agent runs in the queue's region", m[1], c.Region))
+		}
 	}
 	if c.Table == "" {
 		errs = append(errs, fmt.Errorf("--table (or %s) is required: the DynamoDB table that keeps rollout state", EnvTable))

@@ -32,6 +32,8 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		{"table name with bad chars", func(c *Config) { c.Table = "bad table!" }, "is not a DynamoDB table name"},
 		{"queue in another region", func(c *Config) { c.Region = "us-east-1" }, "names a queue in eu-west-1 but --region is us-east-1"},
 		{"malformed queue URL", func(c *Config) { c.QueueURL = "patch-agent" }, "is not a queue URL"},
+		{"malformed wake-up queue URL", func(c *Config) { c.WakeUpQueueURL = "patch-agent-wake-up" }, "--wake-up-queue-url \"patch-agent-wake-up\" is not a queue URL"},
+		{"wake-up queue is the main queue", func(c *Config) { c.WakeUpQueueURL = c.QueueURL }, "--wake-up-queue-url is --queue-url"},
 		{"upper-case log level is fine", func(c *Config) { c.LogLevel = "DEBUG" }, ""},
 		{"unknown log level", func(c *Config) { c.LogLevel = "loud" }, "want debug, info, warn or error"},
 		{"empty owner", func(c *Config) { c.OwnerID = "" }, "--owner-id is empty"},
@@ -118,6 +120,7 @@ func TestReconcileIntervalIsTheSafetyPollWithWakeUpEventsAndTheOldPollWithout(t 
 func TestEnvironmentDefaultsAreTheOnesTheHelpAndTheReadmeName(t *testing.T) {
 	vars := []struct{ env, flag, value string }{
 		{EnvQueueURL, "queue-url", "https://sqs.eu-west-1.amazonaws.com/111122223333/q"},
+		{EnvWakeUpQueueURL, "wake-up-queue-url", "https://sqs.eu-west-1.amazonaws.com/111122223333/q-wake-up"},
 		{EnvTable, "table", "t1"},
 		{EnvRegion, "region", "eu-west-1"},
 		{EnvLogLevel, "log-level", "debug"},

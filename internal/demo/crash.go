@@ -331,6 +331,17 @@ func (q fusedSQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput,
 	return out, nil
 }
 
+func (q fusedSQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	if err := q.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := q.SQS.DeleteMessageBatch(ctx, in, o...)
+	if err = q.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (q fusedSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
 	if err := q.f.before(); err != nil {
 		return nil, err
@@ -357,10 +368,11 @@ func (w *World) replaceAgent(fuse *Fuse) {
 		clients, store = fuse.Wrap(clients, store)
 	}
 	if w.Agent != nil {
-		st := &w.Agent.Consumer.Stats
-		w.pastMessages.Processed += st.Processed.Load()
-		w.pastMessages.Ignored += st.Ignored.Load()
-		w.pastMessages.Failed += st.Failed.Load()
+		for _, c := range w.Agent.Consumers() {
+			w.pastMessages.Processed += c.Stats.Processed.Load()
+			w.pastMessages.Ignored += c.Stats.Ignored.Load()
+			w.pastMessages.Failed += c.Stats.Failed.Load()
+		}
 	}
 	w.Agent = agent.New(clients, w.agentSettings(fuse), store, w.Account.Clock(), w.log)
 	w.fuse = fuse

@@ -40,7 +40,9 @@ const (
 	Cluster   = "demo"
 	GroupName = "demo-ecs-asg"
 	QueueName = "patch-agent"
-	HookName  = "patch-agent-drain"
+	// WakeUpQueueName is the simulated wake-up queue of Spec.WakeUpQueue (the same dead-letter queue).
+	WakeUpQueueName = "patch-agent-wake-up"
+	HookName        = "patch-agent-drain"
 )
 
 // Options configure a demo run.
@@ -111,7 +113,9 @@ type World struct {
 	Agent    *agent.Agent
 	Store    state.Store
 	QueueURL string
-	Checker  *Checker
+	// WakeUpQueueURL is the wake-up queue of Spec.WakeUpQueue; "" without one.
+	WakeUpQueueURL string
+	Checker        *Checker
 	// Restarts counts the agent incarnations replaced by Restart.
 	Restarts int
 	// AgentErrors counts the agent iterations that returned an error (only with Spec.Faults; see Step).
@@ -190,6 +194,9 @@ type Spec struct {
 	// (config.SafetyPollInterval, 2 minutes). Drive such a world with RunEvents. LoseWakeUpEvents keeps the
 	// safety poll but routes no event: every one is lost.
 	WakeUpEvents, LoseWakeUpEvents bool
+	// WakeUpQueue gives the agent a wake-up queue of its own (WakeUpQueueName, --wake-up-queue-url), as the
+	// stack does: WakeUpEvents then routes the wake-up events there instead of to the agent's queue.
+	WakeUpQueue bool
 	// EKSVersion is the control plane version of the EKS clusters of EKS groups. Default EKSVersion.
 	EKSVersion string
 	// Kube, when set, is the Kubernetes API of the EKS groups (a real kube-apiserver in tests); nil: client-go's
@@ -432,10 +439,15 @@ func Build(spec Spec) (*World, error) {
 	}
 	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer,
 		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners, Workers: max(spec.Workers, 1), PassClock: spec.PassClock} // a kumo queue URL names another account
+	wakeQueue := queue
+	if spec.WakeUpQueue {
+		wakeQueue = acct.CreateQueue(WakeUpQueueName, 5, QueueName+"-dlq")
+		settings.WakeUpQueueURL, w.WakeUpQueueURL = wakeQueue, wakeQueue
+	}
 	if spec.WakeUpEvents || spec.LoseWakeUpEvents {
 		settings.ReconcileInterval = config.SafetyPollInterval
 		if !spec.LoseWakeUpEvents {
-			acct.RouteWakeUpEvents(queue) // from now on: the setup sends none
+			acct.RouteWakeUpEvents(wakeQueue) // from now on: the setup sends none
 		}
 	}
 	w.Store, w.QueueURL, w.clients, w.settings, w.log = store, queue, clients, settings, log
@@ -443,7 +455,9 @@ func Build(spec Spec) (*World, error) {
 	if w.faults != nil {
 		// One message at a time: the injector's draws then follow the same calls in every run of a seed
 		// (messages handled concurrently would take each other's draws in any order).
-		w.Agent.Consumer.Concurrency = 1
+		for _, c := range w.Agent.Consumers() {
+			c.Concurrency = 1
+		}
 	}
 	w.Checker.DrainTimeout = policy.DrainTimeout
 	w.Checker.Queue = hookQueue // the hooks notify the simulated queue, also when the agent consumes another
@@ -700,9 +714,12 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 	}
 	s.InvariantViolations = len(all)
 	s.Restarts = w.Restarts
-	st := &w.Agent.Consumer.Stats
-	s.Messages = MessageCounts{Processed: w.pastMessages.Processed + st.Processed.Load(),
-		Ignored: w.pastMessages.Ignored + st.Ignored.Load(), Failed: w.pastMessages.Failed + st.Failed.Load()}
+	s.Messages = w.pastMessages
+	for _, c := range w.Agent.Consumers() {
+		s.Messages.Processed += c.Stats.Processed.Load()
+		s.Messages.Ignored += c.Stats.Ignored.Load()
+		s.Messages.Failed += c.Stats.Failed.Load()
+	}
 	return s
 }
 

@@ -35,7 +35,7 @@ func (w *World) RunEvents(ctx context.Context, limit time.Duration, done func() 
 		w.Checker.Check()
 		// A long poll returns as soon as a message is visible: look again at once, a few times at most (a
 		// message the agent leaves visible must not stop time).
-		if visible, _ := w.Account.QueueDepth(w.QueueURL); visible > 0 && same < sameInstantSteps {
+		if w.queuesVisible() > 0 && same < sameInstantSteps {
 			same++
 			continue
 		}
@@ -61,4 +61,14 @@ func (w *World) RunEvents(ctx context.Context, limit time.Duration, done func() 
 		w.Checker.Check()
 	}
 	return done(), nil
+}
+
+// queuesVisible returns how many messages are visible on the agent's queue and its wake-up queue.
+func (w *World) queuesVisible() int {
+	visible, _ := w.Account.QueueDepth(w.QueueURL)
+	if w.WakeUpQueueURL != "" {
+		wake, _ := w.Account.QueueDepth(w.WakeUpQueueURL)
+		visible += wake
+	}
+	return visible
 }

@@ -49,9 +49,27 @@ type Stats struct {
 	Ignored   atomic.Int64 // deleted without effect, deliberately
 	Failed    atomic.Int64 // malformed or failed handling; left for redelivery / the DLQ
 	Held      atomic.Int64 // currently held (work in progress)
+	// Misrouted counts messages of another kind than a wake-up received on the wake-up queue (a rule
+	// mis-wired to it): handled as on the main queue, and logged.
+	Misrouted atomic.Int64
 	// OldestMessageAgeSeconds is the age, in whole seconds, of the oldest message the last receive returned
 	// (now minus its SentTimestamp); 0 when that receive returned none.
 	OldestMessageAgeSeconds atomic.Int64
+}
+
+// SumStats returns the counts of every consumer of stats added up (a fresh Stats, not updated afterwards):
+// the agent's main queue and its wake-up queue reported as one. OldestMessageAgeSeconds is the largest.
+func SumStats(stats ...*Stats) *Stats {
+	sum := &Stats{}
+	for _, st := range stats {
+		sum.Processed.Add(st.Processed.Load())
+		sum.Ignored.Add(st.Ignored.Load())
+		sum.Failed.Add(st.Failed.Load())
+		sum.Held.Add(st.Held.Load())
+		sum.Misrouted.Add(st.Misrouted.Load())
+		sum.OldestMessageAgeSeconds.Store(max(sum.OldestMessageAgeSeconds.Load(), st.OldestMessageAgeSeconds.Load()))
+	}
+	return sum
 }
 
 // Consumer receives messages from the agent's SQS queue and hands each to the Handler on its own (field case
@@ -67,10 +85,25 @@ type Consumer struct {
 	VisibilityTimeout time.Duration
 	// Concurrency bounds how many messages of one batch are handled at once. Default 4.
 	Concurrency int
+	// WakeUpQueue marks the consumer of the wake-up queue (--wake-up-queue-url), which the stack's wake-up
+	// rules target so that no number of wake-ups delays a lifecycle action on the main queue. A message of
+	// another kind on it (a lifecycle action or a parameter change a mis-wired rule sends there) is not
+	// dropped: it is handled exactly as on the main queue (held, deleted once its effect is durable, or left
+	// for the dead-letter queue) and logged as mis-routed (Stats.Misrouted).
+	WakeUpQueue bool
 	Stats       Stats
 
 	mu   sync.Mutex
 	held map[string]*heldMessage // by SQS MessageId
+	// deletes are the wake-ups handled in the current poll, deleted together at its end (flushDeletes)
+	deletes []pendingDelete
+}
+
+// pendingDelete is a handled wake-up waiting for the DeleteMessageBatch at the end of its poll.
+type pendingDelete struct {
+	id, receipt string
+	disp        Disposition
+	log         *zap.Logger
 }
 
 type heldMessage struct {
@@ -119,7 +152,60 @@ func (c *Consumer) PollOnce(ctx context.Context, wait time.Duration) (int, error
 	c.handleAll(ctx, first)
 	c.revisitHeld(ctx, fresh)
 	c.handleAll(ctx, rest)
+	c.flushDeletes(ctx)
 	return len(out.Messages), nil
+}
+
+// maxEntriesPerBatch is the SQS limit of DeleteMessageBatch (Amazon SQS API Reference, DeleteMessageBatch:
+// up to 10 entries; TooManyEntriesInBatchRequest beyond).
+const maxEntriesPerBatch = 10
+
+// flushDeletes deletes the wake-ups handled in this poll with DeleteMessageBatch, up to 10 per call, instead
+// of one DeleteMessage each. A wake-up's effect is only "look at this target soon", recorded in memory
+// before it is queued here, so deleting it after the record is what a single delete did. Only the entries
+// the answer lists as Successful are counted (Stats.Processed, Stats.Ignored); a Failed entry, or every
+// entry of a call that failed, is not deleted: the message becomes visible again after its visibility
+// timeout and is handled again (the record is idempotent), so no wake-up is lost and none is counted as
+// deleted that was not. Amazon SQS API Reference, "DeleteMessageBatch" (each entry's result is reported
+// individually; check Failed even when the call returns HTTP 200).
+func (c *Consumer) flushDeletes(ctx context.Context) {
+	c.mu.Lock()
+	pending := c.deletes
+	c.deletes = nil
+	c.mu.Unlock()
+	for chunk := range slices.Chunk(pending, maxEntriesPerBatch) {
+		entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(chunk))
+		for i, p := range chunk {
+			entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(p.receipt)}
+		}
+		out, err := c.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(c.QueueURL), Entries: entries})
+		if err != nil {
+			for _, p := range chunk {
+				p.log.Warn("deleting handled wake-up failed; it comes back after its visibility timeout and is recorded again", zap.Error(err))
+			}
+			continue
+		}
+		for _, ok := range out.Successful {
+			i, err := strconv.Atoi(aws.ToString(ok.Id))
+			if err != nil || i < 0 || i >= len(chunk) {
+				continue // not an id this call sent: nothing to count
+			}
+			if chunk[i].disp == Ignored {
+				c.Stats.Ignored.Add(1)
+			} else {
+				c.Stats.Processed.Add(1)
+			}
+		}
+		for _, f := range out.Failed {
+			i, err := strconv.Atoi(aws.ToString(f.Id))
+			if err != nil || i < 0 || i >= len(chunk) {
+				c.Log.Warn("deleting handled wake-ups: a failed entry names no entry of the call", zap.String(logging.Reason, aws.ToString(f.Id)))
+				continue
+			}
+			chunk[i].log.Warn("deleting handled wake-up failed; it comes back after its visibility timeout and is recorded again",
+				zap.String(logging.Reason, aws.ToString(f.Code)+": "+aws.ToString(f.Message)))
+		}
+	}
 }
 
 // received is one message of a receive with its parse result.
@@ -194,6 +280,9 @@ func (c *Consumer) handleReceived(ctx context.Context, r received) {
 // dispatch hands an event to the Handler and deletes, holds or leaves the message by the answer.
 func (c *Consumer) dispatch(ctx context.Context, log *zap.Logger, id, receipt string, ev Event) {
 	log = log.With(zap.String(logging.MessageKind, string(ev.Kind)))
+	if c.WakeUpQueue && ev.Kind != KindWakeUp {
+		c.misrouted(log, id, ev)
+	}
 	disp, err := c.Handler.Handle(ctx, ev)
 	if err != nil && disp == Hold {
 		// Work under way (a drain) hit an error, most likely a passing AWS fault: keep the message held and
@@ -207,6 +296,14 @@ func (c *Consumer) dispatch(ctx context.Context, log *zap.Logger, id, receipt st
 		c.Stats.Failed.Add(1)
 		c.unhold(id)
 		log.Error("handling message failed; it will be redelivered", zap.Error(err), zap.String("event", ev.Describe()))
+		return
+	}
+	if disp != Hold && ev.Kind == KindWakeUp {
+		// Its effect (the target recorded for a look) is in memory already: delete it with the poll's batch.
+		c.unhold(id)
+		c.mu.Lock()
+		c.deletes = append(c.deletes, pendingDelete{id: id, receipt: receipt, disp: disp, log: log})
+		c.mu.Unlock()
 		return
 	}
 	switch disp {
@@ -229,6 +326,20 @@ func (c *Consumer) dispatch(ctx context.Context, log *zap.Logger, id, receipt st
 		// The effect is durable and idempotent: a redelivery finds it done and deletes again.
 		log.Warn("deleting processed message failed; a redelivery will be recognised as done", zap.Error(err))
 	}
+}
+
+// misrouted logs, once per message, a message of another kind than a wake-up received on the wake-up queue;
+// dispatch then handles it as on the main queue. A held one is logged on its first handling only.
+func (c *Consumer) misrouted(log *zap.Logger, id string, ev Event) {
+	c.mu.Lock()
+	_, held := c.held[id]
+	c.mu.Unlock()
+	if held {
+		return
+	}
+	c.Stats.Misrouted.Add(1)
+	log.Error("a message that is not a wake-up arrived on the wake-up queue; handling it as on the main queue (check the EventBridge rules and hooks that target the wake-up queue)",
+		zap.String("event", ev.Describe()))
 }
 
 // hold keeps the message invisible while its work goes on, extending its visibility timeout before it lapses.

@@ -232,3 +232,47 @@ func (b *byInstance) Handle(_ context.Context, ev events.Event) (events.Disposit
 
 func (b *byInstance) finish(id string) { b.mu.Lock(); b.done[id] = true; b.mu.Unlock() }
 func (b *byInstance) count() int       { b.mu.Lock(); defer b.mu.Unlock(); return b.calls }
+
+// batchCounter counts the SQS deletes the consumer sends to kumo.
+type batchCounter struct {
+	*sqs.Client
+	mu               sync.Mutex
+	batches, singles int
+}
+
+func (b *batchCounter) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	b.mu.Lock()
+	b.singles++
+	b.mu.Unlock()
+	return b.Client.DeleteMessage(ctx, in, o...)
+}
+
+func (b *batchCounter) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	b.mu.Lock()
+	b.batches++
+	b.mu.Unlock()
+	return b.Client.DeleteMessageBatch(ctx, in, o...)
+}
+
+// TestKumoWakeUpsAreDeletedWithDeleteMessageBatch (issue #21, item 2): on a real SQS implementation, the
+// wake-ups of a receive are deleted with DeleteMessageBatch (at most 10 a call), none with DeleteMessage, and
+// every one is gone from the queue and counted once; the lifecycle action beside them keeps its own delete.
+func TestKumoWakeUpsAreDeletedWithDeleteMessageBatch(t *testing.T) {
+	q := newQueues(t, 5)
+	api := &batchCounter{Client: q.api}
+	h := &scripted{script: []events.Disposition{events.Done}}
+	c := &events.Consumer{SQS: api, QueueURL: q.url, Handler: h, Clock: clock.RealClock{}, Log: zap.NewNop(), VisibilityTimeout: 30 * time.Second}
+	for range 12 {
+		q.send(t, fixtureBody(t, "instance-launch-successful.json"))
+	}
+	q.send(t, fixtureBody(t, "asg-hook-direct-terminating.json"))
+	pollUntil(t, c, func() bool { return h.calls() >= 13 })
+	visible, inFlight := q.depth(t, q.url)
+	require.Zero(t, visible+inFlight, "every message deleted")
+	require.Equal(t, int64(13), c.Stats.Processed.Load(), "each counted once")
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	require.Equal(t, 1, api.singles, "the lifecycle action's own DeleteMessage, none per wake-up")
+	require.GreaterOrEqual(t, api.batches, 2, "12 wake-ups need at least two batches of 10")
+	require.LessOrEqual(t, api.batches, 12)
+}

@@ -28,6 +28,7 @@ const (
 	WorkflowStep      = "workflow_step"
 	Reason            = "reason"
 	MessageID         = "message_id"
+	Queue             = "queue" // which of the agent's queues a message came from ("wake-up": --wake-up-queue-url)
 	MessageKind       = "message_kind"
 	ReceiveCount      = "receive_count"
 	LifecycleToken    = "lifecycle_action_token"

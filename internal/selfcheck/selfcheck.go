@@ -37,6 +37,8 @@ const (
 	CheckRegion      = "region"
 	CheckCredentials = "credentials"
 	CheckQueue       = "queue"
+	// CheckWakeUpQueue runs only with Target.WakeUpQueueURL (--wake-up-queue-url), right after CheckQueue.
+	CheckWakeUpQueue = "wake-up queue"
 	CheckTable       = "table"
 	CheckDiscovery   = "read permissions"
 )
@@ -53,13 +55,15 @@ var _ GroupsAPI = awsapi.AutoScaling(nil)
 
 // Target is what the checks look at and through which clients.
 type Target struct {
-	Region      string
-	QueueURL    string
-	Table       string
-	Credentials aws.CredentialsProvider // nil: no credentials were configured at all
-	SQS         health.QueueAttributesAPI
-	DynamoDB    health.DescribeTableAPI
-	AutoScaling GroupsAPI
+	Region   string
+	QueueURL string
+	// WakeUpQueueURL is --wake-up-queue-url; "" runs no wake-up queue check.
+	WakeUpQueueURL string
+	Table          string
+	Credentials    aws.CredentialsProvider // nil: no credentials were configured at all
+	SQS            health.QueueAttributesAPI
+	DynamoDB       health.DescribeTableAPI
+	AutoScaling    GroupsAPI
 	// Timeout bounds each check; default DefaultTimeout.
 	Timeout time.Duration
 }
@@ -87,16 +91,15 @@ func Run(ctx context.Context, t Target) Report {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	checks := []struct {
+	type check struct {
 		name string
 		run  func(context.Context, Target) (string, error)
-	}{
-		{CheckRegion, region},
-		{CheckCredentials, credentials},
-		{CheckQueue, queue},
-		{CheckTable, table},
-		{CheckDiscovery, discovery},
 	}
+	checks := []check{{CheckRegion, region}, {CheckCredentials, credentials}, {CheckQueue, queue}}
+	if t.WakeUpQueueURL != "" {
+		checks = append(checks, check{CheckWakeUpQueue, wakeUpQueue})
+	}
+	checks = append(checks, check{CheckTable, table}, check{CheckDiscovery, discovery})
 	var rep Report
 	for _, c := range checks {
 		if rep.Err != nil {
@@ -164,11 +167,19 @@ func maskKey(id string) string {
 	return id[:4] + strings.Repeat("*", len(id)-8) + id[len(id)-4:]
 }
 
-func queue(ctx context.Context, t Target) (string, error) {
-	out, err := t.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(t.QueueURL),
+func queue(ctx context.Context, t Target) (string, error) { return queueAt(ctx, t, t.QueueURL) }
+
+// wakeUpQueue checks the wake-up queue as queue checks the main one: readable (GetQueueAttributes) and
+// with a dead-letter queue for a message the agent cannot read.
+func wakeUpQueue(ctx context.Context, t Target) (string, error) {
+	return queueAt(ctx, t, t.WakeUpQueueURL)
+}
+
+func queueAt(ctx context.Context, t Target, url string) (string, error) {
+	out, err := t.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn, sqstypes.QueueAttributeNameRedrivePolicy}})
 	if err != nil {
-		return "", fmt.Errorf("GetQueueAttributes of %s: %w", t.QueueURL, err)
+		return "", fmt.Errorf("GetQueueAttributes of %s: %w", url, err)
 	}
 	found := "queue " + out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 	if out.Attributes[string(sqstypes.QueueAttributeNameRedrivePolicy)] == "" {

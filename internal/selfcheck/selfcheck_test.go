@@ -157,3 +157,61 @@ func TestSelfCheckStopsAtTheFirstMissingPieceWithOneReason(t *testing.T) {
 		})
 	}
 }
+
+// TestWakeUpQueueIsCheckedOnlyWhenConfigured (issue #21, item 1): with --wake-up-queue-url the check reads
+// the wake-up queue too (GetQueueAttributes), right after the main queue, and a wake-up queue that cannot be
+// read stops the start with that reason; without the flag no such check runs (older stacks).
+func TestWakeUpQueueIsCheckedOnlyWhenConfigured(t *testing.T) {
+	const wakeURL = "https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent-wake-up"
+	for _, c := range []struct {
+		name      string
+		wakeURL   string
+		failWake  bool
+		wantNames []string
+		wantErr   string
+	}{
+		{name: "without the flag", wantNames: []string{CheckRegion, CheckCredentials, CheckQueue, CheckTable, CheckDiscovery}},
+		{name: "with the flag", wakeURL: wakeURL, wantNames: []string{CheckRegion, CheckCredentials, CheckQueue, CheckWakeUpQueue, CheckTable, CheckDiscovery}},
+		{name: "an unreadable wake-up queue", wakeURL: wakeURL, failWake: true,
+			wantNames: []string{CheckRegion, CheckCredentials, CheckQueue, CheckWakeUpQueue, CheckTable, CheckDiscovery},
+			wantErr:   "wake-up queue: GetQueueAttributes of " + wakeURL + ": AWS.SimpleQueueService.NonExistentQueue"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeAWS{groups: []string{"ecs-prod"}}
+			api := &failQueue{fakeAWS: f}
+			if c.failWake {
+				api.url, api.err = wakeURL, errors.New("AWS.SimpleQueueService.NonExistentQueue")
+			}
+			rep := Run(context.Background(), Target{Region: "eu-west-1", QueueURL: queueURL, WakeUpQueueURL: c.wakeURL, Table: "patch-agent",
+				Credentials: staticCreds, SQS: api, DynamoDB: f, AutoScaling: f, Timeout: time.Second})
+			var names []string
+			for _, r := range rep.Results {
+				names = append(names, r.Name)
+			}
+			require.Equal(t, c.wantNames, names)
+			if c.wantErr != "" {
+				require.EqualError(t, rep.Err, c.wantErr)
+				return
+			}
+			require.NoError(t, rep.Err)
+			if c.wakeURL != "" {
+				require.Contains(t, f.calls, "GetQueueAttributes "+wakeURL)
+				require.Equal(t, "queue "+queueArn+" with a dead-letter queue", rep.Results[3].Found)
+			}
+		})
+	}
+}
+
+// failQueue fails GetQueueAttributes of one queue URL.
+type failQueue struct {
+	*fakeAWS
+	url string
+	err error
+}
+
+func (q *failQueue) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, o ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	if q.err != nil && aws.ToString(in.QueueUrl) == q.url {
+		return nil, q.err
+	}
+	return q.fakeAWS.GetQueueAttributes(ctx, in, o...)
+}

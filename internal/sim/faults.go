@@ -534,6 +534,12 @@ func (c faultySQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput
 	})
 }
 
+func (c faultySQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	return call(ctx, c.f, "sqs:DeleteMessageBatch", true, func(ctx context.Context) (*sqs.DeleteMessageBatchOutput, error) {
+		return c.api.DeleteMessageBatch(ctx, in, o...)
+	})
+}
+
 func (c faultySQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
 	return call(ctx, c.f, "sqs:ChangeMessageVisibility", true, func(ctx context.Context) (*sqs.ChangeMessageVisibilityOutput, error) {
 		return c.api.ChangeMessageVisibility(ctx, in, o...)

@@ -284,6 +284,73 @@ func (c *SQSClient) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInpu
 	return &sqs.DeleteMessageOutput{}, nil
 }
 
+// DeleteMessageBatch deletes up to 10 messages by receipt handle, each entry as DeleteMessage would, and
+// reports each entry in Successful or Failed by its Id: a handle this queue never issued fails its entry
+// with ReceiptHandleIsInvalid (SenderFault true) and leaves the others deleted. The call itself fails with
+// EmptyBatchRequest (no entry), TooManyEntriesInBatchRequest (more than 10), BatchEntryIdsNotDistinct (an
+// Id twice), InvalidBatchEntryId (an Id that is empty, longer than 80 characters or not of letters, digits,
+// hyphens and underscores) or QueueDoesNotExist. Amazon SQS API Reference, "DeleteMessageBatch";
+// Amazon SQS Developer Guide, "Amazon SQS batch actions".
+func (c *SQSClient) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "sqs:DeleteMessageBatch")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil {
+		in = &sqs.DeleteMessageBatchInput{}
+	}
+	q, err := a.findQueue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if len(in.Entries) == 0 {
+		return nil, &sqstypes.EmptyBatchRequest{Message: ptr("There should be at least one DeleteMessageBatchRequestEntry in the request.")}
+	}
+	if len(in.Entries) > 10 {
+		return nil, &sqstypes.TooManyEntriesInBatchRequest{Message: ptr(fmt.Sprintf("Maximum number of entries per request are 10. You have sent %d.", len(in.Entries)))}
+	}
+	ids := map[string]bool{}
+	for _, e := range in.Entries {
+		id := deref(e.Id)
+		if !validBatchID(id) {
+			return nil, &sqstypes.InvalidBatchEntryId{Message: ptr(fmt.Sprintf("A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long. Invalid id: %q", id))}
+		}
+		if ids[id] {
+			return nil, &sqstypes.BatchEntryIdsNotDistinct{Message: ptr(fmt.Sprintf("Id %s repeated.", id))}
+		}
+		ids[id] = true
+	}
+	out := &sqs.DeleteMessageBatchOutput{Successful: []sqstypes.DeleteMessageBatchResultEntry{}, Failed: []sqstypes.BatchResultErrorEntry{}}
+	for _, e := range in.Entries {
+		m := q.handles[deref(e.ReceiptHandle)]
+		if m == nil {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: ptr("ReceiptHandleIsInvalid"), SenderFault: true,
+				Message: ptr(fmt.Sprintf("The input receipt handle \"%s\" is not a valid receipt handle.", deref(e.ReceiptHandle)))})
+			continue
+		}
+		if m.handle == deref(e.ReceiptHandle) {
+			m.deleted = true
+		}
+		out.Successful = append(out.Successful, sqstypes.DeleteMessageBatchResultEntry{Id: e.Id})
+	}
+	return out, nil
+}
+
+// validBatchID reports whether id is a valid batch entry Id: 1-80 letters, digits, hyphens and underscores.
+func validBatchID(id string) bool {
+	if id == "" || len(id) > 80 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // ChangeMessageVisibility sets the remaining visibility timeout (0-43200 seconds, counted from now) of a message
 // in flight; 0 makes it visible at once.
 // Amazon SQS Developer Guide, "Amazon SQS visibility timeout"; API Reference, "ChangeMessageVisibility".

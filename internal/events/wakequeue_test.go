@@ -1,0 +1,189 @@
+package events_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/sim"
+)
+
+// failOneEntry fails, in the first DeleteMessageBatch it passes on, the entry whose Id is failID: that entry
+// is not sent to the queue and comes back Failed, as SQS reports an entry it could not delete (Amazon SQS
+// API Reference, DeleteMessageBatch: BatchResultErrorEntry).
+type failOneEntry struct {
+	awsapi.SQS
+	failID  string
+	mu      sync.Mutex
+	done    bool
+	batches int
+	entries int
+	singles int
+}
+
+func (f *failOneEntry) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	f.mu.Lock()
+	f.singles++
+	f.mu.Unlock()
+	return f.SQS.DeleteMessage(ctx, in, o...)
+}
+
+func (f *failOneEntry) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	f.mu.Lock()
+	f.batches++
+	f.entries += len(in.Entries)
+	fail := !f.done
+	f.done = true
+	f.mu.Unlock()
+	if !fail {
+		return f.SQS.DeleteMessageBatch(ctx, in, o...)
+	}
+	pass := &sqs.DeleteMessageBatchInput{QueueUrl: in.QueueUrl}
+	for _, e := range in.Entries {
+		if aws.ToString(e.Id) != f.failID {
+			pass.Entries = append(pass.Entries, e)
+		}
+	}
+	out, err := f.SQS.DeleteMessageBatch(ctx, pass, o...)
+	if err != nil {
+		return nil, err
+	}
+	out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: aws.String(f.failID), Code: aws.String("InternalError"),
+		Message: aws.String("injected"), SenderFault: false})
+	return out, nil
+}
+
+// wakeRecorder records the instances of the wake-ups it is handed (the agent's wake set) and completes
+// everything else at once, recording its kind.
+type wakeRecorder struct {
+	mu     sync.Mutex
+	woken  map[string]int // instance id -> times recorded
+	others []events.Kind
+	hold   bool // lifecycle actions are held (a drain under way) instead of done
+}
+
+func (h *wakeRecorder) Handle(_ context.Context, ev events.Event) (events.Disposition, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ev.Kind == events.KindWakeUp {
+		if h.woken == nil {
+			h.woken = map[string]int{}
+		}
+		h.woken[ev.Wake.InstanceID]++
+		return events.Done, nil
+	}
+	h.others = append(h.others, ev.Kind)
+	if h.hold && ev.Kind == events.KindLifecycleAction {
+		return events.Hold, nil
+	}
+	return events.Done, nil
+}
+
+// TestDeleteMessageBatchWithOneFailedEntryLosesNoWakeUp (issue #21, item 2): ten handled wake-ups are
+// deleted with one DeleteMessageBatch and no DeleteMessage; the one entry SQS reports Failed is not counted
+// as processed, stays on the queue, comes back after its visibility timeout and is recorded again, so its
+// look is not lost; then it is deleted and counted.
+func TestDeleteMessageBatchWithOneFailedEntryLosesNoWakeUp(t *testing.T) {
+	ctx := context.Background()
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	acct := sim.New(clk, sim.Options{})
+	url := acct.CreateQueue("patch-agent-wake-up", 5, "patch-agent-dlq")
+	wake, err := os.ReadFile("testdata/instance-launch-successful.json")
+	require.NoError(t, err)
+	for range 10 {
+		acct.SendMessage(url, string(wake))
+	}
+	api := &failOneEntry{SQS: acct.SQS(), failID: "3"}
+	h := &wakeRecorder{}
+	c := &events.Consumer{SQS: api, QueueURL: url, Handler: h, Clock: clk, Log: zap.NewNop(), WakeUpQueue: true, VisibilityTimeout: time.Minute}
+
+	n, err := c.PollOnce(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 10, n)
+	require.Equal(t, 1, api.batches, "one DeleteMessageBatch for ten wake-ups")
+	require.Equal(t, 10, api.entries)
+	require.Zero(t, api.singles, "no DeleteMessage per wake-up")
+	require.Equal(t, int64(9), c.Stats.Processed.Load(), "the failed entry is not counted as deleted")
+	visible, inFlight := acct.QueueDepth(url)
+	require.Equal(t, [2]int{0, 1}, [2]int{visible, inFlight}, "the failed entry's message is still on the queue")
+
+	clk.Step(time.Minute + time.Second) // its visibility timeout lapses
+	n, err = c.PollOnce(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the wake-up whose delete failed comes back")
+	var recorded int
+	for _, k := range h.woken {
+		recorded += k
+	}
+	require.Equal(t, 11, recorded, "and is recorded again: its look is not lost")
+	require.Equal(t, int64(10), c.Stats.Processed.Load())
+	visible, inFlight = acct.QueueDepth(url)
+	require.Equal(t, [2]int{0, 0}, [2]int{visible, inFlight})
+	require.Zero(t, c.Stats.Misrouted.Load())
+}
+
+// TestMisroutedLifecycleActionOnTheWakeUpQueueIsNotLost (issue #21, item 1): a lifecycle action that a
+// mis-wired rule sends to the wake-up queue is handed to the Handler like on the main queue — held while
+// its drain runs, deleted only when it is Done — and counted as mis-routed, never deleted with the wake-ups
+// beside it.
+func TestMisroutedLifecycleActionOnTheWakeUpQueueIsNotLost(t *testing.T) {
+	ctx := context.Background()
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	acct := sim.New(clk, sim.Options{})
+	url := acct.CreateQueue("patch-agent-wake-up", 5, "patch-agent-dlq")
+	wake, err := os.ReadFile("testdata/instance-launch-successful.json")
+	require.NoError(t, err)
+	hook, err := os.ReadFile("testdata/asg-hook-direct-terminating.json")
+	require.NoError(t, err)
+	for range 3 {
+		acct.SendMessage(url, string(wake))
+	}
+	acct.SendMessage(url, string(hook))
+	h := &wakeRecorder{hold: true}
+	c := &events.Consumer{SQS: acct.SQS(), QueueURL: url, Handler: h, Clock: clk, Log: zap.NewNop(), WakeUpQueue: true}
+
+	_, err = c.PollOnce(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, []events.Kind{events.KindLifecycleAction}, h.others, "the lifecycle action is handled")
+	require.Equal(t, int64(1), c.Stats.Misrouted.Load())
+	require.Equal(t, int64(1), c.Stats.Held.Load(), "held while its drain runs")
+	require.Len(t, acct.QueueMessages(url), 1, "the wake-ups are deleted, the lifecycle action is not")
+
+	h.mu.Lock()
+	h.hold = false // the drain is over: the next look completes it
+	h.mu.Unlock()
+	_, err = c.PollOnce(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, []events.Kind{events.KindLifecycleAction, events.KindLifecycleAction}, h.others)
+	require.Empty(t, acct.QueueMessages(url), "deleted once Done")
+	require.Equal(t, int64(1), c.Stats.Misrouted.Load(), "counted once, not on every look")
+	require.Equal(t, int64(4), c.Stats.Processed.Load())
+}
+
+// TestSumStatsAddsUpBothQueuesConsumers: the message metrics of an agent with a wake-up queue count both
+// consumers (run.go): counts are added, the oldest message age is the larger one.
+func TestSumStatsAddsUpBothQueuesConsumers(t *testing.T) {
+	var a, b events.Stats
+	a.Processed.Store(3)
+	a.Ignored.Store(1)
+	a.OldestMessageAgeSeconds.Store(4)
+	b.Processed.Store(10)
+	b.Failed.Store(2)
+	b.Held.Store(1)
+	b.Misrouted.Store(1)
+	b.OldestMessageAgeSeconds.Store(9)
+	sum := events.SumStats(&a, &b)
+	require.Equal(t, []int64{13, 1, 2, 1, 1, 9}, []int64{sum.Processed.Load(), sum.Ignored.Load(), sum.Failed.Load(),
+		sum.Held.Load(), sum.Misrouted.Load(), sum.OldestMessageAgeSeconds.Load()})
+}
