@@ -60,8 +60,10 @@ type results struct {
 	APICallsPerInstanceSafetyPoll       float64 `json:"api_calls_per_instance_safety_poll"`
 	ReceiveMessagePerInstanceSafetyPoll float64 `json:"receive_message_per_instance_safety_poll"`
 	// DynamoDBOpsPerInstanceSafetyPoll is DynamoDBOpsPerInstance for the same rollout with wake-up events.
-	DynamoDBOpsPerInstanceSafetyPoll float64            `json:"dynamodb_ops_per_instance_safety_poll"`
-	APICallsPerInstanceByOp          map[string]float64 `json:"api_calls_per_instance_by_operation"`
+	DynamoDBOpsPerInstanceSafetyPoll float64 `json:"dynamodb_ops_per_instance_safety_poll"`
+	// APICallsPerInstanceSafetyPollByOp is APICallsPerInstanceSafetyPoll by operation (ReceiveMessage included).
+	APICallsPerInstanceSafetyPollByOp map[string]float64 `json:"api_calls_per_instance_safety_poll_by_operation"`
+	APICallsPerInstanceByOp           map[string]float64 `json:"api_calls_per_instance_by_operation"`
 	// DynamoDBOpsPerInstance counts every request of the DynamoDB store (on kumo) during the same rollout:
 	// GetItem, PutItem, DeleteItem, TransactWriteItems, and each page of a Query or Scan.
 	DynamoDBOpsPerInstance     float64            `json:"dynamodb_ops_per_instance"`
@@ -113,7 +115,9 @@ func TestBenchmarks(t *testing.T) {
 	for _, n := range ops {
 		res.DynamoDBOpsPerInstanceSafetyPoll += float64(n) / 10
 	}
+	res.APICallsPerInstanceSafetyPollByOp = map[string]float64{}
 	for op, n := range calls {
+		res.APICallsPerInstanceSafetyPollByOp[op] = float64(n) / 10
 		if op == "sqs:ReceiveMessage" {
 			res.ReceiveMessagePerInstanceSafetyPoll += float64(n) / 10
 			continue
@@ -534,14 +538,20 @@ func report(r results) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", f.name, f.value, f.goal, f.how)
 	}
 	b.WriteString(history)
-	b.WriteString("\nAWS API calls per replaced instance, by operation (10-instance rollout, 15 s tick):\n\n| operation | calls per instance |\n| --- | --- |\n")
+	b.WriteString("\nAWS API calls per replaced instance, by operation (10-instance rollout; 15 s tick, and wake-up events with the 2 min safety poll):\n\n| operation | 15 s tick | wake-up events |\n| --- | --- | --- |\n")
+	seen := map[string]bool{}
 	ops := make([]string, 0, len(r.APICallsPerInstanceByOp))
-	for op := range r.APICallsPerInstanceByOp {
-		ops = append(ops, op)
+	for _, m := range []map[string]float64{r.APICallsPerInstanceByOp, r.APICallsPerInstanceSafetyPollByOp} {
+		for op := range m {
+			if !seen[op] {
+				seen[op] = true
+				ops = append(ops, op)
+			}
+		}
 	}
 	sort.Strings(ops)
 	for _, op := range ops {
-		fmt.Fprintf(&b, "| %s | %.1f |\n", op, r.APICallsPerInstanceByOp[op])
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f |\n", op, r.APICallsPerInstanceByOp[op], r.APICallsPerInstanceSafetyPollByOp[op])
 	}
 	b.WriteString("\nDynamoDB requests per replaced instance, by operation (same rollout):\n\n| operation | requests per instance |\n| --- | --- |\n")
 	ops = ops[:0]
