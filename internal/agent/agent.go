@@ -125,6 +125,8 @@ type Agent struct {
 	pauseEnds pauseEnds
 	// resume is the first target the last cut pass left out: the next pass begins with it (passbudget.go)
 	resume string
+	// quiet: target -> the instances whose wake-ups end none of its waits, from its last look (wake.go)
+	quiet map[string]map[string]bool
 
 	pass    sync.Mutex  // serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
 	pollMu  sync.Mutex  // serialises the parameter poll and the hook check of concurrent passes
@@ -582,6 +584,7 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 	}
 	a.mu.Lock()
 	a.alertSourceLocked(t, problem, ami)
+	a.noteQuietLocked(name, r) // wake.go
 	a.mu.Unlock()
 	a.settings.Observer.TargetObserved(t, v, r, ami)
 }

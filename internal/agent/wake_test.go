@@ -115,3 +115,69 @@ func instanceOf(t *testing.T, w *demo.World, group string) string {
 	require.NotEmpty(t, g.Instances)
 	return g.Instances[0].ID
 }
+
+// TestWakeUpAboutAnInstanceTheReplacementDoesNotWaitOnMakesNoLook: while a replacement waits to be healthy
+// (Replacing/ReplacementHealthy), a wake-up about another instance of the group from before the surge — a
+// retired instance's terminated or Terminate Successful, another old instance's change — ends none of its
+// waits: it is Done and makes no look (issue #21: one look per replaced instance). A wake-up about the
+// instance being replaced, about an instance from after the surge (the replacement), or naming no instance
+// still looks at once; and so does one about the same instance once the rollout has moved on.
+func TestWakeUpAboutAnInstanceTheReplacementDoesNotWaitOnMakesNoLook(t *testing.T) {
+	ctx := context.Background()
+	obs := &observedTargets{}
+	w, err := demo.Build(demo.Spec{Observer: obs, Groups: []demo.GroupSetup{
+		{Name: "a", Cluster: "ca", Parameter: "/golden/a", Min: 2, Max: 3, Desired: 2},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	w.PublishAMI("/golden/a", demo.ImageB)
+	require.NoError(t, w.Agent.RunOnce(ctx))
+	rec := w.Rollout(ctx, "a")
+	require.NotNil(t, rec.Current)
+	require.Equal(t, state.StepReplacementHealthy, rec.Current.Step)
+	require.Len(t, rec.Current.InstancesBefore, 2)
+	other := rec.Current.InstancesBefore[0]
+	if other == rec.Current.OldInstanceID {
+		other = rec.Current.InstancesBefore[1]
+	}
+	obs.take()
+
+	wake := func(wk events.WakeUp) events.Event {
+		return events.Event{Kind: events.KindWakeUp, Envelope: events.EnvelopeEventBridge, ID: "e", Group: wk.Group, Wake: &wk}
+	}
+	for _, tc := range []struct {
+		name  string
+		ev    events.Event
+		looks []string
+	}{
+		{"Terminate Successful of another instance from before the surge", wake(events.WakeUp{Group: "a", InstanceID: other, Status: "InProgress"}), nil},
+		{"EC2 state change of another instance from before the surge", wake(events.WakeUp{InstanceID: other, Status: "terminated"}), nil},
+		{"container instance change of another instance from before the surge", wake(events.WakeUp{Cluster: "ca", InstanceID: other, Status: "ACTIVE"}), nil},
+		{"the instance being replaced", wake(events.WakeUp{Group: "a", InstanceID: rec.Current.OldInstanceID, Status: "InProgress"}), []string{"a"}},
+		{"an instance from after the surge (the replacement)", wake(events.WakeUp{Group: "a", InstanceID: "i-0aaaaaaaaaaaaaaaa", Status: "InProgress"}), []string{"a"}},
+		{"the replacement's container instance", wake(events.WakeUp{Cluster: "ca", InstanceID: "i-0aaaaaaaaaaaaaaaa", Status: "ACTIVE"}), []string{"a"}},
+		{"no instance named", wake(events.WakeUp{Group: "a"}), []string{"a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			disp, err := w.Agent.Handle(ctx, tc.ev)
+			require.NoError(t, err)
+			require.Equal(t, events.Done, disp, "a wake-up about a managed group is never counted as ignored")
+			w.Agent.ReconcileWoken(ctx)
+			require.Equal(t, tc.looks, obs.take())
+		})
+	}
+
+	// Once the rollout no longer waits for a replacement to be healthy, the same instance looks again.
+	stored := w.Rollout(ctx, "a")
+	stored.Current.Step = state.StepDraining
+	_, err = w.Store.PutRollout(ctx, stored)
+	require.NoError(t, err)
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	obs.take()
+	require.Equal(t, state.StepDraining, w.Rollout(ctx, "a").Current.Step)
+	disp, err := w.Agent.Handle(ctx, wake(events.WakeUp{Group: "a", InstanceID: other, Status: "InProgress"}))
+	require.NoError(t, err)
+	require.Equal(t, events.Done, disp)
+	w.Agent.ReconcileWoken(ctx)
+	require.Equal(t, []string{"a"}, obs.take())
+}

@@ -64,7 +64,9 @@ type results struct {
 	DynamoDBOpsPerInstanceSafetyPoll float64 `json:"dynamodb_ops_per_instance_safety_poll"`
 	// DynamoDBOpsPerInstanceSafetyPollByOp is DynamoDBOpsPerInstanceSafetyPoll by DynamoDB operation.
 	DynamoDBOpsPerInstanceSafetyPollByOp map[string]float64 `json:"dynamodb_ops_per_instance_safety_poll_by_operation"`
-	APICallsPerInstanceByOp              map[string]float64 `json:"api_calls_per_instance_by_operation"`
+	// APICallsPerInstanceSafetyPollByOp is APICallsPerInstanceSafetyPoll by operation (ReceiveMessage included).
+	APICallsPerInstanceSafetyPollByOp map[string]float64 `json:"api_calls_per_instance_safety_poll_by_operation"`
+	APICallsPerInstanceByOp           map[string]float64 `json:"api_calls_per_instance_by_operation"`
 	// DynamoDBOpsPerInstance counts every request of the DynamoDB store (on kumo) during the same rollout:
 	// GetItem, PutItem, DeleteItem, TransactWriteItems, and each page of a Query or Scan.
 	DynamoDBOpsPerInstance     float64            `json:"dynamodb_ops_per_instance"`
@@ -118,7 +120,9 @@ func TestBenchmarks(t *testing.T) {
 		res.DynamoDBOpsPerInstanceSafetyPollByOp[op] = float64(n) / 10
 		res.DynamoDBOpsPerInstanceSafetyPoll += float64(n) / 10
 	}
+	res.APICallsPerInstanceSafetyPollByOp = map[string]float64{}
 	for op, n := range calls {
+		res.APICallsPerInstanceSafetyPollByOp[op] = float64(n) / 10
 		if op == "sqs:ReceiveMessage" {
 			res.ReceiveMessagePerInstanceSafetyPoll += float64(n) / 10
 			continue
@@ -576,14 +580,20 @@ func report(r results) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", f.name, f.value, f.goal, f.how)
 	}
 	b.WriteString(history)
-	b.WriteString("\nAWS API calls per replaced instance, by operation (10-instance rollout, 15 s tick):\n\n| operation | calls per instance |\n| --- | --- |\n")
+	b.WriteString("\nAWS API calls per replaced instance, by operation (10-instance rollout; 15 s tick, and wake-up events with the 2 min safety poll):\n\n| operation | 15 s tick | wake-up events |\n| --- | --- | --- |\n")
+	seen := map[string]bool{}
 	ops := make([]string, 0, len(r.APICallsPerInstanceByOp))
-	for op := range r.APICallsPerInstanceByOp {
-		ops = append(ops, op)
+	for _, m := range []map[string]float64{r.APICallsPerInstanceByOp, r.APICallsPerInstanceSafetyPollByOp} {
+		for op := range m {
+			if !seen[op] {
+				seen[op] = true
+				ops = append(ops, op)
+			}
+		}
 	}
 	sort.Strings(ops)
 	for _, op := range ops {
-		fmt.Fprintf(&b, "| %s | %.1f |\n", op, r.APICallsPerInstanceByOp[op])
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f |\n", op, r.APICallsPerInstanceByOp[op], r.APICallsPerInstanceSafetyPollByOp[op])
 	}
 	b.WriteString("\nDynamoDB requests per replaced instance, by operation (same rollout; and with wake-up events at the 2 min safety poll):\n\n| operation | 15 s tick | wake-up events |\n| --- | --- | --- |\n")
 	ops = ops[:0]
@@ -632,27 +642,32 @@ const history = `
 | the per-cluster budget judges the reconciled group's own drain slot (its previous instance) on the record in hand, which it holds the lease of, instead of a GetRollout | same (GetItem of rollout records 0.9 -> 0) | 23.0 / 44.8 | 22.1 / 43.9 |
 | the claim of a confirmed lifecycle action rides on its confirmation's conditional write (one PutItem instead of two) | same (PutItem of lifecycle actions 4.0 -> 3.0) | 22.1 / 43.9 | 21.1 / 42.9 |
 | issue #21 item 1-2: wake-ups on a queue of their own (WakeUpQueue, --wake-up-queue-url; the bench routes them there as the stack does), received by a second consumer, and deleted with one DeleteMessageBatch per receive instead of a DeleteMessage each (PATCH_AGENT_BENCH=1 PATCH_AGENT_KUMO=$(scripts/ensure-kumo.sh) go test ./internal/bench -run TestRolloutCosts -v) | AWS calls per replaced instance, wake-up events (api_calls_per_instance_safety_poll; sqs:DeleteMessage 11.5 -> 1.1 + 6.9 DeleteMessageBatch: the simulated events mostly arrive one per receive) | 49.7 + 13.4 ReceiveMessage | 46.2 + 24.8 ReceiveMessage (each step of the simulated driver now receives both queues; in production each consumer long-polls 20 s, so an idle queue costs 3 receives a minute whatever the work) |
+| traced look by look (TestRolloutLookTrace, PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestRolloutLookTrace -v: each look of the 10-instance wake-up rollout with the wake-ups it received, the rollout's position and its calls): per instance 6.3 looks — the replacement's Launch Successful (it is InService, its container instance not yet connected), its container instance ACTIVE (the drain starts), the old instance DRAINING with no task counted twice (tasks STOPPING, then STOPPED: C8), its shutting-down (the next pick and surge), its terminated + Terminate Successful (nothing waits on it), and 0.3 safety polls; each look DescribeAutoScalingGroups + ListContainerInstances + DescribeContainerInstances, the drain checks ListTasks x2 + DescribeTasks. A drain the look just started on a container instance it counted tasks on (runningTasksCount + pendingTasksCount) is not drained, without listing its tasks; the next look checks in full (a count of 0 proves nothing, C8; mutant 81) | AWS calls per replaced instance, wake-up events / 15 s tick (TestRolloutCosts; ecs:ListTasks 6.0 -> 4.0, ecs:DescribeTasks 3.0 -> 2.0 with events) | 49.7 + 13.4 ReceiveMessage / 60.6 + 12.1 | 46.7 + 13.4 / 57.6 + 12.1 |
+| while a replacement waits to be healthy, a wake-up about an instance of the group from before the surge other than the old one (the retired instance's terminated and Terminate Successful) makes no look (mutants 82, 83) | same, wake-up events (looks per instance 6.3 -> 5.6; DynamoDB 28.1 -> 27.4) | 46.7 + 13.4 ReceiveMessage | 44.6 + 13.4 ReceiveMessage |
 
 ## Goals not met, and why
 
-- With wake-up events and the 2 min safety poll (TestRolloutCosts, 10 instances, DynamoDB store on kumo): 49.7
-  AWS calls + 13.4 ReceiveMessage and 21.1 DynamoDB requests per replaced instance (goals 20 and 10; 28.1
-  DynamoDB before the kept rollout records, the budget's own-slot check and the merged lifecycle-action claim). Where
-  they go: 6.3 looks per instance, each DescribeAutoScalingGroups + ListContainerInstances +
-  DescribeContainerInstances (about 19.7) and the rollouts Query (6.3); ListTasks x2 + DescribeTasks in the 3
-  looks that check a drain (9.0); sqs:DeleteMessage 11.5, one per wake-up message (since then: 1.1 +
-  6.9 DeleteMessageBatch on the wake-up queue, see the history); about 12 for the replacement itself; DynamoDB (21.1): 12.4 PutItem — 8.3 rollout writes (pick,
+- With wake-up events and the 2 min safety poll (TestRolloutCosts, 10 instances, DynamoDB store on kumo): 44.6
+  AWS calls + 13.4 ReceiveMessage and 27.4 DynamoDB requests per replaced instance (goals 20 and 10; before this
+  round's two cuts 49.7 and 28.1). Where they go (TestRolloutLookTrace): 5.6 looks per instance — the
+  replacement's Launch Successful, its container instance ACTIVE (the drain starts), the old instance DRAINING
+  with no task counted, twice (tasks STOPPING, then STOPPED: C8 needs the task listing both times), its
+  shutting-down (the next pick and surge), and about 0.8 safety polls — each DescribeAutoScalingGroups +
+  ListContainerInstances + DescribeContainerInstances (about 17.6); ListTasks x2 + DescribeTasks in the 2 looks
+  that check a drain (6.0); sqs:DeleteMessage 11.5, one per wake-up message (since then 1.1 + DeleteMessageBatch on
+  the wake-up queue, see the history); about 12 for the replacement itself and its lifecycle action; DynamoDB (21.1): 12.4 PutItem — 8.3 rollout writes (pick,
   surge recorded, surge done, one lease renewal while the replacement boots, replacement healthy, drain started,
   drained, terminating: each durable before its effect), 3.0 lifecycle action writes (confirmed and claimed,
   completing, completed), 1.0 budget slot — 3.1 GetItem (lifecycle action 2.0, budget 1.0) and 5.4 Query (pause
   locks 3.0, once before each destructive step: invariant 7; the rollouts 1.2 and drain marks 1.2, once per
   full pass). Reaching 10 needs merging rollout writes that guard different effects (pick with the surge's
   record, healthy with the drain start): each is the write-before-act of its own AWS call, and merging them
-  changes which step a crash resumes at, so it needs the crash matrix reworked; not done. Not done: no look for a wake-up about an
-  instance the rollout no longer waits on (the retired old instance's terminated and Terminate Successful
-  events: 1 look per instance; the look at its shutting-down starts the next replacement, so the filter needs
-  the record's view of which instance each wait is on); a woken look reading only the woken groups by name
-  and their clusters (same count here, one group; it matters at 1,000 groups).
+  changes which step a crash resumes at, so it needs the crash matrix reworked; not done. Not done: a woken look
+  describing the known container instance ARNs without ListContainerInstances when no wake-up can have changed
+  the cluster's membership (about 3.5 a instance: the DRAINING and shutting-down looks), because a container
+  instance registered again gets a new ARN and a look on the old one would count none of its tasks (mutant 62's
+  hazard), so it needs a guard proven against that case first; a woken look reading only the woken groups by name
+  (same count here, one group; it matters at 1,000 groups).
 - AWS API calls per replaced instance (goal <= 20, ReceiveMessage apart): 60.6. About 12.2 reconcile ticks per
   instance at 15 s, each reading DescribeAutoScalingGroups and the cluster view (ListContainerInstances +
   DescribeContainerInstances): 36.6 of the 60.6 are that poll; while a drain lasts, each look at it is ListTasks x2

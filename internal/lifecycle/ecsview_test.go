@@ -21,6 +21,9 @@ import (
 type viewECS struct {
 	instances map[string]ecstypes.ContainerInstance
 	tasks     map[string][]string // container instance ARN -> RUNNING task ARNs
+	// stopping are tasks with desired status STOPPED and lastStatus STOPPING, by container instance ARN:
+	// counted in neither runningTasksCount nor pendingTasksCount (field case C8).
+	stopping  map[string][]string
 	calls     map[string]int
 	listedFor []string // ContainerInstance of every ListTasks
 }
@@ -28,7 +31,7 @@ type viewECS struct {
 var _ awsapi.ECS = (*viewECS)(nil)
 
 func newViewECS() *viewECS {
-	return &viewECS{instances: map[string]ecstypes.ContainerInstance{}, tasks: map[string][]string{}, calls: map[string]int{}}
+	return &viewECS{instances: map[string]ecstypes.ContainerInstance{}, tasks: map[string][]string{}, stopping: map[string][]string{}, calls: map[string]int{}}
 }
 
 func (f *viewECS) register(arn, instanceID, status string) {
@@ -75,7 +78,7 @@ func (f *viewECS) ListTasks(_ context.Context, in *ecs.ListTasksInput, _ ...func
 	f.calls["ListTasks"]++
 	f.listedFor = append(f.listedFor, aws.ToString(in.ContainerInstance))
 	if in.DesiredStatus == ecstypes.DesiredStatusStopped {
-		return &ecs.ListTasksOutput{}, nil
+		return &ecs.ListTasksOutput{TaskArns: f.stopping[aws.ToString(in.ContainerInstance)]}, nil
 	}
 	return &ecs.ListTasksOutput{TaskArns: f.tasks[aws.ToString(in.ContainerInstance)]}, nil
 }
@@ -83,8 +86,18 @@ func (f *viewECS) ListTasks(_ context.Context, in *ecs.ListTasksInput, _ ...func
 func (f *viewECS) DescribeTasks(_ context.Context, in *ecs.DescribeTasksInput, _ ...func(*ecs.Options)) (*ecs.DescribeTasksOutput, error) {
 	f.calls["DescribeTasks"]++
 	out := &ecs.DescribeTasksOutput{}
+	stopping := map[string]bool{}
+	for _, arns := range f.stopping {
+		for _, arn := range arns {
+			stopping[arn] = true
+		}
+	}
 	for _, arn := range in.Tasks {
-		out.Tasks = append(out.Tasks, ecstypes.Task{TaskArn: aws.String(arn), LastStatus: aws.String("RUNNING"), Group: aws.String("service:web")})
+		last := "RUNNING"
+		if stopping[arn] {
+			last = "STOPPING"
+		}
+		out.Tasks = append(out.Tasks, ecstypes.Task{TaskArn: aws.String(arn), LastStatus: aws.String(last), Group: aws.String("service:web")})
 	}
 	return out, nil
 }
@@ -178,13 +191,46 @@ func TestDrainCheckOfAReRegisteredContainerInstanceCountsTheTasksOfTheOneTheTick
 
 // TestDrainStartedThisTickIsCheckedOnTheContainerInstanceItSetDraining: the view saw the old instance ACTIVE;
 // the drain started in this tick (UpdateContainerInstancesState on the view's ARN, no describe first) is
-// checked on that ARN at once, as DRAINING.
+// checked on that ARN at once, as DRAINING — unless the view counted tasks on it (runningTasksCount +
+// pendingTasksCount): then it is not drained without a task listing (issue #21), and the next look checks it.
+// No task counted proves nothing (C8), so that drain is checked in full, and found drained only when the
+// listing shows no task other than STOPPED.
 func TestDrainStartedThisTickIsCheckedOnTheContainerInstanceItSetDraining(t *testing.T) {
+	for _, tc := range []drainStartedCase{
+		{name: "tasks counted: not drained, no listing", tasks: []string{"arn:task/1"}, wantStep: state.StepDraining},
+		{name: "no task counted: checked at once on the ARN set DRAINING", wantListed: []string{ciOld, ciOld}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t) })
+	}
+}
+
+// TestC8DrainStartedThisTickWithNoTaskCountedIsNotDrainedWhileATaskIsStopping: the look counted no task on the
+// old instance (runningTasksCount + pendingTasksCount 0) but one is STOPPING, counted in neither (field case
+// C8). The drain this tick started is checked in full — the counters are trusted only to say "not drained" —
+// and the instance is not terminated.
+func TestC8DrainStartedThisTickWithNoTaskCountedIsNotDrainedWhileATaskIsStopping(t *testing.T) {
+	drainStartedCase{stopping: []string{"arn:task/stopping"}, wantListed: []string{ciOld, ciOld}, wantStep: state.StepDraining}.run(t)
+}
+
+// drainStartedCase is one drain started by the tick on the old instance i-1, seen ACTIVE by the view.
+type drainStartedCase struct {
+	name            string
+	tasks, stopping []string // RUNNING (counted) and STOPPING (not counted) tasks on the old instance
+	wantListed      []string
+	wantStep        state.Step // "": drained and terminated
+}
+
+func (tc drainStartedCase) run(t *testing.T) {
 	api := newViewECS()
 	api.register(ciOld, "i-1", "ACTIVE")
 	api.register("arn:ci/i-2", "i-2", "ACTIVE")
 	api.register("arn:ci/i-9", "i-9", "ACTIVE")
-	api.tasks[ciOld] = []string{"arn:task/1"}
+	if tc.tasks != nil {
+		api.tasks[ciOld] = tc.tasks
+	}
+	if tc.stopping != nil {
+		api.stopping[ciOld] = tc.stopping
+	}
 	rg, nodes := ecsRig(t, api)
 	rec := drainingRecord(ciOld)
 	rec.Current.DrainStartedAt = time.Time{}
@@ -193,11 +239,17 @@ func TestDrainStartedThisTickIsCheckedOnTheContainerInstanceItSetDraining(t *tes
 
 	r, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
 	require.NoError(t, err)
-	require.Equal(t, state.StepDraining, r.Current.Step)
 	require.Equal(t, "DRAINING", aws.ToString(api.instances[ciOld].Status))
 	require.Equal(t, 1, api.calls["UpdateContainerInstancesState"])
 	require.Equal(t, before, api.calls["DescribeContainerInstances"], "start and check of the drain describe nothing again")
-	require.Equal(t, []string{ciOld, ciOld}, api.listedFor)
+	require.Equal(t, tc.wantListed, api.listedFor)
+	if tc.wantStep != "" {
+		require.Equal(t, tc.wantStep, r.Current.Step)
+		require.Empty(t, rg.groups.calls, "nothing terminated")
+		return
+	}
+	require.True(t, r.Current == nil || r.Current.Step != state.StepDraining, "no task on it: drained")
+	require.Equal(t, groupCall{Op: "Terminate", Target: "i-1", Decrease: true}, rg.groups.calls[0])
 }
 
 // TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty: the

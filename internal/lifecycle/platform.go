@@ -16,6 +16,10 @@ type NodeState struct {
 	Draining   bool   `json:"draining"`         // ECS DRAINING / node cordoned
 	Name       string `json:"name,omitempty"`   // container instance ARN / node name
 	Status     string `json:"status,omitempty"` // platform status word (ACTIVE, DRAINING, Ready, ...)
+	// Tasks is what the look counted on the instance: ECS runningTasksCount + pendingTasksCount (0 for EKS,
+	// which does not count). A count above 0 proves the instance is not drained; 0 proves nothing (field
+	// case C8: stopping tasks count in neither).
+	Tasks int32 `json:"-"`
 }
 
 // DrainProgress is the result of one look at a drain.
@@ -101,7 +105,8 @@ func (p ECSPlatform) Observe(ctx context.Context, cluster string) (map[string]No
 	}
 	out := make(map[string]NodeState, len(all))
 	for id, ci := range all {
-		out[id] = NodeState{Registered: true, Healthy: ci.Healthy(), Draining: ci.Status == "DRAINING", Name: ci.ARN, Status: ci.Status}
+		out[id] = NodeState{Registered: true, Healthy: ci.Healthy(), Draining: ci.Status == "DRAINING", Name: ci.ARN, Status: ci.Status,
+			Tasks: ci.RunningTasks + ci.PendingTasks}
 	}
 	return out, nil
 }

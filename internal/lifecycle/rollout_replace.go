@@ -174,8 +174,16 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 
 	}
 	// The view's container instance (its ARN, and DRAINING as seen or just set) is checked without another
-	// lookup: the view is this tick's.
-	prog, err := drainStatusSeen(ctx, platform, t.Cluster, old, started)
+	// lookup: the view is this tick's. A drain this call just started on an instance the look counted tasks on
+	// is not over yet: the task listing would only show them moving, so it waits for the next look (the
+	// stop of the last task sends the wake-up that brings it; issue #21). Past the deadline it is checked.
+	var prog DrainProgress
+	var err error
+	if started && old.Node.Tasks > 0 && now.Sub(cur.DrainStartedAt) <= o.Policy.DrainTimeout {
+		prog = DrainProgress{Remaining: int(old.Node.Tasks), Detail: fmt.Sprintf("drain just started: %d task(s) running or pending at the look", old.Node.Tasks)}
+	} else {
+		prog, err = drainStatusSeen(ctx, platform, t.Cluster, old, started)
+	}
 	if err != nil {
 		if started := cur.DrainStartedAt; started.IsZero() || now.Sub(started) <= o.Policy.DrainTimeout {
 			return r, err
