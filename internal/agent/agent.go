@@ -117,6 +117,9 @@ type Agent struct {
 	waits timedWaits
 	// resume is the first target the last cut pass left out: the next pass begins with it (passbudget.go)
 	resume string
+	// cut are the targets a pass's budget stopped in flight, not looked at to their end since: the next pass
+	// begins with them (passbudget.go)
+	cut map[string]bool
 
 	pass    sync.Mutex  // serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
 	pollMu  sync.Mutex  // serialises the parameter poll and the hook check of concurrent passes
@@ -420,11 +423,16 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	// A pass that has run PassBudget yields: the rest are woken and come first in the next pass (passbudget.go).
 	a.mu.Lock()
 	names = rotate(names, a.resume)
+	names = inFlightFirst(names, a.cut)
 	a.mu.Unlock()
 	budget := a.newPassBudget()
 	forEachTarget(ctx, a.settings.Workers, names, func(name string) {
-		if budget.take(name) {
-			a.reconcileTarget(ctx, p, name)
+		if ok, free := budget.take(name); ok {
+			tctx := ctx
+			if !free {
+				tctx = awsapi.WithPassBudget(ctx, budget.spent) // stopped at its next call once the budget is spent
+			}
+			budget.finished(name, a.reconcileTarget(tctx, p, name))
 		}
 	})
 	a.yielded(budget, only == nil)
@@ -470,12 +478,14 @@ func (a *Agent) pollIfDue(ctx context.Context, d lifecycle.Discovered) {
 
 // reconcileTarget advances one target of pass p: the per-target body of a pass, run by its workers. It holds
 // the target's guard throughout, so a target is never advanced twice at once in this process; when another
-// pass stepped the target after p read the records, the record is read again from the store.
-func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
+// pass stepped the target after p read the records, the record is read again from the store. It returns
+// awsapi.ErrPassBudgetSpent when the pass's budget stopped the step at a call (passBudget: no backoff, the
+// target comes first in the next pass), nil otherwise (a failed step is backed off here).
+func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error {
 	slot := a.targets.lock(name)
 	defer slot.mu.Unlock()
 	if !a.retries.Due(name) {
-		return // its last step failed: tried again after the backoff (deadlines and lease bound it)
+		return nil // its last step failed: tried again after the backoff (deadlines and lease bound it)
 	}
 	t := p.d.Targets[name]
 	key := t.Platform + "/" + t.Cluster
@@ -488,7 +498,7 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 			rec, known = stored, true
 		case !errors.Is(err, state.ErrNotFound):
 			a.stepFailed(name, rec, "reading rollout failed", err)
-			return
+			return nil
 		}
 	}
 	if !known {
@@ -503,13 +513,16 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 		if err != nil {
 			cv.mu.Unlock()
 			a.log.Error("group skipped", zap.String(logging.Group, name), zap.Error(err))
-			return
+			return nil
 		}
 		n, err := platform.Observe(ctx, t.Cluster)
 		if err != nil {
 			cv.mu.Unlock()
+			if awsapi.IsPassBudgetSpent(err) {
+				return err
+			}
 			a.stepFailed(name, rec, "observing cluster failed", err, zap.String(logging.Cluster, t.Cluster))
-			return
+			return nil
 		}
 		cv.nodes, cv.seen = n, true
 	}
@@ -534,6 +547,12 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 			}
 			return pauseFor(locks, name, a.clock.Now()), nil
 		}, SourceProblem: problem})
+	if awsapi.IsPassBudgetSpent(err) {
+		if r.Group != "" {
+			p.setRecord(name, r)
+		}
+		return err // stopped before a call, as a crash there would stop it: looked at first in the next pass
+	}
 	if err != nil {
 		if r.Group == "" {
 			r = rec
@@ -549,6 +568,7 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 	a.alertSourceLocked(t, problem, ami)
 	a.mu.Unlock()
 	a.settings.Observer.TargetObserved(t, v, r, ami)
+	return nil
 }
 
 // rollouts returns an orchestrator for one target's step: a copy of the agent's, since an Orchestrator keeps
