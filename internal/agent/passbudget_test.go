@@ -92,3 +92,35 @@ func TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextP
 	require.NotEmpty(t, b.NewTemplateVersion)
 	require.Empty(t, w.Checker.Check())
 }
+
+// TestAReactionsTargetsInFlightAreNotCutByThePassBudget: the same three groups, but the AMI change arrives as
+// a golden-AMI Parameter Store Change, a reaction whose calls take the limiter's priority lane
+// (awsapi.WithUrgent). Its pass still stops handing out targets after the budget (c is left for the loop,
+// woken), but a target already in flight is not stopped at its next call: b's group is pointed at the version
+// created past the budget in the same handling.
+func TestAReactionsTargetsInFlightAreNotCutByThePassBudget(t *testing.T) {
+	var groups []demo.GroupSetup
+	for _, n := range []string{"a", "b", "c"} {
+		groups = append(groups, demo.GroupSetup{Name: n, Cluster: "c-" + n, Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
+	}
+	faults := sim.NewFaults(1, nil)
+	faults.Pause(true)
+	w := build(t, demo.Spec{Groups: groups, Faults: faults, Workers: 1})
+	settle(t, w, 30*time.Second)
+	limiter := awsapi.NewLimiter(awsapi.RateLimits{awsapi.RateEC2Mutating: {Rate: 1000, Burst: 1000}, awsapi.RateEC2: {Rate: 1000, Burst: 1000},
+		awsapi.RateAutoScaling: {Rate: 1000, Burst: 1000}, awsapi.RateECS: {Rate: 1000, Burst: 1000}, awsapi.RateSSM: {Rate: 1000, Burst: 1000}})
+	faults.SetWire(sim.Wire{Client: limiter, Trace: func(c sim.WireCall) {
+		if c.Op == "ec2:CreateLaunchTemplateVersion" && c.Err == nil {
+			w.Account.Advance(5 * time.Second)
+		}
+	}})
+	ctx := context.Background()
+	w.PublishAMI("/golden/fleet", demo.ImageB)
+	_, err := w.Agent.Consumer.PollOnce(ctx, 0)
+	require.NoError(t, err)
+	st := faults.Stats()
+	require.Equal(t, 2, st.Successes["ec2:CreateLaunchTemplateVersion"], "a's and b's versions; c left for the loop")
+	require.Equal(t, 2, st.Successes["autoscaling:UpdateAutoScalingGroup"], "b, in flight past the budget, was pointed at its version")
+	require.NotEmpty(t, w.Rollout(ctx, "b").NewTemplateVersion)
+	require.Empty(t, w.Checker.Check())
+}
