@@ -581,6 +581,8 @@ const history = `
 | an ECS Container Instance State Change of a DRAINING container instance that still reports running or pending tasks makes no look (it ends no wait; the last task's stop sends the event that does, and the safety poll covers a lost one) | same (TestRolloutCosts, wake-up events) | 7.3 looks, 55.7 + 13.4 ReceiveMessage, 34.4 DynamoDB | 6.3 looks, 49.7 + 13.4 ReceiveMessage, 32.4 DynamoDB |
 | no "waiting" write that only updates instance counts while a rollout is under way (the next transition's write carries them) | DynamoDB requests per replaced instance, wake-up events / 15 s tick (TestRolloutCosts; PutItem 14.4 -> 13.4 / 15.4 -> 13.4) | 32.4 / 56.1 | 31.4 / 54.1 |
 | the pause locks are read (one Query, read again for each target that needs them since the merge) only when a target's first new destructive step needs them, not at the start of every look; a failed read holds the step (mutant 72) | same (dynamodb:Query 13.8 -> 10.5 / 36.5 -> 27.3) | 31.4 / 54.1 | 28.1 / 44.9 |
+| a target in flight when its pass's budget ends stops at its next rate-limited call, the request not sent (awsapi.WithPassBudget; the workers' first targets excepted, so every pass makes progress), and goes first in the next pass; traced per call (sim.Wire.Trace): the longest pass was the workers' last targets waiting on the EC2 mutating limit past the 8 s budget | fleet 20 x 5: longest pass or message handling; versions / EC2 budget (PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestFleet -v) | 10.92 s; 1.27 | 8.71 s (a Reconcile pass; 9.15 s in the run before); 1.25 |
+| traced: the fleet's creates waited behind the EC2 non-mutating limit (10/s), about 5 DescribeLaunchTemplateVersions per group started (detect, AMI gate, then two in EnsureVersion: the resolved and the $Latest version); EnsureVersion now reads both with one call (Versions [ref, $Latest]) | same | 1.25 (11.5 s / 9.2 s), 86 DescribeLaunchTemplateVersions in the longest pass | 1.12 (10.3 s / 9.2 s), 75; reaction p99 0.71 s, 0 throttles |
 
 ## Goals not met, and why
 
@@ -623,13 +625,14 @@ const history = `
   with PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestFleet -v): 0 throttling errors and the golden-AMI
   change of another group reaches its new launch template version in 0.8 s at p99 (goal 1 s; traced stage by
   stage: the tick's pass no longer runs in its handler, and reactions take the limiter's priority lane). The
-  longest pass misses its goal (10 s) by 1.2 s: 11.2 s in the make bench run (machine loaded by other runs),
-  although a pass now stops handing out targets after 8 s (a time budget per pass, real time in the bench;
-  the rest woken at once and first in the next pass): not traced which look or message handling runs past
-  it (a target in flight when the budget ends still finishes; its calls on the EC2 mutating limit of 2.5 per
-  second are the likely tail). Versions / EC2 budget misses its goal (1.2): 1.30; the five reactions' launch
-  template versions now land inside the fleet's window and take the EC2 mutating tokens first.
-  At 1,000 x 20 by the same limits a sweep of every active rollout needs about 1,000 x 3 ECS calls, about 5
+  longest pass, traced per call, was a Reconcile pass whose workers' last targets waited on the EC2 mutating
+  limit past the 8 s budget; a target in flight now stops at its next rate-limited call once the budget is
+  spent (8.7 s in TestFleet runs; make bench not run again). Versions / EC2 budget: 1.12 in the TestFleet run
+  after one DescribeLaunchTemplateVersions per EnsureVersion instead of two (1.25 before); what is left is the
+  EC2 reads before each create (the detect's and the AMI gate's template reads, DescribeImages and
+  DescribeInstanceTypes of the shared AMI, read by every worker at once).
+  1,000 x 20 was not run this round either (PATCH_AGENT_FLEET=1000x20; the scenario builds the world and
+  runs the first pass with the wire's latency and limits, so its setup alone is minutes). At 1,000 x 20 by the same limits a sweep of every active rollout needs about 1,000 x 3 ECS calls, about 5
   minutes at 10 per second (now spread over budgeted passes instead of one pass of minutes), and (1,000 - 100) / 2.5 = 360 s of EC2 mutating
   budget the versions. Agent heap at 1,000 x 20: about 2.5 MiB attributed to the agent's packages (a lower
   bound: what the simulated account allocates and the agent keeps counts as the account's).
