@@ -127,6 +127,9 @@ type Agent struct {
 	resume string
 	// quiet: target -> the instances whose wake-ups end none of its waits, from its last look (wake.go)
 	quiet map[string]map[string]bool
+	// cut are the targets a pass's budget stopped in flight, not looked at to their end since: the next pass
+	// begins with them (passbudget.go)
+	cut map[string]bool
 
 	pass    sync.Mutex  // serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
 	pollMu  sync.Mutex  // serialises the parameter poll and the hook check of concurrent passes
@@ -454,11 +457,16 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	// A pass that has run PassBudget yields: the rest are woken and come first in the next pass (passbudget.go).
 	a.mu.Lock()
 	names = rotate(names, a.resume)
+	names = inFlightFirst(names, a.cut)
 	a.mu.Unlock()
 	budget := a.newPassBudget()
 	forEachTarget(ctx, a.settings.Workers, names, func(name string) {
-		if budget.take(name) {
-			a.reconcileTarget(ctx, p, name)
+		if ok, free := budget.take(name); ok {
+			tctx := ctx
+			if !free {
+				tctx = awsapi.WithPassBudget(ctx, budget.spent) // stopped at its next call once the budget is spent
+			}
+			budget.finished(name, a.reconcileTarget(tctx, p, name))
 		}
 	})
 	a.yielded(budget, only == nil)
@@ -504,12 +512,14 @@ func (a *Agent) pollIfDue(ctx context.Context, d lifecycle.Discovered) {
 
 // reconcileTarget advances one target of pass p: the per-target body of a pass, run by its workers. It holds
 // the target's guard throughout, so a target is never advanced twice at once in this process; when another
-// pass stepped the target after p read the records, the record is read again from the store.
-func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
+// pass stepped the target after p read the records, the record is read again from the store. It returns
+// awsapi.ErrPassBudgetSpent when the pass's budget stopped the step at a call (passBudget: no backoff, the
+// target comes first in the next pass), nil otherwise (a failed step is backed off here).
+func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error {
 	slot := a.targets.lock(name)
 	defer slot.mu.Unlock()
 	if !a.retries.Due(name) {
-		return // its last step failed: tried again after the backoff (deadlines and lease bound it)
+		return nil // its last step failed: tried again after the backoff (deadlines and lease bound it)
 	}
 	t := p.d.Targets[name]
 	key := t.Platform + "/" + t.Cluster
@@ -517,7 +527,7 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 	rec, known, epoch, err := a.recordFor(ctx, p, name, slot.last > p.readAt)
 	if err != nil {
 		a.stepFailed(name, rec, "reading rollout failed", err)
-		return
+		return nil
 	}
 	if !known {
 		rec = state.Rollout{Group: name, Platform: t.Platform, Cluster: t.Cluster}
@@ -531,13 +541,16 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 		if err != nil {
 			cv.mu.Unlock()
 			a.log.Error("group skipped", zap.String(logging.Group, name), zap.Error(err))
-			return
+			return nil
 		}
 		n, err := platform.Observe(ctx, t.Cluster)
 		if err != nil {
 			cv.mu.Unlock()
+			if awsapi.IsPassBudgetSpent(err) {
+				return err
+			}
 			a.stepFailed(name, rec, "observing cluster failed", err, zap.String(logging.Cluster, t.Cluster))
-			return
+			return nil
 		}
 		cv.nodes, cv.seen = n, true
 	}
@@ -571,6 +584,12 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 		}, SourceProblem: problem})
 	stored, ok := o.Stored()
 	a.keep(name, stored, ok, epoch)
+	if awsapi.IsPassBudgetSpent(err) {
+		if r.Group != "" {
+			p.setRecord(name, r)
+		}
+		return err // stopped before a call, as a crash there would stop it: looked at first in the next pass
+	}
 	if err != nil {
 		if r.Group == "" {
 			r = rec
@@ -587,6 +606,7 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) {
 	a.noteQuietLocked(name, r) // wake.go
 	a.mu.Unlock()
 	a.settings.Observer.TargetObserved(t, v, r, ami)
+	return nil
 }
 
 // rollouts returns an orchestrator for one target's step: a copy of the agent's, since an Orchestrator keeps

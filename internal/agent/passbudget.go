@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
 // DefaultPassBudget is how long a pass hands out targets when Settings.PassBudget is unset: below the
@@ -14,8 +16,12 @@ const DefaultPassBudget = 8 * time.Second
 
 // passBudget cuts a pass that has run long: once budget has passed on clk since the pass began, the targets
 // not yet handed out are not looked at in it (each worker's first target always is, so every pass makes
-// progress); they are woken for a look at once (Run, Step) and the next full pass begins with them, so a
-// pass that yields never leaves the same targets out twice. Safe for concurrent use by a pass's workers.
+// progress), and a target handed out after the workers' first that is still in flight stops at its next
+// call to a rate-limited AWS service (awsapi.WithPassBudget: the request is not sent) instead of holding the
+// pass open for the rest of its step. Both are woken for a look at once (Run, Step); the next full pass
+// begins with the targets cut in flight, then with those left out, so a pass that yields never leaves the
+// same targets out twice. A pass therefore ends within its budget plus one call's latency, or when its
+// workers' first targets finish their steps. Safe for concurrent use by a pass's workers.
 type passBudget struct {
 	clk    clock.PassiveClock
 	start  time.Time
@@ -25,25 +31,45 @@ type passBudget struct {
 	mu      sync.Mutex
 	handed  int
 	skipped []string
+	cut     []string // stopped in flight (awsapi.ErrPassBudgetSpent)
+	done    []string // looked at to the end of their step
 }
 
-// take tells whether target may be looked at now; a false answer records it as left for the next look.
-func (b *passBudget) take(target string) bool {
+// take tells whether target may be looked at now (ok) and whether it is one of the workers' first targets,
+// whose step the budget never cuts (free); a false ok records it as left for the next look.
+func (b *passBudget) take(target string) (ok, free bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.handed < b.free || b.clk.Since(b.start) < b.budget {
 		b.handed++
-		return true
+		return true, b.handed <= b.free
 	}
 	b.skipped = append(b.skipped, target)
-	return false
+	return false, false
 }
 
-// left returns the targets the pass left out, sorted.
+// spent tells whether the pass has run its budget (the test awsapi.WithPassBudget asks before each request).
+func (b *passBudget) spent() bool { return b.clk.Since(b.start) >= b.budget }
+
+// finished records how target's step ended: cut in flight by the budget (err is awsapi.ErrPassBudgetSpent:
+// it is looked at first in the next pass) or looked at to its end, whatever else the error.
+func (b *passBudget) finished(target string, err error) (cut bool) {
+	cut = awsapi.IsPassBudgetSpent(err)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cut {
+		b.cut = append(b.cut, target)
+	} else {
+		b.done = append(b.done, target)
+	}
+	return cut
+}
+
+// left returns the targets the pass left out or cut in flight, sorted.
 func (b *passBudget) left() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := append([]string(nil), b.skipped...)
+	out := append(append([]string(nil), b.skipped...), b.cut...)
 	sort.Strings(out)
 	return out
 }
@@ -71,15 +97,49 @@ func rotate(names []string, resume string) []string {
 	return append(append([]string(nil), names[i:]...), names[:i]...)
 }
 
-// yielded records what a cut pass left out: the next full pass begins with them and the loop looks at them
-// at once (wake-ups). A pass that left nothing out resets the rotation only when it was a full pass.
+// inFlightFirst returns names with the targets a budget cut in flight (cut, those among names, in their
+// order) moved to the front: their step stopped halfway, so they go before the targets a pass only left out.
+func inFlightFirst(names []string, cut map[string]bool) []string {
+	if len(cut) == 0 {
+		return names
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if cut[n] {
+			out = append(out, n)
+		}
+	}
+	for _, n := range names {
+		if !cut[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// yielded records what a cut pass left out: the next full pass begins with the targets cut in flight, then
+// with the first left out, and the loop looks at all of them at once (wake-ups). A pass that left nothing out
+// resets the rotation only when it was a full pass.
 func (a *Agent) yielded(b *passBudget, full bool) {
 	left := b.left()
+	b.mu.Lock()
+	cut, done, skipped := append([]string(nil), b.cut...), append([]string(nil), b.done...), append([]string(nil), b.skipped...)
+	b.mu.Unlock()
+	sort.Strings(skipped)
 	a.mu.Lock()
-	if len(left) > 0 {
-		a.resume = left[0]
-	} else if full {
+	if len(skipped) > 0 {
+		a.resume = skipped[0]
+	} else if full && len(cut) == 0 {
 		a.resume = ""
+	}
+	if a.cut == nil {
+		a.cut = map[string]bool{}
+	}
+	for _, g := range done {
+		delete(a.cut, g)
+	}
+	for _, g := range cut {
+		a.cut[g] = true
 	}
 	a.mu.Unlock()
 	for _, g := range left {

@@ -99,6 +99,11 @@ func IsTransient(err error) bool {
 	return err != nil && (IsThrottled(err) || IsServerFault(err) || IsTimeout(err))
 }
 
+// IsPassBudgetSpent reports whether err is the client-side limiter's ErrPassBudgetSpent: the request was not
+// sent because its pass's time budget ran out (WithPassBudget). Not a fault: the step stopped before the call,
+// as a crash there would stop it, and its target is looked at first in the next pass, without backoff.
+func IsPassBudgetSpent(err error) bool { return errors.Is(err, ErrPassBudgetSpent) }
+
 // IsResourceInUse reports whether err is EKS's ResourceInUseException: for UpdateNodegroupVersion, another
 // update of the node group is in progress (Amazon EKS API Reference, UpdateNodegroupVersion, "Errors"). The
 // caller waits and asks again; nothing was started.

@@ -218,7 +218,8 @@ func (l *Limiter) Wait(ctx context.Context, service string, mutating bool) error
 }
 
 // take waits for one token of b: an urgent request reserves it, a fleet request takes one only when the
-// bucket holds it now (so it never queues ahead of an urgent reservation).
+// bucket holds it now (so it never queues ahead of an urgent reservation), and gives up with
+// ErrPassBudgetSpent once the pass budget its context carries is spent (WithPassBudget).
 func (l *Limiter) take(ctx context.Context, b *rate.Limiter, urgent bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -237,13 +238,21 @@ func (l *Limiter) take(ctx context.Context, b *rate.Limiter, urgent bool) error 
 		return nil
 	}
 	for {
+		marked, spent := budgetSpent(ctx)
+		if spent {
+			return ErrPassBudgetSpent
+		}
 		now := l.clock.Now()
 		if b.AllowN(now, 1) {
 			return nil
 		}
-		// Until the bucket holds one token again (urgent reservations make it negative).
-		d := time.Duration((1 - b.TokensAt(now)) / float64(b.Limit()) * float64(time.Second))
-		if err := l.sleep(ctx, max(d, time.Millisecond)); err != nil {
+		// Until the bucket holds one token again (urgent reservations make it negative); a request of a
+		// pass with a budget looks at it again at least every yieldPoll.
+		d := max(time.Duration((1-b.TokensAt(now))/float64(b.Limit())*float64(time.Second)), time.Millisecond)
+		if marked {
+			d = min(d, yieldPoll)
+		}
+		if err := l.sleep(ctx, d); err != nil {
 			return err
 		}
 	}

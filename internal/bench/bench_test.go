@@ -644,6 +644,8 @@ const history = `
 | issue #21 item 1-2: wake-ups on a queue of their own (WakeUpQueue, --wake-up-queue-url; the bench routes them there as the stack does), received by a second consumer, and deleted with one DeleteMessageBatch per receive instead of a DeleteMessage each (PATCH_AGENT_BENCH=1 PATCH_AGENT_KUMO=$(scripts/ensure-kumo.sh) go test ./internal/bench -run TestRolloutCosts -v) | AWS calls per replaced instance, wake-up events (api_calls_per_instance_safety_poll; sqs:DeleteMessage 11.5 -> 1.1 + 6.9 DeleteMessageBatch: the simulated events mostly arrive one per receive) | 49.7 + 13.4 ReceiveMessage | 46.2 + 24.8 ReceiveMessage (each step of the simulated driver now receives both queues; in production each consumer long-polls 20 s, so an idle queue costs 3 receives a minute whatever the work) |
 | traced look by look (TestRolloutLookTrace, PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestRolloutLookTrace -v: each look of the 10-instance wake-up rollout with the wake-ups it received, the rollout's position and its calls): per instance 6.3 looks — the replacement's Launch Successful (it is InService, its container instance not yet connected), its container instance ACTIVE (the drain starts), the old instance DRAINING with no task counted twice (tasks STOPPING, then STOPPED: C8), its shutting-down (the next pick and surge), its terminated + Terminate Successful (nothing waits on it), and 0.3 safety polls; each look DescribeAutoScalingGroups + ListContainerInstances + DescribeContainerInstances, the drain checks ListTasks x2 + DescribeTasks. A drain the look just started on a container instance it counted tasks on (runningTasksCount + pendingTasksCount) is not drained, without listing its tasks; the next look checks in full (a count of 0 proves nothing, C8; mutant 81) | AWS calls per replaced instance, wake-up events / 15 s tick (TestRolloutCosts; ecs:ListTasks 6.0 -> 4.0, ecs:DescribeTasks 3.0 -> 2.0 with events) | 49.7 + 13.4 ReceiveMessage / 60.6 + 12.1 | 46.7 + 13.4 / 57.6 + 12.1 |
 | while a replacement waits to be healthy, a wake-up about an instance of the group from before the surge other than the old one (the retired instance's terminated and Terminate Successful) makes no look (mutants 82, 83) | same, wake-up events (looks per instance 6.3 -> 5.6; DynamoDB 28.1 -> 27.4) | 46.7 + 13.4 ReceiveMessage | 44.6 + 13.4 ReceiveMessage |
+| a target in flight when its pass's budget ends stops at its next rate-limited call, the request not sent (awsapi.WithPassBudget; the workers' first targets excepted, so every pass makes progress), and goes first in the next pass; traced per call (sim.Wire.Trace): the longest pass was the workers' last targets waiting on the EC2 mutating limit past the 8 s budget | fleet 20 x 5: longest pass or message handling; versions / EC2 budget (PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestFleet -v) | 10.92 s; 1.27 | 8.71 s (a Reconcile pass; 9.15 s in the run before); 1.25 |
+| traced: the fleet's creates waited behind the EC2 non-mutating limit (10/s), about 5 DescribeLaunchTemplateVersions per group started (detect, AMI gate, then two in EnsureVersion: the resolved and the $Latest version); EnsureVersion now reads both with one call (Versions [ref, $Latest]) | same | 1.25 (11.5 s / 9.2 s), 86 DescribeLaunchTemplateVersions in the longest pass | 1.12 (10.3 s / 9.2 s), 75; reaction p99 0.71 s, 0 throttles |
 
 ## Goals not met, and why
 
@@ -695,13 +697,14 @@ const history = `
   with PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestFleet -v): 0 throttling errors and the golden-AMI
   change of another group reaches its new launch template version in 0.8 s at p99 (goal 1 s; traced stage by
   stage: the tick's pass no longer runs in its handler, and reactions take the limiter's priority lane). The
-  longest pass misses its goal (10 s) by 1.2 s: 11.2 s in the make bench run (machine loaded by other runs),
-  although a pass now stops handing out targets after 8 s (a time budget per pass, real time in the bench;
-  the rest woken at once and first in the next pass): not traced which look or message handling runs past
-  it (a target in flight when the budget ends still finishes; its calls on the EC2 mutating limit of 2.5 per
-  second are the likely tail). Versions / EC2 budget misses its goal (1.2): 1.30; the five reactions' launch
-  template versions now land inside the fleet's window and take the EC2 mutating tokens first.
-  At 1,000 x 20 by the same limits a sweep of every active rollout needs about 1,000 x 3 ECS calls, about 5
+  longest pass, traced per call, was a Reconcile pass whose workers' last targets waited on the EC2 mutating
+  limit past the 8 s budget; a target in flight now stops at its next rate-limited call once the budget is
+  spent (8.7 s in TestFleet runs; make bench not run again). Versions / EC2 budget: 1.12 in the TestFleet run
+  after one DescribeLaunchTemplateVersions per EnsureVersion instead of two (1.25 before); what is left is the
+  EC2 reads before each create (the detect's and the AMI gate's template reads, DescribeImages and
+  DescribeInstanceTypes of the shared AMI, read by every worker at once).
+  1,000 x 20 was not run this round either (PATCH_AGENT_FLEET=1000x20; the scenario builds the world and
+  runs the first pass with the wire's latency and limits, so its setup alone is minutes). At 1,000 x 20 by the same limits a sweep of every active rollout needs about 1,000 x 3 ECS calls, about 5
   minutes at 10 per second (now spread over budgeted passes instead of one pass of minutes), and (1,000 - 100) / 2.5 = 360 s of EC2 mutating
   budget the versions. Agent heap at 1,000 x 20: about 2.5 MiB attributed to the agent's packages (a lower
   bound: what the simulated account allocates and the agent keeps counts as the account's).

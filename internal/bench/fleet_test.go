@@ -93,6 +93,109 @@ func (h *stageHandler) stages(sent, seen time.Time) (queued, handling, urgentWai
 	return h.began.Sub(sent), end.Sub(h.began), h.urgentWait, max(seen.Sub(end), 0)
 }
 
+// fleetTrace times every call over the wire and every pass and message handling of the fleet scenario, and
+// logs where the longest one spent its time (which calls, which limiter waits) and when the launch template
+// versions were created (not a pass/fail test: the figures are logged).
+type fleetTrace struct {
+	mu     sync.Mutex
+	calls  []sim.WireCall
+	passes []tracedPass
+}
+
+type tracedPass struct {
+	kind  string
+	start time.Time
+	took  time.Duration
+}
+
+func (tr *fleetTrace) call(c sim.WireCall) {
+	tr.mu.Lock()
+	tr.calls = append(tr.calls, c)
+	tr.mu.Unlock()
+}
+
+func (tr *fleetTrace) pass(kind string, start time.Time, took time.Duration) {
+	tr.mu.Lock()
+	tr.passes = append(tr.passes, tracedPass{kind, start, took})
+	tr.mu.Unlock()
+}
+
+// report logs the longest pass's calls by operation (count, limiter wait, round trips) and the last calls to
+// end in it, and the launch template versions' creation times from t0 (the shared parameter's change).
+func (tr *fleetTrace) report(t *testing.T, t0 time.Time) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if len(tr.passes) == 0 {
+		return
+	}
+	longest := tr.passes[0]
+	for _, p := range tr.passes {
+		if p.took > longest.took {
+			longest = p
+		}
+	}
+	end := longest.start.Add(longest.took)
+	type opSum struct {
+		n, cut      int
+		wait, spent time.Duration
+	}
+	ops := map[string]*opSum{}
+	var inside []sim.WireCall
+	for _, c := range tr.calls {
+		if c.Start.Before(longest.start) || c.Start.After(end) {
+			continue
+		}
+		inside = append(inside, c)
+		o := ops[c.Op]
+		if o == nil {
+			o = &opSum{}
+			ops[c.Op] = o
+		}
+		o.n++
+		o.wait += c.Waited
+		o.spent += c.Took
+		if c.Err != nil {
+			o.cut++
+		}
+	}
+	t.Logf("longest %s: %.2f s from %.2f s after the change; %d calls began in it (calls beside it from other goroutines included)",
+		longest.kind, longest.took.Seconds(), longest.start.Sub(t0).Seconds(), len(inside))
+	names := make([]string, 0, len(ops))
+	for op := range ops {
+		names = append(names, op)
+	}
+	sort.Strings(names)
+	for _, op := range names {
+		o := ops[op]
+		t.Logf("  %-45s %4d calls (%d failed), limiter wait %6.2f s, in all %6.2f s", op, o.n, o.cut, o.wait.Seconds(), o.spent.Seconds())
+	}
+	sort.Slice(inside, func(i, j int) bool {
+		return inside[i].Start.Add(inside[i].Took).Before(inside[j].Start.Add(inside[j].Took))
+	})
+	for _, c := range inside[max(0, len(inside)-6):] {
+		t.Logf("  last: %-45s urgent=%v began %.2f s, waited %.2f s, ended %.2f s into it, err=%v", c.Op, c.Urgent,
+			c.Start.Sub(longest.start).Seconds(), c.Waited.Seconds(), c.Start.Add(c.Took).Sub(longest.start).Seconds(), c.Err)
+	}
+	var creates []string
+	for _, c := range tr.calls {
+		if c.Op == "ec2:CreateLaunchTemplateVersion" {
+			u := ""
+			if c.Urgent {
+				u = "u"
+			}
+			creates = append(creates, fmt.Sprintf("%.2f%s", c.Start.Add(c.Took).Sub(t0).Seconds(), u))
+		}
+	}
+	t.Logf("CreateLaunchTemplateVersion answered at (s after the change; u: urgent): %s", strings.Join(creates, " "))
+	var kinds []string
+	for _, p := range tr.passes {
+		if p.took > time.Second {
+			kinds = append(kinds, fmt.Sprintf("%s@%.1f=%.2f", p.kind, p.start.Sub(t0).Seconds(), p.took.Seconds()))
+		}
+	}
+	t.Logf("passes and handlings over 1 s (kind@start=took, s): %s", strings.Join(kinds, " "))
+}
+
 // fleetResults are the fleet scenario's keys in bench-results.json (issue #21 item 5).
 type fleetResults struct {
 	// FleetSize is the size run: groups x instances per group, and the per-call latency.
@@ -152,7 +255,8 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	limits[awsapi.RateEC2Mutating] = awsapi.RateLimit{Rate: limits[awsapi.RateEC2Mutating].Rate, Burst: max(1, min(100, groups/10))}
 	faults := sim.NewFaults(1, nil)
 	limiter := awsapi.NewLimiter(limits)
-	faults.SetWire(sim.Wire{Client: limiter, Account: sim.AWSAccountLimits(), Latency: fleetLatency})
+	tr := &fleetTrace{}
+	faults.SetWire(sim.Wire{Client: limiter, Account: sim.AWSAccountLimits(), Latency: fleetLatency, Trace: tr.call})
 	faults.Pause(true) // no injected faults: only the wire
 	// The pass budget in real time: the passes run on the simulated clock, which stands still inside a pass.
 	spec := demo.Spec{Faults: faults, Workers: agent.DefaultWorkers, Log: zap.NewNop(), PassClock: clock.RealClock{}}
@@ -177,7 +281,9 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 
 	var mu sync.Mutex
 	var maxPass time.Duration
-	took := func(d time.Duration) {
+	took := func(kind string, start time.Time) {
+		d := time.Since(start)
+		tr.pass(kind, start, d)
 		mu.Lock()
 		maxPass = max(maxPass, d)
 		mu.Unlock()
@@ -191,7 +297,7 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 			start := time.Now()
 			n, _ := w.Agent.Consumer.PollOnce(runCtx, 0)
 			if n > 0 {
-				took(time.Since(start))
+				took("receive", start)
 				continue
 			}
 			select { // an empty receive: SQS would have long-polled
@@ -206,7 +312,7 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 			w.Account.Advance(15 * time.Second)
 			start := time.Now()
 			_ = w.Agent.Reconcile(runCtx)
-			took(time.Since(start))
+			took("pass", start)
 		}
 	}()
 	defer func() { cancel(); wg.Wait() }()
@@ -260,6 +366,7 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	wg.Wait()
 
 	sort.Float64s(lat)
+	tr.report(t, start)
 	st := faults.Stats()
 	// One CreateLaunchTemplateVersion per group is what the EC2 mutating bucket meters; the agent's bucket
 	// lets the first Burst through at once and then Rate per second.

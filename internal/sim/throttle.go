@@ -51,6 +51,20 @@ type Wire struct {
 	Latency time.Duration
 	// Clock refills the account's buckets; nil: the real clock.
 	Clock clock.PassiveClock
+	// Trace, when set, is told of every call that crossed the wire once it is answered (or gave up waiting
+	// for its client-side token): the bench's per-call timing of a pass. Called on the caller's goroutine.
+	Trace func(WireCall)
+}
+
+// WireCall is one call over a Wire, timed in real time: Op ("ec2:CreateLaunchTemplateVersion"), whether it
+// took the limiter's priority lane (Urgent), when it began, how long it waited for its client-side token
+// (Waited) and in all (Took), and the error the wire gave it (nil, the limiter's, or the throttling).
+type WireCall struct {
+	Op           string
+	Urgent       bool
+	Start        time.Time
+	Waited, Took time.Duration
+	Err          error
 }
 
 // wireState is a Wire in use: the account's buckets as rate.Limiters (refilled by Clock).
@@ -92,7 +106,8 @@ func throttleCode(service string) string {
 // pass sends one call op over the wire (counting it in FaultStats.Urgent when its context takes the priority
 // lane): it waits for the client-side token, takes the account's token (or
 // gets the throttling error), and spends the round trip. Errors are ctx's (while waiting) or the throttling.
-func (f *Faults) pass(ctx context.Context, op string, mutating bool) error {
+func (f *Faults) pass(ctx context.Context, op string, mutating bool) (err error) {
+	var waited time.Duration
 	f.mu.Lock()
 	w := f.wire
 	if awsapi.IsUrgent(ctx) {
@@ -103,7 +118,16 @@ func (f *Faults) pass(ctx context.Context, op string, mutating bool) error {
 		return nil
 	}
 	service, _, _ := strings.Cut(op, ":")
-	if err := w.Client.Wait(ctx, service, mutating); err != nil {
+	if w.Trace != nil {
+		start := time.Now()
+		defer func() {
+			w.Trace(WireCall{Op: op, Urgent: awsapi.IsUrgent(ctx), Start: start, Waited: waited, Took: time.Since(start), Err: err})
+		}()
+	}
+	began := time.Now()
+	err = w.Client.Wait(ctx, service, mutating)
+	waited = time.Since(began)
+	if err != nil {
 		return err
 	}
 	var throttled error
