@@ -336,12 +336,19 @@ func (c *Checker) capacity(v *sim.View, g sim.GroupView) {
 }
 
 // followDesired moves a group's baseline with the desired capacity changes made by others than the agent
-// (users, autoscalers) since the last look, and returns it.
+// (users, autoscalers) since the last look, and returns it. A raise sets the baseline to what the other actor
+// set (it absorbs the agent's surge: field case C21). A decrease lowers it by the other actor's change only,
+// never above what it set: desired capacity it lowered may still hold the agent's surge, which is not the
+// other actor's to count (6 -> 9 by a batch's surge, then 8 by an autoscaler: baseline 5, not 8).
 func (c *Checker) followDesired(v *sim.View, group string, base int32, managed bool) int32 {
 	changes := v.DesiredChanges(group)
 	for _, ch := range changes[min(c.seenDesired[group], len(changes)):] {
-		if ch.By != sim.CallerAPI {
+		switch {
+		case ch.By == sim.CallerAPI:
+		case ch.To >= ch.From:
 			base = ch.To
+		default:
+			base = max(min(base+ch.To-ch.From, ch.To), 0)
 		}
 	}
 	c.seenDesired[group] = len(changes)

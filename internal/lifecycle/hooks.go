@@ -79,6 +79,8 @@ type Hooks struct {
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
 	// waiting: ActionKey -> when the tick first saw the instance waiting on that hook without a record (AdoptWaiting)
 	waiting map[string]time.Time
+	// poolLooks: group -> the last DescribeWarmPool of AdoptWaiting (hooks_adopt.go)
+	poolLooks map[string]poolLook
 }
 
 // hookInfo is one lifecycle hook of a group as DescribeLifecycleHooks describes it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -59,18 +60,28 @@ func adoptAfter(heartbeat time.Duration) time.Duration { return min(heartbeat/3,
 // InstanceId and LifecycleHookName (Amazon EC2 Auto Scaling API Reference, CompleteLifecycleAction and
 // RecordLifecycleActionHeartbeat: "either the token or the instance ID"). Its message, when it comes, finds
 // the record: held while the action is driven here, then deleted as done — never a second drain.
-// Warm pool instances are not in the group's description and stay with their messages. Errors of one
-// action are logged and do not stop the others.
+// Warm pool instances (field case C18) are not in the group's description: for a group whose description
+// has a WarmPoolConfiguration, DescribeWarmPool (WarmPoolInstances) is read when the pool may hold an instance
+// the last read did not account for (poolLookDue), and its instances in Warmed:Pending:Wait (a launch into the
+// pool on the launching hooks; with an instance reuse policy, a scale in back to the pool on the terminating
+// hooks: both are looked at, and Auto Scaling's answer to the completion tells which one waits) or
+// Warmed:Terminating:Wait (terminating hooks) are taken up the same way; an instance leaving the pool waits in
+// Pending:Wait in the group's description. Amazon EC2 Auto Scaling User Guide, "Warm pool instance lifecycle
+// state transitions"; API Reference, "DescribeWarmPool". Errors of one action (or of one group's warm pool
+// read) are logged and do not stop the others.
 func (h *Hooks) AdoptWaiting(ctx context.Context, d Discovered) {
 	now := h.Clock.Now()
 	seen := map[string]time.Time{}
 	for _, name := range d.Names() {
 		t, g := d.Targets[name], d.Groups[name]
 		view := BuildView(g, nil, nil, nil, now)
-		for _, inst := range view.Instances {
-			transition := map[string]string{"Terminating:Wait": events.TransitionTerminating,
-				"Pending:Wait": events.TransitionLaunching}[inst.LifecycleState]
-			if transition == "" {
+		candidates := view.Instances
+		if HasWarmPool(g) {
+			candidates = append(candidates, h.poolWaiting(ctx, name, g, now)...)
+		}
+		for _, inst := range candidates {
+			transitions := waitTransitions(inst.LifecycleState, reusesOnScaleIn(g))
+			if len(transitions) == 0 {
 				continue
 			}
 			hooks, err := h.groupHooks(ctx, name, false)
@@ -85,9 +96,10 @@ func (h *Hooks) AdoptWaiting(ctx context.Context, d Discovered) {
 			sort.Strings(names)
 			for _, hook := range names {
 				info := hooks[hook]
-				if info.transition != transition {
+				if !slices.Contains(transitions, info.transition) {
 					continue
 				}
+				transition := info.transition
 				if owned, _ := HookOwned(GroupHook{Name: hook, Transition: info.transition, NotificationTargetARN: info.target},
 					HookOwnership{QueueURL: h.QueueURL, Listed: t.LifecycleHooks}); !owned {
 					continue

@@ -217,8 +217,9 @@ func giveBackIDs(r state.Rollout) []string {
 }
 
 // retireLeftOfBatch closes a batch member whose old instance left on its own (a Spot interruption, a failed
-// health check Auto Scaling replaced) while desired capacity still holds the whole batch's surge (desired =
-// DesiredBefore + members in flight, which nobody else wrote). Retired plainly, its share of the surge would
+// health check Auto Scaling replaced, another actor's scale-in) while desired capacity still holds its share of
+// the batch's surge (desired at most DesiredBefore + members in flight: nobody raised it; a scale-in by
+// someone else lowered it by their own change, which stands). Retired plainly, its share of the surge would
 // stay in desired capacity after the batch ends (one instance too many for every such member). Instead its
 // share carries over, as retireLeft does for a single replacement: to the next serving outdated instance
 // outside the batch, or, with none left, to a serving instance that is no member's replacement; that instance
@@ -251,6 +252,13 @@ func (o *Orchestrator) retireLeftOfBatch(ctx context.Context, v GroupView, r sta
 		return o.retire(ctx, r, why)
 	}
 	carried := *cur
+	if short := cur.DesiredBefore + int32(inFlight(r)) - v.Desired; short > 0 {
+		// Another actor scaled in by short: the capacity the drains must keep serving is lower by as much.
+		carried.DesiredBefore -= short
+		for k := range r.Batch {
+			r.Batch[k].DesiredBefore = min(r.Batch[k].DesiredBefore, carried.DesiredBefore)
+		}
+	}
 	carried.OldInstanceID, carried.ContainerInstanceARN, carried.Step, carried.StepStartedAt = next.ID, next.Node.Name, state.StepDraining, o.Clock.Now()
 	carried.DrainStartedAt, carried.NewInstanceID = time.Time{}, cur.NewInstanceID
 	r.Current = &carried

@@ -254,7 +254,9 @@ func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Ro
 	// Auto Scaling launches the replacement at once and ECS moves the tasks onto it before the instance
 	// goes (desired capacity stays what ECS managed scaling set). Capacity provider: a Rebalance termination
 	// keeps desired capacity, so Auto Scaling launches into the old instance's zone (capacityprovider.go).
-	decrement := !r.Current.Rebalance && (r.Strategy != StrategyDrainFirst || (!r.ECSManagedDraining && v.Desired-1 >= v.Min))
+	// Never below the operator's MinSize (another actor may have scaled in meanwhile): at the minimum the
+	// instance is terminated without decrement and Auto Scaling replaces it from the new launch template.
+	decrement := !r.Current.Rebalance && v.Desired-1 >= v.Min && (r.Strategy != StrategyDrainFirst || !r.ECSManagedDraining)
 	if err := o.groups().Terminate(ctx, old.ID, decrement); err != nil {
 		return r, fmt.Errorf("terminating drained instance %s: %w", old.ID, err)
 	}

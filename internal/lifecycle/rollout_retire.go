@@ -34,7 +34,13 @@ func (o *Orchestrator) retire(ctx context.Context, r state.Rollout, why string) 
 // strategy, which never surges.
 func (o *Orchestrator) retireLeft(ctx context.Context, v GroupView, r state.Rollout, why string) (state.Rollout, error) {
 	cur := r.Current
-	if len(r.Batch) > 0 && r.Strategy != StrategyDrainFirst && v.Desired == cur.DesiredBefore+int32(inFlight(r)) {
+	if full := cur.DesiredBefore + int32(inFlight(r)); len(r.Batch) > 0 && r.Strategy != StrategyDrainFirst &&
+		(v.Desired == full || v.Desired < full && cur.Step != state.StepTerminating) {
+		// Desired capacity still holds the member's share of the surge: unchanged (the instance left on its
+		// own), or lowered by another actor's scale-in, which may be what took the instance. The share is the
+		// agent's either way and goes back (the other actor's change stands); a raise is the other actor's.
+		// A member at Terminating whose instance left with desired lowered was the agent's own termination
+		// with decrement (its record's write lost to a crash): its share is already given back.
 		return o.retireLeftOfBatch(ctx, v, r, why) // rollout_batch.go
 	}
 	if r.Strategy == StrategyDrainFirst || v.Desired != cur.DesiredBefore+1 || len(r.Batch) > 0 {

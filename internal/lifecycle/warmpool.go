@@ -204,3 +204,89 @@ func (o *Orchestrator) recycleWarmPool(ctx context.Context, t Target, v GroupVie
 	r.Reason = fmt.Sprintf("recycling the warm pool: %d instance(s) not on the target AMI", len(old))
 	return errWait
 }
+
+// poolLook is what AdoptWaiting's last DescribeWarmPool of a group found: when, the pool's size, and whether
+// any instance was on its way (not settled in its pool state: it may wait on a hook now or soon).
+type poolLook struct {
+	at        time.Time
+	size      int32
+	unsettled bool
+}
+
+// poolWaiting returns the instances of the group's warm pool for AdoptWaiting when a look is due
+// (poolLookDue), else none; a failed read is logged and tried again next tick.
+func (h *Hooks) poolWaiting(ctx context.Context, name string, g astypes.AutoScalingGroup, now time.Time) []InstanceView {
+	h.mu.Lock()
+	last, ok := h.poolLooks[name]
+	h.mu.Unlock()
+	if ok && !poolLookDue(last, g, now, h.poolLookEvery(ctx, name)) {
+		return nil
+	}
+	pool, err := WarmPoolInstances(ctx, h.AutoScaling, name)
+	if err != nil {
+		h.Log.Warn("describing the warm pool failed; its waiting instances not looked at this tick", zap.String(logging.Group, name), zap.Error(err))
+		return nil
+	}
+	v := WithWarmPool(GroupView{}, pool, nil, nil)
+	look := poolLook{at: now, size: int32(len(v.WarmPool))}
+	for _, i := range v.WarmPool {
+		look.unsettled = look.unsettled || !i.Warmed()
+	}
+	h.mu.Lock()
+	if h.poolLooks == nil {
+		h.poolLooks = map[string]poolLook{}
+	}
+	h.poolLooks[name] = look
+	h.mu.Unlock()
+	return v.WarmPool
+}
+
+// poolLookDue reports whether a group's warm pool may hold an instance that the last look did not account
+// for: the description's WarmPoolSize differs from the count the look saw (a launch into the pool, a scale
+// in back to it, a termination out of it), the look saw an instance on its way (Warmed:Pending...,
+// Warmed:Terminating...), or every (a duration) has passed since it (a settled instance terminated out of the pool keeps
+// the pool's size until it is gone). A steady pool is read once per every, not once per tick.
+func poolLookDue(last poolLook, g astypes.AutoScalingGroup, now time.Time, every time.Duration) bool {
+	return last.unsettled || poolSize(g) != last.size || now.Sub(last.at) >= every
+}
+
+// poolLookEvery is how often a steady warm pool is read again: the shortest adoptAfter of the group's
+// hooks (at most a minute), so an action on a settled pool instance is seen as soon as one in the group.
+func (h *Hooks) poolLookEvery(ctx context.Context, group string) time.Duration {
+	every := time.Minute
+	if hooks, err := h.groupHooks(ctx, group, false); err == nil {
+		for _, info := range hooks {
+			every = min(every, adoptAfter(info.heartbeat))
+		}
+	}
+	return every
+}
+
+// poolSize is the description's WarmPoolSize (0 when it has none).
+func poolSize(g astypes.AutoScalingGroup) int32 { return aws.ToInt32(g.WarmPoolSize) }
+
+// reusesOnScaleIn reports whether the group's warm pool takes scaled-in instances back (InstanceReusePolicy).
+func reusesOnScaleIn(g astypes.AutoScalingGroup) bool {
+	c := g.WarmPoolConfiguration
+	return c != nil && c.InstanceReusePolicy != nil && aws.ToBool(c.InstanceReusePolicy.ReuseOnScaleIn)
+}
+
+// waitTransitions returns the transitions whose hooks an instance in lifecycle state waits on (none: it
+// waits on no hook): Pending:Wait launching, Terminating:Wait terminating; in a warm pool Warmed:Pending:Wait
+// launching (a launch into the pool) and, when the pool reuses instances on scale in, terminating too (a
+// scale in back to the pool waits there on the terminating hooks), Warmed:Terminating:Wait terminating.
+// Amazon EC2 Auto Scaling User Guide, "Use lifecycle hooks with a warm pool" (lifecycle state transitions).
+func waitTransitions(state string, reuse bool) []string {
+	switch astypes.LifecycleState(state) {
+	case astypes.LifecycleStatePendingWait:
+		return []string{events.TransitionLaunching}
+	case astypes.LifecycleStateTerminatingWait, astypes.LifecycleStateWarmedTerminatingWait:
+		return []string{events.TransitionTerminating}
+	case astypes.LifecycleStateWarmedPendingWait:
+		if reuse {
+			return []string{events.TransitionLaunching, events.TransitionTerminating}
+		}
+		return []string{events.TransitionLaunching}
+	}
+	return nil
+}

@@ -110,10 +110,10 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 	}
 	rows := make([]StatusRow, 0, len(rs))
 	for _, r := range rs {
-		target, previous := r.ShownImages() // a managed node group's rollback shows the AMI it went back to
+		target, previous, onTarget := statusImages(r)
 		row := StatusRow{Group: r.Group, Platform: r.Platform, Cluster: r.Cluster, TargetImageID: target,
-			PreviousImageID: previous, ChangedAt: r.DetectedAt, Instances: r.Instances, OnTarget: r.OnTarget,
-			Other: max(r.Instances-r.OnTarget, 0), Phase: r.Phase, Reason: r.Reason, Warning: r.Warning, UpdatedAt: r.UpdatedAt}
+			PreviousImageID: previous, ChangedAt: r.DetectedAt, Instances: r.Instances, OnTarget: onTarget,
+			Other: max(r.Instances-onTarget, 0), Phase: r.Phase, Reason: r.Reason, Warning: r.Warning, UpdatedAt: r.UpdatedAt}
 		if c := r.Current; c != nil {
 			row.Step = c.Step
 			row.CurrentInstance = &CurrentInstance{Old: c.OldInstanceID, New: c.NewInstanceID}
@@ -304,4 +304,18 @@ func dash(s string) string {
 // oneLine keeps a free-text cell on its line and in its column.
 func oneLine(s string) string {
 	return strings.NewReplacer("\n", " ", "\t", " ").Replace(s)
+}
+
+// statusImages returns the TARGET AMI, PREVIOUS AMI and ON TARGET count status shows for r: the AMI the group
+// is (being) rolled to. A managed node group's rollback already records it so (state.Rollout.ShownImages). An
+// Auto Scaling group's automatic rollback (RollingBack, RolledBack) keeps TargetImageID the AMI rolled back
+// from (so that it is not rolled again) and counts OnTarget on it: status shows the AMI the rollback goes to
+// (PreviousImageID, the launch template restored) and counts as on it the instances not on the AMI rolled
+// back from. Notifications keep the record's ids (docs/notifications.md).
+func statusImages(r state.Rollout) (target, previous string, onTarget int) {
+	target, previous = r.ShownImages()
+	if r.Nodegroup == nil && r.PreviousImageID != "" && (r.Phase == state.PhaseRollingBack || r.Phase == state.PhaseRolledBack) {
+		return r.PreviousImageID, r.TargetImageID, max(r.Instances-r.OnTarget, 0)
+	}
+	return target, previous, r.OnTarget
 }

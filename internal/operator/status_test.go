@@ -149,3 +149,36 @@ func TestRenderHistory(t *testing.T) {
 	require.Contains(t, out, "/golden/ecs (version 4)")
 	require.Contains(t, out, "manual-rollback")
 }
+
+// Review finding: the status of a plain Auto Scaling group's automatic rollback showed the AMI rolled back
+// from (the record's TargetImageID) as TARGET AMI; it shows the AMI the rollback goes to, as a managed node
+// group's rollback already did, with the AMI rolled back from as PREVIOUS AMI and ON TARGET counting the
+// instances not on it. A rollout that is not rolling back shows its target.
+func TestStatusOfAnAutomaticRollbackOfAnAutoScalingGroupShowsTheAMIItGoesBackTo(t *testing.T) {
+	for _, tc := range []struct {
+		phase            state.Phase
+		target, previous string
+		onTarget         int // the record: 4 instances, 1 on amiC
+	}{
+		{state.PhaseRollingBack, amiB, amiC, 3},
+		{state.PhaseRolledBack, amiB, amiC, 3},
+		{state.PhaseHalted, amiC, amiB, 1},
+		{state.PhaseReplacing, amiC, amiB, 1},
+	} {
+		t.Run(string(tc.phase), func(t *testing.T) {
+			r := replacingOnC() // an Auto Scaling group (no Nodegroup) rolled from amiB to amiC
+			r.Phase, r.Current, r.Reason = tc.phase, nil, ""
+			m := seed(t, []state.Rollout{r})
+			rows, err := operator.Status(context.Background(), m, r.Group, now)
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			require.Equal(t, tc.target, rows[0].TargetImageID, "TARGET AMI")
+			require.Equal(t, tc.previous, rows[0].PreviousImageID, "PREVIOUS AMI")
+			require.Equal(t, tc.onTarget, rows[0].OnTarget, "ON TARGET counts on the AMI shown")
+			require.Equal(t, r.Instances-tc.onTarget, rows[0].Other)
+			var out bytes.Buffer
+			operator.RenderTable(&out, rows)
+			require.Contains(t, out.String(), tc.target)
+		})
+	}
+}
