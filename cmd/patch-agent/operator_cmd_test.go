@@ -34,6 +34,7 @@ func runCtx(t *testing.T, ctx context.Context, in string, args ...string) result
 	t.Setenv(config.EnvTable, "")
 	t.Setenv(config.EnvRegion, "")
 	t.Setenv(config.EnvQueueURL, "") // nor a queue to wake: the wake-up tests name theirs
+	t.Setenv(config.EnvWakeUpQueueURL, "")
 	t.Setenv("USER", "tester")
 	root := newRootCommand()
 	var stdout, stderr bytes.Buffer

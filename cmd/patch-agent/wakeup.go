@@ -42,16 +42,23 @@ var newQueueSender = func(ctx context.Context, cfg *aws.Config, region string) (
 
 // wakeFlags is --queue-url of the operator commands that change what the agent should do now (approve,
 // rollback, pause, resume): after their DynamoDB write they send an operator wake-up
-// (events.KindOperatorWakeUp) to the agent's main queue, so that the agent looks at the target within seconds
-// instead of at its next safety poll.
+// (events.KindOperatorWakeUp) to the agent's wake-up queue — or, for a stack without one, its main queue —
+// so that the agent looks at the target within seconds instead of at its next safety poll.
 type wakeFlags struct {
 	queueURL string
 }
 
-// addWakeFlag registers --queue-url (default PATCH_AGENT_QUEUE_URL, as for `run`).
+// addWakeFlag registers --queue-url. Its default is the wake-up queue (PATCH_AGENT_WAKE_UP_QUEUE_URL, the
+// stack's output WakeUpQueueUrl), so that a burst of operator wake-ups never delays a lifecycle action on the
+// main queue; without it the main queue (PATCH_AGENT_QUEUE_URL), as for `run`.
 func addWakeFlag(cmd *cobra.Command) *wakeFlags {
-	f := &wakeFlags{queueURL: config.Default().QueueURL}
-	cmd.Flags().StringVar(&f.queueURL, "queue-url", f.queueURL, "the agent's SQS queue: wake the agent for this change now (env "+config.EnvQueueURL+"); without it the agent acts at its next safety poll")
+	d := config.Default()
+	f := &wakeFlags{queueURL: d.WakeUpQueueURL}
+	if f.queueURL == "" {
+		f.queueURL = d.QueueURL
+	}
+	cmd.Flags().StringVar(&f.queueURL, "queue-url", f.queueURL, "the agent's wake-up queue (stack output WakeUpQueueUrl, env "+config.EnvWakeUpQueueURL+
+		") or, for a stack without one, its main queue (env "+config.EnvQueueURL+"): wake the agent for this change now; without it the agent acts at its next safety poll")
 	return f
 }
 
@@ -66,7 +73,7 @@ func (f *wakeFlags) wake(cmd *cobra.Command, s *openedStore, o events.OperatorWa
 	out := cmd.OutOrStdout()
 	later := "the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events)"
 	if strings.TrimSpace(f.queueURL) == "" {
-		fmt.Fprintf(out, "Not woken: %s; pass --queue-url (or set %s) to wake it now.\n", later, config.EnvQueueURL)
+		fmt.Fprintf(out, "Not woken: %s; pass --queue-url (or set %s) to wake it now.\n", later, config.EnvWakeUpQueueURL)
 		return
 	}
 	if err := f.send(cmd.Context(), s, o); err != nil {

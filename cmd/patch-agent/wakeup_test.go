@@ -10,8 +10,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 )
@@ -122,5 +124,27 @@ func TestOperatorCommandSucceedsAndWarnsWhenTheWakeUpFails(t *testing.T) {
 	res = run(t, "pause", "--group", demo.GroupName, "--reason", "x", "--who", "carol", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Empty(t, f.bodies, "no --queue-url: nothing sent")
-	require.Contains(t, res.stdout, "Not woken: the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events); pass --queue-url (or set PATCH_AGENT_QUEUE_URL) to wake it now.\n")
+	require.Contains(t, res.stdout, "Not woken: the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events); pass --queue-url (or set PATCH_AGENT_WAKE_UP_QUEUE_URL) to wake it now.\n")
+}
+
+// TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne (review finding): by default the operator
+// commands send their wake-up to the wake-up queue (PATCH_AGENT_WAKE_UP_QUEUE_URL), so that no burst of them
+// delays a lifecycle action on the main queue; a stack without a wake-up queue gets the main queue.
+func TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne(t *testing.T) {
+	const wakeURL = "https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent-wake-up"
+	tests := []struct {
+		name, main, wake, want string
+	}{
+		{"both queues: the wake-up queue", testQueueURL, wakeURL, wakeURL},
+		{"no wake-up queue: the main queue", testQueueURL, "", testQueueURL},
+		{"neither: not woken", "", "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(config.EnvQueueURL, tc.main)
+			t.Setenv(config.EnvWakeUpQueueURL, tc.wake)
+			f := addWakeFlag(&cobra.Command{Use: "approve"})
+			require.Equal(t, tc.want, f.queueURL)
+		})
+	}
 }

@@ -280,7 +280,7 @@ func (c *Consumer) handleReceived(ctx context.Context, r received) {
 // dispatch hands an event to the Handler and deletes, holds or leaves the message by the answer.
 func (c *Consumer) dispatch(ctx context.Context, log *zap.Logger, id, receipt string, ev Event) {
 	log = log.With(zap.String(logging.MessageKind, string(ev.Kind)))
-	if c.WakeUpQueue && ev.Kind != KindWakeUp {
+	if c.WakeUpQueue && !ev.Kind.IsWakeUp() {
 		c.misrouted(log, id, ev)
 	}
 	disp, err := c.Handler.Handle(ctx, ev)
@@ -298,7 +298,7 @@ func (c *Consumer) dispatch(ctx context.Context, log *zap.Logger, id, receipt st
 		log.Error("handling message failed; it will be redelivered", zap.Error(err), zap.String("event", ev.Describe()))
 		return
 	}
-	if disp != Hold && ev.Kind == KindWakeUp {
+	if disp != Hold && ev.Kind.IsWakeUp() {
 		// Its effect (the target recorded for a look) is in memory already: delete it with the poll's batch.
 		c.unhold(id)
 		c.mu.Lock()

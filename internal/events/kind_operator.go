@@ -16,6 +16,11 @@ import (
 // extra look and nothing else (docs/events.md, "Operator wake-ups").
 const KindOperatorWakeUp Kind = "OperatorWakeUp"
 
+// IsWakeUp reports whether k only asks the agent to look at a target soon (KindWakeUp, KindOperatorWakeUp):
+// its effect is recorded in memory, so it belongs on the wake-up queue and is deleted with the poll's
+// DeleteMessageBatch; any other kind there is mis-routed.
+func (k Kind) IsWakeUp() bool { return k == KindWakeUp || k == KindOperatorWakeUp }
+
 // The EventBridge-shaped envelope of an operator wake-up: source and detail-type of our own, never of AWS.
 // The command sends it with SQS SendMessage straight to the queue (it does not pass through EventBridge),
 // in the shape of an EventBridge event so that one parser reads every queued event.

@@ -187,3 +187,33 @@ func TestSumStatsAddsUpBothQueuesConsumers(t *testing.T) {
 	require.Equal(t, []int64{13, 1, 2, 1, 1, 9}, []int64{sum.Processed.Load(), sum.Ignored.Load(), sum.Failed.Load(),
 		sum.Held.Load(), sum.Misrouted.Load(), sum.OldestMessageAgeSeconds.Load()})
 }
+
+// TestOperatorWakeUpsOnTheWakeUpQueueAreWakeUpsNotMisrouted (review finding): the operator commands send
+// their wake-ups to the wake-up queue when the stack has one (its policy admits the operator roles), so a
+// burst of them never delays a lifecycle action on the main queue. There they are wake-ups: handed to the
+// Handler, deleted with the poll's one DeleteMessageBatch, and not logged or counted as mis-routed.
+func TestOperatorWakeUpsOnTheWakeUpQueueAreWakeUpsNotMisrouted(t *testing.T) {
+	ctx := context.Background()
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	acct := sim.New(clk, sim.Options{})
+	url := acct.CreateQueue("patch-agent-wake-up", 5, "patch-agent-dlq")
+	op, err := os.ReadFile("testdata/operator-wakeup-approve.json")
+	require.NoError(t, err)
+	for range 5 {
+		acct.SendMessage(url, string(op))
+	}
+	api := &failOneEntry{SQS: acct.SQS(), done: true} // counts the calls, fails none
+	h := &wakeRecorder{}
+	c := &events.Consumer{SQS: api, QueueURL: url, Handler: h, Clock: clk, Log: zap.NewNop(), WakeUpQueue: true}
+
+	n, err := c.PollOnce(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 5, n)
+	require.Equal(t, []events.Kind{events.KindOperatorWakeUp, events.KindOperatorWakeUp, events.KindOperatorWakeUp,
+		events.KindOperatorWakeUp, events.KindOperatorWakeUp}, h.others, "each is handed to the agent")
+	require.Zero(t, c.Stats.Misrouted.Load(), "an operator wake-up belongs on the wake-up queue")
+	require.Equal(t, 1, api.batches, "deleted with the poll's one DeleteMessageBatch")
+	require.Zero(t, api.singles, "no DeleteMessage each")
+	require.Equal(t, int64(5), c.Stats.Processed.Load())
+	require.Empty(t, acct.QueueMessages(url))
+}
