@@ -78,6 +78,11 @@ type Settings struct {
 	// PassClock measures PassBudget; nil: the agent's clock (the bench passes the real clock, its passes
 	// running on a simulated one).
 	PassClock clock.PassiveClock
+	// HookChecksPerPass bounds the managed groups whose lifecycle hooks (DescribeLifecycleHooks) one pass
+	// checks for the missing-hook warning (hookcheck.go); each group is checked again once PollInterval has
+	// passed since its last check. <= 0: DefaultHookChecksPerPass (25), raised so that every group is
+	// checked within about PollInterval + ReconcileInterval.
+	HookChecksPerPass int
 	// Backoff is the retry backoff of a target whose rollout step failed and of a lifecycle action whose
 	// drain check failed: they are tried again after it, not on every tick or poll. Zero:
 	// lifecycle.DefaultBackoff (5 s, times 1.5 up to 2 minutes, 20 % jitter).
@@ -113,6 +118,8 @@ type Agent struct {
 	images        map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
 	// hookProblems: group -> what it lacks for drained terminations (MissingHooks), refreshed every poll
 	hookProblems map[string]string
+	// hookChecked: group -> when its hooks were last checked (hookcheck.go: a bounded number a pass)
+	hookChecked map[string]time.Time
 	// retries backs off targets whose rollout step (or cluster observation) failed, by group
 	retries *lifecycle.Retries
 	// wakes holds the groups and clusters wake-up events named since the last look (wake.go)
@@ -200,17 +207,22 @@ func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra 
 }
 
 // checkHooksLocked reports managed groups whose terminations would skip the drain (no terminating lifecycle
-// hook), once per poll interval: a warning log line and a reason on the group's status. The caller holds
-// a.pollMu; it takes a.mu only to record what it found.
+// hook), each group once per poll interval and at most hookChecksPerPass groups a pass (hooksDueLocked), read
+// on Settings.Workers goroutines: a warning log line and a reason on the group's status. The caller holds
+// a.pollMu; it takes a.mu only to pick the groups and record what it found.
 func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
-	for _, name := range d.Names() {
+	a.mu.Lock()
+	due := a.hooksDueLocked(d, a.clock.Now())
+	a.mu.Unlock()
+	forEachTarget(ctx, a.settings.Workers, due, func(name string) {
 		own := lifecycle.HookOwnership{QueueURL: a.settings.QueueURL, Listed: d.Targets[name].LifecycleHooks}
 		c, err := lifecycle.CheckOwnedHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout, own)
 		if err != nil {
 			a.log.Warn("checking lifecycle hooks failed", zap.String(logging.Group, name), zap.Error(err))
-			continue
+			return // still due: checked first next pass
 		}
 		a.mu.Lock()
+		a.hookChecked[name] = a.clock.Now()
 		if a.hookProblems == nil {
 			a.hookProblems = map[string]string{}
 		}
@@ -221,7 +233,7 @@ func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
 		a.alertCappedLocked(d.Targets[name], a.hookProblems[name], c)
 		a.hookProblems[name] = missing
 		a.mu.Unlock()
-	}
+	})
 }
 
 // HookProblem says what a managed group lacks for drained terminations ("" when nothing), as of the last check.
@@ -488,24 +500,23 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	return nil
 }
 
-// pollIfDue reads every AMI parameter and checks the lifecycle hooks when the poll interval has passed since
-// the last successful poll. One pass polls at a time; a pass that finds a poll under way waits for it and then
-// finds it no longer due.
+// pollIfDue reads every AMI parameter when the poll interval has passed since the last successful poll, and
+// checks the lifecycle hooks of the groups due for it (a bounded number, checkHooksLocked). One pass polls at
+// a time; a pass that finds a poll under way waits for it and then finds it no longer due.
 func (a *Agent) pollIfDue(ctx context.Context, d lifecycle.Discovered) {
 	a.pollMu.Lock()
 	defer a.pollMu.Unlock()
 	a.mu.Lock()
 	due, params := a.clock.Since(a.lastPoll) >= a.settings.PollInterval, a.parametersLocked()
 	a.mu.Unlock()
-	if !due {
-		return
-	}
-	if err := a.resolveLocked(ctx, params); err != nil {
-		a.log.Warn("resolving AMI parameters failed; keeping the last known values", zap.Error(err))
-	} else {
-		a.mu.Lock()
-		a.lastPoll = a.clock.Now()
-		a.mu.Unlock()
+	if due {
+		if err := a.resolveLocked(ctx, params); err != nil {
+			a.log.Warn("resolving AMI parameters failed; keeping the last known values", zap.Error(err))
+		} else {
+			a.mu.Lock()
+			a.lastPoll = a.clock.Now()
+			a.mu.Unlock()
+		}
 	}
 	a.checkHooksLocked(ctx, d)
 }

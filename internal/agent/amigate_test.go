@@ -287,3 +287,22 @@ func TestC20AnAWSErrorWhileGatingHoldsAndNeverPasses(t *testing.T) {
 	require.True(t, done)
 	requireAllOn(t, w.World, w.g.Name, demo.ImageB, 2)
 }
+
+// C20 with the AMI gate's shared answers (issue #21: 1,000 groups gating one AMI read its DescribeImages once):
+// the check just before Preparing reuses only an answer of the last few seconds (AMIGate.FreshTTL), never
+// one of the 5 minutes a waiting rollout reuses. An AMI that passed at detection and was deregistered during
+// a 3-minute soak is refused when the soak ends: no launch template version, nothing replaced.
+func TestC20AMIDeregisteredDuringTheSoakIsRefusedAtTheFreshCheckBeforePreparing(t *testing.T) {
+	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{lifecycle.TagMinAMIAge: "3m"}}, nil)
+	ctx := context.Background()
+	w.Account.RegisterImage(golden(imageC, "arm64"))
+	w.PublishAMI(w.g.Parameter, imageC)
+	_, err := w.RunUntil(ctx, tick, time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, w.g.Name)
+	require.Equal(t, state.PhaseWaiting, r.Phase, "soaking: %s", r.Reason)
+	require.NotContains(t, r.Reason, "AMI refused", "the AMI passed the gate at detection")
+
+	w.Account.SetImageState(imageC, ec2types.ImageStateDeregistered) // within the gate's 5-minute reuse
+	requireRefused(t, w, imageC, lifecycle.RejectImageNotAvailable, "is deregistered, not available")
+}

@@ -79,6 +79,11 @@ func (r AMIRejection) StatusReason() string {
 // is reused while a rollout waits, so that a refusal waiting for a fixed parameter does not call EC2 every tick.
 const defaultAMIGateTTL = 5 * time.Minute
 
+// defaultAMIGateFreshTTL is how old an answer a fresh check (GateRequest.Fresh, just before Preparing) may
+// reuse: about one pass (8 s budget), so that 1,000 groups moving to one shared AMI in a pass read its
+// DescribeImages once, not 1,000 times, and an image deregistered minutes into a soak is still seen.
+const defaultAMIGateFreshTTL = 10 * time.Second
+
 // maxInstanceTypesPerGateCall bounds DescribeInstanceTypes' InstanceTypes (Amazon EC2 API Reference,
 // "DescribeInstanceTypes": up to 100 instance types per request).
 const maxInstanceTypesPerGateCall = 100
@@ -98,8 +103,12 @@ type AMIGate struct {
 	Clock         clock.PassiveClock
 	// TTL is how long answers are reused by cached checks; default 5 minutes.
 	TTL time.Duration
+	// FreshTTL is how old an answer fresh checks reuse (measured from when its read began); default 10
+	// seconds, never above TTL.
+	FreshTTL time.Duration
 
 	mu        sync.Mutex
+	flights   map[string]chan struct{}               // one read at a time per image id (and for instance types)
 	images    map[string]cachedImage                 // by image id
 	templates map[string]cachedTemplate              // by launch template reference
 	archs     map[string][]ec2types.ArchitectureType // by instance type; never expires
@@ -273,13 +282,52 @@ func (g *AMIGate) ttl() time.Duration {
 	return defaultAMIGateTTL
 }
 
-// image describes one AMI (nil when EC2 does not know it), from the cache unless fresh.
+// maxAge is how old a reused answer may be: TTL, or FreshTTL (at most TTL) for a fresh check.
+func (g *AMIGate) maxAge(fresh bool) time.Duration {
+	if !fresh {
+		return g.ttl()
+	}
+	if g.FreshTTL > 0 {
+		return min(g.FreshTTL, g.ttl())
+	}
+	return min(defaultAMIGateFreshTTL, g.ttl())
+}
+
+// flight takes the one read slot of key (waiting for a read of it in progress, or ctx), so that the checks
+// of many groups gating one AMI at once make one DescribeImages call and the others reuse its answer; the
+// caller looks at the cache after taking it and calls release when done.
+func (g *AMIGate) flight(ctx context.Context, key string) (release func(), err error) {
+	g.mu.Lock()
+	if g.flights == nil {
+		g.flights = map[string]chan struct{}{}
+	}
+	slot, ok := g.flights[key]
+	if !ok {
+		slot = make(chan struct{}, 1)
+		g.flights[key] = slot
+	}
+	g.mu.Unlock()
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// image describes one AMI (nil when EC2 does not know it), from an answer younger than maxAge(fresh), or
+// else from one DescribeImages call that concurrent checks of the same id wait for and share.
 func (g *AMIGate) image(ctx context.Context, id string, fresh bool) (*ec2types.Image, error) {
+	release, err := g.flight(ctx, "image/"+id)
+	if err != nil {
+		return nil, fmt.Errorf("describing AMI %s: %w", id, err)
+	}
+	defer release()
 	now := g.Clock.Now()
 	g.mu.Lock()
 	c, ok := g.images[id]
 	g.mu.Unlock()
-	if ok && (!fresh && now.Sub(c.at) < g.ttl() || c.at.Equal(now)) {
+	if ok && (now.Sub(c.at) < g.maxAge(fresh) || c.at.Equal(now)) {
 		return c.img, nil // an answer of this very instant is fresh
 	}
 	out, err := g.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{ImageIds: []string{id}})
@@ -331,6 +379,11 @@ func (g *AMIGate) template(ctx context.Context, ref state.LaunchTemplateRef, fre
 // architectures returns the supported architectures of each instance type, asking EC2 (100 per call) only for
 // types not cached: an instance type's architectures never change.
 func (g *AMIGate) architectures(ctx context.Context, types []string) (map[string][]ec2types.ArchitectureType, error) {
+	release, err := g.flight(ctx, "instance-types") // concurrent checks wait for one read of a missing type
+	if err != nil {
+		return nil, fmt.Errorf("describing instance types %v: %w", types, err)
+	}
+	defer release()
 	g.mu.Lock()
 	var missing []ec2types.InstanceType
 	for _, t := range types {
