@@ -12,6 +12,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -226,4 +227,45 @@ func TestLifecycleSweepCallsGrowWithTimeAndGroupsNotInstances(t *testing.T) {
 			require.LessOrEqual(t, calls["autoscaling:DescribeLifecycleHooks"], tc.groups, "the sweep describes no hooks: only the poll's hook check does, every 10 minutes")
 		})
 	}
+}
+
+// Field case C4, a late message nothing else takes up: the lifecycle sweep and the reconcile loop adopt
+// actions of managed groups only, so a misconfigured group's (a tag typo: still drained, never rolled) lost
+// message is the one way its action is known. It comes back after the 2-minute visibility timeout, with the
+// 150 s HeartbeatTimeout running since the action began. The first heartbeat is counted from the message's
+// SentTimestamp, so it goes at once on that late receive instead of 50 s later (after the timeout), and the
+// instance is drained and completed with CONTINUE.
+func TestC4LateLifecycleMessageGetsItsFirstHeartbeatCountedFromItsSentTimestamp(t *testing.T) {
+	ctx := context.Background()
+	hb := 150 * time.Second
+	g := demo.GroupSetup{Name: "typo", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: hb, Tags: map[string]string{lifecycle.TagMinAMIAge: "7d"}}
+	spec := oneGroup(&g)
+	spec.WakeUpEvents, spec.WakeUpQueue = true, true
+	spec.Sim.TaskStopStageDelay = time.Minute // a drain that outlasts what is left of the timeout
+	losing := &losingSQS{}
+	spec.Wrap = func(c agent.Clients) agent.Clients {
+		losing.SQS = c.SQS
+		c.SQS = losing
+		return c
+	}
+	w := build(t, spec)
+	_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	losing.armed = true
+	instance, start := scaleInOne(t, w, g)
+	done, err := w.RunEvents(ctx, 30*time.Minute, func() bool { return len(completionsOf(w, instance)) > 0 })
+	require.NoError(t, err)
+	require.True(t, done, "the action is completed")
+	require.Equal(t, 1, losing.lost, "the message's first receive was lost")
+	var beats []time.Duration
+	for _, h := range w.Account.Heartbeats() {
+		if h.InstanceID == instance && h.Accepted {
+			beats = append(beats, h.At.Sub(start))
+		}
+	}
+	require.NotEmpty(t, beats)
+	require.GreaterOrEqual(t, beats[0], 2*time.Minute, "no heartbeat before the message came back (nothing adopts it)")
+	require.Less(t, beats[0], 2*time.Minute+10*time.Second, "the first heartbeat goes on the late receive")
+	requireKeptAlive(t, w, instance, start, hb, true)
+	require.Empty(t, w.Checker.Finish())
 }
