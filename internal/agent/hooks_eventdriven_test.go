@@ -66,14 +66,16 @@ func requireKeptAlive(t *testing.T, w *demo.World, instance string, start time.T
 	if drained {
 		require.True(t, cs[0].Drained, "drained before CONTINUE")
 	}
-	last := start
+	last, beats := start, []string{}
 	for _, h := range w.Account.Heartbeats() {
 		if h.InstanceID != instance || !h.Accepted {
 			continue
 		}
 		require.Less(t, h.At.Sub(last), hb, "heartbeat at +%s came %s after the last one", h.At.Sub(start), h.At.Sub(last))
 		last = h.At
+		beats = append(beats, "+"+h.At.Sub(start).String())
 	}
+	t.Logf("HeartbeatTimeout %s: heartbeats at %v, completed at +%s", hb, beats, cs[0].At.Sub(start))
 	require.Less(t, cs[0].At.Sub(last), hb, "completion at +%s came %s after the last heartbeat", cs[0].At.Sub(start), cs[0].At.Sub(last))
 }
 
