@@ -137,6 +137,8 @@ type Agent struct {
 	// cut are the targets a pass's budget stopped in flight, not looked at to their end since: the next pass
 	// begins with them (passbudget.go)
 	cut map[string]bool
+	// sweep is what the lifecycle sweep between full passes needs (hooksweep.go)
+	sweep hookSweep
 
 	pass    sync.Mutex  // serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
 	pollMu  sync.Mutex  // serialises the parameter poll and the hook check of concurrent passes
@@ -231,6 +233,7 @@ func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
 			a.log.Warn("managed group has no terminating lifecycle hook", zap.String(logging.Group, name), zap.String(logging.Reason, c.Missing))
 		}
 		a.alertCappedLocked(d.Targets[name], a.hookProblems[name], c)
+		a.sweep.note(name, c.Heartbeat) // hooksweep.go: how often the lifecycle sweep looks
 		a.hookProblems[name] = missing
 		a.mu.Unlock()
 	})
@@ -358,12 +361,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		// which stays the safety net.
 		next := a.clock.After(a.settings.ReconcileInterval)
 		for waiting := true; waiting; {
-			timer := a.waitTimer()
+			timer, sweep := a.waitTimer(), a.sweepTimer()
 			select {
 			case <-ctx.Done():
 				timer.Stop()
+				sweep.Stop()
 				wg.Wait()
 				return nil
+			case <-sweep.C(): // lifecycle actions between the polls (hooksweep.go)
+				a.SweepLifecycle(ctx)
 			case <-a.wakes.signal():
 				a.ReconcileWoken(ctx)
 			case <-timer.C():
@@ -376,6 +382,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				waiting = false
 			}
 			timer.Stop()
+			sweep.Stop()
 		}
 	}
 }
@@ -496,6 +503,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		}
 		// Lifecycle actions waiting on the agent's hooks whose message did not come (a lost receive).
 		a.hooks.AdoptWaiting(ctx, d)
+		a.sweep.looked(a.clock.Now()) // the lifecycle sweep (hooksweep.go) counts from here
 	}
 	return nil
 }

@@ -222,6 +222,9 @@ func prioritise(msgs []sqstypes.Message) (first, rest []received) {
 		ev, err := Parse([]byte(aws.ToString(m.Body)))
 		r := received{msg: m, ev: ev, err: err}
 		if err == nil && ev.Kind == KindLifecycleAction {
+			if r.ev.Lifecycle != nil {
+				r.ev.Lifecycle.SentAt = sentAt(m)
+			}
 			first = append(first, r)
 			continue
 		}
@@ -247,6 +250,16 @@ func (c *Consumer) handleAll(ctx context.Context, msgs []received) {
 		}()
 	}
 	wg.Wait()
+}
+
+// sentAt returns when SQS accepted m by its SentTimestamp attribute (epoch milliseconds); zero when it has
+// no readable one.
+func sentAt(m sqstypes.Message) time.Time {
+	ms, err := strconv.ParseInt(m.Attributes[string(sqstypes.MessageSystemAttributeNameSentTimestamp)], 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // oldestAgeSeconds returns how old, in seconds, the oldest of msgs is at now by its SentTimestamp attribute

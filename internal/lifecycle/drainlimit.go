@@ -63,6 +63,11 @@ type HookCheck struct {
 	// Capped says, per terminating hook whose global timeout is too short for drainTimeout, that its drains
 	// are cut at the hook's limit (HookDrainLimit); empty when none is.
 	Capped []string
+	// Heartbeat is the shortest HeartbeatTimeout among the group's hooks of the agent's own (HookOwned; ECS's
+	// managed draining hook aside, ECS works on it), Auto Scaling's default 3600 s for a hook that reports
+	// none; zero when the group has none (set by CheckOwnedHooks only). The lifecycle sweep of an event-driven
+	// agent looks at least three times within it (agent, hooksweep.go).
+	Heartbeat time.Duration
 }
 
 // Note is the status note of the check: Missing and Capped in one sentence ("" when all is well).

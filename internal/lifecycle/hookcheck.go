@@ -49,6 +49,18 @@ func checkOwnedHooks(hooks []GroupHook, drainTimeout time.Duration, o HookOwners
 		}
 	}
 	c := checkHooks(own, drainTimeout)
+	for _, h := range own {
+		if h.Name == ECSManagedDrainingHookName {
+			continue
+		}
+		beat := h.HeartbeatTimeout
+		if beat <= 0 {
+			beat = defaultHeartbeatTimeout
+		}
+		if c.Heartbeat == 0 || beat < c.Heartbeat {
+			c.Heartbeat = beat
+		}
+	}
 	var notes []string
 	if c.Missing != "" && len(foreign) > 0 {
 		notes = append(notes, "no terminating lifecycle hook of the agent's ("+strings.Join(foreign, "; ")+

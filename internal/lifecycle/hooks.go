@@ -77,8 +77,9 @@ type Hooks struct {
 
 	mu    sync.Mutex
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
-	// waiting: ActionKey -> when the tick first saw the instance waiting on that hook without a record (AdoptWaiting)
-	waiting map[string]time.Time
+	// waiting: ActionKey -> when the tick first saw the instance waiting on that hook without a record, and its
+	// group (AdoptWaiting)
+	waiting map[string]waitSeen
 	// poolLooks: group -> the last DescribeWarmPool of AdoptWaiting (hooks_adopt.go)
 	poolLooks map[string]poolLook
 }
@@ -328,11 +329,21 @@ func (h *Hooks) launching(ctx context.Context, t Target, a events.LifecycleActio
 }
 
 // heartbeat records a lifecycle action heartbeat when a third of the hook's HeartbeatTimeout has passed since
-// the last one (field case C4), so the action never times out while the work goes on.
+// the last one (field case C4), so the action never times out while the work goes on. The first one is due a
+// third of the timeout after the action began, as far as the agent knows it: when its message was sent
+// (a.SentAt, SQS's SentTimestamp) or, without one, when the agent first recorded it — not when this copy was
+// received, since a message received late (redelivered after a lost receive or a restart, behind a backlog)
+// comes with the action's timeout already running. An adopted action began before it was found: its first
+// heartbeat is due at once. The timeout runs from the action's start and restarts at each heartbeat (Amazon
+// EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling lifecycle hooks": heartbeat timeout; API Reference,
+// RecordLifecycleActionHeartbeat).
 func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *state.Hook, log *zap.Logger) error {
 	last := rec.LastHeartbeat
 	if last.IsZero() && !rec.Adopted {
-		last = rec.ReceivedAt // an adopted action began before it was found: its first heartbeat is due at once
+		last = rec.ReceivedAt
+		if !a.SentAt.IsZero() && a.SentAt.Before(last) {
+			last = a.SentAt // a message received late: the action's timeout has run since it was sent
+		}
 	}
 	if h.Clock.Since(last) < h.heartbeatTimeout(ctx, a.GroupName, a.HookName)/3 {
 		return nil

@@ -71,7 +71,7 @@ func adoptAfter(heartbeat time.Duration) time.Duration { return min(heartbeat/3,
 // read) are logged and do not stop the others.
 func (h *Hooks) AdoptWaiting(ctx context.Context, d Discovered) {
 	now := h.Clock.Now()
-	seen := map[string]time.Time{}
+	seen := map[string]waitSeen{}
 	for _, name := range d.Names() {
 		t, g := d.Targets[name], d.Groups[name]
 		view := BuildView(g, nil, nil, nil, now)
@@ -114,13 +114,24 @@ func (h *Hooks) AdoptWaiting(ctx context.Context, d Discovered) {
 		}
 	}
 	h.mu.Lock()
+	for key, w := range h.waiting {
+		if _, looked := d.Groups[w.group]; !looked {
+			seen[key] = w // a look at some groups (the lifecycle sweep) keeps the others' first sightings
+		}
+	}
 	h.waiting = seen
 	h.mu.Unlock()
 }
 
+// waitSeen is when AdoptWaiting first saw an instance waiting on a hook without a record, in which group.
+type waitSeen struct {
+	group string
+	first time.Time
+}
+
 // adopt records (once it has waited for after, and Auto Scaling confirms it as it confirms a message) and
 // drives one action found without its message.
-func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, key string, after time.Duration, seen map[string]time.Time, now time.Time) error {
+func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, key string, after time.Duration, seen map[string]waitSeen, now time.Time) error {
 	rec, err := h.Store.GetHook(ctx, key)
 	switch {
 	case err == nil:
@@ -131,12 +142,13 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, k
 		return fmt.Errorf("reading lifecycle action %s: %w", key, err)
 	default:
 		h.mu.Lock()
-		first, ok := h.waiting[key]
+		w, ok := h.waiting[key]
 		h.mu.Unlock()
 		if !ok {
-			first = now
+			w = waitSeen{group: a.GroupName, first: now}
 		}
-		seen[key] = first
+		seen[key] = w
+		first := w.first
 		if now.Sub(first) < after {
 			return nil
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -185,6 +186,29 @@ func Discover(ctx context.Context, api awsapi.AutoScaling, sources ...SourceReso
 		}
 	}
 	return d, nil
+}
+
+// DescribeGroups describes the named groups with DescribeAutoScalingGroups, up to maxGroupsPerPage (100) names
+// per call with MaxRecords 100 (by default a call takes at most 50 names; MaxRecords raises it), following
+// NextToken: one call per hundred groups, whatever their instances. Groups Auto Scaling does not know (deleted
+// since) are left out. Amazon EC2 Auto Scaling API Reference, DescribeAutoScalingGroups (AutoScalingGroupNames,
+// MaxRecords, NextToken). Errors: Auto Scaling's, wrapped; nothing is returned then.
+func DescribeGroups(ctx context.Context, api awsapi.AutoScaling, names []string) (map[string]astypes.AutoScalingGroup, error) {
+	out := make(map[string]astypes.AutoScalingGroup, len(names))
+	for chunk := range slices.Chunk(names, maxGroupsPerPage) {
+		p := autoscaling.NewDescribeAutoScalingGroupsPaginator(api, &autoscaling.DescribeAutoScalingGroupsInput{
+			AutoScalingGroupNames: chunk, MaxRecords: aws.Int32(maxGroupsPerPage)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("describing %d Auto Scaling groups: %w", len(chunk), err)
+			}
+			for _, g := range page.AutoScalingGroups {
+				out[aws.ToString(g.AutoScalingGroupName)] = g
+			}
+		}
+	}
+	return out, nil
 }
 
 // resolveSource runs every source resolver on t; an `auto` source nobody resolved is an error.

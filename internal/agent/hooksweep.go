@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/logging"
+)
+
+// maxSweepInterval is the longest time between two lifecycle sweeps of an event-driven agent.
+const maxSweepInterval = 20 * time.Second
+
+// hookSweep keeps what the lifecycle sweep needs: per group with hooks of the agent's, the shortest
+// HeartbeatTimeout among them (as the hook check last read it), and when the lifecycle actions were last
+// looked for (a sweep, or a full pass's AdoptWaiting). Safe for concurrent use; the zero value is ready.
+type hookSweep struct {
+	mu    sync.Mutex
+	beats map[string]time.Duration
+	last  time.Time
+}
+
+// note records group's shortest HeartbeatTimeout of the agent's hooks (lifecycle.HookCheck.Heartbeat); zero
+// forgets the group (it has none).
+func (s *hookSweep) note(group string, heartbeat time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if heartbeat <= 0 {
+		delete(s.beats, group)
+		return
+	}
+	if s.beats == nil {
+		s.beats = map[string]time.Duration{}
+	}
+	s.beats[group] = heartbeat
+}
+
+// looked records that the lifecycle actions of every group with hooks were looked for at at.
+func (s *hookSweep) looked(at time.Time) {
+	s.mu.Lock()
+	s.last = at
+	s.mu.Unlock()
+}
+
+// plan returns the groups to sweep (sorted), how often (maxSweepInterval, or a third of the shortest
+// HeartbeatTimeout when that is shorter) and when the last look was; no groups when none has a hook of the
+// agent's.
+func (s *hookSweep) plan() (groups []string, every time.Duration, last time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	every = maxSweepInterval
+	for g, beat := range s.beats {
+		groups = append(groups, g)
+		every = min(every, beat/3)
+	}
+	sort.Strings(groups)
+	return groups, max(every, time.Second), s.last
+}
+
+// sweepAt returns when the next lifecycle sweep is due; false when the agent needs none: no group has a hook
+// of the agent's, or the full passes (ReconcileInterval, which adopt and drive the lifecycle actions too)
+// come at least as often as the sweep would.
+func (a *Agent) sweepAt() (time.Time, bool) {
+	groups, every, last := a.sweep.plan()
+	if len(groups) == 0 || a.settings.ReconcileInterval <= every {
+		return time.Time{}, false
+	}
+	return last.Add(every), true
+}
+
+// SweepLifecycle looks for lifecycle actions between the full passes of an event-driven agent (wake-up
+// events on: the safety poll is minutes apart, longer than a short HeartbeatTimeout). One
+// DescribeAutoScalingGroups per hundred groups with hooks of the agent's (lifecycle.DescribeGroups; its calls
+// grow with the groups and with time, never with the instances) feeds lifecycle.Hooks.AdoptWaiting, which, as
+// on a full pass, takes up actions whose message has not come (a lost receive, an agent that died after
+// receiving: the message invisible for its visibility timeout) and drives the actions it took up — drain
+// check, heartbeat, completion — and reads a warm pool when its rule says so (field case C18). It runs every
+// maxSweepInterval (20 s) or a third of the shortest HeartbeatTimeout of those hooks, whichever is shorter,
+// so an action is taken up and heartbeated within its timeout whatever became of its message (field case
+// C4). Run and Step call it when sweepAt is due; errors are logged (the next sweep, or pass, looks again).
+func (a *Agent) SweepLifecycle(ctx context.Context) {
+	a.pass.Lock()
+	defer a.pass.Unlock()
+	groups, _, _ := a.sweep.plan()
+	a.mu.Lock()
+	known := a.discovered
+	a.mu.Unlock()
+	var names []string
+	for _, g := range groups {
+		if _, ok := known.Targets[g]; ok {
+			names = append(names, g)
+		}
+	}
+	a.sweep.looked(a.clock.Now())
+	if len(names) == 0 {
+		return
+	}
+	described, err := lifecycle.DescribeGroups(ctx, a.clients.AutoScaling, names)
+	if err != nil {
+		a.log.Warn("lifecycle sweep: describing the groups failed; the next sweep looks again", zap.String(logging.Group, strings.Join(names, ",")), zap.Error(err))
+		return
+	}
+	d := lifecycle.Discovered{Targets: map[string]lifecycle.Target{}, Groups: described}
+	for name := range described {
+		d.Targets[name] = known.Targets[name]
+	}
+	a.hooks.AdoptWaiting(ctx, d)
+}
+
+// sweepIfDue runs the lifecycle sweep when it is due.
+func (a *Agent) sweepIfDue(ctx context.Context) {
+	if at, ok := a.sweepAt(); ok && !a.clock.Now().Before(at) {
+		a.SweepLifecycle(ctx)
+	}
+}
+
+// sweepTimer returns a timer that fires when the next lifecycle sweep is due (never, when none is needed).
+func (a *Agent) sweepTimer() clock.Timer {
+	at, ok := a.sweepAt()
+	if !ok {
+		t := a.clock.NewTimer(time.Hour)
+		t.Stop() // no sweep: a stopped timer never fires
+		return t
+	}
+	return a.clock.NewTimer(max(at.Sub(a.clock.Now()), 0))
+}
