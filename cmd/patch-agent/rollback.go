@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,12 +14,13 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/schema"
 )
 
 func newRollbackCommand() *cobra.Command {
 	var (
-		to, who    string
-		yes, force bool
+		to, who, output string
+		yes, force      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "rollback GROUP",
@@ -44,6 +46,12 @@ An EKS managed node group (GROUP nodegroup/CLUSTER/NAME) is rolled back from Com
 to the release, or launch template version, it ran before its target: the agent sends one UpdateNodegroupVersion
 with a ClientRequestToken recorded first, and EKS replaces the nodes itself. --to and --force do not apply.
 
+Before asking, it reads the group's AMI source as the agent would (its tag patch-agent/ami-parameter, then
+that SSM parameter) and warns on stderr when the source already names an AMI other than the two of the plan:
+the agent rolls the group to that AMI at its next look, superseding the rollback. A source it cannot read is
+one line on stderr, and the rollback goes on. -o json prints {"schemaVersion": 1, "group": ..., "from": ...,
+"to": ..., "sourceWarning": ...} on stdout once the rollback is recorded, the plan and the rest on stderr.
+
 Once the rollback is recorded the command wakes the agent (--queue-url, an operator wake-up on its queue): it
 starts within seconds; without --queue-url, or when the send fails (a warning), at its next safety poll.`,
 		Example: `  # back to the AMI before the current one, after checking the plan
@@ -61,10 +69,18 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 	cmd.Flags().StringVar(&to, "to", "", "AMI to roll back to (default: the AMI the group ran before its current target)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&force, "force", false, "roll back to a --to AMI that the group's history does not name")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (one document on stdout once the rollback is recorded; the plan goes to stderr)")
 	addWhoFlag(cmd, &who)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := requireWho(cmd, who); err != nil {
 			return err
+		}
+		if output != "text" && output != "json" {
+			return usage(cmd, fmt.Errorf("--output %q: text or json", output))
+		}
+		stdout := cmd.OutOrStdout()
+		if output == "json" {
+			cmd.SetOut(cmd.ErrOrStderr()) // the plan, the prompt and the wake-up's line: stdout holds only the document
 		}
 		if cmd.Flags().Changed("to") {
 			if err := operator.ValidateAMIID(to); err != nil {
@@ -83,6 +99,7 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 		}
 		out := cmd.OutOrStdout()
 		printRollbackPlan(out, plan)
+		warning := warnRollbackSource(ctx, cmd.ErrOrStderr(), s, plan)
 		if !yes {
 			if !stdinIsTerminal(cmd.InOrStdin()) {
 				return errors.New("refusing to roll back without confirmation: standard input is not a terminal; pass --yes to confirm the plan above")
@@ -113,9 +130,52 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 		fmt.Fprintf(out, "rollback recorded: %s now targets %s (phase %s, requested by %s)\n", r.Group, target, r.Phase, who)
 		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRollback, Group: r.Group, Who: who})
 		fmt.Fprintf(out, "Follow it with: patch-agent status %s --watch\n", r.Group)
+		if output == "json" {
+			return json.NewEncoder(stdout).Encode(rollbackDocument{SchemaVersion: schema.Version, Group: r.Group, Phase: string(r.Phase),
+				From: plan.From, To: target, Who: who, SourceWarning: warning})
+		}
 		return nil
 	}
 	return cmd
+}
+
+// rollbackDocument is `rollback -o json`: the rollback as recorded. SourceWarning is the stderr warning that
+// the group's AMI source already names a newer AMI, which supersedes the rollback at the agent's next look
+// ("" when it does not, or when the source could not be read).
+type rollbackDocument struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Group         string `json:"group"`
+	Phase         string `json:"phase"`
+	From          string `json:"from"`
+	To            string `json:"to"`
+	Who           string `json:"who"`
+	SourceWarning string `json:"sourceWarning,omitempty"`
+}
+
+// warnRollbackSource runs the source check of plan (checkRollbackSource) and writes its outcome to w: a
+// warning when the source names an AMI that supersedes the rollback (returned, for -o json), one line when the
+// source cannot be read, nothing when it names the plan's own AMIs. A managed node group's rollback is not
+// checked: its source is a release, which EKS resolves.
+func warnRollbackSource(ctx context.Context, w io.Writer, s *openedStore, plan operator.RollbackPlan) string {
+	if plan.Nodegroup != nil {
+		return ""
+	}
+	rd, err := newSourceReaders(s)
+	var c sourceCheck
+	if err == nil {
+		c, err = checkRollbackSource(ctx, rd, plan)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "note: could not read the AMI source of %s (%v); not checked whether a newer AMI supersedes this rollback\n", plan.Group, err)
+		return ""
+	}
+	if !c.Superseding {
+		return ""
+	}
+	warning := fmt.Sprintf("%s already names %s, neither %s nor %s: the agent rolls %s to %s at its next look, superseding this rollback "+
+		"(point the parameter back, or pause the group, to keep %s)", c.Parameter, c.Image, plan.From, plan.To, plan.Group, c.Image, plan.To)
+	fmt.Fprintf(w, "warning: %s\n", warning)
+	return warning
 }
 
 // drainWords names the drain of a platform: the container instance set to DRAINING (ECS), the node cordoned

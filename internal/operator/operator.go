@@ -177,6 +177,9 @@ type RollbackPlan struct {
 	// Nodegroup is set for an EKS managed node group: From and To then name releases ("release
 	// 1.31.7-20250610") or launch template versions, and EKS replaces the nodes itself.
 	Nodegroup *NodegroupRollbackPlan
+	// Source is the record's source of From: the SSM parameter the agent resolved it from, or "manual
+	// rollback by WHO" when From was itself a rollback's target.
+	Source string
 }
 
 // amiID is the form of an EC2 image id: ami- and 8 (older) or 17 lowercase hexadecimal digits.
@@ -235,7 +238,7 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 	if to == r.TargetImageID {
 		return RollbackPlan{}, fmt.Errorf("group %s already targets %s: nothing to roll back", r.Group, to)
 	}
-	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: r.TargetImageID, To: to, Instances: r.Instances, OnFrom: r.OnTarget}
+	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: r.TargetImageID, To: to, Instances: r.Instances, OnFrom: r.OnTarget, Source: r.Source}
 	if explicit {
 		known, err := knownImage(ctx, store, r, to)
 		if err != nil {

@@ -339,7 +339,7 @@ func TestPlanRollbackSaysWhatWillHappenWithoutWriting(t *testing.T) {
 	m := seed(t, []state.Rollout{halted})
 	p, err := operator.PlanRollback(ctx, m, "prod", "", false)
 	require.NoError(t, err)
-	require.Equal(t, operator.RollbackPlan{Group: "prod", Platform: "ecs", Phase: state.PhaseHalted, From: amiC, To: amiB, Instances: 3, OnFrom: 1,
+	require.Equal(t, operator.RollbackPlan{Group: "prod", Platform: "ecs", Phase: state.PhaseHalted, From: amiC, To: amiB, Instances: 3, OnFrom: 1, Source: halted.Source,
 		Halted: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4", NewInstanceID: "i-7"}}, p)
 	r, err := m.GetRollout(ctx, "prod")
 	require.NoError(t, err)
