@@ -124,3 +124,26 @@ func TestHealthcheckReportsTheFirstFailingReadinessCheck(t *testing.T) {
 		require.Equal(t, "/readyz", got)
 	})
 }
+
+// TestRunCheckHeadingNamesEveryQueueItChecks: the line above the checks of `run --check` names the wake-up
+// queue beside the main queue when --wake-up-queue-url is set, since the check reads both.
+func TestRunCheckHeadingNamesEveryQueueItChecks(t *testing.T) {
+	const main, wake = "https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent", "https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent-wake-up"
+	withoutAWSCredentials(t)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		want  string
+	}{
+		{"main queue only", []string{"--wake-up-queue-url", ""}, "checks of region eu-west-1, queue " + main + ", table patch-agent:"},
+		{"with a wake-up queue", []string{"--wake-up-queue-url", wake}, "checks of region eu-west-1, queue " + main + ", wake-up queue " + wake + ", table patch-agent:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, append(append([]string{"run", "--check"}, runArgs...), tc.extra...)...)
+			requireExitCode(t, res.err, 1) // no credentials: the heading is printed before the checks run
+			lines := strings.Split(res.stdout, "\n")
+			require.GreaterOrEqual(t, len(lines), 2, res.stdout)
+			require.Equal(t, tc.want, lines[1], "the line after the version line")
+		})
+	}
+}

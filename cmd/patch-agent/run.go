@@ -96,7 +96,7 @@ that fails stops it with that one reason. --check runs only these checks, prints
 			rep := selfcheck.Run(cmd.Context(), selfcheck.Target{Region: cfg.Region, QueueURL: cfg.QueueURL, WakeUpQueueURL: cfg.WakeUpQueueURL, Table: cfg.Table,
 				Credentials: awsCfg.Credentials, SQS: sqsAPI, DynamoDB: dynamoAPI, AutoScaling: asAPI})
 			if check {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\nchecks of region %s, queue %s, table %s:\n", versionLine(), cfg.Region, cfg.QueueURL, cfg.Table)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", versionLine(), checkHeading(cfg))
 				rep.Print(cmd.OutOrStdout())
 				if rep.Err != nil {
 					return exitError{1, fmt.Errorf("check failed: %w", rep.Err)}
@@ -176,6 +176,16 @@ func newObservability(cfg config.Config, log *zap.Logger, eb awsapi.EventBridge,
 // run serves the health endpoints, publishes metrics and sends notifications while the agent runs. They stop
 // after the agent, so its last transitions are still published; a health address that cannot be bound fails
 // the start.
+// checkHeading is the line of `run --check` above its checks: what they look at, the wake-up queue too when
+// --wake-up-queue-url is set (the check reads it as it reads the main queue).
+func checkHeading(cfg config.Config) string {
+	queues := "queue " + cfg.QueueURL
+	if cfg.WakeUpQueueURL != "" {
+		queues += ", wake-up queue " + cfg.WakeUpQueueURL
+	}
+	return fmt.Sprintf("checks of region %s, %s, table %s:", cfg.Region, queues, cfg.Table)
+}
+
 func (o *observability) run(ctx context.Context, a *agent.Agent, cw awsapi.CloudWatch, checks map[string]health.Check) error {
 	var ln net.Listener
 	if o.cfg.HealthAddr != "" {
