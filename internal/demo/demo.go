@@ -582,7 +582,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		return Summary{}, err
 	}
 	reg.Clock = w.Account.Clock()
-	reg.Consumer = func() *events.Stats { return &w.Agent.Consumer.Stats }
+	reg.Consumer = w.messageStats
 	var fuse *Fuse
 	if sc.crash {
 		fuse = crashEveryWrite()
@@ -721,6 +721,17 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		s.Messages.Failed += c.Stats.Failed.Load()
 	}
 	return s
+}
+
+// messageStats is the message counters of the demo's metrics, as `patch-agent run` wires them: every consumer
+// of the current agent added up (agent.Agent.Consumers: the main queue's and, with Spec.WakeUpQueue, the
+// wake-up queue's), read afresh at each collect so that it follows an agent Restart replaced.
+func (w *World) messageStats() *events.Stats {
+	var stats []*events.Stats
+	for _, c := range w.Agent.Consumers() {
+		stats = append(stats, &c.Stats)
+	}
+	return events.SumStats(stats...)
 }
 
 // printer writes one line per rollout step change.
