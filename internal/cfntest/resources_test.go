@@ -2,6 +2,8 @@ package cfntest
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -234,4 +236,43 @@ func TestTableHasTheIndexTheStoreQueries(t *testing.T) {
 	require.True(t, allows(t, sts, request{"dynamodb:Query", index, nil}), "the task role queries the index")
 	require.False(t, allows(t, sts, request{"dynamodb:Scan", index, nil}), "the index is never scanned")
 	require.False(t, allows(t, sts, request{"dynamodb:Query", arnOf("Table") + "/index/other", nil}))
+}
+
+// TestDashboardGraphsTheWakeUpQueueBesideTheMainQueue: the dashboard's first row graphs the wake-up queue
+// with the same SQS metrics as the main queue (visible messages, in flight, age of the oldest), beside it.
+func TestDashboardGraphsTheWakeUpQueueBesideTheMainQueue(t *testing.T) {
+	s := loadStack(t, defaultConfig)
+	d := s.tpl.GetAllCloudWatchDashboardResources()["Dashboard"]
+	require.NotNil(t, d)
+	var body struct {
+		Widgets []struct {
+			Y          int `json:"y"`
+			Properties struct {
+				Title   string  `json:"title"`
+				Metrics [][]any `json:"metrics"`
+			} `json:"properties"`
+		} `json:"widgets"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(d.DashboardBody), &body), d.DashboardBody)
+	// graphed returns the y of the widget whose first metric is the queue's, and that widget's metric names.
+	graphed := func(queue string) (int, []string) {
+		for _, w := range body.Widgets {
+			m := w.Properties.Metrics
+			if len(m) == 0 || len(m[0]) < 4 || m[0][0] != "AWS/SQS" || m[0][2] != "QueueName" || !strings.Contains(fmt.Sprint(m[0][3]), queue) {
+				continue
+			}
+			var names []string
+			for _, row := range m {
+				names = append(names, fmt.Sprint(row[1]))
+			}
+			return w.Y, names
+		}
+		t.Fatalf("no widget graphs %s", queue)
+		return 0, nil
+	}
+	mainY, mainMetrics := graphed(getAtt("Queue", "QueueName"))
+	wakeY, wakeMetrics := graphed(getAtt("WakeUpQueue", "QueueName"))
+	require.Equal(t, mainMetrics, wakeMetrics, "the same graphs as the main queue's")
+	require.Subset(t, wakeMetrics, []string{"ApproximateNumberOfMessagesVisible", "ApproximateAgeOfOldestMessage"})
+	require.Equal(t, mainY, wakeY, "beside the main queue's")
 }
