@@ -16,19 +16,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 )
 
-// queueSender is the one SQS call of the operator commands: the wake-up they send to the agent's queue.
-type queueSender interface {
-	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-}
-
 // newQueueSender builds the SQS client of the wake-up from the store's AWS configuration (nil for a state
 // file: the default chain, in region); a test replaces it.
-var newQueueSender = func(ctx context.Context, cfg *aws.Config, region string) (queueSender, error) {
+var newQueueSender = func(ctx context.Context, cfg *aws.Config, region string) (awsapi.OperatorQueue, error) {
 	if cfg == nil {
 		loaded, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region), quietSDK,
 			awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }))

@@ -7,15 +7,19 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
 const testQueueURL = "https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent"
@@ -44,7 +48,7 @@ func (f *fakeSender) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ 
 func useSender(t *testing.T, f *fakeSender) {
 	t.Helper()
 	prev := newQueueSender
-	newQueueSender = func(context.Context, *aws.Config, string) (queueSender, error) { return f, nil }
+	newQueueSender = func(context.Context, *aws.Config, string) (awsapi.OperatorQueue, error) { return f, nil }
 	t.Cleanup(func() { newQueueSender = prev })
 }
 
@@ -145,6 +149,59 @@ func TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne(t *testing.T) {
 			t.Setenv(config.EnvWakeUpQueueURL, tc.wake)
 			f := addWakeFlag(&cobra.Command{Use: "approve"})
 			require.Equal(t, tc.want, f.queueURL)
+		})
+	}
+}
+
+// TestOperatorWakeUpThroughTheFaultInjectorIsAWarningAfterTheDurableWrite: the CLI's SendMessage goes through
+// awsapi.OperatorQueue like every other AWS call, so the simulated account's fault injector reaches it. A
+// fault on it (throttling, a 5xx, a timeout, access denied, a response lost after the send) is a warning on
+// stderr; the command exits 0 with its write in the state file. Without a fault the wake-up is on the queue.
+func TestOperatorWakeUpThroughTheFaultInjectorIsAWarningAfterTheDurableWrite(t *testing.T) {
+	tests := []struct {
+		name      string
+		rule      *sim.FaultRule
+		wantQueue int // messages on the queue afterwards
+	}{
+		{"no fault: the wake-up is sent", nil, 1},
+		{"throttled", &sim.FaultRule{Op: "sqs:SendMessage", Every: 1, Codes: []string{sim.FaultThrottling}}, 0},
+		{"a 5xx", &sim.FaultRule{Op: "sqs:SendMessage", Every: 1, Codes: []string{sim.FaultInternalFailure}}, 0},
+		{"a timeout", &sim.FaultRule{Op: "sqs:SendMessage", Every: 1, Codes: []string{sim.FaultTimeout}}, 0},
+		{"access denied", &sim.FaultRule{Op: "sqs:SendMessage", Every: 1, Codes: []string{"AccessDenied"}}, 0},
+		{"the response lost after the send", &sim.FaultRule{Op: "sqs:SendMessage", Every: 1, Codes: []string{sim.FaultInternalFailure}, ResponseLost: true}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			file := demoState(t)
+			acct := sim.New(testingclock.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)), sim.Options{Region: "eu-west-1", AccountID: "111122223333"})
+			url := acct.CreateQueue("patch-agent-wake-up", 0, "")
+			var rules []sim.FaultRule
+			if tc.rule != nil {
+				rules = append(rules, *tc.rule)
+			}
+			faults := sim.NewFaults(1, nil, rules...)
+			prev := newQueueSender
+			newQueueSender = func(context.Context, *aws.Config, string) (awsapi.OperatorQueue, error) {
+				return faults.OperatorQueue(acct.OperatorQueue()), nil
+			}
+			t.Cleanup(func() { newQueueSender = prev })
+			before := readFile(t, file)
+
+			res := run(t, "pause", "--group", demo.GroupName, "--reason", "game day", "--who", "carol", "--state-file", file, "--queue-url", url)
+			require.NoError(t, res.err, "a failed wake-up does not fail the command: %s", res.stderr)
+			require.NotEqual(t, before, readFile(t, file), "the pause is written")
+			require.NotNil(t, status(t, file).Paused, "and durable")
+			visible, _ := acct.QueueDepth(url)
+			require.Equal(t, tc.wantQueue, visible)
+			require.Equal(t, 1, faults.Stats().Calls["sqs:SendMessage"], "one send, never retried by the command")
+			if tc.rule == nil {
+				require.Contains(t, res.stdout, "Woke the agent")
+				require.Empty(t, res.stderr)
+				return
+			}
+			require.Contains(t, res.stderr, "warning: the change is recorded, but waking the agent failed (sending the wake-up to "+url)
+			require.Contains(t, res.stderr, "the agent acts on it at its next safety poll")
+			require.NotContains(t, res.stdout, "Woke the agent")
 		})
 	}
 }

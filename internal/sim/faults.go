@@ -546,6 +546,23 @@ func (c faultySQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMe
 	})
 }
 
+// OperatorQueue wraps api (the operator commands' wake-up). SendMessage counts as mutating: a lost response
+// leaves the message sent.
+func (f *Faults) OperatorQueue(api awsapi.OperatorQueue) awsapi.OperatorQueue {
+	return faultyOperatorQueue{api, f}
+}
+
+type faultyOperatorQueue struct {
+	api awsapi.OperatorQueue
+	f   *Faults
+}
+
+func (c faultyOperatorQueue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, o ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	return call(ctx, c.f, "sqs:SendMessage", true, func(ctx context.Context) (*sqs.SendMessageOutput, error) {
+		return c.api.SendMessage(ctx, in, o...)
+	})
+}
+
 type faultyCloudWatch struct {
 	api awsapi.CloudWatch
 	f   *Faults

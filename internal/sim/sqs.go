@@ -96,6 +96,37 @@ func (a *Account) enqueue(queueURL, body string) string {
 	return m.id
 }
 
+// OperatorQueue returns the account's SQS client as the operator commands use it (awsapi.OperatorQueue: their
+// wake-up's SendMessage).
+func (a *Account) OperatorQueue() awsapi.OperatorQueue { return &SQSClient{a: a} }
+
+// SendMessage is the API call (an operator command's wake-up): it puts MessageBody on the queue and answers its
+// MessageId and MD5OfMessageBody (the MD5 digest of the body, hex). Amazon SQS API Reference, "SendMessage":
+// QueueUrl and MessageBody are required (MissingParameter without them), an unknown queue is
+// QueueDoesNotExist, and the message is visible at once without DelaySeconds (which the simulation does not
+// model: the operator wake-up sets none).
+func (c *SQSClient) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	a := c.a
+	unlock, err := a.call(ctx, "sqs:SendMessage")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if in == nil {
+		in = &sqs.SendMessageInput{}
+	}
+	q, err := a.findQueue(in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if in.MessageBody == nil || *in.MessageBody == "" {
+		return nil, apiError("MissingParameter", "The request must contain the parameter MessageBody.")
+	}
+	id := a.enqueue(q.url, *in.MessageBody)
+	sum := md5.Sum([]byte(*in.MessageBody))
+	return &sqs.SendMessageOutput{MessageId: ptr(id), MD5OfMessageBody: ptr(hex.EncodeToString(sum[:]))}, nil
+}
+
 // QueueDepth returns how many messages of a queue are visible and how many are in flight (received, not yet
 // deleted, visibility timeout not yet expired).
 func (a *Account) QueueDepth(queueURL string) (visible, inFlight int) {
