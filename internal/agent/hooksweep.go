@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -103,7 +104,8 @@ func (a *Agent) SweepLifecycle(ctx context.Context) {
 	}
 	described, err := lifecycle.DescribeGroups(ctx, a.clients.AutoScaling, names)
 	if err != nil {
-		a.log.Warn("lifecycle sweep: describing the groups failed; the next sweep looks again", zap.String(logging.Group, strings.Join(names, ",")), zap.Error(err))
+		a.log.Warn("lifecycle sweep: describing the groups failed; the next sweep looks again",
+			zap.Int(logging.GroupCount, len(names)), zap.String(logging.Group, firstNames(names, sweepLogNames)), zap.Error(err))
 		return
 	}
 	d := lifecycle.Discovered{Targets: map[string]lifecycle.Target{}, Groups: described}
@@ -129,4 +131,16 @@ func (a *Agent) sweepTimer() clock.Timer {
 		return t
 	}
 	return a.clock.NewTimer(max(at.Sub(a.clock.Now()), 0))
+}
+
+// sweepLogNames is how many group names a failed sweep's log line names; its count field gives them all, so
+// that a fleet of 1,000 groups is not one huge line.
+const sweepLogNames = 5
+
+// firstNames joins the first n of names with commas, and says how many more there are ("a,b,c and 997 more").
+func firstNames(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ",")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ","), len(names)-n)
 }

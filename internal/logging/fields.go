@@ -36,11 +36,12 @@ const (
 	Transition        = "lifecycle_transition"
 	Result            = "result"
 	Error             = "error"
-	RetryIn           = "retry_in" // backoff before a failed step is tried again
-	Attempt           = "attempt"  // failures in a row of the step being retried
-	Build             = "build"    // the agent's version, commit and build date (internal/buildinfo)
-	Actor             = "actor"    // the identity (STS caller ARN) of the operator whose command the agent acts on
-	Records           = "records"  // how many table records a start-up step changed (state.DynamoDB.Backfill)
+	RetryIn           = "retry_in"    // backoff before a failed step is tried again
+	Attempt           = "attempt"     // failures in a row of the step being retried
+	Build             = "build"       // the agent's version, commit and build date (internal/buildinfo)
+	Actor             = "actor"       // the identity (STS caller ARN) of the operator whose command the agent acts on
+	Records           = "records"     // how many table records a start-up step changed (state.DynamoDB.Backfill)
+	GroupCount        = "group_count" // how many groups a line is about, when Group names only the first few
 )
 
 // New returns a JSON logger at the given level ("debug", "info", "warn", "error") writing to w.
