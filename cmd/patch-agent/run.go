@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -71,6 +72,10 @@ that fails stops it with that one reason. --check runs only these checks, prints
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.ResolveDefaults(cmd.Flags())
 			if err := cfg.Validate(); err != nil {
+				var ue config.UsageError
+				if errors.As(err, &ue) {
+					return usage(cmd, ue) // a flag's value it never takes: that one line, then the hint
+				}
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
 			log, err := logging.New(os.Stderr, cfg.LogLevel)
@@ -138,7 +143,8 @@ that fails stops it with that one reason. --check runs only these checks, prints
 			eksPlatforms, eksSources := newEKS(awsCfg, ec2.NewFromConfig(awsCfg), clock.RealClock{})
 			a := agent.New(clients, agent.Settings{QueueURL: cfg.QueueURL, WakeUpQueueURL: cfg.WakeUpQueueURL, ReconcileInterval: cfg.ReconcileInterval,
 				PollInterval: cfg.PollInterval, VisibilityTimeout: cfg.VisibilityTimeout, Policy: cfg.Policy(), OwnerID: cfg.OwnerID, LeaseTTL: cfg.LeaseTTL,
-				Observer: obs.observer, Platforms: eksPlatforms, Sources: eksSources, AllowedAMIOwners: cfg.AMIOwners(), Workers: cfg.Workers},
+				Observer: obs.observer, Platforms: eksPlatforms, Sources: eksSources, AllowedAMIOwners: cfg.AMIOwners(), Workers: cfg.Workers,
+				HookChecksPerPass: cfg.HookChecksPerPass},
 				store, clock.RealClock{}, log)
 			checks := map[string]health.Check{"queue": health.QueueCheck(sqsAPI, cfg.QueueURL), "table": health.TableCheck(dynamoAPI, cfg.Table)}
 			if cfg.WakeUpQueueURL != "" {

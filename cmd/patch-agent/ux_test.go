@@ -4,11 +4,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
 )
@@ -38,6 +41,8 @@ func TestUsageErrorsExitTwoWithAOneLineHint(t *testing.T) {
 		{"rollback to a malformed AMI id", []string{"rollback", "g", "--to", "ami-zzz", "--state-file", file}, 2, "Run 'patch-agent rollback --help' for usage."},
 		{"eks upgrade without --cluster", []string{"eks", "upgrade", "--to", "1.31", "--state-file", file}, 2, "Run 'patch-agent eks upgrade --help' for usage."},
 		{"eks upgrade without --to", []string{"eks", "upgrade", "--cluster", "c", "--state-file", file}, 2, "Run 'patch-agent eks upgrade --help' for usage."},
+		{"run with --hook-checks-per-pass 0", append([]string{"run", "--hook-checks-per-pass", "0"}, runArgs...), 2, "Run 'patch-agent run --help' for usage."},
+		{"run with --hook-checks-per-pass -3", append([]string{"run", "--hook-checks-per-pass", "-3"}, runArgs...), 2, "Run 'patch-agent run --help' for usage."},
 		{"unknown group is no usage error", []string{"pause", "-g", "nosuch", "-r", "x", "--state-file", file}, 1, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -93,4 +98,24 @@ func TestResumeSaysWhenNothingIsPausedAndFailsOnAnUnknownGroup(t *testing.T) {
 			require.Equal(t, c.wantOut, res.stdout)
 		})
 	}
+}
+
+// TestRunHookChecksPerPassFlagSaysWhatItBoundsAndItsDefault: `run --hook-checks-per-pass` is the agent's
+// Settings.HookChecksPerPass; its --help names what it bounds and its default, agent.DefaultHookChecksPerPass.
+func TestRunHookChecksPerPassFlagSaysWhatItBoundsAndItsDefault(t *testing.T) {
+	res := run(t, "run", "--help")
+	require.NoError(t, res.err)
+	line := ""
+	for _, l := range strings.Split(res.stdout, "\n") {
+		if strings.Contains(l, "--hook-checks-per-pass") {
+			line = l
+		}
+	}
+	require.NotEmpty(t, line, res.stdout)
+	require.Contains(t, line, "DescribeLifecycleHooks")
+	require.Contains(t, line, fmt.Sprintf("(default %d)", agent.DefaultHookChecksPerPass))
+	require.Equal(t, agent.DefaultHookChecksPerPass, config.Default().HookChecksPerPass)
+
+	res = run(t, append([]string{"run", "--hook-checks-per-pass", "0"}, runArgs...)...)
+	require.EqualError(t, res.err, "--hook-checks-per-pass must be at least 1 (groups whose lifecycle hooks one pass reads), got 0")
 }

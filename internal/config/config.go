@@ -90,6 +90,11 @@ type Config struct {
 	// Workers is how many managed groups one reconcile pass advances at once (`--workers`, default
 	// agent.DefaultWorkers = 8, 1 to 64); one group is never advanced twice at once.
 	Workers int `json:"workers"`
+	// HookChecksPerPass bounds how many managed groups' lifecycle hooks (DescribeLifecycleHooks, the
+	// missing-hook check) one reconcile pass reads (`--hook-checks-per-pass`, default
+	// agent.DefaultHookChecksPerPass = 25, at least 1); the agent raises it to ceil(groups x reconcile
+	// interval / poll interval) so that every group is still checked within about a poll interval.
+	HookChecksPerPass int `json:"hookChecksPerPass"`
 	// RateLimits override the client-side AWS request rates (`--rate-limit CLASS=RATE[/BURST]`, repeatable;
 	// awsapi.DefaultRateLimits, sized below the account limits AWS documents).
 	RateLimits []string `json:"rateLimits,omitempty"`
@@ -128,6 +133,7 @@ func Default() Config {
 		Rollback:          p.RollbackOnFailure,
 		ClusterBudget:     p.ClusterBudget,
 		Workers:           8,
+		HookChecksPerPass: 25,
 		LogLevel:          envOr(EnvLogLevel, "info"),
 		OwnerID:           host,
 		LeaseTTL:          envDuration(EnvLeaseTTL, state.DefaultLeaseTTL),
@@ -177,6 +183,9 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long a drain may take before the rollout halts and the instance is put back in service")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "how many managed groups a reconcile pass advances at once (1 to 64); one group is never advanced twice at once, "+
 		"and every AWS call still waits for --rate-limit")
+	fs.IntVar(&c.HookChecksPerPass, "hook-checks-per-pass", c.HookChecksPerPass, "at most how many managed groups' lifecycle hooks one reconcile pass reads "+
+		"(DescribeLifecycleHooks, the missing-hook check), spreading the reads of a large fleet over passes; raised to ceil(groups x --reconcile-interval / --poll-interval) "+
+		"so every group is still checked within about --poll-interval + --reconcile-interval; at least 1")
 	fs.StringArrayVar(&c.RateLimits, "rate-limit", c.RateLimits, "client-side AWS request rate CLASS=RATE[/BURST] in requests per second, repeatable, 0 lifts it; "+
 		"classes and defaults (about half the account limits AWS documents): ec2-mutating=2.5/100 ec2=10/50 autoscaling=10/20 ecs=10/25 ssm=20/20 eks=10/20 cloudwatch=10/20")
 	fs.IntVar(&c.ClusterBudget, "cluster-budget", c.ClusterBudget, "how many instances rollouts may drain at once across every managed group of one ECS or EKS cluster")
@@ -194,6 +203,12 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.Notifications, "notifications", c.Notifications, "send rollout and lifecycle notifications to --event-bus")
 	fs.StringVar(&c.AllowedAMIOwners, "allowed-ami-owners", c.AllowedAMIOwners, "AMI owners the AMI gate accepts for every group besides this account (and Amazon for /aws/service parameters): account ids or aliases (amazon, aws-marketplace, aws-backup-vault, self), comma-separated (env "+EnvAllowedAMIOwners+")")
 }
+
+// UsageError is an error of Validate that is a flag given a value it never takes: the command line's mistake
+// (the CLI exits 2 with a hint), as opposed to a configuration that does not fit this account.
+type UsageError struct{ Msg string }
+
+func (e UsageError) Error() string { return e.Msg }
 
 // Validate returns every problem of c at once, each naming the flag and the environment variable to fix.
 func (c Config) Validate() error {
@@ -233,6 +248,9 @@ func (c Config) Validate() error {
 	}
 	if c.Workers < 1 || c.Workers > 64 {
 		errs = append(errs, fmt.Errorf("--workers must be 1 to 64 (groups advanced at once), got %d", c.Workers))
+	}
+	if c.HookChecksPerPass < 1 {
+		errs = append(errs, UsageError{fmt.Sprintf("--hook-checks-per-pass must be at least 1 (groups whose lifecycle hooks one pass reads), got %d", c.HookChecksPerPass)})
 	}
 	if _, err := awsapi.ParseRateLimits(c.RateLimits); err != nil {
 		errs = append(errs, err)
