@@ -135,8 +135,11 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, k
 	rec, err := h.Store.GetHook(ctx, key)
 	switch {
 	case err == nil:
-		if !rec.Adopted || rec.State == state.HookCompleted {
-			return nil // its message drives it, or it is done
+		switch {
+		case rec.State == state.HookCompleted:
+			return nil // it is done
+		case !rec.Adopted:
+			return h.takeOver(ctx, t, a, rec, now) // its message drives it, unless its owner left it (hooks_takeover.go)
 		}
 	case !errors.Is(err, state.ErrNotFound):
 		return fmt.Errorf("reading lifecycle action %s: %w", key, err)
