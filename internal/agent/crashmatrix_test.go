@@ -216,3 +216,48 @@ func TestCrashMatrixECSSurgeBatch(t *testing.T) {
 		},
 	})
 }
+
+// TestC4CrashMatrixEventDrivenScaleInDrainWithA60sHeartbeatTimeout crashes an event-driven agent (wake-up
+// events, the 2-minute safety poll, the lifecycle sweep) at every effect of a scale-in's terminating lifecycle
+// action with a 60 s HeartbeatTimeout — recording the action from its message, the drain mark, the drain, each
+// heartbeat and its record, the completion claim and the completion — and with each effect's response lost.
+// The message of the dead incarnation stays invisible for its 2-minute visibility timeout, longer than the
+// timeout: the fresh incarnation (the same --owner-id) takes the record over at once (docs/state.md,
+// "Lifecycle action records left by their owner"), so the action is heartbeated inside every 60 s window,
+// completed once with CONTINUE once drained, and the returning message is deleted.
+func TestC4CrashMatrixEventDrivenScaleInDrainWithA60sHeartbeatTimeout(t *testing.T) {
+	hb := 60 * time.Second
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
+	var instance string
+	var start time.Time
+	runCrashMatrix(t, demo.CrashScenario{
+		Name: "event-driven scale-in drain, 60 s HeartbeatTimeout",
+		Build: func() (*demo.World, error) {
+			gs := g
+			spec := oneGroup(&gs)
+			spec.WakeUpEvents, spec.WakeUpQueue = true, true
+			spec.Sim.TaskStopStageDelay = 20 * time.Second
+			return demo.Build(spec)
+		},
+		Drive: func(w *demo.World) error {
+			ctx := context.Background()
+			if _, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return false }); err != nil {
+				return err
+			}
+			instance, start = scaleInOne(t, w, g)
+			done, err := w.RunEvents(ctx, 30*time.Minute, func() bool { return len(completionsOf(w, instance)) > 0 })
+			if err != nil {
+				return err
+			}
+			if !done {
+				return fmt.Errorf("the lifecycle action of %s was not completed", instance)
+			}
+			_, err = w.RunEvents(ctx, 10*time.Minute, func() bool { return false }) // the message comes back
+			return err
+		},
+		Final: func(w *demo.World) error {
+			requireKeptAlive(t, w, instance, start, hb, true)
+			return hooksAndQueueSettled(w, g.Name)
+		},
+	})
+}

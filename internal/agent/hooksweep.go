@@ -84,7 +84,11 @@ func (a *Agent) sweepAt() (time.Time, bool) {
 // check, heartbeat, completion — and reads a warm pool when its rule says so (field case C18). It runs every
 // maxSweepInterval (20 s) or a third of the shortest HeartbeatTimeout of those hooks, whichever is shorter,
 // so an action is taken up and heartbeated within its timeout whatever became of its message (field case
-// C4). Run and Step call it when sweepAt is due; errors are logged (the next sweep, or pass, looks again).
+// C4). A record its message drives whose owner died after writing it is judged by the take-over rule
+// (docs/state.md, "Lifecycle action records left by their owner"; lifecycle.Hooks.staleRule): heartbeated
+// once its heartbeat is overdue while the dead owner's claim holds, taken over (confirmed, one conditional
+// write) once the claim has expired, never while a live owner drives it. Run and Step call it when sweepAt is
+// due; errors are logged (the next sweep, or pass, looks again).
 func (a *Agent) SweepLifecycle(ctx context.Context) {
 	a.pass.Lock()
 	defer a.pass.Unlock()

@@ -35,6 +35,8 @@ type Fuse struct {
 	blown   bool
 	// OnWrite, when set, is asked after every successful rollout write whether to blow now.
 	OnWrite func(state.Rollout) bool
+	// OnHook, when set, is asked after every successful lifecycle action record write whether to blow now.
+	OnHook func(state.Hook) bool
 	// LoseResponse makes effect At "applied, response lost": the effect is durable, but the incarnation gets
 	// ErrResponseLost instead of its answer, and dies before it can do anything after it.
 	LoseResponse bool
@@ -87,6 +89,10 @@ func (f *Fuse) blow() {
 	f.blown = true
 	f.mu.Unlock()
 }
+
+// Blow kills the incarnation now: a test's wrapper of the world's clients (Spec.Wrap) calls it right after a
+// call of its choosing took effect (an ECS drain, say), and every later call of the incarnation fails.
+func (f *Fuse) Blow() { f.blow() }
 
 // Wrap gives an incarnation's clients and store the fuse.
 func (f *Fuse) Wrap(c agent.Clients, s state.Store) (agent.Clients, state.Store) {
@@ -147,6 +153,9 @@ func (s fusedStore) PutHook(ctx context.Context, h state.Hook) (state.Hook, erro
 	out, err := s.Store.PutHook(ctx, h)
 	if err = s.f.after(err); err != nil {
 		return state.Hook{}, err
+	}
+	if s.f.OnHook != nil && s.f.OnHook(out) {
+		s.f.blow()
 	}
 	return out, nil
 }

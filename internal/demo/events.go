@@ -19,7 +19,7 @@ const sameInstantSteps = 10
 // otherwise the clock moves to the first of: the account's next timed event (a boot, an agent connecting, a task's next
 // lastStatus — which may send a wake-up event), the agent's next look (safety poll, end of a timed wait),
 // and one long poll later. It stops when done returns true or limit has passed, and reports whether done.
-// The checker judges every step, as in Step.
+// The checker judges every step, and a crashed incarnation (a blown Fuse) is replaced, as in Step.
 func (w *World) RunEvents(ctx context.Context, limit time.Duration, done func() bool) (bool, error) {
 	clk := w.Account.Clock()
 	end := clk.Now().Add(limit)
@@ -29,6 +29,10 @@ func (w *World) RunEvents(ctx context.Context, limit time.Duration, done func() 
 			return true, nil
 		}
 		next, err := w.Agent.Step(ctx)
+		if w.fuse != nil && w.fuse.Blown() {
+			w.Restart(nil) // the incarnation crashed: a fresh, unfused one resumes from the store (as Step)
+			err = nil
+		}
 		if err != nil {
 			return false, err
 		}

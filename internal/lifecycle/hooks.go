@@ -82,6 +82,9 @@ type Hooks struct {
 	waiting map[string]waitSeen
 	// poolLooks: group -> the last DescribeWarmPool of AdoptWaiting (hooks_adopt.go)
 	poolLooks map[string]poolLook
+	// driven: record key -> this process's last look at the action through its message; rescued: record key
+	// -> this replica's last heartbeat for an owner whose heartbeat was overdue (hooks_takeover.go)
+	driven, rescued map[string]time.Time
 }
 
 // hookInfo is one lifecycle hook of a group as DescribeLifecycleHooks describes it.
@@ -182,6 +185,9 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 		return HookInProgress, nil // another replica works on it; this copy of the message waits for its end
 	} else if err != nil {
 		return HookInProgress, err
+	}
+	if a.Token != "" {
+		h.drivenByMessage(rec.Token, h.Clock.Now()) // its own reconcile loop leaves it to the message (staleRule)
 	}
 
 	deadline := h.Policy.HealthTimeout

@@ -59,7 +59,9 @@ func adoptAfter(heartbeat time.Duration) time.Duration { return min(heartbeat/3,
 // held message: drained, heartbeated at once and then at a third of the HeartbeatTimeout, and completed by
 // InstanceId and LifecycleHookName (Amazon EC2 Auto Scaling API Reference, CompleteLifecycleAction and
 // RecordLifecycleActionHeartbeat: "either the token or the instance ID"). Its message, when it comes, finds
-// the record: held while the action is driven here, then deleted as done — never a second drain.
+// the record: held while the action is driven here, then deleted as done — never a second drain. A record its
+// message drives whose owner has stopped (died after recording it) is heartbeated and taken over by the rule
+// of takeOver (hooks_takeover.go; docs/state.md, "Lifecycle action records left by their owner").
 // Warm pool instances (field case C18) are not in the group's description: for a group whose description
 // has a WarmPoolConfiguration, DescribeWarmPool (WarmPoolInstances) is read when the pool may hold an instance
 // the last read did not account for (poolLookDue), and its instances in Warmed:Pending:Wait (a launch into the
@@ -135,8 +137,11 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, k
 	rec, err := h.Store.GetHook(ctx, key)
 	switch {
 	case err == nil:
-		if !rec.Adopted || rec.State == state.HookCompleted {
-			return nil // its message drives it, or it is done
+		switch {
+		case rec.State == state.HookCompleted:
+			return nil // it is done
+		case !rec.Adopted:
+			return h.takeOver(ctx, t, a, rec, now) // its message drives it, unless its owner left it (hooks_takeover.go)
 		}
 	case !errors.Is(err, state.ErrNotFound):
 		return fmt.Errorf("reading lifecycle action %s: %w", key, err)

@@ -39,6 +39,9 @@ func (p LeaseRule) ttl() time.Duration {
 	return DefaultLeaseTTL
 }
 
+// EffectiveTTL returns how long a new or renewed lease lasts: TTL, or DefaultLeaseTTL when it is <= 0.
+func (p LeaseRule) EffectiveTTL() time.Duration { return p.ttl() }
+
 // Margin is the clock skew the rule tolerates on each side of an expiry: a quarter of the TTL.
 func (p LeaseRule) Margin() time.Duration { return p.ttl() / 4 }
 
