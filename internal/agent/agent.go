@@ -373,9 +373,11 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.SweepLifecycle(ctx)
 			case <-a.wakes.signal():
 				a.ReconcileWoken(ctx)
+				a.sweepIfDue(ctx) // early, on the look's answer, when it is nearly due (hooksweep.go)
 			case <-timer.C():
 				a.wakeTimedWaits()
 				a.ReconcileWoken(ctx)
+				a.sweepIfDue(ctx)
 			case <-a.waits.changedSignal(): // an earlier timed wait: set the timer again
 			case <-a.ticks.signal(): // a scheduled tick resolved the parameters: the whole-fleet pass now
 				waiting = false
@@ -431,6 +433,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	a.mu.Lock()
 	a.discovered = d
 	a.mu.Unlock()
+	a.sweep.offer(d, a.clock.Now()) // hooksweep.go: a sweep right after this pass uses its answer
 	for g, err := range d.Misconfigured {
 		a.log.Warn("opted-in group skipped", zap.String(logging.Group, g), zap.Error(err))
 	}
