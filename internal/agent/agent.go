@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
@@ -372,9 +373,11 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.SweepLifecycle(ctx)
 			case <-a.wakes.signal():
 				a.ReconcileWoken(ctx)
+				a.sweepIfDue(ctx) // early, on the look's answer, when it is nearly due (hooksweep.go)
 			case <-timer.C():
 				a.wakeTimedWaits()
 				a.ReconcileWoken(ctx)
+				a.sweepIfDue(ctx)
 			case <-a.waits.changedSignal(): // an earlier timed wait: set the timer again
 			case <-a.ticks.signal(): // a scheduled tick resolved the parameters: the whole-fleet pass now
 				waiting = false
@@ -430,6 +433,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	a.mu.Lock()
 	a.discovered = d
 	a.mu.Unlock()
+	a.sweep.offer(d, a.clock.Now()) // hooksweep.go: a sweep right after this pass uses its answer
 	for g, err := range d.Misconfigured {
 		a.log.Warn("opted-in group skipped", zap.String(logging.Group, g), zap.Error(err))
 	}
@@ -466,7 +470,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		return err
 	}
 	p := &pass{d: d, store: a.store, records: records, readAt: readAt, epochs: epochs, pools: pools, images: images, launched: launched,
-		nodes: map[string]*clusterView{}}
+		nodes: map[string]*clusterView{}, look: only != nil}
 	var names []string
 	for _, name := range d.Names() {
 		if (only == nil || only[name]) && !poolFailed[name] {
@@ -562,7 +566,7 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 			a.log.Error("group skipped", zap.String(logging.Group, name), zap.Error(err))
 			return nil
 		}
-		n, err := platform.Observe(ctx, t.Cluster)
+		n, err := observeCluster(ctx, p, platform, t)
 		if err != nil {
 			cv.mu.Unlock()
 			if awsapi.IsPassBudgetSpent(err) {
@@ -626,6 +630,26 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 	a.mu.Unlock()
 	a.settings.Observer.TargetObserved(t, v, r, ami)
 	return nil
+}
+
+// observeCluster reads the cluster view of t's cluster for pass p. A full pass (the safety poll) lists the
+// cluster (Platform.Observe); a look at a few targets describes the members it knows without listing when
+// the platform can (lifecycle.KnownObserver: ECS), for the instances of every group of the pass in that
+// cluster, and lists whenever the membership may have changed (issue #21 item 3).
+func observeCluster(ctx context.Context, p *pass, platform lifecycle.Platform, t lifecycle.Target) (map[string]lifecycle.NodeState, error) {
+	ko, ok := platform.(lifecycle.KnownObserver)
+	if !p.look || !ok {
+		return platform.Observe(ctx, t.Cluster)
+	}
+	var ids []string
+	for _, name := range p.d.Names() {
+		if o := p.d.Targets[name]; o.Platform == t.Platform && o.Cluster == t.Cluster {
+			for _, i := range p.d.Groups[name].Instances {
+				ids = append(ids, aws.ToString(i.InstanceId))
+			}
+		}
+	}
+	return ko.ObserveKnown(ctx, t.Cluster, ids)
 }
 
 // rollouts returns an orchestrator for one target's step: a copy of the agent's, since an Orchestrator keeps

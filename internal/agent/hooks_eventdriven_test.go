@@ -12,6 +12,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
@@ -271,4 +272,45 @@ func TestC4LateLifecycleMessageGetsItsFirstHeartbeatCountedFromItsSentTimestamp(
 	require.Less(t, beats[0], 2*time.Minute+10*time.Second, "the first heartbeat goes on the late receive")
 	requireKeptAlive(t, w, instance, start, hb, true)
 	require.Empty(t, w.Checker.Finish())
+}
+
+// TestLifecycleSweepTakesTheGroupsFromALookOfTheSameTurn (issue #21 item 4): the lifecycle sweep (every 20 s
+// here: a 60 s HeartbeatTimeout) uses the DescribeAutoScalingGroups answer of a look made in the same turn of
+// the loop instead of describing the groups again, running early once it is in the second half of its
+// interval, and counts its next run from that answer; a look in the first half leaves the sweep's time alone,
+// and with no look the sweep describes the groups itself — every hooked group is seen at least every 20 s.
+func TestLifecycleSweepTakesTheGroupsFromALookOfTheSameTurn(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		after     time.Duration // since the full pass that last looked for lifecycle actions
+		look      bool          // an operator wake-up makes the turn look at the group
+		nextSweep time.Duration // when the turn says the loop looks next, since the full pass
+	}{
+		{name: "look in the second half: the sweep rides on its answer", after: 12 * time.Second, look: true, nextSweep: 32 * time.Second},
+		{name: "look in the first half: the sweep keeps its time", after: 5 * time.Second, look: true, nextSweep: 20 * time.Second},
+		{name: "no look when due: the sweep describes the group", after: 20 * time.Second, nextSweep: 40 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			g := demo.GroupSetup{Name: "g", Cluster: "c", Parameter: "/golden-ami/g", Min: 2, Max: 3, Desired: 2, HeartbeatTimeout: 60 * time.Second}
+			spec := oneGroup(&g)
+			spec.WakeUpEvents = true
+			w := build(t, spec)
+			_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
+			require.NoError(t, err)
+			require.NoError(t, w.Agent.Reconcile(ctx)) // the full pass: lifecycle actions looked for now
+			pass := w.Account.Clock().Now()
+			w.Account.Advance(tc.after)
+			if tc.look {
+				sendOperatorWakeUp(t, w, events.OperatorWakeUp{Action: events.OperatorApprove, Group: g.Name, Who: "arn:aws:sts::111122223333:assumed-role/ops/alice"})
+			}
+			before := w.Account.Calls()["autoscaling:DescribeAutoScalingGroups"]
+
+			next, err := w.Agent.Step(ctx)
+			require.NoError(t, err)
+			require.Equal(t, before+1, w.Account.Calls()["autoscaling:DescribeAutoScalingGroups"], "one DescribeAutoScalingGroups in the turn, look and sweep together")
+			require.Equal(t, pass.Add(tc.nextSweep), next, "the next sweep")
+			require.Empty(t, w.Checker.Check())
+		})
+	}
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +26,31 @@ type hookSweep struct {
 	mu    sync.Mutex
 	beats map[string]time.Duration
 	last  time.Time
+	// shared is the DescribeAutoScalingGroups answer of the last pass's discovery and when it was read: a
+	// sweep within maxShareAge of it uses it instead of describing the groups again (offer, fresh)
+	shared   lifecycle.Discovered
+	sharedAt time.Time
+}
+
+// maxShareAge is how old a pass's discovery may be for the lifecycle sweep to use it as its own
+// DescribeAutoScalingGroups answer: the same pass, give or take its calls.
+const maxShareAge = 2 * time.Second
+
+// offer records the discovery d a pass read at at, for a sweep that comes right after it.
+func (s *hookSweep) offer(d lifecycle.Discovered, at time.Time) {
+	s.mu.Lock()
+	s.shared, s.sharedAt = d, at
+	s.mu.Unlock()
+}
+
+// fresh returns the last pass's discovery when it was read within maxShareAge before now.
+func (s *hookSweep) fresh(now time.Time) (lifecycle.Discovered, time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sharedAt.IsZero() || now.Sub(s.sharedAt) > maxShareAge || now.Before(s.sharedAt) {
+		return lifecycle.Discovered{}, time.Time{}, false
+	}
+	return s.shared, s.sharedAt, true
 }
 
 // note records group's shortest HeartbeatTimeout of the agent's hooks (lifecycle.HookCheck.Heartbeat); zero
@@ -89,6 +115,10 @@ func (a *Agent) sweepAt() (time.Time, bool) {
 // once its heartbeat is overdue while the dead owner's claim holds, taken over (confirmed, one conditional
 // write) once the claim has expired, never while a live owner drives it. Run and Step call it when sweepAt is
 // due; errors are logged (the next sweep, or pass, looks again).
+//
+// The groups that a look's discovery described within maxShareAge (2 s: the same turn of the loop) are
+// taken from that answer instead of being described again (issue #21 item 4); the sweep then counts from
+// when that answer was read, so every group is still seen at least every sweep interval.
 func (a *Agent) SweepLifecycle(ctx context.Context) {
 	a.pass.Lock()
 	defer a.pass.Unlock()
@@ -102,15 +132,43 @@ func (a *Agent) SweepLifecycle(ctx context.Context) {
 			names = append(names, g)
 		}
 	}
-	a.sweep.looked(a.clock.Now())
+	now := a.clock.Now()
+	shared, sharedAt, fresh := a.sweep.fresh(now)
+	described := maps.Clone(shared.Groups) // the look's answer, for the groups it has
+	var rest []string
+	for _, name := range names {
+		if _, ok := shared.Groups[name]; !fresh || !ok {
+			rest = append(rest, name)
+		}
+	}
+	if len(rest) < len(names) {
+		now = sharedAt // seen when the look read them
+	}
+	a.sweep.looked(now)
 	if len(names) == 0 {
 		return
 	}
-	described, err := lifecycle.DescribeGroups(ctx, a.clients.AutoScaling, names)
-	if err != nil {
-		a.log.Warn("lifecycle sweep: describing the groups failed; the next sweep looks again",
-			zap.Int(logging.GroupCount, len(names)), zap.String(logging.Group, firstNames(names, sweepLogNames)), zap.Error(err))
-		return
+	if len(rest) > 0 {
+		more, err := lifecycle.DescribeGroups(ctx, a.clients.AutoScaling, rest)
+		if err != nil {
+			a.log.Warn("lifecycle sweep: describing the groups failed; the next sweep looks again",
+				zap.Int(logging.GroupCount, len(rest)), zap.String(logging.Group, firstNames(rest, sweepLogNames)), zap.Error(err))
+			return
+		}
+		if described == nil || !fresh {
+			described = more
+		} else {
+			maps.Copy(described, more)
+		}
+	}
+	wanted := make(map[string]bool, len(names))
+	for _, name := range names {
+		wanted[name] = true
+	}
+	for name := range described {
+		if !wanted[name] {
+			delete(described, name)
+		}
 	}
 	d := lifecycle.Discovered{Targets: map[string]lifecycle.Target{}, Groups: described}
 	for name := range described {
@@ -119,9 +177,18 @@ func (a *Agent) SweepLifecycle(ctx context.Context) {
 	a.hooks.AdoptWaiting(ctx, d)
 }
 
-// sweepIfDue runs the lifecycle sweep when it is due.
+// sweepIfDue runs the lifecycle sweep when it is due, or early — in the second half of its interval — when a
+// look of this turn has just described the groups (hookSweep.fresh): that sweep makes no
+// DescribeAutoScalingGroups of its own, and one run early only shortens the time between two.
 func (a *Agent) sweepIfDue(ctx context.Context) {
-	if at, ok := a.sweepAt(); ok && !a.clock.Now().Before(at) {
+	at, ok := a.sweepAt()
+	if !ok {
+		return
+	}
+	now := a.clock.Now()
+	_, every, _ := a.sweep.plan()
+	_, _, fresh := a.sweep.fresh(now)
+	if !now.Before(at) || (fresh && !now.Before(at.Add(-every/2))) {
 		a.SweepLifecycle(ctx)
 	}
 }

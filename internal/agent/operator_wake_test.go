@@ -80,6 +80,7 @@ func TestOperatorApproveIsActedOnWithinOneReceiveOfItsWakeUp(t *testing.T) {
 			}
 			require.NotEqual(t, state.PhaseWaiting, r.Phase, "the approval was acted on in the turn that received the wake-up: %+v", r)
 			require.NotEmpty(t, r.NewTemplateVersion, "the rollout prepared its launch template version")
+			w.Agent.Consumer.FlushDeletes(ctx) // its delete waits for a batch (events.Consumer.DeleteDeadline)
 			visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 			require.Zero(t, visible+inFlight, "the wake-up is deleted")
 			require.Empty(t, w.Checker.Check())
@@ -167,9 +168,11 @@ func TestForgedOperatorWakeUpForAPausedGroupMakesNoDestructiveStep(t *testing.T)
 		require.Len(t, w.Account.DesiredChanges(g.Name), changes, "no surge after a forged %s", action)
 		require.Empty(t, w.Account.Terminations(), "no termination")
 	}
+	w.Agent.Consumer.FlushDeletes(ctx) // their deletes wait for a batch (events.Consumer.DeleteDeadline)
 	require.Equal(t, processed+3, w.Agent.Consumer.Stats.Processed.Load(), "each forged wake-up made one look")
 	sendOperatorWakeUp(t, w, events.OperatorWakeUp{Action: events.OperatorResume, Group: "someone-elses-asg", Who: "mallory"})
 	stepBetweenPolls(t, w)
+	w.Agent.Consumer.FlushDeletes(ctx)
 	require.Equal(t, ignored+1, w.Agent.Consumer.Stats.Ignored.Load(), "a group the agent does not manage: ignored")
 	// Malformed (no action): never deleted, left for the dead-letter queue like every malformed message.
 	failed := w.Agent.Consumer.Stats.Failed.Load()

@@ -103,6 +103,9 @@ type pass struct {
 	launched map[string]time.Time
 	// epochs are the kept records' epochs when the records were read (records.go)
 	epochs map[string]uint64
+	// look: a look at a few targets (not a full pass), whose cluster views may describe the known members
+	// without listing the cluster (observeCluster)
+	look bool
 
 	mu      sync.Mutex
 	records map[string]state.Rollout

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -229,15 +230,21 @@ func (d *Drainer) Find(ctx context.Context, cluster, instanceID string) (Contain
 // FindAll returns every container instance of cluster (all statuses but INACTIVE, which ECS does not list),
 // keyed by EC2 instance id: one listing of all pages and describes of at most 100 ARNs a call. It is meant to be
 // called once per reconcile tick for a whole Auto Scaling group; instances of the group missing from the map
-// are not registered.
+// are not registered. When two container instances name one EC2 instance (its ECS container agent registered
+// afresh, leaving the old one registered with its agent disconnected), the one whose agent is connected is
+// the instance's: the old one runs no new task.
 func (d *Drainer) FindAll(ctx context.Context, cluster string) (map[string]ContainerInstance, error) {
 	all := make(map[string]ContainerInstance)
 	err := d.eachPage(ctx, cluster, func(page []ContainerInstance) bool {
 		for _, ci := range page {
+			if prev, ok := all[ci.EC2InstanceID]; ok && prev.AgentConnected && !ci.AgentConnected {
+				continue
+			}
 			all[ci.EC2InstanceID] = ci
 		}
 		return true
 	})
+	d.rememberARNs(cluster, slices.Collect(maps.Values(all))) // the chosen one of each instance, whatever the page order
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +277,18 @@ func (d *Drainer) eachPage(ctx context.Context, cluster string, fn func([]Contai
 		}
 		token = out.NextToken
 	}
+}
+
+// KnownARN returns the container instance ARN last listed or found for the EC2 instance instanceID in
+// cluster; "" when none was. The ARN may be stale: the container instance may have been deregistered since,
+// or the instance registered again under a new ARN (callers describe it before trusting it).
+func (d *Drainer) KnownARN(cluster, instanceID string) string { return d.knownARN(cluster, instanceID) }
+
+// DescribeARNs describes the container instances arns of cluster (DescribeContainerInstances, at most 100 a
+// call) without listing the cluster. An ARN ECS reports MISSING is left out of the answer; any other
+// failure is a wrapped *FailureError. A deregistered container instance is described with status INACTIVE.
+func (d *Drainer) DescribeARNs(ctx context.Context, cluster string, arns []string) ([]ContainerInstance, error) {
+	return d.describe(ctx, cluster, arns, true)
 }
 
 func (d *Drainer) knownARN(cluster, instanceID string) string {

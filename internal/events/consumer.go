@@ -95,15 +95,17 @@ type Consumer struct {
 
 	mu   sync.Mutex
 	held map[string]*heldMessage // by SQS MessageId
-	// deletes are the wake-ups handled in the current poll, deleted together at its end (flushDeletes)
+	// deletes are the handled wake-ups whose receipt handles wait for one DeleteMessageBatch, across
+	// receives (flushDeletes), oldest first
 	deletes []pendingDelete
 }
 
-// pendingDelete is a handled wake-up waiting for the DeleteMessageBatch at the end of its poll.
+// pendingDelete is a handled wake-up waiting for a DeleteMessageBatch; handled is when it was handled.
 type pendingDelete struct {
 	id, receipt string
 	disp        Disposition
 	log         *zap.Logger
+	handled     time.Time
 }
 
 type heldMessage struct {
@@ -122,6 +124,13 @@ func (c *Consumer) visibility() time.Duration {
 	return c.VisibilityTimeout
 }
 
+// DeleteDeadline is how long, at most, a handled wake-up's receipt handle waits for its DeleteMessageBatch:
+// a quarter of the visibility timeout (30 s at the default 2 minutes), so the delete lands well before the
+// message could become visible again (Amazon SQS Developer Guide, "Amazon SQS visibility timeout": a message
+// not deleted within it is delivered again). A receive that has wake-ups pending waits no longer than the
+// oldest one's deadline.
+func (c *Consumer) DeleteDeadline() time.Duration { return c.visibility() / 4 }
+
 // receiveAttributes are the message system attributes requested on receive: the receive count for the logs,
 // the sent timestamp for Stats.OldestMessageAgeSeconds.
 var receiveAttributes = []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount,
@@ -131,6 +140,7 @@ var receiveAttributes = []sqstypes.MessageSystemAttributeName{sqstypes.MessageSy
 // poll), handles each message, then looks again at the messages held from earlier polls. It returns the
 // number of messages received. Errors of single messages are logged and counted, not returned.
 func (c *Consumer) PollOnce(ctx context.Context, wait time.Duration) (int, error) {
+	wait = c.waitBeforeDeadline(wait)
 	out, err := c.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(c.QueueURL),
 		MaxNumberOfMessages:         maxMessagesPerReceive,
@@ -139,6 +149,7 @@ func (c *Consumer) PollOnce(ctx context.Context, wait time.Duration) (int, error
 		MessageSystemAttributeNames: receiveAttributes,
 	})
 	if err != nil {
+		c.flushDeletes(ctx, false) // a failing receive does not keep handled wake-ups past their deadline
 		return 0, fmt.Errorf("receiving from %s: %w", c.QueueURL, err)
 	}
 	c.Stats.OldestMessageAgeSeconds.Store(oldestAgeSeconds(out.Messages, c.Clock.Now()))
@@ -152,26 +163,49 @@ func (c *Consumer) PollOnce(ctx context.Context, wait time.Duration) (int, error
 	c.handleAll(ctx, first)
 	c.revisitHeld(ctx, fresh)
 	c.handleAll(ctx, rest)
-	c.flushDeletes(ctx)
+	c.flushDeletes(ctx, false)
 	return len(out.Messages), nil
 }
+
+// waitBeforeDeadline shortens a receive's wait so that it returns by the deadline of the oldest pending
+// wake-up delete (DeleteDeadline), whose flush follows the receive.
+func (c *Consumer) waitBeforeDeadline(wait time.Duration) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.deletes) == 0 {
+		return wait
+	}
+	left := c.deletes[0].handled.Add(c.DeleteDeadline()).Sub(c.Clock.Now())
+	return max(0, min(wait, left))
+}
+
+// FlushDeletes deletes every handled wake-up still pending (DeleteMessageBatch, up to 10 a call) whatever
+// its deadline. Run calls it on shutdown; a driver that stops polling calls it too.
+func (c *Consumer) FlushDeletes(ctx context.Context) { c.flushDeletes(ctx, true) }
 
 // maxEntriesPerBatch is the SQS limit of DeleteMessageBatch (Amazon SQS API Reference, DeleteMessageBatch:
 // up to 10 entries; TooManyEntriesInBatchRequest beyond).
 const maxEntriesPerBatch = 10
 
-// flushDeletes deletes the wake-ups handled in this poll with DeleteMessageBatch, up to 10 per call, instead
-// of one DeleteMessage each. A wake-up's effect is only "look at this target soon", recorded in memory
-// before it is queued here, so deleting it after the record is what a single delete did. Only the entries
+// flushDeletes deletes handled wake-ups with DeleteMessageBatch, up to 10 per call, instead of one
+// DeleteMessage each, batching across receives: it sends a call for every full 10 pending and, once the
+// oldest pending one has waited DeleteDeadline (or all is set: shutdown), for every one pending. A wake-up's
+// effect is only "look at this target soon", recorded in memory before it is queued here; one whose delete
+// is lost with the process (a crash before the flush) comes back after its visibility timeout and costs one
+// look. Lifecycle actions, parameter changes and every other kind are never queued here: each is deleted on
+// its own once its effect is durable (dispatch). Only the entries
 // the answer lists as Successful are counted (Stats.Processed, Stats.Ignored); a Failed entry, or every
 // entry of a call that failed, is not deleted: the message becomes visible again after its visibility
 // timeout and is handled again (the record is idempotent), so no wake-up is lost and none is counted as
 // deleted that was not. Amazon SQS API Reference, "DeleteMessageBatch" (each entry's result is reported
 // individually; check Failed even when the call returns HTTP 200).
-func (c *Consumer) flushDeletes(ctx context.Context) {
+func (c *Consumer) flushDeletes(ctx context.Context, all bool) {
 	c.mu.Lock()
 	pending := c.deletes
-	c.deletes = nil
+	if !all && len(pending) > 0 && c.Clock.Now().Before(pending[0].handled.Add(c.DeleteDeadline())) {
+		pending = pending[:len(pending)/maxEntriesPerBatch*maxEntriesPerBatch] // only full batches before the deadline
+	}
+	c.deletes = slices.Clone(c.deletes[len(pending):])
 	c.mu.Unlock()
 	for chunk := range slices.Chunk(pending, maxEntriesPerBatch) {
 		entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(chunk))
@@ -312,10 +346,10 @@ func (c *Consumer) dispatch(ctx context.Context, log *zap.Logger, id, receipt st
 		return
 	}
 	if disp != Hold && ev.Kind.IsWakeUp() {
-		// Its effect (the target recorded for a look) is in memory already: delete it with the poll's batch.
+		// Its effect (the target recorded for a look) is in memory already: delete it with a later batch.
 		c.unhold(id)
 		c.mu.Lock()
-		c.deletes = append(c.deletes, pendingDelete{id: id, receipt: receipt, disp: disp, log: log})
+		c.deletes = append(c.deletes, pendingDelete{id: id, receipt: receipt, disp: disp, log: log, handled: c.Clock.Now()})
 		c.mu.Unlock()
 		return
 	}
@@ -430,7 +464,8 @@ func (c *Consumer) Release(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Run long-polls (20 s) until ctx is cancelled, then releases held messages. Receive errors are logged and
+// Run long-polls (20 s; shorter while handled wake-ups wait for their delete, DeleteDeadline) until ctx is
+// cancelled, then deletes the handled wake-ups still pending and releases held messages. Receive errors are logged and
 // retried after backoff, never fatal.
 func (c *Consumer) Run(ctx context.Context, backoff func(attempt int) time.Duration) error {
 	attempt := 0
@@ -448,5 +483,6 @@ func (c *Consumer) Run(ctx context.Context, backoff func(attempt int) time.Durat
 	}
 	release, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	c.FlushDeletes(release)
 	return c.Release(release)
 }

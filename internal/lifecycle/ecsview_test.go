@@ -293,3 +293,111 @@ func TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceSt
 	require.NoError(t, err)
 	require.Equal(t, listed+2, api.calls["ListTasks"], "after an undrain the drain is checked in full")
 }
+
+// TestLookDescribesTheKnownContainerInstancesWithoutListingUnlessTheMembershipMayHaveChanged (issue #21 item
+// 3): once a listing showed every instance's container instance, a look describes those ARNs with one
+// DescribeContainerInstances and no ListContainerInstances — unless one may have changed: an instance never
+// seen registered (it may have joined), a container instance INACTIVE (deregistered: the instance may have
+// registered again under a new ARN), one whose agent is disconnected (an agent that registered afresh leaves
+// it behind), or one ECS no longer knows (MISSING). Then it lists, and the view shows the instance's current
+// container instance.
+func TestLookDescribesTheKnownContainerInstancesWithoutListingUnlessTheMembershipMayHaveChanged(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		change   func(api *viewECS)
+		ids      []string
+		wantList bool
+		wantARN  string // of i-1 in the view
+	}{
+		{name: "nothing changed: no listing", change: func(*viewECS) {}, wantARN: ciOld},
+		{name: "status changed to DRAINING: still no listing", change: func(api *viewECS) {
+			ci := api.instances[ciOld]
+			ci.Status = aws.String("DRAINING")
+			api.instances[ciOld] = ci
+		}, wantARN: ciOld},
+		{name: "an instance never seen registered: listed", change: func(api *viewECS) { api.register("arn:ci/i-3", "i-3", "ACTIVE") },
+			ids: []string{"i-1", "i-2", "i-9", "i-3"}, wantList: true, wantARN: ciOld},
+		{name: "deregistered and registered again under a new ARN: listed", change: func(api *viewECS) {
+			api.register(ciOld, "i-1", "INACTIVE")
+			api.register(ciNew, "i-1", "ACTIVE")
+		}, wantList: true, wantARN: ciNew},
+		{name: "agent registered afresh, the old one left disconnected: listed", change: func(api *viewECS) {
+			ci := api.instances[ciOld]
+			ci.AgentConnected = false
+			api.instances[ciOld] = ci
+			api.register(ciNew, "i-1", "ACTIVE")
+		}, wantList: true, wantARN: ciNew},
+		{name: "MISSING: listed", change: func(api *viewECS) {
+			delete(api.instances, ciOld)
+			api.register(ciNew, "i-1", "ACTIVE")
+		}, wantList: true, wantARN: ciNew},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newViewECS()
+			api.register(ciOld, "i-1", "ACTIVE")
+			api.register("arn:ci/i-2", "i-2", "ACTIVE")
+			api.register("arn:ci/i-9", "i-9", "ACTIVE")
+			platform := ECSPlatform{Drainer: ecsdrain.New(api)}
+			_, err := platform.Observe(context.Background(), "c1") // the last listing
+			require.NoError(t, err)
+			tc.change(api)
+			ids := tc.ids
+			if ids == nil {
+				ids = []string{"i-1", "i-2", "i-9"}
+			}
+			lists, describes := api.calls["ListContainerInstances"], api.calls["DescribeContainerInstances"]
+
+			nodes, err := platform.ObserveKnown(context.Background(), "c1", ids)
+			require.NoError(t, err)
+			require.Equal(t, tc.wantARN, nodes["i-1"].Name)
+			if !tc.wantList {
+				require.Equal(t, lists, api.calls["ListContainerInstances"], "no ListContainerInstances")
+				require.Equal(t, describes+1, api.calls["DescribeContainerInstances"], "one describe of the known ARNs")
+				require.Equal(t, aws.ToString(api.instances[ciOld].Status), nodes["i-1"].Status, "the status as described now")
+				return
+			}
+			require.Equal(t, lists+1, api.calls["ListContainerInstances"], "the cluster is listed")
+		})
+	}
+}
+
+// TestDrainCheckOfAReRegisteredContainerInstanceSeenByALookWithoutAListingCountsTheNewOnesTasks (issue #21
+// item 3, mutant 38): the last listing showed the old instance i-1 DRAINING on its container instance ARN;
+// since, its ECS container agent registered it again under a new ARN, which runs a task — the old ARN
+// deregistered (INACTIVE), or left registered with its agent disconnected. The next look, which describes
+// the known ARNs instead of listing, must not take the old ARN's empty task list for the drain's end: it
+// lists the cluster, its view shows the new container instance, and the drain check counts its task.
+func TestDrainCheckOfAReRegisteredContainerInstanceSeenByALookWithoutAListingCountsTheNewOnesTasks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		leave func(api *viewECS)
+	}{
+		{name: "old ARN deregistered (INACTIVE)", leave: func(api *viewECS) { api.register(ciOld, "i-1", "INACTIVE") }},
+		{name: "old ARN left DRAINING with its agent disconnected", leave: func(api *viewECS) {
+			ci := api.instances[ciOld]
+			ci.AgentConnected = false
+			api.instances[ciOld] = ci
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := newViewECS()
+			api.register(ciOld, "i-1", "DRAINING")
+			api.register("arn:ci/i-2", "i-2", "ACTIVE")
+			api.register("arn:ci/i-9", "i-9", "ACTIVE")
+			rg, _ := ecsRig(t, api) // the last listing: i-1 on ciOld
+			platform := rg.o.Platforms[PlatformECS].(ECSPlatform)
+			rg.seed0(drainingRecord(ciOld))
+			tc.leave(api)
+			api.register(ciNew, "i-1", "DRAINING")
+			api.tasks[ciNew] = []string{"arn:task/1"}
+
+			nodes, err := platform.ObserveKnown(context.Background(), "c1", []string{"i-1", "i-2", "i-9"})
+			require.NoError(t, err)
+			r, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
+			require.NoError(t, err)
+			require.Equal(t, state.StepDraining, r.Current.Step, "a task RUNNING on the instance's current container instance")
+			require.Empty(t, rg.groups.calls, "nothing terminated")
+			require.NotContains(t, api.listedFor, ciOld, "the old ARN's tasks are not the instance's")
+		})
+	}
+}

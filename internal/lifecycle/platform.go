@@ -58,6 +58,15 @@ type SeenDrainer interface {
 	DrainStatusSeen(ctx context.Context, cluster, instanceID string, seen NodeState, draining bool) (DrainProgress, error)
 }
 
+// KnownObserver is implemented by platforms that can refresh a look's cluster view from the members they
+// know, without listing the cluster (ECS: DescribeContainerInstances of the container instance ARNs the last
+// listing showed, instead of ListContainerInstances first). ObserveKnown returns the state of instanceIDs
+// (the instances of the groups the look reconciles), keyed by EC2 instance id as Observe does, and falls back
+// to Observe whenever the membership may have changed.
+type KnownObserver interface {
+	ObserveKnown(ctx context.Context, cluster string, instanceIDs []string) (map[string]NodeState, error)
+}
+
 // startDrainSeen starts the drain of i through the node the view shows when the platform can (SeenDrainer),
 // else through StartDrain.
 func startDrainSeen(ctx context.Context, p Platform, cluster string, i InstanceView) error {
@@ -93,8 +102,9 @@ type ECSPlatform struct {
 }
 
 var (
-	_ Platform    = ECSPlatform{}
-	_ SeenDrainer = ECSPlatform{}
+	_ Platform      = ECSPlatform{}
+	_ SeenDrainer   = ECSPlatform{}
+	_ KnownObserver = ECSPlatform{}
 )
 
 // Observe implements Platform: every container instance of the cluster, in one listing.
@@ -105,10 +115,63 @@ func (p ECSPlatform) Observe(ctx context.Context, cluster string) (map[string]No
 	}
 	out := make(map[string]NodeState, len(all))
 	for id, ci := range all {
-		out[id] = NodeState{Registered: true, Healthy: ci.Healthy(), Draining: ci.Status == "DRAINING", Name: ci.ARN, Status: ci.Status,
-			Tasks: ci.RunningTasks + ci.PendingTasks}
+		out[id] = ecsNode(ci)
 	}
 	return out, nil
+}
+
+func ecsNode(ci ecsdrain.ContainerInstance) NodeState {
+	return NodeState{Registered: true, Healthy: ci.Healthy(), Draining: ci.Status == ecsdrain.StatusDraining, Name: ci.ARN, Status: ci.Status,
+		Tasks: ci.RunningTasks + ci.PendingTasks}
+}
+
+// ObserveKnown implements KnownObserver: one DescribeContainerInstances (100 ARNs a call) of the container
+// instance ARNs the last listing (or lookup) showed for instanceIDs, with no ListContainerInstances, when
+// every one of them is known and is still that instance's, registered and connected: status ACTIVE or
+// DRAINING with its ECS container agent connected. Anything else lists the cluster (Observe), because the
+// membership may have changed: an instance not seen registered may have joined; a container instance that is
+// INACTIVE or MISSING was deregistered (Amazon ECS API Reference, "DeregisterContainerInstance" and
+// "ContainerInstance": status INACTIVE once deregistered), and its EC2 instance may have registered again
+// under a NEW container instance ARN (Amazon ECS Developer Guide, "Amazon ECS container instance
+// lifecycle"); one whose agent is disconnected may be left behind by an agent that registered afresh. A view
+// taken on the old ARN would count none of the tasks of the new one, and a drain check would take the
+// instance for drained with its tasks running (mutants 38, 62). Instances of instanceIDs that the answer
+// leaves out are not registered, as with Observe.
+func (p ECSPlatform) ObserveKnown(ctx context.Context, cluster string, instanceIDs []string) (map[string]NodeState, error) {
+	if len(instanceIDs) == 0 {
+		return p.Observe(ctx, cluster)
+	}
+	arns := make([]string, 0, len(instanceIDs))
+	for _, id := range instanceIDs {
+		arn := p.Drainer.KnownARN(cluster, id)
+		if arn == "" {
+			return p.Observe(ctx, cluster) // never seen registered: it may have joined since
+		}
+		arns = append(arns, arn)
+	}
+	cis, err := p.Drainer.DescribeARNs(ctx, cluster, arns)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]NodeState, len(cis))
+	for _, ci := range cis {
+		if !stillRegistered(ci) {
+			return p.Observe(ctx, cluster) // deregistered or disconnected: the instance may have a new ARN
+		}
+		out[ci.EC2InstanceID] = ecsNode(ci)
+	}
+	for _, id := range instanceIDs {
+		if _, ok := out[id]; !ok {
+			return p.Observe(ctx, cluster) // MISSING, or the ARN is another instance's now
+		}
+	}
+	return out, nil
+}
+
+// stillRegistered reports whether a described container instance is one a look may trust without listing
+// its cluster: ACTIVE or DRAINING, its ECS container agent connected.
+func stillRegistered(ci ecsdrain.ContainerInstance) bool {
+	return (ci.Status == ecsdrain.StatusActive || ci.Status == ecsdrain.StatusDraining) && ci.AgentConnected
 }
 
 // StartDrain implements Platform. An instance that never registered has nothing to drain.
