@@ -475,10 +475,12 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	}
 	// A pass that has run PassBudget yields: the rest are woken and come first in the next pass (passbudget.go).
 	a.mu.Lock()
-	names = rotate(names, a.resume)
+	from := a.resume
+	names = rotate(names, from)
 	names = inFlightFirst(names, a.cut)
 	a.mu.Unlock()
 	budget := a.newPassBudget()
+	budget.from = from
 	forEachTarget(ctx, a.settings.Workers, names, func(name string) {
 		if ok, free := budget.take(name); ok {
 			tctx := ctx

@@ -167,3 +167,51 @@ func TestAPassThatYieldsLeavesNoTargetOutForever(t *testing.T) {
 	}
 	require.Empty(t, w.Checker.Check())
 }
+
+// TestIdleGroupsGetTheirVersionWhileEveryPassIsCut (issue #21, the 1,000 x 20 fleet bench whose launch
+// template versions stalled at 277-283 of 1,000 groups): one shared parameter names a new AMI for 9 groups;
+// every look takes 3 s of the clock and a pass hands out targets for 8 s, so every pass is cut after 3 looks
+// and the groups already rolling are looked at again and again beside the Idle ones. A pass that began
+// mid-fleet and wrapped round must resume after its last target, not at the first group by name: within
+// three passes every group is looked at once, over six each exactly twice, and within six passes every group
+// launches its new launch template version. (Resuming at the smallest name left out sent every second pass
+// back to g0: g6, g7 and g8 were never looked at and never got their version.)
+func TestIdleGroupsGetTheirVersionWhileEveryPassIsCut(t *testing.T) {
+	var groups []demo.GroupSetup
+	for i := range 9 {
+		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("g%d", i), Cluster: "c1", Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
+	}
+	var w *demo.World
+	obs := &clockStepObserver{w: &w, looks: map[string]int{}}
+	w = build(t, demo.Spec{Groups: groups, Observer: obs})
+	settle(t, w, 30*time.Second)
+	ctx := context.Background()
+	before := map[string]string{}
+	for _, g := range groups {
+		before[g.Name] = w.Account.Group(g.Name).LaunchTemplateVersion
+	}
+	w.RegisterAMI(demo.ImageB)
+	w.Account.PutParameter("/golden/fleet", demo.ImageB) // no message: the pass's poll finds it
+	w.Account.Advance(11 * time.Minute)                  // the parameter poll (10 min) is due
+	obs.mu.Lock()
+	obs.step, obs.looks = 3*time.Second, map[string]int{}
+	obs.mu.Unlock()
+	for range 3 {
+		require.NoError(t, w.Agent.Reconcile(ctx))
+	}
+	obs.mu.Lock()
+	require.Len(t, obs.looks, 9, "every group looked at within three cut passes: %v", obs.looks)
+	obs.mu.Unlock()
+	for range 3 {
+		require.NoError(t, w.Agent.Reconcile(ctx))
+	}
+	obs.mu.Lock()
+	for _, g := range groups {
+		require.Equal(t, 2, obs.looks[g.Name], "six passes of three looks over nine groups: each twice (%v)", obs.looks)
+	}
+	obs.mu.Unlock()
+	for _, g := range groups {
+		require.NotEqual(t, before[g.Name], w.Account.Group(g.Name).LaunchTemplateVersion, "%s launches its new launch template version", g.Name)
+	}
+	require.Empty(t, w.Checker.Check())
+}
