@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,8 +161,9 @@ type instanceImage struct {
 const imageCacheTTL = 10 * time.Minute
 
 // imagesLocked returns the AMI and launch time of every instance of the discovered groups and of the extra
-// ones (warm pool instances), asking EC2 only for instances not seen within imageCacheTTL.
-func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra []string) (map[string]string, map[string]time.Time, error) {
+// ones (warm pool instances), asking EC2 only for instances not seen within imageCacheTTL. Only a full
+// discovery (full) forgets the cached instances it does not list: a look at a few groups lists only theirs.
+func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra []string, full bool) (map[string]string, map[string]time.Time, error) {
 	now := a.clock.Now()
 	a.mu.Lock()
 	if a.images == nil {
@@ -200,7 +202,9 @@ func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra 
 	images, launched := make(map[string]string, len(live)), make(map[string]time.Time, len(live))
 	for id, c := range a.images {
 		if !live[id] {
-			delete(a.images, id) // gone from every group: forget it
+			if full {
+				delete(a.images, id) // gone from every group: forget it
+			}
 			continue
 		}
 		images[id], launched[id] = c.imageID, c.launched
@@ -423,19 +427,16 @@ func (a *Agent) LastTick() time.Time {
 // change): the target guard keeps one target to one goroutine, and a.mu is held only around the agent's
 // shared maps. Full passes (only == nil) are serialised by a.pass, which the caller holds.
 func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
-	d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
+	d, all, err := a.discover(ctx, only)
 	if err != nil {
 		return err
 	}
-	a.mu.Lock()
-	a.discovered = d
-	a.mu.Unlock()
 	for g, err := range d.Misconfigured {
 		a.log.Warn("opted-in group skipped", zap.String(logging.Group, g), zap.Error(err))
 	}
 	if !awsapi.IsUrgent(ctx) {
 		// A reaction never runs the fleet's poll (every parameter, every group's hooks) nor waits for one.
-		a.pollIfDue(ctx, d)
+		a.pollIfDue(ctx, all)
 	}
 	// One read of every rollout record per full pass instead of one per target, none for a look at targets
 	// whose record this process kept (records.go); the conditional writes catch a record that changed since,
@@ -461,7 +462,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		}
 		pools[name], poolIDs = p, append(poolIDs, p.IDs()...)
 	}
-	images, launched, err := a.imagesLocked(ctx, d, poolIDs)
+	images, launched, err := a.imagesLocked(ctx, d, poolIDs, only == nil)
 	if err != nil {
 		return err
 	}
@@ -508,6 +509,45 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		a.sweep.looked(a.clock.Now()) // the lifecycle sweep (hooksweep.go) counts from here
 	}
 	return nil
+}
+
+// discover describes the groups a pass looks at: for a full pass (only nil) every opted-in group
+// (lifecycle.Discover, every page), for a look at a few targets only those named (lifecycle.DiscoverNamed:
+// one DescribeAutoScalingGroups per hundred names instead of every page of the fleet), each decided afresh
+// from its own description (instances, lifecycle states, tags), so the look acts on nothing it did not just
+// describe. It returns what the pass acts on (d) and the whole fleet as now known (all: the last full
+// discovery with the named groups replaced), which it records as a.discovered. A look before any full
+// discovery describes every group.
+func (a *Agent) discover(ctx context.Context, only map[string]bool) (d, all lifecycle.Discovered, err error) {
+	a.mu.Lock()
+	known := a.discovered
+	a.mu.Unlock()
+	var names []string
+	for n := range only {
+		if !strings.HasPrefix(n, nodegroupKeyPrefix) { // managed node groups are described by EKS (nodegroups.go)
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if only == nil || known.Targets == nil {
+		d, err = lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
+		if err != nil {
+			return d, d, err
+		}
+		a.mu.Lock()
+		a.discovered = d
+		a.mu.Unlock()
+		return d, d, nil
+	}
+	d, err = lifecycle.DiscoverNamed(ctx, a.clients.AutoScaling, names, a.settings.Sources...)
+	if err != nil {
+		return d, d, err
+	}
+	a.mu.Lock()
+	a.discovered = a.discovered.Merge(names, d) // the latest discovery, which a pass beside this one may have replaced
+	all = a.discovered
+	a.mu.Unlock()
+	return d, all, nil
 }
 
 // pollIfDue reads every AMI parameter when the poll interval has passed since the last successful poll, and

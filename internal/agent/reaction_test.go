@@ -215,3 +215,44 @@ func TestIdleGroupsGetTheirVersionWhileEveryPassIsCut(t *testing.T) {
 	}
 	require.Empty(t, w.Checker.Check())
 }
+
+// TestALookAtAFewTargetsDescribesOnlyThoseGroups (issue #21: at 1,000 groups a reaction read all 10 pages of
+// DescribeAutoScalingGroups before it looked at its one group). 250 fleet groups (three pages of 100) and
+// group solo on its own golden-AMI parameter. The change of solo's parameter is handled with one
+// DescribeAutoScalingGroups call, naming solo (lifecycle.DiscoverNamed), and still moves solo to its new
+// launch template version from that fresh description; the instances' AMIs the agent cached for the other
+// groups are kept (the next full pass does not describe 500 instances again); the next full pass — the
+// safety poll — reads every page again and sees all 251 groups.
+func TestALookAtAFewTargetsDescribesOnlyThoseGroups(t *testing.T) {
+	groups := []demo.GroupSetup{{Name: "solo", Cluster: "c-solo", Parameter: "/golden/solo", Min: 2, Max: 3, Desired: 2}}
+	for i := range 250 {
+		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("f%03d", i), Cluster: fmt.Sprintf("c%02d", i/10), Parameter: "/golden/fleet", Min: 2, Max: 3, Desired: 2})
+	}
+	w := build(t, demo.Spec{Groups: groups, Workers: 4})
+	ctx := context.Background()
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	for visible, _ := w.Account.QueueDepth(w.QueueURL); visible > 0; visible, _ = w.Account.QueueDepth(w.QueueURL) {
+		_, err := w.Agent.Consumer.PollOnce(ctx, 0) // the launches' messages of the build
+		require.NoError(t, err)
+	}
+	cached := w.Agent.CachedImages()
+	require.Equal(t, 502, cached, "every instance's AMI cached by the full pass")
+	was := w.Account.Group("solo").LaunchTemplateVersion
+	const describe = "autoscaling:DescribeAutoScalingGroups"
+
+	before := w.Account.Calls()
+	w.PublishAMI("/golden/solo", demo.ImageB)
+	_, err := w.Agent.Consumer.PollOnce(ctx, 0)
+	require.NoError(t, err)
+	after := w.Account.Calls()
+	require.Equal(t, 1, after[describe]-before[describe], "the reaction describes solo by name, not every page of the fleet")
+	require.NotEqual(t, was, w.Account.Group("solo").LaunchTemplateVersion, "solo launches its new launch template version")
+	require.Equal(t, demo.ImageB, w.Rollout(ctx, "solo").TargetImageID)
+	require.Equal(t, cached, w.Agent.CachedImages(), "the look kept the other groups' cached AMIs")
+
+	before = w.Account.Calls()
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	after = w.Account.Calls()
+	require.Equal(t, 3, after[describe]-before[describe], "the safety poll reads every page")
+	require.Empty(t, w.Checker.Check())
+}
