@@ -214,15 +214,19 @@ func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra 
 
 // checkHooksLocked reports managed groups whose terminations would skip the drain (no terminating lifecycle
 // hook), each group once per poll interval and at most hookChecksPerPass groups a pass (hooksDueLocked), read
-// on Settings.Workers goroutines: a warning log line and a reason on the group's status. The caller holds
-// a.pollMu; it takes a.mu only to pick the groups and record what it found.
+// on Settings.Workers goroutines within HookCheckBudget (the groups it did not reach stay due): a warning log
+// line and a reason on the group's status. The caller holds a.pollMu; it takes a.mu only to pick the groups and record what it found.
 func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
 	a.mu.Lock()
 	due := a.hooksDueLocked(d, a.clock.Now())
 	a.mu.Unlock()
+	ctx = awsapi.WithPassBudget(ctx, a.hookCheckSpent()) // hookcheck.go: a small budget of its own
 	forEachTarget(ctx, a.settings.Workers, due, func(name string) {
 		own := lifecycle.HookOwnership{QueueURL: a.settings.QueueURL, Listed: d.Targets[name].LifecycleHooks}
 		c, err := lifecycle.CheckOwnedHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout, own)
+		if awsapi.IsPassBudgetSpent(err) {
+			return // its budget ran out: still due, checked first next pass
+		}
 		if err != nil {
 			a.log.Warn("checking lifecycle hooks failed", zap.String(logging.Group, name), zap.Error(err))
 			return // still due: checked first next pass
@@ -427,6 +431,7 @@ func (a *Agent) LastTick() time.Time {
 // change): the target guard keeps one target to one goroutine, and a.mu is held only around the agent's
 // shared maps. Full passes (only == nil) are serialised by a.pass, which the caller holds.
 func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
+	began := a.passClock().Now() // the pass budget counts from here (passbudget.go)
 	d, all, err := a.discover(ctx, only)
 	if err != nil {
 		return err
@@ -480,7 +485,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	names = rotate(names, from)
 	names = inFlightFirst(names, a.cut)
 	a.mu.Unlock()
-	budget := a.newPassBudget()
+	budget := a.newPassBudget(began)
 	budget.from = from
 	forEachTarget(ctx, a.settings.Workers, names, func(name string) {
 		if ok, free := budget.take(name); ok {

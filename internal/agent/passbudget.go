@@ -14,7 +14,8 @@ import (
 // 10 s issue #21 allows a pass (docs/performance.md), leaving the targets in flight time to finish.
 const DefaultPassBudget = 8 * time.Second
 
-// passBudget cuts a pass that has run long: once budget has passed on clk since the pass began, the targets
+// passBudget cuts a pass that has run long: once budget has passed on clk since the pass began (before its
+// discovery: newPassBudget), the targets
 // not yet handed out are not looked at in it (each worker's first target always is, so every pass makes
 // progress), and a target handed out after the workers' first that is still in flight stops at its next
 // call to a rate-limited AWS service (awsapi.WithPassBudget: the request is not sent) instead of holding the
@@ -77,17 +78,23 @@ func (b *passBudget) left() []string {
 	return out
 }
 
-// newPassBudget starts the budget of a pass of workers workers.
-func (a *Agent) newPassBudget() *passBudget {
-	clk := a.settings.PassClock
-	if clk == nil {
-		clk = a.clock
+// passClock is the clock that measures the pass budget (Settings.PassClock, else the agent's).
+func (a *Agent) passClock() clock.PassiveClock {
+	if a.settings.PassClock != nil {
+		return a.settings.PassClock
 	}
+	return a.clock
+}
+
+// newPassBudget starts the budget of a pass of workers workers that began at start (passClock): the time
+// the pass spent before it hands out targets (discovery, the parameter poll, the hook check, the records and
+// the instances' AMIs) counts against it, so those reads cannot push the pass past its budget.
+func (a *Agent) newPassBudget(start time.Time) *passBudget {
 	budget := a.settings.PassBudget
 	if budget <= 0 {
 		budget = DefaultPassBudget
 	}
-	return &passBudget{clk: clk, start: clk.Now(), budget: budget, free: max(1, a.settings.Workers)}
+	return &passBudget{clk: a.passClock(), start: start, budget: budget, free: max(1, a.settings.Workers)}
 }
 
 // rotate returns the sorted names of a full pass beginning at the first the last cut pass left out (resume),
