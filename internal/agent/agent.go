@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,8 +162,9 @@ type instanceImage struct {
 const imageCacheTTL = 10 * time.Minute
 
 // imagesLocked returns the AMI and launch time of every instance of the discovered groups and of the extra
-// ones (warm pool instances), asking EC2 only for instances not seen within imageCacheTTL.
-func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra []string) (map[string]string, map[string]time.Time, error) {
+// ones (warm pool instances), asking EC2 only for instances not seen within imageCacheTTL. Only a full
+// discovery (full) forgets the cached instances it does not list: a look at a few groups lists only theirs.
+func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra []string, full bool) (map[string]string, map[string]time.Time, error) {
 	now := a.clock.Now()
 	a.mu.Lock()
 	if a.images == nil {
@@ -201,7 +203,9 @@ func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra 
 	images, launched := make(map[string]string, len(live)), make(map[string]time.Time, len(live))
 	for id, c := range a.images {
 		if !live[id] {
-			delete(a.images, id) // gone from every group: forget it
+			if full {
+				delete(a.images, id) // gone from every group: forget it
+			}
 			continue
 		}
 		images[id], launched[id] = c.imageID, c.launched
@@ -211,15 +215,19 @@ func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra 
 
 // checkHooksLocked reports managed groups whose terminations would skip the drain (no terminating lifecycle
 // hook), each group once per poll interval and at most hookChecksPerPass groups a pass (hooksDueLocked), read
-// on Settings.Workers goroutines: a warning log line and a reason on the group's status. The caller holds
-// a.pollMu; it takes a.mu only to pick the groups and record what it found.
+// on Settings.Workers goroutines within HookCheckBudget (the groups it did not reach stay due): a warning log
+// line and a reason on the group's status. The caller holds a.pollMu; it takes a.mu only to pick the groups and record what it found.
 func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
 	a.mu.Lock()
 	due := a.hooksDueLocked(d, a.clock.Now())
 	a.mu.Unlock()
+	ctx = awsapi.WithPassBudget(ctx, a.hookCheckSpent()) // hookcheck.go: a small budget of its own
 	forEachTarget(ctx, a.settings.Workers, due, func(name string) {
 		own := lifecycle.HookOwnership{QueueURL: a.settings.QueueURL, Listed: d.Targets[name].LifecycleHooks}
 		c, err := lifecycle.CheckOwnedHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout, own)
+		if awsapi.IsPassBudgetSpent(err) {
+			return // its budget ran out: still due, checked first next pass
+		}
 		if err != nil {
 			a.log.Warn("checking lifecycle hooks failed", zap.String(logging.Group, name), zap.Error(err))
 			return // still due: checked first next pass
@@ -426,20 +434,18 @@ func (a *Agent) LastTick() time.Time {
 // change): the target guard keeps one target to one goroutine, and a.mu is held only around the agent's
 // shared maps. Full passes (only == nil) are serialised by a.pass, which the caller holds.
 func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
-	d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
+	began := a.passClock().Now() // the pass budget counts from here (passbudget.go)
+	d, all, err := a.discover(ctx, only)
 	if err != nil {
 		return err
 	}
-	a.mu.Lock()
-	a.discovered = d
-	a.mu.Unlock()
-	a.sweep.offer(d, a.clock.Now()) // hooksweep.go: a sweep right after this pass uses its answer
+	a.sweep.offer(d, a.clock.Now()) // hooksweep.go: a sweep right after this pass uses its answer (the groups it described)
 	for g, err := range d.Misconfigured {
 		a.log.Warn("opted-in group skipped", zap.String(logging.Group, g), zap.Error(err))
 	}
 	if !awsapi.IsUrgent(ctx) {
 		// A reaction never runs the fleet's poll (every parameter, every group's hooks) nor waits for one.
-		a.pollIfDue(ctx, d)
+		a.pollIfDue(ctx, all)
 	}
 	// One read of every rollout record per full pass instead of one per target, none for a look at targets
 	// whose record this process kept (records.go); the conditional writes catch a record that changed since,
@@ -465,7 +471,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		}
 		pools[name], poolIDs = p, append(poolIDs, p.IDs()...)
 	}
-	images, launched, err := a.imagesLocked(ctx, d, poolIDs)
+	images, launched, err := a.imagesLocked(ctx, d, poolIDs, only == nil)
 	if err != nil {
 		return err
 	}
@@ -479,10 +485,12 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	}
 	// A pass that has run PassBudget yields: the rest are woken and come first in the next pass (passbudget.go).
 	a.mu.Lock()
-	names = rotate(names, a.resume)
+	from := a.resume
+	names = rotate(names, from)
 	names = inFlightFirst(names, a.cut)
 	a.mu.Unlock()
-	budget := a.newPassBudget()
+	budget := a.newPassBudget(began)
+	budget.from = from
 	forEachTarget(ctx, a.settings.Workers, names, func(name string) {
 		if ok, free := budget.take(name); ok {
 			tctx := ctx
@@ -510,6 +518,45 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		a.sweep.looked(a.clock.Now()) // the lifecycle sweep (hooksweep.go) counts from here
 	}
 	return nil
+}
+
+// discover describes the groups a pass looks at: for a full pass (only nil) every opted-in group
+// (lifecycle.Discover, every page), for a look at a few targets only those named (lifecycle.DiscoverNamed:
+// one DescribeAutoScalingGroups per hundred names instead of every page of the fleet), each decided afresh
+// from its own description (instances, lifecycle states, tags), so the look acts on nothing it did not just
+// describe. It returns what the pass acts on (d) and the whole fleet as now known (all: the last full
+// discovery with the named groups replaced), which it records as a.discovered. A look before any full
+// discovery describes every group.
+func (a *Agent) discover(ctx context.Context, only map[string]bool) (d, all lifecycle.Discovered, err error) {
+	a.mu.Lock()
+	known := a.discovered
+	a.mu.Unlock()
+	var names []string
+	for n := range only {
+		if !strings.HasPrefix(n, nodegroupKeyPrefix) { // managed node groups are described by EKS (nodegroups.go)
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if only == nil || known.Targets == nil {
+		d, err = lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
+		if err != nil {
+			return d, d, err
+		}
+		a.mu.Lock()
+		a.discovered = d
+		a.mu.Unlock()
+		return d, d, nil
+	}
+	d, err = lifecycle.DiscoverNamed(ctx, a.clients.AutoScaling, names, a.settings.Sources...)
+	if err != nil {
+		return d, d, err
+	}
+	a.mu.Lock()
+	a.discovered = a.discovered.Merge(names, d) // the latest discovery, which a pass beside this one may have replaced
+	all = a.discovered
+	a.mu.Unlock()
+	return d, all, nil
 }
 
 // pollIfDue reads every AMI parameter when the poll interval has passed since the last successful poll, and

@@ -7,3 +7,10 @@ func (a *Agent) OnTargetWait(f func(target string)) {
 	a.targets.onWait = f
 	a.targets.mu.Unlock()
 }
+
+// CachedImages returns how many instances' AMIs the agent holds (imagesLocked's cache).
+func (a *Agent) CachedImages() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.images)
+}

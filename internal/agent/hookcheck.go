@@ -12,6 +12,21 @@ import (
 // call on DefaultWorkers goroutines, 25 reads take about 0.13 s of a pass's 8 s budget.
 const DefaultHookChecksPerPass = 25
 
+// HookCheckBudget is how long the hook check of one pass may read (on the pass clock, Settings.PassClock):
+// its DescribeLifecycleHooks calls take the fleet's lane of the Auto Scaling limiter and run before the pass
+// hands out targets, so behind a busy fleet's Auto Scaling calls they could hold the pass past its budget
+// (at 1,000 x 20: 54 s of limiter wait on 52 calls in one pass). Once it is spent the requests not yet sent
+// are not (awsapi.WithPassBudget); the groups left stay due and are checked first in the next pass.
+const HookCheckBudget = time.Second
+
+// hookCheckSpent returns the budget of one hook check, begun now: it answers true once HookCheckBudget has
+// passed.
+func (a *Agent) hookCheckSpent() func() bool {
+	clk := a.passClock()
+	start := clk.Now()
+	return func() bool { return clk.Since(start) >= HookCheckBudget }
+}
+
 // hookChecksPerPass returns how many groups a pass checks at most, of n managed groups: the setting (default
 // DefaultHookChecksPerPass), raised to ceil(n × ReconcileInterval / PollInterval) so that, with a pass at
 // least every ReconcileInterval, every group is checked again within about PollInterval + ReconcileInterval

@@ -7,9 +7,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
 // Issue #21 item 2, bursts spread out: the missing-hook check reads DescribeLifecycleHooks for at most
@@ -57,4 +62,45 @@ func TestHookCheckReadsABoundedNumberOfGroupsAPassAndEveryGroupWithinThePollInte
 		require.LessOrEqual(t, reads()-before, k, step.name)
 		require.Equal(t, step.wantWarned, warned(), "%s: groups whose missing hook is reported", step.name)
 	}
+}
+
+// TestHookCheckStopsAtItsOwnBudgetAndTheGroupsItLeftAreCheckedFirstNextPass (issue #21: in the longest pass
+// of the 1,000 x 20 fleet bench the hook check's DescribeLifecycleHooks waited 54 s behind the fleet's Auto
+// Scaling calls, before the pass budget had even started). Six groups without a terminating hook, one worker,
+// and every DescribeLifecycleHooks takes 400 ms of the pass clock: the check of a pass stops once
+// agent.HookCheckBudget (1 s) has passed — three groups read (at 0, 0.4 and 0.8 s), the fourth request not
+// sent — without a "checking lifecycle hooks failed" warning; the three it left are the next pass's first.
+func TestHookCheckStopsAtItsOwnBudgetAndTheGroupsItLeftAreCheckedFirstNextPass(t *testing.T) {
+	var groups []demo.GroupSetup
+	for i := range 6 {
+		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("bare-%d", i), Cluster: "c1", Parameter: "/golden/x",
+			Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1}) // no terminating hook: a check leaves a warning
+	}
+	core, logs := observer.New(zapcore.WarnLevel)
+	faults := sim.NewFaults(1, nil)
+	faults.Pause(true) // no injected faults: the wire and the counts
+	w := build(t, demo.Spec{Groups: groups, Faults: faults, Workers: 1, Log: zap.New(core)})
+	limiter := awsapi.NewLimiter(awsapi.RateLimits{awsapi.RateAutoScaling: {Rate: 1000, Burst: 1000}})
+	faults.SetWire(sim.Wire{Client: limiter, Trace: func(c sim.WireCall) {
+		if c.Op == "autoscaling:DescribeLifecycleHooks" && c.Err == nil {
+			w.Account.Advance(400 * time.Millisecond)
+		}
+	}})
+	ctx := context.Background()
+	checked := func() (names []string) {
+		for _, g := range groups {
+			if w.Agent.HookProblem(g.Name) != "" {
+				names = append(names, g.Name)
+			}
+		}
+		return names
+	}
+	const op = "autoscaling:DescribeLifecycleHooks"
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	require.Equal(t, []string{"bare-0", "bare-1", "bare-2"}, checked(), "three reads fit the hook check's budget")
+	require.Equal(t, 3, faults.Stats().Successes[op], "the fourth request was not sent")
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	require.Len(t, checked(), 6, "the groups left are checked first in the next pass")
+	require.Equal(t, 6, faults.Stats().Successes[op], "and only they: one read per group")
+	require.Zero(t, logs.FilterMessage("checking lifecycle hooks failed").Len(), "a check its budget stopped is not a failure")
 }

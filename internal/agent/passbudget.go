@@ -14,7 +14,8 @@ import (
 // 10 s issue #21 allows a pass (docs/performance.md), leaving the targets in flight time to finish.
 const DefaultPassBudget = 8 * time.Second
 
-// passBudget cuts a pass that has run long: once budget has passed on clk since the pass began, the targets
+// passBudget cuts a pass that has run long: once budget has passed on clk since the pass began (before its
+// discovery: newPassBudget), the targets
 // not yet handed out are not looked at in it (each worker's first target always is, so every pass makes
 // progress), and a target handed out after the workers' first that is still in flight stops at its next
 // call to a rate-limited AWS service (awsapi.WithPassBudget: the request is not sent) instead of holding the
@@ -27,6 +28,9 @@ type passBudget struct {
 	start  time.Time
 	budget time.Duration
 	free   int // targets looked at whatever the time (the workers' first)
+	// from is the target the pass's rotation began at (Agent.resume when it began; "" the first): the next
+	// pass resumes at the first target left out after it in that order, not at the first by name
+	from string
 
 	mu      sync.Mutex
 	handed  int
@@ -74,17 +78,23 @@ func (b *passBudget) left() []string {
 	return out
 }
 
-// newPassBudget starts the budget of a pass of workers workers.
-func (a *Agent) newPassBudget() *passBudget {
-	clk := a.settings.PassClock
-	if clk == nil {
-		clk = a.clock
+// passClock is the clock that measures the pass budget (Settings.PassClock, else the agent's).
+func (a *Agent) passClock() clock.PassiveClock {
+	if a.settings.PassClock != nil {
+		return a.settings.PassClock
 	}
+	return a.clock
+}
+
+// newPassBudget starts the budget of a pass of workers workers that began at start (passClock): the time
+// the pass spent before it hands out targets (discovery, the parameter poll, the hook check, the records and
+// the instances' AMIs) counts against it, so those reads cannot push the pass past its budget.
+func (a *Agent) newPassBudget(start time.Time) *passBudget {
 	budget := a.settings.PassBudget
 	if budget <= 0 {
 		budget = DefaultPassBudget
 	}
-	return &passBudget{clk: clk, start: clk.Now(), budget: budget, free: max(1, a.settings.Workers)}
+	return &passBudget{clk: a.passClock(), start: start, budget: budget, free: max(1, a.settings.Workers)}
 }
 
 // rotate returns the sorted names of a full pass beginning at the first the last cut pass left out (resume),
@@ -117,18 +127,31 @@ func inFlightFirst(names []string, cut map[string]bool) []string {
 	return out
 }
 
+// firstFrom returns the first of names (not empty) in the order of a rotation that began at from: the
+// smallest name at or after from, else the smallest. A pass that began mid-fleet and wrapped round leaves out
+// the targets after its last one and those before from; resuming at the smallest by name would send the next
+// pass back over the fleet's first targets, and a fleet whose every pass is cut would never reach its last
+// ones (at 1,000 x 20 the launch template versions stalled at 283 of 1,000 groups: issue #21).
+func firstFrom(names []string, from string) string {
+	sorted := append([]string(nil), names...)
+	sort.Strings(sorted)
+	if i := sort.SearchStrings(sorted, from); i < len(sorted) {
+		return sorted[i]
+	}
+	return sorted[0]
+}
+
 // yielded records what a cut pass left out: the next full pass begins with the targets cut in flight, then
-// with the first left out, and the loop looks at all of them at once (wake-ups). A pass that left nothing out
-// resets the rotation only when it was a full pass.
+// with the first left out in the order of this pass's rotation (firstFrom), and the loop looks at all of them
+// at once (wake-ups). A pass that left nothing out resets the rotation only when it was a full pass.
 func (a *Agent) yielded(b *passBudget, full bool) {
 	left := b.left()
 	b.mu.Lock()
 	cut, done, skipped := append([]string(nil), b.cut...), append([]string(nil), b.done...), append([]string(nil), b.skipped...)
 	b.mu.Unlock()
-	sort.Strings(skipped)
 	a.mu.Lock()
 	if len(skipped) > 0 {
-		a.resume = skipped[0]
+		a.resume = firstFrom(skipped, b.from)
 	} else if full && len(cut) == 0 {
 		a.resume = ""
 	}

@@ -167,3 +167,92 @@ func TestAPassThatYieldsLeavesNoTargetOutForever(t *testing.T) {
 	}
 	require.Empty(t, w.Checker.Check())
 }
+
+// TestIdleGroupsGetTheirVersionWhileEveryPassIsCut (issue #21, the 1,000 x 20 fleet bench whose launch
+// template versions stalled at 277-283 of 1,000 groups): one shared parameter names a new AMI for 9 groups;
+// every look takes 3 s of the clock and a pass hands out targets for 8 s, so every pass is cut after 3 looks
+// and the groups already rolling are looked at again and again beside the Idle ones. A pass that began
+// mid-fleet and wrapped round must resume after its last target, not at the first group by name: within
+// three passes every group is looked at once, over six each exactly twice, and within six passes every group
+// launches its new launch template version. (Resuming at the smallest name left out sent every second pass
+// back to g0: g6, g7 and g8 were never looked at and never got their version.)
+func TestIdleGroupsGetTheirVersionWhileEveryPassIsCut(t *testing.T) {
+	var groups []demo.GroupSetup
+	for i := range 9 {
+		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("g%d", i), Cluster: "c1", Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
+	}
+	var w *demo.World
+	obs := &clockStepObserver{w: &w, looks: map[string]int{}}
+	w = build(t, demo.Spec{Groups: groups, Observer: obs})
+	settle(t, w, 30*time.Second)
+	ctx := context.Background()
+	before := map[string]string{}
+	for _, g := range groups {
+		before[g.Name] = w.Account.Group(g.Name).LaunchTemplateVersion
+	}
+	w.RegisterAMI(demo.ImageB)
+	w.Account.PutParameter("/golden/fleet", demo.ImageB) // no message: the pass's poll finds it
+	w.Account.Advance(11 * time.Minute)                  // the parameter poll (10 min) is due
+	obs.mu.Lock()
+	obs.step, obs.looks = 3*time.Second, map[string]int{}
+	obs.mu.Unlock()
+	for range 3 {
+		require.NoError(t, w.Agent.Reconcile(ctx))
+	}
+	obs.mu.Lock()
+	require.Len(t, obs.looks, 9, "every group looked at within three cut passes: %v", obs.looks)
+	obs.mu.Unlock()
+	for range 3 {
+		require.NoError(t, w.Agent.Reconcile(ctx))
+	}
+	obs.mu.Lock()
+	for _, g := range groups {
+		require.Equal(t, 2, obs.looks[g.Name], "six passes of three looks over nine groups: each twice (%v)", obs.looks)
+	}
+	obs.mu.Unlock()
+	for _, g := range groups {
+		require.NotEqual(t, before[g.Name], w.Account.Group(g.Name).LaunchTemplateVersion, "%s launches its new launch template version", g.Name)
+	}
+	require.Empty(t, w.Checker.Check())
+}
+
+// TestALookAtAFewTargetsDescribesOnlyThoseGroups (issue #21: at 1,000 groups a reaction read all 10 pages of
+// DescribeAutoScalingGroups before it looked at its one group). 250 fleet groups (three pages of 100) and
+// group solo on its own golden-AMI parameter. The change of solo's parameter is handled with one
+// DescribeAutoScalingGroups call, naming solo (lifecycle.DiscoverNamed), and still moves solo to its new
+// launch template version from that fresh description; the instances' AMIs the agent cached for the other
+// groups are kept (the next full pass does not describe 500 instances again); the next full pass — the
+// safety poll — reads every page again and sees all 251 groups.
+func TestALookAtAFewTargetsDescribesOnlyThoseGroups(t *testing.T) {
+	groups := []demo.GroupSetup{{Name: "solo", Cluster: "c-solo", Parameter: "/golden/solo", Min: 2, Max: 3, Desired: 2}}
+	for i := range 250 {
+		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("f%03d", i), Cluster: fmt.Sprintf("c%02d", i/10), Parameter: "/golden/fleet", Min: 2, Max: 3, Desired: 2})
+	}
+	w := build(t, demo.Spec{Groups: groups, Workers: 4})
+	ctx := context.Background()
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	for visible, _ := w.Account.QueueDepth(w.QueueURL); visible > 0; visible, _ = w.Account.QueueDepth(w.QueueURL) {
+		_, err := w.Agent.Consumer.PollOnce(ctx, 0) // the launches' messages of the build
+		require.NoError(t, err)
+	}
+	cached := w.Agent.CachedImages()
+	require.Equal(t, 502, cached, "every instance's AMI cached by the full pass")
+	was := w.Account.Group("solo").LaunchTemplateVersion
+	const describe = "autoscaling:DescribeAutoScalingGroups"
+
+	before := w.Account.Calls()
+	w.PublishAMI("/golden/solo", demo.ImageB)
+	_, err := w.Agent.Consumer.PollOnce(ctx, 0)
+	require.NoError(t, err)
+	after := w.Account.Calls()
+	require.Equal(t, 1, after[describe]-before[describe], "the reaction describes solo by name, not every page of the fleet")
+	require.NotEqual(t, was, w.Account.Group("solo").LaunchTemplateVersion, "solo launches its new launch template version")
+	require.Equal(t, demo.ImageB, w.Rollout(ctx, "solo").TargetImageID)
+	require.Equal(t, cached, w.Agent.CachedImages(), "the look kept the other groups' cached AMIs")
+
+	before = w.Account.Calls()
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	after = w.Account.Calls()
+	require.Equal(t, 3, after[describe]-before[describe], "the safety poll reads every page")
+	require.Empty(t, w.Checker.Check())
+}

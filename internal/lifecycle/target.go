@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -162,30 +163,82 @@ func Discover(ctx context.Context, api awsapi.AutoScaling, sources ...SourceReso
 			return Discovered{}, fmt.Errorf("listing opted-in Auto Scaling groups: %w", err)
 		}
 		for _, g := range page.AutoScalingGroups {
-			name := aws.ToString(g.AutoScalingGroupName)
-			t, err := TargetFromTags(name, groupTags(g))
-			if err == nil && t != nil {
-				err = managedNodegroupGroup(name, groupTags(g)) // nodegroups.go: EKS drains these itself
-			}
-			if err == nil && t != nil {
-				err = resolveSource(ctx, t, g, sources)
-			}
-			if err != nil {
-				d.Misconfigured[name] = err
-				tags := groupTags(g)
-				if p, c := strings.ToLower(tags[TagPlatform]), tags[TagCluster]; (p == PlatformECS || p == PlatformEKS) && c != "" &&
-					!errors.Is(err, ErrEnabledTagValue) && !errors.Is(err, ErrManagedNodegroupGroup) {
-					d.Drainable[name] = Target{Group: name, Platform: p, Cluster: c, LifecycleHooks: ParseLifecycleHooksTag(tags)}
-				}
-				continue
-			}
-			if t != nil {
-				d.Targets[name] = *t
-				d.Groups[name] = g
-			}
+			d.add(ctx, g, sources)
 		}
 	}
 	return d, nil
+}
+
+// DiscoverNamed is Discover for the named groups only (a look at a few targets: a parameter change, a
+// wake-up): it describes them by name (DescribeGroups, one call per hundred names, instead of every page of
+// the account's opted-in groups) and decides each one from its tags as Discover does, so a group opted out,
+// retagged or misconfigured since the last discovery is treated as such. Groups Auto Scaling does not know,
+// or without the opt-in tag, are in none of the maps. Errors: Auto Scaling's, wrapped; nothing is returned then.
+func DiscoverNamed(ctx context.Context, api awsapi.AutoScaling, names []string, sources ...SourceResolver) (Discovered, error) {
+	d := Discovered{Targets: map[string]Target{}, Groups: map[string]astypes.AutoScalingGroup{}, Misconfigured: map[string]error{},
+		Drainable: map[string]Target{}}
+	groups, err := DescribeGroups(ctx, api, names)
+	if err != nil {
+		return Discovered{}, fmt.Errorf("describing opted-in Auto Scaling groups: %w", err)
+	}
+	for _, name := range names {
+		if g, ok := groups[name]; ok {
+			d.add(ctx, g, sources)
+		}
+	}
+	return d, nil
+}
+
+// Merge returns d with the groups named replaced by what part (a DiscoverNamed of them) found: a named group
+// part does not hold is dropped from every map. d is not changed (passes in progress read its maps).
+func (d Discovered) Merge(names []string, part Discovered) Discovered {
+	out := Discovered{Targets: maps.Clone(d.Targets), Groups: maps.Clone(d.Groups), Misconfigured: maps.Clone(d.Misconfigured),
+		Drainable: maps.Clone(d.Drainable)}
+	out.Targets, out.Groups, out.Misconfigured, out.Drainable = orEmpty(out.Targets), orEmpty(out.Groups), orEmpty(out.Misconfigured), orEmpty(out.Drainable)
+	for _, n := range names {
+		delete(out.Targets, n)
+		delete(out.Groups, n)
+		delete(out.Misconfigured, n)
+		delete(out.Drainable, n)
+	}
+	maps.Copy(out.Targets, part.Targets)
+	maps.Copy(out.Groups, part.Groups)
+	maps.Copy(out.Misconfigured, part.Misconfigured)
+	maps.Copy(out.Drainable, part.Drainable)
+	return out
+}
+
+func orEmpty[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return map[string]V{}
+	}
+	return m
+}
+
+// add decides one described group from its tags: a target (with its description), misconfigured (and
+// drainable when its platform and cluster are known), or not opted in (left out).
+func (d *Discovered) add(ctx context.Context, g astypes.AutoScalingGroup, sources []SourceResolver) {
+	name := aws.ToString(g.AutoScalingGroupName)
+	t, err := TargetFromTags(name, groupTags(g))
+	if err == nil && t != nil {
+		err = managedNodegroupGroup(name, groupTags(g)) // nodegroups.go: EKS drains these itself
+	}
+	if err == nil && t != nil {
+		err = resolveSource(ctx, t, g, sources)
+	}
+	if err != nil {
+		d.Misconfigured[name] = err
+		tags := groupTags(g)
+		if p, c := strings.ToLower(tags[TagPlatform]), tags[TagCluster]; (p == PlatformECS || p == PlatformEKS) && c != "" &&
+			!errors.Is(err, ErrEnabledTagValue) && !errors.Is(err, ErrManagedNodegroupGroup) {
+			d.Drainable[name] = Target{Group: name, Platform: p, Cluster: c, LifecycleHooks: ParseLifecycleHooksTag(tags)}
+		}
+		return
+	}
+	if t != nil {
+		d.Targets[name] = *t
+		d.Groups[name] = g
+	}
 }
 
 // DescribeGroups describes the named groups with DescribeAutoScalingGroups, up to maxGroupsPerPage (100) names
