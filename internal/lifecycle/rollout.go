@@ -85,7 +85,7 @@ type Orchestrator struct {
 	ng *NodegroupInputs // the managed node group being reconciled (nil for a group)
 
 	pauseRead func() (*state.Lock, error) // Inputs.PauseRead bound to the call's ctx; nil once read (or unset)
-	pauseSeen func(state.Lock)             // Inputs.PauseSeen (nil: not told)
+	pauseSeen func(state.Lock)            // Inputs.PauseSeen (nil: not told)
 
 	// guard names the destructive step the next write precedes ("" when none): that write carries the pause
 	// check (state.Store.PutRolloutUnlessPaused; guardIfPaused). checked is true while the last write of this
