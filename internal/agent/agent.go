@@ -651,7 +651,7 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 			}
 			a.pauseEnds.note(name, until) // timers.go: the target is woken when the pause ends
 			return l, nil
-		}, SourceProblem: problem})
+		}, PauseSeen: func(l state.Lock) { a.pauseEnds.note(name, l.Until) }, SourceProblem: problem})
 	stored, ok := o.Stored()
 	a.keep(name, stored, ok, epoch)
 	if awsapi.IsPassBudgetSpent(err) {

@@ -268,6 +268,14 @@ func (s *stallingStore) PutRolloutWithHistory(ctx context.Context, r state.Rollo
 	return out, err
 }
 
+func (s *stallingStore) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time) (state.Rollout, error) {
+	out, err := s.Store.PutRolloutUnlessPaused(ctx, r, h, now)
+	if err == nil {
+		s.maybeStall(&out, nil)
+	}
+	return out, err
+}
+
 func (s *stallingStore) PutHook(ctx context.Context, h state.Hook) (state.Hook, error) {
 	out, err := s.Store.PutHook(ctx, h)
 	if err == nil {

@@ -246,8 +246,9 @@ var noPermission = map[string]string{
 // governedBy maps the calls that are no IAM action of their own to the actions IAM checks for them instead.
 var governedBy = map[string][]string{
 	// Amazon DynamoDB Developer Guide, "Using IAM with DynamoDB transactions": the Puts of a transaction are
-	// governed by dynamodb:PutItem (the agent's transactions hold conditional Puts only, no ConditionCheck).
-	"dynamodb:TransactWriteItems": {"dynamodb:PutItem"},
+	// governed by dynamodb:PutItem, its ConditionChecks by dynamodb:ConditionCheckItem (the pause checks of
+	// state.DynamoDB.PutRolloutUnlessPaused).
+	"dynamodb:TransactWriteItems": {"dynamodb:PutItem", "dynamodb:ConditionCheckItem"},
 }
 
 // agentCalls returns every AWS action the agent calls, from the interfaces of serviceOf (a call in

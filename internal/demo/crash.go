@@ -146,6 +146,20 @@ func (s fusedStore) PutRolloutWithHistory(ctx context.Context, r state.Rollout, 
 	return out, err
 }
 
+func (s fusedStore) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time) (state.Rollout, error) {
+	if err := s.f.before(); err != nil {
+		return state.Rollout{}, err
+	}
+	out, err := s.Store.PutRolloutUnlessPaused(ctx, r, h, now)
+	if err = s.f.after(err); err != nil {
+		return state.Rollout{}, err
+	}
+	if s.f.OnWrite != nil && s.f.OnWrite(out) {
+		s.f.blow()
+	}
+	return out, err
+}
+
 func (s fusedStore) PutHook(ctx context.Context, h state.Hook) (state.Hook, error) {
 	if err := s.f.before(); err != nil {
 		return state.Hook{}, err

@@ -131,11 +131,17 @@ func TestOrchestratorBatchSurgeRecordsTheGroupForEveryMember(t *testing.T) {
 	}
 }
 
-// TestOrchestratorPauseReadOnlyBeforeADestructiveStepAndAFailedReadHolds: with Inputs.PauseRead the pause
-// lock is read once, before the first new destructive step, and a pause found then holds that step as
-// Inputs.Pause did; a look that only waits reads none; a failed read holds the step (issue #21, invariant 7).
-func TestOrchestratorPauseReadOnlyBeforeADestructiveStepAndAFailedReadHolds(t *testing.T) {
-	pause := &state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0.Add(-time.Minute)}
+// TestOrchestratorDrainIsHeldByThePauseCheckOfItsOwnWrite: the drain's write-ahead ("drain starting") is the
+// guarded write (state.Store.PutRolloutUnlessPaused), so a pause lock in the store holds the drain as a lock
+// read before it did, with the same reason on status; no pause lock is read at all (Inputs.PauseRead is not
+// called: the guard replaces the Query, issue #21); a look that only waits writes nothing; a group lock whose
+// Until has passed does not hold (invariant 7).
+func TestOrchestratorDrainIsHeldByThePauseCheckOfItsOwnWrite(t *testing.T) {
+	pause := state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0.Add(-time.Minute)}
+	expired := pause
+	expired.Until = now0.Add(-time.Second)
+	global := pause
+	global.Group = state.GlobalScope
 	drainable := func() state.Rollout {
 		r := replacing(StrategySurge, state.StepDraining)
 		r.Current.NewInstanceID = "i-9"
@@ -145,44 +151,48 @@ func TestOrchestratorPauseReadOnlyBeforeADestructiveStepAndAFailedReadHolds(t *t
 	booting9 := serving("i-9", amiNew)
 	booting9.Node.Healthy = false // the surge instance still booting: the rollout waits for it
 	for _, tc := range []struct {
-		name      string
-		view      GroupView
-		lock      *state.Lock
-		readErr   error
-		wantReads int
-		wantDrain bool
-		wantErr   bool
+		name       string
+		view       GroupView
+		lock       *state.Lock
+		waits      bool
+		wantDrain  bool
+		wantReason string
 	}{
-		{"a pause read before the drain holds it", ready, pause, nil, 1, false, false},
-		{"no pause read before the drain: it starts", ready, nil, nil, 1, true, false},
-		{"a failed read holds the drain", ready, nil, errors.New("throttled"), 1, false, true},
-		{"a look that only waits reads no pause", view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), booting9), pause, nil, 0, false, false},
+		{"a group pause in the store holds the drain", ready, &pause, false, false, "paused (group prod) by alice"},
+		{"the global pause in the store holds the drain", ready, &global, false, false, "paused (global) by alice"},
+		{"no pause: the drain starts", ready, nil, false, true, ""},
+		{"a pause whose Until has passed does not hold", ready, &expired, false, true, ""},
+		{"a look that only waits is not held", view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), booting9), &pause, true, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rg := newRig()
 			rec := drainable()
-			if tc.wantReads == 0 {
+			if tc.waits {
 				rec.Current.Step = state.StepReplacementHealthy
 			}
 			rg.seed0(rec)
-			reads := 0
-			read := func(context.Context) (*state.Lock, error) { reads++; return tc.lock, tc.readErr }
-			_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: tc.view, AMI: newAMI(), PauseRead: read})
-			if tc.wantErr {
-				require.ErrorContains(t, err, "reading pause locks")
-			} else {
-				require.NoError(t, err)
+			if tc.lock != nil {
+				require.NoError(t, rg.store.PutLock(context.Background(), *tc.lock))
 			}
-			require.Equal(t, tc.wantReads, reads)
+			reads := 0
+			read := func(context.Context) (*state.Lock, error) { reads++; return nil, errors.New("no lock read expected") }
+			_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: tc.view, AMI: newAMI(), PauseRead: read})
+			require.NoError(t, err)
+			require.Zero(t, reads, "no pause lock read: the write checks the pause")
 			if tc.wantDrain {
 				require.Equal(t, []string{"i-1"}, rg.platform.started)
 			} else {
 				require.Empty(t, rg.platform.started, "no drain")
 			}
-			if tc.lock != nil && tc.wantReads > 0 {
-				stored, err := rg.store.GetRollout(context.Background(), rg.target.Group)
-				require.NoError(t, err)
-				require.Contains(t, stored.Reason, "paused (group prod) by alice")
+			stored, err := rg.store.GetRollout(context.Background(), rg.target.Group)
+			require.NoError(t, err)
+			if tc.wantReason != "" {
+				require.Contains(t, stored.Reason, tc.wantReason)
+				require.Contains(t, stored.Reason, "next step: drain i-1")
+				require.True(t, stored.Current.DrainStartedAt.IsZero(), "the drain's start is not recorded: it did not start")
+			}
+			if tc.waits {
+				require.NotContains(t, stored.Reason, "paused", "a wait is not held")
 			}
 		})
 	}

@@ -85,6 +85,13 @@ type Orchestrator struct {
 	ng *NodegroupInputs // the managed node group being reconciled (nil for a group)
 
 	pauseRead func() (*state.Lock, error) // Inputs.PauseRead bound to the call's ctx; nil once read (or unset)
+	pauseSeen func(state.Lock)            // Inputs.PauseSeen (nil: not told)
+
+	// guard names the destructive step the next write precedes ("" when none): that write carries the pause
+	// check (state.Store.PutRolloutUnlessPaused; guardIfPaused). checked is true while the last write of this
+	// call was such a guarded write and no effect has used it yet (guardEffect).
+	guard   string
+	checked bool
 }
 
 // leases is the lease rule of the orchestrator's TTL.
@@ -106,6 +113,9 @@ type Inputs struct {
 	// "paused" reason, so a look that only waits reads no pause lock (issue #21). An error holds the step: it
 	// is returned and the step is retried, never taken unchecked (invariant 7, docs/architecture.md).
 	PauseRead func(context.Context) (*state.Lock, error)
+	// PauseSeen, when set, is told the lock that stopped a guarded write (guardIfPaused): the agent wakes the
+	// target when a pause with an end ends.
+	PauseSeen func(state.Lock)
 	// SourceProblem says why the source names no usable AMI ("source missing: ..."), when AMI is nil.
 	SourceProblem string
 	// Warning is a standing configuration problem of the group ("" when none), kept on the record.
@@ -150,7 +160,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 		}
 		r = next
 	}
-	o.pause, o.ng, o.pauseRead = in.Pause, in.Nodegroup, nil
+	o.pause, o.ng, o.pauseRead, o.pauseSeen, o.guard, o.checked = in.Pause, in.Nodegroup, nil, in.PauseSeen, "", false
 	if in.PauseRead != nil {
 		o.pause, o.pauseRead = nil, func() (*state.Lock, error) { return in.PauseRead(ctx) }
 	}
@@ -190,6 +200,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 			r = renewed
 		}
 		next, err := o.step(ctx, t, v, ami, r)
+		o.guard = "" // the writes below (a reason to wait, an error) are not the write-ahead of a step
 		if errors.Is(err, state.ErrConflict) {
 			o.Log.Info("another replica moved the rollout first; re-reading next tick", zap.String(logging.Group, t.Group))
 			return next, nil
@@ -211,6 +222,9 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 			return next, nil // waiting is not a failure
 		}
 		if err != nil {
+			if next.Group == r.Group && next.Version > r.Version {
+				r = next // the step wrote before it failed (its pause check, guardEffect): that record is the stored one
+			}
 			err = fmt.Errorf("rollout of %s at %s/%s: %w", t.Group, next.Phase, stepOf(next), err)
 			// A step that keeps failing (AccessDenied, a limit) shows on the status, written once per
 			// distinct error; the next transition clears it.
@@ -235,6 +249,7 @@ var requestID = regexp.MustCompile(`RequestID: [^,]*, `)
 
 // step performs one transition. It returns errWait when the rollout must wait for the next tick.
 func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	o.guard = "" // a guard set by a step that then waited is not carried to the next step's writes
 	if o.ng != nil {
 		return o.stepNodegroup(ctx, t, v, ami, r)
 	}

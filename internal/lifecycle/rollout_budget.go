@@ -62,3 +62,15 @@ func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot)
 		return true, nil
 	}
 }
+
+// releaseClusterBudget gives back the slot claimClusterBudget claimed for old when its drain is not started
+// after all (a pause stopped the drain's write-ahead, guardIfPaused): a paused group must not hold up the
+// drains of the cluster's other groups. A failure is logged by the caller's error only: the slot is dropped
+// as stale by a later claim once the record stops draining old.
+func (o *Orchestrator) releaseClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) error {
+	key := clusterBudgetKey(t)
+	if key == "" {
+		return nil
+	}
+	return state.ReleaseDrainSlot(ctx, o.Store, key, r.Group, old.ID)
+}

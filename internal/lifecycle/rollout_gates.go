@@ -39,6 +39,57 @@ func (o *Orchestrator) holdIfPaused(r *state.Rollout, before string) error {
 	return errWait
 }
 
+// errHeld is the errWait of a guarded write that a pause lock stopped (save, heldByPause).
+var errHeld = fmt.Errorf("%w: held by a pause lock", errWait)
+
+// guardIfPaused is holdIfPaused for the steps whose write-ahead carries the pause check (pick, surge, drain,
+// terminate): a pause already known in this call holds the step as holdIfPaused does; otherwise no lock is
+// read and the next write of the step becomes state.Store.PutRolloutUnlessPaused, which checks the global and
+// the group's lock in the same transaction (strongly consistent: a pause durable before that write always
+// stops the step). A step whose effect no write precedes calls guardEffect right before it.
+func (o *Orchestrator) guardIfPaused(r *state.Rollout, before string) error {
+	if o.pause != nil {
+		return o.holdIfPaused(r, before)
+	}
+	o.guard = before
+	return nil
+}
+
+// guardEffect makes sure the destructive effect about to be called (before names it) is checked against the
+// pause strongly consistently: by the last write of this call when it was the guarded write-ahead (checked),
+// else by reading the two lock items (state.Store.PauseHolding), e.g. for a surge or termination resumed
+// after a crash or retried after an error. It returns errWait, r with the pause as its reason, when a pause
+// holds; a read error holds the step too (it is returned).
+func (o *Orchestrator) guardEffect(ctx context.Context, r *state.Rollout, before string) error {
+	o.guard = ""
+	if o.checked {
+		o.checked = false // one check covers one effect
+		return nil
+	}
+	p, err := o.Store.PauseHolding(ctx, r.Group, o.Clock.Now())
+	if err != nil {
+		return fmt.Errorf("reading pause locks before the next step (%s), which waits for them: %w", before, err)
+	}
+	if p == nil {
+		return nil
+	}
+	held, err := o.heldByPause(*p, before)
+	*r = held
+	return err
+}
+
+// heldByPause returns the record as last stored, with the pause l as its reason, and errHeld: the guarded
+// write of the step `before` was stopped by l and wrote nothing. Reconcile writes the reason once ("waiting").
+func (o *Orchestrator) heldByPause(l state.Lock, before string) (state.Rollout, error) {
+	o.pause, o.pauseRead = &l, nil // known now: no lock is read for the reason
+	if o.pauseSeen != nil {
+		o.pauseSeen(l)
+	}
+	held := o.lastStored.Clone()
+	_ = o.holdIfPaused(&held, before) // errWait, with the reason set
+	return held, errHeld
+}
+
 // currentPause returns the pause of the target being reconciled, read through Inputs.PauseRead the first
 // time it is needed in the call.
 func (o *Orchestrator) currentPause() (*state.Lock, error) {

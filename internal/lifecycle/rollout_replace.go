@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,7 +29,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 	}
 	switch cur.Step {
 	case state.StepSurge:
-		if err := o.holdIfPaused(&r, "surge for "+cur.OldInstanceID); err != nil {
+		if err := o.guardIfPaused(&r, "surge for "+cur.OldInstanceID); err != nil {
 			return r, err
 		}
 		return o.surge(ctx, v, r)
@@ -118,7 +119,7 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 	}
 	started := false // set DRAINING by this call, after the view was taken
 	if old.Node.Registered && !old.Node.Draining {
-		if err := o.holdIfPaused(&r, "drain "+old.ID); err != nil {
+		if err := o.guardIfPaused(&r, "drain "+old.ID); err != nil {
 			return r, err
 		}
 		if r.Strategy != StrategyDrainFirst {
@@ -161,10 +162,14 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			cur.DrainStartedAt = now
 			saved, err := o.save(ctx, r, "drain starting")
 			if err != nil {
-				return saved, err
+				return saved, o.unclaimIfHeld(ctx, t, saved, old, err)
 			}
 			r, cur = saved, saved.Current
 		}
+		if err := o.guardEffect(ctx, &r, "drain "+old.ID); err != nil {
+			return r, o.unclaimIfHeld(ctx, t, r, old, err)
+		}
+		cur = r.Current
 		if err := startDrainSeen(ctx, platform, t.Cluster, old); err == nil {
 			o.logStep(r, "drain started")
 			started = true
@@ -193,7 +198,14 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 	}
 	if prog.Drained {
 		cur.Step, cur.StepStartedAt = state.StepTerminating, now
-		return o.save(ctx, r, "drained")
+		// The termination that follows in this call uses this write as its pause check (terminateOld).
+		o.guard = "terminate " + old.ID
+		next, err := o.save(ctx, r, "drained")
+		if errors.Is(err, errHeld) {
+			// Paused: the drain is recorded all the same (it is an observation); the termination waits.
+			return o.save(ctx, r, "drained")
+		}
+		return next, err
 	}
 	if started := cur.DrainStartedAt; !started.IsZero() && now.Sub(started) > o.Policy.DrainTimeout {
 		if err := platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
@@ -210,6 +222,18 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			old.ID, o.Policy.DrainTimeout, prog.Detail), false)
 	}
 	return r, errWait
+}
+
+// unclaimIfHeld returns err, after giving back the drain slot of old when err is a pause stopping the drain's
+// write-ahead (errHeld): the drain was not started. A failed release is returned instead (the step is retried).
+func (o *Orchestrator) unclaimIfHeld(ctx context.Context, t Target, r state.Rollout, old InstanceView, err error) error {
+	if !errors.Is(err, errHeld) {
+		return err
+	}
+	if rerr := o.releaseClusterBudget(ctx, t, r, old); rerr != nil {
+		return fmt.Errorf("paused before draining %s; giving back its drain slot: %w", old.ID, rerr)
+	}
+	return err
 }
 
 // terminateOld is the Terminating step: scale-in protection comes off the drained instance, and
@@ -233,7 +257,10 @@ func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Ro
 		}
 		return o.retireLeft(ctx, v, r, "old instance leaving ("+old.LifecycleState+")")
 	}
-	if err := o.holdIfPaused(&r, "terminate "+old.ID); err != nil {
+	if err := o.guardIfPaused(&r, "terminate "+old.ID); err != nil {
+		return r, err
+	}
+	if err := o.guardEffect(ctx, &r, "terminate "+old.ID); err != nil {
 		return r, err
 	}
 	if old.Protected && !r.ECSManagedDraining {
@@ -304,7 +331,7 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 		r.Phase = state.PhaseVerifying
 		return o.save(ctx, r, "no outdated instance left")
 	}
-	if err := o.holdIfPaused(&r, fmt.Sprintf("replace the next of %d outdated instance(s)", len(outdated))); err != nil {
+	if err := o.guardIfPaused(&r, fmt.Sprintf("replace the next of %d outdated instance(s)", len(outdated))); err != nil {
 		return r, err
 	}
 	if reason := o.runGate(ctx, t); reason != "" {
@@ -384,6 +411,9 @@ func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) 
 	}
 	want := cur.SurgeTo
 	if v.Desired < want {
+		if err := o.guardEffect(ctx, &r, "surge for "+cur.OldInstanceID); err != nil {
+			return r, err
+		}
 		if want > v.Max {
 			if r.MaxRaisedTo < want { // a record written before SurgeTo existed
 				if r.MaxRaisedTo == 0 {
@@ -403,6 +433,7 @@ func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) 
 			return r, fmt.Errorf("surging %s to desired=%d: %w", v.Name, want, err)
 		}
 	}
+	o.guard = "" // the record of a surge made is an observation: never held by a pause
 	r.Current.Step, r.Current.StepStartedAt = state.StepReplacementHealthy, o.Clock.Now()
 	next, err := o.save(ctx, r, fmt.Sprintf("surge to desired %d", want))
 	if err != nil {

@@ -21,10 +21,11 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string, h
 	} else {
 		r = r.WithLease(state.Lease{})
 	}
-	if what != "lease renewed" {
+	quiet := what == "lease renewed" // no step of its own: not counted, logged or observed
+	if !quiet {
 		r.Steps++
 	}
-	if what != "waiting" && what != "lease renewed" {
+	if what != "waiting" && !quiet {
 		switch r.Phase {
 		case state.PhasePreparing, state.PhaseReplacing, state.PhaseVerifying, state.PhaseCompleted:
 			r.Reason = "" // a transition happened: whatever held the rollout before no longer does
@@ -35,16 +36,26 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string, h
 	}
 	var next state.Rollout
 	var err error
-	if len(history) > 0 {
+	guard := o.guard
+	o.guard, o.checked = "", false
+	switch {
+	case guard != "":
+		// The write-ahead of a destructive step: its own pause check, strongly consistent (guardIfPaused).
+		next, err = o.Store.PutRolloutUnlessPaused(ctx, r, history, r.UpdatedAt)
+		if l, paused := state.PausedBy(err); paused {
+			return o.heldByPause(l, guard)
+		}
+		o.checked = err == nil
+	case len(history) > 0:
 		next, err = o.Store.PutRolloutWithHistory(ctx, r, history)
-	} else {
+	default:
 		next, err = o.Store.PutRollout(ctx, r)
 	}
 	if err != nil {
 		o.writeLost = true // the stored record is not lastStored, or not known to be: read it again (Stored)
 		return r, fmt.Errorf("writing rollout of %s (%s): %w", r.Group, what, err)
 	}
-	if what != "lease renewed" {
+	if !quiet {
 		o.logStep(next, what)
 		if o.Observer != nil {
 			o.Observer.RolloutTransition(o.lastStored, next, what)

@@ -222,6 +222,141 @@ func (d *DynamoDB) PutRolloutWithHistory(ctx context.Context, r Rollout, history
 	}
 }
 
+// PutRolloutUnlessPaused implements Store with one TransactWriteItems: the Put of the rollout record (the
+// version condition of PutRollout), one ConditionCheck per pause lock item (LockKey(GlobalScope) and
+// LockKey(r.Group)) with the condition attribute_not_exists(pk) OR untilNanos <= :now (now in nanoseconds
+// since the Unix epoch; AttrUntilNanos), and one Put per history entry as in PutRolloutWithHistory.
+// Transactions read the items they check strongly consistently and apply all-or-nothing (Amazon DynamoDB
+// Developer Guide, "Amazon DynamoDB Transactions"; API Reference, TransactWriteItems, ConditionCheck), so a
+// pause put before the call always stops the write, unlike the eventually consistent ListLocks. A
+// TransactionCanceledException whose reason for a lock item is ConditionalCheckFailed is a *PausedError
+// (the lock from the reason's Item, ReturnValuesOnConditionCheckFailure ALL_OLD, or, when the answer has
+// none, from one consistent GetItem); one failed on the rollout item only is ErrConflict; history sort keys
+// taken are retried as in PutRolloutWithHistory. The task role needs dynamodb:ConditionCheckItem beside
+// dynamodb:PutItem.
+func (d *DynamoDB) PutRolloutUnlessPaused(ctx context.Context, r Rollout, history []HistoryEntry, now time.Time) (Rollout, error) {
+	if r.Group == "" {
+		return Rollout{}, errors.New("writing rollout: group is empty")
+	}
+	if len(history) > MaxHistoryPerGuardedWrite {
+		return Rollout{}, fmt.Errorf("writing rollout of %s with %d history entries: at most %d in one guarded write", r.Group, len(history), MaxHistoryPerGuardedWrite)
+	}
+	if err := checkHistoryOf(r, history); err != nil {
+		return Rollout{}, err
+	}
+	stored := clone(r)
+	stored.Version = r.Version + 1
+	pk, sk := RolloutKey(r.Group)
+	where := fmt.Sprintf("writing rollout of %s at version %d unless paused: table %s (pk %s, sk %s)", r.Group, r.Version, d.table, pk, sk)
+	rollout, err := d.versionedPut(pk, sk, r.Version, stored)
+	if err != nil {
+		return Rollout{}, fmt.Errorf("%s: %w", where, err)
+	}
+	unlocked, err := expression.NewBuilder().WithCondition(expression.Or(
+		expression.AttributeNotExists(expression.Name(AttrPK)),
+		expression.Name(AttrUntilNanos).LessThanEqual(expression.Value(now.UnixNano())))).Build()
+	if err != nil {
+		return Rollout{}, fmt.Errorf("%s: building lock condition: %w", where, err)
+	}
+	free, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	if err != nil {
+		return Rollout{}, fmt.Errorf("%s: building condition: %w", where, err)
+	}
+	entries := make([]map[string]types.AttributeValue, len(history))
+	for i, e := range history {
+		if entries[i], err = marshal(e); err != nil {
+			return Rollout{}, fmt.Errorf("%s: %w", where, err)
+		}
+		d.expire(entries[i], e.At)
+	}
+	scopes := []string{GlobalScope, r.Group}
+	for attempt := 1; ; attempt++ {
+		items := []types.TransactWriteItem{{Put: rollout}}
+		for _, scope := range scopes {
+			lpk, lsk := LockKey(scope)
+			items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(d.table),
+				Key: key(lpk, lsk), ConditionExpression: unlocked.Condition(), ExpressionAttributeNames: unlocked.Names(),
+				ExpressionAttributeValues: unlocked.Values(), ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}})
+		}
+		for i, e := range history {
+			item := maps.Clone(entries[i])
+			item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
+			item[AttrSK] = &types.AttributeValueMemberS{Value: HistorySortKey(e.At, d.seq.Add(1))}
+			items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(d.table), Item: item,
+				ConditionExpression: free.Condition(), ExpressionAttributeNames: free.Names(), ExpressionAttributeValues: free.Values()}})
+		}
+		_, err := d.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			return clone(stored), nil
+		}
+		failed := canceledOnCondition(err)
+		for i, scope := range scopes {
+			if len(failed) > 1+i && failed[1+i] {
+				l, lerr := d.pausedBy(ctx, scope, err)
+				if lerr != nil {
+					return Rollout{}, fmt.Errorf("%s: %w (reading the lock: %w)", where, ErrPaused, lerr)
+				}
+				return Rollout{}, fmt.Errorf("%s: %w", where, &PausedError{Lock: l})
+			}
+		}
+		switch {
+		case len(failed) > 0 && failed[0]:
+			return Rollout{}, fmt.Errorf("%s: %w: %w", where, ErrConflict, err)
+		case len(failed) > 0 && attempt < historyPutAttempts:
+			continue // only history sort keys were taken: new sequence numbers
+		default:
+			return Rollout{}, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+}
+
+// PauseHolding implements Store with one strongly consistent GetItem per lock item (the global one, then
+// group's; the second is not read when the first holds).
+func (d *DynamoDB) PauseHolding(ctx context.Context, group string, now time.Time) (*Lock, error) {
+	for _, scope := range []string{GlobalScope, group} {
+		pk, sk := LockKey(scope)
+		var l Lock
+		switch err := d.get(ctx, pk, sk, &l); {
+		case errors.Is(err, ErrNotFound):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading the %s lock: %w", Lock{Group: scope}.Scope(), err)
+		}
+		if lockHolds(l, now) {
+			return &l, nil
+		}
+	}
+	return nil, nil
+}
+
+// pausedBy returns the lock of scope whose ConditionCheck cancelled err's transaction: the item of its
+// cancellation reason when DynamoDB returned one, else one consistent GetItem (a lock deleted since is
+// returned as a lock of the scope with no details: the step still waits for the next look).
+func (d *DynamoDB) pausedBy(ctx context.Context, scope string, err error) (Lock, error) {
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, reason := range tce.CancellationReasons {
+			if len(reason.Item) == 0 {
+				continue
+			}
+			var l Lock
+			pk, _ := LockKey(scope)
+			if v, ok := reason.Item[AttrPK].(*types.AttributeValueMemberS); ok && v.Value == pk && attributevalue.UnmarshalMap(reason.Item, &l) == nil {
+				return l, nil
+			}
+		}
+	}
+	pk, sk := LockKey(scope)
+	var l Lock
+	switch gerr := d.get(ctx, pk, sk, &l); {
+	case errors.Is(gerr, ErrNotFound):
+		return Lock{Group: scope, Reason: "lock removed since the write"}, nil
+	case gerr != nil:
+		return Lock{}, gerr
+	}
+	return l, nil
+}
+
 // canceledOnCondition returns, for a TransactionCanceledException, which items of the transaction (in
 // request order) failed their condition (reason code ConditionalCheckFailed); nil for any other error or
 // when no condition failed (a TransactionConflict, a throttled item).
@@ -356,6 +491,8 @@ func (d *DynamoDB) History(ctx context.Context, group string) ([]HistoryEntry, e
 }
 
 // PutLock implements Store: an unconditional PutItem, so a second pause of the same scope replaces the first.
+// A lock with an end carries it twice: Until (RFC 3339, for reading) and AttrUntilNanos (a Number, which the
+// guard of PutRolloutUnlessPaused compares).
 func (d *DynamoDB) PutLock(ctx context.Context, l Lock) error {
 	pk, sk := LockKey(l.Group)
 	item, err := marshal(l)
@@ -365,6 +502,9 @@ func (d *DynamoDB) PutLock(ctx context.Context, l Lock) error {
 	item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
 	item[AttrSK] = &types.AttributeValueMemberS{Value: sk}
 	item[AttrKind] = &types.AttributeValueMemberS{Value: skLock}
+	if !l.Until.IsZero() {
+		item[AttrUntilNanos] = &types.AttributeValueMemberN{Value: strconv.FormatInt(l.Until.UnixNano(), 10)}
+	}
 	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
 		return fmt.Errorf("writing %s lock: table %s (pk %s, sk %s): %w", l.Scope(), d.table, pk, sk, err)
 	}

@@ -132,3 +132,60 @@ func TestDynamoDBItemLayout(t *testing.T) {
 	}, got)
 	require.Equal(t, map[string]string{"event#evt-1": "1767323046"}, expires)
 }
+
+// transactRecorder records the TransactWriteItems requests a store sends.
+type transactRecorder struct {
+	state.DynamoDBAPI
+	sent []*dynamodb.TransactWriteItemsInput
+}
+
+func (r *transactRecorder) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	r.sent = append(r.sent, in)
+	return r.DynamoDBAPI.TransactWriteItems(ctx, in, opts...)
+}
+
+// TestKumoGuardedWriteIsOneTransactionWithBothPauseLockChecks: on kumo (TransactWriteItems with
+// ConditionCheck), PutRolloutUnlessPaused sends one transaction of the rollout Put and a ConditionCheck on
+// each lock item (lock#global and target#<group>, sort key lock); a lock with an end stores it as the Number
+// untilNanos; a group pause put just before the write cancels it on the lock's check (ErrPaused, with the
+// lock's reason, read back although kumo returns no item with the cancellation), a lock whose untilNanos has
+// passed does not.
+func TestKumoGuardedWriteIsOneTransactionWithBothPauseLockChecks(t *testing.T) {
+	client, table := newTable(t)
+	ctx := testenv.Context(t)
+	rec := &transactRecorder{DynamoDBAPI: client}
+	s := state.NewDynamoDB(rec, table)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+	v1, err := s.PutRollout(ctx, state.Rollout{Group: "prod-nodes", Phase: state.PhaseReplacing})
+	require.NoError(t, err)
+	until := now.Add(-time.Nanosecond)
+	require.NoError(t, s.PutLock(ctx, state.Lock{Group: "prod-nodes", Reason: "over", Who: "bob", Since: now.Add(-time.Hour), Until: until}))
+	item, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "target#prod-nodes"}, "sk": &types.AttributeValueMemberS{Value: "lock"}}})
+	require.NoError(t, err)
+	require.Equal(t, &types.AttributeValueMemberN{Value: "1767323044999999999"}, item.Item[state.AttrUntilNanos])
+
+	v2, err := s.PutRolloutUnlessPaused(ctx, v1, nil, now)
+	require.NoError(t, err, "a lock ended a nanosecond ago does not hold")
+	require.Len(t, rec.sent, 1)
+	items := rec.sent[0].TransactItems
+	require.Len(t, items, 3)
+	require.NotNil(t, items[0].Put)
+	var checked []string
+	for _, it := range items[1:] {
+		require.NotNil(t, it.ConditionCheck)
+		checked = append(checked, it.ConditionCheck.Key["pk"].(*types.AttributeValueMemberS).Value+"|"+it.ConditionCheck.Key["sk"].(*types.AttributeValueMemberS).Value)
+	}
+	require.Equal(t, []string{"lock#global|lock", "target#prod-nodes|lock"}, checked)
+
+	require.NoError(t, s.PutLock(ctx, state.Lock{Group: "prod-nodes", Reason: "incident", Who: "alice", Since: now}))
+	_, err = s.PutRolloutUnlessPaused(ctx, v2, nil, now)
+	require.ErrorIs(t, err, state.ErrPaused)
+	l, ok := state.PausedBy(err)
+	require.True(t, ok)
+	require.Equal(t, "incident", l.Reason)
+	got, err := s.GetRollout(ctx, "prod-nodes")
+	require.NoError(t, err)
+	require.Equal(t, v2.Version, got.Version, "nothing written while paused")
+}

@@ -74,6 +74,45 @@ func (m *Memory) PutRolloutWithHistory(_ context.Context, r Rollout, history []H
 	return clone(r), nil
 }
 
+// PutRolloutUnlessPaused implements Store: the locks, the version check, the write and the appends under one
+// lock, so a pause put before the call always stops it.
+func (m *Memory) PutRolloutUnlessPaused(_ context.Context, r Rollout, history []HistoryEntry, now time.Time) (Rollout, error) {
+	if len(history) > MaxHistoryPerGuardedWrite {
+		return Rollout{}, fmt.Errorf("writing rollout of %s with %d history entries: at most %d in one guarded write", r.Group, len(history), MaxHistoryPerGuardedWrite)
+	}
+	if err := checkHistoryOf(r, history); err != nil {
+		return Rollout{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, scope := range []string{GlobalScope, r.Group} { // a pause is told before a lost race, as DynamoDB's is
+		if l, ok := m.locks[scope]; ok && lockHolds(l, now) {
+			return Rollout{}, fmt.Errorf("writing rollout of %s at version %d: %w", r.Group, r.Version, &PausedError{Lock: l})
+		}
+	}
+	cur, ok := m.rollouts[r.Group]
+	if (!ok && r.Version != 0) || (ok && cur.Version != r.Version) {
+		return Rollout{}, fmt.Errorf("rollout of %s at version %d: %w", r.Group, r.Version, ErrConflict)
+	}
+	r.Version++
+	m.rollouts[r.Group] = clone(r)
+	m.history[r.Group] = append(m.history[r.Group], history...)
+	m.Writes++
+	return clone(r), nil
+}
+
+// PauseHolding implements Store.
+func (m *Memory) PauseHolding(_ context.Context, group string, now time.Time) (*Lock, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, scope := range []string{GlobalScope, group} {
+		if l, ok := m.locks[scope]; ok && lockHolds(l, now) {
+			return &l, nil
+		}
+	}
+	return nil, nil
+}
+
 // ListRollouts implements Store.
 func (m *Memory) ListRollouts(_ context.Context) ([]Rollout, error) {
 	m.mu.Lock()

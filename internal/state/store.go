@@ -49,6 +49,18 @@ type Store interface {
 	// (ErrConflict) leaves no history entry behind. Every entry's Group must be r.Group; at most
 	// MaxHistoryPerWrite entries. No entries is PutRollout.
 	PutRolloutWithHistory(ctx context.Context, r Rollout, history []HistoryEntry) (Rollout, error)
+	// PutRolloutUnlessPaused writes r and history exactly like PutRolloutWithHistory, in one atomic write
+	// that also checks, strongly consistently, that neither the global pause lock nor r.Group's lock holds at
+	// now (absent, or with Until set and not after now): the write-ahead of a destructive step carries its own
+	// pause check (invariant 7, docs/architecture.md). A holding lock writes nothing and returns an error
+	// wrapping ErrPaused (a *PausedError: PausedBy gives the lock); a lost version race is ErrConflict, as
+	// always. At most MaxHistoryPerGuardedWrite entries.
+	PutRolloutUnlessPaused(ctx context.Context, r Rollout, history []HistoryEntry, now time.Time) (Rollout, error)
+	// PauseHolding reads the global pause lock and group's lock with strongly consistent reads (unlike
+	// ListLocks) and returns the one that holds at now (Lock.Active; the global one first), nil when none:
+	// the pause check of a destructive step that no guarded write precedes (a step resumed after a crash or
+	// retried after an error).
+	PauseHolding(ctx context.Context, group string, now time.Time) (*Lock, error)
 	// ListRollouts returns every rollout record, sorted by group name.
 	ListRollouts(ctx context.Context) ([]Rollout, error)
 

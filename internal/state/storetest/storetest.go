@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"rollout with history at a stale version or over an existing record: conflict, no entry", testRolloutWithHistoryConflict},
 		{"rollout with history, writers racing from one read: one wins, only its entries exist", testRolloutWithHistoryRace},
 		{"rollout with history rejects entries of another group and writes nothing", testRolloutWithHistoryOtherGroup},
+		{"rollout write unless paused: a holding global or group lock stops it, expired or other locks do not", testGuardedWrite},
 		{"list of no locks is empty", testLocksEmpty},
 		{"lock round trip keeps every field", testLockRoundTrip},
 		{"lock put replaces, delete removes, list is global first then by group", testLocksPutReplaceDeleteList},

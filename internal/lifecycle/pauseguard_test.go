@@ -1,0 +1,136 @@
+package lifecycle
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// pausingStore writes a pause lock into the store right before the first pause check of a step reaches it
+// (the guarded write, or the consistent read of a step no write precedes): the fault of a pause taken after
+// the look read the world (and found no pause) and before the step's own write.
+type pausingStore struct {
+	state.Store
+	lock   state.Lock
+	armed  bool
+	checks int
+}
+
+func (s *pausingStore) pauseNow(ctx context.Context) error {
+	s.checks++
+	if !s.armed {
+		return nil
+	}
+	s.armed = false
+	return s.Store.PutLock(ctx, s.lock)
+}
+
+func (s *pausingStore) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time) (state.Rollout, error) {
+	if err := s.pauseNow(ctx); err != nil {
+		return state.Rollout{}, err
+	}
+	return s.Store.PutRolloutUnlessPaused(ctx, r, h, now)
+}
+
+func (s *pausingStore) PauseHolding(ctx context.Context, group string, now time.Time) (*state.Lock, error) {
+	if err := s.pauseNow(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.PauseHolding(ctx, group, now)
+}
+
+// TestPauseWrittenBetweenTheLooksReadAndTheStepsWriteStopsTheStep: for every destructive step of a surge
+// rollout (the pick and its surge, a surge resumed after a crash, the drain, the termination right after the
+// drained look, a termination resumed), a pause lock (global or the group's) written after the look and
+// right before the step's pause check stops the step: no Auto Scaling call, no drain, the record not moved
+// past the step, the pause on status; the look read no pause lock (Inputs.PauseRead is never called: the
+// check is in the step's own write or a consistent read, invariant 7, issue #21).
+func TestPauseWrittenBetweenTheLooksReadAndTheStepsWriteStopsTheStep(t *testing.T) {
+	drainable := func() state.Rollout {
+		r := replacing(StrategySurge, state.StepDraining)
+		r.Current.NewInstanceID = "i-9"
+		return r
+	}
+	ready := view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), serving("i-9", amiNew))
+	drained := view(3, false, draining("i-1", amiOld), serving("i-2", amiOld), serving("i-9", amiNew))
+	for _, tc := range []struct {
+		name     string
+		record   func() state.Rollout
+		view     GroupView
+		drained  bool
+		wantStep state.Step // the step the record must be at afterwards ("" : no replacement recorded)
+		next     string     // the step the reason names
+	}{
+		{"pick and surge", func() state.Rollout { r := replacing(StrategySurge, ""); r.Current = nil; return r },
+			view(2, false, serving("i-1", amiOld), serving("i-2", amiOld)), false, "", "replace the next of 2"},
+		{"surge resumed after a crash", func() state.Rollout {
+			r := replacing(StrategySurge, state.StepSurge)
+			r.Current.SurgeTo = 3
+			return r
+		}, view(2, false, serving("i-1", amiOld), serving("i-2", amiOld)), false, state.StepSurge, "surge for i-1"},
+		{"drain", drainable, ready, false, state.StepDraining, "drain i-1"},
+		{"termination after the drained look", func() state.Rollout {
+			r := drainable()
+			r.Current.DrainStartedAt = now0.Add(-time.Minute)
+			return r
+		}, drained, true, state.StepTerminating, "terminate i-1"},
+		{"termination resumed after a crash", func() state.Rollout {
+			r := drainable()
+			r.Current.Step, r.Current.DrainStartedAt = state.StepTerminating, now0.Add(-time.Minute)
+			return r
+		}, drained, true, state.StepTerminating, "terminate i-1"},
+	} {
+		for _, scope := range []string{state.GlobalScope, "prod"} {
+			t.Run(tc.name+"/"+state.Lock{Group: scope}.Scope(), func(t *testing.T) {
+				rg := newRig()
+				rg.platform.drained = tc.drained
+				rg.seed0(tc.record())
+				ps := &pausingStore{Store: rg.store, armed: true,
+					lock: state.Lock{Group: scope, Reason: "incident", Who: "alice", Since: now0}}
+				rg.o.Store = ps
+				reads := 0
+				read := func(context.Context) (*state.Lock, error) { reads++; return nil, nil }
+				_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: tc.view, AMI: newAMI(), PauseRead: read})
+				require.NoError(t, err)
+				require.Positive(t, ps.checks, "the step checked the pause")
+				require.Zero(t, reads, "no pause lock Query")
+				reads = 0
+				for _, c := range rg.groups.calls {
+					require.NotContains(t, []string{"SetDesired", "SetMaxAndDesired", "Terminate", "Unprotect"}, c.Op, "no destructive call: %+v", c)
+				}
+				require.Empty(t, rg.platform.started, "no drain started")
+				// A second look while the pause lasts still takes no step; status names the pause by then (the
+				// drained look records the drain and shows the pause from the next look).
+				_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: tc.view, AMI: newAMI(), PauseRead: read})
+				require.NoError(t, err)
+				require.Empty(t, rg.platform.started, "no drain started")
+				for _, c := range rg.groups.calls {
+					require.NotContains(t, []string{"SetDesired", "SetMaxAndDesired", "Terminate", "Unprotect"}, c.Op, "no destructive call: %+v", c)
+				}
+				stored, err := rg.store.GetRollout(context.Background(), rg.target.Group)
+				require.NoError(t, err)
+				if tc.wantStep == "" {
+					require.Nil(t, stored.Current, "no replacement picked")
+				} else {
+					require.Equal(t, tc.wantStep, stored.Current.Step)
+				}
+				require.Contains(t, stored.Reason, "paused ("+state.Lock{Group: scope}.Scope()+") by alice")
+				require.Contains(t, stored.Reason, "next step: "+tc.next)
+
+				// Resumed: the next look takes the step.
+				require.NoError(t, rg.store.DeleteLock(context.Background(), scope))
+				_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: tc.view, AMI: newAMI(), PauseRead: read})
+				require.NoError(t, err)
+				acted := len(rg.platform.started) > 0
+				for _, c := range rg.groups.calls {
+					acted = acted || c.Op == "SetDesired" || c.Op == "Terminate"
+				}
+				require.True(t, acted, "after resume the step is taken")
+			})
+		}
+	}
+}

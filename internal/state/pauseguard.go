@@ -1,0 +1,53 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrPaused is wrapped by the error of PutRolloutUnlessPaused when a pause lock holds: the global lock or the
+// group's own (Lock.Active at the write's now). Nothing was written; the step the write preceded must wait.
+var ErrPaused = errors.New("paused: a pause lock holds")
+
+// PausedError is the error of a guarded write that a pause lock stopped. Lock is the lock as the store read
+// it in the same atomic write (or, when the store could not return it, read right after with a strongly
+// consistent read); its Group is GlobalScope for the global lock.
+type PausedError struct {
+	Lock Lock
+}
+
+func (e *PausedError) Error() string {
+	return fmt.Sprintf("%s: %s lock by %s", ErrPaused, e.Lock.Scope(), e.Lock.Who)
+}
+
+// Unwrap makes errors.Is(err, ErrPaused) true.
+func (e *PausedError) Unwrap() error { return ErrPaused }
+
+// PausedBy returns the lock that stopped a guarded write (PutRolloutUnlessPaused), and true; false when err
+// is not such a stop.
+func PausedBy(err error) (Lock, bool) {
+	var pe *PausedError
+	if errors.As(err, &pe) {
+		return pe.Lock, true
+	}
+	return Lock{}, false
+}
+
+// MaxHistoryPerGuardedWrite bounds the history entries of one PutRolloutUnlessPaused: a DynamoDB transaction
+// holds at most 100 items (Amazon DynamoDB API Reference, TransactWriteItems), one of them the rollout record
+// and two the ConditionChecks of the global and the group's pause lock.
+const MaxHistoryPerGuardedWrite = MaxHistoryPerWrite - 2
+
+// AttrUntilNanos is the attribute of a pause lock item that holds Lock.Until as a Number of nanoseconds since
+// the Unix epoch (absent when the lock has no end). The guard of PutRolloutUnlessPaused compares it, not the
+// RFC 3339 string of Until: DynamoDB compares strings byte by byte, and time.RFC3339Nano trims trailing zeros
+// ("…:00.5Z" sorts before "…:00Z") and keeps the writer's zone offset, so a string comparison can misjudge an
+// expiry; Numbers compare as numbers (Amazon DynamoDB Developer Guide, "Comparison operator and function
+// reference"). A lock written without it (by an earlier version) whose Until is set counts as holding until
+// it is written again or deleted (resume): the guard errs on the side of the pause.
+const AttrUntilNanos = "untilNanos"
+
+// lockHolds reports whether l, stored, stops a guarded write at now: the memory store's reading of the guard,
+// the same as the DynamoDB condition (absent, or untilNanos <= now).
+func lockHolds(l Lock, now time.Time) bool { return l.Active(now) }
