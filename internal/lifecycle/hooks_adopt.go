@@ -133,45 +133,51 @@ type waitSeen struct {
 // drives one action found without its message.
 func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, key string, after time.Duration, seen map[string]waitSeen, now time.Time) error {
 	rec, err := h.Store.GetHook(ctx, key)
-	switch {
-	case err == nil:
-		if !rec.Adopted || rec.State == state.HookCompleted {
-			return nil // its message drives it, or it is done
-		}
-	case !errors.Is(err, state.ErrNotFound):
+	found := err == nil
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
 		return fmt.Errorf("reading lifecycle action %s: %w", key, err)
-	default:
-		h.mu.Lock()
-		w, ok := h.waiting[key]
-		h.mu.Unlock()
-		if !ok {
-			w = waitSeen{group: a.GroupName, first: now}
-		}
-		seen[key] = w
-		first := w.first
-		if now.Sub(first) < after {
-			return nil
-		}
-		// The same confirmation as a message's (invariant 9): DescribeAutoScalingInstances places the instance
-		// in the group, in the wait state, and the group has the hook.
-		c, err := h.confirm(ctx, a)
-		if err != nil || c.verdict != verdictConfirmed {
-			return err // not (or no longer) waiting: nothing to take up
-		}
-		rec = state.Hook{Token: key, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID, Transition: a.Transition,
-			State: state.HookWaiting, ReceivedAt: first, Confirmed: true, WaitState: c.detail, Adopted: true}
-		if a.Terminating() {
-			rec.State = state.HookDraining
-		}
-		if _, err := h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
-			return nil // its message (or another replica) recorded it first
-		} else if err != nil {
-			return fmt.Errorf("recording lifecycle action %s: %w", key, err)
-		}
-		h.Log.Warn("lifecycle action waiting without its message (lost or late); taken up by the reconcile loop",
-			zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
-			zap.String(logging.LifecycleHook, a.HookName), zap.String(logging.Transition, a.Transition))
 	}
+	if found && rec.State != state.HookCompleted {
+		if !rec.Adopted {
+			return nil // its message drives it
+		}
+		_, err = h.Handle(ctx, t, a)
+		return err
+	}
+	// No record, or a completed one: the record is one per instance and hook, so an instance waiting again on
+	// the same hook after its action was completed waits on a later action (a warm pool cycle, a scale in
+	// back to the pool and then a termination, another root volume replacement), taken up like one without a
+	// record. Only sightings after the completion count.
+	h.mu.Lock()
+	w, ok := h.waiting[key]
+	h.mu.Unlock()
+	if !ok || (found && !w.first.After(rec.CompletedAt)) {
+		w = waitSeen{group: a.GroupName, first: now}
+	}
+	seen[key] = w
+	first := w.first
+	if now.Sub(first) < after || (found && !first.After(rec.CompletedAt)) {
+		return nil
+	}
+	// The same confirmation as a message's (invariant 9): DescribeAutoScalingInstances places the instance
+	// in the group, in the wait state, and the group has the hook.
+	c, err := h.confirm(ctx, a)
+	if err != nil || c.verdict != verdictConfirmed {
+		return err // not (or no longer) waiting: nothing to take up
+	}
+	rec = state.Hook{Token: key, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID, Transition: a.Transition,
+		State: state.HookWaiting, ReceivedAt: first, Confirmed: true, WaitState: c.detail, Adopted: true, Version: rec.Version}
+	if a.Terminating() {
+		rec.State = state.HookDraining
+	}
+	if _, err := h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
+		return nil // its message (or another replica) recorded it first
+	} else if err != nil {
+		return fmt.Errorf("recording lifecycle action %s: %w", key, err)
+	}
+	h.Log.Warn("lifecycle action waiting without its message (lost or late); taken up by the reconcile loop",
+		zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
+		zap.String(logging.LifecycleHook, a.HookName), zap.String(logging.Transition, a.Transition))
 	_, err = h.Handle(ctx, t, a)
 	return err
 }
