@@ -77,6 +77,8 @@ type Hooks struct {
 
 	mu    sync.Mutex
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
+	// hooksAt: group -> when hooks[group] was read
+	hooksAt map[string]time.Time
 	// waiting: ActionKey -> when the tick first saw the instance waiting on that hook without a record, and its
 	// group (AdoptWaiting)
 	waiting map[string]waitSeen

@@ -49,6 +49,10 @@ func (h *Hooks) record(ctx context.Context, a events.LifecycleAction) (state.Hoo
 // (a tick or so before it was first seen).
 func adoptAfter(heartbeat time.Duration) time.Duration { return min(heartbeat/3, time.Minute) }
 
+// hookInfoMaxAge is how old the cached hooks of a group may be when an instance is first seen waiting on one
+// without its message (adopt): older ones are read again.
+const hookInfoMaxAge = time.Minute
+
 // AdoptWaiting takes up lifecycle actions whose message has not come: instances that the tick's
 // DescribeAutoScalingGroups (d.Groups, no further call) shows in Terminating:Wait or Pending:Wait in a managed
 // group, on a hook of the agent's (HookOwned) with no record under ActionKey, seen so on two ticks at least
@@ -153,6 +157,16 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, k
 	h.mu.Unlock()
 	if !ok || (found && !w.first.After(rec.CompletedAt)) {
 		w = waitSeen{group: a.GroupName, first: now}
+		// A first sighting reads the hooks again unless the cache is fresh: a stack update may have shortened
+		// the HeartbeatTimeout since they were cached, and the wait before taking the action up (after), its
+		// first heartbeat and every later one rest on it. Only an action without its message gets here.
+		if h.hooksReadBefore(a.GroupName, now.Add(-hookInfoMaxAge)) {
+			if hooks, err := h.groupHooks(ctx, a.GroupName, true); err == nil {
+				if info, ok := hooks[a.HookName]; ok {
+					after = adoptAfter(info.heartbeat)
+				}
+			}
+		}
 	}
 	seen[key] = w
 	first := w.first
