@@ -110,7 +110,7 @@ func (h *Hooks) AdoptWaiting(ctx context.Context, d Discovered) {
 				}
 				a := events.LifecycleAction{GroupName: name, HookName: hook, InstanceID: inst.ID, Transition: transition}
 				key := ActionKey(name, inst.ID, hook)
-				if err := h.adopt(ctx, t, a, key, adoptAfter(info.heartbeat), seen, now); err != nil {
+				if err := h.adopt(ctx, t, a, inst.LifecycleState, key, adoptAfter(info.heartbeat), seen, now); err != nil {
 					h.Log.Warn("lifecycle action found without its message: look failed; retrying next tick", zap.String(logging.Group, name),
 						zap.String(logging.InstanceID, inst.ID), zap.String(logging.LifecycleHook, hook), zap.Error(err))
 				}
@@ -135,7 +135,7 @@ type waitSeen struct {
 
 // adopt records (once it has waited for after, and Auto Scaling confirms it as it confirms a message) and
 // drives one action found without its message.
-func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, key string, after time.Duration, seen map[string]waitSeen, now time.Time) error {
+func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, waitState, key string, after time.Duration, seen map[string]waitSeen, now time.Time) error {
 	rec, err := h.Store.GetHook(ctx, key)
 	found := err == nil
 	if err != nil && !errors.Is(err, state.ErrNotFound) {
@@ -148,10 +148,16 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, k
 		_, err = h.Handle(ctx, t, a)
 		return err
 	}
+	if found && rec.Result == "" && rec.WaitState == waitState {
+		// Closed without a completion Auto Scaling accepted: it answered that no action of this instance and
+		// hook waits (C6), or the action was rejected or found gone. The same wait state seen again is that
+		// answer's action, not a later one: taking it up again would loop on it.
+		return nil
+	}
 	// No record, or a completed one: the record is one per instance and hook, so an instance waiting again on
-	// the same hook after its action was completed waits on a later action (a warm pool cycle, a scale in
-	// back to the pool and then a termination, another root volume replacement), taken up like one without a
-	// record. Only sightings after the completion count.
+	// the same hook after Auto Scaling accepted the completion of its action (or in another wait state) waits
+	// on a later action (a warm pool cycle, a scale in back to the pool and then a termination, another root
+	// volume replacement), taken up like one without a record. Only sightings after the completion count.
 	h.mu.Lock()
 	w, ok := h.waiting[key]
 	h.mu.Unlock()
