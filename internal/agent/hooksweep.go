@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -68,6 +69,33 @@ func (s *hookSweep) note(group string, heartbeat time.Duration) {
 	s.beats[group] = heartbeat
 }
 
+// keep forgets the groups that are no longer discovered, so that a gone group's short HeartbeatTimeout no
+// longer sets how often the sweep looks.
+func (s *hookSweep) keep(d lifecycle.Discovered) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for g := range s.beats {
+		if _, ok := d.Targets[g]; !ok {
+			delete(s.beats, g)
+		}
+	}
+}
+
+// hooksUncheckedLocked returns the discovered groups whose hooks the hook check has not read since the agent
+// started (hookcheck.go reads a bounded number a pass): the sweep looks at them too, at maxSweepInterval, as if
+// they had a hook of the agent's, since nothing tells yet that they have none. Right after a restart — an agent
+// that died after receiving a lifecycle action is field case C4 — every group is such a group. Sorted. The
+// caller holds a.mu.
+func (a *Agent) hooksUncheckedLocked() []string {
+	var out []string
+	for _, name := range a.discovered.Names() {
+		if _, ok := a.hookChecked[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // looked records that the lifecycle actions of every group with hooks were looked for at at.
 func (s *hookSweep) looked(at time.Time) {
 	s.mu.Lock()
@@ -95,7 +123,10 @@ func (s *hookSweep) plan() (groups []string, every time.Duration, last time.Time
 // come at least as often as the sweep would.
 func (a *Agent) sweepAt() (time.Time, bool) {
 	groups, every, last := a.sweep.plan()
-	if len(groups) == 0 || a.settings.ReconcileInterval <= every {
+	a.mu.Lock()
+	unchecked := len(a.hooksUncheckedLocked())
+	a.mu.Unlock()
+	if len(groups)+unchecked == 0 || a.settings.ReconcileInterval <= every {
 		return time.Time{}, false
 	}
 	return last.Add(every), true
@@ -113,8 +144,10 @@ func (a *Agent) sweepAt() (time.Time, bool) {
 // C4). A record its message drives whose owner died after writing it is judged by the take-over rule
 // (docs/state.md, "Lifecycle action records left by their owner"; lifecycle.Hooks.staleRule): heartbeated
 // once its heartbeat is overdue while the dead owner's claim holds, taken over (confirmed, one conditional
-// write) once the claim has expired, never while a live owner drives it. Run and Step call it when sweepAt is
-// due; errors are logged (the next sweep, or pass, looks again).
+// write) once the claim has expired, never while a live owner drives it. Groups whose hooks the hook check
+// has not read yet since the agent started are swept too (hooksUncheckedLocked), so that a restart does not
+// leave the groups the bounded hook check reaches last without a sweep for several polls. Run and Step call it
+// when sweepAt is due; errors are logged (the next sweep, or pass, looks again).
 //
 // The groups that a look's discovery described within maxShareAge (2 s: the same turn of the loop) are
 // taken from that answer instead of being described again (issue #21 item 4); the sweep then counts from
@@ -122,16 +155,18 @@ func (a *Agent) sweepAt() (time.Time, bool) {
 func (a *Agent) SweepLifecycle(ctx context.Context) {
 	a.pass.Lock()
 	defer a.pass.Unlock()
-	groups, _, _ := a.sweep.plan()
 	a.mu.Lock()
 	known := a.discovered
+	names := a.hooksUncheckedLocked()
 	a.mu.Unlock()
-	var names []string
+	a.sweep.keep(known)
+	groups, _, _ := a.sweep.plan()
 	for _, g := range groups {
-		if _, ok := known.Targets[g]; ok {
+		if _, ok := known.Targets[g]; ok && !slices.Contains(names, g) {
 			names = append(names, g)
 		}
 	}
+	sort.Strings(names)
 	now := a.clock.Now()
 	shared, sharedAt, fresh := a.sweep.fresh(now)
 	described := maps.Clone(shared.Groups) // the look's answer, for the groups it has

@@ -43,10 +43,15 @@ type poolCall struct {
 
 func (p *poolWatch) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, o ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
 	v, _ := (*p.acct).Instance(aws.ToString(in.InstanceId))
-	p.mu.Lock()
-	p.atComplete[aws.ToString(in.LifecycleActionToken)] = v
-	p.mu.Unlock()
-	return p.AutoScaling.CompleteLifecycleAction(ctx, in, o...)
+	out, err := p.AutoScaling.CompleteLifecycleAction(ctx, in, o...)
+	// The agent names the action by instance and hook, not by token: the account's record of the call has the
+	// token of the action it completed.
+	if cs := (*p.acct).LifecycleCompletions(); len(cs) > 0 {
+		p.mu.Lock()
+		p.atComplete[cs[len(cs)-1].Token] = v
+		p.mu.Unlock()
+	}
+	return out, err
 }
 
 func (p *poolWatch) DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {

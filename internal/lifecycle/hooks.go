@@ -77,6 +77,8 @@ type Hooks struct {
 
 	mu    sync.Mutex
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
+	// hooksAt: group -> when hooks[group] was read
+	hooksAt map[string]time.Time
 	// waiting: ActionKey -> when the tick first saw the instance waiting on that hook without a record, and its
 	// group (AdoptWaiting)
 	waiting map[string]waitSeen
@@ -357,7 +359,7 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 	// The limiter's priority lane: a heartbeat never queues behind a fleet pass's reads (awsapi.WithUrgent).
 	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(awsapi.WithUrgent(ctx), &autoscaling.RecordLifecycleActionHeartbeatInput{
 		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
-		LifecycleActionToken: tokenOrNil(a.Token), InstanceId: aws.String(a.InstanceID)})
+		InstanceId: aws.String(a.InstanceID)})
 	if awsapi.IsNoActiveLifecycleAction(err) {
 		log.Info("lifecycle action no longer active while draining; continuing the drain without it")
 		return h.finish(ctx, *rec, "", "action no longer active (completed elsewhere or timed out)")

@@ -49,6 +49,10 @@ func (h *Hooks) record(ctx context.Context, a events.LifecycleAction) (state.Hoo
 // (a tick or so before it was first seen).
 func adoptAfter(heartbeat time.Duration) time.Duration { return min(heartbeat/3, time.Minute) }
 
+// hookInfoMaxAge is how old the cached hooks of a group may be when an instance is first seen waiting on one
+// without its message (adopt): older ones are read again.
+const hookInfoMaxAge = time.Minute
+
 // AdoptWaiting takes up lifecycle actions whose message has not come: instances that the tick's
 // DescribeAutoScalingGroups (d.Groups, no further call) shows in Terminating:Wait or Pending:Wait in a managed
 // group, on a hook of the agent's (HookOwned) with no record under ActionKey, seen so on two ticks at least
@@ -108,7 +112,7 @@ func (h *Hooks) AdoptWaiting(ctx context.Context, d Discovered) {
 				}
 				a := events.LifecycleAction{GroupName: name, HookName: hook, InstanceID: inst.ID, Transition: transition}
 				key := ActionKey(name, inst.ID, hook)
-				if err := h.adopt(ctx, t, a, key, adoptAfter(info.heartbeat), seen, now); err != nil {
+				if err := h.adopt(ctx, t, a, inst.LifecycleState, key, adoptAfter(info.heartbeat), seen, now); err != nil {
 					h.Log.Warn("lifecycle action found without its message: look failed; retrying next tick", zap.String(logging.Group, name),
 						zap.String(logging.InstanceID, inst.ID), zap.String(logging.LifecycleHook, hook), zap.Error(err))
 				}
@@ -133,50 +137,69 @@ type waitSeen struct {
 
 // adopt records (once it has waited for after, and Auto Scaling confirms it as it confirms a message) and
 // drives one action found without its message.
-func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, key string, after time.Duration, seen map[string]waitSeen, now time.Time) error {
+func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, waitState, key string, after time.Duration, seen map[string]waitSeen, now time.Time) error {
 	rec, err := h.Store.GetHook(ctx, key)
-	switch {
-	case err == nil:
-		switch {
-		case rec.State == state.HookCompleted:
-			return nil // it is done
-		case !rec.Adopted:
+	found := err == nil
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
+		return fmt.Errorf("reading lifecycle action %s: %w", key, err)
+	}
+	if found && rec.State != state.HookCompleted {
+		if !rec.Adopted {
 			return h.takeOver(ctx, t, a, rec, now) // its message drives it, unless its owner left it (hooks_takeover.go)
 		}
-	case !errors.Is(err, state.ErrNotFound):
-		return fmt.Errorf("reading lifecycle action %s: %w", key, err)
-	default:
-		h.mu.Lock()
-		w, ok := h.waiting[key]
-		h.mu.Unlock()
-		if !ok {
-			w = waitSeen{group: a.GroupName, first: now}
-		}
-		seen[key] = w
-		first := w.first
-		if now.Sub(first) < after {
-			return nil
-		}
-		// The same confirmation as a message's (invariant 9): DescribeAutoScalingInstances places the instance
-		// in the group, in the wait state, and the group has the hook.
-		c, err := h.confirm(ctx, a)
-		if err != nil || c.verdict != verdictConfirmed {
-			return err // not (or no longer) waiting: nothing to take up
-		}
-		rec = state.Hook{Token: key, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID, Transition: a.Transition,
-			State: state.HookWaiting, ReceivedAt: first, Confirmed: true, WaitState: c.detail, Adopted: true}
-		if a.Terminating() {
-			rec.State = state.HookDraining
-		}
-		if _, err := h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
-			return nil // its message (or another replica) recorded it first
-		} else if err != nil {
-			return fmt.Errorf("recording lifecycle action %s: %w", key, err)
-		}
-		h.Log.Warn("lifecycle action waiting without its message (lost or late); taken up by the reconcile loop",
-			zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
-			zap.String(logging.LifecycleHook, a.HookName), zap.String(logging.Transition, a.Transition))
+		_, err = h.Handle(ctx, t, a)
+		return err
 	}
+	if found && rec.Result == "" && rec.WaitState == waitState {
+		// Closed without a completion Auto Scaling accepted: it answered that no action of this instance and
+		// hook waits (C6), or the action was rejected or found gone. The same wait state seen again is that
+		// answer's action, not a later one: taking it up again would loop on it.
+		return nil
+	}
+	// No record, or a completed one: the record is one per instance and hook, so an instance waiting again on
+	// the same hook after Auto Scaling accepted the completion of its action (or in another wait state) waits
+	// on a later action (a warm pool cycle, a scale in back to the pool and then a termination, another root
+	// volume replacement), taken up like one without a record. Only sightings after the completion count.
+	h.mu.Lock()
+	w, ok := h.waiting[key]
+	h.mu.Unlock()
+	if !ok || (found && !w.first.After(rec.CompletedAt)) {
+		w = waitSeen{group: a.GroupName, first: now}
+		// A first sighting reads the hooks again unless the cache is fresh: a stack update may have shortened
+		// the HeartbeatTimeout since they were cached, and the wait before taking the action up (after), its
+		// first heartbeat and every later one rest on it. Only an action without its message gets here.
+		if h.hooksReadBefore(a.GroupName, now.Add(-hookInfoMaxAge)) {
+			if hooks, err := h.groupHooks(ctx, a.GroupName, true); err == nil {
+				if info, ok := hooks[a.HookName]; ok {
+					after = adoptAfter(info.heartbeat)
+				}
+			}
+		}
+	}
+	seen[key] = w
+	first := w.first
+	if now.Sub(first) < after || (found && !first.After(rec.CompletedAt)) {
+		return nil
+	}
+	// The same confirmation as a message's (invariant 9): DescribeAutoScalingInstances places the instance
+	// in the group, in the wait state, and the group has the hook.
+	c, err := h.confirm(ctx, a)
+	if err != nil || c.verdict != verdictConfirmed {
+		return err // not (or no longer) waiting: nothing to take up
+	}
+	rec = state.Hook{Token: key, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID, Transition: a.Transition,
+		State: state.HookWaiting, ReceivedAt: first, Confirmed: true, WaitState: c.detail, Adopted: true, Version: rec.Version}
+	if a.Terminating() {
+		rec.State = state.HookDraining
+	}
+	if _, err := h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
+		return nil // its message (or another replica) recorded it first
+	} else if err != nil {
+		return fmt.Errorf("recording lifecycle action %s: %w", key, err)
+	}
+	h.Log.Warn("lifecycle action waiting without its message (lost or late); taken up by the reconcile loop",
+		zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
+		zap.String(logging.LifecycleHook, a.HookName), zap.String(logging.Transition, a.Transition))
 	_, err = h.Handle(ctx, t, a)
 	return err
 }

@@ -61,7 +61,7 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 	}
 	_, err := h.AutoScaling.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
 		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
-		LifecycleActionToken: tokenOrNil(a.Token), InstanceId: aws.String(a.InstanceID), LifecycleActionResult: aws.String(result)})
+		InstanceId: aws.String(a.InstanceID), LifecycleActionResult: aws.String(result)})
 	if awsapi.IsNoActiveLifecycleAction(err) {
 		log.Info("lifecycle action was no longer active; treated as completed")
 		return HookDone, h.finish(ctx, rec, "", "no active lifecycle action: already completed or timed out")
@@ -73,23 +73,24 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 	return HookDone, h.finish(ctx, rec, result, note)
 }
 
-// tokenOrNil is the LifecycleActionToken of a call: none for an action found without its message, which is
-// named by InstanceId and LifecycleHookName instead (Amazon EC2 Auto Scaling API Reference,
-// CompleteLifecycleAction and RecordLifecycleActionHeartbeat).
-func tokenOrNil(token string) *string {
-	if token == "" {
-		return nil
-	}
-	return aws.String(token)
-}
+// The agent names a lifecycle action in CompleteLifecycleAction and RecordLifecycleActionHeartbeat by its
+// InstanceId and LifecycleHookName, never by the message's LifecycleActionToken (Amazon EC2 Auto Scaling API
+// Reference, CompleteLifecycleAction and RecordLifecycleActionHeartbeat: "either the token or the instance
+// ID"). The token is a claim that nothing confirms: DescribeAutoScalingInstances tells the instance's group and
+// wait state, not its action's token. An instance waits on at most one action per hook, so the instance and
+// hook that confirm checked name exactly the action the agent drains for (ActionKey); a made-up token could
+// otherwise get the heartbeat refused, the record closed as "no longer active", and the real action, whose
+// message was lost, left to time out undrained. The calls below and in heartbeat (hooks.go) therefore carry no
+// LifecycleActionToken.
 
-// active reports whether Auto Scaling still has the lifecycle action of a's token waiting: a heartbeat by the
-// token is accepted (and restarts its timeout), or answered "No active Lifecycle Action found". It tells a
-// late copy of a completed action's message from a later action on the same instance and hook.
+// active reports whether Auto Scaling has a lifecycle action of a's instance and hook waiting: a heartbeat
+// (by instance and hook) is accepted (and restarts its timeout), or answered "No active Lifecycle Action found". For a
+// message whose record is completed it tells a late copy (nothing waits) from a later action on the same
+// instance and hook.
 func (h *Hooks) active(ctx context.Context, a events.LifecycleAction) (bool, error) {
 	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
 		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
-		LifecycleActionToken: aws.String(a.Token), InstanceId: aws.String(a.InstanceID)})
+		InstanceId: aws.String(a.InstanceID)})
 	switch {
 	case awsapi.IsNoActiveLifecycleAction(err):
 		return false, nil

@@ -67,11 +67,19 @@ func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map
 	}
 	h.mu.Lock()
 	if h.hooks == nil {
-		h.hooks = map[string]map[string]hookInfo{}
+		h.hooks, h.hooksAt = map[string]map[string]hookInfo{}, map[string]time.Time{}
 	}
-	h.hooks[group] = hooks
+	h.hooks[group], h.hooksAt[group] = hooks, h.Clock.Now()
 	h.mu.Unlock()
 	return hooks, nil
+}
+
+// hooksReadBefore reports whether the group's cached hooks were read before at (or never).
+func (h *Hooks) hooksReadBefore(group string, at time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	read, ok := h.hooksAt[group]
+	return !ok || read.Before(at)
 }
 
 // foreignHook says why the action's hook is not the agent's (HookOwned: its notification target, the group's

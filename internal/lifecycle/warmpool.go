@@ -272,7 +272,9 @@ func reusesOnScaleIn(g astypes.AutoScalingGroup) bool {
 }
 
 // waitTransitions returns the transitions whose hooks an instance in lifecycle state waits on (none: it
-// waits on no hook): Pending:Wait launching, Terminating:Wait terminating; in a warm pool Warmed:Pending:Wait
+// waits on no hook): Pending:Wait launching, Terminating:Wait and ReplacingRootVolume:Wait terminating (an
+// instance refresh that replaces root volumes runs the group's terminating hooks: Amazon EC2 Auto Scaling User
+// Guide, "Replace root volumes during instance refresh", as confirm's waitStates); in a warm pool Warmed:Pending:Wait
 // launching (a launch into the pool) and, when the pool reuses instances on scale in, terminating too (a
 // scale in back to the pool waits there on the terminating hooks), Warmed:Terminating:Wait terminating.
 // Amazon EC2 Auto Scaling User Guide, "Use lifecycle hooks with a warm pool" (lifecycle state transitions).
@@ -280,7 +282,7 @@ func waitTransitions(state string, reuse bool) []string {
 	switch astypes.LifecycleState(state) {
 	case astypes.LifecycleStatePendingWait:
 		return []string{events.TransitionLaunching}
-	case astypes.LifecycleStateTerminatingWait, astypes.LifecycleStateWarmedTerminatingWait:
+	case astypes.LifecycleStateTerminatingWait, astypes.LifecycleStateWarmedTerminatingWait, astypes.LifecycleStateReplacingRootVolumeWait:
 		return []string{events.TransitionTerminating}
 	case astypes.LifecycleStateWarmedPendingWait:
 		if reuse {

@@ -1,0 +1,143 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Lifecycle actions whose message is lost, in the cases a fresh review found the lifecycle sweep
+// (hooksweep.go) did not cover: each one timed out before, and the instance went on undrained.
+
+// loseTheMessage receives the one lifecycle message on the queue and never deletes it: invisible for SQS's
+// 12-hour maximum visibility timeout, as a receive whose answer was lost, or an agent that died holding it.
+func loseTheMessage(t *testing.T, w *demo.World) {
+	t.Helper()
+	out, err := w.Account.SQS().ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(w.QueueURL),
+		MaxNumberOfMessages: 10, VisibilityTimeout: 43200})
+	require.NoError(t, err)
+	require.Len(t, out.Messages, 1)
+}
+
+// Field case C19 (a message is a claim): the real message of a scale-in is lost and a message with the right
+// group, instance and hook but a token Auto Scaling never issued comes. The action is Auto Scaling's, named by
+// instance and hook (the agent never sends the message's token back): drained, heartbeated inside every
+// timeout window and completed once. Before, the made-up token's heartbeat was refused, the record was closed
+// as "no longer active" and the real action timed out with 2 tasks running.
+func TestC19MadeUpTokenForAWaitingInstanceWhileItsMessageIsLostStillDrainsAndCompletesTheAction(t *testing.T) {
+	hb := 60 * time.Second
+	w, g := eventDrivenWorld(t, hb, nil)
+	instance, start := scaleInOne(t, w, g)
+	loseTheMessage(t, w)
+	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, demo.HookName, instance, "00000000-0000-0000-0000-000000000000"))
+	_, err := w.RunEvents(context.Background(), 20*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	requireKeptAlive(t, w, instance, start, hb, true)
+}
+
+// Field case C4, root volume replacement (C14): an instance refresh with the ReplaceRootVolume strategy holds
+// the instance in ReplacingRootVolume:Wait on the terminating hook, and its message is lost. The sweep takes
+// the action up as for Terminating:Wait. Before, that state was no candidate: no record, no heartbeat.
+func TestC4LostMessageOfARootVolumeReplacementIsTakenUpByTheSweep(t *testing.T) {
+	hb := 60 * time.Second
+	w, g := eventDrivenWorld(t, hb, nil)
+	instance := w.Account.Group(g.Name).Instances[0].ID
+	_, err := w.Account.StartRootVolumeReplacement(instance)
+	require.NoError(t, err)
+	start := w.Account.Clock().Now()
+	loseTheMessage(t, w)
+	_, err = w.RunEvents(context.Background(), 20*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	requireKeptAlive(t, w, instance, start, hb, true)
+}
+
+// Field case C4 after a restart: 100 groups, the agent restarts, and the group the bounded hook check (25
+// groups a pass, passes 2 minutes apart) reaches last scales in with its message lost. The sweep looks at the
+// groups not checked yet too. Before, that group had no sweep for about 6 minutes and the action timed out
+// (the first group's did not: it is checked in the first pass).
+func TestC4SweepAfterARestartCoversGroupsTheHookCheckHasNotReachedYet(t *testing.T) {
+	hb := 60 * time.Second
+	spec := demo.Spec{WakeUpEvents: true, WakeUpQueue: true}
+	for i := range 100 {
+		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("g%03d", i), Cluster: "c", Parameter: "/golden/fleet",
+			Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: hb})
+	}
+	w := build(t, spec)
+	_, err := w.RunEvents(context.Background(), 15*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	w.Restart(nil)
+	instance, start := scaleInOne(t, w, spec.Groups[99])
+	loseTheMessage(t, w)
+	_, err = w.RunEvents(context.Background(), 10*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	requireKeptAlive(t, w, instance, start, hb, true)
+}
+
+// Field case C4, a HeartbeatTimeout lowered by a stack update (600 s to 60 s) after the agent cached the
+// group's hooks (one scale-in handled through its message); the next scale-in's message is lost. A first
+// sighting without its message reads the hooks again when they are over a minute old, so the action is
+// heartbeated within the new 60 s. Before, the sweep waited on the cached 600 s: no heartbeat, timed out.
+func TestC4HeartbeatTimeoutLoweredAfterTheHooksWereCachedIsHeldForALostMessage(t *testing.T) {
+	ctx := context.Background()
+	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: 600 * time.Second}
+	spec := oneGroup(&g)
+	spec.WakeUpEvents, spec.WakeUpQueue = true, true
+	spec.Sim.TaskStopStageDelay = 20 * time.Second
+	w := build(t, spec)
+	_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	first, _ := scaleInOne(t, w, g) // through its message: the agent caches the hooks (600 s)
+	done, err := w.RunEvents(ctx, 30*time.Minute, func() bool { return len(completionsOf(w, first)) > 0 })
+	require.NoError(t, err)
+	require.True(t, done)
+	g.Desired--
+	require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: demo.HookName, Transition: sim.TransitionTerminating,
+		HeartbeatTimeout: 60 * time.Second, QueueURL: w.QueueURL}))
+	_, err = w.RunEvents(ctx, time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	instance, start := scaleInOne(t, w, g)
+	loseTheMessage(t, w)
+	_, err = w.RunEvents(ctx, 10*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	requireKeptAlive(t, w, instance, start, 60*time.Second, true)
+}
+
+// Field case C18, a second action on the same instance and hook: a warm pool that reuses instances on scale
+// in; a scale in sends an instance back to the pool through the agent's terminating hook (action 1, completed
+// through its message), then the pool instance is terminated (Warmed:Terminating:Wait on the same hook: action
+// 2, the same record key) and that message is lost. Action 2 is taken up and completed by the agent. Before,
+// the completed record of action 1 hid it and it timed out.
+func TestC18SecondActionOnTheSameInstanceAndHookIsTakenUpWhenItsMessageIsLost(t *testing.T) {
+	ctx := context.Background()
+	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3, HeartbeatTimeout: 60 * time.Second}
+	w, losing := buildLosingPool(t, &g, sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)})
+	back := scaleInToPool(t, w, g.Name, 2)
+	settle(t, w, 5*time.Minute)
+	rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, back, demo.HookName))
+	require.NoError(t, err)
+	require.Equal(t, state.HookCompleted, rec.State, "action 1 is completed")
+	losing.armed = true
+	_, err = w.Account.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		InstanceId: aws.String(back), ShouldDecrementDesiredCapacity: aws.Bool(false)})
+	require.NoError(t, err)
+	require.Equal(t, "Warmed:Terminating:Wait", poolOf(w, g.Name)[back].LifecycleState)
+	before := len(completionsOf(w, back))
+	_, err = w.RunUntil(ctx, tick, 10*time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	require.Equal(t, 1, losing.lost, "action 2's message was lost")
+	cs := completionsOf(w, back)
+	require.Len(t, cs, before+1, "action 2 completed by the agent, not timed out")
+	require.Equal(t, sim.TransitionTerminating, cs[len(cs)-1].Transition)
+	require.Equal(t, sim.ResultContinue, cs[len(cs)-1].Result)
+}
