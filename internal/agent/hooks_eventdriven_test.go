@@ -25,10 +25,17 @@ var eventDrivenHeartbeats = []time.Duration{60 * time.Second, 120 * time.Second,
 // the 2-minute safety poll (drive it with RunEvents), and a drain that takes a while (tasks stop in stages).
 func eventDrivenWorld(t *testing.T, hb time.Duration, wrap func(agent.Clients) agent.Clients) (*demo.World, demo.GroupSetup) {
 	t.Helper()
+	return eventDrivenWorldStopping(t, hb, 20*time.Second, wrap)
+}
+
+// eventDrivenWorldStopping is eventDrivenWorld with the tasks' stop stages stage apart (the drain takes about
+// three stages).
+func eventDrivenWorldStopping(t *testing.T, hb, stage time.Duration, wrap func(agent.Clients) agent.Clients) (*demo.World, demo.GroupSetup) {
+	t.Helper()
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
 	spec := oneGroup(&g)
 	spec.WakeUpEvents, spec.WakeUpQueue = true, true
-	spec.Sim.TaskStopStageDelay = 20 * time.Second
+	spec.Sim.TaskStopStageDelay = stage
 	spec.Wrap = wrap
 	w := build(t, spec)
 	_, err := w.RunEvents(context.Background(), 5*time.Minute, func() bool { return false })

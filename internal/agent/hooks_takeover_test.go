@@ -115,7 +115,9 @@ var (
 func crashWhileWorking(t *testing.T, hb time.Duration, cp crashPoint) (*demo.World, string, time.Time, *actorCalls, *demo.Fuse) {
 	t.Helper()
 	calls := &actorCalls{}
-	w, g := eventDrivenWorld(t, hb, calls.wrap)
+	// The drain outlasts the first heartbeat (a third of hb), so that a crash after a heartbeat comes while it
+	// still drains.
+	w, g := eventDrivenWorldStopping(t, hb, max(20*time.Second, hb/3), calls.wrap)
 	fuse := &demo.Fuse{OnHook: cp.onHook}
 	if cp.drain {
 		calls.onDrain = func() {
@@ -243,7 +245,9 @@ func TestC4LiveOwnerKeepsItsLifecycleActionTheOtherReplicaNeverTakesItOver(t *te
 	ctx := context.Background()
 	hb := 60 * time.Second
 	calls := &actorCalls{}
-	w, g := eventDrivenWorld(t, hb, calls.wrap)
+	// The drain outlasts the first heartbeat (a third of hb), so that a crash after a heartbeat comes while it
+	// still drains.
+	w, g := eventDrivenWorldStopping(t, hb, max(20*time.Second, hb/3), calls.wrap)
 	names := []string{"patch-agent", "replica-b"}
 	replicas := []*agent.Agent{w.Agent, w.NewReplica(names[1])}
 	// Settle replica b too (it discovers the groups and reads their hooks on its first pass).
