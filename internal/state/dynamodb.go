@@ -270,7 +270,9 @@ func (d *DynamoDB) PutRolloutUnlessPaused(ctx context.Context, r Rollout, histor
 		d.expire(entries[i], e.At)
 	}
 	scopes := []string{GlobalScope, r.Group}
+	repaired := map[string]bool{}
 	for attempt := 1; ; attempt++ {
+		again := false
 		items := []types.TransactWriteItem{{Put: rollout}}
 		for _, scope := range scopes {
 			lpk, lsk := LockKey(scope)
@@ -296,8 +298,23 @@ func (d *DynamoDB) PutRolloutUnlessPaused(ctx context.Context, r Rollout, histor
 				if lerr != nil {
 					return Rollout{}, fmt.Errorf("%s: %w (reading the lock: %w)", where, ErrPaused, lerr)
 				}
+				if !l.Active(now) && !repaired[scope] {
+					// A lock whose Until has passed held: written without AttrUntilNanos (an earlier version of the
+					// agent or CLI). Its end is added in the numeric form the guard compares, and the write tried
+					// again; a lock that another writer replaced meanwhile is left alone and keeps holding.
+					repaired[scope] = true
+					if ok, rerr := d.addUntilNanos(ctx, scope, l); rerr != nil {
+						return Rollout{}, fmt.Errorf("%s: %w (adding %s to an ended lock: %w)", where, &PausedError{Lock: l}, AttrUntilNanos, rerr)
+					} else if ok {
+						again = true
+						break
+					}
+				}
 				return Rollout{}, fmt.Errorf("%s: %w", where, &PausedError{Lock: l})
 			}
+		}
+		if again {
+			continue // an ended lock of an earlier version got its AttrUntilNanos: the same write again
 		}
 		switch {
 		case len(failed) > 0 && failed[0]:
@@ -355,6 +372,40 @@ func (d *DynamoDB) pausedBy(ctx context.Context, scope string, err error) (Lock,
 		return Lock{}, gerr
 	}
 	return l, nil
+}
+
+// addUntilNanos gives a pause lock written without AttrUntilNanos (by an earlier version) the numeric form of
+// its Until, with one UpdateItem conditional on the item still being that lock (the same since and until, no
+// AttrUntilNanos yet): false, with no error, when it is not (deleted, or written again meanwhile).
+func (d *DynamoDB) addUntilNanos(ctx context.Context, scope string, l Lock) (bool, error) {
+	if l.Until.IsZero() {
+		return false, nil
+	}
+	since, err := attributevalue.Marshal(l.Since)
+	if err != nil {
+		return false, err
+	}
+	until, err := attributevalue.Marshal(l.Until)
+	if err != nil {
+		return false, err
+	}
+	cond := expression.AttributeNotExists(expression.Name(AttrUntilNanos)).
+		And(expression.Name("since").Equal(expression.Value(since))).
+		And(expression.Name("until").Equal(expression.Value(until)))
+	expr, err := expression.NewBuilder().WithCondition(cond).
+		WithUpdate(expression.Set(expression.Name(AttrUntilNanos), expression.Value(l.Until.UnixNano()))).Build()
+	if err != nil {
+		return false, err
+	}
+	pk, sk := LockKey(scope)
+	_, err = d.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(d.table), Key: key(pk, sk),
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // canceledOnCondition returns, for a TransactionCanceledException, which items of the transaction (in

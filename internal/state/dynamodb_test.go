@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +189,42 @@ func TestKumoGuardedWriteIsOneTransactionWithBothPauseLockChecks(t *testing.T) {
 	got, err := s.GetRollout(ctx, "prod-nodes")
 	require.NoError(t, err)
 	require.Equal(t, v2.Version, got.Version, "nothing written while paused")
+}
+
+// A pause lock written by an earlier version has no untilNanos, so the guard's condition holds it whatever its
+// until. Once its until has passed, the guarded write it stopped adds untilNanos (conditionally on the lock being
+// unchanged) and goes through: an earlier version's `pause --until` still ends. One that has not ended yet
+// keeps holding and is not touched.
+func TestKumoPauseLockOfAnEarlierVersionWithoutUntilNanosEndsAtItsUntil(t *testing.T) {
+	client, table := newTable(t)
+	ctx := testenv.Context(t)
+	s := state.NewDynamoDB(client, table)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	lockKey := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "target#prod-nodes"}, "sk": &types.AttributeValueMemberS{Value: "lock"}}
+	putLegacy := func(until time.Time) {
+		item := map[string]types.AttributeValue{"pk": lockKey["pk"], "sk": lockKey["sk"], "kind": &types.AttributeValueMemberS{Value: "lock"},
+			"group": &types.AttributeValueMemberS{Value: "prod-nodes"}, "reason": &types.AttributeValueMemberS{Value: "old"},
+			"who": &types.AttributeValueMemberS{Value: "bob"}, "since": &types.AttributeValueMemberS{Value: now.Add(-time.Hour).Format(time.RFC3339Nano)},
+			"until": &types.AttributeValueMemberS{Value: until.Format(time.RFC3339Nano)}}
+		_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item})
+		require.NoError(t, err)
+	}
+	untilNanos := func() types.AttributeValue {
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true), Key: lockKey})
+		require.NoError(t, err)
+		return out.Item[state.AttrUntilNanos]
+	}
+	v1, err := s.PutRollout(ctx, state.Rollout{Group: "prod-nodes", Phase: state.PhaseReplacing})
+	require.NoError(t, err)
+
+	putLegacy(now.Add(time.Minute))
+	_, err = s.PutRolloutUnlessPaused(ctx, v1, nil, now)
+	require.ErrorIs(t, err, state.ErrPaused, "not ended yet: it holds")
+	require.Nil(t, untilNanos(), "a lock that holds is not touched")
+
+	putLegacy(now.Add(-time.Second))
+	v2, err := s.PutRolloutUnlessPaused(ctx, v1, nil, now)
+	require.NoError(t, err, "ended a second ago: the write goes through")
+	require.Equal(t, v1.Version+1, v2.Version)
+	require.Equal(t, &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(-time.Second).UnixNano(), 10)}, untilNanos())
 }

@@ -44,8 +44,9 @@ const MaxHistoryPerGuardedWrite = MaxHistoryPerWrite - 2
 // RFC 3339 string of Until: DynamoDB compares strings byte by byte, and time.RFC3339Nano trims trailing zeros
 // ("…:00.5Z" sorts before "…:00Z") and keeps the writer's zone offset, so a string comparison can misjudge an
 // expiry; Numbers compare as numbers (Amazon DynamoDB Developer Guide, "Comparison operator and function
-// reference"). A lock written without it (by an earlier version) whose Until is set counts as holding until
-// it is written again or deleted (resume): the guard errs on the side of the pause.
+// reference"). A lock written without it (by an earlier version of the agent or CLI) holds for the guard
+// until its Until has passed; then the guarded write that it stopped adds the attribute (conditionally on
+// the lock being unchanged) and is tried again, so an earlier version's `pause --until` still ends on time.
 const AttrUntilNanos = "untilNanos"
 
 // lockHolds reports whether l, stored, stops a guarded write at now: the memory store's reading of the guard,
