@@ -141,3 +141,46 @@ func TestC18SecondActionOnTheSameInstanceAndHookIsTakenUpWhenItsMessageIsLost(t 
 	require.Equal(t, sim.TransitionTerminating, cs[len(cs)-1].Transition)
 	require.Equal(t, sim.ResultContinue, cs[len(cs)-1].Result)
 }
+
+// Field cases C18 and C19: Warmed:Pending:Wait waits on the terminating hooks only for a scale in back to a pool
+// that reuses instances; otherwise it is a launch into the pool. A forged terminating message for an instance
+// launching into a pool without a reuse policy is rejected (one DescribeAutoScalingGroups tells), recorded as
+// nothing and drains nothing. Before, it was confirmed and a drain started on the instance.
+func TestC19ForgedTerminatingMessageForAnInstanceLaunchingIntoAPoolThatReusesNothingIsRejected(t *testing.T) {
+	ctx := context.Background()
+	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2}
+	w, _ := buildPool(t, &g, sim.WarmPoolSpec{MinSize: 1, MaxGroupPreparedCapacity: aws.Int32(2)})
+	before := poolOf(w, g.Name)
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 3)) // draws the warmed instance; the pool launches one
+	var warming string
+	for id := range poolOf(w, g.Name) {
+		if _, ok := before[id]; !ok {
+			warming = id
+		}
+	}
+	require.NotEmpty(t, warming)
+	for range 600 { // the account alone, the agent not running: the instance boots, then waits
+		if poolOf(w, g.Name)[warming].LifecycleState == "Warmed:Pending:Wait" {
+			break
+		}
+		w.Account.Advance(time.Second)
+	}
+	require.Equal(t, "Warmed:Pending:Wait", poolOf(w, g.Name)[warming].LifecycleState, "launching into the pool, on the launching hook")
+	for { // the launch messages are held back, so the forged one is looked at while the instance waits
+		out, err := w.Account.SQS().ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(w.QueueURL),
+			MaxNumberOfMessages: 10, VisibilityTimeout: 43200})
+		require.NoError(t, err)
+		if len(out.Messages) == 0 {
+			break
+		}
+	}
+	ignored := w.Agent.Consumer.Stats.Ignored.Load()
+	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, demo.HookName, warming, "forged-token"))
+	settle(t, w, 30*time.Second)
+	require.Equal(t, ignored+1, w.Agent.Consumer.Stats.Ignored.Load(), "rejected: deleted as ignored")
+	_, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, warming, demo.HookName))
+	require.ErrorIs(t, err, state.ErrNotFound, "no terminating action recorded for it")
+	for _, c := range w.Account.LifecycleCompletions() {
+		require.False(t, c.InstanceID == warming && c.Hook == demo.HookName, "nothing completed on its terminating hook")
+	}
+}

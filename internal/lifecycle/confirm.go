@@ -143,6 +143,19 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 			fmt.Sprintf("group %s has no %s lifecycle hook named %q", a.GroupName, a.Transition, a.HookName)}, nil
 	}
 	st := aws.ToString(inst.LifecycleState)
+	if a.Terminating() && st == string(astypes.LifecycleStateWarmedPendingWait) {
+		// Warmed:Pending:Wait waits on the terminating hooks only for a scale in back to a pool that reuses
+		// instances (InstanceReusePolicy); otherwise it is a launch into the pool, on the launching hooks, and a
+		// terminating action for it is a claim that nothing backs. One DescribeAutoScalingGroups of the group.
+		groups, err := DescribeGroups(ctx, h.AutoScaling, []string{a.GroupName})
+		if err != nil {
+			return confirmation{}, fmt.Errorf("confirming lifecycle action %s: %w", a.Token, err)
+		}
+		if g, ok := groups[a.GroupName]; !ok || !reusesOnScaleIn(g) {
+			return confirmation{verdictRejected, RejectLifecycleState,
+				fmt.Sprintf("instance %s is %s on its way into the warm pool of %s, which reuses no instances on scale in: no terminating action waits", a.InstanceID, st, a.GroupName)}, nil
+		}
+	}
 	switch {
 	case stateIn(st, waitStates[a.Transition]):
 		return confirmation{verdict: verdictConfirmed, detail: st}, nil
