@@ -108,8 +108,9 @@ func amiRefused(r state.Rollout) bool {
 	return r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, amiRefusedPrefix)
 }
 
-// gateAMI runs the AMI gate on the rollout's target (fresh: on EC2 answers at most AMIGate.FreshTTL old, 10 s by default, read again otherwise; the launch template is always read again). A refusal puts the
-// rollout in Waiting with the refusal as its reason — written, recorded in history and told to the observer
+// gateAMI runs the AMI gate on the rollout's target (fresh: on EC2 answers at most AMIGate.FreshTTL old, 10 s
+// by default, read again otherwise; the launch template is always read again). A refusal puts the rollout in
+// Waiting with the refusal as its reason — written, recorded in history and told to the observer
 // once per distinct refusal — and returns (true, errWait): no launch template is changed. An error of EC2
 // holds the rollout too: it is returned, and the step is retried next tick. A pass clears an earlier refusal.
 func (o *Orchestrator) gateAMI(ctx context.Context, t Target, v GroupView, r *state.Rollout, fresh bool) (bool, error) {
