@@ -134,3 +134,82 @@ func TestPauseWrittenBetweenTheLooksReadAndTheStepsWriteStopsTheStep(t *testing.
 		}
 	}
 }
+
+// pauseBeforePhase writes lock right before the first rollout write that moves the record to phase: a pause
+// made durable by an operator between the look's pause read and that write.
+type pauseBeforePhase struct {
+	state.Store
+	phase state.Phase
+	lock  state.Lock
+	done  bool
+}
+
+func (s *pauseBeforePhase) inject(ctx context.Context, r state.Rollout) error {
+	if r.Phase != s.phase || s.done {
+		return nil
+	}
+	s.done = true
+	return s.Store.PutLock(ctx, s.lock)
+}
+
+func (s *pauseBeforePhase) PutRollout(ctx context.Context, r state.Rollout) (state.Rollout, error) {
+	if err := s.inject(ctx, r); err != nil {
+		return state.Rollout{}, err
+	}
+	return s.Store.PutRollout(ctx, r)
+}
+
+func (s *pauseBeforePhase) PutRolloutWithHistory(ctx context.Context, r state.Rollout, h []state.HistoryEntry) (state.Rollout, error) {
+	if err := s.inject(ctx, r); err != nil {
+		return state.Rollout{}, err
+	}
+	return s.Store.PutRolloutWithHistory(ctx, r, h)
+}
+
+func (s *pauseBeforePhase) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time) (state.Rollout, error) {
+	if err := s.inject(ctx, r); err != nil {
+		return state.Rollout{}, err
+	}
+	return s.Store.PutRolloutUnlessPaused(ctx, r, h, now)
+}
+
+// A pause stops a new launch template version and the group's change first (docs/operations.md: "no new launch
+// template version or group change"). Start reads the pause once and keeps it for the call; a pause durable
+// after that read — before the Preparing write, or before a Preparing record's next look whose kept read (an
+// eventually consistent Query) does not show it yet — stops CreateLaunchTemplateVersion and
+// UpdateAutoScalingGroup: the Preparing write carries the pause check, and prepare confirms it against the lock
+// items. Before, the group was pointed at the new AMI while paused (fresh review of this round).
+func TestPauseDurableAfterTheLooksReadStopsTheNewLaunchTemplateVersionAndTheGroupChange(t *testing.T) {
+	lock := state.Lock{Group: state.GlobalScope, Reason: "bad AMI?", Who: "alice", Since: now0}
+	for _, tc := range []struct {
+		name   string
+		record state.Rollout
+		inject bool // the lock is written right before the Preparing write; else it is in the store from the start
+	}{
+		{"written right before the Preparing write", state.Rollout{Phase: state.PhaseDetected, TargetImageID: amiNew,
+			PreviousImageID: amiOld, DetectedAt: now0.Add(-time.Hour)}, true},
+		{"durable before a Preparing record's look that read no pause", state.Rollout{Phase: state.PhasePreparing,
+			TargetImageID: amiNew, PreviousImageID: amiOld, DetectedAt: now0.Add(-time.Hour), Strategy: StrategySurge}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			rg := newRig()
+			rg.seed0(tc.record)
+			if tc.inject {
+				rg.o.Store = &pauseBeforePhase{Store: rg.store, phase: state.PhasePreparing, lock: lock}
+			} else {
+				require.NoError(t, rg.store.PutLock(ctx, lock))
+			}
+			stale := func(context.Context) (*state.Lock, error) { return nil, nil } // the kept read shows no pause
+			_, err := rg.o.Reconcile(ctx, rg.target, Inputs{View: view(2, false, serving("i-1", amiOld), serving("i-2", amiOld)),
+				AMI: newAMI(), PauseRead: stale})
+			require.NoError(t, err)
+			require.Empty(t, rg.templates.pointed, "the group is not pointed at the new launch template version while paused")
+			stored, err := rg.store.GetRollout(ctx, rg.target.Group)
+			require.NoError(t, err)
+			require.NotEqual(t, state.PhaseReplacing, stored.Phase)
+			require.Contains(t, stored.Reason, "paused")
+			require.Contains(t, stored.Reason, "prepare the launch template")
+		})
+	}
+}

@@ -278,6 +278,11 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		if err := o.holdIfPaused(&r, "roll back"); err != nil {
 			return r, err
 		}
+		// A rollback look makes its effects (the template, terminations, the capacity) with no write between
+		// them: the kept, eventually consistent pause read is confirmed against the lock items first.
+		if err := o.guardEffect(ctx, &r, "roll back"); err != nil {
+			return r, err
+		}
 		return o.rollBack(ctx, t, v, r)
 	case state.PhaseHalted:
 		return r, errWait

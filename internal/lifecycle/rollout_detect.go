@@ -101,6 +101,11 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	}
 	r.Strategy, r.ECSManagedDraining = strategy, traits.ECSManagedDraining
 	r.Phase, r.Reason = state.PhasePreparing, ""
+	// The pause read above is kept for the call and may be old by now (the AMI gate's reads, Traits): the
+	// Preparing write carries its own, strongly consistent check (guardIfPaused), and prepare's effects follow it.
+	if err := o.guardIfPaused(&r, "prepare the launch template"); err != nil {
+		return r, err
+	}
 	next, err := o.save(ctx, r, "preparing launch template ("+strategy+" strategy)")
 	if err == nil {
 		o.alertSoakSkipped(t, next) // soakskip.go
@@ -114,6 +119,11 @@ func (o *Orchestrator) prepare(ctx context.Context, v GroupView, r state.Rollout
 	ref, err := TemplateRef(v.Group)
 	if err != nil {
 		return o.halt(ctx, r, err.Error(), false)
+	}
+	// A new launch template version and the group pointed at it are what a pause stops first (docs/operations.md):
+	// checked against the lock items strongly consistently, unless the Preparing write of this call just did.
+	if err := o.guardEffect(ctx, &r, "prepare the launch template"); err != nil {
+		return r, err
 	}
 	why := fmt.Sprintf("AMI %s from %s version %d", r.TargetImageID, r.Source, r.SourceVersion)
 	tv, err := o.Templates.EnsureVersion(ctx, ref, r.TargetImageID, why)

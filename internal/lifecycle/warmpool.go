@@ -181,6 +181,11 @@ func (o *Orchestrator) recycleWarmPool(ctx context.Context, t Target, v GroupVie
 		r.Reason = reason + fmt.Sprintf("; next step: recycle %d warm pool instance(s)", len(settled))
 		return errWait
 	}
+	// The recycle terminates up to len(settled) pool instances with no write between them: the kept pause read
+	// is confirmed against the lock items first (strongly consistent).
+	if err := o.guardEffect(ctx, r, fmt.Sprintf("recycle %d warm pool instance(s) not on the target AMI", len(settled))); err != nil {
+		return err
+	}
 	for start := 0; start < len(settled); start += maxAutoScalingInstanceIDs {
 		batch := settled[start:min(start+maxAutoScalingInstanceIDs, len(settled))]
 		members, err := o.groups().Members(ctx, batch)
