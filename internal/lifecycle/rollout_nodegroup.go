@@ -269,6 +269,11 @@ func (o *Orchestrator) nodegroupUpdate(ctx context.Context, r state.Rollout) (st
 		if err := o.holdIfPaused(&r, what); err != nil {
 			return r, err
 		}
+		// Once sent, EKS carries the update out and a pause cannot stop it: the kept pause read is confirmed
+		// against the lock items first (strongly consistent).
+		if err := o.guardEffect(ctx, &r, what); err != nil {
+			return r, err
+		}
 		req := NodegroupUpdateRequest{Cluster: p.Cluster, Name: p.Name, Token: p.UpdateToken}
 		switch {
 		case p.Custom() && p.Rollback:
