@@ -86,9 +86,8 @@ func CheckNotPaused(ctx context.Context, store state.Store, group string, now ti
 }
 
 // Resume deletes the pause lock of group (state.GlobalScope for the global one); the agent resumes at its
-// next tick. A lock that already expired is deleted too, and so is one the eventually consistent ListLocks
-// does not show yet (a pause written a moment before). Errors: ErrNotPaused (wrapped, the message says whether
-// a global pause still holds) when the scope has no listed lock, or the store's error.
+// next tick. A lock that already expired is deleted too. Errors: ErrNotPaused (wrapped, the message says
+// whether a global pause still holds) when the scope has no lock, or the store's error.
 func Resume(ctx context.Context, store state.Store, group string) error {
 	locks, err := store.ListLocks(ctx)
 	if err != nil {
@@ -104,12 +103,6 @@ func Resume(ctx context.Context, store state.Store, group string) error {
 		}
 	}
 	if own == nil {
-		// ListLocks reads an index, eventually consistent: a pause written a moment ago may not be listed yet.
-		// Deleting the lock item anyway (DeleteLock: a missing lock is not an error) makes a resume right after
-		// a pause resume it all the same.
-		if err := store.DeleteLock(ctx, group); err != nil {
-			return fmt.Errorf("resuming %s: %w", state.Lock{Group: group}.Scope(), err)
-		}
 		if group == state.GlobalScope {
 			return fmt.Errorf("the agent is %w globally", ErrNotPaused)
 		}
