@@ -393,7 +393,7 @@ func (d *DynamoDB) addUntilNanos(ctx context.Context, scope string, l Lock) (boo
 		And(expression.Name("since").Equal(expression.Value(since))).
 		And(expression.Name("until").Equal(expression.Value(until)))
 	expr, err := expression.NewBuilder().WithCondition(cond).
-		WithUpdate(expression.Set(expression.Name(AttrUntilNanos), expression.Value(l.Until.UnixNano()))).Build()
+		WithUpdate(expression.Set(expression.Name(AttrUntilNanos), expression.Value(untilNanos(l.Until)))).Build()
 	if err != nil {
 		return false, err
 	}
@@ -554,7 +554,7 @@ func (d *DynamoDB) PutLock(ctx context.Context, l Lock) error {
 	item[AttrSK] = &types.AttributeValueMemberS{Value: sk}
 	item[AttrKind] = &types.AttributeValueMemberS{Value: skLock}
 	if !l.Until.IsZero() {
-		item[AttrUntilNanos] = &types.AttributeValueMemberN{Value: strconv.FormatInt(l.Until.UnixNano(), 10)}
+		item[AttrUntilNanos] = &types.AttributeValueMemberN{Value: strconv.FormatInt(untilNanos(l.Until), 10)}
 	}
 	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
 		return fmt.Errorf("writing %s lock: table %s (pk %s, sk %s): %w", l.Scope(), d.table, pk, sk, err)

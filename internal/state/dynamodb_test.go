@@ -228,3 +228,19 @@ func TestKumoPauseLockOfAnEarlierVersionWithoutUntilNanosEndsAtItsUntil(t *testi
 	require.Equal(t, v1.Version+1, v2.Version)
 	require.Equal(t, &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(-time.Second).UnixNano(), 10)}, untilNanos())
 }
+
+// A pause until a time past 2262-04-11 (the end of int64 nanoseconds) holds: its untilNanos is clamped to the
+// largest int64, not wrapped round to a negative number that every guarded write would pass.
+func TestKumoPauseUntilFarInTheFutureHoldsTheGuardedWrite(t *testing.T) {
+	client, table := newTable(t)
+	ctx := testenv.Context(t)
+	s := state.NewDynamoDB(client, table)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	v1, err := s.PutRollout(ctx, state.Rollout{Group: "prod-nodes", Phase: state.PhaseReplacing})
+	require.NoError(t, err)
+	for _, until := range []time.Time{time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)} {
+		require.NoError(t, s.PutLock(ctx, state.Lock{Group: "prod-nodes", Reason: "freeze", Who: "bob", Since: now, Until: until}))
+		_, err = s.PutRolloutUnlessPaused(ctx, v1, nil, now)
+		require.ErrorIs(t, err, state.ErrPaused, "paused until %s", until)
+	}
+}

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -48,6 +49,25 @@ const MaxHistoryPerGuardedWrite = MaxHistoryPerWrite - 2
 // until its Until has passed; then the guarded write that it stopped adds the attribute (conditionally on
 // the lock being unchanged) and is tried again, so an earlier version's `pause --until` still ends on time.
 const AttrUntilNanos = "untilNanos"
+
+// untilNanos is the AttrUntilNanos of a lock ending at until: its Unix time in nanoseconds, clamped to the int64
+// range. time.Time.UnixNano is undefined past 2262-04-11 (it wraps round to a negative number), and a
+// `pause --until 2300-01-01T00:00:00Z` stored that way would pass every guarded write while status shows the
+// pause; clamped, such a lock holds as long as any int64 time can tell.
+func untilNanos(until time.Time) int64 {
+	switch {
+	case until.After(maxNanosTime):
+		return math.MaxInt64
+	case until.Before(minNanosTime):
+		return math.MinInt64
+	}
+	return until.UnixNano()
+}
+
+var (
+	maxNanosTime = time.Unix(0, math.MaxInt64)
+	minNanosTime = time.Unix(0, math.MinInt64)
+)
 
 // lockHolds reports whether l, stored, stops a guarded write at now: the memory store's reading of the guard,
 // the same as the DynamoDB condition (absent, or untilNanos <= now).
