@@ -187,16 +187,9 @@ func (d *DynamoDB) PutRolloutWithHistory(ctx context.Context, r Rollout, history
 	if err != nil {
 		return Rollout{}, fmt.Errorf("%s: %w", where, err)
 	}
-	free, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	free, entries, err := d.historyItems(history)
 	if err != nil {
-		return Rollout{}, fmt.Errorf("%s: building condition: %w", where, err)
-	}
-	entries := make([]map[string]types.AttributeValue, len(history))
-	for i, e := range history {
-		if entries[i], err = marshal(e); err != nil {
-			return Rollout{}, fmt.Errorf("%s: %w", where, err)
-		}
-		d.expire(entries[i], e.At)
+		return Rollout{}, fmt.Errorf("%s: %w", where, err)
 	}
 	for attempt := 1; ; attempt++ {
 		items := []types.TransactWriteItem{{Put: rollout}}
@@ -220,6 +213,23 @@ func (d *DynamoDB) PutRolloutWithHistory(ctx context.Context, r Rollout, history
 			return Rollout{}, fmt.Errorf("%s: %w", where, err)
 		}
 	}
+}
+
+// historyItems marshals history for one transaction (with its expiresAt) and builds the condition each entry's Put
+// carries (attribute_not_exists(pk): a history sort key is never overwritten).
+func (d *DynamoDB) historyItems(history []HistoryEntry) (expression.Expression, []map[string]types.AttributeValue, error) {
+	free, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	if err != nil {
+		return free, nil, fmt.Errorf("building condition: %w", err)
+	}
+	entries := make([]map[string]types.AttributeValue, len(history))
+	for i, e := range history {
+		if entries[i], err = marshal(e); err != nil {
+			return free, nil, err
+		}
+		d.expire(entries[i], e.At)
+	}
+	return free, entries, nil
 }
 
 // PutRolloutUnlessPaused implements Store with one TransactWriteItems: the Put of the rollout record (the
@@ -254,20 +264,13 @@ func (d *DynamoDB) PutRolloutUnlessPaused(ctx context.Context, r Rollout, histor
 	}
 	unlocked, err := expression.NewBuilder().WithCondition(expression.Or(
 		expression.AttributeNotExists(expression.Name(AttrPK)),
-		expression.Name(AttrUntilNanos).LessThanEqual(expression.Value(now.UnixNano())))).Build()
+		expression.Name(AttrUntilNanos).LessThanEqual(expression.Value(untilNanos(now))))).Build()
 	if err != nil {
 		return Rollout{}, fmt.Errorf("%s: building lock condition: %w", where, err)
 	}
-	free, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(AttrPK))).Build()
+	free, entries, err := d.historyItems(history)
 	if err != nil {
-		return Rollout{}, fmt.Errorf("%s: building condition: %w", where, err)
-	}
-	entries := make([]map[string]types.AttributeValue, len(history))
-	for i, e := range history {
-		if entries[i], err = marshal(e); err != nil {
-			return Rollout{}, fmt.Errorf("%s: %w", where, err)
-		}
-		d.expire(entries[i], e.At)
+		return Rollout{}, fmt.Errorf("%s: %w", where, err)
 	}
 	scopes := []string{GlobalScope, r.Group}
 	repaired := map[string]bool{}

@@ -63,6 +63,11 @@ func (m *Memory) PutRolloutWithHistory(_ context.Context, r Rollout, history []H
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.putWithHistoryLocked(r, history)
+}
+
+// putWithHistoryLocked writes r conditionally on its version and appends history. The caller holds m.mu.
+func (m *Memory) putWithHistoryLocked(r Rollout, history []HistoryEntry) (Rollout, error) {
 	cur, ok := m.rollouts[r.Group]
 	if (!ok && r.Version != 0) || (ok && cur.Version != r.Version) {
 		return Rollout{}, fmt.Errorf("rollout of %s at version %d: %w", r.Group, r.Version, ErrConflict)
@@ -90,15 +95,7 @@ func (m *Memory) PutRolloutUnlessPaused(_ context.Context, r Rollout, history []
 			return Rollout{}, fmt.Errorf("writing rollout of %s at version %d: %w", r.Group, r.Version, &PausedError{Lock: l})
 		}
 	}
-	cur, ok := m.rollouts[r.Group]
-	if (!ok && r.Version != 0) || (ok && cur.Version != r.Version) {
-		return Rollout{}, fmt.Errorf("rollout of %s at version %d: %w", r.Group, r.Version, ErrConflict)
-	}
-	r.Version++
-	m.rollouts[r.Group] = clone(r)
-	m.history[r.Group] = append(m.history[r.Group], history...)
-	m.Writes++
-	return clone(r), nil
+	return m.putWithHistoryLocked(r, history)
 }
 
 // PauseHolding implements Store.
