@@ -172,9 +172,10 @@ func TestC6NoActiveLifecycleActionIsFinal(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	spec := oneGroup(&g)
 	// Auto Scaling's answer for a token that is no longer active (a duplicate delivery, an action completed
-	// elsewhere or timed out).
+	// elsewhere or timed out). ResponseLost: the action is completed in the account as the answer says, so a
+	// heartbeat is refused too, as real Auto Scaling would refuse it.
 	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:CompleteLifecycleAction", Every: 1,
-		Codes: []string{"ValidationError"}, Message: "No active Lifecycle Action found with token"})
+		Codes: []string{"ValidationError"}, Message: "No active Lifecycle Action found with token", ResponseLost: true})
 	completes := func() int { return spec.Faults.Stats().Calls["autoscaling:CompleteLifecycleAction"] }
 	w := build(t, spec)
 	settle(t, w, 10*time.Second)

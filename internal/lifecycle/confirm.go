@@ -99,8 +99,9 @@ func stateIn(s string, list []astypes.LifecycleState) bool {
 // confirm asks Auto Scaling whether the action the message claims is real: one DescribeAutoScalingInstances
 // call for the instance (its group and lifecycle state), the group's hooks from the hooks cache (asked again
 // once when the cache does not know the hook), and — only for an instance Auto Scaling no longer lists — one
-// DescribeInstances to tell a terminated instance (C5) from one that never existed (C3). An error means
-// nothing is known; the caller keeps the message.
+// DescribeInstances to tell a terminated instance (C5) from one that never existed (C3), and — only for a
+// terminating action of an instance in Warmed:Pending:Wait — one RecordLifecycleActionHeartbeat by instance and
+// hook. An error means nothing is known; the caller keeps the message.
 func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirmation, error) {
 	out, err := h.AutoScaling.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{a.InstanceID}})
 	if err != nil {
@@ -144,16 +145,18 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 	}
 	st := aws.ToString(inst.LifecycleState)
 	if a.Terminating() && st == string(astypes.LifecycleStateWarmedPendingWait) {
-		// Warmed:Pending:Wait waits on the terminating hooks only for a scale in back to a pool that reuses
-		// instances (InstanceReusePolicy); otherwise it is a launch into the pool, on the launching hooks, and a
-		// terminating action for it is a claim that nothing backs. One DescribeAutoScalingGroups of the group.
-		groups, err := DescribeGroups(ctx, h.AutoScaling, []string{a.GroupName})
-		if err != nil {
+		// Warmed:Pending:Wait is a launch into the pool (on the launching hooks) or, in a pool with an instance
+		// reuse policy, a scale in back to it (on the terminating hooks). Auto Scaling's own answer tells which:
+		// a heartbeat by instance and this terminating hook is accepted only while an action waits on it
+		// (active; it restarts that action's timeout, which the agent then drives). The group's reuse policy is
+		// not asked: it may have been removed while a real scale in waits, and a launch into a pool that reuses
+		// instances would pass it. A claim that nothing backs is rejected.
+		switch active, err := h.active(ctx, a); {
+		case err != nil:
 			return confirmation{}, fmt.Errorf("confirming lifecycle action %s: %w", a.Token, err)
-		}
-		if g, ok := groups[a.GroupName]; !ok || !reusesOnScaleIn(g) {
+		case !active:
 			return confirmation{verdictRejected, RejectLifecycleState,
-				fmt.Sprintf("instance %s is %s on its way into the warm pool of %s, which reuses no instances on scale in: no terminating action waits", a.InstanceID, st, a.GroupName)}, nil
+				fmt.Sprintf("instance %s is %s on its way into the warm pool of %s, and Auto Scaling has no action of it waiting on terminating hook %s", a.InstanceID, st, a.GroupName, a.HookName)}, nil
 		}
 	}
 	switch {

@@ -150,12 +150,12 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, w
 		_, err = h.Handle(ctx, t, a)
 		return err
 	}
-	if found && rec.Result == "" && rec.WaitState == waitState {
-		// Closed without a completion Auto Scaling accepted: it answered that no action of this instance and
-		// hook waits (C6), or the action was rejected or found gone. The same wait state seen again is that
-		// answer's action, not a later one: taking it up again would loop on it.
-		return nil
-	}
+	// Closed without a completion Auto Scaling accepted (it answered that no action of this instance and hook
+	// waits: C6, a heartbeat refused, a crash between the completion and its record) and seen again in the same
+	// wait state: the record cannot tell that answer's action from a later one in the same state (a warm pool
+	// that scales the instance in to the pool again, a second root volume replacement). Auto Scaling tells,
+	// below: the action is taken up only if a heartbeat by instance and hook is accepted (active).
+	askFirst := found && rec.Result == "" && rec.WaitState == waitState
 	// No record, or a completed one: the record is one per instance and hook, so an instance waiting again on
 	// the same hook after Auto Scaling accepted the completion of its action (or in another wait state) waits
 	// on a later action (a warm pool cycle, a scale in back to the pool and then a termination, another root
@@ -186,6 +186,17 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, w
 	c, err := h.confirm(ctx, a)
 	if err != nil || c.verdict != verdictConfirmed {
 		return err // not (or no longer) waiting: nothing to take up
+	}
+	if askFirst {
+		switch active, err := h.active(ctx, a); {
+		case err != nil:
+			return err
+		case !active:
+			// The closed action itself, still described in its wait state: nothing waits on the hook. Asked
+			// again only after another full wait, so an instance that stays so costs one heartbeat a wait.
+			seen[key] = waitSeen{group: a.GroupName, first: now}
+			return nil
+		}
 	}
 	rec = state.Hook{Token: key, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID, Transition: a.Transition,
 		State: state.HookWaiting, ReceivedAt: first, Confirmed: true, WaitState: c.detail, Adopted: true, Version: rec.Version}
