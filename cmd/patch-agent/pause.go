@@ -163,7 +163,8 @@ func newResumeCommand() *cobra.Command {
 continue from the step they were held before: within seconds, as the command wakes the agent (--queue-url); without
 --queue-url, or when the send fails (a warning), at the agent's next safety poll (within its --reconcile-interval). A group's own pause and the global
 pause are separate: resuming one leaves the other in place — after resume --group, a group the global pause
-still holds stays paused, and the output says so. Resuming a scope that is not paused says "nothing to
+still holds stays paused, and the output says so. The output names the pause it lifted (who, since when,
+why), as the delete itself returned it: a pause taken a moment before is lifted, never missed. Resuming a scope that is not paused says "nothing to
 resume" and exits 0; resuming --group of a group that is not paused and that Auto Scaling does not know
 (with --state-file: that has no rollout record) fails, as a misspelt name.`,
 		Example: `  patch-agent resume --table patch-agent --region eu-west-1
@@ -182,7 +183,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 		if err != nil {
 			return err
 		}
-		err = operator.Resume(ctx, s, group)
+		lifted, err := operator.Resume(ctx, s, group)
 		if errors.Is(err, operator.ErrNotPaused) {
 			// A lock of a group that is gone can still be lifted (above); nothing paused and no such group is
 			// a misspelt name.
@@ -213,7 +214,8 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 				return nil
 			}
 		}
-		fmt.Fprintf(out, "resumed %s: rollouts continue when the agent next looks at them\n", scope)
+		fmt.Fprintf(out, "resumed %s (paused by %s since %s: %s): rollouts continue when the agent next looks at them\n",
+			scope, cmp.Or(lifted.Who, "unknown"), lifted.Since.UTC().Format(time.RFC3339), cmp.Or(lifted.Reason, "no reason given"))
 		wakes.wake(cmd, s, operatorWakeUp(events.OperatorResume, group, cmp.Or(defaultWho(), "unknown"))) // resume records no one: who only for the agent's log
 		return nil
 	}

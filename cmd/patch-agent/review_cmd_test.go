@@ -332,7 +332,8 @@ func TestStatusShowsBothPausesAndResumeOfTheGroupSaysTheGlobalOneHolds(t *testin
 
 	res = run(t, "resume", "--state-file", file)
 	require.NoError(t, res.err)
-	require.Contains(t, res.stdout, "resumed global: rollouts continue when the agent next looks at them\n"+
+	require.Contains(t, res.stdout, "resumed global (paused by alice since ", "it names the pause it lifted")
+	require.Contains(t, res.stdout, ": incident): rollouts continue when the agent next looks at them\n"+
 		"Not woken: the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events); pass --queue-url")
 }
 

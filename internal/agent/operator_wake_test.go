@@ -206,7 +206,8 @@ func TestGlobalResumeWakeUpWakesEveryManagedGroup(t *testing.T) {
 	for _, g := range []string{"a", "b"} {
 		require.Contains(t, w.Rollout(ctx, g).Reason, "paused", g)
 	}
-	require.NoError(t, operator.Resume(ctx, w.Store, ""))
+	_, resumeErr := operator.Resume(ctx, w.Store, "")
+	require.NoError(t, resumeErr)
 	sendOperatorWakeUp(t, w, events.OperatorWakeUp{Action: events.OperatorResume, Scope: events.OperatorGlobal, Who: "alice"})
 	stepBetweenPolls(t, w)
 	for _, g := range []string{"a", "b"} {

@@ -96,7 +96,8 @@ func TestPauseHoldsANewRolloutAndResumeLetsItRun(t *testing.T) {
 	require.NotNil(t, rows[0].Paused)
 	requireAllOn(t, w, demo.ImageA)
 
-	require.NoError(t, operator.Resume(ctx, w.Store, demo.GroupName))
+	_, resumeErr := operator.Resume(ctx, w.Store, demo.GroupName)
+	require.NoError(t, resumeErr)
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 		return w.Rollout(ctx, demo.GroupName).Phase == state.PhaseCompleted
 	})

@@ -85,37 +85,35 @@ func CheckNotPaused(ctx context.Context, store state.Store, group string, now ti
 	return nil
 }
 
-// Resume deletes the pause lock of group (state.GlobalScope for the global one); the agent resumes at its
-// next tick. A lock that already expired is deleted too. Errors: ErrNotPaused (wrapped, the message says
-// whether a global pause still holds) when the scope has no lock, or the store's error.
-func Resume(ctx context.Context, store state.Store, group string) error {
+// Resume deletes the pause lock of group (state.GlobalScope for the global one) and returns the lock it
+// deleted; the agent resumes at its next look. The delete and the answer are one strongly consistent request
+// (state.Store.LiftLock): a pause taken a moment before is lifted and returned, never reported as "not paused"
+// from a listing that does not show it yet. A lock that already expired is deleted too. Errors: ErrNotPaused
+// (wrapped; the message says whether a global pause still holds, as the lock listing shows it) when the scope
+// had no lock, or the store's error.
+func Resume(ctx context.Context, store state.Store, group string) (state.Lock, error) {
+	lifted, ok, err := store.LiftLock(ctx, group)
+	if err != nil {
+		return state.Lock{}, fmt.Errorf("resuming %s: %w", state.Lock{Group: group}.Scope(), err)
+	}
+	if ok {
+		lifted.Group = group
+		return lifted, nil
+	}
+	if group == state.GlobalScope {
+		return state.Lock{}, fmt.Errorf("the agent is %w globally", ErrNotPaused)
+	}
+	notPaused := fmt.Errorf("group %s is %w", group, ErrNotPaused)
 	locks, err := store.ListLocks(ctx)
 	if err != nil {
-		return fmt.Errorf("reading pause locks: %w", err)
+		return state.Lock{}, fmt.Errorf("%w by its own lock (the other pause locks could not be read: %v)", notPaused, err)
 	}
-	var own, global *state.Lock
-	for i := range locks {
-		switch locks[i].Group {
-		case group:
-			own = &locks[i]
-		case state.GlobalScope:
-			global = &locks[i]
+	for _, l := range locks {
+		if l.Group == state.GlobalScope {
+			return state.Lock{}, fmt.Errorf("%w by its own lock; the global pause by %s (%s) holds every group: resume that instead", notPaused, l.Who, l.Reason)
 		}
 	}
-	if own == nil {
-		if group == state.GlobalScope {
-			return fmt.Errorf("the agent is %w globally", ErrNotPaused)
-		}
-		err := fmt.Errorf("group %s is %w", group, ErrNotPaused)
-		if global != nil {
-			err = fmt.Errorf("%w by its own lock; the global pause by %s (%s) holds every group: resume that instead", err, global.Who, global.Reason)
-		}
-		return err
-	}
-	if err := store.DeleteLock(ctx, group); err != nil {
-		return fmt.Errorf("resuming %s: %w", own.Scope(), err)
-	}
-	return nil
+	return state.Lock{}, notPaused
 }
 
 // Approve records that who approved the group's current target AMI (ApprovedImage = TargetImageID,

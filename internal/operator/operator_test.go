@@ -121,12 +121,14 @@ func TestResume(t *testing.T) {
 			for _, l := range tc.have {
 				require.NoError(t, m.PutLock(ctx, l))
 			}
-			err := operator.Resume(ctx, m, tc.group)
+			lifted, err := operator.Resume(ctx, m, tc.group)
 			if tc.notPaused != "" {
 				require.ErrorIs(t, err, operator.ErrNotPaused)
 				require.ErrorContains(t, err, tc.notPaused)
 			} else {
 				require.NoError(t, err)
+				require.Equal(t, tc.group, lifted.Group, "the lifted lock is the scope's own")
+				require.NotEmpty(t, lifted.Who, "returned as it was stored")
 			}
 			require.Equal(t, tc.wantLeft, locks(t, m))
 		})
@@ -389,4 +391,24 @@ func TestCheckNotPausedNamesTheActivePauseOfTheScopeOnly(t *testing.T) {
 	require.NoError(t, operator.CheckNotPaused(ctx, m, state.GlobalScope, now), "another scope")
 	require.NoError(t, operator.CheckNotPaused(ctx, m, "old", now), "an expired pause")
 	require.NoError(t, operator.CheckNotPaused(ctx, m, "prod", now.Add(3*time.Hour)), "once it ended")
+}
+
+// laggingLocks is a store whose lock listing does not show the locks yet (DynamoDB's index is eventually
+// consistent: a pause taken a moment ago may be missing from ListLocks).
+type laggingLocks struct{ state.Store }
+
+func (laggingLocks) ListLocks(context.Context) ([]state.Lock, error) { return nil, nil }
+
+// A resume right after a pause, before the lock index shows the pause: the pause is lifted and reported as
+// lifted, with its author. Before, resume read the listing, answered "nothing to resume" and left the pause
+// in place while the operator believed it lifted.
+func TestResumeRightAfterAPauseLiftsItEvenBeforeTheLockListingShowsIt(t *testing.T) {
+	ctx := context.Background()
+	m := state.NewMemory()
+	require.NoError(t, m.PutLock(ctx, state.Lock{Reason: "incident", Who: "alice", Since: now}))
+	lifted, err := operator.Resume(ctx, laggingLocks{m}, state.GlobalScope)
+	require.NoError(t, err)
+	require.Equal(t, "alice", lifted.Who)
+	require.Equal(t, "incident", lifted.Reason)
+	require.Empty(t, locks(t, m), "the pause is gone")
 }

@@ -575,6 +575,28 @@ func (d *DynamoDB) DeleteLock(ctx context.Context, group string) error {
 	return nil
 }
 
+// LiftLock implements Store with one DeleteItem returning the item as it was (ReturnValues ALL_OLD): the
+// answer is the item the delete removed, read in the same request, never an eventually consistent copy.
+// Amazon DynamoDB API Reference, "DeleteItem" (ReturnValues).
+func (d *DynamoDB) LiftLock(ctx context.Context, group string) (Lock, bool, error) {
+	pk, sk := LockKey(group)
+	out, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(d.table), Key: key(pk, sk),
+		ReturnValues: types.ReturnValueAllOld})
+	if err != nil {
+		return Lock{}, false, fmt.Errorf("deleting %s lock: table %s (pk %s, sk %s): %w", Lock{Group: group}.Scope(), d.table, pk, sk, err)
+	}
+	if len(out.Attributes) == 0 {
+		return Lock{}, false, nil
+	}
+	var l Lock
+	if err := attributevalue.UnmarshalMap(out.Attributes, &l); err != nil {
+		// Deleted all the same: the pause is lifted, only its details are unreadable.
+		return Lock{Group: group}, true, nil
+	}
+	l.Group = group
+	return l, true, nil
+}
+
 // ListLocks implements Store with a paginated Query of the index IndexKind on kind = "lock": the global
 // lock first (its group is GlobalScope, the empty string), then the group locks sorted by group. Like
 // ListRollouts, the read is eventually consistent: a pause is seen once the index has it (normally within a

@@ -208,6 +208,15 @@ func (m *Memory) DeleteLock(_ context.Context, group string) error {
 	return nil
 }
 
+// LiftLock implements Store.
+func (m *Memory) LiftLock(_ context.Context, group string) (Lock, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.locks[group]
+	delete(m.locks, group)
+	return l, ok, nil
+}
+
 // ListLocks implements Store.
 func (m *Memory) ListLocks(_ context.Context) ([]Lock, error) {
 	m.mu.Lock()

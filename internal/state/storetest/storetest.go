@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"lock round trip keeps every field", testLockRoundTrip},
 		{"lock put replaces, delete removes, list is global first then by group", testLocksPutReplaceDeleteList},
 		{"lock delete of a missing lock is not an error", testLockDeleteMissing},
+		{"lock lift returns the lock it removed, in the same request", testLiftLockReturnsTheLockItRemoved},
 		{"locks and rollouts of one group do not see each other", testLocksBesideRollouts},
 		{"event marked first once, then duplicate", testMarkEvent},
 		{"event markers racing on one id: exactly one first", testMarkEventRace},
@@ -744,6 +745,29 @@ func testLockDeleteMissing(t *testing.T, s state.Store) {
 	require.NoError(t, s.DeleteLock(c, "g"))
 	require.NoError(t, s.DeleteLock(c, "g"), "a second delete of the same lock")
 	requireLocks(t, s, nil)
+}
+
+func testLiftLockReturnsTheLockItRemoved(t *testing.T, s state.Store) {
+	c := ctx(t)
+	_, ok, err := s.LiftLock(c, "never-locked")
+	require.NoError(t, err)
+	require.False(t, ok, "no lock: nothing lifted")
+	for _, g := range []string{state.GlobalScope, "g"} {
+		require.NoError(t, s.PutLock(c, fullLock(g)))
+	}
+	lifted, ok, err := s.LiftLock(c, "g")
+	require.NoError(t, err)
+	require.True(t, ok)
+	requireSameLock(t, fullLock("g"), lifted)
+	requireLocks(t, s, []state.Lock{fullLock(state.GlobalScope)})
+	lifted, ok, err = s.LiftLock(c, state.GlobalScope)
+	require.NoError(t, err)
+	require.True(t, ok)
+	requireSameLock(t, fullLock(state.GlobalScope), lifted)
+	requireLocks(t, s, nil)
+	_, ok, err = s.LiftLock(c, state.GlobalScope)
+	require.NoError(t, err)
+	require.False(t, ok, "a second lift finds nothing")
 }
 
 func testLocksBesideRollouts(t *testing.T, s state.Store) {
