@@ -119,7 +119,7 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	}
 	version := rec.Version
 	if known && rec.State == state.HookCompleted {
-		if rec.Token != ActionKey(a.GroupName, a.InstanceID, a.HookName) || a.Token == "" {
+		if a.Token == "" {
 			return HookDone, nil
 		}
 		// One record per instance and hook: a message for a completed one is a late copy of that action, or a

@@ -23,21 +23,22 @@ func ActionKey(group, instance, hook string) string {
 	return "asg/" + group + "/" + instance + "/" + hook
 }
 
-// record reads the record of action a: by its lifecycle action token (records written before ActionKey),
-// then by ActionKey. Errors: the store's, wrapped.
+// record reads the record of action a, under ActionKey: one strongly consistent GetItem. Errors: the store's,
+// wrapped.
+//
+// Agents before ActionKey keyed the record by the message's lifecycle action token; such a record is not read
+// (issue #21: it cost every action's first look a second GetItem). An action in flight across that upgrade is
+// then found without a record: it is confirmed with Auto Scaling again (invariant 9) and driven under its
+// ActionKey. Setting an instance DRAINING twice changes nothing, a drain check finds it as it is, and of two
+// completions Auto Scaling accepts one and answers the other "No active Lifecycle Action found" (C6).
 func (h *Hooks) record(ctx context.Context, a events.LifecycleAction) (state.Hook, bool, error) {
-	keys := []string{ActionKey(a.GroupName, a.InstanceID, a.HookName)}
-	if a.Token != "" {
-		keys = append([]string{a.Token}, keys...)
-	}
-	for _, k := range keys {
-		rec, err := h.Store.GetHook(ctx, k)
-		switch {
-		case err == nil:
-			return rec, true, nil
-		case !errors.Is(err, state.ErrNotFound):
-			return state.Hook{}, false, fmt.Errorf("reading lifecycle action %s: %w", k, err)
-		}
+	k := ActionKey(a.GroupName, a.InstanceID, a.HookName)
+	rec, err := h.Store.GetHook(ctx, k)
+	switch {
+	case err == nil:
+		return rec, true, nil
+	case !errors.Is(err, state.ErrNotFound):
+		return state.Hook{}, false, fmt.Errorf("reading lifecycle action %s: %w", k, err)
 	}
 	return state.Hook{}, false, nil
 }

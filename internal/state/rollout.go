@@ -199,7 +199,8 @@ const (
 	HookCompleted  HookState = "Completed"  // CompleteLifecycleAction accepted (or the action was no longer active)
 )
 
-// Hook is the durable progress of one lifecycle action, keyed by its token.
+// Hook is the durable progress of one lifecycle action. Token is its key: lifecycle.ActionKey (group, instance
+// and hook); agents before ActionKey used the message's lifecycle action token, and such records are no longer read.
 type Hook struct {
 	Token         string    `json:"token" dynamodbav:"token"`
 	Group         string    `json:"group" dynamodbav:"group"`

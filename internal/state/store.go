@@ -64,7 +64,7 @@ type Store interface {
 	// ListRollouts returns every rollout record, sorted by group name.
 	ListRollouts(ctx context.Context) ([]Rollout, error)
 
-	// GetHook returns the progress record of a lifecycle action by its token, or ErrNotFound.
+	// GetHook returns the progress record of a lifecycle action by its key (Hook.Token), or ErrNotFound.
 	GetHook(ctx context.Context, token string) (Hook, error)
 	// PutHook writes h conditionally on h.Version exactly like PutRollout.
 	PutHook(ctx context.Context, h Hook) (Hook, error)
