@@ -100,6 +100,15 @@ type fleetTrace struct {
 	mu     sync.Mutex
 	calls  []sim.WireCall
 	passes []tracedPass
+	// advances are the bench loop's own Account.Advance calls between passes (the simulated account's 15 s,
+	// spent in real time under its lock): not the agent's, so not in passes or FleetMaxPassS.
+	advances []tracedPass
+}
+
+func (tr *fleetTrace) advanced(start time.Time, took time.Duration) {
+	tr.mu.Lock()
+	tr.advances = append(tr.advances, tracedPass{"advance", start, took})
+	tr.mu.Unlock()
 }
 
 type tracedPass struct {
@@ -194,6 +203,19 @@ func (tr *fleetTrace) report(t *testing.T, t0 time.Time) {
 		}
 	}
 	t.Logf("passes and handlings over 1 s (kind@start=took, s): %s", strings.Join(kinds, " "))
+	// Where the time between passes goes: the bench's own Advance (the account settling 15 s of instances),
+	// which no agent in production waits for.
+	var total, longestAdvance time.Duration
+	var slow []string
+	for _, a := range tr.advances {
+		total += a.took
+		longestAdvance = max(longestAdvance, a.took)
+		if a.took > time.Second {
+			slow = append(slow, fmt.Sprintf("%.1f=%.2f", a.start.Sub(t0).Seconds(), a.took.Seconds()))
+		}
+	}
+	t.Logf("the bench loop's Account.Advance between passes: %d calls, %.1f s in all, longest %.2f s; over 1 s (start=took, s): %s",
+		len(tr.advances), total.Seconds(), longestAdvance.Seconds(), strings.Join(slow, " "))
 }
 
 // fleetResults are the fleet scenario's keys in bench-results.json (issue #21 item 5).
@@ -311,7 +333,9 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	go func() { // the loop's passes
 		defer wg.Done()
 		for runCtx.Err() == nil {
+			a := time.Now()
 			w.Account.Advance(15 * time.Second)
+			tr.advanced(a, time.Since(a))
 			start := time.Now()
 			_ = w.Agent.Reconcile(runCtx)
 			took("pass", start)
