@@ -203,13 +203,13 @@ func TestC18LostWarmPoolLaunchEventDrivenIsCompletedBeforeItsDefaultResult(t *te
 }
 
 // The lifecycle sweep's cost: one DescribeAutoScalingGroups per hundred groups with hooks of the agent's per
-// sweep (every 20 s with 60 s or longer timeouts), whatever their instances; an idle fleet's other calls are
-// the safety poll's. Measured over 10 quiet minutes with 1, 100 and 150 groups (docs/performance.md).
+// sweep (every 10 s with 60 s timeouts: hooksweep.go sweepInterval), whatever their instances; an idle fleet's
+// other calls are the safety poll's. Measured over 10 quiet minutes with 1, 100 and 150 groups (docs/performance.md).
 func TestLifecycleSweepCallsGrowWithTimeAndGroupsNotInstances(t *testing.T) {
 	for _, tc := range []struct {
 		groups, desired int
 		perMinute       float64 // sweep DescribeAutoScalingGroups per minute, besides the passes' discovery
-	}{{1, 3, 2.5}, {1, 12, 2.5}, {100, 2, 2.5}, {150, 2, 5}} {
+	}{{1, 3, 5.5}, {1, 12, 5.5}, {100, 2, 5.5}, {150, 2, 11}} {
 		t.Run(fmt.Sprintf("groups=%d,instances=%d", tc.groups, tc.desired), func(t *testing.T) {
 			ctx := context.Background()
 			spec := demo.Spec{WakeUpEvents: true, WakeUpQueue: true}
@@ -231,7 +231,7 @@ func TestLifecycleSweepCallsGrowWithTimeAndGroupsNotInstances(t *testing.T) {
 			sweeps := describe - int(fullPasses)*pages
 			perMinute := float64(sweeps) / minutes
 			t.Logf("%d groups x %d instances: DescribeAutoScalingGroups %d in %d min (sweep %.1f/min), all calls %v", tc.groups, tc.desired, describe, minutes, perMinute, calls)
-			// Every 20 s, but a full pass (every 2 minutes) resets the sweep's timer: 5 sweeps per 2 minutes,
+			// Every 10 s, but a full pass (every 2 minutes) resets the sweep's timer: 11 sweeps per 2 minutes,
 			// each one call per hundred groups.
 			require.InDelta(t, tc.perMinute, perMinute, 0.3, "sweeps per minute x calls per sweep")
 			require.Zero(t, calls["autoscaling:DescribeAutoScalingInstances"], "nothing waits: the sweep confirms nothing")
@@ -282,7 +282,7 @@ func TestC4LateLifecycleMessageGetsItsFirstHeartbeatCountedFromItsSentTimestamp(
 }
 
 // TestLifecycleSweepTakesTheGroupsFromALookOfTheSameTurn (issue #21 item 4): the lifecycle sweep (every 20 s
-// here: a 60 s HeartbeatTimeout) uses the DescribeAutoScalingGroups answer of a look made in the same turn of
+// here: a 120 s HeartbeatTimeout) uses the DescribeAutoScalingGroups answer of a look made in the same turn of
 // the loop instead of describing the groups again, running early once it is in the second half of its
 // interval, and counts its next run from that answer; a look in the first half leaves the sweep's time alone,
 // and with no look the sweep describes the groups itself — every hooked group is seen at least every 20 s.
@@ -299,7 +299,7 @@ func TestLifecycleSweepTakesTheGroupsFromALookOfTheSameTurn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			g := demo.GroupSetup{Name: "g", Cluster: "c", Parameter: "/golden-ami/g", Min: 2, Max: 3, Desired: 2, HeartbeatTimeout: 60 * time.Second}
+			g := demo.GroupSetup{Name: "g", Cluster: "c", Parameter: "/golden-ami/g", Min: 2, Max: 3, Desired: 2, HeartbeatTimeout: 120 * time.Second}
 			spec := oneGroup(&g)
 			spec.WakeUpEvents = true
 			w := build(t, spec)

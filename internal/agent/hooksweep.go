@@ -17,7 +17,10 @@ import (
 	"github.com/patch-agent/patch-agent/internal/logging"
 )
 
-// maxSweepInterval is the longest time between two lifecycle sweeps of an event-driven agent.
+// maxSweepInterval is the longest time between two lifecycle sweeps of an event-driven agent, whatever the
+// cached HeartbeatTimeouts say: a stack update may have shortened one since it was read (the first sighting of
+// an action without its message reads the hooks again: lifecycle.Hooks.AdoptWaiting), and the hooks of groups
+// the hook check has not read yet since the agent started are not known at all.
 const maxSweepInterval = 20 * time.Second
 
 // hookSweep keeps what the lifecycle sweep needs: per group with hooks of the agent's, the shortest
@@ -103,8 +106,8 @@ func (s *hookSweep) looked(at time.Time) {
 	s.mu.Unlock()
 }
 
-// plan returns the groups to sweep (sorted), how often (maxSweepInterval, or a third of the shortest
-// HeartbeatTimeout when that is shorter) and when the last look was; no groups when none has a hook of the
+// plan returns the groups to sweep (sorted), how often (sweepInterval of the shortest HeartbeatTimeout of the
+// agent's hooks, at most maxSweepInterval) and when the last look was; no groups when none has a hook of the
 // agent's.
 func (s *hookSweep) plan() (groups []string, every time.Duration, last time.Time) {
 	s.mu.Lock()
@@ -112,10 +115,23 @@ func (s *hookSweep) plan() (groups []string, every time.Duration, last time.Time
 	every = maxSweepInterval
 	for g, beat := range s.beats {
 		groups = append(groups, g)
-		every = min(every, beat/3)
+		every = min(every, sweepInterval(beat))
 	}
 	sort.Strings(groups)
-	return groups, max(every, time.Second), s.last
+	return groups, every, s.last
+}
+
+// sweepInterval is how often the lifecycle sweep must look at the groups whose shortest HeartbeatTimeout of
+// the agent's hooks is heartbeat, so that an action whose message is lost is taken up, and heartbeated, with a
+// third of its timeout to spare. Looks come at most an interval apart (an early sweep only shortens one), so
+// the action is first seen within an interval of its start and taken up at the first look at least
+// lifecycle.AdoptAfter after that, within one more interval: 2*every + AdoptAfter <= 2/3 of the timeout. Once
+// taken up, each heartbeat is due a third of the timeout after the last and sent within an interval of that.
+// 30 s: every 5 s; 60 s: 10 s; from 120 s on the 20 s of maxSweepInterval is shorter. At least a second.
+// Before, the sweep ran every 20 s or a third of the timeout: at 60 s the worst case (an early sweep just
+// before the action had waited AdoptAfter) took the action up as its timeout ran out.
+func sweepInterval(heartbeat time.Duration) time.Duration {
+	return max((2*heartbeat/3-lifecycle.AdoptAfter(heartbeat))/2, time.Second)
 }
 
 // sweepAt returns when the next lifecycle sweep is due; false when the agent needs none: no group has a hook
@@ -139,9 +155,9 @@ func (a *Agent) sweepAt() (time.Time, bool) {
 // on a full pass, takes up actions whose message has not come (a lost receive, an agent that died after
 // receiving: the message invisible for its visibility timeout) and drives the actions it took up — drain
 // check, heartbeat, completion — and reads a warm pool when its rule says so (field case C18). It runs every
-// maxSweepInterval (20 s) or a third of the shortest HeartbeatTimeout of those hooks, whichever is shorter,
-// so an action is taken up and heartbeated within its timeout whatever became of its message (field case
-// C4). A record its message drives whose owner died after writing it is judged by the take-over rule
+// maxSweepInterval (20 s), or sweepInterval of the shortest HeartbeatTimeout of those hooks when that is
+// shorter, so an action is taken up and heartbeated with a third of its timeout to spare whatever became of its
+// message (field case C4). A record its message drives whose owner died after writing it is judged by the take-over rule
 // (docs/state.md, "Lifecycle action records left by their owner"; lifecycle.Hooks.staleRule): heartbeated
 // once its heartbeat is overdue while the dead owner's claim holds, taken over (confirmed, one conditional
 // write) once the claim has expired, never while a live owner drives it. Groups whose hooks the hook check

@@ -43,12 +43,13 @@ func (h *Hooks) record(ctx context.Context, a events.LifecycleAction) (state.Hoo
 	return state.Hook{}, false, nil
 }
 
-// adoptAfter is how long an instance waits on one of the agent's hooks, as the ticks' group descriptions
+// AdoptAfter is how long an instance waits on one of the agent's hooks, as the ticks' group descriptions
 // show it, without any record of the action before the reconcile loop takes the action up itself: a third of
 // the hook's HeartbeatTimeout, at most a minute. Its message normally arrives within seconds; the first
 // heartbeat, sent at once, then still comes before the timeout, which is at least 30 s after the action began
 // (a tick or so before it was first seen).
-func adoptAfter(heartbeat time.Duration) time.Duration { return min(heartbeat/3, time.Minute) }
+// The lifecycle sweep of an event-driven agent runs often enough for it (agent/hooksweep.go sweepInterval).
+func AdoptAfter(heartbeat time.Duration) time.Duration { return min(heartbeat/3, time.Minute) }
 
 // hookInfoMaxAge is how old the cached hooks of a group may be when an instance is first seen waiting on one
 // without its message (adopt): older ones are read again.
@@ -113,7 +114,7 @@ func (h *Hooks) AdoptWaiting(ctx context.Context, d Discovered) {
 				}
 				a := events.LifecycleAction{GroupName: name, HookName: hook, InstanceID: inst.ID, Transition: transition}
 				key := ActionKey(name, inst.ID, hook)
-				if err := h.adopt(ctx, t, a, inst.LifecycleState, key, adoptAfter(info.heartbeat), seen, now); err != nil {
+				if err := h.adopt(ctx, t, a, inst.LifecycleState, key, AdoptAfter(info.heartbeat), seen, now); err != nil {
 					h.Log.Warn("lifecycle action found without its message: look failed; retrying next tick", zap.String(logging.Group, name),
 						zap.String(logging.InstanceID, inst.ID), zap.String(logging.LifecycleHook, hook), zap.Error(err))
 				}
@@ -172,7 +173,7 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, w
 		if h.hooksReadBefore(a.GroupName, now.Add(-hookInfoMaxAge)) {
 			if hooks, err := h.groupHooks(ctx, a.GroupName, true); err == nil {
 				if info, ok := hooks[a.HookName]; ok {
-					after = adoptAfter(info.heartbeat)
+					after = AdoptAfter(info.heartbeat)
 				}
 			}
 		}

@@ -261,7 +261,7 @@ func (h *Hooks) poolLookEvery(ctx context.Context, group string) time.Duration {
 	every := time.Minute
 	if hooks, err := h.groupHooks(ctx, group, false); err == nil {
 		for _, info := range hooks {
-			every = min(every, adoptAfter(info.heartbeat))
+			every = min(every, AdoptAfter(info.heartbeat))
 		}
 	}
 	return every
