@@ -117,10 +117,27 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	if err != nil {
 		return HookInProgress, err
 	}
+	if known && a.Token != "" && h.adoptedActionEnded(ctx, rec, h.Clock.Now()) {
+		// Taken up without its message, and ended without the agent since (adoptedActionEnded): this message
+		// is of a later action, or a late copy. Never held behind the old record, nor driven on it.
+		if rec, err = h.closeEnded(ctx, rec, h.Clock.Now()); err != nil {
+			return HookInProgress, err
+		}
+	}
 	version := rec.Version
 	if known && rec.State == state.HookCompleted {
 		if a.Token == "" {
 			return HookDone, nil
+		}
+		// A hook that is another tool's now (its notification target moved) is not asked about: the heartbeat
+		// would restart that tool's action's timeout.
+		if why, err := h.foreignHook(ctx, t, a, true); err != nil {
+			return HookInProgress, err
+		} else if why != "" {
+			h.Log.Info("lifecycle action of another tool's hook; nothing asked, drained or completed, message deleted",
+				zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
+				zap.String(logging.LifecycleHook, a.HookName), zap.String(logging.Reason, why))
+			return HookIgnored, nil
 		}
 		// One record per instance and hook: a message for a completed one is a late copy of that action, or a
 		// later action on the same instance and hook (warm pool, root volume replacement). Auto Scaling tells.

@@ -72,7 +72,8 @@ const hookInfoMaxAge = time.Minute
 // has a WarmPoolConfiguration, DescribeWarmPool (WarmPoolInstances) is read when the pool may hold an instance
 // the last read did not account for (poolLookDue), and its instances in Warmed:Pending:Wait (a launch into the
 // pool on the launching hooks; with an instance reuse policy, a scale in back to the pool on the terminating
-// hooks: both are looked at, and Auto Scaling's answer to the completion tells which one waits) or
+// hooks: both are looked at whatever the group's reuse policy says now, and Auto Scaling's answer to a
+// heartbeat by instance and hook (confirm) tells which one waits) or
 // Warmed:Terminating:Wait (terminating hooks) are taken up the same way; an instance leaving the pool waits in
 // Pending:Wait in the group's description. Amazon EC2 Auto Scaling User Guide, "Warm pool instance lifecycle
 // state transitions"; API Reference, "DescribeWarmPool". Errors of one action (or of one group's warm pool
@@ -88,7 +89,7 @@ func (h *Hooks) AdoptWaiting(ctx context.Context, d Discovered) {
 			candidates = append(candidates, h.poolWaiting(ctx, name, g, now)...)
 		}
 		for _, inst := range candidates {
-			transitions := waitTransitions(inst.LifecycleState, reusesOnScaleIn(g))
+			transitions := waitTransitions(inst.LifecycleState)
 			if len(transitions) == 0 {
 				continue
 			}
@@ -149,8 +150,15 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, w
 		if !rec.Adopted {
 			return h.takeOver(ctx, t, a, rec, now) // its message drives it, unless its owner left it (hooks_takeover.go)
 		}
-		_, err = h.Handle(ctx, t, a)
-		return err
+		if !h.adoptedActionEnded(ctx, rec, now) {
+			_, err = h.Handle(ctx, t, a)
+			return err
+		}
+		// Its action ended without the agent; the instance waits on a later one. Closed, then taken up like
+		// one after a "no active" close: once seen for AdoptAfter, and only if Auto Scaling has it waiting.
+		if rec, err = h.closeEnded(ctx, rec, now); err != nil {
+			return err
+		}
 	}
 	// Closed without a completion Auto Scaling accepted (it answered that no action of this instance and hook
 	// waits: C6, a heartbeat refused, a crash between the completion and its record) and seen again in the same
@@ -187,6 +195,11 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, w
 	// in the group, in the wait state, and the group has the hook.
 	c, err := h.confirm(ctx, a)
 	if err != nil || c.verdict != verdictConfirmed {
+		if err == nil && c.verdict != verdictNotYet {
+			// Not waiting on this hook (a launch into the warm pool, on the launching hooks, asked about its
+			// terminating hook: a refused heartbeat): asked again only after another full wait.
+			seen[key] = waitSeen{group: a.GroupName, first: now}
+		}
 		return err // not (or no longer) waiting: nothing to take up
 	}
 	if askFirst {
@@ -215,4 +228,33 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, w
 		zap.String(logging.LifecycleHook, a.HookName), zap.String(logging.Transition, a.Transition))
 	_, err = h.Handle(ctx, t, a)
 	return err
+}
+
+// adoptedActionEnded reports whether the open record rec of an action the reconcile loop took up (Adopted)
+// tracks an action Auto Scaling has ended without the agent: nothing heartbeated it (the agent heartbeats and
+// records every heartbeat of an adopted action) for longer than the hook's HeartbeatTimeout, after which Auto
+// Scaling applies the hook's default result (Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling
+// lifecycle hooks": heartbeat timeout). That is how an action someone completed by hand, or one that timed out
+// while the agent was away, looks once its instance waits on the hook again: the record must not be driven for
+// the later action (its drain deadline long past, it would be continued undrained) nor hold that action's
+// message. A record whose message drives it is left to the take-over rule (hooks_takeover.go).
+func (h *Hooks) adoptedActionEnded(ctx context.Context, rec state.Hook, now time.Time) bool {
+	if !rec.Adopted || rec.State == state.HookCompleted {
+		return false
+	}
+	return now.Sub(latest(rec.ReceivedAt, rec.LastHeartbeat)) > h.heartbeatTimeout(ctx, rec.Group, rec.HookName)
+}
+
+// closeEnded closes the record of an adopted action that ended without the agent (adoptedActionEnded): one
+// conditional write, nothing sent to Auto Scaling, no completion counted. It returns the record as stored.
+func (h *Hooks) closeEnded(ctx context.Context, rec state.Hook, now time.Time) (state.Hook, error) {
+	rec.State, rec.Result, rec.CompletedAt = state.HookCompleted, "", now
+	rec.Note = "ended without the agent: no heartbeat within the hook's HeartbeatTimeout (completed by hand, or timed out while the agent was away)"
+	stored, err := h.Store.PutHook(ctx, rec)
+	if err != nil {
+		return rec, fmt.Errorf("closing lifecycle action %s that ended without the agent: %w", rec.Token, err)
+	}
+	h.Log.Warn("lifecycle action record closed: its action ended without the agent", zap.String(logging.Group, rec.Group),
+		zap.String(logging.InstanceID, rec.InstanceID), zap.String(logging.LifecycleHook, rec.HookName))
+	return stored, nil
 }

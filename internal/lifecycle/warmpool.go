@@ -270,30 +270,22 @@ func (h *Hooks) poolLookEvery(ctx context.Context, group string) time.Duration {
 // poolSize is the description's WarmPoolSize (0 when it has none).
 func poolSize(g astypes.AutoScalingGroup) int32 { return aws.ToInt32(g.WarmPoolSize) }
 
-// reusesOnScaleIn reports whether the group's warm pool takes scaled-in instances back (InstanceReusePolicy).
-func reusesOnScaleIn(g astypes.AutoScalingGroup) bool {
-	c := g.WarmPoolConfiguration
-	return c != nil && c.InstanceReusePolicy != nil && aws.ToBool(c.InstanceReusePolicy.ReuseOnScaleIn)
-}
-
 // waitTransitions returns the transitions whose hooks an instance in lifecycle state waits on (none: it
 // waits on no hook): Pending:Wait launching, Terminating:Wait and ReplacingRootVolume:Wait terminating (an
 // instance refresh that replaces root volumes runs the group's terminating hooks: Amazon EC2 Auto Scaling User
 // Guide, "Replace root volumes during instance refresh", as confirm's waitStates); in a warm pool Warmed:Pending:Wait
-// launching (a launch into the pool) and, when the pool reuses instances on scale in, terminating too (a
-// scale in back to the pool waits there on the terminating hooks), Warmed:Terminating:Wait terminating.
+// launching (a launch into the pool) and terminating (a scale in back to a pool that reuses instances waits
+// there on the terminating hooks; confirm asks Auto Scaling which one waits, not the group's reuse policy, which
+// may have changed while it waits), Warmed:Terminating:Wait terminating.
 // Amazon EC2 Auto Scaling User Guide, "Use lifecycle hooks with a warm pool" (lifecycle state transitions).
-func waitTransitions(state string, reuse bool) []string {
+func waitTransitions(state string) []string {
 	switch astypes.LifecycleState(state) {
 	case astypes.LifecycleStatePendingWait:
 		return []string{events.TransitionLaunching}
 	case astypes.LifecycleStateTerminatingWait, astypes.LifecycleStateWarmedTerminatingWait, astypes.LifecycleStateReplacingRootVolumeWait:
 		return []string{events.TransitionTerminating}
 	case astypes.LifecycleStateWarmedPendingWait:
-		if reuse {
-			return []string{events.TransitionLaunching, events.TransitionTerminating}
-		}
-		return []string{events.TransitionLaunching}
+		return []string{events.TransitionLaunching, events.TransitionTerminating}
 	}
 	return nil
 }
