@@ -183,7 +183,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 		if err != nil {
 			return err
 		}
-		lifted, err := operator.Resume(ctx, s, group)
+		lifted, err := operator.Resume(ctx, s, group, time.Now())
 		if errors.Is(err, operator.ErrNotPaused) {
 			// A lock of a group that is gone can still be lifted (above); nothing paused and no such group is
 			// a misspelt name.
@@ -213,6 +213,12 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 					scope, group, l.Scope(), l.Who, l.Reason)
 				return nil
 			}
+		}
+		if !lifted.Active(time.Now()) {
+			// An expired pause held nothing: say so, instead of suggesting that rollouts were held until now.
+			fmt.Fprintf(out, "removed the %s pause lock (by %s: %s), which had already ended at %s: nothing was paused\n",
+				scope, cmp.Or(lifted.Who, "unknown"), cmp.Or(lifted.Reason, "no reason given"), lifted.Until.UTC().Format(time.RFC3339))
+			return nil
 		}
 		fmt.Fprintf(out, "resumed %s (paused by %s since %s: %s): rollouts continue when the agent next looks at them\n",
 			scope, cmp.Or(lifted.Who, "unknown"), lifted.Since.UTC().Format(time.RFC3339), cmp.Or(lifted.Reason, "no reason given"))

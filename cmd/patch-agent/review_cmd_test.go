@@ -463,3 +463,18 @@ func TestHistoryOfARollbackReadsFromTheFailedAMI(t *testing.T) {
 	}
 	require.True(t, seen["rolling-back"] && seen["rolled-back"], res.stdout)
 }
+
+// resume of a pause that had already ended removes its lock and says that nothing was paused, instead of
+// "resumed ...: rollouts continue" (fresh review, session 8).
+func TestResumeOfAnExpiredPauseSaysNothingWasPaused(t *testing.T) {
+	file := demoState(t)
+	mem, err := loadSnapshot(file) // pause refuses an --until in the past: the lock is one whose end has come
+	require.NoError(t, err)
+	require.NoError(t, mem.PutLock(context.Background(), state.Lock{Reason: "short", Who: "alice",
+		Since: time.Date(1999, 12, 31, 0, 0, 0, 0, time.UTC), Until: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}))
+	require.NoError(t, saveSnapshot(file, mem))
+	res := run(t, "resume", "--state-file", file)
+	require.NoError(t, res.err)
+	require.Contains(t, res.stdout, "removed the global pause lock (by alice: short), which had already ended at 2000-01-01T00:00:00Z: nothing was paused")
+	require.NotContains(t, res.stdout, "rollouts continue")
+}

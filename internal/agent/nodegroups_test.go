@@ -203,7 +203,7 @@ func TestManagedNodegroupScenarios(t *testing.T) {
 				require.Empty(t, w.Checker.Violations)
 				require.Len(t, mngUpdates(w), 1, "paused: no UpdateNodegroupVersion")
 				require.Contains(t, w.Rollout(ctx, mngKey).Reason, "paused")
-				_, resumeErr := operator.Resume(ctx, w.Store, mngKey)
+				_, resumeErr := operator.Resume(ctx, w.Store, mngKey, w.Account.Clock().Now())
 				require.NoError(t, resumeErr)
 				return runMNG(t, w, 2*time.Hour, func(r state.Rollout) bool {
 					return r.Phase == state.PhaseCompleted && r.Nodegroup.TargetRelease == "1.31.7-20261206"

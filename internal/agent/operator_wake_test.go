@@ -206,7 +206,7 @@ func TestGlobalResumeWakeUpWakesEveryManagedGroup(t *testing.T) {
 	for _, g := range []string{"a", "b"} {
 		require.Contains(t, w.Rollout(ctx, g).Reason, "paused", g)
 	}
-	_, resumeErr := operator.Resume(ctx, w.Store, "")
+	_, resumeErr := operator.Resume(ctx, w.Store, "", w.Account.Clock().Now())
 	require.NoError(t, resumeErr)
 	sendOperatorWakeUp(t, w, events.OperatorWakeUp{Action: events.OperatorResume, Scope: events.OperatorGlobal, Who: "alice"})
 	stepBetweenPolls(t, w)

@@ -96,7 +96,7 @@ func TestPauseHoldsANewRolloutAndResumeLetsItRun(t *testing.T) {
 	require.NotNil(t, rows[0].Paused)
 	requireAllOn(t, w, demo.ImageA)
 
-	_, resumeErr := operator.Resume(ctx, w.Store, demo.GroupName)
+	_, resumeErr := operator.Resume(ctx, w.Store, demo.GroupName, w.Account.Clock().Now())
 	require.NoError(t, resumeErr)
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 		return w.Rollout(ctx, demo.GroupName).Phase == state.PhaseCompleted

@@ -89,9 +89,9 @@ func CheckNotPaused(ctx context.Context, store state.Store, group string, now ti
 // deleted; the agent resumes at its next look. The delete and the answer are one strongly consistent request
 // (state.Store.LiftLock): a pause taken a moment before is lifted and returned, never reported as "not paused"
 // from a listing that does not show it yet. A lock that already expired is deleted too. Errors: ErrNotPaused
-// (wrapped; the message says whether a global pause still holds, as the lock listing shows it) when the scope
-// had no lock, or the store's error.
-func Resume(ctx context.Context, store state.Store, group string) (state.Lock, error) {
+// (wrapped; the message says whether a global pause still holds at now, as the lock listing shows it) when the
+// scope had no lock, or the store's error.
+func Resume(ctx context.Context, store state.Store, group string, now time.Time) (state.Lock, error) {
 	lifted, ok, err := store.LiftLock(ctx, group)
 	if err != nil {
 		return state.Lock{}, fmt.Errorf("resuming %s: %w", state.Lock{Group: group}.Scope(), err)
@@ -101,7 +101,21 @@ func Resume(ctx context.Context, store state.Store, group string) (state.Lock, e
 		return lifted, nil
 	}
 	if group == state.GlobalScope {
-		return state.Lock{}, fmt.Errorf("the agent is %w globally", ErrNotPaused)
+		notPaused := fmt.Errorf("the agent is %w globally", ErrNotPaused)
+		locks, err := store.ListLocks(ctx)
+		if err != nil {
+			return state.Lock{}, notPaused
+		}
+		var held []string
+		for _, l := range locks {
+			if l.Group != state.GlobalScope && l.Active(now) {
+				held = append(held, l.Group)
+			}
+		}
+		if len(held) > 0 {
+			return state.Lock{}, fmt.Errorf("%w; group pauses hold %s: resume --group lifts one", notPaused, strings.Join(held, ", "))
+		}
+		return state.Lock{}, notPaused
 	}
 	notPaused := fmt.Errorf("group %s is %w", group, ErrNotPaused)
 	locks, err := store.ListLocks(ctx)
@@ -109,7 +123,7 @@ func Resume(ctx context.Context, store state.Store, group string) (state.Lock, e
 		return state.Lock{}, fmt.Errorf("%w by its own lock (the other pause locks could not be read: %v)", notPaused, err)
 	}
 	for _, l := range locks {
-		if l.Group == state.GlobalScope {
+		if l.Group == state.GlobalScope && l.Active(now) {
 			return state.Lock{}, fmt.Errorf("%w by its own lock; the global pause by %s (%s) holds every group: resume that instead", notPaused, l.Who, l.Reason)
 		}
 	}

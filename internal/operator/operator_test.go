@@ -121,7 +121,7 @@ func TestResume(t *testing.T) {
 			for _, l := range tc.have {
 				require.NoError(t, m.PutLock(ctx, l))
 			}
-			lifted, err := operator.Resume(ctx, m, tc.group)
+			lifted, err := operator.Resume(ctx, m, tc.group, now)
 			if tc.notPaused != "" {
 				require.ErrorIs(t, err, operator.ErrNotPaused)
 				require.ErrorContains(t, err, tc.notPaused)
@@ -406,9 +406,27 @@ func TestResumeRightAfterAPauseLiftsItEvenBeforeTheLockListingShowsIt(t *testing
 	ctx := context.Background()
 	m := state.NewMemory()
 	require.NoError(t, m.PutLock(ctx, state.Lock{Reason: "incident", Who: "alice", Since: now}))
-	lifted, err := operator.Resume(ctx, laggingLocks{m}, state.GlobalScope)
+	lifted, err := operator.Resume(ctx, laggingLocks{m}, state.GlobalScope, now)
 	require.NoError(t, err)
 	require.Equal(t, "alice", lifted.Who)
 	require.Equal(t, "incident", lifted.Reason)
 	require.Empty(t, locks(t, m), "the pause is gone")
+}
+
+// resume tells only of pauses that hold now: an expired global lock is not "the global pause that holds every
+// group", and a plain resume with only group pauses in place names them (fresh review, session 8).
+func TestResumeSaysOnlyWhatHoldsNow(t *testing.T) {
+	ctx := context.Background()
+	m := state.NewMemory()
+	require.NoError(t, m.PutLock(ctx, state.Lock{Reason: "brief", Who: "alice", Since: now.Add(-2 * time.Hour), Until: now.Add(-time.Hour)}))
+	_, err := operator.Resume(ctx, m, "prod", now)
+	require.ErrorIs(t, err, operator.ErrNotPaused)
+	require.NotContains(t, err.Error(), "holds every group", "the global lock ended an hour ago")
+
+	m = state.NewMemory()
+	require.NoError(t, m.PutLock(ctx, state.Lock{Group: "prod", Reason: "game day", Who: "bob", Since: now}))
+	require.NoError(t, m.PutLock(ctx, state.Lock{Group: "old", Reason: "done", Who: "bob", Since: now.Add(-2 * time.Hour), Until: now.Add(-time.Hour)}))
+	_, err = operator.Resume(ctx, m, state.GlobalScope, now)
+	require.ErrorIs(t, err, operator.ErrNotPaused)
+	require.ErrorContains(t, err, "group pauses hold prod: resume --group lifts one")
 }
