@@ -18,9 +18,11 @@ import (
 )
 
 // maxSweepInterval is the longest time between two lifecycle sweeps of an event-driven agent, whatever the
-// cached HeartbeatTimeouts say: a stack update may have shortened one since it was read (the first sighting of
-// an action without its message reads the hooks again: lifecycle.Hooks.AdoptWaiting), and the hooks of groups
-// the hook check has not read yet since the agent started are not known at all.
+// cached HeartbeatTimeouts say, and the interval for groups the hook check has not read yet since the agent
+// started. A stack update may lower a HeartbeatTimeout after it was read: the first sighting of an action
+// without its message reads the hooks again (at most 10 s old) and shortens the sweep's interval at once
+// (hookSweep.shorten); until that sighting the sweep runs on the old value, so a timeout lowered below about a
+// minute can still run out on a lost message in the hook check's interval after the update.
 const maxSweepInterval = 20 * time.Second
 
 // hookSweep keeps what the lifecycle sweep needs: per group with hooks of the agent's, the shortest
@@ -70,6 +72,29 @@ func (s *hookSweep) note(group string, heartbeat time.Duration) {
 		s.beats = map[string]time.Duration{}
 	}
 	s.beats[group] = heartbeat
+}
+
+// shorten lowers group's noted HeartbeatTimeout to heartbeat when the interval it gives is shorter than the
+// one the sweep ran on (a hook of an action first seen without its message: lifecycle.Hooks.HeartbeatTimeoutRead),
+// and reports whether it did; the next hook check notes the shortest again. A group not noted yet is noted,
+// and reported as shortened when its interval is below maxSweepInterval (the sweep ran on that).
+func (s *hookSweep) shorten(group string, heartbeat time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if heartbeat <= 0 {
+		return false
+	}
+	if s.beats == nil {
+		s.beats = map[string]time.Duration{}
+	}
+	ran := maxSweepInterval
+	if old, ok := s.beats[group]; ok {
+		ran = min(ran, sweepInterval(old))
+	}
+	if old, ok := s.beats[group]; !ok || heartbeat < old {
+		s.beats[group] = heartbeat
+	}
+	return sweepInterval(heartbeat) < ran
 }
 
 // keep forgets the groups that are no longer discovered, so that a gone group's short HeartbeatTimeout no

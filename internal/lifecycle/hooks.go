@@ -74,6 +74,12 @@ type Hooks struct {
 	Retries *Retries
 	// QueueURL is the agent's queue: a hook that notifies another target is not the agent's (HookOwned).
 	QueueURL string
+	// HeartbeatTimeoutRead, when set, is told the HeartbeatTimeout of the agent's hook on group that an action
+	// first seen without its message waits on (adopt, after reading the hooks again when they are over
+	// hookInfoMaxAge old), and answers whether the lifecycle sweep had been running on a longer one: it then
+	// shortens its interval at once (agent/hooksweep.go) instead of at the next hook check, and the action,
+	// perhaps seen a whole sweep late, is taken up at once.
+	HeartbeatTimeoutRead func(group string, heartbeat time.Duration) (shortened bool)
 
 	mu    sync.Mutex
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
@@ -87,6 +93,26 @@ type Hooks struct {
 	// driven: record key -> this process's last look at the action through its message; rescued: record key
 	// -> this replica's last heartbeat for an owner whose heartbeat was overdue (hooks_takeover.go)
 	driven, rescued map[string]time.Time
+	// beats: record key -> this process's last heartbeat of the action that Auto Scaling accepted, recorded or
+	// not (a failed write of LastHeartbeat must not make a live action look ended: adoptedActionEnded)
+	beats map[string]time.Time
+}
+
+// beatAccepted notes that Auto Scaling accepted a heartbeat of the action of record key at at.
+func (h *Hooks) beatAccepted(key string, at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.beats == nil {
+		h.beats = map[string]time.Time{}
+	}
+	h.beats[key] = at
+}
+
+// lastBeat returns this process's last accepted heartbeat of the action of record key (zero: none).
+func (h *Hooks) lastBeat(key string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.beats[key]
 }
 
 // hookInfo is one lifecycle hook of a group as DescribeLifecycleHooks describes it.
@@ -200,9 +226,19 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 			return HookDone, h.finish(ctx, rec, "", c.detail)
 		}
 	}
+	held := rec
 	if rec, err = h.claim(ctx, rec); errors.Is(err, errClaimedElsewhere) || errors.Is(err, state.ErrConflict) {
 		return HookInProgress, nil // another replica works on it; this copy of the message waits for its end
 	} else if err != nil {
+		// The store failing (throttled, down) must not let the action time out: the heartbeat that is due is
+		// sent all the same (its time is not recorded, so the next look sends one again), even once the claim
+		// has run out — a heartbeat of an action Auto Scaling confirmed only keeps it waiting, whichever
+		// replica drives it — and the claim is renewed at the next look that can write.
+		if held.Confirmed {
+			if herr := h.heartbeat(ctx, a, &held, log); herr != nil {
+				log.Warn("heartbeat while the lifecycle action's claim could not be renewed", zap.Error(herr))
+			}
+		}
 		return HookInProgress, err
 	}
 	if a.Token != "" {
@@ -384,6 +420,7 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 	if err != nil {
 		return fmt.Errorf("recording heartbeat for lifecycle action %s: %w", a.Token, err)
 	}
+	h.beatAccepted(rec.Token, h.Clock.Now())
 	rec.LastHeartbeat = h.Clock.Now()
 	next, err := h.Store.PutHook(ctx, *rec)
 	if err != nil {

@@ -52,8 +52,11 @@ func (h *Hooks) record(ctx context.Context, a events.LifecycleAction) (state.Hoo
 func AdoptAfter(heartbeat time.Duration) time.Duration { return min(heartbeat/3, time.Minute) }
 
 // hookInfoMaxAge is how old the cached hooks of a group may be when an instance is first seen waiting on one
-// without its message (adopt): older ones are read again.
-const hookInfoMaxAge = time.Minute
+// without its message (adopt): older ones are read again. Short: a stack update that lowered the
+// HeartbeatTimeout (180 s to 30 s, say) must be seen before the wait for the action's message (AdoptAfter)
+// is decided on the old one; at most one DescribeLifecycleHooks per group in that time, and only while such an
+// instance is first seen.
+const hookInfoMaxAge = 10 * time.Second
 
 // AdoptWaiting takes up lifecycle actions whose message has not come: instances that the tick's
 // DescribeAutoScalingGroups (d.Groups, no further call) shows in Terminating:Wait or Pending:Wait in a managed
@@ -181,8 +184,19 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, w
 		if h.hooksReadBefore(a.GroupName, now.Add(-hookInfoMaxAge)) {
 			if hooks, err := h.groupHooks(ctx, a.GroupName, true); err == nil {
 				if info, ok := hooks[a.HookName]; ok {
-					after = AdoptAfter(info.heartbeat)
+					if fresh := AdoptAfter(info.heartbeat); fresh < after {
+						after = 0 // lowered since it was cached: see below
+					}
 				}
+			}
+		}
+		// The sweep may have run on a longer timeout than this hook's (a stack update lowered it since the hook
+		// check read it): then this first sighting may come a whole sweep interval after the action began, and
+		// the action is taken up at once (a message that comes meanwhile loses, or wins, the conditional
+		// write). The sweep runs on this hook's timeout from now on.
+		if hooks, err := h.groupHooks(ctx, a.GroupName, false); err == nil && h.HeartbeatTimeoutRead != nil {
+			if info, ok := hooks[a.HookName]; ok && h.HeartbeatTimeoutRead(a.GroupName, info.heartbeat) {
+				after = 0
 			}
 		}
 	}
@@ -242,7 +256,7 @@ func (h *Hooks) adoptedActionEnded(ctx context.Context, rec state.Hook, now time
 	if !rec.Adopted || rec.State == state.HookCompleted {
 		return false
 	}
-	return now.Sub(latest(rec.ReceivedAt, rec.LastHeartbeat)) > h.heartbeatTimeout(ctx, rec.Group, rec.HookName)
+	return now.Sub(latest(rec.ReceivedAt, rec.LastHeartbeat, h.lastBeat(rec.Token))) > h.heartbeatTimeout(ctx, rec.Group, rec.HookName)
 }
 
 // closeEnded closes the record of an adopted action that ended without the agent (adoptedActionEnded): one

@@ -97,6 +97,7 @@ func (h *Hooks) active(ctx context.Context, a events.LifecycleAction) (bool, err
 	case err != nil:
 		return false, fmt.Errorf("asking whether lifecycle action %s is still active: %w", a.Token, err)
 	}
+	h.beatAccepted(ActionKey(a.GroupName, a.InstanceID, a.HookName), h.Clock.Now())
 	return true, nil
 }
 
