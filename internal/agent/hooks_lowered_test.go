@@ -21,7 +21,8 @@ import (
 // Field case C4: a stack update lowers the agent's hook's HeartbeatTimeout from 180 s to 30 s; the lifecycle
 // sweep still runs on the 180 s the hook check read (every 20 s). A scale-in's message is lost, at six phases
 // of the sweep. The first sighting finds the sweep ran on a longer timeout than the hook's: the action is taken
-// up at once and the sweep runs every 5 s from then on, so the first heartbeat lands within the 30 s. Before,
+// up at once (the first heartbeat within one 20 s sweep interval of its start, a third of the timeout to spare)
+// and the sweep runs every 5 s from then on. Before,
 // the action waited AdoptAfter after a sighting up to 20 s late and 4 of the 6 phases timed out undrained.
 func TestC4HeartbeatTimeoutLoweredTo30sBeforeTheHookCheckSawItIsHeldForALostMessage(t *testing.T) {
 	for _, off := range []time.Duration{0, 3 * time.Second, 7 * time.Second, 11 * time.Second, 15 * time.Second, 19 * time.Second} {
@@ -36,6 +37,15 @@ func TestC4HeartbeatTimeoutLoweredTo30sBeforeTheHookCheckSawItIsHeldForALostMess
 			_, err = w.RunEvents(context.Background(), 15*time.Minute, func() bool { return false })
 			require.NoError(t, err)
 			requireKeptAlive(t, w, instance, start, 30*time.Second, true)
+			var first time.Duration
+			for _, h := range w.Account.Heartbeats() {
+				if h.InstanceID == instance && h.Accepted {
+					first = h.At.Sub(start)
+					break
+				}
+			}
+			// Taken up at its first sighting, not AdoptAfter later: within one sweep interval (20 s) of its start.
+			require.LessOrEqual(t, first, 20*time.Second, "first heartbeat")
 		})
 	}
 }
