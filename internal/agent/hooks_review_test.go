@@ -44,6 +44,18 @@ func TestC19MadeUpTokenForAWaitingInstanceWhileItsMessageIsLostStillDrainsAndCom
 	_, err := w.RunEvents(context.Background(), 20*time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	requireKeptAlive(t, w, instance, start, hb, true)
+	// The made-up token never reaches Auto Scaling: no heartbeat or completion of the instance is refused, and
+	// the record is never closed as "no longer active" (the reconcile loop would take the action up again, a
+	// sweep or more later, with less of its timeout left).
+	for _, h := range w.Account.Heartbeats() {
+		require.False(t, h.InstanceID == instance && !h.Accepted, "a refused heartbeat at +%s", h.At.Sub(start))
+	}
+	for _, c := range w.Account.LifecycleCompletions() {
+		require.False(t, c.InstanceID == instance && !c.Accepted, "a refused completion at +%s", c.At.Sub(start))
+	}
+	rec, err := w.Store.GetHook(context.Background(), lifecycle.ActionKey(g.Name, instance, demo.HookName))
+	require.NoError(t, err)
+	require.Equal(t, sim.ResultContinue, rec.Result)
 }
 
 // Field case C4, root volume replacement (C14): an instance refresh with the ReplaceRootVolume strategy holds
