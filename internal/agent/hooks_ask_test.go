@@ -80,15 +80,7 @@ func TestC18ScaleInToThePoolIsDrainedWhenTheReusePolicyIsRemovedWhileItWaits(t *
 	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
 	pool := sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)}
 	w, _ := buildPool(t, &g, pool)
-	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 2))
-	w.Checker.Baseline[g.Name] = 2
-	var back string
-	for id, i := range poolOf(w, g.Name) {
-		if i.LifecycleState == "Warmed:Pending:Wait" {
-			back = id
-		}
-	}
-	require.NotEmpty(t, back, "the scale-in victim waits on the terminating hook")
+	back := startScaleInToPool(t, w, g.Name, 2)
 	pool.ReuseOnScaleIn = false
 	require.NoError(t, w.Account.PutWarmPool(g.Name, pool))
 	require.Equal(t, "Warmed:Pending:Wait", poolOf(w, g.Name)[back].LifecycleState, "the action still waits")
@@ -103,4 +95,20 @@ func TestC18ScaleInToThePoolIsDrainedWhenTheReusePolicyIsRemovedWhileItWaits(t *
 	require.True(t, cs[0].Drained, "drained before CONTINUE")
 	require.Equal(t, rejected, w.Agent.Consumer.Stats.Ignored.Load(), "the message was not rejected")
 	require.Empty(t, w.Checker.Violations)
+}
+
+// startScaleInToPool lowers group's desired capacity to desired in a pool that reuses instances and returns the
+// scale-in victim, waiting in Warmed:Pending:Wait on the terminating hook (the agent has not looked yet).
+func startScaleInToPool(t *testing.T, w *demo.World, group string, desired int32) string {
+	t.Helper()
+	require.NoError(t, w.Account.SetDesiredCapacity(group, desired))
+	w.Checker.Baseline[group] = desired
+	var back string
+	for id, i := range poolOf(w, group) {
+		if i.LifecycleState == "Warmed:Pending:Wait" {
+			back = id
+		}
+	}
+	require.NotEmpty(t, back, "the scale-in victim waits on the terminating hook")
+	return back
 }

@@ -129,15 +129,7 @@ func TestC18ScaleInToThePoolWithTheReusePolicyRemovedAndItsMessageLostIsStillDra
 	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
 	pool := sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)}
 	w, _ := buildPool(t, &g, pool)
-	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 2))
-	w.Checker.Baseline[g.Name] = 2
-	var back string
-	for id, i := range poolOf(w, g.Name) {
-		if i.LifecycleState == "Warmed:Pending:Wait" {
-			back = id
-		}
-	}
-	require.NotEmpty(t, back)
+	back := startScaleInToPool(t, w, g.Name, 2)
 	loseTheMessage(t, w)
 	pool.ReuseOnScaleIn = false
 	require.NoError(t, w.Account.PutWarmPool(g.Name, pool))
