@@ -193,15 +193,7 @@ func TestC18LaunchIntoWarmPoolIsCompletedWithoutWaitingForHealth(t *testing.T) {
 // the pool settles there. It returns that instance.
 func scaleInToPool(t *testing.T, w *demo.World, group string, desired int32) string {
 	t.Helper()
-	require.NoError(t, w.Account.SetDesiredCapacity(group, desired))
-	w.Checker.Baseline[group] = desired
-	var back string
-	for id, i := range poolOf(w, group) {
-		if i.LifecycleState == "Warmed:Pending:Wait" {
-			back = id
-		}
-	}
-	require.NotEmpty(t, back, "the scale-in victim waits in Warmed:Pending:Wait on the terminating hook")
+	back := startScaleInToPool(t, w, group, desired)
 	done, err := w.RunUntil(context.Background(), tick, 30*time.Minute, func() bool {
 		return poolOf(w, group)[back].LifecycleState == "Warmed:Stopped"
 	})

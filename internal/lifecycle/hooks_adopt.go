@@ -180,23 +180,20 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, w
 		w = waitSeen{group: a.GroupName, first: now}
 		// A first sighting reads the hooks again unless the cache is fresh: a stack update may have shortened
 		// the HeartbeatTimeout since they were cached, and the wait before taking the action up (after), its
-		// first heartbeat and every later one rest on it. Only an action without its message gets here.
-		if h.hooksReadBefore(a.GroupName, now.Add(-hookInfoMaxAge)) {
-			if hooks, err := h.groupHooks(ctx, a.GroupName, true); err == nil {
-				if info, ok := hooks[a.HookName]; ok {
-					if fresh := AdoptAfter(info.heartbeat); fresh < after {
-						after = 0 // lowered since it was cached: see below
-					}
+		// first heartbeat and every later one rest on it. Only an action without its message gets here. When
+		// the timeout is shorter than the one the wait was planned on (after) or the sweep ran on (a stack
+		// update lowered it since the hook check read it), this first sighting may come a whole sweep interval
+		// after the action began: it is taken up at once (a message that comes meanwhile loses, or wins, the
+		// conditional write), and the sweep runs on this hook's timeout from now on.
+		refresh := h.hooksReadBefore(a.GroupName, now.Add(-hookInfoMaxAge))
+		if hooks, err := h.groupHooks(ctx, a.GroupName, refresh); err == nil {
+			if info, ok := hooks[a.HookName]; ok {
+				if AdoptAfter(info.heartbeat) < after {
+					after = 0 // lowered since it was cached
 				}
-			}
-		}
-		// The sweep may have run on a longer timeout than this hook's (a stack update lowered it since the hook
-		// check read it): then this first sighting may come a whole sweep interval after the action began, and
-		// the action is taken up at once (a message that comes meanwhile loses, or wins, the conditional
-		// write). The sweep runs on this hook's timeout from now on.
-		if hooks, err := h.groupHooks(ctx, a.GroupName, false); err == nil && h.HeartbeatTimeoutRead != nil {
-			if info, ok := hooks[a.HookName]; ok && h.HeartbeatTimeoutRead(a.GroupName, info.heartbeat) {
-				after = 0
+				if h.HeartbeatTimeoutRead != nil && h.HeartbeatTimeoutRead(a.GroupName, info.heartbeat) {
+					after = 0 // lowered since the sweep's interval was set
+				}
 			}
 		}
 	}
