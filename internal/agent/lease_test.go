@@ -268,8 +268,8 @@ func (s *stallingStore) PutRolloutWithHistory(ctx context.Context, r state.Rollo
 	return out, err
 }
 
-func (s *stallingStore) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time) (state.Rollout, error) {
-	out, err := s.Store.PutRolloutUnlessPaused(ctx, r, h, now)
+func (s *stallingStore) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time, claim *state.ClusterBudget) (state.Rollout, error) {
+	out, err := s.Store.PutRolloutUnlessPaused(ctx, r, h, now, claim)
 	if err == nil {
 		s.maybeStall(&out, nil)
 	}

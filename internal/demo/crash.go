@@ -146,11 +146,11 @@ func (s fusedStore) PutRolloutWithHistory(ctx context.Context, r state.Rollout, 
 	return out, err
 }
 
-func (s fusedStore) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time) (state.Rollout, error) {
+func (s fusedStore) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time, claim *state.ClusterBudget) (state.Rollout, error) {
 	if err := s.f.before(); err != nil {
 		return state.Rollout{}, err
 	}
-	out, err := s.Store.PutRolloutUnlessPaused(ctx, r, h, now)
+	out, err := s.Store.PutRolloutUnlessPaused(ctx, r, h, now, claim)
 	if err = s.f.after(err); err != nil {
 		return state.Rollout{}, err
 	}

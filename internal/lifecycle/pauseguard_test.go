@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -29,11 +30,11 @@ func (s *pausingStore) pauseNow(ctx context.Context) error {
 	return s.Store.PutLock(ctx, s.lock)
 }
 
-func (s *pausingStore) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time) (state.Rollout, error) {
+func (s *pausingStore) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time, claim *state.ClusterBudget) (state.Rollout, error) {
 	if err := s.pauseNow(ctx); err != nil {
 		return state.Rollout{}, err
 	}
-	return s.Store.PutRolloutUnlessPaused(ctx, r, h, now)
+	return s.Store.PutRolloutUnlessPaused(ctx, r, h, now, claim)
 }
 
 func (s *pausingStore) PauseHolding(ctx context.Context, group string, now time.Time) (*state.Lock, error) {
@@ -103,6 +104,7 @@ func TestPauseWrittenBetweenTheLooksReadAndTheStepsWriteStopsTheStep(t *testing.
 					require.NotContains(t, []string{"SetDesired", "SetMaxAndDesired", "Terminate", "Unprotect"}, c.Op, "no destructive call: %+v", c)
 				}
 				require.Empty(t, rg.platform.started, "no drain started")
+				require.Empty(t, slotsHeld(t, rg.store), "a drain the pause stopped holds no slot of the cluster budget")
 				// A second look while the pause lasts still takes no step; status names the pause by then (the
 				// drained look records the drain and shows the pause from the next look).
 				_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: tc.view, AMI: newAMI(), PauseRead: read})
@@ -130,6 +132,9 @@ func TestPauseWrittenBetweenTheLooksReadAndTheStepsWriteStopsTheStep(t *testing.
 					acted = acted || c.Op == "SetDesired" || c.Op == "Terminate"
 				}
 				require.True(t, acted, "after resume the step is taken")
+				if len(rg.platform.started) > 0 && !tc.drained {
+					require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store), "the drain started holds its slot")
+				}
 			})
 		}
 	}
@@ -166,11 +171,11 @@ func (s *pauseBeforePhase) PutRolloutWithHistory(ctx context.Context, r state.Ro
 	return s.Store.PutRolloutWithHistory(ctx, r, h)
 }
 
-func (s *pauseBeforePhase) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time) (state.Rollout, error) {
+func (s *pauseBeforePhase) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time, claim *state.ClusterBudget) (state.Rollout, error) {
 	if err := s.inject(ctx, r); err != nil {
 		return state.Rollout{}, err
 	}
-	return s.Store.PutRolloutUnlessPaused(ctx, r, h, now)
+	return s.Store.PutRolloutUnlessPaused(ctx, r, h, now, claim)
 }
 
 // A pause stops a new launch template version and the group's change first (docs/operations.md: "no new launch
@@ -212,4 +217,19 @@ func TestPauseDurableAfterTheLooksReadStopsTheNewLaunchTemplateVersionAndTheGrou
 			require.Contains(t, stored.Reason, "prepare the launch template")
 		})
 	}
+}
+
+// slotsHeld lists the slots ("group/instance") of the rig's cluster budget (ecs/c1); none when it has no record.
+func slotsHeld(t *testing.T, s state.Store) []string {
+	t.Helper()
+	b, err := s.GetClusterBudget(context.Background(), "ecs/c1")
+	if errors.Is(err, state.ErrNotFound) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []string
+	for _, h := range b.Slots {
+		out = append(out, h.Group+"/"+h.InstanceID)
+	}
+	return out
 }

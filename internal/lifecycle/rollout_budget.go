@@ -15,23 +15,48 @@ func clusterBudgetKey(t Target) string {
 	return t.Platform + "/" + t.Cluster
 }
 
-// claimClusterBudget claims a slot of the per-cluster budget (Policy.ClusterBudget, issue #20 items 1 and 10)
-// for the drain of old, before the drain starts: at most that many instances of one ECS or EKS cluster are
-// drained by rollouts at once, whichever group, replica or worker drains them, because every claim is a
-// conditional write to the store (state.ClaimDrainSlot). It returns why the drain must wait ("" when the slot
-// is held), or a store error. A slot stays held while the holder's record drains that instance (Draining or
-// Terminating of that replacement) and is dropped by the next claim once it does not.
+// planClusterBudget plans the claim of a slot of the per-cluster budget (Policy.ClusterBudget, issue #20 items 1
+// and 10) for the drain of old, before the drain starts: at most that many instances of one ECS or EKS cluster
+// are drained by rollouts at once, whichever group, replica or worker drains them, because every claim is a
+// write conditional on the budget's version (state.PlanDrainSlot). It returns the budget record to write (nil
+// when the target has no cluster or the slot is held already) and why the drain must wait ("" when it need
+// not), or a store error. The caller writes the claim with the drain's write-ahead (Orchestrator.claim), or on
+// its own when that write is durable already (claimClusterBudget). A slot stays held while the holder's record
+// drains that instance (Draining or Terminating of that replacement) and is dropped by the next claim once it
+// does not.
+func (o *Orchestrator) planClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) (*state.ClusterBudget, string, error) {
+	key := clusterBudgetKey(t)
+	if key == "" {
+		return nil, "", nil
+	}
+	slot := state.DrainSlot{Group: r.Group, InstanceID: old.ID, At: o.Clock.Now()}
+	b, err := state.PlanDrainSlot(ctx, o.Store, key, slot, o.Policy.ClusterBudget, o.drainSlotStale(ctx))
+	if errors.Is(err, state.ErrBudgetFull) {
+		return nil, budgetFullReason(err, old), nil
+	}
+	return b, "", err
+}
+
+// claimClusterBudget claims the slot for the drain of old on its own (state.ClaimDrainSlot), for a drain whose
+// write-ahead is durable already (its start recorded before a crash, or a drain begun again): it returns why the
+// drain must wait ("" when the slot is held), or a store error.
 func (o *Orchestrator) claimClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) (string, error) {
 	key := clusterBudgetKey(t)
 	if key == "" {
 		return "", nil
 	}
 	slot := state.DrainSlot{Group: r.Group, InstanceID: old.ID, At: o.Clock.Now()}
-	_, err := state.ClaimDrainSlot(ctx, o.Store, key, slot, o.Policy.ClusterBudget, o.drainSlotStale(ctx))
+	err := state.ClaimDrainSlot(ctx, o.Store, key, slot, o.Policy.ClusterBudget, o.drainSlotStale(ctx))
 	if errors.Is(err, state.ErrBudgetFull) {
-		return "per-cluster budget: " + err.Error() + "; next step: drain " + old.ID, nil
+		return budgetFullReason(err, old), nil
 	}
 	return "", err
+}
+
+// budgetFullReason is the reason a drain of old waits for a slot of a full cluster budget (err wraps
+// state.ErrBudgetFull and names the slots held).
+func budgetFullReason(err error, old InstanceView) string {
+	return "per-cluster budget: " + err.Error() + "; next step: drain " + old.ID
 }
 
 // drainSlotStale reports whether a slot's holder no longer drains its instance: its rollout record is gone,
@@ -61,16 +86,4 @@ func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot)
 		}
 		return true, nil
 	}
-}
-
-// releaseClusterBudget gives back the slot claimClusterBudget claimed for old when its drain is not started
-// after all (a pause stopped the drain's write-ahead, guardIfPaused): a paused group must not hold up the
-// drains of the cluster's other groups. A failure is logged by the caller's error only: the slot is dropped
-// as stale by a later claim once the record stops draining old.
-func (o *Orchestrator) releaseClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) error {
-	key := clusterBudgetKey(t)
-	if key == "" {
-		return nil
-	}
-	return state.ReleaseDrainSlot(ctx, o.Store, key, r.Group, old.ID)
 }

@@ -152,22 +152,31 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		if reason, err := standaloneRefusal(ctx, t, platform, []string{old.ID}); err != nil || reason != "" { // one started since the pick
 			return o.haltOr(ctx, r, reason, err)
 		}
-		if reason, err := o.claimClusterBudget(ctx, t, r, old); err != nil || reason != "" {
+		claim, reason, err := o.planClusterBudget(ctx, t, r, old)
+		if err != nil || reason != "" {
 			r.Reason = reason
 			return r, errOr(err, errWait)
 		}
-		if cur.DrainStartedAt.IsZero() {
+		if cur.DrainStartedAt.IsZero() || claim != nil {
 			// The drain deadline runs from here, not from the step's start: a gate may have held the
-			// drain for hours. Written before the drain starts, so a crash cannot restart the clock.
-			cur.DrainStartedAt = now
-			saved, err := o.save(ctx, r, "drain starting")
+			// drain for hours. Written before the drain starts, so a crash cannot restart the clock. The
+			// drain's slot of the cluster budget rides on the same guarded write: both are durable or
+			// neither is, so a pause or a lost race leaves no slot held for a drain that did not start.
+			// A drain whose start is recorded but whose slot is not held (begun again, or recorded by an
+			// agent before this write carried the slot) claims it with a guarded write of its own.
+			what := "drain slot claimed"
+			if cur.DrainStartedAt.IsZero() {
+				cur.DrainStartedAt, what = now, "drain starting"
+			}
+			o.claim = claim
+			saved, err := o.save(ctx, r, what)
 			if err != nil {
-				return saved, o.unclaimIfHeld(ctx, t, saved, old, err)
+				return saved, err
 			}
 			r, cur = saved, saved.Current
 		}
 		if err := o.guardEffect(ctx, &r, "drain "+old.ID); err != nil {
-			return r, o.unclaimIfHeld(ctx, t, r, old, err)
+			return r, err
 		}
 		cur = r.Current
 		if err := startDrainSeen(ctx, platform, t.Cluster, old); err == nil {
@@ -222,18 +231,6 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			old.ID, o.Policy.DrainTimeout, prog.Detail), false)
 	}
 	return r, errWait
-}
-
-// unclaimIfHeld returns err, after giving back the drain slot of old when err is a pause stopping the drain's
-// write-ahead (errHeld): the drain was not started. A failed release is returned instead (the step is retried).
-func (o *Orchestrator) unclaimIfHeld(ctx context.Context, t Target, r state.Rollout, old InstanceView, err error) error {
-	if !errors.Is(err, errHeld) {
-		return err
-	}
-	if rerr := o.releaseClusterBudget(ctx, t, r, old); rerr != nil {
-		return fmt.Errorf("paused before draining %s; giving back its drain slot: %w", old.ID, rerr)
-	}
-	return err
 }
 
 // terminateOld is the Terminating step: scale-in protection comes off the drained instance, and

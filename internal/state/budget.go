@@ -14,7 +14,7 @@ import (
 // drains them. Every claim is a conditional write on Version (PutClusterBudget), so several replicas can never
 // together hold more slots than the budget allows. Slots are not released by a write: a slot whose holder's
 // rollout record no longer drains its instance (the replacement ended, the rollout halted or rolled back, the
-// record is gone) is stale and is dropped by the next claim (ClaimDrainSlot).
+// record is gone) is stale and is dropped by the next claim (PlanDrainSlot).
 type ClusterBudget struct {
 	// Cluster is "<platform>/<cluster name>" ("ecs/prod", "eks/web"): an ECS and an EKS cluster of one name are
 	// two budgets.
@@ -34,82 +34,73 @@ type DrainSlot struct {
 // ErrBudgetFull is wrapped by ClaimDrainSlot's error when every slot of the cluster's budget is held.
 var ErrBudgetFull = errors.New("cluster budget in use")
 
+// ErrBudgetChanged is wrapped by the error of a guarded write whose claim (PutRolloutUnlessPaused) lost to
+// another writer of the cluster's budget: nothing was written; plan the claim again on a fresh read.
+var ErrBudgetChanged = errors.New("cluster budget changed since it was read")
+
 // claimAttempts bounds the re-reads of a claim that lost a conditional write to another writer.
 const claimAttempts = 5
 
-// ClaimDrainSlot claims one slot of cluster's budget (at most budget instances, budget >= 1; smaller counts as
-// 1) for slot.Group draining slot.InstanceID. A slot the group already holds for the instance is kept (a repeat
-// after a crash claims nothing twice). Slots for which stale reports true are dropped first. When the budget
-// is full it returns the slots held, and an error wrapping ErrBudgetFull that names them; a store error, or a
-// claim that lost claimAttempts conditional writes in a row (ErrConflict), is returned as is.
-func ClaimDrainSlot(ctx context.Context, s Store, cluster string, slot DrainSlot, budget int, stale func(DrainSlot) (bool, error)) ([]DrainSlot, error) {
+// PlanDrainSlot reads cluster's budget (at most budget instances, budget >= 1; smaller counts as 1) and returns
+// the record that claims one slot for slot.Group draining slot.InstanceID, for the caller to write
+// conditionally on its Version (PutClusterBudget, or with the drain's write-ahead: PutRolloutUnlessPaused).
+// Slots for which stale reports true are dropped from it first. A slot the group already holds for the
+// instance returns nil and no error (a repeat after a crash claims nothing twice). When the budget is full it
+// returns nil and an error wrapping ErrBudgetFull that names the slots held; a store error, or one of stale,
+// is returned as is.
+func PlanDrainSlot(ctx context.Context, s Store, cluster string, slot DrainSlot, budget int, stale func(DrainSlot) (bool, error)) (*ClusterBudget, error) {
 	budget = max(budget, 1)
-	var err error
-	for range claimAttempts {
-		b, gerr := s.GetClusterBudget(ctx, cluster)
-		if errors.Is(gerr, ErrNotFound) {
-			b, gerr = ClusterBudget{Cluster: cluster}, nil
+	b, err := s.GetClusterBudget(ctx, cluster)
+	if errors.Is(err, ErrNotFound) {
+		b, err = ClusterBudget{Cluster: cluster}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	kept := make([]DrainSlot, 0, len(b.Slots)+1)
+	for _, h := range b.Slots {
+		if h.Group == slot.Group && h.InstanceID == slot.InstanceID {
+			return nil, nil // already ours
 		}
-		if gerr != nil {
-			return nil, gerr
+		gone, serr := stale(h)
+		if serr != nil {
+			return nil, fmt.Errorf("checking the drain of %s (group %s) in the budget of %s: %w", h.InstanceID, h.Group, cluster, serr)
 		}
-		kept := make([]DrainSlot, 0, len(b.Slots)+1)
-		for _, h := range b.Slots {
-			if h.Group == slot.Group && h.InstanceID == slot.InstanceID {
-				return b.Slots, nil // already ours
-			}
-			gone, serr := stale(h)
-			if serr != nil {
-				return nil, fmt.Errorf("checking the drain of %s (group %s) in the budget of %s: %w", h.InstanceID, h.Group, cluster, serr)
-			}
-			if !gone {
-				kept = append(kept, h)
-			}
-		}
-		if len(kept) >= budget {
-			names := make([]string, 0, len(kept))
-			for _, h := range kept {
-				names = append(names, h.InstanceID+" ("+h.Group+")")
-			}
-			return kept, fmt.Errorf("%w: %d of %d drain(s) of cluster %s under way: %s", ErrBudgetFull, len(kept), budget, cluster, strings.Join(names, ", "))
-		}
-		b.Slots = append(kept, slot)
-		if _, err = s.PutClusterBudget(ctx, b); err == nil {
-			return b.Slots, nil
-		}
-		if !errors.Is(err, ErrConflict) {
-			return nil, err
+		if !gone {
+			kept = append(kept, h)
 		}
 	}
-	return nil, fmt.Errorf("claiming a drain slot of cluster %s for %s: %w", cluster, slot.InstanceID, err)
+	if len(kept) >= budget {
+		names := make([]string, 0, len(kept))
+		for _, h := range kept {
+			names = append(names, h.InstanceID+" ("+h.Group+")")
+		}
+		return nil, fmt.Errorf("%w: %d of %d drain(s) of cluster %s under way: %s", ErrBudgetFull, len(kept), budget, cluster, strings.Join(names, ", "))
+	}
+	b.Slots = append(kept, slot)
+	return &b, nil
+}
+
+// ClaimDrainSlot claims one slot as PlanDrainSlot plans it and writes the claim on its own (PutClusterBudget),
+// re-reading after a lost race: for a drain whose write-ahead is already durable (resumed after a crash, or
+// begun again), which the claim cannot join. It returns nil when the slot is held (claimed now or before); a
+// full budget, a store error, or a claim that lost claimAttempts conditional writes in a row (ErrConflict) is
+// returned as an error.
+func ClaimDrainSlot(ctx context.Context, s Store, cluster string, slot DrainSlot, budget int, stale func(DrainSlot) (bool, error)) error {
+	var err error
+	for range claimAttempts {
+		b, perr := PlanDrainSlot(ctx, s, cluster, slot, budget, stale)
+		if perr != nil || b == nil {
+			return perr
+		}
+		if _, err = s.PutClusterBudget(ctx, *b); err == nil || !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("claiming a drain slot of cluster %s for %s: %w", cluster, slot.InstanceID, err)
 }
 
 // HoldsDrainSlot reports whether the budget lists group draining instanceID.
 func (b ClusterBudget) HoldsDrainSlot(group, instanceID string) bool {
 	return slices.ContainsFunc(b.Slots, func(h DrainSlot) bool { return h.Group == group && h.InstanceID == instanceID })
-}
-
-// ReleaseDrainSlot drops the slot of group draining instanceID from cluster's budget (a conditional write on
-// Version, re-read on a lost race as ClaimDrainSlot does): for a claim whose drain was then not started (a
-// pause stopped its write-ahead), so that the slot does not hold up the cluster's other groups meanwhile. A
-// budget without the slot, or no budget record, is not an error.
-func ReleaseDrainSlot(ctx context.Context, s Store, cluster, group, instanceID string) error {
-	var err error
-	for range claimAttempts {
-		b, gerr := s.GetClusterBudget(ctx, cluster)
-		if errors.Is(gerr, ErrNotFound) {
-			return nil
-		}
-		if gerr != nil {
-			return gerr
-		}
-		if !b.HoldsDrainSlot(group, instanceID) {
-			return nil
-		}
-		b.Slots = slices.DeleteFunc(b.Slots, func(h DrainSlot) bool { return h.Group == group && h.InstanceID == instanceID })
-		if _, err = s.PutClusterBudget(ctx, b); err == nil || !errors.Is(err, ErrConflict) {
-			return err
-		}
-	}
-	return fmt.Errorf("releasing the drain slot of %s (group %s) in the budget of %s: %w", instanceID, group, cluster, err)
 }

@@ -241,10 +241,11 @@ func (d *DynamoDB) historyItems(history []HistoryEntry) (expression.Expression, 
 // pause put before the call always stops the write, unlike the eventually consistent ListLocks. A
 // TransactionCanceledException whose reason for a lock item is ConditionalCheckFailed is a *PausedError
 // (the lock from the reason's Item, ReturnValuesOnConditionCheckFailure ALL_OLD, or, when the answer has
-// none, from one consistent GetItem); one failed on the rollout item only is ErrConflict; history sort keys
-// taken are retried as in PutRolloutWithHistory. The task role needs dynamodb:ConditionCheckItem beside
-// dynamodb:PutItem.
-func (d *DynamoDB) PutRolloutUnlessPaused(ctx context.Context, r Rollout, history []HistoryEntry, now time.Time) (Rollout, error) {
+// none, from one consistent GetItem); one failed on the rollout item is ErrConflict; a claim (the cluster
+// budget, ClusterBudgetKey) is one more Put conditional on its version, after the two ConditionChecks, and
+// failed on it alone is ErrBudgetChanged; history sort keys taken are retried as in PutRolloutWithHistory.
+// The task role needs dynamodb:ConditionCheckItem beside dynamodb:PutItem.
+func (d *DynamoDB) PutRolloutUnlessPaused(ctx context.Context, r Rollout, history []HistoryEntry, now time.Time, claim *ClusterBudget) (Rollout, error) {
 	if r.Group == "" {
 		return Rollout{}, errors.New("writing rollout: group is empty")
 	}
@@ -272,7 +273,20 @@ func (d *DynamoDB) PutRolloutUnlessPaused(ctx context.Context, r Rollout, histor
 	if err != nil {
 		return Rollout{}, fmt.Errorf("%s: %w", where, err)
 	}
+	var budget *types.Put
+	if claim != nil {
+		if claim.Cluster == "" {
+			return Rollout{}, fmt.Errorf("%s with a drain slot claim: cluster is empty", where)
+		}
+		next := *claim
+		next.Version = claim.Version + 1
+		bpk, bsk := ClusterBudgetKey(claim.Cluster)
+		if budget, err = d.versionedPut(bpk, bsk, claim.Version, next); err != nil {
+			return Rollout{}, fmt.Errorf("%s: the budget of cluster %s: %w", where, claim.Cluster, err)
+		}
+	}
 	scopes := []string{GlobalScope, r.Group}
+	budgetAt := 1 + len(scopes) // the claim's index in the transaction, when there is one
 	repaired := map[string]bool{}
 	for attempt := 1; ; attempt++ {
 		again := false
@@ -282,6 +296,9 @@ func (d *DynamoDB) PutRolloutUnlessPaused(ctx context.Context, r Rollout, histor
 			items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(d.table),
 				Key: key(lpk, lsk), ConditionExpression: unlocked.Condition(), ExpressionAttributeNames: unlocked.Names(),
 				ExpressionAttributeValues: unlocked.Values(), ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}})
+		}
+		if budget != nil {
+			items = append(items, types.TransactWriteItem{Put: budget})
 		}
 		for i, e := range history {
 			item := maps.Clone(entries[i])
@@ -322,6 +339,8 @@ func (d *DynamoDB) PutRolloutUnlessPaused(ctx context.Context, r Rollout, histor
 		switch {
 		case len(failed) > 0 && failed[0]:
 			return Rollout{}, fmt.Errorf("%s: %w: %w", where, ErrConflict, err)
+		case budget != nil && len(failed) > budgetAt && failed[budgetAt]:
+			return Rollout{}, fmt.Errorf("%s: the budget of cluster %s at version %d: %w: %w", where, claim.Cluster, claim.Version, ErrBudgetChanged, err)
 		case len(failed) > 0 && attempt < historyPutAttempts:
 			continue // only history sort keys were taken: new sequence numbers
 		default:

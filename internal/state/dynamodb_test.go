@@ -167,7 +167,7 @@ func TestKumoGuardedWriteIsOneTransactionWithBothPauseLockChecks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, &types.AttributeValueMemberN{Value: "1767323044999999999"}, item.Item[state.AttrUntilNanos])
 
-	v2, err := s.PutRolloutUnlessPaused(ctx, v1, nil, now)
+	v2, err := s.PutRolloutUnlessPaused(ctx, v1, nil, now, nil)
 	require.NoError(t, err, "a lock ended a nanosecond ago does not hold")
 	require.Len(t, rec.sent, 1)
 	items := rec.sent[0].TransactItems
@@ -181,7 +181,7 @@ func TestKumoGuardedWriteIsOneTransactionWithBothPauseLockChecks(t *testing.T) {
 	require.Equal(t, []string{"lock#global|lock", "target#prod-nodes|lock"}, checked)
 
 	require.NoError(t, s.PutLock(ctx, state.Lock{Group: "prod-nodes", Reason: "incident", Who: "alice", Since: now}))
-	_, err = s.PutRolloutUnlessPaused(ctx, v2, nil, now)
+	_, err = s.PutRolloutUnlessPaused(ctx, v2, nil, now, nil)
 	require.ErrorIs(t, err, state.ErrPaused)
 	l, ok := state.PausedBy(err)
 	require.True(t, ok)
@@ -218,12 +218,12 @@ func TestKumoPauseLockOfAnEarlierVersionWithoutUntilNanosEndsAtItsUntil(t *testi
 	require.NoError(t, err)
 
 	putLegacy(now.Add(time.Minute))
-	_, err = s.PutRolloutUnlessPaused(ctx, v1, nil, now)
+	_, err = s.PutRolloutUnlessPaused(ctx, v1, nil, now, nil)
 	require.ErrorIs(t, err, state.ErrPaused, "not ended yet: it holds")
 	require.Nil(t, untilNanos(), "a lock that holds is not touched")
 
 	putLegacy(now.Add(-time.Second))
-	v2, err := s.PutRolloutUnlessPaused(ctx, v1, nil, now)
+	v2, err := s.PutRolloutUnlessPaused(ctx, v1, nil, now, nil)
 	require.NoError(t, err, "ended a second ago: the write goes through")
 	require.Equal(t, v1.Version+1, v2.Version)
 	require.Equal(t, &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(-time.Second).UnixNano(), 10)}, untilNanos())
@@ -240,7 +240,7 @@ func TestKumoPauseUntilFarInTheFutureHoldsTheGuardedWrite(t *testing.T) {
 	require.NoError(t, err)
 	for _, until := range []time.Time{time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)} {
 		require.NoError(t, s.PutLock(ctx, state.Lock{Group: "prod-nodes", Reason: "freeze", Who: "bob", Since: now, Until: until}))
-		_, err = s.PutRolloutUnlessPaused(ctx, v1, nil, now)
+		_, err = s.PutRolloutUnlessPaused(ctx, v1, nil, now, nil)
 		require.ErrorIs(t, err, state.ErrPaused, "paused until %s", until)
 	}
 }

@@ -79,9 +79,10 @@ func (m *Memory) putWithHistoryLocked(r Rollout, history []HistoryEntry) (Rollou
 	return clone(r), nil
 }
 
-// PutRolloutUnlessPaused implements Store: the locks, the version check, the write and the appends under one
-// lock, so a pause put before the call always stops it.
-func (m *Memory) PutRolloutUnlessPaused(_ context.Context, r Rollout, history []HistoryEntry, now time.Time) (Rollout, error) {
+// PutRolloutUnlessPaused implements Store: the locks, the version checks, the writes and the appends under one
+// lock, so a pause put before the call always stops it, and the claim is written with the record or not at
+// all.
+func (m *Memory) PutRolloutUnlessPaused(_ context.Context, r Rollout, history []HistoryEntry, now time.Time, claim *ClusterBudget) (Rollout, error) {
 	if len(history) > MaxHistoryPerGuardedWrite {
 		return Rollout{}, fmt.Errorf("writing rollout of %s with %d history entries: at most %d in one guarded write", r.Group, len(history), MaxHistoryPerGuardedWrite)
 	}
@@ -95,7 +96,24 @@ func (m *Memory) PutRolloutUnlessPaused(_ context.Context, r Rollout, history []
 			return Rollout{}, fmt.Errorf("writing rollout of %s at version %d: %w", r.Group, r.Version, &PausedError{Lock: l})
 		}
 	}
-	return m.putWithHistoryLocked(r, history)
+	if claim == nil {
+		return m.putWithHistoryLocked(r, history)
+	}
+	if claim.Cluster == "" {
+		return Rollout{}, fmt.Errorf("writing rollout of %s with a drain slot claim: cluster is empty", r.Group)
+	}
+	if cur, ok := m.rollouts[r.Group]; (!ok && r.Version != 0) || (ok && cur.Version != r.Version) {
+		return Rollout{}, fmt.Errorf("rollout of %s at version %d: %w", r.Group, r.Version, ErrConflict) // told before the budget, as DynamoDB's is
+	}
+	if cur, ok := m.budgets[claim.Cluster]; (!ok && claim.Version != 0) || (ok && cur.Version != claim.Version) {
+		return Rollout{}, fmt.Errorf("writing rollout of %s with the budget of cluster %s at version %d: %w", r.Group, claim.Cluster, claim.Version, ErrBudgetChanged)
+	}
+	out, err := m.putWithHistoryLocked(r, history)
+	if err != nil {
+		return Rollout{}, err
+	}
+	m.putBudgetLocked(*claim)
+	return out, nil
 }
 
 // PauseHolding implements Store.

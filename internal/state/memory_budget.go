@@ -29,6 +29,11 @@ func (m *Memory) PutClusterBudget(_ context.Context, b ClusterBudget) (ClusterBu
 	if (!ok && b.Version != 0) || (ok && cur.Version != b.Version) {
 		return ClusterBudget{}, fmt.Errorf("budget of cluster %s at version %d: %w", b.Cluster, b.Version, ErrConflict)
 	}
+	return m.putBudgetLocked(b), nil
+}
+
+// putBudgetLocked stores b at the next version, its version checked by the caller, and returns it as stored.
+func (m *Memory) putBudgetLocked(b ClusterBudget) ClusterBudget {
 	if m.budgets == nil {
 		m.budgets = map[string]ClusterBudget{}
 	}
@@ -37,5 +42,5 @@ func (m *Memory) PutClusterBudget(_ context.Context, b ClusterBudget) (ClusterBu
 	m.budgets[b.Cluster] = b
 	out := b
 	out.Slots = slices.Clone(b.Slots)
-	return out, nil
+	return out
 }

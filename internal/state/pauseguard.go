@@ -36,9 +36,9 @@ func PausedBy(err error) (Lock, bool) {
 }
 
 // MaxHistoryPerGuardedWrite bounds the history entries of one PutRolloutUnlessPaused: a DynamoDB transaction
-// holds at most 100 items (Amazon DynamoDB API Reference, TransactWriteItems), one of them the rollout record
-// and two the ConditionChecks of the global and the group's pause lock.
-const MaxHistoryPerGuardedWrite = MaxHistoryPerWrite - 2
+// holds at most 100 items (Amazon DynamoDB API Reference, TransactWriteItems), one of them the rollout record,
+// two the ConditionChecks of the global and the group's pause lock, and one the cluster budget a drain claims.
+const MaxHistoryPerGuardedWrite = MaxHistoryPerWrite - 3
 
 // AttrUntilNanos is the attribute of a pause lock item that holds Lock.Until as a Number of nanoseconds since
 // the Unix epoch (absent when the lock has no end). The guard of PutRolloutUnlessPaused compares it, not the

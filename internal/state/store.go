@@ -54,8 +54,12 @@ type Store interface {
 	// now (absent, or with Until set and not after now): the write-ahead of a destructive step carries its own
 	// pause check (invariant 7, docs/architecture.md). A holding lock writes nothing and returns an error
 	// wrapping ErrPaused (a *PausedError: PausedBy gives the lock); a lost version race is ErrConflict, as
-	// always. At most MaxHistoryPerGuardedWrite entries.
-	PutRolloutUnlessPaused(ctx context.Context, r Rollout, history []HistoryEntry, now time.Time) (Rollout, error)
+	// always. At most MaxHistoryPerGuardedWrite entries. A non-nil claim (a drain slot taken, PlanDrainSlot)
+	// is written in the same atomic write, conditionally on claim.Version as PutClusterBudget does: the
+	// drain's write-ahead and its slot are durable together or not at all, so a pause or a lost race leaves
+	// no slot to give back; a budget moved since it was read writes nothing and returns an error wrapping
+	// ErrBudgetChanged (not ErrConflict: the rollout record was not raced).
+	PutRolloutUnlessPaused(ctx context.Context, r Rollout, history []HistoryEntry, now time.Time, claim *ClusterBudget) (Rollout, error)
 	// PauseHolding reads the global pause lock and group's lock with strongly consistent reads (unlike
 	// ListLocks) and returns the one that holds at now (Lock.Active; the global one first), nil when none:
 	// the pause check of a destructive step that no guarded write precedes (a step resumed after a crash or
@@ -102,6 +106,7 @@ type Store interface {
 
 	// GetClusterBudget returns the per-cluster budget record of cluster ("<platform>/<name>"), or ErrNotFound.
 	GetClusterBudget(ctx context.Context, cluster string) (ClusterBudget, error)
-	// PutClusterBudget writes b conditionally on b.Version exactly like PutRollout (budget.go: ClaimDrainSlot).
+	// PutClusterBudget writes b conditionally on b.Version exactly like PutRollout (budget.go: ClaimDrainSlot;
+	// a drain's claim rides on its write-ahead instead, PutRolloutUnlessPaused).
 	PutClusterBudget(ctx context.Context, b ClusterBudget) (ClusterBudget, error)
 }

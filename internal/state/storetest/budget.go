@@ -23,15 +23,17 @@ func testClusterBudget(t *testing.T, s state.Store) {
 	require.ErrorIs(t, err, state.ErrConflict, "a record that does not exist is not at version 3")
 
 	live := func(state.DrainSlot) (bool, error) { return false, nil }
-	held, err := state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "a", InstanceID: "i-1", At: at}, 1, live)
+	err = state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "a", InstanceID: "i-1", At: at}, 1, live)
 	require.NoError(t, err)
-	require.Len(t, held, 1)
-	_, err = state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "a", InstanceID: "i-1", At: at}, 1, live)
+	planned, err := state.PlanDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "a", InstanceID: "i-1", At: at}, 1, live)
+	require.NoError(t, err)
+	require.Nil(t, planned, "a held slot plans no write")
+	err = state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "a", InstanceID: "i-1", At: at}, 1, live)
 	require.NoError(t, err, "a repeat of a held claim")
-	_, err = state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "b", InstanceID: "i-2", At: at}, 1, live)
+	err = state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "b", InstanceID: "i-2", At: at}, 1, live)
 	require.ErrorIs(t, err, state.ErrBudgetFull)
 	require.Contains(t, err.Error(), "i-1 (a)")
-	_, err = state.ClaimDrainSlot(c, s, "eks/prod", state.DrainSlot{Group: "b", InstanceID: "i-2", At: at}, 1, live)
+	err = state.ClaimDrainSlot(c, s, "eks/prod", state.DrainSlot{Group: "b", InstanceID: "i-2", At: at}, 1, live)
 	require.NoError(t, err, "another cluster has its own budget")
 
 	b, err := s.GetClusterBudget(c, "ecs/prod")
@@ -40,7 +42,7 @@ func testClusterBudget(t *testing.T, s state.Store) {
 	require.True(t, b.Slots[0].At.Equal(at))
 
 	gone := func(h state.DrainSlot) (bool, error) { return h.InstanceID == "i-1", nil }
-	_, err = state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "b", InstanceID: "i-2", At: at}, 1, gone)
+	err = state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "b", InstanceID: "i-2", At: at}, 1, gone)
 	require.NoError(t, err, "the stale slot of i-1 is dropped")
 	b, err = s.GetClusterBudget(c, "ecs/prod")
 	require.NoError(t, err)
@@ -54,7 +56,7 @@ func testClusterBudget(t *testing.T, s state.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := state.ClaimDrainSlot(c, s, "ecs/race", state.DrainSlot{Group: fmt.Sprintf("g%d", i), InstanceID: fmt.Sprintf("i-%d", i), At: at}, 2, live)
+			err := state.ClaimDrainSlot(c, s, "ecs/race", state.DrainSlot{Group: fmt.Sprintf("g%d", i), InstanceID: fmt.Sprintf("i-%d", i), At: at}, 2, live)
 			if err == nil {
 				mu.Lock()
 				wins++
@@ -75,4 +77,75 @@ func testClusterBudget(t *testing.T, s state.Store) {
 	rollouts, err := s.ListRollouts(c)
 	require.NoError(t, err)
 	require.Empty(t, rollouts, "budget records are not rollouts")
+}
+
+// testGuardedWriteWithClaim is the contract of a drain's write-ahead that carries its drain slot
+// (PutRolloutUnlessPaused with a claim): the record, its history entry and the slot are written together; a
+// holding pause, a lost race on the record (ErrConflict) or on the budget (ErrBudgetChanged, not ErrConflict)
+// writes none of them.
+func testGuardedWriteWithClaim(t *testing.T, s state.Store) {
+	c := ctx(t)
+	live := func(state.DrainSlot) (bool, error) { return false, nil }
+	plan := func(group, instance string) *state.ClusterBudget {
+		b, err := state.PlanDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: group, InstanceID: instance, At: at}, 2, live)
+		require.NoError(t, err)
+		require.NotNil(t, b, "a slot to claim for %s", instance)
+		return b
+	}
+	write := func(r state.Rollout, claim *state.ClusterBudget) (state.Rollout, error) {
+		return s.PutRolloutUnlessPaused(c, r, []state.HistoryEntry{{Group: r.Group, At: at, Event: "drain-" + claim.Slots[len(claim.Slots)-1].InstanceID}}, at, claim)
+	}
+	slots := func() []string {
+		b, err := s.GetClusterBudget(c, "ecs/prod")
+		if errors.Is(err, state.ErrNotFound) {
+			return nil
+		}
+		require.NoError(t, err)
+		var out []string
+		for _, h := range b.Slots {
+			out = append(out, h.Group+"/"+h.InstanceID)
+		}
+		return out
+	}
+	a1, err := s.PutRollout(c, state.Rollout{Group: "a", Phase: state.PhaseReplacing})
+	require.NoError(t, err)
+	b1, err := s.PutRollout(c, state.Rollout{Group: "b", Phase: state.PhaseReplacing})
+	require.NoError(t, err)
+
+	// Paused: nothing written, no slot left behind to give back.
+	require.NoError(t, s.PutLock(c, state.Lock{Group: "a", Reason: "incident", Who: "alice", Since: at}))
+	_, err = write(a1, plan("a", "i-1"))
+	require.ErrorIs(t, err, state.ErrPaused)
+	require.Empty(t, slots(), "a paused write-ahead claims no slot")
+	require.NoError(t, s.DeleteLock(c, "a"))
+
+	// Two claims planned from one read: the first wins, the second's budget moved (its record did not).
+	claimA, claimB := plan("a", "i-1"), plan("b", "i-2")
+	a2, err := write(a1, claimA)
+	require.NoError(t, err)
+	require.Equal(t, a1.Version+1, a2.Version)
+	require.Equal(t, []string{"a/i-1"}, slots())
+	_, err = write(b1, claimB)
+	require.ErrorIs(t, err, state.ErrBudgetChanged)
+	require.NotErrorIs(t, err, state.ErrConflict, "b's record was not raced")
+	got, err := s.GetRollout(c, "b")
+	require.NoError(t, err)
+	require.Equal(t, b1.Version, got.Version, "nothing of b written")
+	h, err := s.History(c, "b")
+	require.NoError(t, err)
+	require.Empty(t, h)
+
+	// A lost race on the record: ErrConflict, and the (fresh) claim is not written either.
+	_, err = write(a1, plan("a", "i-3"))
+	require.ErrorIs(t, err, state.ErrConflict)
+	require.Equal(t, []string{"a/i-1"}, slots())
+
+	b2, err := write(b1, plan("b", "i-2"))
+	require.NoError(t, err, "planned again on a fresh read")
+	require.Equal(t, b1.Version+1, b2.Version)
+	require.Equal(t, []string{"a/i-1", "b/i-2"}, slots())
+	h, err = s.History(c, "b")
+	require.NoError(t, err)
+	require.Len(t, h, 1)
+	require.Equal(t, "drain-i-2", h[0].Event)
 }

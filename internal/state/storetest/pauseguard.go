@@ -21,7 +21,7 @@ func testGuardedWrite(t *testing.T, s state.Store) {
 	require.NoError(t, err)
 	now := at.Add(time.Hour)
 	write := func(r state.Rollout, event string) (state.Rollout, error) {
-		return s.PutRolloutUnlessPaused(c, r, []state.HistoryEntry{{Group: "g", At: now, Event: event}}, now)
+		return s.PutRolloutUnlessPaused(c, r, []state.HistoryEntry{{Group: "g", At: now, Event: event}}, now, nil)
 	}
 
 	// No lock; another group's lock; an expired global lock (Until half a second before now, in UTC+2).

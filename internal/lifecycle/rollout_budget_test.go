@@ -1,0 +1,136 @@
+package lifecycle
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// budgetWrites counts the writes of the cluster budget on its own (PutClusterBudget) and can let another
+// group take the budget's last slot right before a guarded write that carries a claim (raceClaim): the fault
+// of two groups of one cluster planning their claims from one read.
+type budgetWrites struct {
+	state.Store
+	alone     int
+	raceClaim *state.DrainSlot
+}
+
+func (s *budgetWrites) PutClusterBudget(ctx context.Context, b state.ClusterBudget) (state.ClusterBudget, error) {
+	s.alone++
+	return s.Store.PutClusterBudget(ctx, b)
+}
+
+func (s *budgetWrites) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time, claim *state.ClusterBudget) (state.Rollout, error) {
+	if claim != nil && s.raceClaim != nil {
+		other := *s.raceClaim
+		s.raceClaim = nil
+		b, err := s.Store.GetClusterBudget(ctx, claim.Cluster)
+		if err != nil {
+			b = state.ClusterBudget{Cluster: claim.Cluster}
+		}
+		b.Slots = append(b.Slots, other)
+		if _, err := s.Store.PutClusterBudget(ctx, b); err != nil {
+			return state.Rollout{}, err
+		}
+	}
+	return s.Store.PutRolloutUnlessPaused(ctx, r, h, now, claim)
+}
+
+// drainReady is the rig's record at Draining of i-1 with its replacement i-9 serving, and the look that sees it.
+func drainReady() (state.Rollout, GroupView) {
+	r := replacing(StrategySurge, state.StepDraining)
+	r.Current.NewInstanceID = "i-9"
+	return r, view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), serving("i-9", amiNew))
+}
+
+// TestDrainWriteAheadCarriesItsSlotOfTheClusterBudget: the drain's start and its slot of the per-cluster
+// budget are one guarded write (issue #21: one DynamoDB request fewer per replaced instance): after the look
+// the record has its drain start, the slot is held, the drain started, and the budget was never written on
+// its own.
+func TestDrainWriteAheadCarriesItsSlotOfTheClusterBudget(t *testing.T) {
+	rg := newRig()
+	rec, v := drainReady()
+	rg.seed0(rec)
+	bw := &budgetWrites{Store: rg.store}
+	rg.o.Store = bw
+	_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: v, AMI: newAMI()})
+	require.NoError(t, err)
+	require.Equal(t, []string{"i-1"}, rg.platform.started)
+	require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
+	require.Zero(t, bw.alone, "the slot rides on the drain's write-ahead")
+	stored, err := rg.store.GetRollout(context.Background(), "prod")
+	require.NoError(t, err)
+	require.Equal(t, now0, stored.Current.DrainStartedAt)
+}
+
+// TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst: a drain begun again (or recorded by an
+// agent whose write-ahead did not carry the slot) has its start recorded and no slot: it claims the slot with
+// a guarded write of its own before the drain starts, and waits without draining while the cluster's budget
+// is full with another group's live drain.
+func TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		t.Run(map[bool]string{false: "slot free", true: "budget full"}[full], func(t *testing.T) {
+			rg := newRig()
+			rec, v := drainReady()
+			rec.Current.DrainStartedAt = now0.Add(-time.Minute)
+			rg.seed0(rec)
+			if full {
+				other := replacing(StrategySurge, state.StepDraining)
+				other.Group, other.Current.OldInstanceID = "other", "i-7"
+				_, err := rg.store.PutRollout(context.Background(), other)
+				require.NoError(t, err)
+				_, err = rg.store.PutClusterBudget(context.Background(), state.ClusterBudget{Cluster: "ecs/c1",
+					Slots: []state.DrainSlot{{Group: "other", InstanceID: "i-7", At: now0}}})
+				require.NoError(t, err)
+			}
+			_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: v, AMI: newAMI()})
+			require.NoError(t, err)
+			stored, err := rg.store.GetRollout(context.Background(), "prod")
+			require.NoError(t, err)
+			if full {
+				require.Empty(t, rg.platform.started, "no drain beyond the cluster budget")
+				require.Equal(t, []string{"other/i-7"}, slotsHeld(t, rg.store))
+				require.Contains(t, stored.Reason, "per-cluster budget")
+				return
+			}
+			require.Equal(t, []string{"i-1"}, rg.platform.started)
+			require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
+			require.Equal(t, now0.Add(-time.Minute), stored.Current.DrainStartedAt, "the recorded start is kept: the deadline does not restart")
+		})
+	}
+}
+
+// TestDrainWhoseSlotClaimLosesARaceWritesNothingAndWaits: another group takes the cluster budget's last slot
+// between this drain's plan and its write-ahead: the write-ahead writes nothing (no drain start, no slot), no
+// drain starts, and the next look waits for the other group's drain.
+func TestDrainWhoseSlotClaimLosesARaceWritesNothingAndWaits(t *testing.T) {
+	rg := newRig()
+	rec, v := drainReady()
+	rg.seed0(rec)
+	other := replacing(StrategySurge, state.StepDraining)
+	other.Group, other.Current.OldInstanceID = "other", "i-7"
+	_, err := rg.store.PutRollout(context.Background(), other)
+	require.NoError(t, err)
+	rg.o.Store = &budgetWrites{Store: rg.store, raceClaim: &state.DrainSlot{Group: "other", InstanceID: "i-7", At: now0}}
+
+	_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: v, AMI: newAMI()})
+	require.NoError(t, err)
+	require.Empty(t, rg.platform.started)
+	require.Equal(t, []string{"other/i-7"}, slotsHeld(t, rg.store))
+	stored, err := rg.store.GetRollout(context.Background(), "prod")
+	require.NoError(t, err)
+	require.True(t, stored.Current.DrainStartedAt.IsZero(), "the drain's start was not written")
+	require.Contains(t, stored.Reason, "per-cluster budget changed")
+
+	_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: v, AMI: newAMI()})
+	require.NoError(t, err)
+	require.Empty(t, rg.platform.started)
+	stored, err = rg.store.GetRollout(context.Background(), "prod")
+	require.NoError(t, err)
+	require.Contains(t, stored.Reason, "per-cluster budget: ")
+	require.Contains(t, stored.Reason, "i-7 (other)")
+}
