@@ -145,9 +145,10 @@ func TestCrashMatrixECSSurgeAtMaxSize(t *testing.T) {
 }
 
 // TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget crashes two surge groups of one cluster rolling
-// together under the per-cluster budget (1): every effect — the drain slot claims of the cluster's budget record
-// among them — crashed after, and with its response lost. The fresh incarnation finds its own slot held and
-// claims nothing twice; the checker holds invariant 3 per cluster throughout.
+// together under the per-cluster budget (1): every effect — the drains' write-aheads, which carry the drain slot
+// claims of the cluster's budget record, among them — crashed after, and with its response lost. The fresh
+// incarnation finds its own slot held and claims nothing twice; the checker holds invariant 3 per cluster
+// throughout.
 func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
 	a := demo.GroupSetup{Name: "web-a", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 2}
 	b := demo.GroupSetup{Name: "web-b", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 2}
@@ -181,7 +182,7 @@ func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
 
 // TestCrashMatrixECSSurgeBatch crashes a surge group of 4 with patch-agent/batch-size 2 under a per-cluster
 // budget of 2 (issue #20 item 1): every effect of two batches — the one surge of each batch (desired + 2), the
-// two drain slot claims, the two drains and the two decrementing terminations — crashed after, and with its
+// two drains' write-aheads with their slot claims, the two drains and the two decrementing terminations — crashed after, and with its
 // response lost. The fresh incarnation resumes the batch at the member it stopped at: no second surge (desired
 // never above baseline + 2), no instance terminated twice, one replacement per old instance.
 func TestCrashMatrixECSSurgeBatch(t *testing.T) {
