@@ -15,6 +15,10 @@ func clusterBudgetKey(t Target) string {
 	return t.Platform + "/" + t.Cluster
 }
 
+// budgetClaimAttempts bounds the claims of one drain's slot in one call that lose to another drain of the
+// cluster (state.ErrBudgetChanged): each is planned again on a fresh read of the budget.
+const budgetClaimAttempts = 3
+
 // planClusterBudget plans the claim of a slot of the per-cluster budget (Policy.ClusterBudget, issue #20 items 1
 // and 10) for the drain of old, before the drain starts: at most that many instances of one ECS or EKS cluster
 // are drained by rollouts at once, whichever group, replica or worker drains them, because every claim is a

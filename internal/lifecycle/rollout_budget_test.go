@@ -10,13 +10,15 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// budgetWrites counts the writes of the cluster budget on its own (PutClusterBudget) and can let another
-// group take the budget's last slot right before a guarded write that carries a claim (raceClaim): the fault
-// of two groups of one cluster planning their claims from one read.
+// budgetWrites counts the writes of the cluster budget on its own (PutClusterBudget), and moves the budget
+// right before each of the first races guarded writes that carry a claim — the first of them adding slot
+// (when set), the others only writing it again at a new version: the fault of other drains of the cluster
+// claiming between this drain's plan and its write-ahead.
 type budgetWrites struct {
 	state.Store
-	alone     int
-	raceClaim *state.DrainSlot
+	alone int
+	races int
+	slot  *state.DrainSlot
 }
 
 func (s *budgetWrites) PutClusterBudget(ctx context.Context, b state.ClusterBudget) (state.ClusterBudget, error) {
@@ -25,14 +27,15 @@ func (s *budgetWrites) PutClusterBudget(ctx context.Context, b state.ClusterBudg
 }
 
 func (s *budgetWrites) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time, claim *state.ClusterBudget) (state.Rollout, error) {
-	if claim != nil && s.raceClaim != nil {
-		other := *s.raceClaim
-		s.raceClaim = nil
+	if claim != nil && s.races > 0 {
+		s.races--
 		b, err := s.Store.GetClusterBudget(ctx, claim.Cluster)
 		if err != nil {
 			b = state.ClusterBudget{Cluster: claim.Cluster}
 		}
-		b.Slots = append(b.Slots, other)
+		if s.slot != nil {
+			b.Slots, s.slot = append(b.Slots, *s.slot), nil
+		}
 		if _, err := s.Store.PutClusterBudget(ctx, b); err != nil {
 			return state.Rollout{}, err
 		}
@@ -104,33 +107,48 @@ func TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst(t *testing.
 	}
 }
 
-// TestDrainWhoseSlotClaimLosesARaceWritesNothingAndWaits: another group takes the cluster budget's last slot
-// between this drain's plan and its write-ahead: the write-ahead writes nothing (no drain start, no slot), no
-// drain starts, and the next look waits for the other group's drain.
-func TestDrainWhoseSlotClaimLosesARaceWritesNothingAndWaits(t *testing.T) {
-	rg := newRig()
-	rec, v := drainReady()
-	rg.seed0(rec)
-	other := replacing(StrategySurge, state.StepDraining)
-	other.Group, other.Current.OldInstanceID = "other", "i-7"
-	_, err := rg.store.PutRollout(context.Background(), other)
-	require.NoError(t, err)
-	rg.o.Store = &budgetWrites{Store: rg.store, raceClaim: &state.DrainSlot{Group: "other", InstanceID: "i-7", At: now0}}
+// TestDrainWhoseSlotClaimLosesARaceIsPlannedAgainOrWritesNothing: other drains of the cluster claim between
+// this drain's plan and its write-ahead. The claim is planned again on a fresh read in the same look: with a
+// slot left the drain starts at once, with the budget filled by the other group's live drain it waits; when
+// every attempt of the look loses (budgetClaimAttempts), nothing is written — no drain start, no slot — and
+// no drain starts.
+func TestDrainWhoseSlotClaimLosesARaceIsPlannedAgainOrWritesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		budget  int
+		races   int
+		drained bool
+		slots   []string
+		reason  string
+	}{
+		{"a slot left", 2, 1, true, []string{"other/i-7", "prod/i-1"}, ""},
+		{"the budget filled", 1, 1, false, []string{"other/i-7"}, "i-7 (other)"},
+		{"every attempt beaten", 2, budgetClaimAttempts, false, []string{"other/i-7"}, "per-cluster budget changed by another drain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rg := newRig()
+			rg.o.Policy.ClusterBudget = tc.budget
+			rec, v := drainReady()
+			rg.seed0(rec)
+			other := replacing(StrategySurge, state.StepDraining)
+			other.Group, other.Current.OldInstanceID = "other", "i-7"
+			_, err := rg.store.PutRollout(context.Background(), other)
+			require.NoError(t, err)
+			rg.o.Store = &budgetWrites{Store: rg.store, races: tc.races, slot: &state.DrainSlot{Group: "other", InstanceID: "i-7", At: now0}}
 
-	_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: v, AMI: newAMI()})
-	require.NoError(t, err)
-	require.Empty(t, rg.platform.started)
-	require.Equal(t, []string{"other/i-7"}, slotsHeld(t, rg.store))
-	stored, err := rg.store.GetRollout(context.Background(), "prod")
-	require.NoError(t, err)
-	require.True(t, stored.Current.DrainStartedAt.IsZero(), "the drain's start was not written")
-	require.Contains(t, stored.Reason, "per-cluster budget changed")
-
-	_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: v, AMI: newAMI()})
-	require.NoError(t, err)
-	require.Empty(t, rg.platform.started)
-	stored, err = rg.store.GetRollout(context.Background(), "prod")
-	require.NoError(t, err)
-	require.Contains(t, stored.Reason, "per-cluster budget: ")
-	require.Contains(t, stored.Reason, "i-7 (other)")
+			_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: v, AMI: newAMI()})
+			require.NoError(t, err)
+			require.Equal(t, tc.slots, slotsHeld(t, rg.store))
+			stored, err := rg.store.GetRollout(context.Background(), "prod")
+			require.NoError(t, err)
+			if tc.drained {
+				require.Equal(t, []string{"i-1"}, rg.platform.started, "planned again and started in the same look")
+				require.Equal(t, now0, stored.Current.DrainStartedAt)
+				return
+			}
+			require.Empty(t, rg.platform.started)
+			require.True(t, stored.Current.DrainStartedAt.IsZero(), "the drain's start was not written")
+			require.Contains(t, stored.Reason, tc.reason)
+		})
+	}
 }

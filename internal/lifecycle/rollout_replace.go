@@ -152,28 +152,37 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		if reason, err := standaloneRefusal(ctx, t, platform, []string{old.ID}); err != nil || reason != "" { // one started since the pick
 			return o.haltOr(ctx, r, reason, err)
 		}
-		claim, reason, err := o.planClusterBudget(ctx, t, r, old)
-		if err != nil || reason != "" {
-			r.Reason = reason
-			return r, errOr(err, errWait)
-		}
-		if cur.DrainStartedAt.IsZero() || claim != nil {
-			// The drain deadline runs from here, not from the step's start: a gate may have held the
-			// drain for hours. Written before the drain starts, so a crash cannot restart the clock. The
-			// drain's slot of the cluster budget rides on the same guarded write: both are durable or
-			// neither is, so a pause or a lost race leaves no slot held for a drain that did not start.
-			// A drain whose start is recorded but whose slot is not held (begun again, or recorded by an
-			// agent before this write carried the slot) claims it with a guarded write of its own.
-			what := "drain slot claimed"
-			if cur.DrainStartedAt.IsZero() {
-				cur.DrainStartedAt, what = now, "drain starting"
+		// The drain deadline runs from here, not from the step's start: a gate may have held the drain for
+		// hours. Written before the drain starts, so a crash cannot restart the clock. The drain's slot of the
+		// cluster budget rides on the same guarded write: both are durable or neither is, so a pause or a lost
+		// race leaves no slot held for a drain that did not start. A drain whose start is recorded but whose
+		// slot is not held (begun again, or recorded by an agent before this write carried the slot) claims it
+		// with a guarded write of its own. A claim that another drain of the cluster beat is planned again on a
+		// fresh read, up to budgetClaimAttempts times in this call.
+		starting := cur.DrainStartedAt.IsZero()
+		for attempt := 1; ; attempt++ {
+			claim, reason, err := o.planClusterBudget(ctx, t, r, old)
+			if err != nil || reason != "" {
+				r.Reason = reason
+				return r, errOr(err, errWait)
 			}
-			o.claim = claim
-			saved, err := o.save(ctx, r, what)
+			if !starting && claim == nil {
+				break // the start is recorded and the slot held (a crash before the drain, or no cluster)
+			}
+			next, what := r.Clone(), "drain slot claimed"
+			if starting {
+				next.Current.DrainStartedAt, what = now, "drain starting"
+			}
+			o.guard, o.claim = "drain "+old.ID, claim
+			saved, err := o.save(ctx, next, what)
+			if errors.Is(err, state.ErrBudgetChanged) && attempt < budgetClaimAttempts {
+				continue
+			}
 			if err != nil {
 				return saved, err
 			}
 			r, cur = saved, saved.Current
+			break
 		}
 		if err := o.guardEffect(ctx, &r, "drain "+old.ID); err != nil {
 			return r, err
