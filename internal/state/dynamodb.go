@@ -594,17 +594,26 @@ func (d *DynamoDB) DeleteLock(ctx context.Context, group string) error {
 	return nil
 }
 
-// LiftLock implements Store with one DeleteItem returning the item as it was (ReturnValues ALL_OLD): the
-// answer is the item the delete removed, read in the same request, never an eventually consistent copy.
-// Amazon DynamoDB API Reference, "DeleteItem" (ReturnValues).
+// LiftLock implements Store with one consistent GetItem of the lock item, then one DeleteItem returning the
+// item as it was (ReturnValues ALL_OLD): the answer is the item the delete removed, read in the same request,
+// never an eventually consistent copy (Amazon DynamoDB API Reference, "DeleteItem", ReturnValues). When the
+// delete removed nothing but the read found a lock, that lock is reported lifted: either the SDK sent the
+// DeleteItem again after its first answer was lost (the first one removed it), or another resume removed it
+// in between; the pause is over either way. A failed read does not stop the delete.
 func (d *DynamoDB) LiftLock(ctx context.Context, group string) (Lock, bool, error) {
 	pk, sk := LockKey(group)
+	var before Lock
+	found := d.get(ctx, pk, sk, &before) == nil
 	out, err := d.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(d.table), Key: key(pk, sk),
 		ReturnValues: types.ReturnValueAllOld})
 	if err != nil {
 		return Lock{}, false, fmt.Errorf("deleting %s lock: table %s (pk %s, sk %s): %w", Lock{Group: group}.Scope(), d.table, pk, sk, err)
 	}
 	if len(out.Attributes) == 0 {
+		if found {
+			before.Group = group
+			return before, true, nil
+		}
 		return Lock{}, false, nil
 	}
 	var l Lock

@@ -244,3 +244,40 @@ func TestKumoPauseUntilFarInTheFutureHoldsTheGuardedWrite(t *testing.T) {
 		require.ErrorIs(t, err, state.ErrPaused, "paused until %s", until)
 	}
 }
+
+// retriedDelete answers a DeleteItem as the SDK does when the first answer was lost (a timeout or a 5xx
+// after DynamoDB applied it): the request is sent again, and the caller sees the second answer only.
+type retriedDelete struct {
+	state.DynamoDBAPI
+}
+
+func (r retriedDelete) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if _, err := r.DynamoDBAPI.DeleteItem(ctx, in, opts...); err != nil {
+		return nil, err
+	}
+	return r.DynamoDBAPI.DeleteItem(ctx, in, opts...)
+}
+
+// TestKumoLiftLockWhoseFirstAnswerWasLostStillReportsThePauseItLifted: the DeleteItem of a resume was applied,
+// its answer lost and the request sent again, which finds nothing to delete: the resume still reports the
+// pause it lifted (the consistent read before the delete), not "nothing to resume"; the lock is gone.
+func TestKumoLiftLockWhoseFirstAnswerWasLostStillReportsThePauseItLifted(t *testing.T) {
+	client, table := newTable(t)
+	ctx := testenv.Context(t)
+	s := state.NewDynamoDB(retriedDelete{client}, table)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	require.NoError(t, s.PutLock(ctx, state.Lock{Group: "prod-nodes", Reason: "incident 42", Who: "alice", Since: now}))
+
+	lifted, ok, err := s.LiftLock(ctx, "prod-nodes")
+	require.NoError(t, err)
+	require.True(t, ok, "the pause was lifted by the first request")
+	require.Equal(t, "incident 42", lifted.Reason)
+	require.Equal(t, "alice", lifted.Who)
+	held, err := s.PauseHolding(ctx, "prod-nodes", now)
+	require.NoError(t, err)
+	require.Nil(t, held)
+
+	_, ok, err = s.LiftLock(ctx, "prod-nodes")
+	require.NoError(t, err)
+	require.False(t, ok, "nothing to lift the second time")
+}
