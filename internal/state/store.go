@@ -83,8 +83,9 @@ type Store interface {
 	// DeleteLock removes the pause lock of a scope; deleting a lock that does not exist is not an error.
 	DeleteLock(ctx context.Context, group string) error
 	// LiftLock removes the pause lock of a scope and returns the lock it removed (false: there was none), as
-	// of the removal itself: one strongly consistent request, so a pause taken a moment before is lifted and
-	// reported, not missed by a lagging listing (patch-agent resume).
+	// of the removal itself, read strongly consistently, so a pause taken a moment before is lifted and
+	// reported, not missed by a lagging listing, and a removal whose answer was lost and retried is still
+	// reported (patch-agent resume).
 	LiftLock(ctx context.Context, group string) (Lock, bool, error)
 	// ListLocks returns every pause lock, the global one first, expired ones included.
 	ListLocks(ctx context.Context) ([]Lock, error)
