@@ -2,13 +2,13 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/state/storetest"
 )
 
 // pausingStore writes a pause lock into the store right before the first pause check of a step reaches it
@@ -222,14 +222,5 @@ func TestPauseDurableAfterTheLooksReadStopsTheNewLaunchTemplateVersionAndTheGrou
 // slotsHeld lists the slots ("group/instance") of the rig's cluster budget (ecs/c1); none when it has no record.
 func slotsHeld(t *testing.T, s state.Store) []string {
 	t.Helper()
-	b, err := s.GetClusterBudget(context.Background(), "ecs/c1")
-	if errors.Is(err, state.ErrNotFound) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []string
-	for _, h := range b.Slots {
-		out = append(out, h.Group+"/"+h.InstanceID)
-	}
-	return out
+	return storetest.SlotsHeld(t, s, "ecs/c1")
 }

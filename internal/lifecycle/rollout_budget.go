@@ -24,8 +24,8 @@ const budgetClaimAttempts = 3
 // are drained by rollouts at once, whichever group, replica or worker drains them, because every claim is a
 // write conditional on the budget's version (state.PlanDrainSlot). It returns the budget record to write (nil
 // when the target has no cluster or the slot is held already) and why the drain must wait ("" when it need
-// not), or a store error. The caller writes the claim with the drain's write-ahead (Orchestrator.claim), or on
-// its own when that write is durable already (claimClusterBudget). A slot stays held while the holder's record
+// not), or a store error. The caller writes the claim with the drain's write-ahead (Orchestrator.claim), or
+// with a guarded write of its own when the drain's start is recorded already. A slot stays held while the holder's record
 // drains that instance (Draining or Terminating of that replacement) and is dropped by the next claim once it
 // does not.
 func (o *Orchestrator) planClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) (*state.ClusterBudget, string, error) {
@@ -39,22 +39,6 @@ func (o *Orchestrator) planClusterBudget(ctx context.Context, t Target, r state.
 		return nil, budgetFullReason(err, old), nil
 	}
 	return b, "", err
-}
-
-// claimClusterBudget claims the slot for the drain of old on its own (state.ClaimDrainSlot), for a drain whose
-// write-ahead is durable already (its start recorded before a crash, or a drain begun again): it returns why the
-// drain must wait ("" when the slot is held), or a store error.
-func (o *Orchestrator) claimClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) (string, error) {
-	key := clusterBudgetKey(t)
-	if key == "" {
-		return "", nil
-	}
-	slot := state.DrainSlot{Group: r.Group, InstanceID: old.ID, At: o.Clock.Now()}
-	err := state.ClaimDrainSlot(ctx, o.Store, key, slot, o.Policy.ClusterBudget, o.drainSlotStale(ctx))
-	if errors.Is(err, state.ErrBudgetFull) {
-		return budgetFullReason(err, old), nil
-	}
-	return "", err
 }
 
 // budgetFullReason is the reason a drain of old waits for a slot of a full cluster budget (err wraps
@@ -90,4 +74,16 @@ func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot)
 		}
 		return true, nil
 	}
+}
+
+// releaseClusterBudget gives back the slot of old when its drain is not started after all: a pause held the
+// drain of a start recorded earlier (a crash or a failed drain call after the write-ahead), so a paused group
+// does not hold up the drains of the cluster's other groups. A failure is returned: the step is retried, and
+// the slot is dropped as stale by a later claim once the record stops draining old.
+func (o *Orchestrator) releaseClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) error {
+	key := clusterBudgetKey(t)
+	if key == "" {
+		return nil
+	}
+	return state.ReleaseDrainSlot(ctx, o.Store, key, r.Group, old.ID)
 }

@@ -152,3 +152,29 @@ func TestDrainWhoseSlotClaimLosesARaceIsPlannedAgainOrWritesNothing(t *testing.T
 		})
 	}
 }
+
+// TestPauseThatHoldsTheDrainOfARecordedStartGivesItsSlotBack: the drain's start and its slot are durable but the
+// drain did not start (a crash or a failed drain call after the write-ahead), and a pause then holds the drain:
+// its slot goes back, so the cluster's other groups are not held up by a paused group; after the resume the
+// drain claims it again and starts.
+func TestPauseThatHoldsTheDrainOfARecordedStartGivesItsSlotBack(t *testing.T) {
+	ctx := context.Background()
+	rg := newRig()
+	rec, v := drainReady()
+	rec.Current.DrainStartedAt = now0.Add(-time.Minute)
+	rg.seed0(rec)
+	_, err := rg.store.PutClusterBudget(ctx, state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "prod", InstanceID: "i-1", At: now0}}})
+	require.NoError(t, err)
+	require.NoError(t, rg.store.PutLock(ctx, state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0.Add(-time.Second)}))
+
+	_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+	require.NoError(t, err)
+	require.Empty(t, rg.platform.started, "held by the pause")
+	require.Empty(t, slotsHeld(t, rg.store), "a paused group holds no slot of the cluster budget")
+
+	require.NoError(t, rg.store.DeleteLock(ctx, "prod"))
+	_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+	require.NoError(t, err)
+	require.Equal(t, []string{"i-1"}, rg.platform.started)
+	require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
+}

@@ -185,6 +185,11 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			break
 		}
 		if err := o.guardEffect(ctx, &r, "drain "+old.ID); err != nil {
+			if errors.Is(err, errHeld) { // paused before the drain: its slot goes back (releaseClusterBudget)
+				if rerr := o.releaseClusterBudget(ctx, t, r, old); rerr != nil {
+					return r, fmt.Errorf("paused before draining %s; giving back its drain slot: %w", old.ID, rerr)
+				}
+			}
 			return r, err
 		}
 		cur = r.Current

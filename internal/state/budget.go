@@ -31,7 +31,8 @@ type DrainSlot struct {
 	At         time.Time `json:"at" dynamodbav:"at"` // when the slot was claimed
 }
 
-// ErrBudgetFull is wrapped by ClaimDrainSlot's error when every slot of the cluster's budget is held.
+// ErrBudgetFull is wrapped by the error of PlanDrainSlot and ClaimDrainSlot when every slot of the cluster's
+// budget is held.
 var ErrBudgetFull = errors.New("cluster budget in use")
 
 // ErrBudgetChanged is wrapped by the error of a guarded write whose claim (PutRolloutUnlessPaused) lost to
@@ -103,4 +104,29 @@ func ClaimDrainSlot(ctx context.Context, s Store, cluster string, slot DrainSlot
 // HoldsDrainSlot reports whether the budget lists group draining instanceID.
 func (b ClusterBudget) HoldsDrainSlot(group, instanceID string) bool {
 	return slices.ContainsFunc(b.Slots, func(h DrainSlot) bool { return h.Group == group && h.InstanceID == instanceID })
+}
+
+// ReleaseDrainSlot drops the slot of group draining instanceID from cluster's budget (a conditional write on
+// Version, re-read on a lost race as ClaimDrainSlot does): for a slot whose drain was then not started (a
+// pause held the drain of a recorded start, after a crash or a failed drain call), so that the slot does not hold up the cluster's other groups meanwhile. A
+// budget without the slot, or no budget record, is not an error.
+func ReleaseDrainSlot(ctx context.Context, s Store, cluster, group, instanceID string) error {
+	var err error
+	for range claimAttempts {
+		b, gerr := s.GetClusterBudget(ctx, cluster)
+		if errors.Is(gerr, ErrNotFound) {
+			return nil
+		}
+		if gerr != nil {
+			return gerr
+		}
+		if !b.HoldsDrainSlot(group, instanceID) {
+			return nil
+		}
+		b.Slots = slices.DeleteFunc(b.Slots, func(h DrainSlot) bool { return h.Group == group && h.InstanceID == instanceID })
+		if _, err = s.PutClusterBudget(ctx, b); err == nil || !errors.Is(err, ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("releasing the drain slot of %s (group %s) in the budget of %s: %w", instanceID, group, cluster, err)
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -95,18 +96,7 @@ func testGuardedWriteWithClaim(t *testing.T, s state.Store) {
 	write := func(r state.Rollout, claim *state.ClusterBudget) (state.Rollout, error) {
 		return s.PutRolloutUnlessPaused(c, r, []state.HistoryEntry{{Group: r.Group, At: at, Event: "drain-" + claim.Slots[len(claim.Slots)-1].InstanceID}}, at, claim)
 	}
-	slots := func() []string {
-		b, err := s.GetClusterBudget(c, "ecs/prod")
-		if errors.Is(err, state.ErrNotFound) {
-			return nil
-		}
-		require.NoError(t, err)
-		var out []string
-		for _, h := range b.Slots {
-			out = append(out, h.Group+"/"+h.InstanceID)
-		}
-		return out
-	}
+	slots := func() []string { return SlotsHeld(t, s, "ecs/prod") }
 	a1, err := s.PutRollout(c, state.Rollout{Group: "a", Phase: state.PhaseReplacing})
 	require.NoError(t, err)
 	b1, err := s.PutRollout(c, state.Rollout{Group: "b", Phase: state.PhaseReplacing})
@@ -148,4 +138,20 @@ func testGuardedWriteWithClaim(t *testing.T, s state.Store) {
 	require.NoError(t, err)
 	require.Len(t, h, 1)
 	require.Equal(t, "drain-i-2", h[0].Event)
+}
+
+// SlotsHeld lists the slots of cluster's budget as "group/instance", in the order stored; none when the cluster
+// has no budget record.
+func SlotsHeld(t *testing.T, s state.Store, cluster string) []string {
+	t.Helper()
+	b, err := s.GetClusterBudget(context.Background(), cluster)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []string
+	for _, h := range b.Slots {
+		out = append(out, h.Group+"/"+h.InstanceID)
+	}
+	return out
 }
