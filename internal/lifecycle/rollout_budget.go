@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -23,22 +24,22 @@ const budgetClaimAttempts = 3
 // and 10) for the drain of old, before the drain starts: at most that many instances of one ECS or EKS cluster
 // are drained by rollouts at once, whichever group, replica or worker drains them, because every claim is a
 // write conditional on the budget's version (state.PlanDrainSlot). It returns the budget record to write (nil
-// when the target has no cluster or the slot is held already) and why the drain must wait ("" when it need
-// not), or a store error. The caller writes the claim with the drain's write-ahead (Orchestrator.claim), or
-// with a guarded write of its own when the drain's start is recorded already. A slot stays held while the holder's record
-// drains that instance (Draining or Terminating of that replacement) and is dropped by the next claim once it
-// does not.
-func (o *Orchestrator) planClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) (*state.ClusterBudget, string, error) {
+// when the target has no cluster), whether that record holds the slot already (writing it confirms the slot),
+// and why the drain must wait ("" when it need not), or a store error. The caller writes the claim with the
+// drain's write-ahead (Orchestrator.claim), or with a guarded write of its own when the drain's start is
+// recorded already. A slot stays held while the holder's record drains that instance (Draining or Terminating
+// of that replacement) and is dropped by the next claim once it does not.
+func (o *Orchestrator) planClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) (*state.ClusterBudget, bool, string, error) {
 	key := clusterBudgetKey(t)
 	if key == "" {
-		return nil, "", nil
+		return nil, false, "", nil
 	}
 	slot := state.DrainSlot{Group: r.Group, InstanceID: old.ID, At: o.Clock.Now()}
-	b, err := state.PlanDrainSlot(ctx, o.Store, key, slot, o.Policy.ClusterBudget, o.drainSlotStale(ctx))
+	b, held, err := state.PlanDrainSlot(ctx, o.Store, key, slot, o.Policy.ClusterBudget, o.drainSlotStale(ctx))
 	if errors.Is(err, state.ErrBudgetFull) {
-		return nil, budgetFullReason(err, old), nil
+		return nil, false, budgetFullReason(err, old), nil
 	}
-	return b, "", err
+	return b, held, "", err
 }
 
 // budgetFullReason is the reason a drain of old waits for a slot of a full cluster budget (err wraps
@@ -74,6 +75,19 @@ func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot)
 		}
 		return true, nil
 	}
+}
+
+// heldDrainGivesSlotBack returns r and err of a drain of old that did not start, after giving back old's
+// slot when a pause held it (errHeld, from the guarded write that claims or confirms the slot or from the
+// check before the drain; releaseClusterBudget). Any other error is returned as it is.
+func (o *Orchestrator) heldDrainGivesSlotBack(ctx context.Context, t Target, r state.Rollout, old InstanceView, err error) (state.Rollout, error) {
+	if !errors.Is(err, errHeld) {
+		return r, err
+	}
+	if rerr := o.releaseClusterBudget(ctx, t, r, old); rerr != nil {
+		return r, fmt.Errorf("paused before draining %s; giving back its drain slot: %w", old.ID, rerr)
+	}
+	return r, err
 }
 
 // releaseClusterBudget gives back the slot of old when its drain is not started after all: a pause held the

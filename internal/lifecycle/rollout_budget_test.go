@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,12 +14,14 @@ import (
 // budgetWrites counts the writes of the cluster budget on its own (PutClusterBudget), and moves the budget
 // right before each of the first races guarded writes that carry a claim — the first of them adding slot
 // (when set), the others only writing it again at a new version: the fault of other drains of the cluster
-// claiming between this drain's plan and its write-ahead.
+// claiming between this drain's plan and its write-ahead. With dropsOurs the first of them also drops the
+// slots of the record's own group: another replica that judged them stale on an older read.
 type budgetWrites struct {
 	state.Store
-	alone int
-	races int
-	slot  *state.DrainSlot
+	alone     int
+	races     int
+	slot      *state.DrainSlot
+	dropsOurs bool
 }
 
 func (s *budgetWrites) PutClusterBudget(ctx context.Context, b state.ClusterBudget) (state.ClusterBudget, error) {
@@ -32,6 +35,9 @@ func (s *budgetWrites) PutRolloutUnlessPaused(ctx context.Context, r state.Rollo
 		b, err := s.Store.GetClusterBudget(ctx, claim.Cluster)
 		if err != nil {
 			b = state.ClusterBudget{Cluster: claim.Cluster}
+		}
+		if s.dropsOurs {
+			b.Slots, s.dropsOurs = slices.DeleteFunc(b.Slots, func(h state.DrainSlot) bool { return h.Group == r.Group }), false
 		}
 		if s.slot != nil {
 			b.Slots, s.slot = append(b.Slots, *s.slot), nil
@@ -105,6 +111,49 @@ func TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst(t *testing.
 			require.Equal(t, now0.Add(-time.Minute), stored.Current.DrainStartedAt, "the recorded start is kept: the deadline does not restart")
 		})
 	}
+}
+
+// TestDrainWhoseHeldSlotAnotherReplicaDroppedDoesNotDrainBesideIt (review findings 1 and 5 of the ninth
+// session): the drain's start is recorded and its slot held, but before the drain the replacement stops
+// serving. The record goes back to wait for a healthy one and its drain start is cleared (a drain begun again
+// gets a deadline of its own). Its slot is now stale, and a replica draining another group of the cluster
+// drops it and claims the budget of 1 — between this drain's plan, which still saw the slot held, and its
+// write-ahead. The write-ahead carries the held slot as a confirmation conditional on the budget's version, not
+// trusting it: it loses, is planned again, finds the budget full, and the drain waits instead of running
+// beside the other one.
+func TestDrainWhoseHeldSlotAnotherReplicaDroppedDoesNotDrainBesideIt(t *testing.T) {
+	ctx := context.Background()
+	rg := newRig()
+	rec, v := drainReady()
+	rec.Current.DrainStartedAt = now0.Add(-time.Hour)
+	rg.seed0(rec)
+	_, err := rg.store.PutClusterBudget(ctx, state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "prod", InstanceID: "i-1", At: now0.Add(-time.Hour)}}})
+	require.NoError(t, err)
+
+	gone := view(3, false, serving("i-1", amiOld), serving("i-2", amiOld))
+	_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: gone, AMI: newAMI()})
+	require.NoError(t, err)
+	stored, err := rg.store.GetRollout(ctx, "prod")
+	require.NoError(t, err)
+	require.Equal(t, state.StepReplacementHealthy, stored.Current.Step)
+	require.True(t, stored.Current.DrainStartedAt.IsZero(), "the drain that never got under way gives up its start")
+
+	other := replacing(StrategySurge, state.StepDraining)
+	other.Group, other.Current.OldInstanceID = "other", "i-7"
+	_, err = rg.store.PutRollout(ctx, other)
+	require.NoError(t, err)
+	rg.o.Store = &budgetWrites{Store: rg.store, races: 1, dropsOurs: true, slot: &state.DrainSlot{Group: "other", InstanceID: "i-7", At: now0}}
+	for range 2 { // replacement healthy again, then the drain
+		_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+		require.NoError(t, err)
+	}
+	require.Empty(t, rg.platform.started, "no second drain on a budget of 1")
+	require.Equal(t, []string{"other/i-7"}, slotsHeld(t, rg.store))
+	stored, err = rg.store.GetRollout(ctx, "prod")
+	require.NoError(t, err)
+	require.Equal(t, state.StepDraining, stored.Current.Step)
+	require.Contains(t, stored.Reason, "i-7 (other)")
+	require.True(t, stored.Current.DrainStartedAt.IsZero(), "no drain start written")
 }
 
 // TestDrainWhoseSlotClaimLosesARaceIsPlannedAgainOrWritesNothing: other drains of the cluster claim between

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -108,7 +109,9 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		// before the old instance stops (invariant 1). A batch member relies on the count below: the
 		// instances that stay, its batch's replacements among them, must serve desired capacity.
 		if nw, ok := v.Instance(cur.NewInstanceID); !ok || !nw.Serving() {
-			cur.Step, cur.StepStartedAt, cur.NewInstanceID = state.StepReplacementHealthy, now, ""
+			// The drain is not under way (the instance is not DRAINING): one begun again later gets a deadline,
+			// a write-ahead and a confirmed slot of its own. The slot held now is stale from this write on.
+			cur.Step, cur.StepStartedAt, cur.NewInstanceID, cur.DrainStartedAt = state.StepReplacementHealthy, now, "", time.Time{}
 			return o.save(ctx, r, "replacement no longer serving: waiting for a healthy one again")
 		}
 	}
@@ -157,17 +160,22 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		// cluster budget rides on the same guarded write: both are durable or neither is, so a pause or a lost
 		// race leaves no slot held for a drain that did not start. A drain whose start is recorded but whose
 		// slot is not held (begun again, or recorded by an agent before this write carried the slot) claims it
-		// with a guarded write of its own. A claim that another drain of the cluster beat is planned again on a
-		// fresh read, up to budgetClaimAttempts times in this call.
+		// with a guarded write of its own. A write-ahead whose slot is held already carries it all the same: the
+		// write confirms the slot (state.PlanDrainSlot), so a replica that dropped it as stale on an older read
+		// (this record was not draining then) loses its claim instead of draining beside this one. A recorded
+		// start whose slot is held needs no write: the record has drained this instance since the write that
+		// claimed or confirmed the slot (one that goes back to wait for a replacement clears its drain start),
+		// so nobody can have judged the slot stale since. A claim that another drain of the cluster beat is
+		// planned again on a fresh read, up to budgetClaimAttempts times in this call.
 		starting := cur.DrainStartedAt.IsZero()
 		for attempt := 1; ; attempt++ {
-			claim, reason, err := o.planClusterBudget(ctx, t, r, old)
+			claim, held, reason, err := o.planClusterBudget(ctx, t, r, old)
 			if err != nil || reason != "" {
 				r.Reason = reason
 				return r, errOr(err, errWait)
 			}
-			if !starting && claim == nil {
-				break // the start is recorded and the slot held (a crash before the drain, or no cluster)
+			if !starting && (claim == nil || held) {
+				break // the start is recorded and the slot held since (a crash before the drain), or no cluster
 			}
 			next, what := r.Clone(), "drain slot claimed"
 			if starting {
@@ -179,18 +187,13 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 				continue
 			}
 			if err != nil {
-				return saved, err
+				return o.heldDrainGivesSlotBack(ctx, t, saved, old, err)
 			}
 			r, cur = saved, saved.Current
 			break
 		}
 		if err := o.guardEffect(ctx, &r, "drain "+old.ID); err != nil {
-			if errors.Is(err, errHeld) { // paused before the drain: its slot goes back (releaseClusterBudget)
-				if rerr := o.releaseClusterBudget(ctx, t, r, old); rerr != nil {
-					return r, fmt.Errorf("paused before draining %s; giving back its drain slot: %w", old.ID, rerr)
-				}
-			}
-			return r, err
+			return o.heldDrainGivesSlotBack(ctx, t, r, old, err)
 		}
 		cur = r.Current
 		if err := startDrainSeen(ctx, platform, t.Cluster, old); err == nil {

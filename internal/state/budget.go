@@ -46,26 +46,28 @@ const claimAttempts = 5
 // the record that claims one slot for slot.Group draining slot.InstanceID, for the caller to write
 // conditionally on its Version (PutClusterBudget, or with the drain's write-ahead: PutRolloutUnlessPaused).
 // Slots for which stale reports true are dropped from it first. A slot the group already holds for the
-// instance returns nil and no error (a repeat after a crash claims nothing twice). When the budget is full it
-// returns nil and an error wrapping ErrBudgetFull that names the slots held; a store error, or one of stale,
-// is returned as is.
-func PlanDrainSlot(ctx context.Context, s Store, cluster string, slot DrainSlot, budget int, stale func(DrainSlot) (bool, error)) (*ClusterBudget, error) {
+// instance returns the record as read and held true. Written, it claims nothing twice but moves Version, so
+// that another writer that judged the slot stale on an older read (its holder's record was not draining then)
+// loses its conditional write and plans again with the slot held, instead of both drains going ahead: a drain
+// write-ahead carries it. When the budget is full it returns nil and an error wrapping ErrBudgetFull that
+// names the slots held; a store error, or one of stale, is returned as is.
+func PlanDrainSlot(ctx context.Context, s Store, cluster string, slot DrainSlot, budget int, stale func(DrainSlot) (bool, error)) (plan *ClusterBudget, held bool, err error) {
 	budget = max(budget, 1)
 	b, err := s.GetClusterBudget(ctx, cluster)
 	if errors.Is(err, ErrNotFound) {
 		b, err = ClusterBudget{Cluster: cluster}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	kept := make([]DrainSlot, 0, len(b.Slots)+1)
 	for _, h := range b.Slots {
 		if h.Group == slot.Group && h.InstanceID == slot.InstanceID {
-			return nil, nil // already ours
+			return &b, true, nil // already ours
 		}
 		gone, serr := stale(h)
 		if serr != nil {
-			return nil, fmt.Errorf("checking the drain of %s (group %s) in the budget of %s: %w", h.InstanceID, h.Group, cluster, serr)
+			return nil, false, fmt.Errorf("checking the drain of %s (group %s) in the budget of %s: %w", h.InstanceID, h.Group, cluster, serr)
 		}
 		if !gone {
 			kept = append(kept, h)
@@ -76,22 +78,21 @@ func PlanDrainSlot(ctx context.Context, s Store, cluster string, slot DrainSlot,
 		for _, h := range kept {
 			names = append(names, h.InstanceID+" ("+h.Group+")")
 		}
-		return nil, fmt.Errorf("%w: %d of %d drain(s) of cluster %s under way: %s", ErrBudgetFull, len(kept), budget, cluster, strings.Join(names, ", "))
+		return nil, false, fmt.Errorf("%w: %d of %d drain(s) of cluster %s under way: %s", ErrBudgetFull, len(kept), budget, cluster, strings.Join(names, ", "))
 	}
 	b.Slots = append(kept, slot)
-	return &b, nil
+	return &b, false, nil
 }
 
 // ClaimDrainSlot claims one slot as PlanDrainSlot plans it and writes the claim on its own (PutClusterBudget),
-// re-reading after a lost race: for a drain whose write-ahead is already durable (resumed after a crash, or
-// begun again), which the claim cannot join. It returns nil when the slot is held (claimed now or before); a
+// re-reading after a lost race. It returns nil when the slot is held (claimed now, or before and confirmed now); a
 // full budget, a store error, or a claim that lost claimAttempts conditional writes in a row (ErrConflict) is
 // returned as an error.
 func ClaimDrainSlot(ctx context.Context, s Store, cluster string, slot DrainSlot, budget int, stale func(DrainSlot) (bool, error)) error {
 	var err error
 	for range claimAttempts {
-		b, perr := PlanDrainSlot(ctx, s, cluster, slot, budget, stale)
-		if perr != nil || b == nil {
+		b, _, perr := PlanDrainSlot(ctx, s, cluster, slot, budget, stale)
+		if perr != nil {
 			return perr
 		}
 		if _, err = s.PutClusterBudget(ctx, *b); err == nil || !errors.Is(err, ErrConflict) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,11 +27,28 @@ func testClusterBudget(t *testing.T, s state.Store) {
 	live := func(state.DrainSlot) (bool, error) { return false, nil }
 	err = state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "a", InstanceID: "i-1", At: at}, 1, live)
 	require.NoError(t, err)
-	planned, err := state.PlanDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "a", InstanceID: "i-1", At: at}, 1, live)
+	planned, held, err := state.PlanDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "a", InstanceID: "i-1", At: at.Add(time.Hour)}, 1, live)
 	require.NoError(t, err)
-	require.Nil(t, planned, "a held slot plans no write")
+	require.True(t, held)
+	require.NotNil(t, planned, "a held slot plans a write that confirms it")
+	require.Len(t, planned.Slots, 1, "and claims nothing twice")
+	require.True(t, planned.Slots[0].At.Equal(at), "the slot keeps the time it was claimed")
 	err = state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "a", InstanceID: "i-1", At: at}, 1, live)
 	require.NoError(t, err, "a repeat of a held claim")
+
+	// A writer that judged a's slot stale on an older read (a's record was not draining then) loses to a's
+	// confirmation of it: never two drains on a budget of 1.
+	stale := func(h state.DrainSlot) (bool, error) { return h.Group == "a", nil }
+	beside, held, err := state.PlanDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "b", InstanceID: "i-2", At: at}, 1, stale)
+	require.NoError(t, err)
+	require.False(t, held)
+	require.Equal(t, []string{"b/i-2"}, slotNames(beside.Slots), "b planned over a's slot")
+	confirm, _, err := state.PlanDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "a", InstanceID: "i-1", At: at}, 1, live)
+	require.NoError(t, err)
+	_, err = s.PutClusterBudget(c, *confirm)
+	require.NoError(t, err)
+	_, err = s.PutClusterBudget(c, *beside)
+	require.ErrorIs(t, err, state.ErrConflict, "b's claim was planned on a read that a's confirmation moved")
 	err = state.ClaimDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: "b", InstanceID: "i-2", At: at}, 1, live)
 	require.ErrorIs(t, err, state.ErrBudgetFull)
 	require.Contains(t, err.Error(), "i-1 (a)")
@@ -88,8 +106,9 @@ func testGuardedWriteWithClaim(t *testing.T, s state.Store) {
 	c := ctx(t)
 	live := func(state.DrainSlot) (bool, error) { return false, nil }
 	plan := func(group, instance string) *state.ClusterBudget {
-		b, err := state.PlanDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: group, InstanceID: instance, At: at}, 2, live)
+		b, held, err := state.PlanDrainSlot(c, s, "ecs/prod", state.DrainSlot{Group: group, InstanceID: instance, At: at}, 2, live)
 		require.NoError(t, err)
+		require.False(t, held)
 		require.NotNil(t, b, "a slot to claim for %s", instance)
 		return b
 	}
@@ -149,8 +168,13 @@ func SlotsHeld(t *testing.T, s state.Store, cluster string) []string {
 		return nil
 	}
 	require.NoError(t, err)
+	return slotNames(b.Slots)
+}
+
+// slotNames names slots "<group>/<instance>", in order.
+func slotNames(slots []state.DrainSlot) []string {
 	var out []string
-	for _, h := range b.Slots {
+	for _, h := range slots {
 		out = append(out, h.Group+"/"+h.InstanceID)
 	}
 	return out
