@@ -227,3 +227,54 @@ func TestPauseThatHoldsTheDrainOfARecordedStartGivesItsSlotBack(t *testing.T) {
 	require.Equal(t, []string{"i-1"}, rg.platform.started)
 	require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
 }
+
+// TestECSManagedDrainingCountsAgainstTheClusterBudget (review finding 3 of the ninth session): in a group with
+// ECS managed draining, ECS drains the old instance when the agent terminates it, so the move to Terminating is
+// where that drain begins. It claims the cluster's slot in the same guarded write: with another group's live
+// drain filling a budget of 1 it waits (no Terminating, no termination); with the slot free it moves on holding
+// the slot; a pause writes neither.
+func TestECSManagedDrainingCountsAgainstTheClusterBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		full, paused   bool
+		step           state.Step
+		slots          []string
+		reasonContains string
+	}{
+		{"slot free", false, false, state.StepTerminating, []string{"prod/i-1"}, ""},
+		{"budget full", true, false, state.StepDraining, []string{"other/i-7"}, "i-7 (other)"},
+		{"paused", false, true, state.StepDraining, nil, "incident"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			rg := newRig()
+			rec, v := drainReady()
+			rec.ECSManagedDraining = true
+			rg.seed0(rec)
+			if tc.full {
+				other := replacing(StrategySurge, state.StepDraining)
+				other.Group, other.Current.OldInstanceID = "other", "i-7"
+				_, err := rg.store.PutRollout(ctx, other)
+				require.NoError(t, err)
+				_, err = rg.store.PutClusterBudget(ctx, state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "other", InstanceID: "i-7", At: now0}}})
+				require.NoError(t, err)
+			}
+			if tc.paused {
+				require.NoError(t, rg.store.PutLock(ctx, state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0.Add(-time.Second)}))
+			}
+			_, err := rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+			require.NoError(t, err)
+			require.Empty(t, rg.platform.started, "never DRAINING on top of ECS managed draining")
+			require.Equal(t, tc.slots, slotsHeld(t, rg.store))
+			stored, err := rg.store.GetRollout(ctx, "prod")
+			require.NoError(t, err)
+			require.Equal(t, tc.step, stored.Current.Step)
+			require.Contains(t, stored.Reason, tc.reasonContains)
+			if tc.step != state.StepTerminating {
+				for _, c := range rg.groups.calls {
+					require.NotEqual(t, "Terminate", c.Op, "no termination: ECS would drain beyond the budget")
+				}
+			}
+		})
+	}
+}

@@ -116,9 +116,7 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		}
 	}
 	if r.ECSManagedDraining {
-		// ECS drains the instance when it terminates (field case C17): never DRAINING on top of it.
-		cur.Step, cur.StepStartedAt = state.StepTerminating, now
-		return o.save(ctx, r, "ECS managed draining will drain it on termination")
+		return o.managedDrainNext(ctx, t, r, old)
 	}
 	started := false // set DRAINING by this call, after the view was taken
 	if old.Node.Registered && !old.Node.Draining {
@@ -248,6 +246,32 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			old.ID, o.Policy.DrainTimeout, prog.Detail), false)
 	}
 	return r, errWait
+}
+
+// managedDrainNext moves the drain of old in a group with ECS managed draining on to Terminating: ECS drains
+// the instance when it terminates (field case C17), so the agent never sets DRAINING on top of it. That drain
+// counts against the per-cluster budget all the same (invariant 3 per cluster): its slot rides on this write,
+// made as the termination's guarded write-ahead (a pause writes nothing; the slot stays held while the record
+// is at Terminating of old, through ECS's drain in Terminating:Wait). A full budget waits; a claim another
+// drain of the cluster beat is planned again, up to budgetClaimAttempts times in this call.
+func (o *Orchestrator) managedDrainNext(ctx context.Context, t Target, r state.Rollout, old InstanceView) (state.Rollout, error) {
+	for attempt := 1; ; attempt++ {
+		claim, _, reason, err := o.planClusterBudget(ctx, t, r, old)
+		if err != nil || reason != "" {
+			r.Reason = reason
+			return r, errOr(err, errWait)
+		}
+		next := r.Clone()
+		next.Current.Step, next.Current.StepStartedAt = state.StepTerminating, o.Clock.Now()
+		if claim != nil {
+			o.guard, o.claim = "terminate "+old.ID, claim
+		}
+		saved, err := o.save(ctx, next, "ECS managed draining will drain it on termination")
+		if errors.Is(err, state.ErrBudgetChanged) && attempt < budgetClaimAttempts {
+			continue
+		}
+		return saved, err
+	}
 }
 
 // terminateOld is the Terminating step: scale-in protection comes off the drained instance, and
