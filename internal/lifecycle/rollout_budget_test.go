@@ -278,3 +278,45 @@ func TestECSManagedDrainingCountsAgainstTheClusterBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainFirstManagedDrainingPickClaimsItsSlot (review 10, finding A): a drain-first group with ECS managed
+// draining (the default strategy of a capacity-provider group with managed draining) picks straight into
+// Terminating: ECS drains the instance on that termination. The pick's guarded write carries its slot of the
+// cluster budget: with another group's live drain filling a budget of 1 nothing is picked, nothing
+// terminated, and the record waits as it was; with the slot free the pick and the slot are written together.
+func TestDrainFirstManagedDrainingPickClaimsItsSlot(t *testing.T) {
+	for _, full := range []bool{true, false} {
+		t.Run(map[bool]string{true: "budget full", false: "slot free"}[full], func(t *testing.T) {
+			ctx := context.Background()
+			rg := newRig()
+			if full {
+				other := replacing(StrategySurge, state.StepDraining)
+				other.Group, other.Current.OldInstanceID = "other", "i-7"
+				_, err := rg.store.PutRollout(ctx, other)
+				require.NoError(t, err)
+				_, err = rg.store.PutClusterBudget(ctx, state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "other", InstanceID: "i-7", At: now0}}})
+				require.NoError(t, err)
+			}
+			rec := replacing(StrategyDrainFirst, state.StepDraining)
+			rec.Current, rec.ECSManagedDraining = nil, true
+			rg.seed0(rec)
+			v := view(2, false, serving("i-1", amiOld), serving("i-2", amiOld))
+			_, err := rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+			require.NoError(t, err)
+			stored, err := rg.store.GetRollout(ctx, "prod")
+			require.NoError(t, err)
+			if full {
+				for _, c := range rg.groups.calls {
+					require.NotEqual(t, "Terminate", c.Op, "ECS would drain %s beside other's drain of i-7 on a budget of 1", c.Target)
+				}
+				require.Nil(t, stored.Current, "no pick without its slot")
+				require.Contains(t, stored.Reason, "i-7 (other)")
+				require.Equal(t, []string{"other/i-7"}, slotsHeld(t, rg.store))
+				return
+			}
+			require.NotNil(t, stored.Current)
+			require.Equal(t, state.StepTerminating, stored.Current.Step)
+			require.Equal(t, []string{"prod/" + stored.Current.OldInstanceID}, slotsHeld(t, rg.store))
+		})
+	}
+}

@@ -409,12 +409,43 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 	case r.Strategy == StrategyDrainFirst:
 		first = state.StepDraining
 	}
+	unpicked := r.Clone()
 	r.Current = &state.Replacement{Step: first, OldInstanceID: pick.ID, DesiredBefore: v.Desired,
 		InstancesBefore: ids, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: pick.Node.Name}
+	if first == state.StepTerminating {
+		return o.pickManagedDrain(ctx, t, unpicked, r, pick)
+	}
 	if r.Batch = batchPeers(t, v, r, outdated, *r.Current); len(r.Batch) > 0 { // rollout_batch.go
 		return o.save(ctx, r, fmt.Sprintf("replacing a batch of %d instances", inFlight(r)))
 	}
 	return o.save(ctx, r, "replacing instance")
+}
+
+// pickManagedDrain writes the pick of a drain-first group with ECS managed draining (r, straight at
+// Terminating: ECS drains pick when it terminates) with pick's slot of the per-cluster budget in the same
+// guarded write-ahead (invariant 3 per cluster; managedDrainNext is the same claim for the other strategies).
+// A full budget waits with the record as it was before the pick (unpicked): the waiting write must not make a
+// pick without its slot durable. A claim another drain of the cluster beat is planned again, up to
+// budgetClaimAttempts times in this call.
+func (o *Orchestrator) pickManagedDrain(ctx context.Context, t Target, unpicked, r state.Rollout, pick InstanceView) (state.Rollout, error) {
+	guard := o.guard
+	for attempt := 1; ; attempt++ {
+		claim, _, reason, err := o.planClusterBudget(ctx, t, r, pick)
+		if err != nil || reason != "" {
+			o.guard = ""
+			unpicked.Reason = reason
+			return unpicked, errOr(err, errWait)
+		}
+		o.guard, o.claim = guard, claim
+		if claim != nil && guard == "" {
+			o.guard = "terminate " + pick.ID // no pause check pending for the pick: the claim needs a guarded write
+		}
+		saved, err := o.save(ctx, r.Clone(), "replacing instance")
+		if errors.Is(err, state.ErrBudgetChanged) && attempt < budgetClaimAttempts {
+			continue
+		}
+		return saved, err
+	}
 }
 
 // surge raises desired capacity by one (and max by one when desired is already at max) so that the
