@@ -77,15 +77,16 @@ func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot)
 	}
 }
 
-// heldDrainGivesSlotBack returns r and err of a drain of old that did not start, after giving back old's
-// slot when a pause held it (errHeld, from the guarded write that claims or confirms the slot or from the
-// check before the drain; releaseClusterBudget). Any other error is returned as it is.
-func (o *Orchestrator) heldDrainGivesSlotBack(ctx context.Context, t Target, r state.Rollout, old InstanceView, err error) (state.Rollout, error) {
-	if !errors.Is(err, errHeld) {
+// notStartedGivesSlotBack returns r and err of a drain of old that did not start, after giving back old's
+// slot when it waits (errWait: a pause held it — errHeld, from the guarded write that claims or confirms the
+// slot, or from the check before the drain — or a gate did; releaseClusterBudget). Any other error is returned
+// as it is: the step is retried.
+func (o *Orchestrator) notStartedGivesSlotBack(ctx context.Context, t Target, r state.Rollout, old InstanceView, err error) (state.Rollout, error) {
+	if !errors.Is(err, errWait) {
 		return r, err
 	}
 	if rerr := o.releaseClusterBudget(ctx, t, r, old); rerr != nil {
-		return r, fmt.Errorf("paused before draining %s; giving back its drain slot: %w", old.ID, rerr)
+		return r, fmt.Errorf("held before draining %s (%s); giving back its drain slot: %w", old.ID, r.Reason, rerr)
 	}
 	return r, err
 }

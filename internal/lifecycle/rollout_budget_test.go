@@ -76,10 +76,11 @@ func TestDrainWriteAheadCarriesItsSlotOfTheClusterBudget(t *testing.T) {
 	require.Equal(t, now0, stored.Current.DrainStartedAt)
 }
 
-// TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst: a drain begun again (or recorded by an
-// agent whose write-ahead did not carry the slot) has its start recorded and no slot: it claims the slot with
-// a guarded write of its own before the drain starts, and waits without draining while the cluster's budget
-// is full with another group's live drain.
+// TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst: a drain whose slot was given back while a
+// pause or a gate held it (or recorded by an agent whose write-ahead did not carry the slot) has its start
+// recorded and no slot: it claims the slot with a guarded write of its own before the drain starts, which
+// starts the drain's deadline again (the instance is not DRAINING: no drain was under way), and waits without
+// draining while the cluster's budget is full with another group's live drain.
 func TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst(t *testing.T) {
 	for _, full := range []bool{false, true} {
 		t.Run(map[bool]string{false: "slot free", true: "budget full"}[full], func(t *testing.T) {
@@ -108,7 +109,7 @@ func TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst(t *testing.
 			}
 			require.Equal(t, []string{"i-1"}, rg.platform.started)
 			require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
-			require.Equal(t, now0.Add(-time.Minute), stored.Current.DrainStartedAt, "the recorded start is kept: the deadline does not restart")
+			require.Equal(t, now0, stored.Current.DrainStartedAt, "the deadline runs from the claim: no drain was under way (review 10, finding B)")
 		})
 	}
 }
@@ -317,6 +318,61 @@ func TestDrainFirstManagedDrainingPickClaimsItsSlot(t *testing.T) {
 			require.NotNil(t, stored.Current)
 			require.Equal(t, state.StepTerminating, stored.Current.Step)
 			require.Equal(t, []string{"prod/" + stored.Current.OldInstanceID}, slotsHeld(t, rg.store))
+		})
+	}
+}
+
+// gateAlarms is an alarm source whose firing alarms the test sets.
+type gateAlarms struct{ firing []string }
+
+func (a *gateAlarms) InAlarm(context.Context, []string) ([]string, error) { return a.firing, nil }
+
+// TestRecordedDrainStartHeldByAPauseOrAGateRunsOnADeadlineOfItsOwn (review 10, findings B and B'): the drain's
+// start is recorded with its slot, but the drain call fails; then a pause, or a firing alarm gate, holds the
+// drain for two hours. While it is held the slot goes back (the cluster's other groups are not held up by a
+// drain that is not under way); once nothing holds it the drain claims its slot again, its deadline starts
+// from that claim, and the drain runs instead of being put back in service at once, past the first
+// attempt's 30 min deadline.
+func TestRecordedDrainStartHeldByAPauseOrAGateRunsOnADeadlineOfItsOwn(t *testing.T) {
+	for _, byPause := range []bool{true, false} {
+		t.Run(map[bool]string{true: "pause", false: "alarm gate"}[byPause], func(t *testing.T) {
+			ctx := context.Background()
+			rg := newRig()
+			alarms := &gateAlarms{}
+			rg.target.Policy.Alarms, rg.o.Alarms = []string{"p99"}, alarms
+			rec, v := drainReady()
+			v.Instances[0].Node.Tasks = 3
+			rg.seed0(rec)
+			rg.platform.drainError = context.DeadlineExceeded // the drain call fails after the write-ahead
+			_, err := rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+			require.Error(t, err)
+			require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
+			rg.platform.drainError, rg.platform.started = nil, nil
+
+			if byPause {
+				require.NoError(t, rg.store.PutLock(ctx, state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0}))
+			} else {
+				alarms.firing = []string{"p99"}
+			}
+			for range 8 { // two hours of 15 min looks, held
+				rg.clock.Step(15 * time.Minute)
+				v.ObservedAt = rg.clock.Now()
+				_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+				require.NoError(t, err)
+				require.Empty(t, slotsHeld(t, rg.store), "a held drain that is not under way holds no slot")
+			}
+			require.Empty(t, rg.platform.started)
+			require.NoError(t, rg.store.DeleteLock(ctx, "prod"))
+			alarms.firing = nil
+			_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+			require.NoError(t, err)
+			stored, err := rg.store.GetRollout(ctx, "prod")
+			require.NoError(t, err)
+			require.Equal(t, []string{"i-1"}, rg.platform.started)
+			require.Empty(t, rg.platform.undrained, "a drain begun a moment ago is not past a 30 min deadline")
+			require.Equal(t, state.PhaseReplacing, stored.Phase)
+			require.Equal(t, rg.clock.Now(), stored.Current.DrainStartedAt, "the deadline runs from the claim")
+			require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
 		})
 	}
 }

@@ -120,8 +120,18 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 	}
 	started := false // set DRAINING by this call, after the view was taken
 	if old.Node.Registered && !old.Node.Draining {
+		// A recorded start (a crash or a failed drain call after the write-ahead) that a pause or a gate holds
+		// is not under way: its slot goes back, so a held group does not hold up the cluster's other drains,
+		// and the drain claims it again, with a deadline from then, once nothing holds it (notStarted).
+		starting := cur.DrainStartedAt.IsZero()
+		notStarted := func(r state.Rollout, err error) (state.Rollout, error) {
+			if starting {
+				return r, err
+			}
+			return o.notStartedGivesSlotBack(ctx, t, r, old, err)
+		}
 		if err := o.guardIfPaused(&r, "drain "+old.ID); err != nil {
-			return r, err
+			return notStarted(r, err)
 		}
 		if r.Strategy != StrategyDrainFirst {
 			// Invariant 1 before the drain, not only after it: the instances that stay must already serve
@@ -135,12 +145,12 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			}
 			if serving < int(cur.DesiredBefore) {
 				r.Reason = fmt.Sprintf("waiting for %d serving instance(s) besides %s before draining it (%d now)", cur.DesiredBefore, old.ID, serving)
-				return r, errWait
+				return notStarted(r, errWait)
 			}
 		}
 		if reason := o.runGate(ctx, t); reason != "" {
 			r.Reason = reason + "; next step: drain " + old.ID
-			return r, errWait
+			return notStarted(r, errWait)
 		}
 		if reason, late, err := o.capacityProviderDrainGate(ctx, t, platform, r, old); err != nil || reason != "" { // capacity-provider strategy
 			if late {
@@ -148,7 +158,7 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 				return o.halt(ctx, r, reason+fmt.Sprintf(" (waited more than %s)", o.Policy.DrainTimeout), false)
 			}
 			r.Reason = reason
-			return r, errOr(err, errWait)
+			return notStarted(r, errOr(err, errWait))
 		}
 		if reason, err := standaloneRefusal(ctx, t, platform, []string{old.ID}); err != nil || reason != "" { // one started since the pick
 			return o.haltOr(ctx, r, reason, err)
@@ -157,15 +167,15 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		// hours. Written before the drain starts, so a crash cannot restart the clock. The drain's slot of the
 		// cluster budget rides on the same guarded write: both are durable or neither is, so a pause or a lost
 		// race leaves no slot held for a drain that did not start. A drain whose start is recorded but whose
-		// slot is not held (begun again, or recorded by an agent before this write carried the slot) claims it
-		// with a guarded write of its own. A write-ahead whose slot is held already carries it all the same: the
+		// slot is not held (its slot given back while a pause or a gate held it, or recorded by an agent before
+		// this write carried the slot) claims it with a guarded write of its own, which starts its deadline
+		// again: the instance is not DRAINING, so no drain has been under way. A write-ahead whose slot is held already carries it all the same: the
 		// write confirms the slot (state.PlanDrainSlot), so a replica that dropped it as stale on an older read
 		// (this record was not draining then) loses its claim instead of draining beside this one. A recorded
 		// start whose slot is held needs no write: the record has drained this instance since the write that
 		// claimed or confirmed the slot (one that goes back to wait for a replacement clears its drain start),
 		// so nobody can have judged the slot stale since. A claim that another drain of the cluster beat is
 		// planned again on a fresh read, up to budgetClaimAttempts times in this call.
-		starting := cur.DrainStartedAt.IsZero()
 		for attempt := 1; ; attempt++ {
 			claim, held, reason, err := o.planClusterBudget(ctx, t, r, old)
 			if err != nil || reason != "" {
@@ -177,21 +187,22 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			}
 			next, what := r.Clone(), "drain slot claimed"
 			if starting {
-				next.Current.DrainStartedAt, what = now, "drain starting"
+				what = "drain starting"
 			}
+			next.Current.DrainStartedAt = now
 			o.guard, o.claim = "drain "+old.ID, claim
 			saved, err := o.save(ctx, next, what)
 			if errors.Is(err, state.ErrBudgetChanged) && attempt < budgetClaimAttempts {
 				continue
 			}
 			if err != nil {
-				return o.heldDrainGivesSlotBack(ctx, t, saved, old, err)
+				return o.notStartedGivesSlotBack(ctx, t, saved, old, err)
 			}
 			r, cur = saved, saved.Current
 			break
 		}
 		if err := o.guardEffect(ctx, &r, "drain "+old.ID); err != nil {
-			return o.heldDrainGivesSlotBack(ctx, t, r, old, err)
+			return o.notStartedGivesSlotBack(ctx, t, r, old, err)
 		}
 		cur = r.Current
 		if err := startDrainSeen(ctx, platform, t.Cluster, old); err == nil {
