@@ -49,6 +49,33 @@ func (s *budgetWrites) PutRolloutUnlessPaused(ctx context.Context, r state.Rollo
 	return s.Store.PutRolloutUnlessPaused(ctx, r, h, now, claim)
 }
 
+// otherGroupDraining stores group "other" at Draining of i-7 in the rig's cluster c1 and, with holdsSlot, its
+// slot: the only one of the default budget of 1.
+func otherGroupDraining(t *testing.T, rg *rig, holdsSlot bool) {
+	t.Helper()
+	ctx := context.Background()
+	other := replacing(StrategySurge, state.StepDraining)
+	other.Group, other.Current.OldInstanceID = "other", "i-7"
+	_, err := rg.store.PutRollout(ctx, other)
+	require.NoError(t, err)
+	if holdsSlot {
+		_, err = rg.store.PutClusterBudget(ctx, state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "other", InstanceID: "i-7", At: now0}}})
+		require.NoError(t, err)
+	}
+}
+
+// recordedDrainStart seeds drainReady's record with its drain start recorded at startedAt and its slot of the
+// cluster budget held (claimed then), and returns drainReady's look: a drain recorded but not under way.
+func recordedDrainStart(t *testing.T, rg *rig, startedAt time.Time) GroupView {
+	t.Helper()
+	rec, v := drainReady()
+	rec.Current.DrainStartedAt = startedAt
+	rg.seed0(rec)
+	_, err := rg.store.PutClusterBudget(context.Background(), state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "prod", InstanceID: "i-1", At: startedAt}}})
+	require.NoError(t, err)
+	return v
+}
+
 // drainReady is the rig's record at Draining of i-1 with its replacement i-9 serving, and the look that sees it.
 func drainReady() (state.Rollout, GroupView) {
 	r := replacing(StrategySurge, state.StepDraining)
@@ -89,13 +116,7 @@ func TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst(t *testing.
 			rec.Current.DrainStartedAt = now0.Add(-time.Minute)
 			rg.seed0(rec)
 			if full {
-				other := replacing(StrategySurge, state.StepDraining)
-				other.Group, other.Current.OldInstanceID = "other", "i-7"
-				_, err := rg.store.PutRollout(context.Background(), other)
-				require.NoError(t, err)
-				_, err = rg.store.PutClusterBudget(context.Background(), state.ClusterBudget{Cluster: "ecs/c1",
-					Slots: []state.DrainSlot{{Group: "other", InstanceID: "i-7", At: now0}}})
-				require.NoError(t, err)
+				otherGroupDraining(t, rg, true)
 			}
 			_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: v, AMI: newAMI()})
 			require.NoError(t, err)
@@ -125,24 +146,17 @@ func TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst(t *testing.
 func TestDrainWhoseHeldSlotAnotherReplicaDroppedDoesNotDrainBesideIt(t *testing.T) {
 	ctx := context.Background()
 	rg := newRig()
-	rec, v := drainReady()
-	rec.Current.DrainStartedAt = now0.Add(-time.Hour)
-	rg.seed0(rec)
-	_, err := rg.store.PutClusterBudget(ctx, state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "prod", InstanceID: "i-1", At: now0.Add(-time.Hour)}}})
-	require.NoError(t, err)
+	v := recordedDrainStart(t, rg, now0.Add(-time.Hour))
 
 	gone := view(3, false, serving("i-1", amiOld), serving("i-2", amiOld))
-	_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: gone, AMI: newAMI()})
+	_, err := rg.o.Reconcile(ctx, rg.target, Inputs{View: gone, AMI: newAMI()})
 	require.NoError(t, err)
 	stored, err := rg.store.GetRollout(ctx, "prod")
 	require.NoError(t, err)
 	require.Equal(t, state.StepReplacementHealthy, stored.Current.Step)
 	require.True(t, stored.Current.DrainStartedAt.IsZero(), "the drain that never got under way gives up its start")
 
-	other := replacing(StrategySurge, state.StepDraining)
-	other.Group, other.Current.OldInstanceID = "other", "i-7"
-	_, err = rg.store.PutRollout(ctx, other)
-	require.NoError(t, err)
+	otherGroupDraining(t, rg, false)
 	rg.o.Store = &budgetWrites{Store: rg.store, races: 1, dropsOurs: true, slot: &state.DrainSlot{Group: "other", InstanceID: "i-7", At: now0}}
 	for range 2 { // replacement healthy again, then the drain
 		_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
@@ -180,13 +194,10 @@ func TestDrainWhoseSlotClaimLosesARaceIsPlannedAgainOrWritesNothing(t *testing.T
 			rg.o.Policy.ClusterBudget = tc.budget
 			rec, v := drainReady()
 			rg.seed0(rec)
-			other := replacing(StrategySurge, state.StepDraining)
-			other.Group, other.Current.OldInstanceID = "other", "i-7"
-			_, err := rg.store.PutRollout(context.Background(), other)
-			require.NoError(t, err)
+			otherGroupDraining(t, rg, false)
 			rg.o.Store = &budgetWrites{Store: rg.store, races: tc.races, slot: &state.DrainSlot{Group: "other", InstanceID: "i-7", At: now0}}
 
-			_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: v, AMI: newAMI()})
+			_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: v, AMI: newAMI()})
 			require.NoError(t, err)
 			require.Equal(t, tc.slots, slotsHeld(t, rg.store))
 			stored, err := rg.store.GetRollout(context.Background(), "prod")
@@ -210,14 +221,10 @@ func TestDrainWhoseSlotClaimLosesARaceIsPlannedAgainOrWritesNothing(t *testing.T
 func TestPauseThatHoldsTheDrainOfARecordedStartGivesItsSlotBack(t *testing.T) {
 	ctx := context.Background()
 	rg := newRig()
-	rec, v := drainReady()
-	rec.Current.DrainStartedAt = now0.Add(-time.Minute)
-	rg.seed0(rec)
-	_, err := rg.store.PutClusterBudget(ctx, state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "prod", InstanceID: "i-1", At: now0}}})
-	require.NoError(t, err)
+	v := recordedDrainStart(t, rg, now0.Add(-time.Minute))
 	require.NoError(t, rg.store.PutLock(ctx, state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0.Add(-time.Second)}))
 
-	_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+	_, err := rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
 	require.NoError(t, err)
 	require.Empty(t, rg.platform.started, "held by the pause")
 	require.Empty(t, slotsHeld(t, rg.store), "a paused group holds no slot of the cluster budget")
@@ -253,12 +260,7 @@ func TestECSManagedDrainingCountsAgainstTheClusterBudget(t *testing.T) {
 			rec.ECSManagedDraining = true
 			rg.seed0(rec)
 			if tc.full {
-				other := replacing(StrategySurge, state.StepDraining)
-				other.Group, other.Current.OldInstanceID = "other", "i-7"
-				_, err := rg.store.PutRollout(ctx, other)
-				require.NoError(t, err)
-				_, err = rg.store.PutClusterBudget(ctx, state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "other", InstanceID: "i-7", At: now0}}})
-				require.NoError(t, err)
+				otherGroupDraining(t, rg, true)
 			}
 			if tc.paused {
 				require.NoError(t, rg.store.PutLock(ctx, state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0.Add(-time.Second)}))
@@ -291,12 +293,7 @@ func TestDrainFirstManagedDrainingPickClaimsItsSlot(t *testing.T) {
 			ctx := context.Background()
 			rg := newRig()
 			if full {
-				other := replacing(StrategySurge, state.StepDraining)
-				other.Group, other.Current.OldInstanceID = "other", "i-7"
-				_, err := rg.store.PutRollout(ctx, other)
-				require.NoError(t, err)
-				_, err = rg.store.PutClusterBudget(ctx, state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "other", InstanceID: "i-7", At: now0}}})
-				require.NoError(t, err)
+				otherGroupDraining(t, rg, true)
 			}
 			rec := replacing(StrategyDrainFirst, state.StepDraining)
 			rec.Current, rec.ECSManagedDraining = nil, true
