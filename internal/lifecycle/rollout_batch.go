@@ -164,7 +164,7 @@ func (o *Orchestrator) replaceBatch(ctx context.Context, t Target, platform Plat
 		case state.StepDraining:
 			next, err = o.drainOld(ctx, t, platform, v, rr)
 		case state.StepTerminating:
-			next, err = o.terminateOld(ctx, v, rr)
+			next, err = o.terminateOld(ctx, t, v, rr)
 		default:
 			return r, fmt.Errorf("batch member %s at step %q beside a drain", m.OldInstanceID, m.Step)
 		}

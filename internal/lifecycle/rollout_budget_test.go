@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -59,7 +60,13 @@ func otherGroupDraining(t *testing.T, rg *rig, holdsSlot bool) {
 	_, err := rg.store.PutRollout(ctx, other)
 	require.NoError(t, err)
 	if holdsSlot {
-		_, err = rg.store.PutClusterBudget(ctx, state.ClusterBudget{Cluster: "ecs/c1", Slots: []state.DrainSlot{{Group: "other", InstanceID: "i-7", At: now0}}})
+		b, err := rg.store.GetClusterBudget(ctx, "ecs/c1")
+		if errors.Is(err, state.ErrNotFound) {
+			b, err = state.ClusterBudget{Cluster: "ecs/c1"}, nil
+		}
+		require.NoError(t, err)
+		b.Slots = append(b.Slots, state.DrainSlot{Group: "other", InstanceID: "i-7", At: now0})
+		_, err = rg.store.PutClusterBudget(ctx, b)
 		require.NoError(t, err)
 	}
 }
@@ -369,6 +376,53 @@ func TestRecordedDrainStartHeldByAPauseOrAGateRunsOnADeadlineOfItsOwn(t *testing
 			require.Empty(t, rg.platform.undrained, "a drain begun a moment ago is not past a 30 min deadline")
 			require.Equal(t, state.PhaseReplacing, stored.Phase)
 			require.Equal(t, rg.clock.Now(), stored.Current.DrainStartedAt, "the deadline runs from the claim")
+			require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
+		})
+	}
+}
+
+// TestManagedDrainingTerminationHeldByAPauseGivesItsSlotBack (review 10, finding C): with ECS managed draining
+// the slot is claimed in the move to Terminating, but the termination call fails and a pause then holds the
+// termination. ECS's drain begins only with the termination, so while paused the slot goes back (the cluster's
+// other groups are not held up); after the resume the termination claims it again before it is made, and
+// with another group's drain filling the budget meanwhile it waits instead of terminating.
+func TestManagedDrainingTerminationHeldByAPauseGivesItsSlotBack(t *testing.T) {
+	for _, takenMeanwhile := range []bool{false, true} {
+		t.Run(map[bool]string{false: "slot free after the pause", true: "slot taken during the pause"}[takenMeanwhile], func(t *testing.T) {
+			ctx := context.Background()
+			rg := newRig()
+			rec, v := drainReady()
+			rec.ECSManagedDraining = true
+			rg.seed0(rec)
+			rg.groups.err = context.DeadlineExceeded // the termination call fails after the claim
+			_, err := rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+			require.Error(t, err)
+			rg.groups.err, rg.groups.calls = nil, nil
+			require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
+
+			require.NoError(t, rg.store.PutLock(ctx, state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0}))
+			for range 4 {
+				rg.clock.Step(15 * time.Minute)
+				_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+				require.NoError(t, err)
+				require.Empty(t, slotsHeld(t, rg.store), "a paused termination holds no slot: ECS has not begun its drain")
+			}
+			if takenMeanwhile {
+				otherGroupDraining(t, rg, true)
+			}
+			require.NoError(t, rg.store.DeleteLock(ctx, "prod"))
+			_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+			require.NoError(t, err)
+			terminated := slices.ContainsFunc(rg.groups.calls, func(c groupCall) bool { return c.Op == "Terminate" })
+			stored, err := rg.store.GetRollout(ctx, "prod")
+			require.NoError(t, err)
+			if takenMeanwhile {
+				require.False(t, terminated, "ECS would drain i-1 beside other's drain of i-7 on a budget of 1")
+				require.Equal(t, []string{"other/i-7"}, slotsHeld(t, rg.store))
+				require.Contains(t, stored.Reason, "i-7 (other)")
+				return
+			}
+			require.True(t, terminated, "the termination is made once its slot is held again")
 			require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
 		})
 	}

@@ -39,7 +39,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 	case state.StepDraining:
 		return o.drainOld(ctx, t, platform, v, r)
 	case state.StepTerminating:
-		return o.terminateOld(ctx, v, r)
+		return o.terminateOld(ctx, t, v, r)
 	}
 	return r, fmt.Errorf("unknown replacement step %q", cur.Step)
 }
@@ -285,10 +285,47 @@ func (o *Orchestrator) managedDrainNext(ctx context.Context, t Target, r state.R
 	}
 }
 
+// managedTerminationHeld returns r and err of a termination that did not happen; with ECS managed draining,
+// whose drain begins only with the termination, a wait (a pause, errHeld) gives old's slot back so that a held
+// group does not hold up the cluster's other drains (reclaimManagedDrainSlot claims it again).
+func (o *Orchestrator) managedTerminationHeld(ctx context.Context, t Target, r state.Rollout, old InstanceView, err error) (state.Rollout, error) {
+	if !r.ECSManagedDraining {
+		return r, err
+	}
+	return o.notStartedGivesSlotBack(ctx, t, r, old, err)
+}
+
+// reclaimManagedDrainSlot makes sure the slot of old is held before a termination that ECS managed draining
+// will drain: a slot held already costs no write (the record has been at Terminating of old since the write
+// that claimed it); one given back is claimed again in a guarded write of its own, which is also the
+// termination's pause check. A full budget waits; a claim another drain beat is planned again, up to
+// budgetClaimAttempts times.
+func (o *Orchestrator) reclaimManagedDrainSlot(ctx context.Context, t Target, r state.Rollout, old InstanceView) (state.Rollout, error) {
+	guard := o.guard
+	for attempt := 1; ; attempt++ {
+		claim, held, reason, err := o.planClusterBudget(ctx, t, r, old)
+		if err != nil || reason != "" {
+			o.guard = ""
+			r.Reason = reason
+			return r, errOr(err, errWait)
+		}
+		if claim == nil || held {
+			o.guard = guard
+			return r, nil
+		}
+		o.guard, o.claim = "terminate "+old.ID, claim
+		saved, err := o.save(ctx, r.Clone(), "drain slot claimed")
+		if errors.Is(err, state.ErrBudgetChanged) && attempt < budgetClaimAttempts {
+			continue
+		}
+		return saved, err
+	}
+}
+
 // terminateOld is the Terminating step: scale-in protection comes off the drained instance, and
 // TerminateInstanceInAutoScalingGroup removes it (decrementing desired capacity, which gives back the surge);
 // the replacement is then closed (-> Replacing with no current replacement).
-func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
+func (o *Orchestrator) terminateOld(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
 	cur := r.Current
 	old, ok := v.Instance(cur.OldInstanceID)
 	if !ok {
@@ -307,10 +344,19 @@ func (o *Orchestrator) terminateOld(ctx context.Context, v GroupView, r state.Ro
 		return o.retireLeft(ctx, v, r, "old instance leaving ("+old.LifecycleState+")")
 	}
 	if err := o.guardIfPaused(&r, "terminate "+old.ID); err != nil {
-		return r, err
+		return o.managedTerminationHeld(ctx, t, r, old, err)
+	}
+	if r.ECSManagedDraining && !o.checked {
+		// No guarded write of this call precedes the termination (resumed, retried, or let go by a pause that
+		// gave the slot back): ECS drains the instance on it, so its slot is claimed again first when not held.
+		next, err := o.reclaimManagedDrainSlot(ctx, t, r, old)
+		if err != nil {
+			return next, err
+		}
+		r = next
 	}
 	if err := o.guardEffect(ctx, &r, "terminate "+old.ID); err != nil {
-		return r, err
+		return o.managedTerminationHeld(ctx, t, r, old, err)
 	}
 	if old.Protected && !r.ECSManagedDraining {
 		// Scale-in protection (ECS managed termination protection sets it on instances with tasks) comes
