@@ -96,6 +96,10 @@ type Orchestrator struct {
 	// claim is the drain slot (the cluster budget as it is to be written, planClusterBudget) that the next
 	// guarded write carries in its transaction; nil when none. save clears it.
 	claim *state.ClusterBudget
+	// drainStarted is set when drainOld started a drain after the look's view was taken: the view no longer
+	// counts that instance right (it shows it serving), so a batch's next member must not be judged on it in
+	// the same call (replaceBatch).
+	drainStarted bool
 }
 
 // leases is the lease rule of the orchestrator's TTL.

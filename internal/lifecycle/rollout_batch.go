@@ -154,6 +154,12 @@ func (o *Orchestrator) replaceBatch(ctx context.Context, t Target, platform Plat
 	var first state.Rollout
 	var firstErr error
 	for k := range members {
+		if k > 0 {
+			// A pause check left by an earlier write of this call covers Current's effect, never another
+			// member's: each member's effect is checked on its own (guardEffect, reclaimManagedDrainSlot).
+			o.checked = false
+		}
+		o.drainStarted = false
 		rr := r.Clone()
 		m := members[k]
 		rr.Current = &m
@@ -170,6 +176,13 @@ func (o *Orchestrator) replaceBatch(ctx context.Context, t Target, platform Plat
 		}
 		if next.Version != r.Version || !errors.Is(err, errWait) {
 			return next, err // a member's step wrote the record (or failed): the next call starts from it
+		}
+		if o.drainStarted {
+			// This member's drain started without a write (its start was recorded with its slot): the view
+			// still shows the instance serving, so the next member's check that the instances that stay serve
+			// desired capacity would count it. The next look judges the others on a view that shows it.
+			r.Reason = next.Reason
+			return r, err
 		}
 		if k == 0 {
 			first, firstErr = next, err

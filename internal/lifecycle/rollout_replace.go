@@ -116,6 +116,12 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		}
 	}
 	if r.ECSManagedDraining {
+		// The termination is where ECS's drain begins: the gates that hold a drain hold it (and the claim of
+		// its slot) too.
+		if reason := o.runGate(ctx, t); reason != "" {
+			r.Reason = reason + "; next step: terminate " + old.ID + " (ECS managed draining drains it)"
+			return r, errWait
+		}
 		return o.managedDrainNext(ctx, t, r, old)
 	}
 	started := false // set DRAINING by this call, after the view was taken
@@ -125,9 +131,8 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		// and the drain claims it again, with a deadline from then, once nothing holds it (notStarted).
 		starting := cur.DrainStartedAt.IsZero()
 		notStarted := func(r state.Rollout, err error) (state.Rollout, error) {
-			if starting {
-				return r, err
-			}
+			// Also when no start is recorded: a slot left listed by a drain that went back to wait for a
+			// replacement (its start cleared) would otherwise count as live while the record is at Draining.
 			return o.notStartedGivesSlotBack(ctx, t, r, old, err)
 		}
 		if err := o.guardIfPaused(&r, "drain "+old.ID); err != nil {
@@ -207,7 +212,7 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		cur = r.Current
 		if err := startDrainSeen(ctx, platform, t.Cluster, old); err == nil {
 			o.logStep(r, "drain started")
-			started = true
+			started, o.drainStarted = true, true
 		} else if now.Sub(cur.DrainStartedAt) <= o.Policy.DrainTimeout {
 			return r, err
 		} // past the deadline a drain that cannot even be started is given up below, like one that cannot be checked
@@ -345,6 +350,13 @@ func (o *Orchestrator) terminateOld(ctx context.Context, t Target, v GroupView, 
 	}
 	if err := o.guardIfPaused(&r, "terminate "+old.ID); err != nil {
 		return o.managedTerminationHeld(ctx, t, r, old, err)
+	}
+	if r.ECSManagedDraining {
+		if reason := o.runGate(ctx, t); reason != "" { // ECS's drain begins with this termination: a gate holds it
+			o.guard = ""
+			r.Reason = reason + "; next step: terminate " + old.ID + " (ECS managed draining drains it)"
+			return o.managedTerminationHeld(ctx, t, r, old, errWait)
+		}
 	}
 	if r.ECSManagedDraining && !o.checked {
 		// No guarded write of this call precedes the termination (resumed, retried, or let go by a pause that
