@@ -100,5 +100,7 @@ func (o *Orchestrator) releaseClusterBudget(ctx context.Context, t Target, r sta
 	if key == "" {
 		return nil
 	}
-	return state.ReleaseDrainSlot(ctx, o.Store, key, r.Group, old.ID)
+	// Fenced by the record as this call knows it: a replica that stalled past its lease while another took the
+	// group over (and drains old again) gives back nothing (ErrConflict: re-read next look).
+	return state.ReleaseDrainSlot(ctx, o.Store, key, r.Group, old.ID, &state.RolloutFence{Group: r.Group, Version: o.lastStored.Version})
 }

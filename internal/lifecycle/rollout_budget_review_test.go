@@ -154,3 +154,51 @@ func TestECSManagedDrainingTerminationIsHeldByAFiringAlarm(t *testing.T) {
 	t.Logf("alarm p99 firing: terminated %v", terminationsCalled(rg))
 	require.Empty(t, terminationsCalled(rg), "a firing alarm holds the drain of a plain group; ECS drains i-1 on this termination")
 }
+
+// stallBeforeRelease runs fn (another replica's look) at the first budget read, then lets the read go on: replica
+// A stalled (or its request hung in retries) between its lease check and its give-back.
+type stallBeforeRelease struct {
+	state.Store
+	fn func()
+}
+
+func (s *stallBeforeRelease) GetClusterBudget(ctx context.Context, cluster string) (state.ClusterBudget, error) {
+	if fn := s.fn; fn != nil {
+		s.fn = nil
+		fn()
+	}
+	return s.Store.GetClusterBudget(ctx, cluster)
+}
+
+// TestStaleReplicasGiveBackNeverReleasesTheSlotOfALiveDrain (review 10b, finding 4): replica A, paused, gives
+// back the slot of a recorded start, but stalls past its lease before the release; the pause is lifted and
+// replica B takes the group over and drains i-1 (recorded start, slot held: no budget write). A's give-back is
+// fenced by the rollout record as A knew it, which B has moved since: it releases nothing, so i-1's drain keeps
+// its slot and no other group of the cluster drains beside it on a budget of 1.
+func TestStaleReplicasGiveBackNeverReleasesTheSlotOfALiveDrain(t *testing.T) {
+	ctx := context.Background()
+	rg := newRig()
+	v := recordedDrainStart(t, rg, now0.Add(-time.Minute))
+	v.Instances[0].Node.Tasks = 3
+	lock := state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0}
+	b := *rg.o
+	b.Owner = "b"
+	rg.o.Store = &stallBeforeRelease{Store: rg.store, fn: func() {
+		rg.clock.Step(3 * time.Minute) // past A's lease and its margin
+		v2 := v
+		v2.ObservedAt = rg.clock.Now()
+		_, err := b.Reconcile(ctx, rg.target, Inputs{View: v2, AMI: newAMI()}) // the pause was lifted
+		require.NoError(t, err)
+		t.Logf("replica b: drains started %v, slots %v", rg.platform.started, slotsHeld(t, rg.store))
+	}}
+	_, err := rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI(), Pause: &lock})
+	t.Logf("replica a: err %v; drains started %v; slots %v", err, rg.platform.started, slotsHeld(t, rg.store))
+	require.Equal(t, []string{"i-1"}, rg.platform.started)
+	o2 := b
+	o2.lastStored = state.Rollout{}
+	_, _, reason, err := o2.planClusterBudget(ctx, Target{Group: "other", Platform: PlatformECS, Cluster: "c1"}, state.Rollout{Group: "other"}, InstanceView{ID: "i-7"})
+	require.NoError(t, err)
+	t.Logf("other group's plan beside i-1's drain: %q", reason)
+	require.Contains(t, reason, "i-1 (prod)", "no other drain beside i-1's on a budget of 1")
+	require.Contains(t, slotsHeld(t, rg.store), "prod/i-1", "i-1 is DRAINING (replica b) and holds no slot")
+}

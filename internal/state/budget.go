@@ -23,7 +23,22 @@ type ClusterBudget struct {
 	Slots   []DrainSlot `json:"slots,omitempty" dynamodbav:"slots,omitempty"`
 	// Version is the optimistic-concurrency counter (0: no record yet).
 	Version int64 `json:"version" dynamodbav:"version"`
+	// Fence, when set, makes PutClusterBudget write only while the rollout record of Fence.Group is still at
+	// Fence.Version (never stored): a give-back by a replica whose record another writer moved since it read
+	// it (it stalled past its lease, and the new holder drains again) fails with ErrFenceMoved instead of
+	// deleting the slot of a live drain.
+	Fence *RolloutFence `json:"-" dynamodbav:"-"`
 }
+
+// RolloutFence names a rollout record at a version: the condition of a fenced budget write.
+type RolloutFence struct {
+	Group   string
+	Version int64
+}
+
+// ErrFenceMoved is wrapped, beside ErrConflict, by the error of a fenced budget write (ClusterBudget.Fence)
+// whose rollout record is no longer at the fence's version: nothing was written.
+var ErrFenceMoved = errors.New("rollout record moved since the budget write was planned")
 
 // DrainSlot is one instance of a cluster being drained by a rollout.
 type DrainSlot struct {
@@ -109,10 +124,11 @@ func (b ClusterBudget) HoldsDrainSlot(group, instanceID string) bool {
 }
 
 // ReleaseDrainSlot drops the slot of group draining instanceID from cluster's budget (a conditional write on
-// Version, re-read on a lost race as ClaimDrainSlot does): for a slot whose drain was then not started (a
+// Version, re-read on a lost race as ClaimDrainSlot does; with fence, also conditional on group's rollout
+// record being at fence.Version, else an error wrapping ErrFenceMoved and ErrConflict and nothing written): for a slot whose drain was then not started (a
 // pause held the drain of a recorded start, after a crash or a failed drain call), so that the slot does not hold up the cluster's other groups meanwhile. A
 // budget without the slot, or no budget record, is not an error.
-func ReleaseDrainSlot(ctx context.Context, s Store, cluster, group, instanceID string) error {
+func ReleaseDrainSlot(ctx context.Context, s Store, cluster, group, instanceID string, fence *RolloutFence) error {
 	var err error
 	for range claimAttempts {
 		b, gerr := s.GetClusterBudget(ctx, cluster)
@@ -126,7 +142,8 @@ func ReleaseDrainSlot(ctx context.Context, s Store, cluster, group, instanceID s
 			return nil
 		}
 		b.Slots = slices.DeleteFunc(b.Slots, func(h DrainSlot) bool { return h.Group == group && h.InstanceID == instanceID })
-		if _, err = s.PutClusterBudget(ctx, b); err == nil || !errors.Is(err, ErrConflict) {
+		b.Fence = fence
+		if _, err = s.PutClusterBudget(ctx, b); err == nil || !errors.Is(err, ErrConflict) || errors.Is(err, ErrFenceMoved) {
 			return err
 		}
 	}

@@ -29,6 +29,11 @@ func (m *Memory) PutClusterBudget(_ context.Context, b ClusterBudget) (ClusterBu
 	if (!ok && b.Version != 0) || (ok && cur.Version != b.Version) {
 		return ClusterBudget{}, fmt.Errorf("budget of cluster %s at version %d: %w", b.Cluster, b.Version, ErrConflict)
 	}
+	if f := b.Fence; f != nil {
+		if r, ok := m.rollouts[f.Group]; !ok || r.Version != f.Version {
+			return ClusterBudget{}, fmt.Errorf("budget of cluster %s fenced by the rollout of %s at version %d: %w: %w", b.Cluster, f.Group, f.Version, ErrFenceMoved, ErrConflict)
+		}
+	}
 	return m.putBudgetLocked(b), nil
 }
 
@@ -38,6 +43,7 @@ func (m *Memory) putBudgetLocked(b ClusterBudget) ClusterBudget {
 		m.budgets = map[string]ClusterBudget{}
 	}
 	b.Version++
+	b.Fence = nil
 	b.Slots = slices.Clone(b.Slots)
 	m.budgets[b.Cluster] = b
 	out := b

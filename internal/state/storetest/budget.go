@@ -101,7 +101,8 @@ func testClusterBudget(t *testing.T, s state.Store) {
 // testGuardedWriteWithClaim is the contract of a drain's write-ahead that carries its drain slot
 // (PutRolloutUnlessPaused with a claim): the record, its history entry and the slot are written together; a
 // holding pause, a lost race on the record (ErrConflict) or on the budget (ErrBudgetChanged, not ErrConflict)
-// writes none of them.
+// writes none of them. A slot's give-back fenced by a rollout record's version (ClusterBudget.Fence) writes
+// only while the record is at that version.
 func testGuardedWriteWithClaim(t *testing.T, s state.Store) {
 	c := ctx(t)
 	live := func(state.DrainSlot) (bool, error) { return false, nil }
@@ -157,6 +158,18 @@ func testGuardedWriteWithClaim(t *testing.T, s state.Store) {
 	require.NoError(t, err)
 	require.Len(t, h, 1)
 	require.Equal(t, "drain-i-2", h[0].Event)
+
+	// A give-back fenced by b's record as it was before its last write (a replica that stalled past its lease
+	// while another moved the record) writes nothing: ErrFenceMoved, and ErrConflict for the caller's re-read.
+	err = state.ReleaseDrainSlot(c, s, "ecs/prod", "b", "i-2", &state.RolloutFence{Group: "b", Version: b1.Version})
+	require.ErrorIs(t, err, state.ErrFenceMoved)
+	require.ErrorIs(t, err, state.ErrConflict)
+	require.Equal(t, []string{"a/i-1", "b/i-2"}, slots(), "a fenced give-back of a moved record releases nothing")
+	require.NoError(t, state.ReleaseDrainSlot(c, s, "ecs/prod", "b", "i-2", &state.RolloutFence{Group: "b", Version: b2.Version}))
+	require.Equal(t, []string{"a/i-1"}, slots(), "fenced by the record as stored: released")
+	budget, err := s.GetClusterBudget(c, "ecs/prod")
+	require.NoError(t, err)
+	require.Nil(t, budget.Fence, "a fence is never stored")
 }
 
 // SlotsHeld lists the slots of cluster's budget as "group/instance", in the order stored; none when the cluster

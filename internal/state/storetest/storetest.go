@@ -65,7 +65,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"event markers racing on one id: exactly one first", testMarkEventRace},
 		{"drain marks: put replaces, delete removes, list by instance id and nothing else", testDrainMarks},
 		{"cluster budget: claims up to the budget, stale slots dropped, racing claims never exceed it", testClusterBudget},
-		{"drain write-ahead with its slot: written together, or nothing on a pause or either lost race", testGuardedWriteWithClaim},
+		{"drain write-ahead with its slot: written together, or nothing on a pause or either lost race; a fenced give-back", testGuardedWriteWithClaim},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))
