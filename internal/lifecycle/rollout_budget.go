@@ -102,5 +102,9 @@ func (o *Orchestrator) releaseClusterBudget(ctx context.Context, t Target, r sta
 	}
 	// Fenced by the record as this call knows it: a replica that stalled past its lease while another took the
 	// group over (and drains old again) gives back nothing (ErrConflict: re-read next look).
-	return state.ReleaseDrainSlot(ctx, o.Store, key, r.Group, old.ID, &state.RolloutFence{Group: r.Group, Version: o.lastStored.Version})
+	err := state.ReleaseDrainSlot(ctx, o.Store, key, r.Group, old.ID, &state.RolloutFence{Group: r.Group, Version: o.lastStored.Version})
+	if errors.Is(err, state.ErrFenceMoved) {
+		o.writeLost = true // the fence proved the record as last read stale: Stored must not vouch for it
+	}
+	return err
 }

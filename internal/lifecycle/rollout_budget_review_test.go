@@ -200,5 +200,7 @@ func TestStaleReplicasGiveBackNeverReleasesTheSlotOfALiveDrain(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("other group's plan beside i-1's drain: %q", reason)
 	require.Contains(t, reason, "i-1 (prod)", "no other drain beside i-1's on a budget of 1")
+	_, ok := rg.o.Stored()
+	require.False(t, ok, "replica a's record, proved stale by the fence, is not handed on as the stored one (review 10c)")
 	require.Contains(t, slotsHeld(t, rg.store), "prod/i-1", "i-1 is DRAINING (replica b) and holds no slot")
 }
