@@ -42,6 +42,46 @@ func (o *Orchestrator) planClusterBudget(ctx context.Context, t Target, r state.
 	return b, held, "", err
 }
 
+// claimDrainSlot plans old's slot of the per-cluster budget (planClusterBudget) and writes the record that
+// write returns for the plan (write gets the budget record to write, nil without a cluster, and whether it
+// holds the slot already) as the guarded write-ahead it names (Orchestrator.guard; "" for a plain write), the
+// claim riding on it: both are durable or neither is. write returns ok=false when no write is needed. A claim
+// another drain of the cluster beat (state.ErrBudgetChanged) is planned again on a fresh read, up to
+// budgetClaimAttempts times in this call; the last one's error is returned as it is. It returns the record
+// saved, or r when nothing was written; why the drain must wait for a slot ("" when it need not: the budget
+// is full, r is returned and no write-ahead is left pending); or an error of the plan or the write (save's:
+// errHeld when a pause stopped it).
+func (o *Orchestrator) claimDrainSlot(ctx context.Context, t Target, r state.Rollout, old InstanceView,
+	write func(claim *state.ClusterBudget, held bool) (next state.Rollout, what, guard string, ok bool)) (state.Rollout, string, error) {
+	for attempt := 1; ; attempt++ {
+		claim, held, reason, err := o.planClusterBudget(ctx, t, r, old)
+		if err != nil || reason != "" {
+			o.guard = ""
+			return r, reason, err
+		}
+		next, what, guard, ok := write(claim, held)
+		if !ok {
+			return r, "", nil
+		}
+		o.guard, o.claim = guard, claim
+		saved, err := o.save(ctx, next, what)
+		if errors.Is(err, state.ErrBudgetChanged) && attempt < budgetClaimAttempts {
+			continue
+		}
+		return saved, "", err
+	}
+}
+
+// waitingFor returns the outcome of claimDrainSlot as a step's: r with reason and errWait when the drain
+// waits for a slot, else r and err.
+func waitingFor(r state.Rollout, reason string, err error) (state.Rollout, error) {
+	if reason != "" {
+		r.Reason = reason
+		return r, errWait
+	}
+	return r, err
+}
+
 // budgetFullReason is the reason a drain of old waits for a slot of a full cluster budget (err wraps
 // state.ErrBudgetFull and names the slots held).
 func budgetFullReason(err error, old InstanceView) string {

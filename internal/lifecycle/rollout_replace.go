@@ -128,15 +128,12 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 	if old.Node.Registered && !old.Node.Draining {
 		// A recorded start (a crash or a failed drain call after the write-ahead) that a pause or a gate holds
 		// is not under way: its slot goes back, so a held group does not hold up the cluster's other drains,
-		// and the drain claims it again, with a deadline from then, once nothing holds it (notStarted).
+		// and the drain claims it again, with a deadline from then, once nothing holds it. Also when no start
+		// is recorded: a slot left listed by a drain that went back to wait for a replacement (its start
+		// cleared) would otherwise count as live while the record is at Draining (notStartedGivesSlotBack).
 		starting := cur.DrainStartedAt.IsZero()
-		notStarted := func(r state.Rollout, err error) (state.Rollout, error) {
-			// Also when no start is recorded: a slot left listed by a drain that went back to wait for a
-			// replacement (its start cleared) would otherwise count as live while the record is at Draining.
-			return o.notStartedGivesSlotBack(ctx, t, r, old, err)
-		}
 		if err := o.guardIfPaused(&r, "drain "+old.ID); err != nil {
-			return notStarted(r, err)
+			return o.notStartedGivesSlotBack(ctx, t, r, old, err)
 		}
 		if r.Strategy != StrategyDrainFirst {
 			// Invariant 1 before the drain, not only after it: the instances that stay must already serve
@@ -150,12 +147,12 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 			}
 			if serving < int(cur.DesiredBefore) {
 				r.Reason = fmt.Sprintf("waiting for %d serving instance(s) besides %s before draining it (%d now)", cur.DesiredBefore, old.ID, serving)
-				return notStarted(r, errWait)
+				return o.notStartedGivesSlotBack(ctx, t, r, old, errWait)
 			}
 		}
 		if reason := o.runGate(ctx, t); reason != "" {
 			r.Reason = reason + "; next step: drain " + old.ID
-			return notStarted(r, errWait)
+			return o.notStartedGivesSlotBack(ctx, t, r, old, errWait)
 		}
 		if reason, late, err := o.capacityProviderDrainGate(ctx, t, platform, r, old); err != nil || reason != "" { // capacity-provider strategy
 			if late {
@@ -163,7 +160,7 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 				return o.halt(ctx, r, reason+fmt.Sprintf(" (waited more than %s)", o.Policy.DrainTimeout), false)
 			}
 			r.Reason = reason
-			return notStarted(r, errOr(err, errWait))
+			return o.notStartedGivesSlotBack(ctx, t, r, old, errOr(err, errWait))
 		}
 		if reason, err := standaloneRefusal(ctx, t, platform, []string{old.ID}); err != nil || reason != "" { // one started since the pick
 			return o.haltOr(ctx, r, reason, err)
@@ -180,32 +177,26 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		// start whose slot is held needs no write: the record has drained this instance since the write that
 		// claimed or confirmed the slot (one that goes back to wait for a replacement clears its drain start),
 		// so nobody can have judged the slot stale since. A claim that another drain of the cluster beat is
-		// planned again on a fresh read, up to budgetClaimAttempts times in this call.
-		for attempt := 1; ; attempt++ {
-			claim, held, reason, err := o.planClusterBudget(ctx, t, r, old)
-			if err != nil || reason != "" {
-				r.Reason = reason
-				return r, errOr(err, errWait)
-			}
+		// planned again on a fresh read (claimDrainSlot).
+		saved, reason, err := o.claimDrainSlot(ctx, t, r, old, func(claim *state.ClusterBudget, held bool) (state.Rollout, string, string, bool) {
 			if !starting && (claim == nil || held) {
-				break // the start is recorded and the slot held since (a crash before the drain), or no cluster
+				return r, "", "", false // the start is recorded and the slot held since (a crash before the drain), or no cluster
 			}
 			next, what := r.Clone(), "drain slot claimed"
 			if starting {
 				what = "drain starting"
 			}
 			next.Current.DrainStartedAt = now
-			o.guard, o.claim = "drain "+old.ID, claim
-			saved, err := o.save(ctx, next, what)
-			if errors.Is(err, state.ErrBudgetChanged) && attempt < budgetClaimAttempts {
-				continue
-			}
-			if err != nil {
-				return o.notStartedGivesSlotBack(ctx, t, saved, old, err)
-			}
-			r, cur = saved, saved.Current
-			break
+			return next, what, "drain " + old.ID, true
+		})
+		if reason != "" {
+			r.Reason = reason
+			return r, errWait
 		}
+		if err != nil {
+			return o.notStartedGivesSlotBack(ctx, t, saved, old, err)
+		}
+		r, cur = saved, saved.Current
 		if err := o.guardEffect(ctx, &r, "drain "+old.ID); err != nil {
 			return o.notStartedGivesSlotBack(ctx, t, r, old, err)
 		}
@@ -268,26 +259,18 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 // the instance when it terminates (field case C17), so the agent never sets DRAINING on top of it. That drain
 // counts against the per-cluster budget all the same (invariant 3 per cluster): its slot rides on this write,
 // made as the termination's guarded write-ahead (a pause writes nothing; the slot stays held while the record
-// is at Terminating of old, through ECS's drain in Terminating:Wait). A full budget waits; a claim another
-// drain of the cluster beat is planned again, up to budgetClaimAttempts times in this call.
+// is at Terminating of old, through ECS's drain in Terminating:Wait). A full budget waits (claimDrainSlot).
 func (o *Orchestrator) managedDrainNext(ctx context.Context, t Target, r state.Rollout, old InstanceView) (state.Rollout, error) {
-	for attempt := 1; ; attempt++ {
-		claim, _, reason, err := o.planClusterBudget(ctx, t, r, old)
-		if err != nil || reason != "" {
-			r.Reason = reason
-			return r, errOr(err, errWait)
-		}
+	guard := o.guard
+	saved, reason, err := o.claimDrainSlot(ctx, t, r, old, func(claim *state.ClusterBudget, _ bool) (state.Rollout, string, string, bool) {
 		next := r.Clone()
 		next.Current.Step, next.Current.StepStartedAt = state.StepTerminating, o.Clock.Now()
 		if claim != nil {
-			o.guard, o.claim = "terminate "+old.ID, claim
+			return next, "ECS managed draining will drain it on termination", "terminate " + old.ID, true
 		}
-		saved, err := o.save(ctx, next, "ECS managed draining will drain it on termination")
-		if errors.Is(err, state.ErrBudgetChanged) && attempt < budgetClaimAttempts {
-			continue
-		}
-		return saved, err
-	}
+		return next, "ECS managed draining will drain it on termination", guard, true
+	})
+	return waitingFor(saved, reason, err)
 }
 
 // managedTerminationHeld returns r and err of a termination that did not happen; with ECS managed draining,
@@ -303,28 +286,15 @@ func (o *Orchestrator) managedTerminationHeld(ctx context.Context, t Target, r s
 // reclaimManagedDrainSlot makes sure the slot of old is held before a termination that ECS managed draining
 // will drain: a slot held already costs no write (the record has been at Terminating of old since the write
 // that claimed it); one given back is claimed again in a guarded write of its own, which is also the
-// termination's pause check. A full budget waits; a claim another drain beat is planned again, up to
-// budgetClaimAttempts times.
+// termination's pause check. A full budget waits (claimDrainSlot).
 func (o *Orchestrator) reclaimManagedDrainSlot(ctx context.Context, t Target, r state.Rollout, old InstanceView) (state.Rollout, error) {
-	guard := o.guard
-	for attempt := 1; ; attempt++ {
-		claim, held, reason, err := o.planClusterBudget(ctx, t, r, old)
-		if err != nil || reason != "" {
-			o.guard = ""
-			r.Reason = reason
-			return r, errOr(err, errWait)
-		}
+	saved, reason, err := o.claimDrainSlot(ctx, t, r, old, func(claim *state.ClusterBudget, held bool) (state.Rollout, string, string, bool) {
 		if claim == nil || held {
-			o.guard = guard
-			return r, nil
+			return r, "", "", false
 		}
-		o.guard, o.claim = "terminate "+old.ID, claim
-		saved, err := o.save(ctx, r.Clone(), "drain slot claimed")
-		if errors.Is(err, state.ErrBudgetChanged) && attempt < budgetClaimAttempts {
-			continue
-		}
-		return saved, err
-	}
+		return r.Clone(), "drain slot claimed", "terminate " + old.ID, true
+	})
+	return waitingFor(saved, reason, err)
 }
 
 // terminateOld is the Terminating step: scale-in protection comes off the drained instance, and
@@ -494,27 +464,16 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 // Terminating: ECS drains pick when it terminates) with pick's slot of the per-cluster budget in the same
 // guarded write-ahead (invariant 3 per cluster; managedDrainNext is the same claim for the other strategies).
 // A full budget waits with the record as it was before the pick (unpicked): the waiting write must not make a
-// pick without its slot durable. A claim another drain of the cluster beat is planned again, up to
-// budgetClaimAttempts times in this call.
+// pick without its slot durable (claimDrainSlot).
 func (o *Orchestrator) pickManagedDrain(ctx context.Context, t Target, unpicked, r state.Rollout, pick InstanceView) (state.Rollout, error) {
 	guard := o.guard
-	for attempt := 1; ; attempt++ {
-		claim, _, reason, err := o.planClusterBudget(ctx, t, r, pick)
-		if err != nil || reason != "" {
-			o.guard = ""
-			unpicked.Reason = reason
-			return unpicked, errOr(err, errWait)
-		}
-		o.guard, o.claim = guard, claim
+	saved, reason, err := o.claimDrainSlot(ctx, t, unpicked, pick, func(claim *state.ClusterBudget, _ bool) (state.Rollout, string, string, bool) {
 		if claim != nil && guard == "" {
-			o.guard = "terminate " + pick.ID // no pause check pending for the pick: the claim needs a guarded write
+			return r.Clone(), "replacing instance", "terminate " + pick.ID, true // no pause check pending for the pick: the claim needs a guarded write
 		}
-		saved, err := o.save(ctx, r.Clone(), "replacing instance")
-		if errors.Is(err, state.ErrBudgetChanged) && attempt < budgetClaimAttempts {
-			continue
-		}
-		return saved, err
-	}
+		return r.Clone(), "replacing instance", guard, true
+	})
+	return waitingFor(saved, reason, err)
 }
 
 // surge raises desired capacity by one (and max by one when desired is already at max) so that the
