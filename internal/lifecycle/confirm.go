@@ -171,6 +171,29 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 		fmt.Sprintf("instance %s is %s, not in a wait state of %s", a.InstanceID, st, a.Transition)}, nil
 }
 
+// conflictingTransition handles a message that names an action in progress (rec: confirmed, not completed)
+// with a transition other than the record's. The message is confirmed on its own (confirm: the hook's
+// transition from DescribeLifecycleHooks, the instance's lifecycle state from DescribeAutoScalingInstances):
+// one Auto Scaling does not confirm is rejected (HookIgnored: the message is deleted, one warning,
+// Observer.LifecycleMessageRejected) without closing rec, so the real action's drain or launch goes on; one it
+// confirms (the hook was replaced by one of the other transition) or may yet confirm waits (HookInProgress:
+// the message is kept) until rec's action ends, and is then taken as a new action. Nothing is drained,
+// undrained, heartbeated or completed for the message. An Auto Scaling error is returned with the message
+// kept.
+func (h *Hooks) conflictingTransition(ctx context.Context, t Target, a events.LifecycleAction, rec state.Hook, log *zap.Logger) (HookOutcome, error) {
+	c, err := h.confirm(ctx, a)
+	if err != nil {
+		return HookInProgress, err
+	}
+	if c.verdict != verdictRejected {
+		log.Info("lifecycle message with another transition than the action in progress on its instance and hook; kept until that action ends",
+			zap.String(logging.Reason, "in progress: "+rec.Transition+"; "+c.detail))
+		return HookInProgress, nil
+	}
+	c.detail += fmt.Sprintf(" (the %s action of instance %s on hook %s is in progress)", rec.Transition, a.InstanceID, a.HookName)
+	return HookIgnored, h.reject(ctx, t, a, rec, false, c, log)
+}
+
 // reject tells of an action Auto Scaling did not confirm: one warning, the observer (metric, notification).
 // A record an earlier agent wrote before confirming is closed, without counting it as completed.
 func (h *Hooks) reject(ctx context.Context, t Target, a events.LifecycleAction, rec state.Hook, known bool, c confirmation, log *zap.Logger) error {

@@ -180,6 +180,14 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
 		zap.String(logging.LifecycleToken, a.Token), zap.String(logging.Transition, a.Transition))
 	confirming := !known || !rec.Confirmed
+	if known && rec.Confirmed && rec.Transition != "" && a.Transition != rec.Transition {
+		// A message naming an action in progress (its instance and hook) with another transition: a hook has one
+		// transition, so it is a claim the action Auto Scaling confirmed contradicts (a forged or garbled
+		// message). Every later step would follow the message's transition (drain or launch path, which
+		// completes the real action on its own terms), so it is confirmed afresh on its own, and the record in
+		// progress goes on untouched whatever the answer (review 11a).
+		return h.conflictingTransition(ctx, t, a, rec, log)
+	}
 	// Another tool's hook (aws-node-termination-handler, a backup hook) waits for that tool: its actions are
 	// never drained or completed here. Checked on every look, on a fresh DescribeLifecycleHooks the first.
 	if why, err := h.foreignHook(ctx, t, a, confirming); err != nil {
