@@ -83,6 +83,7 @@ func TestMessageInspectDeadLettersAMessageWithADuplicateMember(t *testing.T) {
 	res := run(t, "message", "inspect", file)
 	requireExitCode(t, res.err, 1)
 	require.ErrorContains(t, res.err, `member "LifecycleActionToken" appears twice`)
+	require.Equal(t, 1, strings.Count(res.err.Error(), "malformed message"), "said once: %v", res.err)
 	var d inspectDocument
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
 	require.Equal(t, dispositionDeadLetter, d.Disposition)

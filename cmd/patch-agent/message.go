@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/patch-agent/patch-agent/internal/events"
 )
 
 // maxMessageBytes caps what `message inspect` reads: SQS message bodies are at most 256 KiB (bodies the
@@ -63,7 +65,8 @@ extended client are not supported). Ctrl-C stops reading.`,
 				return err
 			}
 			if d.Disposition == dispositionDeadLetter {
-				return fmt.Errorf("%w: %s", errMalformedMessage, d.Error)
+				// d.Error is the parser's, which names the malformation after the same words.
+				return fmt.Errorf("%w: %s", errMalformedMessage, strings.TrimPrefix(d.Error, events.ErrMalformed.Error()+": "))
 			}
 			return nil
 		},
