@@ -10,6 +10,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // Field case C19, review 11a: a forged message that names an action in progress — its instance and hook — with
@@ -57,6 +58,10 @@ func TestC19ForgedLaunchingCopyOfATerminatingActionInProgressIsRejectedAndTheDra
 		w.Account.Advance(tick)
 	}
 	stateChanges := w.Account.Calls()["ecs:UpdateContainerInstancesState"]
+	key := lifecycle.ActionKey(g.Name, victim, demo.HookName)
+	before, err := w.Store.GetHook(ctx, key)
+	require.NoError(t, err)
+	require.True(t, before.Confirmed)
 
 	w.Account.SendMessage(w.QueueURL, forgedWithTransition(t, g.Name, demo.HookName, victim, "autoscaling:EC2_INSTANCE_LAUNCHING"))
 	for i := 0; instanceState(w, g.Name, victim) != "gone"; i++ {
@@ -74,6 +79,13 @@ func TestC19ForgedLaunchingCopyOfATerminatingActionInProgressIsRejectedAndTheDra
 	require.True(t, cs[0].Drained, "the real terminating action completed once its drain ended: %+v", cs[0])
 	require.Equal(t, sim.TransitionTerminating, cs[0].Transition)
 	require.Empty(t, w.Account.QueueMessages(w.QueueURL), "the forged message was deleted")
+	// The record of the real action was never closed by the rejection (a new one would restart the drain's
+	// deadline: one forged message an interval would hold the instance draining until the hook's global timeout).
+	after, err := w.Store.GetHook(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, state.HookCompleted, after.State)
+	require.Equal(t, before.ReceivedAt, after.ReceivedAt, "the action in progress kept its record: %+v", after)
+	require.NotContains(t, after.Note, "rejected")
 }
 
 func TestC19ForgedTerminatingCopyOfALaunchingActionInProgressIsRejectedAndTheLaunchWaitsForHealth(t *testing.T) {
