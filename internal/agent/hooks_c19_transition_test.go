@@ -37,6 +37,15 @@ func instanceState(w *watched, group, id string) string {
 }
 
 func TestC19ForgedLaunchingCopyOfATerminatingActionInProgressIsRejectedAndTheDrainGoesOn(t *testing.T) {
+	// A record without its transition (edited, restored, written by another tool) is confirmed again, not
+	// trusted to tell it (review 11b).
+	for _, untold := range []bool{false, true} {
+		name := map[bool]string{false: "record as the agent writes it", true: "record without its transition"}[untold]
+		t.Run(name, func(t *testing.T) { forgedLaunchingCopyOfATerminatingAction(t, untold) })
+	}
+}
+
+func forgedLaunchingCopyOfATerminatingAction(t *testing.T, untold bool) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: 300 * time.Second}
 	spec := oneGroup(&g)
@@ -62,6 +71,11 @@ func TestC19ForgedLaunchingCopyOfATerminatingActionInProgressIsRejectedAndTheDra
 	before, err := w.Store.GetHook(ctx, key)
 	require.NoError(t, err)
 	require.True(t, before.Confirmed)
+	if untold {
+		before.Transition = ""
+		before, err = w.Store.PutHook(ctx, before)
+		require.NoError(t, err)
+	}
 
 	w.Account.SendMessage(w.QueueURL, forgedWithTransition(t, g.Name, demo.HookName, victim, "autoscaling:EC2_INSTANCE_LAUNCHING"))
 	for i := 0; instanceState(w, g.Name, victim) != "gone"; i++ {

@@ -180,13 +180,19 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 	log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),
 		zap.String(logging.LifecycleToken, a.Token), zap.String(logging.Transition, a.Transition))
 	confirming := !known || !rec.Confirmed
-	if known && rec.Confirmed && rec.Transition != "" && a.Transition != rec.Transition {
-		// A message naming an action in progress (its instance and hook) with another transition: a hook has one
-		// transition, so it is a claim the action Auto Scaling confirmed contradicts (a forged or garbled
-		// message). Every later step would follow the message's transition (drain or launch path, which
-		// completes the real action on its own terms), so it is confirmed afresh on its own, and the record in
-		// progress goes on untouched whatever the answer (review 11a).
-		return h.conflictingTransition(ctx, t, a, rec, log)
+	untold := false // a confirmed record without a transition (not written by this agent): confirmed again
+	if known && rec.Confirmed && a.Transition != rec.Transition {
+		if rec.Transition != "" {
+			// A message naming an action in progress (its instance and hook) with another transition: a hook has
+			// one transition, so it is a claim the action Auto Scaling confirmed contradicts (a forged or garbled
+			// message). Every later step would follow the message's transition (drain or launch path, which
+			// completes the real action on its own terms), so it is confirmed afresh on its own, and the record
+			// in progress goes on untouched whatever the answer (review 11a).
+			return h.conflictingTransition(ctx, t, a, rec, log)
+		}
+		// The record does not tell its transition (edited, restored, written by another tool): the message's is
+		// confirmed like a first one's, and a rejection leaves the record open (review 11b).
+		confirming, untold = true, true
 	}
 	// Another tool's hook (aws-node-termination-handler, a backup hook) waits for that tool: its actions are
 	// never drained or completed here. Checked on every look, on a fresh DescribeLifecycleHooks the first.
@@ -206,7 +212,10 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 			log.Debug("instance not yet in the lifecycle action's wait state; looking again", zap.String(logging.Reason, c.detail))
 			return HookInProgress, nil
 		case verdictRejected:
-			return HookIgnored, h.reject(ctx, t, a, rec, known, c, log)
+			return HookIgnored, h.reject(ctx, t, a, rec, known && !untold, c, log)
+		}
+		if untold {
+			rec.Transition = a.Transition // Auto Scaling confirmed it
 		}
 		if !known {
 			rec = state.Hook{Token: ActionKey(a.GroupName, a.InstanceID, a.HookName), Group: a.GroupName, HookName: a.HookName,
