@@ -30,6 +30,15 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 	}
 	switch cur.Step {
 	case state.StepSurge:
+		if cur.SurgeTo == 0 || v.Desired < cur.SurgeTo {
+			// The surge draws on the warm pool (field case C18): an instance sent back to it since the pick (a
+			// scale in under an instance reuse policy, while the surge was held) would come back on the old AMI
+			// and be taken for a replacement that did not take the new launch template version. Recycled first,
+			// as before the pick (review 11c).
+			if err := o.recycleWarmPool(ctx, t, v, &r); err != nil {
+				return r, err
+			}
+		}
 		if err := o.guardIfPaused(&r, "surge for "+cur.OldInstanceID); err != nil {
 			return r, err
 		}
@@ -482,7 +491,8 @@ func (o *Orchestrator) pickManagedDrain(ctx context.Context, t Target, unpicked,
 // DesiredBefore and InstancesBefore are read again from the group as it is now, so an autoscaler that scaled
 // out while the step was held (a pause, a crash before the call) keeps its instance and the agent's surge goes
 // on top of it. The values written are absolute, so a repeat after a crash is harmless; once SurgeTo is
-// recorded, desired capacity at or above it is taken as the agent's surge done.
+// recorded, desired capacity at or above it is taken as the agent's surge done, and desired capacity below
+// DesiredBefore (a scale in since) moves the plan down by as much before the call.
 func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
 	cur := r.Current
 	if cur.SurgeTo == 0 {
@@ -501,6 +511,21 @@ func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) 
 			r.MaxRaisedTo = cur.SurgeTo
 		}
 		saved, err := o.save(ctx, r, fmt.Sprintf("surge to desired %d requested", cur.SurgeTo))
+		if err != nil {
+			return saved, err
+		}
+		r, cur = saved, saved.Current
+	} else if v.Desired < cur.DesiredBefore {
+		// Desired capacity fell below the one the surge was planned on since it was recorded: an autoscaler or a
+		// person scaled in while the surge was held (a pause, a crash before or after the call). The surge goes
+		// on top of what they want now, never back up to a value planned before their scale in (invariant 3;
+		// review 11c). Written first, as the surge's plan was: a crash resumes on the new plan.
+		drop := cur.DesiredBefore - v.Desired
+		cur.DesiredBefore, cur.SurgeTo = v.Desired, cur.SurgeTo-drop
+		for k := range r.Batch {
+			r.Batch[k].DesiredBefore, r.Batch[k].SurgeTo = cur.DesiredBefore, cur.SurgeTo
+		}
+		saved, err := o.save(ctx, r, fmt.Sprintf("surge planned again: to desired %d, desired capacity having fallen to %d since it was planned", cur.SurgeTo, v.Desired))
 		if err != nil {
 			return saved, err
 		}
