@@ -572,7 +572,7 @@ func table(r results) string {
 func report(r results) string {
 	var b strings.Builder
 	b.WriteString("# Performance\n\n")
-	b.WriteString("Written by `make bench` (`PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestBenchmarks -v -timeout 20m`);\n")
+	b.WriteString("Written by `make bench` (`PATCH_AGENT_FLEET=" + fleetSetting() + " PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestBenchmarks -v -timeout 45m`);\n")
 	b.WriteString("the raw figures are in bench-results.json. Machine: " + r.Machine + ", " + r.Date + ".\n")
 	b.WriteString("This machine is shared and noisy: compare figures of one run with each other, not across runs.\n\n")
 	b.WriteString("| figure | measured | goal | how |\n| --- | --- | --- | --- |\n")
