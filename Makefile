@@ -53,7 +53,7 @@ lint: node_modules/.bin/cfn-lint ## gofmt, go vet and cfn-lint of the CloudForma
 	$(GO) vet $(PKGS)
 	scripts/cfn-lint.sh
 
-bench: testbin ## measurements, fleet scenario 1,000 x 20 included: writes bench-results.json and docs/performance.md (~12 minutes on an idle machine; PATCH_AGENT_FLEET=20x5 for a ~3 minute run)
+bench: testbin ## measurements, fleet scenario 1,000 x 20 included: writes bench-results.json and docs/performance.md (~10 minutes on an idle machine; PATCH_AGENT_FLEET=20x5 for a ~3 minute run)
 	PATCH_AGENT_FLEET=$${PATCH_AGENT_FLEET:-1000x20} PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_BENCH=1 $(GO) test -count=1 -run TestBenchmarks -v -timeout 45m ./internal/bench
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/events
 
