@@ -211,6 +211,14 @@ func TestC20OSFamilyChangeIsRefused(t *testing.T) {
 		w.PublishAMI(w.g.Parameter, imageC)
 		requireRefused(t, w, imageC, lifecycle.RejectOSFamilyChange, "is windows but the group runs al2023 ("+demo.ImageA+")")
 	})
+	t.Run("AL2 golden AMI whose name also says Bottlerocket, pointed at Bottlerocket", func(t *testing.T) {
+		// The current AMI's name names two families: it tells neither, so it is not taken for Bottlerocket.
+		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
+		w.Account.RegisterImage(sim.ImageSpec{ID: demo.ImageA, Name: "acme-al2-ecs-bottlerocket-compat-2026.11", Architecture: "arm64", OwnerID: "111122223333"})
+		w.Account.RegisterImage(sim.ImageSpec{ID: imageC, Name: "bottlerocket-aws-ecs-2-aarch64-v1.27.0-2a1b3c4d", Architecture: "arm64", OwnerID: "111122223333"})
+		w.PublishAMI(w.g.Parameter, imageC)
+		requireRefused(t, w, imageC, lifecycle.RejectOSFamilyChange, "is bottlerocket but the group runs unclear (name says bottlerocket, al2) ("+demo.ImageA+")")
+	})
 }
 
 func TestC20FamilyChangeRollsWithTheOptInTag(t *testing.T) {

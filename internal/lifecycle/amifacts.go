@@ -42,12 +42,27 @@ var (
 	windowsName      = regexp.MustCompile(`(?i)^windows_server-`)
 )
 
+// osFamilyNames are the name patterns of each OS family, in the order a family is reported.
+var osFamilyNames = []struct {
+	family string
+	names  []*regexp.Regexp
+}{
+	{OSFamilyBottlerocket, []*regexp.Regexp{bottlerocketName}},
+	{OSFamilyWindows, []*regexp.Regexp{windowsName}},
+	{OSFamilyAL2023, []*regexp.Regexp{al2023Name}},
+	{OSFamilyAL2, []*regexp.Regexp{al2Name, eksAL2Name}},
+}
+
 // DescribeOSFamily tells the OS family of an AMI from what DescribeImages returns (Amazon EC2 API Reference,
 // "Image"): Platform ("windows" for Windows AMIs, blank otherwise) and PlatformDetails (the billing platform,
 // "Windows", "Linux/UNIX", "Red Hat Enterprise Linux", ...) tell Windows; otherwise the Name, then the
 // Description, tell the Linux family by the names of the ECS- and EKS-optimized AMIs: amzn2-ami-ecs-...,
 // amazon-eks-node-1.30-v... (AL2), al2023-ami-ecs-..., amazon-eks-node-al2023-... (AL2023),
 // bottlerocket-aws-k8s-..., bottlerocket-aws-ecs-... (Bottlerocket), Windows_Server-... (Windows).
+// A name (or, with no family in the name, a description) that names more than one family tells none:
+// it is OSFamilyUnclear followed by the families it names ("unclear (name says bottlerocket, al2)"), so it
+// equals only an AMI whose name is unclear the same way, never one of the families it names (an AL2 golden AMI
+// called acme-al2-bottlerocket-compat is not taken for Bottlerocket).
 // Anything else is OSFamilyOther followed by its PlatformDetails ("other (Linux/UNIX)"), so that two other
 // AMIs only match on the same billing platform.
 func DescribeOSFamily(img ec2types.Image) string {
@@ -55,17 +70,19 @@ func DescribeOSFamily(img ec2types.Image) string {
 	if img.Platform == ec2types.PlatformValuesWindows || strings.HasPrefix(strings.ToLower(details), "windows") {
 		return OSFamilyWindows
 	}
-	for _, text := range []string{aws.ToString(img.Name), aws.ToString(img.Description)} {
-		switch {
-		case text == "":
-		case bottlerocketName.MatchString(text):
-			return OSFamilyBottlerocket
-		case windowsName.MatchString(text):
-			return OSFamilyWindows
-		case al2023Name.MatchString(text):
-			return OSFamilyAL2023
-		case al2Name.MatchString(text), eksAL2Name.MatchString(text):
-			return OSFamilyAL2
+	for _, field := range []struct{ what, text string }{{"name", aws.ToString(img.Name)}, {"description", aws.ToString(img.Description)}} {
+		var named []string
+		for _, f := range osFamilyNames {
+			if slices.ContainsFunc(f.names, func(re *regexp.Regexp) bool { return re.MatchString(field.text) }) {
+				named = append(named, f.family)
+			}
+		}
+		switch len(named) {
+		case 0:
+		case 1:
+			return named[0]
+		default:
+			return OSFamilyUnclear + " (" + field.what + " says " + strings.Join(named, ", ") + ")"
 		}
 	}
 	return OSFamilyOther + " (" + details + ")"

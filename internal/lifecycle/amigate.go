@@ -42,6 +42,8 @@ const (
 	OSFamilyBottlerocket = "bottlerocket"
 	OSFamilyWindows      = "windows"
 	OSFamilyOther        = "other"
+	// OSFamilyUnclear is an AMI whose name (or description) names more than one family (DescribeOSFamily).
+	OSFamilyUnclear = "unclear"
 )
 
 // Reasons of a refusal: the Reason dimension of the AMIRejected metric and the rejectReason of the

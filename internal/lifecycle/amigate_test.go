@@ -31,6 +31,9 @@ func TestC20OSFamilyFromWhatDescribeImagesReturns(t *testing.T) {
 		{"Windows by Platform", "Windows_Server-2022-English-Full-ECS_Optimized-2024.11.13", "", "Windows", ec2types.PlatformValuesWindows, lifecycle.OSFamilyWindows},
 		{"Windows by PlatformDetails", "my-image", "", "Windows BYOL", "", lifecycle.OSFamilyWindows},
 		{"golden AMI named after its base", "golden-web", "Golden AMI built on al2023-ami-ecs-hvm-2023.0.20241115", linux, "", lifecycle.OSFamilyAL2023},
+		{"AL2 golden AMI whose name also says Bottlerocket", "acme-al2-ecs-bottlerocket-compat-2026.11", "", linux, "", "unclear (name says bottlerocket, al2)"},
+		{"description naming two families, name none", "golden-web", "AL2023 successor to amazon linux 2", linux, "", "unclear (description says al2023, al2)"},
+		{"the name decides before the description", "al2023-ami-ecs-hvm-2023.0.20241115-kernel-6.1-x86_64", "migrated from bottlerocket", linux, "", lifecycle.OSFamilyAL2023},
 		{"Ubuntu", "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-20241115", "Canonical, Ubuntu, 22.04 LTS", linux, "", "other (Linux/UNIX)"},
 		{"RHEL", "RHEL-9.4.0_HVM-20241115-x86_64", "Provided by Red Hat, Inc.", "Red Hat Enterprise Linux", "", "other (Red Hat Enterprise Linux)"},
 	} {
