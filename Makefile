@@ -9,7 +9,7 @@ TESTBIN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/patch-agent/testbin
 .PHONY: help build image test unit e2e moto demo lint bench testbin clean mutants
 
 help: ## list the targets
-	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # The production binary: static, no demo or simulated account (-tags nodemo), stamped from git (scripts/version.sh).
 build: ## build bin/patch-agent (the production binary: static, no demo, version from git)
@@ -53,7 +53,7 @@ lint: node_modules/.bin/cfn-lint ## gofmt, go vet and cfn-lint of the CloudForma
 	$(GO) vet $(PKGS)
 	scripts/cfn-lint.sh
 
-bench: testbin ## measurements, fleet scenario 1,000 x 20 included: writes bench-results.json and docs/performance.md (~10 minutes on an idle machine; PATCH_AGENT_FLEET=20x5 for a ~3 minute run)
+bench: ## measurements, fleet scenario 1,000 x 20 included: rewrites the tracked bench-results.json and docs/performance.md (~10 minutes on an idle machine, plus ~8 CPU-minutes to build kumo the first time; PATCH_AGENT_FLEET=20x5 for a ~3 minute run, whose files are not for committing)
 	PATCH_AGENT_FLEET=$${PATCH_AGENT_FLEET:-1000x20} PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_BENCH=1 $(GO) test -count=1 -run TestBenchmarks -v -timeout 45m ./internal/bench
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/events
 

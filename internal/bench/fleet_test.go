@@ -235,6 +235,13 @@ type fleetResults struct {
 	FleetVersionsS           float64 `json:"fleet_versions_s"`
 	FleetBudgetS             float64 `json:"fleet_budget_s"`
 	FleetVersionsBudgetRatio float64 `json:"fleet_versions_budget_ratio"`
+	// FleetGroups is the fleet's group count; FleetGroupsOnNewVersion how many used their new launch template
+	// version when the wait ended (every one, or none moved for fleetStall, or the wait reached its cap).
+	FleetGroups             int `json:"fleet_groups"`
+	FleetGroupsOnNewVersion int `json:"fleet_groups_on_new_version"`
+	// FleetReactionCapped: some other group's change did not reach its version within fleetWaitCap (the
+	// reaction figures are then lower bounds).
+	FleetReactionCapped bool `json:"fleet_reaction_capped"`
 	// AgentHeapMiB1000Groups is the in-use heap attributed to the agent's packages at 1,000 groups x 20
 	// instances (goal <= 40).
 	AgentHeapMiB1000Groups float64 `json:"agent_heap_mib_1000_groups"`
@@ -357,7 +364,11 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	}
 	start := time.Now()
 	w.PublishPublicAMI(fleetParameter, demo.ImageB)
-	versionsDone := make(chan time.Duration, 1)
+	type versionsWait struct {
+		took  time.Duration
+		moved int
+	}
+	versionsDone := make(chan versionsWait, 1)
 	// At 1,000 groups one look reads 1,000 group descriptions under the account's lock: every 250 ms there,
 	// so that the watcher does not compete with the agent for it (the figure is then up to 0.25 s late).
 	watchEvery, lastLog := 20*time.Millisecond, time.Now()
@@ -383,7 +394,7 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 				if moved < groups {
 					t.Logf("only %d of %d groups on their new launch template version after %.0f s (stalled: %v); recorded then", moved, groups, time.Since(start).Seconds(), stalled)
 				}
-				versionsDone <- time.Since(start)
+				versionsDone <- versionsWait{time.Since(start), moved}
 				return
 			}
 			if time.Since(lastLog) > time.Minute {
@@ -396,6 +407,7 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	// The other groups' golden AMIs change, one after another, while the fleet's launch templates are being
 	// moved and its rollouts run.
 	var lat []float64
+	capped := false
 	for i, other := range others {
 		image := fmt.Sprintf("ami-0%016x", 0xf1ee7000+i)
 		was := w.Account.Group(other.Name).LaunchTemplateVersion
@@ -405,6 +417,7 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 		for w.Account.Group(other.Name).LaunchTemplateVersion == was && time.Since(sent) < fleetWaitCap {
 			time.Sleep(time.Millisecond)
 		}
+		capped = capped || w.Account.Group(other.Name).LaunchTemplateVersion == was
 		seen := time.Now()
 		lat = append(lat, float64(seen.Sub(sent).Microseconds())/1000)
 		queued, handling, urgentWait, after := stages.stages(sent, seen)
@@ -412,7 +425,8 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 			i, lat[len(lat)-1], queued.Milliseconds(), handling.Milliseconds(), urgentWait.Milliseconds(), after.Milliseconds())
 		time.Sleep(100 * time.Millisecond)
 	}
-	versions := <-versionsDone
+	done := <-versionsDone
+	versions := done.took
 	cancel()
 	wg.Wait()
 
@@ -432,6 +446,9 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 		FleetVersionsS:           versions.Seconds(),
 		FleetBudgetS:             budget,
 		FleetVersionsBudgetRatio: versions.Seconds() / budget,
+		FleetGroups:              groups,
+		FleetGroupsOnNewVersion:  done.moved,
+		FleetReactionCapped:      capped,
 	}
 }
 
@@ -497,14 +514,20 @@ func agentInUse(t *testing.T, profile string) int64 {
 func fleetFigures(r results) []figure {
 	how := "fleet scenario (" + r.FleetSize + "; PATCH_AGENT_FLEET=GROUPSxINSTANCES): one public parameter changes, the simulated account answers " +
 		"every call after 40 ms of real time behind AWS's documented token buckets, the agent runs its default client-side limits and 8 workers"
+	reaction := fmt.Sprintf("%.0f ms", r.FleetReactionP99Ms)
+	if r.FleetReactionCapped {
+		reaction = ">= " + reaction + " (a change waited the whole cap)"
+	}
+	versions := fmt.Sprintf("%.2f (%.1f s / %.1f s; %d of %d groups)", r.FleetVersionsBudgetRatio, r.FleetVersionsS, r.FleetBudgetS, r.FleetGroupsOnNewVersion, r.FleetGroups)
 	return []figure{
-		{"fleet: throttling errors", fmt.Sprintf("%d", r.FleetThrottles), "0", how},
-		{"fleet: longest pass or message handling", fmt.Sprintf("%.2f s", r.FleetMaxPassS), "<= 10 s", "real time of each Reconcile and of each receive with messages, same run"},
-		{"fleet: other group's golden-AMI change to its new version, p99", fmt.Sprintf("%.0f ms", r.FleetReactionP99Ms), "<= 1000 ms",
-			fmt.Sprintf("%d changes, each of another Idle group's golden-AMI parameter, sent one by one while the fleet's rollouts run", fleetReactions)},
-		{"fleet: every group on its new launch template version / EC2 budget", fmt.Sprintf("%.2f (%.1f s / %.1f s)", r.FleetVersionsBudgetRatio, r.FleetVersionsS, r.FleetBudgetS), "<= 1.2",
-			"real time until every group uses its new version, over (versions - burst) / rate of the agent's ec2-mutating limit (2.5/s, burst scaled to groups/10, 100 at 1,000 groups) + one call"},
-		{"agent heap, 1,000 groups x 20 instances", fmt.Sprintf("%.1f MiB", r.AgentHeapMiB1000Groups), "<= 40 MiB",
+		{"fleet: throttling errors", fmt.Sprintf("%d", r.FleetThrottles), "0", verdict(r.FleetThrottles == 0), how},
+		{"fleet: longest pass or message handling", fmt.Sprintf("%.2f s", r.FleetMaxPassS), "<= 10 s", verdict(r.FleetMaxPassS <= 10), "real time of each Reconcile and of each receive with messages, same run"},
+		{"fleet: other group's golden-AMI change to its new version, p99", reaction, "<= 1000 ms", verdict(r.FleetReactionP99Ms <= 1000 && !r.FleetReactionCapped),
+			fmt.Sprintf("%d changes, each of another Idle group's golden-AMI parameter, sent one by one while the fleet's rollouts run (of %d, the p99 is the largest)", fleetReactions, fleetReactions)},
+		{"fleet: every group on its new launch template version / EC2 budget", versions, "<= 1.2, every group",
+			verdict(r.FleetVersionsBudgetRatio <= 1.2 && r.FleetGroups > 0 && r.FleetGroupsOnNewVersion == r.FleetGroups),
+			"real time until every group uses its new version (or the wait ended: no group moved for 2 min, or 15 min), over (versions - burst) / rate of the agent's ec2-mutating limit (2.5/s, burst scaled to groups/10, 100 at 1,000 groups) + one call; met only when every group got its version"},
+		{"agent heap, 1,000 groups x 20 instances", fmt.Sprintf("%.1f MiB", r.AgentHeapMiB1000Groups), "<= 40 MiB", verdict(r.AgentHeapMiB1000Groups <= 40),
 			"in-use heap after three passes whose innermost patch-agent frame is the agent's (not internal/sim or internal/demo), heap profile at 64 KiB sampling"},
 	}
 }
