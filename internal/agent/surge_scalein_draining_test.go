@@ -52,10 +52,7 @@ func TestSurgeScaledInByAnotherActorWhileDrainingGivesBackItsOwnAndTheScaleInSta
 	require.Equal(t, int32(2), grp.Desired, "the surge given back, the other actor's -1 kept")
 	require.Equal(t, int32(2), minDesired, "never below that on the way")
 	require.Len(t, grp.Instances, 2)
-	for _, i := range grp.Instances {
-		require.Equal(t, demo.ImageB, i.ImageID, i.ID)
-		require.Equal(t, "InService", i.LifecycleState, i.ID)
-	}
+	requireAllOn(t, w.World, g.Name, demo.ImageB, 2)
 	require.Equal(t, int32(2), w.Checker.Baseline[g.Name], "the checker's baseline follows the other actor's -1")
 	require.Empty(t, w.Checker.Finish())
 }
