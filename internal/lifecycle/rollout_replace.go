@@ -369,7 +369,13 @@ func (o *Orchestrator) terminateOld(ctx context.Context, t Target, v GroupView, 
 	// keeps desired capacity, so Auto Scaling launches into the old instance's zone (capacityprovider.go).
 	// Never below the operator's MinSize (another actor may have scaled in meanwhile): at the minimum the
 	// instance is terminated without decrement and Auto Scaling replaces it from the new launch template.
-	decrement := !r.Current.Rebalance && v.Desired-1 >= v.Min && (r.Strategy != StrategyDrainFirst || !r.ECSManagedDraining)
+	// Only the agent's own surge is given back (field case C21): once another actor raised desired capacity
+	// above what the surge wrote (an autoscaler's scale out while the replacement booted or the old instance
+	// drained), the surge is theirs and the instance goes without decrement, so desired capacity stays where
+	// they set it. A scale in by another actor counts by its change and the decrement stands (the checker's
+	// followDesired, TestSurgeScaledInByAnotherActorWhileDrainingGivesBackItsOwnAndTheScaleInStands).
+	decrement := !r.Current.Rebalance && v.Desired-1 >= v.Min && (r.Strategy != StrategyDrainFirst || !r.ECSManagedDraining) &&
+		!surgeTakenOver(r, v)
 	if err := o.groups().Terminate(ctx, old.ID, decrement); err != nil {
 		return r, fmt.Errorf("terminating drained instance %s: %w", old.ID, err)
 	}
@@ -388,6 +394,18 @@ func (o *Orchestrator) terminateOld(ctx context.Context, t Target, v GroupView, 
 		err = errWait // this tick's view still shows the old desired capacity: the next pick needs a fresh one
 	}
 	return next, err
+}
+
+// surgeTakenOver reports whether another actor raised desired capacity above what the surge strategy's
+// surge still holds: the SurgeTo the agent wrote less the members of its batch already terminated
+// (Current.DesiredBefore + the members in flight). Zero SurgeTo (no surge written, as in drain-first) is never
+// taken over.
+func surgeTakenOver(r state.Rollout, v GroupView) bool {
+	cur := r.Current
+	if r.Strategy != StrategySurge || cur == nil || cur.SurgeTo == 0 {
+		return false
+	}
+	return v.Desired > cur.DesiredBefore+int32(inFlight(r))
 }
 
 // pickNext chooses the next outdated instance: from the Availability Zone with the most outdated instances,
