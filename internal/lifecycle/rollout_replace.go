@@ -248,11 +248,19 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 		return next, err
 	}
 	if started := cur.DrainStartedAt; !started.IsZero() && now.Sub(started) > o.Policy.DrainTimeout {
+		if old.Leaving() {
+			// Auto Scaling is terminating it on its own (a failed health check, another actor's scale in): its
+			// terminating lifecycle action drains it on (hooks.go), and an instance that is leaving is never put
+			// back in service (review 13b: a node in Terminating:Wait was uncordoned and the rollout halted on
+			// it). The replacement waits until it is gone (retireLeft above), keeping its drain's slot meanwhile.
+			r.Reason = fmt.Sprintf("old instance %s is leaving (%s) past the drain deadline: waiting for it to go", old.ID, old.LifecycleState)
+			return r, errWait
+		}
 		if err := platform.Undrain(ctx, t.Cluster, old.ID); err != nil {
 			return r, err
 		}
 		for _, m := range r.Batch { // the halt stops the whole batch: its other drains go back in service too
-			if peer, ok := v.Instance(m.OldInstanceID); ok && m.Step == state.StepDraining && peer.Node.Draining {
+			if peer, ok := v.Instance(m.OldInstanceID); ok && m.Step == state.StepDraining && peer.Node.Draining && !peer.Leaving() {
 				if err := platform.Undrain(ctx, t.Cluster, peer.ID); err != nil {
 					return r, err
 				}

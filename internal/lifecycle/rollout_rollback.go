@@ -72,7 +72,7 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 			o.logStep(r, "unhealthy replacement "+i.ID+" removed")
 		}
 		for _, m := range append([]state.Replacement{*cur}, r.Batch...) {
-			if old, ok := v.Instance(m.OldInstanceID); ok && old.Node.Draining {
+			if old, ok := v.Instance(m.OldInstanceID); ok && old.Node.Draining && !old.Leaving() { // one leaving stays drained (its own lifecycle action drains it)
 				platform, err := o.Platforms.For(t)
 				if err != nil {
 					return r, err
