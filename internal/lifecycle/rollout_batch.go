@@ -262,6 +262,13 @@ func (o *Orchestrator) retireLeftOfBatch(ctx context.Context, v GroupView, r sta
 	}
 	if next == nil {
 		r.Replaced = r.Replaced[:len(r.Replaced)-1]
+		// Nothing serving to carry the share to: it stays in desired capacity (one instance more than before the
+		// batch). The members left count it in their baseline, so that each of their terminations still gives
+		// back its own share: without it, desired capacity above DesiredBefore + the members left would read as
+		// another actor's scale out (surgeTakenOver) and the whole surge would stay (review 13c).
+		for k := range r.Batch {
+			r.Batch[k].DesiredBefore = v.Desired - int32(len(r.Batch))
+		}
 		return o.retire(ctx, r, why)
 	}
 	carried := *cur
