@@ -473,6 +473,15 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 			r.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: pick.ID, DesiredBefore: owed - n, SurgeTo: owed,
 				InstancesBefore: ids, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: pick.Node.Name}
 			r.Batch = giveBackPeers(v, outdated, *r.Current, int(n))
+			if k := int32(inFlight(r)); k < int32(n) {
+				// Fewer instances than the halted surge to give it back through: what they cannot give back stays
+				// in desired capacity and in their baseline, so that their own terminations still decrement
+				// (surgeTakenOver would take the rest for another actor's scale out and give back nothing).
+				r.Current.DesiredBefore = owed - k
+				for i := range r.Batch {
+					r.Batch[i].DesiredBefore = owed - k
+				}
+			}
 			return o.save(ctx, r, fmt.Sprintf("giving back the surge to desired %d a halted rollout left, through %s", owed, strings.Join(giveBackIDs(r), ", ")))
 		}
 	}
