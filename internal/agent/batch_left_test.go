@@ -39,7 +39,7 @@ func TestBatchMemberLeftWithNothingToCarryToStillGivesBackTheOthersShares(t *tes
 	t.Logf("batch draining: current %s (new %s), peer %s (new %s); desired %d", r.Current.OldInstanceID, r.Current.NewInstanceID,
 		r.Batch[0].OldInstanceID, r.Batch[0].NewInstanceID, w.Account.Group(g.Name).Desired)
 	require.True(t, w.Account.MarkInstanceUnhealthy(r.Current.OldInstanceID))
-	tr := &trace13c{}
+	tr := &rolloutTrace{}
 	done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool { tr.look(t, w, g.Name); return !w.Rollout(ctx, g.Name).Active() })
 	require.NoError(t, err)
 	require.True(t, done)
@@ -50,10 +50,10 @@ func TestBatchMemberLeftWithNothingToCarryToStillGivesBackTheOthersShares(t *tes
 	require.Empty(t, v)
 }
 
-// trace13c logs the rollout's members and their old instances' states whenever they change.
-type trace13c struct{ last string }
+// rolloutTrace logs the rollout's members and their old instances' states whenever they change.
+type rolloutTrace struct{ last string }
 
-func (tr *trace13c) look(t *testing.T, w *demo.World, group string) {
+func (tr *rolloutTrace) look(t *testing.T, w *demo.World, group string) {
 	ctx := context.Background()
 	r := w.Rollout(ctx, group)
 	s := string(r.Phase)
@@ -66,11 +66,9 @@ func (tr *trace13c) look(t *testing.T, w *demo.World, group string) {
 			s += " | " + m.OldInstanceID + " " + string(m.Step) + " (" + st + ")"
 		}
 	}
-	s += " | desired " + itoa13c(w.Account.Group(group).Desired)
+	s += " | desired " + fmt.Sprint(w.Account.Group(group).Desired)
 	if s != tr.last {
 		t.Logf("%s %s", w.Account.Clock().Now().Format(time.TimeOnly), s)
 		tr.last = s
 	}
 }
-
-func itoa13c(n int32) string { return fmt.Sprint(n) }

@@ -24,16 +24,10 @@ func TestSurgeScaledInByAnotherActorWhileDrainingGivesBackItsOwnAndTheScaleInSta
 	g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 8, Desired: 3}
 	w := buildWatched(t, demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 4}})
 	settle(t, w.World, 10*time.Second)
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
-		c := w.Rollout(ctx, g.Name).Current
-		return c != nil && c.Step == state.StepDraining
-	})
-	require.NoError(t, err)
-	require.True(t, done)
+	rollToDraining(t, w.World, g)
 	require.Equal(t, int32(4), w.Account.Group(g.Name).Desired, "the surge is in desired capacity")
 	old := w.Rollout(ctx, g.Name).Current.OldInstanceID
-	_, err = w.Account.AutoScaling().SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{AutoScalingGroupName: aws.String(g.Name),
+	_, err := w.Account.AutoScaling().SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{AutoScalingGroupName: aws.String(g.Name),
 		InstanceIds: []string{old}, ProtectedFromScaleIn: aws.Bool(true)})
 	require.NoError(t, err, "the draining instance is protected from scale in (ECS managed termination protection: it still runs tasks)")
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 3), "the autoscaler scales in while the old instance drains")
@@ -44,9 +38,7 @@ func TestSurgeScaledInByAnotherActorWhileDrainingGivesBackItsOwnAndTheScaleInSta
 	})
 	require.NoError(t, err)
 	settle(t, w.World, 5*time.Minute)
-	for _, c := range w.Account.DesiredChanges(g.Name) {
-		t.Logf("desired %d -> %d by %s at %s", c.From, c.To, c.By, c.At.Format(time.TimeOnly))
-	}
+	violations := logDesired(t, w.World, g.Name)
 	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
 	grp := w.Account.Group(g.Name)
 	require.Equal(t, int32(2), grp.Desired, "the surge given back, the other actor's -1 kept")
@@ -54,5 +46,5 @@ func TestSurgeScaledInByAnotherActorWhileDrainingGivesBackItsOwnAndTheScaleInSta
 	require.Len(t, grp.Instances, 2)
 	requireAllOn(t, w.World, g.Name, demo.ImageB, 2)
 	require.Equal(t, int32(2), w.Checker.Baseline[g.Name], "the checker's baseline follows the other actor's -1")
-	require.Empty(t, w.Checker.Finish())
+	require.Empty(t, violations)
 }

@@ -39,6 +39,20 @@ func haltedWithSurge(t *testing.T, batch bool) (*demo.World, demo.GroupSetup) {
 	return w, g
 }
 
+// rollToDraining publishes ImageB on g's parameter and runs until its rollout's current replacement drains
+// (the surge's replacement serves).
+func rollToDraining(t *testing.T, w *demo.World, g demo.GroupSetup) {
+	t.Helper()
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+		c := w.Rollout(ctx, g.Name).Current
+		return c != nil && c.Step == state.StepDraining
+	})
+	require.NoError(t, err)
+	require.True(t, done, "draining: %+v", w.Rollout(ctx, g.Name))
+}
+
 // logDesired logs the desired capacity changes of a group, the checker's baseline and the violations, and returns
 // the violations.
 func logDesired(t *testing.T, w *demo.World, group string) []demo.Violation {
@@ -103,15 +117,9 @@ func TestC21AutoscalerScaleOutWhileTheOldInstanceDrainsStands(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 2, Max: 8, Desired: 3}
 	w := build(t, demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 6}})
 	settle(t, w, 10*time.Second)
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
-		c := w.Rollout(ctx, g.Name).Current
-		return c != nil && c.Step == state.StepDraining
-	})
-	require.NoError(t, err)
-	require.True(t, done)
+	rollToDraining(t, w, g)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 5), "the autoscaler scales out while the old instance drains")
-	done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done)
 	settle(t, w, 10*time.Minute)

@@ -101,6 +101,22 @@ func inFlight(r state.Rollout) int {
 	return 1 + len(r.Batch)
 }
 
+// surgedDesired is the desired capacity that still holds the surge of r's replacements in flight (one instance
+// each): Current.DesiredBefore + inFlight. Terminations with decrement bring it down one a member; desired
+// capacity above it is another actor's scale out (surgeTakenOver), below it another actor's scale in.
+func surgedDesired(r state.Rollout) int32 { return r.Current.DesiredBefore + int32(inFlight(r)) }
+
+// rebase sets the DesiredBefore of the replacements in flight (current and the rest of its batch) so that
+// surgedDesired is desired: surge that they cannot give back (nothing to give it back through) counts in their
+// baseline, and each of their terminations still gives back its own share.
+func rebase(current *state.Replacement, batch []state.Replacement, desired int32) {
+	base := desired - int32(1+len(batch))
+	current.DesiredBefore = base
+	for k := range batch {
+		batch[k].DesiredBefore = base
+	}
+}
+
 // awaitBatch is the ReplacementHealthy step of a batch (len(r.Batch) > 0, every member still at it): it waits
 // until as many instances launched since the pick (not in Current.InstancesBefore) serve on the target AMI as
 // the batch has members, then gives each member its replacement and moves them all to Draining in one write.
@@ -263,16 +279,14 @@ func (o *Orchestrator) retireLeftOfBatch(ctx context.Context, v GroupView, r sta
 	if next == nil {
 		r.Replaced = r.Replaced[:len(r.Replaced)-1]
 		// Nothing serving to carry the share to: it stays in desired capacity (one instance more than before the
-		// batch). The members left count it in their baseline, so that each of their terminations still gives
-		// back its own share: without it, desired capacity above DesiredBefore + the members left would read as
-		// another actor's scale out (surgeTakenOver) and the whole surge would stay (review 13c).
-		for k := range r.Batch {
-			r.Batch[k].DesiredBefore = v.Desired - int32(len(r.Batch))
-		}
+		// batch), in the baseline of the members left (rebase), so that each of their terminations still gives
+		// back its own share; uncounted, it would read as another actor's scale out (surgeTakenOver) and the
+		// whole surge would stay (review 13c).
+		rebase(&r.Batch[0], r.Batch[1:], v.Desired) // the members left, as retire makes the first of them Current
 		return o.retire(ctx, r, why)
 	}
 	carried := *cur
-	if short := cur.DesiredBefore + int32(inFlight(r)) - v.Desired; short > 0 {
+	if short := surgedDesired(r) - v.Desired; short > 0 {
 		// Another actor scaled in by short: the capacity the drains must keep serving is lower by as much.
 		carried.DesiredBefore -= short
 		for k := range r.Batch {

@@ -405,15 +405,14 @@ func (o *Orchestrator) terminateOld(ctx context.Context, t Target, v GroupView, 
 }
 
 // surgeTakenOver reports whether another actor raised desired capacity above what the surge strategy's
-// surge still holds: the SurgeTo the agent wrote less the members of its batch already terminated
-// (Current.DesiredBefore + the members in flight). Zero SurgeTo (no surge written, as in drain-first) is never
-// taken over.
+// surge still holds (surgedDesired: the SurgeTo the agent wrote less the members of its batch already
+// terminated). Zero SurgeTo (no surge written, as in drain-first) is never taken over.
 func surgeTakenOver(r state.Rollout, v GroupView) bool {
 	cur := r.Current
 	if r.Strategy != StrategySurge || cur == nil || cur.SurgeTo == 0 {
 		return false
 	}
-	return v.Desired > cur.DesiredBefore+int32(inFlight(r))
+	return v.Desired > surgedDesired(r)
 }
 
 // pickNext chooses the next outdated instance: from the Availability Zone with the most outdated instances,
@@ -473,15 +472,10 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 			r.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: pick.ID, DesiredBefore: owed - n, SurgeTo: owed,
 				InstancesBefore: ids, StepStartedAt: o.Clock.Now(), ContainerInstanceARN: pick.Node.Name}
 			r.Batch = giveBackPeers(v, outdated, *r.Current, int(n))
-			if k := int32(inFlight(r)); k < int32(n) {
-				// Fewer instances than the halted surge to give it back through: what they cannot give back stays
-				// in desired capacity and in their baseline, so that their own terminations still decrement
-				// (surgeTakenOver would take the rest for another actor's scale out and give back nothing).
-				r.Current.DesiredBefore = owed - k
-				for i := range r.Batch {
-					r.Batch[i].DesiredBefore = owed - k
-				}
-			}
+			// With fewer instances than n to give it back through, what they cannot give back stays in desired
+			// capacity and in their baseline, so that their own terminations still decrement (otherwise
+			// surgeTakenOver would take the rest for another actor's scale out and give back nothing).
+			rebase(r.Current, r.Batch, owed)
 			return o.save(ctx, r, fmt.Sprintf("giving back the surge to desired %d a halted rollout left, through %s", owed, strings.Join(giveBackIDs(r), ", ")))
 		}
 	}

@@ -34,7 +34,7 @@ func (o *Orchestrator) retire(ctx context.Context, r state.Rollout, why string) 
 // strategy, which never surges.
 func (o *Orchestrator) retireLeft(ctx context.Context, v GroupView, r state.Rollout, why string) (state.Rollout, error) {
 	cur := r.Current
-	if full := cur.DesiredBefore + int32(inFlight(r)); len(r.Batch) > 0 && r.Strategy != StrategyDrainFirst &&
+	if full := surgedDesired(r); len(r.Batch) > 0 && r.Strategy != StrategyDrainFirst &&
 		(v.Desired == full || v.Desired < full && cur.Step != state.StepTerminating) {
 		// Desired capacity still holds the member's share of the surge: unchanged (the instance left on its
 		// own), or lowered by another actor's scale-in, which may be what took the instance. The share is the

@@ -51,7 +51,7 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 		decrements := 0
 		if r.Strategy == StrategyDrainFirst {
 			decrements = len(v.Instances) // as before: ECS managed scaling sets desired capacity again itself
-		} else if v.Desired == cur.DesiredBefore+int32(inFlight(r)) {
+		} else if v.Desired == surgedDesired(r) {
 			decrements = inFlight(r) // a batch surged by its size (rollout_batch.go)
 		}
 		for _, i := range v.Instances {
@@ -111,7 +111,7 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 			}
 			return next, err
 		}
-		if newServing == 0 && r.Strategy != StrategyDrainFirst && v.Desired == cur.DesiredBefore+int32(inFlight(r)) {
+		if newServing == 0 && r.Strategy != StrategyDrainFirst && v.Desired == surgedDesired(r) {
 			// The surge is still in place but no replacement survives (none ever launched): give it back,
 			// or Auto Scaling would launch the extra instance later from the restored template.
 			if err := o.groups().SetDesired(ctx, v.Name, cur.DesiredBefore); err != nil {
