@@ -12,6 +12,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testenv"
 )
 
 // twentyPercent fails 20 % of the calls of every AWS operation with a throttling, 5xx or timeout fault; half
@@ -200,11 +201,14 @@ func playScenario(t *testing.T, sc faultScenario, seed uint64, rules []sim.Fault
 // same scenario: a failed read must not cost a full re-read of everything, nor a retry on every tick.
 const successRatioLimit = 1.3
 
-// faultSeeds are the seeds of the runs with faults. One run's ratio depends on which calls its draws hit (a
-// lost ReceiveMessage hides a message for its visibility timeout); the ratio asserted is that of the sums.
-var faultSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+// faultSeeds are the seeds of the runs with faults in the short form (`make test`); `make soak` runs 20
+// ($PATCH_AGENT_SEEDS, testenv.Seeds). One run's ratio depends on which calls its draws hit (a lost
+// ReceiveMessage hides a message for its visibility timeout), so the ratio of the sums is asserted only in the
+// long form: over 3 seeds it measures the seeds, not the agent (per seed it ranges 0.54 - 2.25).
+var faultSeeds = []uint64{1, 2, 3}
 
 func TestFaultMatrixEveryStrategyCompletesUnder20PercentFaults(t *testing.T) {
+	faultSeeds := testenv.Seeds(t, faultSeeds)
 	for _, sc := range faultScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			clean, _ := playScenario(t, sc, 0, nil)
@@ -227,6 +231,10 @@ func TestFaultMatrixEveryStrategyCompletesUnder20PercentFaults(t *testing.T) {
 			limit := successRatioLimit
 			if sc.ratioLimit > 0 {
 				limit = sc.ratioLimit
+			}
+			if !testenv.Soak(faultSeeds) {
+				t.Logf("%d seeds: the ratio (limit %.2f) is asserted from %d seeds on (make soak)", len(faultSeeds), limit, testenv.SoakSeeds)
+				return
 			}
 			require.LessOrEqual(t, ratio, limit, "successful calls with faults / fault-free")
 		})
