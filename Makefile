@@ -6,7 +6,7 @@ PKGS  := ./...
 # Emulator binaries are built once per machine into a cache outside the repository.
 TESTBIN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/patch-agent/testbin
 
-.PHONY: help build image test unit e2e moto demo lint bench testbin clean mutants
+.PHONY: help build image test unit e2e moto demo lint bench testbin clean mutants mutants-all soak
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,10 +33,20 @@ node_modules/.bin/cfn-lint: package.json package-lock.json
 moto: ## check that moto_server (the contract and end-to-end tests' emulator) is there
 	@scripts/ensure-moto.sh >/dev/null
 
-test: testbin moto node_modules/.bin/cfn-lint image ## all tests: integration, contract and end-to-end tests on the emulators, and the image (CI runs this)
-	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_MOTO=$$(scripts/ensure-moto.sh) KUBEBUILDER_ASSETS=$$(scripts/ensure-kube.sh) PATCH_AGENT_IMAGE=$(abspath $(IMAGE)) \
-		$(GO) test -count=1 $$($(GO) list $(PKGS) | grep -v /internal/e2e)
-	$(MAKE) --no-print-directory e2e
+# The environment of every test run: the emulators' places (built or looked up once per machine) and the image.
+TEST_ENV = PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_MOTO=$$(scripts/ensure-moto.sh) \
+	KUBEBUILDER_ASSETS=$$(scripts/ensure-kube.sh) PATCH_AGENT_IMAGE=$(abspath $(IMAGE))
+# The scenario suites: the agent driven against the simulated account, judged by the invariant checker.
+SCENARIO_PKGS := ./internal/agent/ ./internal/demo/ ./internal/lifecycle/ ./internal/eksupgrade/
+SCENARIO_RE   := /internal/(agent|demo|lifecycle|eksupgrade|e2e)$$
+
+# Each group is timed (scripts/timed.sh): .ci/run's summary lists them.
+test: node_modules/.bin/cfn-lint ## all tests: integration, contract and end-to-end tests on the emulators, and the image (CI runs this)
+	@scripts/timed.sh "test: testbin" $(MAKE) --no-print-directory testbin moto
+	@scripts/timed.sh "test: image" $(MAKE) --no-print-directory image
+	@scripts/timed.sh "test: scenarios" env $(TEST_ENV) $(GO) test -count=1 $(SCENARIO_PKGS)
+	@scripts/timed.sh "test: other packages" env $(TEST_ENV) $(GO) test -count=1 $$($(GO) list $(PKGS) | grep -v -E '$(SCENARIO_RE)')
+	@scripts/timed.sh "test: e2e" $(MAKE) --no-print-directory e2e
 
 e2e: testbin moto build ## the real binary rolls an ECS group on moto (CloudWatch on kumo), once whole and once killed mid-call
 	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_MOTO=$$(scripts/ensure-moto.sh) PATCH_AGENT_E2E_BIN=$(CURDIR)/$(BIN) \
@@ -57,8 +67,17 @@ bench: ## measurements, fleet scenario 1,000 x 20 included: rewrites the tracked
 	PATCH_AGENT_FLEET=$${PATCH_AGENT_FLEET:-1000x20} PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_BENCH=1 $(GO) test -count=1 -run TestBenchmarks -v -timeout 45m ./internal/bench
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/events
 
-mutants: ## safety mutants: each deliberate bug in testdata/mutants must make the scenario suite fail (docs/testing.md)
+mutants: ## the curated safety mutants (what CI runs): each deliberate bug must make the test its mutant names fail (docs/testing.md)
 	scripts/mutants.sh
+
+mutants-all: ## every safety mutant of testdata/mutants, not only the curated set (a deeper run, ~1 hour on 2 cores)
+	scripts/mutants.sh --all
+
+SOAK_SEEDS ?= 20
+soak: testbin ## the long form of the randomized runs: the fault matrix (20 % faults) over $(SOAK_SEEDS) seeds, its call ratio asserted
+	@mkdir -p bin
+	set -o pipefail; PATCH_AGENT_SEEDS=$(SOAK_SEEDS) $(GO) test -count=1 -timeout 60m -v -run 'TestFaultMatrix' ./internal/agent/ 2>&1 \
+		| tee bin/soak.log | grep -E -e '--- (PASS|FAIL)' -e 'faults_test.go' -e '^(ok|FAIL)'
 
 clean: ## remove build output
 	rm -rf bin

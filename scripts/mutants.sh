@@ -1,49 +1,75 @@
 #!/usr/bin/env bash
-# Safety mutants: deliberate bugs that the scenario suite must catch (docs/testing.md, "Safety mutants").
+# Safety mutants: deliberate bugs that the tests must catch (docs/testing.md, "Safety mutants").
 #
-# Each testdata/mutants/NN-name.patch is a unified diff against the repository that breaks one safety property
-# (terminate before drain, skip the surge, never complete a lifecycle action, ignore the pause, ...). For each
-# one this script applies the patch to ONE scratch copy of the working tree, builds, runs the scenario suite and
-# requires it to FAIL; then it reverts the copy for the next patch (so the Go build cache recompiles only what a
-# patch touches). A patch that does not apply, or a mutant that does not compile, fails the run: it is not a
-# kill. testdata/mutants/00-null.patch changes nothing that runs and must SURVIVE (the suite is not failing for
-# an unrelated reason). For every kill the test and the invariant that caught it are printed.
+# Each testdata/mutants/NN-name.mutant breaks one safety property by name, not by line: its edits name a
+# package directory and a declaration (function, method, type, var or const) and the lines to change inside
+# it (tools/mutate, "Mutant"). So a mutant survives code moving around, and a mutant whose function was
+# renamed or whose lines are gone does not apply: NO-APPLY fails the run, it is never a pass.
 #
-# Kill-first hints: a patch may carry header lines `# kill-first: <package> -run '<regexp>'` beside `# why:`
-# (before its diff; <package> one of the suite's, spelled as in `suite` below), naming the tests expected to
-# catch it. They are run first, in order; the first that fails
-# kills the mutant (its verdict is a real test failure, the same as the suite's). When every hint passes (a
-# stale hint), the whole scenario suite runs as without hints, so a hint can only cost time, never change a
-# verdict. A hint that is not of that form fails the run. 00-null carries none: it always runs the whole suite.
+# For each mutant this script applies it to ONE scratch copy of the working tree, runs the tests its
+# `# kill:` headers name (`# kill: ./internal/pkg/ -run 'regexp'`), in order, and requires one of them to FAIL.
+# When every named test passes, it falls back to the whole suite of the named packages and says so ("fallback:
+# the kill header is stale"); a mutant no test catches SURVIVED and fails the run. A mutant that does not
+# compile fails the run (NO-BUILD): it is not a kill. Then the copy is reverted for the next mutant (the Go build
+# cache recompiles only what a mutant touches).
 #
-# Usage: [MUTANTS_JOBS=N] scripts/mutants.sh [pattern...]   (patterns: run only the patches whose file name
-# contains one of them; MUTANTS_JOBS: shards run side by side, default 2)
+# 00-null changes nothing that runs and must SURVIVE every kill test of the mutants run beside it: a kill test
+# that fails on the unmutated code would make every kill meaningless.
+#
+# Sets: by default the curated set (`# set: curated`: the bugs that matter for each invariant, what CI runs);
+# --all runs every mutant (`make mutants-all`).
+#
+# Usage: [MUTANTS_JOBS=N] scripts/mutants.sh [--all] [pattern...]
+#   patterns: run only the mutants whose file name contains one of them (00-null always runs)
+#   MUTANTS_JOBS: shards run side by side, default 2; MUTANTS_DIR: where the mutants are (default
+#   testdata/mutants); MUTATE: a built tools/mutate (default: built from this tree)
 # Exit: 0 when every mutant is killed and the null mutant survives; 1 otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+root=${MUTANTS_ROOT:-$root}
 cd "$root"
+all=0
+if [ "${1:-}" = "--all" ]; then all=1; shift; fi
 patterns=("$@")
-# The scenario suite: the packages whose tests drive the agent against the simulated account and judge it with
-# the invariant checker. Run in this order; the first failing package kills the mutant, and within a package the
-# first failing test (-failfast: the rest cannot change the verdict, and 40 mutants must fit CI's time).
-suite=(./internal/agent/ ./internal/lifecycle/ ./internal/demo/ ./internal/events/ ./internal/state/ ./internal/eksupgrade/)
+dir=${MUTANTS_DIR:-testdata/mutants}
 
-# Shards: MUTANTS_JOBS (default 2) copies of this script run side by side, each on every n-th matching patch in
-# its own scratch copy (the Go build cache is shared and safe for concurrent use), so the verdicts are those of
-# one run; the lines are printed sorted once all have finished. MUTANTS_JOBS=1 runs one after another, printing
-# as it goes. Two jobs keep 75 mutants well inside CI's 90 minutes on a 2-core machine.
+if [ -z "${MUTATE:-}" ]; then
+  MUTATE=$(mktemp -d "${TMPDIR:-/tmp}/patch-agent-mutate.XXXXXX")/mutate
+  go build -o "$MUTATE" ./tools/mutate
+fi
+export MUTATE
+
+# The mutants of this run: the set, then the patterns; 00-null first.
+selected=()
+for m in "$dir"/*.mutant; do
+  name=$(basename "$m" .mutant)
+  if [ "$name" != 00-null ]; then
+    if [ $all = 0 ] && ! "$MUTATE" header "$m" set | grep -qx curated; then continue; fi
+    if [ ${#patterns[@]} -gt 0 ]; then
+      hit=0; for p in "${patterns[@]}"; do [[ "$name" == *"$p"* ]] && hit=1; done
+      [ $hit = 1 ] || continue
+    fi
+  fi
+  selected+=("$m")
+done
+
+# Shards: MUTANTS_JOBS (default 2) copies of this script run side by side, each on every n-th selected mutant in
+# its own scratch copy (the Go build cache is shared and safe for concurrent use); their lines are printed
+# sorted once all have finished.
 jobs=${MUTANTS_JOBS:-2}
 if [ -z "${MUTANTS_SHARD:-}" ] && [ "$jobs" -gt 1 ]; then
-  echo "running the mutants in $jobs shards; their lines come when all have finished" >&2
+  set_name=curated; [ $all = 1 ] && set_name=all
+  echo "running ${#selected[@]} mutants (set: $set_name) in $jobs shards; their lines come when all have finished" >&2
   outs=() pids=()
   for ((i = 0; i < jobs; i++)); do
     out=$(mktemp "${TMPDIR:-/tmp}/patch-agent-mutants-shard.XXXXXX"); outs+=("$out")
-    MUTANTS_SHARD="$i/$jobs" "$0" "$@" >"$out" 2>&1 &
+    args=(); [ $all = 1 ] && args+=(--all)
+    MUTANTS_SHARD="$i/$jobs" "$0" "${args[@]}" "$@" >"$out" 2>&1 &
     pids+=($!)
   done
   rc=0
   for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
-  printf '%-34s %-9s %s\n' MUTANT RESULT "CAUGHT BY"
+  printf '%-52s %-9s %6s  %s\n' MUTANT RESULT SECS "CAUGHT BY"
   grep -hv '^MUTANT ' "${outs[@]}" | sort || true
   rm -f "${outs[@]}"
   exit $rc
@@ -52,68 +78,73 @@ if [ -n "${MUTANTS_SHARD:-}" ]; then shard=${MUTANTS_SHARD%/*} shards=${MUTANTS_
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/patch-agent-mutants.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
-# The working tree as it is (tracked and untracked, not ignored), as one git repository so each patch can be
+# The working tree as it is (tracked and untracked, not ignored), as one git repository so each mutant can be
 # reverted exactly.
 git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} cp --parents {} "$scratch" 2>/dev/null || true
 (cd "$scratch" && git init -q && git add -A && git -c user.email=m@l -c user.name=mutants commit -qm base)
 
+# go test output that says the test binary did not build: a mutant that breaks a dependent package's build.
+build_failed() { grep -qE '\[build failed\]|\[setup failed\]' "$1"; }
+
 fail=0
-printf '%-34s %-9s %s\n' MUTANT RESULT "CAUGHT BY"
-for patch in testdata/mutants/*.patch; do
-  name=$(basename "$patch" .patch)
-  if [ ${#patterns[@]} -gt 0 ]; then
-    m=0; for p in "${patterns[@]}"; do [[ "$name" == *"$p"* ]] && m=1; done
-    [ $m = 1 ] || continue
-  fi
-  k=$((${k:-0} + 1))
+line() { printf '%-52s %-9s %6s  %s\n' "$1" "$2" "$3" "$4"; }
+printf '%-52s %-9s %6s  %s\n' MUTANT RESULT SECS "CAUGHT BY"
+k=0
+for m in "${selected[@]}"; do
+  name=$(basename "$m" .mutant)
+  k=$((k + 1))
   [ $(((k - 1) % shards)) = "$shard" ] || continue
+  start=$SECONDS
   (cd "$scratch" && git checkout -q -- . && git clean -qfd)
-  if ! (cd "$scratch" && git apply "$root/$patch") 2>"$scratch/.apply.err"; then
-    printf '%-34s %-9s %s\n' "$name" "NO-APPLY" "$(head -1 "$scratch/.apply.err")"
-    fail=1; continue
+  if [ "$name" = 00-null ]; then
+    # The null mutant runs every kill test of this run's set, one go test per package.
+    kills=$(for o in "${selected[@]}"; do "$MUTATE" kills "$o"; done | sort -u)
+  else
+    if ! kills=$("$MUTATE" kills "$m" 2>"$scratch/.err"); then
+      line "$name" BAD-HINT 0 "$(head -1 "$scratch/.err")"; fail=1; continue
+    fi
+    if [ -z "$kills" ]; then line "$name" BAD-HINT 0 "no # kill: header names the test expected to kill it"; fail=1; continue; fi
   fi
-  if ! (cd "$scratch" && go build ./...) >"$scratch/.build.log" 2>&1; then
-    printf '%-34s %-9s %s\n' "$name" "NO-BUILD" "$(grep -m1 -v '^#' "$scratch/.build.log")"
-    fail=1; continue
+  if ! (cd "$scratch" && "$MUTATE" apply "$root/$m") 2>"$scratch/.err"; then
+    line "$name" NO-APPLY $((SECONDS - start)) "$(head -1 "$scratch/.err")"; fail=1; continue
   fi
-  killed="" caught="" hinted=""
-  # A hint line: `# kill-first: ./internal/pkg/ -run 'TestA|TestB'` (no other form: a typo fails the run).
-  bad=0
-  while IFS= read -r hint; do
-    re="^# kill-first: (\./[A-Za-z0-9_/.-]+) -run '([^']+)'$"
-    if [[ ! "$hint" =~ $re ]]; then
-      printf '%-34s %-9s %s\n' "$name" "BAD-HINT" "$hint"; bad=1; break
+  pkgs=$(cut -f1 <<<"$kills" | sort -u)
+  if [ "$name" = 00-null ]; then
+    survived=1 broke=""
+    for pkg in $pkgs; do
+      re=$(awk -F'\t' -v p="$pkg" '$1 == p {print $2}' <<<"$kills" | paste -sd'|' -)
+      if ! (cd "$scratch" && go test -count=1 -timeout 20m -run "$re" "$pkg") >"$scratch/.test.log" 2>&1; then
+        survived=0 broke="$broke $pkg $(grep -oE -- '--- FAIL: [^ ]+' "$scratch/.test.log" | awk '{print $3}' | head -3 | paste -sd, -)"
+      fi
+    done
+    if [ $survived = 1 ]; then line "$name" survived $((SECONDS - start)) "(expected: every kill test passes on it)"
+    else line "$name" KILLED $((SECONDS - start)) "the null mutant must survive; failing on unmutated code:$broke"; fail=1; fi
+    continue
+  fi
+  killed="" how=""
+  while IFS=$'\t' read -r pkg re; do
+    if ! (cd "$scratch" && go test -count=1 -failfast -timeout 10m -run "$re" "$pkg") >"$scratch/.test.log" 2>&1; then
+      killed=$pkg; break
     fi
-    hpkg=${BASH_REMATCH[1]} hrun=${BASH_REMATCH[2]}
-    if [[ " ${suite[*]} " != *" $hpkg "* ]]; then # a kill counts only from the scenario suite
-      printf '%-34s %-9s %s\n' "$name" "BAD-HINT" "$hpkg is not a package of the scenario suite"; bad=1; break
-    fi
-    if ! (cd "$scratch" && go test -count=1 -failfast -timeout 10m -run "$hrun" "$hpkg") >"$scratch/.test.log" 2>&1; then
-      killed=$hpkg hinted=" (kill-first)"
-      break
-    fi
-  done < <(sed -n '/^diff /q; /^# kill-first:/p' "$patch")
-  if [ $bad = 1 ]; then fail=1; continue; fi
+  done <<<"$kills"
   if [ -z "$killed" ]; then
-    for pkg in "${suite[@]}"; do
-      if ! (cd "$scratch" && go test -count=1 -failfast -timeout 10m "$pkg") >"$scratch/.test.log" 2>&1; then
-        killed=$pkg
+    for pkg in $pkgs; do
+      if ! (cd "$scratch" && go test -count=1 -failfast -timeout 20m "$pkg") >"$scratch/.test.log" 2>&1; then
+        killed=$pkg how=" (fallback: the named tests passed, the package suite failed: the kill header is stale)"
         break
       fi
     done
   fi
-  if [ -n "$killed" ]; then
-    tests=$(grep -oE '^\s*--- FAIL: [^ ]+' "$scratch/.test.log" | awk '{print $3}' | sort -u | head -4 | paste -sd, - || true)
-    inv=$(grep -oE 'invariant [0-9]+' "$scratch/.test.log" | sort | uniq -c | sort -rn | head -3 | awk '{print $2" "$3}' | paste -sd, - || true)
-    caught="${killed}${hinted} ${tests:-(build or panic)}${inv:+ [$inv]}"
+  if [ -n "$killed" ] && build_failed "$scratch/.test.log"; then
+    line "$name" NO-BUILD $((SECONDS - start)) "$(grep -m1 -E '\.go:[0-9]+' "$scratch/.test.log" || echo "$killed does not build")"
+    fail=1; continue
   fi
-  if [ "$name" = "00-null" ]; then
-    if [ -n "$killed" ]; then printf '%-34s %-9s %s\n' "$name" "KILLED" "the null mutant must survive: $caught"; fail=1
-    else printf '%-34s %-9s %s\n' "$name" "survived" "(expected: it changes nothing)"; fi
-  elif [ -n "$killed" ]; then
-    printf '%-34s %-9s %s\n' "$name" "killed" "$caught"
+  if [ -n "$killed" ]; then
+    tests=$(grep -oE -- '--- FAIL: [^ ]+' "$scratch/.test.log" | awk '{print $3}' | sort -u | head -4 | paste -sd, - || true)
+    inv=$(grep -oE 'invariant [0-9]+' "$scratch/.test.log" | sort | uniq -c | sort -rn | head -3 | awk '{print $2" "$3}' | paste -sd, - || true)
+    line "$name" killed $((SECONDS - start)) "${killed} ${tests:-(panic or timeout)}${inv:+ [$inv]}${how}"
   else
-    printf '%-34s %-9s %s\n' "$name" "SURVIVED" "no test caught it: $(sed -n 's/^# why: //p' "$patch" | head -1)"
+    line "$name" SURVIVED $((SECONDS - start)) "no test caught it: $("$MUTATE" header "$m" why | head -1)"
     fail=1
   fi
 done
