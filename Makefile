@@ -6,7 +6,7 @@ PKGS  := ./...
 # Emulator binaries are built once per machine into a cache outside the repository.
 TESTBIN_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/patch-agent/testbin
 
-.PHONY: help build image test unit e2e moto demo lint bench testbin clean mutants mutants-all soak
+.PHONY: help build image release test unit e2e moto demo lint bench testbin clean mutants mutants-all soak
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -18,6 +18,11 @@ build: ## build bin/patch-agent (the production binary: static, no demo, version
 IMAGE ?= bin/image/oci
 image: ## build the OCI image (linux/amd64, linux/arm64) into bin/image/oci without Docker; push: crane push --index
 	scripts/image.sh $(IMAGE)
+
+# A release from the v* tag at HEAD, offline (module cache and image tools only); scripts/release.sh says what
+# it builds and when it refuses. RELEASE_PLATFORMS narrows the platforms (tests build linux/amd64 only).
+release: ## build a release from the v* tag at HEAD, offline: archives for linux/darwin amd64/arm64, SHA256SUMS, SBOM, image, in bin/release/<version>
+	scripts/release.sh
 
 testbin: ## build the emulators and tools the tests need (kumo, kube-apiserver + etcd, ociimage + crane), once per machine
 	@scripts/ensure-kumo.sh >/dev/null

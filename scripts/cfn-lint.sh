@@ -31,9 +31,9 @@ configurations=(
   # everything on: names and prefix, lifecycle actions by EventBridge and by queue target, alarm topic, HA
   "AgentImage=123456789012.dkr.ecr.us-east-1.amazonaws.com/patch-agent:v1,AMIParameterNames=/golden-ami/ecs/al2023\,MyExampleParameter\,MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=Both,LifecycleHookNames=patch-agent-drain\,patch-agent-launch,AlarmTopicArn=arn:aws:sns:us-east-1:123456789012:ops,DesiredCount=2,EcsClusterNames=prod\,staging-*,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
   # the defaults: lifecycle actions by EventBridge, no prefix, no alarm topic, one replica
-  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,LifecycleHookNames=patch-agent-drain,EcsClusterNames=prod,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
+  "AgentImage=210987654321.dkr.ecr.eu-west-1.amazonaws.com/platform/patch-agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef,AMIParameterNames=MyGoldenAMI,LifecycleHookNames=patch-agent-drain,EcsClusterNames=prod,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
   # hooks with the queue as notification target, prefix only besides one name
-  "AgentImage=public.ecr.aws/example/patch-agent:v1,AMIParameterNames=MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=QueueTarget,LifecycleHookNames=patch-agent-drain,EcsClusterNames=prod,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
+  "AgentImage=123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/patch-agent:v1.2.3,AMIParameterNames=MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=QueueTarget,LifecycleHookNames=patch-agent-drain,EcsClusterNames=prod,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
 )
 
 export NODE_OPTIONS="--require $root/cloudformation/cfn-lint-spec-supplement.js${NODE_OPTIONS:+ $NODE_OPTIONS}"

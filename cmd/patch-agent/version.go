@@ -9,9 +9,9 @@ import (
 	"github.com/patch-agent/patch-agent/internal/buildinfo"
 )
 
-// version is the version patch-agent was built as: set from git by `make build` and `make image`
-// (internal/buildinfo), else the module version of `go install ...@v1.2.3` or the commit the toolchain
-// stamped, else "dev".
+// version is the version patch-agent was built as: set from git by `make build`, `make image` and
+// `make release` (internal/buildinfo; the tag for a release), else the module version of
+// `go install ...@v1.2.3` or the commit the toolchain stamped, else "dev".
 func version() string { return buildinfo.Get().Version }
 
 // versionLine is what `patch-agent version` and `patch-agent --version` print, e.g.

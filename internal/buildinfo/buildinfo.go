@@ -1,7 +1,8 @@
 // Package buildinfo holds what a build of patch-agent is: its version, the commit it was built from and when.
-// `make build` and `make image` set them from git with the linker (-ldflags -X, see Makefile LDFLAGS); a plain
-// `go build` or `go run` falls back to what the Go toolchain stamps into the binary (module version, VCS
-// revision and time: runtime/debug.ReadBuildInfo), and to "dev" / "unknown" when even that is missing.
+// `make build`, `make image` and `make release` set them from git with the linker (-ldflags -X,
+// scripts/version.sh; a release's version is its tag); a plain `go build` or `go run` falls back to what the
+// Go toolchain stamps into the binary (module version, VCS revision and time: runtime/debug.ReadBuildInfo),
+// and to "dev" / "unknown" when even that is missing.
 package buildinfo
 
 import (

@@ -529,6 +529,61 @@ func TestAssumeRolePoliciesNameOneServiceOfThisAccount(t *testing.T) {
 	}
 }
 
+// TestECSAssumesTheTaskRolesOnlyForThisAccountsTasks evaluates the trust policies of the two roles ECS assumes
+// (ecs-tasks.amazonaws.com) for the request contexts ECS builds: the task role also pins aws:SourceArn to
+// this account's ECS resources in the stack's region (the Amazon ECS Developer Guide documents it for the
+// task role, as a wildcard: not one cluster); the execution role carries aws:SourceAccount only, the guide's
+// trust policy for it having no condition, and a condition on a key ECS does not send would stop every task.
+func TestECSAssumesTheTaskRolesOnlyForThisAccountsTasks(t *testing.T) {
+	s := loadStack(t, defaultConfig)
+	task := func(region, account string) map[string]string {
+		return map[string]string{
+			"aws:SourceAccount": account,
+			"aws:SourceArn":     "arn:aws:ecs:" + region + ":" + account + ":task/patch-agent-Cluster-0123/0123456789abcdef0123456789abcdef",
+		}
+	}
+	trust := func(role string) []statement {
+		r, err := s.tpl.GetIAMRoleWithName(role)
+		require.NoError(t, err)
+		return parseStatements(t, role+"/trust", r.AssumeRolePolicyDocument)
+	}
+	// assumes says whether ECS may assume the role in a request context: a trust statement names no
+	// resource, so it is the principal, the action and the conditions.
+	assumes := func(sts []statement, ctx map[string]string) bool {
+		for _, st := range sts {
+			if st.effect == "Allow" && slices.Contains(st.actions, "sts:AssumeRole") &&
+				reflect.DeepEqual(st.principal, map[string]any{"Service": "ecs-tasks.amazonaws.com"}) && conditionsHold(t, st, ctx) {
+				return true
+			}
+		}
+		return false
+	}
+
+	taskRole := trust("TaskRole")
+	require.Equal(t, []string{"arn:aws:ecs:" + testRegion + ":" + testAccount + ":*"}, taskRole[0].conditions["ArnLike"]["aws:SourceArn"])
+	for _, c := range []struct {
+		name    string
+		context map[string]string
+		want    bool
+	}{
+		{"a task of this account in the stack's region", task(testRegion, testAccount), true},
+		{"a task of another account", task(testRegion, otherAccount), false},
+		{"this account's task in another region", task("eu-west-1", testAccount), false},
+		{"a request without a source", map[string]string{}, false},
+	} {
+		t.Run("TaskRole/"+c.name, func(t *testing.T) {
+			require.Equal(t, c.want, assumes(taskRole, c.context))
+		})
+	}
+
+	execRole := trust("ExecutionRole")
+	require.False(t, execRole[0].hasConditionKey("aws:SourceArn"), "the execution role's trust carries no aws:SourceArn (not documented for it)")
+	require.True(t, assumes(execRole, task(testRegion, testAccount)), "ECS for this account's task")
+	require.True(t, assumes(execRole, map[string]string{"aws:SourceAccount": testAccount}), "ECS for this account, without a source ARN")
+	require.False(t, assumes(execRole, task(testRegion, otherAccount)), "ECS for another account's task")
+	require.False(t, assumes(execRole, map[string]string{}), "a request without a source account")
+}
+
 func keys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

@@ -346,6 +346,24 @@ func resolvers(declared map[string]bool, conditions map[string]bool, problems *[
 				return s
 			})
 		},
+		// goformation's Fn::Split returns []string, which its Fn::Select and Fn::Join do not take as a list:
+		// this one returns []any, so that a split can be selected from or joined as in CloudFormation.
+		"Fn::Split": func(_ string, input, _ any) any {
+			v, ok := input.([]any)
+			if !ok || len(v) != 2 {
+				return fail("Fn::Split %v", input)
+			}
+			delim, ok1 := v[0].(string)
+			text, ok2 := v[1].(string)
+			if !ok1 || !ok2 || delim == "" {
+				return fail("Fn::Split %v: a delimiter and a string", input)
+			}
+			var out []any
+			for _, part := range strings.Split(text, delim) {
+				out = append(out, part)
+			}
+			return out
+		},
 		"Fn::If": func(_ string, input, _ any) any {
 			v, ok := input.([]any)
 			if !ok || len(v) != 3 {
