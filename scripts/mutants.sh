@@ -140,7 +140,7 @@ for m in "${selected[@]}"; do
     fail=1; continue
   fi
   if [ -n "$killed" ]; then
-    tests=$(grep -oE -- '--- FAIL: [^ ]+' "$scratch/.test.log" | awk '{print $3}' | sort -u | head -4 | paste -sd, - || true)
+    tests=$(grep -oE -- '--- FAIL: [^ ]+' "$scratch/.test.log" | awk '{print $3}' | grep -v / | sort -u | head -4 | paste -sd, - || true)
     inv=$(grep -oE 'invariant [0-9]+' "$scratch/.test.log" | sort | uniq -c | sort -rn | head -3 | awk '{print $2" "$3}' | paste -sd, - || true)
     line "$name" killed $((SECONDS - start)) "${killed} ${tests:-(panic or timeout)}${inv:+ [$inv]}${how}"
   else

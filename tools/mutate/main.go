@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -100,7 +101,14 @@ func table(files []string) error {
 		}
 		rows = append(rows, row{inv: first(m.Headers["invariant"]), name: m.Name, why: first(m.Headers["why"]), kills: strings.Join(kill, "; ")})
 	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].inv < rows[j].inv })
+	// Numbered invariants first, in their order, then the named groups (gates, checker, ...).
+	key := func(inv string) string {
+		if n, err := strconv.Atoi(inv); err == nil {
+			return fmt.Sprintf("0%03d", n)
+		}
+		return "1" + inv
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return key(rows[i].inv) < key(rows[j].inv) })
 	fmt.Println("| invariant | mutant | the bug | killed first by |")
 	fmt.Println("| --- | --- | --- | --- |")
 	for _, r := range rows {
