@@ -7,12 +7,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -163,7 +164,7 @@ func TestMakeReleaseBuildsTheTaggedVersionAndRefusesAnythingElse(t *testing.T) {
 
 	t.Run("the archive holds the binary, LICENSE, NOTICE and README.md, and the binary prints the tag", func(t *testing.T) {
 		files := untar(t, filepath.Join(dir, name+".tar.gz"))
-		require.ElementsMatch(t, []string{"patch-agent", "LICENSE", "NOTICE", "README.md"}, keys(files))
+		require.ElementsMatch(t, []string{"patch-agent", "LICENSE", "NOTICE", "README.md"}, slices.Sorted(maps.Keys(files)))
 		license, err := os.ReadFile(filepath.Join(root, "LICENSE"))
 		require.NoError(t, err)
 		require.Equal(t, string(license), string(files["LICENSE"]))
@@ -277,13 +278,4 @@ func untar(t *testing.T, path string) map[string][]byte {
 		require.NoError(t, err)
 		out[h.Name] = b
 	}
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
