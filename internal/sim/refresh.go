@@ -153,6 +153,18 @@ func (a *Account) refreshLaunchConfig(g *group) (refreshConfig, bool) {
 	return r.target, true
 }
 
+// refreshSkipsPoolInstance reports whether a refresh keeps a warm pool instance from being drawn into service:
+// while a refresh replaces, a pool instance not on the refresh's configuration would be a replacement that needs
+// replacing again, so the group launches a new instance instead (conservative; the User Guide's warm pool
+// pages do not say which the refresh does).
+func (a *Account) refreshSkipsPoolInstance(g *group, inst *instance) bool {
+	r := a.activeRefresh(g)
+	if r == nil || r.status == astypes.InstanceRefreshStatusCancelling || r.status == astypes.InstanceRefreshStatusPending {
+		return false
+	}
+	return !a.matches(inst, r.target)
+}
+
 // refreshSurge is how many instances the group may run above its desired capacity for its refresh.
 func (a *Account) refreshSurge(g *group) int {
 	if r := a.activeRefresh(g); r != nil {
@@ -553,7 +565,12 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	if r.total > 0 {
 		pct = r.done * 100 / r.total
 	}
-	if r.rollback == nil && r.nextCheck < len(r.checkpoints) && pct >= r.checkpoints[r.nextCheck] && inflightLaunch == 0 && inflightTerm == 0 {
+	if r.checkpointReached(pct) {
+		// No new replacement starts once a checkpoint is reached; the hold begins when those in flight end.
+		r.surge = max(0, min(r.surge, len(running)-desired))
+		if inflightLaunch > 0 || inflightTerm > 0 {
+			return a.setReason(r, "Reaching checkpoint %d%%: waiting for the replacements in progress.", r.checkpoints[r.nextCheck])
+		}
 		cp := r.checkpoints[r.nextCheck]
 		r.nextCheck++
 		r.holdUntil = now.Add(r.checkpointDelay)
@@ -624,6 +641,7 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	}
 	// Terminate old instances while the healthy ones left stay at or above the lower bound; reconcileGroup
 	// launches their replacements (and the surge) from the refresh's configuration.
+	terminated := 0
 	for _, inst := range regular {
 		left := healthy
 		if a.ready(r, inst) {
@@ -634,13 +652,25 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 		}
 		healthy = left
 		a.beginTerminate(inst, CauseRefresh)
+		terminated++
 		changed = true
+	}
+	// The surge covers only the old instances still to be terminated, and none is launched past a checkpoint
+	// the terminations just reached.
+	r.surge = max(0, min(maxCount-desired, len(regular)-terminated))
+	if r.total > 0 && r.checkpointReached(min(r.total-(remainingOld-terminated), readyNew)*100/r.total) {
+		r.surge = max(0, min(r.surge, len(running)-terminated-desired))
 	}
 	if !changed && r.surge == 0 && minCount >= desired {
 		return a.setReason(r, "Waiting: launching before terminating needs room above the desired capacity (%d), and the group's MaxSize (%d) leaves none.", desired, g.max)
 	}
 	a.setReason(r, "Replacing instances: %d of %d updated.", r.done, r.total)
 	return changed
+}
+
+// checkpointReached reports whether the refresh's next checkpoint is at or below pct.
+func (r *instanceRefresh) checkpointReached(pct int) bool {
+	return r.rollback == nil && r.nextCheck < len(r.checkpoints) && pct >= r.checkpoints[r.nextCheck]
 }
 
 // allLaunchedReady reports whether every instance launched in the phase that is still running is ready.
