@@ -1233,9 +1233,8 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 		return nil, err
 	}
 	ltID, ltVersion, mixed := g.ltID, g.ltVersion, g.mixed
-	// User Guide, "Understand the default values for an instance refresh" and API Reference,
-	// UpdateAutoScalingGroup: while a refresh with a desired configuration is active, the settings the desired
-	// configuration sets (launch template, mixed instances policy) cannot be updated.
+	// User Guide, instance refresh with a desired configuration: while such a refresh is active, the settings
+	// the desired configuration sets (launch template, mixed instances policy) cannot be updated (refresh.go).
 	if r := a.activeRefresh(g); r != nil && r.hasDesired && (in.LaunchTemplate != nil || in.MixedInstancesPolicy != nil) {
 		return nil, apiError("ValidationError", "An instance refresh with a desired configuration is active: the launch template and mixed instances policy of group %s cannot be updated until it ends.", g.name)
 	}

@@ -141,8 +141,8 @@ func (a *Account) activeRefresh(g *group) *instanceRefresh {
 }
 
 // refreshLaunchConfig is what the group launches from while a refresh with a desired configuration replaces:
-// API Reference, StartInstanceRefresh (DesiredConfiguration) and User Guide, "Understand the default values for
-// an instance refresh": scale outs during the refresh launch instances with the desired configuration. A
+// API Reference, StartInstanceRefresh (DesiredConfiguration): replacements and scale outs during the refresh
+// launch instances with the desired configuration. A
 // rollback launches from the previous configuration, which is the group's own. ok is false when the group's
 // own reference applies.
 func (a *Account) refreshLaunchConfig(g *group) (refreshConfig, bool) {
@@ -227,9 +227,8 @@ func (c *AutoScalingClient) StartInstanceRefresh(ctx context.Context, in *autosc
 	}
 	r.target = r.prev
 	if d := in.DesiredConfiguration; d != nil {
-		// User Guide, "Use an instance refresh with attribute-based instance type selection" limits: a
-		// desired configuration is not taken for a group that selects instance types by attributes; the model
-		// refuses it at the start.
+		// User Guide, instance refresh limitations: a desired configuration is not taken for a group that
+		// selects instance types by attributes (InstanceRequirements); the model refuses it at the start.
 		if g.instanceRequirements {
 			return nil, apiError("ValidationError", "A desired configuration is not supported for an Auto Scaling group that uses attribute-based instance type selection (InstanceRequirements).")
 		}
@@ -538,9 +537,9 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 		return true
 	}
 
-	// User Guide, "How instance refresh works" (instance refresh failures) and API Reference,
-	// StartInstanceRefresh: replacements that fail to become healthy are retried; after an hour without a
-	// healthy replacement the refresh fails.
+	// API Reference, StartInstanceRefresh: launch failures and replacements that never pass their health checks
+	// fail a refresh. The model retries them for an hour, as long as the Wait preferences wait, counted from the
+	// first failed replacement since the last healthy one (docs/simulation.md).
 	if !r.failedSince.IsZero() && !now.Before(r.failedSince.Add(refreshWaitLimit)) {
 		return a.failRefresh(g, r, "Instance refresh failed: replacement instances did not become healthy within 1 hour.")
 	}
@@ -716,7 +715,7 @@ func (a *Account) observeLaunches(g *group, r *instanceRefresh) {
 }
 
 // finishReplacing ends the replacement of the InService instances: then the warm pool, then bake time, then
-// the end. User Guide, "Use an instance refresh with a warm pool": the warm pool's instances are replaced after
+// the end. User Guide, warm pools and instance refresh: the warm pool's instances are replaced after
 // the InService instances.
 func (a *Account) finishReplacing(g *group, r *instanceRefresh) bool {
 	if g.warmPool != nil && !r.stopAtHold {
