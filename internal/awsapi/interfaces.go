@@ -32,6 +32,17 @@ type AutoScaling interface {
 	// DescribeWarmPool lists a group's warm pool instances (Warmed:* states), which DescribeAutoScalingGroups
 	// leaves out, so a rollout can recycle the ones on the old AMI: at most 50 a page.
 	DescribeWarmPool(ctx context.Context, in *autoscaling.DescribeWarmPoolInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error)
+	// StartInstanceRefresh starts Auto Scaling's own replacement of a group's instances (one active refresh per
+	// group: InstanceRefreshInProgress otherwise).
+	StartInstanceRefresh(ctx context.Context, in *autoscaling.StartInstanceRefreshInput, optFns ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error)
+	// DescribeInstanceRefreshes lists a group's refreshes, newest first, with status, reason and progress.
+	DescribeInstanceRefreshes(ctx context.Context, in *autoscaling.DescribeInstanceRefreshesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeInstanceRefreshesOutput, error)
+	// CancelInstanceRefresh cancels the group's active refresh or rollback (ActiveInstanceRefreshNotFound when
+	// there is none); nothing is rolled back.
+	CancelInstanceRefresh(ctx context.Context, in *autoscaling.CancelInstanceRefreshInput, optFns ...func(*autoscaling.Options)) (*autoscaling.CancelInstanceRefreshOutput, error)
+	// RollbackInstanceRefresh rolls the group's refresh in progress back to the previous configuration
+	// (IrreversibleInstanceRefresh when its prerequisites are not met).
+	RollbackInstanceRefresh(ctx context.Context, in *autoscaling.RollbackInstanceRefreshInput, optFns ...func(*autoscaling.Options)) (*autoscaling.RollbackInstanceRefreshOutput, error)
 }
 
 // EC2 is the subset of the Amazon EC2 API the agent calls: launch template versions, instance state, and the

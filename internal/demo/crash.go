@@ -288,6 +288,39 @@ func (a fusedASG) RecordLifecycleActionHeartbeat(ctx context.Context, in *autosc
 	return out, nil
 }
 
+func (a fusedASG) StartInstanceRefresh(ctx context.Context, in *autoscaling.StartInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error) {
+	if err := a.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := a.AutoScaling.StartInstanceRefresh(ctx, in, o...)
+	if err = a.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (a fusedASG) CancelInstanceRefresh(ctx context.Context, in *autoscaling.CancelInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.CancelInstanceRefreshOutput, error) {
+	if err := a.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := a.AutoScaling.CancelInstanceRefresh(ctx, in, o...)
+	if err = a.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (a fusedASG) RollbackInstanceRefresh(ctx context.Context, in *autoscaling.RollbackInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.RollbackInstanceRefreshOutput, error) {
+	if err := a.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := a.AutoScaling.RollbackInstanceRefresh(ctx, in, o...)
+	if err = a.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (a fusedASG) SetInstanceProtection(ctx context.Context, in *autoscaling.SetInstanceProtectionInput, o ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error) {
 	if err := a.f.before(); err != nil {
 		return nil, err

@@ -226,6 +226,9 @@ func (a *Account) now() time.Time { return a.clk.Now() }
 func (a *Account) settle() {
 	for i := 0; i < 10; i++ {
 		changed := false
+		if a.reconcileRefreshes() { // refresh.go: decides terminations and surge before the group reconciles
+			changed = true
+		}
 		for _, name := range a.groupNames() {
 			if a.reconcileGroup(a.groups[name]) {
 				changed = true

@@ -91,6 +91,13 @@ type GroupSpec struct {
 	// CapacityProvider makes the group an Amazon ECS capacity provider of ECSCluster, with managed scaling,
 	// managed termination protection and managed draining as it says (capacityprovider.go).
 	CapacityProvider *CapacityProviderSpec
+	// DefaultInstanceWarmup is the group's default instance warmup (nil = not set). HealthCheckGracePeriod
+	// defaults to 300s. An instance refresh warms up by the first, else the second (refresh.go).
+	DefaultInstanceWarmup  *time.Duration
+	HealthCheckGracePeriod time.Duration
+	// InstanceRequirements makes the mixed instances policy select instance types by attributes
+	// (MixedInstances only); instances still launch as the template's instance type.
+	InstanceRequirements bool
 }
 
 // HookSpec describes a lifecycle hook.
@@ -109,23 +116,27 @@ type HookSpec struct {
 }
 
 type group struct {
-	name, arn         string
-	min, max, desired int32
-	ltID              string
-	ltVersion         string // "$Default", "$Latest" or a number
-	mixed             bool
-	overrides         []string
-	azs               []string
-	tags              map[string]string
-	cluster           string
-	hooks             []*HookSpec
-	newProtected      bool
-	createdAt         time.Time
-	instances         []string // launch order, terminated ones included
-	managedDraining   bool
-	capacityProvider  *capacityProvider // nil when the group is no ECS capacity provider
-	warmPool          *warmPool         // nil without a warm pool (warmpool.go)
-	desiredChanges    []DesiredChange
+	name, arn            string
+	min, max, desired    int32
+	ltID                 string
+	ltVersion            string // "$Default", "$Latest" or a number
+	mixed                bool
+	overrides            []string
+	azs                  []string
+	tags                 map[string]string
+	cluster              string
+	hooks                []*HookSpec
+	newProtected         bool
+	createdAt            time.Time
+	instances            []string // launch order, terminated ones included
+	managedDraining      bool
+	capacityProvider     *capacityProvider // nil when the group is no ECS capacity provider
+	warmPool             *warmPool         // nil without a warm pool (warmpool.go)
+	desiredChanges       []DesiredChange
+	refreshes            []*instanceRefresh // oldest first (refresh.go)
+	defaultWarmup        *time.Duration
+	healthCheckGrace     time.Duration
+	instanceRequirements bool
 }
 
 func (g *group) hooksFor(transition string) []*HookSpec {
@@ -226,21 +237,27 @@ func (a *Account) CreateGroup(spec GroupSpec) error {
 		azs = []string{a.opts.Region + "a", a.opts.Region + "b", a.opts.Region + "c"}
 	}
 	g := &group{
-		name:            spec.Name,
-		arn:             fmt.Sprintf("arn:aws:autoscaling:%s:%s:autoScalingGroup:%s:autoScalingGroupName/%s", a.opts.Region, a.opts.AccountID, a.uuid(), spec.Name),
-		min:             spec.Min,
-		max:             spec.Max,
-		desired:         spec.Desired,
-		ltID:            spec.LaunchTemplateID,
-		ltVersion:       version,
-		mixed:           spec.MixedInstances,
-		overrides:       append([]string(nil), spec.Overrides...),
-		azs:             append([]string(nil), azs...),
-		tags:            map[string]string{},
-		cluster:         spec.ECSCluster,
-		newProtected:    spec.NewInstancesProtectedFromScaleIn,
-		createdAt:       a.now(),
-		managedDraining: spec.ECSManagedDraining,
+		name:                 spec.Name,
+		arn:                  fmt.Sprintf("arn:aws:autoscaling:%s:%s:autoScalingGroup:%s:autoScalingGroupName/%s", a.opts.Region, a.opts.AccountID, a.uuid(), spec.Name),
+		min:                  spec.Min,
+		max:                  spec.Max,
+		desired:              spec.Desired,
+		ltID:                 spec.LaunchTemplateID,
+		ltVersion:            version,
+		mixed:                spec.MixedInstances,
+		overrides:            append([]string(nil), spec.Overrides...),
+		azs:                  append([]string(nil), azs...),
+		tags:                 map[string]string{},
+		cluster:              spec.ECSCluster,
+		newProtected:         spec.NewInstancesProtectedFromScaleIn,
+		createdAt:            a.now(),
+		managedDraining:      spec.ECSManagedDraining,
+		defaultWarmup:        spec.DefaultInstanceWarmup,
+		healthCheckGrace:     spec.HealthCheckGracePeriod,
+		instanceRequirements: spec.MixedInstances && spec.InstanceRequirements,
+	}
+	if g.healthCheckGrace <= 0 {
+		g.healthCheckGrace = 300 * time.Second
 	}
 	for k, v := range spec.Tags {
 		g.tags[k] = v
@@ -458,8 +475,10 @@ func (a *Account) reconcileGroup(g *group) bool {
 	// Amazon EC2 Auto Scaling User Guide, "Set capacity limits on your Auto Scaling group": the group launches or
 	// terminates instances until the number of running instances equals the desired capacity. Instances that
 	// are terminating no longer count.
+	// An instance refresh may run the group above its desired capacity by its surge (refresh.go).
+	target := int(g.desired) + a.refreshSurge(g)
 	running := a.running(g)
-	for len(running) < int(g.desired) {
+	for len(running) < target {
 		inst := a.launch(g)
 		if inst == nil {
 			break
@@ -467,7 +486,7 @@ func (a *Account) reconcileGroup(g *group) bool {
 		running = append(running, inst)
 		changed = true
 	}
-	for len(running) > int(g.desired) {
+	for len(running) > target {
 		victim := a.chooseScaleIn(g, running)
 		if victim == nil {
 			break // every instance is protected from scale in
@@ -481,11 +500,15 @@ func (a *Account) reconcileGroup(g *group) bool {
 
 // currentVersion resolves the group's launch template reference now.
 func (a *Account) currentVersion(g *group) (*launchTemplate, *templateVersion) {
-	t := a.templates[g.ltID]
+	ltID, ltVersion := g.ltID, g.ltVersion
+	if c, ok := a.refreshLaunchConfig(g); ok { // refresh.go: the desired configuration while a refresh replaces
+		ltID, ltVersion = c.ltID, c.ltVersion
+	}
+	t := a.templates[ltID]
 	if t == nil {
 		return nil, nil
 	}
-	v, ok := t.resolve(g.ltVersion)
+	v, ok := t.resolve(ltVersion)
 	if !ok {
 		return t, nil
 	}
@@ -987,7 +1010,7 @@ func (a *Account) describeGroup(g *group) astypes.AutoScalingGroup {
 		CreatedTime:                      ptr(g.createdAt),
 		DefaultCooldown:                  ptr(int32(300)),
 		HealthCheckType:                  ptr("EC2"),
-		HealthCheckGracePeriod:           ptr(int32(300)),
+		HealthCheckGracePeriod:           ptr(int32(g.healthCheckGrace / time.Second)),
 		NewInstancesProtectedFromScaleIn: ptr(g.newProtected),
 		TerminationPolicies:              []string{"Default"},
 		ServiceLinkedRoleARN:             ptr(fmt.Sprintf("arn:aws:iam::%s:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling", a.opts.AccountID)),
@@ -997,9 +1020,17 @@ func (a *Account) describeGroup(g *group) astypes.AutoScalingGroup {
 	if t != nil {
 		spec.LaunchTemplateName = ptr(t.name)
 	}
+	if g.defaultWarmup != nil {
+		out.DefaultInstanceWarmup = ptr(int32(*g.defaultWarmup / time.Second))
+	}
 	if g.mixed {
+		overrides := overridesOf(g.overrides)
+		if g.instanceRequirements {
+			overrides = []astypes.LaunchTemplateOverrides{{InstanceRequirements: &astypes.InstanceRequirements{
+				VCpuCount: &astypes.VCpuCountRequest{Min: ptr(int32(2))}, MemoryMiB: &astypes.MemoryMiBRequest{Min: ptr(int32(4096))}}}}
+		}
 		out.MixedInstancesPolicy = &astypes.MixedInstancesPolicy{
-			LaunchTemplate: &astypes.LaunchTemplate{LaunchTemplateSpecification: spec, Overrides: overridesOf(g.overrides)},
+			LaunchTemplate: &astypes.LaunchTemplate{LaunchTemplateSpecification: spec, Overrides: overrides},
 			InstancesDistribution: &astypes.InstancesDistribution{
 				OnDemandAllocationStrategy:          ptr("prioritized"),
 				OnDemandBaseCapacity:                ptr(int32(0)),
@@ -1202,6 +1233,11 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 		return nil, err
 	}
 	ltID, ltVersion, mixed := g.ltID, g.ltVersion, g.mixed
+	// User Guide, instance refresh with a desired configuration: while such a refresh is active, the settings
+	// the desired configuration sets (launch template, mixed instances policy) cannot be updated (refresh.go).
+	if r := a.activeRefresh(g); r != nil && r.hasDesired && (in.LaunchTemplate != nil || in.MixedInstancesPolicy != nil) {
+		return nil, apiError("ValidationError", "An instance refresh with a desired configuration is active: the launch template and mixed instances policy of group %s cannot be updated until it ends.", g.name)
+	}
 	switch {
 	case in.LaunchTemplate != nil && in.MixedInstancesPolicy != nil:
 		return nil, apiError("ValidationError", "Valid requests must contain either LaunchTemplate, LaunchConfigurationName, InstanceId or MixedInstancesPolicy parameter.")

@@ -423,6 +423,30 @@ func (c faultyASG) SetInstanceProtection(ctx context.Context, in *autoscaling.Se
 	})
 }
 
+func (c faultyASG) StartInstanceRefresh(ctx context.Context, in *autoscaling.StartInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error) {
+	return call(ctx, c.f, "autoscaling:StartInstanceRefresh", true, func(ctx context.Context) (*autoscaling.StartInstanceRefreshOutput, error) {
+		return c.api.StartInstanceRefresh(ctx, in, o...)
+	})
+}
+
+func (c faultyASG) DescribeInstanceRefreshes(ctx context.Context, in *autoscaling.DescribeInstanceRefreshesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeInstanceRefreshesOutput, error) {
+	return call(ctx, c.f, "autoscaling:DescribeInstanceRefreshes", false, func(ctx context.Context) (*autoscaling.DescribeInstanceRefreshesOutput, error) {
+		return c.api.DescribeInstanceRefreshes(ctx, in, o...)
+	})
+}
+
+func (c faultyASG) CancelInstanceRefresh(ctx context.Context, in *autoscaling.CancelInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.CancelInstanceRefreshOutput, error) {
+	return call(ctx, c.f, "autoscaling:CancelInstanceRefresh", true, func(ctx context.Context) (*autoscaling.CancelInstanceRefreshOutput, error) {
+		return c.api.CancelInstanceRefresh(ctx, in, o...)
+	})
+}
+
+func (c faultyASG) RollbackInstanceRefresh(ctx context.Context, in *autoscaling.RollbackInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.RollbackInstanceRefreshOutput, error) {
+	return call(ctx, c.f, "autoscaling:RollbackInstanceRefresh", true, func(ctx context.Context) (*autoscaling.RollbackInstanceRefreshOutput, error) {
+		return c.api.RollbackInstanceRefresh(ctx, in, o...)
+	})
+}
+
 type faultyEC2 struct {
 	api awsapi.EC2
 	f   *Faults

@@ -284,7 +284,7 @@ func (a *Account) launchFromWarmPool(g *group) *instance {
 	}
 	var inst *instance
 	for _, id := range g.warmPool.instances {
-		if cand := a.instances[id]; warmed(cand.state) {
+		if cand := a.instances[id]; warmed(cand.state) && !a.refreshSkipsPoolInstance(g, cand) {
 			inst = cand
 			break
 		}
