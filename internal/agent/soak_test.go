@@ -50,10 +50,10 @@ var soakWorlds = []soakWorld{
 type soakRun struct {
 	world       string
 	seed        uint64
-	ended       bool   // the rollout ended (Completed, Halted, RolledBack)
-	phase       string // the rollout's phase at the end of the run
-	took        time.Duration
-	writes      int // the random writer's writes during the rollout
+	ended       bool          // the rollout ended (Completed, Halted, RolledBack)
+	phase       string        // the rollout's phase at the end of the run
+	took        time.Duration // from the AMI's publication until the rollout ended and the operator had acted
+	writes      int           // the random writer's writes during the rollout
 	operator    bool
 	agentWrites int // the agent's SetDesiredCapacity calls and decrementing terminations
 	err         string

@@ -113,8 +113,8 @@ type Checker struct {
 	nodes    map[string]NodeObservation // last observation of the Kubernetes nodes
 	// shared are the unmanaged groups sharing an ECS cluster with a managed group, and their baseline.
 	shared map[string]int32
-	// required is the serving capacity invariant 1 holds each group to now (below Baseline while a raise of
-	// desired capacity is still booting).
+	// required is the serving capacity the rule before holds each group to (HoldRaisesOnceServed): below
+	// Baseline from a raise by others until serving first reaches it.
 	required    map[string]int32
 	seenDesired map[string]int
 	// asks are, per group, the instances others asked for (raises of desired capacity, terminations without
