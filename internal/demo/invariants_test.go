@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
@@ -343,4 +344,176 @@ func TestCheckerInvariant2ScaleInOfAGroupWithoutATerminatingHook(t *testing.T) {
 	require.Len(t, inv2, 1, "nothing could drain the instance scale-in took")
 	require.Contains(t, inv2[0].Detail, "termination cause scale-in")
 	require.Contains(t, inv2[0].Detail, "no terminating lifecycle hook held it")
+}
+
+// bareGroup is an account with one ECS group "g" (cluster c1, min = desired = 3, max 6, no lifecycle hook, no
+// task) judged by a started checker, and the agent's Auto Scaling and ECS clients: the broken models below
+// drive the account directly, through the calls the agent would make.
+func bareGroup(t *testing.T, opts sim.Options) (*sim.Account, *Checker) {
+	t.Helper()
+	a := sim.New(testingclock.NewFakeClock(time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)), opts)
+	lt := a.CreateLaunchTemplate("g-lt", ImageA, "m7g.large")
+	require.NoError(t, a.CreateGroup(sim.GroupSpec{Name: "g", Min: 3, Max: 6, Desired: 3, LaunchTemplateID: lt, ECSCluster: "c1"}))
+	c := NewChecker(a, map[string]int32{"g": 3})
+	c.Start()
+	return a, c
+}
+
+func servingOf(a *sim.Account, group string) int {
+	n := 0
+	for _, i := range a.Group(group).Instances {
+		if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
+			n++
+		}
+	}
+	return n
+}
+
+func drainInstance(t *testing.T, a *sim.Account, id string) {
+	t.Helper()
+	i, _ := a.Instance(id)
+	_, err := a.ECS().UpdateContainerInstancesState(context.Background(), &ecs.UpdateContainerInstancesStateInput{Cluster: aws.String("c1"),
+		ContainerInstances: []string{i.ContainerInstanceARN}, Status: ecstypes.ContainerInstanceStatusDraining})
+	require.NoError(t, err)
+}
+
+func terminate(t *testing.T, a *sim.Account, id string, decrement bool) {
+	t.Helper()
+	_, err := a.AutoScaling().TerminateInstanceInAutoScalingGroup(context.Background(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(decrement)})
+	require.NoError(t, err)
+}
+
+func TestCheckerInvariant1ReplacementThatTerminatesBeforeItLaunches(t *testing.T) {
+	// A replacement model that terminates before it launches, at min size = desired capacity (what an instance
+	// refresh at MinHealthyPercentage 100 must never do): the old instance goes, its replacement comes 10
+	// minutes later.
+	a, c := bareGroup(t, sim.Options{})
+	old := a.Group("g").Instances[0].ID
+	a.SetLaunchShortfall("g", sim.Shortfall{})
+	terminatedAt := a.Clock().Now()
+	terminate(t, a, old, false)
+	a.Advance(10 * time.Minute)
+	require.Equal(t, 2, servingOf(a, "g"))
+	a.ClearLaunchShortfall("g")
+	a.Advance(5 * time.Minute)
+	require.Equal(t, 3, servingOf(a, "g"), "the late replacement serves")
+
+	inv1 := violationsOf(c.Finish(), 1, "g")
+	require.Len(t, inv1, 1, "%v", inv1)
+	require.Equal(t, "serving capacity 2 below desired 3", inv1[0].Detail)
+	require.Equal(t, terminatedAt, inv1[0].At, "seen at the termination, not at the next look")
+	require.Equal(t, 2, c.MinServing["g"])
+}
+
+func TestCheckerInvariant1OthersAsksAreExemptForTheirBootTimeOnly(t *testing.T) {
+	// An operator's termination without decrement and an autoscaler's raise ask for instances: serving below
+	// desired while they boot is not the agent's doing.
+	a, c := bareGroup(t, sim.Options{})
+	require.True(t, a.TerminateWithoutDecrement(a.Group("g").Instances[1].ID))
+	require.Equal(t, 2, servingOf(a, "g"))
+	a.Advance(3 * time.Minute)
+	require.NoError(t, a.SetDesiredCapacity("g", 5))
+	a.Advance(3 * time.Minute)
+	require.Equal(t, 5, servingOf(a, "g"))
+	require.Empty(t, violationsOf(c.Finish(), 1, "g"))
+	require.Equal(t, int32(5), c.Baseline["g"])
+
+	// Instances that take longer than OthersBootTime to serve: the ask is held from then on.
+	a, c = bareGroup(t, sim.Options{BootDelay: OthersBootTime + 2*time.Minute})
+	raisedAt := a.Clock().Now()
+	require.NoError(t, a.SetDesiredCapacity("g", 4))
+	a.Advance(OthersBootTime - time.Second)
+	require.Empty(t, c.Check(), "within the boot time")
+	a.Advance(time.Second)
+	require.Len(t, c.Check(), 1, "the end of the boot time is seen at the next look (a world looks after each agent iteration)")
+	a.Advance(5 * time.Minute)
+	require.Equal(t, 4, servingOf(a, "g"))
+	inv1 := violationsOf(c.Finish(), 1, "g")
+	require.Len(t, inv1, 1)
+	require.Equal(t, "serving capacity 3 below desired 4", inv1[0].Detail)
+	require.Equal(t, raisedAt.Add(OthersBootTime), inv1[0].At)
+}
+
+// drainWithoutCoverAfterARaise plays a broken agent on a bare group: it surges 3 -> 4, an autoscaler raises
+// desired capacity to 5 while the surge boots, and once the surge's instance serves the agent drains an old
+// instance at once, while the autoscaler's instance still boots, leaves it DRAINING 10 minutes and terminates
+// it without decrement. It returns the checker after the run.
+func drainWithoutCoverAfterARaise(t *testing.T, oldRule bool) (*Checker, time.Time) {
+	t.Helper()
+	a, c := bareGroup(t, sim.Options{})
+	c.HoldRaisesOnceServed = oldRule
+	old := a.Group("g").Instances[0].ID
+	_, err := a.AutoScaling().SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"),
+		DesiredCapacity: aws.Int32(4)})
+	require.NoError(t, err)
+	a.Advance(time.Minute)
+	require.NoError(t, a.SetDesiredCapacity("g", 5), "the autoscaler scales out while the surge boots")
+	for range 300 {
+		if servingOf(a, "g") == 4 {
+			break
+		}
+		a.Advance(time.Second)
+	}
+	require.Equal(t, 4, servingOf(a, "g"), "the surge's instance serves")
+	drainedAt := a.Clock().Now()
+	drainInstance(t, a, old)
+	require.Equal(t, 3, servingOf(a, "g"))
+	a.Advance(time.Minute)
+	require.Equal(t, 4, servingOf(a, "g"), "the autoscaler's instance serves; the old one still drains")
+	a.Advance(9 * time.Minute)
+	terminate(t, a, old, false)
+	a.Advance(3 * time.Minute)
+	require.Equal(t, 5, servingOf(a, "g"))
+	return c, drainedAt
+}
+
+func TestCheckerInvariant1AgentThatDrainsWithoutCoverAfterAnAutoscalersRaise(t *testing.T) {
+	c, drainedAt := drainWithoutCoverAfterARaise(t, false)
+	vs := c.Finish()
+	inv1 := violationsOf(vs, 1, "g")
+	require.Len(t, inv1, 1, "one condition, from the drain until the replacement of the drained instance serves: %v", vs)
+	require.Equal(t, drainedAt, inv1[0].At)
+	require.Equal(t, "serving capacity 3 below desired 5 less 1 instance(s) others asked for that are still booting", inv1[0].Detail)
+	require.Equal(t, 3, c.MinServing["g"])
+
+	// The rule before: a raise is held only once serving reaches it, and serving never reached 5 before the
+	// drain, so the drain without cover went unseen.
+	c, _ = drainWithoutCoverAfterARaise(t, true)
+	require.Empty(t, violationsOf(c.Finish(), 1, "g"))
+}
+
+func TestCheckerNoDesiredWritesRuleCatchesTheSurgeEnginesWrites(t *testing.T) {
+	// Today's surge engine writes desired capacity by design: SetDesiredCapacity for the surge, a termination
+	// with decrement to give it back. With the rule on, each write is a violation of invariant 1.
+	w := brokenWorld(t, nil)
+	w.Checker.NoDesiredWrites = true
+	ctx := context.Background()
+	w.PublishAMI("/golden/g", ImageB)
+	done, err := w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool { return w.Rollout(ctx, "g").Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done)
+	inv1 := violationsOf(w.Checker.Finish(), 1, "g")
+	sets, decrements := 0, 0
+	for _, v := range inv1 {
+		switch {
+		case strings.HasPrefix(v.Detail, "the agent wrote desired capacity: SetDesiredCapacity 3 -> 4"):
+			sets++
+		case strings.HasPrefix(v.Detail, "the agent wrote desired capacity: TerminateInstanceInAutoScalingGroup") &&
+			strings.Contains(v.Detail, "with decrement (4 -> 3)"):
+			decrements++
+		default:
+			t.Errorf("unexpected violation: %s", v)
+		}
+	}
+	require.Equal(t, 3, sets, "one surge per old instance: %v", inv1)
+	require.Equal(t, 3, decrements, "one give-back per old instance: %v", inv1)
+
+	// The same rollout with the rule off (the surge worlds' default) has no violation.
+	w = brokenWorld(t, nil)
+	w.PublishAMI("/golden/g", ImageB)
+	done, err = w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool { return w.Rollout(ctx, "g").Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Empty(t, w.Checker.Finish())
 }

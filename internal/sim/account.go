@@ -103,6 +103,7 @@ type Account struct {
 	terminations    []Termination
 	completions     []Completion
 	heartbeats      []Completion
+	capacityWrites  []CapacityWrite              // every call that could change desired capacity (writers.go)
 	callerARN       string                       // what STS GetCallerIdentity answers (sts.go)
 	shortfalls      map[string]*Shortfall        // by group: launches fail for lack of capacity (activities.go)
 	activities      map[string][]scalingActivity // by group, oldest first: failed launches (activities.go)

@@ -369,12 +369,21 @@ type hookNotification struct {
 // the SetDesiredCapacity API (ValidationError outside [min, max]). Setup helper: not counted.
 func (a *Account) SetDesiredCapacity(groupName string, desired int32) error {
 	defer a.lock()()
-	return a.setDesiredBy(groupName, desired, CallerTest)
+	return a.writeDesired(groupName, desired, CallerTest)
 }
 
-// setDesired is SetDesiredCapacity through the AutoScaling client (recorded as CallerAPI).
-func (a *Account) setDesired(groupName string, desired int32) error {
-	return a.setDesiredBy(groupName, desired, CallerAPI)
+// writeDesired is a SetDesiredCapacity call by by: the change, and its record in CapacityWrites. Callers hold
+// a.mu.
+func (a *Account) writeDesired(groupName string, desired int32, by string) error {
+	g := a.groups[groupName]
+	if g == nil {
+		return a.setDesiredBy(groupName, desired, by)
+	}
+	since, from := len(a.terminations), g.desired
+	err := a.setDesiredBy(groupName, desired, by)
+	a.recordWrite(CapacityWrite{Group: g.name, By: by, Op: OpSetDesiredCapacity, From: from, To: g.desired, MaxFrom: g.max, MaxTo: g.max,
+		Accepted: err == nil}, since)
+	return err
 }
 
 func (a *Account) setDesiredBy(groupName string, desired int32, by string) error {
@@ -1229,7 +1238,9 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 			desired = maxSize
 		}
 	}
+	since, fromMax := len(a.terminations), g.max
 	if err := validateCapacity(minSize, maxSize, desired); err != nil {
+		a.recordWrite(CapacityWrite{Group: g.name, By: CallerAPI, Op: OpUpdateAutoScalingGroup, From: g.desired, To: g.desired, MaxFrom: fromMax, MaxTo: fromMax}, since)
 		return nil, err
 	}
 	ltID, ltVersion, mixed := g.ltID, g.ltVersion, g.mixed
@@ -1277,6 +1288,7 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 		g.newProtected = *in.NewInstancesProtectedFromScaleIn
 	}
 	a.settle()
+	a.recordWrite(CapacityWrite{Group: g.name, By: CallerAPI, Op: OpUpdateAutoScalingGroup, From: from, To: g.desired, MaxFrom: fromMax, MaxTo: g.max, Accepted: true}, since)
 	return &autoscaling.UpdateAutoScalingGroupOutput{}, nil
 }
 
@@ -1294,7 +1306,7 @@ func (c *AutoScalingClient) SetDesiredCapacity(ctx context.Context, in *autoscal
 	if in == nil || in.AutoScalingGroupName == nil || in.DesiredCapacity == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'desiredCapacity' failed to satisfy constraint: Member must not be null")
 	}
-	if err := a.setDesired(*in.AutoScalingGroupName, *in.DesiredCapacity); err != nil {
+	if err := a.writeDesired(*in.AutoScalingGroupName, *in.DesiredCapacity, CallerAPI); err != nil {
 		return nil, err
 	}
 	return &autoscaling.SetDesiredCapacityOutput{}, nil
@@ -1327,9 +1339,12 @@ func (c *AutoScalingClient) TerminateInstanceInAutoScalingGroup(ctx context.Cont
 	if isTerminating(inst.state) {
 		return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: a.activity(inst, g, g.desired, g.desired)}, nil
 	}
-	from := g.desired
+	from, since := g.desired, len(a.terminations)
+	write := CapacityWrite{Group: g.name, By: CallerAPI, Op: OpTerminateInstance, From: from, To: from, MaxFrom: g.max, MaxTo: g.max,
+		InstanceID: inst.id, Decrement: *in.ShouldDecrementDesiredCapacity}
 	if *in.ShouldDecrementDesiredCapacity && !a.inWarmPool(inst) { // a pool instance is no part of desired capacity
 		if g.desired-1 < g.min {
+			a.recordWrite(write, since)
 			return nil, apiError("ValidationError", "Currently, desiredSize equals minSize (%d). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size.", g.min)
 		}
 		g.desired--
@@ -1338,6 +1353,8 @@ func (c *AutoScalingClient) TerminateInstanceInAutoScalingGroup(ctx context.Cont
 	act := a.activity(inst, g, from, g.desired)
 	a.beginTerminate(inst, CauseAPI)
 	a.settle()
+	write.To, write.Accepted = g.desired, true
+	a.recordWrite(write, since)
 	return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: act}, nil
 }
 

@@ -82,6 +82,10 @@ func (v *View) DesiredChanges(group string) []DesiredChange {
 	return nil
 }
 
+// CapacityWrites returns every call that could change a group's desired capacity, whoever made it, as
+// Account.CapacityWrites. The slice is the account's own: read it during the call, never keep or change it.
+func (v *View) CapacityWrites() []CapacityWrite { return v.a.capacityWrites }
+
 // LifecycleAction is one lifecycle action Auto Scaling created: one lifecycle hook's action for one instance
 // entering Pending:Wait or Terminating:Wait.
 type LifecycleAction struct {
