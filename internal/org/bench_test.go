@@ -125,7 +125,9 @@ func (c slowEC2) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput
 	return through(ctx, c.w, func() (*ec2.DescribeImagesOutput, error) { return c.ReadOnlyEC2.DescribeImages(ctx, in, o...) })
 }
 func (c slowEC2) DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, o ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
-	return through(ctx, c.w, func() (*ec2.DescribeInstanceTypesOutput, error) { return c.ReadOnlyEC2.DescribeInstanceTypes(ctx, in, o...) })
+	return through(ctx, c.w, func() (*ec2.DescribeInstanceTypesOutput, error) {
+		return c.ReadOnlyEC2.DescribeInstanceTypes(ctx, in, o...)
+	})
 }
 
 type slowECS struct {
@@ -169,7 +171,9 @@ func (c slowSSM) GetParameters(ctx context.Context, in *ssm.GetParametersInput, 
 	return through(ctx, c.w, func() (*ssm.GetParametersOutput, error) { return c.ReadOnlySSM.GetParameters(ctx, in, o...) })
 }
 func (c slowSSM) GetParameterHistory(ctx context.Context, in *ssm.GetParameterHistoryInput, o ...func(*ssm.Options)) (*ssm.GetParameterHistoryOutput, error) {
-	return through(ctx, c.w, func() (*ssm.GetParameterHistoryOutput, error) { return c.ReadOnlySSM.GetParameterHistory(ctx, in, o...) })
+	return through(ctx, c.w, func() (*ssm.GetParameterHistoryOutput, error) {
+		return c.ReadOnlySSM.GetParameterHistory(ctx, in, o...)
+	})
 }
 
 // A 50-account audit on the simulation, real time: each call 20-200 ms, 5 % throttled (and retried), one
