@@ -14,6 +14,9 @@
 # intrinsic function as "not supported here" (seen on every property, valid or not): those two options are
 # checked by internal/cfntest (goformation) only.
 #
+# Without an argument it also lints cloudformation/operator-role.yaml (the operator role of the member
+# accounts) in its configurations below.
+#
 # Called by internal/cfntest (go test) and usable by hand: scripts/cfn-lint.sh [template]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,13 +39,26 @@ configurations=(
   "AgentImage=123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/patch-agent:v1.2.3,AMIParameterNames=MyGoldenAMI,AMIParameterPrefix=/golden-ami/,LifecycleHookRoute=QueueTarget,LifecycleHookNames=patch-agent-drain,EcsClusterNames=prod,InstanceRoleNames=$roles,OperatorRoleNames=$ops"
 )
 
+# The agent stack's settings (AMI-factory owner, timeouts, budget, wake-up events, deployment name) in the first.
+configurations[0]="${configurations[0]},AllowedAMIOwners=210987654321\,amazon,HealthTimeout=20m,DrainTimeout=1h,ClusterBudget=2,WakeUpEvents=false,DeploymentName=patch-agent-blue"
+runs=()
+for params in "${configurations[@]}"; do runs+=("$template|$params"); done
+if [ "$#" -eq 0 ]; then
+  # operator-role.yaml: one trusted role (an empty list is refused by this cfn-lint, see above: internal/cfntest
+  # checks it), and every option (external id, trusted roles, role name)
+  runs+=("cloudformation/operator-role.yaml|TrustedAccountId=123456789012,TrustedRoleNames=platform-operator")
+  runs+=("cloudformation/operator-role.yaml|TrustedAccountId=123456789012,ExternalId=patch-agent-7f3a,TrustedRoleNames=platform-operator\,AWSReservedSSO_PlatformAdmin_*,RoleName=ops-patch-agent")
+fi
+
 export NODE_OPTIONS="--require $root/cloudformation/cfn-lint-spec-supplement.js${NODE_OPTIONS:+ $NODE_OPTIONS}"
 export FORCE_COLOR=0
 status=0
-for params in "${configurations[@]}"; do
-  echo "== cfn-lint validate $template --parameters ${params//\\,/;}"
+for run in "${runs[@]}"; do
+  file=${run%%|*}
+  params=${run#*|}
+  echo "== cfn-lint validate $file --parameters ${params//\\,/;}"
   set +e
-  out=$(npx --no cfn-lint validate "$template" --parameters "$params" 2>&1)
+  out=$(npx --no cfn-lint validate "$file" --parameters "$params" 2>&1)
   rc=$?
   set -e
   out=$(printf '%s\n' "$out" | sed 's/\x1b\[[0-9;]*m//g')

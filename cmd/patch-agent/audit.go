@@ -6,9 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -41,15 +38,10 @@ type auditEnv struct {
 
 // awsAuditEnv connects to AWS with the default credential chain and the standard retryer at auditMaxAttempts.
 var awsAuditEnv = auditEnv{clock: clock.RealClock{}, connect: func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region), quietSDK,
-		awsconfig.WithRetryer(func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = auditMaxAttempts })
-		}))
+	cfg, err := loadAWSConfig(ctx, profileFrom(ctx), region, auditMaxAttempts,
+		fmt.Errorf("--region (or %s) is required: the region whose Auto Scaling groups to audit", config.EnvRegion))
 	if err != nil {
-		return audit.Clients{}, nil, "", fmt.Errorf("loading AWS credentials and configuration: %w", err)
-	}
-	if cfg.Region == "" {
-		return audit.Clients{}, nil, "", fmt.Errorf("--region (or %s) is required: the region whose Auto Scaling groups to audit", config.EnvRegion)
+		return audit.Clients{}, nil, "", err
 	}
 	return audit.Clients{
 		AutoScaling: autoscaling.NewFromConfig(cfg),
@@ -86,6 +78,8 @@ func newAuditCommandWith(env auditEnv) *cobra.Command {
 		output         string
 		failIfBehind   ageFlag
 		publishMetrics bool
+		regions        []string
+		profile        string
 	)
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -121,7 +115,9 @@ the IAM policy it needs.`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	f.StringVar(&region, "region", region, "AWS region to audit (env "+config.EnvRegion+")")
+	f.Var(newRegionsValue(&region, &regions), "region", "AWS region to audit (env "+config.EnvRegion+"); with --organization or --accounts, repeatable: each region")
+	addProfileFlag(f, &profile)
+	orgs := addOrgFlags(cmd, &profile, &regions, false)
 	f.StringVarP(&output, "output", "o", audit.FormatTable, "output format: "+strings.Join(audit.Formats(), ", "))
 	f.Var(&failIfBehind, "fail-if-behind", "exit with status 2 when a group's oldest outdated AMI is more than this `age` older than the recommended one (30d, 720h)")
 	f.BoolVar(&publishMetrics, "publish-metrics", false, "publish OutdatedInstances and DaysBehind per group to CloudWatch namespace "+audit.MetricsNamespace)
@@ -129,7 +125,16 @@ the IAM policy it needs.`,
 		if err := audit.CheckFormat(output); err != nil {
 			return usage(cmd, err)
 		}
-		ctx := cmd.Context()
+		if orgs.enabled() {
+			return runOrgAudit(cmd, orgs, output, failIfBehind)
+		}
+		if err := orgs.check(cmd); err != nil {
+			return err
+		}
+		if err := oneRegion(cmd, regions); err != nil {
+			return err
+		}
+		ctx := withProfile(cmd.Context(), profile)
 		clients, cw, effective, err := env.connect(ctx, region)
 		if err != nil {
 			return err

@@ -88,6 +88,12 @@ directory must be writable, which is checked before the demo runs.`,
 					return err
 				}
 			}
+			if scenario == demo.OrganizationScenario {
+				if stateFile != "" || asJSON {
+					return usage(cmd, errors.New("the organization scenario prints its commands' tables: drop --state-file and --json"))
+				}
+				return demo.RunOrganization(cmd.Context(), cmd.OutOrStdout())
+			}
 			if scenario == demo.AuditScenario {
 				return runAuditDemo(cmd.Context(), cmd.OutOrStdout(), asJSON)
 			}
@@ -188,6 +194,9 @@ func demoScenarios() []string {
 	}
 	if !slices.Contains(names, demo.ManagedNodegroupScenario) {
 		names = append(names, demo.ManagedNodegroupScenario)
+	}
+	if !slices.Contains(names, demo.OrganizationScenario) {
+		names = append(names, demo.OrganizationScenario)
 	}
 	return names
 }

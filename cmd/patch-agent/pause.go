@@ -11,11 +11,12 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/org"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 func newPauseCommand() *cobra.Command {
-	var group, reason, until, who string
+	var group, reason, until, who, output string
 	var replace bool
 	cmd := &cobra.Command{
 		Use:   "pause",
@@ -50,6 +51,8 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 	}
 	stores := addStoreFlags(cmd)
 	wakes := addWakeFlag(cmd)
+	orgs := addOrgFlags(cmd, &stores.profile, &stores.regions, true)
+	addChangeOutputFlag(cmd, &output)
 	cmd.Flags().StringVarP(&group, "group", "g", "", "pause only this Auto Scaling group (default: every group)")
 	cmd.Flags().StringVarP(&reason, "reason", "r", "", "why (required; shown in status and the agent's logs)")
 	cmd.Flags().StringVar(&until, "until", "", "end the pause by itself: an RFC 3339 time or a duration from now (2h, 90m)")
@@ -69,6 +72,15 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 		end, err := parseUntil(until, now)
 		if err != nil {
 			return usage(cmd, err)
+		}
+		if orgs.enabled() {
+			return runOrgPause(cmd, orgs, output, org.PauseRequest{Reason: reason, Who: who, Until: end, Replace: replace})
+		}
+		if err := orgs.check(cmd); err != nil {
+			return err
+		}
+		if err := checkChangeOutput(cmd); err != nil {
+			return err
 		}
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)
@@ -155,7 +167,7 @@ func parseUntil(s string, now time.Time) (time.Time, error) {
 }
 
 func newResumeCommand() *cobra.Command {
-	var group string
+	var group, output string
 	cmd := &cobra.Command{
 		Use:   "resume",
 		Short: "Remove the global pause (or one group's with --group)",
@@ -173,8 +185,19 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 	}
 	stores := addStoreFlags(cmd)
 	wakes := addWakeFlag(cmd)
+	orgs := addOrgFlags(cmd, &stores.profile, &stores.regions, true)
+	addChangeOutputFlag(cmd, &output)
 	cmd.Flags().StringVarP(&group, "group", "g", "", "resume only this Auto Scaling group's own pause (default: the global pause)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if orgs.enabled() {
+			return runOrgResume(cmd, orgs, output)
+		}
+		if err := orgs.check(cmd); err != nil {
+			return err
+		}
+		if err := checkChangeOutput(cmd); err != nil {
+			return err
+		}
 		if err := requireGroupIfGiven(cmd, group, "resume the global pause"); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ func newStatusCommand() *cobra.Command {
 		output   string
 		watch    bool
 		interval time.Duration
+		only     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "status [GROUP]",
@@ -55,12 +56,23 @@ otherwise a new table is printed each time; with --output json one JSON document
 		Args: cobra.MaximumNArgs(1),
 	}
 	stores := addStoreFlags(cmd)
+	orgs := addOrgFlags(cmd, &stores.profile, &stores.regions, true)
+	addOnlyFlag(cmd, &only)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits 120 columns), wide (every column) or json")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every --interval until Ctrl-C")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "time between two redraws with --watch (at least 1s)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := outputFormatWide(output); err != nil {
 			return usage(cmd, err)
+		}
+		if orgs.enabled() {
+			return runOrgStatus(cmd, orgs, output, only, args)
+		}
+		if err := orgs.check(cmd, "only"); err != nil {
+			return err
+		}
+		if len(only) > 0 {
+			return usage(cmd, fmt.Errorf("--only needs --organization or --accounts FILE"))
 		}
 		if watch && interval < minWatchInterval {
 			return usage(cmd, fmt.Errorf("--interval %s is below %s", interval, minWatchInterval))

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -32,6 +31,9 @@ type storeFlags struct {
 	table     string
 	region    string
 	stateFile string
+	// regions are every --region given (the organization-wide forms run in each); profile is --profile.
+	regions []string
+	profile string
 }
 
 // addStoreFlags registers --table, --region and --state-file on cmd; --table and --region default to
@@ -41,7 +43,8 @@ func addStoreFlags(cmd *cobra.Command) *storeFlags {
 	f := &storeFlags{cmd: cmd, table: d.Table, region: d.Region}
 	fl := cmd.Flags()
 	fl.StringVar(&f.table, "table", f.table, "the agent's DynamoDB table (env "+config.EnvTable+")")
-	fl.StringVar(&f.region, "region", f.region, "AWS region of the table (env "+config.EnvRegion+")")
+	fl.Var(newRegionsValue(&f.region, &f.regions), "region", "AWS region of the table (env "+config.EnvRegion+"); with --organization or --accounts, repeatable: each region")
+	addProfileFlag(fl, &f.profile)
 	fl.StringVar(&f.stateFile, "state-file", "", "use the state snapshot `FILE` instead of DynamoDB (written by patch-agent demo --state-file)")
 	return f
 }
@@ -105,13 +108,13 @@ func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
 	case strings.TrimSpace(f.table) == "":
 		return nil, usage(f.cmd, errNoStore)
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(f.region), quietSDK,
-		awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }))
-	if err != nil {
-		return nil, fmt.Errorf("loading AWS credentials and configuration: %w", err)
+	if err := oneRegion(f.cmd, f.regions); err != nil {
+		return nil, err
 	}
-	if awsCfg.Region == "" {
-		return nil, fmt.Errorf("--region (or %s) is required with --table: the region of table %s", config.EnvRegion, f.table)
+	awsCfg, err := loadAWSConfig(ctx, f.profile, f.region, 0,
+		fmt.Errorf("--region (or %s) is required with --table: the region of table %s", config.EnvRegion, f.table))
+	if err != nil {
+		return nil, err
 	}
 	return &openedStore{Store: state.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), f.table),
 		where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region), groups: autoscaling.NewFromConfig(awsCfg), aws: &awsCfg}, nil

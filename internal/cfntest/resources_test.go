@@ -142,6 +142,12 @@ func TestContainerRunsTheAgentWithItsResources(t *testing.T) {
 		config.EnvTable:          refTo("Table"),
 		config.EnvRegion:         testRegion,
 		config.EnvLogLevel:       "info",
+		// The agent's settings: empty keeps the agent's defaults (operator_role_test.go sets them).
+		config.EnvAllowedAMIOwners: "",
+		config.EnvHealthTimeout:    "",
+		config.EnvDrainTimeout:     "",
+		config.EnvClusterBudget:    "",
+		config.EnvWakeUpEvents:     "true",
 	}, env)
 	require.True(t, aws.ToBool(c.ReadonlyRootFilesystem))
 	require.NotNil(t, c.LogConfiguration)

@@ -74,10 +74,17 @@ func TestStackSetsDeploysToEveryAccountWithoutPerAccountValues(t *testing.T) {
 	require.Equal(t, []any{"sg-0123456789abcdef0"}, vpc["SecurityGroups"])
 }
 
+// templatePathOverride, when set, is the template rawTemplate reads instead of templatePath.
+var templatePathOverride string
+
 // rawTemplate is the template in long form, unresolved.
 func rawTemplate(t testing.TB) map[string]any {
 	t.Helper()
-	data, err := os.ReadFile(templatePath)
+	path := templatePath
+	if templatePathOverride != "" {
+		path = templatePathOverride
+	}
+	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	longForm, err := intrinsics.ProcessYAML(data, &intrinsics.ProcessorOptions{NoProcess: true})
 	require.NoError(t, err)

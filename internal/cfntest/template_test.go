@@ -129,7 +129,13 @@ const noValue = "\x00AWS::NoValue"
 // loadStack parses the template with goformation for the given parameter values (plus required).
 func loadStack(t testing.TB, params map[string]string) *stack {
 	t.Helper()
-	data, err := os.ReadFile(templatePath)
+	return loadStackFrom(t, templatePath, withRequired(params))
+}
+
+// loadStackFrom parses the template at path with goformation for exactly the given parameter values.
+func loadStackFrom(t testing.TB, path string, given map[string]string) *stack {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 
 	// Short-form tags (!Ref, !Sub ...) to long form, nothing resolved yet.
@@ -138,7 +144,7 @@ func loadStack(t testing.TB, params map[string]string) *stack {
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(longForm, &raw))
 
-	overrides := parameterValues(t, raw, withRequired(params))
+	overrides := parameterValues(t, raw, given)
 	resources, _ := raw["Resources"].(map[string]any)
 	require.NotEmpty(t, resources, "template has no Resources")
 	// Every declared resource may be named, also in the branch of an Fn::If not taken (goformation resolves

@@ -10,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,11 @@ const (
 	EnvWakeUpQueueURL = "PATCH_AGENT_WAKE_UP_QUEUE_URL"
 	// EnvLeaseTTL gives the default of --lease-ttl.
 	EnvLeaseTTL = "PATCH_AGENT_LEASE_TTL"
+	// EnvHealthTimeout, EnvDrainTimeout and EnvClusterBudget give the defaults of --health-timeout,
+	// --drain-timeout and --cluster-budget: the agent stack maps its parameters to them (empty: the default).
+	EnvHealthTimeout = "PATCH_AGENT_HEALTH_TIMEOUT"
+	EnvDrainTimeout  = "PATCH_AGENT_DRAIN_TIMEOUT"
+	EnvClusterBudget = "PATCH_AGENT_CLUSTER_BUDGET"
 )
 
 // Config is the effective configuration of `patch-agent run`.
@@ -128,10 +134,10 @@ func Default() Config {
 		WakeUpEvents:      envOr(EnvWakeUpEvents, "true") != "false",
 		PollInterval:      10 * time.Minute,
 		VisibilityTimeout: 2 * time.Minute,
-		HealthTimeout:     p.HealthTimeout,
-		DrainTimeout:      p.DrainTimeout,
+		HealthTimeout:     envDuration(EnvHealthTimeout, p.HealthTimeout),
+		DrainTimeout:      envDuration(EnvDrainTimeout, p.DrainTimeout),
 		Rollback:          p.RollbackOnFailure,
-		ClusterBudget:     p.ClusterBudget,
+		ClusterBudget:     envInt(EnvClusterBudget, p.ClusterBudget),
 		Workers:           8,
 		HookChecksPerPass: 25,
 		LogLevel:          envOr(EnvLogLevel, "info"),
@@ -160,6 +166,20 @@ func envDuration(k string, def time.Duration) time.Duration {
 	return d
 }
 
+// envInt returns the integer in environment variable k, def when unset, and -1 when it is no integer
+// (Validate then says so).
+func envInt(k string, def int) int {
+	v := os.Getenv(k)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -179,8 +199,8 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 		"instances leaving, container instances DRAINING or registered), which end a rollout's waits; false polls every 15s instead (env "+EnvWakeUpEvents+")")
 	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often every AMI parameter is resolved without an event (public /aws/service parameters send none)")
 	fs.DurationVar(&c.VisibilityTimeout, "visibility-timeout", c.VisibilityTimeout, "message visibility requested on receive and kept extended while a drain runs")
-	fs.DurationVar(&c.HealthTimeout, "health-timeout", c.HealthTimeout, "how long a replacement may take to be healthy before the rollout halts")
-	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long a drain may take before the rollout halts and the instance is put back in service")
+	fs.DurationVar(&c.HealthTimeout, "health-timeout", c.HealthTimeout, "how long a replacement may take to be healthy before the rollout halts (env "+EnvHealthTimeout+")")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long a drain may take before the rollout halts and the instance is put back in service (env "+EnvDrainTimeout+")")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "how many managed groups a reconcile pass advances at once (1 to 64); one group is never advanced twice at once, "+
 		"and every AWS call still waits for --rate-limit")
 	fs.IntVar(&c.HookChecksPerPass, "hook-checks-per-pass", c.HookChecksPerPass, "at most how many managed groups' lifecycle hooks one reconcile pass reads "+
@@ -188,7 +208,7 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 		"so every group is still checked within about --poll-interval + --reconcile-interval; at least 1")
 	fs.StringArrayVar(&c.RateLimits, "rate-limit", c.RateLimits, "client-side AWS request rate CLASS=RATE[/BURST] in requests per second, repeatable, 0 lifts it; "+
 		"classes and defaults (about half the account limits AWS documents): ec2-mutating=2.5/100 ec2=10/50 autoscaling=10/20 ecs=10/25 ssm=20/20 eks=10/20 cloudwatch=10/20")
-	fs.IntVar(&c.ClusterBudget, "cluster-budget", c.ClusterBudget, "how many instances rollouts may drain at once across every managed group of one ECS or EKS cluster")
+	fs.IntVar(&c.ClusterBudget, "cluster-budget", c.ClusterBudget, "how many instances rollouts may drain at once across every managed group of one ECS or EKS cluster (env "+EnvClusterBudget+")")
 	fs.BoolVar(&c.Rollback, "rollback", c.Rollback, "put the launch template back to the last good version when a rollout halts on an unhealthy replacement")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (env "+EnvLogLevel+")")
 	fs.StringVar(&c.OwnerID, "owner-id", c.OwnerID, "name of this replica in leases and logs")

@@ -127,6 +127,9 @@ func TestEnvironmentDefaultsAreTheOnesTheHelpAndTheReadmeName(t *testing.T) {
 		{EnvAllowedAMIOwners, "allowed-ami-owners", "123456789012"},
 		{EnvWakeUpEvents, "wake-up-events", "false"},
 		{EnvLeaseTTL, "lease-ttl", "45s"},
+		{EnvHealthTimeout, "health-timeout", "25m0s"},
+		{EnvDrainTimeout, "drain-timeout", "45m0s"},
+		{EnvClusterBudget, "cluster-budget", "3"},
 	}
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patch-agent/patch-agent/internal/org"
+)
+
+// runOrgAudit is `audit --organization` / `audit --accounts FILE`: one report of every account and region.
+// --fail-if-behind decides the exit status first (2); otherwise an account-region not audited exits 1.
+func runOrgAudit(cmd *cobra.Command, o *orgFlags, output string, failIfBehind ageFlag) error {
+	if err := o.check(cmd, "publish-metrics"); err != nil {
+		return err
+	}
+	env := orgEnvironment
+	ctx := cmd.Context()
+	targets, conn, err := o.targets(ctx, env)
+	if err != nil {
+		return err
+	}
+	rep := org.NewAuditReport(org.Audit(ctx, o.runner(env), conn, targets), env.clock.Now())
+	if err := org.WriteAudit(cmd.OutOrStdout(), output, rep); err != nil {
+		return err
+	}
+	notAudited := failedExit("could not be audited", rep.Failed(), len(rep.Targets), "")
+	if failIfBehind.set {
+		if behind := rep.BehindMoreThan(failIfBehind.d); len(behind) > 0 {
+			msg := fmt.Sprintf("%d group(s) behind the recommended AMI by more than %s: %s", len(behind), failIfBehind.raw, strings.Join(behind, ", "))
+			if notAudited != nil {
+				msg += "; and " + notAudited.Error()
+			}
+			return exitError{exitBehind, errors.New(msg)}
+		}
+	}
+	return notAudited
+}
+
+// addOnlyFlag registers status's --only.
+func addOnlyFlag(cmd *cobra.Command, only *[]string) {
+	cmd.Flags().StringSliceVar(only, "only", nil, "with --organization or --accounts, only the groups that are "+strings.Join(org.StatusFilters(), ", ")+
+		" (comma-separated: waiting = a gate holds the rollout, holding = a pause holds the group, halted = halted or rolled back)")
+}
+
+// runOrgStatus is `status --organization` / `status --accounts FILE`: every account's groups, or only those
+// waiting, holding or halted (--only).
+func runOrgStatus(cmd *cobra.Command, o *orgFlags, output string, only []string, args []string) error {
+	if err := o.check(cmd, "table", "state-file", "watch"); err != nil {
+		return err
+	}
+	if len(args) > 0 {
+		return usage(cmd, errors.New("a GROUP names one account's group: across accounts, filter with --only or jq on -o json"))
+	}
+	for _, f := range only {
+		if !slices.Contains(org.StatusFilters(), f) {
+			return usage(cmd, fmt.Errorf("--only %q: want %s", f, strings.Join(org.StatusFilters(), ", ")))
+		}
+	}
+	env := orgEnvironment
+	ctx := cmd.Context()
+	targets, conn, err := o.targets(ctx, env)
+	if err != nil {
+		return err
+	}
+	doc := org.NewStatusDocument(org.Status(ctx, o.runner(env), conn, targets, o.deployment, only, env.clock.Now()), only)
+	if output == "wide" {
+		output = "table"
+	}
+	if err := org.WriteStatus(cmd.OutOrStdout(), output, doc); err != nil {
+		return err
+	}
+	return failedExit("could not be read", doc.Failed(), len(doc.Targets), "")
+}
+
+// addChangeOutputFlag registers -o of pause and resume, for their organization-wide form.
+func addChangeOutputFlag(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", "table", "with --organization or --accounts: table or json (one row per account and region)")
+}
+
+// runOrgChange is the organization-wide pause or resume: one row per account and region; a partial failure
+// exits 1, and the same command run again completes it.
+func runOrgChange(cmd *cobra.Command, o *orgFlags, output, action string, run func(org.Runner, org.Connector, []org.Target) []org.Result[org.Change]) error {
+	if err := o.check(cmd, "table", "state-file", "queue-url", "group"); err != nil {
+		return err
+	}
+	if err := outputFormat(output); err != nil {
+		return usage(cmd, err)
+	}
+	env := orgEnvironment
+	targets, conn, err := o.targets(cmd.Context(), env)
+	if err != nil {
+		return err
+	}
+	doc := org.NewChangeDocument(action, run(o.runner(env), conn, targets))
+	if err := org.WriteChanges(cmd.OutOrStdout(), output, doc); err != nil {
+		return err
+	}
+	return failedExit("failed", doc.Failed(), len(doc.Targets),
+		"; run the same command again: the account-regions already done are left as they are")
+}
+
+// checkChangeOutput refuses -o in the one-account form of pause and resume, which print sentences.
+func checkChangeOutput(cmd *cobra.Command) error {
+	if cmd.Flags().Changed("output") {
+		return usage(cmd, errors.New("--output needs --organization or --accounts FILE"))
+	}
+	return nil
+}
+
+// runOrgPause writes the global pause in every account and region (org.Pause); a pause already in place is
+// left as it is unless --replace.
+func runOrgPause(cmd *cobra.Command, o *orgFlags, output string, req org.PauseRequest) error {
+	ctx := cmd.Context()
+	return runOrgChange(cmd, o, output, "pause", func(r org.Runner, c org.Connector, ts []org.Target) []org.Result[org.Change] {
+		return org.Pause(ctx, r, c, ts, o.deployment, req, orgEnvironment.clock.Now)
+	})
+}
+
+// runOrgResume lifts the global pause in every account and region (org.Resume).
+func runOrgResume(cmd *cobra.Command, o *orgFlags, output string) error {
+	ctx := cmd.Context()
+	who := defaultWho()
+	if who == "" {
+		who = "unknown"
+	}
+	return runOrgChange(cmd, o, output, "resume", func(r org.Runner, c org.Connector, ts []org.Target) []org.Result[org.Change] {
+		return org.Resume(ctx, r, c, ts, o.deployment, who, orgEnvironment.clock.Now)
+	})
+}

@@ -1,0 +1,133 @@
+//go:build !nodemo
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/patch-agent/patch-agent/internal/audit/fleet"
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/org"
+)
+
+// useOrganizationDemo points the organization-wide forms at the organization demo's world.
+func useOrganizationDemo(t *testing.T) {
+	t.Helper()
+	w, err := demo.OrganizationWorld()
+	require.NoError(t, err)
+	saved := orgEnvironment
+	t.Cleanup(func() { orgEnvironment = saved })
+	orgEnvironment = orgEnv{clock: testingclock.NewFakeClock(fleet.Start), connect: func(_ context.Context, _ string, _ []string, role, ext string) (awsapi.Organizations, org.Connector, error) {
+		return w.Org, w.Connector(role, ext), nil
+	}}
+}
+
+func execRoot(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := newRootCommand()
+	var stdout, stderr bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	err := cmd.ExecuteContext(context.Background())
+	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
+}
+
+func TestOrganizationAuditIsOneReportWithAccountAndRegionColumns(t *testing.T) {
+	useOrganizationDemo(t)
+	res := execRoot(t, "audit", "--organization", "--region", "us-east-1", "-o", "json")
+	require.ErrorContains(t, res.err, "1 of 3 account-regions could not be audited", "exit status 1: the sandbox account could not be audited")
+	var exit exitError
+	require.False(t, errors.As(res.err, &exit))
+	var doc struct {
+		SchemaVersion int                `json:"schemaVersion"`
+		Targets       []org.TargetResult `json:"targets"`
+		Groups        []map[string]any   `json:"groups"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
+	require.Equal(t, 1, doc.SchemaVersion)
+	require.Len(t, doc.Targets, 3)
+	require.Contains(t, doc.Targets[0].Error, "AccessDenied")
+	require.Len(t, doc.Groups, 2)
+	require.Equal(t, demo.OrgPayments, doc.Groups[0]["account"])
+
+	behind := execRoot(t, "audit", "--organization", "--region", "us-east-1", "--fail-if-behind", "90d")
+	require.True(t, errors.As(behind.err, &exit))
+	require.Equal(t, exitBehind, exit.code, "--fail-if-behind decides the exit status")
+	require.ErrorContains(t, behind.err, demo.OrgPayments+" us-east-1 payments-ecs")
+	require.ErrorContains(t, behind.err, "1 of 3 account-regions could not be audited")
+
+	file := filepath.Join(t.TempDir(), "accounts")
+	require.NoError(t, os.WriteFile(file, []byte(demo.OrgPayments+" payments\n"+demo.OrgSearch+"\n"), 0o644))
+	ok := execRoot(t, "audit", "--accounts", file, "--region", "us-east-1", "-o", "csv")
+	require.NoError(t, ok.err)
+	require.Contains(t, ok.stdout, demo.OrgSearch+",,us-east-1,,search-ecs,")
+}
+
+func TestOrganizationPauseIsSafeToRunAgainAndResumeLiftsIt(t *testing.T) {
+	useOrganizationDemo(t)
+	args := []string{"--organization", "--ou", "ou-demo-workloads", "--region", "us-east-1"}
+	first := execRoot(t, append([]string{"pause", "--reason", "INC-1", "--who", "alice"}, args...)...)
+	require.ErrorContains(t, first.err, "1 of 3 account-regions failed")
+	require.ErrorContains(t, first.err, "run the same command again")
+	require.Contains(t, first.stdout, "pause in 3 account-regions: failed 1, paused 2")
+	again := execRoot(t, append([]string{"pause", "--reason", "INC-1", "--who", "alice", "-o", "json"}, args...)...)
+	var doc org.ChangeDocument
+	require.NoError(t, json.Unmarshal([]byte(again.stdout), &doc))
+	require.Equal(t, map[string]int{"failed": 1, org.AlreadyPaused: 2}, doc.Counts)
+
+	st := execRoot(t, append([]string{"status", "--only", "holding"}, args...)...)
+	require.Contains(t, st.stdout, "search-ecs")
+	require.NotContains(t, st.stdout, "payments-ecs", "payments has no rollout record")
+
+	res := execRoot(t, append([]string{"resume"}, args...)...)
+	require.Contains(t, res.stdout, "resume in 3 account-regions: failed 1, resumed 2")
+}
+
+func TestOrganizationFlagsThatDoNotGoTogether(t *testing.T) {
+	useOrganizationDemo(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"audit", "--ou", "ou-x", "--region", "us-east-1"}, "--ou needs --organization"},
+		{[]string{"audit", "--organization", "--accounts", "f", "--region", "us-east-1"}, "exclusive"},
+		{[]string{"audit", "--region", "us-east-1", "--region", "eu-west-1"}, "more than one region needs --organization"},
+		{[]string{"audit", "--role-name", "x", "--region", "us-east-1"}, "--role-name needs --organization"},
+		{[]string{"audit", "--organization", "--region", "us-east-1", "--publish-metrics"}, "--publish-metrics names one account's resource"},
+		{[]string{"status", "--organization", "--region", "us-east-1", "--table", "t"}, "--table names one account's resource"},
+		{[]string{"status", "--organization", "--region", "us-east-1", "--only", "busy"}, `--only "busy"`},
+		{[]string{"status", "--table", "t", "--only", "halted"}, "--only needs --organization"},
+		{[]string{"pause", "--organization", "--region", "us-east-1", "--reason", "r", "--who", "a", "--group", "g"}, "--group names one account's resource"},
+		{[]string{"resume", "--organization", "--region", "us-east-1", "--concurrency", "0"}, "--concurrency 0"},
+		{[]string{"resume", "--organization", "--region", "us-east-1", "--deployment", "a/b"}, "DeploymentName"},
+	} {
+		res := execRoot(t, c.args...)
+		require.ErrorContainsf(t, res.err, c.want, "%v", c.args)
+	}
+}
+
+func TestMissingCredentialsSayWhatToSet(t *testing.T) {
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "credentials"))
+	res := execRoot(t, "status", "--table", "patch-agent", "--region", "eu-west-1")
+	require.ErrorContains(t, res.err, "unable to locate AWS credentials: pass --profile NAME (or set AWS_PROFILE)")
+	require.NotContains(t, res.err.Error(), "failed to refresh cached credentials")
+
+	res = execRoot(t, "audit", "--profile", "nope", "--region", "eu-west-1")
+	require.ErrorContains(t, res.err, `AWS profile "nope" is in neither ~/.aws/config nor ~/.aws/credentials`)
+}

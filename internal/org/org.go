@@ -1,0 +1,150 @@
+// Package org runs the operator's commands across the member accounts of an AWS Organization: it lists the
+// accounts (AWS Organizations, or a file), reaches each through its operator role, and runs one command per
+// account and region with bounded concurrency and a timeout per account. An account that cannot be reached,
+// fails or hangs is a result with its error, never the end of the run: one report covers every account.
+package org
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/organizations"
+	"github.com/aws/aws-sdk-go-v2/service/organizations/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+)
+
+// Account is one member account: its 12-digit id and, when known, its name.
+type Account struct {
+	ID   string `json:"account"`
+	Name string `json:"accountName"`
+}
+
+// Target is one account and region a command runs in.
+type Target struct {
+	Account
+	Region string `json:"region"`
+}
+
+// String names the target in messages: "111122223333 (prod) eu-west-1".
+func (t Target) String() string {
+	if t.Name == "" {
+		return t.ID + " " + t.Region
+	}
+	return t.ID + " (" + t.Name + ") " + t.Region
+}
+
+// Targets returns every account in every region, accounts in the order given, regions in the order given
+// within each account.
+func Targets(accounts []Account, regions []string) []Target {
+	out := make([]Target, 0, len(accounts)*len(regions))
+	for _, a := range accounts {
+		for _, r := range regions {
+			out = append(out, Target{Account: a, Region: r})
+		}
+	}
+	return out
+}
+
+// ManagementOnly says where the Organizations calls may come from; every error of ListAccounts says it.
+const ManagementOnly = "AWS Organizations lists accounts only for the management account or a delegated administrator " +
+	"of the organization: run with credentials of one of them (--profile), or list the accounts in a file with --accounts FILE. " +
+	"StackSets with service-managed permissions do not deploy to the management account, so it has no agent stack " +
+	"and no operator role of its own unless you create them there yourself"
+
+// ListAccounts returns the ACTIVE accounts of the organization (ous empty: ListAccounts) or of each
+// organizational unit in ous (ListAccountsForParent: the accounts directly under each OU, not those of its
+// child OUs), reading every page, each account once, sorted by id. Errors name the call, and for a refusal
+// (AccessDenied, AWSOrganizationsNotInUse) say where the call must come from (ManagementOnly).
+func ListAccounts(ctx context.Context, api awsapi.Organizations, ous []string) ([]Account, error) {
+	seen := map[string]bool{}
+	var out []Account
+	add := func(as []types.Account) {
+		for _, a := range as {
+			id := aws.ToString(a.Id)
+			// SUSPENDED and PENDING_CLOSURE accounts have no stacks to reach.
+			if seen[id] || (a.State != "" && a.State != types.AccountStateActive) || (a.State == "" && a.Status != "" && a.Status != types.AccountStatusActive) {
+				continue
+			}
+			seen[id] = true
+			out = append(out, Account{ID: id, Name: aws.ToString(a.Name)})
+		}
+	}
+	if len(ous) == 0 {
+		p := organizations.NewListAccountsPaginator(api, &organizations.ListAccountsInput{})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, listError("ListAccounts", err)
+			}
+			add(page.Accounts)
+		}
+	}
+	for _, ou := range ous {
+		p := organizations.NewListAccountsForParentPaginator(api, &organizations.ListAccountsForParentInput{ParentId: aws.String(ou)})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return nil, listError("ListAccountsForParent "+ou, err)
+			}
+			add(page.Accounts)
+		}
+	}
+	slices.SortFunc(out, func(a, b Account) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// listError explains a failed Organizations call.
+func listError(call string, err error) error {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "AccessDeniedException", "AccessDenied", "AWSOrganizationsNotInUseException":
+			return fmt.Errorf("organizations %s: %s: %w", call, ManagementOnly, err)
+		case "ParentNotFoundException":
+			return fmt.Errorf("organizations %s: no such organizational unit or root (--ou takes ou-xxxx-xxxxxxxx or r-xxxx): %w", call, err)
+		}
+	}
+	return fmt.Errorf("organizations %s: %w", call, err)
+}
+
+var accountID = regexp.MustCompile(`^[0-9]{12}$`)
+
+// ParseAccounts reads an accounts file: one account a line, its 12-digit id, then optionally whitespace and
+// a name (the rest of the line); blank lines and lines starting with # are skipped. A line whose first
+// field is no account id fails, naming the line. Each account is kept once, in the file's order.
+func ParseAccounts(r io.Reader) ([]Account, error) {
+	var out []Account
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		id, name, _ := strings.Cut(strings.ReplaceAll(line, "\t", " "), " ")
+		if !accountID.MatchString(id) {
+			return nil, fmt.Errorf("line %d: %q is not a 12-digit AWS account id (want: ACCOUNT_ID [NAME])", n, id)
+		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, Account{ID: id, Name: strings.TrimSpace(name)})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no account in it: write one 12-digit account id a line, optionally followed by a name")
+	}
+	return out, nil
+}
