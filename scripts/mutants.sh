@@ -25,32 +25,46 @@
 #   testdata/mutants); MUTATE: a built tools/mutate (default: built from this tree)
 # Exit: 0 when every mutant is killed and the null mutant survives; 1 otherwise.
 set -euo pipefail
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 root=$(cd "$(dirname "$0")/.." && pwd)
 root=${MUTANTS_ROOT:-$root}
 cd "$root"
-all=0
-if [ "${1:-}" = "--all" ]; then all=1; shift; fi
-patterns=("$@")
+all=0 patterns=()
+for a in "$@"; do
+  if [ "$a" = --all ]; then all=1; else patterns+=("$a"); fi
+done
 dir=${MUTANTS_DIR:-testdata/mutants}
 
 if [ -z "${MUTATE:-}" ]; then
-  MUTATE=$(mktemp -d "${TMPDIR:-/tmp}/patch-agent-mutate.XXXXXX")/mutate
+  mutate_dir=$(mktemp -d "${TMPDIR:-/tmp}/patch-agent-mutate.XXXXXX")
+  trap 'rm -rf "$mutate_dir"' EXIT
+  MUTATE=$mutate_dir/mutate
   go build -o "$MUTATE" ./tools/mutate
 fi
 export MUTATE
 
-# The mutants of this run: the set, then the patterns; 00-null first.
+# The mutants of this run: the set, then the patterns; 00-null first. A mutant file that does not parse fails
+# the run here (it is neither in nor out of the set), and so does a pattern that matches no mutant of the set.
+if [ ! -f "$dir/00-null.mutant" ]; then echo "mutants: $dir/00-null.mutant is missing: without it no run proves its kill tests pass on unmutated code" >&2; exit 1; fi
 selected=()
+matched=()
 for m in "$dir"/*.mutant; do
   name=$(basename "$m" .mutant)
+  if ! sets=$("$MUTATE" header "$m" set); then echo "mutants: $m does not parse" >&2; exit 1; fi
   if [ "$name" != 00-null ]; then
-    if [ $all = 0 ] && ! "$MUTATE" header "$m" set | grep -qx curated; then continue; fi
+    if [ $all = 0 ] && ! grep -qx curated <<<"$sets"; then continue; fi
     if [ ${#patterns[@]} -gt 0 ]; then
-      hit=0; for p in "${patterns[@]}"; do [[ "$name" == *"$p"* ]] && hit=1; done
+      hit=0; for p in "${patterns[@]}"; do [[ "$name" == *"$p"* ]] && hit=1 matched+=("$p"); done
       [ $hit = 1 ] || continue
     fi
   fi
   selected+=("$m")
+done
+for p in "${patterns[@]}"; do
+  if [[ " ${matched[*]} " != *" $p "* ]]; then
+    echo "mutants: no mutant of the $([ $all = 1 ] && echo full || echo curated) set matches '$p'$([ $all = 0 ] && echo ' (--all runs every mutant)')" >&2
+    exit 1
+  fi
 done
 
 # Shards: MUTANTS_JOBS (default 2) copies of this script run side by side, each on every n-th selected mutant in
@@ -64,7 +78,7 @@ if [ -z "${MUTANTS_SHARD:-}" ] && [ "$jobs" -gt 1 ]; then
   for ((i = 0; i < jobs; i++)); do
     out=$(mktemp "${TMPDIR:-/tmp}/patch-agent-mutants-shard.XXXXXX"); outs+=("$out")
     args=(); [ $all = 1 ] && args+=(--all)
-    MUTANTS_SHARD="$i/$jobs" "$0" "${args[@]}" "$@" >"$out" 2>&1 &
+    MUTANTS_SHARD="$i/$jobs" "$self" "${args[@]}" "${patterns[@]}" >"$out" 2>&1 &
     pids+=($!)
   done
   rc=0
@@ -114,7 +128,7 @@ for m in "${selected[@]}"; do
     for pkg in $pkgs; do
       re=$(awk -F'\t' -v p="$pkg" '$1 == p {print $2}' <<<"$kills" | paste -sd'|' -)
       if ! (cd "$scratch" && go test -count=1 -timeout 20m -run "$re" "$pkg") >"$scratch/.test.log" 2>&1; then
-        survived=0 broke="$broke $pkg $(grep -oE -- '--- FAIL: [^ ]+' "$scratch/.test.log" | awk '{print $3}' | head -3 | paste -sd, -)"
+        survived=0 broke="$broke $pkg $( (grep -oE -- '--- FAIL: [^ ]+|\[build failed\]|\[setup failed\]|panic: .*' "$scratch/.test.log" || echo 'exit status non-zero') | head -3 | paste -sd, -)"
       fi
     done
     if [ $survived = 1 ]; then line "$name" survived $((SECONDS - start)) "(expected: every kill test passes on it)"

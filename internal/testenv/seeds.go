@@ -61,11 +61,16 @@ func ParseSeeds(v string) ([]uint64, error) {
 		return ParseSeeds(fmt.Sprintf("1-%d", n))
 	}
 	var s []uint64
+	seen := map[uint64]bool{}
 	for _, f := range strings.Split(v, ",") {
 		n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a list of seeds: %v", v, err)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("%q is not a list of seeds from 1 (1,5,9)", v)
 		}
+		if seen[n] {
+			return nil, fmt.Errorf("%q names seed %d twice: each seed is one run", v, n)
+		}
+		seen[n] = true
 		s = append(s, n)
 	}
 	return s, nil

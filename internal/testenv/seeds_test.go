@@ -17,7 +17,7 @@ func TestSeedsComeFromTheEnvironmentOrTheShortForm(t *testing.T) {
 		require.NoError(t, err, v)
 		require.Equal(t, want, got, v)
 	}
-	for _, bad := range []string{"0", "x", "5-3", "1,x", "-2"} {
+	for _, bad := range []string{"0", "x", "5-3", "1,x", "-2", "0,5", "1,1"} {
 		_, err := ParseSeeds(bad)
 		require.Error(t, err, bad)
 	}

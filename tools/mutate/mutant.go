@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/parser"
+	"go/scanner"
 	"go/token"
 	"os"
 	"path/filepath"
@@ -157,6 +159,11 @@ func findDecl(root, dir, decl string) (span, error) {
 		if strings.HasSuffix(path, "_test.go") {
 			continue
 		}
+		// Only the files this platform builds (build tags, _linux/_other suffixes): a declaration that exists
+		// once per platform is one declaration here.
+		if ok, err := build.Default.MatchFile(filepath.Dir(path), filepath.Base(path)); err != nil || !ok {
+			continue
+		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			return span{}, noApply("parsing %s: %v", path, err)
@@ -208,6 +215,9 @@ func splitDecl(decl string) (recv, name string) {
 		return "", decl
 	}
 	recv = strings.Trim(decl[:i], "()*")
+	if j := strings.Index(recv, "["); j >= 0 { // (*Set[K]).Has names the method of Set
+		recv = recv[:j]
+	}
 	return recv, decl[i+1:]
 }
 
@@ -276,10 +286,51 @@ func Plan(root string, m *Mutant) (map[string]string, error) {
 		contents[sp.file] = out
 	}
 	files := map[string]string{}
+	changed := false
 	for path, lines := range contents {
 		files[path] = strings.Join(lines, "\n")
+		before, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		changed = changed || !sameTokens(before, []byte(files[path]))
+	}
+	// A mutant whose lines landed only in a comment (its real line changed, a comment still holds the old text)
+	// would change nothing and be reported as a survivor: it does not apply. The null mutant is meant to.
+	if !changed && !m.Null() {
+		return nil, noApply("%s changes only comments: the code it broke is gone, write the mutant again against the code", m.Name)
 	}
 	return files, nil
+}
+
+// Null reports whether the mutant is meant to change nothing that runs (the null mutant, `# invariant: -`).
+func (m *Mutant) Null() bool { return m.Name == "00-null" || first(m.Headers["invariant"]) == "-" }
+
+// sameTokens reports whether two Go sources have the same tokens, comments left out.
+func sameTokens(a, b []byte) bool {
+	scan := func(src []byte) []string {
+		fset := token.NewFileSet()
+		var s scanner.Scanner
+		s.Init(fset.AddFile("", fset.Base(), len(src)), src, nil, 0)
+		var out []string
+		for {
+			_, tok, lit := s.Scan()
+			if tok == token.EOF {
+				return out
+			}
+			out = append(out, tok.String()+lit)
+		}
+	}
+	ta, tb := scan(a), scan(b)
+	if len(ta) != len(tb) {
+		return false
+	}
+	for i := range ta {
+		if ta[i] != tb[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // findDeclIn finds e's declaration again in src, the text of file after earlier edits.

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -222,4 +223,68 @@ func TestEveryMutantOfTheRepositoryIsWellFormedAndTheCuratedSetApplies(t *testin
 		}
 	}
 	t.Logf("%d mutants, %d curated (with the null mutant)", len(files), curated)
+}
+
+func TestMutantInsideACommentOnlyDoesNotApply(t *testing.T) {
+	// The real line changed; a comment in the function still holds the old text.
+	src := strings.Replace(drainGo, "\tif done {\n\t\treturn true\n\t}\n", "\t/*\n\tif done {\n\t*/\n\tif done && true {\n\t\treturn true\n\t}\n", 1)
+	err := Apply(tree(t, map[string]string{"rollout/drain.go": src}), mutant(t, terminateBeforeDrain))
+	require.True(t, IsNoApply(err), "got %v", err)
+	require.Contains(t, err.Error(), "changes only comments")
+}
+
+func TestMutantNamesGenericMethodsAndIgnoresFilesOtherPlatformsBuild(t *testing.T) {
+	root := tree(t, map[string]string{
+		"set/set.go":         "package set\n\ntype Set[K comparable] map[K]bool\n\nfunc (s Set[K]) Has(k K) bool {\n\treturn s[k]\n}\n",
+		"set/limit_linux.go": "package set\n\nfunc limit() int {\n\treturn 1\n}\n",
+		"set/limit_other.go": "//go:build !linux\n\npackage set\n\nfunc limit() int {\n\treturn 1\n}\n",
+		"set/gen.go":         "//go:build ignore\n\npackage main\n\nfunc limit() int {\n\treturn 1\n}\n",
+	})
+	require.NoError(t, Apply(root, mutant(t, "# why: x\n\n@@ set (Set[K]).Has\n-\treturn s[k]\n+\treturn !s[k]\n")))
+	if runtime.GOOS == "linux" {
+		require.NoError(t, Apply(root, mutant(t, "# why: x\n\n@@ set limit\n-\treturn 1\n+\treturn 2\n")))
+	}
+}
+
+// TestEveryKillHeaderNamesATestThatExists keeps kill headers from rotting: each -run pattern matches at least
+// one top-level test of its package (a pattern that matches none would make go test run nothing and pass).
+func TestEveryKillHeaderNamesATestThatExists(t *testing.T) {
+	_, here, _, _ := runtime.Caller(0)
+	repo := filepath.Join(filepath.Dir(here), "..", "..")
+	files, err := filepath.Glob(filepath.Join(repo, "testdata", "mutants", "*.mutant"))
+	require.NoError(t, err)
+	testsOf := map[string][]string{}
+	funcRE := regexp.MustCompile(`(?m)^func (Test\w+)\(`)
+	for _, f := range files {
+		m, err := ReadMutant(f)
+		require.NoError(t, err)
+		ks, err := m.Kills()
+		require.NoError(t, err)
+		for _, k := range ks {
+			names, ok := testsOf[k.Pkg]
+			if !ok {
+				srcs, err := filepath.Glob(filepath.Join(repo, k.Pkg, "*_test.go"))
+				require.NoError(t, err)
+				for _, src := range srcs {
+					b, err := os.ReadFile(src)
+					require.NoError(t, err)
+					for _, g := range funcRE.FindAllSubmatch(b, -1) {
+						names = append(names, string(g[1]))
+					}
+				}
+				testsOf[k.Pkg] = names
+			}
+			re, err := regexp.Compile(k.Run)
+			require.NoError(t, err, "%s: kill pattern %q", m.Name, k.Run)
+			for _, alt := range strings.Split(strings.Trim(k.Run, "^$()"), "|") {
+				found := false
+				for _, n := range names {
+					if re.MatchString(n) && strings.Contains(n, strings.Trim(alt, "^$()")) {
+						found = true
+					}
+				}
+				require.True(t, found, "%s: kill pattern %q names %s, not a test of %s", m.Name, k.Run, alt, k.Pkg)
+			}
+		}
+	}
 }
