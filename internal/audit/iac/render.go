@@ -104,12 +104,12 @@ func dash(s string) string {
 func writeTable(w io.Writer, r *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if r.Offline {
-		fmt.Fprintln(tw, "FILE:LINE\tRESOURCE\tATTRIBUTE\tAMI\tVIA")
+		fmt.Fprintln(tw, "FILE:LINE\tRESOURCE\tAMI\tVIA")
 	} else {
-		fmt.Fprintln(tw, "FILE:LINE\tRESOURCE\tATTRIBUTE\tAMI\tVIA\tAGE\tOS\tRECOMMENDED PARAMETER")
+		fmt.Fprintln(tw, "FILE:LINE\tRESOURCE\tAMI\tVIA\tAGE\tOS\tRECOMMENDED PARAMETER")
 	}
 	for _, f := range r.Findings {
-		line := fmt.Sprintf("%s:%d\t%s\t%s\t%s\t%s", f.File, f.Line, f.Resource, f.Attribute, f.ImageID, f.Via)
+		line := fmt.Sprintf("%s:%d\t%s\t%s\t%s", f.File, f.Line, f.Resource, f.ImageID, f.Via)
 		if !r.Offline {
 			age, os := "unknown", "unknown"
 			if f.Image != nil {
