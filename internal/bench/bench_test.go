@@ -147,23 +147,27 @@ func TestBenchmarks(t *testing.T) {
 	t.Log("\n" + table(res))
 }
 
-// keptSections returns the sections of the existing report that make bench does not measure (the binary's
-// size and idle memory, measured by hand: docs/performance.md says how), so that a new run keeps them.
+// keptSections returns the sections of the existing report that make bench's TestBenchmarks does not
+// measure, so that a new run keeps them: the binary's size and idle memory (measured by hand:
+// docs/performance.md says how) and the audit --iac throughput (TestIaCThroughput rewrites it).
 func keptSections(path string) string {
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	const heading = "\n## Binary size and idle memory\n"
-	i := strings.Index(string(old), heading)
-	if i < 0 {
-		return ""
+	var out string
+	for _, heading := range []string{"\n## Binary size and idle memory\n", iacSection} {
+		i := strings.Index(string(old), heading)
+		if i < 0 {
+			continue
+		}
+		rest := string(old[i+1:])
+		if j := strings.Index(rest[len(heading)-1:], "\n## "); j >= 0 {
+			rest = rest[:len(heading)-1+j+1]
+		}
+		out += "\n" + strings.TrimRight(rest, "\n") + "\n"
 	}
-	rest := string(old[i+1:])
-	if j := strings.Index(rest[len(heading)-1:], "\n## "); j >= 0 {
-		rest = rest[:len(heading)-1+j+1]
-	}
-	return "\n" + strings.TrimRight(rest, "\n") + "\n"
+	return out
 }
 
 // parseThroughput parses every fixture in a loop on one core and returns messages per second.
