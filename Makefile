@@ -69,7 +69,7 @@ lint: node_modules/.bin/cfn-lint ## gofmt, go vet and cfn-lint of the CloudForma
 	scripts/cfn-lint.sh
 
 bench: ## measurements, fleet scenario 1,000 x 20 included: rewrites the tracked bench-results.json and docs/performance.md (~10 minutes on an idle machine, plus ~8 CPU-minutes to build kumo the first time; PATCH_AGENT_FLEET=20x5 for a ~3 minute run, whose files are not for committing)
-	PATCH_AGENT_FLEET=$${PATCH_AGENT_FLEET:-1000x20} PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_BENCH=1 $(GO) test -count=1 -run TestBenchmarks -v -timeout 45m ./internal/bench
+	PATCH_AGENT_FLEET=$${PATCH_AGENT_FLEET:-1000x20} PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_BENCH=1 $(GO) test -count=1 -run 'TestBenchmarks|TestIaCThroughput' -v -timeout 45m ./internal/bench
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/events
 
 mutants: ## the curated safety mutants (what CI runs): each deliberate bug must make the test its mutant names fail (docs/testing.md)

@@ -155,7 +155,7 @@ the IAM policy it needs.`,
 		}
 		return checkBehind(r, failIfBehind)
 	}
-	return cmd
+	return withIaC(cmd, env)
 }
 
 // checkBehind returns exit status 2 when --fail-if-behind is set and a group is behind by more.

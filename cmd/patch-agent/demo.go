@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/patch-agent/patch-agent/internal/audit"
+	"github.com/patch-agent/patch-agent/internal/audit/iac"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/logging"
@@ -289,7 +290,8 @@ func isSnapshotFile(path string) bool {
 }
 
 // runAuditDemo is `patch-agent demo --scenario audit`: the audit of a simulated mixed fleet, as a table (with
-// what the fleet holds) or as the JSON report.
+// what the fleet holds) followed by `audit --iac` of a code tree that could build it, or as the live audit's
+// JSON report.
 func runAuditDemo(ctx context.Context, out io.Writer, asJSON bool) error {
 	r, err := demo.RunAudit(ctx)
 	if err != nil {
@@ -299,7 +301,15 @@ func runAuditDemo(ctx context.Context, out io.Writer, asJSON bool) error {
 		return audit.Write(out, audit.FormatJSON, r)
 	}
 	fmt.Fprintf(out, "scenario %s: %s\n\n", demo.AuditScenario, demo.AuditDescription)
-	return audit.Write(out, audit.FormatTable, r)
+	if err := audit.Write(out, audit.FormatTable, r); err != nil {
+		return err
+	}
+	ir, err := demo.RunAuditIaC(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n$ patch-agent audit --iac %s/\n%s\n\n", demo.IaCPath, demo.IaCDescription)
+	return iac.Write(out, audit.FormatTable, ir)
 }
 
 // runEKSUpgradeDemo is `patch-agent demo --scenario eks-upgrade`: the upgrade of a simulated cluster from

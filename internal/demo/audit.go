@@ -7,6 +7,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/audit/fleet"
+	"github.com/patch-agent/patch-agent/internal/audit/iac"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -71,4 +72,21 @@ func RunAudit(ctx context.Context) (*audit.Report, error) {
 		return nil, err
 	}
 	return fleet.Auditor(a).Run(ctx)
+}
+
+// IaCPath is the name the audit demo's code tree is read under (iac.Fixtures).
+const IaCPath = "fixtures"
+
+// IaCDescription says what the code the audit demo reads holds.
+const IaCDescription = "the code that could build such a fleet: Terraform (variables, tfvars, locals, maps, a local and two remote " +
+	"modules, .tf.json), terragrunt, CloudFormation YAML and JSON with a nested stack, and CDK output and context; two files do not parse"
+
+// RunAuditIaC reads the audit demo's code tree with the AMIs of the audit demo's account, as `patch-agent audit
+// --iac fixtures/` reads a repository with credentials.
+func RunAuditIaC(ctx context.Context) (*iac.Report, error) {
+	a, err := AuditFleet()
+	if err != nil {
+		return nil, err
+	}
+	return (&iac.Scanner{FS: iac.Fixtures(), EC2: a.ReadOnlyEC2(), Region: a.Options().Region, Clock: a.Clock()}).Scan(ctx, []string{IaCPath})
 }
