@@ -51,11 +51,12 @@ type orgFlags struct {
 const orgHelp = `
 
 Across an organization: --organization (every ACTIVE account of the AWS Organization, or with --ou ID only
-the accounts directly under each organizational unit given) or --accounts FILE (one 12-digit account id a
+the accounts under each organizational unit given, including child OUs, as StackSets deploy) or --accounts FILE (one 12-digit account id a
 line, optionally followed by a name; # starts a comment) runs the command in every account, in each --region
 given (repeatable), through the role --role-name (default ` + DefaultOperatorRole + `, created in each member
 account by cloudformation/operator-role.yaml) assumed with STS, with --external-id when the role requires
-one. --organization calls AWS Organizations ListAccounts / ListAccountsForParent, which answer only the
+one. --organization calls AWS Organizations ListAccounts (with --ou: ListOrganizationalUnitsForParent and
+ListAccountsForParent), which answer only the
 management account or a delegated administrator of the organization: run it with their credentials
 (--profile), or list the accounts in a file. StackSets with service-managed permissions do not deploy to the
 management account, so it runs no agent unless you deploy one there yourself.
@@ -71,7 +72,7 @@ func addOrgFlags(cmd *cobra.Command, profile *string, regions *[]string, withDep
 	o := &orgFlags{profile: profile, regions: regions}
 	fs := cmd.Flags()
 	fs.BoolVar(&o.organization, "organization", false, "run in every member account of the AWS Organization (management account or delegated administrator only)")
-	fs.StringArrayVar(&o.ous, "ou", nil, "with --organization, only the accounts directly under this organizational unit `ID` (repeatable)")
+	fs.StringArrayVar(&o.ous, "ou", nil, "with --organization, only the accounts under this organizational unit `ID`, including child OUs (repeatable)")
 	fs.StringVar(&o.accountsFile, "accounts", "", "run in the accounts listed in `FILE`: one account id a line, optionally followed by a name")
 	fs.StringVar(&o.roleName, "role-name", DefaultOperatorRole, "role assumed in each member account (cloudformation/operator-role.yaml)")
 	fs.StringVar(&o.externalID, "external-id", "", "external id the member accounts' role requires (its ExternalId parameter)")

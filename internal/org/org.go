@@ -60,9 +60,10 @@ const ManagementOnly = "AWS Organizations lists accounts only for the management
 	"StackSets with service-managed permissions do not deploy to the management account, so it has no agent stack " +
 	"and no operator role of its own unless you create them there yourself"
 
-// ListAccounts returns the ACTIVE accounts of the organization (ous empty: ListAccounts) or of each
-// organizational unit in ous (ListAccountsForParent: the accounts directly under each OU, not those of its
-// child OUs), reading every page, each account once, sorted by id. Errors name the call, and for a refusal
+// ListAccounts returns the ACTIVE accounts of the organization (ous empty: ListAccounts) or under each
+// organizational unit in ous, including the OUs nested in it at any depth, as StackSets deploy to an OU and
+// all its children (ListOrganizationalUnitsForParent walks the tree, ListAccountsForParent lists each OU's
+// own accounts), reading every page, each account once, sorted by id. Errors name the call, and for a refusal
 // (AccessDenied, AWSOrganizationsNotInUse) say where the call must come from (ManagementOnly).
 func ListAccounts(ctx context.Context, api awsapi.Organizations, ous []string) ([]Account, error) {
 	seen := map[string]bool{}
@@ -88,7 +89,25 @@ func ListAccounts(ctx context.Context, api awsapi.Organizations, ous []string) (
 			add(page.Accounts)
 		}
 	}
-	for _, ou := range ous {
+	walked := map[string]bool{}
+	queue := slices.Clone(ous)
+	for len(queue) > 0 {
+		ou := queue[0]
+		queue = queue[1:]
+		if walked[ou] {
+			continue
+		}
+		walked[ou] = true
+		children := organizations.NewListOrganizationalUnitsForParentPaginator(api, &organizations.ListOrganizationalUnitsForParentInput{ParentId: aws.String(ou)})
+		for children.HasMorePages() {
+			page, err := children.NextPage(ctx)
+			if err != nil {
+				return nil, listError("ListOrganizationalUnitsForParent "+ou, err)
+			}
+			for _, c := range page.OrganizationalUnits {
+				queue = append(queue, aws.ToString(c.Id))
+			}
+		}
 		p := organizations.NewListAccountsForParentPaginator(api, &organizations.ListAccountsForParentInput{ParentId: aws.String(ou)})
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)

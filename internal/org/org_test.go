@@ -52,6 +52,31 @@ func TestListAccountsReadsEveryPageOfTheOrganizationAndOfEachOU(t *testing.T) {
 	require.ErrorContains(t, err, "no such organizational unit")
 }
 
+func TestListAccountsOfAnOUIncludesItsChildOUsAtEveryDepth(t *testing.T) {
+	w := orgsim.New(2)
+	w.Org.AddOU("ou-root-workloads", "")
+	for n := 1; n <= 5; n++ {
+		// Five child OUs at two a page: the OU listing is paged too.
+		w.Org.AddOU(fmt.Sprintf("ou-workloads-%d", n), "ou-root-workloads")
+	}
+	w.Org.AddOU("ou-workloads-3-deep", "ou-workloads-3")
+	w.Org.AddAccount(id(1), "top", "ou-root-workloads")
+	w.Org.AddAccount(id(2), "child-1", "ou-workloads-1")
+	w.Org.AddAccount(id(3), "child-5", "ou-workloads-5")
+	w.Org.AddAccount(id(4), "grandchild", "ou-workloads-3-deep")
+	w.Org.AddAccount(id(5), "elsewhere", "ou-root-sandbox")
+	ctx := context.Background()
+
+	got, err := org.ListAccounts(ctx, w.Org, []string{"ou-root-workloads"})
+	require.NoError(t, err)
+	require.Equal(t, []org.Account{{ID: id(1), Name: "top"}, {ID: id(2), Name: "child-1"}, {ID: id(3), Name: "child-5"},
+		{ID: id(4), Name: "grandchild"}}, got, "the OU, its children and theirs; not the sibling OU")
+
+	got, err = org.ListAccounts(ctx, w.Org, []string{"ou-workloads-3"})
+	require.NoError(t, err)
+	require.Equal(t, []org.Account{{ID: id(4), Name: "grandchild"}}, got)
+}
+
 func TestListAccountsOutsideTheManagementAccountSaysWhereToRunIt(t *testing.T) {
 	w := orgsim.New(20)
 	w.Org.AddAccount(id(1), "a", "")
