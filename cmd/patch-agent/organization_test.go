@@ -94,6 +94,26 @@ func TestOrganizationPauseIsSafeToRunAgainAndResumeLiftsIt(t *testing.T) {
 	require.Contains(t, res.stdout, "resume in 3 account-regions: failed 1, resumed 2")
 }
 
+func TestOrganizationPauseLongerThanThePauseInPlaceFailsAndAsksForReplace(t *testing.T) {
+	useOrganizationDemo(t)
+	args := []string{"--organization", "--ou", "ou-demo-workloads", "--region", "us-east-1", "--reason", "INC-1", "--who", "alice"}
+	first := execRoot(t, append([]string{"pause", "--until", "1h"}, args...)...)
+	require.ErrorContains(t, first.err, "1 of 3 account-regions failed", "the demo's sandbox account refuses the role")
+	longer := execRoot(t, append([]string{"pause", "--until", "6h", "-o", "json"}, args...)...)
+	require.ErrorContains(t, longer.err, "2 of 3 account-regions have a global pause that ends before the one asked for")
+	require.ErrorContains(t, longer.err, "--replace")
+	var doc org.ChangeDocument
+	require.NoError(t, json.Unmarshal([]byte(longer.stdout), &doc))
+	require.Equal(t, map[string]int{"failed": 1, org.PausedUntil: 2}, doc.Counts)
+	shorter := execRoot(t, append([]string{"pause", "--until", "30m", "-o", "json"}, args...)...)
+	require.ErrorContains(t, shorter.err, "1 of 3 account-regions failed")
+	require.NotContains(t, shorter.err.Error(), "--replace", "a pause in place lasting longer is already-paused")
+	replaced := execRoot(t, append([]string{"pause", "--until", "6h", "--replace", "-o", "json"}, args...)...)
+	var after org.ChangeDocument
+	require.NoError(t, json.Unmarshal([]byte(replaced.stdout), &after))
+	require.Equal(t, map[string]int{"failed": 1, org.Replaced: 2}, after.Counts)
+}
+
 func TestOrganizationFlagsThatDoNotGoTogether(t *testing.T) {
 	useOrganizationDemo(t)
 	for _, c := range []struct {

@@ -229,3 +229,35 @@ func TestStatusWithoutTheStackSaysWhereItLooked(t *testing.T) {
 	res := org.Status(context.Background(), org.Runner{}, c, targets[:1], "other", nil, fleet.Start)
 	require.ErrorContains(t, res[0].Err, "no SSM parameter /patch-agent/other/store")
 }
+
+func TestPauseAcrossAccountsRefusesToCallAShorterPauseInPlaceAlreadyPaused(t *testing.T) {
+	w, targets := world(t)
+	c := w.Connector("patch-agent-operator", "")
+	ctx := context.Background()
+	now := func() time.Time { return fleet.Start }
+	// Account 1: paused for an hour; account 2: paused for a day; account 3: paused until resumed.
+	for _, p := range []struct {
+		account string
+		until   time.Time
+	}{{id(1), fleet.Start.Add(time.Hour)}, {id(2), fleet.Start.Add(24 * time.Hour)}, {id(3), time.Time{}}} {
+		require.NoError(t, w.Member(p.account, region).Store.PutLock(ctx, state.Lock{Group: state.GlobalScope, Reason: "earlier",
+			Who: "bob", Since: fleet.Start, Until: p.until}))
+	}
+
+	req := org.PauseRequest{Reason: "incident 4711", Who: "alice", Until: fleet.Start.Add(6 * time.Hour)}
+	doc := org.NewChangeDocument("pause", org.Pause(ctx, org.Runner{}, c, targets, org.DefaultDeployment, req, now))
+	require.Equal(t, map[string]int{org.PausedUntil: 1, org.AlreadyPaused: 2}, doc.Counts)
+	require.Len(t, doc.Refused(), 1)
+	require.Equal(t, id(1), doc.Refused()[0].ID)
+	require.Contains(t, doc.Refused()[0].Detail, "run with --replace to extend")
+	require.Contains(t, doc.Refused()[0].Detail, fleet.Start.Add(time.Hour).UTC().Format(time.RFC3339))
+
+	req.Until = time.Time{}
+	doc = org.NewChangeDocument("pause", org.Pause(ctx, org.Runner{}, c, targets, org.DefaultDeployment, req, now))
+	require.Equal(t, map[string]int{org.PausedUntil: 2, org.AlreadyPaused: 1}, doc.Counts, "a pause without end outlasts every pause with one")
+
+	req.Replace = true
+	doc = org.NewChangeDocument("pause", org.Pause(ctx, org.Runner{}, c, targets, org.DefaultDeployment, req, now))
+	require.Equal(t, map[string]int{org.Replaced: 3}, doc.Counts)
+	require.Empty(t, doc.Refused())
+}
