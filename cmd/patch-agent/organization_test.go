@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -150,4 +151,34 @@ func TestMissingCredentialsSayWhatToSet(t *testing.T) {
 
 	res = execRoot(t, "audit", "--profile", "nope", "--region", "eu-west-1")
 	require.ErrorContains(t, res.err, `AWS profile "nope" is in neither ~/.aws/config nor ~/.aws/credentials`)
+}
+
+// The StackSets walk-through of docs/deploy.md: every command across accounts carries the credentials and
+// external id the first one (step 6) uses, since the role trusts only them; and StackSets' trusted access is
+// activated before the delegated administrator is registered, which fails without it.
+func TestOrganizationWalkThroughCommandsCarryTheSameProfileAndExternalID(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
+	require.NoError(t, err)
+	doc := string(raw)
+	start := strings.Index(doc, "1. **Delegate**")
+	require.Positive(t, start, "the walk-through's first step")
+	walk := doc[start:]
+	if end := strings.Index(walk, "\n## "); end > 0 {
+		walk = walk[:end]
+	}
+	joined := strings.ReplaceAll(walk, "\\\n", " ")
+	commands := 0
+	for _, line := range strings.Split(joined, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "patch-agent ") || !strings.Contains(line, "--accounts") {
+			continue
+		}
+		commands++
+		require.Contains(t, line, "--profile tooling", line)
+		require.Contains(t, line, "--external-id patch-agent-7f3a", line)
+	}
+	require.GreaterOrEqual(t, commands, 5, "steps 6 and 8")
+	activate := strings.Index(walk, "activate-organizations-access")
+	register := strings.Index(walk, "register-delegated-administrator")
+	require.True(t, activate >= 0 && activate < register, "trusted access is activated before the delegated administrator is registered")
 }
