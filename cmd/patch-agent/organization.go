@@ -74,7 +74,7 @@ func addOrgFlags(cmd *cobra.Command, profile *string, regions *[]string, withDep
 	fs.BoolVar(&o.organization, "organization", false, "run in every member account of the AWS Organization (management account or delegated administrator only)")
 	fs.StringArrayVar(&o.ous, "ou", nil, "with --organization, only the accounts under this organizational unit `ID`, including child OUs (repeatable)")
 	fs.StringVar(&o.accountsFile, "accounts", "", "run in the accounts listed in `FILE`: one account id a line, optionally followed by a name")
-	fs.StringVar(&o.roleName, "role-name", DefaultOperatorRole, "role assumed in each member account (cloudformation/operator-role.yaml)")
+	fs.StringVar(&o.roleName, "role-name", DefaultOperatorRole, "name (or path/name, not the ARN) of the role assumed in each member account (cloudformation/operator-role.yaml)")
 	fs.StringVar(&o.externalID, "external-id", "", "external id the member accounts' role requires (its ExternalId parameter)")
 	fs.IntVar(&o.concurrency, "concurrency", org.DefaultConcurrency, "accounts and regions run at once")
 	fs.DurationVar(&o.timeout, "account-timeout", org.DefaultAccountTimeout, "how long one account and region may take before it is reported as not answering")
@@ -110,6 +110,11 @@ func (o *orgFlags) check(cmd *cobra.Command, conflicting ...string) error {
 	case len(*o.regions) == 0:
 		return usage(cmd, regionRequired("the regions to run in, in every account (repeatable)"))
 	}
+	role, err := org.CheckRoleName(o.roleName)
+	if err != nil {
+		return usage(cmd, err)
+	}
+	o.roleName = role
 	for _, f := range conflicting {
 		if fs.Lookup(f) != nil && fs.Changed(f) {
 			return usage(cmd, fmt.Errorf("--%s names one account's resource: with --organization or --accounts the agent's names come from each account's SSM parameter (--deployment)", f))

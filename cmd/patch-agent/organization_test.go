@@ -132,10 +132,22 @@ func TestOrganizationFlagsThatDoNotGoTogether(t *testing.T) {
 		{[]string{"pause", "--organization", "--region", "us-east-1", "--reason", "r", "--who", "a", "--group", "g"}, "--group names one account's resource"},
 		{[]string{"resume", "--organization", "--region", "us-east-1", "--concurrency", "0"}, "--concurrency 0"},
 		{[]string{"resume", "--organization", "--region", "us-east-1", "--deployment", "a/b"}, "DeploymentName"},
+		{[]string{"status", "--organization", "--region", "us-east-1", "--role-name", "arn:aws:iam::111122223333:role/patch-agent-operator"}, "is an ARN: give the role's name"},
+		{[]string{"status", "--organization", "--region", "us-east-1", "--role-name", "ops//patch-agent-operator"}, "is not a role name"},
 	} {
 		res := execRoot(t, c.args...)
 		require.ErrorContainsf(t, res.err, c.want, "%v", c.args)
 	}
+}
+
+func TestOrganizationRunsARegionGivenTwiceOnce(t *testing.T) {
+	useOrganizationDemo(t)
+	res := execRoot(t, "status", "--organization", "--region", "us-east-1", "--region", "us-east-1", "-o", "json")
+	var doc struct {
+		Targets []org.TargetResult `json:"targets"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
+	require.Len(t, doc.Targets, 3, "three accounts, one region")
 }
 
 func TestMissingCredentialsSayWhatToSet(t *testing.T) {

@@ -88,13 +88,44 @@ func TestListAccountsOutsideTheManagementAccountSaysWhereToRunIt(t *testing.T) {
 }
 
 func TestParseAccounts(t *testing.T) {
-	as, err := org.ParseAccounts(strings.NewReader("# platform accounts\n111122223333 prod eu\n\n444455556666\n111122223333 again\n"))
+	as, err := org.ParseAccounts(strings.NewReader("# platform accounts\n111122223333 prod eu\n\n444455556666\n"))
 	require.NoError(t, err)
 	require.Equal(t, []org.Account{{ID: "111122223333", Name: "prod eu"}, {ID: "444455556666"}}, as)
 	_, err = org.ParseAccounts(strings.NewReader("111122223333\nprod 444455556666\n"))
 	require.ErrorContains(t, err, `line 2: "prod" is not a 12-digit AWS account id`)
 	_, err = org.ParseAccounts(strings.NewReader("# nothing\n"))
 	require.ErrorContains(t, err, "no account")
+}
+
+func TestParseAccountsStripsCommentsAndTheByteOrderMarkAndRefusesDuplicates(t *testing.T) {
+	as, err := org.ParseAccounts(strings.NewReader("\ufeff111122223333 prod # the payments team\n444455556666# no name\n  # indented comment\n"))
+	require.NoError(t, err)
+	require.Equal(t, []org.Account{{ID: "111122223333", Name: "prod"}, {ID: "444455556666"}}, as,
+		"the mark before the first id and the comments are no part of an id or a name")
+
+	_, err = org.ParseAccounts(strings.NewReader("# header\n111122223333 prod\n444455556666\n111122223333 production\n"))
+	require.ErrorContains(t, err, "line 4: account 111122223333 is listed again (first on line 2)")
+}
+
+func TestTargetsRunARegionGivenTwiceOnce(t *testing.T) {
+	ts := org.Targets([]org.Account{{ID: id(1)}, {ID: id(2)}}, []string{"eu-west-1", "us-east-1", "eu-west-1"})
+	require.Equal(t, []org.Target{{Account: org.Account{ID: id(1)}, Region: "eu-west-1"}, {Account: org.Account{ID: id(1)}, Region: "us-east-1"},
+		{Account: org.Account{ID: id(2)}, Region: "eu-west-1"}, {Account: org.Account{ID: id(2)}, Region: "us-east-1"}}, ts)
+}
+
+func TestCheckRoleNameRefusesARNsAndSlashesThatAreNoPath(t *testing.T) {
+	for name, want := range map[string]string{"patch-agent-operator": "patch-agent-operator", "ops/patch-agent-operator": "ops/patch-agent-operator",
+		"/ops/team/patch-agent-operator": "ops/team/patch-agent-operator"} {
+		got, err := org.CheckRoleName(name)
+		require.NoError(t, err, name)
+		require.Equal(t, want, got)
+	}
+	_, err := org.CheckRoleName("arn:aws:iam::111122223333:role/patch-agent-operator")
+	require.ErrorContains(t, err, "is an ARN: give the role's name")
+	for _, bad := range []string{"ops//patch-agent-operator", "patch-agent-operator/", "/", "", "role name"} {
+		_, err := org.CheckRoleName(bad)
+		require.ErrorContains(t, err, "is not a role name", bad)
+	}
 }
 
 // world builds members 1-3: 1 with a hard-coded AMI, 2 opted in, 3 with both; returns their targets.
