@@ -150,6 +150,31 @@ func TestOrganizationRunsARegionGivenTwiceOnce(t *testing.T) {
 	require.Len(t, doc.Targets, 3, "three accounts, one region")
 }
 
+func TestOrganizationWithoutRegionUsesTheProfilesRegion(t *testing.T) {
+	useOrganizationDemo(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config")
+	require.NoError(t, os.WriteFile(cfg, []byte("[profile tooling]\nregion = us-east-1\n[profile bare]\noutput = json\n"), 0o600))
+	t.Setenv("AWS_CONFIG_FILE", cfg)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+
+	res := execRoot(t, "status", "--organization", "--profile", "tooling", "-o", "json")
+	var doc struct {
+		Targets []org.TargetResult `json:"targets"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), "%s %v", res.stdout, res.err)
+	require.Len(t, doc.Targets, 3)
+	for _, tg := range doc.Targets {
+		require.Equal(t, "us-east-1", tg.Region)
+	}
+
+	bare := execRoot(t, "status", "--organization", "--profile", "bare")
+	require.ErrorContains(t, bare.err, "--region (or AWS_REGION, or the region of the --profile) is required")
+}
+
 func TestMissingCredentialsSayWhatToSet(t *testing.T) {
 	t.Setenv("AWS_PROFILE", "")
 	t.Setenv("AWS_ACCESS_KEY_ID", "")
