@@ -45,9 +45,9 @@ runs=()
 for params in "${configurations[@]}"; do runs+=("$template|$params"); done
 if [ "$#" -eq 0 ]; then
   # operator-role.yaml: one trusted role (an empty list is refused by this cfn-lint, see above: internal/cfntest
-  # checks it), and every option (external id, trusted roles, role name)
+  # checks it), and every option (external id, trusted roles, role name, the agent stack's key)
   runs+=("cloudformation/operator-role.yaml|TrustedAccountId=123456789012,TrustedRoleNames=platform-operator")
-  runs+=("cloudformation/operator-role.yaml|TrustedAccountId=123456789012,ExternalId=patch-agent-7f3a,TrustedRoleNames=platform-operator\,AWSReservedSSO_PlatformAdmin_*,RoleName=ops-patch-agent")
+  runs+=("cloudformation/operator-role.yaml|TrustedAccountId=123456789012,ExternalId=patch-agent-7f3a,TrustedRoleNames=platform-operator\,AWSReservedSSO_PlatformAdmin_*,RoleName=ops-patch-agent,KmsKeyArn=arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab")
 fi
 
 export NODE_OPTIONS="--require $root/cloudformation/cfn-lint-spec-supplement.js${NODE_OPTIONS:+ $NODE_OPTIONS}"

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -51,11 +52,12 @@ type orgFlags struct {
 const orgHelp = `
 
 Across an organization: --organization (every ACTIVE account of the AWS Organization, or with --ou ID only
-the accounts directly under each organizational unit given) or --accounts FILE (one 12-digit account id a
+the accounts under each organizational unit given, including child OUs, as StackSets deploy) or --accounts FILE (one 12-digit account id a
 line, optionally followed by a name; # starts a comment) runs the command in every account, in each --region
-given (repeatable), through the role --role-name (default ` + DefaultOperatorRole + `, created in each member
+given (repeatable; default AWS_REGION, else the region of the --profile), through the role --role-name (default ` + DefaultOperatorRole + `, created in each member
 account by cloudformation/operator-role.yaml) assumed with STS, with --external-id when the role requires
-one. --organization calls AWS Organizations ListAccounts / ListAccountsForParent, which answer only the
+one. --organization calls AWS Organizations ListAccounts (with --ou: ListOrganizationalUnitsForParent and
+ListAccountsForParent), which answer only the
 management account or a delegated administrator of the organization: run it with their credentials
 (--profile), or list the accounts in a file. StackSets with service-managed permissions do not deploy to the
 management account, so it runs no agent unless you deploy one there yourself.
@@ -71,9 +73,9 @@ func addOrgFlags(cmd *cobra.Command, profile *string, regions *[]string, withDep
 	o := &orgFlags{profile: profile, regions: regions}
 	fs := cmd.Flags()
 	fs.BoolVar(&o.organization, "organization", false, "run in every member account of the AWS Organization (management account or delegated administrator only)")
-	fs.StringArrayVar(&o.ous, "ou", nil, "with --organization, only the accounts directly under this organizational unit `ID` (repeatable)")
+	fs.StringArrayVar(&o.ous, "ou", nil, "with --organization, only the accounts under this organizational unit `ID`, including child OUs (repeatable)")
 	fs.StringVar(&o.accountsFile, "accounts", "", "run in the accounts listed in `FILE`: one account id a line, optionally followed by a name")
-	fs.StringVar(&o.roleName, "role-name", DefaultOperatorRole, "role assumed in each member account (cloudformation/operator-role.yaml)")
+	fs.StringVar(&o.roleName, "role-name", DefaultOperatorRole, "name (or path/name, not the ARN) of the role assumed in each member account (cloudformation/operator-role.yaml)")
 	fs.StringVar(&o.externalID, "external-id", "", "external id the member accounts' role requires (its ExternalId parameter)")
 	fs.IntVar(&o.concurrency, "concurrency", org.DefaultConcurrency, "accounts and regions run at once")
 	fs.DurationVar(&o.timeout, "account-timeout", org.DefaultAccountTimeout, "how long one account and region may take before it is reported as not answering")
@@ -106,9 +108,12 @@ func (o *orgFlags) check(cmd *cobra.Command, conflicting ...string) error {
 		return usage(cmd, fmt.Errorf("--concurrency %d: at least 1", o.concurrency))
 	case o.timeout <= 0:
 		return usage(cmd, fmt.Errorf("--account-timeout %s: must be positive", o.timeout))
-	case len(*o.regions) == 0:
-		return usage(cmd, regionRequired("the regions to run in, in every account (repeatable)"))
 	}
+	role, err := org.CheckRoleName(o.roleName)
+	if err != nil {
+		return usage(cmd, err)
+	}
+	o.roleName = role
 	for _, f := range conflicting {
 		if fs.Lookup(f) != nil && fs.Changed(f) {
 			return usage(cmd, fmt.Errorf("--%s names one account's resource: with --organization or --accounts the agent's names come from each account's SSM parameter (--deployment)", f))
@@ -139,8 +144,19 @@ func (o *orgFlags) runner(env orgEnv) org.Runner {
 	return org.Runner{Concurrency: o.concurrency, Timeout: o.timeout, Clock: env.clock}
 }
 
-// targets lists the accounts (Organizations or the file) in every region, and returns the connector.
+// targets lists the accounts (Organizations or the file) in every region, and returns the connector. Without
+// --region (and AWS_REGION, its default) the region is the --profile's, as in the one-account form.
 func (o *orgFlags) targets(ctx context.Context, env orgEnv) ([]org.Target, org.Connector, error) {
+	if len(*o.regions) == 0 {
+		region, err := profileRegion(ctx, *o.profile)
+		if err != nil {
+			return nil, nil, err
+		}
+		if region == "" {
+			return nil, nil, regionRequired("the regions to run in, in every account (repeatable)")
+		}
+		*o.regions = []string{region}
+	}
 	var accounts []org.Account
 	if o.accountsFile != "" {
 		f, err := os.Open(o.accountsFile)
@@ -173,6 +189,24 @@ func failedExit(what string, failed []org.TargetResult, total int, again string)
 		return nil
 	}
 	return fmt.Errorf("%d of %d account-regions %s (listed above)%s", len(failed), total, what, again)
+}
+
+// profileRegion returns the region of profile (or of the default profile and AWS_CONFIG_FILE, as the SDK
+// resolves it), "" when it names none.
+func profileRegion(ctx context.Context, profile string) (string, error) {
+	var opts []func(*awsconfig.LoadOptions) error
+	if profile != "" {
+		opts = append(opts, awsconfig.WithSharedConfigProfile(profile))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		var missing awsconfig.SharedConfigProfileNotExistError
+		if errors.As(err, &missing) {
+			return "", fmt.Errorf("AWS profile %q is in neither ~/.aws/config nor ~/.aws/credentials: check --profile (or %s); `aws configure list-profiles` lists them", missing.Profile, envProfile)
+		}
+		return "", fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	return cfg.Region, nil
 }
 
 // connectAWSOrganization loads the caller's configuration (profile, the first region) and returns the

@@ -99,8 +99,17 @@ func runOrgChange(cmd *cobra.Command, o *orgFlags, output, action string, run fu
 	if err := org.WriteChanges(cmd.OutOrStdout(), output, doc); err != nil {
 		return err
 	}
-	return failedExit("failed", doc.Failed(), len(doc.Targets),
+	err = failedExit("failed", doc.Failed(), len(doc.Targets),
 		"; run the same command again: the account-regions already done are left as they are")
+	if refused := doc.Refused(); len(refused) > 0 {
+		msg := fmt.Sprintf("%d of %d account-regions have a global pause that ends before the one asked for (%s, listed above): "+
+			"run the same command with --replace to extend it there", len(refused), len(doc.Targets), refused[0].Outcome)
+		if err != nil {
+			msg += "; and " + err.Error()
+		}
+		return errors.New(msg)
+	}
+	return err
 }
 
 // checkChangeOutput refuses -o in the one-account form of pause and resume, which print sentences.
@@ -112,7 +121,7 @@ func checkChangeOutput(cmd *cobra.Command) error {
 }
 
 // runOrgPause writes the global pause in every account and region (org.Pause); a pause already in place is
-// left as it is unless --replace.
+// left as it is unless --replace, and one that ends before the pause asked for fails the command.
 func runOrgPause(cmd *cobra.Command, o *orgFlags, output string, req org.PauseRequest) error {
 	ctx := cmd.Context()
 	return runOrgChange(cmd, o, output, "pause", func(r org.Runner, c org.Connector, ts []org.Target) []org.Result[org.Change] {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -94,6 +95,26 @@ func TestOrganizationPauseIsSafeToRunAgainAndResumeLiftsIt(t *testing.T) {
 	require.Contains(t, res.stdout, "resume in 3 account-regions: failed 1, resumed 2")
 }
 
+func TestOrganizationPauseLongerThanThePauseInPlaceFailsAndAsksForReplace(t *testing.T) {
+	useOrganizationDemo(t)
+	args := []string{"--organization", "--ou", "ou-demo-workloads", "--region", "us-east-1", "--reason", "INC-1", "--who", "alice"}
+	first := execRoot(t, append([]string{"pause", "--until", "1h"}, args...)...)
+	require.ErrorContains(t, first.err, "1 of 3 account-regions failed", "the demo's sandbox account refuses the role")
+	longer := execRoot(t, append([]string{"pause", "--until", "6h", "-o", "json"}, args...)...)
+	require.ErrorContains(t, longer.err, "2 of 3 account-regions have a global pause that ends before the one asked for")
+	require.ErrorContains(t, longer.err, "--replace")
+	var doc org.ChangeDocument
+	require.NoError(t, json.Unmarshal([]byte(longer.stdout), &doc))
+	require.Equal(t, map[string]int{"failed": 1, org.PausedUntil: 2}, doc.Counts)
+	shorter := execRoot(t, append([]string{"pause", "--until", "30m", "-o", "json"}, args...)...)
+	require.ErrorContains(t, shorter.err, "1 of 3 account-regions failed")
+	require.NotContains(t, shorter.err.Error(), "--replace", "a pause in place lasting longer is already-paused")
+	replaced := execRoot(t, append([]string{"pause", "--until", "6h", "--replace", "-o", "json"}, args...)...)
+	var after org.ChangeDocument
+	require.NoError(t, json.Unmarshal([]byte(replaced.stdout), &after))
+	require.Equal(t, map[string]int{"failed": 1, org.Replaced: 2}, after.Counts)
+}
+
 func TestOrganizationFlagsThatDoNotGoTogether(t *testing.T) {
 	useOrganizationDemo(t)
 	for _, c := range []struct {
@@ -111,10 +132,47 @@ func TestOrganizationFlagsThatDoNotGoTogether(t *testing.T) {
 		{[]string{"pause", "--organization", "--region", "us-east-1", "--reason", "r", "--who", "a", "--group", "g"}, "--group names one account's resource"},
 		{[]string{"resume", "--organization", "--region", "us-east-1", "--concurrency", "0"}, "--concurrency 0"},
 		{[]string{"resume", "--organization", "--region", "us-east-1", "--deployment", "a/b"}, "DeploymentName"},
+		{[]string{"status", "--organization", "--region", "us-east-1", "--role-name", "arn:aws:iam::111122223333:role/patch-agent-operator"}, "is an ARN: give the role's name"},
+		{[]string{"status", "--organization", "--region", "us-east-1", "--role-name", "ops//patch-agent-operator"}, "is not a role name"},
 	} {
 		res := execRoot(t, c.args...)
 		require.ErrorContainsf(t, res.err, c.want, "%v", c.args)
 	}
+}
+
+func TestOrganizationRunsARegionGivenTwiceOnce(t *testing.T) {
+	useOrganizationDemo(t)
+	res := execRoot(t, "status", "--organization", "--region", "us-east-1", "--region", "us-east-1", "-o", "json")
+	var doc struct {
+		Targets []org.TargetResult `json:"targets"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
+	require.Len(t, doc.Targets, 3, "three accounts, one region")
+}
+
+func TestOrganizationWithoutRegionUsesTheProfilesRegion(t *testing.T) {
+	useOrganizationDemo(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config")
+	require.NoError(t, os.WriteFile(cfg, []byte("[profile tooling]\nregion = us-east-1\n[profile bare]\noutput = json\n"), 0o600))
+	t.Setenv("AWS_CONFIG_FILE", cfg)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+
+	res := execRoot(t, "status", "--organization", "--profile", "tooling", "-o", "json")
+	var doc struct {
+		Targets []org.TargetResult `json:"targets"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), "%s %v", res.stdout, res.err)
+	require.Len(t, doc.Targets, 3)
+	for _, tg := range doc.Targets {
+		require.Equal(t, "us-east-1", tg.Region)
+	}
+
+	bare := execRoot(t, "status", "--organization", "--profile", "bare")
+	require.ErrorContains(t, bare.err, "--region (or AWS_REGION, or the region of the --profile) is required")
 }
 
 func TestMissingCredentialsSayWhatToSet(t *testing.T) {
@@ -130,4 +188,34 @@ func TestMissingCredentialsSayWhatToSet(t *testing.T) {
 
 	res = execRoot(t, "audit", "--profile", "nope", "--region", "eu-west-1")
 	require.ErrorContains(t, res.err, `AWS profile "nope" is in neither ~/.aws/config nor ~/.aws/credentials`)
+}
+
+// The StackSets walk-through of docs/deploy.md: every command across accounts carries the credentials and
+// external id the first one (step 6) uses, since the role trusts only them; and StackSets' trusted access is
+// activated before the delegated administrator is registered, which fails without it.
+func TestOrganizationWalkThroughCommandsCarryTheSameProfileAndExternalID(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
+	require.NoError(t, err)
+	doc := string(raw)
+	start := strings.Index(doc, "1. **Delegate**")
+	require.Positive(t, start, "the walk-through's first step")
+	walk := doc[start:]
+	if end := strings.Index(walk, "\n## "); end > 0 {
+		walk = walk[:end]
+	}
+	joined := strings.ReplaceAll(walk, "\\\n", " ")
+	commands := 0
+	for _, line := range strings.Split(joined, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "patch-agent ") || !strings.Contains(line, "--accounts") {
+			continue
+		}
+		commands++
+		require.Contains(t, line, "--profile tooling", line)
+		require.Contains(t, line, "--external-id patch-agent-7f3a", line)
+	}
+	require.GreaterOrEqual(t, commands, 5, "steps 6 and 8")
+	activate := strings.Index(walk, "activate-organizations-access")
+	register := strings.Index(walk, "register-delegated-administrator")
+	require.True(t, activate >= 0 && activate < register, "trusted access is activated before the delegated administrator is registered")
 }

@@ -31,7 +31,10 @@ refresh) — they protect running tasks and their lifecycle actions are complete
 still apply.
 
 A second pause of a scope that is already paused is refused (exit 2, naming the pause in place) unless
---replace is given: it would silently end an --until pause earlier or later than planned. --until ends the
+--replace is given: it would silently end an --until pause earlier or later than planned. Across accounts
+(--organization, --accounts) a global pause in place that lasts at least as long as the one asked for is
+left as it is (already-paused); one that ends earlier, or any with an end when the one asked for has none,
+is left too but reported paused-until and the command exits 1: run it again with --replace. --until ends the
 pause by itself, at that time: the agent wakes the paused groups then; without it the pause lasts until
 ` + "`patch-agent resume`" + `. After the write the command wakes the agent (--queue-url) so that it reads the pause,
 and its end, within seconds.

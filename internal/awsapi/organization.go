@@ -13,11 +13,14 @@ import (
 // exactly their calls, the audit's (audit.go) and OperatorQueue's SendMessage; internal/cfntest checks it.
 
 // Organizations is the AWS Organizations API that lists the member accounts: every account of the
-// organization (ListAccounts) or of one organizational unit (ListAccountsForParent), 20 a page by default.
+// organization (ListAccounts) or of one organizational unit and the OUs nested in it (ListAccountsForParent
+// per OU, ListOrganizationalUnitsForParent to find the nested ones), 20 a page by default.
 // Both are callable only from the management account or a delegated administrator of the organization.
 type Organizations interface {
 	ListAccounts(ctx context.Context, in *organizations.ListAccountsInput, optFns ...func(*organizations.Options)) (*organizations.ListAccountsOutput, error)
 	ListAccountsForParent(ctx context.Context, in *organizations.ListAccountsForParentInput, optFns ...func(*organizations.Options)) (*organizations.ListAccountsForParentOutput, error)
+	// ListOrganizationalUnitsForParent walks an OU's tree: StackSets deploy to an OU and every OU nested in it.
+	ListOrganizationalUnitsForParent(ctx context.Context, in *organizations.ListOrganizationalUnitsForParentInput, optFns ...func(*organizations.Options)) (*organizations.ListOrganizationalUnitsForParentOutput, error)
 }
 
 // AssumeRole is the STS call that reaches each member account: the operator role there, with the external

@@ -60,6 +60,9 @@ func TestOperatorRoleAllowsExactlyTheCallsOfTheOrganizationWideCommands(t *testi
 	var allowed []string
 	seen := map[string]bool{}
 	for _, st := range s.roleStatements(t, "OperatorRole") {
+		if st.effect == "Deny" {
+			continue // TestOperatorRoleCannotDecryptParameters
+		}
 		require.Equal(t, "Allow", st.effect, st.where)
 		require.False(t, st.notAction || st.notResource, st.where)
 		for _, a := range st.actions {
@@ -79,6 +82,42 @@ func TestOperatorRoleAllowsExactlyTheCallsOfTheOrganizationWideCommands(t *testi
 	}
 	sort.Strings(allowed)
 	require.Equal(t, operatorCalls(), allowed)
+}
+
+func TestOperatorRoleCannotDecryptParameters(t *testing.T) {
+	for _, params := range []map[string]string{nil, {"KmsKeyArn": "arn:aws:kms:us-east-1:" + testAccount + ":key/1234abcd-12ab-34cd-56ef-1234567890ab"}} {
+		denied := false
+		for _, st := range loadOperatorRole(t, params).roleStatements(t, "OperatorRole") {
+			if st.effect != "Deny" {
+				continue
+			}
+			if slicesContain(st.actions, "kms:Decrypt") && slicesContain(st.resources, "*") &&
+				slicesContain(st.conditions["StringLike"]["kms:ViaService"], "ssm.*.amazonaws.com") && len(st.conditions) == 1 {
+				denied = true
+			}
+		}
+		require.True(t, denied, "%v: an explicit Deny of kms:Decrypt via SSM on every key, so ssm:GetParameters cannot read SecureString values", params)
+	}
+}
+
+func TestOperatorRoleUsesTheAgentStacksKeyOnlyThroughTheTableAndTheQueue(t *testing.T) {
+	key := "arn:aws:kms:us-east-1:" + testAccount + ":key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	for _, st := range loadOperatorRole(t, nil).roleStatements(t, "OperatorRole") {
+		for _, a := range st.actions {
+			require.False(t, st.effect == "Allow" && strings.HasPrefix(a, "kms:"), "%s: no key without KmsKeyArn", st.where)
+		}
+	}
+	var kms []statement
+	for _, st := range loadOperatorRole(t, map[string]string{"KmsKeyArn": key}).roleStatements(t, "OperatorRole") {
+		if st.effect == "Allow" && slicesContain(st.actions, "kms:Decrypt") {
+			kms = append(kms, st)
+		}
+	}
+	require.Len(t, kms, 1)
+	require.ElementsMatch(t, []string{"kms:Decrypt", "kms:GenerateDataKey"}, kms[0].actions)
+	require.Equal(t, []string{key}, kms[0].resources)
+	require.ElementsMatch(t, []string{"dynamodb.*.amazonaws.com", "sqs.*.amazonaws.com"}, kms[0].conditions["StringLike"]["kms:ViaService"])
+	require.Len(t, kms[0].conditions, 1)
 }
 
 func TestOperatorRoleWritesOnlyTheGlobalPauseLock(t *testing.T) {

@@ -44,22 +44,45 @@ func WaitingForApproval(r state.Rollout) bool {
 // lifecycle-hook drains go on and waits already in flight stay as they are. until (zero: until Resume) ends
 // the pause by itself. Errors: reason or who empty, until not after now, or the store's write error.
 func Pause(ctx context.Context, store state.Store, group, reason, who string, until, now time.Time) error {
-	reason = strings.TrimSpace(reason)
-	if reason == "" {
-		return errors.New("a pause needs a reason: it is shown in status and in the agent's logs (e.g. \"incident 4711\")")
+	l, err := pauseLock(group, reason, who, until, now)
+	if err != nil {
+		return err
 	}
-	if strings.TrimSpace(who) == "" {
-		return errors.New("a pause needs to say who paused")
-	}
-	if !until.IsZero() && !until.After(now) {
-		return fmt.Errorf("pause until %s is not in the future (now %s)", until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
-	}
-	// Since at second precision: the status shows and compares it in RFC 3339 seconds.
-	l := state.Lock{Group: group, Reason: reason, Who: who, Since: now.Truncate(time.Second), Until: until}
 	if err := store.PutLock(ctx, l); err != nil {
 		return fmt.Errorf("pausing %s: %w", l.Scope(), err)
 	}
 	return nil
+}
+
+// PauseIfAbsent writes the pause lock of group as Pause does, but only when the scope has no lock that holds
+// at now, in one conditional write (state.Store.PutLockIfAbsent): it returns the holding lock and false when
+// one stops the write. Errors: as Pause's.
+func PauseIfAbsent(ctx context.Context, store state.Store, group, reason, who string, until, now time.Time) (state.Lock, bool, error) {
+	l, err := pauseLock(group, reason, who, until, now)
+	if err != nil {
+		return state.Lock{}, false, err
+	}
+	held, written, err := store.PutLockIfAbsent(ctx, l, now)
+	if err != nil {
+		return state.Lock{}, false, fmt.Errorf("pausing %s: %w", l.Scope(), err)
+	}
+	return held, written, nil
+}
+
+// pauseLock checks a pause's fields and returns its lock.
+func pauseLock(group, reason, who string, until, now time.Time) (state.Lock, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return state.Lock{}, errors.New("a pause needs a reason: it is shown in status and in the agent's logs (e.g. \"incident 4711\")")
+	}
+	if strings.TrimSpace(who) == "" {
+		return state.Lock{}, errors.New("a pause needs to say who paused")
+	}
+	if !until.IsZero() && !until.After(now) {
+		return state.Lock{}, fmt.Errorf("pause until %s is not in the future (now %s)", until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	// Since at second precision: the status shows and compares it in RFC 3339 seconds.
+	return state.Lock{Group: group, Reason: reason, Who: who, Since: now.Truncate(time.Second), Until: until}, nil
 }
 
 // CheckNotPaused returns an error wrapping ErrAlreadyPaused that names the active pause lock of group's own

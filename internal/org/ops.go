@@ -119,10 +119,14 @@ func Status(ctx context.Context, r Runner, c Connector, targets []Target, deploy
 const (
 	Paused        = "paused"         // this run wrote the global pause
 	Replaced      = "replaced"       // this run replaced a global pause in place (--replace)
-	AlreadyPaused = "already-paused" // a global pause was in place: left as it is (Detail names it)
+	AlreadyPaused = "already-paused" // a global pause lasting at least as long as the one asked for was in place: left as it is
+	PausedUntil   = "paused-until"   // a global pause ending before the one asked for was in place: left as it is, the run fails
 	Resumed       = "resumed"        // this run lifted the global pause
 	NotPaused     = "not-paused"     // there was no global pause to lift
 )
+
+// Refused says whether outcome leaves a target short of what was asked (PausedUntil): the command fails.
+func Refused(outcome string) bool { return outcome == PausedUntil }
 
 // Change is what Pause or Resume did in one target: the outcome, the pause it met or lifted, and whether the
 // agent was woken (a failed wake-up is only a warning: the table write is the effect).
@@ -141,10 +145,14 @@ type PauseRequest struct {
 	Replace bool
 }
 
-// Pause writes the global pause in every target (operator.Pause), after checking for one already in place
-// (operator.CheckNotPaused): it is left as it is (AlreadyPaused) unless Replace. Running it again after a
-// partial failure pauses the targets that failed and leaves the others (AlreadyPaused): it is safe to repeat.
-// Each write is confirmed by the table's answer before the target counts as paused; then the agent is woken.
+// Pause writes the global pause in every target with one conditional write (operator.PauseIfAbsent), so a
+// pause another operator wrote meanwhile is never overwritten and a pause lifted a moment before is never
+// taken for one in place. A pause in place is left as it is unless Replace: AlreadyPaused when it lasts at
+// least as long as the one asked for (no end, or an end not before Until), PausedUntil when it ends earlier
+// or the one asked for has no end, as the one-account pause refuses it: the target would resume before the
+// operator meant it to. Running it again after a partial failure pauses the targets that failed and leaves
+// the others: it is safe to repeat. Each write is confirmed by the table's answer before the target counts
+// as paused; then the agent is woken.
 func Pause(ctx context.Context, r Runner, c Connector, targets []Target, deployment string, p PauseRequest, now func() time.Time) []Result[Change] {
 	return Run(ctx, r, targets, func(ctx context.Context, t Target) (Change, error) {
 		s, d, store, err := open(ctx, c, t, deployment)
@@ -152,22 +160,38 @@ func Pause(ctx context.Context, r Runner, c Connector, targets []Target, deploym
 			return Change{}, err
 		}
 		outcome := Paused
-		err = operator.CheckNotPaused(ctx, store, state.GlobalScope, now())
+		held, written, err := operator.PauseIfAbsent(ctx, store, state.GlobalScope, p.Reason, p.Who, p.Until, now())
 		switch {
-		case errors.Is(err, operator.ErrAlreadyPaused) && !p.Replace:
-			return Change{Outcome: AlreadyPaused, Detail: err.Error()}, nil
-		case errors.Is(err, operator.ErrAlreadyPaused):
-			outcome = Replaced
 		case err != nil:
 			return Change{}, err
-		}
-		if err := operator.Pause(ctx, store, state.GlobalScope, p.Reason, p.Who, p.Until, now()); err != nil {
-			return Change{}, err
+		case !written && p.Replace:
+			if err := operator.Pause(ctx, store, state.GlobalScope, p.Reason, p.Who, p.Until, now()); err != nil {
+				return Change{}, err
+			}
+			outcome = Replaced
+		case !written && !held.Until.IsZero() && (p.Until.IsZero() || held.Until.Before(p.Until)):
+			return Change{Outcome: PausedUntil, Detail: fmt.Sprintf("paused-until %s (%s): run with --replace to extend",
+				held.Until.UTC().Format(time.RFC3339), describe(held))}, nil
+		case !written:
+			return Change{Outcome: AlreadyPaused, Detail: "already paused globally: " + describe(held)}, nil
 		}
 		ch := Change{Outcome: outcome, Detail: "paused globally by " + p.Who + ": " + strings.TrimSpace(p.Reason)}
 		wake(ctx, s, d, t, &ch, events.OperatorWakeUp{Action: events.OperatorPause, Scope: events.OperatorGlobal, Who: p.Who}, now())
 		return ch, nil
 	})
+}
+
+// describe names a pause in place: who, since, until and why, as far as the table gave them.
+func describe(l state.Lock) string {
+	end := "until resumed"
+	if !l.Until.IsZero() {
+		end = "until " + l.Until.UTC().Format(time.RFC3339)
+	}
+	since := "unknown"
+	if !l.Since.IsZero() {
+		since = l.Since.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("by %s since %s %s: %s", orUnknown(l.Who), since, end, orUnknown(l.Reason))
 }
 
 // Resume lifts the global pause in every target (operator.Resume); a target without one is NotPaused, so

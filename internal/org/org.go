@@ -43,11 +43,18 @@ func (t Target) String() string {
 }
 
 // Targets returns every account in every region, accounts in the order given, regions in the order given
-// within each account.
+// within each account; a region given twice is one region (a repeated --region must not run a command, or
+// write a pause, twice in the same account and region).
 func Targets(accounts []Account, regions []string) []Target {
-	out := make([]Target, 0, len(accounts)*len(regions))
+	var once []string
+	for _, r := range regions {
+		if !slices.Contains(once, r) {
+			once = append(once, r)
+		}
+	}
+	out := make([]Target, 0, len(accounts)*len(once))
 	for _, a := range accounts {
-		for _, r := range regions {
+		for _, r := range once {
 			out = append(out, Target{Account: a, Region: r})
 		}
 	}
@@ -60,9 +67,10 @@ const ManagementOnly = "AWS Organizations lists accounts only for the management
 	"StackSets with service-managed permissions do not deploy to the management account, so it has no agent stack " +
 	"and no operator role of its own unless you create them there yourself"
 
-// ListAccounts returns the ACTIVE accounts of the organization (ous empty: ListAccounts) or of each
-// organizational unit in ous (ListAccountsForParent: the accounts directly under each OU, not those of its
-// child OUs), reading every page, each account once, sorted by id. Errors name the call, and for a refusal
+// ListAccounts returns the ACTIVE accounts of the organization (ous empty: ListAccounts) or under each
+// organizational unit in ous, including the OUs nested in it at any depth, as StackSets deploy to an OU and
+// all its children (ListOrganizationalUnitsForParent walks the tree, ListAccountsForParent lists each OU's
+// own accounts), reading every page, each account once, sorted by id. Errors name the call, and for a refusal
 // (AccessDenied, AWSOrganizationsNotInUse) say where the call must come from (ManagementOnly).
 func ListAccounts(ctx context.Context, api awsapi.Organizations, ous []string) ([]Account, error) {
 	seen := map[string]bool{}
@@ -88,7 +96,25 @@ func ListAccounts(ctx context.Context, api awsapi.Organizations, ous []string) (
 			add(page.Accounts)
 		}
 	}
-	for _, ou := range ous {
+	walked := map[string]bool{}
+	queue := slices.Clone(ous)
+	for len(queue) > 0 {
+		ou := queue[0]
+		queue = queue[1:]
+		if walked[ou] {
+			continue
+		}
+		walked[ou] = true
+		children := organizations.NewListOrganizationalUnitsForParentPaginator(api, &organizations.ListOrganizationalUnitsForParentInput{ParentId: aws.String(ou)})
+		for children.HasMorePages() {
+			page, err := children.NextPage(ctx)
+			if err != nil {
+				return nil, listError("ListOrganizationalUnitsForParent "+ou, err)
+			}
+			for _, c := range page.OrganizationalUnits {
+				queue = append(queue, aws.ToString(c.Id))
+			}
+		}
 		p := organizations.NewListAccountsForParentPaginator(api, &organizations.ListAccountsForParentInput{ParentId: aws.String(ou)})
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
@@ -119,25 +145,33 @@ func listError(call string, err error) error {
 var accountID = regexp.MustCompile(`^[0-9]{12}$`)
 
 // ParseAccounts reads an accounts file: one account a line, its 12-digit id, then optionally whitespace and
-// a name (the rest of the line); blank lines and lines starting with # are skipped. A line whose first
-// field is no account id fails, naming the line. Each account is kept once, in the file's order.
+// a name (the rest of the line). A # starts a comment anywhere on a line (what follows it is no part of the
+// name); blank and comment-only lines are skipped, and a UTF-8 byte order mark at the start (as some
+// editors write) is ignored. A line whose first field is no account id fails, naming the line, and so does
+// an account listed twice, naming both lines: a second name for one account is a mistake to fix, not to
+// guess. Accounts are returned in the file's order.
 func ParseAccounts(r io.Reader) ([]Account, error) {
 	var out []Account
-	seen := map[string]bool{}
+	first := map[string]int{}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
+		line := sc.Text()
+		if n == 1 {
+			line = strings.TrimPrefix(line, "\ufeff")
+		}
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		if line == "" {
 			continue
 		}
 		id, name, _ := strings.Cut(strings.ReplaceAll(line, "\t", " "), " ")
 		if !accountID.MatchString(id) {
 			return nil, fmt.Errorf("line %d: %q is not a 12-digit AWS account id (want: ACCOUNT_ID [NAME])", n, id)
 		}
-		if seen[id] {
-			continue
+		if at, ok := first[id]; ok {
+			return nil, fmt.Errorf("line %d: account %s is listed again (first on line %d): list each account once", n, id, at)
 		}
-		seen[id] = true
+		first[id] = n
 		out = append(out, Account{ID: id, Name: strings.TrimSpace(name)})
 	}
 	if err := sc.Err(); err != nil {
@@ -147,4 +181,28 @@ func ParseAccounts(r io.Reader) ([]Account, error) {
 		return nil, errors.New("no account in it: write one 12-digit account id a line, optionally followed by a name")
 	}
 	return out, nil
+}
+
+var roleNamePart = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]+$`)
+
+// CheckRoleName refuses a --role-name that is no role name: an ARN (the account differs per target, so the
+// name is given and the ARN built for each), or a '/' that is not part of a path (path/name: empty parts or
+// a trailing '/'). It returns the name as it goes into the ARN, without a leading '/'.
+func CheckRoleName(name string) (string, error) {
+	if strings.HasPrefix(name, "arn:") {
+		return "", fmt.Errorf("--role-name %q is an ARN: give the role's name (e.g. patch-agent-operator, or path/name), "+
+			"the ARN is built for each account", name)
+	}
+	trimmed := strings.TrimPrefix(name, "/")
+	parts := strings.Split(trimmed, "/")
+	for _, p := range parts {
+		if !roleNamePart.MatchString(p) {
+			return "", fmt.Errorf("--role-name %q is not a role name: want NAME or PATH/NAME, of letters, digits and +=,.@_- "+
+				"(an empty part or a trailing '/' is no path)", name)
+		}
+	}
+	if len(parts[len(parts)-1]) > 64 {
+		return "", fmt.Errorf("--role-name %q: a role name has at most 64 characters", name)
+	}
+	return trimmed, nil
 }

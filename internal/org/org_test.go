@@ -52,6 +52,31 @@ func TestListAccountsReadsEveryPageOfTheOrganizationAndOfEachOU(t *testing.T) {
 	require.ErrorContains(t, err, "no such organizational unit")
 }
 
+func TestListAccountsOfAnOUIncludesItsChildOUsAtEveryDepth(t *testing.T) {
+	w := orgsim.New(2)
+	w.Org.AddOU("ou-root-workloads", "")
+	for n := 1; n <= 5; n++ {
+		// Five child OUs at two a page: the OU listing is paged too.
+		w.Org.AddOU(fmt.Sprintf("ou-workloads-%d", n), "ou-root-workloads")
+	}
+	w.Org.AddOU("ou-workloads-3-deep", "ou-workloads-3")
+	w.Org.AddAccount(id(1), "top", "ou-root-workloads")
+	w.Org.AddAccount(id(2), "child-1", "ou-workloads-1")
+	w.Org.AddAccount(id(3), "child-5", "ou-workloads-5")
+	w.Org.AddAccount(id(4), "grandchild", "ou-workloads-3-deep")
+	w.Org.AddAccount(id(5), "elsewhere", "ou-root-sandbox")
+	ctx := context.Background()
+
+	got, err := org.ListAccounts(ctx, w.Org, []string{"ou-root-workloads"})
+	require.NoError(t, err)
+	require.Equal(t, []org.Account{{ID: id(1), Name: "top"}, {ID: id(2), Name: "child-1"}, {ID: id(3), Name: "child-5"},
+		{ID: id(4), Name: "grandchild"}}, got, "the OU, its children and theirs; not the sibling OU")
+
+	got, err = org.ListAccounts(ctx, w.Org, []string{"ou-workloads-3"})
+	require.NoError(t, err)
+	require.Equal(t, []org.Account{{ID: id(4), Name: "grandchild"}}, got)
+}
+
 func TestListAccountsOutsideTheManagementAccountSaysWhereToRunIt(t *testing.T) {
 	w := orgsim.New(20)
 	w.Org.AddAccount(id(1), "a", "")
@@ -63,13 +88,44 @@ func TestListAccountsOutsideTheManagementAccountSaysWhereToRunIt(t *testing.T) {
 }
 
 func TestParseAccounts(t *testing.T) {
-	as, err := org.ParseAccounts(strings.NewReader("# platform accounts\n111122223333 prod eu\n\n444455556666\n111122223333 again\n"))
+	as, err := org.ParseAccounts(strings.NewReader("# platform accounts\n111122223333 prod eu\n\n444455556666\n"))
 	require.NoError(t, err)
 	require.Equal(t, []org.Account{{ID: "111122223333", Name: "prod eu"}, {ID: "444455556666"}}, as)
 	_, err = org.ParseAccounts(strings.NewReader("111122223333\nprod 444455556666\n"))
 	require.ErrorContains(t, err, `line 2: "prod" is not a 12-digit AWS account id`)
 	_, err = org.ParseAccounts(strings.NewReader("# nothing\n"))
 	require.ErrorContains(t, err, "no account")
+}
+
+func TestParseAccountsStripsCommentsAndTheByteOrderMarkAndRefusesDuplicates(t *testing.T) {
+	as, err := org.ParseAccounts(strings.NewReader("\ufeff111122223333 prod # the payments team\n444455556666# no name\n  # indented comment\n"))
+	require.NoError(t, err)
+	require.Equal(t, []org.Account{{ID: "111122223333", Name: "prod"}, {ID: "444455556666"}}, as,
+		"the mark before the first id and the comments are no part of an id or a name")
+
+	_, err = org.ParseAccounts(strings.NewReader("# header\n111122223333 prod\n444455556666\n111122223333 production\n"))
+	require.ErrorContains(t, err, "line 4: account 111122223333 is listed again (first on line 2)")
+}
+
+func TestTargetsRunARegionGivenTwiceOnce(t *testing.T) {
+	ts := org.Targets([]org.Account{{ID: id(1)}, {ID: id(2)}}, []string{"eu-west-1", "us-east-1", "eu-west-1"})
+	require.Equal(t, []org.Target{{Account: org.Account{ID: id(1)}, Region: "eu-west-1"}, {Account: org.Account{ID: id(1)}, Region: "us-east-1"},
+		{Account: org.Account{ID: id(2)}, Region: "eu-west-1"}, {Account: org.Account{ID: id(2)}, Region: "us-east-1"}}, ts)
+}
+
+func TestCheckRoleNameRefusesARNsAndSlashesThatAreNoPath(t *testing.T) {
+	for name, want := range map[string]string{"patch-agent-operator": "patch-agent-operator", "ops/patch-agent-operator": "ops/patch-agent-operator",
+		"/ops/team/patch-agent-operator": "ops/team/patch-agent-operator"} {
+		got, err := org.CheckRoleName(name)
+		require.NoError(t, err, name)
+		require.Equal(t, want, got)
+	}
+	_, err := org.CheckRoleName("arn:aws:iam::111122223333:role/patch-agent-operator")
+	require.ErrorContains(t, err, "is an ARN: give the role's name")
+	for _, bad := range []string{"ops//patch-agent-operator", "patch-agent-operator/", "/", "", "role name"} {
+		_, err := org.CheckRoleName(bad)
+		require.ErrorContains(t, err, "is not a role name", bad)
+	}
 }
 
 // world builds members 1-3: 1 with a hard-coded AMI, 2 opted in, 3 with both; returns their targets.
@@ -203,4 +259,36 @@ func TestStatusWithoutTheStackSaysWhereItLooked(t *testing.T) {
 	c := w.Connector("patch-agent-operator", "")
 	res := org.Status(context.Background(), org.Runner{}, c, targets[:1], "other", nil, fleet.Start)
 	require.ErrorContains(t, res[0].Err, "no SSM parameter /patch-agent/other/store")
+}
+
+func TestPauseAcrossAccountsRefusesToCallAShorterPauseInPlaceAlreadyPaused(t *testing.T) {
+	w, targets := world(t)
+	c := w.Connector("patch-agent-operator", "")
+	ctx := context.Background()
+	now := func() time.Time { return fleet.Start }
+	// Account 1: paused for an hour; account 2: paused for a day; account 3: paused until resumed.
+	for _, p := range []struct {
+		account string
+		until   time.Time
+	}{{id(1), fleet.Start.Add(time.Hour)}, {id(2), fleet.Start.Add(24 * time.Hour)}, {id(3), time.Time{}}} {
+		require.NoError(t, w.Member(p.account, region).Store.PutLock(ctx, state.Lock{Group: state.GlobalScope, Reason: "earlier",
+			Who: "bob", Since: fleet.Start, Until: p.until}))
+	}
+
+	req := org.PauseRequest{Reason: "incident 4711", Who: "alice", Until: fleet.Start.Add(6 * time.Hour)}
+	doc := org.NewChangeDocument("pause", org.Pause(ctx, org.Runner{}, c, targets, org.DefaultDeployment, req, now))
+	require.Equal(t, map[string]int{org.PausedUntil: 1, org.AlreadyPaused: 2}, doc.Counts)
+	require.Len(t, doc.Refused(), 1)
+	require.Equal(t, id(1), doc.Refused()[0].ID)
+	require.Contains(t, doc.Refused()[0].Detail, "run with --replace to extend")
+	require.Contains(t, doc.Refused()[0].Detail, fleet.Start.Add(time.Hour).UTC().Format(time.RFC3339))
+
+	req.Until = time.Time{}
+	doc = org.NewChangeDocument("pause", org.Pause(ctx, org.Runner{}, c, targets, org.DefaultDeployment, req, now))
+	require.Equal(t, map[string]int{org.PausedUntil: 2, org.AlreadyPaused: 1}, doc.Counts, "a pause without end outlasts every pause with one")
+
+	req.Replace = true
+	doc = org.NewChangeDocument("pause", org.Pause(ctx, org.Runner{}, c, targets, org.DefaultDeployment, req, now))
+	require.Equal(t, map[string]int{org.Replaced: 3}, doc.Counts)
+	require.Empty(t, doc.Refused())
 }

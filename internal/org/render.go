@@ -342,6 +342,17 @@ func (d ChangeDocument) Failed() []TargetResult {
 	return out
 }
 
+// Refused returns the targets left short of what was asked (Refused outcomes: a shorter pause in place).
+func (d ChangeDocument) Refused() []ChangeRow {
+	var out []ChangeRow
+	for _, r := range d.Targets {
+		if r.Error == "" && Refused(r.Outcome) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // WriteChanges renders the document: table or json.
 func WriteChanges(w io.Writer, format string, d ChangeDocument) error {
 	if format == "json" {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,7 @@ import (
 )
 
 // Organization is a simulated AWS Organization seen from its management account: AWS Organizations'
-// ListAccounts and ListAccountsForParent, paged, and STS AssumeRole into the member accounts, which can be
+// ListAccounts, ListAccountsForParent and ListOrganizationalUnitsForParent (nested OUs), paged, and STS AssumeRole into the member accounts, which can be
 // made to refuse (AccessDenied) or never answer. kumo's Organizations and STS have no paging and assume
 // every role, so the organization-wide commands are tested on this one.
 type Organization struct {
@@ -27,6 +28,7 @@ type Organization struct {
 	accounts []orgtypes.Account
 	parent   map[string]string // account id -> OU
 	ous      map[string]bool
+	ouParent map[string]string // OU -> the OU it is nested in ("" for the root)
 	refuse   map[string]string // account id -> why
 	hang     map[string]bool
 	external map[string]string // account id -> external id its role requires
@@ -41,7 +43,7 @@ func NewOrganization(pageSize int) *Organization {
 	if pageSize <= 0 || pageSize > 20 {
 		pageSize = 20
 	}
-	return &Organization{pageSize: pageSize, parent: map[string]string{}, ous: map[string]bool{}, refuse: map[string]string{},
+	return &Organization{pageSize: pageSize, parent: map[string]string{}, ous: map[string]bool{}, ouParent: map[string]string{}, refuse: map[string]string{},
 		hang: map[string]bool{}, external: map[string]string{}, calls: map[string]int{}, clock: time.Now}
 }
 
@@ -55,6 +57,19 @@ func (o *Organization) AddAccount(id, name, ou string) {
 	o.parent[id] = ou
 	if ou != "" {
 		o.ous[ou] = true
+	}
+}
+
+// AddOU adds organizational unit ou nested in parent ("" for the root; a parent not yet added is added
+// under the root). Accounts added with AddAccount in an OU not added here sit in an OU under the root.
+// Setup helper.
+func (o *Organization) AddOU(ou, parent string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ous[ou] = true
+	o.ouParent[ou] = parent
+	if parent != "" {
+		o.ous[parent] = true
 	}
 }
 
@@ -185,6 +200,53 @@ func (o *Organization) ListAccountsForParent(ctx context.Context, in *organizati
 		return nil, err
 	}
 	return &organizations.ListAccountsForParentOutput{Accounts: as, NextToken: next}, nil
+}
+
+// ListOrganizationalUnitsForParent answers the OUs nested directly in ParentId, sorted by id, a page at a
+// time (NextToken is the index of the page's first OU).
+func (o *Organization) ListOrganizationalUnitsForParent(ctx context.Context, in *organizations.ListOrganizationalUnitsForParentInput, _ ...func(*organizations.Options)) (*organizations.ListOrganizationalUnitsForParentOutput, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls["organizations:ListOrganizationalUnitsForParent"]++
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if o.denied {
+		return nil, o.deniedError("ListOrganizationalUnitsForParent")
+	}
+	parent := aws.ToString(in.ParentId)
+	if !o.ous[parent] {
+		return nil, apiError("ParentNotFoundException", "We can't find a root or OU with the ParentId that you specified.")
+	}
+	var children []string
+	for ou, p := range o.ouParent {
+		if p == parent {
+			children = append(children, ou)
+		}
+	}
+	slices.Sort(children)
+	start := 0
+	if t := aws.ToString(in.NextToken); t != "" {
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 0 || n > len(children) {
+			return nil, apiError("InvalidInputException", "You provided an invalid value for NextToken")
+		}
+		start = n
+	}
+	size := o.pageSize
+	if m := aws.ToInt32(in.MaxResults); m > 0 && int(m) < size {
+		size = int(m)
+	}
+	end := min(start+size, len(children))
+	out := &organizations.ListOrganizationalUnitsForParentOutput{}
+	for _, ou := range children[start:end] {
+		out.OrganizationalUnits = append(out.OrganizationalUnits, orgtypes.OrganizationalUnit{Id: aws.String(ou), Name: aws.String(ou),
+			Arn: aws.String("arn:aws:organizations::999999999999:ou/o-example/" + ou)})
+	}
+	if end < len(children) {
+		out.NextToken = aws.String(strconv.Itoa(end))
+	}
+	return out, nil
 }
 
 // AssumeRole answers credentials for the role in RoleArn's account, unless that account refuses

@@ -568,9 +568,22 @@ func (d *DynamoDB) History(ctx context.Context, group string) ([]HistoryEntry, e
 // guard of PutRolloutUnlessPaused compares).
 func (d *DynamoDB) PutLock(ctx context.Context, l Lock) error {
 	pk, sk := LockKey(l.Group)
-	item, err := marshal(l)
+	item, err := lockItem(l)
 	if err != nil {
 		return fmt.Errorf("writing %s lock: table %s (pk %s, sk %s): %w", l.Scope(), d.table, pk, sk, err)
+	}
+	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
+		return fmt.Errorf("writing %s lock: table %s (pk %s, sk %s): %w", l.Scope(), d.table, pk, sk, err)
+	}
+	return nil
+}
+
+// lockItem is l as its table item.
+func lockItem(l Lock) (map[string]types.AttributeValue, error) {
+	pk, sk := LockKey(l.Group)
+	item, err := marshal(l)
+	if err != nil {
+		return nil, err
 	}
 	item[AttrPK] = &types.AttributeValueMemberS{Value: pk}
 	item[AttrSK] = &types.AttributeValueMemberS{Value: sk}
@@ -578,10 +591,45 @@ func (d *DynamoDB) PutLock(ctx context.Context, l Lock) error {
 	if !l.Until.IsZero() {
 		item[AttrUntilNanos] = &types.AttributeValueMemberN{Value: strconv.FormatInt(untilNanos(l.Until), 10)}
 	}
-	if _, err := d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item}); err != nil {
-		return fmt.Errorf("writing %s lock: table %s (pk %s, sk %s): %w", l.Scope(), d.table, pk, sk, err)
+	return item, nil
+}
+
+// PutLockIfAbsent implements Store with one PutItem conditional on attribute_not_exists(pk) OR untilNanos <=
+// :now (the condition of PutRolloutUnlessPaused's lock checks: an expired lock may be overwritten), asking
+// for the item in place on failure (ReturnValuesOnConditionCheckFailure ALL_OLD). A conditional write reads
+// the item strongly consistently, and needs no dynamodb:GetItem, which the operator role does not have. When
+// the failure carries no item (an older endpoint), the held lock is reported with its scope only.
+func (d *DynamoDB) PutLockIfAbsent(ctx context.Context, l Lock, now time.Time) (Lock, bool, error) {
+	pk, sk := LockKey(l.Group)
+	where := fmt.Sprintf("writing %s lock unless one holds: table %s (pk %s, sk %s)", l.Scope(), d.table, pk, sk)
+	item, err := lockItem(l)
+	if err != nil {
+		return Lock{}, false, fmt.Errorf("%s: %w", where, err)
 	}
-	return nil
+	cond, err := expression.NewBuilder().WithCondition(expression.Or(
+		expression.AttributeNotExists(expression.Name(AttrPK)),
+		expression.Name(AttrUntilNanos).LessThanEqual(expression.Value(untilNanos(now))))).Build()
+	if err != nil {
+		return Lock{}, false, fmt.Errorf("%s: building condition: %w", where, err)
+	}
+	_, err = d.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(d.table), Item: item,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		held := Lock{Group: l.Group}
+		if len(ccf.Item) > 0 {
+			if err := attributevalue.UnmarshalMap(ccf.Item, &held); err != nil {
+				return Lock{}, false, fmt.Errorf("%s: decoding the lock in place: %w", where, err)
+			}
+			held.Group = l.Group
+		}
+		return held, false, nil
+	case err != nil:
+		return Lock{}, false, fmt.Errorf("%s: %w", where, err)
+	}
+	return Lock{}, true, nil
 }
 
 // DeleteLock implements Store with an unconditional DeleteItem: a missing lock is not an error.

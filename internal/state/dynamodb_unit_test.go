@@ -179,3 +179,46 @@ func TestRolloutWithHistoryTransactionOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// recordingPut is a DynamoDBAPI whose PutItem records its input and fails with err; other calls are not
+// expected.
+type recordingPut struct {
+	state.DynamoDBAPI
+	in  *dynamodb.PutItemInput
+	err error
+}
+
+func (r *recordingPut) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	r.in = in
+	if r.err != nil {
+		return nil, r.err
+	}
+	return &dynamodb.PutItemOutput{}, nil
+}
+
+func TestPutLockIfAbsentIsOneConditionalPutThatReturnsTheLockInPlace(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	until := now.Add(time.Hour)
+	api := &recordingPut{err: &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed"),
+		Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "lock#global"}, "sk": &types.AttributeValueMemberS{Value: "lock"},
+			"reason": &types.AttributeValueMemberS{Value: "freeze"}, "who": &types.AttributeValueMemberS{Value: "alice"},
+			"until": &types.AttributeValueMemberS{Value: until.Format(time.RFC3339Nano)},
+		}}}
+	s := state.NewDynamoDB(api, "patch-agent")
+
+	held, written, err := s.PutLockIfAbsent(ctx, state.Lock{Group: state.GlobalScope, Reason: "incident", Who: "bob", Since: now}, now)
+	require.NoError(t, err)
+	require.False(t, written)
+	require.Equal(t, "alice", held.Who)
+	require.Equal(t, "freeze", held.Reason)
+	require.True(t, held.Until.Equal(until), "until %s", held.Until)
+	require.Contains(t, aws.ToString(api.in.ConditionExpression), "attribute_not_exists")
+	require.Equal(t, types.ReturnValuesOnConditionCheckFailureAllOld, api.in.ReturnValuesOnConditionCheckFailure)
+
+	api.err = nil
+	_, written, err = s.PutLockIfAbsent(ctx, state.Lock{Group: state.GlobalScope, Reason: "incident", Who: "bob", Since: now}, now)
+	require.NoError(t, err)
+	require.True(t, written)
+}

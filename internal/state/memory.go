@@ -218,6 +218,17 @@ func (m *Memory) PutLock(_ context.Context, l Lock) error {
 	return nil
 }
 
+// PutLockIfAbsent implements Store.
+func (m *Memory) PutLockIfAbsent(_ context.Context, l Lock, now time.Time) (Lock, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if held, ok := m.locks[l.Group]; ok && held.Active(now) {
+		return held, false, nil
+	}
+	m.locks[l.Group] = l
+	return Lock{}, true, nil
+}
+
 // DeleteLock implements Store.
 func (m *Memory) DeleteLock(_ context.Context, group string) error {
 	m.mu.Lock()

@@ -80,6 +80,12 @@ type Store interface {
 
 	// PutLock writes (creates or replaces) the pause lock of l.Group (GlobalScope for all targets).
 	PutLock(ctx context.Context, l Lock) error
+	// PutLockIfAbsent writes l only when its scope has no lock that holds at now (none, or one whose Until is
+	// not after now), in one strongly consistent conditional write: two operators pausing at once never
+	// overwrite each other, and a lock lifted a moment before is never mistaken for one in place, as an
+	// eventually consistent ListLocks could. When a holding lock stops the write it returns that lock and
+	// written false, and writes nothing.
+	PutLockIfAbsent(ctx context.Context, l Lock, now time.Time) (held Lock, written bool, err error)
 	// DeleteLock removes the pause lock of a scope; deleting a lock that does not exist is not an error.
 	DeleteLock(ctx context.Context, group string) error
 	// LiftLock removes the pause lock of a scope and returns the lock it removed (false: there was none), as

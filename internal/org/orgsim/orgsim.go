@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -108,7 +109,7 @@ type FlakyStore struct {
 	fail int
 }
 
-// FailNextWrites makes the next n PutLock and LiftLock calls fail with ErrInjected.
+// FailNextWrites makes the next n PutLock, PutLockIfAbsent and LiftLock calls fail with ErrInjected.
 func (s *FlakyStore) FailNextWrites(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -131,6 +132,14 @@ func (s *FlakyStore) PutLock(ctx context.Context, l state.Lock) error {
 		return ErrInjected
 	}
 	return s.Store.PutLock(ctx, l)
+}
+
+// PutLockIfAbsent fails when a failure is pending, else writes unless a lock holds.
+func (s *FlakyStore) PutLockIfAbsent(ctx context.Context, l state.Lock, now time.Time) (state.Lock, bool, error) {
+	if s.injected() {
+		return state.Lock{}, false, ErrInjected
+	}
+	return s.Store.PutLockIfAbsent(ctx, l, now)
 }
 
 // LiftLock fails when a failure is pending, else lifts.

@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"lock put replaces, delete removes, list is global first then by group", testLocksPutReplaceDeleteList},
 		{"lock delete of a missing lock is not an error", testLockDeleteMissing},
 		{"lock lift returns the lock it removed, in the same request", testLiftLockReturnsTheLockItRemoved},
+		{"lock put-if-absent writes only where no lock holds, and returns the one that does", testPutLockIfAbsent},
 		{"locks and rollouts of one group do not see each other", testLocksBesideRollouts},
 		{"event marked first once, then duplicate", testMarkEvent},
 		{"event markers racing on one id: exactly one first", testMarkEventRace},
@@ -769,6 +770,34 @@ func testLiftLockReturnsTheLockItRemoved(t *testing.T, s state.Store) {
 	_, ok, err = s.LiftLock(c, state.GlobalScope)
 	require.NoError(t, err)
 	require.False(t, ok, "a second lift finds nothing")
+}
+
+func testPutLockIfAbsent(t *testing.T, s state.Store) {
+	c := ctx(t)
+	first := state.Lock{Group: state.GlobalScope, Reason: "freeze", Who: "alice", Since: at.Truncate(time.Second), Until: at.Add(time.Hour)}
+	_, written, err := s.PutLockIfAbsent(c, first, at)
+	require.NoError(t, err)
+	require.True(t, written, "no lock: written")
+
+	second := state.Lock{Group: state.GlobalScope, Reason: "incident", Who: "bob", Since: at.Truncate(time.Second)}
+	held, written, err := s.PutLockIfAbsent(c, second, at.Add(time.Minute))
+	require.NoError(t, err)
+	require.False(t, written, "a holding lock stops the write")
+	requireSameLock(t, first, held)
+	requireLocks(t, s, []state.Lock{first})
+
+	held, written, err = s.PutLockIfAbsent(c, second, at.Add(time.Hour))
+	require.NoError(t, err)
+	require.True(t, written, "a lock whose Until is not after now no longer holds: replaced")
+	require.Equal(t, state.Lock{}, held)
+	requireLocks(t, s, []state.Lock{second})
+
+	_, written, err = s.PutLockIfAbsent(c, fullLock("g"), at)
+	require.NoError(t, err)
+	require.True(t, written, "a group's lock is of its own scope")
+	_, written, err = s.PutLockIfAbsent(c, first, at.Add(48*time.Hour))
+	require.NoError(t, err)
+	require.False(t, written, "a lock without Until holds whenever")
 }
 
 func testLocksBesideRollouts(t *testing.T, s state.Store) {
