@@ -31,9 +31,10 @@ type AssumeRole interface {
 }
 
 // OperatorDynamoDB is the part of the agent's table the organization-wide commands use: Query of the index
-// (rollout records and pause locks), and PutItem and DeleteItem of the global pause lock only.
+// (rollout records and pause locks), and GetItem, PutItem and DeleteItem of the global pause lock only.
 type OperatorDynamoDB interface {
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }

@@ -619,12 +619,19 @@ func (d *DynamoDB) PutLockIfAbsent(ctx context.Context, l Lock, now time.Time) (
 	switch {
 	case errors.As(err, &ccf):
 		held := Lock{Group: l.Group}
-		if len(ccf.Item) > 0 {
-			if err := attributevalue.UnmarshalMap(ccf.Item, &held); err != nil {
-				return Lock{}, false, fmt.Errorf("%s: decoding the lock in place: %w", where, err)
+		if len(ccf.Item) == 0 {
+			// DynamoDB returns the item that failed the condition (ReturnValuesOnConditionCheckFailure ALL_OLD);
+			// an endpoint that does not (an emulator) is answered by one consistent read of the lock item.
+			if err := d.get(ctx, pk, sk, &held); err != nil && !errors.Is(err, ErrNotFound) {
+				return Lock{}, false, fmt.Errorf("%s: reading the lock in place: %w", where, err)
 			}
 			held.Group = l.Group
+			return held, false, nil
 		}
+		if err := attributevalue.UnmarshalMap(ccf.Item, &held); err != nil {
+			return Lock{}, false, fmt.Errorf("%s: decoding the lock in place: %w", where, err)
+		}
+		held.Group = l.Group
 		return held, false, nil
 	case err != nil:
 		return Lock{}, false, fmt.Errorf("%s: %w", where, err)
