@@ -66,6 +66,7 @@ demo: ## run the real agent against a simulated account: an ECS group and an EKS
 lint: node_modules/.bin/cfn-lint ## gofmt, go vet and cfn-lint of the CloudFormation template
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags nodemo ./cmd/patch-agent/ # the production binary's build, tests included
 	scripts/cfn-lint.sh
 
 bench: ## measurements, fleet scenario 1,000 x 20 included: rewrites the tracked bench-results.json and docs/performance.md (~10 minutes on an idle machine, plus ~8 CPU-minutes to build kumo the first time; PATCH_AGENT_FLEET=20x5 for a ~3 minute run, whose files are not for committing)
