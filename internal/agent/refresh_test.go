@@ -52,18 +52,38 @@ func requireNoCapacityWrites(t *testing.T, w *demo.World, group string) {
 }
 
 func TestRefreshRollsAnECSGroupInBatchesWithoutWritingDesiredCapacity(t *testing.T) {
-	for _, batch := range []int{1, 3} {
-		t.Run(fmt.Sprintf("batch %d of 10", batch), func(t *testing.T) {
+	for _, c := range []struct{ batch, budget int }{{1, 1}, {3, 3}, {3, 1}} {
+		batch, budget := c.batch, c.budget
+		t.Run(fmt.Sprintf("batch %d of 10, cluster budget %d", batch, budget), func(t *testing.T) {
 			g := refreshGroup(batch)
 			spec := oneGroup(&g)
 			spec.Policy = lifecycle.DefaultPolicy()
-			spec.Policy.ClusterBudget = batch
+			spec.Policy.ClusterBudget = budget
 			w := buildRefresh(t, spec)
-			r := rollTo(t, w, g, demo.ImageB)
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			draining, running := 0, 0
+			r := runTo(t, w, 3*time.Hour, "completed", func(r state.Rollout) bool {
+				d, n := 0, 0
+				for _, i := range w.Account.Group(g.Name).Instances {
+					if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "Terminating:Wait" {
+						d++ // drained under its terminating action
+					}
+					if i.LifecycleState == "InService" || strings.HasPrefix(i.LifecycleState, "Pending") {
+						n++
+					}
+				}
+				draining, running = max(draining, d), max(running, n)
+				return ended(demo.ImageB)(r)
+			}, g.Name)
 			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+			require.Equal(t, budget, draining, "drains at once: the per-cluster budget")
+			require.LessOrEqual(t, running, 10+batch, "at most the batch above desired capacity (MaxHealthyPercentage)")
+			settle(t, w, time.Minute)
 			requireAllOn(t, w, g.Name, demo.ImageB, 10)
 			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "one refresh per rollout")
+			require.Equal(t, int32(100+10*batch), r.Refresh.MaxHealthyPercentage)
 			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
 		})
 	}
 }
