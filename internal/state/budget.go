@@ -47,7 +47,7 @@ type DrainSlot struct {
 	// Hook names the terminating lifecycle hook whose action drains the instance, for a slot claimed by the
 	// drain of a lifecycle action (an instance refresh's termination); "" for a slot of a rollout's own drain.
 	Hook string    `json:"hook,omitempty" dynamodbav:"hook,omitempty"`
-	At         time.Time `json:"at" dynamodbav:"at"` // when the slot was claimed
+	At   time.Time `json:"at" dynamodbav:"at"` // when the slot was claimed
 }
 
 // ErrBudgetFull is wrapped by the error of PlanDrainSlot and ClaimDrainSlot when every slot of the cluster's
