@@ -238,3 +238,63 @@ func TestRefreshOfAGroupAtMaxSizeWaitsAndSaysSo(t *testing.T) {
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }
+
+// refreshCrashScenario rolls an ECS refresh group of 3 (room for one more) to ImageB; at the end every
+// instance runs ImageB, every termination's action was completed by the agent, and the account's call log
+// holds exactly one StartInstanceRefresh: a crash at any effect, or a lost answer of StartInstanceRefresh,
+// never starts a second refresh (C27).
+func refreshCrashScenario(t *testing.T) demo.CrashScenario {
+	g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+	spec := oneGroup(&g)
+	return demo.CrashScenario{
+		Name: "ECS instance refresh",
+		Build: func() (*demo.World, error) {
+			w, err := demo.Build(spec)
+			if err == nil {
+				w.Checker.NoDesiredWrites = true
+			}
+			return w, err
+		},
+		Drive: func(w *demo.World) error {
+			ctx := context.Background()
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
+			if err != nil {
+				return err
+			}
+			if !done {
+				return fmt.Errorf("the rollout did not end: %+v", w.Rollout(ctx, g.Name))
+			}
+			_, err = w.RunUntil(ctx, tick, 10*time.Minute, func() bool { return false })
+			return err
+		},
+		Final: func(w *demo.World) error {
+			if r := w.Rollout(context.Background(), g.Name); r.Phase != state.PhaseCompleted {
+				return fmt.Errorf("rollout ended %s: %s", r.Phase, r.Reason)
+			}
+			if n := refreshCalls(w, "autoscaling:StartInstanceRefresh"); n != 1 {
+				return fmt.Errorf("%d StartInstanceRefresh calls, want 1", n)
+			}
+			for _, i := range w.Account.Group(g.Name).Instances {
+				if !strings.HasPrefix(i.LifecycleState, "Terminating") && i.ImageID != demo.ImageB {
+					return fmt.Errorf("%s runs %s", i.ID, i.ImageID)
+				}
+			}
+			for _, cw := range w.Account.CapacityWrites() {
+				if cw.Group == g.Name && cw.By == sim.CallerAPI && (cw.Op == sim.OpSetDesiredCapacity || cw.Decrement ||
+					(cw.Op == sim.OpUpdateAutoScalingGroup && (cw.From != cw.To || cw.MaxFrom != cw.MaxTo))) {
+					return fmt.Errorf("the agent wrote %s", cw)
+				}
+			}
+			return hooksAndQueueSettled(w, g.Name)
+		},
+	}
+}
+
+// A crash after every effect of an instance refresh rollout, and with every effect's answer lost (the lost
+// StartInstanceRefresh answer among them): each run completes, holds every invariant, repeats no effect and
+// starts one refresh.
+func TestRefreshCrashMatrixStartsOneRefreshWhateverEffectTheAgentDiesAt(t *testing.T) {
+	runCrashMatrix(t, refreshCrashScenario(t))
+}

@@ -45,7 +45,7 @@ func (f *fakeRefreshes) DescribeInstanceRefreshes(_ context.Context, in *autosca
 
 func (f *fakeRefreshes) StartInstanceRefresh(_ context.Context, in *autoscaling.StartInstanceRefreshInput, _ ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error) {
 	for _, ir := range f.refreshes {
-		if refreshActive(ir.Status) {
+		if (InstanceRefresh{Status: string(ir.Status)}).Active() {
 			return nil, &astypes.InstanceRefreshInProgressFault{Message: aws.String("in progress")}
 		}
 	}
