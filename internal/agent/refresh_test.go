@@ -17,6 +17,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testenv"
 )
 
 // refreshGroup is an ECS group of desired 10 rolled by instance refresh in batches of batch, with room above
@@ -297,4 +298,95 @@ func refreshCrashScenario(t *testing.T) demo.CrashScenario {
 // starts one refresh.
 func TestRefreshCrashMatrixStartsOneRefreshWhateverEffectTheAgentDiesAt(t *testing.T) {
 	runCrashMatrix(t, refreshCrashScenario(t))
+}
+
+// eksRefreshSpec is the demo's EKS self-managed group (Deployment web under a PodDisruptionBudget
+// minAvailable 5, a DaemonSet) with desired 10, rolled by instance refresh in batches of batch.
+func eksRefreshSpec(batch int) (demo.Spec, string) {
+	s := demo.DemoSpec()
+	s.Groups, s.Services = s.Groups[1:], nil
+	g := &s.Groups[0]
+	g.Desired, g.Max, g.LaunchingHook = 10, int32(10+batch), true
+	g.Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: fmt.Sprint(batch)}
+	s.Policy = lifecycle.DefaultPolicy()
+	s.Policy.ClusterBudget = batch
+	return s, g.Name
+}
+
+func TestRefreshRollsAnEKSSelfManagedGroupUnderAPodDisruptionBudget(t *testing.T) {
+	for _, batch := range []int{1, 3} {
+		t.Run(fmt.Sprintf("batch %d of 10", batch), func(t *testing.T) {
+			spec, group := eksRefreshSpec(batch)
+			w := buildRefresh(t, spec)
+			w.PublishPublicAMI(w.EKSParameter(group), demo.ImageB)
+			r := runTo(t, w, 4*time.Hour, "completed", ended(demo.ImageB), group)
+			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+			settle(t, w, time.Minute)
+			requireAllOn(t, w, group, demo.ImageB, 10)
+			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+			requireNoCapacityWrites(t, w, group)
+			require.Empty(t, w.Checker.Finish())
+		})
+	}
+}
+
+// playRefreshBesideOthers rolls group of spec to ImageB by instance refresh while a random writer of seed moves
+// its desired capacity and an operator terminates an old instance without decrement in the middle of the
+// refresh; every invariant holds (NoDesiredWrites among them), the rollout completes, and the agent's calls
+// write no desired capacity and no MaxSize of the group (C24).
+func playRefreshBesideOthers(t *testing.T, spec demo.Spec, group string, seed uint64) {
+	w := buildRefresh(t, spec)
+	ctx := context.Background()
+	writer := w.Account.StartRandomWriter(sim.RandomWriterSpec{Group: group, Seed: seed})
+	if param := w.EKSParameter(group); param != "" {
+		w.PublishPublicAMI(param, demo.ImageB)
+	} else {
+		w.PublishAMI("/golden/"+group, demo.ImageB)
+	}
+	operatorDone := ""
+	r := runTo(t, w, 6*time.Hour, "completed", func(r state.Rollout) bool {
+		if operatorDone == "" && midRefresh(r) {
+			for _, i := range w.Account.Group(group).Instances {
+				if i.LifecycleState == "InService" && i.ImageID == demo.ImageA && w.Account.TerminateWithoutDecrement(i.ID) {
+					operatorDone = i.ID
+					break
+				}
+			}
+		}
+		return operatorDone != "" && ended(demo.ImageB)(r)
+	}, group)
+	writer.Stop()
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	_, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+		visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+		return visible+inFlight == 0
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, writer.Writes(), "the random writer wrote")
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+	requireNoCapacityWrites(t, w, group)
+	require.Empty(t, w.Checker.Finish())
+	t.Logf("seed %d: %d writes of the random writer, operator terminated %s, rollout took %s", seed, len(writer.Writes()), operatorDone,
+		r.UpdatedAt.Sub(r.DetectedAt).Round(time.Minute))
+}
+
+// C24: other writers of desired capacity during the rollout (a seeded random autoscaler, testenv.Seeds, and an
+// operator terminating an old instance without decrement) never make the agent write desired capacity, and
+// serving capacity never falls below what they set.
+func TestC24RefreshBesideARandomAutoscalerAndAnOperatorWritesNoDesiredCapacity(t *testing.T) {
+	for _, seed := range testenv.Seeds(t, []uint64{1, 2, 3}) {
+		for _, batch := range []int{1, 3} {
+			t.Run(fmt.Sprintf("ECS batch %d seed %d", batch, seed), func(t *testing.T) {
+				g := refreshGroup(batch)
+				spec := oneGroup(&g)
+				spec.Policy = lifecycle.DefaultPolicy()
+				spec.Policy.ClusterBudget = batch
+				playRefreshBesideOthers(t, spec, g.Name, seed)
+			})
+			t.Run(fmt.Sprintf("EKS batch %d seed %d", batch, seed), func(t *testing.T) {
+				spec, group := eksRefreshSpec(batch)
+				playRefreshBesideOthers(t, spec, group, seed)
+			})
+		}
+	}
 }
