@@ -159,11 +159,13 @@ func TestRefreshPausedIsCancelledAndResumedByANewRefresh(t *testing.T) {
 	require.NoError(t, err)
 	r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-	require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+	starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
+	require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
 	settle(t, w, time.Minute)
 	requireAllOn(t, w, g.Name, demo.ImageB, 10)
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
+	t.Logf("%d windows", starts)
 }
 
 // A newer AMI mid-refresh cancels it; the newer AMI goes through the gates and its own refresh.
@@ -389,4 +391,32 @@ func TestC24RefreshBesideARandomAutoscalerAndAnOperatorWritesNoDesiredCapacity(t
 			})
 		}
 	}
+}
+
+// The end of the maintenance window cancels the refresh; the next window starts a new one that skips the
+// instances already on the target.
+func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
+	g := refreshGroup(1)
+	spec := oneGroup(&g)
+	w0, err := demo.Build(spec)
+	require.NoError(t, err)
+	open := w0.Account.Clock().Now().Add(2 * time.Minute).Truncate(time.Minute)
+	g.Tags[lifecycle.TagMaintenanceWindow] = open.Format("15:04") + "-" + open.Add(30*time.Minute).Format("15:04") + " UTC"
+	spec = oneGroup(&g)
+	w := buildRefresh(t, spec)
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	r := runTo(t, w, 2*time.Hour, "waiting for the next window", func(r state.Rollout) bool {
+		return r.Phase == state.PhaseWaiting && r.OnTarget > 0 && strings.Contains(r.Reason, "maintenance window")
+	}, g.Name)
+	require.Less(t, r.OnTarget, 10, "the window closed before the refresh ended")
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+	r = runTo(t, w, 4*24*time.Hour, "completed in a later window", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
+	require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
+	settle(t, w, time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageB, 10)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+	t.Logf("%d windows", starts)
 }
