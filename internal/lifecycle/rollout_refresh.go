@@ -331,12 +331,34 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t Target, v GroupView, a
 		}
 		return o.cancelRefresh(ctx, t, r, why)
 	}
-	r.Reason = refreshText(p)
+	r.Reason = refreshText(p) + heldBy(v)
 	if v.Desired >= v.Max && p.PercentageComplete < 100 {
 		r.Reason += fmt.Sprintf("; the group is at its MaxSize (%d): the refresh launches before it terminates and waits for room. "+
 			"patch-agent never raises MaxSize; raise it by the batch size (%d) where the group is defined", v.Max, p.BatchSize)
 	}
 	return r, errWait
+}
+
+// heldBy names the instances the agent's lifecycle hooks hold in the refresh: new ones in Pending:Wait until
+// they serve, old ones in Terminating:Wait while they drain ("" when none).
+func heldBy(v GroupView) string {
+	var launching, draining []string
+	for _, i := range v.Instances {
+		switch i.LifecycleState {
+		case "Pending:Wait":
+			launching = append(launching, i.ID)
+		case "Terminating:Wait":
+			draining = append(draining, i.ID)
+		}
+	}
+	s := ""
+	if len(launching) > 0 {
+		s += "; launching hook holds " + strings.Join(launching, ", ") + " until it serves"
+	}
+	if len(draining) > 0 {
+		s += "; terminating hook holds " + strings.Join(draining, ", ") + " while it drains"
+	}
+	return s
 }
 
 // refreshFailing returns why the refresh must halt now ("" when it need not): a launch the agent's launching
