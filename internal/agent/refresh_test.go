@@ -420,3 +420,107 @@ func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
 	require.Empty(t, w.Checker.Finish())
 	t.Logf("%d windows", starts)
 }
+
+// Two refresh groups of one cluster: their refreshes run side by side, and the per-cluster budget (1) lets one
+// old instance of the cluster drain at a time.
+func TestTwoRefreshGroupsOfOneClusterDrainWithinTheClusterBudget(t *testing.T) {
+	a, b := refreshGroup(1), refreshGroup(1)
+	a.Name, b.Name, a.Cluster, b.Cluster, a.Desired, b.Desired, a.Max, b.Max = "rf-a", "rf-b", "c1", "c1", 4, 4, 5, 5
+	a.Parameter, b.Parameter = "/golden/shared", "/golden/shared"
+	w := buildRefresh(t, demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 12}})
+	ctx := context.Background()
+	w.PublishAMI("/golden/shared", demo.ImageB)
+	draining, overlapped := 0, false
+	ok, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
+		d, refreshing := 0, 0
+		for _, name := range []string{a.Name, b.Name} {
+			for _, i := range w.Account.Group(name).Instances {
+				if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "Terminating:Wait" {
+					d++
+				}
+			}
+			if r := w.Rollout(ctx, name); r.Phase == state.PhaseReplacing && r.Refresh != nil && r.Refresh.ID != "" {
+				refreshing++
+			}
+		}
+		draining, overlapped = max(draining, d), overlapped || refreshing == 2
+		return ended(demo.ImageB)(w.Rollout(ctx, a.Name)) && ended(demo.ImageB)(w.Rollout(ctx, b.Name))
+	})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.True(t, overlapped, "the two refreshes ran side by side")
+	require.Equal(t, 1, draining, "one drain of the cluster at a time")
+	settle(t, w, time.Minute)
+	for _, g := range []demo.GroupSetup{a, b} {
+		require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
+		requireAllOn(t, w, g.Name, demo.ImageB, 4)
+		requireNoCapacityWrites(t, w, g.Name)
+	}
+	require.Empty(t, w.Checker.Finish())
+}
+
+// Launches short of EC2 capacity (InsufficientInstanceCapacity) are not a bad AMI: the refresh waits for
+// capacity past the hour a failing replacement gets, nothing halts, and it completes once capacity is back.
+func TestRefreshShortOfCapacityWaitsAndIsNotRolledBack(t *testing.T) {
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	w.Account.SetLaunchShortfall(g.Name, sim.Shortfall{})
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	settle(t, w, 90*time.Minute)
+	r := w.Rollout(context.Background(), g.Name)
+	require.Equal(t, state.PhaseReplacing, r.Phase, "not halted, not rolled back: %s", r.Reason)
+	require.Greater(t, w.Account.FailedLaunches(g.Name), 10, "Auto Scaling kept trying")
+	w.Account.ClearLaunchShortfall(g.Name)
+	r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+}
+
+// The crash matrix of a bad AMI's rollout: halted at the first ABANDON and rolled back (the group references
+// $Default, so Auto Scaling refuses RollbackInstanceRefresh and the agent cancels its refresh and refreshes back
+// to the previous version), with the agent killed after every effect and with every effect's answer lost.
+func TestRefreshCrashMatrixOfABadAMIsRollback(t *testing.T) {
+	g := demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2, LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+	spec := oneGroup(&g)
+	runCrashMatrix(t, demo.CrashScenario{
+		Name: "ECS instance refresh of a bad AMI",
+		Build: func() (*demo.World, error) {
+			w, err := demo.Build(spec)
+			if err == nil {
+				w.Checker.NoDesiredWrites = true
+				w.Account.MarkImageUnhealthy(demo.ImageB)
+			}
+			return w, err
+		},
+		Drive: func(w *demo.World) error {
+			ctx := context.Background()
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
+			if err != nil {
+				return err
+			}
+			if !done {
+				return fmt.Errorf("the rollout did not end: %+v", w.Rollout(ctx, g.Name))
+			}
+			_, err = w.RunUntil(ctx, tick, 20*time.Minute, func() bool { return false })
+			return err
+		},
+		Final: func(w *demo.World) error {
+			if r := w.Rollout(context.Background(), g.Name); r.Phase != state.PhaseRolledBack {
+				return fmt.Errorf("rollout ended %s: %s", r.Phase, r.Reason)
+			}
+			if n := refreshCalls(w, "autoscaling:StartInstanceRefresh"); n != 2 {
+				return fmt.Errorf("%d StartInstanceRefresh calls, want 2 (the rollout's and the one back)", n)
+			}
+			for _, i := range w.Account.Group(g.Name).Instances {
+				if !strings.HasPrefix(i.LifecycleState, "Terminating") && i.ImageID != demo.ImageA {
+					return fmt.Errorf("%s runs %s", i.ID, i.ImageID)
+				}
+			}
+			return nil
+		},
+	})
+}
