@@ -41,9 +41,13 @@ func refreshCalls(w *demo.World, op string) int { return w.Account.Calls()[op] }
 
 // requireNoCapacityWrites asserts from the account's capacity writes that the agent wrote no desired capacity
 // and no MaxSize of group: no SetDesiredCapacity, no decrementing termination, no UpdateAutoScalingGroup that
-// changes either.
+// changes either; and from its call log that the agent made no SetInstanceProtection, SetDesiredCapacity or
+// UpdateAutoScalingGroup call at all (the worlds of these tests have no other group the agent rolls).
 func requireNoCapacityWrites(t *testing.T, w *demo.World, group string) {
 	t.Helper()
+	for _, op := range []string{"autoscaling:SetInstanceProtection", "autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup"} {
+		require.Zero(t, w.Account.Calls()[op], "the agent called %s", op)
+	}
 	for _, cw := range w.Account.CapacityWrites() {
 		if cw.Group == group && cw.By == sim.CallerAPI {
 			require.False(t, cw.Op == sim.OpSetDesiredCapacity || (cw.Op == sim.OpTerminateInstance && cw.Decrement) ||
