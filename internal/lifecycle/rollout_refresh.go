@@ -279,6 +279,9 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t Target, v GroupView, a
 		if p.Rollback {
 			return o.refreshRolledBack(ctx, r)
 		}
+		if p.Halt != "" { // it ended before the cancel that made way for the halt reached it
+			return o.haltRefresh(ctx, t, r, ir)
+		}
 		r.Phase, r.Current, r.Reason = state.PhaseVerifying, nil, ""
 		return o.save(ctx, r, "instance refresh "+p.ID+" Successful")
 	case RefreshRollbackSuccessful:

@@ -377,3 +377,20 @@ func TestRefreshGroupWithoutLaunchingHookWaitsWithTheCommand(t *testing.T) {
 	require.Contains(t, stored.Reason, "aws autoscaling put-lifecycle-hook --auto-scaling-group-name prod --lifecycle-hook-name patch-agent-launch")
 	require.Empty(t, f.starts)
 }
+
+// A refresh that succeeded before the cancel of a halt reached it (an alarm fired in its last minutes) is
+// rolled back by a refresh to the previous version, not completed.
+func TestRefreshThatSucceededAfterTheHaltIsRolledBack(t *testing.T) {
+	rg, f := refreshRig()
+	f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-1", "2", astypes.InstanceRefreshStatusSuccessful, now0.Add(-time.Minute))}
+	rec := refreshing("ir-1")
+	rec.Refresh.Halt, rec.Refresh.Cancel = "alarm(s) p99 in ALARM", "halted: alarm(s) p99 in ALARM"
+	rg.seed0(rec)
+	_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: oldFleet(), AMI: newAMI()})
+	require.NoError(t, err)
+	stored, err := rg.store.GetRollout(context.Background(), "prod")
+	require.NoError(t, err)
+	require.Equal(t, state.PhaseRollingBack, stored.Phase)
+	require.Len(t, f.starts, 1)
+	require.Equal(t, "1", aws.ToString(f.starts[0].DesiredConfiguration.LaunchTemplate.Version))
+}
