@@ -218,7 +218,7 @@ func TestRefreshWaitsForARefreshItDidNotStartAndNeverCancelsIt(t *testing.T) {
 	require.NoError(t, err)
 	w.PublishAMI(g.Parameter, demo.ImageB)
 	r := runTo(t, w, time.Hour, "waiting for the foreign refresh", func(r state.Rollout) bool {
-		return strings.Contains(r.Reason, "not started by patch-agent")
+		return r.Phase == state.PhaseWaiting && strings.Contains(r.Reason, "not started by patch-agent")
 	}, g.Name)
 	require.Contains(t, r.Reason, "patch-agent never cancels it")
 	r = runTo(t, w, 6*time.Hour, "completed", ended(demo.ImageB), g.Name)

@@ -200,10 +200,14 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t Target, v GroupView, 
 			return o.save(ctx, r, "instance refresh "+p.ID+" adopted (started before its id was recorded)")
 		}
 		if ir.Active() {
-			r.Reason = fmt.Sprintf("waiting: instance refresh %s (%s: %s) was not started by patch-agent; whoever started it finishes it or cancels it "+
-				"(aws autoscaling cancel-instance-refresh --auto-scaling-group-name %s); patch-agent never cancels it",
-				ir.ID, ir.Status, truncate(ir.StatusReason, 200), t.Group)
-			return r, errWait
+			r.Reason = foreignReason(t.Group, ir)
+			if p.Rollback {
+				return r, errWait // a rollback keeps its intent and starts once the group is free
+			}
+			// Nothing of the agent's runs: the rollout waits (start looks at the refresh again, and only then
+			// goes through the gates to a new intent).
+			r.Phase, r.Current = state.PhaseWaiting, nil
+			return o.save(ctx, r, "waiting for instance refresh "+ir.ID+", which patch-agent did not start")
 		}
 	}
 	what := "StartInstanceRefresh (rollback to launch template version " + p.PreviousVersion + ")"
@@ -230,6 +234,34 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t Target, v GroupView, 
 	}
 	p.ID, p.Status = id, RefreshPending
 	return o.save(ctx, r, what+" sent: instance refresh "+p.ID)
+}
+
+// foreignPrefix starts the reason of a rollout waiting for a refresh it did not start.
+const foreignPrefix = "waiting: instance refresh "
+
+// foreignReason says which refresh the agent did not start holds the group, its status, and who finishes it.
+func foreignReason(group string, ir InstanceRefresh) string {
+	return fmt.Sprintf(foreignPrefix+"%s (%s: %s) was not started by patch-agent; whoever started it finishes it or cancels it "+
+		"(aws autoscaling cancel-instance-refresh --auto-scaling-group-name %s); patch-agent never cancels it",
+		ir.ID, ir.Status, truncate(ir.StatusReason, 200), group)
+}
+
+// foreignRefresh returns the reason to go on waiting for a refresh the agent did not start ("" once none is
+// active). It describes the group's refreshes only for a rollout that waits for one (r.Reason says so).
+func (o *Orchestrator) foreignRefresh(ctx context.Context, t Target, r state.Rollout) (string, error) {
+	if !strings.HasPrefix(r.Reason, foreignPrefix) {
+		return "", nil
+	}
+	all, err := o.refreshes().Describe(ctx, t.Group)
+	if err != nil {
+		return "", err
+	}
+	for _, ir := range all {
+		if ir.Active() {
+			return foreignReason(t.Group, ir), nil
+		}
+	}
+	return "", nil
 }
 
 // noteRefresh copies the refresh's status and progress to the record.

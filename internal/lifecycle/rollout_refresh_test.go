@@ -268,9 +268,8 @@ func TestForeignRefreshIsWaitedForAndNeverCancelled(t *testing.T) {
 	rg, f := refreshRig()
 	f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-theirs", "7", astypes.InstanceRefreshStatusInProgress, now0.Add(-time.Hour))}
 	rg.seed0(refreshing(""))
-	pause := &state.Lock{Group: "prod", Who: "ops", Reason: "incident", Since: now0}
 	for range 3 {
-		_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: oldFleet(), AMI: newAMI(), Pause: pause})
+		_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: oldFleet(), AMI: newAMI()})
 		require.NoError(t, err)
 		rg.clock.Step(time.Minute)
 	}
@@ -278,8 +277,14 @@ func TestForeignRefreshIsWaitedForAndNeverCancelled(t *testing.T) {
 	require.Zero(t, f.cancels, "a refresh the agent did not start is never cancelled")
 	stored, err := rg.store.GetRollout(context.Background(), "prod")
 	require.NoError(t, err)
+	require.Equal(t, state.PhaseWaiting, stored.Phase)
 	require.Contains(t, stored.Reason, "instance refresh ir-theirs (InProgress")
 	require.Contains(t, stored.Reason, "not started by patch-agent")
+	f.refreshes[0].Status = astypes.InstanceRefreshStatusSuccessful
+	_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: oldFleet(), AMI: newAMI()})
+	require.NoError(t, err)
+	require.Len(t, f.starts, 1, "once it ended, the agent's own refresh starts")
+	require.Zero(t, f.cancels)
 }
 
 // A pause cancels the agent's refresh in progress (the reason is written before the call); a new refresh
