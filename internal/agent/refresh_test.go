@@ -528,3 +528,24 @@ func TestRefreshCrashMatrixOfABadAMIsRollback(t *testing.T) {
 		},
 	})
 }
+
+// An event-driven agent (wake-up events, the 2-minute safety poll) rolls a refresh group too: the refresh's
+// progress wakes the group through its lifecycle actions and the safety poll.
+func TestRefreshRollsAGroupWithAnEventDrivenAgent(t *testing.T) {
+	g := refreshGroup(1)
+	spec := oneGroup(&g)
+	spec.WakeUpEvents = true
+	w := build(t, spec)
+	w.Checker.NoDesiredWrites = true
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	ok, err := w.RunEvents(ctx, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
+	require.NoError(t, err)
+	require.True(t, ok, "%+v", w.Rollout(ctx, g.Name))
+	r := w.Rollout(ctx, g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+	t.Logf("took %s, %d DescribeInstanceRefreshes", r.UpdatedAt.Sub(r.DetectedAt).Round(time.Minute), refreshCalls(w, "autoscaling:DescribeInstanceRefreshes"))
+}
