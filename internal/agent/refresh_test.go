@@ -140,6 +140,15 @@ func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
 		}
 	}
 	require.True(t, halted)
+	var rolledBack time.Time
+	for _, h := range hist {
+		if h.Event == "rolled-back" {
+			rolledBack = h.At
+		}
+	}
+	t.Logf("halted at %s, rolled back at %s", first.At.Format(time.TimeOnly), rolledBack.Format(time.TimeOnly))
+	require.Less(t, rolledBack.Sub(first.At), 10*time.Minute,
+		"a launch of the halted AMI in flight is abandoned at once, not at its health deadline (10m)")
 	settle(t, w, 10*time.Minute)
 	requireAllOn(t, w, g.Name, demo.ImageA, 10)
 	requireNoCapacityWrites(t, w, g.Name)

@@ -405,6 +405,12 @@ func (h *Hooks) launching(ctx context.Context, t Target, a events.LifecycleActio
 	if n := nodes[a.InstanceID]; n.Healthy {
 		return h.complete(ctx, a, rec, ResultContinue, "healthy in cluster", log)
 	}
+	if abandon, why, err := h.haltedRefreshLaunch(ctx, t, a.InstanceID); err != nil || abandon {
+		if err != nil {
+			return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log))
+		}
+		return h.complete(ctx, a, rec, ResultAbandon, why, log)
+	}
 	if h.Clock.Since(rec.ReceivedAt) >= h.Policy.HealthTimeout {
 		return h.complete(ctx, a, rec, ResultAbandon, fmt.Sprintf("not healthy in cluster after %s", h.Policy.HealthTimeout), log)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 type instanceExistence int
@@ -40,6 +41,34 @@ func (h *Hooks) instanceState(ctx context.Context, id string) (instanceExistence
 		}
 	}
 	return instanceUnknown, nil
+}
+
+// haltedRefreshLaunch reports whether a launch waiting on the agent's launching hook is one of a halted
+// instance refresh's bad AMI: the rollout of its group (strategy refresh) halted with the target AMI, and the
+// instance runs it. Such a launch is abandoned at once rather than at the health deadline, so the cancel or
+// rollback that waits for the launches in flight goes on (API Reference, CancelInstanceRefresh and
+// RollbackInstanceRefresh). why says so for the action's record.
+func (h *Hooks) haltedRefreshLaunch(ctx context.Context, t Target, instanceID string) (bool, string, error) {
+	if t.Policy.Strategy != StrategyRefresh {
+		return false, "", nil
+	}
+	r, err := h.Store.GetRollout(ctx, t.Group)
+	if err != nil || r.Refresh == nil || r.Refresh.Halt == "" || r.TargetImageID == "" ||
+		(r.Phase != state.PhaseRollingBack && r.Phase != state.PhaseHalted && r.Phase != state.PhaseReplacing) {
+		return false, "", nil // no record (or none readable now): the health deadline still holds
+	}
+	out, err := h.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
+	if err != nil {
+		return false, "", fmt.Errorf("describing instance %s: %w", instanceID, err)
+	}
+	for _, res := range out.Reservations {
+		for _, i := range res.Instances {
+			if i.ImageId != nil && *i.ImageId == r.TargetImageID {
+				return true, "the group's instance refresh halted (" + truncate(r.Refresh.Halt, 200) + "): a launch of " + r.TargetImageID + " is abandoned", nil
+			}
+		}
+	}
+	return false, "", nil
 }
 
 // groupHooks returns the lifecycle hooks of a group by name, from DescribeLifecycleHooks (all hooks of the
