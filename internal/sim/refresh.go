@@ -640,16 +640,24 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	}
 	// Terminate old instances while the healthy ones left stay at or above the lower bound; reconcileGroup
 	// launches their replacements (and the surge) from the refresh's configuration.
-	terminated := 0
+	//
+	// A scale in that is due (another writer lowered desired capacity) takes its instances in the same pass
+	// (reconcileGroup, after this step), and it may take healthy ones: the model counts them as gone before it
+	// terminates, so that a replacement never meets a scale in below the lower bound (conservative; the
+	// documentation does not say how the two are ordered).
+	terminated, readyGone := 0, 0
 	for _, inst := range regular {
-		left := healthy
+		gone := readyGone
 		if a.ready(r, inst) {
-			left--
+			gone++
 		}
-		if left < minCount {
+		after := len(running) - terminated - 1
+		surgeAfter := max(0, min(maxCount-desired, len(regular)-terminated-1))
+		scaleIn := max(0, after-desired-surgeAfter)
+		if healthy-gone-scaleIn < minCount {
 			break
 		}
-		healthy = left
+		readyGone = gone
 		a.beginTerminate(inst, CauseRefresh)
 		terminated++
 		changed = true
