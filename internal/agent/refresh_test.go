@@ -83,8 +83,8 @@ func TestRefreshRollsAnECSGroupInBatchesWithoutWritingDesiredCapacity(t *testing
 			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 			require.Equal(t, budget, draining, "drains at once: the per-cluster budget")
 			require.LessOrEqual(t, running, 10+batch, "at most the batch above desired capacity (MaxHealthyPercentage)")
-			settle(t, w, time.Minute)
-			requireAllOn(t, w, g.Name, demo.ImageB, 10)
+			settle(t, w, 10*time.Minute)
+			requireAllOn(t, w, g.Name, demo.ImageB, desiredNow(w, g.Name))
 			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "one refresh per rollout")
 			require.Equal(t, int32(100+10*batch), r.Refresh.MaxHealthyPercentage)
 			requireNoCapacityWrites(t, w, g.Name)
@@ -92,6 +92,24 @@ func TestRefreshRollsAnECSGroupInBatchesWithoutWritingDesiredCapacity(t *testing
 		})
 	}
 }
+
+// writerSeeds are the runs of a scenario: 0 alone, then each seed of testenv.Seeds with a random writer of
+// desired capacity beside the rollout (besideWriter).
+func writerSeeds(t *testing.T) []uint64 {
+	return append([]uint64{0}, testenv.Seeds(t, []uint64{1, 2, 3})...)
+}
+
+// besideWriter starts a random writer of group's desired capacity with seed (none for seed 0) and returns the
+// function that stops it.
+func besideWriter(w *demo.World, group string, seed uint64) func() {
+	if seed == 0 {
+		return func() {}
+	}
+	return w.Account.StartRandomWriter(sim.RandomWriterSpec{Group: group, Seed: seed}).Stop
+}
+
+// desiredNow is the group's desired capacity now (another writer may have moved it).
+func desiredNow(w *demo.World, group string) int { return int(w.Account.Group(group).Desired) }
 
 // runTo runs the world until done, failing the test when it does not come within limit.
 func runTo(t *testing.T, w *demo.World, limit time.Duration, what string, done func(state.Rollout) bool, group string) state.Rollout {
@@ -113,131 +131,163 @@ func ended(image string) func(state.Rollout) bool {
 }
 
 // A bad AMI (its instances never serve): the agent's launching hook ABANDONs the first launch at the health
-// deadline, the refresh halts at once and the group is rolled back to the previous version.
+// deadline, the refresh halts at once and the group is rolled back to the previous version. Not run beside a
+// random writer: its scale-outs during the refresh launch the bad AMI too (the refresh's desired
+// configuration), and they never serve.
 func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
-	g := refreshGroup(1)
-	w := buildRefresh(t, oneGroup(&g))
-	w.Account.MarkImageUnhealthy(demo.ImageB)
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
-	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
-	require.Contains(t, r.Reason, "ABANDON")
-	var first *sim.Completion
-	for _, c := range w.Account.LifecycleCompletions() {
-		if c.Accepted && c.Caller == sim.CallerAPI && c.Result == sim.ResultAbandon && first == nil {
-			first = &c
-		}
+	for _, seed := range []uint64{0} {
+		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) {
+			g := refreshGroup(1)
+			w := buildRefresh(t, oneGroup(&g))
+			stop := besideWriter(w, g.Name, seed)
+			w.Account.MarkImageUnhealthy(demo.ImageB)
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+			require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+			require.Contains(t, r.Reason, "ABANDON")
+			var first *sim.Completion
+			for _, c := range w.Account.LifecycleCompletions() {
+				if c.Accepted && c.Caller == sim.CallerAPI && c.Result == sim.ResultAbandon && first == nil {
+					first = &c
+				}
+			}
+			require.NotNil(t, first)
+			hist, err := w.Store.History(context.Background(), g.Name)
+			require.NoError(t, err)
+			halted := false
+			for _, h := range hist {
+				if h.Event == "rolling-back" {
+					halted = true
+					require.Contains(t, h.Detail, first.InstanceID, "the first ABANDON halts the refresh")
+					require.WithinDuration(t, first.At, h.At, tick, "at once, not after Auto Scaling's hour of retries")
+				}
+			}
+			require.True(t, halted)
+			var rolledBack time.Time
+			for _, h := range hist {
+				if h.Event == "rolled-back" {
+					rolledBack = h.At
+				}
+			}
+			t.Logf("halted at %s, rolled back at %s", first.At.Format(time.TimeOnly), rolledBack.Format(time.TimeOnly))
+			require.Less(t, rolledBack.Sub(first.At), 10*time.Minute,
+				"a launch of the halted AMI in flight is abandoned at once, not at its health deadline (10m)")
+			stop()
+			settle(t, w, 10*time.Minute)
+			requireAllOn(t, w, g.Name, demo.ImageA, desiredNow(w, g.Name))
+			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
+		})
 	}
-	require.NotNil(t, first)
-	hist, err := w.Store.History(context.Background(), g.Name)
-	require.NoError(t, err)
-	halted := false
-	for _, h := range hist {
-		if h.Event == "rolling-back" {
-			halted = true
-			require.Contains(t, h.Detail, first.InstanceID, "the first ABANDON halts the refresh")
-			require.WithinDuration(t, first.At, h.At, tick, "at once, not after Auto Scaling's hour of retries")
-		}
-	}
-	require.True(t, halted)
-	var rolledBack time.Time
-	for _, h := range hist {
-		if h.Event == "rolled-back" {
-			rolledBack = h.At
-		}
-	}
-	t.Logf("halted at %s, rolled back at %s", first.At.Format(time.TimeOnly), rolledBack.Format(time.TimeOnly))
-	require.Less(t, rolledBack.Sub(first.At), 10*time.Minute,
-		"a launch of the halted AMI in flight is abandoned at once, not at its health deadline (10m)")
-	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageA, 10)
-	requireNoCapacityWrites(t, w, g.Name)
-	require.Empty(t, w.Checker.Finish())
 }
 
 // A pause cancels the agent's refresh; resume starts a new one that skips the instances already on the target.
 func TestRefreshPausedIsCancelledAndResumedByANewRefresh(t *testing.T) {
-	g := refreshGroup(1)
-	w := buildRefresh(t, oneGroup(&g))
-	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
-	require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "game day", "bob", time.Time{}, w.Account.Clock().Now()))
-	r := runTo(t, w, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting }, g.Name)
-	require.Contains(t, r.Reason, "paused")
-	require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
-	settle(t, w, 30*time.Minute)
-	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "nothing starts while paused")
-	_, err := operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
-	require.NoError(t, err)
-	r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
-	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-	starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
-	require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
-	settle(t, w, time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 10)
-	requireNoCapacityWrites(t, w, g.Name)
-	require.Empty(t, w.Checker.Finish())
-	t.Logf("%d windows", starts)
+	for _, seed := range writerSeeds(t) {
+		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) {
+			g := refreshGroup(1)
+			w := buildRefresh(t, oneGroup(&g))
+			stop := besideWriter(w, g.Name, seed)
+			ctx := context.Background()
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+			require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "game day", "bob", time.Time{}, w.Account.Clock().Now()))
+			r := runTo(t, w, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting }, g.Name)
+			require.Contains(t, r.Reason, "paused")
+			require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+			settle(t, w, 30*time.Minute)
+			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "nothing starts while paused")
+			_, err := operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
+			require.NoError(t, err)
+			r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
+			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+			starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
+			require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
+			stop()
+			settle(t, w, 10*time.Minute)
+			requireAllOn(t, w, g.Name, demo.ImageB, desiredNow(w, g.Name))
+			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
+			t.Logf("%d windows", starts)
+		})
+	}
 }
 
 // A newer AMI mid-refresh cancels it; the newer AMI goes through the gates and its own refresh.
 func TestRefreshSupersededByANewerAMI(t *testing.T) {
-	g := refreshGroup(1)
-	w := buildRefresh(t, oneGroup(&g))
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
-	w.PublishAMI(g.Parameter, imageC)
-	r := runTo(t, w, 4*time.Hour, "completed on the newer AMI", ended(imageC), g.Name)
-	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-	require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
-	require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
-	settle(t, w, time.Minute)
-	requireAllOn(t, w, g.Name, imageC, 10)
-	requireNoCapacityWrites(t, w, g.Name)
-	require.Empty(t, w.Checker.Finish())
+	for _, seed := range writerSeeds(t) {
+		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) {
+			g := refreshGroup(1)
+			w := buildRefresh(t, oneGroup(&g))
+			stop := besideWriter(w, g.Name, seed)
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+			w.PublishAMI(g.Parameter, imageC)
+			r := runTo(t, w, 4*time.Hour, "completed on the newer AMI", ended(imageC), g.Name)
+			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+			require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+			require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+			stop()
+			settle(t, w, 10*time.Minute)
+			requireAllOn(t, w, g.Name, imageC, desiredNow(w, g.Name))
+			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
+		})
+	}
 }
 
 // `patch-agent rollback` in the middle of a refresh rolls the group back at once.
 func TestRefreshRolledBackByAnOperatorMidRefresh(t *testing.T) {
-	g := refreshGroup(1)
-	w := buildRefresh(t, oneGroup(&g))
-	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
-	_, err := operator.Rollback(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
-	require.NoError(t, err)
-	r := runTo(t, w, 3*time.Hour, "rolled back", func(r state.Rollout) bool { return !r.Active() }, g.Name)
-	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
-	require.Contains(t, r.Reason, "manual rollback by alice")
-	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageA, 10)
-	requireNoCapacityWrites(t, w, g.Name)
-	require.Empty(t, w.Checker.Finish())
+	for _, seed := range writerSeeds(t) {
+		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) {
+			g := refreshGroup(1)
+			w := buildRefresh(t, oneGroup(&g))
+			stop := besideWriter(w, g.Name, seed)
+			ctx := context.Background()
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+			_, err := operator.Rollback(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
+			require.NoError(t, err)
+			r := runTo(t, w, 3*time.Hour, "rolled back", func(r state.Rollout) bool { return !r.Active() }, g.Name)
+			require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+			require.Contains(t, r.Reason, "manual rollback by alice")
+			stop()
+			settle(t, w, 10*time.Minute)
+			requireAllOn(t, w, g.Name, demo.ImageA, desiredNow(w, g.Name))
+			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
+		})
+	}
 }
 
 // C27: a refresh someone else started is never cancelled; the rollout waits, says whose refresh holds the
 // group, and starts its own once it ended.
 func TestRefreshWaitsForARefreshItDidNotStartAndNeverCancelsIt(t *testing.T) {
-	g := refreshGroup(1)
-	w := buildRefresh(t, oneGroup(&g))
-	ctx := context.Background()
-	_, err := w.Account.AutoScaling().StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(g.Name),
-		Preferences: &astypes.RefreshPreferences{MinHealthyPercentage: aws.Int32(100), MaxHealthyPercentage: aws.Int32(110)}})
-	require.NoError(t, err)
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	r := runTo(t, w, time.Hour, "waiting for the foreign refresh", func(r state.Rollout) bool {
-		return r.Phase == state.PhaseWaiting && strings.Contains(r.Reason, "not started by patch-agent")
-	}, g.Name)
-	require.Contains(t, r.Reason, "patch-agent never cancels it")
-	r = runTo(t, w, 6*time.Hour, "completed", ended(demo.ImageB), g.Name)
-	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-	require.Zero(t, refreshCalls(w, "autoscaling:CancelInstanceRefresh"), "the foreign refresh is never cancelled")
-	require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the foreign one and the agent's")
-	settle(t, w, time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 10)
-	requireNoCapacityWrites(t, w, g.Name)
-	require.Empty(t, w.Checker.Finish())
+	for _, seed := range writerSeeds(t) {
+		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) {
+			g := refreshGroup(1)
+			w := buildRefresh(t, oneGroup(&g))
+			stop := besideWriter(w, g.Name, seed)
+			ctx := context.Background()
+			_, err := w.Account.AutoScaling().StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(g.Name),
+				Preferences: &astypes.RefreshPreferences{MinHealthyPercentage: aws.Int32(100), MaxHealthyPercentage: aws.Int32(110)}})
+			require.NoError(t, err)
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			r := runTo(t, w, time.Hour, "waiting for the foreign refresh", func(r state.Rollout) bool {
+				return r.Phase == state.PhaseWaiting && strings.Contains(r.Reason, "not started by patch-agent")
+			}, g.Name)
+			require.Contains(t, r.Reason, "patch-agent never cancels it")
+			r = runTo(t, w, 6*time.Hour, "completed", ended(demo.ImageB), g.Name)
+			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+			require.Zero(t, refreshCalls(w, "autoscaling:CancelInstanceRefresh"), "the foreign refresh is never cancelled")
+			require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the foreign one and the agent's")
+			stop()
+			settle(t, w, 10*time.Minute)
+			requireAllOn(t, w, g.Name, demo.ImageB, desiredNow(w, g.Name))
+			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
+		})
+	}
 }
 
 // A group at its MaxSize: the refresh cannot launch before it terminates; the rollout waits and says so, and
