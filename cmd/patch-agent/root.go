@@ -27,7 +27,7 @@ Try it without an AWS account:  patch-agent demo`,
 	}
 	root.SetVersionTemplate(versionLine() + "\n")
 	root.AddCommand(newRunCommand(), newDemoCommand(), newMessageCommand(), newStatusCommand(), newHistoryCommand(),
-		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRollbackCommand(), newAuditCommand(),
+		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRetryCommand(), newRollbackCommand(), newAuditCommand(),
 		newVersionCommand(), newEKSCommand(), newHealthcheckCommand())
 	markUsageErrors(root)
 	return root

@@ -396,7 +396,7 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 // with the history entries that history returns for the changed record in the same atomic write. On
 // state.ErrConflict it re-reads and tries once more. change returns false to write nothing. A change the
 // transition table does not declare (state.Transitions) is not written: the error wraps state.ErrTransition.
-func update(ctx context.Context, store state.Store, group string, change func(*state.Rollout) (bool, error),
+func update(ctx context.Context, store RolloutStore, group string, change func(*state.Rollout) (bool, error),
 	history func(state.Rollout) []state.HistoryEntry) (state.Rollout, error) {
 	for attempt := 1; ; attempt++ {
 		r, err := getRollout(ctx, store, group)
@@ -428,8 +428,14 @@ func update(ctx context.Context, store state.Store, group string, change func(*s
 	}
 }
 
+// RolloutStore is the part of state.Store an operator's change of one rollout record needs.
+type RolloutStore interface {
+	GetRollout(ctx context.Context, group string) (state.Rollout, error)
+	PutRolloutWithHistory(ctx context.Context, r state.Rollout, history []state.HistoryEntry) (state.Rollout, error)
+}
+
 // getRollout reads the rollout of group with an operator's error when there is none.
-func getRollout(ctx context.Context, store state.Store, group string) (state.Rollout, error) {
+func getRollout(ctx context.Context, store RolloutStore, group string) (state.Rollout, error) {
 	r, err := store.GetRollout(ctx, group)
 	if errors.Is(err, state.ErrNotFound) {
 		return state.Rollout{}, fmt.Errorf("no rollout record for group %s: the agent has not managed it yet (is it tagged patch-agent/enabled=true, and is this the agent's table?): %w",

@@ -160,6 +160,12 @@ func (a *Account) MarkImageUnhealthy(imageID string) {
 	a.unhealthyImages[imageID] = true
 }
 
+// MarkImageHealthy undoes MarkImageUnhealthy: instances launched from imageID from now on serve as any other.
+func (a *Account) MarkImageHealthy(imageID string) {
+	defer a.lock()()
+	delete(a.unhealthyImages, imageID)
+}
+
 // EC2Client is the simulated Amazon EC2 API. It implements awsapi.EC2 and, beyond it, ModifyLaunchTemplate.
 type EC2Client struct{ a *Account }
 
