@@ -17,7 +17,6 @@ const minWatchInterval = time.Second
 
 func newStatusCommand() *cobra.Command {
 	var (
-		output   string
 		watch    bool
 		interval time.Duration
 		only     []string
@@ -58,13 +57,12 @@ otherwise a new table is printed each time; with --output json one JSON document
 	stores := addStoreFlags(cmd)
 	orgs := addOrgFlags(cmd, &stores.profile, &stores.regions, true)
 	addOnlyFlag(cmd, &only)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits 120 columns), wide (every column) or json")
+	outFlag := addOutputFlag(cmd, formatTable, []string{formatTable, formatWide, formatJSON, formatCSV}, nil,
+		"table fits 120 columns, wide has every column, csv the columns of wide")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every --interval until Ctrl-C")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "time between two redraws with --watch (at least 1s)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := outputFormatWide(output); err != nil {
-			return usage(cmd, err)
-		}
+		output := outFlag.value
 		if orgs.enabled() {
 			return runOrgStatus(cmd, orgs, output, only, args)
 		}
@@ -90,7 +88,7 @@ otherwise a new table is printed each time; with --output json one JSON document
 		show := func() error {
 			rows, err := operator.Status(ctx, s, group, time.Now())
 			if err != nil {
-				return err
+				return s.explainNotFound(ctx, group, err)
 			}
 			return printStatus(out, output, rows, watch)
 		}
@@ -114,6 +112,8 @@ func printStatus(out io.Writer, output string, rows []operator.StatusRow, watchi
 		return err
 	case output == "json":
 		return writeJSON(out, operator.NewStatusDocument(rows))
+	case output == "csv":
+		return operator.WriteStatusCSV(out, rows)
 	case len(rows) == 0:
 		_, err := fmt.Fprintln(out, "no rollout recorded yet: the agent writes one per managed group on its first reconcile tick")
 		return err
@@ -138,7 +138,7 @@ func watchStatus(ctx context.Context, out, errOut io.Writer, output string, inte
 			return nil
 		case <-timer.C:
 		}
-		if output == "table" {
+		if output == formatTable || output == formatWide {
 			if tty {
 				fmt.Fprint(out, "\x1b[H\x1b[2J") // cursor home, clear screen
 			} else if n > 0 {
@@ -163,7 +163,6 @@ func watchStatus(ctx context.Context, out, errOut io.Writer, output string, inte
 }
 
 func newHistoryCommand() *cobra.Command {
-	var output string
 	cmd := &cobra.Command{
 		Use:   "history GROUP",
 		Short: "Show a group's AMI history: detected, completed, halted, rolled back, manual rollbacks",
@@ -178,23 +177,25 @@ each entry with both (fromImageId/toImageId and previousImageId/newImageId).`,
 		Args: groupArg,
 	}
 	stores := addStoreFlags(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits 120 columns), wide (every column) or json")
+	outFlag := addOutputFlag(cmd, formatTable, []string{formatTable, formatWide, formatJSON, formatCSV}, nil,
+		"table fits 120 columns, wide has every column, csv the columns of wide")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := outputFormatWide(output); err != nil {
-			return usage(cmd, err)
-		}
-		s, err := stores.open(cmd.Context())
+		output := outFlag.value
+		ctx := cmd.Context()
+		s, err := stores.open(ctx)
 		if err != nil {
 			return err
 		}
-		hist, err := operator.History(cmd.Context(), s, args[0])
+		hist, err := operator.History(ctx, s, args[0])
 		if err != nil {
-			return err
+			return s.explainNotFound(ctx, args[0], err)
 		}
 		out := cmd.OutOrStdout()
 		switch {
 		case output == "json":
 			return writeJSON(out, operator.NewHistoryDocument(args[0], hist))
+		case output == "csv":
+			return operator.WriteHistoryCSV(out, hist)
 		case len(hist) == 0:
 			fmt.Fprintf(out, "no history for %s yet: the agent records one when it detects a new AMI\n", args[0])
 			return nil
