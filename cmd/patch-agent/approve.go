@@ -123,22 +123,22 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 	return cmd
 }
 
-// approvalDocument is `approve -o json`: the approval as recorded. For a group: group, imageId (the AMI
-// approved), phase, waitingForApproval (false: it takes effect when the group waits for that AMI's approval)
-// and skipSoakReason ("" unless --skip-soak); for eks:CLUSTER: cluster, to (the Kubernetes version) and next
-// (the command that goes on with the upgrade).
+// approvalDocument is `approve -o json`: the approval as recorded, every field present ("" when it does not
+// apply). For a group: group, imageId (the AMI approved), phase, waitingForApproval (false: it takes effect
+// when the group waits for that AMI's approval) and skipSoakReason ("" unless --skip-soak); for eks:CLUSTER:
+// cluster, to (the Kubernetes version) and next (the command that goes on with the upgrade).
 type approvalDocument struct {
 	SchemaVersion      int    `json:"schemaVersion"`
 	Subject            string `json:"subject"`
-	Group              string `json:"group,omitempty"`
-	ImageID            string `json:"imageId,omitempty"`
-	Cluster            string `json:"cluster,omitempty"`
-	To                 string `json:"to,omitempty"`
+	Group              string `json:"group"`
+	ImageID            string `json:"imageId"`
+	Cluster            string `json:"cluster"`
+	To                 string `json:"to"`
 	ApprovedBy         string `json:"approvedBy"`
 	Phase              string `json:"phase"`
 	WaitingForApproval bool   `json:"waitingForApproval"`
-	SkipSoakReason     string `json:"skipSoakReason,omitempty"`
-	Next               string `json:"next,omitempty"`
+	SkipSoakReason     string `json:"skipSoakReason"`
+	Next               string `json:"next"`
 }
 
 // actingIdentity is who a command that approves or requests records: with an AWS store (DynamoDB), always the

@@ -294,6 +294,28 @@ func TestPauseAndResumePrintOneJSONDocument(t *testing.T) {
 	require.Equal(t, "alice", doc["who"])
 }
 
+func TestApprovePrintsOneJSONDocumentWithEveryField(t *testing.T) {
+	file := oneGroupFleet(t)
+	res := run(t, "approve", "demo-ecs-asg", "--force", "--who", "alice", "-o", "json", "--state-file", file)
+	require.NoError(t, res.err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), "stdout holds only the document: %s", res.stdout)
+	require.Equal(t, 1.0, doc["schemaVersion"])
+	require.Equal(t, "ami-0b1b2b3b4b5b6b7b8", doc["imageId"])
+	require.Equal(t, "alice", doc["approvedBy"])
+	require.Equal(t, false, doc["waitingForApproval"])
+	require.Contains(t, doc, "cluster", "every field present")
+	require.Contains(t, res.stderr, "approved ami-0b1b2b3b4b5b6b7b8 for demo-ecs-asg by alice")
+}
+
+func TestOrganizationStatusRefusesCSVBeforeItRuns(t *testing.T) {
+	useOrganizationDemo(t)
+	res := execRoot(t, "status", "--organization", "--region", "us-east-1", "-o", "csv")
+	require.ErrorContains(t, res.err, "-o csv is one account's")
+	require.Equal(t, exitUsage, report(io.Discard, res.err))
+	require.Empty(t, res.stdout)
+}
+
 func TestRollbackOutputTextIsADeprecatedAliasOfTable(t *testing.T) {
 	file := oneGroupFleet(t)
 	res := run(t, "rollback", "demo-ecs-asg", "--yes", "--who", "alice", "-o", "text", "--state-file", file)

@@ -55,6 +55,9 @@ func runOrgStatus(cmd *cobra.Command, o *orgFlags, output string, only []string,
 	if len(args) > 0 {
 		return usage(cmd, errors.New("a GROUP names one account's group: across accounts, filter with --only or jq on -o json"))
 	}
+	if !slices.Contains(org.StatusFormats(), output) {
+		return usage(cmd, fmt.Errorf("-o %s is one account's: across accounts use -o %s", output, orList(org.StatusFormats())))
+	}
 	for _, f := range only {
 		if !slices.Contains(org.StatusFilters(), f) {
 			return usage(cmd, fmt.Errorf("--only %q: want %s", f, strings.Join(org.StatusFilters(), ", ")))

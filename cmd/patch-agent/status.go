@@ -27,10 +27,12 @@ func newStatusCommand() *cobra.Command {
 		Long: `Prints one line per managed Auto Scaling group (or only GROUP) from the agent's state: the rollout
 phase and replacement step, how many instances run the target AMI (ON TARGET), the target AMI, the scope
 of the pause that holds the group (a global pause holds every group), and the reason the rollout waits,
-halted or rolled back — in 120 columns, the reason cut to fit. -o wide adds the cluster, the instances not
+halted or rolled back — in 120 columns, the reason cut at word boundaries with the times it names kept (on a
+line of its own below the row when the other columns leave it too little room). -o wide adds the cluster, the instances not
 on target (OTHER), the previous AMI and when the target was detected, the instance being replaced and its
 replacement, who paused and why, and the warning. -o json prints {"schemaVersion": 1, "groups": [...]}
-with every field present (null for a time or a pause that is not set). It reads only the state table: the counts are those the agent last observed
+with every field present (null for a time or a pause that is not set); -o csv the columns of wide, one value
+a cell. A GROUP the store has no record of is answered with the groups it holds records of. It reads only the state table: the counts are those the agent last observed
 (it writes them when they change), so status needs no Auto Scaling or EC2 permission.
 
 Reasons: "paused (...) by WHO since T: WHY; next step: ..." — a pause holds the rollout before that step;
@@ -171,7 +173,8 @@ SSM parameter and its version), every rollout that completed, halted or was roll
 rollback (with who asked for it) and every approval. FROM → TO reads in the direction of each event — for
 rolling-back and rolled-back from the failed AMI to the restored one. -o wide adds the SOURCE column and
 the full DETAIL; -o json prints {"schemaVersion": 1, "group": ..., "entries": [...]},
-each entry with both (fromImageId/toImageId and previousImageId/newImageId).`,
+each entry with both (fromImageId/toImageId and previousImageId/newImageId); -o csv one row an entry. A GROUP
+the store has no record of is answered with the groups it holds records of.`,
 		Example: `  patch-agent history prod-ecs-asg --table patch-agent --region eu-west-1
   patch-agent history prod-ecs-asg --output json | jq -r '.entries[] | select(.event == "completed") | .newImageId'`,
 		Args: groupArg,
