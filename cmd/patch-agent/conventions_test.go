@@ -6,12 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
@@ -384,4 +386,54 @@ func TestOrganizationStatusWideIsNotTheTable(t *testing.T) {
 	require.Contains(t, res.stdout, "ACCOUNT")
 	var exit exitError
 	require.False(t, errors.As(res.err, &exit))
+}
+
+// groupsAnswer is an Auto Scaling stub: no group, or err.
+type groupsAnswer struct{ err error }
+
+func (g groupsAnswer) DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
+	return &autoscaling.DescribeAutoScalingGroupsOutput{}, g.err
+}
+
+func TestAMisspeltGroupInTheTableIsAnsweredWithItsGroupsEvenWithoutAutoScaling(t *testing.T) {
+	ctx := context.Background()
+	m := state.NewMemory()
+	_, err := m.PutRollout(ctx, state.Rollout{Group: "prod-ecs-asg", Phase: state.PhaseCompleted})
+	require.NoError(t, err)
+	notFound := fmt.Errorf("no rollout record for group prod-ecs-asx: %w", state.ErrNotFound)
+
+	s := &openedStore{Store: m, where: "table patch-agent (region eu-west-1)", groups: groupsAnswer{}}
+	err = s.explainNotFound(ctx, "prod-ecs-asx", notFound)
+	require.ErrorIs(t, err, operator.ErrUnknownGroup)
+	require.ErrorContains(t, err, "table patch-agent (region eu-west-1) holds rollout records of: prod-ecs-asg")
+
+	s.groups = groupsAnswer{err: errors.New("api error AccessDenied")}
+	err = s.explainNotFound(ctx, "prod-ecs-asx", notFound)
+	require.ErrorIs(t, err, state.ErrNotFound, "without Auto Scaling the store's own answer stays")
+	require.ErrorContains(t, err, "no rollout record for group prod-ecs-asx: record not found; table patch-agent (region eu-west-1) holds rollout records of: prod-ecs-asg")
+
+	other := errors.New("throttled")
+	require.Equal(t, other, s.explainNotFound(ctx, "prod-ecs-asx", other), "another error is returned as it is")
+}
+
+func TestApproveOfAnEKSUpgradePrintsOneJSONDocumentWithTheNextCommand(t *testing.T) {
+	_, file := simUpgrade(t)
+	res := run(t, "eks", "upgrade", "--cluster", "demo-eks", "--to", "1.31", "--state-file", file)
+	require.Equal(t, exitWaiting, exitCode(t, res.err))
+	res = run(t, "approve", "eks:demo-eks", "--who", "bob", "-o", "json", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
+	require.Equal(t, "demo-eks", doc["cluster"])
+	require.Equal(t, "1.31", doc["to"])
+	require.Equal(t, "patch-agent eks upgrade --cluster demo-eks --to 1.31 --state-file "+shellQuote(file), doc["next"],
+		"the next command with the store flag, and without approve's --queue-url, which eks upgrade does not take")
+}
+
+func TestAnUnknownFlagIsAUsageErrorOfEveryCommand(t *testing.T) {
+	everyCommand(t, func(t *testing.T, c *cobra.Command) {
+		path := strings.Fields(c.CommandPath())[1:]
+		res := run(t, append(path, "--no-such-flag")...)
+		require.Equal(t, exitUsage, report(io.Discard, res.err), "%v", res.err)
+	})
 }

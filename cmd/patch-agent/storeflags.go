@@ -116,16 +116,21 @@ func (s *openedStore) knownGroups(ctx context.Context) string {
 
 // explainNotFound turns err, when it says the store has no record of group (state.ErrNotFound), into
 // confirmGroup's answer: the group is unknown (with the real names) or not opted in. A group Auto Scaling
-// knows and that is opted in keeps err (the agent has not written its record yet). Other errors, and a
-// group "", are returned as they are.
+// knows and that is opted in keeps err (the agent has not written its record yet); when Auto Scaling cannot
+// be asked (status and history need no Auto Scaling permission), err gets the names the store holds. Other
+// errors, and a group "", are returned as they are.
 func (s *openedStore) explainNotFound(ctx context.Context, group string, err error) error {
 	if group == "" || !errors.Is(err, state.ErrNotFound) {
 		return err
 	}
-	if cerr := s.confirmGroup(ctx, group); cerr != nil {
+	cerr := s.confirmGroup(ctx, group)
+	switch {
+	case cerr == nil:
+		return err
+	case errors.Is(cerr, operator.ErrUnknownGroup) || errors.Is(cerr, operator.ErrNotOptedIn):
 		return cerr
 	}
-	return err
+	return fmt.Errorf("%w%s", err, s.knownGroups(ctx))
 }
 
 // errNoStore is returned when neither --table nor --state-file says which store to use.
