@@ -82,6 +82,9 @@ func addOrgFlags(cmd *cobra.Command, profile *string, regions *[]string, withDep
 	fs.StringVar(&o.externalID, "external-id", "", "external id the member accounts' role requires (its ExternalId parameter)")
 	fs.IntVar(&o.concurrency, "concurrency", org.DefaultConcurrency, "accounts and regions run at once")
 	fs.DurationVar(&o.timeout, "account-timeout", org.DefaultAccountTimeout, "how long one account and region may take before it is reported as not answering")
+	if r := fs.Lookup("region"); r != nil && !strings.Contains(r.Usage, "repeatable") {
+		r.Usage += "; with --organization or --accounts, repeatable: each region"
+	}
 	cmd.Long += orgHelp
 	if withDeployment {
 		fs.StringVar(&o.deployment, "deployment", org.DefaultDeployment, "the agent stack's DeploymentName parameter, which names its SSM parameter /patch-agent/NAME/store")

@@ -44,7 +44,7 @@ func addStoreFlags(cmd *cobra.Command) *storeFlags {
 	f := &storeFlags{cmd: cmd, table: d.Table, region: d.Region}
 	fl := cmd.Flags()
 	fl.StringVar(&f.table, "table", f.table, "the agent's DynamoDB table (env "+config.EnvTable+")")
-	fl.Var(newRegionsValue(&f.region, &f.regions), "region", "AWS region of the table (env "+config.EnvRegion+"); with --organization or --accounts, repeatable: each region")
+	fl.Var(newRegionsValue(&f.region, &f.regions), "region", "AWS region of the table (env "+config.EnvRegion+")")
 	addProfileFlag(fl, &f.profile)
 	fl.StringVar(&f.stateFile, "state-file", "", "use the state snapshot `FILE` instead of DynamoDB (written by patch-agent demo --state-file)")
 	return f
