@@ -437,3 +437,11 @@ func TestAnUnknownFlagIsAUsageErrorOfEveryCommand(t *testing.T) {
 		require.Equal(t, exitUsage, report(io.Discard, res.err), "%v", res.err)
 	})
 }
+
+func TestRollbackToAnAMIOutsideTheHistoryNamesTheHistoryCommandWithTheStoreFlags(t *testing.T) {
+	file := oneGroupFleet(t)
+	res := run(t, "rollback", "demo-ecs-asg", "--to", "ami-0c1c2c3c4c5c6c7c8", "--yes", "--who", "alice", "--state-file", file)
+	var ue *operator.UnrecordedImageError
+	require.ErrorAs(t, res.err, &ue)
+	require.ErrorContains(t, res.err, "check the id with `patch-agent history demo-ecs-asg --state-file '"+file+"'`, or pass --force")
+}

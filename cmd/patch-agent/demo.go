@@ -148,7 +148,7 @@ directory must be writable, which is checked before the demo runs.`,
 					return err
 				}
 				if !asJSON {
-					fmt.Fprintf(cmd.OutOrStdout(), "state saved to %s; inspect it with: patch-agent status --state-file %s\n", stateFile, stateFile)
+					fmt.Fprintf(cmd.OutOrStdout(), "state saved to %s; inspect it with: patch-agent status --state-file %s\n", stateFile, shellQuote(stateFile))
 				}
 			}
 			if asJSON {
@@ -376,7 +376,7 @@ func runEKSUpgradeDemo(ctx context.Context, out, errOut io.Writer, asJSON bool, 
 			time.Duration(s.SimulatedSeconds*float64(time.Second)))
 		fmt.Fprintf(errOut, "wall time %s\n", time.Since(began).Round(time.Millisecond)) // stderr: stdout stays deterministic
 		if stateFile != "" {
-			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade status --cluster %s --state-file %s\n", stateFile, s.Cluster, stateFile)
+			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade status --cluster %s --state-file %s\n", stateFile, s.Cluster, shellQuote(stateFile))
 		}
 	}
 	if s.Phase != state.WorkflowCompleted {

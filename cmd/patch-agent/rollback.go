@@ -89,6 +89,9 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 			return err
 		}
 		plan, err := operator.PlanRollback(ctx, s, group, to, force)
+		if ue := (*operator.UnrecordedImageError)(nil); errors.As(err, &ue) {
+			ue.HistoryCommand = pasteable(cmd, command(cmd, "history"), "patch-agent history "+shellQuote(group))
+		}
 		if err != nil {
 			return s.explainNotFound(ctx, group, err)
 		}

@@ -195,7 +195,7 @@ func (s *openedStore) save() error {
 func loadSnapshot(path string) (*state.Memory, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("state file %s does not exist: write one with `patch-agent demo --state-file %s`", path, path)
+		return nil, fmt.Errorf("state file %s does not exist: write one with `patch-agent demo --state-file %s`", path, shellQuote(path))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening state file: %w", err)
