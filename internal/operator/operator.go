@@ -21,6 +21,22 @@ var ErrNotPaused = errors.New("not paused")
 // ErrAlreadyPaused is returned (wrapped) by CheckNotPaused when the scope already has an active pause lock.
 var ErrAlreadyPaused = errors.New("already paused")
 
+// UnrecordedImageError is PlanRollback's refusal of a --to AMI that neither the group's history names nor is
+// its previous AMI (without force). HistoryCommand is the command line that shows the history, named in the
+// message: "patch-agent history GROUP" when empty; a command sets it with the store flags it was given.
+type UnrecordedImageError struct {
+	Image, Group, HistoryCommand string
+}
+
+func (e *UnrecordedImageError) Error() string {
+	show := e.HistoryCommand
+	if show == "" {
+		show = "patch-agent history " + e.Group
+	}
+	return fmt.Sprintf("%s is not in the history of group %s (nor its previous AMI): check the id with `%s`, or pass --force to roll back to it anyway",
+		e.Image, e.Group, show)
+}
+
 // History events the operator's commands append.
 const (
 	// HistoryManualRollback is the Event of the history entry Rollback appends.
@@ -280,8 +296,7 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 			return RollbackPlan{}, err
 		}
 		if !known && !force {
-			return RollbackPlan{}, fmt.Errorf("%s is not in the history of group %s (nor its previous AMI): check the id with `patch-agent history %s`, "+
-				"or pass --force to roll back to it anyway", to, r.Group, r.Group)
+			return RollbackPlan{}, &UnrecordedImageError{Image: to, Group: r.Group}
 		}
 		p.Unrecorded = !known
 	}
