@@ -8,6 +8,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/schema"
 )
 
 func newRetryCommand() *cobra.Command {
@@ -23,7 +24,9 @@ next look (woken at once with --queue-url) and takes it through every gate again
 maintenance window, alarms and pause. An EKS managed node group retries its rolled-back release the same way.
 
 A Halted rollout is rolled back first (patch-agent rollback GROUP); an active one is left alone. The retry is
-recorded in the group's history ("retried", with who asked).`,
+recorded in the group's history ("retried", with who asked). A GROUP the store has no record of is answered with
+the groups it holds records of. -o json prints {"schemaVersion": 1, "group": ..., "retried": ..., "phase": ...,
+"reason": ..., "retriedBy": ...}.`,
 		Example: `  patch-agent status prod-ecs-asg            # RolledBack, with the reason
   patch-agent retry prod-ecs-asg --table patch-agent --region eu-west-1`,
 		Args: groupArg,
@@ -31,19 +34,21 @@ recorded in the group's history ("retried", with who asked).`,
 	stores := addStoreFlags(cmd)
 	wakes := addWakeFlag(cmd)
 	addWhoFlag(cmd, &who)
+	outFlag := addOutputFlag(cmd, formatTable, standardFormats, nil, "table and wide: a sentence; json: one document")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)
 		if err != nil {
 			return err
 		}
+		stdout := sentencesToStderr(cmd, outFlag)
 		who, err = actingIdentity(cmd, s, who)
 		if err != nil {
 			return err
 		}
 		r, again, err := operator.Retry(ctx, s, args[0], who, time.Now())
 		if err != nil {
-			return err
+			return s.explainNotFound(ctx, args[0], err)
 		}
 		if err := s.save(); err != nil {
 			return err
@@ -51,7 +56,21 @@ recorded in the group's history ("retried", with who asked).`,
 		fmt.Fprintf(cmd.OutOrStdout(), "retry of %s for %s recorded by %s: the agent rolls it again at its next look, through every gate (see status).\n",
 			again, r.Group, who)
 		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRetry, Group: r.Group, Who: who})
-		return nil
+		if !outFlag.is(formatJSON) {
+			return nil
+		}
+		return writeJSON(stdout, retryDocument{SchemaVersion: schema.Version, Group: r.Group, Retried: again, Phase: string(r.Phase),
+			Reason: r.Reason, RetriedBy: who})
 	}
 	return cmd
+}
+
+// retryDocument is `retry -o json`: the retry as recorded, every field present.
+type retryDocument struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Group         string `json:"group"`
+	Retried       string `json:"retried"` // the AMI (or EKS release) the agent rolls again
+	Phase         string `json:"phase"`
+	Reason        string `json:"reason"`
+	RetriedBy     string `json:"retriedBy"`
 }

@@ -26,6 +26,8 @@ func TestRetryOfARolledBackGroupRearmsItAndAHaltedOneIsToldToRollBackFirst(t *te
 	res := run(t, "retry", "web", "--state-file", file, "--who", "alice")
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "retry of "+demo.ImageB+" for web recorded by alice")
+	res = run(t, "retry", "web", "--state-file", file, "--who", "alice")
+	require.ErrorContains(t, res.err, "a retry is already requested", "a second retry changes nothing")
 	res = run(t, "history", "web", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "retried")

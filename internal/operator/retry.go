@@ -66,6 +66,9 @@ func Rearmed(r state.Rollout) bool {
 func RearmForRetry(r *state.Rollout) (string, error) {
 	switch r.Phase {
 	case state.PhaseRolledBack:
+		if Rearmed(*r) {
+			return "", fmt.Errorf("group %s: a retry is already requested (%s); status shows when the agent takes it", r.Group, r.Reason)
+		}
 		if r.HaltedSurgeTo != 0 {
 			return "", fmt.Errorf("group %s is still giving back the replacements of its rolled-back rollout: retry once status shows it Completed", r.Group)
 		}
