@@ -100,6 +100,9 @@ type Orchestrator struct {
 	// counts that instance right (it shows it serving), so a batch's next member must not be judged on it in
 	// the same call (replaceBatch).
 	drainStarted bool
+	// onTargetVersions is, by group, the explicit launch template version (id@version) found launching the
+	// target AMI though the agent did not point the group at it (setback.go): not read again.
+	onTargetVersions map[string]string
 }
 
 // leases is the lease rule of the orchestrator's TTL.

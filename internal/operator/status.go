@@ -36,6 +36,10 @@ type StatusRow struct {
 	Reason string `json:"reason"`
 	// Warning is a standing problem of the group's configuration (e.g. no terminating lifecycle hook).
 	Warning string `json:"warning"`
+	// SetBack says how often an outside change (an infrastructure-as-code apply) set the group's launch template
+	// back to another AMI after the agent rolled it to TargetImageID, and the launch template version of the last
+	// one; "" when none (the record's SetBacks and SetBackBy).
+	SetBack string `json:"setBack"`
 	// Paused is the pause lock that holds the group now (the global one first), nil when not paused.
 	Paused *PauseInfo `json:"paused"`
 	// GroupPause is the group's own pause lock when the global pause (Paused) holds the group too: it keeps
@@ -113,7 +117,8 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 		target, previous, onTarget := statusImages(r)
 		row := StatusRow{Group: r.Group, Platform: r.Platform, Cluster: r.Cluster, TargetImageID: target,
 			PreviousImageID: previous, ChangedAt: r.DetectedAt, Instances: r.Instances, OnTarget: onTarget,
-			Other: max(r.Instances-onTarget, 0), Phase: r.Phase, Reason: r.Reason, Warning: r.Warning, UpdatedAt: r.UpdatedAt}
+			Other: max(r.Instances-onTarget, 0), Phase: r.Phase, Reason: r.Reason, Warning: r.Warning, SetBack: setBackNote(r),
+			UpdatedAt: r.UpdatedAt}
 		if c := r.Current; c != nil {
 			row.Step = c.Step
 			row.CurrentInstance = &CurrentInstance{Old: c.OldInstanceID, New: c.NewInstanceID}
@@ -131,6 +136,23 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 	return rows, nil
 }
 
+// setBackNote is the status note of a group set back by outside changes: "set back by an outside change N
+// time(s), last by launch template ... version V[ by PRINCIPAL]"; "" when it was not.
+func setBackNote(r state.Rollout) string {
+	if r.SetBacks == 0 {
+		return ""
+	}
+	return fmt.Sprintf("set back by an outside change %d time(s), last by %s", r.SetBacks, r.SetBackBy)
+}
+
+// reasonCell is what the REASON column shows: the reason, else the set-back note.
+func reasonCell(r StatusRow) string {
+	if r.Reason == "" {
+		return r.SetBack
+	}
+	return r.Reason
+}
+
 // TableWidth is the width in columns the default tables of status and history fit (a terminal of 120
 // columns): a longer line is cut at the end with "…", and -o wide prints every column in full.
 const TableWidth = 120
@@ -138,7 +160,7 @@ const TableWidth = 120
 // RenderTable writes rows as the default status table, aligned with text/tabwriter, one line per group, each
 // line at most TableWidth runes: GROUP (cut at 28 runes), PHASE, STEP, ON TARGET (on target/instances),
 // TARGET AMI, PAUSED (the scope: global, group, or global+group when the group's own pause is behind the
-// global one) and REASON (cut to fit). "-" for empty values. RenderWideTable has every column in full. Write
+// global one) and REASON (cut to fit; the set-back note when there is no reason). "-" for empty values. RenderWideTable has every column in full. Write
 // errors of w are not reported (it is a terminal or a pipe).
 func RenderTable(w io.Writer, rows []StatusRow) {
 	var buf strings.Builder
@@ -153,7 +175,7 @@ func RenderTable(w io.Writer, rows []StatusRow) {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", cut(r.Group, groupCellWidth), dash(string(r.Phase)),
-			dash(string(r.Step)), r.OnTarget, r.Instances, dash(r.TargetImageID), dash(paused), dash(oneLine(r.Reason)))
+			dash(string(r.Step)), r.OnTarget, r.Instances, dash(r.TargetImageID), dash(paused), dash(oneLine(reasonCell(r))))
 	}
 	_ = tw.Flush()
 	writeFitted(w, buf.String())
@@ -172,7 +194,7 @@ func cut(s string, n int) string {
 
 // RenderWideTable writes rows as the table of `status -o wide`: every column, nothing cut — GROUP,
 // PLATFORM, CLUSTER, PHASE, STEP, ON TARGET, OTHER, TARGET AMI, PREVIOUS AMI, CHANGED, CURRENT (old -> new
-// instance), PAUSED (scope, who, until, why), UPDATED, REASON, WARNING; times in UTC (RFC 3339).
+// instance), PAUSED (scope, who, until, why), UPDATED, REASON (or the set-back note), WARNING; times in UTC (RFC 3339).
 func RenderWideTable(w io.Writer, rows []StatusRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tPLATFORM\tCLUSTER\tPHASE\tSTEP\tON TARGET\tOTHER\tTARGET AMI\tPREVIOUS AMI\tCHANGED\tCURRENT\tPAUSED\tUPDATED\tREASON\tWARNING")
@@ -188,7 +210,7 @@ func RenderWideTable(w io.Writer, rows []StatusRow) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, dash(r.Platform), dash(r.Cluster),
 			dash(string(r.Phase)), dash(string(r.Step)), r.OnTarget, r.Instances, r.Other, dash(r.TargetImageID),
 			dash(r.PreviousImageID), dash(timeCell(r.ChangedAt)), dash(current), dash(paused), dash(timeCell(r.UpdatedAt)),
-			dash(oneLine(r.Reason)), dash(oneLine(r.Warning)))
+			dash(oneLine(reasonCell(r))), dash(oneLine(r.Warning)))
 	}
 	_ = tw.Flush()
 }
