@@ -296,3 +296,29 @@ func TestC25AgentRollbackAndManualRollbackAreNotSetBacks(t *testing.T) {
 		require.Empty(t, w.Checker.Finish())
 	})
 }
+
+// Field case C25: an apply that creates no version but points the group back at an older one (the code's version
+// reverted to the template's first, AMI A, which EC2 reports without a CreatedBy) is a set-back too; its version is
+// named without a principal, and the group launches AMI B again from a version of the agent's.
+func TestC25GroupPointedBackAtAnOlderVersionIsASetBack(t *testing.T) {
+	ctx := context.Background()
+	w, g := setBackWorld(t, false)
+	w.Account.PointGroupAtVersion(g.Name, "1")
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		return r.SetBacks == 1 && r.Phase == state.PhaseCompleted
+	})
+	require.NoError(t, err)
+	require.True(t, done, "rolled again: %+v", w.Rollout(ctx, g.Name))
+	r := w.Rollout(ctx, g.Name)
+	lt := w.Account.Group(g.Name).LaunchTemplateID
+	require.Equal(t, "launch template "+lt+" version 1", r.SetBackBy)
+	image, version := launches(w)
+	require.Equal(t, demo.ImageB, image)
+	require.Equal(t, r.NewTemplateVersion, version)
+	sent := w.notified(t, lifecycle.AlertSetBack)
+	require.Len(t, sent, 1)
+	require.Empty(t, sent[0].Who, "EC2 reported no CreatedBy")
+	require.Equal(t, 1.0, w.setBacks())
+	require.Empty(t, w.Checker.Finish())
+}

@@ -32,7 +32,7 @@ func (o *Orchestrator) supersede(ctx context.Context, t Target, v GroupView, ami
 	r.DetectedAt, r.Reason, r.Replaced, r.NewTemplateVersion = o.Clock.Now(), "", nil, ""
 	r.ApprovedImage, r.ApprovedBy = "", ""
 	clearSetBacks(&r) // setback.go
-	r.Trigger = "" // a newer AMI: its soak applies, even when the superseded rollout was a max-instance-age one
+	r.Trigger = ""    // a newer AMI: its soak applies, even when the superseded rollout was a max-instance-age one
 	r.OnTarget = v.CountOnImage(ami.ImageID)
 	r.Phase = state.PhaseDetected
 	return o.save(ctx, r, "newer AMI supersedes the target at an instance boundary", state.HistoryEntry{Group: t.Group,

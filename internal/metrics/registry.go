@@ -59,7 +59,7 @@ type groupState struct {
 	drained       []string  // instances whose drain the rollout measured (newest last)
 
 	succeeded, failed, lifecycle int64
-	setBacks                     int64 // lifecycle.AlertSetBack alerts
+	setBacks                     int64            // lifecycle.AlertSetBack alerts
 	rejected                     map[string]int64 // AMI gate refusals by reason
 	alerts                       map[string]int64 // alerts by kind
 }
