@@ -249,8 +249,9 @@ func TestC25NewTemplateVersionWithTheTargetAMIIsNotASetBack(t *testing.T) {
 
 // Field case C25: the agent's own rollback (a new AMI whose replacements never get healthy: the launch template
 // goes back to the version before the rollout) and an operator's rollback (`patch-agent rollback` to AMI A while
-// the parameter names B) both leave the group launching another AMI than the source names; neither is a
-// set-back, and neither is rolled again.
+// the parameter names B, after an apply set the group back once) both leave the group launching another AMI than
+// the source names; neither is a set-back, neither is rolled again, and the operator's rollback forgets the
+// set-back counted against the AMI it rolled back from.
 func TestC25AgentRollbackAndManualRollbackAreNotSetBacks(t *testing.T) {
 	ctx := context.Background()
 	t.Run("agent rollback", func(t *testing.T) {
@@ -275,9 +276,16 @@ func TestC25AgentRollbackAndManualRollbackAreNotSetBacks(t *testing.T) {
 	})
 	t.Run("manual rollback", func(t *testing.T) {
 		w, g := setBackWorld(t, false)
-		_, err := operator.Rollback(ctx, w.Store, g.Name, demo.ImageA, "alice", false, w.Account.Clock().Now())
+		w.Account.ApplyLaunchTemplate(g.Name, demo.ImageA, terraformRole)
+		done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+			r := w.Rollout(ctx, g.Name)
+			return r.SetBacks == 1 && r.Phase == state.PhaseCompleted
+		})
 		require.NoError(t, err)
-		done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
+		require.True(t, done, "set back once and rolled again: %+v", w.Rollout(ctx, g.Name))
+		_, err = operator.Rollback(ctx, w.Store, g.Name, demo.ImageA, "alice", false, w.Account.Clock().Now())
+		require.NoError(t, err)
+		done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 			r := w.Rollout(ctx, g.Name)
 			return r.TargetImageID == demo.ImageA && r.Phase == state.PhaseCompleted
 		})
@@ -287,12 +295,14 @@ func TestC25AgentRollbackAndManualRollbackAreNotSetBacks(t *testing.T) {
 		settle(t, w.World, time.Hour)
 		r := w.Rollout(ctx, g.Name)
 		require.Equal(t, state.PhaseCompleted, r.Phase)
-		require.Zero(t, r.SetBacks)
+		require.Zero(t, r.SetBacks, "the set-back counted against AMI B is forgotten with it")
+		row, _ := statusOf(t, w)
+		require.Empty(t, row.SetBack)
 		image, _ := launches(w)
 		require.Equal(t, demo.ImageA, image)
 		require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "not rolled again")
-		require.Zero(t, w.setBacks())
-		require.Empty(t, w.notified(t, lifecycle.AlertSetBack))
+		require.Equal(t, 1.0, w.setBacks(), "only the apply's set-back")
+		require.Len(t, w.notified(t, lifecycle.AlertSetBack), 1)
 		require.Empty(t, w.Checker.Finish())
 	})
 }
