@@ -226,13 +226,16 @@ func TestC25GroupHeldAfterSetBacksIsReleasedByApproveOnceAndHeldAgainAtTheNextSe
 
 // Field case C25: what is not a set-back. An apply that writes a new launch template version with the AMI the
 // agent rolled the group to (infrastructure code that reads the SSM parameter) changes nothing the agent
-// reports or does: the group keeps the apply's version.
+// reports or does: the group keeps the apply's version, which the agent reads once.
 func TestC25NewTemplateVersionWithTheTargetAMIIsNotASetBack(t *testing.T) {
 	ctx := context.Background()
 	w, g := setBackWorld(t, false)
 	applied := w.Account.ApplyLaunchTemplate(g.Name, demo.ImageB, terraformRole)
 	launched := w.Account.LaunchedInstances(g.Name)
+	reads := w.Account.Calls()["ec2:DescribeLaunchTemplateVersions"]
 	settle(t, w.World, time.Hour)
+	require.Equal(t, reads+1, w.Account.Calls()["ec2:DescribeLaunchTemplateVersions"],
+		"the apply's version is read once, not on every look")
 	r := w.Rollout(ctx, g.Name)
 	require.Equal(t, state.PhaseCompleted, r.Phase)
 	require.Zero(t, r.SetBacks)
@@ -273,6 +276,7 @@ func TestC25AgentRollbackAndManualRollbackAreNotSetBacks(t *testing.T) {
 		require.Zero(t, w.setBacks())
 		require.Empty(t, w.notified(t, lifecycle.AlertSetBack))
 		require.Empty(t, setBackHistory(t, w))
+		require.Empty(t, w.Checker.Finish())
 	})
 	t.Run("manual rollback", func(t *testing.T) {
 		w, g := setBackWorld(t, false)

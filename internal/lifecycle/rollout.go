@@ -77,6 +77,10 @@ type Orchestrator struct {
 	// Nodegroups sends and follows the UpdateNodegroupVersion of managed node group targets
 	// (rollout_nodegroup.go); nil when the agent rolls none.
 	Nodegroups NodegroupAPI
+	// Versions remembers the explicit launch template versions found launching their group's target AMI
+	// though the agent did not point the group at them (setback.go), shared by the copies of the orchestrator;
+	// nil reads them again on every look.
+	Versions *VersionMemo
 
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
 	source     string        // why the target's source names no AMI now ("" when it names one): a gate (sourcegate.go)
@@ -100,9 +104,6 @@ type Orchestrator struct {
 	// counts that instance right (it shows it serving), so a batch's next member must not be judged on it in
 	// the same call (replaceBatch).
 	drainStarted bool
-	// onTargetVersions is, by group, the explicit launch template version (id@version) found launching the
-	// target AMI though the agent did not point the group at it (setback.go): not read again.
-	onTargetVersions map[string]string
 }
 
 // leases is the lease rule of the orchestrator's TTL.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -91,8 +92,8 @@ func (o *Orchestrator) detectSetBack(ctx context.Context, t Target, v GroupView,
 	if err != nil || pinnedByAgent(r, ref) {
 		return r, false, nil
 	}
-	key := ref.ID + ref.Name + "@" + ref.Version
-	if o.onTargetVersions[t.Group] == key {
+	key := ref.ID + ref.Name + "@" + ref.Version + "=" + r.TargetImageID
+	if o.Versions.has(t.Group, key) {
 		return r, false, nil
 	}
 	cur, err := o.Templates.Resolve(ctx, ref)
@@ -101,10 +102,7 @@ func (o *Orchestrator) detectSetBack(ctx context.Context, t Target, v GroupView,
 	}
 	if cur.ImageID == r.TargetImageID || !literalAMI(cur.ImageID) {
 		if _, err := strconv.ParseInt(ref.Version, 10, 64); err == nil {
-			if o.onTargetVersions == nil {
-				o.onTargetVersions = map[string]string{}
-			}
-			o.onTargetVersions[t.Group] = key
+			o.Versions.remember(t.Group, key) // a numbered version never changes; $Default and $Latest may
 		}
 		return r, false, nil
 	}
@@ -190,3 +188,32 @@ func (o *Orchestrator) holdSetBack(ctx context.Context, t Target, v GroupView, a
 
 // clearSetBacks forgets the set-backs of the previous target when a rollout to a new AMI starts.
 func clearSetBacks(r *state.Rollout) { r.SetBacks, r.SetBackBy = 0, "" }
+
+// VersionMemo remembers, by group, the one explicit launch template version last found launching the group's
+// target AMI though the agent did not point the group at it (an apply's version with the same AMI), so that the
+// set-back check does not read it on every look. Safe for concurrent use; a nil *VersionMemo remembers nothing.
+type VersionMemo struct {
+	mu   sync.Mutex
+	seen map[string]string // group -> "template@version=target AMI"
+}
+
+// NewVersionMemo returns an empty memo.
+func NewVersionMemo() *VersionMemo { return &VersionMemo{seen: map[string]string{}} }
+
+func (m *VersionMemo) has(group, key string) bool {
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seen[group] == key
+}
+
+func (m *VersionMemo) remember(group, key string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen[group] = key
+}
