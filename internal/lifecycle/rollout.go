@@ -77,6 +77,10 @@ type Orchestrator struct {
 	// Nodegroups sends and follows the UpdateNodegroupVersion of managed node group targets
 	// (rollout_nodegroup.go); nil when the agent rolls none.
 	Nodegroups NodegroupAPI
+	// Versions remembers the explicit launch template versions found launching their group's target AMI
+	// though the agent did not point the group at them (setback.go), shared by the copies of the orchestrator;
+	// nil reads them again on every look.
+	Versions *VersionMemo
 
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
 	source     string        // why the target's source names no AMI now ("" when it names one): a gate (sourcegate.go)

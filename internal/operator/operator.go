@@ -394,7 +394,8 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 		r.Current, r.Batch, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = nil, nil, nil, "", nil
 		r.Phase, r.Reason = state.PhaseDetected, ""
 		r.ApprovedImage, r.ApprovedBy = p.To, who
-		r.OnTarget = 0 // counted against the new target at the agent's next tick
+		r.SetBacks, r.SetBackBy = 0, "" // set-backs count against the AMI rolled back from
+		r.OnTarget = 0                  // counted against the new target at the agent's next tick
 		r.Steps++
 		r.UpdatedAt = now
 		return true, nil

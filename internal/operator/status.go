@@ -38,6 +38,10 @@ type StatusRow struct {
 	Reason string `json:"reason"`
 	// Warning is a standing problem of the group's configuration (e.g. no terminating lifecycle hook).
 	Warning string `json:"warning"`
+	// SetBack says how often an outside change (an infrastructure-as-code apply) set the group's launch template
+	// back to another AMI after the agent rolled it to TargetImageID, and the launch template version of the last
+	// one; "" when none (the record's SetBacks and SetBackBy).
+	SetBack string `json:"setBack"`
 	// Paused is the pause lock that holds the group now (the global one first), nil when not paused.
 	Paused *PauseInfo `json:"paused"`
 	// GroupPause is the group's own pause lock when the global pause (Paused) holds the group too: it keeps
@@ -115,7 +119,8 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 		target, previous, onTarget := statusImages(r)
 		row := StatusRow{Group: r.Group, Platform: r.Platform, Cluster: r.Cluster, TargetImageID: target,
 			PreviousImageID: previous, ChangedAt: r.DetectedAt, Instances: r.Instances, OnTarget: onTarget,
-			Other: max(r.Instances-onTarget, 0), Phase: r.Phase, Reason: r.Reason, Warning: r.Warning, UpdatedAt: r.UpdatedAt}
+			Other: max(r.Instances-onTarget, 0), Phase: r.Phase, Reason: r.Reason, Warning: r.Warning, SetBack: setBackNote(r),
+			UpdatedAt: r.UpdatedAt}
 		if c := r.Current; c != nil {
 			row.Step = c.Step
 			row.CurrentInstance = &CurrentInstance{Old: c.OldInstanceID, New: c.NewInstanceID}
@@ -133,6 +138,23 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 	return rows, nil
 }
 
+// setBackNote is the status note of a group set back by outside changes: "set back by an outside change N
+// time(s), last by launch template ... version V[ by PRINCIPAL]"; "" when it was not.
+func setBackNote(r state.Rollout) string {
+	if r.SetBacks == 0 {
+		return ""
+	}
+	return fmt.Sprintf("set back by an outside change %d time(s), last by %s", r.SetBacks, r.SetBackBy)
+}
+
+// reasonCell is what the REASON column shows: the reason, else the set-back note.
+func reasonCell(r StatusRow) string {
+	if r.Reason == "" {
+		return r.SetBack
+	}
+	return r.Reason
+}
+
 // TableWidth is the width in columns the default tables of status and history fit (a terminal of 120
 // columns): a longer line is cut at the end with "…", and -o wide prints every column in full.
 const TableWidth = 120
@@ -140,7 +162,7 @@ const TableWidth = 120
 // RenderTable writes rows as the default status table, aligned with text/tabwriter, each line at most
 // TableWidth runes: GROUP (cut at 28 runes), PHASE, STEP, ON TARGET (on target/instances), TARGET AMI, PAUSED
 // (the scope: global, group, or global+group when the group's own pause is behind the global one) and
-// REASON, which gets the columns the others leave and is shortened by FitText: cut at word boundaries, every
+// REASON (the set-back note when there is no reason), which gets the columns the others leave and is shortened by FitText: cut at word boundaries, every
 // time it names kept ("may start at T"). When the others leave REASON fewer than minReasonWidth columns (long
 // group names, a long step), the reason wraps: it leaves the row for a line of its own below it, indented
 // ("  reason: ..."), as wide as the table. "-" for empty values. RenderWideTable has every column in full.
@@ -182,7 +204,7 @@ func RenderTable(w io.Writer, rows []StatusRow) {
 		if wrap {
 			fmt.Fprintln(tw, strings.Join(cells[i], "\t"))
 		} else {
-			fmt.Fprintln(tw, strings.Join(cells[i], "\t")+"\t"+dash(FitText(r.Reason, reasonWidth)))
+			fmt.Fprintln(tw, strings.Join(cells[i], "\t")+"\t"+dash(FitText(reasonCell(r), reasonWidth)))
 		}
 	}
 	_ = tw.Flush()
@@ -196,8 +218,8 @@ func RenderTable(w io.Writer, rows []StatusRow) {
 	out.WriteString(lines[0] + "\n")
 	for i, r := range rows {
 		out.WriteString(lines[i+1] + "\n")
-		if strings.TrimSpace(r.Reason) != "" {
-			out.WriteString(reasonIndent + FitText(r.Reason, TableWidth-utf8.RuneCountInString(reasonIndent)) + "\n")
+		if reason := reasonCell(r); strings.TrimSpace(reason) != "" {
+			out.WriteString(reasonIndent + FitText(reason, TableWidth-utf8.RuneCountInString(reasonIndent)) + "\n")
 		}
 	}
 	writeFitted(w, out.String())
@@ -296,7 +318,7 @@ func WideCells(r StatusRow) []string {
 	}
 	return []string{r.Group, dash(r.Platform), dash(r.Cluster), dash(string(r.Phase)), dash(string(r.Step)),
 		fmt.Sprintf("%d/%d", r.OnTarget, r.Instances), fmt.Sprint(r.Other), dash(r.TargetImageID), dash(r.PreviousImageID),
-		dash(timeCell(r.ChangedAt)), dash(current), dash(paused), dash(timeCell(r.UpdatedAt)), dash(oneLine(r.Reason)),
+		dash(timeCell(r.ChangedAt)), dash(current), dash(paused), dash(timeCell(r.UpdatedAt)), dash(oneLine(reasonCell(r))),
 		dash(oneLine(r.Warning))}
 }
 

@@ -27,6 +27,7 @@ type templateVersion struct {
 	instanceType string
 	description  string
 	createdAt    time.Time
+	createdBy    string // the principal DescribeLaunchTemplateVersions reports as CreatedBy ("" = not reported)
 }
 
 func (t *launchTemplate) latest() int64 { return int64(len(t.versions)) }
@@ -203,6 +204,7 @@ func (t *launchTemplate) describe(v *templateVersion) ec2types.LaunchTemplateVer
 		VersionNumber:      ptr(v.number),
 		DefaultVersion:     ptr(v.number == t.defaultVersion),
 		CreateTime:         ptr(v.createdAt),
+		CreatedBy:          nilIfEmpty(v.createdBy),
 		VersionDescription: nilIfEmpty(v.description),
 		LaunchTemplateData: &ec2types.ResponseLaunchTemplateData{
 			ImageId:      nilIfEmpty(v.imageID),
