@@ -58,6 +58,8 @@ type Call struct {
 	Code   string
 	// Dropped is set when After dropped the answer: the call took effect and its caller never heard.
 	Dropped bool
+	// Took is the wall time from the request read to the answer decided.
+	Took time.Duration
 }
 
 // Param returns the parameter at a dotted path of Params ("InstanceId", "LifecycleActionResult"), or "".
@@ -176,6 +178,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	began := time.Now()
 	c := Call{Service: signingName(r)}
 	proto := protocols[c.Service]
 	var params map[string]any
@@ -234,6 +237,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		c.Status, c.Code = http.StatusInternalServerError, "InternalFailure"
 	}
+	c.Took = time.Since(began)
 	s.mu.Lock()
 	after := s.after
 	s.mu.Unlock()
