@@ -63,7 +63,7 @@ type served struct {
 	// stopping is set once the rollout is done: the last incarnation's shutdown (held messages released,
 	// handled wake-ups deleted) is not killed.
 	stopping bool
-	counts  map[string]int
+	counts   map[string]int
 }
 
 // newServed builds the demo's ECS group (desired 3, min 3, max 6, a service of 6 tasks and a daemon service,
