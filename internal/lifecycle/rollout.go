@@ -77,6 +77,9 @@ type Orchestrator struct {
 	// Nodegroups sends and follows the UpdateNodegroupVersion of managed node group targets
 	// (rollout_nodegroup.go); nil when the agent rolls none.
 	Nodegroups NodegroupAPI
+	// QueueURL is the agent's queue: which lifecycle hooks are the agent's (HookOwned) for the hook check of
+	// the refresh strategy; "" counts every hook but ECS's managed draining hook.
+	QueueURL string
 
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
 	source     string        // why the target's source names no AMI now ("" when it names one): a gate (sourcegate.go)
@@ -270,8 +273,14 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
 			return r, err
 		}
+		if r.Strategy == StrategyRefresh {
+			return o.prepareRefresh(ctx, t, v, r) // rollout_refresh.go
+		}
 		return o.prepare(ctx, v, r)
 	case state.PhaseReplacing:
+		if r.Strategy == StrategyRefresh {
+			return o.refreshStep(ctx, t, v, ami, r)
+		}
 		if supersedes(ami, r) { // rollout_supersede.go
 			return o.supersede(ctx, t, v, ami, r)
 		}
@@ -281,8 +290,14 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		}
 		return o.replace(ctx, t, platform, v, r)
 	case state.PhaseVerifying:
+		if r.Strategy == StrategyRefresh {
+			return o.verifyRefresh(ctx, t, v, r)
+		}
 		return o.verify(ctx, v, r)
 	case state.PhaseRollingBack:
+		if r.Strategy == StrategyRefresh {
+			return o.refreshStep(ctx, t, v, ami, r) // a rollback is never held by a pause once decided
+		}
 		if err := o.holdIfPaused(&r, "roll back"); err != nil {
 			return r, err
 		}

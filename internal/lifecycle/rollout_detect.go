@@ -46,6 +46,7 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 	r.Source, r.SourceVersion, r.SourceModified = ami.Parameter, ami.Version, ami.LastModified
 	r.DetectedAt, r.Reason, r.Current, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = o.Clock.Now(), "", nil, nil, "", nil
 	r.RollbackFrom, r.ApprovedImage, r.ApprovedBy, r.Trigger = "", "", "", ""
+	r.Refresh = nil
 	r.OnTarget = v.CountOnImage(ami.ImageID)
 	if r.Phase == "" && cur.ImageID == ami.ImageID && v.CountOnImage(ami.ImageID) == len(v.Instances) {
 		// First sight of a group that is already current: nothing to roll.
@@ -95,6 +96,17 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	strategy, err := ChooseStrategy(t.Policy.Strategy, traits)
 	if err != nil {
 		return o.halt(ctx, r, err.Error(), false)
+	}
+	if strategy == StrategyRefresh {
+		launching, missing, err := o.refreshHooks(ctx, t.Group, groupTags(v.Group)) // rollout_refresh.go
+		if err != nil {
+			return r, err
+		}
+		if missing != "" {
+			r.Phase, r.Reason = state.PhaseWaiting, missing
+			return r, errWait
+		}
+		r.Refresh = &state.RefreshProgress{LaunchingHook: launching}
 	}
 	if r.PreviousTemplate == nil { // a superseded rollout keeps the reference from before its first change
 		r.PreviousTemplate = &ref

@@ -250,6 +250,9 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 	if r.Nodegroup != nil {
 		return planNodegroupRollback(r, to, force)
 	}
+	if refreshRollbackAllowed(r) { // refresh.go
+		return planRefreshRollback(r, to, force)
+	}
 	if !rollbackPhases[r.Phase] {
 		if r.Active() {
 			return RollbackPlan{}, fmt.Errorf("rollout in progress at %s/%s: let it finish (or halt) first; pause holds it where it is", r.Phase, stepOf(r))
@@ -367,6 +370,10 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 		plan = p
 		if r.Nodegroup != nil {
 			return true, applyNodegroupRollback(r, who, now)
+		}
+		if refreshRollbackAllowed(*r) {
+			applyRefreshRollback(r, who, now)
+			return true, nil
 		}
 		r.RollbackFrom, r.PreviousImageID, r.TargetImageID = p.From, p.From, p.To
 		r.Source, r.SourceVersion, r.SourceModified, r.DetectedAt = "manual rollback by "+who, 0, time.Time{}, now
