@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
@@ -24,9 +26,9 @@ import (
 )
 
 const (
-	// launchHook is the served group's launching lifecycle hook to the agent's queue (the demo world gives it
-	// the terminating one, demo.HookName).
-	launchHook = "patch-agent-launch"
+	// launchHook is the served group's launching lifecycle hook to the agent's queue (beside the terminating
+	// one, demo.HookName).
+	launchHook = demo.LaunchHookName
 	// servedRolloutWithin bounds one whole rollout of the served world, restarts included.
 	servedRolloutWithin = 2 * time.Minute
 	// servedSpeed is how much faster than the wall clock the served account's clock runs: the account's waits
@@ -72,15 +74,19 @@ type served struct {
 func newServed(t *testing.T, refresh bool) *served {
 	spec := demo.DemoSpec()
 	spec.Groups = spec.Groups[:1]
+	spec.Groups[0].LaunchingHook = true
 	if refresh {
-		spec.Groups[0].Tags = map[string]string{lifecycle.TagStrategy: "refresh"}
+		spec.Groups[0].Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}
 	}
 	spec.Sim = sim.Options{BootDelay: 3 * time.Second, AgentConnectDelay: time.Second, TaskStartDelay: time.Second,
 		TaskStopStageDelay: time.Second, TerminateDelay: 2 * time.Second}
 	w, err := demo.Build(spec)
 	require.NoError(t, err)
-	require.NoError(t, w.Account.PutLifecycleHook(demo.GroupName, sim.HookSpec{Name: launchHook, Transition: sim.TransitionLaunching,
-		HeartbeatTimeout: 5 * time.Minute, QueueURL: w.QueueURL}))
+	// The group's owner set a warm-up of seconds, as for a service that is ready at once: an instance refresh
+	// counts a replacement updated once InService and past it (API Reference, RefreshPreferences).
+	_, err = w.Account.AutoScaling().UpdateAutoScalingGroup(context.Background(), &autoscaling.UpdateAutoScalingGroupInput{
+		AutoScalingGroupName: aws.String(demo.GroupName), DefaultInstanceWarmup: aws.Int32(10)})
+	require.NoError(t, err)
 	// The stack's EventBridge rules put the events that end the agent's waits (an instance InService, a
 	// container instance ACTIVE and connected, a drain done) on its queue.
 	w.Account.RouteWakeUpEvents(w.QueueURL)
@@ -373,4 +379,49 @@ func (s *served) logCapacityCalls() {
 			s.t.Logf("%s %v status %d %s dropped=%t", c.Operation, c.Params, c.Status, c.Code, c.Dropped)
 		}
 	}
+}
+
+// The real binary rolls the served ECS group to a new AMI by instance refresh: exactly one StartInstanceRefresh,
+// no write of desired capacity, both lifecycle hooks of every replacement completed by the agent, no invariant
+// broken (with the rule that the agent writes no desired capacity).
+func TestE2EServedSimRefreshRollsAnECSGroup(t *testing.T) {
+	s := newServed(t, true)
+	old := s.instanceIDs()
+	start := time.Now()
+	starts := s.roll()
+	t.Logf("rollout Completed in %s with %d agent start(s), %d calls served", time.Since(start).Round(100*time.Millisecond), starts,
+		len(s.srv.Calls("")))
+	require.Equal(t, 1, starts)
+	s.logCapacityCalls()
+	s.checkRefresh()
+	s.check(old)
+}
+
+// The refresh rollout, the agent SIGKILLed right after the first applied call of every mutating operation
+// (StartInstanceRefresh and the lifecycle actions included) and the 8th DynamoDB PutItem, before the answer
+// reached it, and restarted each time: it ends on the new AMI with exactly one StartInstanceRefresh.
+func TestE2EServedSimRefreshKilledAtEveryEffectResumes(t *testing.T) {
+	s := newServed(t, true)
+	s.killAll()
+	old := s.instanceIDs()
+	start := time.Now()
+	starts := s.roll()
+	s.reportKills(t, start, starts)
+	s.logCapacityCalls()
+	require.Contains(t, s.killed, "StartInstanceRefresh")
+	s.checkRefresh()
+	s.check(old)
+}
+
+// checkRefresh asserts from the server's log that the rollout started exactly one instance refresh and wrote
+// no desired capacity.
+func (s *served) checkRefresh() {
+	started := 0
+	for _, c := range s.srv.Calls("StartInstanceRefresh") {
+		if c.Status == 200 {
+			started++
+		}
+	}
+	require.Equal(s.t, 1, started, "one StartInstanceRefresh applied per rollout")
+	require.Empty(s.t, s.srv.Calls("SetDesiredCapacity"), "no SetDesiredCapacity call")
 }
