@@ -148,7 +148,7 @@ func (s *served) start(n int) *agent {
 	defer f.Close()
 	cmd := exec.Command(s.bin, "run", "--region", testenv.Region, "--queue-url", s.w.QueueURL, "--table", s.table,
 		"--reconcile-interval", "500ms", "--poll-interval", "1m", "--metrics-interval", "10s", "--health-addr", "",
-		"--owner-id", "e2e-agent", "--log-level", "debug", "--notifications=false")
+		"--owner-id", "e2e-agent", "--log-level", "debug")
 	cmd.Env = append(os.Environ(), s.srv.Env()...)
 	cmd.Env = append(cmd.Env,
 		// Every service the served world does not serve reaches it too, and is answered UnknownOperation.
@@ -250,6 +250,16 @@ func (s *served) roll() (starts int) {
 func (s *served) check(old []string) {
 	t := s.t
 	require.Empty(t, s.srv.Unknown(), "every call of the agent was served")
+	ops := map[string]bool{}
+	for _, c := range s.srv.Calls("") {
+		ops[c.Service+":"+c.Operation] = true
+	}
+	served := make([]string, 0, len(ops))
+	for op := range ops {
+		served = append(served, op)
+	}
+	sort.Strings(served)
+	t.Logf("operations served: %s", strings.Join(served, " "))
 	require.True(t, s.onNewAMI())
 	completed := map[string]string{} // instance -> hook names completed, through the server
 	tokens := map[string]sim.Completion{}
@@ -290,6 +300,7 @@ func (s *served) instanceIDs() []string {
 // AMI with today's surge strategy: both lifecycle hooks of every replacement completed by the agent, no
 // invariant broken.
 func TestE2EServedSimRollsAnECSGroupWithBothHooks(t *testing.T) {
+	t.Parallel() // the served worlds share nothing but kumo, where each has its own table
 	s := newServed(t, false)
 	old := s.instanceIDs()
 	start := time.Now()
@@ -311,6 +322,7 @@ func TestE2EServedSimSurgeKilledAtEveryEffectResumes(t *testing.T) {
 	if os.Getenv("PATCH_AGENT_E2E_SURGE_KILLS") != "1" {
 		t.Skip("PATCH_AGENT_E2E_SURGE_KILLS=1 runs it: today's surge strategy breaks invariant 3 under these kills")
 	}
+	t.Parallel()
 	s := newServed(t, false)
 	s.killAll()
 	old := s.instanceIDs()
@@ -385,6 +397,7 @@ func (s *served) logCapacityCalls() {
 // no write of desired capacity, both lifecycle hooks of every replacement completed by the agent, no invariant
 // broken (with the rule that the agent writes no desired capacity).
 func TestE2EServedSimRefreshRollsAnECSGroup(t *testing.T) {
+	t.Parallel() // the served worlds share nothing but kumo, where each has its own table
 	s := newServed(t, true)
 	old := s.instanceIDs()
 	start := time.Now()
@@ -401,6 +414,7 @@ func TestE2EServedSimRefreshRollsAnECSGroup(t *testing.T) {
 // (StartInstanceRefresh and the lifecycle actions included) and the 8th DynamoDB PutItem, before the answer
 // reached it, and restarted each time: it ends on the new AMI with exactly one StartInstanceRefresh.
 func TestE2EServedSimRefreshKilledAtEveryEffectResumes(t *testing.T) {
+	t.Parallel() // the served worlds share nothing but kumo, where each has its own table
 	s := newServed(t, true)
 	s.killAll()
 	old := s.instanceIDs()
