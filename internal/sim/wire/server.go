@@ -123,6 +123,16 @@ func Start(ctx context.Context, acct *sim.Account) (*Server, error) {
 	return s, nil
 }
 
+// Serve answers the calls of service (a SigV4 signing name: "autoscaling", "ec2", "ecs", "ssm", "sqs",
+// "events", "eks") with client instead of the account's own: the account's client wrapped by a sim.Faults
+// injector, for example, so that throttling and server errors reach the SDK over the wire. client's methods
+// take and return the SDK's types, as the awsapi interfaces declare them.
+func (s *Server) Serve(service string, client any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clients[service] = reflect.ValueOf(client)
+}
+
 // Env returns the environment variables that send the served services' calls of an SDK client here.
 func (s *Server) Env() []string {
 	out := make([]string, 0, len(EndpointVariables))
@@ -208,7 +218,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.answerError(w, r, &c, proto, http.StatusBadRequest, codeBadRequest, err.Error())
 		return
 	}
+	s.mu.Lock()
 	client := s.clients[c.Service]
+	s.mu.Unlock()
 	method := client.MethodByName(c.Operation)
 	if c.Operation == "" || !method.IsValid() {
 		s.answerError(w, r, &c, proto, http.StatusBadRequest, codeUnknownOperation,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/testenv"
 )
 
@@ -164,4 +166,27 @@ func TestServedErrorsKeepTheirCodes(t *testing.T) {
 	require.Equal(t, codeUnknownOperation, apiErr.ErrorCode())
 	require.Len(t, srv.Unknown(), 1)
 	require.Equal(t, "DescribeTags", srv.Unknown()[0].Operation)
+}
+
+// A throttled call reaches the SDK with the service's throttling code: the SDK's retryer retries it, and the
+// agent's classification (awsapi.IsThrottled) sees it once the retries are spent.
+func TestServedThrottlingIsRetriedAndClassified(t *testing.T) {
+	w, srv, cfg := world(t)
+	faults := sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:DescribeAutoScalingGroups", Every: 1, Codes: []string{sim.FaultThrottling}, Max: 2})
+	srv.Serve("autoscaling", faults.AutoScaling(w.Account.AutoScaling()))
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = time.Millisecond })
+	}
+	out, err := autoscaling.NewFromConfig(cfg).DescribeAutoScalingGroups(context.Background(), &autoscaling.DescribeAutoScalingGroupsInput{})
+	require.NoError(t, err, "two throttled attempts, the third answered")
+	require.Len(t, out.AutoScalingGroups, 1)
+	require.Equal(t, 2, faults.Stats().Injected["autoscaling:DescribeAutoScalingGroups"])
+
+	faults.SetRules(sim.FaultRule{Op: "ec2:*", Every: 1, Codes: []string{sim.FaultRequestLimit}})
+	srv.Serve("ec2", faults.EC2(w.Account.EC2()))
+	_, err = ec2.NewFromConfig(cfg).DescribeInstances(context.Background(), &ec2.DescribeInstancesInput{})
+	require.True(t, awsapi.IsThrottled(err), "%v", err)
+	var apiErr smithy.APIError
+	require.True(t, errors.As(err, &apiErr))
+	require.Equal(t, sim.FaultRequestLimit, apiErr.ErrorCode())
 }
