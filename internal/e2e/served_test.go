@@ -108,6 +108,7 @@ func newServed(t *testing.T, refresh bool) *served {
 	s.table = testenv.UniqueName(t, "served")
 	require.NoError(t, state.CreateTable(testenv.Context(t), s.ddb, s.table))
 	srv.AfterApplied(s.afterApplied)
+	t.Logf("served account %s, table proxy %s", srv.URL, s.ddbProxy.URL)
 	return s
 }
 

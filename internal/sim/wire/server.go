@@ -114,7 +114,9 @@ func Start(ctx context.Context, acct *sim.Account) (*Server, error) {
 		"ssm": reflect.ValueOf(acct.SSM()), "sqs": reflect.ValueOf(acct.SQS()), "events": reflect.ValueOf(acct.EventBridge()),
 		"eks": reflect.ValueOf(acct.EKS()),
 	}}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// Keep-alive connections stay open as long as the SDK's idle pool keeps them (90 s): a server closing them
+	// first races the client's next request on them.
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
 	go func() { _ = s.srv.Serve(ln) }()
 	go func() {
 		<-ctx.Done()
