@@ -98,7 +98,14 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 		return o.halt(ctx, r, err.Error(), false)
 	}
 	if strategy == StrategyRefresh {
-		launching, missing, err := o.refreshHooks(ctx, t.Group, groupTags(v.Group)) // rollout_refresh.go
+		if reason, err := o.foreignRefresh(ctx, t, r); err != nil || reason != "" { // rollout_refresh.go
+			r.Phase, r.Reason = state.PhaseWaiting, reason
+			if err != nil {
+				return r, err
+			}
+			return r, errWait
+		}
+		launching, missing, err := o.refreshHooks(ctx, t.Group, groupTags(v.Group))
 		if err != nil {
 			return r, err
 		}

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"go.uber.org/zap"
 
 	"github.com/patch-agent/patch-agent/internal/logging"
@@ -185,62 +182,6 @@ func (o *Orchestrator) rollBackByRefresh(ctx context.Context, r state.Rollout, w
 	return o.refreshIntent(ctx, r, "rollback: instance refresh back to launch template version "+p.PreviousVersion, history...)
 }
 
-// refreshRequest is the StartInstanceRefresh of the recorded intent: DesiredConfiguration names the launch
-// template and the explicit version (never $Latest or $Default, so that RollbackInstanceRefresh stays
-// possible: API Reference, RollbackInstanceRefresh), and every preference the agent relies on is explicit.
-func refreshRequest(group string, p *state.RefreshProgress) *autoscaling.StartInstanceRefreshInput {
-	spec := &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(p.LaunchTemplateID), Version: aws.String(p.TargetVersion())}
-	desired := &astypes.DesiredConfiguration{LaunchTemplate: spec}
-	if p.MixedInstances {
-		desired = &astypes.DesiredConfiguration{MixedInstancesPolicy: &astypes.MixedInstancesPolicy{
-			LaunchTemplate: &astypes.LaunchTemplate{LaunchTemplateSpecification: spec}}}
-	}
-	prefs := &astypes.RefreshPreferences{
-		MinHealthyPercentage: aws.Int32(p.MinHealthyPercentage),
-		MaxHealthyPercentage: aws.Int32(p.MaxHealthyPercentage),
-		SkipMatching:         aws.Bool(true),
-		InstanceWarmup:       aws.Int32(p.InstanceWarmup),
-		// The protection and Standby are the user's: the refresh waits for them (status names the instances).
-		ScaleInProtectedInstances: astypes.ScaleInProtectedInstancesWait,
-		StandbyInstances:          astypes.StandbyInstancesWait,
-		// The agent decides whether to roll back (RollbackInstanceRefresh), not Auto Scaling.
-		AutoRollback: aws.Bool(false),
-	}
-	if len(p.Alarms) > 0 {
-		prefs.AlarmSpecification = &astypes.AlarmSpecification{Alarms: append([]string(nil), p.Alarms...)}
-	}
-	return &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(group), Strategy: astypes.RefreshStrategyRolling,
-		DesiredConfiguration: desired, Preferences: prefs}
-}
-
-// names reports whether a refresh's desired configuration names the launch template and version.
-func names(ir astypes.InstanceRefresh, ltID, ltName, version string) bool {
-	d := ir.DesiredConfiguration
-	if d == nil {
-		return false
-	}
-	spec := d.LaunchTemplate
-	if spec == nil && d.MixedInstancesPolicy != nil && d.MixedInstancesPolicy.LaunchTemplate != nil {
-		spec = d.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification
-	}
-	if spec == nil || aws.ToString(spec.Version) != version {
-		return false
-	}
-	id, name := aws.ToString(spec.LaunchTemplateId), aws.ToString(spec.LaunchTemplateName)
-	return (id != "" && id == ltID) || (name != "" && name == ltName)
-}
-
-// refreshActive reports whether a refresh status still holds its group (API Reference, StartInstanceRefresh:
-// InstanceRefreshInProgress).
-func refreshActive(s astypes.InstanceRefreshStatus) bool {
-	switch s {
-	case astypes.InstanceRefreshStatusPending, astypes.InstanceRefreshStatusInProgress, astypes.InstanceRefreshStatusBaking,
-		astypes.InstanceRefreshStatusCancelling, astypes.InstanceRefreshStatusRollbackInProgress:
-		return true
-	}
-	return false
-}
-
 // startRefresh adopts the refresh of the recorded intent or starts it. StartInstanceRefresh takes no client
 // token, so a call whose answer was lost (a crash, a timeout) is found again: an active refresh whose
 // desired configuration names the recorded version, or one that names it and started after the intent was
@@ -248,22 +189,25 @@ func refreshActive(s astypes.InstanceRefreshStatus) bool {
 // waits for it.
 func (o *Orchestrator) startRefresh(ctx context.Context, t Target, v GroupView, r state.Rollout) (state.Rollout, error) {
 	p := r.Refresh
-	out, err := o.AutoScaling.DescribeInstanceRefreshes(ctx, &autoscaling.DescribeInstanceRefreshesInput{AutoScalingGroupName: aws.String(t.Group)})
+	all, err := o.refreshes().Describe(ctx, t.Group)
 	if err != nil {
-		return r, fmt.Errorf("describing instance refreshes of %s: %w", t.Group, err)
+		return r, err
 	}
-	for _, ir := range out.InstanceRefreshes {
-		mine := names(ir, p.LaunchTemplateID, p.LaunchTemplateName, p.TargetVersion())
-		if mine && (refreshActive(ir.Status) || !aws.ToTime(ir.StartTime).Before(p.StartedAt)) {
-			p.ID = aws.ToString(ir.InstanceRefreshId)
-			o.noteRefresh(p, ir)
+	for _, ir := range all {
+		if ir.Names(p.LaunchTemplateID, p.LaunchTemplateName, p.TargetVersion()) && (ir.Active() || !ir.StartTime.Before(p.StartedAt)) {
+			p.ID = ir.ID
+			noteRefresh(p, ir)
 			return o.save(ctx, r, "instance refresh "+p.ID+" adopted (started before its id was recorded)")
 		}
-		if refreshActive(ir.Status) {
-			r.Reason = fmt.Sprintf("waiting: instance refresh %s (%s: %s) was not started by patch-agent; whoever started it finishes it or cancels it "+
-				"(aws autoscaling cancel-instance-refresh --auto-scaling-group-name %s); patch-agent never cancels it",
-				aws.ToString(ir.InstanceRefreshId), ir.Status, truncate(aws.ToString(ir.StatusReason), 200), t.Group)
-			return r, errWait
+		if ir.Active() {
+			r.Reason = foreignReason(t.Group, ir)
+			if p.Rollback {
+				return r, errWait // a rollback keeps its intent and starts once the group is free
+			}
+			// Nothing of the agent's runs: the rollout waits (start looks at the refresh again, and only then
+			// goes through the gates to a new intent).
+			r.Phase, r.Current = state.PhaseWaiting, nil
+			return o.save(ctx, r, "waiting for instance refresh "+ir.ID+", which patch-agent did not start")
 		}
 	}
 	what := "StartInstanceRefresh (rollback to launch template version " + p.PreviousVersion + ")"
@@ -280,24 +224,54 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t Target, v GroupView, 
 			return r, errWait
 		}
 	}
-	started, err := o.AutoScaling.StartInstanceRefresh(ctx, refreshRequest(t.Group, p))
-	var busy *astypes.InstanceRefreshInProgressFault
+	id, err := o.refreshes().Start(ctx, t.Group, p)
 	switch {
-	case errors.As(err, &busy):
+	case errors.Is(err, ErrRefreshInProgress):
 		r.Reason = "waiting: another instance refresh holds the group (" + truncate(err.Error(), 200) + ")"
 		return r, errWait
 	case err != nil:
 		return r, err
 	}
-	p.ID, p.Status = aws.ToString(started.InstanceRefreshId), string(astypes.InstanceRefreshStatusPending)
+	p.ID, p.Status = id, RefreshPending
 	return o.save(ctx, r, what+" sent: instance refresh "+p.ID)
 }
 
-// noteRefresh copies the refresh's status and progress to the record.
-func (o *Orchestrator) noteRefresh(p *state.RefreshProgress, ir astypes.InstanceRefresh) {
-	p.Status, p.StatusReason = string(ir.Status), truncate(aws.ToString(ir.StatusReason), 300)
-	p.PercentageComplete, p.InstancesToUpdate = aws.ToInt32(ir.PercentageComplete), aws.ToInt32(ir.InstancesToUpdate)
+// foreignPrefix starts the reason of a rollout waiting for a refresh it did not start.
+const foreignPrefix = "waiting: instance refresh "
+
+// foreignReason says which refresh the agent did not start holds the group, its status, and who finishes it.
+func foreignReason(group string, ir InstanceRefresh) string {
+	return fmt.Sprintf(foreignPrefix+"%s (%s: %s) was not started by patch-agent; whoever started it finishes it or cancels it "+
+		"(aws autoscaling cancel-instance-refresh --auto-scaling-group-name %s); patch-agent never cancels it",
+		ir.ID, ir.Status, truncate(ir.StatusReason, 200), group)
 }
+
+// foreignRefresh returns the reason to go on waiting for a refresh the agent did not start ("" once none is
+// active). It describes the group's refreshes only for a rollout that waits for one (r.Reason says so).
+func (o *Orchestrator) foreignRefresh(ctx context.Context, t Target, r state.Rollout) (string, error) {
+	if !strings.HasPrefix(r.Reason, foreignPrefix) {
+		return "", nil
+	}
+	all, err := o.refreshes().Describe(ctx, t.Group)
+	if err != nil {
+		return "", err
+	}
+	for _, ir := range all {
+		if ir.Active() {
+			return foreignReason(t.Group, ir), nil
+		}
+	}
+	return "", nil
+}
+
+// noteRefresh copies the refresh's status and progress to the record.
+func noteRefresh(p *state.RefreshProgress, ir InstanceRefresh) {
+	p.Status, p.StatusReason = ir.Status, truncate(ir.StatusReason, 300)
+	p.PercentageComplete, p.InstancesToUpdate = ir.PercentageComplete, ir.ToUpdate
+}
+
+// refreshes is the provider of the instance refresh calls.
+func (o *Orchestrator) refreshes() Refreshes { return Refreshes{API: o.AutoScaling} }
 
 // refreshText is the refresh as status shows it: id, status, percentage, instances left and AWS's reason.
 func refreshText(p *state.RefreshProgress) string {
@@ -319,33 +293,34 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t Target, v GroupView, a
 	if p.ID == "" {
 		return o.startRefresh(ctx, t, v, r)
 	}
-	out, err := o.AutoScaling.DescribeInstanceRefreshes(ctx, &autoscaling.DescribeInstanceRefreshesInput{
-		AutoScalingGroupName: aws.String(t.Group), InstanceRefreshIds: []string{p.ID}})
+	found, err := o.refreshes().Describe(ctx, t.Group, p.ID)
 	if err != nil {
-		return r, fmt.Errorf("describing instance refresh %s of %s: %w", p.ID, t.Group, err)
+		return r, err
 	}
-	if len(out.InstanceRefreshes) == 0 {
+	if len(found) == 0 {
 		return o.halt(ctx, r, "instance refresh "+p.ID+" is not described by Auto Scaling", false)
 	}
-	ir := out.InstanceRefreshes[0]
-	o.noteRefresh(p, ir)
-	if p.Rollback && p.ByAPI && !refreshActive(ir.Status) && ir.Status != astypes.InstanceRefreshStatusRollbackSuccessful &&
-		ir.Status != astypes.InstanceRefreshStatusRollbackFailed {
+	ir := found[0]
+	noteRefresh(p, ir)
+	if p.Rollback && p.ByAPI && !ir.Active() && ir.Status != RefreshRollbackSuccessful && ir.Status != RefreshRollbackFailed {
 		// The refresh ended before RollbackInstanceRefresh reached it: a refresh back to the previous version.
 		return o.rollBackByRefresh(ctx, r, rollbackWhy(r))
 	}
 	switch ir.Status {
-	case astypes.InstanceRefreshStatusSuccessful:
+	case RefreshSuccessful:
 		if p.Rollback {
 			return o.refreshRolledBack(ctx, r)
 		}
+		if p.Halt != "" { // it ended before the cancel that made way for the halt reached it
+			return o.haltRefresh(ctx, t, r, ir)
+		}
 		r.Phase, r.Current, r.Reason = state.PhaseVerifying, nil, ""
 		return o.save(ctx, r, "instance refresh "+p.ID+" Successful")
-	case astypes.InstanceRefreshStatusRollbackSuccessful:
+	case RefreshRollbackSuccessful:
 		return o.refreshRolledBack(ctx, r)
-	case astypes.InstanceRefreshStatusRollbackFailed:
+	case RefreshRollbackFailed:
 		return o.refreshHalted(ctx, r, "rollback of instance refresh "+p.ID+" failed: "+p.StatusReason)
-	case astypes.InstanceRefreshStatusFailed:
+	case RefreshFailed:
 		if p.Rollback {
 			return o.refreshHalted(ctx, r, "rollback refresh "+p.ID+" to launch template version "+p.PreviousVersion+" failed: "+p.StatusReason)
 		}
@@ -353,12 +328,12 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t Target, v GroupView, a
 			p.Halt = "instance refresh " + p.ID + " failed: " + p.StatusReason
 		}
 		return o.haltRefresh(ctx, t, r, ir)
-	case astypes.InstanceRefreshStatusCancelled:
+	case RefreshCancelled:
 		return o.refreshCancelled(ctx, t, v, ami, r)
-	case astypes.InstanceRefreshStatusCancelling:
+	case RefreshCancelling:
 		r.Reason = "cancelling " + refreshText(p) + ": the agent completes the lifecycle actions in flight"
 		return r, errWait
-	case astypes.InstanceRefreshStatusRollbackInProgress:
+	case RefreshRollbackInProgress:
 		if !p.Rollback { // rolled back by someone else (or Auto Scaling): the rollout follows it
 			p.Rollback, p.ByAPI = true, true
 			r.Phase = state.PhaseRollingBack
@@ -391,12 +366,34 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t Target, v GroupView, a
 		}
 		return o.cancelRefresh(ctx, t, r, why)
 	}
-	r.Reason = refreshText(p)
+	r.Reason = refreshText(p) + heldBy(v)
 	if v.Desired >= v.Max && p.PercentageComplete < 100 {
 		r.Reason += fmt.Sprintf("; the group is at its MaxSize (%d): the refresh launches before it terminates and waits for room. "+
 			"patch-agent never raises MaxSize; raise it by the batch size (%d) where the group is defined", v.Max, p.BatchSize)
 	}
 	return r, errWait
+}
+
+// heldBy names the instances the agent's lifecycle hooks hold in the refresh: new ones in Pending:Wait until
+// they serve, old ones in Terminating:Wait while they drain ("" when none).
+func heldBy(v GroupView) string {
+	var launching, draining []string
+	for _, i := range v.Instances {
+		switch i.LifecycleState {
+		case "Pending:Wait":
+			launching = append(launching, i.ID)
+		case "Terminating:Wait":
+			draining = append(draining, i.ID)
+		}
+	}
+	s := ""
+	if len(launching) > 0 {
+		s += "; launching hook holds " + strings.Join(launching, ", ") + " until it serves"
+	}
+	if len(draining) > 0 {
+		s += "; terminating hook holds " + strings.Join(draining, ", ") + " while it drains"
+	}
+	return s
 }
 
 // refreshFailing returns why the refresh must halt now ("" when it need not): a launch the agent's launching
@@ -473,10 +470,8 @@ func (o *Orchestrator) cancelRefresh(ctx context.Context, t Target, r state.Roll
 		}
 		r, p = next, next.Refresh
 	}
-	_, err := o.AutoScaling.CancelInstanceRefresh(ctx, &autoscaling.CancelInstanceRefreshInput{AutoScalingGroupName: aws.String(t.Group)})
-	var gone *astypes.ActiveInstanceRefreshNotFoundFault
-	if err != nil && !errors.As(err, &gone) {
-		return r, fmt.Errorf("cancelling instance refresh %s: %w", p.ID, err)
+	if err := o.refreshes().Cancel(ctx, t.Group); err != nil {
+		return r, err
 	}
 	r.Reason = "cancelling instance refresh " + p.ID + ": " + why
 	return r, errWait
@@ -488,7 +483,7 @@ func (o *Orchestrator) refreshCancelled(ctx context.Context, t Target, v GroupVi
 	p := r.Refresh
 	switch {
 	case p.Halt != "":
-		return o.haltRefresh(ctx, t, r, astypes.InstanceRefresh{Status: astypes.InstanceRefreshStatusCancelled})
+		return o.haltRefresh(ctx, t, r, InstanceRefresh{Status: RefreshCancelled})
 	case p.Rollback:
 		return o.refreshHalted(ctx, r, "rollback refresh "+p.ID+" was cancelled outside patch-agent")
 	case p.Cancel == "":
@@ -506,11 +501,11 @@ func (o *Orchestrator) refreshCancelled(ctx context.Context, t Target, v GroupVi
 // refresh allows it (in progress or baking), else the refresh is cancelled first and a refresh of the agent's
 // own takes the group back to the previous version; without rollback the refresh is cancelled and the rollout
 // halts.
-func (o *Orchestrator) haltRefresh(ctx context.Context, t Target, r state.Rollout, ir astypes.InstanceRefresh) (state.Rollout, error) {
+func (o *Orchestrator) haltRefresh(ctx context.Context, t Target, r state.Rollout, ir InstanceRefresh) (state.Rollout, error) {
 	p := r.Refresh
 	rollback := (o.Policy.RollbackOnFailure || p.Rollback) && p.PreviousVersion != "" // an operator's rollback always rolls back
 	switch ir.Status {
-	case astypes.InstanceRefreshStatusPending, astypes.InstanceRefreshStatusInProgress, astypes.InstanceRefreshStatusBaking:
+	case RefreshPending, RefreshInProgress, RefreshBaking:
 		if !rollback {
 			return o.cancelRefresh(ctx, t, r, "halted: "+p.Halt)
 		}
@@ -521,7 +516,7 @@ func (o *Orchestrator) haltRefresh(ctx context.Context, t Target, r state.Rollou
 			return next, err
 		}
 		return o.rollbackRefresh(ctx, t, next)
-	case astypes.InstanceRefreshStatusCancelling:
+	case RefreshCancelling:
 		r.Reason = "cancelling instance refresh " + p.ID + " before the halt: " + p.Halt
 		return r, errWait
 	}
@@ -537,18 +532,16 @@ func (o *Orchestrator) haltRefresh(ctx context.Context, t Target, r state.Rollou
 // or $Default, say), the refresh is cancelled and a refresh to the previous version follows.
 func (o *Orchestrator) rollbackRefresh(ctx context.Context, t Target, r state.Rollout) (state.Rollout, error) {
 	p := r.Refresh
-	_, err := o.AutoScaling.RollbackInstanceRefresh(ctx, &autoscaling.RollbackInstanceRefreshInput{AutoScalingGroupName: aws.String(t.Group)})
-	var irreversible *astypes.IrreversibleInstanceRefreshFault
-	var gone *astypes.ActiveInstanceRefreshNotFoundFault
+	err := o.refreshes().Rollback(ctx, t.Group)
 	switch {
-	case errors.As(err, &irreversible), errors.As(err, &gone):
+	case errors.Is(err, ErrRollbackRefused):
 		o.Log.Info("instance refresh cannot be rolled back by Auto Scaling; cancelling it, then a refresh to the previous version",
 			zap.String(logging.Group, t.Group), zap.Error(err))
 		p.ByAPI = false
 		p.Halt = rollbackWhy(r)
 		return o.cancelRefresh(ctx, t, r, "rolling back: "+truncate(err.Error(), 200))
 	case err != nil:
-		return r, fmt.Errorf("rolling back instance refresh %s: %w", p.ID, err)
+		return r, err
 	}
 	r.Reason = "rolling back instance refresh " + p.ID + " (RollbackInstanceRefresh)"
 	return r, errWait

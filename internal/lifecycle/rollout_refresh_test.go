@@ -45,7 +45,7 @@ func (f *fakeRefreshes) DescribeInstanceRefreshes(_ context.Context, in *autosca
 
 func (f *fakeRefreshes) StartInstanceRefresh(_ context.Context, in *autoscaling.StartInstanceRefreshInput, _ ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error) {
 	for _, ir := range f.refreshes {
-		if refreshActive(ir.Status) {
+		if (InstanceRefresh{Status: string(ir.Status)}).Active() {
 			return nil, &astypes.InstanceRefreshInProgressFault{Message: aws.String("in progress")}
 		}
 	}
@@ -268,9 +268,8 @@ func TestForeignRefreshIsWaitedForAndNeverCancelled(t *testing.T) {
 	rg, f := refreshRig()
 	f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-theirs", "7", astypes.InstanceRefreshStatusInProgress, now0.Add(-time.Hour))}
 	rg.seed0(refreshing(""))
-	pause := &state.Lock{Group: "prod", Who: "ops", Reason: "incident", Since: now0}
 	for range 3 {
-		_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: oldFleet(), AMI: newAMI(), Pause: pause})
+		_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: oldFleet(), AMI: newAMI()})
 		require.NoError(t, err)
 		rg.clock.Step(time.Minute)
 	}
@@ -278,8 +277,14 @@ func TestForeignRefreshIsWaitedForAndNeverCancelled(t *testing.T) {
 	require.Zero(t, f.cancels, "a refresh the agent did not start is never cancelled")
 	stored, err := rg.store.GetRollout(context.Background(), "prod")
 	require.NoError(t, err)
+	require.Equal(t, state.PhaseWaiting, stored.Phase)
 	require.Contains(t, stored.Reason, "instance refresh ir-theirs (InProgress")
 	require.Contains(t, stored.Reason, "not started by patch-agent")
+	f.refreshes[0].Status = astypes.InstanceRefreshStatusSuccessful
+	_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: oldFleet(), AMI: newAMI()})
+	require.NoError(t, err)
+	require.Len(t, f.starts, 1, "once it ended, the agent's own refresh starts")
+	require.Zero(t, f.cancels)
 }
 
 // A pause cancels the agent's refresh in progress (the reason is written before the call); a new refresh
@@ -376,4 +381,21 @@ func TestRefreshGroupWithoutLaunchingHookWaitsWithTheCommand(t *testing.T) {
 	require.Contains(t, stored.Reason, "no launching lifecycle hook")
 	require.Contains(t, stored.Reason, "aws autoscaling put-lifecycle-hook --auto-scaling-group-name prod --lifecycle-hook-name patch-agent-launch")
 	require.Empty(t, f.starts)
+}
+
+// A refresh that succeeded before the cancel of a halt reached it (an alarm fired in its last minutes) is
+// rolled back by a refresh to the previous version, not completed.
+func TestRefreshThatSucceededAfterTheHaltIsRolledBack(t *testing.T) {
+	rg, f := refreshRig()
+	f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-1", "2", astypes.InstanceRefreshStatusSuccessful, now0.Add(-time.Minute))}
+	rec := refreshing("ir-1")
+	rec.Refresh.Halt, rec.Refresh.Cancel = "alarm(s) p99 in ALARM", "halted: alarm(s) p99 in ALARM"
+	rg.seed0(rec)
+	_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: oldFleet(), AMI: newAMI()})
+	require.NoError(t, err)
+	stored, err := rg.store.GetRollout(context.Background(), "prod")
+	require.NoError(t, err)
+	require.Equal(t, state.PhaseRollingBack, stored.Phase)
+	require.Len(t, f.starts, 1)
+	require.Equal(t, "1", aws.ToString(f.starts[0].DesiredConfiguration.LaunchTemplate.Version))
 }

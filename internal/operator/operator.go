@@ -212,6 +212,9 @@ type RollbackPlan struct {
 	// Nodegroup is set for an EKS managed node group: From and To then name releases ("release
 	// 1.31.7-20250610") or launch template versions, and EKS replaces the nodes itself.
 	Nodegroup *NodegroupRollbackPlan
+	// Refresh is set for a rollout in an instance refresh: the agent rolls that refresh back
+	// (RollbackInstanceRefresh, or a refresh to the previous launch template version).
+	Refresh *RefreshRollbackPlan
 	// Source is the record's source of From: the SSM parameter the agent resolved it from, or "manual
 	// rollback by WHO" when From was itself a rollback's target.
 	Source string

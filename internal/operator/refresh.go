@@ -21,11 +21,17 @@ func refreshRollbackAllowed(r state.Rollout) bool {
 		p == state.Position{Phase: state.PhaseHalted, Step: state.StepInstanceRefresh})
 }
 
-// planRefreshRollback is planRollback for a record in an instance refresh: to and force do not apply (the
-// rollback goes to the launch template version the group ran before).
+// RefreshRollbackPlan is the part of a RollbackPlan that names the instance refresh a rollback takes over and
+// the launch template version the group goes back to.
+type RefreshRollbackPlan struct {
+	ID, Status, PreviousVersion string
+}
+
+// planRefreshRollback is planRollback for a record in an instance refresh: the rollback goes to the launch
+// template version the group ran before (to may only name its AMI, PreviousImageID; force does not apply).
 func planRefreshRollback(r state.Rollout, to string, force bool) (RollbackPlan, error) {
 	p := r.Refresh
-	if to != "" || force {
+	if (to != "" && to != r.PreviousImageID) || force {
 		return RollbackPlan{}, fmt.Errorf("%s is in instance refresh %s: it rolls back to its previous launch template version %s, not to an AMI; drop --to and --force",
 			r.Group, p.ID, p.PreviousVersion)
 	}
@@ -33,7 +39,8 @@ func planRefreshRollback(r state.Rollout, to string, force bool) (RollbackPlan, 
 		return RollbackPlan{}, fmt.Errorf("no previous launch template version is recorded for group %s: nothing to roll back to", r.Group)
 	}
 	return RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: r.TargetImageID, To: r.PreviousImageID,
-		Instances: r.Instances, OnFrom: r.OnTarget, Source: r.Source}, nil
+		Instances: r.Instances, OnFrom: r.OnTarget, Source: r.Source,
+		Refresh: &RefreshRollbackPlan{ID: p.ID, Status: p.Status, PreviousVersion: p.PreviousVersion}}, nil
 }
 
 // applyRefreshRollback turns the record into the rollback: RollingBack/InstanceRefresh, by RollbackInstanceRefresh

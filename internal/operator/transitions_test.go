@@ -53,9 +53,12 @@ func TestRollbackInTheMiddleOfAnInstanceRefresh(t *testing.T) {
 	have.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress",
 		Cancel: "maintenance window closed"}
 	store := seed(t, []state.Rollout{have})
-	_, err := operator.Rollback(context.Background(), store, have.Group, have.PreviousImageID, "alice", false, now)
+	_, err := operator.Rollback(context.Background(), store, have.Group, "ami-0123456789abcdef0", "alice", false, now)
 	require.ErrorContains(t, err, "drop --to")
-	r, err := operator.Rollback(context.Background(), store, have.Group, "", "alice", false, now)
+	plan, err := operator.PlanRollback(context.Background(), store, have.Group, "", false)
+	require.NoError(t, err)
+	require.Equal(t, &operator.RefreshRollbackPlan{ID: "ir-1", Status: "InProgress", PreviousVersion: "2"}, plan.Refresh)
+	r, err := operator.Rollback(context.Background(), store, have.Group, plan.To, "alice", false, now) // as the CLI confirms it
 	require.NoError(t, err)
 	require.Equal(t, state.PhaseRollingBack, r.Phase)
 	require.True(t, r.Refresh.Rollback)

@@ -116,7 +116,7 @@ var Transitions = []Transition{
 	{at(PhasePreparing, ""), at(PhaseReplacing, StepInstanceRefresh), WriterAgent, "instance refresh: intent recorded"},
 	{at(PhaseVerifying, ""), at(PhaseReplacing, StepInstanceRefresh), WriterAgent, "instance refresh: an instance not on the target"},
 	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseVerifying, ""), WriterAgent, "instance refresh Successful"},
-	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseWaiting, ""), WriterAgent, "instance refresh cancelled: pause, window end, approval withdrawn"},
+	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseWaiting, ""), WriterAgent, "instance refresh cancelled (pause, window end, approval withdrawn), or someone else's holds the group"},
 	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseDetected, ""), WriterAgent, "instance refresh cancelled: a newer AMI"},
 	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseRollingBack, StepInstanceRefresh), WriterAgent, "instance refresh Failed, ABANDONed launch or alarm: roll back"},
 	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseHalted, StepInstanceRefresh), WriterAgent, "instance refresh halted, no rollback"},
