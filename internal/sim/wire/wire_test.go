@@ -3,6 +3,10 @@ package wire
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,4 +193,23 @@ func TestServedThrottlingIsRetriedAndClassified(t *testing.T) {
 	var apiErr smithy.APIError
 	require.True(t, errors.As(err, &apiErr))
 	require.Equal(t, sim.FaultRequestLimit, apiErr.ErrorCode())
+}
+
+// A parameter no field of the operation's input takes is refused with a clear error, never ignored.
+func TestServedRequestWithAnUnknownParameterIsRefused(t *testing.T) {
+	_, srv, _ := world(t)
+	form := url.Values{"Action": {"DescribeAutoScalingGroups"}, "Version": {"2011-01-01"},
+		"AutoScalingGroupNames.member.1": {demo.GroupName}, "Bogus": {"1"}}
+	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=test/20261206/us-east-1/autoscaling/aws4_request, SignedHeaders=host, Signature=0")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, string(body), "unknown parameter &#34;Bogus&#34;")
+	require.Len(t, srv.Unknown(), 1)
+	require.Equal(t, "DescribeAutoScalingGroups", srv.Unknown()[0].Operation)
 }
