@@ -381,3 +381,23 @@ func TestManagedNodegroupRollbackCommandRecordsTheUpdateBackToThePreviousRelease
 	res = run(t, "rollback", key, "--yes", "--who", "alice", "--state-file", file)
 	require.ErrorContains(t, res.err, "from Completed or Halted/NodegroupUpdate only", "a second rollback while the first runs")
 }
+
+// `patch-agent rollback` in the middle of an instance refresh is recorded (no "let it finish first"): the plan
+// names the refresh and the launch template version the group goes back to.
+func TestRollbackInTheMiddleOfAnInstanceRefreshIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	mem := state.NewMemory()
+	_, err := mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseReplacing, Strategy: "refresh",
+		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 10, OnTarget: 4,
+		Current: &state.Replacement{Step: state.StepInstanceRefresh},
+		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress"}})
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "refresh.json")
+	require.NoError(t, saveSnapshot(file, mem))
+
+	res := run(t, "rollback", "g", "--yes", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "the agent rolls instance refresh ir-1 (InProgress) back now")
+	require.Contains(t, res.stdout, "else a refresh to launch template version 2")
+	require.Equal(t, state.PhaseRollingBack, status(t, file).Phase)
+}

@@ -201,6 +201,12 @@ func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 		fmt.Fprintf(w, "  %s is not rolled out again while its source still names it.\n", p.From)
 		return
 	}
+	if f := p.Refresh; f != nil {
+		fmt.Fprintf(w, "  the agent rolls instance refresh %s (%s) back now: RollbackInstanceRefresh while Auto Scaling allows it,\n", f.ID, f.Status)
+		fmt.Fprintf(w, "  else a refresh to launch template version %s; desired capacity is not written.\n", f.PreviousVersion)
+		fmt.Fprintf(w, "  %s is not rolled out again while its source still names it.\n", p.From)
+		return
+	}
 	if p.Unrecorded {
 		fmt.Fprintf(w, "  --force: %s is not in the group's history nor its previous AMI; make sure it exists in this region and runs this group's workload.\n", p.To)
 	}

@@ -43,6 +43,7 @@ const (
 	// WakeUpQueueName is the simulated wake-up queue of Spec.WakeUpQueue (the same dead-letter queue).
 	WakeUpQueueName = "patch-agent-wake-up"
 	HookName        = "patch-agent-drain"
+	LaunchHookName  = "patch-agent-launch"
 )
 
 // Options configure a demo run.
@@ -154,6 +155,10 @@ type GroupSetup struct {
 	Overrides      []string
 	// HeartbeatTimeout of the group's terminating lifecycle hook to the agent's queue; 0 = 300 s; -1 = no hook.
 	HeartbeatTimeout time.Duration
+	// LaunchingHook gives the group the agent's launching lifecycle hook too (LaunchHookName, to the agent's
+	// queue, the same HeartbeatTimeout, DefaultResult ABANDON): each new instance waits in Pending:Wait until
+	// it serves in its cluster. The refresh strategy needs it.
+	LaunchingHook bool
 	// Unmanaged leaves the opt-in tag off: the agent must never touch the group.
 	Unmanaged bool
 	// Tags are added to the group's tags (policy tags such as patch-agent/min-ami-age).
@@ -313,6 +318,10 @@ func Build(spec Spec) (*World, error) {
 			}
 			gs.Hooks = []sim.HookSpec{{Name: HookName, Transition: sim.TransitionTerminating, HeartbeatTimeout: hb,
 				DefaultResult: sim.ResultContinue, QueueURL: queue}}
+			if g.LaunchingHook {
+				gs.Hooks = append(gs.Hooks, sim.HookSpec{Name: LaunchHookName, Transition: sim.TransitionLaunching, HeartbeatTimeout: hb,
+					DefaultResult: sim.ResultAbandon, QueueURL: queue})
+			}
 		}
 		if err := acct.CreateGroup(gs); err != nil {
 			return nil, fmt.Errorf("creating group %s: %w", g.Name, err)

@@ -58,6 +58,17 @@ var scenarios = map[string]scenario{
 		description: "the ECS group is a capacity provider with managed scaling and termination protection, 3 instances in 3 AZs " +
 			"with room for 10 tasks each (field case C23): surge, drain in the replacement's AZ, decrement; size and spread kept",
 		setup: ecsCapacityProvider},
+	"refresh": {name: "refresh", expect: state.PhaseCompleted,
+		description: "the groups are tagged patch-agent/strategy=refresh and have the agent's launching hook: one instance refresh " +
+			"per group replaces them (launch before terminate); the agent holds each new instance until it serves, drains each old " +
+			"one and never writes desired capacity",
+		setup: func(s *Spec) {
+			withTag(lifecycle.TagStrategy, lifecycle.StrategyRefresh)(s)
+			for i := range s.Groups {
+				s.Groups[i].LaunchingHook = true
+				s.Groups[i].Max = s.Groups[i].Desired + 1
+			}
+		}},
 	"window": {name: "window", expect: state.PhaseCompleted,
 		description: "maintenance window daily 03:00-04:00 UTC; the AMI arrives at 02:00 and waits for it",
 		setup:       withTag(lifecycle.TagMaintenanceWindow, "0 3 * * * 1h UTC")},

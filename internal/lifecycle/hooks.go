@@ -358,6 +358,11 @@ func (h *Hooks) drain(ctx context.Context, t Target, rec *state.Hook) (DrainProg
 		return prog, nil
 	}
 	if !rec.AgentDrained {
+		// The drain of a refresh group's termination takes a slot of the per-cluster budget first; over budget
+		// the action waits undrained, and its heartbeats (look) keep it alive until a slot frees.
+		if wait, err := h.claimHookDrainSlot(ctx, t, *rec); err != nil || wait != "" {
+			return DrainProgress{Detail: wait}, err
+		}
 		mark := state.DrainMark{InstanceID: rec.InstanceID, Group: rec.Group, Platform: t.Platform, Cluster: t.Cluster,
 			Token: rec.Token, At: h.Clock.Now()}
 		if err := h.Store.PutDrainMark(ctx, mark); err != nil {

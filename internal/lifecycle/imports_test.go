@@ -25,7 +25,7 @@ var sdkFiles = []string{
 	"nodegroups.go",
 	"hooks_complete.go", "hooks_facts.go", "launchtemplate.go", "policy.go", "recover.go", "target.go", "view.go",
 	"warmpool.go",
-	"hooks_takeover.go",
+	"hooks_takeover.go", "refreshes.go",
 }
 
 // TestDecisionFilesImportNoAWSService lists the package's files with `go list -json` and parses each one's

@@ -396,7 +396,7 @@ func (r *rig) seed0(rec state.Rollout) {
 // and requires the first transition written to be exactly that row. A row of the table without a case here,
 // or a case whose first write is another row, fails.
 func TestOrchestratorTransitions(t *testing.T) {
-	cases := append(transitionCases(), nodegroupTransitionCases()...)
+	cases := append(append(transitionCases(), nodegroupTransitionCases()...), refreshTransitionCases()...)
 	exercised := map[state.Transition]bool{}
 	ran := 0
 	for _, tc := range cases {

@@ -81,6 +81,9 @@ type Orchestrator struct {
 	// though the agent did not point the group at them (setback.go), shared by the copies of the orchestrator;
 	// nil reads them again on every look.
 	Versions *VersionMemo
+	// QueueURL is the agent's queue: which lifecycle hooks are the agent's (HookOwned) for the hook check of
+	// the refresh strategy; "" counts every hook but ECS's managed draining hook.
+	QueueURL string
 
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
 	source     string        // why the target's source names no AMI now ("" when it names one): a gate (sourcegate.go)
@@ -274,8 +277,14 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
 			return r, err
 		}
+		if r.Strategy == StrategyRefresh {
+			return o.prepareRefresh(ctx, t, v, r) // rollout_refresh.go
+		}
 		return o.prepare(ctx, v, r)
 	case state.PhaseReplacing:
+		if r.Strategy == StrategyRefresh {
+			return o.refreshStep(ctx, t, v, ami, r)
+		}
 		if supersedes(ami, r) { // rollout_supersede.go
 			return o.supersede(ctx, t, v, ami, r)
 		}
@@ -285,8 +294,14 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		}
 		return o.replace(ctx, t, platform, v, r)
 	case state.PhaseVerifying:
+		if r.Strategy == StrategyRefresh {
+			return o.verifyRefresh(ctx, t, v, r)
+		}
 		return o.verify(ctx, v, r)
 	case state.PhaseRollingBack:
+		if r.Strategy == StrategyRefresh {
+			return o.refreshStep(ctx, t, v, ami, r) // a rollback is never held by a pause once decided
+		}
 		if err := o.holdIfPaused(&r, "roll back"); err != nil {
 			return r, err
 		}

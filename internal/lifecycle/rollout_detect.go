@@ -50,6 +50,7 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 	r.DetectedAt, r.Reason, r.Current, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = o.Clock.Now(), "", nil, nil, "", nil
 	r.RollbackFrom, r.ApprovedImage, r.ApprovedBy, r.Trigger = "", "", "", ""
 	clearSetBacks(&r) // setback.go
+	r.Refresh = nil
 	r.OnTarget = v.CountOnImage(ami.ImageID)
 	if r.Phase == "" && cur.ImageID == ami.ImageID && v.CountOnImage(ami.ImageID) == len(v.Instances) {
 		// First sight of a group that is already current: nothing to roll.
@@ -104,6 +105,24 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	strategy, err := ChooseStrategy(t.Policy.Strategy, traits)
 	if err != nil {
 		return o.halt(ctx, r, err.Error(), false)
+	}
+	if strategy == StrategyRefresh {
+		if reason, err := o.foreignRefresh(ctx, t, r); err != nil || reason != "" { // rollout_refresh.go
+			r.Phase, r.Reason = state.PhaseWaiting, reason
+			if err != nil {
+				return r, err
+			}
+			return r, errWait
+		}
+		launching, missing, err := o.refreshHooks(ctx, t.Group, groupTags(v.Group))
+		if err != nil {
+			return r, err
+		}
+		if missing != "" {
+			r.Phase, r.Reason = state.PhaseWaiting, missing
+			return r, errWait
+		}
+		r.Refresh = &state.RefreshProgress{LaunchingHook: launching}
 	}
 	if r.PreviousTemplate == nil { // a superseded rollout keeps the reference from before its first change
 		r.PreviousTemplate = &ref

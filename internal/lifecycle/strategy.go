@@ -21,7 +21,8 @@ const (
 	StrategyDrainFirst = "drain-first"
 )
 
-// TagStrategy overrides the automatic choice: "surge", "drain-first", "capacity-provider" or "auto" (default).
+// TagStrategy overrides the automatic choice: "surge", "drain-first", "capacity-provider", "refresh" (plain ECS
+// groups and EKS self-managed node groups: rollout_refresh.go) or "auto" (default).
 const TagStrategy = "patch-agent/strategy"
 
 // Names ECS gives to what it manages on an Auto Scaling group (Amazon ECS Developer Guide: "Amazon ECS
@@ -68,6 +69,11 @@ func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 		return StrategyDrainFirst, nil
 	case StrategyCapacityProvider:
 		return StrategyCapacityProvider, nil
+	case StrategyRefresh:
+		if tr.ECSManagedScaling {
+			return "", fmt.Errorf("tag %s=%s: a group that ECS managed scaling owns is not rolled by instance refresh yet; use auto", TagStrategy, StrategyRefresh)
+		}
+		return StrategyRefresh, nil
 	case "", "auto":
 		if tr.ECSManagedScaling && !tr.ECSManagedDraining { // capacity-provider strategy (issue #18): surge, keep size and spread
 			return StrategyCapacityProvider, nil
@@ -77,5 +83,5 @@ func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 		}
 		return StrategySurge, nil
 	}
-	return "", fmt.Errorf("tag %s=%q: want surge, drain-first, capacity-provider or auto", TagStrategy, tag)
+	return "", fmt.Errorf("tag %s=%q: want surge, drain-first, capacity-provider, refresh or auto", TagStrategy, tag)
 }

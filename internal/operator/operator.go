@@ -228,6 +228,9 @@ type RollbackPlan struct {
 	// Nodegroup is set for an EKS managed node group: From and To then name releases ("release
 	// 1.31.7-20250610") or launch template versions, and EKS replaces the nodes itself.
 	Nodegroup *NodegroupRollbackPlan
+	// Refresh is set for a rollout in an instance refresh: the agent rolls that refresh back
+	// (RollbackInstanceRefresh, or a refresh to the previous launch template version).
+	Refresh *RefreshRollbackPlan
 	// Source is the record's source of From: the SSM parameter the agent resolved it from, or "manual
 	// rollback by WHO" when From was itself a rollback's target.
 	Source string
@@ -265,6 +268,9 @@ func PlanRollback(ctx context.Context, store state.Store, group, to string, forc
 func planRollback(ctx context.Context, store state.Store, r state.Rollout, to string, force bool) (RollbackPlan, error) {
 	if r.Nodegroup != nil {
 		return planNodegroupRollback(r, to, force)
+	}
+	if refreshRollbackAllowed(r) { // refresh.go
+		return planRefreshRollback(r, to, force)
 	}
 	if !rollbackPhases[r.Phase] {
 		if r.Active() {
@@ -382,6 +388,10 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 		plan = p
 		if r.Nodegroup != nil {
 			return true, applyNodegroupRollback(r, who, now)
+		}
+		if refreshRollbackAllowed(*r) {
+			applyRefreshRollback(r, who, now)
+			return true, nil
 		}
 		r.RollbackFrom, r.PreviousImageID, r.TargetImageID = p.From, p.From, p.To
 		r.Source, r.SourceVersion, r.SourceModified, r.DetectedAt = "manual rollback by "+who, 0, time.Time{}, now

@@ -34,6 +34,8 @@ type StatusRow struct {
 	// Step is the replacement step when Phase is Replacing and an instance is being replaced.
 	Step            state.Step       `json:"step"`
 	CurrentInstance *CurrentInstance `json:"currentInstance"`
+	// Refresh is the group's instance refresh while the rollout is in one (strategy refresh); nil otherwise.
+	Refresh *RefreshInfo `json:"refresh,omitempty"`
 	// Reason says why the rollout waits, halted or rolled back; "paused ..." while a pause holds it.
 	Reason string `json:"reason"`
 	// Warning is a standing problem of the group's configuration (e.g. no terminating lifecycle hook).
@@ -48,6 +50,16 @@ type StatusRow struct {
 	// holding the group after the global pause is lifted. nil otherwise.
 	GroupPause *PauseInfo `json:"groupPause"`
 	UpdatedAt  time.Time  `json:"updatedAt"`
+}
+
+// RefreshInfo is the instance refresh of a rollout as last described: its id, status, how far it got,
+// how many instances it has left, and AWS's reason (which names what holds it).
+type RefreshInfo struct {
+	ID                 string `json:"id"`
+	Status             string `json:"status"`
+	PercentageComplete int32  `json:"percentageComplete"`
+	InstancesToUpdate  int32  `json:"instancesToUpdate"`
+	StatusReason       string `json:"statusReason,omitempty"`
 }
 
 // CurrentInstance is the instance being replaced and its replacement, once launched.
@@ -124,6 +136,11 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 		if c := r.Current; c != nil {
 			row.Step = c.Step
 			row.CurrentInstance = &CurrentInstance{Old: c.OldInstanceID, New: c.NewInstanceID}
+		}
+		if p := r.Refresh; p != nil && r.Current != nil && r.Current.Step == state.StepInstanceRefresh {
+			row.CurrentInstance = nil
+			row.Refresh = &RefreshInfo{ID: p.ID, Status: p.Status, PercentageComplete: p.PercentageComplete,
+				InstancesToUpdate: p.InstancesToUpdate, StatusReason: p.StatusReason}
 		}
 		if l := ActivePause(locks, r.Group, now); l != nil {
 			row.Paused = pauseInfo(*l)
@@ -311,6 +328,9 @@ func WideCells(r StatusRow) []string {
 	current := ""
 	if c := r.CurrentInstance; c != nil {
 		current = c.Old + " -> " + dash(c.New)
+	}
+	if f := r.Refresh; f != nil {
+		current = fmt.Sprintf("refresh %s %s %d%%, %d left", dash(f.ID), dash(f.Status), f.PercentageComplete, f.InstancesToUpdate)
 	}
 	paused := pauseCell(r.Paused)
 	if r.GroupPause != nil {

@@ -182,3 +182,21 @@ func TestStatusOfAnAutomaticRollbackOfAnAutoScalingGroupShowsTheAMIItGoesBackTo(
 		})
 	}
 }
+
+// A rollout in an instance refresh shows the refresh (id, status, percentage, instances left, AWS's reason)
+// instead of an instance pair, in the wide table too.
+func TestStatusOfARolloutInAnInstanceRefreshShowsTheRefresh(t *testing.T) {
+	r := replacingOnC()
+	r.Strategy, r.Current, r.Batch = "refresh", &state.Replacement{Step: state.StepInstanceRefresh}, nil
+	r.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", ID: "ir-7", Status: "InProgress", PercentageComplete: 40,
+		InstancesToUpdate: 6, StatusReason: "Waiting: launching before terminating needs room above the desired capacity (10), and the group's MaxSize (10) leaves none."}
+	rows, err := operator.Status(context.Background(), seed(t, []state.Rollout{r}), r.Group, now)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Nil(t, rows[0].CurrentInstance)
+	require.Equal(t, &operator.RefreshInfo{ID: "ir-7", Status: "InProgress", PercentageComplete: 40, InstancesToUpdate: 6,
+		StatusReason: r.Refresh.StatusReason}, rows[0].Refresh)
+	var b strings.Builder
+	operator.RenderWideTable(&b, rows)
+	require.Contains(t, b.String(), "refresh ir-7 InProgress 40%, 6 left")
+}

@@ -26,6 +26,10 @@ func TestEveryOperatorTransitionOfTheTable(t *testing.T) {
 			if row.To.Step == state.StepNodegroupUpdate {
 				have = completedNodegroup()
 			}
+			if row.To.Step == state.StepInstanceRefresh {
+				have.Strategy = "refresh"
+				have.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress"}
+			}
 			have.Phase = row.From.Phase
 			if row.From.Step != "" {
 				have.Current = &state.Replacement{Step: row.From.Step, OldInstanceID: "i-4", InstancesBefore: []string{"i-4"}}
@@ -37,4 +41,28 @@ func TestEveryOperatorTransitionOfTheTable(t *testing.T) {
 			require.Equal(t, []state.Transition{row}, seen, "the write matched exactly this row")
 		})
 	}
+}
+
+// TestRollbackInTheMiddleOfAnInstanceRefresh: `patch-agent rollback` takes over a refresh in progress (no "let it
+// finish first"): the record asks the agent for RollbackInstanceRefresh, by the operator, to the previous
+// launch template version; --to is refused there.
+func TestRollbackInTheMiddleOfAnInstanceRefresh(t *testing.T) {
+	have := completedOnB()
+	have.Phase, have.Strategy = state.PhaseReplacing, "refresh"
+	have.Current = &state.Replacement{Step: state.StepInstanceRefresh}
+	have.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress",
+		Cancel: "maintenance window closed"}
+	store := seed(t, []state.Rollout{have})
+	_, err := operator.Rollback(context.Background(), store, have.Group, "ami-0123456789abcdef0", "alice", false, now)
+	require.ErrorContains(t, err, "drop --to")
+	plan, err := operator.PlanRollback(context.Background(), store, have.Group, "", false)
+	require.NoError(t, err)
+	require.Equal(t, &operator.RefreshRollbackPlan{ID: "ir-1", Status: "InProgress", PreviousVersion: "2"}, plan.Refresh)
+	r, err := operator.Rollback(context.Background(), store, have.Group, plan.To, "alice", false, now) // as the CLI confirms it
+	require.NoError(t, err)
+	require.Equal(t, state.PhaseRollingBack, r.Phase)
+	require.True(t, r.Refresh.Rollback)
+	require.True(t, r.Refresh.ByAPI)
+	require.Equal(t, "alice", r.Refresh.RequestedBy)
+	require.Empty(t, r.Refresh.Cancel, "the rollback replaces the cancel")
 }

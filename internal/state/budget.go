@@ -42,9 +42,12 @@ var ErrFenceMoved = errors.New("rollout record moved since the budget write was 
 
 // DrainSlot is one instance of a cluster being drained by a rollout.
 type DrainSlot struct {
-	Group      string    `json:"group" dynamodbav:"group"`
-	InstanceID string    `json:"instanceId" dynamodbav:"instanceId"`
-	At         time.Time `json:"at" dynamodbav:"at"` // when the slot was claimed
+	Group      string `json:"group" dynamodbav:"group"`
+	InstanceID string `json:"instanceId" dynamodbav:"instanceId"`
+	// Hook names the terminating lifecycle hook whose action drains the instance, for a slot claimed by the
+	// drain of a lifecycle action (an instance refresh's termination); "" for a slot of a rollout's own drain.
+	Hook string    `json:"hook,omitempty" dynamodbav:"hook,omitempty"`
+	At   time.Time `json:"at" dynamodbav:"at"` // when the slot was claimed
 }
 
 // ErrBudgetFull is wrapped by the error of PlanDrainSlot and ClaimDrainSlot when every slot of the cluster's

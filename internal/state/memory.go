@@ -207,6 +207,7 @@ func clone(r Rollout) Rollout {
 	}
 	r.Replaced = append([]string(nil), r.Replaced...)
 	r.Nodegroup = cloneNodegroup(r.Nodegroup)
+	r.Refresh = cloneRefresh(r.Refresh)
 	return r
 }
 

@@ -169,6 +169,8 @@ type Rollout struct {
 
 	// Nodegroup is the progress of an EKS managed node group target (nodegroup.go); nil for groups.
 	Nodegroup *NodegroupProgress `json:"nodegroup,omitempty" dynamodbav:"nodegroup,omitempty"`
+	// Refresh is the progress of a rollout by instance refresh (strategy "refresh", refresh.go); nil otherwise.
+	Refresh *RefreshProgress `json:"refresh,omitempty" dynamodbav:"refresh,omitempty"`
 
 	UpdatedAt time.Time `json:"updatedAt" dynamodbav:"updatedAt"`
 	// Version is the optimistic-concurrency counter: the Store's conditional writes compare it.

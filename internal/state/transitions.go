@@ -113,6 +113,15 @@ var Transitions = []Transition{
 	{at(PhaseRollingBack, StepNodegroupUpdate), at(PhaseRolledBack, ""), WriterAgent, "managed node group: previous version restored"},
 	{at(PhaseRollingBack, StepNodegroupUpdate), at(PhaseHalted, StepNodegroupUpdate), WriterAgent, "managed node group: rollback update Failed"},
 	{at("", ""), at(PhaseHalted, ""), WriterAgent, "a managed node group's Auto Scaling group: never rolled as a group"},
+	{at(PhasePreparing, ""), at(PhaseReplacing, StepInstanceRefresh), WriterAgent, "instance refresh: intent recorded"},
+	{at(PhaseVerifying, ""), at(PhaseReplacing, StepInstanceRefresh), WriterAgent, "instance refresh: an instance not on the target"},
+	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseVerifying, ""), WriterAgent, "instance refresh Successful"},
+	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseWaiting, ""), WriterAgent, "instance refresh cancelled (pause, window end, approval withdrawn), or someone else's holds the group"},
+	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseDetected, ""), WriterAgent, "instance refresh cancelled: a newer AMI"},
+	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseRollingBack, StepInstanceRefresh), WriterAgent, "instance refresh Failed, ABANDONed launch or alarm: roll back"},
+	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseHalted, StepInstanceRefresh), WriterAgent, "instance refresh halted, no rollback"},
+	{at(PhaseRollingBack, StepInstanceRefresh), at(PhaseRolledBack, ""), WriterAgent, "instance refresh: previous version restored"},
+	{at(PhaseRollingBack, StepInstanceRefresh), at(PhaseHalted, StepInstanceRefresh), WriterAgent, "instance refresh: rollback failed"},
 
 	{at(PhaseIdle, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
 	{at(PhaseCompleted, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
@@ -125,6 +134,8 @@ var Transitions = []Transition{
 	{at(PhaseHalted, StepTerminating), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
 	{at(PhaseCompleted, ""), at(PhaseRollingBack, StepNodegroupUpdate), WriterOperator, "managed node group: manual rollback, token recorded"},
 	{at(PhaseHalted, StepNodegroupUpdate), at(PhaseRollingBack, StepNodegroupUpdate), WriterOperator, "managed node group: manual rollback, token recorded"},
+	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseRollingBack, StepInstanceRefresh), WriterOperator, "instance refresh: manual rollback mid-refresh"},
+	{at(PhaseHalted, StepInstanceRefresh), at(PhaseRollingBack, StepInstanceRefresh), WriterOperator, "instance refresh: manual rollback after a halt"},
 }
 
 // CheckTransition returns nil when by may move a record from from to to: the table lists the move, or the

@@ -1,0 +1,551 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testenv"
+)
+
+// refreshGroup is an ECS group of desired 10 rolled by instance refresh in batches of batch, with room above
+// desired for one batch and the agent's launching and terminating hooks.
+func refreshGroup(batch int) demo.GroupSetup {
+	return demo.GroupSetup{Name: "rf", Min: 2, Max: int32(10 + batch), Desired: 10, LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: fmt.Sprint(batch)}}
+}
+
+// buildRefresh builds the world of g with the rule that the agent never writes desired capacity on.
+func buildRefresh(t *testing.T, spec demo.Spec) *demo.World {
+	t.Helper()
+	w := build(t, spec)
+	w.Checker.NoDesiredWrites = true
+	settle(t, w, time.Minute)
+	return w
+}
+
+// refreshCalls counts the agent's calls of op ("autoscaling:StartInstanceRefresh") in the account's call log.
+func refreshCalls(w *demo.World, op string) int { return w.Account.Calls()[op] }
+
+// requireNoCapacityWrites asserts from the account's capacity writes that the agent wrote no desired capacity
+// and no MaxSize of group: no SetDesiredCapacity, no decrementing termination, no UpdateAutoScalingGroup that
+// changes either; and from its call log that the agent made no SetInstanceProtection, SetDesiredCapacity or
+// UpdateAutoScalingGroup call at all (the worlds of these tests have no other group the agent rolls).
+func requireNoCapacityWrites(t *testing.T, w *demo.World, group string) {
+	t.Helper()
+	for _, op := range []string{"autoscaling:SetInstanceProtection", "autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup"} {
+		require.Zero(t, w.Account.Calls()[op], "the agent called %s", op)
+	}
+	for _, cw := range w.Account.CapacityWrites() {
+		if cw.Group == group && cw.By == sim.CallerAPI {
+			require.False(t, cw.Op == sim.OpSetDesiredCapacity || (cw.Op == sim.OpTerminateInstance && cw.Decrement) ||
+				(cw.Op == sim.OpUpdateAutoScalingGroup && (cw.From != cw.To || cw.MaxFrom != cw.MaxTo)), "the agent wrote %s", cw)
+		}
+	}
+}
+
+func TestRefreshRollsAnECSGroupInBatchesWithoutWritingDesiredCapacity(t *testing.T) {
+	for _, c := range []struct{ batch, budget int }{{1, 1}, {3, 3}, {3, 1}} {
+		batch, budget := c.batch, c.budget
+		t.Run(fmt.Sprintf("batch %d of 10, cluster budget %d", batch, budget), func(t *testing.T) {
+			g := refreshGroup(batch)
+			spec := oneGroup(&g)
+			spec.Policy = lifecycle.DefaultPolicy()
+			spec.Policy.ClusterBudget = budget
+			w := buildRefresh(t, spec)
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			draining, running := 0, 0
+			r := runTo(t, w, 3*time.Hour, "completed", func(r state.Rollout) bool {
+				d, n := 0, 0
+				for _, i := range w.Account.Group(g.Name).Instances {
+					if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "Terminating:Wait" {
+						d++ // drained under its terminating action
+					}
+					if i.LifecycleState == "InService" || strings.HasPrefix(i.LifecycleState, "Pending") {
+						n++
+					}
+				}
+				draining, running = max(draining, d), max(running, n)
+				return ended(demo.ImageB)(r)
+			}, g.Name)
+			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+			require.Equal(t, budget, draining, "drains at once: the per-cluster budget")
+			require.LessOrEqual(t, running, 10+batch, "at most the batch above desired capacity (MaxHealthyPercentage)")
+			settle(t, w, time.Minute)
+			requireAllOn(t, w, g.Name, demo.ImageB, 10)
+			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "one refresh per rollout")
+			require.Equal(t, int32(100+10*batch), r.Refresh.MaxHealthyPercentage)
+			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
+		})
+	}
+}
+
+// runTo runs the world until done, failing the test when it does not come within limit.
+func runTo(t *testing.T, w *demo.World, limit time.Duration, what string, done func(state.Rollout) bool, group string) state.Rollout {
+	t.Helper()
+	ctx := context.Background()
+	ok, err := w.RunUntil(ctx, tick, limit, func() bool { return done(w.Rollout(ctx, group)) })
+	require.NoError(t, err)
+	require.True(t, ok, "%s: %+v", what, w.Rollout(ctx, group))
+	return w.Rollout(ctx, group)
+}
+
+// midRefresh reports whether the agent's refresh is under way with at least one instance updated.
+func midRefresh(r state.Rollout) bool {
+	return r.Phase == state.PhaseReplacing && r.Refresh != nil && r.Refresh.ID != "" && r.Refresh.PercentageComplete >= 10
+}
+
+func ended(image string) func(state.Rollout) bool {
+	return func(r state.Rollout) bool { return r.TargetImageID == image && !r.Active() }
+}
+
+// A bad AMI (its instances never serve): the agent's launching hook ABANDONs the first launch at the health
+// deadline, the refresh halts at once and the group is rolled back to the previous version.
+func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	w.Account.MarkImageUnhealthy(demo.ImageB)
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+	require.Contains(t, r.Reason, "ABANDON")
+	var first *sim.Completion
+	for _, c := range w.Account.LifecycleCompletions() {
+		if c.Accepted && c.Caller == sim.CallerAPI && c.Result == sim.ResultAbandon && first == nil {
+			first = &c
+		}
+	}
+	require.NotNil(t, first)
+	hist, err := w.Store.History(context.Background(), g.Name)
+	require.NoError(t, err)
+	halted := false
+	for _, h := range hist {
+		if h.Event == "rolling-back" {
+			halted = true
+			require.Contains(t, h.Detail, first.InstanceID, "the first ABANDON halts the refresh")
+			require.WithinDuration(t, first.At, h.At, tick, "at once, not after Auto Scaling's hour of retries")
+		}
+	}
+	require.True(t, halted)
+	settle(t, w, 10*time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageA, 10)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+}
+
+// A pause cancels the agent's refresh; resume starts a new one that skips the instances already on the target.
+func TestRefreshPausedIsCancelledAndResumedByANewRefresh(t *testing.T) {
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+	require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "game day", "bob", time.Time{}, w.Account.Clock().Now()))
+	r := runTo(t, w, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting }, g.Name)
+	require.Contains(t, r.Reason, "paused")
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+	settle(t, w, 30*time.Minute)
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "nothing starts while paused")
+	_, err := operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
+	require.NoError(t, err)
+	r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
+	require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
+	settle(t, w, time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageB, 10)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+	t.Logf("%d windows", starts)
+}
+
+// A newer AMI mid-refresh cancels it; the newer AMI goes through the gates and its own refresh.
+func TestRefreshSupersededByANewerAMI(t *testing.T) {
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+	w.PublishAMI(g.Parameter, imageC)
+	r := runTo(t, w, 4*time.Hour, "completed on the newer AMI", ended(imageC), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+	require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+	settle(t, w, time.Minute)
+	requireAllOn(t, w, g.Name, imageC, 10)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+}
+
+// `patch-agent rollback` in the middle of a refresh rolls the group back at once.
+func TestRefreshRolledBackByAnOperatorMidRefresh(t *testing.T) {
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+	_, err := operator.Rollback(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
+	require.NoError(t, err)
+	r := runTo(t, w, 3*time.Hour, "rolled back", func(r state.Rollout) bool { return !r.Active() }, g.Name)
+	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+	require.Contains(t, r.Reason, "manual rollback by alice")
+	settle(t, w, 10*time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageA, 10)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+}
+
+// C27: a refresh someone else started is never cancelled; the rollout waits, says whose refresh holds the
+// group, and starts its own once it ended.
+func TestRefreshWaitsForARefreshItDidNotStartAndNeverCancelsIt(t *testing.T) {
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	ctx := context.Background()
+	_, err := w.Account.AutoScaling().StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(g.Name),
+		Preferences: &astypes.RefreshPreferences{MinHealthyPercentage: aws.Int32(100), MaxHealthyPercentage: aws.Int32(110)}})
+	require.NoError(t, err)
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	r := runTo(t, w, time.Hour, "waiting for the foreign refresh", func(r state.Rollout) bool {
+		return r.Phase == state.PhaseWaiting && strings.Contains(r.Reason, "not started by patch-agent")
+	}, g.Name)
+	require.Contains(t, r.Reason, "patch-agent never cancels it")
+	r = runTo(t, w, 6*time.Hour, "completed", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	require.Zero(t, refreshCalls(w, "autoscaling:CancelInstanceRefresh"), "the foreign refresh is never cancelled")
+	require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the foreign one and the agent's")
+	settle(t, w, time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageB, 10)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+}
+
+// A group at its MaxSize: the refresh cannot launch before it terminates; the rollout waits and says so, and
+// the agent writes neither MaxSize nor desired capacity.
+func TestRefreshOfAGroupAtMaxSizeWaitsAndSaysSo(t *testing.T) {
+	g := refreshGroup(1)
+	g.Max = g.Desired
+	w := buildRefresh(t, oneGroup(&g))
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	r := runTo(t, w, time.Hour, "waiting for room", func(r state.Rollout) bool { return strings.Contains(r.Reason, "at its MaxSize (10)") }, g.Name)
+	require.Equal(t, state.PhaseReplacing, r.Phase)
+	settle(t, w, 30*time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageA, 10)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+}
+
+// refreshCrashScenario rolls an ECS refresh group of 3 (room for one more) to ImageB; at the end every
+// instance runs ImageB, every termination's action was completed by the agent, and the account's call log
+// holds exactly one StartInstanceRefresh: a crash at any effect, or a lost answer of StartInstanceRefresh,
+// never starts a second refresh (C27).
+func refreshCrashScenario(t *testing.T) demo.CrashScenario {
+	g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+	spec := oneGroup(&g)
+	return demo.CrashScenario{
+		Name: "ECS instance refresh",
+		Build: func() (*demo.World, error) {
+			w, err := demo.Build(spec)
+			if err == nil {
+				w.Checker.NoDesiredWrites = true
+			}
+			return w, err
+		},
+		Drive: func(w *demo.World) error {
+			ctx := context.Background()
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
+			if err != nil {
+				return err
+			}
+			if !done {
+				return fmt.Errorf("the rollout did not end: %+v", w.Rollout(ctx, g.Name))
+			}
+			_, err = w.RunUntil(ctx, tick, 10*time.Minute, func() bool { return false })
+			return err
+		},
+		Final: func(w *demo.World) error {
+			if r := w.Rollout(context.Background(), g.Name); r.Phase != state.PhaseCompleted {
+				return fmt.Errorf("rollout ended %s: %s", r.Phase, r.Reason)
+			}
+			if n := refreshCalls(w, "autoscaling:StartInstanceRefresh"); n != 1 {
+				return fmt.Errorf("%d StartInstanceRefresh calls, want 1", n)
+			}
+			for _, i := range w.Account.Group(g.Name).Instances {
+				if !strings.HasPrefix(i.LifecycleState, "Terminating") && i.ImageID != demo.ImageB {
+					return fmt.Errorf("%s runs %s", i.ID, i.ImageID)
+				}
+			}
+			for _, cw := range w.Account.CapacityWrites() {
+				if cw.Group == g.Name && cw.By == sim.CallerAPI && (cw.Op == sim.OpSetDesiredCapacity || cw.Decrement ||
+					(cw.Op == sim.OpUpdateAutoScalingGroup && (cw.From != cw.To || cw.MaxFrom != cw.MaxTo))) {
+					return fmt.Errorf("the agent wrote %s", cw)
+				}
+			}
+			return hooksAndQueueSettled(w, g.Name)
+		},
+	}
+}
+
+// A crash after every effect of an instance refresh rollout, and with every effect's answer lost (the lost
+// StartInstanceRefresh answer among them): each run completes, holds every invariant, repeats no effect and
+// starts one refresh.
+func TestRefreshCrashMatrixStartsOneRefreshWhateverEffectTheAgentDiesAt(t *testing.T) {
+	runCrashMatrix(t, refreshCrashScenario(t))
+}
+
+// eksRefreshSpec is the demo's EKS self-managed group (Deployment web under a PodDisruptionBudget
+// minAvailable 5, a DaemonSet) with desired 10, rolled by instance refresh in batches of batch.
+func eksRefreshSpec(batch int) (demo.Spec, string) {
+	s := demo.DemoSpec()
+	s.Groups, s.Services = s.Groups[1:], nil
+	g := &s.Groups[0]
+	g.Desired, g.Max, g.LaunchingHook = 10, int32(10+batch), true
+	g.Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: fmt.Sprint(batch)}
+	s.Policy = lifecycle.DefaultPolicy()
+	s.Policy.ClusterBudget = batch
+	return s, g.Name
+}
+
+func TestRefreshRollsAnEKSSelfManagedGroupUnderAPodDisruptionBudget(t *testing.T) {
+	for _, batch := range []int{1, 3} {
+		t.Run(fmt.Sprintf("batch %d of 10", batch), func(t *testing.T) {
+			spec, group := eksRefreshSpec(batch)
+			w := buildRefresh(t, spec)
+			w.PublishPublicAMI(w.EKSParameter(group), demo.ImageB)
+			r := runTo(t, w, 4*time.Hour, "completed", ended(demo.ImageB), group)
+			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+			settle(t, w, time.Minute)
+			requireAllOn(t, w, group, demo.ImageB, 10)
+			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+			requireNoCapacityWrites(t, w, group)
+			require.Empty(t, w.Checker.Finish())
+		})
+	}
+}
+
+// playRefreshBesideOthers rolls group of spec to ImageB by instance refresh while a random writer of seed moves
+// its desired capacity and an operator terminates an old instance without decrement in the middle of the
+// refresh; every invariant holds (NoDesiredWrites among them), the rollout completes, and the agent's calls
+// write no desired capacity and no MaxSize of the group (C24).
+func playRefreshBesideOthers(t *testing.T, spec demo.Spec, group string, seed uint64) {
+	w := buildRefresh(t, spec)
+	ctx := context.Background()
+	writer := w.Account.StartRandomWriter(sim.RandomWriterSpec{Group: group, Seed: seed})
+	if param := w.EKSParameter(group); param != "" {
+		w.PublishPublicAMI(param, demo.ImageB)
+	} else {
+		w.PublishAMI("/golden/"+group, demo.ImageB)
+	}
+	operatorDone := ""
+	r := runTo(t, w, 6*time.Hour, "completed", func(r state.Rollout) bool {
+		if operatorDone == "" && midRefresh(r) {
+			for _, i := range w.Account.Group(group).Instances {
+				if i.LifecycleState == "InService" && i.ImageID == demo.ImageA && w.Account.TerminateWithoutDecrement(i.ID) {
+					operatorDone = i.ID
+					break
+				}
+			}
+		}
+		return operatorDone != "" && ended(demo.ImageB)(r)
+	}, group)
+	writer.Stop()
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	_, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+		visible, inFlight := w.Account.QueueDepth(w.QueueURL)
+		return visible+inFlight == 0
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, writer.Writes(), "the random writer wrote")
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+	requireNoCapacityWrites(t, w, group)
+	require.Empty(t, w.Checker.Finish())
+	t.Logf("seed %d: %d writes of the random writer, operator terminated %s, rollout took %s", seed, len(writer.Writes()), operatorDone,
+		r.UpdatedAt.Sub(r.DetectedAt).Round(time.Minute))
+}
+
+// C24: other writers of desired capacity during the rollout (a seeded random autoscaler, testenv.Seeds, and an
+// operator terminating an old instance without decrement) never make the agent write desired capacity, and
+// serving capacity never falls below what they set.
+func TestC24RefreshBesideARandomAutoscalerAndAnOperatorWritesNoDesiredCapacity(t *testing.T) {
+	for _, seed := range testenv.Seeds(t, []uint64{1, 2, 3}) {
+		for _, batch := range []int{1, 3} {
+			t.Run(fmt.Sprintf("ECS batch %d seed %d", batch, seed), func(t *testing.T) {
+				g := refreshGroup(batch)
+				spec := oneGroup(&g)
+				spec.Policy = lifecycle.DefaultPolicy()
+				spec.Policy.ClusterBudget = batch
+				playRefreshBesideOthers(t, spec, g.Name, seed)
+			})
+			t.Run(fmt.Sprintf("EKS batch %d seed %d", batch, seed), func(t *testing.T) {
+				spec, group := eksRefreshSpec(batch)
+				playRefreshBesideOthers(t, spec, group, seed)
+			})
+		}
+	}
+}
+
+// The end of the maintenance window cancels the refresh; the next window starts a new one that skips the
+// instances already on the target.
+func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
+	g := refreshGroup(1)
+	spec := oneGroup(&g)
+	w0, err := demo.Build(spec)
+	require.NoError(t, err)
+	open := w0.Account.Clock().Now().Add(2 * time.Minute).Truncate(time.Minute)
+	g.Tags[lifecycle.TagMaintenanceWindow] = open.Format("15:04") + "-" + open.Add(30*time.Minute).Format("15:04") + " UTC"
+	spec = oneGroup(&g)
+	w := buildRefresh(t, spec)
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	r := runTo(t, w, 2*time.Hour, "waiting for the next window", func(r state.Rollout) bool {
+		return r.Phase == state.PhaseWaiting && r.OnTarget > 0 && strings.Contains(r.Reason, "maintenance window")
+	}, g.Name)
+	require.Less(t, r.OnTarget, 10, "the window closed before the refresh ended")
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+	r = runTo(t, w, 4*24*time.Hour, "completed in a later window", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
+	require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
+	settle(t, w, time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageB, 10)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+	t.Logf("%d windows", starts)
+}
+
+// Two refresh groups of one cluster: their refreshes run side by side, and the per-cluster budget (1) lets one
+// old instance of the cluster drain at a time.
+func TestTwoRefreshGroupsOfOneClusterDrainWithinTheClusterBudget(t *testing.T) {
+	a, b := refreshGroup(1), refreshGroup(1)
+	a.Name, b.Name, a.Cluster, b.Cluster, a.Desired, b.Desired, a.Max, b.Max = "rf-a", "rf-b", "c1", "c1", 4, 4, 5, 5
+	a.Parameter, b.Parameter = "/golden/shared", "/golden/shared"
+	w := buildRefresh(t, demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 12}})
+	ctx := context.Background()
+	w.PublishAMI("/golden/shared", demo.ImageB)
+	draining, overlapped := 0, false
+	ok, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
+		d, refreshing := 0, 0
+		for _, name := range []string{a.Name, b.Name} {
+			for _, i := range w.Account.Group(name).Instances {
+				if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "Terminating:Wait" {
+					d++
+				}
+			}
+			if r := w.Rollout(ctx, name); r.Phase == state.PhaseReplacing && r.Refresh != nil && r.Refresh.ID != "" {
+				refreshing++
+			}
+		}
+		draining, overlapped = max(draining, d), overlapped || refreshing == 2
+		return ended(demo.ImageB)(w.Rollout(ctx, a.Name)) && ended(demo.ImageB)(w.Rollout(ctx, b.Name))
+	})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.True(t, overlapped, "the two refreshes ran side by side")
+	require.Equal(t, 1, draining, "one drain of the cluster at a time")
+	settle(t, w, time.Minute)
+	for _, g := range []demo.GroupSetup{a, b} {
+		require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
+		requireAllOn(t, w, g.Name, demo.ImageB, 4)
+		requireNoCapacityWrites(t, w, g.Name)
+	}
+	require.Empty(t, w.Checker.Finish())
+}
+
+// Launches short of EC2 capacity (InsufficientInstanceCapacity) are not a bad AMI: the refresh waits for
+// capacity past the hour a failing replacement gets, nothing halts, and it completes once capacity is back.
+func TestRefreshShortOfCapacityWaitsAndIsNotRolledBack(t *testing.T) {
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	w.Account.SetLaunchShortfall(g.Name, sim.Shortfall{})
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	settle(t, w, 90*time.Minute)
+	r := w.Rollout(context.Background(), g.Name)
+	require.Equal(t, state.PhaseReplacing, r.Phase, "not halted, not rolled back: %s", r.Reason)
+	require.Greater(t, w.Account.FailedLaunches(g.Name), 10, "Auto Scaling kept trying")
+	w.Account.ClearLaunchShortfall(g.Name)
+	r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+}
+
+// The crash matrix of a bad AMI's rollout: halted at the first ABANDON and rolled back (the group references
+// $Default, so Auto Scaling refuses RollbackInstanceRefresh and the agent cancels its refresh and refreshes back
+// to the previous version), with the agent killed after every effect and with every effect's answer lost.
+func TestRefreshCrashMatrixOfABadAMIsRollback(t *testing.T) {
+	g := demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2, LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+	spec := oneGroup(&g)
+	runCrashMatrix(t, demo.CrashScenario{
+		Name: "ECS instance refresh of a bad AMI",
+		Build: func() (*demo.World, error) {
+			w, err := demo.Build(spec)
+			if err == nil {
+				w.Checker.NoDesiredWrites = true
+				w.Account.MarkImageUnhealthy(demo.ImageB)
+			}
+			return w, err
+		},
+		Drive: func(w *demo.World) error {
+			ctx := context.Background()
+			w.PublishAMI(g.Parameter, demo.ImageB)
+			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
+			if err != nil {
+				return err
+			}
+			if !done {
+				return fmt.Errorf("the rollout did not end: %+v", w.Rollout(ctx, g.Name))
+			}
+			_, err = w.RunUntil(ctx, tick, 20*time.Minute, func() bool { return false })
+			return err
+		},
+		Final: func(w *demo.World) error {
+			if r := w.Rollout(context.Background(), g.Name); r.Phase != state.PhaseRolledBack {
+				return fmt.Errorf("rollout ended %s: %s", r.Phase, r.Reason)
+			}
+			if n := refreshCalls(w, "autoscaling:StartInstanceRefresh"); n != 2 {
+				return fmt.Errorf("%d StartInstanceRefresh calls, want 2 (the rollout's and the one back)", n)
+			}
+			for _, i := range w.Account.Group(g.Name).Instances {
+				if !strings.HasPrefix(i.LifecycleState, "Terminating") && i.ImageID != demo.ImageA {
+					return fmt.Errorf("%s runs %s", i.ID, i.ImageID)
+				}
+			}
+			return nil
+		},
+	})
+}
+
+// An event-driven agent (wake-up events, the 2-minute safety poll) rolls a refresh group too: the refresh's
+// progress wakes the group through its lifecycle actions and the safety poll.
+func TestRefreshRollsAGroupWithAnEventDrivenAgent(t *testing.T) {
+	g := refreshGroup(1)
+	spec := oneGroup(&g)
+	spec.WakeUpEvents = true
+	w := build(t, spec)
+	w.Checker.NoDesiredWrites = true
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	ok, err := w.RunEvents(ctx, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
+	require.NoError(t, err)
+	require.True(t, ok, "%+v", w.Rollout(ctx, g.Name))
+	r := w.Rollout(ctx, g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+	t.Logf("took %s, %d DescribeInstanceRefreshes", r.UpdatedAt.Sub(r.DetectedAt).Round(time.Minute), refreshCalls(w, "autoscaling:DescribeInstanceRefreshes"))
+}
