@@ -14,6 +14,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -48,7 +49,11 @@ accepted while the group waits for its soak or its approval, and recorded as a "
 the agent sends a SoakSkipped alert (metric and notification) when the rollout starts.
 
 Who approved is the ARN of your AWS credentials (STS GetCallerIdentity), not a local user name; --who is used
-only with --state-file, which has no AWS identity.`,
+only with --state-file, which has no AWS identity.
+
+A GROUP the store has no record of is answered with the groups it holds records of. -o json prints
+{"schemaVersion": 1, "group": ..., "imageId": ..., "approvedBy": ..., "phase": ..., "waitingForApproval": ...}
+on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on) and the sentences on stderr.`,
 		Example: `  patch-agent status prod-ecs-asg            # check the AMI it waits for
   patch-agent approve prod-ecs-asg --table patch-agent --region eu-west-1
   patch-agent approve prod-ecs-asg --skip-soak --reason "CVE-2026-1234 fix, INC-4711" --table patch-agent`,
@@ -60,6 +65,7 @@ only with --state-file, which has no AWS identity.`,
 	cmd.Flags().BoolVar(&force, "force", false, "record the approval even when the group is not waiting for approval")
 	cmd.Flags().BoolVar(&skipSoak, "skip-soak", false, "also skip the AMI's soak time (needs --reason): the rollout starts before the soak ends")
 	cmd.Flags().StringVar(&reason, "reason", "", "why the soak is skipped (required with --skip-soak; recorded in the history and the notification)")
+	outFlag := addOutputFlag(cmd, formatTable, standardFormats, nil, "table and wide: sentences; json: one document")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if skipSoak && strings.TrimSpace(reason) == "" {
 			return usage(cmd, errors.New(`--skip-soak needs --reason "...": say why the AMI cannot wait for its soak time`))
@@ -75,15 +81,16 @@ only with --state-file, which has no AWS identity.`,
 		if err != nil {
 			return err
 		}
+		stdout := sentencesToStderr(cmd, outFlag)
 		who, err = actingIdentity(cmd, s, who)
 		if err != nil {
 			return err
 		}
 		if isEKSUpgrade(args[0]) { // eks:CLUSTER, the plan of `patch-agent eks upgrade`
 			if skipSoak {
-				return errors.New("--skip-soak applies to a group's rollout, not to an EKS upgrade plan")
+				return usage(cmd, errors.New("--skip-soak applies to a group's rollout, not to an EKS upgrade plan"))
 			}
-			return approveEKSUpgrade(cmd, s, args[0], who)
+			return approveEKSUpgrade(cmd, stdout, s, args[0], who)
 		}
 		var r state.Rollout
 		if skipSoak {
@@ -92,7 +99,7 @@ only with --state-file, which has no AWS identity.`,
 			r, err = operator.Approve(ctx, s, args[0], who, force, time.Now())
 		}
 		if err != nil {
-			return err
+			return s.explainNotFound(ctx, args[0], err)
 		}
 		if err := s.save(); err != nil {
 			return err
@@ -107,9 +114,31 @@ only with --state-file, which has no AWS identity.`,
 			fmt.Fprintln(out, "The group was not waiting for approval: the approval takes effect when it waits for this AMI's approval (see status).")
 		}
 		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorApprove, Group: r.Group, Who: who})
-		return nil
+		if !outFlag.is(formatJSON) {
+			return nil
+		}
+		return writeJSON(stdout, approvalDocument{SchemaVersion: schema.Version, Subject: r.Group, Group: r.Group, ImageID: r.ApprovedImage,
+			ApprovedBy: r.ApprovedBy, Phase: string(r.Phase), WaitingForApproval: operator.WaitingForApproval(r), SkipSoakReason: r.SkipSoakReason})
 	}
 	return cmd
+}
+
+// approvalDocument is `approve -o json`: the approval as recorded, every field present ("" when it does not
+// apply). For a group: group, imageId (the AMI approved), phase, waitingForApproval (false: it takes effect
+// when the group waits for that AMI's approval) and skipSoakReason ("" unless --skip-soak); for eks:CLUSTER:
+// cluster, to (the Kubernetes version) and next (the command that goes on with the upgrade).
+type approvalDocument struct {
+	SchemaVersion      int    `json:"schemaVersion"`
+	Subject            string `json:"subject"`
+	Group              string `json:"group"`
+	ImageID            string `json:"imageId"`
+	Cluster            string `json:"cluster"`
+	To                 string `json:"to"`
+	ApprovedBy         string `json:"approvedBy"`
+	Phase              string `json:"phase"`
+	WaitingForApproval bool   `json:"waitingForApproval"`
+	SkipSoakReason     string `json:"skipSoakReason"`
+	Next               string `json:"next"`
 }
 
 // actingIdentity is who a command that approves or requests records: with an AWS store (DynamoDB), always the

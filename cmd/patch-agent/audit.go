@@ -24,8 +24,10 @@ import (
 // fleet's reads meet throttling, and an audit would rather wait than fail.
 const auditMaxAttempts = 10
 
-// exitBehind is the exit status when a group is behind more than --fail-if-behind.
-const exitBehind = 2
+// exitBehind is the exit status when a group is behind more than --fail-if-behind: the audit ran and found
+// what the flag asks to fail on. It is not 2, the status of a usage error, so that a CI job can tell a
+// finding from a mistyped flag.
+const exitBehind = 3
 
 // auditEnv is where the audit command gets its clients: the AWS account of the default credential chain, or
 // a simulated account in tests.
@@ -75,7 +77,6 @@ func newAuditCommand() *cobra.Command { return newAuditCommandWith(awsAuditEnv) 
 func newAuditCommandWith(env auditEnv) *cobra.Command {
 	var (
 		region         = config.Default().Region
-		output         string
 		failIfBehind   ageFlag
 		publishMetrics bool
 		regions        []string
@@ -101,7 +102,8 @@ changes nothing. For each group it reports:
                          of the recommended parameter since (GetParameterHistory); "unknown" (null in JSON)
                          when a date or the history cannot be read
 
---fail-if-behind exits with status 2 when a group is behind by more than the age given ("30d", "720h").
+--fail-if-behind exits with status 3 when a group is behind by more than the age given ("30d", "720h"); status
+2 is a usage error only.
 --publish-metrics also sends OutdatedInstances and DaysBehind per group to CloudWatch (namespace
 PatchAgent/Audit, dimension AutoScalingGroupName): the audit's only write. docs/audit.md lists the columns and
 the IAM policy it needs.`,
@@ -118,13 +120,12 @@ the IAM policy it needs.`,
 	f.Var(newRegionsValue(&region, &regions), "region", "AWS region to audit (env "+config.EnvRegion+"); with --organization or --accounts, repeatable: each region")
 	addProfileFlag(f, &profile)
 	orgs := addOrgFlags(cmd, &profile, &regions, false)
-	f.StringVarP(&output, "output", "o", audit.FormatTable, "output format: "+strings.Join(audit.Formats(), ", "))
-	f.Var(&failIfBehind, "fail-if-behind", "exit with status 2 when a group's oldest outdated AMI is more than this `age` older than the recommended one (30d, 720h)")
+	outFlag := addOutputFlag(cmd, formatTable, []string{formatTable, formatWide, formatJSON, formatCSV}, nil,
+		"wide is the same as table, which cuts nothing")
+	f.Var(&failIfBehind, "fail-if-behind", "exit with status 3 when a group's oldest outdated AMI is more than this `age` older than the recommended one (30d, 720h)")
 	f.BoolVar(&publishMetrics, "publish-metrics", false, "publish OutdatedInstances and DaysBehind per group to CloudWatch namespace "+audit.MetricsNamespace)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := audit.CheckFormat(output); err != nil {
-			return usage(cmd, err)
-		}
+		output := auditFormat(outFlag)
 		if orgs.enabled() {
 			return runOrgAudit(cmd, orgs, output, failIfBehind)
 		}
@@ -158,7 +159,16 @@ the IAM policy it needs.`,
 	return withIaC(cmd, env)
 }
 
-// checkBehind returns exit status 2 when --fail-if-behind is set and a group is behind by more.
+// auditFormat is the format of internal/audit for -o: its table for table and wide (the audit's table cuts
+// nothing).
+func auditFormat(o *outputValue) string {
+	if o.is(formatWide) {
+		return audit.FormatTable
+	}
+	return o.value
+}
+
+// checkBehind returns exit status 3 (exitBehind) when --fail-if-behind is set and a group is behind by more.
 func checkBehind(r *audit.Report, threshold ageFlag) error {
 	if !threshold.set {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -55,6 +56,7 @@ func runAudit(t *testing.T, a *sim.Account, args ...string) result {
 	cmd.SetOut(&stdout)
 	cmd.SetErr(&stderr)
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	markUsageErrors(cmd)
 	err := cmd.ExecuteContext(context.Background())
 	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
 }
@@ -102,11 +104,12 @@ func TestAuditPublishMetricsIsItsOnlyWrite(t *testing.T) {
 	require.NotContains(t, got, "OutdatedInstances/bastion", "a group without a recommended AMI has no metric")
 }
 
-func TestAuditFailIfBehindExitsWithStatus2(t *testing.T) {
-	res := runAudit(t, auditFleet(t), "--fail-if-behind", "100d", "--output", "json")
+func TestAuditFailIfBehindExitsWithStatus3(t *testing.T) {
+	res := runAudit(t, auditFleet(t), "--fail-if-behind", "100d", "-o", "json")
 	var ee exitError
 	require.True(t, errors.As(res.err, &ee), res.err)
-	require.Equal(t, 2, ee.code)
+	require.Equal(t, 3, ee.code, "a finding is told apart from a usage error (2)")
+	require.Equal(t, 3, report(io.Discard, res.err))
 	require.EqualError(t, res.err, "2 group(s) behind the recommended AMI by more than 100d: legacy-ecs, orders-ecs")
 	var r audit.Report
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &r), "the report is printed before the exit")
@@ -127,7 +130,7 @@ func TestAuditRejectsMalformedFlags(t *testing.T) {
 		{[]string{"--fail-if-behind", "soon"}, `invalid argument "soon" for "--fail-if-behind" flag: "soon" is not a number of days (like 30d) or a duration (like 720h)`},
 		{[]string{"--fail-if-behind", "-3d"}, `invalid argument "-3d" for "--fail-if-behind" flag`},
 		{[]string{"--fail-if-behind", ""}, `invalid argument "" for "--fail-if-behind" flag`},
-		{[]string{"--output", "yaml"}, `--output "yaml": want table, json, csv`},
+		{[]string{"--output", "yaml"}, `invalid argument "yaml" for "-o, --output" flag: want table, wide, json or csv`},
 		{[]string{"--publish-metrics=maybe"}, `invalid argument "maybe" for "--publish-metrics" flag`},
 		{[]string{"extra"}, `unknown command "extra"`},
 	} {
@@ -136,7 +139,8 @@ func TestAuditRejectsMalformedFlags(t *testing.T) {
 			res := runAudit(t, a, tc.args...)
 			require.ErrorContains(t, res.err, tc.want)
 			var ee exitError
-			require.False(t, errors.As(res.err, &ee), "a usage error is no exit status 2")
+			require.False(t, errors.As(res.err, &ee), "a usage error carries no exit status of its own")
+			require.Equal(t, exitUsage, report(io.Discard, res.err))
 			require.Empty(t, a.Calls(), "nothing is read before the flags are valid")
 		})
 	}
@@ -153,7 +157,7 @@ func TestDemoAuditScenarioPrintsTheReport(t *testing.T) {
 	require.NoError(t, res.err, res.stderr)
 	goldenFile(t, filepath.Join("testdata", "demo-audit.table.golden"), res.stdout)
 
-	res = run(t, "demo", "--scenario", "audit", "--json")
+	res = run(t, "demo", "--scenario", "audit", "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	var r audit.Report
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &r), "--json prints only the report")

@@ -6,13 +6,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/audit/iac"
 )
 
 // exitHardcoded is the exit status of `audit --iac --fail-if-hardcoded` when the code hard-codes an AMI id:
-// the same status as --fail-if-behind, so a CI job treats both audits alike.
-const exitHardcoded = 2
+// the same status as --fail-if-behind (exitBehind), so a CI job treats both audits alike.
+const exitHardcoded = exitBehind
 
 // withIaC adds `--iac PATH...` to the audit command: instead of the account's groups, the Terraform,
 // terragrunt, CloudFormation and CDK files under the paths are read for hard-coded AMI ids (internal/audit/iac).
@@ -33,7 +32,7 @@ configuration, instance, Auto Scaling group or EKS node group, with the file and
 it gets there (a variable, tfvars value, local, map, module input, mapping, parameter default). Data sources,
 resolve:ssm and AWS::SSM::Parameter::Value parameters are listed as current practice. With credentials it adds
 each AMI's name, owner, age and OS family (DescribeImages) and the public parameter that keeps it current;
---offline (or no credentials) reports the same findings without them. --fail-if-hardcoded exits with status 2
+--offline (or no credentials) reports the same findings without them. --fail-if-hardcoded exits with status 3
 when there is a finding.`
 	cmd.Example += `
 
@@ -62,10 +61,7 @@ when there is a finding.`
 				return usage(c, fmt.Errorf("--%s audits the account's groups: it does not go with --iac", name))
 			}
 		}
-		output, _ := c.Flags().GetString("output")
-		if err := audit.CheckFormat(output); err != nil {
-			return usage(c, err)
-		}
+		output := auditFormat(outputOf(c))
 		ctx := c.Context()
 		s := iac.Scanner{Clock: env.clock, OfflineReason: "--offline"}
 		if !offline {

@@ -69,11 +69,11 @@ func TestAuditIaCWithoutCredentialsReportsTheSameFindingsOffline(t *testing.T) {
 	require.Len(t, r.Findings, 28)
 }
 
-func TestAuditIaCFailIfHardcodedExitsWithStatus2AfterTheReport(t *testing.T) {
+func TestAuditIaCFailIfHardcodedExitsWithStatus3AfterTheReport(t *testing.T) {
 	res := runAudit(t, auditFleet(t), "--iac", "--offline", "--fail-if-hardcoded", iacFixtures)
 	var ee exitError
 	require.True(t, errors.As(res.err, &ee), res.err)
-	require.Equal(t, 2, ee.code)
+	require.Equal(t, 3, ee.code)
 	require.EqualError(t, res.err, "28 hard-coded AMI reference(s) of 23 AMI(s) in the code: point it at an SSM parameter (docs/faq.md)")
 	require.Contains(t, res.stdout, "aws_launch_template.orders", "the report is printed before the exit")
 
@@ -101,7 +101,7 @@ func TestAuditIaCRejectsFlagsThatDoNotGoWithIt(t *testing.T) {
 		{[]string{"--fail-if-hardcoded"}, "--offline and --fail-if-hardcoded go with --iac"},
 		{[]string{"--iac", "--publish-metrics", "x"}, "--publish-metrics audits the account's groups: it does not go with --iac"},
 		{[]string{"--iac", "--fail-if-behind", "30d", "x"}, "--fail-if-behind audits the account's groups"},
-		{[]string{"--iac", "-o", "yaml", "x"}, `--output "yaml": want table, json, csv`},
+		{[]string{"--iac", "-o", "yaml", "x"}, `invalid argument "yaml" for "-o, --output" flag: want table, wide, json or csv`},
 		{[]string{"--iac", "/nonexistent/infra"}, "reading /nonexistent/infra: stat /nonexistent/infra: no such file or directory"},
 	} {
 		t.Run(tc.args[0]+" "+tc.want, func(t *testing.T) {

@@ -103,6 +103,15 @@ func newRegionsValue(single *string, all *[]string) *regionsValue {
 
 func (v *regionsValue) String() string { return *v.single }
 func (v *regionsValue) Type() string   { return "region" }
+
+// GetSlice returns every region given, for a hint that repeats the flag (pasteable).
+func (v *regionsValue) GetSlice() []string {
+	if len(*v.all) == 0 {
+		return []string{*v.single}
+	}
+	return *v.all
+}
+
 func (v *regionsValue) Set(s string) error {
 	for _, r := range strings.Split(s, ",") {
 		r = strings.TrimSpace(r)

@@ -39,6 +39,7 @@ func newDemoCommand() *cobra.Command {
 		scenario  string
 		stateFile string
 		timeline  string
+		outFlag   *outputValue
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -65,14 +66,19 @@ Scenarios:
   alarm-gate  a CloudWatch alarm named in patch-agent/alarms is in ALARM: the rollout waits until it returns to OK
   ecs-capacity-provider  an ECS capacity-provider group (managed scaling), 3 instances in 3 AZs with room to spare:
            surge first, drain the old instance of the replacement's AZ; ends with 3 instances in 3 AZs (docs/ecs.md)
-  audit    no rollout: patch-agent audit of a mixed simulated fleet (--json: the JSON report; keeps no state)
-  eks-upgrade  no rollout: patch-agent eks upgrade of a simulated EKS cluster from 1.30 to 1.31 (--json: the summary)
+  audit    no rollout: patch-agent audit of a mixed simulated fleet (-o json: the JSON report; keeps no state)
+  eks-upgrade  no rollout: patch-agent eks upgrade of a simulated EKS cluster from 1.30 to 1.31 (-o json: the summary)
   managed-node-group  an EKS managed node group follows a new AMI release: one UpdateNodegroupVersion, EKS
-           replaces the nodes, the agent never touches its Auto Scaling group (ends Completed; --json: the summary)
+           replaces the nodes, the agent never touches its Auto Scaling group (ends Completed; -o json: the summary)
+
+-o table (or wide, the same) prints the rollouts live and a summary; -o json prints only the summary, as one
+JSON document that starts with schemaVersion.
 
 --timeline FILE.svg draws the rollout: per group over simulated time, the desired capacity, the instances in
 service and healthy, those on the target AMI, those draining, and the spans a gate (pause, approval, soak,
-window, alarm, AMI gate) held it — capacity that never dipped can be seen at a glance.
+window, alarm, AMI gate) held it — capacity that never dipped can be seen at a glance. The picture is SVG,
+so FILE must end in .svg; the scenarios without a rollout of the agent (` + strings.Join(undrawnScenarios, ", ") + `)
+draw nothing, and --timeline with them is a usage error.
 
 --state-file FILE replaces FILE only when it is a patch-agent state snapshot (or empty) unless --force; its
 directory must be writable, which is checked before the demo runs.`,
@@ -81,6 +87,10 @@ directory must be writable, which is checked before the demo runs.`,
 			if err := checkScenario(scenario); err != nil {
 				return usage(cmd, err)
 			}
+			if err := checkTimeline(timeline, scenario); err != nil {
+				return usage(cmd, err)
+			}
+			asJSON = asJSON || outFlag.is(formatJSON)
 			if scenario == demo.AuditScenario && stateFile != "" {
 				return usage(cmd, errors.New("the audit scenario keeps no state: drop --state-file (it reads the simulated fleet and changes nothing)"))
 			}
@@ -91,7 +101,7 @@ directory must be writable, which is checked before the demo runs.`,
 			}
 			if scenario == demo.OrganizationScenario {
 				if stateFile != "" || asJSON {
-					return usage(cmd, errors.New("the organization scenario prints its commands' tables: drop --state-file and --json"))
+					return usage(cmd, errors.New("the organization scenario prints its commands' tables: drop --state-file and -o json"))
 				}
 				return demo.RunOrganization(cmd.Context(), cmd.OutOrStdout())
 			}
@@ -138,7 +148,7 @@ directory must be writable, which is checked before the demo runs.`,
 					return err
 				}
 				if !asJSON {
-					fmt.Fprintf(cmd.OutOrStdout(), "state saved to %s; inspect it with: patch-agent status --state-file %s\n", stateFile, stateFile)
+					fmt.Fprintf(cmd.OutOrStdout(), "state saved to %s; inspect it with: patch-agent status --state-file %s\n", stateFile, shellQuote(stateFile))
 				}
 			}
 			if asJSON {
@@ -162,7 +172,9 @@ directory must be writable, which is checked before the demo runs.`,
 			return nil
 		},
 	}
+	outFlag = addOutputFlag(cmd, formatTable, standardFormats, nil, "table and wide: the rollouts live and a summary; json: only the summary")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the final summary as JSON")
+	deprecateFlag(cmd.Flags(), "json", "-o json")
 	cmd.Flags().StringVar(&scenario, "scenario", "rollout", "scenario to play: "+strings.Join(demoScenarios(), ", "))
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also write the agent's JSON logs to stderr")
 	cmd.Flags().StringVar(&stateFile, "state-file", "", "after the demo, save the agent's state (rollouts, history, locks) to this file for status, history, pause, rollback --state-file")
@@ -171,8 +183,24 @@ directory must be writable, which is checked before the demo runs.`,
 	return cmd
 }
 
-// demoScenarios lists every scenario demo plays: internal/demo's and the audit scenario, which the command
-// runs itself.
+// undrawnScenarios are the scenarios that run no rollout of the agent on the simulated clock, so that
+// --timeline has nothing to draw.
+var undrawnScenarios = []string{demo.AuditScenario, demo.EKSUpgradeScenario, demo.ManagedNodegroupScenario, demo.OrganizationScenario}
+
+// checkTimeline refuses a --timeline the demo cannot draw: a scenario of undrawnScenarios, or a file whose
+// name does not end in .svg (the picture is SVG: a viewer trusts the extension).
+func checkTimeline(path, scenario string) error {
+	switch {
+	case path == "":
+		return nil
+	case slices.Contains(undrawnScenarios, scenario):
+		return fmt.Errorf("the %s scenario runs no rollout and draws no timeline: drop --timeline, or play a rollout scenario", scenario)
+	case !strings.EqualFold(filepath.Ext(path), ".svg"):
+		return fmt.Errorf("--timeline %s: the timeline is an SVG picture, name the file with .svg (e.g. --timeline %s.svg)", path, strings.TrimSuffix(path, filepath.Ext(path)))
+	}
+	return nil
+}
+
 // writeTimeline draws the demo's timeline (demo.WriteTimelineSVG) to path, replacing it.
 func writeTimeline(path string, s demo.Summary) error {
 	var b strings.Builder
@@ -185,6 +213,7 @@ func writeTimeline(path string, s demo.Summary) error {
 	return nil
 }
 
+// demoScenarios lists every scenario demo plays: internal/demo's and those the command runs itself.
 func demoScenarios() []string {
 	names := demo.Scenarios()
 	if !slices.Contains(names, demo.AuditScenario) {
@@ -347,7 +376,7 @@ func runEKSUpgradeDemo(ctx context.Context, out, errOut io.Writer, asJSON bool, 
 			time.Duration(s.SimulatedSeconds*float64(time.Second)))
 		fmt.Fprintf(errOut, "wall time %s\n", time.Since(began).Round(time.Millisecond)) // stderr: stdout stays deterministic
 		if stateFile != "" {
-			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade --cluster %s --status --state-file %s\n", stateFile, s.Cluster, stateFile)
+			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade status --cluster %s --state-file %s\n", stateFile, s.Cluster, shellQuote(stateFile))
 		}
 	}
 	if s.Phase != state.WorkflowCompleted {

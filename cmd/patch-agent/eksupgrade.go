@@ -81,9 +81,53 @@ func newEKSCommand() *cobra.Command {
 	return cmd
 }
 
+func newEKSUpgradeStatusCommand() *cobra.Command {
+	var cluster string
+	cmd := &cobra.Command{
+		Use:   "status --cluster CLUSTER",
+		Short: "Show the stored upgrade workflow of a cluster and its current step (no AWS call but the store)",
+		Long: `Prints the upgrade workflow of --cluster as the store keeps it: the target version, the phase, every step
+with its status, the preflight checks, who requested and approved it. It calls no EKS API: it reads the
+agent's table (or --state-file). -o json prints {"schemaVersion": 1, ...} with the same fields as the
+summary of ` + "`patch-agent eks upgrade -o json`" + `.`,
+		Example: `  patch-agent eks upgrade status --cluster prod --table patch-agent --region eu-west-1
+  patch-agent eks upgrade status --cluster prod -o json | jq -r .phase`,
+		Args: cobra.NoArgs,
+	}
+	stores := addStoreFlags(cmd)
+	outFlag := addOutputFlag(cmd, formatTable, standardFormats, nil, "table and wide: the workflow with its checks")
+	cmd.Flags().StringVar(&cluster, "cluster", "", "the EKS cluster whose workflow to show (required)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if strings.TrimSpace(cluster) == "" {
+			return usage(cmd, errors.New("--cluster is required: the EKS cluster whose upgrade workflow to show"))
+		}
+		return showUpgrade(cmd, stores, cluster, outFlag.value)
+	}
+	return cmd
+}
+
+// showUpgrade prints the stored workflow of cluster (eksupgrade.Get): a workflow the store does not hold is
+// an error naming the command that starts one.
+func showUpgrade(cmd *cobra.Command, stores *storeFlags, cluster, output string) error {
+	ctx := cmd.Context()
+	s, err := stores.open(ctx)
+	if err != nil {
+		return err
+	}
+	ws, err := workflowStore(s)
+	if err != nil {
+		return err
+	}
+	w, err := eksupgrade.Get(ctx, ws, cluster)
+	if err != nil {
+		return err
+	}
+	return printUpgrade(cmd.OutOrStdout(), output, eksupgrade.NewSummary(w, eksUpgradeEnvironment.clock.Now()), true)
+}
+
 func newEKSUpgradeCommand() *cobra.Command {
 	var (
-		cluster, to, output, who                       string
+		cluster, to, who                               string
 		dryRun, approve, retryStep, showing, twoPerson bool
 		restartFargate, updateSelfManaged, kubeAccess  bool
 	)
@@ -98,8 +142,8 @@ func newEKSUpgradeCommand() *cobra.Command {
      every node group (managed: its version; self-managed patch-agent groups: the Kubernetes version of its
      AMI source) stays within the kubelet version skew (3 minor versions since 1.28) once the control plane
      is upgraded; the cluster is ACTIVE with no update in progress.
-  2. approval: without --approve the workflow waits (exit status 3) for ` + "`patch-agent approve eks:CLUSTER`" + `
-     (or a second run with --approve).
+  2. approval: without --yes the workflow waits (exit status 3) for ` + "`patch-agent approve eks:CLUSTER`" + `
+     (or a second run with --yes).
   3. control plane: UpdateClusterVersion, tracked with DescribeUpdate until Successful; Failed halts it.
   4. add-ons, one at a time: UpdateAddon to a version compatible with the target (the default, or the
      installed one when it is compatible and newer: never a downgrade), until ACTIVE.
@@ -114,16 +158,17 @@ or an error: it resumes at the stored step and never starts an update twice. A s
 under way is refused by the workflow's lease. A pause (` + "`patch-agent pause`" + `, or --group eks:CLUSTER) holds
 every new update call; updates already running are tracked to their end.
 
-Exit status: 0 completed (or --dry-run / --status), 1 halted or failed, 3 waiting (approval or pause).
+Exit status: 0 completed (or --dry-run), 1 halted or failed, 2 usage error, 3 waiting (approval or pause).
+` + "`patch-agent eks upgrade status --cluster CLUSTER`" + ` shows where the workflow is.
 docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume.`,
 		Example: `  # the plan, without changing anything
   patch-agent eks upgrade --cluster prod --to 1.31 --dry-run --table patch-agent --region eu-west-1
 
   # run it, approving the plan in the same command
-  patch-agent eks upgrade --cluster prod --to 1.31 --approve --table patch-agent --region eu-west-1
+  patch-agent eks upgrade --cluster prod --to 1.31 --yes --table patch-agent --region eu-west-1
 
   # where it is
-  patch-agent eks upgrade --cluster prod --status --table patch-agent --region eu-west-1
+  patch-agent eks upgrade status --cluster prod --table patch-agent --region eu-west-1
 
   # after a failed step was fixed
   patch-agent eks upgrade --cluster prod --to 1.31 --retry --table patch-agent --region eu-west-1`,
@@ -135,7 +180,9 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 	fl.StringVar(&cluster, "cluster", "", "the EKS cluster to upgrade (required)")
 	fl.StringVar(&to, "to", "", "the target Kubernetes version, exactly one minor above the control plane (e.g. 1.31)")
 	fl.BoolVar(&dryRun, "dry-run", false, "run the preflight and print the plan; change and write nothing")
-	fl.BoolVar(&approve, "approve", false, "approve the plan (instead of running 'patch-agent approve eks:CLUSTER')")
+	fl.BoolVarP(&approve, "yes", "y", false, "approve the plan without asking (instead of running 'patch-agent approve eks:CLUSTER')")
+	fl.BoolVar(&approve, "approve", false, "approve the plan")
+	deprecateFlag(fl, "approve", "--yes")
 	fl.BoolVar(&retryStep, "retry", false, "start the failed step of a halted workflow again")
 	fl.BoolVar(&twoPerson, "two-person", false, "two-person rule: the plan is approved only by another identity than the requester's "+
 		"(with an AWS store both are the STS caller identities, as 'patch-agent approve' records them)")
@@ -145,14 +192,14 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 		"in place (their image tag, to the version recommended for the target; never downgraded)")
 	fl.BoolVar(&kubeAccess, "kubernetes", true, "read the cluster's Kubernetes API (Fargate pods, self-managed add-ons); false: those checks are warnings")
 	fl.BoolVar(&showing, "status", false, "show the stored workflow and its current step; no AWS call")
-	fl.StringVarP(&output, "output", "o", "table", "table or json (a final summary; progress lines go to stderr)")
+	deprecateFlag(fl, "status", "the subcommand 'patch-agent eks upgrade status --cluster CLUSTER'")
+	outFlag := addOutputFlag(cmd, formatTable, standardFormats, nil, "a final summary, wide with the preflight checks; with json the progress lines go to stderr")
+	cmd.AddCommand(newEKSUpgradeStatusCommand())
 	leaseTTL := config.Default().LeaseTTL
 	fl.DurationVar(&leaseTTL, "lease-ttl", leaseTTL, "how long this run's lease on the workflow lasts without renewal; a crashed run blocks a new one "+
 		"for it plus a quarter of it (clock skew margin); at least 10s (env "+config.EnvLeaseTTL+")")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := outputFormat(output); err != nil {
-			return usage(cmd, err)
-		}
+		output := outFlag.value
 		if err := config.ValidateLeaseTTL(leaseTTL); err != nil {
 			return err
 		}
@@ -161,11 +208,14 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 		}
 		switch {
 		case showing && (dryRun || approve || retryStep):
-			return usage(cmd, errors.New("--status only reads the workflow: drop --dry-run, --approve and --retry"))
+			return usage(cmd, errors.New("--status only reads the workflow: drop --dry-run, --yes and --retry"))
 		case dryRun && (approve || retryStep):
-			return usage(cmd, errors.New("--dry-run changes nothing: drop --approve and --retry"))
+			return usage(cmd, errors.New("--dry-run changes nothing: drop --yes and --retry"))
 		case !showing && strings.TrimSpace(to) == "":
 			return usage(cmd, errors.New("--to is required: the target Kubernetes version, one minor above the control plane (e.g. --to 1.31)"))
+		}
+		if showing {
+			return showUpgrade(cmd, stores, cluster, output)
 		}
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)
@@ -177,13 +227,6 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 			return err
 		}
 		out, env := cmd.OutOrStdout(), eksUpgradeEnvironment
-		if showing {
-			w, err := eksupgrade.Get(ctx, ws, cluster)
-			if err != nil {
-				return err
-			}
-			return printUpgrade(out, output, eksupgrade.NewSummary(w, env.clock.Now()), true)
-		}
 		// With an AWS store every run records the STS caller, with or without --two-person: a later run
 		// without the flag must not approve, as a local --who, a plan its requester's identity asked for.
 		if who, err = actingIdentity(cmd, s, who); err != nil {
@@ -205,17 +248,17 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 			}
 		}
 		if dryRun {
-			return dryRunUpgrade(ctx, out, output, runner, ws, eksupgrade.Request{Cluster: cluster, To: to, RestartFargate: restartFargate, UpdateSelfManagedAddons: updateSelfManaged})
+			return dryRunUpgrade(ctx, out, output, pasteable(cmd, command(cmd, "eks", "upgrade", "status"), "patch-agent eks upgrade status --cluster "+shellQuote(cluster)), runner, ws, eksupgrade.Request{Cluster: cluster, To: to, RestartFargate: restartFargate, UpdateSelfManagedAddons: updateSelfManaged})
 		}
 		w, err := runner.Run(ctx, eksupgrade.Request{Cluster: cluster, To: to, Approve: approve, Retry: retryStep, TwoPerson: twoPerson,
 			RestartFargate: restartFargate, UpdateSelfManagedAddons: updateSelfManaged})
 		if err != nil {
 			return err
 		}
-		if output == "table" {
+		if output != formatJSON {
 			fmt.Fprintln(out)
 		}
-		if err := printUpgrade(out, output, eksupgrade.NewSummary(w, env.clock.Now()), w.Phase == state.WorkflowHalted); err != nil {
+		if err := printUpgrade(out, output, eksupgrade.NewSummary(w, env.clock.Now()), w.Phase == state.WorkflowHalted || output == formatWide); err != nil {
 			return err
 		}
 		return upgradeExit(w)
@@ -258,8 +301,9 @@ func (p savingStore) AppendHistory(ctx context.Context, e state.HistoryEntry) er
 	return err
 }
 
-// dryRunUpgrade prints the plan of an upgrade; a failed preflight exits 1.
-func dryRunUpgrade(ctx context.Context, out io.Writer, output string, runner *eksupgrade.Runner, ws eksupgrade.Store, req eksupgrade.Request) error {
+// dryRunUpgrade prints the plan of an upgrade; a failed preflight exits 1. show is the command that shows
+// the stored workflow, named when one is stored.
+func dryRunUpgrade(ctx context.Context, out io.Writer, output, show string, runner *eksupgrade.Runner, ws eksupgrade.Store, req eksupgrade.Request) error {
 	cluster, to := req.Cluster, req.To
 	plan, err := runner.PlanRequest(ctx, req)
 	if err != nil {
@@ -270,8 +314,8 @@ func dryRunUpgrade(ctx context.Context, out io.Writer, output string, runner *ek
 	if err := printUpgrade(out, output, sum, true); err != nil {
 		return err
 	}
-	if cur, err := ws.GetWorkflow(ctx, cluster); err == nil && output == "table" && cur.Phase != state.WorkflowCompleted {
-		fmt.Fprintf(out, "\nA workflow to %s is stored for %s: phase %s (see --status); running the command resumes it.\n", cur.To, cluster, cur.Phase)
+	if cur, err := ws.GetWorkflow(ctx, cluster); err == nil && output != formatJSON && cur.Phase != state.WorkflowCompleted {
+		fmt.Fprintf(out, "\nA workflow to %s is stored for %s: phase %s (see %s); running the command resumes it.\n", cur.To, cluster, cur.Phase, show)
 	}
 	if plan.Phase == state.WorkflowHalted {
 		return exitError{1, fmt.Errorf("the preflight of the upgrade of %s to %s failed", cluster, to)}
@@ -296,7 +340,8 @@ func upgradeExit(w state.Workflow) error {
 	return exitError{1, fmt.Errorf("the upgrade of %s to %s stopped in phase %s", w.Cluster, w.To, w.Phase)}
 }
 
-// printUpgrade writes a workflow summary as a table (checks included when checks is set) or as JSON: the
+// printUpgrade writes a workflow summary as a table (checks included when checks is set or the format is
+// wide) or as JSON: the
 // summary's fields after schemaVersion (schema.Version), as every JSON document of the CLI starts.
 func printUpgrade(out io.Writer, output string, s eksupgrade.Summary, checks bool) error {
 	if output == "json" {
@@ -305,7 +350,7 @@ func printUpgrade(out io.Writer, output string, s eksupgrade.Summary, checks boo
 			eksupgrade.Summary
 		}{schema.Version, s})
 	}
-	eksupgrade.Render(out, s, checks)
+	eksupgrade.Render(out, s, checks || output == formatWide)
 	return nil
 }
 
@@ -322,7 +367,8 @@ func isEKSUpgrade(arg string) bool { return strings.HasPrefix(arg, eksupgrade.Su
 
 // approveEKSUpgrade is `patch-agent approve eks:CLUSTER`: it approves the plan of the cluster's upgrade
 // workflow, which goes on at the next `patch-agent eks upgrade`.
-func approveEKSUpgrade(cmd *cobra.Command, s *openedStore, subject, who string) error {
+// Sentences go to cmd's output; the document of -o json to stdout.
+func approveEKSUpgrade(cmd *cobra.Command, stdout io.Writer, s *openedStore, subject, who string) error {
 	cluster := strings.TrimPrefix(subject, eksupgrade.SubjectPrefix)
 	ws, err := workflowStore(s)
 	if err != nil {
@@ -332,7 +378,12 @@ func approveEKSUpgrade(cmd *cobra.Command, s *openedStore, subject, who string) 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "the upgrade of %s to %s is approved by %s (phase %s); it goes on when you run again:\n  patch-agent eks upgrade --cluster %s --to %s\n",
-		cluster, w.To, w.ApprovedBy, w.Phase, cluster, w.To)
+	again := pasteable(cmd, command(cmd, "eks", "upgrade"), fmt.Sprintf("patch-agent eks upgrade --cluster %s --to %s", shellQuote(cluster), shellQuote(w.To)))
+	if o := outputOf(cmd); o != nil && o.is(formatJSON) {
+		return writeJSON(stdout, approvalDocument{SchemaVersion: schema.Version, Subject: subject, Cluster: cluster, To: w.To,
+			ApprovedBy: w.ApprovedBy, Phase: string(w.Phase), Next: again})
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "the upgrade of %s to %s is approved by %s (phase %s); it goes on when you run again:\n  %s\n",
+		cluster, w.To, w.ApprovedBy, w.Phase, again)
 	return nil
 }

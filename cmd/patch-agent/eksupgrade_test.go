@@ -89,7 +89,7 @@ func exitCode(t *testing.T, err error) int {
 
 func upgradeStatus(t *testing.T, file string) eksupgrade.Summary {
 	t.Helper()
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--status", "--output", "json", "--state-file", file)
+	res := run(t, "eks", "upgrade", "status", "--cluster", demo.EKSCluster, "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	var s eksupgrade.Summary
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), res.stdout)
@@ -149,7 +149,7 @@ func TestEKSUpgradeWaitsForApproveThenResumesFromTheStateFile(t *testing.T) {
 		require.Equal(t, state.StepStatusCompleted, st.Status, "%s %s", st.Kind, st.Name)
 	}
 
-	res = run(t, "history", "eks:"+demo.EKSCluster, "--state-file", file, "--output", "json")
+	res = run(t, "history", "eks:"+demo.EKSCluster, "--state-file", file, "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	var doc operator.HistoryDocument
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
@@ -161,7 +161,7 @@ func TestEKSUpgradeWaitsForApproveThenResumesFromTheStateFile(t *testing.T) {
 
 func TestEKSUpgradeWithApproveAndJSONPrintsOnlyTheSummaryOnStdout(t *testing.T) {
 	_, file := simUpgrade(t)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--approve", "--output", "json", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--yes", "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	var s eksupgrade.Summary
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), res.stdout)
@@ -174,7 +174,7 @@ func TestEKSUpgradeWithApproveAndJSONPrintsOnlyTheSummaryOnStdout(t *testing.T) 
 func TestEKSUpgradeFailedControlPlaneExitsOneAndRetryFinishes(t *testing.T) {
 	a, file := simUpgrade(t)
 	a.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: demo.EKSCluster})
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--approve", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--yes", "--state-file", file)
 	require.Equal(t, 1, exitCode(t, res.err))
 	require.Contains(t, res.err.Error(), "halted: failed: control-plane demo-eks")
 	require.Contains(t, res.err.Error(), "--retry")
@@ -188,7 +188,7 @@ func TestEKSUpgradeStatusTableShowsTheCurrentStep(t *testing.T) {
 	_, file := simUpgrade(t)
 	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--state-file", file)
 	require.Equal(t, exitWaiting, exitCode(t, res.err))
-	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--status", "--state-file", file)
+	res = run(t, "eks", "upgrade", "status", "--cluster", demo.EKSCluster, "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "phase Waiting, step approval demo-eks")
 	require.Contains(t, res.stdout, "reason: approval: waiting for `patch-agent approve eks:demo-eks`")
@@ -202,7 +202,7 @@ func TestEKSUpgradeUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--to", "1.31"}, "--cluster is required"},
 		{[]string{"--cluster", "demo-eks"}, "--to is required"},
-		{[]string{"--cluster", "demo-eks", "--to", "1.31", "--dry-run", "--approve"}, "--dry-run changes nothing"},
+		{[]string{"--cluster", "demo-eks", "--to", "1.31", "--dry-run", "--yes"}, "--dry-run changes nothing"},
 		{[]string{"--cluster", "demo-eks", "--status", "--retry"}, "--status only reads"},
 		{[]string{"--cluster", "demo-eks", "--to", "131"}, "not a Kubernetes version"},
 		{[]string{"--cluster", "nope", "--status"}, "no upgrade workflow for EKS cluster nope"},
@@ -215,7 +215,7 @@ func TestEKSUpgradeUsageErrors(t *testing.T) {
 }
 
 func TestDemoEKSUpgradeScenarioEndsWithEveryStepCompleted(t *testing.T) {
-	res := run(t, "demo", "--scenario", demo.EKSUpgradeScenario, "--json")
+	res := run(t, "demo", "--scenario", demo.EKSUpgradeScenario, "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	var s demo.EKSUpgradeSummary
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), "--json prints only the summary")
@@ -246,14 +246,14 @@ func TestDemoEKSUpgradeScenarioTableAndStateFile(t *testing.T) {
 	require.Contains(t, res.stdout, "operator: patch-agent approve eks:demo-eks")
 	require.Contains(t, res.stdout, "upgrade of demo-eks to 1.31 completed")
 	require.Contains(t, res.stdout, "phase Completed")
-	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--status", "--state-file", file, "--output", "json")
+	res = run(t, "eks", "upgrade", "status", "--cluster", demo.EKSCluster, "--state-file", file, "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, `"phase": "Completed"`)
 }
 
 func TestEKSUpgradeTwoPersonRuleRefusesTheRequestersApproval(t *testing.T) {
 	a, file := simUpgrade(t)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--two-person", "--approve", "--who", "alice", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--two-person", "--yes", "--who", "alice", "--state-file", file)
 	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
 	require.Contains(t, res.err.Error(), "two-person rule: alice requested the plan")
 
@@ -275,7 +275,7 @@ func TestGoldenEKSUpgradeStatusJSONCarriesSchemaVersion(t *testing.T) {
 	_, file := simUpgrade(t)
 	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
 	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
-	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--status", "-o", "json", "--state-file", file)
+	res = run(t, "eks", "upgrade", "status", "--cluster", demo.EKSCluster, "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
@@ -287,7 +287,7 @@ func TestGoldenEKSUpgradeStatusJSONCarriesSchemaVersion(t *testing.T) {
 // Review finding 4d: `approve eks:CLUSTER` of a completed upgrade is refused (exit 1) with what to do instead.
 func TestEKSUpgradeApproveOfACompletedUpgradeIsRefused(t *testing.T) {
 	_, file := simUpgrade(t)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--approve", "--who", "alice", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--yes", "--who", "alice", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	res = run(t, "approve", "eks:"+demo.EKSCluster, "--who", "bob", "--state-file", file)
 	require.ErrorIs(t, res.err, eksupgrade.ErrNothingToApprove)

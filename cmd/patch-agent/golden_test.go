@@ -101,13 +101,13 @@ func TestGoldenCLIOutputs(t *testing.T) {
 		{"history.json", []string{"history", "prod-ecs-asg", "-o", "json", "--state-file", full}},
 		{"history-empty.json", []string{"history", "new-group", "-o", "json", "--state-file", full}},
 		{"demo-rollout.text", []string{"demo"}},
-		{"demo-rollout.json", []string{"demo", "--json"}},
+		{"demo-rollout.json", []string{"demo", "-o", "json"}},
 		{"demo-pause.text", []string{"demo", "--scenario", "pause"}},
 		{"demo-crash.text", []string{"demo", "--scenario", "crash"}},
 		{"demo-approval.text", []string{"demo", "--scenario", "approval"}},
 		{"demo-alarm-gate.text", []string{"demo", "--scenario", "alarm-gate"}},
 		{"demo-managed-node-group.text", []string{"demo", "--scenario", "managed-node-group"}},
-		{"demo-managed-node-group.json", []string{"demo", "--scenario", "managed-node-group", "--json"}},
+		{"demo-managed-node-group.json", []string{"demo", "--scenario", "managed-node-group", "-o", "json"}},
 		{"demo-eks-upgrade.text", []string{"demo", "--scenario", "eks-upgrade"}},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
@@ -144,7 +144,7 @@ func TestDefaultTablesFit120Columns(t *testing.T) {
 
 // statusRowKeys are the fields every row of `status -o json` has, set or not.
 var statusRowKeys = []string{"group", "platform", "cluster", "targetImageId", "previousImageId", "changedAt", "instances",
-	"onTarget", "other", "phase", "step", "currentInstance", "reason", "warning", "paused", "groupPause", "updatedAt"}
+	"onTarget", "other", "phase", "step", "currentInstance", "reason", "warning", "setBack", "paused", "groupPause", "updatedAt"}
 
 // historyEntryKeys are the fields every entry of `history -o json` has.
 var historyEntryKeys = []string{"at", "event", "fromImageId", "toImageId", "previousImageId", "newImageId", "source", "sourceVersion", "detail"}
@@ -210,7 +210,7 @@ func TestJSONSchemaOnAnEmptyAndAFullFleet(t *testing.T) {
 // The demo's summary has schemaVersion, every field, and its metrics as {name, dimensions, value}, not as
 // keys like "DrainSeconds{Group=...}".
 func TestDemoJSONSchema(t *testing.T) {
-	res := run(t, "demo", "--json")
+	res := run(t, "demo", "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
@@ -293,7 +293,7 @@ func TestDemoTimelinePictureInTheDocsIsCurrent(t *testing.T) {
 // TestEKSUpgradeDemoJSONHasTheSchemaVersionAndDeterministicText: the eks-upgrade demo's --json document starts
 // with schemaVersion like every other machine-readable output, and its text keeps the wall time off stdout.
 func TestEKSUpgradeDemoJSONHasTheSchemaVersionAndDeterministicText(t *testing.T) {
-	res := run(t, "demo", "--scenario", "eks-upgrade", "--json")
+	res := run(t, "demo", "--scenario", "eks-upgrade", "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +32,10 @@ func newMessageCommand() *cobra.Command {
 			return fmt.Errorf("%s needs a subcommand:\n%sRun '%s --help' for usage", cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath())
 		},
 	}
-	var topics []string
+	var (
+		topics  []string
+		outFlag *outputValue
+	)
 	inspect := &cobra.Command{
 		Use:   "inspect [FILE|-]",
 		Short: "Print how the agent reads one SQS message body and what it would do with it",
@@ -42,7 +46,9 @@ without acting; warning says when to look closer) or dead-letter (malformed: nev
 the redrive policy moves it to the dead-letter queue) — the action in words, with the checks the agent makes
 with AWS first (it makes none here), a warning, the error, and the event (every field present, null when
 not set). A body that names a member twice is malformed: JSON readers disagree about which one counts.
---topic ARN warns when a message came through SNS from another topic.
+--topic ARN warns when a message came through SNS from another topic. JSON is the default here (the
+document is what scripts read); -o table prints the disposition, action, warning and error one a line, and
+-o wide adds the event's kind, source, group and time.
 
 Exit status: 0 when the message is recognised or deliberately ignored, 1 when it is malformed (the document
 is printed first) or larger than 1 MiB (SQS bodies are at most 256 KiB; bodies kept in S3 by the SQS
@@ -61,8 +67,12 @@ extended client are not supported). Ctrl-C stops reading.`,
 				return err
 			}
 			d := inspectMessage(body, topics)
-			if err := writeJSON(cmd.OutOrStdout(), d); err != nil {
-				return err
+			if outFlag.is(formatJSON) {
+				if err := writeJSON(cmd.OutOrStdout(), d); err != nil {
+					return err
+				}
+			} else {
+				printInspection(cmd.OutOrStdout(), d, outFlag.is(formatWide))
 			}
 			if d.Disposition == dispositionDeadLetter {
 				// d.Error is the parser's, which names the malformation after the same words.
@@ -71,9 +81,34 @@ extended client are not supported). Ctrl-C stops reading.`,
 			return nil
 		},
 	}
+	outFlag = addOutputFlag(inspect, formatJSON, standardFormats, nil, "json is the default; table: disposition, action, warning, error; wide: and the event")
 	inspect.Flags().StringSliceVar(&topics, "topic", nil, "`ARN` of an SNS topic the queue is meant to get notifications from (repeatable): warn when a message came from another")
 	msg.AddCommand(inspect)
 	return msg
+}
+
+// printInspection writes d one field a line: disposition, action, warning and error (those set), and with
+// wide the event's kind, envelope, source, detail type, group and time.
+func printInspection(w io.Writer, d inspectDocument, wide bool) {
+	line := func(name, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%-12s %s\n", name+":", v)
+		}
+	}
+	line("disposition", d.Disposition)
+	line("action", d.Action)
+	line("warning", d.Warning)
+	line("error", d.Error)
+	if ev := d.Event; wide && ev != nil {
+		line("kind", string(ev.Kind))
+		line("envelope", string(ev.Envelope))
+		line("source", ev.Source)
+		line("detail type", ev.DetailType)
+		line("group", ev.Group)
+		if ev.Time != nil {
+			line("time", ev.Time.Format(time.RFC3339))
+		}
+	}
 }
 
 // readMessage opens the input and reads at most maxMessageBytes from it (errMessageTooLarge beyond). Opening

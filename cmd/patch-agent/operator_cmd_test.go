@@ -55,7 +55,7 @@ func run(t *testing.T, args ...string) result {
 func demoState(t *testing.T) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "demo.json")
-	res := run(t, "demo", "--json", "--state-file", file)
+	res := run(t, "demo", "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	var s demo.Summary
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), "--json prints only the summary")
@@ -65,7 +65,7 @@ func demoState(t *testing.T) string {
 
 func status(t *testing.T, file string) operator.StatusRow {
 	t.Helper()
-	res := run(t, "status", "--state-file", file, "--output", "json")
+	res := run(t, "status", "--state-file", file, "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	var doc operator.StatusDocument
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
@@ -115,7 +115,7 @@ func TestStatusTable(t *testing.T) {
 
 func TestHistoryOfTheDemoState(t *testing.T) {
 	file := demoState(t)
-	res := run(t, "history", demo.GroupName, "--state-file", file, "--output", "json")
+	res := run(t, "history", demo.GroupName, "--state-file", file, "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	var doc operator.HistoryDocument
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
@@ -246,11 +246,11 @@ func TestCommandErrors(t *testing.T) {
 		{"no store", []string{"status"}, "no store given: pass --table NAME"},
 		{"both stores", []string{"status", "--table", "t", "--state-file", file}, "--table and --state-file are exclusive"},
 		{"missing state file", []string{"status", "--state-file", filepath.Join(t.TempDir(), "nope.json")}, "does not exist: write one with `patch-agent demo --state-file"},
-		{"unknown group", []string{"status", "nope", "--state-file", file}, "no rollout record for group nope"},
-		{"bad output", []string{"status", "--output", "yaml", "--state-file", file}, `--output "yaml": want table, wide or json`},
+		{"unknown group", []string{"status", "nope", "--state-file", file}, "no such Auto Scaling group named nope in state file " + file + "; state file " + file + " holds rollout records of: demo-ecs-asg, demo-eks-nodes"},
+		{"bad output", []string{"status", "--output", "yaml", "--state-file", file}, `invalid argument "yaml" for "-o, --output" flag: want table, wide, json or csv`},
 		{"history needs a group", []string{"history", "--state-file", file}, "GROUP is required: the Auto Scaling group name (see patch-agent status)"},
 		{"rollback to the current AMI", []string{"rollback", demo.GroupName, "--to", demo.ImageB, "--yes", "--state-file", file}, "already targets"},
-		{"approve an unknown group", []string{"approve", "nope", "--state-file", file}, "no rollout record for group nope"},
+		{"approve an unknown group", []string{"approve", "nope", "--state-file", file}, "no such Auto Scaling group named nope in state file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, tc.args...)
@@ -302,7 +302,7 @@ func TestRollbackOfAHaltedReplacementSaysWhatStaysBehind(t *testing.T) {
 }
 
 // A second pause of a scope already paused never silently replaces the first (an --until pause would end
-// earlier or later than planned): it is refused with exit 2 naming the pause in place, nothing written; with
+// earlier or later than planned): it is refused with exit 1 naming the pause in place, nothing written; with
 // --replace it replaces it. The pause's since is stored at second precision.
 func TestSecondPauseOfTheSameScopeIsRefusedUnlessReplace(t *testing.T) {
 	file := demoState(t)
@@ -315,8 +315,8 @@ func TestSecondPauseOfTheSameScopeIsRefusedUnlessReplace(t *testing.T) {
 	res = run(t, "pause", "--group", demo.GroupName, "--reason", "freeze", "--who", "bob", "--state-file", file)
 	require.Error(t, res.err)
 	var stderr strings.Builder
-	require.Equal(t, exitUsage, report(&stderr, res.err), "a usage error: exit 2")
-	require.Contains(t, stderr.String(), "Run 'patch-agent pause --help' for usage.", "with the one-line hint")
+	require.Equal(t, 1, report(&stderr, res.err), "an error of the work, not a usage error: exit 1")
+	require.NotContains(t, stderr.String(), "--help", "the command was called right: no usage hint")
 	require.ErrorIs(t, res.err, operator.ErrAlreadyPaused)
 	require.ErrorContains(t, res.err, "group "+demo.GroupName+" is already paused by alice since ")
 	require.ErrorContains(t, res.err, "load test; pass --replace to replace it")
@@ -353,7 +353,7 @@ func readLocks(t *testing.T, file string) []state.Lock {
 // --to is refused for a node group.
 func TestManagedNodegroupRollbackCommandRecordsTheUpdateBackToThePreviousRelease(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "mng.json")
-	res := run(t, "demo", "--scenario", demo.ManagedNodegroupScenario, "--json", "--state-file", file)
+	res := run(t, "demo", "--scenario", demo.ManagedNodegroupScenario, "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	key := lifecycle.NodegroupKey(demo.MNGCluster, demo.MNGName)
 

@@ -63,9 +63,12 @@ management account or a delegated administrator of the organization: run it with
 management account, so it runs no agent unless you deploy one there yourself.
 Up to --concurrency accounts run at once, each for at most --account-timeout; an account whose role cannot
 be assumed, that fails or does not answer in time is a row of the report with its error, and the others go
-on; the command then exits 1 (audit: 2 when --fail-if-behind finds a group behind). The agent's table and
-queue in each account are found in the SSM parameter /patch-agent/<DeploymentName>/store that the agent's
-stack publishes (--deployment, default ` + org.DefaultDeployment + `).`
+on; the command then exits 1 (audit: 3 when --fail-if-behind finds a group behind).`
+
+// orgStoreHelp is appended to orgHelp for the commands that read or write the agent's table in each account.
+const orgStoreHelp = ` The agent's table and queue in each
+account are found in the SSM parameter /patch-agent/<DeploymentName>/store that the agent's stack publishes
+(--deployment, default ` + org.DefaultDeployment + `).`
 
 // addOrgFlags registers the organization-wide flags on cmd (--deployment only for the commands that use the
 // agent's table) and appends orgHelp to its help.
@@ -79,10 +82,14 @@ func addOrgFlags(cmd *cobra.Command, profile *string, regions *[]string, withDep
 	fs.StringVar(&o.externalID, "external-id", "", "external id the member accounts' role requires (its ExternalId parameter)")
 	fs.IntVar(&o.concurrency, "concurrency", org.DefaultConcurrency, "accounts and regions run at once")
 	fs.DurationVar(&o.timeout, "account-timeout", org.DefaultAccountTimeout, "how long one account and region may take before it is reported as not answering")
-	if withDeployment {
-		fs.StringVar(&o.deployment, "deployment", org.DefaultDeployment, "the agent stack's DeploymentName parameter, which names its SSM parameter /patch-agent/NAME/store")
+	if r := fs.Lookup("region"); r != nil && !strings.Contains(r.Usage, "repeatable") {
+		r.Usage += "; with --organization or --accounts, repeatable: each region"
 	}
 	cmd.Long += orgHelp
+	if withDeployment {
+		fs.StringVar(&o.deployment, "deployment", org.DefaultDeployment, "the agent stack's DeploymentName parameter, which names its SSM parameter /patch-agent/NAME/store")
+		cmd.Long += orgStoreHelp
+	}
 	return o
 }
 
@@ -116,7 +123,7 @@ func (o *orgFlags) check(cmd *cobra.Command, conflicting ...string) error {
 	o.roleName = role
 	for _, f := range conflicting {
 		if fs.Lookup(f) != nil && fs.Changed(f) {
-			return usage(cmd, fmt.Errorf("--%s names one account's resource: with --organization or --accounts the agent's names come from each account's SSM parameter (--deployment)", f))
+			return usage(cmd, fmt.Errorf("--%s %s", f, oneAccountOnly(f)))
 		}
 	}
 	if o.deployment != "" {
@@ -125,6 +132,24 @@ func (o *orgFlags) check(cmd *cobra.Command, conflicting ...string) error {
 		}
 	}
 	return nil
+}
+
+// oneAccountOnly says why a flag of the one-account form does not go with --organization or --accounts.
+func oneAccountOnly(flag string) string {
+	const across = "with --organization or --accounts"
+	switch flag {
+	case "table", "queue-url":
+		return "names one account's resource: " + across + " the agent's table and queue come from each account's SSM parameter /patch-agent/NAME/store (--deployment NAME)"
+	case "state-file":
+		return "reads one state snapshot file: it does not go " + across
+	case "group":
+		return "names one account's group: " + across + " pause and resume act on the global pause of each account"
+	case "watch":
+		return "redraws one account's table: it does not go " + across + " (run the command again to read every account anew)"
+	case "publish-metrics":
+		return "publishes to the CloudWatch of the credentials' account: it does not go " + across
+	}
+	return "does not go " + across
 }
 
 // orgEnv is where the organization-wide forms get their clients: AWS with the caller's credentials, or a

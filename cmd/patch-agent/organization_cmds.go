@@ -55,6 +55,9 @@ func runOrgStatus(cmd *cobra.Command, o *orgFlags, output string, only []string,
 	if len(args) > 0 {
 		return usage(cmd, errors.New("a GROUP names one account's group: across accounts, filter with --only or jq on -o json"))
 	}
+	if !slices.Contains(org.StatusFormats(), output) {
+		return usage(cmd, fmt.Errorf("-o %s is one account's: across accounts use -o %s", output, orList(org.StatusFormats())))
+	}
 	for _, f := range only {
 		if !slices.Contains(org.StatusFilters(), f) {
 			return usage(cmd, fmt.Errorf("--only %q: want %s", f, strings.Join(org.StatusFilters(), ", ")))
@@ -67,28 +70,24 @@ func runOrgStatus(cmd *cobra.Command, o *orgFlags, output string, only []string,
 		return err
 	}
 	doc := org.NewStatusDocument(org.Status(ctx, o.runner(env), conn, targets, o.deployment, only, env.clock.Now()), only)
-	if output == "wide" {
-		output = "table"
-	}
 	if err := org.WriteStatus(cmd.OutOrStdout(), output, doc); err != nil {
 		return err
 	}
 	return failedExit("could not be read", doc.Failed(), len(doc.Targets), "")
 }
 
-// addChangeOutputFlag registers -o of pause and resume, for their organization-wide form.
-func addChangeOutputFlag(cmd *cobra.Command, output *string) {
-	cmd.Flags().StringVarP(output, "output", "o", "table", "with --organization or --accounts: table or json (one row per account and region)")
+// addChangeOutputFlag registers -o of pause and resume: sentences (table, wide) or one JSON document; across
+// accounts a table of one row per account and region.
+func addChangeOutputFlag(cmd *cobra.Command) *outputValue {
+	return addOutputFlag(cmd, formatTable, standardFormats, nil,
+		"table and wide: what was done in sentences, across accounts one row per account and region (wide: the detail in full); json: one document")
 }
 
 // runOrgChange is the organization-wide pause or resume: one row per account and region; a partial failure
 // exits 1, and the same command run again completes it.
-func runOrgChange(cmd *cobra.Command, o *orgFlags, output, action string, run func(org.Runner, org.Connector, []org.Target) []org.Result[org.Change]) error {
+func runOrgChange(cmd *cobra.Command, o *orgFlags, output, action, who, undo string, run func(org.Runner, org.Connector, []org.Target) []org.Result[org.Change]) error {
 	if err := o.check(cmd, "table", "state-file", "queue-url", "group"); err != nil {
 		return err
-	}
-	if err := outputFormat(output); err != nil {
-		return usage(cmd, err)
 	}
 	env := orgEnvironment
 	targets, conn, err := o.targets(cmd.Context(), env)
@@ -96,6 +95,7 @@ func runOrgChange(cmd *cobra.Command, o *orgFlags, output, action string, run fu
 		return err
 	}
 	doc := org.NewChangeDocument(action, run(o.runner(env), conn, targets))
+	doc.Who, doc.Undo = who, undo
 	if err := org.WriteChanges(cmd.OutOrStdout(), output, doc); err != nil {
 		return err
 	}
@@ -112,31 +112,20 @@ func runOrgChange(cmd *cobra.Command, o *orgFlags, output, action string, run fu
 	return err
 }
 
-// checkChangeOutput refuses -o in the one-account form of pause and resume, which print sentences.
-func checkChangeOutput(cmd *cobra.Command) error {
-	if cmd.Flags().Changed("output") {
-		return usage(cmd, errors.New("--output needs --organization or --accounts FILE"))
-	}
-	return nil
-}
-
 // runOrgPause writes the global pause in every account and region (org.Pause); a pause already in place is
 // left as it is unless --replace, and one that ends before the pause asked for fails the command.
 func runOrgPause(cmd *cobra.Command, o *orgFlags, output string, req org.PauseRequest) error {
 	ctx := cmd.Context()
-	return runOrgChange(cmd, o, output, "pause", func(r org.Runner, c org.Connector, ts []org.Target) []org.Result[org.Change] {
+	return runOrgChange(cmd, o, output, "pause", req.Who, resumeHint(cmd, ""), func(r org.Runner, c org.Connector, ts []org.Target) []org.Result[org.Change] {
 		return org.Pause(ctx, r, c, ts, o.deployment, req, orgEnvironment.clock.Now)
 	})
 }
 
-// runOrgResume lifts the global pause in every account and region (org.Resume).
-func runOrgResume(cmd *cobra.Command, o *orgFlags, output string) error {
+// runOrgResume lifts the global pause in every account and region (org.Resume), as who (--who, like the
+// pause).
+func runOrgResume(cmd *cobra.Command, o *orgFlags, output, who string) error {
 	ctx := cmd.Context()
-	who := defaultWho()
-	if who == "" {
-		who = "unknown"
-	}
-	return runOrgChange(cmd, o, output, "resume", func(r org.Runner, c org.Connector, ts []org.Target) []org.Result[org.Change] {
+	return runOrgChange(cmd, o, output, "resume", who, "", func(r org.Runner, c org.Connector, ts []org.Target) []org.Result[org.Change] {
 		return org.Resume(ctx, r, c, ts, o.deployment, who, orgEnvironment.clock.Now)
 	})
 }

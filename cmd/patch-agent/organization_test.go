@@ -81,7 +81,9 @@ func TestOrganizationPauseIsSafeToRunAgainAndResumeLiftsIt(t *testing.T) {
 	first := execRoot(t, append([]string{"pause", "--reason", "INC-1", "--who", "alice"}, args...)...)
 	require.ErrorContains(t, first.err, "1 of 3 account-regions failed")
 	require.ErrorContains(t, first.err, "run the same command again")
-	require.Contains(t, first.stdout, "pause in 3 account-regions: failed 1, paused 2")
+	require.Contains(t, first.stdout, "pause by alice in 3 account-regions: failed 1, paused 2")
+	require.Contains(t, first.stdout, "Undo with: patch-agent resume --region us-east-1 --organization --ou ou-demo-workloads\n",
+		"the undo names the accounts the pause ran in")
 	again := execRoot(t, append([]string{"pause", "--reason", "INC-1", "--who", "alice", "-o", "json"}, args...)...)
 	var doc org.ChangeDocument
 	require.NoError(t, json.Unmarshal([]byte(again.stdout), &doc))
@@ -91,8 +93,9 @@ func TestOrganizationPauseIsSafeToRunAgainAndResumeLiftsIt(t *testing.T) {
 	require.Contains(t, st.stdout, "search-ecs")
 	require.NotContains(t, st.stdout, "payments-ecs", "payments has no rollout record")
 
-	res := execRoot(t, append([]string{"resume"}, args...)...)
-	require.Contains(t, res.stdout, "resume in 3 account-regions: failed 1, resumed 2")
+	res := execRoot(t, append([]string{"resume", "--who", "bob"}, args...)...)
+	require.Contains(t, res.stdout, "resume by bob in 3 account-regions: failed 1, resumed 2")
+	require.Contains(t, res.stdout, "bob lifted the pause of alice since", "the operator is named as the pause names its own")
 }
 
 func TestOrganizationPauseLongerThanThePauseInPlaceFailsAndAsksForReplace(t *testing.T) {
@@ -125,11 +128,11 @@ func TestOrganizationFlagsThatDoNotGoTogether(t *testing.T) {
 		{[]string{"audit", "--organization", "--accounts", "f", "--region", "us-east-1"}, "exclusive"},
 		{[]string{"audit", "--region", "us-east-1", "--region", "eu-west-1"}, "more than one region needs --organization"},
 		{[]string{"audit", "--role-name", "x", "--region", "us-east-1"}, "--role-name needs --organization"},
-		{[]string{"audit", "--organization", "--region", "us-east-1", "--publish-metrics"}, "--publish-metrics names one account's resource"},
+		{[]string{"audit", "--organization", "--region", "us-east-1", "--publish-metrics"}, "--publish-metrics publishes to the CloudWatch of the credentials' account"},
 		{[]string{"status", "--organization", "--region", "us-east-1", "--table", "t"}, "--table names one account's resource"},
 		{[]string{"status", "--organization", "--region", "us-east-1", "--only", "busy"}, `--only "busy"`},
 		{[]string{"status", "--table", "t", "--only", "halted"}, "--only needs --organization"},
-		{[]string{"pause", "--organization", "--region", "us-east-1", "--reason", "r", "--who", "a", "--group", "g"}, "--group names one account's resource"},
+		{[]string{"pause", "--organization", "--region", "us-east-1", "--reason", "r", "--who", "a", "--group", "g"}, "--group names one account's group: with --organization or --accounts pause and resume act on the global pause"},
 		{[]string{"resume", "--organization", "--region", "us-east-1", "--concurrency", "0"}, "--concurrency 0"},
 		{[]string{"resume", "--organization", "--region", "us-east-1", "--deployment", "a/b"}, "DeploymentName"},
 		{[]string{"status", "--organization", "--region", "us-east-1", "--role-name", "arn:aws:iam::111122223333:role/patch-agent-operator"}, "is an ARN: give the role's name"},

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -12,14 +13,15 @@ import (
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/org"
+	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 func newPauseCommand() *cobra.Command {
-	var group, reason, until, who, output string
+	var group, reason, until, who string
 	var replace bool
 	cmd := &cobra.Command{
-		Use:   "pause",
+		Use:   "pause [REASON...]",
 		Short: "Stop new surges, drains and terminations of every group (or of one with --group)",
 		Long: `Writes a pause lock: the global one, or one group's with --group. From the agent's next reconcile tick
 no new destructive step starts in that scope — no surge, no rollout drain, no termination, no new launch
@@ -30,7 +32,10 @@ refresh) — they protect running tasks and their lifecycle actions are complete
 (a replacement booting, a drain under way, a termination leaving) are watched as usual, and their timeouts
 still apply.
 
-A second pause of a scope that is already paused is refused (exit 2, naming the pause in place) unless
+The reason is --reason, or the words after pause (quoted or not: ` + "`patch-agent pause incident 4711`" + `),
+not both.
+
+A second pause of a scope that is already paused is refused (exit 1, naming the pause in place) unless
 --replace is given: it would silently end an --until pause earlier or later than planned. Across accounts
 (--organization, --accounts) a global pause in place that lasts at least as long as the one asked for is
 left as it is (already-paused); one that ends earlier, or any with an end when the one asked for has none,
@@ -41,29 +46,42 @@ and its end, within seconds.
 
 --group is confirmed first: Auto Scaling must know the group and it must carry the tag
 patch-agent/enabled=true (a group opted in that the agent has no record of yet may be paused); with
---state-file the file must hold its rollout record. A misspelt name fails and pauses nothing.`,
+--state-file the file must hold its rollout record. A misspelt name fails, names the groups the store
+knows, and pauses nothing.
+
+The output ends with the command that undoes the pause, with the store flags given (--table, --region,
+--profile, --state-file, --queue-url, and the organization-wide ones): it can be pasted as it is. -o json
+prints {"schemaVersion": 1, "action": "pause", "outcome": ..., "scope": ..., "undo": ...} on stdout and the
+sentences on stderr.`,
 		Example: `  # stop everything during an incident
   patch-agent pause --reason "incident 4711: ECS control plane errors" --table patch-agent --region eu-west-1
+  patch-agent pause incident 4711 --table patch-agent --region eu-west-1
 
   # one group, for two hours
   patch-agent pause --group prod-ecs-asg --reason "quarterly load test" --until 2h
 
   # until a fixed time (RFC 3339)
   patch-agent pause --group prod-ecs-asg --reason "release freeze" --until 2026-12-01T08:00:00Z`,
-		Args: cobra.NoArgs,
+		Args: cobra.ArbitraryArgs,
 	}
 	stores := addStoreFlags(cmd)
 	wakes := addWakeFlag(cmd)
 	orgs := addOrgFlags(cmd, &stores.profile, &stores.regions, true)
-	addChangeOutputFlag(cmd, &output)
+	outFlag := addChangeOutputFlag(cmd)
 	cmd.Flags().StringVarP(&group, "group", "g", "", "pause only this Auto Scaling group (default: every group)")
-	cmd.Flags().StringVarP(&reason, "reason", "r", "", "why (required; shown in status and the agent's logs)")
+	cmd.Flags().StringVarP(&reason, "reason", "r", "", "why (required, here or as the words after pause; shown in status and the agent's logs)")
 	cmd.Flags().StringVar(&until, "until", "", "end the pause by itself: an RFC 3339 time or a duration from now (2h, 90m)")
 	cmd.Flags().BoolVar(&replace, "replace", false, "replace a pause of the same scope already in place (default: refuse)")
 	addWhoFlag(cmd, &who)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := requireGroupIfGiven(cmd, group, "pause every group"); err != nil {
 			return err
+		}
+		switch {
+		case len(args) > 0 && cmd.Flags().Changed("reason"):
+			return usage(cmd, fmt.Errorf("the reason is given twice, as --reason and as the words %q: give one", strings.Join(args, " ")))
+		case len(args) > 0:
+			reason = strings.Join(args, " ")
 		}
 		if strings.TrimSpace(reason) == "" {
 			return usage(cmd, errors.New(`--reason is required: say why the agent is paused, e.g. --reason "incident 4711" (it is shown in status and logs)`))
@@ -77,14 +95,12 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 			return usage(cmd, err)
 		}
 		if orgs.enabled() {
-			return runOrgPause(cmd, orgs, output, org.PauseRequest{Reason: reason, Who: who, Until: end, Replace: replace})
+			return runOrgPause(cmd, orgs, outFlag.value, org.PauseRequest{Reason: reason, Who: who, Until: end, Replace: replace})
 		}
 		if err := orgs.check(cmd); err != nil {
 			return err
 		}
-		if err := checkChangeOutput(cmd); err != nil {
-			return err
-		}
+		stdout := sentencesToStderr(cmd, outFlag)
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)
 		if err != nil {
@@ -95,14 +111,15 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 				return err
 			}
 		}
-		if !replace {
-			err := operator.CheckNotPaused(ctx, s, group, now)
-			if errors.Is(err, operator.ErrAlreadyPaused) {
-				return usage(cmd, fmt.Errorf("%w; pass --replace to replace it", err))
+		outcome := org.Paused
+		if err := operator.CheckNotPaused(ctx, s, group, now); errors.Is(err, operator.ErrAlreadyPaused) {
+			if !replace {
+				// Not a usage error: the command was called right, the store holds a pause already (exit 1).
+				return fmt.Errorf("%w; pass --replace to replace it", err)
 			}
-			if err != nil {
-				return err
-			}
+			outcome = org.Replaced
+		} else if err != nil {
+			return err
 		}
 		if err := operator.Pause(ctx, s, group, reason, who, end, now); err != nil {
 			return err
@@ -118,20 +135,73 @@ patch-agent/enabled=true (a group opted in that the agent has no record of yet m
 		}
 		fmt.Fprintf(out, ": %s\n", strings.TrimSpace(reason))
 		fmt.Fprintln(out, "From now on no new surge, rollout drain or termination starts (the agent reads the pause right before each); a step already under way finishes; lifecycle-hook drains go on.")
-		resume := "patch-agent resume"
-		if group != "" {
-			resume += " --group " + group
-		}
-		fmt.Fprintf(out, "Undo with: %s\n", resume)
+		undo := resumeHint(cmd, group)
+		fmt.Fprintf(out, "Undo with: %s\n", undo)
 		wakes.wake(cmd, s, operatorWakeUp(events.OperatorPause, group, who))
 		if group != "" {
 			if _, err := s.GetRollout(ctx, group); errors.Is(err, state.ErrNotFound) {
 				fmt.Fprintf(out, "%s is opted in but has no rollout record yet: the pause applies from the agent's first tick on it.\n", group)
 			}
 		}
-		return nil
+		return writeChange(stdout, outFlag, changeDocument{Action: "pause", Outcome: outcome, Scope: scope, Who: who,
+			Reason: strings.TrimSpace(reason), Until: timeOrNil(end), Undo: undo})
 	}
 	return cmd
+}
+
+// resumeHint is the command that lifts the pause cmd wrote for group ("" the global one), with the store
+// flags cmd was given.
+func resumeHint(cmd *cobra.Command, group string) string {
+	base := "patch-agent resume"
+	if group != "" {
+		base += " --group " + shellQuote(group)
+	}
+	return pasteable(cmd, sibling(cmd, "resume"), base)
+}
+
+// changeDocument is `pause -o json` and `resume -o json` of one account: what the command did. Outcome is
+// one of the organization-wide outcomes (paused, replaced, resumed, not-paused) or "expired" (resume removed
+// a pause that had already ended); Scope is "global" or "group NAME"; Until is null for a pause without an
+// end; Undo is the command that undoes a pause ("" for a resume).
+type changeDocument struct {
+	SchemaVersion int        `json:"schemaVersion"`
+	Action        string     `json:"action"`
+	Outcome       string     `json:"outcome"`
+	Scope         string     `json:"scope"`
+	Who           string     `json:"who"`
+	Reason        string     `json:"reason"`
+	Until         *time.Time `json:"until"`
+	// StillPausedBy is the pause that holds the group after resume --group lifted its own ("" when none).
+	StillPausedBy string `json:"stillPausedBy"`
+	Undo          string `json:"undo"`
+}
+
+// timeOrNil is t in UTC, nil for the zero time.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// sentencesToStderr sends what cmd prints for people to stderr when -o json is chosen, so that stdout holds
+// only the document, and returns the writer of the document (stdout).
+func sentencesToStderr(cmd *cobra.Command, o *outputValue) io.Writer {
+	stdout := cmd.OutOrStdout()
+	if o.is(formatJSON) {
+		cmd.SetOut(cmd.ErrOrStderr())
+	}
+	return stdout
+}
+
+// writeChange writes d to w (schemaVersion set) when -o json is chosen; table and wide printed sentences.
+func writeChange(w io.Writer, o *outputValue, d changeDocument) error {
+	if !o.is(formatJSON) {
+		return nil
+	}
+	d.SchemaVersion = schema.Version
+	return writeJSON(w, d)
 }
 
 // operatorWakeUp is the wake-up of pause or resume: for group, or for the global lock when group is "".
@@ -170,7 +240,7 @@ func parseUntil(s string, now time.Time) (time.Time, error) {
 }
 
 func newResumeCommand() *cobra.Command {
-	var group, output string
+	var group, who string
 	cmd := &cobra.Command{
 		Use:   "resume",
 		Short: "Remove the global pause (or one group's with --group)",
@@ -179,7 +249,8 @@ continue from the step they were held before: within seconds, as the command wak
 --queue-url, or when the send fails (a warning), at the agent's next safety poll (within its --reconcile-interval). A group's own pause and the global
 pause are separate: resuming one leaves the other in place — after resume --group, a group the global pause
 still holds stays paused, and the output says so. The output names the pause it lifted (who, since when,
-why), as the delete itself returned it: a pause taken a moment before is lifted, never missed. Resuming a scope that is not paused says "nothing to
+why), as the delete itself returned it: a pause taken a moment before is lifted, never missed. --who (as
+pause's) names who resumed in the agent's wake-up and log and, across accounts, in each row. Resuming a scope that is not paused says "nothing to
 resume" and exits 0; resuming --group of a group that is not paused and that Auto Scaling does not know
 (with --state-file: that has no rollout record) fails, as a misspelt name.`,
 		Example: `  patch-agent resume --table patch-agent --region eu-west-1
@@ -189,18 +260,18 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 	stores := addStoreFlags(cmd)
 	wakes := addWakeFlag(cmd)
 	orgs := addOrgFlags(cmd, &stores.profile, &stores.regions, true)
-	addChangeOutputFlag(cmd, &output)
+	outFlag := addChangeOutputFlag(cmd)
 	cmd.Flags().StringVarP(&group, "group", "g", "", "resume only this Auto Scaling group's own pause (default: the global pause)")
+	addWhoFlag(cmd, &who)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		who = cmp.Or(strings.TrimSpace(who), "unknown") // a resume records no lock: who is only named, never required
 		if orgs.enabled() {
-			return runOrgResume(cmd, orgs, output)
+			return runOrgResume(cmd, orgs, outFlag.value, who)
 		}
 		if err := orgs.check(cmd); err != nil {
 			return err
 		}
-		if err := checkChangeOutput(cmd); err != nil {
-			return err
-		}
+		stdout := sentencesToStderr(cmd, outFlag)
 		if err := requireGroupIfGiven(cmd, group, "resume the global pause"); err != nil {
 			return err
 		}
@@ -219,7 +290,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "nothing to resume: %v\n", err)
-			return nil
+			return writeChange(stdout, outFlag, changeDocument{Action: "resume", Outcome: org.NotPaused, Scope: state.Lock{Group: group}.Scope()})
 		}
 		if err != nil {
 			return err
@@ -235,21 +306,24 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 				return fmt.Errorf("%s's own pause is lifted, but the pause locks could not be read again: %w", group, err)
 			}
 			if l := operator.ActivePause(locks, group, time.Now()); l != nil {
-				fmt.Fprintf(out, "resumed %s, but %s remains paused by the %s lock (by %s: %s); `patch-agent resume` lifts it\n",
-					scope, group, l.Scope(), l.Who, l.Reason)
-				return nil
+				fmt.Fprintf(out, "resumed %s, but %s remains paused by the %s lock (by %s: %s); `%s` lifts it\n",
+					scope, group, l.Scope(), l.Who, l.Reason, resumeHint(cmd, l.Group))
+				return writeChange(stdout, outFlag, changeDocument{Action: "resume", Outcome: org.Resumed, Scope: scope, Who: lifted.Who,
+					Reason: lifted.Reason, Until: timeOrNil(lifted.Until), StillPausedBy: l.Scope()})
 			}
 		}
+		doc := changeDocument{Action: "resume", Outcome: org.Resumed, Scope: scope, Who: lifted.Who, Reason: lifted.Reason, Until: timeOrNil(lifted.Until)}
 		if !lifted.Active(time.Now()) {
 			// An expired pause held nothing: say so, instead of suggesting that rollouts were held until now.
 			fmt.Fprintf(out, "removed the %s pause lock (by %s: %s), which had already ended at %s: nothing was paused\n",
 				scope, cmp.Or(lifted.Who, "unknown"), cmp.Or(lifted.Reason, "no reason given"), lifted.Until.UTC().Format(time.RFC3339))
-			return nil
+			doc.Outcome = "expired"
+			return writeChange(stdout, outFlag, doc)
 		}
 		fmt.Fprintf(out, "resumed %s (paused by %s since %s: %s): rollouts continue when the agent next looks at them\n",
 			scope, cmp.Or(lifted.Who, "unknown"), lifted.Since.UTC().Format(time.RFC3339), cmp.Or(lifted.Reason, "no reason given"))
-		wakes.wake(cmd, s, operatorWakeUp(events.OperatorResume, group, cmp.Or(defaultWho(), "unknown"))) // resume records no one: who only for the agent's log
-		return nil
+		wakes.wake(cmd, s, operatorWakeUp(events.OperatorResume, group, who)) // the lock is gone: who only for the agent's log
+		return writeChange(stdout, outFlag, doc)
 	}
 	return cmd
 }

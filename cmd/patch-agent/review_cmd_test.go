@@ -260,16 +260,16 @@ func TestDemoStateFileIsCheckedBeforeTheDemoRuns(t *testing.T) {
 		require.Contains(t, res.err.Error(), name)
 	}
 
-	res = run(t, "demo", "--json", "--state-file", notes, "--force")
+	res = run(t, "demo", "-o", "json", "--state-file", notes, "--force")
 	require.NoError(t, res.err, res.stderr)
 	require.True(t, isSnapshotFile(notes), "--force replaces it")
 
-	res = run(t, "demo", "--json", "--state-file", notes)
+	res = run(t, "demo", "-o", "json", "--state-file", notes)
 	require.NoError(t, res.err, "a snapshot is replaced without --force")
 
 	empty := filepath.Join(dir, "empty.json")
 	require.NoError(t, os.WriteFile(empty, nil, 0o600))
-	res = run(t, "demo", "--json", "--state-file", empty)
+	res = run(t, "demo", "-o", "json", "--state-file", empty)
 	require.NoError(t, res.err, "an empty file holds nothing to lose")
 }
 
@@ -361,7 +361,7 @@ func TestApproveOfAWaitingGroupIsInTheHistory(t *testing.T) {
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "The rollout starts when the agent next looks at the group unless another gate holds it")
 
-	res = run(t, "history", demo.GroupName, "--state-file", file, "--output", "json")
+	res = run(t, "history", demo.GroupName, "--state-file", file, "-o", "json")
 	require.NoError(t, res.err)
 	var doc operator.HistoryDocument
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
@@ -439,7 +439,7 @@ func TestRunLogLevel(t *testing.T) {
 
 func TestHistoryOfARollbackReadsFromTheFailedAMI(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "bad-ami.json")
-	res := run(t, "demo", "--json", "--scenario", "bad-ami", "--state-file", file)
+	res := run(t, "demo", "-o", "json", "--scenario", "bad-ami", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	res = run(t, "history", demo.GroupName, "--state-file", file)
 	require.NoError(t, res.err)

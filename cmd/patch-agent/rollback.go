@@ -19,8 +19,8 @@ import (
 
 func newRollbackCommand() *cobra.Command {
 	var (
-		to, who, output string
-		yes, force      bool
+		to, who    string
+		yes, force bool
 	)
 	cmd := &cobra.Command{
 		Use:   "rollback GROUP",
@@ -69,19 +69,14 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 	cmd.Flags().StringVar(&to, "to", "", "AMI to roll back to (default: the AMI the group ran before its current target)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&force, "force", false, "roll back to a --to AMI that the group's history does not name")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (one document on stdout once the rollback is recorded; the plan goes to stderr)")
+	outFlag := addOutputFlag(cmd, formatTable, standardFormats, map[string]string{"text": formatTable},
+		"table and wide: the plan and what was done in sentences; json: one document on stdout once the rollback is recorded, the plan on stderr")
 	addWhoFlag(cmd, &who)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := requireWho(cmd, who); err != nil {
 			return err
 		}
-		if output != "text" && output != "json" {
-			return usage(cmd, fmt.Errorf("--output %q: text or json", output))
-		}
-		stdout := cmd.OutOrStdout()
-		if output == "json" {
-			cmd.SetOut(cmd.ErrOrStderr()) // the plan, the prompt and the wake-up's line: stdout holds only the document
-		}
+		stdout := sentencesToStderr(cmd, outFlag) // the plan, the prompt and the wake-up's line: stdout holds only the document
 		if cmd.Flags().Changed("to") {
 			if err := operator.ValidateAMIID(to); err != nil {
 				return usage(cmd, fmt.Errorf("--to: %w", err))
@@ -94,8 +89,11 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 			return err
 		}
 		plan, err := operator.PlanRollback(ctx, s, group, to, force)
+		if ue := (*operator.UnrecordedImageError)(nil); errors.As(err, &ue) {
+			ue.HistoryCommand = pasteable(cmd, command(cmd, "history"), "patch-agent history "+shellQuote(group))
+		}
 		if err != nil {
-			return err
+			return s.explainNotFound(ctx, group, err)
 		}
 		out := cmd.OutOrStdout()
 		printRollbackPlan(out, plan)
@@ -129,8 +127,8 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 		}
 		fmt.Fprintf(out, "rollback recorded: %s now targets %s (phase %s, requested by %s)\n", r.Group, target, r.Phase, who)
 		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRollback, Group: r.Group, Who: who})
-		fmt.Fprintf(out, "Follow it with: patch-agent status %s --watch\n", r.Group)
-		if output == "json" {
+		fmt.Fprintf(out, "Follow it with: %s\n", pasteable(cmd, command(cmd, "status"), "patch-agent status "+shellQuote(r.Group)+" --watch"))
+		if outFlag.is(formatJSON) {
 			return json.NewEncoder(stdout).Encode(rollbackDocument{SchemaVersion: schema.Version, Group: r.Group, Phase: string(r.Phase),
 				From: plan.From, To: target, Who: who, SourceWarning: warning})
 		}

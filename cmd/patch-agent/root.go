@@ -4,6 +4,18 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// exitStatusHelp lists the exit statuses of every command: the one place they are written down (docs/operations.md
+// repeats it, held to this text by a test).
+const exitStatusHelp = `Exit status:
+  0    success
+  1    error: the work failed or was refused (a pause already in place, a rollback not confirmed, a group
+       not waiting for approval, an account that failed), or its check failed (healthcheck, message inspect)
+  2    usage error only: an unknown command or flag, a missing or malformed argument or flag value, flags
+       that do not go together; a hint names the command's --help
+  3    the command ran and found what it was asked to report: audit --fail-if-behind found a group behind,
+       audit --iac --fail-if-hardcoded found a hard-coded AMI, eks upgrade waits for an approval or a pause
+  130  interrupted (Ctrl-C) before anything was written`
+
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "patch-agent",
@@ -20,14 +32,23 @@ Groups opt in with tags:
   patch-agent/cluster=<ECS or EKS cluster name>
   patch-agent/ami-parameter=<SSM parameter, e.g. /aws/service/ecs/optimized-ami/amazon-linux-2023/recommended>
 
-Try it without an AWS account:  patch-agent demo`,
+Try it without an AWS account:  patch-agent demo
+
+Output: every command that prints takes -o table (the default, 120 columns), -o wide (every column in
+full) and -o json (one document that starts with "schemaVersion"); status, history and audit also take
+-o csv. message inspect prints JSON unless told otherwise.
+
+` + exitStatusHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version(),
+		// A deprecated spelling of a flag's value is named on stderr before the command runs; the command
+		// runs as if the current spelling had been given.
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) { noteDeprecatedOutput(cmd, cmd.ErrOrStderr()) },
 	}
 	root.SetVersionTemplate(versionLine() + "\n")
 	root.AddCommand(newRunCommand(), newDemoCommand(), newMessageCommand(), newStatusCommand(), newHistoryCommand(),
-		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRollbackCommand(), newAuditCommand(),
+		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRetryCommand(), newRollbackCommand(), newAuditCommand(),
 		newVersionCommand(), newEKSCommand(), newHealthcheckCommand())
 	markUsageErrors(root)
 	return root

@@ -17,7 +17,6 @@ const minWatchInterval = time.Second
 
 func newStatusCommand() *cobra.Command {
 	var (
-		output   string
 		watch    bool
 		interval time.Duration
 		only     []string
@@ -28,10 +27,12 @@ func newStatusCommand() *cobra.Command {
 		Long: `Prints one line per managed Auto Scaling group (or only GROUP) from the agent's state: the rollout
 phase and replacement step, how many instances run the target AMI (ON TARGET), the target AMI, the scope
 of the pause that holds the group (a global pause holds every group), and the reason the rollout waits,
-halted or rolled back — in 120 columns, the reason cut to fit. -o wide adds the cluster, the instances not
+halted or rolled back — in 120 columns, the reason cut at word boundaries with the times it names kept (on a
+line of its own below the row when the other columns leave it too little room). -o wide adds the cluster, the instances not
 on target (OTHER), the previous AMI and when the target was detected, the instance being replaced and its
 replacement, who paused and why, and the warning. -o json prints {"schemaVersion": 1, "groups": [...]}
-with every field present (null for a time or a pause that is not set). It reads only the state table: the counts are those the agent last observed
+with every field present (null for a time or a pause that is not set); -o csv the columns of wide, one value
+a cell. A GROUP the store has no record of is answered with the groups it holds records of. It reads only the state table: the counts are those the agent last observed
 (it writes them when they change), so status needs no Auto Scaling or EC2 permission.
 
 Reasons: "paused (...) by WHO since T: WHY; next step: ..." — a pause holds the rollout before that step;
@@ -58,13 +59,12 @@ otherwise a new table is printed each time; with --output json one JSON document
 	stores := addStoreFlags(cmd)
 	orgs := addOrgFlags(cmd, &stores.profile, &stores.regions, true)
 	addOnlyFlag(cmd, &only)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits 120 columns), wide (every column) or json")
+	outFlag := addOutputFlag(cmd, formatTable, []string{formatTable, formatWide, formatJSON, formatCSV}, nil,
+		"table fits 120 columns, wide has every column, csv the columns of wide")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every --interval until Ctrl-C")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "time between two redraws with --watch (at least 1s)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := outputFormatWide(output); err != nil {
-			return usage(cmd, err)
-		}
+		output := outFlag.value
 		if orgs.enabled() {
 			return runOrgStatus(cmd, orgs, output, only, args)
 		}
@@ -90,7 +90,7 @@ otherwise a new table is printed each time; with --output json one JSON document
 		show := func() error {
 			rows, err := operator.Status(ctx, s, group, time.Now())
 			if err != nil {
-				return err
+				return s.explainNotFound(ctx, group, err)
 			}
 			return printStatus(out, output, rows, watch)
 		}
@@ -114,6 +114,8 @@ func printStatus(out io.Writer, output string, rows []operator.StatusRow, watchi
 		return err
 	case output == "json":
 		return writeJSON(out, operator.NewStatusDocument(rows))
+	case output == "csv":
+		return operator.WriteStatusCSV(out, rows)
 	case len(rows) == 0:
 		_, err := fmt.Fprintln(out, "no rollout recorded yet: the agent writes one per managed group on its first reconcile tick")
 		return err
@@ -138,7 +140,7 @@ func watchStatus(ctx context.Context, out, errOut io.Writer, output string, inte
 			return nil
 		case <-timer.C:
 		}
-		if output == "table" {
+		if output == formatTable || output == formatWide {
 			if tty {
 				fmt.Fprint(out, "\x1b[H\x1b[2J") // cursor home, clear screen
 			} else if n > 0 {
@@ -163,7 +165,6 @@ func watchStatus(ctx context.Context, out, errOut io.Writer, output string, inte
 }
 
 func newHistoryCommand() *cobra.Command {
-	var output string
 	cmd := &cobra.Command{
 		Use:   "history GROUP",
 		Short: "Show a group's AMI history: detected, completed, halted, rolled back, manual rollbacks",
@@ -172,29 +173,32 @@ SSM parameter and its version), every rollout that completed, halted or was roll
 rollback (with who asked for it) and every approval. FROM → TO reads in the direction of each event — for
 rolling-back and rolled-back from the failed AMI to the restored one. -o wide adds the SOURCE column and
 the full DETAIL; -o json prints {"schemaVersion": 1, "group": ..., "entries": [...]},
-each entry with both (fromImageId/toImageId and previousImageId/newImageId).`,
+each entry with both (fromImageId/toImageId and previousImageId/newImageId); -o csv one row an entry. A GROUP
+the store has no record of is answered with the groups it holds records of.`,
 		Example: `  patch-agent history prod-ecs-asg --table patch-agent --region eu-west-1
   patch-agent history prod-ecs-asg --output json | jq -r '.entries[] | select(.event == "completed") | .newImageId'`,
 		Args: groupArg,
 	}
 	stores := addStoreFlags(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits 120 columns), wide (every column) or json")
+	outFlag := addOutputFlag(cmd, formatTable, []string{formatTable, formatWide, formatJSON, formatCSV}, nil,
+		"table fits 120 columns, wide has every column, csv the columns of wide")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := outputFormatWide(output); err != nil {
-			return usage(cmd, err)
-		}
-		s, err := stores.open(cmd.Context())
+		output := outFlag.value
+		ctx := cmd.Context()
+		s, err := stores.open(ctx)
 		if err != nil {
 			return err
 		}
-		hist, err := operator.History(cmd.Context(), s, args[0])
+		hist, err := operator.History(ctx, s, args[0])
 		if err != nil {
-			return err
+			return s.explainNotFound(ctx, args[0], err)
 		}
 		out := cmd.OutOrStdout()
 		switch {
 		case output == "json":
 			return writeJSON(out, operator.NewHistoryDocument(args[0], hist))
+		case output == "csv":
+			return operator.WriteHistoryCSV(out, hist)
 		case len(hist) == 0:
 			fmt.Fprintf(out, "no history for %s yet: the agent records one when it detects a new AMI\n", args[0])
 			return nil

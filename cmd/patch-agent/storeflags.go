@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,7 +44,7 @@ func addStoreFlags(cmd *cobra.Command) *storeFlags {
 	f := &storeFlags{cmd: cmd, table: d.Table, region: d.Region}
 	fl := cmd.Flags()
 	fl.StringVar(&f.table, "table", f.table, "the agent's DynamoDB table (env "+config.EnvTable+")")
-	fl.Var(newRegionsValue(&f.region, &f.regions), "region", "AWS region of the table (env "+config.EnvRegion+"); with --organization or --accounts, repeatable: each region")
+	fl.Var(newRegionsValue(&f.region, &f.regions), "region", "AWS region of the table (env "+config.EnvRegion+")")
 	addProfileFlag(fl, &f.profile)
 	fl.StringVar(&f.stateFile, "state-file", "", "use the state snapshot `FILE` instead of DynamoDB (written by patch-agent demo --state-file)")
 	return f
@@ -67,25 +68,69 @@ type openedStore struct {
 // confirmGroup fails when group names no group the agent could act on, so that a misspelt name cannot leave
 // the fleet rolling. With the agent's table, Auto Scaling must know the group and it must carry the opt-in
 // tag (operator.ConfirmGroup), rollout record or not; a state file has no Auto Scaling behind it, so it must
-// hold the group's rollout record. Errors wrap operator.ErrUnknownGroup or operator.ErrNotOptedIn.
+// hold the group's rollout record. An unknown name is answered with the groups the store holds rollout
+// records of (the names status lists). Errors wrap operator.ErrUnknownGroup or operator.ErrNotOptedIn.
+// Every command that takes a group checks it here: pause and resume before they write, the others when the
+// store has no record of the group (explainNotFound).
 func (s *openedStore) confirmGroup(ctx context.Context, group string) error {
 	if s.groups != nil {
-		return operator.ConfirmGroup(ctx, s.groups, group)
+		err := operator.ConfirmGroup(ctx, s.groups, group)
+		if errors.Is(err, operator.ErrUnknownGroup) {
+			return fmt.Errorf("%w%s", err, s.knownGroups(ctx))
+		}
+		return err
 	}
 	_, err := s.GetRollout(ctx, group)
 	if !errors.Is(err, state.ErrNotFound) {
 		return err
 	}
-	var known []string
-	if rs, lerr := s.ListRollouts(ctx); lerr == nil {
-		for _, r := range rs {
-			known = append(known, r.Group)
-		}
+	return fmt.Errorf("%w named %s in %s%s", operator.ErrUnknownGroup, group, s.where, s.knownGroups(ctx))
+}
+
+// maxKnownGroups caps the group names an unknown-group error lists.
+const maxKnownGroups = 20
+
+// knownGroups is the tail of an unknown-group error: "; the groups it holds records of: a, b" (at most
+// maxKnownGroups names, sorted), "; it holds no rollout record" when there are none, "" when they cannot be
+// listed.
+func (s *openedStore) knownGroups(ctx context.Context) string {
+	rs, err := s.ListRollouts(ctx)
+	if err != nil {
+		return ""
 	}
-	if len(known) == 0 {
-		return fmt.Errorf("%w named %s in %s: it holds no rollout record", operator.ErrUnknownGroup, group, s.where)
+	if len(rs) == 0 {
+		return fmt.Sprintf("; %s holds no rollout record", s.where)
 	}
-	return fmt.Errorf("%w named %s in %s (it holds: %s)", operator.ErrUnknownGroup, group, s.where, strings.Join(known, ", "))
+	names := make([]string, 0, len(rs))
+	for _, r := range rs {
+		names = append(names, r.Group)
+	}
+	slices.Sort(names)
+	more := ""
+	if len(names) > maxKnownGroups {
+		more = fmt.Sprintf(" and %d more (patch-agent status lists them)", len(names)-maxKnownGroups)
+		names = names[:maxKnownGroups]
+	}
+	return fmt.Sprintf("; %s holds rollout records of: %s%s", s.where, strings.Join(names, ", "), more)
+}
+
+// explainNotFound turns err, when it says the store has no record of group (state.ErrNotFound), into
+// confirmGroup's answer: the group is unknown (with the real names) or not opted in. A group Auto Scaling
+// knows and that is opted in keeps err (the agent has not written its record yet); when Auto Scaling cannot
+// be asked (status and history need no Auto Scaling permission), err gets the names the store holds. Other
+// errors, and a group "", are returned as they are.
+func (s *openedStore) explainNotFound(ctx context.Context, group string, err error) error {
+	if group == "" || !errors.Is(err, state.ErrNotFound) {
+		return err
+	}
+	cerr := s.confirmGroup(ctx, group)
+	switch {
+	case cerr == nil:
+		return err
+	case errors.Is(cerr, operator.ErrUnknownGroup) || errors.Is(cerr, operator.ErrNotOptedIn):
+		return cerr
+	}
+	return fmt.Errorf("%w%s", err, s.knownGroups(ctx))
 }
 
 // errNoStore is returned when neither --table nor --state-file says which store to use.
@@ -150,7 +195,7 @@ func (s *openedStore) save() error {
 func loadSnapshot(path string) (*state.Memory, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("state file %s does not exist: write one with `patch-agent demo --state-file %s`", path, path)
+		return nil, fmt.Errorf("state file %s does not exist: write one with `patch-agent demo --state-file %s`", path, shellQuote(path))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening state file: %w", err)
@@ -254,25 +299,6 @@ func isTerminal(v any) bool {
 		return false
 	}
 	return true
-}
-
-// outputFormat validates --output.
-func outputFormat(s string) error {
-	switch s {
-	case "table", "json":
-		return nil
-	}
-	return fmt.Errorf("--output %q: want table or json", s)
-}
-
-// outputFormatWide validates --output of the commands that also print a wide table (every column, nothing
-// cut to the 120 columns of the default table).
-func outputFormatWide(s string) error {
-	switch s {
-	case "table", "wide", "json":
-		return nil
-	}
-	return fmt.Errorf("--output %q: want table, wide or json", s)
 }
 
 // writeJSON writes v as indented JSON.

@@ -300,7 +300,7 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
 		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
-			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Activities: activities, QueueURL: s.QueueURL},
+			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Activities: activities, Versions: lifecycle.NewVersionMemo(), QueueURL: s.QueueURL},
 		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
 			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}, QueueURL: s.QueueURL},
 		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},

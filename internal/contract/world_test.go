@@ -18,6 +18,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/sim/wire"
 	"github.com/patch-agent/patch-agent/internal/testenv"
 )
 
@@ -42,9 +43,11 @@ type world struct {
 	name string
 	// sim is set for internal/sim; assertions on behaviour moto does not have run only there.
 	sim bool
-	as  awsapi.AutoScaling
-	ec2 awsapi.EC2
-	ecs awsapi.ECS
+	// account is the simulated account of the sim and served worlds.
+	account *sim.Account
+	as      awsapi.AutoScaling
+	ec2     awsapi.EC2
+	ecs     awsapi.ECS
 
 	createTemplate func(t *testing.T, name, imageID, instanceType string) (templateID string)
 	// addVersion creates a version copying version 1 with imageID; the default version stays.
@@ -55,11 +58,14 @@ type world struct {
 	settle func(t *testing.T)
 }
 
-// worlds are the simulation and moto (skipped without moto_server, failed when $CI is set).
+// worlds are the simulation in process, the simulation served over the AWS wire protocols (internal/sim/wire,
+// what the real binary talks to in internal/e2e) and moto (skipped without moto_server, failed when $CI is
+// set). The served world asserts what the in-process one does: the same SDK call yields the same answer
+// through the wire as in process, and the shape moto gives it.
 var worlds = []struct {
 	name string
 	make func(t *testing.T) *world
-}{{"sim", simWorld}, {"moto", motoWorld}}
+}{{"sim", simWorld}, {"served", servedWorld}, {"moto", motoWorld}}
 
 // run runs scenario on every world, each as a subtest named by the world.
 func run(t *testing.T, scenario func(t *testing.T, w *world)) {
@@ -74,7 +80,7 @@ func simWorld(t *testing.T) *world {
 	a := sim.New(testingclock.NewFakeClock(simStart), sim.Options{})
 	ec2c := a.EC2().(*sim.EC2Client)
 	return &world{
-		name: "sim", sim: true, as: a.AutoScaling(), ec2: ec2c, ecs: a.ECS(),
+		name: "sim", sim: true, account: a, as: a.AutoScaling(), ec2: ec2c, ecs: a.ECS(),
 		createTemplate: func(t *testing.T, name, imageID, instanceType string) string {
 			return a.CreateLaunchTemplate(name, imageID, instanceType)
 		},
@@ -86,6 +92,20 @@ func simWorld(t *testing.T) *world {
 		},
 		settle: func(t *testing.T) { a.Advance(5 * time.Minute) },
 	}
+}
+
+// servedWorld is simWorld with the agent's interfaces as SDK clients of the account served on localhost.
+func servedWorld(t *testing.T) *world {
+	w := simWorld(t)
+	a := w.account
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	srv, err := wire.Start(ctx, a)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.Empty(t, srv.Unknown(), "calls the served account could not serve") })
+	cfg := testenv.AWSConfig(srv.URL)
+	w.name, w.as, w.ec2, w.ecs = "served", autoscaling.NewFromConfig(cfg), ec2.NewFromConfig(cfg), ecs.NewFromConfig(cfg)
+	return w
 }
 
 func motoWorld(t *testing.T) *world {

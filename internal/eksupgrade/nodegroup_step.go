@@ -11,6 +11,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -142,10 +143,10 @@ func (r *Runner) followNodegroup(ctx context.Context, w state.Workflow) (state.W
 			w.Current++
 			line := fmt.Sprintf("on Kubernetes %s, release %s; %s", ng.Version, ng.ReleaseVersion, NodesLine(p))
 			return r.save(ctx, w, fmt.Sprintf("managed node group %s: %s", done.Name, line), r.entry(w, KindManagedNodegroup+"-completed", done, line))
-		case found && (ro.Phase == state.PhaseHalted || ro.Phase == state.PhaseRolledBack && p.OnVersion):
+		case found && (ro.Phase == state.PhaseHalted || ro.Phase == state.PhaseRolledBack && p.OnVersion && !operator.Rearmed(ro)):
 			w.Steps[w.Current].Nodes = p
-			return r.halt(ctx, w, fmt.Sprintf("the agent's rollout of %s is %s: %s; the node group is on Kubernetes %s, release %s, not on %s (fix the rollout, then run again with --retry)",
-				key, ro.Phase, dashIfEmpty(ro.Reason), ng.Version, dashIfEmpty(ng.ReleaseVersion), st.To))
+			return r.halt(ctx, w, fmt.Sprintf("the agent's rollout of %s is %s: %s; the node group is on Kubernetes %s, release %s, not on %s (%s)",
+				key, ro.Phase, dashIfEmpty(ro.Reason), ng.Version, dashIfEmpty(ng.ReleaseVersion), st.To, retryHint(ro.Phase, key)))
 		}
 		if w, err = r.awaitRollout(ctx, w, p, "managed node group "+st.Name, fmt.Sprintf("Kubernetes %s", st.To), began, &lastLine, attempt); err != nil {
 			return w, err

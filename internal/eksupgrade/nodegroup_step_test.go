@@ -14,6 +14,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -79,6 +80,33 @@ func TestManagedNodegroupStepHaltsWithTheHaltedRolloutsReason(t *testing.T) {
 	require.Equal(t, state.StepStatusPending, stepOf(t, wf, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName).Status, "nothing after it")
 	ng, _ := w.a.EKSNodegroup(cluster, demo.UpgradeNodegroup)
 	require.Equal(t, "1.30", ng.Version)
+}
+
+// After the PodEvictionFailure is fixed, --retry moves the halted step on: the agent's rolled-back rollout is
+// re-armed (a "retried" entry in its history), the agent rolls the node group again, and the workflow completes.
+func TestRetryAfterAPodEvictionFailureRollsTheNodegroupAgainAndCompletes(t *testing.T) {
+	w := newWorld(t)
+	w.a.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: cluster, Nodegroup: demo.UpgradeNodegroup, PodEviction: true})
+	r := w.runner("run-1")
+	r.MaxWait = 2 * time.Hour
+	wf, err := r.Run(context.Background(), upgrade())
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowHalted, wf.Phase, wf.Reason)
+	require.Contains(t, wf.Reason, "then run again with --retry, which rolls it again", "the halt says how to move on")
+
+	req := upgrade()
+	req.Retry = true
+	r = w.runner("run-2")
+	r.MaxWait = 2 * time.Hour
+	wf, err = r.Run(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
+	ng, _ := w.a.EKSNodegroup(cluster, demo.UpgradeNodegroup)
+	require.Equal(t, "1.31", ng.Version)
+	key := lifecycle.NodegroupKey(cluster, demo.UpgradeNodegroup)
+	hist, err := w.store.History(context.Background(), key)
+	require.NoError(t, err)
+	require.Contains(t, events(hist), operator.HistoryRetried)
 }
 
 // A managed node group the agent does not manage (no opt-in tag) is not updated by the workflow: its step is

@@ -20,7 +20,9 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -503,6 +505,9 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (next state.Workfl
 			changed = append(changed, fmt.Sprintf("%s %s: %s planned, now %s", st.Kind, st.Name, planned, st.To))
 		}
 	}
+	if err := r.retryRollout(ctx, w.Cluster, st); err != nil {
+		return w, nil, err
+	}
 	if st.UpdateID != "" && !slices.Contains(st.EarlierUpdateIDs, st.UpdateID) {
 		st.EarlierUpdateIDs = append(st.EarlierUpdateIDs, st.UpdateID) // never adopted by a resumed run
 	}
@@ -522,6 +527,44 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (next state.Workfl
 			strings.Join(changed, "; "), Subject(w.Cluster))
 	}
 	return w, changed, nil
+}
+
+// retryRollout re-arms the agent's rollout a node group step follows when that rollout rolled back
+// (operator.Retry): the operator who runs --retry has fixed its cause, and the agent rolls the node group to the
+// new version's AMI or release again, through every gate. A rollout in another phase is left as it is.
+func (r *Runner) retryRollout(ctx context.Context, cluster string, st *state.WorkflowStep) error {
+	key := st.Name
+	switch st.Kind {
+	case KindManagedNodegroup:
+		key = lifecycle.NodegroupKey(cluster, st.Name)
+	case KindSelfManagedNodegroup:
+	default:
+		return nil
+	}
+	ro, err := r.Store.GetRollout(ctx, key)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the agent's rollout of %s: %w", key, err)
+	}
+	if ro.Phase != state.PhaseRolledBack && ro.RollbackFrom == "" {
+		return nil
+	}
+	_, again, err := operator.Retry(ctx, r.Store, key, r.Who, r.now())
+	if err != nil {
+		return fmt.Errorf("retrying the agent's rollout of %s: %w", key, err)
+	}
+	r.progress("the agent's rollout of %s rolls %s again", key, again)
+	return nil
+}
+
+// retryHint says how an operator moves a node group step on whose rollout (of key) is Halted or RolledBack.
+func retryHint(phase state.Phase, key string) string {
+	if phase == state.PhaseHalted {
+		return fmt.Sprintf("fix the cause, roll it back with `patch-agent rollback %s`, then run again with --retry, which rolls it again", key)
+	}
+	return "fix the cause (a PodDisruptionBudget that blocks every eviction, pods that cannot start on the new nodes), then run again with --retry, which rolls it again"
 }
 
 // step performs the next transition of the workflow. It returns errStop when the workflow completed, halted
@@ -665,10 +708,10 @@ func (r *Runner) followRollout(ctx context.Context, w state.Workflow) (state.Wor
 			w.Current++
 			return r.save(ctx, w, fmt.Sprintf("self-managed node group %s: %s", done.Name, NodesLine(p)),
 				r.entry(w, "self-managed-completed", done, NodesLine(p)))
-		case found && (ro.Phase == state.PhaseHalted || ro.Phase == state.PhaseRolledBack):
+		case found && (ro.Phase == state.PhaseHalted || ro.Phase == state.PhaseRolledBack && !operator.Rearmed(ro)):
 			w.Steps[w.Current].Nodes = p
-			return r.halt(ctx, w, fmt.Sprintf("the agent's rollout of %s is %s: %s; its nodes are not on the Kubernetes %s AMI (fix the rollout, then run again with --retry)",
-				st.Name, ro.Phase, dashIfEmpty(ro.Reason), st.To))
+			return r.halt(ctx, w, fmt.Sprintf("the agent's rollout of %s is %s: %s; its nodes are not on the Kubernetes %s AMI (%s)",
+				st.Name, ro.Phase, dashIfEmpty(ro.Reason), st.To, retryHint(ro.Phase, st.Name)))
 		}
 		if w, err = r.awaitRollout(ctx, w, p, "self-managed node group "+st.Name, fmt.Sprintf("the Kubernetes %s AMI", st.To), began, &lastLine, attempt); err != nil {
 			return w, err

@@ -615,7 +615,7 @@ func TestSelfManagedStepHaltsWhenTheAgentsRolloutHalts(t *testing.T) {
 		{"halted on the new version", state.Rollout{Phase: state.PhaseHalted, Source: param131, TargetImageID: demo.UpgradeImage, Instances: 3, OnTarget: 1,
 			Reason: "failed: drain of i-0abc did not finish within 30m0s"}, state.WorkflowHalted,
 			"the agent's rollout of demo-eks-nodes is Halted: failed: drain of i-0abc did not finish within 30m0s"},
-		{"rolled back", state.Rollout{Phase: state.PhaseRolledBack, Source: param131, Instances: 3, OnTarget: 0, Reason: "replacement not healthy"},
+		{"rolled back", state.Rollout{Phase: state.PhaseRolledBack, Source: param131, TargetImageID: demo.UpgradeImage, Instances: 3, OnTarget: 0, Reason: "replacement not healthy"},
 			state.WorkflowHalted, "is RolledBack: replacement not healthy"},
 		{"completed on the old version's parameter", state.Rollout{Phase: state.PhaseCompleted, Instances: 3, OnTarget: 3, TargetImageID: demo.ImageA,
 			Source: "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/arm64/standard/recommended/image_id"}, state.WorkflowRunning, ""},

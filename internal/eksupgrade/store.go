@@ -16,6 +16,8 @@ type Store interface {
 	History(ctx context.Context, group string) ([]state.HistoryEntry, error)
 	ListLocks(ctx context.Context) ([]state.Lock, error)
 	GetRollout(ctx context.Context, group string) (state.Rollout, error)
+	// PutRolloutWithHistory re-arms a node group's rolled-back rollout at a --retry (operator.Retry).
+	PutRolloutWithHistory(ctx context.Context, r state.Rollout, history []state.HistoryEntry) (state.Rollout, error)
 }
 
 var (

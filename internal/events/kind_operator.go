@@ -35,6 +35,7 @@ const (
 	OperatorRollback = "rollback"
 	OperatorPause    = "pause"
 	OperatorResume   = "resume"
+	OperatorRetry    = "retry"
 )
 
 // OperatorGlobal is the Scope of a wake-up after a pause or resume of the global lock: every managed target.
@@ -42,7 +43,8 @@ const OperatorGlobal = "global"
 
 // OperatorWakeUp is the detail of an operator wake-up.
 type OperatorWakeUp struct {
-	// Action is what the command wrote: OperatorApprove, OperatorRollback, OperatorPause or OperatorResume.
+	// Action is what the command wrote: OperatorApprove, OperatorRollback, OperatorPause, OperatorResume or
+	// OperatorRetry.
 	Action string `json:"action"`
 	// Group is the Auto Scaling group (or nodegroup/CLUSTER/NAME) the command wrote for; empty with Scope
 	// OperatorGlobal.
@@ -75,9 +77,9 @@ func NewOperatorWakeUp(o OperatorWakeUp, id, region, account string, at time.Tim
 // global scope for pause and resume.
 func (o OperatorWakeUp) validate() error {
 	switch o.Action {
-	case OperatorApprove, OperatorRollback, OperatorPause, OperatorResume:
+	case OperatorApprove, OperatorRollback, OperatorPause, OperatorResume, OperatorRetry:
 	default:
-		return fmt.Errorf("detail.action %q is not one of approve, rollback, pause, resume", o.Action)
+		return fmt.Errorf("detail.action %q is not one of approve, rollback, pause, resume, retry", o.Action)
 	}
 	if strings.TrimSpace(o.Who) == "" {
 		return errors.New("detail.who is missing")

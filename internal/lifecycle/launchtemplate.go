@@ -65,6 +65,9 @@ type TemplateVersion struct {
 	Description string
 	// InstanceType is the version's instance type ("" when it names none: attribute-based selection).
 	InstanceType string
+	// CreatedBy is the principal that created the version, as DescribeLaunchTemplateVersions reports it ("" when
+	// it does not).
+	CreatedBy string
 }
 
 // Templates reads and writes launch template versions and points groups at them.
@@ -94,7 +97,8 @@ func (t Templates) Resolve(ctx context.Context, ref state.LaunchTemplateRef) (Te
 }
 
 func versionOf(v ec2types.LaunchTemplateVersion) TemplateVersion {
-	tv := TemplateVersion{Number: aws.ToInt64(v.VersionNumber), Description: aws.ToString(v.VersionDescription)}
+	tv := TemplateVersion{Number: aws.ToInt64(v.VersionNumber), Description: aws.ToString(v.VersionDescription),
+		CreatedBy: aws.ToString(v.CreatedBy)}
 	if v.LaunchTemplateData != nil {
 		tv.ImageID = aws.ToString(v.LaunchTemplateData.ImageId)
 		tv.InstanceType = string(v.LaunchTemplateData.InstanceType)

@@ -77,6 +77,10 @@ type Orchestrator struct {
 	// Nodegroups sends and follows the UpdateNodegroupVersion of managed node group targets
 	// (rollout_nodegroup.go); nil when the agent rolls none.
 	Nodegroups NodegroupAPI
+	// Versions remembers the explicit launch template versions found launching their group's target AMI
+	// though the agent did not point the group at them (setback.go), shared by the copies of the orchestrator;
+	// nil reads them again on every look.
+	Versions *VersionMemo
 	// QueueURL is the agent's queue: which lifecycle hooks are the agent's (HookOwned) for the hook check of
 	// the refresh strategy; "" counts every hook but ECS's managed draining hook.
 	QueueURL string

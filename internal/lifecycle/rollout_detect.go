@@ -14,6 +14,9 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 	if r.Phase == state.PhaseRolledBack && r.HaltedSurgeTo != 0 && r.PreviousImageID != "" {
 		return o.giveBackRolledBack(ctx, t, v, r) // rollout_rollback.go: healthy replacements owed back
 	}
+	if next, ok, err := o.detectSetBack(ctx, t, v, ami, r); ok || err != nil { // setback.go
+		return next, err
+	}
 	if ami != nil && ami.ImageID == r.TargetImageID {
 		if next, ok, err := o.detectAged(ctx, t, v, r); ok || err != nil { // rollout_maxage.go
 			return next, err
@@ -46,6 +49,7 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 	r.Source, r.SourceVersion, r.SourceModified = ami.Parameter, ami.Version, ami.LastModified
 	r.DetectedAt, r.Reason, r.Current, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = o.Clock.Now(), "", nil, nil, "", nil
 	r.RollbackFrom, r.ApprovedImage, r.ApprovedBy, r.Trigger = "", "", "", ""
+	clearSetBacks(&r) // setback.go
 	r.Refresh = nil
 	r.OnTarget = v.CountOnImage(ami.ImageID)
 	if r.Phase == "" && cur.ImageID == ami.ImageID && v.CountOnImage(ami.ImageID) == len(v.Instances) {
@@ -58,7 +62,8 @@ func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *R
 		PreviousImage: previous, NewImage: ami.ImageID, Source: ami.Parameter, SourceVersion: ami.Version})
 }
 
-// start moves a Detected or Waiting rollout on: a newer AMI replaces a refused target; then the AMI gate, the
+// start moves a Detected or Waiting rollout on: a newer AMI replaces a refused target; a group set back by outside
+// changes more often than the agent rolls it again stays held (holdSetBack); then the AMI gate, the
 // pause, the start gates (soak, approval, window, alarms) and the gate again with fresh answers; then the
 // strategy is chosen and the launch template reference recorded for rollback (-> Preparing). A group whose
 // template or strategy cannot be rolled halts without rollback.
@@ -66,6 +71,10 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	if ami != nil && ami.ImageID != r.TargetImageID && amiRefused(r) {
 		// Nothing was done for the refused AMI: the source's new AMI replaces it and is gated anew.
 		return o.detect(ctx, t, v, ami, r)
+	}
+	r, held, err := o.holdSetBack(ctx, t, v, ami, r) // setback.go
+	if held || err != nil {
+		return r, err
 	}
 	// The AMI gate only reads: it runs before the pause check, so a paused group shows a refusal too.
 	if refused, err := o.gateAMI(ctx, t, v, &r, false); refused || err != nil {

@@ -31,7 +31,8 @@ func (o *Orchestrator) supersede(ctx context.Context, t Target, v GroupView, ami
 	r.Source, r.SourceVersion, r.SourceModified = ami.Parameter, ami.Version, ami.LastModified
 	r.DetectedAt, r.Reason, r.Replaced, r.NewTemplateVersion = o.Clock.Now(), "", nil, ""
 	r.ApprovedImage, r.ApprovedBy = "", ""
-	r.Trigger = "" // a newer AMI: its soak applies, even when the superseded rollout was a max-instance-age one
+	clearSetBacks(&r) // setback.go
+	r.Trigger = ""    // a newer AMI: its soak applies, even when the superseded rollout was a max-instance-age one
 	r.OnTarget = v.CountOnImage(ami.ImageID)
 	r.Phase = state.PhaseDetected
 	return o.save(ctx, r, "newer AMI supersedes the target at an instance boundary", state.HistoryEntry{Group: t.Group,

@@ -45,6 +45,9 @@ const (
 	// Alerts counts alerts per group and Reason (the lifecycle.Alert* kind): a source gone missing or
 	// restored, a drain deadline reached, a drain timeout capped, a launch short of capacity, a soak skipped.
 	Alerts = "Alerts"
+	// SetBacks counts the outside changes (an infrastructure-as-code apply) that set a group's launch template
+	// back to another AMI after the agent rolled it to its target (lifecycle.AlertSetBack).
+	SetBacks = "SetBacks"
 )
 
 // Kind says how a metric's value is published.
@@ -109,7 +112,9 @@ var definitions = []Definition{
 	{AMIRejected, cwtypes.StandardUnitCount, Counter, true, "patch_agent_ami_rejected_total",
 		"Target AMIs the AMI gate refused (once per distinct refusal), with dimension Reason: ImageNotFound, ImageNotAvailable, OwnerNotAllowed, ArchitectureMismatch, OSFamilyChange or CurrentFamilyUnknown."},
 	{Alerts, cwtypes.StandardUnitCount, Counter, true, "patch_agent_alerts_total",
-		"Alerts, with dimension Reason: SourceMissing, SourceRestored (once per transition), DrainDeadline (a terminating lifecycle action continued undrained), DrainTimeoutCapped, LaunchCapacity (once per failed scaling activity), SoakSkipped."},
+		"Alerts, with dimension Reason: SourceMissing, SourceRestored (once per transition), DrainDeadline (a terminating lifecycle action continued undrained), DrainTimeoutCapped, LaunchCapacity (once per failed scaling activity), SoakSkipped, SetBack."},
+	{SetBacks, cwtypes.StandardUnitCount, Counter, true, "patch_agent_set_backs_total",
+		"Outside changes (an infrastructure-as-code apply) that pointed the group's launch template back at another AMI after the agent rolled it to its target; the second for one AMI holds the group."},
 }
 
 // Definitions returns every metric the agent publishes, in a stable order.

@@ -59,6 +59,7 @@ type groupState struct {
 	drained       []string  // instances whose drain the rollout measured (newest last)
 
 	succeeded, failed, lifecycle int64
+	setBacks                     int64            // lifecycle.AlertSetBack alerts
 	rejected                     map[string]int64 // AMI gate refusals by reason
 	alerts                       map[string]int64 // alerts by kind
 }
@@ -195,6 +196,9 @@ func (r *Registry) Alert(a lifecycle.Alert) {
 		g.alerts = map[string]int64{}
 	}
 	g.alerts[a.Kind]++
+	if a.Kind == lifecycle.AlertSetBack {
+		g.setBacks++
+	}
 }
 
 var _ lifecycle.AlertObserver = (*Registry)(nil)
@@ -358,6 +362,8 @@ func (g *groupState) value(name string, now time.Time) (float64, bool) {
 		return float64(g.failed), true
 	case LifecycleActionsCompleted:
 		return float64(g.lifecycle), true
+	case SetBacks:
+		return float64(g.setBacks), true
 	}
 	return 0, false
 }

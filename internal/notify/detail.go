@@ -131,15 +131,16 @@ type RejectedDetail struct {
 // hear about that is not a rollout transition by itself (lifecycle.Alert). Every field is always present.
 type AlertDetail struct {
 	SchemaVersion string `json:"schemaVersion"`
-	// Alert is the kind: SourceMissing, SourceRestored, DrainDeadline, DrainTimeoutCapped, LaunchCapacity or
-	// SoakSkipped (the Reason dimension of the Alerts metric).
+	// Alert is the kind: SourceMissing, SourceRestored, DrainDeadline, DrainTimeoutCapped, LaunchCapacity,
+	// SoakSkipped or SetBack (the Reason dimension of the Alerts metric).
 	Alert    string `json:"alert"`
 	Group    string `json:"group"`
 	Platform string `json:"platform"`
 	Cluster  string `json:"cluster"`
 	// Detail says what happened in an operator's words.
 	Detail string `json:"detail"`
-	// Who is the identity that caused it (the STS caller ARN of `patch-agent approve --skip-soak`), else "".
+	// Who is the identity that caused it (the STS caller ARN of `patch-agent approve --skip-soak`; for SetBack the
+	// CreatedBy of the launch template version that set the group back), else "".
 	Who string `json:"who"`
 	// ImageID is the AMI concerned, else "".
 	ImageID string `json:"imageId"`

@@ -21,6 +21,22 @@ var ErrNotPaused = errors.New("not paused")
 // ErrAlreadyPaused is returned (wrapped) by CheckNotPaused when the scope already has an active pause lock.
 var ErrAlreadyPaused = errors.New("already paused")
 
+// UnrecordedImageError is PlanRollback's refusal of a --to AMI that neither the group's history names nor is
+// its previous AMI (without force). HistoryCommand is the command line that shows the history, named in the
+// message: "patch-agent history GROUP" when empty; a command sets it with the store flags it was given.
+type UnrecordedImageError struct {
+	Image, Group, HistoryCommand string
+}
+
+func (e *UnrecordedImageError) Error() string {
+	show := e.HistoryCommand
+	if show == "" {
+		show = "patch-agent history " + e.Group
+	}
+	return fmt.Sprintf("%s is not in the history of group %s (nor its previous AMI): check the id with `%s`, or pass --force to roll back to it anyway",
+		e.Image, e.Group, show)
+}
+
 // History events the operator's commands append.
 const (
 	// HistoryManualRollback is the Event of the history entry Rollback appends.
@@ -286,8 +302,7 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 			return RollbackPlan{}, err
 		}
 		if !known && !force {
-			return RollbackPlan{}, fmt.Errorf("%s is not in the history of group %s (nor its previous AMI): check the id with `patch-agent history %s`, "+
-				"or pass --force to roll back to it anyway", to, r.Group, r.Group)
+			return RollbackPlan{}, &UnrecordedImageError{Image: to, Group: r.Group}
 		}
 		p.Unrecorded = !known
 	}
@@ -389,7 +404,8 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 		r.Current, r.Batch, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = nil, nil, nil, "", nil
 		r.Phase, r.Reason = state.PhaseDetected, ""
 		r.ApprovedImage, r.ApprovedBy = p.To, who
-		r.OnTarget = 0 // counted against the new target at the agent's next tick
+		r.SetBacks, r.SetBackBy = 0, "" // set-backs count against the AMI rolled back from
+		r.OnTarget = 0                  // counted against the new target at the agent's next tick
 		r.Steps++
 		r.UpdatedAt = now
 		return true, nil
@@ -406,7 +422,7 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 // with the history entries that history returns for the changed record in the same atomic write. On
 // state.ErrConflict it re-reads and tries once more. change returns false to write nothing. A change the
 // transition table does not declare (state.Transitions) is not written: the error wraps state.ErrTransition.
-func update(ctx context.Context, store state.Store, group string, change func(*state.Rollout) (bool, error),
+func update(ctx context.Context, store RolloutStore, group string, change func(*state.Rollout) (bool, error),
 	history func(state.Rollout) []state.HistoryEntry) (state.Rollout, error) {
 	for attempt := 1; ; attempt++ {
 		r, err := getRollout(ctx, store, group)
@@ -438,8 +454,14 @@ func update(ctx context.Context, store state.Store, group string, change func(*s
 	}
 }
 
+// RolloutStore is the part of state.Store an operator's change of one rollout record needs.
+type RolloutStore interface {
+	GetRollout(ctx context.Context, group string) (state.Rollout, error)
+	PutRolloutWithHistory(ctx context.Context, r state.Rollout, history []state.HistoryEntry) (state.Rollout, error)
+}
+
 // getRollout reads the rollout of group with an operator's error when there is none.
-func getRollout(ctx context.Context, store state.Store, group string) (state.Rollout, error) {
+func getRollout(ctx context.Context, store RolloutStore, group string) (state.Rollout, error) {
 	r, err := store.GetRollout(ctx, group)
 	if errors.Is(err, state.ErrNotFound) {
 		return state.Rollout{}, fmt.Errorf("no rollout record for group %s: the agent has not managed it yet (is it tagged patch-agent/enabled=true, and is this the agent's table?): %w",

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -38,6 +40,10 @@ type StatusRow struct {
 	Reason string `json:"reason"`
 	// Warning is a standing problem of the group's configuration (e.g. no terminating lifecycle hook).
 	Warning string `json:"warning"`
+	// SetBack says how often an outside change (an infrastructure-as-code apply) set the group's launch template
+	// back to another AMI after the agent rolled it to TargetImageID, and the launch template version of the last
+	// one; "" when none (the record's SetBacks and SetBackBy).
+	SetBack string `json:"setBack"`
 	// Paused is the pause lock that holds the group now (the global one first), nil when not paused.
 	Paused *PauseInfo `json:"paused"`
 	// GroupPause is the group's own pause lock when the global pause (Paused) holds the group too: it keeps
@@ -125,7 +131,8 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 		target, previous, onTarget := statusImages(r)
 		row := StatusRow{Group: r.Group, Platform: r.Platform, Cluster: r.Cluster, TargetImageID: target,
 			PreviousImageID: previous, ChangedAt: r.DetectedAt, Instances: r.Instances, OnTarget: onTarget,
-			Other: max(r.Instances-onTarget, 0), Phase: r.Phase, Reason: r.Reason, Warning: r.Warning, UpdatedAt: r.UpdatedAt}
+			Other: max(r.Instances-onTarget, 0), Phase: r.Phase, Reason: r.Reason, Warning: r.Warning, SetBack: setBackNote(r),
+			UpdatedAt: r.UpdatedAt}
 		if c := r.Current; c != nil {
 			row.Step = c.Step
 			row.CurrentInstance = &CurrentInstance{Old: c.OldInstanceID, New: c.NewInstanceID}
@@ -148,20 +155,43 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 	return rows, nil
 }
 
+// setBackNote is the status note of a group set back by outside changes: "set back by an outside change N
+// time(s), last by launch template ... version V[ by PRINCIPAL]"; "" when it was not.
+func setBackNote(r state.Rollout) string {
+	if r.SetBacks == 0 {
+		return ""
+	}
+	return fmt.Sprintf("set back by an outside change %d time(s), last by %s", r.SetBacks, r.SetBackBy)
+}
+
+// reasonCell is what the REASON column shows: the reason, else the set-back note.
+func reasonCell(r StatusRow) string {
+	if r.Reason == "" {
+		return r.SetBack
+	}
+	return r.Reason
+}
+
 // TableWidth is the width in columns the default tables of status and history fit (a terminal of 120
 // columns): a longer line is cut at the end with "…", and -o wide prints every column in full.
 const TableWidth = 120
 
-// RenderTable writes rows as the default status table, aligned with text/tabwriter, one line per group, each
-// line at most TableWidth runes: GROUP (cut at 28 runes), PHASE, STEP, ON TARGET (on target/instances),
-// TARGET AMI, PAUSED (the scope: global, group, or global+group when the group's own pause is behind the
-// global one) and REASON (cut to fit). "-" for empty values. RenderWideTable has every column in full. Write
-// errors of w are not reported (it is a terminal or a pipe).
+// RenderTable writes rows as the default status table, aligned with text/tabwriter, each line at most
+// TableWidth runes: GROUP (cut at 28 runes), PHASE, STEP, ON TARGET (on target/instances), TARGET AMI, PAUSED
+// (the scope: global, group, or global+group when the group's own pause is behind the global one) and
+// REASON (the set-back note when there is no reason), which gets the columns the others leave and is shortened by FitText: cut at word boundaries, every
+// time it names kept ("may start at T"). When the others leave REASON fewer than minReasonWidth columns (long
+// group names, a long step), the reason wraps: it leaves the row for a line of its own below it, indented
+// ("  reason: ..."), as wide as the table. "-" for empty values. RenderWideTable has every column in full.
+// Write errors of w are not reported (it is a terminal or a pipe).
 func RenderTable(w io.Writer, rows []StatusRow) {
-	var buf strings.Builder
-	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tPHASE\tSTEP\tON TARGET\tTARGET AMI\tPAUSED\tREASON")
-	for _, r := range rows {
+	header := []string{"GROUP", "PHASE", "STEP", "ON TARGET", "TARGET AMI", "PAUSED"}
+	cells := make([][]string, len(rows))
+	widths := make([]int, len(header))
+	for i, h := range header {
+		widths[i] = utf8.RuneCountInString(h)
+	}
+	for i, r := range rows {
 		paused := ""
 		if r.Paused != nil {
 			paused, _, _ = strings.Cut(r.Paused.Scope, " ")
@@ -169,11 +199,97 @@ func RenderTable(w io.Writer, rows []StatusRow) {
 				paused += "+group"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", cut(r.Group, groupCellWidth), dash(string(r.Phase)),
-			dash(string(r.Step)), r.OnTarget, r.Instances, dash(r.TargetImageID), dash(paused), dash(oneLine(r.Reason)))
+		cells[i] = []string{cut(r.Group, groupCellWidth), dash(string(r.Phase)), dash(string(r.Step)),
+			fmt.Sprintf("%d/%d", r.OnTarget, r.Instances), dash(r.TargetImageID), dash(paused)}
+		for j, c := range cells[i] {
+			widths[j] = max(widths[j], utf8.RuneCountInString(c))
+		}
+	}
+	reasonWidth := TableWidth
+	for _, n := range widths {
+		reasonWidth -= n + columnGap
+	}
+	wrap := reasonWidth < minReasonWidth
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 0, columnGap, ' ', 0)
+	if wrap {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	} else {
+		fmt.Fprintln(tw, strings.Join(header, "\t")+"\tREASON")
+	}
+	for i, r := range rows {
+		if wrap {
+			fmt.Fprintln(tw, strings.Join(cells[i], "\t"))
+		} else {
+			fmt.Fprintln(tw, strings.Join(cells[i], "\t")+"\t"+dash(FitText(reasonCell(r), reasonWidth)))
+		}
 	}
 	_ = tw.Flush()
-	writeFitted(w, buf.String())
+	if !wrap {
+		writeFitted(w, buf.String())
+		return
+	}
+	// The rows are aligned first; then each reason gets its line below its row.
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	var out strings.Builder
+	out.WriteString(lines[0] + "\n")
+	for i, r := range rows {
+		out.WriteString(lines[i+1] + "\n")
+		if reason := reasonCell(r); strings.TrimSpace(reason) != "" {
+			out.WriteString(reasonIndent + FitText(reason, TableWidth-utf8.RuneCountInString(reasonIndent)) + "\n")
+		}
+	}
+	writeFitted(w, out.String())
+}
+
+// reasonIndent starts the line of a wrapped reason in the default status table.
+const reasonIndent = "  reason: "
+
+// columnGap is the spaces between two columns of the tables.
+const columnGap = 2
+
+// minReasonWidth is the fewest runes the REASON column of the default status table gets, however wide the
+// other columns are: enough for "soak: … may start at 2026-12-03T10:00:00Z".
+const minReasonWidth = 44
+
+// timeWord matches a word that names a time or a date: 2026-12-03T10:00:00Z, 03:00-04:00, 2026-12-03.
+var timeWord = regexp.MustCompile(`\d{1,2}:\d{2}|\d{4}-\d{2}-\d{2}`)
+
+// FitText shortens free text (a status reason) to at most n runes for a table cell, one line: it keeps as
+// many leading words as fit, then only the words that name a time or a date (timeWord) with the three words
+// before each ("may start at 2026-...", "since 2026-..."), each run of dropped words replaced by one "…".
+// Text that fits (whitespace folded to single spaces) is returned whole; when even the times do not fit, the
+// text is cut at n runes, the last one "…".
+func FitText(s string, n int) string {
+	words := strings.Fields(s)
+	whole := strings.Join(words, " ")
+	if utf8.RuneCountInString(whole) <= n {
+		return whole
+	}
+	keep := make([]bool, len(words))
+	for i, w := range words {
+		if timeWord.MatchString(w) {
+			for j := max(0, i-3); j <= i; j++ {
+				keep[j] = true
+			}
+		}
+	}
+	for p := len(words) - 1; p >= 0; p-- {
+		out := append([]string{}, words[:p]...)
+		dropping := false
+		for i := p; i < len(words); i++ {
+			switch {
+			case keep[i]:
+				out, dropping = append(out, words[i]), false
+			case !dropping:
+				out, dropping = append(out, "…"), true
+			}
+		}
+		if t := strings.Join(out, " "); utf8.RuneCountInString(t) <= n {
+			return t
+		}
+	}
+	return cut(whole, n)
 }
 
 // groupCellWidth is the most runes of a group name the default status table shows (Auto Scaling allows 255).
@@ -187,30 +303,43 @@ func cut(s string, n int) string {
 	return s
 }
 
-// RenderWideTable writes rows as the table of `status -o wide`: every column, nothing cut — GROUP,
-// PLATFORM, CLUSTER, PHASE, STEP, ON TARGET, OTHER, TARGET AMI, PREVIOUS AMI, CHANGED, CURRENT (old -> new
-// instance), PAUSED (scope, who, until, why), UPDATED, REASON, WARNING; times in UTC (RFC 3339).
+// RenderWideTable writes rows as the table of `status -o wide`: every column, nothing cut (WideHeader,
+// WideCells).
 func RenderWideTable(w io.Writer, rows []StatusRow) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tPLATFORM\tCLUSTER\tPHASE\tSTEP\tON TARGET\tOTHER\tTARGET AMI\tPREVIOUS AMI\tCHANGED\tCURRENT\tPAUSED\tUPDATED\tREASON\tWARNING")
+	tw := tabwriter.NewWriter(w, 0, 0, columnGap, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(WideHeader(), "\t"))
 	for _, r := range rows {
-		current := ""
-		if c := r.CurrentInstance; c != nil {
-			current = c.Old + " -> " + dash(c.New)
-		}
-		if f := r.Refresh; f != nil {
-			current = fmt.Sprintf("refresh %s %s %d%%, %d left", dash(f.ID), dash(f.Status), f.PercentageComplete, f.InstancesToUpdate)
-		}
-		paused := pauseCell(r.Paused)
-		if r.GroupPause != nil {
-			paused += "; also " + pauseCell(r.GroupPause)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, dash(r.Platform), dash(r.Cluster),
-			dash(string(r.Phase)), dash(string(r.Step)), r.OnTarget, r.Instances, r.Other, dash(r.TargetImageID),
-			dash(r.PreviousImageID), dash(timeCell(r.ChangedAt)), dash(current), dash(paused), dash(timeCell(r.UpdatedAt)),
-			dash(oneLine(r.Reason)), dash(oneLine(r.Warning)))
+		fmt.Fprintln(tw, strings.Join(WideCells(r), "\t"))
 	}
 	_ = tw.Flush()
+}
+
+// WideHeader names the columns of `status -o wide`: GROUP, PLATFORM, CLUSTER, PHASE, STEP, ON TARGET, OTHER,
+// TARGET AMI, PREVIOUS AMI, CHANGED, CURRENT (old -> new instance), PAUSED (scope, who, until, why), UPDATED,
+// REASON, WARNING.
+func WideHeader() []string {
+	return []string{"GROUP", "PLATFORM", "CLUSTER", "PHASE", "STEP", "ON TARGET", "OTHER", "TARGET AMI", "PREVIOUS AMI",
+		"CHANGED", "CURRENT", "PAUSED", "UPDATED", "REASON", "WARNING"}
+}
+
+// WideCells is r's row of `status -o wide`, in WideHeader's order: every value in full on one line, times in
+// UTC (RFC 3339), "-" for empty values.
+func WideCells(r StatusRow) []string {
+	current := ""
+	if c := r.CurrentInstance; c != nil {
+		current = c.Old + " -> " + dash(c.New)
+	}
+	if f := r.Refresh; f != nil {
+		current = fmt.Sprintf("refresh %s %s %d%%, %d left", dash(f.ID), dash(f.Status), f.PercentageComplete, f.InstancesToUpdate)
+	}
+	paused := pauseCell(r.Paused)
+	if r.GroupPause != nil {
+		paused += "; also " + pauseCell(r.GroupPause)
+	}
+	return []string{r.Group, dash(r.Platform), dash(r.Cluster), dash(string(r.Phase)), dash(string(r.Step)),
+		fmt.Sprintf("%d/%d", r.OnTarget, r.Instances), fmt.Sprint(r.Other), dash(r.TargetImageID), dash(r.PreviousImageID),
+		dash(timeCell(r.ChangedAt)), dash(current), dash(paused), dash(timeCell(r.UpdatedAt)), dash(oneLine(reasonCell(r))),
+		dash(oneLine(r.Warning))}
 }
 
 // writeFitted writes the lines of table to w, each cut to TableWidth runes (the last one "…").

@@ -195,7 +195,8 @@ func describe(l state.Lock) string {
 }
 
 // Resume lifts the global pause in every target (operator.Resume); a target without one is NotPaused, so
-// running it again after a partial failure is safe. Group pauses are left as they are.
+// running it again after a partial failure is safe. Group pauses are left as they are. who is the operator,
+// named in each target's detail and wake-up as Pause names p.Who.
 func Resume(ctx context.Context, r Runner, c Connector, targets []Target, deployment, who string, now func() time.Time) []Result[Change] {
 	return Run(ctx, r, targets, func(ctx context.Context, t Target) (Change, error) {
 		s, d, store, err := open(ctx, c, t, deployment)
@@ -209,7 +210,7 @@ func Resume(ctx context.Context, r Runner, c Connector, targets []Target, deploy
 		if err != nil {
 			return Change{}, err
 		}
-		ch := Change{Outcome: Resumed, Detail: fmt.Sprintf("lifted the pause of %s since %s: %s", orUnknown(lifted.Who),
+		ch := Change{Outcome: Resumed, Detail: fmt.Sprintf("%s lifted the pause of %s since %s: %s", orUnknown(who), orUnknown(lifted.Who),
 			lifted.Since.UTC().Format(time.RFC3339), orUnknown(lifted.Reason))}
 		wake(ctx, s, d, t, &ch, events.OperatorWakeUp{Action: events.OperatorResume, Scope: events.OperatorGlobal, Who: who}, now())
 		return ch, nil

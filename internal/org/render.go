@@ -266,12 +266,26 @@ func NewStatusDocument(results []Result[[]operator.StatusRow], only []string) St
 // Failed returns the targets whose status could not be read.
 func (d StatusDocument) Failed() []TargetResult { return failed(d.Targets) }
 
-// WriteStatus renders the document: table or json.
+// StatusFormats are the formats of the organization-wide status: table (the reason shortened to 60 runes by
+// operator.FitText), wide (the columns of the one-account `status -o wide`, nothing cut) and json.
+func StatusFormats() []string { return []string{"table", "wide", "json"} }
+
+// WriteStatus renders the document in one of StatusFormats; another format is an error.
 func WriteStatus(w io.Writer, format string, d StatusDocument) error {
-	if format == "json" {
-		return writeJSON(w, d)
-	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	switch format {
+	case "json":
+		return writeJSON(w, d)
+	case "wide":
+		fmt.Fprintln(tw, "ACCOUNT\tNAME\tREGION\t"+strings.Join(operator.WideHeader(), "\t"))
+		for _, g := range d.Groups {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.ID, dash(g.Name), g.Region, strings.Join(operator.WideCells(g.StatusRow), "\t"))
+		}
+		return writeStatusFooter(w, tw, d)
+	case "table":
+	default:
+		return fmt.Errorf("--output %q: want %s", format, strings.Join(StatusFormats(), ", "))
+	}
 	fmt.Fprintln(tw, "ACCOUNT\tNAME\tREGION\tGROUP\tPHASE\tSTEP\tON TARGET\tTARGET AMI\tPAUSED\tREASON")
 	for _, g := range d.Groups {
 		paused := "-"
@@ -279,8 +293,13 @@ func WriteStatus(w io.Writer, format string, d StatusDocument) error {
 			paused = g.Paused.Scope
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", g.ID, dash(g.Name), g.Region, g.Group, g.Phase, dash(string(g.Step)),
-			g.OnTarget, g.Instances, dash(g.TargetImageID), paused, cut(dash(g.Reason), 60))
+			g.OnTarget, g.Instances, dash(g.TargetImageID), paused, dash(operator.FitText(g.Reason, 60)))
 	}
+	return writeStatusFooter(w, tw, d)
+}
+
+// writeStatusFooter flushes the table and writes the counts and the targets that could not be read.
+func writeStatusFooter(w io.Writer, tw *tabwriter.Writer, d StatusDocument) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -294,9 +313,10 @@ func WriteStatus(w io.Writer, format string, d StatusDocument) error {
 	return nil
 }
 
+// cut shortens s to n runes, the last one "…"; n < 0 keeps s whole.
 func cut(s string, n int) string {
 	r := []rune(s)
-	if len(r) <= n {
+	if n < 0 || len(r) <= n {
 		return s
 	}
 	return string(r[:n-1]) + "…"
@@ -310,14 +330,19 @@ type ChangeRow struct {
 
 // ChangeDocument is `pause -o json` and `resume -o json` across the organization.
 type ChangeDocument struct {
-	SchemaVersion int         `json:"schemaVersion"`
-	Action        string      `json:"action"`
-	Targets       []ChangeRow `json:"targets"`
+	SchemaVersion int    `json:"schemaVersion"`
+	Action        string `json:"action"`
+	// Who is the operator the change records (pause: in each lock; both: in each wake-up).
+	Who     string      `json:"who"`
+	Targets []ChangeRow `json:"targets"`
+	// Undo is the command that undoes the change ("" when there is none: a resume).
+	Undo string `json:"undo"`
 	// Counts counts the targets by outcome, "failed" for those with an error.
 	Counts map[string]int `json:"counts"`
 }
 
-// NewChangeDocument gathers the results of Pause or Resume (action "pause" or "resume").
+// NewChangeDocument gathers the results of Pause or Resume (action "pause" or "resume"); the caller sets Who
+// and Undo.
 func NewChangeDocument(action string, results []Result[Change]) ChangeDocument {
 	doc := ChangeDocument{SchemaVersion: schema.Version, Action: action, Targets: []ChangeRow{}, Counts: map[string]int{}}
 	for _, r := range results {
@@ -353,10 +378,17 @@ func (d ChangeDocument) Refused() []ChangeRow {
 	return out
 }
 
-// WriteChanges renders the document: table or json.
+// WriteChanges renders the document: table (the detail cut to 100 runes), wide (the detail in full) or json.
 func WriteChanges(w io.Writer, format string, d ChangeDocument) error {
-	if format == "json" {
+	width := 100
+	switch format {
+	case "json":
 		return writeJSON(w, d)
+	case "wide":
+		width = -1
+	case "table":
+	default:
+		return fmt.Errorf("--output %q: want table, wide or json", format)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCOUNT\tNAME\tREGION\tOUTCOME\tWOKEN\tDETAIL")
@@ -368,7 +400,7 @@ func WriteChanges(w io.Writer, format string, d ChangeDocument) error {
 		if r.Warning != "" {
 			detail += " (" + r.Warning + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), r.Region, r.Outcome, strconv.FormatBool(r.Woken), cut(dash(detail), 100))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, dash(r.Name), r.Region, r.Outcome, strconv.FormatBool(r.Woken), cut(dash(detail), width))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -382,7 +414,14 @@ func WriteChanges(w io.Writer, format string, d ChangeDocument) error {
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d", k, d.Counts[k]))
 	}
-	fmt.Fprintf(w, "\n%s in %d account-regions: %s\n", d.Action, len(d.Targets), strings.Join(parts, ", "))
+	action := d.Action
+	if d.Who != "" {
+		action += " by " + d.Who
+	}
+	fmt.Fprintf(w, "\n%s in %d account-regions: %s\n", action, len(d.Targets), strings.Join(parts, ", "))
 	writeFailed(w, "failed", d.Failed())
+	if d.Undo != "" {
+		fmt.Fprintf(w, "Undo with: %s\n", d.Undo)
+	}
 	return nil
 }

@@ -47,6 +47,10 @@ type Options struct {
 	MaxTasksPerInstance int
 	// Seed makes generated identifiers (instance ids, tokens, ARNs) differ between accounts. Default 1.
 	Seed uint64
+	// RefreshTerminatesFirst breaks the instance refresh model on purpose, for the invariant checker's own
+	// tests: each old instance is terminated before its replacement launches, whatever MinHealthyPercentage
+	// and MaxHealthyPercentage say (what AWS never does at MinHealthyPercentage 100). Never set elsewhere.
+	RefreshTerminatesFirst bool
 }
 
 func (o *Options) defaults() {

@@ -1287,6 +1287,19 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 	if in.NewInstancesProtectedFromScaleIn != nil {
 		g.newProtected = *in.NewInstancesProtectedFromScaleIn
 	}
+	// API Reference, UpdateAutoScalingGroup: DefaultInstanceWarmup -1 removes the value set before;
+	// HealthCheckGracePeriod in seconds.
+	if w := in.DefaultInstanceWarmup; w != nil {
+		if *w < 0 {
+			g.defaultWarmup = nil
+		} else {
+			d := time.Duration(*w) * time.Second
+			g.defaultWarmup = &d
+		}
+	}
+	if p := in.HealthCheckGracePeriod; p != nil {
+		g.healthCheckGrace = time.Duration(*p) * time.Second
+	}
 	a.settle()
 	a.recordWrite(CapacityWrite{Group: g.name, By: CallerAPI, Op: OpUpdateAutoScalingGroup, From: from, To: g.desired, MaxFrom: fromMax, MaxTo: g.max, Accepted: true}, since)
 	return &autoscaling.UpdateAutoScalingGroupOutput{}, nil

@@ -27,6 +27,7 @@ type templateVersion struct {
 	instanceType string
 	description  string
 	createdAt    time.Time
+	createdBy    string // the principal DescribeLaunchTemplateVersions reports as CreatedBy ("" = not reported)
 }
 
 func (t *launchTemplate) latest() int64 { return int64(len(t.versions)) }
@@ -160,6 +161,12 @@ func (a *Account) MarkImageUnhealthy(imageID string) {
 	a.unhealthyImages[imageID] = true
 }
 
+// MarkImageHealthy undoes MarkImageUnhealthy: instances launched from imageID from now on serve as any other.
+func (a *Account) MarkImageHealthy(imageID string) {
+	defer a.lock()()
+	delete(a.unhealthyImages, imageID)
+}
+
 // EC2Client is the simulated Amazon EC2 API. It implements awsapi.EC2 and, beyond it, ModifyLaunchTemplate.
 type EC2Client struct{ a *Account }
 
@@ -197,6 +204,7 @@ func (t *launchTemplate) describe(v *templateVersion) ec2types.LaunchTemplateVer
 		VersionNumber:      ptr(v.number),
 		DefaultVersion:     ptr(v.number == t.defaultVersion),
 		CreateTime:         ptr(v.createdAt),
+		CreatedBy:          nilIfEmpty(v.createdBy),
 		VersionDescription: nilIfEmpty(v.description),
 		LaunchTemplateData: &ec2types.ResponseLaunchTemplateData{
 			ImageId:      nilIfEmpty(v.imageID),

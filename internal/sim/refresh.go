@@ -630,6 +630,9 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	// The model never takes the group above its MaxSize for a refresh: the documentation does not say that a
 	// refresh may exceed it (docs/simulation.md).
 	maxCount = min(maxCount, int(g.max))
+	if a.opts.RefreshTerminatesFirst {
+		minCount, maxCount = desired-1, desired // the deliberately broken model of Options.RefreshTerminatesFirst
+	}
 	r.surge = max(0, min(maxCount-desired, len(regular)))
 
 	healthy := 0

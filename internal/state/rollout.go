@@ -145,6 +145,14 @@ type Rollout struct {
 	// rolled out again (a newer AMI is).
 	RollbackFrom string `json:"rollbackFrom,omitempty" dynamodbav:"rollbackFrom,omitempty"`
 
+	// SetBacks counts the outside changes (an infrastructure-as-code apply, a person) that pointed the group's
+	// launch template back at another AMI after the agent rolled it to TargetImageID (lifecycle/setback.go);
+	// SetBackBy names the launch template version of the last one ("lt-… version 7", with " by <CreatedBy>" when
+	// EC2 tells who created it). Both are cleared when the target changes (a new AMI, a manual rollback) or
+	// when the template changes to another AMI while the group is held.
+	SetBacks  int    `json:"setBacks,omitempty" dynamodbav:"setBacks,omitempty"`
+	SetBackBy string `json:"setBackBy,omitempty" dynamodbav:"setBackBy,omitempty"`
+
 	// ApprovedImage is the target AMI an operator approved with `patch-agent approve` (approval mode manual).
 	ApprovedImage string `json:"approvedImageId,omitempty" dynamodbav:"approvedImage,omitempty"`
 	ApprovedBy    string `json:"approvedBy,omitempty" dynamodbav:"approvedBy,omitempty"`

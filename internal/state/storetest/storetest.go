@@ -137,6 +137,8 @@ func fullRollout(group string) state.Rollout {
 		Instances:          4,
 		OnTarget:           1,
 		RollbackFrom:       "ami-0fedcba9876543210",
+		SetBacks:           2,
+		SetBackBy:          "launch template lt-0abc version 7 by arn:aws:sts::123456789012:assumed-role/TerraformApply/ci",
 		ApprovedImage:      "ami-0123456789abcdef0",
 		ApprovedBy:         "alice@example.com",
 		SkipSoakImage:      "ami-0123456789abcdef0",

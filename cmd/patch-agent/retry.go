@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/schema"
+)
+
+func newRetryCommand() *cobra.Command {
+	var who string
+	cmd := &cobra.Command{
+		Use:   "retry GROUP",
+		Short: "Roll again the AMI a group's rollout rolled back from, once its cause is fixed",
+		Long: `After a rollout halts and rolls back (status: RolledBack), or after a manual rollback, the agent does not roll
+the failed AMI again while its source still names it: only a newer AMI starts a rollout. Once the cause is
+fixed (a PodDisruptionBudget that blocked every eviction, a service that could not start on the AMI, an
+instance type short of capacity), retry lets the agent roll that AMI once more. The agent detects it at its
+next look (woken at once with --queue-url) and takes it through every gate again: the AMI gate, soak, approval,
+maintenance window, alarms and pause. An EKS managed node group retries its rolled-back release the same way.
+
+A Halted rollout is rolled back first (patch-agent rollback GROUP); an active one is left alone. The retry is
+recorded in the group's history ("retried", with who asked). A GROUP the store has no record of is answered with
+the groups it holds records of. -o json prints {"schemaVersion": 1, "group": ..., "retried": ..., "phase": ...,
+"reason": ..., "retriedBy": ...}.`,
+		Example: `  patch-agent status prod-ecs-asg            # RolledBack, with the reason
+  patch-agent retry prod-ecs-asg --table patch-agent --region eu-west-1`,
+		Args: groupArg,
+	}
+	stores := addStoreFlags(cmd)
+	wakes := addWakeFlag(cmd)
+	addWhoFlag(cmd, &who)
+	outFlag := addOutputFlag(cmd, formatTable, standardFormats, nil, "table and wide: a sentence; json: one document")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		s, err := stores.open(ctx)
+		if err != nil {
+			return err
+		}
+		stdout := sentencesToStderr(cmd, outFlag)
+		who, err = actingIdentity(cmd, s, who)
+		if err != nil {
+			return err
+		}
+		r, again, err := operator.Retry(ctx, s, args[0], who, time.Now())
+		if err != nil {
+			return s.explainNotFound(ctx, args[0], err)
+		}
+		if err := s.save(); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "retry of %s for %s recorded by %s: the agent rolls it again at its next look, through every gate (see status).\n",
+			again, r.Group, who)
+		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRetry, Group: r.Group, Who: who})
+		if !outFlag.is(formatJSON) {
+			return nil
+		}
+		return writeJSON(stdout, retryDocument{SchemaVersion: schema.Version, Group: r.Group, Retried: again, Phase: string(r.Phase),
+			Reason: r.Reason, RetriedBy: who})
+	}
+	return cmd
+}
+
+// retryDocument is `retry -o json`: the retry as recorded, every field present.
+type retryDocument struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Group         string `json:"group"`
+	Retried       string `json:"retried"` // the AMI (or EKS release) the agent rolls again
+	Phase         string `json:"phase"`
+	Reason        string `json:"reason"`
+	RetriedBy     string `json:"retriedBy"`
+}

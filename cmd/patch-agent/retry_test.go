@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+func TestRetryOfARolledBackGroupRearmsItAndAHaltedOneIsToldToRollBackFirst(t *testing.T) {
+	ctx := context.Background()
+	mem := state.NewMemory()
+	_, err := mem.PutRollout(ctx, state.Rollout{Group: "web", Platform: "ecs", Phase: state.PhaseRolledBack,
+		Reason: "rolled back after: replacement i-1 not healthy after 10m0s", TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA})
+	require.NoError(t, err)
+	_, err = mem.PutRollout(ctx, state.Rollout{Group: "api", Platform: "ecs", Phase: state.PhaseHalted, Reason: "failed: drain timed out",
+		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA})
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, saveSnapshot(file, mem))
+
+	res := run(t, "retry", "web", "--state-file", file, "--who", "alice")
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "retry of "+demo.ImageB+" for web recorded by alice")
+	res = run(t, "retry", "web", "--state-file", file, "--who", "alice")
+	require.ErrorContains(t, res.err, "a retry is already requested", "a second retry changes nothing")
+	res = run(t, "history", "web", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "retried")
+
+	res = run(t, "retry", "api", "--state-file", file, "--who", "alice")
+	require.ErrorContains(t, res.err, "roll it back first (`patch-agent rollback api`)")
+	require.Equal(t, 1, exitCode(t, res.err), "a refusal is an error, not a usage error")
+}

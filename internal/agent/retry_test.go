@@ -1,0 +1,56 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// An AMI that failed and was rolled back is rolled again only when an operator asks for it, once the cause is
+// fixed: `patch-agent retry` re-arms the rollout, and the agent takes the same AMI through every gate and
+// completes it.
+func TestRetryRollsARolledBackAMIAgainOnceItsCauseIsFixed(t *testing.T) {
+	ctx := context.Background()
+	g := demo.GroupSetup{Name: "web", Min: 2, Max: 6, Desired: 3}
+	w := build(t, oneGroup(&g))
+	w.Account.MarkImageUnhealthy(demo.ImageB)
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseRolledBack })
+	require.NoError(t, err)
+	require.True(t, done, "rolled back: %+v", w.Rollout(ctx, g.Name))
+	requireAllOn(t, w, g.Name, demo.ImageA, 3)
+
+	// Without a retry the failed AMI is not rolled again while the source still names it.
+	settle(t, w, 30*time.Minute)
+	require.Equal(t, state.PhaseRolledBack, w.Rollout(ctx, g.Name).Phase)
+
+	w.Account.MarkImageHealthy(demo.ImageB)
+	r, again, err := operator.Retry(ctx, w.Store, g.Name, "ops@example.com", w.Account.Clock().Now())
+	require.NoError(t, err)
+	require.Equal(t, demo.ImageB, again)
+	require.Contains(t, r.Reason, "retry of "+demo.ImageB+" requested by ops@example.com")
+	hist, err := w.Store.History(ctx, g.Name)
+	require.NoError(t, err)
+	require.Equal(t, operator.HistoryRetried, hist[len(hist)-1].Event)
+
+	done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		return r.Phase == state.PhaseCompleted && r.TargetImageID == demo.ImageB
+	})
+	require.NoError(t, err)
+	require.True(t, done, "rolled again: %+v", w.Rollout(ctx, g.Name))
+	require.Equal(t, demo.ImageA, w.Rollout(ctx, g.Name).PreviousImageID, "the rollout starts from the AMI the group ran")
+	settle(t, w, time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageB, 3)
+	require.Empty(t, w.Checker.Finish())
+
+	// Completed on B with nothing rolled back: nothing to retry.
+	_, _, err = operator.Retry(ctx, w.Store, g.Name, "ops@example.com", w.Account.Clock().Now())
+	require.ErrorContains(t, err, "nothing was rolled back")
+}

@@ -1,0 +1,110 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// HistoryRetried is the history event of an operator's retry of a rolled-back AMI (Detail: who).
+const HistoryRetried = "retried"
+
+// Retry lets the agent roll again the AMI a group's rollout rolled back from (RearmForRetry), with a
+// conditional write and a "retried" history entry (NewImage: the AMI or EKS release tried again; Detail: who)
+// in the same atomic write. The agent detects it at its next look and takes it through every gate (AMI gate,
+// soak, approval, window, alarms, pause). It returns the record as stored and the AMI (or release) to be tried
+// again. Errors: group or who empty, no record (wraps state.ErrNotFound), a phase with nothing to retry (the
+// error says what to do instead), a second conflict (wraps state.ErrConflict), or the store's error.
+func Retry(ctx context.Context, store RolloutStore, group, who string, now time.Time) (state.Rollout, string, error) {
+	if group == "" {
+		return state.Rollout{}, "", errors.New("retry needs a group")
+	}
+	if strings.TrimSpace(who) == "" {
+		return state.Rollout{}, "", errors.New("a retry needs to say who asked for it")
+	}
+	var again string
+	r, err := update(ctx, store, group, func(r *state.Rollout) (bool, error) {
+		var err error
+		again, err = RearmForRetry(r)
+		if err != nil {
+			return false, err
+		}
+		r.Reason = "retry of " + again + " requested by " + who + ": the agent rolls it again at its next look, through every gate"
+		return true, nil
+	}, func(r state.Rollout) []state.HistoryEntry {
+		return []state.HistoryEntry{{Group: group, At: now, Event: HistoryRetried, NewImage: again, Detail: who}}
+	})
+	return r, again, err
+}
+
+// Rearmed reports whether r is a rolled-back rollout an operator's retry re-armed (RearmForRetry) and the
+// agent has not detected again yet: RolledBack with its failed target forgotten.
+func Rearmed(r state.Rollout) bool {
+	if r.Phase != state.PhaseRolledBack {
+		return false
+	}
+	if p := r.Nodegroup; p != nil && !p.Custom() {
+		return p.TargetRelease == ""
+	}
+	return r.TargetImageID == ""
+}
+
+// RearmForRetry edits a rollout record so that the agent rolls the AMI (or EKS release) its source names once
+// more, through every gate, after that AMI failed and was rolled back: what keeps the agent from rolling it
+// again (RollbackFrom, and the failed target of a RolledBack record) is forgotten, and nothing else changes.
+// The agent's next look detects the source's AMI as new (the agent's detection of a new AMI or release) and starts a rollout from the
+// AMI the group runs now. It returns the AMI (or release) to be tried again, for the operator's history.
+//
+// Accepted: RolledBack (an automatic rollback after a halt, or an EKS update rolled back), and Completed or Idle
+// after a manual rollback (RollbackFrom set). Refused with an error that names the way forward: a record in any
+// other phase (an active rollout, a halted one: roll it back first), a rolled-back record that still gives its
+// surge back (HaltedSurgeTo), and one with nothing to retry.
+func RearmForRetry(r *state.Rollout) (string, error) {
+	switch r.Phase {
+	case state.PhaseRolledBack:
+		if Rearmed(*r) {
+			return "", fmt.Errorf("group %s: a retry is already requested (%s); status shows when the agent takes it", r.Group, r.Reason)
+		}
+		if r.HaltedSurgeTo != 0 {
+			return "", fmt.Errorf("group %s is still giving back the replacements of its rolled-back rollout: retry once status shows it Completed", r.Group)
+		}
+		failed := r.RollbackFrom
+		if p := r.Nodegroup; p != nil {
+			if failed == "" {
+				failed = p.TargetRelease
+				if p.Custom() {
+					failed = r.TargetImageID
+				}
+			}
+			if p.Custom() {
+				r.TargetImageID = ""
+			} else {
+				p.TargetRelease = ""
+			}
+		} else if r.RollbackFrom == "" {
+			// An automatic rollback keeps the failed AMI as the target: the group runs PreviousImageID, which the
+			// next detection takes as the AMI it rolls from.
+			failed, r.TargetImageID = r.TargetImageID, ""
+		}
+		if failed == "" {
+			return "", fmt.Errorf("group %s has no rolled-back AMI to retry", r.Group)
+		}
+		r.RollbackFrom = ""
+		return failed, nil
+	case state.PhaseCompleted, state.PhaseIdle:
+		if r.RollbackFrom == "" {
+			return "", fmt.Errorf("group %s is %s and nothing was rolled back: there is nothing to retry", r.Group, r.Phase)
+		}
+		failed := r.RollbackFrom
+		r.RollbackFrom = ""
+		return failed, nil
+	case state.PhaseHalted:
+		return "", fmt.Errorf("group %s is Halted (%s): roll it back first (`patch-agent rollback %s`), or fix the cause and let the agent roll back; retry once it is RolledBack",
+			r.Group, r.Reason, r.Group)
+	}
+	return "", fmt.Errorf("group %s is %s: a retry applies to a rolled-back rollout only", r.Group, r.Phase)
+}
