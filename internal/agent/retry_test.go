@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
@@ -53,4 +55,32 @@ func TestRetryRollsARolledBackAMIAgainOnceItsCauseIsFixed(t *testing.T) {
 	// Completed on B with nothing rolled back: nothing to retry.
 	_, _, err = operator.Retry(ctx, w.Store, g.Name, "ops@example.com", w.Account.Clock().Now())
 	require.ErrorContains(t, err, "nothing was rolled back")
+}
+
+// The runbook's path when the agent is down longer than its hooks' heartbeat timeout: someone cancels the
+// agent's instance refresh (so that nothing is terminated undrained), the returning agent halts the rollout (a
+// refresh it did not cancel), and `patch-agent retry` starts it over: a new refresh skips the instances already
+// on the target, and the group completes with every invariant held and no desired capacity written.
+func TestRetryOfARefreshSomeoneCancelledFinishesTheRollout(t *testing.T) {
+	ctx := context.Background()
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	runTo(t, w, time.Hour, "mid-refresh", midRefresh, g.Name)
+	_, err := w.Account.AutoScaling().CancelInstanceRefresh(ctx, &autoscaling.CancelInstanceRefreshInput{AutoScalingGroupName: aws.String(g.Name)})
+	require.NoError(t, err)
+	r := runTo(t, w, time.Hour, "halted", func(r state.Rollout) bool { return r.Phase == state.PhaseHalted }, g.Name)
+	onTarget := r.OnTarget
+	require.Positive(t, onTarget)
+
+	_, again, err := operator.Retry(ctx, w.Store, g.Name, "ops@example.com", w.Account.Clock().Now())
+	require.NoError(t, err)
+	require.Equal(t, demo.ImageB, again)
+	r = runTo(t, w, 6*time.Hour, "completed", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the cancelled refresh and the one the retry started")
+	settle(t, w, 10*time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageB, 10)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
 }

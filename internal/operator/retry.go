@@ -59,9 +59,11 @@ func Rearmed(r state.Rollout) bool {
 // The agent's next look detects the source's AMI as new (the agent's detection of a new AMI or release) and starts a rollout from the
 // AMI the group runs now. It returns the AMI (or release) to be tried again, for the operator's history.
 //
-// Accepted: RolledBack (an automatic rollback after a halt, or an EKS update rolled back), and Completed or Idle
-// after a manual rollback (RollbackFrom set). Refused with an error that names the way forward: a record in any
-// other phase (an active rollout, a halted one: roll it back first), a rolled-back record that still gives its
+// Accepted: RolledBack (an automatic rollback after a halt, or an EKS update rolled back), Completed or Idle
+// after a manual rollback (RollbackFrom set), and a rollout by instance refresh Halted (its refresh ended: it
+// starts over from Detected with the same target, and the next refresh skips the instances already on it).
+// Refused with an error that names the way forward: a record in any other phase (an active rollout, a halted
+// surge rollout: roll it back first), a rolled-back record that still gives its
 // surge back (HaltedSurgeTo), and one with nothing to retry.
 func RearmForRetry(r *state.Rollout) (string, error) {
 	switch r.Phase {
@@ -103,6 +105,13 @@ func RearmForRetry(r *state.Rollout) (string, error) {
 		r.RollbackFrom = ""
 		return failed, nil
 	case state.PhaseHalted:
+		if r.Refresh != nil && (r.Current == nil || r.Current.Step == state.StepInstanceRefresh) && len(r.Batch) == 0 && r.TargetImageID != "" {
+			// A rollout by instance refresh halts once its refresh ended (cancelled, failed): nothing of it is in
+			// flight, and a new refresh skips the instances already on the target. It starts over from Detected
+			// with the same target and the same launch template version to roll back to.
+			r.Phase, r.Current = state.PhaseDetected, nil
+			return r.TargetImageID, nil
+		}
 		return "", fmt.Errorf("group %s is Halted (%s): roll it back first (`patch-agent rollback %s`), or fix the cause and let the agent roll back; retry once it is RolledBack",
 			r.Group, r.Reason, r.Group)
 	}

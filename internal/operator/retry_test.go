@@ -41,6 +41,12 @@ func TestRearmForRetry(t *testing.T) {
 			refuse: "nothing to retry"},
 		{name: "halted: roll back first", in: state.Rollout{Group: "g", Phase: state.PhaseHalted, Reason: "failed: replacement not healthy"},
 			refuse: "roll it back first (`patch-agent rollback g`)"},
+		{name: "a halted rollout by instance refresh starts over with the same target",
+			in: state.Rollout{Group: "g", Phase: state.PhaseHalted, Reason: "failed: instance refresh r-1 cancelled by someone else", TargetImageID: failed,
+				PreviousImageID: good, Refresh: &state.RefreshProgress{ID: "r-1", Version: "2", PreviousVersion: "1", Status: "Cancelled"},
+				Current: &state.Replacement{Step: state.StepInstanceRefresh}},
+			again: failed, want: state.Rollout{Group: "g", Phase: state.PhaseDetected, Reason: "failed: instance refresh r-1 cancelled by someone else",
+				TargetImageID: failed, PreviousImageID: good, Refresh: &state.RefreshProgress{ID: "r-1", Version: "2", PreviousVersion: "1", Status: "Cancelled"}}},
 		{name: "an active rollout", in: state.Rollout{Group: "g", Phase: state.PhaseReplacing}, refuse: "rolled-back rollout only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,7 +11,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// TestEveryOperatorTransitionOfTheTable runs `rollback` from every position the transition table lets the
+// TestEveryOperatorTransitionOfTheTable runs `rollback` (`retry` for the retry rows) from every position the transition table lets the
 // operator leave (state.Transitions, By operator) and requires each row to be the one the write matched: a row
 // nobody exercises, or an operator write the table does not declare, fails here.
 func TestEveryOperatorTransitionOfTheTable(t *testing.T) {
@@ -35,7 +36,15 @@ func TestEveryOperatorTransitionOfTheTable(t *testing.T) {
 				have.Current = &state.Replacement{Step: row.From.Step, OldInstanceID: "i-4", InstancesBefore: []string{"i-4"}}
 			}
 			seen = nil
-			r, err := operator.Rollback(context.Background(), seed(t, []state.Rollout{have}), have.Group, "", "alice", false, now)
+			var r state.Rollout
+			var err error
+			if strings.Contains(row.Why, "retry") {
+				have.Strategy = "refresh"
+				have.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "Cancelled"}
+				r, _, err = operator.Retry(context.Background(), seed(t, []state.Rollout{have}), have.Group, "alice", now)
+			} else {
+				r, err = operator.Rollback(context.Background(), seed(t, []state.Rollout{have}), have.Group, "", "alice", false, now)
+			}
 			require.NoError(t, err)
 			require.Equal(t, row.To, state.PositionOf(r))
 			require.Equal(t, []state.Transition{row}, seen, "the write matched exactly this row")

@@ -136,6 +136,7 @@ var Transitions = []Transition{
 	{at(PhaseHalted, StepNodegroupUpdate), at(PhaseRollingBack, StepNodegroupUpdate), WriterOperator, "managed node group: manual rollback, token recorded"},
 	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseRollingBack, StepInstanceRefresh), WriterOperator, "instance refresh: manual rollback mid-refresh"},
 	{at(PhaseHalted, StepInstanceRefresh), at(PhaseRollingBack, StepInstanceRefresh), WriterOperator, "instance refresh: manual rollback after a halt"},
+	{at(PhaseHalted, StepInstanceRefresh), at(PhaseDetected, ""), WriterOperator, "instance refresh: retry after a halt"},
 }
 
 // CheckTransition returns nil when by may move a record from from to to: the table lists the move, or the
