@@ -671,6 +671,11 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	if r.total > 0 && r.checkpointReached(min(r.total-(remainingOld-terminated), readyNew)*100/r.total) {
 		r.surge = max(0, min(r.surge, len(running)-terminated-desired))
 	}
+	// A ceiling lowered by another writer's scale in (MaxHealthyPercentage is a percentage of the desired
+	// capacity) stops new launches; the replacements already launching are not scaled in to meet it. The
+	// documentation gives the bound as what the refresh keeps in service or pending while it replaces, not as a
+	// reason to terminate; the model keeps them (docs/simulation.md).
+	r.surge = max(r.surge, min(inflightLaunch, len(running)-terminated-desired))
 	if !changed && r.surge == 0 && minCount >= desired {
 		return a.setReason(r, "Waiting: launching before terminating needs room above the desired capacity (%d), and the group's MaxSize (%d) leaves none.", desired, g.max)
 	}

@@ -667,3 +667,31 @@ func TestRefreshPreferencesAreValidated(t *testing.T) {
 		require.Equal(t, "ValidationError", apiCode(err), name)
 	}
 }
+
+// Another writer lowers desired capacity while a batch of replacements is launching: its scale in takes one
+// instance, and the refresh scales none of its launches in to meet the ceiling the lower desired capacity
+// gives (MaxHealthyPercentage is a percentage of it): serving capacity never drops below the new desired
+// capacity. API Reference, RefreshPreferences: MaxHealthyPercentage; docs/simulation.md.
+func TestScaleInDuringARefreshTakesOnlyItsOwnInstancesAndKeepsTheLaunchesInFlight(t *testing.T) {
+	a, lt := refreshGroup(t, GroupSpec{Min: 1, Max: 13, Desired: 10})
+	startRefresh(t, a, toVersion(lt, "2"), &astypes.RefreshPreferences{MinHealthyPercentage: aws.Int32(100), MaxHealthyPercentage: aws.Int32(130), InstanceWarmup: aws.Int32(60)})
+	a.Advance(10 * time.Second)
+	_, counting := serving(a.Group("g"))
+	require.Equal(t, 13, counting, "three replacements launching beside ten old instances")
+	minInService := 10
+	a.OnChange(func(v *View) {
+		in, _ := serving(v.Group("g"))
+		minInService = min(minInService, in)
+	})
+	require.NoError(t, a.SetDesiredCapacity("g", 9))
+	scaleIns := 0
+	for _, term := range a.Terminations() {
+		if term.Cause == CauseScaleIn {
+			scaleIns++
+		}
+	}
+	require.Equal(t, 1, scaleIns, "the scale in takes one instance, not the launches' room too")
+	r := runRefresh(t, a, 2*time.Hour, nil, astypes.InstanceRefreshStatusSuccessful, astypes.InstanceRefreshStatusFailed)
+	require.Equal(t, astypes.InstanceRefreshStatusSuccessful, r.Status, aws.ToString(r.StatusReason))
+	require.Equal(t, 9, minInService, "never below the new desired capacity")
+}
