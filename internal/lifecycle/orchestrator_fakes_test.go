@@ -127,7 +127,10 @@ type rig struct {
 func newRig() *rig {
 	r := &rig{store: state.NewMemory(), clock: clocktesting.NewFakeClock(now0), groups: &fakeGroups{},
 		templates: &fakeTemplates{current: TemplateVersion{Number: 1, ImageID: amiOld}, created: 2}, platform: &fakePlatform{},
-		target: Target{Group: "prod", Platform: PlatformECS, Cluster: "c1", Parameter: "/golden/ecs"}}
+		// The surge engine's tests' pin until that engine is deleted: the rig's group is tagged
+		// patch-agent/strategy=surge (a plain group's automatic choice is instance refresh).
+		target: Target{Group: "prod", Platform: PlatformECS, Cluster: "c1", Parameter: "/golden/ecs",
+			Policy: TargetPolicy{Strategy: StrategySurge}}}
 	r.o = &Orchestrator{Owner: "me", Store: r.store, Groups: r.groups, Templates: r.templates,
 		Platforms: Platforms{PlatformECS: r.platform}, Clock: r.clock, Log: zap.NewNop(), Policy: DefaultPolicy()}
 	return r

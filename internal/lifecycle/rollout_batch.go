@@ -71,7 +71,7 @@ func (b BatchSize) String() string {
 
 // batchNote is the status note of a group whose tag asks for a batch its strategy does not do ("" when none).
 func batchNote(t Target, strategy string) string {
-	if b := t.Policy.BatchSize; strategy == "" || strategy == StrategySurge || b.Percent == 0 && b.Count <= 1 {
+	if b := t.Policy.BatchSize; strategy == "" || strategy == StrategySurge || strategy == StrategyRefresh || b.Percent == 0 && b.Count <= 1 {
 		return ""
 	}
 	return fmt.Sprintf("tag %s=%s ignored: the %s strategy replaces one instance at a time", TagBatchSize, t.Policy.BatchSize, strategy)

@@ -368,19 +368,26 @@ func TestRefreshAtMaxSizeSaysSo(t *testing.T) {
 	require.Empty(t, groupWrites(rg))
 }
 
-// A refresh group without the agent's launching hook is not rolled: status names the hook and the command.
+// A refresh group without the agent's launching hook is not rolled: status names the hook and the command. A
+// plain group without a patch-agent/strategy tag is a refresh group.
 func TestRefreshGroupWithoutLaunchingHookWaitsWithTheCommand(t *testing.T) {
-	rg, f := refreshRig()
-	f.hooks = f.hooks[1:]
-	rg.seed0(state.Rollout{Phase: state.PhaseDetected, TargetImageID: amiNew, PreviousImageID: amiOld, SourceModified: now0.Add(-48 * time.Hour)})
-	_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: oldFleet(), AMI: newAMI()})
-	require.NoError(t, err)
-	stored, err := rg.store.GetRollout(context.Background(), "prod")
-	require.NoError(t, err)
-	require.Equal(t, state.PhaseWaiting, stored.Phase)
-	require.Contains(t, stored.Reason, "no launching lifecycle hook")
-	require.Contains(t, stored.Reason, "aws autoscaling put-lifecycle-hook --auto-scaling-group-name prod --lifecycle-hook-name patch-agent-launch")
-	require.Empty(t, f.starts)
+	for _, tag := range []string{StrategyRefresh, "", "auto"} {
+		t.Run("strategy="+tag, func(t *testing.T) {
+			rg, f := refreshRig()
+			rg.target.Policy.Strategy = tag
+			f.hooks = f.hooks[1:]
+			rg.seed0(state.Rollout{Phase: state.PhaseDetected, TargetImageID: amiNew, PreviousImageID: amiOld, SourceModified: now0.Add(-48 * time.Hour)})
+			_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: oldFleet(), AMI: newAMI()})
+			require.NoError(t, err)
+			stored, err := rg.store.GetRollout(context.Background(), "prod")
+			require.NoError(t, err)
+			require.Equal(t, state.PhaseWaiting, stored.Phase)
+			require.Contains(t, stored.Reason, "no launching lifecycle hook")
+			require.Contains(t, stored.Reason, "aws autoscaling put-lifecycle-hook --auto-scaling-group-name prod --lifecycle-hook-name patch-agent-launch")
+			require.Empty(t, f.starts)
+			require.Empty(t, groupWrites(rg), "no surge either")
+		})
+	}
 }
 
 // A refresh that succeeded before the cancel of a halt reached it (an alarm fired in its last minutes) is

@@ -11,7 +11,8 @@ import (
 // Replacement strategies.
 const (
 	// StrategySurge launches the replacement first (desired+1), then drains and terminates the old
-	// instance: capacity never drops. The default for plain groups.
+	// instance: capacity never drops. Only by tag, and deprecated (SurgeDeprecatedNote): it writes desired
+	// capacity beside the group's other writers; plain groups roll by StrategyRefresh.
 	StrategySurge = "surge"
 	// StrategyDrainFirst drains the old instance first and lets ECS managed scaling add the capacity the
 	// displaced tasks need, then terminates it explicitly. The default for ECS capacity-provider groups with
@@ -21,8 +22,8 @@ const (
 	StrategyDrainFirst = "drain-first"
 )
 
-// TagStrategy overrides the automatic choice: "surge", "drain-first", "capacity-provider", "refresh" (plain ECS
-// groups and EKS self-managed node groups: rollout_refresh.go) or "auto" (default).
+// TagStrategy overrides the automatic choice: "surge" (deprecated), "drain-first", "capacity-provider",
+// "refresh" (plain ECS groups and EKS self-managed node groups: rollout_refresh.go) or "auto" (default).
 const TagStrategy = "patch-agent/strategy"
 
 // Names ECS gives to what it manages on an Auto Scaling group (Amazon ECS Developer Guide: "Amazon ECS
@@ -59,7 +60,9 @@ func DescribeTraits(ctx context.Context, api awsapi.AutoScaling, group string, t
 }
 
 // ChooseStrategy returns the strategy for a group: the tag's choice, else capacity-provider for groups ECS
-// managed scaling owns without managed instance draining, drain-first for those with it, else surge. An
+// managed scaling owns without managed instance draining, drain-first for those with it, else refresh (plain
+// ECS groups and EKS self-managed node groups: one instance refresh, which needs the agent's launching and
+// terminating lifecycle hooks; a group without them waits with a reason naming the missing hook). An
 // unknown tag value is an error naming the accepted ones.
 func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 	switch strings.ToLower(tag) {
@@ -81,7 +84,19 @@ func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 		if tr.ECSManagedScaling {
 			return StrategyDrainFirst, nil
 		}
-		return StrategySurge, nil
+		return StrategyRefresh, nil
 	}
 	return "", fmt.Errorf("tag %s=%q: want surge, drain-first, capacity-provider, refresh or auto", TagStrategy, tag)
+}
+
+// SurgeDeprecatedNote is the status warning of a group tagged patch-agent/strategy=surge ("" for any other
+// tag): the surge strategy raises and lowers desired capacity with absolute writes (SetDesiredCapacity has no
+// compare-and-set), so beside an autoscaler it can leave the group below what others set.
+func SurgeDeprecatedNote(tag string) string {
+	if !strings.EqualFold(tag, StrategySurge) {
+		return ""
+	}
+	return fmt.Sprintf("tag %s=%s is deprecated and will be removed: the surge writes desired capacity beside the group's "+
+		"other writers; remove the tag to roll by instance refresh, after adding the agent's launching and terminating "+
+		"lifecycle hooks (docs/deploy.md)", TagStrategy, StrategySurge)
 }
