@@ -26,19 +26,26 @@ type scenario struct {
 	stop func(state.Rollout, *World) bool
 	// crash kills the agent after every rollout step transition and starts a fresh one.
 	crash bool
+	// asBuilt plays DemoSpec's groups as they are, with a terminating hook only: the ECS group's capacity
+	// provider decides its strategy and the EKS group is rolled by the surge (Build's pin). Every other scenario
+	// gives the groups the agent's launching hook too (refreshGroups), so that they roll by instance refresh, the
+	// default, under the checker's rule that the agent never writes desired capacity.
+	asBuilt bool
 }
 
 var scenarios = map[string]scenario{
 	"rollout": {name: "rollout", expect: state.PhaseCompleted,
-		description: "the golden AMI changes; the group is rolled one instance at a time"},
+		description: "the golden AMI changes; one instance refresh per group replaces one instance at a time (launch before terminate), " +
+			"each new instance held by the agent's launching hook until it serves, each old one drained"},
 	"crash": {name: "crash", expect: state.PhaseCompleted, crash: true,
 		description: "the agent is killed right after every step transition and a fresh one resumes from the store"},
 	"bad-ami": {name: "bad-ami", expect: state.PhaseRolledBack,
-		description: "instances of the new AMI never become healthy: the rollout halts and rolls back",
+		description: "instances of the new AMI never serve: the agent abandons the first one's launching action, halts the instance refresh and rolls it back",
 		prepare:     func(w *World) { w.Account.MarkImageUnhealthy(ImageB) }},
 	"pause": {name: "pause", expect: state.PhaseCompleted,
-		description: "a global pause is set mid-rollout and held for 30 minutes, then resumed",
-		during:      pauseOnFirstDrain},
+		description: "a global pause is set while the first old instance drains and held for 30 minutes: the instance refresh is cancelled " +
+			"(the instance in flight finishes); the resume starts a new one that skips the instances already on the AMI",
+		during: pauseOnFirstDrain},
 	"soak": {name: "soak", expect: state.PhaseWaiting,
 		description: "the group requires a 48h minimum AMI age; the fresh AMI waits",
 		setup:       withTag(lifecycle.TagMinAMIAge, "48h"),
@@ -56,8 +63,9 @@ var scenarios = map[string]scenario{
 		}},
 	"ecs-capacity-provider": {name: "ecs-capacity-provider", expect: state.PhaseCompleted,
 		description: "the ECS group is a capacity provider with managed scaling and termination protection, 3 instances in 3 AZs " +
-			"with room for 10 tasks each (field case C23): surge, drain in the replacement's AZ, decrement; size and spread kept",
-		setup: ecsCapacityProvider},
+			"with room for 10 tasks each (field case C23): surge, drain in the replacement's AZ, decrement; size and spread kept " +
+			"(the EKS group, with a terminating hook only, is pinned to patch-agent/strategy=surge)",
+		setup: ecsCapacityProvider, asBuilt: true},
 	"refresh": {name: "refresh", expect: state.PhaseCompleted,
 		description: "the groups are tagged patch-agent/strategy=refresh and have the agent's launching hook: one instance refresh " +
 			"per group replaces them (launch before terminate); the agent holds each new instance until it serves, drains each old " +
@@ -95,6 +103,14 @@ func lookupScenario(name string) (scenario, error) {
 	return sc, nil
 }
 
+// refreshGroups gives every group of s the agent's launching hook beside its terminating hook: with both, a
+// plain ECS group and an EKS self-managed node group roll by instance refresh.
+func refreshGroups(s *Spec) {
+	for i := range s.Groups {
+		s.Groups[i].LaunchingHook = true
+	}
+}
+
 func withTag(key, value string) func(*Spec) {
 	return func(s *Spec) {
 		for i := range s.Groups {
@@ -111,8 +127,9 @@ func crashEveryWrite() *Fuse {
 	return &Fuse{OnWrite: func(state.Rollout) bool { return true }}
 }
 
-// pauseOnFirstDrain sets a global pause when the first old instance starts draining and lifts it 30
-// simulated minutes later.
+// pauseOnFirstDrain sets a global pause when the first old instance of the ECS group starts draining (the
+// surge's draining step, or a container instance DRAINING under an instance refresh) and lifts it 30 simulated
+// minutes later.
 func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
 	r, err := w.Store.GetRollout(ctx, GroupName)
 	if err != nil {
@@ -123,8 +140,14 @@ func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
 		return err
 	}
 	now := w.Account.Clock().Now()
+	draining := r.Current != nil && r.Current.Step == state.StepDraining && len(r.Replaced) == 0
+	if r.Refresh != nil {
+		for _, i := range w.Account.Group(GroupName).Instances {
+			draining = draining || i.ContainerInstanceStatus == "DRAINING"
+		}
+	}
 	switch {
-	case len(locks) == 0 && r.Current != nil && r.Current.Step == state.StepDraining && len(r.Replaced) == 0 && !p.paused:
+	case len(locks) == 0 && draining && !p.paused:
 		p.paused, p.pausedAt = true, now
 		p.linef("operator: patch-agent pause --reason \"incident 4711\"")
 		return w.Store.PutLock(ctx, state.Lock{Reason: "incident 4711", Who: "operator", Since: now})

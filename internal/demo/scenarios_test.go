@@ -9,18 +9,30 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 	for _, name := range Scenarios() {
 		t.Run(name, func(t *testing.T) {
-			s, err := Run(context.Background(), Options{Scenario: name})
+			store := state.NewMemory()
+			s, err := Run(context.Background(), Options{Scenario: name, Store: store})
 			require.NoError(t, err)
 			require.Len(t, s.Groups, 2, "the ECS group and the EKS group")
 			require.Zero(t, s.InvariantViolations, s.Violations)
 			for _, g := range s.Groups {
 				require.Equal(t, s.Expected, g.State, "%s: %s", g.Name, g.Reason)
+				r, err := store.GetRollout(context.Background(), g.Name)
+				require.NoError(t, err)
+				switch name {
+				case "soak", "refused-ami": // held before a strategy is chosen
+					require.Empty(t, r.Strategy, g.Name)
+				case "ecs-capacity-provider":
+					require.NotEqual(t, lifecycle.StrategyRefresh, r.Strategy, g.Name)
+				default: // the default strategy of a group with both of the agent's hooks
+					require.Equal(t, lifecycle.StrategyRefresh, r.Strategy, g.Name)
+				}
 				require.GreaterOrEqual(t, g.MinInServiceDuringRollout, 3, g.Name)
 				switch name {
 				case "rollout", "crash", "pause", "window", "approval", "alarm-gate":
@@ -31,7 +43,7 @@ func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 					require.Equal(t, 3, g.AvailabilityZones, g.Name)
 				case "bad-ami":
 					require.Zero(t, g.OnTarget, "%s: every in-service instance still on the old AMI", g.Name)
-					require.Contains(t, g.Reason, "not healthy after 10m0s", g.Name)
+					require.Contains(t, g.Reason, "ABANDONed by lifecycle hook "+LaunchHookName+" (not healthy in cluster after 10m0s)", g.Name)
 				case "soak":
 					require.Contains(t, g.Reason, "may start at", g.Name)
 				case "refused-ami":

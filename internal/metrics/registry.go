@@ -58,6 +58,11 @@ type groupState struct {
 	drainingSince time.Time // when its Draining step started
 	drained       []string  // instances whose drain the rollout measured (newest last)
 
+	// refreshID and refreshLeft are the agent's instance refresh last seen and its instances left to update
+	// (Replacements succeeded counts what it updated).
+	refreshID   string
+	refreshLeft int32
+
 	succeeded, failed, lifecycle int64
 	setBacks                     int64            // lifecycle.AlertSetBack alerts
 	rejected                     map[string]int64 // AMI gate refusals by reason
@@ -103,6 +108,14 @@ func (r *Registry) RolloutTransition(prev, next state.Rollout, _ string) {
 	g.setPhase(next)
 	if next.TargetImageID == prev.TargetImageID && len(next.Replaced) > len(prev.Replaced) {
 		g.succeeded += int64(len(next.Replaced) - len(prev.Replaced))
+	}
+	// An instance refresh keeps no list of replaced instances: the instances it updated are the fall of its
+	// InstancesToUpdate, counted against the last value this registry saw (prev may share next's progress).
+	if p := next.Refresh; p != nil && p.ID != "" && !p.Rollback {
+		if p.ID == g.refreshID && p.InstancesToUpdate < g.refreshLeft {
+			g.succeeded += int64(g.refreshLeft - p.InstancesToUpdate)
+		}
+		g.refreshID, g.refreshLeft = p.ID, p.InstancesToUpdate
 	}
 	if haltedPhase(next.Phase) && !haltedPhase(prev.Phase) && next.Current != nil {
 		g.failed++

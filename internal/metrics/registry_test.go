@@ -85,6 +85,33 @@ func TestReplacementsSucceededCountsRetiredInstancesOfOneTarget(t *testing.T) {
 	require.Equal(t, 2.0, values(r)[key(metrics.ReplacementsSucceeded)])
 }
 
+// An instance refresh counts the instances it updated: the fall of InstancesToUpdate within one refresh (the
+// record's progress is edited in place, as the orchestrator does), not the rise from Pending's 0, not a new
+// refresh's first value, not a rollback's refresh.
+func TestReplacementsSucceededCountsTheInstancesAnInstanceRefreshUpdated(t *testing.T) {
+	r := metrics.NewRegistry(nil)
+	p := &state.RefreshProgress{ID: "ir-1"}
+	next := rec(state.PhaseReplacing, "")
+	next.Refresh = p
+	for _, left := range []int32{0, 3, 2, 2} { // Pending, then InProgress
+		p.InstancesToUpdate = left
+		r.RolloutTransition(next, next, "instance refresh progress")
+	}
+	require.Equal(t, 1.0, values(r)[key(metrics.ReplacementsSucceeded)])
+	p.ID, p.InstancesToUpdate = "ir-2", 2 // cancelled by a pause; the new refresh skips the updated instance
+	r.RolloutTransition(next, next, "instance refresh started")
+	for _, left := range []int32{1, 0} {
+		p.InstancesToUpdate = left
+		r.RolloutTransition(next, next, "instance refresh progress")
+	}
+	require.Equal(t, 3.0, values(r)[key(metrics.ReplacementsSucceeded)])
+	p.ID, p.Rollback, p.InstancesToUpdate = "ir-3", true, 3
+	r.RolloutTransition(next, next, "rolling back")
+	p.InstancesToUpdate = 0
+	r.RolloutTransition(next, next, "rolled back")
+	require.Equal(t, 3.0, values(r)[key(metrics.ReplacementsSucceeded)], "a rollback is no replacement to the target")
+}
+
 func TestReplacementsFailedCountsHaltsDuringAReplacementOnce(t *testing.T) {
 	r := metrics.NewRegistry(nil)
 	replacing := rec(state.PhaseReplacing, "")
