@@ -256,7 +256,9 @@ func TestDemoPausePrintsTheDrainBeforeThePause(t *testing.T) {
 	lines := strings.Split(res.stdout, "\n")
 	pause := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "operator: patch-agent pause") })
 	require.Positive(t, pause)
-	drain := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, demo.GroupName+" Replacing/draining") })
+	drain := slices.IndexFunc(lines, func(l string) bool {
+		return strings.Contains(l, demo.GroupName+" Replacing/InstanceRefresh") && strings.Contains(l, "while it drains")
+	})
 	require.Positive(t, drain)
 	require.Less(t, drain, pause, "the drain that made the operator pause is printed first")
 	stamp := func(l string) string { return l[:strings.Index(l, "]")+1] }
