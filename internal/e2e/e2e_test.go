@@ -115,8 +115,10 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	_, err = e.ssm.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(parameter), Value: aws.String(e.amiOld), Type: ssmtypes.ParameterTypeString})
 	require.NoError(t, err)
+	// moto serves no instance refresh: the group is rolled by the surge, by its tag (a plain group's default is
+	// instance refresh).
 	tags := map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: "ecs", lifecycle.TagCluster: cluster,
-		lifecycle.TagParameter: parameter}
+		lifecycle.TagParameter: parameter, lifecycle.TagStrategy: lifecycle.StrategySurge}
 	in := &autoscaling.CreateAutoScalingGroupInput{AutoScalingGroupName: aws.String(group), MinSize: aws.Int32(1),
 		MaxSize: aws.Int32(desired), DesiredCapacity: aws.Int32(desired), AvailabilityZones: []string{"us-east-1a", "us-east-1b", "us-east-1c"},
 		LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(e.templateID), Version: aws.String("$Default")}}

@@ -70,11 +70,13 @@ type served struct {
 
 // newServed builds the demo's ECS group (desired 3, min 3, max 6, a service of 6 tasks and a daemon service,
 // both lifecycle hooks to the agent's queue) on a simulated account whose instances boot in seconds; refresh
-// tags the group for the instance refresh strategy.
+// tags the group for the instance refresh strategy, else for the surge (the surge engine's tests' pin until that
+// engine is deleted: with both hooks, a plain group's default is instance refresh).
 func newServed(t *testing.T, refresh bool) *served {
 	spec := demo.DemoSpec()
 	spec.Groups = spec.Groups[:1]
 	spec.Groups[0].LaunchingHook = true
+	spec.Groups[0].Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategySurge}
 	if refresh {
 		spec.Groups[0].Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}
 	}
@@ -298,7 +300,7 @@ func (s *served) instanceIDs() []string {
 }
 
 // The real binary rolls an ECS group of the simulated account, served over the AWS wire protocols, to a new
-// AMI with today's surge strategy: both lifecycle hooks of every replacement completed by the agent, no
+// AMI with the surge strategy (by its tag): both lifecycle hooks of every replacement completed by the agent, no
 // invariant broken.
 func TestE2EServedSimRollsAnECSGroupWithBothHooks(t *testing.T) {
 	t.Parallel() // the served worlds share nothing but kumo, where each has its own table
