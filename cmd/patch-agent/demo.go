@@ -45,7 +45,8 @@ func newDemoCommand() *cobra.Command {
 		Use:   "demo",
 		Short: "Roll a simulated ECS cluster and EKS node group to a new AMI with the real agent (no AWS account needed)",
 		Long: `Builds a simulated AWS account in memory — an ECS cluster on an Auto Scaling group of 3 instances on
-AMI A, a service of 6 tasks, a daemon service, a terminating lifecycle hook to the agent's queue; and an EKS
+AMI A, a service of 6 tasks, a daemon service, the agent's launching and terminating lifecycle hooks to its
+queue (ecs-capacity-provider: the terminating hook only); and an EKS
 self-managed node group of 3 nodes (AMI source auto: the EKS-optimized AL2023 AMI of the cluster's version,
 arm64 from the instance type) with a Deployment of 6 pods under a PodDisruptionBudget minAvailable 5 and a
 DaemonSet, on a simulated Kubernetes API — runs the real agent loop against it on a simulated clock, changes
@@ -55,10 +56,10 @@ The invariants of docs/architecture.md are checked after every step; the exit st
 group did not end in the scenario's expected state.
 
 Scenarios:
-  rollout  the golden AMI changes; the group is rolled (default)
+  rollout  the golden AMI changes; each group, with both of the agent's hooks, is rolled by one instance refresh (default)
   crash    the agent is killed after every step transition; a fresh one resumes from the store
-  bad-ami  the new AMI never becomes healthy: halt and roll back (ends RolledBack)
-  pause    a global pause mid-rollout holds it for 30 minutes; resume finishes it
+  bad-ami  the new AMI never serves: the launch is abandoned, the refresh halts and rolls back (ends RolledBack)
+  pause    a global pause mid-rollout cancels the refresh for 30 minutes; resume starts a new one that finishes it
   soak     a 48h minimum AMI age: the fresh AMI waits (ends Waiting, with the time it may start)
   refused-ami  the new AMI belongs to an account outside the allow-list: the AMI gate refuses it, nothing is touched (ends Waiting)
   window   a maintenance window 03:00-04:00 UTC: waits, then rolls inside the window

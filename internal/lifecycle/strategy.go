@@ -96,7 +96,7 @@ func SurgeDeprecatedNote(tag string) string {
 	if !strings.EqualFold(tag, StrategySurge) {
 		return ""
 	}
-	return fmt.Sprintf("tag %s=%s is deprecated and will be removed: the surge writes desired capacity beside the group's "+
-		"other writers; remove the tag to roll by instance refresh, after adding the agent's launching and terminating "+
+	return fmt.Sprintf("tag %s=%s is deprecated and will be removed (the surge writes desired capacity beside the group's "+
+		"other writers): remove the tag to roll by instance refresh once the group has the agent's launching and terminating "+
 		"lifecycle hooks (docs/deploy.md)", TagStrategy, StrategySurge)
 }

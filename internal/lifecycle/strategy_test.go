@@ -50,6 +50,7 @@ func TestSurgeDeprecatedNote(t *testing.T) {
 		note := SurgeDeprecatedNote(tag)
 		require.Contains(t, note, "tag patch-agent/strategy=surge is deprecated and will be removed")
 		require.Contains(t, note, "launching and terminating lifecycle hooks")
+		require.NotContains(t, note, "; ", "warnings are joined with \"; \"")
 	}
 	for _, tag := range []string{"", "auto", "refresh", "drain-first", "capacity-provider"} {
 		require.Empty(t, SurgeDeprecatedNote(tag), tag)
