@@ -622,10 +622,14 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	p := newPrinter(opts.Out, w, start)
 	p.record = opts.Timeline
 	p.linef("scenario %s: %s", sc.name, sc.description)
-	p.linef("simulated account: ECS cluster %q, group %s (3 instances on %s), service web (6 tasks) + daemon log-router", Cluster, GroupName, ImageA)
+	hooks := "the agent's launching and terminating lifecycle hooks"
+	if sc.asBuilt {
+		hooks = "the agent's terminating lifecycle hook"
+	}
+	p.linef("simulated account: ECS cluster %q, group %s (3 instances on %s, %s), service web (6 tasks) + daemon log-router", Cluster, GroupName, ImageA, hooks)
 	if w.Kube != nil {
-		p.linef("simulated account: EKS cluster %q (Kubernetes %s), self-managed group %s (3 nodes on %s, AMI source auto = %s), Deployment web (6 pods, PodDisruptionBudget minAvailable 5) + DaemonSet node-agent",
-			EKSCluster, EKSVersion, EKSGroupName, ImageA, w.EKSParameter(EKSGroupName))
+		p.linef("simulated account: EKS cluster %q (Kubernetes %s), self-managed group %s (3 nodes on %s, AMI source auto = %s, %s), Deployment web (6 pods, PodDisruptionBudget minAvailable 5) + DaemonSet node-agent",
+			EKSCluster, EKSVersion, EKSGroupName, ImageA, w.EKSParameter(EKSGroupName), hooks)
 	}
 	if sc.prepare != nil {
 		sc.prepare(w)
