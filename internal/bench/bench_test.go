@@ -80,6 +80,7 @@ type results struct {
 	Goroutines1000Groups       int                `json:"goroutines_1000_groups"`
 	ParseMsgsPerS              float64            `json:"parse_msgs_per_s"`
 	fleetResults                                  // fleet_test.go
+	refreshResults                                // refresh_test.go
 }
 
 func TestBenchmarks(t *testing.T) {
@@ -131,6 +132,7 @@ func TestBenchmarks(t *testing.T) {
 		res.APICallsPerInstanceSafetyPoll += float64(n) / 10
 	}
 	res.RolloutOverheadRatio100SafetyPoll, _, _ = rolloutOverheadEvents(t, 100, nil)
+	res.refreshResults = measureRefresh(t)
 	res.DescribeCallsPerTick10 = describeCallsPerTick(t, 10)
 	res.DescribeCallsPerTick100 = describeCallsPerTick(t, 100)
 	res.DescribeCallsPerTick1000 = describeCallsPerTick(t, 1000)
@@ -570,6 +572,7 @@ func figures(r results) []figure {
 		{"goroutines, 1,000 groups", fmt.Sprintf("%d", r.Goroutines1000Groups), "-", "-", "runtime.NumGoroutine while running"},
 		{"parse and route throughput, one core", fmt.Sprintf("%.0f msgs/s", r.ParseMsgsPerS), ">= 5,000 msgs/s", verdict(r.ParseMsgsPerS >= 5000), "events.Parse + dispatch over every fixture, GOMAXPROCS=1"},
 	}
+	rows = append(rows, refreshFigures(r.refreshResults)...)
 	return append(rows, fleetFigures(r)...)
 }
 
@@ -603,10 +606,20 @@ func report(r results) string {
 	}
 	const goals = "## Goals not met, and why\n\n"
 	b.WriteString(strings.Replace(history, goals, goals+now, 1))
-	b.WriteString("\nAWS API calls per replaced instance, by operation (10-instance rollout; 15 s tick, and wake-up events with the 2 min safety poll):\n\n| operation | 15 s tick | wake-up events |\n| --- | --- | --- |\n")
+	b.WriteString("\nAWS API calls per replaced instance, by operation (10-instance rollout by surge and by instance refresh; 15 s tick, and wake-up events with the 2 min safety poll):\n\n")
+	byOpTable(&b, r.APICallsPerInstanceByOp, r.APICallsPerInstanceSafetyPollByOp, r.RefreshAPICallsPerInstanceByOp, r.RefreshAPICallsPerInstanceSafetyPollByOp)
+	b.WriteString("\nDynamoDB requests per replaced instance, by operation (same rollouts):\n\n")
+	byOpTable(&b, r.DynamoDBOpsPerInstanceByOp, r.DynamoDBOpsPerInstanceSafetyPollByOp, r.RefreshDynamoDBOpsPerInstanceByOp, r.RefreshDynamoDBOpsPerInstanceSafetyPollByOp)
+	return b.String()
+}
+
+// byOpTable writes the per-operation table of the surge rollout (15 s tick, wake-up events) and the refresh
+// rollout (same), one row per operation any of them made.
+func byOpTable(b *strings.Builder, surge15, surgeEvents, refresh15, refreshEvents map[string]float64) {
+	b.WriteString("| operation | surge, 15 s tick | surge, wake-up events | refresh, 15 s tick | refresh, wake-up events |\n| --- | --- | --- | --- | --- |\n")
 	seen := map[string]bool{}
-	ops := make([]string, 0, len(r.APICallsPerInstanceByOp))
-	for _, m := range []map[string]float64{r.APICallsPerInstanceByOp, r.APICallsPerInstanceSafetyPollByOp} {
+	var ops []string
+	for _, m := range []map[string]float64{surge15, surgeEvents, refresh15, refreshEvents} {
 		for op := range m {
 			if !seen[op] {
 				seen[op] = true
@@ -616,23 +629,8 @@ func report(r results) string {
 	}
 	sort.Strings(ops)
 	for _, op := range ops {
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f |\n", op, r.APICallsPerInstanceByOp[op], r.APICallsPerInstanceSafetyPollByOp[op])
+		fmt.Fprintf(b, "| %s | %.1f | %.1f | %.1f | %.1f |\n", op, surge15[op], surgeEvents[op], refresh15[op], refreshEvents[op])
 	}
-	b.WriteString("\nDynamoDB requests per replaced instance, by operation (same rollout; and with wake-up events at the 2 min safety poll):\n\n| operation | 15 s tick | wake-up events |\n| --- | --- | --- |\n")
-	ops = ops[:0]
-	for op := range r.DynamoDBOpsPerInstanceByOp {
-		ops = append(ops, op)
-	}
-	for op := range r.DynamoDBOpsPerInstanceSafetyPollByOp {
-		if _, ok := r.DynamoDBOpsPerInstanceByOp[op]; !ok {
-			ops = append(ops, op)
-		}
-	}
-	sort.Strings(ops)
-	for _, op := range ops {
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f |\n", op, r.DynamoDBOpsPerInstanceByOp[op], r.DynamoDBOpsPerInstanceSafetyPollByOp[op])
-	}
-	return b.String()
 }
 
 // history records what was changed after a measurement fell short, with the figures of the runs before and
