@@ -605,10 +605,11 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 		rec = state.Rollout{Group: name, Platform: t.Platform, Cluster: t.Cluster}
 	}
 	defer func() { slot.last = a.steps.Add(1) }()
-	// Idle targets need no cluster view: deciding that an AMI changed takes only the instances' AMIs.
+	// Idle targets need no cluster view: deciding that an AMI changed takes only the instances' AMIs. Nor does
+	// a rollout whose instance refresh is under way (refreshUnderWay).
 	cv := p.cluster(key)
 	cv.mu.Lock()
-	if !cv.seen && (rec.Active() || rec.Phase == state.PhaseHalted) {
+	if !cv.seen && (rec.Active() || rec.Phase == state.PhaseHalted) && !refreshUnderWay(rec) {
 		platform, err := a.orchestrator.Platforms.For(t)
 		if err != nil {
 			cv.mu.Unlock()
@@ -679,6 +680,15 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 	a.mu.Unlock()
 	a.settings.Observer.TargetObserved(t, v, r, ami)
 	return nil
+}
+
+// refreshUnderWay reports whether r is a rollout whose instance refresh was sent (Replacing/InstanceRefresh
+// with its id): Auto Scaling replaces the instances and the agent's lifecycle hooks look at the cluster for
+// each launch and drain, so the rollout's look reads only the group and the refresh (their lifecycle states,
+// the refresh's status), never the cluster's container instances or nodes, and a look at it lists no cluster.
+func refreshUnderWay(r state.Rollout) bool {
+	return r.Phase == state.PhaseReplacing && r.Current != nil && r.Current.Step == state.StepInstanceRefresh &&
+		r.Refresh != nil && r.Refresh.ID != ""
 }
 
 // observeCluster reads the cluster view of t's cluster for pass p. A full pass (the safety poll) lists the
