@@ -271,4 +271,48 @@ func TestRefreshCosts(t *testing.T) {
 	took, calls, ops = refreshRollout(t, n, 0, true, db)
 	printCosts(t, fmt.Sprintf("refresh, wake-up events, 2 min safety poll (took %s)", took), took.Seconds()/floor.Seconds(), calls, ops)
 	printItems(t, db.api)
+	for _, events := range []bool{false, true} {
+		db = dynamoStore(t)
+		took, calls, ops = eksRefreshRollout(t, n, events, db)
+		printCosts(t, fmt.Sprintf("EKS self-managed group by refresh, wake-up events %v (took %s; no EKS floor: the ratio is over the ECS floor)", events, took),
+			took.Seconds()/floor.Seconds(), calls, ops)
+	}
+}
+
+// eksRefreshRollout is refreshRollout for the demo's EKS self-managed node group (a Deployment under a
+// PodDisruptionBudget, a DaemonSet) with n instances rolled by instance refresh in batches of one, at the
+// 15 s tick or with wake-up events; Kubernetes calls are not counted (they are not AWS calls).
+func eksRefreshRollout(t *testing.T, n int, events bool, db *countedStore) (time.Duration, map[string]int, map[string]int) {
+	ctx := context.Background()
+	spec := demo.DemoSpec()
+	spec.Groups, spec.Services = spec.Groups[1:], nil
+	g := &spec.Groups[0]
+	g.Min, g.Desired, g.Max, g.LaunchingHook = int32(n), int32(n), int32(n+1), true
+	g.Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}
+	spec.WakeUpEvents, spec.WakeUpQueue, spec.Store = events, events, db.store
+	w, err := demo.Build(spec)
+	require.NoError(t, err)
+	w.Checker.NoDesiredWrites = true
+	run := func(limit time.Duration, done func() bool) (bool, error) {
+		if events {
+			return w.RunEvents(ctx, limit, done)
+		}
+		return w.RunUntil(ctx, 15*time.Second, limit, done)
+	}
+	_, err = run(time.Minute, func() bool { return false })
+	require.NoError(t, err)
+	w.Account.ResetCalls()
+	db.api.reset()
+	start := w.Account.Clock().Now()
+	w.PublishPublicAMI(w.EKSParameter(g.Name), demo.ImageB)
+	rollout := func() state.Rollout {
+		r, err := db.uncounted.GetRollout(ctx, g.Name)
+		require.NoError(t, err)
+		return r
+	}
+	done, err := run(time.Duration(n)*time.Hour, func() bool { return rollout().Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done, "%+v", rollout())
+	require.Empty(t, w.Checker.Finish())
+	return rollout().UpdatedAt.Sub(start), w.Account.Calls(), db.api.snapshot()
 }
