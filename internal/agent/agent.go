@@ -300,7 +300,8 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
 		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
-			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Activities: activities, Versions: lifecycle.NewVersionMemo(), QueueURL: s.QueueURL},
+			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Activities: activities, Versions: lifecycle.NewVersionMemo(),
+			RefreshMemo: lifecycle.NewRefreshMemo(), QueueURL: s.QueueURL},
 		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
 			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}, QueueURL: s.QueueURL},
 		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
@@ -604,10 +605,11 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 		rec = state.Rollout{Group: name, Platform: t.Platform, Cluster: t.Cluster}
 	}
 	defer func() { slot.last = a.steps.Add(1) }()
-	// Idle targets need no cluster view: deciding that an AMI changed takes only the instances' AMIs.
+	// Idle targets need no cluster view: deciding that an AMI changed takes only the instances' AMIs. Nor does
+	// a rollout whose instance refresh is under way (refreshUnderWay).
 	cv := p.cluster(key)
 	cv.mu.Lock()
-	if !cv.seen && (rec.Active() || rec.Phase == state.PhaseHalted) {
+	if !cv.seen && (rec.Active() || rec.Phase == state.PhaseHalted) && !refreshUnderWay(rec) {
 		platform, err := a.orchestrator.Platforms.For(t)
 		if err != nil {
 			cv.mu.Unlock()
@@ -678,6 +680,15 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 	a.mu.Unlock()
 	a.settings.Observer.TargetObserved(t, v, r, ami)
 	return nil
+}
+
+// refreshUnderWay reports whether r is a rollout whose instance refresh was sent (Replacing/InstanceRefresh
+// with its id): Auto Scaling replaces the instances and the agent's lifecycle hooks look at the cluster for
+// each launch and drain, so the rollout's look reads only the group and the refresh (their lifecycle states,
+// the refresh's status), never the cluster's container instances or nodes, and a look at it lists no cluster.
+func refreshUnderWay(r state.Rollout) bool {
+	return r.Phase == state.PhaseReplacing && r.Current != nil && r.Current.Step == state.StepInstanceRefresh &&
+		r.Refresh != nil && r.Refresh.ID != ""
 }
 
 // observeCluster reads the cluster view of t's cluster for pass p. A full pass (the safety poll) lists the

@@ -303,7 +303,7 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t Target, v GroupView, a
 	if p.ID == "" {
 		return o.startRefresh(ctx, t, v, r)
 	}
-	found, err := o.refreshes().Describe(ctx, t.Group, p.ID)
+	found, err := o.describeRefresh(ctx, t.Group, p, v)
 	if err != nil {
 		return r, err
 	}
