@@ -87,9 +87,10 @@ func RearmForRetry(r *state.Rollout) (string, error) {
 			} else {
 				p.TargetRelease = ""
 			}
-		} else if r.RollbackFrom == "" {
-			// An automatic rollback keeps the failed AMI as the target: the group runs PreviousImageID, which the
-			// next detection takes as the AMI it rolls from.
+		} else if r.RollbackFrom == "" || r.RollbackFrom == r.TargetImageID {
+			// An automatic rollback keeps the failed AMI as the target (a rollback by instance refresh also names
+			// it in RollbackFrom): the group runs PreviousImageID, which the next detection takes as the AMI it
+			// rolls from. The detection skips the target, so it is forgotten.
 			failed, r.TargetImageID = r.TargetImageID, ""
 		}
 		if failed == "" {
