@@ -1,3 +1,5 @@
+//go:build !nodemo
+
 package main
 
 import (
