@@ -122,7 +122,9 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 			return err
 		}
 		target := r.TargetImageID
-		if plan.Nodegroup != nil {
+		if plan.Nodegroup != nil || plan.Refresh != nil {
+			// A node group's rollback, and one of an instance refresh, keep the record's target (the AMI rolled
+			// back from) while they run: the plan names where they go.
 			target = plan.To
 		}
 		fmt.Fprintf(out, "rollback recorded: %s now targets %s (phase %s, requested by %s)\n", r.Group, target, r.Phase, who)

@@ -121,5 +121,5 @@ func RearmForRetry(r *state.Rollout) (string, error) {
 		return "", fmt.Errorf("group %s is Halted (%s): roll it back first (`patch-agent rollback %s`), or fix the cause and let the agent roll back; retry once it is RolledBack",
 			r.Group, r.Reason, r.Group)
 	}
-	return "", fmt.Errorf("group %s is %s: a retry applies to a rolled-back rollout only", r.Group, r.Phase)
+	return "", fmt.Errorf("group %s is %s: a retry applies to a rolled-back or halted rollout only (status shows where it is)", r.Group, r.Phase)
 }

@@ -50,7 +50,7 @@ func TestRearmForRetry(t *testing.T) {
 				Current: &state.Replacement{Step: state.StepInstanceRefresh}},
 			again: failed, want: state.Rollout{Group: "g", Phase: state.PhaseDetected, Reason: "failed: instance refresh r-1 cancelled by someone else",
 				TargetImageID: failed, PreviousImageID: good, Refresh: &state.RefreshProgress{ID: "r-1", Version: "2", PreviousVersion: "1", Status: "Cancelled"}}},
-		{name: "an active rollout", in: state.Rollout{Group: "g", Phase: state.PhaseReplacing}, refuse: "rolled-back rollout only"},
+		{name: "an active rollout", in: state.Rollout{Group: "g", Phase: state.PhaseReplacing}, refuse: "rolled-back or halted rollout only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.in.Clone()
