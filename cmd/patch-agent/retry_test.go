@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -60,4 +62,15 @@ func TestRollbackMidRefreshNamesThePreviousAMI(t *testing.T) {
 	require.Equal(t, demo.ImageA, doc.To)
 	require.Equal(t, "RollingBack", doc.Phase)
 	require.Contains(t, res.stderr, "now targets "+demo.ImageA)
+}
+
+// The plan of a rollback of a group rolled by instance refresh says it is rolled back by one, not by the
+// surge engine's steps.
+func TestRollbackPlanOfARefreshGroupNamesTheInstanceRefresh(t *testing.T) {
+	var b strings.Builder
+	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseCompleted, From: demo.ImageB, To: demo.ImageA,
+		Instances: 4, OnFrom: 4, ByRefresh: true})
+	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+demo.ImageA)
+	require.Contains(t, b.String(), "desired capacity is not written")
+	require.NotContains(t, b.String(), "surge")
 }
