@@ -115,9 +115,12 @@ type Agent struct {
 	// sourceAlerted: group -> the source problem last alerted for it ("" = none), so that a missing or
 	// restored source is alerted once per transition, not every tick
 	sourceAlerted map[string]string
-	lastPoll      time.Time
-	lastTick      atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
-	images        map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
+	// misconfAlerted: group -> the misconfiguration last alerted for it, so that a typo in a tag is heard once,
+	// not every pass (alertMisconfigured).
+	misconfAlerted map[string]string
+	lastPoll       time.Time
+	lastTick       atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
+	images         map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
 	// hookProblems: group -> what it lacks for drained terminations (MissingHooks), refreshed every poll
 	hookProblems map[string]string
 	// hookChecked: group -> when its hooks were last checked (hookcheck.go: a bounded number a pass)
@@ -445,6 +448,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	for g, err := range d.Misconfigured {
 		a.log.Warn("opted-in group skipped", zap.String(logging.Group, g), zap.Error(err))
 	}
+	a.alertMisconfigured(d.Misconfigured, only)
 	if !awsapi.IsUrgent(ctx) {
 		// A reaction never runs the fleet's poll (every parameter, every group's hooks) nor waits for one.
 		a.pollIfDue(ctx, all)
@@ -963,6 +967,37 @@ func (a *Agent) alertSourceLocked(t lifecycle.Target, problem string, ami *lifec
 		return // still missing, in other words (deleted, then found not to exist): one alert per outage
 	}
 	lifecycle.SendAlert(a.settings.Observer, al)
+}
+
+// alertMisconfigured alerts (metric, notification) once per opted-in group and distinct misconfiguration (a
+// tag with a value the agent does not accept): such a group is left alone and has no status line, so without
+// the alert a typo would leave it unpatched unheard. The Auto Scaling groups of EKS managed node groups are not
+// misconfigured (status says why they are not rolled). A pass over some targets (only) leaves the others' alerts.
+func (a *Agent) alertMisconfigured(misconfigured map[string]error, only map[string]bool) {
+	var alerts []lifecycle.Alert
+	a.mu.Lock()
+	if a.misconfAlerted == nil {
+		a.misconfAlerted = map[string]string{}
+	}
+	for g, err := range misconfigured {
+		if errors.Is(err, lifecycle.ErrManagedNodegroupGroup) || a.misconfAlerted[g] == err.Error() {
+			continue
+		}
+		a.misconfAlerted[g] = err.Error()
+		alerts = append(alerts, lifecycle.Alert{Kind: lifecycle.AlertMisconfigured, Target: lifecycle.Target{Group: g},
+			Detail: "opted-in group left alone: " + err.Error(), At: a.clock.Now()})
+	}
+	if only == nil {
+		for g := range a.misconfAlerted {
+			if _, still := misconfigured[g]; !still {
+				delete(a.misconfAlerted, g) // fixed: a later typo is heard again
+			}
+		}
+	}
+	a.mu.Unlock()
+	for _, al := range alerts {
+		lifecycle.SendAlert(a.settings.Observer, al)
+	}
 }
 
 // SourceProblem returns why a parameter names no usable AMI, or "".
