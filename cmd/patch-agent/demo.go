@@ -67,10 +67,14 @@ Scenarios:
   alarm-gate  a CloudWatch alarm named in patch-agent/alarms is in ALARM: the rollout waits until it returns to OK
   ecs-capacity-provider  an ECS capacity-provider group (managed scaling), 3 instances in 3 AZs with room to spare:
            surge first, drain the old instance of the replacement's AZ; ends with 3 instances in 3 AZs (docs/ecs.md)
+  refresh  the groups are tagged patch-agent/strategy=refresh: one EC2 Auto Scaling instance refresh per group replaces
+           them, launch before terminate; the agent holds each new instance until it serves and drains each old one
   audit    no rollout: patch-agent audit of a mixed simulated fleet (-o json: the JSON report; keeps no state)
   eks-upgrade  no rollout: patch-agent eks upgrade of a simulated EKS cluster from 1.30 to 1.31 (-o json: the summary)
   managed-node-group  an EKS managed node group follows a new AMI release: one UpdateNodegroupVersion, EKS
            replaces the nodes, the agent never touches its Auto Scaling group (ends Completed; -o json: the summary)
+  organization  no rollout: audit, pause and resume across three member accounts of a simulated AWS Organization,
+           one of whose operator role cannot be assumed
 
 -o table (or wide, the same) prints the rollouts live and a summary; -o json prints only the summary, as one
 JSON document that starts with schemaVersion.

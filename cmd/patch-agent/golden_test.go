@@ -144,7 +144,7 @@ func TestDefaultTablesFit120Columns(t *testing.T) {
 
 // statusRowKeys are the fields every row of `status -o json` has, set or not.
 var statusRowKeys = []string{"group", "platform", "cluster", "targetImageId", "previousImageId", "changedAt", "instances",
-	"onTarget", "other", "phase", "step", "currentInstance", "reason", "warning", "setBack", "paused", "groupPause", "updatedAt"}
+	"onTarget", "other", "phase", "step", "currentInstance", "refresh", "reason", "warning", "setBack", "paused", "groupPause", "updatedAt"}
 
 // historyEntryKeys are the fields every entry of `history -o json` has.
 var historyEntryKeys = []string{"at", "event", "fromImageId", "toImageId", "previousImageId", "newImageId", "source", "sourceVersion", "detail"}

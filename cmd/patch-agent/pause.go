@@ -134,7 +134,7 @@ sentences on stderr.`,
 			fmt.Fprintf(out, " until %s", end.UTC().Format(time.RFC3339))
 		}
 		fmt.Fprintf(out, ": %s\n", strings.TrimSpace(reason))
-		fmt.Fprintln(out, "From now on no new surge, rollout drain or termination starts (the agent reads the pause right before each); a step already under way finishes; lifecycle-hook drains go on.")
+		fmt.Fprintln(out, "From now on no new surge, rollout drain or termination starts (the agent reads the pause right before each), and the agent cancels an instance refresh it started; a step already under way finishes; lifecycle-hook drains go on.")
 		undo := resumeHint(cmd, group)
 		fmt.Fprintf(out, "Undo with: %s\n", undo)
 		wakes.wake(cmd, s, operatorWakeUp(events.OperatorPause, group, who))

@@ -23,7 +23,9 @@ instance type short of capacity), retry lets the agent roll that AMI once more. 
 next look (woken at once with --queue-url) and takes it through every gate again: the AMI gate, soak, approval,
 maintenance window, alarms and pause. An EKS managed node group retries its rolled-back release the same way.
 
-A Halted rollout is rolled back first (patch-agent rollback GROUP); an active one is left alone. The retry is
+A Halted rollout by instance refresh starts over (its refresh has ended; the next one skips the instances already
+on the AMI); a Halted rollout of the surge engine is rolled back first (patch-agent rollback GROUP); an active
+one is left alone. The retry is
 recorded in the group's history ("retried", with who asked). A GROUP the store has no record of is answered with
 the groups it holds records of. -o json prints {"schemaVersion": 1, "group": ..., "retried": ..., "phase": ...,
 "reason": ..., "retriedBy": ...}.`,

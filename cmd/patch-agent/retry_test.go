@@ -1,13 +1,18 @@
+//go:build !nodemo
+
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -35,4 +40,37 @@ func TestRetryOfARolledBackGroupRearmsItAndAHaltedOneIsToldToRollBackFirst(t *te
 	res = run(t, "retry", "api", "--state-file", file, "--who", "alice")
 	require.ErrorContains(t, res.err, "roll it back first (`patch-agent rollback api`)")
 	require.Equal(t, 1, exitCode(t, res.err), "a refusal is an error, not a usage error")
+}
+
+// A rollback in the middle of an instance refresh says where the group goes (the previous AMI), not the AMI
+// the record still targets while the rollback runs; so does its JSON document.
+func TestRollbackMidRefreshNamesThePreviousAMI(t *testing.T) {
+	ctx := context.Background()
+	mem := state.NewMemory()
+	_, err := mem.PutRollout(ctx, state.Rollout{Group: "web", Platform: "ecs", Phase: state.PhaseReplacing, Strategy: "refresh",
+		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 4, OnTarget: 1,
+		Current: &state.Replacement{Step: state.StepInstanceRefresh},
+		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress"}})
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, saveSnapshot(file, mem))
+	res := run(t, "rollback", "web", "--yes", "--state-file", file, "--who", "alice", "-o", "json")
+	require.NoError(t, res.err, res.stderr)
+	var doc struct{ From, To, Phase string }
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
+	require.Equal(t, demo.ImageB, doc.From)
+	require.Equal(t, demo.ImageA, doc.To)
+	require.Equal(t, "RollingBack", doc.Phase)
+	require.Contains(t, res.stderr, "now targets "+demo.ImageA)
+}
+
+// The plan of a rollback of a group rolled by instance refresh says it is rolled back by one, not by the
+// surge engine's steps.
+func TestRollbackPlanOfARefreshGroupNamesTheInstanceRefresh(t *testing.T) {
+	var b strings.Builder
+	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseCompleted, From: demo.ImageB, To: demo.ImageA,
+		Instances: 4, OnFrom: 4, ByRefresh: true})
+	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+demo.ImageA)
+	require.Contains(t, b.String(), "desired capacity is not written")
+	require.NotContains(t, b.String(), "surge")
 }

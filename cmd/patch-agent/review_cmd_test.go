@@ -20,6 +20,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/buildinfo"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -291,8 +292,11 @@ func TestRollbackPlanCountsHonestly(t *testing.T) {
 	for _, phase := range []state.Phase{state.PhaseRolledBack, state.PhaseWaiting} {
 		t.Run(string(phase), func(t *testing.T) {
 			file := demoState(t)
-			// B failed (or waits); the group still runs A: 0 of 3 on the target B.
-			editRollout(t, file, demo.GroupName, func(r *state.Rollout) { r.Phase, r.OnTarget = phase, 0 })
+			// B failed (or waits); the group still runs A: 0 of 3 on the target B. The group is rolled by the surge
+			// (the surge engine's plan; the demo's groups roll by instance refresh, whose plan is another).
+			editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
+				r.Phase, r.OnTarget, r.Strategy, r.Refresh = phase, 0, lifecycle.StrategySurge, nil
+			})
 			res := run(t, "rollback", demo.GroupName, "--to", demo.ImageA, "--yes", "--state-file", file)
 			require.NoError(t, res.err, res.stderr)
 			require.NotContains(t, res.stdout, "each is replaced")

@@ -122,7 +122,9 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 			return err
 		}
 		target := r.TargetImageID
-		if plan.Nodegroup != nil {
+		if plan.Nodegroup != nil || plan.Refresh != nil {
+			// A node group's rollback, and one of an instance refresh, keep the record's target (the AMI rolled
+			// back from) while they run: the plan names where they go.
 			target = plan.To
 		}
 		fmt.Fprintf(out, "rollback recorded: %s now targets %s (phase %s, requested by %s)\n", r.Group, target, r.Phase, who)
@@ -211,6 +213,9 @@ func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 		fmt.Fprintf(w, "  --force: %s is not in the group's history nor its previous AMI; make sure it exists in this region and runs this group's workload.\n", p.To)
 	}
 	switch {
+	case p.ByRefresh:
+		fmt.Fprintf(w, "  %d of the group's %d instance(s) run %s (as last observed); an instance refresh to a launch template version with %s\n", p.OnFrom, p.Instances, p.From, p.To)
+		fmt.Fprintf(w, "  replaces them, launching before terminating: each new instance held until it serves, each old one %s; desired capacity is not written.\n", drainWords(p.Platform))
 	case p.Instances > 0 && p.OnFrom >= p.Instances:
 		fmt.Fprintf(w, "  %d of the group's %d instance(s) run %s (as last observed); each is replaced by one on %s,\n", p.OnFrom, p.Instances, p.From, p.To)
 		fmt.Fprintf(w, "  one at a time: surge, healthy replacement, %s, terminate.\n", drainWords(p.Platform))

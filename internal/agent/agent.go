@@ -115,9 +115,12 @@ type Agent struct {
 	// sourceAlerted: group -> the source problem last alerted for it ("" = none), so that a missing or
 	// restored source is alerted once per transition, not every tick
 	sourceAlerted map[string]string
-	lastPoll      time.Time
-	lastTick      atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
-	images        map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
+	// misconfAlerted: group -> the misconfiguration last alerted for it, so that a typo in a tag is heard once,
+	// not every pass (alertMisconfigured).
+	misconfAlerted map[string]string
+	lastPoll       time.Time
+	lastTick       atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
+	images         map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
 	// hookProblems: group -> what it lacks for drained terminations (MissingHooks), refreshed every poll
 	hookProblems map[string]string
 	// hookChecked: group -> when its hooks were last checked (hookcheck.go: a bounded number a pass)
@@ -300,7 +303,8 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
 		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
-			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Activities: activities, Versions: lifecycle.NewVersionMemo(), QueueURL: s.QueueURL},
+			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Activities: activities, Versions: lifecycle.NewVersionMemo(),
+			RefreshMemo: lifecycle.NewRefreshMemo(), QueueURL: s.QueueURL},
 		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
 			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}, QueueURL: s.QueueURL},
 		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
@@ -444,6 +448,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	for g, err := range d.Misconfigured {
 		a.log.Warn("opted-in group skipped", zap.String(logging.Group, g), zap.Error(err))
 	}
+	a.alertMisconfigured(d.Misconfigured, only)
 	if !awsapi.IsUrgent(ctx) {
 		// A reaction never runs the fleet's poll (every parameter, every group's hooks) nor waits for one.
 		a.pollIfDue(ctx, all)
@@ -604,10 +609,11 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 		rec = state.Rollout{Group: name, Platform: t.Platform, Cluster: t.Cluster}
 	}
 	defer func() { slot.last = a.steps.Add(1) }()
-	// Idle targets need no cluster view: deciding that an AMI changed takes only the instances' AMIs.
+	// Idle targets need no cluster view: deciding that an AMI changed takes only the instances' AMIs. Nor does
+	// a rollout whose instance refresh is under way (refreshUnderWay).
 	cv := p.cluster(key)
 	cv.mu.Lock()
-	if !cv.seen && (rec.Active() || rec.Phase == state.PhaseHalted) {
+	if !cv.seen && (rec.Active() || rec.Phase == state.PhaseHalted) && !refreshUnderWay(rec) {
 		platform, err := a.orchestrator.Platforms.For(t)
 		if err != nil {
 			cv.mu.Unlock()
@@ -678,6 +684,15 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 	a.mu.Unlock()
 	a.settings.Observer.TargetObserved(t, v, r, ami)
 	return nil
+}
+
+// refreshUnderWay reports whether r is a rollout whose instance refresh was sent (Replacing/InstanceRefresh
+// with its id): Auto Scaling replaces the instances and the agent's lifecycle hooks look at the cluster for
+// each launch and drain, so the rollout's look reads only the group and the refresh (their lifecycle states,
+// the refresh's status), never the cluster's container instances or nodes, and a look at it lists no cluster.
+func refreshUnderWay(r state.Rollout) bool {
+	return r.Phase == state.PhaseReplacing && r.Current != nil && r.Current.Step == state.StepInstanceRefresh &&
+		r.Refresh != nil && r.Refresh.ID != ""
 }
 
 // observeCluster reads the cluster view of t's cluster for pass p. A full pass (the safety poll) lists the
@@ -952,6 +967,37 @@ func (a *Agent) alertSourceLocked(t lifecycle.Target, problem string, ami *lifec
 		return // still missing, in other words (deleted, then found not to exist): one alert per outage
 	}
 	lifecycle.SendAlert(a.settings.Observer, al)
+}
+
+// alertMisconfigured alerts (metric, notification) once per opted-in group and distinct misconfiguration (a
+// tag with a value the agent does not accept): such a group is left alone and has no status line, so without
+// the alert a typo would leave it unpatched unheard. The Auto Scaling groups of EKS managed node groups are not
+// misconfigured (status says why they are not rolled). A pass over some targets (only) leaves the others' alerts.
+func (a *Agent) alertMisconfigured(misconfigured map[string]error, only map[string]bool) {
+	var alerts []lifecycle.Alert
+	a.mu.Lock()
+	if a.misconfAlerted == nil {
+		a.misconfAlerted = map[string]string{}
+	}
+	for g, err := range misconfigured {
+		if errors.Is(err, lifecycle.ErrManagedNodegroupGroup) || a.misconfAlerted[g] == err.Error() {
+			continue
+		}
+		a.misconfAlerted[g] = err.Error()
+		alerts = append(alerts, lifecycle.Alert{Kind: lifecycle.AlertMisconfigured, Target: lifecycle.Target{Group: g},
+			Detail: "opted-in group left alone: " + err.Error(), At: a.clock.Now()})
+	}
+	if only == nil {
+		for g := range a.misconfAlerted {
+			if _, still := misconfigured[g]; !still {
+				delete(a.misconfAlerted, g) // fixed: a later typo is heard again
+			}
+		}
+	}
+	a.mu.Unlock()
+	for _, al := range alerts {
+		lifecycle.SendAlert(a.settings.Observer, al)
+	}
 }
 
 // SourceProblem returns why a parameter names no usable AMI, or "".

@@ -77,3 +77,17 @@ func (w alertWorld) run(t *testing.T, d time.Duration) {
 	_, err := w.RunUntil(context.Background(), tick, d, func() bool { return false })
 	require.NoError(t, err)
 }
+
+// An opted-in group with a tag the agent does not accept is left alone and has no status line: the typo is
+// alerted once (metric and notification), not every pass, and heard again only after it was fixed and made
+// again.
+func TestMisconfiguredGroupIsAlertedOnceNotEveryPass(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{lifecycle.TagBatchSize: "0"}}
+	w := buildAlerting(t, oneGroup(&g), g)
+	settle(t, w.World, 30*time.Minute)
+	require.Equal(t, 1.0, w.alerts(lifecycle.AlertMisconfigured), "once, not per pass")
+	notes := w.notified(t, lifecycle.AlertMisconfigured)
+	require.Len(t, notes, 1)
+	require.Contains(t, notes[0].Detail, lifecycle.TagBatchSize)
+	require.Empty(t, w.Checker.Finish())
+}

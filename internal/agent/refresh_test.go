@@ -305,20 +305,26 @@ func TestRefreshOfAGroupAtMaxSizeWaitsAndSaysSo(t *testing.T) {
 	require.Empty(t, w.Checker.Finish())
 }
 
-// refreshCrashScenario rolls an ECS refresh group of 3 (room for one more) to ImageB; at the end every
-// instance runs ImageB, every termination's action was completed by the agent, and the account's call log
-// holds exactly one StartInstanceRefresh: a crash at any effect, or a lost answer of StartInstanceRefresh,
-// never starts a second refresh (C27).
-func refreshCrashScenario(t *testing.T) demo.CrashScenario {
-	g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, LaunchingHook: true,
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+// refreshCrash is the crash scenario of an ECS refresh group g rolled to ImageB: with bad, ImageB never
+// serves and the rollout must end RolledBack with every instance on ImageA and two StartInstanceRefresh calls
+// (the rollout's and the one back); else Completed on ImageB with exactly one. In both, the agent writes no
+// desired capacity and every lifecycle action and queue message is settled at the end: a crash at any effect,
+// or a lost answer of StartInstanceRefresh, never starts a refresh more (C27).
+func refreshCrash(name string, g demo.GroupSetup, bad bool) demo.CrashScenario {
 	spec := oneGroup(&g)
+	phase, image, starts, after := state.PhaseCompleted, demo.ImageB, 1, 10*time.Minute
+	if bad {
+		phase, image, starts, after = state.PhaseRolledBack, demo.ImageA, 2, 20*time.Minute
+	}
 	return demo.CrashScenario{
-		Name: "ECS instance refresh",
+		Name: name,
 		Build: func() (*demo.World, error) {
 			w, err := demo.Build(spec)
 			if err == nil {
 				w.Checker.NoDesiredWrites = true
+				if bad {
+					w.Account.MarkImageUnhealthy(demo.ImageB)
+				}
 			}
 			return w, err
 		},
@@ -332,18 +338,18 @@ func refreshCrashScenario(t *testing.T) demo.CrashScenario {
 			if !done {
 				return fmt.Errorf("the rollout did not end: %+v", w.Rollout(ctx, g.Name))
 			}
-			_, err = w.RunUntil(ctx, tick, 10*time.Minute, func() bool { return false })
+			_, err = w.RunUntil(ctx, tick, after, func() bool { return false })
 			return err
 		},
 		Final: func(w *demo.World) error {
-			if r := w.Rollout(context.Background(), g.Name); r.Phase != state.PhaseCompleted {
+			if r := w.Rollout(context.Background(), g.Name); r.Phase != phase {
 				return fmt.Errorf("rollout ended %s: %s", r.Phase, r.Reason)
 			}
-			if n := refreshCalls(w, "autoscaling:StartInstanceRefresh"); n != 1 {
-				return fmt.Errorf("%d StartInstanceRefresh calls, want 1", n)
+			if n := refreshCalls(w, "autoscaling:StartInstanceRefresh"); n != starts {
+				return fmt.Errorf("%d StartInstanceRefresh calls, want %d", n, starts)
 			}
 			for _, i := range w.Account.Group(g.Name).Instances {
-				if !strings.HasPrefix(i.LifecycleState, "Terminating") && i.ImageID != demo.ImageB {
+				if !strings.HasPrefix(i.LifecycleState, "Terminating") && i.ImageID != image {
 					return fmt.Errorf("%s runs %s", i.ID, i.ImageID)
 				}
 			}
@@ -356,6 +362,12 @@ func refreshCrashScenario(t *testing.T) demo.CrashScenario {
 			return hooksAndQueueSettled(w, g.Name)
 		},
 	}
+}
+
+// refreshCrashScenario rolls an ECS refresh group of 3 (room for one more) to ImageB.
+func refreshCrashScenario(t *testing.T) demo.CrashScenario {
+	return refreshCrash("ECS instance refresh", demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}, false)
 }
 
 // A crash after every effect of an instance refresh rollout, and with every effect's answer lost (the lost
@@ -545,47 +557,8 @@ func TestRefreshShortOfCapacityWaitsAndIsNotRolledBack(t *testing.T) {
 // $Default, so Auto Scaling refuses RollbackInstanceRefresh and the agent cancels its refresh and refreshes back
 // to the previous version), with the agent killed after every effect and with every effect's answer lost.
 func TestRefreshCrashMatrixOfABadAMIsRollback(t *testing.T) {
-	g := demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2, LaunchingHook: true,
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
-	spec := oneGroup(&g)
-	runCrashMatrix(t, demo.CrashScenario{
-		Name: "ECS instance refresh of a bad AMI",
-		Build: func() (*demo.World, error) {
-			w, err := demo.Build(spec)
-			if err == nil {
-				w.Checker.NoDesiredWrites = true
-				w.Account.MarkImageUnhealthy(demo.ImageB)
-			}
-			return w, err
-		},
-		Drive: func(w *demo.World) error {
-			ctx := context.Background()
-			w.PublishAMI(g.Parameter, demo.ImageB)
-			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
-			if err != nil {
-				return err
-			}
-			if !done {
-				return fmt.Errorf("the rollout did not end: %+v", w.Rollout(ctx, g.Name))
-			}
-			_, err = w.RunUntil(ctx, tick, 20*time.Minute, func() bool { return false })
-			return err
-		},
-		Final: func(w *demo.World) error {
-			if r := w.Rollout(context.Background(), g.Name); r.Phase != state.PhaseRolledBack {
-				return fmt.Errorf("rollout ended %s: %s", r.Phase, r.Reason)
-			}
-			if n := refreshCalls(w, "autoscaling:StartInstanceRefresh"); n != 2 {
-				return fmt.Errorf("%d StartInstanceRefresh calls, want 2 (the rollout's and the one back)", n)
-			}
-			for _, i := range w.Account.Group(g.Name).Instances {
-				if !strings.HasPrefix(i.LifecycleState, "Terminating") && i.ImageID != demo.ImageA {
-					return fmt.Errorf("%s runs %s", i.ID, i.ImageID)
-				}
-			}
-			return nil
-		},
-	})
+	runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI", demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2,
+		LaunchingHook: true, Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}, true))
 }
 
 // An event-driven agent (wake-up events, the 2-minute safety poll) rolls a refresh group too: the refresh's

@@ -84,3 +84,25 @@ func TestRetryOfARefreshSomeoneCancelledFinishesTheRollout(t *testing.T) {
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }
+
+// A bad AMI rolled by instance refresh halts and rolls back; once it is fixed, one retry rolls it again to the
+// end.
+func TestRetryOfARefreshRolledBackFromABadAMICompletesOnceItIsFixed(t *testing.T) {
+	ctx := context.Background()
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	w.Account.MarkImageUnhealthy(demo.ImageB)
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+	w.Account.MarkImageHealthy(demo.ImageB)
+	_, again, err := operator.Retry(ctx, w.Store, g.Name, "ops@example.com", w.Account.Clock().Now())
+	require.NoError(t, err)
+	require.Equal(t, demo.ImageB, again)
+	r = runTo(t, w, 6*time.Hour, "completed", func(r state.Rollout) bool { return r.Phase == state.PhaseCompleted && r.TargetImageID == demo.ImageB }, g.Name)
+	require.Equal(t, demo.ImageA, r.PreviousImageID)
+	settle(t, w, 10*time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageB, 10)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+}

@@ -25,10 +25,26 @@ func TestRolloutLookTrace(t *testing.T) {
 	if os.Getenv("PATCH_AGENT_BENCH") == "" {
 		t.Skip("measurements run with PATCH_AGENT_BENCH=1")
 	}
-	ctx := context.Background()
 	n := 10
-	spec := demo.Spec{WakeUpEvents: true, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
-		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}}
+	lookTrace(t, n, demo.Spec{WakeUpEvents: true, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
+		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}}, time.Hour)
+}
+
+// TestRefreshLookTrace is TestRolloutLookTrace for the 10-instance group rolled by instance refresh
+// (refreshSpec; the wake-ups on the agent's queue so that the trace names them).
+func TestRefreshLookTrace(t *testing.T) {
+	if os.Getenv("PATCH_AGENT_BENCH") == "" {
+		t.Skip("measurements run with PATCH_AGENT_BENCH=1")
+	}
+	spec := refreshSpec(10, true)
+	spec.WakeUpQueue = false
+	lookTrace(t, 10, spec, 10*time.Hour)
+}
+
+// lookTrace rolls the group "roll" of spec (n instances, wake-up events) to ImageB within limit and logs each
+// step that made an AWS call other than SQS.
+func lookTrace(t *testing.T, n int, spec demo.Spec, limit time.Duration) {
+	ctx := context.Background()
 	w, err := demo.Build(spec)
 	require.NoError(t, err)
 	_, err = w.RunEvents(ctx, 30*time.Second, func() bool { return false })
@@ -37,7 +53,7 @@ func TestRolloutLookTrace(t *testing.T) {
 	w.PublishAMI("/golden-ami/roll", demo.ImageB)
 	clk := w.Account.Clock()
 	start := clk.Now()
-	end := start.Add(time.Hour)
+	end := start.Add(limit)
 	var b strings.Builder
 	looks, same := 0, 0
 	prev := map[string]int{}

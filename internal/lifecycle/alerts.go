@@ -21,6 +21,10 @@ const (
 	AlertLaunchCapacity = "LaunchCapacity"
 	// AlertSoakSkipped: an operator approved the target AMI with --skip-soak (who: the STS caller ARN).
 	AlertSoakSkipped = "SoakSkipped"
+	// AlertMisconfigured: an opted-in group has a tag the agent does not accept (a batch size of 0, an unknown
+	// strategy, a window it cannot read): it is left alone, and has no status line. Once per group and distinct
+	// error.
+	AlertMisconfigured = "Misconfigured"
 )
 
 // Alert is something an operator should hear about that is not a rollout transition by itself.

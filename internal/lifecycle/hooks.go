@@ -357,6 +357,10 @@ func (h *Hooks) drain(ctx context.Context, t Target, rec *state.Hook) (DrainProg
 		prog.Detail = "ECS managed draining: " + prog.Detail
 		return prog, nil
 	}
+	if rec.AgentDrained && prog.Started {
+		// The agent's drain is under way: StartDrain would do nothing, and a second status would repeat this one.
+		return prog, nil
+	}
 	if !rec.AgentDrained {
 		// The drain of a refresh group's termination takes a slot of the per-cluster budget first; over budget
 		// the action waits undrained, and its heartbeats (look) keep it alive until a slot frees.

@@ -28,6 +28,9 @@ type DrainProgress struct {
 	// Remaining counts the workloads that still block the drain (non-daemon tasks not STOPPED / pods not evicted).
 	Remaining int
 	Detail    string
+	// Started reports that the drain is under way (ECS: the container instance is DRAINING), so that
+	// StartDrain would do nothing; false when unknown (a platform that does not tell).
+	Started bool
 }
 
 // Platform is what differs between ECS and EKS: how instances join, drain and report health. Implementations
@@ -216,7 +219,7 @@ func (p ECSPlatform) tasksLeft(ctx context.Context, cluster string, ci ecsdrain.
 	if st.Standalone > 0 { // issue #18: ECS never moves these; they are never counted as drained
 		detail += fmt.Sprintf("; %d of them standalone (started by no service, e.g. RunTask or AWS Batch): ECS does not move them, they must end by themselves", st.Standalone)
 	}
-	return DrainProgress{Drained: st.Drained, Remaining: st.Remaining, Detail: detail}, nil
+	return DrainProgress{Drained: st.Drained, Remaining: st.Remaining, Detail: detail, Started: true}, nil
 }
 
 // seenContainerInstance returns the container instance the view saw for instanceID, and whether it saw one.

@@ -56,6 +56,10 @@ type TargetPolicy struct {
 	BatchSize BatchSize `json:"batchSize,omitzero"`
 	// MaxInstanceAge is the maximum instance lifetime (TagMaxInstanceAge, rollout_maxage.go); 0: none.
 	MaxInstanceAge time.Duration `json:"maxInstanceAge,omitempty"`
+	// Canary is how many instances a rollout by instance refresh replaces first, then bakes for CanaryBake
+	// under the alarms before the rest (TagCanary, TagCanaryBake, canary.go); 0: no canary.
+	Canary     int           `json:"canary,omitempty"`
+	CanaryBake time.Duration `json:"canaryBake,omitempty"`
 }
 
 // Window is a maintenance window, in one of two forms, both evaluated in an IANA time zone:
@@ -253,6 +257,9 @@ func ParsePolicyTags(tags map[string]string) (TargetPolicy, error) {
 		errs = append(errs, err)
 	}
 	if p.MaxInstanceAge, err = ParseMaxInstanceAge(tags[TagMaxInstanceAge]); err != nil {
+		errs = append(errs, err)
+	}
+	if p.Canary, p.CanaryBake, err = ParseCanary(tags[TagCanary], tags[TagCanaryBake]); err != nil {
 		errs = append(errs, err)
 	}
 	if v := tags[TagMaintenanceWindow]; v != "" {

@@ -88,8 +88,20 @@ func refreshRequest(group string, p *state.RefreshProgress) *autoscaling.StartIn
 		// The agent decides whether to roll back (RollbackInstanceRefresh), not Auto Scaling.
 		AutoRollback: aws.Bool(false),
 	}
+	if p.Rollback {
+		// A refresh back to the previous version runs without the alarms (one in ALARM is why it rolls back, and
+		// would fail it at once) and without the canary's checkpoint.
+		return &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(group), Strategy: astypes.RefreshStrategyRolling,
+			DesiredConfiguration: desired, Preferences: prefs}
+	}
 	if len(p.Alarms) > 0 {
 		prefs.AlarmSpecification = &astypes.AlarmSpecification{Alarms: append([]string(nil), p.Alarms...)}
+	}
+	if p.CanaryPercentage > 0 {
+		// The canary: a last checkpoint below 100 ends the refresh after the bake (User Guide, "Add checkpoints
+		// to an instance refresh"); an alarm of the AlarmSpecification in ALARM during it fails the refresh.
+		prefs.CheckpointPercentages = []int32{p.CanaryPercentage}
+		prefs.CheckpointDelay = aws.Int32(p.CanaryBake)
 	}
 	return &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(group), Strategy: astypes.RefreshStrategyRolling,
 		DesiredConfiguration: desired, Preferences: prefs}

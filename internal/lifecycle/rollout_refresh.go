@@ -135,13 +135,23 @@ func (o *Orchestrator) prepareRefresh(ctx context.Context, t Target, v GroupView
 	r.NewTemplateVersion = strconv.FormatInt(tv.Number, 10)
 	r.Refresh = &state.RefreshProgress{LaunchTemplateID: ref.ID, LaunchTemplateName: ref.Name, MixedInstances: ref.MixedInstances,
 		Version: r.NewTemplateVersion, PreviousVersion: strconv.FormatInt(pv.Number, 10), LaunchingHook: launching}
-	refreshPreferences(t, v, r.Refresh)
+	refreshPreferences(t, v, r.Refresh, r.TargetImageID)
 	return o.refreshIntent(ctx, r, "instance refresh to launch template version "+r.NewTemplateVersion+" recorded")
 }
 
 // refreshPreferences records the preferences of the next refresh, decided at its start: MinHealthyPercentage
-// 100, MaxHealthyPercentage 100 + ceil(100 x batch / desired), the group's warm-up, at most 10 alarms.
-func refreshPreferences(t Target, v GroupView, p *state.RefreshProgress) {
+// 100, MaxHealthyPercentage 100 + ceil(100 x batch / desired), the group's warm-up, at most 10 alarms, whether
+// the group already runs the refresh's version (GroupOnVersion), and the target's canary (canary.go) when
+// canaryOf names the rollout's AMI and no instance runs it yet; "" for a refresh that replaces the rest.
+func refreshPreferences(t Target, v GroupView, p *state.RefreshProgress, canaryOf string) {
+	ref, err := TemplateRef(v.Group)
+	p.GroupOnVersion = err == nil && ref.Version == p.Version
+	p.CanaryPercentage, p.CanaryBake = 0, 0
+	if canaryOf != "" && v.CountOnImage(canaryOf) == 0 {
+		if pct := canaryCheckpoint(t.Policy.Canary, v.Desired); pct > 0 {
+			p.CanaryPercentage, p.CanaryBake = pct, int32(t.Policy.CanaryBake/time.Second)
+		}
+	}
 	batch := t.Policy.BatchSize.Of(v.Desired)
 	p.BatchSize, p.Desired = int32(batch), v.Desired
 	p.MinHealthyPercentage, p.MaxHealthyPercentage = 100, maxHealthyPercentage(batch, v.Desired)
@@ -293,7 +303,7 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t Target, v GroupView, a
 	if p.ID == "" {
 		return o.startRefresh(ctx, t, v, r)
 	}
-	found, err := o.refreshes().Describe(ctx, t.Group, p.ID)
+	found, err := o.describeRefresh(ctx, t.Group, p, v)
 	if err != nil {
 		return r, err
 	}
@@ -532,6 +542,13 @@ func (o *Orchestrator) haltRefresh(ctx context.Context, t Target, r state.Rollou
 // or $Default, say), the refresh is cancelled and a refresh to the previous version follows.
 func (o *Orchestrator) rollbackRefresh(ctx context.Context, t Target, r state.Rollout) (state.Rollout, error) {
 	p := r.Refresh
+	if p.GroupOnVersion {
+		// An earlier refresh of the rollout (a canary's) already moved the group to Version: Auto Scaling would
+		// roll this one back to Version, not to PreviousVersion. Cancelled, then a refresh back instead.
+		p.ByAPI = false
+		p.Halt = rollbackWhy(r)
+		return o.cancelRefresh(ctx, t, r, "rolling back: the group already runs launch template version "+p.Version+" since an earlier refresh")
+	}
 	err := o.refreshes().Rollback(ctx, t.Group)
 	switch {
 	case errors.Is(err, ErrRollbackRefused):
@@ -602,7 +619,7 @@ func (o *Orchestrator) verifyRefresh(ctx context.Context, t Target, v GroupView,
 			if err := o.holdIfPaused(&r, "a new instance refresh for "+i.ID); err != nil {
 				return r, err
 			}
-			refreshPreferences(t, v, r.Refresh)
+			refreshPreferences(t, v, r.Refresh, "")
 			return o.refreshIntent(ctx, r, fmt.Sprintf("instance %s runs %s: a new instance refresh", i.ID, i.ImageID))
 		}
 	}

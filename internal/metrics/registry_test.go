@@ -273,12 +273,37 @@ func TestRegistryAfterACompletedDemoRollout(t *testing.T) {
 	require.Zero(t, v[metrics.MessagesFailed])
 }
 
-func TestEveryMetricIsDocumented(t *testing.T) {
+// docs/operations.md's metric table has one row per metric the agent sends, and no other: its name, its
+// CloudWatch unit ("per period" for a counter) and the dimensions Group and Platform for a per-group metric.
+func TestTheOperationsDocMetricTableIsTheMetricsSent(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/operations.md")
 	require.NoError(t, err)
-	for _, d := range metrics.Definitions() {
-		require.True(t, strings.Contains(string(doc), "`"+d.Name+"`"), "docs/operations.md does not document %s", d.Name)
+	const header = "| metric | unit | dimensions | meaning | suggested alarm |\n| --- | --- | --- | --- | --- |\n"
+	_, table, ok := strings.Cut(string(doc), header)
+	require.True(t, ok, "docs/operations.md has the metric table")
+	rows := map[string][]string{}
+	var order []string
+	for _, line := range strings.Split(table, "\n") {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		name := strings.Trim(strings.TrimSpace(cells[0]), "`")
+		require.NotContains(t, rows, name, "%s has one row", name)
+		rows[name] = cells
+		order = append(order, name)
 	}
+	var sent []string
+	for _, d := range metrics.Definitions() {
+		sent = append(sent, d.Name)
+		cells, ok := rows[d.Name]
+		require.True(t, ok, "docs/operations.md's metric table lacks %s", d.Name)
+		unit := strings.TrimSpace(cells[1])
+		require.True(t, strings.HasPrefix(unit, string(d.Unit)), "%s: unit %q, sent as %s", d.Name, unit, d.Unit)
+		require.Equal(t, d.Kind == metrics.Counter, strings.HasSuffix(unit, "per period"), "%s: %q says whether it is a counter", d.Name, unit)
+		require.Equal(t, d.PerGroup, strings.HasPrefix(strings.TrimSpace(cells[2]), "Group, Platform"), "%s: dimensions %q", d.Name, cells[2])
+	}
+	require.ElementsMatch(t, sent, order, "the table names no metric the agent does not send")
 }
 
 func TestOldestMessageAgeIsTheAgeOfTheOldestMessageOfTheLastReceive(t *testing.T) {

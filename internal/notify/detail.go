@@ -132,7 +132,7 @@ type RejectedDetail struct {
 type AlertDetail struct {
 	SchemaVersion string `json:"schemaVersion"`
 	// Alert is the kind: SourceMissing, SourceRestored, DrainDeadline, DrainTimeoutCapped, LaunchCapacity,
-	// SoakSkipped or SetBack (the Reason dimension of the Alerts metric).
+	// SoakSkipped, SetBack or Misconfigured (the Reason dimension of the Alerts metric).
 	Alert    string `json:"alert"`
 	Group    string `json:"group"`
 	Platform string `json:"platform"`

@@ -231,6 +231,8 @@ type RollbackPlan struct {
 	// Refresh is set for a rollout in an instance refresh: the agent rolls that refresh back
 	// (RollbackInstanceRefresh, or a refresh to the previous launch template version).
 	Refresh *RefreshRollbackPlan
+	// ByRefresh: the group is rolled by instance refresh (its rollout's strategy), so the rollback is one too.
+	ByRefresh bool
 	// Source is the record's source of From: the SSM parameter the agent resolved it from, or "manual
 	// rollback by WHO" when From was itself a rollback's target.
 	Source string
@@ -295,7 +297,8 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 	if to == r.TargetImageID {
 		return RollbackPlan{}, fmt.Errorf("group %s already targets %s: nothing to roll back", r.Group, to)
 	}
-	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: r.TargetImageID, To: to, Instances: r.Instances, OnFrom: r.OnTarget, Source: r.Source}
+	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: r.TargetImageID, To: to, Instances: r.Instances, OnFrom: r.OnTarget, Source: r.Source,
+		ByRefresh: r.Strategy == "refresh"}
 	if explicit {
 		known, err := knownImage(ctx, store, r, to)
 		if err != nil {

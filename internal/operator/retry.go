@@ -87,10 +87,16 @@ func RearmForRetry(r *state.Rollout) (string, error) {
 			} else {
 				p.TargetRelease = ""
 			}
-		} else if r.RollbackFrom == "" {
-			// An automatic rollback keeps the failed AMI as the target: the group runs PreviousImageID, which the
-			// next detection takes as the AMI it rolls from.
-			failed, r.TargetImageID = r.TargetImageID, ""
+		} else {
+			// A rollback keeps the failed AMI as the target (the surge engine's automatic one without RollbackFrom,
+			// a rollback by instance refresh with it): the group runs PreviousImageID, which the next detection
+			// takes as the AMI it rolls from.
+			if failed == "" {
+				failed = r.TargetImageID
+			}
+			if r.TargetImageID == failed {
+				r.TargetImageID = ""
+			}
 		}
 		if failed == "" {
 			return "", fmt.Errorf("group %s has no rolled-back AMI to retry", r.Group)
@@ -115,5 +121,5 @@ func RearmForRetry(r *state.Rollout) (string, error) {
 		return "", fmt.Errorf("group %s is Halted (%s): roll it back first (`patch-agent rollback %s`), or fix the cause and let the agent roll back; retry once it is RolledBack",
 			r.Group, r.Reason, r.Group)
 	}
-	return "", fmt.Errorf("group %s is %s: a retry applies to a rolled-back rollout only", r.Group, r.Phase)
+	return "", fmt.Errorf("group %s is %s: a retry applies to a rolled-back or halted rollout only (status shows where it is)", r.Group, r.Phase)
 }

@@ -21,6 +21,9 @@ func TestRearmForRetry(t *testing.T) {
 		{name: "an automatic rollback forgets its failed target; the group's AMI stays the previous",
 			in:    state.Rollout{Group: "g", Phase: state.PhaseRolledBack, TargetImageID: failed, PreviousImageID: good},
 			again: failed, want: state.Rollout{Group: "g", Phase: state.PhaseRolledBack, PreviousImageID: good}},
+		{name: "a rollback by instance refresh keeps the failed AMI as target and rolled-back-from: both forgotten",
+			in:    state.Rollout{Group: "g", Phase: state.PhaseRolledBack, TargetImageID: failed, PreviousImageID: good, RollbackFrom: failed, Strategy: "refresh"},
+			again: failed, want: state.Rollout{Group: "g", Phase: state.PhaseRolledBack, PreviousImageID: good, Strategy: "refresh"}},
 		{name: "a rolled-back record that still gives its surge back waits",
 			in:     state.Rollout{Group: "g", Phase: state.PhaseRolledBack, TargetImageID: failed, PreviousImageID: good, HaltedSurgeTo: 4},
 			refuse: "still giving back"},
@@ -47,7 +50,7 @@ func TestRearmForRetry(t *testing.T) {
 				Current: &state.Replacement{Step: state.StepInstanceRefresh}},
 			again: failed, want: state.Rollout{Group: "g", Phase: state.PhaseDetected, Reason: "failed: instance refresh r-1 cancelled by someone else",
 				TargetImageID: failed, PreviousImageID: good, Refresh: &state.RefreshProgress{ID: "r-1", Version: "2", PreviousVersion: "1", Status: "Cancelled"}}},
-		{name: "an active rollout", in: state.Rollout{Group: "g", Phase: state.PhaseReplacing}, refuse: "rolled-back rollout only"},
+		{name: "an active rollout", in: state.Rollout{Group: "g", Phase: state.PhaseReplacing}, refuse: "rolled-back or halted rollout only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.in.Clone()

@@ -35,7 +35,7 @@ type StatusRow struct {
 	Step            state.Step       `json:"step"`
 	CurrentInstance *CurrentInstance `json:"currentInstance"`
 	// Refresh is the group's instance refresh while the rollout is in one (strategy refresh); nil otherwise.
-	Refresh *RefreshInfo `json:"refresh,omitempty"`
+	Refresh *RefreshInfo `json:"refresh"`
 	// Reason says why the rollout waits, halted or rolled back; "paused ..." while a pause holds it.
 	Reason string `json:"reason"`
 	// Warning is a standing problem of the group's configuration (e.g. no terminating lifecycle hook).

@@ -31,6 +31,14 @@ type RefreshProgress struct {
 	Desired              int32    `json:"desired" dynamodbav:"desired"`
 	InstanceWarmup       int32    `json:"instanceWarmup" dynamodbav:"warmup"`
 	Alarms               []string `json:"alarms,omitempty" dynamodbav:"alarms,omitempty"`
+	// GroupOnVersion: the group's own launch template reference already named Version when this refresh was
+	// decided (an earlier refresh of the rollout succeeded, a canary's): RollbackInstanceRefresh would return it
+	// to Version, so a rollback is a refresh back to PreviousVersion.
+	GroupOnVersion bool `json:"groupOnVersion,omitempty" dynamodbav:"groupOnVersion,omitempty"`
+	// CanaryPercentage is the checkpoint of a canary (the share of the group the refresh replaces before it
+	// bakes for CanaryBake seconds and ends), 0 when the refresh replaces the whole group.
+	CanaryPercentage int32 `json:"canaryPercentage,omitempty" dynamodbav:"canaryPct,omitempty"`
+	CanaryBake       int32 `json:"canaryBake,omitempty" dynamodbav:"canaryBake,omitempty"`
 	// LaunchingHook is the agent's launching lifecycle hook of the group: an ABANDON on it halts the refresh.
 	LaunchingHook string `json:"launchingHook,omitempty" dynamodbav:"launchingHook,omitempty"`
 	// StartedAt is when the intent was written (before StartInstanceRefresh); ID is the refresh id, written

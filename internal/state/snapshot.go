@@ -145,3 +145,43 @@ func LoadMemory(r io.Reader) (*Memory, error) {
 	}
 	return m, nil
 }
+
+// ReplaceSnapshotRecords replaces every record of m that a snapshot holds — rollouts, lifecycle actions,
+// history, pause locks, processed events and upgrade workflows, versions included — with from's, as if m had
+// been loaded from a snapshot of from. The records a snapshot does not hold (drain marks, cluster budgets) and
+// the Writes counter stay m's. It is how a store that others hold (an agent's, in a simulated world) takes the
+// changes an operator command made to its snapshot file. from is left as it was; m and from must differ.
+func (m *Memory) ReplaceSnapshotRecords(from *Memory) {
+	from.mu.Lock()
+	rollouts := make(map[string]Rollout, len(from.rollouts))
+	for k, r := range from.rollouts {
+		rollouts[k] = clone(r)
+	}
+	hooks := make(map[string]Hook, len(from.hooks))
+	for k, h := range from.hooks {
+		hooks[k] = h
+	}
+	history := make(map[string][]HistoryEntry, len(from.history))
+	for k, es := range from.history {
+		history[k] = append([]HistoryEntry(nil), es...)
+	}
+	locks := make(map[string]Lock, len(from.locks))
+	for k, l := range from.locks {
+		locks[k] = l
+	}
+	events := make(map[string]time.Time, len(from.events))
+	for k, e := range from.events {
+		events[k] = e
+	}
+	workflows := from.snapshotWorkflowsLocked()
+	from.mu.Unlock()
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rollouts, m.hooks, m.history, m.locks, m.events = rollouts, hooks, history, locks, events
+	table := m.workflowsLocked()
+	clear(table)
+	for _, w := range workflows {
+		table[w.Cluster] = w
+	}
+}

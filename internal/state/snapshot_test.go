@@ -149,3 +149,36 @@ func TestLoadMemoryRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestReplaceSnapshotRecordsTakesEveryRecordOfTheOtherStoreAndKeepsItsDrainMarks(t *testing.T) {
+	ctx := context.Background()
+	m := state.NewMemory()
+	_, err := m.PutRollout(ctx, state.Rollout{Group: "gone", Platform: "ecs", Phase: state.PhaseReplacing})
+	require.NoError(t, err)
+	_, err = m.PutWorkflow(ctx, state.Workflow{Cluster: "gone-cluster"})
+	require.NoError(t, err)
+	require.NoError(t, m.PutLock(ctx, state.Lock{Group: "gone", Reason: "old pause"}))
+	require.NoError(t, m.PutDrainMark(ctx, state.DrainMark{InstanceID: "i-draining", Group: "prod-nodes"}))
+
+	from := filledMemory(t)
+	_, err = from.PutWorkflow(ctx, state.Workflow{Cluster: "prod"})
+	require.NoError(t, err)
+	var want bytes.Buffer
+	require.NoError(t, from.Save(&want))
+	m.ReplaceSnapshotRecords(from)
+
+	var got bytes.Buffer
+	require.NoError(t, m.Save(&got))
+	require.Equal(t, want.String(), got.String(), "m holds exactly from's records, versions included")
+	marks, err := m.ListDrainMarks(ctx)
+	require.NoError(t, err)
+	require.Len(t, marks, 1, "a snapshot holds no drain mark: m keeps its own")
+
+	r, err := m.GetRollout(ctx, "prod-nodes")
+	require.NoError(t, err)
+	_, err = m.PutRollout(ctx, r)
+	require.NoError(t, err, "conditional writes continue from the versions taken")
+	fromR, err := from.GetRollout(ctx, "prod-nodes")
+	require.NoError(t, err)
+	require.Equal(t, r.Version, fromR.Version, "from is left as it was")
+}

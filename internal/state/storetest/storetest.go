@@ -151,7 +151,7 @@ func fullRollout(group string) state.Rollout {
 			InstanceWarmup: 60, Alarms: []string{"p99-latency"}, LaunchingHook: "patch-agent-launch", StartedAt: at.Add(-3 * time.Minute),
 			ID: "08b91cf7-8fa6-48af-b6a6-d227f40f1b9b", Status: "InProgress", StatusReason: "Replacing instances: 1 of 3 updated.",
 			PercentageComplete: 33, InstancesToUpdate: 2, Cancel: "maintenance window closed", Rollback: true, ByAPI: true,
-			RequestedBy: "alice", Halt: "alarm p99-latency in ALARM"},
+			RequestedBy: "alice", Halt: "alarm p99-latency in ALARM", GroupOnVersion: true, CanaryPercentage: 34, CanaryBake: 1800},
 		Nodegroup: &state.NodegroupProgress{Cluster: "prod", Name: "workers", AMIType: "CUSTOM", KubernetesVersion: "1.31", TargetVersion: "1.32",
 			TargetRelease: "1.31.7-20250610", PreviousRelease: "1.31.7-20250101", LaunchTemplateID: "lt-0abc", LaunchTemplateName: "workers",
 			PreviousTemplateVersion: "3", TargetTemplateVersion: "4", UpdateToken: "patch-agent-0a1b", UpdateID: "u-0123",

@@ -1,0 +1,96 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// A full pass over a group whose instance refresh is under way, while no lifecycle action of it waits (a new
+// instance warming up), reads the group and its refresh and nothing of the cluster: no ListContainerInstances,
+// no DescribeContainerInstances. Ten such passes with the group's instances unchanged describe the refresh
+// once.
+func TestRefreshUnderWayIsLookedAtWithoutTheClusterAndDescribedOnceWhileNothingMoves(t *testing.T) {
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	quiet := func() bool {
+		r := w.Rollout(ctx, g.Name)
+		if !midRefresh(r) {
+			return false
+		}
+		for _, i := range w.Account.Group(g.Name).Instances {
+			if i.LifecycleState != "InService" {
+				return false
+			}
+		}
+		return true
+	}
+	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, quiet)
+	require.NoError(t, err)
+	require.True(t, ok, "%+v", w.Rollout(ctx, g.Name))
+	require.NoError(t, w.Agent.Reconcile(ctx)) // the look that saw the group settle describes the refresh
+	w.Account.ResetCalls()
+	for range 10 {
+		w.Account.Advance(5 * time.Second)
+		require.True(t, quiet(), "the refresh moved while the test looked")
+		require.NoError(t, w.Agent.Reconcile(ctx))
+	}
+	calls := w.Account.Calls()
+	require.Equal(t, 10, calls["autoscaling:DescribeAutoScalingGroups"], "each pass read the group")
+	require.Zero(t, calls["ecs:ListContainerInstances"])
+	require.Zero(t, calls["ecs:DescribeContainerInstances"])
+	require.Zero(t, calls["autoscaling:DescribeInstanceRefreshes"], "the same instances in the same states within 2 minutes")
+	require.Equal(t, state.PhaseReplacing, w.Rollout(ctx, g.Name).Phase)
+	require.Empty(t, w.Checker.Finish())
+}
+
+// Once the agent's drain of an old instance under its terminating action is under way (DRAINING, tasks still
+// stopping), each look at the action checks the drain once: one DescribeContainerInstances and one listing of
+// its tasks, no second status and no UpdateContainerInstancesState.
+func TestTerminatingActionWhoseDrainIsUnderWayIsCheckedOncePerLook(t *testing.T) {
+	g := refreshGroup(1)
+	w := buildRefresh(t, oneGroup(&g))
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	var act sim.LifecycleAction
+	draining := func() bool {
+		var acts []sim.LifecycleAction
+		w.Account.Observe(func(v *sim.View) { acts = v.LifecycleActions() })
+		for _, a := range acts {
+			if !a.Active || a.Transition != sim.TransitionTerminating {
+				continue
+			}
+			for _, i := range w.Account.Group(g.Name).Instances {
+				if i.ID == a.InstanceID && i.ContainerInstanceStatus == "DRAINING" && i.TasksByLastStatus["RUNNING"] > 0 {
+					act = a
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, draining)
+	require.NoError(t, err)
+	require.True(t, ok, "no drain under way: %+v", w.Rollout(ctx, g.Name))
+	w.Account.ResetCalls()
+	disp, err := w.Agent.Handle(ctx, events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
+		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}})
+	require.NoError(t, err)
+	require.Equal(t, events.Hold, disp, "the drain goes on")
+	calls := w.Account.Calls()
+	require.Equal(t, 1, calls["ecs:DescribeContainerInstances"], "%v", calls)
+	require.Equal(t, 2, calls["ecs:ListTasks"], "%v", calls)
+	require.Zero(t, calls["ecs:UpdateContainerInstancesState"], "%v", calls)
+	r := runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	require.Empty(t, w.Checker.Finish())
+}

@@ -1,0 +1,60 @@
+package lifecycle
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+func TestParseCanary(t *testing.T) {
+	for _, tc := range []struct {
+		count, bake string
+		n           int
+		d           time.Duration
+		err         string
+	}{
+		{"", "", 0, 0, ""},
+		{"2", "", 2, DefaultCanaryBake, ""},
+		{"1", "2h", 1, 2 * time.Hour, ""},
+		{"0", "", 0, 0, "want a whole number of instances from 1"},
+		{"two", "", 0, 0, "want a whole number of instances from 1"},
+		{"1", "30s", 0, 0, "want a duration from 1m to 48h"},
+		{"1", "49h", 0, 0, "want a duration from 1m to 48h"},
+		{"", "30m", 0, 0, "needs " + TagCanary},
+	} {
+		n, d, err := ParseCanary(tc.count, tc.bake)
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, "%q %q", tc.count, tc.bake)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.n, n)
+		require.Equal(t, tc.d, d)
+	}
+}
+
+func TestCanaryCheckpointCoversTheCanaryAndNeverTheWholeGroup(t *testing.T) {
+	require.Equal(t, int32(10), canaryCheckpoint(1, 10))
+	require.Equal(t, int32(34), canaryCheckpoint(1, 3), "rounded up: the canary's instance is replaced before the bake")
+	require.Equal(t, int32(99), canaryCheckpoint(99, 100))
+	require.Zero(t, canaryCheckpoint(3, 3), "a canary as large as the group is none")
+	require.Zero(t, canaryCheckpoint(0, 10))
+}
+
+func TestRefreshRequestOfACanaryStopsAtItsCheckpointAndARollbackHasNoAlarms(t *testing.T) {
+	p := &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", MinHealthyPercentage: 100,
+		MaxHealthyPercentage: 110, Alarms: []string{"p99"}, CanaryPercentage: 20, CanaryBake: 1800}
+	in := refreshRequest("g", p)
+	require.Equal(t, []int32{20}, in.Preferences.CheckpointPercentages)
+	require.Equal(t, int32(1800), *in.Preferences.CheckpointDelay)
+	require.Equal(t, []string{"p99"}, in.Preferences.AlarmSpecification.Alarms)
+
+	p.Rollback = true
+	in = refreshRequest("g", p)
+	require.Equal(t, "2", *in.DesiredConfiguration.LaunchTemplate.Version, "back to the previous version")
+	require.Nil(t, in.Preferences.AlarmSpecification, "the alarm that fired would fail the rollback at once")
+	require.Empty(t, in.Preferences.CheckpointPercentages)
+}
