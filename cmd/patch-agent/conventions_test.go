@@ -138,6 +138,7 @@ func TestExitStatuses(t *testing.T) {
 		{"a misspelt group", []string{"history", "demo-ecs-asx"}, nil, 1},
 		{"a rollback not confirmed", []string{"rollback", "demo-ecs-asg", "--who", "a"}, nil, 1},
 		{"a timeline of a scenario that draws nothing", []string{"demo", "--scenario", "audit", "--timeline", "x.svg"}, nil, exitUsage},
+		{"a malformed Kubernetes version", []string{"eks", "upgrade", "--cluster", "c", "--to", "banana"}, nil, exitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := oneGroupFleet(t)

@@ -214,6 +214,11 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 		case !showing && strings.TrimSpace(to) == "":
 			return usage(cmd, errors.New("--to is required: the target Kubernetes version, one minor above the control plane (e.g. --to 1.31)"))
 		}
+		if !showing {
+			if _, err := eks.ParseVersion(to); err != nil {
+				return usage(cmd, fmt.Errorf("--to %q is not a Kubernetes version: want 1.MINOR, one minor above the control plane (e.g. --to 1.31)", to))
+			}
+		}
 		if showing {
 			return showUpgrade(cmd, stores, cluster, output)
 		}

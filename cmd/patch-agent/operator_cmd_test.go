@@ -130,10 +130,10 @@ func TestHistoryOfTheDemoState(t *testing.T) {
 	res = run(t, "history", demo.GroupName, "--state-file", file)
 	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "completed")
-	require.Contains(t, res.stdout, "replaced by instance refresh ")
+	require.Contains(t, res.stdout, "3 instance(s) on the target AMI")
 	res = run(t, "history", demo.GroupName, "-o", "wide", "--state-file", file)
 	require.NoError(t, res.err)
-	require.Regexp(t, `/golden-ami/ecs/al2023 \(version 2\)  replaced by instance refresh [0-9a-f-]{36}\n`, res.stdout)
+	require.Regexp(t, `/golden-ami/ecs/al2023 \(version 2\)  3 instance\(s\) on the target AMI, replaced by instance refresh [0-9a-f-]{36}\n`, res.stdout)
 }
 
 func TestPauseThenStatusShowsPausedAndResumeClearsIt(t *testing.T) {

@@ -626,7 +626,7 @@ func (o *Orchestrator) verifyRefresh(ctx context.Context, t Target, v GroupView,
 	r.Phase, r.Reason = state.PhaseCompleted, ""
 	return o.save(ctx, r, "rollout completed", state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "completed",
 		PreviousImage: r.PreviousImageID, NewImage: r.TargetImageID, Source: r.Source, SourceVersion: r.SourceVersion,
-		Detail: "replaced by instance refresh " + refreshID(r)})
+		Detail: fmt.Sprintf("%d instance(s) on the target AMI, replaced by instance refresh %s", v.CountOnImage(r.TargetImageID), refreshID(r))})
 }
 
 func refreshID(r state.Rollout) string {
