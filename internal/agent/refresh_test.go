@@ -109,6 +109,18 @@ func besideWriter(w *demo.World, group string, seed uint64) func() {
 }
 
 // desiredNow is the group's desired capacity now (another writer may have moved it).
+// endsOn stops the other writer, lets the world settle 10 minutes and asserts the end of a refresh scenario:
+// every instance the group's desired capacity asks for on image, no capacity written by the agent, every
+// invariant held.
+func endsOn(t *testing.T, w *demo.World, group, image string, stop func()) {
+	t.Helper()
+	stop()
+	settle(t, w, 10*time.Minute)
+	requireAllOn(t, w, group, image, desiredNow(w, group))
+	requireNoCapacityWrites(t, w, group)
+	require.Empty(t, w.Checker.Finish())
+}
+
 func desiredNow(w *demo.World, group string) int { return int(w.Account.Group(group).Desired) }
 
 // runTo runs the world until done, failing the test when it does not come within limit.
@@ -172,11 +184,7 @@ func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
 			t.Logf("halted at %s, rolled back at %s", first.At.Format(time.TimeOnly), rolledBack.Format(time.TimeOnly))
 			require.Less(t, rolledBack.Sub(first.At), 10*time.Minute,
 				"a launch of the halted AMI in flight is abandoned at once, not at its health deadline (10m)")
-			stop()
-			settle(t, w, 10*time.Minute)
-			requireAllOn(t, w, g.Name, demo.ImageA, desiredNow(w, g.Name))
-			requireNoCapacityWrites(t, w, g.Name)
-			require.Empty(t, w.Checker.Finish())
+			endsOn(t, w, g.Name, demo.ImageA, stop)
 		})
 	}
 }
@@ -203,11 +211,7 @@ func TestRefreshPausedIsCancelledAndResumedByANewRefresh(t *testing.T) {
 			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 			starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
 			require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
-			stop()
-			settle(t, w, 10*time.Minute)
-			requireAllOn(t, w, g.Name, demo.ImageB, desiredNow(w, g.Name))
-			requireNoCapacityWrites(t, w, g.Name)
-			require.Empty(t, w.Checker.Finish())
+			endsOn(t, w, g.Name, demo.ImageB, stop)
 			t.Logf("%d windows", starts)
 		})
 	}
@@ -227,11 +231,7 @@ func TestRefreshSupersededByANewerAMI(t *testing.T) {
 			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 			require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
 			require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
-			stop()
-			settle(t, w, 10*time.Minute)
-			requireAllOn(t, w, g.Name, imageC, desiredNow(w, g.Name))
-			requireNoCapacityWrites(t, w, g.Name)
-			require.Empty(t, w.Checker.Finish())
+			endsOn(t, w, g.Name, imageC, stop)
 		})
 	}
 }
@@ -251,11 +251,7 @@ func TestRefreshRolledBackByAnOperatorMidRefresh(t *testing.T) {
 			r := runTo(t, w, 3*time.Hour, "rolled back", func(r state.Rollout) bool { return !r.Active() }, g.Name)
 			require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
 			require.Contains(t, r.Reason, "manual rollback by alice")
-			stop()
-			settle(t, w, 10*time.Minute)
-			requireAllOn(t, w, g.Name, demo.ImageA, desiredNow(w, g.Name))
-			requireNoCapacityWrites(t, w, g.Name)
-			require.Empty(t, w.Checker.Finish())
+			endsOn(t, w, g.Name, demo.ImageA, stop)
 		})
 	}
 }
@@ -281,11 +277,7 @@ func TestRefreshWaitsForARefreshItDidNotStartAndNeverCancelsIt(t *testing.T) {
 			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 			require.Zero(t, refreshCalls(w, "autoscaling:CancelInstanceRefresh"), "the foreign refresh is never cancelled")
 			require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the foreign one and the agent's")
-			stop()
-			settle(t, w, 10*time.Minute)
-			requireAllOn(t, w, g.Name, demo.ImageB, desiredNow(w, g.Name))
-			requireNoCapacityWrites(t, w, g.Name)
-			require.Empty(t, w.Checker.Finish())
+			endsOn(t, w, g.Name, demo.ImageB, stop)
 		})
 	}
 }
