@@ -12,8 +12,8 @@ mkdir -p "$assets"
 
 if [ ! -x "$assets/etcd" ]; then
   echo "building etcd ${ETCD_VERSION} into $assets" >&2
-  (cd "$here/tools/etcd" && go mod tidy >&2 && go build -o "$assets/etcd.tmp" . >&2)
-  mv "$assets/etcd.tmp" "$assets/etcd"
+  (cd "$here/tools/etcd" && go mod tidy >&2 && go build -o "$assets/etcd.tmp.$$" . >&2)
+  mv "$assets/etcd.tmp.$$" "$assets/etcd"
 fi
 
 if [ ! -x "$assets/kube-apiserver" ]; then
@@ -28,7 +28,7 @@ if [ ! -x "$assets/kube-apiserver" ]; then
   } > go.mod
   go mod tidy >&2
   go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=${KUBE_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34" \
-    -o "$assets/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2
-  mv "$assets/kube-apiserver.tmp" "$assets/kube-apiserver"
+    -o "$assets/kube-apiserver.tmp.$$" k8s.io/kubernetes/cmd/kube-apiserver >&2
+  mv "$assets/kube-apiserver.tmp.$$" "$assets/kube-apiserver"
 fi
 echo "$assets"

@@ -17,6 +17,6 @@ if ! grep -q "service/appmesh v1.35.14 h1" go.sum 2>/dev/null; then
   cp "$(go env GOMODCACHE)/github.com/sivchari/kumo@${KUMO_VERSION}/go.sum" go.sum && chmod 644 go.sum
 fi
 go mod tidy >&2
-go build -o "$bin.tmp" github.com/sivchari/kumo/cmd/kumo >&2
-mv "$bin.tmp" "$bin"
+go build -o "$bin.tmp.$$" github.com/sivchari/kumo/cmd/kumo >&2
+mv "$bin.tmp.$$" "$bin"
 echo "$bin"
