@@ -540,3 +540,47 @@ func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) 
 	}
 	require.Equal(t, 12, w.Account.ServiceTasks("shared", "web"))
 }
+
+// Field case C23's roomy layout rolled by instance refresh (tag patch-agent/strategy=refresh, the agent's
+// launching hook): ECS manages the instances' scale-in protection, so the refresh replaces protected instances
+// (ScaleInProtectedInstances Refresh) and pauses at a checkpoint after each instance (spacing) so that
+// CapacityProviderReservation sees the group at target between replacements. The agent writes no desired
+// capacity and every invariant holds; the group's size is ECS's: the service's Availability Zone spread places
+// displaced tasks where tasks still run, a replacement can stay empty, and managed scaling scales it in after 15
+// minutes below target. Every instance the group ends without is one ECS scaled in, never one the agent took —
+// why capacity-provider groups keep their own strategy by default (ChooseStrategy).
+func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t *testing.T) {
+	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"), LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+	w := build(t, oneGroup(&g))
+	w.Checker.NoDesiredWrites = true
+	settle(t, w, 2*time.Minute)
+	before := shapeOf(w, g.Name)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.True(t, done, "%+v\n%s", r, trace(w, g.Name))
+	require.Equal(t, lifecycle.StrategyRefresh, r.Strategy)
+	require.True(t, r.Refresh.ReplaceProtected, "ECS manages the protection: ScaleInProtectedInstances Refresh")
+	require.Equal(t, int32(300), r.Refresh.SpacingDelay)
+	require.Equal(t, []int32{33, 66}, r.Refresh.SpacingCheckpoints())
+	settle(t, w, 20*time.Minute)
+	require.Empty(t, w.Checker.Finish())
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Equal(t, 6, w.Account.ServiceTasks(g.Cluster, "web"))
+	end := shapeOf(w, g.Name)
+	requireAllOn(t, w, g.Name, demo.ImageB, end.InService)
+	ecsScaleIns := 0
+	for _, c := range w.Account.DesiredChanges(g.Name) {
+		require.Equal(t, "ecs", c.By, "only ECS managed scaling moves desired capacity: %+v", c)
+		if c.To < c.From {
+			ecsScaleIns += int(c.From - c.To)
+		}
+	}
+	require.Equal(t, before.InService-end.InService, ecsScaleIns, "every instance gone is one ECS scaled in\n%s", trace(w, g.Name))
+	for _, term := range w.Account.Terminations() {
+		require.Contains(t, []string{sim.CauseRefresh, sim.CauseScaleIn}, term.Cause, "%+v", term)
+	}
+}

@@ -182,3 +182,41 @@ func TestClusterWithCapacityProviderAndPlainGroupsRollsEachItsWay(t *testing.T) 
 	require.Equal(t, int32(4), w.Account.Group("plain").Max)
 	require.Equal(t, int32(6), w.Account.Group("managed").Max)
 }
+
+// Field case C17 on a group tagged patch-agent/strategy=refresh: ECS's managed draining hook is the group's
+// drain (the refresh needs no terminating hook of the agent's beside it), the agent never sets DRAINING and
+// never completes ECS's hook, its own terminating hook is completed only once ECS drained the instance, and the
+// refresh writes no desired capacity.
+func TestC17ECSManagedDrainingUnderAnInstanceRefreshIsLeftToECS(t *testing.T) {
+	g, spec, _ := capacityProviderGroup(sim.CapacityProviderSpec{Name: "cp", ManagedScaling: true,
+		ManagedTerminationProtection: true, ManagedDraining: true})
+	spec.Groups[0].LaunchingHook = true
+	spec.Groups[0].Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}
+	w := build(t, spec)
+	w.Checker.NoDesiredWrites = true
+	ctx := context.Background()
+	settle(t, w, 2*time.Minute)
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.True(t, done, "rollout: %+v", r)
+	require.Equal(t, lifecycle.StrategyRefresh, r.Strategy)
+	settle(t, w, 20*time.Minute)
+	require.Zero(t, w.Account.Calls()["ecs:UpdateContainerInstancesState"], "never DRAINING on top of ECS's drain")
+	own := 0
+	for _, c := range w.Account.LifecycleCompletions() {
+		if c.Caller != sim.CallerAPI {
+			continue
+		}
+		require.NotEqual(t, lifecycle.ECSManagedDrainingHookName, c.Hook, "the agent completed ECS's hook")
+		if c.Accepted && c.Transition == sim.TransitionTerminating {
+			own++
+			require.True(t, c.Drained, "own hook completed before ECS finished draining %s", c.InstanceID)
+		}
+	}
+	require.GreaterOrEqual(t, own, 3, "the agent's own terminating hook completed for each replaced instance")
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+	requireAllOn(t, w, g.Name, demo.ImageB, len(w.Account.Group(g.Name).Instances)-countLeaving(w, g.Name))
+}

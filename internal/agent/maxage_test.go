@@ -150,3 +150,37 @@ func TestMaxInstanceAgeNotEnforcedAfterAManualRollbackIsSaidInStatusAndLoggedOnc
 	require.NotContains(t, w.Rollout(ctx, g.Name).Warning, "not enforced")
 	require.Empty(t, w.Checker.Finish())
 }
+
+// The same maximum instance age on a group rolled by instance refresh (the agent's launching and terminating
+// hooks): the instances run the target AMI already, so the refresh replaces every instance (SkipMatching off,
+// RefreshProgress.ReplaceAll), inside the window, through the hooks, without a write of desired capacity.
+func TestMaxInstanceAgeByInstanceRefreshReplacesEveryInstanceInsideTheWindow(t *testing.T) {
+	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3, LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagMaxInstanceAge: "1d", lifecycle.TagMaintenanceWindow: "10:00-12:00 UTC", lifecycle.TagMinAMIAge: "168h"}}
+	w := build(t, oneGroup(&g))
+	w.Checker.NoDesiredWrites = true
+	ctx := context.Background()
+	opens := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	_, err := w.RunUntil(ctx, 10*time.Minute, 40*time.Hour, func() bool { return !w.Account.Clock().Now().Before(opens.Add(-10 * time.Minute)) })
+	require.NoError(t, err)
+	require.Empty(t, w.Account.Terminations(), "nothing terminated before the window")
+	require.Zero(t, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "no refresh before the window")
+
+	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	r := w.Rollout(ctx, g.Name)
+	require.True(t, done, "the rollout completes in the window: %+v", r)
+	require.Equal(t, lifecycle.StrategyRefresh, r.Strategy)
+	require.Equal(t, lifecycle.TriggerMaxInstanceAge, r.Trigger)
+	require.True(t, r.Refresh.ReplaceAll, "SkipMatching off: every instance runs the target AMI already")
+	settle(t, w, 5*time.Minute)
+	require.Len(t, w.Account.Terminations(), 3, "each aged instance replaced once")
+	for _, term := range w.Account.Terminations() {
+		require.Equal(t, sim.CauseRefresh, term.Cause)
+		require.False(t, term.RequestedAt.Before(opens), "terminated at %s, before the window", term.RequestedAt)
+	}
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+	requireAllOn(t, w, g.Name, demo.ImageA, 3)
+	requireNoCapacityWrites(t, w, g.Name)
+	require.Empty(t, w.Checker.Finish())
+}

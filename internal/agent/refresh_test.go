@@ -147,9 +147,13 @@ func ended(image string) func(state.Rollout) bool {
 // random writer: its scale-outs during the refresh launch the bad AMI too (the refresh's desired
 // configuration), and they never serve.
 func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
-	for _, seed := range []uint64{0} {
-		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) {
+	for _, tag := range []string{lifecycle.StrategyRefresh, ""} {
+		seed := uint64(0)
+		t.Run(fmt.Sprintf("strategy tag %q", tag), func(t *testing.T) {
 			g := refreshGroup(1)
+			if tag == "" {
+				delete(g.Tags, lifecycle.TagStrategy) // the default: instance refresh
+			}
 			w := buildRefresh(t, oneGroup(&g))
 			stop := besideWriter(w, g.Name, seed)
 			w.Account.MarkImageUnhealthy(demo.ImageB)

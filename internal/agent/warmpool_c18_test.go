@@ -373,3 +373,64 @@ func TestC18InstanceBackFromThePoolWithoutALaunchingHookIsPutBackActiveByRecover
 	requireNoAbandon(t, w)
 	require.Empty(t, w.Checker.Violations)
 }
+
+// Field case C18 under an instance refresh, where a scale out during the refresh draws old-AMI instances from
+// the warm pool (sim.Options.RefreshDrawsOutdatedPoolInstances: the documentation does not say a refresh keeps
+// them in the pool): each such instance is abandoned on the agent's launching hook, Auto Scaling launches
+// another, and no instance on the old AMI enters service once the rollout started. The rollout completes with
+// the group and its pool on the new AMI, writing no desired capacity.
+func TestC18RefreshAbandonsOldAMIInstancesLeavingThePool(t *testing.T) {
+	g := demo.GroupSetup{Name: "warm", Min: 2, Max: 5, Desired: 2, LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+	spec := oneGroup(&g)
+	spec.Sim.RefreshDrawsOutdatedPoolInstances = true
+	w := build(t, spec)
+	w.Checker.NoDesiredWrites = true
+	require.NoError(t, w.Account.PutWarmPool(g.Name, sim.WarmPoolSpec{MinSize: 2}))
+	settle(t, w, 10*time.Minute)
+	require.Len(t, poolOf(w, g.Name), 3, "max 5 - desired 2")
+	serving := map[string]bool{}
+	for _, i := range w.Account.Group(g.Name).Instances {
+		serving[i.ID] = true
+	}
+	entered := map[string]string{} // old-AMI instances that entered service after the rollout started
+	started := false
+	w.Account.OnChange(func(v *sim.View) {
+		if !started {
+			return
+		}
+		for _, i := range v.Group(g.Name).Instances {
+			if i.LifecycleState == "InService" && i.ImageID != demo.ImageB && !serving[i.ID] {
+				entered[i.ID] = i.ImageID
+			}
+		}
+	})
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+		r := w.Rollout(ctx, g.Name)
+		return r.Refresh != nil && r.Refresh.Status == lifecycle.RefreshInProgress
+	})
+	require.NoError(t, err)
+	require.True(t, done, "the refresh is under way: %+v", w.Rollout(ctx, g.Name))
+	started = true
+	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 4), "another writer scales out: the pool is drawn on")
+	done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done, "%+v", w.Rollout(ctx, g.Name))
+	settle(t, w, 15*time.Minute)
+	require.Empty(t, entered, "old-AMI instances entered service from the pool")
+	abandoned := 0
+	for _, c := range w.Account.LifecycleCompletions() {
+		if c.Accepted && c.Caller == sim.CallerAPI && c.Result == sim.ResultAbandon {
+			abandoned++
+		}
+	}
+	require.Positive(t, abandoned, "the scale out drew old pool instances, and the agent abandoned them")
+	requireAllOn(t, w, g.Name, demo.ImageB, 4)
+	for id, i := range poolOf(w, g.Name) {
+		require.Equal(t, demo.ImageB, i.ImageID, "pool instance %s", id)
+	}
+	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase, "the abandons did not halt the refresh")
+	require.Empty(t, w.Checker.Finish())
+}

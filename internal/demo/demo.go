@@ -302,11 +302,11 @@ func Build(spec Spec) (*World, error) {
 		if g.Unmanaged {
 			tags = map[string]string{"team": "other"}
 		}
-		if pinSurge(g) {
+		if pin := pinnedStrategy(g); pin != "" {
 			// The surge engine's tests' pin until that engine is deleted: a group set up without the agent's
-			// launching hook and without a strategy of its own is rolled by the surge, as these tests were written
+			// launching hook and without a strategy of its own is rolled by the strategy these tests were written
 			// for; groups with the launching hook get the default (instance refresh).
-			tags[lifecycle.TagStrategy] = lifecycle.StrategySurge
+			tags[lifecycle.TagStrategy] = pin
 		}
 		for k, v := range g.Tags {
 			tags[k] = v
@@ -480,14 +480,21 @@ func Build(spec Spec) (*World, error) {
 	return w, nil
 }
 
-// pinSurge reports whether a test world's group is tagged patch-agent/strategy=surge: a managed group without
-// a patch-agent/strategy tag and without the agent's launching hook whose automatic choice would be instance
-// refresh (groups ECS managed scaling owns keep their own automatic choice).
-func pinSurge(g GroupSetup) bool {
+// pinnedStrategy is the patch-agent/strategy tag a test world gives a managed group without one and without
+// the agent's launching hook: the older strategy its tests were written for (surge; capacity-provider, or
+// drain-first with ECS managed draining, for a group ECS managed scaling owns); "" for any other group, which
+// gets the default (instance refresh).
+func pinnedStrategy(g GroupSetup) string {
 	if _, tagged := g.Tags[lifecycle.TagStrategy]; tagged || g.LaunchingHook || g.Unmanaged {
-		return false
+		return ""
 	}
-	return g.CapacityProvider == nil || !g.CapacityProvider.ManagedScaling
+	switch cp := g.CapacityProvider; {
+	case cp == nil || !cp.ManagedScaling:
+		return lifecycle.StrategySurge
+	case cp.ManagedDraining:
+		return lifecycle.StrategyDrainFirst
+	}
+	return lifecycle.StrategyCapacityProvider
 }
 
 // registerImage registers id, when EC2 does not know it yet, as a release of the world's AMI line: Amazon

@@ -1,9 +1,11 @@
 package lifecycle
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -57,4 +59,39 @@ func TestRefreshRequestOfACanaryStopsAtItsCheckpointAndARollbackHasNoAlarms(t *t
 	require.Equal(t, "2", *in.DesiredConfiguration.LaunchTemplate.Version, "back to the previous version")
 	require.Nil(t, in.Preferences.AlarmSpecification, "the alarm that fired would fail the rollback at once")
 	require.Empty(t, in.Preferences.CheckpointPercentages)
+}
+
+// A refresh's request says what the record decided: protected instances replaced where ECS manages the
+// protection (else waited for), every instance replaced for the maximum instance age (else the matching ones
+// skipped), and a checkpoint after each instance for a group ECS managed scaling sizes — not beside a canary,
+// whose bake is the one CheckpointDelay, and not on a rollback.
+func TestRefreshRequestCarriesProtectionSkipMatchingAndSpacing(t *testing.T) {
+	p := &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", MinHealthyPercentage: 100,
+		MaxHealthyPercentage: 134, BatchSize: 1, Desired: 3}
+	in := refreshRequest("g", p)
+	require.Equal(t, astypes.ScaleInProtectedInstancesWait, in.Preferences.ScaleInProtectedInstances)
+	require.True(t, *in.Preferences.SkipMatching)
+	require.Empty(t, in.Preferences.CheckpointPercentages)
+
+	p.ReplaceProtected, p.ReplaceAll, p.SpacingDelay = true, true, 300
+	in = refreshRequest("g", p)
+	require.Equal(t, astypes.ScaleInProtectedInstancesRefresh, in.Preferences.ScaleInProtectedInstances)
+	require.False(t, *in.Preferences.SkipMatching)
+	require.Equal(t, []int32{33, 66}, in.Preferences.CheckpointPercentages)
+	require.Equal(t, int32(300), *in.Preferences.CheckpointDelay)
+
+	p.Desired, p.BatchSize = 10, 3
+	require.Equal(t, []int32{30, 60, 90}, p.SpacingCheckpoints())
+	p.Desired, p.BatchSize = 250, 1
+	cps := p.SpacingCheckpoints()
+	require.Len(t, cps, 99, "unique percentages only")
+	require.True(t, slices.IsSorted(cps))
+
+	p.CanaryPercentage, p.CanaryBake = 20, 1800
+	in = refreshRequest("g", p)
+	require.Equal(t, []int32{20}, in.Preferences.CheckpointPercentages, "the canary's checkpoint alone")
+	p.CanaryPercentage, p.Rollback = 0, true
+	in = refreshRequest("g", p)
+	require.Empty(t, in.Preferences.CheckpointPercentages, "a rollback is not spaced")
+	require.Equal(t, astypes.ScaleInProtectedInstancesRefresh, in.Preferences.ScaleInProtectedInstances)
 }

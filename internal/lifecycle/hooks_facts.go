@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"go.uber.org/zap"
@@ -43,13 +44,51 @@ func (h *Hooks) instanceState(ctx context.Context, id string) (instanceExistence
 	return instanceUnknown, nil
 }
 
+// originWarmPool is a lifecycle action's Origin for an instance leaving the group's warm pool (Amazon EC2 Auto
+// Scaling User Guide, "Use lifecycle hooks with a warm pool": Origin WarmPool, Destination AutoScalingGroup).
+const originWarmPool = "WarmPool"
+
+// outdatedPoolLaunch reports whether an instance leaving the warm pool for the group runs an AMI other than the
+// target of the group's rollout by instance refresh under way (Replacing or Verifying): such an instance is
+// abandoned, and Auto Scaling launches another, so that no old-AMI instance enters service from the pool once a
+// rollout started. Instances in a warm pool keep the AMI they launched with, and a refresh replaces the pool only
+// after the group's InService instances (User Guide, "Update the instances in a warm pool"); whether a scale out
+// during the refresh draws them is not documented. why says so for the action's record.
+func (h *Hooks) outdatedPoolLaunch(ctx context.Context, t Target, instanceID string) (bool, string, error) {
+	r, err := h.Store.GetRollout(ctx, t.Group)
+	if err != nil || r.Strategy != StrategyRefresh || r.TargetImageID == "" ||
+		(r.Phase != state.PhaseReplacing && r.Phase != state.PhaseVerifying) {
+		return false, "", nil // no record (or none readable now): the launch is held for health as any other
+	}
+	image, err := h.imageOf(ctx, instanceID)
+	if err != nil || image == "" || image == r.TargetImageID {
+		return false, "", err
+	}
+	return true, "from the warm pool on " + image + " while the rollout to " + r.TargetImageID +
+		" replaces the group: abandoned so that no old AMI enters service; Auto Scaling launches another", nil
+}
+
+// imageOf returns the AMI instanceID runs ("" when EC2 does not describe it).
+func (h *Hooks) imageOf(ctx context.Context, instanceID string) (string, error) {
+	out, err := h.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
+	if err != nil {
+		return "", fmt.Errorf("describing instance %s: %w", instanceID, err)
+	}
+	for _, res := range out.Reservations {
+		for _, i := range res.Instances {
+			return aws.ToString(i.ImageId), nil
+		}
+	}
+	return "", nil
+}
+
 // haltedRefreshLaunch reports whether a launch waiting on the agent's launching hook is one of a halted
 // instance refresh's bad AMI: the rollout of its group (strategy refresh) halted with the target AMI, and the
 // instance runs it. Such a launch is abandoned at once rather than at the health deadline, so the cancel or
 // rollback that waits for the launches in flight goes on (API Reference, CancelInstanceRefresh and
 // RollbackInstanceRefresh). why says so for the action's record.
 func (h *Hooks) haltedRefreshLaunch(ctx context.Context, t Target, instanceID string) (bool, string, error) {
-	if t.Policy.Strategy != StrategyRefresh {
+	if st, err := ChooseStrategy(t.Policy.Strategy, GroupTraits{}); err != nil || st != StrategyRefresh {
 		return false, "", nil
 	}
 	r, err := h.Store.GetRollout(ctx, t.Group)
@@ -57,16 +96,12 @@ func (h *Hooks) haltedRefreshLaunch(ctx context.Context, t Target, instanceID st
 		(r.Phase != state.PhaseRollingBack && r.Phase != state.PhaseHalted && r.Phase != state.PhaseReplacing) {
 		return false, "", nil // no record (or none readable now): the health deadline still holds
 	}
-	out, err := h.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
+	image, err := h.imageOf(ctx, instanceID)
 	if err != nil {
-		return false, "", fmt.Errorf("describing instance %s: %w", instanceID, err)
+		return false, "", err
 	}
-	for _, res := range out.Reservations {
-		for _, i := range res.Instances {
-			if i.ImageId != nil && *i.ImageId == r.TargetImageID {
-				return true, "the group's instance refresh halted (" + truncate(r.Refresh.Halt, 200) + "): a launch of " + r.TargetImageID + " is abandoned", nil
-			}
-		}
+	if image == r.TargetImageID {
+		return true, "the group's instance refresh halted (" + truncate(r.Refresh.Halt, 200) + "): a launch of " + r.TargetImageID + " is abandoned", nil
 	}
 	return false, "", nil
 }

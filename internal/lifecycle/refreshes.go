@@ -80,13 +80,22 @@ func refreshRequest(group string, p *state.RefreshProgress) *autoscaling.StartIn
 		// Launch before terminate: never below desired capacity, at most the batch above it.
 		MinHealthyPercentage: aws.Int32(p.MinHealthyPercentage),
 		MaxHealthyPercentage: aws.Int32(p.MaxHealthyPercentage),
-		SkipMatching:         aws.Bool(true),
-		InstanceWarmup:       aws.Int32(p.InstanceWarmup),
-		// The protection and Standby are the user's: the refresh waits for them (status names the instances).
+		// A rollout to a new AMI skips instances already on it; one of instances past their maximum age
+		// replaces them all (the AMI is the one they run).
+		SkipMatching:   aws.Bool(!p.ReplaceAll),
+		InstanceWarmup: aws.Int32(p.InstanceWarmup),
+		// Standby is the user's, and so is scale-in protection unless ECS manages it: the refresh waits for
+		// them (status names the instances). With managed termination protection ECS turns scale-in
+		// protection on for every instance that runs tasks (Amazon ECS Developer Guide, "Control the instances
+		// Amazon ECS terminates"), so Wait would wait for each instance until ECS empties it: such a refresh
+		// replaces protected instances (Refresh), each drained first on its terminating hook.
 		ScaleInProtectedInstances: astypes.ScaleInProtectedInstancesWait,
 		StandbyInstances:          astypes.StandbyInstancesWait,
 		// The agent decides whether to roll back (RollbackInstanceRefresh), not Auto Scaling.
 		AutoRollback: aws.Bool(false),
+	}
+	if p.ReplaceProtected {
+		prefs.ScaleInProtectedInstances = astypes.ScaleInProtectedInstancesRefresh
 	}
 	if p.Rollback {
 		// A refresh back to the previous version runs without the alarms (one in ALARM is why it rolls back, and
@@ -96,6 +105,12 @@ func refreshRequest(group string, p *state.RefreshProgress) *autoscaling.StartIn
 	}
 	if len(p.Alarms) > 0 {
 		prefs.AlarmSpecification = &astypes.AlarmSpecification{Alarms: append([]string(nil), p.Alarms...)}
+	}
+	if cps := p.SpacingCheckpoints(); len(cps) > 0 && p.CanaryPercentage == 0 {
+		// ECS managed scaling: a checkpoint after each batch (User Guide, "Add checkpoints to an instance
+		// refresh") lets CapacityProviderReservation see the group at target between replacements (spacing).
+		prefs.CheckpointPercentages = cps
+		prefs.CheckpointDelay = aws.Int32(p.SpacingDelay)
 	}
 	if p.CanaryPercentage > 0 {
 		// The canary: a last checkpoint below 100 ends the refresh after the bake (User Guide, "Add checkpoints

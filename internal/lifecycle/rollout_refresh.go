@@ -58,8 +58,9 @@ const (
 )
 
 // refreshHooks returns the agent's launching hook of the group and, when the group lacks the agent's launching
-// or terminating hook, a reason naming the missing hook and the command that adds it. An instance refresh
-// without them would put instances in service before they serve and terminate them undrained.
+// hook or a terminating hook that drains (the agent's, or ECS's managed draining hook), a reason naming the
+// missing hook and the command that adds it. An instance refresh without them would put instances in service
+// before they serve and terminate them undrained.
 func (o *Orchestrator) refreshHooks(ctx context.Context, group string, tags map[string]string) (launching, missing string, err error) {
 	hooks, err := DescribeGroupHooks(ctx, o.AutoScaling, group)
 	if err != nil {
@@ -68,7 +69,11 @@ func (o *Orchestrator) refreshHooks(ctx context.Context, group string, tags map[
 	own := HookOwnership{QueueURL: o.QueueURL, Listed: ParseLifecycleHooksTag(tags)}
 	terminating := false
 	for _, h := range hooks {
-		if owned, _ := HookOwned(h, own); !owned && (o.QueueURL != "" || h.Name == ECSManagedDrainingHookName) {
+		if h.Name == ECSManagedDrainingHookName {
+			terminating = true // ECS drains each terminating instance on its own hook; the agent only watches
+			continue
+		}
+		if owned, _ := HookOwned(h, own); !owned && o.QueueURL != "" {
 			continue
 		}
 		switch h.Transition {
@@ -136,6 +141,8 @@ func (o *Orchestrator) prepareRefresh(ctx context.Context, t Target, v GroupView
 	r.Refresh = &state.RefreshProgress{LaunchTemplateID: ref.ID, LaunchTemplateName: ref.Name, MixedInstances: ref.MixedInstances,
 		Version: r.NewTemplateVersion, PreviousVersion: strconv.FormatInt(pv.Number, 10), LaunchingHook: launching}
 	refreshPreferences(t, v, r.Refresh, r.TargetImageID)
+	// Instances past the maximum instance age run the target AMI already: the refresh replaces every instance.
+	r.Refresh.ReplaceAll = r.Trigger == TriggerMaxInstanceAge
 	return o.refreshIntent(ctx, r, "instance refresh to launch template version "+r.NewTemplateVersion+" recorded")
 }
 
@@ -162,7 +169,21 @@ func refreshPreferences(t Target, v GroupView, p *state.RefreshProgress, canaryO
 		p.InstanceWarmup = *g
 	}
 	p.Alarms = append([]string(nil), t.Policy.Alarms[:min(len(t.Policy.Alarms), maxRefreshAlarms)]...)
+	p.ReplaceProtected = ecsManagesProtection(v.Group)
+	p.SpacingDelay = 0
+	if _, managed := groupTags(v.Group)[TagECSManaged]; managed {
+		p.SpacingDelay = int32(capacityProviderSpacing / time.Second)
+	}
 }
+
+// capacityProviderSpacing is the CheckpointDelay after each batch of a refresh of a group ECS managed scaling
+// owns. Amazon ECS Developer Guide, "Automatically manage Amazon ECS capacity with cluster auto scaling": ECS
+// publishes CapacityProviderReservation once a minute and scales in after 15 consecutive datapoints below
+// target. A refresh keeps one instance above the group's needs (launch before terminate); replacements chained
+// without a pause keep the metric below target for longer than 15 minutes, and ECS scales an empty replacement
+// in (the group shrinks, field case C23). The pause covers the old instance's last minutes in Terminating:Wait
+// and two datapoints with the group at M = N (100 %).
+const capacityProviderSpacing = 5 * time.Minute
 
 // refreshIntent records the intent of the next refresh (-> Replacing/InstanceRefresh, or RollingBack/
 // InstanceRefresh for a refresh back to the previous version), written before StartInstanceRefresh is sent:
@@ -620,6 +641,7 @@ func (o *Orchestrator) verifyRefresh(ctx context.Context, t Target, v GroupView,
 				return r, err
 			}
 			refreshPreferences(t, v, r.Refresh, "")
+			r.Refresh.ReplaceAll = false // only the outdated instances
 			return o.refreshIntent(ctx, r, fmt.Sprintf("instance %s runs %s: a new instance refresh", i.ID, i.ImageID))
 		}
 	}

@@ -59,11 +59,12 @@ func DescribeTraits(ctx context.Context, api awsapi.AutoScaling, group string, t
 	return tr, nil
 }
 
-// ChooseStrategy returns the strategy for a group: the tag's choice, else capacity-provider for groups ECS
-// managed scaling owns without managed instance draining, drain-first for those with it, else refresh (plain
-// ECS groups and EKS self-managed node groups: one instance refresh, which needs the agent's launching and
-// terminating lifecycle hooks; a group without them waits with a reason naming the missing hook). An
-// unknown tag value is an error naming the accepted ones.
+// ChooseStrategy returns the strategy for a group: the tag's choice, else refresh (one instance refresh, which
+// needs the agent's launching lifecycle hook and a terminating hook that drains: the agent's, or ECS's managed
+// draining hook; a group without them waits with a reason naming the missing hook), except for groups ECS
+// managed scaling owns: capacity-provider, or drain-first with ECS managed draining, unless tagged refresh.
+// The tags surge, drain-first and capacity-provider choose the older strategies, which write desired capacity
+// (deprecated: SurgeDeprecatedNote). An unknown tag value is an error naming the accepted ones.
 func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 	switch strings.ToLower(tag) {
 	case StrategySurge:
@@ -73,12 +74,12 @@ func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 	case StrategyCapacityProvider:
 		return StrategyCapacityProvider, nil
 	case StrategyRefresh:
-		if tr.ECSManagedScaling {
-			return "", fmt.Errorf("tag %s=%s: a group that ECS managed scaling owns is not rolled by instance refresh yet; use auto", TagStrategy, StrategyRefresh)
-		}
 		return StrategyRefresh, nil
 	case "", "auto":
-		if tr.ECSManagedScaling && !tr.ECSManagedDraining { // capacity-provider strategy (issue #18): surge, keep size and spread
+		// ECS managed scaling decides the size of its groups from CapacityProviderReservation: under a refresh
+		// it scales in a replacement the service's spread left empty (docs/ecs.md), which field case C23 does
+		// not accept, so those groups keep their strategy until the tag chooses refresh.
+		if tr.ECSManagedScaling && !tr.ECSManagedDraining {
 			return StrategyCapacityProvider, nil
 		}
 		if tr.ECSManagedScaling {
@@ -86,17 +87,20 @@ func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 		}
 		return StrategyRefresh, nil
 	}
-	return "", fmt.Errorf("tag %s=%q: want surge, drain-first, capacity-provider, refresh or auto", TagStrategy, tag)
+	return "", fmt.Errorf("tag %s=%q: want refresh or auto (surge, drain-first and capacity-provider are deprecated)", TagStrategy, tag)
 }
 
-// SurgeDeprecatedNote is the status warning of a group tagged patch-agent/strategy=surge ("" for any other
-// tag): the surge strategy raises and lowers desired capacity with absolute writes (SetDesiredCapacity has no
-// compare-and-set), so beside an autoscaler it can leave the group below what others set.
+// SurgeDeprecatedNote is the status warning of a group tagged with a strategy that writes desired capacity
+// (surge, drain-first, capacity-provider; "" for any other tag): such a strategy raises and lowers desired
+// capacity with absolute writes (SetDesiredCapacity has no compare-and-set), so beside an autoscaler it can
+// leave the group below what others set.
 func SurgeDeprecatedNote(tag string) string {
-	if !strings.EqualFold(tag, StrategySurge) {
+	switch strings.ToLower(tag) {
+	case StrategySurge, StrategyDrainFirst, StrategyCapacityProvider:
+	default:
 		return ""
 	}
-	return fmt.Sprintf("tag %s=%s is deprecated and will be removed (the surge writes desired capacity beside the group's "+
+	return fmt.Sprintf("tag %s=%s is deprecated and will be removed (it writes desired capacity beside the group's "+
 		"other writers): remove the tag to roll by instance refresh once the group has the agent's launching and terminating "+
-		"lifecycle hooks (docs/deploy.md)", TagStrategy, StrategySurge)
+		"lifecycle hooks (docs/deploy.md)", TagStrategy, strings.ToLower(tag))
 }

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ func TestChooseStrategyAutomaticChoice(t *testing.T) {
 		{"plain group, AUTO in capitals", "AUTO", plain, StrategyRefresh},
 		{"managed scaling without managed draining keeps capacity-provider", "", managed, StrategyCapacityProvider},
 		{"managed scaling with managed draining keeps drain-first", "auto", managedDraining, StrategyDrainFirst},
+		{"refresh by tag on a managed group", "refresh", managed, StrategyRefresh},
 		{"surge stays an explicit opt-out", "surge", plain, StrategySurge},
 		{"surge on a managed group by tag", "Surge", managed, StrategySurge},
 		{"refresh by tag", "refresh", plain, StrategyRefresh},
@@ -39,20 +41,18 @@ func TestChooseStrategyAutomaticChoice(t *testing.T) {
 }
 
 func TestChooseStrategyRefusesWhatItCannotDo(t *testing.T) {
-	_, err := ChooseStrategy("refresh", GroupTraits{ECSManagedScaling: true})
-	require.ErrorContains(t, err, "ECS managed scaling owns is not rolled by instance refresh yet")
-	_, err = ChooseStrategy("rolling", GroupTraits{})
-	require.EqualError(t, err, `tag patch-agent/strategy="rolling": want surge, drain-first, capacity-provider, refresh or auto`)
+	_, err := ChooseStrategy("rolling", GroupTraits{})
+	require.EqualError(t, err, `tag patch-agent/strategy="rolling": want refresh or auto (surge, drain-first and capacity-provider are deprecated)`)
 }
 
 func TestSurgeDeprecatedNote(t *testing.T) {
-	for _, tag := range []string{"surge", "SURGE"} {
+	for _, tag := range []string{"surge", "SURGE", "drain-first", "capacity-provider"} {
 		note := SurgeDeprecatedNote(tag)
-		require.Contains(t, note, "tag patch-agent/strategy=surge is deprecated and will be removed")
+		require.Contains(t, note, "tag patch-agent/strategy="+strings.ToLower(tag)+" is deprecated and will be removed")
 		require.Contains(t, note, "launching and terminating lifecycle hooks")
 		require.NotContains(t, note, "; ", "warnings are joined with \"; \"")
 	}
-	for _, tag := range []string{"", "auto", "refresh", "drain-first", "capacity-provider"} {
+	for _, tag := range []string{"", "auto", "refresh"} {
 		require.Empty(t, SurgeDeprecatedNote(tag), tag)
 	}
 }
@@ -69,7 +69,7 @@ func TestSurgeTagIsRolledWithADeprecationWarning(t *testing.T) {
 		tag, warning string
 	}{
 		{StrategySurge, "tag patch-agent/strategy=surge is deprecated and will be removed"},
-		{StrategyDrainFirst, ""},
+		{StrategyDrainFirst, "tag patch-agent/strategy=drain-first is deprecated and will be removed"},
 	} {
 		t.Run(tc.tag, func(t *testing.T) {
 			rg := newRig()

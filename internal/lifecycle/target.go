@@ -295,3 +295,12 @@ func groupTags(g astypes.AutoScalingGroup) map[string]string {
 	}
 	return m
 }
+
+// ecsManagesProtection reports whether ECS manages the scale-in protection of g's instances: ECS managed
+// scaling owns the group (its AmazonECSManaged tag) and new instances are protected from scale in, which
+// managed termination protection requires (Amazon ECS Developer Guide, "Control the instances Amazon ECS
+// terminates": ECS turns protection on for instances that run tasks and off once they run none).
+func ecsManagesProtection(g astypes.AutoScalingGroup) bool {
+	_, managed := groupTags(g)[TagECSManaged]
+	return aws.ToBool(g.NewInstancesProtectedFromScaleIn) && managed
+}

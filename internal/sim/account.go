@@ -51,6 +51,11 @@ type Options struct {
 	// tests: each old instance is terminated before its replacement launches, whatever MinHealthyPercentage
 	// and MaxHealthyPercentage say (what AWS never does at MinHealthyPercentage 100). Never set elsewhere.
 	RefreshTerminatesFirst bool
+	// RefreshDrawsOutdatedPoolInstances: a scale out during an instance refresh draws warm pool instances that
+	// are not on the refresh's configuration, as the group would without a refresh. The User Guide's warm pool
+	// pages do not say which a refresh does; by default the model keeps them in the pool (refreshSkipsPoolInstance).
+	// Tests of the agent's own guard against old instances from the pool set it.
+	RefreshDrawsOutdatedPoolInstances bool
 }
 
 func (o *Options) defaults() {

@@ -581,14 +581,27 @@ func (a *Account) launch(g *group) *instance {
 // Amazon EC2 Auto Scaling User Guide, "Suspend and resume Amazon EC2 Auto Scaling processes" (AZRebalance,
 // "Rebalancing activities"): the group keeps its instances balanced evenly across its enabled Availability
 // Zones, launching into the zone with the fewest instances.
+//
+// Among zones with equally few instances, a launch while an instance refresh replaces goes to a zone where an
+// instance the refresh still has to replace runs: the refresh terminates in the zone with the most instances
+// (zoneBalancedOrder), so the replacement keeps the spread it found. The documentation does not say where a
+// refresh's launches go; the model keeps the balance it promises for terminations (docs/simulation.md).
 func (a *Account) pickAZ(g *group) string {
 	count := map[string]int{}
 	for _, inst := range a.running(g) {
 		count[inst.az]++
 	}
+	pending := map[string]bool{}
+	if r := a.activeRefresh(g); r != nil {
+		for _, id := range r.toReplace {
+			if inst := a.instances[id]; inst != nil && countsTowardCapacity(inst.state) && !isTerminating(inst.state) {
+				pending[inst.az] = true
+			}
+		}
+	}
 	best := g.azs[0]
 	for _, az := range g.azs {
-		if count[az] < count[best] {
+		if count[az] < count[best] || (count[az] == count[best] && pending[az] && !pending[best]) {
 			best = az
 		}
 	}

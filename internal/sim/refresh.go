@@ -159,7 +159,8 @@ func (a *Account) refreshLaunchConfig(g *group) (refreshConfig, bool) {
 // pages do not say which the refresh does).
 func (a *Account) refreshSkipsPoolInstance(g *group, inst *instance) bool {
 	r := a.activeRefresh(g)
-	if r == nil || r.status == astypes.InstanceRefreshStatusCancelling || r.status == astypes.InstanceRefreshStatusPending {
+	if r == nil || r.status == astypes.InstanceRefreshStatusCancelling || r.status == astypes.InstanceRefreshStatusPending ||
+		a.opts.RefreshDrawsOutdatedPoolInstances {
 		return false
 	}
 	return !a.matches(inst, r.target)
@@ -648,6 +649,7 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	// (reconcileGroup, after this step), and it may take healthy ones: the model counts them as gone before it
 	// terminates, so that a replacement never meets a scale in below the lower bound (conservative; the
 	// documentation does not say how the two are ordered).
+	regular = zoneBalancedOrder(running, regular)
 	terminated, readyGone := 0, 0
 	for _, inst := range regular {
 		gone := readyGone
@@ -681,6 +683,32 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	}
 	a.setReason(r, "Replacing instances: %d of %d updated.", r.done, r.total)
 	return changed
+}
+
+// zoneBalancedOrder orders the old instances a refresh may terminate next so that each comes from the
+// Availability Zone with the most running instances of the group once the ones before it are gone (ties keep
+// the order given). User Guide, "Configure termination policies for Amazon EC2 Auto Scaling": when Auto Scaling
+// terminates instances it keeps the group balanced across its enabled zones first; the zone balance takes
+// precedence over the termination policy.
+func zoneBalancedOrder(running, old []*instance) []*instance {
+	count := map[string]int{}
+	for _, inst := range running {
+		count[inst.az]++
+	}
+	left := slices.Clone(old)
+	out := make([]*instance, 0, len(old))
+	for len(left) > 0 {
+		best := 0
+		for k := 1; k < len(left); k++ {
+			if count[left[k].az] > count[left[best].az] {
+				best = k
+			}
+		}
+		out = append(out, left[best])
+		count[left[best].az]--
+		left = slices.Delete(left, best, best+1)
+	}
+	return out
 }
 
 // checkpointReached reports whether the refresh's next checkpoint is at or below pct.

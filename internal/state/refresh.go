@@ -39,6 +39,16 @@ type RefreshProgress struct {
 	// bakes for CanaryBake seconds and ends), 0 when the refresh replaces the whole group.
 	CanaryPercentage int32 `json:"canaryPercentage,omitempty" dynamodbav:"canaryPct,omitempty"`
 	CanaryBake       int32 `json:"canaryBake,omitempty" dynamodbav:"canaryBake,omitempty"`
+	// ReplaceProtected: ECS manages the group's scale-in protection (managed termination protection), so the
+	// refresh replaces protected instances too (ScaleInProtectedInstances Refresh); otherwise the protection is
+	// the user's and the refresh waits for it (Wait).
+	ReplaceProtected bool `json:"replaceProtected,omitempty" dynamodbav:"replaceProtected,omitempty"`
+	// ReplaceAll: the refresh replaces every instance, also those already on Version (SkipMatching off): a
+	// rollout of instances past the group's maximum instance age, whose AMI is already the target.
+	ReplaceAll bool `json:"replaceAll,omitempty" dynamodbav:"replaceAll,omitempty"`
+	// SpacingDelay (seconds, 0 for none) holds the refresh at a checkpoint after each batch, so that ECS managed
+	// scaling sees the group without the refresh's extra instance between replacements (SpacingCheckpoints).
+	SpacingDelay int32 `json:"spacingDelay,omitempty" dynamodbav:"spacing,omitempty"`
 	// LaunchingHook is the agent's launching lifecycle hook of the group: an ABANDON on it halts the refresh.
 	LaunchingHook string `json:"launchingHook,omitempty" dynamodbav:"launchingHook,omitempty"`
 	// StartedAt is when the intent was written (before StartInstanceRefresh); ID is the refresh id, written
@@ -69,6 +79,22 @@ func (p RefreshProgress) TargetVersion() string {
 		return p.PreviousVersion
 	}
 	return p.Version
+}
+
+// SpacingCheckpoints are the CheckpointPercentages of a spaced refresh: the share of InstancesToUpdate done
+// after each batch but the last, ascending and unique; none when SpacingDelay is 0.
+func (p RefreshProgress) SpacingCheckpoints() []int32 {
+	if p.SpacingDelay <= 0 || p.Desired <= 0 || p.BatchSize <= 0 {
+		return nil
+	}
+	var out []int32
+	for done := p.BatchSize; done < p.Desired; done += p.BatchSize {
+		pct := 100 * done / p.Desired
+		if pct > 0 && (len(out) == 0 || out[len(out)-1] < pct) {
+			out = append(out, pct)
+		}
+	}
+	return out
 }
 
 func cloneRefresh(p *RefreshProgress) *RefreshProgress {
