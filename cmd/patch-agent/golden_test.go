@@ -104,6 +104,7 @@ func TestGoldenCLIOutputs(t *testing.T) {
 		{"demo-rollout.json", []string{"demo", "-o", "json"}},
 		{"demo-pause.text", []string{"demo", "--scenario", "pause"}},
 		{"demo-crash.text", []string{"demo", "--scenario", "crash"}},
+		{"demo-bad-ami.text", []string{"demo", "--scenario", "bad-ami"}},
 		{"demo-approval.text", []string{"demo", "--scenario", "approval"}},
 		{"demo-alarm-gate.text", []string{"demo", "--scenario", "alarm-gate"}},
 		{"demo-managed-node-group.text", []string{"demo", "--scenario", "managed-node-group"}},

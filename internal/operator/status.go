@@ -199,7 +199,7 @@ func RenderTable(w io.Writer, rows []StatusRow) {
 				paused += "+group"
 			}
 		}
-		cells[i] = []string{cut(r.Group, groupCellWidth), dash(string(r.Phase)), dash(string(r.Step)),
+		cells[i] = []string{cut(r.Group, groupCellWidth), dash(r.Phase.String()), dash(r.Step.String()),
 			fmt.Sprintf("%d/%d", r.OnTarget, r.Instances), dash(r.TargetImageID), dash(paused)}
 		for j, c := range cells[i] {
 			widths[j] = max(widths[j], utf8.RuneCountInString(c))
@@ -336,7 +336,7 @@ func WideCells(r StatusRow) []string {
 	if r.GroupPause != nil {
 		paused += "; also " + pauseCell(r.GroupPause)
 	}
-	return []string{r.Group, dash(r.Platform), dash(r.Cluster), dash(string(r.Phase)), dash(string(r.Step)),
+	return []string{r.Group, dash(r.Platform), dash(r.Cluster), dash(r.Phase.String()), dash(r.Step.String()),
 		fmt.Sprintf("%d/%d", r.OnTarget, r.Instances), fmt.Sprint(r.Other), dash(r.TargetImageID), dash(r.PreviousImageID),
 		dash(timeCell(r.ChangedAt)), dash(current), dash(paused), dash(timeCell(r.UpdatedAt)), dash(oneLine(reasonCell(r))),
 		dash(oneLine(r.Warning))}
