@@ -3,6 +3,7 @@ package state_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -73,4 +74,27 @@ func TestVocabularyTableMatchesOperationsDoc(t *testing.T) {
 		return
 	}
 	require.Equal(t, want, s[i+len(begin):j], "docs/operations.md's vocabulary differs from the state package: run go test ./internal/state -run TestVocabularyTable -update")
+}
+
+// positionInDocsRE matches a phase followed by "/" and a word in the docs: a position ("Replacing/Draining")
+// or phases given as alternatives ("Idle/Completed/RolledBack").
+var positionInDocsRE = regexp.MustCompile(`\b(Idle|Detected|Waiting|Preparing|Replacing|Verifying|Completed|Halted|RollingBack|RolledBack)(/[A-Za-z_-]+)+`)
+
+// The docs name positions in the words of the vocabulary: every "Phase/Word" is a position the table knows,
+// or a list of phases.
+func TestDocsNamePositionsInTheVocabulary(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	require.NoError(t, err)
+	files = append(files, filepath.Join("..", "..", "README.md"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range positionInDocsRE.FindAllString(string(b), -1) {
+			phases := true
+			for _, w := range strings.Split(m, "/") {
+				phases = phases && state.IsPhase(w)
+			}
+			require.True(t, phases || state.IsPosition(m), "%s: %q is not a position of the state vocabulary (docs/operations.md, \"Phases and steps\")", filepath.Base(f), m)
+		}
+	}
 }
