@@ -258,7 +258,8 @@ func TestDemoPausePrintsTheDrainBeforeThePause(t *testing.T) {
 	pause := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "operator: patch-agent pause") })
 	require.Positive(t, pause)
 	drain := slices.IndexFunc(lines, func(l string) bool {
-		return strings.Contains(l, demo.GroupName+" Replacing/InstanceRefresh") && strings.Contains(l, "while it drains")
+		f := strings.Fields(l[strings.Index(l, "]")+1:])
+		return len(f) > 1 && f[0] == demo.GroupName && f[1] == "Replacing/InstanceRefresh" && strings.Contains(l, "while it drains")
 	})
 	require.Positive(t, drain)
 	require.Less(t, drain, pause, "the drain that made the operator pause is printed first")
