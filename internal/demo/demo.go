@@ -80,6 +80,11 @@ type GroupSummary struct {
 	Reason string `json:"reason"`
 	Steps  int    `json:"steps"`
 
+	// shownImageID and onShown are the AMI the table's TARGET AMI shows and ON TARGET counts, as status shows
+	// them (state.Rollout.StatusImages: a rollback's is the AMI it goes to).
+	shownImageID string
+	onShown      int
+
 	// AvailabilityZones counts the zones of the group's in-service instances at the end.
 	AvailabilityZones int `json:"availabilityZones"`
 }
@@ -733,10 +738,14 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		gs := GroupSummary{Name: name, Platform: r.Platform, TargetImageID: r.TargetImageID, Desired: g.Desired,
 			Instances: len(g.Instances), MinInServiceDuringRollout: w.Checker.MinServing[name], State: string(r.Phase),
 			Reason: r.Reason, Steps: r.Steps}
+		gs.shownImageID, _, _ = r.StatusImages()
 		zones := map[string]bool{}
 		for _, i := range g.Instances {
 			if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
 				gs.OnTarget++
+			}
+			if i.LifecycleState == "InService" && i.ImageID == gs.shownImageID {
+				gs.onShown++
 			}
 			if i.LifecycleState == "InService" {
 				zones[i.AvailabilityZone] = true
@@ -824,6 +833,7 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 		return
 	}
 	g := p.w.Account.Group(group)
+	shown, _, _ := r.StatusImages() // on-target counts the AMI status shows: a rollback's, the one it goes to
 	serving, onTarget, draining := 0, 0, 0
 	for _, i := range g.Instances {
 		if p.w.Checker.EKS[group] {
@@ -837,7 +847,7 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 		} else if i.ContainerInstanceStatus == "DRAINING" {
 			draining++
 		}
-		if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
+		if i.LifecycleState == "InService" && i.ImageID == shown {
 			onTarget++
 		}
 	}
@@ -901,8 +911,8 @@ func (p *printer) table(s Summary) {
 	fmt.Fprintln(p.out)
 	fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8s %-10s %-9s %-12s %s\n", "GROUP", "PLATFORM", "TARGET AMI", "DESIRED", "ON TARGET", "MIN SERV", "PHASE", "TRANSITIONS")
 	for _, g := range s.Groups {
-		fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8d %-10s %-9d %-12s %d\n", g.Name, g.Platform, g.TargetImageID, g.Desired,
-			fmt.Sprintf("%d/%d", g.OnTarget, g.Desired), g.MinInServiceDuringRollout, g.State, g.Steps)
+		fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8d %-10s %-9d %-12s %d\n", g.Name, g.Platform, g.shownImageID, g.Desired,
+			fmt.Sprintf("%d/%d", g.onShown, g.Desired), g.MinInServiceDuringRollout, g.State, g.Steps)
 	}
 	fmt.Fprintf(p.out, "\ninvariant violations: %d", s.InvariantViolations)
 	if len(s.Violations) > 0 {

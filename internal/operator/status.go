@@ -462,9 +462,9 @@ func oneLine(s string) string {
 // (PreviousImageID, the launch template restored) and counts as on it the instances not on the AMI rolled
 // back from. Notifications keep the record's ids (docs/notifications.md).
 func statusImages(r state.Rollout) (target, previous string, onTarget int) {
-	target, previous = r.ShownImages()
-	if r.Nodegroup == nil && r.PreviousImageID != "" && (r.Phase == state.PhaseRollingBack || r.Phase == state.PhaseRolledBack) {
-		return r.PreviousImageID, r.TargetImageID, max(r.Instances-r.OnTarget, 0)
+	target, previous, swapped := r.StatusImages()
+	if swapped {
+		return target, previous, max(r.Instances-r.OnTarget, 0)
 	}
 	return target, previous, r.OnTarget
 }
