@@ -736,7 +736,7 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		g := w.Account.Group(name)
 		r, _ := w.Store.GetRollout(ctx, name)
 		gs := GroupSummary{Name: name, Platform: r.Platform, TargetImageID: r.TargetImageID, Desired: g.Desired,
-			Instances: len(g.Instances), MinInServiceDuringRollout: w.Checker.MinServing[name], State: string(r.Phase),
+			Instances: len(g.Instances), MinInServiceDuringRollout: w.Checker.MinServing[name], State: r.Phase.String(),
 			Reason: r.Reason, Steps: r.Steps}
 		gs.shownImageID, _, _ = r.StatusImages()
 		zones := map[string]bool{}
@@ -873,7 +873,7 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 // reader can check against each other: instances serving, desired capacity (with the baseline it was raised
 // from by a surge) and instances in service on the target AMI out of desired capacity; then the reason.
 func progressLine(group string, r state.Rollout, desired, baseline, maxSize int32, serving, onTarget int) string {
-	pos := string(r.Phase)
+	pos := r.Phase.String()
 	detail := ""
 	if c := r.Current; c != nil {
 		pos += "/" + c.Step.String()
