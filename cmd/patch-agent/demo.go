@@ -51,7 +51,10 @@ self-managed node group of 3 nodes (AMI source auto: the EKS-optimized AL2023 AM
 arm64 from the instance type) with a Deployment of 6 pods under a PodDisruptionBudget minAvailable 5 and a
 DaemonSet, on a simulated Kubernetes API — runs the real agent loop against it on a simulated clock, changes
 the golden-AMI parameter and the public EKS parameter to AMI B and sends the Parameter Store Change event and
-a scheduled tick. The rollouts are printed live, one line per step, and end with a summary.
+a scheduled tick. The rollouts are printed live and end with a summary: a group's line each time it changes
+(not when only a running time in its reason does), with where its rollout stands in the words of status
+(Phase/Step, e.g. Replacing/InstanceRefresh), the instances serving, desired capacity (with the size a surge
+raised it from) and the instances on the target AMI out of desired capacity.
 The invariants of docs/architecture.md are checked after every step; the exit status is 1 when any was violated or a
 group did not end in the scenario's expected state.
 

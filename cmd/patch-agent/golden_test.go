@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +105,7 @@ func TestGoldenCLIOutputs(t *testing.T) {
 		{"demo-rollout.json", []string{"demo", "-o", "json"}},
 		{"demo-pause.text", []string{"demo", "--scenario", "pause"}},
 		{"demo-crash.text", []string{"demo", "--scenario", "crash"}},
+		{"demo-bad-ami.text", []string{"demo", "--scenario", "bad-ami"}},
 		{"demo-approval.text", []string{"demo", "--scenario", "approval"}},
 		{"demo-alarm-gate.text", []string{"demo", "--scenario", "alarm-gate"}},
 		{"demo-managed-node-group.text", []string{"demo", "--scenario", "managed-node-group"}},
@@ -257,7 +259,8 @@ func TestDemoPausePrintsTheDrainBeforeThePause(t *testing.T) {
 	pause := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "operator: patch-agent pause") })
 	require.Positive(t, pause)
 	drain := slices.IndexFunc(lines, func(l string) bool {
-		return strings.Contains(l, demo.GroupName+" Replacing/InstanceRefresh") && strings.Contains(l, "while it drains")
+		f := strings.Fields(l[strings.Index(l, "]")+1:])
+		return len(f) > 1 && f[0] == demo.GroupName && f[1] == "Replacing/InstanceRefresh" && strings.Contains(l, "while it drains")
 	})
 	require.Positive(t, drain)
 	require.Less(t, drain, pause, "the drain that made the operator pause is printed first")
@@ -305,4 +308,35 @@ func TestEKSUpgradeDemoJSONHasTheSchemaVersionAndDeterministicText(t *testing.T)
 	require.NoError(t, text.err, text.stderr)
 	require.NotContains(t, text.stdout, "wall time")
 	require.Contains(t, text.stderr, "wall time")
+}
+
+// The demo's summary and status, reading the same records, say the same thing of each group: its phase, the
+// AMI it is rolled to (a rollback's: the AMI it goes back to) and how many instances run it.
+func TestDemoSummaryAndStatusAgreeOnEachGroup(t *testing.T) {
+	for _, sc := range []string{"rollout", "bad-ami"} {
+		t.Run(sc, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "demo.json")
+			res := run(t, "demo", "--scenario", sc, "--state-file", file)
+			require.NoError(t, res.err, res.stderr)
+			summary := map[string][]string{} // group -> phase, target AMI, on target
+			lines := strings.Split(res.stdout, "\n")
+			head := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "GROUP ") })
+			require.Positive(t, head, res.stdout)
+			for _, l := range lines[head+1:] {
+				f := strings.Fields(l)
+				if len(f) < 8 {
+					break
+				}
+				summary[f[0]] = []string{f[6], f[2], strings.Split(f[4], "/")[0]}
+			}
+			require.Len(t, summary, 2, res.stdout)
+			st := run(t, "status", "-o", "json", "--state-file", file)
+			require.NoError(t, st.err, st.stderr)
+			var doc operator.StatusDocument
+			require.NoError(t, json.Unmarshal([]byte(st.stdout), &doc))
+			for _, row := range doc.Groups {
+				require.Equal(t, summary[row.Group], []string{row.Phase.String(), row.TargetImageID, strconv.Itoa(row.OnTarget)}, row.Group)
+			}
+		})
+	}
 }

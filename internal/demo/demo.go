@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -73,9 +74,16 @@ type GroupSummary struct {
 	Instances                 int    `json:"instances"`
 	OnTarget                  int    `json:"onTarget"`
 	MinInServiceDuringRollout int    `json:"minInServiceDuringRollout"`
-	State                     string `json:"state"`
-	Reason                    string `json:"reason"`
-	Steps                     int    `json:"steps"`
+	// State is the rollout's phase (state.Phase; the table's PHASE column); Steps the transitions written
+	// (state.Rollout.Steps; the table's TRANSITIONS column).
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+	Steps  int    `json:"steps"`
+
+	// shownImageID and onShown are the AMI the table's TARGET AMI shows and ON TARGET counts, as status shows
+	// them (state.Rollout.StatusImages: a rollback's is the AMI it goes to).
+	shownImageID string
+	onShown      int
 
 	// AvailabilityZones counts the zones of the group's in-service instances at the end.
 	AvailabilityZones int `json:"availabilityZones"`
@@ -735,12 +743,16 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		g := w.Account.Group(name)
 		r, _ := w.Store.GetRollout(ctx, name)
 		gs := GroupSummary{Name: name, Platform: r.Platform, TargetImageID: r.TargetImageID, Desired: g.Desired,
-			Instances: len(g.Instances), MinInServiceDuringRollout: w.Checker.MinServing[name], State: string(r.Phase),
+			Instances: len(g.Instances), MinInServiceDuringRollout: w.Checker.MinServing[name], State: r.Phase.String(),
 			Reason: r.Reason, Steps: r.Steps}
+		gs.shownImageID, _, _ = r.StatusImages()
 		zones := map[string]bool{}
 		for _, i := range g.Instances {
 			if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
 				gs.OnTarget++
+			}
+			if i.LifecycleState == "InService" && i.ImageID == gs.shownImageID {
+				gs.onShown++
 			}
 			if i.LifecycleState == "InService" {
 				zones[i.AvailabilityZone] = true
@@ -828,6 +840,7 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 		return
 	}
 	g := p.w.Account.Group(group)
+	shown, _, _ := r.StatusImages() // on-target counts the AMI status shows: a rollback's, the one it goes to
 	serving, onTarget, draining := 0, 0, 0
 	for _, i := range g.Instances {
 		if p.w.Checker.EKS[group] {
@@ -841,29 +854,11 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 		} else if i.ContainerInstanceStatus == "DRAINING" {
 			draining++
 		}
-		if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
+		if i.LifecycleState == "InService" && i.ImageID == shown {
 			onTarget++
 		}
 	}
-	step, detail := "", ""
-	if c := r.Current; c != nil {
-		step = "/" + stepLabel(c.Step)
-		if c.OldInstanceID != "" { // an instance refresh picks the old instances itself
-			detail = " old=" + c.OldInstanceID
-		}
-		if c.NewInstanceID != "" {
-			detail += " new=" + c.NewInstanceID
-		}
-	}
-	desired := fmt.Sprint(g.Desired)
-	if base, ok := p.w.Checker.Baseline[group]; ok && g.Desired > base {
-		desired = fmt.Sprintf("%d(%d+surge)", g.Desired, base) // serving is held against the baseline
-	}
-	line := fmt.Sprintf("%-9s %s%-20s%s serving=%d desired=%s max=%d on-target=%d/%d", group, r.Phase, step, detail,
-		serving, desired, g.Max, onTarget, len(g.Instances))
-	if r.Reason != "" {
-		line += " reason=" + r.Reason
-	}
+	line := progressLine(group, r, g.Desired, p.w.Checker.Baseline[group], g.Max, serving, onTarget)
 	if p.record {
 		p.timeline = append(p.timeline, TimelineSample{At: p.w.Account.Clock().Since(p.start), Group: group, Desired: int(g.Desired),
 			Serving: serving, OnTarget: onTarget, Draining: draining, Gate: gateOf(r)})
@@ -874,21 +869,57 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 	if p.last == nil {
 		p.last = map[string]string{}
 	}
-	if line != p.last[group] {
-		p.last[group] = line
+	if key := changeKey(line); key != p.last[group] {
+		p.last[group] = key
 		p.linef("%s", line)
 	}
 }
+
+// progressLine is a group's progress line: where its rollout stands, in the words of the state package's
+// vocabulary (Position.String: "Replacing/ReplacementHealthy"), the replacement in flight, then counts a
+// reader can check against each other: instances serving, desired capacity (with the baseline it was raised
+// from by a surge) and instances in service on the target AMI out of desired capacity; then the reason.
+func progressLine(group string, r state.Rollout, desired, baseline, maxSize int32, serving, onTarget int) string {
+	pos := r.Phase.String()
+	detail := ""
+	if c := r.Current; c != nil {
+		pos += "/" + c.Step.String()
+		if c.OldInstanceID != "" { // an instance refresh picks the old instances itself
+			detail += " old=" + c.OldInstanceID
+		}
+		if c.NewInstanceID != "" {
+			detail += " new=" + c.NewInstanceID
+		}
+	}
+	d := fmt.Sprint(desired)
+	if baseline > 0 && desired > baseline {
+		d = fmt.Sprintf("%d(%d+surge)", desired, baseline) // serving is held against the baseline
+	}
+	line := fmt.Sprintf("%-14s %-28s%s serving=%d desired=%s max=%d on-target=%d/%d", group, pos, detail,
+		serving, d, maxSize, onTarget, desired)
+	if r.Reason != "" {
+		line += " reason=" + r.Reason
+	}
+	return line
+}
+
+// durationWords are the running times a reason carries ("is 12m0s old", "InProgress for 5m45s"): they change
+// at every look while nothing else does.
+var durationWords = regexp.MustCompile(`\b\d+(\.\d+)?(h|m|s|ms)(\d+(\.\d+)?(h|m|s|ms))*\b`)
+
+// changeKey is what a progress line must change in to be printed again: the line without the running times
+// of its reason, so that a gate that holds prints one line, not one a minute.
+func changeKey(line string) string { return durationWords.ReplaceAllString(line, "#") }
 
 func (p *printer) table(s Summary) {
 	if p.out == nil {
 		return
 	}
 	fmt.Fprintln(p.out)
-	fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8s %-10s %-9s %-12s %s\n", "GROUP", "PLATFORM", "TARGET AMI", "DESIRED", "ON TARGET", "MIN SERV", "STATE", "STEPS")
+	fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8s %-10s %-9s %-12s %s\n", "GROUP", "PLATFORM", "TARGET AMI", "DESIRED", "ON TARGET", "MIN SERV", "PHASE", "TRANSITIONS")
 	for _, g := range s.Groups {
-		fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8d %-10s %-9d %-12s %d\n", g.Name, g.Platform, g.TargetImageID, g.Desired,
-			fmt.Sprintf("%d/%d", g.OnTarget, g.Instances), g.MinInServiceDuringRollout, g.State, g.Steps)
+		fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8d %-10s %-9d %-12s %d\n", g.Name, g.Platform, g.shownImageID, g.Desired,
+			fmt.Sprintf("%d/%d", g.onShown, g.Desired), g.MinInServiceDuringRollout, g.State, g.Steps)
 	}
 	fmt.Fprintf(p.out, "\ninvariant violations: %d", s.InvariantViolations)
 	if len(s.Violations) > 0 {
@@ -992,19 +1023,4 @@ func (w *World) allStopped(ctx context.Context, stop func(state.Rollout, *World)
 		}
 	}
 	return true
-}
-
-// stepLabel names a replacement step for the progress lines by what is happening in it.
-func stepLabel(s state.Step) string {
-	switch s {
-	case state.StepSurge:
-		return "surge"
-	case state.StepReplacementHealthy:
-		return "waiting-for-replacement"
-	case state.StepDraining:
-		return "draining"
-	case state.StepTerminating:
-		return "terminating"
-	}
-	return string(s)
 }

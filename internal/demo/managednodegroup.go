@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -92,7 +93,7 @@ func RunManagedNodegroup(ctx context.Context, out io.Writer, store *state.Memory
 		if r, err = store.GetRollout(ctx, key); err != nil && err != state.ErrNotFound {
 			return ManagedNodegroupSummary{}, err
 		}
-		if line := fmt.Sprintf("%s %s", state.PositionOf(r), r.Reason); r.Group != "" && line != last {
+		if line := strings.TrimSpace(fmt.Sprintf("%s %s", state.PositionOf(r), r.Reason)); r.Group != "" && line != last {
 			say("%s: %s", key, line)
 			last = line
 		}

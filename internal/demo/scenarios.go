@@ -63,7 +63,7 @@ var scenarios = map[string]scenario{
 		}},
 	"ecs-capacity-provider": {name: "ecs-capacity-provider", expect: state.PhaseCompleted,
 		description: "the ECS group is a capacity provider with managed scaling and termination protection, 3 instances in 3 AZs " +
-			"with room for 10 tasks each (field case C23): surge, drain in the replacement's AZ, decrement; size and spread kept " +
+			"with room for 10 tasks each: surge, drain in the replacement's AZ, decrement; size and spread kept " +
 			"(the EKS group, with a terminating hook only, is pinned to patch-agent/strategy=surge)",
 		setup: ecsCapacityProvider, asBuilt: true},
 	"refresh": {name: "refresh", expect: state.PhaseCompleted,

@@ -17,8 +17,10 @@ func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 	for _, name := range Scenarios() {
 		t.Run(name, func(t *testing.T) {
 			store := state.NewMemory()
-			s, err := Run(context.Background(), Options{Scenario: name, Store: store})
+			var out bytes.Buffer
+			s, err := Run(context.Background(), Options{Scenario: name, Store: store, Out: &out})
 			require.NoError(t, err)
+			require.NotEmpty(t, requireReadableProgress(t, out.String()), "progress lines")
 			require.Len(t, s.Groups, 2, "the ECS group and the EKS group")
 			require.Zero(t, s.InvariantViolations, s.Violations)
 			for _, g := range s.Groups {

@@ -134,7 +134,7 @@ func (n *Notifier) RolloutTransition(prev, next state.Rollout, _ string) {
 			at = time.Now()
 		}
 		n.enqueue(DetailTypeRollout, at, RolloutDetail{SchemaVersion: SchemaVersion, Event: k, Group: next.Group,
-			Platform: next.Platform, Cluster: next.Cluster, Phase: string(next.Phase), PreviousPhase: string(prev.Phase),
+			Platform: next.Platform, Cluster: next.Cluster, Phase: next.Phase.String(), PreviousPhase: prev.Phase.String(),
 			Reason: next.Reason, TargetImageID: target, PreviousImageID: previous,
 			Instances: next.Instances, OnTarget: next.OnTarget, At: at.UTC(), AgentVersion: n.agent})
 	}
@@ -151,7 +151,7 @@ func (n *Notifier) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycl
 		at = time.Now()
 	}
 	n.enqueue(DetailTypeRollout, at, RolloutDetail{SchemaVersion: SchemaVersion, Event: EventAMIRejected, Group: r.Group,
-		Platform: t.Platform, Cluster: t.Cluster, Phase: string(r.Phase), PreviousPhase: string(r.Phase), Reason: r.Reason,
+		Platform: t.Platform, Cluster: t.Cluster, Phase: r.Phase.String(), PreviousPhase: r.Phase.String(), Reason: r.Reason,
 		TargetImageID: rej.ImageID, PreviousImageID: r.PreviousImageID, Instances: r.Instances, OnTarget: r.OnTarget,
 		At: at.UTC(), RejectReason: rej.Reason})
 }

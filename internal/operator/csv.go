@@ -31,7 +31,7 @@ func WriteStatusCSV(w io.Writer, rows []StatusRow) error {
 		if p := r.Paused; p != nil {
 			scope, by, until, why = p.Scope, p.Who, timeCell(p.Until), p.Reason
 		}
-		if err := cw.Write([]string{r.Group, r.Platform, r.Cluster, string(r.Phase), string(r.Step), strconv.Itoa(r.OnTarget),
+		if err := cw.Write([]string{r.Group, r.Platform, r.Cluster, r.Phase.String(), r.Step.String(), strconv.Itoa(r.OnTarget),
 			strconv.Itoa(r.Instances), strconv.Itoa(r.Other), r.TargetImageID, r.PreviousImageID, timeCell(r.ChangedAt), old, repl,
 			scope, by, until, why, timeCell(r.UpdatedAt), r.Reason, r.Warning}); err != nil {
 			return err

@@ -480,5 +480,5 @@ func stepOf(r state.Rollout) string {
 	if r.Current == nil {
 		return "-"
 	}
-	return string(r.Current.Step)
+	return r.Current.Step.String()
 }

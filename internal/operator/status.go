@@ -199,7 +199,7 @@ func RenderTable(w io.Writer, rows []StatusRow) {
 				paused += "+group"
 			}
 		}
-		cells[i] = []string{cut(r.Group, groupCellWidth), dash(string(r.Phase)), dash(string(r.Step)),
+		cells[i] = []string{cut(r.Group, groupCellWidth), dash(r.Phase.String()), dash(r.Step.String()),
 			fmt.Sprintf("%d/%d", r.OnTarget, r.Instances), dash(r.TargetImageID), dash(paused)}
 		for j, c := range cells[i] {
 			widths[j] = max(widths[j], utf8.RuneCountInString(c))
@@ -336,7 +336,7 @@ func WideCells(r StatusRow) []string {
 	if r.GroupPause != nil {
 		paused += "; also " + pauseCell(r.GroupPause)
 	}
-	return []string{r.Group, dash(r.Platform), dash(r.Cluster), dash(string(r.Phase)), dash(string(r.Step)),
+	return []string{r.Group, dash(r.Platform), dash(r.Cluster), dash(r.Phase.String()), dash(r.Step.String()),
 		fmt.Sprintf("%d/%d", r.OnTarget, r.Instances), fmt.Sprint(r.Other), dash(r.TargetImageID), dash(r.PreviousImageID),
 		dash(timeCell(r.ChangedAt)), dash(current), dash(paused), dash(timeCell(r.UpdatedAt)), dash(oneLine(reasonCell(r))),
 		dash(oneLine(r.Warning))}
@@ -462,9 +462,9 @@ func oneLine(s string) string {
 // (PreviousImageID, the launch template restored) and counts as on it the instances not on the AMI rolled
 // back from. Notifications keep the record's ids (docs/notifications.md).
 func statusImages(r state.Rollout) (target, previous string, onTarget int) {
-	target, previous = r.ShownImages()
-	if r.Nodegroup == nil && r.PreviousImageID != "" && (r.Phase == state.PhaseRollingBack || r.Phase == state.PhaseRolledBack) {
-		return r.PreviousImageID, r.TargetImageID, max(r.Instances-r.OnTarget, 0)
+	target, previous, swapped := r.StatusImages()
+	if swapped {
+		return target, previous, max(r.Instances-r.OnTarget, 0)
 	}
 	return target, previous, r.OnTarget
 }

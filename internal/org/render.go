@@ -292,7 +292,7 @@ func WriteStatus(w io.Writer, format string, d StatusDocument) error {
 		if g.Paused != nil {
 			paused = g.Paused.Scope
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", g.ID, dash(g.Name), g.Region, g.Group, g.Phase, dash(string(g.Step)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", g.ID, dash(g.Name), g.Region, g.Group, g.Phase, dash(g.Step.String()),
 			g.OnTarget, g.Instances, dash(g.TargetImageID), paused, dash(operator.FitText(g.Reason, 60)))
 	}
 	return writeStatusFooter(w, tw, d)

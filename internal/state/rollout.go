@@ -199,6 +199,19 @@ func (r Rollout) ShownImages() (target, previous string) {
 	return r.TargetImageID, r.PreviousImageID
 }
 
+// StatusImages returns the AMI the group is (being) rolled to and the one before it, as every printer shows
+// them (status's TARGET AMI and PREVIOUS AMI, the demo's on-target count): ShownImages, and for an Auto Scaling
+// group's rollback (RollingBack or RolledBack with a PreviousImageID) the AMI the rollback goes to and the one
+// it leaves, as the record keeps TargetImageID the AMI rolled back from so that it is not rolled again.
+// Swapped reports that case: the record's OnTarget then counts the instances on previous, not on target.
+func (r Rollout) StatusImages() (target, previous string, swapped bool) {
+	if r.Nodegroup == nil && r.PreviousImageID != "" && (r.Phase == PhaseRollingBack || r.Phase == PhaseRolledBack) {
+		return r.PreviousImageID, r.TargetImageID, true
+	}
+	target, previous = r.ShownImages()
+	return target, previous, false
+}
+
 // HookState is the progress of one lifecycle action.
 type HookState string
 

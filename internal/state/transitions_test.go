@@ -12,7 +12,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-var update = flag.Bool("update", false, "rewrite the transition diagram in docs/architecture.md from state.Transitions")
+var update = flag.Bool("update", false, "rewrite the generated sections of docs/architecture.md (transition diagram) and docs/operations.md (vocabulary) from the state package")
 
 func rollout(ph state.Phase, st state.Step) state.Rollout {
 	r := state.Rollout{Group: "prod", Phase: ph}

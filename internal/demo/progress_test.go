@@ -1,0 +1,62 @@
+package demo
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// progressLineRE matches a group's progress line: the group, where its rollout stands, and the counts.
+var progressLineRE = regexp.MustCompile(`^\[\+\s*\S+\] (\S+)\s+(\S+)\s.*\bserving=(\d+) desired=(\d+)(\((\d+)\+surge\))? max=\d+ on-target=(\d+)/(\d+)`)
+
+// caseCodeRE matches the project's internal field-case codes ("C23", "field case"), which mean nothing to
+// a reader of the tool's output.
+var caseCodeRE = regexp.MustCompile(`\bC\d{1,2}\b|field case`)
+
+// requireReadableProgress holds a demo's output to what a reader can follow: every position is a word of
+// the state package's vocabulary, on-target counts out of desired capacity, a group's line is printed only
+// when something but a running time changed, and no internal case code appears. It returns the positions seen.
+func requireReadableProgress(t *testing.T, out string) []string {
+	t.Helper()
+	require.NotRegexp(t, caseCodeRE, out, "an internal case code in the demo's output")
+	last := map[string]string{}
+	var positions []string
+	for _, l := range strings.Split(out, "\n") {
+		m := progressLineRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		group, pos, desired, of := m[1], m[2], m[4], m[8]
+		require.True(t, state.IsPosition(pos), "%q is not a position of the state vocabulary: %s", pos, l)
+		positions = append(positions, pos)
+		require.Equal(t, desired, of, "on-target counts out of desired capacity: %s", l)
+		key := changeKey(l[strings.Index(l, "]")+1:])
+		require.NotEqual(t, last[group], key, "a line printed again with nothing changed: %s", l)
+		last[group] = key
+	}
+	return positions
+}
+
+func TestProgressLineNamesThePositionAndCountsOutOfDesired(t *testing.T) {
+	r := state.Rollout{Group: "g", Phase: state.PhaseReplacing, Current: &state.Replacement{Step: state.StepReplacementHealthy, OldInstanceID: "i-1"}}
+	require.Equal(t, "g              Replacing/ReplacementHealthy old=i-1 serving=3 desired=4(3+surge) max=6 on-target=1/4",
+		progressLine("g", r, 4, 3, 6, 3, 1))
+	r = state.Rollout{Group: "g", Phase: state.PhaseWaiting, Reason: "soak: AMI ami-1 is 12m0s old, minimum 48h0m0s"}
+	require.Equal(t, "g              Waiting                      serving=3 desired=3 max=6 on-target=0/3 reason=soak: AMI ami-1 is 12m0s old, minimum 48h0m0s",
+		progressLine("g", r, 3, 3, 6, 3, 0))
+}
+
+// A gate's reason whose running time ticks is one change, not one a minute; a new count is a change.
+func TestChangeKeyIgnoresRunningTimesOnly(t *testing.T) {
+	soak := func(age string) string {
+		return "g Waiting serving=3 desired=3 max=6 on-target=0/3 reason=soak: AMI ami-0b1b2b3b4b5b6b7b8 is " + age + " old, minimum 48h0m0s"
+	}
+	require.Equal(t, changeKey(soak("0s")), changeKey(soak("12m0s")))
+	require.Equal(t, changeKey("update 1f0dc61a-bdd6 InProgress for 5m45s"), changeKey("update 1f0dc61a-bdd6 InProgress for 10m45s"))
+	require.NotEqual(t, changeKey("g Replacing serving=3 desired=3 max=6 on-target=1/3"), changeKey("g Replacing serving=3 desired=3 max=6 on-target=2/3"))
+	require.NotEqual(t, changeKey("old=i-0a1a2a3a4a5a6a7a8"), changeKey("old=i-0a1a2a3a4a5a6a7a9"))
+}
