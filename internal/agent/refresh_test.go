@@ -577,3 +577,33 @@ func TestRefreshRollsAGroupWithAnEventDrivenAgent(t *testing.T) {
 	require.Empty(t, w.Checker.Finish())
 	t.Logf("took %s, %d DescribeInstanceRefreshes", r.UpdatedAt.Sub(r.DetectedAt).Round(time.Minute), refreshCalls(w, "autoscaling:DescribeInstanceRefreshes"))
 }
+
+// A mixed-instances group rolls by a refresh whose desired configuration is a MixedInstancesPolicy naming the
+// new launch template version; a group that selects instance types by attributes (InstanceRequirements), on
+// which Auto Scaling refuses a desired configuration, is not rolled: it waits with a reason that says why and
+// what to do, and the agent starts no refresh and replaces nothing there.
+func TestRefreshOfMixedInstancesGroupsAndInstanceRequirementsGroupsLeftOut(t *testing.T) {
+	mixed := demo.GroupSetup{Name: "mixed", Cluster: "c1", Parameter: "/golden/shared", Min: 2, Max: 5, Desired: 3, LaunchingHook: true,
+		MixedInstances: true, Overrides: []string{"m7g.large", "m6g.large"}}
+	abis := demo.GroupSetup{Name: "abis", Cluster: "c1", Parameter: "/golden/shared", Min: 2, Max: 5, Desired: 3, LaunchingHook: true,
+		MixedInstances: true, InstanceRequirements: true}
+	w := buildRefresh(t, demo.Spec{Groups: []demo.GroupSetup{mixed, abis}, Services: map[string]int{"web": 6}})
+	ctx := context.Background()
+	w.PublishAMI("/golden/shared", demo.ImageB)
+	r := runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), mixed.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	require.True(t, r.Refresh.MixedInstances)
+	left := w.Rollout(ctx, abis.Name)
+	require.Equal(t, state.PhaseWaiting, left.Phase)
+	require.Contains(t, left.Reason, "InstanceRequirements")
+	require.Contains(t, left.Reason, "list the instance types in the mixed instances policy")
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "one refresh, the mixed group's")
+	settle(t, w, 10*time.Minute)
+	requireAllOn(t, w, mixed.Name, demo.ImageB, 3)
+	requireAllOn(t, w, abis.Name, demo.ImageA, 3)
+	for _, term := range w.Account.Terminations() {
+		require.NotEqual(t, abis.Name, term.Group, "nothing of the left-out group replaced")
+	}
+	requireNoCapacityWrites(t, w, mixed.Name)
+	require.Empty(t, w.Checker.Finish())
+}

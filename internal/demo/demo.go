@@ -161,6 +161,9 @@ type GroupSetup struct {
 	// types.
 	MixedInstances bool
 	Overrides      []string
+	// InstanceRequirements makes the mixed instances policy select instance types by attributes (MixedInstances
+	// only).
+	InstanceRequirements bool
 	// HeartbeatTimeout of the group's terminating lifecycle hook to the agent's queue; 0 = 300 s; -1 = no hook.
 	HeartbeatTimeout time.Duration
 	// LaunchingHook gives the group the agent's launching lifecycle hook too (LaunchHookName, to the agent's
@@ -320,7 +323,7 @@ func Build(spec Spec) (*World, error) {
 			tags[k] = v
 		}
 		gs := sim.GroupSpec{Name: g.Name, Min: g.Min, Max: g.Max, Desired: g.Desired, LaunchTemplateID: lt,
-			LaunchTemplateVersion: version, MixedInstances: g.MixedInstances, Overrides: g.Overrides, Tags: tags, ECSCluster: ecsCluster,
+			LaunchTemplateVersion: version, MixedInstances: g.MixedInstances, Overrides: g.Overrides, InstanceRequirements: g.InstanceRequirements, Tags: tags, ECSCluster: ecsCluster,
 			CapacityProvider: g.CapacityProvider}
 		if cp := g.CapacityProvider; cp != nil && cp.ManagedTerminationProtection {
 			gs.NewInstancesProtectedFromScaleIn = true

@@ -49,6 +49,29 @@ func TemplateRef(g astypes.AutoScalingGroup) (state.LaunchTemplateRef, error) {
 	return state.LaunchTemplateRef{}, fmt.Errorf("group %s has no launch template: %w", name, ErrUnsupportedGroup)
 }
 
+// usesInstanceRequirements reports whether g's mixed instances policy selects instance types by attributes
+// (an override with InstanceRequirements).
+func usesInstanceRequirements(g astypes.AutoScalingGroup) bool {
+	if mip := g.MixedInstancesPolicy; mip != nil && mip.LaunchTemplate != nil {
+		for _, o := range mip.LaunchTemplate.Overrides {
+			if o.InstanceRequirements != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// instanceRequirementsReason is why a group that selects instance types by attributes is not rolled by
+// instance refresh. Auto Scaling refuses a refresh with a desired configuration on such a group, and the agent
+// rolls only through one: it names the explicit launch template version, leaves the group's own reference as
+// it is until the refresh succeeds, and keeps RollbackInstanceRefresh possible. Without one the agent would have
+// to write the group's launch template version itself, and a rollback would be another write and another
+// refresh, with no RollbackInstanceRefresh.
+const instanceRequirementsReason = "not rolled: the group selects instance types by attributes (InstanceRequirements), and Auto Scaling " +
+	"refuses an instance refresh with a desired configuration on such a group; list the instance types in the mixed instances " +
+	"policy instead, or tag patch-agent/strategy=surge (deprecated) to roll it by the older strategy (docs/deploy.md)"
+
 // versionOrDefault applies Auto Scaling's default: a launch template specification without a version means
 // $Default (Amazon EC2 Auto Scaling API Reference: LaunchTemplateSpecification, "Version ... the default is $Default").
 func versionOrDefault(v *string) string {

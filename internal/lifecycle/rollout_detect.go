@@ -106,6 +106,10 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	if err != nil {
 		return o.halt(ctx, r, err.Error(), false)
 	}
+	if strategy == StrategyRefresh && usesInstanceRequirements(v.Group) {
+		r.Phase, r.Reason = state.PhaseWaiting, instanceRequirementsReason
+		return r, errWait
+	}
 	if strategy == StrategyRefresh {
 		if reason, err := o.foreignRefresh(ctx, t, r); err != nil || reason != "" { // rollout_refresh.go
 			r.Phase, r.Reason = state.PhaseWaiting, reason
