@@ -61,7 +61,8 @@ const UpgradeImage = ImageB
 
 // EKSUpgradeWorld builds the eks-upgrade demo's world (clock at UpgradeStart): the agent's world of the
 // self-managed node group EKSGroupName (3 nodes of cluster EKSCluster on UpgradeFrom, AMI source auto, a
-// Deployment under a PodDisruptionBudget), the managed node group UpgradeNodegroup, and, on the account, the
+// Deployment under a PodDisruptionBudget, the agent's launching and terminating hooks: rolled by instance
+// refresh), the managed node group UpgradeNodegroup, and, on the account, the
 // add-on catalog (each add-on's UpgradeFrom and UpgradeTo versions; kube-proxy's are each for one Kubernetes
 // version only), the installed add-ons, upgrade insights that pass, and the public EKS-optimized AMI
 // parameter of UpgradeTo (UpgradeImage), which the agent's `auto` source resolves once the control plane is
@@ -72,7 +73,7 @@ func EKSUpgradeWorld(store *state.Memory) (*World, error) {
 	}
 	w, err := Build(Spec{Policy: lifecycle.DefaultPolicy(), EKSVersion: UpgradeFrom, Store: store,
 		Groups: []GroupSetup{{Name: EKSGroupName, Platform: lifecycle.PlatformEKS, Cluster: EKSCluster, Parameter: lifecycle.ParameterAuto,
-			Min: 3, Max: 4, Desired: 3}},
+			Min: 3, Max: 4, Desired: 3, LaunchingHook: true}},
 		KubeWorkload: KubeWorkload{Replicas: 6, MinAvailable: 5},
 		Nodegroups: []sim.EKSNodegroupSpec{{Cluster: EKSCluster, Name: UpgradeNodegroup, AMIType: UpgradeNodegroupAMIType,
 			ReleaseVersion: UpgradeReleaseFrom, ImageID: ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2,

@@ -548,7 +548,7 @@ func (r *Runner) selfManagedGroups(ctx context.Context, cluster, clusterVersion 
 func selfManagedAction(g selfManaged, to string) string {
 	switch g.how {
 	case sourceFollows:
-		return fmt.Sprintf("AMI source auto follows the control plane: at its next tick the agent resolves the Kubernetes %s AMI and rolls the group (surge, drain, terminate, with its gates)", to)
+		return fmt.Sprintf("AMI source auto follows the control plane: at its next tick the agent resolves the Kubernetes %s AMI and rolls the group by instance refresh (each new node held until Ready, each old one cordoned and drained), through its gates", to)
 	case sourcePinned:
 		if g.version == to {
 			return fmt.Sprintf("tag %s=%s already names the target", lifecycle.TagKubernetesVersion, to)

@@ -218,7 +218,7 @@ type RollbackPlan struct {
 	// From is the current target AMI, which the group leaves; To the AMI it is rolled to.
 	From, To string
 	// Instances is the group's instance count and OnFrom how many of them run From, as last observed by the
-	// agent: those are replaced one at a time (surge, drain, terminate).
+	// agent: those are replaced by the group's strategy (an instance refresh by default).
 	Instances, OnFrom int
 	// Halted is the replacement a halted rollout stopped in, if any: its surge instance stays in the group.
 	Halted *state.Replacement
@@ -359,7 +359,7 @@ func previousImage(ctx context.Context, store state.Store, r state.Rollout) (str
 // record into a new rollout: RollbackFrom = PreviousImageID = the current target, TargetImageID = to,
 // Phase Detected, Source "manual rollback by <who>", progress cleared, ApprovedImage = to (the operator's
 // request is its approval), with a "manual-rollback" history entry in the same atomic write. The agent rolls the group to
-// `to` through its normal steps (launch template version, surge, drain, terminate) and does not roll the old
+// `to` through its normal steps (launch template version, then an instance refresh or the group's older strategy) and does not roll the old
 // target again while the source still names it. It returns the record as stored.
 //
 // An EKS managed node group's record (Rollout.Nodegroup) is rolled back differently: from Completed or
