@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -93,4 +95,80 @@ func TestTerminatingActionWhoseDrainIsUnderWayIsCheckedOncePerLook(t *testing.T)
 	r := runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 	require.Empty(t, w.Checker.Finish())
+}
+
+// hookReads is a store that counts the reads of lifecycle action records (GetHook).
+type hookReads struct {
+	state.Store
+	reads atomic.Int64
+}
+
+func (s *hookReads) GetHook(ctx context.Context, key string) (state.Hook, error) {
+	s.reads.Add(1)
+	return s.Store.GetHook(ctx, key)
+}
+
+// While this replica holds a lifecycle action's claim with more than the lease margin left, its looks at the
+// action read no record: the record it last read or wrote is the stored one (no other replica writes it while
+// the claim holds). Once the claim is within the margin of its expiry the next look reads the store, and a
+// record another replica took over meanwhile is respected: nothing is drained or completed by this one.
+func TestALifecycleActionIsLookedAtWithoutReadingItsRecordWhileItsClaimHolds(t *testing.T) {
+	g := refreshGroup(1)
+	spec := oneGroup(&g)
+	store := &hookReads{Store: state.NewMemory()}
+	spec.Store = store
+	w := buildRefresh(t, spec)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	var act sim.LifecycleAction
+	draining := func() bool {
+		var acts []sim.LifecycleAction
+		w.Account.Observe(func(v *sim.View) { acts = v.LifecycleActions() })
+		for _, a := range acts {
+			if !a.Active || a.Transition != sim.TransitionTerminating {
+				continue
+			}
+			for _, i := range w.Account.Group(g.Name).Instances {
+				if i.ID == a.InstanceID && i.ContainerInstanceStatus == "DRAINING" && i.TasksByLastStatus["RUNNING"] > 0 {
+					act = a
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, draining)
+	require.NoError(t, err)
+	require.True(t, ok, "no drain under way: %+v", w.Rollout(ctx, g.Name))
+	ev := events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
+		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}}
+	look := func() events.Disposition {
+		disp, err := w.Agent.Handle(ctx, ev)
+		require.NoError(t, err)
+		return disp
+	}
+	store.reads.Store(0)
+	for range 3 {
+		require.Equal(t, events.Hold, look(), "the drain goes on")
+		w.Account.Advance(time.Second)
+	}
+	require.Zero(t, store.reads.Load(), "the claim holds: the record this process wrote is the stored one")
+
+	// Another replica takes the action over once this one's claim has run out (expiry plus the margin).
+	key := lifecycle.ActionKey(act.Group, act.InstanceID, act.Hook)
+	rec, err := store.Store.GetHook(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, w.Agent.Store(), state.Store(store))
+	rule := state.LeaseRule{}
+	w.Account.Advance(rec.OwnerExpires.Sub(w.Account.Clock().Now()) + rule.Margin() + time.Second)
+	rec = rec.WithLease(rule.Claim("other-replica", w.Account.Clock().Now()))
+	_, err = store.Store.PutHook(ctx, rec)
+	require.NoError(t, err)
+	w.Account.ResetCalls()
+	require.Equal(t, events.Hold, look(), "another replica works on it")
+	require.Equal(t, int64(1), store.reads.Load(), "a claim past its margin is not trusted: the record is read")
+	calls := w.Account.Calls()
+	require.Zero(t, calls["autoscaling:CompleteLifecycleAction"], "%v", calls)
+	require.Zero(t, calls["autoscaling:RecordLifecycleActionHeartbeat"], "%v", calls)
+	require.Zero(t, calls["ecs:DescribeContainerInstances"], "%v", calls)
 }

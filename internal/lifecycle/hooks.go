@@ -96,6 +96,9 @@ type Hooks struct {
 	// beats: record key -> this process's last heartbeat of the action that Auto Scaling accepted, recorded or
 	// not (a failed write of LastHeartbeat must not make a live action look ended: adoptedActionEnded)
 	beats map[string]time.Time
+	// kept: ActionKey -> the action's record as this process last read or wrote it, while it holds the
+	// action's claim (hookrecords.go)
+	kept map[string]state.Hook
 }
 
 // beatAccepted notes that Auto Scaling accepted a heartbeat of the action of record key at at.
@@ -232,7 +235,7 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 				rec = rec.WithLease(h.leases().Claim(h.Owner, now))
 			}
 		}
-		if rec, err = h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
+		if rec, err = h.putHook(ctx, rec); errors.Is(err, state.ErrConflict) {
 			return HookInProgress, nil // another copy of the message (or replica) recorded it first: look again
 		} else if err != nil {
 			return HookInProgress, fmt.Errorf("recording lifecycle action %s: %w", a.Token, err)
@@ -373,7 +376,7 @@ func (h *Hooks) drain(ctx context.Context, t Target, rec *state.Hook) (DrainProg
 			return prog, fmt.Errorf("recording the drain of %s: %w", rec.InstanceID, err)
 		}
 		rec.AgentDrained = true
-		next, err := h.Store.PutHook(ctx, *rec)
+		next, err := h.putHook(ctx, *rec)
 		if err != nil {
 			return prog, fmt.Errorf("recording the drain of %s on lifecycle action %s: %w", rec.InstanceID, rec.Token, err)
 		}
@@ -454,7 +457,7 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 	}
 	h.beatAccepted(rec.Token, h.Clock.Now())
 	rec.LastHeartbeat = h.Clock.Now()
-	next, err := h.Store.PutHook(ctx, *rec)
+	next, err := h.putHook(ctx, *rec)
 	if err != nil {
 		return fmt.Errorf("recording heartbeat time of %s: %w", a.Token, err)
 	}
