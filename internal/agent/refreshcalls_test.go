@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
@@ -171,4 +174,61 @@ func TestALifecycleActionIsLookedAtWithoutReadingItsRecordWhileItsClaimHolds(t *
 	require.Zero(t, calls["autoscaling:CompleteLifecycleAction"], "%v", calls)
 	require.Zero(t, calls["autoscaling:RecordLifecycleActionHeartbeat"], "%v", calls)
 	require.Zero(t, calls["ecs:DescribeContainerInstances"], "%v", calls)
+}
+
+// markLists is a store that counts the listings of drain marks (ListDrainMarks).
+type markLists struct {
+	state.Store
+	lists atomic.Int64
+}
+
+func (s *markLists) ListDrainMarks(ctx context.Context) ([]state.DrainMark, error) {
+	s.lists.Add(1)
+	return s.Store.ListDrainMarks(ctx)
+}
+
+// The recovery of drained instances (lifecycle.Hooks.Recover) lists the drain marks again only when this
+// process wrote or deleted one since its last listing, or that listing is a lease TTL (2 minutes) old: full
+// passes 15 s apart with no drain list once. A mark written beside the agent (another replica's) over an
+// instance that is InService again is seen within the lease TTL and the instance put back ACTIVE; the agent's
+// deletion of that mark makes the next pass list again.
+func TestDrainMarksAreListedAgainOnlyAfterTheAgentsOwnMarkWritesOrALeaseTTL(t *testing.T) {
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	spec := oneGroup(&g)
+	store := &markLists{Store: state.NewMemory()}
+	spec.Store = store
+	w := build(t, spec)
+	ctx := context.Background()
+	settle(t, w, 10*time.Second)
+	w.Account.Advance(2*time.Minute + time.Second)
+	store.lists.Store(0)
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	require.Equal(t, int64(1), store.lists.Load(), "the last listing is a lease TTL old")
+	for range 7 {
+		w.Account.Advance(15 * time.Second)
+		require.NoError(t, w.Agent.Reconcile(ctx))
+	}
+	require.Equal(t, int64(1), store.lists.Load(), "no mark written since the listing 105 s before")
+
+	id := w.Account.Group(g.Name).Instances[0].ID
+	inst, _ := w.Account.Instance(id)
+	_, err := w.Account.ECS().UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{Cluster: aws.String("c1"),
+		ContainerInstances: []string{inst.ContainerInstanceARN}, Status: ecstypes.ContainerInstanceStatusDraining})
+	require.NoError(t, err)
+	require.NoError(t, store.PutDrainMark(ctx, state.DrainMark{InstanceID: id, Group: g.Name, Platform: lifecycle.PlatformECS,
+		Cluster: "c1", Token: "timed-out-token", At: w.Account.Clock().Now()}))
+	w.Account.Advance(15 * time.Second) // 120 s after the last listing
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	inst, _ = w.Account.Instance(id)
+	require.Equal(t, "ACTIVE", inst.ContainerInstanceStatus, "seen within the lease TTL and put back in service")
+	require.Equal(t, int64(2), store.lists.Load())
+	w.Account.Advance(15 * time.Second)
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	require.Equal(t, int64(3), store.lists.Load(), "the agent deleted the mark: listed again")
+	w.Account.Advance(15 * time.Second)
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	require.Equal(t, int64(3), store.lists.Load())
+	marks, err := store.Store.ListDrainMarks(ctx)
+	require.NoError(t, err)
+	require.Empty(t, marks)
 }

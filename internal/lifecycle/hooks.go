@@ -99,6 +99,12 @@ type Hooks struct {
 	// kept: ActionKey -> the action's record as this process last read or wrote it, while it holds the
 	// action's claim (hookrecords.go)
 	kept map[string]state.Hook
+	// marks: the last ListDrainMarks of Recover, taken at marksAt when marksWrites was marksGen (recover.go
+	// drainMarks); marksWrites counts this process's writes and deletions of drain marks
+	marks                 []state.DrainMark
+	marksAt               time.Time
+	marksGen, marksWrites uint64
+	marksListed           bool
 }
 
 // beatAccepted notes that Auto Scaling accepted a heartbeat of the action of record key at at.
@@ -372,6 +378,7 @@ func (h *Hooks) drain(ctx context.Context, t Target, rec *state.Hook) (DrainProg
 		}
 		mark := state.DrainMark{InstanceID: rec.InstanceID, Group: rec.Group, Platform: t.Platform, Cluster: t.Cluster,
 			Token: rec.Token, At: h.Clock.Now()}
+		h.marksWritten()
 		if err := h.Store.PutDrainMark(ctx, mark); err != nil {
 			return prog, fmt.Errorf("recording the drain of %s: %w", rec.InstanceID, err)
 		}
