@@ -232,3 +232,63 @@ func TestDrainMarksAreListedAgainOnlyAfterTheAgentsOwnMarkWritesOrALeaseTTL(t *t
 	require.NoError(t, err)
 	require.Empty(t, marks)
 }
+
+// listings is a store that lists rollout records and pause locks in one read (state.RolloutsAndLocksLister,
+// as the DynamoDB store does) and counts the listings by kind.
+type listings struct {
+	*state.Memory
+	both, rollouts, locks atomic.Int64
+}
+
+func (s *listings) ListRolloutsAndLocks(ctx context.Context) ([]state.Rollout, []state.Lock, error) {
+	s.both.Add(1)
+	return s.Memory.ListRolloutsAndLocks(ctx)
+}
+
+func (s *listings) ListRollouts(ctx context.Context) ([]state.Rollout, error) {
+	s.rollouts.Add(1)
+	return s.Memory.ListRollouts(ctx)
+}
+
+func (s *listings) ListLocks(ctx context.Context) ([]state.Lock, error) {
+	s.locks.Add(1)
+	return s.Memory.ListLocks(ctx)
+}
+
+// A full pass over a group whose instance refresh is under way reads the rollout records and the pause locks
+// in one listing (the refresh's look checks the pause on every pass: a pause cancels the refresh), and a pause
+// put before a pass cancels the refresh in that pass.
+func TestAFullPassReadsTheRolloutsAndThePauseLocksInOneListing(t *testing.T) {
+	g := refreshGroup(1)
+	spec := oneGroup(&g)
+	store := &listings{Memory: state.NewMemory()}
+	spec.Store = store
+	w := buildRefresh(t, spec)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, func() bool { return midRefresh(w.Rollout(ctx, g.Name)) })
+	require.NoError(t, err)
+	require.True(t, ok, "%+v", w.Rollout(ctx, g.Name))
+	store.both.Store(0)
+	store.rollouts.Store(0)
+	store.locks.Store(0)
+	for range 10 {
+		w.Account.Advance(15 * time.Second)
+		require.NoError(t, w.Agent.Reconcile(ctx))
+		require.True(t, refreshUnderWay(w.Rollout(ctx, g.Name)))
+	}
+	require.Equal(t, int64(10), store.both.Load(), "one listing a pass")
+	require.Zero(t, store.rollouts.Load())
+	require.Zero(t, store.locks.Load(), "the pause checks use the pass's listing")
+
+	require.NoError(t, store.PutLock(ctx, state.Lock{Group: g.Name, Reason: "change freeze", Who: "alice", Since: w.Account.Clock().Now()}))
+	w.Account.ResetCalls()
+	w.Account.Advance(15 * time.Second)
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	require.Equal(t, 1, w.Account.Calls()["autoscaling:CancelInstanceRefresh"], "the pause read with the records cancels the refresh")
+	require.Contains(t, w.Rollout(ctx, g.Name).Refresh.Cancel, "paused")
+}
+
+func refreshUnderWay(r state.Rollout) bool {
+	return r.Phase == state.PhaseReplacing && r.Refresh != nil && r.Refresh.ID != ""
+}
