@@ -310,7 +310,11 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 		retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk},
 	}
-	a.hooks.HeartbeatTimeoutRead = a.sweep.shorten                  // a lowered HeartbeatTimeout shortens the sweep at once
+	a.hooks.HeartbeatTimeoutRead = a.sweep.shorten                   // a lowered HeartbeatTimeout shortens the sweep at once
+	a.hooks.RolloutKept = func(group string) (state.Rollout, bool) { // records.go: the record the agent keeps
+		r, ok, _ := a.records.get(group)
+		return r, ok
+	}
 	a.settings.Observer = waitsObserver{Observer: s.Observer, a: a} // timers.go: each target's next timed wait
 	if c.EKSNodegroups != nil {
 		a.orchestrator.Nodegroups = lifecycle.NodegroupClient{EKS: c.EKSNodegroups, SSM: c.SSM}

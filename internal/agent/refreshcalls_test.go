@@ -292,3 +292,56 @@ func TestAFullPassReadsTheRolloutsAndThePauseLocksInOneListing(t *testing.T) {
 func refreshUnderWay(r state.Rollout) bool {
 	return r.Phase == state.PhaseReplacing && r.Refresh != nil && r.Refresh.ID != ""
 }
+
+// rolloutReads is a store that counts the reads of rollout records (GetRollout).
+type rolloutReads struct {
+	state.Store
+	reads atomic.Int64
+}
+
+func (s *rolloutReads) GetRollout(ctx context.Context, group string) (state.Rollout, error) {
+	s.reads.Add(1)
+	return s.Store.GetRollout(ctx, group)
+}
+
+// A launching action's look at a refresh group whose new instance does not serve yet asks whether the group's
+// refresh halted (a launch of a halted refresh's AMI is abandoned at once) on the rollout record the agent
+// keeps, not on a read of the store.
+func TestALaunchingActionsLookUsesTheRolloutRecordTheAgentKeeps(t *testing.T) {
+	g := refreshGroup(1)
+	spec := oneGroup(&g)
+	store := &rolloutReads{Store: state.NewMemory()}
+	spec.Store = store
+	w := buildRefresh(t, spec)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	var act sim.LifecycleAction
+	launching := func() bool {
+		var acts []sim.LifecycleAction
+		w.Account.Observe(func(v *sim.View) { acts = v.LifecycleActions() })
+		for _, a := range acts {
+			if !a.Active || a.Transition != sim.TransitionLaunching {
+				continue
+			}
+			for _, i := range w.Account.Group(g.Name).Instances {
+				if i.ID == a.InstanceID && !i.AgentConnected {
+					act = a
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, launching)
+	require.NoError(t, err)
+	require.True(t, ok, "no launch waiting: %+v", w.Rollout(ctx, g.Name))
+	ev := events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
+		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionLaunching}}
+	store.reads.Store(0)
+	for range 3 {
+		disp, err := w.Agent.Handle(ctx, ev)
+		require.NoError(t, err)
+		require.Equal(t, events.Hold, disp, "the instance does not serve yet")
+	}
+	require.Zero(t, store.reads.Load(), "the kept record tells the refresh did not halt")
+}

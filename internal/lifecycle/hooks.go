@@ -80,6 +80,10 @@ type Hooks struct {
 	// shortens its interval at once (agent/hooksweep.go) instead of at the next hook check, and the action,
 	// perhaps seen a whole sweep late, is taken up at once.
 	HeartbeatTimeoutRead func(group string, heartbeat time.Duration) (shortened bool)
+	// RolloutKept, when set, returns the rollout record of group that the agent keeps between its looks (as
+	// it last read or wrote it; false when it keeps none): a launching action's look at a refresh group reads
+	// it instead of the store (haltedRefreshLaunch).
+	RolloutKept func(group string) (state.Rollout, bool)
 
 	mu    sync.Mutex
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
