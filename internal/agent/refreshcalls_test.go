@@ -345,3 +345,53 @@ func TestALaunchingActionsLookUsesTheRolloutRecordTheAgentKeeps(t *testing.T) {
 	}
 	require.Zero(t, store.reads.Load(), "the kept record tells the refresh did not halt")
 }
+
+// The looks at a lifecycle action after its first ask EC2 whether its instance still exists at most once a
+// minute: three looks within a minute of a check describe no instance, the look a minute after it does.
+func TestALifecycleActionsInstanceIsDescribedAtMostOnceAMinute(t *testing.T) {
+	g := refreshGroup(1)
+	spec := oneGroup(&g)
+	spec.Sim.TaskStopStageDelay = 2 * time.Minute // a drain that takes several minutes
+	w := buildRefresh(t, spec)
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	var act sim.LifecycleAction
+	draining := func() bool {
+		var acts []sim.LifecycleAction
+		w.Account.Observe(func(v *sim.View) { acts = v.LifecycleActions() })
+		for _, a := range acts {
+			if !a.Active || a.Transition != sim.TransitionTerminating {
+				continue
+			}
+			for _, i := range w.Account.Group(g.Name).Instances {
+				if i.ID == a.InstanceID && i.ContainerInstanceStatus == "DRAINING" && i.TasksByLastStatus["RUNNING"] > 0 {
+					act = a
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, draining)
+	require.NoError(t, err)
+	require.True(t, ok, "no drain under way: %+v", w.Rollout(ctx, g.Name))
+	ev := events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
+		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}}
+	look := func() {
+		disp, err := w.Agent.Handle(ctx, ev)
+		require.NoError(t, err)
+		require.Equal(t, events.Hold, disp, "the drain goes on")
+	}
+	w.Account.Advance(time.Minute)
+	w.Account.ResetCalls()
+	look()
+	require.Equal(t, 1, w.Account.Calls()["ec2:DescribeInstances"], "the last check is a minute old")
+	for range 3 {
+		w.Account.Advance(10 * time.Second)
+		look()
+	}
+	require.Equal(t, 1, w.Account.Calls()["ec2:DescribeInstances"], "within a minute of the check")
+	w.Account.Advance(30 * time.Second)
+	look()
+	require.Equal(t, 2, w.Account.Calls()["ec2:DescribeInstances"], "a minute after it")
+}

@@ -103,6 +103,8 @@ type Hooks struct {
 	// kept: ActionKey -> the action's record as this process last read or wrote it, while it holds the
 	// action's claim (hookrecords.go)
 	kept map[string]state.Hook
+	// instanceSeen: record key -> when EC2 last described the action's instance running (instanceChecked)
+	instanceSeen map[string]time.Time
 	// marks: the last ListDrainMarks of Recover, taken at marksAt when marksWrites was marksGen (recover.go
 	// drainMarks); marksWrites counts this process's writes and deletions of drain marks
 	marks                 []state.DrainMark
@@ -298,9 +300,14 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 // look checks the drain (or launch health) of a claimed action once — and first, when checkInstance is set,
 // whether EC2 still has the instance — sends a due heartbeat and completes the action when its work is done.
 func (h *Hooks) look(ctx context.Context, t Target, a events.LifecycleAction, rec state.Hook, checkInstance bool, log *zap.Logger) (HookOutcome, error) {
-	if checkInstance {
-		// Auto Scaling answered on the first look; later looks ask EC2 whether the instance went away meanwhile.
-		switch exists, err := h.instanceState(ctx, a.InstanceID); {
+	if checkInstance && h.instanceCheckDue(rec.Token) {
+		// Auto Scaling answered on the first look; later looks ask EC2 whether the instance went away meanwhile,
+		// at most every instanceCheckEvery (instanceCheckDue).
+		exists, err := h.instanceState(ctx, a.InstanceID)
+		if err == nil && exists == instanceRunning {
+			h.instanceChecked(rec.Token)
+		}
+		switch {
 		case err != nil:
 			return HookInProgress, err
 		case exists == instanceUnknown && !a.Terminating() && h.Clock.Since(rec.ReceivedAt) < launchVisibilityGrace:
@@ -397,6 +404,39 @@ func (h *Hooks) drain(ctx context.Context, t Target, rec *state.Hook) (DrainProg
 		return prog, err
 	}
 	return platform.DrainStatus(ctx, t.Cluster, rec.InstanceID)
+}
+
+// instanceCheckEvery is how often the looks at a lifecycle action after its first ask EC2 whether its instance
+// still exists (look): the answer only ends an action whose instance went away early (field cases C3, C5),
+// which nothing waits on, and every effect of a look is made on an instance Auto Scaling confirmed in the
+// action's wait state (a completion of a gone instance's action is answered "No active Lifecycle Action
+// found", C6). Looks come every tick or message redelivery: this keeps one DescribeInstances a minute.
+const instanceCheckEvery = time.Minute
+
+// instanceCheckDue reports whether the look at the action of record key asks EC2 about its instance: no
+// answer "running" within instanceCheckEvery.
+func (h *Hooks) instanceCheckDue(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.instanceSeen[key]
+	return !ok || h.Clock.Since(at) >= instanceCheckEvery
+}
+
+// instanceChecked notes that EC2 described the instance of the action of record key running now, and forgets
+// the notes of actions not looked at for a while.
+func (h *Hooks) instanceChecked(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.Clock.Now()
+	if h.instanceSeen == nil {
+		h.instanceSeen = map[string]time.Time{}
+	}
+	for k, at := range h.instanceSeen {
+		if now.Sub(at) > 10*instanceCheckEvery {
+			delete(h.instanceSeen, k)
+		}
+	}
+	h.instanceSeen[key] = now
 }
 
 // launching completes a LAUNCHING action once the instance is healthy in its cluster, or abandons it at the
