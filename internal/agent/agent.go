@@ -310,7 +310,11 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
 		retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk},
 	}
-	a.hooks.HeartbeatTimeoutRead = a.sweep.shorten                  // a lowered HeartbeatTimeout shortens the sweep at once
+	a.hooks.HeartbeatTimeoutRead = a.sweep.shorten                   // a lowered HeartbeatTimeout shortens the sweep at once
+	a.hooks.RolloutKept = func(group string) (state.Rollout, bool) { // records.go: the record the agent keeps
+		r, ok, _ := a.records.get(group)
+		return r, ok
+	}
 	a.settings.Observer = waitsObserver{Observer: s.Observer, a: a} // timers.go: each target's next timed wait
 	if c.EKSNodegroups != nil {
 		a.orchestrator.Nodegroups = lifecycle.NodegroupClient{EKS: c.EKSNodegroups, SSM: c.SSM}
@@ -432,8 +436,9 @@ func (a *Agent) LastTick() time.Time {
 }
 
 // reconcilePass is one pass: it discovers the managed groups, polls the AMI parameters and checks the hooks
-// when a poll is due, reads the rollout records once (the pause locks at most once, when a target's first new
-// destructive step needs them: pass.pauseLocks), and advances every target (only: those
+// when a poll is due, reads the rollout records once (a full pass with the pause locks in the same read, when
+// the store can: readRecords; else the pause locks when a target's first new destructive step needs them:
+// pass.pauseLocks), and advances every target (only: those
 // named; nil: all, plus the recovery of drained instances and the adoption of waiting lifecycle actions) on
 // Settings.Workers goroutines (reconcileTarget). Passes may run beside each other (a tick and a parameter
 // change): the target guard keeps one target to one goroutine, and a.mu is held only around the agent's
@@ -456,8 +461,8 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	// One read of every rollout record per full pass instead of one per target, none for a look at targets
 	// whose record this process kept (records.go); the conditional writes catch a record that changed since,
 	// and a target stepped by another pass since is taken as kept or read again (reconcileTarget).
-	readAt := a.steps.Load()
-	records, epochs, err := a.readRecords(ctx, only)
+	readAt, readTime := a.steps.Load(), a.clock.Now()
+	records, epochs, locks, locksRead, err := a.readRecords(ctx, only)
 	if err != nil {
 		return err
 	}
@@ -482,7 +487,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		return err
 	}
 	p := &pass{d: d, store: a.store, records: records, readAt: readAt, epochs: epochs, pools: pools, images: images, launched: launched,
-		nodes: map[string]*clusterView{}, look: only != nil}
+		nodes: map[string]*clusterView{}, look: only != nil, locks: locks, locksRead: locksRead, locksAt: readTime, clock: a.clock}
 	var names []string
 	for _, name := range d.Names() {
 		if (only == nil || only[name]) && !poolFailed[name] {

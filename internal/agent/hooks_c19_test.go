@@ -293,6 +293,8 @@ func TestC19UnconfirmableLifecycleActionIsHeldNotDrainedNotDeleted(t *testing.T)
 
 // Field case C19, recovery: an instance the agent drained for a lifecycle action and that is InService again
 // with no action waiting goes back to ACTIVE with a warning; one that a rollout is replacing stays DRAINING.
+// The marks here are written beside the agent, as another replica's would be: the agent sees them within a
+// lease TTL (2 minutes) of its last listing (lifecycle.Hooks drainMarks).
 func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutReplacesIt(t *testing.T) {
 	ctx := context.Background()
 	drainDirectly := func(t *testing.T, w *demo.World, g, id string) {
@@ -311,7 +313,7 @@ func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutRepla
 		settle(t, w.World, 10*time.Second)
 		id := w.Account.Group(g.Name).Instances[0].ID
 		drainDirectly(t, w.World, g.Name, id)
-		settle(t, w.World, 30*time.Second)
+		settle(t, w.World, 2*time.Minute+30*time.Second)
 		inst, _ := w.Account.Instance(id)
 		require.Equal(t, "ACTIVE", inst.ContainerInstanceStatus)
 		require.Len(t, w.logs.FilterMessageSnippet("put back in service").All(), 1, "one warning")

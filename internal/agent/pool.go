@@ -3,8 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -106,6 +109,12 @@ type pass struct {
 	// look: a look at a few targets (not a full pass), whose cluster views may describe the known members
 	// without listing the cluster (observeCluster)
 	look bool
+	// locks are the pause locks read with the records at locksAt (locksRead; readRecords), served by
+	// pauseLocks for up to passLocksFresh after; clock tells the time
+	locks     []state.Lock
+	locksRead bool
+	locksAt   time.Time
+	clock     clock.PassiveClock
 
 	mu      sync.Mutex
 	records map[string]state.Rollout
@@ -117,14 +126,24 @@ type pass struct {
 // needs them: a pause taken while a long pass runs (a fleet pass lasts seconds to minutes under the rate
 // limits) holds every destructive step the pass has not begun yet, not only those of the next pass. A pass
 // whose targets only wait reads none (issue #21). A failed read holds the target's step; the next one reads
-// again.
+// again. Locks the pass read with its records (readRecords) serve for passLocksFresh after that read instead
+// of a ListLocks of their own: the same eventually consistent index read, at most that much older.
 func (p *pass) pauseLocks(ctx context.Context) ([]state.Lock, error) {
+	if p.locksRead && p.clock != nil && p.clock.Since(p.locksAt) <= passLocksFresh {
+		return slices.Clone(p.locks), nil
+	}
 	locks, err := p.store.ListLocks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading pause locks: %w", err)
 	}
 	return locks, nil
 }
+
+// passLocksFresh is how long the pause locks a full pass read with its rollout records (one Scan of the index
+// that holds both) answer its targets' pause checks: within it the read is as fresh as a ListLocks of its own
+// would be, give or take the index's own lag (normally under a second); targets whose checks come later in a
+// long pass read the locks again.
+const passLocksFresh = time.Second
 
 // clusterView is one cluster's nodes as observed once per pass (lifecycle.Platform.Observe), by the first
 // target under a rollout that needs them; its lock makes the other targets of the cluster wait for that

@@ -112,21 +112,30 @@ func (a *Agent) Reread(groups ...string) {
 }
 
 // readRecords returns the rollout records a pass needs, by group. A full pass (only nil: the safety poll,
-// a tick) lists every record (one Query of kind-index, state.Store.ListRollouts) and keeps them. A look at
+// a tick) lists every record (one Query of kind-index, state.Store.ListRollouts) and keeps them; with a store
+// that lists the pause locks in the same read (state.RolloutsAndLocksLister: one Scan of kind-index) it
+// returns those too (locks, read true), which the pass's first pause checks use (pass.pauseLocks). A look at
 // some targets uses the kept record of each named target and reads the others (one consistent GetItem each,
 // state.Store.GetRollout; ErrNotFound: no record yet). It also returns the epochs of the kept records before
 // the read, which reconcileTarget compares to tell a record dropped since (Reread, a lost write). Errors are
 // the store's, wrapped.
-func (a *Agent) readRecords(ctx context.Context, only map[string]bool) (map[string]state.Rollout, map[string]uint64, error) {
-	epochs := a.records.snapshot()
+func (a *Agent) readRecords(ctx context.Context, only map[string]bool) (records map[string]state.Rollout, epochs map[string]uint64, locks []state.Lock, read bool, err error) {
+	epochs = a.records.snapshot()
 	if only == nil {
+		if lister, ok := a.store.(state.RolloutsAndLocksLister); ok {
+			list, locks, err := lister.ListRolloutsAndLocks(ctx)
+			if err != nil {
+				return nil, nil, nil, false, fmt.Errorf("reading rollouts and pause locks: %w", err)
+			}
+			return a.records.listed(list, epochs), epochs, locks, true, nil
+		}
 		list, err := a.store.ListRollouts(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("reading rollouts: %w", err)
+			return nil, nil, nil, false, fmt.Errorf("reading rollouts: %w", err)
 		}
-		return a.records.listed(list, epochs), epochs, nil
+		return a.records.listed(list, epochs), epochs, nil, false, nil
 	}
-	records := make(map[string]state.Rollout, len(only))
+	records = make(map[string]state.Rollout, len(only))
 	for name := range only {
 		if r, ok, epoch := a.records.get(name); ok && epoch == epochs[name] {
 			records[name] = r
@@ -137,10 +146,10 @@ func (a *Agent) readRecords(ctx context.Context, only map[string]bool) (map[stri
 		case err == nil:
 			records[name] = r
 		case !errors.Is(err, state.ErrNotFound):
-			return nil, nil, fmt.Errorf("reading rollout of %s: %w", name, err)
+			return nil, nil, nil, false, fmt.Errorf("reading rollout of %s: %w", name, err)
 		}
 	}
-	return records, epochs, nil
+	return records, epochs, nil, false, nil
 }
 
 // recordFor returns the record reconcileTarget steps name from: the one pass p read, unless the kept record

@@ -206,7 +206,7 @@ func (h *Hooks) reject(ctx context.Context, t Target, a events.LifecycleAction, 
 	}
 	if known {
 		rec.State, rec.Note, rec.CompletedAt = state.HookCompleted, "rejected: "+c.detail, h.Clock.Now()
-		if _, err := h.Store.PutHook(ctx, rec); err != nil {
+		if _, err := h.putHook(ctx, rec); err != nil {
 			return fmt.Errorf("closing unconfirmed lifecycle action %s: %w", a.Token, err)
 		}
 	}

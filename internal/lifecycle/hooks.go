@@ -80,6 +80,10 @@ type Hooks struct {
 	// shortens its interval at once (agent/hooksweep.go) instead of at the next hook check, and the action,
 	// perhaps seen a whole sweep late, is taken up at once.
 	HeartbeatTimeoutRead func(group string, heartbeat time.Duration) (shortened bool)
+	// RolloutKept, when set, returns the rollout record of group that the agent keeps between its looks (as
+	// it last read or wrote it; false when it keeps none): a launching action's look at a refresh group reads
+	// it instead of the store (haltedRefreshLaunch).
+	RolloutKept func(group string) (state.Rollout, bool)
 
 	mu    sync.Mutex
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
@@ -96,6 +100,17 @@ type Hooks struct {
 	// beats: record key -> this process's last heartbeat of the action that Auto Scaling accepted, recorded or
 	// not (a failed write of LastHeartbeat must not make a live action look ended: adoptedActionEnded)
 	beats map[string]time.Time
+	// kept: ActionKey -> the action's record as this process last read or wrote it, while it holds the
+	// action's claim (hookrecords.go)
+	kept map[string]state.Hook
+	// instanceSeen: record key -> when EC2 last described the action's instance running (instanceChecked)
+	instanceSeen map[string]time.Time
+	// marks: the last ListDrainMarks of Recover, taken at marksAt when marksWrites was marksGen (recover.go
+	// drainMarks); marksWrites counts this process's writes and deletions of drain marks
+	marks                 []state.DrainMark
+	marksAt               time.Time
+	marksGen, marksWrites uint64
+	marksListed           bool
 }
 
 // beatAccepted notes that Auto Scaling accepted a heartbeat of the action of record key at at.
@@ -232,7 +247,7 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 				rec = rec.WithLease(h.leases().Claim(h.Owner, now))
 			}
 		}
-		if rec, err = h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
+		if rec, err = h.putHook(ctx, rec); errors.Is(err, state.ErrConflict) {
 			return HookInProgress, nil // another copy of the message (or replica) recorded it first: look again
 		} else if err != nil {
 			return HookInProgress, fmt.Errorf("recording lifecycle action %s: %w", a.Token, err)
@@ -285,9 +300,14 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 // look checks the drain (or launch health) of a claimed action once — and first, when checkInstance is set,
 // whether EC2 still has the instance — sends a due heartbeat and completes the action when its work is done.
 func (h *Hooks) look(ctx context.Context, t Target, a events.LifecycleAction, rec state.Hook, checkInstance bool, log *zap.Logger) (HookOutcome, error) {
-	if checkInstance {
-		// Auto Scaling answered on the first look; later looks ask EC2 whether the instance went away meanwhile.
-		switch exists, err := h.instanceState(ctx, a.InstanceID); {
+	if checkInstance && h.instanceCheckDue(rec.Token) {
+		// Auto Scaling answered on the first look; later looks ask EC2 whether the instance went away meanwhile,
+		// at most every instanceCheckEvery (instanceCheckDue).
+		exists, err := h.instanceState(ctx, a.InstanceID)
+		if err == nil && exists == instanceRunning {
+			h.instanceChecked(rec.Token)
+		}
+		switch {
 		case err != nil:
 			return HookInProgress, err
 		case exists == instanceUnknown && !a.Terminating() && h.Clock.Since(rec.ReceivedAt) < launchVisibilityGrace:
@@ -369,11 +389,12 @@ func (h *Hooks) drain(ctx context.Context, t Target, rec *state.Hook) (DrainProg
 		}
 		mark := state.DrainMark{InstanceID: rec.InstanceID, Group: rec.Group, Platform: t.Platform, Cluster: t.Cluster,
 			Token: rec.Token, At: h.Clock.Now()}
+		h.marksWritten()
 		if err := h.Store.PutDrainMark(ctx, mark); err != nil {
 			return prog, fmt.Errorf("recording the drain of %s: %w", rec.InstanceID, err)
 		}
 		rec.AgentDrained = true
-		next, err := h.Store.PutHook(ctx, *rec)
+		next, err := h.putHook(ctx, *rec)
 		if err != nil {
 			return prog, fmt.Errorf("recording the drain of %s on lifecycle action %s: %w", rec.InstanceID, rec.Token, err)
 		}
@@ -383,6 +404,39 @@ func (h *Hooks) drain(ctx context.Context, t Target, rec *state.Hook) (DrainProg
 		return prog, err
 	}
 	return platform.DrainStatus(ctx, t.Cluster, rec.InstanceID)
+}
+
+// instanceCheckEvery is how often the looks at a lifecycle action after its first ask EC2 whether its instance
+// still exists (look): the answer only ends an action whose instance went away early (field cases C3, C5),
+// which nothing waits on, and every effect of a look is made on an instance Auto Scaling confirmed in the
+// action's wait state (a completion of a gone instance's action is answered "No active Lifecycle Action
+// found", C6). Looks come every tick or message redelivery: this keeps one DescribeInstances a minute.
+const instanceCheckEvery = time.Minute
+
+// instanceCheckDue reports whether the look at the action of record key asks EC2 about its instance: no
+// answer "running" within instanceCheckEvery.
+func (h *Hooks) instanceCheckDue(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.instanceSeen[key]
+	return !ok || h.Clock.Since(at) >= instanceCheckEvery
+}
+
+// instanceChecked notes that EC2 described the instance of the action of record key running now, and forgets
+// the notes of actions not looked at for a while.
+func (h *Hooks) instanceChecked(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.Clock.Now()
+	if h.instanceSeen == nil {
+		h.instanceSeen = map[string]time.Time{}
+	}
+	for k, at := range h.instanceSeen {
+		if now.Sub(at) > 10*instanceCheckEvery {
+			delete(h.instanceSeen, k)
+		}
+	}
+	h.instanceSeen[key] = now
 }
 
 // launching completes a LAUNCHING action once the instance is healthy in its cluster, or abandons it at the
@@ -462,7 +516,7 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 	}
 	h.beatAccepted(rec.Token, h.Clock.Now())
 	rec.LastHeartbeat = h.Clock.Now()
-	next, err := h.Store.PutHook(ctx, *rec)
+	next, err := h.putHook(ctx, *rec)
 	if err != nil {
 		return fmt.Errorf("recording heartbeat time of %s: %w", a.Token, err)
 	}

@@ -33,7 +33,7 @@ func ActionKey(group, instance, hook string) string {
 // completions Auto Scaling accepts one and answers the other "No active Lifecycle Action found" (C6).
 func (h *Hooks) record(ctx context.Context, a events.LifecycleAction) (state.Hook, bool, error) {
 	k := ActionKey(a.GroupName, a.InstanceID, a.HookName)
-	rec, err := h.Store.GetHook(ctx, k)
+	rec, err := h.getHook(ctx, k)
 	switch {
 	case err == nil:
 		return rec, true, nil
@@ -144,7 +144,7 @@ type waitSeen struct {
 // adopt records (once it has waited for after, and Auto Scaling confirms it as it confirms a message) and
 // drives one action found without its message.
 func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, waitState, key string, after time.Duration, seen map[string]waitSeen, now time.Time) error {
-	rec, err := h.Store.GetHook(ctx, key)
+	rec, err := h.getHook(ctx, key)
 	found := err == nil
 	if err != nil && !errors.Is(err, state.ErrNotFound) {
 		return fmt.Errorf("reading lifecycle action %s: %w", key, err)
@@ -229,7 +229,7 @@ func (h *Hooks) adopt(ctx context.Context, t Target, a events.LifecycleAction, w
 	if a.Terminating() {
 		rec.State = state.HookDraining
 	}
-	if _, err := h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
+	if _, err := h.putHook(ctx, rec); errors.Is(err, state.ErrConflict) {
 		return nil // its message (or another replica) recorded it first
 	} else if err != nil {
 		return fmt.Errorf("recording lifecycle action %s: %w", key, err)
@@ -261,7 +261,7 @@ func (h *Hooks) adoptedActionEnded(ctx context.Context, rec state.Hook, now time
 func (h *Hooks) closeEnded(ctx context.Context, rec state.Hook, now time.Time) (state.Hook, error) {
 	rec.State, rec.Result, rec.CompletedAt = state.HookCompleted, "", now
 	rec.Note = "ended without the agent: no heartbeat within the hook's HeartbeatTimeout (completed by hand, or timed out while the agent was away)"
-	stored, err := h.Store.PutHook(ctx, rec)
+	stored, err := h.putHook(ctx, rec)
 	if err != nil {
 		return rec, fmt.Errorf("closing lifecycle action %s that ended without the agent: %w", rec.Token, err)
 	}

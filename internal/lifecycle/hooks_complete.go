@@ -33,7 +33,7 @@ func (h *Hooks) claim(ctx context.Context, rec state.Hook) (state.Hook, error) {
 		return rec, nil
 	}
 	rec = rec.WithLease(h.leases().Claim(h.Owner, now))
-	return h.Store.PutHook(ctx, rec)
+	return h.putHook(ctx, rec)
 }
 
 // complete sends CompleteLifecycleAction once and records it. Auto Scaling's "No active Lifecycle Action
@@ -44,7 +44,7 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 	// answer then tells that the first one went through.
 	if rec.State != state.HookCompleting {
 		rec.State = state.HookCompleting
-		next, err := h.Store.PutHook(ctx, rec)
+		next, err := h.putHook(ctx, rec)
 		if errors.Is(err, state.ErrConflict) {
 			return HookInProgress, nil
 		}
@@ -103,7 +103,7 @@ func (h *Hooks) active(ctx context.Context, a events.LifecycleAction) (bool, err
 
 func (h *Hooks) finish(ctx context.Context, rec state.Hook, result, note string) error {
 	rec.State, rec.Result, rec.Note, rec.CompletedAt = state.HookCompleted, result, note, h.Clock.Now()
-	stored, err := h.Store.PutHook(ctx, rec)
+	stored, err := h.putHook(ctx, rec)
 	if err != nil {
 		return fmt.Errorf("recording completion of lifecycle action %s: %w", rec.Token, err)
 	}

@@ -86,12 +86,22 @@ func (h *Hooks) imageOf(ctx context.Context, instanceID string) (string, error) 
 // instance refresh's bad AMI: the rollout of its group (strategy refresh) halted with the target AMI, and the
 // instance runs it. Such a launch is abandoned at once rather than at the health deadline, so the cancel or
 // rollback that waits for the launches in flight goes on (API Reference, CancelInstanceRefresh and
-// RollbackInstanceRefresh). why says so for the action's record.
+// RollbackInstanceRefresh). why says so for the action's record. The record is the one this process keeps
+// for the group (RolloutKept: as its last look read or wrote it, so a halt of its own is seen at once) when it
+// keeps one, else the store's; a halt another replica wrote after taking the group over is then seen once
+// this process's next look at the group reads the store, and until then the health deadline abandons the launch.
 func (h *Hooks) haltedRefreshLaunch(ctx context.Context, t Target, instanceID string) (bool, string, error) {
 	if st, err := ChooseStrategy(t.Policy.Strategy, GroupTraits{}); err != nil || st != StrategyRefresh {
 		return false, "", nil
 	}
-	r, err := h.Store.GetRollout(ctx, t.Group)
+	r, ok := state.Rollout{}, false
+	if h.RolloutKept != nil {
+		r, ok = h.RolloutKept(t.Group)
+	}
+	var err error
+	if !ok {
+		r, err = h.Store.GetRollout(ctx, t.Group)
+	}
 	if err != nil || r.Refresh == nil || r.Refresh.Halt == "" || r.TargetImageID == "" ||
 		(r.Phase != state.PhaseRollingBack && r.Phase != state.PhaseHalted && r.Phase != state.PhaseReplacing) {
 		return false, "", nil // no record (or none readable now): the health deadline still holds

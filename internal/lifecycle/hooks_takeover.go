@@ -127,7 +127,7 @@ func (h *Hooks) takeOver(ctx context.Context, t Target, a events.LifecycleAction
 	rec.Adopted, rec.Confirmed, rec.WaitState = true, true, c.detail
 	rec.LastHeartbeat = latest(rec.LastHeartbeat, rescued)
 	rec = rec.WithLease(h.leases().Claim(h.Owner, now))
-	if _, err := h.Store.PutHook(ctx, rec); errors.Is(err, state.ErrConflict) {
+	if _, err := h.putHook(ctx, rec); errors.Is(err, state.ErrConflict) {
 		return nil // its owner, its returning message or another replica wrote it first
 	} else if err != nil {
 		return fmt.Errorf("taking over lifecycle action %s: %w", rec.Token, err)

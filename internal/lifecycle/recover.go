@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -19,14 +20,15 @@ import (
 // completed elsewhere, a root volume replacement that brought the instance back, or a message that should
 // never have been acted on must not leave capacity drained for good. Each is logged as a warning.
 //
-// Cost per reconcile tick: one ListDrainMarks; with marks, the tick's own description of the managed groups
+// Cost per reconcile tick: at most one ListDrainMarks (drainMarks: none while this process wrote or deleted no
+// mark since its last listing, at most a lease TTL old); with marks, the tick's own description of the managed groups
 // (d) skips those whose instance is still waiting or terminating, and one DescribeAutoScalingInstances per 50
 // remaining marks confirms the state right before the undrain. No cluster is observed. The mark of an
 // instance that left its group, or of a group no longer managed, is deleted without touching the instance. An
 // instance in its group's warm pool (a Warmed:* state; the group's description does not list it) keeps its
 // mark: it comes back DRAINING, and its launch action or this recovery puts it back in service (field case C18).
 func (h *Hooks) Recover(ctx context.Context, d Discovered, rollouts map[string]state.Rollout) error {
-	marks, err := h.Store.ListDrainMarks(ctx)
+	marks, err := h.drainMarks(ctx)
 	if err != nil {
 		return fmt.Errorf("reading drain marks: %w", err)
 	}
@@ -113,6 +115,7 @@ func (h *Hooks) undrain(ctx context.Context, t Target, m state.DrainMark, what, 
 }
 
 func (h *Hooks) forgetMark(ctx context.Context, m state.DrainMark, why string) {
+	h.marksWritten()
 	if err := h.Store.DeleteDrainMark(ctx, m.InstanceID); err != nil {
 		h.Log.Warn("deleting a drain mark failed; retrying next tick", zap.String(logging.InstanceID, m.InstanceID), zap.Error(err))
 		return
@@ -120,4 +123,41 @@ func (h *Hooks) forgetMark(ctx context.Context, m state.DrainMark, why string) {
 	if why != "" {
 		h.Log.Debug("drain mark dropped", zap.String(logging.InstanceID, m.InstanceID), zap.String(logging.Reason, why))
 	}
+}
+
+// drainMarks returns every drain mark for Recover: the last listing this process took (ListDrainMarks, one
+// Query) while it is less than a lease TTL old and this process has written or deleted no mark since it began
+// (marksWritten), else a new listing. A mark is written only by an agent that drains for a lifecycle action it
+// holds the claim of, and deleted by Recover or with its undrain, so between this process's writes a listing
+// changes only by another replica's drains: those are in flight under that replica's claim (Recover leaves an
+// instance that still waits or terminates alone) and seen within a lease TTL, the time after which a stopped
+// replica's claim lapses and its work is taken up anyway. Every undrain is still confirmed with Auto Scaling
+// right before it. At the 15 s tick of a rollout this lists the marks about twice per drain and every lease
+// TTL instead of on every tick. Errors are the store's.
+func (h *Hooks) drainMarks(ctx context.Context) ([]state.DrainMark, error) {
+	now := h.Clock.Now()
+	h.mu.Lock()
+	if h.marksListed && h.marksGen == h.marksWrites && now.Sub(h.marksAt) < h.leases().EffectiveTTL() {
+		marks := slices.Clone(h.marks)
+		h.mu.Unlock()
+		return marks, nil
+	}
+	gen := h.marksWrites
+	h.mu.Unlock()
+	marks, err := h.Store.ListDrainMarks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.marks, h.marksAt, h.marksGen, h.marksListed = slices.Clone(marks), now, gen, true
+	h.mu.Unlock()
+	return marks, nil
+}
+
+// marksWritten notes that this process is about to write or delete a drain mark: the next Recover lists the
+// marks again (drainMarks).
+func (h *Hooks) marksWritten() {
+	h.mu.Lock()
+	h.marksWrites++
+	h.mu.Unlock()
 }

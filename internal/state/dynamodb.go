@@ -25,7 +25,8 @@ type DynamoDBAPI interface {
 	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	// Scan serves only Backfill, once at start-up: no read of the reconcile loop scans the table.
+	// Scan serves Backfill, once at start-up (the table), and ListRolloutsAndLocks (the sparse index IndexKind,
+	// never the table).
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	// UpdateItem serves only Backfill: it adds the index attribute to an item written before the index.
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -40,9 +41,11 @@ type TableAPI interface {
 }
 
 var (
-	_ DynamoDBAPI = (*dynamodb.Client)(nil)
-	_ TableAPI    = (*dynamodb.Client)(nil)
-	_ Store       = (*DynamoDB)(nil)
+	_ DynamoDBAPI            = (*dynamodb.Client)(nil)
+	_ TableAPI               = (*dynamodb.Client)(nil)
+	_ Store                  = (*DynamoDB)(nil)
+	_ RolloutsAndLocksLister = (*DynamoDB)(nil)
+	_ RolloutsAndLocksLister = (*Memory)(nil)
 )
 
 // Attribute names and key shapes of the table (docs/state.md describes the schema).
@@ -463,6 +466,50 @@ func (d *DynamoDB) ListRollouts(ctx context.Context) ([]Rollout, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out, nil
+}
+
+// ListRolloutsAndLocks implements RolloutsAndLocksLister with a paginated Scan of the index IndexKind, which
+// holds only rollout records and pause locks (AttrKind is absent on every other item): one request where
+// ListRollouts and ListLocks make one Query each, and as many pages as the two together. Like them it is
+// eventually consistent. Items are told apart by AttrKind and sorted as ListRollouts and ListLocks sort them.
+func (d *DynamoDB) ListRolloutsAndLocks(ctx context.Context) ([]Rollout, []Lock, error) {
+	in := &dynamodb.ScanInput{TableName: aws.String(d.table), IndexName: aws.String(IndexKind)}
+	if d.pageSize > 0 {
+		in.Limit = aws.Int32(d.pageSize)
+	}
+	rollouts, locks := []Rollout{}, []Lock{}
+	pages := dynamodb.NewScanPaginator(d.api, in)
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing rollouts and locks in table %s: index %s: %w", d.table, IndexKind, err)
+		}
+		for _, item := range page.Items {
+			kind, _ := item[AttrKind].(*types.AttributeValueMemberS)
+			if kind == nil {
+				continue
+			}
+			var err error
+			switch kind.Value {
+			case skRollout:
+				var r Rollout
+				if err = attributevalue.UnmarshalMap(item, &r); err == nil {
+					rollouts = append(rollouts, r)
+				}
+			case skLock:
+				var l Lock
+				if err = attributevalue.UnmarshalMap(item, &l); err == nil {
+					locks = append(locks, l)
+				}
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("listing rollouts and locks in table %s: index %s: decoding: %w", d.table, IndexKind, err)
+			}
+		}
+	}
+	sort.Slice(rollouts, func(i, j int) bool { return rollouts[i].Group < rollouts[j].Group })
+	sort.Slice(locks, func(i, j int) bool { return locks[i].Group < locks[j].Group })
+	return rollouts, locks, nil
 }
 
 // GetHook implements Store with a strongly consistent read.

@@ -3,6 +3,7 @@ package state_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func (c *countingAPI) Query(ctx context.Context, in *dynamodb.QueryInput, o ...f
 }
 
 func (c *countingAPI) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	c.count("Scan")
+	c.count(strings.TrimSpace("Scan " + aws.ToString(in.IndexName)))
 	return c.DynamoDBAPI.Scan(ctx, in, o...)
 }
 
@@ -75,6 +76,15 @@ func TestListRolloutsAndLocksQueryTheIndexAndNeverScan(t *testing.T) {
 	require.Equal(t, state.GlobalScope, locks[0].Group)
 	require.Equal(t, "b", locks[1].Group)
 	require.Equal(t, map[string]int{"Query " + state.IndexKind: 2}, api.calls, "one Query of the index each, no Scan")
+
+	// Both at once: one request, a Scan of the sparse index (its items are the rollouts and the locks), never
+	// of the table with its history and lifecycle actions.
+	api.calls = nil
+	rs2, locks2, err := s.ListRolloutsAndLocks(ctx)
+	require.NoError(t, err)
+	require.Equal(t, rs, rs2)
+	require.Equal(t, locks, locks2)
+	require.Equal(t, map[string]int{"Scan " + state.IndexKind: 1}, api.calls, "one Scan of the index")
 }
 
 // TestBackfillIndexesRecordsWrittenBeforeTheIndex: a rollout and a group pause written by an earlier version

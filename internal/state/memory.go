@@ -140,6 +140,23 @@ func (m *Memory) ListRollouts(_ context.Context) ([]Rollout, error) {
 	return out, nil
 }
 
+// ListRolloutsAndLocks implements RolloutsAndLocksLister: ListRollouts and ListLocks at one moment.
+func (m *Memory) ListRolloutsAndLocks(ctx context.Context) ([]Rollout, []Lock, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rollouts := make([]Rollout, 0, len(m.rollouts))
+	for _, r := range m.rollouts {
+		rollouts = append(rollouts, clone(r))
+	}
+	sort.Slice(rollouts, func(i, j int) bool { return rollouts[i].Group < rollouts[j].Group })
+	locks := make([]Lock, 0, len(m.locks))
+	for _, l := range m.locks {
+		locks = append(locks, l)
+	}
+	sort.Slice(locks, func(i, j int) bool { return locks[i].Group < locks[j].Group })
+	return rollouts, locks, nil
+}
+
 // GetHook implements Store.
 func (m *Memory) GetHook(_ context.Context, token string) (Hook, error) {
 	m.mu.Lock()

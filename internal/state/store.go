@@ -37,6 +37,14 @@ func checkHistoryOf(r Rollout, history []HistoryEntry) error {
 	return nil
 }
 
+// RolloutsAndLocksLister is implemented by a Store that lists every rollout record and every pause lock in one
+// read (the DynamoDB store: one Scan page of the index IndexKind, which holds only those two kinds, instead
+// of a Query of each). The answer is what ListRollouts and ListLocks would return at that moment, as
+// (eventually) consistent as they are.
+type RolloutsAndLocksLister interface {
+	ListRolloutsAndLocks(ctx context.Context) ([]Rollout, []Lock, error)
+}
+
 // Store persists the agent's records. Implementations must be safe for concurrent use.
 type Store interface {
 	// GetRollout returns the rollout record of a target (an Auto Scaling group name), or ErrNotFound.

@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 		{"hook round trip keeps every field", testHookRoundTrip},
 		{"list of no rollouts is empty", testListEmpty},
 		{"list returns every rollout sorted by group and nothing else", testListSorted},
+		{"rollouts and locks listed together are what ListRollouts and ListLocks return", testListRolloutsAndLocks},
 		{"history of an unknown group is empty", testHistoryEmpty},
 		{"history is per group, oldest first, every field kept", testHistoryOrder},
 		{"history is sorted by time, not by append order; same instant in append order", testHistoryOutOfOrder},
@@ -1066,4 +1067,40 @@ func requireAllFieldsSet(t *testing.T, v any, except ...string) {
 		}
 	}
 	walk(reflect.ValueOf(v), "")
+}
+
+func testListRolloutsAndLocks(t *testing.T, s state.Store) {
+	lister, ok := s.(state.RolloutsAndLocksLister)
+	if !ok {
+		t.Skip("the store lists rollouts and locks apart")
+	}
+	c := ctx(t)
+	rollouts, locks, err := lister.ListRolloutsAndLocks(c)
+	require.NoError(t, err)
+	require.Empty(t, rollouts)
+	require.Empty(t, locks)
+	for _, g := range []string{"m", "c", "x", "a"} {
+		_, err := s.PutRollout(c, fullRollout(g))
+		require.NoError(t, err)
+	}
+	_, err = s.PutHook(c, fullHook("tok"))
+	require.NoError(t, err)
+	require.NoError(t, s.AppendHistory(c, state.HistoryEntry{Group: "a", At: at, Event: "detected"}))
+	require.NoError(t, s.PutLock(c, fullLock("x")))
+	require.NoError(t, s.PutLock(c, fullLock("a")))
+	require.NoError(t, s.PutLock(c, fullLock(state.GlobalScope)))
+	require.NoError(t, s.PutDrainMark(c, state.DrainMark{InstanceID: "i-1", Group: "a"}))
+	_, err = s.MarkEvent(c, "evt-1", at)
+	require.NoError(t, err)
+	wantRollouts, err := s.ListRollouts(c)
+	require.NoError(t, err)
+	wantLocks, err := s.ListLocks(c)
+	require.NoError(t, err)
+	rollouts, locks, err = lister.ListRolloutsAndLocks(c)
+	require.NoError(t, err)
+	require.Equal(t, wantRollouts, rollouts)
+	require.Equal(t, wantLocks, locks)
+	require.Len(t, rollouts, 4)
+	require.Len(t, locks, 3)
+	require.Equal(t, state.GlobalScope, locks[0].Group, "the global lock first")
 }
