@@ -221,8 +221,8 @@ func TestDemoJSONSchema(t *testing.T) {
 		"schemaVersion", "simulatedSeconds", "violations"}, keysOf(doc))
 	require.Equal(t, []any{}, doc["violations"])
 	for _, g := range doc["groups"].([]any) {
-		require.Equal(t, []string{"availabilityZones", "desired", "instances", "minInServiceDuringRollout", "name", "onTarget", "platform", "reason",
-			"state", "steps", "targetImageId"}, keysOf(g.(map[string]any)))
+		require.Equal(t, []string{"availabilityZones", "desired", "instances", "minInServiceDuringRollout", "name", "onStatusImage", "onTarget",
+			"platform", "reason", "state", "statusImageId", "steps", "targetImageId"}, keysOf(g.(map[string]any)))
 	}
 	var drain bool
 	for _, m := range doc["metrics"].([]any) {

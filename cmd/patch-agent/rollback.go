@@ -27,12 +27,14 @@ func newRollbackCommand() *cobra.Command {
 		Short: "Roll a group back to a previous AMI, one instance at a time (asks for confirmation)",
 		Long: `Starts a manual rollback: the group's rollout is pointed at a previous AMI (--to, default the AMI the group
 ran before its current target) and the agent rolls the group there through its normal steps — a launch
-template version with that AMI, then each instance replaced one at a time: surge, healthy replacement,
-drain, terminate. The AMI rolled away from is not rolled out again while the AMI parameter still names it;
+template version with that AMI, then an instance refresh (launch before terminate, each new instance held
+until it serves, each old one drained; desired capacity is not written), or, for a group of an older
+strategy, each instance replaced one at a time: surge, healthy replacement, drain, terminate. The AMI rolled away from is not rolled out again while the AMI parameter still names it;
 a newer AMI in the parameter is.
 
-It is refused while a rollout is in progress (Detected, Preparing, Replacing, Verifying, RollingBack): let it
-finish, or wait until it halts. Completed, RolledBack, Halted, Idle and Waiting rollouts can be rolled back;
+A rollout by instance refresh can be rolled back at any moment, mid-refresh included (RollbackInstanceRefresh
+while Auto Scaling allows it, else a refresh back to the previous version). Any other rollout in progress
+(Detected, Preparing, Replacing, Verifying, RollingBack) is refused: let it finish, or wait until it halts. Completed, RolledBack, Halted, Idle and Waiting rollouts can be rolled back;
 any other phase is refused.
 
 --to takes an AMI id exactly (ami- and 8 or 17 lowercase hex digits) that the group's history names (as the

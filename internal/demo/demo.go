@@ -80,10 +80,11 @@ type GroupSummary struct {
 	Reason string `json:"reason"`
 	Steps  int    `json:"steps"`
 
-	// shownImageID and onShown are the AMI the table's TARGET AMI shows and ON TARGET counts, as status shows
-	// them (state.Rollout.StatusImages: a rollback's is the AMI it goes to).
-	shownImageID string
-	onShown      int
+	// StatusImageID and OnStatusImage are the AMI the table's TARGET AMI shows and ON TARGET counts, as status
+	// shows them (state.Rollout.StatusImages: a rollback's is the AMI it goes to, where TargetImageID stays
+	// the AMI rolled back from).
+	StatusImageID string `json:"statusImageId"`
+	OnStatusImage int    `json:"onStatusImage"`
 
 	// AvailabilityZones counts the zones of the group's in-service instances at the end.
 	AvailabilityZones int `json:"availabilityZones"`
@@ -492,20 +493,16 @@ func Build(spec Spec) (*World, error) {
 }
 
 // pinnedStrategy is the patch-agent/strategy tag a test world gives a managed group without one and without
-// the agent's launching hook: the older strategy its tests were written for (surge; capacity-provider, or
-// drain-first with ECS managed draining, for a group ECS managed scaling owns); "" for any other group, which
-// gets the default (instance refresh).
+// the agent's launching hook: surge, the strategy its tests were written for; "" for any other group, which
+// gets the automatic choice (instance refresh; capacity-provider or drain-first for ECS managed scaling).
 func pinnedStrategy(g GroupSetup) string {
 	if _, tagged := g.Tags[lifecycle.TagStrategy]; tagged || g.LaunchingHook || g.Unmanaged {
 		return ""
 	}
-	switch cp := g.CapacityProvider; {
-	case cp == nil || !cp.ManagedScaling:
-		return lifecycle.StrategySurge
-	case cp.ManagedDraining:
-		return lifecycle.StrategyDrainFirst
+	if cp := g.CapacityProvider; cp != nil && cp.ManagedScaling {
+		return "" // the automatic choice is capacity-provider or drain-first already
 	}
-	return lifecycle.StrategyCapacityProvider
+	return lifecycle.StrategySurge
 }
 
 // registerImage registers id, when EC2 does not know it yet, as a release of the world's AMI line: Amazon
@@ -748,14 +745,14 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		gs := GroupSummary{Name: name, Platform: r.Platform, TargetImageID: r.TargetImageID, Desired: g.Desired,
 			Instances: len(g.Instances), MinInServiceDuringRollout: w.Checker.MinServing[name], State: r.Phase.String(),
 			Reason: r.Reason, Steps: r.Steps}
-		gs.shownImageID, _, _ = r.StatusImages()
+		gs.StatusImageID, _, _ = r.StatusImages()
 		zones := map[string]bool{}
 		for _, i := range g.Instances {
 			if i.LifecycleState == "InService" && i.ImageID == r.TargetImageID {
 				gs.OnTarget++
 			}
-			if i.LifecycleState == "InService" && i.ImageID == gs.shownImageID {
-				gs.onShown++
+			if i.LifecycleState == "InService" && i.ImageID == gs.StatusImageID {
+				gs.OnStatusImage++
 			}
 			if i.LifecycleState == "InService" {
 				zones[i.AvailabilityZone] = true
@@ -921,8 +918,8 @@ func (p *printer) table(s Summary) {
 	fmt.Fprintln(p.out)
 	fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8s %-10s %-9s %-12s %s\n", "GROUP", "PLATFORM", "TARGET AMI", "DESIRED", "ON TARGET", "MIN SERV", "PHASE", "TRANSITIONS")
 	for _, g := range s.Groups {
-		fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8d %-10s %-9d %-12s %d\n", g.Name, g.Platform, g.shownImageID, g.Desired,
-			fmt.Sprintf("%d/%d", g.onShown, g.Desired), g.MinInServiceDuringRollout, g.State, g.Steps)
+		fmt.Fprintf(p.out, "%-14s %-8s %-22s %-8d %-10s %-9d %-12s %d\n", g.Name, g.Platform, g.StatusImageID, g.Desired,
+			fmt.Sprintf("%d/%d", g.OnStatusImage, g.Desired), g.MinInServiceDuringRollout, g.State, g.Steps)
 	}
 	fmt.Fprintf(p.out, "\ninvariant violations: %d", s.InvariantViolations)
 	if len(s.Violations) > 0 {

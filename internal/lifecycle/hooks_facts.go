@@ -55,7 +55,7 @@ const originWarmPool = "WarmPool"
 // after the group's InService instances (User Guide, "Update the instances in a warm pool"); whether a scale out
 // during the refresh draws them is not documented. why says so for the action's record.
 func (h *Hooks) outdatedPoolLaunch(ctx context.Context, t Target, instanceID string) (bool, string, error) {
-	r, err := h.Store.GetRollout(ctx, t.Group)
+	r, err := h.rolloutOf(ctx, t.Group)
 	if err != nil || r.Strategy != StrategyRefresh || r.TargetImageID == "" ||
 		(r.Phase != state.PhaseReplacing && r.Phase != state.PhaseVerifying) {
 		return false, "", nil // no record (or none readable now): the launch is held for health as any other
@@ -66,6 +66,17 @@ func (h *Hooks) outdatedPoolLaunch(ctx context.Context, t Target, instanceID str
 	}
 	return true, "from the warm pool on " + image + " while the rollout to " + r.TargetImageID +
 		" replaces the group: abandoned so that no old AMI enters service; Auto Scaling launches another", nil
+}
+
+// rolloutOf returns the group's rollout record: the one the agent keeps between looks (RolloutKept), else
+// the store's.
+func (h *Hooks) rolloutOf(ctx context.Context, group string) (state.Rollout, error) {
+	if h.RolloutKept != nil {
+		if r, ok := h.RolloutKept(group); ok {
+			return r, nil
+		}
+	}
+	return h.Store.GetRollout(ctx, group)
 }
 
 // imageOf returns the AMI instanceID runs ("" when EC2 does not describe it).
@@ -94,14 +105,7 @@ func (h *Hooks) haltedRefreshLaunch(ctx context.Context, t Target, instanceID st
 	if st, err := ChooseStrategy(t.Policy.Strategy, GroupTraits{}); err != nil || st != StrategyRefresh {
 		return false, "", nil
 	}
-	r, ok := state.Rollout{}, false
-	if h.RolloutKept != nil {
-		r, ok = h.RolloutKept(t.Group)
-	}
-	var err error
-	if !ok {
-		r, err = h.Store.GetRollout(ctx, t.Group)
-	}
+	r, err := h.rolloutOf(ctx, t.Group)
 	if err != nil || r.Refresh == nil || r.Refresh.Halt == "" || r.TargetImageID == "" ||
 		(r.Phase != state.PhaseRollingBack && r.Phase != state.PhaseHalted && r.Phase != state.PhaseReplacing) {
 		return false, "", nil // no record (or none readable now): the health deadline still holds

@@ -63,8 +63,8 @@ func DescribeTraits(ctx context.Context, api awsapi.AutoScaling, group string, t
 // needs the agent's launching lifecycle hook and a terminating hook that drains: the agent's, or ECS's managed
 // draining hook; a group without them waits with a reason naming the missing hook), except for groups ECS
 // managed scaling owns: capacity-provider, or drain-first with ECS managed draining, unless tagged refresh.
-// The tags surge, drain-first and capacity-provider choose the older strategies, which write desired capacity
-// (deprecated: SurgeDeprecatedNote). An unknown tag value is an error naming the accepted ones.
+// The tags surge (deprecated: SurgeDeprecatedNote), drain-first and capacity-provider choose the older
+// strategies, which write desired capacity. An unknown tag value is an error naming the accepted ones.
 func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 	switch strings.ToLower(tag) {
 	case StrategySurge:
@@ -87,20 +87,19 @@ func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 		}
 		return StrategyRefresh, nil
 	}
-	return "", fmt.Errorf("tag %s=%q: want refresh or auto (surge, drain-first and capacity-provider are deprecated)", TagStrategy, tag)
+	return "", fmt.Errorf("tag %s=%q: want refresh, auto, capacity-provider, drain-first or surge (deprecated)", TagStrategy, tag)
 }
 
-// SurgeDeprecatedNote is the status warning of a group tagged with a strategy that writes desired capacity
-// (surge, drain-first, capacity-provider; "" for any other tag): such a strategy raises and lowers desired
-// capacity with absolute writes (SetDesiredCapacity has no compare-and-set), so beside an autoscaler it can
-// leave the group below what others set.
+// SurgeDeprecatedNote is the status warning of a group tagged patch-agent/strategy=surge ("" for any other
+// tag): the surge raises and lowers desired capacity with absolute writes (SetDesiredCapacity has no
+// compare-and-set), so beside an autoscaler it can leave the group below what others set. The capacity-provider
+// and drain-first strategies are the defaults of groups ECS managed scaling owns, where ECS is the other writer
+// they account for: not deprecated while instance refresh does not keep those groups' size (docs/ecs.md).
 func SurgeDeprecatedNote(tag string) string {
-	switch strings.ToLower(tag) {
-	case StrategySurge, StrategyDrainFirst, StrategyCapacityProvider:
-	default:
+	if !strings.EqualFold(tag, StrategySurge) {
 		return ""
 	}
-	return fmt.Sprintf("tag %s=%s is deprecated and will be removed (it writes desired capacity beside the group's "+
+	return fmt.Sprintf("tag %s=%s is deprecated and will be removed (the surge writes desired capacity beside the group's "+
 		"other writers): remove the tag to roll by instance refresh once the group has the agent's launching and terminating "+
-		"lifecycle hooks (docs/deploy.md)", TagStrategy, strings.ToLower(tag))
+		"lifecycle hooks (docs/deploy.md)", TagStrategy, StrategySurge)
 }

@@ -42,17 +42,17 @@ func TestChooseStrategyAutomaticChoice(t *testing.T) {
 
 func TestChooseStrategyRefusesWhatItCannotDo(t *testing.T) {
 	_, err := ChooseStrategy("rolling", GroupTraits{})
-	require.EqualError(t, err, `tag patch-agent/strategy="rolling": want refresh or auto (surge, drain-first and capacity-provider are deprecated)`)
+	require.EqualError(t, err, `tag patch-agent/strategy="rolling": want refresh, auto, capacity-provider, drain-first or surge (deprecated)`)
 }
 
 func TestSurgeDeprecatedNote(t *testing.T) {
-	for _, tag := range []string{"surge", "SURGE", "drain-first", "capacity-provider"} {
+	for _, tag := range []string{"surge", "SURGE"} {
 		note := SurgeDeprecatedNote(tag)
 		require.Contains(t, note, "tag patch-agent/strategy="+strings.ToLower(tag)+" is deprecated and will be removed")
 		require.Contains(t, note, "launching and terminating lifecycle hooks")
 		require.NotContains(t, note, "; ", "warnings are joined with \"; \"")
 	}
-	for _, tag := range []string{"", "auto", "refresh"} {
+	for _, tag := range []string{"", "auto", "refresh", "drain-first", "capacity-provider"} {
 		require.Empty(t, SurgeDeprecatedNote(tag), tag)
 	}
 }
@@ -69,7 +69,7 @@ func TestSurgeTagIsRolledWithADeprecationWarning(t *testing.T) {
 		tag, warning string
 	}{
 		{StrategySurge, "tag patch-agent/strategy=surge is deprecated and will be removed"},
-		{StrategyDrainFirst, "tag patch-agent/strategy=drain-first is deprecated and will be removed"},
+		{StrategyDrainFirst, ""},
 	} {
 		t.Run(tc.tag, func(t *testing.T) {
 			rg := newRig()

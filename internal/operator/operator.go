@@ -276,7 +276,7 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 	}
 	if !rollbackPhases[r.Phase] {
 		if r.Active() {
-			return RollbackPlan{}, fmt.Errorf("rollout in progress at %s/%s: let it finish (or halt) first; pause holds it where it is", r.Phase, stepOf(r))
+			return RollbackPlan{}, fmt.Errorf("rollout in progress at %s/%s: let it finish (or halt) first; to hold it where it is: patch-agent pause --group %s --reason '...'", r.Phase, stepOf(r), r.Group)
 		}
 		return RollbackPlan{}, fmt.Errorf("the rollout of %s is in phase %q, which this patch-agent does not know: refusing to roll back "+
 			"(only Idle, Completed, RolledBack, Halted and Waiting rollouts are; is a newer agent writing the table?)", r.Group, r.Phase)
