@@ -190,7 +190,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 	}
 	stored := r
 	shown, _ := r.ShownImages() // ON TARGET counts the AMI status shows (a node group's rollback: the one it went to)
-	r.Instances, r.OnTarget, r.Warning = len(v.Instances), v.CountOnImage(shown), in.Warning
+	r.Instances, r.OnTarget, r.Warning = v.Staying(), v.CountOnImage(shown), in.Warning
 	if note := batchNote(t, r.Strategy); note != "" { // rollout_batch.go
 		r.Warning = strings.TrimPrefix(r.Warning+"; "+note, "; ")
 	}

@@ -79,6 +79,17 @@ func (v GroupView) CountServing() int {
 }
 
 // CountOnImage returns how many in-service instances run imageID.
+// Staying counts the group's instances that are not leaving it (Leaving): those an instance's status counts.
+func (v GroupView) Staying() int {
+	n := 0
+	for _, i := range v.Instances {
+		if !i.Leaving() {
+			n++
+		}
+	}
+	return n
+}
+
 func (v GroupView) CountOnImage(imageID string) int {
 	n := 0
 	for _, i := range v.Instances {

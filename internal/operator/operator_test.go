@@ -279,7 +279,7 @@ func TestRollback(t *testing.T) {
 		{name: "halted: back to the AMI the group ran, not the one before it", have: halted, hist: completedHist, who: "alice", wantFrom: amiC, wantTo: amiB},
 		{name: "waiting at a gate", have: waiting, hist: completedHist, who: "alice", wantFrom: amiC, wantTo: amiB},
 		{name: "refused while replacing", have: replacing, who: "alice",
-			wantErr: "rollout in progress at Replacing/Draining: let it finish (or halt) first; to hold it where it is: patch-agent pause --group g --reason '...'"},
+			wantErr: "rollout in progress at Replacing/Draining: let it finish (or halt) first; to hold it where it is: patch-agent pause --group prod --reason '...'"},
 		{name: "refused while preparing", have: preparing, who: "alice", wantErr: "rollout in progress at Preparing/-"},
 		{name: "refused without a previous AMI", have: noPrevious, who: "alice", wantErr: "no previous AMI is recorded for group prod"},
 		{name: "refused to the current target", have: completed, to: amiB, who: "alice", wantErr: "already targets " + amiB},

@@ -137,8 +137,9 @@ type Rollout struct {
 	// lifecycle hook), written when it changes; "" when none.
 	Warning string `json:"warning,omitempty" dynamodbav:"warning,omitempty"`
 
-	// Instances and OnTarget count the group's instances and those running TargetImageID, as last observed
-	// (written when they change, so status needs no AWS call).
+	// Instances and OnTarget count the group's instances that are not leaving it (Terminating or Terminated
+	// left out) and the InService ones running TargetImageID, as last observed (written when they change, so
+	// status needs no AWS call).
 	Instances int `json:"instances" dynamodbav:"instances"`
 	OnTarget  int `json:"onTarget" dynamodbav:"onTarget"`
 	// RollbackFrom is the AMI a manual rollback moved away from: while the source still names it, it is not
