@@ -446,12 +446,14 @@ func refreshCrashScenario(t *testing.T) demo.CrashScenario {
 	return refreshCrash("ECS instance refresh", oneGroup(&g), false)
 }
 
-// eksCrashSpec is eksRefreshSpec's EKS self-managed group cut to desired 2 with room for one more: a
-// Deployment of 6 pods, three on each node, under a PodDisruptionBudget minAvailable 5.
+// eksCrashSpec is eksRefreshSpec's EKS self-managed group cut to desired 2 with room for one more, its
+// Deployment to 4 pods, two on each node, under a PodDisruptionBudget minAvailable 3: a node's second pod is
+// evicted only once the first one's replacement is Ready.
 func eksCrashSpec() demo.Spec {
 	spec, _ := eksRefreshSpec(1)
 	g := &spec.Groups[0]
 	g.Min, g.Max, g.Desired = 1, 3, 2
+	spec.KubeWorkload.Replicas, spec.KubeWorkload.MinAvailable = 4, 3
 	return spec
 }
 
@@ -657,13 +659,21 @@ func TestRefreshShortOfCapacityWaitsAndIsNotRolledBack(t *testing.T) {
 	require.Empty(t, w.Checker.Finish())
 }
 
-// The crash matrix of a bad AMI's rollout: halted at the first ABANDON and rolled back (the group references
+// The crash matrix of a bad AMI's rollout: halted at the first ABANDON and rolled back (the groups reference
 // $Default, so Auto Scaling refuses RollbackInstanceRefresh and the agent cancels its refresh and refreshes back
 // to the previous version), with the agent killed after every effect and with every effect's answer lost.
 func TestRefreshCrashMatrixOfABadAMIsRollback(t *testing.T) {
 	g := demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2, LaunchingHook: true,
 		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
-	runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI", oneGroup(&g), true))
+	t.Run("ECS", func(t *testing.T) {
+		runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI", oneGroup(&g), true))
+	})
+	t.Run("EKS", func(t *testing.T) {
+		if !testenv.Soak(testenv.Seeds(t, nil)) {
+			t.Skipf("the EKS group's matrix (about 200 runs, 50 s) runs with the long form's seeds (make soak, %s)", testenv.SeedsEnv)
+		}
+		runCrashMatrix(t, refreshCrash("EKS self-managed instance refresh of a bad AMI", eksCrashSpec(), true))
+	})
 }
 
 // An event-driven agent (wake-up events, the 2-minute safety poll) rolls a refresh group too: the refresh's
