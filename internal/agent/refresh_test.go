@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
@@ -27,13 +28,70 @@ func refreshGroup(batch int) demo.GroupSetup {
 		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: fmt.Sprint(batch)}}
 }
 
-// buildRefresh builds the world of g with the rule that the agent never writes desired capacity on.
+// buildRefresh builds the world of g with the rule that the agent never writes desired capacity on, and with
+// the PodDisruptionBudget of its Deployment watched (watchPodDisruptionBudget).
 func buildRefresh(t *testing.T, spec demo.Spec) *demo.World {
 	t.Helper()
 	w := build(t, spec)
 	w.Checker.NoDesiredWrites = true
+	watchPodDisruptionBudget(w)
 	settle(t, w, time.Minute)
 	return w
+}
+
+// watchPodDisruptionBudget makes the checker of a world with a Deployment under a PodDisruptionBudget (EKS
+// groups) also judge the budget: when the checker reads the Kubernetes nodes (Check) at a new moment of the
+// world's clock, once a step, it counts the Deployment's Ready pods, and it records a violation each time they
+// fall below the budget's minAvailable. A pod lost in a step is not Ready again before the next one (a new pod
+// takes PodStartDelay, two ticks), so w.Checker.Finish() empty also says that the budget held throughout.
+func watchPodDisruptionBudget(w *demo.World) {
+	if w.Kube == nil || w.Kube.Workload.MinAvailable == 0 || w.Checker.Nodes == nil {
+		return
+	}
+	nodes, minAvailable, below := w.Checker.Nodes, w.Kube.Workload.MinAvailable, false
+	var seen time.Time
+	w.Checker.Nodes = func() (map[string]demo.NodeObservation, error) {
+		now := w.Account.Clock().Now()
+		if now.Equal(seen) {
+			return nodes()
+		}
+		seen = now
+		ready, err := w.Kube.ReadyPods(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		if ready < minAvailable && !below {
+			w.Checker.Violations = append(w.Checker.Violations, demo.Violation{At: w.Account.Clock().Now(),
+				Detail: fmt.Sprintf("PodDisruptionBudget web (minAvailable %d) violated: %d Ready pods", minAvailable, ready)})
+		}
+		below = ready < minAvailable
+		return nodes()
+	}
+}
+
+// refreshPlatform is a kind of group the refresh scenarios run on.
+type refreshPlatform struct {
+	name string
+	// spec is a world with one group (spec.Groups[0]) of desired 10 rolled by instance refresh in batches of
+	// batch, with room above desired for one batch and the agent's launching and terminating hooks.
+	spec func(batch int) demo.Spec
+}
+
+// refreshPlatforms are a plain ECS group (refreshGroup) and an EKS self-managed group whose nodes run a
+// Deployment under a PodDisruptionBudget (eksRefreshSpec).
+var refreshPlatforms = []refreshPlatform{
+	{"ECS", func(batch int) demo.Spec { g := refreshGroup(batch); return oneGroup(&g) }},
+	{"EKS", func(batch int) demo.Spec { s, _ := eksRefreshSpec(batch); return s }},
+}
+
+// publish publishes image as the next AMI of g: on its parameter, or on the public EKS-optimized parameter
+// of an EKS group with AMI source auto.
+func publish(w *demo.World, g demo.GroupSetup, image string) {
+	if param := w.EKSParameter(g.Name); param != "" {
+		w.PublishPublicAMI(param, image)
+		return
+	}
+	w.PublishAMI(g.Parameter, image)
 }
 
 // refreshCalls counts the agent's calls of op ("autoscaling:StartInstanceRefresh") in the account's call log.
@@ -147,167 +205,187 @@ func ended(image string) func(state.Rollout) bool {
 // random writer: its scale-outs during the refresh launch the bad AMI too (the refresh's desired
 // configuration), and they never serve.
 func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
-	for _, tag := range []string{lifecycle.StrategyRefresh, ""} {
-		seed := uint64(0)
-		t.Run(fmt.Sprintf("strategy tag %q", tag), func(t *testing.T) {
-			g := refreshGroup(1)
-			if tag == "" {
-				delete(g.Tags, lifecycle.TagStrategy) // the default: instance refresh
-			}
-			w := buildRefresh(t, oneGroup(&g))
-			stop := besideWriter(w, g.Name, seed)
-			w.Account.MarkImageUnhealthy(demo.ImageB)
-			w.PublishAMI(g.Parameter, demo.ImageB)
-			r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
-			require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
-			require.Contains(t, r.Reason, "ABANDON")
-			var first *sim.Completion
-			for _, c := range w.Account.LifecycleCompletions() {
-				if c.Accepted && c.Caller == sim.CallerAPI && c.Result == sim.ResultAbandon && first == nil {
-					first = &c
+	for _, p := range refreshPlatforms {
+		for _, tag := range []string{lifecycle.StrategyRefresh, ""} {
+			seed := uint64(0)
+			t.Run(fmt.Sprintf("%s strategy tag %q", p.name, tag), func(t *testing.T) {
+				spec := p.spec(1)
+				g := spec.Groups[0]
+				if tag == "" {
+					delete(g.Tags, lifecycle.TagStrategy) // the default: instance refresh
 				}
-			}
-			require.NotNil(t, first)
-			hist, err := w.Store.History(context.Background(), g.Name)
-			require.NoError(t, err)
-			halted := false
-			for _, h := range hist {
-				if h.Event == "rolling-back" {
-					halted = true
-					require.Contains(t, h.Detail, first.InstanceID, "the first ABANDON halts the refresh")
-					require.WithinDuration(t, first.At, h.At, tick, "at once, not after Auto Scaling's hour of retries")
+				w := buildRefresh(t, spec)
+				stop := besideWriter(w, g.Name, seed)
+				w.Account.MarkImageUnhealthy(demo.ImageB)
+				publish(w, g, demo.ImageB)
+				r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+				require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+				require.Contains(t, r.Reason, "ABANDON")
+				var first *sim.Completion
+				for _, c := range w.Account.LifecycleCompletions() {
+					if c.Accepted && c.Caller == sim.CallerAPI && c.Result == sim.ResultAbandon && first == nil {
+						first = &c
+					}
 				}
-			}
-			require.True(t, halted)
-			var rolledBack time.Time
-			for _, h := range hist {
-				if h.Event == "rolled-back" {
-					rolledBack = h.At
+				require.NotNil(t, first)
+				hist, err := w.Store.History(context.Background(), g.Name)
+				require.NoError(t, err)
+				halted := false
+				for _, h := range hist {
+					if h.Event == "rolling-back" {
+						halted = true
+						require.Contains(t, h.Detail, first.InstanceID, "the first ABANDON halts the refresh")
+						require.WithinDuration(t, first.At, h.At, tick, "at once, not after Auto Scaling's hour of retries")
+					}
 				}
-			}
-			t.Logf("halted at %s, rolled back at %s", first.At.Format(time.TimeOnly), rolledBack.Format(time.TimeOnly))
-			require.Less(t, rolledBack.Sub(first.At), 10*time.Minute,
-				"a launch of the halted AMI in flight is abandoned at once, not at its health deadline (10m)")
-			endsOn(t, w, g.Name, demo.ImageA, stop)
-		})
+				require.True(t, halted)
+				var rolledBack time.Time
+				for _, h := range hist {
+					if h.Event == "rolled-back" {
+						rolledBack = h.At
+					}
+				}
+				t.Logf("halted at %s, rolled back at %s", first.At.Format(time.TimeOnly), rolledBack.Format(time.TimeOnly))
+				require.Less(t, rolledBack.Sub(first.At), 10*time.Minute,
+					"a launch of the halted AMI in flight is abandoned at once, not at its health deadline (10m)")
+				endsOn(t, w, g.Name, demo.ImageA, stop)
+			})
+		}
 	}
 }
 
 // A pause cancels the agent's refresh; resume starts a new one that skips the instances already on the target.
 func TestRefreshPausedIsCancelledAndResumedByANewRefresh(t *testing.T) {
-	for _, seed := range writerSeeds(t) {
-		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) {
-			g := refreshGroup(1)
-			w := buildRefresh(t, oneGroup(&g))
-			stop := besideWriter(w, g.Name, seed)
-			ctx := context.Background()
-			w.PublishAMI(g.Parameter, demo.ImageB)
-			runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
-			require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "game day", "bob", time.Time{}, w.Account.Clock().Now()))
-			r := runTo(t, w, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting }, g.Name)
-			require.Contains(t, r.Reason, "paused")
-			require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
-			settle(t, w, 30*time.Minute)
-			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "nothing starts while paused")
-			_, err := operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
-			require.NoError(t, err)
-			r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
-			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-			starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
-			require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
-			endsOn(t, w, g.Name, demo.ImageB, stop)
-			t.Logf("%d windows", starts)
-		})
+	for _, p := range refreshPlatforms {
+		for _, seed := range writerSeeds(t) {
+			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
+				spec := p.spec(1)
+				g := spec.Groups[0]
+				w := buildRefresh(t, spec)
+				stop := besideWriter(w, g.Name, seed)
+				ctx := context.Background()
+				publish(w, g, demo.ImageB)
+				runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+				require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "game day", "bob", time.Time{}, w.Account.Clock().Now()))
+				r := runTo(t, w, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting }, g.Name)
+				require.Contains(t, r.Reason, "paused")
+				require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+				settle(t, w, 30*time.Minute)
+				require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "nothing starts while paused")
+				_, err := operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
+				require.NoError(t, err)
+				r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
+				require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+				starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
+				require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
+				endsOn(t, w, g.Name, demo.ImageB, stop)
+				t.Logf("%d windows", starts)
+			})
+		}
 	}
 }
 
 // A newer AMI mid-refresh cancels it; the newer AMI goes through the gates and its own refresh.
 func TestRefreshSupersededByANewerAMI(t *testing.T) {
-	for _, seed := range writerSeeds(t) {
-		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) {
-			g := refreshGroup(1)
-			w := buildRefresh(t, oneGroup(&g))
-			stop := besideWriter(w, g.Name, seed)
-			w.PublishAMI(g.Parameter, demo.ImageB)
-			runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
-			w.PublishAMI(g.Parameter, imageC)
-			r := runTo(t, w, 4*time.Hour, "completed on the newer AMI", ended(imageC), g.Name)
-			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-			require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
-			require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
-			endsOn(t, w, g.Name, imageC, stop)
-		})
+	for _, p := range refreshPlatforms {
+		for _, seed := range writerSeeds(t) {
+			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
+				spec := p.spec(1)
+				g := spec.Groups[0]
+				w := buildRefresh(t, spec)
+				stop := besideWriter(w, g.Name, seed)
+				publish(w, g, demo.ImageB)
+				runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+				publish(w, g, imageC)
+				r := runTo(t, w, 4*time.Hour, "completed on the newer AMI", ended(imageC), g.Name)
+				require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+				require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+				require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+				endsOn(t, w, g.Name, imageC, stop)
+			})
+		}
 	}
 }
 
 // `patch-agent rollback` in the middle of a refresh rolls the group back at once.
 func TestRefreshRolledBackByAnOperatorMidRefresh(t *testing.T) {
-	for _, seed := range writerSeeds(t) {
-		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) {
-			g := refreshGroup(1)
-			w := buildRefresh(t, oneGroup(&g))
-			stop := besideWriter(w, g.Name, seed)
-			ctx := context.Background()
-			w.PublishAMI(g.Parameter, demo.ImageB)
-			runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
-			_, err := operator.Rollback(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
-			require.NoError(t, err)
-			r := runTo(t, w, 3*time.Hour, "rolled back", func(r state.Rollout) bool { return !r.Active() }, g.Name)
-			require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
-			require.Contains(t, r.Reason, "manual rollback by alice")
-			endsOn(t, w, g.Name, demo.ImageA, stop)
-		})
+	for _, p := range refreshPlatforms {
+		for _, seed := range writerSeeds(t) {
+			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
+				spec := p.spec(1)
+				g := spec.Groups[0]
+				w := buildRefresh(t, spec)
+				stop := besideWriter(w, g.Name, seed)
+				ctx := context.Background()
+				publish(w, g, demo.ImageB)
+				runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+				_, err := operator.Rollback(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
+				require.NoError(t, err)
+				r := runTo(t, w, 3*time.Hour, "rolled back", func(r state.Rollout) bool { return !r.Active() }, g.Name)
+				require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+				require.Contains(t, r.Reason, "manual rollback by alice")
+				endsOn(t, w, g.Name, demo.ImageA, stop)
+			})
+		}
 	}
 }
 
 // C27: a refresh someone else started is never cancelled; the rollout waits, says whose refresh holds the
 // group, and starts its own once it ended.
 func TestRefreshWaitsForARefreshItDidNotStartAndNeverCancelsIt(t *testing.T) {
-	for _, seed := range writerSeeds(t) {
-		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) {
-			g := refreshGroup(1)
-			w := buildRefresh(t, oneGroup(&g))
-			stop := besideWriter(w, g.Name, seed)
-			ctx := context.Background()
-			_, err := w.Account.AutoScaling().StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(g.Name),
-				Preferences: &astypes.RefreshPreferences{MinHealthyPercentage: aws.Int32(100), MaxHealthyPercentage: aws.Int32(110)}})
-			require.NoError(t, err)
-			w.PublishAMI(g.Parameter, demo.ImageB)
-			r := runTo(t, w, time.Hour, "waiting for the foreign refresh", func(r state.Rollout) bool {
-				return r.Phase == state.PhaseWaiting && strings.Contains(r.Reason, "not started by patch-agent")
-			}, g.Name)
-			require.Contains(t, r.Reason, "patch-agent never cancels it")
-			r = runTo(t, w, 6*time.Hour, "completed", ended(demo.ImageB), g.Name)
-			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-			require.Zero(t, refreshCalls(w, "autoscaling:CancelInstanceRefresh"), "the foreign refresh is never cancelled")
-			require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the foreign one and the agent's")
-			endsOn(t, w, g.Name, demo.ImageB, stop)
-		})
+	for _, p := range refreshPlatforms {
+		for _, seed := range writerSeeds(t) {
+			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
+				spec := p.spec(1)
+				g := spec.Groups[0]
+				w := buildRefresh(t, spec)
+				stop := besideWriter(w, g.Name, seed)
+				ctx := context.Background()
+				_, err := w.Account.AutoScaling().StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(g.Name),
+					Preferences: &astypes.RefreshPreferences{MinHealthyPercentage: aws.Int32(100), MaxHealthyPercentage: aws.Int32(110)}})
+				require.NoError(t, err)
+				publish(w, g, demo.ImageB)
+				r := runTo(t, w, time.Hour, "waiting for the foreign refresh", func(r state.Rollout) bool {
+					return r.Phase == state.PhaseWaiting && strings.Contains(r.Reason, "not started by patch-agent")
+				}, g.Name)
+				require.Contains(t, r.Reason, "patch-agent never cancels it")
+				r = runTo(t, w, 6*time.Hour, "completed", ended(demo.ImageB), g.Name)
+				require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+				require.Zero(t, refreshCalls(w, "autoscaling:CancelInstanceRefresh"), "the foreign refresh is never cancelled")
+				require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the foreign one and the agent's")
+				endsOn(t, w, g.Name, demo.ImageB, stop)
+			})
+		}
 	}
 }
 
 // A group at its MaxSize: the refresh cannot launch before it terminates; the rollout waits and says so, and
 // the agent writes neither MaxSize nor desired capacity.
 func TestRefreshOfAGroupAtMaxSizeWaitsAndSaysSo(t *testing.T) {
-	g := refreshGroup(1)
-	g.Max = g.Desired
-	w := buildRefresh(t, oneGroup(&g))
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	r := runTo(t, w, time.Hour, "waiting for room", func(r state.Rollout) bool { return strings.Contains(r.Reason, "at its MaxSize (10)") }, g.Name)
-	require.Equal(t, state.PhaseReplacing, r.Phase)
-	settle(t, w, 30*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageA, 10)
-	requireNoCapacityWrites(t, w, g.Name)
-	require.Empty(t, w.Checker.Finish())
+	for _, p := range refreshPlatforms {
+		t.Run(p.name, func(t *testing.T) {
+			spec := p.spec(1)
+			g := &spec.Groups[0]
+			g.Max = g.Desired
+			w := buildRefresh(t, spec)
+			publish(w, *g, demo.ImageB)
+			r := runTo(t, w, time.Hour, "waiting for room", func(r state.Rollout) bool { return strings.Contains(r.Reason, "at its MaxSize (10)") }, g.Name)
+			require.Equal(t, state.PhaseReplacing, r.Phase)
+			settle(t, w, 30*time.Minute)
+			requireAllOn(t, w, g.Name, demo.ImageA, 10)
+			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
+		})
+	}
 }
 
-// refreshCrash is the crash scenario of an ECS refresh group g rolled to ImageB: with bad, ImageB never
+// refreshCrash is the crash scenario of the refresh group of spec (spec.Groups[0]) rolled to ImageB: with bad, ImageB never
 // serves and the rollout must end RolledBack with every instance on ImageA and two StartInstanceRefresh calls
 // (the rollout's and the one back); else Completed on ImageB with exactly one. In both, the agent writes no
 // desired capacity and every lifecycle action and queue message is settled at the end: a crash at any effect,
 // or a lost answer of StartInstanceRefresh, never starts a refresh more (C27).
-func refreshCrash(name string, g demo.GroupSetup, bad bool) demo.CrashScenario {
-	spec := oneGroup(&g)
+func refreshCrash(name string, spec demo.Spec, bad bool) demo.CrashScenario {
+	g := spec.Groups[0]
 	phase, image, starts, after := state.PhaseCompleted, demo.ImageB, 1, 10*time.Minute
 	if bad {
 		phase, image, starts, after = state.PhaseRolledBack, demo.ImageA, 2, 20*time.Minute
@@ -318,6 +396,7 @@ func refreshCrash(name string, g demo.GroupSetup, bad bool) demo.CrashScenario {
 			w, err := demo.Build(spec)
 			if err == nil {
 				w.Checker.NoDesiredWrites = true
+				watchPodDisruptionBudget(w)
 				if bad {
 					w.Account.MarkImageUnhealthy(demo.ImageB)
 				}
@@ -326,7 +405,7 @@ func refreshCrash(name string, g demo.GroupSetup, bad bool) demo.CrashScenario {
 		},
 		Drive: func(w *demo.World) error {
 			ctx := context.Background()
-			w.PublishAMI(g.Parameter, demo.ImageB)
+			publish(w, g, demo.ImageB)
 			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
 			if err != nil {
 				return err
@@ -362,15 +441,30 @@ func refreshCrash(name string, g demo.GroupSetup, bad bool) demo.CrashScenario {
 
 // refreshCrashScenario rolls an ECS refresh group of 3 (room for one more) to ImageB.
 func refreshCrashScenario(t *testing.T) demo.CrashScenario {
-	return refreshCrash("ECS instance refresh", demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, LaunchingHook: true,
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}, false)
+	g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+	return refreshCrash("ECS instance refresh", oneGroup(&g), false)
+}
+
+// eksCrashSpec is eksRefreshSpec's EKS self-managed group cut to desired 2 with room for one more, its
+// Deployment to 4 pods, two on each node, under a PodDisruptionBudget minAvailable 3: a node's second pod is
+// evicted only once the first one's replacement is Ready.
+func eksCrashSpec() demo.Spec {
+	spec, _ := eksRefreshSpec(1)
+	g := &spec.Groups[0]
+	g.Min, g.Max, g.Desired = 1, 3, 2
+	spec.KubeWorkload.Replicas, spec.KubeWorkload.MinAvailable = 4, 3
+	return spec
 }
 
 // A crash after every effect of an instance refresh rollout, and with every effect's answer lost (the lost
-// StartInstanceRefresh answer among them): each run completes, holds every invariant, repeats no effect and
-// starts one refresh.
+// StartInstanceRefresh answer among them): each run completes, holds every invariant (on EKS the
+// PodDisruptionBudget too), repeats no effect and starts one refresh.
 func TestRefreshCrashMatrixStartsOneRefreshWhateverEffectTheAgentDiesAt(t *testing.T) {
-	runCrashMatrix(t, refreshCrashScenario(t))
+	t.Run("ECS", func(t *testing.T) { runCrashMatrix(t, refreshCrashScenario(t)) })
+	t.Run("EKS", func(t *testing.T) {
+		runCrashMatrix(t, refreshCrash("EKS self-managed instance refresh", eksCrashSpec(), false))
+	})
 }
 
 // eksRefreshSpec is the demo's EKS self-managed group (Deployment web under a PodDisruptionBudget
@@ -465,31 +559,47 @@ func TestC24RefreshBesideARandomAutoscalerAndAnOperatorWritesNoDesiredCapacity(t
 }
 
 // The end of the maintenance window cancels the refresh; the next window starts a new one that skips the
-// instances already on the target.
+// instances already on the target. Between windows, once what the cancel left in flight has had an hour, the
+// world steps a minute at a time: nothing moves until the next window opens.
 func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
-	g := refreshGroup(1)
-	spec := oneGroup(&g)
-	w0, err := demo.Build(spec)
-	require.NoError(t, err)
-	open := w0.Account.Clock().Now().Add(2 * time.Minute).Truncate(time.Minute)
-	g.Tags[lifecycle.TagMaintenanceWindow] = open.Format("15:04") + "-" + open.Add(30*time.Minute).Format("15:04") + " UTC"
-	spec = oneGroup(&g)
-	w := buildRefresh(t, spec)
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	r := runTo(t, w, 2*time.Hour, "waiting for the next window", func(r state.Rollout) bool {
-		return r.Phase == state.PhaseWaiting && r.OnTarget > 0 && strings.Contains(r.Reason, "maintenance window")
-	}, g.Name)
-	require.Less(t, r.OnTarget, 10, "the window closed before the refresh ended")
-	require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
-	r = runTo(t, w, 4*24*time.Hour, "completed in a later window", ended(demo.ImageB), g.Name)
-	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-	starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
-	require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
-	settle(t, w, time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 10)
-	requireNoCapacityWrites(t, w, g.Name)
-	require.Empty(t, w.Checker.Finish())
-	t.Logf("%d windows", starts)
+	for _, p := range refreshPlatforms {
+		t.Run(p.name, func(t *testing.T) {
+			spec := p.spec(1)
+			g := spec.Groups[0]
+			start := build(t, refreshPlatforms[0].spec(1)).Account.Clock().Now() // where every world's clock starts
+			open := start.Add(2 * time.Minute).Truncate(time.Minute)
+			g.Tags[lifecycle.TagMaintenanceWindow] = open.Format("15:04") + "-" + open.Add(30*time.Minute).Format("15:04") + " UTC"
+			w := buildRefresh(t, spec)
+			publish(w, g, demo.ImageB)
+			// waitingAfter: the rollout ended, or it waits for the next window after the window closing at close.
+			waitingAfter := func(close time.Time) func(state.Rollout) bool {
+				return func(r state.Rollout) bool {
+					return ended(demo.ImageB)(r) || (w.Account.Clock().Now().After(close) && r.Phase == state.PhaseWaiting &&
+						r.OnTarget > 0 && strings.Contains(r.Reason, "maintenance window"))
+				}
+			}
+			r := runTo(t, w, 2*time.Hour, "waiting for the next window", waitingAfter(open.Add(30*time.Minute)), g.Name)
+			require.Equal(t, state.PhaseWaiting, r.Phase, r.Reason)
+			require.Less(t, r.OnTarget, 10, "the window closed before the refresh ended")
+			require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+			for day := 1; !ended(demo.ImageB)(r); day++ {
+				require.Less(t, day, 4, "completed within 4 windows: %+v", r)
+				settle(t, w, time.Hour)
+				next := open.AddDate(0, 0, day)
+				_, err := w.RunUntil(context.Background(), time.Minute, next.Add(-2*time.Minute).Sub(w.Account.Clock().Now()), func() bool { return false })
+				require.NoError(t, err)
+				r = runTo(t, w, 24*time.Hour, "completed or waiting for the next window", waitingAfter(next.Add(30*time.Minute)), g.Name)
+			}
+			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+			starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
+			require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
+			settle(t, w, time.Minute)
+			requireAllOn(t, w, g.Name, demo.ImageB, 10)
+			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
+			t.Logf("%d windows", starts)
+		})
+	}
 }
 
 // Two refresh groups of one cluster: their refreshes run side by side, and the per-cluster budget (1) lets one
@@ -549,12 +659,21 @@ func TestRefreshShortOfCapacityWaitsAndIsNotRolledBack(t *testing.T) {
 	require.Empty(t, w.Checker.Finish())
 }
 
-// The crash matrix of a bad AMI's rollout: halted at the first ABANDON and rolled back (the group references
+// The crash matrix of a bad AMI's rollout: halted at the first ABANDON and rolled back (the groups reference
 // $Default, so Auto Scaling refuses RollbackInstanceRefresh and the agent cancels its refresh and refreshes back
 // to the previous version), with the agent killed after every effect and with every effect's answer lost.
 func TestRefreshCrashMatrixOfABadAMIsRollback(t *testing.T) {
-	runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI", demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2,
-		LaunchingHook: true, Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}, true))
+	g := demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2, LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+	t.Run("ECS", func(t *testing.T) {
+		runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI", oneGroup(&g), true))
+	})
+	t.Run("EKS", func(t *testing.T) {
+		if !testenv.Soak(testenv.Seeds(t, nil)) {
+			t.Skipf("the EKS group's matrix (about 200 runs, 50 s) runs with the long form's seeds (make soak, %s)", testenv.SeedsEnv)
+		}
+		runCrashMatrix(t, refreshCrash("EKS self-managed instance refresh of a bad AMI", eksCrashSpec(), true))
+	})
 }
 
 // An event-driven agent (wake-up events, the 2-minute safety poll) rolls a refresh group too: the refresh's
@@ -606,4 +725,24 @@ func TestRefreshOfMixedInstancesGroupsAndInstanceRequirementsGroupsLeftOut(t *te
 	}
 	requireNoCapacityWrites(t, w, mixed.Name)
 	require.Empty(t, w.Checker.Finish())
+}
+
+// The checker of a refresh world with a Deployment under a PodDisruptionBudget records a violation when the
+// Deployment's Ready pods fall below the budget's minAvailable (watchPodDisruptionBudget): two of its six pods
+// deleted at once, past the budget, leave four Ready of minAvailable 5.
+func TestRefreshWorldsCheckerSeesAPodDisruptionBudgetViolated(t *testing.T) {
+	spec, _ := eksRefreshSpec(1)
+	w := buildRefresh(t, spec)
+	ctx := context.Background()
+	require.Empty(t, w.Checker.Check())
+	pods, err := w.Kube.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	require.NoError(t, err)
+	require.Len(t, pods.Items, 6)
+	for _, p := range pods.Items[:2] {
+		require.NoError(t, w.Kube.Client.CoreV1().Pods("default").Delete(ctx, p.Name, metav1.DeleteOptions{}))
+	}
+	settle(t, w, time.Minute)
+	v := w.Checker.Finish()
+	require.Len(t, v, 1, "one violation while the pods were below the budget: %v", v)
+	require.Contains(t, v[0].Detail, "PodDisruptionBudget web (minAvailable 5) violated: 4 Ready pods")
 }
