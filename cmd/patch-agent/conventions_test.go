@@ -446,3 +446,28 @@ func TestRollbackToAnAMIOutsideTheHistoryNamesTheHistoryCommandWithTheStoreFlags
 	require.ErrorAs(t, res.err, &ue)
 	require.ErrorContains(t, res.err, "check the id with `patch-agent history demo-ecs-asg --state-file '"+file+"'`, or pass --force")
 }
+
+// A resume that finds its own scope not paused says what still holds, as a command that can be pasted as it
+// is: the group's pause after a global resume, the global pause after a group's resume.
+func TestResumeOfAScopeNotPausedPrintsTheCommandThatLiftsWhatHolds(t *testing.T) {
+	file := oneGroupFleet(t)
+	require.NoError(t, run(t, "pause", "--group", "demo-ecs-asg", "--reason", "r", "--who", "alice", "--state-file", file).err)
+	res := run(t, "resume", "--state-file", file)
+	require.NoError(t, res.err)
+	require.Contains(t, res.stdout, "nothing to resume")
+	require.Contains(t, res.stdout, "Lift a group's pause with: patch-agent resume --group demo-ecs-asg --state-file '"+file+"'\n")
+
+	file = oneGroupFleet(t)
+	require.NoError(t, run(t, "pause", "--reason", "r", "--who", "alice", "--state-file", file).err)
+	res = run(t, "resume", "--group", "demo-ecs-asg", "--state-file", file)
+	require.NoError(t, res.err)
+	require.Contains(t, res.stdout, "Lift the global pause with: patch-agent resume --state-file '"+file+"'\n")
+}
+
+// A reason of several words given unquoted after --reason is answered with the quoted flag to paste.
+func TestUnquotedReasonOfACommandTakingOneGroupSaysHowToQuoteIt(t *testing.T) {
+	file := oneGroupFleet(t)
+	res := run(t, "approve", "demo-ecs-asg", "--skip-soak", "--reason", "CVE", "fix", "now", "--who", "alice", "--state-file", file)
+	require.ErrorContains(t, res.err, "quote a reason of several words: --reason 'CVE fix now'")
+	require.Equal(t, exitUsage, report(io.Discard, res.err))
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -290,6 +291,9 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 				}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "nothing to resume: %v\n", err)
+			if hint := stillHeldHint(ctx, cmd, s, group); hint != "" {
+				fmt.Fprintln(cmd.OutOrStdout(), hint)
+			}
 			return writeChange(stdout, outFlag, changeDocument{Action: "resume", Outcome: org.NotPaused, Scope: state.Lock{Group: group}.Scope()})
 		}
 		if err != nil {
@@ -326,4 +330,27 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 		return writeChange(stdout, outFlag, doc)
 	}
 	return cmd
+}
+
+// stillHeldHint is the command that lifts what still holds after a resume found its own scope not paused: for the
+// global scope, the first group pause ("Lift it with: patch-agent resume --group G ..."); for a group, the global
+// pause. "" when nothing holds (or the locks cannot be read). The command repeats the store flags given.
+func stillHeldHint(ctx context.Context, cmd *cobra.Command, s *openedStore, group string) string {
+	locks, err := s.ListLocks(ctx)
+	if err != nil {
+		return ""
+	}
+	now := time.Now()
+	for _, l := range locks {
+		if !l.Active(now) {
+			continue
+		}
+		if group == state.GlobalScope && l.Group != state.GlobalScope {
+			return "Lift a group's pause with: " + resumeHint(cmd, l.Group)
+		}
+		if group != state.GlobalScope && l.Group == state.GlobalScope {
+			return "Lift the global pause with: " + resumeHint(cmd, "")
+		}
+	}
+	return ""
 }

@@ -279,7 +279,12 @@ func groupArg(cmd *cobra.Command, args []string) error {
 	case len(args) == 0 || len(args) == 1 && strings.TrimSpace(args[0]) == "":
 		return errNoGroup
 	case len(args) > 1:
-		return fmt.Errorf("%s takes one GROUP, got %d arguments: %q", cmd.CommandPath(), len(args), args)
+		err := fmt.Errorf("%s takes one GROUP, got %d arguments: %q", cmd.CommandPath(), len(args), args)
+		if f := cmd.Flags().Lookup("reason"); f != nil && f.Changed {
+			// --reason CVE fix now: the words after the first are taken as arguments.
+			err = fmt.Errorf("%w; quote a reason of several words: --reason %s", err, shellQuote(strings.Join(append([]string{f.Value.String()}, args[1:]...), " ")))
+		}
+		return err
 	}
 	return nil
 }

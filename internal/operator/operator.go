@@ -152,7 +152,7 @@ func Resume(ctx context.Context, store state.Store, group string, now time.Time)
 			}
 		}
 		if len(held) > 0 {
-			return state.Lock{}, fmt.Errorf("%w; group pauses hold %s: resume --group lifts one", notPaused, strings.Join(held, ", "))
+			return state.Lock{}, fmt.Errorf("%w; group pauses hold %s", notPaused, strings.Join(held, ", "))
 		}
 		return state.Lock{}, notPaused
 	}
@@ -163,7 +163,7 @@ func Resume(ctx context.Context, store state.Store, group string, now time.Time)
 	}
 	for _, l := range locks {
 		if l.Group == state.GlobalScope && l.Active(now) {
-			return state.Lock{}, fmt.Errorf("%w by its own lock; the global pause by %s (%s) holds every group: resume that instead", notPaused, l.Who, l.Reason)
+			return state.Lock{}, fmt.Errorf("%w by its own lock; the global pause by %s (%s) holds every group", notPaused, l.Who, l.Reason)
 		}
 	}
 	return state.Lock{}, notPaused
