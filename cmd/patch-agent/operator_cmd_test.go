@@ -271,12 +271,24 @@ func TestHelpTeachesWithExamples(t *testing.T) {
 	}
 }
 
-func TestTableWithoutRegionFailsClearly(t *testing.T) {
+func TestTableWithoutRegionIsAUsageErrorNamingTheFlagAndTheHelp(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_PROFILE", "")
 	t.Setenv("AWS_DEFAULT_REGION", "")
-	res := run(t, "status", "--table", "patch-agent")
-	require.ErrorContains(t, res.err, "--region (or AWS_REGION) is required with --table")
+	for _, tc := range []struct {
+		args []string
+		what string
+	}{
+		{[]string{"status", "--table", "patch-agent"}, "the region of table patch-agent"},
+		{[]string{"history", "g", "--table", "patch-agent"}, "the region of table patch-agent"},
+		{[]string{"audit"}, "the region whose Auto Scaling groups to audit"},
+	} {
+		res := run(t, tc.args...)
+		var stderr strings.Builder
+		require.Equal(t, exitUsage, report(&stderr, res.err), "%v: %v", tc.args, res.err)
+		require.Equal(t, "patch-agent: --region (or AWS_REGION, or the region of the --profile) is required: "+tc.what+"\n"+
+			"Run 'patch-agent "+tc.args[0]+" --help' for usage.\n", stderr.String())
+	}
 }
 
 func TestRollbackOfAHaltedReplacementSaysWhatStaysBehind(t *testing.T) {

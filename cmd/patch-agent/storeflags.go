@@ -156,8 +156,7 @@ func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
 	if err := oneRegion(f.cmd, f.regions); err != nil {
 		return nil, err
 	}
-	awsCfg, err := loadAWSConfig(ctx, f.profile, f.region, 0,
-		fmt.Errorf("--region (or %s) is required with --table: the region of table %s", config.EnvRegion, f.table))
+	awsCfg, err := loadAWSConfig(ctx, f.profile, f.region, 0, regionRequired("the region of table "+f.table))
 	if err != nil {
 		return nil, err
 	}
