@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -255,6 +257,30 @@ func TestCommandErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, tc.args...)
 			require.ErrorContains(t, res.err, tc.want)
+		})
+	}
+}
+
+func TestAStateFileThatIsEmptyOrNotASnapshotIsNamedWithWhatIsWrong(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"empty", "", "state file %s is empty: it holds no state snapshot; `patch-agent demo --state-file %[1]s` writes one"},
+		{"blank", "\n  \n", "state file %s is empty: it holds no state snapshot; `patch-agent demo --state-file %[1]s` writes one"},
+		{"not JSON", "hello\n", "state file %s is not JSON: line 1, column 1: invalid character 'h' looking for beginning of value"},
+		{"truncated", "{\n  \"format\": \"patch-agent", "state file %s ends inside its JSON (line 2): the file is cut short"},
+		{"a JSON array", "[1, 2]\n", "state file %s is not a state snapshot: line 1, column 1: a JSON array where an object belongs"},
+		{"a field of the wrong type", "{\n  \"format\": 1\n}\n", "state file %s is not a state snapshot: line 2, column 13: field format holds a JSON number where a string belongs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+			require.NoError(t, os.WriteFile(file, []byte(tc.content), 0o600))
+			for _, args := range [][]string{{"status"}, {"history", "g"}, {"pause", "--reason", "r"}} {
+				res := run(t, append(args, "--state-file", file)...)
+				require.Equal(t, 1, report(io.Discard, res.err), "%v: %v", args, res.err)
+				require.EqualError(t, res.err, fmt.Sprintf(tc.want, file), args)
+			}
 		})
 	}
 }
