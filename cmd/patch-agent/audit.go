@@ -40,8 +40,7 @@ type auditEnv struct {
 
 // awsAuditEnv connects to AWS with the default credential chain and the standard retryer at auditMaxAttempts.
 var awsAuditEnv = auditEnv{clock: clock.RealClock{}, connect: func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error) {
-	cfg, err := loadAWSConfig(ctx, profileFrom(ctx), region, auditMaxAttempts,
-		fmt.Errorf("--region (or %s) is required: the region whose Auto Scaling groups to audit", config.EnvRegion))
+	cfg, err := loadAWSConfig(ctx, profileFrom(ctx), region, auditMaxAttempts, regionRequired("the region whose Auto Scaling groups to audit"))
 	if err != nil {
 		return audit.Clients{}, nil, "", err
 	}

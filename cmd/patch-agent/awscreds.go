@@ -134,9 +134,15 @@ func oneRegion(cmd *cobra.Command, regions []string) error {
 	return nil
 }
 
-// regionRequired is the error of a command that needs a region and has none.
-func regionRequired(what string) error {
-	return fmt.Errorf("--region (or %s, or the region of the --profile) is required: %s", config.EnvRegion, what)
+// regionRequired is the error of a command that needs a region and has none; what says what the region is
+// for. It is a usage error of the command that returns it (markUsageErrors): a hint names the command's --help.
+func regionRequired(what string) error { return missingRegionError{what: what} }
+
+// missingRegionError is regionRequired's error.
+type missingRegionError struct{ what string }
+
+func (e missingRegionError) Error() string {
+	return fmt.Sprintf("--region (or %s, or the region of the --profile) is required: %s", config.EnvRegion, e.what)
 }
 
 // profileKey carries --profile of the audit command to its AWS environment (auditEnv.connect).

@@ -54,7 +54,7 @@ var awsEKSUpgradeEnv = eksUpgradeEnv{clock: clock.RealClock{}, connect: func(ctx
 		return nil, nil, fmt.Errorf("loading AWS credentials and configuration: %w", err)
 	}
 	if cfg.Region == "" {
-		return nil, nil, fmt.Errorf("--region (or %s) is required: the region of the EKS cluster", config.EnvRegion)
+		return nil, nil, regionRequired("the region of the EKS cluster")
 	}
 	return awseks.NewFromConfig(cfg), autoscaling.NewFromConfig(cfg), nil
 }, kube: func(ctx context.Context, region, cluster string) (kubernetes.Interface, error) {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,34 @@ func TestMessageInspectDeadLettersAMessageWithADuplicateMember(t *testing.T) {
 	require.Equal(t, dispositionDeadLetter, d.Disposition)
 	require.Nil(t, d.Event)
 	require.Contains(t, d.Action, "dead-letter queue")
+}
+
+// --topic takes SNS topic ARNs only: anything else is a usage error, refused before the message is read.
+func TestMessageInspectRefusesATopicThatIsNotAnSNSTopicARN(t *testing.T) {
+	file := filepath.Join(samples, "sns-wrapped-asg-hook-terminating.json")
+	for _, topic := range []string{
+		"not-an-arn",
+		"asg-lifecycle",
+		"arn:aws:sqs:us-east-1:111122223333:asg-lifecycle",
+		"arn:aws:sns:us-east-1:11112222333:asg-lifecycle",
+		"arn:aws:sns:us-east-1:111122223333:",
+		"arn:aws:sns:us-east-1:111122223333:asg lifecycle",
+		"arn:aws:sns::111122223333:asg-lifecycle",
+	} {
+		t.Run(topic, func(t *testing.T) {
+			res := run(t, "message", "inspect", file, "--topic", "arn:aws:sns:us-east-1:111122223333:asg-lifecycle", "--topic", topic)
+			var stderr strings.Builder
+			require.Equal(t, exitUsage, report(&stderr, res.err), "%v", res.err)
+			require.Empty(t, res.stdout, "refused before the message is read")
+			require.Contains(t, stderr.String(), fmt.Sprintf("--topic %q is not an SNS topic ARN", topic))
+			require.Contains(t, stderr.String(), "arn:<partition>:sns:<region>:<12-digit account>:<topic name>")
+			require.Contains(t, stderr.String(), "Run 'patch-agent message inspect --help' for usage.")
+		})
+	}
+	for _, topic := range []string{"arn:aws-cn:sns:cn-north-1:111122223333:asg_lifecycle", "arn:aws-us-gov:sns:us-gov-west-1:111122223333:orders.fifo"} {
+		res := run(t, "message", "inspect", file, "--topic", topic)
+		require.NoError(t, res.err, topic)
+	}
 }
 
 // --topic: a notification from another SNS topic is flagged.

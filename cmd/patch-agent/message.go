@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -58,6 +59,9 @@ extended client are not supported). Ctrl-C stops reading.`,
   patch-agent message inspect dlq-message.json | jq -r '.disposition + ": " + .action'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkTopicARNs(topics); err != nil {
+				return usage(cmd, err)
+			}
 			open := func() (io.ReadCloser, error) { return io.NopCloser(cmd.InOrStdin()), nil }
 			if len(args) == 1 && args[0] != "-" {
 				open = func() (io.ReadCloser, error) { return os.Open(args[0]) }
@@ -85,6 +89,21 @@ extended client are not supported). Ctrl-C stops reading.`,
 	inspect.Flags().StringSliceVar(&topics, "topic", nil, "`ARN` of an SNS topic the queue is meant to get notifications from (repeatable): warn when a message came from another")
 	msg.AddCommand(inspect)
 	return msg
+}
+
+// snsTopicARN matches an SNS topic ARN: arn:PARTITION:sns:REGION:ACCOUNT:NAME, the account 12 digits, the name
+// 1 to 256 letters, digits, hyphens and underscores (a FIFO topic's ending in .fifo), as SNS names them.
+var snsTopicARN = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$`)
+
+// checkTopicARNs returns an error naming the first of topics (--topic) that is not an SNS topic ARN.
+func checkTopicARNs(topics []string) error {
+	for _, t := range topics {
+		if !snsTopicARN.MatchString(t) {
+			return fmt.Errorf("--topic %q is not an SNS topic ARN: arn:<partition>:sns:<region>:<12-digit account>:<topic name>, "+
+				"e.g. arn:aws:sns:us-east-1:111122223333:asg-lifecycle (`aws sns list-topics` lists them)", t)
+		}
+	}
+	return nil
 }
 
 // printInspection writes d one field a line: disposition, action, warning and error (those set), and with

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -259,6 +261,30 @@ func TestCommandErrors(t *testing.T) {
 	}
 }
 
+func TestAStateFileThatIsEmptyOrNotASnapshotIsNamedWithWhatIsWrong(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"empty", "", "state file %s is empty: it holds no state snapshot; `patch-agent demo --state-file %[1]s` writes one"},
+		{"blank", "\n  \n", "state file %s is empty: it holds no state snapshot; `patch-agent demo --state-file %[1]s` writes one"},
+		{"not JSON", "hello\n", "state file %s is not JSON: line 1, column 1: invalid character 'h' looking for beginning of value"},
+		{"truncated", "{\n  \"format\": \"patch-agent", "state file %s ends inside its JSON (line 2): the file is cut short"},
+		{"a JSON array", "[1, 2]\n", "state file %s is not a state snapshot: line 1, column 1: a JSON array where an object belongs"},
+		{"a field of the wrong type", "{\n  \"format\": 1\n}\n", "state file %s is not a state snapshot: line 2, column 13: field format holds a JSON number where a string belongs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+			require.NoError(t, os.WriteFile(file, []byte(tc.content), 0o600))
+			for _, args := range [][]string{{"status"}, {"history", "g"}, {"pause", "--reason", "r"}} {
+				res := run(t, append(args, "--state-file", file)...)
+				require.Equal(t, 1, report(io.Discard, res.err), "%v: %v", args, res.err)
+				require.EqualError(t, res.err, fmt.Sprintf(tc.want, file), args)
+			}
+		})
+	}
+}
+
 func TestHelpTeachesWithExamples(t *testing.T) {
 	for _, c := range []string{"status", "history", "pause", "resume", "approve", "rollback"} {
 		t.Run(c, func(t *testing.T) {
@@ -271,12 +297,24 @@ func TestHelpTeachesWithExamples(t *testing.T) {
 	}
 }
 
-func TestTableWithoutRegionFailsClearly(t *testing.T) {
+func TestTableWithoutRegionIsAUsageErrorNamingTheFlagAndTheHelp(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_PROFILE", "")
 	t.Setenv("AWS_DEFAULT_REGION", "")
-	res := run(t, "status", "--table", "patch-agent")
-	require.ErrorContains(t, res.err, "--region (or AWS_REGION) is required with --table")
+	for _, tc := range []struct {
+		args []string
+		what string
+	}{
+		{[]string{"status", "--table", "patch-agent"}, "the region of table patch-agent"},
+		{[]string{"history", "g", "--table", "patch-agent"}, "the region of table patch-agent"},
+		{[]string{"audit"}, "the region whose Auto Scaling groups to audit"},
+	} {
+		res := run(t, tc.args...)
+		var stderr strings.Builder
+		require.Equal(t, exitUsage, report(&stderr, res.err), "%v: %v", tc.args, res.err)
+		require.Equal(t, "patch-agent: --region (or AWS_REGION, or the region of the --profile) is required: "+tc.what+"\n"+
+			"Run 'patch-agent "+tc.args[0]+" --help' for usage.\n", stderr.String())
+	}
 }
 
 func TestRollbackOfAHaltedReplacementSaysWhatStaysBehind(t *testing.T) {

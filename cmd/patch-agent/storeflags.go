@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -156,8 +158,7 @@ func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
 	if err := oneRegion(f.cmd, f.regions); err != nil {
 		return nil, err
 	}
-	awsCfg, err := loadAWSConfig(ctx, f.profile, f.region, 0,
-		fmt.Errorf("--region (or %s) is required with --table: the region of table %s", config.EnvRegion, f.table))
+	awsCfg, err := loadAWSConfig(ctx, f.profile, f.region, 0, regionRequired("the region of table "+f.table))
 	if err != nil {
 		return nil, err
 	}
@@ -191,21 +192,76 @@ func (s *openedStore) save() error {
 	return saveSnapshot(s.path, s.mem)
 }
 
-// loadSnapshot reads a state snapshot file.
+// loadSnapshot reads a state snapshot file. An error names the file and what is wrong with it: missing or
+// empty (with the command that writes one), not JSON, cut short, or JSON that is not a snapshot (with the line
+// and column), or what state.LoadMemory refuses in a snapshot.
 func loadSnapshot(path string) (*state.Memory, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("state file %s does not exist: write one with `patch-agent demo --state-file %s`", path, shellQuote(path))
+	case err != nil:
+		return nil, fmt.Errorf("reading state file: %w", err)
+	case len(bytes.TrimSpace(b)) == 0:
+		return nil, fmt.Errorf("state file %s is empty: it holds no state snapshot; `patch-agent demo --state-file %s` writes one", path, shellQuote(path))
 	}
+	mem, err := state.LoadMemory(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("opening state file: %w", err)
-	}
-	defer f.Close()
-	mem, err := state.LoadMemory(f)
-	if err != nil {
-		return nil, fmt.Errorf("state file %s: %w", path, err)
+		return nil, snapshotError(path, b, err)
 	}
 	return mem, nil
+}
+
+// snapshotError says what is wrong with the state file path holding b, which state.LoadMemory refused with err:
+// a JSON error with its line and column, in words rather than Go types; any other error as it is.
+func snapshotError(path string, b []byte, err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Errorf("state file %s is not JSON: %s: %s", path, position(b, syntax.Offset), syntax)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		line, _ := lineColumn(b, int64(len(b)))
+		return fmt.Errorf("state file %s ends inside its JSON (line %d): the file is cut short", path, line)
+	case errors.As(err, &typ):
+		what := fmt.Sprintf("a JSON %s where %s belongs", typ.Value, jsonKind(typ.Type.Kind()))
+		if typ.Field != "" {
+			what = "field " + typ.Field + " holds " + what
+		}
+		return fmt.Errorf("state file %s is not a state snapshot: %s: %s", path, position(b, typ.Offset), what)
+	}
+	return fmt.Errorf("state file %s: %w", path, err)
+}
+
+// position is "line L, column C" of the byte at offset (1-based, as the JSON decoder counts: the error is
+// after offset bytes) in b.
+func position(b []byte, offset int64) string {
+	line, col := lineColumn(b, offset)
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+// lineColumn returns the line and column (1-based) of the offset-th byte of b.
+func lineColumn(b []byte, offset int64) (line, col int) {
+	offset = min(max(offset, 1), int64(len(b)))
+	before := b[:offset-1]
+	line = bytes.Count(before, []byte("\n")) + 1
+	return line, len(before) - bytes.LastIndexByte(before, '\n')
+}
+
+// jsonKind names the JSON value a Go kind is read from: "an object", "an array", "a string", "a number", "a
+// boolean".
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	}
+	return "a number"
 }
 
 // saveSnapshot writes the memory store to path atomically: a temporary file in the same directory, renamed

@@ -35,13 +35,23 @@ func usage(cmd *cobra.Command, err error) error {
 	return usageError{path: cmd.CommandPath(), err: err}
 }
 
-// markUsageErrors makes the flag errors and argument errors of root and every command below it usage errors.
+// markUsageErrors makes the flag errors and argument errors of root and every command below it usage errors,
+// and so the error of a command that needs an AWS region and has none (regionRequired): a flag missing.
 func markUsageErrors(root *cobra.Command) {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usage(cmd, err) })
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
 		if args := c.Args; args != nil {
 			c.Args = func(cmd *cobra.Command, a []string) error { return usage(cmd, args(cmd, a)) }
+		}
+		if runE := c.RunE; runE != nil {
+			c.RunE = func(cmd *cobra.Command, a []string) error {
+				err := runE(cmd, a)
+				if errors.As(err, new(missingRegionError)) {
+					return usage(cmd, err)
+				}
+				return err
+			}
 		}
 		for _, sub := range c.Commands() {
 			walk(sub)

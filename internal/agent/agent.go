@@ -466,7 +466,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	a.recordNotRolledLocked(ctx, d, records, only) // nodegroups.go: status says why a tagged node group's group is not rolled
+	a.recordNotRolledLocked(ctx, d, records, only) // nodegroups.go: status says why an opted-in group is not rolled
 	// Warm pools (field case C18) of groups under a rollout: DescribeAutoScalingGroups does not list their
 	// instances. A pool that cannot be described leaves its target out of this tick.
 	pools, poolIDs, poolFailed := map[string]lifecycle.WarmPool{}, []string(nil), map[string]bool{}
@@ -975,9 +975,10 @@ func (a *Agent) alertSourceLocked(t lifecycle.Target, problem string, ami *lifec
 }
 
 // alertMisconfigured alerts (metric, notification) once per opted-in group and distinct misconfiguration (a
-// tag with a value the agent does not accept): such a group is left alone and has no status line, so without
-// the alert a typo would leave it unpatched unheard. The Auto Scaling groups of EKS managed node groups are not
-// misconfigured (status says why they are not rolled). A pass over some targets (only) leaves the others' alerts.
+// tag with a value the agent does not accept): such a group is left alone, and its status line saying why
+// (recordNotRolledLocked) is read only by whoever looks, so without the alert a typo would leave it unpatched
+// unheard. The Auto Scaling groups of EKS managed node groups are not misconfigured (status says why they are
+// not rolled). A pass over some targets (only) leaves the others' alerts.
 func (a *Agent) alertMisconfigured(misconfigured map[string]error, only map[string]bool) {
 	var alerts []lifecycle.Alert
 	a.mu.Lock()

@@ -66,17 +66,24 @@ func (a *Agent) nodegroupReader() lifecycle.NodegroupReader {
 		Templates: a.orchestrator.Templates, Resolver: a.resolver}
 }
 
-// recordNotRolledLocked puts on status (lifecycle.Inputs.NotRolled) why each opted-in Auto Scaling group of an
-// EKS managed node group (discovery's lifecycle.ErrManagedNodegroupGroup) is never rolled as a group: EKS drains
-// and replaces its nodes. Only its record is written; the group itself is never touched.
+// recordNotRolledLocked puts on status (lifecycle.Inputs.NotRolled) why each opted-in Auto Scaling group that
+// discovery left out (d.Misconfigured) is not rolled: a tag with a value the agent does not accept, an AMI
+// source it cannot use, or the group of an EKS managed node group (lifecycle.ErrManagedNodegroupGroup), whose
+// nodes EKS drains and replaces. Only its record is written; the group itself is never touched. A group without
+// a record gets one at Halted with the reason, which the orchestrator lifts once the group is a target again.
 func (a *Agent) recordNotRolledLocked(ctx context.Context, d lifecycle.Discovered, records map[string]state.Rollout, only map[string]bool) {
 	for group, why := range d.Misconfigured {
-		if !errors.Is(why, lifecycle.ErrManagedNodegroupGroup) || (only != nil && !only[group]) {
+		if only != nil && !only[group] {
 			continue
 		}
 		rec, known := records[group]
 		if !known {
-			rec = state.Rollout{Group: group, Platform: lifecycle.PlatformEKS}
+			rec = state.Rollout{Group: group}
+			if t, ok := d.Drainable[group]; ok {
+				rec.Platform, rec.Cluster = t.Platform, t.Cluster
+			} else if errors.Is(why, lifecycle.ErrManagedNodegroupGroup) {
+				rec.Platform = lifecycle.PlatformEKS
+			}
 		}
 		r, err := a.rollouts().Reconcile(ctx, lifecycle.Target{Group: group, Platform: rec.Platform, Cluster: rec.Cluster},
 			lifecycle.Inputs{Record: &rec, NotRolled: why})

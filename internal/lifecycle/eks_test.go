@@ -200,8 +200,11 @@ func requireNeverRolled(t *testing.T, w *demo.World, rec *ssmRecorder, param str
 	for range 720 {
 		require.NoError(t, w.Step(ctx, 5*time.Second))
 	}
-	_, err := w.Store.GetRollout(ctx, "nodes")
-	require.ErrorIs(t, err, state.ErrNotFound, "no rollout record for a misconfigured group")
+	r, err := w.Store.GetRollout(ctx, "nodes")
+	require.NoError(t, err, "status says why the misconfigured group is not rolled")
+	require.Equal(t, state.PhaseHalted, r.Phase)
+	require.Contains(t, r.Reason, "not rolled: group nodes is opted in but misconfigured")
+	require.Empty(t, r.TargetImageID, "no rollout started for a misconfigured group")
 	for name := range rec.asked() {
 		require.NotContains(t, name, "undefined")
 		require.NotContains(t, name, "/1.31/", "a node AMI newer than the control plane is never even resolved")

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -13,9 +14,9 @@ import (
 // notRolledPrefix starts the Reason (or Warning) of a group the agent is told to roll but never does.
 const notRolledPrefix = "not rolled: "
 
-// recordNotRolled puts why an opted-in group is never rolled on its status (Inputs.NotRolled: the Auto
-// Scaling group of an EKS managed node group, tag eks:nodegroup-name, which EKS drains and replaces itself),
-// so `patch-agent status` says why instead of only a log line. A group without a record gets one at Halted
+// recordNotRolled puts why an opted-in group is not rolled on its status (Inputs.NotRolled: a misconfigured
+// group, or the Auto Scaling group of an EKS managed node group, tag eks:nodegroup-name, which EKS drains and
+// replaces itself), so `patch-agent status` says why instead of only a log line. A group without a record gets one at Halted
 // with the reason (no target AMI: nothing to approve or roll back); a record from before (someone tagged the
 // group after the agent had rolled it) keeps its position and gets the reason as its Warning. Nothing else is
 // done: no launch template, capacity, drain or lifecycle action is touched. It writes only when the reason
@@ -44,4 +45,16 @@ func (o *Orchestrator) recordNotRolled(ctx context.Context, t Target, in Inputs)
 		return r, nil // the next tick writes it on the record as it is then
 	}
 	return next, err
+}
+
+// releaseNotRolled returns the record t's rollout goes on from: r itself, or, when r is the Halted record
+// recordNotRolled wrote for a group that had none (no target AMI, the not-rolled reason) and the group is a
+// target now (its tags were fixed), r without that phase and reason, on t's platform and cluster: the group is
+// seen as for the first time, and its first write moves the stored record from Halted to Idle or Detected.
+func releaseNotRolled(t Target, r state.Rollout) state.Rollout {
+	if r.Phase != state.PhaseHalted || r.Current != nil || r.TargetImageID != "" || !strings.HasPrefix(r.Reason, notRolledPrefix) {
+		return r
+	}
+	r.Phase, r.Reason, r.Platform, r.Cluster = "", "", t.Platform, t.Cluster
+	return r
 }

@@ -60,6 +60,26 @@ func transitionCases() []transitionCase {
 				require.Equal(t, amiOld, stored.PreviousImageID, "the group's template AMI is the one before")
 			}},
 		detectFrom(state.PhaseIdle), detectFrom(state.PhaseCompleted), detectFrom(state.PhaseRolledBack),
+		{from: pos(state.PhaseHalted, ""), to: pos(state.PhaseIdle, ""), why: "a group not rolled for its tags, fixed, already on the target",
+			setup: func(rg *rig) Inputs {
+				rg.templates.current.ImageID = amiNew
+				rg.seed0(notRolledRecord())
+				return Inputs{View: view(2, false, serving("i-1", amiNew), serving("i-2", amiNew)), AMI: newAMI()}
+			},
+			check: func(t *testing.T, _ *rig, stored state.Rollout) {
+				require.Empty(t, stored.Reason, "the not-rolled reason goes")
+				require.Equal(t, amiNew, stored.TargetImageID)
+			}},
+		{from: pos(state.PhaseHalted, ""), to: pos(state.PhaseDetected, ""), why: "a group not rolled for its tags, fixed, on an older AMI",
+			setup: func(rg *rig) Inputs {
+				rg.target.Policy.Approval = ApprovalManual // stops at Waiting: the test looks at Detected only
+				rg.seed0(notRolledRecord())
+				return Inputs{View: view(2, false, serving("i-1", amiOld), serving("i-2", amiOld)), AMI: newAMI()}
+			},
+			check: func(t *testing.T, _ *rig, stored state.Rollout) {
+				require.Equal(t, amiNew, stored.TargetImageID)
+				require.NotContains(t, stored.Reason, "not rolled")
+			}},
 		{from: pos(state.PhaseWaiting, ""), to: pos(state.PhaseDetected, ""), why: "a newer AMI replaces a refused one",
 			setup: func(rg *rig) Inputs {
 				rg.target.Policy.Approval = ApprovalManual
@@ -320,6 +340,12 @@ func transitionCases() []transitionCase {
 }
 
 // detectFrom is the row phase -> Detected: a settled record and a source naming a new AMI.
+// notRolledRecord is the record recordNotRolled writes for a misconfigured group that had none: Halted, no
+// target AMI, the reason.
+func notRolledRecord() state.Rollout {
+	return state.Rollout{Phase: state.PhaseHalted, Reason: notRolledPrefix + `group prod is opted in but misconfigured: tag patch-agent/strategy="rolling" is not one of auto, refresh, surge, drain-first, capacity-provider`}
+}
+
 func detectFrom(phase state.Phase) transitionCase {
 	return transitionCase{from: pos(phase, ""), to: pos(state.PhaseDetected, ""), why: "the source names a new AMI",
 		setup: func(rg *rig) Inputs {

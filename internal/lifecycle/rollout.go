@@ -143,8 +143,9 @@ type Inputs struct {
 	Record *state.Rollout
 	// Nodegroup, when set, makes the target an EKS managed node group (rollout_nodegroup.go).
 	Nodegroup *NodegroupInputs
-	// NotRolled, when set, is why the opted-in group is never rolled (an error wrapping
-	// ErrManagedNodegroupGroup): Reconcile only records it for status (notrolled.go) and acts on nothing.
+	// NotRolled, when set, is why the opted-in group is not rolled (discovery's Misconfigured: a tag the agent
+	// does not accept, or an error wrapping ErrManagedNodegroupGroup): Reconcile only records it for status
+	// (notrolled.go) and acts on nothing.
 	NotRolled error
 }
 
@@ -168,6 +169,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 	if o.leases().HeldByOther(r.Lease(), o.Owner, now) {
 		return r, nil // another replica acts on this target
 	}
+	r = releaseNotRolled(t, r) // notrolled.go: a group whose tags were fixed is rolled from here
 	if r.Active() && o.leases().RenewDue(r.Lease(), o.Owner, now) {
 		next, err := o.save(ctx, r, "lease renewed")
 		if errors.Is(err, state.ErrConflict) {

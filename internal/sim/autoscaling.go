@@ -406,6 +406,22 @@ func (a *Account) setDesiredBy(groupName string, desired int32, by string) error
 	return nil
 }
 
+// SetGroupTag sets the group's tag key to value (CreateOrUpdateTags), or removes it when value is ""
+// (DeleteTags), as a user would. Setup helper: not counted. Errors: the group does not exist.
+func (a *Account) SetGroupTag(groupName, key, value string) error {
+	defer a.lock()()
+	g := a.groups[groupName]
+	if g == nil {
+		return groupNotFound(groupName)
+	}
+	if value == "" {
+		delete(g.tags, key)
+	} else {
+		g.tags[key] = value
+	}
+	return nil
+}
+
 // ProtectInstance sets or clears an instance's scale-in protection, as ECS managed termination protection or a
 // user would. Setup helper: not counted. It reports false when the instance does not exist.
 func (a *Account) ProtectInstance(instanceID string, protected bool) bool {
