@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -133,7 +132,7 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRollback, Group: r.Group, Who: who})
 		fmt.Fprintf(out, "Follow it with: %s\n", pasteable(cmd, command(cmd, "status"), "patch-agent status "+shellQuote(r.Group)+" --watch"))
 		if outFlag.is(formatJSON) {
-			return json.NewEncoder(stdout).Encode(rollbackDocument{SchemaVersion: schema.Version, Group: r.Group, Phase: string(r.Phase),
+			return writeJSON(stdout, rollbackDocument{SchemaVersion: schema.Version, Group: r.Group, Phase: string(r.Phase),
 				From: plan.From, To: target, Who: who, SourceWarning: warning})
 		}
 		return nil
