@@ -194,6 +194,10 @@ func Approve(ctx context.Context, store state.Store, group, who string, force bo
 			if r.Reason != "" {
 				reason = ", reason: " + r.Reason
 			}
+			if r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, "soak:") {
+				return false, fmt.Errorf("group %s waits for its soak, not for approval (%s): to roll %s before the soak ends, approve with --skip-soak --reason '...'",
+					group, r.Reason, r.TargetImageID)
+			}
 			return false, fmt.Errorf("group %s is not waiting for approval (phase %s%s): nothing to approve; pass --force to record an approval of %s anyway",
 				group, r.Phase, reason, r.TargetImageID)
 		}
