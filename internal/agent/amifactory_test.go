@@ -11,10 +11,11 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// An AMI-factory account builds the golden AMI and shares it with every member account; the agent's stack,
-// deployed by StackSets with one set of parameters, passes AllowedAMIOwners to the agent as
-// PATCH_AGENT_ALLOWED_AMI_OWNERS (TestAgentSettingsAndPublishedNamesAreStackParameters, internal/cfntest). Each
-// member's agent, configured from that environment alone, rolls its untagged groups onto the factory's AMI.
+// Field case C26 (../shared/CASES.md): an AMI-factory account builds the golden AMI and shares it with every
+// member account; the agent's stack, deployed by StackSets with one set of parameters, passes AllowedAMIOwners
+// to the agent as PATCH_AGENT_ALLOWED_AMI_OWNERS (TestAgentSettingsAndPublishedNamesAreStackParameters,
+// internal/cfntest). Each member's agent, configured from that environment alone, rolls its untagged groups onto
+// the factory's AMI.
 func TestC26AMIFactoryAccountAllowedOnceAsAStackParameterRollsEveryMemberAccount(t *testing.T) {
 	const factory = "210987654321"
 	t.Setenv(config.EnvAllowedAMIOwners, factory)

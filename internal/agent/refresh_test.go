@@ -256,78 +256,48 @@ func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
 
 // A pause cancels the agent's refresh; resume starts a new one that skips the instances already on the target.
 func TestRefreshPausedIsCancelledAndResumedByANewRefresh(t *testing.T) {
-	for _, p := range refreshPlatforms {
-		for _, seed := range writerSeeds(t) {
-			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
-				spec := p.spec(1)
-				g := spec.Groups[0]
-				w := buildRefresh(t, spec)
-				stop := besideWriter(w, g.Name, seed)
-				ctx := context.Background()
-				publish(w, g, demo.ImageB)
-				runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
-				require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "game day", "bob", time.Time{}, w.Account.Clock().Now()))
-				r := runTo(t, w, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting }, g.Name)
-				require.Contains(t, r.Reason, "paused")
-				require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
-				settle(t, w, 30*time.Minute)
-				require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "nothing starts while paused")
-				_, err := operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
-				require.NoError(t, err)
-				r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
-				require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-				starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
-				require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
-				endsOn(t, w, g.Name, demo.ImageB, stop)
-				t.Logf("%d windows", starts)
-			})
-		}
-	}
+	midRefreshWorlds(t, func(t *testing.T, w *demo.World, g demo.GroupSetup, stop func()) {
+		ctx := context.Background()
+		require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "game day", "bob", time.Time{}, w.Account.Clock().Now()))
+		r := runTo(t, w, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting }, g.Name)
+		require.Contains(t, r.Reason, "paused")
+		require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+		settle(t, w, 30*time.Minute)
+		require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "nothing starts while paused")
+		_, err := operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
+		require.NoError(t, err)
+		r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
+		require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+		starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
+		require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
+		endsOn(t, w, g.Name, demo.ImageB, stop)
+		t.Logf("%d windows", starts)
+	})
 }
 
 // A newer AMI mid-refresh cancels it; the newer AMI goes through the gates and its own refresh.
 func TestRefreshSupersededByANewerAMI(t *testing.T) {
-	for _, p := range refreshPlatforms {
-		for _, seed := range writerSeeds(t) {
-			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
-				spec := p.spec(1)
-				g := spec.Groups[0]
-				w := buildRefresh(t, spec)
-				stop := besideWriter(w, g.Name, seed)
-				publish(w, g, demo.ImageB)
-				runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
-				publish(w, g, imageC)
-				r := runTo(t, w, 4*time.Hour, "completed on the newer AMI", ended(imageC), g.Name)
-				require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-				require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
-				require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
-				endsOn(t, w, g.Name, imageC, stop)
-			})
-		}
-	}
+	midRefreshWorlds(t, func(t *testing.T, w *demo.World, g demo.GroupSetup, stop func()) {
+		publish(w, g, imageC)
+		r := runTo(t, w, 4*time.Hour, "completed on the newer AMI", ended(imageC), g.Name)
+		require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+		require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+		require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+		endsOn(t, w, g.Name, imageC, stop)
+	})
 }
 
 // `patch-agent rollback` in the middle of a refresh rolls the group back at once.
 func TestRefreshRolledBackByAnOperatorMidRefresh(t *testing.T) {
-	for _, p := range refreshPlatforms {
-		for _, seed := range writerSeeds(t) {
-			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
-				spec := p.spec(1)
-				g := spec.Groups[0]
-				w := buildRefresh(t, spec)
-				stop := besideWriter(w, g.Name, seed)
-				ctx := context.Background()
-				publish(w, g, demo.ImageB)
-				runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
-				_, err := operator.Rollback(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
-				require.NoError(t, err)
-				r := runTo(t, w, 3*time.Hour, "rolled back", func(r state.Rollout) bool { return !r.Active() }, g.Name)
-				require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
-				require.Contains(t, r.Reason, "manual rollback by alice")
-				endsOn(t, w, g.Name, demo.ImageA, stop)
-			})
-		}
-	}
+	midRefreshWorlds(t, func(t *testing.T, w *demo.World, g demo.GroupSetup, stop func()) {
+		ctx := context.Background()
+		_, err := operator.Rollback(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
+		require.NoError(t, err)
+		r := runTo(t, w, 3*time.Hour, "rolled back", func(r state.Rollout) bool { return !r.Active() }, g.Name)
+		require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+		require.Contains(t, r.Reason, "manual rollback by alice")
+		endsOn(t, w, g.Name, demo.ImageA, stop)
+	})
 }
 
 // C27: a refresh someone else started is never cancelled; the rollout waits, says whose refresh holds the
@@ -745,4 +715,22 @@ func TestRefreshWorldsCheckerSeesAPodDisruptionBudgetViolated(t *testing.T) {
 	v := w.Checker.Finish()
 	require.Len(t, v, 1, "one violation while the pods were below the budget: %v", v)
 	require.Contains(t, v[0].Detail, "PodDisruptionBudget web (minAvailable 5) violated: 4 Ready pods")
+}
+
+// midRefreshWorlds runs f, for every platform and writer seed, on a world of the platform's group (batch 1)
+// beside the seed's writer (stop stops it), once the group's refresh to ImageB is under way.
+func midRefreshWorlds(t *testing.T, f func(t *testing.T, w *demo.World, g demo.GroupSetup, stop func())) {
+	for _, p := range refreshPlatforms {
+		for _, seed := range writerSeeds(t) {
+			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
+				spec := p.spec(1)
+				g := spec.Groups[0]
+				w := buildRefresh(t, spec)
+				stop := besideWriter(w, g.Name, seed)
+				publish(w, g, demo.ImageB)
+				runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+				f(t, w, g, stop)
+			})
+		}
+	}
 }

@@ -66,26 +66,7 @@ func TestTerminatingActionWhoseDrainIsUnderWayIsCheckedOncePerLook(t *testing.T)
 	w := buildRefresh(t, oneGroup(&g))
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
-	var act sim.LifecycleAction
-	draining := func() bool {
-		var acts []sim.LifecycleAction
-		w.Account.Observe(func(v *sim.View) { acts = v.LifecycleActions() })
-		for _, a := range acts {
-			if !a.Active || a.Transition != sim.TransitionTerminating {
-				continue
-			}
-			for _, i := range w.Account.Group(g.Name).Instances {
-				if i.ID == a.InstanceID && i.ContainerInstanceStatus == "DRAINING" && i.TasksByLastStatus["RUNNING"] > 0 {
-					act = a
-					return true
-				}
-			}
-		}
-		return false
-	}
-	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, draining)
-	require.NoError(t, err)
-	require.True(t, ok, "no drain under way: %+v", w.Rollout(ctx, g.Name))
+	act := runToAction(t, w, g.Name, sim.TransitionTerminating, "no drain under way", drainingWithTasks)
 	w.Account.ResetCalls()
 	disp, err := w.Agent.Handle(ctx, events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
 		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}})
@@ -123,26 +104,7 @@ func TestALifecycleActionIsLookedAtWithoutReadingItsRecordWhileItsClaimHolds(t *
 	w := buildRefresh(t, spec)
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
-	var act sim.LifecycleAction
-	draining := func() bool {
-		var acts []sim.LifecycleAction
-		w.Account.Observe(func(v *sim.View) { acts = v.LifecycleActions() })
-		for _, a := range acts {
-			if !a.Active || a.Transition != sim.TransitionTerminating {
-				continue
-			}
-			for _, i := range w.Account.Group(g.Name).Instances {
-				if i.ID == a.InstanceID && i.ContainerInstanceStatus == "DRAINING" && i.TasksByLastStatus["RUNNING"] > 0 {
-					act = a
-					return true
-				}
-			}
-		}
-		return false
-	}
-	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, draining)
-	require.NoError(t, err)
-	require.True(t, ok, "no drain under way: %+v", w.Rollout(ctx, g.Name))
+	act := runToAction(t, w, g.Name, sim.TransitionTerminating, "no drain under way", drainingWithTasks)
 	ev := events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
 		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}}
 	look := func() events.Disposition {
@@ -315,26 +277,8 @@ func TestALaunchingActionsLookUsesTheRolloutRecordTheAgentKeeps(t *testing.T) {
 	w := buildRefresh(t, spec)
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
-	var act sim.LifecycleAction
-	launching := func() bool {
-		var acts []sim.LifecycleAction
-		w.Account.Observe(func(v *sim.View) { acts = v.LifecycleActions() })
-		for _, a := range acts {
-			if !a.Active || a.Transition != sim.TransitionLaunching {
-				continue
-			}
-			for _, i := range w.Account.Group(g.Name).Instances {
-				if i.ID == a.InstanceID && !i.AgentConnected {
-					act = a
-					return true
-				}
-			}
-		}
-		return false
-	}
-	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, launching)
-	require.NoError(t, err)
-	require.True(t, ok, "no launch waiting: %+v", w.Rollout(ctx, g.Name))
+	act := runToAction(t, w, g.Name, sim.TransitionLaunching, "no launch waiting",
+		func(i sim.InstanceView) bool { return !i.AgentConnected })
 	ev := events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
 		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionLaunching}}
 	store.reads.Store(0)
@@ -355,26 +299,7 @@ func TestALifecycleActionsInstanceIsDescribedAtMostOnceAMinute(t *testing.T) {
 	w := buildRefresh(t, spec)
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
-	var act sim.LifecycleAction
-	draining := func() bool {
-		var acts []sim.LifecycleAction
-		w.Account.Observe(func(v *sim.View) { acts = v.LifecycleActions() })
-		for _, a := range acts {
-			if !a.Active || a.Transition != sim.TransitionTerminating {
-				continue
-			}
-			for _, i := range w.Account.Group(g.Name).Instances {
-				if i.ID == a.InstanceID && i.ContainerInstanceStatus == "DRAINING" && i.TasksByLastStatus["RUNNING"] > 0 {
-					act = a
-					return true
-				}
-			}
-		}
-		return false
-	}
-	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, draining)
-	require.NoError(t, err)
-	require.True(t, ok, "no drain under way: %+v", w.Rollout(ctx, g.Name))
+	act := runToAction(t, w, g.Name, sim.TransitionTerminating, "no drain under way", drainingWithTasks)
 	ev := events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
 		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}}
 	look := func() {
@@ -394,4 +319,38 @@ func TestALifecycleActionsInstanceIsDescribedAtMostOnceAMinute(t *testing.T) {
 	w.Account.Advance(30 * time.Second)
 	look()
 	require.Equal(t, 2, w.Account.Calls()["ec2:DescribeInstances"], "a minute after it")
+}
+
+// runToAction runs the world a second at a time (for at most 2 hours) until an active lifecycle action of
+// transition on an instance of group whose instance matches is waiting, and returns it; none is a failure
+// saying what (with the rollout).
+func runToAction(t *testing.T, w *demo.World, group, transition, what string, match func(sim.InstanceView) bool) sim.LifecycleAction {
+	t.Helper()
+	var act sim.LifecycleAction
+	found := func() bool {
+		var acts []sim.LifecycleAction
+		w.Account.Observe(func(v *sim.View) { acts = v.LifecycleActions() })
+		for _, a := range acts {
+			if !a.Active || a.Transition != transition {
+				continue
+			}
+			for _, i := range w.Account.Group(group).Instances {
+				if i.ID == a.InstanceID && match(i) {
+					act = a
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ctx := context.Background()
+	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, found)
+	require.NoError(t, err)
+	require.True(t, ok, "%s: %+v", what, w.Rollout(ctx, group))
+	return act
+}
+
+// drainingWithTasks matches an instance whose container instance is DRAINING with tasks still running.
+func drainingWithTasks(i sim.InstanceView) bool {
+	return i.ContainerInstanceStatus == "DRAINING" && i.TasksByLastStatus["RUNNING"] > 0
 }

@@ -11,8 +11,8 @@ import (
 // (one strongly consistent GetItem). While that claim holds, no other replica writes the record (they
 // respect it until its expiry plus the margin), so the kept copy is the stored one; a write on it that fails
 // anyway (state.ErrConflict, an unknown outcome) drops it, and every write stays conditional on its version.
-// Each look at an action in progress therefore reads no record (issue #21: a GetItem per look). Errors are
-// the store's (state.ErrNotFound when there is none).
+// Each look at an action in progress therefore reads no record, where it would otherwise cost a GetItem.
+// Errors are the store's (state.ErrNotFound when there is none).
 func (h *Hooks) getHook(ctx context.Context, key string) (state.Hook, error) {
 	h.mu.Lock()
 	rec, ok := h.kept[key]
