@@ -434,7 +434,10 @@ func (o *Orchestrator) refreshFailing(ctx context.Context, t Target, v GroupView
 	p := r.Refresh
 	if p.LaunchingHook != "" {
 		for _, i := range v.Instances {
-			if !i.Leaving() || i.LaunchTime.Before(p.StartedAt) {
+			// Only a launch of the target AMI tells about it: an instance on another AMI that the agent
+			// abandoned (one a scale out drew from the warm pool: outdatedPoolLaunch) is no failed replacement,
+			// whatever its launch time says (EC2 reports an instance's last start).
+			if !i.Leaving() || i.LaunchTime.Before(p.StartedAt) || i.ImageID != "" && i.ImageID != r.TargetImageID {
 				continue
 			}
 			h, err := o.Store.GetHook(ctx, ActionKey(t.Group, i.ID, p.LaunchingHook))

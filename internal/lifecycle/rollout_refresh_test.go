@@ -332,6 +332,29 @@ func TestAbandonedLaunchHaltsAndRollsBackAtOnce(t *testing.T) {
 	require.Contains(t, stored.Refresh.Halt, "ABANDON")
 }
 
+// An ABANDON of an instance on another AMI than the target (the agent's own abandon of an old-AMI instance a
+// scale out drew from the warm pool) is no failed replacement: the refresh goes on.
+func TestAbandonedLaunchOfAnOldAMIFromTheWarmPoolDoesNotHaltTheRefresh(t *testing.T) {
+	rg, f := refreshRig()
+	f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-1", "2", astypes.InstanceRefreshStatusInProgress, now0.Add(-time.Minute))}
+	rg.seed0(refreshing("ir-1"))
+	ctx := context.Background()
+	_, err := rg.store.PutHook(ctx, state.Hook{Token: ActionKey("prod", "i-8", "patch-agent-launch"), Group: "prod", HookName: "patch-agent-launch",
+		InstanceID: "i-8", State: state.HookCompleted, Result: ResultAbandon, Note: "from the warm pool on " + amiOld})
+	require.NoError(t, err)
+	// Started from the pool after the refresh began: EC2's launch time is the last start.
+	abandoned := InstanceView{ID: "i-8", LifecycleState: string(astypes.LifecycleStateTerminatingWait), ImageID: amiOld, LaunchTime: now0}
+	v := oldFleet()
+	v.Instances = append(v.Instances, abandoned)
+	_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: v, AMI: newAMI()})
+	require.NoError(t, err)
+	require.Zero(t, f.rollbacks)
+	stored, err := rg.store.GetRollout(ctx, "prod")
+	require.NoError(t, err)
+	require.Equal(t, state.PhaseReplacing, stored.Phase, stored.Reason)
+	require.Empty(t, stored.Refresh.Halt)
+}
+
 // Where Auto Scaling refuses RollbackInstanceRefresh, the refresh is cancelled and a refresh of the agent's own
 // goes back to the previous version.
 func TestIrreversibleRefreshIsCancelledThenRefreshedBack(t *testing.T) {
