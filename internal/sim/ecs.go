@@ -68,6 +68,7 @@ type task struct {
 	stoppedReason         string
 	version               int64
 	replaces              *task  // the task on a DRAINING instance this one replaces
+	rebalances            *task  // the task of a crowded zone this one moves (ecsrebalance.go)
 	startedBy             string // a standalone task's startedBy (RunStandaloneTask)
 }
 
@@ -344,6 +345,11 @@ func (a *Account) scheduleStopStage(t *task) {
 // service's tasks across Availability Zones and instances. An instance holds at most MaxTasksPerInstance
 // non-daemon tasks (tasks still stopping occupy their resources until STOPPED).
 func (a *Account) choosePlacement(c *cluster, svc *service) *containerInstance {
+	return a.choosePlacementIn(c, svc, "")
+}
+
+// choosePlacementIn is choosePlacement among the container instances of one Availability Zone ("": any).
+func (a *Account) choosePlacementIn(c *cluster, svc *service, zone string) *containerInstance {
 	perAZ := map[string]int{}
 	perCI := map[*containerInstance]int{}
 	load := map[*containerInstance]int{}
@@ -363,7 +369,8 @@ func (a *Account) choosePlacement(c *cluster, svc *service) *containerInstance {
 	var best *containerInstance
 	provider := a.serviceProviderFor(c, svc) // ecsdeployment.go: a service's own capacity provider strategy
 	for _, ci := range c.cis {
-		if ci.status != ciActive || !ci.agentConnected || load[ci] >= a.opts.MaxTasksPerInstance || svc.onePerInstance() && held[ci] {
+		if ci.status != ciActive || !ci.agentConnected || load[ci] >= a.opts.MaxTasksPerInstance || svc.onePerInstance() && held[ci] ||
+			zone != "" && ci.az != zone {
 			continue
 		}
 		if provider != anyProvider && a.providerOf(ci) != provider {
@@ -410,6 +417,17 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			t.replaces = nil
 			if o.live() && o.ci.status == ciDraining {
 				a.stopTask(o, reasonDraining)
+				changed = true
+			}
+		}
+	}
+	// ecsrebalance.go: a task that moves a crowded zone's task stops that task once it is RUNNING.
+	for _, t := range c.tasks {
+		if t.rebalances != nil && t.live() && t.lastStatus == taskRunning {
+			o := t.rebalances
+			t.rebalances = nil
+			if o.live() {
+				a.stopTask(o, reasonRebalance)
 				changed = true
 			}
 		}
@@ -495,16 +513,23 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			}
 			changed = changed || extra > 0
 		}
+		if a.rebalanceZones(c, svc) {
+			changed = true
+		}
 	}
 	return changed
 }
 
-// coveredTasks returns the live tasks on DRAINING instances that already have a live replacement.
+// coveredTasks returns the live tasks on DRAINING instances that already have a live replacement, and the
+// live tasks an Availability Zone rebalancing is moving.
 func (a *Account) coveredTasks(c *cluster) map[*task]bool {
 	covered := map[*task]bool{}
 	for _, t := range c.tasks {
 		if o := t.replaces; o != nil && t.live() && o.live() && o.ci.status == ciDraining {
 			covered[o] = true
+		}
+		if o := t.rebalances; o != nil && t.live() && o.live() {
+			covered[o] = true // its move is under way: not an extra task, not one to replace again
 		}
 	}
 	return covered
@@ -1108,21 +1133,22 @@ func (a *Account) describeService(c *cluster, svc *service) ecstypes.Service {
 	}
 	taskDef := fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/%s:1", a.opts.Region, a.opts.AccountID, svc.name)
 	return ecstypes.Service{
-		ServiceName:              ptr(svc.name),
-		ServiceArn:               ptr(svc.arn),
-		ClusterArn:               ptr(c.arn),
-		Status:                   ptr("ACTIVE"),
-		DesiredCount:             desired,
-		RunningCount:             running,
-		PendingCount:             pending,
-		LaunchType:               svc.launchType(),
-		CapacityProviderStrategy: svc.capacityProviderStrategy(),
-		SchedulingStrategy:       strategy,
-		DeploymentConfiguration:  cfg,
-		PlacementConstraints:     svc.placementConstraints(),
-		PlacementStrategy:        svc.placementStrategy(),
-		TaskDefinition:           ptr(taskDef),
-		CreatedAt:                ptr(svc.createdAt),
+		ServiceName:                 ptr(svc.name),
+		ServiceArn:                  ptr(svc.arn),
+		ClusterArn:                  ptr(c.arn),
+		Status:                      ptr("ACTIVE"),
+		DesiredCount:                desired,
+		RunningCount:                running,
+		PendingCount:                pending,
+		LaunchType:                  svc.launchType(),
+		CapacityProviderStrategy:    svc.capacityProviderStrategy(),
+		SchedulingStrategy:          strategy,
+		DeploymentConfiguration:     cfg,
+		PlacementConstraints:        svc.placementConstraints(),
+		PlacementStrategy:           svc.placementStrategy(),
+		AvailabilityZoneRebalancing: svc.azRebalancing(),
+		TaskDefinition:              ptr(taskDef),
+		CreatedAt:                   ptr(svc.createdAt),
 		Deployments: []ecstypes.Deployment{{
 			Id:             ptr("ecs-svc/" + svc.startedBy[len("ecs-svc/"):]),
 			Status:         ptr("PRIMARY"),

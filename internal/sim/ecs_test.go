@@ -354,3 +354,52 @@ func TestPlacementStrategyBinpackFillsOneInstanceFirst(t *testing.T) {
 		})
 	}
 }
+
+// Availability Zone rebalancing: a group of 2 instances in 2 zones runs 6 tasks, 3 in each; a third instance
+// joins in the third zone. The replica scheduler leaves the tasks where they are (3, 3, 0); with rebalancing
+// ECS moves one task at a time into the empty zone, the new task RUNNING before the old one stops, until the
+// zones hold 2, 2 and 2 with the service never below its count; a binpack service is not rebalanced.
+func TestAvailabilityZoneRebalancingMovesTasksIntoTheEmptyZone(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		d       ServiceDeployment
+		perZone []int
+		status  ecstypes.AvailabilityZoneRebalancing
+	}{
+		{"disabled", ServiceDeployment{}, []int{3, 3, 0}, ecstypes.AvailabilityZoneRebalancingDisabled},
+		{"enabled", ServiceDeployment{AvailabilityZoneRebalancing: true}, []int{2, 2, 2}, ecstypes.AvailabilityZoneRebalancingEnabled},
+		{"enabled but binpack", ServiceDeployment{AvailabilityZoneRebalancing: true, Binpack: true}, nil, ecstypes.AvailabilityZoneRebalancingDisabled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAccount(t)
+			newGroup(t, a, GroupSpec{Name: "g", Min: 2, Max: 3, Desired: 2, ECSCluster: "prod"})
+			a.Advance(5 * time.Minute)
+			a.CreateService("prod", "web", 0, false)
+			a.SetServiceDeployment("prod", "web", tc.d)
+			a.SetServiceDesiredCount("prod", "web", 6)
+			a.Advance(time.Minute)
+			low := 6
+			a.OnChange(func(v *View) { low = min(low, v.ServiceTasks("prod", "web")) })
+			a.SetDesiredCapacity("g", 3)
+			a.Advance(10 * time.Minute)
+			perZone := map[string]int{}
+			for _, i := range a.Group("g").Instances {
+				perZone[i.AvailabilityZone] += i.TasksByLastStatus["RUNNING"]
+			}
+			require.Len(t, perZone, 3, "one instance per zone")
+			var got []int
+			for _, n := range perZone {
+				got = append(got, n)
+			}
+			sort.Sort(sort.Reverse(sort.IntSlice(got)))
+			if tc.perZone != nil {
+				require.Equal(t, tc.perZone, got)
+			}
+			require.Equal(t, 6, a.ServiceTasks("prod", "web"))
+			require.Equal(t, 6, low, "never below the service's count")
+			out, err := a.ECS().DescribeServices(context.Background(), &ecs.DescribeServicesInput{Cluster: aws.String("prod"), Services: []string{"web"}})
+			require.NoError(t, err)
+			require.Equal(t, tc.status, out.Services[0].AvailabilityZoneRebalancing)
+		})
+	}
+}

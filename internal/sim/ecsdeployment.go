@@ -35,6 +35,11 @@ type ServiceDeployment struct {
 	// it the service spreads by Availability Zone, then by instance (spread(attribute:ecs.availability-zone),
 	// spread(instanceId): the strategy the console gives a replica service).
 	Binpack bool
+	// AvailabilityZoneRebalancing is the service's availabilityZoneRebalancing ENABLED (ecsrebalance.go). Amazon
+	// ECS API Reference, "CreateService": a new service defaults to ENABLED when it is compatible (not binpack);
+	// a service created before that default, or updated without the field, keeps DISABLED. The simulation's
+	// services are DISABLED unless this is set.
+	AvailabilityZoneRebalancing bool
 	// CapacityProviderStrategy, when set, is the service's own capacity provider strategy (Amazon ECS Developer
 	// Guide, "Amazon ECS capacity providers for EC2 workloads", capacity provider strategy: base is the fewest
 	// tasks on that provider, weight the share of the tasks beyond the bases): each task goes only to the
