@@ -46,7 +46,7 @@ func newDemoCommand() *cobra.Command {
 		Short: "Roll a simulated ECS cluster and EKS node group to a new AMI with the real agent (no AWS account needed)",
 		Long: `Builds a simulated AWS account in memory — an ECS cluster on an Auto Scaling group of 3 instances on
 AMI A, a service of 6 tasks, a daemon service, the agent's launching and terminating lifecycle hooks to its
-queue (ecs-capacity-provider: the terminating hook only); and an EKS
+queue; and an EKS
 self-managed node group of 3 nodes (AMI source auto: the EKS-optimized AL2023 AMI of the cluster's version,
 arm64 from the instance type) with a Deployment of 6 pods under a PodDisruptionBudget minAvailable 5 and a
 DaemonSet, on a simulated Kubernetes API — runs the real agent loop against it on a simulated clock, changes
@@ -69,7 +69,7 @@ Scenarios:
   approval    the groups need a manual approval: the AMI waits until the operator's patch-agent approve, 20 min later
   alarm-gate  a CloudWatch alarm named in patch-agent/alarms is in ALARM: the rollout waits until it returns to OK
   ecs-capacity-provider  an ECS capacity-provider group (managed scaling), 3 instances in 3 AZs with room to spare:
-           surge first, drain the old instance of the replacement's AZ; ends with 3 instances in 3 AZs (docs/ecs.md)
+           one instance refresh; ECS keeps the size, AZ rebalancing the spread: 3 instances in 3 AZs (docs/ecs.md)
   refresh  the groups are tagged patch-agent/strategy=refresh: one EC2 Auto Scaling instance refresh per group replaces
            them, launch before terminate; the agent holds each new instance until it serves and drains each old one
   audit    no rollout: patch-agent audit of a mixed simulated fleet (-o json: the JSON report; keeps no state)

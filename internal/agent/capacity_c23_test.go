@@ -275,6 +275,12 @@ func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
 // its desired count, every termination's lifecycle action completed by the agent and the queue empty.
 // (RunCrashScenario adds every invariant on every change, Checker.Finish and no repeated effect.)
 func c23CrashScenario(name string, spec func() demo.Spec, parameter string) demo.CrashScenario {
+	return c23CrashScenarioOf(name, spec, parameter, lifecycle.StrategyCapacityProvider)
+}
+
+// c23CrashScenarioOf is c23CrashScenario for groups that roll with strategy; under StrategyRefresh the checker
+// also holds that the agent writes no desired capacity.
+func c23CrashScenarioOf(name string, spec func() demo.Spec, parameter, strategy string) demo.CrashScenario {
 	var before, completed map[string]groupShape
 	var maxBefore map[string]int32
 	groups := func(*demo.World) []string {
@@ -285,8 +291,14 @@ func c23CrashScenario(name string, spec func() demo.Spec, parameter string) demo
 		return out
 	}
 	return demo.CrashScenario{
-		Name:  name,
-		Build: func() (*demo.World, error) { return demo.Build(spec()) },
+		Name: name,
+		Build: func() (*demo.World, error) {
+			w, err := demo.Build(spec())
+			if err == nil && strategy == lifecycle.StrategyRefresh {
+				w.Checker.NoDesiredWrites = true
+			}
+			return w, err
+		},
 		Drive: func(w *demo.World) error {
 			ctx := context.Background()
 			before, completed, maxBefore = map[string]groupShape{}, map[string]groupShape{}, map[string]int32{}
@@ -326,7 +338,7 @@ func c23CrashScenario(name string, spec func() demo.Spec, parameter string) demo
 		},
 		Final: func(w *demo.World) error {
 			for _, g := range groups(w) {
-				if r := w.Rollout(context.Background(), g); r.Strategy != lifecycle.StrategyCapacityProvider {
+				if r := w.Rollout(context.Background(), g); r.Strategy != strategy {
 					return fmt.Errorf("%s rolled with strategy %q", g, r.Strategy)
 				}
 				if !reflect.DeepEqual(before[g], completed[g]) {
@@ -565,7 +577,7 @@ func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t 
 	require.Equal(t, lifecycle.StrategyRefresh, r.Strategy)
 	require.True(t, r.Refresh.ReplaceProtected, "ECS manages the protection: ScaleInProtectedInstances Refresh")
 	require.Equal(t, int32(300), r.Refresh.SpacingDelay)
-	require.Equal(t, []int32{33, 66}, r.Refresh.SpacingCheckpoints())
+	require.Equal(t, []int32{33, 66, 100}, r.Refresh.SpacingCheckpoints())
 	settle(t, w, 20*time.Minute)
 	require.Empty(t, w.Checker.Finish())
 	requireNoCapacityWrites(t, w, g.Name)
@@ -583,4 +595,31 @@ func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t 
 	for _, term := range w.Account.Terminations() {
 		require.Contains(t, []string{sim.CauseRefresh, sim.CauseScaleIn}, term.Cause, "%+v", term)
 	}
+}
+
+// Field case C23's roomy layout rolled by instance refresh, its service with Availability Zone rebalancing
+// (the default of services created since mid-2025): the displaced tasks the service's spread placed in the
+// other zones move back to the zone's new instance, so managed scaling never sees it idle and the group ends
+// with 3 instances in 3 AZs, all on the new AMI, while the agent writes no desired capacity.
+func TestC23RoomyLayoutByInstanceRefreshKeepsSizeAndSpreadWithAZRebalancing(t *testing.T) {
+	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"), LaunchingHook: true,
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+	w := build(t, oneGroup(&g))
+	w.Account.SetServiceDeployment(g.Cluster, "web", sim.ServiceDeployment{AvailabilityZoneRebalancing: true})
+	w.Checker.NoDesiredWrites = true
+	settle(t, w, 2*time.Minute)
+	before := shapeOf(w, g.Name)
+	require.Equal(t, 3, len(before.PerAZ), "the layout starts in 3 AZs")
+	ctx := context.Background()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done, "%+v\n%s", w.Rollout(ctx, g.Name), trace(w, g.Name))
+	completed := shapeOf(w, g.Name)
+	settle(t, w, 20*time.Minute)
+	require.Empty(t, w.Checker.Finish())
+	requireNoCapacityWrites(t, w, g.Name)
+	requireC23End(t, w, g.Name, before, completed, g.Max)
+	require.Equal(t, before, shapeOf(w, g.Name), "ECS has no idle instance to scale in afterwards\n%s", trace(w, g.Name))
+	require.Equal(t, 6, w.Account.ServiceTasks(g.Cluster, "web"))
 }

@@ -493,14 +493,18 @@ func Build(spec Spec) (*World, error) {
 }
 
 // pinnedStrategy is the patch-agent/strategy tag a test world gives a managed group without one and without
-// the agent's launching hook: surge, the strategy its tests were written for; "" for any other group, which
-// gets the automatic choice (instance refresh; capacity-provider or drain-first for ECS managed scaling).
+// the agent's launching hook: the strategy its tests were written for (surge; for ECS managed scaling
+// capacity-provider, or drain-first with managed draining); "" for any other group, which gets the automatic
+// choice, instance refresh.
 func pinnedStrategy(g GroupSetup) string {
 	if _, tagged := g.Tags[lifecycle.TagStrategy]; tagged || g.LaunchingHook || g.Unmanaged {
 		return ""
 	}
 	if cp := g.CapacityProvider; cp != nil && cp.ManagedScaling {
-		return "" // the automatic choice is capacity-provider or drain-first already
+		if cp.ManagedDraining {
+			return lifecycle.StrategyDrainFirst
+		}
+		return lifecycle.StrategyCapacityProvider
 	}
 	return lifecycle.StrategySurge
 }
@@ -608,9 +612,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		return Summary{}, err
 	}
 	spec := DemoSpec()
-	if !sc.asBuilt {
-		refreshGroups(&spec)
-	}
+	refreshGroups(&spec)
 	spec.Log = opts.Log
 	if opts.Store != nil { // a nil *state.Memory must not become a non-nil state.Store
 		spec.Store = opts.Store
@@ -624,7 +626,7 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	w.Checker.NoDesiredWrites = !sc.asBuilt
+	w.Checker.NoDesiredWrites = true
 	reg.Clock = w.Account.Clock()
 	reg.Consumer = w.messageStats
 	var fuse *Fuse
@@ -638,9 +640,6 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	p.record = opts.Timeline
 	p.linef("scenario %s: %s", sc.name, sc.description)
 	hooks := "the agent's launching and terminating lifecycle hooks"
-	if sc.asBuilt {
-		hooks = "the agent's terminating lifecycle hook"
-	}
 	p.linef("simulated account: ECS cluster %q, group %s (3 instances on %s, %s), service web (6 tasks) + daemon log-router", Cluster, GroupName, ImageA, hooks)
 	if w.Kube != nil {
 		p.linef("simulated account: EKS cluster %q (Kubernetes %s), self-managed group %s (3 nodes on %s, AMI source auto = %s, %s), Deployment web (6 pods, PodDisruptionBudget minAvailable 5) + DaemonSet node-agent",
@@ -930,28 +929,6 @@ func (p *printer) table(s Summary) {
 	for _, l := range explainCounts(s) {
 		fmt.Fprintln(p.out, "  "+l)
 	}
-	for _, l := range p.explainRebalance(s) {
-		fmt.Fprintln(p.out, l)
-	}
-}
-
-// explainRebalance says, one line per group of the capacity-provider strategy that launched more instances than
-// it replaced, why: a replacement Auto Scaling launched into a zone with no outdated instance left is a zone
-// rebalance (lifecycle.capacityProviderChooseOld, docs/ecs.md), which costs one more launch.
-func (p *printer) explainRebalance(s Summary) []string {
-	var out []string
-	for _, g := range s.Groups {
-		r := p.w.Rollout(context.Background(), g.Name)
-		launched := p.w.Account.LaunchedInstances(g.Name) - g.Instances // the ones the group started with still run
-		if r.Strategy != lifecycle.StrategyCapacityProvider || launched <= g.Instances {
-			continue
-		}
-		out = append(out, fmt.Sprintf("zone rebalance: %s launched %d instances to replace %d: when Auto Scaling puts a replacement "+
-			"in a zone with no outdated instance left, the old instance goes without decrement so that its successor launches in "+
-			"its own zone, then the zone with one too many gives one instance back (drained, then terminated with decrement): "+
-			"one more launch each time, and every zone keeps its count (docs/ecs.md)", g.Name, launched, g.Instances))
-	}
-	return out
 }
 
 // explainCounts says what the summary's restarts, ignored and failed messages mean, one line each that is

@@ -26,11 +26,6 @@ type scenario struct {
 	stop func(state.Rollout, *World) bool
 	// crash kills the agent after every rollout step transition and starts a fresh one.
 	crash bool
-	// asBuilt plays DemoSpec's groups as they are, with a terminating hook only: the ECS group's capacity
-	// provider decides its strategy and the EKS group is rolled by the surge (Build's pin). Every other scenario
-	// gives the groups the agent's launching hook too (refreshGroups), so that they roll by instance refresh, the
-	// default, under the checker's rule that the agent never writes desired capacity.
-	asBuilt bool
 }
 
 var scenarios = map[string]scenario{
@@ -63,9 +58,9 @@ var scenarios = map[string]scenario{
 		}},
 	"ecs-capacity-provider": {name: "ecs-capacity-provider", expect: state.PhaseCompleted,
 		description: "the ECS group is a capacity provider with managed scaling and termination protection, 3 instances in 3 AZs " +
-			"with room for 10 tasks each: surge, drain in the replacement's AZ, decrement; size and spread kept " +
-			"(the EKS group, with a terminating hook only, is pinned to patch-agent/strategy=surge)",
-		setup: ecsCapacityProvider, asBuilt: true},
+			"with room for 10 tasks each, its service with Availability Zone rebalancing: one instance refresh replaces the " +
+			"protected instances; ECS keeps the size and moves the displaced tasks back to each new instance's zone",
+		setup: ecsCapacityProvider},
 	"refresh": {name: "refresh", expect: state.PhaseCompleted,
 		description: "the groups are tagged patch-agent/strategy=refresh and have the agent's launching hook: one instance refresh " +
 			"per group replaces them (launch before terminate); the agent holds each new instance until it serves, drains each old " +
@@ -160,7 +155,8 @@ func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
 
 // ecsCapacityProvider makes the demo's ECS group C23's roomy layout: an ECS capacity provider with managed scaling
 // (target 100 %) and managed termination protection, desired 3 of min 1 / max 6 across the account's 3 AZs, the
-// demo's 6 service tasks with room for 10 per instance (sim.Options.MaxTasksPerInstance default).
+// demo's 6 service tasks with room for 10 per instance (sim.Options.MaxTasksPerInstance default), the service
+// with Availability Zone rebalancing (the default of services ECS creates).
 func ecsCapacityProvider(s *Spec) {
 	for i := range s.Groups {
 		if s.Groups[i].Platform == lifecycle.PlatformEKS {
@@ -169,4 +165,10 @@ func ecsCapacityProvider(s *Spec) {
 		s.Groups[i].Min = 1
 		s.Groups[i].CapacityProvider = &sim.CapacityProviderSpec{Name: s.Groups[i].Name + "-cp", ManagedScaling: true, ManagedTerminationProtection: true}
 	}
+	d := s.ServiceDeployments["web"]
+	d.AvailabilityZoneRebalancing = true
+	if s.ServiceDeployments == nil {
+		s.ServiceDeployments = map[string]sim.ServiceDeployment{}
+	}
+	s.ServiceDeployments["web"] = d
 }

@@ -77,14 +77,14 @@ func TestRefreshRequestCarriesProtectionSkipMatchingAndSpacing(t *testing.T) {
 	in = refreshRequest("g", p)
 	require.Equal(t, astypes.ScaleInProtectedInstancesRefresh, in.Preferences.ScaleInProtectedInstances)
 	require.False(t, *in.Preferences.SkipMatching)
-	require.Equal(t, []int32{33, 66}, in.Preferences.CheckpointPercentages)
+	require.Equal(t, []int32{33, 66, 100}, in.Preferences.CheckpointPercentages)
 	require.Equal(t, int32(300), *in.Preferences.CheckpointDelay)
 
 	p.Desired, p.BatchSize = 10, 3
-	require.Equal(t, []int32{30, 60, 90}, p.SpacingCheckpoints())
+	require.Equal(t, []int32{30, 60, 90, 100}, p.SpacingCheckpoints())
 	p.Desired, p.BatchSize = 250, 1
 	cps := p.SpacingCheckpoints()
-	require.Len(t, cps, 99, "unique percentages only")
+	require.Len(t, cps, 100, "unique percentages only")
 	require.True(t, slices.IsSorted(cps))
 
 	p.CanaryPercentage, p.CanaryBake = 20, 1800

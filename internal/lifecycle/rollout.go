@@ -196,7 +196,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 	if note := batchNote(t, r.Strategy); note != "" { // rollout_batch.go
 		r.Warning = strings.TrimPrefix(r.Warning+"; "+note, "; ")
 	}
-	if note := SurgeDeprecatedNote(t.Policy.Strategy); note != "" { // strategy.go
+	if note := DeprecatedStrategyNote(t.Policy.Strategy); note != "" { // strategy.go
 		r.Warning = strings.TrimPrefix(r.Warning+"; "+note, "; ")
 	}
 	if note := o.maxAgeNote(t, ami, stored); note != "" { // rollout_maxage.go

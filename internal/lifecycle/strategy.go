@@ -15,15 +15,14 @@ const (
 	// capacity beside the group's other writers; plain groups roll by StrategyRefresh.
 	StrategySurge = "surge"
 	// StrategyDrainFirst drains the old instance first and lets ECS managed scaling add the capacity the
-	// displaced tasks need, then terminates it explicitly. The default for ECS capacity-provider groups with
-	// managed instance draining (ECS drains on termination, Auto Scaling launches the replacement); for other
-	// capacity-provider groups only by tag: with room to spare it shrinks the group (issue #18, field case C23),
-	// which StrategyCapacityProvider (capacityprovider.go) does not.
+	// displaced tasks need, then terminates it explicitly. Only by tag, and deprecated (DeprecatedStrategyNote);
+	// with room to spare it shrinks a capacity-provider group, which StrategyCapacityProvider
+	// (capacityprovider.go), also deprecated, does not.
 	StrategyDrainFirst = "drain-first"
 )
 
-// TagStrategy overrides the automatic choice: "surge" (deprecated), "drain-first", "capacity-provider",
-// "refresh" (plain ECS groups and EKS self-managed node groups: rollout_refresh.go) or "auto" (default).
+// TagStrategy overrides the automatic choice, "refresh" (rollout_refresh.go): "auto" (default) and "refresh"
+// roll by instance refresh; "surge", "drain-first" and "capacity-provider" are deprecated.
 const TagStrategy = "patch-agent/strategy"
 
 // Names ECS gives to what it manages on an Auto Scaling group (Amazon ECS Developer Guide: "Amazon ECS
@@ -61,11 +60,13 @@ func DescribeTraits(ctx context.Context, api awsapi.AutoScaling, group string, t
 
 // ChooseStrategy returns the strategy for a group: the tag's choice, else refresh (one instance refresh, which
 // needs the agent's launching lifecycle hook and a terminating hook that drains: the agent's, or ECS's managed
-// draining hook; a group without them waits with a reason naming the missing hook), except for groups ECS
-// managed scaling owns: capacity-provider, or drain-first with ECS managed draining, unless tagged refresh.
-// The tags surge (deprecated: SurgeDeprecatedNote), drain-first and capacity-provider choose the older
-// strategies, which write desired capacity. An unknown tag value is an error naming the accepted ones.
-func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
+// draining hook; a group without them waits with a reason naming the missing hook). Groups ECS managed scaling
+// owns roll by refresh too: the refresh replaces the instances ECS protects from scale-in, ECS keeps the size,
+// and the services' Availability Zone rebalancing (the default of services ECS creates) moves displaced tasks
+// back to the zone of each new instance (docs/ecs.md). The tags surge, drain-first and capacity-provider
+// choose the older strategies, which write desired capacity and are deprecated (DeprecatedStrategyNote). An
+// unknown tag value is an error naming the valid ones.
+func ChooseStrategy(tag string, _ GroupTraits) (string, error) {
 	switch strings.ToLower(tag) {
 	case StrategySurge:
 		return StrategySurge, nil
@@ -73,33 +74,22 @@ func ChooseStrategy(tag string, tr GroupTraits) (string, error) {
 		return StrategyDrainFirst, nil
 	case StrategyCapacityProvider:
 		return StrategyCapacityProvider, nil
-	case StrategyRefresh:
-		return StrategyRefresh, nil
-	case "", "auto":
-		// ECS managed scaling decides the size of its groups from CapacityProviderReservation: under a refresh
-		// it scales in a replacement the service's spread left empty (docs/ecs.md), which field case C23 does
-		// not accept, so those groups keep their strategy until the tag chooses refresh.
-		if tr.ECSManagedScaling && !tr.ECSManagedDraining {
-			return StrategyCapacityProvider, nil
-		}
-		if tr.ECSManagedScaling {
-			return StrategyDrainFirst, nil
-		}
+	case StrategyRefresh, "", "auto":
 		return StrategyRefresh, nil
 	}
-	return "", fmt.Errorf("tag %s=%q: want refresh, auto, capacity-provider, drain-first or surge (deprecated)", TagStrategy, tag)
+	return "", fmt.Errorf("tag %s=%q: want refresh or auto; capacity-provider, drain-first and surge are deprecated", TagStrategy, tag)
 }
 
-// SurgeDeprecatedNote is the status warning of a group tagged patch-agent/strategy=surge ("" for any other
-// tag): the surge raises and lowers desired capacity with absolute writes (SetDesiredCapacity has no
-// compare-and-set), so beside an autoscaler it can leave the group below what others set. The capacity-provider
-// and drain-first strategies are the defaults of groups ECS managed scaling owns, where ECS is the other writer
-// they account for: not deprecated while instance refresh does not keep those groups' size (docs/ecs.md).
-func SurgeDeprecatedNote(tag string) string {
-	if !strings.EqualFold(tag, StrategySurge) {
-		return ""
+// DeprecatedStrategyNote is the status warning of a group tagged with one of the strategies that write desired
+// capacity (surge, drain-first, capacity-provider; "" for any other tag): SetDesiredCapacity has no
+// compare-and-set, so beside an autoscaler or ECS managed scaling those strategies can leave the group below
+// what the others set. Removing the tag rolls the group by instance refresh.
+func DeprecatedStrategyNote(tag string) string {
+	switch t := strings.ToLower(tag); t {
+	case StrategySurge, StrategyDrainFirst, StrategyCapacityProvider:
+		return fmt.Sprintf("tag %s=%s is deprecated and will be removed (it writes desired capacity beside the group's "+
+			"other writers): remove the tag to roll by instance refresh once the group has the agent's launching and terminating "+
+			"lifecycle hooks (docs/deploy.md)", TagStrategy, t)
 	}
-	return fmt.Sprintf("tag %s=%s is deprecated and will be removed (the surge writes desired capacity beside the group's "+
-		"other writers): remove the tag to roll by instance refresh once the group has the agent's launching and terminating "+
-		"lifecycle hooks (docs/deploy.md)", TagStrategy, StrategySurge)
+	return ""
 }

@@ -23,8 +23,8 @@ func TestChooseStrategyAutomaticChoice(t *testing.T) {
 		{"plain group, no tag: instance refresh", "", plain, StrategyRefresh},
 		{"plain group, auto: instance refresh", "auto", plain, StrategyRefresh},
 		{"plain group, AUTO in capitals", "AUTO", plain, StrategyRefresh},
-		{"managed scaling without managed draining keeps capacity-provider", "", managed, StrategyCapacityProvider},
-		{"managed scaling with managed draining keeps drain-first", "auto", managedDraining, StrategyDrainFirst},
+		{"managed scaling without managed draining: instance refresh", "", managed, StrategyRefresh},
+		{"managed scaling with managed draining: instance refresh", "auto", managedDraining, StrategyRefresh},
 		{"refresh by tag on a managed group", "refresh", managed, StrategyRefresh},
 		{"surge stays an explicit opt-out", "surge", plain, StrategySurge},
 		{"surge on a managed group by tag", "Surge", managed, StrategySurge},
@@ -42,18 +42,18 @@ func TestChooseStrategyAutomaticChoice(t *testing.T) {
 
 func TestChooseStrategyRefusesWhatItCannotDo(t *testing.T) {
 	_, err := ChooseStrategy("rolling", GroupTraits{})
-	require.EqualError(t, err, `tag patch-agent/strategy="rolling": want refresh, auto, capacity-provider, drain-first or surge (deprecated)`)
+	require.EqualError(t, err, `tag patch-agent/strategy="rolling": want refresh or auto; capacity-provider, drain-first and surge are deprecated`)
 }
 
-func TestSurgeDeprecatedNote(t *testing.T) {
-	for _, tag := range []string{"surge", "SURGE"} {
-		note := SurgeDeprecatedNote(tag)
+func TestDeprecatedStrategyNote(t *testing.T) {
+	for _, tag := range []string{"surge", "SURGE", "drain-first", "capacity-provider"} {
+		note := DeprecatedStrategyNote(tag)
 		require.Contains(t, note, "tag patch-agent/strategy="+strings.ToLower(tag)+" is deprecated and will be removed")
 		require.Contains(t, note, "launching and terminating lifecycle hooks")
 		require.NotContains(t, note, "; ", "warnings are joined with \"; \"")
 	}
-	for _, tag := range []string{"", "auto", "refresh", "drain-first", "capacity-provider"} {
-		require.Empty(t, SurgeDeprecatedNote(tag), tag)
+	for _, tag := range []string{"", "auto", "refresh"} {
+		require.Empty(t, DeprecatedStrategyNote(tag), tag)
 	}
 }
 
@@ -62,14 +62,14 @@ func TestBatchNoteKeepsTheRefreshsBatch(t *testing.T) {
 	require.Empty(t, batchNote(three, StrategyRefresh), "an instance refresh replaces a batch through MaxHealthyPercentage")
 }
 
-// A group tagged patch-agent/strategy=surge is still rolled by the surge, and its record carries the warning
-// that the tag is deprecated; a group of another strategy carries none.
-func TestSurgeTagIsRolledWithADeprecationWarning(t *testing.T) {
+// A group tagged with a strategy that writes desired capacity is still rolled by it, and its record carries the
+// warning that the tag is deprecated.
+func TestDeprecatedStrategyTagIsRolledWithAWarning(t *testing.T) {
 	for _, tc := range []struct {
 		tag, warning string
 	}{
 		{StrategySurge, "tag patch-agent/strategy=surge is deprecated and will be removed"},
-		{StrategyDrainFirst, ""},
+		{StrategyDrainFirst, "tag patch-agent/strategy=drain-first is deprecated and will be removed"},
 	} {
 		t.Run(tc.tag, func(t *testing.T) {
 			rg := newRig()

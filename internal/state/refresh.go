@@ -82,7 +82,9 @@ func (p RefreshProgress) TargetVersion() string {
 }
 
 // SpacingCheckpoints are the CheckpointPercentages of a spaced refresh: the share of InstancesToUpdate done
-// after each batch but the last, ascending and unique; none when SpacingDelay is 0.
+// after each batch, ascending and unique, ending with 100 (Amazon EC2 Auto Scaling User Guide, "Add checkpoints
+// to an instance refresh": a refresh whose last checkpoint is below 100 ends there, Successful, with the rest
+// of the group not replaced); none when SpacingDelay is 0.
 func (p RefreshProgress) SpacingCheckpoints() []int32 {
 	if p.SpacingDelay <= 0 || p.Desired <= 0 || p.BatchSize <= 0 {
 		return nil
@@ -94,7 +96,7 @@ func (p RefreshProgress) SpacingCheckpoints() []int32 {
 			out = append(out, pct)
 		}
 	}
-	return out
+	return append(out, 100)
 }
 
 func cloneRefresh(p *RefreshProgress) *RefreshProgress {
