@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"bytes"
+	"context"
 	"regexp"
 	"strings"
 	"testing"
@@ -59,4 +61,39 @@ func TestChangeKeyIgnoresRunningTimesOnly(t *testing.T) {
 	require.Equal(t, changeKey("update 1f0dc61a-bdd6 InProgress for 5m45s"), changeKey("update 1f0dc61a-bdd6 InProgress for 10m45s"))
 	require.NotEqual(t, changeKey("g Replacing serving=3 desired=3 max=6 on-target=1/3"), changeKey("g Replacing serving=3 desired=3 max=6 on-target=2/3"))
 	require.NotEqual(t, changeKey("old=i-0a1a2a3a4a5a6a7a8"), changeKey("old=i-0a1a2a3a4a5a6a7a9"))
+}
+
+// A refresh stopped by a pause, or cancelled on the way to a rollback, moves through its reasons once: no
+// group's line goes back to one it printed before the last (a reason that blanks out and returns, a rollback
+// that says its failure again), and a paused group prints one Waiting line, whose next step is the one the
+// resume takes.
+func TestPauseAndRollbackProgressNeverGoesBackToAnEarlierLine(t *testing.T) {
+	for _, name := range []string{"pause", "bad-ami"} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			_, err := Run(context.Background(), Options{Scenario: name, Out: &out})
+			require.NoError(t, err)
+			seen := map[string][]string{}
+			waiting := map[string]int{}
+			for _, l := range strings.Split(out.String(), "\n") {
+				m := progressLineRE.FindStringSubmatch(l)
+				if m == nil {
+					continue
+				}
+				group, key := m[1], changeKey(l[strings.Index(l, "]")+1:])
+				if before := seen[group]; len(before) > 1 {
+					require.NotContains(t, before[:len(before)-1], key, "%s went back to an earlier line: %s", group, l)
+				}
+				seen[group] = append(seen[group], key)
+				if m[2] == state.PhaseWaiting.String() {
+					waiting[group]++
+					require.Contains(t, l, "next step: a new instance refresh that skips the instances already on the target")
+				}
+			}
+			require.Len(t, seen, 2)
+			if name == "pause" {
+				require.Equal(t, map[string]int{GroupName: 1, EKSGroupName: 1}, waiting, "one Waiting line a group")
+			}
+		})
+	}
 }
