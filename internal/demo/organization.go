@@ -101,7 +101,7 @@ func RunOrganization(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "scenario %s: %s\n", OrganizationScenario, OrganizationDescription)
+	writeWrapped(out, "", fmt.Sprintf("scenario %s: %s", OrganizationScenario, OrganizationDescription), "")
 	accounts, err := org.ListAccounts(ctx, w.Org, []string{"ou-demo-workloads"})
 	if err != nil {
 		return err
@@ -134,7 +134,8 @@ func RunOrganization(ctx context.Context, out io.Writer) error {
 	if err := org.WriteChanges(out, "table", org.NewChangeDocument("resume", org.Resume(ctx, r, conn, targets, org.DefaultDeployment, "alice@platform", now))); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nThe sandbox account is a row with its error in every step, never the end of the run: deploy the operator role there "+
-		"(cloudformation/operator-role.yaml) and run the same commands again.\n")
+	fmt.Fprintln(out)
+	writeWrapped(out, "", "The sandbox account is a row with its error in every step, never the end of the run: deploy the operator role "+
+		"there (cloudformation/operator-role.yaml) and run the same commands again.", "")
 	return nil
 }

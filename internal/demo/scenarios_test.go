@@ -110,7 +110,7 @@ func TestCapacityProviderDemoExplainsItsZoneRebalanceInOneLine(t *testing.T) {
 			_, err := Run(context.Background(), Options{Scenario: tc.scenario, Out: &out})
 			require.NoError(t, err)
 			var lines []string
-			for _, l := range strings.Split(out.String(), "\n") {
+			for _, l := range joinContinuations(out.String()) {
 				if strings.HasPrefix(l, "zone rebalance:") {
 					lines = append(lines, l)
 				}
