@@ -225,3 +225,23 @@ func TestDemoScenariosAreTheOnesTheHelpAndTheDocsList(t *testing.T) {
 	named := scenarioList(t, docs["docs/faq.md"], "lists every scenario (", ")")
 	require.Equal(t, want, slices.Sorted(slices.Values(named)), "docs/faq.md's list of scenarios")
 }
+
+// userGuides are the documents written for the users of the tool, not for its developers.
+var userGuides = []string{"docs/ecs.md"}
+
+// internalCitationRE matches what a user of a guide cannot act on: the project's field-case codes ("C23",
+// "field case"), test names and files of the source tree.
+var internalCitationRE = regexp.MustCompile(`\bC\d{1,2}\b|field case|\bTest[A-Z]\w*|\binternal/|_test\.go`)
+
+// The user guides say what happens, what the user sees and what to configure in the user's words: no field
+// case, test or source file of the project (docs/simulation.md and docs/testing.md name those).
+func TestUserGuidesCiteNoFieldCaseTestOrSourceFile(t *testing.T) {
+	docs := docFiles(t)
+	for _, file := range userGuides {
+		doc, ok := docs[file]
+		require.True(t, ok, file)
+		for i, line := range strings.Split(doc, "\n") {
+			require.NotRegexp(t, internalCitationRE, line, "%s:%d cites the project's internals to users", file, i+1)
+		}
+	}
+}

@@ -255,7 +255,7 @@ func TestDemoTextIsDeterministic(t *testing.T) {
 func TestDemoPausePrintsTheDrainBeforeThePause(t *testing.T) {
 	res := run(t, "demo", "--scenario", "pause")
 	require.NoError(t, res.err)
-	lines := strings.Split(res.stdout, "\n")
+	lines := demoLines(res.stdout)
 	pause := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "operator: patch-agent pause") })
 	require.Positive(t, pause)
 	drain := slices.IndexFunc(lines, func(l string) bool {
@@ -266,6 +266,20 @@ func TestDemoPausePrintsTheDrainBeforeThePause(t *testing.T) {
 	require.Less(t, drain, pause, "the drain that made the operator pause is printed first")
 	stamp := func(l string) string { return l[:strings.Index(l, "]")+1] }
 	require.Equal(t, stamp(lines[pause]), stamp(lines[drain]), "both at the same simulated time")
+}
+
+// demoLines returns the demo's narrative as its lines read unwrapped: a line the demo wrapped at 120 columns
+// goes on in lines indented by four spaces or more, joined here to it by one space.
+func demoLines(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if len(lines) > 0 && strings.HasPrefix(l, "    ") {
+			lines[len(lines)-1] += " " + strings.TrimLeft(l, " ")
+			continue
+		}
+		lines = append(lines, l)
+	}
+	return lines
 }
 
 // A rollback plan names the platform's drain: an EKS node is cordoned, not set to DRAINING.

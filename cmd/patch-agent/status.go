@@ -37,7 +37,8 @@ a cell. A GROUP the store has no record of is answered with the groups it holds 
 
 Reasons: "paused (...) by WHO since T: WHY; next step: ..." — a pause holds the rollout before that step;
 "soak: ...", "approval: ...", "maintenance window ... closed", "alarm(s) ... in ALARM" — a gate holds it;
-"failed: ..." — the rollout halted (Halted) or is rolling back (RollingBack); "rolled back after: ..." — it
+"failed: ..." — the rollout halted (Halted) or is rolling back (RollingBack); "rolling back ..." — a refresh
+takes the group back to its previous launch template version (RollingBack); "rolled back after: ..." — it
 was rolled back (RolledBack); "cancelling instance refresh ..." — a gate or a newer AMI stopped the refresh and
 the agent finishes the launches and drains in flight;
 "waiting for i-... to settle" — an instance is still launching or terminating.

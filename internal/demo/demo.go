@@ -806,12 +806,17 @@ func newPrinter(out io.Writer, w *World, start time.Time) *printer {
 	return &printer{out: out, w: w, start: start}
 }
 
-func (p *printer) linef(format string, args ...any) {
+// linef writes a line of the narrative, stamped with the simulated time since the start, wrapped at lineWidth.
+func (p *printer) linef(format string, args ...any) { p.stamped(fmt.Sprintf(format, args...), "") }
+
+// stamped writes text stamped with the simulated time since the start, wrapped at lineWidth (writeWrapped:
+// breakAt starts its own line when the text does not fit on one).
+func (p *printer) stamped(text, breakAt string) {
 	if p.out == nil {
 		return
 	}
 	el := p.w.Account.Clock().Since(p.start).Round(time.Second)
-	fmt.Fprintf(p.out, "[+%8s] %s\n", el, fmt.Sprintf(format, args...))
+	writeWrapped(p.out, fmt.Sprintf("[+%8s] ", el), text, breakAt)
 }
 
 func (p *printer) progress(ctx context.Context) {
@@ -870,14 +875,15 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 	}
 	if key := changeKey(line); key != p.last[group] {
 		p.last[group] = key
-		p.linef("%s", line)
+		p.stamped(line, " reason=") // the reason goes below the counts when the line does not fit
 	}
 }
 
 // progressLine is a group's progress line: where its rollout stands, in the words of the state package's
-// vocabulary (Position.String: "Replacing/ReplacementHealthy"), the replacement in flight, then counts a
-// reader can check against each other: instances serving, desired capacity (with the baseline it was raised
-// from by a surge) and instances in service on the target AMI out of desired capacity; then the reason.
+// vocabulary (Position.String: "Replacing/ReplacementHealthy"), then counts a reader can check against each
+// other: instances serving, desired capacity (with the baseline it was raised from by a surge) and instances in
+// service on the target AMI out of desired capacity; then the replacement in flight and the reason. The
+// position and the counts come first, so that they stay on the first line when the line is wrapped.
 func progressLine(group string, r state.Rollout, desired, baseline, maxSize int32, serving, onTarget int) string {
 	pos := r.Phase.String()
 	detail := ""
@@ -894,8 +900,8 @@ func progressLine(group string, r state.Rollout, desired, baseline, maxSize int3
 	if baseline > 0 && desired > baseline {
 		d = fmt.Sprintf("%d(%d+surge)", desired, baseline) // serving is held against the baseline
 	}
-	line := fmt.Sprintf("%-14s %-28s%s serving=%d desired=%s max=%d on-target=%d/%d", group, pos, detail,
-		serving, d, maxSize, onTarget, desired)
+	line := fmt.Sprintf("%-14s %-28s serving=%d desired=%s max=%d on-target=%d/%d%s", group, pos,
+		serving, d, maxSize, onTarget, desired, detail)
 	if r.Reason != "" {
 		line += " reason=" + r.Reason
 	}
@@ -927,7 +933,7 @@ func (p *printer) table(s Summary) {
 	fmt.Fprintf(p.out, "\nmessages: %d processed, %d ignored, %d failed; simulated time %s\n", s.Messages.Processed, s.Messages.Ignored,
 		s.Messages.Failed, time.Duration(s.SimulatedSeconds*float64(time.Second)).Round(time.Second))
 	for _, l := range explainCounts(s) {
-		fmt.Fprintln(p.out, "  "+l)
+		writeWrapped(p.out, "  ", l, "")
 	}
 }
 

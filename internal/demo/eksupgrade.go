@@ -205,7 +205,7 @@ func RunEKSUpgrade(ctx context.Context, out io.Writer, store *state.Memory) (EKS
 	a := world.Account
 	say := func(format string, args ...any) {
 		if out != nil {
-			fmt.Fprintf(out, "%s  %s\n", a.Clock().Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
+			writeWrapped(out, a.Clock().Now().UTC().Format(time.RFC3339)+"  ", fmt.Sprintf(format, args...), "")
 		}
 	}
 	say("demo: %s", EKSUpgradeDescription)

@@ -74,7 +74,7 @@ func RunManagedNodegroup(ctx context.Context, out io.Writer, store *state.Memory
 	}
 	say := func(format string, args ...any) {
 		if out != nil {
-			fmt.Fprintf(out, "%s  %s\n", clk.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
+			writeWrapped(out, clk.Now().UTC().Format(time.RFC3339)+"  ", fmt.Sprintf(format, args...), "")
 		}
 	}
 	say("demo: %s", ManagedNodegroupDescription)

@@ -10,6 +10,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/audit/fleet"
 	"github.com/patch-agent/patch-agent/internal/org"
 	"github.com/patch-agent/patch-agent/internal/org/orgsim"
+	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -34,35 +35,63 @@ const (
 func OrganizationWorld() (*orgsim.World, error) {
 	w := orgsim.New(2) // two accounts a page: the listing reads two pages
 	const region = "us-east-1"
-	add := func(id, name string, build func(*orgsim.Member) error) error {
-		m := w.AddMember(org.Target{Account: org.Account{ID: id, Name: name}, Region: region}, "ou-demo-workloads", fleet.New(), org.DefaultDeployment)
+	add := func(id, name string, a *sim.Account, build func(*orgsim.Member) error) error {
+		m := w.AddMember(org.Target{Account: org.Account{ID: id, Name: name}, Region: region}, "ou-demo-workloads", a, org.DefaultDeployment)
 		return build(m)
 	}
-	err := add(OrgSandbox, "sandbox", func(m *orgsim.Member) error {
+	err := add(OrgSandbox, "sandbox", fleet.New(), func(m *orgsim.Member) error {
 		w.Org.RefuseAssumeRole(OrgSandbox, "the operator-role StackSet has not reached this account yet")
 		return nil
 	})
 	if err == nil {
-		err = add(OrgPayments, "payments", func(m *orgsim.Member) error {
+		err = add(OrgPayments, "payments", fleet.New(), func(m *orgsim.Member) error {
 			return fleet.AddHardCodedECS(m.Account, fleet.Group{Name: "payments-ecs", Cluster: "payments", InstanceType: "m6i.large", Image: fleet.ECSx86.Image(2), Instances: 3})
 		})
 	}
 	if err == nil {
-		err = add(OrgSearch, "search", func(m *orgsim.Member) error {
-			if err := fleet.AddPatchAgentECS(m.Account, fleet.Group{Name: "search-ecs", Cluster: "search", InstanceType: "m7g.large", Image: fleet.ECSarm64.Image(5), Instances: 3},
-				fleet.ECSarm64.Parameter); err != nil {
-				return err
-			}
-			_, err := m.Store.PutRollout(context.Background(), state.Rollout{Group: "search-ecs", Platform: "ecs", Cluster: "search",
-				Phase: state.PhaseReplacing, TargetImageID: fleet.ECSarm64.Image(6), PreviousImageID: fleet.ECSarm64.Image(5),
-				DetectedAt: fleet.Start.Add(-40 * time.Minute), Instances: 3, OnTarget: 1, UpdatedAt: fleet.Start})
-			return err
-		})
+		// search's account runs up to fleet.Start through the first replacement of its rollout, so that the
+		// audit (which reads the instances) and status (which reads the rollout record) count the same
+		// instances: one of three on the target AMI.
+		err = add(OrgSearch, "search", fleet.NewAt(fleet.Start.Add(-orgReplacement)), buildOrgSearch)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("building the organization demo: %w", err)
 	}
 	return w, nil
+}
+
+// orgReplacement is how long before fleet.Start the search group's first instance is replaced: long enough for
+// its replacement to be InService and the old instance terminated.
+const orgReplacement = 10 * time.Minute
+
+// buildOrgSearch adds the search group, opted in on release 5 of the ECS arm64 line, mid-rollout to release 6:
+// its launch template names release 6, its first instance was replaced, and the rollout record says so.
+func buildOrgSearch(m *orgsim.Member) error {
+	a := m.Account
+	g := fleet.Group{Name: "search-ecs", Cluster: "search", InstanceType: "m7g.large", Image: fleet.ECSarm64.Image(5), Instances: 3}
+	if err := fleet.AddPatchAgentECS(a, g, fleet.ECSarm64.Parameter); err != nil {
+		return err
+	}
+	target := fleet.ECSarm64.Image(6)
+	a.ApplyLaunchTemplate(g.Name, target, "patch-agent")
+	if !a.TerminateWithoutDecrement(a.Group(g.Name).Instances[0].ID) {
+		return fmt.Errorf("replacing the first instance of %s", g.Name)
+	}
+	a.Advance(fleet.Start.Sub(a.Clock().Now()))
+	onTarget := 0
+	instances := a.Group(g.Name).Instances
+	for _, inst := range instances {
+		if inst.ImageID == target && inst.LifecycleState == "InService" {
+			onTarget++
+		}
+	}
+	if len(instances) != int(g.Instances) || onTarget != 1 {
+		return fmt.Errorf("%s has %d instances, %d on %s, after its first replacement; want %d, 1", g.Name, len(instances), onTarget, target, g.Instances)
+	}
+	_, err := m.Store.PutRollout(context.Background(), state.Rollout{Group: g.Name, Platform: "ecs", Cluster: g.Cluster,
+		Phase: state.PhaseReplacing, TargetImageID: target, PreviousImageID: g.Image,
+		DetectedAt: fleet.Start.Add(-40 * time.Minute), Instances: len(instances), OnTarget: onTarget, UpdatedAt: a.Clock().Now()})
+	return err
 }
 
 // RunOrganization plays the organization demo on out: the accounts listed from AWS Organizations (two pages),
@@ -72,7 +101,7 @@ func RunOrganization(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "scenario %s: %s\n", OrganizationScenario, OrganizationDescription)
+	writeWrapped(out, "", fmt.Sprintf("scenario %s: %s", OrganizationScenario, OrganizationDescription), "")
 	accounts, err := org.ListAccounts(ctx, w.Org, []string{"ou-demo-workloads"})
 	if err != nil {
 		return err
@@ -105,7 +134,8 @@ func RunOrganization(ctx context.Context, out io.Writer) error {
 	if err := org.WriteChanges(out, "table", org.NewChangeDocument("resume", org.Resume(ctx, r, conn, targets, org.DefaultDeployment, "alice@platform", now))); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nThe sandbox account is a row with its error in every step, never the end of the run: deploy the operator role there "+
-		"(cloudformation/operator-role.yaml) and run the same commands again.\n")
+	fmt.Fprintln(out)
+	writeWrapped(out, "", "The sandbox account is a row with its error in every step, never the end of the run: deploy the operator role "+
+		"there (cloudformation/operator-role.yaml) and run the same commands again.", "")
 	return nil
 }

@@ -80,7 +80,8 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	if refused, err := o.gateAMI(ctx, t, v, &r, false); refused || err != nil {
 		return r, err
 	}
-	if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
+	nextStep := startNextStep(r)
+	if err := o.holdIfPaused(&r, nextStep); err != nil {
 		return r, err
 	}
 	if reason := o.startGate(ctx, t, r); reason != "" {
@@ -135,14 +136,28 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	r.Phase, r.Reason = state.PhasePreparing, ""
 	// The pause read above is kept for the call and may be old by now (the AMI gate's reads, Traits): the
 	// Preparing write carries its own, strongly consistent check (guardIfPaused), and prepare's effects follow it.
-	if err := o.guardIfPaused(&r, "prepare the launch template"); err != nil {
+	if err := o.guardIfPaused(&r, nextStep); err != nil {
 		return r, err
 	}
-	next, err := o.save(ctx, r, "preparing launch template ("+strategy+" strategy)")
+	saved, err := o.save(ctx, r, "preparing launch template ("+strategy+" strategy)")
 	if err == nil {
-		o.alertSoakSkipped(t, next) // soakskip.go
+		o.alertSoakSkipped(t, saved) // soakskip.go
 	}
-	return next, err
+	return saved, err
+}
+
+// nextRefreshStep is the next step of a rollout whose instance refresh was cancelled (a pause, a closed
+// window, a withdrawn approval, a newer AMI).
+const nextRefreshStep = "a new instance refresh that skips the instances already on the target"
+
+// startNextStep names the step start leads to, for the reason of a pause that holds it: one whose refresh was
+// cancelled goes on with a new refresh (through Preparing, which finds its launch template version again), so
+// the reason stays the one the cancel wrote; any other prepares the launch template first.
+func startNextStep(r state.Rollout) string {
+	if r.Strategy == StrategyRefresh && r.NewTemplateVersion != "" {
+		return nextRefreshStep
+	}
+	return "prepare the launch template"
 }
 
 // prepare makes the group launch the target AMI: a launch template version with the explicit AMI id, and the

@@ -206,10 +206,17 @@ func (o *Orchestrator) rollBackByRefresh(ctx context.Context, r state.Rollout, w
 	if r.Phase != state.PhaseRollingBack {
 		history = append(history, o.refreshHistory(r, "rolling-back", why))
 	}
-	r.Phase, p.Rollback, p.ByAPI = state.PhaseRollingBack, true, false
-	if r.Reason == "" || !strings.HasPrefix(r.Reason, "failed: ") {
+	switch {
+	case strings.HasPrefix(r.Reason, "failed: "):
+	case r.Phase != state.PhaseRollingBack || r.Reason == "":
 		r.Reason = "failed: " + why
+	default:
+		// Already rolling back (a cancel made way for this refresh): the reason says what happens now, and
+		// why, rather than going back to the failure's own words.
+		r.Reason = "rolling back to launch template version " + p.PreviousVersion + " after: " + why +
+			"; next step: an instance refresh to that version"
 	}
+	r.Phase, p.Rollback, p.ByAPI = state.PhaseRollingBack, true, false
 	return o.refreshIntent(ctx, r, "rollback: instance refresh back to launch template version "+p.PreviousVersion, history...)
 }
 
@@ -472,7 +479,7 @@ func (o *Orchestrator) refreshStops(t Target, ami *ResolvedAMI, r state.Rollout)
 	switch {
 	case pause != nil:
 		held := r
-		_ = o.holdIfPaused(&held, "a new instance refresh that skips the instances already on the target")
+		_ = o.holdIfPaused(&held, nextRefreshStep)
 		return held.Reason, nil
 	case ami != nil && ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom:
 		return newerAMIPrefix + ami.ImageID, nil
@@ -496,9 +503,13 @@ const newerAMIPrefix = "newer AMI "
 // knows the cancel was the agent's.
 func (o *Orchestrator) cancelRefresh(ctx context.Context, t Target, r state.Rollout, why string) (state.Rollout, error) {
 	p := r.Refresh
+	cancelling := "cancelling instance refresh " + p.ID + ": " + why
 	if p.Cancel != why {
 		p.Cancel = why
-		next, err := o.save(ctx, r, "cancelling instance refresh "+p.ID+": "+why)
+		if r.Phase == state.PhaseReplacing { // a rollback keeps its failure as the reason
+			r.Reason = cancelling // status says why the refresh stops from the write that records it
+		}
+		next, err := o.save(ctx, r, cancelling)
 		if err != nil {
 			return next, err
 		}
@@ -507,7 +518,7 @@ func (o *Orchestrator) cancelRefresh(ctx context.Context, t Target, r state.Roll
 	if err := o.refreshes().Cancel(ctx, t.Group); err != nil {
 		return r, err
 	}
-	r.Reason = "cancelling instance refresh " + p.ID + ": " + why
+	r.Reason = cancelling
 	return r, errWait
 }
 

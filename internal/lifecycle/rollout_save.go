@@ -29,7 +29,9 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string, h
 	if what != "waiting" && !quiet {
 		switch r.Phase {
 		case state.PhasePreparing, state.PhaseReplacing, state.PhaseVerifying, state.PhaseCompleted:
-			r.Reason = "" // a transition happened: whatever held the rollout before no longer does
+			if r.Refresh == nil || r.Refresh.Cancel == "" {
+				r.Reason = "" // a transition happened: whatever held the rollout before no longer does
+			} // a recorded cancel holds the rollout until its refresh is cancelled: its reason stays
 		}
 	}
 	if err := state.CheckTransition(state.WriterAgent, o.lastStored, r); err != nil {

@@ -82,8 +82,12 @@ var LegacyCreated = time.Date(2025, 9, 20, 12, 0, 0, 0, time.UTC)
 
 // New returns an account (region us-east-1) whose clock is at Start, holding every line's releases (parameter
 // versions and registered AMIs), Legacy, and EKS cluster EKSCluster at EKSVersion.
-func New() *sim.Account {
-	a := sim.New(testingclock.NewFakeClock(Start), sim.Options{})
+func New() *sim.Account { return NewAt(Start) }
+
+// NewAt returns the account New returns with its clock at at (not after Start): a fleet that is built
+// by running the simulation up to Start.
+func NewAt(at time.Time) *sim.Account {
+	a := sim.New(testingclock.NewFakeClock(at), sim.Options{})
 	for _, l := range Lines() {
 		for n := 1; n <= Releases; n++ {
 			id, name := l.Image(n), fmt.Sprintf(l.name, Created(n).Format("20060102"))
