@@ -762,7 +762,10 @@ func (c *Checker) finish(v *sim.View) {
 			// A launch into the warm pool is continued without cluster health: the instance stops in the pool
 			// (field case C18; Amazon EC2 Auto Scaling User Guide, "Use lifecycle hooks with a warm pool").
 			add(4, act.Group, "launching lifecycle action %s of %s completed CONTINUE before the instance was healthy", act.Token, act.InstanceID)
-		case act.Transition == sim.TransitionLaunching && !c.EKS[act.Group] && comp.Result == sim.ResultAbandon && comp.Healthy:
+		case act.Transition == sim.TransitionLaunching && !c.EKS[act.Group] && comp.Result == sim.ResultAbandon && comp.Healthy &&
+			!comp.OutdatedFromPool:
+			// An instance leaving the warm pool on the old configuration during a refresh is abandoned healthy or
+			// not: no old AMI enters service from the pool once a rollout started (field case C18).
 			add(4, act.Group, "launching lifecycle action %s of %s completed ABANDON while the instance was healthy", act.Token, act.InstanceID)
 		}
 	}

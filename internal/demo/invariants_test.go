@@ -97,6 +97,32 @@ func (a abandonTerminations) CompleteLifecycleAction(ctx context.Context, in *au
 	return a.AutoScaling.CompleteLifecycleAction(ctx, &cp, o...)
 }
 
+// abandonLaunches completes the agent's launching lifecycle actions with ABANDON instead of CONTINUE: an
+// agent that throws away good capacity.
+type abandonLaunches struct{ awsapi.AutoScaling }
+
+func (a abandonLaunches) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, o ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
+	cp := *in
+	if aws.ToString(in.LifecycleHookName) == LaunchHookName {
+		cp.LifecycleActionResult = aws.String(sim.ResultAbandon)
+	}
+	return a.AutoScaling.CompleteLifecycleAction(ctx, &cp, o...)
+}
+
+// An agent that abandons a launch it found healthy in its cluster breaks invariant 4; the warm pool's exemption
+// (an old-configuration instance leaving the pool during a refresh) does not cover a plain scale out.
+func TestCheckerInvariant4LaunchAbandonedWhileHealthy(t *testing.T) {
+	w, err := Build(Spec{Groups: []GroupSetup{{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 6, Desired: 3, LaunchingHook: true}},
+		Services: map[string]int{"web": 6}, Wrap: func(c agent.Clients) agent.Clients { c.AutoScaling = abandonLaunches{c.AutoScaling}; return c }})
+	require.NoError(t, err)
+	runFor(t, w, 30*time.Second)
+	require.NoError(t, w.Account.SetDesiredCapacity("g", 4))
+	runFor(t, w, 5*time.Minute)
+	inv4 := violationsOf(w.Checker.Finish(), 4, "g")
+	require.NotEmpty(t, inv4)
+	require.Contains(t, inv4[0].Detail, "completed ABANDON while the instance was healthy")
+}
+
 func TestCheckerInvariant4TerminatingActionCompletedWithTheWrongResult(t *testing.T) {
 	w := brokenWorld(t, func(c agent.Clients) agent.Clients { c.AutoScaling = abandonTerminations{c.AutoScaling}; return c })
 	scaleIn(t, w)

@@ -447,8 +447,8 @@ func (h *Hooks) launching(ctx context.Context, t Target, a events.LifecycleActio
 	if rec.WaitState == string(astypes.LifecycleStateWarmedPendingWait) {
 		return h.complete(ctx, a, rec, ResultContinue, warmPoolLaunchNote, log)
 	}
-	if a.Origin == originWarmPool {
-		if abandon, why, err := h.outdatedPoolLaunch(ctx, t, a.InstanceID); err != nil || abandon {
+	if a.Origin == originWarmPool || rec.Adopted {
+		if abandon, why, err := h.outdatedPoolLaunch(ctx, t, a.InstanceID, a.Origin == originWarmPool); err != nil || abandon {
 			if err != nil {
 				return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log))
 			}

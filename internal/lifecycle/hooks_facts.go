@@ -53,12 +53,19 @@ const originWarmPool = "WarmPool"
 // abandoned, and Auto Scaling launches another, so that no old-AMI instance enters service from the pool once a
 // rollout started. Instances in a warm pool keep the AMI they launched with, and a refresh replaces the pool only
 // after the group's InService instances (User Guide, "Update the instances in a warm pool"); whether a scale out
-// during the refresh draws them is not documented. why says so for the action's record.
-func (h *Hooks) outdatedPoolLaunch(ctx context.Context, t Target, instanceID string) (bool, string, error) {
+// during the refresh draws them is not documented. fromPool says the action's message named Origin WarmPool; an
+// action found waiting without its message (adopted: its origin unknown) counts as one from the pool only while
+// the rollout's refresh is InProgress, when every other launch uses the refresh's desired configuration, the
+// target AMI (User Guide, "Instance refresh": scale outs during a refresh launch with the desired
+// configuration). why says so for the action's record.
+func (h *Hooks) outdatedPoolLaunch(ctx context.Context, t Target, instanceID string, fromPool bool) (bool, string, error) {
 	r, err := h.rolloutOf(ctx, t.Group)
 	if err != nil || r.Strategy != StrategyRefresh || r.TargetImageID == "" ||
 		(r.Phase != state.PhaseReplacing && r.Phase != state.PhaseVerifying) {
 		return false, "", nil // no record (or none readable now): the launch is held for health as any other
+	}
+	if !fromPool && (r.Refresh == nil || r.Refresh.Status != RefreshInProgress) {
+		return false, "", nil
 	}
 	image, err := h.imageOf(ctx, instanceID)
 	if err != nil || image == "" || image == r.TargetImageID {

@@ -160,6 +160,7 @@ type lifecycleAction struct {
 	gen                                        int
 	target                                     string // the hook's notification target (queue URL) at the time
 	timedOut                                   bool   // ended by its heartbeat or global timeout
+	origin                                     string // the action's Origin (WarmPool for an instance leaving the pool)
 }
 
 // Termination records one instance leaving service: who asked, and how drained the instance was at that moment.
@@ -204,6 +205,9 @@ type Completion struct {
 	// LifecycleState is the instance's lifecycle state at the call (for accepted calls), e.g. Pending:Wait or
 	// Warmed:Pending:Wait for a launch into the warm pool, whose instance is stopped, not serving.
 	LifecycleState string
+	// OutdatedFromPool is true when, at the call, the action's instance was leaving the warm pool (Origin
+	// WarmPool) on another configuration than the one the group's instance refresh in progress launches.
+	OutdatedFromPool bool
 }
 
 // CreateGroup creates an Auto Scaling group and launches Desired instances that are InService at once (already
@@ -663,6 +667,7 @@ func (a *Account) enterWait(inst *instance, g *group, transition string, hooks [
 			started:       a.now(),
 			active:        true,
 			target:        h.QueueURL,
+			origin:        origin,
 		}
 		// Amazon EC2 Auto Scaling API Reference, "LifecycleHook": GlobalTimeout, the longest an instance can stay
 		// in a wait state, is 48 hours or 100 times HeartbeatTimeout, whichever is smaller.
@@ -1528,6 +1533,9 @@ func (c *AutoScalingClient) CompleteLifecycleAction(ctx context.Context, in *aut
 		ci := a.containerInstanceOf(inst)
 		rec.Healthy = ci != nil && ci.status == ciActive && ci.agentConnected
 		rec.LifecycleState = inst.state
+		if cfg, ok := a.refreshLaunchConfig(a.groups[act.group]); ok && act.origin == placeWarmPool {
+			rec.OutdatedFromPool = !a.matches(inst, cfg)
+		}
 	}
 	a.completions = append(a.completions, rec)
 	a.resolveAction(act, rec.Result)
