@@ -718,7 +718,8 @@ func TestRefreshWorldsCheckerSeesAPodDisruptionBudgetViolated(t *testing.T) {
 }
 
 // midRefreshWorlds runs f, for every platform and writer seed, on a world of the platform's group (batch 1)
-// beside the seed's writer (stop stops it), once the group's refresh to ImageB is under way.
+// beside the seed's writer (stop stops it), once the group's refresh to ImageB is under way. Beside a writer
+// (seed > 0) an operator also terminates an old instance without decrement at that moment (C24).
 func midRefreshWorlds(t *testing.T, f func(t *testing.T, w *demo.World, g demo.GroupSetup, stop func())) {
 	for _, p := range refreshPlatforms {
 		for _, seed := range writerSeeds(t) {
@@ -729,6 +730,16 @@ func midRefreshWorlds(t *testing.T, f func(t *testing.T, w *demo.World, g demo.G
 				stop := besideWriter(w, g.Name, seed)
 				publish(w, g, demo.ImageB)
 				runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
+				if seed != 0 {
+					terminated := ""
+					for _, i := range w.Account.Group(g.Name).Instances {
+						if i.LifecycleState == "InService" && i.ImageID == demo.ImageA && w.Account.TerminateWithoutDecrement(i.ID) {
+							terminated = i.ID
+							break
+						}
+					}
+					require.NotEmpty(t, terminated, "the operator found an old instance to terminate")
+				}
 				f(t, w, g, stop)
 			})
 		}
