@@ -645,6 +645,15 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		p.linef("simulated account: EKS cluster %q (Kubernetes %s), self-managed group %s (3 nodes on %s, AMI source auto = %s, %s), Deployment web (6 pods, PodDisruptionBudget minAvailable 5) + DaemonSet node-agent",
 			EKSCluster, EKSVersion, EKSGroupName, ImageA, w.EKSParameter(EKSGroupName), hooks)
 	}
+	provider := ""
+	for _, g := range spec.Groups {
+		if g.Name == GroupName && g.CapacityProvider != nil && g.CapacityProvider.ManagedScaling {
+			provider = g.CapacityProvider.Name
+		}
+	}
+	if line := zoneLine(w, GroupName, provider); line != "" {
+		p.linef("%s", line)
+	}
 	if sc.prepare != nil {
 		sc.prepare(w)
 	}
@@ -716,6 +725,9 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		}
 	}
 	p.progress(ctx)
+	if line := zoneLine(w, GroupName, provider); line != "" {
+		p.linef("%s", line)
+	}
 	w.Checker.Finish()
 	s := w.Summarize(ctx, start)
 	s.Scenario, s.Expected = sc.name, string(sc.expect)
@@ -935,6 +947,32 @@ func (p *printer) table(s Summary) {
 	for _, l := range explainCounts(s) {
 		writeWrapped(p.out, "  ", l, "")
 	}
+}
+
+// zoneLine says, for a group that is the ECS capacity provider provider (managed scaling), its in-service
+// instances per Availability Zone and the service's tasks: what the capacity-provider scenario claims to keep.
+// "" without a provider.
+func zoneLine(w *World, group, provider string) string {
+	if provider == "" {
+		return ""
+	}
+	g := w.Account.Group(group)
+	perAZ := map[string]int{}
+	for _, i := range g.Instances {
+		if i.LifecycleState == "InService" {
+			perAZ[i.AvailabilityZone]++
+		}
+	}
+	zones := sortedNames(perAZ)
+	parts := make([]string, 0, len(zones))
+	n := 0
+	for _, z := range zones {
+		parts = append(parts, fmt.Sprintf("%s %d", z, perAZ[z]))
+		n += perAZ[z]
+	}
+	return fmt.Sprintf("zones: %s, capacity provider %s (managed scaling, managed termination protection): %d instance(s) in %d zone(s): %s; "+
+		"service web: %d tasks RUNNING, Availability Zone rebalancing on", group, provider, n, len(zones), strings.Join(parts, ", "),
+		w.Account.ServiceTasks(Cluster, "web"))
 }
 
 // explainCounts says what the summary's restarts, ignored and failed messages mean, one line each that is

@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,19 @@ func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 					require.Contains(t, g.Reason, "AMI refused: "+ImageB+" is owned by 999988887777", g.Name)
 					require.Equal(t, 1.0, s.Metrics["AMIRejected{Group="+g.Name+",Platform="+g.Platform+",Reason=OwnerNotAllowed}"], g.Name)
 				}
+			}
+			zoneLines := 0
+			for _, l := range joinContinuations(out.String()) {
+				if strings.Contains(l, "zones: "+GroupName+", capacity provider") {
+					require.Contains(t, l, "3 instance(s) in 3 zone(s)", "the capacity provider's zones, at the start and the end")
+					require.Contains(t, l, "service web: 6 tasks RUNNING")
+					zoneLines++
+				}
+			}
+			if name == "ecs-capacity-provider" {
+				require.Equal(t, 2, zoneLines, "the zones at the start and at the end")
+			} else {
+				require.Zero(t, zoneLines, "only a capacity provider's scenario prints its zones")
 			}
 			if name == "crash" {
 				require.Greater(t, s.Restarts, 10)
