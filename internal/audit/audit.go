@@ -314,6 +314,9 @@ func (w *run) launchSources(ctx context.Context, subjects []*subject) error {
 			if _, err := lifecycle.TargetFromTags(g.Name, s.tags); err != nil {
 				g.Notes = append(g.Notes, err.Error())
 			}
+			if note := w.hookNote(ctx, g.Name, s.tags); note != "" {
+				g.Notes = append(g.Notes, note)
+			}
 		case strings.HasPrefix(g.ConfiguredImage, resolveSSMPrefix):
 			g.AMISource = SourceSSMResolve
 		default:
@@ -323,6 +326,25 @@ func (w *run) launchSources(ctx context.Context, subjects []*subject) error {
 		}
 	}
 	return nil
+}
+
+// hookNote says why an opted-in group that rolls by instance refresh (every group but those a deprecated
+// patch-agent/strategy tag keeps on an older strategy) will not be rolled for want of the agent's lifecycle
+// hooks, with the command that adds each one; "" when it has them (or rolls by an older strategy). A failed
+// read is the note.
+func (w *run) hookNote(ctx context.Context, group string, tags map[string]string) string {
+	if st, err := lifecycle.ChooseStrategy(tags[lifecycle.TagStrategy], lifecycle.GroupTraits{}); err != nil || st != lifecycle.StrategyRefresh {
+		return ""
+	}
+	hooks, err := lifecycle.DescribeGroupHooks(ctx, w.AutoScaling, group)
+	if err != nil {
+		return err.Error()
+	}
+	_, missing := lifecycle.RefreshHooks(group, hooks, lifecycle.HookOwnership{Listed: lifecycle.ParseLifecycleHooksTag(tags)})
+	if missing == "" {
+		return ""
+	}
+	return "not rolled until fixed: " + missing
 }
 
 func (s *subject) addInstanceType(t string) {

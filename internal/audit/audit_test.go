@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/audit/fleet"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -225,4 +227,28 @@ func TestCheckFormat(t *testing.T) {
 		require.NoError(t, audit.CheckFormat(f))
 	}
 	require.EqualError(t, audit.CheckFormat("yaml"), `--output "yaml": want table, json, csv`)
+}
+
+// An opted-in group without the agent's lifecycle hooks is one the agent will not roll by instance refresh: the
+// audit says so before an upgrade finds it, with the command that adds each hook; a group with both hooks, and
+// one a deprecated strategy tag keeps on the surge, get no such note.
+func TestAuditNotesOptedInGroupsTheAgentWillNotRollForWantOfHooks(t *testing.T) {
+	a := fleet.New()
+	g := func(name string) fleet.Group {
+		return fleet.Group{Name: name, Cluster: name, InstanceType: "c7g.large", Image: fleet.ECSarm64.Image(6), Instances: 1}
+	}
+	require.NoError(t, fleet.AddPatchAgentECSWithoutHooks(a, g("bare"), fleet.ECSarm64.Parameter))
+	require.NoError(t, fleet.AddPatchAgentECS(a, g("hooked"), fleet.ECSarm64.Parameter))
+	require.NoError(t, fleet.AddPatchAgentECSWithoutHooks(a, g("surged"), fleet.ECSarm64.Parameter))
+	require.NoError(t, a.SetGroupTag("surged", lifecycle.TagStrategy, lifecycle.StrategySurge))
+	r, err := fleet.Auditor(a).Run(context.Background())
+	require.NoError(t, err)
+	notes := map[string]string{}
+	for _, grp := range r.Groups {
+		notes[grp.Name] = strings.Join(grp.Notes, "; ")
+	}
+	require.Contains(t, notes["bare"], "not rolled until fixed: instance refresh needs the agent's lifecycle hooks")
+	require.Contains(t, notes["bare"], "aws autoscaling put-lifecycle-hook --auto-scaling-group-name bare --lifecycle-hook-name patch-agent-launch")
+	require.NotContains(t, notes["hooked"], "lifecycle hook")
+	require.NotContains(t, notes["surged"], "lifecycle hook")
 }

@@ -16,10 +16,12 @@ import (
 // --publish-metrics, is the separate MetricData.
 
 // ReadOnlyAutoScaling is the Amazon EC2 Auto Scaling API the audit reads: every group (100 per call) and the
-// launch configurations some of them still use (50 names per call).
+// launch configurations some of them still use (50 names per call), and an opted-in group's lifecycle hooks
+// (whether it can be rolled).
 type ReadOnlyAutoScaling interface {
 	DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error)
 	DescribeLaunchConfigurations(ctx context.Context, in *autoscaling.DescribeLaunchConfigurationsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeLaunchConfigurationsOutput, error)
+	DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
 }
 
 // ReadOnlyEC2 is the Amazon EC2 API the audit reads: launch template versions (the AMI a group launches),

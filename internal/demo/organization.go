@@ -77,7 +77,12 @@ func buildOrgSearch(m *orgsim.Member) error {
 	if !a.TerminateWithoutDecrement(a.Group(g.Name).Instances[0].ID) {
 		return fmt.Errorf("replacing the first instance of %s", g.Name)
 	}
-	a.Advance(fleet.Start.Sub(a.Clock().Now()))
+	for a.Clock().Now().Before(fleet.Start) { // the agent's part: each launch serves, each drain is done
+		if err := fleet.CompleteLifecycleActions(context.Background(), a, g.Name); err != nil {
+			return err
+		}
+		a.Advance(min(15*time.Second, fleet.Start.Sub(a.Clock().Now())))
+	}
 	onTarget := 0
 	instances := a.Group(g.Name).Instances
 	for _, inst := range instances {

@@ -7,8 +7,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
 // GroupHook is one lifecycle hook of a group as DescribeLifecycleHooks reports it.
@@ -28,11 +26,17 @@ type GroupHook struct {
 	NotificationTargetARN string
 }
 
+// HookDescriber is the one call DescribeGroupHooks makes: awsapi.AutoScaling and the audit's read-only
+// awsapi.ReadOnlyAutoScaling have it.
+type HookDescriber interface {
+	DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
+}
+
 // DescribeGroupHooks reads every lifecycle hook of group with one DescribeLifecycleHooks call (Amazon EC2 Auto
 // Scaling API Reference: DescribeLifecycleHooks without LifecycleHookNames describes all of them). It is the
 // one reader of lifecycle hooks: the strategy's traits, the missing-hook check and the lifecycle action
 // handler (which caches its answers per group) all ask it. Errors are Auto Scaling's, wrapped with the group.
-func DescribeGroupHooks(ctx context.Context, api awsapi.AutoScaling, group string) ([]GroupHook, error) {
+func DescribeGroupHooks(ctx context.Context, api HookDescriber, group string) ([]GroupHook, error) {
 	out, err := api.DescribeLifecycleHooks(ctx, &autoscaling.DescribeLifecycleHooksInput{AutoScalingGroupName: aws.String(group)})
 	if err != nil {
 		return nil, fmt.Errorf("describing lifecycle hooks of %s: %w", group, err)

@@ -66,14 +66,22 @@ func (o *Orchestrator) refreshHooks(ctx context.Context, group string, tags map[
 	if err != nil {
 		return "", "", err
 	}
-	own := HookOwnership{QueueURL: o.QueueURL, Listed: ParseLifecycleHooksTag(tags)}
+	launching, missing = RefreshHooks(group, hooks, HookOwnership{QueueURL: o.QueueURL, Listed: ParseLifecycleHooksTag(tags)})
+	return launching, missing, nil
+}
+
+// RefreshHooks judges a group's lifecycle hooks (DescribeGroupHooks) for a rollout by instance refresh: the
+// name of the agent's launching hook, and "" or the reason the group is not rolled, naming each missing hook
+// with the command that adds it. A terminating hook is the agent's or ECS's managed draining hook. With
+// own.QueueURL "" (an audit, which does not know the agent's queue) any hook of the right transition counts.
+func RefreshHooks(group string, hooks []GroupHook, own HookOwnership) (launching, missing string) {
 	terminating := false
 	for _, h := range hooks {
 		if h.Name == ECSManagedDrainingHookName {
 			terminating = true // ECS drains each terminating instance on its own hook; the agent only watches
 			continue
 		}
-		if owned, _ := HookOwned(h, own); !owned && o.QueueURL != "" {
+		if owned, _ := HookOwned(h, own); !owned && own.QueueURL != "" {
 			continue
 		}
 		switch h.Transition {
@@ -95,7 +103,7 @@ func (o *Orchestrator) refreshHooks(ctx context.Context, group string, tags map[
 	if len(lacks) > 0 {
 		missing = "instance refresh needs the agent's lifecycle hooks: " + strings.Join(lacks, "; ") + " (docs/deploy.md)"
 	}
-	return launching, missing, nil
+	return launching, missing
 }
 
 // maxHealthyPercentage is 100 + ceil(100 x batch / desired), at most 200 (API Reference, RefreshPreferences:

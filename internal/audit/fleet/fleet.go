@@ -4,7 +4,10 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"time"
 
 	testingclock "k8s.io/utils/clock/testing"
@@ -154,13 +157,49 @@ func AddResolveSSMECS(a *sim.Account, g Group, param string) error {
 	return nil
 }
 
-// AddPatchAgentECS adds a group of ECS cluster g.Cluster opted in to patch-agent with AMI parameter param.
+// AddPatchAgentECS adds a group of ECS cluster g.Cluster opted in to patch-agent with AMI parameter param, with
+// the agent's launching and terminating lifecycle hooks (docs/deploy.md, "4. Add the lifecycle hooks").
 func AddPatchAgentECS(a *sim.Account, g Group, param string) error {
+	s := patchAgentECSSpec(a, g, param)
+	s.Hooks = []sim.HookSpec{
+		{Name: "patch-agent-launch", Transition: sim.TransitionLaunching, HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultAbandon},
+		{Name: "patch-agent-drain", Transition: sim.TransitionTerminating, HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultContinue},
+	}
+	return a.CreateGroup(s)
+}
+
+// CompleteLifecycleActions completes every lifecycle action of group waiting now with CONTINUE, as the agent
+// does once a launch serves or a drain is done: a fleet without an agent uses it to move its groups.
+func CompleteLifecycleActions(ctx context.Context, a *sim.Account, group string) error {
+	var waiting []sim.LifecycleAction
+	a.Observe(func(v *sim.View) {
+		for _, act := range v.LifecycleActions() {
+			if act.Group == group && act.Active {
+				waiting = append(waiting, act)
+			}
+		}
+	})
+	for _, act := range waiting {
+		if _, err := a.AutoScaling().CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{AutoScalingGroupName: aws.String(group),
+			LifecycleHookName: aws.String(act.Hook), LifecycleActionToken: aws.String(act.Token), LifecycleActionResult: aws.String(sim.ResultContinue)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AddPatchAgentECSWithoutHooks is AddPatchAgentECS without the lifecycle hooks: an opted-in group the agent
+// cannot roll by instance refresh.
+func AddPatchAgentECSWithoutHooks(a *sim.Account, g Group, param string) error {
+	return a.CreateGroup(patchAgentECSSpec(a, g, param))
+}
+
+func patchAgentECSSpec(a *sim.Account, g Group, param string) sim.GroupSpec {
 	lt := a.CreateLaunchTemplate(g.Name+"-lt", g.Image, g.InstanceType)
 	s := g.spec(lt, map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: lifecycle.PlatformECS,
 		lifecycle.TagCluster: g.Cluster, lifecycle.TagParameter: param})
 	s.ECSCluster = g.Cluster
-	return a.CreateGroup(s)
+	return s
 }
 
 // AddLaunchConfigurationECS adds a group of ECS cluster g.Cluster (tags patch-agent/platform and
