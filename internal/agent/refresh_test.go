@@ -201,57 +201,72 @@ func ended(image string) func(state.Rollout) bool {
 }
 
 // A bad AMI (its instances never serve): the agent's launching hook ABANDONs the first launch at the health
-// deadline, the refresh halts at once and the group is rolled back to the previous version. Not run beside a
-// random writer: its scale-outs during the refresh launch the bad AMI too (the refresh's desired
-// configuration), and they never serve.
+// deadline, the refresh halts at once and the group is rolled back to the previous version. Alone, and beside
+// a random writer of desired capacity (writerSeeds): its scale outs during the refresh launch the bad AMI too
+// (the refresh's desired configuration), the agent holds them in Pending:Wait like any launch and abandons
+// them at the halt; the checker waits for that decision within the agent's deadlines only (demo.Checker's
+// HealthTimeout), so a hold past the health deadline or past the halt still breaks invariant 1.
 func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
 	for _, p := range refreshPlatforms {
 		for _, tag := range []string{lifecycle.StrategyRefresh, ""} {
-			seed := uint64(0)
-			t.Run(fmt.Sprintf("%s strategy tag %q", p.name, tag), func(t *testing.T) {
-				spec := p.spec(1)
-				g := spec.Groups[0]
-				if tag == "" {
-					delete(g.Tags, lifecycle.TagStrategy) // the default: instance refresh
-				}
-				w := buildRefresh(t, spec)
-				stop := besideWriter(w, g.Name, seed)
-				w.Account.MarkImageUnhealthy(demo.ImageB)
-				publish(w, g, demo.ImageB)
-				r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
-				require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
-				require.Contains(t, r.Reason, "ABANDON")
-				var first *sim.Completion
-				for _, c := range w.Account.LifecycleCompletions() {
-					if c.Accepted && c.Caller == sim.CallerAPI && c.Result == sim.ResultAbandon && first == nil {
-						first = &c
+			for _, seed := range writerSeeds(t) {
+				t.Run(fmt.Sprintf("%s strategy tag %q writer seed %d", p.name, tag, seed), func(t *testing.T) {
+					spec := p.spec(1)
+					if tag == "" {
+						delete(spec.Groups[0].Tags, lifecycle.TagStrategy) // the default: instance refresh
 					}
-				}
-				require.NotNil(t, first)
-				hist, err := w.Store.History(context.Background(), g.Name)
-				require.NoError(t, err)
-				halted := false
-				for _, h := range hist {
-					if h.Event == "rolling-back" {
-						halted = true
-						require.Contains(t, h.Detail, first.InstanceID, "the first ABANDON halts the refresh")
-						require.WithinDuration(t, first.At, h.At, tick, "at once, not after Auto Scaling's hour of retries")
-					}
-				}
-				require.True(t, halted)
-				var rolledBack time.Time
-				for _, h := range hist {
-					if h.Event == "rolled-back" {
-						rolledBack = h.At
-					}
-				}
-				t.Logf("halted at %s, rolled back at %s", first.At.Format(time.TimeOnly), rolledBack.Format(time.TimeOnly))
-				require.Less(t, rolledBack.Sub(first.At), 10*time.Minute,
-					"a launch of the halted AMI in flight is abandoned at once, not at its health deadline (10m)")
-				endsOn(t, w, g.Name, demo.ImageA, stop)
-			})
+					playBadAMIRefresh(t, spec, seed)
+				})
+			}
 		}
 	}
+}
+
+// playBadAMIRefresh rolls the group of spec to the bad ImageB beside a random writer of seed (none for 0) and
+// asserts the halt at the first ABANDON, the launches in flight abandoned at once, the rollback to ImageA and
+// every invariant.
+func playBadAMIRefresh(t *testing.T, spec demo.Spec, seed uint64) {
+	t.Helper()
+	g := spec.Groups[0]
+	w := buildRefresh(t, spec)
+	stop := besideWriter(w, g.Name, seed)
+	w.Account.MarkImageUnhealthy(demo.ImageB)
+	publish(w, g, demo.ImageB)
+	r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+	require.Contains(t, r.Reason, "ABANDON")
+	var first *sim.Completion
+	abandons := 0
+	for _, c := range w.Account.LifecycleCompletions() {
+		if c.Accepted && c.Caller == sim.CallerAPI && c.Result == sim.ResultAbandon {
+			if abandons++; first == nil {
+				first = &c
+			}
+		}
+	}
+	require.NotNil(t, first)
+	hist, err := w.Store.History(context.Background(), g.Name)
+	require.NoError(t, err)
+	halted := false
+	for _, h := range hist {
+		if h.Event == "rolling-back" {
+			halted = true
+			require.Contains(t, h.Detail, first.InstanceID, "the first ABANDON halts the refresh")
+			require.WithinDuration(t, first.At, h.At, tick, "at once, not after Auto Scaling's hour of retries")
+		}
+	}
+	require.True(t, halted)
+	var rolledBack time.Time
+	for _, h := range hist {
+		if h.Event == "rolled-back" {
+			rolledBack = h.At
+		}
+	}
+	t.Logf("halted at %s, rolled back at %s, %d launch(es) of the bad AMI abandoned", first.At.Format(time.TimeOnly),
+		rolledBack.Format(time.TimeOnly), abandons)
+	require.Less(t, rolledBack.Sub(first.At), 10*time.Minute,
+		"a launch of the halted AMI in flight is abandoned at once, not at its health deadline (10m)")
+	endsOn(t, w, g.Name, demo.ImageA, stop)
 }
 
 // A pause cancels the agent's refresh; resume starts a new one that skips the instances already on the target.

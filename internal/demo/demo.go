@@ -486,7 +486,7 @@ func Build(spec Spec) (*World, error) {
 			c.Concurrency = 1
 		}
 	}
-	w.Checker.DrainTimeout = policy.DrainTimeout
+	w.Checker.DrainTimeout, w.Checker.HealthTimeout = policy.DrainTimeout, policy.HealthTimeout
 	w.Checker.Queue = hookQueue // the hooks notify the simulated queue, also when the agent consumes another
 	w.Checker.Start()
 	return w, nil

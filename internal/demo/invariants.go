@@ -37,8 +37,12 @@ func (v Violation) String() string {
 //     sets it at once. Others ask for instances by raising desired capacity (as many as the raise adds to the
 //     baseline) and by terminating an instance without decrement (its replacement); each such instance is
 //     exempt, while it is in the group and not yet serving, for OthersBootTime after the ask — and not once
-//     serving has reached the baseline. The agent's own instances (its surge, Auto Scaling's replacement of an
-//     instance the agent terminated) are never exempt. With NoDesiredWrites, also: the agent makes no
+//     serving has reached the baseline. An instance others asked for that launched on an AMI that cannot serve
+//     (a bad AMI the agent rolls: during an instance refresh a scale out launches the refresh's configuration)
+//     stays exempt past OthersBootTime while the agent's launching hook holds it within the agent's deadlines,
+//     and its replacement gets OthersBootTime from the agent's ABANDON (heldLaunch). The agent's own instances
+//     (its surge, Auto Scaling's replacement of an instance the agent terminated) are never exempt. With
+//     NoDesiredWrites, also: the agent makes no
 //     SetDesiredCapacity call, no TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity and no
 //     UpdateAutoScalingGroup that changes desired capacity or maximum size on a managed group (the account's
 //     capacity writes). For groups whose desired capacity ECS managed scaling owns (Managed), every service of
@@ -76,6 +80,11 @@ type Checker struct {
 	// Queue, when set, is the agent's queue: invariant 4 covers the lifecycle actions notified to it ("": the
 	// actions notified to any target).
 	Queue string
+	// HealthTimeout is the agent's health deadline (--health-timeout; 0: none): how long its launching hook may
+	// hold a new instance in Pending:Wait before it ABANDONs it. With it, invariant 1 waits for the agent's
+	// decision on an instance others asked for that launched on an AMI that cannot serve (heldLaunch); without
+	// it, such an instance is exempt for OthersBootTime only.
+	HealthTimeout time.Duration
 
 	Violations []Violation
 	// MinServing is the lowest serving capacity seen per group (managed and sharing a cluster).
@@ -119,10 +128,19 @@ type Checker struct {
 	seenDesired map[string]int
 	// asks are, per group, the instances others asked for (raises of desired capacity, terminations without
 	// decrement) in the last OthersBootTime, not yet served.
-	asks       map[string][]ask
-	served     map[string]map[string]bool // per group, its instances that served since they entered it
-	seenWrites int                        // cursor into the account's capacity writes
-	open       map[string]bool            // lasting conditions reported and not yet over
+	asks map[string][]ask
+	// stranded are, per group, the asks whose OthersBootTime ran out before serving reached the baseline: a
+	// launch of a bad AMI the agent's launching hook holds may still stand for one of them (heldForOthers).
+	stranded map[string][]ask
+	// held are, per group, the instances on an AMI that cannot serve seen waiting on the agent's launching hook,
+	// by instance id, until the agent decides or they leave Pending:Wait; firstAbandon is, per group and AMI
+	// (heldKey), the agent's first ABANDON of such a launch; seenDecisions is a cursor into the completions.
+	held          map[string]map[string]heldLaunch
+	firstAbandon  map[string]time.Time
+	seenDecisions int
+	served        map[string]map[string]bool // per group, its instances that served since they entered it
+	seenWrites    int                        // cursor into the account's capacity writes
+	open          map[string]bool            // lasting conditions reported and not yet over
 	// cursors into the account's terminations and completions, and the items waiting for their judgement
 	seenTerminations, seenCompletions int
 	toProceed                         []int // terminations (by index) to judge once their instance shuts down
@@ -148,6 +166,27 @@ type ask struct {
 	units int32
 }
 
+// heldLaunch is an instance launched on an AMI that cannot serve (sim.Account.MarkImageUnhealthy) and seen in
+// Pending:Wait on the agent's launching hook. Auto Scaling counts it as Pending, and nothing the agent does makes
+// it serve: the agent can only ABANDON it (at its health deadline, or at once once its rollout halted at the
+// first ABANDON of that AMI). When it stands for an instance others asked for — an autoscaler's scale out
+// during an instance refresh launches the refresh's configuration (API Reference, StartInstanceRefresh:
+// DesiredConfiguration) — invariant 1 waits for that decision instead of OthersBootTime, within the agent's
+// deadlines only (decisionDue): a launch held past them no longer counts as booting at all. Each timely
+// ABANDON of a launch in flight before that first ABANDON gives one unit of others' asks OthersBootTime again
+// from the ABANDON (rearm), for Auto Scaling's replacement; a launch after the first ABANDON gives none, so a
+// rollout that keeps launching the bad AMI (not halted) breaks invariant 1 within OthersBootTime.
+type heldLaunch struct {
+	image string
+	// launched is the instance's launch time; waiting is when its launching action began (Pending:Wait).
+	launched, waiting time.Time
+}
+
+// decisionSlack is how long past a deadline the checker waits for the agent's decision on a held launch: the
+// agent looks at every action it holds on each pass (every 5 s in a test world), and a minute covers a
+// lifecycle message received late and a pass that waits for a retry.
+const decisionSlack = time.Minute
+
 // NewChecker returns a checker for the given baselines. Set its other fields, then Start it.
 func NewChecker(a *sim.Account, baseline map[string]int32) *Checker {
 	return &Checker{Account: a, Baseline: baseline, BatchSize: 1, ClusterBudget: 1, MinServing: map[string]int{}}
@@ -161,7 +200,8 @@ func (c *Checker) Start() {
 	}
 	c.started = true
 	c.shared, c.required, c.seenDesired, c.open = map[string]int32{}, map[string]int32{}, map[string]int{}, map[string]bool{}
-	c.asks, c.served = map[string][]ask{}, map[string]map[string]bool{}
+	c.asks, c.served, c.stranded = map[string][]ask{}, map[string]map[string]bool{}, map[string][]ask{}
+	c.held, c.firstAbandon = map[string]map[string]heldLaunch{}, map[string]time.Time{}
 	c.accepted = map[string]int{}
 	if c.Baseline == nil {
 		c.Baseline = map[string]int32{}
@@ -250,6 +290,7 @@ func (c *Checker) observe(v *sim.View) {
 		}
 	}
 	c.capacityWrites(v)
+	c.heldLaunches(v, groups)
 	for _, g := range groups {
 		c.capacity(v, g)
 	}
@@ -392,28 +433,172 @@ func (c *Checker) requiredServing(v *sim.View, g sim.GroupView, base int32, serv
 	}
 	if int32(serving) >= base {
 		delete(c.asks, g.Name)
+		delete(c.stranded, g.Name)
 		return base
 	}
 	since := v.Now().Add(-OthersBootTime)
 	var asked int32
 	live := c.asks[g.Name][:0]
 	for _, a := range c.asks[g.Name] {
-		if a.at.After(since) {
+		switch {
+		case a.at.After(since):
 			live = append(live, a)
 			asked += a.units
+		case c.HealthTimeout > 0:
+			c.stranded[g.Name] = append(c.stranded[g.Name], a)
 		}
 	}
 	c.asks[g.Name] = live
+	asked += c.heldForOthers(v, g, base)
 	if asked == 0 {
 		return base
 	}
 	var booting int32 // in the group, not serving yet (an instance drawn from a warm pool keeps its first launch time)
 	for _, i := range g.Instances {
+		if h, held := c.held[g.Name][i.ID]; held && v.Now().After(c.decisionDue(g.Name, h)) {
+			continue // on a bad AMI, its decision overdue: it is no longer on its way to serve
+		}
 		if c.booting(g.Name, i) {
 			booting++
 		}
 	}
 	return max(base-min(asked, booting), 0)
+}
+
+// heldKey keys firstAbandon: a group and an AMI.
+func heldKey(group, image string) string { return group + "/" + image }
+
+// heldLaunches notes the instances on an AMI that cannot serve that wait on the agent's launching hook (held),
+// and judges the agent's ABANDONs of them since the last look: the first ABANDON of an AMI in a group is
+// noted, and a timely one of a launch in flight before it gives one unit of others' asks OthersBootTime again
+// (rearm). It runs before the capacity of the groups is judged, so that the state an ABANDON leaves is judged
+// with it.
+func (c *Checker) heldLaunches(v *sim.View, groups []sim.GroupView) {
+	if c.HealthTimeout <= 0 {
+		return
+	}
+	var actions []sim.LifecycleAction // read once, only when a new held launch is seen
+	for _, g := range groups {
+		for _, i := range g.Instances {
+			if i.LifecycleState != "Pending:Wait" || !v.ImageUnhealthy(i.ImageID) {
+				continue
+			}
+			if _, ok := c.held[g.Name][i.ID]; ok {
+				continue
+			}
+			if actions == nil {
+				actions = v.LifecycleActions()
+			}
+			for _, act := range actions {
+				if act.InstanceID == i.ID && act.Active && act.Transition == sim.TransitionLaunching && act.Target != "" &&
+					(c.Queue == "" || act.Target == c.Queue) {
+					if c.held[g.Name] == nil {
+						c.held[g.Name] = map[string]heldLaunch{}
+					}
+					c.held[g.Name][i.ID] = heldLaunch{image: i.ImageID, launched: i.LaunchTime, waiting: act.Started}
+					break
+				}
+			}
+		}
+	}
+	comps := v.LifecycleCompletions()
+	for _, comp := range comps[min(c.seenDecisions, len(comps)):] {
+		h, ok := c.held[comp.Group][comp.InstanceID]
+		if !ok || !comp.Accepted || comp.Caller != sim.CallerAPI || comp.Transition != sim.TransitionLaunching {
+			continue
+		}
+		delete(c.held[comp.Group], comp.InstanceID)
+		if comp.Result != sim.ResultAbandon {
+			continue
+		}
+		key := heldKey(comp.Group, h.image)
+		if c.firstAbandon[key].IsZero() {
+			c.firstAbandon[key] = comp.At
+		}
+		if !comp.At.After(c.decisionDue(comp.Group, h)) && h.launched.Before(c.firstAbandon[key]) {
+			c.rearm(comp.Group, comp.At)
+		}
+	}
+	c.seenDecisions = len(comps)
+	for _, g := range groups { // a held launch that left Pending:Wait otherwise (its group, a timeout) is forgotten
+		if len(c.held[g.Name]) == 0 {
+			continue
+		}
+		waiting := map[string]bool{}
+		for _, i := range g.Instances {
+			waiting[i.ID] = i.LifecycleState == "Pending:Wait"
+		}
+		for id := range c.held[g.Name] {
+			if !waiting[id] {
+				delete(c.held[g.Name], id)
+			}
+		}
+	}
+}
+
+// decisionDue is when the agent must have decided a held launch: at its health deadline, and once it has
+// ABANDONed a launch of the same AMI in the group (the first ABANDON halts the rollout) at once — at that
+// ABANDON, or when the launch began waiting if later — each with decisionSlack.
+func (c *Checker) decisionDue(group string, h heldLaunch) time.Time {
+	due := h.waiting.Add(c.HealthTimeout)
+	if first := c.firstAbandon[heldKey(group, h.image)]; !first.IsZero() {
+		due = minTime(due, maxTime(first, h.waiting))
+	}
+	return due.Add(decisionSlack)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// heldForOthers counts the held launches of the group within their decisionDue that stand for a stranded
+// ask, at most one a unit. Auto Scaling's instances are interchangeable: those the group runs beyond the
+// desired capacity others set (an instance refresh's surge) are the agent's, the others fill that desired
+// capacity, so the held launches beyond that surplus stand for others' asks — the refresh's own launch of the
+// bad AMI too when a raise to MaxSize took its room.
+func (c *Checker) heldForOthers(v *sim.View, g sim.GroupView, base int32) int32 {
+	var units int32
+	for _, a := range c.stranded[g.Name] {
+		units += a.units
+	}
+	if units == 0 {
+		return 0
+	}
+	var held, inCapacity int32
+	for _, i := range g.Instances {
+		if i.CountsTowardCapacity() {
+			inCapacity++
+		}
+		if h, ok := c.held[g.Name][i.ID]; ok && !v.Now().After(c.decisionDue(g.Name, h)) {
+			held++
+		}
+	}
+	return min(units, max(held-max(inCapacity-base, 0), 0))
+}
+
+// rearm moves one unit of the earliest ask an ABANDONed held launch may have stood for — a stranded one first,
+// else one still within its OthersBootTime — to a new ask at at: Auto Scaling launches a replacement for it.
+func (c *Checker) rearm(group string, at time.Time) {
+	for _, m := range []map[string][]ask{c.stranded, c.asks} {
+		if list := m[group]; len(list) > 0 {
+			if list[0].units--; list[0].units <= 0 {
+				list = list[1:]
+			}
+			m[group] = list
+			c.asks[group] = append(c.asks[group], ask{at: at, units: 1})
+			return
+		}
+	}
 }
 
 // booting reports whether an instance of the group is on its way to serve: launching (Pending, Pending:Wait,

@@ -596,3 +596,194 @@ func TestCheckerInvariant1RefreshModelThatTerminatesBeforeItLaunches(t *testing.
 		require.Equal(t, "serving capacity 2 below desired 3", v.Detail)
 	}
 }
+
+// heldScaleOut builds an ECS group "g" of 3 with a launching hook notifying a queue (the agent's), a checker
+// holding the agent to healthTimeout, and an AMI that cannot serve: an autoscaler then raises
+// desired capacity to desired, and the instances it asks for wait in Pending:Wait. It returns them.
+func heldScaleOut(t *testing.T, desired int32, healthTimeout time.Duration) (*sim.Account, *Checker, []string) {
+	t.Helper()
+	a := sim.New(testingclock.NewFakeClock(time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)), sim.Options{})
+	q := a.CreateQueue("hooks", 5, "hooks-dlq")
+	lt := a.CreateLaunchTemplate("g-lt", ImageA, "m7g.large")
+	require.NoError(t, a.CreateGroup(sim.GroupSpec{Name: "g", Min: 3, Max: 6, Desired: 3, LaunchTemplateID: lt, ECSCluster: "c1",
+		Hooks: []sim.HookSpec{{Name: "launch", Transition: sim.TransitionLaunching, HeartbeatTimeout: time.Hour,
+			DefaultResult: sim.ResultAbandon, QueueURL: q}}}))
+	c := NewChecker(a, map[string]int32{"g": 3})
+	c.HealthTimeout, c.Queue = healthTimeout, q
+	c.Start()
+	old := map[string]bool{}
+	for _, i := range a.Group("g").Instances {
+		old[i.ID] = true
+	}
+	a.MarkImageUnhealthy(ImageA) // the instances already in service booted before
+	require.NoError(t, a.SetDesiredCapacity("g", desired), "an autoscaler scales out")
+	a.Advance(2 * time.Minute)
+	var held []string
+	for _, i := range a.Group("g").Instances {
+		if !old[i.ID] {
+			require.Equal(t, "Pending:Wait", i.LifecycleState)
+			held = append(held, i.ID)
+		}
+	}
+	require.Len(t, held, int(desired-3))
+	return a, c, held
+}
+
+// heldRefreshSurge is heldScaleOut's group with MaxSize max and no scale out: an instance refresh of the bad
+// AMI (MinHealthyPercentage 100, MaxHealthyPercentage 134) launches its surge, which waits in Pending:Wait.
+func heldRefreshSurge(t *testing.T, max int32, healthTimeout time.Duration) (*sim.Account, *Checker) {
+	t.Helper()
+	a := sim.New(testingclock.NewFakeClock(time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)), sim.Options{})
+	q := a.CreateQueue("hooks", 5, "hooks-dlq")
+	lt := a.CreateLaunchTemplate("g-lt", ImageA, "m7g.large")
+	require.NoError(t, a.CreateGroup(sim.GroupSpec{Name: "g", Min: 3, Max: max, Desired: 3, LaunchTemplateID: lt, ECSCluster: "c1",
+		Hooks: []sim.HookSpec{{Name: "launch", Transition: sim.TransitionLaunching, HeartbeatTimeout: time.Hour,
+			DefaultResult: sim.ResultAbandon, QueueURL: q}}}))
+	c := NewChecker(a, map[string]int32{"g": 3})
+	c.HealthTimeout, c.Queue = healthTimeout, q
+	c.Start()
+	a.MarkImageUnhealthy(ImageA)
+	_, err := a.AutoScaling().StartInstanceRefresh(context.Background(), &autoscaling.StartInstanceRefreshInput{
+		AutoScalingGroupName: aws.String("g"),
+		Preferences:          &astypes.RefreshPreferences{MinHealthyPercentage: aws.Int32(100), MaxHealthyPercentage: aws.Int32(134)}})
+	require.NoError(t, err)
+	lookEvery(t, a, c, 2*time.Minute)
+	grp := a.Group("g")
+	require.Len(t, grp.Instances, 4, "the refresh's surge")
+	require.Equal(t, "Pending:Wait", grp.Instances[3].LifecycleState)
+	return a, c
+}
+
+// abandon completes the launching action of instance id with ABANDON, as the agent does.
+func abandon(t *testing.T, a *sim.Account, id string) {
+	t.Helper()
+	completeLaunch(t, a, id, sim.ResultAbandon)
+}
+
+func completeLaunch(t *testing.T, a *sim.Account, id, result string) {
+	t.Helper()
+	_, err := a.AutoScaling().CompleteLifecycleAction(context.Background(), &autoscaling.CompleteLifecycleActionInput{
+		AutoScalingGroupName: aws.String("g"), LifecycleHookName: aws.String("launch"), InstanceId: aws.String(id),
+		LifecycleActionResult: aws.String(result)})
+	require.NoError(t, err)
+}
+
+// lookEvery steps the account by checkerTick for d, the checker looking after each step as a world does; at
+// each step a launch healthy in its cluster is completed with CONTINUE, as the agent does.
+func lookEvery(t *testing.T, a *sim.Account, c *Checker, d time.Duration) {
+	t.Helper()
+	for end := a.Clock().Now().Add(d); a.Clock().Now().Before(end); {
+		a.Advance(checkerTick)
+		for _, i := range a.Group("g").Instances {
+			if i.LifecycleState == "Pending:Wait" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
+				completeLaunch(t, a, i.ID, sim.ResultContinue)
+			}
+		}
+		c.Check()
+	}
+}
+
+func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinItsDeadlines(t *testing.T) {
+	t.Run("abandoned at the health deadline, the replacement serves", func(t *testing.T) {
+		for _, healthTimeout := range []time.Duration{10 * time.Minute, 0} {
+			a, c, held := heldScaleOut(t, 4, healthTimeout)
+			raisedAt := a.Clock().Now().Add(-2 * time.Minute)
+			lookEvery(t, a, c, 8*time.Minute) // the health deadline of the launch that began waiting at 90 s
+			a.MarkImageHealthy(ImageA)        // the rollout halts: the group launches a good AMI again
+			abandon(t, a, held[0])
+			lookEvery(t, a, c, 3*time.Minute)
+			require.Equal(t, 4, servingOf(a, "g"), "the replacement serves")
+			inv1 := violationsOf(c.Finish(), 1, "g")
+			if healthTimeout == 0 {
+				// Without the agent's deadline the checker gives the autoscaler's instance its boot time only.
+				require.Len(t, inv1, 1, "%v", inv1)
+				require.Equal(t, raisedAt.Add(OthersBootTime), inv1[0].At)
+				continue
+			}
+			require.Empty(t, inv1, "the agent cannot make a bad AMI serve; it decided by its deadline")
+		}
+	})
+	t.Run("the refresh's own launch stands for a raise to MaxSize", func(t *testing.T) {
+		// A refresh's surge launch of the bad AMI waits; an autoscaler raises desired capacity to MaxSize, which
+		// the surge's instance already fills: Auto Scaling launches nothing more, and that instance is the one
+		// the raise asked for.
+		for _, healthTimeout := range []time.Duration{10 * time.Minute, 0} {
+			a, c := heldRefreshSurge(t, 4, healthTimeout)
+			raisedAt := a.Clock().Now()
+			require.NoError(t, a.SetDesiredCapacity("g", 4), "an autoscaler scales out to MaxSize")
+			lookEvery(t, a, c, 8*time.Minute)
+			require.Len(t, a.Group("g").Instances, 4, "no room for another launch")
+			a.MarkImageHealthy(ImageA)
+			for _, i := range a.Group("g").Instances {
+				if i.LifecycleState == "Pending:Wait" {
+					abandon(t, a, i.ID) // at its health deadline
+				}
+			}
+			lookEvery(t, a, c, 4*time.Minute)
+			require.Equal(t, 4, servingOf(a, "g"), "the replacement serves")
+			inv1 := violationsOf(c.Finish(), 1, "g")
+			if healthTimeout == 0 {
+				require.Len(t, inv1, 1, "%v", inv1)
+				require.Equal(t, raisedAt.Add(OthersBootTime).Truncate(checkerTick), inv1[0].At.Truncate(checkerTick))
+				continue
+			}
+			require.Empty(t, inv1)
+		}
+	})
+	t.Run("the refresh's own launch stands for no ask beyond desired capacity", func(t *testing.T) {
+		// The surge's instance is the agent's: an agent that CONTINUEs the autoscaler's launch of the bad AMI (it
+		// goes InService and never serves) is not excused by its own surge still waiting.
+		a, c := heldRefreshSurge(t, 5, 10*time.Minute)
+		raisedAt := a.Clock().Now()
+		require.NoError(t, a.SetDesiredCapacity("g", 4), "an autoscaler scales out")
+		lookEvery(t, a, c, 2*time.Minute)
+		grp := a.Group("g")
+		require.Len(t, grp.Instances, 5)
+		completeLaunch(t, a, grp.Instances[4].ID, sim.ResultContinue)
+		lookEvery(t, a, c, 5*time.Minute)
+		inv1 := violationsOf(c.Finish(), 1, "g")
+		require.Len(t, inv1, 1, "%v", inv1)
+		require.Equal(t, raisedAt.Add(OthersBootTime).Truncate(checkerTick), inv1[0].At.Truncate(checkerTick))
+	})
+	t.Run("held past the health deadline counts", func(t *testing.T) {
+		a, c, _ := heldScaleOut(t, 4, 10*time.Minute)
+		waiting := a.Clock().Now().Add(-30 * time.Second) // Pending for 90 s
+		lookEvery(t, a, c, 12*time.Minute)
+		inv1 := violationsOf(c.Finish(), 1, "g")
+		require.Len(t, inv1, 1, "%v", inv1)
+		require.Equal(t, "serving capacity 3 below desired 4", inv1[0].Detail)
+		require.WithinRange(t, inv1[0].At, waiting.Add(10*time.Minute+decisionSlack), waiting.Add(10*time.Minute+decisionSlack+checkerTick))
+	})
+	t.Run("held past the first ABANDON of the AMI counts", func(t *testing.T) {
+		// The first ABANDON halts the rollout: every other launch of the AMI still held is abandoned at once.
+		a, c, held := heldScaleOut(t, 5, 10*time.Minute)
+		lookEvery(t, a, c, 4*time.Minute)
+		first := a.Clock().Now()
+		a.MarkImageHealthy(ImageA)
+		abandon(t, a, held[0])
+		lookEvery(t, a, c, 5*time.Minute)
+		require.Equal(t, 4, servingOf(a, "g"), "the first one's replacement serves")
+		inv1 := violationsOf(c.Finish(), 1, "g")
+		require.Len(t, inv1, 1, "%v", inv1)
+		require.WithinRange(t, inv1[0].At, first.Add(decisionSlack), first.Add(decisionSlack+checkerTick))
+	})
+	t.Run("a replacement on the bad AMI again counts once its ask's boot time ran out", func(t *testing.T) {
+		// The rollout is not halted: Auto Scaling's replacement of the abandoned launch lands on the bad AMI and
+		// the agent abandons each at once, again and again.
+		a, c, held := heldScaleOut(t, 4, 10*time.Minute)
+		lookEvery(t, a, c, 8*time.Minute)
+		first := a.Clock().Now()
+		abandon(t, a, held[0])
+		for range 12 {
+			lookEvery(t, a, c, time.Minute)
+			for _, i := range a.Group("g").Instances {
+				if i.LifecycleState == "Pending:Wait" {
+					abandon(t, a, i.ID)
+				}
+			}
+		}
+		inv1 := violationsOf(c.Finish(), 1, "g")
+		require.NotEmpty(t, inv1)
+		require.WithinRange(t, inv1[0].At, first.Add(OthersBootTime), first.Add(OthersBootTime+checkerTick))
+	})
+}

@@ -912,6 +912,11 @@ type InstanceView struct {
 	TasksByLastStatus map[string]int
 }
 
+// CountsTowardCapacity reports whether the instance counts toward its group's capacity (Pending, Pending:Wait,
+// Pending:Proceed, InService, a root volume replacement): what Auto Scaling holds to the desired capacity and
+// an instance refresh's surge.
+func (i InstanceView) CountsTowardCapacity() bool { return countsTowardCapacity(i.LifecycleState) }
+
 // GroupView is an Auto Scaling group as tests observe it.
 type GroupView struct {
 	Name              string

@@ -70,6 +70,10 @@ func (v *View) Terminations() []Termination { return v.a.terminations }
 // never keep or change it.
 func (v *View) LifecycleCompletions() []Completion { return v.a.completions }
 
+// ImageUnhealthy reports whether instances launched from the image never become healthy
+// (MarkImageUnhealthy), as Account.ImageUnhealthy.
+func (v *View) ImageUnhealthy(imageID string) bool { return v.a.unhealthyImages[imageID] }
+
 // ServiceTasks returns how many of the service's tasks are RUNNING, as Account.ServiceTasks.
 func (v *View) ServiceTasks(cluster, service string) int { return v.a.serviceTasks(cluster, service) }
 
