@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +19,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/config"
+	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -95,12 +98,12 @@ func TestEKSUpgradeVerbsAreSubcommandsAndTheOldFlagsStillWork(t *testing.T) {
 	require.Equal(t, exitWaiting, exitCode(t, res.err), "waits for its approval")
 
 	res = run(t, "eks", "upgrade", "--cluster", "demo-eks", "--to", "1.31", "--approve", "--state-file", file)
-	require.Contains(t, res.stdout, "Flag --approve has been deprecated, use --yes instead")
+	require.Contains(t, res.stderr, "Flag --approve has been deprecated, use --yes instead")
 	require.Equal(t, state.WorkflowCompleted, upgradeStatus(t, file).Phase, "the deprecated --approve still approves")
 
 	res = run(t, "eks", "upgrade", "--cluster", "demo-eks", "--status", "--state-file", file)
 	require.NoError(t, res.err)
-	require.Contains(t, res.stdout, "Flag --status has been deprecated")
+	require.Contains(t, res.stderr, "Flag --status has been deprecated")
 	require.Contains(t, res.stdout, "Completed")
 
 	res = run(t, "eks", "upgrade", "stauts", "--cluster", "demo-eks", "--state-file", file)
@@ -470,4 +473,111 @@ func TestUnquotedReasonOfACommandTakingOneGroupSaysHowToQuoteIt(t *testing.T) {
 	res := run(t, "approve", "demo-ecs-asg", "--skip-soak", "--reason", "CVE", "fix", "now", "--who", "alice", "--state-file", file)
 	require.ErrorContains(t, res.err, "quote a reason of several words: --reason 'CVE fix now'")
 	require.Equal(t, exitUsage, report(io.Discard, res.err))
+}
+
+// runMain runs args as main does (execute) and returns the exit status and what went to stdout and stderr.
+func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	t.Setenv(config.EnvTable, "")
+	t.Setenv(config.EnvRegion, "")
+	t.Setenv(config.EnvQueueURL, "")
+	t.Setenv(config.EnvWakeUpQueueURL, "")
+	t.Setenv("USER", "tester")
+	var out, errOut strings.Builder
+	code = execute(context.Background(), newRootCommand(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// requireErrorDocument requires stdout to be one error document with exit status code and stderr's message.
+func requireErrorDocument(t *testing.T, code int, stdout, stderr string) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	var doc struct {
+		SchemaVersion *int `json:"schemaVersion"`
+		Error         *struct {
+			Message    string `json:"message"`
+			ExitStatus int    `json:"exitStatus"`
+		} `json:"error"`
+	}
+	require.NoError(t, dec.Decode(&doc), "stdout: %q", stdout)
+	require.ErrorIs(t, dec.Decode(new(any)), io.EOF, "one document: %s", stdout)
+	require.NotNil(t, doc.SchemaVersion, stdout)
+	require.Equal(t, 1, *doc.SchemaVersion)
+	require.NotNil(t, doc.Error, stdout)
+	require.Equal(t, code, doc.Error.ExitStatus)
+	require.Contains(t, "\n"+stderr, "\npatch-agent: "+doc.Error.Message+"\n", "stderr keeps the human message")
+}
+
+func TestEveryJSONCommandPrintsItsUsageErrorAsAJSONDocument(t *testing.T) {
+	n := 0
+	everyCommand(t, func(t *testing.T, c *cobra.Command) {
+		o := outputOf(c)
+		if o == nil || !slices.Contains(o.formats, formatJSON) {
+			return
+		}
+		n++
+		path := strings.Fields(c.CommandPath())[1:]
+		for _, args := range [][]string{
+			append(slices.Clone(path), "-o", "json", "--no-such-flag"),
+			append(slices.Clone(path), "--no-such-flag", "--output=json"), // flag parsing stops before -o
+		} {
+			code, stdout, stderr := runMain(t, args...)
+			require.Equal(t, exitUsage, code, "%v: %s", args, stderr)
+			requireErrorDocument(t, code, stdout, stderr)
+		}
+	})
+	require.GreaterOrEqual(t, n, 13, "every command that takes -o json")
+
+	code, stdout, stderr := runMain(t, "demo", "--json", "--scenario", "nosuch")
+	require.Equal(t, exitUsage, code, stderr)
+	requireErrorDocument(t, code, stdout, stderr)
+}
+
+func TestARefusedJSONCommandPrintsOneErrorDocumentAndATableCommandNothing(t *testing.T) {
+	file := demoState(t)
+	paused := demoState(t)
+	code, _, stderr := runMain(t, "pause", "--state-file", paused, "--who", "alice", "--reason", "incident")
+	require.Zero(t, code, stderr)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"no state file", []string{"status", "--state-file", filepath.Join(t.TempDir(), "nonexistent")}, 1},
+		{"no such group", []string{"rollback", "nosuchgroup", "--state-file", file}, 1},
+		{"already paused", []string{"pause", "--state-file", paused, "--who", "bob", "--reason", "again"}, 1},
+		{"no reason", []string{"pause", "--state-file", file, "--who", "bob"}, exitUsage},
+		{"group not waiting", []string{"approve", demo.GroupName, "--state-file", file, "--who", "bob"}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runMain(t, append(slices.Clone(c.args), "-o", "json")...)
+			require.Equal(t, c.code, code, stderr)
+			requireErrorDocument(t, code, stdout, stderr)
+
+			code, stdout, _ = runMain(t, c.args...)
+			require.Equal(t, c.code, code)
+			require.Empty(t, stdout, "-o table prints the error on stderr only")
+		})
+	}
+}
+
+func TestAJSONCommandThatPrintedItsDocumentBeforeFailingPrintsNoSecond(t *testing.T) {
+	code, stdout, _ := runMain(t, "healthcheck", "--addr", "127.0.0.1:1", "--timeout", "1s", "-o", "json")
+	require.Equal(t, 1, code, "nothing answers on port 1")
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	var doc map[string]any
+	require.NoError(t, dec.Decode(&doc))
+	require.Equal(t, false, doc["ready"])
+	require.ErrorIs(t, dec.Decode(new(any)), io.EOF, "one document: %s", stdout)
+}
+
+// The note of a deprecated flag goes to stderr, also when main counts what goes to stdout: stdout is the
+// document alone.
+func TestADeprecatedFlagsNoteStaysOffTheJSONDocument(t *testing.T) {
+	code, stdout, stderr := runMain(t, "demo", "--json")
+	require.Zero(t, code, stderr)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &doc), stdout)
+	require.Contains(t, stderr, "Flag --json has been deprecated, use -o json instead")
 }

@@ -81,7 +81,9 @@ Scenarios:
            one of whose operator role cannot be assumed
 
 -o table (or wide, the same) prints the rollouts live and a summary; -o json prints only the summary, as one
-JSON document that starts with schemaVersion.
+JSON document that starts with schemaVersion. Each of its groups has status's keys group, phase and step,
+with the values patch-agent status -o json shows; the older keys name, state (the same values as group and
+phase) and steps (the transitions written) are kept for compatibility.
 
 --timeline FILE.svg draws the rollout: per group over simulated time, the desired capacity, the instances in
 service and healthy, those on the target AMI, those draining, and the spans a gate (pause, approval, soak,

@@ -221,8 +221,8 @@ func TestDemoJSONSchema(t *testing.T) {
 		"schemaVersion", "simulatedSeconds", "violations"}, keysOf(doc))
 	require.Equal(t, []any{}, doc["violations"])
 	for _, g := range doc["groups"].([]any) {
-		require.Equal(t, []string{"availabilityZones", "desired", "instances", "minInServiceDuringRollout", "name", "onStatusImage", "onTarget",
-			"platform", "reason", "state", "statusImageId", "steps", "targetImageId"}, keysOf(g.(map[string]any)))
+		require.Equal(t, []string{"availabilityZones", "desired", "group", "instances", "minInServiceDuringRollout", "name", "onStatusImage", "onTarget",
+			"phase", "platform", "reason", "state", "statusImageId", "step", "steps", "targetImageId"}, keysOf(g.(map[string]any)))
 	}
 	var drain bool
 	for _, m := range doc["metrics"].([]any) {
@@ -350,6 +350,39 @@ func TestDemoSummaryAndStatusAgreeOnEachGroup(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(st.stdout), &doc))
 			for _, row := range doc.Groups {
 				require.Equal(t, summary[row.Group], []string{row.Phase.String(), row.TargetImageID, strconv.Itoa(row.OnTarget)}, row.Group)
+			}
+		})
+	}
+}
+
+// A script reads the demo's summary and status's document with one vocabulary: each group of `demo -o json`
+// has status's group, phase and step with status's values for the state the demo saved, and keeps its older
+// keys name and state with the same values.
+func TestDemoJSONGroupsSpeakStatusWords(t *testing.T) {
+	for _, sc := range []string{"rollout", "bad-ami", "soak"} {
+		t.Run(sc, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "demo.json")
+			res := run(t, "demo", "--scenario", sc, "--state-file", file, "-o", "json")
+			require.NoError(t, res.err, res.stderr)
+			var summary struct {
+				Groups []map[string]any `json:"groups"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(res.stdout), &summary))
+			st := run(t, "status", "-o", "json", "--state-file", file)
+			require.NoError(t, st.err, st.stderr)
+			var status struct {
+				Groups []map[string]any `json:"groups"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(st.stdout), &status))
+			require.Len(t, summary.Groups, len(status.Groups))
+			for i, row := range status.Groups {
+				g := summary.Groups[i]
+				for _, k := range []string{"group", "phase", "step"} {
+					require.Contains(t, g, k, "demo's group %v", g["name"])
+					require.Equal(t, row[k], g[k], "%s of %s", k, row["group"])
+				}
+				require.Equal(t, g["group"], g["name"], "name is kept")
+				require.Equal(t, g["phase"], g["state"], "state is kept")
 			}
 		})
 	}

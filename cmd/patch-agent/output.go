@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/patch-agent/patch-agent/internal/schema"
 )
 
 // The formats of -o/--output. Every command that prints takes table (the default, fits 120 columns), wide
@@ -75,12 +77,88 @@ func outputOf(cmd *cobra.Command) *outputValue {
 	return o
 }
 
+// jsonAsked reports whether cmd was run with -o json (or its default is json, or the deprecated --json was
+// given): the output a script reads as one JSON document. args are the command line as given: a usage
+// error stops flag parsing where it is found, so the last -o/--output written there counts even when it
+// was not parsed.
+func jsonAsked(cmd *cobra.Command, args []string) bool {
+	o := outputOf(cmd)
+	if o == nil || !slices.Contains(o.formats, formatJSON) {
+		return false
+	}
+	if f := cmd.Flags().Lookup("json"); f != nil && f.Value.Type() == "bool" && f.Value.String() == "true" {
+		return true
+	}
+	format := o.value
+	if given, ok := lastOutputArg(args); ok {
+		format = given
+	}
+	return format == formatJSON
+}
+
+// lastOutputArg returns the value of the last -o/--output in args (-o json, -ojson, -o=json, --output json,
+// --output=json), up to a "--"; ok is false when there is none.
+func lastOutputArg(args []string) (value string, ok bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return value, ok
+		case a == "-o" || a == "--output":
+			if i+1 < len(args) {
+				value, ok = args[i+1], true
+				i++
+			}
+		case strings.HasPrefix(a, "--output="):
+			value, ok = strings.TrimPrefix(a, "--output="), true
+		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "--"):
+			value, ok = strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "="), true
+		}
+	}
+	return value, ok
+}
+
+// errorDocument is what a command run with -o json prints on stdout when it is refused or fails:
+// {"schemaVersion": 1, "error": {"message": ..., "exitStatus": N}}. message is the error as stderr shows it
+// after "patch-agent: "; exitStatus the process's exit status (1, 2, 3 or 130, as --help lists them).
+type errorDocument struct {
+	SchemaVersion int           `json:"schemaVersion"`
+	Error         errorInDetail `json:"error"`
+}
+
+type errorInDetail struct {
+	Message    string `json:"message"`
+	ExitStatus int    `json:"exitStatus"`
+}
+
+// writeErrorDocument prints err and its exit status code to w as an errorDocument. A failure to write is
+// ignored: the error is on stderr and in the exit status already.
+func writeErrorDocument(w io.Writer, err error, code int) {
+	_ = writePlainJSON(w, errorDocument{SchemaVersion: schema.Version, Error: errorInDetail{Message: err.Error(), ExitStatus: code}})
+}
+
 // noteDeprecatedOutput writes one line to w when cmd's -o was given a deprecated spelling.
 func noteDeprecatedOutput(cmd *cobra.Command, w io.Writer) {
 	if o := outputOf(cmd); o != nil && o.alias != "" {
 		fmt.Fprintf(w, "patch-agent: -o %s is deprecated and will be removed: use -o %s\n", o.alias, o.value)
 	}
 }
+
+// deprecationNotesOnStderr sends the note pflag writes when a deprecated flag is given ("Flag --json has been
+// deprecated, use -o json instead") to the stderr of root's commands and of every command below it. Left to
+// cobra, the note goes to the command's output, which is stdout once one is set (execute sets one): in the
+// middle of an -o json document.
+func deprecationNotesOnStderr(root *cobra.Command) {
+	root.Flags().SetOutput(stderrOf{root})
+	for _, sub := range root.Commands() {
+		deprecationNotesOnStderr(sub)
+	}
+}
+
+// stderrOf writes to its command's stderr as it is when written to (cobra's ErrOrStderr).
+type stderrOf struct{ cmd *cobra.Command }
+
+func (s stderrOf) Write(p []byte) (int, error) { return s.cmd.ErrOrStderr().Write(p) }
 
 // orList joins names as "a, b or c".
 func orList(names []string) string {

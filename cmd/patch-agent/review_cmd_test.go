@@ -338,7 +338,7 @@ func TestStatusShowsBothPausesAndResumeOfTheGroupSaysTheGlobalOneHolds(t *testin
 	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "resumed global (paused by alice since ", "it names the pause it lifted")
 	require.Contains(t, res.stdout, ": incident): rollouts continue when the agent next looks at them\n"+
-		"Not woken: the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events); pass --queue-url")
+		"Not woken: no agent reads a state file; the change is in state file "+file)
 }
 
 // 9. approve only what waits for approval, unless --force; approvals are in the history.

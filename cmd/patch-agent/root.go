@@ -36,7 +36,9 @@ Try it without an AWS account:  patch-agent demo
 
 Output: every command that prints takes -o table (the default, 120 columns), -o wide (every column in
 full) and -o json (one document that starts with "schemaVersion"); status, history and audit also take
--o csv. message inspect prints JSON unless told otherwise.
+-o csv. message inspect prints JSON unless told otherwise. A command run with -o json that is refused or
+fails before it printed its document prints instead, on stdout,
+{"schemaVersion": 1, "error": {"message": "...", "exitStatus": N}}; the message is on stderr too.
 
 ` + exitStatusHelp,
 		SilenceUsage:  true,
@@ -51,5 +53,6 @@ full) and -o json (one document that starts with "schemaVersion"); status, histo
 		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRetryCommand(), newRollbackCommand(), newAuditCommand(),
 		newVersionCommand(), newEKSCommand(), newHealthcheckCommand())
 	markUsageErrors(root)
+	deprecationNotesOnStderr(root)
 	return root
 }

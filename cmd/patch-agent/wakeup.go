@@ -64,10 +64,16 @@ var queueRegion = regexp.MustCompile(`^sqs\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?$
 // wake sends the operator wake-up o to the agent's queue after the command's durable write, and prints one
 // line on stdout saying when the agent acts. It never fails the command: the DynamoDB write is the effect,
 // and the wake-up only makes the agent see it sooner. Without --queue-url it says the agent acts at its next
-// safety poll; a failed send is a warning on stderr saying the same.
+// safety poll — or, on a state file, that no agent reads the file and status shows the change there; a failed
+// send is a warning on stderr saying the same.
 func (f *wakeFlags) wake(cmd *cobra.Command, s *openedStore, o events.OperatorWakeUp) {
 	out := cmd.OutOrStdout()
 	later := "the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events)"
+	if strings.TrimSpace(f.queueURL) == "" && s != nil && s.mem != nil {
+		fmt.Fprintf(out, "Not woken: no agent reads a state file; the change is in %s, and %s shows it.\n", s.where,
+			pasteable(cmd, command(cmd, "status"), "patch-agent status"))
+		return
+	}
 	if strings.TrimSpace(f.queueURL) == "" {
 		fmt.Fprintf(out, "Not woken: %s; pass --queue-url (or set %s) to wake it now.\n", later, config.EnvWakeUpQueueURL)
 		return

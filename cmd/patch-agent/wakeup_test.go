@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,7 +110,7 @@ func TestOperatorCommandsWakeTheAgentAfterTheirWrite(t *testing.T) {
 // TestOperatorCommandSucceedsAndWarnsWhenTheWakeUpFails: the DynamoDB (here: state file) write is the
 // command's effect; a wake-up that cannot be sent is a warning on stderr saying the agent acts at its next
 // safety poll, and the command still exits 0 with its change written. Without --queue-url nothing is sent and
-// one line says so.
+// one line says so: on a state file, that no agent reads it and where the change shows.
 func TestOperatorCommandSucceedsAndWarnsWhenTheWakeUpFails(t *testing.T) {
 	file := demoState(t)
 	waitForApproval(t, file, demo.GroupName)
@@ -128,7 +129,20 @@ func TestOperatorCommandSucceedsAndWarnsWhenTheWakeUpFails(t *testing.T) {
 	res = run(t, "pause", "--group", demo.GroupName, "--reason", "x", "--who", "carol", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Empty(t, f.bodies, "no --queue-url: nothing sent")
-	require.Contains(t, res.stdout, "Not woken: the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events); pass --queue-url (or set PATCH_AGENT_WAKE_UP_QUEUE_URL) to wake it now.\n")
+	require.Contains(t, res.stdout, "Not woken: no agent reads a state file; the change is in state file "+file+
+		", and patch-agent status --state-file "+shellQuote(file)+" shows it.\n")
+	require.NotContains(t, res.stdout, "--queue-url", "no queue reaches a state file")
+	require.NotContains(t, res.stdout, "safety poll", "no agent polls a state file")
+}
+
+// Without --queue-url, on the agent's table, the line says when the agent acts and how to wake it now.
+func TestWithoutAQueueTheAgentOfATableActsAtItsNextSafetyPoll(t *testing.T) {
+	var out strings.Builder
+	cmd := &cobra.Command{}
+	cmd.SetOut(&out)
+	(&wakeFlags{}).wake(cmd, &openedStore{where: "table patch-agent (region eu-west-1)"}, events.OperatorWakeUp{Action: events.OperatorPause})
+	require.Equal(t, "Not woken: the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events);"+
+		" pass --queue-url (or set PATCH_AGENT_WAKE_UP_QUEUE_URL) to wake it now.\n", out.String())
 }
 
 // TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne (review finding): by default the operator

@@ -66,8 +66,14 @@ type Options struct {
 }
 
 // GroupSummary is one group's line in the final summary.
+//
+// Group, Phase and Step are status's words for the group, its phase and its step (operator.StatusRow: the
+// same values), so that a script reads the demo's summary and `status -o json` with one vocabulary. Name,
+// State and Steps are the summary's older keys, kept for compatibility: Name and State carry the values of
+// Group and Phase, Steps counts transitions.
 type GroupSummary struct {
 	Name                      string `json:"name"`
+	Group                     string `json:"group"`
 	Platform                  string `json:"platform"`
 	TargetImageID             string `json:"targetImageId"`
 	Desired                   int32  `json:"desired"`
@@ -77,8 +83,11 @@ type GroupSummary struct {
 	// State is the rollout's phase (state.Phase; the table's PHASE column); Steps the transitions written
 	// (state.Rollout.Steps; the table's TRANSITIONS column).
 	State  string `json:"state"`
+	Phase  string `json:"phase"`
 	Reason string `json:"reason"`
 	Steps  int    `json:"steps"`
+	// Step is the replacement step of the instance being replaced (state.Rollout.Current), "" when none.
+	Step string `json:"step"`
 
 	// StatusImageID and OnStatusImage are the AMI the table's TARGET AMI shows and ON TARGET counts, as status
 	// shows them (state.Rollout.StatusImages: a rollback's is the AMI it goes to, where TargetImageID stays
@@ -755,7 +764,10 @@ func (w *World) Summarize(ctx context.Context, start time.Time) Summary {
 		r, _ := w.Store.GetRollout(ctx, name)
 		gs := GroupSummary{Name: name, Platform: r.Platform, TargetImageID: r.TargetImageID, Desired: g.Desired,
 			Instances: len(g.Instances), MinInServiceDuringRollout: w.Checker.MinServing[name], State: r.Phase.String(),
-			Reason: r.Reason, Steps: r.Steps}
+			Reason: r.Reason, Steps: r.Steps, Group: name, Phase: r.Phase.String()}
+		if r.Current != nil {
+			gs.Step = string(r.Current.Step)
+		}
 		gs.StatusImageID, _, _ = r.StatusImages()
 		zones := map[string]bool{}
 		for _, i := range g.Instances {
