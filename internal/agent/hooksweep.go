@@ -191,7 +191,7 @@ func (a *Agent) sweepAt() (time.Time, bool) {
 // when sweepAt is due; errors are logged (the next sweep, or pass, looks again).
 //
 // The groups that a look's discovery described within maxShareAge (2 s: the same turn of the loop) are
-// taken from that answer instead of being described again (issue #21 item 4); the sweep then counts from
+// taken from that answer instead of being described again; the sweep then counts from
 // when that answer was read, so every group is still seen at least every sweep interval.
 func (a *Agent) SweepLifecycle(ctx context.Context) {
 	a.pass.Lock()
