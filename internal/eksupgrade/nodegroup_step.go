@@ -15,7 +15,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// The managed node group step (issue #23, item 6) hands the node group over to the agent's managed-node-group
+// The managed node group step (docs/eks-upgrade.md, "Why the hand-over") hands the node group over to the agent's managed-node-group
 // rollout (internal/lifecycle rollout_nodegroup.go) instead of calling UpdateNodegroupVersion itself: once the
 // control plane is on the target version, the agent's rollout of an opted-in node group follows it (the
 // target version's release parameter), through the same gates as every rollout (the AMI gate, pause, soak,
