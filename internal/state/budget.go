@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// ClusterBudget is the durable per-cluster disruption budget of one ECS or EKS cluster: the instances of the cluster that rollouts are draining now, whichever group, replica or worker
+// ClusterBudget is the durable per-cluster disruption budget of one ECS or EKS cluster: the instances of the
+// cluster that rollouts are draining now, whichever group, replica or worker
 // drains them. Every claim is a conditional write on Version (PutClusterBudget), so several replicas can never
 // together hold more slots than the budget allows. A slot is given back by a write only when a pause holds a
 // drain that did not start (ReleaseDrainSlot); otherwise a slot whose holder's
