@@ -78,10 +78,10 @@ func (w *wakeSet) take() (groups, clusters, instances map[string]bool) {
 // only delays a rollout until the next poll.
 //
 // A container instance that is DRAINING with tasks still running or pending (the event's runningTasksCount +
-// pendingTasksCount, events.WakeUp.TasksLeft) ends no wait — a drain the rollout waits on is over only when
-// its last task stopped, which sends an event of its own — so it is Ignored and makes no look: the tasks of a
-// drain otherwise cost a look each (docs/performance.md). Skipping a look can only delay: the event that ends the wait,
-// or the poll, looks again.
+// pendingTasksCount, events.WakeUp.TasksLeft) ends no wait — a drain the rollout waits on is over only when its
+// last task stopped, which sends an event of its own — so it is Ignored and makes no look: the tasks of a drain
+// otherwise cost a look each (docs/performance.md). Skipping a look can only delay: the event that ends the
+// wait, or the poll, looks again.
 func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
 	w := ev.Wake
 	if w == nil || (w.Group == "" && w.Cluster == "" && w.InstanceID == "") {
