@@ -131,7 +131,7 @@ func TestOperatorCommandSucceedsAndWarnsWhenTheWakeUpFails(t *testing.T) {
 	require.Contains(t, res.stdout, "Not woken: the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events); pass --queue-url (or set PATCH_AGENT_WAKE_UP_QUEUE_URL) to wake it now.\n")
 }
 
-// TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne (review finding): by default the operator
+// TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne: by default the operator
 // commands send their wake-up to the wake-up queue (PATCH_AGENT_WAKE_UP_QUEUE_URL), so that no burst of them
 // delays a lifecycle action on the main queue; a stack without a wake-up queue gets the main queue.
 func TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne(t *testing.T) {
