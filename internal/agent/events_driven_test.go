@@ -48,7 +48,7 @@ func TestLostWakeUpEventsOnlyDelayARolloutTheSafetyPollCompletesIt(t *testing.T)
 	// The physical floor of three replacements: boot, agent connect, a task start and three stop stages each
 	// (the simulated account's defaults). Each woken look re-reads AWS, so each wait ends with its event.
 	floor := 3 * (90*time.Second + 20*time.Second + 10*time.Second + 3*10*time.Second)
-	require.LessOrEqual(t, withEvents.Seconds(), 1.03*floor.Seconds(), "with events the rollout takes its physical floor (issue #21 goal: <= 1.03)")
+	require.LessOrEqual(t, withEvents.Seconds(), 1.03*floor.Seconds(), "with events the rollout takes its physical floor (goal: <= 1.03)")
 	lost, none := eventDrivenRollout(t, demo.Spec{LoseWakeUpEvents: true})
 	require.Zero(t, none, "every wake-up event is lost")
 	t.Logf("rollout with events %s, every event lost %s", withEvents, lost)
