@@ -17,7 +17,7 @@ import (
 // provenanceRE matches what a comment must not cite (STYLE.md, habit 11): an issue number ("issue #21",
 // "issue 20 item 7", "#18" on its own), a review ("review finding B", "(review 11c)", "found by the fresh
 // review", "safety review", "reviewer"), or the history of a session ("session 8", "the ninth session", "this
-// round", "before the fix", "earlier releases"). A number after another word's '#' (aws-asg-roller#43,
+// round", "before the fix", "earlier releases", "Before, ..."). A number after another word's '#' (aws-asg-roller#43,
 // owner/repo#12: another project's issue, cited as evidence) and field-case codes (C23) are not matched.
 var provenanceRE = regexp.MustCompile(`(?i)` + strings.Join([]string{
 	`\bissues?\s+#?\d+`,
@@ -28,7 +28,12 @@ var provenanceRE = regexp.MustCompile(`(?i)` + strings.Join([]string{
 	`\bthis round\b`,
 	`\bbefore (?:the fix|its fix|this fix|this change)\b`,
 	`\bearlier releases?\b`,
+	`\btoday's code\b`,
 }, "|"))
+
+// beforeRE matches a sentence that opens on "Before," or "Before:", which tells what the code did before a
+// change ("Before, the sweep ran every 20 s"); "before" inside a sentence is the code's own order of events.
+var beforeRE = regexp.MustCompile(`(?:^|[.;:!?] )Before[,:] `)
 
 // reviewWordRE matches "review" as a verb or a noun of the product itself (a pull request is reviewed, a plan
 // is reviewed before approval), which a comment may say: only these forms of the word are allowed.
@@ -50,6 +55,9 @@ func provenance(text string) string {
 			continue
 		}
 		return hit
+	}
+	if m := beforeRE.FindString(text); m != "" {
+		return strings.TrimLeft(m, ".;:!? ")
 	}
 	for _, m := range usedToRE.FindAllStringSubmatch(text, -1) {
 		if !notHistoryBeforeUsedTo[strings.ToLower(m[1])] {
@@ -78,6 +86,9 @@ func TestProvenancePatternIsPrecise(t *testing.T) {
 		"The drain deadline must still hold — before the fix a drain retried every tick",
 		"the simulation used to clear it every minute",
 		"as in earlier releases",
+		"takes the action up. Before, the sweep ran every 20 s",
+		"Before: at 70 s the live record was closed",
+		"Today's code halts at the health deadline",
 	} {
 		require.NotEmpty(t, provenance(text), "%q cites an issue, a review or history", text)
 	}
@@ -93,6 +104,7 @@ func TestProvenancePatternIsPrecise(t *testing.T) {
 		"the previous release or launch template version",
 		"no longer active (completed elsewhere or timed out)",
 		"precheck reads the workload before the change: proceed or skip",
+		"Before the drain starts, the slot is claimed; before, during and after it the record holds",
 	} {
 		require.Empty(t, provenance(text), "%q cites no issue, review or history", text)
 	}
