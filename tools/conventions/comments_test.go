@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// provenanceRE matches what a comment must not cite (STYLE.md, habit 11): an issue number ("issue #21",
-// "issue 20 item 7", "#18" on its own), a review ("review finding B", "(review 11c)", "found by the fresh
-// review", "safety review", "reviewer"), or the history of a session ("session 8", "the ninth session", "this
-// round", "before the fix", "earlier releases", "Before, ..."). A number after another word's '#' (aws-asg-roller#43,
+// provenanceRE matches what a comment must not cite (STYLE.md, habit 11): an issue number ("issue #21", "issue
+// 20 item 7", "#18" on its own), a review ("review finding B", "(review 11c)", "found by the fresh review",
+// "safety review", "reviewer"), or the history of a session ("session 8", "the ninth session", "this round",
+// "before the fix", "earlier releases", "Before, ..."). A number after another word's '#' (aws-asg-roller#43,
 // owner/repo#12: another project's issue, cited as evidence) and field-case codes (C23) are not matched.
 var provenanceRE = regexp.MustCompile(`(?i)` + strings.Join([]string{
 	`\bissues?\s+#?\d+`,
