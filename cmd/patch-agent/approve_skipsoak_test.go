@@ -13,7 +13,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Issue 20 item 7: `patch-agent approve GROUP --skip-soak --reason "..."`. The reason is required, the flags
+// `patch-agent approve GROUP --skip-soak --reason "..."`. The reason is required, the flags
 // are checked before the store is touched, and the skip is recorded for the AMI the group waits for, with a
 // soak-skipped history entry.
 func TestApproveSkipSoakNeedsAReasonAndRecordsTheSkip(t *testing.T) {

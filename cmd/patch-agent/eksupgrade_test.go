@@ -269,7 +269,7 @@ func TestEKSUpgradeTwoPersonRuleRefusesTheRequestersApproval(t *testing.T) {
 	require.Equal(t, state.WorkflowCompleted, upgradeStatus(t, file).Phase)
 }
 
-// Review finding 4c: `eks upgrade --status -o json` is a machine-readable document like status and history: it
+// `eks upgrade --status -o json` is a machine-readable document like status and history: it
 // starts with schemaVersion (schema.Version), and its shape is held by a golden file.
 func TestGoldenEKSUpgradeStatusJSONCarriesSchemaVersion(t *testing.T) {
 	_, file := simUpgrade(t)
@@ -284,7 +284,7 @@ func TestGoldenEKSUpgradeStatusJSONCarriesSchemaVersion(t *testing.T) {
 	goldenFile(t, filepath.Join("testdata", "eks-upgrade-status.json.golden"), res.stdout)
 }
 
-// Review finding 4d: `approve eks:CLUSTER` of a completed upgrade is refused (exit 1) with what to do instead.
+// `approve eks:CLUSTER` of a completed upgrade is refused (exit 1) with what to do instead.
 func TestEKSUpgradeApproveOfACompletedUpgradeIsRefused(t *testing.T) {
 	_, file := simUpgrade(t)
 	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--yes", "--who", "alice", "--state-file", file)

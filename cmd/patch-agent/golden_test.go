@@ -48,7 +48,7 @@ func fullFleet(t *testing.T) string {
 				"the replacement i-0ddddddddddddddd4 stays in the group"},
 		{Group: "new-group", Platform: "ecs", Phase: state.PhaseIdle},
 		// A managed node group an operator rolled back (`patch-agent rollback nodegroup/prod-eks/workers`): TARGET
-		// AMI is the AMI the rollback went back to, not the one rolled back from (review finding).
+		// AMI is the AMI the rollback went back to, not the one rolled back from.
 		{Group: "nodegroup/prod-eks/workers", Platform: "eks-managed", Cluster: "prod-eks", Phase: state.PhaseRolledBack,
 			TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, RollbackFrom: demo.ImageB, DetectedAt: goldenAt,
 			UpdatedAt: goldenAt.Add(50 * time.Minute), Instances: 2, OnTarget: 2, Reason: "rolled back after: manual rollback by alice",

@@ -32,8 +32,8 @@ func withoutAWSCredentials(t *testing.T) {
 var runArgs = []string{"--region", "eu-west-1", "--queue-url", "https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent",
 	"--table", "patch-agent", "--health-addr", "", "--metrics-interval", "0"}
 
-// `run` without credentials used to retry forever with no clear first error: it now stops at once naming
-// the credentials, and --check prints every check with the same reason.
+// `run` without credentials stops at once naming the credentials, instead of retrying with no clear first
+// error, and --check prints every check with the same reason.
 func TestRunWithoutCredentialsStopsWithOneClearReason(t *testing.T) {
 	withoutAWSCredentials(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Review finding: pflag takes the first back-quoted word of a flag's usage as the value name --help prints
-// after the flag, so `eks upgrade --help` showed "--approve patch-agent approve eks:CLUSTER" for a bool flag.
+// pflag takes the first back-quoted word of a flag's usage as the value name --help prints after the flag, so
+// a usage that back-quotes a command prints "--approve patch-agent approve eks:CLUSTER" for a bool flag.
 // Every flag of every command prints no value name (bool flags) or one word (its type, or a placeholder such as
 // FILE), never a phrase.
 func TestHelpOfEveryFlagPrintsATypeOrAPlaceholderAsItsValueName(t *testing.T) {

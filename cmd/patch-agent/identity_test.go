@@ -18,10 +18,10 @@ func (f fixedCaller) GetCallerIdentity(context.Context, *sts.GetCallerIdentityIn
 	return &sts.GetCallerIdentityOutput{Arn: aws.String(string(f))}, nil
 }
 
-// Review finding (two-person rule bypass): with an AWS store, every run of approve and eks upgrade records the
-// STS caller, whatever --who says and with or without --two-person. Before, eks upgrade used STS only under
-// --two-person, so the requester's second run without the flag (as the docs' "run again with --approve" says)
-// approved her own plan as the local user name.
+// The two-person rule cannot be bypassed with --who: with an AWS store, every run of approve and eks upgrade
+// records the STS caller, whatever --who says and with or without --two-person. Were STS asked only under
+// --two-person, the requester's second run without the flag (as the docs' "run again with --approve" says)
+// would approve her own plan as the local user name.
 func TestActingIdentityWithAnAWSStoreIsAlwaysTheSTSCallerNeverTheLocalWho(t *testing.T) {
 	const alice = "arn:aws:sts::111122223333:assumed-role/Admin/alice"
 	saved := newSTS

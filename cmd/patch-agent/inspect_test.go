@@ -37,7 +37,7 @@ func TestMessageInspectGivesTheDispositionAndTheAction(t *testing.T) {
 		{"sns-ecs-ami-update.json", dispositionAct, "resolves every AMI parameter"},
 		{"ecs-container-instance-state-change.json", dispositionAct, "looks again at the ECS groups of cluster default now"},
 		{"sns-wrapped-asg-hook-terminating.json", dispositionHold, "Terminating:Wait"},
-		// Review finding: an EC2 state change names only its instance; the action said "cluster " with no name.
+		// An EC2 state change names only its instance: the action names the instance, not an empty cluster.
 		{"ec2-instance-state-change-shutting-down.json", dispositionAct, "looks again at the managed group that listed instance i-1234567890abcdef0"},
 		{"operator-wakeup-approve.json", dispositionAct, "looks again at group prod-ecs-asg (ignored when the agent does not manage it) now instead of at the next safety poll, re-reading the rollout record"},
 	} {

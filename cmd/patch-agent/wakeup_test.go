@@ -145,7 +145,7 @@ func TestWithoutAQueueTheAgentOfATableActsAtItsNextSafetyPoll(t *testing.T) {
 		" pass --queue-url (or set PATCH_AGENT_WAKE_UP_QUEUE_URL) to wake it now.\n", out.String())
 }
 
-// TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne (review finding): by default the operator
+// TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne: by default the operator
 // commands send their wake-up to the wake-up queue (PATCH_AGENT_WAKE_UP_QUEUE_URL), so that no burst of them
 // delays a lifecycle action on the main queue; a stack without a wake-up queue gets the main queue.
 func TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne(t *testing.T) {

@@ -703,7 +703,7 @@ func refreshUnderWay(r state.Rollout) bool {
 // observeCluster reads the cluster view of t's cluster for pass p. A full pass (the safety poll) lists the
 // cluster (Platform.Observe); a look at a few targets describes the members it knows without listing when
 // the platform can (lifecycle.KnownObserver: ECS), for the instances of every group of the pass in that
-// cluster, and lists whenever the membership may have changed (issue #21 item 3).
+// cluster, and lists whenever the membership may have changed.
 func observeCluster(ctx context.Context, p *pass, platform lifecycle.Platform, t lifecycle.Target) (map[string]lifecycle.NodeState, error) {
 	ko, ok := platform.(lifecycle.KnownObserver)
 	if !p.look || !ok {

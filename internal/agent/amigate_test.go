@@ -296,10 +296,10 @@ func TestC20AnAWSErrorWhileGatingHoldsAndNeverPasses(t *testing.T) {
 	requireAllOn(t, w.World, w.g.Name, demo.ImageB, 2)
 }
 
-// C20 with the AMI gate's shared answers (issue #21: 1,000 groups gating one AMI read its DescribeImages once):
-// the check just before Preparing reuses only an answer of the last few seconds (AMIGate.FreshTTL), never
-// one of the 5 minutes a waiting rollout reuses. An AMI that passed at detection and was deregistered during
-// a 3-minute soak is refused when the soak ends: no launch template version, nothing replaced.
+// C20 with the AMI gate's shared answers (1,000 groups gating one AMI read its DescribeImages once): the check
+// just before Preparing reuses only an answer of the last few seconds (AMIGate.FreshTTL), never one of the 5
+// minutes a waiting rollout reuses. An AMI that passed at detection and was deregistered during a 3-minute soak
+// is refused when the soak ends: no launch template version, nothing replaced.
 func TestC20AMIDeregisteredDuringTheSoakIsRefusedAtTheFreshCheckBeforePreparing(t *testing.T) {
 	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{lifecycle.TagMinAMIAge: "3m"}}, nil)
 	ctx := context.Background()

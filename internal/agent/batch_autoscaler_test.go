@@ -37,13 +37,13 @@ func surgedBatch(t *testing.T, minSize int32, unhealthy bool) (*demo.World, demo
 	return w, g
 }
 
-// Review finding (an autoscaler that moves desired capacity during a batch): another actor scales the group in
-// by one while a batch of 3 holds its surge (6 -> 9, then 8), and Auto Scaling takes one of the batch's old
-// instances. The batch gave back only the two surge instances of the members still in flight and ended at 6:
-// the other actor's scale-in was undone. The rollout gives back exactly its own surge, so the other actor's -1
-// stands: desired capacity ends at 5, every instance on the target AMI; and the invariant checker, which took
-// the other actor's 8 (surge included) as the new baseline and reported serving capacity below it while the
-// batch drained, now lowers the baseline by the other actor's change only (6 -> 5): no violation.
+// An autoscaler that moves desired capacity during a batch: another actor scales the group in by one while a
+// batch of 3 holds its surge (6 -> 9, then 8), and Auto Scaling takes one of the batch's old instances. Giving
+// back only the two surge instances of the members still in flight would end at 6 and undo the other actor's
+// scale-in. The rollout gives back exactly its own surge, so the other actor's -1 stands: desired capacity ends
+// at 5, every instance on the target AMI; and the invariant checker lowers the baseline by the other actor's
+// change only (6 -> 5), not to the other actor's 8 (surge included), which would report serving capacity below
+// it while the batch drains: no violation.
 func TestBatchScaledInByAnotherActorGivesBackOnlyItsOwnSurgeAndTheScaleInStands(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

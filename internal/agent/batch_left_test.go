@@ -13,13 +13,13 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Review 13c: a batch of 2 on a group of 2 (DesiredBefore 2, surge to 4). While both members drain, member A's
-// old instance fails its health check and leaves; Auto Scaling launches its health replacement at once, which
-// does not serve yet when the rollout sees A gone. retireLeftOfBatch finds nothing serving to carry A's share of
-// the surge to and retires A plainly: its share stays in desired capacity, and member B counts it in its
-// baseline, so B's termination still gives back B's own share: desired ends at 3. Without that, B's termination
-// saw desired 4 > DesiredBefore 2 + 1 in flight, took it for another actor's scale out and kept the whole
-// surge (4). The left-behind share (3, not 2) is the documented cost of having nothing to carry it to.
+// A batch of 2 on a group of 2 (DesiredBefore 2, surge to 4). While both members drain, member A's old instance
+// fails its health check and leaves; Auto Scaling launches its health replacement at once, which does not serve
+// yet when the rollout sees A gone. retireLeftOfBatch finds nothing serving to carry A's share of the surge to
+// and retires A plainly: its share stays in desired capacity, and member B counts it in its baseline, so B's
+// termination still gives back B's own share: desired ends at 3. Without that, B's termination would see
+// desired 4 > DesiredBefore 2 + 1 in flight, take it for another actor's scale out and keep the whole surge
+// (4). The left-behind share (3, not 2) is the documented cost of having nothing to carry it to.
 func TestBatchMemberLeftWithNothingToCarryToStillGivesBackTheOthersShares(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 8, Desired: 2,

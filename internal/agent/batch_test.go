@@ -15,11 +15,11 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Issue #20 item 1: a 10-instance surge group tagged patch-agent/batch-size rolls to a new AMI k at a time —
-// surge k, wait for k healthy replacements, drain k (each with its own slot of the per-cluster budget),
-// terminate k — with every invariant held at every simulated event (the checker's invariant 3 reads the
-// group's batch size) and serving capacity never below desired. A cluster budget below the batch size caps
-// how many of a batch drain at once: the batch waits for slots and still completes.
+// A 10-instance surge group tagged patch-agent/batch-size rolls to a new AMI k at a time — surge k, wait for k
+// healthy replacements, drain k (each with its own slot of the per-cluster budget), terminate k — with every
+// invariant held at every simulated event (the checker's invariant 3 reads the group's batch size) and serving
+// capacity never below desired. A cluster budget below the batch size caps how many of a batch drain at once:
+// the batch waits for slots and still completes.
 func TestBatchSizeTenInstanceGroupRollsThreeAtATime(t *testing.T) {
 	for _, tc := range []struct {
 		tag                  string
@@ -82,8 +82,8 @@ func batchGroup() (demo.GroupSetup, lifecycle.Policy) {
 	return g, policy
 }
 
-// Safety review, batch limits (a): a batch of 3 halts without rollback at its drain deadline (ECS cannot be
-// asked about the drain any more), leaving its whole surge in desired capacity (6 -> 9). The operator's rollback
+// Batch limits, a halted batch: a batch of 3 halts without rollback at its drain deadline (ECS cannot be asked
+// about the drain any more), leaving its whole surge in desired capacity (6 -> 9). The operator's rollback
 // gives back what the surge added — three instances, each drained and then terminated with decrement — not one
 // of them: the group ends at desired 6 on the rolled-back AMI, never surged on top of the halted batch.
 func TestBatchHaltedWithoutRollbackIsGivenBackWholeByTheNextRollback(t *testing.T) {
@@ -124,11 +124,11 @@ func TestBatchHaltedWithoutRollbackIsGivenBackWholeByTheNextRollback(t *testing.
 	require.Empty(t, w.Checker.Finish())
 }
 
-// Safety review, batch limits (b): while a batch of 3 waits for its replacements, the old instance of one
+// Batch limits, a member that leaves: while a batch of 3 waits for its replacements, the old instance of one
 // member fails its health check and Auto Scaling replaces it (desired stays 9: the agent's surge). The member's
 // share of the surge is not left behind: it carries over to another outdated instance, drained and terminated
-// with decrement like a member, so the rollout ends at desired 6 (not 7) with every instance on the new AMI
-// and never a second surge.
+// with decrement like a member, so the rollout ends at desired 6 (not 7) with every instance on the new AMI and
+// never a second surge.
 func TestBatchMemberWhoseOldInstanceLeavesOnItsOwnLeavesNoSurgeBehind(t *testing.T) {
 	ctx := context.Background()
 	g, policy := batchGroup()
@@ -166,7 +166,7 @@ func TestBatchMemberWhoseOldInstanceLeavesOnItsOwnLeavesNoSurgeBehind(t *testing
 	}
 }
 
-// Review finding (batch rollback keeps capacity): a batch of 3 surges 6 -> 9; two replacements serve, the third
+// A batch's rollback keeps the group's capacity: a batch of 3 surges 6 -> 9; two replacements serve, the third
 // never does (its instance fails its health check and the one Auto Scaling launches for it never registers), so
 // the batch halts with rollback at its health window. The rollback removes the unhealthy replacement with
 // decrement and then gives back the two healthy ones too — each drained, then terminated with decrement — so

@@ -19,12 +19,12 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Issue #20, items 1 and 10: two plain surge groups of one ECS cluster roll to a new AMI at once. The
-// per-cluster budget (--cluster-budget) bounds the instances DRAINING at once across both groups, whichever
-// agent replica drains them: every drain claims a slot of the cluster's budget record in the store first, so
-// three replicas acting concurrently on one table hold the cluster to the budget too. Each group ends at its
-// desired capacity on the new AMI; the checker (invariant 3 per group and per cluster, invariant 1 at every
-// simulated event) finds nothing.
+// Two plain surge groups of one ECS cluster roll to a new AMI at once. The per-cluster budget
+// (--cluster-budget) bounds the instances DRAINING at once across both groups, whichever agent replica drains
+// them: every drain claims a slot of the cluster's budget record in the store first, so three replicas acting
+// concurrently on one table hold the cluster to the budget too. Each group ends at its desired capacity on the
+// new AMI; the checker (invariant 3 per group and per cluster, invariant 1 at every simulated event) finds
+// nothing.
 func TestClusterBudgetTwoGroupsOfOneClusterNeverDrainBeyondIt(t *testing.T) {
 	for _, tc := range []struct {
 		budget, replicas int

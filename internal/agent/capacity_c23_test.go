@@ -193,11 +193,11 @@ func runningRange(w *demo.World, cluster, service string) *[2]int {
 	return r
 }
 
-// Field case C23 with the services' deployment configuration deciding the drain (issue #18): with
-// minimumHealthyPercent 50 / maximumPercent 100 ECS stops a draining instance's task before its replacement
-// starts, down to half the desired count; with static host ports (maximumPercent 100, one task per instance) and
-// with the distinctInstance constraint only an instance without the service's task can take the replacement.
-// Each rollout ends with 3 instances in 3 AZs, every task back, and the checker held RUNNING to desired ×
+// Field case C23 with the services' deployment configuration deciding the drain: with minimumHealthyPercent 50
+// / maximumPercent 100 ECS stops a draining instance's task before its replacement starts, down to half the
+// desired count; with static host ports (maximumPercent 100, one task per instance) and with the
+// distinctInstance constraint only an instance without the service's task can take the replacement. Each
+// rollout ends with 3 instances in 3 AZs, every task back, and the checker held RUNNING to desired ×
 // minimumHealthyPercent on every change.
 func TestC23DeploymentConfigurationDecidesTheDrain(t *testing.T) {
 	for _, tc := range []struct {
@@ -242,9 +242,9 @@ func TestC23DeploymentConfigurationDecidesTheDrain(t *testing.T) {
 	}
 }
 
-// Issue #18 item 5: a standalone task (an AWS Batch job here) on an outdated instance is never counted as
-// drained: ECS does not move it, the drain waits for it until the drain deadline, then the rollout halts with a
-// reason that names it and puts the instance back in service; the task was never stopped by the agent.
+// A standalone task (an AWS Batch job here) on an outdated instance is never counted as drained: ECS does not
+// move it, the drain waits for it until the drain deadline, then the rollout halts with a reason that names it
+// and puts the instance back in service; the task was never stopped by the agent.
 func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
 	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
 	w := build(t, oneGroup(&g))
@@ -382,9 +382,9 @@ func c23Layout(maxSize int32, tasks int, d *sim.ServiceDeployment) func() demo.S
 	}
 }
 
-// Field case C23 under the crash matrix, for every layout of issue #18 item 6 beyond the roomy one
-// (TestC23CrashMatrixCapacityProviderRoomyThreeAZ): crashed after every effect and with every effect's
-// response lost, each run completes with the group's size and spread, every invariant held, no effect repeated.
+// Field case C23 under the crash matrix, for every layout below beyond the roomy one
+// (TestC23CrashMatrixCapacityProviderRoomyThreeAZ): crashed after every effect and with every effect's response
+// lost, each run completes with the group's size and spread, every invariant held, no effect repeated.
 func TestC23CrashMatrixLayouts(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -407,7 +407,7 @@ func TestC23CrashMatrixLayouts(t *testing.T) {
 	}
 }
 
-// Issue #18 item 5, the "refuse" choice: a group tagged patch-agent/standalone-tasks=refuse with a standalone
+// Standalone tasks, the "refuse" choice: a group tagged patch-agent/standalone-tasks=refuse with a standalone
 // task on one outdated instance halts before it surges or drains, with a reason on status naming the instance
 // and the tag; nothing was changed (no desired capacity set by the agent, no instance DRAINING or terminated),
 // and every invariant held. The default (wait) is TestC23StandaloneTaskIsNeverCountedAsDrained.
@@ -447,9 +447,9 @@ func TestC23StandaloneTasksRefuseTheGroup(t *testing.T) {
 	}
 }
 
-// Issue #18 item 5: the Auto Scaling group of an AWS Batch compute environment (tag AWSBatchServiceTag, which
-// AWS Batch puts on the groups it creates) is refused before anything changes: no launch template version, no
-// surge, no drain; the reason says to update the compute environment through AWS Batch.
+// The Auto Scaling group of an AWS Batch compute environment (tag AWSBatchServiceTag, which AWS Batch puts on
+// the groups it creates) is refused before anything changes: no launch template version, no surge, no drain;
+// the reason says to update the compute environment through AWS Batch.
 func TestC23AWSBatchComputeEnvironmentGroupIsRefused(t *testing.T) {
 	g := demo.GroupSetup{Name: "batch-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
 		Tags: map[string]string{lifecycle.TagAWSBatchService: "batch"}}
@@ -475,12 +475,12 @@ func TestC23AWSBatchComputeEnvironmentGroupIsRefused(t *testing.T) {
 	require.Empty(t, w.Checker.Violations)
 }
 
-// Issue #18 (the room check is port-aware): a service with a static host port (one task per instance,
-// minimumHealthyPercent 66 / maximumPercent 100) asks for one task more than the full group at its max size has
-// instances; the surge raises max and its replacement takes the waiting task. The old instance's task then has
-// no instance with its host port free, so the agent never drains it — CPU and memory to spare would have said it
-// fits, and ECS would have stopped the task with nowhere to start it — and halts at the drain deadline, without
-// a rollback, saying so.
+// The room check is port-aware: a service with a static host port (one task per instance, minimumHealthyPercent
+// 66 / maximumPercent 100) asks for one task more than the full group at its max size has instances; the surge
+// raises max and its replacement takes the waiting task. The old instance's task then has no instance with its
+// host port free, so the agent never drains it — CPU and memory to spare would have said it fits, and ECS would
+// have stopped the task with nowhere to start it — and halts at the drain deadline, without a rollback, saying
+// so.
 func TestC23StaticHostPortDrainWaitsForAnInstanceWithThePortFree(t *testing.T) {
 	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 3, Desired: 3, CapacityProvider: c23Provider("cp")}
 	spec := oneGroup(&g)
@@ -513,12 +513,12 @@ func TestC23StaticHostPortDrainWaitsForAnInstanceWithThePortFree(t *testing.T) {
 }
 
 // Field case C23, two groups of one cluster with the service's own capacity provider strategy (cp-a and cp-b,
-// weight 1 each; issue #18 item 3): a task displaced from a drained instance may only go to the provider the
-// strategy picks — it balances the live tasks per provider, so a drain in one group sends tasks to the other —
-// and waiting tasks are credited to that provider's managed scaling. Both rollouts complete on ImageB with one
-// drain per cluster at a time and every task back; each group's size and spread at the end are held to the
-// checker's rule (not lower than at the start unless an ECS managed-scaling scale-in is recorded for each
-// missing instance: an empty replacement left idle for 15 minutes is ECS's to scale in).
+// weight 1 each): a task displaced from a drained instance may only go to the provider the strategy picks — it
+// balances the live tasks per provider, so a drain in one group sends tasks to the other — and waiting tasks
+// are credited to that provider's managed scaling. Both rollouts complete on ImageB with one drain per cluster
+// at a time and every task back; each group's size and spread at the end are held to the checker's rule (not
+// lower than at the start unless an ECS managed-scaling scale-in is recorded for each missing instance: an
+// empty replacement left idle for 15 minutes is ECS's to scale in).
 func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) {
 	a := demo.GroupSetup{Name: "cp-a", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-a")}
 	b := demo.GroupSetup{Name: "cp-b", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-b")}

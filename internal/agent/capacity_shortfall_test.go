@@ -13,12 +13,11 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Issue 20 item 9: a replacement that cannot launch for lack of EC2 capacity (a failed scaling activity whose
-// StatusMessage says InsufficientInstanceCapacity, or a Spot shortfall) is not a bad AMI: the rollout neither
-// halts nor rolls back; it keeps its surge while Auto Scaling retries, reads the scaling activities again after
-// a growing health window (10 min, 15 min, 22.5 min, ...), says why on the status and alerts once per retry.
-// Once capacity is back the rollout completes on the new AMI. Today's code halts at the health deadline and
-// rolls back.
+// A replacement that cannot launch for lack of EC2 capacity (a failed scaling activity whose StatusMessage says
+// InsufficientInstanceCapacity, or a Spot shortfall) is not a bad AMI: the rollout neither halts nor rolls
+// back; it keeps its surge while Auto Scaling retries, reads the scaling activities again after a growing
+// health window (10 min, 15 min, 22.5 min, ...), says why on the status and alerts once per retry. Once
+// capacity is back the rollout completes on the new AMI.
 func TestLaunchShortOfCapacityIsRetriedWithBackoffNotRolledBack(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

@@ -101,10 +101,10 @@ func TestC16CapacityProviderDesiredMovesUnderTheAgentAndEveryInvariantHolds(t *t
 		}
 	}
 	calls := w.Account.Calls()
-	// Issue #18: drain-first never wrote desired capacity and ended this layout with one instance; the
-	// capacity-provider strategy surges once per replacement (and the checker holds the group's size and spread).
-	// ECS may scale an empty replacement in while the test's own desired capacity changes hold the drain: the
-	// rollout then surges again (never counting the lost replacement as capacity it may take away).
+	// Drain-first writes no desired capacity and would end this layout with one instance; the capacity-provider
+	// strategy surges once per replacement (and the checker holds the group's size and spread). ECS may scale
+	// an empty replacement in while the test's own desired capacity changes hold the drain: the rollout then
+	// surges again (never counting the lost replacement as capacity it may take away).
 	require.GreaterOrEqual(t, calls["autoscaling:SetDesiredCapacity"], 3, "a surge per replacement\n%s", trace(w, g.Name))
 	require.Zero(t, calls["autoscaling:UpdateAutoScalingGroup"]-1, "only the launch template reference changed")
 	require.NotEmpty(t, watch.calls)

@@ -181,10 +181,10 @@ func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
 }
 
 // TestCrashMatrixECSSurgeBatch crashes a surge group of 4 with patch-agent/batch-size 2 under a per-cluster
-// budget of 2 (issue #20 item 1): every effect of two batches — the one surge of each batch (desired + 2), the
-// two drains' write-aheads with their slot claims, the two drains and the two decrementing terminations — crashed after, and with its
-// response lost. The fresh incarnation resumes the batch at the member it stopped at: no second surge (desired
-// never above baseline + 2), no instance terminated twice, one replacement per old instance.
+// budget of 2: every effect of two batches — the one surge of each batch (desired + 2), the two drains'
+// write-aheads with their slot claims, the two drains and the two decrementing terminations — crashed after,
+// and with its response lost. The fresh incarnation resumes the batch at the member it stopped at: no second
+// surge (desired never above baseline + 2), no instance terminated twice, one replacement per old instance.
 func TestCrashMatrixECSSurgeBatch(t *testing.T) {
 	g := demo.GroupSetup{Name: "batch-asg", Cluster: "c1", Parameter: "/golden/batch", Min: 4, Max: 6, Desired: 4,
 		Tags: map[string]string{lifecycle.TagBatchSize: "2"}}

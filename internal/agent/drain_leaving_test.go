@@ -12,13 +12,13 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Review 13b, M2: the old node of a rollout drain that a PodDisruptionBudget blocks leaves on its own while the
-// drain waits (its health check fails: Auto Scaling terminates it through the terminating hook, which the agent
-// drains as well). Past the rollout's drain deadline the rollout waits for it to go (keeping its drain's slot),
-// never uncordons a node in Terminating:Wait, and once it is gone carries the surge over to the next outdated
-// node (retireLeft); its lifecycle action proceeds. Before, the rollout uncordoned it at its own deadline and
-// halted on it. The next node's drain meets the same budget and halts at its own deadline, which is the budget
-// doing its job.
+// The old node of a rollout drain that a PodDisruptionBudget blocks leaves on its own while the drain waits
+// (its health check fails: Auto Scaling terminates it through the terminating hook, which the agent drains as
+// well). Past the rollout's drain deadline the rollout waits for it to go (keeping its drain's slot), never
+// uncordons a node in Terminating:Wait, and once it is gone carries the surge over to the next outdated node
+// (retireLeft); its lifecycle action proceeds. Uncordoning it at the rollout's deadline would halt the rollout
+// on it. The next node's drain meets the same budget and halts at its own deadline, which is the budget doing
+// its job.
 func TestEKSDrainOfANodeThatStartsTerminatingLetsItGoAndNeverUncordonsIt(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "nodes", Platform: lifecycle.PlatformEKS, Cluster: "e1", Parameter: lifecycle.ParameterAuto,

@@ -12,13 +12,13 @@ import (
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
-// Issue 20 item 6: --drain-timeout against each managed hook's global timeout (Amazon EC2 Auto Scaling API
-// Reference, "LifecycleHook": GlobalTimeout is min(100 x HeartbeatTimeout, 172800 s); heartbeats extend the
-// wait only up to it). A scale-in drain that never finishes (tasks take 6 h to stop): with a hook whose global
-// timeout is shorter than --drain-timeout, the agent caps that hook's drains (status note, one
-// DrainTimeoutCapped alert) and completes the action itself before Auto Scaling's global timeout would end it
-// (invariant 4: completed by CompleteLifecycleAction, not by a timeout); today's code heartbeats on until the
-// global timeout takes the instance. Either way the undrained CONTINUE at the deadline is a DrainDeadline alert.
+// --drain-timeout against each managed hook's global timeout (Amazon EC2 Auto Scaling API Reference,
+// "LifecycleHook": GlobalTimeout is min(100 x HeartbeatTimeout, 172800 s); heartbeats extend the wait only up
+// to it). A scale-in drain that never finishes (tasks take 6 h to stop): with a hook whose global timeout is
+// shorter than --drain-timeout, the agent caps that hook's drains (status note, one DrainTimeoutCapped alert)
+// and completes the action itself before Auto Scaling's global timeout would end it (invariant 4: completed by
+// CompleteLifecycleAction, not by a timeout), instead of heartbeating on until the global timeout takes the
+// instance. Either way the undrained CONTINUE at the deadline is a DrainDeadline alert.
 func TestDrainTimeoutLongerThanTheHooksGlobalTimeoutIsCappedWithANoteAndTheDeadlineIsAnAlert(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

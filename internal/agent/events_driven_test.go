@@ -38,18 +38,17 @@ func eventDrivenRollout(t *testing.T, spec demo.Spec) (time.Duration, int) {
 	return w.Rollout(ctx, "roll").UpdatedAt.Sub(start), sent
 }
 
-// TestLostWakeUpEventsOnlyDelayARolloutTheSafetyPollCompletesIt (issue #21, item 4): with the reconcile
-// interval at the production safety poll (2 minutes), a rollout driven by wake-up events completes within
-// 3 % of its physical floor (each woken look reads AWS afresh); with
-// every wake-up event lost it still completes, on the slow poll, only later; and every invariant holds in
-// both.
+// TestLostWakeUpEventsOnlyDelayARolloutTheSafetyPollCompletesIt: with the reconcile interval at the production
+// safety poll (2 minutes), a rollout driven by wake-up events completes within 3 % of its physical floor (each
+// woken look reads AWS afresh); with every wake-up event lost it still completes, on the slow poll, only later;
+// and every invariant holds in both.
 func TestLostWakeUpEventsOnlyDelayARolloutTheSafetyPollCompletesIt(t *testing.T) {
 	withEvents, sent := eventDrivenRollout(t, demo.Spec{WakeUpEvents: true})
 	require.Positive(t, sent, "the account sent wake-up events")
 	// The physical floor of three replacements: boot, agent connect, a task start and three stop stages each
 	// (the simulated account's defaults). Each woken look re-reads AWS, so each wait ends with its event.
 	floor := 3 * (90*time.Second + 20*time.Second + 10*time.Second + 3*10*time.Second)
-	require.LessOrEqual(t, withEvents.Seconds(), 1.03*floor.Seconds(), "with events the rollout takes its physical floor (issue #21 goal: <= 1.03)")
+	require.LessOrEqual(t, withEvents.Seconds(), 1.03*floor.Seconds(), "with events the rollout takes its physical floor (goal: <= 1.03)")
 	lost, none := eventDrivenRollout(t, demo.Spec{LoseWakeUpEvents: true})
 	require.Zero(t, none, "every wake-up event is lost")
 	t.Logf("rollout with events %s, every event lost %s", withEvents, lost)
@@ -70,11 +69,10 @@ func (o *transitionTimes) RolloutTransition(prev, next state.Rollout, _ string) 
 	o.prev, o.moves = append(o.prev, prev), append(o.moves, next)
 }
 
-// TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll (issue #21, item 4): with wake-up events on and
-// the reconcile interval at the 2-minute safety poll, a replacement that never becomes healthy sends no
-// event after its launch; the rollout still leaves ReplacementHealthy within two seconds of its health
-// deadline (--health-timeout), because the agent wakes the target at the end of the timed wait it set
-// itself, not at the next poll.
+// TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll: with wake-up events on and the reconcile interval
+// at the 2-minute safety poll, a replacement that never becomes healthy sends no event after its launch; the
+// rollout still leaves ReplacementHealthy within two seconds of its health deadline (--health-timeout), because
+// the agent wakes the target at the end of the timed wait it set itself, not at the next poll.
 func TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll(t *testing.T) {
 	ctx := context.Background()
 	obs := &transitionTimes{}

@@ -87,9 +87,9 @@ var faultScenarios = []faultScenario{
 	{
 		name: "ECS drain-first (capacity provider)",
 		spec: func() (demo.Spec, string) {
-			// Chosen by tag since issue #18 (the automatic choice is now the capacity-provider strategy), at min
-			// size 3: with min 1 drain-first shrinks this roomy group to one instance in one AZ, which the checker
-			// now reports (C23); at min, each termination is replaced by Auto Scaling instead.
+			// Chosen by tag (the automatic choice for this group is the capacity-provider strategy), at min
+			// size 3: with min 1 drain-first shrinks this roomy group to one instance in one AZ, which the
+			// checker reports (C23); at min, each termination is replaced by Auto Scaling instead.
 			g := demo.GroupSetup{Name: "cp-asg", Min: 3, Max: 6, Desired: 3, Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyDrainFirst},
 				CapacityProvider: &sim.CapacityProviderSpec{Name: "cp", ManagedScaling: true, ManagedTerminationProtection: true}}
 			return oneGroup(&g), g.Name
@@ -285,10 +285,10 @@ func TestEveryFifthCallOfEveryECSOperationFailingDoesNotStarveTheDrain(t *testin
 }
 
 func TestDrainDeadlineHoldsWhenEveryFifthECSCallFailsWhateverTheOperation(t *testing.T) {
-	// Counted across operations, every 5th ECS call failing leaves at most 4 ECS calls in a row to succeed,
-	// and a rollout's drain check takes 6 (cluster listing, describe, the instance, tasks RUNNING and STOPPED,
-	// DescribeTasks): it can never finish. The drain deadline must still hold — before the fix a drain that
-	// could not even be started retried every tick, never reaching it.
+	// Counted across operations, every 5th ECS call failing leaves at most 4 ECS calls in a row to succeed, and
+	// a rollout's drain check takes 6 (cluster listing, describe, the instance, tasks RUNNING and STOPPED,
+	// DescribeTasks): it can never finish. The drain deadline must still hold, also for a drain that cannot
+	// even be started (retried every tick, it would otherwise never reach it).
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:*", Every: 5, Across: true, Codes: []string{sim.FaultThrottlingException}})

@@ -13,10 +13,10 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Review finding B: a rollout halts without rollback at its drain deadline (the drain cannot be checked any
-// more), leaving its surge in desired capacity (3 -> 4). A later operator rollback gives that surge back
-// first — one outdated instance drained, then terminated with decrement, never by lowering desired capacity —
-// so the group ends where the user set it (desired 3, max 6) on the rolled-back AMI, every invariant held.
+// A rollout halts without rollback at its drain deadline (the drain cannot be checked any more), leaving its
+// surge in desired capacity (3 -> 4). A later operator rollback gives that surge back first — one outdated
+// instance drained, then terminated with decrement, never by lowering desired capacity — so the group ends
+// where the user set it (desired 3, max 6) on the rolled-back AMI, every invariant held.
 func TestHaltedSurgeIsGivenBackByTheNextRollback(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 2, Max: 6, Desired: 3}
 	faults := sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Codes: []string{sim.FaultThrottlingException}})

@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultHookChecksPerPass is how many managed groups' lifecycle hooks one pass reads at most when
-// Settings.HookChecksPerPass is unset (issue #21: bursts of DescribeLifecycleHooks spread out). At 40 ms a
+// Settings.HookChecksPerPass is unset, so that bursts of DescribeLifecycleHooks spread out. At 40 ms a
 // call on DefaultWorkers goroutines, 25 reads take about 0.13 s of a pass's 8 s budget.
 const DefaultHookChecksPerPass = 25
 

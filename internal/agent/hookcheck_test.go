@@ -17,10 +17,10 @@ import (
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
-// Issue #21 item 2, bursts spread out: the missing-hook check reads DescribeLifecycleHooks for at most
-// hookChecksPerPass groups a pass, never-checked and longest-unchecked first, so that at 1,000 groups no pass
-// spends 40-100 s reading hooks before its budget starts; every group is still checked (its warning set)
-// within ceil(N/K) passes, and again once the poll interval has passed since its last check.
+// Bursts spread out: the missing-hook check reads DescribeLifecycleHooks for at most hookChecksPerPass groups a
+// pass, never-checked and longest-unchecked first, so that at 1,000 groups no pass spends 40-100 s reading
+// hooks before its budget starts; every group is still checked (its warning set) within ceil(N/K) passes, and
+// again once the poll interval has passed since its last check.
 func TestHookCheckReadsABoundedNumberOfGroupsAPassAndEveryGroupWithinThePollInterval(t *testing.T) {
 	const n = 60 // three passes at the default 25
 	ctx := context.Background()
@@ -64,12 +64,12 @@ func TestHookCheckReadsABoundedNumberOfGroupsAPassAndEveryGroupWithinThePollInte
 	}
 }
 
-// TestHookCheckStopsAtItsOwnBudgetAndTheGroupsItLeftAreCheckedFirstNextPass (issue #21: in the longest pass
-// of the 1,000 x 20 fleet bench the hook check's DescribeLifecycleHooks waited 54 s behind the fleet's Auto
-// Scaling calls, before the pass budget had even started). Six groups without a terminating hook, one worker,
-// and every DescribeLifecycleHooks takes 400 ms of the pass clock: the check of a pass stops once
-// agent.HookCheckBudget (1 s) has passed — three groups read (at 0, 0.4 and 0.8 s), the fourth request not
-// sent — without a "checking lifecycle hooks failed" warning; the three it left are the next pass's first.
+// TestHookCheckStopsAtItsOwnBudgetAndTheGroupsItLeftAreCheckedFirstNextPass: in a fleet of 1,000 x 20 the hook
+// check's DescribeLifecycleHooks can wait tens of seconds behind the fleet's Auto Scaling calls, before the
+// pass budget has even started. Six groups without a terminating hook, one worker, and every
+// DescribeLifecycleHooks takes 400 ms of the pass clock: the check of a pass stops once agent.HookCheckBudget
+// (1 s) has passed — three groups read (at 0, 0.4 and 0.8 s), the fourth request not sent — without a "checking
+// lifecycle hooks failed" warning; the three it left are the next pass's first.
 func TestHookCheckStopsAtItsOwnBudgetAndTheGroupsItLeftAreCheckedFirstNextPass(t *testing.T) {
 	var groups []demo.GroupSetup
 	for i := range 6 {

@@ -14,17 +14,16 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Lifecycle actions the agent used to judge from its own records or the group's configuration, where Auto
-// Scaling's own answer (a heartbeat by instance and hook, accepted only while an action waits on that hook)
-// now decides.
+// Lifecycle actions that Auto Scaling's own answer (a heartbeat by instance and hook, accepted only while an
+// action waits on that hook) decides, not the agent's own records or the group's configuration.
 
-// Field cases C14 and C6, a later action in the same wait state after a "no active" answer (third fresh review,
-// finding 2): the first root volume replacement of an instance is completed through its message, but the
-// answer to CompleteLifecycleAction is lost and the retry is told "No active Lifecycle Action found" (the
-// completion went through), so its record is closed without an accepted result in ReplacingRootVolume:Wait.
-// A second replacement of the same instance waits in that same state, on the same hook, and its message is
-// lost. Auto Scaling accepts a heartbeat by instance and hook, so the action is taken up, drained and
-// continued. Before, the closed record was final for that wait state and the action timed out undrained.
+// Field cases C14 and C6, a later action in the same wait state after a "no active" answer: the first root
+// volume replacement of an instance is completed through its message, but the answer to CompleteLifecycleAction
+// is lost and the retry is told "No active Lifecycle Action found" (the completion went through), so its record
+// is closed without an accepted result in ReplacingRootVolume:Wait. A second replacement of the same instance
+// waits in that same state, on the same hook, and its message is lost. Auto Scaling accepts a heartbeat by
+// instance and hook, so the action is taken up, drained and continued: a closed record is not final for its
+// wait state, or the action would time out undrained.
 func TestC14SecondRootVolumeReplacementAfterANoActiveAnswerIsTakenUpWhenItsMessageIsLost(t *testing.T) {
 	ctx := context.Background()
 	hb := 60 * time.Second
@@ -73,8 +72,8 @@ func TestC14SecondRootVolumeReplacementAfterANoActiveAnswerIsTakenUpWhenItsMessa
 // Field cases C18 and C19: a scale in back to a pool that reuses instances waits in Warmed:Pending:Wait on the
 // terminating hook, and the group's instance reuse policy is removed before the agent looks at the message.
 // Auto Scaling still has the action waiting on the terminating hook (a heartbeat by instance and hook is
-// accepted), so the message is confirmed and the instance drained before CONTINUE. Before, the confirmation
-// read the group's reuse policy, rejected the real action and the instance went to the pool undrained when the
+// accepted), so the message is confirmed and the instance drained before CONTINUE. A confirmation that read the
+// group's reuse policy would reject the real action, and the instance would go to the pool undrained when the
 // action timed out.
 func TestC18ScaleInToThePoolIsDrainedWhenTheReusePolicyIsRemovedWhileItWaits(t *testing.T) {
 	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}

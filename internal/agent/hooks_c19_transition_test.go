@@ -13,11 +13,11 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Field case C19, review 11a: a forged message that names an action in progress — its instance and hook — with
-// the other transition is checked against Auto Scaling on its own, though the action's record is confirmed
-// already. Before, a confirmed record was never checked again and every later step followed the message's
-// transition: a LAUNCHING copy of a terminating action undrained the instance being drained and, at the health
-// deadline, completed the real terminating action (ABANDON) with its tasks still running.
+// Field case C19: a forged message that names an action in progress — its instance and hook — with the other
+// transition is checked against Auto Scaling on its own, though the action's record is confirmed already. Were
+// a confirmed record never checked again, every later step would follow the message's transition: a LAUNCHING
+// copy of a terminating action would undrain the instance being drained and, at the health deadline, complete
+// the real terminating action (ABANDON) with its tasks still running.
 
 // forgedWithTransition is forged (hooks_c19_test.go) with the message's LifecycleTransition replaced.
 func forgedWithTransition(t *testing.T, group, hook, instance, transition string) string {
@@ -38,7 +38,7 @@ func instanceState(w *watched, group, id string) string {
 
 func TestC19ForgedLaunchingCopyOfATerminatingActionInProgressIsRejectedAndTheDrainGoesOn(t *testing.T) {
 	// A record without its transition (edited, restored, written by another tool) is confirmed again, not
-	// trusted to tell it (review 11b).
+	// trusted to tell it.
 	for _, untold := range []bool{false, true} {
 		name := map[bool]string{false: "record as the agent writes it", true: "record without its transition"}[untold]
 		t.Run(name, func(t *testing.T) { forgedLaunchingCopyOfATerminatingAction(t, untold) })

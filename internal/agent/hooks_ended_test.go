@@ -16,8 +16,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Lifecycle actions that end without the agent, and hooks that change hands: found by the fresh review of the
-// eighth session. Each test failed before its fix.
+// Lifecycle actions that end without the agent, and hooks that change hands.
 
 // adoptRootVolumeReplacement starts a root volume replacement of instance, loses its message, and runs until
 // the reconcile loop has taken the action up (its record Adopted).
@@ -38,9 +37,9 @@ func adoptRootVolumeReplacement(t *testing.T, w *demo.World, group, instance str
 // Field cases C4 and C14: an action the reconcile loop took up ends without the agent — an operator completes
 // it by hand (aws autoscaling complete-lifecycle-action), or it times out while the agent is away. 45 minutes
 // later the instance gets a second root volume replacement, on the same hook; its message is lost, or it is
-// delivered. The old record is closed as ended (no heartbeat within the HeartbeatTimeout) and the second
-// action is drained before CONTINUE. Before, the open record was driven for the second action with its drain
-// deadline long past: continued 20 s after it began with 4 tasks running (invariant 2).
+// delivered. The old record is closed as ended (no heartbeat within the HeartbeatTimeout) and the second action
+// is drained before CONTINUE. Driving the open record for the second action, with its drain deadline long past,
+// would continue it 20 s after it began with 4 tasks running (invariant 2).
 func TestC4AdoptedActionThatEndedWithoutTheAgentDoesNotDriveTheNextActionUndrained(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
@@ -92,8 +91,8 @@ func TestC4AdoptedActionThatEndedWithoutTheAgentDoesNotDriveTheNextActionUndrain
 }
 
 // Field case C4: the message of an action the reconcile loop took up comes back (its receive was lost: visible
-// again after 10 minutes) after the action timed out while the agent was away. It is deleted as done. Before,
-// the open record held it: its visibility was extended for over an hour, never deleted, never dead-lettered.
+// again after 10 minutes) after the action timed out while the agent was away. It is deleted as done, not held
+// by the open record: its visibility extended for over an hour, never deleted, never dead-lettered.
 func TestC4MessageOfAnAdoptedActionThatEndedWhileTheAgentWasAwayIsDeletedNotHeldForever(t *testing.T) {
 	ctx := context.Background()
 	hb := 60 * time.Second
@@ -122,8 +121,8 @@ func TestC4MessageOfAnAdoptedActionThatEndedWhileTheAgentWasAwayIsDeletedNotHeld
 // Field cases C18 and C4: a scale in back to a pool that reuses instances waits in Warmed:Pending:Wait, its
 // message is lost, and the group's reuse policy is removed while it waits. The reconcile loop looks at the
 // terminating hooks of a Warmed:Pending:Wait instance whatever the policy says now, Auto Scaling accepts the
-// heartbeat by instance and hook, and the instance is drained before CONTINUE. Before, only a pool that reused
-// instances was looked at, and the action timed out undrained.
+// heartbeat by instance and hook, and the instance is drained before CONTINUE. Looking only at a pool that
+// reuses instances would let the action time out undrained.
 func TestC18ScaleInToThePoolWithTheReusePolicyRemovedAndItsMessageLostIsStillDrained(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
@@ -171,11 +170,10 @@ func TestC18LaunchIntoThePoolHeldByAnotherToolIsAskedAboutOncePerWait(t *testing
 	require.Positive(t, calls["autoscaling:RecordLifecycleActionHeartbeat"], "it is asked")
 }
 
-// Field case C19: the agent's hook becomes another tool's (its notification target moved to that tool's
-// queue) after an action of it was completed; a later action on the same instance and hook waits for the
-// other tool, and a copy of a message for it reaches the agent's queue. The agent sends no heartbeat: that
-// would restart the other tool's action's timeout. Before, it asked Auto Scaling (a heartbeat) before looking
-// at whose hook it is.
+// Field case C19: the agent's hook becomes another tool's (its notification target moved to that tool's queue)
+// after an action of it was completed; a later action on the same instance and hook waits for the other tool,
+// and a copy of a message for it reaches the agent's queue. The agent sends no heartbeat: that would restart
+// the other tool's action's timeout. It looks at whose hook it is before asking Auto Scaling (a heartbeat).
 func TestC19MessageForAHookThatIsNowAnotherToolsSendsNoHeartbeat(t *testing.T) {
 	ctx := context.Background()
 	hb := 60 * time.Second

@@ -281,11 +281,11 @@ func TestC4LateLifecycleMessageGetsItsFirstHeartbeatCountedFromItsSentTimestamp(
 	require.Empty(t, w.Checker.Finish())
 }
 
-// TestLifecycleSweepTakesTheGroupsFromALookOfTheSameTurn (issue #21 item 4): the lifecycle sweep (every 20 s
-// here: a 120 s HeartbeatTimeout) uses the DescribeAutoScalingGroups answer of a look made in the same turn of
-// the loop instead of describing the groups again, running early once it is in the second half of its
-// interval, and counts its next run from that answer; a look in the first half leaves the sweep's time alone,
-// and with no look the sweep describes the groups itself — every hooked group is seen at least every 20 s.
+// TestLifecycleSweepTakesTheGroupsFromALookOfTheSameTurn: the lifecycle sweep (every 20 s here: a 120 s
+// HeartbeatTimeout) uses the DescribeAutoScalingGroups answer of a look made in the same turn of the loop
+// instead of describing the groups again, running early once it is in the second half of its interval, and
+// counts its next run from that answer; a look in the first half leaves the sweep's time alone, and with no
+// look the sweep describes the groups itself — every hooked group is seen at least every 20 s.
 func TestLifecycleSweepTakesTheGroupsFromALookOfTheSameTurn(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

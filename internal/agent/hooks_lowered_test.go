@@ -15,15 +15,14 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Lost lifecycle messages under a HeartbeatTimeout lowered by a stack update and under DynamoDB write outages:
-// found by the second fresh review of the eighth session. Each failed before its fix.
+// Lost lifecycle messages under a HeartbeatTimeout lowered by a stack update and under DynamoDB write outages.
 
 // Field case C4: a stack update lowers the agent's hook's HeartbeatTimeout from 180 s to 30 s; the lifecycle
 // sweep still runs on the 180 s the hook check read (every 20 s). A scale-in's message is lost, at six phases
 // of the sweep. The first sighting finds the sweep ran on a longer timeout than the hook's: the action is taken
 // up at once (the first heartbeat within one 20 s sweep interval of its start, a third of the timeout to spare)
-// and the sweep runs every 5 s from then on. Before,
-// the action waited AdoptAfter after a sighting up to 20 s late and 4 of the 6 phases timed out undrained.
+// and the sweep runs every 5 s from then on. Waiting AdoptAfter after a sighting up to 20 s late would leave 4
+// of the 6 phases timed out undrained.
 func TestC4HeartbeatTimeoutLoweredTo30sBeforeTheHookCheckSawItIsHeldForALostMessage(t *testing.T) {
 	for _, off := range []time.Duration{0, 3 * time.Second, 7 * time.Second, 11 * time.Second, 15 * time.Second, 19 * time.Second} {
 		t.Run(fmt.Sprintf("phase %s", off), func(t *testing.T) {
@@ -68,9 +67,9 @@ func (s *failingHookWrites) PutHook(ctx context.Context, h state.Hook) (state.Ho
 // of a few minutes) loses every lifecycle record write for 70 s, then for 150 s (longer than the claim), right
 // after its first recorded heartbeat. Heartbeats go on all the same — this process remembers the ones Auto
 // Scaling accepted, so the record is not taken for one whose action ended, and a failed claim renewal still
-// sends the heartbeat that is due — and the action is drained, then continued once. Before: at 70 s the live
-// record was closed as "ended without the agent" and taken up again (its drain deadline restarted); at 150 s
-// the heartbeats stopped with the claim renewal and the action timed out mid-drain.
+// sends the heartbeat that is due — and the action is drained, then continued once. The record is not closed at
+// 70 s as "ended without the agent" and taken up again (its drain deadline restarted), and the heartbeats do
+// not stop with the claim renewal at 150 s (the action would time out mid-drain).
 func TestC4LifecycleRecordWritesFailingForLongerThanTheTimeoutDoNotStopTheHeartbeats(t *testing.T) {
 	for _, outage := range []time.Duration{70 * time.Second, 150 * time.Second} {
 		t.Run(fmt.Sprintf("writes failing for %s", outage), func(t *testing.T) {

@@ -212,11 +212,11 @@ func TestLostLifecycleMessageTheActionStillCompletesAfterDrainingAndTheLateMessa
 	require.Empty(t, w.Checker.Finish())
 }
 
-// Safety review, the missing-hook warning: it counts only the group's own terminating hooks (HookOwned). A group
-// whose only terminating hook is another tool's, or whose tag patch-agent/lifecycle-hooks names a hook the group
-// does not have (a typo), drains nothing on scale-in — every action is rejected as ForeignHook at info level —
-// so it is warned about like a group without any hook: the agent's hook problem and the group's status warning
-// say why. A tag naming the agent's real hook, beside another tool's, is no problem.
+// The missing-hook warning counts only the group's own terminating hooks (HookOwned). A group whose only
+// terminating hook is another tool's, or whose tag patch-agent/lifecycle-hooks names a hook the group does not
+// have (a typo), drains nothing on scale-in — every action is rejected as ForeignHook at info level — so it is
+// warned about like a group without any hook: the agent's hook problem and the group's status warning say why.
+// A tag naming the agent's real hook, beside another tool's, is no problem.
 func TestMissingHookWarningCountsOnlyTheAgentsOwnHooks(t *testing.T) {
 	for _, tc := range []struct {
 		name string

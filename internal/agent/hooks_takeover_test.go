@@ -152,12 +152,12 @@ func restartAs(w *demo.World, owner string) {
 
 // Field cases C4 and C19's family, event-driven: the agent dies right after recording a terminating lifecycle
 // action from its message (confirmed, claimed, nothing drained, no heartbeat yet). Its message stays invisible
-// for the dead receive's 2-minute visibility timeout and the record used to be skipped by the lifecycle sweep
-// ("its message drives it"), so with a 60-120 s HeartbeatTimeout the action timed out and the instance
-// terminated undrained. The fresh incarnation — the same --owner-id or a new one — heartbeats it before its
-// timeout (a new owner while the dead one's claim is live: heartbeats only), takes it over (the same owner at
-// once, a new one once the dead claim expired), drains it and completes it with CONTINUE once drained; the
-// message, when it comes back, drains nothing more and is deleted.
+// for the dead receive's 2-minute visibility timeout; a lifecycle sweep that skipped the record ("its message
+// drives it") would let the action time out with a 60-120 s HeartbeatTimeout and the instance terminate
+// undrained. The fresh incarnation — the same --owner-id or a new one — heartbeats it before its timeout (a new
+// owner while the dead one's claim is live: heartbeats only), takes it over (the same owner at once, a new one
+// once the dead claim expired), drains it and completes it with CONTINUE once drained; the message, when it
+// comes back, drains nothing more and is deleted.
 func TestC4AgentDiesRightAfterRecordingTheLifecycleActionIsTakenOverHeartbeatedDrainedAndCompleted(t *testing.T) {
 	for _, hb := range eventDrivenHeartbeats {
 		for _, owner := range []string{"", "incarnation-2"} {

@@ -153,8 +153,8 @@ func (s *hookSweep) plan() (groups []string, every time.Duration, last time.Time
 // lifecycle.AdoptAfter after that, within one more interval: 2*every + AdoptAfter <= 2/3 of the timeout. Once
 // taken up, each heartbeat is due a third of the timeout after the last and sent within an interval of that.
 // 30 s: every 5 s; 60 s: 10 s; from 120 s on the 20 s of maxSweepInterval is shorter. At least a second.
-// Before, the sweep ran every 20 s or a third of the timeout: at 60 s the worst case (an early sweep just
-// before the action had waited AdoptAfter) took the action up as its timeout ran out.
+// A sweep every 20 s or a third of the timeout would not do: at 60 s its worst case (an early sweep just
+// before the action had waited AdoptAfter) takes the action up as its timeout runs out.
 func sweepInterval(heartbeat time.Duration) time.Duration {
 	return max((2*heartbeat/3-lifecycle.AdoptAfter(heartbeat))/2, time.Second)
 }
@@ -191,7 +191,7 @@ func (a *Agent) sweepAt() (time.Time, bool) {
 // when sweepAt is due; errors are logged (the next sweep, or pass, looks again).
 //
 // The groups that a look's discovery described within maxShareAge (2 s: the same turn of the loop) are
-// taken from that answer instead of being described again (issue #21 item 4); the sweep then counts from
+// taken from that answer instead of being described again; the sweep then counts from
 // when that answer was read, so every group is still seen at least every sweep interval.
 func (a *Agent) SweepLifecycle(ctx context.Context) {
 	a.pass.Lock()

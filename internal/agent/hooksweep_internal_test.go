@@ -12,8 +12,8 @@ import (
 // Field case C4, the lifecycle sweep's cadence: for every HeartbeatTimeout Auto Scaling allows (30 s to 2 h),
 // an action whose message is lost is first seen within one sweep interval of its start and taken up at the
 // first look lifecycle.AdoptAfter after that, which comes within one more interval (an early sweep only
-// shortens an interval). That worst case leaves at least a third of the timeout. Before, the sweep ran every
-// 20 s or a third of the timeout: at 60 s the worst case took the action up as its timeout ran out.
+// shortens an interval). That worst case leaves at least a third of the timeout. A sweep every 20 s or a third
+// of the timeout would not: at 60 s its worst case takes the action up as its timeout runs out.
 func TestC4LifecycleSweepTakesUpALostActionWithAThirdOfItsTimeoutToSpare(t *testing.T) {
 	for hb := 30 * time.Second; hb <= 2*time.Hour; hb += time.Second {
 		var s hookSweep

@@ -17,7 +17,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Issue #20 item 2, on the injected clock (the world starts 2026-11-30 02:00 UTC): a group tagged
+// Maximum instance age, on the injected clock (the world starts 2026-11-30 02:00 UTC): a group tagged
 // patch-agent/max-instance-age=1d with the maintenance window 10:00-12:00 UTC and a soak of 168h, whose AMI
 // never changes. Its instances outlive a day at 02:00 on Dec 1: a rollout to the same AMI starts (history
 // "max-instance-age", Trigger on the record), is held by the closed window — not by the soak, which is for new
@@ -66,9 +66,9 @@ func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t 
 	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
 }
 
-// Issue #20 item 2 with patch-agent/approval=manual: the approval of the AMI rollout that put the group on its
-// AMI does not carry over to the age-driven rollout to that same AMI a day later: it waits for approve again,
-// then replaces every instance.
+// Maximum instance age with patch-agent/approval=manual: the approval of the AMI rollout that put the group on
+// its AMI does not carry over to the age-driven rollout to that same AMI a day later: it waits for approve
+// again, then replaces every instance.
 func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
 	g := demo.GroupSetup{Name: "aged-manual", Cluster: "c1", Parameter: "/golden/aged-manual", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{
 		lifecycle.TagMaxInstanceAge: "1d", lifecycle.TagApproval: "manual"}}
@@ -107,8 +107,8 @@ func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
 	require.Empty(t, w.Checker.Finish())
 }
 
-// Safety review, max-instance-age: after an operator's rollback from AMI B to A (completed), the group's
-// parameter still names B, the AMI rolled back from, so no age-driven rollout starts while instances outlive
+// Maximum instance age after an operator's rollback from AMI B to A (completed), the group's parameter still
+// names B, the AMI rolled back from, so no age-driven rollout starts while instances outlive
 // patch-agent/max-instance-age=1d. That is said, not silent: a status note on the group naming the tag and the
 // AMI, and one warning in the log however many ticks it lasts. Once the parameter names the group's AMI again,
 // the note goes and the aged instances are replaced.

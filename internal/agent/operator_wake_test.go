@@ -51,10 +51,10 @@ func stepBetweenPolls(t *testing.T, w *demo.World) {
 	require.Equal(t, last, w.Agent.LastTick(), "the turn was not a safety poll (whole-fleet pass)")
 }
 
-// TestOperatorApproveIsActedOnWithinOneReceiveOfItsWakeUp (issue #21, operator wake-ups): a group tagged
-// approval=manual waits for approval; `approve` writes the approval and sends its wake-up. The turn of the
-// loop that receives the wake-up starts the rollout (a new launch template version), 20 s after the last safety
-// poll, not at the next one. Without the wake-up the same turn starts nothing.
+// TestOperatorApproveIsActedOnWithinOneReceiveOfItsWakeUp: a group tagged approval=manual waits for approval;
+// `approve` writes the approval and sends its wake-up. The turn of the loop that receives the wake-up starts
+// the rollout (a new launch template version), 20 s after the last safety poll, not at the next one. Without
+// the wake-up the same turn starts nothing.
 func TestOperatorApproveIsActedOnWithinOneReceiveOfItsWakeUp(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultPassBudget is how long a pass hands out targets when Settings.PassBudget is unset: below the
-// 10 s issue #21 allows a pass (docs/performance.md), leaving the targets in flight time to finish.
+// 10 s goal for the longest pass (docs/performance.md), leaving the targets in flight time to finish.
 const DefaultPassBudget = 8 * time.Second
 
 // passBudget cuts a pass that has run long: once budget has passed on clk since the pass began (before its
@@ -131,7 +131,7 @@ func inFlightFirst(names []string, cut map[string]bool) []string {
 // smallest name at or after from, else the smallest. A pass that began mid-fleet and wrapped round leaves out
 // the targets after its last one and those before from; resuming at the smallest by name would send the next
 // pass back over the fleet's first targets, and a fleet whose every pass is cut would never reach its last
-// ones (at 1,000 x 20 the launch template versions stalled at 283 of 1,000 groups: issue #21).
+// ones (at 1,000 x 20, resuming by name leaves the groups past about the 280th never looked at).
 func firstFrom(names []string, from string) string {
 	sorted := append([]string(nil), names...)
 	sort.Strings(sorted)

@@ -36,15 +36,14 @@ func (o *lookOrder) take() []string {
 	return out
 }
 
-// TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextPass (issue #21 item 2, the
-// longest pass traced in the fleet bench: a target handed out just before the 8 s budget ended held the pass
-// open for its whole step, its calls queued on the EC2 mutating limit). One worker, three groups a, b, c whose
-// AMI changed; every CreateLaunchTemplateVersion takes 5 s of the clock that measures the budget. a is the
-// worker's first target: its step is never cut. b is handed out at 5 s; its version is created at 10 s, past
-// the budget, so its next call (UpdateAutoScalingGroup, pointing the group at the version) is not sent: b stays
-// Preparing and the pass ends there, without a failed step's backoff; c is left out. The next pass begins with
-// b (its step stopped halfway) before c, reuses the version b created (no second CreateLaunchTemplateVersion)
-// and points the group at it.
+// TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextPass: a target handed out just
+// before the 8 s budget ends must not hold the pass open for its whole step, its calls queued on the EC2
+// mutating limit. One worker, three groups a, b, c whose AMI changed; every CreateLaunchTemplateVersion takes 5
+// s of the clock that measures the budget. a is the worker's first target: its step is never cut. b is handed
+// out at 5 s; its version is created at 10 s, past the budget, so its next call (UpdateAutoScalingGroup,
+// pointing the group at the version) is not sent: b stays Preparing and the pass ends there, without a failed
+// step's backoff; c is left out. The next pass begins with b (its step stopped halfway) before c, reuses the
+// version b created (no second CreateLaunchTemplateVersion) and points the group at it.
 func TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextPass(t *testing.T) {
 	var groups []demo.GroupSetup
 	for _, n := range []string{"a", "b", "c"} {

@@ -13,10 +13,9 @@ import (
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
-// Review finding: a pass read the pause locks once, at its start, and every target it reached afterwards acted
-// on that list. A pause taken while a long pass ran (seconds to minutes for a fleet under the rate limits)
-// did not hold the rest of that pass: group b's old instance was drained and terminated after `pause` had
-// returned. Now the locks are read right before each target's first new destructive step.
+// A pause taken while a long pass runs (seconds to minutes for a fleet under the rate limits) holds the rest of
+// that pass: the locks are read right before each target's first new destructive step, not once at the pass's
+// start, so group b's old instance is not drained and terminated after `pause` has returned.
 func TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached(t *testing.T) {
 	obs := newBlockingObserver("a")
 	w := build(t, demo.Spec{Observer: obs, Groups: []demo.GroupSetup{
@@ -55,11 +54,10 @@ func TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached(t *testing
 	require.Contains(t, w.Rollout(ctx, "b").Reason, "paused")
 }
 
-// Review finding (the leftovers of last session): the read that TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached
-// proves could still be made once per pass, lazily, when the first target needs it, and kept for the rest of
-// the pass: that test's first read comes after the pause. Here an earlier target of the pass (a) reads the
-// locks for its own destructive step before the pause is taken; the later target (b) must read them again and
-// be held.
+// The read that TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached proves could still be made
+// once per pass, lazily, when the first target needs it, and kept for the rest of the pass: that test's first
+// read comes after the pause. Here an earlier target of the pass (a) reads the locks for its own destructive
+// step before the pause is taken; the later target (b) must read them again and be held.
 func TestPauseTakenAfterAnEarlierTargetReadTheLocksStillHoldsTheLaterTargetsOfThePass(t *testing.T) {
 	obs := newBlockingObserver("a")
 	policy := lifecycle.DefaultPolicy()

@@ -125,9 +125,9 @@ type pass struct {
 // right before its first new destructive step (lifecycle.Inputs.PauseRead) — and again for every target that
 // needs them: a pause taken while a long pass runs (a fleet pass lasts seconds to minutes under the rate
 // limits) holds every destructive step the pass has not begun yet, not only those of the next pass. A pass
-// whose targets only wait reads none (issue #21). A failed read holds the target's step; the next one reads
-// again. Locks the pass read with its records (readRecords) serve for passLocksFresh after that read instead
-// of a ListLocks of their own: the same eventually consistent index read, at most that much older.
+// whose targets only wait reads none: waiting costs no store read. A failed read holds the target's step; the
+// next one reads again. Locks the pass read with its records (readRecords) serve for passLocksFresh after that
+// read instead of a ListLocks of their own: the same eventually consistent index read, at most that much older.
 func (p *pass) pauseLocks(ctx context.Context) ([]state.Lock, error) {
 	if p.locksRead && p.clock != nil && p.clock.Since(p.locksAt) <= passLocksFresh {
 		return slices.Clone(p.locks), nil

@@ -111,10 +111,10 @@ func pollAside(w *demo.World) chan error {
 }
 
 // TestParameterChangeAndLifecycleActionAreHandledWhileAPassIsBlocked: message handling never waits for a
-// whole-fleet pass (issue #21 item 2). While a pass is stuck in its look at group a, a parameter change for
-// group b starts b's rollout (durably: its record names the new AMI) and a terminate lifecycle action of b is
-// taken up; when the pass then reaches b, it reads b's record again instead of acting on the one it read
-// before b's rollout began (and losing its conditional write as if another replica had moved b).
+// whole-fleet pass. While a pass is stuck in its look at group a, a parameter change for group b starts b's
+// rollout (durably: its record names the new AMI) and a terminate lifecycle action of b is taken up; when the
+// pass then reaches b, it reads b's record again instead of acting on the one it read before b's rollout began
+// (and losing its conditional write as if another replica had moved b).
 func TestParameterChangeAndLifecycleActionAreHandledWhileAPassIsBlocked(t *testing.T) {
 	w, obs, pass, logs := blockedPass(t, "a")
 	ctx := context.Background()

@@ -11,7 +11,7 @@ import (
 
 // recordCache keeps each group's rollout record as this process last read it from the store or wrote it
 // (lifecycle.Orchestrator.Stored), so that a look at a few targets (a wake-up, a parameter change, the end
-// of a timed wait) reads no rollout record: issue #21 counted one listing of every rollout record per look.
+// of a timed wait) reads no rollout record instead of one listing of every rollout record per look.
 // It is safe because every write is conditional on the record's version and made before its effect
 // (docs/architecture.md, "Crash safety"): a record changed by someone else since makes that write fail with
 // state.ErrConflict, never an AWS call, and the entry is then dropped so the next look reads the store. While

@@ -80,9 +80,9 @@ func wokenLook(t *testing.T, w *demo.World) {
 	w.Agent.ReconcileWoken(ctx)
 }
 
-// Issue #21: a look at a few targets (a parameter change, a wake-up) takes each one's rollout record as this
-// process last read or wrote it — no listing of every record, no read — while a full pass (the safety poll)
-// lists them all again.
+// A look at a few targets (a parameter change, a wake-up) takes each one's rollout record as this process last
+// read or wrote it — no listing of every record, no read — while a full pass (the safety poll) lists them all
+// again.
 func TestLookAtAFewTargetsReadsNoRolloutRecordTheAgentKeptAndTheSafetyPollListsThemAll(t *testing.T) {
 	w, store := recordsWorld(t, nil)
 	parameterChanged(t, w, "p1", demo.ImageB)

@@ -13,9 +13,9 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Issue 20 item 7: an urgent AMI approved with --skip-soak rolls before its soak (7 days) ends; who skipped
-// it is the STS caller's ARN (GetCallerIdentity), recorded in the history and named by one SoakSkipped alert
-// (metric and notification) when the rollout starts. The skip belongs to that AMI: the next one soaks again.
+// An urgent AMI approved with --skip-soak rolls before its soak (7 days) ends; who skipped it is the STS
+// caller's ARN (GetCallerIdentity), recorded in the history and named by one SoakSkipped alert (metric and
+// notification) when the rollout starts. The skip belongs to that AMI: the next one soaks again.
 func TestSkipSoakApprovalStartsTheRolloutBeforeTheSoakEndsAndNamesTheSTSCaller(t *testing.T) {
 	const arn = "arn:aws:sts::111122223333:assumed-role/OnCall/alice"
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{lifecycle.TagMinAMIAge: "168h"}}

@@ -14,10 +14,10 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Issue 20 item 8: a deleted or unresolvable AMI source. The stored status says "source missing: ..." within
-// the tick that learns it, one Alerts{SourceMissing} count and one notification fire (not one per tick),
-// nothing rolls while it lasts — neither a new rollout nor the next replacement of one under way — and a
-// restored parameter is picked up, with one SourceRestored alert.
+// A deleted or unresolvable AMI source. The stored status says "source missing: ..." within the tick that
+// learns it, one Alerts{SourceMissing} count and one notification fire (not one per tick), nothing rolls while
+// it lasts — neither a new rollout nor the next replacement of one under way — and a restored parameter is
+// picked up, with one SourceRestored alert.
 func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPickedUp(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -12,11 +12,11 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Issue #20, item 3: a newer AMI published while a rollout replaces instances takes effect at the next
-// instance boundary. The replacement in flight finishes on the superseded AMI; the rollout then goes back
-// through every gate — here the manual approval, which belongs to one AMI and is not carried over — and
-// once the newer AMI is approved every instance, those already replaced with the superseded AMI included,
-// ends on the newest (imageC, amigate_test.go). History records the superseded rollout; every invariant holds.
+// A newer AMI published while a rollout replaces instances takes effect at the next instance boundary. The
+// replacement in flight finishes on the superseded AMI; the rollout then goes back through every gate — here
+// the manual approval, which belongs to one AMI and is not carried over — and once the newer AMI is approved
+// every instance, those already replaced with the superseded AMI included, ends on the newest (imageC,
+// amigate_test.go). History records the superseded rollout; every invariant holds.
 func TestSupersedeNewerAMIMidRolloutTakesEffectAtTheNextInstanceBoundaryAndIsApprovedAgain(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 2, Max: 8, Desired: 4,

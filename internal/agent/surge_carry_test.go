@@ -15,7 +15,7 @@ import (
 // and Auto Scaling replaces it; a Spot interruption; someone else's termination) must not leave the agent's
 // surge behind nor make the next replacement surge on top of it: desired capacity ends where the user set it,
 // never above baseline+1 on the way (invariant 3), and the rollout still completes with every instance on the
-// target AMI. Found by a fresh review: desired went 3 -> 4 -> 5 and the group ended with 4 instances.
+// target AMI, never desired 3 -> 4 -> 5 and a group ending with 4 instances.
 func TestSurgeIsNotLeftBehindWhenTheOldInstanceLeavesOnItsOwn(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -11,12 +11,12 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Review finding A: an autoscaler scales out while the Surge step is held — the agent crashed right after it
-// picked the instance, and (second case) the group was paused too. The surge must not take the autoscaler's
-// instance for its own: it surges on top of the desired capacity it finds (Replacement.SurgeTo, recorded
-// before the call), so the terminations with decrement give back only the agent's surge and desired capacity
-// ends where the autoscaler set it, every instance on the new AMI, with every invariant held (capacity never
-// below the autoscaler's desired once its instance serves).
+// An autoscaler scales out while the Surge step is held — the agent crashed right after it picked the instance,
+// and (second case) the group was paused too. The surge must not take the autoscaler's instance for its own: it
+// surges on top of the desired capacity it finds (Replacement.SurgeTo, recorded before the call), so the
+// terminations with decrement give back only the agent's surge and desired capacity ends where the autoscaler
+// set it, every instance on the new AMI, with every invariant held (capacity never below the autoscaler's
+// desired once its instance serves).
 func TestSurgeHeldWhileAnAutoscalerScalesOutGivesBackOnlyTheAgentsOwn(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

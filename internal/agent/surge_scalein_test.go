@@ -13,10 +13,10 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Invariant 3, review 11c: an autoscaler scales in while the surge is held after its write-ahead (SurgeTo
-// durable, the SetDesiredCapacity call not made: a crash, then a pause). The surge is planned again on top of
-// what the autoscaler wants now; before, the resumed surge wrote the SurgeTo planned before the scale in: desired
-// 2 above what the autoscaler wanted, and its scale in undone for good.
+// Invariant 3: an autoscaler scales in while the surge is held after its write-ahead (SurgeTo durable, the
+// SetDesiredCapacity call not made: a crash, then a pause). The surge is planned again on top of what the
+// autoscaler wants now; a resumed surge that wrote the SurgeTo planned before the scale in would set desired 2
+// above what the autoscaler wanted, and undo its scale in for good.
 func TestSurgeHeldWhileAnAutoscalerScalesInGoesOnTopOfWhatItWantsNow(t *testing.T) {
 	for _, paused := range []bool{false, true} {
 		t.Run(map[bool]string{false: "crash", true: "crash then pause"}[paused], func(t *testing.T) {
@@ -63,11 +63,11 @@ func TestSurgeHeldWhileAnAutoscalerScalesInGoesOnTopOfWhatItWantsNow(t *testing.
 	}
 }
 
-// Field case C18, review 11c, warm pool with ReuseOnScaleIn: the agent picked an instance (the record at Surge,
-// nothing surged yet) and is held (a crash, then a pause). An autoscaler scales in meanwhile; with the reuse
-// policy the instance goes back to the pool, drained, still on AMI A. The surge recycles the pool first. Before,
-// it raised desired at once: Auto Scaling drew the old-AMI instance back from the pool, the agent took it for
-// its replacement and halted the rollout as "the group's launch template change did not take effect", rolling
+// Field case C18, warm pool with ReuseOnScaleIn: the agent picked an instance (the record at Surge, nothing
+// surged yet) and is held (a crash, then a pause). An autoscaler scales in meanwhile; with the reuse policy the
+// instance goes back to the pool, drained, still on AMI A. The surge recycles the pool first. Were desired
+// raised at once, Auto Scaling would draw the old-AMI instance back from the pool, the agent would take it for
+// its replacement and halt the rollout as "the group's launch template change did not take effect", rolling
 // back a good AMI.
 func TestC18ScaleInToTheWarmPoolWhileTheSurgeIsHeldIsRecycledNotTakenForABadReplacement(t *testing.T) {
 	ctx := context.Background()

@@ -70,11 +70,11 @@ func logDesired(t *testing.T, w *demo.World, group string) []demo.Violation {
 	return v
 }
 
-// Field case C21, review 13b: an autoscaler scales out while the surge a halted rollout left is being given
-// back (after the operator's rollback the first pick drains an instance to terminate it with decrement; a
-// batch of 3 gives back three). An outside raise takes the surge over: the drained instances go without
-// decrement and desired capacity ends where the autoscaler set it. Before, each termination still decremented:
-// 5 -> 4 for a single replacement, 10 -> 7 for the batch.
+// Field case C21: an autoscaler scales out while the surge a halted rollout left is being given back (after the
+// operator's rollback the first pick drains an instance to terminate it with decrement; a batch of 3 gives back
+// three). An outside raise takes the surge over: the drained instances go without decrement and desired
+// capacity ends where the autoscaler set it, never decremented by each termination (5 -> 4 for a single
+// replacement, 10 -> 7 for the batch).
 func TestC21AutoscalerScaleOutDuringTheGiveBackOfAHaltedSurgeStands(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		name := "single"
@@ -112,10 +112,10 @@ func TestC21AutoscalerScaleOutDuringTheGiveBackOfAHaltedSurgeStands(t *testing.T
 	}
 }
 
-// Field case C21 without a rollback, review 13b: 3 -> 4 by the surge, 4 -> 5 by an autoscaler while the old
-// instance drains. The old instance goes without decrement (the surge is the autoscaler's now), so desired
-// capacity ends at 5 and serving capacity never falls below it because of the agent. Before, the termination
-// decremented 5 -> 4 (invariant 1: serving capacity 4 below desired 5).
+// Field case C21 without a rollback: 3 -> 4 by the surge, 4 -> 5 by an autoscaler while the old instance
+// drains. The old instance goes without decrement (the surge is the autoscaler's now), so desired capacity ends
+// at 5 and serving capacity never falls below it because of the agent: a termination with decrement would take
+// it 5 -> 4 (invariant 1: serving capacity 4 below desired 5).
 func TestC21AutoscalerScaleOutWhileTheOldInstanceDrainsStands(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 2, Max: 8, Desired: 3}

@@ -78,10 +78,10 @@ func (w *wakeSet) take() (groups, clusters, instances map[string]bool) {
 // only delays a rollout until the next poll.
 //
 // A container instance that is DRAINING with tasks still running or pending (the event's runningTasksCount +
-// pendingTasksCount, events.WakeUp.TasksLeft) ends no wait — a drain the rollout waits on is over only when
-// its last task stopped, which sends an event of its own — so it is Ignored and makes no look: the tasks of a
-// drain otherwise cost a look each (issue #21). Skipping a look can only delay: the event that ends the wait,
-// or the poll, looks again.
+// pendingTasksCount, events.WakeUp.TasksLeft) ends no wait — a drain the rollout waits on is over only when its
+// last task stopped, which sends an event of its own — so it is Ignored and makes no look: the tasks of a drain
+// otherwise cost a look each (docs/performance.md). Skipping a look can only delay: the event that ends the
+// wait, or the poll, looks again.
 func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
 	w := ev.Wake
 	if w == nil || (w.Group == "" && w.Cluster == "" && w.InstanceID == "") {
@@ -183,7 +183,7 @@ func (a *Agent) noteQuietLocked(name string, r state.Rollout) {
 // notQuietLocked returns the targets of only for which a wake-up about instance may end a wait: all of them
 // when the event names no instance, else those whose last look did not record instance as quiet
 // (noteQuietLocked). Leaving a target out only delays it: the next wake-up about it, or the safety poll,
-// looks at it, and a look re-reads AWS before any step (issue #21). The caller holds a.mu.
+// looks at it, and a look re-reads AWS before any step. The caller holds a.mu.
 func (a *Agent) notQuietLocked(only map[string]bool, instance string) map[string]bool {
 	if instance == "" {
 		return only

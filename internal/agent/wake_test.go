@@ -119,9 +119,9 @@ func instanceOf(t *testing.T, w *demo.World, group string) string {
 // TestWakeUpAboutAnInstanceTheReplacementDoesNotWaitOnMakesNoLook: while a replacement waits to be healthy
 // (Replacing/ReplacementHealthy), a wake-up about another instance of the group from before the surge — a
 // retired instance's terminated or Terminate Successful, another old instance's change — ends none of its
-// waits: it is Done and makes no look (issue #21: one look per replaced instance). A wake-up about the
-// instance being replaced, about an instance from after the surge (the replacement), or naming no instance
-// still looks at once; and so does one about the same instance once the rollout has moved on.
+// waits: it is Done and makes no look (one look per replaced instance). A wake-up about the instance being
+// replaced, about an instance from after the surge (the replacement), or naming no instance still looks at
+// once; and so does one about the same instance once the rollout has moved on.
 func TestWakeUpAboutAnInstanceTheReplacementDoesNotWaitOnMakesNoLook(t *testing.T) {
 	ctx := context.Background()
 	obs := &observedTargets{}

@@ -13,12 +13,12 @@ import (
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
-// TestLifecycleActionIsHandledInTheFirstReceiveWhile500WakeUpsWaitOnTheWakeUpQueue (issue #21, item 1):
-// with a wake-up queue of its own (--wake-up-queue-url), 500 wake-ups waiting there do not delay a
-// terminating lifecycle action on the main queue: the first step receives the action and starts its drain
-// (UpdateContainerInstancesState) while the wake-up queue gives one receive of 10; the wake-ups are
-// consumed by their own consumer (none left unread for ever), deleted in batches of 10 with
-// DeleteMessageBatch and never with DeleteMessage, and the action is completed with CONTINUE once drained.
+// TestLifecycleActionIsHandledInTheFirstReceiveWhile500WakeUpsWaitOnTheWakeUpQueue: with a wake-up queue of its
+// own (--wake-up-queue-url), 500 wake-ups waiting there do not delay a terminating lifecycle action on the main
+// queue: the first step receives the action and starts its drain (UpdateContainerInstancesState) while the
+// wake-up queue gives one receive of 10; the wake-ups are consumed by their own consumer (none left unread for
+// ever), deleted in batches of 10 with DeleteMessageBatch and never with DeleteMessage, and the action is
+// completed with CONTINUE once drained.
 func TestLifecycleActionIsHandledInTheFirstReceiveWhile500WakeUpsWaitOnTheWakeUpQueue(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 2}
@@ -66,10 +66,10 @@ func TestLifecycleActionIsHandledInTheFirstReceiveWhile500WakeUpsWaitOnTheWakeUp
 	require.Empty(t, w.Checker.Finish())
 }
 
-// TestMisroutedLifecycleActionOnTheWakeUpQueueIsDrainedAndCompleted (issue #21, item 1): a terminating
-// lifecycle action that a mis-wired rule delivers to the wake-up queue instead of the main one is not lost
-// and not half-handled: the wake-up queue's consumer hands it to the agent like the main one would, the
-// instance is drained, the action completed once with CONTINUE, and only then is the message deleted.
+// TestMisroutedLifecycleActionOnTheWakeUpQueueIsDrainedAndCompleted: a terminating lifecycle action that a
+// mis-wired rule delivers to the wake-up queue instead of the main one is not lost and not half-handled: the
+// wake-up queue's consumer hands it to the agent like the main one would, the instance is drained, the action
+// completed once with CONTINUE, and only then is the message deleted.
 func TestMisroutedLifecycleActionOnTheWakeUpQueueIsDrainedAndCompleted(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 2}

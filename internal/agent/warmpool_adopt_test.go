@@ -35,12 +35,12 @@ func buildLosingPool(t *testing.T, g *demo.GroupSetup, pool sim.WarmPoolSpec) (*
 	return w, losing
 }
 
-// Field case C18 with a lost message (safety review: AdoptWaiting looked only at the group's description): a
-// launch into the warm pool whose message's receive was lost waits in Warmed:Pending:Wait, which
-// DescribeAutoScalingGroups does not show; the message comes back after the visibility timeout (2 minutes),
-// after the hook's 60 s timeout, so Auto Scaling would abandon the launch (its default result) and the pool
-// would churn. The reconcile loop reads DescribeWarmPool for the group (it has a WarmPoolConfiguration),
-// confirms the action with DescribeAutoScalingInstances and completes it with CONTINUE by instance id in time.
+// Field case C18 with a lost message, which the group's description alone does not show: a launch into the warm
+// pool whose message's receive was lost waits in Warmed:Pending:Wait, which DescribeAutoScalingGroups does not
+// show; the message comes back after the visibility timeout (2 minutes), after the hook's 60 s timeout, so Auto
+// Scaling would abandon the launch (its default result) and the pool would churn. The reconcile loop reads
+// DescribeWarmPool for the group (it has a WarmPoolConfiguration), confirms the action with
+// DescribeAutoScalingInstances and completes it with CONTINUE by instance id in time.
 func TestC18LostMessageOfALaunchIntoTheWarmPoolIsTakenUpFromDescribeWarmPool(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2, HeartbeatTimeout: 60 * time.Second}

@@ -38,7 +38,7 @@ func TestParseRateLimits(t *testing.T) {
 		{"no equals sign", []string{"ec2"}, "", awsapi.RateLimit{}, "want CLASS=RATE[/BURST]"},
 		{"negative rate", []string{"ec2=-1"}, "", awsapi.RateLimit{}, "RATE must be a number of requests per second"},
 		{"zero burst", []string{"ec2=5/0"}, "", awsapi.RateLimit{}, "BURST must be a whole number"},
-		// Review finding: NaN and Inf lifted the limit silently, and a tiny rate stopped the agent.
+		// NaN and Inf would lift the limit silently, and a tiny rate would stop the agent: all are refused.
 		{"NaN rate", []string{"ec2=NaN"}, "", awsapi.RateLimit{}, "RATE must be a number of requests per second"},
 		{"infinite rate", []string{"ec2=Inf"}, "", awsapi.RateLimit{}, "RATE must be a number of requests per second"},
 		{"rate too small to be a limit", []string{"autoscaling=1e-300"}, "", awsapi.RateLimit{}, "at least 0.01"},

@@ -45,14 +45,14 @@ type results struct {
 	RolloutOverheadRatio1   float64 `json:"rollout_overhead_ratio_1"`
 	RolloutOverheadRatio10  float64 `json:"rollout_overhead_ratio_10"`
 	RolloutOverheadRatio100 float64 `json:"rollout_overhead_ratio_100"`
-	// APICallsPerInstance leaves out sqs:ReceiveMessage, which grows with time rather than work (issue #21);
+	// APICallsPerInstance leaves out sqs:ReceiveMessage, which grows with time rather than work;
 	// ReceiveMessagePerInstance is that count.
 	APICallsPerInstance         float64 `json:"api_calls_per_instance"`
 	ReceiveMessagePerInstance   float64 `json:"receive_message_per_instance"`
 	APICallsPerInstance1sTick   float64 `json:"api_calls_per_instance_1s_tick"`
 	RolloutOverheadRatio10At15s float64 `json:"rollout_overhead_ratio_10_15s_tick"`
 	// The same rollouts with wake-up events on and the reconcile interval at the production safety poll
-	// (2 minutes), driven as Agent.Run drives them (demo.World.RunEvents); issue #21, item 1.
+	// (2 minutes), driven as Agent.Run drives them (demo.World.RunEvents).
 	RolloutOverheadRatio1SafetyPoll   float64 `json:"rollout_overhead_ratio_1_safety_poll"`
 	RolloutOverheadRatio10SafetyPoll  float64 `json:"rollout_overhead_ratio_10_safety_poll"`
 	RolloutOverheadRatio100SafetyPoll float64 `json:"rollout_overhead_ratio_100_safety_poll"`
@@ -844,7 +844,8 @@ const history = `
 
 // TestRolloutCosts prints the AWS calls and DynamoDB requests per replaced instance of the 10-instance
 // rollout at the 15 s tick, alone (PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestRolloutCosts -v):
-// the figures of TestBenchmarks that the work on issue #21 moves, in seconds instead of minutes.
+// the figures of TestBenchmarks that changes to the agent's AWS and DynamoDB costs move, in seconds instead of
+// minutes.
 func TestRolloutCosts(t *testing.T) {
 	if os.Getenv("PATCH_AGENT_BENCH") == "" {
 		t.Skip("measurements run with PATCH_AGENT_BENCH=1")

@@ -218,7 +218,7 @@ func (tr *fleetTrace) report(t *testing.T, t0 time.Time) {
 		len(tr.advances), total.Seconds(), longestAdvance.Seconds(), strings.Join(slow, " "))
 }
 
-// fleetResults are the fleet scenario's keys in bench-results.json (issue #21 item 5).
+// fleetResults are the fleet scenario's keys in bench-results.json.
 type fleetResults struct {
 	// FleetSize is the size run: groups x instances per group, and the per-call latency.
 	FleetSize string `json:"fleet_size"`

@@ -20,7 +20,7 @@ import (
 // it, memory store), every step of the loop that made an AWS call other than SQS: the simulated time, the
 // wake-up messages the step received (detail-type and what they name), the rollout's position after the step
 // and the calls it made by operation (PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestRolloutLookTrace
-// -v). It is the "which wake-up caused each look" trace of issue #21; it asserts nothing but the rollout's end.
+// -v). It is the "which wake-up caused each look" trace; it asserts nothing but the rollout's end.
 func TestRolloutLookTrace(t *testing.T) {
 	if os.Getenv("PATCH_AGENT_BENCH") == "" {
 		t.Skip("measurements run with PATCH_AGENT_BENCH=1")

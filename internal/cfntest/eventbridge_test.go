@@ -55,7 +55,7 @@ var routes = map[string]struct {
 		"eventbridge-lifecycle-terminate.json",
 		"eventbridge-lifecycle-terminate-replace-root-volume.json",
 	}},
-	// Wake-up events (issue #21): the events that end a rollout's waits.
+	// Wake-up events: the events that end a rollout's waits.
 	"ScalingResultRule": {events.KindWakeUp, []string{
 		"instance-launch-successful.json",
 		"instance-launch-unsuccessful.json",

@@ -17,7 +17,7 @@ import (
 )
 
 // queueOfRule is the queue a rule of the stack targets: the wake-up rules (routes: events.KindWakeUp) the
-// wake-up queue, every other rule the queue (issue #21: no wake-up waits in front of a lifecycle action).
+// wake-up queue, every other rule the queue, so that no wake-up waits in front of a lifecycle action.
 func queueOfRule(id string) string {
 	if routes[id].kind == events.KindWakeUp {
 		return "WakeUpQueue"

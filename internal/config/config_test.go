@@ -88,7 +88,7 @@ func TestC20AllowedAMIOwnersDefaultsFromTheEnvironment(t *testing.T) {
 	require.Equal(t, []string{"444455556666", "aws-marketplace"}, Default().AMIOwners())
 }
 
-// TestReconcileIntervalIsTheSafetyPollWithWakeUpEventsAndTheOldPollWithout (issue #21, item 4): with wake-up
+// TestReconcileIntervalIsTheSafetyPollWithWakeUpEventsAndTheOldPollWithout: with wake-up
 // events (the default) the reconcile interval defaults to 2 minutes; --wake-up-events=false brings back the
 // 15 s poll unless --reconcile-interval is given.
 func TestReconcileIntervalIsTheSafetyPollWithWakeUpEventsAndTheOldPollWithout(t *testing.T) {
@@ -113,10 +113,10 @@ func TestReconcileIntervalIsTheSafetyPollWithWakeUpEventsAndTheOldPollWithout(t 
 	}
 }
 
-// Review finding: README claimed every flag has an environment default, while most run flags (--workers,
-// --rate-limit, --cluster-budget, --history-retention ...) have none. The claim is now the list of the ones
-// that do: each environment variable is the default of its flag, named in that flag's --help as "(env NAME)",
-// and listed in README; no other flag's help names a variable, and README makes no claim about every flag.
+// Most run flags (--workers, --rate-limit, --cluster-budget, --history-retention ...) have no environment
+// default, so README lists the ones that do rather than claiming every flag has one: each environment variable
+// is the default of its flag, named in that flag's --help as "(env NAME)", and listed in README; no other
+// flag's help names a variable, and README makes no claim about every flag.
 func TestEnvironmentDefaultsAreTheOnesTheHelpAndTheReadmeName(t *testing.T) {
 	vars := []struct{ env, flag, value string }{
 		{EnvQueueURL, "queue-url", "https://sqs.eu-west-1.amazonaws.com/111122223333/q"},

@@ -196,7 +196,7 @@ type Spec struct {
 	Groups []GroupSetup
 	// Services are placed on the cluster of the first group: name -> task count (daemon services: -1).
 	Services map[string]int
-	// ServiceDeployments set the deployment configuration and placement rules of some of Services (issue #18).
+	// ServiceDeployments set the deployment configuration and placement rules of some of Services.
 	ServiceDeployments map[string]sim.ServiceDeployment
 	// InitialImage is the AMI every launch template and parameter starts on. Default ImageA.
 	InitialImage string
@@ -232,7 +232,7 @@ type Spec struct {
 	KubeWorkload KubeWorkload
 	// AllowedAMIOwners is the agent's --allowed-ami-owners.
 	AllowedAMIOwners []string
-	// Nodegroups are EKS managed node groups (issue #22; their clusters are created at EKSVersion when missing,
+	// Nodegroups are EKS managed node groups (their clusters are created at EKSVersion when missing,
 	// their tags opt them in or not): the agent gets the Amazon EKS client (agent.Clients.EKSNodegroups).
 	// Their Auto Scaling groups are not the checker's managed groups: EKS, not the agent, drains and replaces
 	// their nodes (and the account models no Kubernetes side for them). Publish their releases with

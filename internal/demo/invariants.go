@@ -304,7 +304,7 @@ func (c *Checker) observe(v *sim.View) {
 		want := c.Workloads[key]
 		cluster, service, _ := strings.Cut(key, "/")
 		running := v.ServiceTasks(cluster, service)
-		// Issue #18: ECS keeps desired × minimumHealthyPercent RUNNING while it replaces a service's tasks
+		// ECS keeps desired × minimumHealthyPercent RUNNING while it replaces a service's tasks
 		// (100 % unless the service says otherwise).
 		need := want
 		if m, ok := v.ServiceMinimumHealthy(cluster, service); ok && m < need {
@@ -317,7 +317,7 @@ func (c *Checker) observe(v *sim.View) {
 	c.completions(v)
 }
 
-// clusterDrains judges invariant 3 across the managed groups of one cluster (issue #20, the per-cluster
+// clusterDrains judges invariant 3 across the managed groups of one cluster (the per-cluster
 // budget): at most ClusterBudget of their in-service instances DRAINING (ECS) or cordoned (EKS) at a time,
 // whichever group they belong to (the displaced tasks and pods of two drains compete for the same room).
 func (c *Checker) clusterDrains(v *sim.View, groups []sim.GroupView) {
@@ -871,7 +871,7 @@ func excusedScaleIns(v *sim.View, group string) int {
 	return n
 }
 
-// finishShapes is the end-of-scenario check of the groups ECS managed scaling owns (issue #18): a group's
+// finishShapes is the end-of-scenario check of the groups ECS managed scaling owns: a group's
 // in-service instance count and its number of Availability Zones are not lower than when the checker started,
 // unless a scale-in that ECS (or a user) decided accounts for each missing instance (invariant 1).
 func (c *Checker) finishShapes(v *sim.View, add func(inv int, group, format string, args ...any)) {

@@ -17,7 +17,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// ManagedNodegroupScenario is `patch-agent demo --scenario managed-node-group` (issue #22): an EKS managed
+// ManagedNodegroupScenario is `patch-agent demo --scenario managed-node-group`: an EKS managed
 // node group opted in by its tags follows a new EKS-optimized AMI release. The agent runs its gates, sends one
 // UpdateNodegroupVersion with the new release and follows it through DescribeUpdate while EKS replaces the
 // nodes; the node group's own Auto Scaling group is never touched by the agent.

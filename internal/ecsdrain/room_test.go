@@ -70,7 +70,7 @@ func TestRoomOfAnUnregisteredInstanceIsErrNotRegistered(t *testing.T) {
 	require.ErrorIs(t, err, ecsdrain.ErrNotRegistered)
 }
 
-// TestRoomCountsAStaticHostPortOrDistinctInstanceTaskOnlyWhereECSCouldPlaceIt (issue #18): a task whose
+// TestRoomCountsAStaticHostPortOrDistinctInstanceTaskOnlyWhereECSCouldPlaceIt: a task whose
 // container holds a static host port fits only on an instance where that port is free (remainingResources
 // PORTS), and a distinctInstance task only on an instance without a task of its service — however much CPU
 // and memory the others have left.

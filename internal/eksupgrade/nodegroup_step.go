@@ -15,13 +15,14 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// The managed node group step (issue #23, item 6) hands the node group over to the agent's managed-node-group
-// rollout (internal/lifecycle rollout_nodegroup.go) instead of calling UpdateNodegroupVersion itself: once the
-// control plane is on the target version, the agent's rollout of an opted-in node group follows it (the
-// target version's release parameter), through the same gates as every rollout (the AMI gate, pause, soak,
-// approval, maintenance window, alarms), with its record nodegroup/<cluster>/<name>, its history and its
-// rollback after a failed update. The workflow only reads: the rollout record (state store) and
-// DescribeNodegroup. One writer per node group (the agent) means no two processes ever send its updates.
+// The managed node group step (docs/eks-upgrade.md, "Why the hand-over") hands the node group over to the
+// agent's managed-node-group rollout (internal/lifecycle rollout_nodegroup.go) instead of calling
+// UpdateNodegroupVersion itself: once the control plane is on the target version, the agent's rollout of an
+// opted-in node group follows it (the target version's release parameter), through the same gates as every
+// rollout (the AMI gate, pause, soak, approval, maintenance window, alarms), with its record
+// nodegroup/<cluster>/<name>, its history and its rollback after a failed update. The workflow only reads: the
+// rollout record (state store) and DescribeNodegroup. One writer per node group (the agent) means no two
+// processes ever send its updates.
 
 // managedNodegroupAction is the step's action for a node group the agent does not manage.
 const managedNodegroupAction = "opt the managed node group in (tag %s=true on the node group) so the agent's managed-node-group rollout moves it to Kubernetes %s " +

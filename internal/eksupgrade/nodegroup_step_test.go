@@ -19,12 +19,12 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Item 6, managed node groups: the step goes through the agent's managed-node-group rollout, never around it.
+// Managed node groups: the step goes through the agent's managed-node-group rollout, never around it.
 
 // An AMI the rollout's AMI gate refuses (the Kubernetes 1.31 release's image is deregistered): nothing updates
 // the node group, the step is not Completed (it waits, or halts, with the gate's reason), and `--status`
-// (table and JSON) shows the rollout's progress and that reason. Today's code called UpdateNodegroupVersion
-// directly and completed the step.
+// (table and JSON) shows the rollout's progress and that reason. The step never calls UpdateNodegroupVersion
+// directly.
 func TestManagedNodegroupStepGoesThroughTheNodegroupRolloutsGates(t *testing.T) {
 	w := newWorld(t)
 	w.a.SetImageState(demo.UpgradeImage, ec2types.ImageStateDeregistered)

@@ -23,7 +23,10 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Issue 23 (eks-upgrade-safety): the tests below fail on the workflow before it.
+// Safety of the upgrade workflow: no add-on is downgraded, a retry survives a crash, node groups the control
+// plane would leave behind stop it, a changed plan needs a new approval, the two-person rule compares
+// principals, the self-managed step follows the agent's rollout, and the preflight refuses what would halt
+// later.
 
 func TestCompareAddonVersions(t *testing.T) {
 	for _, tc := range []struct {
@@ -414,8 +417,8 @@ func TestTwoPersonRuleSurvivesAHaltAtThePreflight(t *testing.T) {
 	require.Empty(t, w.a.EKSUpdates(cluster))
 }
 
-// An installed add-on version that does not read as vX.Y.Z-eksbuild.N cannot be ordered against the plan: it
-// is never updated on the chance that the update is a downgrade. Found by the fresh review.
+// An installed add-on version that does not read as vX.Y.Z-eksbuild.N cannot be ordered against the plan: it is
+// never updated on the chance that the update is a downgrade.
 func TestAddonWhoseInstalledVersionCannotBeComparedIsNeverUpdated(t *testing.T) {
 	w := newWorld(t)
 	req := upgrade()
@@ -429,7 +432,7 @@ func TestAddonWhoseInstalledVersionCannotBeComparedIsNeverUpdated(t *testing.T) 
 	require.NotEqual(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
 }
 
-// Review finding 4a: a --retry that plans an add-on at another version than the approved plan (a newer default
+// A --retry that plans an add-on at another version than the approved plan (a newer default
 // for the target was published after the halt) does not carry out the new plan on the old approval, even with
 // --approve: the workflow waits at its approval step, and only after a new approval is the new version sent.
 func TestRetryThatReplansAnAddonNeedsANewApproval(t *testing.T) {
@@ -458,7 +461,7 @@ func TestRetryThatReplansAnAddonNeedsANewApproval(t *testing.T) {
 	require.Equal(t, 1, w.updateCalls()["UpdateClusterVersion"], "the control plane is not updated twice")
 }
 
-// Review finding 4b: the two-person rule compares principals. Two sessions of one assumed role
+// The two-person rule compares principals. Two sessions of one assumed role
 // (arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION, the session name chosen by the caller) are one person.
 func TestTwoPersonRuleComparesPrincipalsNotRoleSessionNames(t *testing.T) {
 	const alice, aliceAgain, bob = "arn:aws:sts::111122223333:assumed-role/Admin/alice", "arn:aws:sts::111122223333:assumed-role/Admin/bob",
@@ -500,7 +503,7 @@ func TestTwoPersonRuleComparesPrincipalsNotRoleSessionNames(t *testing.T) {
 	require.NoError(t, err, "another role is another principal")
 }
 
-// Review finding 4d: approving a completed upgrade is refused with ErrNothingToApprove, not silently accepted.
+// Approving a completed upgrade is refused with ErrNothingToApprove, not silently accepted.
 func TestApprovingACompletedUpgradeIsRefused(t *testing.T) {
 	w := newWorld(t)
 	require.Equal(t, state.WorkflowCompleted, w.run(t, "run-1", upgrade()).Phase)
@@ -510,7 +513,7 @@ func TestApprovingACompletedUpgradeIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, "start a new upgrade with `patch-agent eks upgrade --cluster demo-eks --to 1.<minor>`")
 }
 
-// Review finding 4b, the STS path: who requested and who approves are the identities STS GetCallerIdentity
+// The two-person rule on the STS path: who requested and who approves are the identities STS GetCallerIdentity
 // answers (operator.CallerIdentity), as the CLI records them. A second AssumeRole session of the same role,
 // with another session name, is refused as the approver.
 func TestTwoPersonRuleOverSTSCallerIdentitiesOfOneRoleIsOnePerson(t *testing.T) {
@@ -674,9 +677,9 @@ func TestStatusShowsTheSelfManagedRolloutsProgress(t *testing.T) {
 	require.Contains(t, string(doc), `"nodes":{"phase":"Replacing","onTarget":2,"instances":4,"targetImageId":"`+demo.UpgradeImage+`"`)
 }
 
-// Review finding: with the agent's rollout of a self-managed node group already Halted, the preflight passed and
-// the workflow moved the control plane, the add-ons and the managed node group, only to halt at that group's
-// step. The preflight now fails on it, before anything changes.
+// With the agent's rollout of a self-managed node group already Halted, the preflight fails on it, before
+// anything changes; passing it would let the workflow move the control plane, the add-ons and the managed node
+// group, only to halt at that group's step.
 func TestPreflightFailsWhenTheAgentsRolloutOfASelfManagedGroupIsHalted(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
@@ -704,9 +707,9 @@ func TestPreflightFailsWhenTheAgentsRolloutOfASelfManagedGroupIsHalted(t *testin
 	require.Empty(t, w.a.EKSUpdates(cluster), "nothing changed")
 }
 
-// Review finding: the same for a managed node group. With the agent's rollout of nodegroup/demo-eks/web already
-// Halted (the agent does not detect again from Halted), the workflow moved the control plane and the add-ons
-// and then halted at the node group's step, a halt that was certain from the start.
+// The same for a managed node group. With the agent's rollout of nodegroup/demo-eks/web already Halted (the
+// agent does not detect again from Halted), the preflight fails: passing it would let the workflow move the
+// control plane and the add-ons and then halt at the node group's step, a halt certain from the start.
 func TestPreflightFailsWhenTheAgentsRolloutOfAManagedNodegroupIsHalted(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()

@@ -257,7 +257,7 @@ func (b *batchCounter) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMes
 	return b.Client.DeleteMessageBatch(ctx, in, o...)
 }
 
-// TestKumoWakeUpsAreDeletedWithDeleteMessageBatch (issue #21, item 2): on a real SQS implementation, the
+// TestKumoWakeUpsAreDeletedWithDeleteMessageBatch: on a real SQS implementation, the
 // wake-ups are deleted with DeleteMessageBatch across receives (10 a call), none with DeleteMessage, and
 // every one is gone from the queue and counted once; the lifecycle action beside them keeps its own delete.
 func TestKumoWakeUpsAreDeletedWithDeleteMessageBatch(t *testing.T) {

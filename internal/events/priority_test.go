@@ -32,7 +32,7 @@ func (h *orderHandler) Handle(_ context.Context, ev events.Event) (events.Dispos
 	return events.Done, nil
 }
 
-// TestLifecycleActionIsHandledBeforeABurstOfWakeUpsInOneReceive (issue #21, item 2): nine wake-up events and
+// TestLifecycleActionIsHandledBeforeABurstOfWakeUpsInOneReceive: nine wake-up events and
 // one lifecycle action arrive in one receive, the action last; the action is handled first, within that
 // receive, and on the next receive its heartbeat look (the held action) comes before the new wake-ups.
 func TestLifecycleActionIsHandledBeforeABurstOfWakeUpsInOneReceive(t *testing.T) {

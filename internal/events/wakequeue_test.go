@@ -90,7 +90,7 @@ func (h *wakeRecorder) Handle(_ context.Context, ev events.Event) (events.Dispos
 	return events.Done, nil
 }
 
-// TestDeleteMessageBatchWithOneFailedEntryLosesNoWakeUp (issue #21, item 2): ten handled wake-ups are
+// TestDeleteMessageBatchWithOneFailedEntryLosesNoWakeUp: ten handled wake-ups are
 // deleted with one DeleteMessageBatch and no DeleteMessage; the one entry SQS reports Failed is not counted
 // as processed, stays on the queue, comes back after its visibility timeout and is recorded again, so its
 // look is not lost; then it is deleted and counted.
@@ -138,7 +138,7 @@ func TestDeleteMessageBatchWithOneFailedEntryLosesNoWakeUp(t *testing.T) {
 	require.Zero(t, c.Stats.Misrouted.Load())
 }
 
-// TestMisroutedLifecycleActionOnTheWakeUpQueueIsNotLost (issue #21, item 1): a lifecycle action that a
+// TestMisroutedLifecycleActionOnTheWakeUpQueueIsNotLost: a lifecycle action that a
 // mis-wired rule sends to the wake-up queue is handed to the Handler like on the main queue — held while
 // its drain runs, deleted only when it is Done — and counted as mis-routed, never deleted with the wake-ups
 // beside it.
@@ -197,7 +197,7 @@ func TestSumStatsAddsUpBothQueuesConsumers(t *testing.T) {
 		sum.Held.Load(), sum.Misrouted.Load(), sum.OldestMessageAgeSeconds.Load()})
 }
 
-// TestOperatorWakeUpsOnTheWakeUpQueueAreWakeUpsNotMisrouted (review finding): the operator commands send
+// TestOperatorWakeUpsOnTheWakeUpQueueAreWakeUpsNotMisrouted: the operator commands send
 // their wake-ups to the wake-up queue when the stack has one (its policy admits the operator roles), so a
 // burst of them never delays a lifecycle action on the main queue. There they are wake-ups: handed to the
 // Handler, deleted with the poll's one DeleteMessageBatch, and not logged or counted as mis-routed.
@@ -244,10 +244,10 @@ func (r *receiveWaits) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessag
 	return r.failOneEntry.ReceiveMessage(ctx, in, o...)
 }
 
-// TestWakeUpDeletesAreBatchedAcrossReceives (issue #21, item 1 of this round): handled wake-ups arriving a
-// few per receive are deleted together — one DeleteMessageBatch once 10 are pending, the rest when the
-// oldest has waited DeleteDeadline (a quarter of the visibility timeout) — and a long poll with wake-ups
-// pending waits no longer than that deadline, so no handled wake-up outlives its visibility timeout.
+// TestWakeUpDeletesAreBatchedAcrossReceives: handled wake-ups arriving a few per receive are deleted together —
+// one DeleteMessageBatch once 10 are pending, the rest when the oldest has waited DeleteDeadline (a quarter of
+// the visibility timeout) — and a long poll with wake-ups pending waits no longer than that deadline, so no
+// handled wake-up outlives its visibility timeout.
 func TestWakeUpDeletesAreBatchedAcrossReceives(t *testing.T) {
 	ctx := context.Background()
 	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))

@@ -33,12 +33,12 @@ func (c *countingEC2) DescribeInstanceTypes(ctx context.Context, in *ec2.Describ
 	return c.types.DescribeInstanceTypes(ctx, in, opts...)
 }
 
-// Issue #21, the fleet scenario: 1,000 groups moving to one shared AMI all run the gate's fresh check (the one
-// just before Preparing) within one pass. Every fact still comes from EC2, but one answer per image id serves
-// the checks of the next AMIGate.FreshTTL (10 s) and the 5-minute TTL for waiting checks: 50 groups checked
-// 100 ms apart (5 s) read the target and the current AMI once each and the instance types once; a fresh check
-// past FreshTTL reads the image again, and the checks stay the gate's (an image deregistered meanwhile is
-// refused by that read).
+// The fleet scenario: 1,000 groups moving to one shared AMI all run the gate's fresh check (the one just before
+// Preparing) within one pass. Every fact still comes from EC2, but one answer per image id serves the checks of
+// the next AMIGate.FreshTTL (10 s) and the 5-minute TTL for waiting checks: 50 groups checked 100 ms apart (5
+// s) read the target and the current AMI once each and the instance types once; a fresh check past FreshTTL
+// reads the image again, and the checks stay the gate's (an image deregistered meanwhile is refused by that
+// read).
 func TestAMIGateSharesOneImageReadAcrossTheGroupsOfAPass(t *testing.T) {
 	const n = 50
 	ctx := context.Background()

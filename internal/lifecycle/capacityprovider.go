@@ -13,7 +13,7 @@ import (
 )
 
 // StrategyCapacityProvider replaces the instances of an ECS capacity-provider group with managed scaling
-// (issue #18, field case C23; docs/ecs.md): surge first, drain the outdated instance of the Availability Zone
+// (field case C23; docs/ecs.md): surge first, drain the outdated instance of the Availability Zone
 // the replacement landed in once the rest of the cluster can take its tasks and no other container instance of
 // the cluster is DRAINING, then terminate it with decrement. The group keeps its size and its AZ spread.
 //

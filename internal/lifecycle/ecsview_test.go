@@ -143,7 +143,7 @@ func ecsView(nodes map[string]NodeState) GroupView {
 
 // TestDrainCheckReusesTheContainerInstanceOfTheTicksClusterView: a drain under way is checked on the container
 // instance ARN and DRAINING status the tick's ListContainerInstances / DescribeContainerInstances returned; the
-// check itself describes no container instance again (issue #21 item 3), and lists the tasks of that ARN.
+// check itself describes no container instance again, and lists the tasks of that ARN.
 func TestDrainCheckReusesTheContainerInstanceOfTheTicksClusterView(t *testing.T) {
 	api := newViewECS()
 	api.register(ciOld, "i-1", "DRAINING")
@@ -192,9 +192,9 @@ func TestDrainCheckOfAReRegisteredContainerInstanceCountsTheTasksOfTheOneTheTick
 // TestDrainStartedThisTickIsCheckedOnTheContainerInstanceItSetDraining: the view saw the old instance ACTIVE;
 // the drain started in this tick (UpdateContainerInstancesState on the view's ARN, no describe first) is
 // checked on that ARN at once, as DRAINING — unless the view counted tasks on it (runningTasksCount +
-// pendingTasksCount): then it is not drained without a task listing (issue #21), and the next look checks it.
-// No task counted proves nothing (C8), so that drain is checked in full, and found drained only when the
-// listing shows no task other than STOPPED.
+// pendingTasksCount): then it is not drained without a task listing, and the next look checks it. No task
+// counted proves nothing (C8), so that drain is checked in full, and found drained only when the listing shows
+// no task other than STOPPED.
 func TestDrainStartedThisTickIsCheckedOnTheContainerInstanceItSetDraining(t *testing.T) {
 	for _, tc := range []drainStartedCase{
 		{name: "tasks counted: not drained, no listing", tasks: []string{"arn:task/1"}, wantStep: state.StepDraining},
@@ -254,9 +254,9 @@ func (tc drainStartedCase) run(t *testing.T) {
 
 // TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty: the
 // terminating lifecycle action of an instance whose drain the rollout found finished (before terminating it)
-// checks the drain with one DescribeContainerInstances, not the task listing again (issue #21 item 3) — but
-// only while the container instance is still DRAINING with no task running or pending. One set ACTIVE in
-// between, given a task and set DRAINING again, is checked in full and is not drained.
+// checks the drain with one DescribeContainerInstances, not the task listing again — but only while the
+// container instance is still DRAINING with no task running or pending. One set ACTIVE in between, given a task
+// and set DRAINING again, is checked in full and is not drained.
 func TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty(t *testing.T) {
 	ctx := context.Background()
 	api := newViewECS()
@@ -294,13 +294,12 @@ func TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceSt
 	require.Equal(t, listed+2, api.calls["ListTasks"], "after an undrain the drain is checked in full")
 }
 
-// TestLookDescribesTheKnownContainerInstancesWithoutListingUnlessTheMembershipMayHaveChanged (issue #21 item
-// 3): once a listing showed every instance's container instance, a look describes those ARNs with one
-// DescribeContainerInstances and no ListContainerInstances — unless one may have changed: an instance never
-// seen registered (it may have joined), a container instance INACTIVE (deregistered: the instance may have
-// registered again under a new ARN), one whose agent is disconnected (an agent that registered afresh leaves
-// it behind), or one ECS no longer knows (MISSING). Then it lists, and the view shows the instance's current
-// container instance.
+// TestLookDescribesTheKnownContainerInstancesWithoutListingUnlessTheMembershipMayHaveChanged: once a listing
+// showed every instance's container instance, a look describes those ARNs with one DescribeContainerInstances
+// and no ListContainerInstances — unless one may have changed: an instance never seen registered (it may have
+// joined), a container instance INACTIVE (deregistered: the instance may have registered again under a new
+// ARN), one whose agent is disconnected (an agent that registered afresh leaves it behind), or one ECS no
+// longer knows (MISSING). Then it lists, and the view shows the instance's current container instance.
 func TestLookDescribesTheKnownContainerInstancesWithoutListingUnlessTheMembershipMayHaveChanged(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -361,12 +360,12 @@ func TestLookDescribesTheKnownContainerInstancesWithoutListingUnlessTheMembershi
 	}
 }
 
-// TestDrainCheckOfAReRegisteredContainerInstanceSeenByALookWithoutAListingCountsTheNewOnesTasks (issue #21
-// item 3, mutant 38): the last listing showed the old instance i-1 DRAINING on its container instance ARN;
-// since, its ECS container agent registered it again under a new ARN, which runs a task — the old ARN
-// deregistered (INACTIVE), or left registered with its agent disconnected. The next look, which describes
-// the known ARNs instead of listing, must not take the old ARN's empty task list for the drain's end: it
-// lists the cluster, its view shows the new container instance, and the drain check counts its task.
+// TestDrainCheckOfAReRegisteredContainerInstanceSeenByALookWithoutAListingCountsTheNewOnesTasks (mutant 38):
+// the last listing showed the old instance i-1 DRAINING on its container instance ARN; since, its ECS container
+// agent registered it again under a new ARN, which runs a task — the old ARN deregistered (INACTIVE), or left
+// registered with its agent disconnected. The next look, which describes the known ARNs instead of listing,
+// must not take the old ARN's empty task list for the drain's end: it lists the cluster, its view shows the new
+// container instance, and the drain check counts its task.
 func TestDrainCheckOfAReRegisteredContainerInstanceSeenByALookWithoutAListingCountsTheNewOnesTasks(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -9,11 +9,11 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Review 13c: the give-back of a halted batch's surge (3 instances owed, desired 4) finds only two instances to
-// give it back through: i-3 and i-4, on the target AMI, do not serve. The two that do are drained with the
-// surge's remainder counted in their baseline (DesiredBefore 4 - 2), so each of their terminations still
-// decrements; with the baseline of the whole surge (4 - 3 = 1) desired capacity 4 would read as another actor's
-// scale out above 1 + 2 in flight (surgeTakenOver) and nothing would be given back.
+// The give-back of a halted batch's surge (3 instances owed, desired 4) finds only two instances to give it
+// back through: i-3 and i-4, on the target AMI, do not serve. The two that do are drained with the surge's
+// remainder counted in their baseline (DesiredBefore 4 - 2), so each of their terminations still decrements;
+// with the baseline of the whole surge (4 - 3 = 1) desired capacity 4 would read as another actor's scale out
+// above 1 + 2 in flight (surgeTakenOver) and nothing would be given back.
 func TestGiveBackThroughFewerInstancesThanTheHaltedSurgeStillDecrements(t *testing.T) {
 	ctx := context.Background()
 	rg := newRig()

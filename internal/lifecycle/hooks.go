@@ -202,11 +202,11 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 			// one transition, so it is a claim the action Auto Scaling confirmed contradicts (a forged or garbled
 			// message). Every later step would follow the message's transition (drain or launch path, which
 			// completes the real action on its own terms), so it is confirmed afresh on its own, and the record
-			// in progress goes on untouched whatever the answer (review 11a).
+			// in progress goes on untouched whatever the answer.
 			return h.conflictingTransition(ctx, t, a, rec, log)
 		}
 		// The record does not tell its transition (edited, restored, written by another tool): the message's is
-		// confirmed like a first one's, and a rejection leaves the record open (review 11b).
+		// confirmed like a first one's, and a rejection leaves the record open.
 		confirming, untold = true, true
 	}
 	// Another tool's hook (aws-node-termination-handler, a backup hook) waits for that tool: its actions are
@@ -243,7 +243,7 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 		if c.verdict == verdictConfirmed {
 			rec.WaitState = c.detail
 			if now := h.Clock.Now(); !h.leases().HeldByOther(rec.Lease(), h.Owner, now) {
-				// The claim (below) rides on the confirmation's write: one conditional write instead of two (issue #21).
+				// The claim (below) rides on the confirmation's write: one conditional write instead of two.
 				rec = rec.WithLease(h.leases().Claim(h.Owner, now))
 			}
 		}

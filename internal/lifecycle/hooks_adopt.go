@@ -26,11 +26,11 @@ func ActionKey(group, instance, hook string) string {
 // record reads the record of action a, under ActionKey: one strongly consistent GetItem. Errors: the store's,
 // wrapped.
 //
-// Agents before ActionKey keyed the record by the message's lifecycle action token; such a record is not read
-// (issue #21: it cost every action's first look a second GetItem). An action in flight across that upgrade is
-// then found without a record: it is confirmed with Auto Scaling again (invariant 9) and driven under its
-// ActionKey. Setting an instance DRAINING twice changes nothing, a drain check finds it as it is, and of two
-// completions Auto Scaling accepts one and answers the other "No active Lifecycle Action found" (C6).
+// A record keyed by the message's lifecycle action token instead of ActionKey is not read: looking there too
+// would cost every action's first look a second GetItem. An action whose record is keyed that way is then found
+// without a record: it is confirmed with Auto Scaling again (invariant 9) and driven under its ActionKey.
+// Setting an instance DRAINING twice changes nothing, a drain check finds it as it is, and of two completions
+// Auto Scaling accepts one and answers the other "No active Lifecycle Action found" (C6).
 func (h *Hooks) record(ctx context.Context, a events.LifecycleAction) (state.Hook, bool, error) {
 	k := ActionKey(a.GroupName, a.InstanceID, a.HookName)
 	rec, err := h.getHook(ctx, k)

@@ -135,7 +135,7 @@ func versionOf(v ec2types.LaunchTemplateVersion) TemplateVersion {
 // one the entry with ref's number, the one marked DefaultVersion for "$Default", the latest for "$Latest"
 // (Amazon EC2 API Reference, DescribeLaunchTemplateVersions). An answer that does not tell them apart is
 // read again one version at a time (Resolve). At a fleet's rollout start this saves one EC2 read per group
-// on the non-mutating limit the creates wait behind (issue #21).
+// on the non-mutating limit the creates wait behind.
 func (t Templates) resolveWithLatest(ctx context.Context, ref state.LaunchTemplateRef) (cur, latest TemplateVersion, err error) {
 	in := &ec2.DescribeLaunchTemplateVersionsInput{Versions: []string{ref.Version}}
 	if ref.Version != "$Latest" {

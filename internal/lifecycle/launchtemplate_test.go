@@ -12,12 +12,11 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// TestEnsureVersionReadsTheResolvedAndTheLatestVersionWithOneCall (issue #21 item 2: the fleet's launch
-// template versions waited behind EC2 reads): EnsureVersion reads the version the group's reference resolves
-// to and the template's latest version with one DescribeLaunchTemplateVersions, and still reuses the version
-// it created before a crash instead of creating a second one, creates from the resolved version (not the
-// latest) when the latest is someone else's, and creates nothing when the resolved version already launches
-// the AMI.
+// TestEnsureVersionReadsTheResolvedAndTheLatestVersionWithOneCall, so that a fleet's launch template versions
+// do not wait behind EC2 reads: EnsureVersion reads the version the group's reference resolves to and the
+// template's latest version with one DescribeLaunchTemplateVersions, and still reuses the version it created
+// before a crash instead of creating a second one, creates from the resolved version (not the latest) when the
+// latest is someone else's, and creates nothing when the resolved version already launches the AMI.
 func TestEnsureVersionReadsTheResolvedAndTheLatestVersionWithOneCall(t *testing.T) {
 	const old, target, other = "ami-0000000000000old1", "ami-00000000000target", "ami-0000000000000ther"
 	for _, tc := range []struct {

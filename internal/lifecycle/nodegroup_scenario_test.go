@@ -16,8 +16,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Scenario tests of managed node group rollouts on the simulated account (issue #22): discovery by tags, the
-// release or AMI parameter, one UpdateNodegroupVersion tracked through DescribeUpdate, EKS replacing the nodes.
+// Scenario tests of managed node group rollouts on the simulated account: discovery by tags, the release or AMI
+// parameter, one UpdateNodegroupVersion tracked through DescribeUpdate, EKS replacing the nodes.
 
 const (
 	ngAMI1       = "ami-0aaaaaaaaaaaaaaa1"
@@ -384,7 +384,7 @@ func withReleaseParams(r sim.EKSRelease) sim.EKSRelease {
 
 // A release whose image_id parameter is unreadable names no AMI the agent can verify: no AMI gate can run and
 // no approval can be given for it, so nothing starts (the empty target must not pass the approval check by
-// comparing empty with empty). Found by the fresh review.
+// comparing empty with empty).
 func TestManagedNodegroupReleaseWithoutAReadableImageIDStartsNothingEvenApproved(t *testing.T) {
 	w := newNGWorld(t, false, map[string]string{TagApproval: "manual"})
 	w.runUntil(state.PhaseIdle)

@@ -19,7 +19,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// EKS managed node groups as rollout targets (issue #22). EKS owns the node group's Auto Scaling group and drains
+// EKS managed node groups as rollout targets. EKS owns the node group's Auto Scaling group and drains
 // and replaces its nodes itself when UpdateNodegroupVersion runs (Amazon EKS User Guide, "Update a managed node
 // group for your cluster" and "Understand each phase of node updates"): the agent decides when (the same gates
 // as every target), sends that one update, tracks it through DescribeUpdate and records it like any rollout.

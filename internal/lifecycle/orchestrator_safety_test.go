@@ -112,8 +112,8 @@ func TestC21RollbackGivesBackOnlyTheAgentsOwnSurge(t *testing.T) {
 
 // Every member of a batch records the group as the surge found it (desired capacity and the instances then),
 // not only the first: a member without InstancesBefore would take the group's old instances for its
-// replacements (a false "launched AMI A" halt, and a rollback that terminates an undrained old instance on
-// the target AMI). Found by the fresh review.
+// replacements (a false "launched AMI A" halt, and a rollback that terminates an undrained old instance on the
+// target AMI).
 func TestOrchestratorBatchSurgeRecordsTheGroupForEveryMember(t *testing.T) {
 	rg := newRig()
 	rec := replacing(StrategySurge, state.StepSurge)
@@ -134,8 +134,8 @@ func TestOrchestratorBatchSurgeRecordsTheGroupForEveryMember(t *testing.T) {
 // TestOrchestratorDrainIsHeldByThePauseCheckOfItsOwnWrite: the drain's write-ahead ("drain starting") is the
 // guarded write (state.Store.PutRolloutUnlessPaused), so a pause lock in the store holds the drain as a lock
 // read before it did, with the same reason on status; no pause lock is read at all (Inputs.PauseRead is not
-// called: the guard replaces the Query, issue #21); a look that only waits writes nothing; a group lock whose
-// Until has passed does not hold (invariant 7).
+// called: the guard replaces the Query); a look that only waits writes nothing; a group lock whose Until has
+// passed does not hold (invariant 7).
 func TestOrchestratorDrainIsHeldByThePauseCheckOfItsOwnWrite(t *testing.T) {
 	pause := state.Lock{Group: "prod", Reason: "incident", Who: "alice", Since: now0.Add(-time.Minute)}
 	expired := pause

@@ -46,10 +46,10 @@ func (s *pausingStore) PauseHolding(ctx context.Context, group string, now time.
 
 // TestPauseWrittenBetweenTheLooksReadAndTheStepsWriteStopsTheStep: for every destructive step of a surge
 // rollout (the pick and its surge, a surge resumed after a crash, the drain, the termination right after the
-// drained look, a termination resumed), a pause lock (global or the group's) written after the look and
-// right before the step's pause check stops the step: no Auto Scaling call, no drain, the record not moved
-// past the step, the pause on status; the look read no pause lock (Inputs.PauseRead is never called: the
-// check is in the step's own write or a consistent read, invariant 7, issue #21).
+// drained look, a termination resumed), a pause lock (global or the group's) written after the look and right
+// before the step's pause check stops the step: no Auto Scaling call, no drain, the record not moved past the
+// step, the pause on status; the look read no pause lock (Inputs.PauseRead is never called: the check is in the
+// step's own write or a consistent read, invariant 7).
 func TestPauseWrittenBetweenTheLooksReadAndTheStepsWriteStopsTheStep(t *testing.T) {
 	drainable := func() state.Rollout {
 		r := replacing(StrategySurge, state.StepDraining)
@@ -183,7 +183,7 @@ func (s *pauseBeforePhase) PutRolloutUnlessPaused(ctx context.Context, r state.R
 // after that read — before the Preparing write, or before a Preparing record's next look whose kept read (an
 // eventually consistent Query) does not show it yet — stops CreateLaunchTemplateVersion and
 // UpdateAutoScalingGroup: the Preparing write carries the pause check, and prepare confirms it against the lock
-// items. Before, the group was pointed at the new AMI while paused (fresh review of this round).
+// items, so the group is never pointed at the new AMI while paused.
 func TestPauseDurableAfterTheLooksReadStopsTheNewLaunchTemplateVersionAndTheGroupChange(t *testing.T) {
 	lock := state.Lock{Group: state.GlobalScope, Reason: "bad AMI?", Who: "alice", Since: now0}
 	for _, tc := range []struct {

@@ -203,7 +203,7 @@ func (p ECSPlatform) DrainStatus(ctx context.Context, cluster, instanceID string
 	}
 	if p.Drainer.StillDrained(cluster, ci) {
 		// A drain already found finished (the rollout's, before it terminated the instance) is not checked
-		// a second time: still DRAINING, no task running or pending (issue #21 item 3).
+		// a second time: still DRAINING, no task running or pending.
 		return DrainProgress{Drained: true, Detail: "drained at the last check, still DRAINING with no task running or pending"}, nil
 	}
 	return p.tasksLeft(ctx, cluster, ci)
@@ -216,7 +216,7 @@ func (p ECSPlatform) tasksLeft(ctx context.Context, cluster string, ci ecsdrain.
 		return DrainProgress{}, err
 	}
 	detail := fmt.Sprintf("%d task(s) not yet STOPPED (%v)", st.Remaining, st.ByLastStatus)
-	if st.Standalone > 0 { // issue #18: ECS never moves these; they are never counted as drained
+	if st.Standalone > 0 { // ECS never moves these; they are never counted as drained
 		detail += fmt.Sprintf("; %d of them standalone (started by no service, e.g. RunTask or AWS Batch): ECS does not move them, they must end by themselves", st.Standalone)
 	}
 	return DrainProgress{Drained: st.Drained, Remaining: st.Remaining, Detail: detail, Started: true}, nil

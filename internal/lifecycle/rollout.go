@@ -28,9 +28,8 @@ type Policy struct {
 	// version it had before the rollout. Default true.
 	RollbackOnFailure bool
 	// ClusterBudget is how many instances rollouts may drain at once across every managed group of one ECS or
-	// EKS cluster (issue #20, items 1 and 10), whichever replica drains them: claimed through the store
-	// (state.PlanDrainSlot, written with the drain's write-ahead) before a drain starts. Default 1; below 1
-	// counts as 1.
+	// EKS cluster, whichever replica drains them: claimed through the store (state.PlanDrainSlot, written with
+	// the drain's write-ahead) before a drain starts. Default 1; below 1 counts as 1.
 	ClusterBudget int
 }
 
@@ -128,7 +127,7 @@ type Inputs struct {
 	Pause *state.Lock
 	// PauseRead, when set, reads the lock that pauses this target (nil, nil when none) and Pause is not used:
 	// Reconcile calls it at most once, only before the first new destructive step of the call or to clear a
-	// "paused" reason, so a look that only waits reads no pause lock (issue #21). An error holds the step: it
+	// "paused" reason, so a look that only waits reads no pause lock. An error holds the step: it
 	// is returned and the step is retried, never taken unchecked (invariant 7, docs/architecture.md).
 	PauseRead func(context.Context) (*state.Lock, error)
 	// PauseSeen, when set, is told the lock that stopped a guarded write (guardIfPaused): the agent wakes the
@@ -234,7 +233,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 				counted || next.Warning != stored.Warning) {
 				// A new reason to wait is written once, so status shows it; an unchanged one costs nothing. A new
 				// count alone is written only while no rollout is under way: during one, the counts ride on the
-				// next transition's write (several per replaced instance; issue #21), and a write that makes no
+				// next transition's write (several per replaced instance), and a write that makes no
 				// step durable is not needed for safety.
 				saved, err := o.save(ctx, next, "waiting")
 				if errors.Is(err, state.ErrConflict) {
@@ -345,7 +344,7 @@ func (o *Orchestrator) loadRecord(ctx context.Context, t Target, in Inputs) (sta
 // given it, Inputs.Record) or wrote it, and true; false when a write of that call failed — it lost a race
 // (state.ErrConflict, which Reconcile itself does not return) or its outcome is unknown — so the stored
 // record may be newer than any this call saw and must be read again. The agent keeps it to skip the read
-// of its next look (issue #21); the version condition of the next write catches a record changed since.
+// of its next look; the version condition of the next write catches a record changed since.
 func (o *Orchestrator) Stored() (state.Rollout, bool) {
 	return o.lastStored.Clone(), !o.writeLost
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// TagBatchSize is how many outdated instances of a group one surge replaces at once (issue #20 item 1): a
+// TagBatchSize is how many outdated instances of a group one surge replaces at once: a
 // whole number ("3") or a percent of the group's desired capacity ("25%", rounded up, at least 1). Default 1.
 // It applies to the surge strategy (ECS and EKS self-managed groups); drain-first and capacity-provider groups
 // replace one at a time whatever the tag says (their status says so), and the per-cluster budget
@@ -281,7 +281,7 @@ func (o *Orchestrator) retireLeftOfBatch(ctx context.Context, v GroupView, r sta
 		// Nothing serving to carry the share to: it stays in desired capacity (one instance more than before the
 		// batch), in the baseline of the members left (rebase), so that each of their terminations still gives
 		// back its own share; uncounted, it would read as another actor's scale out (surgeTakenOver) and the
-		// whole surge would stay (review 13c).
+		// whole surge would stay.
 		rebase(&r.Batch[0], r.Batch[1:], v.Desired) // the members left, as retire makes the first of them Current
 		return o.retire(ctx, r, why)
 	}

@@ -20,15 +20,15 @@ func clusterBudgetKey(t Target) string {
 // cluster (state.ErrBudgetChanged): each is planned again on a fresh read of the budget.
 const budgetClaimAttempts = 3
 
-// planClusterBudget plans the claim of a slot of the per-cluster budget (Policy.ClusterBudget, issue #20 items 1
-// and 10) for the drain of old, before the drain starts: at most that many instances of one ECS or EKS cluster
-// are drained by rollouts at once, whichever group, replica or worker drains them, because every claim is a
-// write conditional on the budget's version (state.PlanDrainSlot). It returns the budget record to write (nil
-// when the target has no cluster), whether that record holds the slot already (writing it confirms the slot),
-// and why the drain must wait ("" when it need not), or a store error. The caller writes the claim with the
-// drain's write-ahead (Orchestrator.claim), or with a guarded write of its own when the drain's start is
-// recorded already. A slot stays held while the holder's record drains that instance (Draining or Terminating
-// of that replacement) and is dropped by the next claim once it does not.
+// planClusterBudget plans the claim of a slot of the per-cluster budget (Policy.ClusterBudget) for the drain of
+// old, before the drain starts: at most that many instances of one ECS or EKS cluster are drained by rollouts
+// at once, whichever group, replica or worker drains them, because every claim is a write conditional on the
+// budget's version (state.PlanDrainSlot). It returns the budget record to write (nil when the target has no
+// cluster), whether that record holds the slot already (writing it confirms the slot), and why the drain must
+// wait ("" when it need not), or a store error. The caller writes the claim with the drain's write-ahead
+// (Orchestrator.claim), or with a guarded write of its own when the drain's start is recorded already. A slot
+// stays held while the holder's record drains that instance (Draining or Terminating of that replacement) and
+// is dropped by the next claim once it does not.
 func (o *Orchestrator) planClusterBudget(ctx context.Context, t Target, r state.Rollout, old InstanceView) (*state.ClusterBudget, bool, string, error) {
 	key := clusterBudgetKey(t)
 	if key == "" {
@@ -92,7 +92,7 @@ func budgetFullReason(err error, old InstanceView) string {
 // or it is not Replacing that instance at Draining or Terminating. A slot of the group being reconciled is
 // judged on its record as this call last read or wrote it (it holds the record's lease, so nobody else
 // moved it: a write since would fail this call's next version condition), any other group's on its record
-// read from the store (GetRollout): the previous instance's slot costs no read (issue #21).
+// read from the store (GetRollout): the previous instance's slot costs no read.
 func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot) (bool, error) {
 	return func(s state.DrainSlot) (bool, error) {
 		if s.Hook != "" {

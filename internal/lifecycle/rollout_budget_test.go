@@ -90,10 +90,9 @@ func drainReady() (state.Rollout, GroupView) {
 	return r, view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), serving("i-9", amiNew))
 }
 
-// TestDrainWriteAheadCarriesItsSlotOfTheClusterBudget: the drain's start and its slot of the per-cluster
-// budget are one guarded write (issue #21: one DynamoDB request fewer per replaced instance): after the look
-// the record has its drain start, the slot is held, the drain started, and the budget was never written on
-// its own.
+// TestDrainWriteAheadCarriesItsSlotOfTheClusterBudget: the drain's start and its slot of the per-cluster budget
+// are one guarded write (one DynamoDB request fewer per replaced instance): after the look the record has its
+// drain start, the slot is held, the drain started, and the budget was never written on its own.
 func TestDrainWriteAheadCarriesItsSlotOfTheClusterBudget(t *testing.T) {
 	rg := newRig()
 	rec, v := drainReady()
@@ -137,19 +136,18 @@ func TestDrainWhoseStartIsRecordedButWhoseSlotIsNotHeldClaimsItFirst(t *testing.
 			}
 			require.Equal(t, []string{"i-1"}, rg.platform.started)
 			require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
-			require.Equal(t, now0, stored.Current.DrainStartedAt, "the deadline runs from the claim: no drain was under way (review 10, finding B)")
+			require.Equal(t, now0, stored.Current.DrainStartedAt, "the deadline runs from the claim: no drain was under way")
 		})
 	}
 }
 
-// TestDrainWhoseHeldSlotAnotherReplicaDroppedDoesNotDrainBesideIt (review findings 1 and 5 of the ninth
-// session): the drain's start is recorded and its slot held, but before the drain the replacement stops
-// serving. The record goes back to wait for a healthy one and its drain start is cleared (a drain begun again
-// gets a deadline of its own). Its slot is now stale, and a replica draining another group of the cluster
-// drops it and claims the budget of 1 — between this drain's plan, which still saw the slot held, and its
-// write-ahead. The write-ahead carries the held slot as a confirmation conditional on the budget's version, not
-// trusting it: it loses, is planned again, finds the budget full, and the drain waits instead of running
-// beside the other one.
+// TestDrainWhoseHeldSlotAnotherReplicaDroppedDoesNotDrainBesideIt: the drain's start is recorded and its slot
+// held, but before the drain the replacement stops serving. The record goes back to wait for a healthy one and
+// its drain start is cleared (a drain begun again gets a deadline of its own). Its slot is now stale, and a
+// replica draining another group of the cluster drops it and claims the budget of 1 — between this drain's
+// plan, which still saw the slot held, and its write-ahead. The write-ahead carries the held slot as a
+// confirmation conditional on the budget's version, not trusting it: it loses, is planned again, finds the
+// budget full, and the drain waits instead of running beside the other one.
 func TestDrainWhoseHeldSlotAnotherReplicaDroppedDoesNotDrainBesideIt(t *testing.T) {
 	ctx := context.Background()
 	rg := newRig()
@@ -243,11 +241,10 @@ func TestPauseThatHoldsTheDrainOfARecordedStartGivesItsSlotBack(t *testing.T) {
 	require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store))
 }
 
-// TestECSManagedDrainingCountsAgainstTheClusterBudget (review finding 3 of the ninth session): in a group with
-// ECS managed draining, ECS drains the old instance when the agent terminates it, so the move to Terminating is
-// where that drain begins. It claims the cluster's slot in the same guarded write: with another group's live
-// drain filling a budget of 1 it waits (no Terminating, no termination); with the slot free it moves on holding
-// the slot; a pause writes neither.
+// TestECSManagedDrainingCountsAgainstTheClusterBudget: in a group with ECS managed draining, ECS drains the old
+// instance when the agent terminates it, so the move to Terminating is where that drain begins. It claims the
+// cluster's slot in the same guarded write: with another group's live drain filling a budget of 1 it waits (no
+// Terminating, no termination); with the slot free it moves on holding the slot; a pause writes neither.
 func TestECSManagedDrainingCountsAgainstTheClusterBudget(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
@@ -289,11 +286,11 @@ func TestECSManagedDrainingCountsAgainstTheClusterBudget(t *testing.T) {
 	}
 }
 
-// TestDrainFirstManagedDrainingPickClaimsItsSlot (review 10, finding A): a drain-first group with ECS managed
-// draining (the default strategy of a capacity-provider group with managed draining) picks straight into
-// Terminating: ECS drains the instance on that termination. The pick's guarded write carries its slot of the
-// cluster budget: with another group's live drain filling a budget of 1 nothing is picked, nothing
-// terminated, and the record waits as it was; with the slot free the pick and the slot are written together.
+// TestDrainFirstManagedDrainingPickClaimsItsSlot: a drain-first group with ECS managed draining (the default
+// strategy of a capacity-provider group with managed draining) picks straight into Terminating: ECS drains the
+// instance on that termination. The pick's guarded write carries its slot of the cluster budget: with another
+// group's live drain filling a budget of 1 nothing is picked, nothing terminated, and the record waits as it
+// was; with the slot free the pick and the slot are written together.
 func TestDrainFirstManagedDrainingPickClaimsItsSlot(t *testing.T) {
 	for _, full := range []bool{true, false} {
 		t.Run(map[bool]string{true: "budget full", false: "slot free"}[full], func(t *testing.T) {
@@ -331,12 +328,11 @@ type gateAlarms struct{ firing []string }
 
 func (a *gateAlarms) InAlarm(context.Context, []string) ([]string, error) { return a.firing, nil }
 
-// TestRecordedDrainStartHeldByAPauseOrAGateRunsOnADeadlineOfItsOwn (review 10, findings B and B'): the drain's
-// start is recorded with its slot, but the drain call fails; then a pause, or a firing alarm gate, holds the
-// drain for two hours. While it is held the slot goes back (the cluster's other groups are not held up by a
-// drain that is not under way); once nothing holds it the drain claims its slot again, its deadline starts
-// from that claim, and the drain runs instead of being put back in service at once, past the first
-// attempt's 30 min deadline.
+// TestRecordedDrainStartHeldByAPauseOrAGateRunsOnADeadlineOfItsOwn: the drain's start is recorded with its
+// slot, but the drain call fails; then a pause, or a firing alarm gate, holds the drain for two hours. While it
+// is held the slot goes back (the cluster's other groups are not held up by a drain that is not under way);
+// once nothing holds it the drain claims its slot again, its deadline starts from that claim, and the drain
+// runs instead of being put back in service at once, past the first attempt's 30 min deadline.
 func TestRecordedDrainStartHeldByAPauseOrAGateRunsOnADeadlineOfItsOwn(t *testing.T) {
 	for _, byPause := range []bool{true, false} {
 		t.Run(map[bool]string{true: "pause", false: "alarm gate"}[byPause], func(t *testing.T) {
@@ -381,11 +377,11 @@ func TestRecordedDrainStartHeldByAPauseOrAGateRunsOnADeadlineOfItsOwn(t *testing
 	}
 }
 
-// TestManagedDrainingTerminationHeldByAPauseGivesItsSlotBack (review 10, finding C): with ECS managed draining
-// the slot is claimed in the move to Terminating, but the termination call fails and a pause then holds the
-// termination. ECS's drain begins only with the termination, so while paused the slot goes back (the cluster's
-// other groups are not held up); after the resume the termination claims it again before it is made, and
-// with another group's drain filling the budget meanwhile it waits instead of terminating.
+// TestManagedDrainingTerminationHeldByAPauseGivesItsSlotBack: with ECS managed draining the slot is claimed in
+// the move to Terminating, but the termination call fails and a pause then holds the termination. ECS's drain
+// begins only with the termination, so while paused the slot goes back (the cluster's other groups are not held
+// up); after the resume the termination claims it again before it is made, and with another group's drain
+// filling the budget meanwhile it waits instead of terminating.
 func TestManagedDrainingTerminationHeldByAPauseGivesItsSlotBack(t *testing.T) {
 	for _, takenMeanwhile := range []bool{false, true} {
 		t.Run(map[bool]string{false: "slot free after the pause", true: "slot taken during the pause"}[takenMeanwhile], func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// TagMaxInstanceAge is the maximum instance lifetime of a group (issue #20 item 2): instances older than it
+// TagMaxInstanceAge is the maximum instance lifetime of a group: instances older than it
 // (EC2 LaunchTime, as DescribeInstances reports it in the group's view) are replaced even when they run the
 // current AMI, through the same gates and budgets as an AMI rollout — maintenance window, pause, approval (when
 // the group's tags require it; an approval belongs to one rollout) and alarms — but without the soak (no new

@@ -12,7 +12,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// The rollout of an EKS managed node group (issue #22). The same record, gates, history and observer as every
+// The rollout of an EKS managed node group. The same record, gates, history and observer as every
 // target, one different replacement: EKS replaces the nodes itself when UpdateNodegroupVersion runs (Amazon EKS
 // User Guide, "Understand each phase of node updates": setup, scale up, upgrade — it cordons and evicts — and
 // scale down, maxUnavailable nodes at a time from the node group's updateConfig). The agent never drains,
@@ -56,7 +56,7 @@ type NodegroupInputs struct {
 }
 
 // ReconcileNodegroup advances a managed node group's rollout as far as the world allows in this tick: the entry
-// point of the agent's loop and of `patch-agent eks upgrade` (issue #23). t is the node group's Target
+// point of the agent's loop and of `patch-agent eks upgrade`. t is the node group's Target
 // (NodegroupTarget); in.Nodegroup must be set. It is Reconcile with the node group's steps: the same leases,
 // renewals, conflict handling and waiting reasons.
 func (o *Orchestrator) ReconcileNodegroup(ctx context.Context, t Target, in Inputs) (state.Rollout, error) {

@@ -34,7 +34,7 @@ func (o *Orchestrator) replace(ctx context.Context, t Target, platform Platform,
 			// The surge draws on the warm pool (field case C18): an instance sent back to it since the pick (a
 			// scale in under an instance reuse policy, while the surge was held) would come back on the old AMI
 			// and be taken for a replacement that did not take the new launch template version. Recycled first,
-			// as before the pick (review 11c).
+			// as before the pick.
 			if err := o.recycleWarmPool(ctx, t, v, &r); err != nil {
 				return r, err
 			}
@@ -221,7 +221,7 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 	// The view's container instance (its ARN, and DRAINING as seen or just set) is checked without another
 	// lookup: the view is this tick's. A drain this call just started on an instance the look counted tasks on
 	// is not over yet: the task listing would only show them moving, so it waits for the next look (the
-	// stop of the last task sends the wake-up that brings it; issue #21). Past the deadline it is checked.
+	// stop of the last task sends the wake-up that brings it). Past the deadline it is checked.
 	var prog DrainProgress
 	var err error
 	if started && old.Node.Tasks > 0 && now.Sub(cur.DrainStartedAt) <= o.Policy.DrainTimeout {
@@ -250,9 +250,9 @@ func (o *Orchestrator) drainOld(ctx context.Context, t Target, platform Platform
 	if started := cur.DrainStartedAt; !started.IsZero() && now.Sub(started) > o.Policy.DrainTimeout {
 		if old.Leaving() {
 			// Auto Scaling is terminating it on its own (a failed health check, another actor's scale in): its
-			// terminating lifecycle action drains it on (hooks.go), and an instance that is leaving is never put
-			// back in service (review 13b: a node in Terminating:Wait was uncordoned and the rollout halted on
-			// it). The replacement waits until it is gone (retireLeft above), keeping its drain's slot meanwhile.
+			// terminating lifecycle action drains it on (hooks.go), and an instance that is leaving is never
+			// put back in service (uncordoning a node in Terminating:Wait would halt the rollout on it). The
+			// replacement waits until it is gone (retireLeft above), keeping its drain's slot meanwhile.
 			r.Reason = fmt.Sprintf("old instance %s is leaving (%s) past the drain deadline: waiting for it to go", old.ID, old.LifecycleState)
 			return r, errWait
 		}
@@ -465,7 +465,7 @@ func (o *Orchestrator) pickNext(ctx context.Context, t Target, v GroupView, r st
 		n := max(r.HaltedSurgeCount, 1)
 		r.HaltedSurgeTo, r.HaltedSurgeCount = 0, 0
 		if owed == v.Desired && r.Strategy == StrategySurge {
-			// The surge of a rollout halted without rollback is still in desired capacity (review finding B): it
+			// The surge of a rollout halted without rollback is still in desired capacity: it
 			// goes back first, through this instance, drained and then terminated with decrement — never by
 			// lowering desired capacity, which would let Auto Scaling pick an undrained instance. A halted batch
 			// gives back every member's instance (n), as a batch of drained terminations.
@@ -547,8 +547,8 @@ func (o *Orchestrator) surge(ctx context.Context, v GroupView, r state.Rollout) 
 	} else if v.Desired < cur.DesiredBefore {
 		// Desired capacity fell below the one the surge was planned on since it was recorded: an autoscaler or a
 		// person scaled in while the surge was held (a pause, a crash before or after the call). The surge goes
-		// on top of what they want now, never back up to a value planned before their scale in (invariant 3;
-		// review 11c). Written first, as the surge's plan was: a crash resumes on the new plan.
+		// on top of what they want now, never back up to a value planned before their scale in (invariant 3).
+		// Written first, as the surge's plan was: a crash resumes on the new plan.
 		drop := cur.DesiredBefore - v.Desired
 		cur.DesiredBefore, cur.SurgeTo = v.Desired, cur.SurgeTo-drop
 		for k := range r.Batch {

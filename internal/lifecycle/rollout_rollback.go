@@ -96,11 +96,12 @@ func (o *Orchestrator) rollBack(ctx context.Context, t Target, v GroupView, r st
 			}
 		}
 		if kept > 0 && r.Strategy == StrategySurge && v.Desired == cur.DesiredBefore+int32(newServing) {
-			// Healthy replacements of a batch on the AMI rolled back from still hold the agent's surge: they are
-			// owed back (review finding: batch rollback keeps capacity). Once rolled back, the agent rolls the
-			// group to the rolled-back AMI (giveBackRolledBack), whose first pick drains them and terminates
-			// them with decrement, so desired capacity ends where it was before the rollout. Max size is given
-			// back by that rollout's Verifying. Desired capacity someone else moved is theirs: nothing owed.
+			// Healthy replacements of a batch on the AMI rolled back from still hold the agent's surge: they
+			// are owed back, so that a batch's rollback keeps the group's capacity. Once rolled back, the agent
+			// rolls the group to the rolled-back AMI (giveBackRolledBack), whose first pick drains them and
+			// terminates them with decrement, so desired capacity ends where it was before the rollout. Max
+			// size is given back by that rollout's Verifying. Desired capacity someone else moved is theirs:
+			// nothing owed.
 			r.HaltedSurgeTo, r.HaltedSurgeCount = v.Desired, kept
 			r.Phase, r.Current, r.Batch = state.PhaseRolledBack, nil, nil
 			next, err := o.save(ctx, r, fmt.Sprintf("rolled back; %d healthy replacement(s) on %s owed back", kept, r.TargetImageID),

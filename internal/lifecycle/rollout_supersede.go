@@ -8,8 +8,8 @@ import (
 )
 
 // supersedes reports whether the source names a newer AMI than the target of a rollout that is Replacing
-// between two replacements (no replacement in flight): an instance boundary, where the newer AMI takes over
-// (issue #20, item 3). An AMI an operator rolled back from never does.
+// between two replacements (no replacement in flight): an instance boundary, where the newer AMI takes over. An
+// AMI an operator rolled back from never does.
 func supersedes(ami *ResolvedAMI, r state.Rollout) bool {
 	return r.Phase == state.PhaseReplacing && r.Current == nil && ami != nil &&
 		ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom

@@ -11,7 +11,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Tasks ECS will not move (issue #18 item 5; docs/ecs.md, "Tasks ECS will not move").
+// Tasks ECS will not move (docs/ecs.md, "Tasks ECS will not move").
 //
 // Amazon ECS Developer Guide, "Draining Amazon ECS container instances": DRAINING replaces service tasks on
 // other instances; standalone tasks (RunTask, StartTask, an AWS Batch job) are not affected and must end by

@@ -12,14 +12,14 @@ import (
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
-// TestDiscoverNamedDescribesOnlyTheNamedGroupsAndDecidesEachAsDiscoverDoes (issue #21: a look at a few
-// targets at 1,000 groups read every page of DescribeAutoScalingGroups). 250 opted-in groups (three pages of
-// 100) and, among the names asked for, one opted out, two misconfigured (no cluster tag; no parameter tag, still drainable), one with an opt-in
-// value Auto Scaling's tag filter would list but OptedIn refuses, and one Auto Scaling does not know.
-// DiscoverNamed makes one DescribeAutoScalingGroups call for the seven names and decides each group exactly
-// as Discover (three calls) does: same targets with the same descriptions (instances included), same
-// misconfigured and drainable groups; the opted-out and unknown groups are in none of the maps. Merge
-// replaces just the named groups of a full discovery.
+// TestDiscoverNamedDescribesOnlyTheNamedGroupsAndDecidesEachAsDiscoverDoes, so that a look at a few targets of
+// 1,000 groups does not read every page of DescribeAutoScalingGroups. 250 opted-in groups (three pages of 100)
+// and, among the names asked for, one opted out, two misconfigured (no cluster tag; no parameter tag, still
+// drainable), one with an opt-in value Auto Scaling's tag filter would list but OptedIn refuses, and one Auto
+// Scaling does not know. DiscoverNamed makes one DescribeAutoScalingGroups call for the seven names and decides
+// each group exactly as Discover (three calls) does: same targets with the same descriptions (instances
+// included), same misconfigured and drainable groups; the opted-out and unknown groups are in none of the maps.
+// Merge replaces just the named groups of a full discovery.
 func TestDiscoverNamedDescribesOnlyTheNamedGroupsAndDecidesEachAsDiscoverDoes(t *testing.T) {
 	ctx := context.Background()
 	a := sim.New(clocktesting.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)), sim.Options{})

@@ -10,7 +10,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// A manual rollback of an EKS managed node group (issue #22). EKS replaces the nodes itself, so the rollback
+// A manual rollback of an EKS managed node group. EKS replaces the nodes itself, so the rollback
 // is not a new AMI for the agent to roll instance by instance: it is one more UpdateNodegroupVersion, back to
 // the release (AMI types) or launch template version (CUSTOM) the node group ran before the rollout's target
 // (Amazon EKS API Reference, UpdateNodegroupVersion: releaseVersion, launchTemplate). The operator's write

@@ -400,8 +400,8 @@ type laggingLocks struct{ state.Store }
 func (laggingLocks) ListLocks(context.Context) ([]state.Lock, error) { return nil, nil }
 
 // A resume right after a pause, before the lock index shows the pause: the pause is lifted and reported as
-// lifted, with its author. Before, resume read the listing, answered "nothing to resume" and left the pause
-// in place while the operator believed it lifted.
+// lifted, with its author. A resume that trusted the listing would answer "nothing to resume" and leave the
+// pause in place while the operator believed it lifted.
 func TestResumeRightAfterAPauseLiftsItEvenBeforeTheLockListingShowsIt(t *testing.T) {
 	ctx := context.Background()
 	m := state.NewMemory()
@@ -414,7 +414,7 @@ func TestResumeRightAfterAPauseLiftsItEvenBeforeTheLockListingShowsIt(t *testing
 }
 
 // resume tells only of pauses that hold now: an expired global lock is not "the global pause that holds every
-// group", and a plain resume with only group pauses in place names them (fresh review, session 8).
+// group", and a plain resume with only group pauses in place names them.
 func TestResumeSaysOnlyWhatHoldsNow(t *testing.T) {
 	ctx := context.Background()
 	m := state.NewMemory()

@@ -150,10 +150,10 @@ func TestRenderHistory(t *testing.T) {
 	require.Contains(t, out, "manual-rollback")
 }
 
-// Review finding: the status of a plain Auto Scaling group's automatic rollback showed the AMI rolled back
-// from (the record's TargetImageID) as TARGET AMI; it shows the AMI the rollback goes to, as a managed node
-// group's rollback already did, with the AMI rolled back from as PREVIOUS AMI and ON TARGET counting the
-// instances not on it. A rollout that is not rolling back shows its target.
+// The status of a plain Auto Scaling group's automatic rollback shows as TARGET AMI the AMI the rollback goes
+// to, not the AMI rolled back from (the record's TargetImageID), as a managed node group's rollback does, with
+// the AMI rolled back from as PREVIOUS AMI and ON TARGET counting the instances not on it. A rollout that is
+// not rolling back shows its target.
 func TestStatusOfAnAutomaticRollbackOfAnAutoScalingGroupShowsTheAMIItGoesBackTo(t *testing.T) {
 	for _, tc := range []struct {
 		phase            state.Phase

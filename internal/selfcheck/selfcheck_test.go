@@ -158,7 +158,7 @@ func TestSelfCheckStopsAtTheFirstMissingPieceWithOneReason(t *testing.T) {
 	}
 }
 
-// TestWakeUpQueueIsCheckedOnlyWhenConfigured (issue #21, item 1): with --wake-up-queue-url the check reads
+// TestWakeUpQueueIsCheckedOnlyWhenConfigured: with --wake-up-queue-url the check reads
 // the wake-up queue too (GetQueueAttributes), right after the main queue, and a wake-up queue that cannot be
 // read stops the start with that reason; without the flag no such check runs (older stacks).
 func TestWakeUpQueueIsCheckedOnlyWhenConfigured(t *testing.T) {

@@ -73,8 +73,8 @@ func TestCapacityProviderScalesOutForTasksThatDoNotFit(t *testing.T) {
 	require.Equal(t, "cp", aws.ToString(describeCI(t, a, "prod", g.Instances[3].ContainerInstanceARN).CapacityProviderName))
 }
 
-// The idle instance keeps the protection it launched with until ECS scales in (issue #18: the simulation used to
-// clear it on every idle instance every minute); at the 15th datapoint below target ECS clears it and lowers
+// The idle instance keeps the protection it launched with until ECS scales in (ECS does not clear it on every
+// idle instance every minute); at the 15th datapoint below target ECS clears it and lowers
 // desired capacity, and Auto Scaling terminates that instance.
 func TestCapacityProviderClearsProtectionWhenItScalesInAfter15Minutes(t *testing.T) {
 	a := newAccount(t)

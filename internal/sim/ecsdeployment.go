@@ -8,7 +8,7 @@ import (
 )
 
 // Services' deployment configuration and placement constraints, as far as they decide what happens to the tasks
-// of a DRAINING container instance (issue #18).
+// of a DRAINING container instance.
 //
 // Amazon ECS Developer Guide, "Draining Amazon ECS container instances": service tasks on a draining instance
 // that are RUNNING are stopped and replaced according to the service's deployment configuration,

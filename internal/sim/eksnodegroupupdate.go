@@ -9,7 +9,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
-// How a managed node group update replaces the nodes (issue #22), after the Amazon EKS User Guide, "Understand
+// How a managed node group update replaces the nodes, after the Amazon EKS User Guide, "Understand
 // each phase of node updates" and "Update a managed node group for your cluster", and the Amazon EKS API
 // Reference, "UpdateNodegroupVersion":
 //   - the update targets a release version (releaseVersion; default the latest release of the node group's

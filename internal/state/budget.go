@@ -9,13 +9,13 @@ import (
 	"time"
 )
 
-// ClusterBudget is the durable per-cluster disruption budget of one ECS or EKS cluster (issue #20, items 1
-// and 10): the instances of the cluster that rollouts are draining now, whichever group, replica or worker
-// drains them. Every claim is a conditional write on Version (PutClusterBudget), so several replicas can never
-// together hold more slots than the budget allows. A slot is given back by a write only when a pause holds a
-// drain that did not start (ReleaseDrainSlot); otherwise a slot whose holder's
-// rollout record no longer drains its instance (the replacement ended, the rollout halted or rolled back, the
-// record is gone) is stale and is dropped by the next claim (PlanDrainSlot).
+// ClusterBudget is the durable per-cluster disruption budget of one ECS or EKS cluster: the instances of the
+// cluster that rollouts are draining now, whichever group, replica or worker drains them. Every claim is a
+// conditional write on Version (PutClusterBudget), so several replicas can never together hold more slots than
+// the budget allows. A slot is given back by a write only when a pause holds a drain that did not start
+// (ReleaseDrainSlot); otherwise a slot whose holder's rollout record no longer drains its instance (the
+// replacement ended, the rollout halted or rolled back, the record is gone) is stale and is dropped by the next
+// claim (PlanDrainSlot).
 type ClusterBudget struct {
 	// Cluster is "<platform>/<cluster name>" ("ecs/prod", "eks/web"): an ECS and an EKS cluster of one name are
 	// two budgets.

@@ -67,7 +67,7 @@ type Replacement struct {
 	// before SetDesiredCapacity is called; 0 while the surge is not requested yet. It tells the agent's own
 	// extra instance from an autoscaler's: a surge step that resumes (after a pause or a crash) with SurgeTo 0
 	// surges on top of whatever desired capacity it finds now, never taking someone else's scale-out as its
-	// own (review finding A).
+	// own.
 	SurgeTo int32 `json:"surgeTo,omitempty" dynamodbav:"surgeTo,omitempty"`
 }
 
@@ -106,7 +106,7 @@ type Rollout struct {
 	// datapoints below target before a scale-in (internal/lifecycle/capacityprovider.go).
 	NextSurgeAt time.Time `json:"nextSurgeAt,omitempty" dynamodbav:"nextSurgeAt,omitempty"`
 	// HaltedSurgeTo is the desired capacity the surge of a rollout halted without rollback left behind (its
-	// Replacement.SurgeTo), carried by an operator's rollback (review finding B): the next pick gives that surge
+	// Replacement.SurgeTo), carried by an operator's rollback: the next pick gives that surge
 	// back first — one instance drained, then terminated with decrement — while desired capacity is still
 	// exactly this value (otherwise someone else set it since, and it is theirs). Also set on RolledBack when a
 	// batch's healthy replacements on the AMI rolled back from still hold the surge: the agent then rolls the
@@ -118,8 +118,8 @@ type Rollout struct {
 	HaltedSurgeCount int32 `json:"haltedSurgeCount,omitempty" dynamodbav:"haltedSurgeCount,omitempty"`
 
 	Current *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
-	// Batch are the other replacements in flight beside Current when the group's batch size is above 1 (issue
-	// #20 item 1; lifecycle.TagBatchSize): picked with Current, surged with it in one write (Current.SurgeTo is
+	// Batch are the other replacements in flight beside Current when the group's batch size is above 1
+	// (lifecycle.TagBatchSize): picked with Current, surged with it in one write (Current.SurgeTo is
 	// Current.DesiredBefore + 1 + len(Batch)), waiting for all of their replacements to serve before any of
 	// them drains, then each drained (its own slot of the per-cluster budget) and terminated with decrement on
 	// its own. Only Current's Step, SurgeTo, DesiredBefore and InstancesBefore speak for the batch until the
@@ -224,7 +224,7 @@ const (
 )
 
 // Hook is the durable progress of one lifecycle action. Token is its key: lifecycle.ActionKey (group, instance
-// and hook); agents before ActionKey used the message's lifecycle action token, and such records are no longer read.
+// and hook); a record keyed by a message's lifecycle action token instead is not read.
 type Hook struct {
 	Token         string    `json:"token" dynamodbav:"token"`
 	Group         string    `json:"group" dynamodbav:"group"`

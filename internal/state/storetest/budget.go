@@ -13,7 +13,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// testClusterBudget proves the per-cluster budget on a store (issue #20 item 10): a missing record is
+// testClusterBudget proves the per-cluster budget on a store: a missing record is
 // ErrNotFound, a stale version conflicts, claims stop at the budget with ErrBudgetFull naming the holders, a
 // repeated claim of a held slot claims nothing twice, a stale slot is dropped, and eight claimers racing for a
 // budget of 2 end with exactly 2 slots held — and the rollout listing never sees a budget record.

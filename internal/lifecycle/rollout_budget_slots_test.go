@@ -21,11 +21,11 @@ func terminationsCalled(rg *rig) []string {
 	return out
 }
 
-// TestBatchMemberIsNeverTerminatedOnAnotherMembersPauseCheck (review 10b, finding 1): a surge batch of 2 with ECS
-// managed draining, budget 1. i-2's slot went back during a pause; meanwhile Auto Scaling terminated i-1 itself
-// (ECS drains it), so i-1 is Current again. After the resume i-1 claims the only slot in a guarded write, whose
-// pause check belongs to i-1's effect only: i-2's termination checks and claims on its own, so ECS never drains
-// i-2 on a termination without a slot beside i-1's drain.
+// TestBatchMemberIsNeverTerminatedOnAnotherMembersPauseCheck: a surge batch of 2 with ECS managed draining,
+// budget 1. i-2's slot went back during a pause; meanwhile Auto Scaling terminated i-1 itself (ECS drains it),
+// so i-1 is Current again. After the resume i-1 claims the only slot in a guarded write, whose pause check
+// belongs to i-1's effect only: i-2's termination checks and claims on its own, so ECS never drains i-2 on a
+// termination without a slot beside i-1's drain.
 func TestBatchMemberIsNeverTerminatedOnAnotherMembersPauseCheck(t *testing.T) {
 	ctx := context.Background()
 	rg := newRig()
@@ -76,11 +76,10 @@ func TestBatchMemberIsNeverTerminatedOnAnotherMembersPauseCheck(t *testing.T) {
 	require.Empty(t, terminationsCalled(rg), "i-2 waits for the slot i-1's drain holds")
 }
 
-// TestDrainHeldByAGateGivesBackASlotLeftByAnEarlierAttempt (review 10b, finding 3): an earlier attempt on i-1
-// recorded its start and slot, its drain call failed, and the replacement stopped serving (the start is
-// cleared, the slot left listed). Back at Draining of i-1 the slot counts as live again; a firing alarm then
-// holds the drain for two hours: the slot goes back, so the cluster's other groups do not wait behind a drain
-// that is not under way.
+// TestDrainHeldByAGateGivesBackASlotLeftByAnEarlierAttempt: an earlier attempt on i-1 recorded its start and
+// slot, its drain call failed, and the replacement stopped serving (the start is cleared, the slot left
+// listed). Back at Draining of i-1 the slot counts as live again; a firing alarm then holds the drain for two
+// hours: the slot goes back, so the cluster's other groups do not wait behind a drain that is not under way.
 func TestDrainHeldByAGateGivesBackASlotLeftByAnEarlierAttempt(t *testing.T) {
 	ctx := context.Background()
 	rg := newRig()
@@ -113,11 +112,11 @@ func TestDrainHeldByAGateGivesBackASlotLeftByAnEarlierAttempt(t *testing.T) {
 	require.Empty(t, slotsHeld(t, rg.store), "a drain held by a gate and not under way holds no slot")
 }
 
-// TestBatchMemberIsNotDrainedOnAViewThatCountsADrainJustStartedAsServing (review 10b, finding 2): a surge batch
-// of 2, budget 2; the agent crashed after i-1's drain write-ahead and replacement i-9 is no longer healthy. On
-// the resume i-1's drain starts without a write (its start and slot are recorded); the batch's next member is
-// not judged in the same call on the look's view, which still shows i-1 serving: i-2 is not drained with only
-// i-8 serving against desired capacity 2 (invariant 1).
+// TestBatchMemberIsNotDrainedOnAViewThatCountsADrainJustStartedAsServing: a surge batch of 2, budget 2; the
+// agent crashed after i-1's drain write-ahead and replacement i-9 is no longer healthy. On the resume i-1's
+// drain starts without a write (its start and slot are recorded); the batch's next member is not judged in the
+// same call on the look's view, which still shows i-1 serving: i-2 is not drained with only i-8 serving against
+// desired capacity 2 (invariant 1).
 func TestBatchMemberIsNotDrainedOnAViewThatCountsADrainJustStartedAsServing(t *testing.T) {
 	ctx := context.Background()
 	rg := newRig()
@@ -140,8 +139,8 @@ func TestBatchMemberIsNotDrainedOnAViewThatCountsADrainJustStartedAsServing(t *t
 	require.Equal(t, []string{"i-1"}, rg.platform.started, "i-1 and i-2 draining with only i-8 serving: desired 2")
 }
 
-// TestECSManagedDrainingTerminationIsHeldByAFiringAlarm (review 10b, finding 5): with ECS managed draining the
-// termination is where ECS's drain begins, so the alarm gate that holds a plain drain holds it too.
+// TestECSManagedDrainingTerminationIsHeldByAFiringAlarm: with ECS managed draining the termination is where
+// ECS's drain begins, so the alarm gate that holds a plain drain holds it too.
 func TestECSManagedDrainingTerminationIsHeldByAFiringAlarm(t *testing.T) {
 	ctx := context.Background()
 	rg := newRig()
@@ -170,11 +169,11 @@ func (s *stallBeforeRelease) GetClusterBudget(ctx context.Context, cluster strin
 	return s.Store.GetClusterBudget(ctx, cluster)
 }
 
-// TestStaleReplicasGiveBackNeverReleasesTheSlotOfALiveDrain (review 10b, finding 4): replica A, paused, gives
-// back the slot of a recorded start, but stalls past its lease before the release; the pause is lifted and
-// replica B takes the group over and drains i-1 (recorded start, slot held: no budget write). A's give-back is
-// fenced by the rollout record as A knew it, which B has moved since: it releases nothing, so i-1's drain keeps
-// its slot and no other group of the cluster drains beside it on a budget of 1.
+// TestStaleReplicasGiveBackNeverReleasesTheSlotOfALiveDrain: replica A, paused, gives back the slot of a
+// recorded start, but stalls past its lease before the release; the pause is lifted and replica B takes the
+// group over and drains i-1 (recorded start, slot held: no budget write). A's give-back is fenced by the
+// rollout record as A knew it, which B has moved since: it releases nothing, so i-1's drain keeps its slot and
+// no other group of the cluster drains beside it on a budget of 1.
 func TestStaleReplicasGiveBackNeverReleasesTheSlotOfALiveDrain(t *testing.T) {
 	ctx := context.Background()
 	rg := newRig()
@@ -201,6 +200,6 @@ func TestStaleReplicasGiveBackNeverReleasesTheSlotOfALiveDrain(t *testing.T) {
 	t.Logf("other group's plan beside i-1's drain: %q", reason)
 	require.Contains(t, reason, "i-1 (prod)", "no other drain beside i-1's on a budget of 1")
 	_, ok := rg.o.Stored()
-	require.False(t, ok, "replica a's record, proved stale by the fence, is not handed on as the stored one (review 10c)")
+	require.False(t, ok, "replica a's record, proved stale by the fence, is not handed on as the stored one")
 	require.Contains(t, slotsHeld(t, rg.store), "prod/i-1", "i-1 is DRAINING (replica b) and holds no slot")
 }

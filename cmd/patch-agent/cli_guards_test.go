@@ -469,7 +469,7 @@ func TestHistoryOfARollbackReadsFromTheFailedAMI(t *testing.T) {
 }
 
 // resume of a pause that had already ended removes its lock and says that nothing was paused, instead of
-// "resumed ...: rollouts continue" (fresh review, session 8).
+// "resumed ...: rollouts continue".
 func TestResumeOfAnExpiredPauseSaysNothingWasPaused(t *testing.T) {
 	file := demoState(t)
 	mem, err := loadSnapshot(file) // pause refuses an --until in the past: the lock is one whose end has come

@@ -17,8 +17,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Lifecycle actions whose message is lost, in the cases a fresh review found the lifecycle sweep
-// (hooksweep.go) did not cover: each one timed out before, and the instance went on undrained.
+// Lifecycle actions whose message is lost, in the less common cases the lifecycle sweep (hooksweep.go) must
+// still cover: a missed one would time out and its instance would go on undrained.
 
 // loseTheMessage receives the one lifecycle message on the queue and never deletes it: invisible for SQS's
 // 12-hour maximum visibility timeout, as a receive whose answer was lost, or an agent that died holding it.
@@ -32,9 +32,9 @@ func loseTheMessage(t *testing.T, w *demo.World) {
 
 // Field case C19 (a message is a claim): the real message of a scale-in is lost and a message with the right
 // group, instance and hook but a token Auto Scaling never issued comes. The action is Auto Scaling's, named by
-// instance and hook (the agent never sends the message's token back): drained, heartbeated inside every
-// timeout window and completed once. Before, the made-up token's heartbeat was refused, the record was closed
-// as "no longer active" and the real action timed out with 2 tasks running.
+// instance and hook (the agent never sends the message's token back): drained, heartbeated inside every timeout
+// window and completed once. Driven by the made-up token, its heartbeat would be refused, the record closed as
+// "no longer active" and the real action would time out with 2 tasks running.
 func TestC19MadeUpTokenForAWaitingInstanceWhileItsMessageIsLostStillDrainsAndCompletesTheAction(t *testing.T) {
 	hb := 60 * time.Second
 	w, g := eventDrivenWorld(t, hb, nil)
@@ -60,7 +60,7 @@ func TestC19MadeUpTokenForAWaitingInstanceWhileItsMessageIsLostStillDrainsAndCom
 
 // Field case C4, root volume replacement (C14): an instance refresh with the ReplaceRootVolume strategy holds
 // the instance in ReplacingRootVolume:Wait on the terminating hook, and its message is lost. The sweep takes
-// the action up as for Terminating:Wait. Before, that state was no candidate: no record, no heartbeat.
+// the action up as for Terminating:Wait: that state is a candidate too.
 func TestC4LostMessageOfARootVolumeReplacementIsTakenUpByTheSweep(t *testing.T) {
 	hb := 60 * time.Second
 	w, g := eventDrivenWorld(t, hb, nil)
@@ -76,8 +76,8 @@ func TestC4LostMessageOfARootVolumeReplacementIsTakenUpByTheSweep(t *testing.T) 
 
 // Field case C4 after a restart: 100 groups, the agent restarts, and the group the bounded hook check (25
 // groups a pass, passes 2 minutes apart) reaches last scales in with its message lost. The sweep looks at the
-// groups not checked yet too. Before, that group had no sweep for about 6 minutes and the action timed out
-// (the first group's did not: it is checked in the first pass).
+// groups not checked yet too; otherwise that group would have no sweep for about 6 minutes and the action would
+// time out (the first group's would not: it is checked in the first pass).
 func TestC4SweepAfterARestartCoversGroupsTheHookCheckHasNotReachedYet(t *testing.T) {
 	hb := 60 * time.Second
 	spec := demo.Spec{WakeUpEvents: true, WakeUpQueue: true}
@@ -99,7 +99,7 @@ func TestC4SweepAfterARestartCoversGroupsTheHookCheckHasNotReachedYet(t *testing
 // Field case C4, a HeartbeatTimeout lowered by a stack update (600 s to 60 s) after the agent cached the
 // group's hooks (one scale-in handled through its message); the next scale-in's message is lost. A first
 // sighting without its message reads the hooks again when they are over a minute old, so the action is
-// heartbeated within the new 60 s. Before, the sweep waited on the cached 600 s: no heartbeat, timed out.
+// heartbeated within the new 60 s, not on the cached 600 s (no heartbeat, timed out).
 func TestC4HeartbeatTimeoutLoweredAfterTheHooksWereCachedIsHeldForALostMessage(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: 600 * time.Second}
@@ -125,11 +125,11 @@ func TestC4HeartbeatTimeoutLoweredAfterTheHooksWereCachedIsHeldForALostMessage(t
 	requireKeptAlive(t, w, instance, start, 60*time.Second, true)
 }
 
-// Field case C18, a second action on the same instance and hook: a warm pool that reuses instances on scale
-// in; a scale in sends an instance back to the pool through the agent's terminating hook (action 1, completed
+// Field case C18, a second action on the same instance and hook: a warm pool that reuses instances on scale in;
+// a scale in sends an instance back to the pool through the agent's terminating hook (action 1, completed
 // through its message), then the pool instance is terminated (Warmed:Terminating:Wait on the same hook: action
-// 2, the same record key) and that message is lost. Action 2 is taken up and completed by the agent. Before,
-// the completed record of action 1 hid it and it timed out.
+// 2, the same record key) and that message is lost. Action 2 is taken up and completed by the agent: the
+// completed record of action 1 does not hide it.
 func TestC18SecondActionOnTheSameInstanceAndHookIsTakenUpWhenItsMessageIsLost(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3, HeartbeatTimeout: 60 * time.Second}
@@ -154,10 +154,10 @@ func TestC18SecondActionOnTheSameInstanceAndHookIsTakenUpWhenItsMessageIsLost(t 
 	require.Equal(t, sim.ResultContinue, cs[len(cs)-1].Result)
 }
 
-// Field cases C18 and C19: Warmed:Pending:Wait waits on the terminating hooks only for a scale in back to a pool
-// that reuses instances; otherwise it is a launch into the pool. A forged terminating message for an instance
-// launching into a pool without a reuse policy is rejected (one DescribeAutoScalingGroups tells), recorded as
-// nothing and drains nothing. Before, it was confirmed and a drain started on the instance.
+// Field cases C18 and C19: Warmed:Pending:Wait waits on the terminating hooks only for a scale in back to a
+// pool that reuses instances; otherwise it is a launch into the pool. A forged terminating message for an
+// instance launching into a pool without a reuse policy is rejected (one DescribeAutoScalingGroups tells),
+// recorded as nothing and drains nothing: it is not confirmed, and no drain starts on the instance.
 func TestC19ForgedTerminatingMessageForAnInstanceLaunchingIntoAPoolThatReusesNothingIsRejected(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2}
