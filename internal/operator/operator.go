@@ -285,23 +285,39 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 		return RollbackPlan{}, fmt.Errorf("the rollout of %s is in phase %q, which this patch-agent does not know: refusing to roll back "+
 			"(only Idle, Completed, RolledBack, Halted and Waiting rollouts are; is a newer agent writing the table?)", r.Group, r.Phase)
 	}
-	if r.TargetImageID == "" {
+	if Rearmed(r) {
+		again, err := retriedImage(ctx, store, r)
+		if err != nil {
+			return RollbackPlan{}, err
+		}
+		return RollbackPlan{}, fmt.Errorf("group %s: a retry of %s is requested; the agent rolls it at its next look, through every gate: "+
+			"nothing to roll back until then (status shows when the agent takes it; roll it back then)", r.Group, again)
+	}
+	// The rollback leaves the AMI status shows as the group's target (an automatic rollback's record keeps the
+	// AMI it rolled back from as TargetImageID, while the group is on the one restored), and counts the
+	// instances status counts on it.
+	from, _, onFrom := statusImages(r)
+	if from == "" {
 		return RollbackPlan{}, fmt.Errorf("group %s has no target AMI yet: nothing to roll back from", r.Group)
 	}
 	explicit := to != ""
 	if !explicit {
 		var err error
-		if to, err = previousImage(ctx, store, r); err != nil {
+		if to, err = previousImage(ctx, store, r, from); err != nil {
 			return RollbackPlan{}, err
 		}
 	}
 	if err := ValidateAMIID(to); err != nil {
 		return RollbackPlan{}, err
 	}
-	if to == r.TargetImageID {
+	if to == from {
+		if from != r.TargetImageID {
+			return RollbackPlan{}, fmt.Errorf("group %s already targets %s (rolled back from %s): nothing to roll back; name another AMI with --to",
+				r.Group, to, r.TargetImageID)
+		}
 		return RollbackPlan{}, fmt.Errorf("group %s already targets %s: nothing to roll back", r.Group, to)
 	}
-	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: r.TargetImageID, To: to, Instances: r.Instances, OnFrom: r.OnTarget, Source: r.Source,
+	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: from, To: to, Instances: r.Instances, OnFrom: onFrom, Source: r.Source,
 		ByRefresh: r.Strategy == "refresh"}
 	if explicit {
 		known, err := knownImage(ctx, store, r, to)
@@ -318,6 +334,21 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 		p.Halted = &c
 	}
 	return p, nil
+}
+
+// retriedImage is the AMI (or release) an operator's pending retry of r rolls again: the NewImage of the
+// group's last "retried" history entry.
+func retriedImage(ctx context.Context, store state.Store, r state.Rollout) (string, error) {
+	hist, err := store.History(ctx, r.Group)
+	if err != nil {
+		return "", fmt.Errorf("reading history of %s: %w", r.Group, err)
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if e := hist[i]; e.Event == HistoryRetried && e.NewImage != "" {
+			return e.NewImage, nil
+		}
+	}
+	return "the rolled-back AMI", nil
 }
 
 // knownImage reports whether ami is the record's previous AMI or the previous or new AMI of any entry of the
@@ -338,20 +369,21 @@ func knownImage(ctx context.Context, store state.Store, r state.Rollout, ami str
 	return false, nil
 }
 
-// previousImage is the AMI the group ran before its current target: the PreviousImage of the last
-// "completed" history entry that completed the current target, else the record's PreviousImageID (a halted
-// or rolled-back target never completed, and the group still runs the previous one).
-func previousImage(ctx context.Context, store state.Store, r state.Rollout) (string, error) {
+// previousImage is the AMI the group ran before target, its current target as status shows it: the
+// PreviousImage of the last "completed" history entry that completed target, else the record's
+// PreviousImageID (a halted target never completed, and the group still runs the previous one; after an
+// automatic rollback that is target itself, which the caller refuses).
+func previousImage(ctx context.Context, store state.Store, r state.Rollout, target string) (string, error) {
 	hist, err := store.History(ctx, r.Group)
 	if err != nil {
 		return "", fmt.Errorf("reading history of %s: %w", r.Group, err)
 	}
 	for i := len(hist) - 1; i >= 0; i-- {
-		if e := hist[i]; e.Event == "completed" && e.NewImage == r.TargetImageID && e.PreviousImage != "" {
+		if e := hist[i]; e.Event == "completed" && e.NewImage == target && e.PreviousImage != "" {
 			return e.PreviousImage, nil
 		}
 	}
-	if r.PreviousImageID != "" && r.PreviousImageID != r.TargetImageID {
+	if r.PreviousImageID != "" && (r.PreviousImageID != target || target != r.TargetImageID) {
 		return r.PreviousImageID, nil
 	}
 	return "", fmt.Errorf("no previous AMI is recorded for group %s: name the AMI to roll back to (--to ami-...)", r.Group)

@@ -103,7 +103,8 @@ func TestRollbackIsRefusedInEveryPhaseButTheQuietOnes(t *testing.T) {
 		t.Run(string(phase), func(t *testing.T) {
 			r := completedOnB()
 			r.Phase = phase
-			m := seed(t, []state.Rollout{r})
+			// A rolled-back group is on A again (as status shows it): it rolls back to what ran before A.
+			m := seed(t, []state.Rollout{r}, completedOldToA)
 			_, err := operator.Rollback(context.Background(), m, "prod", "", "alice", false, now)
 			require.NoError(t, err)
 		})
