@@ -37,6 +37,22 @@ func (e *UnrecordedImageError) Error() string {
 		e.Image, e.Group, show)
 }
 
+// RolloutInProgressError is PlanRollback's refusal of a rollout in progress (Active, not Waiting, not in an
+// instance refresh): Position is its phase and step ("Replacing/Draining"). PauseCommand is the command line
+// that holds the rollout where it is, named in the message: "patch-agent pause --group GROUP --reason '...'"
+// when empty; a command sets it with the store flags it was given.
+type RolloutInProgressError struct {
+	Group, Position, PauseCommand string
+}
+
+func (e *RolloutInProgressError) Error() string {
+	hold := e.PauseCommand
+	if hold == "" {
+		hold = "patch-agent pause --group " + e.Group + " --reason '...'"
+	}
+	return fmt.Sprintf("rollout in progress at %s: let it finish (or halt) first; to hold it where it is: %s", e.Position, hold)
+}
+
 // History events the operator's commands append.
 const (
 	// HistoryManualRollback is the Event of the history entry Rollback appends.
@@ -280,7 +296,7 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 	}
 	if !rollbackPhases[r.Phase] {
 		if r.Active() {
-			return RollbackPlan{}, fmt.Errorf("rollout in progress at %s/%s: let it finish (or halt) first; to hold it where it is: patch-agent pause --group %s --reason '...'", r.Phase, stepOf(r), r.Group)
+			return RollbackPlan{}, &RolloutInProgressError{Group: r.Group, Position: string(r.Phase) + "/" + stepOf(r)}
 		}
 		return RollbackPlan{}, fmt.Errorf("the rollout of %s is in phase %q, which this patch-agent does not know: refusing to roll back "+
 			"(only Idle, Completed, RolledBack, Halted and Waiting rollouts are; is a newer agent writing the table?)", r.Group, r.Phase)

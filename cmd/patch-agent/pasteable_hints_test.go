@@ -1,0 +1,26 @@
+//go:build !nodemo
+
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// A command a refusal names is a line the user can paste: it carries the store flags the refused command was
+// given, so that it acts on the same store.
+
+func TestRollbackRefusedMidRolloutNamesAPasteablePause(t *testing.T) {
+	file := demoState(t)
+	editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
+		r.Phase, r.Strategy, r.Refresh = state.PhaseVerifying, lifecycle.StrategySurge, nil
+	})
+	res := run(t, "rollback", demo.GroupName, "--yes", "--state-file", file)
+	require.EqualError(t, res.err, "rollout in progress at Verifying/-: let it finish (or halt) first; to hold it where it is: "+
+		"patch-agent pause --group "+demo.GroupName+" --reason '...' --state-file "+file)
+}
