@@ -98,6 +98,9 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 		} else {
 			r, err = operator.Approve(ctx, s, args[0], who, force, time.Now())
 		}
+		if se := (*operator.WaitingForSoakError)(nil); errors.As(err, &se) {
+			se.ApproveCommand = pasteable(cmd, nil, "patch-agent approve "+shellQuote(args[0])+" --skip-soak --reason '...'")
+		}
 		if err != nil {
 			return s.explainNotFound(ctx, args[0], err)
 		}

@@ -24,3 +24,12 @@ func TestRollbackRefusedMidRolloutNamesAPasteablePause(t *testing.T) {
 	require.EqualError(t, res.err, "rollout in progress at Verifying/-: let it finish (or halt) first; to hold it where it is: "+
 		"patch-agent pause --group "+demo.GroupName+" --reason '...' --state-file "+file)
 }
+
+func TestApproveOfAGroupWaitingForItsSoakNamesAPasteableSkip(t *testing.T) {
+	file := demoState(t)
+	editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
+		r.Phase, r.Reason = state.PhaseWaiting, "soak: AMI "+r.TargetImageID+" is 2h0m0s old, minimum 168h0m0s; may start at 2026-12-07T02:00:00Z"
+	})
+	res := run(t, "approve", demo.GroupName, "--who", "carol", "--state-file", file)
+	require.ErrorContains(t, res.err, "before the soak ends: patch-agent approve "+demo.GroupName+" --skip-soak --reason '...' --state-file "+file)
+}

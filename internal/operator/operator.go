@@ -53,6 +53,22 @@ func (e *RolloutInProgressError) Error() string {
 	return fmt.Sprintf("rollout in progress at %s: let it finish (or halt) first; to hold it where it is: %s", e.Position, hold)
 }
 
+// WaitingForSoakError is Approve's refusal of a group that waits for its soak, not for approval: Reason is
+// the rollout's reason, Image its target AMI. ApproveCommand is the command line that skips the soak, named
+// in the message: "patch-agent approve GROUP --skip-soak --reason '...'" when empty; a command sets it with
+// the store flags it was given.
+type WaitingForSoakError struct {
+	Group, Reason, Image, ApproveCommand string
+}
+
+func (e *WaitingForSoakError) Error() string {
+	skip := e.ApproveCommand
+	if skip == "" {
+		skip = "patch-agent approve " + e.Group + " --skip-soak --reason '...'"
+	}
+	return fmt.Sprintf("group %s waits for its soak, not for approval (%s): to roll %s before the soak ends: %s", e.Group, e.Reason, e.Image, skip)
+}
+
 // History events the operator's commands append.
 const (
 	// HistoryManualRollback is the Event of the history entry Rollback appends.
@@ -211,8 +227,7 @@ func Approve(ctx context.Context, store state.Store, group, who string, force bo
 				reason = ", reason: " + r.Reason
 			}
 			if r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, "soak:") {
-				return false, fmt.Errorf("group %s waits for its soak, not for approval (%s): to roll %s before the soak ends, approve with --skip-soak --reason '...'",
-					group, r.Reason, r.TargetImageID)
+				return false, &WaitingForSoakError{Group: group, Reason: r.Reason, Image: r.TargetImageID}
 			}
 			return false, fmt.Errorf("group %s is not waiting for approval (phase %s%s): nothing to approve; pass --force to record an approval of %s anyway",
 				group, r.Phase, reason, r.TargetImageID)
