@@ -76,6 +76,9 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 		if skipSoak && force {
 			return usage(cmd, errors.New("--skip-soak and --force are exclusive: a soak is skipped only while the group waits for it or its approval"))
 		}
+		if err := checkEKSUpgradeSubject(args[0]); err != nil {
+			return usage(cmd, err)
+		}
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)
 		if err != nil {
