@@ -75,7 +75,8 @@ func newEKSCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eks",
 		Short: "Amazon EKS operations: upgrade a cluster's Kubernetes version as a resumable workflow",
-		Args:  cobra.NoArgs,
+		Args:  subcommandArgs,
+		RunE:  needsSubcommand,
 	}
 	cmd.AddCommand(newEKSUpgradeCommand())
 	return cmd

@@ -393,14 +393,28 @@ func TestApproveOfAWaitingGroupIsInTheHistory(t *testing.T) {
 
 // 10. message needs a subcommand.
 
-func TestMessageWithoutAKnownSubcommandFails(t *testing.T) {
+func TestMessageWithoutAKnownSubcommandIsAUsageError(t *testing.T) {
 	res := run(t, "message")
 	require.ErrorContains(t, res.err, "patch-agent message needs a subcommand:\n  inspect")
-	requireExitCode(t, res.err, 1)
+	var stderr strings.Builder
+	require.Equal(t, exitUsage, report(&stderr, res.err))
+	require.True(t, strings.HasSuffix(stderr.String(), "\nRun 'patch-agent message --help' for usage.\n"), stderr.String())
+	require.Equal(t, 1, strings.Count(stderr.String(), "--help"), "one hint")
 	res = run(t, "message", "nope")
 	require.ErrorContains(t, res.err, `unknown subcommand "nope" for patch-agent message; available subcommands:`)
 	require.ErrorContains(t, res.err, "inspect  Print how the agent reads one SQS message body")
-	requireExitCode(t, res.err, 1)
+	stderr.Reset()
+	require.Equal(t, exitUsage, report(&stderr, res.err))
+	require.Equal(t, 1, strings.Count(stderr.String(), "--help"), "one hint")
+}
+
+func TestEKSWithoutAKnownSubcommandIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"eks"}, {"eks", "nope"}} {
+		res := run(t, args...)
+		require.Error(t, res.err, "%v", args)
+		require.ErrorContains(t, res.err, "upgrade  Upgrade an EKS cluster")
+		require.Equal(t, exitUsage, report(io.Discard, res.err), "%v", args)
+	}
 }
 
 // 11. version and --version.
