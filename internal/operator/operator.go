@@ -317,9 +317,12 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 			"(only Idle, Completed, RolledBack, Halted and Waiting rollouts are; is a newer agent writing the table?)", r.Group, r.Phase)
 	}
 	if Rearmed(r) {
-		again, err := retriedImage(ctx, store, r)
+		again, err := PendingRetry(ctx, store, r)
 		if err != nil {
 			return RollbackPlan{}, err
+		}
+		if again == "" {
+			again = "the rolled-back AMI"
 		}
 		return RollbackPlan{}, fmt.Errorf("group %s: a retry of %s is requested; the agent rolls it at its next look, through every gate: "+
 			"nothing to roll back until then (status shows when the agent takes it; roll it back then)", r.Group, again)
@@ -365,21 +368,6 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 		p.Halted = &c
 	}
 	return p, nil
-}
-
-// retriedImage is the AMI (or release) an operator's pending retry of r rolls again: the NewImage of the
-// group's last "retried" history entry.
-func retriedImage(ctx context.Context, store state.Store, r state.Rollout) (string, error) {
-	hist, err := store.History(ctx, r.Group)
-	if err != nil {
-		return "", fmt.Errorf("reading history of %s: %w", r.Group, err)
-	}
-	for i := len(hist) - 1; i >= 0; i-- {
-		if e := hist[i]; e.Event == HistoryRetried && e.NewImage != "" {
-			return e.NewImage, nil
-		}
-	}
-	return "the rolled-back AMI", nil
 }
 
 // knownImage reports whether ami is the record's previous AMI or the previous or new AMI of any entry of the
