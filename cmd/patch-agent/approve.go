@@ -76,6 +76,9 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 		if skipSoak && force {
 			return usage(cmd, errors.New("--skip-soak and --force are exclusive: a soak is skipped only while the group waits for it or its approval"))
 		}
+		if err := checkEKSUpgradeSubject(args[0]); err != nil {
+			return usage(cmd, err)
+		}
 		ctx := cmd.Context()
 		s, err := stores.open(ctx)
 		if err != nil {
@@ -97,6 +100,9 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 			r, err = operator.ApproveSkippingSoak(ctx, s, args[0], who, reason, time.Now())
 		} else {
 			r, err = operator.Approve(ctx, s, args[0], who, force, time.Now())
+		}
+		if se := (*operator.WaitingForSoakError)(nil); errors.As(err, &se) {
+			se.ApproveCommand = pasteable(cmd, nil, "patch-agent approve "+shellQuote(args[0])+" --skip-soak --reason '...'")
 		}
 		if err != nil {
 			return s.explainNotFound(ctx, args[0], err)

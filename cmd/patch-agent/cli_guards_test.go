@@ -286,26 +286,42 @@ func TestDemoStateFileInAReadOnlyDirectory(t *testing.T) {
 	require.Empty(t, res.stdout)
 }
 
-// 7. The plan of a RolledBack or Waiting rollout does not pretend every instance runs the AMI left.
+// 7. The plan of a Waiting rollout does not pretend every instance runs the AMI left; a RolledBack one is
+// already back on the AMI it would roll to.
 
 func TestRollbackPlanCountsHonestly(t *testing.T) {
-	for _, phase := range []state.Phase{state.PhaseRolledBack, state.PhaseWaiting} {
-		t.Run(string(phase), func(t *testing.T) {
-			file := demoState(t)
-			// B failed (or waits); the group still runs A: 0 of 3 on the target B. The group is rolled by the surge
-			// (the surge engine's plan; the demo's groups roll by instance refresh, whose plan is another).
-			editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
-				r.Phase, r.OnTarget, r.Strategy, r.Refresh = phase, 0, lifecycle.StrategySurge, nil
-			})
-			res := run(t, "rollback", demo.GroupName, "--to", demo.ImageA, "--yes", "--state-file", file)
-			require.NoError(t, res.err, res.stderr)
-			require.NotContains(t, res.stdout, "each is replaced")
-			require.Contains(t, res.stdout, "as far as the record knows (last observed), 0 of the group's 3 instance(s) run "+demo.ImageB+
-				" and 3 run another AMI (the record does not say which)")
-			require.Contains(t, res.stdout, "the agent replaces every instance not on "+demo.ImageA)
-			require.Contains(t, res.stdout, "instances already on "+demo.ImageA+" are kept")
-		})
-	}
+	file := demoState(t)
+	// B waits; the group still runs A: 0 of 3 on the target B. The group is rolled by the surge (the surge
+	// engine's plan; the demo's groups roll by instance refresh, whose plan is another).
+	editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
+		r.Phase, r.OnTarget, r.Strategy, r.Refresh = state.PhaseWaiting, 0, lifecycle.StrategySurge, nil
+	})
+	res := run(t, "rollback", demo.GroupName, "--to", demo.ImageA, "--yes", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.NotContains(t, res.stdout, "each is replaced")
+	require.Contains(t, res.stdout, "as far as the record knows (last observed), 0 of the group's 3 instance(s) run "+demo.ImageB+
+		" and 3 run another AMI (the record does not say which)")
+	require.Contains(t, res.stdout, "the agent replaces every instance not on "+demo.ImageA)
+	require.Contains(t, res.stdout, "instances already on "+demo.ImageA+" are kept")
+}
+
+func TestRollbackAfterAnAutomaticRollbackAgreesWithStatus(t *testing.T) {
+	file := demoState(t)
+	// B failed and was rolled back: the record keeps B as its target, status shows the group 3/3 on A.
+	editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
+		r.Phase, r.OnTarget, r.RollbackFrom = state.PhaseRolledBack, 0, demo.ImageB
+	})
+	row := status(t, file)
+	require.Equal(t, demo.ImageA, row.TargetImageID)
+	require.Equal(t, 3, row.OnTarget)
+
+	res := run(t, "rollback", demo.GroupName, "--to", demo.ImageA, "--yes", "--state-file", file)
+	require.EqualError(t, res.err, "group "+demo.GroupName+" already targets "+demo.ImageA+" (rolled back from "+demo.ImageB+
+		"): nothing to roll back; name another AMI with --to")
+	res = run(t, "rollback", demo.GroupName, "--to", demo.ImageB, "--yes", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "Rollback of "+demo.GroupName+" (now RolledBack): "+demo.ImageA+" -> "+demo.ImageB+"\n")
+	require.Contains(t, res.stdout, "3 of the group's 3 instance(s) run "+demo.ImageA)
 }
 
 // 8. status shows a group pause behind the global one; resume -g says the global pause still holds.
@@ -377,14 +393,28 @@ func TestApproveOfAWaitingGroupIsInTheHistory(t *testing.T) {
 
 // 10. message needs a subcommand.
 
-func TestMessageWithoutAKnownSubcommandFails(t *testing.T) {
+func TestMessageWithoutAKnownSubcommandIsAUsageError(t *testing.T) {
 	res := run(t, "message")
 	require.ErrorContains(t, res.err, "patch-agent message needs a subcommand:\n  inspect")
-	requireExitCode(t, res.err, 1)
+	var stderr strings.Builder
+	require.Equal(t, exitUsage, report(&stderr, res.err))
+	require.True(t, strings.HasSuffix(stderr.String(), "\nRun 'patch-agent message --help' for usage.\n"), stderr.String())
+	require.Equal(t, 1, strings.Count(stderr.String(), "--help"), "one hint")
 	res = run(t, "message", "nope")
 	require.ErrorContains(t, res.err, `unknown subcommand "nope" for patch-agent message; available subcommands:`)
 	require.ErrorContains(t, res.err, "inspect  Print how the agent reads one SQS message body")
-	requireExitCode(t, res.err, 1)
+	stderr.Reset()
+	require.Equal(t, exitUsage, report(&stderr, res.err))
+	require.Equal(t, 1, strings.Count(stderr.String(), "--help"), "one hint")
+}
+
+func TestEKSWithoutAKnownSubcommandIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"eks"}, {"eks", "nope"}} {
+		res := run(t, args...)
+		require.Error(t, res.err, "%v", args)
+		require.ErrorContains(t, res.err, "upgrade  Upgrade an EKS cluster")
+		require.Equal(t, exitUsage, report(io.Discard, res.err), "%v", args)
+	}
 }
 
 // 11. version and --version.

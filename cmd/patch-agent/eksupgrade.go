@@ -75,7 +75,8 @@ func newEKSCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eks",
 		Short: "Amazon EKS operations: upgrade a cluster's Kubernetes version as a resumable workflow",
-		Args:  cobra.NoArgs,
+		Args:  subcommandArgs,
+		RunE:  needsSubcommand,
 	}
 	cmd.AddCommand(newEKSUpgradeCommand())
 	return cmd
@@ -369,6 +370,14 @@ func writePlainJSON(w io.Writer, v any) error {
 
 // isEKSUpgrade reports whether an approve argument names an EKS upgrade workflow: eks:CLUSTER.
 func isEKSUpgrade(arg string) bool { return strings.HasPrefix(arg, eksupgrade.SubjectPrefix) }
+
+// checkEKSUpgradeSubject refuses an eks: subject that names no cluster; nil for any other argument.
+func checkEKSUpgradeSubject(arg string) error {
+	if isEKSUpgrade(arg) && strings.TrimSpace(strings.TrimPrefix(arg, eksupgrade.SubjectPrefix)) == "" {
+		return fmt.Errorf("%q names no cluster: an EKS upgrade plan is approved as %sCLUSTER (e.g. %sprod)", arg, eksupgrade.SubjectPrefix, eksupgrade.SubjectPrefix)
+	}
+	return nil
+}
 
 // approveEKSUpgrade is `patch-agent approve eks:CLUSTER`: it approves the plan of the cluster's upgrade
 // workflow, which goes on at the next `patch-agent eks upgrade`.

@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -294,4 +296,13 @@ func TestEKSUpgradeApproveOfACompletedUpgradeIsRefused(t *testing.T) {
 	require.Equal(t, 1, exitCode(t, res.err))
 	require.ErrorContains(t, res.err, "completed at")
 	require.Equal(t, "alice", upgradeStatus(t, file).ApprovedBy, "the record is unchanged")
+}
+
+func TestApproveOfAnEKSSubjectWithoutAClusterIsAUsageError(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "state.json")
+	for _, subject := range []string{"eks:", "eks: "} {
+		res := run(t, "approve", subject, "--who", "carol", "--state-file", file)
+		require.EqualError(t, res.err, fmt.Sprintf("%q names no cluster: an EKS upgrade plan is approved as eks:CLUSTER (e.g. eks:prod)", subject))
+		require.Equal(t, exitUsage, report(io.Discard, res.err))
+	}
 }

@@ -29,9 +29,7 @@ func newMessageCommand() *cobra.Command {
 		Use:   "message",
 		Short: "Work with queue messages",
 		Args:  subcommandArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return fmt.Errorf("%s needs a subcommand:\n%sRun '%s --help' for usage", cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath())
-		},
+		RunE:  needsSubcommand,
 	}
 	var (
 		topics  []string
@@ -165,13 +163,19 @@ func readMessage(ctx context.Context, open func() (io.ReadCloser, error)) ([]byt
 }
 
 // subcommandArgs is the Args of a command that only groups subcommands: an argument is an unknown
-// subcommand, reported with the list of the known ones.
+// subcommand, reported with the list of the known ones (a usage error: main adds the --help hint).
 func subcommandArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
 	}
-	return fmt.Errorf("unknown subcommand %q for %s; available subcommands:\n%sRun '%s --help' for usage",
-		args[0], cmd.CommandPath(), subcommandList(cmd), cmd.CommandPath())
+	return usage(cmd, fmt.Errorf("unknown subcommand %q for %s; available subcommands:\n%s",
+		args[0], cmd.CommandPath(), strings.TrimSuffix(subcommandList(cmd), "\n")))
+}
+
+// needsSubcommand is the RunE of a command that only groups subcommands, run without one: a usage error
+// that lists them (main adds the --help hint).
+func needsSubcommand(cmd *cobra.Command, _ []string) error {
+	return usage(cmd, fmt.Errorf("%s needs a subcommand:\n%s", cmd.CommandPath(), strings.TrimSuffix(subcommandList(cmd), "\n")))
 }
 
 // subcommandList lists cmd's subcommands, one "  name  short description" line each.

@@ -261,6 +261,17 @@ func TestCommandErrors(t *testing.T) {
 	}
 }
 
+func TestPauseUntilThePastIsAUsageErrorInEitherForm(t *testing.T) {
+	file := demoState(t)
+	for _, until := range []string{"2025-01-01T00:00:00Z", "-2h"} {
+		res := run(t, "pause", "--reason", "x", "--until", until, "--state-file", file)
+		require.Error(t, res.err, until)
+		require.Equal(t, exitUsage, report(io.Discard, res.err), "--until %s: %v", until, res.err)
+	}
+	require.Empty(t, run(t, "status", "--state-file", file, "-o", "json").stderr)
+	require.NotContains(t, run(t, "status", "--state-file", file).stdout, "global", "nothing was paused")
+}
+
 func TestAStateFileThatIsEmptyOrNotASnapshotIsNamedWithWhatIsWrong(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {

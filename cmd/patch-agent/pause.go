@@ -237,6 +237,9 @@ func parseUntil(s string, now time.Time) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("--until %q: want an RFC 3339 time (2026-12-01T08:00:00Z) or a duration from now (2h, 90m)", s)
 	}
+	if !t.After(now) {
+		return time.Time{}, fmt.Errorf("--until %s is not in the future (now %s)", s, now.UTC().Format(time.RFC3339))
+	}
 	return t, nil
 }
 

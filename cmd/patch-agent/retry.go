@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,8 +28,9 @@ A Halted rollout by instance refresh starts over (its refresh has ended; the nex
 on the AMI); a Halted rollout of the surge engine is rolled back first (patch-agent rollback GROUP); an active
 one is left alone. The retry is
 recorded in the group's history ("retried", with who asked). A GROUP the store has no record of is answered with
-the groups it holds records of. -o json prints {"schemaVersion": 1, "group": ..., "retried": ..., "phase": ...,
-"reason": ..., "retriedBy": ...}.`,
+the groups it holds records of. A retry already requested, that the agent has not taken yet, is not recorded
+again: the command says so and succeeds. -o json prints {"schemaVersion": 1, "group": ..., "retried": ...,
+"phase": ..., "reason": ..., "retriedBy": ..., "alreadyRequested": ...}.`,
 		Example: `  patch-agent status prod-ecs-asg            # RolledBack, with the reason
   patch-agent retry prod-ecs-asg --table patch-agent --region eu-west-1`,
 		Args: groupArg,
@@ -49,20 +51,30 @@ the groups it holds records of. -o json prints {"schemaVersion": 1, "group": ...
 			return err
 		}
 		r, again, err := operator.Retry(ctx, s, args[0], who, time.Now())
-		if err != nil {
+		already := errors.Is(err, operator.ErrRetryAlreadyRequested)
+		switch {
+		case already:
+			// The request stands as recorded: asking again writes nothing and succeeds.
+			if again, err = operator.PendingRetry(ctx, s, r); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "a retry of %s is already requested (%s): nothing written; status shows when the agent takes it.\n",
+				r.Group, r.Reason)
+		case err != nil:
 			return s.explainNotFound(ctx, args[0], err)
+		default:
+			if err := s.save(); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "retry of %s for %s recorded by %s: the agent rolls it again at its next look, through every gate (see status).\n",
+				again, r.Group, who)
+			wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRetry, Group: r.Group, Who: who})
 		}
-		if err := s.save(); err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "retry of %s for %s recorded by %s: the agent rolls it again at its next look, through every gate (see status).\n",
-			again, r.Group, who)
-		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRetry, Group: r.Group, Who: who})
 		if !outFlag.is(formatJSON) {
 			return nil
 		}
 		return writeJSON(stdout, retryDocument{SchemaVersion: schema.Version, Group: r.Group, Retried: again, Phase: string(r.Phase),
-			Reason: r.Reason, RetriedBy: who})
+			Reason: r.Reason, RetriedBy: who, AlreadyRequested: already})
 	}
 	return cmd
 }
@@ -75,4 +87,7 @@ type retryDocument struct {
 	Phase         string `json:"phase"`
 	Reason        string `json:"reason"`
 	RetriedBy     string `json:"retriedBy"`
+	// AlreadyRequested: a retry was requested before and the agent has not taken it yet; nothing was written
+	// (retriedBy is who asked this time, the reason names who asked first).
+	AlreadyRequested bool `json:"alreadyRequested"`
 }

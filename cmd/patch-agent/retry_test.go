@@ -31,11 +31,24 @@ func TestRetryOfARolledBackGroupRearmsItAndAHaltedOneIsToldToRollBackFirst(t *te
 	res := run(t, "retry", "web", "--state-file", file, "--who", "alice")
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "retry of "+demo.ImageB+" for web recorded by alice")
-	res = run(t, "retry", "web", "--state-file", file, "--who", "alice")
-	require.ErrorContains(t, res.err, "a retry is already requested", "a second retry changes nothing")
+	before := readFile(t, file)
+	res = run(t, "retry", "web", "--state-file", file, "--who", "bob")
+	require.NoError(t, res.err, "a second retry succeeds: the first one stands")
+	require.Contains(t, res.stdout, "a retry of web is already requested (retry of "+demo.ImageB+" requested by alice: ")
+	require.Contains(t, res.stdout, "nothing written")
+	require.Equal(t, before, readFile(t, file), "a second retry changes nothing")
+	res = run(t, "retry", "web", "--state-file", file, "--who", "bob", "-o", "json")
+	require.NoError(t, res.err, res.stderr)
+	var doc struct {
+		Retried          string
+		AlreadyRequested bool
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
+	require.Equal(t, demo.ImageB, doc.Retried)
+	require.True(t, doc.AlreadyRequested)
 	res = run(t, "history", "web", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	require.Contains(t, res.stdout, "retried")
+	require.Equal(t, 1, strings.Count(res.stdout, "retried"))
 
 	res = run(t, "retry", "api", "--state-file", file, "--who", "alice")
 	require.ErrorContains(t, res.err, "roll it back first (`patch-agent rollback api`)")

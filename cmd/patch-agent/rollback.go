@@ -93,6 +93,9 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 		if ue := (*operator.UnrecordedImageError)(nil); errors.As(err, &ue) {
 			ue.HistoryCommand = pasteable(cmd, command(cmd, "history"), "patch-agent history "+shellQuote(group))
 		}
+		if pe := (*operator.RolloutInProgressError)(nil); errors.As(err, &pe) {
+			pe.PauseCommand = pasteable(cmd, command(cmd, "pause"), "patch-agent pause --group "+shellQuote(group)+" --reason '...'")
+		}
 		if err != nil {
 			return s.explainNotFound(ctx, group, err)
 		}

@@ -284,7 +284,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (state.Workflow, error) {
 			return w, err
 		}
 		if len(changed) > 0 {
-			// Not approved in this run even with --approve: the approver has not seen the new plan yet.
+			// Not approved in this run even with --yes: the approver has not seen the new plan yet.
 			w, err = r.saveFinal(ctx, w, "waiting: "+w.Reason, r.entry(w, "retry", retried, "the failed step starts again"),
 				r.entry(w, "plan-changed", w.Steps[w.Current], strings.Join(changed, "; ")))
 			if err != nil {
@@ -431,7 +431,7 @@ func (r *Runner) revalidate(ctx context.Context, w state.Workflow) (state.Workfl
 		next, err := r.saveFinal(ctx, next, "preflight before the first change failed", r.entry(next, "preflight-failed", next.Steps[0], "checked again before the first change"))
 		return next, true, stop(err)
 	}
-	reason := fmt.Sprintf("the plan changed since it was approved (%s): approve the new plan with `patch-agent approve %s` (or run again with --approve)",
+	reason := fmt.Sprintf("the plan changed since it was approved (%s): approve the new plan with `patch-agent approve %s` (or run again with --yes)",
 		strings.Join(changes, "; "), Subject(w.Cluster))
 	next.Phase, next.Reason = state.WorkflowWaiting, reason
 	next, err = r.saveFinal(ctx, next, "waiting: "+reason, r.entry(next, "plan-changed", next.Steps[1], strings.Join(changes, "; ")))
@@ -523,7 +523,7 @@ func (r *Runner) retry(ctx context.Context, w state.Workflow) (next state.Workfl
 		}
 		// The one who re-planned requested the new plan: under the two-person rule another approves it.
 		w.ApprovedBy, w.ApprovedAt, w.RequestedBy = "", time.Time{}, r.Who
-		w.Phase, w.Reason = state.WorkflowWaiting, fmt.Sprintf("the plan changed at the retry (%s): approve the new plan with `patch-agent approve %s` (or run again with --approve)",
+		w.Phase, w.Reason = state.WorkflowWaiting, fmt.Sprintf("the plan changed at the retry (%s): approve the new plan with `patch-agent approve %s` (or run again with --yes)",
 			strings.Join(changed, "; "), Subject(w.Cluster))
 	}
 	return w, changed, nil
@@ -606,7 +606,7 @@ func (r *Runner) approval(ctx context.Context, req Request, w state.Workflow) (s
 		w.ApprovedBy, w.ApprovedAt, approvedHere = r.Who, r.now(), true
 	}
 	if w.ApprovedBy == "" {
-		return r.hold(ctx, w, fmt.Sprintf("approval: waiting for `patch-agent approve %s` (or run again with --approve)", Subject(w.Cluster)))
+		return r.hold(ctx, w, fmt.Sprintf("approval: waiting for `patch-agent approve %s` (or run again with --yes)", Subject(w.Cluster)))
 	}
 	st := &w.Steps[w.Current]
 	st.Status, st.By, st.StartedAt, st.CompletedAt = state.StepStatusCompleted, w.ApprovedBy, w.ApprovedAt, w.ApprovedAt

@@ -342,6 +342,7 @@ func TestAPlanThatChangedAfterItsApprovalNeedsANewApproval(t *testing.T) {
 	wf := w.run(t, "run-2", upgrade())
 	require.Equal(t, state.WorkflowWaiting, wf.Phase)
 	require.Contains(t, wf.Reason, "the plan changed since it was approved (added self-managed-nodegroup more-nodes")
+	require.Contains(t, wf.Reason, "(or run again with --yes)", "the current flag, not the deprecated --approve")
 	require.Empty(t, wf.ApprovedBy, "the old approval does not carry over")
 	require.Empty(t, w.a.EKSUpdates(cluster))
 	require.Contains(t, events(w.history(t)), "plan-changed")
@@ -444,6 +445,7 @@ func TestRetryThatReplansAnAddonNeedsANewApproval(t *testing.T) {
 	wf := w.run(t, "retry-1", retried()) // --retry --approve
 	require.Equal(t, state.WorkflowWaiting, wf.Phase, wf.Reason)
 	require.Contains(t, wf.Reason, "the plan changed at the retry (addon coredns: ")
+	require.Contains(t, wf.Reason, "(or run again with --yes)", "the current flag, not the deprecated --approve")
 	require.Contains(t, wf.Reason, "now v1.11.1-eksbuild.9 -> v1.11.4-eksbuild.2")
 	require.Empty(t, wf.ApprovedBy, "the old approval does not cover the new plan")
 	require.Equal(t, state.StepStatusPending, stepOf(t, wf, eksupgrade.KindApproval, cluster).Status)

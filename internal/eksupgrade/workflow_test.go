@@ -171,7 +171,7 @@ func TestWithoutApprovalTheWorkflowWaitsAndChangesNothing(t *testing.T) {
 	req.Approve = false
 	wf := w.run(t, "run-1", req)
 	require.Equal(t, state.WorkflowWaiting, wf.Phase)
-	require.Contains(t, wf.Reason, "patch-agent approve eks:demo-eks")
+	require.Contains(t, wf.Reason, "patch-agent approve eks:demo-eks` (or run again with --yes)", "the current flag, not the deprecated --approve")
 	require.Empty(t, wf.LeaseOwner, "a waiting workflow holds no lease")
 	require.Empty(t, w.a.EKSUpdates(cluster))
 

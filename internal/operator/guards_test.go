@@ -103,7 +103,8 @@ func TestRollbackIsRefusedInEveryPhaseButTheQuietOnes(t *testing.T) {
 		t.Run(string(phase), func(t *testing.T) {
 			r := completedOnB()
 			r.Phase = phase
-			m := seed(t, []state.Rollout{r})
+			// A rolled-back group is on A again (as status shows it): it rolls back to what ran before A.
+			m := seed(t, []state.Rollout{r}, completedOldToA)
 			_, err := operator.Rollback(context.Background(), m, "prod", "", "alice", false, now)
 			require.NoError(t, err)
 		})
@@ -127,7 +128,7 @@ func TestApproveOnlyWhatWaitsForApprovalUnlessForced(t *testing.T) {
 		{name: "waiting for approval", have: waiting},
 		{name: "completed is refused", have: completedOnB(),
 			wantErr: "group prod is not waiting for approval (phase Completed): nothing to approve; pass --force to record an approval of " + amiB + " anyway"},
-		{name: "waiting on soak is refused", have: soak, wantErr: "waits for its soak, not for approval (soak: AMI ami-0c1c2c3c4c5c6c7c8 is 3h0m0s old, minimum 48h0m0s; may start at 2026-12-02T06:00:00Z): to roll ami-0c1c2c3c4c5c6c7c8 before the soak ends, approve with --skip-soak --reason"},
+		{name: "waiting on soak is refused", have: soak, wantErr: "waits for its soak, not for approval (soak: AMI ami-0c1c2c3c4c5c6c7c8 is 3h0m0s old, minimum 48h0m0s; may start at 2026-12-02T06:00:00Z): to roll ami-0c1c2c3c4c5c6c7c8 before the soak ends: patch-agent approve prod --skip-soak --reason '...'"},
 		{name: "paused is refused", have: paused, wantErr: "not waiting for approval (phase Detected, reason: paused (global)"},
 		{name: "completed with force", have: completedOnB(), force: true},
 		{name: "paused with force", have: paused, force: true},

@@ -97,8 +97,14 @@ func applyNodegroupRollback(r *state.Rollout, who string, now time.Time) error {
 	p := r.Nodegroup
 	p.Rollback, p.UpdateToken, p.UpdateID, p.UpdateStatus, p.UpdateErrors = true, nodegroupRollbackToken(*r, now), "", "", nil
 	p.RequestedBy = who
+	counted, _ := r.ShownImages()
 	r.Phase, r.Reason = state.PhaseRollingBack, ""
 	r.Current = &state.Replacement{Step: state.StepNodegroupUpdate, StepStartedAt: now}
+	if shown, _ := r.ShownImages(); shown != counted {
+		// Status now shows (and the agent counts at its next tick) the AMI the rollback goes to: until then the
+		// nodes not on the AMI rolled back from count as on it, as for an Auto Scaling group's rollback.
+		r.OnTarget = max(r.Instances-r.OnTarget, 0)
+	}
 	r.Steps++
 	r.UpdatedAt = now
 	return nil

@@ -85,3 +85,15 @@ func TestManagedNodegroupRollbackRecordsATokenAndRefusesWhatItCannotDo(t *testin
 		})
 	}
 }
+
+func TestManagedNodegroupRollbackCountsTheNodesOnTheAMIStatusShows(t *testing.T) {
+	ctx := context.Background()
+	s := seed(t, []state.Rollout{completedNodegroup()})
+	_, err := operator.Rollback(ctx, s, "nodegroup/prod/workers", "", "alice", false, now)
+	require.NoError(t, err)
+	rows, err := operator.Status(ctx, s, "nodegroup/prod/workers", now)
+	require.NoError(t, err)
+	require.Equal(t, amiA, rows[0].TargetImageID, "status shows the AMI the rollback goes to")
+	require.Equal(t, 0, rows[0].OnTarget, "the three nodes still run B")
+	require.Equal(t, 3, rows[0].Other)
+}

@@ -37,6 +37,38 @@ func (e *UnrecordedImageError) Error() string {
 		e.Image, e.Group, show)
 }
 
+// RolloutInProgressError is PlanRollback's refusal of a rollout in progress (Active, not Waiting, not in an
+// instance refresh): Position is its phase and step ("Replacing/Draining"). PauseCommand is the command line
+// that holds the rollout where it is, named in the message: "patch-agent pause --group GROUP --reason '...'"
+// when empty; a command sets it with the store flags it was given.
+type RolloutInProgressError struct {
+	Group, Position, PauseCommand string
+}
+
+func (e *RolloutInProgressError) Error() string {
+	hold := e.PauseCommand
+	if hold == "" {
+		hold = "patch-agent pause --group " + e.Group + " --reason '...'"
+	}
+	return fmt.Sprintf("rollout in progress at %s: let it finish (or halt) first; to hold it where it is: %s", e.Position, hold)
+}
+
+// WaitingForSoakError is Approve's refusal of a group that waits for its soak, not for approval: Reason is
+// the rollout's reason, Image its target AMI. ApproveCommand is the command line that skips the soak, named
+// in the message: "patch-agent approve GROUP --skip-soak --reason '...'" when empty; a command sets it with
+// the store flags it was given.
+type WaitingForSoakError struct {
+	Group, Reason, Image, ApproveCommand string
+}
+
+func (e *WaitingForSoakError) Error() string {
+	skip := e.ApproveCommand
+	if skip == "" {
+		skip = "patch-agent approve " + e.Group + " --skip-soak --reason '...'"
+	}
+	return fmt.Sprintf("group %s waits for its soak, not for approval (%s): to roll %s before the soak ends: %s", e.Group, e.Reason, e.Image, skip)
+}
+
 // History events the operator's commands append.
 const (
 	// HistoryManualRollback is the Event of the history entry Rollback appends.
@@ -195,8 +227,7 @@ func Approve(ctx context.Context, store state.Store, group, who string, force bo
 				reason = ", reason: " + r.Reason
 			}
 			if r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, "soak:") {
-				return false, fmt.Errorf("group %s waits for its soak, not for approval (%s): to roll %s before the soak ends, approve with --skip-soak --reason '...'",
-					group, r.Reason, r.TargetImageID)
+				return false, &WaitingForSoakError{Group: group, Reason: r.Reason, Image: r.TargetImageID}
 			}
 			return false, fmt.Errorf("group %s is not waiting for approval (phase %s%s): nothing to approve; pass --force to record an approval of %s anyway",
 				group, r.Phase, reason, r.TargetImageID)
@@ -280,28 +311,47 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 	}
 	if !rollbackPhases[r.Phase] {
 		if r.Active() {
-			return RollbackPlan{}, fmt.Errorf("rollout in progress at %s/%s: let it finish (or halt) first; to hold it where it is: patch-agent pause --group %s --reason '...'", r.Phase, stepOf(r), r.Group)
+			return RollbackPlan{}, &RolloutInProgressError{Group: r.Group, Position: string(r.Phase) + "/" + stepOf(r)}
 		}
 		return RollbackPlan{}, fmt.Errorf("the rollout of %s is in phase %q, which this patch-agent does not know: refusing to roll back "+
 			"(only Idle, Completed, RolledBack, Halted and Waiting rollouts are; is a newer agent writing the table?)", r.Group, r.Phase)
 	}
-	if r.TargetImageID == "" {
+	if Rearmed(r) {
+		again, err := PendingRetry(ctx, store, r)
+		if err != nil {
+			return RollbackPlan{}, err
+		}
+		if again == "" {
+			again = "the rolled-back AMI"
+		}
+		return RollbackPlan{}, fmt.Errorf("group %s: a retry of %s is requested; the agent rolls it at its next look, through every gate: "+
+			"nothing to roll back until then (status shows when the agent takes it; roll it back then)", r.Group, again)
+	}
+	// The rollback leaves the AMI status shows as the group's target (an automatic rollback's record keeps the
+	// AMI it rolled back from as TargetImageID, while the group is on the one restored), and counts the
+	// instances status counts on it.
+	from, _, onFrom := statusImages(r)
+	if from == "" {
 		return RollbackPlan{}, fmt.Errorf("group %s has no target AMI yet: nothing to roll back from", r.Group)
 	}
 	explicit := to != ""
 	if !explicit {
 		var err error
-		if to, err = previousImage(ctx, store, r); err != nil {
+		if to, err = previousImage(ctx, store, r, from); err != nil {
 			return RollbackPlan{}, err
 		}
 	}
 	if err := ValidateAMIID(to); err != nil {
 		return RollbackPlan{}, err
 	}
-	if to == r.TargetImageID {
+	if to == from {
+		if from != r.TargetImageID {
+			return RollbackPlan{}, fmt.Errorf("group %s already targets %s (rolled back from %s): nothing to roll back; name another AMI with --to",
+				r.Group, to, r.TargetImageID)
+		}
 		return RollbackPlan{}, fmt.Errorf("group %s already targets %s: nothing to roll back", r.Group, to)
 	}
-	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: r.TargetImageID, To: to, Instances: r.Instances, OnFrom: r.OnTarget, Source: r.Source,
+	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: from, To: to, Instances: r.Instances, OnFrom: onFrom, Source: r.Source,
 		ByRefresh: r.Strategy == "refresh"}
 	if explicit {
 		known, err := knownImage(ctx, store, r, to)
@@ -338,20 +388,21 @@ func knownImage(ctx context.Context, store state.Store, r state.Rollout, ami str
 	return false, nil
 }
 
-// previousImage is the AMI the group ran before its current target: the PreviousImage of the last
-// "completed" history entry that completed the current target, else the record's PreviousImageID (a halted
-// or rolled-back target never completed, and the group still runs the previous one).
-func previousImage(ctx context.Context, store state.Store, r state.Rollout) (string, error) {
+// previousImage is the AMI the group ran before target, its current target as status shows it: the
+// PreviousImage of the last "completed" history entry that completed target, else the record's
+// PreviousImageID (a halted target never completed, and the group still runs the previous one; after an
+// automatic rollback that is target itself, which the caller refuses).
+func previousImage(ctx context.Context, store state.Store, r state.Rollout, target string) (string, error) {
 	hist, err := store.History(ctx, r.Group)
 	if err != nil {
 		return "", fmt.Errorf("reading history of %s: %w", r.Group, err)
 	}
 	for i := len(hist) - 1; i >= 0; i-- {
-		if e := hist[i]; e.Event == "completed" && e.NewImage == r.TargetImageID && e.PreviousImage != "" {
+		if e := hist[i]; e.Event == "completed" && e.NewImage == target && e.PreviousImage != "" {
 			return e.PreviousImage, nil
 		}
 	}
-	if r.PreviousImageID != "" && r.PreviousImageID != r.TargetImageID {
+	if r.PreviousImageID != "" && (r.PreviousImageID != target || target != r.TargetImageID) {
 		return r.PreviousImageID, nil
 	}
 	return "", fmt.Errorf("no previous AMI is recorded for group %s: name the AMI to roll back to (--to ami-...)", r.Group)

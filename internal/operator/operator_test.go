@@ -32,6 +32,9 @@ func completedOnB() state.Rollout {
 		UpdatedAt: now.Add(-time.Hour)}
 }
 
+// completedOldToA is the history entry of the group's earlier rollout, from amiOld to A.
+var completedOldToA = state.HistoryEntry{Group: "prod", At: now.Add(-48 * time.Hour), Event: "completed", PreviousImage: amiOld, NewImage: amiA}
+
 // seed writes rollouts and history entries into a new memory store.
 func seed(t *testing.T, rs []state.Rollout, hist ...state.HistoryEntry) *state.Memory {
 	t.Helper()
@@ -429,4 +432,38 @@ func TestResumeSaysOnlyWhatHoldsNow(t *testing.T) {
 	_, err = operator.Resume(ctx, m, state.GlobalScope, now)
 	require.ErrorIs(t, err, operator.ErrNotPaused)
 	require.ErrorContains(t, err, "group pauses hold prod")
+}
+
+// rolledBackFromB is a group whose rollout from A to B the agent rolled back: the record keeps B as its
+// target (so that B is not rolled again) while its three instances run A again, which status shows.
+func rolledBackFromB() state.Rollout {
+	r := completedOnB()
+	r.Phase, r.Reason, r.OnTarget, r.RollbackFrom = state.PhaseRolledBack, "rolled back after: launch abandoned", 0, amiB
+	return r
+}
+
+func TestPlanRollbackAfterAnAutomaticRollbackSeesTheAMIStatusShows(t *testing.T) {
+	ctx := context.Background()
+	detected := state.HistoryEntry{Group: "prod", At: now.Add(-2 * time.Hour), Event: "detected", PreviousImage: amiA, NewImage: amiB}
+	t.Run("the default is the AMI the group is back on, refused", func(t *testing.T) {
+		m := seed(t, []state.Rollout{rolledBackFromB()}, detected)
+		_, err := operator.PlanRollback(ctx, m, "prod", "", false)
+		require.EqualError(t, err, "group prod already targets "+amiA+" (rolled back from "+amiB+"): nothing to roll back; name another AMI with --to")
+	})
+	t.Run("an explicit AMI leaves the AMI the instances run", func(t *testing.T) {
+		m := seed(t, []state.Rollout{rolledBackFromB()}, detected)
+		p, err := operator.PlanRollback(ctx, m, "prod", amiB, false)
+		require.NoError(t, err)
+		require.Equal(t, amiA, p.From)
+		require.Equal(t, amiB, p.To)
+		require.Equal(t, 3, p.OnFrom, "status counts the three instances on A")
+	})
+	t.Run("a pending retry is named", func(t *testing.T) {
+		m := seed(t, []state.Rollout{rolledBackFromB()}, detected)
+		_, _, err := operator.Retry(ctx, m, "prod", "alice", now)
+		require.NoError(t, err)
+		_, err = operator.PlanRollback(ctx, m, "prod", "", false)
+		require.ErrorContains(t, err, "group prod: a retry of "+amiB+" is requested; ")
+		require.NotContains(t, err.Error(), "no target AMI")
+	})
 }

@@ -13,11 +13,16 @@ import (
 // HistoryRetried is the history event of an operator's retry of a rolled-back AMI (Detail: who).
 const HistoryRetried = "retried"
 
+// ErrRetryAlreadyRequested is returned (wrapped) by RearmForRetry and Retry when a retry of the group is
+// already requested and the agent has not taken it yet (Rearmed): nothing is written.
+var ErrRetryAlreadyRequested = errors.New("a retry is already requested")
+
 // Retry lets the agent roll again the AMI a group's rollout rolled back from (RearmForRetry), with a
 // conditional write and a "retried" history entry (NewImage: the AMI or EKS release tried again; Detail: who)
 // in the same atomic write. The agent detects it at its next look and takes it through every gate (AMI gate,
 // soak, approval, window, alarms, pause). It returns the record as stored and the AMI (or release) to be tried
-// again. Errors: group or who empty, no record (wraps state.ErrNotFound), a phase with nothing to retry (the
+// again. Errors: group or who empty, no record (wraps state.ErrNotFound), a retry already requested (wraps
+// ErrRetryAlreadyRequested; the record as stored is returned with it), a phase with nothing to retry (the
 // error says what to do instead), a second conflict (wraps state.ErrConflict), or the store's error.
 func Retry(ctx context.Context, store RolloutStore, group, who string, now time.Time) (state.Rollout, string, error) {
 	if group == "" {
@@ -38,7 +43,30 @@ func Retry(ctx context.Context, store RolloutStore, group, who string, now time.
 	}, func(r state.Rollout) []state.HistoryEntry {
 		return []state.HistoryEntry{{Group: group, At: now, Event: HistoryRetried, NewImage: again, Detail: who}}
 	})
+	if errors.Is(err, ErrRetryAlreadyRequested) {
+		stored, gerr := getRollout(ctx, store, group)
+		if gerr != nil {
+			return state.Rollout{}, "", err
+		}
+		return stored, "", err
+	}
 	return r, again, err
+}
+
+// PendingRetry returns the AMI (or EKS release) an operator's retry of r, not taken by the agent yet
+// (Rearmed), rolls again: the NewImage of the group's last "retried" history entry, "" when none names one.
+// Errors: the store's.
+func PendingRetry(ctx context.Context, store state.Store, r state.Rollout) (string, error) {
+	hist, err := store.History(ctx, r.Group)
+	if err != nil {
+		return "", fmt.Errorf("reading history of %s: %w", r.Group, err)
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if e := hist[i]; e.Event == HistoryRetried && e.NewImage != "" {
+			return e.NewImage, nil
+		}
+	}
+	return "", nil
 }
 
 // Rearmed reports whether r is a rolled-back rollout an operator's retry re-armed (RearmForRetry) and the
@@ -69,7 +97,7 @@ func RearmForRetry(r *state.Rollout) (string, error) {
 	switch r.Phase {
 	case state.PhaseRolledBack:
 		if Rearmed(*r) {
-			return "", fmt.Errorf("group %s: a retry is already requested (%s); status shows when the agent takes it", r.Group, r.Reason)
+			return "", fmt.Errorf("group %s: %w (%s); status shows when the agent takes it", r.Group, ErrRetryAlreadyRequested, r.Reason)
 		}
 		if r.HaltedSurgeTo != 0 {
 			return "", fmt.Errorf("group %s is still giving back the replacements of its rolled-back rollout: retry once status shows it Completed", r.Group)

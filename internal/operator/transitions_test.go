@@ -43,7 +43,7 @@ func TestEveryOperatorTransitionOfTheTable(t *testing.T) {
 				have.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "Cancelled"}
 				r, _, err = operator.Retry(context.Background(), seed(t, []state.Rollout{have}), have.Group, "alice", now)
 			} else {
-				r, err = operator.Rollback(context.Background(), seed(t, []state.Rollout{have}), have.Group, "", "alice", false, now)
+				r, err = operator.Rollback(context.Background(), seed(t, []state.Rollout{have}, completedOldToA), have.Group, "", "alice", false, now)
 			}
 			require.NoError(t, err)
 			require.Equal(t, row.To, state.PositionOf(r))
