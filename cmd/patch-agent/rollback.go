@@ -38,7 +38,9 @@ any other phase is refused.
 
 --to takes an AMI id exactly (ami- and 8 or 17 lowercase hex digits) that the group's history names (as the
 previous or new AMI of an entry) or that is the group's previous AMI; --force rolls back to an AMI the
-history does not know, and the plan says so. Rolling back to the AMI the group already targets is refused.
+history does not know, and the plan says so. Rolling back to the AMI the group already targets is refused, and so
+is rolling a rolled-back group to the AMI it rolled back from: ` + "`patch-agent retry GROUP`" + ` rolls that one again,
+through every gate.
 
 This replaces instances. Without --yes the plan is printed and confirmation asked on the terminal (type
 yes; Ctrl-C aborts and writes nothing); when standard input is not a terminal, --yes is required.

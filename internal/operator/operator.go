@@ -351,6 +351,11 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 		}
 		return RollbackPlan{}, fmt.Errorf("group %s already targets %s: nothing to roll back", r.Group, to)
 	}
+	if from != r.TargetImageID && to == r.TargetImageID {
+		// An approved rollback skips the gates; the AMI the rollout rolled back from goes again only through them.
+		return RollbackPlan{}, fmt.Errorf("%s is the AMI the rollout of %s rolled back from: a rollback would roll it again past every gate; "+
+			"once its cause is fixed, patch-agent retry %s rolls it through them", to, r.Group, r.Group)
+	}
 	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: from, To: to, Instances: r.Instances, OnFrom: onFrom, Source: r.Source,
 		ByRefresh: r.Strategy == "refresh"}
 	if explicit {

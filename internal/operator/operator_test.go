@@ -450,12 +450,18 @@ func TestPlanRollbackAfterAnAutomaticRollbackSeesTheAMIStatusShows(t *testing.T)
 		_, err := operator.PlanRollback(ctx, m, "prod", "", false)
 		require.EqualError(t, err, "group prod already targets "+amiA+" (rolled back from "+amiB+"): nothing to roll back; name another AMI with --to")
 	})
-	t.Run("an explicit AMI leaves the AMI the instances run", func(t *testing.T) {
+	t.Run("the AMI it rolled back from goes again only by retry, through the gates", func(t *testing.T) {
 		m := seed(t, []state.Rollout{rolledBackFromB()}, detected)
-		p, err := operator.PlanRollback(ctx, m, "prod", amiB, false)
+		_, err := operator.PlanRollback(ctx, m, "prod", amiB, false)
+		require.EqualError(t, err, amiB+" is the AMI the rollout of prod rolled back from: a rollback would roll it again past every gate; "+
+			"once its cause is fixed, patch-agent retry prod rolls it through them")
+	})
+	t.Run("an explicit other AMI leaves the AMI the instances run", func(t *testing.T) {
+		m := seed(t, []state.Rollout{rolledBackFromB()}, detected)
+		p, err := operator.PlanRollback(ctx, m, "prod", "ami-0c1c2c3c4c5c6c7c8", true)
 		require.NoError(t, err)
 		require.Equal(t, amiA, p.From)
-		require.Equal(t, amiB, p.To)
+		require.Equal(t, "ami-0c1c2c3c4c5c6c7c8", p.To)
 		require.Equal(t, 3, p.OnFrom, "status counts the three instances on A")
 	})
 	t.Run("a pending retry is named", func(t *testing.T) {
