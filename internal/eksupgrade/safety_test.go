@@ -463,8 +463,8 @@ func TestRetryThatReplansAnAddonNeedsANewApproval(t *testing.T) {
 	require.Equal(t, 1, w.updateCalls()["UpdateClusterVersion"], "the control plane is not updated twice")
 }
 
-// The two-person rule compares principals. Two sessions of one assumed role
-// (arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION, the session name chosen by the caller) are one person.
+// The two-person rule compares principals. Two callers of one assumed role
+// (arn:aws:sts::ACCOUNT:assumed-role/ROLE/NAME, the name chosen by the caller) are one person.
 func TestTwoPersonRuleComparesPrincipalsNotRoleSessionNames(t *testing.T) {
 	const alice, aliceAgain, bob = "arn:aws:sts::111122223333:assumed-role/Admin/alice", "arn:aws:sts::111122223333:assumed-role/Admin/bob",
 		"arn:aws:sts::111122223333:assumed-role/Approver/bob"

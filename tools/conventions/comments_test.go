@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// provenanceRE matches what a comment must not cite (STYLE.md, habit 11): an issue number ("issue #21", "issue
-// 20 item 7", "#18" on its own), a review ("review finding B", "(review 11c)", "found by the fresh review",
-// "safety review", "reviewer"), or the history of a session ("session 8", "the ninth session", "this round",
-// "before the fix", "earlier releases", "Before, ..."). A number after another word's '#' (aws-asg-roller#43,
-// owner/repo#12: another project's issue, cited as evidence) and field-case codes (C23) are not matched.
+// provenanceRE matches the citations a product comment must not make (STYLE.md, habit 11): a tracker number, a
+// finding of a critique, or the project's own history ("before the fix", "earlier releases", "this round"):
+// TestProvenancePatternIsPrecise lists what it must catch and what it must let through. A number after another
+// word's '#' (aws-asg-roller#43, owner/repo#12: another project's tracker, cited as evidence) and field-case
+// codes (C23) are not matched.
 var provenanceRE = regexp.MustCompile(`(?i)` + strings.Join([]string{
 	`\bissues?\s+#?\d+`,
 	`(?:^|[\s(\[{,;:])#\d+\b`,
@@ -35,8 +35,8 @@ var provenanceRE = regexp.MustCompile(`(?i)` + strings.Join([]string{
 // change ("Before, the sweep ran every 20 s"); "before" inside a sentence is the code's own order of events.
 var beforeRE = regexp.MustCompile(`(?:^|[.;:!?] )Before[,:] `)
 
-// reviewWordRE matches "review" as a verb or a noun of the product itself (a pull request is reviewed, a plan
-// is reviewed before approval), which a comment may say: only these forms of the word are allowed.
+// reviewWordRE matches the verb and noun uses of the word provenanceRE otherwise rejects that belong to the
+// product itself (a pull request or a plan examined before approval): only these forms are allowed.
 var reviewWordRE = regexp.MustCompile(`(?i)\b(?:to|and|then|can|must|may|should|please|for) review\b|\breview (?:the|a|its|their|each|every) (?:diff|plan|change|output|list)`)
 
 // usedToRE finds "used to"; it cites history unless a form of "be" or "get" comes before it ("is used to
