@@ -219,27 +219,16 @@ func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 		fmt.Fprintf(w, "  --force: %s is not in the group's history nor its previous AMI; make sure it exists in this region and runs this group's workload.\n", p.To)
 	}
 	switch {
-	case p.ByRefresh:
+	case p.Instances > 0:
 		fmt.Fprintf(w, "  %d of the group's %d instance(s) run %s (as last observed); an instance refresh to a launch template version with %s\n", p.OnFrom, p.Instances, p.From, p.To)
 		fmt.Fprintf(w, "  replaces them, launching before terminating: each new instance held until it serves, each old one %s; desired capacity is not written.\n", drainWords(p.Platform))
-	case p.Instances > 0 && p.OnFrom >= p.Instances:
-		fmt.Fprintf(w, "  %d of the group's %d instance(s) run %s (as last observed); each is replaced by one on %s,\n", p.OnFrom, p.Instances, p.From, p.To)
-		fmt.Fprintf(w, "  one at a time: surge, healthy replacement, %s, terminate.\n", drainWords(p.Platform))
-	case p.Instances > 0:
-		fmt.Fprintf(w, "  as far as the record knows (last observed), %d of the group's %d instance(s) run %s and %d run another AMI (the record does not say which);\n",
-			p.OnFrom, p.Instances, p.From, p.Instances-p.OnFrom)
-		fmt.Fprintf(w, "  the agent replaces every instance not on %s, one at a time: surge, healthy replacement, %s, terminate;\n", p.To, drainWords(p.Platform))
-		fmt.Fprintf(w, "  instances already on %s are kept.\n", p.To)
 	default:
-		fmt.Fprintf(w, "  every instance not on %s is replaced, one at a time: surge, healthy replacement, drain, terminate.\n", p.To)
+		fmt.Fprintf(w, "  an instance refresh to a launch template version with %s replaces every instance not on it, launching before terminating.\n", p.To)
 	}
 	fmt.Fprintf(w, "  %s is not rolled out again while the AMI parameter still names it.\n", p.From)
 	if h := p.Halted; h != nil {
-		fmt.Fprintf(w, "  note: the halted replacement of %s stopped at %s", h.OldInstanceID, h.Step)
-		if h.NewInstanceID != "" {
-			fmt.Fprintf(w, "; its replacement %s stays in the group and is replaced like the others", h.NewInstanceID)
-		}
-		fmt.Fprintf(w, ";\n  desired capacity stays one above its value before that surge (%d): set it back yourself if you want it.\n", h.DesiredBefore)
+		fmt.Fprintf(w, "  note: an older patch-agent left its replacement of %s at step %s: check the group's desired capacity and MaxSize\n", h.OldInstanceID, h.Step)
+		fmt.Fprintf(w, "  first (that agent wrote them) and lower what is left over; the rollout's reason on status says what to look at.\n")
 	}
 }
 

@@ -139,12 +139,11 @@ type runbookWorld struct {
 func newRunbookWorld(t *testing.T) *runbookWorld {
 	t.Helper()
 	g := demo.GroupSetup{Name: "prod-ecs-asg", Cluster: "prod", Parameter: "/golden/prod", Min: 2, Max: 5, Desired: 4,
-		LaunchingHook: true, Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: "1"}}
+		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: "1"}}
 	mem := state.NewMemory()
 	w, err := demo.Build(demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 8}, Store: mem,
 		Policy: lifecycle.DefaultPolicy()})
 	require.NoError(t, err)
-	w.Checker.NoDesiredWrites = true
 	rw := &runbookWorld{w: w, mem: mem, file: filepath.Join(t.TempDir(), "state.json"), g: g}
 	rw.runFor(t, time.Minute)
 	return rw

@@ -137,8 +137,6 @@ type Agent struct {
 	pauseEnds pauseEnds
 	// resume is the first target the last cut pass left out: the next pass begins with it (passbudget.go)
 	resume string
-	// quiet: target -> the instances whose wake-ups end none of its waits, from its last look (wake.go)
-	quiet map[string]map[string]bool
 	// cut are the targets a pass's budget stopped in flight, not looked at to their end since: the next pass
 	// begins with them (passbudget.go)
 	cut map[string]bool
@@ -685,7 +683,6 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 	}
 	a.mu.Lock()
 	a.alertSourceLocked(t, problem, ami)
-	a.noteQuietLocked(name, r) // wake.go
 	a.mu.Unlock()
 	a.settings.Observer.TargetObserved(t, v, r, ami)
 	return nil
@@ -732,7 +729,7 @@ func (a *Agent) rollouts() *lifecycle.Orchestrator {
 // next deadline or lease renewal when that comes sooner. Passing AWS faults (throttling, 5xx, timeouts) are
 // logged as warnings, anything else as an error.
 func (a *Agent) stepFailed(group string, r state.Rollout, what string, err error, fields ...zap.Field) {
-	d := a.retries.Failed(group, lifecycle.LookAgainBy(r, a.settings.Policy))
+	d := a.retries.Failed(group, lifecycle.LookAgainBy(r))
 	fields = append(fields, zap.String(logging.Group, group), zap.Duration(logging.RetryIn, d),
 		zap.Int(logging.Attempt, a.retries.Failures(group)), zap.Error(err))
 	if awsapi.IsTransient(err) {

@@ -88,7 +88,6 @@ func TestC21BatchRollbackDoesNotShrinkAnAutoscalersScaleOut(t *testing.T) {
 	// Today's surge engine drains without cover for the autoscaler's raise here (its surge is counted in the
 	// desired capacity the autoscaler set): this test holds who owns desired capacity at the end, so it keeps
 	// the checker's rule before others' raises were held (docs/testing.md, "Invariant checker").
-	w.Checker.HoldRaisesOnceServed = true
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 11), "the autoscaler scales out during the surge")
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseRolledBack })
 	require.NoError(t, err)

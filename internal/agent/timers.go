@@ -149,16 +149,15 @@ func (o waitsObserver) TargetObserved(t lifecycle.Target, v lifecycle.GroupView,
 }
 
 // lookAgainAt returns when t must be looked at again whatever the events, as of its record r: the earliest
-// still ahead of its deadlines and lease renewal (lifecycle.LookAgainBy), the end of its soak
-// (t.Policy.MinAMIAge after the source's LastModifiedDate, while the rollout waits to start), its next
-// capacity-provider surge, the retry of its failed step, and the end of the pause that holds it (`pause
+// still ahead of its lease renewal (lifecycle.LookAgainBy), the end of its soak (t.Policy.MinAMIAge after the
+// source's LastModifiedDate, while the rollout waits to start), the retry of its failed step, and the end of the pause that holds it (`pause
 // --until`, as read before its last destructive step: pauseEnds), so that the rollout goes on at that time.
 // Zero when none is ahead (the safety poll looks
 // anyway); a time already passed is left out, since the look that recorded it has just seen the target.
 func (a *Agent) lookAgainAt(t lifecycle.Target, r state.Rollout) time.Time {
 	now := a.clock.Now()
 	var by time.Time
-	for _, at := range []time.Time{lifecycle.LookAgainBy(r, a.settings.Policy), soakEnd(t, r), r.NextSurgeAt, a.retries.NextAt(t.Group), a.pauseEnds.at(t.Group, now)} {
+	for _, at := range []time.Time{lifecycle.LookAgainBy(r), soakEnd(t, r), a.retries.NextAt(t.Group), a.pauseEnds.at(t.Group, now)} {
 		if at.After(now) && (by.IsZero() || at.Before(by)) {
 			by = at
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/logging"
-	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // wakeSet collects the groups, ECS clusters and EC2 instances named by wake-up events (events.KindWakeUp)
@@ -96,17 +95,9 @@ func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
 	a.mu.Lock()
 	d := a.discovered
 	only := wokenTargets(d, set(w.Group), set(w.Cluster), set(w.InstanceID))
-	kept := a.notQuietLocked(only, w.InstanceID)
 	a.mu.Unlock()
 	if len(d.Targets) > 0 && len(only) == 0 {
 		return events.Ignored, nil
-	}
-	if len(d.Targets) > 0 && len(kept) < len(only) {
-		// The instance ends no wait of some of the targets it concerns: wake only the others, by name.
-		for name := range kept {
-			a.wakes.add(name, "", "")
-		}
-		return events.Done, nil
 	}
 	a.wakes.add(w.Group, w.Cluster, w.InstanceID)
 	return events.Done, nil
@@ -154,48 +145,6 @@ func (a *Agent) handleOperator(ev events.Event) (events.Disposition, error) {
 
 // nodegroupKeyPrefix begins the key of a managed node group's rollout record (lifecycle.NodegroupKey).
 const nodegroupKeyPrefix = "nodegroup/"
-
-// noteQuietLocked records, from target name's record after its look, the instances whose wake-ups end none
-// of its waits: while a replacement waits to be healthy (Replacing/ReplacementHealthy, one at a time), the
-// group's instances from before the surge (Replacement.InstancesBefore) other than the old instance being
-// replaced. The wait ends on the replacement — an instance not among them — serving, or on a timed
-// deadline (timers.go); an instance retired before (its shutting-down, terminated and Terminate Successful
-// events), or another old instance, changes nothing it waits on. Any other position forgets the entry. The
-// caller holds a.mu.
-func (a *Agent) noteQuietLocked(name string, r state.Rollout) {
-	cur := r.Current
-	if r.Phase != state.PhaseReplacing || cur == nil || cur.Step != state.StepReplacementHealthy || len(r.Batch) > 0 {
-		delete(a.quiet, name)
-		return
-	}
-	quiet := make(map[string]bool, len(cur.InstancesBefore))
-	for _, id := range cur.InstancesBefore {
-		quiet[id] = true
-	}
-	delete(quiet, cur.OldInstanceID)
-	delete(quiet, cur.NewInstanceID)
-	if a.quiet == nil {
-		a.quiet = map[string]map[string]bool{}
-	}
-	a.quiet[name] = quiet
-}
-
-// notQuietLocked returns the targets of only for which a wake-up about instance may end a wait: all of them
-// when the event names no instance, else those whose last look did not record instance as quiet
-// (noteQuietLocked). Leaving a target out only delays it: the next wake-up about it, or the safety poll,
-// looks at it, and a look re-reads AWS before any step. The caller holds a.mu.
-func (a *Agent) notQuietLocked(only map[string]bool, instance string) map[string]bool {
-	if instance == "" {
-		return only
-	}
-	kept := make(map[string]bool, len(only))
-	for name := range only {
-		if !a.quiet[name][instance] {
-			kept[name] = true
-		}
-	}
-	return kept
-}
 
 // set is the one-element set of s; empty for "".
 func set(s string) map[string]bool {

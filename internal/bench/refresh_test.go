@@ -49,7 +49,7 @@ type refreshResults struct {
 // hook beside its terminating hook.
 func refreshSpec(n int, events bool) demo.Spec {
 	return demo.Spec{WakeUpEvents: events, WakeUpQueue: events, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
-		Min: int32(n), Max: int32(n + 1), Desired: int32(n), LaunchingHook: true,
+		Min: int32(n), Max: int32(n + 1), Desired: int32(n),
 		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}}, Services: map[string]int{"web": 2 * n}}
 }
 
@@ -65,7 +65,6 @@ func refreshRollout(t *testing.T, n int, tick time.Duration, events bool, db *co
 	}
 	w, err := demo.Build(spec)
 	require.NoError(t, err)
-	w.Checker.NoDesiredWrites = true
 	run := func(limit time.Duration, done func() bool) (bool, error) {
 		if events {
 			return w.RunEvents(ctx, limit, done)
@@ -287,12 +286,11 @@ func eksRefreshRollout(t *testing.T, n int, events bool, db *countedStore) (time
 	spec := demo.DemoSpec()
 	spec.Groups, spec.Services = spec.Groups[1:], nil
 	g := &spec.Groups[0]
-	g.Min, g.Desired, g.Max, g.LaunchingHook = int32(n), int32(n), int32(n+1), true
+	g.Min, g.Desired, g.Max = int32(n), int32(n), int32(n+1)
 	g.Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}
 	spec.WakeUpEvents, spec.WakeUpQueue, spec.Store = events, events, db.store
 	w, err := demo.Build(spec)
 	require.NoError(t, err)
-	w.Checker.NoDesiredWrites = true
 	run := func(limit time.Duration, done func() bool) (bool, error) {
 		if events {
 			return w.RunEvents(ctx, limit, done)

@@ -244,17 +244,6 @@ func (a fusedASG) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.Up
 	return out, nil
 }
 
-func (a fusedASG) SetDesiredCapacity(ctx context.Context, in *autoscaling.SetDesiredCapacityInput, o ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error) {
-	if err := a.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := a.AutoScaling.SetDesiredCapacity(ctx, in, o...)
-	if err = a.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (a fusedASG) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
 	if err := a.f.before(); err != nil {
 		return nil, err
@@ -315,17 +304,6 @@ func (a fusedASG) RollbackInstanceRefresh(ctx context.Context, in *autoscaling.R
 		return nil, err
 	}
 	out, err := a.AutoScaling.RollbackInstanceRefresh(ctx, in, o...)
-	if err = a.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (a fusedASG) SetInstanceProtection(ctx context.Context, in *autoscaling.SetInstanceProtectionInput, o ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error) {
-	if err := a.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := a.AutoScaling.SetInstanceProtection(ctx, in, o...)
 	if err = a.f.after(err); err != nil {
 		return nil, err
 	}

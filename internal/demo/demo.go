@@ -176,10 +176,11 @@ type GroupSetup struct {
 	InstanceRequirements bool
 	// HeartbeatTimeout of the group's terminating lifecycle hook to the agent's queue; 0 = 300 s; -1 = no hook.
 	HeartbeatTimeout time.Duration
-	// LaunchingHook gives the group the agent's launching lifecycle hook too (LaunchHookName, to the agent's
-	// queue, the same HeartbeatTimeout, DefaultResult ABANDON): each new instance waits in Pending:Wait until
-	// it serves in its cluster. The refresh strategy needs it.
-	LaunchingHook bool
+	// NoLaunchingHook leaves off the agent's launching lifecycle hook, which every group with a terminating
+	// hook otherwise gets (LaunchHookName, to the agent's queue, the same HeartbeatTimeout, DefaultResult
+	// ABANDON: each new instance waits in Pending:Wait until it serves in its cluster). Without it the group is
+	// not rolled: its status names the missing hook.
+	NoLaunchingHook bool
 	// Unmanaged leaves the opt-in tag off: the agent must never touch the group.
 	Unmanaged bool
 	// Tags are added to the group's tags (policy tags such as patch-agent/min-ami-age).
@@ -323,12 +324,6 @@ func Build(spec Spec) (*World, error) {
 		if g.Unmanaged {
 			tags = map[string]string{"team": "other"}
 		}
-		if pin := pinnedStrategy(g); pin != "" {
-			// The surge engine's tests' pin until that engine is deleted: a group set up without the agent's
-			// launching hook and without a strategy of its own is rolled by the strategy these tests were written
-			// for; groups with the launching hook get the default (instance refresh).
-			tags[lifecycle.TagStrategy] = pin
-		}
 		for k, v := range g.Tags {
 			tags[k] = v
 		}
@@ -345,7 +340,7 @@ func Build(spec Spec) (*World, error) {
 			}
 			gs.Hooks = []sim.HookSpec{{Name: HookName, Transition: sim.TransitionTerminating, HeartbeatTimeout: hb,
 				DefaultResult: sim.ResultContinue, QueueURL: queue}}
-			if g.LaunchingHook {
+			if !g.NoLaunchingHook {
 				gs.Hooks = append(gs.Hooks, sim.HookSpec{Name: LaunchHookName, Transition: sim.TransitionLaunching, HeartbeatTimeout: hb,
 					DefaultResult: sim.ResultAbandon, QueueURL: queue})
 			}
@@ -501,23 +496,6 @@ func Build(spec Spec) (*World, error) {
 	return w, nil
 }
 
-// pinnedStrategy is the patch-agent/strategy tag a test world gives a managed group without one and without
-// the agent's launching hook: the strategy its tests were written for (surge; for ECS managed scaling
-// capacity-provider, or drain-first with managed draining); "" for any other group, which gets the automatic
-// choice, instance refresh.
-func pinnedStrategy(g GroupSetup) string {
-	if _, tagged := g.Tags[lifecycle.TagStrategy]; tagged || g.LaunchingHook || g.Unmanaged {
-		return ""
-	}
-	if cp := g.CapacityProvider; cp != nil && cp.ManagedScaling {
-		if cp.ManagedDraining {
-			return lifecycle.StrategyDrainFirst
-		}
-		return lifecycle.StrategyCapacityProvider
-	}
-	return lifecycle.StrategySurge
-}
-
 // registerImage registers id, when EC2 does not know it yet, as a release of the world's AMI line: Amazon
 // Linux 2023 for ECS of the world's architecture, available, owned by Amazon when public (an AWS public
 // parameter's AMI) and else by the account (a golden AMI built on it), so that it passes the AMI gate.
@@ -621,7 +599,6 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		return Summary{}, err
 	}
 	spec := DemoSpec()
-	refreshGroups(&spec)
 	spec.Log = opts.Log
 	if opts.Store != nil { // a nil *state.Memory must not become a non-nil state.Store
 		spec.Store = opts.Store
@@ -635,7 +612,6 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	w.Checker.NoDesiredWrites = true
 	reg.Clock = w.Account.Clock()
 	reg.Consumer = w.messageStats
 	var fuse *Fuse
@@ -915,9 +891,6 @@ func progressLine(group string, r state.Rollout, desired, baseline, maxSize int3
 		pos += "/" + c.Step.String()
 		if c.OldInstanceID != "" { // an instance refresh picks the old instances itself
 			detail += " old=" + c.OldInstanceID
-		}
-		if c.NewInstanceID != "" {
-			detail += " new=" + c.NewInstanceID
 		}
 	}
 	d := fmt.Sprint(desired)

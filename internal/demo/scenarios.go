@@ -68,7 +68,6 @@ var scenarios = map[string]scenario{
 		setup: func(s *Spec) {
 			withTag(lifecycle.TagStrategy, lifecycle.StrategyRefresh)(s)
 			for i := range s.Groups {
-				s.Groups[i].LaunchingHook = true
 				s.Groups[i].Max = s.Groups[i].Desired + 1
 			}
 		}},
@@ -96,14 +95,6 @@ func lookupScenario(name string) (scenario, error) {
 		return scenario{}, fmt.Errorf("unknown scenario %q: want one of %s", name, strings.Join(Scenarios(), ", "))
 	}
 	return sc, nil
-}
-
-// refreshGroups gives every group of s the agent's launching hook beside its terminating hook: with both, a
-// plain ECS group and an EKS self-managed node group roll by instance refresh.
-func refreshGroups(s *Spec) {
-	for i := range s.Groups {
-		s.Groups[i].LaunchingHook = true
-	}
 }
 
 func withTag(key, value string) func(*Spec) {

@@ -75,7 +75,6 @@ type served struct {
 func newServed(t *testing.T, refresh bool) *served {
 	spec := demo.DemoSpec()
 	spec.Groups = spec.Groups[:1]
-	spec.Groups[0].LaunchingHook = true
 	spec.Groups[0].Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategySurge}
 	if refresh {
 		spec.Groups[0].Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}

@@ -112,27 +112,11 @@ func (r *Retries) Succeeded(key string) {
 const leaseRenewalMargin = 30 * time.Second
 
 // LookAgainBy returns the latest time a rollout whose step failed must be reconciled again whatever its
-// backoff: its drain deadline, its replacement's health deadline, and the renewal of its lease — so the
-// deadlines of p hold to the tick even while a step keeps failing. Zero when nothing bounds it.
-func LookAgainBy(r state.Rollout, p Policy) time.Time {
-	var by time.Time
-	earliest := func(t time.Time) {
-		if !t.IsZero() && (by.IsZero() || t.Before(by)) {
-			by = t
-		}
+// backoff: leaseRenewalMargin before its lease expires, so the lease is renewed while the step keeps failing.
+// Zero without a lease.
+func LookAgainBy(r state.Rollout) time.Time {
+	if r.LeaseExpires.IsZero() {
+		return time.Time{}
 	}
-	if c := r.Current; c != nil {
-		switch c.Step {
-		case state.StepDraining:
-			if !c.DrainStartedAt.IsZero() {
-				earliest(c.DrainStartedAt.Add(p.DrainTimeout + time.Second)) // the deadline is passed once it is exceeded
-			}
-		case state.StepReplacementHealthy:
-			earliest(c.StepStartedAt.Add(p.HealthTimeout + time.Second))
-		}
-	}
-	if !r.LeaseExpires.IsZero() {
-		earliest(r.LeaseExpires.Add(-leaseRenewalMargin))
-	}
-	return by
+	return r.LeaseExpires.Add(-leaseRenewalMargin)
 }

@@ -19,21 +19,13 @@ import (
 type Groups interface {
 	// Traits reads a group's traits: its tags (as described) and its lifecycle hooks (DescribeLifecycleHooks).
 	Traits(ctx context.Context, group string, tags map[string]string) (GroupTraits, error)
-	// SetDesired sets the group's desired capacity (SetDesiredCapacity, cooldown not honoured): absolute, so a
-	// repeat after a crash is harmless.
-	SetDesired(ctx context.Context, group string, desired int32) error
-	// SetMaxAndDesired sets max size and desired capacity to size in one UpdateAutoScalingGroup.
-	SetMaxAndDesired(ctx context.Context, group string, size int32) error
-	// SetMax sets the group's max size (UpdateAutoScalingGroup).
-	SetMax(ctx context.Context, group string, max int32) error
-	// Unprotect removes scale-in protection from one instance (SetInstanceProtection). An instance Auto Scaling
-	// no longer knows is not an error (awsapi.IsInstanceNotFound).
-	Unprotect(ctx context.Context, group, instanceID string) error
-	// Terminate terminates one instance through its group (TerminateInstanceInAutoScalingGroup), decrementing
-	// desired capacity when decrement is set: the group's terminating lifecycle hook, if any, runs (Amazon EC2
-	// Auto Scaling API Reference, TerminateInstanceInAutoScalingGroup). An instance already gone is not an
-	// error (awsapi.IsInstanceNotFound).
-	Terminate(ctx context.Context, instanceID string, decrement bool) error
+	// Terminate terminates one instance through its group without decrementing desired capacity
+	// (TerminateInstanceInAutoScalingGroup, ShouldDecrementDesiredCapacity false): Auto Scaling launches its
+	// successor from the group's launch template, and the group's terminating lifecycle hook, if any, runs
+	// (Amazon EC2 Auto Scaling API Reference, TerminateInstanceInAutoScalingGroup). The agent never writes
+	// desired capacity, so there is no decrementing form. An instance already gone is not an error
+	// (awsapi.IsInstanceNotFound).
+	Terminate(ctx context.Context, instanceID string) error
 	// Members describes at most maxAutoScalingInstanceIDs (50) instances (DescribeAutoScalingInstances): the
 	// group and lifecycle state of each Auto Scaling knows; unknown ids are left out.
 	Members(ctx context.Context, instanceIDs []string) ([]GroupMember, error)
@@ -56,41 +48,10 @@ func (g AutoScalingGroups) Traits(ctx context.Context, group string, tags map[st
 	return DescribeTraits(ctx, g.API, group, tags)
 }
 
-// SetDesired implements Groups.
-func (g AutoScalingGroups) SetDesired(ctx context.Context, group string, desired int32) error {
-	_, err := g.API.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
-		AutoScalingGroupName: aws.String(group), DesiredCapacity: aws.Int32(desired), HonorCooldown: aws.Bool(false)})
-	return err
-}
-
-// SetMaxAndDesired implements Groups.
-func (g AutoScalingGroups) SetMaxAndDesired(ctx context.Context, group string, size int32) error {
-	_, err := g.API.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
-		AutoScalingGroupName: aws.String(group), MaxSize: aws.Int32(size), DesiredCapacity: aws.Int32(size)})
-	return err
-}
-
-// SetMax implements Groups.
-func (g AutoScalingGroups) SetMax(ctx context.Context, group string, max int32) error {
-	_, err := g.API.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
-		AutoScalingGroupName: aws.String(group), MaxSize: aws.Int32(max)})
-	return err
-}
-
-// Unprotect implements Groups.
-func (g AutoScalingGroups) Unprotect(ctx context.Context, group, instanceID string) error {
-	_, err := g.API.SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{AutoScalingGroupName: aws.String(group),
-		InstanceIds: []string{instanceID}, ProtectedFromScaleIn: aws.Bool(false)})
-	if awsapi.IsInstanceNotFound(err) {
-		return nil
-	}
-	return err
-}
-
 // Terminate implements Groups.
-func (g AutoScalingGroups) Terminate(ctx context.Context, instanceID string, decrement bool) error {
+func (g AutoScalingGroups) Terminate(ctx context.Context, instanceID string) error {
 	_, err := g.API.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
-		InstanceId: aws.String(instanceID), ShouldDecrementDesiredCapacity: aws.Bool(decrement)})
+		InstanceId: aws.String(instanceID), ShouldDecrementDesiredCapacity: aws.Bool(false)})
 	if awsapi.IsInstanceNotFound(err) {
 		return nil
 	}

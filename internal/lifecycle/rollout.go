@@ -18,8 +18,8 @@ import (
 
 // Policy holds the rollout settings that apply to every target.
 type Policy struct {
-	// HealthTimeout is how long a surge instance may take to be InService and healthy in its cluster before
-	// the rollout halts (field case C15). Default 10 minutes.
+	// HealthTimeout is how long a new instance's launching lifecycle action may wait in Pending:Wait for the
+	// instance to serve in its cluster before the agent abandons it and the rollout halts (field case C15). Default 10 minutes.
 	HealthTimeout time.Duration
 	// DrainTimeout is how long a drain may take before the rollout halts and the old instance is put back in
 	// service. Default 30 minutes.
@@ -54,8 +54,8 @@ type Orchestrator struct {
 	LeaseTTL    time.Duration
 	Store       state.Store
 	AutoScaling awsapi.AutoScaling
-	// Groups owns the Auto Scaling calls of the rollout (surge, max size, protection, termination, traits,
-	// warm pool membership); nil uses AutoScalingGroups over AutoScaling.
+	// Groups owns the Auto Scaling calls of the rollout (traits, warm pool membership, the warm pool's
+	// termination without decrement); nil uses AutoScalingGroups over AutoScaling.
 	Groups Groups
 	// Templates owns the launch template versions (Templates over EC2 and Auto Scaling).
 	Templates TemplateProvider
@@ -105,10 +105,6 @@ type Orchestrator struct {
 	// claim is the drain slot (the cluster budget as it is to be written, planClusterBudget) that the next
 	// guarded write carries in its transaction; nil when none. save clears it.
 	claim *state.ClusterBudget
-	// drainStarted is set when drainOld started a drain after the look's view was taken: the view no longer
-	// counts that instance right (it shows it serving), so a batch's next member must not be judged on it in
-	// the same call (replaceBatch).
-	drainStarted bool
 }
 
 // leases is the lease rule of the orchestrator's TTL.
@@ -192,9 +188,6 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 	stored := r
 	shown, _ := r.ShownImages() // ON TARGET counts the AMI status shows (a node group's rollback: the one it went to)
 	r.Instances, r.OnTarget, r.Warning = v.Staying(), v.CountOnImage(shown), in.Warning
-	if note := batchNote(t, r.Strategy); note != "" { // rollout_batch.go
-		r.Warning = strings.TrimPrefix(r.Warning+"; "+note, "; ")
-	}
 	if note := DeprecatedStrategyNote(t.Policy.Strategy); note != "" { // strategy.go
 		r.Warning = strings.TrimPrefix(r.Warning+"; "+note, "; ")
 	}
@@ -280,46 +273,22 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 		return o.detect(ctx, t, v, ami, r)
 	case state.PhaseDetected, state.PhaseWaiting:
 		return o.start(ctx, t, v, ami, r)
+	case state.PhaseHalted:
+		return r, errWait
+	}
+	if r.Strategy != StrategyRefresh {
+		return o.olderEngine(ctx, r) // rollout_olderengine.go
+	}
+	switch r.Phase {
 	case state.PhasePreparing:
 		if err := o.holdIfPaused(&r, "prepare the launch template"); err != nil {
 			return r, err
 		}
-		if r.Strategy == StrategyRefresh {
-			return o.prepareRefresh(ctx, t, v, r) // rollout_refresh.go
-		}
-		return o.prepare(ctx, v, r)
-	case state.PhaseReplacing:
-		if r.Strategy == StrategyRefresh {
-			return o.refreshStep(ctx, t, v, ami, r)
-		}
-		if supersedes(ami, r) { // rollout_supersede.go
-			return o.supersede(ctx, t, v, ami, r)
-		}
-		platform, err := o.Platforms.For(t)
-		if err != nil {
-			return o.halt(ctx, r, err.Error(), false)
-		}
-		return o.replace(ctx, t, platform, v, r)
+		return o.prepareRefresh(ctx, t, v, r) // rollout_refresh.go
+	case state.PhaseReplacing, state.PhaseRollingBack: // a rollback is never held by a pause once decided
+		return o.refreshStep(ctx, t, v, ami, r)
 	case state.PhaseVerifying:
-		if r.Strategy == StrategyRefresh {
-			return o.verifyRefresh(ctx, t, v, r)
-		}
-		return o.verify(ctx, v, r)
-	case state.PhaseRollingBack:
-		if r.Strategy == StrategyRefresh {
-			return o.refreshStep(ctx, t, v, ami, r) // a rollback is never held by a pause once decided
-		}
-		if err := o.holdIfPaused(&r, "roll back"); err != nil {
-			return r, err
-		}
-		// A rollback look makes its effects (the template, terminations, the capacity) with no write between
-		// them: the kept, eventually consistent pause read is confirmed against the lock items first.
-		if err := o.guardEffect(ctx, &r, "roll back"); err != nil {
-			return r, err
-		}
-		return o.rollBack(ctx, t, v, r)
-	case state.PhaseHalted:
-		return r, errWait
+		return o.verifyRefresh(ctx, t, v, r)
 	}
 	return r, fmt.Errorf("unknown phase %q", r.Phase)
 }

@@ -111,12 +111,9 @@ func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot)
 		if r.Phase != state.PhaseReplacing || r.Current == nil {
 			return true, nil
 		}
-		for _, cur := range append([]state.Replacement{*r.Current}, r.Batch...) { // a batch's members each hold one
-			if cur.OldInstanceID == s.InstanceID && (cur.Step == state.StepDraining || cur.Step == state.StepTerminating) {
-				return false, nil
-			}
-		}
-		return true, nil
+		// A slot without a hook is an older agent's drain: held while its record still drains that instance.
+		cur := r.Current
+		return cur.OldInstanceID != s.InstanceID || cur.Step != state.StepDraining && cur.Step != state.StepTerminating, nil
 	}
 }
 

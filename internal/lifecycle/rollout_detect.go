@@ -2,8 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -11,9 +9,6 @@ import (
 // detect starts a rollout when the source names an AMI the target is not on yet. The decision is on the
 // resolved image id only, never on the parameter's Version (field case C13).
 func (o *Orchestrator) detect(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
-	if r.Phase == state.PhaseRolledBack && r.HaltedSurgeTo != 0 && r.PreviousImageID != "" {
-		return o.giveBackRolledBack(ctx, t, v, r) // rollout_rollback.go: healthy replacements owed back
-	}
 	if next, ok, err := o.detectSetBack(ctx, t, v, ami, r); ok || err != nil { // setback.go
 		return next, err
 	}
@@ -132,7 +127,7 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	if r.PreviousTemplate == nil { // a superseded rollout keeps the reference from before its first change
 		r.PreviousTemplate = &ref
 	}
-	r.Strategy, r.ECSManagedDraining = strategy, traits.ECSManagedDraining
+	r.Strategy = strategy
 	r.Phase, r.Reason = state.PhasePreparing, ""
 	// The pause read above is kept for the call and may be old by now (the AMI gate's reads, Traits): the
 	// Preparing write carries its own, strongly consistent check (guardIfPaused), and prepare's effects follow it.
@@ -158,33 +153,4 @@ func startNextStep(r state.Rollout) string {
 		return nextRefreshStep
 	}
 	return "prepare the launch template"
-}
-
-// prepare makes the group launch the target AMI: a launch template version with the explicit AMI id, and the
-// group pointed at that version, whichever way it referenced the template before (C11).
-func (o *Orchestrator) prepare(ctx context.Context, v GroupView, r state.Rollout) (state.Rollout, error) {
-	ref, err := TemplateRef(v.Group)
-	if err != nil {
-		return o.halt(ctx, r, err.Error(), false)
-	}
-	// A new launch template version and the group pointed at it are what a pause stops first (docs/operations.md):
-	// checked against the lock items strongly consistently, unless the Preparing write of this call just did.
-	if err := o.guardEffect(ctx, &r, "prepare the launch template"); err != nil {
-		return r, err
-	}
-	why := fmt.Sprintf("AMI %s from %s version %d", r.TargetImageID, r.Source, r.SourceVersion)
-	tv, err := o.Templates.EnsureVersion(ctx, ref, r.TargetImageID, why)
-	if err != nil {
-		return r, err
-	}
-	want := ref
-	want.Version = strconv.FormatInt(tv.Number, 10)
-	if ref.Version != want.Version {
-		if err := o.Templates.PointGroup(ctx, v.Group, want); err != nil {
-			return r, err
-		}
-	}
-	r.NewTemplateVersion = want.Version
-	r.Phase = state.PhaseReplacing
-	return o.save(ctx, r, "group launches launch template version "+want.Version)
 }

@@ -84,7 +84,7 @@ func (o *Orchestrator) detectAged(ctx context.Context, t Target, v GroupView, r 
 		strings.Join(old, ", "), r.TargetImageID)
 	r.Platform, r.Cluster, r.Trigger = t.Platform, t.Cluster, TriggerMaxInstanceAge
 	r.PreviousImageID = r.TargetImageID
-	r.DetectedAt, r.Reason, r.Current, r.Batch, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = o.Clock.Now(), "", nil, nil, nil, "", nil
+	r.DetectedAt, r.Reason, r.Current, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = o.Clock.Now(), "", nil, nil, "", nil
 	r.RollbackFrom, r.ApprovedImage, r.ApprovedBy = "", "", ""
 	r.Phase = state.PhaseDetected
 	next, err := o.save(ctx, r, "instances past the maximum instance age", state.HistoryEntry{Group: t.Group, At: o.Clock.Now(),

@@ -83,9 +83,6 @@ func (o *Orchestrator) logStep(r state.Rollout, what string) {
 		zap.String(logging.AMI, r.TargetImageID)}
 	if r.Current != nil {
 		fields = append(fields, zap.String(logging.RolloutStep, string(r.Current.Step)), zap.String(logging.InstanceID, r.Current.OldInstanceID))
-		if r.Current.NewInstanceID != "" {
-			fields = append(fields, zap.String(logging.NewInstanceID, r.Current.NewInstanceID))
-		}
 	}
 	if r.Reason != "" {
 		fields = append(fields, zap.String(logging.Reason, r.Reason))

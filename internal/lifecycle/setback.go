@@ -120,7 +120,7 @@ func (o *Orchestrator) detectSetBack(ctx context.Context, t Target, v GroupView,
 	now := o.Clock.Now()
 	r.Platform, r.Cluster, r.Trigger = t.Platform, t.Cluster, TriggerSetBack
 	r.PreviousImageID = cur.ImageID
-	r.DetectedAt, r.Reason, r.Current, r.Batch, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = now, "", nil, nil, nil, "", nil
+	r.DetectedAt, r.Reason, r.Current, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = now, "", nil, nil, "", nil
 	r.OnTarget = v.CountOnImage(r.TargetImageID)
 	r.Phase = state.PhaseDetected
 	saved, err := o.save(ctx, r, "set back by an outside change", state.HistoryEntry{Group: t.Group, At: now, Event: TriggerSetBack,

@@ -3,26 +3,16 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
-// Replacement strategies.
-const (
-	// StrategySurge launches the replacement first (desired+1), then drains and terminates the old
-	// instance: capacity never drops. Only by tag, and deprecated (SurgeDeprecatedNote): it writes desired
-	// capacity beside the group's other writers; plain groups roll by StrategyRefresh.
-	StrategySurge = "surge"
-	// StrategyDrainFirst drains the old instance first and lets ECS managed scaling add the capacity the
-	// displaced tasks need, then terminates it explicitly. Only by tag, and deprecated (DeprecatedStrategyNote);
-	// with room to spare it shrinks a capacity-provider group, which StrategyCapacityProvider
-	// (capacityprovider.go), also deprecated, does not.
-	StrategyDrainFirst = "drain-first"
-)
-
-// TagStrategy overrides the automatic choice, "refresh" (rollout_refresh.go): "auto" (default) and "refresh"
-// roll by instance refresh; "surge", "drain-first" and "capacity-provider" are deprecated.
+// TagStrategy names how a group's instances are replaced: "auto" (default) and "refresh" roll by instance
+// refresh (rollout_refresh.go), the only strategy. The values of older agents ("surge", "drain-first",
+// "capacity-provider") are accepted and also roll by instance refresh, with a status warning
+// (DeprecatedStrategyNote).
 const TagStrategy = "patch-agent/strategy"
 
 // Names ECS gives to what it manages on an Auto Scaling group (Amazon ECS Developer Guide: "Amazon ECS
@@ -58,38 +48,32 @@ func DescribeTraits(ctx context.Context, api awsapi.AutoScaling, group string, t
 	return tr, nil
 }
 
-// ChooseStrategy returns the strategy for a group: the tag's choice, else refresh (one instance refresh, which
-// needs the agent's launching lifecycle hook and a terminating hook that drains: the agent's, or ECS's managed
-// draining hook; a group without them waits with a reason naming the missing hook). Groups ECS managed scaling
-// owns roll by refresh too: the refresh replaces the instances ECS protects from scale-in, ECS keeps the size,
-// and the services' Availability Zone rebalancing (the default of services ECS creates) moves displaced tasks
-// back to the zone of each new instance (docs/ecs.md). The tags surge, drain-first and capacity-provider
-// choose the older strategies, which write desired capacity and are deprecated (DeprecatedStrategyNote). An
-// unknown tag value is an error naming the valid ones.
+// deprecatedStrategies are the TagStrategy values of older agents, whose strategies wrote desired capacity.
+var deprecatedStrategies = []string{"surge", "drain-first", "capacity-provider"}
+
+// ChooseStrategy returns the strategy for a group: refresh (one instance refresh, which needs the agent's
+// launching lifecycle hook and a terminating hook that drains: the agent's, or ECS's managed draining hook; a
+// group without them waits with a reason naming the missing hook). Groups ECS managed scaling owns roll by
+// refresh too: the refresh replaces the instances ECS protects from scale-in, ECS keeps the size, and the
+// services' Availability Zone rebalancing (the default of services ECS creates) moves displaced tasks back to
+// the zone of each new instance (docs/ecs.md). The tag values of older agents' strategies roll by refresh as
+// well (DeprecatedStrategyNote); any other value is an error naming the valid ones.
 func ChooseStrategy(tag string, _ GroupTraits) (string, error) {
-	switch strings.ToLower(tag) {
-	case StrategySurge:
-		return StrategySurge, nil
-	case StrategyDrainFirst:
-		return StrategyDrainFirst, nil
-	case StrategyCapacityProvider:
-		return StrategyCapacityProvider, nil
-	case StrategyRefresh, "", "auto":
+	t := strings.ToLower(tag)
+	if t == StrategyRefresh || t == "" || t == "auto" || slices.Contains(deprecatedStrategies, t) {
 		return StrategyRefresh, nil
 	}
-	return "", fmt.Errorf("tag %s=%q: want refresh or auto; capacity-provider, drain-first and surge are deprecated", TagStrategy, tag)
+	return "", fmt.Errorf("tag %s=%q: want refresh or auto", TagStrategy, tag)
 }
 
-// DeprecatedStrategyNote is the status warning of a group tagged with one of the strategies that write desired
-// capacity (surge, drain-first, capacity-provider; "" for any other tag): SetDesiredCapacity has no
-// compare-and-set, so beside an autoscaler or ECS managed scaling those strategies can leave the group below
-// what the others set. Removing the tag rolls the group by instance refresh.
+// DeprecatedStrategyNote is the status warning of a group tagged with the strategy of an older agent (surge,
+// drain-first, capacity-provider; "" for any other tag): the tag no longer has an effect, the group rolls by
+// instance refresh, which needs the agent's launching and terminating lifecycle hooks.
 func DeprecatedStrategyNote(tag string) string {
-	switch t := strings.ToLower(tag); t {
-	case StrategySurge, StrategyDrainFirst, StrategyCapacityProvider:
-		return fmt.Sprintf("tag %s=%s is deprecated and will be removed (it writes desired capacity beside the group's "+
-			"other writers): remove the tag to roll by instance refresh once the group has the agent's launching and terminating "+
-			"lifecycle hooks (docs/deploy.md)", TagStrategy, t)
+	if t := strings.ToLower(tag); slices.Contains(deprecatedStrategies, t) {
+		return fmt.Sprintf("tag %s=%s has no effect any more (that strategy wrote desired capacity beside the group's "+
+			"other writers): the group rolls by instance refresh, which needs the agent's launching and terminating "+
+			"lifecycle hooks (docs/deploy.md); remove the tag", TagStrategy, t)
 	}
 	return ""
 }

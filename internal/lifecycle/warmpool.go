@@ -199,7 +199,7 @@ func (o *Orchestrator) recycleWarmPool(ctx context.Context, t Target, v GroupVie
 					zap.String(logging.InstanceID, id), zap.String(logging.Reason, st))
 				continue
 			}
-			if err := o.groups().Terminate(ctx, id, false); err != nil {
+			if err := o.groups().Terminate(ctx, id); err != nil {
 				return fmt.Errorf("terminating warm pool instance %s: %w", id, err)
 			}
 			o.Log.Info("warm pool instance not on the target AMI terminated; the pool refills from the new launch template version",

@@ -253,9 +253,10 @@ type RollbackPlan struct {
 	// From is the current target AMI, which the group leaves; To the AMI it is rolled to.
 	From, To string
 	// Instances is the group's instance count and OnFrom how many of them run From, as last observed by the
-	// agent: those are replaced by the group's strategy (an instance refresh by default).
+	// agent: an instance refresh replaces them.
 	Instances, OnFrom int
-	// Halted is the replacement a halted rollout stopped in, if any: its surge instance stays in the group.
+	// Halted is the replacement an older agent's rollout stopped in (state.Rollout.ByOlderEngine), if any:
+	// desired capacity and MaxSize may still hold that agent's extra instance.
 	Halted *state.Replacement
 	// Unrecorded is set when To appears nowhere in the group's history nor as its previous AMI, and force
 	// let the rollback go on anyway.
@@ -266,8 +267,6 @@ type RollbackPlan struct {
 	// Refresh is set for a rollout in an instance refresh: the agent rolls that refresh back
 	// (RollbackInstanceRefresh, or a refresh to the previous launch template version).
 	Refresh *RefreshRollbackPlan
-	// ByRefresh: the group is rolled by instance refresh (its rollout's strategy), so the rollback is one too.
-	ByRefresh bool
 	// Source is the record's source of From: the SSM parameter the agent resolved it from, or "manual
 	// rollback by WHO" when From was itself a rollback's target.
 	Source string
@@ -356,8 +355,7 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 		return RollbackPlan{}, fmt.Errorf("%s is the AMI the rollout of %s rolled back from: a rollback would roll it again past every gate; "+
 			"once its cause is fixed, patch-agent retry %s rolls it through them", to, r.Group, r.Group)
 	}
-	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: from, To: to, Instances: r.Instances, OnFrom: onFrom, Source: r.Source,
-		ByRefresh: r.Strategy == "refresh"}
+	p := RollbackPlan{Group: r.Group, Platform: r.Platform, Phase: r.Phase, From: from, To: to, Instances: r.Instances, OnFrom: onFrom, Source: r.Source}
 	if explicit {
 		known, err := knownImage(ctx, store, r, to)
 		if err != nil {
@@ -368,7 +366,7 @@ func planRollback(ctx context.Context, store state.Store, r state.Rollout, to st
 		}
 		p.Unrecorded = !known
 	}
-	if r.Current != nil {
+	if r.Current != nil && r.ByOlderEngine() {
 		c := *r.Current
 		p.Halted = &c
 	}
@@ -458,13 +456,7 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 		}
 		r.RollbackFrom, r.PreviousImageID, r.TargetImageID = p.From, p.From, p.To
 		r.Source, r.SourceVersion, r.SourceModified, r.DetectedAt = "manual rollback by "+who, 0, time.Time{}, now
-		if r.Phase == state.PhaseHalted && r.Current != nil && r.Current.SurgeTo != 0 {
-			// The halted surge is given back first (lifecycle: pickNext): what it still adds to desired capacity,
-			// one instance for every member of its batch still in flight, not one for the whole batch.
-			n := int32(1 + len(r.Batch))
-			r.HaltedSurgeTo, r.HaltedSurgeCount = r.Current.DesiredBefore+n, n
-		}
-		r.Current, r.Batch, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = nil, nil, nil, "", nil
+		r.Current, r.Strategy, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = nil, "", nil, "", nil
 		r.Phase, r.Reason = state.PhaseDetected, ""
 		r.ApprovedImage, r.ApprovedBy = p.To, who
 		r.SetBacks, r.SetBackBy = 0, "" // set-backs count against the AMI rolled back from

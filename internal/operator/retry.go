@@ -99,9 +99,6 @@ func RearmForRetry(r *state.Rollout) (string, error) {
 		if Rearmed(*r) {
 			return "", fmt.Errorf("group %s: %w (%s); status shows when the agent takes it", r.Group, ErrRetryAlreadyRequested, r.Reason)
 		}
-		if r.HaltedSurgeTo != 0 {
-			return "", fmt.Errorf("group %s is still giving back the replacements of its rolled-back rollout: retry once status shows it Completed", r.Group)
-		}
 		failed := r.RollbackFrom
 		if p := r.Nodegroup; p != nil {
 			if failed == "" {
@@ -139,11 +136,13 @@ func RearmForRetry(r *state.Rollout) (string, error) {
 		r.RollbackFrom = ""
 		return failed, nil
 	case state.PhaseHalted:
-		if r.Refresh != nil && (r.Current == nil || r.Current.Step == state.StepInstanceRefresh) && len(r.Batch) == 0 && r.TargetImageID != "" {
+		byRefresh := r.Refresh != nil && (r.Current == nil || r.Current.Step == state.StepInstanceRefresh)
+		if (byRefresh || r.ByOlderEngine()) && r.TargetImageID != "" {
 			// A rollout by instance refresh halts once its refresh ended (cancelled, failed): nothing of it is in
 			// flight, and a new refresh skips the instances already on the target. It starts over from Detected
-			// with the same target and the same launch template version to roll back to.
-			r.Phase, r.Current = state.PhaseDetected, nil
+			// with the same target and the same launch template version to roll back to. So does a rollout an
+			// older agent left mid-replacement, once the operator checked what its reason names: by refresh.
+			r.Phase, r.Current, r.Strategy = state.PhaseDetected, nil, ""
 			return r.TargetImageID, nil
 		}
 		return "", fmt.Errorf("group %s is Halted (%s): roll it back first (`patch-agent rollback %s`), or fix the cause and let the agent roll back; retry once it is RolledBack",

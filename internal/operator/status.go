@@ -135,7 +135,7 @@ func Status(ctx context.Context, store state.Store, group string, now time.Time)
 			UpdatedAt: r.UpdatedAt}
 		if c := r.Current; c != nil {
 			row.Step = c.Step
-			row.CurrentInstance = &CurrentInstance{Old: c.OldInstanceID, New: c.NewInstanceID}
+			row.CurrentInstance = &CurrentInstance{Old: c.OldInstanceID}
 		}
 		if p := r.Refresh; p != nil && r.Current != nil && r.Current.Step == state.StepInstanceRefresh {
 			row.CurrentInstance = nil

@@ -387,12 +387,6 @@ func (c faultyASG) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.U
 	})
 }
 
-func (c faultyASG) SetDesiredCapacity(ctx context.Context, in *autoscaling.SetDesiredCapacityInput, o ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error) {
-	return call(ctx, c.f, "autoscaling:SetDesiredCapacity", true, func(ctx context.Context) (*autoscaling.SetDesiredCapacityOutput, error) {
-		return c.api.SetDesiredCapacity(ctx, in, o...)
-	})
-}
-
 func (c faultyASG) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
 	return call(ctx, c.f, "autoscaling:TerminateInstanceInAutoScalingGroup", true, func(ctx context.Context) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
 		return c.api.TerminateInstanceInAutoScalingGroup(ctx, in, o...)
@@ -414,12 +408,6 @@ func (c faultyASG) CompleteLifecycleAction(ctx context.Context, in *autoscaling.
 func (c faultyASG) RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, o ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
 	return call(ctx, c.f, "autoscaling:RecordLifecycleActionHeartbeat", true, func(ctx context.Context) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
 		return c.api.RecordLifecycleActionHeartbeat(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) SetInstanceProtection(ctx context.Context, in *autoscaling.SetInstanceProtectionInput, o ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error) {
-	return call(ctx, c.f, "autoscaling:SetInstanceProtection", true, func(ctx context.Context) (*autoscaling.SetInstanceProtectionOutput, error) {
-		return c.api.SetInstanceProtection(ctx, in, o...)
 	})
 }
 

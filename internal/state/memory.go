@@ -211,16 +211,7 @@ func clone(r Rollout) Rollout {
 	}
 	if r.Current != nil {
 		c := *r.Current
-		c.InstancesBefore = append([]string(nil), c.InstancesBefore...)
 		r.Current = &c
-	}
-	if r.Batch != nil {
-		b := make([]Replacement, len(r.Batch))
-		for i, m := range r.Batch {
-			m.InstancesBefore = append([]string(nil), m.InstancesBefore...)
-			b[i] = m
-		}
-		r.Batch = b
 	}
 	r.Replaced = append([]string(nil), r.Replaced...)
 	r.Nodegroup = cloneNodegroup(r.Nodegroup)

@@ -18,14 +18,16 @@ const (
 	PhaseRolledBack  Phase = "RolledBack"  // rollback finished
 )
 
-// Step is the position inside the replacement of one outdated instance (PhaseReplacing).
+// Step is the position of the replacement in flight (Rollout.Current) while Replacing or RollingBack.
 type Step string
 
+// The steps of older agents, which replaced one instance at a time by raising desired capacity themselves. This
+// agent never enters them: a record found at one is halted with what to check (lifecycle's olderEngine).
 const (
-	StepSurge              Step = "Surge"              // desired+1 (max+1 when needed) about to be / being written
-	StepReplacementHealthy Step = "ReplacementHealthy" // waiting for the surge instance: InService and healthy in its cluster
+	StepSurge              Step = "Surge"              // desired capacity +1 about to be / being written
+	StepReplacementHealthy Step = "ReplacementHealthy" // waiting for the extra instance to serve
 	StepDraining           Step = "Draining"           // old instance DRAINING (ECS) / cordoned and evicted (EKS)
-	StepTerminating        Step = "Terminating"        // TerminateInstanceInAutoScalingGroup sent; waiting for it to leave
+	StepTerminating        Step = "Terminating"        // TerminateInstanceInAutoScalingGroup sent
 )
 
 // LaunchTemplateRef is how a group references its launch template: an id and a version string
@@ -37,38 +39,12 @@ type LaunchTemplateRef struct {
 	MixedInstances bool   `json:"mixedInstances,omitempty" dynamodbav:"mixed,omitempty"`
 }
 
-// Replacement is the durable progress of replacing one outdated instance.
+// Replacement is the replacement in flight: the step and when it started; OldInstanceID in a record an older
+// agent wrote (the instance it was replacing).
 type Replacement struct {
-	Step          Step   `json:"step" dynamodbav:"step"`
-	OldInstanceID string `json:"oldInstanceId" dynamodbav:"old"`
-	// DesiredBefore is the group's desired capacity read just before the surge; the surge writes
-	// DesiredBefore+1 (an absolute value, so a repeated write after a crash is harmless).
-	DesiredBefore int32 `json:"desiredBefore" dynamodbav:"desiredBefore"`
-	// InstancesBefore are the group's instance ids before the surge: the replacement is the new one.
-	InstancesBefore []string  `json:"instancesBefore" dynamodbav:"before"`
-	NewInstanceID   string    `json:"newInstanceId,omitempty" dynamodbav:"new,omitempty"`
-	StepStartedAt   time.Time `json:"stepStartedAt" dynamodbav:"stepStartedAt"`
-	// DrainStartedAt is when the agent started draining the old instance; the drain deadline runs from it.
-	DrainStartedAt time.Time `json:"drainStartedAt,omitempty" dynamodbav:"drainStartedAt,omitempty"`
-	// ContainerInstanceARN of the old instance (ECS), once known.
-	ContainerInstanceARN string `json:"containerInstanceArn,omitempty" dynamodbav:"ci,omitempty"`
-	// Capacity-provider strategy (internal/lifecycle/capacityprovider.go). Rebalance: the replacement landed in
-	// an Availability Zone without an outdated instance, so the old instance is terminated without decrement
-	// (Auto Scaling launches into its zone) and the surge then goes back through one drained instance of the
-	// zone that has one too many (GiveBack). Resurges counts the surges taken again after ECS managed scaling
-	// scaled the empty replacement in.
-	Rebalance bool `json:"rebalance,omitempty" dynamodbav:"rebalance,omitempty"`
-	GiveBack  bool `json:"giveBack,omitempty" dynamodbav:"giveBack,omitempty"`
-	Resurges  int  `json:"resurges,omitempty" dynamodbav:"resurges,omitempty"`
-	// CapacityRetries counts the health windows that ended with no replacement launched because EC2 had no
-	// capacity (a failed scaling activity): each one is retried with a longer window, never a halt.
-	CapacityRetries int `json:"capacityRetries,omitempty" dynamodbav:"capacityRetries,omitempty"`
-	// SurgeTo is the absolute desired capacity the agent's surge writes (DesiredBefore+1), recorded durably
-	// before SetDesiredCapacity is called; 0 while the surge is not requested yet. It tells the agent's own
-	// extra instance from an autoscaler's: a surge step that resumes (after a pause or a crash) with SurgeTo 0
-	// surges on top of whatever desired capacity it finds now, never taking someone else's scale-out as its
-	// own.
-	SurgeTo int32 `json:"surgeTo,omitempty" dynamodbav:"surgeTo,omitempty"`
+	Step          Step      `json:"step" dynamodbav:"step"`
+	OldInstanceID string    `json:"oldInstanceId" dynamodbav:"old"`
+	StepStartedAt time.Time `json:"stepStartedAt" dynamodbav:"stepStartedAt"`
 }
 
 // Rollout is the persisted record of one target's rollout. It is rewritten on every transition.
@@ -97,41 +73,14 @@ type Rollout struct {
 	PreviousTemplate   *LaunchTemplateRef `json:"previousTemplate,omitempty" dynamodbav:"prevTemplate,omitempty"`
 	NewTemplateVersion string             `json:"newTemplateVersion,omitempty" dynamodbav:"newTemplateVersion,omitempty"`
 
-	// MaxRaisedTo is the max size the agent wrote to make room for its surge (0 = max not raised);
-	// MaxRaisedFrom is the max it found. Verifying lowers max by exactly the agent's own +1.
-	MaxRaisedFrom int32 `json:"maxRaisedFrom,omitempty" dynamodbav:"maxFrom,omitempty"`
-	MaxRaisedTo   int32 `json:"maxRaisedTo,omitempty" dynamodbav:"maxTo,omitempty"`
-	// NextSurgeAt (capacity-provider strategy) is the earliest time the next replacement may surge: one
-	// CapacityProviderReservation datapoint at target after each replacement breaks ECS's 15 consecutive
-	// datapoints below target before a scale-in (internal/lifecycle/capacityprovider.go).
-	NextSurgeAt time.Time `json:"nextSurgeAt,omitempty" dynamodbav:"nextSurgeAt,omitempty"`
-	// HaltedSurgeTo is the desired capacity the surge of a rollout halted without rollback left behind (its
-	// Replacement.SurgeTo), carried by an operator's rollback: the next pick gives that surge
-	// back first — one instance drained, then terminated with decrement — while desired capacity is still
-	// exactly this value (otherwise someone else set it since, and it is theirs). Also set on RolledBack when a
-	// batch's healthy replacements on the AMI rolled back from still hold the surge: the agent then rolls the
-	// group to the rolled-back AMI, giving them back first. 0: nothing owed.
-	HaltedSurgeTo int32 `json:"haltedSurgeTo,omitempty" dynamodbav:"haltedSurgeTo,omitempty"`
-	// HaltedSurgeCount is how many instances of HaltedSurgeTo are the halted surge's: the batch members still in
-	// flight at the halt (Current and Batch), each given back through its own drained termination with
-	// decrement. 0 with HaltedSurgeTo set (a record written before batches) means 1.
-	HaltedSurgeCount int32 `json:"haltedSurgeCount,omitempty" dynamodbav:"haltedSurgeCount,omitempty"`
+	Current  *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
+	Replaced []string     `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order
+	Steps    int          `json:"steps" dynamodbav:"steps"`                           // transitions written so far
 
-	Current *Replacement `json:"current,omitempty" dynamodbav:"current,omitempty"`
-	// Batch are the other replacements in flight beside Current when the group's batch size is above 1
-	// (lifecycle.TagBatchSize): picked with Current, surged with it in one write (Current.SurgeTo is
-	// Current.DesiredBefore + 1 + len(Batch)), waiting for all of their replacements to serve before any of
-	// them drains, then each drained (its own slot of the per-cluster budget) and terminated with decrement on
-	// its own. Only Current's Step, SurgeTo, DesiredBefore and InstancesBefore speak for the batch until the
-	// drains start. Empty for a batch of 1: the record is then exactly what it was before batches.
-	Batch    []Replacement `json:"batch,omitempty" dynamodbav:"batch,omitempty"`
-	Replaced []string      `json:"replaced,omitempty" dynamodbav:"replaced,omitempty"` // old instance ids retired, in order
-	Steps    int           `json:"steps" dynamodbav:"steps"`                           // transitions written so far
-
-	// Strategy is how instances are replaced ("surge" or "drain-first"), decided when the rollout starts;
-	// ECSManagedDraining records that ECS drains instances on termination through its own hook.
-	Strategy           string `json:"strategy,omitempty" dynamodbav:"strategy,omitempty"`
-	ECSManagedDraining bool   `json:"ecsManagedDraining,omitempty" dynamodbav:"ecsManagedDraining,omitempty"`
+	// Strategy is how instances are replaced, decided when the rollout starts: "refresh" (lifecycle's
+	// StrategyRefresh) for a group, "" for a managed node group; an older agent's record may name "surge",
+	// "drain-first" or "capacity-provider" (or none).
+	Strategy string `json:"strategy,omitempty" dynamodbav:"strategy,omitempty"`
 
 	// Warning is a standing problem of the group's configuration the agent found (e.g. no terminating
 	// lifecycle hook), written when it changes; "" when none.
@@ -280,4 +229,28 @@ type HistoryEntry struct {
 	Source        string    `json:"source,omitempty" dynamodbav:"source,omitempty"`
 	SourceVersion int64     `json:"sourceVersion,omitempty" dynamodbav:"sourceVersion,omitempty"`
 	Detail        string    `json:"detail,omitempty" dynamodbav:"detail,omitempty"`
+}
+
+// ByOlderEngine reports whether r is a group's rollout record an older agent's engine wrote past Preparing:
+// that engine replaced instances by writing desired capacity itself (any strategy but "refresh"; no managed
+// node group), and r is Replacing, Verifying or RollingBack, or Halted with that strategy or at one of its steps.
+func (r Rollout) ByOlderEngine() bool {
+	if r.Nodegroup != nil || r.Strategy == "refresh" {
+		return false
+	}
+	switch r.Phase {
+	case PhaseReplacing, PhaseVerifying, PhaseRollingBack:
+		return true
+	case PhaseHalted:
+		if r.Strategy != "" {
+			return true
+		}
+		if c := r.Current; c != nil {
+			switch c.Step {
+			case StepSurge, StepReplacementHealthy, StepDraining, StepTerminating:
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -107,46 +107,28 @@ func fullRollout(group string) state.Rollout {
 			MixedInstances: true,
 		},
 		NewTemplateVersion: "7",
-		MaxRaisedFrom:      3,
-		MaxRaisedTo:        4,
-		NextSurgeAt:        at.Add(2 * time.Minute),
-		HaltedSurgeTo:      4,
-		HaltedSurgeCount:   2,
 		Trigger:            "max-instance-age",
 		Current: &state.Replacement{
-			Step:                 state.StepDraining,
-			OldInstanceID:        "i-0old",
-			DesiredBefore:        3,
-			InstancesBefore:      []string{"i-0old", "i-0b", "i-0c"},
-			NewInstanceID:        "i-0new",
-			StepStartedAt:        at.Add(-5 * time.Minute),
-			DrainStartedAt:       at.Add(90 * time.Second),
-			ContainerInstanceARN: "arn:aws:ecs:us-east-1:123456789012:container-instance/prod-cluster/0123",
-			Rebalance:            true,
-			GiveBack:             true,
-			Resurges:             2,
-			CapacityRetries:      2,
-			SurgeTo:              4,
+			Step:          state.StepDraining,
+			OldInstanceID: "i-0old",
+			StepStartedAt: at.Add(-5 * time.Minute),
 		},
-		Batch: []state.Replacement{{Step: state.StepTerminating, OldInstanceID: "i-0peer", DesiredBefore: 3, NewInstanceID: "i-0new2",
-			StepStartedAt: at.Add(-4 * time.Minute), DrainStartedAt: at.Add(time.Minute), ContainerInstanceARN: "arn:aws:ecs:us-east-1:123456789012:container-instance/prod-cluster/0124"}},
-		Replaced:           []string{"i-0first"},
-		Steps:              9,
-		Warning:            "no terminating lifecycle hook",
-		Strategy:           "drain-first",
-		ECSManagedDraining: true,
-		Instances:          4,
-		OnTarget:           1,
-		RollbackFrom:       "ami-0fedcba9876543210",
-		SetBacks:           2,
-		SetBackBy:          "launch template lt-0abc version 7 by arn:aws:sts::123456789012:assumed-role/TerraformApply/ci",
-		ApprovedImage:      "ami-0123456789abcdef0",
-		ApprovedBy:         "alice@example.com",
-		SkipSoakImage:      "ami-0123456789abcdef0",
-		SkipSoakReason:     "CVE-2026-1234 fix",
-		LeaseOwner:         "patch-agent-7d9f-abcde",
-		LeaseExpires:       at.Add(30 * time.Second),
-		UpdatedAt:          at,
+		Replaced:       []string{"i-0first"},
+		Steps:          9,
+		Warning:        "no terminating lifecycle hook",
+		Strategy:       "drain-first",
+		Instances:      4,
+		OnTarget:       1,
+		RollbackFrom:   "ami-0fedcba9876543210",
+		SetBacks:       2,
+		SetBackBy:      "launch template lt-0abc version 7 by arn:aws:sts::123456789012:assumed-role/TerraformApply/ci",
+		ApprovedImage:  "ami-0123456789abcdef0",
+		ApprovedBy:     "alice@example.com",
+		SkipSoakImage:  "ami-0123456789abcdef0",
+		SkipSoakReason: "CVE-2026-1234 fix",
+		LeaseOwner:     "patch-agent-7d9f-abcde",
+		LeaseExpires:   at.Add(30 * time.Second),
+		UpdatedAt:      at,
 		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-0abc", LaunchTemplateName: "prod-nodes", MixedInstances: true,
 			Version: "7", PreviousVersion: "6", MinHealthyPercentage: 100, MaxHealthyPercentage: 134, BatchSize: 1, Desired: 3,
 			InstanceWarmup: 60, Alarms: []string{"p99-latency"}, LaunchingHook: "patch-agent-launch", ReplaceProtected: true, ReplaceAll: true, SpacingDelay: 300, StartedAt: at.Add(-3 * time.Minute),
@@ -362,14 +344,14 @@ func testRolloutNoAliasing(t *testing.T, s state.Store) {
 	in := fullRollout("g")
 	put, err := s.PutRollout(c, in)
 	require.NoError(t, err)
-	in.Current.InstancesBefore[0] = "i-0changed-by-caller"
+	in.Current.OldInstanceID = "i-0changed-by-caller"
 	in.PreviousTemplate.Version = "99"
-	put.Current.InstancesBefore[1] = "i-0changed-by-caller"
+	put.Current.Step = "changed-by-caller"
 	put.Replaced[0] = "i-0changed-by-caller"
 
 	got, err := s.GetRollout(c, "g")
 	require.NoError(t, err)
-	got.Current.NewInstanceID = "i-0changed-by-caller"
+	got.Current.OldInstanceID = "i-0changed-by-caller"
 
 	again, err := s.GetRollout(c, "g")
 	require.NoError(t, err)
