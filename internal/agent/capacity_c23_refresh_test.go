@@ -22,8 +22,6 @@ import (
 func byRefresh(spec func() demo.Spec) func() demo.Spec {
 	return func() demo.Spec {
 		s := spec()
-		for i := range s.Groups {
-		}
 		deployments := map[string]sim.ServiceDeployment{}
 		for svc := range s.Services {
 			d := s.ServiceDeployments[svc]

@@ -91,7 +91,7 @@ func runC23(t *testing.T, w *demo.World, parameter string, groups ...string) map
 	require.NoError(t, err)
 	for _, g := range groups {
 		require.True(t, done, "rollout of %s: %+v\n%s", g, w.Rollout(ctx, g), trace(w, g))
-		require.Equal(t, lifecycle.StrategyCapacityProvider, w.Rollout(ctx, g).Strategy)
+		require.Equal(t, lifecycle.StrategyRefresh, w.Rollout(ctx, g).Strategy)
 	}
 	settle(t, w, 20*time.Minute)
 	require.Empty(t, w.Checker.Finish())
@@ -159,28 +159,6 @@ func TestC23TwoCapacityProviderGroupsOfOneClusterComplete(t *testing.T) {
 	requireC23End(t, w, a.Name, beforeA, at[a.Name], a.Max)
 	requireC23End(t, w, b.Name, beforeB, at[b.Name], b.Max)
 	require.Equal(t, 12, w.Account.ServiceTasks("shared", "web"))
-}
-
-// Field case C23, the checker's side: the drain-first strategy (chosen by tag) on the roomy 3-AZ layout shrinks
-// the group (the issue: desired 3 -> 1, one AZ) while every task keeps running; the checker's end-of-scenario
-// rule on the size and spread of capacity-provider groups reports it, and blames no ECS scale-in.
-func TestC23CheckerReportsDrainFirstShrinkingTheRoomyGroup(t *testing.T) {
-	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyDrainFirst}}
-	w := build(t, oneGroup(&g))
-	settle(t, w, 2*time.Minute)
-	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
-	require.NoError(t, err)
-	require.True(t, done)
-	require.Less(t, shapeOf(w, g.Name).InService, 3, "drain-first shrank the group")
-	found := false
-	for _, v := range w.Checker.Finish() {
-		require.Equal(t, 1, v.Invariant, v.String())
-		found = found || strings.Contains(v.Detail, "in-service instance(s), 3 at the start")
-	}
-	require.True(t, found, "the shrinking is reported")
 }
 
 // runningRange records the fewest and most RUNNING tasks of a service on every change of the account.
@@ -275,7 +253,7 @@ func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
 // its desired count, every termination's lifecycle action completed by the agent and the queue empty.
 // (RunCrashScenario adds every invariant on every change, Checker.Finish and no repeated effect.)
 func c23CrashScenario(name string, spec func() demo.Spec, parameter string) demo.CrashScenario {
-	return c23CrashScenarioOf(name, spec, parameter, lifecycle.StrategyCapacityProvider)
+	return c23CrashScenarioOf(name, spec, parameter, lifecycle.StrategyRefresh)
 }
 
 // c23CrashScenarioOf is c23CrashScenario for groups that roll with strategy; under StrategyRefresh the checker
@@ -407,14 +385,17 @@ func TestC23CrashMatrixLayouts(t *testing.T) {
 }
 
 // Standalone tasks, the "refuse" choice: a group tagged patch-agent/standalone-tasks=refuse with a standalone
-// task on one outdated instance halts before it surges or drains, with a reason on status naming the instance
+// task on one outdated instance halts before it changes anything, with a reason on status naming the instance
 // and the tag; nothing was changed (no desired capacity set by the agent, no instance DRAINING or terminated),
 // and every invariant held. The default (wait) is TestC23StandaloneTaskIsNeverCountedAsDrained.
 func TestC23StandaloneTasksRefuseTheGroup(t *testing.T) {
-	for _, strategy := range []string{lifecycle.StrategyCapacityProvider, lifecycle.StrategySurge} {
-		t.Run(strategy, func(t *testing.T) {
-			g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
-				Tags: map[string]string{lifecycle.TagStandaloneTasks: "Refuse", lifecycle.TagStrategy: strategy}}
+	for _, provider := range []bool{true, false} {
+		t.Run(fmt.Sprintf("capacity provider %t", provider), func(t *testing.T) {
+			g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3,
+				Tags: map[string]string{lifecycle.TagStandaloneTasks: "Refuse"}}
+			if provider {
+				g.CapacityProvider = c23Provider("cp")
+			}
 			w := build(t, oneGroup(&g))
 			settle(t, w, 2*time.Minute)
 			batch := w.Account.Group(g.Name).Instances[1].ID
@@ -435,10 +416,9 @@ func TestC23StandaloneTasksRefuseTheGroup(t *testing.T) {
 			require.True(t, done, "rollout: %+v", r)
 			require.Contains(t, r.Reason, "group refused (tag patch-agent/standalone-tasks=refuse)")
 			require.Contains(t, r.Reason, batch+" (1)")
-			require.Nil(t, r.Current, "refused before the first surge")
-			for _, c := range w.Account.DesiredChanges(g.Name) {
-				require.NotEqual(t, sim.CallerAPI, c.By, "no surge: desired %d -> %d", c.From, c.To)
-			}
+			require.Nil(t, r.Current, "refused before the refresh")
+			require.Nil(t, r.Refresh, "refused before the refresh")
+			require.Zero(t, w.Account.Calls()["autoscaling:StartInstanceRefresh"])
 			require.Zero(t, draining, "nothing drained")
 			require.Empty(t, w.Account.Terminations())
 			require.Empty(t, w.Checker.Violations)

@@ -90,6 +90,16 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 	if next, refused, err := o.refuseAWSBatchGroup(ctx, v, r); refused { // standalone.go
 		return next, err
 	}
+	if t.Policy.StandaloneTasks == StandaloneRefuse {
+		platform, err := o.Platforms.For(t)
+		if err != nil {
+			return r, err
+		}
+		reason, err := standaloneRefusal(ctx, t, platform, outdatedIDs(v, r)) // standalone.go
+		if err != nil || reason != "" {
+			return o.haltOr(ctx, r, reason, err)
+		}
+	}
 	ref, err := TemplateRef(v.Group)
 	if err != nil {
 		return o.halt(ctx, r, err.Error(), false)

@@ -17,10 +17,10 @@ import (
 // other instances; standalone tasks (RunTask, StartTask, an AWS Batch job) are not affected and must end by
 // themselves. The agent never counts them as drained (ecsdrain.Status). What it does about them is the group's
 // choice, TagStandaloneTasks:
-//   - StandaloneWait (default): drain, and wait for them to end until the drain deadline; then put the instance
-//     back in service and halt (drainOld);
-//   - StandaloneRefuse: refuse the group — the rollout halts, without a rollback and before it surges or drains,
-//     with a reason naming the instances and their standalone tasks.
+//   - StandaloneWait (default): the terminating lifecycle action drains the instance and waits for them to end
+//     until the drain deadline (hooks.go);
+//   - StandaloneRefuse: refuse the group — the rollout halts, without a rollback and before it changes anything
+//     (start, rollout_detect.go), with a reason naming the instances and their standalone tasks.
 const (
 	TagStandaloneTasks = "patch-agent/standalone-tasks"
 	StandaloneWait     = "wait"
