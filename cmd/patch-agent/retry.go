@@ -25,8 +25,8 @@ next look (woken at once with --queue-url) and takes it through every gate again
 maintenance window, alarms and pause. An EKS managed node group retries its rolled-back release the same way.
 
 A Halted rollout by instance refresh starts over (its refresh has ended; the next one skips the instances already
-on the AMI); a Halted rollout of the surge engine is rolled back first (patch-agent rollback GROUP); an active
-one is left alone. The retry is
+on the AMI), and so does a rollout an older agent left mid-replacement once you checked what its reason names;
+another Halted rollout is rolled back first (patch-agent rollback GROUP); an active one is left alone. The retry is
 recorded in the group's history ("retried", with who asked). A GROUP the store has no record of is answered with
 the groups it holds records of. A retry already requested, that the agent has not taken yet, is not recorded
 again: the command says so and succeeds. -o json prints {"schemaVersion": 1, "group": ..., "retried": ...,

@@ -27,8 +27,7 @@ func newRollbackCommand() *cobra.Command {
 		Long: `Starts a manual rollback: the group's rollout is pointed at a previous AMI (--to, default the AMI the group
 ran before its current target) and the agent rolls the group there through its normal steps — a launch
 template version with that AMI, then an instance refresh (launch before terminate, each new instance held
-until it serves, each old one drained; desired capacity is not written), or, for a group of an older
-strategy, each instance replaced one at a time: surge, healthy replacement, drain, terminate. The AMI rolled away from is not rolled out again while the AMI parameter still names it;
+until it serves, each old one drained; desired capacity is not written). The AMI rolled away from is not rolled out again while the AMI parameter still names it;
 a newer AMI in the parameter is.
 
 A rollout by instance refresh can be rolled back at any moment, mid-refresh included (RollbackInstanceRefresh

@@ -10,9 +10,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// timedWaits holds, per target (its group), when the next wait the agent set itself ends: a soak, a drain or
-// health deadline, a lease renewal, the next surge of a capacity-provider rollout, the retry of a step that
-// failed. The loop wakes the target at that time (Run), so that with wake-up events on and the safety poll
+// timedWaits holds, per target (its group), when the next wait the agent set itself ends: a soak, a lease
+// renewal, the end of a pause, the retry of a step that failed. The loop wakes the target at that time (Run), so that with wake-up events on and the safety poll
 // at minutes those waits still end on time. Safe for concurrent use; the zero value is ready.
 type timedWaits struct {
 	mu  sync.Mutex

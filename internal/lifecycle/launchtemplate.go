@@ -70,7 +70,7 @@ func usesInstanceRequirements(g astypes.AutoScalingGroup) bool {
 // refresh, with no RollbackInstanceRefresh.
 const instanceRequirementsReason = "not rolled: the group selects instance types by attributes (InstanceRequirements), and Auto Scaling " +
 	"refuses an instance refresh with a desired configuration on such a group; list the instance types in the mixed instances " +
-	"policy instead, or tag patch-agent/strategy=surge (deprecated) to roll it by the older strategy (docs/deploy.md)"
+	"policy instead (docs/deploy.md)"
 
 // versionOrDefault applies Auto Scaling's default: a launch template specification without a version means
 // $Default (Amazon EC2 Auto Scaling API Reference: LaunchTemplateSpecification, "Version ... the default is $Default").

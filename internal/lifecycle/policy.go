@@ -52,7 +52,7 @@ type TargetPolicy struct {
 	// StandaloneTasks is what a rollout does about standalone tasks on outdated instances
 	// (TagStandaloneTasks, standalone.go): StandaloneWait (default) or StandaloneRefuse.
 	StandaloneTasks string `json:"standaloneTasks,omitempty"`
-	// BatchSize is how many instances one surge replaces at once (TagBatchSize, rollout_batch.go).
+	// BatchSize is how many instances one instance refresh replaces at once (TagBatchSize, batchsize.go).
 	BatchSize BatchSize `json:"batchSize,omitzero"`
 	// MaxInstanceAge is the maximum instance lifetime (TagMaxInstanceAge, rollout_maxage.go); 0: none.
 	MaxInstanceAge time.Duration `json:"maxInstanceAge,omitempty"`

@@ -42,8 +42,8 @@ func (o *Orchestrator) holdIfPaused(r *state.Rollout, before string) error {
 // errHeld is the errWait of a guarded write that a pause lock stopped (save, heldByPause).
 var errHeld = fmt.Errorf("%w: held by a pause lock", errWait)
 
-// guardIfPaused is holdIfPaused for the steps whose write-ahead carries the pause check (pick, surge, drain,
-// terminate): a pause already known in this call holds the step as holdIfPaused does; otherwise no lock is
+// guardIfPaused is holdIfPaused for the steps whose write-ahead carries the pause check (the start of a
+// refresh, the Preparing write): a pause already known in this call holds the step as holdIfPaused does; otherwise no lock is
 // read and the next write of the step becomes state.Store.PutRolloutUnlessPaused, which checks the global and
 // the group's lock in the same transaction (strongly consistent: a pause durable before that write always
 // stops the step). A step whose effect no write precedes calls guardEffect right before it.
@@ -57,8 +57,8 @@ func (o *Orchestrator) guardIfPaused(r *state.Rollout, before string) error {
 
 // guardEffect makes sure the destructive effect about to be called (before names it) is checked against the
 // pause strongly consistently: by the last write of this call when it was the guarded write-ahead (checked),
-// else by reading the two lock items (state.Store.PauseHolding), e.g. for a surge or termination resumed
-// after a crash or retried after an error. It returns errWait, r with the pause as its reason, when a pause
+// else by reading the two lock items (state.Store.PauseHolding), e.g. for an effect resumed after a crash
+// or retried after an error. It returns errWait, r with the pause as its reason, when a pause
 // holds; a read error holds the step too (it is returned).
 func (o *Orchestrator) guardEffect(ctx context.Context, r *state.Rollout, before string) error {
 	o.guard = ""

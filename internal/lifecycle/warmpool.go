@@ -35,8 +35,9 @@ import (
 // "Update the instances in a warm pool" (same guide): instances in a warm pool keep the launch template version
 // (and AMI) they launched with; a new version applies only to instances launched afterwards. To replace them,
 // an instance refresh replaces the warm pool after the group, or the pool's instances are terminated and Auto
-// Scaling launches their replacements into the pool from the group's current version. A rollout does the
-// latter (recycleWarmPool): before its first surge, since a scale out draws on the pool first.
+// Scaling launches their replacements into the pool from the group's current version. Instance refresh does the
+// former; the agent's launching hook holds an old-AMI instance a scale out draws from the pool meanwhile
+// (outdatedPoolLaunch, hooks.go).
 
 // warmPoolLaunchNote is the note of a launch into the warm pool completed without a cluster health wait.
 const warmPoolLaunchNote = "launched into the warm pool (Warmed:Pending:Wait): the instance stops there and joins no cluster until it leaves the pool"
@@ -143,8 +144,7 @@ func outdatedPool(v GroupView, image string) []InstanceView {
 
 // recycleWarmPool terminates the warm pool instances that are not on the rollout's target AMI, so that the pool
 // refills from the group's new launch template version. It returns errWait (with the reason on r) while there
-// is any such instance, and nil once there is none: the rollout then replaces the group's instances, and its
-// surges draw new-AMI instances from the pool.
+// is any such instance, and nil once there is none.
 //
 // Pool instances serve nothing (stopped, or running without joining the cluster): terminating one drains
 // nothing and takes no serving capacity. Only settled ones (Warmed:Stopped / Warmed:Running /

@@ -88,7 +88,7 @@ func WaitingForApproval(r state.Rollout) bool {
 }
 
 // Pause writes the pause lock of group (state.GlobalScope, "", pauses every target), replacing any pause of
-// the same scope. From the agent's next tick no new surge, rollout drain or termination starts in that scope;
+// the same scope. From the agent's next tick no new instance refresh, rollout drain or termination starts in that scope;
 // lifecycle-hook drains go on and waits already in flight stay as they are. until (zero: until Resume) ends
 // the pause by itself. Errors: reason or who empty, until not after now, or the store's write error.
 func Pause(ctx context.Context, store state.Store, group, reason, who string, until, now time.Time) error {

@@ -88,11 +88,11 @@ func Rearmed(r state.Rollout) bool {
 // AMI the group runs now. It returns the AMI (or release) to be tried again, for the operator's history.
 //
 // Accepted: RolledBack (an automatic rollback after a halt, or an EKS update rolled back), Completed or Idle
-// after a manual rollback (RollbackFrom set), and a rollout by instance refresh Halted (its refresh ended: it
-// starts over from Detected with the same target, and the next refresh skips the instances already on it).
-// Refused with an error that names the way forward: a record in any other phase (an active rollout, a halted
-// surge rollout: roll it back first), a rolled-back record that still gives its
-// surge back (HaltedSurgeTo), and one with nothing to retry.
+// after a manual rollback (RollbackFrom set), a rollout by instance refresh Halted (its refresh ended: it
+// starts over from Detected with the same target, and the next refresh skips the instances already on it), and a
+// rollout an older agent left mid-replacement, halted (state.Rollout.ByOlderEngine: it starts over by refresh).
+// Refused with an error that names the way forward: a record in any other phase (an active rollout, another
+// halted rollout: roll it back first), and one with nothing to retry.
 func RearmForRetry(r *state.Rollout) (string, error) {
 	switch r.Phase {
 	case state.PhaseRolledBack:
@@ -113,7 +113,7 @@ func RearmForRetry(r *state.Rollout) (string, error) {
 				p.TargetRelease = ""
 			}
 		} else {
-			// A rollback keeps the failed AMI as the target (the surge engine's automatic one without RollbackFrom,
+			// A rollback keeps the failed AMI as the target (an older agent's automatic one without RollbackFrom,
 			// a rollback by instance refresh with it): the group runs PreviousImageID, which the next detection
 			// takes as the AMI it rolls from.
 			if failed == "" {

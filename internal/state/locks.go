@@ -7,7 +7,7 @@ const GlobalScope = ""
 
 // Lock is a pause: the global lock (Group == GlobalScope) stops every new destructive step of every target,
 // a target lock stops those of one group. Draining for lifecycle TERMINATING actions goes on while paused
-// (it protects workloads); nothing is surged, drained for a rollout, or terminated.
+// (it protects workloads); no instance refresh starts or goes on, no launch template version is made.
 type Lock struct {
 	Group  string    `json:"group,omitempty" dynamodbav:"group,omitempty"` // GlobalScope for the global lock
 	Reason string    `json:"reason" dynamodbav:"reason"`

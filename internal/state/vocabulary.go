@@ -42,10 +42,10 @@ var stepTerms = []struct {
 	Step    Step
 	Meaning string
 }{
-	{StepSurge, "the agent raises desired capacity by one (max too when needed) to launch the replacement"},
-	{StepReplacementHealthy, "waiting for the replacement to be InService and healthy in its cluster"},
-	{StepDraining, "the old instance drains: DRAINING in ECS, cordoned and its pods evicted in EKS"},
-	{StepTerminating, "the old instance is terminated and leaves the group"},
+	{StepSurge, "an older agent's step (it raised desired capacity to launch a replacement): this agent halts the rollout and says what to check"},
+	{StepReplacementHealthy, "an older agent's step (its replacement booting): this agent halts the rollout and says what to check"},
+	{StepDraining, "an older agent's step (its old instance draining): this agent halts the rollout and says what to check"},
+	{StepTerminating, "an older agent's step (its old instance terminating): this agent halts the rollout and says what to check"},
 	{StepInstanceRefresh, "EC2 Auto Scaling replaces the instances by an instance refresh; the agent holds each launch until it serves and drains each termination"},
 	{StepNodegroupUpdate, "EKS replaces the nodes of a managed node group itself (UpdateNodegroupVersion), followed with DescribeUpdate"},
 }
