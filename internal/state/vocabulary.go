@@ -27,17 +27,17 @@ var phaseTerms = []struct {
 	{PhaseIdle, "every instance runs the target AMI; nothing to do"},
 	{PhaseDetected, "a new target AMI was resolved from the source (or an operator asked for a rollback)"},
 	{PhaseWaiting, "a gate (soak, maintenance window, approval, pause, alarm, AMI gate) holds the rollout; the reason says which and until when"},
-	{PhasePreparing, "a launch template version with the target AMI is made and the group pointed at it"},
+	{PhasePreparing, "a launch template version with the target AMI is made and the instance refresh's intent recorded"},
 	{PhaseReplacing, "outdated instances are being replaced; the step says how far the replacement in flight is"},
-	{PhaseVerifying, "no outdated instance is left: every instance in service is checked on the target AMI, and max size restored"},
+	{PhaseVerifying, "no outdated instance is left: every instance in service, and the warm pool, is checked on the target AMI"},
 	{PhaseCompleted, "every instance runs the target AMI; waits for the next AMI"},
 	{PhaseHalted, "a failure stopped the rollout without rollback; the reason says why and what moves it on"},
 	{PhaseRollingBack, "a failure (or an operator) is putting the group back on the previous AMI"},
 	{PhaseRolledBack, "the group is back on the previous AMI; the AMI rolled back from is not rolled again"},
 }
 
-// stepTerms are the steps with what each means, in the order a replacement passes them, then the steps of
-// the strategies whose replacement AWS carries out.
+// stepTerms are the steps with what each means: those of older agents' records first, then the steps of the
+// rollouts whose replacement AWS carries out.
 var stepTerms = []struct {
 	Step    Step
 	Meaning string
