@@ -296,12 +296,11 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	if it, ok := c.EC2.(awsapi.EC2InstanceTypes); ok && instanceTypes == nil {
 		instanceTypes = it
 	}
-	activities, _ := c.AutoScaling.(awsapi.ScalingActivities) // the SDK client and the simulation have it
 	gate := &lifecycle.AMIGate{EC2: c.EC2, InstanceTypes: instanceTypes, AccountID: s.AccountID, AllowedOwners: s.AllowedAMIOwners, Clock: clk}
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
 		resolver: lifecycle.Resolver{SSM: c.SSM},
 		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
-			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Activities: activities, Versions: lifecycle.NewVersionMemo(),
+			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Versions: lifecycle.NewVersionMemo(),
 			RefreshMemo: lifecycle.NewRefreshMemo(), QueueURL: s.QueueURL},
 		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
 			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}, QueueURL: s.QueueURL},

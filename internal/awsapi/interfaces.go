@@ -19,8 +19,6 @@ import (
 // AutoScaling is the subset of the Amazon EC2 Auto Scaling API the agent calls.
 type AutoScaling interface {
 	DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error)
-	UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error)
-	TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error)
 	DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error)
 	CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, optFns ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error)
 	RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, optFns ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error)
@@ -28,7 +26,8 @@ type AutoScaling interface {
 	// InstanceIds a call; ids Auto Scaling does not know are left out of the answer, not an error.
 	DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error)
 	// DescribeWarmPool lists a group's warm pool instances (Warmed:* states), which DescribeAutoScalingGroups
-	// leaves out, so a rollout can recycle the ones on the old AMI: at most 50 a page.
+	// leaves out, so that status counts them and the launching hook knows an old-AMI instance leaving the pool: at
+	// most 50 a page.
 	DescribeWarmPool(ctx context.Context, in *autoscaling.DescribeWarmPoolInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error)
 	// StartInstanceRefresh starts Auto Scaling's own replacement of a group's instances (one active refresh per
 	// group: InstanceRefreshInProgress otherwise).

@@ -233,28 +233,6 @@ func (a fusedASG) DescribeAutoScalingGroups(ctx context.Context, in *autoscaling
 	return a.AutoScaling.DescribeAutoScalingGroups(ctx, in, o...)
 }
 
-func (a fusedASG) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error) {
-	if err := a.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := a.AutoScaling.UpdateAutoScalingGroup(ctx, in, o...)
-	if err = a.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (a fusedASG) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
-	if err := a.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := a.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, in, o...)
-	if err = a.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 func (a fusedASG) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, o ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
 	if err := a.f.before(); err != nil {
 		return nil, err

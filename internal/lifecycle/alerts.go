@@ -16,9 +16,6 @@ const (
 	// AlertDrainTimeoutCapped: --drain-timeout is longer than a managed hook's global timeout; the hook's
 	// drains are cut at the hook's limit instead. Once per group and distinct note.
 	AlertDrainTimeoutCapped = "DrainTimeoutCapped"
-	// AlertLaunchCapacity: the replacement could not launch for lack of EC2 capacity (not a bad AMI); the
-	// rollout retries with backoff. Once per failed scaling activity.
-	AlertLaunchCapacity = "LaunchCapacity"
 	// AlertSoakSkipped: an operator approved the target AMI with --skip-soak (who: the STS caller ARN).
 	AlertSoakSkipped = "SoakSkipped"
 	// AlertMisconfigured: an opted-in group has a tag the agent does not accept (a batch size of 0, an unknown

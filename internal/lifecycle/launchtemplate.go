@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
@@ -218,35 +217,4 @@ func (t Templates) EnsureVersion(ctx context.Context, ref state.LaunchTemplateRe
 		return TemplateVersion{}, fmt.Errorf("creating launch template %s version with AMI %s: empty response", ref.ID+ref.Name, imageID)
 	}
 	return versionOf(*out.LaunchTemplateVersion), nil
-}
-
-// PointGroup makes the group launch ref at the explicit version given (field case C11). An explicit version
-// number is written even when the group used $Default or $Latest: changing the template's default version,
-// or relying on $Latest, would also change what every other group sharing the template launches — groups the
-// agent does not manage. The reference form is kept for mixed instances policies (only the version changes).
-func (t Templates) PointGroup(ctx context.Context, g astypes.AutoScalingGroup, ref state.LaunchTemplateRef) error {
-	group := aws.ToString(g.AutoScalingGroupName)
-	spec := &astypes.LaunchTemplateSpecification{Version: aws.String(ref.Version)}
-	if ref.ID != "" {
-		spec.LaunchTemplateId = aws.String(ref.ID)
-	} else {
-		spec.LaunchTemplateName = aws.String(ref.Name)
-	}
-	in := &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String(group)}
-	if ref.MixedInstances {
-		// Only the launch template specification changes; the overrides are sent back as they are so that
-		// the instance types the group may launch stay the same (Amazon EC2 Auto Scaling API Reference:
-		// UpdateAutoScalingGroup, MixedInstancesPolicy). The instances distribution is omitted: unchanged.
-		lt := &astypes.LaunchTemplate{LaunchTemplateSpecification: spec}
-		if g.MixedInstancesPolicy != nil && g.MixedInstancesPolicy.LaunchTemplate != nil {
-			lt.Overrides = g.MixedInstancesPolicy.LaunchTemplate.Overrides
-		}
-		in.MixedInstancesPolicy = &astypes.MixedInstancesPolicy{LaunchTemplate: lt}
-	} else {
-		in.LaunchTemplate = spec
-	}
-	if _, err := t.AutoScaling.UpdateAutoScalingGroup(ctx, in); err != nil {
-		return fmt.Errorf("pointing group %s at launch template %s version %s: %w", group, ref.ID+ref.Name, ref.Version, err)
-	}
-	return nil
 }

@@ -71,8 +71,6 @@ type Orchestrator struct {
 	// AMIGate checks every target AMI before a rollout may leave Waiting for Preparing (invariant 10,
 	// docs/architecture.md). The agent always sets it; nil checks nothing.
 	AMIGate *AMIGate
-	// Activities tells why no replacement launched (capacity.go); nil: a replacement that never launches halts.
-	Activities awsapi.ScalingActivities
 	// Nodegroups sends and follows the UpdateNodegroupVersion of managed node group targets
 	// (rollout_nodegroup.go); nil when the agent rolls none.
 	Nodegroups NodegroupAPI

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -91,12 +90,6 @@ func (o *Orchestrator) detectAged(ctx context.Context, t Target, v GroupView, r 
 		Event: TriggerMaxInstanceAge, PreviousImage: r.TargetImageID, NewImage: r.TargetImageID, Source: r.Source,
 		SourceVersion: r.SourceVersion, Detail: detail})
 	return next, true, err
-}
-
-// replaceable reports whether a pick may choose instance i of r's rollout: not on the target AMI, or past the
-// group's maximum lifetime; and not replaced by this rollout already.
-func replaceable(t Target, r state.Rollout, i InstanceView, now time.Time) bool {
-	return (i.ImageID != r.TargetImageID || agedOut(t, i, now)) && !slices.Contains(r.Replaced, i.ID)
 }
 
 // maxAgeNote is the status note of a group with a maximum instance lifetime that the agent does not enforce

@@ -7,14 +7,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// supersedes reports whether the source names a newer AMI than the target of a rollout that is Replacing
-// between two replacements (no replacement in flight): an instance boundary, where the newer AMI takes over. An
-// AMI an operator rolled back from never does.
-func supersedes(ami *ResolvedAMI, r state.Rollout) bool {
-	return r.Phase == state.PhaseReplacing && r.Current == nil && ami != nil &&
-		ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom
-}
-
 // supersede moves a Replacing rollout to the newer AMI at an instance boundary: the replacement in flight has
 // finished; the rollout goes back to Detected with the newer target, so it passes every gate again (AMI gate,
 // soak, window, alarms, and approval: an approval belongs to one AMI, ApprovedImage names the superseded one

@@ -112,7 +112,7 @@ var definitions = []Definition{
 	{AMIRejected, cwtypes.StandardUnitCount, Counter, true, "patch_agent_ami_rejected_total",
 		"Target AMIs the AMI gate refused (once per distinct refusal), with dimension Reason: ImageNotFound, ImageNotAvailable, OwnerNotAllowed, ArchitectureMismatch, OSFamilyChange or CurrentFamilyUnknown."},
 	{Alerts, cwtypes.StandardUnitCount, Counter, true, "patch_agent_alerts_total",
-		"Alerts, with dimension Reason: SourceMissing, SourceRestored (once per transition), DrainDeadline (a terminating lifecycle action continued undrained), DrainTimeoutCapped, LaunchCapacity (once per failed scaling activity), SoakSkipped, SetBack, Misconfigured (an opted-in group left alone for a tag the agent does not accept; once per distinct error)."},
+		"Alerts, with dimension Reason: SourceMissing, SourceRestored (once per transition), DrainDeadline (a terminating lifecycle action continued undrained), DrainTimeoutCapped, SoakSkipped, SetBack, Misconfigured (an opted-in group left alone for a tag the agent does not accept; once per distinct error)."},
 	{SetBacks, cwtypes.StandardUnitCount, Counter, true, "patch_agent_set_backs_total",
 		"Outside changes (an infrastructure-as-code apply) that pointed the group's launch template back at another AMI after the agent rolled it to its target; the second for one AMI holds the group."},
 }

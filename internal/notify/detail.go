@@ -131,7 +131,7 @@ type RejectedDetail struct {
 // hear about that is not a rollout transition by itself (lifecycle.Alert). Every field is always present.
 type AlertDetail struct {
 	SchemaVersion string `json:"schemaVersion"`
-	// Alert is the kind: SourceMissing, SourceRestored, DrainDeadline, DrainTimeoutCapped, LaunchCapacity,
+	// Alert is the kind: SourceMissing, SourceRestored, DrainDeadline, DrainTimeoutCapped,
 	// SoakSkipped, SetBack or Misconfigured (the Reason dimension of the Alerts metric).
 	Alert    string `json:"alert"`
 	Group    string `json:"group"`

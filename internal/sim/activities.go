@@ -8,8 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
-
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
 // Shortfall makes a group's launches fail for lack of EC2 capacity (SetLaunchShortfall).
@@ -148,5 +146,3 @@ func (c *AutoScalingClient) DescribeScalingActivities(ctx context.Context, in *a
 	}
 	return out, nil
 }
-
-var _ awsapi.ScalingActivities = (*AutoScalingClient)(nil)

@@ -333,11 +333,6 @@ func (f *Faults) EC2InstanceTypes(api awsapi.EC2InstanceTypes) awsapi.EC2Instanc
 	return faultyInstanceTypes{api, f}
 }
 
-// ScalingActivities wraps api.
-func (f *Faults) ScalingActivities(api awsapi.ScalingActivities) awsapi.ScalingActivities {
-	return faultyActivities{api, f}
-}
-
 // STS wraps api.
 func (f *Faults) STS(api awsapi.STS) awsapi.STS { return faultySTS{api, f} }
 
@@ -348,20 +343,6 @@ type faultyASG struct {
 	api awsapi.AutoScaling
 	f   *Faults
 }
-
-// DescribeScalingActivities passes the call to the wrapped API when it has it (awsapi.ScalingActivities: the
-// simulation and the SDK client do), through the injector like every other call.
-func (c faultyASG) DescribeScalingActivities(ctx context.Context, in *autoscaling.DescribeScalingActivitiesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeScalingActivitiesOutput, error) {
-	return call(ctx, c.f, "autoscaling:DescribeScalingActivities", false, func(ctx context.Context) (*autoscaling.DescribeScalingActivitiesOutput, error) {
-		api, ok := c.api.(awsapi.ScalingActivities)
-		if !ok {
-			return nil, apiError("UnknownOperationException", "the wrapped Auto Scaling API has no DescribeScalingActivities")
-		}
-		return api.DescribeScalingActivities(ctx, in, o...)
-	})
-}
-
-var _ awsapi.ScalingActivities = faultyASG{}
 
 func (c faultyASG) DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
 	return call(ctx, c.f, "autoscaling:DescribeAutoScalingGroups", false, func(ctx context.Context) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
@@ -378,18 +359,6 @@ func (c faultyASG) DescribeWarmPool(ctx context.Context, in *autoscaling.Describ
 func (c faultyASG) DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
 	return call(ctx, c.f, "autoscaling:DescribeAutoScalingInstances", false, func(ctx context.Context) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
 		return c.api.DescribeAutoScalingInstances(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error) {
-	return call(ctx, c.f, "autoscaling:UpdateAutoScalingGroup", true, func(ctx context.Context) (*autoscaling.UpdateAutoScalingGroupOutput, error) {
-		return c.api.UpdateAutoScalingGroup(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
-	return call(ctx, c.f, "autoscaling:TerminateInstanceInAutoScalingGroup", true, func(ctx context.Context) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
-		return c.api.TerminateInstanceInAutoScalingGroup(ctx, in, o...)
 	})
 }
 
@@ -694,17 +663,6 @@ func (c faultyEKSUpgrade) DescribeNodegroup(ctx context.Context, in *eks.Describ
 func (c faultyEKSUpgrade) UpdateNodegroupVersion(ctx context.Context, in *eks.UpdateNodegroupVersionInput, o ...func(*eks.Options)) (*eks.UpdateNodegroupVersionOutput, error) {
 	return call(ctx, c.f, "eks:UpdateNodegroupVersion", true, func(ctx context.Context) (*eks.UpdateNodegroupVersionOutput, error) {
 		return c.api.UpdateNodegroupVersion(ctx, in, o...)
-	})
-}
-
-type faultyActivities struct {
-	api awsapi.ScalingActivities
-	f   *Faults
-}
-
-func (c faultyActivities) DescribeScalingActivities(ctx context.Context, in *autoscaling.DescribeScalingActivitiesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeScalingActivitiesOutput, error) {
-	return call(ctx, c.f, "autoscaling:DescribeScalingActivities", false, func(ctx context.Context) (*autoscaling.DescribeScalingActivitiesOutput, error) {
-		return c.api.DescribeScalingActivities(ctx, in, o...)
 	})
 }
 
