@@ -140,7 +140,7 @@ func TestC18SecondActionOnTheSameInstanceAndHookIsTakenUpWhenItsMessageIsLost(t 
 	require.NoError(t, err)
 	require.Equal(t, state.HookCompleted, rec.State, "action 1 is completed")
 	losing.armed = true
-	_, err = w.Account.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	_, err = w.Account.AutoScaling().(*sim.AutoScalingClient).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(back), ShouldDecrementDesiredCapacity: aws.Bool(false)})
 	require.NoError(t, err)
 	require.Equal(t, "Warmed:Terminating:Wait", poolOf(w, g.Name)[back].LifecycleState)

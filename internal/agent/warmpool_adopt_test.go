@@ -106,7 +106,7 @@ func TestC18LostMessageOfATerminationOutOfTheWarmPoolIsTakenUpFromDescribeWarmPo
 	require.LessOrEqual(t, reads, int(5*time.Minute/(20*time.Second))+1, "a steady pool is not read every tick")
 
 	losing.armed = true
-	_, err := w.Account.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	_, err := w.Account.AutoScaling().(*sim.AutoScalingClient).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(pooled), ShouldDecrementDesiredCapacity: aws.Bool(false)})
 	require.NoError(t, err)
 	require.Equal(t, "Warmed:Terminating:Wait", poolOf(w, g.Name)[pooled].LifecycleState)

@@ -68,13 +68,6 @@ func (p *poolWatch) DescribeAutoScalingInstances(ctx context.Context, in *autosc
 	return out, err
 }
 
-func (p *poolWatch) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, o ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
-	p.mu.Lock()
-	p.calls = append(p.calls, poolCall{"terminate", []string{aws.ToString(in.InstanceId)}})
-	p.mu.Unlock()
-	return p.AutoScaling.TerminateInstanceInAutoScalingGroup(ctx, in, o...)
-}
-
 func (p *poolWatch) completedAs(token string) (sim.InstanceView, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
