@@ -36,7 +36,16 @@ import (
 	"github.com/patch-agent/patch-agent/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain runs the tests as testenv.Main does and removes the binary the tests built, if any.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	testenv.StopKumo()
+	testenv.StopMoto()
+	os.Exit(code)
+}
 
 const (
 	group     = "web"
@@ -90,17 +99,31 @@ func clientConfig(endpoint string) aws.Config {
 	return cfg
 }
 
-// agentBinary returns $PATCH_AGENT_E2E_BIN (make e2e builds it), or builds cmd/patch-agent into a temporary
-// directory.
+// built is the binary agentBinary built, once per test binary.
+var built struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// agentBinary returns $PATCH_AGENT_E2E_BIN (make e2e builds it), or builds cmd/patch-agent once into a
+// temporary directory that TestMain removes.
 func agentBinary(t *testing.T) string {
 	if p := os.Getenv("PATCH_AGENT_E2E_BIN"); p != "" {
 		return p
 	}
-	out := filepath.Join(t.TempDir(), "patch-agent")
-	cmd := exec.Command("go", "build", "-o", out, "../../cmd/patch-agent")
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "building patch-agent: %s", b)
-	return out
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "patch-agent-e2e-"); built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "patch-agent")
+		b, err := exec.Command("go", "build", "-o", built.path, "../../cmd/patch-agent").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("building patch-agent: %w: %s", err, b)
+		}
+	})
+	require.NoError(t, built.err)
+	return built.path
 }
 
 // newEnv builds on moto an opted-in ECS group of 3 instances (min 1, max 4) on the old AMI of its SSM

@@ -62,9 +62,9 @@ func newProxy(t *testing.T, target string) *proxy {
 
 // mutating are the calls a kill right after may hit: the agent's effects on the account and its record.
 var mutating = map[string]bool{
-	"CreateLaunchTemplateVersion": true, "UpdateAutoScalingGroup": true, "SetDesiredCapacity": true,
-	"TerminateInstanceInAutoScalingGroup": true, "UpdateContainerInstancesState": true, "SetInstanceProtection": true,
-	"CompleteLifecycleAction": true, "StartInstanceRefresh": true, "PutItem": true, "TransactWriteItems": true,
+	"CreateLaunchTemplateVersion": true, "UpdateAutoScalingGroup": true, "TerminateInstanceInAutoScalingGroup": true,
+	"UpdateContainerInstancesState": true, "CompleteLifecycleAction": true, "StartInstanceRefresh": true, "PutItem": true,
+	"TransactWriteItems": true,
 }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {

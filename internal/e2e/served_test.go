@@ -39,8 +39,8 @@ const (
 
 // servedMutating are the calls of the agent to the served account whose effect a kill right after must not
 // repeat or lose.
-var servedMutating = []string{"CreateLaunchTemplateVersion", "UpdateAutoScalingGroup", "SetDesiredCapacity",
-	"TerminateInstanceInAutoScalingGroup", "SetInstanceProtection", "CompleteLifecycleAction", "RecordLifecycleActionHeartbeat",
+var servedMutating = []string{"CreateLaunchTemplateVersion", "UpdateAutoScalingGroup",
+	"TerminateInstanceInAutoScalingGroup", "CompleteLifecycleAction", "RecordLifecycleActionHeartbeat",
 	"UpdateContainerInstancesState", "StartInstanceRefresh", "CancelInstanceRefresh", "RollbackInstanceRefresh", "DeleteMessage",
 	"DeleteMessageBatch", "ChangeMessageVisibility"}
 
