@@ -545,7 +545,11 @@ func (e *env) checkOnMoto() {
 
 	versions, err := e.ec2.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: aws.String(e.templateID)})
 	require.NoError(t, err)
-	require.Len(t, versions.LaunchTemplateVersions, 2, "one launch template version created, never a second")
+	var seen []string
+	for _, v := range versions.LaunchTemplateVersions {
+		seen = append(seen, fmt.Sprintf("%d:%s", aws.ToInt64(v.VersionNumber), aws.ToString(v.LaunchTemplateData.ImageId)))
+	}
+	require.Len(t, seen, 2, "one launch template version created, never a second: %v", seen)
 	for _, v := range versions.LaunchTemplateVersions {
 		image := e.amiOld
 		if aws.ToInt64(v.VersionNumber) == 2 {
