@@ -54,7 +54,7 @@ test: node_modules/.bin/cfn-lint ## all tests: integration, contract and end-to-
 	@scripts/timed.sh "test: other packages" env $(TEST_ENV) $(GO) test -count=1 -timeout 30m $$($(GO) list $(PKGS) | grep -v -E '$(SCENARIO_RE)')
 	@scripts/timed.sh "test: e2e" $(MAKE) --no-print-directory e2e
 
-e2e: testbin moto build ## the real binary rolls an ECS group on moto and on the served simulated account (surge, instance refresh), whole and killed mid-call
+e2e: testbin moto build ## the real binary rolls an ECS group by instance refresh on the served simulated account, whole and killed mid-call; on moto (no instance refresh in moto) it prepares the refresh up to where moto ends
 	PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_MOTO=$$(scripts/ensure-moto.sh) PATCH_AGENT_E2E_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -count=1 -timeout 10m -v -run 'TestE2E' ./internal/e2e
 

@@ -26,8 +26,6 @@ type call struct {
 	// Killed is set when the agent was killed after the emulator applied the call and before the answer
 	// reached it.
 	Killed bool
-	// Before is what the proxy's inspect hook saw in the emulator just before forwarding (see proxy.inspect).
-	Before string
 }
 
 // proxy sits between the agent and moto. It logs every call, repairs moto's ECS task answers (numbers where
@@ -43,10 +41,12 @@ type proxy struct {
 	log    []call
 	counts map[string]int
 	killAt map[string]int // operation -> the occurrence (1-based) after which the agent is killed
-	kill   func()         // kills the agent; set by the supervisor
+	// killIf, when set, kills the agent right after the first applied mutating call it matches (by the call and
+	// the request's body); it is cleared then.
+	killIf func(c call, body []byte) bool
+	kill   func() // kills the agent; set by the supervisor
 	// killedPID is the pid of the agent process kill last killed.
 	killedPID int
-	inspect   func(c *call) // runs before forwarding a mutating call (records the emulator's state in c.Before)
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -60,11 +60,11 @@ func newProxy(t *testing.T, target string) *proxy {
 	return p
 }
 
-// mutating are the calls whose effect matters for the kill matrix and the invariants.
+// mutating are the calls a kill right after may hit: the agent's effects on the account and its record.
 var mutating = map[string]bool{
-	"CreateLaunchTemplateVersion": true, "UpdateAutoScalingGroup": true, "SetDesiredCapacity": true,
-	"TerminateInstanceInAutoScalingGroup": true, "UpdateContainerInstancesState": true, "SetInstanceProtection": true,
-	"CompleteLifecycleAction": true, "PutItem": true,
+	"CreateLaunchTemplateVersion": true, "UpdateAutoScalingGroup": true, "TerminateInstanceInAutoScalingGroup": true,
+	"UpdateContainerInstancesState": true, "CompleteLifecycleAction": true, "StartInstanceRefresh": true, "PutItem": true,
+	"TransactWriteItems": true,
 }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -80,12 +80,6 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.Operation = r.URL.Path[i+len("/operation/"):]
 	} else if form, err := url.ParseQuery(string(body)); err == nil {
 		c.Operation, c.Form = form.Get("Action"), form
-	}
-	p.mu.Lock()
-	inspect := p.inspect
-	p.mu.Unlock()
-	if mutating[c.Operation] && inspect != nil {
-		inspect(&c)
 	}
 
 	// Not r.Context(): an agent killed (at a random moment) while its call is in flight cancels that context,
@@ -119,6 +113,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if n, ok := p.killAt[c.Operation]; ok && n == p.counts[c.Operation] && p.kill != nil {
 			c.Killed = true
 			delete(p.killAt, c.Operation)
+		} else if p.killIf != nil && p.kill != nil && c.Status == http.StatusOK && p.killIf(c, body) {
+			c.Killed = true
+			p.killIf = nil
 		}
 	}
 	p.log = append(p.log, c)
@@ -202,13 +199,13 @@ func repairTasks(body []byte) []byte {
 	return out
 }
 
-// calls returns the log of calls of operation.
+// calls returns the log of calls of operation ("": every call).
 func (p *proxy) calls(operation string) []call {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []call
 	for _, c := range p.log {
-		if c.Operation == operation {
+		if operation == "" || c.Operation == operation {
 			out = append(out, c)
 		}
 	}

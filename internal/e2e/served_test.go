@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/sim/wire"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -40,8 +39,8 @@ const (
 
 // servedMutating are the calls of the agent to the served account whose effect a kill right after must not
 // repeat or lose.
-var servedMutating = []string{"CreateLaunchTemplateVersion", "UpdateAutoScalingGroup", "SetDesiredCapacity",
-	"TerminateInstanceInAutoScalingGroup", "SetInstanceProtection", "CompleteLifecycleAction", "RecordLifecycleActionHeartbeat",
+var servedMutating = []string{"CreateLaunchTemplateVersion", "UpdateAutoScalingGroup",
+	"TerminateInstanceInAutoScalingGroup", "CompleteLifecycleAction", "RecordLifecycleActionHeartbeat",
 	"UpdateContainerInstancesState", "StartInstanceRefresh", "CancelInstanceRefresh", "RollbackInstanceRefresh", "DeleteMessage",
 	"DeleteMessageBatch", "ChangeMessageVisibility"}
 
@@ -55,7 +54,6 @@ type served struct {
 	ddb      *dynamodb.Client
 	table    string
 	bin, dir string
-	refresh  bool
 
 	mu      sync.Mutex
 	current *agent
@@ -66,19 +64,17 @@ type served struct {
 	// handled wake-ups deleted) is not killed.
 	stopping bool
 	counts   map[string]int
+	// writesBefore is how many capacity writes the account recorded before the agent started (the world's
+	// own setup).
+	writesBefore int
 }
 
 // newServed builds the demo's ECS group (desired 3, min 3, max 6, a service of 6 tasks and a daemon service,
-// both lifecycle hooks to the agent's queue) on a simulated account whose instances boot in seconds; refresh
-// tags the group for the instance refresh strategy, else for the surge (the surge engine's tests' pin until that
-// engine is deleted: with both hooks, a plain group's default is instance refresh).
-func newServed(t *testing.T, refresh bool) *served {
+// both lifecycle hooks to the agent's queue; rolled by instance refresh, the only strategy) on a simulated
+// account whose instances boot in seconds.
+func newServed(t *testing.T) *served {
 	spec := demo.DemoSpec()
 	spec.Groups = spec.Groups[:1]
-	spec.Groups[0].Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategySurge}
-	if refresh {
-		spec.Groups[0].Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}
-	}
 	spec.Sim = sim.Options{BootDelay: 3 * time.Second, AgentConnectDelay: time.Second, TaskStartDelay: time.Second,
 		TaskStopStageDelay: time.Second, TerminateDelay: 2 * time.Second}
 	w, err := demo.Build(spec)
@@ -91,7 +87,6 @@ func newServed(t *testing.T, refresh bool) *served {
 	// The stack's EventBridge rules put the events that end the agent's waits (an instance InService, a
 	// container instance ACTIVE and connected, a drain done) on its queue.
 	w.Account.RouteWakeUpEvents(w.QueueURL)
-	w.Checker.NoDesiredWrites = refresh
 	w.Checker.Queue = w.QueueURL
 	w.Checker.Start()
 
@@ -101,7 +96,7 @@ func newServed(t *testing.T, refresh bool) *served {
 	require.NoError(t, err)
 	go wire.Drive(ctx, w.Account, servedSpeed, 50*time.Millisecond)
 
-	s := &served{t: t, w: w, srv: srv, bin: agentBinary(t), dir: servedLogDir(t), refresh: refresh,
+	s := &served{t: t, w: w, srv: srv, bin: agentBinary(t), dir: servedLogDir(t),
 		killAt: map[string]bool{}, counts: map[string]int{}}
 	kumo := testenv.Kumo(t)
 	s.ddbProxy = newProxy(t, kumo)
@@ -109,6 +104,7 @@ func newServed(t *testing.T, refresh bool) *served {
 	s.table = testenv.UniqueName(t, "served")
 	require.NoError(t, state.CreateTable(testenv.Context(t), s.ddb, s.table))
 	srv.AfterApplied(s.afterApplied)
+	s.writesBefore = len(w.Account.CapacityWrites())
 	t.Logf("served account %s, table proxy %s", srv.URL, s.ddbProxy.URL)
 	return s
 }
@@ -298,45 +294,6 @@ func (s *served) instanceIDs() []string {
 	return ids
 }
 
-// The real binary rolls an ECS group of the simulated account, served over the AWS wire protocols, to a new
-// AMI with the surge strategy (by its tag): both lifecycle hooks of every replacement completed by the agent, no
-// invariant broken.
-func TestE2EServedSimRollsAnECSGroupWithBothHooks(t *testing.T) {
-	t.Parallel() // the served worlds share nothing but kumo, where each has its own table
-	s := newServed(t, false)
-	old := s.instanceIDs()
-	start := time.Now()
-	starts := s.roll()
-	t.Logf("rollout Completed in %s with %d agent start(s), %d calls served", time.Since(start).Round(100*time.Millisecond), starts,
-		len(s.srv.Calls("")))
-	require.Equal(t, 1, starts)
-	s.logSlowCalls()
-	s.check(old)
-}
-
-// The same rollout, the agent SIGKILLed right after the first applied call of every mutating operation (and
-// the 8th DynamoDB PutItem) before its answer reached it, and restarted each time: it ends on the new AMI
-// with no invariant broken. Today's surge strategy breaks invariant 3 here, reproducibly: in the incarnation
-// that also handles the redelivered Parameter Store Change (its DeleteMessage answer was cut off by the first
-// kill), TerminateInstanceInAutoScalingGroup with decrement (desired 4 to 3) is followed 3 ms later by
-// SetDesiredCapacity 5, computed from the desired capacity read before the termination. The test runs only
-// with PATCH_AGENT_E2E_SURGE_KILLS=1 until that is fixed or the surge strategy is retired; the refresh
-// strategy's kill test runs always.
-func TestE2EServedSimSurgeKilledAtEveryEffectResumes(t *testing.T) {
-	if os.Getenv("PATCH_AGENT_E2E_SURGE_KILLS") != "1" {
-		t.Skip("PATCH_AGENT_E2E_SURGE_KILLS=1 runs it: today's surge strategy breaks invariant 3 under these kills")
-	}
-	t.Parallel()
-	s := newServed(t, false)
-	s.killAll()
-	old := s.instanceIDs()
-	start := time.Now()
-	starts := s.roll()
-	s.reportKills(t, start, starts)
-	s.logCapacityCalls()
-	s.check(old)
-}
-
 func (s *served) killAll() {
 	s.mu.Lock()
 	for _, op := range servedMutating {
@@ -398,11 +355,11 @@ func (s *served) logCapacityCalls() {
 }
 
 // The real binary rolls the served ECS group to a new AMI by instance refresh: exactly one StartInstanceRefresh,
-// no write of desired capacity, both lifecycle hooks of every replacement completed by the agent, no invariant
-// broken (with the rule that the agent writes no desired capacity).
+// no write of desired capacity or MaxSize, both lifecycle hooks of every replacement completed by the agent, no
+// invariant broken.
 func TestE2EServedSimRefreshRollsAnECSGroup(t *testing.T) {
 	t.Parallel() // the served worlds share nothing but kumo, where each has its own table
-	s := newServed(t, true)
+	s := newServed(t)
 	old := s.instanceIDs()
 	start := time.Now()
 	starts := s.roll()
@@ -416,10 +373,11 @@ func TestE2EServedSimRefreshRollsAnECSGroup(t *testing.T) {
 
 // The refresh rollout, the agent SIGKILLed right after the first applied call of every mutating operation
 // (StartInstanceRefresh and the lifecycle actions included) and the 8th DynamoDB PutItem, before the answer
-// reached it, and restarted each time: it ends on the new AMI with exactly one StartInstanceRefresh.
+// reached it, and restarted each time: it ends on the new AMI with exactly one StartInstanceRefresh and no
+// write of desired capacity or MaxSize.
 func TestE2EServedSimRefreshKilledAtEveryEffectResumes(t *testing.T) {
 	t.Parallel() // the served worlds share nothing but kumo, where each has its own table
-	s := newServed(t, true)
+	s := newServed(t)
 	s.killAll()
 	old := s.instanceIDs()
 	start := time.Now()
@@ -431,15 +389,35 @@ func TestE2EServedSimRefreshKilledAtEveryEffectResumes(t *testing.T) {
 	s.check(old)
 }
 
-// checkRefresh asserts from the server's log that the rollout started exactly one instance refresh and wrote
-// no desired capacity.
+// checkRefresh asserts from the server's log and the account's capacity writes that the rollout started
+// exactly one instance refresh and left the group's capacity to Auto Scaling: no SetDesiredCapacity, no
+// TerminateInstanceInAutoScalingGroup that decrements desired capacity, no UpdateAutoScalingGroup that sets
+// DesiredCapacity or MaxSize, and no write through the API since the agent started that moved desired
+// capacity or MaxSize.
 func (s *served) checkRefresh() {
+	t := s.t
 	started := 0
 	for _, c := range s.srv.Calls("StartInstanceRefresh") {
 		if c.Status == 200 {
 			started++
 		}
 	}
-	require.Equal(s.t, 1, started, "one StartInstanceRefresh applied per rollout")
-	require.Empty(s.t, s.srv.Calls("SetDesiredCapacity"), "no SetDesiredCapacity call")
+	require.Equal(t, 1, started, "one StartInstanceRefresh applied per rollout")
+	require.Empty(t, s.srv.Calls("SetDesiredCapacity"), "no SetDesiredCapacity call")
+	for _, c := range s.srv.Calls("TerminateInstanceInAutoScalingGroup") {
+		require.NotEqual(t, "true", c.Param("ShouldDecrementDesiredCapacity"), "a termination that decrements desired capacity: %v", c.Params)
+	}
+	for _, c := range s.srv.Calls("UpdateAutoScalingGroup") {
+		require.Empty(t, c.Param("DesiredCapacity"), "an UpdateAutoScalingGroup that sets desired capacity: %v", c.Params)
+		require.Empty(t, c.Param("MaxSize"), "an UpdateAutoScalingGroup that sets MaxSize: %v", c.Params)
+	}
+	writes := s.w.Account.CapacityWrites()
+	for _, w := range writes[s.writesBefore:] {
+		if w.By != sim.CallerAPI {
+			continue
+		}
+		require.False(t, w.Decrement, "capacity write %s", w)
+		require.Equal(t, w.From, w.To, "capacity write %s moved desired capacity", w)
+		require.Equal(t, w.MaxFrom, w.MaxTo, "capacity write %s moved MaxSize", w)
+	}
 }
