@@ -27,9 +27,9 @@ var justifiedExceptions = map[string]struct{ conditionKey, why string }{
 	// CloudWatch supports no resource-level permission for PutMetricData; the namespace condition keeps the
 	// agent to its own metrics.
 	"cloudwatch:PutMetricData": {"cloudwatch:namespace", "metrics only in namespace PatchAgent"},
-	// Auto Scaling checks that the caller of UpdateAutoScalingGroup could run instances from the launch
-	// template version it points the group at, including its tag specifications: tags may be created only
-	// by RunInstances (ec2:CreateAction), never on existing resources.
+	// Auto Scaling checks that the caller of StartInstanceRefresh with a desired configuration could run
+	// instances from the launch template version it names, including its tag specifications: tags may be
+	// created only by RunInstances (ec2:CreateAction), never on existing resources.
 	"ec2:CreateTags": {"ec2:CreateAction", "tags only while launching"},
 }
 
@@ -210,7 +210,6 @@ var serviceOf = map[reflect.Type]string{
 	reflect.TypeFor[health.DescribeTableAPI]():   "dynamodb",
 	reflect.TypeFor[health.QueueAttributesAPI](): "sqs",
 	reflect.TypeFor[awsapi.AutoScaling]():        "autoscaling",
-	reflect.TypeFor[awsapi.ScalingActivities]():  "autoscaling",
 	reflect.TypeFor[awsapi.STS]():                "sts",
 	reflect.TypeFor[awsapi.EC2]():                "ec2",
 	reflect.TypeFor[awsapi.EC2InstanceTypes]():   "ec2",
@@ -226,7 +225,7 @@ var serviceOf = map[reflect.Type]string{
 
 // implied are actions the task role allows that the agent does not call itself.
 var implied = map[string]string{
-	"ec2:RunInstances": "Auto Scaling checks it when the agent points a group at a launch template version",
+	"ec2:RunInstances": "Auto Scaling checks it when the agent starts an instance refresh naming a launch template version",
 	"ec2:CreateTags":   "the same check, for the launch template's tag specifications",
 	"iam:PassRole":     "the same check, for the launch template's instance profile",
 	"ssm:GetParameter": "the single-parameter form of GetParameters, for tools run with the task role",
@@ -428,17 +427,20 @@ func TestWhatTheTaskRoleMayDo(t *testing.T) {
 		req  request
 		want bool
 	}{
-		{"terminates an instance of an opted-in group", request{"autoscaling:TerminateInstanceInAutoScalingGroup", group, tagged}, true},
-		{"reads the opt-in tag in any case, like discovery", request{"autoscaling:SetDesiredCapacity", group, map[string]string{optInTagKey: "True"}}, true},
+		{"starts an instance refresh of an opted-in group", request{"autoscaling:StartInstanceRefresh", group, tagged}, true},
+		{"reads the opt-in tag in any case, like discovery", request{"autoscaling:CancelInstanceRefresh", group, map[string]string{optInTagKey: "True"}}, true},
 		{"completes lifecycle actions of opted-in groups", request{"autoscaling:CompleteLifecycleAction", group, tagged}, true},
-		{"does not touch a group without the tag", request{"autoscaling:UpdateAutoScalingGroup", group, nil}, false},
-		{"does not touch a group tagged false", request{"autoscaling:TerminateInstanceInAutoScalingGroup", group, map[string]string{optInTagKey: "false"}}, false},
+		{"does not touch a group without the tag", request{"autoscaling:StartInstanceRefresh", group, nil}, false},
+		{"does not touch a group tagged false", request{"autoscaling:RollbackInstanceRefresh", group, map[string]string{optInTagKey: "false"}}, false},
+		{"never writes desired capacity", request{"autoscaling:SetDesiredCapacity", group, tagged}, false},
+		{"never changes scale-in protection", request{"autoscaling:SetInstanceProtection", group, tagged}, false},
+		{"never updates a group (desired capacity, MaxSize, launch template)", request{"autoscaling:UpdateAutoScalingGroup", group, tagged}, false},
+		{"never terminates an instance through Auto Scaling", request{"autoscaling:TerminateInstanceInAutoScalingGroup", group, tagged}, false},
 		{"does not complete lifecycle actions of other groups", request{"autoscaling:CompleteLifecycleAction", group, nil}, false},
 		{"cannot change a group's tags", request{"autoscaling:CreateOrUpdateTags", group, tagged}, false},
 		{"cannot delete a group", request{"autoscaling:DeleteAutoScalingGroup", group, tagged}, false},
 		{"confirms a lifecycle message's instance with Auto Scaling, whatever group it names", request{"autoscaling:DescribeAutoScalingInstances", "*", nil}, true},
 		{"lists a group's warm pool instances", request{"autoscaling:DescribeWarmPool", "*", nil}, true},
-		{"reads why a group's launch failed (capacity or not)", request{"autoscaling:DescribeScalingActivities", "*", nil}, true},
 
 		{"versions a tagged launch template", request{"ec2:CreateLaunchTemplateVersion", template, tagged}, true},
 		{"does not version an untagged launch template", request{"ec2:CreateLaunchTemplateVersion", template, nil}, false},

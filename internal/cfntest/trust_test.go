@@ -269,7 +269,7 @@ func TestTaskRoleAllowsOptedInGroupsExactlyAsTheAgentDecides(t *testing.T) {
 	group := "arn:aws:autoscaling:" + testRegion + ":" + testAccount + ":autoScalingGroup:0b1c2d3e:autoScalingGroupName/g"
 	for _, v := range []string{"true", "True", "TRUE", "tRuE", " true ", "true ", "yes", "1", "", "false", "False"} {
 		on, _ := lifecycle.OptedIn(map[string]string{lifecycle.TagEnabled: v})
-		for _, a := range []string{"autoscaling:TerminateInstanceInAutoScalingGroup", "autoscaling:CompleteLifecycleAction", "autoscaling:SetDesiredCapacity"} {
+		for _, a := range []string{"autoscaling:StartInstanceRefresh", "autoscaling:CompleteLifecycleAction", "autoscaling:CancelInstanceRefresh"} {
 			require.Equal(t, on, allows(t, sts, request{a, group, map[string]string{optInTagKey: v}}),
 				"%s with %s=%q: IAM and lifecycle.OptedIn must agree", a, lifecycle.TagEnabled, v)
 		}
