@@ -110,7 +110,7 @@ type rig struct {
 func newRig() *rig {
 	r := &rig{store: state.NewMemory(), clock: clocktesting.NewFakeClock(now0), groups: &fakeGroups{},
 		templates: &fakeTemplates{current: TemplateVersion{Number: 1, ImageID: amiOld}, created: 2}, platform: &fakePlatform{},
-		target:    Target{Group: "prod", Platform: PlatformECS, Cluster: "c1", Parameter: "/golden/ecs"}}
+		target: Target{Group: "prod", Platform: PlatformECS, Cluster: "c1", Parameter: "/golden/ecs"}}
 	// The group has the agent's launching and terminating hooks and no instance refresh: a rollout starts by
 	// instance refresh (rollout_refresh.go); any other Auto Scaling call panics.
 	f := &fakeRefreshes{now: r.clock.Now, hooks: []astypes.LifecycleHook{

@@ -66,7 +66,7 @@ func TestOrchestratorPauseHoldsEveryDestructiveStep(t *testing.T) {
 
 func TestOrchestratorLeavesATargetWhoseLeaseAnotherReplicaHolds(t *testing.T) {
 	rg := newRig()
-	rec := refreshing("") // the intent of a refresh written, StartInstanceRefresh not sent yet
+	rec := refreshing("")                                              // the intent of a refresh written, StartInstanceRefresh not sent yet
 	rec.LeaseOwner, rec.LeaseExpires = "other", now0.Add(-time.Second) // expired, but within the skew margin (30 s)
 	rg.seed0(rec)
 	stored, seen := reconcileOnce(t, rg, Inputs{View: oldFleet(), AMI: newAMI()})
