@@ -66,8 +66,10 @@ func TestOrchestratorPauseHoldsEveryDestructiveStep(t *testing.T) {
 
 func TestOrchestratorLeavesATargetWhoseLeaseAnotherReplicaHolds(t *testing.T) {
 	rg := newRig()
-	rec := refreshing("")                                              // the intent of a refresh written, StartInstanceRefresh not sent yet
-	rec.LeaseOwner, rec.LeaseExpires = "other", now0.Add(-time.Second) // expired, but within the skew margin (30 s)
+	// The intent of a refresh written, StartInstanceRefresh not sent yet; the lease expired, but within the skew
+	// margin (30 s).
+	rec := refreshing("")
+	rec.LeaseOwner, rec.LeaseExpires = "other", now0.Add(-time.Second)
 	rg.seed0(rec)
 	stored, seen := reconcileOnce(t, rg, Inputs{View: oldFleet(), AMI: newAMI()})
 	require.Empty(t, seen)
