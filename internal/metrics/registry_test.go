@@ -266,7 +266,7 @@ func TestRegistryAfterACompletedDemoRollout(t *testing.T) {
 	require.Equal(t, 0.0, v[k(metrics.RolloutHalted)])
 	require.Equal(t, 3.0, v[k(metrics.ReplacementsSucceeded)])
 	require.Equal(t, 0.0, v[k(metrics.ReplacementsFailed)])
-	require.Equal(t, 3.0, v[k(metrics.LifecycleActionsCompleted)], "the terminating hook of each old instance")
+	require.Equal(t, 6.0, v[k(metrics.LifecycleActionsCompleted)], "the launching hook of each new instance and the terminating hook of each old one")
 	require.Greater(t, v[k(metrics.DrainSeconds)], 0.0)
 	require.Greater(t, v[k(metrics.TargetAMIAgeHours)], 0.0)
 	require.Equal(t, float64(w.Agent.Consumer.Stats.Processed.Load()), v[metrics.MessagesProcessed])
