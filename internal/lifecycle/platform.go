@@ -70,24 +70,6 @@ type KnownObserver interface {
 	ObserveKnown(ctx context.Context, cluster string, instanceIDs []string) (map[string]NodeState, error)
 }
 
-// startDrainSeen starts the drain of i through the node the view shows when the platform can (SeenDrainer),
-// else through StartDrain.
-func startDrainSeen(ctx context.Context, p Platform, cluster string, i InstanceView) error {
-	if sd, ok := p.(SeenDrainer); ok {
-		return sd.StartDrainSeen(ctx, cluster, i.ID, i.Node)
-	}
-	return p.StartDrain(ctx, cluster, i.ID)
-}
-
-// drainStatusSeen checks the drain of i through the node the view shows when the platform can (SeenDrainer),
-// else through DrainStatus. draining: the drain was started (or seen started) after the view was taken.
-func drainStatusSeen(ctx context.Context, p Platform, cluster string, i InstanceView, draining bool) (DrainProgress, error) {
-	if sd, ok := p.(SeenDrainer); ok {
-		return sd.DrainStatusSeen(ctx, cluster, i.ID, i.Node, draining)
-	}
-	return p.DrainStatus(ctx, cluster, i.ID)
-}
-
 // Platforms maps a platform name (PlatformECS, PlatformEKS) to its implementation.
 type Platforms map[string]Platform
 

@@ -2,12 +2,9 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
-	"github.com/patch-agent/patch-agent/internal/ecsdrain"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -73,51 +70,4 @@ func (o *Orchestrator) refuseAWSBatchGroup(ctx context.Context, v GroupView, r s
 	}
 	next, err := o.halt(ctx, r, fmt.Sprintf(refusedAWSBatchGroup, v.Name, why), false)
 	return next, true, err
-}
-
-// standaloneRefusal returns why the group is refused ("" when it is not): the target is tagged
-// TagStandaloneTasks=refuse and one of the instances ids runs standalone tasks (ecsdrain.Room.Standalone).
-// Platforms that cannot tell (EKS) and instances without a container instance refuse nothing.
-func standaloneRefusal(ctx context.Context, t Target, platform Platform, ids []string) (string, error) {
-	rp, ok := platform.(ClusterRoom)
-	if t.Policy.StandaloneTasks != StandaloneRefuse || !ok {
-		return "", nil
-	}
-	var found []string
-	for _, id := range ids {
-		room, err := rp.Room(ctx, t.Cluster, id)
-		if errors.Is(err, ecsdrain.ErrNotRegistered) {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		if room.Standalone > 0 {
-			found = append(found, fmt.Sprintf("%s (%d)", id, room.Standalone))
-		}
-	}
-	if len(found) == 0 {
-		return "", nil
-	}
-	return fmt.Sprintf("group refused (tag %s=%s): standalone task(s) (started by no service: RunTask, StartTask, AWS Batch) on %s, which ECS does not move off a DRAINING instance; stop them, or tag %s=%s to wait for them up to the drain deadline",
-		TagStandaloneTasks, StandaloneRefuse, strings.Join(found, ", "), TagStandaloneTasks, StandaloneWait), nil
-}
-
-// outdatedIDs returns the ids of the group's outdated instances that the rollout has still to replace.
-func outdatedIDs(v GroupView, r state.Rollout) []string {
-	var out []string
-	for _, i := range v.Instances {
-		if !i.Leaving() && i.ImageID != r.TargetImageID && !slices.Contains(r.Replaced, i.ID) {
-			out = append(out, i.ID)
-		}
-	}
-	return out
-}
-
-// haltOr returns err when set, else halts r without a rollback for reason (standaloneRefusal's).
-func (o *Orchestrator) haltOr(ctx context.Context, r state.Rollout, reason string, err error) (state.Rollout, error) {
-	if err != nil {
-		return r, err
-	}
-	return o.halt(ctx, r, reason, false)
 }

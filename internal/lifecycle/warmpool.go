@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/logging"
-	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // Warm pools (field case C18). Amazon EC2 Auto Scaling User Guide, "Decrease latency for applications with long
@@ -123,91 +121,6 @@ func (i InstanceView) Warmed() bool {
 // LeavingPool reports whether a warm pool instance is being terminated.
 func (i InstanceView) LeavingPool() bool {
 	return strings.HasPrefix(i.LifecycleState, "Warmed:Terminat")
-}
-
-// poolUnknown reports whether the group has a warm pool that this tick did not look at (a rollout that started
-// within the tick): the next tick does.
-func poolUnknown(v GroupView) bool { return HasWarmPool(v.Group) && v.WarmPool == nil }
-
-// outdatedPool returns the warm pool instances not on image (an unknown AMI counts as outdated), leaving out
-// those being terminated.
-func outdatedPool(v GroupView, image string) []InstanceView {
-	var out []InstanceView
-	for _, i := range v.WarmPool {
-		if !i.LeavingPool() && i.ImageID != image {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-// recycleWarmPool terminates the warm pool instances that are not on the rollout's target AMI, so that the pool
-// refills from the group's new launch template version. It returns errWait (with the reason on r) while there
-// is any such instance, and nil once there is none: the rollout then replaces the group's instances, and its
-// surges draw new-AMI instances from the pool.
-//
-// Pool instances serve nothing (stopped, or running without joining the cluster): terminating one drains
-// nothing and takes no serving capacity. Only settled ones (Warmed:Stopped / Warmed:Running /
-// Warmed:Hibernated) are terminated, and each only after one DescribeAutoScalingInstances call (for all of
-// them, at most 50 a call) confirms it is still in this group's warm pool in such a state: an instance that
-// left the pool for the group meanwhile (a scale out), or one still waiting on a lifecycle action (a return to
-// the pool being drained), is not touched. TerminateInstanceInAutoScalingGroup is called without decrementing
-// desired capacity: the group's capacity is not the pool's. The group's terminating hook, if any, reaches the
-// agent, which finds nothing to drain and continues it. Repeating after a crash is harmless: a terminating
-// instance is no longer confirmed.
-func (o *Orchestrator) recycleWarmPool(ctx context.Context, t Target, v GroupView, r *state.Rollout) error {
-	if poolUnknown(v) {
-		r.Reason = "looking at the warm pool first"
-		return errWait
-	}
-	old := outdatedPool(v, r.TargetImageID)
-	if len(old) == 0 {
-		return nil
-	}
-	var settled []string
-	for _, i := range old {
-		if i.Warmed() && i.ImageID != "" {
-			settled = append(settled, i.ID)
-		}
-	}
-	if len(settled) == 0 {
-		r.Reason = fmt.Sprintf("waiting for warm pool instance %s to settle (%s) before recycling it", old[0].ID, old[0].LifecycleState)
-		return errWait
-	}
-	if err := o.holdIfPaused(r, fmt.Sprintf("recycle %d warm pool instance(s) not on the target AMI", len(settled))); err != nil {
-		return err
-	}
-	if reason := o.runGate(ctx, t); reason != "" {
-		r.Reason = reason + fmt.Sprintf("; next step: recycle %d warm pool instance(s)", len(settled))
-		return errWait
-	}
-	// The recycle terminates up to len(settled) pool instances with no write between them: the kept pause read
-	// is confirmed against the lock items first (strongly consistent).
-	if err := o.guardEffect(ctx, r, fmt.Sprintf("recycle %d warm pool instance(s) not on the target AMI", len(settled))); err != nil {
-		return err
-	}
-	for start := 0; start < len(settled); start += maxAutoScalingInstanceIDs {
-		batch := settled[start:min(start+maxAutoScalingInstanceIDs, len(settled))]
-		members, err := o.groups().Members(ctx, batch)
-		if err != nil {
-			return fmt.Errorf("confirming %d warm pool instance(s) of %s before terminating them: %w", len(batch), v.Name, err)
-		}
-		for _, d := range members {
-			id, st := d.InstanceID, d.LifecycleState
-			if !slices.Contains(batch, id) || d.Group != v.Name || !(InstanceView{LifecycleState: st}).Warmed() {
-				o.Log.Info("warm pool instance no longer settled in the pool; not terminated", zap.String(logging.Group, v.Name),
-					zap.String(logging.InstanceID, id), zap.String(logging.Reason, st))
-				continue
-			}
-			if err := o.groups().Terminate(ctx, id); err != nil {
-				return fmt.Errorf("terminating warm pool instance %s: %w", id, err)
-			}
-			o.Log.Info("warm pool instance not on the target AMI terminated; the pool refills from the new launch template version",
-				zap.String(logging.Group, v.Name), zap.String(logging.InstanceID, id), zap.String(logging.AMI, r.TargetImageID))
-		}
-	}
-	r.Reason = fmt.Sprintf("recycling the warm pool: %d instance(s) not on the target AMI", len(old))
-	return errWait
 }
 
 // poolLook is what AdoptWaiting's last DescribeWarmPool of a group found: when, the pool's size, and whether
