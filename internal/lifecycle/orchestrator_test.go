@@ -108,7 +108,7 @@ func transitionCases() []transitionCase {
 // notRolledRecord is the record recordNotRolled writes for a misconfigured group that had none: Halted, no
 // target AMI, the reason.
 func notRolledRecord() state.Rollout {
-	return state.Rollout{Phase: state.PhaseHalted, Reason: notRolledPrefix + `group prod is opted in but misconfigured: tag patch-agent/strategy="rolling" is not one of auto, refresh, surge, drain-first, capacity-provider`}
+	return state.Rollout{Phase: state.PhaseHalted, Reason: notRolledPrefix + `group prod is opted in but misconfigured: tag patch-agent/strategy="rolling": want refresh or auto`}
 }
 
 func detectFrom(phase state.Phase) transitionCase {

@@ -404,7 +404,7 @@ func TestRefreshGroupWithoutLaunchingHookWaitsWithTheCommand(t *testing.T) {
 			require.Contains(t, stored.Reason, "no launching lifecycle hook")
 			require.Contains(t, stored.Reason, "aws autoscaling put-lifecycle-hook --auto-scaling-group-name prod --lifecycle-hook-name patch-agent-launch")
 			require.Empty(t, f.starts)
-			require.Empty(t, groupWrites(rg), "no surge either")
+			require.Empty(t, groupWrites(rg), "no desired capacity written either")
 		})
 	}
 }

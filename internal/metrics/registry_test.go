@@ -156,7 +156,7 @@ func TestInstanceCountsAgainstTheTarget(t *testing.T) {
 		{ID: "i-1", ImageID: demo.ImageA, LifecycleState: "InService"},
 		{ID: "i-2", ImageID: demo.ImageA, LifecycleState: "Terminating:Wait"}, // leaving: not outdated
 		{ID: "i-3", ImageID: demo.ImageB, LifecycleState: "InService"},
-		{ID: "i-4", ImageID: demo.ImageB, LifecycleState: "Pending"}, // the surge: on target, not in service yet
+		{ID: "i-4", ImageID: demo.ImageB, LifecycleState: "Pending"}, // a new instance: on target, not in service yet
 	}}
 	target := lifecycle.Target{Group: group, Platform: platform, Cluster: "c1"}
 	for _, tc := range []struct {
