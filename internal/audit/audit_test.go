@@ -230,8 +230,8 @@ func TestCheckFormat(t *testing.T) {
 }
 
 // An opted-in group without the agent's lifecycle hooks is one the agent will not roll by instance refresh: the
-// audit says so before an upgrade finds it, with the command that adds each hook; a group with both hooks, and
-// one a deprecated strategy tag keeps on the surge, get no such note.
+// audit says so before an upgrade finds it, with the command that adds each hook; so is a group tagged with an
+// older agent's strategy (surge), which rolls by instance refresh too; a group with both hooks gets no such note.
 func TestAuditNotesOptedInGroupsTheAgentWillNotRollForWantOfHooks(t *testing.T) {
 	a := fleet.New()
 	g := func(name string) fleet.Group {
@@ -240,7 +240,7 @@ func TestAuditNotesOptedInGroupsTheAgentWillNotRollForWantOfHooks(t *testing.T) 
 	require.NoError(t, fleet.AddPatchAgentECSWithoutHooks(a, g("bare"), fleet.ECSarm64.Parameter))
 	require.NoError(t, fleet.AddPatchAgentECS(a, g("hooked"), fleet.ECSarm64.Parameter))
 	require.NoError(t, fleet.AddPatchAgentECSWithoutHooks(a, g("surged"), fleet.ECSarm64.Parameter))
-	require.NoError(t, a.SetGroupTag("surged", lifecycle.TagStrategy, lifecycle.StrategySurge))
+	require.NoError(t, a.SetGroupTag("surged", lifecycle.TagStrategy, "surge"))
 	r, err := fleet.Auditor(a).Run(context.Background())
 	require.NoError(t, err)
 	notes := map[string]string{}
@@ -250,5 +250,6 @@ func TestAuditNotesOptedInGroupsTheAgentWillNotRollForWantOfHooks(t *testing.T) 
 	require.Contains(t, notes["bare"], "not rolled until fixed: instance refresh needs the agent's lifecycle hooks")
 	require.Contains(t, notes["bare"], "aws autoscaling put-lifecycle-hook --auto-scaling-group-name bare --lifecycle-hook-name patch-agent-launch")
 	require.NotContains(t, notes["hooked"], "lifecycle hook")
-	require.NotContains(t, notes["surged"], "lifecycle hook")
+	require.Contains(t, notes["surged"], "not rolled until fixed: instance refresh needs the agent's lifecycle hooks")
+	require.Contains(t, notes["surged"], "--auto-scaling-group-name surged --lifecycle-hook-name patch-agent-drain")
 }

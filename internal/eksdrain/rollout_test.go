@@ -37,7 +37,7 @@ func rolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload) (*dem
 		Sim:    sim.Options{Seed: rand.Uint64()}, // instance ids (and so node names) unique on the shared API server
 		Policy: policy,
 		Groups: []demo.GroupSetup{{Name: group, Platform: lifecycle.PlatformEKS, Cluster: "c9", Parameter: goldenAMI,
-			InstanceType: "m5.large", Min: desired, Max: desired + 1, Desired: desired, HeartbeatTimeout: -1}},
+			InstanceType: "m5.large", Min: desired, Max: desired + 1, Desired: desired}},
 		Kube:         k.cs,
 		KubeWorkload: workload,
 	})
@@ -124,7 +124,7 @@ func TestReplacementWhoseNodeNeverBecomesReadyIsNotHealthyAndTheRolloutRollsBack
 	require.NoError(t, err)
 	r := w.Rollout(ctx, group)
 	require.True(t, done, "rollout: %+v", r)
-	require.Regexp(t, `failed: replacement i-[0-9a-f]+ not healthy after 10m0s`, r.Reason)
+	require.Regexp(t, `launch of i-[0-9a-f]+ ABANDONed by lifecycle hook patch-agent-launch \(not healthy in cluster after 10m0s\)`, r.Reason)
 	require.Zero(t, k.evict.Count(), "no old node was drained")
 	nodes, err := w.Kube.Observe(ctx)
 	require.NoError(t, err)

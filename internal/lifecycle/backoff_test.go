@@ -83,8 +83,7 @@ func TestRetriesDueSucceededAndDeadline(t *testing.T) {
 	require.Equal(t, 10*time.Second, r.Failed("g", time.Time{}), "a success starts the backoff again")
 }
 
-func TestLookAgainByHoldsTheDeadlinesAndTheLease(t *testing.T) {
-	p := Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 30 * time.Minute}
+func TestLookAgainByRenewsTheLease(t *testing.T) {
 	lease := t0.Add(2 * time.Minute)
 	tests := []struct {
 		name string
@@ -94,24 +93,15 @@ func TestLookAgainByHoldsTheDeadlinesAndTheLease(t *testing.T) {
 		{name: "idle, no lease: unbounded", r: state.Rollout{Phase: state.PhaseIdle}},
 		{name: "lease renewal", r: state.Rollout{LeaseExpires: lease}, want: lease.Add(-30 * time.Second)},
 		{
-			name: "just past the drain deadline",
-			r:    state.Rollout{Current: &state.Replacement{Step: state.StepDraining, DrainStartedAt: t0.Add(-29 * time.Minute)}},
-			want: t0.Add(time.Minute + time.Second),
-		},
-		{
-			name: "drain not started yet: no drain deadline",
-			r:    state.Rollout{Current: &state.Replacement{Step: state.StepDraining, StepStartedAt: t0}},
-		},
-		{
-			name: "just past the health deadline, before the lease",
+			name: "an older agent's step bounds nothing: only the lease",
 			r: state.Rollout{LeaseExpires: t0.Add(time.Hour),
-				Current: &state.Replacement{Step: state.StepReplacementHealthy, StepStartedAt: t0.Add(-9 * time.Minute)}},
-			want: t0.Add(time.Minute + time.Second),
+				Current: &state.Replacement{Step: state.StepDraining, StepStartedAt: t0.Add(-29 * time.Minute)}},
+			want: t0.Add(time.Hour - 30*time.Second),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, LookAgainBy(tt.r, p))
+			require.Equal(t, tt.want, LookAgainBy(tt.r))
 		})
 	}
 }

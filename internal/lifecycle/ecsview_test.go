@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/ecsdrain"
-	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // viewECS is one ECS cluster for the drain checks that reuse the tick's view: container instances by ARN (a
@@ -116,140 +114,31 @@ const (
 	ciNew = "arn:aws:ecs:eu-west-1:123456789012:container-instance/c1/0000000000000000000000000000000b"
 )
 
-// ecsRig is the orchestrator rig with the real ECS platform (internal/ecsdrain) over viewECS, its old instance
-// i-1 at the Draining step with the drain under way.
-func ecsRig(t *testing.T, api *viewECS) (*rig, map[string]NodeState) {
-	t.Helper()
-	rg := newRig()
-	platform := ECSPlatform{Drainer: ecsdrain.New(api)}
-	rg.o.Platforms = Platforms{PlatformECS: platform}
-	nodes, err := platform.Observe(context.Background(), "c1") // the tick's cluster view
-	require.NoError(t, err)
-	return rg, nodes
-}
-
-func drainingRecord(arn string) state.Rollout {
-	rec := replacing(StrategySurge, state.StepDraining)
-	rec.Current.NewInstanceID, rec.Current.DrainStartedAt, rec.Current.ContainerInstanceARN = "i-9", now0.Add(-time.Minute), arn
-	return rec
-}
-
-func ecsView(nodes map[string]NodeState) GroupView {
-	in := func(id, ami string) InstanceView {
-		return InstanceView{ID: id, AvailabilityZone: "eu-west-1a", LifecycleState: "InService", ImageID: ami, Node: nodes[id]}
-	}
-	return view(3, false, in("i-1", amiOld), in("i-2", amiOld), in("i-9", amiNew))
-}
-
-// TestDrainCheckReusesTheContainerInstanceOfTheTicksClusterView: a drain under way is checked on the container
-// instance ARN and DRAINING status the tick's ListContainerInstances / DescribeContainerInstances returned; the
-// check itself describes no container instance again, and lists the tasks of that ARN.
-func TestDrainCheckReusesTheContainerInstanceOfTheTicksClusterView(t *testing.T) {
+// TestC8DrainOfATerminatingInstanceWithNoTaskCountedIsNotDrainedWhileATaskIsStopping: the old instance's
+// container instance is DRAINING (its terminating lifecycle action's drain) with runningTasksCount +
+// pendingTasksCount 0, but a task is STOPPING, counted in neither (field case C8). The drain check the
+// terminating lifecycle action makes (ECSPlatform.DrainStatus) lists the tasks and finds the instance not
+// drained; once the task is STOPPED it is drained.
+func TestC8DrainOfATerminatingInstanceWithNoTaskCountedIsNotDrainedWhileATaskIsStopping(t *testing.T) {
+	ctx := context.Background()
 	api := newViewECS()
 	api.register(ciOld, "i-1", "DRAINING")
-	api.register("arn:ci/i-2", "i-2", "ACTIVE")
-	api.register("arn:ci/i-9", "i-9", "ACTIVE")
-	api.tasks[ciOld] = []string{"arn:task/1"}
-	rg, nodes := ecsRig(t, api)
-	rg.seed0(drainingRecord(ciOld))
-	before := api.calls["DescribeContainerInstances"]
-
-	r, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
+	api.stopping[ciOld] = []string{"arn:task/stopping"}
+	platform := ECSPlatform{Drainer: ecsdrain.New(api)}
+	nodes, err := platform.Observe(ctx, "c1")
 	require.NoError(t, err)
-	require.Equal(t, state.StepDraining, r.Current.Step, "one task still RUNNING: not drained")
-	require.Equal(t, before, api.calls["DescribeContainerInstances"], "the view's container instance is not described again")
-	require.Equal(t, []string{ciOld, ciOld}, api.listedFor, "the tasks of the view's ARN, desired status RUNNING and STOPPED")
+	require.Zero(t, nodes["i-1"].Tasks, "C8: the counts are already zero")
 
-	delete(api.tasks, ciOld)
-	r, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
+	prog, err := platform.DrainStatus(ctx, "c1", "i-1")
 	require.NoError(t, err)
-	require.True(t, r.Current == nil || r.Current.Step != state.StepDraining, "no task left: drained")
-	require.Equal(t, groupCall{Op: "Terminate", Target: "i-1", Decrease: true}, rg.groups.calls[0])
-}
+	require.False(t, prog.Drained, "a task STOPPING: %s", prog.Detail)
+	require.Equal(t, 1, prog.Remaining)
+	require.Equal(t, []string{ciOld, ciOld}, api.listedFor, "the tasks are listed, desired status RUNNING and STOPPED")
 
-// TestDrainCheckOfAReRegisteredContainerInstanceCountsTheTasksOfTheOneTheTickSaw: the old instance's ECS
-// container agent registered it again (a new container instance ARN; the one recorded at the pick is INACTIVE
-// and has no task). The drain check counts the tasks of the container instance the tick's view shows — the
-// new one, with a task RUNNING — so the instance is not taken for drained and is not terminated with its task.
-func TestDrainCheckOfAReRegisteredContainerInstanceCountsTheTasksOfTheOneTheTickSaw(t *testing.T) {
-	api := newViewECS()
-	api.register(ciOld, "i-1", "INACTIVE")
-	api.register(ciNew, "i-1", "DRAINING")
-	api.register("arn:ci/i-2", "i-2", "ACTIVE")
-	api.register("arn:ci/i-9", "i-9", "ACTIVE")
-	api.tasks[ciNew] = []string{"arn:task/1"}
-	rg, nodes := ecsRig(t, api)
-	require.Equal(t, ciNew, nodes["i-1"].Name)
-	rg.seed0(drainingRecord(ciOld)) // the ARN of the pick, before the re-registration
-
-	r, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
+	delete(api.stopping, ciOld)
+	prog, err = platform.DrainStatus(ctx, "c1", "i-1")
 	require.NoError(t, err)
-	require.Equal(t, state.StepDraining, r.Current.Step, "a task RUNNING on the instance's current container instance")
-	require.Empty(t, rg.groups.calls, "nothing terminated")
-	require.NotContains(t, api.listedFor, ciOld, "the recorded ARN is not the instance's any more")
-}
-
-// TestDrainStartedThisTickIsCheckedOnTheContainerInstanceItSetDraining: the view saw the old instance ACTIVE;
-// the drain started in this tick (UpdateContainerInstancesState on the view's ARN, no describe first) is
-// checked on that ARN at once, as DRAINING — unless the view counted tasks on it (runningTasksCount +
-// pendingTasksCount): then it is not drained without a task listing, and the next look checks it. No task
-// counted proves nothing (C8), so that drain is checked in full, and found drained only when the listing shows
-// no task other than STOPPED.
-func TestDrainStartedThisTickIsCheckedOnTheContainerInstanceItSetDraining(t *testing.T) {
-	for _, tc := range []drainStartedCase{
-		{name: "tasks counted: not drained, no listing", tasks: []string{"arn:task/1"}, wantStep: state.StepDraining},
-		{name: "no task counted: checked at once on the ARN set DRAINING", wantListed: []string{ciOld, ciOld}},
-	} {
-		t.Run(tc.name, func(t *testing.T) { tc.run(t) })
-	}
-}
-
-// TestC8DrainStartedThisTickWithNoTaskCountedIsNotDrainedWhileATaskIsStopping: the look counted no task on the
-// old instance (runningTasksCount + pendingTasksCount 0) but one is STOPPING, counted in neither (field case
-// C8). The drain this tick started is checked in full — the counters are trusted only to say "not drained" —
-// and the instance is not terminated.
-func TestC8DrainStartedThisTickWithNoTaskCountedIsNotDrainedWhileATaskIsStopping(t *testing.T) {
-	drainStartedCase{stopping: []string{"arn:task/stopping"}, wantListed: []string{ciOld, ciOld}, wantStep: state.StepDraining}.run(t)
-}
-
-// drainStartedCase is one drain started by the tick on the old instance i-1, seen ACTIVE by the view.
-type drainStartedCase struct {
-	name            string
-	tasks, stopping []string // RUNNING (counted) and STOPPING (not counted) tasks on the old instance
-	wantListed      []string
-	wantStep        state.Step // "": drained and terminated
-}
-
-func (tc drainStartedCase) run(t *testing.T) {
-	api := newViewECS()
-	api.register(ciOld, "i-1", "ACTIVE")
-	api.register("arn:ci/i-2", "i-2", "ACTIVE")
-	api.register("arn:ci/i-9", "i-9", "ACTIVE")
-	if tc.tasks != nil {
-		api.tasks[ciOld] = tc.tasks
-	}
-	if tc.stopping != nil {
-		api.stopping[ciOld] = tc.stopping
-	}
-	rg, nodes := ecsRig(t, api)
-	rec := drainingRecord(ciOld)
-	rec.Current.DrainStartedAt = time.Time{}
-	rg.seed0(rec)
-	before := api.calls["DescribeContainerInstances"]
-
-	r, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
-	require.NoError(t, err)
-	require.Equal(t, "DRAINING", aws.ToString(api.instances[ciOld].Status))
-	require.Equal(t, 1, api.calls["UpdateContainerInstancesState"])
-	require.Equal(t, before, api.calls["DescribeContainerInstances"], "start and check of the drain describe nothing again")
-	require.Equal(t, tc.wantListed, api.listedFor)
-	if tc.wantStep != "" {
-		require.Equal(t, tc.wantStep, r.Current.Step)
-		require.Empty(t, rg.groups.calls, "nothing terminated")
-		return
-	}
-	require.True(t, r.Current == nil || r.Current.Step != state.StepDraining, "no task on it: drained")
-	require.Equal(t, groupCall{Op: "Terminate", Target: "i-1", Decrease: true}, rg.groups.calls[0])
+	require.True(t, prog.Drained, prog.Detail)
 }
 
 // TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty: the
@@ -365,7 +254,7 @@ func TestLookDescribesTheKnownContainerInstancesWithoutListingUnlessTheMembershi
 // agent registered it again under a new ARN, which runs a task — the old ARN deregistered (INACTIVE), or left
 // registered with its agent disconnected. The next look, which describes the known ARNs instead of listing,
 // must not take the old ARN's empty task list for the drain's end: it lists the cluster, its view shows the new
-// container instance, and the drain check counts its task.
+// container instance, and the drain check of the terminating lifecycle action counts its task.
 func TestDrainCheckOfAReRegisteredContainerInstanceSeenByALookWithoutAListingCountsTheNewOnesTasks(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -379,23 +268,24 @@ func TestDrainCheckOfAReRegisteredContainerInstanceSeenByALookWithoutAListingCou
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
 			api := newViewECS()
 			api.register(ciOld, "i-1", "DRAINING")
 			api.register("arn:ci/i-2", "i-2", "ACTIVE")
 			api.register("arn:ci/i-9", "i-9", "ACTIVE")
-			rg, _ := ecsRig(t, api) // the last listing: i-1 on ciOld
-			platform := rg.o.Platforms[PlatformECS].(ECSPlatform)
-			rg.seed0(drainingRecord(ciOld))
+			platform := ECSPlatform{Drainer: ecsdrain.New(api)}
+			_, err := platform.Observe(ctx, "c1") // the last listing: i-1 on ciOld
+			require.NoError(t, err)
 			tc.leave(api)
 			api.register(ciNew, "i-1", "DRAINING")
 			api.tasks[ciNew] = []string{"arn:task/1"}
 
-			nodes, err := platform.ObserveKnown(context.Background(), "c1", []string{"i-1", "i-2", "i-9"})
+			nodes, err := platform.ObserveKnown(ctx, "c1", []string{"i-1", "i-2", "i-9"})
 			require.NoError(t, err)
-			r, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: ecsView(nodes), AMI: newAMI()})
+			require.Equal(t, ciNew, nodes["i-1"].Name, "the view shows the instance's current container instance")
+			prog, err := platform.DrainStatus(ctx, "c1", "i-1")
 			require.NoError(t, err)
-			require.Equal(t, state.StepDraining, r.Current.Step, "a task RUNNING on the instance's current container instance")
-			require.Empty(t, rg.groups.calls, "nothing terminated")
+			require.False(t, prog.Drained, "a task RUNNING on the instance's current container instance: %s", prog.Detail)
 			require.NotContains(t, api.listedFor, ciOld, "the old ARN's tasks are not the instance's")
 		})
 	}

@@ -34,9 +34,6 @@ func (g AutoScalingGroups) Traits(ctx context.Context, group string, tags map[st
 // hands it to providers without reading the SDK type itself.
 type GroupDescription = astypes.AutoScalingGroup
 
-// lifecycleStatePending is Auto Scaling's Pending lifecycle state, for decision code that reads no SDK type.
-const lifecycleStatePending = string(astypes.LifecycleStatePending)
-
 // TemplateProvider is the provider of launch template versions the rollout engine decides on (Templates over
 // EC2 and Auto Scaling).
 type TemplateProvider interface {

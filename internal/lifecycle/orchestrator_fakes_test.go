@@ -26,15 +26,13 @@ const (
 var now0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 type groupCall struct {
-	Op       string // SetDesired, SetMaxAndDesired, SetMax, Unprotect, Terminate, Members, Traits
-	Target   string // group or instance id
-	N        int32
-	Decrease bool
+	Op     string // Traits
+	Target string // group or instance id
+	N      int32
 }
 
 type fakeGroups struct {
 	traits  GroupTraits
-	members []GroupMember
 	err     error
 	calls   []groupCall
 }
@@ -44,30 +42,6 @@ var _ Groups = (*fakeGroups)(nil)
 func (f *fakeGroups) Traits(_ context.Context, group string, _ map[string]string) (GroupTraits, error) {
 	f.calls = append(f.calls, groupCall{Op: "Traits", Target: group})
 	return f.traits, f.err
-}
-func (f *fakeGroups) SetDesired(_ context.Context, group string, n int32) error {
-	f.calls = append(f.calls, groupCall{Op: "SetDesired", Target: group, N: n})
-	return f.err
-}
-func (f *fakeGroups) SetMaxAndDesired(_ context.Context, group string, n int32) error {
-	f.calls = append(f.calls, groupCall{Op: "SetMaxAndDesired", Target: group, N: n})
-	return f.err
-}
-func (f *fakeGroups) SetMax(_ context.Context, group string, n int32) error {
-	f.calls = append(f.calls, groupCall{Op: "SetMax", Target: group, N: n})
-	return f.err
-}
-func (f *fakeGroups) Unprotect(_ context.Context, _, id string) error {
-	f.calls = append(f.calls, groupCall{Op: "Unprotect", Target: id})
-	return f.err
-}
-func (f *fakeGroups) Terminate(_ context.Context, id string, decrement bool) error {
-	f.calls = append(f.calls, groupCall{Op: "Terminate", Target: id, Decrease: decrement})
-	return f.err
-}
-func (f *fakeGroups) Members(_ context.Context, ids []string) ([]GroupMember, error) {
-	f.calls = append(f.calls, groupCall{Op: "Members", N: int32(len(ids))})
-	return f.members, f.err
 }
 
 type fakeTemplates struct {
@@ -83,10 +57,6 @@ func (f *fakeTemplates) Resolve(context.Context, state.LaunchTemplateRef) (Templ
 }
 func (f *fakeTemplates) EnsureVersion(_ context.Context, _ state.LaunchTemplateRef, imageID, _ string) (TemplateVersion, error) {
 	return TemplateVersion{Number: f.created, ImageID: imageID}, nil
-}
-func (f *fakeTemplates) PointGroup(_ context.Context, _ GroupDescription, ref state.LaunchTemplateRef) error {
-	f.pointed = append(f.pointed, ref)
-	return nil
 }
 
 type fakePlatform struct {
@@ -127,11 +97,13 @@ type rig struct {
 func newRig() *rig {
 	r := &rig{store: state.NewMemory(), clock: clocktesting.NewFakeClock(now0), groups: &fakeGroups{},
 		templates: &fakeTemplates{current: TemplateVersion{Number: 1, ImageID: amiOld}, created: 2}, platform: &fakePlatform{},
-		// The surge engine's tests' pin until that engine is deleted: the rig's group is tagged
-		// patch-agent/strategy=surge (a plain group's automatic choice is instance refresh).
-		target: Target{Group: "prod", Platform: PlatformECS, Cluster: "c1", Parameter: "/golden/ecs",
-			Policy: TargetPolicy{Strategy: StrategySurge}}}
-	r.o = &Orchestrator{Owner: "me", Store: r.store, Groups: r.groups, Templates: r.templates,
+		target: Target{Group: "prod", Platform: PlatformECS, Cluster: "c1", Parameter: "/golden/ecs"}}
+	// The group has the agent's launching and terminating hooks and no instance refresh: a rollout starts by
+	// instance refresh (rollout_refresh.go); any other Auto Scaling call panics.
+	f := &fakeRefreshes{now: r.clock.Now, hooks: []astypes.LifecycleHook{
+		{LifecycleHookName: aws.String("patch-agent-launch"), LifecycleTransition: aws.String(transitionLaunching)},
+		{LifecycleHookName: aws.String("patch-agent-drain"), LifecycleTransition: aws.String(transitionTerminating)}}}
+	r.o = &Orchestrator{Owner: "me", Store: r.store, AutoScaling: f, Groups: r.groups, Templates: r.templates,
 		Platforms: Platforms{PlatformECS: r.platform}, Clock: r.clock, Log: zap.NewNop(), Policy: DefaultPolicy()}
 	return r
 }

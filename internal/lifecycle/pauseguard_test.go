@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/state"
-	"github.com/patch-agent/patch-agent/internal/state/storetest"
 )
 
 // pausingStore writes a pause lock into the store right before the first pause check of a step reaches it
@@ -44,97 +43,57 @@ func (s *pausingStore) PauseHolding(ctx context.Context, group string, now time.
 	return s.Store.PauseHolding(ctx, group, now)
 }
 
-// TestPauseWrittenBetweenTheLooksReadAndTheStepsWriteStopsTheStep: for every destructive step of a surge
-// rollout (the pick and its surge, a surge resumed after a crash, the drain, the termination right after the
-// drained look, a termination resumed), a pause lock (global or the group's) written after the look and right
-// before the step's pause check stops the step: no Auto Scaling call, no drain, the record not moved past the
-// step, the pause on status; the look read no pause lock (Inputs.PauseRead is never called: the check is in the
-// step's own write or a consistent read, invariant 7).
+// TestPauseWrittenBetweenTheLooksReadAndTheStepsWriteStopsTheStep: for every destructive step of a rollout by
+// instance refresh (the launch template version of a Preparing record, StartInstanceRefresh of a recorded intent
+// — resumed after a crash too), a pause lock (global or the group's) written after the look read no pause and
+// right before the step's own pause check (a strongly consistent read of the lock items) stops the step: no
+// launch template version, no instance refresh, no Auto Scaling write, the record not moved past the step, the
+// pause on status. Once the pause is lifted, the next look takes the step.
 func TestPauseWrittenBetweenTheLooksReadAndTheStepsWriteStopsTheStep(t *testing.T) {
-	drainable := func() state.Rollout {
-		r := replacing(StrategySurge, state.StepDraining)
-		r.Current.NewInstanceID = "i-9"
-		return r
-	}
-	ready := view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), serving("i-9", amiNew))
-	drained := view(3, false, draining("i-1", amiOld), serving("i-2", amiOld), serving("i-9", amiNew))
 	for _, tc := range []struct {
-		name     string
-		record   func() state.Rollout
-		view     GroupView
-		drained  bool
-		wantStep state.Step // the step the record must be at afterwards ("" : no replacement recorded)
-		next     string     // the step the reason names
+		name      string
+		record    func() state.Rollout
+		wantPhase state.Phase
+		next      string
 	}{
-		{"pick and surge", func() state.Rollout { r := replacing(StrategySurge, ""); r.Current = nil; return r },
-			view(2, false, serving("i-1", amiOld), serving("i-2", amiOld)), false, "", "replace the next of 2"},
-		{"surge resumed after a crash", func() state.Rollout {
-			r := replacing(StrategySurge, state.StepSurge)
-			r.Current.SurgeTo = 3
-			return r
-		}, view(2, false, serving("i-1", amiOld), serving("i-2", amiOld)), false, state.StepSurge, "surge for i-1"},
-		{"drain", drainable, ready, false, state.StepDraining, "drain i-1"},
-		{"termination after the drained look", func() state.Rollout {
-			r := drainable()
-			r.Current.DrainStartedAt = now0.Add(-time.Minute)
-			return r
-		}, drained, true, state.StepTerminating, "terminate i-1"},
-		{"termination resumed after a crash", func() state.Rollout {
-			r := drainable()
-			r.Current.Step, r.Current.DrainStartedAt = state.StepTerminating, now0.Add(-time.Minute)
-			return r
-		}, drained, true, state.StepTerminating, "terminate i-1"},
+		{"launch template version", func() state.Rollout {
+			return state.Rollout{Phase: state.PhasePreparing, Strategy: StrategyRefresh, TargetImageID: amiNew, PreviousImageID: amiOld,
+				PreviousTemplate: &state.LaunchTemplateRef{ID: "lt-1", Version: "1"}, Refresh: &state.RefreshProgress{LaunchingHook: "patch-agent-launch"}}
+		}, state.PhasePreparing, "prepare the launch template"},
+		{"StartInstanceRefresh resumed after a crash", func() state.Rollout { return refreshing("") }, state.PhaseReplacing, "StartInstanceRefresh"},
 	} {
 		for _, scope := range []string{state.GlobalScope, "prod"} {
 			t.Run(tc.name+"/"+state.Lock{Group: scope}.Scope(), func(t *testing.T) {
-				rg := newRig()
-				rg.platform.drained = tc.drained
+				ctx := context.Background()
+				rg, f := refreshRig()
 				rg.seed0(tc.record())
 				ps := &pausingStore{Store: rg.store, armed: true,
 					lock: state.Lock{Group: scope, Reason: "incident", Who: "alice", Since: now0}}
 				rg.o.Store = ps
-				reads := 0
-				read := func(context.Context) (*state.Lock, error) { reads++; return nil, nil }
-				_, err := rg.o.Reconcile(context.Background(), rg.target, Inputs{View: tc.view, AMI: newAMI(), PauseRead: read})
+				read := func(context.Context) (*state.Lock, error) { return nil, nil } // the look's read: no pause yet
+				_, err := rg.o.Reconcile(ctx, rg.target, Inputs{View: oldFleet(), AMI: newAMI(), PauseRead: read})
 				require.NoError(t, err)
 				require.Positive(t, ps.checks, "the step checked the pause")
-				require.Zero(t, reads, "no pause lock Query")
-				reads = 0
-				for _, c := range rg.groups.calls {
-					require.NotContains(t, []string{"SetDesired", "SetMaxAndDesired", "Terminate", "Unprotect"}, c.Op, "no destructive call: %+v", c)
-				}
-				require.Empty(t, rg.platform.started, "no drain started")
-				require.Empty(t, slotsHeld(t, rg.store), "a drain the pause stopped holds no slot of the cluster budget")
-				// A second look while the pause lasts still takes no step; status names the pause by then (the
-				// drained look records the drain and shows the pause from the next look).
-				_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: tc.view, AMI: newAMI(), PauseRead: read})
+				require.Empty(t, f.starts, "no instance refresh started")
+				require.Empty(t, groupWrites(rg), "no Auto Scaling write")
+				require.Empty(t, rg.templates.pointed)
+				stored, err := rg.store.GetRollout(ctx, rg.target.Group)
 				require.NoError(t, err)
-				require.Empty(t, rg.platform.started, "no drain started")
-				for _, c := range rg.groups.calls {
-					require.NotContains(t, []string{"SetDesired", "SetMaxAndDesired", "Terminate", "Unprotect"}, c.Op, "no destructive call: %+v", c)
-				}
-				stored, err := rg.store.GetRollout(context.Background(), rg.target.Group)
-				require.NoError(t, err)
-				if tc.wantStep == "" {
-					require.Nil(t, stored.Current, "no replacement picked")
-				} else {
-					require.Equal(t, tc.wantStep, stored.Current.Step)
-				}
+				require.Equal(t, tc.wantPhase, stored.Phase, "not moved past the step")
 				require.Contains(t, stored.Reason, "paused ("+state.Lock{Group: scope}.Scope()+") by alice")
 				require.Contains(t, stored.Reason, "next step: "+tc.next)
 
-				// Resumed: the next look takes the step.
-				require.NoError(t, rg.store.DeleteLock(context.Background(), scope))
-				_, err = rg.o.Reconcile(context.Background(), rg.target, Inputs{View: tc.view, AMI: newAMI(), PauseRead: read})
+				// A second look while the pause lasts still takes no step.
+				_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: oldFleet(), AMI: newAMI(), PauseRead: read})
 				require.NoError(t, err)
-				acted := len(rg.platform.started) > 0
-				for _, c := range rg.groups.calls {
-					acted = acted || c.Op == "SetDesired" || c.Op == "Terminate"
-				}
-				require.True(t, acted, "after resume the step is taken")
-				if len(rg.platform.started) > 0 && !tc.drained {
-					require.Equal(t, []string{"prod/i-1"}, slotsHeld(t, rg.store), "the drain started holds its slot")
-				}
+				require.Empty(t, f.starts, "no instance refresh started")
+
+				// Resumed: the next look takes the step.
+				require.NoError(t, rg.store.DeleteLock(ctx, scope))
+				_, err = rg.o.Reconcile(ctx, rg.target, Inputs{View: oldFleet(), AMI: newAMI(), PauseRead: read})
+				require.NoError(t, err)
+				require.Len(t, f.starts, 1, "after resume the step is taken")
+				require.Empty(t, groupWrites(rg))
 			})
 		}
 	}
@@ -194,7 +153,7 @@ func TestPauseDurableAfterTheLooksReadStopsTheNewLaunchTemplateVersionAndTheGrou
 		{"written right before the Preparing write", state.Rollout{Phase: state.PhaseDetected, TargetImageID: amiNew,
 			PreviousImageID: amiOld, DetectedAt: now0.Add(-time.Hour)}, true},
 		{"durable before a Preparing record's look that read no pause", state.Rollout{Phase: state.PhasePreparing,
-			TargetImageID: amiNew, PreviousImageID: amiOld, DetectedAt: now0.Add(-time.Hour), Strategy: StrategySurge}, false},
+			TargetImageID: amiNew, PreviousImageID: amiOld, DetectedAt: now0.Add(-time.Hour), Strategy: StrategyRefresh}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -210,6 +169,7 @@ func TestPauseDurableAfterTheLooksReadStopsTheNewLaunchTemplateVersionAndTheGrou
 				AMI: newAMI(), PauseRead: stale})
 			require.NoError(t, err)
 			require.Empty(t, rg.templates.pointed, "the group is not pointed at the new launch template version while paused")
+			require.Empty(t, rg.o.AutoScaling.(*fakeRefreshes).starts, "no instance refresh while paused")
 			stored, err := rg.store.GetRollout(ctx, rg.target.Group)
 			require.NoError(t, err)
 			require.NotEqual(t, state.PhaseReplacing, stored.Phase)
@@ -217,10 +177,4 @@ func TestPauseDurableAfterTheLooksReadStopsTheNewLaunchTemplateVersionAndTheGrou
 			require.Contains(t, stored.Reason, "prepare the launch template")
 		})
 	}
-}
-
-// slotsHeld lists the slots ("group/instance") of the rig's cluster budget (ecs/c1); none when it has no record.
-func slotsHeld(t *testing.T, s state.Store) []string {
-	t.Helper()
-	return storetest.SlotsHeld(t, s, "ecs/c1")
 }

@@ -100,9 +100,6 @@ type Orchestrator struct {
 	// call was such a guarded write and no effect has used it yet (guardEffect).
 	guard   string
 	checked bool
-	// claim is the drain slot (the cluster budget as it is to be written, planClusterBudget) that the next
-	// guarded write carries in its transaction; nil when none. save clears it.
-	claim *state.ClusterBudget
 }
 
 // leases is the lease rule of the orchestrator's TTL.
@@ -213,7 +210,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t Target, in Inputs) (stat
 			r = renewed
 		}
 		next, err := o.step(ctx, t, v, ami, r)
-		o.guard, o.claim = "", nil // the writes below (a reason to wait, an error) are not the write-ahead of a step
+		o.guard = "" // the writes below (a reason to wait, an error) are not the write-ahead of a step
 		if errors.Is(err, state.ErrConflict) {
 			o.Log.Info("another replica moved the rollout first; re-reading next tick", zap.String(logging.Group, t.Group))
 			return next, nil

@@ -16,10 +16,6 @@ func clusterBudgetKey(t Target) string {
 	return t.Platform + "/" + t.Cluster
 }
 
-// budgetClaimAttempts bounds the claims of one drain's slot in one call that lose to another drain of the
-// cluster (state.ErrBudgetChanged): each is planned again on a fresh read of the budget.
-const budgetClaimAttempts = 3
-
 // drainSlotStale reports whether a slot's holder no longer drains its instance: its rollout record is gone,
 // or it is not Replacing that instance at Draining or Terminating. A slot of the group being reconciled is
 // judged on its record as this call last read or wrote it (it holds the record's lease, so nobody else

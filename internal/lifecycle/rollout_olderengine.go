@@ -27,6 +27,7 @@ func (o *Orchestrator) olderEngine(ctx context.Context, r state.Rollout) (state.
 		r.Phase, r.Strategy, r.Current = state.PhaseDetected, "", nil
 		return o.save(ctx, r, fmt.Sprintf("a rollout an older agent prepared (%s strategy) starts again by instance refresh", strategy))
 	}
+	r.Strategy = strategy // the halted record stays recognisable as an older agent's (state.Rollout.ByOlderEngine)
 	return o.halt(ctx, r, OlderEngineReason(r.Group, strategy, r.Current), false)
 }
 

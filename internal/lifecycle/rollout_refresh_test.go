@@ -98,21 +98,17 @@ func refreshNaming(id, version string, status astypes.InstanceRefreshStatus, sta
 			LaunchTemplateId: aws.String("lt-1"), Version: aws.String(version)}}}
 }
 
-// refreshRig is the rig with the fake refresh API, the agent's hooks on the group and strategy refresh.
+// refreshRig is the rig with its fake refresh API (the agent's hooks on the group) and strategy refresh.
 func refreshRig() (*rig, *fakeRefreshes) {
 	rg := newRig()
-	f := &fakeRefreshes{now: rg.clock.Now, hooks: []astypes.LifecycleHook{
-		{LifecycleHookName: aws.String("patch-agent-launch"), LifecycleTransition: aws.String(transitionLaunching)},
-		{LifecycleHookName: aws.String("patch-agent-drain"), LifecycleTransition: aws.String(transitionTerminating)}}}
-	rg.o.AutoScaling = f
 	rg.target.Policy.Strategy = StrategyRefresh
-	return rg, f
+	return rg, rg.o.AutoScaling.(*fakeRefreshes)
 }
 
 // refreshing is a record in the agent's refresh: intent written a minute ago, refresh id (may be "").
 func refreshing(id string) state.Rollout {
 	r := replacing(StrategyRefresh, state.StepInstanceRefresh)
-	r.Current.OldInstanceID, r.Current.InstancesBefore = "", nil
+	r.Current.OldInstanceID = ""
 	r.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "2", PreviousVersion: "1", MinHealthyPercentage: 100,
 		MaxHealthyPercentage: 134, BatchSize: 1, Desired: 3, LaunchingHook: "patch-agent-launch", StartedAt: now0.Add(-time.Minute), ID: id}
 	return r
@@ -408,7 +404,7 @@ func TestRefreshGroupWithoutLaunchingHookWaitsWithTheCommand(t *testing.T) {
 			require.Contains(t, stored.Reason, "no launching lifecycle hook")
 			require.Contains(t, stored.Reason, "aws autoscaling put-lifecycle-hook --auto-scaling-group-name prod --lifecycle-hook-name patch-agent-launch")
 			require.Empty(t, f.starts)
-			require.Empty(t, groupWrites(rg), "no surge either")
+			require.Empty(t, groupWrites(rg), "no desired capacity written either")
 		})
 	}
 }

@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -39,26 +38,16 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string, h
 	}
 	var next state.Rollout
 	var err error
-	guard, claim := o.guard, o.claim
-	o.guard, o.checked, o.claim = "", false, nil
+	guard := o.guard
+	o.guard, o.checked = "", false
 	switch {
 	case guard != "":
-		// The write-ahead of a destructive step: its own pause check, strongly consistent (guardIfPaused), and
-		// the drain's slot of the cluster budget when it claims one (planClusterBudget), all or nothing.
-		next, err = o.Store.PutRolloutUnlessPaused(ctx, r, history, r.UpdatedAt, claim)
+		// The write-ahead of a destructive step: its own pause check, strongly consistent (guardIfPaused).
+		next, err = o.Store.PutRolloutUnlessPaused(ctx, r, history, r.UpdatedAt, nil)
 		if l, paused := state.PausedBy(err); paused {
 			return o.heldByPause(l, guard)
 		}
-		if errors.Is(err, state.ErrBudgetChanged) {
-			// Nothing was written: the record is still lastStored (the drain's start included). The claim is
-			// planned again from a fresh read next time.
-			held := o.lastStored.Clone()
-			held.Reason = "per-cluster budget changed by another drain while claiming a slot; next step: " + guard
-			return held, fmt.Errorf("%w: %w", errWait, err)
-		}
 		o.checked = err == nil
-	case claim != nil:
-		err = fmt.Errorf("a drain slot claim without the guarded write it rides on (%s)", what) // a bug: never written alone here
 	case len(history) > 0:
 		next, err = o.Store.PutRolloutWithHistory(ctx, r, history)
 	default:

@@ -73,7 +73,7 @@ func DeprecatedStrategyNote(tag string) string {
 	if t := strings.ToLower(tag); slices.Contains(deprecatedStrategies, t) {
 		return fmt.Sprintf("tag %s=%s has no effect any more (that strategy wrote desired capacity beside the group's "+
 			"other writers): the group rolls by instance refresh, which needs the agent's launching and terminating "+
-			"lifecycle hooks (docs/deploy.md); remove the tag", TagStrategy, t)
+			"lifecycle hooks (docs/deploy.md): remove the tag", TagStrategy, t)
 	}
 	return ""
 }

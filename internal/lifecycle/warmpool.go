@@ -33,9 +33,8 @@ import (
 // "Update the instances in a warm pool" (same guide): instances in a warm pool keep the launch template version
 // (and AMI) they launched with; a new version applies only to instances launched afterwards. To replace them,
 // an instance refresh replaces the warm pool after the group, or the pool's instances are terminated and Auto
-// Scaling launches their replacements into the pool from the group's current version. Instance refresh does the
-// former; the agent's launching hook holds an old-AMI instance a scale out draws from the pool meanwhile
-// (outdatedPoolLaunch, hooks.go).
+// Scaling launches their replacements into the pool from the group's current version. A rollout does the
+// former: its instance refresh replaces the pool too.
 
 // warmPoolLaunchNote is the note of a launch into the warm pool completed without a cluster health wait.
 const warmPoolLaunchNote = "launched into the warm pool (Warmed:Pending:Wait): the instance stops there and joins no cluster until it leaves the pool"

@@ -156,7 +156,7 @@ func TestInstanceCountsAgainstTheTarget(t *testing.T) {
 		{ID: "i-1", ImageID: demo.ImageA, LifecycleState: "InService"},
 		{ID: "i-2", ImageID: demo.ImageA, LifecycleState: "Terminating:Wait"}, // leaving: not outdated
 		{ID: "i-3", ImageID: demo.ImageB, LifecycleState: "InService"},
-		{ID: "i-4", ImageID: demo.ImageB, LifecycleState: "Pending"}, // the surge: on target, not in service yet
+		{ID: "i-4", ImageID: demo.ImageB, LifecycleState: "Pending"}, // a new instance: on target, not in service yet
 	}}
 	target := lifecycle.Target{Group: group, Platform: platform, Cluster: "c1"}
 	for _, tc := range []struct {
@@ -266,7 +266,7 @@ func TestRegistryAfterACompletedDemoRollout(t *testing.T) {
 	require.Equal(t, 0.0, v[k(metrics.RolloutHalted)])
 	require.Equal(t, 3.0, v[k(metrics.ReplacementsSucceeded)])
 	require.Equal(t, 0.0, v[k(metrics.ReplacementsFailed)])
-	require.Equal(t, 3.0, v[k(metrics.LifecycleActionsCompleted)], "the terminating hook of each old instance")
+	require.Equal(t, 6.0, v[k(metrics.LifecycleActionsCompleted)], "the launching hook of each new instance and the terminating hook of each old one")
 	require.Greater(t, v[k(metrics.DrainSeconds)], 0.0)
 	require.Greater(t, v[k(metrics.TargetAMIAgeHours)], 0.0)
 	require.Equal(t, float64(w.Agent.Consumer.Stats.Processed.Load()), v[metrics.MessagesProcessed])

@@ -250,7 +250,8 @@ func TestRollback(t *testing.T) {
 	halted := completedOnB()
 	halted.Phase, halted.TargetImageID, halted.PreviousImageID = state.PhaseHalted, amiC, amiB
 	halted.Reason = "failed: drain of i-4 did not finish within 30m0s"
-	halted.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4", NewInstanceID: "i-7", InstancesBefore: []string{"i-4"}}
+	halted.Strategy = "surge" // an older agent's rollout, halted at its drain
+	halted.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4"}
 	halted.OnTarget = 1
 	replacing := completedOnB()
 	replacing.Phase, replacing.TargetImageID = state.PhaseReplacing, amiC
@@ -312,7 +313,7 @@ func TestRollback(t *testing.T) {
 			want := before
 			want.RollbackFrom, want.PreviousImageID, want.TargetImageID = tc.wantFrom, tc.wantFrom, tc.wantTo
 			want.Phase, want.Reason, want.Source, want.SourceVersion, want.DetectedAt = state.PhaseDetected, "", "manual rollback by alice", 0, now
-			want.Current, want.Replaced, want.NewTemplateVersion, want.PreviousTemplate = nil, nil, "", nil
+			want.Current, want.Strategy, want.Replaced, want.NewTemplateVersion, want.PreviousTemplate = nil, "", nil, "", nil
 			want.ApprovedImage, want.ApprovedBy = tc.wantTo, "alice"
 			want.OnTarget, want.Steps, want.UpdatedAt, want.Version = 0, before.Steps+1, now, before.Version+1
 			require.Equal(t, want, r)
@@ -340,12 +341,13 @@ func TestPlanRollbackSaysWhatWillHappenWithoutWriting(t *testing.T) {
 	ctx := context.Background()
 	halted := completedOnB()
 	halted.Phase, halted.TargetImageID, halted.PreviousImageID, halted.OnTarget = state.PhaseHalted, amiC, amiB, 1
-	halted.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4", NewInstanceID: "i-7"}
+	halted.Strategy = "surge" // an older agent's rollout, halted at its drain
+	halted.Current = &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4"}
 	m := seed(t, []state.Rollout{halted})
 	p, err := operator.PlanRollback(ctx, m, "prod", "", false)
 	require.NoError(t, err)
 	require.Equal(t, operator.RollbackPlan{Group: "prod", Platform: "ecs", Phase: state.PhaseHalted, From: amiC, To: amiB, Instances: 3, OnFrom: 1, Source: halted.Source,
-		Halted: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4", NewInstanceID: "i-7"}}, p)
+		Halted: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-4"}}, p)
 	r, err := m.GetRollout(ctx, "prod")
 	require.NoError(t, err)
 	require.Equal(t, int64(1), r.Version)

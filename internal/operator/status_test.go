@@ -16,7 +16,7 @@ import (
 func replacingOnC() state.Rollout {
 	return state.Rollout{Group: "batch", Platform: "ecs", Cluster: "c2", Phase: state.PhaseReplacing,
 		TargetImageID: amiC, PreviousImageID: amiB, DetectedAt: now.Add(-30 * time.Minute), Instances: 4, OnTarget: 1,
-		Current:   &state.Replacement{Step: state.StepReplacementHealthy, OldInstanceID: "i-old", NewInstanceID: "i-new"},
+		Current:   &state.Replacement{Step: state.StepReplacementHealthy, OldInstanceID: "i-old"},
 		Reason:    "paused (group batch) by bob since 2026-11-30T08:50:00Z: game day; next step: drain i-old",
 		UpdatedAt: now.Add(-time.Minute)}
 }
@@ -29,7 +29,7 @@ func TestStatus(t *testing.T) {
 		ChangedAt: now.Add(-2 * time.Hour), Instances: 3, OnTarget: 3, Other: 0, Phase: state.PhaseCompleted, UpdatedAt: now.Add(-time.Hour)}
 	batchRow := operator.StatusRow{Group: "batch", Platform: "ecs", Cluster: "c2", TargetImageID: amiC, PreviousImageID: amiB,
 		ChangedAt: now.Add(-30 * time.Minute), Instances: 4, OnTarget: 1, Other: 3, Phase: state.PhaseReplacing,
-		Step: state.StepReplacementHealthy, CurrentInstance: &operator.CurrentInstance{Old: "i-old", New: "i-new"},
+		Step: state.StepReplacementHealthy, CurrentInstance: &operator.CurrentInstance{Old: "i-old"},
 		Reason: replacingOnC().Reason, UpdatedAt: now.Add(-time.Minute)}
 	pausedBy := func(row operator.StatusRow, l state.Lock) operator.StatusRow {
 		row.Paused = &operator.PauseInfo{Scope: l.Scope(), Who: l.Who, Reason: l.Reason, Since: l.Since, Until: l.Until}
@@ -97,7 +97,7 @@ func TestRenderTableAlignsColumns(t *testing.T) {
 		}
 	}
 	require.Contains(t, lines[1], "1/4")
-	require.Contains(t, lines[1], "i-old -> i-new")
+	require.Contains(t, lines[1], "i-old -> -", "an older agent's record names the instance it was replacing")
 	require.Contains(t, lines[1], "group batch by bob until 2026-11-30T10:00:00Z: game day")
 	require.Contains(t, lines[2], "Completed")
 	require.Contains(t, lines[2], "3/3")
@@ -187,7 +187,7 @@ func TestStatusOfAnAutomaticRollbackOfAnAutoScalingGroupShowsTheAMIItGoesBackTo(
 // instead of an instance pair, in the wide table too.
 func TestStatusOfARolloutInAnInstanceRefreshShowsTheRefresh(t *testing.T) {
 	r := replacingOnC()
-	r.Strategy, r.Current, r.Batch = "refresh", &state.Replacement{Step: state.StepInstanceRefresh}, nil
+	r.Strategy, r.Current = "refresh", &state.Replacement{Step: state.StepInstanceRefresh}
 	r.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", ID: "ir-7", Status: "InProgress", PercentageComplete: 40,
 		InstancesToUpdate: 6, StatusReason: "Waiting: launching before terminating needs room above the desired capacity (10), and the group's MaxSize (10) leaves none."}
 	rows, err := operator.Status(context.Background(), seed(t, []state.Rollout{r}), r.Group, now)

@@ -11,9 +11,10 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// TestEveryOperatorTransitionOfTheTable runs `rollback` (`retry` for the retry rows) from every position the transition table lets the
-// operator leave (state.Transitions, By operator) and requires each row to be the one the write matched: a row
-// nobody exercises, or an operator write the table does not declare, fails here.
+// TestEveryOperatorTransitionOfTheTable runs `rollback` and `retry` (as the row's Why names them) from every
+// position the transition table lets the operator leave (state.Transitions, By operator) and requires each row
+// to be the one the write matched: a row nobody exercises, or an operator write the table does not declare,
+// fails here. A row of an older agent's step is run on a record of that agent's (strategy surge).
 func TestEveryOperatorTransitionOfTheTable(t *testing.T) {
 	var seen []state.Transition
 	restore := state.SetTransitionRecorder(func(tr state.Transition) { seen = append(seen, tr) })
@@ -22,33 +23,46 @@ func TestEveryOperatorTransitionOfTheTable(t *testing.T) {
 		if row.By != state.WriterOperator {
 			continue
 		}
-		t.Run(row.From.String()+"->"+row.To.String(), func(t *testing.T) {
-			have := completedOnB()
-			if row.To.Step == state.StepNodegroupUpdate {
-				have = completedNodegroup()
+		var commands []string
+		for _, c := range []string{"rollback", "retry"} {
+			if strings.Contains(row.Why, c) {
+				commands = append(commands, c)
 			}
-			if row.To.Step == state.StepInstanceRefresh {
-				have.Strategy = "refresh"
-				have.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress"}
-			}
-			have.Phase = row.From.Phase
-			if row.From.Step != "" {
-				have.Current = &state.Replacement{Step: row.From.Step, OldInstanceID: "i-4", InstancesBefore: []string{"i-4"}}
-			}
-			seen = nil
-			var r state.Rollout
-			var err error
-			if strings.Contains(row.Why, "retry") {
-				have.Strategy = "refresh"
-				have.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "Cancelled"}
-				r, _, err = operator.Retry(context.Background(), seed(t, []state.Rollout{have}), have.Group, "alice", now)
-			} else {
-				r, err = operator.Rollback(context.Background(), seed(t, []state.Rollout{have}, completedOldToA), have.Group, "", "alice", false, now)
-			}
-			require.NoError(t, err)
-			require.Equal(t, row.To, state.PositionOf(r))
-			require.Equal(t, []state.Transition{row}, seen, "the write matched exactly this row")
-		})
+		}
+		require.NotEmpty(t, commands, "row %s -> %s (%s) names no command", row.From, row.To, row.Why)
+		for _, command := range commands {
+			t.Run(row.From.String()+"->"+row.To.String()+" "+command, func(t *testing.T) {
+				have := completedOnB()
+				if row.To.Step == state.StepNodegroupUpdate {
+					have = completedNodegroup()
+				}
+				byRefresh := row.To.Step == state.StepInstanceRefresh || row.From.Step == state.StepInstanceRefresh
+				if byRefresh {
+					have.Strategy = "refresh"
+					have.Refresh = &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress"}
+				}
+				have.Phase = row.From.Phase
+				if row.From.Step != "" {
+					have.Current = &state.Replacement{Step: row.From.Step, OldInstanceID: "i-4"}
+				}
+				seen = nil
+				var r state.Rollout
+				var err error
+				if command == "retry" {
+					if byRefresh {
+						have.Refresh.Status = "Cancelled"
+					} else {
+						have.Strategy = "surge" // a rollout an older agent left mid-replacement
+					}
+					r, _, err = operator.Retry(context.Background(), seed(t, []state.Rollout{have}), have.Group, "alice", now)
+				} else {
+					r, err = operator.Rollback(context.Background(), seed(t, []state.Rollout{have}, completedOldToA), have.Group, "", "alice", false, now)
+				}
+				require.NoError(t, err)
+				require.Equal(t, row.To, state.PositionOf(r))
+				require.Equal(t, []state.Transition{row}, seen, "the write matched exactly this row")
+			})
+		}
 	}
 }
 

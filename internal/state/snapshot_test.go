@@ -23,8 +23,9 @@ func filledMemory(t *testing.T) *state.Memory {
 		TargetImageID: "ami-0b1b2b3b4b5b6b7b8", PreviousImageID: "ami-0a1a2a3a4a5a6a7a8", Source: "/golden/ecs",
 		SourceVersion: 7, SourceModified: snapAt, DetectedAt: snapAt.Add(time.Second),
 		PreviousTemplate: &state.LaunchTemplateRef{ID: "lt-1", Version: "$Default"}, NewTemplateVersion: "2",
-		MaxRaisedFrom: 3, MaxRaisedTo: 4, Current: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-old",
-			DesiredBefore: 3, InstancesBefore: []string{"i-old", "i-2", "i-3"}, NewInstanceID: "i-new", StepStartedAt: snapAt},
+		Strategy: "refresh", Current: &state.Replacement{Step: state.StepInstanceRefresh, StepStartedAt: snapAt},
+		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "2", PreviousVersion: "1", ID: "ir-1", Status: "InProgress",
+			StartedAt: snapAt},
 		Replaced: []string{"i-0"}, Steps: 5, Instances: 4, OnTarget: 1, RollbackFrom: "ami-0c", ApprovedImage: "ami-0b1b2b3b4b5b6b7b8",
 		ApprovedBy: "alice", LeaseOwner: "replica-1", LeaseExpires: snapAt.Add(time.Minute), UpdatedAt: snapAt}
 	r, err := m.PutRollout(ctx, r)

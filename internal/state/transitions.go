@@ -62,6 +62,14 @@ var ErrTransition = errors.New("transition not in the rollout transition table")
 
 func at(ph Phase, st Step) Position { return Position{Phase: ph, Step: st} }
 
+// The rows of a record an older agent left at one of its steps (StepSurge, StepReplacementHealthy,
+// StepDraining, StepTerminating) or between two of them: the agent halts it without rollback, and an operator's
+// retry or rollback starts it again by instance refresh.
+const (
+	olderAgent      = "left mid-replacement by an older agent"
+	olderAgentReset = "retry or manual rollback of an older agent's rollout"
+)
+
 // Transitions is the one declared table of the rollout state machine: every (phase, step) -> (phase, step)
 // move a writer may make. A write that stays at its Position (a new reason, a count, a lease renewal, the same
 // step for the next instance) is always allowed and is not listed. docs/architecture.md draws this table
@@ -79,33 +87,16 @@ var Transitions = []Transition{
 	{at(PhaseWaiting, ""), at(PhasePreparing, ""), WriterAgent, "gates pass, strategy chosen"},
 	{at(PhaseDetected, ""), at(PhaseHalted, ""), WriterAgent, "group cannot be rolled"},
 	{at(PhaseWaiting, ""), at(PhaseHalted, ""), WriterAgent, "group cannot be rolled"},
-	{at(PhasePreparing, ""), at(PhaseReplacing, ""), WriterAgent, "group launches the new version"},
 	{at(PhasePreparing, ""), at(PhaseHalted, ""), WriterAgent, "no launch template"},
-	{at(PhaseReplacing, ""), at(PhaseReplacing, StepSurge), WriterAgent, "pick (surge)"},
-	{at(PhaseReplacing, ""), at(PhaseReplacing, StepDraining), WriterAgent, "pick (drain-first, or giving back a halted rollout's surge)"},
-	{at(PhaseReplacing, ""), at(PhaseReplacing, StepTerminating), WriterAgent, "pick (drain-first, ECS managed draining)"},
-	{at(PhaseReplacing, ""), at(PhaseVerifying, ""), WriterAgent, "no outdated instance left"},
-	{at(PhaseReplacing, ""), at(PhaseHalted, ""), WriterAgent, "platform unavailable"},
-	{at(PhaseReplacing, ""), at(PhaseDetected, ""), WriterAgent, "a newer AMI supersedes the target at an instance boundary"},
-	{at(PhaseReplacing, StepSurge), at(PhaseReplacing, StepReplacementHealthy), WriterAgent, "desired+1 written"},
-	{at(PhaseReplacing, StepSurge), at(PhaseHalted, StepSurge), WriterAgent, "platform unavailable"},
-	{at(PhaseReplacing, StepReplacementHealthy), at(PhaseReplacing, StepDraining), WriterAgent, "replacement serving"},
-	{at(PhaseReplacing, StepReplacementHealthy), at(PhaseRollingBack, StepReplacementHealthy), WriterAgent, "wrong AMI or health timeout"},
-	{at(PhaseReplacing, StepReplacementHealthy), at(PhaseHalted, StepReplacementHealthy), WriterAgent, "wrong AMI or health timeout, no rollback"},
-	{at(PhaseReplacing, StepReplacementHealthy), at(PhaseReplacing, StepSurge), WriterAgent, "capacity provider: ECS scaled the replacement in, surge again"},
-	{at(PhaseReplacing, StepDraining), at(PhaseReplacing, StepReplacementHealthy), WriterAgent, "replacement stopped serving"},
-	{at(PhaseReplacing, StepDraining), at(PhaseReplacing, StepTerminating), WriterAgent, "drained, or ECS managed draining"},
-	{at(PhaseReplacing, StepDraining), at(PhaseHalted, StepDraining), WriterAgent, "drain deadline: put back in service"},
-	{at(PhaseReplacing, StepDraining), at(PhaseReplacing, ""), WriterAgent, "old instance left"},
-	{at(PhaseReplacing, StepDraining), at(PhaseReplacing, StepSurge), WriterAgent, "old instance left, surge carries over"},
-	{at(PhaseReplacing, StepTerminating), at(PhaseReplacing, ""), WriterAgent, "old instance terminating or left"},
-	{at(PhaseReplacing, StepTerminating), at(PhaseReplacing, StepSurge), WriterAgent, "old instance left, surge carries over"},
-	{at(PhaseReplacing, StepTerminating), at(PhaseReplacing, StepDraining), WriterAgent, "old instance left, surge given back by a drain"},
-	{at(PhaseReplacing, StepTerminating), at(PhaseReplacing, StepReplacementHealthy), WriterAgent, "capacity provider: terminated to rebalance zones, the surge goes back next"},
-	{at(PhaseReplacing, StepTerminating), at(PhaseHalted, StepTerminating), WriterAgent, "platform unavailable"},
-	{at(PhaseVerifying, ""), at(PhaseReplacing, ""), WriterAgent, "an instance not on the target"},
-	{at(PhaseVerifying, ""), at(PhaseCompleted, ""), WriterAgent, "all on the target, max restored"},
-	{at(PhaseRollingBack, StepReplacementHealthy), at(PhaseRolledBack, ""), WriterAgent, "template restored, surge undone"},
+	{at(PhasePreparing, ""), at(PhaseDetected, ""), WriterAgent, "an older agent's rollout starts again by instance refresh"},
+	{at(PhaseReplacing, ""), at(PhaseHalted, ""), WriterAgent, olderAgent},
+	{at(PhaseReplacing, StepSurge), at(PhaseHalted, StepSurge), WriterAgent, olderAgent},
+	{at(PhaseReplacing, StepReplacementHealthy), at(PhaseHalted, StepReplacementHealthy), WriterAgent, olderAgent},
+	{at(PhaseReplacing, StepDraining), at(PhaseHalted, StepDraining), WriterAgent, olderAgent},
+	{at(PhaseReplacing, StepTerminating), at(PhaseHalted, StepTerminating), WriterAgent, olderAgent},
+	{at(PhaseVerifying, ""), at(PhaseHalted, ""), WriterAgent, olderAgent},
+	{at(PhaseRollingBack, StepReplacementHealthy), at(PhaseHalted, StepReplacementHealthy), WriterAgent, olderAgent},
+	{at(PhaseVerifying, ""), at(PhaseCompleted, ""), WriterAgent, "all on the target"},
 	{at(PhasePreparing, ""), at(PhaseReplacing, StepNodegroupUpdate), WriterAgent, "managed node group: update token recorded"},
 	{at(PhaseReplacing, StepNodegroupUpdate), at(PhaseVerifying, ""), WriterAgent, "managed node group: EKS update Successful"},
 	{at(PhaseReplacing, StepNodegroupUpdate), at(PhaseRollingBack, StepNodegroupUpdate), WriterAgent, "managed node group: EKS update Failed, roll back"},
@@ -129,11 +120,11 @@ var Transitions = []Transition{
 	{at(PhaseCompleted, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
 	{at(PhaseRolledBack, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
 	{at(PhaseWaiting, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
-	{at(PhaseHalted, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
-	{at(PhaseHalted, StepSurge), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
-	{at(PhaseHalted, StepReplacementHealthy), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
-	{at(PhaseHalted, StepDraining), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
-	{at(PhaseHalted, StepTerminating), at(PhaseDetected, ""), WriterOperator, "manual rollback"},
+	{at(PhaseHalted, ""), at(PhaseDetected, ""), WriterOperator, "manual rollback, or retry"},
+	{at(PhaseHalted, StepSurge), at(PhaseDetected, ""), WriterOperator, olderAgentReset},
+	{at(PhaseHalted, StepReplacementHealthy), at(PhaseDetected, ""), WriterOperator, olderAgentReset},
+	{at(PhaseHalted, StepDraining), at(PhaseDetected, ""), WriterOperator, olderAgentReset},
+	{at(PhaseHalted, StepTerminating), at(PhaseDetected, ""), WriterOperator, olderAgentReset},
 	{at(PhaseCompleted, ""), at(PhaseRollingBack, StepNodegroupUpdate), WriterOperator, "managed node group: manual rollback, token recorded"},
 	{at(PhaseHalted, StepNodegroupUpdate), at(PhaseRollingBack, StepNodegroupUpdate), WriterOperator, "managed node group: manual rollback, token recorded"},
 	{at(PhaseReplacing, StepInstanceRefresh), at(PhaseRollingBack, StepInstanceRefresh), WriterOperator, "instance refresh: manual rollback mid-refresh"},

@@ -35,7 +35,9 @@ func TestTransitionTable(t *testing.T) {
 		from, to state.Rollout
 		allowed  bool
 	}{
-		{"a declared row", state.WriterAgent, rollout(state.PhaseReplacing, state.StepDraining), rollout(state.PhaseReplacing, state.StepTerminating), true},
+		{"a declared row", state.WriterAgent, rollout(state.PhaseReplacing, state.StepDraining), rollout(state.PhaseHalted, state.StepDraining), true},
+		{"an older agent's step is never entered: Draining -> Terminating", state.WriterAgent, rollout(state.PhaseReplacing, state.StepDraining), rollout(state.PhaseReplacing, state.StepTerminating), false},
+		{"an older agent's step is never entered: Replacing -> Replacing/Surge", state.WriterAgent, rollout(state.PhaseReplacing, ""), rollout(state.PhaseReplacing, state.StepSurge), false},
 		{"staying at a position (new reason, lease renewal)", state.WriterAgent, rollout(state.PhaseWaiting, ""), rollout(state.PhaseWaiting, ""), true},
 		{"a step skipped: Surge -> Terminating", state.WriterAgent, rollout(state.PhaseReplacing, state.StepSurge), rollout(state.PhaseReplacing, state.StepTerminating), false},
 		{"backwards: Completed -> Replacing", state.WriterAgent, rollout(state.PhaseCompleted, ""), rollout(state.PhaseReplacing, ""), false},

@@ -44,14 +44,3 @@ func TestBatchSizeTagParsesCountsAndPercentsAndRefusesTheRest(t *testing.T) {
 		})
 	}
 }
-
-// TestBatchSizeTagOnAStrategyWithoutBatchesIsNotedOnStatus: drain-first and capacity-provider groups replace
-// one instance at a time; a batch-size tag above 1 on them is named on the status, not silently ignored.
-func TestBatchSizeTagOnAStrategyWithoutBatchesIsNotedOnStatus(t *testing.T) {
-	three := Target{Policy: TargetPolicy{BatchSize: BatchSize{Count: 3}}}
-	require.Empty(t, batchNote(three, StrategySurge))
-	require.Empty(t, batchNote(three, ""), "no strategy chosen yet")
-	require.Empty(t, batchNote(Target{}, StrategyDrainFirst), "no tag")
-	require.Equal(t, "tag patch-agent/batch-size=3 ignored: the drain-first strategy replaces one instance at a time", batchNote(three, StrategyDrainFirst))
-	require.Contains(t, batchNote(Target{Policy: TargetPolicy{BatchSize: BatchSize{Percent: 50}}}, StrategyCapacityProvider), "batch-size=50% ignored")
-}
