@@ -21,7 +21,7 @@ const sdkService = "github.com/aws/aws-sdk-go-v2/service/"
 // readers that own their calls, SDK inputs and caches (docs/architecture.md, "Packages"). The rollout engine's
 // decision files (rollout*.go) are not among them: they say what to do through Groups and TemplateProvider.
 var sdkFiles = []string{
-	"activities.go", "ami.go", "amifacts.go", "amigate.go", "confirm.go", "eks_source.go", "groups.go", "hookreader.go", "hooks.go",
+	"ami.go", "amifacts.go", "amigate.go", "confirm.go", "eks_source.go", "groups.go", "hookreader.go", "hooks.go",
 	"nodegroups.go",
 	"hooks_complete.go", "hooks_facts.go", "launchtemplate.go", "policy.go", "recover.go", "target.go", "view.go",
 	"warmpool.go",
