@@ -548,7 +548,11 @@ func TestCheckerNoDesiredWritesRuleCatchesAnAgentsWrites(t *testing.T) {
 	// The agent never writes desired capacity or maximum size: each write of a broken agent is a violation of
 	// invariant 1, whatever the rollout does after it.
 	cover := &coverByItself{}
-	w := brokenWorld(t, func(c agent.Clients) agent.Clients { cover.AutoScaling = c.AutoScaling; c.AutoScaling = cover; return c })
+	w := brokenWorld(t, func(c agent.Clients) agent.Clients {
+		cover.AutoScaling = c.AutoScaling
+		c.AutoScaling = cover
+		return c
+	})
 	cover.account = w.Account
 	ctx := context.Background()
 	w.PublishAMI("/golden/g", ImageB)
