@@ -539,7 +539,7 @@ func maxTime(a, b time.Time) time.Time {
 
 // heldForOthers counts the held launches of the group within their decisionDue that stand for a stranded
 // ask, at most one a unit. Auto Scaling's instances are interchangeable: those the group runs beyond the
-// desired capacity others set (an instance refresh's surge) are the agent's, the others fill that desired
+// desired capacity others set (an instance refresh's launches above it) are the agent's, the others fill that desired
 // capacity, so the held launches beyond that surplus stand for others' asks — the refresh's own launch of the
 // bad AMI too when a raise to MaxSize took its room.
 func (c *Checker) heldForOthers(v *sim.View, g sim.GroupView, base int32) int32 {
@@ -639,9 +639,9 @@ func (c *Checker) capacityWrites(v *sim.View) {
 
 // followDesired moves a group's baseline with the desired capacity changes made by others than the agent
 // (users, autoscalers) since the last look, and returns it. A raise sets the baseline to what the other actor
-// set (it absorbs the agent's surge: field case C21). A decrease lowers it by the other actor's change only,
-// never above what it set: desired capacity it lowered may still hold the agent's surge, which is not the
-// other actor's to count (6 -> 9 by a batch's surge, then 8 by an autoscaler: baseline 5, not 8).
+// set. A decrease lowers it by the other actor's change only, never above what it set: desired capacity it
+// lowered may still hold a write of the agent (itself a violation of invariant 1), which is not the other
+// actor's to count (6 -> 7 by the agent, then 6 by an autoscaler: baseline 5, not 6).
 func (c *Checker) followDesired(v *sim.View, group string, base int32, managed bool) int32 {
 	changes := v.DesiredChanges(group)
 	for _, ch := range changes[min(c.seenDesired[group], len(changes)):] {
