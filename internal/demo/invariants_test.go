@@ -670,9 +670,10 @@ func heldScaleOut(t *testing.T, desired int32, healthTimeout time.Duration) (*si
 	return a, c, held
 }
 
-// heldRefreshSurge is heldScaleOut's group with MaxSize max and no scale out: an instance refresh of the bad
-// AMI (MinHealthyPercentage 100, MaxHealthyPercentage 134) launches its surge, which waits in Pending:Wait.
-func heldRefreshSurge(t *testing.T, max int32, healthTimeout time.Duration) (*sim.Account, *Checker) {
+// heldRefreshLaunch is heldScaleOut's group with MaxSize max and no scale out: an instance refresh of the bad
+// AMI (MinHealthyPercentage 100, MaxHealthyPercentage 134) launches one instance above desired capacity, which
+// waits in Pending:Wait.
+func heldRefreshLaunch(t *testing.T, max int32, healthTimeout time.Duration) (*sim.Account, *Checker) {
 	t.Helper()
 	a := sim.New(testingclock.NewFakeClock(time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)), sim.Options{})
 	q := a.CreateQueue("hooks", 5, "hooks-dlq")
@@ -690,7 +691,7 @@ func heldRefreshSurge(t *testing.T, max int32, healthTimeout time.Duration) (*si
 	require.NoError(t, err)
 	lookEvery(t, a, c, 2*time.Minute)
 	grp := a.Group("g")
-	require.Len(t, grp.Instances, 4, "the refresh's surge")
+	require.Len(t, grp.Instances, 4, "the refresh's launch above desired capacity")
 	require.Equal(t, "Pending:Wait", grp.Instances[3].LifecycleState)
 	return a, c
 }
@@ -745,11 +746,11 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 		}
 	})
 	t.Run("the refresh's own launch stands for a raise to MaxSize", func(t *testing.T) {
-		// A refresh's surge launch of the bad AMI waits; an autoscaler raises desired capacity to MaxSize, which
-		// the surge's instance already fills: Auto Scaling launches nothing more, and that instance is the one
-		// the raise asked for.
+		// A refresh's launch of the bad AMI above desired capacity waits; an autoscaler raises desired capacity
+		// to MaxSize, which that instance already fills: Auto Scaling launches nothing more, and that instance
+		// is the one the raise asked for.
 		for _, healthTimeout := range []time.Duration{10 * time.Minute, 0} {
-			a, c := heldRefreshSurge(t, 4, healthTimeout)
+			a, c := heldRefreshLaunch(t, 4, healthTimeout)
 			raisedAt := a.Clock().Now()
 			require.NoError(t, a.SetDesiredCapacity("g", 4), "an autoscaler scales out to MaxSize")
 			lookEvery(t, a, c, 8*time.Minute)
@@ -772,9 +773,10 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 		}
 	})
 	t.Run("the refresh's own launch stands for no ask beyond desired capacity", func(t *testing.T) {
-		// The surge's instance is the agent's: an agent that CONTINUEs the autoscaler's launch of the bad AMI (it
-		// goes InService and never serves) is not excused by its own surge still waiting.
-		a, c := heldRefreshSurge(t, 5, 10*time.Minute)
+		// The refresh's instance above desired capacity is the agent's: an agent that CONTINUEs the autoscaler's
+		// launch of the bad AMI (it goes InService and never serves) is not excused by the refresh's own launch
+		// still waiting.
+		a, c := heldRefreshLaunch(t, 5, 10*time.Minute)
 		raisedAt := a.Clock().Now()
 		require.NoError(t, a.SetDesiredCapacity("g", 4), "an autoscaler scales out")
 		lookEvery(t, a, c, 2*time.Minute)
