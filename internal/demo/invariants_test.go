@@ -594,6 +594,25 @@ func TestCheckerNoDesiredWritesRuleCatchesAnAgentsWrites(t *testing.T) {
 	}, []string{inv1[0].Detail, inv1[1].Detail})
 }
 
+func TestCheckerBaselineCountsNoWriteOfTheAgent(t *testing.T) {
+	// An agent's write of desired capacity is a violation, and it is not another actor's: an autoscaler's later
+	// decrease lowers the baseline by its own change, not to the desired capacity it set, which still holds
+	// the agent's instance.
+	a, c := bareGroup(t, sim.Options{})
+	_, err := a.AutoScaling().(*sim.AutoScalingClient).SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{
+		AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(4)})
+	require.NoError(t, err)
+	a.Advance(3 * time.Minute)
+	c.Check()
+	require.Equal(t, int32(3), c.Baseline["g"], "the agent's raise")
+	require.NoError(t, a.SetDesiredCapacity("g", 3), "an autoscaler scales in by one")
+	a.Advance(time.Minute)
+	inv1 := violationsOf(c.Finish(), 1, "g")
+	require.Equal(t, int32(2), c.Baseline["g"], "the autoscaler's decrease of one, from the baseline")
+	require.Len(t, inv1, 1, "%v", inv1)
+	require.Equal(t, "the agent wrote desired capacity: SetDesiredCapacity 3 -> 4", inv1[0].Detail)
+}
+
 // refreshAtMin100 runs one instance refresh of the bare group to ImageB at MinHealthyPercentage 100 and
 // MaxHealthyPercentage 110 on a model built with opts, and returns the checker once it ended.
 func refreshAtMin100(t *testing.T, opts sim.Options) *Checker {
