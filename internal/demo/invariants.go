@@ -51,7 +51,8 @@ func (v Violation) String() string {
 //     group, whatever ended its service (the agent, scale-in, a health check, a user, a timed-out hook), drained
 //     when it leaves Terminating:Wait and starts shutting down. The last two hold except once DrainTimeout has
 //     passed since the instance's termination began (the drain deadline exception);
-//  3. at most BatchSize instances per group being replaced (InService and DRAINING, or cordoned) at a time, and
+//  3. at most BatchSize instances per group being replaced (DRAINING or cordoned, InService or in Terminating:Wait
+//     by an instance refresh's termination) at a time, and
 //     desired at most baseline+BatchSize; and at most ClusterBudget of them across every managed group of one
 //     ECS or EKS cluster (the per-cluster budget);
 //  4. no lifecycle action completed more than once, and (Finish) every lifecycle action Auto Scaling notified
@@ -135,6 +136,10 @@ type Checker struct {
 	final                             []Violation
 	// shapes are the Managed groups' in-service instances per Availability Zone when the checker started.
 	shapes map[string]map[string]int
+	// refreshed are the instances an instance refresh terminated (sim.CauseRefresh), seenRefreshed a cursor into
+	// the account's terminations: the rollout's replacements, drained in Terminating:Wait.
+	refreshed     map[string]bool
+	seenRefreshed int
 }
 
 // OthersBootTime is how long an instance others asked for (an autoscaler's raise of desired capacity, an
@@ -187,7 +192,7 @@ func (c *Checker) Start() {
 	c.shared, c.seenDesired, c.open = map[string]int32{}, map[string]int{}, map[string]bool{}
 	c.asks, c.served, c.stranded = map[string][]ask{}, map[string]map[string]bool{}, map[string][]ask{}
 	c.held, c.firstAbandon = map[string]map[string]heldLaunch{}, map[string]time.Time{}
-	c.accepted = map[string]int{}
+	c.accepted, c.refreshed = map[string]int{}, map[string]bool{}
 	if c.Baseline == nil {
 		c.Baseline = map[string]int32{}
 	}
@@ -275,6 +280,7 @@ func (c *Checker) observe(v *sim.View) {
 		}
 	}
 	c.capacityWrites(v)
+	c.refreshTerminations(v)
 	c.heldLaunches(v, groups)
 	for _, g := range groups {
 		c.capacity(v, g)
@@ -302,8 +308,27 @@ func (c *Checker) observe(v *sim.View) {
 	c.completions(v)
 }
 
-// clusterDrains judges invariant 3 across the managed groups of one cluster (the per-cluster
-// budget): at most ClusterBudget of their in-service instances DRAINING (ECS) or cordoned (EKS) at a time,
+// refreshTerminations notes the instances an instance refresh terminated since the last look.
+func (c *Checker) refreshTerminations(v *sim.View) {
+	terms := v.Terminations()
+	for _, t := range terms[min(c.seenRefreshed, len(terms)):] {
+		if t.Cause == sim.CauseRefresh {
+			c.refreshed[t.InstanceID] = true
+		}
+	}
+	c.seenRefreshed = len(terms)
+}
+
+// beingReplaced reports whether an instance DRAINING (ECS) or cordoned (EKS) counts as being replaced by a
+// rollout (invariant 3): in service, or in Terminating:Wait by an instance refresh's termination, which the
+// agent drains on its terminating hook. Instances other terminations take (scale-in, health) are not the
+// rollout's.
+func (c *Checker) beingReplaced(i sim.InstanceView) bool {
+	return i.LifecycleState == "InService" || i.LifecycleState == "Terminating:Wait" && c.refreshed[i.ID]
+}
+
+// clusterDrains judges invariant 3 across the managed groups of one cluster (the per-cluster budget): at most
+// ClusterBudget of their instances being replaced (beingReplaced) DRAINING (ECS) or cordoned (EKS) at a time,
 // whichever group they belong to (the displaced tasks and pods of two drains compete for the same room).
 func (c *Checker) clusterDrains(v *sim.View, groups []sim.GroupView) {
 	draining := map[string][]string{}
@@ -312,7 +337,7 @@ func (c *Checker) clusterDrains(v *sim.View, groups []sim.GroupView) {
 			continue
 		}
 		for _, i := range g.Instances {
-			if i.LifecycleState != "InService" {
+			if !c.beingReplaced(i) {
 				continue
 			}
 			if c.EKS[g.Name] {
@@ -361,7 +386,7 @@ func (c *Checker) capacity(v *sim.View, g sim.GroupView) {
 			if i.LifecycleState == "InService" && ok && n.Ready && !n.Cordoned {
 				serving++
 			}
-			if i.LifecycleState == "InService" && ok && n.Cordoned {
+			if c.beingReplaced(i) && ok && n.Cordoned {
 				draining++
 			}
 			continue
@@ -369,8 +394,8 @@ func (c *Checker) capacity(v *sim.View, g sim.GroupView) {
 		if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
 			serving++
 		}
-		if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "InService" {
-			draining++ // being replaced by a rollout (instances leaving through a hook are already Terminating)
+		if i.ContainerInstanceStatus == "DRAINING" && c.beingReplaced(i) {
+			draining++
 		}
 	}
 	c.noteServed(g.Name, g.Instances)
