@@ -20,7 +20,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/buildinfo"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -291,18 +290,15 @@ func TestDemoStateFileInAReadOnlyDirectory(t *testing.T) {
 
 func TestRollbackPlanCountsHonestly(t *testing.T) {
 	file := demoState(t)
-	// B waits; the group still runs A: 0 of 3 on the target B. The group is rolled by the surge (the surge
-	// engine's plan; the demo's groups roll by instance refresh, whose plan is another).
+	// B waits, no instance refresh under way; the group still runs A: 0 of 3 on the target B.
 	editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
-		r.Phase, r.OnTarget, r.Strategy, r.Refresh = state.PhaseWaiting, 0, lifecycle.StrategySurge, nil
+		r.Phase, r.OnTarget, r.Refresh = state.PhaseWaiting, 0, nil
 	})
 	res := run(t, "rollback", demo.GroupName, "--to", demo.ImageA, "--yes", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	require.NotContains(t, res.stdout, "each is replaced")
-	require.Contains(t, res.stdout, "as far as the record knows (last observed), 0 of the group's 3 instance(s) run "+demo.ImageB+
-		" and 3 run another AMI (the record does not say which)")
-	require.Contains(t, res.stdout, "the agent replaces every instance not on "+demo.ImageA)
-	require.Contains(t, res.stdout, "instances already on "+demo.ImageA+" are kept")
+	require.NotContains(t, res.stdout, "3 of the group's 3 instance(s) run "+demo.ImageB)
+	require.Contains(t, res.stdout, "0 of the group's 3 instance(s) run "+demo.ImageB+" (as last observed); an instance refresh to a "+
+		"launch template version with "+demo.ImageA)
 }
 
 func TestRollbackAfterAnAutomaticRollbackAgreesWithStatus(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -27,9 +28,9 @@ import (
 
 var goldenAt = time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
 
-// fullFleet writes a state file whose records exercise every column and every JSON field: a rollout
-// replacing an instance under the global pause and its own, a completed one, a halted one with a reason
-// longer than any terminal, a group with no target yet, a managed node group rolled back, and history.
+// fullFleet writes a state file whose records exercise every column and every JSON field: a rollout whose
+// instance refresh is cancelled under the global pause and its own, a completed one, an older agent's halted
+// one with a reason longer than any terminal, a group with no target yet, a managed node group rolled back, and history.
 func fullFleet(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
@@ -37,15 +38,23 @@ func fullFleet(t *testing.T) string {
 	for _, r := range []state.Rollout{
 		{Group: "prod-ecs-asg", Platform: "ecs", Cluster: "prod", Phase: state.PhaseReplacing, TargetImageID: demo.ImageB,
 			PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(7 * time.Minute), Instances: 4, OnTarget: 1,
-			Reason:  "paused (global) by alice since 2026-11-30T02:05:00Z: incident 4711; next step: drain i-0aaaaaaaaaaaaaaa1",
-			Current: &state.Replacement{Step: state.StepReplacementHealthy, OldInstanceID: "i-0aaaaaaaaaaaaaaa1", NewInstanceID: "i-0bbbbbbbbbbbbbbb2"}},
+			Reason: "cancelling instance refresh 1f0dc61a-bdd6-456f-b9d8-c207382c5cf2: paused (global) by alice since 2026-11-30T02:05:00Z: " +
+				"incident 4711; next step: a new instance refresh that skips the instances already on the target",
+			Strategy: lifecycle.StrategyRefresh, Current: &state.Replacement{Step: state.StepInstanceRefresh},
+			Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-0a1b2c3d4e5f60718", Version: "2", PreviousVersion: "1",
+				MinHealthyPercentage: 100, MaxHealthyPercentage: 125, BatchSize: 1, Desired: 4, InstanceWarmup: 300,
+				StartedAt: goldenAt.Add(time.Minute), ID: "1f0dc61a-bdd6-456f-b9d8-c207382c5cf2", Status: "Cancelling",
+				StatusReason: "Waiting for 1 launches and 0 terminations in progress before cancelling.", PercentageComplete: 25,
+				InstancesToUpdate: 3, Cancel: "paused (global) by alice since 2026-11-30T02:05:00Z: incident 4711"}},
 		{Group: "prod-eks-nodes", Platform: "eks", Cluster: "prod-eks", Phase: state.PhaseCompleted, TargetImageID: demo.ImageB,
 			PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(9 * time.Minute), Instances: 3, OnTarget: 3},
+		// A rollout an older patch-agent left mid-replacement by its surge strategy, halted by this one.
 		{Group: "batch-ecs-with-a-rather-long-auto-scaling-group-name", Platform: "ecs", Cluster: "batch", Phase: state.PhaseHalted,
 			TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(40 * time.Minute),
-			Instances: 5, OnTarget: 2, Warning: "no terminating lifecycle hook: scale-in terminates instances without a drain",
-			Reason: "failed: drain of i-0ccccccccccccccc3 did not finish within 30m0s (2 task(s) running); it was put back in service and " +
-				"the replacement i-0ddddddddddddddd4 stays in the group"},
+			Instances: 5, OnTarget: 2, Strategy: "surge", Warning: lifecycle.DeprecatedStrategyNote("surge"),
+			Current: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-0ccccccccccccccc3"},
+			Reason: "failed: " + lifecycle.OlderEngineReason("batch-ecs-with-a-rather-long-auto-scaling-group-name", "surge",
+				&state.Replacement{Step: state.StepDraining, OldInstanceID: "i-0ccccccccccccccc3"})},
 		{Group: "new-group", Platform: "ecs", Phase: state.PhaseIdle},
 		// A managed node group an operator rolled back (`patch-agent rollback nodegroup/prod-eks/workers`): TARGET
 		// AMI is the AMI the rollback went back to, not the one rolled back from.
@@ -69,8 +78,9 @@ func fullFleet(t *testing.T) string {
 		{Group: "prod-ecs-asg", At: goldenAt, Event: "detected", PreviousImage: demo.ImageA, NewImage: demo.ImageB, Source: "/golden-ami/ecs/al2023", SourceVersion: 2},
 		{Group: "prod-ecs-asg", At: goldenAt.Add(time.Minute), Event: "approved", NewImage: demo.ImageB, Detail: "carol"},
 		{Group: "prod-ecs-asg", At: goldenAt.Add(2 * time.Minute), Event: "rolling-back", PreviousImage: demo.ImageA, NewImage: demo.ImageB,
-			Detail: "replacement i-0bbbbbbbbbbbbbbb2 did not become healthy within 10m0s: the ECS agent never connected; rolling back to the previous AMI one instance at a time"},
-		{Group: "prod-ecs-asg", At: goldenAt.Add(3 * time.Minute), Event: "rolled-back", PreviousImage: demo.ImageB, NewImage: demo.ImageA, Detail: "1 instance(s) replaced"},
+			Detail: "launch of i-0bbbbbbbbbbbbbbb2 ABANDONed by lifecycle hook patch-agent-launch (not healthy in cluster after 10m0s)"},
+		{Group: "prod-ecs-asg", At: goldenAt.Add(3 * time.Minute), Event: "rolled-back", PreviousImage: demo.ImageB, NewImage: demo.ImageA,
+			Detail: "launch of i-0bbbbbbbbbbbbbbb2 ABANDONed by lifecycle hook patch-agent-launch (not healthy in cluster after 10m0s)"},
 	} {
 		require.NoError(t, m.AppendHistory(ctx, e))
 	}
@@ -127,8 +137,8 @@ func TestDefaultTablesFit120Columns(t *testing.T) {
 		args []string
 		tail string // the end of a long cell, cut in the default table
 	}{
-		{[]string{"status"}, "the replacement i-0ddddddddddddddd4 stays in the group"},
-		{[]string{"history", "prod-ecs-asg"}, "rolling back to the previous AMI one instance at a time"},
+		{[]string{"status"}, "rolls the group by instance refresh"},
+		{[]string{"history", "prod-ecs-asg"}, "(not healthy in cluster after 10m0s)"},
 	} {
 		args := c.args
 		res := run(t, append(args, "--state-file", full)...)

@@ -328,13 +328,15 @@ func TestTableWithoutRegionIsAUsageErrorNamingTheFlagAndTheHelp(t *testing.T) {
 	}
 }
 
-func TestRollbackOfAHaltedReplacementSaysWhatStaysBehind(t *testing.T) {
+// The rollback of a rollout an older agent left mid-replacement (halted by this one) says what that agent may
+// have left in the group, and rolls the group by instance refresh.
+func TestRollbackOfAnOlderAgentsHaltedReplacementSaysWhatToCheck(t *testing.T) {
 	ctx := context.Background()
 	mem := state.NewMemory()
-	_, err := mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseHalted,
-		Reason:        "failed: drain of i-old did not finish within 30m0s (2 task(s) running); it was put back in service",
-		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 4, OnTarget: 1,
-		Current: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-old", NewInstanceID: "i-new", DesiredBefore: 3}})
+	cur := &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-old"}
+	_, err := mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseHalted, Strategy: "surge",
+		Reason:        "failed: " + lifecycle.OlderEngineReason("g", "surge", cur),
+		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 4, OnTarget: 1, Current: cur})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "halted.json")
 	require.NoError(t, saveSnapshot(file, mem))
@@ -342,12 +344,24 @@ func TestRollbackOfAHaltedReplacementSaysWhatStaysBehind(t *testing.T) {
 	res := run(t, "rollback", "g", "--yes", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "Rollback of g (now Halted): "+demo.ImageB+" -> "+demo.ImageA)
-	require.Contains(t, res.stdout, "the halted replacement of i-old stopped at Draining; its replacement i-new stays in the group")
-	require.Contains(t, res.stdout, "desired capacity stays one above its value before that surge (3)")
+	require.Contains(t, res.stdout, "an instance refresh to a launch template version with "+demo.ImageA)
+	require.Contains(t, res.stdout, "note: an older patch-agent left its replacement of i-old at step Draining: check the group's desired capacity and MaxSize")
 	row := status(t, file)
 	require.Equal(t, state.PhaseDetected, row.Phase)
 	require.Nil(t, row.CurrentInstance)
 	require.Empty(t, row.Reason)
+
+	// A halted rollout of this agent's (an instance refresh) has no such note.
+	mem = state.NewMemory()
+	_, err = mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseHalted, Strategy: lifecycle.StrategyRefresh,
+		Reason:        "failed: instance refresh ir-1 failed: Instance refresh failed: replacement instances did not become healthy within 1 hour.",
+		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 4, OnTarget: 1, Current: &state.Replacement{Step: state.StepInstanceRefresh},
+		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "Failed"}})
+	require.NoError(t, err)
+	require.NoError(t, saveSnapshot(file, mem))
+	res = run(t, "rollback", "g", "--yes", "--state-file", file)
+	require.NoError(t, res.err, res.stderr)
+	require.NotContains(t, res.stdout, "older patch-agent")
 }
 
 // A second pause of a scope already paused never silently replaces the first (an --until pause would end

@@ -18,7 +18,7 @@ import (
 func TestRollbackRefusedMidRolloutNamesAPasteablePause(t *testing.T) {
 	file := demoState(t)
 	editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
-		r.Phase, r.Strategy, r.Refresh = state.PhaseVerifying, lifecycle.StrategySurge, nil
+		r.Phase, r.Strategy, r.Current = state.PhaseVerifying, lifecycle.StrategyRefresh, nil // the refresh ended, not yet verified
 	})
 	res := run(t, "rollback", demo.GroupName, "--yes", "--state-file", file)
 	require.EqualError(t, res.err, "rollout in progress at Verifying/-: let it finish (or halt) first; to hold it where it is: "+

@@ -77,13 +77,19 @@ func TestRollbackMidRefreshNamesThePreviousAMI(t *testing.T) {
 	require.Contains(t, res.stderr, "now targets "+demo.ImageA)
 }
 
-// The plan of a rollback of a group rolled by instance refresh says it is rolled back by one, not by the
-// surge engine's steps.
-func TestRollbackPlanOfARefreshGroupNamesTheInstanceRefresh(t *testing.T) {
+// The plan of a group's rollback names the instance refresh that rolls it back, with instance counts or
+// without (a record that never counted them), and says desired capacity is not written.
+func TestRollbackPlanOfAGroupNamesTheInstanceRefresh(t *testing.T) {
 	var b strings.Builder
 	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseCompleted, From: demo.ImageB, To: demo.ImageA,
-		Instances: 4, OnFrom: 4, ByRefresh: true})
+		Instances: 4, OnFrom: 4})
+	require.Contains(t, b.String(), "4 of the group's 4 instance(s) run "+demo.ImageB)
 	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+demo.ImageA)
 	require.Contains(t, b.String(), "desired capacity is not written")
+	require.NotContains(t, b.String(), "surge")
+
+	b.Reset()
+	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseCompleted, From: demo.ImageB, To: demo.ImageA})
+	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+demo.ImageA+" replaces every instance not on it")
 	require.NotContains(t, b.String(), "surge")
 }

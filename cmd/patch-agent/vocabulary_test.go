@@ -114,7 +114,7 @@ func TestDemoAndStatusGoldensShareTheStateVocabulary(t *testing.T) {
 	require.NotEmpty(t, seen["demo"], "the demo goldens name positions")
 	require.NotEmpty(t, seen["status"], "the status goldens name positions")
 	require.Contains(t, seen["demo"], "Replacing/InstanceRefresh", "the demo's default rollout")
-	require.Contains(t, seen["status"], string(state.StepReplacementHealthy), "status's STEP column")
+	require.Contains(t, seen["status"], string(state.StepInstanceRefresh), "status's STEP column")
 }
 
 // jsonPositions returns the "phase" and "step" values of a golden JSON document (status's groups, the
@@ -151,8 +151,8 @@ func jsonPositions(t *testing.T, b []byte) (positions, steps []string) {
 
 // A printer that names a position with a word of its own fails the scan above.
 func TestVocabularyScanCatchesAWordOfItsOwn(t *testing.T) {
-	positions, _ := positionsIn(t, "[+     15s] demo-ecs-asg   Replacing/waiting-for-replacement old=i-1 serving=3 desired=4(3+surge) max=6 on-target=0/4\n")
-	require.Equal(t, []string{"Replacing/waiting-for-replacement"}, positions)
+	positions, _ := positionsIn(t, "[+     15s] demo-ecs-asg   Replacing/waiting-for-refresh serving=3 desired=3 max=6 on-target=0/3\n")
+	require.Equal(t, []string{"Replacing/waiting-for-refresh"}, positions)
 	require.False(t, state.IsPosition(positions[0]))
 	_, steps := positionsIn(t, "GROUP  PHASE      STEP      ON TARGET\ng      Replacing  draining  1/3\n")
 	require.Equal(t, []string{"draining"}, steps)

@@ -227,9 +227,9 @@ func TestContractC11NewVersionAndGroupPointedAtIt(t *testing.T) {
 	}
 }
 
-// The surge (desired + 1) launches from the version the group was pointed at: the new instance runs the target
-// AMI, the old ones keep theirs.
-func TestContractSurgeLaunchesOnTheTargetAMI(t *testing.T) {
+// A scale out by others (desired + 1) launches from the version the group was pointed at: the new instance runs
+// the target AMI, the old ones keep theirs.
+func TestContractScaleOutLaunchesOnTheTargetAMI(t *testing.T) {
 	run(t, func(t *testing.T, w *world) {
 		ctx := context.Background()
 		id := newGroup(t, w, groupSpec{name: "g", min: 2, max: 3, desired: 2, tags: enabled})
@@ -240,29 +240,29 @@ func TestContractSurgeLaunchesOnTheTargetAMI(t *testing.T) {
 			LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(id), Version: aws.String("2")}})
 		require.NoError(t, err)
 
-		_, err = w.as.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(3)})
+		_, err = w.others(t).SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(3)})
 		require.NoError(t, err)
 		w.settle(t)
 		g := describeGroup(t, w, "g")
 		require.Equal(t, int32(3), aws.ToInt32(g.DesiredCapacity))
 		after := inService(g)
 		require.Len(t, after, 3)
-		var surged []string
+		var launched []string
 		for _, i := range after {
 			if !slices.Contains(before, i) {
-				surged = append(surged, i)
+				launched = append(launched, i)
 			}
 		}
-		require.Len(t, surged, 1, "exactly one new instance")
-		require.Equal(t, amiNew, imageOf(t, w, surged[0]))
+		require.Len(t, launched, 1, "exactly one new instance")
+		require.Equal(t, amiNew, imageOf(t, w, launched[0]))
 		for _, i := range before {
 			require.Equal(t, amiOld, imageOf(t, w, i))
 		}
 
 		if w.sim {
 			// Amazon EC2 Auto Scaling User Guide, "Set capacity limits on your Auto Scaling group": desired capacity
-			// above the maximum is a ValidationError (which is why the surge raises max first). moto accepts it.
-			_, err = w.as.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(4)})
+			// above the maximum is a ValidationError. moto accepts it.
+			_, err = w.others(t).SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(4)})
 			require.Equal(t, "ValidationError", code(err))
 		}
 	})
@@ -332,7 +332,7 @@ func TestContractScaleInProtection(t *testing.T) {
 			return out
 		}
 		set := func(id string, on bool) error {
-			_, err := w.as.SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{AutoScalingGroupName: aws.String("g"),
+			_, err := w.others(t).SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{AutoScalingGroupName: aws.String("g"),
 				InstanceIds: []string{id}, ProtectedFromScaleIn: aws.Bool(on)})
 			return err
 		}

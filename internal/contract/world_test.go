@@ -58,6 +58,21 @@ type world struct {
 	settle func(t *testing.T)
 }
 
+// othersAutoScaling are the Auto Scaling calls that users and autoscalers make and the agent never does: every
+// world's Auto Scaling client serves them beside the agent's interface.
+type othersAutoScaling interface {
+	SetDesiredCapacity(ctx context.Context, in *autoscaling.SetDesiredCapacityInput, optFns ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error)
+	SetInstanceProtection(ctx context.Context, in *autoscaling.SetInstanceProtectionInput, optFns ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error)
+}
+
+// others returns the world's Auto Scaling client as a user or an autoscaler calls it.
+func (w *world) others(t *testing.T) othersAutoScaling {
+	t.Helper()
+	c, ok := w.as.(othersAutoScaling)
+	require.True(t, ok, "%T serves SetDesiredCapacity and SetInstanceProtection", w.as)
+	return c
+}
+
 // worlds are the simulation in process, the simulation served over the AWS wire protocols (internal/sim/wire,
 // what the real binary talks to in internal/e2e) and moto (skipped without moto_server, failed when $CI is
 // set). The served world asserts what the in-process one does: the same SDK call yields the same answer

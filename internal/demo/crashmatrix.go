@@ -119,15 +119,17 @@ func CountCrashEffects(sc CrashScenario) (int, error) {
 	return run.Effects, nil
 }
 
-// RepeatedEffects lists the effects of the world's account that happened twice, the repeats a resumed
-// incarnation must never make:
-//   - a second surge: desired capacity set by the agent (sim.CallerAPI) above the group's baseline + 1
-//     (baseline: the groups' desired capacity when the world was built; + its batch size for a group tagged
-//     patch-agent/batch-size);
+// RepeatedEffects lists the effects of the world's account that no incarnation, resumed or not, may make: the
+// capacity writes the agent never makes, and the repeats of an effect made once:
+//   - a write of desired capacity by the agent (sim.CallerAPI) on a managed group: a SetDesiredCapacity call, a
+//     TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity, an UpdateAutoScalingGroup that
+//     changes desired capacity or maximum size;
 //   - a second termination of one instance (whatever its cause);
 //   - a second CompleteLifecycleAction accepted for one lifecycle action token;
 //   - a second launch template version with one AMI in a group's launch template;
 //   - a second UpdateNodegroupVersion to one version of a managed node group (Spec.Nodegroups).
+//
+// The managed groups are the keys of baseline (their desired capacity when the world was built).
 func RepeatedEffects(w *World, baseline map[string]int32) []string {
 	var out []string
 	groups := make([]string, 0, len(baseline))
@@ -135,17 +137,25 @@ func RepeatedEffects(w *World, baseline map[string]int32) []string {
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
+	managed := make(map[string]bool, len(groups))
 	for _, g := range groups {
-		batch := int32(1)
-		if n, ok := w.Checker.BatchSizes[g]; ok { // a group's batch surges by its size once (patch-agent/batch-size)
-			batch = int32(max(n, 1))
+		managed[g] = true
+	}
+	for _, c := range w.Account.CapacityWrites() {
+		if c.By != sim.CallerAPI || !c.Accepted || !managed[c.Group] {
+			continue
 		}
-		for _, c := range w.Account.DesiredChanges(g) {
-			if c.By == sim.CallerAPI && c.To > baseline[g]+batch {
-				out = append(out, fmt.Sprintf("group %s: desired capacity set to %d at %s, above baseline %d + batch size %d (a second surge)",
-					g, c.To, c.At.Format(time.TimeOnly), baseline[g], batch))
-			}
+		at := c.At.Format(time.TimeOnly)
+		switch {
+		case c.Op == sim.OpSetDesiredCapacity:
+			out = append(out, fmt.Sprintf("group %s: the agent set desired capacity %d -> %d at %s", c.Group, c.From, c.To, at))
+		case c.Op == sim.OpTerminateInstance && c.Decrement:
+			out = append(out, fmt.Sprintf("group %s: the agent terminated %s with decrement (desired %d -> %d) at %s", c.Group, c.InstanceID, c.From, c.To, at))
+		case c.Op == sim.OpUpdateAutoScalingGroup && (c.From != c.To || c.MaxFrom != c.MaxTo):
+			out = append(out, fmt.Sprintf("group %s: the agent updated desired capacity %d -> %d, maximum size %d -> %d at %s", c.Group, c.From, c.To, c.MaxFrom, c.MaxTo, at))
 		}
+	}
+	for _, g := range groups {
 		view := w.Account.Group(g)
 		if lt, ok := w.Account.LaunchTemplate(view.LaunchTemplateID); ok {
 			versions := map[string][]int64{}

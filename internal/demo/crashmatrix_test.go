@@ -12,6 +12,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -19,7 +20,7 @@ import (
 // invariant, a fuse that never fires — and asserts that RunCrashScenario names it. A harness that passes a
 // repeat is no safety net.
 
-// harnessScenario rolls group "g" (desired 2, max 6) of brokenWorld to ImageB, then lets hooks settle, then
+// harnessScenario rolls group "g" (desired 3, max 6) of brokenWorld to ImageB, then lets hooks settle, then
 // runs after (the break under test).
 func harnessScenario(t *testing.T, after func(w *World) error) CrashScenario {
 	return CrashScenario{
@@ -67,10 +68,22 @@ func TestCrashHarnessNamesEveryBrokenRun(t *testing.T) {
 	}{
 		{name: "a healthy rollout crashed after effect 3 passes", at: 3},
 		{name: "a healthy rollout with effect 3's response lost passes", at: 3, mode: CrashResponseLost},
-		{name: "a second surge after the restart", at: 3, mode: CrashResponseLost, want: "above baseline 3 + batch size 1 (a second surge)",
+		{name: "a desired capacity write after the restart", at: 3, mode: CrashResponseLost, want: "group g: the agent set desired capacity 3 -> 4",
 			after: func(w *World) error {
-				_, err := w.Account.AutoScaling().SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
-					AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(5)})
+				_, err := w.Account.AutoScaling().(*sim.AutoScalingClient).SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{
+					AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(4)})
+				return err
+			}},
+		{name: "a decrementing termination after the restart", at: 3, want: "with decrement (desired 3 -> 2)",
+			after: func(w *World) error {
+				_, err := w.Account.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+					InstanceId: aws.String(w.Account.Group("g").Instances[0].ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
+				return err
+			}},
+		{name: "a raise of maximum size after the restart", at: 3, want: "maximum size 6 -> 7",
+			after: func(w *World) error {
+				_, err := w.Account.AutoScaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+					AutoScalingGroupName: aws.String("g"), MaxSize: aws.Int32(7)})
 				return err
 			}},
 		{name: "a second launch template version for one AMI", at: 3, want: "all on " + ImageB,

@@ -862,7 +862,7 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 			onTarget++
 		}
 	}
-	line := progressLine(group, r, g.Desired, p.w.Checker.Baseline[group], g.Max, serving, onTarget)
+	line := progressLine(group, r, g.Desired, g.Max, serving, onTarget)
 	if p.record {
 		p.timeline = append(p.timeline, TimelineSample{At: p.w.Account.Clock().Since(p.start), Group: group, Desired: int(g.Desired),
 			Serving: serving, OnTarget: onTarget, Draining: draining, Gate: gateOf(r)})
@@ -881,10 +881,10 @@ func (p *printer) groupProgress(ctx context.Context, group string, nodes map[str
 
 // progressLine is a group's progress line: where its rollout stands, in the words of the state package's
 // vocabulary (Position.String: "Replacing/ReplacementHealthy"), then counts a reader can check against each
-// other: instances serving, desired capacity (with the baseline it was raised from by a surge) and instances in
-// service on the target AMI out of desired capacity; then the replacement in flight and the reason. The
-// position and the counts come first, so that they stay on the first line when the line is wrapped.
-func progressLine(group string, r state.Rollout, desired, baseline, maxSize int32, serving, onTarget int) string {
+// other: instances serving, desired capacity, maximum size and instances in service on the target AMI out of
+// desired capacity; then the replacement in flight and the reason. The position and the counts come first, so
+// that they stay on the first line when the line is wrapped.
+func progressLine(group string, r state.Rollout, desired, maxSize int32, serving, onTarget int) string {
 	pos := r.Phase.String()
 	detail := ""
 	if c := r.Current; c != nil {
@@ -893,12 +893,8 @@ func progressLine(group string, r state.Rollout, desired, baseline, maxSize int3
 			detail += " old=" + c.OldInstanceID
 		}
 	}
-	d := fmt.Sprint(desired)
-	if baseline > 0 && desired > baseline {
-		d = fmt.Sprintf("%d(%d+surge)", desired, baseline) // serving is held against the baseline
-	}
-	line := fmt.Sprintf("%-14s %-28s serving=%d desired=%s max=%d on-target=%d/%d%s", group, pos,
-		serving, d, maxSize, onTarget, desired, detail)
+	line := fmt.Sprintf("%-14s %-28s serving=%d desired=%d max=%d on-target=%d/%d%s", group, pos,
+		serving, desired, maxSize, onTarget, desired, detail)
 	if r.Reason != "" {
 		line += " reason=" + r.Reason
 	}

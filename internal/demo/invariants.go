@@ -51,7 +51,8 @@ func (v Violation) String() string {
 //     group, whatever ended its service (the agent, scale-in, a health check, a user, a timed-out hook), drained
 //     when it leaves Terminating:Wait and starts shutting down. The last two hold except once DrainTimeout has
 //     passed since the instance's termination began (the drain deadline exception);
-//  3. at most BatchSize instances per group being replaced (InService and DRAINING, or cordoned) at a time, and
+//  3. at most BatchSize instances per group being replaced (DRAINING or cordoned, InService or in Terminating:Wait
+//     by an instance refresh's termination) at a time, and
 //     desired at most baseline+BatchSize; and at most ClusterBudget of them across every managed group of one
 //     ECS or EKS cluster (the per-cluster budget);
 //  4. no lifecycle action completed more than once, and (Finish) every lifecycle action Auto Scaling notified
@@ -135,6 +136,10 @@ type Checker struct {
 	final                             []Violation
 	// shapes are the Managed groups' in-service instances per Availability Zone when the checker started.
 	shapes map[string]map[string]int
+	// refreshed are the instances an instance refresh terminated (sim.CauseRefresh), seenRefreshed a cursor into
+	// the account's terminations: the rollout's replacements, drained in Terminating:Wait.
+	refreshed     map[string]bool
+	seenRefreshed int
 }
 
 // OthersBootTime is how long an instance others asked for (an autoscaler's raise of desired capacity, an
@@ -187,7 +192,7 @@ func (c *Checker) Start() {
 	c.shared, c.seenDesired, c.open = map[string]int32{}, map[string]int{}, map[string]bool{}
 	c.asks, c.served, c.stranded = map[string][]ask{}, map[string]map[string]bool{}, map[string][]ask{}
 	c.held, c.firstAbandon = map[string]map[string]heldLaunch{}, map[string]time.Time{}
-	c.accepted = map[string]int{}
+	c.accepted, c.refreshed = map[string]int{}, map[string]bool{}
 	if c.Baseline == nil {
 		c.Baseline = map[string]int32{}
 	}
@@ -275,6 +280,7 @@ func (c *Checker) observe(v *sim.View) {
 		}
 	}
 	c.capacityWrites(v)
+	c.refreshTerminations(v)
 	c.heldLaunches(v, groups)
 	for _, g := range groups {
 		c.capacity(v, g)
@@ -302,8 +308,27 @@ func (c *Checker) observe(v *sim.View) {
 	c.completions(v)
 }
 
-// clusterDrains judges invariant 3 across the managed groups of one cluster (the per-cluster
-// budget): at most ClusterBudget of their in-service instances DRAINING (ECS) or cordoned (EKS) at a time,
+// refreshTerminations notes the instances an instance refresh terminated since the last look.
+func (c *Checker) refreshTerminations(v *sim.View) {
+	terms := v.Terminations()
+	for _, t := range terms[min(c.seenRefreshed, len(terms)):] {
+		if t.Cause == sim.CauseRefresh {
+			c.refreshed[t.InstanceID] = true
+		}
+	}
+	c.seenRefreshed = len(terms)
+}
+
+// beingReplaced reports whether an instance DRAINING (ECS) or cordoned (EKS) counts as being replaced by a
+// rollout (invariant 3): in service, or in Terminating:Wait by an instance refresh's termination, which the
+// agent drains on its terminating hook. Instances other terminations take (scale-in, health) are not the
+// rollout's.
+func (c *Checker) beingReplaced(i sim.InstanceView) bool {
+	return i.LifecycleState == "InService" || i.LifecycleState == "Terminating:Wait" && c.refreshed[i.ID]
+}
+
+// clusterDrains judges invariant 3 across the managed groups of one cluster (the per-cluster budget): at most
+// ClusterBudget of their instances being replaced (beingReplaced) DRAINING (ECS) or cordoned (EKS) at a time,
 // whichever group they belong to (the displaced tasks and pods of two drains compete for the same room).
 func (c *Checker) clusterDrains(v *sim.View, groups []sim.GroupView) {
 	draining := map[string][]string{}
@@ -312,7 +337,7 @@ func (c *Checker) clusterDrains(v *sim.View, groups []sim.GroupView) {
 			continue
 		}
 		for _, i := range g.Instances {
-			if i.LifecycleState != "InService" {
+			if !c.beingReplaced(i) {
 				continue
 			}
 			if c.EKS[g.Name] {
@@ -361,7 +386,7 @@ func (c *Checker) capacity(v *sim.View, g sim.GroupView) {
 			if i.LifecycleState == "InService" && ok && n.Ready && !n.Cordoned {
 				serving++
 			}
-			if i.LifecycleState == "InService" && ok && n.Cordoned {
+			if c.beingReplaced(i) && ok && n.Cordoned {
 				draining++
 			}
 			continue
@@ -369,8 +394,8 @@ func (c *Checker) capacity(v *sim.View, g sim.GroupView) {
 		if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
 			serving++
 		}
-		if i.ContainerInstanceStatus == "DRAINING" && i.LifecycleState == "InService" {
-			draining++ // being replaced by a rollout (instances leaving through a hook are already Terminating)
+		if i.ContainerInstanceStatus == "DRAINING" && c.beingReplaced(i) {
+			draining++
 		}
 	}
 	c.noteServed(g.Name, g.Instances)
@@ -539,7 +564,7 @@ func maxTime(a, b time.Time) time.Time {
 
 // heldForOthers counts the held launches of the group within their decisionDue that stand for a stranded
 // ask, at most one a unit. Auto Scaling's instances are interchangeable: those the group runs beyond the
-// desired capacity others set (an instance refresh's surge) are the agent's, the others fill that desired
+// desired capacity others set (an instance refresh's launches above it) are the agent's, the others fill that desired
 // capacity, so the held launches beyond that surplus stand for others' asks — the refresh's own launch of the
 // bad AMI too when a raise to MaxSize took its room.
 func (c *Checker) heldForOthers(v *sim.View, g sim.GroupView, base int32) int32 {
@@ -639,9 +664,9 @@ func (c *Checker) capacityWrites(v *sim.View) {
 
 // followDesired moves a group's baseline with the desired capacity changes made by others than the agent
 // (users, autoscalers) since the last look, and returns it. A raise sets the baseline to what the other actor
-// set (it absorbs the agent's surge: field case C21). A decrease lowers it by the other actor's change only,
-// never above what it set: desired capacity it lowered may still hold the agent's surge, which is not the
-// other actor's to count (6 -> 9 by a batch's surge, then 8 by an autoscaler: baseline 5, not 8).
+// set. A decrease lowers it by the other actor's change only, never above what it set: desired capacity it
+// lowered may still hold a write of the agent (itself a violation of invariant 1), which is not the other
+// actor's to count (6 -> 7 by the agent, then 6 by an autoscaler: baseline 5, not 6).
 func (c *Checker) followDesired(v *sim.View, group string, base int32, managed bool) int32 {
 	changes := v.DesiredChanges(group)
 	for _, ch := range changes[min(c.seenDesired[group], len(changes)):] {

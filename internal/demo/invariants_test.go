@@ -240,9 +240,9 @@ func TestCheckerInvariant1ForgedDrainOfAnUnmanagedGroupInTheSameCluster(t *testi
 	require.Zero(t, w.Checker.MinServing["theirs"])
 }
 
-// dipWithinOneCall, when the agent drains an instance of the group, also drains another in-service instance of
-// the group and puts it back ACTIVE before returning: two drains at once, undone before the agent iteration
-// ends.
+// dipWithinOneCall, when the agent drains an instance of the group (an old instance in Terminating:Wait, which
+// the instance refresh replaces), also drains an in-service instance of the group and puts it back ACTIVE
+// before returning: two drains at once, undone before the agent iteration ends.
 type dipWithinOneCall struct {
 	awsapi.ECS
 	account *sim.Account
@@ -284,7 +284,7 @@ func TestCheckerInvariants1And3MomentaryDipInsideOneAgentIteration(t *testing.T)
 	done, err := w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool {
 		n := 0
 		for _, i := range w.Account.Group("g").Instances {
-			if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "DRAINING" {
+			if (i.LifecycleState == "InService" || i.LifecycleState == "Terminating:Wait") && i.ContainerInstanceStatus == "DRAINING" {
 				n++
 			}
 		}
@@ -469,32 +469,29 @@ func TestCheckerInvariant1OthersAsksAreExemptForTheirBootTimeOnly(t *testing.T) 
 	require.Equal(t, raisedAt.Add(OthersBootTime), inv1[0].At)
 }
 
-// drainWithoutCoverAfterARaise plays a broken agent on a bare group: it surges 3 -> 4, an autoscaler raises
-// desired capacity to 5 while the surge boots, and once the surge's instance serves the agent drains an old
-// instance at once, while the autoscaler's instance still boots, leaves it DRAINING 10 minutes and terminates
-// it without decrement. It returns the checker after the run.
-func drainWithoutCoverAfterARaise(t *testing.T, oldRule bool) (*Checker, time.Time) {
+// drainWithoutCoverAfterARaise plays a broken agent on a bare group: an autoscaler raises desired capacity 3 -> 4,
+// then 4 -> 5 a minute later, and once the first of its instances serves the agent drains an old instance at
+// once, while the autoscaler's second instance still boots, leaves it DRAINING 10 minutes and terminates it
+// without decrement. It returns the checker after the run and the time of the drain.
+func drainWithoutCoverAfterARaise(t *testing.T) (*Checker, time.Time) {
 	t.Helper()
 	a, c := bareGroup(t, sim.Options{})
-	c.HoldRaisesOnceServed = oldRule
 	old := a.Group("g").Instances[0].ID
-	_, err := a.AutoScaling().SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"),
-		DesiredCapacity: aws.Int32(4)})
-	require.NoError(t, err)
+	require.NoError(t, a.SetDesiredCapacity("g", 4), "the autoscaler scales out")
 	a.Advance(time.Minute)
-	require.NoError(t, a.SetDesiredCapacity("g", 5), "the autoscaler scales out while the surge boots")
+	require.NoError(t, a.SetDesiredCapacity("g", 5), "the autoscaler scales out again while its first instance boots")
 	for range 300 {
 		if servingOf(a, "g") == 4 {
 			break
 		}
 		a.Advance(time.Second)
 	}
-	require.Equal(t, 4, servingOf(a, "g"), "the surge's instance serves")
+	require.Equal(t, 4, servingOf(a, "g"), "the autoscaler's first instance serves")
 	drainedAt := a.Clock().Now()
 	drainInstance(t, a, old)
 	require.Equal(t, 3, servingOf(a, "g"))
 	a.Advance(time.Minute)
-	require.Equal(t, 4, servingOf(a, "g"), "the autoscaler's instance serves; the old one still drains")
+	require.Equal(t, 4, servingOf(a, "g"), "the autoscaler's second instance serves; the old one still drains")
 	a.Advance(9 * time.Minute)
 	terminate(t, a, old, false)
 	a.Advance(3 * time.Minute)
@@ -503,52 +500,114 @@ func drainWithoutCoverAfterARaise(t *testing.T, oldRule bool) (*Checker, time.Ti
 }
 
 func TestCheckerInvariant1AgentThatDrainsWithoutCoverAfterAnAutoscalersRaise(t *testing.T) {
-	c, drainedAt := drainWithoutCoverAfterARaise(t, false)
+	// A raise by others holds serving capacity to it before serving ever reaches it: only the instances still
+	// booting are exempt.
+	c, drainedAt := drainWithoutCoverAfterARaise(t)
 	vs := c.Finish()
 	inv1 := violationsOf(vs, 1, "g")
 	require.Len(t, inv1, 1, "one condition, from the drain until the replacement of the drained instance serves: %v", vs)
 	require.Equal(t, drainedAt, inv1[0].At)
 	require.Equal(t, "serving capacity 3 below desired 5 less 1 instance(s) others asked for that are still booting", inv1[0].Detail)
 	require.Equal(t, 3, c.MinServing["g"])
-
-	// The rule before: a raise is held only once serving reaches it, and serving never reached 5 before the
-	// drain, so the drain without cover went unseen.
-	c, _ = drainWithoutCoverAfterARaise(t, true)
-	require.Empty(t, violationsOf(c.Finish(), 1, "g"))
 }
 
-func TestCheckerNoDesiredWritesRuleCatchesTheSurgeEnginesWrites(t *testing.T) {
-	// Today's surge engine writes desired capacity by design: SetDesiredCapacity for the surge, a termination
-	// with decrement to give it back. With the rule on, each write is a violation of invariant 1.
-	w := brokenWorld(t, nil)
+// coverByItself plays a broken agent that makes room for its instance refresh by itself: before the first
+// StartInstanceRefresh it raises the group's maximum size and desired capacity by one.
+type coverByItself struct {
+	awsapi.AutoScaling
+	account *sim.Account
+	mu      sync.Mutex
+	done    bool
+}
+
+func (c *coverByItself) StartInstanceRefresh(ctx context.Context, in *autoscaling.StartInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error) {
+	c.mu.Lock()
+	first := !c.done
+	c.done = true
+	c.mu.Unlock()
+	if first {
+		name := aws.ToString(in.AutoScalingGroupName)
+		g := c.account.Group(name)
+		as := c.account.AutoScaling().(*sim.AutoScalingClient) // the agent's calls: sim.CallerAPI
+		if _, err := as.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: in.AutoScalingGroupName,
+			MaxSize: aws.Int32(g.Max + 1)}); err != nil {
+			return nil, err
+		}
+		if _, err := as.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: in.AutoScalingGroupName,
+			DesiredCapacity: aws.Int32(g.Desired + 1)}); err != nil {
+			return nil, err
+		}
+	}
+	return c.AutoScaling.StartInstanceRefresh(ctx, in, o...)
+}
+
+func TestCheckerNoDesiredWritesRuleCatchesAnAgentsWrites(t *testing.T) {
+	// The agent never writes desired capacity or maximum size: each write of a broken agent is a violation of
+	// invariant 1, whatever the rollout does after it.
+	cover := &coverByItself{}
+	w := brokenWorld(t, func(c agent.Clients) agent.Clients {
+		cover.AutoScaling = c.AutoScaling
+		c.AutoScaling = cover
+		return c
+	})
+	cover.account = w.Account
 	ctx := context.Background()
 	w.PublishAMI("/golden/g", ImageB)
 	done, err := w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool { return w.Rollout(ctx, "g").Phase == state.PhaseCompleted })
 	require.NoError(t, err)
-	require.True(t, done)
-	inv1 := violationsOf(w.Checker.Finish(), 1, "g")
-	sets, decrements := 0, 0
-	for _, v := range inv1 {
-		switch {
-		case strings.HasPrefix(v.Detail, "the agent wrote desired capacity: SetDesiredCapacity 3 -> 4"):
-			sets++
-		case strings.HasPrefix(v.Detail, "the agent wrote desired capacity: TerminateInstanceInAutoScalingGroup") &&
-			strings.Contains(v.Detail, "with decrement (4 -> 3)"):
-			decrements++
-		default:
-			t.Errorf("unexpected violation: %s", v)
-		}
+	require.True(t, done, "%+v", w.Rollout(ctx, "g"))
+	require.True(t, cover.done, "the rollout started an instance refresh")
+	var details []string
+	for _, v := range w.Checker.Finish() {
+		require.Equal(t, 1, v.Invariant, "%s", v)
+		details = append(details, v.Detail)
 	}
-	require.Equal(t, 3, sets, "one surge per old instance: %v", inv1)
-	require.Equal(t, 3, decrements, "one give-back per old instance: %v", inv1)
+	require.Equal(t, []string{
+		"the agent wrote desired capacity or maximum size: UpdateAutoScalingGroup desired 3 -> 3, max 6 -> 7",
+		"the agent wrote desired capacity: SetDesiredCapacity 3 -> 4",
+	}, details)
 
-	// The same rollout with the rule off (the surge worlds' default) has no violation.
-	w = brokenWorld(t, nil)
-	w.PublishAMI("/golden/g", ImageB)
-	done, err = w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool { return w.Rollout(ctx, "g").Phase == state.PhaseCompleted })
+	// A decrementing termination, and the writes the rule leaves alone: others' raise and termination without
+	// decrement, and the agent's own UpdateAutoScalingGroup that changes neither desired capacity nor maximum size.
+	a, c := bareGroup(t, sim.Options{})
+	require.NoError(t, a.SetDesiredCapacity("g", 4), "an autoscaler scales out")
+	a.Advance(3 * time.Minute)
+	require.Equal(t, 4, servingOf(a, "g"))
+	_, err = a.AutoScaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"),
+		MinSize: aws.Int32(2), MaxSize: aws.Int32(6)})
 	require.NoError(t, err)
-	require.True(t, done)
-	require.Empty(t, w.Checker.Finish())
+	require.True(t, a.TerminateWithoutDecrement(a.Group("g").Instances[1].ID))
+	a.Advance(3 * time.Minute)
+	require.Equal(t, 4, servingOf(a, "g"))
+	require.Empty(t, violationsOf(c.Check(), 1, "g"))
+	victim := a.Group("g").Instances[0].ID
+	terminate(t, a, victim, true)
+	a.Advance(3 * time.Minute)
+	inv1 := violationsOf(c.Finish(), 1, "g")
+	require.Len(t, inv1, 2, "%v", inv1)
+	require.ElementsMatch(t, []string{
+		"the agent wrote desired capacity: TerminateInstanceInAutoScalingGroup " + victim + " with decrement (4 -> 3)",
+		"serving capacity 3 below desired 4", // the autoscaler's instance the decrement took
+	}, []string{inv1[0].Detail, inv1[1].Detail})
+}
+
+func TestCheckerBaselineCountsNoWriteOfTheAgent(t *testing.T) {
+	// An agent's write of desired capacity is a violation, and it is not another actor's: an autoscaler's later
+	// decrease lowers the baseline by its own change, not to the desired capacity it set, which still holds
+	// the agent's instance.
+	a, c := bareGroup(t, sim.Options{})
+	_, err := a.AutoScaling().(*sim.AutoScalingClient).SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{
+		AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(4)})
+	require.NoError(t, err)
+	a.Advance(3 * time.Minute)
+	c.Check()
+	require.Equal(t, int32(3), c.Baseline["g"], "the agent's raise")
+	require.NoError(t, a.SetDesiredCapacity("g", 3), "an autoscaler scales in by one")
+	a.Advance(time.Minute)
+	inv1 := violationsOf(c.Finish(), 1, "g")
+	require.Equal(t, int32(2), c.Baseline["g"], "the autoscaler's decrease of one, from the baseline")
+	require.Len(t, inv1, 1, "%v", inv1)
+	require.Equal(t, "the agent wrote desired capacity: SetDesiredCapacity 3 -> 4", inv1[0].Detail)
 }
 
 // refreshAtMin100 runs one instance refresh of the bare group to ImageB at MinHealthyPercentage 100 and
@@ -556,7 +615,6 @@ func TestCheckerNoDesiredWritesRuleCatchesTheSurgeEnginesWrites(t *testing.T) {
 func refreshAtMin100(t *testing.T, opts sim.Options) *Checker {
 	t.Helper()
 	a, c, lt := bareGroupAndTemplate(t, opts)
-	c.NoDesiredWrites = true
 	require.Equal(t, int64(2), a.CreateLaunchTemplateVersion(lt, ImageB))
 	_, err := a.AutoScaling().StartInstanceRefresh(context.Background(), &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String("g"),
 		DesiredConfiguration: &astypes.DesiredConfiguration{LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(lt), Version: aws.String("2")}},
@@ -628,9 +686,10 @@ func heldScaleOut(t *testing.T, desired int32, healthTimeout time.Duration) (*si
 	return a, c, held
 }
 
-// heldRefreshSurge is heldScaleOut's group with MaxSize max and no scale out: an instance refresh of the bad
-// AMI (MinHealthyPercentage 100, MaxHealthyPercentage 134) launches its surge, which waits in Pending:Wait.
-func heldRefreshSurge(t *testing.T, max int32, healthTimeout time.Duration) (*sim.Account, *Checker) {
+// heldRefreshLaunch is heldScaleOut's group with MaxSize max and no scale out: an instance refresh of the bad
+// AMI (MinHealthyPercentage 100, MaxHealthyPercentage 134) launches one instance above desired capacity, which
+// waits in Pending:Wait.
+func heldRefreshLaunch(t *testing.T, max int32, healthTimeout time.Duration) (*sim.Account, *Checker) {
 	t.Helper()
 	a := sim.New(testingclock.NewFakeClock(time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)), sim.Options{})
 	q := a.CreateQueue("hooks", 5, "hooks-dlq")
@@ -648,7 +707,7 @@ func heldRefreshSurge(t *testing.T, max int32, healthTimeout time.Duration) (*si
 	require.NoError(t, err)
 	lookEvery(t, a, c, 2*time.Minute)
 	grp := a.Group("g")
-	require.Len(t, grp.Instances, 4, "the refresh's surge")
+	require.Len(t, grp.Instances, 4, "the refresh's launch above desired capacity")
 	require.Equal(t, "Pending:Wait", grp.Instances[3].LifecycleState)
 	return a, c
 }
@@ -703,11 +762,11 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 		}
 	})
 	t.Run("the refresh's own launch stands for a raise to MaxSize", func(t *testing.T) {
-		// A refresh's surge launch of the bad AMI waits; an autoscaler raises desired capacity to MaxSize, which
-		// the surge's instance already fills: Auto Scaling launches nothing more, and that instance is the one
-		// the raise asked for.
+		// A refresh's launch of the bad AMI above desired capacity waits; an autoscaler raises desired capacity
+		// to MaxSize, which that instance already fills: Auto Scaling launches nothing more, and that instance
+		// is the one the raise asked for.
 		for _, healthTimeout := range []time.Duration{10 * time.Minute, 0} {
-			a, c := heldRefreshSurge(t, 4, healthTimeout)
+			a, c := heldRefreshLaunch(t, 4, healthTimeout)
 			raisedAt := a.Clock().Now()
 			require.NoError(t, a.SetDesiredCapacity("g", 4), "an autoscaler scales out to MaxSize")
 			lookEvery(t, a, c, 8*time.Minute)
@@ -730,9 +789,10 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 		}
 	})
 	t.Run("the refresh's own launch stands for no ask beyond desired capacity", func(t *testing.T) {
-		// The surge's instance is the agent's: an agent that CONTINUEs the autoscaler's launch of the bad AMI (it
-		// goes InService and never serves) is not excused by its own surge still waiting.
-		a, c := heldRefreshSurge(t, 5, 10*time.Minute)
+		// The refresh's instance above desired capacity is the agent's: an agent that CONTINUEs the autoscaler's
+		// launch of the bad AMI (it goes InService and never serves) is not excused by the refresh's own launch
+		// still waiting.
+		a, c := heldRefreshLaunch(t, 5, 10*time.Minute)
 		raisedAt := a.Clock().Now()
 		require.NoError(t, a.SetDesiredCapacity("g", 4), "an autoscaler scales out")
 		lookEvery(t, a, c, 2*time.Minute)

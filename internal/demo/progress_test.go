@@ -14,7 +14,7 @@ import (
 )
 
 // progressLineRE matches a group's progress line: the group, where its rollout stands, and the counts.
-var progressLineRE = regexp.MustCompile(`^\[\+\s*\S+\] (\S+)\s+(\S+)\s.*\bserving=(\d+) desired=(\d+)(\((\d+)\+surge\))? max=\d+ on-target=(\d+)/(\d+)`)
+var progressLineRE = regexp.MustCompile(`^\[\+\s*\S+\] (\S+)\s+(\S+)\s.*\bserving=(\d+) desired=(\d+) max=\d+ on-target=(\d+)/(\d+)`)
 
 // caseCodeRE matches the project's internal field-case codes ("C23", "field case"), which mean nothing to
 // a reader of the tool's output.
@@ -33,7 +33,7 @@ func requireReadableProgress(t *testing.T, out string) []string {
 		if m == nil {
 			continue
 		}
-		group, pos, desired, of := m[1], m[2], m[4], m[8]
+		group, pos, desired, of := m[1], m[2], m[4], m[6]
 		require.True(t, state.IsPosition(pos), "%q is not a position of the state vocabulary: %s", pos, l)
 		positions = append(positions, pos)
 		require.Equal(t, desired, of, "on-target counts out of desired capacity: %s", l)
@@ -45,12 +45,13 @@ func requireReadableProgress(t *testing.T, out string) []string {
 }
 
 func TestProgressLineNamesThePositionAndCountsOutOfDesired(t *testing.T) {
-	r := state.Rollout{Group: "g", Phase: state.PhaseReplacing, Current: &state.Replacement{Step: state.StepReplacementHealthy, OldInstanceID: "i-1"}}
-	require.Equal(t, "g              Replacing/ReplacementHealthy serving=3 desired=4(3+surge) max=6 on-target=1/4 old=i-1",
-		progressLine("g", r, 4, 3, 6, 3, 1))
+	r := state.Rollout{Group: "g", Phase: state.PhaseReplacing, Current: &state.Replacement{Step: state.StepInstanceRefresh},
+		Reason: "instance refresh r-1 InProgress: 33% complete, 2 instance(s) to update"}
+	require.Equal(t, "g              Replacing/InstanceRefresh    serving=4 desired=3 max=6 on-target=1/3 reason=instance refresh r-1 InProgress: 33% complete, 2 instance(s) to update",
+		progressLine("g", r, 3, 6, 4, 1))
 	r = state.Rollout{Group: "g", Phase: state.PhaseWaiting, Reason: "soak: AMI ami-1 is 12m0s old, minimum 48h0m0s"}
 	require.Equal(t, "g              Waiting                      serving=3 desired=3 max=6 on-target=0/3 reason=soak: AMI ami-1 is 12m0s old, minimum 48h0m0s",
-		progressLine("g", r, 3, 3, 6, 3, 0))
+		progressLine("g", r, 3, 6, 3, 0))
 }
 
 // A gate's reason whose running time ticks is one change, not one a minute; a new count is a change.

@@ -113,9 +113,8 @@ func crashEveryWrite() *Fuse {
 	return &Fuse{OnWrite: func(state.Rollout) bool { return true }}
 }
 
-// pauseOnFirstDrain sets a global pause when the first old instance of the ECS group starts draining (the
-// surge's draining step, or a container instance DRAINING under an instance refresh) and lifts it 30 simulated
-// minutes later.
+// pauseOnFirstDrain sets a global pause when the first old instance of the ECS group starts draining (its
+// container instance DRAINING under the instance refresh) and lifts it 30 simulated minutes later.
 func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
 	r, err := w.Store.GetRollout(ctx, GroupName)
 	if err != nil {
@@ -126,7 +125,7 @@ func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
 		return err
 	}
 	now := w.Account.Clock().Now()
-	draining := r.Current != nil && r.Current.Step == state.StepDraining && len(r.Replaced) == 0
+	draining := false
 	if r.Refresh != nil {
 		for _, i := range w.Account.Group(GroupName).Instances {
 			draining = draining || i.ContainerInstanceStatus == "DRAINING"

@@ -90,7 +90,7 @@ func TestCreateLaunchTemplateVersionKeepsTheDefault(t *testing.T) {
 	require.True(t, aws.ToBool(desc.LaunchTemplateVersions[0].DefaultVersion))
 	require.Equal(t, "ami-new", aws.ToString(desc.LaunchTemplateVersions[1].LaunchTemplateData.ImageId))
 
-	// A surge on $Default still launches the old AMI (field case C11) ...
+	// A scale out on $Default still launches the old AMI (field case C11) ...
 	a.SetDesiredCapacity("g", 2)
 	a.Advance(2 * time.Minute)
 	require.Equal(t, "ami-old", a.Group("g").Instances[1].ImageID)
@@ -111,7 +111,7 @@ func TestCreateLaunchTemplateVersionKeepsTheDefault(t *testing.T) {
 	requireAPIError(t, err, "InvalidLaunchTemplateId.VersionNotFound", "9")
 }
 
-func TestSurgeLaunchBootsAndRegisters(t *testing.T) {
+func TestScaleOutLaunchBootsAndRegisters(t *testing.T) {
 	a := newAccount(t)
 	ctx := context.Background()
 	newGroup(t, a, GroupSpec{Name: "g", Min: 1, Max: 3, Desired: 2, ECSCluster: "prod"})
@@ -122,25 +122,25 @@ func TestSurgeLaunchBootsAndRegisters(t *testing.T) {
 		require.True(t, i.AgentConnected)
 	}
 
-	_, err := a.AutoScaling().SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(3)})
+	_, err := asClient(a).SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(3)})
 	require.NoError(t, err)
-	surge := a.Group("g").Instances[2]
-	require.Equal(t, "Pending", surge.LifecycleState)
-	require.Equal(t, "pending", surge.EC2State)
+	launched := a.Group("g").Instances[2]
+	require.Equal(t, "Pending", launched.LifecycleState)
+	require.Equal(t, "pending", launched.EC2State)
 
 	a.Advance(89 * time.Second)
-	surge, _ = a.Instance(surge.ID)
-	require.Equal(t, "Pending", surge.LifecycleState)
+	launched, _ = a.Instance(launched.ID)
+	require.Equal(t, "Pending", launched.LifecycleState)
 
 	a.Advance(time.Second)
-	surge, _ = a.Instance(surge.ID)
-	require.Equal(t, "InService", surge.LifecycleState)
-	require.Empty(t, surge.ContainerInstanceStatus, "the agent has not connected yet")
+	launched, _ = a.Instance(launched.ID)
+	require.Equal(t, "InService", launched.LifecycleState)
+	require.Empty(t, launched.ContainerInstanceStatus, "the agent has not connected yet")
 
 	a.Advance(20 * time.Second)
-	surge, _ = a.Instance(surge.ID)
-	require.Equal(t, "ACTIVE", surge.ContainerInstanceStatus)
-	require.True(t, surge.AgentConnected)
+	launched, _ = a.Instance(launched.ID)
+	require.Equal(t, "ACTIVE", launched.ContainerInstanceStatus)
+	require.True(t, launched.AgentConnected)
 
 	azs := map[string]bool{}
 	for _, i := range a.Group("g").Instances {
@@ -148,7 +148,7 @@ func TestSurgeLaunchBootsAndRegisters(t *testing.T) {
 	}
 	require.Len(t, azs, 3, "instances are balanced across Availability Zones")
 
-	_, err = a.AutoScaling().SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(4)})
+	_, err = asClient(a).SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(4)})
 	requireAPIError(t, err, "ValidationError", "New SetDesiredCapacity value 4 is above max value 3 for the AutoScalingGroup.")
 }
 
@@ -436,7 +436,7 @@ func TestScaleInRespectsProtectionAndTerminationPolicy(t *testing.T) {
 			protect = append(protect, i.ID)
 		}
 	}
-	_, err := a.AutoScaling().SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{
+	_, err := asClient(a).SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{
 		AutoScalingGroupName: aws.String("g"), InstanceIds: protect, ProtectedFromScaleIn: aws.Bool(true)})
 	require.NoError(t, err)
 
@@ -456,7 +456,7 @@ func TestScaleInRespectsProtectionAndTerminationPolicy(t *testing.T) {
 	}
 	require.Equal(t, 2, states(g)["InService"])
 
-	_, err = a.AutoScaling().SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{
+	_, err = asClient(a).SetInstanceProtection(ctx, &autoscaling.SetInstanceProtectionInput{
 		AutoScalingGroupName: aws.String("g"), InstanceIds: []string{"i-00000000000000000"}, ProtectedFromScaleIn: aws.Bool(false)})
 	requireAPIError(t, err, "ValidationError", "The instance i-00000000000000000 is not part of Auto Scaling group g.")
 }

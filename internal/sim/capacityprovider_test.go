@@ -250,7 +250,7 @@ func TestDesiredChangesRecordWhoMovedDesired(t *testing.T) {
 	newGroup(t, a, GroupSpec{Name: "g", Min: 1, Max: 5, Desired: 2})
 	require.NoError(t, a.SetDesiredCapacity("g", 3))
 	require.NoError(t, a.SetDesiredCapacity("g", 3)) // no change, no record
-	_, err := a.AutoScaling().SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(4)})
+	_, err := asClient(a).SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(4)})
 	require.NoError(t, err)
 	a.Advance(time.Minute)
 	_, err = a.AutoScaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"), MaxSize: aws.Int32(3)})

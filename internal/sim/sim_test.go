@@ -19,6 +19,10 @@ func newAccount(t *testing.T) *Account {
 	return New(testingclock.NewFakeClock(start), Options{})
 }
 
+// asClient is a's Auto Scaling client with the calls the agent's interface leaves out (SetDesiredCapacity,
+// SetInstanceProtection), which the account serves for other writers.
+func asClient(a *Account) *AutoScalingClient { return a.AutoScaling().(*AutoScalingClient) }
+
 // newGroup creates a template with AMI ami-old and a group of desired instances on it.
 func newGroup(t *testing.T, a *Account, spec GroupSpec) (templateID string) {
 	t.Helper()
@@ -109,7 +113,7 @@ func TestConcurrentCallersAreSafe(t *testing.T) {
 		}()
 	}
 	for j := 0; j < 20; j++ {
-		_, _ = a.AutoScaling().SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(int32(2 + j%3))})
+		_, _ = asClient(a).SetDesiredCapacity(context.Background(), &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(int32(2 + j%3))})
 		a.Advance(10 * time.Second)
 	}
 	for i := 0; i < 4; i++ {

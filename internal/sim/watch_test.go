@@ -89,7 +89,7 @@ func TestReactivatingOneInstanceWhileAnotherDrainsKeepsTheDrainGoing(t *testing.
 	a := newAccount(t)
 	newGroup(t, a, GroupSpec{Name: "g", Min: 3, Max: 4, Desired: 3, ECSCluster: "prod"})
 	a.CreateService("prod", "web", 6, false)
-	require.NoError(t, a.SetDesiredCapacity("g", 4)) // a surge instance, empty
+	require.NoError(t, a.SetDesiredCapacity("g", 4)) // a scale out: one more instance, empty
 	a.Advance(2 * time.Minute)
 	g := a.Group("g")
 	drained, dipped := g.Instances[0], g.Instances[1]

@@ -173,7 +173,7 @@ func TestTheAgentsCallsAreCapacityWritesToo(t *testing.T) {
 	ctx := context.Background()
 	a := newAccount(t)
 	newGroup(t, a, GroupSpec{Name: "g", Min: 2, Max: 6, Desired: 3})
-	as := a.AutoScaling()
+	as := asClient(a)
 	_, err := as.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(3)})
 	require.NoError(t, err)
 	_, err = as.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(9)})
