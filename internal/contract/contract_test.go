@@ -168,9 +168,9 @@ func TestContractMissingTemplateAndVersionErrorCodes(t *testing.T) {
 }
 
 // C11: Preparing creates a copy of the resolved version with the target AMI, never changes the template's
-// default version, reuses that version after a crash, and points the group at it explicitly — for a group's
-// LaunchTemplate and for a mixed instances policy.
-func TestContractC11NewVersionAndGroupPointedAtIt(t *testing.T) {
+// default version, and reuses that version after a crash — for a group's LaunchTemplate and for a mixed
+// instances policy. The instance refresh's desired configuration names that version explicitly.
+func TestContractC11NewVersionWithTheTargetAMI(t *testing.T) {
 	for _, mixed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("mixed=%v", mixed), func(t *testing.T) {
 			run(t, func(t *testing.T, w *world) {
@@ -201,27 +201,6 @@ func TestContractC11NewVersionAndGroupPointedAtIt(t *testing.T) {
 					require.NoError(t, err)
 					require.Equal(t, "m6i.large", string(out.LaunchTemplateVersions[0].LaunchTemplateData.InstanceType))
 				}
-
-				pointed := ref
-				pointed.Version = "2"
-				require.NoError(t, tpl.PointGroup(ctx, describeGroup(t, w, "g"), pointed))
-				g := describeGroup(t, w, "g")
-				if !mixed {
-					require.Equal(t, "2", aws.ToString(g.LaunchTemplate.Version))
-					require.Equal(t, id, aws.ToString(g.LaunchTemplate.LaunchTemplateId))
-					return
-				}
-				if !w.sim {
-					// moto 5.2.1 drops a mixed instances policy on an UpdateAutoScalingGroup without
-					// InstancesDistribution (AWS keeps it): what follows runs on the simulation only.
-					return
-				}
-				// Amazon EC2 Auto Scaling API Reference, UpdateAutoScalingGroup: only the parameters given change,
-				// so the instances distribution stays and the specification names version 2.
-				require.NotNil(t, g.MixedInstancesPolicy)
-				require.Nil(t, g.LaunchTemplate)
-				require.NotNil(t, g.MixedInstancesPolicy.InstancesDistribution)
-				require.Equal(t, "2", aws.ToString(g.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification.Version))
 			})
 		})
 	}
@@ -236,7 +215,7 @@ func TestContractScaleOutLaunchesOnTheTargetAMI(t *testing.T) {
 		before := inService(describeGroup(t, w, "g"))
 		require.Len(t, before, 2)
 		require.Equal(t, int64(2), w.addVersion(t, id, amiNew))
-		_, err := w.as.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"),
+		_, err := w.others(t).UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"),
 			LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(id), Version: aws.String("2")}})
 		require.NoError(t, err)
 
@@ -277,7 +256,7 @@ func TestContractTerminateWithAndWithoutDecrement(t *testing.T) {
 		ids := inService(describeGroup(t, w, "g"))
 		require.Len(t, ids, 3)
 
-		_, err := w.as.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		_, err := w.others(t).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 			InstanceId: aws.String(ids[0]), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 		require.NoError(t, err)
 		w.settle(t)
@@ -285,7 +264,7 @@ func TestContractTerminateWithAndWithoutDecrement(t *testing.T) {
 		require.Equal(t, int32(2), aws.ToInt32(g.DesiredCapacity))
 		require.Equal(t, ids[1:], inService(g), "no replacement for a decrementing termination")
 
-		_, err = w.as.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		_, err = w.others(t).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 			InstanceId: aws.String(ids[1]), ShouldDecrementDesiredCapacity: aws.Bool(false)})
 		require.NoError(t, err)
 		w.settle(t)
@@ -305,12 +284,12 @@ func TestContractTerminateWithAndWithoutDecrement(t *testing.T) {
 			// Amazon EC2 Auto Scaling API Reference, TerminateInstanceInAutoScalingGroup: decrementing below the
 			// minimum is a ValidationError, and an unknown instance is "Instance Id not found". moto allows the
 			// first and answers HTTP 500 to the second.
-			_, err = w.as.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"), MinSize: aws.Int32(2)})
+			_, err = w.others(t).UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"), MinSize: aws.Int32(2)})
 			require.NoError(t, err)
-			_, err = w.as.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+			_, err = w.others(t).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 				InstanceId: aws.String(ids[2]), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 			require.Equal(t, "ValidationError", code(err))
-			_, err = w.as.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+			_, err = w.others(t).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 				InstanceId: aws.String(missingInstanceID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 			require.True(t, awsapi.IsInstanceNotFound(err), "%v", err)
 		}

@@ -63,13 +63,15 @@ type world struct {
 type othersAutoScaling interface {
 	SetDesiredCapacity(ctx context.Context, in *autoscaling.SetDesiredCapacityInput, optFns ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error)
 	SetInstanceProtection(ctx context.Context, in *autoscaling.SetInstanceProtectionInput, optFns ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error)
+	UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error)
+	TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error)
 }
 
 // others returns the world's Auto Scaling client as a user or an autoscaler calls it.
 func (w *world) others(t *testing.T) othersAutoScaling {
 	t.Helper()
 	c, ok := w.as.(othersAutoScaling)
-	require.True(t, ok, "%T serves SetDesiredCapacity and SetInstanceProtection", w.as)
+	require.True(t, ok, "%T serves the calls of users and autoscalers", w.as)
 	return c
 }
 

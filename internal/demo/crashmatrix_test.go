@@ -76,13 +76,13 @@ func TestCrashHarnessNamesEveryBrokenRun(t *testing.T) {
 			}},
 		{name: "a decrementing termination after the restart", at: 3, want: "with decrement (desired 3 -> 2)",
 			after: func(w *World) error {
-				_, err := w.Account.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+				_, err := w.Account.AutoScaling().(*sim.AutoScalingClient).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 					InstanceId: aws.String(w.Account.Group("g").Instances[0].ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 				return err
 			}},
 		{name: "a raise of maximum size after the restart", at: 3, want: "maximum size 6 -> 7",
 			after: func(w *World) error {
-				_, err := w.Account.AutoScaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+				_, err := w.Account.AutoScaling().(*sim.AutoScalingClient).UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
 					AutoScalingGroupName: aws.String("g"), MaxSize: aws.Int32(7)})
 				return err
 			}},
@@ -95,7 +95,7 @@ func TestCrashHarnessNamesEveryBrokenRun(t *testing.T) {
 			}},
 		{name: "an undrained instance terminated breaks invariant 2", at: 3, want: "invariant 2",
 			after: func(w *World) error {
-				_, err := w.Account.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+				_, err := w.Account.AutoScaling().(*sim.AutoScalingClient).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 					InstanceId: aws.String(w.Account.Group("g").Instances[0].ID), ShouldDecrementDesiredCapacity: aws.Bool(false)})
 				return err
 			}},

@@ -413,7 +413,7 @@ func drainInstance(t *testing.T, a *sim.Account, id string) {
 
 func terminate(t *testing.T, a *sim.Account, id string, decrement bool) {
 	t.Helper()
-	_, err := a.AutoScaling().TerminateInstanceInAutoScalingGroup(context.Background(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	_, err := a.AutoScaling().(*sim.AutoScalingClient).TerminateInstanceInAutoScalingGroup(context.Background(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(decrement)})
 	require.NoError(t, err)
 }
@@ -573,7 +573,7 @@ func TestCheckerNoDesiredWritesRuleCatchesAnAgentsWrites(t *testing.T) {
 	require.NoError(t, a.SetDesiredCapacity("g", 4), "an autoscaler scales out")
 	a.Advance(3 * time.Minute)
 	require.Equal(t, 4, servingOf(a, "g"))
-	_, err = a.AutoScaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"),
+	_, err = a.AutoScaling().(*sim.AutoScalingClient).UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"),
 		MinSize: aws.Int32(2), MaxSize: aws.Int32(6)})
 	require.NoError(t, err)
 	require.True(t, a.TerminateWithoutDecrement(a.Group("g").Instances[1].ID))

@@ -96,7 +96,7 @@ func TestCreateLaunchTemplateVersionKeepsTheDefault(t *testing.T) {
 	require.Equal(t, "ami-old", a.Group("g").Instances[1].ImageID)
 
 	// ... until the group points at the explicit version.
-	_, err = a.AutoScaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+	_, err = a.AutoScaling().(*AutoScalingClient).UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
 		AutoScalingGroupName: aws.String("g"),
 		LaunchTemplate:       &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(lt), Version: aws.String("2")},
 		DesiredCapacity:      aws.Int32(3),
@@ -171,7 +171,7 @@ func TestUnhealthyImageNeverRegisters(t *testing.T) {
 func TestTerminateInstanceInAutoScalingGroup(t *testing.T) {
 	ctx := context.Background()
 	terminate := func(a *Account, id string, decrement bool) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
-		return a.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		return a.AutoScaling().(*AutoScalingClient).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 			InstanceId: aws.String(id), ShouldDecrementDesiredCapacity: aws.Bool(decrement)})
 	}
 
@@ -276,7 +276,7 @@ func TestTerminatingHook(t *testing.T) {
 		require.Equal(t, []string{"AccountId", "AutoScalingGroupARN", "AutoScalingGroupName", "Event", "RequestId", "Service", "Time"}, keys(test))
 
 		victim := a.Group("g").Instances[0].ID
-		_, err := a.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		_, err := a.AutoScaling().(*AutoScalingClient).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 			InstanceId: aws.String(victim), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 		require.NoError(t, err)
 		v, _ := a.Instance(victim)
@@ -348,7 +348,7 @@ func TestTerminatingHook(t *testing.T) {
 	t.Run("completion by instance id", func(t *testing.T) {
 		a, _ := setup(t)
 		victim := a.Group("g").Instances[1].ID
-		_, err := a.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		_, err := a.AutoScaling().(*AutoScalingClient).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 			InstanceId: aws.String(victim), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 		require.NoError(t, err)
 		_, err = a.AutoScaling().CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
@@ -467,7 +467,7 @@ func TestUpdateAutoScalingGroupCapacity(t *testing.T) {
 	newGroup(t, a, GroupSpec{Name: "g", Min: 1, Max: 3, Desired: 1})
 	update := func(in autoscaling.UpdateAutoScalingGroupInput) error {
 		in.AutoScalingGroupName = aws.String("g")
-		_, err := a.AutoScaling().UpdateAutoScalingGroup(ctx, &in)
+		_, err := a.AutoScaling().(*AutoScalingClient).UpdateAutoScalingGroup(ctx, &in)
 		return err
 	}
 

@@ -232,7 +232,7 @@ func TestCapacityProviderValidationAndManagedDraining(t *testing.T) {
 	require.Equal(t, "g", aws.ToString(describeCI(t, a, "prod", inst.ContainerInstanceARN).CapacityProviderName), "named after the group by default")
 
 	a.CreateService("prod", "web", 1, false)
-	_, err = a.AutoScaling().TerminateInstanceInAutoScalingGroup(context.Background(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	_, err = a.AutoScaling().(*AutoScalingClient).TerminateInstanceInAutoScalingGroup(context.Background(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(inst.ID), ShouldDecrementDesiredCapacity: aws.Bool(false)})
 	require.NoError(t, err)
 	v, _ := a.Instance(inst.ID)
@@ -253,7 +253,7 @@ func TestDesiredChangesRecordWhoMovedDesired(t *testing.T) {
 	_, err := asClient(a).SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(4)})
 	require.NoError(t, err)
 	a.Advance(time.Minute)
-	_, err = a.AutoScaling().UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"), MaxSize: aws.Int32(3)})
+	_, err = a.AutoScaling().(*AutoScalingClient).UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"), MaxSize: aws.Int32(3)})
 	require.NoError(t, err)
 	victim := ""
 	for _, i := range a.Group("g").Instances {
@@ -261,7 +261,7 @@ func TestDesiredChangesRecordWhoMovedDesired(t *testing.T) {
 			victim = i.ID
 		}
 	}
-	_, err = a.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	_, err = a.AutoScaling().(*AutoScalingClient).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(victim), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 	require.NoError(t, err)
 

@@ -159,7 +159,7 @@ func TestTerminatedInstanceTasksAreReplaced(t *testing.T) {
 	a.CreateService("prod", "web", 6, false)
 	victim := a.Group("g").Instances[0]
 
-	_, err := a.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	_, err := a.AutoScaling().(*AutoScalingClient).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(victim.ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 	require.NoError(t, err)
 	require.Equal(t, Termination{InstanceID: victim.ID, Group: "g", Cause: CauseAPI, RequestedAt: start,
@@ -280,7 +280,7 @@ func TestECSManagedDraining(t *testing.T) {
 	a.CreateService("prod", "web", 4, false)
 	victim := a.Group("g").Instances[0]
 
-	_, err := a.AutoScaling().TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	_, err := a.AutoScaling().(*AutoScalingClient).TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(victim.ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 	require.NoError(t, err)
 	v, _ := a.Instance(victim.ID)

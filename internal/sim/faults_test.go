@@ -68,15 +68,17 @@ func TestFaultsProbabilityIsSeededAndReproducible(t *testing.T) {
 func TestFaultsOnlyMatchingOperationsFail(t *testing.T) {
 	a := newAccount(t)
 	newGroup(t, a, GroupSpec{Name: "g", Min: 1, Max: 3, Desired: 1})
-	f := NewFaults(1, nil, FaultRule{Op: "autoscaling:UpdateAutoScalingGroup", Every: 1, Codes: []string{"AccessDenied"},
-		Message: "User is not authorized to perform: autoscaling:UpdateAutoScalingGroup"})
+	f := NewFaults(1, nil, FaultRule{Op: "autoscaling:StartInstanceRefresh", Every: 1, Codes: []string{"AccessDenied"},
+		Message: "User is not authorized to perform: autoscaling:StartInstanceRefresh"})
 	asg := f.AutoScaling(a.AutoScaling())
 	ctx := context.Background()
 	require.NoError(t, describeGroups(ctx, asg))
-	_, err := asg.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(2)})
+	_, err := asg.StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String("g")})
 	requireAPIError(t, err, "AccessDenied", "not authorized")
 	require.False(t, awsapi.IsTransient(err), "AccessDenied is not a passing fault")
-	require.Equal(t, int32(1), a.Group("g").Desired, "the failed call had no effect")
+	out, err := a.AutoScaling().DescribeInstanceRefreshes(ctx, &autoscaling.DescribeInstanceRefreshesInput{AutoScalingGroupName: aws.String("g")})
+	require.NoError(t, err)
+	require.Empty(t, out.InstanceRefreshes, "the failed call had no effect")
 }
 
 func TestFaultsResponseLostAppliesTheEffectOfMutatingCallsOnly(t *testing.T) {
@@ -86,15 +88,17 @@ func TestFaultsResponseLostAppliesTheEffectOfMutatingCallsOnly(t *testing.T) {
 	asg := f.AutoScaling(a.AutoScaling())
 	ctx := context.Background()
 
-	_, err := asg.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"), DesiredCapacity: aws.Int32(2)})
+	_, err := asg.StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String("g")})
 	require.True(t, awsapi.IsTimeout(err), "the caller saw a timeout: %v", err)
-	require.Equal(t, int32(2), a.Group("g").Desired, "the effect was applied")
+	out, err := a.AutoScaling().DescribeInstanceRefreshes(ctx, &autoscaling.DescribeInstanceRefreshesInput{AutoScalingGroupName: aws.String("g")})
+	require.NoError(t, err)
+	require.Len(t, out.InstanceRefreshes, 1, "the effect was applied")
 
 	require.Error(t, describeGroups(ctx, asg))
-	require.Equal(t, 1, a.Calls()["autoscaling:UpdateAutoScalingGroup"])
+	require.Equal(t, 1, a.Calls()["autoscaling:StartInstanceRefresh"])
 	require.Zero(t, a.Calls()["autoscaling:DescribeAutoScalingGroups"], "a read-only call fails before it is made")
 	s := f.Stats()
-	require.Equal(t, map[string]int{"autoscaling:UpdateAutoScalingGroup": 1}, s.Lost)
+	require.Equal(t, map[string]int{"autoscaling:StartInstanceRefresh": 1}, s.Lost)
 	require.Zero(t, Total(s.Successes))
 }
 

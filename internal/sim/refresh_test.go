@@ -280,7 +280,7 @@ func TestRefreshWarmupFallsBackToTheHealthCheckGracePeriod(t *testing.T) {
 func TestRefreshSkipMatchingLeavesInstancesOnTheDesiredConfiguration(t *testing.T) {
 	for _, skip := range []bool{true, false} {
 		a, lt := refreshGroup(t, GroupSpec{Min: 1, Max: 6, Desired: 2})
-		_, err := a.AutoScaling().UpdateAutoScalingGroup(context.Background(), &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"),
+		_, err := a.AutoScaling().(*AutoScalingClient).UpdateAutoScalingGroup(context.Background(), &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"),
 			DesiredCapacity: aws.Int32(3), LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(lt), Version: aws.String("2")}})
 		require.NoError(t, err)
 		a.Advance(5 * time.Minute)
@@ -540,14 +540,14 @@ func TestSecondStartWhileARefreshIsActiveIsInstanceRefreshInProgress(t *testing.
 // Reference, UpdateAutoScalingGroup and StartInstanceRefresh (DesiredConfiguration).
 func TestUpdateOfTheLaunchTemplateIsRefusedWhileARefreshWithADesiredConfigurationIsActive(t *testing.T) {
 	update := func(a *Account, lt string) error {
-		_, err := a.AutoScaling().UpdateAutoScalingGroup(context.Background(), &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"),
+		_, err := a.AutoScaling().(*AutoScalingClient).UpdateAutoScalingGroup(context.Background(), &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"),
 			LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(lt), Version: aws.String("2")}})
 		return err
 	}
 	a, lt := refreshGroup(t, GroupSpec{Min: 1, Max: 4, Desired: 2})
 	startRefresh(t, a, toVersion(lt, "2"), nil)
 	require.Equal(t, "ValidationError", apiCode(update(a, lt)))
-	_, err := a.AutoScaling().UpdateAutoScalingGroup(context.Background(), &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"), MaxSize: aws.Int32(5)})
+	_, err := a.AutoScaling().(*AutoScalingClient).UpdateAutoScalingGroup(context.Background(), &autoscaling.UpdateAutoScalingGroupInput{AutoScalingGroupName: aws.String("g"), MaxSize: aws.Int32(5)})
 	require.NoError(t, err)
 
 	a, lt = refreshGroup(t, GroupSpec{Min: 1, Max: 4, Desired: 2})

@@ -17,7 +17,7 @@ func TestUpdateAutoScalingGroupSetsTheWarmupAndTheGracePeriod(t *testing.T) {
 	a := New(testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Options{})
 	lt := a.CreateLaunchTemplate("web", "ami-1", "m5.large")
 	require.NoError(t, a.CreateGroup(GroupSpec{Name: "web", Min: 1, Max: 2, Desired: 1, LaunchTemplateID: lt, LaunchTemplateVersion: "$Default"}))
-	ctx, api := context.Background(), a.AutoScaling()
+	ctx, api := context.Background(), asClient(a)
 	describe := func() (*int32, *int32) {
 		out, err := api.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"web"}})
 		require.NoError(t, err)

@@ -122,7 +122,7 @@ func TestWarmPoolMovesWaitInTheirStatesAndNotifyOriginAndDestination(t *testing.
 	pool := a.WarmPool("g")
 	require.Len(t, pool, 1)
 	require.Equal(t, "ami-old", pool[0].ImageID)
-	_, err := a.AutoScaling().TerminateInstanceInAutoScalingGroup(context.Background(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	_, err := a.AutoScaling().(*AutoScalingClient).TerminateInstanceInAutoScalingGroup(context.Background(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(pool[0].ID), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 	require.NoError(t, err)
 	require.Equal(t, int32(2), a.Group("g").Desired, "a pool instance is no part of desired capacity")

@@ -67,7 +67,7 @@ func TestOnChangeSeesTimedEventsAndTheViewReadsTheAccount(t *testing.T) {
 	require.Equal(t, "InService", states[len(states)-1], "the end of the boot is a change")
 
 	victim := a.Group("g").Instances[0].ID
-	_, err := a.AutoScaling().TerminateInstanceInAutoScalingGroup(context.Background(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+	_, err := a.AutoScaling().(*AutoScalingClient).TerminateInstanceInAutoScalingGroup(context.Background(), &autoscaling.TerminateInstanceInAutoScalingGroupInput{
 		InstanceId: aws.String(victim), ShouldDecrementDesiredCapacity: aws.Bool(true)})
 	require.NoError(t, err)
 	require.Len(t, last, 1)
