@@ -32,9 +32,9 @@ type groupCall struct {
 }
 
 type fakeGroups struct {
-	traits  GroupTraits
-	err     error
-	calls   []groupCall
+	traits GroupTraits
+	err    error
+	calls  []groupCall
 }
 
 var _ Groups = (*fakeGroups)(nil)
