@@ -84,7 +84,7 @@ SOAK_SEEDS ?= 20
 soak: testbin ## the long form of the randomized runs over $(SOAK_SEEDS) seeds: the fault matrix (20 % faults, its call ratio asserted), rollouts by instance refresh beside a random autoscaler and an operator (every invariant asserted), and the surge engine under other writers (a report, bin/soak-writers.md)
 	@mkdir -p bin
 	set -o pipefail; PATCH_AGENT_SEEDS=$(SOAK_SEEDS) PATCH_AGENT_SOAK_REPORT=$(CURDIR)/bin/soak-writers.md \
-		$(GO) test -count=1 -timeout 60m -v -run 'TestFaultMatrix|TestSoakTodaysEngineUnderARandomAutoscaler|TestC24Refresh|TestRefresh' ./internal/agent/ 2>&1 \
+		$(GO) test -count=1 -timeout 60m -v -run 'TestFaultMatrix|TestRolloutsBesideARandomAutoscalerAndAnOperatorHoldEveryInvariant|TestC24Refresh|TestRefresh' ./internal/agent/ 2>&1 \
 		| tee bin/soak.log | grep -E -e '--- (PASS|FAIL)' -e 'faults_test.go' -e '^(ok|FAIL)'
 	cat bin/soak-writers.md
 
