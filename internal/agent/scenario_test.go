@@ -336,3 +336,36 @@ func TestANormalRolloutLogsNoErrors(t *testing.T) {
 		require.NotEqual(t, zapcore.ErrorLevel, e.Level, "error logged in a normal rollout: %s %v", e.Message, e.Context)
 	}
 }
+
+// Field case C21 (../shared/CASES.md): a cluster autoscaler raises desired capacity in the middle of the refresh
+// of an AMI that proves unhealthy. Its scale out launches the refresh's (bad) configuration too; the agent halts
+// at the first ABANDON and refreshes the group back to the previous version. Desired capacity ends where the
+// autoscaler set it, every instance it asks for serves on the previous AMI, serving capacity never falls below
+// what it set (invariant 1, with the instances it asked for allowed their boot: the checker's baseline follows
+// its raise), and the agent writes no capacity.
+func TestC21AutoscalerRaiseDuringARefreshOfABadAMIKeepsItsDesiredCapacityThroughTheRollback(t *testing.T) {
+	for _, p := range refreshPlatforms {
+		t.Run(p.name, func(t *testing.T) {
+			spec := p.spec(1)
+			spec.Groups[0].Max = 14 // room for the autoscaler's raise and the refresh's batch above it
+			g := spec.Groups[0]
+			w := buildRefresh(t, spec)
+			w.Account.MarkImageUnhealthy(demo.ImageB)
+			publish(w, g, demo.ImageB)
+			runTo(t, w, time.Hour, "refresh started", func(r state.Rollout) bool {
+				return r.Phase == state.PhaseReplacing && r.Refresh != nil && r.Refresh.ID != ""
+			}, g.Name)
+			const raised = 12
+			require.NoError(t, w.Account.SetDesiredCapacity(g.Name, raised), "the autoscaler scales out")
+			r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+			require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+			require.Contains(t, r.Reason, "ABANDON")
+			settle(t, w, 30*time.Minute)
+			require.Equal(t, int32(raised), w.Account.Group(g.Name).Desired, "desired capacity where the autoscaler set it")
+			requireAllOn(t, w, g.Name, demo.ImageA, raised)
+			require.GreaterOrEqual(t, w.Checker.MinServing[g.Name], int(g.Desired), "never below desired capacity before the raise")
+			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
+		})
+	}
+}
