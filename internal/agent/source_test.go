@@ -92,7 +92,7 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 				require.True(t, done, "the pause cancels the refresh: %+v", w.Rollout(ctx, g.Name))
 
 				tc.lose(w, demo.ImageB)
-				scheduledTick(w.World) // the EventBridge schedule: every parameter resolved now, not at the next poll
+				scheduledTick(w.World)             // the EventBridge schedule: every parameter resolved now, not at the next poll
 				w.run(t, tc.within+10*time.Minute) // the source seen missing; what the cancel left in flight ends
 				_, err = operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
 				require.NoError(t, err)
