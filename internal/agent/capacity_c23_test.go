@@ -94,7 +94,11 @@ func runC23(t *testing.T, w *demo.World, parameter string, groups ...string) map
 		require.Equal(t, lifecycle.StrategyRefresh, w.Rollout(ctx, g).Strategy)
 	}
 	settle(t, w, 20*time.Minute)
-	require.Empty(t, w.Checker.Finish())
+	var traces []string
+	for _, g := range groups {
+		traces = append(traces, trace(w, g))
+	}
+	require.Empty(t, w.Checker.Finish(), strings.Join(traces, "\n"))
 	return at
 }
 
