@@ -243,7 +243,8 @@ func TestC20AfterARefusedAMITheParameterMovingToAGoodAMIRollsNormally(t *testing
 	r := rollTo(t, w.World, w.g, demo.ImageB)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 	require.Equal(t, demo.ImageA, r.PreviousImageID, "the group ran ImageA, never the refused AMI")
-	require.Len(t, r.Replaced, 2)
+	require.Equal(t, 2, r.OnTarget)
+	require.Equal(t, 1, refreshCalls(w.World, "autoscaling:StartInstanceRefresh"), "one refresh, the good AMI's")
 	requireAllOn(t, w.World, w.g.Name, demo.ImageB, 2)
 	require.Equal(t, 1.0, w.rejected(lifecycle.RejectArchitectureMismatch))
 	var events []string

@@ -292,7 +292,9 @@ func TestC19UnconfirmableLifecycleActionIsHeldNotDrainedNotDeleted(t *testing.T)
 }
 
 // Field case C19, recovery: an instance the agent drained for a lifecycle action and that is InService again
-// with no action waiting goes back to ACTIVE with a warning; one that a rollout is replacing stays DRAINING.
+// with no action waiting goes back to ACTIVE with a warning; the old instance a rollout's refresh terminates
+// (drained under its terminating action, a stale mark of the same instance beside it) stays DRAINING until it
+// is gone.
 // The marks here are written beside the agent, as another replica's would be: the agent sees them within a
 // lease TTL (2 minutes) of its last listing (lifecycle.Hooks drainMarks).
 func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutReplacesIt(t *testing.T) {
@@ -322,7 +324,7 @@ func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutRepla
 		require.Empty(t, marks, "the mark is gone with the drain")
 	})
 
-	t.Run("the old instance of a rollout's replacement stays DRAINING", func(t *testing.T) {
+	t.Run("the old instance a rollout's refresh terminates stays DRAINING", func(t *testing.T) {
 		g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 		spec := oneGroup(&g)
 		spec.Sim.TaskStopStageDelay = 60 * time.Second // a drain that takes a few minutes
@@ -330,24 +332,26 @@ func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutRepla
 		w.PublishAMI(g.Parameter, demo.ImageB)
 		var old string
 		done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
-			r := w.Rollout(ctx, g.Name)
-			if r.Current != nil && r.Current.Step == state.StepDraining {
-				old = r.Current.OldInstanceID
+			for _, i := range w.Account.Group(g.Name).Instances {
+				if i.ImageID == demo.ImageA && i.LifecycleState == "Terminating:Wait" && i.ContainerInstanceStatus == "DRAINING" {
+					old = i.ID
+				}
 			}
 			return old != ""
 		})
 		require.NoError(t, err)
-		require.True(t, done)
+		require.True(t, done, "an old instance drains under its terminating action: %+v", w.Rollout(ctx, g.Name))
 		require.NoError(t, w.Store.PutDrainMark(ctx, state.DrainMark{InstanceID: old, Group: g.Name, Platform: lifecycle.PlatformECS,
 			Cluster: "c1", Token: "timed-out-token", At: time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)}))
-		_, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
+		gone, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 			inst, _ := w.Account.Instance(old)
-			if inst.LifecycleState == "InService" {
+			if strings.HasPrefix(inst.LifecycleState, "Terminating") {
 				require.Equal(t, "DRAINING", inst.ContainerInstanceStatus, "never put back in service while the rollout replaces it")
 			}
-			return inst.LifecycleState != "InService"
+			return inst.LifecycleState == "Terminated"
 		})
 		require.NoError(t, err)
+		require.True(t, gone, "the old instance is terminated")
 		require.Empty(t, w.logs.FilterMessageSnippet("put back in service").All())
 		settle(t, w.World, 2*time.Minute)
 		marks, err := w.Store.ListDrainMarks(ctx)

@@ -105,9 +105,7 @@ func forgedLaunchingCopyOfATerminatingAction(t *testing.T, untold bool) {
 func TestC19ForgedTerminatingCopyOfALaunchingActionInProgressIsRejectedAndTheLaunchWaitsForHealth(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 5, Desired: 2, HeartbeatTimeout: 300 * time.Second}
-	w := buildWatched(t, oneGroup(&g))
-	require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: "launch", Transition: sim.TransitionLaunching,
-		HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultAbandon, QueueURL: w.QueueURL}))
+	w := buildWatched(t, oneGroup(&g)) // with the agent's launching hook, demo.LaunchHookName
 	settle(t, w.World, 30*time.Second)
 	before := map[string]bool{}
 	for _, i := range w.Account.Group(g.Name).Instances {
@@ -127,13 +125,13 @@ func TestC19ForgedTerminatingCopyOfALaunchingActionInProgressIsRejectedAndTheLau
 		require.Less(t, i, 200, "the real launch action was never confirmed")
 		require.NoError(t, w.Agent.RunOnce(ctx))
 		w.Account.Advance(time.Second)
-		if rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, fresh, "launch")); err == nil && rec.Confirmed {
+		if rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, fresh, demo.LaunchHookName)); err == nil && rec.Confirmed {
 			break
 		}
 	}
 	require.Empty(t, completionsOf(w.World, fresh), "the instance is not healthy in its cluster yet")
 
-	w.Account.SendMessage(w.QueueURL, forgedWithTransition(t, g.Name, "launch", fresh, "autoscaling:EC2_INSTANCE_TERMINATING"))
+	w.Account.SendMessage(w.QueueURL, forgedWithTransition(t, g.Name, demo.LaunchHookName, fresh, "autoscaling:EC2_INSTANCE_TERMINATING"))
 	for i := 0; len(completionsOf(w.World, fresh)) == 0; i++ {
 		require.Less(t, i, 600, "the launch was never completed: %s", instanceState(w, g.Name, fresh))
 		require.NoError(t, w.Agent.RunOnce(ctx))

@@ -21,8 +21,8 @@ import (
 // patch-agent/max-instance-age=1d with the maintenance window 10:00-12:00 UTC and a soak of 168h, whose AMI
 // never changes. Its instances outlive a day at 02:00 on Dec 1: a rollout to the same AMI starts (history
 // "max-instance-age", Trigger on the record), is held by the closed window — not by the soak, which is for new
-// AMIs — and replaces every instance inside the window, with every invariant held. Nothing is surged, drained
-// or terminated before the window opens.
+// AMIs — and replaces every instance inside the window by one instance refresh, with every invariant held.
+// Nothing is launched, drained or terminated before the window opens.
 func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t *testing.T) {
 	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3, Tags: map[string]string{
 		lifecycle.TagMaxInstanceAge: "1d", lifecycle.TagMaintenanceWindow: "10:00-12:00 UTC", lifecycle.TagMinAMIAge: "168h"}}
@@ -44,11 +44,12 @@ func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t 
 	require.True(t, done, "the rollout completes in the window: %+v", w.Rollout(ctx, g.Name))
 	settle(t, w, 5*time.Minute)
 	for _, term := range w.Account.Terminations() {
-		require.Equal(t, sim.CauseAPI, term.Cause)
+		require.Equal(t, sim.CauseRefresh, term.Cause)
 		require.False(t, term.RequestedAt.Before(opens), "terminated at %s, before the window", term.RequestedAt)
 		require.True(t, term.RequestedAt.Before(opens.Add(2*time.Hour)), "terminated at %s, after the window", term.RequestedAt)
 	}
 	require.Len(t, w.Account.Terminations(), 3, "each aged instance replaced once")
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
 	requireAllOn(t, w, g.Name, demo.ImageA, 3)
 	history, err := w.Store.History(ctx, g.Name)
 	require.NoError(t, err)

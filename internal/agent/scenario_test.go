@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,33 +87,67 @@ func TestInvariantsHoldAfterEveryStepOfARollout(t *testing.T) {
 			break
 		}
 	}
-	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
+	r := w.Rollout(ctx, g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase)
 	requireAllOn(t, w, g.Name, demo.ImageB, 3)
 	require.GreaterOrEqual(t, w.Checker.MinServing[g.Name], 3)
-	require.Len(t, w.Rollout(ctx, g.Name).Replaced, 3)
+	require.Equal(t, 3, r.OnTarget)
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
+	oldGone := 0
+	for _, term := range w.Account.Terminations() {
+		if i, _ := w.Account.Instance(term.InstanceID); i.ImageID == demo.ImageA {
+			oldGone++
+		}
+	}
+	require.Equal(t, 3, oldGone, "each old instance replaced once")
+	requireNoCapacityWrites(t, w, g.Name)
 }
 
-// Field case C10 (../shared/CASES.md).
-func TestC10SingleInstanceGroupSurgesThroughMaxAndRestoresIt(t *testing.T) {
-	g := demo.GroupSetup{Name: "solo", Min: 1, Max: 1, Desired: 1}
-	w := build(t, oneGroup(&g))
-	ctx := context.Background()
-	maxSeen := int32(0)
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
-		maxSeen = max(maxSeen, w.Account.Group(g.Name).Max)
-		return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted
+// Field case C10 (../shared/CASES.md): a group of desired = min = max = 1 has no room for the refresh to launch
+// before it terminates, and the agent never raises MaxSize: the rollout waits with a status naming MaxSize and
+// replaces nothing. With MaxSize 2 it completes, the replacement serving before the old instance drains,
+// without any capacity write of the agent.
+func TestC10SingleInstanceGroupAtMaxWaitsNamingMaxSizeAndWithMax2RollsWithoutCapacityWrites(t *testing.T) {
+	t.Run("max 1", func(t *testing.T) {
+		g := demo.GroupSetup{Name: "solo", Min: 1, Max: 1, Desired: 1}
+		w := build(t, oneGroup(&g))
+		w.PublishAMI(g.Parameter, demo.ImageB)
+		settle(t, w, time.Hour)
+		r := w.Rollout(context.Background(), g.Name)
+		require.True(t, r.Active(), "%+v", r)
+		require.Contains(t, r.Reason, "MaxSize (1)")
+		require.Contains(t, r.Reason, "never raises MaxSize")
+		grp := w.Account.Group(g.Name)
+		require.Equal(t, int32(1), grp.Max)
+		require.Equal(t, int32(1), grp.Desired)
+		requireAllOn(t, w, g.Name, demo.ImageA, 1)
+		require.Empty(t, w.Account.Terminations(), "nothing replaced")
+		requireNoCapacityWrites(t, w, g.Name)
+		require.Empty(t, w.Checker.Finish())
 	})
-	require.NoError(t, err)
-	require.True(t, done)
-	require.Equal(t, int32(2), maxSeen, "max raised by one for the surge")
-	grp := w.Account.Group(g.Name)
-	require.Equal(t, int32(1), grp.Max, "max restored")
-	require.Equal(t, int32(1), grp.Desired)
-	require.Equal(t, int32(1), grp.Min)
-	requireAllOn(t, w, g.Name, demo.ImageB, 1)
-	require.Equal(t, 1, w.Checker.MinServing[g.Name], "the replacement served before the old instance was drained")
-	require.Empty(t, w.Checker.Finish())
+	t.Run("max 2", func(t *testing.T) {
+		g := demo.GroupSetup{Name: "solo", Min: 1, Max: 2, Desired: 1}
+		w := build(t, oneGroup(&g))
+		ctx := context.Background()
+		maxSeen := int32(0)
+		w.PublishAMI(g.Parameter, demo.ImageB)
+		done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+			maxSeen = max(maxSeen, w.Account.Group(g.Name).Max)
+			return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted
+		})
+		require.NoError(t, err)
+		require.True(t, done, "%+v", w.Rollout(ctx, g.Name))
+		require.Equal(t, int32(2), maxSeen, "MaxSize untouched")
+		settle(t, w, time.Minute)
+		grp := w.Account.Group(g.Name)
+		require.Equal(t, int32(2), grp.Max)
+		require.Equal(t, int32(1), grp.Desired)
+		require.Equal(t, int32(1), grp.Min)
+		requireAllOn(t, w, g.Name, demo.ImageB, 1)
+		require.Equal(t, 1, w.Checker.MinServing[g.Name], "the replacement served before the old instance was drained")
+		requireNoCapacityWrites(t, w, g.Name)
+		require.Empty(t, w.Checker.Finish())
+	})
 }
 
 // Field case C11 (../shared/CASES.md).
@@ -172,13 +207,13 @@ func TestC13NewParameterVersionWithTheSameImageStartsNoRollout(t *testing.T) {
 // Field case C1 (../shared/CASES.md).
 func TestC1HookTestNotificationIsDeletedAndCountedIgnored(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 1, Max: 2, Desired: 1}
-	w := build(t, oneGroup(&g)) // creating the hook sends autoscaling:TEST_NOTIFICATION to the queue
+	w := build(t, oneGroup(&g)) // creating each hook (launching, terminating) sends autoscaling:TEST_NOTIFICATION to the queue
 	visible, _ := w.Account.QueueDepth(w.QueueURL)
-	require.Equal(t, 1, visible)
+	require.Equal(t, 2, visible)
 	require.NoError(t, w.Agent.RunOnce(context.Background()))
 	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 	require.Zero(t, visible+inFlight, "deleted, not left to be redelivered")
-	require.Equal(t, int64(1), w.Agent.Consumer.Stats.Ignored.Load())
+	require.Equal(t, int64(2), w.Agent.Consumer.Stats.Ignored.Load())
 	require.Zero(t, w.Agent.Consumer.Stats.Failed.Load())
 }
 
@@ -198,7 +233,8 @@ func TestUnmanagedGroupIsNeverTouched(t *testing.T) {
 	require.Equal(t, int64(1), lt.LatestVersion, "no version added to their template")
 }
 
-// Field case C15 (../shared/CASES.md).
+// Field case C15 (../shared/CASES.md): the launching hook ABANDONs the first launch of the bad AMI at the health
+// deadline, the refresh halts (no old instance is touched) and the group is refreshed back to the last good AMI.
 func TestC15UnhealthyReplacementRollsBack(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	w := build(t, oneGroup(&g))
@@ -206,15 +242,26 @@ func TestC15UnhealthyReplacementRollsBack(t *testing.T) {
 	before := w.Account.Group(g.Name)
 	r := rollTo(t, w, g, demo.ImageB)
 	require.Equal(t, state.PhaseRolledBack, r.Phase)
-	require.Contains(t, r.Reason, "not healthy after 10m0s")
+	require.Contains(t, r.Reason, "ABANDONed by lifecycle hook")
+	require.Contains(t, r.Reason, "not healthy in cluster after 10m0s")
 	after := w.Account.Group(g.Name)
 	requireAllOn(t, w, g.Name, demo.ImageA, 2)
-	require.Equal(t, before.LaunchTemplateVersion, after.LaunchTemplateVersion, "launch template reference restored")
+	lt, ok := w.Account.LaunchTemplate(after.LaunchTemplateID)
+	require.True(t, ok)
+	version := lt.DefaultVersion
+	if after.LaunchTemplateVersion != "$Default" {
+		var err error
+		version, err = strconv.ParseInt(after.LaunchTemplateVersion, 10, 64)
+		require.NoError(t, err)
+	}
+	require.Equal(t, demo.ImageA, lt.ImageIDs[version], "the group's launch template reference (%s) resolves to the last good AMI again", after.LaunchTemplateVersion)
+	require.Equal(t, before.LaunchTemplateID, after.LaunchTemplateID)
 	require.Equal(t, before.Desired, after.Desired)
 	for _, term := range w.Account.Terminations() {
 		i, _ := w.Account.Instance(term.InstanceID)
 		require.Equal(t, demo.ImageB, i.ImageID, "only the unhealthy replacement was removed")
 	}
+	requireNoCapacityWrites(t, w, g.Name)
 	h, err := w.Store.History(context.Background(), g.Name)
 	require.NoError(t, err)
 	require.Equal(t, "rolled-back", h[len(h)-1].Event)
@@ -287,5 +334,38 @@ func TestANormalRolloutLogsNoErrors(t *testing.T) {
 	require.Equal(t, state.PhaseCompleted, r.Phase)
 	for _, e := range logs.All() {
 		require.NotEqual(t, zapcore.ErrorLevel, e.Level, "error logged in a normal rollout: %s %v", e.Message, e.Context)
+	}
+}
+
+// Field case C21 (../shared/CASES.md): a cluster autoscaler raises desired capacity in the middle of the refresh
+// of an AMI that proves unhealthy. Its scale out launches the refresh's (bad) configuration too; the agent halts
+// at the first ABANDON and refreshes the group back to the previous version. Desired capacity ends where the
+// autoscaler set it, every instance it asks for serves on the previous AMI, serving capacity never falls below
+// what it set (invariant 1, with the instances it asked for allowed their boot: the checker's baseline follows
+// its raise), and the agent writes no capacity.
+func TestC21AutoscalerRaiseDuringARefreshOfABadAMIKeepsItsDesiredCapacityThroughTheRollback(t *testing.T) {
+	for _, p := range refreshPlatforms {
+		t.Run(p.name, func(t *testing.T) {
+			spec := p.spec(1)
+			spec.Groups[0].Max = 14 // room for the autoscaler's raise and the refresh's batch above it
+			g := spec.Groups[0]
+			w := buildRefresh(t, spec)
+			w.Account.MarkImageUnhealthy(demo.ImageB)
+			publish(w, g, demo.ImageB)
+			runTo(t, w, time.Hour, "refresh started", func(r state.Rollout) bool {
+				return r.Phase == state.PhaseReplacing && r.Refresh != nil && r.Refresh.ID != ""
+			}, g.Name)
+			const raised = 12
+			require.NoError(t, w.Account.SetDesiredCapacity(g.Name, raised), "the autoscaler scales out")
+			r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+			require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
+			require.Contains(t, r.Reason, "ABANDON")
+			settle(t, w, 30*time.Minute)
+			require.Equal(t, int32(raised), w.Account.Group(g.Name).Desired, "desired capacity where the autoscaler set it")
+			requireAllOn(t, w, g.Name, demo.ImageA, raised)
+			require.GreaterOrEqual(t, w.Checker.MinServing[g.Name], int(g.Desired), "never below desired capacity before the raise")
+			requireNoCapacityWrites(t, w, g.Name)
+			require.Empty(t, w.Checker.Finish())
+		})
 	}
 }

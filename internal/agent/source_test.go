@@ -11,13 +11,14 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // A deleted or unresolvable AMI source. The stored status says "source missing: ..." within the tick that
 // learns it, one Alerts{SourceMissing} count and one notification fire (not one per tick), nothing rolls while
-// it lasts — neither a new rollout nor the next replacement of one under way — and a restored parameter is
-// picked up, with one SourceRestored alert.
+// it lasts — neither a new rollout nor the new instance refresh that would finish one under way (here after a
+// pause cancelled its first) — and a restored parameter is picked up, with one SourceRestored alert.
 func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPickedUp(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -78,26 +79,35 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 				w := buildAlerting(t, oneGroup(&g), g)
 				w.run(t, 2*time.Minute)
 				w.PublishAMI(g.Parameter, demo.ImageB)
-				done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return len(w.Rollout(ctx, g.Name).Replaced) == 1 })
+				done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { r := w.Rollout(ctx, g.Name); return midRefresh(r) && r.OnTarget >= 1 })
 				require.NoError(t, err)
 				require.True(t, done)
-
-				tc.lose(w, demo.ImageB)
-				scheduledTick(w.World) // the EventBridge schedule: every parameter resolved now, not at the next poll
-				done, err = w.RunUntil(ctx, tick, tc.within+30*time.Minute, func() bool {
-					r := w.Rollout(ctx, g.Name)
-					return r.Current == nil && strings.Contains(r.Reason, "source missing")
+				// A pause cancels the refresh; the source goes missing while it lasts; the resume must not
+				// start the new refresh that would finish the rollout.
+				require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "game day", "bob", time.Time{}, w.Account.Clock().Now()))
+				done, err = w.RunUntil(ctx, tick, time.Hour, func() bool {
+					return w.Rollout(ctx, g.Name).Phase == state.PhaseWaiting && refreshCalls(w.World, "autoscaling:CancelInstanceRefresh") == 1
 				})
 				require.NoError(t, err)
-				require.True(t, done, "the replacement in flight finishes, the next one is held: %+v", w.Rollout(ctx, g.Name))
+				require.True(t, done, "the pause cancels the refresh: %+v", w.Rollout(ctx, g.Name))
+
+				tc.lose(w, demo.ImageB)
+				scheduledTick(w.World)             // the EventBridge schedule: every parameter resolved now, not at the next poll
+				w.run(t, tc.within+10*time.Minute) // the source seen missing; what the cancel left in flight ends
+				_, err = operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
+				require.NoError(t, err)
+				done, err = w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return strings.Contains(w.Rollout(ctx, g.Name).Reason, "source missing") })
+				require.NoError(t, err)
+				require.True(t, done, "the resumed rollout is held by the missing source: %+v", w.Rollout(ctx, g.Name))
 				held := w.Rollout(ctx, g.Name)
-				require.Equal(t, state.PhaseReplacing, held.Phase)
-				launched := w.Account.LaunchedInstances(g.Name)
+				require.True(t, held.Active(), "%+v", held)
+				require.Less(t, held.OnTarget, 3, "the rollout is not done")
+				launched, terminated := w.Account.LaunchedInstances(g.Name), len(w.Account.Terminations())
 				w.run(t, time.Hour)
 				r := w.Rollout(ctx, g.Name)
-				require.Equal(t, held.Replaced, r.Replaced, "no further replacement while the source is missing")
-				require.Nil(t, r.Current)
-				require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "no surge while the source is missing")
+				require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "nothing launched while the source is missing")
+				require.Equal(t, terminated, len(w.Account.Terminations()), "nothing terminated while the source is missing")
+				require.Equal(t, 1, refreshCalls(w.World, "autoscaling:StartInstanceRefresh"), "no new refresh while the source is missing")
 				require.Contains(t, r.Reason, "source missing: parameter /golden/g") // a poll may say "does not exist" after "was deleted"
 				require.Equal(t, 1.0, w.alerts(lifecycle.AlertSourceMissing), "one alert per outage, whatever the wording")
 
@@ -106,6 +116,8 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 				require.NoError(t, err)
 				require.True(t, done, "%+v", w.Rollout(ctx, g.Name))
 				requireAllOn(t, w.World, g.Name, demo.ImageB, 3)
+				require.Equal(t, 2, refreshCalls(w.World, "autoscaling:StartInstanceRefresh"), "a new refresh once the source is back")
+				requireNoCapacityWrites(t, w.World, g.Name)
 				require.Equal(t, 1.0, w.alerts(lifecycle.AlertSourceRestored))
 				require.Empty(t, w.Checker.Finish())
 			})
