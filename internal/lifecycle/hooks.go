@@ -49,8 +49,9 @@ const (
 	HookIgnored = events.Ignored
 )
 
-// Hooks drains instances on TERMINATING lifecycle actions and completes them with CONTINUE, and completes
-// LAUNCHING actions once the instance is healthy in its cluster (ABANDON at the deadline). Progress is kept in
+// Hooks drains instances on TERMINATING lifecycle actions and completes them with CONTINUE (a drain of the
+// agent's instance refresh undrained at its deadline is held instead: hooks_hold.go), and completes LAUNCHING
+// actions once the instance is healthy in its cluster (ABANDON at the deadline). Progress is kept in
 // the Store, keyed by the lifecycle action token, so a duplicate delivery or a restart never completes an
 // action twice (invariant 4, docs/architecture.md).
 type Hooks struct {

@@ -31,6 +31,7 @@ import (
 //	     newer AMI: CancelInstanceRefresh ─(Cancelled)─► Detected
 //	     Failed, ABANDONed launch, alarm ─► RollingBack/InstanceRefresh (RollbackInstanceRefresh while allowed,
 //	          else a refresh back to the previous version) ─► RolledBack; or Halted/InstanceRefresh
+//	     a drain held at its deadline: CancelInstanceRefresh, not waiting for it ─(Cancelled)─► Halted/InstanceRefresh
 //
 // A refresh the agent did not start is never cancelled: the rollout waits and says whose refresh holds the group.
 
