@@ -340,7 +340,7 @@ func (w *run) hookNote(ctx context.Context, group string, tags map[string]string
 	if err != nil {
 		return err.Error()
 	}
-	_, missing := lifecycle.RefreshHooks(group, hooks, lifecycle.HookOwnership{Listed: lifecycle.ParseLifecycleHooksTag(tags)})
+	_, _, missing := lifecycle.RefreshHooks(group, hooks, lifecycle.HookOwnership{Listed: lifecycle.ParseLifecycleHooksTag(tags)})
 	if missing == "" {
 		return ""
 	}

@@ -482,6 +482,10 @@ func Build(spec Spec) (*World, error) {
 		}
 	}
 	w.Store, w.QueueURL, w.clients, w.settings, w.log = store, queue, clients, settings, log
+	w.Checker.Held = func(group, instance, hook string) bool {
+		rec, err := store.GetHook(context.Background(), lifecycle.ActionKey(group, instance, hook))
+		return err == nil && rec.State != state.HookCompleted && !rec.DrainHeldAt.IsZero()
+	}
 	w.Agent = agent.New(clients, w.agentSettings(nil), store, clk, log)
 	if w.faults != nil {
 		// One message at a time: the injector's draws then follow the same calls in every run of a seed

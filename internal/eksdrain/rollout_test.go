@@ -10,6 +10,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -30,6 +31,12 @@ const (
 // workload in the test's namespace.
 func rolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload) (*demo.World, *kube) {
 	t.Helper()
+	return observedRolloutWorld(t, desired, workload, nil)
+}
+
+// observedRolloutWorld is rolloutWorld whose agent reports to observer (nil: none).
+func observedRolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload, observer lifecycle.Observer) (*demo.World, *kube) {
+	t.Helper()
 	k := newKube(t, nil)
 	workload.Namespace = k.ns
 	policy := lifecycle.Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 10 * time.Minute, RollbackOnFailure: true}
@@ -40,6 +47,7 @@ func rolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload) (*dem
 			InstanceType: "m5.large", Min: desired, Max: desired + 1, Desired: desired}},
 		Kube:         k.cs,
 		KubeWorkload: workload,
+		Observer:     observer,
 	})
 	require.NoError(t, err)
 	k.evict.now = w.Account.Clock().Now
@@ -49,9 +57,12 @@ func rolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload) (*dem
 // Field case C9 (../shared/CASES.md).
 func TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineAndTheOldNodeKeepsServing(t *testing.T) {
 	// C9: the node's only pods belong to a Deployment whose PodDisruptionBudget has minAvailable == replicas.
-	// Evictions get 429 and are retried with backoff; at the drain deadline the rollout halts, the old node
-	// is uncordoned and keeps serving, nothing destructive is done, and nothing loops.
-	w, k := rolloutWorld(t, 1, demo.KubeWorkload{Replicas: 2, MinAvailable: 2, DaemonSet: true})
+	// Evictions get 429 and are retried with backoff; at the drain deadline the drain is held: the rollout halts
+	// without a rollback, the old node is uncordoned and keeps serving (its instance stays in Terminating:Wait,
+	// heartbeated, never completed), a DrainDeadline alert is raised, and nothing loops.
+	reg := metrics.NewRegistry(nil)
+	w, k := observedRolloutWorld(t, 1, demo.KubeWorkload{Replicas: 2, MinAvailable: 2, DaemonSet: true}, reg)
+	reg.Clock = w.Account.Clock()
 	ctx := context.Background()
 	oldID := w.Account.Group(group).Instances[0].ID
 	nodes, err := w.Kube.Observe(ctx)
@@ -61,19 +72,23 @@ func TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineA
 	w.PublishAMI(goldenAMI, demo.ImageB)
 	var drainStarted time.Time
 	halted, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
-		r := w.Rollout(ctx, group)
-		if drainStarted.IsZero() && r.Current != nil && r.Current.Step == state.StepDraining {
+		if inst, ok := w.Account.Instance(oldID); ok && drainStarted.IsZero() && inst.LifecycleState == "Terminating:Wait" {
 			drainStarted = w.Account.Clock().Now()
 		}
-		return r.Phase == state.PhaseHalted
+		return w.Rollout(ctx, group).Phase == state.PhaseHalted
 	})
 	require.NoError(t, err)
 	require.True(t, halted, "rollout: %+v", w.Rollout(ctx, group))
 	r := w.Rollout(ctx, group)
-	require.Contains(t, r.Reason, "failed: drain of "+oldID+" did not finish within 10m0s")
+	require.Contains(t, r.Reason, "failed: drain of "+oldID)
+	require.Contains(t, r.Reason, "drain did not finish within 10m0s")
 	require.Contains(t, r.Reason, "refused by a PodDisruptionBudget (429")
-	require.Contains(t, r.Reason, "it was put back in service")
-	require.WithinDuration(t, drainStarted.Add(10*time.Minute), w.Account.Clock().Now(), 2*tick, "halted at the drain deadline")
+	require.Contains(t, r.Reason, oldID+" is back in service but stays in Terminating:Wait")
+	require.Contains(t, r.Reason, "global timeout")
+	require.Contains(t, r.Reason, "`patch-agent retry "+group+"`")
+	require.Contains(t, r.Reason, "`patch-agent rollback "+group+"`")
+	require.WithinDuration(t, drainStarted.Add(10*time.Minute), w.Account.Clock().Now(), 4*tick, "halted at the drain deadline")
+	require.Equal(t, 1.0, alerts(reg, lifecycle.AlertDrainDeadline), "the held drain is an alert")
 
 	// Retried with backoff (5 s, 10 s, 20 s ... 2 min per pod), not on every tick.
 	evictions := k.evict.Count()
@@ -83,21 +98,36 @@ func TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineA
 	times := k.evict.Times()
 	require.Greater(t, times[len(times)-1].Sub(times[len(times)-3]), times[3].Sub(times[1]), "the gaps grow")
 
-	// The old node serves again with its pods; nothing was terminated.
+	// The old node serves again with its pods; nothing was terminated, nothing rolled back.
 	requireOldNodeServing(t, w, oldID)
 	require.Zero(t, w.Account.Calls()["autoscaling:TerminateInstanceInAutoScalingGroup"])
+	require.Zero(t, w.Account.Calls()["autoscaling:RollbackInstanceRefresh"], "a held drain halts without a rollback")
 
-	// Never an endless loop: halted stays halted, no more evictions, the node stays schedulable.
+	// Never an endless loop: halted stays halted, no more evictions, the node stays schedulable, the action
+	// stays waiting (heartbeated, not completed) and the alert is not repeated.
 	for range 180 { // 15 more minutes
 		require.NoError(t, w.Step(ctx, tick))
 	}
 	require.Equal(t, state.PhaseHalted, w.Rollout(ctx, group).Phase)
 	require.Equal(t, evictions, k.evict.Count(), "no eviction after the halt")
 	requireOldNodeServing(t, w, oldID)
+	require.Equal(t, 1.0, alerts(reg, lifecycle.AlertDrainDeadline))
 	require.Empty(t, w.Checker.Finish())
 	require.GreaterOrEqual(t, w.Checker.MinServing[group], 1)
 }
 
+// alerts returns the Alerts counter of the group and kind (0 when never counted).
+func alerts(reg *metrics.Registry, kind string) float64 {
+	for _, s := range reg.Collect() {
+		if s.Name == metrics.Alerts && s.Group == group && s.Reason == kind {
+			return s.Value
+		}
+	}
+	return 0
+}
+
+// requireOldNodeServing checks that the old node is Ready, uncordoned and runs its pods, and that its
+// instance waits in Terminating:Wait (held: it cannot return to InService).
 func requireOldNodeServing(t *testing.T, w *demo.World, oldID string) {
 	t.Helper()
 	ctx := context.Background()
@@ -112,7 +142,7 @@ func requireOldNodeServing(t *testing.T, w *demo.World, oldID string) {
 	require.Equal(t, 2, ready)
 	inst, ok := w.Account.Instance(oldID)
 	require.True(t, ok)
-	require.Equal(t, "InService", inst.LifecycleState)
+	require.Equal(t, "Terminating:Wait", inst.LifecycleState, "held on the terminating hook, not terminated")
 }
 
 func TestReplacementWhoseNodeNeverBecomesReadyIsNotHealthyAndTheRolloutRollsBack(t *testing.T) {

@@ -49,8 +49,9 @@ const (
 	HookIgnored = events.Ignored
 )
 
-// Hooks drains instances on TERMINATING lifecycle actions and completes them with CONTINUE, and completes
-// LAUNCHING actions once the instance is healthy in its cluster (ABANDON at the deadline). Progress is kept in
+// Hooks drains instances on TERMINATING lifecycle actions and completes them with CONTINUE (a drain of the
+// agent's instance refresh undrained at its deadline is held instead: hooks_hold.go), and completes LAUNCHING
+// actions once the instance is healthy in its cluster (ABANDON at the deadline). Progress is kept in
 // the Store, keyed by the lifecycle action token, so a duplicate delivery or a restart never completes an
 // action twice (invariant 4, docs/architecture.md).
 type Hooks struct {
@@ -277,20 +278,21 @@ func (h *Hooks) Handle(ctx context.Context, t Target, a events.LifecycleAction) 
 		h.drivenByMessage(rec.Token, h.Clock.Now()) // its own reconcile loop leaves it to the message (staleRule)
 	}
 
-	deadline := h.Policy.HealthTimeout
+	deadline, from := h.Policy.HealthTimeout, rec.ReceivedAt
 	if a.Terminating() {
 		deadline = h.hookDrainTimeout(ctx, a.GroupName, a.HookName) // --drain-timeout, capped by the hook's global timeout
+		from = rec.DrainStart()
 	}
 	if h.Retries == nil {
 		return h.look(ctx, t, a, rec, !confirming, log)
 	}
-	if !h.Retries.Due(rec.Token) && h.Clock.Since(rec.ReceivedAt) < deadline {
+	if !h.Retries.Due(rec.Token) && h.Clock.Since(from) < deadline {
 		// The last look failed: the next one waits for its backoff, the heartbeat never does (C4).
 		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
 	}
 	out, err := h.look(ctx, t, a, rec, !confirming, log)
 	if err != nil {
-		h.Retries.Failed(rec.Token, rec.ReceivedAt.Add(deadline))
+		h.Retries.Failed(rec.Token, from.Add(deadline))
 	} else {
 		h.Retries.Succeeded(rec.Token)
 	}
@@ -327,10 +329,21 @@ func (h *Hooks) look(ctx context.Context, t Target, a events.LifecycleAction, re
 	if !a.Terminating() {
 		return h.launching(ctx, t, a, rec, log)
 	}
+	if !rec.DrainHeldAt.IsZero() {
+		// Held at its deadline (holdDrain): only heartbeated while the rollout stays halted, drained again
+		// with a fresh deadline once an operator's retry or rollback makes it active.
+		held, err := h.drainStaysHeld(ctx, rec)
+		if err != nil || held {
+			return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log))
+		}
+		if rec, err = h.restartHeldDrain(ctx, rec, log); err != nil {
+			return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log))
+		}
+	}
 	prog, err := h.drain(ctx, t, &rec)
 	limit := h.hookDrainTimeout(ctx, a.GroupName, a.HookName)
 	if err != nil {
-		if h.Clock.Since(rec.ReceivedAt) < limit {
+		if h.Clock.Since(rec.DrainStart()) < limit {
 			// The heartbeat does not depend on the drain's status: a passing ECS or Kubernetes API fault
 			// must not let the action time out and the instance terminate undrained.
 			return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log))
@@ -339,14 +352,25 @@ func (h *Hooks) look(ctx context.Context, t Target, a events.LifecycleAction, re
 		// instance in Terminating:Wait until Auto Scaling's global timeout (up to 48 h).
 		prog = DrainProgress{Detail: "drain status unknown: " + err.Error()}
 	}
-	if !prog.Drained && h.Clock.Since(rec.ReceivedAt) < limit {
+	if !prog.Drained && h.Clock.Since(rec.DrainStart()) < limit {
 		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
+	}
+	if !prog.Drained && a.InstanceLeaves() {
+		// A termination of the agent's instance refresh is held, not continued: the rollout halts and the
+		// instance serves again (field case C9).
+		hold, err := h.refreshHoldsDrain(ctx, rec)
+		if err != nil {
+			return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log))
+		}
+		if hold {
+			return h.holdDrain(ctx, t, a, rec, limit, prog.Detail, log)
+		}
 	}
 	note := "drained"
 	if !prog.Drained {
-		// The action's own timeout would continue the termination anyway; completing now at least does
-		// not leave the instance half-drained for the rest of the heartbeat window. It is an alert, not a
-		// silent CONTINUE.
+		// Not a termination of the agent's refresh (a scale in, a person's): the action's own timeout would
+		// continue the termination anyway; completing now at least does not leave the instance half-drained
+		// for the rest of the heartbeat window. It is an alert, not a silent CONTINUE.
 		note = fmt.Sprintf("drain deadline %s reached (%s); continuing", limit, prog.Detail)
 		log.Warn("drain did not finish before its deadline", zap.String(logging.Reason, note))
 	}

@@ -163,9 +163,14 @@ func (r Refreshes) Describe(ctx context.Context, group string, ids ...string) ([
 }
 
 // Cancel cancels the group's active refresh (API Reference, CancelInstanceRefresh: Cancelling until the
-// launches and terminations in flight end). No active refresh is not an error: it ended meanwhile.
-func (r Refreshes) Cancel(ctx context.Context, group string) error {
-	_, err := r.API.CancelInstanceRefresh(ctx, &autoscaling.CancelInstanceRefreshInput{AutoScalingGroupName: aws.String(group)})
+// launches and terminations in flight end, or at once with waitInFlight false: WaitForTransitioningInstances).
+// No active refresh is not an error: it ended meanwhile.
+func (r Refreshes) Cancel(ctx context.Context, group string, waitInFlight bool) error {
+	in := &autoscaling.CancelInstanceRefreshInput{AutoScalingGroupName: aws.String(group)}
+	if !waitInFlight {
+		in.WaitForTransitioningInstances = aws.Bool(false)
+	}
+	_, err := r.API.CancelInstanceRefresh(ctx, in)
 	var gone *astypes.ActiveInstanceRefreshNotFoundFault
 	if err != nil && !errors.As(err, &gone) {
 		return fmt.Errorf("cancelling the instance refresh of %s: %w", group, err)

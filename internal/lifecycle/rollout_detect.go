@@ -124,7 +124,7 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 			}
 			return r, errWait
 		}
-		launching, missing, err := o.refreshHooks(ctx, t.Group, groupTags(v.Group))
+		launching, terminating, missing, err := o.refreshHooks(ctx, t.Group, groupTags(v.Group))
 		if err != nil {
 			return r, err
 		}
@@ -132,7 +132,7 @@ func (o *Orchestrator) start(ctx context.Context, t Target, v GroupView, ami *Re
 			r.Phase, r.Reason = state.PhaseWaiting, missing
 			return r, errWait
 		}
-		r.Refresh = &state.RefreshProgress{LaunchingHook: launching}
+		r.Refresh = &state.RefreshProgress{LaunchingHook: launching, TerminatingHook: terminating}
 	}
 	if r.PreviousTemplate == nil { // a superseded rollout keeps the reference from before its first change
 		r.PreviousTemplate = &ref

@@ -31,6 +31,7 @@ import (
 //	     newer AMI: CancelInstanceRefresh ─(Cancelled)─► Detected
 //	     Failed, ABANDONed launch, alarm ─► RollingBack/InstanceRefresh (RollbackInstanceRefresh while allowed,
 //	          else a refresh back to the previous version) ─► RolledBack; or Halted/InstanceRefresh
+//	     a drain held at its deadline: CancelInstanceRefresh, not waiting for it ─(Cancelled)─► Halted/InstanceRefresh
 //
 // A refresh the agent did not start is never cancelled: the rollout waits and says whose refresh holds the group.
 
@@ -57,24 +58,25 @@ const (
 	transitionTerminating = "autoscaling:EC2_INSTANCE_TERMINATING"
 )
 
-// refreshHooks returns the agent's launching hook of the group and, when the group lacks the agent's launching
-// hook or a terminating hook that drains (the agent's, or ECS's managed draining hook), a reason naming the
-// missing hook and the command that adds it. An instance refresh without them would put instances in service
-// before they serve and terminate them undrained.
-func (o *Orchestrator) refreshHooks(ctx context.Context, group string, tags map[string]string) (launching, missing string, err error) {
+// refreshHooks returns the agent's launching and terminating hooks of the group and, when the group lacks the
+// agent's launching hook or a terminating hook that drains (the agent's, or ECS's managed draining hook), a
+// reason naming the missing hook and the command that adds it. An instance refresh without them would put
+// instances in service before they serve and terminate them undrained.
+func (o *Orchestrator) refreshHooks(ctx context.Context, group string, tags map[string]string) (launching, terminating, missing string, err error) {
 	hooks, err := DescribeGroupHooks(ctx, o.AutoScaling, group)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	launching, missing = RefreshHooks(group, hooks, HookOwnership{QueueURL: o.QueueURL, Listed: ParseLifecycleHooksTag(tags)})
-	return launching, missing, nil
+	launching, terminating, missing = RefreshHooks(group, hooks, HookOwnership{QueueURL: o.QueueURL, Listed: ParseLifecycleHooksTag(tags)})
+	return launching, terminating, missing, nil
 }
 
 // RefreshHooks judges a group's lifecycle hooks (DescribeGroupHooks) for a rollout by instance refresh: the
-// name of the agent's launching hook, and "" or the reason the group is not rolled, naming each missing hook
-// with the command that adds it. A terminating hook is the agent's or ECS's managed draining hook. With
-// own.QueueURL "" (an audit, which does not know the agent's queue) any hook of the right transition counts.
-func RefreshHooks(group string, hooks []GroupHook, own HookOwnership) (launching, missing string) {
+// names of the agent's launching and terminating hooks ("" for a terminating hook when only ECS's managed
+// draining hook drains), and "" or the reason the group is not rolled, naming each missing hook with the
+// command that adds it. A terminating hook is the agent's or ECS's managed draining hook. With own.QueueURL ""
+// (an audit, which does not know the agent's queue) any hook of the right transition counts.
+func RefreshHooks(group string, hooks []GroupHook, own HookOwnership) (launching, terminatingHook, missing string) {
 	terminating := false
 	for _, h := range hooks {
 		if h.Name == ECSManagedDrainingHookName {
@@ -91,6 +93,9 @@ func RefreshHooks(group string, hooks []GroupHook, own HookOwnership) (launching
 			}
 		case transitionTerminating:
 			terminating = true
+			if terminatingHook == "" {
+				terminatingHook = h.Name
+			}
 		}
 	}
 	var lacks []string
@@ -103,7 +108,7 @@ func RefreshHooks(group string, hooks []GroupHook, own HookOwnership) (launching
 	if len(lacks) > 0 {
 		missing = "instance refresh needs the agent's lifecycle hooks: " + strings.Join(lacks, "; ") + " (docs/deploy.md)"
 	}
-	return launching, missing
+	return launching, terminatingHook, missing
 }
 
 // maxHealthyPercentage is 100 + ceil(100 x batch / desired), at most 200 (API Reference, RefreshPreferences:
@@ -141,13 +146,14 @@ func (o *Orchestrator) prepareRefresh(ctx context.Context, t Target, v GroupView
 	if err != nil {
 		return r, err
 	}
-	launching := ""
+	launching, terminating := "", ""
 	if r.Refresh != nil {
-		launching = r.Refresh.LaunchingHook
+		launching, terminating = r.Refresh.LaunchingHook, r.Refresh.TerminatingHook
 	}
 	r.NewTemplateVersion = strconv.FormatInt(tv.Number, 10)
 	r.Refresh = &state.RefreshProgress{LaunchTemplateID: ref.ID, LaunchTemplateName: ref.Name, MixedInstances: ref.MixedInstances,
-		Version: r.NewTemplateVersion, PreviousVersion: strconv.FormatInt(pv.Number, 10), LaunchingHook: launching}
+		Version: r.NewTemplateVersion, PreviousVersion: strconv.FormatInt(pv.Number, 10), LaunchingHook: launching,
+		TerminatingHook: terminating}
 	refreshPreferences(t, v, r.Refresh, r.TargetImageID)
 	// Instances past the maximum instance age run the target AMI already: the refresh replaces every instance.
 	r.Refresh.ReplaceAll = r.Trigger == TriggerMaxInstanceAge
@@ -443,8 +449,9 @@ func heldBy(v GroupView) string {
 }
 
 // refreshFailing returns why the refresh must halt now ("" when it need not): a launch the agent's launching
-// hook ABANDONed (the first one halts; Auto Scaling would retry for up to an hour), or one of the target's
-// alarms in ALARM (those beyond the AlarmSpecification's 10 are polled here).
+// hook ABANDONed (the first one halts; Auto Scaling would retry for up to an hour), a drain the agent's
+// terminating hook held at its deadline (heldDrain), or one of the target's alarms in ALARM (those beyond the
+// AlarmSpecification's 10 are polled here).
 func (o *Orchestrator) refreshFailing(ctx context.Context, t Target, v GroupView, r state.Rollout) (string, error) {
 	p := r.Refresh
 	if p.LaunchingHook != "" {
@@ -467,10 +474,44 @@ func (o *Orchestrator) refreshFailing(ctx context.Context, t Target, v GroupView
 			}
 		}
 	}
+	if halt, err := o.heldDrain(ctx, t, v, r); err != nil || halt != "" {
+		return halt, err
+	}
 	if len(t.Policy.Alarms) > 0 && o.Alarms != nil {
 		firing, err := o.Alarms.InAlarm(ctx, t.Policy.Alarms)
 		if err == nil && len(firing) > 0 {
 			return fmt.Sprintf("alarm(s) %s in ALARM during instance refresh %s", strings.Join(firing, ", "), p.ID), nil
+		}
+	}
+	return "", nil
+}
+
+// heldDrain returns the halt of a refresh one of whose old instances waits in Terminating:Wait with its drain
+// held at the deadline during this refresh (hooks_hold.go), "" when none is. The terminating hook is the one
+// the rollout recorded, else the agent's hook DescribeLifecycleHooks names (a record written without it).
+func (o *Orchestrator) heldDrain(ctx context.Context, t Target, v GroupView, r state.Rollout) (string, error) {
+	p := r.Refresh
+	hook := p.TerminatingHook
+	for _, i := range v.Instances {
+		if i.LifecycleState != "Terminating:Wait" {
+			continue
+		}
+		if hook == "" {
+			_, terminating, _, err := o.refreshHooks(ctx, t.Group, groupTags(v.Group))
+			if err != nil || terminating == "" {
+				return "", err
+			}
+			hook = terminating
+		}
+		h, err := o.Store.GetHook(ctx, ActionKey(t.Group, i.ID, hook))
+		if errors.Is(err, state.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading the terminating action of %s: %w", i.ID, err)
+		}
+		if h.State != state.HookCompleted && !h.DrainHeldAt.IsZero() && !h.DrainHeldAt.Before(p.StartedAt) {
+			return heldDrainHalt(t.Group, i.ID, hook, h.Note), nil
 		}
 	}
 	return "", nil
@@ -523,7 +564,9 @@ func (o *Orchestrator) cancelRefresh(ctx context.Context, t Target, r state.Roll
 		}
 		r, p = next, next.Refresh
 	}
-	if err := o.refreshes().Cancel(ctx, t.Group); err != nil {
+	// A held drain's instance waits in Terminating:Wait until the hook's global timeout: a cancel that waited
+	// for the terminations in flight would wait as long.
+	if err := o.refreshes().Cancel(ctx, t.Group, !isHeldDrainHalt(strings.TrimPrefix(why, "halted: "))); err != nil {
 		return r, err
 	}
 	r.Reason = cancelling
@@ -556,7 +599,9 @@ func (o *Orchestrator) refreshCancelled(ctx context.Context, t Target, v GroupVi
 // halts.
 func (o *Orchestrator) haltRefresh(ctx context.Context, t Target, r state.Rollout, ir InstanceRefresh) (state.Rollout, error) {
 	p := r.Refresh
-	rollback := (o.Policy.RollbackOnFailure || p.Rollback) && p.PreviousVersion != "" // an operator's rollback always rolls back
+	// An operator's rollback always rolls back; a held drain never does: the rollout stops where it is and the
+	// old instance serves again (hooks_hold.go).
+	rollback := (o.Policy.RollbackOnFailure && !isHeldDrainHalt(p.Halt) || p.Rollback) && p.PreviousVersion != ""
 	switch ir.Status {
 	case RefreshPending, RefreshInProgress, RefreshBaking:
 		if !rollback {

@@ -24,6 +24,7 @@ type fakeRefreshes struct {
 	refreshes   []astypes.InstanceRefresh // oldest first
 	starts      []*autoscaling.StartInstanceRefreshInput
 	cancels     int
+	cancelWaits []bool // WaitForTransitioningInstances of each cancel (true when not given)
 	rollbacks   int
 	rollbackErr error
 	hooks       []astypes.LifecycleHook
@@ -56,8 +57,9 @@ func (f *fakeRefreshes) StartInstanceRefresh(_ context.Context, in *autoscaling.
 	return &autoscaling.StartInstanceRefreshOutput{InstanceRefreshId: aws.String(id)}, nil
 }
 
-func (f *fakeRefreshes) CancelInstanceRefresh(context.Context, *autoscaling.CancelInstanceRefreshInput, ...func(*autoscaling.Options)) (*autoscaling.CancelInstanceRefreshOutput, error) {
+func (f *fakeRefreshes) CancelInstanceRefresh(_ context.Context, in *autoscaling.CancelInstanceRefreshInput, _ ...func(*autoscaling.Options)) (*autoscaling.CancelInstanceRefreshOutput, error) {
 	f.cancels++
+	f.cancelWaits = append(f.cancelWaits, in.WaitForTransitioningInstances == nil || *in.WaitForTransitioningInstances)
 	last := &f.refreshes[len(f.refreshes)-1]
 	last.Status = astypes.InstanceRefreshStatusCancelling
 	return &autoscaling.CancelInstanceRefreshOutput{InstanceRefreshId: last.InstanceRefreshId}, nil

@@ -51,6 +51,9 @@ type RefreshProgress struct {
 	SpacingDelay int32 `json:"spacingDelay,omitempty" dynamodbav:"spacing,omitempty"`
 	// LaunchingHook is the agent's launching lifecycle hook of the group: an ABANDON on it halts the refresh.
 	LaunchingHook string `json:"launchingHook,omitempty" dynamodbav:"launchingHook,omitempty"`
+	// TerminatingHook is the agent's terminating lifecycle hook of the group ("" when ECS's managed draining
+	// hook drains it): a drain held on it at its deadline halts the refresh.
+	TerminatingHook string `json:"terminatingHook,omitempty" dynamodbav:"terminatingHook,omitempty"`
 	// StartedAt is when the intent was written (before StartInstanceRefresh); ID is the refresh id, written
 	// after the call ("" while the call's answer is not recorded).
 	StartedAt time.Time `json:"startedAt" dynamodbav:"startedAt"`

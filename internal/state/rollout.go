@@ -200,8 +200,24 @@ type Hook struct {
 	WaitState string `json:"waitState,omitempty" dynamodbav:"waitState,omitempty"`
 	// Adopted: the reconcile loop found the action waiting without its message (lost or late) and works on
 	// it (lifecycle.Hooks.AdoptWaiting); its message, when it comes, waits for its end.
-	Adopted bool  `json:"adopted,omitempty" dynamodbav:"adopted,omitempty"`
-	Version int64 `json:"version" dynamodbav:"version"`
+	Adopted bool `json:"adopted,omitempty" dynamodbav:"adopted,omitempty"`
+	// DrainHeldAt is when the drain of this terminating action reached its deadline undrained while the
+	// agent's instance refresh of the group replaced the instance: the agent put the instance back in service
+	// and keeps the action waiting with heartbeats, never completing it, while the rollout is halted
+	// (lifecycle.Hooks). Zero while the drain is not held.
+	DrainHeldAt time.Time `json:"drainHeldAt,omitempty" dynamodbav:"drainHeldAt,omitempty"`
+	// DrainFrom is when the drain's deadline runs from after a held drain started again (an operator's retry
+	// or rollback); zero: from ReceivedAt.
+	DrainFrom time.Time `json:"drainFrom,omitempty" dynamodbav:"drainFrom,omitempty"`
+	Version   int64     `json:"version" dynamodbav:"version"`
+}
+
+// DrainStart is when the drain deadline of the terminating action runs from: DrainFrom, else ReceivedAt.
+func (h Hook) DrainStart() time.Time {
+	if !h.DrainFrom.IsZero() {
+		return h.DrainFrom
+	}
+	return h.ReceivedAt
 }
 
 // DrainMark records that the agent itself set an instance DRAINING (ECS) or cordoned it (EKS) for a
