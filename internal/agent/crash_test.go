@@ -14,66 +14,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-var crashGroup = demo.GroupSetup{Name: "crash-asg", Cluster: "c1", Parameter: "/golden/crash", Min: 3, Max: 3, Desired: 3}
-
-// runCrashing plays a 3-instance rollout (max 3, so the surge raises max too) with the agent killed right
-// after its effect number at, and a fresh agent started on the same store, queue and account.
-func runCrashing(t *testing.T, at int) (*demo.World, *demo.Fuse) {
-	t.Helper()
-	g := crashGroup
-	w := build(t, oneGroup(&g))
-	fuse := &demo.Fuse{At: at}
-	w.Restart(fuse)
-	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	restarted := false
-	var ended time.Time
-	for range 3000 {
-		_ = w.Agent.RunOnce(ctx) // a crashed incarnation fails its calls; that is the point
-		if fuse.Blown() && !restarted {
-			w.Restart(nil)
-			restarted = true
-		}
-		require.Empty(t, w.Checker.Check(), "crash after effect %d", at)
-		w.Account.Advance(tick)
-		require.Empty(t, w.Checker.Check(), "crash after effect %d", at)
-		if r := w.Rollout(ctx, g.Name); ended.IsZero() && r.TargetImageID == demo.ImageB && !r.Active() {
-			ended = w.Account.Clock().Now()
-		}
-		// Let the last lifecycle actions and redelivered messages (visibility timeout 2 min) settle.
-		if !ended.IsZero() && w.Account.Clock().Since(ended) > 5*time.Minute {
-			break
-		}
-	}
-	return w, fuse
-}
-
-func TestCrashMatrixResumesAtEveryStepWithoutRepeatingAnEffect(t *testing.T) {
-	_, ref := runCrashing(t, 0)
-	total := ref.Effects()
-	require.Greater(t, total, 20, "a 3-instance rollout has many effects to crash after")
-	for at := 1; at <= total; at++ {
-		t.Run(fmt.Sprintf("crash after effect %d of %d", at, total), func(t *testing.T) {
-			w, fuse := runCrashing(t, at)
-			require.True(t, fuse.Blown())
-			ctx := context.Background()
-			r := w.Rollout(ctx, crashGroup.Name)
-			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-			requireAllOn(t, w, crashGroup.Name, demo.ImageB, 3)
-			grp := w.Account.Group(crashGroup.Name)
-			require.Equal(t, int32(3), grp.Max, "max restored exactly once")
-			require.Equal(t, int32(3), grp.Desired)
-			require.Equal(t, 6, w.Account.LaunchedInstances(crashGroup.Name), "one surge instance per replacement, never a second")
-			for token, cs := range acceptedCompletions(w) {
-				require.Len(t, cs, 1, "lifecycle action %s completed once", token)
-			}
-			visible, inFlight := w.Account.QueueDepth(w.QueueURL)
-			require.Zero(t, visible+inFlight, "no message lost in flight or left behind")
-			require.Empty(t, w.Checker.Finish())
-		})
-	}
-}
-
 func TestTwoAndThreeReplicasOnOneTableNeverActTwice(t *testing.T) {
 	runReplicas(t, nil)
 }
@@ -111,14 +51,15 @@ func runReplicas(t *testing.T, newStore func(t *testing.T) state.Store) {
 			require.NoError(t, err)
 			require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
 			requireAllOn(t, w, g.Name, demo.ImageB, 3)
-			require.Equal(t, 6, w.Account.LaunchedInstances(g.Name), "one surge per step")
+			require.Equal(t, 6, w.Account.LaunchedInstances(g.Name), "one new instance per old one, never a second")
+			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "one refresh, never a second")
 			calls := map[string]int{}
 			for _, c := range w.Account.LifecycleCompletions() {
 				if c.Caller == "api" {
 					calls[c.Token]++
 				}
 			}
-			require.Len(t, calls, 3)
+			require.Len(t, calls, 6, "a launching and a terminating lifecycle action per replaced instance")
 			for token, c := range calls {
 				require.Equal(t, 1, c, "one CompleteLifecycleAction for %s", token)
 			}
@@ -127,39 +68,42 @@ func runReplicas(t *testing.T, newStore func(t *testing.T) state.Store) {
 	}
 }
 
+// A global pause mid-refresh, an old instance draining under its terminating lifecycle action, cancels the
+// refresh and holds every new destructive step: while paused no refresh starts, no launch template version is
+// created, no instance is launched or terminated, and the status says who paused and why. Resume starts a new
+// refresh that finishes the rollout.
 func TestPauseMidRolloutHoldsEveryNewDestructiveStepAndResumeFinishes(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 3, Max: 6, Desired: 3}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
-	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
-		r := w.Rollout(ctx, g.Name)
-		return r.Current != nil && r.Current.Step == state.StepDraining
-	})
-	require.NoError(t, err)
-	require.True(t, done)
+	runTo(t, w, time.Hour, "an old instance draining under the refresh", func(state.Rollout) bool { return drainingUnderHook(w, g.Name) > 0 }, g.Name)
 	require.NoError(t, w.Store.PutLock(ctx, state.Lock{Reason: "incident 4711", Who: "alice", Since: w.Account.Clock().Now()}))
-	calls := w.Account.Calls()
-	launched := w.Account.LaunchedInstances(g.Name)
+	r := runTo(t, w, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting }, g.Name)
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"), "the pause cancels the refresh")
+	settle(t, w, 10*time.Minute) // the lifecycle actions the cancel left in flight end
+	calls, launched, terminated := w.Account.Calls(), w.Account.LaunchedInstances(g.Name), len(w.Account.Terminations())
 
-	_, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return false })
-	require.NoError(t, err)
-	r := w.Rollout(ctx, g.Name)
+	settle(t, w, time.Hour)
+	r = w.Rollout(ctx, g.Name)
 	require.True(t, r.Active())
 	require.Contains(t, r.Reason, "paused (global) by alice")
 	require.Contains(t, r.Reason, "incident 4711")
 	after := w.Account.Calls()
-	for _, op := range []string{"autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup",
-		"autoscaling:TerminateInstanceInAutoScalingGroup", "ec2:CreateLaunchTemplateVersion"} {
+	for _, op := range []string{"autoscaling:StartInstanceRefresh", "autoscaling:CancelInstanceRefresh", "autoscaling:RollbackInstanceRefresh",
+		"ec2:CreateLaunchTemplateVersion"} {
 		require.Equal(t, calls[op], after[op], "%s while paused", op)
 	}
 	require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "no instance launched while paused")
+	require.Len(t, w.Account.Terminations(), terminated, "no instance terminated while paused")
+	require.Less(t, w.Rollout(ctx, g.Name).OnTarget, 3, "the pause came before the refresh ended")
 
 	require.NoError(t, w.Store.DeleteLock(ctx, state.GlobalScope))
-	done, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
-	require.NoError(t, err)
-	require.True(t, done)
-	require.Empty(t, w.Rollout(ctx, g.Name).Reason)
+	r = runTo(t, w, 3*time.Hour, "completed", func(r state.Rollout) bool { return r.Phase == state.PhaseCompleted }, g.Name)
+	require.Empty(t, r.Reason)
+	require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the resume starts a new refresh")
+	settle(t, w, 10*time.Minute)
 	requireAllOn(t, w, g.Name, demo.ImageB, 3)
+	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }

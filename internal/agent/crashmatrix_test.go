@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,10 +92,6 @@ func TestCrashMatrixECSSurge(t *testing.T) {
 	runCrashMatrix(t, crashScenario(t, "ECS surge"))
 }
 
-func TestCrashMatrixECSDrainFirstCapacityProvider(t *testing.T) {
-	runCrashMatrix(t, crashScenario(t, "ECS drain-first (capacity provider)"))
-}
-
 // Field case C23 under the crash matrix: every effect of the capacity-provider strategy (surge, drain,
 // terminate, max) crashed after, and with its response lost.
 func TestC23CrashMatrixCapacityProviderRoomyThreeAZ(t *testing.T) {
@@ -113,35 +110,48 @@ func TestCrashMatrixLifecycleHookOnlyScaleInDrain(t *testing.T) {
 	runCrashMatrix(t, crashScenario(t, "lifecycle hook only (scale-in drain)"))
 }
 
-// TestCrashMatrixECSSurgeAtMaxSize is the surge of a group at its max size (3 of max 3): each surge raises max
-// too (UpdateAutoScalingGroup) and the last replacement restores it. The same world as
-// TestCrashMatrixResumesAtEveryStepWithoutRepeatingAnEffect, through the generic harness, both crash modes.
-func TestCrashMatrixECSSurgeAtMaxSize(t *testing.T) {
-	g := crashGroup
-	runCrashMatrix(t, demo.CrashScenario{
-		Name:  "ECS surge at max size",
-		Build: func() (*demo.World, error) { return demo.Build(oneGroup(&g)) },
-		Drive: func(w *demo.World) error {
-			ctx := context.Background()
-			w.PublishAMI(g.Parameter, demo.ImageB)
-			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
-				r := w.Rollout(ctx, g.Name)
-				return r.TargetImageID == demo.ImageB && !r.Active()
-			})
-			require.NoError(t, err)
-			require.True(t, done, "the rollout ended")
-			drainQueue(t, w)
-			return nil
-		},
-		Final: func(w *demo.World) error {
-			completedOnTarget(t, w, g.Name)
-			grp := w.Account.Group(g.Name)
-			require.Equal(t, int32(3), grp.Max, "max restored exactly once")
-			require.Equal(t, int32(3), grp.Desired)
-			require.Equal(t, 6, w.Account.LaunchedInstances(g.Name), "one surge instance per replacement, never a second")
-			return nil
-		},
-	})
+// TestRefreshCrashMatrixOfAGroupAtMaxSizeUntilItHasRoom crashes the rollout of a refresh group at its MaxSize
+// (3 of max 3): the agent starts its refresh, which cannot launch before it terminates and waits for room; the
+// agent writes neither MaxSize nor desired capacity. Ten minutes into the wait another writer scales the group
+// in to 2, which gives the refresh room, and the rollout completes. Every effect crashed after, and with its
+// response lost: the fresh incarnation starts no second refresh and raises nothing while it waits.
+func TestRefreshCrashMatrixOfAGroupAtMaxSizeUntilItHasRoom(t *testing.T) {
+	g := demo.GroupSetup{Name: "full", Min: 1, Max: 3, Desired: 3}
+	sc := refreshCrash("ECS instance refresh at MaxSize", oneGroup(&g), false)
+	sc.Drive = func(w *demo.World) error {
+		ctx := context.Background()
+		w.PublishAMI(g.Parameter, demo.ImageB)
+		waiting, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
+			return strings.Contains(w.Rollout(ctx, g.Name).Reason, "at its MaxSize (3)")
+		})
+		if err != nil {
+			return err
+		}
+		if !waiting {
+			return fmt.Errorf("the rollout does not wait for room: %+v", w.Rollout(ctx, g.Name))
+		}
+		if _, err := w.RunUntil(ctx, tick, 10*time.Minute, func() bool { return false }); err != nil {
+			return err
+		}
+		for _, i := range w.Account.Group(g.Name).Instances {
+			if i.ImageID != demo.ImageA {
+				return fmt.Errorf("%s launched on %s before the group had room", i.ID, i.ImageID)
+			}
+		}
+		if err := w.Account.SetDesiredCapacity(g.Name, 2); err != nil {
+			return err
+		}
+		done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
+		if err != nil {
+			return err
+		}
+		if !done {
+			return fmt.Errorf("the rollout did not end: %+v", w.Rollout(ctx, g.Name))
+		}
+		_, err = w.RunUntil(ctx, tick, 10*time.Minute, func() bool { return false })
+		return err
+	}
+	runCrashMatrix(t, sc)
 }
 
 // TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget crashes two surge groups of one cluster rolling

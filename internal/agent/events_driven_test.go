@@ -10,16 +10,23 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// eventDrivenRollout rolls a 3-instance group to a new AMI with the agent at the production safety poll
-// (2 minutes), driven as Run drives it (demo.World.RunEvents), and returns how long the rollout took and
-// how many wake-up events the account sent.
+// rollGroup is the group of the wake-up scenarios: 3 instances with room for one more, rolled by instance
+// refresh.
+func rollGroup() demo.GroupSetup {
+	return demo.GroupSetup{Name: "roll", Cluster: "c", Parameter: "/golden-ami/roll", Min: 3, Max: 4, Desired: 3}
+}
+
+// eventDrivenRollout rolls rollGroup to a new AMI with the agent at the production safety poll (2 minutes),
+// driven as Run drives it (demo.World.RunEvents), and returns how long the rollout took and how many wake-up
+// events the account sent.
 func eventDrivenRollout(t *testing.T, spec demo.Spec) (time.Duration, int) {
 	t.Helper()
 	ctx := context.Background()
-	spec.Groups = []demo.GroupSetup{{Name: "roll", Cluster: "c", Parameter: "/golden-ami/roll", Min: 3, Max: 4, Desired: 3}}
+	spec.Groups = []demo.GroupSetup{rollGroup()}
 	spec.Services = map[string]int{"web": 6}
 	w, err := demo.Build(spec)
 	require.NoError(t, err)
@@ -30,6 +37,7 @@ func eventDrivenRollout(t *testing.T, spec demo.Spec) (time.Duration, int) {
 	done, err := w.RunEvents(ctx, 3*time.Hour, func() bool { return w.Rollout(ctx, "roll").Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done, "the rollout completes: %+v", w.Rollout(ctx, "roll"))
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
 	require.Empty(t, w.Checker.Finish())
 	sent := 0
 	for _, n := range w.Account.WakeUpEventsSent() {
@@ -38,20 +46,35 @@ func eventDrivenRollout(t *testing.T, spec demo.Spec) (time.Duration, int) {
 	return w.Rollout(ctx, "roll").UpdatedAt.Sub(start), sent
 }
 
+// physicalFloor rolls rollGroup to a new AMI with the agent looking every second, and returns how long the
+// rollout took: the time the refresh, the boots, the drains and the agent's own steps take, each wait ended
+// within a second of its end.
+func physicalFloor(t *testing.T) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	g := rollGroup()
+	w := build(t, demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 6}})
+	settle(t, w, 5*time.Minute)
+	start := w.Account.Clock().Now()
+	w.PublishAMI(g.Parameter, demo.ImageB)
+	done, err := w.RunUntil(ctx, time.Second, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
+	require.NoError(t, err)
+	require.True(t, done, "the rollout completes: %+v", w.Rollout(ctx, g.Name))
+	return w.Rollout(ctx, g.Name).UpdatedAt.Sub(start)
+}
+
 // TestLostWakeUpEventsOnlyDelayARolloutTheSafetyPollCompletesIt: with the reconcile interval at the production
-// safety poll (2 minutes), a rollout driven by wake-up events completes within 3 % of its physical floor (each
-// woken look reads AWS afresh); with every wake-up event lost it still completes, on the slow poll, only later;
-// and every invariant holds in both.
+// safety poll (2 minutes), a refresh rollout driven by wake-up events completes within 3 % of its physical
+// floor (each woken look reads AWS afresh); with every wake-up event lost it still completes, on the slow poll,
+// only later; and every invariant holds in both.
 func TestLostWakeUpEventsOnlyDelayARolloutTheSafetyPollCompletesIt(t *testing.T) {
 	withEvents, sent := eventDrivenRollout(t, demo.Spec{WakeUpEvents: true})
 	require.Positive(t, sent, "the account sent wake-up events")
-	// The physical floor of three replacements: boot, agent connect, a task start and three stop stages each
-	// (the simulated account's defaults). Each woken look re-reads AWS, so each wait ends with its event.
-	floor := 3 * (90*time.Second + 20*time.Second + 10*time.Second + 3*10*time.Second)
+	floor := physicalFloor(t)
 	require.LessOrEqual(t, withEvents.Seconds(), 1.03*floor.Seconds(), "with events the rollout takes its physical floor (goal: <= 1.03)")
 	lost, none := eventDrivenRollout(t, demo.Spec{LoseWakeUpEvents: true})
 	require.Zero(t, none, "every wake-up event is lost")
-	t.Logf("rollout with events %s, every event lost %s", withEvents, lost)
+	t.Logf("rollout with events %s, every event lost %s, physical floor %s", withEvents, lost, floor)
 	require.Greater(t, lost, withEvents, "lost events delay the rollout")
 }
 
@@ -70,16 +93,22 @@ func (o *transitionTimes) RolloutTransition(prev, next state.Rollout, _ string) 
 }
 
 // TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll: with wake-up events on and the reconcile interval
-// at the 2-minute safety poll, a replacement that never becomes healthy sends no event after its launch; the
-// rollout still leaves ReplacementHealthy within two seconds of its health deadline (--health-timeout), because
-// the agent wakes the target at the end of the timed wait it set itself, not at the next poll.
+// at the 2-minute safety poll, the waits of a rollout of a bad AMI end at their time, though no event comes
+// then. The soak of the AMI (patch-agent/min-ami-age, off the poll's cadence) is a wait the agent set itself: the
+// rollout starts preparing within two seconds of its end, because the agent wakes the target at that time. The
+// new instance of the bad AMI never becomes healthy and sends no event after its launch while the launching
+// lifecycle action holds it in Pending:Wait: the agent, which looks at the action it holds at every receive,
+// ABANDONs it within one long poll (20 s) of its health deadline (--health-timeout after the agent recorded
+// the action), not at the next safety poll.
 func TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll(t *testing.T) {
 	ctx := context.Background()
 	obs := &transitionTimes{}
 	policy := lifecycle.DefaultPolicy()
 	policy.HealthTimeout = 5*time.Minute + 7*time.Second // off the poll's cadence
-	w, err := demo.Build(demo.Spec{WakeUpEvents: true, Observer: obs, Policy: policy,
-		Groups:   []demo.GroupSetup{{Name: "roll", Cluster: "c", Parameter: "/golden-ami/roll", Min: 2, Max: 3, Desired: 2}},
+	soak := 4*time.Minute + 13*time.Second
+	w, err := demo.Build(demo.Spec{WakeUpEvents: true, Policy: policy, Observer: obs,
+		Groups: []demo.GroupSetup{{Name: "roll", Cluster: "c", Parameter: "/golden-ami/roll", Min: 2, Max: 3, Desired: 2,
+			Tags: map[string]string{lifecycle.TagMinAMIAge: soak.String()}}},
 		Services: map[string]int{"web": 4}})
 	require.NoError(t, err)
 	_, err = w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
@@ -91,18 +120,35 @@ func TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll(t *testing.T) {
 		return p == state.PhaseRolledBack || p == state.PhaseHalted
 	})
 	require.NoError(t, err)
-	require.True(t, done, "the unhealthy replacement ends the rollout: %+v", w.Rollout(ctx, "roll"))
+	require.True(t, done, "the unhealthy launch ends the rollout: %+v", w.Rollout(ctx, "roll"))
+
 	obs.mu.Lock()
-	defer obs.mu.Unlock()
+	prepared := false
 	for i, next := range obs.moves {
-		prev := obs.prev[i]
-		if prev.Current == nil || prev.Current.Step != state.StepReplacementHealthy || next.Phase == state.PhaseReplacing {
+		if prev := obs.prev[i]; prev.TargetImageID != demo.ImageB || next.Phase != state.PhasePreparing {
 			continue
 		}
-		late := next.UpdatedAt.Sub(prev.Current.StepStartedAt) - policy.HealthTimeout
+		late := next.UpdatedAt.Sub(next.SourceModified) - soak
+		t.Logf("preparing %s after the soak's end", late)
+		require.GreaterOrEqual(t, late, time.Duration(0), "never before the soak ends")
+		require.LessOrEqual(t, late, 2*time.Second, "the soak ends at its time, not at the next safety poll")
+		prepared = true
+		break
+	}
+	obs.mu.Unlock()
+	require.True(t, prepared, "no transition to Preparing")
+
+	for _, c := range w.Account.LifecycleCompletions() {
+		if !c.Accepted || c.Caller != sim.CallerAPI || c.Transition != sim.TransitionLaunching || c.Result != sim.ResultAbandon {
+			continue
+		}
+		rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(c.Group, c.InstanceID, c.Hook))
+		require.NoError(t, err)
+		late := c.At.Sub(rec.ReceivedAt) - policy.HealthTimeout
+		t.Logf("%s abandoned %s after its health deadline", c.InstanceID, late)
 		require.GreaterOrEqual(t, late, time.Duration(0), "never before the deadline")
-		require.LessOrEqual(t, late, 2*time.Second, "the health deadline ends the wait at its time, not at the next safety poll")
+		require.LessOrEqual(t, late, 20*time.Second, "the health deadline ends the hold within one long poll, not at the next safety poll")
 		return
 	}
-	t.Fatal("no transition out of ReplacementHealthy")
+	t.Fatal("no launching lifecycle action abandoned")
 }

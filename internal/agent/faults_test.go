@@ -224,25 +224,22 @@ func TestFaultMatrixEveryStrategyCompletesUnder20PercentFaults(t *testing.T) {
 	}
 }
 
-// drainDurations runs the rollout of g to ImageB and returns how long each replacement spent in Draining.
+// drainDurations runs the refresh of g to ImageB and returns, for each old instance, how long its terminating
+// lifecycle action held it (Terminating:Wait, from the termination to the agent's completion), each completed
+// only once drained.
 func drainDurations(t *testing.T, w *demo.World, g demo.GroupSetup) []time.Duration {
-	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
+	runTo(t, w, 3*time.Hour, "ended", ended(demo.ImageB), g.Name)
+	settle(t, w, time.Minute)
 	var drains []time.Duration
-	var started time.Time
-	current := ""
-	_, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
-		r := w.Rollout(ctx, g.Name)
-		switch {
-		case r.Current != nil && r.Current.Step == state.StepDraining && started.IsZero():
-			started, current = w.Account.Clock().Now(), r.Current.OldInstanceID
-		case !started.IsZero() && (r.Current == nil || r.Current.OldInstanceID != current || r.Current.Step != state.StepDraining):
-			drains = append(drains, w.Account.Clock().Since(started))
-			started = time.Time{}
+	for _, term := range w.Account.Terminations() {
+		if term.Group != g.Name {
+			continue
 		}
-		return r.TargetImageID == demo.ImageB && !r.Active()
-	})
-	require.NoError(t, err)
+		require.True(t, term.Proceeded, "%s proceeded to terminate", term.InstanceID)
+		require.True(t, term.DrainedAtProceed, "%s drained before it terminated", term.InstanceID)
+		drains = append(drains, term.ProceededAt.Sub(term.RequestedAt))
+	}
 	return drains
 }
 
@@ -264,20 +261,19 @@ func TestEveryFifthCallOfEveryECSOperationFailingDoesNotStarveTheDrain(t *testin
 		require.Less(t, d, 5*time.Minute, "each drain ends well before its 30-minute deadline")
 	}
 	require.Positive(t, sim.Total(spec.Faults.Stats().Injected))
-	require.Empty(t, w.Checker.Violations)
+	require.Empty(t, w.Checker.Finish())
 }
 
 func TestAStepThatKeepsFailingIsRetriedAfterItsBackoffNotOnEveryTick(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
-	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:SetDesiredCapacity", Every: 1, Codes: []string{"AccessDenied"},
-		Message: "User is not authorized to perform: autoscaling:SetDesiredCapacity"})
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:StartInstanceRefresh", Every: 1, Codes: []string{"AccessDenied"},
+		Message: "User is not authorized to perform: autoscaling:StartInstanceRefresh"})
 	w := build(t, spec)
-	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
 	settle(t, w, 20*time.Minute) // 240 ticks
 
-	attempts := spec.Faults.Stats().Calls["autoscaling:SetDesiredCapacity"]
+	attempts := spec.Faults.Stats().Calls["autoscaling:StartInstanceRefresh"]
 	// 5 s times 1.5 up to 2 minutes (+ up to 20 % jitter, capped) within 20 minutes: about 15 attempts.
 	require.GreaterOrEqual(t, attempts, 10, "still retried")
 	require.LessOrEqual(t, attempts, 20, "not on every tick")
@@ -285,12 +281,14 @@ func TestAStepThatKeepsFailingIsRetriedAfterItsBackoffNotOnEveryTick(t *testing.
 
 	spec.Faults.SetRules() // the permission is granted
 	grantedAt := w.Account.Clock().Now()
-	done, err := w.RunUntil(ctx, tick, 10*time.Minute, func() bool { return w.Account.Group(g.Name).Desired == 3 })
-	require.NoError(t, err)
-	require.True(t, done)
+	runTo(t, w, 10*time.Minute, "refresh started", func(r state.Rollout) bool { return r.Refresh != nil && r.Refresh.ID != "" }, g.Name)
 	require.LessOrEqual(t, w.Account.Clock().Since(grantedAt), 2*time.Minute+tick, "the backoff is capped at 2 minutes")
-	r := rollTo(t, w, g, demo.ImageB)
-	require.Equal(t, state.PhaseCompleted, r.Phase, "and the rollout goes on once the step succeeds")
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the refused calls started nothing")
+	r := runTo(t, w, 3*time.Hour, "ended", ended(demo.ImageB), g.Name)
+	require.Equal(t, state.PhaseCompleted, r.Phase, "and the rollout goes on once the step succeeds: %s", r.Reason)
+	settle(t, w, time.Minute)
+	requireAllOn(t, w, g.Name, demo.ImageB, 2)
+	require.Empty(t, w.Checker.Finish())
 }
 
 // Field case C4 (../shared/CASES.md).

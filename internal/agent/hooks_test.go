@@ -372,15 +372,15 @@ func TestAStepThatKeepsFailingShowsItsErrorOnTheStatus(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	// A task role without the permission.
-	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:SetDesiredCapacity", Every: 1, Codes: []string{"AccessDenied"},
-		Message: "User is not authorized to perform: autoscaling:SetDesiredCapacity"})
+	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:StartInstanceRefresh", Every: 1, Codes: []string{"AccessDenied"},
+		Message: "User is not authorized to perform: autoscaling:StartInstanceRefresh"})
 	w := build(t, spec)
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
 	settle(t, w, 10*time.Minute)
 	r := w.Rollout(ctx, g.Name)
 	require.Contains(t, r.Reason, "retrying after an error")
-	require.Contains(t, r.Reason, "not authorized to perform: autoscaling:SetDesiredCapacity")
+	require.Contains(t, r.Reason, "not authorized to perform: autoscaling:StartInstanceRefresh")
 	require.Less(t, r.Steps, 10, "written once, not every tick")
 	require.Equal(t, 2, w.Account.LaunchedInstances(g.Name), "nothing launched")
 }

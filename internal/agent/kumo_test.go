@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
 )
@@ -52,11 +53,19 @@ func TestKumoEventBridgeRuleDeliversTheFixtureEventAndTheAgentActs(t *testing.T)
 	require.NoError(t, err)
 
 	// The group's parameter is the one the fixture names.
-	g := demo.GroupSetup{Name: "golden", Parameter: "/golden-ami/ecs/al2023", Min: 2, Max: 4, Desired: 2, HeartbeatTimeout: -1}
+	g := demo.GroupSetup{Name: "golden", Parameter: "/golden-ami/ecs/al2023", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	spec.SQS, spec.QueueURL = sqsAPI, aws.ToString(q.QueueUrl)
 	spec.Store = dynamoStore(t)
 	w := build(t, spec)
+	// The agent's hooks notify no queue: their actions reach the agent through the stack's EventBridge rule,
+	// as the agent's queue here is kumo's and not the simulated account's.
+	for _, h := range []sim.HookSpec{
+		{Name: demo.HookName, Transition: sim.TransitionTerminating, HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultContinue},
+		{Name: demo.LaunchHookName, Transition: sim.TransitionLaunching, HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultAbandon},
+	} {
+		require.NoError(t, w.Account.PutLifecycleHook(g.Name, h))
+	}
 	require.NoError(t, w.Agent.RunOnce(ctx))
 	require.Equal(t, state.PhaseIdle, w.Rollout(ctx, g.Name).Phase)
 
@@ -75,9 +84,8 @@ func TestKumoEventBridgeRuleDeliversTheFixtureEventAndTheAgentActs(t *testing.T)
 		require.NoError(t, err)
 	}
 	r := w.Rollout(ctx, g.Name)
-	require.NotEqual(t, state.PhaseDetected, r.Phase, "the same poll prepared the launch template")
-	grp := w.Account.Group(g.Name)
-	require.Equal(t, r.NewTemplateVersion, grp.LaunchTemplateVersion, "the group launches the new version")
+	require.NotEqual(t, state.PhaseDetected, r.Phase, "the same poll prepared the launch template: %+v", r)
+	requireRefreshOnNewVersion(t, w, g.Name)
 	require.Equal(t, int64(1), w.Agent.Consumer.Stats.Processed.Load())
 }
 
@@ -91,41 +99,26 @@ func detailOf(t *testing.T, body string) string {
 	return jsonMarshal(t, ev.Detail)
 }
 
+// TestKumoCrashMatrixOnDynamoDB runs every third crash point of the in-memory matrix of a refresh rollout
+// (TestRefreshCrashMatrixStartsOneRefreshWhateverEffectTheAgentDiesAt, ECS) on the DynamoDB store: the
+// conditional writes and leases are DynamoDB's here, not the memory store's. Each run completes on ImageB with
+// one refresh, repeats no effect and leaves no lifecycle action or message behind.
 func TestKumoCrashMatrixOnDynamoDB(t *testing.T) {
-	// Every third crash point of the in-memory matrix, on the DynamoDB store: the conditional writes and
-	// leases are DynamoDB's here, not the memory store's.
-	_, ref := runCrashing(t, 0)
-	for at := 1; at <= ref.Effects(); at += 3 {
-		t.Run(fmt.Sprintf("crash after effect %d", at), func(t *testing.T) {
-			g := crashGroup
-			spec := oneGroup(&g)
-			spec.Store = dynamoStore(t)
-			w := build(t, spec)
-			fuse := &demo.Fuse{At: at}
-			w.Restart(fuse)
-			ctx := context.Background()
-			w.PublishAMI(g.Parameter, demo.ImageB)
-			restarted := false
-			for range 3000 {
-				_ = w.Agent.RunOnce(ctx)
-				if fuse.Blown() && !restarted {
-					w.Restart(nil)
-					restarted = true
-				}
-				require.Empty(t, w.Checker.Check())
-				w.Account.Advance(tick)
-				if r := w.Rollout(ctx, g.Name); r.TargetImageID == demo.ImageB && !r.Active() {
-					break
-				}
+	ref := refreshCrashScenario(t)
+	n, err := demo.CountCrashEffects(ref)
+	require.NoError(t, err)
+	for at := 1; at <= n; at += 3 {
+		t.Run(fmt.Sprintf("crash after effect %d of %d", at, n), func(t *testing.T) {
+			sc := refreshCrashScenario(t)
+			sc.Build = func() (*demo.World, error) {
+				g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+				spec := oneGroup(&g)
+				spec.Store = dynamoStore(t)
+				return demo.Build(spec)
 			}
-			_, err := w.RunUntil(ctx, tick, 5*time.Minute, func() bool { return false })
+			run, err := demo.RunCrashScenario(sc, at, demo.CrashAfterEffect)
 			require.NoError(t, err)
-			require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
-			require.Equal(t, 6, w.Account.LaunchedInstances(g.Name))
-			for token, cs := range acceptedCompletions(w) {
-				require.Len(t, cs, 1, "lifecycle action %s completed once", token)
-			}
-			require.Empty(t, w.Checker.Finish())
+			require.Equal(t, 1, run.Restarts, "one crash, one fresh incarnation")
 		})
 	}
 }

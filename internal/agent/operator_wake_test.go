@@ -89,8 +89,8 @@ func TestOperatorApproveIsActedOnWithinOneReceiveOfItsWakeUp(t *testing.T) {
 }
 
 // TestOperatorRollbackIsActedOnWithinOneReceiveOfItsWakeUp: after a completed rollout to ImageB, `rollback`
-// points the record back at ImageA and sends its wake-up; the turn that receives it starts the rollback's
-// launch template version and its first surge, between two safety polls.
+// points the record back at ImageA and sends its wake-up; the turn that receives it prepares the rollback's
+// launch template version and starts its instance refresh, between two safety polls.
 func TestOperatorRollbackIsActedOnWithinOneReceiveOfItsWakeUp(t *testing.T) {
 	ctx := context.Background()
 	w, g := operatorWorld(t, nil)
@@ -103,13 +103,15 @@ func TestOperatorRollbackIsActedOnWithinOneReceiveOfItsWakeUp(t *testing.T) {
 	r, err := operator.Rollback(ctx, w.Store, g.Name, demo.ImageA, "alice", false, w.Account.Clock().Now())
 	require.NoError(t, err)
 	require.Equal(t, state.PhaseDetected, r.Phase)
-	surges := len(w.Account.DesiredChanges(g.Name))
+	starts := refreshCalls(w, "autoscaling:StartInstanceRefresh")
 	sendOperatorWakeUp(t, w, events.OperatorWakeUp{Action: events.OperatorRollback, Group: g.Name, Who: "alice"})
 	stepBetweenPolls(t, w)
 	r = w.Rollout(ctx, g.Name)
 	require.Equal(t, demo.ImageA, r.TargetImageID)
 	require.NotEqual(t, state.PhaseDetected, r.Phase, "the rollback was acted on in the turn that received the wake-up: %+v", r)
-	require.Greater(t, len(w.Account.DesiredChanges(g.Name)), surges, "its first surge is under way")
+	require.Equal(t, starts+1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "its refresh back to ImageA is started")
+	require.NotNil(t, r.Refresh)
+	require.NotEmpty(t, r.Refresh.ID, "the rollout follows the refresh it started: %+v", r)
 	require.Empty(t, w.Checker.Check())
 }
 

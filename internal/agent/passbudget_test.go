@@ -40,10 +40,10 @@ func (o *lookOrder) take() []string {
 // before the 8 s budget ends must not hold the pass open for its whole step, its calls queued on the EC2
 // mutating limit. One worker, three groups a, b, c whose AMI changed; every CreateLaunchTemplateVersion takes 5
 // s of the clock that measures the budget. a is the worker's first target: its step is never cut. b is handed
-// out at 5 s; its version is created at 10 s, past the budget, so its next call (UpdateAutoScalingGroup,
-// pointing the group at the version) is not sent: b stays Preparing and the pass ends there, without a failed
+// out at 5 s; its version is created at 10 s, past the budget, so its next call (StartInstanceRefresh, the
+// refresh that launches the version) is not sent: b stays Preparing and the pass ends there, without a failed
 // step's backoff; c is left out. The next pass begins with b (its step stopped halfway) before c, reuses the
-// version b created (no second CreateLaunchTemplateVersion) and points the group at it.
+// version b created (no second CreateLaunchTemplateVersion) and starts its refresh on it.
 func TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextPass(t *testing.T) {
 	var groups []demo.GroupSetup
 	for _, n := range []string{"a", "b", "c"} {
@@ -67,13 +67,13 @@ func TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextP
 	w.Account.PutParameter("/golden/fleet", demo.ImageB) // no message: the pass's poll finds it
 	w.Account.Advance(11 * time.Minute)                  // the parameter poll (10 min) is due
 	_ = obs.take()
-	const point, create = "autoscaling:UpdateAutoScalingGroup", "ec2:CreateLaunchTemplateVersion"
+	const start, create = "autoscaling:StartInstanceRefresh", "ec2:CreateLaunchTemplateVersion"
 
 	require.NoError(t, w.Agent.Reconcile(ctx))
 	st := faults.Stats()
 	require.Equal(t, []string{"a"}, obs.take(), "a looked at to its end; b cut in flight; c left out")
 	require.Equal(t, 2, st.Successes[create], "a's and b's versions created")
-	require.Equal(t, 1, st.Successes[point], "b's UpdateAutoScalingGroup, due after the budget, was not sent")
+	require.Equal(t, 1, st.Successes[start], "a's refresh started; b's StartInstanceRefresh, due after the budget, was not sent")
 	b := w.Rollout(ctx, "b")
 	require.Equal(t, state.PhasePreparing, b.Phase, "b stopped halfway through preparing: %+v", b)
 	require.Equal(t, demo.ImageB, w.Rollout(ctx, "a").TargetImageID)
@@ -86,17 +86,18 @@ func TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextP
 	require.Equal(t, "b", order[0], "the next pass begins with the target cut in flight: %v", order)
 	require.Contains(t, order, "c", "and reaches the one left out: %v", order)
 	require.Equal(t, 3, st.Successes[create], "b's version reused, c's created: one version per group")
+	require.Equal(t, 3, st.Successes[start], "one refresh per group")
 	b = w.Rollout(ctx, "b")
-	require.NotEqual(t, state.PhasePreparing, b.Phase, "b's group now launches its new version: %+v", b)
-	require.NotEmpty(t, b.NewTemplateVersion)
+	require.NotEqual(t, state.PhasePreparing, b.Phase, "b's refresh now launches its new version: %+v", b)
+	requireRefreshOnNewVersion(t, w, "b")
 	require.Empty(t, w.Checker.Check())
 }
 
 // TestAReactionsTargetsInFlightAreNotCutByThePassBudget: the same three groups, but the AMI change arrives as
 // a golden-AMI Parameter Store Change, a reaction whose calls take the limiter's priority lane
 // (awsapi.WithUrgent). Its pass still stops handing out targets after the budget (c is left for the loop,
-// woken), but a target already in flight is not stopped at its next call: b's group is pointed at the version
-// created past the budget in the same handling.
+// woken), but a target already in flight is not stopped at its next call: b's refresh of the version created
+// past the budget starts in the same handling.
 func TestAReactionsTargetsInFlightAreNotCutByThePassBudget(t *testing.T) {
 	var groups []demo.GroupSetup
 	for _, n := range []string{"a", "b", "c"} {
@@ -119,7 +120,7 @@ func TestAReactionsTargetsInFlightAreNotCutByThePassBudget(t *testing.T) {
 	require.NoError(t, err)
 	st := faults.Stats()
 	require.Equal(t, 2, st.Successes["ec2:CreateLaunchTemplateVersion"], "a's and b's versions; c left for the loop")
-	require.Equal(t, 2, st.Successes["autoscaling:UpdateAutoScalingGroup"], "b, in flight past the budget, was pointed at its version")
-	require.NotEmpty(t, w.Rollout(ctx, "b").NewTemplateVersion)
+	require.Equal(t, 2, st.Successes["autoscaling:StartInstanceRefresh"], "b, in flight past the budget, started its refresh")
+	requireRefreshOnNewVersion(t, w, "b")
 	require.Empty(t, w.Checker.Check())
 }

@@ -8,14 +8,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/operator"
-	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
+// newAMIFoundByThePass names image on parameter without a message (the pass's parameter poll finds it) and moves
+// the clock past the poll's 10 minutes, so that the next pass starts the rollouts: no reaction starts them first.
+func newAMIFoundByThePass(w *demo.World, parameter, image string) {
+	w.RegisterAMI(image)
+	w.Account.PutParameter(parameter, image)
+	w.Account.Advance(11 * time.Minute)
+}
+
 // A pause taken while a long pass runs (seconds to minutes for a fleet under the rate limits) holds the rest of
-// that pass: the locks are read right before each target's first new destructive step, not once at the pass's
-// start, so group b's old instance is not drained and terminated after `pause` has returned.
+// that pass: the locks are checked right before each target's first new destructive step, not once at the
+// pass's start, so group b neither prepares its launch template version nor starts its instance refresh after
+// `pause` has returned.
 func TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached(t *testing.T) {
 	obs := newBlockingObserver("a")
 	w := build(t, demo.Spec{Observer: obs, Groups: []demo.GroupSetup{
@@ -24,13 +31,7 @@ func TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached(t *testing
 	}, Services: map[string]int{"web": 2}})
 	ctx := context.Background()
 	settle(t, w, 30*time.Second)
-	w.PublishAMI("/golden/b", demo.ImageB)
-	_, err := w.Agent.Consumer.PollOnce(ctx, 0)
-	require.NoError(t, err)
-	w.Account.Advance(3 * time.Minute) // b's replacement boots and registers while the agent does not look
-	before := w.Rollout(ctx, "b")
-	require.NotNil(t, before.Current, "b has a replacement under way")
-	changes := len(w.Account.DesiredChanges("b"))
+	newAMIFoundByThePass(w, "/golden/b", demo.ImageB)
 
 	obs.armed.Store(true)
 	pass := make(chan error, 1)
@@ -45,70 +46,52 @@ func TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached(t *testing
 	require.NoError(t, <-pass)
 
 	after := w.Rollout(ctx, "b")
-	require.Len(t, w.Account.DesiredChanges("b"), changes, "no termination with decrement after the pause returned")
-	require.NotNil(t, after.Current)
-	require.Equal(t, before.Current.OldInstanceID, after.Current.OldInstanceID, "the old instance is still the one to replace")
+	require.Equal(t, demo.ImageB, after.TargetImageID, "the pass looked at b")
+	require.Empty(t, after.NewTemplateVersion, "no launch template version prepared after the pause returned")
+	require.Zero(t, refreshCalls(w, "ec2:CreateLaunchTemplateVersion"))
+	require.Zero(t, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "no refresh started after the pause returned")
 	// The next look holds it too, and says why.
 	require.NoError(t, w.Agent.Reconcile(ctx))
-	require.Len(t, w.Account.DesiredChanges("b"), changes)
+	require.Zero(t, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
 	require.Contains(t, w.Rollout(ctx, "b").Reason, "paused")
 }
 
-// The read that TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached proves could still be made
+// The check that TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached proves could still be made
 // once per pass, lazily, when the first target needs it, and kept for the rest of the pass: that test's first
-// read comes after the pause. Here an earlier target of the pass (a) reads the locks for its own destructive
-// step before the pause is taken; the later target (b) must read them again and be held.
+// check comes after the pause. Here an earlier target of the pass (a) checks the locks for its own destructive
+// steps (its launch template version, its refresh) before the pause is taken; the later target (b) must check
+// them again and be held.
 func TestPauseTakenAfterAnEarlierTargetReadTheLocksStillHoldsTheLaterTargetsOfThePass(t *testing.T) {
 	obs := newBlockingObserver("a")
-	policy := lifecycle.DefaultPolicy()
-	policy.ClusterBudget = 2 // a and b may drain at once: only the pause holds b
-	w := build(t, demo.Spec{Observer: obs, Policy: policy, Groups: []demo.GroupSetup{
+	w := build(t, demo.Spec{Observer: obs, Groups: []demo.GroupSetup{
 		{Name: "a", Cluster: "c1", Parameter: "/golden/ab", Min: 1, Max: 3, Desired: 2},
 		{Name: "b", Cluster: "c1", Parameter: "/golden/ab", Min: 1, Max: 3, Desired: 2},
 	}, Services: map[string]int{"web": 4}})
 	ctx := context.Background()
 	settle(t, w, 30*time.Second)
-	w.PublishAMI("/golden/ab", demo.ImageB) // one parameter: one change starts both rollouts
-	_, err := w.Agent.Consumer.PollOnce(ctx, 0)
-	require.NoError(t, err)
-	w.Account.Advance(3 * time.Minute) // both replacements boot and register while the agent does not look
-	beforeA, beforeB := w.Rollout(ctx, "a"), w.Rollout(ctx, "b")
-	require.NotNil(t, beforeA.Current, "a has a replacement under way")
-	require.NotNil(t, beforeB.Current, "b has a replacement under way")
-	changes := len(w.Account.DesiredChanges("b"))
+	newAMIFoundByThePass(w, "/golden/ab", demo.ImageB) // one parameter: one change starts both rollouts
 
 	obs.armed.Store(true)
 	pass := make(chan error, 1)
 	go func() { pass <- w.Agent.Reconcile(ctx) }()
 	select {
-	case <-obs.entered: // a has taken its step (its pause read found none); b comes after it
+	case <-obs.entered: // a has taken its steps (its pause checks found none); b comes after it
 	case <-time.After(realTimeout):
 		t.Fatal("the pass never reached group a")
 	}
-	require.Equal(t, 1, drainingIn(w, "a"), "a drained its old instance in this pass: it read the pause locks before the pause")
+	requireRefreshOnNewVersion(t, w, "a") // a checked the pause locks before the pause
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
 	require.NoError(t, operator.Pause(ctx, w.Store, "", "stop now", "tester", time.Time{}, w.Account.Clock().Now()))
 	close(obs.release)
 	require.NoError(t, <-pass)
 
 	after := w.Rollout(ctx, "b")
-	require.NotNil(t, after.Current)
-	require.Zero(t, drainingIn(w, "b"), "b's old instance is not DRAINING: b read the locks again and is held")
-	require.Len(t, w.Account.DesiredChanges("b"), changes, "no termination with decrement after the pause returned")
+	require.Equal(t, demo.ImageB, after.TargetImageID, "the pass looked at b")
+	require.Empty(t, after.NewTemplateVersion, "b checked the locks again and is held: no launch template version")
+	require.Equal(t, 1, refreshCalls(w, "ec2:CreateLaunchTemplateVersion"), "a's version only")
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "a's refresh only")
 	// The next look holds it too, and says why.
 	require.NoError(t, w.Agent.Reconcile(ctx))
-	require.Zero(t, drainingIn(w, "b"))
+	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
 	require.Contains(t, w.Rollout(ctx, "b").Reason, "paused")
-}
-
-// drainingIn counts the InService instances of group whose container instance is DRAINING.
-func drainingIn(w *demo.World, group string) int {
-	n := 0
-	w.Account.Observe(func(v *sim.View) {
-		for _, i := range v.Group(group).Instances {
-			if i.LifecycleState == "InService" && i.ContainerInstanceStatus == "DRAINING" {
-				n++
-			}
-		}
-	})
-	return n
 }

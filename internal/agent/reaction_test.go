@@ -173,8 +173,8 @@ func TestAPassThatYieldsLeavesNoTargetOutForever(t *testing.T) {
 // takes 3 s of the clock and a pass hands out targets for 8 s, so every pass is cut after 3 looks and the
 // groups already rolling are looked at again and again beside the Idle ones. A pass that began mid-fleet and
 // wrapped round must resume after its last target, not at the first group by name: within three passes every
-// group is looked at once, over six each exactly twice, and within six passes every group launches its new
-// launch template version. (Resuming at the smallest name left out would send every second pass back to g0: g6,
+// group is looked at once, over six each exactly twice, and within six passes every group's refresh of its new
+// launch template version is started. (Resuming at the smallest name left out would send every second pass back to g0: g6,
 // g7 and g8 would never be looked at and never get their version.)
 func TestIdleGroupsGetTheirVersionWhileEveryPassIsCut(t *testing.T) {
 	var groups []demo.GroupSetup
@@ -186,10 +186,6 @@ func TestIdleGroupsGetTheirVersionWhileEveryPassIsCut(t *testing.T) {
 	w = build(t, demo.Spec{Groups: groups, Observer: obs})
 	settle(t, w, 30*time.Second)
 	ctx := context.Background()
-	before := map[string]string{}
-	for _, g := range groups {
-		before[g.Name] = w.Account.Group(g.Name).LaunchTemplateVersion
-	}
 	w.RegisterAMI(demo.ImageB)
 	w.Account.PutParameter("/golden/fleet", demo.ImageB) // no message: the pass's poll finds it
 	w.Account.Advance(11 * time.Minute)                  // the parameter poll (10 min) is due
@@ -211,7 +207,7 @@ func TestIdleGroupsGetTheirVersionWhileEveryPassIsCut(t *testing.T) {
 	}
 	obs.mu.Unlock()
 	for _, g := range groups {
-		require.NotEqual(t, before[g.Name], w.Account.Group(g.Name).LaunchTemplateVersion, "%s launches its new launch template version", g.Name)
+		requireRefreshOnNewVersion(t, w, g.Name)
 	}
 	require.Empty(t, w.Checker.Check())
 }
@@ -219,8 +215,8 @@ func TestIdleGroupsGetTheirVersionWhileEveryPassIsCut(t *testing.T) {
 // TestALookAtAFewTargetsDescribesOnlyThoseGroups, so that at 1,000 groups a reaction does not read all 10 pages
 // of DescribeAutoScalingGroups before it looks at its one group. 250 fleet groups (three pages of 100) and
 // group solo on its own golden-AMI parameter. The change of solo's parameter is handled with one
-// DescribeAutoScalingGroups call, naming solo (lifecycle.DiscoverNamed), and still moves solo to its new launch
-// template version from that fresh description; the instances' AMIs the agent cached for the other groups are
+// DescribeAutoScalingGroups call, naming solo (lifecycle.DiscoverNamed), and still starts solo's refresh of its
+// new launch template version from that fresh description; the instances' AMIs the agent cached for the other groups are
 // kept (the next full pass does not describe 500 instances again); the next full pass — the safety poll — reads
 // every page again and sees all 251 groups.
 func TestALookAtAFewTargetsDescribesOnlyThoseGroups(t *testing.T) {
@@ -237,7 +233,6 @@ func TestALookAtAFewTargetsDescribesOnlyThoseGroups(t *testing.T) {
 	}
 	cached := w.Agent.CachedImages()
 	require.Equal(t, 502, cached, "every instance's AMI cached by the full pass")
-	was := w.Account.Group("solo").LaunchTemplateVersion
 	const describe = "autoscaling:DescribeAutoScalingGroups"
 
 	before := w.Account.Calls()
@@ -246,8 +241,8 @@ func TestALookAtAFewTargetsDescribesOnlyThoseGroups(t *testing.T) {
 	require.NoError(t, err)
 	after := w.Account.Calls()
 	require.Equal(t, 1, after[describe]-before[describe], "the reaction describes solo by name, not every page of the fleet")
-	require.NotEqual(t, was, w.Account.Group("solo").LaunchTemplateVersion, "solo launches its new launch template version")
 	require.Equal(t, demo.ImageB, w.Rollout(ctx, "solo").TargetImageID)
+	requireRefreshOnNewVersion(t, w, "solo")
 	require.Equal(t, cached, w.Agent.CachedImages(), "the look kept the other groups' cached AMIs")
 
 	before = w.Account.Calls()
