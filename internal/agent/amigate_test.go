@@ -90,7 +90,7 @@ func requireRefused(t *testing.T, w gateWorld, image, reason, wantInReason strin
 	calls := w.Account.Calls()
 	require.Zero(t, calls["ec2:CreateLaunchTemplateVersion"], "no launch template version created")
 	require.Zero(t, calls["autoscaling:UpdateAutoScalingGroup"], "the group is not pointed at anything")
-	require.Zero(t, calls["autoscaling:SetDesiredCapacity"], "no surge")
+	require.Zero(t, calls["autoscaling:SetDesiredCapacity"], "no capacity write")
 	require.Zero(t, calls["autoscaling:TerminateInstanceInAutoScalingGroup"], "nothing terminated")
 	after := w.Account.Group(w.g.Name)
 	require.Equal(t, before.LaunchTemplateID, after.LaunchTemplateID, "launch template reference unchanged")

@@ -356,7 +356,7 @@ func TestC23StandaloneTasksRefuseTheGroup(t *testing.T) {
 }
 
 // The Auto Scaling group of an AWS Batch compute environment (tag AWSBatchServiceTag, which AWS Batch puts on
-// the groups it creates) is refused before anything changes: no launch template version, no surge, no drain;
+// the groups it creates) is refused before anything changes: no launch template version, no refresh, no drain;
 // the reason says to update the compute environment through AWS Batch.
 func TestC23AWSBatchComputeEnvironmentGroupIsRefused(t *testing.T) {
 	g := demo.GroupSetup{Name: "batch-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
@@ -377,7 +377,7 @@ func TestC23AWSBatchComputeEnvironmentGroupIsRefused(t *testing.T) {
 	lt, _ = w.Account.LaunchTemplate(w.Account.Group(g.Name).LaunchTemplateID)
 	require.Len(t, lt.ImageIDs, versions, "no launch template version")
 	for _, c := range w.Account.DesiredChanges(g.Name) {
-		require.NotEqual(t, sim.CallerAPI, c.By, "no surge")
+		require.NotEqual(t, sim.CallerAPI, c.By, "no capacity write")
 	}
 	require.Empty(t, w.Account.Terminations())
 	require.Empty(t, w.Checker.Violations)

@@ -88,12 +88,13 @@ func runCrashMatrix(t *testing.T, sc demo.CrashScenario) {
 	t.Logf("crash matrix %s: N = %d effects, %d runs, %v wall", sc.Name, n, runs, time.Since(start).Round(time.Millisecond))
 }
 
-func TestCrashMatrixECSSurge(t *testing.T) {
-	runCrashMatrix(t, crashScenario(t, "ECS surge"))
+func TestCrashMatrixECS(t *testing.T) {
+	runCrashMatrix(t, crashScenario(t, "ECS"))
 }
 
-// Field case C23 under the crash matrix: every effect of the capacity-provider strategy (surge, drain,
-// terminate, max) crashed after, and with its response lost.
+// Field case C23 under the crash matrix: every effect of a capacity-provider group's instance refresh (the
+// intent, the refresh, each launch's and termination's lifecycle action, each drain) crashed after, and with
+// its response lost.
 func TestC23CrashMatrixCapacityProviderRoomyThreeAZ(t *testing.T) {
 	runCrashMatrix(t, crashScenario(t, "ECS capacity provider (C23 roomy 3-AZ)"))
 }
@@ -154,9 +155,9 @@ func TestRefreshCrashMatrixOfAGroupAtMaxSizeUntilItHasRoom(t *testing.T) {
 	runCrashMatrix(t, sc)
 }
 
-// TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget crashes two surge groups of one cluster rolling
-// together under the per-cluster budget (1): every effect — the drains' write-aheads, which carry the drain slot
-// claims of the cluster's budget record, among them — crashed after, and with its response lost. The fresh
+// TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget crashes two groups of one cluster rolling together
+// by instance refresh under the per-cluster budget (1): every effect — the drain slot claims of the
+// terminating actions in the cluster's budget record among them — crashed after, and with its response lost. The fresh
 // incarnation finds its own slot held and claims nothing twice; the checker holds invariant 3 per cluster
 // throughout.
 func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
@@ -183,25 +184,24 @@ func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
 			for _, g := range []string{a.Name, b.Name} {
 				completedOnTarget(t, w, g)
 				require.Equal(t, int32(2), w.Account.Group(g).Desired, g)
-				require.Equal(t, 4, w.Account.LaunchedInstances(g), "one surge instance per replacement in %s", g)
+				require.Equal(t, 4, w.Account.LaunchedInstances(g), "one new instance per replacement in %s", g)
 			}
 			return nil
 		},
 	})
 }
 
-// TestCrashMatrixECSSurgeBatch crashes a surge group of 4 with patch-agent/batch-size 2 under a per-cluster
-// budget of 2: every effect of two batches — the one surge of each batch (desired + 2), the two drains'
-// write-aheads with their slot claims, the two drains and the two decrementing terminations — crashed after,
-// and with its response lost. The fresh incarnation resumes the batch at the member it stopped at: no second
-// surge (desired never above baseline + 2), no instance terminated twice, one replacement per old instance.
-func TestCrashMatrixECSSurgeBatch(t *testing.T) {
+// TestCrashMatrixECSBatch crashes a group of 4 with patch-agent/batch-size 2 under a per-cluster budget of 2:
+// every effect of its instance refresh (two launched before two terminate at a time) — the lifecycle actions,
+// the drain slot claims, the drains — crashed after, and with its response lost. The fresh incarnation never
+// starts a second refresh, terminates no instance twice and makes one replacement per old instance.
+func TestCrashMatrixECSBatch(t *testing.T) {
 	g := demo.GroupSetup{Name: "batch-asg", Cluster: "c1", Parameter: "/golden/batch", Min: 4, Max: 6, Desired: 4,
 		Tags: map[string]string{lifecycle.TagBatchSize: "2"}}
 	policy := lifecycle.DefaultPolicy()
 	policy.ClusterBudget = 2
 	runCrashMatrix(t, demo.CrashScenario{
-		Name: "ECS surge, batch size 2",
+		Name: "ECS, batch size 2",
 		Build: func() (*demo.World, error) {
 			return demo.Build(demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 8}, Policy: policy})
 		},

@@ -69,7 +69,7 @@ func TestDrainTimeoutLongerThanTheHooksGlobalTimeoutIsCappedWithANoteAndTheDeadl
 			deadline := w.notified(t, lifecycle.AlertDrainDeadline)
 			require.Len(t, deadline, 1)
 			require.Contains(t, deadline[0].Detail, completion.InstanceID)
-			warning := withoutSurgeNote(w.Rollout(ctx, g.Name).Warning)
+			warning := withoutDeprecationNote(w.Rollout(ctx, g.Name).Warning)
 			if !tc.capped {
 				require.Empty(t, warning)
 				require.Zero(t, w.alerts(lifecycle.AlertDrainTimeoutCapped))

@@ -246,7 +246,7 @@ func TestMissingHookWarningCountsOnlyTheAgentsOwnHooks(t *testing.T) {
 					HeartbeatTimeout: time.Hour, QueueURL: w.Account.CreateQueue("nth-queue", 5, "")}))
 			}
 			require.NoError(t, w.Agent.RunOnce(ctx))
-			problem, warning := w.Agent.HookProblem(g.Name), withoutSurgeNote(w.Rollout(ctx, g.Name).Warning)
+			problem, warning := w.Agent.HookProblem(g.Name), withoutDeprecationNote(w.Rollout(ctx, g.Name).Warning)
 			if len(tc.want) == 0 {
 				require.Empty(t, problem)
 				require.Empty(t, warning)

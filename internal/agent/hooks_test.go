@@ -299,12 +299,12 @@ func TestGroupWithoutATerminatingHookIsReported(t *testing.T) {
 	require.Empty(t, w.Agent.HookProblem("hooked"))
 	require.Contains(t, w.Agent.HookProblem("bare"), "no terminating lifecycle hook")
 	require.Contains(t, w.Rollout(context.Background(), "bare").Warning, "no terminating lifecycle hook", "status shows it")
-	require.Empty(t, withoutSurgeNote(w.Rollout(context.Background(), "hooked").Warning))
+	require.Empty(t, withoutDeprecationNote(w.Rollout(context.Background(), "hooked").Warning))
 }
 
-// withoutSurgeNote is a record's warning without the deprecation note of a deprecated patch-agent/strategy,
+// withoutDeprecationNote is a record's warning without the deprecation note of a deprecated patch-agent/strategy,
 // which the test world's groups without the launching hook carry (demo.Build pins their strategy).
-func withoutSurgeNote(warning string) string {
+func withoutDeprecationNote(warning string) string {
 	var kept []string
 	for _, w := range strings.Split(warning, "; ") {
 		if w != "" && !strings.HasPrefix(w, "tag "+lifecycle.TagStrategy+"=") {

@@ -145,7 +145,7 @@ func TestPauseUntilExpiryResumesWithinSecondsOfItsEndWithoutASafetyPoll(t *testi
 
 // TestForgedOperatorWakeUpForAPausedGroupMakesNoDestructiveStep: a group is paused mid-rollout; operator
 // wake-ups claiming a resume, an approval and a rollback (no command wrote any of them) arrive. Each makes the
-// agent look at the group — and the look reads the pause lock from the store, which still holds: no surge,
+// agent look at the group — and the look reads the pause lock from the store, which still holds: no refresh,
 // no drain, no termination, and the record still says paused. A wake-up for a group the agent does not
 // manage is ignored; a malformed one is left on the queue for its dead-letter queue.
 func TestForgedOperatorWakeUpForAPausedGroupMakesNoDestructiveStep(t *testing.T) {
@@ -167,7 +167,7 @@ func TestForgedOperatorWakeUpForAPausedGroupMakesNoDestructiveStep(t *testing.T)
 		require.Equal(t, phase, r.Phase, "a forged %s moves nothing: %+v", action, r)
 		require.Empty(t, r.NewTemplateVersion, "no launch template version")
 		require.Contains(t, r.Reason, "paused", "the look read the pause from the store")
-		require.Len(t, w.Account.DesiredChanges(g.Name), changes, "no surge after a forged %s", action)
+		require.Len(t, w.Account.DesiredChanges(g.Name), changes, "no capacity write after a forged %s", action)
 		require.Empty(t, w.Account.Terminations(), "no termination")
 	}
 	w.Agent.Consumer.FlushDeletes(ctx) // their deletes wait for a batch (events.Consumer.DeleteDeadline)
