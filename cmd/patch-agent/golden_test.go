@@ -296,8 +296,8 @@ func demoLines(out string) []string {
 func TestRollbackPlanNamesThePlatformsDrain(t *testing.T) {
 	file := demoState(t)
 	for _, c := range []struct{ group, want, not string }{
-		{demo.GroupName, "drain (container instance DRAINING)", "cordon"},
-		{demo.EKSGroupName, "drain (node cordoned, pods evicted under their PodDisruptionBudgets)", "DRAINING"},
+		{demo.GroupName, "drained (container instance DRAINING)", "cordon"},
+		{demo.EKSGroupName, "drained (node cordoned, pods evicted under their PodDisruptionBudgets)", "DRAINING"},
 	} {
 		res := run(t, "rollback", c.group, "--yes", "--who", "alice", "--state-file", file)
 		require.NoError(t, res.err, res.stderr)

@@ -23,10 +23,10 @@ func newPauseCommand() *cobra.Command {
 	var replace bool
 	cmd := &cobra.Command{
 		Use:   "pause [REASON...]",
-		Short: "Stop new instance refreshes, drains and terminations of every group (or of one with --group)",
+		Short: "Stop new instance refreshes and launch template versions of every group (or of one with --group)",
 		Long: `Writes a pause lock: the global one, or one group's with --group. From the agent's next reconcile tick
-no new destructive step starts in that scope — no instance refresh (the agent cancels one it started),
-no rollout drain, no termination, no new launch template version — and the rollout's status reason says "paused (...) by WHO since T: WHY; next step: ...".
+no new destructive step starts in that scope — no instance refresh (the agent cancels one it started; the
+instances in flight finish), no new launch template version — and the rollout's status reason says "paused (...) by WHO since T: WHY; next step: ...".
 
 What goes on while paused: drains for Auto Scaling lifecycle hooks (scale-in, rebalancing, instance
 refresh) — they protect running tasks and their lifecycle actions are completed; waits already in flight
@@ -135,7 +135,7 @@ sentences on stderr.`,
 			fmt.Fprintf(out, " until %s", end.UTC().Format(time.RFC3339))
 		}
 		fmt.Fprintf(out, ": %s\n", strings.TrimSpace(reason))
-		fmt.Fprintln(out, "From now on no new instance refresh, rollout drain or termination starts (the agent reads the pause right before each), and the agent cancels an instance refresh it started; a step already under way finishes; lifecycle-hook drains go on.")
+		fmt.Fprintln(out, "From now on no new instance refresh or launch template version starts (the agent reads the pause right before each), and the agent cancels an instance refresh it started; the instances in flight finish; lifecycle-hook drains go on.")
 		undo := resumeHint(cmd, group)
 		fmt.Fprintf(out, "Undo with: %s\n", undo)
 		wakes.wake(cmd, s, operatorWakeUp(events.OperatorPause, group, who))

@@ -188,11 +188,11 @@ func warnRollbackSource(ctx context.Context, w io.Writer, s *openedStore, plan o
 func drainWords(platform string) string {
 	switch platform {
 	case "ecs":
-		return "drain (container instance DRAINING)"
+		return "drained (container instance DRAINING)"
 	case "eks":
-		return "drain (node cordoned, pods evicted under their PodDisruptionBudgets)"
+		return "drained (node cordoned, pods evicted under their PodDisruptionBudgets)"
 	}
-	return "drain"
+	return "drained"
 }
 
 // stdinIsTerminal decides whether rollback may ask for confirmation; tests replace it.

@@ -119,8 +119,8 @@ func (h *Hooks) holdDrain(ctx context.Context, t Target, a events.LifecycleActio
 	now := h.Clock.Now()
 	note := fmt.Sprintf("drain did not finish within %s (%s); %s is back in service but stays in Terminating:Wait (it cannot return "+
 		"to InService): the agent heartbeats the action and never completes it while the rollout is halted, and Auto Scaling ends it "+
-		"with the hook's default result at its global timeout (%s, about %s)", limit, detail, rec.InstanceID, global,
-		rec.ReceivedAt.Add(global).UTC().Format(time.RFC3339))
+		"with the hook's default result at its global timeout (%s, about %s): with CONTINUE it is then terminated undrained, "+
+		"so retry or roll back before then", limit, detail, rec.InstanceID, global, rec.ReceivedAt.Add(global).UTC().Format(time.RFC3339))
 	rec.DrainHeldAt, rec.Note = now, note
 	next, err := h.putHook(ctx, rec)
 	if err != nil {

@@ -269,7 +269,7 @@ func (o *Orchestrator) step(ctx context.Context, t Target, v GroupView, ami *Res
 	case state.PhaseDetected, state.PhaseWaiting:
 		return o.start(ctx, t, v, ami, r)
 	case state.PhaseHalted:
-		return r, errWait
+		return olderEngineHalted(r), errWait // rollout_olderengine.go
 	}
 	if r.Strategy != StrategyRefresh {
 		return o.olderEngine(ctx, r) // rollout_olderengine.go

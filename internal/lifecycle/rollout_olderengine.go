@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -30,6 +31,29 @@ func (o *Orchestrator) olderEngine(ctx context.Context, r state.Rollout) (state.
 	r.Strategy = strategy // the halted record stays recognisable as an older agent's (state.Rollout.ByOlderEngine)
 	return o.halt(ctx, r, OlderEngineReason(r.Group, strategy, r.Current), false)
 }
+
+// olderEngineHalted returns r, a Halted record, with the reason of OlderEngineReason when an older agent halted
+// it (state.Rollout.ByOlderEngine) with a reason of its own: the older agent's words ("drain deadline ...")
+// say nothing about the desired capacity and MaxSize it may have left raised. Its own reason is kept after
+// OlderEngineReason's. The caller writes the record when the reason changed (once).
+func olderEngineHalted(r state.Rollout) state.Rollout {
+	if !r.ByOlderEngine() || strings.Contains(r.Reason, olderEngineMark) {
+		return r
+	}
+	strategy := r.Strategy
+	if strategy == "" {
+		strategy = "surge"
+	}
+	own := strings.TrimPrefix(r.Reason, "failed: ")
+	r.Reason = "failed: " + OlderEngineReason(r.Group, strategy, r.Current)
+	if own != "" {
+		r.Reason += " (the older agent's own reason: " + own + ")"
+	}
+	return r
+}
+
+// olderEngineMark is in every OlderEngineReason.
+const olderEngineMark = "an older patch-agent left this rollout mid-replacement"
 
 // OlderEngineReason is the halt reason of a rollout an older agent left mid-replacement (olderEngine): what to
 // check and lower, and the command that goes on. cur is the replacement it left in flight (nil between two).

@@ -143,3 +143,32 @@ func TestOlderEnginePreparingRecordStartsAgainByInstanceRefresh(t *testing.T) {
 	require.Empty(t, groupWrites(rg), "no Auto Scaling write")
 	require.Empty(t, rg.templates.pointed, "the group's own launch template reference is kept: the refresh names the version")
 }
+
+// A rollout the older agent halted itself (here at its drain deadline) gets the reason that says what that
+// agent may have left raised, once, with its own reason kept; nothing else is written or changed.
+func TestOlderEngineHaltedRecordGetsTheReasonThatSaysWhatToCheck(t *testing.T) {
+	ctx := context.Background()
+	rg := newRig()
+	rec := replacing("surge", state.StepDraining)
+	rec.Phase, rec.Reason = state.PhaseHalted, "failed: drain of i-1 did not finish within 30m0s: put back in service"
+	rg.seed0(rec)
+	seeded, err := rg.store.GetRollout(ctx, "prod")
+	require.NoError(t, err)
+	for range 3 {
+		_, err := rg.o.Reconcile(ctx, rg.target, Inputs{View: olderEngineFleet(), AMI: newAMI()})
+		require.NoError(t, err)
+	}
+	stored, err := rg.store.GetRollout(ctx, "prod")
+	require.NoError(t, err)
+	require.Equal(t, state.PhaseHalted, stored.Phase)
+	require.Equal(t, "failed: "+OlderEngineReason("prod", "surge", stored.Current)+
+		" (the older agent's own reason: drain of i-1 did not finish within 30m0s: put back in service)", stored.Reason)
+	require.Equal(t, seeded.Version+1, stored.Version, "the reason is written once")
+	requireNoGroupEffect(t, rg)
+
+	// A halt of this agent's own refresh keeps its reason.
+	own := rec
+	own.Group, own.Strategy, own.Reason = "prod", StrategyRefresh, "failed: instance refresh Failed"
+	own.Current = &state.Replacement{Step: state.StepInstanceRefresh}
+	require.Equal(t, own.Reason, olderEngineHalted(own).Reason)
+}

@@ -78,12 +78,14 @@ func (o *Orchestrator) refreshHooks(ctx context.Context, group string, tags map[
 // (an audit, which does not know the agent's queue) any hook of the right transition counts.
 func RefreshHooks(group string, hooks []GroupHook, own HookOwnership) (launching, terminatingHook, missing string) {
 	terminating := false
+	foreign := map[string][]string{} // transition -> why each hook of it is not the agent's
 	for _, h := range hooks {
 		if h.Name == ECSManagedDrainingHookName {
 			terminating = true // ECS drains each terminating instance on its own hook; the agent only watches
 			continue
 		}
-		if owned, _ := HookOwned(h, own); !owned && own.QueueURL != "" {
+		if owned, why := HookOwned(h, own); !owned && own.QueueURL != "" {
+			foreign[h.Transition] = append(foreign[h.Transition], why)
 			continue
 		}
 		switch h.Transition {
@@ -98,12 +100,22 @@ func RefreshHooks(group string, hooks []GroupHook, own HookOwnership) (launching
 			}
 		}
 	}
+	// A hook of the transition that is not the agent's is named with why: a group tagged TagLifecycleHooks
+	// before it had the agent's launching hook lists only the terminating one, and the fix is the tag.
+	whyNot := func(transition string) string {
+		if len(foreign[transition]) == 0 {
+			return ""
+		}
+		return " (" + strings.Join(foreign[transition], "; ") + ")"
+	}
 	var lacks []string
 	if launching == "" {
-		lacks = append(lacks, "no launching lifecycle hook of the agent's (new instances would count as healthy before they serve): "+refreshHookCommand(group, transitionLaunching))
+		lacks = append(lacks, "no launching lifecycle hook of the agent's (new instances would count as healthy before they serve)"+
+			whyNot(transitionLaunching)+": "+refreshHookCommand(group, transitionLaunching))
 	}
 	if !terminating {
-		lacks = append(lacks, "no terminating lifecycle hook of the agent's (old instances would be terminated undrained): "+refreshHookCommand(group, transitionTerminating))
+		lacks = append(lacks, "no terminating lifecycle hook of the agent's (old instances would be terminated undrained)"+
+			whyNot(transitionTerminating)+": "+refreshHookCommand(group, transitionTerminating))
 	}
 	if len(lacks) > 0 {
 		missing = "instance refresh needs the agent's lifecycle hooks: " + strings.Join(lacks, "; ") + " (docs/deploy.md)"

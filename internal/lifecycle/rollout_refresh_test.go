@@ -427,3 +427,21 @@ func TestRefreshThatSucceededAfterTheHaltIsRolledBack(t *testing.T) {
 	require.Len(t, f.starts, 1)
 	require.Equal(t, "1", aws.ToString(f.starts[0].DesiredConfiguration.LaunchTemplate.Version))
 }
+
+// A group tagged patch-agent/lifecycle-hooks with only the terminating hook (as groups that scoped the agent's
+// hooks before it needed a launching one are) is not rolled, and the reason says the launching hook exists but
+// the tag leaves it out; with the tag listing both, the group is rolled.
+func TestRefreshHooksNamesTheTagThatLeavesTheLaunchingHookOut(t *testing.T) {
+	hooks := []GroupHook{{Name: "patch-agent-drain", Transition: transitionTerminating}, {Name: "patch-agent-launch", Transition: transitionLaunching}}
+	queue := "https://sqs.us-east-1.amazonaws.com/123456789012/patch-agent"
+	launching, terminating, missing := RefreshHooks("web", hooks, HookOwnership{QueueURL: queue, Listed: []string{"patch-agent-drain"}})
+	require.Empty(t, launching)
+	require.Equal(t, "patch-agent-drain", terminating)
+	require.Contains(t, missing, `no launching lifecycle hook of the agent's (new instances would count as healthy before they serve) (hook "patch-agent-launch" is not listed in the group's tag patch-agent/lifecycle-hooks=patch-agent-drain)`)
+	require.NotContains(t, missing, "no terminating lifecycle hook")
+
+	launching, terminating, missing = RefreshHooks("web", hooks, HookOwnership{QueueURL: queue, Listed: []string{"patch-agent-drain", "patch-agent-launch"}})
+	require.Equal(t, "patch-agent-launch", launching)
+	require.Equal(t, "patch-agent-drain", terminating)
+	require.Empty(t, missing)
+}
