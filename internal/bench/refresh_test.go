@@ -15,23 +15,29 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// refreshResults are the figures of the rollout by instance refresh (patch-agent/strategy=refresh): the same
-// 10-instance ECS group as the surge figures, with the agent's launching and terminating hooks.
+// refreshResults are the figures of the rollout by instance refresh, the only way the agent rolls a group: an
+// ECS group of 1, 10 and 100 instances with the agent's launching and terminating hooks.
 type refreshResults struct {
-	// RefreshOverheadRatio10At15s and RefreshOverheadRatio10SafetyPoll are the rollout's simulated time
-	// (the golden-AMI change to Completed) over the refresh floor (refreshFloor), at the 15 s tick and with
-	// wake-up events at the 2 min safety poll.
-	RefreshOverheadRatio10At15s      float64 `json:"refresh_overhead_ratio_10_15s_tick"`
-	RefreshOverheadRatio10SafetyPoll float64 `json:"refresh_overhead_ratio_10_safety_poll"`
-	// RefreshFloorSeconds10 is the refresh floor of the 10-instance group, in simulated seconds.
-	RefreshFloorSeconds10 float64 `json:"refresh_floor_seconds_10"`
-	// AWS calls per replaced instance, sqs:ReceiveMessage apart, and DynamoDB requests per replaced instance,
-	// at the 15 s tick and with wake-up events; the maps are the same by operation (ReceiveMessage included).
+	// RefreshOverheadRatio<n>At15s and RefreshOverheadRatio<n>SafetyPoll are the n-instance rollout's simulated
+	// time (the golden-AMI change to Completed) over the refresh floor of n instances (refreshFloor), at the
+	// 15 s tick and with wake-up events at the 2 min safety poll.
+	RefreshOverheadRatio1At15s        float64 `json:"refresh_overhead_ratio_1_15s_tick"`
+	RefreshOverheadRatio1SafetyPoll   float64 `json:"refresh_overhead_ratio_1_safety_poll"`
+	RefreshOverheadRatio10At15s       float64 `json:"refresh_overhead_ratio_10_15s_tick"`
+	RefreshOverheadRatio10SafetyPoll  float64 `json:"refresh_overhead_ratio_10_safety_poll"`
+	RefreshOverheadRatio100At15s      float64 `json:"refresh_overhead_ratio_100_15s_tick"`
+	RefreshOverheadRatio100SafetyPoll float64 `json:"refresh_overhead_ratio_100_safety_poll"`
+	// RefreshFloorSeconds<n> is the refresh floor of the n-instance group, in simulated seconds.
+	RefreshFloorSeconds1   float64 `json:"refresh_floor_seconds_1"`
+	RefreshFloorSeconds10  float64 `json:"refresh_floor_seconds_10"`
+	RefreshFloorSeconds100 float64 `json:"refresh_floor_seconds_100"`
+	// AWS calls per replaced instance, sqs:ReceiveMessage apart, and DynamoDB requests per replaced instance of
+	// the 10-instance rollout, at the 15 s tick and with wake-up events; the maps are the same by operation
+	// (ReceiveMessage included).
 	RefreshAPICallsPerInstance                  float64            `json:"refresh_api_calls_per_instance"`
 	RefreshReceiveMessagePerInstance            float64            `json:"refresh_receive_message_per_instance"`
 	RefreshDynamoDBOpsPerInstance               float64            `json:"refresh_dynamodb_ops_per_instance"`
@@ -44,16 +50,14 @@ type refreshResults struct {
 	RefreshDynamoDBOpsPerInstanceSafetyPollByOp map[string]float64 `json:"refresh_dynamodb_ops_per_instance_safety_poll_by_operation"`
 }
 
-// refreshSpec is the surge figures' group of n instances (desired = min = n, max n + 1, 2n tasks of a service)
-// rolled by instance refresh in batches of one: tagged patch-agent/strategy=refresh, with the agent's launching
-// hook beside its terminating hook.
+// refreshSpec is the bench's group of n instances (desired = min = n, max n + 1: room for the refresh's batch of
+// one above desired; 2n tasks of a service), with the agent's launching and terminating hooks (Build's default).
 func refreshSpec(n int, events bool) demo.Spec {
 	return demo.Spec{WakeUpEvents: events, WakeUpQueue: events, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
-		Min: int32(n), Max: int32(n + 1), Desired: int32(n),
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}}, Services: map[string]int{"web": 2 * n}}
+		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}}
 }
 
-// refreshRollout rolls the refresh group of n instances to ImageB with the agent, at the given reconcile tick
+// refreshRollout rolls the group of n instances to ImageB with the agent, at the given reconcile tick
 // or (events) with wake-up events at the production safety poll, and returns its simulated time from the
 // golden-AMI change to Completed, the AWS calls during it and, with a DynamoDB store (nil: the memory store),
 // the store's DynamoDB requests during it. Every invariant of the checker holds, desired capacity unwritten.
@@ -99,7 +103,7 @@ func refreshRollout(t *testing.T, n int, tick time.Duration, events bool, db *co
 	return took, w.Account.Calls(), db.api.snapshot()
 }
 
-// refreshFloor is the time the same instance refresh of the refresh group of n instances takes in the
+// refreshFloor is the time the same instance refresh of the group of n instances takes in the
 // simulated account with a perfect lifecycle hook handler and no agent: the launch template version of ImageB
 // made at once, StartInstanceRefresh with the agent's preferences (MinHealthyPercentage 100,
 // MaxHealthyPercentage 100 + ceil(100 / n) for a batch of one, SkipMatching, the group's instance warm-up),
@@ -202,12 +206,19 @@ func indexOf(g sim.GroupView, id string) int {
 	return -1
 }
 
-// measureRefresh fills res's refresh figures: the 10-instance refresh rollout at the 15 s tick and with
-// wake-up events, each on a DynamoDB store on kumo, against the refresh floor.
+// measureRefresh fills res's refresh figures: the rollouts of 1, 10 and 100 instances at the 15 s tick and with
+// wake-up events against the refresh floor of each size, the 10-instance ones on a DynamoDB store on kumo with
+// their AWS calls and DynamoDB requests counted.
 func measureRefresh(t *testing.T) refreshResults {
-	const n = 10
 	var res refreshResults
-	floor := refreshFloor(t, n)
+	var floor time.Duration
+	floor, res.RefreshOverheadRatio1At15s, res.RefreshOverheadRatio1SafetyPoll = refreshOverhead(t, 1)
+	res.RefreshFloorSeconds1 = floor.Seconds()
+	floor, res.RefreshOverheadRatio100At15s, res.RefreshOverheadRatio100SafetyPoll = refreshOverhead(t, 100)
+	res.RefreshFloorSeconds100 = floor.Seconds()
+
+	const n = 10
+	floor = refreshFloor(t, n)
 	res.RefreshFloorSeconds10 = floor.Seconds()
 	took, calls, ops := refreshRollout(t, n, 15*time.Second, false, dynamoStore(t))
 	res.RefreshOverheadRatio10At15s = took.Seconds() / floor.Seconds()
@@ -218,6 +229,16 @@ func measureRefresh(t *testing.T) refreshResults {
 	res.RefreshAPICallsPerInstanceSafetyPollByOp, res.RefreshAPICallsPerInstanceSafetyPoll, res.RefreshReceiveMessagePerInstanceSafetyPoll = perInstanceTotals(calls, n)
 	res.RefreshDynamoDBOpsPerInstanceSafetyPollByOp, res.RefreshDynamoDBOpsPerInstanceSafetyPoll, _ = perInstanceTotals(ops, n)
 	return res
+}
+
+// refreshOverhead returns the refresh floor of the group of n instances and its rollout's time over that floor
+// at the 15 s tick and with wake-up events at the 2 min safety poll, each on the memory store.
+func refreshOverhead(t *testing.T, n int) (floor time.Duration, at15s, safetyPoll float64) {
+	floor = refreshFloor(t, n)
+	took, _, _ := refreshRollout(t, n, 15*time.Second, false, nil)
+	at15s = took.Seconds() / floor.Seconds()
+	took, _, _ = refreshRollout(t, n, 0, true, nil)
+	return floor, at15s, took.Seconds() / floor.Seconds()
 }
 
 // perInstanceTotals divides counts by n: by operation, their total without sqs:ReceiveMessage, and ReceiveMessage.
@@ -234,19 +255,24 @@ func perInstanceTotals(counts map[string]int, n int) (byOp map[string]float64, t
 	return byOp, total, receive
 }
 
-// refreshFigures are the report's rows of the refresh rollout.
+// refreshFigures are the report's rows of the rollout by instance refresh.
 func refreshFigures(r refreshResults) []figure {
+	const floorHow = "over the refresh floor: the same instance refresh in the simulated account (MinHealthyPercentage 100, MaxHealthyPercentage 100 + ceil(100 / n) for a batch of one, SkipMatching, the group's warm-up) with a perfect hook handler and no agent, each launching action completed the instant its instance serves, each old instance set DRAINING the instant its terminating action waits and that action completed the instant its last task stopped (StartInstanceRefresh to Successful, looked at every simulated second)"
 	return []figure{
-		{"refresh: rollout time / refresh floor, 10 instances, 15 s tick / wake-up events", fmt.Sprintf("%.3f / %.3f (floor %.0f s)", r.RefreshOverheadRatio10At15s, r.RefreshOverheadRatio10SafetyPoll, r.RefreshFloorSeconds10),
-			"<= 1.05", verdict(max(r.RefreshOverheadRatio10At15s, r.RefreshOverheadRatio10SafetyPoll) <= 1.05),
-			"the same 10-instance ECS group tagged patch-agent/strategy=refresh (launching and terminating hooks), rolled by the agent: golden-AMI change to Completed, over the refresh floor: the same instance refresh in the simulated account (MinHealthyPercentage 100, MaxHealthyPercentage 110 for a batch of one, SkipMatching, the group's warm-up) with a perfect hook handler and no agent, each launching action completed the instant its instance serves, each old instance set DRAINING the instant its terminating action waits and that action completed the instant its last task stopped (StartInstanceRefresh to Successful, looked at every simulated second)"},
-		{"refresh: AWS API calls per replaced instance, wake-up events", fmt.Sprintf("%.1f (+ %.1f ReceiveMessage)", r.RefreshAPICallsPerInstanceSafetyPoll, r.RefreshReceiveMessagePerInstanceSafetyPoll), "<= 15", verdict(r.RefreshAPICallsPerInstanceSafetyPoll <= 15),
-			"the 10-instance refresh rollout at the 2 min safety poll with wake-up events / 10, sqs:ReceiveMessage apart (by operation below)"},
-		{"refresh: DynamoDB requests per replaced instance, wake-up events", fmt.Sprintf("%.1f", r.RefreshDynamoDBOpsPerInstanceSafetyPoll), "<= 8", verdict(r.RefreshDynamoDBOpsPerInstanceSafetyPoll <= 8),
-			"every request of the DynamoDB store (kumo) during the same rollout / 10 (by operation below)"},
-		{"refresh: AWS API calls per replaced instance, 15 s tick", fmt.Sprintf("%.1f (+ %.1f ReceiveMessage)", r.RefreshAPICallsPerInstance, r.RefreshReceiveMessagePerInstance), "<= 15", verdict(r.RefreshAPICallsPerInstance <= 15),
-			"the 10-instance refresh rollout at the 15 s reconcile interval without wake-up events / 10, sqs:ReceiveMessage apart"},
-		{"refresh: DynamoDB requests per replaced instance, 15 s tick", fmt.Sprintf("%.1f", r.RefreshDynamoDBOpsPerInstance), "<= 8", verdict(r.RefreshDynamoDBOpsPerInstance <= 8),
+		{"rollout time / refresh floor, 1 / 10 / 100 instances, 15 s tick", fmt.Sprintf("%.3f / %.3f / %.3f", r.RefreshOverheadRatio1At15s, r.RefreshOverheadRatio10At15s, r.RefreshOverheadRatio100At15s),
+			"<= 1.05", verdict(max(r.RefreshOverheadRatio1At15s, r.RefreshOverheadRatio10At15s, r.RefreshOverheadRatio100At15s) <= 1.05),
+			"an ECS group of n instances (max n + 1, the agent's launching and terminating hooks) rolled by the agent's instance refresh at the 15 s reconcile interval without wake-up events: golden-AMI change to Completed, " + floorHow},
+		{"rollout time / refresh floor, 1 / 10 / 100 instances, wake-up events", fmt.Sprintf("%.3f / %.3f / %.3f (floors %.0f / %.0f / %.0f s)", r.RefreshOverheadRatio1SafetyPoll, r.RefreshOverheadRatio10SafetyPoll, r.RefreshOverheadRatio100SafetyPoll,
+			r.RefreshFloorSeconds1, r.RefreshFloorSeconds10, r.RefreshFloorSeconds100),
+			"<= 1.05", verdict(max(r.RefreshOverheadRatio1SafetyPoll, r.RefreshOverheadRatio10SafetyPoll, r.RefreshOverheadRatio100SafetyPoll) <= 1.05),
+			"same, with wake-up events routed to the wake-up queue and the production reconcile interval (2 min safety poll), driven as Agent.Run (World.RunEvents)"},
+		{"AWS API calls per replaced instance, wake-up events", fmt.Sprintf("%.1f (+ %.1f ReceiveMessage)", r.RefreshAPICallsPerInstanceSafetyPoll, r.RefreshReceiveMessagePerInstanceSafetyPoll), "<= 15", verdict(r.RefreshAPICallsPerInstanceSafetyPoll <= 15),
+			"the 10-instance rollout at the 2 min safety poll with wake-up events / 10, sqs:ReceiveMessage apart (it grows with time, not work; by operation below)"},
+		{"DynamoDB requests per replaced instance, wake-up events", fmt.Sprintf("%.1f", r.RefreshDynamoDBOpsPerInstanceSafetyPoll), "<= 8", verdict(r.RefreshDynamoDBOpsPerInstanceSafetyPoll <= 8),
+			"every request of the DynamoDB store (kumo) during the same rollout / 10, without the bench's own reads (by operation below)"},
+		{"AWS API calls per replaced instance, 15 s tick", fmt.Sprintf("%.1f (+ %.1f ReceiveMessage)", r.RefreshAPICallsPerInstance, r.RefreshReceiveMessagePerInstance), "<= 15", verdict(r.RefreshAPICallsPerInstance <= 15),
+			"the 10-instance rollout at the 15 s reconcile interval without wake-up events / 10, sqs:ReceiveMessage apart"},
+		{"DynamoDB requests per replaced instance, 15 s tick", fmt.Sprintf("%.1f", r.RefreshDynamoDBOpsPerInstance), "<= 8", verdict(r.RefreshDynamoDBOpsPerInstance <= 8),
 			"same rollout; a Query or Scan counts each page"},
 	}
 }
@@ -254,7 +280,7 @@ func refreshFigures(r refreshResults) []figure {
 // TestRefreshCosts prints the figures of the rollout by instance refresh alone (PATCH_AGENT_BENCH=1
 // PATCH_AGENT_KUMO=$(scripts/ensure-kumo.sh) go test ./internal/bench -run TestRefreshCosts -v): the refresh
 // floor, each rollout's time over it, and its AWS calls and DynamoDB requests per replaced instance by
-// operation and by kind of item.
+// operation and by kind of item; then the rollout time over the refresh floor of 1 and 100 instances.
 func TestRefreshCosts(t *testing.T) {
 	if os.Getenv("PATCH_AGENT_BENCH") == "" {
 		t.Skip("measurements run with PATCH_AGENT_BENCH=1")
@@ -276,6 +302,10 @@ func TestRefreshCosts(t *testing.T) {
 		printCosts(t, fmt.Sprintf("EKS self-managed group by refresh, wake-up events %v (took %s; no EKS floor: the ratio is over the ECS floor)", events, took),
 			took.Seconds()/floor.Seconds(), calls, ops)
 	}
+	for _, size := range []int{1, 100} {
+		floor, at15s, safetyPoll := refreshOverhead(t, size)
+		t.Logf("refresh, %d instances: floor %s; rollout time / floor %.3f at the 15 s tick, %.3f with wake-up events", size, floor, at15s, safetyPoll)
+	}
 }
 
 // eksRefreshRollout is refreshRollout for the demo's EKS self-managed node group (a Deployment under a
@@ -287,7 +317,6 @@ func eksRefreshRollout(t *testing.T, n int, events bool, db *countedStore) (time
 	spec.Groups, spec.Services = spec.Groups[1:], nil
 	g := &spec.Groups[0]
 	g.Min, g.Desired, g.Max = int32(n), int32(n), int32(n+1)
-	g.Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}
 	spec.WakeUpEvents, spec.WakeUpQueue, spec.Store = events, events, db.store
 	w, err := demo.Build(spec)
 	require.NoError(t, err)

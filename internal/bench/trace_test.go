@@ -16,22 +16,12 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// TestRolloutLookTrace prints, for the 10-instance rollout with wake-up events (as rolloutOverheadEvents runs
-// it, memory store), every step of the loop that made an AWS call other than SQS: the simulated time, the
-// wake-up messages the step received (detail-type and what they name), the rollout's position after the step
-// and the calls it made by operation (PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestRolloutLookTrace
-// -v). It is the "which wake-up caused each look" trace; it asserts nothing but the rollout's end.
-func TestRolloutLookTrace(t *testing.T) {
-	if os.Getenv("PATCH_AGENT_BENCH") == "" {
-		t.Skip("measurements run with PATCH_AGENT_BENCH=1")
-	}
-	n := 10
-	lookTrace(t, n, demo.Spec{WakeUpEvents: true, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
-		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}}, time.Hour)
-}
-
-// TestRefreshLookTrace is TestRolloutLookTrace for the 10-instance group rolled by instance refresh
-// (refreshSpec; the wake-ups on the agent's queue so that the trace names them).
+// TestRefreshLookTrace prints, for the 10-instance rollout by instance refresh with wake-up events (refreshSpec,
+// memory store, the wake-ups on the agent's queue so that the trace names them), every step of the loop that made
+// an AWS call other than SQS: the simulated time, the wake-up messages the step received (detail-type and what
+// they name), the rollout's position after the step and the calls it made by operation
+// (PATCH_AGENT_BENCH=1 go test ./internal/bench -run TestRefreshLookTrace -v). It is the "which wake-up caused
+// each look" trace; it asserts nothing but the rollout's end.
 func TestRefreshLookTrace(t *testing.T) {
 	if os.Getenv("PATCH_AGENT_BENCH") == "" {
 		t.Skip("measurements run with PATCH_AGENT_BENCH=1")
