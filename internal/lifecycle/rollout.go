@@ -54,8 +54,8 @@ type Orchestrator struct {
 	LeaseTTL    time.Duration
 	Store       state.Store
 	AutoScaling awsapi.AutoScaling
-	// Groups owns the Auto Scaling calls of the rollout (traits, warm pool membership, the warm pool's
-	// termination without decrement); nil uses AutoScalingGroups over AutoScaling.
+	// Groups owns the Auto Scaling reads the rollout decides on (the group's traits); nil uses
+	// AutoScalingGroups over AutoScaling.
 	Groups Groups
 	// Templates owns the launch template versions (Templates over EC2 and Auto Scaling).
 	Templates TemplateProvider

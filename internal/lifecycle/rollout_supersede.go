@@ -7,14 +7,14 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// supersede moves a Replacing rollout to the newer AMI at an instance boundary: the replacement in flight has
-// finished; the rollout goes back to Detected with the newer target, so it passes every gate again (AMI gate,
-// soak, window, alarms, and approval: an approval belongs to one AMI, ApprovedImage names the superseded one
-// and is cleared) before a new launch template version is prepared. The remaining instances and those already
-// replaced with the superseded AMI are all outdated then, and go to the newest. The launch template reference
-// recorded before the first rollout (PreviousTemplate) and the agent's max size change are kept, so a
-// rollback still restores the last good template and Verifying still lowers max by the agent's own +1.
-// History records the superseded rollout ("superseded": from the superseded AMI to the newer one).
+// supersede moves a Replacing rollout to the newer AMI once its instance refresh is cancelled (the launches and
+// terminations in flight have finished); the rollout goes back to Detected with the newer target, so it passes
+// every gate again (AMI gate, soak, window, alarms, and approval: an approval belongs to one AMI, ApprovedImage
+// names the superseded one and is cleared) before a new launch template version is prepared. The remaining
+// instances and those already replaced with the superseded AMI are all outdated then, and go to the newest. The
+// launch template reference recorded before the first rollout (PreviousTemplate) is kept, so a rollback still
+// restores the last good template. History records the superseded rollout ("superseded": from the superseded
+// AMI to the newer one).
 func (o *Orchestrator) supersede(ctx context.Context, t Target, v GroupView, ami *ResolvedAMI, r state.Rollout) (state.Rollout, error) {
 	old, replaced := r.TargetImageID, len(r.Replaced)
 	detail := fmt.Sprintf("rollout to %s superseded by %s after %d replacement(s); every instance not on %s is replaced again",
