@@ -16,9 +16,6 @@ import (
 // DefaultStaleAfter is how long a group's gauges stay published after it was last observed.
 const DefaultStaleAfter = 15 * time.Minute
 
-// rememberDrains bounds the per-group memory of instances whose drain the rollout measured.
-const rememberDrains = 16
-
 // Registry keeps the agent's metrics. It implements lifecycle.Observer: the agent tells it every rollout
 // transition, every observation of a target and every completed lifecycle action. Safe for concurrent use;
 // every observer call is a map update under a mutex.
@@ -52,11 +49,8 @@ type groupState struct {
 	active, halted bool
 	sourceModified time.Time
 
-	drain         time.Duration
-	drainKnown    bool
-	draining      string    // the instance the rollout is draining
-	drainingSince time.Time // when its Draining step started
-	drained       []string  // instances whose drain the rollout measured (newest last)
+	drain      time.Duration
+	drainKnown bool
 
 	// refreshID and refreshLeft are the agent's instance refresh last seen and its instances left to update
 	// (Replacements succeeded counts what it updated).
@@ -100,7 +94,8 @@ func (r *Registry) group(name, platform string) *groupState {
 	return g
 }
 
-// RolloutTransition implements lifecycle.Observer: phase gauges, replacement counters and drain durations.
+// RolloutTransition implements lifecycle.Observer: phase gauges and replacement counters. Drain durations come
+// from the terminating lifecycle actions the agent completes (LifecycleActionCompleted).
 func (r *Registry) RolloutTransition(prev, next state.Rollout, _ string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -119,21 +114,6 @@ func (r *Registry) RolloutTransition(prev, next state.Rollout, _ string) {
 	}
 	if haltedPhase(next.Phase) && !haltedPhase(prev.Phase) && next.Current != nil {
 		g.failed++
-	}
-	// The drain is measured from the transition into Draining to the one into Terminating, both seen by this
-	// registry: prev.Current may share its pointer with next.Current (the orchestrator edits the replacement
-	// in place), so prev does not tell the step before.
-	switch n := next.Current; {
-	case n == nil:
-		g.draining = ""
-	case n.Step == state.StepDraining && g.draining != n.OldInstanceID:
-		g.draining, g.drainingSince = n.OldInstanceID, n.StepStartedAt
-	case n.Step == state.StepTerminating && g.draining == n.OldInstanceID:
-		g.drain, g.drainKnown, g.draining = n.StepStartedAt.Sub(g.drainingSince), true, ""
-		g.drained = append(g.drained, n.OldInstanceID)
-		if len(g.drained) > rememberDrains {
-			g.drained = g.drained[len(g.drained)-rememberDrains:]
-		}
 	}
 }
 
@@ -164,14 +144,13 @@ func (r *Registry) TargetObserved(t lifecycle.Target, v lifecycle.GroupView, ro 
 	}
 }
 
-// LifecycleActionCompleted implements lifecycle.Observer: the completion counter and, for a drain the agent
-// did for the hook itself (not one the rollout already measured), the drain duration.
+// LifecycleActionCompleted implements lifecycle.Observer: the completion counter and, for a drain, its duration.
 func (r *Registry) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.group(h.Group, "")
 	g.lifecycle++
-	if drain > 0 && !contains(g.drained, h.InstanceID) {
+	if drain > 0 {
 		g.drain, g.drainKnown = drain, true
 	}
 }
@@ -227,15 +206,6 @@ func (g *groupState) setPhase(ro state.Rollout) {
 
 // haltedPhase reports whether a rollout in phase p stopped on a failure (with or without rollback).
 func haltedPhase(p state.Phase) bool { return p == state.PhaseHalted || p == state.PhaseRollingBack }
-
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
 
 // Sample is one value of one series.
 type Sample struct {

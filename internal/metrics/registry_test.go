@@ -131,22 +131,17 @@ func TestReplacementsFailedCountsHaltsDuringAReplacementOnce(t *testing.T) {
 	require.Equal(t, 1.0, values(r)[key(metrics.ReplacementsFailed)])
 }
 
-func TestDrainSecondsIsTheRolloutsDrainNotTheHookCompletionAfterIt(t *testing.T) {
+// DrainSeconds is the duration of the last drain the agent completed a terminating lifecycle action for: a
+// refresh's replacement and a scale-in alike; a launching action (no drain) leaves it as it was.
+func TestDrainSecondsIsTheLastTerminatingActionsDrain(t *testing.T) {
 	r := metrics.NewRegistry(nil)
-	// The orchestrator edits the replacement in place: prev.Current and next.Current share one pointer.
-	cur := &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-1", StepStartedAt: t0}
-	before := rec(state.PhaseReplacing, "")
-	before.Current = cur
-	r.RolloutTransition(before, before, "replacement healthy")
-	cur.Step, cur.StepStartedAt = state.StepTerminating, t0.Add(95*time.Second)
-	r.RolloutTransition(before, before, "drained")
-	// The terminating hook of the drained instance completes moments after the terminate call.
-	r.LifecycleActionCompleted(state.Hook{Group: group, InstanceID: "i-1", Transition: events.TransitionTerminating}, 3*time.Second)
+	r.RolloutTransition(rec(state.PhaseReplacing, ""), rec(state.PhaseReplacing, ""), "instance refresh started") // the group's platform
+	r.LifecycleActionCompleted(state.Hook{Group: group, InstanceID: "i-1", Transition: events.TransitionTerminating}, 95*time.Second)
 	v := values(r)
 	require.Equal(t, 95.0, v[key(metrics.DrainSeconds)])
 	require.Equal(t, 1.0, v[key(metrics.LifecycleActionsCompleted)])
-
-	// A scale-in the agent drained for the hook alone is a drain of its own.
+	r.LifecycleActionCompleted(state.Hook{Group: group, InstanceID: "i-9", Transition: events.TransitionLaunching}, 0)
+	require.Equal(t, 95.0, values(r)[key(metrics.DrainSeconds)])
 	r.LifecycleActionCompleted(state.Hook{Group: group, InstanceID: "i-7", Transition: events.TransitionTerminating}, 42*time.Second)
 	require.Equal(t, 42.0, values(r)[key(metrics.DrainSeconds)])
 }
