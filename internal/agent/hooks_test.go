@@ -314,42 +314,37 @@ func withoutDeprecationNote(warning string) string {
 	return strings.Join(kept, "; ")
 }
 
-// A refresh whose drains can never be checked (ListTasks never answers again): the terminating action of each
-// old instance is heartbeaten while its drain is unknown and completed with CONTINUE at the drain deadline
-// (30m), not held until Auto Scaling's global timeout and not retried forever, and the rollout completes.
+// A refresh whose drains can never be checked (ListTasks never answers again): the terminating action of the
+// first old instance is heartbeaten while its drain is unknown and held at the drain deadline (30m, field case
+// C9), not kept draining until Auto Scaling's global timeout and not retried forever: the instance is back in
+// service, the action heartbeated and never completed, one alert says held, and the rollout halts without a
+// rollback within a tick or two.
 func TestDrainDeadlineHoldsWhenTheDrainCannotBeCheckedAnyMore(t *testing.T) {
 	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Codes: []string{sim.FaultThrottlingException}}) // never answers again
-	w := build(t, spec)
-	ctx := context.Background()
+	w := buildAlerting(t, spec, g)
 	w.PublishAMI(g.Parameter, demo.ImageB)
-	done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
-	require.NoError(t, err)
-	require.True(t, done, "the rollout ends instead of retrying forever: %+v", w.Rollout(ctx, g.Name))
-	r := w.Rollout(ctx, g.Name)
-	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+	r := runTo(t, w.World, 2*time.Hour, "the rollout halts instead of retrying forever", func(r state.Rollout) bool { return r.Phase == state.PhaseHalted }, g.Name)
+	haltedAt := w.Account.Clock().Now()
+	require.Contains(t, r.Reason, "drain status unknown")
 	require.Positive(t, spec.Faults.Stats().Injected["ecs:ListTasks"], "the drain checks failed")
-	requested := map[string]time.Time{}
+
+	rec := requireDrainHeld(t, w, 30*time.Minute)
+	var requested time.Time
 	for _, tm := range w.Account.Terminations() {
-		requested[tm.InstanceID] = tm.RequestedAt
-	}
-	completed := 0
-	for _, c := range w.Account.LifecycleCompletions() {
-		if c.Caller != sim.CallerAPI || c.Transition != sim.TransitionTerminating || !c.Accepted {
-			continue
+		if tm.InstanceID == rec.InstanceID {
+			requested = tm.RequestedAt
 		}
-		completed++
-		require.Equal(t, sim.ResultContinue, c.Result)
-		at, ok := requested[c.InstanceID]
-		require.True(t, ok, c.InstanceID)
-		held := c.At.Sub(at)
-		require.GreaterOrEqual(t, held, 30*time.Minute, "%s: held until the drain deadline, the drain being unknown", c.InstanceID)
-		require.LessOrEqual(t, held, 30*time.Minute+2*tick, "%s: completed at the drain deadline", c.InstanceID)
 	}
-	require.Equal(t, 2, completed, "each old instance's terminating action completed")
-	require.NotEmpty(t, w.Account.Heartbeats(), "heartbeats kept the actions alive until then")
-	requireNoCapacityWrites(t, w, g.Name)
+	require.False(t, requested.IsZero(), rec.InstanceID)
+	held := rec.DrainHeldAt.Sub(requested)
+	t.Logf("%s held %s after its termination, rollout halted %s later", rec.InstanceID, held, haltedAt.Sub(rec.DrainHeldAt))
+	require.GreaterOrEqual(t, held, 30*time.Minute, "%s: drained until the drain deadline, the drain being unknown", rec.InstanceID)
+	require.LessOrEqual(t, held, 30*time.Minute+2*tick, "%s: held at the drain deadline", rec.InstanceID)
+	require.LessOrEqual(t, haltedAt.Sub(rec.DrainHeldAt), 2*tick, "the rollout halts at the hold")
+	require.NotEmpty(t, heartbeatsOf(w.World, rec.InstanceID, requested, rec.DrainHeldAt), "heartbeats kept the action alive until then")
+	requireNoCapacityWrites(t, w.World, g.Name)
 }
 
 func TestMisconfiguredGroupsLifecycleActionsAreStillDrained(t *testing.T) {

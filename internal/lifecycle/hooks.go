@@ -368,7 +368,8 @@ func (h *Hooks) look(ctx context.Context, t Target, a events.LifecycleAction, re
 	}
 	note := "drained"
 	if !prog.Drained {
-		// Not a termination of the agent's refresh (a scale in, a person's): the action's own timeout would
+		// Not a termination of the agent's refresh (a scale in, a person's), or one of an instance that fails
+		// its health check (refreshHoldsDrain): the action's own timeout would
 		// continue the termination anyway; completing now at least does not leave the instance half-drained
 		// for the rest of the heartbeat window. It is an alert, not a silent CONTINUE.
 		note = fmt.Sprintf("drain deadline %s reached (%s); continuing", limit, prog.Detail)

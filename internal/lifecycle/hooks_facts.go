@@ -3,9 +3,11 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"go.uber.org/zap"
@@ -23,6 +25,23 @@ const (
 	instanceTerminated
 	instanceUnknown
 )
+
+// failedHealthCheck reports whether Auto Scaling reports the instance unhealthy (DescribeAutoScalingInstances'
+// HealthStatus): it leaves because its health check failed, by Auto Scaling's health check replacement or
+// while the refresh's termination of it waits, and putting it back in service would serve from an instance
+// that fails its health check.
+func (h *Hooks) failedHealthCheck(ctx context.Context, id string) (bool, error) {
+	out, err := h.AutoScaling.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		return false, fmt.Errorf("reading the health status of %s at its drain deadline: %w", id, err)
+	}
+	for _, i := range out.AutoScalingInstances {
+		if aws.ToString(i.InstanceId) == id {
+			return strings.EqualFold(aws.ToString(i.HealthStatus), "UNHEALTHY"), nil
+		}
+	}
+	return false, nil
+}
 
 // instanceState asks EC2 whether the instance exists and is not yet shutting down.
 func (h *Hooks) instanceState(ctx context.Context, id string) (instanceExistence, error) {

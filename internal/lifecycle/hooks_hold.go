@@ -23,7 +23,8 @@ import (
 // completes it while the rollout is halted, and Auto Scaling ends it at the hook's global timeout with the
 // hook's default result. An operator's retry or rollback makes the rollout active again and the drain starts
 // again with a fresh deadline (DrainFrom). A termination that is not the refresh's (a scale in, a person's)
-// continues at the deadline with the alert.
+// continues at the deadline with the alert, and so does one of an instance Auto Scaling reports unhealthy
+// (failedHealthCheck): its health check fails, so it is never put back in service.
 
 // heldDrainPrefix starts the halt of a refresh whose drain the agent held at its deadline (heldDrainHalt).
 const heldDrainPrefix = "drain of "
@@ -44,9 +45,22 @@ func isHeldDrainHalt(halt string) bool {
 
 // refreshHoldsDrain reports whether a terminating action undrained at its deadline is held: its group's rollout
 // is the agent's instance refresh replacing instances (strategy refresh, Replacing, not rolling back, no cancel
-// or halt under way), or is halted by this very hold. A cancel under way (a pause, a closed window, another
-// halt) waits for the terminations in flight: a held one would keep it waiting until the hook's global timeout.
+// or halt under way), or is halted by this very hold, and Auto Scaling does not report the instance unhealthy
+// (failedHealthCheck). A cancel under way (a pause, a closed window, another halt) waits for the terminations
+// in flight: a held one would keep it waiting until the hook's global timeout.
 func (h *Hooks) refreshHoldsDrain(ctx context.Context, rec state.Hook) (bool, error) {
+	hold, err := h.refreshReplacesBy(ctx, rec)
+	if err != nil || !hold {
+		return false, err
+	}
+	unhealthy, err := h.failedHealthCheck(ctx, rec.InstanceID)
+	return !unhealthy, err
+}
+
+// refreshReplacesBy reports whether the group's rollout of rec is the agent's instance refresh replacing
+// instances (strategy refresh, Replacing, not rolling back, no cancel or other halt under way), or is halting or
+// halted for a held drain (rec's or another termination's of the same refresh).
+func (h *Hooks) refreshReplacesBy(ctx context.Context, rec state.Hook) (bool, error) {
 	r, err := h.rolloutOf(ctx, rec.Group)
 	if errors.Is(err, state.ErrNotFound) {
 		return false, nil
@@ -60,9 +74,11 @@ func (h *Hooks) refreshHoldsDrain(ctx context.Context, rec state.Hook) (bool, er
 	}
 	switch r.Phase {
 	case state.PhaseReplacing:
-		return p.Cancel == "" && p.Halt == "", nil
+		// Replacing, or halting for a held drain: a second termination of the refresh whose deadline comes
+		// while the first one's hold halts the rollout is held too, never continued undrained.
+		return p.Cancel == "" && p.Halt == "" || isHeldDrainHalt(p.Halt), nil
 	case state.PhaseHalted:
-		return isHeldDrainHalt(p.Halt) && strings.HasPrefix(p.Halt, heldDrainPrefix+rec.InstanceID+" "), nil
+		return isHeldDrainHalt(p.Halt), nil
 	}
 	return false, nil
 }

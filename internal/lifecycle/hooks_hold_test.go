@@ -199,6 +199,24 @@ func TestDrainOfATerminationOutsideARefreshContinuesAtItsDeadline(t *testing.T) 
 	require.Contains(t, w.spy.alerts[0].Detail, "continuing")
 }
 
+// An instance Auto Scaling reports unhealthy (its health check fails: Auto Scaling's health check replacement,
+// or while the refresh's termination of it waits) is never put back in service: its drain continues at the
+// deadline though the rollout replaces by refresh, with the alert, and nothing is held.
+func TestDrainOfAnUnhealthyInstanceContinuesAtItsDeadlineDuringARefresh(t *testing.T) {
+	w := newHoldWorld(t)
+	w.seed(t, refreshRecord())
+	require.True(t, w.acct.MarkInstanceUnhealthy(w.action.InstanceID))
+	w.lookFor(t, 10*time.Minute)
+	require.Equal(t, HookDone, w.look(t, 30*time.Second))
+	rec := w.record(t)
+	require.Equal(t, state.HookCompleted, rec.State)
+	require.Equal(t, ResultContinue, rec.Result)
+	require.True(t, rec.DrainHeldAt.IsZero(), "not held")
+	require.Empty(t, w.platform.undrained, "never back in service")
+	require.Equal(t, 1, w.spy.count(AlertDrainDeadline))
+	require.Contains(t, w.spy.alerts[0].Detail, "continuing")
+}
+
 // The refresh step halts on a drain held during its refresh: the refresh is cancelled without waiting for the
 // held termination, and the rollout halts without a rollback (though the policy rolls back on failure), with a
 // reason naming the instance, what blocked the drain, that it serves in Terminating:Wait, and the way forward.
