@@ -28,7 +28,6 @@ func TestDrainDeadlineHoldsWhenTheDrainCannotBeStartedAmidECSFaults(t *testing.T
 		sim.FaultRule{Op: "ecs:UpdateContainerInstancesState", Every: 1, Codes: []string{sim.FaultThrottlingException}},
 		sim.FaultRule{Op: "ecs:*", Every: 5, Across: true, Codes: []string{sim.FaultThrottlingException}})
 	w := buildAlerting(t, spec, g)
-	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
 	r := runTo(t, w.World, 3*time.Hour, "halted", func(r state.Rollout) bool { return r.Phase == state.PhaseHalted }, g.Name)
 	haltedAt := w.Account.Clock().Now()
@@ -50,40 +49,22 @@ func TestDrainDeadlineHoldsWhenTheDrainCannotBeStartedAmidECSFaults(t *testing.T
 	require.Zero(t, w.Account.Calls()["autoscaling:TerminateInstanceInAutoScalingGroup"])
 	requireNoCapacityWrites(t, w.World, g.Name)
 
-	// The refresh's other termination in flight reaches its deadline after the halt, which is not its hold: it
-	// continues at its deadline, undrained, with an alert. It takes its tasks with it: the service runs short of
-	// its minimumHealthyPercent (invariant 1) until ECS has started them again elsewhere. Nothing else breaks;
-	// the held action waits at the end by design.
-	var continued []time.Time
+	// The refresh's other termination in flight reaches its deadline while the first hold halts the rollout: it
+	// is held too, never continued undrained, so no service runs short and nothing breaks (the held actions
+	// wait at the end by design).
 	for _, c := range w.Account.LifecycleCompletions() {
-		if !c.Accepted || c.Caller != sim.CallerAPI || c.Transition != sim.TransitionTerminating {
-			continue
-		}
-		require.Equal(t, sim.ResultContinue, c.Result, c.InstanceID)
-		other, err := w.Store.GetHook(ctx, lifecycle.ActionKey(c.Group, c.InstanceID, c.Hook))
-		require.NoError(t, err)
-		t.Logf("%s continued %s after the agent recorded its action, %s after the halt", c.InstanceID, c.At.Sub(other.ReceivedAt), c.At.Sub(haltedAt))
-		require.True(t, c.At.After(haltedAt), "%s: continued after the halt only", c.InstanceID)
-		require.GreaterOrEqual(t, c.At.Sub(other.ReceivedAt), 30*time.Minute, "%s: not before its drain deadline", c.InstanceID)
-		require.Less(t, c.At.Sub(other.ReceivedAt), 31*time.Minute, "%s: at its drain deadline", c.InstanceID)
-		continued = append(continued, c.At)
+		require.False(t, c.Accepted && c.Caller == sim.CallerAPI && c.Transition == sim.TransitionTerminating,
+			"no terminating action of the refresh is continued undrained: %+v", c)
 	}
-	require.Equal(t, float64(1+len(continued)), w.alerts(lifecycle.AlertDrainDeadline), "the hold and each undrained CONTINUE are alerts")
-	for _, v := range w.Checker.Finish() {
-		after := false
-		for _, at := range continued {
-			after = after || (!v.At.Before(at) && v.At.Sub(at) < 10*time.Minute)
-		}
-		require.True(t, v.Invariant == 1 && after, "only the tasks of an instance continued at its drain deadline are short: %s", v)
-	}
+	require.Empty(t, w.Checker.Finish())
 }
 
-// requireDrainHeld asserts that the world's rollout is Halted by the one drain the agent held at its deadline
+// requireDrainHeld asserts that the world's rollout is Halted by the first drain the agent held at its deadline
 // (field case C9), and that the hold stays while the world runs on for d: the reason names the held instance
 // and the way forward (`patch-agent retry`, `patch-agent rollback`); the refresh was cancelled, never rolled
 // back; the instance waits in Terminating:Wait and serves again (its container instance ACTIVE); its action's
-// record is held, never completed, and heartbeated since the hold; one DrainDeadline alert says held. It
-// returns the held action's record.
+// record is held, never completed, and heartbeated since the hold, and so is every other drain of the refresh
+// held meanwhile; one DrainDeadline alert says held for each. It returns the first held action's record.
 func requireDrainHeld(t *testing.T, w alertWorld, d time.Duration) state.Hook {
 	t.Helper()
 	ctx := context.Background()
@@ -112,25 +93,34 @@ func requireDrainHeld(t *testing.T, w alertWorld, d time.Duration) state.Hook {
 
 	w.run(t, d)
 	require.Equal(t, state.PhaseHalted, w.Rollout(ctx, group).Phase, "halted stays halted")
-	inst, ok := w.Account.Instance(id)
-	require.True(t, ok)
-	require.Equal(t, "Terminating:Wait", inst.LifecycleState, "held on the terminating hook, not terminated")
-	require.Equal(t, "ACTIVE", inst.ContainerInstanceStatus, "back in service")
 	rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(group, id, demo.HookName))
 	require.NoError(t, err)
-	require.NotEqual(t, state.HookCompleted, rec.State)
-	require.False(t, rec.DrainHeldAt.IsZero(), "still held")
-	for _, c := range w.Account.LifecycleCompletions() {
-		require.False(t, c.Caller == sim.CallerAPI && c.InstanceID == id, "the held action is never completed: %+v", c)
+	// Every drain held meanwhile — the first, and any other termination of the refresh that reached its deadline
+	// while the first hold halted it — stays held: in Terminating:Wait, back in service, heartbeated, never
+	// completed; one held alert each.
+	heldRecords := 0
+	for _, i := range w.Account.Group(group).Instances {
+		h, err := w.Store.GetHook(ctx, lifecycle.ActionKey(group, i.ID, demo.HookName))
+		if err != nil || h.DrainHeldAt.IsZero() {
+			continue
+		}
+		heldRecords++
+		require.Equal(t, "Terminating:Wait", i.LifecycleState, "%s held on the terminating hook, not terminated", i.ID)
+		require.Equal(t, "ACTIVE", i.ContainerInstanceStatus, "%s back in service", i.ID)
+		require.NotEqual(t, state.HookCompleted, h.State, i.ID)
+		for _, c := range w.Account.LifecycleCompletions() {
+			require.False(t, c.Caller == sim.CallerAPI && c.InstanceID == i.ID, "the held action is never completed: %+v", c)
+		}
+		require.NotEmpty(t, heartbeatsOf(w.World, i.ID, h.DrainHeldAt, w.Account.Clock().Now()), "%s heartbeated while held", i.ID)
 	}
-	require.NotEmpty(t, heartbeatsOf(w.World, id, rec.DrainHeldAt, w.Account.Clock().Now()), "heartbeated while held")
+	require.False(t, rec.DrainHeldAt.IsZero(), "the first stays held")
 	held := 0
 	for _, n := range w.notified(t, lifecycle.AlertDrainDeadline) {
 		if strings.Contains(n.Detail, ": held: ") {
 			held++
 		}
 	}
-	require.Equal(t, 1, held, "one held alert")
+	require.Equal(t, heldRecords, held, "one held alert per held drain")
 	require.GreaterOrEqual(t, w.alerts(lifecycle.AlertDrainDeadline), 1.0)
 	return rec
 }
