@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/notify"
 	"github.com/patch-agent/patch-agent/internal/sim"
@@ -59,7 +60,8 @@ func runDemo(t *testing.T, tags map[string]string, setup func(*demo.World), unti
 
 // rolloutKinds returns the events announced for the demo's ECS group, in order, and how many of its
 // lifecycle actions were announced.
-func rolloutKinds(t *testing.T, evs []sim.PublishedEvent) (kinds []string, lifecycleActions int) {
+func rolloutKinds(t *testing.T, evs []sim.PublishedEvent) (kinds []string, lifecycleActions map[string]int) {
+	lifecycleActions = map[string]int{}
 	t.Helper()
 	for _, e := range evs {
 		require.Equal(t, notify.Source, e.Source)
@@ -81,7 +83,9 @@ func rolloutKinds(t *testing.T, evs []sim.PublishedEvent) (kinds []string, lifec
 			require.Equal(t, demo.ImageB, d.TargetImageID)
 			kinds = append(kinds, d.Event)
 		case notify.DetailTypeLifecycle:
-			lifecycleActions++
+			var d notify.LifecycleDetail
+			require.NoError(t, json.Unmarshal([]byte(e.Detail), &d))
+			lifecycleActions[d.LifecycleTransition]++
 		default:
 			t.Fatalf("unexpected detail-type %q", e.DetailType)
 		}
@@ -93,7 +97,8 @@ func TestTheDemoRolloutAnnouncesItsStartAndCompletion(t *testing.T) {
 	evs := runDemo(t, nil, nil, func(r state.Rollout) bool { return r.TargetImageID == demo.ImageB && !r.Active() })
 	kinds, actions := rolloutKinds(t, evs)
 	require.Equal(t, []string{notify.EventStarted, notify.EventCompleted}, kinds)
-	require.Equal(t, 3, actions, "the terminating hook of each replaced instance")
+	require.Equal(t, map[string]int{events.TransitionLaunching: 3, events.TransitionTerminating: 3}, actions,
+		"the launching hook of each new instance and the terminating hook of each replaced one")
 }
 
 func TestABadAMIAnnouncesTheRollbackAndItsEnd(t *testing.T) {
