@@ -16,33 +16,21 @@ func clusterBudgetKey(t Target) string {
 	return t.Platform + "/" + t.Cluster
 }
 
-// drainSlotStale reports whether a slot's holder no longer drains its instance: its rollout record is gone,
-// or it is not Replacing that instance at Draining or Terminating. A slot of the group being reconciled is
-// judged on its record as this call last read or wrote it (it holds the record's lease, so nobody else
-// moved it: a write since would fail this call's next version condition), any other group's on its record
-// read from the store (GetRollout): the previous instance's slot costs no read.
-func (o *Orchestrator) drainSlotStale(ctx context.Context) func(state.DrainSlot) (bool, error) {
-	return func(s state.DrainSlot) (bool, error) {
-		if s.Hook != "" {
-			return hookSlotStale(ctx, o.Store, s)
-		}
-		r, err := o.lastStored, error(nil)
-		if s.Group != r.Group || r.Version == 0 {
-			r, err = o.Store.GetRollout(ctx, s.Group)
-		}
-		if errors.Is(err, state.ErrNotFound) {
-			return true, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		if r.Phase != state.PhaseReplacing || r.Current == nil {
-			return true, nil
-		}
-		// A slot without a hook is an older agent's drain: held while its record still drains that instance.
-		cur := r.Current
-		return cur.OldInstanceID != s.InstanceID || cur.Step != state.StepDraining && cur.Step != state.StepTerminating, nil
+// olderDrainSlotStale reports whether the slot of an older agent's own drain (a slot without a hook) no longer
+// drains: its rollout record is gone, or it is not Replacing that instance at Draining or Terminating.
+func olderDrainSlotStale(ctx context.Context, store state.Store, s state.DrainSlot) (bool, error) {
+	r, err := store.GetRollout(ctx, s.Group)
+	if errors.Is(err, state.ErrNotFound) {
+		return true, nil
 	}
+	if err != nil {
+		return false, err
+	}
+	if r.Phase != state.PhaseReplacing || r.Current == nil {
+		return true, nil
+	}
+	cur := r.Current
+	return cur.OldInstanceID != s.InstanceID || cur.Step != state.StepDraining && cur.Step != state.StepTerminating, nil
 }
 
 // hookSlotStale reports whether the slot of a lifecycle action's drain (DrainSlot.Hook) no longer drains: its
@@ -79,8 +67,7 @@ func (h *Hooks) claimHookDrainSlot(ctx context.Context, t Target, rec state.Hook
 		if s.Hook != "" {
 			return hookSlotStale(ctx, h.Store, s)
 		}
-		o := &Orchestrator{Store: h.Store}
-		return o.drainSlotStale(ctx)(s)
+		return olderDrainSlotStale(ctx, h.Store, s)
 	}
 	err = state.ClaimDrainSlot(ctx, h.Store, key, slot, h.Policy.ClusterBudget, stale)
 	if errors.Is(err, state.ErrBudgetFull) {
