@@ -42,8 +42,8 @@ moto: ## check that moto_server (the contract and end-to-end tests' emulator) is
 TEST_ENV = PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_MOTO=$$(scripts/ensure-moto.sh) \
 	KUBEBUILDER_ASSETS=$$(scripts/ensure-kube.sh) PATCH_AGENT_IMAGE=$(abspath $(IMAGE))
 # The scenario suites: the agent driven against the simulated account, judged by the invariant checker.
-SCENARIO_PKGS := ./internal/agent/ ./internal/demo/ ./internal/lifecycle/ ./internal/eksupgrade/
-SCENARIO_RE   := /internal/(agent|demo|lifecycle|eksupgrade|e2e)$$
+SCENARIO_PKGS := ./internal/agent/ ./internal/demo/ ./internal/engine/ ./internal/eksupgrade/
+SCENARIO_RE   := /internal/(agent|demo|engine|eksupgrade|e2e)$$
 
 # Each group is timed (scripts/timed.sh): .ci/run's summary lists them. A package may take longer than go
 # test's default 10 minutes on a loaded 2-core machine (the crash matrices of internal/agent): 30 minutes each.
@@ -64,10 +64,11 @@ unit: ## tests that need no emulator (integration tests skip unless CI=true)
 demo: ## run the real agent against a simulated account: an ECS group and an EKS node group rolled to a new AMI
 	$(GO) run ./cmd/patch-agent demo
 
-lint: node_modules/.bin/cfn-lint ## gofmt, go vet and cfn-lint of the CloudFormation template
+lint: node_modules/.bin/cfn-lint ## gofmt, go vet, the packages' import rules and cfn-lint of the CloudFormation template
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags nodemo ./cmd/patch-agent/ # the production binary's build, tests included
+	$(GO) test -count=1 -run 'TestProductImportRules|TestImportRulesRejectAForbiddenImport' ./tools/conventions # docs/architecture.md, "Packages"
 	scripts/cfn-lint.sh
 
 bench: ## measurements, fleet scenario 1,000 x 20 included: rewrites the tracked bench-results.json and docs/performance.md (~10 minutes on an idle machine, plus ~8 CPU-minutes to build kumo the first time; PATCH_AGENT_FLEET=20x5 for a ~3 minute run, whose files are not for committing)

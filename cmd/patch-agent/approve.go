@@ -12,7 +12,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -30,9 +30,9 @@ func newApproveCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "approve GROUP",
-		Short: "Approve the AMI a group waits for (groups tagged " + lifecycle.TagApproval + "=manual)",
+		Short: "Approve the AMI a group waits for (groups tagged " + model.TagApproval + "=manual)",
 		Long: `Records that you approved the group's current target AMI, and appends an "approved" entry to its history. A
-group tagged ` + lifecycle.TagApproval + `=manual waits in phase Waiting with the reason "approval: waiting for ` + "`patch-agent approve GROUP`" + `"
+group tagged ` + model.TagApproval + `=manual waits in phase Waiting with the reason "approval: waiting for ` + "`patch-agent approve GROUP`" + `"
 until its target AMI is approved. After the write the command wakes the agent (an operator wake-up on its queue,
 --queue-url): the rollout starts within seconds; without --queue-url, or when the send fails (a warning), at the
 agent's next safety poll (within --reconcile-interval: 2 minutes with wake-up events). Other gates — soak,

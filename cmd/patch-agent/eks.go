@@ -8,7 +8,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 // newEKS builds what EKS groups need: the EKS platform (a Kubernetes client per cluster, endpoint and
@@ -19,10 +20,10 @@ import (
 func newEKS(awsCfg aws.Config, ec2API interface {
 	awsapi.EC2
 	awsapi.EC2InstanceTypes
-}, clk clock.PassiveClock) (lifecycle.Platforms, []lifecycle.SourceResolver) {
+}, clk clock.PassiveClock) (model.Platforms, []providers.SourceResolver) {
 	clusters := &eks.Clusters{API: awseks.NewFromConfig(awsCfg), Clock: clk}
 	kube := &eks.ClientProvider{Clusters: clusters, Tokens: &eks.TokenSource{Credentials: awsCfg.Credentials, Region: awsCfg.Region, Clock: clk}}
-	platform := lifecycle.NewEKSPlatform(kube, eksdrain.Options{Clock: clk})
-	sources := &lifecycle.EKSSources{Clusters: clusters, Architectures: &eks.Architectures{API: ec2API}, EC2: ec2API}
-	return lifecycle.Platforms{lifecycle.PlatformEKS: platform}, []lifecycle.SourceResolver{sources}
+	platform := providers.NewEKSPlatform(kube, eksdrain.Options{Clock: clk})
+	sources := &providers.EKSSources{Clusters: clusters, Architectures: &eks.Architectures{API: ec2API}, EC2: ec2API}
+	return model.Platforms{model.PlatformEKS: platform}, []providers.SourceResolver{sources}
 }

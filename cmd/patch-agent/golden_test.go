@@ -17,7 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -40,7 +41,7 @@ func fullFleet(t *testing.T) string {
 			PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(7 * time.Minute), Instances: 4, OnTarget: 1,
 			Reason: "cancelling instance refresh 1f0dc61a-bdd6-456f-b9d8-c207382c5cf2: paused (global) by alice since 2026-11-30T02:05:00Z: " +
 				"incident 4711; next step: a new instance refresh that skips the instances already on the target",
-			Strategy: lifecycle.StrategyRefresh, Current: &state.Replacement{Step: state.StepInstanceRefresh},
+			Strategy: model.StrategyRefresh, Current: &state.Replacement{Step: state.StepInstanceRefresh},
 			Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-0a1b2c3d4e5f60718", Version: "2", PreviousVersion: "1",
 				MinHealthyPercentage: 100, MaxHealthyPercentage: 125, BatchSize: 1, Desired: 4, InstanceWarmup: 300,
 				StartedAt: goldenAt.Add(time.Minute), ID: "1f0dc61a-bdd6-456f-b9d8-c207382c5cf2", Status: "Cancelling",
@@ -51,9 +52,9 @@ func fullFleet(t *testing.T) string {
 		// A rollout an older patch-agent left mid-replacement by its surge strategy, halted by this one.
 		{Group: "batch-ecs-with-a-rather-long-auto-scaling-group-name", Platform: "ecs", Cluster: "batch", Phase: state.PhaseHalted,
 			TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(40 * time.Minute),
-			Instances: 5, OnTarget: 2, Strategy: "surge", Warning: lifecycle.DeprecatedStrategyNote("surge"),
+			Instances: 5, OnTarget: 2, Strategy: "surge", Warning: model.DeprecatedStrategyNote("surge"),
 			Current: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-0ccccccccccccccc3"},
-			Reason: "failed: " + lifecycle.OlderEngineReason("batch-ecs-with-a-rather-long-auto-scaling-group-name", "surge",
+			Reason: "failed: " + engine.OlderEngineReason("batch-ecs-with-a-rather-long-auto-scaling-group-name", "surge",
 				&state.Replacement{Step: state.StepDraining, OldInstanceID: "i-0ccccccccccccccc3"})},
 		{Group: "new-group", Platform: "ecs", Phase: state.PhaseIdle},
 		// A managed node group an operator rolled back (`patch-agent rollback nodegroup/prod-eks/workers`): TARGET

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/schema"
 )
 
@@ -144,7 +144,7 @@ func inspectMessage(body []byte, topics []string) inspectDocument {
 	case events.KindLifecycleAction:
 		l := ev.Lifecycle
 		switch {
-		case l.HookName == lifecycle.ECSManagedDrainingHookName:
+		case l.HookName == model.ECSManagedDrainingHookName:
 			d.Disposition = dispositionIgnore
 			d.Action = "none: ECS's own managed-draining hook; ECS drains the container instance and completes the action"
 		case !l.Terminating():

@@ -18,7 +18,8 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -335,7 +336,7 @@ func TestRollbackOfAnOlderAgentsHaltedReplacementSaysWhatToCheck(t *testing.T) {
 	mem := state.NewMemory()
 	cur := &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-old"}
 	_, err := mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseHalted, Strategy: "surge",
-		Reason:        "failed: " + lifecycle.OlderEngineReason("g", "surge", cur),
+		Reason:        "failed: " + engine.OlderEngineReason("g", "surge", cur),
 		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 4, OnTarget: 1, Current: cur})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "halted.json")
@@ -353,7 +354,7 @@ func TestRollbackOfAnOlderAgentsHaltedReplacementSaysWhatToCheck(t *testing.T) {
 
 	// A halted rollout of this agent's (an instance refresh) has no such note.
 	mem = state.NewMemory()
-	_, err = mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseHalted, Strategy: lifecycle.StrategyRefresh,
+	_, err = mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseHalted, Strategy: model.StrategyRefresh,
 		Reason:        "failed: instance refresh ir-1 failed: Instance refresh failed: replacement instances did not become healthy within 1 hour.",
 		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 4, OnTarget: 1, Current: &state.Replacement{Step: state.StepInstanceRefresh},
 		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "Failed"}})
@@ -418,7 +419,7 @@ func TestManagedNodegroupRollbackCommandRecordsTheUpdateBackToThePreviousRelease
 	file := filepath.Join(t.TempDir(), "mng.json")
 	res := run(t, "demo", "--scenario", demo.ManagedNodegroupScenario, "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	key := lifecycle.NodegroupKey(demo.MNGCluster, demo.MNGName)
+	key := model.NodegroupKey(demo.MNGCluster, demo.MNGName)
 
 	res = run(t, "rollback", key, "--to", demo.MNGImageOld, "--yes", "--who", "alice", "--state-file", file)
 	require.ErrorContains(t, res.err, "not to an AMI")

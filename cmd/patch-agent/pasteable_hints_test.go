@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestRollbackRefusedMidRolloutNamesAPasteablePause(t *testing.T) {
 	file := demoState(t)
 	editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
-		r.Phase, r.Strategy, r.Current = state.PhaseVerifying, lifecycle.StrategyRefresh, nil // the refresh ended, not yet verified
+		r.Phase, r.Strategy, r.Current = state.PhaseVerifying, model.StrategyRefresh, nil // the refresh ended, not yet verified
 	})
 	res := run(t, "rollback", demo.GroupName, "--yes", "--state-file", file)
 	require.EqualError(t, res.err, "rollout in progress at Verifying/-: let it finish (or halt) first; to hold it where it is: "+

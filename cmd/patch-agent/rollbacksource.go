@@ -11,8 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 // sourceReaders are the two reads of a rollback's source check: the group's tags (DescribeAutoScalingGroups,
@@ -52,7 +53,7 @@ func checkRollbackSource(ctx context.Context, rd sourceReaders, plan operator.Ro
 	if err != nil {
 		return sourceCheck{}, fmt.Errorf("describing Auto Scaling group %s: %w", plan.Group, err)
 	}
-	var target *lifecycle.Target
+	var target *model.Target
 	for _, g := range out.AutoScalingGroups {
 		if aws.ToString(g.AutoScalingGroupName) != plan.Group {
 			continue
@@ -61,24 +62,24 @@ func checkRollbackSource(ctx context.Context, rd sourceReaders, plan operator.Ro
 		for _, t := range g.Tags {
 			tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 		}
-		if target, err = lifecycle.TargetFromTags(plan.Group, tags); err != nil {
+		if target, err = model.TargetFromTags(plan.Group, tags); err != nil {
 			return sourceCheck{}, err
 		}
 		if target == nil {
-			return sourceCheck{}, fmt.Errorf("group %s is not opted in (tag %s)", plan.Group, lifecycle.TagEnabled)
+			return sourceCheck{}, fmt.Errorf("group %s is not opted in (tag %s)", plan.Group, model.TagEnabled)
 		}
 	}
 	if target == nil {
 		return sourceCheck{}, fmt.Errorf("Auto Scaling knows no group %s", plan.Group)
 	}
 	param := target.Parameter
-	if param == lifecycle.ParameterAuto {
+	if param == providers.ParameterAuto {
 		if !strings.HasPrefix(plan.Source, "/") {
 			return sourceCheck{}, errors.New("its source is `auto` and the record names no parameter the agent resolved it to")
 		}
 		param = plan.Source
 	}
-	found, missing, invalid, err := lifecycle.Resolver{SSM: rd.ssm}.Resolve(ctx, []string{param})
+	found, missing, invalid, err := providers.Resolver{SSM: rd.ssm}.Resolve(ctx, []string{param})
 	switch {
 	case err != nil:
 		return sourceCheck{}, err

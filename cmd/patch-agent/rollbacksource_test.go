@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -34,8 +34,8 @@ func (f sourceFakes) DescribeAutoScalingGroups(_ context.Context, in *autoscalin
 	}
 	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: []astypes.AutoScalingGroup{{
 		AutoScalingGroupName: aws.String(in.AutoScalingGroupNames[0]),
-		Tags: []astypes.TagDescription{tag(lifecycle.TagEnabled, "true"), tag(lifecycle.TagPlatform, "ecs"),
-			tag(lifecycle.TagCluster, "demo"), tag(lifecycle.TagParameter, demo.Parameter)},
+		Tags: []astypes.TagDescription{tag(model.TagEnabled, "true"), tag(model.TagPlatform, "ecs"),
+			tag(model.TagCluster, "demo"), tag(model.TagParameter, demo.Parameter)},
 	}}}, nil
 }
 

@@ -32,9 +32,9 @@ import (
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/health"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/notify"
 	"github.com/patch-agent/patch-agent/internal/selfcheck"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -165,12 +165,12 @@ type observability struct {
 	clock    clock.WithTicker
 	registry *metrics.Registry
 	notifier *notify.Notifier // nil with --notifications=false
-	observer lifecycle.Observer
+	observer model.Observer
 }
 
 func newObservability(cfg config.Config, log *zap.Logger, eb awsapi.EventBridge, clk clock.WithTicker) *observability {
 	o := &observability{cfg: cfg, log: log, clock: clk, registry: metrics.NewRegistry(clk)}
-	fan := notify.FanOut{Observers: []lifecycle.Observer{o.registry}, Log: log}
+	fan := notify.FanOut{Observers: []model.Observer{o.registry}, Log: log}
 	if cfg.Notifications {
 		o.notifier = notify.New(eb, notify.Options{Bus: cfg.EventBus, Log: log, AgentVersion: buildinfo.Get().Version})
 		fan.Observers = append(fan.Observers, o.notifier)

@@ -16,7 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -139,10 +140,10 @@ type runbookWorld struct {
 func newRunbookWorld(t *testing.T) *runbookWorld {
 	t.Helper()
 	g := demo.GroupSetup{Name: "prod-ecs-asg", Cluster: "prod", Parameter: "/golden/prod", Min: 2, Max: 5, Desired: 4,
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: "1"}}
+		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh, model.TagBatchSize: "1"}}
 	mem := state.NewMemory()
 	w, err := demo.Build(demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 8}, Store: mem,
-		Policy: lifecycle.DefaultPolicy()})
+		Policy: engine.DefaultPolicy()})
 	require.NoError(t, err)
 	rw := &runbookWorld{w: w, mem: mem, file: filepath.Join(t.TempDir(), "state.json"), g: g}
 	rw.runFor(t, time.Minute)

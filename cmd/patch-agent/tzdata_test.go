@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/stretchr/testify/require"
-
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 )
 
 // zoneProbeEnv makes TestZoneDatabaseIsEmbedded's child process run the probe instead of the test.
@@ -28,7 +27,7 @@ func TestZoneDatabaseIsEmbedded(t *testing.T) {
 		require.NoError(t, err)
 		// 2026-07-01 12:00 UTC is 14:00 CEST (UTC+2).
 		require.Equal(t, 14, time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC).In(loc).Hour())
-		w, err := lifecycle.ParseWindowTag("22:00-04:00 Europe/Berlin")
+		w, err := model.ParseWindowTag("22:00-04:00 Europe/Berlin")
 		require.NoError(t, err)
 		open, _ := w.State(time.Date(2026, 7, 1, 21, 30, 0, 0, time.UTC)) // 23:30 CEST
 		require.True(t, open)

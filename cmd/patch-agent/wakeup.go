@@ -19,7 +19,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 // newQueueSender builds the SQS client of the wake-up from the store's AWS configuration (nil for a state
@@ -100,7 +100,7 @@ func (f *wakeFlags) send(ctx context.Context, s *openedStore, o events.OperatorW
 	}
 	id := make([]byte, 16)
 	_, _ = rand.Read(id) // crypto/rand.Read never fails (Go 1.24+)
-	body, err := events.NewOperatorWakeUp(o, hex.EncodeToString(id), region, lifecycle.AccountFromQueueURL(f.queueURL), time.Now())
+	body, err := events.NewOperatorWakeUp(o, hex.EncodeToString(id), region, providers.AccountFromQueueURL(f.queueURL), time.Now())
 	if err != nil {
 		return err
 	}

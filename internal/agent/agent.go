@@ -20,9 +20,12 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/ecsdrain"
+	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -52,20 +55,20 @@ type Settings struct {
 	ReconcileInterval time.Duration // default 15 s
 	PollInterval      time.Duration // default 10 min
 	VisibilityTimeout time.Duration // default 2 min
-	Policy            lifecycle.Policy
+	Policy            model.Policy
 	// OwnerID names this replica in leases; default "patch-agent".
 	OwnerID string
 	// LeaseTTL is how long this replica's lease on a target or lifecycle action lasts without renewal
 	// (`--lease-ttl`); <= 0: state.DefaultLeaseTTL (2 minutes).
 	LeaseTTL time.Duration
 	// Platforms adds or replaces platform implementations (EKS); ECS is always built from Clients.ECS.
-	Platforms lifecycle.Platforms
+	Platforms model.Platforms
 	// Sources complete the targets' AMI sources at discovery (lifecycle.EKSSources: `auto` for EKS groups,
 	// and the node-not-newer-than-control-plane rule); nil: parameters are taken as tagged.
-	Sources []lifecycle.SourceResolver
+	Sources []providers.SourceResolver
 	// Observer is told every transition, observation and completed lifecycle action (metrics,
 	// notifications); nil observes nothing.
-	Observer lifecycle.Observer
+	Observer model.Observer
 	// AllowedAMIOwners are AMI owners (account ids, owner aliases) the AMI gate accepts for every group, on
 	// top of the agent's own account and, for AWS public parameters, Amazon (--allowed-ami-owners).
 	AllowedAMIOwners []string
@@ -98,9 +101,9 @@ type Agent struct {
 	store        state.Store
 	clock        clock.Clock
 	log          *zap.Logger
-	resolver     lifecycle.Resolver
-	orchestrator *lifecycle.Orchestrator
-	hooks        *lifecycle.Hooks
+	resolver     providers.Resolver
+	orchestrator *engine.Orchestrator
+	hooks        *lifecycleaction.Hooks
 	// Consumer receives the queue; exported for its Stats.
 	Consumer *events.Consumer
 	// WakeUpConsumer receives the wake-up queue (Settings.WakeUpQueueURL); nil without one.
@@ -109,9 +112,9 @@ type Agent struct {
 	// mu guards the fields below it and is held only while they are read or written, never across an AWS
 	// call of a pass, so that a message handled beside a pass never waits for it.
 	mu         sync.Mutex
-	discovered lifecycle.Discovered
-	amis       map[string]lifecycle.ResolvedAMI // by parameter name
-	sourceErr  map[string]string                // parameter -> why it names no AMI (missing, invalid)
+	discovered providers.Discovered
+	amis       map[string]model.ResolvedAMI // by parameter name
+	sourceErr  map[string]string            // parameter -> why it names no AMI (missing, invalid)
 	// sourceAlerted: group -> the source problem last alerted for it ("" = none), so that a missing or
 	// restored source is alerted once per transition, not every tick
 	sourceAlerted map[string]string
@@ -126,7 +129,7 @@ type Agent struct {
 	// hookChecked: group -> when its hooks were last checked (hookcheck.go: a bounded number a pass)
 	hookChecked map[string]time.Time
 	// retries backs off targets whose rollout step (or cluster observation) failed, by group
-	retries *lifecycle.Retries
+	retries *model.Retries
 	// wakes holds the groups and clusters wake-up events named since the last look (wake.go)
 	wakes wakeSet
 	// ticks holds the scheduled ticks waiting for a whole-fleet pass (tick.go)
@@ -165,7 +168,7 @@ const imageCacheTTL = 10 * time.Minute
 // imagesLocked returns the AMI and launch time of every instance of the discovered groups and of the extra
 // ones (warm pool instances), asking EC2 only for instances not seen within imageCacheTTL. Only a full
 // discovery (full) forgets the cached instances it does not list: a look at a few groups lists only theirs.
-func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra []string, full bool) (map[string]string, map[string]time.Time, error) {
+func (a *Agent) imagesLocked(ctx context.Context, d providers.Discovered, extra []string, full bool) (map[string]string, map[string]time.Time, error) {
 	now := a.clock.Now()
 	a.mu.Lock()
 	if a.images == nil {
@@ -189,7 +192,7 @@ func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra 
 	}
 	a.mu.Unlock()
 	if len(ask) > 0 {
-		images, launched, err := lifecycle.ImageIDs(ctx, a.clients.EC2, ask)
+		images, launched, err := providers.ImageIDs(ctx, a.clients.EC2, ask)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -218,14 +221,14 @@ func (a *Agent) imagesLocked(ctx context.Context, d lifecycle.Discovered, extra 
 // hook), each group once per poll interval and at most hookChecksPerPass groups a pass (hooksDueLocked), read
 // on Settings.Workers goroutines within HookCheckBudget (the groups it did not reach stay due): a warning log
 // line and a reason on the group's status. The caller holds a.pollMu; it takes a.mu only to pick the groups and record what it found.
-func (a *Agent) checkHooksLocked(ctx context.Context, d lifecycle.Discovered) {
+func (a *Agent) checkHooksLocked(ctx context.Context, d providers.Discovered) {
 	a.mu.Lock()
 	due := a.hooksDueLocked(d, a.clock.Now())
 	a.mu.Unlock()
 	ctx = awsapi.WithPassBudget(ctx, a.hookCheckSpent()) // hookcheck.go: a small budget of its own
 	forEachTarget(ctx, a.settings.Workers, due, func(name string) {
-		own := lifecycle.HookOwnership{QueueURL: a.settings.QueueURL, Listed: d.Targets[name].LifecycleHooks}
-		c, err := lifecycle.CheckOwnedHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout, own)
+		own := model.HookOwnership{QueueURL: a.settings.QueueURL, Listed: d.Targets[name].LifecycleHooks}
+		c, err := lifecycleaction.CheckOwnedHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout, own)
 		if awsapi.IsPassBudgetSpent(err) {
 			return // its budget ran out: still due, checked first next pass
 		}
@@ -275,37 +278,37 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 		s.OwnerID = "patch-agent"
 	}
 	if s.Observer == nil {
-		s.Observer = lifecycle.NopObserver{}
+		s.Observer = model.NopObserver{}
 	}
-	platforms := lifecycle.Platforms{lifecycle.PlatformECS: lifecycle.ECSPlatform{Drainer: ecsdrain.New(c.ECS)}}
+	platforms := model.Platforms{model.PlatformECS: providers.ECSPlatform{Drainer: ecsdrain.New(c.ECS)}}
 	for name, p := range s.Platforms {
 		platforms[name] = p
 	}
 	if s.Backoff.Duration <= 0 {
-		s.Backoff = lifecycle.DefaultBackoff()
+		s.Backoff = model.DefaultBackoff()
 	}
-	templates := lifecycle.Templates{EC2: c.EC2, AutoScaling: c.AutoScaling}
-	var alarms lifecycle.AlarmChecker = noAlarmAPI{}
+	templates := providers.Templates{EC2: c.EC2, AutoScaling: c.AutoScaling}
+	var alarms model.AlarmChecker = noAlarmAPI{}
 	if c.CloudWatch != nil {
-		alarms = lifecycle.CloudWatchAlarms{API: c.CloudWatch}
+		alarms = providers.CloudWatchAlarms{API: c.CloudWatch}
 	}
 	if s.AccountID == "" {
-		s.AccountID = lifecycle.AccountFromQueueURL(s.QueueURL)
+		s.AccountID = providers.AccountFromQueueURL(s.QueueURL)
 	}
 	instanceTypes := c.InstanceTypes
 	if it, ok := c.EC2.(awsapi.EC2InstanceTypes); ok && instanceTypes == nil {
 		instanceTypes = it
 	}
-	gate := &lifecycle.AMIGate{EC2: c.EC2, InstanceTypes: instanceTypes, AccountID: s.AccountID, AllowedOwners: s.AllowedAMIOwners, Clock: clk}
+	gate := &providers.AMIGate{EC2: c.EC2, InstanceTypes: instanceTypes, AccountID: s.AccountID, AllowedOwners: s.AllowedAMIOwners, Clock: clk}
 	a := &Agent{clients: c, settings: s, store: store, clock: clk, log: log,
-		resolver: lifecycle.Resolver{SSM: c.SSM},
-		orchestrator: &lifecycle.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
-			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Versions: lifecycle.NewVersionMemo(),
-			RefreshMemo: lifecycle.NewRefreshMemo(), QueueURL: s.QueueURL},
-		hooks: &lifecycle.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
-			Retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk}, QueueURL: s.QueueURL},
-		amis: map[string]lifecycle.ResolvedAMI{}, sourceErr: map[string]string{},
-		retries: &lifecycle.Retries{Backoff: s.Backoff, Clock: clk},
+		resolver: providers.Resolver{SSM: c.SSM},
+		orchestrator: &engine.Orchestrator{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, Templates: templates, Platforms: platforms, Alarms: alarms, Observer: s.Observer,
+			Clock: clk, Log: log, Policy: s.Policy, AMIGate: gate, Versions: engine.NewVersionMemo(),
+			RefreshMemo: engine.NewRefreshMemo(), QueueURL: s.QueueURL},
+		hooks: &lifecycleaction.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
+			Retries: &model.Retries{Backoff: s.Backoff, Clock: clk}, QueueURL: s.QueueURL},
+		amis: map[string]model.ResolvedAMI{}, sourceErr: map[string]string{},
+		retries: &model.Retries{Backoff: s.Backoff, Clock: clk},
 	}
 	a.hooks.HeartbeatTimeoutRead = a.sweep.shorten                   // a lowered HeartbeatTimeout shortens the sweep at once
 	a.hooks.RolloutKept = func(group string) (state.Rollout, bool) { // records.go: the record the agent keeps
@@ -314,7 +317,7 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 	}
 	a.settings.Observer = waitsObserver{Observer: s.Observer, a: a} // timers.go: each target's next timed wait
 	if c.EKSNodegroups != nil {
-		a.orchestrator.Nodegroups = lifecycle.NodegroupClient{EKS: c.EKSNodegroups, SSM: c.SSM}
+		a.orchestrator.Nodegroups = providers.NodegroupClient{EKS: c.EKSNodegroups, SSM: c.SSM}
 	}
 	a.Consumer = &events.Consumer{SQS: c.SQS, QueueURL: s.QueueURL, Handler: a, Clock: clk, Log: log, VisibilityTimeout: s.VisibilityTimeout}
 	if s.WakeUpQueueURL != "" {
@@ -466,12 +469,12 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	a.recordNotRolledLocked(ctx, d, records, only) // nodegroups.go: status says why an opted-in group is not rolled
 	// Warm pools (field case C18) of groups under a rollout: DescribeAutoScalingGroups does not list their
 	// instances. A pool that cannot be described leaves its target out of this tick.
-	pools, poolIDs, poolFailed := map[string]lifecycle.WarmPool{}, []string(nil), map[string]bool{}
+	pools, poolIDs, poolFailed := map[string]providers.WarmPool{}, []string(nil), map[string]bool{}
 	for _, name := range d.Names() {
-		if (only != nil && !only[name]) || !records[name].Active() || !lifecycle.HasWarmPool(d.Groups[name]) {
+		if (only != nil && !only[name]) || !records[name].Active() || !providers.HasWarmPool(d.Groups[name]) {
 			continue
 		}
-		p, err := lifecycle.WarmPoolInstances(ctx, a.clients.AutoScaling, name)
+		p, err := providers.WarmPoolInstances(ctx, a.clients.AutoScaling, name)
 		if err != nil {
 			a.log.Error("describing the warm pool failed; group skipped this tick", zap.String(logging.Group, name), zap.Error(err))
 			poolFailed[name] = true
@@ -535,7 +538,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 // describe. It returns what the pass acts on (d) and the whole fleet as now known (all: the last full
 // discovery with the named groups replaced), which it records as a.discovered. A look before any full
 // discovery describes every group.
-func (a *Agent) discover(ctx context.Context, only map[string]bool) (d, all lifecycle.Discovered, err error) {
+func (a *Agent) discover(ctx context.Context, only map[string]bool) (d, all providers.Discovered, err error) {
 	a.mu.Lock()
 	known := a.discovered
 	a.mu.Unlock()
@@ -547,7 +550,7 @@ func (a *Agent) discover(ctx context.Context, only map[string]bool) (d, all life
 	}
 	sort.Strings(names)
 	if only == nil || known.Targets == nil {
-		d, err = lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
+		d, err = providers.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
 		if err != nil {
 			return d, d, err
 		}
@@ -556,7 +559,7 @@ func (a *Agent) discover(ctx context.Context, only map[string]bool) (d, all life
 		a.mu.Unlock()
 		return d, d, nil
 	}
-	d, err = lifecycle.DiscoverNamed(ctx, a.clients.AutoScaling, names, a.settings.Sources...)
+	d, err = providers.DiscoverNamed(ctx, a.clients.AutoScaling, names, a.settings.Sources...)
 	if err != nil {
 		return d, d, err
 	}
@@ -570,7 +573,7 @@ func (a *Agent) discover(ctx context.Context, only map[string]bool) (d, all life
 // pollIfDue reads every AMI parameter when the poll interval has passed since the last successful poll, and
 // checks the lifecycle hooks of the groups due for it (a bounded number, checkHooksLocked). One pass polls at
 // a time; a pass that finds a poll under way waits for it and then finds it no longer due.
-func (a *Agent) pollIfDue(ctx context.Context, d lifecycle.Discovered) {
+func (a *Agent) pollIfDue(ctx context.Context, d providers.Discovered) {
 	a.pollMu.Lock()
 	defer a.pollMu.Unlock()
 	a.mu.Lock()
@@ -635,19 +638,19 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 	}
 	nodes := cv.nodes
 	cv.mu.Unlock()
-	v := lifecycle.BuildView(p.d.Groups[name], p.images, p.launched, nodes, a.clock.Now())
+	v := providers.BuildView(p.d.Groups[name], p.images, p.launched, nodes, a.clock.Now())
 	if pool, ok := p.pools[name]; ok {
-		v = lifecycle.WithWarmPool(v, pool, p.images, p.launched)
+		v = providers.WithWarmPool(v, pool, p.images, p.launched)
 	}
 	a.mu.Lock()
-	var ami *lifecycle.ResolvedAMI
+	var ami *model.ResolvedAMI
 	if r, ok := a.amis[t.Parameter]; ok {
 		ami = &r
 	}
 	warning, problem := a.hookProblems[name], a.sourceErr[t.Parameter]
 	a.mu.Unlock()
 	o := a.rollouts()
-	r, err := o.Reconcile(ctx, t, lifecycle.Inputs{View: v, AMI: ami, Record: &rec, Warning: warning,
+	r, err := o.Reconcile(ctx, t, model.Inputs{View: v, AMI: ami, Record: &rec, Warning: warning,
 		PauseRead: func(ctx context.Context) (*state.Lock, error) {
 			locks, err := p.pauseLocks(ctx)
 			if err != nil {
@@ -700,8 +703,8 @@ func refreshUnderWay(r state.Rollout) bool {
 // cluster (Platform.Observe); a look at a few targets describes the members it knows without listing when
 // the platform can (lifecycle.KnownObserver: ECS), for the instances of every group of the pass in that
 // cluster, and lists whenever the membership may have changed.
-func observeCluster(ctx context.Context, p *pass, platform lifecycle.Platform, t lifecycle.Target) (map[string]lifecycle.NodeState, error) {
-	ko, ok := platform.(lifecycle.KnownObserver)
+func observeCluster(ctx context.Context, p *pass, platform model.Platform, t model.Target) (map[string]model.NodeState, error) {
+	ko, ok := platform.(model.KnownObserver)
 	if !p.look || !ok {
 		return platform.Observe(ctx, t.Cluster)
 	}
@@ -719,7 +722,7 @@ func observeCluster(ctx context.Context, p *pass, platform lifecycle.Platform, t
 // rollouts returns an orchestrator for one target's step: a copy of the agent's, since an Orchestrator keeps
 // the inputs of the Reconcile call in progress (it is not for concurrent use); what it shares (store, clients,
 // AMI gate, observer) is safe for concurrent use.
-func (a *Agent) rollouts() *lifecycle.Orchestrator {
+func (a *Agent) rollouts() *engine.Orchestrator {
 	o := *a.orchestrator
 	return &o
 }
@@ -728,7 +731,7 @@ func (a *Agent) rollouts() *lifecycle.Orchestrator {
 // next deadline or lease renewal when that comes sooner. Passing AWS faults (throttling, 5xx, timeouts) are
 // logged as warnings, anything else as an error.
 func (a *Agent) stepFailed(group string, r state.Rollout, what string, err error, fields ...zap.Field) {
-	d := a.retries.Failed(group, lifecycle.LookAgainBy(r))
+	d := a.retries.Failed(group, model.LookAgainBy(r))
 	fields = append(fields, zap.String(logging.Group, group), zap.Duration(logging.RetryIn, d),
 		zap.Int(logging.Attempt, a.retries.Failures(group)), zap.Error(err))
 	if awsapi.IsTransient(err) {
@@ -853,7 +856,7 @@ func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Di
 	known := len(a.discovered.Targets) > 0
 	a.mu.Unlock()
 	if !known {
-		d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
+		d, err := providers.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
 		if err != nil {
 			return events.Done, err
 		}
@@ -914,7 +917,7 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 	if !ok {
 		// The group may have been opted in since the last discovery: look once more before ignoring. When
 		// that look fails, nothing is known: keep the message and try again, never drop it.
-		d, err := lifecycle.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
+		d, err := providers.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
 		if err != nil {
 			a.mu.Unlock()
 			return events.Hold, fmt.Errorf("checking whether group %s is managed: %w", l.GroupName, err)
@@ -927,8 +930,8 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 		// Field case C3: routine on a shared queue, so info; counted as rejected, nothing drained.
 		a.log.Info("lifecycle action for a group this agent does not manage; ignored",
 			zap.String(logging.Group, l.GroupName), zap.String(logging.InstanceID, l.InstanceID),
-			zap.String(logging.Reason, lifecycle.RejectGroupNotManaged))
-		a.settings.Observer.LifecycleMessageRejected(lifecycle.Rejection{Reason: lifecycle.RejectGroupNotManaged,
+			zap.String(logging.Reason, lifecycleaction.RejectGroupNotManaged))
+		a.settings.Observer.LifecycleMessageRejected(model.Rejection{Reason: lifecycleaction.RejectGroupNotManaged,
 			Detail: "group " + l.GroupName + " is not managed by this agent", Action: *l, At: a.clock.Now()})
 		return events.Ignored, nil
 	}
@@ -944,7 +947,7 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 
 // alertSourceLocked alerts (metric, notification) when t's source went missing or came back since the last
 // alert for t: once per transition, not every tick. A source seen for the first time alerts only when missing.
-func (a *Agent) alertSourceLocked(t lifecycle.Target, problem string, ami *lifecycle.ResolvedAMI) {
+func (a *Agent) alertSourceLocked(t model.Target, problem string, ami *model.ResolvedAMI) {
 	if a.sourceAlerted == nil {
 		a.sourceAlerted = map[string]string{}
 	}
@@ -957,9 +960,9 @@ func (a *Agent) alertSourceLocked(t lifecycle.Target, problem string, ami *lifec
 		return
 	}
 	a.sourceAlerted[t.Group] = problem
-	al := lifecycle.Alert{Kind: lifecycle.AlertSourceMissing, Target: t, Detail: problem, At: a.clock.Now()}
+	al := model.Alert{Kind: model.AlertSourceMissing, Target: t, Detail: problem, At: a.clock.Now()}
 	if problem == "" {
-		al.Kind, al.Detail = lifecycle.AlertSourceRestored, "source "+t.Parameter+" names an AMI again"
+		al.Kind, al.Detail = model.AlertSourceRestored, "source "+t.Parameter+" names an AMI again"
 		if ami != nil {
 			al.ImageID = ami.ImageID
 		}
@@ -967,7 +970,7 @@ func (a *Agent) alertSourceLocked(t lifecycle.Target, problem string, ami *lifec
 	} else if prev != "" {
 		return // still missing, in other words (deleted, then found not to exist): one alert per outage
 	}
-	lifecycle.SendAlert(a.settings.Observer, al)
+	model.SendAlert(a.settings.Observer, al)
 }
 
 // alertMisconfigured alerts (metric, notification) once per opted-in group and distinct misconfiguration (a
@@ -976,17 +979,17 @@ func (a *Agent) alertSourceLocked(t lifecycle.Target, problem string, ami *lifec
 // unheard. The Auto Scaling groups of EKS managed node groups are not misconfigured (status says why they are
 // not rolled). A pass over some targets (only) leaves the others' alerts.
 func (a *Agent) alertMisconfigured(misconfigured map[string]error, only map[string]bool) {
-	var alerts []lifecycle.Alert
+	var alerts []model.Alert
 	a.mu.Lock()
 	if a.misconfAlerted == nil {
 		a.misconfAlerted = map[string]string{}
 	}
 	for g, err := range misconfigured {
-		if errors.Is(err, lifecycle.ErrManagedNodegroupGroup) || a.misconfAlerted[g] == err.Error() {
+		if errors.Is(err, model.ErrManagedNodegroupGroup) || a.misconfAlerted[g] == err.Error() {
 			continue
 		}
 		a.misconfAlerted[g] = err.Error()
-		alerts = append(alerts, lifecycle.Alert{Kind: lifecycle.AlertMisconfigured, Target: lifecycle.Target{Group: g},
+		alerts = append(alerts, model.Alert{Kind: model.AlertMisconfigured, Target: model.Target{Group: g},
 			Detail: "opted-in group left alone: " + err.Error(), At: a.clock.Now()})
 	}
 	if only == nil {
@@ -998,7 +1001,7 @@ func (a *Agent) alertMisconfigured(misconfigured map[string]error, only map[stri
 	}
 	a.mu.Unlock()
 	for _, al := range alerts {
-		lifecycle.SendAlert(a.settings.Observer, al)
+		model.SendAlert(a.settings.Observer, al)
 	}
 }
 
@@ -1037,12 +1040,12 @@ func (noAlarmAPI) InAlarm(context.Context, []string) ([]string, error) {
 // group's status (Rollout.Warning) until the hook or the flag changes. The agent caps rather than refusing to
 // start: hooks belong to groups that are opted in at any time, and one short hook must not stop the drains of
 // every other group.
-func (a *Agent) alertCappedLocked(t lifecycle.Target, before string, c lifecycle.HookCheck) {
+func (a *Agent) alertCappedLocked(t model.Target, before string, c lifecycleaction.HookCheck) {
 	if len(c.Capped) == 0 || before == c.Note() {
 		return
 	}
 	note := strings.Join(c.Capped, "; ")
 	a.log.Warn("--drain-timeout is longer than a lifecycle hook's global timeout; its drains are capped", zap.String(logging.Group, t.Group),
 		zap.String(logging.Reason, note))
-	lifecycle.SendAlert(a.settings.Observer, lifecycle.Alert{Kind: lifecycle.AlertDrainTimeoutCapped, Target: t, Detail: note, At: a.clock.Now()})
+	model.SendAlert(a.settings.Observer, model.Alert{Kind: model.AlertDrainTimeoutCapped, Target: t, Detail: note, At: a.clock.Now()})
 }

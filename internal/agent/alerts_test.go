@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/notify"
 )
 
@@ -37,7 +37,7 @@ func buildAlerting(t *testing.T, spec demo.Spec, g demo.GroupSetup) alertWorld {
 	var w *demo.World
 	reg := metrics.NewRegistry(nil)
 	n := notify.New(worldEventBridge{&w}, notify.Options{})
-	spec.Observer = notify.FanOut{Observers: []lifecycle.Observer{reg, n}}
+	spec.Observer = notify.FanOut{Observers: []model.Observer{reg, n}}
 	w = build(t, spec)
 	reg.Clock = w.Account.Clock()
 	return alertWorld{World: w, reg: reg, notifier: n, g: g}
@@ -82,12 +82,12 @@ func (w alertWorld) run(t *testing.T, d time.Duration) {
 // alerted once (metric and notification), not every pass, and heard again only after it was fixed and made
 // again.
 func TestMisconfiguredGroupIsAlertedOnceNotEveryPass(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{lifecycle.TagBatchSize: "0"}}
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagBatchSize: "0"}}
 	w := buildAlerting(t, oneGroup(&g), g)
 	settle(t, w.World, 30*time.Minute)
-	require.Equal(t, 1.0, w.alerts(lifecycle.AlertMisconfigured), "once, not per pass")
-	notes := w.notified(t, lifecycle.AlertMisconfigured)
+	require.Equal(t, 1.0, w.alerts(model.AlertMisconfigured), "once, not per pass")
+	notes := w.notified(t, model.AlertMisconfigured)
 	require.Len(t, notes, 1)
-	require.Contains(t, notes[0].Detail, lifecycle.TagBatchSize)
+	require.Contains(t, notes[0].Detail, model.TagBatchSize)
 	require.Empty(t, w.Checker.Finish())
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -38,7 +38,7 @@ func TestC26AMIFactoryAccountAllowedOnceAsAStackParameterRollsEveryMemberAccount
 			r := rollTo(t, w.World, w.g, imageC)
 			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 			requireAllOn(t, w.World, w.g.Name, imageC, 2)
-			require.Zero(t, w.rejected(lifecycle.RejectOwnerNotAllowed))
+			require.Zero(t, w.rejected(providers.RejectOwnerNotAllowed))
 		})
 	}
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -112,7 +113,7 @@ func TestC20PendingAMIIsRefusedUntilItIsAvailable(t *testing.T) {
 	spec.State = ec2types.ImageStatePending
 	w.Account.RegisterImage(spec)
 	w.PublishAMI(w.g.Parameter, imageC)
-	requireRefused(t, w, imageC, lifecycle.RejectImageNotAvailable, "is pending, not available")
+	requireRefused(t, w, imageC, providers.RejectImageNotAvailable, "is pending, not available")
 
 	// EC2 finishes the image: the same AMI passes at the next look and rolls.
 	w.Account.SetImageState(imageC, ec2types.ImageStateAvailable)
@@ -129,13 +130,13 @@ func TestC20DeregisteredAMIIsRefused(t *testing.T) {
 	spec.State = ec2types.ImageStateDeregistered
 	w.Account.RegisterImage(spec)
 	w.PublishAMI(w.g.Parameter, imageC)
-	requireRefused(t, w, imageC, lifecycle.RejectImageNotAvailable, "is deregistered, not available")
+	requireRefused(t, w, imageC, providers.RejectImageNotAvailable, "is deregistered, not available")
 }
 
 func TestC20AMIUnknownToEC2IsRefused(t *testing.T) {
 	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
 	w.Account.PutParameter(w.g.Parameter, imageC) // registered nowhere; the agent's poll finds it
-	requireRefused(t, w, imageC, lifecycle.RejectImageNotFound, "does not exist in EC2")
+	requireRefused(t, w, imageC, providers.RejectImageNotFound, "does not exist in EC2")
 }
 
 func TestC20ForeignOwnerIsRefusedUnlessAllowedByTheFlagOrTheTag(t *testing.T) {
@@ -145,7 +146,7 @@ func TestC20ForeignOwnerIsRefusedUnlessAllowedByTheFlagOrTheTag(t *testing.T) {
 		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
 		w.Account.RegisterImage(foreign)
 		w.PublishAMI(w.g.Parameter, imageC)
-		requireRefused(t, w, imageC, lifecycle.RejectOwnerNotAllowed, "is owned by "+foreignAcct+", not by an allowed owner [111122223333]")
+		requireRefused(t, w, imageC, providers.RejectOwnerNotAllowed, "is owned by "+foreignAcct+", not by an allowed owner [111122223333]")
 	})
 	t.Run("Amazon is not an owner of a golden-AMI parameter by default", func(t *testing.T) {
 		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
@@ -153,7 +154,7 @@ func TestC20ForeignOwnerIsRefusedUnlessAllowedByTheFlagOrTheTag(t *testing.T) {
 		amazon.OwnerID = "" // Amazon's
 		w.Account.RegisterImage(amazon)
 		w.PublishAMI(w.g.Parameter, imageC)
-		requireRefused(t, w, imageC, lifecycle.RejectOwnerNotAllowed, "is owned by 591542846629 (amazon)")
+		requireRefused(t, w, imageC, providers.RejectOwnerNotAllowed, "is owned by 591542846629 (amazon)")
 	})
 	for _, c := range []struct {
 		name string
@@ -161,7 +162,7 @@ func TestC20ForeignOwnerIsRefusedUnlessAllowedByTheFlagOrTheTag(t *testing.T) {
 	}{
 		{"allowed by --allowed-ami-owners", func(s *demo.Spec) { s.AllowedAMIOwners = []string{foreignAcct} }},
 		{"allowed by the group's tag", func(s *demo.Spec) {
-			s.Groups[0].Tags = map[string]string{lifecycle.TagAllowedAMIOwners: "444455556666, " + foreignAcct}
+			s.Groups[0].Tags = map[string]string{model.TagAllowedAMIOwners: "444455556666, " + foreignAcct}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -170,7 +171,7 @@ func TestC20ForeignOwnerIsRefusedUnlessAllowedByTheFlagOrTheTag(t *testing.T) {
 			r := rollTo(t, w.World, w.g, imageC)
 			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 			requireAllOn(t, w.World, w.g.Name, imageC, 2)
-			require.Zero(t, w.rejected(lifecycle.RejectOwnerNotAllowed))
+			require.Zero(t, w.rejected(providers.RejectOwnerNotAllowed))
 		})
 	}
 }
@@ -180,36 +181,36 @@ func TestC20WrongArchitectureIsRefused(t *testing.T) {
 		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large"}, nil)
 		w.Account.RegisterImage(golden(imageC, "arm64"))
 		w.PublishAMI(w.g.Parameter, imageC)
-		requireRefused(t, w, imageC, lifecycle.RejectArchitectureMismatch, "is arm64 but the group can launch m5.large (x86_64)")
+		requireRefused(t, w, imageC, providers.RejectArchitectureMismatch, "is arm64 but the group can launch m5.large (x86_64)")
 	})
 	t.Run("mixed instances overrides include a Graviton type", func(t *testing.T) {
 		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large",
 			MixedInstances: true, Overrides: []string{"m5.large", "m6i.large", "m6g.large"}}, nil)
 		w.Account.RegisterImage(golden(imageC, "x86_64"))
 		w.PublishAMI(w.g.Parameter, imageC)
-		requireRefused(t, w, imageC, lifecycle.RejectArchitectureMismatch, "is x86_64 but the group can launch m6g.large (arm64)")
+		requireRefused(t, w, imageC, providers.RejectArchitectureMismatch, "is x86_64 but the group can launch m6g.large (arm64)")
 	})
 }
 
 func TestC20OSFamilyChangeIsRefused(t *testing.T) {
 	t.Run("AL2 EKS group pointed at a Bottlerocket parameter", func(t *testing.T) {
 		param := "/aws/service/bottlerocket/aws-k8s-" + demo.EKSVersion + "/arm64/latest/image_id"
-		w := buildGate(t, demo.GroupSetup{Name: "eks-nodes", Platform: lifecycle.PlatformEKS, Cluster: "c1", Parameter: param,
-			Min: 2, Max: 4, Desired: 2, Tags: map[string]string{lifecycle.TagAMIFamily: "al2"}}, func(s *demo.Spec) { s.Services = nil })
+		w := buildGate(t, demo.GroupSetup{Name: "eks-nodes", Platform: model.PlatformEKS, Cluster: "c1", Parameter: param,
+			Min: 2, Max: 4, Desired: 2, Tags: map[string]string{providers.TagAMIFamily: "al2"}}, func(s *demo.Spec) { s.Services = nil })
 		// The group runs the EKS-optimized AL2 AMI.
 		w.Account.RegisterImage(sim.ImageSpec{ID: demo.ImageA, Name: "amazon-eks-arm64-node-" + demo.EKSVersion + "-v20261101",
 			Description: "EKS Kubernetes Worker AMI with AmazonLinux2 image", Architecture: "arm64"})
 		w.Account.RegisterImage(sim.ImageSpec{ID: imageC, Name: "bottlerocket-aws-k8s-" + demo.EKSVersion + "-aarch64-v1.27.0-2a1b3c4d",
 			Description: "bottlerocket-aws-k8s-" + demo.EKSVersion + "-aarch64", Architecture: "arm64"})
 		w.PublishPublicAMI(param, imageC)
-		requireRefused(t, w, imageC, lifecycle.RejectOSFamilyChange, "is bottlerocket but the group runs al2 ("+demo.ImageA+")")
+		requireRefused(t, w, imageC, providers.RejectOSFamilyChange, "is bottlerocket but the group runs al2 ("+demo.ImageA+")")
 	})
 	t.Run("Linux to Windows", func(t *testing.T) {
 		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large"}, nil)
 		w.Account.RegisterImage(sim.ImageSpec{ID: imageC, Name: "Windows_Server-2022-English-Full-ECS_Optimized-2026.11.12",
 			Platform: ec2types.PlatformValuesWindows, OwnerID: "111122223333"})
 		w.PublishAMI(w.g.Parameter, imageC)
-		requireRefused(t, w, imageC, lifecycle.RejectOSFamilyChange, "is windows but the group runs al2023 ("+demo.ImageA+")")
+		requireRefused(t, w, imageC, providers.RejectOSFamilyChange, "is windows but the group runs al2023 ("+demo.ImageA+")")
 	})
 	t.Run("AL2 golden AMI whose name also says Bottlerocket, pointed at Bottlerocket", func(t *testing.T) {
 		// The current AMI's name names two families: it tells neither, so it is not taken for Bottlerocket.
@@ -217,27 +218,27 @@ func TestC20OSFamilyChangeIsRefused(t *testing.T) {
 		w.Account.RegisterImage(sim.ImageSpec{ID: demo.ImageA, Name: "acme-al2-ecs-bottlerocket-compat-2026.11", Architecture: "arm64", OwnerID: "111122223333"})
 		w.Account.RegisterImage(sim.ImageSpec{ID: imageC, Name: "bottlerocket-aws-ecs-2-aarch64-v1.27.0-2a1b3c4d", Architecture: "arm64", OwnerID: "111122223333"})
 		w.PublishAMI(w.g.Parameter, imageC)
-		requireRefused(t, w, imageC, lifecycle.RejectOSFamilyChange, "is bottlerocket but the group runs unclear (name says bottlerocket, al2) ("+demo.ImageA+")")
+		requireRefused(t, w, imageC, providers.RejectOSFamilyChange, "is bottlerocket but the group runs unclear (name says bottlerocket, al2) ("+demo.ImageA+")")
 	})
 }
 
 func TestC20FamilyChangeRollsWithTheOptInTag(t *testing.T) {
 	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2,
-		Tags: map[string]string{lifecycle.TagAllowAMIFamilyChange: "true"}}, nil)
+		Tags: map[string]string{model.TagAllowAMIFamilyChange: "true"}}, nil)
 	w.Account.RegisterImage(sim.ImageSpec{ID: demo.ImageA, Name: "golden-amzn2-ami-ecs-hvm-2.0.20261101-arm64-ebs",
 		Architecture: "arm64", OwnerID: "111122223333"})
 	w.Account.RegisterImage(golden(imageC, "arm64")) // AL2 -> AL2023
 	r := rollTo(t, w.World, w.g, imageC)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 	requireAllOn(t, w.World, w.g.Name, imageC, 2)
-	require.Zero(t, w.rejected(lifecycle.RejectOSFamilyChange))
+	require.Zero(t, w.rejected(providers.RejectOSFamilyChange))
 }
 
 func TestC20AfterARefusedAMITheParameterMovingToAGoodAMIRollsNormally(t *testing.T) {
 	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large"}, nil)
 	w.Account.RegisterImage(golden(imageC, "arm64"))
 	w.PublishAMI(w.g.Parameter, imageC)
-	requireRefused(t, w, imageC, lifecycle.RejectArchitectureMismatch, "is arm64")
+	requireRefused(t, w, imageC, providers.RejectArchitectureMismatch, "is arm64")
 
 	w.Account.RegisterImage(golden(demo.ImageB, "x86_64"))
 	r := rollTo(t, w.World, w.g, demo.ImageB)
@@ -246,7 +247,7 @@ func TestC20AfterARefusedAMITheParameterMovingToAGoodAMIRollsNormally(t *testing
 	require.Equal(t, 2, r.OnTarget)
 	require.Equal(t, 1, refreshCalls(w.World, "autoscaling:StartInstanceRefresh"), "one refresh, the good AMI's")
 	requireAllOn(t, w.World, w.g.Name, demo.ImageB, 2)
-	require.Equal(t, 1.0, w.rejected(lifecycle.RejectArchitectureMismatch))
+	require.Equal(t, 1.0, w.rejected(providers.RejectArchitectureMismatch))
 	var events []string
 	history, err := w.Store.History(context.Background(), w.g.Name)
 	require.NoError(t, err)
@@ -302,7 +303,7 @@ func TestC20AnAWSErrorWhileGatingHoldsAndNeverPasses(t *testing.T) {
 // minutes a waiting rollout reuses. An AMI that passed at detection and was deregistered during a 3-minute soak
 // is refused when the soak ends: no launch template version, nothing replaced.
 func TestC20AMIDeregisteredDuringTheSoakIsRefusedAtTheFreshCheckBeforePreparing(t *testing.T) {
-	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{lifecycle.TagMinAMIAge: "3m"}}, nil)
+	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagMinAMIAge: "3m"}}, nil)
 	ctx := context.Background()
 	w.Account.RegisterImage(golden(imageC, "arm64"))
 	w.PublishAMI(w.g.Parameter, imageC)
@@ -313,5 +314,5 @@ func TestC20AMIDeregisteredDuringTheSoakIsRefusedAtTheFreshCheckBeforePreparing(
 	require.NotContains(t, r.Reason, "AMI refused", "the AMI passed the gate at detection")
 
 	w.Account.SetImageState(imageC, ec2types.ImageStateDeregistered) // within the gate's 5-minute reuse
-	requireRefused(t, w, imageC, lifecycle.RejectImageNotAvailable, "is deregistered, not available")
+	requireRefused(t, w, imageC, providers.RejectImageNotAvailable, "is deregistered, not available")
 }

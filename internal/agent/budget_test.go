@@ -11,7 +11,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -34,7 +34,7 @@ func TestClusterBudgetTwoGroupsOfOneClusterNeverDrainBeyondIt(t *testing.T) {
 		t.Run(fmt.Sprintf("budget %d, %d replica(s)", tc.budget, tc.replicas), func(t *testing.T) {
 			a := demo.GroupSetup{Name: "web-a", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 3}
 			b := demo.GroupSetup{Name: "web-b", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 3}
-			policy := lifecycle.DefaultPolicy()
+			policy := engine.DefaultPolicy()
 			policy.ClusterBudget = tc.budget
 			w := build(t, demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 12}, Policy: policy})
 			maxDraining := 0

@@ -12,16 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // canaryGroup is refreshGroup(1) with a canary of 2 instances baking 30 minutes under the alarm "p99-latency".
 func canaryGroup() demo.GroupSetup {
 	g := refreshGroup(1)
-	g.Tags[lifecycle.TagCanary] = "2"
-	g.Tags[lifecycle.TagCanaryBake] = "30m"
-	g.Tags[lifecycle.TagAlarms] = "p99-latency"
+	g.Tags[model.TagCanary] = "2"
+	g.Tags[model.TagCanaryBake] = "30m"
+	g.Tags[model.TagAlarms] = "p99-latency"
 	return g
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
@@ -76,7 +76,7 @@ func TestC23LayoutsByInstanceRefresh(t *testing.T) {
 				_, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return false })
 				require.NoError(t, err)
 				r := w.Rollout(ctx, spec.Groups[0].Name)
-				require.Equal(t, lifecycle.StrategyRefresh, r.Strategy)
+				require.Equal(t, model.StrategyRefresh, r.Strategy)
 				require.Contains(t, r.Reason, "MaxSize", "%+v", r)
 				require.Zero(t, r.OnTarget)
 				require.Equal(t, before[spec.Groups[0].Name], shapeOf(w, spec.Groups[0].Name))
@@ -98,7 +98,7 @@ func TestC23LayoutsByInstanceRefresh(t *testing.T) {
 			settle(t, w, 20*time.Minute)
 			require.Empty(t, w.Checker.Finish())
 			for _, g := range spec.Groups {
-				require.Equal(t, lifecycle.StrategyRefresh, w.Rollout(ctx, g.Name).Strategy)
+				require.Equal(t, model.StrategyRefresh, w.Rollout(ctx, g.Name).Strategy)
 				requireC23End(t, w, g.Name, before[g.Name], completed[g.Name], g.Max)
 				require.Equal(t, before[g.Name], shapeOf(w, g.Name), "%s: ECS has no idle instance to scale in afterwards\n%s", g.Name, trace(w, g.Name))
 				requireNoCapacityWrites(t, w, g.Name)
@@ -121,7 +121,7 @@ func TestC23LayoutsByInstanceRefreshCrashMatrix(t *testing.T) {
 			continue
 		}
 		t.Run(l.name, func(t *testing.T) {
-			runCrashMatrix(t, c23CrashScenarioOf("C23 by refresh: "+l.name, l.spec, l.parameter, lifecycle.StrategyRefresh))
+			runCrashMatrix(t, c23CrashScenarioOf("C23 by refresh: "+l.name, l.spec, l.parameter, model.StrategyRefresh))
 		})
 	}
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -91,7 +92,7 @@ func runC23(t *testing.T, w *demo.World, parameter string, groups ...string) map
 	require.NoError(t, err)
 	for _, g := range groups {
 		require.True(t, done, "rollout of %s: %+v\n%s", g, w.Rollout(ctx, g), trace(w, g))
-		require.Equal(t, lifecycle.StrategyRefresh, w.Rollout(ctx, g).Strategy)
+		require.Equal(t, model.StrategyRefresh, w.Rollout(ctx, g).Strategy)
 	}
 	settle(t, w, 20*time.Minute)
 	var traces []string
@@ -206,7 +207,7 @@ func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
 // its desired count, every termination's lifecycle action completed by the agent and the queue empty.
 // (RunCrashScenario adds every invariant on every change, Checker.Finish and no repeated effect.)
 func c23CrashScenario(name string, spec func() demo.Spec, parameter string) demo.CrashScenario {
-	return c23CrashScenarioOf(name, spec, parameter, lifecycle.StrategyRefresh)
+	return c23CrashScenarioOf(name, spec, parameter, model.StrategyRefresh)
 }
 
 // c23CrashScenarioOf is c23CrashScenario for groups that roll with strategy; under StrategyRefresh the checker
@@ -225,7 +226,7 @@ func c23CrashScenarioOf(name string, spec func() demo.Spec, parameter, strategy 
 		Name: name,
 		Build: func() (*demo.World, error) {
 			w, err := demo.Build(spec())
-			if err == nil && strategy == lifecycle.StrategyRefresh {
+			if err == nil && strategy == model.StrategyRefresh {
 			}
 			return w, err
 		},
@@ -320,7 +321,7 @@ func TestC23StandaloneTasksRefuseTheGroup(t *testing.T) {
 	for _, provider := range []bool{true, false} {
 		t.Run(fmt.Sprintf("capacity provider %t", provider), func(t *testing.T) {
 			g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3,
-				Tags: map[string]string{lifecycle.TagStandaloneTasks: "Refuse"}}
+				Tags: map[string]string{model.TagStandaloneTasks: "Refuse"}}
 			if provider {
 				g.CapacityProvider = c23Provider("cp")
 			}
@@ -359,7 +360,7 @@ func TestC23StandaloneTasksRefuseTheGroup(t *testing.T) {
 // the reason says to update the compute environment through AWS Batch.
 func TestC23AWSBatchComputeEnvironmentGroupIsRefused(t *testing.T) {
 	g := demo.GroupSetup{Name: "batch-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
-		Tags: map[string]string{lifecycle.TagAWSBatchService: "batch"}}
+		Tags: map[string]string{engine.TagAWSBatchService: "batch"}}
 	w := build(t, oneGroup(&g))
 	settle(t, w, 2*time.Minute)
 	lt, ok := w.Account.LaunchTemplate(w.Account.Group(g.Name).LaunchTemplateID)
@@ -437,7 +438,7 @@ func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) 
 		require.LessOrEqual(t, len(before[g.Name].PerAZ)-len(end.PerAZ), max(ecsScaleIns, 0), "%s: a zone lost only by ECS's scale in", g.Name)
 		grp := w.Account.Group(g.Name)
 		require.Equal(t, g.Max, grp.Max, "max size untouched")
-		require.Equal(t, lifecycle.StrategyRefresh, w.Rollout(context.Background(), g.Name).Strategy)
+		require.Equal(t, model.StrategyRefresh, w.Rollout(context.Background(), g.Name).Strategy)
 		requireNoCapacityWrites(t, w, g.Name)
 		for _, i := range grp.Instances {
 			if i.LifecycleState == "InService" {
@@ -459,7 +460,7 @@ func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) 
 // why capacity-provider groups keep their own strategy by default (ChooseStrategy).
 func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t *testing.T) {
 	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	w := build(t, oneGroup(&g))
 	settle(t, w, 2*time.Minute)
 	before := shapeOf(w, g.Name)
@@ -469,7 +470,7 @@ func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t 
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
 	require.True(t, done, "%+v\n%s", r, trace(w, g.Name))
-	require.Equal(t, lifecycle.StrategyRefresh, r.Strategy)
+	require.Equal(t, model.StrategyRefresh, r.Strategy)
 	require.True(t, r.Refresh.ReplaceProtected, "ECS manages the protection: ScaleInProtectedInstances Refresh")
 	require.Equal(t, int32(300), r.Refresh.SpacingDelay)
 	require.Equal(t, []int32{33, 66, 100}, r.Refresh.SpacingCheckpoints())
@@ -498,7 +499,7 @@ func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t 
 // with 3 instances in 3 AZs, all on the new AMI, while the agent writes no desired capacity.
 func TestC23RoomyLayoutByInstanceRefreshKeepsSizeAndSpreadWithAZRebalancing(t *testing.T) {
 	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	w := build(t, oneGroup(&g))
 	w.Account.SetServiceDeployment(g.Cluster, "web", sim.ServiceDeployment{AvailabilityZoneRebalancing: true})
 	settle(t, w, 2*time.Minute)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -55,7 +55,7 @@ func TestC16CapacityProviderDesiredMovesUnderTheAgentAndEveryInvariantHolds(t *t
 	settle(t, w, 20*time.Minute)
 
 	r := w.Rollout(ctx, g.Name)
-	require.Equal(t, lifecycle.StrategyRefresh, r.Strategy, "a group ECS scales rolls by instance refresh too")
+	require.Equal(t, model.StrategyRefresh, r.Strategy, "a group ECS scales rolls by instance refresh too")
 	require.Empty(t, w.Checker.Finish(), "workloads kept their tasks running throughout")
 	grp := w.Account.Group(g.Name)
 	require.Equal(t, int32(6), grp.Max, "max untouched")
@@ -84,13 +84,13 @@ func TestC17ECSManagedDrainingIsLeftToECSAndOnlyTheAgentsOwnHookIsCompleted(t *t
 	}
 	inst := olds[0]
 	w.Account.SendMessage(w.QueueURL, fixture(t, "eventbridge-lifecycle-terminate.json", "eks-workers-a", g.Name,
-		"patch-agent-drain", lifecycle.ECSManagedDrainingHookName, "i-0c5e2a7b9d1f34e86", inst))
+		"patch-agent-drain", model.ECSManagedDrainingHookName, "i-0c5e2a7b9d1f34e86", inst))
 	w.PublishAMI(g.Parameter, demo.ImageB)
 	done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
 	require.True(t, done, "rollout: %+v", r)
-	require.Equal(t, lifecycle.StrategyRefresh, r.Strategy)
+	require.Equal(t, model.StrategyRefresh, r.Strategy)
 	settle(t, w, 20*time.Minute)
 
 	require.Zero(t, w.Account.Calls()["ecs:UpdateContainerInstancesState"], "never DRAINING on top of ECS's drain")
@@ -99,7 +99,7 @@ func TestC17ECSManagedDrainingIsLeftToECSAndOnlyTheAgentsOwnHookIsCompleted(t *t
 		if c.Caller != sim.CallerAPI {
 			continue
 		}
-		require.NotEqual(t, lifecycle.ECSManagedDrainingHookName, c.Hook, "the agent completed ECS's hook")
+		require.NotEqual(t, model.ECSManagedDrainingHookName, c.Hook, "the agent completed ECS's hook")
 		if c.Accepted && c.Transition == sim.TransitionTerminating {
 			own[c.Token]++
 			ownOf[c.InstanceID] = true
@@ -132,8 +132,8 @@ func TestClusterWithCapacityProviderAndPlainGroupsRollsBothByRefresh(t *testing.
 	})
 	require.NoError(t, err)
 	require.True(t, done)
-	require.Equal(t, lifecycle.StrategyRefresh, w.Rollout(ctx, "managed").Strategy)
-	require.Equal(t, lifecycle.StrategyRefresh, w.Rollout(ctx, "plain").Strategy)
+	require.Equal(t, model.StrategyRefresh, w.Rollout(ctx, "managed").Strategy)
+	require.Equal(t, model.StrategyRefresh, w.Rollout(ctx, "plain").Strategy)
 	require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "one refresh per group")
 	require.Empty(t, w.Checker.Finish())
 	require.Equal(t, int32(4), w.Account.Group("plain").Max)

@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 )
 
 // crashScenario turns a strategy world of the fault matrix (faultScenarios) into a crash scenario: the same
@@ -197,8 +198,8 @@ func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
 // starts a second refresh, terminates no instance twice and makes one replacement per old instance.
 func TestCrashMatrixECSBatch(t *testing.T) {
 	g := demo.GroupSetup{Name: "batch-asg", Cluster: "c1", Parameter: "/golden/batch", Min: 4, Max: 6, Desired: 4,
-		Tags: map[string]string{lifecycle.TagBatchSize: "2"}}
-	policy := lifecycle.DefaultPolicy()
+		Tags: map[string]string{model.TagBatchSize: "2"}}
+	policy := engine.DefaultPolicy()
 	policy.ClusterBudget = 2
 	runCrashMatrix(t, demo.CrashScenario{
 		Name: "ECS, batch size 2",

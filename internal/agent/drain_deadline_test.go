@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -73,7 +73,7 @@ func requireDrainHeld(t *testing.T, w alertWorld, d time.Duration) state.Hook {
 	require.Equal(t, state.PhaseHalted, r.Phase, r.Reason)
 	var rec state.Hook
 	for _, i := range w.Account.Group(group).Instances {
-		h, err := w.Store.GetHook(ctx, lifecycle.ActionKey(group, i.ID, demo.HookName))
+		h, err := w.Store.GetHook(ctx, model.ActionKey(group, i.ID, demo.HookName))
 		if err == nil && !h.DrainHeldAt.IsZero() {
 			require.Empty(t, rec.InstanceID, "one drain held: %s and %s", rec.InstanceID, h.InstanceID)
 			rec = h
@@ -87,20 +87,20 @@ func requireDrainHeld(t *testing.T, w alertWorld, d time.Duration) state.Hook {
 	require.Contains(t, r.Reason, "`patch-agent rollback "+group+"`")
 	require.Positive(t, w.Account.Calls()["autoscaling:CancelInstanceRefresh"], "the refresh is cancelled")
 	require.Zero(t, w.Account.Calls()["autoscaling:RollbackInstanceRefresh"], "a held drain halts without a rollback")
-	notified := w.notified(t, lifecycle.AlertDrainDeadline)
+	notified := w.notified(t, model.AlertDrainDeadline)
 	require.Len(t, notified, 1, "one alert")
 	require.Contains(t, notified[0].Detail, id+": held: ")
 
 	w.run(t, d)
 	require.Equal(t, state.PhaseHalted, w.Rollout(ctx, group).Phase, "halted stays halted")
-	rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(group, id, demo.HookName))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey(group, id, demo.HookName))
 	require.NoError(t, err)
 	// Every drain held meanwhile — the first, and any other termination of the refresh that reached its deadline
 	// while the first hold halted it — stays held: in Terminating:Wait, back in service, heartbeated, never
 	// completed; one held alert each.
 	heldRecords := 0
 	for _, i := range w.Account.Group(group).Instances {
-		h, err := w.Store.GetHook(ctx, lifecycle.ActionKey(group, i.ID, demo.HookName))
+		h, err := w.Store.GetHook(ctx, model.ActionKey(group, i.ID, demo.HookName))
 		if err != nil || h.DrainHeldAt.IsZero() {
 			continue
 		}
@@ -115,13 +115,13 @@ func requireDrainHeld(t *testing.T, w alertWorld, d time.Duration) state.Hook {
 	}
 	require.False(t, rec.DrainHeldAt.IsZero(), "the first stays held")
 	held := 0
-	for _, n := range w.notified(t, lifecycle.AlertDrainDeadline) {
+	for _, n := range w.notified(t, model.AlertDrainDeadline) {
 		if strings.Contains(n.Detail, ": held: ") {
 			held++
 		}
 	}
 	require.Equal(t, heldRecords, held, "one held alert per held drain")
-	require.GreaterOrEqual(t, w.alerts(lifecycle.AlertDrainDeadline), 1.0)
+	require.GreaterOrEqual(t, w.alerts(model.AlertDrainDeadline), 1.0)
 	return rec
 }
 

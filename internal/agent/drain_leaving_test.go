@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 // The drain of an old node blocked by a PodDisruptionBudget (minAvailable = replicas) whose health check fails:
@@ -28,7 +29,7 @@ func TestEKSDrainOfANodeThatStartsTerminatingLetsItGoAndNeverUncordonsIt(t *test
 
 func testEKSDrainOfANodeThatFailsItsHealthCheck(t *testing.T, byRefresh bool) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "nodes", Platform: lifecycle.PlatformEKS, Cluster: "e1", Parameter: lifecycle.ParameterAuto,
+	g := demo.GroupSetup{Name: "nodes", Platform: model.PlatformEKS, Cluster: "e1", Parameter: providers.ParameterAuto,
 		Min: 3, Max: 6, Desired: 3}
 	w := buildWatched(t, demo.Spec{Groups: []demo.GroupSetup{g},
 		KubeWorkload: demo.KubeWorkload{Replicas: 6, MinAvailable: 6, DaemonSet: true}})

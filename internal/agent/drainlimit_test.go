@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -35,7 +36,7 @@ func TestDrainTimeoutLongerThanTheHooksGlobalTimeoutIsCappedWithANoteAndTheDeadl
 		t.Run(tc.name, func(t *testing.T) {
 			g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: tc.heartbeat}
 			spec := oneGroup(&g)
-			spec.Policy = lifecycle.DefaultPolicy()
+			spec.Policy = engine.DefaultPolicy()
 			spec.Policy.DrainTimeout = 3 * time.Hour
 			spec.Sim.TaskStopStageDelay = 2 * time.Hour // three stop stages: the tasks need 6 h to stop
 			w := buildAlerting(t, spec, g)
@@ -65,20 +66,20 @@ func TestDrainTimeoutLongerThanTheHooksGlobalTimeoutIsCappedWithANoteAndTheDeadl
 				}
 			})
 
-			require.Equal(t, 1.0, w.alerts(lifecycle.AlertDrainDeadline), "the undrained CONTINUE is an alert")
-			deadline := w.notified(t, lifecycle.AlertDrainDeadline)
+			require.Equal(t, 1.0, w.alerts(model.AlertDrainDeadline), "the undrained CONTINUE is an alert")
+			deadline := w.notified(t, model.AlertDrainDeadline)
 			require.Len(t, deadline, 1)
 			require.Contains(t, deadline[0].Detail, completion.InstanceID)
 			warning := withoutDeprecationNote(w.Rollout(ctx, g.Name).Warning)
 			if !tc.capped {
 				require.Empty(t, warning)
-				require.Zero(t, w.alerts(lifecycle.AlertDrainTimeoutCapped))
+				require.Zero(t, w.alerts(model.AlertDrainTimeoutCapped))
 				return
 			}
 			require.Contains(t, warning, "--drain-timeout 3h0m0s is longer than lifecycle hook "+demo.HookName+" allows", "status note")
 			require.Contains(t, warning, "raise its HeartbeatTimeout to at least 2m0s")
-			require.Equal(t, 1.0, w.alerts(lifecycle.AlertDrainTimeoutCapped), "once, not at every poll")
-			require.Len(t, w.notified(t, lifecycle.AlertDrainTimeoutCapped), 1)
+			require.Equal(t, 1.0, w.alerts(model.AlertDrainTimeoutCapped), "once, not at every poll")
+			require.Len(t, w.notified(t, model.AlertDrainTimeoutCapped), 1)
 		})
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -80,7 +81,7 @@ func TestLostWakeUpEventsOnlyDelayARolloutTheSafetyPollCompletesIt(t *testing.T)
 
 // transitionTimes records when each rollout transition was written.
 type transitionTimes struct {
-	lifecycle.NopObserver
+	model.NopObserver
 	mu    sync.Mutex
 	moves []state.Rollout // next, in order
 	prev  []state.Rollout
@@ -103,12 +104,12 @@ func (o *transitionTimes) RolloutTransition(prev, next state.Rollout, _ string) 
 func TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll(t *testing.T) {
 	ctx := context.Background()
 	obs := &transitionTimes{}
-	policy := lifecycle.DefaultPolicy()
+	policy := engine.DefaultPolicy()
 	policy.HealthTimeout = 5*time.Minute + 7*time.Second // off the poll's cadence
 	soak := 4*time.Minute + 13*time.Second
 	w, err := demo.Build(demo.Spec{WakeUpEvents: true, Policy: policy, Observer: obs,
 		Groups: []demo.GroupSetup{{Name: "roll", Cluster: "c", Parameter: "/golden-ami/roll", Min: 2, Max: 3, Desired: 2,
-			Tags: map[string]string{lifecycle.TagMinAMIAge: soak.String()}}},
+			Tags: map[string]string{model.TagMinAMIAge: soak.String()}}},
 		Services: map[string]int{"web": 4}})
 	require.NoError(t, err)
 	_, err = w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
@@ -142,7 +143,7 @@ func TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll(t *testing.T) {
 		if !c.Accepted || c.Caller != sim.CallerAPI || c.Transition != sim.TransitionLaunching || c.Result != sim.ResultAbandon {
 			continue
 		}
-		rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(c.Group, c.InstanceID, c.Hook))
+		rec, err := w.Store.GetHook(ctx, model.ActionKey(c.Group, c.InstanceID, c.Hook))
 		require.NoError(t, err)
 		late := c.At.Sub(rec.ReceivedAt) - policy.HealthTimeout
 		t.Logf("%s abandoned %s after its health deadline", c.InstanceID, late)

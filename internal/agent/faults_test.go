@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
@@ -94,7 +94,7 @@ var faultScenarios = []faultScenario{
 		play: rollAll,
 		check: func(t *testing.T, w *demo.World, group string) {
 			completedOnTarget(t, w, group)
-			require.Equal(t, lifecycle.StrategyRefresh, w.Rollout(context.Background(), group).Strategy)
+			require.Equal(t, model.StrategyRefresh, w.Rollout(context.Background(), group).Strategy)
 			// Size and spread at the end as at the start: the checker's end-of-scenario rule.
 			require.Empty(t, w.Checker.Finish(), trace(w, group))
 		},
@@ -113,7 +113,7 @@ var faultScenarios = []faultScenario{
 		play: rollAll,
 		check: func(t *testing.T, w *demo.World, group string) {
 			completedOnTarget(t, w, group)
-			require.Equal(t, lifecycle.StrategyRefresh, w.Rollout(context.Background(), group).Strategy)
+			require.Equal(t, model.StrategyRefresh, w.Rollout(context.Background(), group).Strategy)
 		},
 	},
 	{

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 // DefaultHookChecksPerPass is how many managed groups' lifecycle hooks one pass reads at most when
@@ -47,7 +47,7 @@ func (a *Agent) hookChecksPerPass(n int) int {
 // checked at least PollInterval ago, never-checked first and then the longest unchecked, at most
 // hookChecksPerPass of them (a group whose check failed stays due and comes first next pass). It forgets
 // groups no longer discovered. The caller holds a.mu.
-func (a *Agent) hooksDueLocked(d lifecycle.Discovered, now time.Time) []string {
+func (a *Agent) hooksDueLocked(d providers.Discovered, now time.Time) []string {
 	if a.hookChecked == nil {
 		a.hookChecked = map[string]time.Time{}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -38,7 +38,7 @@ func TestC14SecondRootVolumeReplacementAfterANoActiveAnswerIsTakenUpWhenItsMessa
 	_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	instance := w.Account.Group(g.Name).Instances[0].ID
-	key := lifecycle.ActionKey(g.Name, instance, demo.HookName)
+	key := model.ActionKey(g.Name, instance, demo.HookName)
 
 	_, err = w.Account.StartRootVolumeReplacement(instance) // action 1, its message delivered
 	require.NoError(t, err)

@@ -21,9 +21,11 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/notify"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -52,7 +54,7 @@ func buildWatched(t *testing.T, spec demo.Spec) *watched {
 	reg := metrics.NewRegistry(nil)
 	n := notify.New(lateEventBridge{&w}, notify.Options{})
 	spec.Log = zap.New(core)
-	spec.Observer = notify.FanOut{Observers: []lifecycle.Observer{reg, n}}
+	spec.Observer = notify.FanOut{Observers: []model.Observer{reg, n}}
 	w = build(t, spec)
 	return &watched{World: w, metrics: reg, notifier: n, logs: logs}
 }
@@ -124,21 +126,21 @@ func TestC19ForgedLifecycleMessagesDrainNothingAndAreRejectedWithTheirReason(t *
 					out = append(out, forged(t, "g", demo.HookName, inst.ID, "forged-token-"+string(rune('a'+i))))
 				}
 				return out
-			}, lifecycle.RejectLifecycleState, true},
+			}, lifecycleaction.RejectLifecycleState, true},
 		{"for an instance of an unmanaged group in the same ECS cluster, naming the managed group",
 			func(t *testing.T, w *watched) []string {
 				return []string{forged(t, "g", demo.HookName, w.Account.Group("u").Instances[0].ID, "forged-token")}
-			}, lifecycle.RejectInstanceNotInGroup, true},
+			}, lifecycleaction.RejectInstanceNotInGroup, true},
 		{"for an instance of an unmanaged group in the same ECS cluster, naming the unmanaged group",
 			func(t *testing.T, w *watched) []string {
 				return []string{forged(t, "u", demo.HookName, w.Account.Group("u").Instances[0].ID, "forged-token")}
-			}, lifecycle.RejectGroupNotManaged, false},
+			}, lifecycleaction.RejectGroupNotManaged, false},
 		{"for a nonexistent instance", func(t *testing.T, w *watched) []string {
 			return []string{forged(t, "g", demo.HookName, "i-0fffffffffffffff0", "forged-token")}
-		}, lifecycle.RejectInstanceNotFound, true},
+		}, lifecycleaction.RejectInstanceNotFound, true},
 		{"naming a hook the group lacks", func(t *testing.T, w *watched) []string {
 			return []string{forged(t, "g", "not-a-hook-of-g", w.Account.Group("g").Instances[0].ID, "forged-token")}
-		}, lifecycle.RejectUnknownHook, true},
+		}, lifecycleaction.RejectUnknownHook, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := demo.Spec{Groups: []demo.GroupSetup{managed, other}, Services: map[string]int{"web": 6}}
@@ -182,7 +184,7 @@ func TestC19ForgedLifecycleMessagesDrainNothingAndAreRejectedWithTheirReason(t *
 
 // Field case C19, EKS: a forged message for a Ready node of a managed node group cordons and evicts nothing.
 func TestC19ForgedLifecycleMessageForAnEKSNodeCordonsNothing(t *testing.T) {
-	g := demo.GroupSetup{Name: "nodes", Platform: lifecycle.PlatformEKS, Cluster: "e1", Parameter: lifecycle.ParameterAuto, Min: 2, Max: 3, Desired: 2}
+	g := demo.GroupSetup{Name: "nodes", Platform: model.PlatformEKS, Cluster: "e1", Parameter: providers.ParameterAuto, Min: 2, Max: 3, Desired: 2}
 	w := buildWatched(t, demo.Spec{Groups: []demo.GroupSetup{g}, KubeWorkload: demo.KubeWorkload{Replicas: 4}})
 	ctx := context.Background()
 	settle(t, w.World, 10*time.Second)
@@ -204,7 +206,7 @@ func TestC19ForgedLifecycleMessageForAnEKSNodeCordonsNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 4, ready)
 	require.Empty(t, w.Account.LifecycleCompletions())
-	require.Equal(t, map[string]float64{lifecycle.RejectLifecycleState: 2}, w.rejected())
+	require.Equal(t, map[string]float64{lifecycleaction.RejectLifecycleState: 2}, w.rejected())
 	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 	require.Zero(t, visible+inFlight)
 }
@@ -235,7 +237,7 @@ func TestC19LifecycleMessageForAnInstanceReallyInTerminatingWaitIsDrainedAndCont
 	require.True(t, cs[0].Drained, "drained before CONTINUE")
 	require.Empty(t, w.rejected(), "nothing rejected")
 	require.Empty(t, w.Checker.Finish())
-	h, err := w.Store.GetHook(context.Background(), lifecycle.ActionKey(g.Name, real.Lifecycle.InstanceID, real.Lifecycle.HookName))
+	h, err := w.Store.GetHook(context.Background(), model.ActionKey(g.Name, real.Lifecycle.InstanceID, real.Lifecycle.HookName))
 	require.NoError(t, err)
 	require.True(t, h.Confirmed, "the confirmation is recorded once for the action")
 	require.False(t, h.Adopted, "its message drove it, not the reconcile loop's safety net")
@@ -305,7 +307,7 @@ func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutRepla
 		_, err := w.Account.ECS().UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{Cluster: &[]string{"c1"}[0],
 			ContainerInstances: []string{inst.ContainerInstanceARN}, Status: ecstypes.ContainerInstanceStatusDraining})
 		require.NoError(t, err)
-		require.NoError(t, w.Store.PutDrainMark(ctx, state.DrainMark{InstanceID: id, Group: g, Platform: lifecycle.PlatformECS,
+		require.NoError(t, w.Store.PutDrainMark(ctx, state.DrainMark{InstanceID: id, Group: g, Platform: model.PlatformECS,
 			Cluster: "c1", Token: "timed-out-token", At: time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)}))
 	}
 
@@ -341,7 +343,7 @@ func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutRepla
 		})
 		require.NoError(t, err)
 		require.True(t, done, "an old instance drains under its terminating action: %+v", w.Rollout(ctx, g.Name))
-		require.NoError(t, w.Store.PutDrainMark(ctx, state.DrainMark{InstanceID: old, Group: g.Name, Platform: lifecycle.PlatformECS,
+		require.NoError(t, w.Store.PutDrainMark(ctx, state.DrainMark{InstanceID: old, Group: g.Name, Platform: model.PlatformECS,
 			Cluster: "c1", Token: "timed-out-token", At: time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)}))
 		gone, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 			inst, _ := w.Account.Instance(old)

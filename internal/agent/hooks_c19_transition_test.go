@@ -8,7 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -67,7 +68,7 @@ func forgedLaunchingCopyOfATerminatingAction(t *testing.T, untold bool) {
 		w.Account.Advance(tick)
 	}
 	stateChanges := w.Account.Calls()["ecs:UpdateContainerInstancesState"]
-	key := lifecycle.ActionKey(g.Name, victim, demo.HookName)
+	key := model.ActionKey(g.Name, victim, demo.HookName)
 	before, err := w.Store.GetHook(ctx, key)
 	require.NoError(t, err)
 	require.True(t, before.Confirmed)
@@ -86,7 +87,7 @@ func forgedLaunchingCopyOfATerminatingAction(t *testing.T, untold bool) {
 			"the instance being drained was never put back in service (%s)", instanceState(w, g.Name, victim))
 		require.Empty(t, w.Checker.Check())
 	}
-	require.Equal(t, 1.0, w.rejected()[lifecycle.RejectUnknownHook], "the forged message was rejected once: %v", w.rejected())
+	require.Equal(t, 1.0, w.rejected()[lifecycleaction.RejectUnknownHook], "the forged message was rejected once: %v", w.rejected())
 	cs := completionsOf(w.World, victim)
 	require.Len(t, cs, 1)
 	require.Equal(t, sim.ResultContinue, cs[0].Result)
@@ -125,7 +126,7 @@ func TestC19ForgedTerminatingCopyOfALaunchingActionInProgressIsRejectedAndTheLau
 		require.Less(t, i, 200, "the real launch action was never confirmed")
 		require.NoError(t, w.Agent.RunOnce(ctx))
 		w.Account.Advance(time.Second)
-		if rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, fresh, demo.LaunchHookName)); err == nil && rec.Confirmed {
+		if rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, fresh, demo.LaunchHookName)); err == nil && rec.Confirmed {
 			break
 		}
 	}
@@ -142,6 +143,6 @@ func TestC19ForgedTerminatingCopyOfALaunchingActionInProgressIsRejectedAndTheLau
 	require.Equal(t, sim.ResultContinue, cs[0].Result)
 	require.True(t, cs[0].Healthy, "the launch completed only once the instance was healthy in its cluster: %+v", cs[0])
 	require.Equal(t, sim.TransitionLaunching, cs[0].Transition)
-	require.Equal(t, 1.0, w.rejected()[lifecycle.RejectUnknownHook], "the forged message was rejected once: %v", w.rejected())
+	require.Equal(t, 1.0, w.rejected()[lifecycleaction.RejectUnknownHook], "the forged message was rejected once: %v", w.rejected())
 	require.Empty(t, w.Checker.Check())
 }

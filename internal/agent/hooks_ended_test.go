@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -27,7 +27,7 @@ func adoptRootVolumeReplacement(t *testing.T, w *demo.World, group, instance str
 	require.NoError(t, err)
 	loseTheMessage(t, w)
 	done, err := w.RunEvents(ctx, 5*time.Minute, func() bool {
-		rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(group, instance, demo.HookName))
+		rec, err := w.Store.GetHook(ctx, model.ActionKey(group, instance, demo.HookName))
 		return err == nil && rec.Adopted
 	})
 	require.NoError(t, err)
@@ -54,7 +54,7 @@ func TestC4AdoptedActionThatEndedWithoutTheAgentDoesNotDriveTheNextActionUndrain
 			hb := 60 * time.Second
 			w, g := eventDrivenWorld(t, hb, nil)
 			instance := w.Account.Group(g.Name).Instances[0].ID
-			key := lifecycle.ActionKey(g.Name, instance, demo.HookName)
+			key := model.ActionKey(g.Name, instance, demo.HookName)
 			adoptRootVolumeReplacement(t, w, g.Name, instance)
 			if tc.byHand {
 				_, err := w.Account.AutoScaling().CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
@@ -105,7 +105,7 @@ func TestC4MessageOfAnAdoptedActionThatEndedWhileTheAgentWasAwayIsDeletedNotHeld
 	require.NoError(t, err)
 	require.Len(t, out.Messages, 1)
 	done, err := w.RunEvents(ctx, 5*time.Minute, func() bool {
-		rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, instance, demo.HookName))
+		rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, instance, demo.HookName))
 		return err == nil && rec.Adopted
 	})
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -249,7 +249,7 @@ func TestLifecycleSweepCallsGrowWithTimeAndGroupsNotInstances(t *testing.T) {
 func TestC4LateLifecycleMessageGetsItsFirstHeartbeatCountedFromItsSentTimestamp(t *testing.T) {
 	ctx := context.Background()
 	hb := 150 * time.Second
-	g := demo.GroupSetup{Name: "typo", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: hb, Tags: map[string]string{lifecycle.TagMinAMIAge: "7d"}}
+	g := demo.GroupSetup{Name: "typo", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: hb, Tags: map[string]string{model.TagMinAMIAge: "7d"}}
 	spec := oneGroup(&g)
 	spec.WakeUpEvents, spec.WakeUpQueue = true, true
 	spec.Sim.TaskStopStageDelay = time.Minute // a drain that outlasts what is left of the timeout

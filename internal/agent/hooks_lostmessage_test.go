@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -53,7 +53,7 @@ func TestC19MadeUpTokenForAWaitingInstanceWhileItsMessageIsLostStillDrainsAndCom
 	for _, c := range w.Account.LifecycleCompletions() {
 		require.False(t, c.InstanceID == instance && !c.Accepted, "a refused completion at +%s", c.At.Sub(start))
 	}
-	rec, err := w.Store.GetHook(context.Background(), lifecycle.ActionKey(g.Name, instance, demo.HookName))
+	rec, err := w.Store.GetHook(context.Background(), model.ActionKey(g.Name, instance, demo.HookName))
 	require.NoError(t, err)
 	require.Equal(t, sim.ResultContinue, rec.Result)
 }
@@ -136,7 +136,7 @@ func TestC18SecondActionOnTheSameInstanceAndHookIsTakenUpWhenItsMessageIsLost(t 
 	w, losing := buildLosingPool(t, &g, sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)})
 	back := scaleInToPool(t, w, g.Name, 2)
 	settle(t, w, 5*time.Minute)
-	rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, back, demo.HookName))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, back, demo.HookName))
 	require.NoError(t, err)
 	require.Equal(t, state.HookCompleted, rec.State, "action 1 is completed")
 	losing.armed = true
@@ -190,7 +190,7 @@ func TestC19ForgedTerminatingMessageForAnInstanceLaunchingIntoAPoolThatReusesNot
 	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, demo.HookName, warming, "forged-token"))
 	settle(t, w, 30*time.Second)
 	require.Equal(t, ignored+1, w.Agent.Consumer.Stats.Ignored.Load(), "rejected: deleted as ignored")
-	_, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, warming, demo.HookName))
+	_, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, warming, demo.HookName))
 	require.ErrorIs(t, err, state.ErrNotFound, "no terminating action recorded for it")
 	for _, c := range w.Account.LifecycleCompletions() {
 		require.False(t, c.InstanceID == warming && c.Hook == demo.HookName, "nothing completed on its terminating hook")

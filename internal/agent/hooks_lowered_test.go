@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -89,7 +89,7 @@ func TestC4LifecycleRecordWritesFailingForLongerThanTheTimeoutDoNotStopTheHeartb
 			drains := w.Account.Calls()["ecs:UpdateContainerInstancesState"]
 			instance, start := scaleInOne(t, w, g)
 			loseTheMessage(t, w)
-			key := lifecycle.ActionKey(g.Name, instance, demo.HookName)
+			key := model.ActionKey(g.Name, instance, demo.HookName)
 			for range 200 {
 				_ = r.RunOnce(ctx) // failed writes are errors of the pass: logged, looked at again
 				if store.from.IsZero() {

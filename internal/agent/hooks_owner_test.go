@@ -15,7 +15,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -41,7 +42,7 @@ func TestC19ForeignHookOfAnotherToolOnAManagedGroupIsLeftWaitingAndTheAgentsOwnH
 		{"hook without a notification target, the group's tag naming the agent's hook",
 			func(*demo.World) sim.HookSpec {
 				return sim.HookSpec{Name: nthHook, Transition: sim.TransitionTerminating, HeartbeatTimeout: time.Hour}
-			}, map[string]string{lifecycle.TagLifecycleHooks: demo.HookName}},
+			}, map[string]string{model.TagLifecycleHooks: demo.HookName}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -76,10 +77,10 @@ func TestC19ForeignHookOfAnotherToolOnAManagedGroupIsLeftWaitingAndTheAgentsOwnH
 			}
 			inst, _ := w.Account.Instance(id)
 			require.Equal(t, "Terminating:Wait", inst.LifecycleState, "the other tool's action still waits")
-			require.Equal(t, map[string]float64{lifecycle.RejectForeignHook: 1}, w.rejected())
+			require.Equal(t, map[string]float64{lifecycleaction.RejectForeignHook: 1}, w.rejected())
 			notes := w.rejectedNotifications(t)
 			require.Len(t, notes, 1)
-			require.Equal(t, lifecycle.RejectForeignHook, notes[0].Reason)
+			require.Equal(t, lifecycleaction.RejectForeignHook, notes[0].Reason)
 			require.Empty(t, w.logs.FilterMessageSnippet("another tool's hook").All(), "routine: info, not a warning")
 			visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 			require.Zero(t, visible+inFlight, "both messages deleted")
@@ -101,30 +102,30 @@ func TestHookOwnedDecidesOnTheNotificationTargetAndTheTag(t *testing.T) {
 	const queueARN = "arn:aws:sqs:eu-west-1:111122223333:patch-agent"
 	for _, tc := range []struct {
 		name   string
-		hook   lifecycle.GroupHook
+		hook   model.GroupHook
 		listed []string
 		owned  bool
 	}{
-		{"target is the agent's queue", lifecycle.GroupHook{Name: "drain", NotificationTargetARN: queueARN}, nil, true},
-		{"no target (EventBridge), no tag", lifecycle.GroupHook{Name: "drain"}, nil, true},
-		{"another queue", lifecycle.GroupHook{Name: "nth", NotificationTargetARN: "arn:aws:sqs:eu-west-1:111122223333:nth-queue"}, nil, false},
-		{"same queue name in another account", lifecycle.GroupHook{Name: "drain", NotificationTargetARN: "arn:aws:sqs:eu-west-1:444455556666:patch-agent"}, nil, false},
-		{"same queue name in another region", lifecycle.GroupHook{Name: "drain", NotificationTargetARN: "arn:aws:sqs:us-east-1:111122223333:patch-agent"}, nil, false},
-		{"an SNS topic", lifecycle.GroupHook{Name: "backup", NotificationTargetARN: "arn:aws:sns:eu-west-1:111122223333:patch-agent"}, nil, false},
-		{"no target, listed in the tag", lifecycle.GroupHook{Name: "drain"}, []string{"drain", "launch"}, true},
-		{"no target, not listed in the tag", lifecycle.GroupHook{Name: "bootstrap"}, []string{"drain"}, false},
-		{"the agent's queue, not listed in the tag", lifecycle.GroupHook{Name: "old", NotificationTargetARN: queueARN}, []string{"drain"}, false},
-		{"empty tag: no hook is the agent's", lifecycle.GroupHook{Name: "drain"}, []string{}, false},
-		{"ECS managed draining, even listed", lifecycle.GroupHook{Name: lifecycle.ECSManagedDrainingHookName}, []string{lifecycle.ECSManagedDrainingHookName}, false},
+		{"target is the agent's queue", model.GroupHook{Name: "drain", NotificationTargetARN: queueARN}, nil, true},
+		{"no target (EventBridge), no tag", model.GroupHook{Name: "drain"}, nil, true},
+		{"another queue", model.GroupHook{Name: "nth", NotificationTargetARN: "arn:aws:sqs:eu-west-1:111122223333:nth-queue"}, nil, false},
+		{"same queue name in another account", model.GroupHook{Name: "drain", NotificationTargetARN: "arn:aws:sqs:eu-west-1:444455556666:patch-agent"}, nil, false},
+		{"same queue name in another region", model.GroupHook{Name: "drain", NotificationTargetARN: "arn:aws:sqs:us-east-1:111122223333:patch-agent"}, nil, false},
+		{"an SNS topic", model.GroupHook{Name: "backup", NotificationTargetARN: "arn:aws:sns:eu-west-1:111122223333:patch-agent"}, nil, false},
+		{"no target, listed in the tag", model.GroupHook{Name: "drain"}, []string{"drain", "launch"}, true},
+		{"no target, not listed in the tag", model.GroupHook{Name: "bootstrap"}, []string{"drain"}, false},
+		{"the agent's queue, not listed in the tag", model.GroupHook{Name: "old", NotificationTargetARN: queueARN}, []string{"drain"}, false},
+		{"empty tag: no hook is the agent's", model.GroupHook{Name: "drain"}, []string{}, false},
+		{"ECS managed draining, even listed", model.GroupHook{Name: model.ECSManagedDrainingHookName}, []string{model.ECSManagedDrainingHookName}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			owned, why := lifecycle.HookOwned(tc.hook, lifecycle.HookOwnership{QueueURL: queue, Listed: tc.listed})
+			owned, why := model.HookOwned(tc.hook, model.HookOwnership{QueueURL: queue, Listed: tc.listed})
 			require.Equal(t, tc.owned, owned)
 			require.Equal(t, tc.owned, why == "", "a foreign hook says why: %q", why)
 		})
 	}
-	require.Equal(t, []string{"a", "b"}, lifecycle.ParseLifecycleHooksTag(map[string]string{lifecycle.TagLifecycleHooks: " a, ,b "}))
-	require.Nil(t, lifecycle.ParseLifecycleHooksTag(map[string]string{}))
+	require.Equal(t, []string{"a", "b"}, model.ParseLifecycleHooksTag(map[string]string{model.TagLifecycleHooks: " a, ,b "}))
+	require.Nil(t, model.ParseLifecycleHooksTag(map[string]string{}))
 }
 
 // Field case C19: a lifecycle message whose instance id is not an EC2 instance id (Auto Scaling refuses it
@@ -199,7 +200,7 @@ func TestLostLifecycleMessageTheActionStillCompletesAfterDrainingAndTheLateMessa
 	require.Equal(t, sim.ResultContinue, cs[0].Result)
 	require.True(t, cs[0].Drained, "drained before CONTINUE")
 	require.NotEmpty(t, w.Account.Heartbeats(), "heartbeats kept the action alive while draining")
-	rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, ev.Lifecycle.InstanceID, demo.HookName))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, ev.Lifecycle.InstanceID, demo.HookName))
 	require.NoError(t, err)
 	require.True(t, rec.Adopted)
 	require.True(t, rec.Confirmed)
@@ -228,11 +229,11 @@ func TestMissingHookWarningCountsOnlyTheAgentsOwnHooks(t *testing.T) {
 		{name: "only terminating hook is another tool's (notifies its own queue)", foreign: true,
 			want: []string{"no terminating lifecycle hook of the agent's", `hook "nth-drain" notifies`, "ForeignHook"}},
 		{name: "tag names a hook the group does not have (typo)", agentHook: true,
-			tags: map[string]string{lifecycle.TagLifecycleHooks: "patch-agent-drian"},
+			tags: map[string]string{model.TagLifecycleHooks: "patch-agent-drian"},
 			want: []string{`names lifecycle hook "patch-agent-drian", which the group does not have`,
 				"no terminating lifecycle hook of the agent's", `hook "patch-agent-drain" is not listed`}},
 		{name: "tag names the agent's hook, another tool's beside it", agentHook: true, foreign: true,
-			tags: map[string]string{lifecycle.TagLifecycleHooks: demo.HookName}},
+			tags: map[string]string{model.TagLifecycleHooks: demo.HookName}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -14,7 +14,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -181,7 +181,7 @@ func TestC4AgentDiesRightAfterRecordingTheLifecycleActionIsTakenOverHeartbeatedD
 				require.Equal(t, 1, calls.by("second", "CompleteLifecycleAction"), "one completion, never a second")
 				visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 				require.Zero(t, visible+inFlight, "the message that came back is deleted")
-				rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey("g", instance, demo.HookName))
+				rec, err := w.Store.GetHook(ctx, model.ActionKey("g", instance, demo.HookName))
 				require.NoError(t, err)
 				require.Equal(t, state.HookCompleted, rec.State)
 				if owner == "" {
@@ -255,7 +255,7 @@ func TestC4LiveOwnerKeepsItsLifecycleActionTheOtherReplicaNeverTakesItOver(t *te
 		stepBoth(t, w, calls, names, replicas, 5*time.Second)
 	}
 	instance, start := scaleInOne(t, w, g)
-	key := lifecycle.ActionKey(g.Name, instance, demo.HookName)
+	key := model.ActionKey(g.Name, instance, demo.HookName)
 	var owners []string
 	for range 12 * 30 { // 30 minutes
 		stepBoth(t, w, calls, names, replicas, 5*time.Second)
@@ -296,7 +296,7 @@ func TestC6RecordOfAnActionCompletedElsewhereIsNotTakenOverNorCompletedAgain(t *
 	for _, call := range []string{"RecordLifecycleActionHeartbeat", "CompleteLifecycleAction", "DRAINING"} {
 		require.Zero(t, calls.by("second", call), "no %s for an action no longer waiting", call)
 	}
-	rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey("g", instance, demo.HookName))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey("g", instance, demo.HookName))
 	require.NoError(t, err)
 	require.False(t, rec.Adopted, "not taken over")
 	require.Equal(t, state.HookCompleted, rec.State, "recorded done by its message")

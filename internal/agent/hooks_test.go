@@ -12,7 +12,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -162,7 +162,7 @@ func TestC5TerminateNotificationForAnAlreadyTerminatedInstanceIsDone(t *testing.
 	require.Equal(t, processed+1, w.Agent.Consumer.Stats.Processed.Load())
 	require.Zero(t, w.Agent.Consumer.Stats.Failed.Load())
 	require.Len(t, w.Account.LifecycleCompletions(), before, "no completion attempted for a terminated instance")
-	h, err := w.Store.GetHook(context.Background(), lifecycle.ActionKey(g.Name, gone, demo.HookName))
+	h, err := w.Store.GetHook(context.Background(), model.ActionKey(g.Name, gone, demo.HookName))
 	require.NoError(t, err)
 	require.Equal(t, state.HookCompleted, h.State)
 }
@@ -194,7 +194,7 @@ func TestC6NoActiveLifecycleActionIsFinal(t *testing.T) {
 	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 	require.Zero(t, visible+inFlight, "message deleted")
 	require.Zero(t, w.Agent.Consumer.Stats.Failed.Load(), "no error counted")
-	h, err := w.Store.GetHook(context.Background(), lifecycle.ActionKey(ev.Lifecycle.GroupName, ev.Lifecycle.InstanceID, ev.Lifecycle.HookName))
+	h, err := w.Store.GetHook(context.Background(), model.ActionKey(ev.Lifecycle.GroupName, ev.Lifecycle.InstanceID, ev.Lifecycle.HookName))
 	require.NoError(t, err)
 	require.Equal(t, state.HookCompleted, h.State)
 	require.Contains(t, h.Note, "no active lifecycle action")
@@ -239,7 +239,7 @@ func TestC14ReplaceRootVolumeIsDrainedThenContinuedAndTheInstanceIsNotRetired(t 
 	require.Equal(t, "InService", after.LifecycleState, "the instance is not going away")
 	require.Equal(t, "ACTIVE", after.ContainerInstanceStatus, "back with its new root volume, it is put back in service")
 	require.NotContains(t, w.Rollout(context.Background(), g.Name).Replaced, target.ID)
-	h, err := w.Store.GetHook(context.Background(), lifecycle.ActionKey(calls[0].Group, calls[0].InstanceID, calls[0].Hook))
+	h, err := w.Store.GetHook(context.Background(), model.ActionKey(calls[0].Group, calls[0].InstanceID, calls[0].Hook))
 	require.NoError(t, err)
 	require.Equal(t, state.HookCompleted, h.State)
 	require.Len(t, acceptedCompletions(w)[tokens[0]], 1, "and completed exactly once in all")
@@ -307,7 +307,7 @@ func TestGroupWithoutATerminatingHookIsReported(t *testing.T) {
 func withoutDeprecationNote(warning string) string {
 	var kept []string
 	for _, w := range strings.Split(warning, "; ") {
-		if w != "" && !strings.HasPrefix(w, "tag "+lifecycle.TagStrategy+"=") {
+		if w != "" && !strings.HasPrefix(w, "tag "+model.TagStrategy+"=") {
 			kept = append(kept, w)
 		}
 	}
@@ -349,7 +349,7 @@ func TestDrainDeadlineHoldsWhenTheDrainCannotBeCheckedAnyMore(t *testing.T) {
 
 func TestMisconfiguredGroupsLifecycleActionsAreStillDrained(t *testing.T) {
 	// A tag typo makes the group impossible to roll, but scale-in must still drain before terminating.
-	g := demo.GroupSetup{Name: "typo", Min: 1, Max: 3, Desired: 2, Tags: map[string]string{lifecycle.TagMinAMIAge: "7d"}}
+	g := demo.GroupSetup{Name: "typo", Min: 1, Max: 3, Desired: 2, Tags: map[string]string{model.TagMinAMIAge: "7d"}}
 	w := build(t, oneGroup(&g))
 	settle(t, w, 10*time.Second)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))

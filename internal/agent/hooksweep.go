@@ -13,8 +13,10 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 // maxSweepInterval is the longest time between two lifecycle sweeps of an event-driven agent, whatever the
@@ -34,7 +36,7 @@ type hookSweep struct {
 	last  time.Time
 	// shared is the DescribeAutoScalingGroups answer of the last pass's discovery and when it was read: a
 	// sweep within maxShareAge of it uses it instead of describing the groups again (offer, fresh)
-	shared   lifecycle.Discovered
+	shared   providers.Discovered
 	sharedAt time.Time
 }
 
@@ -43,18 +45,18 @@ type hookSweep struct {
 const maxShareAge = 2 * time.Second
 
 // offer records the discovery d a pass read at at, for a sweep that comes right after it.
-func (s *hookSweep) offer(d lifecycle.Discovered, at time.Time) {
+func (s *hookSweep) offer(d providers.Discovered, at time.Time) {
 	s.mu.Lock()
 	s.shared, s.sharedAt = d, at
 	s.mu.Unlock()
 }
 
 // fresh returns the last pass's discovery when it was read within maxShareAge before now.
-func (s *hookSweep) fresh(now time.Time) (lifecycle.Discovered, time.Time, bool) {
+func (s *hookSweep) fresh(now time.Time) (providers.Discovered, time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sharedAt.IsZero() || now.Sub(s.sharedAt) > maxShareAge || now.Before(s.sharedAt) {
-		return lifecycle.Discovered{}, time.Time{}, false
+		return providers.Discovered{}, time.Time{}, false
 	}
 	return s.shared, s.sharedAt, true
 }
@@ -99,7 +101,7 @@ func (s *hookSweep) shorten(group string, heartbeat time.Duration) bool {
 
 // keep forgets the groups that are no longer discovered, so that a gone group's short HeartbeatTimeout no
 // longer sets how often the sweep looks.
-func (s *hookSweep) keep(d lifecycle.Discovered) {
+func (s *hookSweep) keep(d providers.Discovered) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for g := range s.beats {
@@ -156,7 +158,7 @@ func (s *hookSweep) plan() (groups []string, every time.Duration, last time.Time
 // A sweep every 20 s or a third of the timeout would not do: at 60 s its worst case (an early sweep just
 // before the action had waited AdoptAfter) takes the action up as its timeout runs out.
 func sweepInterval(heartbeat time.Duration) time.Duration {
-	return max((2*heartbeat/3-lifecycle.AdoptAfter(heartbeat))/2, time.Second)
+	return max((2*heartbeat/3-lifecycleaction.AdoptAfter(heartbeat))/2, time.Second)
 }
 
 // sweepAt returns when the next lifecycle sweep is due; false when the agent needs none: no group has a hook
@@ -225,7 +227,7 @@ func (a *Agent) SweepLifecycle(ctx context.Context) {
 		return
 	}
 	if len(rest) > 0 {
-		more, err := lifecycle.DescribeGroups(ctx, a.clients.AutoScaling, rest)
+		more, err := providers.DescribeGroups(ctx, a.clients.AutoScaling, rest)
 		if err != nil {
 			a.log.Warn("lifecycle sweep: describing the groups failed; the next sweep looks again",
 				zap.Int(logging.GroupCount, len(rest)), zap.String(logging.Group, firstNames(rest, sweepLogNames)), zap.Error(err))
@@ -246,7 +248,7 @@ func (a *Agent) SweepLifecycle(ctx context.Context) {
 			delete(described, name)
 		}
 	}
-	d := lifecycle.Discovered{Targets: map[string]lifecycle.Target{}, Groups: described}
+	d := providers.Discovered{Targets: map[string]model.Target{}, Groups: described}
 	for name := range described {
 		d.Targets[name] = known.Targets[name]
 	}

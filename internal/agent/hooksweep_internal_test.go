@@ -4,9 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/stretchr/testify/require"
-
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 )
 
 // Field case C4, the lifecycle sweep's cadence: for every HeartbeatTimeout Auto Scaling allows (30 s to 2 h),
@@ -20,7 +19,7 @@ func TestC4LifecycleSweepTakesUpALostActionWithAThirdOfItsTimeoutToSpare(t *test
 		s.note("g", hb)
 		_, every, _ := s.plan()
 		require.LessOrEqual(t, every, maxSweepInterval, "a cached timeout never stretches the sweep (%s)", hb)
-		worst := 2*every + lifecycle.AdoptAfter(hb)
+		worst := 2*every + lifecycleaction.AdoptAfter(hb)
 		require.LessOrEqual(t, worst, 2*hb/3, "HeartbeatTimeout %s: swept every %s, taken up by %s", hb, every, worst)
 		// Once taken up, each heartbeat is due a third of the timeout after the last, sent within an interval.
 		require.Less(t, hb/3+every, hb)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
@@ -111,7 +111,7 @@ func TestKumoCrashMatrixOnDynamoDB(t *testing.T) {
 		t.Run(fmt.Sprintf("crash after effect %d of %d", at, n), func(t *testing.T) {
 			sc := refreshCrashScenario(t)
 			sc.Build = func() (*demo.World, error) {
-				g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+				g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 				spec := oneGroup(&g)
 				spec.Store = dynamoStore(t)
 				return demo.Build(spec)

@@ -15,7 +15,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -399,7 +399,7 @@ func TestStalledReplicaDoesNotCompleteALifecycleActionTwice(t *testing.T) {
 	for _, c := range w.Account.LifecycleCompletions() {
 		if c.Caller == "api" && c.Result != "" {
 			completions++
-			token = lifecycle.ActionKey(c.Group, c.InstanceID, c.Hook)
+			token = model.ActionKey(c.Group, c.InstanceID, c.Hook)
 		}
 	}
 	require.Equal(t, 1, completions, "one CompleteLifecycleAction in all")

@@ -11,7 +11,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -25,7 +26,7 @@ import (
 // Nothing is launched, drained or terminated before the window opens.
 func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t *testing.T) {
 	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3, Tags: map[string]string{
-		lifecycle.TagMaxInstanceAge: "1d", lifecycle.TagMaintenanceWindow: "10:00-12:00 UTC", lifecycle.TagMinAMIAge: "168h"}}
+		model.TagMaxInstanceAge: "1d", model.TagMaintenanceWindow: "10:00-12:00 UTC", model.TagMinAMIAge: "168h"}}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	opens := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -33,7 +34,7 @@ func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t 
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
 	require.Equal(t, state.PhaseWaiting, r.Phase, "%+v", r)
-	require.Equal(t, lifecycle.TriggerMaxInstanceAge, r.Trigger)
+	require.Equal(t, engine.TriggerMaxInstanceAge, r.Trigger)
 	require.Equal(t, demo.ImageA, r.TargetImageID, "the AMI the group already runs")
 	require.Contains(t, r.Reason, "maintenance window", "held by the window, not the soak")
 	require.Equal(t, 3, w.Account.LaunchedInstances(g.Name), "nothing launched before the window")
@@ -57,7 +58,7 @@ func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t 
 	for _, h := range history {
 		events = append(events, h.Event)
 	}
-	require.Contains(t, events, lifecycle.TriggerMaxInstanceAge)
+	require.Contains(t, events, engine.TriggerMaxInstanceAge)
 	require.Empty(t, w.Checker.Finish())
 
 	// The replacements are young: nothing more is replaced until they outlive the day in turn.
@@ -72,7 +73,7 @@ func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t 
 // again, then replaces every instance.
 func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
 	g := demo.GroupSetup{Name: "aged-manual", Cluster: "c1", Parameter: "/golden/aged-manual", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{
-		lifecycle.TagMaxInstanceAge: "1d", lifecycle.TagApproval: "manual"}}
+		model.TagMaxInstanceAge: "1d", model.TagApproval: "manual"}}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	approve := func() {
@@ -97,7 +98,7 @@ func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
 	require.NoError(t, err)
 	_, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return false })
 	require.NoError(t, err)
-	require.Equal(t, lifecycle.TriggerMaxInstanceAge, w.Rollout(ctx, g.Name).Trigger)
+	require.Equal(t, engine.TriggerMaxInstanceAge, w.Rollout(ctx, g.Name).Trigger)
 	require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "nothing launched before the approval")
 	approve()
 	done, err = w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
@@ -117,7 +118,7 @@ func TestMaxInstanceAgeNotEnforcedAfterAManualRollbackIsSaidInStatusAndLoggedOnc
 	ctx := context.Background()
 	core, logs := observer.New(zapcore.WarnLevel)
 	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 2, Max: 4, Desired: 2,
-		Tags: map[string]string{lifecycle.TagMaxInstanceAge: "1d"}}
+		Tags: map[string]string{model.TagMaxInstanceAge: "1d"}}
 	spec := oneGroup(&g)
 	spec.Log = zap.New(core)
 	w := build(t, spec)
@@ -144,7 +145,7 @@ func TestMaxInstanceAgeNotEnforcedAfterAManualRollbackIsSaidInStatusAndLoggedOnc
 	w.PublishAMI(g.Parameter, demo.ImageA) // the parameter names the group's AMI again
 	done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 		r := w.Rollout(ctx, g.Name)
-		return r.Trigger == lifecycle.TriggerMaxInstanceAge && r.Phase == state.PhaseCompleted
+		return r.Trigger == engine.TriggerMaxInstanceAge && r.Phase == state.PhaseCompleted
 	})
 	require.NoError(t, err)
 	require.True(t, done, "the aged instances are replaced: %+v", w.Rollout(ctx, g.Name))
@@ -157,7 +158,7 @@ func TestMaxInstanceAgeNotEnforcedAfterAManualRollbackIsSaidInStatusAndLoggedOnc
 // RefreshProgress.ReplaceAll), inside the window, through the hooks, without a write of desired capacity.
 func TestMaxInstanceAgeByInstanceRefreshReplacesEveryInstanceInsideTheWindow(t *testing.T) {
 	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3,
-		Tags: map[string]string{lifecycle.TagMaxInstanceAge: "1d", lifecycle.TagMaintenanceWindow: "10:00-12:00 UTC", lifecycle.TagMinAMIAge: "168h"}}
+		Tags: map[string]string{model.TagMaxInstanceAge: "1d", model.TagMaintenanceWindow: "10:00-12:00 UTC", model.TagMinAMIAge: "168h"}}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	opens := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -170,8 +171,8 @@ func TestMaxInstanceAgeByInstanceRefreshReplacesEveryInstanceInsideTheWindow(t *
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
 	require.True(t, done, "the rollout completes in the window: %+v", r)
-	require.Equal(t, lifecycle.StrategyRefresh, r.Strategy)
-	require.Equal(t, lifecycle.TriggerMaxInstanceAge, r.Trigger)
+	require.Equal(t, model.StrategyRefresh, r.Strategy)
+	require.Equal(t, engine.TriggerMaxInstanceAge, r.Trigger)
 	require.True(t, r.Refresh.ReplaceAll, "SkipMatching off: every instance runs the target AMI already")
 	settle(t, w, 5*time.Minute)
 	require.Len(t, w.Account.Terminations(), 3, "each aged instance replaced once")

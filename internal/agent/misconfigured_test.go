@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -17,10 +17,10 @@ import (
 // (Halted, "not rolled: ..."), while the group is left alone; once the tag is fixed the group rolls as any other.
 func TestMisconfiguredGroupShowsOnStatusAndRollsOnceFixed(t *testing.T) {
 	for _, tc := range []struct{ tag, value, fixed string }{
-		{lifecycle.TagMaxInstanceAge, "12h", ""},
-		{lifecycle.TagStrategy, "rolling", lifecycle.StrategyRefresh},
-		{lifecycle.TagPlatform, "ecs2", lifecycle.PlatformECS},
-		{lifecycle.TagEnabled, "yes", "true"},
+		{model.TagMaxInstanceAge, "12h", ""},
+		{model.TagStrategy, "rolling", model.StrategyRefresh},
+		{model.TagPlatform, "ecs2", model.PlatformECS},
+		{model.TagEnabled, "yes", "true"},
 	} {
 		t.Run(tc.tag, func(t *testing.T) {
 			g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{tc.tag: tc.value}}
@@ -56,13 +56,13 @@ func TestMisconfiguredGroupShowsOnStatusAndRollsOnceFixed(t *testing.T) {
 // A misconfigured group fixed while its instances already run the AMI its parameter names loses its "not rolled"
 // status line at once: nothing is to be rolled, and status says so.
 func TestFixedMisconfiguredGroupWithNothingToRollLosesItsNotRolledLine(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{lifecycle.TagStrategy: "rolling"}}
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagStrategy: "rolling"}}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	settle(t, w, 10*time.Minute)
 	require.Equal(t, state.PhaseHalted, w.Rollout(ctx, "g").Phase)
 
-	require.NoError(t, w.Account.SetGroupTag("g", lifecycle.TagStrategy, lifecycle.StrategyRefresh))
+	require.NoError(t, w.Account.SetGroupTag("g", model.TagStrategy, model.StrategyRefresh))
 	settle(t, w, 10*time.Minute)
 	rows, err := operator.Status(ctx, w.Store, "g", w.Account.Clock().Now())
 	require.NoError(t, err)

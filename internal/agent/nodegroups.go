@@ -6,8 +6,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -60,9 +61,9 @@ func (a *Agent) reconcileNodegroupsLocked(ctx context.Context, locks []state.Loc
 }
 
 // nodegroupReader reads managed node groups through the agent's clients.
-func (a *Agent) nodegroupReader() lifecycle.NodegroupReader {
-	client := lifecycle.NodegroupClient{EKS: a.clients.EKSNodegroups, SSM: a.clients.SSM}
-	return lifecycle.NodegroupReader{Client: client, AutoScaling: a.clients.AutoScaling, EC2: a.clients.EC2,
+func (a *Agent) nodegroupReader() providers.NodegroupReader {
+	client := providers.NodegroupClient{EKS: a.clients.EKSNodegroups, SSM: a.clients.SSM}
+	return providers.NodegroupReader{Client: client, AutoScaling: a.clients.AutoScaling, EC2: a.clients.EC2,
 		Templates: a.orchestrator.Templates, Resolver: a.resolver}
 }
 
@@ -71,7 +72,7 @@ func (a *Agent) nodegroupReader() lifecycle.NodegroupReader {
 // source it cannot use, or the group of an EKS managed node group (lifecycle.ErrManagedNodegroupGroup), whose
 // nodes EKS drains and replaces. Only its record is written; the group itself is never touched. A group without
 // a record gets one at Halted with the reason, which the orchestrator lifts once the group is a target again.
-func (a *Agent) recordNotRolledLocked(ctx context.Context, d lifecycle.Discovered, records map[string]state.Rollout, only map[string]bool) {
+func (a *Agent) recordNotRolledLocked(ctx context.Context, d providers.Discovered, records map[string]state.Rollout, only map[string]bool) {
 	for group, why := range d.Misconfigured {
 		if only != nil && !only[group] {
 			continue
@@ -81,12 +82,12 @@ func (a *Agent) recordNotRolledLocked(ctx context.Context, d lifecycle.Discovere
 			rec = state.Rollout{Group: group}
 			if t, ok := d.Drainable[group]; ok {
 				rec.Platform, rec.Cluster = t.Platform, t.Cluster
-			} else if errors.Is(why, lifecycle.ErrManagedNodegroupGroup) {
-				rec.Platform = lifecycle.PlatformEKS
+			} else if errors.Is(why, model.ErrManagedNodegroupGroup) {
+				rec.Platform = model.PlatformEKS
 			}
 		}
-		r, err := a.rollouts().Reconcile(ctx, lifecycle.Target{Group: group, Platform: rec.Platform, Cluster: rec.Cluster},
-			lifecycle.Inputs{Record: &rec, NotRolled: why})
+		r, err := a.rollouts().Reconcile(ctx, model.Target{Group: group, Platform: rec.Platform, Cluster: rec.Cluster},
+			model.Inputs{Record: &rec, NotRolled: why})
 		if err != nil {
 			a.log.Warn("recording why a group is not rolled failed; retrying next tick", zap.String(logging.Group, group), zap.Error(err))
 			continue

@@ -10,7 +10,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eks"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -28,8 +28,8 @@ func TestTaggedManagedNodegroupGroupShowsOnStatusWhyItIsNotRolled(t *testing.T) 
 	w.Account.CreateEKSCluster("prod-eks", "1.31")
 	ngGroup, err := w.Account.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: "prod-eks", Name: "workers", AMIType: "AL2023_x86_64_STANDARD",
 		ReleaseVersion: "1.31.7-20261101", ImageID: demo.ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2,
-		GroupTags: map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: lifecycle.PlatformEKS, lifecycle.TagCluster: "prod-eks",
-			lifecycle.TagParameter: g.Parameter}})
+		GroupTags: map[string]string{model.TagEnabled: "true", model.TagPlatform: model.PlatformEKS, model.TagCluster: "prod-eks",
+			model.TagParameter: g.Parameter}})
 	require.NoError(t, err)
 	before := w.Account.Group(ngGroup)
 
@@ -76,7 +76,7 @@ const (
 	mngReleaseNew = "1.31.7-20261129"
 )
 
-var mngKey = lifecycle.NodegroupKey(mngCluster, mngName)
+var mngKey = model.NodegroupKey(mngCluster, mngName)
 
 // mngWorld is a world with managed node group prod-eks/workers (3 nodes on ImageA, release mngReleaseOld,
 // opted in) and its release published.
@@ -84,7 +84,7 @@ func mngWorld(t *testing.T) (*demo.World, string) {
 	t.Helper()
 	w := build(t, demo.Spec{Nodegroups: []sim.EKSNodegroupSpec{{Cluster: mngCluster, Name: mngName, AMIType: mngAMIType,
 		ReleaseVersion: mngReleaseOld, ImageID: demo.ImageA, InstanceType: "m5.large", Min: 3, Max: 6, Desired: 3,
-		Tags: map[string]string{lifecycle.TagEnabled: "true"}}}})
+		Tags: map[string]string{model.TagEnabled: "true"}}}})
 	publishRelease(w, mngReleaseOld, demo.ImageA)
 	view, ok := w.Account.EKSNodegroup(mngCluster, mngName)
 	require.True(t, ok)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -62,7 +62,7 @@ func TestOperatorApproveIsActedOnWithinOneReceiveOfItsWakeUp(t *testing.T) {
 	}{{"with the wake-up the rollout starts", true}, {"without it the approval waits for the poll", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			w, g := operatorWorld(t, map[string]string{lifecycle.TagApproval: lifecycle.ApprovalManual})
+			w, g := operatorWorld(t, map[string]string{model.TagApproval: model.ApprovalManual})
 			w.PublishAMI(g.Parameter, demo.ImageB)
 			_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return operator.WaitingForApproval(w.Rollout(ctx, g.Name)) })
 			require.NoError(t, err)

@@ -10,19 +10,19 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // lookOrder records the order in which a pass's looks at targets end.
 type lookOrder struct {
-	lifecycle.NopObserver
+	model.NopObserver
 	mu    sync.Mutex
 	order []string
 }
 
-func (o *lookOrder) TargetObserved(t lifecycle.Target, _ lifecycle.GroupView, _ state.Rollout, _ *lifecycle.ResolvedAMI) {
+func (o *lookOrder) TargetObserved(t model.Target, _ model.GroupView, _ state.Rollout, _ *model.ResolvedAMI) {
 	o.mu.Lock()
 	o.order = append(o.order, t.Group)
 	o.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -18,7 +18,7 @@ func policyGroup(tags map[string]string) demo.GroupSetup {
 }
 
 func TestSoakWaitsUntilTheAMIIsOldEnough(t *testing.T) {
-	g := policyGroup(map[string]string{lifecycle.TagMinAMIAge: "48h"})
+	g := policyGroup(map[string]string{model.TagMinAMIAge: "48h"})
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	published := w.Account.Clock().Now()
@@ -37,7 +37,7 @@ func TestSoakWaitsUntilTheAMIIsOldEnough(t *testing.T) {
 }
 
 func TestManualApprovalWaitsForApprove(t *testing.T) {
-	g := policyGroup(map[string]string{lifecycle.TagApproval: "manual"})
+	g := policyGroup(map[string]string{model.TagApproval: "manual"})
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
@@ -59,7 +59,7 @@ func TestManualApprovalWaitsForApprove(t *testing.T) {
 // nothing is launched. Once OK the refresh starts; the alarm in ALARM again in the middle of the refresh rolls
 // the group back to the previous AMI.
 func TestAlarmInAlarmHoldsTheRefreshAndRollsItBackMidway(t *testing.T) {
-	g := policyGroup(map[string]string{lifecycle.TagAlarms: "api-5xx"})
+	g := policyGroup(map[string]string{model.TagAlarms: "api-5xx"})
 	w := build(t, oneGroup(&g))
 	w.Account.SetAlarm("api-5xx", "ALARM")
 	ctx := context.Background()
@@ -92,7 +92,7 @@ func TestAlarmInAlarmHoldsTheRefreshAndRollsItBackMidway(t *testing.T) {
 }
 
 func TestMissingAlarmHoldsInsteadOfDisablingTheGate(t *testing.T) {
-	g := policyGroup(map[string]string{lifecycle.TagAlarms: "typo-alarm"})
+	g := policyGroup(map[string]string{model.TagAlarms: "typo-alarm"})
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)
@@ -107,7 +107,7 @@ func TestMissingAlarmHoldsInsteadOfDisablingTheGate(t *testing.T) {
 // nothing is launched and nothing more drains until the next window, which finishes the rollout.
 func TestMaintenanceWindowHoldsUntilItOpensAndStopsNewStepsWhenItCloses(t *testing.T) {
 	// The clock starts at 02:00 UTC; the window is 03:00-03:10, time for about one of the two replacements.
-	g := policyGroup(map[string]string{lifecycle.TagMaintenanceWindow: "0 3 * * * 10m UTC"})
+	g := policyGroup(map[string]string{model.TagMaintenanceWindow: "0 3 * * * 10m UTC"})
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, demo.ImageB)

@@ -9,7 +9,8 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -98,10 +99,10 @@ func forEachTarget(ctx context.Context, workers int, names []string, step func(n
 // pass is what one reconcile pass read once for all its targets. The records and the cluster views are
 // written by its workers; the rest is read only.
 type pass struct {
-	d        lifecycle.Discovered
+	d        providers.Discovered
 	store    state.Store
 	readAt   uint64 // Agent.steps when the records were read: a target stepped after it is read again
-	pools    map[string]lifecycle.WarmPool
+	pools    map[string]providers.WarmPool
 	images   map[string]string
 	launched map[string]time.Time
 	// epochs are the kept records' epochs when the records were read (records.go)
@@ -151,7 +152,7 @@ const passLocksFresh = time.Second
 type clusterView struct {
 	mu    sync.Mutex
 	seen  bool
-	nodes map[string]lifecycle.NodeState
+	nodes map[string]model.NodeState
 }
 
 func (p *pass) record(group string) (state.Rollout, bool) {

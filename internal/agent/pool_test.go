@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -25,7 +25,7 @@ const realTimeout = 30 * time.Second
 // blockingObserver blocks the first look at group block after it is armed, inside the look (its target
 // guard held), until release is closed; and it reports any group looked at by two goroutines at once.
 type blockingObserver struct {
-	lifecycle.NopObserver
+	model.NopObserver
 	armed   atomic.Bool
 	block   string
 	entered chan struct{} // closed when the blocked look began
@@ -42,7 +42,7 @@ func newBlockingObserver(block string) *blockingObserver {
 		overlap: make(chan string, 1), inFlight: map[string]int{}}
 }
 
-func (o *blockingObserver) TargetObserved(t lifecycle.Target, _ lifecycle.GroupView, _ state.Rollout, _ *lifecycle.ResolvedAMI) {
+func (o *blockingObserver) TargetObserved(t model.Target, _ model.GroupView, _ state.Rollout, _ *model.ResolvedAMI) {
 	o.mu.Lock()
 	o.inFlight[t.Group]++
 	n := o.inFlight[t.Group]

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -118,14 +118,14 @@ func TestHeartbeatsAndReactionsTakeTheLimitersPriorityLane(t *testing.T) {
 // clockStepObserver advances the world's clock by step at every look at a target, so that a pass's budget runs
 // out after a known number of looks, and counts the looks per group.
 type clockStepObserver struct {
-	lifecycle.NopObserver
+	model.NopObserver
 	w     **demo.World
 	step  time.Duration
 	mu    sync.Mutex
 	looks map[string]int
 }
 
-func (o *clockStepObserver) TargetObserved(t lifecycle.Target, _ lifecycle.GroupView, _ state.Rollout, _ *lifecycle.ResolvedAMI) {
+func (o *clockStepObserver) TargetObserved(t model.Target, _ model.GroupView, _ state.Rollout, _ *model.ResolvedAMI) {
 	o.mu.Lock()
 	o.looks[t.Group]++
 	o.mu.Unlock()

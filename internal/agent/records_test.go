@@ -10,7 +10,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -152,7 +152,7 @@ func TestOperatorWriteIsSeenByTheOperatorWakeUpsLookAndByTheSafetyPoll(t *testin
 		require.True(t, operator.WaitingForApproval(r), "a look without a re-read keeps the kept record: %s %s", r.Phase, r.Reason)
 		return r
 	}
-	manual := map[string]string{lifecycle.TagApproval: "manual"}
+	manual := map[string]string{model.TagApproval: "manual"}
 	for _, tc := range []struct {
 		name string
 		look func(t *testing.T, w *demo.World)

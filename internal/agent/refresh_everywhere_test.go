@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
@@ -56,7 +58,7 @@ func everywhereCases() []everywhereCase {
 	mixed := demo.GroupSetup{Name: "mixed", Min: 2, Max: 5, Desired: 3, MixedInstances: true,
 		Overrides: []string{"m7g.large", "m6g.large"}}
 	aged := demo.GroupSetup{Name: "aged", Min: 3, Max: 6, Desired: 3,
-		Tags: map[string]string{lifecycle.TagMaxInstanceAge: "1d"}}
+		Tags: map[string]string{model.TagMaxInstanceAge: "1d"}}
 	publishTo := func(g demo.GroupSetup) func(ctx context.Context, w *demo.World) error {
 		return func(ctx context.Context, w *demo.World) error {
 			w.PublishAMI(g.Parameter, demo.ImageB)
@@ -95,7 +97,7 @@ func everywhereCases() []everywhereCase {
 				w.PublishAMI(warm.Parameter, demo.ImageB)
 				if _, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 					r := w.Rollout(ctx, warm.Name)
-					return r.Refresh != nil && r.Refresh.Status == lifecycle.RefreshInProgress
+					return r.Refresh != nil && r.Refresh.Status == providers.RefreshInProgress
 				}); err != nil {
 					return err
 				}
@@ -125,7 +127,7 @@ func everywhereCases() []everywhereCase {
 				return err
 			},
 			final: func(w *demo.World) error {
-				if r := w.Rollout(context.Background(), aged.Name); r.Trigger != lifecycle.TriggerMaxInstanceAge || r.Refresh == nil || !r.Refresh.ReplaceAll {
+				if r := w.Rollout(context.Background(), aged.Name); r.Trigger != engine.TriggerMaxInstanceAge || r.Refresh == nil || !r.Refresh.ReplaceAll {
 					return fmt.Errorf("not a maximum-age refresh of every instance: %+v", r)
 				}
 				return nil

@@ -14,7 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -25,7 +26,7 @@ import (
 // desired for one batch and the agent's launching and terminating hooks.
 func refreshGroup(batch int) demo.GroupSetup {
 	return demo.GroupSetup{Name: "rf", Min: 2, Max: int32(10 + batch), Desired: 10,
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: fmt.Sprint(batch)}}
+		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh, model.TagBatchSize: fmt.Sprint(batch)}}
 }
 
 // buildRefresh builds the world of g with the rule that the agent never writes desired capacity on, and with
@@ -119,7 +120,7 @@ func TestRefreshRollsAnECSGroupInBatchesWithoutWritingDesiredCapacity(t *testing
 		t.Run(fmt.Sprintf("batch %d of 10, cluster budget %d", batch, budget), func(t *testing.T) {
 			g := refreshGroup(batch)
 			spec := oneGroup(&g)
-			spec.Policy = lifecycle.DefaultPolicy()
+			spec.Policy = engine.DefaultPolicy()
 			spec.Policy.ClusterBudget = budget
 			w := buildRefresh(t, spec)
 			w.PublishAMI(g.Parameter, demo.ImageB)
@@ -207,12 +208,12 @@ func ended(image string) func(state.Rollout) bool {
 // HealthTimeout), so a hold past the health deadline or past the halt still breaks invariant 1.
 func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
 	for _, p := range refreshPlatforms {
-		for _, tag := range []string{lifecycle.StrategyRefresh, ""} {
+		for _, tag := range []string{model.StrategyRefresh, ""} {
 			for _, seed := range writerSeeds(t) {
 				t.Run(fmt.Sprintf("%s strategy tag %q writer seed %d", p.name, tag, seed), func(t *testing.T) {
 					spec := p.spec(1)
 					if tag == "" {
-						delete(spec.Groups[0].Tags, lifecycle.TagStrategy) // the default: instance refresh
+						delete(spec.Groups[0].Tags, model.TagStrategy) // the default: instance refresh
 					}
 					playBadAMIRefresh(t, spec, seed)
 				})
@@ -425,7 +426,7 @@ func refreshCrash(name string, spec demo.Spec, bad bool) demo.CrashScenario {
 // refreshCrashScenario rolls an ECS refresh group of 3 (room for one more) to ImageB.
 func refreshCrashScenario(t *testing.T) demo.CrashScenario {
 	g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3,
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	return refreshCrash("ECS instance refresh", oneGroup(&g), false)
 }
 
@@ -457,8 +458,8 @@ func eksRefreshSpec(batch int) (demo.Spec, string) {
 	s.Groups, s.Services = s.Groups[1:], nil
 	g := &s.Groups[0]
 	g.Desired, g.Max = 10, int32(10+batch)
-	g.Tags = map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh, lifecycle.TagBatchSize: fmt.Sprint(batch)}
-	s.Policy = lifecycle.DefaultPolicy()
+	g.Tags = map[string]string{model.TagStrategy: model.StrategyRefresh, model.TagBatchSize: fmt.Sprint(batch)}
+	s.Policy = engine.DefaultPolicy()
 	s.Policy.ClusterBudget = batch
 	return s, g.Name
 }
@@ -529,7 +530,7 @@ func TestC24RefreshBesideARandomAutoscalerAndAnOperatorWritesNoDesiredCapacity(t
 			t.Run(fmt.Sprintf("ECS batch %d seed %d", batch, seed), func(t *testing.T) {
 				g := refreshGroup(batch)
 				spec := oneGroup(&g)
-				spec.Policy = lifecycle.DefaultPolicy()
+				spec.Policy = engine.DefaultPolicy()
 				spec.Policy.ClusterBudget = batch
 				playRefreshBesideOthers(t, spec, g.Name, seed)
 			})
@@ -551,7 +552,7 @@ func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
 			g := spec.Groups[0]
 			start := build(t, refreshPlatforms[0].spec(1)).Account.Clock().Now() // where every world's clock starts
 			open := start.Add(2 * time.Minute).Truncate(time.Minute)
-			g.Tags[lifecycle.TagMaintenanceWindow] = open.Format("15:04") + "-" + open.Add(30*time.Minute).Format("15:04") + " UTC"
+			g.Tags[model.TagMaintenanceWindow] = open.Format("15:04") + "-" + open.Add(30*time.Minute).Format("15:04") + " UTC"
 			w := buildRefresh(t, spec)
 			publish(w, g, demo.ImageB)
 			// waitingAfter: the rollout ended, or it waits for the next window after the window closing at close.
@@ -647,7 +648,7 @@ func TestRefreshShortOfCapacityWaitsAndIsNotRolledBack(t *testing.T) {
 // to the previous version), with the agent killed after every effect and with every effect's answer lost.
 func TestRefreshCrashMatrixOfABadAMIsRollback(t *testing.T) {
 	g := demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2,
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	t.Run("ECS", func(t *testing.T) {
 		runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI", oneGroup(&g), true))
 	})

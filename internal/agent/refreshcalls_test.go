@@ -13,7 +13,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -120,7 +120,7 @@ func TestALifecycleActionIsLookedAtWithoutReadingItsRecordWhileItsClaimHolds(t *
 	require.Zero(t, store.reads.Load(), "the claim holds: the record this process wrote is the stored one")
 
 	// Another replica takes the action over once this one's claim has run out (expiry plus the margin).
-	key := lifecycle.ActionKey(act.Group, act.InstanceID, act.Hook)
+	key := model.ActionKey(act.Group, act.InstanceID, act.Hook)
 	rec, err := store.Store.GetHook(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, w.Agent.Store(), state.Store(store))
@@ -177,7 +177,7 @@ func TestDrainMarksAreListedAgainOnlyAfterTheAgentsOwnMarkWritesOrALeaseTTL(t *t
 	_, err := w.Account.ECS().UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{Cluster: aws.String("c1"),
 		ContainerInstances: []string{inst.ContainerInstanceARN}, Status: ecstypes.ContainerInstanceStatusDraining})
 	require.NoError(t, err)
-	require.NoError(t, store.PutDrainMark(ctx, state.DrainMark{InstanceID: id, Group: g.Name, Platform: lifecycle.PlatformECS,
+	require.NoError(t, store.PutDrainMark(ctx, state.DrainMark{InstanceID: id, Group: g.Name, Platform: model.PlatformECS,
 		Cluster: "c1", Token: "timed-out-token", At: w.Account.Clock().Now()}))
 	w.Account.Advance(15 * time.Second) // 120 s after the last listing
 	require.NoError(t, w.Agent.Reconcile(ctx))

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -267,7 +267,7 @@ func TestC15UnhealthyReplacementRollsBack(t *testing.T) {
 	require.Equal(t, "rolled-back", h[len(h)-1].Event)
 }
 
-var _ = lifecycle.TagEnabled
+var _ = model.TagEnabled
 var _ = sim.TransitionTerminating
 
 func TestPublicParameterWithoutEventsIsPolled(t *testing.T) {
@@ -312,8 +312,8 @@ func TestOptedInGroupOnALaunchConfigurationIsReportedNotRetried(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, w.Account.CreateLaunchConfiguration("legacy-lc", demo.ImageA, "m5.large"))
 	require.NoError(t, w.Account.CreateGroupOnLaunchConfiguration(sim.GroupSpec{Name: "legacy", Min: 1, Max: 2, Desired: 1,
-		ECSCluster: "c1", Tags: map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: "ecs",
-			lifecycle.TagCluster: "c1", lifecycle.TagParameter: g.Parameter}}, "legacy-lc"))
+		ECSCluster: "c1", Tags: map[string]string{model.TagEnabled: "true", model.TagPlatform: "ecs",
+			model.TagCluster: "c1", model.TagParameter: g.Parameter}}, "legacy-lc"))
 	w.PublishAMI(g.Parameter, demo.ImageB)
 	_, err := w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return false })
 	require.NoError(t, err)

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -18,7 +18,7 @@ import (
 // notification) when the rollout starts. The skip belongs to that AMI: the next one soaks again.
 func TestSkipSoakApprovalStartsTheRolloutBeforeTheSoakEndsAndNamesTheSTSCaller(t *testing.T) {
 	const arn = "arn:aws:sts::111122223333:assumed-role/OnCall/alice"
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{lifecycle.TagMinAMIAge: "168h"}}
+	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagMinAMIAge: "168h"}}
 	w := buildAlerting(t, oneGroup(&g), g)
 	ctx := context.Background()
 	w.run(t, time.Minute)
@@ -52,8 +52,8 @@ func TestSkipSoakApprovalStartsTheRolloutBeforeTheSoakEndsAndNamesTheSTSCaller(t
 	require.Len(t, skipped, 1)
 	require.Equal(t, "by "+arn+": CVE-2026-1234 fix, INC-4711", skipped[0].Detail)
 	require.Equal(t, demo.ImageB, skipped[0].NewImage)
-	require.Equal(t, 1.0, w.alerts(lifecycle.AlertSoakSkipped))
-	notes := w.notified(t, lifecycle.AlertSoakSkipped)
+	require.Equal(t, 1.0, w.alerts(model.AlertSoakSkipped))
+	notes := w.notified(t, model.AlertSoakSkipped)
 	require.Len(t, notes, 1)
 	require.Equal(t, arn, notes[0].Who)
 	require.Equal(t, demo.ImageB, notes[0].ImageID)
@@ -65,6 +65,6 @@ func TestSkipSoakApprovalStartsTheRolloutBeforeTheSoakEndsAndNamesTheSTSCaller(t
 	r = w.Rollout(ctx, g.Name)
 	require.Equal(t, imageC, r.TargetImageID)
 	require.True(t, operator.WaitingForSoak(r), "%s %s", r.Phase, r.Reason)
-	require.Equal(t, 1.0, w.alerts(lifecycle.AlertSoakSkipped))
+	require.Equal(t, 1.0, w.alerts(model.AlertSoakSkipped))
 	require.Empty(t, w.Checker.Finish())
 }

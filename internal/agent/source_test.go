@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -55,8 +55,8 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 				require.True(t, done, "status within %s: %+v", tc.within, w.Rollout(ctx, g.Name))
 				require.Contains(t, w.Rollout(ctx, g.Name).Reason, tc.wantReason)
 				w.run(t, 30*time.Minute) // three more polls
-				require.Equal(t, 1.0, w.alerts(lifecycle.AlertSourceMissing), "one count per transition, not per tick or poll")
-				notes := w.notified(t, lifecycle.AlertSourceMissing)
+				require.Equal(t, 1.0, w.alerts(model.AlertSourceMissing), "one count per transition, not per tick or poll")
+				notes := w.notified(t, model.AlertSourceMissing)
 				require.Len(t, notes, 1)
 				require.Contains(t, notes[0].Detail, tc.wantReason)
 				require.Zero(t, w.Account.Calls()["ec2:CreateLaunchTemplateVersion"], "nothing rolls")
@@ -69,9 +69,9 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 				require.True(t, done, "%+v", w.Rollout(ctx, g.Name))
 				require.NotContains(t, w.Rollout(ctx, g.Name).Reason, "source")
 				requireAllOn(t, w.World, g.Name, demo.ImageB, 2)
-				require.Equal(t, 1.0, w.alerts(lifecycle.AlertSourceRestored))
-				require.Len(t, w.notified(t, lifecycle.AlertSourceRestored), 1)
-				require.Equal(t, 1.0, w.alerts(lifecycle.AlertSourceMissing))
+				require.Equal(t, 1.0, w.alerts(model.AlertSourceRestored))
+				require.Len(t, w.notified(t, model.AlertSourceRestored), 1)
+				require.Equal(t, 1.0, w.alerts(model.AlertSourceMissing))
 				require.Empty(t, w.Checker.Finish())
 			})
 			t.Run("mid-rollout", func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 				require.Equal(t, terminated, len(w.Account.Terminations()), "nothing terminated while the source is missing")
 				require.Equal(t, 1, refreshCalls(w.World, "autoscaling:StartInstanceRefresh"), "no new refresh while the source is missing")
 				require.Contains(t, r.Reason, "source missing: parameter /golden/g") // a poll may say "does not exist" after "was deleted"
-				require.Equal(t, 1.0, w.alerts(lifecycle.AlertSourceMissing), "one alert per outage, whatever the wording")
+				require.Equal(t, 1.0, w.alerts(model.AlertSourceMissing), "one alert per outage, whatever the wording")
 
 				tc.restore(w, demo.ImageB)
 				done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
@@ -118,7 +118,7 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 				requireAllOn(t, w.World, g.Name, demo.ImageB, 3)
 				require.Equal(t, 2, refreshCalls(w.World, "autoscaling:StartInstanceRefresh"), "a new refresh once the source is back")
 				requireNoCapacityWrites(t, w.World, g.Name)
-				require.Equal(t, 1.0, w.alerts(lifecycle.AlertSourceRestored))
+				require.Equal(t, 1.0, w.alerts(model.AlertSourceRestored))
 				require.Empty(t, w.Checker.Finish())
 			})
 		})

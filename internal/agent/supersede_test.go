@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestSupersedeNewerAMIMidRolloutTakesEffectAtTheNextInstanceBoundaryAndIsApprovedAgain(t *testing.T) {
 	ctx := context.Background()
 	g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 2, Max: 8, Desired: 4,
-		Tags: map[string]string{lifecycle.TagApproval: "manual"}}
+		Tags: map[string]string{model.TagApproval: "manual"}}
 	w := build(t, demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 8}})
 	settle(t, w, 10*time.Second)
 	approve := func(image string) {

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -128,21 +128,21 @@ func (p *pauseEnds) at(group string, now time.Time) time.Time {
 // It stands in for Settings.Observer only where the agent itself reports (the orchestrator and the hooks keep
 // the configured observer), and passes alerts and AMI refusals on.
 type waitsObserver struct {
-	lifecycle.Observer
+	model.Observer
 	a *Agent
 }
 
 // Alert passes alerts on (lifecycle.SendAlert): the wrapped observer may count and announce them.
-func (o waitsObserver) Alert(al lifecycle.Alert) { lifecycle.SendAlert(o.Observer, al) }
+func (o waitsObserver) Alert(al model.Alert) { model.SendAlert(o.Observer, al) }
 
 // AMIRejected passes refusals of the AMI gate on when the wrapped observer takes them.
-func (o waitsObserver) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycle.AMIRejection) {
-	if ro, ok := o.Observer.(lifecycle.AMIRejectionObserver); ok {
+func (o waitsObserver) AMIRejected(t model.Target, r state.Rollout, rej model.AMIRejection) {
+	if ro, ok := o.Observer.(model.AMIRejectionObserver); ok {
 		ro.AMIRejected(t, r, rej)
 	}
 }
 
-func (o waitsObserver) TargetObserved(t lifecycle.Target, v lifecycle.GroupView, r state.Rollout, ami *lifecycle.ResolvedAMI) {
+func (o waitsObserver) TargetObserved(t model.Target, v model.GroupView, r state.Rollout, ami *model.ResolvedAMI) {
 	o.a.waits.set(t.Group, o.a.lookAgainAt(t, r))
 	o.Observer.TargetObserved(t, v, r, ami)
 }
@@ -153,10 +153,10 @@ func (o waitsObserver) TargetObserved(t lifecycle.Target, v lifecycle.GroupView,
 // --until`, as read before its last destructive step: pauseEnds), so that the rollout goes on at that time.
 // Zero when none is ahead (the safety poll looks
 // anyway); a time already passed is left out, since the look that recorded it has just seen the target.
-func (a *Agent) lookAgainAt(t lifecycle.Target, r state.Rollout) time.Time {
+func (a *Agent) lookAgainAt(t model.Target, r state.Rollout) time.Time {
 	now := a.clock.Now()
 	var by time.Time
-	for _, at := range []time.Time{lifecycle.LookAgainBy(r), soakEnd(t, r), a.retries.NextAt(t.Group), a.pauseEnds.at(t.Group, now)} {
+	for _, at := range []time.Time{model.LookAgainBy(r), soakEnd(t, r), a.retries.NextAt(t.Group), a.pauseEnds.at(t.Group, now)} {
 		if at.After(now) && (by.IsZero() || at.Before(by)) {
 			by = at
 		}
@@ -165,7 +165,7 @@ func (a *Agent) lookAgainAt(t lifecycle.Target, r state.Rollout) time.Time {
 }
 
 // soakEnd is when a detected rollout's soak ends (zero when it has none).
-func soakEnd(t lifecycle.Target, r state.Rollout) time.Time {
+func soakEnd(t model.Target, r state.Rollout) time.Time {
 	if (r.Phase != state.PhaseDetected && r.Phase != state.PhaseWaiting) || t.Policy.MinAMIAge <= 0 || r.SourceModified.IsZero() {
 		return time.Time{}
 	}

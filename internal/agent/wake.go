@@ -9,8 +9,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 // wakeSet collects the groups, ECS clusters and EC2 instances named by wake-up events (events.KindWakeUp)
@@ -185,10 +186,10 @@ func (a *Agent) ReconcileWoken(ctx context.Context) {
 
 // wokenTargets returns the discovered targets named by groups, or, for ECS targets, by their cluster, or
 // whose group listed one of instances when it was discovered.
-func wokenTargets(d lifecycle.Discovered, groups, clusters, instances map[string]bool) map[string]bool {
+func wokenTargets(d providers.Discovered, groups, clusters, instances map[string]bool) map[string]bool {
 	only := map[string]bool{}
 	for name, t := range d.Targets {
-		if groups[name] || (t.Platform == lifecycle.PlatformECS && clusters[t.Cluster]) {
+		if groups[name] || (t.Platform == model.PlatformECS && clusters[t.Cluster]) {
 			only[name] = true
 			continue
 		}

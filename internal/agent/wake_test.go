@@ -11,18 +11,18 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // observedTargets records which targets each look reconciled.
 type observedTargets struct {
-	lifecycle.NopObserver
+	model.NopObserver
 	mu    sync.Mutex
 	names []string
 }
 
-func (o *observedTargets) TargetObserved(t lifecycle.Target, _ lifecycle.GroupView, _ state.Rollout, _ *lifecycle.ResolvedAMI) {
+func (o *observedTargets) TargetObserved(t model.Target, _ model.GroupView, _ state.Rollout, _ *model.ResolvedAMI) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.names = append(o.names, t.Group)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -67,7 +67,7 @@ func TestC18LostMessageOfALaunchIntoTheWarmPoolIsTakenUpFromDescribeWarmPool(t *
 	cs := completionsOf(w, warming)
 	require.Len(t, cs, 1, "completed once, by the agent, not ended by its heartbeat timeout")
 	require.Equal(t, sim.ResultContinue, cs[0].Result)
-	rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, warming, launchHook))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, warming, launchHook))
 	require.NoError(t, err)
 	require.True(t, rec.Adopted, "taken up by the reconcile loop")
 	require.True(t, rec.Confirmed)
@@ -119,7 +119,7 @@ func TestC18LostMessageOfATerminationOutOfTheWarmPoolIsTakenUpFromDescribeWarmPo
 	require.Len(t, cs, 1)
 	require.Equal(t, sim.ResultContinue, cs[0].Result)
 	require.Equal(t, sim.TransitionTerminating, cs[0].Transition)
-	rec, err := w.Store.GetHook(ctx, lifecycle.ActionKey(g.Name, pooled, demo.HookName))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, pooled, demo.HookName))
 	require.NoError(t, err)
 	require.True(t, rec.Adopted, "taken up by the reconcile loop")
 	require.Equal(t, "Warmed:Terminating:Wait", rec.WaitState)

@@ -14,7 +14,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -152,7 +153,7 @@ func TestC18LaunchIntoWarmPoolIsCompletedWithoutWaitingForHealth(t *testing.T) {
 	require.Equal(t, "InService", served.LifecycleState, "the instance drawn from the pool waited for health and serves")
 	require.Equal(t, "ACTIVE", served.ContainerInstanceStatus)
 	require.Len(t, completionsOf(w, drawn), 1)
-	h, err := w.Store.GetHook(context.Background(), lifecycle.ActionKey(c.Group, c.InstanceID, c.Hook))
+	h, err := w.Store.GetHook(context.Background(), model.ActionKey(c.Group, c.InstanceID, c.Hook))
 	require.NoError(t, err)
 	require.Equal(t, state.HookCompleted, h.State)
 	require.Contains(t, h.Note, "warm pool")
@@ -300,7 +301,7 @@ func TestC18InstanceBackFromThePoolWithoutALaunchingHookIsPutBackActiveByRecover
 // the group and its pool on the new AMI, writing no desired capacity.
 func TestC18RefreshAbandonsOldAMIInstancesLeavingThePool(t *testing.T) {
 	g := demo.GroupSetup{Name: "warm", Min: 2, Max: 5, Desired: 2,
-		Tags: map[string]string{lifecycle.TagStrategy: lifecycle.StrategyRefresh}}
+		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	spec := oneGroup(&g)
 	spec.Sim.RefreshDrawsOutdatedPoolInstances = true
 	w := build(t, spec)
@@ -327,7 +328,7 @@ func TestC18RefreshAbandonsOldAMIInstancesLeavingThePool(t *testing.T) {
 	w.PublishAMI(g.Parameter, demo.ImageB)
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 		r := w.Rollout(ctx, g.Name)
-		return r.Refresh != nil && r.Refresh.Status == lifecycle.RefreshInProgress
+		return r.Refresh != nil && r.Refresh.Status == providers.RefreshInProgress
 	})
 	require.NoError(t, err)
 	require.True(t, done, "the refresh is under way: %+v", w.Rollout(ctx, g.Name))

@@ -22,7 +22,9 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/eks"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -135,7 +137,7 @@ type run struct {
 	// params the parameters resolved; history the parameter histories read.
 	templates map[string]templateRead
 	images    map[string]imageInfo
-	params    map[string]lifecycle.ResolvedAMI
+	params    map[string]model.ResolvedAMI
 	history   map[string]historyRead
 }
 
@@ -172,8 +174,8 @@ func (w *run) platform(s *subject, o owners) {
 		g.Platform, g.Cluster, g.ClusterFrom = PlatformECS, cluster, FromECSCapacityProvider
 		return
 	}
-	if cluster := s.tags[lifecycle.TagCluster]; cluster != "" {
-		platform := strings.ToLower(s.tags[lifecycle.TagPlatform])
+	if cluster := s.tags[model.TagCluster]; cluster != "" {
+		platform := strings.ToLower(s.tags[model.TagPlatform])
 		if platform != PlatformEKS {
 			platform = PlatformECS
 		}
@@ -228,7 +230,7 @@ func familyOfAMIType(t string) string {
 
 // templateRead is one resolved launch template reference.
 type templateRead struct {
-	version      lifecycle.TemplateVersion
+	version      providers.TemplateVersion
 	instanceType string
 	err          error
 }
@@ -241,7 +243,7 @@ func (w *run) launchSources(ctx context.Context, subjects []*subject) error {
 		w.warnf("%v", err)
 	}
 	reader := &templateReader{api: w.EC2, versions: map[string]ec2types.LaunchTemplateVersion{}}
-	templates := lifecycle.Templates{EC2: reader}
+	templates := providers.Templates{EC2: reader}
 	w.templates = map[string]templateRead{}
 	for _, s := range subjects {
 		if err := ctx.Err(); err != nil {
@@ -257,8 +259,8 @@ func (w *run) launchSources(ctx context.Context, subjects []*subject) error {
 			g.Notes = append(g.Notes, fmt.Sprintf("launch configuration %s: migrate the group to a launch template (Auto Scaling adds no features to launch configurations, and patch-agent manages only groups on launch templates)", name))
 			continue
 		}
-		ref, err := lifecycle.TemplateRef(s.g)
-		if err != nil && errors.Is(err, lifecycle.ErrUnsupportedGroup) {
+		ref, err := providers.TemplateRef(s.g)
+		if err != nil && errors.Is(err, providers.ErrUnsupportedGroup) {
 			// Mixed instances overrides with launch templates of their own: read the base template.
 			if mip := s.g.MixedInstancesPolicy; mip != nil && mip.LaunchTemplate != nil && mip.LaunchTemplate.LaunchTemplateSpecification != nil {
 				lt := mip.LaunchTemplate.LaunchTemplateSpecification
@@ -301,7 +303,7 @@ func (w *run) launchSources(ctx context.Context, subjects []*subject) error {
 		g.LaunchTemplate = fmt.Sprintf("%s:%s=%d", label, ref.Version, tr.version.Number)
 		g.ConfiguredImage = tr.version.ImageID
 		s.addInstanceType(tr.instanceType)
-		optedIn, optInErr := lifecycle.OptedIn(s.tags)
+		optedIn, optInErr := model.OptedIn(s.tags)
 		if optInErr != nil {
 			g.Notes = append(g.Notes, optInErr.Error())
 		}
@@ -311,7 +313,7 @@ func (w *run) launchSources(ctx context.Context, subjects []*subject) error {
 			g.Notes = append(g.Notes, fmt.Sprintf("EKS managed node group %s (AMI type %s, release %s): EKS chooses its AMI; move it with UpdateNodegroupVersion", g.Nodegroup, g.AMIType, g.ReleaseVersion))
 		case optedIn:
 			g.AMISource = SourcePatchAgent
-			if _, err := lifecycle.TargetFromTags(g.Name, s.tags); err != nil {
+			if _, err := model.TargetFromTags(g.Name, s.tags); err != nil {
 				g.Notes = append(g.Notes, err.Error())
 			}
 			if note := w.hookNote(ctx, g.Name, s.tags); note != "" {
@@ -333,14 +335,14 @@ func (w *run) launchSources(ctx context.Context, subjects []*subject) error {
 // hooks, with the command that adds each one; "" when it has them (or rolls by an older strategy). A failed
 // read is the note.
 func (w *run) hookNote(ctx context.Context, group string, tags map[string]string) string {
-	if st, err := lifecycle.ChooseStrategy(tags[lifecycle.TagStrategy], lifecycle.GroupTraits{}); err != nil || st != lifecycle.StrategyRefresh {
+	if st, err := model.ChooseStrategy(tags[model.TagStrategy], model.GroupTraits{}); err != nil || st != model.StrategyRefresh {
 		return ""
 	}
-	hooks, err := lifecycle.DescribeGroupHooks(ctx, w.AutoScaling, group)
+	hooks, err := providers.DescribeGroupHooks(ctx, w.AutoScaling, group)
 	if err != nil {
 		return err.Error()
 	}
-	_, _, missing := lifecycle.RefreshHooks(group, hooks, lifecycle.HookOwnership{Listed: lifecycle.ParseLifecycleHooksTag(tags)})
+	_, _, missing := engine.RefreshHooks(group, hooks, model.HookOwnership{Listed: model.ParseLifecycleHooksTag(tags)})
 	if missing == "" {
 		return ""
 	}
@@ -452,7 +454,7 @@ func (w *run) prefetchArchitectures(ctx context.Context, subjects []*subject) {
 // types (EC2 DescribeInstanceTypes).
 func (w *run) architecture(ctx context.Context, s *subject) {
 	g := s.out
-	if arch := strings.TrimSpace(s.tags[lifecycle.TagArchitecture]); arch != "" {
+	if arch := strings.TrimSpace(s.tags[providers.TagArchitecture]); arch != "" {
 		g.Architecture = arch
 		return
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/audit/fleet"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -240,7 +240,7 @@ func TestAuditNotesOptedInGroupsTheAgentWillNotRollForWantOfHooks(t *testing.T) 
 	require.NoError(t, fleet.AddPatchAgentECSWithoutHooks(a, g("bare"), fleet.ECSarm64.Parameter))
 	require.NoError(t, fleet.AddPatchAgentECS(a, g("hooked"), fleet.ECSarm64.Parameter))
 	require.NoError(t, fleet.AddPatchAgentECSWithoutHooks(a, g("surged"), fleet.ECSarm64.Parameter))
-	require.NoError(t, a.SetGroupTag("surged", lifecycle.TagStrategy, "surge"))
+	require.NoError(t, a.SetGroupTag("surged", model.TagStrategy, "surge"))
 	r, err := fleet.Auditor(a).Run(context.Background())
 	require.NoError(t, err)
 	notes := map[string]string{}

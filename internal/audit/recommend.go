@@ -15,7 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/patch-agent/patch-agent/internal/eks"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 // Public parameters of the Amazon ECS-optimized Amazon Linux 2023 AMI, the recommended AMI of ECS groups by
@@ -41,21 +42,21 @@ const maxHistoryPerPage = 50
 // patch-agent/ami-family, else its managed node group's AMI type, else AL2023) and its architecture.
 func (w *run) recommendedParameter(ctx context.Context, s *subject) {
 	g := s.out
-	if p := strings.TrimSpace(s.tags[lifecycle.TagParameter]); p != "" && p != lifecycle.ParameterAuto {
+	if p := strings.TrimSpace(s.tags[model.TagParameter]); p != "" && p != providers.ParameterAuto {
 		g.RecommendedParameter = p
 		return
 	}
 	if g.Platform == PlatformUnknown {
 		g.Notes = append(g.Notes, fmt.Sprintf("platform unknown: no ECS capacity provider, EKS node group or cluster tag names the group; tag it %s=ecs|eks and %s, or set %s",
-			lifecycle.TagPlatform, lifecycle.TagCluster, lifecycle.TagParameter))
+			model.TagPlatform, model.TagCluster, model.TagParameter))
 		return
 	}
 	if g.Architecture == "" {
-		g.Notes = append(g.Notes, "no recommended AMI: the group's architecture is unknown (set tag "+lifecycle.TagArchitecture+")")
+		g.Notes = append(g.Notes, "no recommended AMI: the group's architecture is unknown (set tag "+providers.TagArchitecture+")")
 		return
 	}
 	if g.Platform == PlatformECS {
-		family, from := w.ecsFamily(s, s.tags[lifecycle.TagAMIFamily])
+		family, from := w.ecsFamily(s, s.tags[providers.TagAMIFamily])
 		g.AMIFamily = family
 		path, err := ECSParameterPath(family, g.Architecture)
 		if err != nil {
@@ -65,11 +66,11 @@ func (w *run) recommendedParameter(ctx context.Context, s *subject) {
 		g.RecommendedParameter = path
 		if from == "default" {
 			g.Notes = append(g.Notes, fmt.Sprintf("AMI family unknown (no tag %s, no ECS-optimized AMI name in use): compared with %s; tag the group if it runs another family",
-				lifecycle.TagAMIFamily, family))
+				providers.TagAMIFamily, family))
 		}
 		return
 	}
-	version := strings.TrimSpace(s.tags[lifecycle.TagKubernetesVersion])
+	version := strings.TrimSpace(s.tags[providers.TagKubernetesVersion])
 	if version == "" {
 		c, err := w.clusters.Describe(ctx, g.Cluster)
 		if err != nil {
@@ -78,12 +79,12 @@ func (w *run) recommendedParameter(ctx context.Context, s *subject) {
 		}
 		version = c.Version
 	}
-	family := strings.ToLower(strings.TrimSpace(s.tags[lifecycle.TagAMIFamily]))
+	family := strings.ToLower(strings.TrimSpace(s.tags[providers.TagAMIFamily]))
 	if family == "" {
 		family = s.eksFamily
 	}
 	if family == "" && g.Nodegroup != "" && g.AMIType != "CUSTOM" {
-		g.Notes = append(g.Notes, fmt.Sprintf("no public AMI parameter for AMI type %s (set tag %s)", g.AMIType, lifecycle.TagParameter))
+		g.Notes = append(g.Notes, fmt.Sprintf("no public AMI parameter for AMI type %s (set tag %s)", g.AMIType, model.TagParameter))
 		return
 	}
 	if family == "" {
@@ -116,9 +117,9 @@ func (w *run) resolveParameters(ctx context.Context, subjects []*subject) {
 			names = append(names, ref)
 		}
 	}
-	w.params = map[string]lifecycle.ResolvedAMI{}
+	w.params = map[string]model.ResolvedAMI{}
 	problems := map[string]string{}
-	resolver := lifecycle.Resolver{SSM: w.SSM}
+	resolver := providers.Resolver{SSM: w.SSM}
 	var plain []string
 	for _, n := range dedupe(names) {
 		if strings.Contains(strings.TrimPrefix(n, "/"), ":") {
@@ -152,7 +153,7 @@ func (w *run) resolveParameters(ctx context.Context, subjects []*subject) {
 }
 
 // resolve reads names with the resolver and files each result under key(name).
-func (w *run) resolve(ctx context.Context, r lifecycle.Resolver, names []string, problems map[string]string, key func(string) string) {
+func (w *run) resolve(ctx context.Context, r providers.Resolver, names []string, problems map[string]string, key func(string) string) {
 	if len(names) == 0 {
 		return
 	}
@@ -252,7 +253,7 @@ func (w *run) parameterHistory(ctx context.Context, name string) historyRead {
 			break
 		}
 		for _, v := range page.Parameters {
-			id, _, err := lifecycle.ParseParameterValue(aws.ToString(v.Value))
+			id, _, err := providers.ParseParameterValue(aws.ToString(v.Value))
 			if err != nil {
 				continue
 			}

@@ -29,8 +29,8 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/demo"
+	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
 )
@@ -337,7 +337,7 @@ func footprint(t *testing.T) (simOnlyMiB, totalMiB, idleCPU float64, goroutines 
 	simOnlyMiB = rssMiB(t)
 	a := agent.New(agent.Clients{AutoScaling: w.Account.AutoScaling(), EC2: w.Account.EC2(), ECS: w.Account.ECS(),
 		SSM: w.Account.SSM(), SQS: api}, agent.Settings{QueueURL: aws.ToString(q.QueueUrl), ReconcileInterval: 15 * time.Second,
-		Policy: lifecycle.DefaultPolicy()}, state.NewMemory(), clock.RealClock{}, zap.NewNop())
+		Policy: engine.DefaultPolicy()}, state.NewMemory(), clock.RealClock{}, zap.NewNop())
 	require.NoError(t, a.Reconcile(ctx)) // first sight of every group
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -12,13 +12,13 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/health"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/selfcheck"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 // optInTagKey is the condition key of the opt-in tag on the resource acted on.
-var optInTagKey = "aws:ResourceTag/" + lifecycle.TagEnabled
+var optInTagKey = "aws:ResourceTag/" + model.TagEnabled
 
 // justifiedExceptions are the only mutating actions the task role may be allowed on every resource (or every
 // resource of a kind: "*", "arn:...:*", "arn:...:*/*") without the opt-in tag condition. Each still needs

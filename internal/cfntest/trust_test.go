@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/stretchr/testify/require"
-
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 )
 
 // The trust boundary of the stack (docs/security.md): who may send to the queue and write the state table.
@@ -268,10 +267,10 @@ func TestTaskRoleAllowsOptedInGroupsExactlyAsTheAgentDecides(t *testing.T) {
 	sts := s.roleStatements(t, "TaskRole")
 	group := "arn:aws:autoscaling:" + testRegion + ":" + testAccount + ":autoScalingGroup:0b1c2d3e:autoScalingGroupName/g"
 	for _, v := range []string{"true", "True", "TRUE", "tRuE", " true ", "true ", "yes", "1", "", "false", "False"} {
-		on, _ := lifecycle.OptedIn(map[string]string{lifecycle.TagEnabled: v})
+		on, _ := model.OptedIn(map[string]string{model.TagEnabled: v})
 		for _, a := range []string{"autoscaling:StartInstanceRefresh", "autoscaling:CompleteLifecycleAction", "autoscaling:CancelInstanceRefresh"} {
 			require.Equal(t, on, allows(t, sts, request{a, group, map[string]string{optInTagKey: v}}),
-				"%s with %s=%q: IAM and lifecycle.OptedIn must agree", a, lifecycle.TagEnabled, v)
+				"%s with %s=%q: IAM and lifecycle.OptedIn must agree", a, model.TagEnabled, v)
 		}
 	}
 }

@@ -17,7 +17,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -124,7 +125,7 @@ func (c *Config) ResolveDefaults(fs *pflag.FlagSet) {
 // Default returns the defaults, with environment variables applied.
 func Default() Config {
 	host, _ := os.Hostname()
-	p := lifecycle.DefaultPolicy()
+	p := engine.DefaultPolicy()
 	return Config{
 		QueueURL:          os.Getenv(EnvQueueURL),
 		WakeUpQueueURL:    os.Getenv(EnvWakeUpQueueURL),
@@ -305,7 +306,7 @@ func (c Config) Validate() error {
 	if c.OwnerID == "" {
 		errs = append(errs, errors.New("--owner-id is empty: name this replica (it defaults to the host name)"))
 	}
-	if _, err := lifecycle.ParseAMIOwners(c.AllowedAMIOwners); err != nil {
+	if _, err := model.ParseAMIOwners(c.AllowedAMIOwners); err != nil {
 		errs = append(errs, fmt.Errorf("--allowed-ami-owners (or %s): %w", EnvAllowedAMIOwners, err))
 	}
 	if err := ValidateLeaseTTL(c.LeaseTTL); err != nil {
@@ -329,7 +330,7 @@ func (c Config) Limits() awsapi.RateLimits {
 
 // AMIOwners returns the owners of --allowed-ami-owners (nil when none; entries Validate refuses are left out).
 func (c Config) AMIOwners() []string {
-	owners, _ := lifecycle.ParseAMIOwners(c.AllowedAMIOwners)
+	owners, _ := model.ParseAMIOwners(c.AllowedAMIOwners)
 	return owners
 }
 
@@ -381,6 +382,6 @@ func (c Config) MarshalJSON() ([]byte, error) {
 }
 
 // Policy returns the rollout policy the configuration sets.
-func (c Config) Policy() lifecycle.Policy {
-	return lifecycle.Policy{HealthTimeout: c.HealthTimeout, DrainTimeout: c.DrainTimeout, RollbackOnFailure: c.Rollback, ClusterBudget: c.ClusterBudget}
+func (c Config) Policy() model.Policy {
+	return model.Policy{HealthTimeout: c.HealthTimeout, DrainTimeout: c.DrainTimeout, RollbackOnFailure: c.Rollback, ClusterBudget: c.ClusterBudget}
 }

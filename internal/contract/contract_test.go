@@ -19,7 +19,8 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/ecsdrain"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -33,8 +34,8 @@ const (
 )
 
 // enabled are the tags of an opted-in ECS group.
-var enabled = map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: "ecs", lifecycle.TagCluster: "prod",
-	lifecycle.TagParameter: "/golden/ecs/ami"}
+var enabled = map[string]string{model.TagEnabled: "true", model.TagPlatform: "ecs", model.TagCluster: "prod",
+	model.TagParameter: "/golden/ecs/ami"}
 
 func describeGroup(t *testing.T, w *world, name string) astypes.AutoScalingGroup {
 	t.Helper()
@@ -115,7 +116,7 @@ func TestContractDiscoversGroupsByTagAcrossPages(t *testing.T) {
 		require.Equal(t, []string{"g0", "g2", "g4"}, names, "only the tagged groups, each once")
 		require.Equal(t, 2, pages, "3 groups at 2 a page")
 
-		found, err := lifecycle.Discover(context.Background(), w.as)
+		found, err := providers.Discover(context.Background(), w.as)
 		require.NoError(t, err)
 		require.Equal(t, []string{"g0", "g2", "g4"}, found.Names())
 		require.Empty(t, found.Misconfigured)
@@ -128,7 +129,7 @@ func TestContractC11ResolvesDefaultLatestAndExplicitVersions(t *testing.T) {
 	run(t, func(t *testing.T, w *world) {
 		id := w.createTemplate(t, "lt", amiOld, "m6i.large")
 		require.Equal(t, int64(2), w.addVersion(t, id, amiNew))
-		tpl := lifecycle.Templates{EC2: w.ec2, AutoScaling: w.as}
+		tpl := providers.Templates{EC2: w.ec2, AutoScaling: w.as}
 		for _, tc := range []struct {
 			version string
 			number  int64
@@ -150,7 +151,7 @@ func TestContractC11ResolvesDefaultLatestAndExplicitVersions(t *testing.T) {
 func TestContractMissingTemplateAndVersionErrorCodes(t *testing.T) {
 	run(t, func(t *testing.T, w *world) {
 		id := w.createTemplate(t, "lt", amiOld, "m6i.large")
-		tpl := lifecycle.Templates{EC2: w.ec2, AutoScaling: w.as}
+		tpl := providers.Templates{EC2: w.ec2, AutoScaling: w.as}
 		for _, tc := range []struct {
 			ref  state.LaunchTemplateRef
 			code string
@@ -176,11 +177,11 @@ func TestContractC11NewVersionWithTheTargetAMI(t *testing.T) {
 			run(t, func(t *testing.T, w *world) {
 				ctx := context.Background()
 				id := newGroup(t, w, groupSpec{name: "g", min: 1, max: 3, desired: 1, mixed: mixed, tags: enabled})
-				ref, err := lifecycle.TemplateRef(describeGroup(t, w, "g"))
+				ref, err := providers.TemplateRef(describeGroup(t, w, "g"))
 				require.NoError(t, err)
 				require.Equal(t, state.LaunchTemplateRef{ID: id, Name: "g-lt", Version: "$Default", MixedInstances: mixed}, ref)
 
-				tpl := lifecycle.Templates{EC2: w.ec2, AutoScaling: w.as}
+				tpl := providers.Templates{EC2: w.ec2, AutoScaling: w.as}
 				v, err := tpl.EnsureVersion(ctx, ref, amiNew, "contract")
 				require.NoError(t, err)
 				require.Equal(t, int64(2), v.Number)

@@ -22,9 +22,11 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/eks"
+	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -193,7 +195,7 @@ type GroupSetup struct {
 // Spec describes a world: a simulated account and the agent running against it.
 type Spec struct {
 	Sim    sim.Options
-	Policy lifecycle.Policy
+	Policy model.Policy
 	Groups []GroupSetup
 	// Services are placed on the cluster of the first group: name -> task count (daemon services: -1).
 	Services map[string]int
@@ -215,7 +217,7 @@ type Spec struct {
 	SQS      awsapi.SQS
 	QueueURL string
 	// Observer, when set, is the agent's observer (metrics, notifications).
-	Observer lifecycle.Observer
+	Observer model.Observer
 	// WakeUpEvents routes the account's wake-up events to the agent's queue, as the stack's EventBridge rules
 	// do (sim.Account.RouteWakeUpEvents), and makes the agent's reconcile interval the production safety poll
 	// (config.SafetyPollInterval, 2 minutes). Drive such a world with RunEvents. LoseWakeUpEvents keeps the
@@ -253,9 +255,9 @@ type Spec struct {
 // PodDisruptionBudget minAvailable 5 and a DaemonSet.
 func DemoSpec() Spec {
 	return Spec{
-		Policy: lifecycle.DefaultPolicy(),
+		Policy: engine.DefaultPolicy(),
 		Groups: []GroupSetup{{Name: GroupName, Cluster: Cluster, Parameter: Parameter, Min: 3, Max: 6, Desired: 3},
-			{Name: EKSGroupName, Platform: lifecycle.PlatformEKS, Cluster: EKSCluster, Parameter: lifecycle.ParameterAuto, Min: 3, Max: 6, Desired: 3}},
+			{Name: EKSGroupName, Platform: model.PlatformEKS, Cluster: EKSCluster, Parameter: providers.ParameterAuto, Min: 3, Max: 6, Desired: 3}},
 		Services:     map[string]int{"web": 6, "log-router": -1},
 		KubeWorkload: KubeWorkload{Replicas: 6, MinAvailable: 5, DaemonSet: true},
 	}
@@ -289,20 +291,20 @@ func Build(spec Spec) (*World, error) {
 		eksVersion = EKSVersion
 	}
 	for _, g := range spec.Groups {
-		platform, ecsCluster := lifecycle.PlatformECS, g.Cluster
+		platform, ecsCluster := model.PlatformECS, g.Cluster
 		instanceType := g.InstanceType
 		if instanceType == "" {
 			instanceType = "m7g.large"
 		}
 		param := g.Parameter
-		if g.Platform == lifecycle.PlatformEKS {
-			platform, ecsCluster = lifecycle.PlatformEKS, ""
+		if g.Platform == model.PlatformEKS {
+			platform, ecsCluster = model.PlatformEKS, ""
 			acct.CreateEKSCluster(g.Cluster, eksVersion)
 			if w.Kube == nil {
 				w.Kube = NewKubeSim(acct, spec.Kube, spec.KubeWorkload)
 			}
 			w.Kube.AddGroup(g.Name, g.Cluster)
-			if param == lifecycle.ParameterAuto {
+			if param == providers.ParameterAuto {
 				// A source that cannot be built (C12 tests) gets no parameter: the agent refuses the group.
 				if path, err := autoParameter(context.Background(), w, eksVersion, instanceType, g.Tags); err == nil {
 					param, w.eksParams[g.Name] = path, path
@@ -312,15 +314,15 @@ func Build(spec Spec) (*World, error) {
 			acct.CreateECSCluster(g.Cluster)
 		}
 		lt := acct.CreateLaunchTemplate(g.Name+"-lt", image, instanceType)
-		if param != lifecycle.ParameterAuto {
+		if param != providers.ParameterAuto {
 			acct.PutParameter(param, image)
 		}
 		version := g.TemplateVersion
 		if version == "" {
 			version = "$Default"
 		}
-		tags := map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: platform,
-			lifecycle.TagCluster: g.Cluster, lifecycle.TagParameter: g.Parameter}
+		tags := map[string]string{model.TagEnabled: "true", model.TagPlatform: platform,
+			model.TagCluster: g.Cluster, model.TagParameter: g.Parameter}
 		if g.Unmanaged {
 			tags = map[string]string{"team": "other"}
 		}
@@ -355,7 +357,7 @@ func Build(spec Spec) (*World, error) {
 	w.nodegroups = spec.Nodegroups
 	clusters := map[string]bool{}
 	for _, g := range spec.Groups {
-		clusters[g.Cluster] = g.Platform == lifecycle.PlatformEKS
+		clusters[g.Cluster] = g.Platform == model.PlatformEKS
 	}
 	for _, ng := range spec.Nodegroups {
 		if !clusters[ng.Cluster] {
@@ -389,14 +391,14 @@ func Build(spec Spec) (*World, error) {
 		}
 		w.Checker.EKS = map[string]bool{}
 		for _, g := range spec.Groups {
-			if g.Platform == lifecycle.PlatformEKS && !g.Unmanaged {
+			if g.Platform == model.PlatformEKS && !g.Unmanaged {
 				w.Checker.EKS[g.Name] = true
 			}
 		}
 		kube := w.Kube
 		w.Checker.Nodes = func() (map[string]NodeObservation, error) { return kube.Observe(context.Background()) }
 	}
-	if len(spec.Groups) > 0 && spec.Groups[0].Platform != lifecycle.PlatformEKS {
+	if len(spec.Groups) > 0 && spec.Groups[0].Platform != model.PlatformEKS {
 		names := make([]string, 0, len(spec.Services))
 		for n := range spec.Services {
 			names = append(names, n)
@@ -431,12 +433,12 @@ func Build(spec Spec) (*World, error) {
 		}
 	}
 	policy := spec.Policy
-	if policy == (lifecycle.Policy{}) {
-		policy = lifecycle.DefaultPolicy()
+	if policy == (model.Policy{}) {
+		policy = engine.DefaultPolicy()
 	}
 	w.Checker.ClusterBudget = max(policy.ClusterBudget, 1) // invariant 3 per cluster holds the agent to its budget
 	for _, g := range spec.Groups {
-		if b, err := lifecycle.ParseBatchSize(g.Tags[lifecycle.TagBatchSize]); err == nil && !g.Unmanaged && b != (lifecycle.BatchSize{}) {
+		if b, err := model.ParseBatchSize(g.Tags[model.TagBatchSize]); err == nil && !g.Unmanaged && b != (model.BatchSize{}) {
 			if w.Checker.BatchSizes == nil {
 				w.Checker.BatchSizes = map[string]int{}
 			}
@@ -483,7 +485,7 @@ func Build(spec Spec) (*World, error) {
 	}
 	w.Store, w.QueueURL, w.clients, w.settings, w.log = store, queue, clients, settings, log
 	w.Checker.Held = func(group, instance, hook string) bool {
-		rec, err := store.GetHook(context.Background(), lifecycle.ActionKey(group, instance, hook))
+		rec, err := store.GetHook(context.Background(), model.ActionKey(group, instance, hook))
 		return err == nil && rec.State != state.HookCompleted && !rec.DrainHeldAt.IsZero()
 	}
 	w.Agent = agent.New(clients, w.agentSettings(nil), store, clk, log)

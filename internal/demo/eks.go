@@ -10,7 +10,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 // Names of the demo's EKS self-managed node group: its instances join cluster EKSCluster (control plane at
@@ -36,22 +37,22 @@ func (w *World) agentSettings(fuse *Fuse) agent.Settings {
 		return s
 	}
 	clk := w.Account.Clock()
-	var platform lifecycle.Platform = lifecycle.NewEKSPlatform(staticKube{w.Kube.Client},
+	var platform model.Platform = providers.NewEKSPlatform(staticKube{w.Kube.Client},
 		eksdrain.Options{Clock: clk, Backoff: demoEvictionBackoff})
 	if fuse != nil {
 		platform = fusedPlatform{Platform: platform, f: fuse}
 	}
-	platforms := lifecycle.Platforms{}
+	platforms := model.Platforms{}
 	for name, p := range s.Platforms {
 		platforms[name] = p
 	}
-	platforms[lifecycle.PlatformEKS] = platform
+	platforms[model.PlatformEKS] = platform
 	s.Platforms = platforms
 	var eksAPI, typesAPI = w.Account.EKS(), w.Account.EC2InstanceTypes()
 	if w.faults != nil {
 		eksAPI, typesAPI = w.faults.EKS(eksAPI), w.faults.EC2InstanceTypes(typesAPI)
 	}
-	s.Sources = append(append([]lifecycle.SourceResolver(nil), s.Sources...), &lifecycle.EKSSources{
+	s.Sources = append(append([]providers.SourceResolver(nil), s.Sources...), &providers.EKSSources{
 		Clusters:      &eks.Clusters{API: eksAPI, Clock: clk},
 		Architectures: &eks.Architectures{API: typesAPI},
 		EC2:           w.clients.EC2,
@@ -78,17 +79,17 @@ func (w *World) EKSParameter(group string) string { return w.eksParams[group] }
 // family (default AL2023) for the cluster's (or the pinned) version and the architecture of the group's
 // instance type. A group whose source cannot be built (the agent refuses it) gets an error.
 func autoParameter(ctx context.Context, w *World, version, instanceType string, tags map[string]string) (string, error) {
-	arch := tags[lifecycle.TagArchitecture]
+	arch := tags[providers.TagArchitecture]
 	if arch == "" {
 		var err error
 		if arch, err = (&eks.Architectures{API: w.Account.EC2InstanceTypes()}).For(ctx, []string{instanceType}); err != nil {
 			return "", err
 		}
 	}
-	if v, ok := tags[lifecycle.TagKubernetesVersion]; ok {
+	if v, ok := tags[providers.TagKubernetesVersion]; ok {
 		version = v
 	}
-	family := tags[lifecycle.TagAMIFamily]
+	family := tags[providers.TagAMIFamily]
 	if family == "" {
 		family = eks.FamilyAL2023
 	}
@@ -105,11 +106,11 @@ func (s staticKube) ClientFor(context.Context, string) (kubernetes.Interface, er
 // fusedPlatform gives a platform the fuse of its agent incarnation: a dead incarnation reaches no node, and
 // every drain step counts as an effect.
 type fusedPlatform struct {
-	lifecycle.Platform
+	model.Platform
 	f *Fuse
 }
 
-func (p fusedPlatform) Observe(ctx context.Context, cluster string) (map[string]lifecycle.NodeState, error) {
+func (p fusedPlatform) Observe(ctx context.Context, cluster string) (map[string]model.NodeState, error) {
 	if err := p.f.before(); err != nil {
 		return nil, err
 	}
@@ -123,13 +124,13 @@ func (p fusedPlatform) StartDrain(ctx context.Context, cluster, instanceID strin
 	return p.f.after(p.Platform.StartDrain(ctx, cluster, instanceID))
 }
 
-func (p fusedPlatform) DrainStatus(ctx context.Context, cluster, instanceID string) (lifecycle.DrainProgress, error) {
+func (p fusedPlatform) DrainStatus(ctx context.Context, cluster, instanceID string) (model.DrainProgress, error) {
 	if err := p.f.before(); err != nil {
-		return lifecycle.DrainProgress{}, err
+		return model.DrainProgress{}, err
 	}
 	prog, err := p.Platform.DrainStatus(ctx, cluster, instanceID)
 	if err = p.f.after(err); err != nil {
-		return lifecycle.DrainProgress{}, err
+		return model.DrainProgress{}, err
 	}
 	return prog, nil
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -71,13 +73,13 @@ func EKSUpgradeWorld(store *state.Memory) (*World, error) {
 	if store == nil {
 		store = state.NewMemory()
 	}
-	w, err := Build(Spec{Policy: lifecycle.DefaultPolicy(), EKSVersion: UpgradeFrom, Store: store,
-		Groups: []GroupSetup{{Name: EKSGroupName, Platform: lifecycle.PlatformEKS, Cluster: EKSCluster, Parameter: lifecycle.ParameterAuto,
+	w, err := Build(Spec{Policy: engine.DefaultPolicy(), EKSVersion: UpgradeFrom, Store: store,
+		Groups: []GroupSetup{{Name: EKSGroupName, Platform: model.PlatformEKS, Cluster: EKSCluster, Parameter: providers.ParameterAuto,
 			Min: 3, Max: 4, Desired: 3}},
 		KubeWorkload: KubeWorkload{Replicas: 6, MinAvailable: 5},
 		Nodegroups: []sim.EKSNodegroupSpec{{Cluster: EKSCluster, Name: UpgradeNodegroup, AMIType: UpgradeNodegroupAMIType,
 			ReleaseVersion: UpgradeReleaseFrom, ImageID: ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2,
-			Tags: map[string]string{lifecycle.TagEnabled: "true"}}}})
+			Tags: map[string]string{model.TagEnabled: "true"}}}})
 	if err != nil {
 		return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
 	}

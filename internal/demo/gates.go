@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -31,11 +31,11 @@ const gateHold = 20 * time.Minute
 func init() {
 	scenarios["approval"] = scenario{name: "approval", expect: state.PhaseCompleted,
 		description: "the groups are tagged patch-agent/approval=manual: the new AMI waits until the operator approves it, 20 minutes later",
-		setup:       withTag(lifecycle.TagApproval, "manual"),
+		setup:       withTag(model.TagApproval, "manual"),
 		during:      approveAfterHold}
 	scenarios["alarm-gate"] = scenario{name: "alarm-gate", expect: state.PhaseCompleted,
 		description: "the groups name CloudWatch alarm " + DemoAlarm + " in patch-agent/alarms; it is in ALARM when the AMI arrives and holds the rollouts until it returns to OK 20 minutes later",
-		setup:       withTag(lifecycle.TagAlarms, DemoAlarm),
+		setup:       withTag(model.TagAlarms, DemoAlarm),
 		prepare:     func(w *World) { w.Account.SetAlarm(DemoAlarm, "ALARM") },
 		during:      clearAlarmAfterHold}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -740,7 +740,7 @@ func hookLimitPassed(v *sim.View, t sim.Termination, at time.Time) bool {
 			act.GlobalDeadline.IsZero() {
 			continue
 		}
-		if !at.Before(act.Started.Add(lifecycle.HookDrainLimit(act.GlobalDeadline.Sub(act.Started)))) {
+		if !at.Before(act.Started.Add(lifecycleaction.HookDrainLimit(act.GlobalDeadline.Sub(act.Started)))) {
 			return true
 		}
 	}

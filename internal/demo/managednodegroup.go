@@ -12,7 +12,8 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/eks"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -68,7 +69,7 @@ func RunManagedNodegroup(ctx context.Context, out io.Writer, store *state.Memory
 	}
 	a.PublishEKSRelease(withReleaseParams(sim.EKSRelease{AMIType: MNGAMIType, KubernetesVersion: MNGVersion, Release: MNGReleaseOld, ImageID: MNGImageOld}))
 	group, err := a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: MNGCluster, Name: MNGName, AMIType: MNGAMIType, ReleaseVersion: MNGReleaseOld,
-		ImageID: MNGImageOld, InstanceType: "m5.large", Min: 3, Max: 6, Desired: 3, Tags: map[string]string{lifecycle.TagEnabled: "true"}})
+		ImageID: MNGImageOld, InstanceType: "m5.large", Min: 3, Max: 6, Desired: 3, Tags: map[string]string{model.TagEnabled: "true"}})
 	if err != nil {
 		return ManagedNodegroupSummary{}, err
 	}
@@ -80,9 +81,9 @@ func RunManagedNodegroup(ctx context.Context, out io.Writer, store *state.Memory
 	say("demo: %s", ManagedNodegroupDescription)
 	ag := agent.New(agent.Clients{AutoScaling: a.AutoScaling(), EC2: a.EC2(), ECS: a.ECS(), SSM: a.SSM(), SQS: a.SQS(),
 		CloudWatch: a.CloudWatch(), InstanceTypes: a.EC2InstanceTypes(), EKSNodegroups: a.EKSNodegroups()},
-		agent.Settings{ReconcileInterval: 15 * time.Second, PollInterval: time.Minute, Policy: lifecycle.DefaultPolicy(), AccountID: a.Options().AccountID},
+		agent.Settings{ReconcileInterval: 15 * time.Second, PollInterval: time.Minute, Policy: engine.DefaultPolicy(), AccountID: a.Options().AccountID},
 		store, clk, zap.NewNop())
-	key := lifecycle.NodegroupKey(MNGCluster, MNGName)
+	key := model.NodegroupKey(MNGCluster, MNGName)
 	var r state.Rollout
 	last := ""
 	published := false

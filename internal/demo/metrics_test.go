@@ -7,14 +7,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
 )
 
 func TestDemoSummaryShowsTheMetricsItPublished(t *testing.T) {
 	s, err := Run(context.Background(), Options{})
 	require.NoError(t, err)
-	k := func(name string) string { return metrics.SeriesKey(name, GroupName, lifecycle.PlatformECS) }
+	k := func(name string) string { return metrics.SeriesKey(name, GroupName, model.PlatformECS) }
 	require.Equal(t, 0.0, s.Metrics[k(metrics.InstancesOutdated)], "%v", s.Metrics)
 	require.Equal(t, 3.0, s.Metrics[k(metrics.InstancesOnTargetAMI)])
 	require.Equal(t, 3.0, s.Metrics[k(metrics.ReplacementsSucceeded)])

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -43,7 +43,7 @@ var scenarios = map[string]scenario{
 		during: pauseOnFirstDrain},
 	"soak": {name: "soak", expect: state.PhaseWaiting,
 		description: "the group requires a 48h minimum AMI age; the fresh AMI waits",
-		setup:       withTag(lifecycle.TagMinAMIAge, "48h"),
+		setup:       withTag(model.TagMinAMIAge, "48h"),
 		stop: func(r state.Rollout, w *World) bool {
 			return r.Phase == state.PhaseWaiting && w.Account.Clock().Since(r.DetectedAt) > 10*time.Minute
 		}},
@@ -66,14 +66,14 @@ var scenarios = map[string]scenario{
 			"per group replaces them (launch before terminate); the agent holds each new instance until it serves, drains each old " +
 			"one and never writes desired capacity",
 		setup: func(s *Spec) {
-			withTag(lifecycle.TagStrategy, lifecycle.StrategyRefresh)(s)
+			withTag(model.TagStrategy, model.StrategyRefresh)(s)
 			for i := range s.Groups {
 				s.Groups[i].Max = s.Groups[i].Desired + 1
 			}
 		}},
 	"window": {name: "window", expect: state.PhaseCompleted,
 		description: "maintenance window daily 03:00-04:00 UTC; the AMI arrives at 02:00 and waits for it",
-		setup:       withTag(lifecycle.TagMaintenanceWindow, "0 3 * * * 1h UTC")},
+		setup:       withTag(model.TagMaintenanceWindow, "0 3 * * * 1h UTC")},
 }
 
 // Scenarios lists the scenario names, sorted.
@@ -149,7 +149,7 @@ func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
 // with Availability Zone rebalancing (the default of services ECS creates).
 func ecsCapacityProvider(s *Spec) {
 	for i := range s.Groups {
-		if s.Groups[i].Platform == lifecycle.PlatformEKS {
+		if s.Groups[i].Platform == model.PlatformEKS {
 			continue
 		}
 		s.Groups[i].Min = 1

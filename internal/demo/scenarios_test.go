@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -31,7 +31,7 @@ func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 				case "soak", "refused-ami": // held before a strategy is chosen
 					require.Empty(t, r.Strategy, g.Name)
 				default: // the default strategy of a group with both of the agent's hooks
-					require.Equal(t, lifecycle.StrategyRefresh, r.Strategy, g.Name)
+					require.Equal(t, model.StrategyRefresh, r.Strategy, g.Name)
 				}
 				require.GreaterOrEqual(t, g.MinInServiceDuringRollout, 3, g.Name)
 				switch name {

@@ -30,8 +30,9 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
 )
@@ -150,8 +151,8 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	_, err = e.ssm.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(parameter), Value: aws.String(e.amiOld), Type: ssmtypes.ParameterTypeString})
 	require.NoError(t, err)
-	tags := map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: "ecs", lifecycle.TagCluster: cluster,
-		lifecycle.TagParameter: parameter}
+	tags := map[string]string{model.TagEnabled: "true", model.TagPlatform: "ecs", model.TagCluster: cluster,
+		model.TagParameter: parameter}
 	in := &autoscaling.CreateAutoScalingGroupInput{AutoScalingGroupName: aws.String(group), MinSize: aws.Int32(1),
 		MaxSize: aws.Int32(maxSize), DesiredCapacity: aws.Int32(desired), AvailabilityZones: []string{"us-east-1a", "us-east-1b", "us-east-1c"},
 		LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(e.templateID), Version: aws.String("$Default")}}
@@ -184,7 +185,7 @@ func twoImages(t *testing.T, api *ec2.Client) (string, string) {
 	byFamily := map[string][]string{}
 	for _, img := range out.Images {
 		if img.Platform == "" && img.State == ec2types.ImageStateAvailable {
-			f := lifecycle.DescribeOSFamily(img)
+			f := providers.DescribeOSFamily(img)
 			byFamily[f] = append(byFamily[f], aws.ToString(img.ImageId))
 		}
 	}

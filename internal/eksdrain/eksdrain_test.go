@@ -11,7 +11,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 var t0 = time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
@@ -26,9 +27,9 @@ func (s staticClients) ClientFor(context.Context, string) (kubernetes.Interface,
 }
 
 // platform returns the EKS platform on the test's clientset, limited to the test's nodes.
-func (k *kube) platform(clk *testingclock.FakeClock, opts eksdrain.Options) *lifecycle.EKSPlatform {
+func (k *kube) platform(clk *testingclock.FakeClock, opts eksdrain.Options) *providers.EKSPlatform {
 	opts.NodeSelector, opts.Clock, opts.Backoff = "test="+k.label, clk, noJitter
-	return lifecycle.NewEKSPlatform(staticClients{k.cs}, opts)
+	return providers.NewEKSPlatform(staticClients{k.cs}, opts)
 }
 
 const (
@@ -77,9 +78,9 @@ func TestObserveMapsProviderIDsToNodeStates(t *testing.T) {
 	nodes, err := k.platform(clk, eksdrain.Options{}).Observe(ctx, "c")
 	require.NoError(t, err)
 	require.Len(t, nodes, 3, "nodes without an AWS provider ID are not instances: %v", nodes)
-	require.Equal(t, lifecycle.NodeState{Registered: true, Healthy: true, Name: ready.Name, Status: "Ready"}, nodes[idA])
-	require.Equal(t, lifecycle.NodeState{Registered: true, Healthy: false, Name: notReady.Name, Status: "NotReady"}, nodes[idB])
-	require.Equal(t, lifecycle.NodeState{Registered: true, Healthy: true, Draining: true, Name: cordoned.Name, Status: "Ready,SchedulingDisabled"}, nodes[idC])
+	require.Equal(t, model.NodeState{Registered: true, Healthy: true, Name: ready.Name, Status: "Ready"}, nodes[idA])
+	require.Equal(t, model.NodeState{Registered: true, Healthy: false, Name: notReady.Name, Status: "NotReady"}, nodes[idB])
+	require.Equal(t, model.NodeState{Registered: true, Healthy: true, Draining: true, Name: cordoned.Name, Status: "Ready,SchedulingDisabled"}, nodes[idC])
 
 	// With RequireDaemonSetsReady, a node whose DaemonSet pod is not Ready is not healthy yet.
 	ds := k.addDaemonSet("node-agent")
@@ -155,7 +156,7 @@ func TestEvictionRefusedWith429IsRetriedWithBackoffAndNeverInALoop(t *testing.T)
 	require.NoError(t, p.StartDrain(ctx, "c", idA))
 	require.Equal(t, 2, k.evict.Count(), "each pod asked once")
 
-	look := func() lifecycle.DrainProgress {
+	look := func() model.DrainProgress {
 		t.Helper()
 		prog, err := p.DrainStatus(ctx, "c", idA)
 		require.NoError(t, err)

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/testenv"
 )
 
@@ -70,7 +70,7 @@ func TestTheDocumentedClusterRoleIsEnoughToDrain(t *testing.T) {
 	err = agentCS.CoreV1().Pods(k.ns).Delete(ctx, "web-1", metav1.DeleteOptions{})
 	require.True(t, apierrors.IsForbidden(err), "the agent may not delete pods, only evict them: %v", err)
 
-	p := lifecycle.NewEKSPlatform(staticClients{agentCS}, eksdrain.Options{NodeSelector: "test=" + k.label, Clock: clk,
+	p := providers.NewEKSPlatform(staticClients{agentCS}, eksdrain.Options{NodeSelector: "test=" + k.label, Clock: clk,
 		Backoff: noJitter, RequireDaemonSetsReady: true})
 	nodes, err := p.Observe(ctx, "c")
 	require.NoError(t, err)

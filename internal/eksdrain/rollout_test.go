@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/demo"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -35,15 +35,15 @@ func rolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload) (*dem
 }
 
 // observedRolloutWorld is rolloutWorld whose agent reports to observer (nil: none).
-func observedRolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload, observer lifecycle.Observer) (*demo.World, *kube) {
+func observedRolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload, observer model.Observer) (*demo.World, *kube) {
 	t.Helper()
 	k := newKube(t, nil)
 	workload.Namespace = k.ns
-	policy := lifecycle.Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 10 * time.Minute, RollbackOnFailure: true}
+	policy := model.Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 10 * time.Minute, RollbackOnFailure: true}
 	w, err := demo.Build(demo.Spec{
 		Sim:    sim.Options{Seed: rand.Uint64()}, // instance ids (and so node names) unique on the shared API server
 		Policy: policy,
-		Groups: []demo.GroupSetup{{Name: group, Platform: lifecycle.PlatformEKS, Cluster: "c9", Parameter: goldenAMI,
+		Groups: []demo.GroupSetup{{Name: group, Platform: model.PlatformEKS, Cluster: "c9", Parameter: goldenAMI,
 			InstanceType: "m5.large", Min: desired, Max: desired + 1, Desired: desired}},
 		Kube:         k.cs,
 		KubeWorkload: workload,
@@ -88,7 +88,7 @@ func TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineA
 	require.Contains(t, r.Reason, "`patch-agent retry "+group+"`")
 	require.Contains(t, r.Reason, "`patch-agent rollback "+group+"`")
 	require.WithinDuration(t, drainStarted.Add(10*time.Minute), w.Account.Clock().Now(), 4*tick, "halted at the drain deadline")
-	require.Equal(t, 1.0, alerts(reg, lifecycle.AlertDrainDeadline), "the held drain is an alert")
+	require.Equal(t, 1.0, alerts(reg, model.AlertDrainDeadline), "the held drain is an alert")
 
 	// Retried with backoff (5 s, 10 s, 20 s ... 2 min per pod), not on every tick.
 	evictions := k.evict.Count()
@@ -111,7 +111,7 @@ func TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineA
 	require.Equal(t, state.PhaseHalted, w.Rollout(ctx, group).Phase)
 	require.Equal(t, evictions, k.evict.Count(), "no eviction after the halt")
 	requireOldNodeServing(t, w, oldID)
-	require.Equal(t, 1.0, alerts(reg, lifecycle.AlertDrainDeadline))
+	require.Equal(t, 1.0, alerts(reg, model.AlertDrainDeadline))
 	require.Empty(t, w.Checker.Finish())
 	require.GreaterOrEqual(t, w.Checker.MinServing[group], 1)
 }

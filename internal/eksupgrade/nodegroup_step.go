@@ -10,8 +10,9 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/patch-agent/patch-agent/internal/eks"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -30,19 +31,19 @@ const managedNodegroupAction = "opt the managed node group in (tag %s=true on th
 
 // describeNodegroup reads the step's managed node group as the agent does (lifecycle.Nodegroup); found is false
 // when EKS does not know it.
-func (r *Runner) describeNodegroup(ctx context.Context, cluster, name string) (ng lifecycle.Nodegroup, found bool, err error) {
+func (r *Runner) describeNodegroup(ctx context.Context, cluster, name string) (ng model.Nodegroup, found bool, err error) {
 	out, err := r.EKS.DescribeNodegroup(ctx, &awseks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
 	var notFound *ekstypes.ResourceNotFoundException
 	switch {
 	case errors.As(err, &notFound):
-		return lifecycle.Nodegroup{}, false, nil
+		return model.Nodegroup{}, false, nil
 	case err != nil:
-		return lifecycle.Nodegroup{}, false, fmt.Errorf("describing managed node group %s of EKS cluster %s: %w", name, cluster, err)
+		return model.Nodegroup{}, false, fmt.Errorf("describing managed node group %s of EKS cluster %s: %w", name, cluster, err)
 	case out.Nodegroup == nil:
-		return lifecycle.Nodegroup{}, false, fmt.Errorf("describing managed node group %s of EKS cluster %s: empty response", name, cluster)
+		return model.Nodegroup{}, false, fmt.Errorf("describing managed node group %s of EKS cluster %s: empty response", name, cluster)
 	}
 	n := out.Nodegroup
-	ng = lifecycle.Nodegroup{Cluster: cluster, Name: name, Version: aws.ToString(n.Version), ReleaseVersion: aws.ToString(n.ReleaseVersion),
+	ng = model.Nodegroup{Cluster: cluster, Name: name, Version: aws.ToString(n.Version), ReleaseVersion: aws.ToString(n.ReleaseVersion),
 		AMIType: string(n.AmiType), Status: string(n.Status), Tags: n.Tags}
 	if lt := n.LaunchTemplate; lt != nil {
 		ng.LaunchTemplate = &state.LaunchTemplateRef{ID: aws.ToString(lt.Id), Name: aws.ToString(lt.Name), Version: aws.ToString(lt.Version)}
@@ -69,21 +70,21 @@ func (r *Runner) handOverNodegroup(ctx context.Context, w state.Workflow) (state
 	st.By, st.StartedAt = r.Who, now
 	w.Phase, w.Reason = state.WorkflowRunning, ""
 	event, detail := "", ""
-	target, terr := lifecycle.NodegroupTarget(ng)
+	target, terr := providers.NodegroupTarget(ng)
 	switch {
 	case !found:
 		st.Status, event, detail = state.StepStatusSkipped, "skipped", "the node group no longer exists"
 	case ng.AMIType == string(ekstypes.AMITypesCustom):
 		st.Status, event = state.StepStatusActionRequired, "action-required"
-		st.Action = fmt.Sprintf("the node group runs a custom AMI: publish an AMI built for Kubernetes %s to the AMI parameter its rollout follows (tag %s), or put one in its launch template and update it", st.To, lifecycle.TagParameter)
+		st.Action = fmt.Sprintf("the node group runs a custom AMI: publish an AMI built for Kubernetes %s to the AMI parameter its rollout follows (tag %s), or put one in its launch template and update it", st.To, model.TagParameter)
 	case terr != nil:
 		st.Status, event = state.StepStatusActionRequired, "action-required"
-		st.Action = fmt.Sprintf(managedNodegroupAction, lifecycle.TagEnabled, st.To) + ": " + terr.Error()
+		st.Action = fmt.Sprintf(managedNodegroupAction, model.TagEnabled, st.To) + ": " + terr.Error()
 	case target == nil && ng.Version == st.To:
 		st.Status, event, detail = state.StepStatusSkipped, "skipped", "the node group is already at "+st.To
 	case target == nil:
 		st.Status, event = state.StepStatusActionRequired, "action-required"
-		st.Action = fmt.Sprintf(managedNodegroupAction, lifecycle.TagEnabled, st.To)
+		st.Action = fmt.Sprintf(managedNodegroupAction, model.TagEnabled, st.To)
 	}
 	if event != "" {
 		st.CompletedAt = now
@@ -98,7 +99,7 @@ func (r *Runner) handOverNodegroup(ctx context.Context, w state.Workflow) (state
 	}
 	st.Status = state.StepStatusInProgress
 	return r.save(ctx, w, fmt.Sprintf("managed node group %s handed over to the agent's managed-node-group rollout: waiting for it on Kubernetes %s", st.Name, st.To),
-		r.entry(w, KindManagedNodegroup+"-handed-over", *st, "record "+lifecycle.NodegroupKey(w.Cluster, st.Name)))
+		r.entry(w, KindManagedNodegroup+"-handed-over", *st, "record "+model.NodegroupKey(w.Cluster, st.Name)))
 }
 
 // followNodegroup waits (capped exponential backoff, up to MaxWait in this invocation) until the agent's rollout
@@ -112,7 +113,7 @@ func (r *Runner) followNodegroup(ctx context.Context, w state.Workflow) (state.W
 	lastLine := began
 	for attempt := 1; ; attempt++ {
 		st := w.Steps[w.Current]
-		key := lifecycle.NodegroupKey(w.Cluster, st.Name)
+		key := model.NodegroupKey(w.Cluster, st.Name)
 		ro, err := r.Store.GetRollout(ctx, key)
 		found := err == nil
 		if err != nil && !errors.Is(err, state.ErrNotFound) {

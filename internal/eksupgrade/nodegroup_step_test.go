@@ -13,7 +13,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -42,7 +42,7 @@ func TestManagedNodegroupStepGoesThroughTheNodegroupRolloutsGates(t *testing.T) 
 	st := stepOf(t, wf, eksupgrade.KindManagedNodegroup, demo.UpgradeNodegroup)
 	require.NotEqual(t, state.StepStatusCompleted, st.Status)
 	require.NotEqual(t, state.WorkflowCompleted, wf.Phase)
-	ro, err := w.store.GetRollout(context.Background(), lifecycle.NodegroupKey(cluster, demo.UpgradeNodegroup))
+	ro, err := w.store.GetRollout(context.Background(), model.NodegroupKey(cluster, demo.UpgradeNodegroup))
 	require.NoError(t, err)
 	const refused = "AMI refused: " + demo.UpgradeImage + " is deregistered"
 	require.Contains(t, ro.Reason, refused, "the agent's rollout was stopped by its AMI gate")
@@ -103,7 +103,7 @@ func TestRetryAfterAPodEvictionFailureRollsTheNodegroupAgainAndCompletes(t *test
 	require.Equal(t, state.WorkflowCompleted, wf.Phase, wf.Reason)
 	ng, _ := w.a.EKSNodegroup(cluster, demo.UpgradeNodegroup)
 	require.Equal(t, "1.31", ng.Version)
-	key := lifecycle.NodegroupKey(cluster, demo.UpgradeNodegroup)
+	key := model.NodegroupKey(cluster, demo.UpgradeNodegroup)
 	hist, err := w.store.History(context.Background(), key)
 	require.NoError(t, err)
 	require.Contains(t, events(hist), operator.HistoryRetried)
@@ -121,7 +121,7 @@ func TestManagedNodegroupStepOfANodegroupNotOptedInIsActionRequired(t *testing.T
 	require.NoError(t, err)
 	st := stepOf(t, wf, eksupgrade.KindManagedNodegroup, demo.UpgradeNodegroup)
 	require.Equal(t, state.StepStatusActionRequired, st.Status)
-	require.Contains(t, st.Action, lifecycle.TagEnabled+"=true")
+	require.Contains(t, st.Action, model.TagEnabled+"=true")
 	require.Contains(t, eksupgrade.Actions(wf)[0], "managed-nodegroup web: ")
 	require.Contains(t, events(w.history(t)), "managed-nodegroup-action-required")
 	require.Equal(t, 0, w.updateCalls()["UpdateNodegroupVersion"], "the workflow never updates a node group itself")
@@ -138,7 +138,7 @@ func TestManagedNodegroupStepCompletesOnlyWhenTheNodegroupIsOnTheTargetVersion(t
 	ng, _ := w.a.EKSNodegroup(cluster, demo.UpgradeNodegroup)
 	require.Equal(t, "1.31", ng.Version)
 	require.Equal(t, demo.UpgradeReleaseTo, ng.ReleaseVersion)
-	ro, err := w.store.GetRollout(context.Background(), lifecycle.NodegroupKey(cluster, demo.UpgradeNodegroup))
+	ro, err := w.store.GetRollout(context.Background(), model.NodegroupKey(cluster, demo.UpgradeNodegroup))
 	require.NoError(t, err)
 	require.Equal(t, state.PhaseCompleted, ro.Phase)
 	require.Equal(t, demo.UpgradeReleaseTo, ro.Nodegroup.TargetRelease)

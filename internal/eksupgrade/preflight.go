@@ -15,7 +15,8 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 
 	"github.com/patch-agent/patch-agent/internal/eks"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -402,7 +403,7 @@ func (r *Runner) planManagedNodegroups(ctx context.Context, p *plan, cluster, to
 			// The step follows the agent's managed-node-group rollout: one already Halted would halt the
 			// workflow at this step, after the control plane and the add-ons moved (the agent does not detect
 			// again from Halted). Found before anything changes instead.
-			key := lifecycle.NodegroupKey(cluster, name)
+			key := model.NodegroupKey(cluster, name)
 			switch ro, err := r.Store.GetRollout(ctx, key); {
 			case err != nil && !errors.Is(err, state.ErrNotFound):
 				return fmt.Errorf("reading the agent's rollout of managed node group %s: %w", name, err)
@@ -491,7 +492,7 @@ func (r *Runner) selfManagedGroups(ctx context.Context, cluster, clusterVersion 
 		return nil, nil, nil
 	}
 	in := &autoscaling.DescribeAutoScalingGroupsInput{MaxRecords: aws.Int32(100),
-		Filters: []astypes.Filter{{Name: aws.String("tag-key"), Values: []string{lifecycle.TagEnabled}}}} // lifecycle.OptedIn decides on the value
+		Filters: []astypes.Filter{{Name: aws.String("tag-key"), Values: []string{model.TagEnabled}}}} // lifecycle.OptedIn decides on the value
 	var out []selfManaged
 	var misconfigured []string
 	pages := autoscaling.NewDescribeAutoScalingGroupsPaginator(r.AutoScaling, in)
@@ -505,10 +506,10 @@ func (r *Runner) selfManagedGroups(ctx context.Context, cluster, clusterVersion 
 			for _, t := range g.Tags {
 				tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 			}
-			if tags[lifecycle.TagCluster] != cluster || !strings.EqualFold(tags[lifecycle.TagPlatform], lifecycle.PlatformEKS) {
+			if tags[model.TagCluster] != cluster || !strings.EqualFold(tags[model.TagPlatform], model.PlatformEKS) {
 				continue
 			}
-			t, err := lifecycle.TargetFromTags(name, tags)
+			t, err := model.TargetFromTags(name, tags)
 			if err != nil {
 				misconfigured = append(misconfigured, err.Error())
 				continue
@@ -517,12 +518,12 @@ func (r *Runner) selfManagedGroups(ctx context.Context, cluster, clusterVersion 
 				continue
 			}
 			sm := selfManaged{group: name, parameter: t.Parameter}
-			pinned, hasPin := tags[lifecycle.TagKubernetesVersion]
+			pinned, hasPin := tags[providers.TagKubernetesVersion]
 			pathVersion, isPath := eks.VersionInParameter(t.Parameter)
 			switch {
-			case t.Parameter == lifecycle.ParameterAuto && hasPin:
+			case t.Parameter == providers.ParameterAuto && hasPin:
 				sm.how, sm.version = sourcePinned, pinned
-			case t.Parameter == lifecycle.ParameterAuto:
+			case t.Parameter == providers.ParameterAuto:
 				sm.how, sm.version = sourceFollows, clusterVersion
 				// The AMI the group runs came from the parameter of its last rollout, which names its version.
 				if ro, err := r.Store.GetRollout(ctx, name); err == nil {
@@ -551,16 +552,16 @@ func selfManagedAction(g selfManaged, to string) string {
 		return fmt.Sprintf("AMI source auto follows the control plane: at its next tick the agent resolves the Kubernetes %s AMI and rolls the group by instance refresh (each new node held until Ready, each old one cordoned and drained), through its gates", to)
 	case sourcePinned:
 		if g.version == to {
-			return fmt.Sprintf("tag %s=%s already names the target", lifecycle.TagKubernetesVersion, to)
+			return fmt.Sprintf("tag %s=%s already names the target", providers.TagKubernetesVersion, to)
 		}
 		return fmt.Sprintf("tag %s=%s pins the AMI: set it to %s (or remove it to follow the control plane); the agent then rolls the group",
-			lifecycle.TagKubernetesVersion, g.version, to)
+			providers.TagKubernetesVersion, g.version, to)
 	case sourceParameter:
 		if g.version == to {
-			return fmt.Sprintf("tag %s already names the Kubernetes %s AMI", lifecycle.TagParameter, to)
+			return fmt.Sprintf("tag %s already names the Kubernetes %s AMI", model.TagParameter, to)
 		}
 		return fmt.Sprintf("tag %s=%s names the Kubernetes %s AMI: set it to %s (or to %s); the agent then rolls the group",
-			lifecycle.TagParameter, g.parameter, g.version, strings.Replace(g.parameter, g.version, to, 1), lifecycle.ParameterAuto)
+			model.TagParameter, g.parameter, g.version, strings.Replace(g.parameter, g.version, to, 1), providers.ParameterAuto)
 	}
 	return fmt.Sprintf("AMI parameter %s is the account's own: publish a node AMI built for Kubernetes %s to it; the agent then rolls the group", g.parameter, to)
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -536,7 +536,7 @@ func (r *Runner) retryRollout(ctx context.Context, cluster string, st *state.Wor
 	key := st.Name
 	switch st.Kind {
 	case KindManagedNodegroup:
-		key = lifecycle.NodegroupKey(cluster, st.Name)
+		key = model.NodegroupKey(cluster, st.Name)
 	case KindSelfManagedNodegroup:
 	default:
 		return nil

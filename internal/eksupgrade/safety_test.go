@@ -17,8 +17,9 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -312,7 +313,7 @@ func TestNodeGroupPinnedTo127AppearingAfterThePreflightKeepsTheControlPlaneWhere
 		want  string
 	}{
 		{"self-managed node group pinned to 1.27", func(t *testing.T, a *sim.Account) {
-			selfManaged(t, a, "legacy-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto, lifecycle.TagKubernetesVersion: "1.27"})
+			selfManaged(t, a, "legacy-nodes", map[string]string{model.TagParameter: providers.ParameterAuto, providers.TagKubernetesVersion: "1.27"})
 		}, "self-managed node group legacy-nodes: AMI for Kubernetes 1.27 (pinned): kubelet 1.27 is 4 minor versions behind the API server 1.31"},
 		{"managed node group at 1.27", func(t *testing.T, a *sim.Account) {
 			_, err := a.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: cluster, Name: "legacy", AMIType: "AL2_x86_64", Version: "1.27",
@@ -338,7 +339,7 @@ func TestAPlanThatChangedAfterItsApprovalNeedsANewApproval(t *testing.T) {
 	w := newWorld(t)
 	approvedWaiting(t, w)
 	// A new self-managed node group that passes the checks: the plan has a step the approval did not see.
-	selfManaged(t, w.a, "more-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto})
+	selfManaged(t, w.a, "more-nodes", map[string]string{model.TagParameter: providers.ParameterAuto})
 	wf := w.run(t, "run-2", upgrade())
 	require.Equal(t, state.WorkflowWaiting, wf.Phase)
 	require.Contains(t, wf.Reason, "the plan changed since it was approved (added self-managed-nodegroup more-nodes")
@@ -715,7 +716,7 @@ func TestPreflightFailsWhenTheAgentsRolloutOfASelfManagedGroupIsHalted(t *testin
 func TestPreflightFailsWhenTheAgentsRolloutOfAManagedNodegroupIsHalted(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
-	key := lifecycle.NodegroupKey(cluster, demo.UpgradeNodegroup)
+	key := model.NodegroupKey(cluster, demo.UpgradeNodegroup)
 	_, err := w.store.PutRollout(ctx, state.Rollout{Group: key, Platform: "eks", Cluster: cluster, Phase: state.PhaseHalted, Reason: "failed: earlier PodEvictionFailure"})
 	require.NoError(t, err)
 

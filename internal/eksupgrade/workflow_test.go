@@ -19,7 +19,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -275,7 +276,7 @@ func TestPreflightRefusesNodeGroupsThatWouldBeOutsideTheKubeletSkew(t *testing.T
 			require.NoError(t, err)
 		}, "managed node group legacy: at 1.27, the control plane at 1.30: EKS moves the control plane only when every managed node group is on its version"},
 		{"self-managed node group pinned 4 minors behind the target", func(t *testing.T, a *sim.Account) {
-			selfManaged(t, a, "batch-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto, lifecycle.TagKubernetesVersion: "1.27"})
+			selfManaged(t, a, "batch-nodes", map[string]string{model.TagParameter: providers.ParameterAuto, providers.TagKubernetesVersion: "1.27"})
 		}, "self-managed node group batch-nodes: AMI for Kubernetes 1.27 (pinned): kubelet 1.27 is 4 minor versions behind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -716,7 +717,7 @@ func TestDryRunPlansAndTouchesNothing(t *testing.T) {
 // selfManaged adds an opted-in self-managed node group of the cluster with the given tags.
 func selfManaged(t *testing.T, a *sim.Account, name string, tags map[string]string) {
 	t.Helper()
-	all := map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: lifecycle.PlatformEKS, lifecycle.TagCluster: cluster}
+	all := map[string]string{model.TagEnabled: "true", model.TagPlatform: model.PlatformEKS, model.TagCluster: cluster}
 	for k, v := range tags {
 		all[k] = v
 	}
@@ -726,9 +727,9 @@ func selfManaged(t *testing.T, a *sim.Account, name string, tags map[string]stri
 
 func TestSelfManagedGroupsThatDoNotFollowTheControlPlaneNeedAnAction(t *testing.T) {
 	w := newWorld(t)
-	selfManaged(t, w.a, "pinned-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto, lifecycle.TagKubernetesVersion: "1.30"})
-	selfManaged(t, w.a, "path-nodes", map[string]string{lifecycle.TagParameter: "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/arm64/standard/recommended/image_id"})
-	selfManaged(t, w.a, "golden-nodes", map[string]string{lifecycle.TagParameter: "/golden-ami/eks/al2023"})
+	selfManaged(t, w.a, "pinned-nodes", map[string]string{model.TagParameter: providers.ParameterAuto, providers.TagKubernetesVersion: "1.30"})
+	selfManaged(t, w.a, "path-nodes", map[string]string{model.TagParameter: "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/arm64/standard/recommended/image_id"})
+	selfManaged(t, w.a, "golden-nodes", map[string]string{model.TagParameter: "/golden-ami/eks/al2023"})
 	wf := w.run(t, "run-1", upgrade())
 
 	require.Equal(t, state.WorkflowCompleted, wf.Phase)
@@ -829,7 +830,7 @@ func TestProgressLinesNameEveryTransition(t *testing.T) {
 
 func TestRenderShowsStepsChecksAndActions(t *testing.T) {
 	w := newWorld(t)
-	selfManaged(t, w.a, "pinned-nodes", map[string]string{lifecycle.TagParameter: lifecycle.ParameterAuto, lifecycle.TagKubernetesVersion: "1.30"})
+	selfManaged(t, w.a, "pinned-nodes", map[string]string{model.TagParameter: providers.ParameterAuto, providers.TagKubernetesVersion: "1.30"})
 	wf := w.run(t, "run-1", upgrade())
 	var out bytes.Buffer
 	eksupgrade.Render(&out, eksupgrade.NewSummary(wf, w.a.Clock().Now()), true)

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
 )
@@ -27,13 +27,13 @@ func TestKumoPublishedMetricsReadBackFromCloudWatch(t *testing.T) {
 	ns := testenv.UniqueName(t, "ns") // isolates this test's metrics on the shared kumo
 
 	reg := metrics.NewRegistry(nil)
-	view := lifecycle.GroupView{Instances: []lifecycle.InstanceView{
+	view := model.GroupView{Instances: []model.InstanceView{
 		{ID: "i-1", ImageID: "ami-new", LifecycleState: "InService"},
 		{ID: "i-2", ImageID: "ami-old", LifecycleState: "InService"},
 		{ID: "i-3", ImageID: "ami-old", LifecycleState: "InService"},
 	}}
 	ro := state.Rollout{Group: group, Platform: platform, Phase: state.PhaseReplacing, TargetImageID: "ami-new"}
-	reg.TargetObserved(lifecycle.Target{Group: group, Platform: platform}, view, ro, nil)
+	reg.TargetObserved(model.Target{Group: group, Platform: platform}, view, ro, nil)
 	retire(reg, 0)
 	var st events.Stats
 	st.Processed.Store(5)

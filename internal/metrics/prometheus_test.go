@@ -10,15 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
 func TestPrometheusExposition(t *testing.T) {
 	reg := metrics.NewRegistry(nil)
-	reg.TargetObserved(lifecycle.Target{Group: `we"ird\asg`, Platform: platform}, lifecycle.GroupView{Instances: []lifecycle.InstanceView{
-		{ID: "i-1", ImageID: "ami-1", LifecycleState: "InService"}}}, state.Rollout{}, &lifecycle.ResolvedAMI{ImageID: "ami-1"})
+	reg.TargetObserved(model.Target{Group: `we"ird\asg`, Platform: platform}, model.GroupView{Instances: []model.InstanceView{
+		{ID: "i-1", ImageID: "ami-1", LifecycleState: "InService"}}}, state.Rollout{}, &model.ResolvedAMI{ImageID: "ami-1"})
 	retire(reg, 0)
 	retire(reg, 1)
 	var st events.Stats

@@ -16,8 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -105,7 +106,7 @@ func TestCountersArePublishedAsIncreasesSinceTheLastSuccessfulPublish(t *testing
 
 func TestDatumsCarryNamespaceUnitsAndDimensionsButNoTimestamp(t *testing.T) {
 	reg := metrics.NewRegistry(nil)
-	reg.TargetObserved(lifecycle.Target{Group: group, Platform: platform}, lifecycle.GroupView{}, rec(state.PhaseReplacing, ""), nil)
+	reg.TargetObserved(model.Target{Group: group, Platform: platform}, model.GroupView{}, rec(state.PhaseReplacing, ""), nil)
 	cw := &fakeCloudWatch{}
 	require.NoError(t, (&metrics.Publisher{API: cw, Registry: reg}).Publish(context.Background()))
 	in := cw.calls[0]
@@ -130,7 +131,7 @@ func TestPublishSplitsIntoCallsOfAtMost1000Datums(t *testing.T) {
 	for i := range groups {
 		g := fmt.Sprintf("asg-%03d", i)
 		ro := state.Rollout{Group: g, Platform: platform, Phase: state.PhaseCompleted, TargetImageID: "ami-1", SourceModified: t0}
-		reg.TargetObserved(lifecycle.Target{Group: g, Platform: platform}, lifecycle.GroupView{}, ro, nil)
+		reg.TargetObserved(model.Target{Group: g, Platform: platform}, model.GroupView{}, ro, nil)
 	}
 	total := len(reg.Collect())
 	require.Greater(t, total, metrics.MaxDatumsPerCall)
@@ -172,10 +173,10 @@ func TestRunPublishesEveryIntervalAndOnceMoreWhenStopped(t *testing.T) {
 // third dimension Reason in CloudWatch and a reason label in Prometheus (field case C20).
 func TestC20AMIRejectedCarriesTheReasonDimension(t *testing.T) {
 	reg := metrics.NewRegistry(nil)
-	tg := lifecycle.Target{Group: group, Platform: platform}
-	reg.AMIRejected(tg, rec(state.PhaseWaiting, ""), lifecycle.AMIRejection{Reason: lifecycle.RejectOwnerNotAllowed})
-	reg.AMIRejected(tg, rec(state.PhaseWaiting, ""), lifecycle.AMIRejection{Reason: lifecycle.RejectOwnerNotAllowed})
-	reg.AMIRejected(tg, rec(state.PhaseWaiting, ""), lifecycle.AMIRejection{Reason: lifecycle.RejectOSFamilyChange})
+	tg := model.Target{Group: group, Platform: platform}
+	reg.AMIRejected(tg, rec(state.PhaseWaiting, ""), model.AMIRejection{Reason: providers.RejectOwnerNotAllowed})
+	reg.AMIRejected(tg, rec(state.PhaseWaiting, ""), model.AMIRejection{Reason: providers.RejectOwnerNotAllowed})
+	reg.AMIRejected(tg, rec(state.PhaseWaiting, ""), model.AMIRejection{Reason: providers.RejectOSFamilyChange})
 	cw := &fakeCloudWatch{}
 	require.NoError(t, (&metrics.Publisher{API: cw, Registry: reg}).Publish(context.Background()))
 	got := map[string]float64{}
@@ -187,7 +188,7 @@ func TestC20AMIRejectedCarriesTheReasonDimension(t *testing.T) {
 		require.Equal(t, "Reason", aws.ToString(d.Dimensions[2].Name))
 		got[aws.ToString(d.Dimensions[2].Value)] = aws.ToFloat64(d.Value)
 	}
-	require.Equal(t, map[string]float64{lifecycle.RejectOwnerNotAllowed: 2, lifecycle.RejectOSFamilyChange: 1}, got)
+	require.Equal(t, map[string]float64{providers.RejectOwnerNotAllowed: 2, providers.RejectOSFamilyChange: 1}, got)
 	var b strings.Builder
 	require.NoError(t, reg.WritePrometheus(&b))
 	require.Contains(t, b.String(), `patch_agent_ami_rejected_total{group="web-asg",platform="ecs",reason="OwnerNotAllowed"} 2`)

@@ -8,8 +8,9 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -75,7 +76,7 @@ func (r *Registry) now() time.Time {
 	return r.Clock.Now()
 }
 
-var _ lifecycle.Observer = (*Registry)(nil)
+var _ model.Observer = (*Registry)(nil)
 
 // group returns the state of name, creating it; the caller holds r.mu.
 func (r *Registry) group(name, platform string) *groupState {
@@ -119,7 +120,7 @@ func (r *Registry) RolloutTransition(prev, next state.Rollout, _ string) {
 
 // TargetObserved implements lifecycle.Observer: instance counts against the target AMI (the rollout's
 // target, else the AMI the source names) and the phase gauges.
-func (r *Registry) TargetObserved(t lifecycle.Target, v lifecycle.GroupView, ro state.Rollout, ami *lifecycle.ResolvedAMI) {
+func (r *Registry) TargetObserved(t model.Target, v model.GroupView, ro state.Rollout, ami *model.ResolvedAMI) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.group(t.Group, t.Platform)
@@ -157,7 +158,7 @@ func (r *Registry) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 
 // LifecycleMessageRejected implements lifecycle.Observer: LifecycleMessagesRejected by reason. Not per group:
 // the group a rejected message names is a claim, and series are not made from claims.
-func (r *Registry) LifecycleMessageRejected(rej lifecycle.Rejection) {
+func (r *Registry) LifecycleMessageRejected(rej model.Rejection) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.rejected == nil {
@@ -167,7 +168,7 @@ func (r *Registry) LifecycleMessageRejected(rej lifecycle.Rejection) {
 }
 
 // AMIRejected implements lifecycle.AMIRejectionObserver: the AMIRejected counter of the group and reason.
-func (r *Registry) AMIRejected(t lifecycle.Target, _ state.Rollout, rej lifecycle.AMIRejection) {
+func (r *Registry) AMIRejected(t model.Target, _ state.Rollout, rej model.AMIRejection) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.group(t.Group, t.Platform)
@@ -177,10 +178,10 @@ func (r *Registry) AMIRejected(t lifecycle.Target, _ state.Rollout, rej lifecycl
 	g.rejected[rej.Reason]++
 }
 
-var _ lifecycle.AMIRejectionObserver = (*Registry)(nil)
+var _ model.AMIRejectionObserver = (*Registry)(nil)
 
 // Alert implements lifecycle.AlertObserver: the Alerts counter of the group and kind.
-func (r *Registry) Alert(a lifecycle.Alert) {
+func (r *Registry) Alert(a model.Alert) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.group(a.Target.Group, a.Target.Platform)
@@ -188,12 +189,12 @@ func (r *Registry) Alert(a lifecycle.Alert) {
 		g.alerts = map[string]int64{}
 	}
 	g.alerts[a.Kind]++
-	if a.Kind == lifecycle.AlertSetBack {
+	if a.Kind == engine.AlertSetBack {
 		g.setBacks++
 	}
 }
 
-var _ lifecycle.AlertObserver = (*Registry)(nil)
+var _ model.AlertObserver = (*Registry)(nil)
 
 func (g *groupState) setPhase(ro state.Rollout) {
 	g.phaseKnown = true

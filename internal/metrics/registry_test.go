@@ -12,8 +12,8 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
 )
@@ -147,22 +147,22 @@ func TestDrainSecondsIsTheLastTerminatingActionsDrain(t *testing.T) {
 }
 
 func TestInstanceCountsAgainstTheTarget(t *testing.T) {
-	view := lifecycle.GroupView{Name: group, Instances: []lifecycle.InstanceView{
+	view := model.GroupView{Name: group, Instances: []model.InstanceView{
 		{ID: "i-1", ImageID: demo.ImageA, LifecycleState: "InService"},
 		{ID: "i-2", ImageID: demo.ImageA, LifecycleState: "Terminating:Wait"}, // leaving: not outdated
 		{ID: "i-3", ImageID: demo.ImageB, LifecycleState: "InService"},
 		{ID: "i-4", ImageID: demo.ImageB, LifecycleState: "Pending"}, // a new instance: on target, not in service yet
 	}}
-	target := lifecycle.Target{Group: group, Platform: platform, Cluster: "c1"}
+	target := model.Target{Group: group, Platform: platform, Cluster: "c1"}
 	for _, tc := range []struct {
 		name     string
 		rollout  state.Rollout
-		ami      *lifecycle.ResolvedAMI
+		ami      *model.ResolvedAMI
 		onTarget float64
 		outdated float64
 	}{
 		{"the rollout's target counts", rec(state.PhaseReplacing, ""), nil, 1, 1},
-		{"without a rollout the source's AMI is the target", state.Rollout{}, &lifecycle.ResolvedAMI{ImageID: demo.ImageA}, 1, 2},
+		{"without a rollout the source's AMI is the target", state.Rollout{}, &model.ResolvedAMI{ImageID: demo.ImageA}, 1, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := metrics.NewRegistry(nil)
@@ -196,7 +196,7 @@ func TestGaugesOfAGroupNoLongerObservedAreLeftOutCountersKept(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(t0)
 	r := metrics.NewRegistry(clk)
 	r.StaleAfter = 10 * time.Minute
-	r.TargetObserved(lifecycle.Target{Group: group, Platform: platform}, lifecycle.GroupView{}, rec(state.PhaseCompleted, ""), nil)
+	r.TargetObserved(model.Target{Group: group, Platform: platform}, model.GroupView{}, rec(state.PhaseCompleted, ""), nil)
 	r.LifecycleActionCompleted(state.Hook{Group: group}, 0)
 	clk.SetTime(t0.Add(11 * time.Minute))
 	v := values(r)
@@ -232,7 +232,7 @@ func TestRegistryAfterACompletedDemoRollout(t *testing.T) {
 
 	_, err = w.RunUntil(ctx, tick, time.Minute, func() bool { return false })
 	require.NoError(t, err)
-	k := func(name string) string { return metrics.SeriesKey(name, demo.GroupName, lifecycle.PlatformECS) }
+	k := func(name string) string { return metrics.SeriesKey(name, demo.GroupName, model.PlatformECS) }
 	v := values(reg)
 	require.Equal(t, 3.0, v[k(metrics.InstancesOnTargetAMI)], "first sight: already on the source's AMI")
 	require.Equal(t, 0.0, v[k(metrics.RolloutInProgress)])

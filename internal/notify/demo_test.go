@@ -11,7 +11,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/notify"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -74,7 +74,7 @@ func rolloutKinds(t *testing.T, evs []sim.PublishedEvent) (kinds []string, lifec
 		if common.Group != demo.GroupName {
 			continue // the demo's other groups
 		}
-		require.Equal(t, lifecycle.PlatformECS, common.Platform)
+		require.Equal(t, model.PlatformECS, common.Platform)
 		require.Equal(t, demo.Cluster, common.Cluster)
 		switch e.DetailType {
 		case notify.DetailTypeRollout:
@@ -109,7 +109,7 @@ func TestABadAMIAnnouncesTheRollbackAndItsEnd(t *testing.T) {
 }
 
 func TestASoakWaitIsAnnouncedOnceWhileItsRemainingTimeChanges(t *testing.T) {
-	evs := runDemo(t, map[string]string{lifecycle.TagMinAMIAge: "48h"}, nil, func(r state.Rollout) bool {
+	evs := runDemo(t, map[string]string{model.TagMinAMIAge: "48h"}, nil, func(r state.Rollout) bool {
 		return r.Phase == state.PhaseWaiting && r.UpdatedAt.Sub(r.DetectedAt) > 30*time.Minute
 	})
 	kinds, _ := rolloutKinds(t, evs)

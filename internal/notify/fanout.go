@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -14,12 +14,12 @@ import (
 // the agent takes one lifecycle.Observer. A panicking observer is logged and skipped: observers must never
 // fail the agent's work.
 type FanOut struct {
-	Observers []lifecycle.Observer
+	Observers []model.Observer
 	// Log receives observer panics; nil discards them.
 	Log *zap.Logger
 }
 
-var _ lifecycle.Observer = FanOut{}
+var _ model.Observer = FanOut{}
 
 // RolloutTransition implements lifecycle.Observer.
 func (f FanOut) RolloutTransition(prev, next state.Rollout, what string) {
@@ -29,7 +29,7 @@ func (f FanOut) RolloutTransition(prev, next state.Rollout, what string) {
 }
 
 // TargetObserved implements lifecycle.Observer.
-func (f FanOut) TargetObserved(t lifecycle.Target, v lifecycle.GroupView, r state.Rollout, ami *lifecycle.ResolvedAMI) {
+func (f FanOut) TargetObserved(t model.Target, v model.GroupView, r state.Rollout, ami *model.ResolvedAMI) {
 	for _, o := range f.Observers {
 		f.call("TargetObserved", func() { o.TargetObserved(t, v, r, ami) })
 	}
@@ -43,33 +43,33 @@ func (f FanOut) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 }
 
 // LifecycleMessageRejected implements lifecycle.Observer.
-func (f FanOut) LifecycleMessageRejected(r lifecycle.Rejection) {
+func (f FanOut) LifecycleMessageRejected(r model.Rejection) {
 	for _, o := range f.Observers {
 		f.call("LifecycleMessageRejected", func() { o.LifecycleMessageRejected(r) })
 	}
 }
 
 // AMIRejected implements lifecycle.AMIRejectionObserver: it is passed to the observers that implement it.
-func (f FanOut) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycle.AMIRejection) {
+func (f FanOut) AMIRejected(t model.Target, r state.Rollout, rej model.AMIRejection) {
 	for _, o := range f.Observers {
-		if ro, ok := o.(lifecycle.AMIRejectionObserver); ok {
+		if ro, ok := o.(model.AMIRejectionObserver); ok {
 			f.call("AMIRejected", func() { ro.AMIRejected(t, r, rej) })
 		}
 	}
 }
 
-var _ lifecycle.AMIRejectionObserver = FanOut{}
+var _ model.AMIRejectionObserver = FanOut{}
 
 // Alert implements lifecycle.AlertObserver: it is passed to the observers that implement it.
-func (f FanOut) Alert(a lifecycle.Alert) {
+func (f FanOut) Alert(a model.Alert) {
 	for _, o := range f.Observers {
-		if ao, ok := o.(lifecycle.AlertObserver); ok {
+		if ao, ok := o.(model.AlertObserver); ok {
 			f.call("Alert", func() { ao.Alert(a) })
 		}
 	}
 }
 
-var _ lifecycle.AlertObserver = FanOut{}
+var _ model.AlertObserver = FanOut{}
 
 func (f FanOut) call(what string, fn func()) {
 	defer func() {

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/notify"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
@@ -51,7 +51,7 @@ func TestKumoNotificationsReachAQueueThroughARuleOnTheSource(t *testing.T) {
 	prev.Group = name
 	next := prev
 	next.Phase, next.Reason = state.PhaseRollingBack, "failed: replacement i-5 not healthy after 10m0s"
-	n.TargetObserved(lifecycle.Target{Group: name, Platform: platform, Cluster: "c1"}, lifecycle.GroupView{}, prev, nil)
+	n.TargetObserved(model.Target{Group: name, Platform: platform, Cluster: "c1"}, model.GroupView{}, prev, nil)
 	n.RolloutTransition(prev, next, "rolling-back")
 	n.LifecycleActionCompleted(state.Hook{Group: name, HookName: "patch-agent-drain", InstanceID: "i-1",
 		Transition: events.TransitionTerminating, Result: "CONTINUE", CompletedAt: t0}, 40*time.Second)

@@ -14,8 +14,9 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"go.uber.org/zap"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -73,7 +74,7 @@ const (
 	fieldDetail     = "detail"
 )
 
-var _ lifecycle.Observer = (*Notifier)(nil)
+var _ model.Observer = (*Notifier)(nil)
 
 // New returns a Notifier sending through api. Start Run to send; without Run, Flush sends what is queued.
 func New(api PutEventsAPI, o Options) *Notifier {
@@ -142,7 +143,7 @@ func (n *Notifier) RolloutTransition(prev, next state.Rollout, _ string) {
 
 // AMIRejected implements lifecycle.AMIRejectionObserver: it queues a "Rollout State Change" event of kind
 // ami-rejected.
-func (n *Notifier) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycle.AMIRejection) {
+func (n *Notifier) AMIRejected(t model.Target, r state.Rollout, rej model.AMIRejection) {
 	n.mu.Lock()
 	n.remember(t.Group, t.Platform, t.Cluster)
 	n.mu.Unlock()
@@ -156,10 +157,10 @@ func (n *Notifier) AMIRejected(t lifecycle.Target, r state.Rollout, rej lifecycl
 		At: at.UTC(), RejectReason: rej.Reason})
 }
 
-var _ lifecycle.AMIRejectionObserver = (*Notifier)(nil)
+var _ model.AMIRejectionObserver = (*Notifier)(nil)
 
 // Alert implements lifecycle.AlertObserver: it queues a "Patch Agent Alert" event.
-func (n *Notifier) Alert(a lifecycle.Alert) {
+func (n *Notifier) Alert(a model.Alert) {
 	n.mu.Lock()
 	n.remember(a.Target.Group, a.Target.Platform, a.Target.Cluster)
 	t := n.targets[a.Target.Group]
@@ -172,10 +173,10 @@ func (n *Notifier) Alert(a lifecycle.Alert) {
 		Platform: t.platform, Cluster: t.cluster, Detail: a.Detail, Who: a.Who, ImageID: a.ImageID, At: at.UTC(), AgentVersion: n.agent})
 }
 
-var _ lifecycle.AlertObserver = (*Notifier)(nil)
+var _ model.AlertObserver = (*Notifier)(nil)
 
 // TargetObserved implements lifecycle.Observer: it only learns the group's platform and cluster.
-func (n *Notifier) TargetObserved(t lifecycle.Target, _ lifecycle.GroupView, _ state.Rollout, _ *lifecycle.ResolvedAMI) {
+func (n *Notifier) TargetObserved(t model.Target, _ model.GroupView, _ state.Rollout, _ *model.ResolvedAMI) {
 	n.mu.Lock()
 	n.remember(t.Group, t.Platform, t.Cluster)
 	n.mu.Unlock()
@@ -198,8 +199,8 @@ func (n *Notifier) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 // LifecycleMessageRejected implements lifecycle.Observer: it queues a "Lifecycle Message Rejected" event,
 // except for messages of groups the agent does not manage (field case C3: routine on a shared queue; they are
 // counted by the metrics only).
-func (n *Notifier) LifecycleMessageRejected(r lifecycle.Rejection) {
-	if r.Reason == lifecycle.RejectGroupNotManaged {
+func (n *Notifier) LifecycleMessageRejected(r model.Rejection) {
+	if r.Reason == lifecycleaction.RejectGroupNotManaged {
 		return
 	}
 	at := r.At

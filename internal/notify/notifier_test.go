@@ -14,8 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/notify"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -168,15 +169,15 @@ func TestC20AMIRejectedIsAnnouncedWithItsReason(t *testing.T) {
 	eb := &fakeEventBridge{}
 	n := notify.New(eb, notify.Options{})
 	r := rec(state.PhaseWaiting, "AMI refused: ami-0b is arm64 but the group can launch m5.large (x86_64) (ArchitectureMismatch)")
-	rej := lifecycle.AMIRejection{ImageID: imageB, Reason: lifecycle.RejectArchitectureMismatch, Detail: "is arm64"}
-	notify.FanOut{Observers: []lifecycle.Observer{lifecycle.NopObserver{}, n}}.AMIRejected(
-		lifecycle.Target{Group: group, Platform: platform, Cluster: "c1"}, r, rej)
+	rej := model.AMIRejection{ImageID: imageB, Reason: providers.RejectArchitectureMismatch, Detail: "is arm64"}
+	notify.FanOut{Observers: []model.Observer{model.NopObserver{}, n}}.AMIRejected(
+		model.Target{Group: group, Platform: platform, Cluster: "c1"}, r, rej)
 	require.NoError(t, n.Flush(context.Background()))
 	require.Len(t, eb.entries, 1)
 	var d notify.RolloutDetail
 	require.NoError(t, json.Unmarshal([]byte(aws.ToString(eb.entries[0].Detail)), &d))
 	require.Equal(t, notify.EventAMIRejected, d.Event)
-	require.Equal(t, lifecycle.RejectArchitectureMismatch, d.RejectReason)
+	require.Equal(t, providers.RejectArchitectureMismatch, d.RejectReason)
 	require.Equal(t, r.Reason, d.Reason)
 	require.Equal(t, imageB, d.TargetImageID)
 	require.Equal(t, "Waiting", d.Phase)
@@ -185,7 +186,7 @@ func TestC20AMIRejectedIsAnnouncedWithItsReason(t *testing.T) {
 func TestLifecycleActionCompletedNamesTheGroupsPlatformAndCluster(t *testing.T) {
 	eb := &fakeEventBridge{}
 	n := notify.New(eb, notify.Options{AgentVersion: "v1.2.3"})
-	n.TargetObserved(lifecycle.Target{Group: group, Platform: platform, Cluster: "c1"}, lifecycle.GroupView{}, state.Rollout{}, nil)
+	n.TargetObserved(model.Target{Group: group, Platform: platform, Cluster: "c1"}, model.GroupView{}, state.Rollout{}, nil)
 	n.LifecycleActionCompleted(state.Hook{Group: group, HookName: "drain", InstanceID: "i-1", Transition: events.TransitionTerminating,
 		Result: "CONTINUE", CompletedAt: t0}, 95*time.Second)
 	require.NoError(t, n.Flush(context.Background()))
@@ -252,14 +253,14 @@ func TestRunBatchesAndFlushesOnShutdown(t *testing.T) {
 	require.Zero(t, failed)
 }
 
-type panicky struct{ lifecycle.NopObserver }
+type panicky struct{ model.NopObserver }
 
 func (panicky) RolloutTransition(state.Rollout, state.Rollout, string) { panic("bug in an observer") }
 
 func TestFanOutSurvivesAPanickingObserver(t *testing.T) {
 	eb := &fakeEventBridge{}
 	n := notify.New(eb, notify.Options{})
-	f := notify.FanOut{Observers: []lifecycle.Observer{panicky{}, n}}
+	f := notify.FanOut{Observers: []model.Observer{panicky{}, n}}
 	require.NotPanics(t, func() {
 		f.RolloutTransition(rec(state.PhaseVerifying, ""), rec(state.PhaseCompleted, ""), "rollout completed")
 	})

@@ -29,7 +29,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/health"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 )
 
 // Names of the checks, in the order they run.
@@ -217,18 +217,18 @@ func table(ctx context.Context, t Target) (string, error) {
 // discovery makes the first call of every reconcile tick, one page of one group: the opted-in groups.
 func discovery(ctx context.Context, t Target) (string, error) {
 	out, err := t.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{
-		Filters:    []astypes.Filter{{Name: aws.String("tag-key"), Values: []string{lifecycle.TagEnabled}}},
+		Filters:    []astypes.Filter{{Name: aws.String("tag-key"), Values: []string{model.TagEnabled}}},
 		MaxRecords: aws.Int32(1)})
 	if err != nil {
 		return "", fmt.Errorf("DescribeAutoScalingGroups: %w", err)
 	}
 	if len(out.AutoScalingGroups) == 0 {
-		return "DescribeAutoScalingGroups allowed; no group tagged " + lifecycle.TagEnabled + " yet", nil
+		return "DescribeAutoScalingGroups allowed; no group tagged " + model.TagEnabled + " yet", nil
 	}
 	more := ""
 	if out.NextToken != nil {
 		more = " and more"
 	}
-	return fmt.Sprintf("DescribeAutoScalingGroups allowed; groups tagged %s: %s%s", lifecycle.TagEnabled,
+	return fmt.Sprintf("DescribeAutoScalingGroups allowed; groups tagged %s: %s%s", model.TagEnabled,
 		aws.ToString(out.AutoScalingGroups[0].AutoScalingGroupName), more), nil
 }

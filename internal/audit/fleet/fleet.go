@@ -6,14 +6,15 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"time"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"time"
 
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/patch-agent/patch-agent/internal/audit"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
 
@@ -148,7 +149,7 @@ func AddHardCodedECS(a *sim.Account, g Group) error {
 // "resolve:ssm:<param>": new instances get the AMI param names, running ones keep theirs.
 func AddResolveSSMECS(a *sim.Account, g Group, param string) error {
 	lt := a.CreateLaunchTemplate(g.Name+"-lt", g.Image, g.InstanceType)
-	s := g.spec(lt, map[string]string{lifecycle.TagPlatform: lifecycle.PlatformECS, lifecycle.TagCluster: g.Cluster})
+	s := g.spec(lt, map[string]string{model.TagPlatform: model.PlatformECS, model.TagCluster: g.Cluster})
 	s.ECSCluster = g.Cluster
 	if err := a.CreateGroup(s); err != nil {
 		return err
@@ -196,8 +197,8 @@ func AddPatchAgentECSWithoutHooks(a *sim.Account, g Group, param string) error {
 
 func patchAgentECSSpec(a *sim.Account, g Group, param string) sim.GroupSpec {
 	lt := a.CreateLaunchTemplate(g.Name+"-lt", g.Image, g.InstanceType)
-	s := g.spec(lt, map[string]string{lifecycle.TagEnabled: "true", lifecycle.TagPlatform: lifecycle.PlatformECS,
-		lifecycle.TagCluster: g.Cluster, lifecycle.TagParameter: param})
+	s := g.spec(lt, map[string]string{model.TagEnabled: "true", model.TagPlatform: model.PlatformECS,
+		model.TagCluster: g.Cluster, model.TagParameter: param})
 	s.ECSCluster = g.Cluster
 	return s
 }
@@ -208,7 +209,7 @@ func AddLaunchConfigurationECS(a *sim.Account, g Group) error {
 	if err := a.CreateLaunchConfiguration(g.Name+"-lc", g.Image, g.InstanceType); err != nil {
 		return err
 	}
-	s := g.spec("", map[string]string{lifecycle.TagPlatform: lifecycle.PlatformECS, lifecycle.TagCluster: g.Cluster})
+	s := g.spec("", map[string]string{model.TagPlatform: model.PlatformECS, model.TagCluster: g.Cluster})
 	s.LaunchTemplateID, s.ECSCluster = "", g.Cluster
 	return a.CreateGroupOnLaunchConfiguration(s, g.Name+"-lc")
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
 // maxImageIDsPerCall is how many AMI ids go in one DescribeImages image-id filter (the live audit's 100).
@@ -65,7 +65,7 @@ func describe(ctx context.Context, api awsapi.ReadOnlyEC2, r *Report, now time.T
 
 func imageFacts(img ec2types.Image, now time.Time) *Image {
 	out := &Image{Name: aws.ToString(img.Name), Owner: aws.ToString(img.ImageOwnerAlias), Architecture: string(img.Architecture),
-		OSFamily: lifecycle.DescribeOSFamily(img)}
+		OSFamily: providers.DescribeOSFamily(img)}
 	if out.Owner == "" {
 		out.Owner = aws.ToString(img.OwnerId)
 	}

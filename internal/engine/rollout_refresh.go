@@ -1,0 +1,738 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// The rollout by instance refresh (strategy "refresh"): Auto Scaling replaces, the agent decides. After the
+// gates and a launch template version N with the explicit AMI id, one StartInstanceRefresh replaces the
+// group's instances onto version N, launching before it terminates, and never changes the desired capacity
+// (Amazon EC2 Auto Scaling User Guide, "Use an instance refresh to update instances in an Auto Scaling
+// group"; API Reference, StartInstanceRefresh and RefreshPreferences). The agent never writes desired
+// capacity, MaxSize or scale-in protection of such a group: each new instance waits in Pending:Wait on the
+// agent's launching hook until it serves in its cluster, and each old one in Terminating:Wait on its
+// terminating hook while it is drained (hooks.go).
+//
+//	Detected/Waiting ─(gates; the agent's launching and terminating hooks present)─► Preparing
+//	Preparing ─(version N; intent recorded)─► Replacing/InstanceRefresh
+//	Replacing/InstanceRefresh ─(StartInstanceRefresh, or the active refresh naming version N adopted; id recorded)
+//	     Successful ─► Verifying ─► Completed
+//	     pause, window end, revoked approval: CancelInstanceRefresh ─(Cancelled)─► Waiting
+//	     newer AMI: CancelInstanceRefresh ─(Cancelled)─► Detected
+//	     Failed, ABANDONed launch, alarm ─► RollingBack/InstanceRefresh (RollbackInstanceRefresh while allowed,
+//	          else a refresh back to the previous version) ─► RolledBack; or Halted/InstanceRefresh
+//	     a drain held at its deadline: CancelInstanceRefresh, not waiting for it ─(Cancelled)─► Halted/InstanceRefresh
+//
+// A refresh the agent did not start is never cancelled: the rollout waits and says whose refresh holds the group.
+
+// maxRefreshAlarms is how many alarms an AlarmSpecification takes (API Reference, AlarmSpecification: up to
+// 10); the target's other alarms are polled by the agent.
+const maxRefreshAlarms = 10
+
+// refreshHookCommand is the CLI command that adds a missing hook of the agent's (docs/deploy.md).
+func refreshHookCommand(group, transition string) string {
+	name, result := "patch-agent-drain", "CONTINUE"
+	if transition == transitionLaunching {
+		name, result = "patch-agent-launch", "ABANDON"
+	}
+	return fmt.Sprintf("aws autoscaling put-lifecycle-hook --auto-scaling-group-name %s --lifecycle-hook-name %s "+
+		"--lifecycle-transition %s --heartbeat-timeout 300 --default-result %s", group, name, transition, result)
+}
+
+const (
+	transitionLaunching   = "autoscaling:EC2_INSTANCE_LAUNCHING"
+	transitionTerminating = "autoscaling:EC2_INSTANCE_TERMINATING"
+)
+
+// refreshHooks returns the agent's launching and terminating hooks of the group and, when the group lacks the
+// agent's launching hook or a terminating hook that drains (the agent's, or ECS's managed draining hook), a
+// reason naming the missing hook and the command that adds it. An instance refresh without them would put
+// instances in service before they serve and terminate them undrained.
+func (o *Orchestrator) refreshHooks(ctx context.Context, group string, tags map[string]string) (launching, terminating, missing string, err error) {
+	hooks, err := providers.DescribeGroupHooks(ctx, o.AutoScaling, group)
+	if err != nil {
+		return "", "", "", err
+	}
+	launching, terminating, missing = RefreshHooks(group, hooks, model.HookOwnership{QueueURL: o.QueueURL, Listed: model.ParseLifecycleHooksTag(tags)})
+	return launching, terminating, missing, nil
+}
+
+// RefreshHooks judges a group's lifecycle hooks (DescribeGroupHooks) for a rollout by instance refresh: the
+// names of the agent's launching and terminating hooks ("" for a terminating hook when only ECS's managed
+// draining hook drains), and "" or the reason the group is not rolled, naming each missing hook with the
+// command that adds it. A terminating hook is the agent's or ECS's managed draining hook. With own.QueueURL ""
+// (an audit, which does not know the agent's queue) any hook of the right transition counts.
+func RefreshHooks(group string, hooks []model.GroupHook, own model.HookOwnership) (launching, terminatingHook, missing string) {
+	terminating := false
+	foreign := map[string][]string{} // transition -> why each hook of it is not the agent's
+	for _, h := range hooks {
+		if h.Name == model.ECSManagedDrainingHookName {
+			terminating = true // ECS drains each terminating instance on its own hook; the agent only watches
+			continue
+		}
+		if owned, why := model.HookOwned(h, own); !owned && own.QueueURL != "" {
+			foreign[h.Transition] = append(foreign[h.Transition], why)
+			continue
+		}
+		switch h.Transition {
+		case transitionLaunching:
+			if launching == "" {
+				launching = h.Name
+			}
+		case transitionTerminating:
+			terminating = true
+			if terminatingHook == "" {
+				terminatingHook = h.Name
+			}
+		}
+	}
+	// A hook of the transition that is not the agent's is named with why: a group tagged TagLifecycleHooks
+	// before it had the agent's launching hook lists only the terminating one, and the fix is the tag.
+	whyNot := func(transition string) string {
+		if len(foreign[transition]) == 0 {
+			return ""
+		}
+		return " (" + strings.Join(foreign[transition], "; ") + ")"
+	}
+	var lacks []string
+	if launching == "" {
+		lacks = append(lacks, "no launching lifecycle hook of the agent's (new instances would count as healthy before they serve)"+
+			whyNot(transitionLaunching)+": "+refreshHookCommand(group, transitionLaunching))
+	}
+	if !terminating {
+		lacks = append(lacks, "no terminating lifecycle hook of the agent's (old instances would be terminated undrained)"+
+			whyNot(transitionTerminating)+": "+refreshHookCommand(group, transitionTerminating))
+	}
+	if len(lacks) > 0 {
+		missing = "instance refresh needs the agent's lifecycle hooks: " + strings.Join(lacks, "; ") + " (docs/deploy.md)"
+	}
+	return launching, terminatingHook, missing
+}
+
+// maxHealthyPercentage is 100 + ceil(100 x batch / desired), at most 200 (API Reference, RefreshPreferences:
+// MaxHealthyPercentage 100 to 200). Where both bounds cannot be honoured at MinHealthyPercentage 100, Auto
+// Scaling launches one instance before it terminates one.
+func maxHealthyPercentage(batch int, desired int32) int32 {
+	if desired < 1 {
+		return 200
+	}
+	return min(200, 100+int32((100*batch+int(desired)-1)/int(desired)))
+}
+
+// prepareRefresh creates (or finds again) launch template version N with the target AMI and records the
+// intent of the refresh (-> Replacing/InstanceRefresh). The group keeps its own launch template reference:
+// the refresh's DesiredConfiguration names version N, and the group takes it when the refresh succeeds, so a
+// rollback returns to the version the group had.
+func (o *Orchestrator) prepareRefresh(ctx context.Context, t model.Target, v model.GroupView, r state.Rollout) (state.Rollout, error) {
+	if err := o.guardEffect(ctx, &r, "prepare the launch template"); err != nil {
+		return r, err
+	}
+	ref, err := providers.TemplateRef(v.Group)
+	if err != nil {
+		return o.halt(ctx, r, err.Error(), false)
+	}
+	why := fmt.Sprintf("AMI %s from %s version %d", r.TargetImageID, r.Source, r.SourceVersion)
+	tv, err := o.Templates.EnsureVersion(ctx, ref, r.TargetImageID, why)
+	if err != nil {
+		return r, err
+	}
+	prev := ref
+	if r.PreviousTemplate != nil {
+		prev = *r.PreviousTemplate
+	}
+	pv, err := o.Templates.Resolve(ctx, prev)
+	if err != nil {
+		return r, err
+	}
+	launching, terminating := "", ""
+	if r.Refresh != nil {
+		launching, terminating = r.Refresh.LaunchingHook, r.Refresh.TerminatingHook
+	}
+	r.NewTemplateVersion = strconv.FormatInt(tv.Number, 10)
+	r.Refresh = &state.RefreshProgress{LaunchTemplateID: ref.ID, LaunchTemplateName: ref.Name, MixedInstances: ref.MixedInstances,
+		Version: r.NewTemplateVersion, PreviousVersion: strconv.FormatInt(pv.Number, 10), LaunchingHook: launching,
+		TerminatingHook: terminating}
+	refreshPreferences(t, v, r.Refresh, r.TargetImageID)
+	// Instances past the maximum instance age run the target AMI already: the refresh replaces every instance.
+	r.Refresh.ReplaceAll = r.Trigger == TriggerMaxInstanceAge
+	return o.refreshIntent(ctx, r, "instance refresh to launch template version "+r.NewTemplateVersion+" recorded")
+}
+
+// refreshPreferences records the preferences of the next refresh, decided at its start: MinHealthyPercentage
+// 100, MaxHealthyPercentage 100 + ceil(100 x batch / desired), the group's warm-up, at most 10 alarms, whether
+// the group already runs the refresh's version (GroupOnVersion), and the target's canary (canary.go) when
+// canaryOf names the rollout's AMI and no instance runs it yet; "" for a refresh that replaces the rest.
+func refreshPreferences(t model.Target, v model.GroupView, p *state.RefreshProgress, canaryOf string) {
+	ref, err := providers.TemplateRef(v.Group)
+	p.GroupOnVersion = err == nil && ref.Version == p.Version
+	p.CanaryPercentage, p.CanaryBake = 0, 0
+	if canaryOf != "" && v.CountOnImage(canaryOf) == 0 {
+		if pct := model.CanaryCheckpoint(t.Policy.Canary, v.Desired); pct > 0 {
+			p.CanaryPercentage, p.CanaryBake = pct, int32(t.Policy.CanaryBake/time.Second)
+		}
+	}
+	batch := t.Policy.BatchSize.Of(v.Desired)
+	p.BatchSize, p.Desired = int32(batch), v.Desired
+	p.MinHealthyPercentage, p.MaxHealthyPercentage = 100, maxHealthyPercentage(batch, v.Desired)
+	p.InstanceWarmup = 0
+	if w := v.Group.DefaultInstanceWarmup; w != nil {
+		p.InstanceWarmup = *w
+	} else if g := v.Group.HealthCheckGracePeriod; g != nil {
+		p.InstanceWarmup = *g
+	}
+	p.Alarms = append([]string(nil), t.Policy.Alarms[:min(len(t.Policy.Alarms), maxRefreshAlarms)]...)
+	p.ReplaceProtected = providers.ECSManagesProtection(v.Group)
+	p.SpacingDelay = 0
+	if _, managed := providers.GroupTags(v.Group)[model.TagECSManaged]; managed {
+		p.SpacingDelay = int32(capacityProviderSpacing / time.Second)
+	}
+}
+
+// capacityProviderSpacing is the CheckpointDelay after each batch of a refresh of a group ECS managed scaling
+// owns. Amazon ECS Developer Guide, "Automatically manage Amazon ECS capacity with cluster auto scaling": ECS
+// publishes CapacityProviderReservation once a minute and scales in after 15 consecutive datapoints below
+// target. A refresh keeps one instance above the group's needs (launch before terminate); replacements chained
+// without a pause keep the metric below target for longer than 15 minutes, and ECS scales an empty replacement
+// in (the group shrinks, field case C23). The pause covers the old instance's last minutes in Terminating:Wait
+// and two datapoints with the group at M = N (100 %).
+const capacityProviderSpacing = 5 * time.Minute
+
+// refreshIntent records the intent of the next refresh (-> Replacing/InstanceRefresh, or RollingBack/
+// InstanceRefresh for a refresh back to the previous version), written before StartInstanceRefresh is sent:
+// its time tells the agent's refresh from an older one that names the same version.
+func (o *Orchestrator) refreshIntent(ctx context.Context, r state.Rollout, what string, history ...state.HistoryEntry) (state.Rollout, error) {
+	p := r.Refresh
+	p.StartedAt, p.ID, p.Status, p.StatusReason, p.PercentageComplete, p.InstancesToUpdate, p.Cancel = o.Clock.Now(), "", "", "", 0, 0, ""
+	r.Current = &state.Replacement{Step: state.StepInstanceRefresh, StepStartedAt: o.Clock.Now()}
+	if !p.Rollback {
+		r.Phase, r.Reason = state.PhaseReplacing, ""
+	}
+	return o.save(ctx, r, what, history...)
+}
+
+// rollBackByRefresh starts the rollback by a refresh of the agent's own to the previous launch template
+// version: the refresh that replaced onto the target has ended (or was never rolled back by Auto Scaling).
+func (o *Orchestrator) rollBackByRefresh(ctx context.Context, r state.Rollout, why string) (state.Rollout, error) {
+	p := r.Refresh
+	var history []state.HistoryEntry
+	if r.Phase != state.PhaseRollingBack {
+		history = append(history, o.refreshHistory(r, "rolling-back", why))
+	}
+	switch {
+	case strings.HasPrefix(r.Reason, "failed: "):
+	case r.Phase != state.PhaseRollingBack || r.Reason == "":
+		r.Reason = "failed: " + why
+	default:
+		// Already rolling back (a cancel made way for this refresh): the reason says what happens now, and
+		// why, rather than going back to the failure's own words.
+		r.Reason = "rolling back to launch template version " + p.PreviousVersion + " after: " + why +
+			"; next step: an instance refresh to that version"
+	}
+	r.Phase, p.Rollback, p.ByAPI = state.PhaseRollingBack, true, false
+	return o.refreshIntent(ctx, r, "rollback: instance refresh back to launch template version "+p.PreviousVersion, history...)
+}
+
+// startRefresh adopts the refresh of the recorded intent or starts it. StartInstanceRefresh takes no client
+// token, so a call whose answer was lost (a crash, a timeout) is found again: an active refresh whose
+// desired configuration names the recorded version, or one that names it and started after the intent was
+// written, is the agent's. Any other active refresh is someone else's: it is never cancelled, and the rollout
+// waits for it.
+func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model.GroupView, r state.Rollout) (state.Rollout, error) {
+	p := r.Refresh
+	all, err := o.refreshes().Describe(ctx, t.Group)
+	if err != nil {
+		return r, err
+	}
+	for _, ir := range all {
+		if ir.Names(p.LaunchTemplateID, p.LaunchTemplateName, p.TargetVersion()) && (ir.Active() || !ir.StartTime.Before(p.StartedAt)) {
+			p.ID = ir.ID
+			noteRefresh(p, ir)
+			return o.save(ctx, r, "instance refresh "+p.ID+" adopted (started before its id was recorded)")
+		}
+		if ir.Active() {
+			r.Reason = foreignReason(t.Group, ir)
+			if p.Rollback {
+				return r, errWait // a rollback keeps its intent and starts once the group is free
+			}
+			// Nothing of the agent's runs: the rollout waits (start looks at the refresh again, and only then
+			// goes through the gates to a new intent).
+			r.Phase, r.Current = state.PhaseWaiting, nil
+			return o.save(ctx, r, "waiting for instance refresh "+ir.ID+", which patch-agent did not start")
+		}
+	}
+	what := "StartInstanceRefresh (rollback to launch template version " + p.PreviousVersion + ")"
+	if !p.Rollback { // a rollback goes on through a pause and a closed window: it undoes what the rollout did
+		what = "StartInstanceRefresh"
+		if err := o.holdIfPaused(&r, what); err != nil {
+			return r, err
+		}
+		if err := o.guardEffect(ctx, &r, what); err != nil {
+			return r, err
+		}
+		if reason := o.runGate(ctx, t); reason != "" {
+			r.Reason = reason
+			return r, errWait
+		}
+	}
+	id, err := o.refreshes().Start(ctx, t.Group, p)
+	switch {
+	case errors.Is(err, providers.ErrRefreshInProgress):
+		r.Reason = "waiting: another instance refresh holds the group (" + providers.Truncate(err.Error(), 200) + ")"
+		return r, errWait
+	case err != nil:
+		return r, err
+	}
+	p.ID, p.Status = id, providers.RefreshPending
+	return o.save(ctx, r, what+" sent: instance refresh "+p.ID)
+}
+
+// foreignPrefix starts the reason of a rollout waiting for a refresh it did not start.
+const foreignPrefix = "waiting: instance refresh "
+
+// foreignReason says which refresh the agent did not start holds the group, its status, and who finishes it.
+func foreignReason(group string, ir providers.InstanceRefresh) string {
+	return fmt.Sprintf(foreignPrefix+"%s (%s: %s) was not started by patch-agent; whoever started it finishes it or cancels it "+
+		"(aws autoscaling cancel-instance-refresh --auto-scaling-group-name %s); patch-agent never cancels it",
+		ir.ID, ir.Status, providers.Truncate(ir.StatusReason, 200), group)
+}
+
+// foreignRefresh returns the reason to go on waiting for a refresh the agent did not start ("" once none is
+// active). It describes the group's refreshes only for a rollout that waits for one (r.Reason says so).
+func (o *Orchestrator) foreignRefresh(ctx context.Context, t model.Target, r state.Rollout) (string, error) {
+	if !strings.HasPrefix(r.Reason, foreignPrefix) {
+		return "", nil
+	}
+	all, err := o.refreshes().Describe(ctx, t.Group)
+	if err != nil {
+		return "", err
+	}
+	for _, ir := range all {
+		if ir.Active() {
+			return foreignReason(t.Group, ir), nil
+		}
+	}
+	return "", nil
+}
+
+// noteRefresh copies the refresh's status and progress to the record.
+func noteRefresh(p *state.RefreshProgress, ir providers.InstanceRefresh) {
+	p.Status, p.StatusReason = ir.Status, providers.Truncate(ir.StatusReason, 300)
+	p.PercentageComplete, p.InstancesToUpdate = ir.PercentageComplete, ir.ToUpdate
+}
+
+// refreshes is the provider of the instance refresh calls.
+func (o *Orchestrator) refreshes() providers.Refreshes {
+	return providers.Refreshes{API: o.AutoScaling}
+}
+
+// refreshText is the refresh as status shows it: id, status, percentage, instances left and AWS's reason.
+func refreshText(p *state.RefreshProgress) string {
+	s := fmt.Sprintf("instance refresh %s %s: %d%% complete, %d instance(s) to update", p.ID, p.Status, p.PercentageComplete, p.InstancesToUpdate)
+	if p.StatusReason != "" {
+		s += " (" + p.StatusReason + ")"
+	}
+	return s
+}
+
+// refreshStep follows the rollout's refresh (Replacing/InstanceRefresh or RollingBack/InstanceRefresh): it
+// sends it once, describes it (only this group, only while it is the agent's and active), and acts on what it
+// sees and on the gates.
+func (o *Orchestrator) refreshStep(ctx context.Context, t model.Target, v model.GroupView, ami *model.ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	p := r.Refresh
+	if p == nil {
+		return o.halt(ctx, r, "instance refresh rollout without its record", false)
+	}
+	if p.ID == "" {
+		return o.startRefresh(ctx, t, v, r)
+	}
+	found, err := o.describeRefresh(ctx, t.Group, p, v)
+	if err != nil {
+		return r, err
+	}
+	if len(found) == 0 {
+		return o.halt(ctx, r, "instance refresh "+p.ID+" is not described by Auto Scaling", false)
+	}
+	ir := found[0]
+	noteRefresh(p, ir)
+	if p.Rollback && p.ByAPI && !ir.Active() && ir.Status != providers.RefreshRollbackSuccessful && ir.Status != providers.RefreshRollbackFailed {
+		// The refresh ended before RollbackInstanceRefresh reached it: a refresh back to the previous version.
+		return o.rollBackByRefresh(ctx, r, rollbackWhy(r))
+	}
+	switch ir.Status {
+	case providers.RefreshSuccessful:
+		if p.Rollback {
+			return o.refreshRolledBack(ctx, r)
+		}
+		if p.Halt != "" { // it ended before the cancel that made way for the halt reached it
+			return o.haltRefresh(ctx, t, r, ir)
+		}
+		r.Phase, r.Current, r.Reason = state.PhaseVerifying, nil, ""
+		return o.save(ctx, r, "instance refresh "+p.ID+" Successful")
+	case providers.RefreshRollbackSuccessful:
+		return o.refreshRolledBack(ctx, r)
+	case providers.RefreshRollbackFailed:
+		return o.refreshHalted(ctx, r, "rollback of instance refresh "+p.ID+" failed: "+p.StatusReason)
+	case providers.RefreshFailed:
+		if p.Rollback {
+			return o.refreshHalted(ctx, r, "rollback refresh "+p.ID+" to launch template version "+p.PreviousVersion+" failed: "+p.StatusReason)
+		}
+		if p.Halt == "" {
+			p.Halt = "instance refresh " + p.ID + " failed: " + p.StatusReason
+		}
+		return o.haltRefresh(ctx, t, r, ir)
+	case providers.RefreshCancelled:
+		return o.refreshCancelled(ctx, t, v, ami, r)
+	case providers.RefreshCancelling:
+		r.Reason = "cancelling " + refreshText(p) + ": the agent completes the lifecycle actions in flight"
+		return r, errWait
+	case providers.RefreshRollbackInProgress:
+		if !p.Rollback { // rolled back by someone else (or Auto Scaling): the rollout follows it
+			p.Rollback, p.ByAPI = true, true
+			r.Phase = state.PhaseRollingBack
+			return o.save(ctx, r, "instance refresh "+p.ID+" rolling back outside the agent")
+		}
+		r.Reason = "rolling back: " + refreshText(p)
+		return r, errWait
+	}
+	// Pending, InProgress, Baking.
+	if p.Cancel != "" { // the cancel was recorded and not seen through yet (a crash, an error)
+		return o.cancelRefresh(ctx, t, r, p.Cancel)
+	}
+	if p.Rollback {
+		if p.ByAPI {
+			return o.rollbackRefresh(ctx, t, r)
+		}
+		r.Reason = "rolling back to launch template version " + p.PreviousVersion + ": " + refreshText(p)
+		return r, errWait
+	}
+	if halt, err := o.refreshFailing(ctx, t, v, r); err != nil || halt != "" {
+		if err != nil {
+			return r, err
+		}
+		p.Halt = halt
+		return o.haltRefresh(ctx, t, r, ir)
+	}
+	if why, err := o.refreshStops(t, ami, r); err != nil || why != "" {
+		if err != nil {
+			return r, err
+		}
+		return o.cancelRefresh(ctx, t, r, why)
+	}
+	r.Reason = refreshText(p) + heldBy(v)
+	if v.Desired >= v.Max && p.PercentageComplete < 100 {
+		r.Reason += fmt.Sprintf("; the group is at its MaxSize (%d): the refresh launches before it terminates and waits for room. "+
+			"patch-agent never raises MaxSize; raise it by the batch size (%d) where the group is defined", v.Max, p.BatchSize)
+	}
+	return r, errWait
+}
+
+// heldBy names the instances the agent's lifecycle hooks hold in the refresh: new ones in Pending:Wait until
+// they serve, old ones in Terminating:Wait while they drain ("" when none).
+func heldBy(v model.GroupView) string {
+	var launching, draining []string
+	for _, i := range v.Instances {
+		switch i.LifecycleState {
+		case "Pending:Wait":
+			launching = append(launching, i.ID)
+		case "Terminating:Wait":
+			draining = append(draining, i.ID)
+		}
+	}
+	s := ""
+	if len(launching) > 0 {
+		s += "; launching hook holds " + strings.Join(launching, ", ") + " until it serves"
+	}
+	if len(draining) > 0 {
+		s += "; terminating hook holds " + strings.Join(draining, ", ") + " while it drains"
+	}
+	return s
+}
+
+// refreshFailing returns why the refresh must halt now ("" when it need not): a launch the agent's launching
+// hook ABANDONed (the first one halts; Auto Scaling would retry for up to an hour), a drain the agent's
+// terminating hook held at its deadline (heldDrain), or one of the target's alarms in ALARM (those beyond the
+// AlarmSpecification's 10 are polled here).
+func (o *Orchestrator) refreshFailing(ctx context.Context, t model.Target, v model.GroupView, r state.Rollout) (string, error) {
+	p := r.Refresh
+	if p.LaunchingHook != "" {
+		for _, i := range v.Instances {
+			// Only a launch of the target AMI tells about it: an instance on another AMI that the agent
+			// abandoned (one a scale out drew from the warm pool: outdatedPoolLaunch) is no failed replacement,
+			// whatever its launch time says (EC2 reports an instance's last start).
+			if !i.Leaving() || i.LaunchTime.Before(p.StartedAt) || i.ImageID != "" && i.ImageID != r.TargetImageID {
+				continue
+			}
+			h, err := o.Store.GetHook(ctx, model.ActionKey(t.Group, i.ID, p.LaunchingHook))
+			if errors.Is(err, state.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return "", fmt.Errorf("reading the launching action of %s: %w", i.ID, err)
+			}
+			if h.Result == model.ResultAbandon {
+				return fmt.Sprintf("launch of %s ABANDONed by lifecycle hook %s (%s)", i.ID, p.LaunchingHook, h.Note), nil
+			}
+		}
+	}
+	if halt, err := o.heldDrain(ctx, t, v, r); err != nil || halt != "" {
+		return halt, err
+	}
+	if len(t.Policy.Alarms) > 0 && o.Alarms != nil {
+		firing, err := o.Alarms.InAlarm(ctx, t.Policy.Alarms)
+		if err == nil && len(firing) > 0 {
+			return fmt.Sprintf("alarm(s) %s in ALARM during instance refresh %s", strings.Join(firing, ", "), p.ID), nil
+		}
+	}
+	return "", nil
+}
+
+// heldDrain returns the halt of a refresh one of whose old instances waits in Terminating:Wait with its drain
+// held at the deadline during this refresh (hooks_hold.go), "" when none is. The terminating hook is the one
+// the rollout recorded, else the agent's hook DescribeLifecycleHooks names (a record written without it).
+func (o *Orchestrator) heldDrain(ctx context.Context, t model.Target, v model.GroupView, r state.Rollout) (string, error) {
+	p := r.Refresh
+	hook := p.TerminatingHook
+	for _, i := range v.Instances {
+		if i.LifecycleState != "Terminating:Wait" {
+			continue
+		}
+		if hook == "" {
+			_, terminating, _, err := o.refreshHooks(ctx, t.Group, providers.GroupTags(v.Group))
+			if err != nil || terminating == "" {
+				return "", err
+			}
+			hook = terminating
+		}
+		h, err := o.Store.GetHook(ctx, model.ActionKey(t.Group, i.ID, hook))
+		if errors.Is(err, state.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading the terminating action of %s: %w", i.ID, err)
+		}
+		if h.State != state.HookCompleted && !h.DrainHeldAt.IsZero() && !h.DrainHeldAt.Before(p.StartedAt) {
+			return model.HeldDrainHalt(t.Group, i.ID, hook, h.Note), nil
+		}
+	}
+	return "", nil
+}
+
+// refreshStops returns why the agent cancels its refresh in progress ("" when it goes on): a pause, the end of
+// the maintenance window, an approval that no longer names the target, or a newer AMI. Each starts a new
+// refresh later, through every gate again, that skips the instances already on the target.
+func (o *Orchestrator) refreshStops(t model.Target, ami *model.ResolvedAMI, r state.Rollout) (string, error) {
+	pause, err := o.currentPause()
+	if err != nil {
+		return "", fmt.Errorf("reading pause locks during instance refresh %s: %w", r.Refresh.ID, err)
+	}
+	switch {
+	case pause != nil:
+		held := r
+		_ = o.holdIfPaused(&held, nextRefreshStep)
+		return held.Reason, nil
+	case ami != nil && ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom:
+		return newerAMIPrefix + ami.ImageID, nil
+	case t.Policy.Approval == model.ApprovalManual && r.ApprovedImage != r.TargetImageID:
+		return fmt.Sprintf("approval: withdrawn for AMI %s; waiting for `patch-agent approve %s`", r.TargetImageID, t.Group), nil
+	}
+	if w := t.Policy.Window; w != nil {
+		if open, at := w.State(o.Clock.Now()); !open {
+			return fmt.Sprintf("maintenance window (%s) closed; opens at %s", w.Describe(), at.Format(time.RFC3339)), nil
+		}
+	}
+	return "", nil
+}
+
+// newerAMIPrefix starts the cancel reason of a refresh a newer AMI supersedes.
+const newerAMIPrefix = "newer AMI "
+
+// cancelRefresh records why and cancels the agent's refresh (CancelInstanceRefresh: Cancelling until the
+// launches and terminations in flight end, whose lifecycle actions the agent keeps completing, then
+// Cancelled; nothing is rolled back). The reason is written first, so that a crash after the call still
+// knows the cancel was the agent's.
+func (o *Orchestrator) cancelRefresh(ctx context.Context, t model.Target, r state.Rollout, why string) (state.Rollout, error) {
+	p := r.Refresh
+	cancelling := "cancelling instance refresh " + p.ID + ": " + why
+	if p.Cancel != why {
+		p.Cancel = why
+		if r.Phase == state.PhaseReplacing { // a rollback keeps its failure as the reason
+			r.Reason = cancelling // status says why the refresh stops from the write that records it
+		}
+		next, err := o.save(ctx, r, cancelling)
+		if err != nil {
+			return next, err
+		}
+		r, p = next, next.Refresh
+	}
+	// A held drain's instance waits in Terminating:Wait until the hook's global timeout: a cancel that waited
+	// for the terminations in flight would wait as long.
+	if err := o.refreshes().Cancel(ctx, t.Group, !model.IsHeldDrainHalt(strings.TrimPrefix(why, "halted: "))); err != nil {
+		return r, err
+	}
+	r.Reason = cancelling
+	return r, errWait
+}
+
+// refreshCancelled moves on from a Cancelled refresh: to Waiting with the gate's reason, to Detected for a
+// newer AMI, to the halt the cancel made way for; a refresh someone else cancelled halts the rollout.
+func (o *Orchestrator) refreshCancelled(ctx context.Context, t model.Target, v model.GroupView, ami *model.ResolvedAMI, r state.Rollout) (state.Rollout, error) {
+	p := r.Refresh
+	switch {
+	case p.Halt != "":
+		return o.haltRefresh(ctx, t, r, providers.InstanceRefresh{Status: providers.RefreshCancelled})
+	case p.Rollback:
+		return o.refreshHalted(ctx, r, "rollback refresh "+p.ID+" was cancelled outside patch-agent")
+	case p.Cancel == "":
+		return o.refreshHalted(ctx, r, "instance refresh "+p.ID+" was cancelled outside patch-agent ("+p.StatusReason+")")
+	case strings.HasPrefix(p.Cancel, newerAMIPrefix) && ami != nil && ami.ImageID != r.TargetImageID:
+		r.Current, r.Refresh = nil, nil
+		return o.supersede(ctx, t, v, ami, r)
+	}
+	reason := p.Cancel
+	r.Phase, r.Reason, r.Current, r.Refresh = state.PhaseWaiting, reason, nil, nil
+	return o.save(ctx, r, "instance refresh "+p.ID+" cancelled: "+reason)
+}
+
+// haltRefresh halts the rollout for p.Halt: with the policy's rollback, RollbackInstanceRefresh while the
+// refresh allows it (in progress or baking), else the refresh is cancelled first and a refresh of the agent's
+// own takes the group back to the previous version; without rollback the refresh is cancelled and the rollout
+// halts.
+func (o *Orchestrator) haltRefresh(ctx context.Context, t model.Target, r state.Rollout, ir providers.InstanceRefresh) (state.Rollout, error) {
+	p := r.Refresh
+	// An operator's rollback always rolls back; a held drain never does: the rollout stops where it is and the
+	// old instance serves again (hooks_hold.go).
+	rollback := (o.Policy.RollbackOnFailure && !model.IsHeldDrainHalt(p.Halt) || p.Rollback) && p.PreviousVersion != ""
+	switch ir.Status {
+	case providers.RefreshPending, providers.RefreshInProgress, providers.RefreshBaking:
+		if !rollback {
+			return o.cancelRefresh(ctx, t, r, "halted: "+p.Halt)
+		}
+		r.Phase, r.Reason = state.PhaseRollingBack, "failed: "+p.Halt
+		p.Rollback, p.ByAPI = true, true
+		next, err := o.save(ctx, r, "rolling-back", o.refreshHistory(r, "rolling-back", p.Halt))
+		if err != nil {
+			return next, err
+		}
+		return o.rollbackRefresh(ctx, t, next)
+	case providers.RefreshCancelling:
+		r.Reason = "cancelling instance refresh " + p.ID + " before the halt: " + p.Halt
+		return r, errWait
+	}
+	if !rollback {
+		return o.refreshHalted(ctx, r, p.Halt)
+	}
+	// The refresh ended (Failed, Cancelled): a refresh of the agent's own to the previous version.
+	return o.rollBackByRefresh(ctx, r, p.Halt)
+}
+
+// rollbackRefresh sends RollbackInstanceRefresh for the refresh in progress (written before: Rollback, ByAPI).
+// Where Auto Scaling refuses it (IrreversibleInstanceRefresh: the group's previous configuration names $Latest
+// or $Default, say), the refresh is cancelled and a refresh to the previous version follows.
+func (o *Orchestrator) rollbackRefresh(ctx context.Context, t model.Target, r state.Rollout) (state.Rollout, error) {
+	p := r.Refresh
+	if p.GroupOnVersion {
+		// An earlier refresh of the rollout (a canary's) already moved the group to Version: Auto Scaling would
+		// roll this one back to Version, not to PreviousVersion. Cancelled, then a refresh back instead.
+		p.ByAPI = false
+		p.Halt = rollbackWhy(r)
+		return o.cancelRefresh(ctx, t, r, "rolling back: the group already runs launch template version "+p.Version+" since an earlier refresh")
+	}
+	err := o.refreshes().Rollback(ctx, t.Group)
+	switch {
+	case errors.Is(err, providers.ErrRollbackRefused):
+		o.Log.Info("instance refresh cannot be rolled back by Auto Scaling; cancelling it, then a refresh to the previous version",
+			zap.String(logging.Group, t.Group), zap.Error(err))
+		p.ByAPI = false
+		p.Halt = rollbackWhy(r)
+		return o.cancelRefresh(ctx, t, r, "rolling back: "+providers.Truncate(err.Error(), 200))
+	case err != nil:
+		return r, err
+	}
+	r.Reason = "rolling back instance refresh " + p.ID + " (RollbackInstanceRefresh)"
+	return r, errWait
+}
+
+// rollbackWhy is why the rollout rolls back, for status and history.
+func rollbackWhy(r state.Rollout) string {
+	p := r.Refresh
+	switch {
+	case p.Halt != "":
+		return p.Halt
+	case p.RequestedBy != "":
+		return "manual rollback by " + p.RequestedBy
+	}
+	return "rollback requested"
+}
+
+// refreshRolledBack ends a rollback: the group runs the previous version again.
+func (o *Orchestrator) refreshRolledBack(ctx context.Context, r state.Rollout) (state.Rollout, error) {
+	p := r.Refresh
+	why := rollbackWhy(r)
+	if p.Halt == "" && p.RequestedBy == "" {
+		why = "instance refresh " + p.ID + " rolled back outside the agent"
+	}
+	r.Phase, r.Current, r.RollbackFrom, r.Reason = state.PhaseRolledBack, nil, r.TargetImageID, "rolled back after: "+why
+	return o.save(ctx, r, "rolled-back", state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "rolled-back",
+		PreviousImage: r.TargetImageID, NewImage: r.PreviousImageID, Source: r.Source, SourceVersion: r.SourceVersion, Detail: why})
+}
+
+// refreshHalted halts the rollout without a rollback (Halted/InstanceRefresh).
+func (o *Orchestrator) refreshHalted(ctx context.Context, r state.Rollout, reason string) (state.Rollout, error) {
+	r.Phase, r.Reason = state.PhaseHalted, "failed: "+reason
+	o.Log.Error("rollout halted", zap.String(logging.Group, r.Group), zap.String(logging.Reason, reason))
+	next, err := o.save(ctx, r, "halted", o.refreshHistory(r, "halted", reason))
+	if err == nil {
+		err = errWait
+	}
+	return next, err
+}
+
+func (o *Orchestrator) refreshHistory(r state.Rollout, event, detail string) state.HistoryEntry {
+	return state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: event, PreviousImage: r.PreviousImageID,
+		NewImage: r.TargetImageID, Source: r.Source, SourceVersion: r.SourceVersion, Detail: detail}
+}
+
+// verifyRefresh completes a refresh rollout once every in-service instance runs the target AMI; an outdated
+// instance (launched by someone from the old configuration meanwhile) is replaced by a new refresh.
+func (o *Orchestrator) verifyRefresh(ctx context.Context, t model.Target, v model.GroupView, r state.Rollout) (state.Rollout, error) {
+	for _, i := range v.Instances {
+		if i.Leaving() {
+			continue
+		}
+		if !i.InService() {
+			r.Reason = fmt.Sprintf("waiting for %s to settle (%s)", i.ID, i.LifecycleState)
+			return r, errWait
+		}
+		if i.ImageID != r.TargetImageID && r.Refresh != nil {
+			if err := o.holdIfPaused(&r, "a new instance refresh for "+i.ID); err != nil {
+				return r, err
+			}
+			refreshPreferences(t, v, r.Refresh, "")
+			r.Refresh.ReplaceAll = false // only the outdated instances
+			return o.refreshIntent(ctx, r, fmt.Sprintf("instance %s runs %s: a new instance refresh", i.ID, i.ImageID))
+		}
+	}
+	r.Phase, r.Reason = state.PhaseCompleted, ""
+	return o.save(ctx, r, "rollout completed", state.HistoryEntry{Group: r.Group, At: o.Clock.Now(), Event: "completed",
+		PreviousImage: r.PreviousImageID, NewImage: r.TargetImageID, Source: r.Source, SourceVersion: r.SourceVersion,
+		Detail: fmt.Sprintf("%d instance(s) on the target AMI, replaced by instance refresh %s", v.CountOnImage(r.TargetImageID), refreshID(r))})
+}
+
+func refreshID(r state.Rollout) string {
+	if r.Refresh == nil {
+		return ""
+	}
+	return r.Refresh.ID
+}

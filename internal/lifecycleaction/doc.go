@@ -1,0 +1,11 @@
+// Package lifecycleaction handles every Auto Scaling lifecycle action on the agent's hooks: it confirms a
+// message against Auto Scaling before acting on it (confirm.go), drains the instance of a terminating action
+// through its platform and completes it with CONTINUE once drained (hooks.go, hooks_complete.go), holds the
+// drain of the agent's own instance refresh at its deadline (hooks_hold.go), gates a launching action on the
+// new instance serving in its cluster (hooks_facts.go), heartbeats, adopts actions seen without a message
+// (hooks_adopt.go), takes over an action whose owner died (hooks_takeover.go) and claims the per-cluster drain
+// budget (clusterbudget.go). Every action's progress is a state.Hook record written before its effect.
+//
+// Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling lifecycle hooks". It imports
+// internal/providers and internal/model, never internal/engine (tools/conventions, TestProductImportRules).
+package lifecycleaction

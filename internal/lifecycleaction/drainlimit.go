@@ -1,0 +1,120 @@
+package lifecycleaction
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/logging"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
+)
+
+// globalTimeoutMarginCap bounds the margin HookDrainLimit keeps before a hook's global timeout.
+const globalTimeoutMarginCap = 30 * time.Minute
+
+// HookDrainLimit returns how long the agent may drain for a lifecycle action of a hook whose global timeout
+// is global, counted from when the instance entered the wait state: the global timeout less a margin of a
+// tenth of it, at most 30 minutes, for the notification's way through the queue and the last heartbeat
+// interval. Past the global timeout Auto Scaling ends the action itself (its DefaultResult) whatever the
+// heartbeats, so a drain deadline beyond the limit would let the instance go without the agent completing
+// the action or saying so.
+func HookDrainLimit(global time.Duration) time.Duration {
+	return global - min(global/10, globalTimeoutMarginCap)
+}
+
+// hookDrainTimeout returns the drain deadline of a terminating action of hook (Policy.DrainTimeout, capped at
+// the hook's HookDrainLimit), from the hooks cache; Policy.DrainTimeout when the hook cannot be described.
+func (h *Hooks) hookDrainTimeout(ctx context.Context, group, hook string) time.Duration {
+	hooks, err := h.groupHooks(ctx, group, false)
+	if err != nil {
+		h.Log.Warn("describing lifecycle hook failed; the drain deadline is --drain-timeout", zap.String(logging.Group, group),
+			zap.String(logging.LifecycleHook, hook), zap.Error(err))
+		return h.Policy.DrainTimeout
+	}
+	info, ok := hooks[hook]
+	if !ok || info.global <= 0 {
+		return h.Policy.DrainTimeout
+	}
+	return min(h.Policy.DrainTimeout, HookDrainLimit(info.global))
+}
+
+// HookCheck is what CheckHooks found about a managed group's lifecycle hooks.
+type HookCheck struct {
+	// Missing is MissingHooks' sentence ("" when the group has a terminating hook or ECS drains it).
+	Missing string
+	// Capped says, per terminating hook whose global timeout is too short for drainTimeout, that its drains
+	// are cut at the hook's limit (HookDrainLimit); empty when none is.
+	Capped []string
+	// Heartbeat is the shortest HeartbeatTimeout among the group's hooks of the agent's own (HookOwned; ECS's
+	// managed draining hook aside, ECS works on it), Auto Scaling's default 3600 s for a hook that reports
+	// none; zero when the group has none (set by CheckOwnedHooks only). The lifecycle sweep of an event-driven
+	// agent looks at least three times within it (agent, hooksweep.go).
+	Heartbeat time.Duration
+}
+
+// Note is the status note of the check: Missing and Capped in one sentence ("" when all is well).
+func (c HookCheck) Note() string {
+	return strings.Join(append([]string{c.Missing}[:min(1, len(c.Missing))], c.Capped...), "; ")
+}
+
+// CheckHooks describes the group's lifecycle hooks once (DescribeLifecycleHooks) and reports what it lacks
+// for drained terminations (MissingHooks) and every terminating hook of its own (ECS's managed draining hook
+// aside) whose global timeout (HookGlobalTimeout) leaves less than drainTimeout to drain: such a drain ends at
+// the hook's limit instead, with a DrainDeadline alert when it is undrained then. Errors: the
+// DescribeLifecycleHooks error, wrapped.
+func CheckHooks(ctx context.Context, api awsapi.AutoScaling, group string, drainTimeout time.Duration) (HookCheck, error) {
+	hooks, err := providers.DescribeGroupHooks(ctx, api, group)
+	if err != nil {
+		return HookCheck{}, err
+	}
+	return checkHooks(hooks, drainTimeout), nil
+}
+
+func checkHooks(hooks []model.GroupHook, drainTimeout time.Duration) HookCheck {
+	var c HookCheck
+	terminating, ecsDrains := false, false
+	for _, lh := range hooks {
+		name := lh.Name
+		if name == model.ECSManagedDrainingHookName {
+			ecsDrains = true
+			continue
+		}
+		if lh.Transition != "autoscaling:EC2_INSTANCE_TERMINATING" {
+			continue
+		}
+		terminating = true
+		heartbeat := providers.DefaultHeartbeatTimeout
+		if lh.HeartbeatTimeout != 0 {
+			heartbeat = lh.HeartbeatTimeout
+		}
+		global := lh.GlobalTimeout
+		if global == 0 {
+			global = providers.HookGlobalTimeout(heartbeat, nil)
+		}
+		if limit := HookDrainLimit(global); drainTimeout > limit {
+			c.Capped = append(c.Capped, fmt.Sprintf("--drain-timeout %s is longer than lifecycle hook %s allows (global timeout %s = min(100 x HeartbeatTimeout %s, 48h)): its drains end at %s; raise its HeartbeatTimeout to at least %s or lower --drain-timeout",
+				drainTimeout, name, global, heartbeat, limit, neededHeartbeat(drainTimeout)))
+		}
+	}
+	if !terminating && !ecsDrains {
+		c.Missing = missingHookNote
+	}
+	return c
+}
+
+// neededHeartbeat is the smallest HeartbeatTimeout (whole seconds) whose hook lets a drain of d finish
+// (HookDrainLimit(min(100 x heartbeat, 48h)) >= d); 48h/100 when no hook can.
+func neededHeartbeat(d time.Duration) time.Duration {
+	global := time.Duration(float64(d) / 0.9) // the margin is a tenth while that is at most 30 minutes
+	if global/10 > globalTimeoutMarginCap {
+		global = d + globalTimeoutMarginCap
+	}
+	global = min(global, providers.MaxGlobalTimeout)
+	return time.Duration(math.Ceil(global.Seconds()/100)) * time.Second
+}

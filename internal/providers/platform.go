@@ -1,0 +1,195 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/patch-agent/patch-agent/internal/ecsdrain"
+	"github.com/patch-agent/patch-agent/internal/model"
+)
+
+// ECSPlatform drains ECS container instances through DRAINING (internal/ecsdrain).
+type ECSPlatform struct {
+	Drainer *ecsdrain.Drainer
+}
+
+var (
+	_ model.Platform      = ECSPlatform{}
+	_ model.SeenDrainer   = ECSPlatform{}
+	_ model.KnownObserver = ECSPlatform{}
+)
+
+// Observe implements Platform: every container instance of the cluster, in one listing.
+func (p ECSPlatform) Observe(ctx context.Context, cluster string) (map[string]model.NodeState, error) {
+	all, err := p.Drainer.FindAll(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]model.NodeState, len(all))
+	for id, ci := range all {
+		out[id] = ecsNode(ci)
+	}
+	return out, nil
+}
+
+func ecsNode(ci ecsdrain.ContainerInstance) model.NodeState {
+	return model.NodeState{Registered: true, Healthy: ci.Healthy(), Draining: ci.Status == ecsdrain.StatusDraining, Name: ci.ARN, Status: ci.Status,
+		Tasks: ci.RunningTasks + ci.PendingTasks}
+}
+
+// ObserveKnown implements KnownObserver: one DescribeContainerInstances (100 ARNs a call) of the container
+// instance ARNs the last listing (or lookup) showed for instanceIDs, with no ListContainerInstances, when
+// every one of them is known and is still that instance's, registered and connected: status ACTIVE or
+// DRAINING with its ECS container agent connected. Anything else lists the cluster (Observe), because the
+// membership may have changed: an instance not seen registered may have joined; a container instance that is
+// INACTIVE or MISSING was deregistered (Amazon ECS API Reference, "DeregisterContainerInstance" and
+// "ContainerInstance": status INACTIVE once deregistered), and its EC2 instance may have registered again
+// under a NEW container instance ARN (Amazon ECS Developer Guide, "Amazon ECS container instance
+// lifecycle"); one whose agent is disconnected may be left behind by an agent that registered afresh. A view
+// taken on the old ARN would count none of the tasks of the new one, and a drain check would take the
+// instance for drained with its tasks running (mutants 38, 62). Instances of instanceIDs that the answer
+// leaves out are not registered, as with Observe.
+func (p ECSPlatform) ObserveKnown(ctx context.Context, cluster string, instanceIDs []string) (map[string]model.NodeState, error) {
+	if len(instanceIDs) == 0 {
+		return p.Observe(ctx, cluster)
+	}
+	arns := make([]string, 0, len(instanceIDs))
+	for _, id := range instanceIDs {
+		arn := p.Drainer.KnownARN(cluster, id)
+		if arn == "" {
+			return p.Observe(ctx, cluster) // never seen registered: it may have joined since
+		}
+		arns = append(arns, arn)
+	}
+	cis, err := p.Drainer.DescribeARNs(ctx, cluster, arns)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]model.NodeState, len(cis))
+	for _, ci := range cis {
+		if !stillRegistered(ci) {
+			return p.Observe(ctx, cluster) // deregistered or disconnected: the instance may have a new ARN
+		}
+		out[ci.EC2InstanceID] = ecsNode(ci)
+	}
+	for _, id := range instanceIDs {
+		if _, ok := out[id]; !ok {
+			return p.Observe(ctx, cluster) // MISSING, or the ARN is another instance's now
+		}
+	}
+	return out, nil
+}
+
+// stillRegistered reports whether a described container instance is one a look may trust without listing
+// its cluster: ACTIVE or DRAINING, its ECS container agent connected.
+func stillRegistered(ci ecsdrain.ContainerInstance) bool {
+	return (ci.Status == ecsdrain.StatusActive || ci.Status == ecsdrain.StatusDraining) && ci.AgentConnected
+}
+
+// StartDrain implements Platform. An instance that never registered has nothing to drain.
+func (p ECSPlatform) StartDrain(ctx context.Context, cluster, instanceID string) error {
+	ci, err := p.Drainer.Find(ctx, cluster, instanceID)
+	if errors.Is(err, ecsdrain.ErrNotRegistered) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return p.Drainer.StartDrainFound(ctx, cluster, ci) // ci was just described
+}
+
+// DrainStatus implements Platform. An instance that is not (or no longer) registered is drained.
+func (p ECSPlatform) DrainStatus(ctx context.Context, cluster, instanceID string) (model.DrainProgress, error) {
+	ci, err := p.Drainer.Find(ctx, cluster, instanceID)
+	if errors.Is(err, ecsdrain.ErrNotRegistered) {
+		return model.DrainProgress{Drained: true, Detail: "no container instance registered"}, nil
+	}
+	if err != nil {
+		return model.DrainProgress{}, err
+	}
+	if ci.Status != "DRAINING" {
+		return model.DrainProgress{Detail: fmt.Sprintf("container instance is %s, not DRAINING", ci.Status)}, nil
+	}
+	if p.Drainer.StillDrained(cluster, ci) {
+		// A drain already found finished (the rollout's, before it terminated the instance) is not checked
+		// a second time: still DRAINING, no task running or pending.
+		return model.DrainProgress{Drained: true, Detail: "drained at the last check, still DRAINING with no task running or pending"}, nil
+	}
+	return p.tasksLeft(ctx, cluster, ci)
+}
+
+// tasksLeft reports the drain of the DRAINING container instance ci from its tasks (ecsdrain.Drainer.Status).
+func (p ECSPlatform) tasksLeft(ctx context.Context, cluster string, ci ecsdrain.ContainerInstance) (model.DrainProgress, error) {
+	st, err := p.Drainer.Status(ctx, cluster, ci)
+	if err != nil {
+		return model.DrainProgress{}, err
+	}
+	detail := fmt.Sprintf("%d task(s) not yet STOPPED (%v)", st.Remaining, st.ByLastStatus)
+	if st.Standalone > 0 { // ECS never moves these; they are never counted as drained
+		detail += fmt.Sprintf("; %d of them standalone (started by no service, e.g. RunTask or AWS Batch): ECS does not move them, they must end by themselves", st.Standalone)
+	}
+	return model.DrainProgress{Drained: st.Drained, Remaining: st.Remaining, Detail: detail, Started: true}, nil
+}
+
+// seenContainerInstance returns the container instance the view saw for instanceID, and whether it saw one.
+func seenContainerInstance(instanceID string, seen model.NodeState) (ecsdrain.ContainerInstance, bool) {
+	if !seen.Registered || seen.Name == "" {
+		return ecsdrain.ContainerInstance{}, false
+	}
+	return ecsdrain.ContainerInstance{ARN: seen.Name, EC2InstanceID: instanceID, Status: seen.Status}, true
+}
+
+// StartDrainSeen implements SeenDrainer: UpdateContainerInstancesState on the ARN the view saw, without
+// describing it again (a no-op when the view saw it DRAINING). A container instance ECS no longer knows
+// (MISSING: deregistered since the look) has nothing to drain.
+func (p ECSPlatform) StartDrainSeen(ctx context.Context, cluster, instanceID string, seen model.NodeState) error {
+	ci, ok := seenContainerInstance(instanceID, seen)
+	if !ok {
+		return p.StartDrain(ctx, cluster, instanceID)
+	}
+	err := p.Drainer.StartDrainFound(ctx, cluster, ci)
+	if errors.Is(err, ecsdrain.ErrNotRegistered) {
+		return nil
+	}
+	return err
+}
+
+// DrainStatusSeen implements SeenDrainer: the tasks of the ARN the view saw (ListTasks, DescribeTasks), without
+// describing the container instance again, when the view saw it DRAINING or the caller set it DRAINING since.
+// Otherwise (the view saw it ACTIVE and nobody drained it since, or saw no container instance) it is
+// DrainStatus: the instance is looked up afresh.
+func (p ECSPlatform) DrainStatusSeen(ctx context.Context, cluster, instanceID string, seen model.NodeState, draining bool) (model.DrainProgress, error) {
+	ci, ok := seenContainerInstance(instanceID, seen)
+	if !ok || (!draining && !seen.Draining) {
+		return p.DrainStatus(ctx, cluster, instanceID)
+	}
+	ci.Status = ecsdrain.StatusDraining
+	return p.tasksLeft(ctx, cluster, ci)
+}
+
+// Undrain implements Platform.
+func (p ECSPlatform) Undrain(ctx context.Context, cluster, instanceID string) error {
+	ci, err := p.Drainer.Find(ctx, cluster, instanceID)
+	if errors.Is(err, ecsdrain.ErrNotRegistered) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return p.Drainer.UndrainFound(ctx, cluster, ci)
+}
+
+// ClusterRoom is implemented by platforms that can tell whether the rest of a cluster can take the tasks of an
+// instance about to be drained (ECSPlatform).
+type ClusterRoom interface {
+	// Room reports the room the other container instances of cluster have for the tasks of instanceID, and the
+	// other DRAINING container instances of the cluster (ecsdrain.Room). An instance without a container
+	// instance returns an error wrapping ecsdrain.ErrNotRegistered.
+	Room(ctx context.Context, cluster, instanceID string) (ecsdrain.Room, error)
+}
+
+// Room implements ClusterRoom.
+func (p ECSPlatform) Room(ctx context.Context, cluster, instanceID string) (ecsdrain.Room, error) {
+	return p.Drainer.Room(ctx, cluster, instanceID)
+}
