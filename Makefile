@@ -42,8 +42,8 @@ moto: ## check that moto_server (the contract and end-to-end tests' emulator) is
 TEST_ENV = PATCH_AGENT_KUMO=$$(scripts/ensure-kumo.sh) PATCH_AGENT_MOTO=$$(scripts/ensure-moto.sh) \
 	KUBEBUILDER_ASSETS=$$(scripts/ensure-kube.sh) PATCH_AGENT_IMAGE=$(abspath $(IMAGE))
 # The scenario suites: the agent driven against the simulated account, judged by the invariant checker.
-SCENARIO_PKGS := ./internal/agent/ ./internal/demo/ ./internal/engine/ ./internal/eksupgrade/
-SCENARIO_RE   := /internal/(agent|demo|engine|eksupgrade|e2e)$$
+SCENARIO_PKGS := ./internal/agent/ ./internal/demo/ ./internal/engine/ ./internal/eksupgrade/ ./internal/testworld/...
+SCENARIO_RE   := /internal/(agent|demo|engine|eksupgrade|e2e|testworld(/.*)?)$$
 
 # Each group is timed (scripts/timed.sh): .ci/run's summary lists them. A package may take longer than go
 # test's default 10 minutes on a loaded 2-core machine (the crash matrices of internal/agent): 30 minutes each.

@@ -22,6 +22,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // runIn executes the root command with args, standard input in and ctx (see runCtx).
@@ -100,7 +101,7 @@ func TestRollbackPromptAbortsOnCtrlCAndWritesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	began := time.Now()
-	res := runIn(t, ctx, stdin, "rollback", demo.GroupName, "--state-file", file)
+	res := runIn(t, ctx, stdin, "rollback", testworld.GroupName, "--state-file", file)
 	require.Less(t, time.Since(began), 2*time.Second)
 	requireExitCode(t, res.err, 130)
 	require.ErrorContains(t, res.err, "aborted: nothing was written")
@@ -127,16 +128,16 @@ func TestRollbackPromptAcceptsOnlyYes(t *testing.T) {
 	for _, answer := range []string{"y\n", "yes please\n", "\n", ""} {
 		file := demoState(t)
 		before := readFile(t, file)
-		res := runIn(t, context.Background(), strings.NewReader(answer), "rollback", demo.GroupName, "--state-file", file)
+		res := runIn(t, context.Background(), strings.NewReader(answer), "rollback", testworld.GroupName, "--state-file", file)
 		require.ErrorContains(t, res.err, "rollback not confirmed (only yes confirms): nothing was written", "%q", answer)
 		require.Equal(t, before, readFile(t, file))
 	}
 	for _, answer := range []string{"yes\n", "  YES \n", "Yes"} {
 		file := demoState(t)
-		res := runIn(t, context.Background(), strings.NewReader(answer), "rollback", demo.GroupName, "--state-file", file)
+		res := runIn(t, context.Background(), strings.NewReader(answer), "rollback", testworld.GroupName, "--state-file", file)
 		require.NoError(t, res.err, "%q", answer)
 		require.Contains(t, res.stdout, "rollback recorded")
-		require.Equal(t, demo.ImageA, status(t, file).TargetImageID)
+		require.Equal(t, testworld.ImageA, status(t, file).TargetImageID)
 	}
 }
 
@@ -176,20 +177,20 @@ func TestRollbackToValidatesTheAMI(t *testing.T) {
 		to   string
 		want string
 	}{
-		{"spaces", " " + demo.ImageA, `--to: " ` + demo.ImageA + `" is not an AMI id: remove the spaces around it`},
-		{"upper case", strings.ToUpper(demo.ImageA), "is not an AMI id (ami- followed by 8 or 17 lowercase hexadecimal digits"},
+		{"spaces", " " + testworld.ImageA, `--to: " ` + testworld.ImageA + `" is not an AMI id: remove the spaces around it`},
+		{"upper case", strings.ToUpper(testworld.ImageA), "is not an AMI id (ami- followed by 8 or 17 lowercase hexadecimal digits"},
 		{"empty", "", `--to: "" is not an AMI id`},
-		{"not in the history", stranger, stranger + " is not in the history of group " + demo.GroupName},
+		{"not in the history", stranger, stranger + " is not in the history of group " + testworld.GroupName},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := readFile(t, file)
-			res := run(t, "rollback", demo.GroupName, "--to", tc.to, "--yes", "--state-file", file)
+			res := run(t, "rollback", testworld.GroupName, "--to", tc.to, "--yes", "--state-file", file)
 			require.ErrorContains(t, res.err, tc.want)
 			require.Equal(t, before, readFile(t, file))
 		})
 	}
 
-	res := run(t, "rollback", demo.GroupName, "--to", stranger, "--force", "--yes", "--state-file", file)
+	res := run(t, "rollback", testworld.GroupName, "--to", stranger, "--force", "--yes", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "--force: "+stranger+" is not in the group's history nor its previous AMI")
 	require.Equal(t, stranger, status(t, file).TargetImageID)
@@ -197,7 +198,7 @@ func TestRollbackToValidatesTheAMI(t *testing.T) {
 
 func TestRollbackToAnAMIOfTheHistoryNeedsNoForce(t *testing.T) {
 	file := demoState(t)
-	res := run(t, "rollback", demo.GroupName, "--to", demo.ImageA, "--yes", "--state-file", file)
+	res := run(t, "rollback", testworld.GroupName, "--to", testworld.ImageA, "--yes", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.NotContains(t, res.stdout, "--force")
 }
@@ -206,8 +207,8 @@ func TestRollbackToAnAMIOfTheHistoryNeedsNoForce(t *testing.T) {
 
 func TestRollbackRefusesAnUnknownPhase(t *testing.T) {
 	file := demoState(t)
-	editRollout(t, file, demo.GroupName, func(r *state.Rollout) { r.Phase = "Defragmenting" })
-	res := run(t, "rollback", demo.GroupName, "--yes", "--state-file", file)
+	editRollout(t, file, testworld.GroupName, func(r *state.Rollout) { r.Phase = "Defragmenting" })
+	res := run(t, "rollback", testworld.GroupName, "--yes", "--state-file", file)
 	require.ErrorContains(t, res.err, `phase "Defragmenting", which this patch-agent does not know: refusing to roll back`)
 }
 
@@ -291,32 +292,32 @@ func TestDemoStateFileInAReadOnlyDirectory(t *testing.T) {
 func TestRollbackPlanCountsHonestly(t *testing.T) {
 	file := demoState(t)
 	// B waits, no instance refresh under way; the group still runs A: 0 of 3 on the target B.
-	editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
+	editRollout(t, file, testworld.GroupName, func(r *state.Rollout) {
 		r.Phase, r.OnTarget, r.Refresh = state.PhaseWaiting, 0, nil
 	})
-	res := run(t, "rollback", demo.GroupName, "--to", demo.ImageA, "--yes", "--state-file", file)
+	res := run(t, "rollback", testworld.GroupName, "--to", testworld.ImageA, "--yes", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	require.NotContains(t, res.stdout, "3 of the group's 3 instance(s) run "+demo.ImageB)
-	require.Contains(t, res.stdout, "0 of the group's 3 instance(s) run "+demo.ImageB+" (as last observed); an instance refresh to a "+
-		"launch template version with "+demo.ImageA)
+	require.NotContains(t, res.stdout, "3 of the group's 3 instance(s) run "+testworld.ImageB)
+	require.Contains(t, res.stdout, "0 of the group's 3 instance(s) run "+testworld.ImageB+" (as last observed); an instance refresh to a "+
+		"launch template version with "+testworld.ImageA)
 }
 
 func TestRollbackAfterAnAutomaticRollbackAgreesWithStatus(t *testing.T) {
 	file := demoState(t)
 	// B failed and was rolled back: the record keeps B as its target, status shows the group 3/3 on A.
-	editRollout(t, file, demo.GroupName, func(r *state.Rollout) {
-		r.Phase, r.OnTarget, r.RollbackFrom = state.PhaseRolledBack, 0, demo.ImageB
+	editRollout(t, file, testworld.GroupName, func(r *state.Rollout) {
+		r.Phase, r.OnTarget, r.RollbackFrom = state.PhaseRolledBack, 0, testworld.ImageB
 	})
 	row := status(t, file)
-	require.Equal(t, demo.ImageA, row.TargetImageID)
+	require.Equal(t, testworld.ImageA, row.TargetImageID)
 	require.Equal(t, 3, row.OnTarget)
 
-	res := run(t, "rollback", demo.GroupName, "--to", demo.ImageA, "--yes", "--state-file", file)
-	require.EqualError(t, res.err, "group "+demo.GroupName+" already targets "+demo.ImageA+" (rolled back from "+demo.ImageB+
+	res := run(t, "rollback", testworld.GroupName, "--to", testworld.ImageA, "--yes", "--state-file", file)
+	require.EqualError(t, res.err, "group "+testworld.GroupName+" already targets "+testworld.ImageA+" (rolled back from "+testworld.ImageB+
 		"): nothing to roll back; name another AMI with --to")
-	res = run(t, "rollback", demo.GroupName, "--to", demo.ImageB, "--yes", "--state-file", file)
-	require.ErrorContains(t, res.err, demo.ImageB+" is the AMI the rollout of "+demo.GroupName+" rolled back from")
-	require.ErrorContains(t, res.err, "patch-agent retry "+demo.GroupName)
+	res = run(t, "rollback", testworld.GroupName, "--to", testworld.ImageB, "--yes", "--state-file", file)
+	require.ErrorContains(t, res.err, testworld.ImageB+" is the AMI the rollout of "+testworld.GroupName+" rolled back from")
+	require.ErrorContains(t, res.err, "patch-agent retry "+testworld.GroupName)
 }
 
 // 8. status shows a group pause behind the global one; resume -g says the global pause still holds.
@@ -324,22 +325,22 @@ func TestRollbackAfterAnAutomaticRollbackAgreesWithStatus(t *testing.T) {
 func TestStatusShowsBothPausesAndResumeOfTheGroupSaysTheGlobalOneHolds(t *testing.T) {
 	file := demoState(t)
 	require.NoError(t, run(t, "pause", "--reason", "incident", "--who", "alice", "--state-file", file).err)
-	require.NoError(t, run(t, "pause", "-g", demo.GroupName, "--reason", "game day", "--who", "bob", "--state-file", file).err)
+	require.NoError(t, run(t, "pause", "-g", testworld.GroupName, "--reason", "game day", "--who", "bob", "--state-file", file).err)
 
 	row := status(t, file)
 	require.Equal(t, "global", row.Paused.Scope)
 	require.NotNil(t, row.GroupPause)
-	require.Equal(t, "group "+demo.GroupName, row.GroupPause.Scope)
-	res := run(t, "status", demo.GroupName, "--state-file", file)
+	require.Equal(t, "group "+testworld.GroupName, row.GroupPause.Scope)
+	res := run(t, "status", testworld.GroupName, "--state-file", file)
 	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "global+group", "the default table names both scopes")
-	res = run(t, "status", demo.GroupName, "-o", "wide", "--state-file", file)
+	res = run(t, "status", testworld.GroupName, "-o", "wide", "--state-file", file)
 	require.NoError(t, res.err)
-	require.Contains(t, res.stdout, "global by alice: incident; also group "+demo.GroupName+" by bob: game day")
+	require.Contains(t, res.stdout, "global by alice: incident; also group "+testworld.GroupName+" by bob: game day")
 
-	res = run(t, "resume", "-g", demo.GroupName, "--state-file", file)
+	res = run(t, "resume", "-g", testworld.GroupName, "--state-file", file)
 	require.NoError(t, res.err)
-	require.Contains(t, res.stdout, "resumed group "+demo.GroupName+", but "+demo.GroupName+" remains paused by the global lock (by alice: incident)")
+	require.Contains(t, res.stdout, "resumed group "+testworld.GroupName+", but "+testworld.GroupName+" remains paused by the global lock (by alice: incident)")
 	require.NotContains(t, res.stdout, "rollouts continue")
 	row = status(t, file)
 	require.Equal(t, "global", row.Paused.Scope)
@@ -357,33 +358,33 @@ func TestStatusShowsBothPausesAndResumeOfTheGroupSaysTheGlobalOneHolds(t *testin
 func TestApproveRefusesWhatDoesNotWaitForApproval(t *testing.T) {
 	file := demoState(t)
 	before := readFile(t, file)
-	res := run(t, "approve", demo.GroupName, "--who", "carol", "--state-file", file)
-	require.ErrorContains(t, res.err, "group "+demo.GroupName+" is not waiting for approval (phase Completed): nothing to approve; pass --force")
+	res := run(t, "approve", testworld.GroupName, "--who", "carol", "--state-file", file)
+	require.ErrorContains(t, res.err, "group "+testworld.GroupName+" is not waiting for approval (phase Completed): nothing to approve; pass --force")
 	requireExitCode(t, res.err, 1)
 	require.Equal(t, before, readFile(t, file))
 
-	res = run(t, "approve", demo.GroupName, "--who", "carol", "--force", "--state-file", file)
+	res = run(t, "approve", testworld.GroupName, "--who", "carol", "--force", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	require.Contains(t, res.stdout, "approved "+demo.ImageB+" for "+demo.GroupName+" by carol (phase Completed)")
+	require.Contains(t, res.stdout, "approved "+testworld.ImageB+" for "+testworld.GroupName+" by carol (phase Completed)")
 	require.NotContains(t, res.stdout, "The rollout starts")
 	require.Contains(t, res.stdout, "was not waiting for approval")
 }
 
 func TestApproveOfAWaitingGroupIsInTheHistory(t *testing.T) {
 	file := demoState(t)
-	waitForApproval(t, file, demo.GroupName)
-	res := run(t, "approve", demo.GroupName, "--who", "carol", "--state-file", file)
+	waitForApproval(t, file, testworld.GroupName)
+	res := run(t, "approve", testworld.GroupName, "--who", "carol", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "The rollout starts when the agent next looks at the group unless another gate holds it")
 
-	res = run(t, "history", demo.GroupName, "--state-file", file, "-o", "json")
+	res = run(t, "history", testworld.GroupName, "--state-file", file, "-o", "json")
 	require.NoError(t, res.err)
 	var doc operator.HistoryDocument
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
 	last := doc.Entries[len(doc.Entries)-1]
 	require.Equal(t, operator.HistoryApproved, last.Event)
 	require.Equal(t, "carol", last.Detail)
-	require.Equal(t, demo.ImageB, last.NewImageID)
+	require.Equal(t, testworld.ImageB, last.NewImageID)
 }
 
 // 10. message needs a subcommand.
@@ -428,7 +429,7 @@ func TestVersion(t *testing.T) {
 
 func TestEmptyWhoAndMissingGroup(t *testing.T) {
 	file := demoState(t)
-	for _, args := range [][]string{{"approve", demo.GroupName}, {"rollback", demo.GroupName, "--yes"}} {
+	for _, args := range [][]string{{"approve", testworld.GroupName}, {"rollback", testworld.GroupName, "--yes"}} {
 		res := run(t, append(args, "--who", "", "--state-file", file)...)
 		require.ErrorContains(t, res.err, "--who is empty", args[0])
 	}
@@ -470,7 +471,7 @@ func TestHistoryOfARollbackReadsFromTheFailedAMI(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "bad-ami.json")
 	res := run(t, "demo", "-o", "json", "--scenario", "bad-ami", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	res = run(t, "history", demo.GroupName, "--state-file", file)
+	res = run(t, "history", testworld.GroupName, "--state-file", file)
 	require.NoError(t, res.err)
 	lines := strings.Split(res.stdout, "\n")
 	require.Regexp(t, `EVENT +FROM → TO +DETAIL`, lines[0])
@@ -485,9 +486,9 @@ func TestHistoryOfARollbackReadsFromTheFailedAMI(t *testing.T) {
 		seen[event] = true
 		switch event {
 		case "detected":
-			require.Equal(t, demo.ImageA+" → "+demo.ImageB, direction, l)
+			require.Equal(t, testworld.ImageA+" → "+testworld.ImageB, direction, l)
 		case "rolling-back", "rolled-back":
-			require.Equal(t, demo.ImageB+" → "+demo.ImageA, direction, l)
+			require.Equal(t, testworld.ImageB+" → "+testworld.ImageA, direction, l)
 		}
 	}
 	require.True(t, seen["rolling-back"] && seen["rolled-back"], res.stdout)

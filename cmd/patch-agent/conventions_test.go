@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/config"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // notPrinting are the commands that print no result of their own: the agent (its output is its JSON log).
@@ -548,7 +548,7 @@ func TestARefusedJSONCommandPrintsOneErrorDocumentAndATableCommandNothing(t *tes
 		{"no such group", []string{"rollback", "nosuchgroup", "--state-file", file}, 1},
 		{"already paused", []string{"pause", "--state-file", paused, "--who", "bob", "--reason", "again"}, 1},
 		{"no reason", []string{"pause", "--state-file", file, "--who", "bob"}, exitUsage},
-		{"group not waiting", []string{"approve", demo.GroupName, "--state-file", file, "--who", "bob"}, 1},
+		{"group not waiting", []string{"approve", testworld.GroupName, "--state-file", file, "--who", "bob"}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, stdout, stderr := runMain(t, append(slices.Clone(c.args), "-o", "json")...)

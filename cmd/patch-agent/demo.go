@@ -29,6 +29,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 func newDemoCommand() *cobra.Command {
@@ -212,7 +213,7 @@ func checkTimeline(path, scenario string) error {
 }
 
 // writeTimeline draws the demo's timeline (demo.WriteTimelineSVG) to path, replacing it.
-func writeTimeline(path string, s demo.Summary) error {
+func writeTimeline(path string, s testworld.Summary) error {
 	var b strings.Builder
 	if err := demo.WriteTimelineSVG(&b, s); err != nil {
 		return err

@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 
 	"github.com/stretchr/testify/require"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // simUpgrade points `patch-agent eks upgrade` at the eks-upgrade demo's simulated account (cluster demo-eks on
@@ -91,7 +93,7 @@ func exitCode(t *testing.T, err error) int {
 
 func upgradeStatus(t *testing.T, file string) eksupgrade.Summary {
 	t.Helper()
-	res := run(t, "eks", "upgrade", "status", "--cluster", demo.EKSCluster, "-o", "json", "--state-file", file)
+	res := run(t, "eks", "upgrade", "status", "--cluster", testworld.EKSCluster, "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	var s eksupgrade.Summary
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), res.stdout)
@@ -102,7 +104,7 @@ func TestEKSUpgradeDryRunPrintsThePlanAndWritesNothing(t *testing.T) {
 	a, file := simUpgradeGroups(t, true)
 	before, err := os.ReadFile(file)
 	require.NoError(t, err)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--dry-run", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--dry-run", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	for _, want := range []string{"EKS upgrade of demo-eks: 1.30 -> 1.31 (dry run: nothing was changed)", "control-plane", "vpc-cni",
 		"v1.19.0-eksbuild.1", "managed-nodegroup", "self-managed-nodegroup", "CHECK", "insight Kubelet version skew"} {
@@ -111,31 +113,31 @@ func TestEKSUpgradeDryRunPrintsThePlanAndWritesNothing(t *testing.T) {
 	after, err := os.ReadFile(file)
 	require.NoError(t, err)
 	require.Equal(t, string(before), string(after), "--dry-run writes nothing")
-	require.Empty(t, a.EKSUpdates(demo.EKSCluster))
+	require.Empty(t, a.EKSUpdates(testworld.EKSCluster))
 }
 
 func TestEKSUpgradeDryRunOfAFailingPreflightExitsOne(t *testing.T) {
 	_, file := simUpgrade(t)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.32", "--dry-run", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.32", "--dry-run", "--state-file", file)
 	require.Equal(t, 1, exitCode(t, res.err))
 	require.Contains(t, res.stdout, "exactly one minor version above it (1.31)")
 }
 
 func TestEKSUpgradeWaitsForApproveThenResumesFromTheStateFile(t *testing.T) {
 	a, file := simUpgrade(t)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--state-file", file)
 	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
 	require.Contains(t, res.err.Error(), "patch-agent approve eks:demo-eks")
 	require.Contains(t, res.stdout, "preflight passed")
 	require.Equal(t, state.WorkflowWaiting, upgradeStatus(t, file).Phase)
-	require.Empty(t, a.EKSUpdates(demo.EKSCluster))
+	require.Empty(t, a.EKSUpdates(testworld.EKSCluster))
 
-	res = run(t, "approve", "eks:"+demo.EKSCluster, "--state-file", file)
+	res = run(t, "approve", "eks:"+testworld.EKSCluster, "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "is approved by tester@")
 	require.Contains(t, res.stdout, "patch-agent eks upgrade --cluster demo-eks --to 1.31")
 
-	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--state-file", file)
+	res = run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "UpdateClusterVersion of demo-eks to 1.31: requested")
 	require.Contains(t, res.stdout, "phase Completed")
@@ -151,7 +153,7 @@ func TestEKSUpgradeWaitsForApproveThenResumesFromTheStateFile(t *testing.T) {
 		require.Equal(t, state.StepStatusCompleted, st.Status, "%s %s", st.Kind, st.Name)
 	}
 
-	res = run(t, "history", "eks:"+demo.EKSCluster, "--state-file", file, "-o", "json")
+	res = run(t, "history", "eks:"+testworld.EKSCluster, "--state-file", file, "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	var doc operator.HistoryDocument
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
@@ -163,7 +165,7 @@ func TestEKSUpgradeWaitsForApproveThenResumesFromTheStateFile(t *testing.T) {
 
 func TestEKSUpgradeWithApproveAndJSONPrintsOnlyTheSummaryOnStdout(t *testing.T) {
 	_, file := simUpgrade(t)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--yes", "-o", "json", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--yes", "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	var s eksupgrade.Summary
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), res.stdout)
@@ -175,22 +177,22 @@ func TestEKSUpgradeWithApproveAndJSONPrintsOnlyTheSummaryOnStdout(t *testing.T) 
 
 func TestEKSUpgradeFailedControlPlaneExitsOneAndRetryFinishes(t *testing.T) {
 	a, file := simUpgrade(t)
-	a.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: demo.EKSCluster})
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--yes", "--state-file", file)
+	a.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: testworld.EKSCluster})
+	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--yes", "--state-file", file)
 	require.Equal(t, 1, exitCode(t, res.err))
 	require.Contains(t, res.err.Error(), "halted: failed: control-plane demo-eks")
 	require.Contains(t, res.err.Error(), "--retry")
 
-	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--retry", "--state-file", file)
+	res = run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--retry", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Equal(t, state.WorkflowCompleted, upgradeStatus(t, file).Phase)
 }
 
 func TestEKSUpgradeStatusTableShowsTheCurrentStep(t *testing.T) {
 	_, file := simUpgrade(t)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--state-file", file)
 	require.Equal(t, exitWaiting, exitCode(t, res.err))
-	res = run(t, "eks", "upgrade", "status", "--cluster", demo.EKSCluster, "--state-file", file)
+	res = run(t, "eks", "upgrade", "status", "--cluster", testworld.EKSCluster, "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "phase Waiting, step approval demo-eks")
 	require.Contains(t, res.stdout, "reason: approval: waiting for `patch-agent approve eks:demo-eks`")
@@ -248,25 +250,25 @@ func TestDemoEKSUpgradeScenarioTableAndStateFile(t *testing.T) {
 	require.Contains(t, res.stdout, "operator: patch-agent approve eks:demo-eks")
 	require.Contains(t, res.stdout, "upgrade of demo-eks to 1.31 completed")
 	require.Contains(t, res.stdout, "phase Completed")
-	res = run(t, "eks", "upgrade", "status", "--cluster", demo.EKSCluster, "--state-file", file, "-o", "json")
+	res = run(t, "eks", "upgrade", "status", "--cluster", testworld.EKSCluster, "--state-file", file, "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, `"phase": "Completed"`)
 }
 
 func TestEKSUpgradeTwoPersonRuleRefusesTheRequestersApproval(t *testing.T) {
 	a, file := simUpgrade(t)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--two-person", "--yes", "--who", "alice", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--two-person", "--yes", "--who", "alice", "--state-file", file)
 	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
 	require.Contains(t, res.err.Error(), "two-person rule: alice requested the plan")
 
-	res = run(t, "approve", "eks:"+demo.EKSCluster, "--who", "alice", "--state-file", file)
+	res = run(t, "approve", "eks:"+testworld.EKSCluster, "--who", "alice", "--state-file", file)
 	require.Error(t, res.err)
 	require.ErrorIs(t, res.err, eksupgrade.ErrSameApprover)
-	require.Empty(t, a.EKSUpdates(demo.EKSCluster))
+	require.Empty(t, a.EKSUpdates(testworld.EKSCluster))
 
-	res = run(t, "approve", "eks:"+demo.EKSCluster, "--who", "bob", "--state-file", file)
+	res = run(t, "approve", "eks:"+testworld.EKSCluster, "--who", "bob", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	res = run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
+	res = run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Equal(t, state.WorkflowCompleted, upgradeStatus(t, file).Phase)
 }
@@ -275,9 +277,9 @@ func TestEKSUpgradeTwoPersonRuleRefusesTheRequestersApproval(t *testing.T) {
 // starts with schemaVersion (schema.Version), and its shape is held by a golden file.
 func TestGoldenEKSUpgradeStatusJSONCarriesSchemaVersion(t *testing.T) {
 	_, file := simUpgrade(t)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
 	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
-	res = run(t, "eks", "upgrade", "status", "--cluster", demo.EKSCluster, "-o", "json", "--state-file", file)
+	res = run(t, "eks", "upgrade", "status", "--cluster", testworld.EKSCluster, "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
@@ -289,9 +291,9 @@ func TestGoldenEKSUpgradeStatusJSONCarriesSchemaVersion(t *testing.T) {
 // `approve eks:CLUSTER` of a completed upgrade is refused (exit 1) with what to do instead.
 func TestEKSUpgradeApproveOfACompletedUpgradeIsRefused(t *testing.T) {
 	_, file := simUpgrade(t)
-	res := run(t, "eks", "upgrade", "--cluster", demo.EKSCluster, "--to", "1.31", "--yes", "--who", "alice", "--state-file", file)
+	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--yes", "--who", "alice", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	res = run(t, "approve", "eks:"+demo.EKSCluster, "--who", "bob", "--state-file", file)
+	res = run(t, "approve", "eks:"+testworld.EKSCluster, "--who", "bob", "--state-file", file)
 	require.ErrorIs(t, res.err, eksupgrade.ErrNothingToApprove)
 	require.Equal(t, 1, exitCode(t, res.err))
 	require.ErrorContains(t, res.err, "completed at")

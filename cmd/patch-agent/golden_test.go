@@ -16,12 +16,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Golden tests of the CLI's outputs: `go test ./cmd/patch-agent -run Golden -update` rewrites
@@ -37,8 +37,8 @@ func fullFleet(t *testing.T) string {
 	ctx := context.Background()
 	m := state.NewMemory()
 	for _, r := range []state.Rollout{
-		{Group: "prod-ecs-asg", Platform: "ecs", Cluster: "prod", Phase: state.PhaseReplacing, TargetImageID: demo.ImageB,
-			PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(7 * time.Minute), Instances: 4, OnTarget: 1,
+		{Group: "prod-ecs-asg", Platform: "ecs", Cluster: "prod", Phase: state.PhaseReplacing, TargetImageID: testworld.ImageB,
+			PreviousImageID: testworld.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(7 * time.Minute), Instances: 4, OnTarget: 1,
 			Reason: "cancelling instance refresh 1f0dc61a-bdd6-456f-b9d8-c207382c5cf2: paused (global) by alice since 2026-11-30T02:05:00Z: " +
 				"incident 4711; next step: a new instance refresh that skips the instances already on the target",
 			Strategy: model.StrategyRefresh, Current: &state.Replacement{Step: state.StepInstanceRefresh},
@@ -47,11 +47,11 @@ func fullFleet(t *testing.T) string {
 				StartedAt: goldenAt.Add(time.Minute), ID: "1f0dc61a-bdd6-456f-b9d8-c207382c5cf2", Status: "Cancelling",
 				StatusReason: "Waiting for 1 launches and 0 terminations in progress before cancelling.", PercentageComplete: 25,
 				InstancesToUpdate: 3, Cancel: "paused (global) by alice since 2026-11-30T02:05:00Z: incident 4711"}},
-		{Group: "prod-eks-nodes", Platform: "eks", Cluster: "prod-eks", Phase: state.PhaseCompleted, TargetImageID: demo.ImageB,
-			PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(9 * time.Minute), Instances: 3, OnTarget: 3},
+		{Group: "prod-eks-nodes", Platform: "eks", Cluster: "prod-eks", Phase: state.PhaseCompleted, TargetImageID: testworld.ImageB,
+			PreviousImageID: testworld.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(9 * time.Minute), Instances: 3, OnTarget: 3},
 		// A rollout an older patch-agent left mid-replacement by its surge strategy, halted by this one.
 		{Group: "batch-ecs-with-a-rather-long-auto-scaling-group-name", Platform: "ecs", Cluster: "batch", Phase: state.PhaseHalted,
-			TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(40 * time.Minute),
+			TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA, DetectedAt: goldenAt, UpdatedAt: goldenAt.Add(40 * time.Minute),
 			Instances: 5, OnTarget: 2, Strategy: "surge", Warning: model.DeprecatedStrategyNote("surge"),
 			Current: &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-0ccccccccccccccc3"},
 			Reason: "failed: " + engine.OlderEngineReason("batch-ecs-with-a-rather-long-auto-scaling-group-name", "surge",
@@ -60,7 +60,7 @@ func fullFleet(t *testing.T) string {
 		// A managed node group an operator rolled back (`patch-agent rollback nodegroup/prod-eks/workers`): TARGET
 		// AMI is the AMI the rollback went back to, not the one rolled back from.
 		{Group: "nodegroup/prod-eks/workers", Platform: "eks-managed", Cluster: "prod-eks", Phase: state.PhaseRolledBack,
-			TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, RollbackFrom: demo.ImageB, DetectedAt: goldenAt,
+			TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA, RollbackFrom: testworld.ImageB, DetectedAt: goldenAt,
 			UpdatedAt: goldenAt.Add(50 * time.Minute), Instances: 2, OnTarget: 2, Reason: "rolled back after: manual rollback by alice",
 			Nodegroup: &state.NodegroupProgress{Cluster: "prod-eks", Name: "workers", AMIType: "CUSTOM", Rollback: true,
 				UpdateStatus: "Successful", RequestedBy: "alice"}},
@@ -76,11 +76,11 @@ func fullFleet(t *testing.T) string {
 	require.NoError(t, m.PutLock(ctx, state.Lock{Reason: "incident 4711", Who: "alice", Since: goldenAt.Add(5 * time.Minute)}))
 	require.NoError(t, m.PutLock(ctx, state.Lock{Group: "prod-ecs-asg", Reason: "game day", Who: "bob", Since: goldenAt, Until: far}))
 	for _, e := range []state.HistoryEntry{
-		{Group: "prod-ecs-asg", At: goldenAt, Event: "detected", PreviousImage: demo.ImageA, NewImage: demo.ImageB, Source: "/golden-ami/ecs/al2023", SourceVersion: 2},
-		{Group: "prod-ecs-asg", At: goldenAt.Add(time.Minute), Event: "approved", NewImage: demo.ImageB, Detail: "carol"},
-		{Group: "prod-ecs-asg", At: goldenAt.Add(2 * time.Minute), Event: "rolling-back", PreviousImage: demo.ImageA, NewImage: demo.ImageB,
+		{Group: "prod-ecs-asg", At: goldenAt, Event: "detected", PreviousImage: testworld.ImageA, NewImage: testworld.ImageB, Source: "/golden-ami/ecs/al2023", SourceVersion: 2},
+		{Group: "prod-ecs-asg", At: goldenAt.Add(time.Minute), Event: "approved", NewImage: testworld.ImageB, Detail: "carol"},
+		{Group: "prod-ecs-asg", At: goldenAt.Add(2 * time.Minute), Event: "rolling-back", PreviousImage: testworld.ImageA, NewImage: testworld.ImageB,
 			Detail: "launch of i-0bbbbbbbbbbbbbbb2 ABANDONed by lifecycle hook patch-agent-launch (not healthy in cluster after 10m0s)"},
-		{Group: "prod-ecs-asg", At: goldenAt.Add(3 * time.Minute), Event: "rolled-back", PreviousImage: demo.ImageB, NewImage: demo.ImageA,
+		{Group: "prod-ecs-asg", At: goldenAt.Add(3 * time.Minute), Event: "rolled-back", PreviousImage: testworld.ImageB, NewImage: testworld.ImageA,
 			Detail: "launch of i-0bbbbbbbbbbbbbbb2 ABANDONed by lifecycle hook patch-agent-launch (not healthy in cluster after 10m0s)"},
 	} {
 		require.NoError(t, m.AppendHistory(ctx, e))
@@ -240,12 +240,12 @@ func TestDemoJSONSchema(t *testing.T) {
 		mm := m.(map[string]any)
 		require.Equal(t, []string{"dimensions", "name", "value"}, keysOf(mm))
 		require.NotContains(t, mm["name"], "{")
-		if mm["name"] == "DrainSeconds" && mm["dimensions"].(map[string]any)["Group"] == demo.GroupName {
+		if mm["name"] == "DrainSeconds" && mm["dimensions"].(map[string]any)["Group"] == testworld.GroupName {
 			drain = true
 			require.Equal(t, "ecs", mm["dimensions"].(map[string]any)["Platform"])
 		}
 	}
-	require.True(t, drain, "DrainSeconds of %s is a series with its dimensions", demo.GroupName)
+	require.True(t, drain, "DrainSeconds of %s is a series with its dimensions", testworld.GroupName)
 }
 
 // The demo's text is the same from run to run (the golden file above holds it): the crash scenario used to
@@ -271,7 +271,7 @@ func TestDemoPausePrintsTheDrainBeforeThePause(t *testing.T) {
 	require.Positive(t, pause)
 	drain := slices.IndexFunc(lines, func(l string) bool {
 		f := strings.Fields(l[strings.Index(l, "]")+1:])
-		return len(f) > 1 && f[0] == demo.GroupName && f[1] == "Replacing/InstanceRefresh" && strings.Contains(l, "while it drains")
+		return len(f) > 1 && f[0] == testworld.GroupName && f[1] == "Replacing/InstanceRefresh" && strings.Contains(l, "while it drains")
 	})
 	require.Positive(t, drain)
 	require.Less(t, drain, pause, "the drain that made the operator pause is printed first")
@@ -297,8 +297,8 @@ func demoLines(out string) []string {
 func TestRollbackPlanNamesThePlatformsDrain(t *testing.T) {
 	file := demoState(t)
 	for _, c := range []struct{ group, want, not string }{
-		{demo.GroupName, "drained (container instance DRAINING)", "cordon"},
-		{demo.EKSGroupName, "drained (node cordoned, pods evicted under their PodDisruptionBudgets)", "DRAINING"},
+		{testworld.GroupName, "drained (container instance DRAINING)", "cordon"},
+		{testworld.EKSGroupName, "drained (node cordoned, pods evicted under their PodDisruptionBudgets)", "DRAINING"},
 	} {
 		res := run(t, "rollback", c.group, "--yes", "--who", "alice", "--state-file", file)
 		require.NoError(t, res.err, res.stderr)

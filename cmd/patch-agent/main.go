@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	// Maintenance windows name IANA time zones (patch-agent/maintenance-window, internal/lifecycle): the
+	// Maintenance windows name IANA time zones (patch-agent/maintenance-window, internal/model): the
 	// release image holds no zone files, so the zone database is embedded (~450 kB) and time.LoadLocation
 	// falls back to it (package time/tzdata).
 	_ "time/tzdata"

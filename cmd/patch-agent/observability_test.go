@@ -20,10 +20,10 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/health"
 	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/notify"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // pacedSQS makes the simulated queue's long polls take a moment, as SQS's do, instead of answering at once.
@@ -41,7 +41,7 @@ func (p pacedSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInpu
 }
 
 // lazyEventBridge sends to the world's simulated EventBridge once the world exists.
-type lazyEventBridge struct{ w **demo.World }
+type lazyEventBridge struct{ w **testworld.World }
 
 func (l lazyEventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, o ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	return (*l.w).Account.EventBridge().PutEvents(ctx, in, o...)
@@ -61,15 +61,15 @@ func TestRunServesHealthAndMetricsAndFlushesWhenStopped(t *testing.T) {
 	cfg.HealthAddr, cfg.Prometheus, cfg.MetricsInterval, cfg.ReconcileInterval = freeAddr(t), true, time.Hour, 5*time.Second
 	// The observability is built before the world (the agent takes its observer), then set on the world's
 	// clock.
-	var w *demo.World
+	var w *testworld.World
 	obs := newObservability(cfg, zap.NewNop(), lazyEventBridge{&w}, nil)
-	spec := demo.DemoSpec()
+	spec := testworld.DemoSpec()
 	spec.Wrap = func(c agent.Clients) agent.Clients { c.SQS = pacedSQS{c.SQS}; return c }
 	spec.Observer = obs.observer
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	obs.clock, obs.registry.Clock = w.Account.Clock(), w.Account.Clock()
-	w.Account.PutParameter(demo.Parameter, demo.ImageB) // the agent's first tick detects it
+	w.Account.PutParameter(testworld.Parameter, testworld.ImageB) // the agent's first tick detects it
 
 	ok := func(context.Context) error { return nil }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -111,7 +111,7 @@ func TestRunServesHealthAndMetricsAndFlushesWhenStopped(t *testing.T) {
 	started := false
 	for _, e := range w.Account.PublishedEvents() {
 		started = started || e.DetailType == notify.DetailTypeRollout &&
-			strings.Contains(e.Detail, `"event":"started"`) && strings.Contains(e.Detail, `"group":"`+demo.GroupName+`"`)
+			strings.Contains(e.Detail, `"event":"started"`) && strings.Contains(e.Detail, `"group":"`+testworld.GroupName+`"`)
 	}
 	require.True(t, started, "the rollout's start was sent on shutdown")
 	_, err = net.DialTimeout("tcp", cfg.HealthAddr, 200*time.Millisecond)

@@ -22,6 +22,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // result is what one run of the CLI printed and returned.
@@ -60,7 +61,7 @@ func demoState(t *testing.T) string {
 	file := filepath.Join(t.TempDir(), "demo.json")
 	res := run(t, "demo", "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	var s demo.Summary
+	var s testworld.Summary
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &s), "--json prints only the summary")
 	require.FileExists(t, file)
 	return file
@@ -79,20 +80,20 @@ func status(t *testing.T, file string) operator.StatusRow {
 		return rows[0]
 	}
 	for _, r := range rows { // the demo's state: its ECS group and its EKS group
-		if r.Group == demo.GroupName {
+		if r.Group == testworld.GroupName {
 			return r
 		}
 	}
-	t.Fatalf("no status row for %s: %+v", demo.GroupName, rows)
+	t.Fatalf("no status row for %s: %+v", testworld.GroupName, rows)
 	return operator.StatusRow{}
 }
 
 func TestStatusOfTheDemoStateShowsTheGroupCompleted(t *testing.T) {
 	row := status(t, demoState(t))
-	require.Equal(t, demo.GroupName, row.Group)
+	require.Equal(t, testworld.GroupName, row.Group)
 	require.Equal(t, state.PhaseCompleted, row.Phase)
-	require.Equal(t, demo.ImageB, row.TargetImageID)
-	require.Equal(t, demo.ImageA, row.PreviousImageID)
+	require.Equal(t, testworld.ImageB, row.TargetImageID)
+	require.Equal(t, testworld.ImageA, row.PreviousImageID)
 	require.Equal(t, 3, row.Instances)
 	require.Equal(t, 3, row.OnTarget)
 	require.Zero(t, row.Other)
@@ -101,7 +102,7 @@ func TestStatusOfTheDemoStateShowsTheGroupCompleted(t *testing.T) {
 
 func TestStatusTable(t *testing.T) {
 	file := demoState(t)
-	for _, args := range [][]string{{"status"}, {"status", demo.GroupName}} {
+	for _, args := range [][]string{{"status"}, {"status", testworld.GroupName}} {
 		res := run(t, append(args, "--state-file", file)...)
 		require.NoError(t, res.err)
 		lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
@@ -118,7 +119,7 @@ func TestStatusTable(t *testing.T) {
 
 func TestHistoryOfTheDemoState(t *testing.T) {
 	file := demoState(t)
-	res := run(t, "history", demo.GroupName, "--state-file", file, "-o", "json")
+	res := run(t, "history", testworld.GroupName, "--state-file", file, "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	var doc operator.HistoryDocument
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc))
@@ -128,13 +129,13 @@ func TestHistoryOfTheDemoState(t *testing.T) {
 		events = append(events, e.Event)
 	}
 	require.Equal(t, []string{"detected", "completed"}, events)
-	require.Equal(t, demo.ImageB, hist[1].NewImageID)
+	require.Equal(t, testworld.ImageB, hist[1].NewImageID)
 
-	res = run(t, "history", demo.GroupName, "--state-file", file)
+	res = run(t, "history", testworld.GroupName, "--state-file", file)
 	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "completed")
 	require.Contains(t, res.stdout, "3 instance(s) on the target AMI")
-	res = run(t, "history", demo.GroupName, "-o", "wide", "--state-file", file)
+	res = run(t, "history", testworld.GroupName, "-o", "wide", "--state-file", file)
 	require.NoError(t, res.err)
 	require.Regexp(t, `/golden-ami/ecs/al2023 \(version 2\)  3 instance\(s\) on the target AMI, replaced by instance refresh [0-9a-f-]{36}\n`, res.stdout)
 }
@@ -163,37 +164,37 @@ func TestPauseThenStatusShowsPausedAndResumeClearsIt(t *testing.T) {
 
 func TestPauseOfOneGroup(t *testing.T) {
 	file := demoState(t)
-	res := run(t, "pause", "--group", demo.GroupName, "--reason", "game day", "--who", "bob", "--state-file", file)
+	res := run(t, "pause", "--group", testworld.GroupName, "--reason", "game day", "--who", "bob", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	require.Equal(t, &operator.PauseInfo{Scope: "group " + demo.GroupName, Who: "bob", Reason: "game day",
+	require.Equal(t, &operator.PauseInfo{Scope: "group " + testworld.GroupName, Who: "bob", Reason: "game day",
 		Since: status(t, file).Paused.Since}, status(t, file).Paused)
 
 	res = run(t, "resume", "--state-file", file)
 	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "nothing to resume: the agent is not paused globally", "a group pause is not the global one")
-	res = run(t, "resume", "--group", demo.GroupName, "--state-file", file)
+	res = run(t, "resume", "--group", testworld.GroupName, "--state-file", file)
 	require.NoError(t, res.err)
 	require.Nil(t, status(t, file).Paused)
 }
 
 func TestRollbackWithYesTargetsThePreviousAMI(t *testing.T) {
 	file := demoState(t)
-	res := run(t, "rollback", demo.GroupName, "--yes", "--who", "alice", "--state-file", file)
+	res := run(t, "rollback", testworld.GroupName, "--yes", "--who", "alice", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	require.Contains(t, res.stdout, demo.ImageB+" -> "+demo.ImageA)
+	require.Contains(t, res.stdout, testworld.ImageB+" -> "+testworld.ImageA)
 	require.Contains(t, res.stdout, "3 of the group's 3 instance(s)")
 
 	row := status(t, file)
 	require.Equal(t, state.PhaseDetected, row.Phase)
-	require.Equal(t, demo.ImageA, row.TargetImageID)
-	require.Equal(t, demo.ImageB, row.PreviousImageID)
+	require.Equal(t, testworld.ImageA, row.TargetImageID)
+	require.Equal(t, testworld.ImageB, row.PreviousImageID)
 
-	res = run(t, "history", demo.GroupName, "--state-file", file)
+	res = run(t, "history", testworld.GroupName, "--state-file", file)
 	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "manual-rollback")
 	require.Contains(t, res.stdout, "alice")
 
-	res = run(t, "rollback", demo.GroupName, "--yes", "--state-file", file)
+	res = run(t, "rollback", testworld.GroupName, "--yes", "--state-file", file)
 	require.ErrorContains(t, res.err, "rollout in progress at Detected/-", "a second rollback while the first runs")
 }
 
@@ -201,9 +202,9 @@ func TestRollbackWithoutYesOffATerminalIsRefusedAndWritesNothing(t *testing.T) {
 	file := demoState(t)
 	before, err := os.ReadFile(file)
 	require.NoError(t, err)
-	res := runCtx(t, context.Background(), "yes\n", "rollback", demo.GroupName, "--state-file", file)
+	res := runCtx(t, context.Background(), "yes\n", "rollback", testworld.GroupName, "--state-file", file)
 	require.ErrorContains(t, res.err, "standard input is not a terminal; pass --yes")
-	require.Contains(t, res.stdout, demo.ImageB+" -> "+demo.ImageA, "the plan is shown")
+	require.Contains(t, res.stdout, testworld.ImageB+" -> "+testworld.ImageA, "the plan is shown")
 	after, err := os.ReadFile(file)
 	require.NoError(t, err)
 	require.Equal(t, string(before), string(after))
@@ -211,15 +212,15 @@ func TestRollbackWithoutYesOffATerminalIsRefusedAndWritesNothing(t *testing.T) {
 
 func TestApprove(t *testing.T) {
 	file := demoState(t)
-	waitForApproval(t, file, demo.GroupName)
-	res := run(t, "approve", demo.GroupName, "--who", "carol", "--state-file", file)
+	waitForApproval(t, file, testworld.GroupName)
+	res := run(t, "approve", testworld.GroupName, "--who", "carol", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	require.Contains(t, res.stdout, "approved "+demo.ImageB+" for "+demo.GroupName+" by carol")
+	require.Contains(t, res.stdout, "approved "+testworld.ImageB+" for "+testworld.GroupName+" by carol")
 	mem, err := loadSnapshot(file)
 	require.NoError(t, err)
-	r, err := mem.GetRollout(context.Background(), demo.GroupName)
+	r, err := mem.GetRollout(context.Background(), testworld.GroupName)
 	require.NoError(t, err)
-	require.Equal(t, demo.ImageB, r.ApprovedImage)
+	require.Equal(t, testworld.ImageB, r.ApprovedImage)
 	require.Equal(t, "carol", r.ApprovedBy)
 }
 
@@ -252,7 +253,7 @@ func TestCommandErrors(t *testing.T) {
 		{"unknown group", []string{"status", "nope", "--state-file", file}, "no such Auto Scaling group named nope in state file " + file + "; state file " + file + " holds rollout records of: demo-ecs-asg, demo-eks-nodes"},
 		{"bad output", []string{"status", "--output", "yaml", "--state-file", file}, `invalid argument "yaml" for "-o, --output" flag: want table, wide, json or csv`},
 		{"history needs a group", []string{"history", "--state-file", file}, "GROUP is required: the Auto Scaling group name (see patch-agent status)"},
-		{"rollback to the current AMI", []string{"rollback", demo.GroupName, "--to", demo.ImageB, "--yes", "--state-file", file}, "already targets"},
+		{"rollback to the current AMI", []string{"rollback", testworld.GroupName, "--to", testworld.ImageB, "--yes", "--state-file", file}, "already targets"},
 		{"approve an unknown group", []string{"approve", "nope", "--state-file", file}, "no such Auto Scaling group named nope in state file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,15 +338,15 @@ func TestRollbackOfAnOlderAgentsHaltedReplacementSaysWhatToCheck(t *testing.T) {
 	cur := &state.Replacement{Step: state.StepDraining, OldInstanceID: "i-old"}
 	_, err := mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseHalted, Strategy: "surge",
 		Reason:        "failed: " + engine.OlderEngineReason("g", "surge", cur),
-		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 4, OnTarget: 1, Current: cur})
+		TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA, Instances: 4, OnTarget: 1, Current: cur})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "halted.json")
 	require.NoError(t, saveSnapshot(file, mem))
 
 	res := run(t, "rollback", "g", "--yes", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
-	require.Contains(t, res.stdout, "Rollback of g (now Halted): "+demo.ImageB+" -> "+demo.ImageA)
-	require.Contains(t, res.stdout, "an instance refresh to a launch template version with "+demo.ImageA)
+	require.Contains(t, res.stdout, "Rollback of g (now Halted): "+testworld.ImageB+" -> "+testworld.ImageA)
+	require.Contains(t, res.stdout, "an instance refresh to a launch template version with "+testworld.ImageA)
 	require.Contains(t, res.stdout, "note: an older patch-agent left its replacement of i-old at step Draining: check the group's desired capacity and MaxSize")
 	row := status(t, file)
 	require.Equal(t, state.PhaseDetected, row.Phase)
@@ -356,7 +357,7 @@ func TestRollbackOfAnOlderAgentsHaltedReplacementSaysWhatToCheck(t *testing.T) {
 	mem = state.NewMemory()
 	_, err = mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseHalted, Strategy: model.StrategyRefresh,
 		Reason:        "failed: instance refresh ir-1 failed: Instance refresh failed: replacement instances did not become healthy within 1 hour.",
-		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 4, OnTarget: 1, Current: &state.Replacement{Step: state.StepInstanceRefresh},
+		TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA, Instances: 4, OnTarget: 1, Current: &state.Replacement{Step: state.StepInstanceRefresh},
 		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "Failed"}})
 	require.NoError(t, err)
 	require.NoError(t, saveSnapshot(file, mem))
@@ -370,31 +371,31 @@ func TestRollbackOfAnOlderAgentsHaltedReplacementSaysWhatToCheck(t *testing.T) {
 // --replace it replaces it. The pause's since is stored at second precision.
 func TestSecondPauseOfTheSameScopeIsRefusedUnlessReplace(t *testing.T) {
 	file := demoState(t)
-	res := run(t, "pause", "--group", demo.GroupName, "--reason", "load test", "--who", "alice", "--until", "2h", "--state-file", file)
+	res := run(t, "pause", "--group", testworld.GroupName, "--reason", "load test", "--who", "alice", "--until", "2h", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	first := status(t, file).Paused
 	require.NotNil(t, first)
 	require.Equal(t, first.Since.Truncate(time.Second), first.Since, "since at second precision")
 
-	res = run(t, "pause", "--group", demo.GroupName, "--reason", "freeze", "--who", "bob", "--state-file", file)
+	res = run(t, "pause", "--group", testworld.GroupName, "--reason", "freeze", "--who", "bob", "--state-file", file)
 	require.Error(t, res.err)
 	var stderr strings.Builder
 	require.Equal(t, 1, report(&stderr, res.err), "an error of the work, not a usage error: exit 1")
 	require.NotContains(t, stderr.String(), "--help", "the command was called right: no usage hint")
 	require.ErrorIs(t, res.err, operator.ErrAlreadyPaused)
-	require.ErrorContains(t, res.err, "group "+demo.GroupName+" is already paused by alice since ")
+	require.ErrorContains(t, res.err, "group "+testworld.GroupName+" is already paused by alice since ")
 	require.ErrorContains(t, res.err, "load test; pass --replace to replace it")
 	require.Equal(t, first, status(t, file).Paused, "the first pause is untouched")
 
 	res = run(t, "pause", "--reason", "incident", "--who", "carol", "--state-file", file)
 	require.NoError(t, res.err, "another scope (global) is no replacement")
 
-	res = run(t, "pause", "--group", demo.GroupName, "--reason", "freeze", "--who", "bob", "--replace", "--state-file", file)
+	res = run(t, "pause", "--group", testworld.GroupName, "--reason", "freeze", "--who", "bob", "--replace", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	locks := readLocks(t, file)
 	require.Len(t, locks, 2)
 	for _, l := range locks {
-		if l.Group == demo.GroupName {
+		if l.Group == testworld.GroupName {
 			require.Equal(t, "freeze", l.Reason)
 			require.True(t, l.Until.IsZero(), "replaced whole, --until included")
 		}
@@ -452,7 +453,7 @@ func TestRollbackInTheMiddleOfAnInstanceRefreshIsRecorded(t *testing.T) {
 	ctx := context.Background()
 	mem := state.NewMemory()
 	_, err := mem.PutRollout(ctx, state.Rollout{Group: "g", Platform: "ecs", Phase: state.PhaseReplacing, Strategy: "refresh",
-		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 10, OnTarget: 4,
+		TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA, Instances: 10, OnTarget: 4,
 		Current: &state.Replacement{Step: state.StepInstanceRefresh},
 		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress"}})
 	require.NoError(t, err)

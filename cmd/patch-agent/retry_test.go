@@ -11,30 +11,30 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 func TestRetryOfARolledBackGroupRearmsItAndAHaltedOneIsToldToRollBackFirst(t *testing.T) {
 	ctx := context.Background()
 	mem := state.NewMemory()
 	_, err := mem.PutRollout(ctx, state.Rollout{Group: "web", Platform: "ecs", Phase: state.PhaseRolledBack,
-		Reason: "rolled back after: replacement i-1 not healthy after 10m0s", TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA})
+		Reason: "rolled back after: replacement i-1 not healthy after 10m0s", TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA})
 	require.NoError(t, err)
 	_, err = mem.PutRollout(ctx, state.Rollout{Group: "api", Platform: "ecs", Phase: state.PhaseHalted, Reason: "failed: drain timed out",
-		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA})
+		TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "state.json")
 	require.NoError(t, saveSnapshot(file, mem))
 
 	res := run(t, "retry", "web", "--state-file", file, "--who", "alice")
 	require.NoError(t, res.err, res.stderr)
-	require.Contains(t, res.stdout, "retry of "+demo.ImageB+" for web recorded by alice")
+	require.Contains(t, res.stdout, "retry of "+testworld.ImageB+" for web recorded by alice")
 	before := readFile(t, file)
 	res = run(t, "retry", "web", "--state-file", file, "--who", "bob")
 	require.NoError(t, res.err, "a second retry succeeds: the first one stands")
-	require.Contains(t, res.stdout, "a retry of web is already requested (retry of "+demo.ImageB+" requested by alice: ")
+	require.Contains(t, res.stdout, "a retry of web is already requested (retry of "+testworld.ImageB+" requested by alice: ")
 	require.Contains(t, res.stdout, "nothing written")
 	require.Equal(t, before, readFile(t, file), "a second retry changes nothing")
 	res = run(t, "retry", "web", "--state-file", file, "--who", "bob", "-o", "json")
@@ -44,7 +44,7 @@ func TestRetryOfARolledBackGroupRearmsItAndAHaltedOneIsToldToRollBackFirst(t *te
 		AlreadyRequested bool
 	}
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
-	require.Equal(t, demo.ImageB, doc.Retried)
+	require.Equal(t, testworld.ImageB, doc.Retried)
 	require.True(t, doc.AlreadyRequested)
 	res = run(t, "history", "web", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
@@ -61,7 +61,7 @@ func TestRollbackMidRefreshNamesThePreviousAMI(t *testing.T) {
 	ctx := context.Background()
 	mem := state.NewMemory()
 	_, err := mem.PutRollout(ctx, state.Rollout{Group: "web", Platform: "ecs", Phase: state.PhaseReplacing, Strategy: "refresh",
-		TargetImageID: demo.ImageB, PreviousImageID: demo.ImageA, Instances: 4, OnTarget: 1,
+		TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA, Instances: 4, OnTarget: 1,
 		Current: &state.Replacement{Step: state.StepInstanceRefresh},
 		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress"}})
 	require.NoError(t, err)
@@ -71,25 +71,25 @@ func TestRollbackMidRefreshNamesThePreviousAMI(t *testing.T) {
 	require.NoError(t, res.err, res.stderr)
 	var doc struct{ From, To, Phase string }
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
-	require.Equal(t, demo.ImageB, doc.From)
-	require.Equal(t, demo.ImageA, doc.To)
+	require.Equal(t, testworld.ImageB, doc.From)
+	require.Equal(t, testworld.ImageA, doc.To)
 	require.Equal(t, "RollingBack", doc.Phase)
-	require.Contains(t, res.stderr, "now targets "+demo.ImageA)
+	require.Contains(t, res.stderr, "now targets "+testworld.ImageA)
 }
 
 // The plan of a group's rollback names the instance refresh that rolls it back, with instance counts or
 // without (a record that never counted them), and says desired capacity is not written.
 func TestRollbackPlanOfAGroupNamesTheInstanceRefresh(t *testing.T) {
 	var b strings.Builder
-	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseCompleted, From: demo.ImageB, To: demo.ImageA,
+	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseCompleted, From: testworld.ImageB, To: testworld.ImageA,
 		Instances: 4, OnFrom: 4})
-	require.Contains(t, b.String(), "4 of the group's 4 instance(s) run "+demo.ImageB)
-	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+demo.ImageA)
+	require.Contains(t, b.String(), "4 of the group's 4 instance(s) run "+testworld.ImageB)
+	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+testworld.ImageA)
 	require.Contains(t, b.String(), "desired capacity is not written")
 	require.NotContains(t, b.String(), "surge")
 
 	b.Reset()
-	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseCompleted, From: demo.ImageB, To: demo.ImageA})
-	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+demo.ImageA+" replaces every instance not on it")
+	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseCompleted, From: testworld.ImageB, To: testworld.ImageA})
+	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+testworld.ImageA+" replaces every instance not on it")
 	require.NotContains(t, b.String(), "surge")
 }

@@ -16,10 +16,10 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // sourceFakes answer the rollback's source check: the group's tags and the AMI its parameter names.
@@ -35,7 +35,7 @@ func (f sourceFakes) DescribeAutoScalingGroups(_ context.Context, in *autoscalin
 	return &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: []astypes.AutoScalingGroup{{
 		AutoScalingGroupName: aws.String(in.AutoScalingGroupNames[0]),
 		Tags: []astypes.TagDescription{tag(model.TagEnabled, "true"), tag(model.TagPlatform, "ecs"),
-			tag(model.TagCluster, "demo"), tag(model.TagParameter, demo.Parameter)},
+			tag(model.TagCluster, "demo"), tag(model.TagParameter, testworld.Parameter)},
 	}}}, nil
 }
 
@@ -63,8 +63,8 @@ func TestRollbackWarnsWhenTheSourceAlreadyNamesANewerAMI(t *testing.T) {
 		wantNote    string
 	}{
 		{"the parameter names a newer AMI", &sourceFakes{value: newer}, true, ""},
-		{"the parameter still names the AMI rolled back from", &sourceFakes{value: demo.ImageB}, false, ""},
-		{"the parameter names the rollback's AMI", &sourceFakes{value: demo.ImageA}, false, ""},
+		{"the parameter still names the AMI rolled back from", &sourceFakes{value: testworld.ImageB}, false, ""},
+		{"the parameter names the rollback's AMI", &sourceFakes{value: testworld.ImageA}, false, ""},
 		{"the parameter cannot be read", &sourceFakes{ssmErr: errors.New("AccessDeniedException")}, false, "AccessDeniedException"},
 		{"the parameter does not exist", &sourceFakes{}, false, "does not exist"},
 		{"a state file has no account", nil, false, "a state file has no AWS account"},
@@ -79,15 +79,15 @@ func TestRollbackWarnsWhenTheSourceAlreadyNamesANewerAMI(t *testing.T) {
 				}
 				t.Cleanup(func() { newSourceReaders = prev })
 			}
-			res := run(t, "rollback", demo.GroupName, "--yes", "--who", "alice", "-o", "json", "--state-file", file)
+			res := run(t, "rollback", testworld.GroupName, "--yes", "--who", "alice", "-o", "json", "--state-file", file)
 			require.NoError(t, res.err, res.stderr)
 			require.Equal(t, state.PhaseDetected, status(t, file).Phase, "the rollback is recorded whatever the source says")
 			var doc rollbackDocument
 			require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), "stdout holds only the document: %q", res.stdout)
 			require.Equal(t, schema.Version, doc.SchemaVersion)
-			require.Equal(t, demo.ImageA, doc.To)
+			require.Equal(t, testworld.ImageA, doc.To)
 			if tc.wantWarning {
-				require.Contains(t, res.stderr, "warning: "+demo.Parameter+" already names "+newer)
+				require.Contains(t, res.stderr, "warning: "+testworld.Parameter+" already names "+newer)
 				require.Contains(t, doc.SourceWarning, "superseding this rollback")
 			} else {
 				require.NotContains(t, res.stderr, "warning:")

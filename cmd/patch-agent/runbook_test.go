@@ -15,10 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // runbookPath is the runbook the tests below follow.
@@ -129,20 +129,20 @@ func fillIn(words []string, values map[string]string) []string {
 // runbookWorld is a simulated account with one group rolled by instance refresh, whose agent's store an
 // operator command reaches through a state file, as `patch-agent ... --state-file` does.
 type runbookWorld struct {
-	w    *demo.World
+	w    *testworld.World
 	mem  *state.Memory
 	file string
-	g    demo.GroupSetup
+	g    testworld.GroupSetup
 }
 
 // newRunbookWorld builds a group of 4 instances that Auto Scaling rolls by instance refresh one at a time,
 // with the agent's launching and terminating hooks, settled on ImageA.
 func newRunbookWorld(t *testing.T) *runbookWorld {
 	t.Helper()
-	g := demo.GroupSetup{Name: "prod-ecs-asg", Cluster: "prod", Parameter: "/golden/prod", Min: 2, Max: 5, Desired: 4,
+	g := testworld.GroupSetup{Name: "prod-ecs-asg", Cluster: "prod", Parameter: "/golden/prod", Min: 2, Max: 5, Desired: 4,
 		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh, model.TagBatchSize: "1"}}
 	mem := state.NewMemory()
-	w, err := demo.Build(demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 8}, Store: mem,
+	w, err := testworld.Build(testworld.Spec{Groups: []testworld.GroupSetup{g}, Services: map[string]int{"web": 8}, Store: mem,
 		Policy: engine.DefaultPolicy()})
 	require.NoError(t, err)
 	rw := &runbookWorld{w: w, mem: mem, file: filepath.Join(t.TempDir(), "state.json"), g: g}
@@ -233,17 +233,17 @@ func endedOn(image string) func(state.Rollout) bool {
 func TestRunbookCasesEndCompletedOrRolledBack(t *testing.T) {
 	t.Run("abort mid-refresh", func(t *testing.T) {
 		rw := newRunbookWorld(t)
-		rw.w.PublishAMI(rw.g.Parameter, demo.ImageB)
+		rw.w.PublishAMI(rw.g.Parameter, testworld.ImageB)
 		rw.runTo(t, 2*time.Hour, "refresh under way", midRefreshOf)
 		rw.patchAgent(t, runbookCommand(t, "also in the middle of an instance refresh", "patch-agent rollback "))
 		r := rw.runTo(t, 2*time.Hour, "rolled back", func(r state.Rollout) bool { return !r.Active() })
 		require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
-		rw.finish(t, demo.ImageA)
+		rw.finish(t, testworld.ImageA)
 	})
 
 	t.Run("pause mid-refresh, then resume", func(t *testing.T) {
 		rw := newRunbookWorld(t)
-		rw.w.PublishAMI(rw.g.Parameter, demo.ImageB)
+		rw.w.PublishAMI(rw.g.Parameter, testworld.ImageB)
 		rw.runTo(t, 2*time.Hour, "refresh under way", midRefreshOf)
 		rw.patchAgent(t, runbookCommand(t, "patch-agent pause --group GROUP", "patch-agent pause "))
 		r := rw.runTo(t, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting })
@@ -251,31 +251,31 @@ func TestRunbookCasesEndCompletedOrRolledBack(t *testing.T) {
 		rw.runFor(t, 20*time.Minute)
 		require.Equal(t, state.PhaseWaiting, rw.rollout().Phase, "nothing moves while paused")
 		rw.patchAgent(t, runbookCommand(t, "| a pause lock |", "patch-agent resume --group "))
-		r = rw.runTo(t, 3*time.Hour, "completed", endedOn(demo.ImageB))
+		r = rw.runTo(t, 3*time.Hour, "completed", endedOn(testworld.ImageB))
 		require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-		rw.finish(t, demo.ImageB)
+		rw.finish(t, testworld.ImageB)
 	})
 
 	t.Run("bad AMI rolled back, fixed, retried", func(t *testing.T) {
 		rw := newRunbookWorld(t)
-		rw.w.Account.MarkImageUnhealthy(demo.ImageB)
-		rw.w.PublishAMI(rw.g.Parameter, demo.ImageB)
-		r := rw.runTo(t, 3*time.Hour, "rolled back", endedOn(demo.ImageB))
+		rw.w.Account.MarkImageUnhealthy(testworld.ImageB)
+		rw.w.PublishAMI(rw.g.Parameter, testworld.ImageB)
+		r := rw.runTo(t, 3*time.Hour, "rolled back", endedOn(testworld.ImageB))
 		require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
 		require.True(t, strings.HasPrefix(r.Reason, "rolled back after: "), "the reason the runbook's row quotes: %s", r.Reason)
 		rw.runFor(t, 10*time.Minute)
 		require.Equal(t, state.PhaseRolledBack, rw.rollout().Phase, "the failed AMI is not rolled again by itself")
 
-		rw.w.Account.MarkImageHealthy(demo.ImageB)
+		rw.w.Account.MarkImageHealthy(testworld.ImageB)
 		rw.patchAgent(t, runbookCommand(t, "| RolledBack, `rolled back after: ...` |", "patch-agent retry "))
 		r = rw.runTo(t, 3*time.Hour, "completed", func(r state.Rollout) bool { return r.Phase == state.PhaseCompleted })
-		require.Equal(t, demo.ImageB, r.TargetImageID)
-		rw.finish(t, demo.ImageB)
+		require.Equal(t, testworld.ImageB, r.TargetImageID)
+		rw.finish(t, testworld.ImageB)
 	})
 
 	t.Run("agent died mid-refresh, its refresh cancelled, retried", func(t *testing.T) {
 		rw := newRunbookWorld(t)
-		rw.w.PublishAMI(rw.g.Parameter, demo.ImageB)
+		rw.w.PublishAMI(rw.g.Parameter, testworld.ImageB)
 		rw.runTo(t, 2*time.Hour, "refresh under way", midRefreshOf)
 		// The agent dies: Auto Scaling goes on for a minute with no agent, then the operator stops the refresh
 		// as the runbook says, and a new agent starts.
@@ -291,9 +291,9 @@ func TestRunbookCasesEndCompletedOrRolledBack(t *testing.T) {
 			"the Halted row and the agent's death agree")
 
 		rw.patchAgent(t, runbookCommand(t, "| Replacing, instance refresh |", "patch-agent retry "))
-		r = rw.runTo(t, 3*time.Hour, "completed", endedOn(demo.ImageB))
+		r = rw.runTo(t, 3*time.Hour, "completed", endedOn(testworld.ImageB))
 		require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-		rw.finish(t, demo.ImageB)
+		rw.finish(t, testworld.ImageB)
 	})
 }
 
@@ -302,7 +302,7 @@ func TestRunbookCasesEndCompletedOrRolledBack(t *testing.T) {
 // runbook's command is held to the command tree, with every flag it gives.
 func TestRunbookEKSRetryCommandParsesWithItsFlags(t *testing.T) {
 	line := runbookCommand(t, "(a `PodEvictionFailure`)", "patch-agent eks upgrade ")
-	words := fillIn(commandWords(t, line), map[string]string{"CLUSTER": demo.EKSCluster, "1.N": "1.31"})
+	words := fillIn(commandWords(t, line), map[string]string{"CLUSTER": testworld.EKSCluster, "1.N": "1.31"})
 	c, rest, err := newRootCommand().Find(words[1:])
 	require.NoError(t, err)
 	require.Equal(t, "patch-agent eks upgrade", c.CommandPath())
@@ -310,7 +310,7 @@ func TestRunbookEKSRetryCommandParsesWithItsFlags(t *testing.T) {
 	for _, name := range []string{"cluster", "to", "retry"} {
 		require.True(t, c.Flags().Changed(name), "--%s given", name)
 	}
-	require.Equal(t, demo.EKSCluster, c.Flags().Lookup("cluster").Value.String())
+	require.Equal(t, testworld.EKSCluster, c.Flags().Lookup("cluster").Value.String())
 }
 
 // Every `patch-agent ...` command written in docs/runbook.md names a command of the tree, with flags it takes

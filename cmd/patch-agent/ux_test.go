@@ -12,8 +12,8 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/config"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // A usage error exits 2 and prints the mistake and one line naming the command's --help; a failure of the
@@ -67,11 +67,11 @@ func TestPauseOfAnUnknownGroupFailsAndPausesNothing(t *testing.T) {
 	res := run(t, "pause", "--group", "nosuch", "--reason", "x", "--state-file", file)
 	require.ErrorIs(t, res.err, operator.ErrUnknownGroup)
 	require.ErrorContains(t, res.err, "nosuch")
-	require.ErrorContains(t, res.err, demo.GroupName, "the error lists the groups the state holds")
+	require.ErrorContains(t, res.err, testworld.GroupName, "the error lists the groups the state holds")
 	require.Empty(t, res.stdout, "nothing claims to be paused")
 	require.Nil(t, status(t, file).Paused)
 
-	res = run(t, "pause", "--group", demo.GroupName, "--reason", "x", "--state-file", file)
+	res = run(t, "pause", "--group", testworld.GroupName, "--reason", "x", "--state-file", file)
 	require.NoError(t, res.err, "a known group is paused")
 	require.NotNil(t, status(t, file).Paused)
 }
@@ -85,7 +85,7 @@ func TestResumeSaysWhenNothingIsPausedAndFailsOnAnUnknownGroup(t *testing.T) {
 		wantErr error
 	}{
 		{"global, nothing paused", []string{"resume"}, "nothing to resume: the agent is not paused globally\n", nil},
-		{"known group, not paused", []string{"resume", "-g", demo.GroupName}, "nothing to resume: group " + demo.GroupName + " is not paused\n", nil},
+		{"known group, not paused", []string{"resume", "-g", testworld.GroupName}, "nothing to resume: group " + testworld.GroupName + " is not paused\n", nil},
 		{"unknown group", []string{"resume", "-g", "nosuch"}, "", operator.ErrUnknownGroup},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 const testQueueURL = "https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent"
@@ -63,12 +63,12 @@ func TestOperatorCommandsWakeTheAgentAfterTheirWrite(t *testing.T) {
 		args  []string
 		want  events.OperatorWakeUp
 	}{
-		{"approve", func(t *testing.T, file string) { waitForApproval(t, file, demo.GroupName) },
-			[]string{"approve", demo.GroupName, "--who", "carol"}, events.OperatorWakeUp{Action: events.OperatorApprove, Group: demo.GroupName, Who: "carol"}},
-		{"rollback", nil, []string{"rollback", demo.GroupName, "--yes", "--who", "carol"},
-			events.OperatorWakeUp{Action: events.OperatorRollback, Group: demo.GroupName, Who: "carol"}},
-		{"pause of a group", nil, []string{"pause", "--group", demo.GroupName, "--reason", "load test", "--until", "2h", "--who", "carol"},
-			events.OperatorWakeUp{Action: events.OperatorPause, Group: demo.GroupName, Who: "carol"}},
+		{"approve", func(t *testing.T, file string) { waitForApproval(t, file, testworld.GroupName) },
+			[]string{"approve", testworld.GroupName, "--who", "carol"}, events.OperatorWakeUp{Action: events.OperatorApprove, Group: testworld.GroupName, Who: "carol"}},
+		{"rollback", nil, []string{"rollback", testworld.GroupName, "--yes", "--who", "carol"},
+			events.OperatorWakeUp{Action: events.OperatorRollback, Group: testworld.GroupName, Who: "carol"}},
+		{"pause of a group", nil, []string{"pause", "--group", testworld.GroupName, "--reason", "load test", "--until", "2h", "--who", "carol"},
+			events.OperatorWakeUp{Action: events.OperatorPause, Group: testworld.GroupName, Who: "carol"}},
 		{"global pause", nil, []string{"pause", "--reason", "incident", "--who", "carol"},
 			events.OperatorWakeUp{Action: events.OperatorPause, Scope: events.OperatorGlobal, Who: "carol"}},
 		{"resume", func(t *testing.T, file string) {
@@ -113,11 +113,11 @@ func TestOperatorCommandsWakeTheAgentAfterTheirWrite(t *testing.T) {
 // one line says so: on a state file, that no agent reads it and where the change shows.
 func TestOperatorCommandSucceedsAndWarnsWhenTheWakeUpFails(t *testing.T) {
 	file := demoState(t)
-	waitForApproval(t, file, demo.GroupName)
+	waitForApproval(t, file, testworld.GroupName)
 	before := readFile(t, file)
 	f := &fakeSender{file: file, err: errors.New("AccessDenied: not authorized to perform sqs:SendMessage")}
 	useSender(t, f)
-	res := run(t, "approve", demo.GroupName, "--who", "carol", "--state-file", file, "--queue-url", testQueueURL)
+	res := run(t, "approve", testworld.GroupName, "--who", "carol", "--state-file", file, "--queue-url", testQueueURL)
 	require.NoError(t, res.err, "a failed wake-up does not fail the command")
 	require.Contains(t, res.stderr, "warning: the change is recorded, but waking the agent failed (sending the wake-up to "+testQueueURL+": AccessDenied")
 	require.Contains(t, res.stderr, "the agent acts on it at its next safety poll")
@@ -126,7 +126,7 @@ func TestOperatorCommandSucceedsAndWarnsWhenTheWakeUpFails(t *testing.T) {
 	require.Contains(t, status(t, file).Reason, "approval", "status still reads the group")
 
 	f.err, f.bodies = nil, nil
-	res = run(t, "pause", "--group", demo.GroupName, "--reason", "x", "--who", "carol", "--state-file", file)
+	res = run(t, "pause", "--group", testworld.GroupName, "--reason", "x", "--who", "carol", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Empty(t, f.bodies, "no --queue-url: nothing sent")
 	require.Contains(t, res.stdout, "Not woken: no agent reads a state file; the change is in state file "+file+
@@ -201,7 +201,7 @@ func TestOperatorWakeUpThroughTheFaultInjectorIsAWarningAfterTheDurableWrite(t *
 			t.Cleanup(func() { newQueueSender = prev })
 			before := readFile(t, file)
 
-			res := run(t, "pause", "--group", demo.GroupName, "--reason", "game day", "--who", "carol", "--state-file", file, "--queue-url", url)
+			res := run(t, "pause", "--group", testworld.GroupName, "--reason", "game day", "--who", "carol", "--state-file", file, "--queue-url", url)
 			require.NoError(t, res.err, "a failed wake-up does not fail the command: %s", res.stderr)
 			require.NotEqual(t, before, readFile(t, file), "the pause is written")
 			require.NotNil(t, status(t, file).Paused, "and durable")

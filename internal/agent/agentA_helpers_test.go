@@ -7,13 +7,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // drainingUnderHook counts the instances of group the refresh is replacing that drain under the agent's
 // terminating lifecycle action: Terminating:Wait with their container instance DRAINING.
-func drainingUnderHook(w *demo.World, group string) int {
+func drainingUnderHook(w *testworld.World, group string) int {
 	n := 0
 	w.Account.Observe(func(v *sim.View) {
 		for _, i := range v.Group(group).Instances {
@@ -28,7 +28,7 @@ func drainingUnderHook(w *demo.World, group string) int {
 // requireRefreshOnNewVersion asserts that the rollout of group created its launch template version on its
 // target AMI and started the instance refresh that launches it (the refresh's desired configuration; the
 // group itself keeps its launch template version).
-func requireRefreshOnNewVersion(t *testing.T, w *demo.World, group string) {
+func requireRefreshOnNewVersion(t *testing.T, w *testworld.World, group string) {
 	t.Helper()
 	r := w.Rollout(context.Background(), group)
 	require.NotEmpty(t, r.NewTemplateVersion, "%s prepared its launch template version: %+v", group, r)

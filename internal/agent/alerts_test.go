@@ -9,32 +9,32 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/notify"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // alertWorld is a world whose agent reports to a metrics registry and a notifier on the simulated EventBridge,
 // so a test can assert both halves of an alert: the Alerts count and the "Patch Agent Alert" event.
 type alertWorld struct {
-	*demo.World
+	*testworld.World
 	reg      *metrics.Registry
 	notifier *notify.Notifier
-	g        demo.GroupSetup
+	g        testworld.GroupSetup
 }
 
 // worldEventBridge sends to the world's simulated EventBridge once the world is built (the notifier is the
 // world's observer, so it exists first).
-type worldEventBridge struct{ w **demo.World }
+type worldEventBridge struct{ w **testworld.World }
 
 func (l worldEventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, o ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	return (*l.w).Account.EventBridge().PutEvents(ctx, in, o...)
 }
 
-func buildAlerting(t *testing.T, spec demo.Spec, g demo.GroupSetup) alertWorld {
+func buildAlerting(t *testing.T, spec testworld.Spec, g testworld.GroupSetup) alertWorld {
 	t.Helper()
-	var w *demo.World
+	var w *testworld.World
 	reg := metrics.NewRegistry(nil)
 	n := notify.New(worldEventBridge{&w}, notify.Options{})
 	spec.Observer = notify.FanOut{Observers: []model.Observer{reg, n}}
@@ -82,7 +82,7 @@ func (w alertWorld) run(t *testing.T, d time.Duration) {
 // alerted once (metric and notification), not every pass, and heard again only after it was fixed and made
 // again.
 func TestMisconfiguredGroupIsAlertedOnceNotEveryPass(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagBatchSize: "0"}}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagBatchSize: "0"}}
 	w := buildAlerting(t, oneGroup(&g), g)
 	settle(t, w.World, 30*time.Minute)
 	require.Equal(t, 1.0, w.alerts(model.AlertMisconfigured), "once, not per pass")

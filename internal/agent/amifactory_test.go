@@ -6,9 +6,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/config"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Field case C26 (../shared/CASES.md): an AMI-factory account builds the golden AMI and shares it with every
@@ -29,7 +29,7 @@ func TestC26AMIFactoryAccountAllowedOnceAsAStackParameterRollsEveryMemberAccount
 	shared.OwnerID = factory
 	for _, member := range []string{"111122223333", "444455556666", "777788889999"} {
 		t.Run(member, func(t *testing.T) {
-			w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, func(s *demo.Spec) {
+			w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, func(s *testworld.Spec) {
 				s.Sim.AccountID = member
 				s.AllowedAMIOwners = owners // the same value in every member: no parameter of its own
 			})

@@ -13,12 +13,12 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Field case C20 (../shared/CASES.md): the AMI gate. Every refusal is asserted the same way: no launch template
@@ -33,12 +33,12 @@ const (
 
 // gateWorld is a world whose agent reports to a metrics registry.
 type gateWorld struct {
-	*demo.World
+	*testworld.World
 	reg *metrics.Registry
-	g   demo.GroupSetup
+	g   testworld.GroupSetup
 }
 
-func buildGate(t *testing.T, g demo.GroupSetup, edit func(*demo.Spec)) gateWorld {
+func buildGate(t *testing.T, g testworld.GroupSetup, edit func(*testworld.Spec)) gateWorld {
 	t.Helper()
 	spec := oneGroup(&g)
 	reg := metrics.NewRegistry(nil)
@@ -98,7 +98,7 @@ func requireRefused(t *testing.T, w gateWorld, image, reason, wantInReason strin
 	require.Equal(t, before.LaunchTemplateVersion, after.LaunchTemplateVersion, "launch template reference unchanged")
 	require.Equal(t, launched, w.Account.LaunchedInstances(w.g.Name), "no instance launched")
 	require.Empty(t, r.Replaced)
-	requireAllOn(t, w.World, w.g.Name, demo.ImageA, int(w.g.Desired))
+	requireAllOn(t, w.World, w.g.Name, testworld.ImageA, int(w.g.Desired))
 
 	require.Equal(t, 1.0, w.rejected(reason), "one AMIRejected count for the refusal, not one per tick")
 	// 360 ticks in 30 minutes; answers are reused for 5 minutes: at most the target and the current AMI
@@ -108,7 +108,7 @@ func requireRefused(t *testing.T, w gateWorld, image, reason, wantInReason strin
 }
 
 func TestC20PendingAMIIsRefusedUntilItIsAvailable(t *testing.T) {
-	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
+	w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
 	spec := golden(imageC, "arm64")
 	spec.State = ec2types.ImageStatePending
 	w.Account.RegisterImage(spec)
@@ -125,7 +125,7 @@ func TestC20PendingAMIIsRefusedUntilItIsAvailable(t *testing.T) {
 }
 
 func TestC20DeregisteredAMIIsRefused(t *testing.T) {
-	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
+	w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
 	spec := golden(imageC, "arm64")
 	spec.State = ec2types.ImageStateDeregistered
 	w.Account.RegisterImage(spec)
@@ -134,7 +134,7 @@ func TestC20DeregisteredAMIIsRefused(t *testing.T) {
 }
 
 func TestC20AMIUnknownToEC2IsRefused(t *testing.T) {
-	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
+	w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
 	w.Account.PutParameter(w.g.Parameter, imageC) // registered nowhere; the agent's poll finds it
 	requireRefused(t, w, imageC, providers.RejectImageNotFound, "does not exist in EC2")
 }
@@ -143,13 +143,13 @@ func TestC20ForeignOwnerIsRefusedUnlessAllowedByTheFlagOrTheTag(t *testing.T) {
 	foreign := golden(imageC, "arm64")
 	foreign.OwnerID = foreignAcct
 	t.Run("refused", func(t *testing.T) {
-		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
+		w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
 		w.Account.RegisterImage(foreign)
 		w.PublishAMI(w.g.Parameter, imageC)
 		requireRefused(t, w, imageC, providers.RejectOwnerNotAllowed, "is owned by "+foreignAcct+", not by an allowed owner [111122223333]")
 	})
 	t.Run("Amazon is not an owner of a golden-AMI parameter by default", func(t *testing.T) {
-		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
+		w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
 		amazon := golden(imageC, "arm64")
 		amazon.OwnerID = "" // Amazon's
 		w.Account.RegisterImage(amazon)
@@ -158,15 +158,15 @@ func TestC20ForeignOwnerIsRefusedUnlessAllowedByTheFlagOrTheTag(t *testing.T) {
 	})
 	for _, c := range []struct {
 		name string
-		edit func(*demo.Spec)
+		edit func(*testworld.Spec)
 	}{
-		{"allowed by --allowed-ami-owners", func(s *demo.Spec) { s.AllowedAMIOwners = []string{foreignAcct} }},
-		{"allowed by the group's tag", func(s *demo.Spec) {
+		{"allowed by --allowed-ami-owners", func(s *testworld.Spec) { s.AllowedAMIOwners = []string{foreignAcct} }},
+		{"allowed by the group's tag", func(s *testworld.Spec) {
 			s.Groups[0].Tags = map[string]string{model.TagAllowedAMIOwners: "444455556666, " + foreignAcct}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, c.edit)
+			w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, c.edit)
 			w.Account.RegisterImage(foreign)
 			r := rollTo(t, w.World, w.g, imageC)
 			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
@@ -178,13 +178,13 @@ func TestC20ForeignOwnerIsRefusedUnlessAllowedByTheFlagOrTheTag(t *testing.T) {
 
 func TestC20WrongArchitectureIsRefused(t *testing.T) {
 	t.Run("arm64 AMI for an x86_64 group", func(t *testing.T) {
-		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large"}, nil)
+		w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large"}, nil)
 		w.Account.RegisterImage(golden(imageC, "arm64"))
 		w.PublishAMI(w.g.Parameter, imageC)
 		requireRefused(t, w, imageC, providers.RejectArchitectureMismatch, "is arm64 but the group can launch m5.large (x86_64)")
 	})
 	t.Run("mixed instances overrides include a Graviton type", func(t *testing.T) {
-		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large",
+		w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large",
 			MixedInstances: true, Overrides: []string{"m5.large", "m6i.large", "m6g.large"}}, nil)
 		w.Account.RegisterImage(golden(imageC, "x86_64"))
 		w.PublishAMI(w.g.Parameter, imageC)
@@ -194,38 +194,38 @@ func TestC20WrongArchitectureIsRefused(t *testing.T) {
 
 func TestC20OSFamilyChangeIsRefused(t *testing.T) {
 	t.Run("AL2 EKS group pointed at a Bottlerocket parameter", func(t *testing.T) {
-		param := "/aws/service/bottlerocket/aws-k8s-" + demo.EKSVersion + "/arm64/latest/image_id"
-		w := buildGate(t, demo.GroupSetup{Name: "eks-nodes", Platform: model.PlatformEKS, Cluster: "c1", Parameter: param,
-			Min: 2, Max: 4, Desired: 2, Tags: map[string]string{providers.TagAMIFamily: "al2"}}, func(s *demo.Spec) { s.Services = nil })
+		param := "/aws/service/bottlerocket/aws-k8s-" + testworld.EKSVersion + "/arm64/latest/image_id"
+		w := buildGate(t, testworld.GroupSetup{Name: "eks-nodes", Platform: model.PlatformEKS, Cluster: "c1", Parameter: param,
+			Min: 2, Max: 4, Desired: 2, Tags: map[string]string{providers.TagAMIFamily: "al2"}}, func(s *testworld.Spec) { s.Services = nil })
 		// The group runs the EKS-optimized AL2 AMI.
-		w.Account.RegisterImage(sim.ImageSpec{ID: demo.ImageA, Name: "amazon-eks-arm64-node-" + demo.EKSVersion + "-v20261101",
+		w.Account.RegisterImage(sim.ImageSpec{ID: testworld.ImageA, Name: "amazon-eks-arm64-node-" + testworld.EKSVersion + "-v20261101",
 			Description: "EKS Kubernetes Worker AMI with AmazonLinux2 image", Architecture: "arm64"})
-		w.Account.RegisterImage(sim.ImageSpec{ID: imageC, Name: "bottlerocket-aws-k8s-" + demo.EKSVersion + "-aarch64-v1.27.0-2a1b3c4d",
-			Description: "bottlerocket-aws-k8s-" + demo.EKSVersion + "-aarch64", Architecture: "arm64"})
+		w.Account.RegisterImage(sim.ImageSpec{ID: imageC, Name: "bottlerocket-aws-k8s-" + testworld.EKSVersion + "-aarch64-v1.27.0-2a1b3c4d",
+			Description: "bottlerocket-aws-k8s-" + testworld.EKSVersion + "-aarch64", Architecture: "arm64"})
 		w.PublishPublicAMI(param, imageC)
-		requireRefused(t, w, imageC, providers.RejectOSFamilyChange, "is bottlerocket but the group runs al2 ("+demo.ImageA+")")
+		requireRefused(t, w, imageC, providers.RejectOSFamilyChange, "is bottlerocket but the group runs al2 ("+testworld.ImageA+")")
 	})
 	t.Run("Linux to Windows", func(t *testing.T) {
-		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large"}, nil)
+		w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large"}, nil)
 		w.Account.RegisterImage(sim.ImageSpec{ID: imageC, Name: "Windows_Server-2022-English-Full-ECS_Optimized-2026.11.12",
 			Platform: ec2types.PlatformValuesWindows, OwnerID: "111122223333"})
 		w.PublishAMI(w.g.Parameter, imageC)
-		requireRefused(t, w, imageC, providers.RejectOSFamilyChange, "is windows but the group runs al2023 ("+demo.ImageA+")")
+		requireRefused(t, w, imageC, providers.RejectOSFamilyChange, "is windows but the group runs al2023 ("+testworld.ImageA+")")
 	})
 	t.Run("AL2 golden AMI whose name also says Bottlerocket, pointed at Bottlerocket", func(t *testing.T) {
 		// The current AMI's name names two families: it tells neither, so it is not taken for Bottlerocket.
-		w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
-		w.Account.RegisterImage(sim.ImageSpec{ID: demo.ImageA, Name: "acme-al2-ecs-bottlerocket-compat-2026.11", Architecture: "arm64", OwnerID: "111122223333"})
+		w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, nil)
+		w.Account.RegisterImage(sim.ImageSpec{ID: testworld.ImageA, Name: "acme-al2-ecs-bottlerocket-compat-2026.11", Architecture: "arm64", OwnerID: "111122223333"})
 		w.Account.RegisterImage(sim.ImageSpec{ID: imageC, Name: "bottlerocket-aws-ecs-2-aarch64-v1.27.0-2a1b3c4d", Architecture: "arm64", OwnerID: "111122223333"})
 		w.PublishAMI(w.g.Parameter, imageC)
-		requireRefused(t, w, imageC, providers.RejectOSFamilyChange, "is bottlerocket but the group runs unclear (name says bottlerocket, al2) ("+demo.ImageA+")")
+		requireRefused(t, w, imageC, providers.RejectOSFamilyChange, "is bottlerocket but the group runs unclear (name says bottlerocket, al2) ("+testworld.ImageA+")")
 	})
 }
 
 func TestC20FamilyChangeRollsWithTheOptInTag(t *testing.T) {
-	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2,
+	w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2,
 		Tags: map[string]string{model.TagAllowAMIFamilyChange: "true"}}, nil)
-	w.Account.RegisterImage(sim.ImageSpec{ID: demo.ImageA, Name: "golden-amzn2-ami-ecs-hvm-2.0.20261101-arm64-ebs",
+	w.Account.RegisterImage(sim.ImageSpec{ID: testworld.ImageA, Name: "golden-amzn2-ami-ecs-hvm-2.0.20261101-arm64-ebs",
 		Architecture: "arm64", OwnerID: "111122223333"})
 	w.Account.RegisterImage(golden(imageC, "arm64")) // AL2 -> AL2023
 	r := rollTo(t, w.World, w.g, imageC)
@@ -235,18 +235,18 @@ func TestC20FamilyChangeRollsWithTheOptInTag(t *testing.T) {
 }
 
 func TestC20AfterARefusedAMITheParameterMovingToAGoodAMIRollsNormally(t *testing.T) {
-	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large"}, nil)
+	w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, InstanceType: "m5.large"}, nil)
 	w.Account.RegisterImage(golden(imageC, "arm64"))
 	w.PublishAMI(w.g.Parameter, imageC)
 	requireRefused(t, w, imageC, providers.RejectArchitectureMismatch, "is arm64")
 
-	w.Account.RegisterImage(golden(demo.ImageB, "x86_64"))
-	r := rollTo(t, w.World, w.g, demo.ImageB)
+	w.Account.RegisterImage(golden(testworld.ImageB, "x86_64"))
+	r := rollTo(t, w.World, w.g, testworld.ImageB)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-	require.Equal(t, demo.ImageA, r.PreviousImageID, "the group ran ImageA, never the refused AMI")
+	require.Equal(t, testworld.ImageA, r.PreviousImageID, "the group ran ImageA, never the refused AMI")
 	require.Equal(t, 2, r.OnTarget)
 	require.Equal(t, 1, refreshCalls(w.World, "autoscaling:StartInstanceRefresh"), "one refresh, the good AMI's")
-	requireAllOn(t, w.World, w.g.Name, demo.ImageB, 2)
+	requireAllOn(t, w.World, w.g.Name, testworld.ImageB, 2)
 	require.Equal(t, 1.0, w.rejected(providers.RejectArchitectureMismatch))
 	var events []string
 	history, err := w.Store.History(context.Background(), w.g.Name)
@@ -254,7 +254,7 @@ func TestC20AfterARefusedAMITheParameterMovingToAGoodAMIRollsNormally(t *testing
 	for _, h := range history {
 		events = append(events, h.Event+" "+h.NewImage)
 	}
-	require.Subset(t, events, []string{"detected " + imageC, "ami-refused " + imageC, "detected " + demo.ImageB, "completed " + demo.ImageB})
+	require.Subset(t, events, []string{"detected " + imageC, "ami-refused " + imageC, "detected " + testworld.ImageB, "completed " + testworld.ImageB})
 }
 
 // failingImages answers DescribeImages with AccessDenied while on is set.
@@ -273,11 +273,11 @@ func (f failingImages) DescribeImages(ctx context.Context, in *ec2.DescribeImage
 func TestC20AnAWSErrorWhileGatingHoldsAndNeverPasses(t *testing.T) {
 	var on atomic.Bool
 	on.Store(true)
-	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, func(s *demo.Spec) {
+	w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}, func(s *testworld.Spec) {
 		s.Wrap = func(c agent.Clients) agent.Clients { c.EC2 = failingImages{c.EC2, &on}; return c }
 	})
 	ctx := context.Background()
-	w.PublishAMI(w.g.Parameter, demo.ImageB)
+	w.PublishAMI(w.g.Parameter, testworld.ImageB)
 	w.Account.ResetCalls()
 	_, err := w.RunUntil(ctx, tick, 20*time.Minute, func() bool { return false })
 	require.NoError(t, err)
@@ -286,7 +286,7 @@ func TestC20AnAWSErrorWhileGatingHoldsAndNeverPasses(t *testing.T) {
 	require.Contains(t, r.Reason, "retrying after an error")
 	require.Contains(t, r.Reason, "UnauthorizedOperation")
 	require.Zero(t, w.Account.Calls()["ec2:CreateLaunchTemplateVersion"])
-	requireAllOn(t, w.World, w.g.Name, demo.ImageA, 2)
+	requireAllOn(t, w.World, w.g.Name, testworld.ImageA, 2)
 	for _, s := range w.reg.Collect() {
 		require.NotEqual(t, metrics.AMIRejected, s.Name, "an error is not a refusal")
 	}
@@ -295,7 +295,7 @@ func TestC20AnAWSErrorWhileGatingHoldsAndNeverPasses(t *testing.T) {
 	done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, w.g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done)
-	requireAllOn(t, w.World, w.g.Name, demo.ImageB, 2)
+	requireAllOn(t, w.World, w.g.Name, testworld.ImageB, 2)
 }
 
 // C20 with the AMI gate's shared answers (1,000 groups gating one AMI read its DescribeImages once): the check
@@ -303,7 +303,7 @@ func TestC20AnAWSErrorWhileGatingHoldsAndNeverPasses(t *testing.T) {
 // minutes a waiting rollout reuses. An AMI that passed at detection and was deregistered during a 3-minute soak
 // is refused when the soak ends: no launch template version, nothing replaced.
 func TestC20AMIDeregisteredDuringTheSoakIsRefusedAtTheFreshCheckBeforePreparing(t *testing.T) {
-	w := buildGate(t, demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagMinAMIAge: "3m"}}, nil)
+	w := buildGate(t, testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagMinAMIAge: "3m"}}, nil)
 	ctx := context.Background()
 	w.Account.RegisterImage(golden(imageC, "arm64"))
 	w.PublishAMI(w.g.Parameter, imageC)

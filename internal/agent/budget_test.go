@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Two groups of one ECS cluster roll to a new AMI at once, each by its instance refresh. The per-cluster
@@ -32,11 +32,11 @@ func TestClusterBudgetTwoGroupsOfOneClusterNeverDrainBeyondIt(t *testing.T) {
 		{budget: 1, replicas: 3},
 	} {
 		t.Run(fmt.Sprintf("budget %d, %d replica(s)", tc.budget, tc.replicas), func(t *testing.T) {
-			a := demo.GroupSetup{Name: "web-a", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 3}
-			b := demo.GroupSetup{Name: "web-b", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 3}
+			a := testworld.GroupSetup{Name: "web-a", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 3}
+			b := testworld.GroupSetup{Name: "web-b", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 3}
 			policy := engine.DefaultPolicy()
 			policy.ClusterBudget = tc.budget
-			w := build(t, demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 12}, Policy: policy})
+			w := build(t, testworld.Spec{Groups: []testworld.GroupSetup{a, b}, Services: map[string]int{"web": 12}, Policy: policy})
 			maxDraining := 0
 			w.Account.OnChange(func(v *sim.View) {
 				n := 0
@@ -55,7 +55,7 @@ func TestClusterBudgetTwoGroupsOfOneClusterNeverDrainBeyondIt(t *testing.T) {
 			}
 			settle(t, w, 30*time.Second)
 			ctx := context.Background()
-			w.PublishAMI("/golden/shared", demo.ImageB)
+			w.PublishAMI("/golden/shared", testworld.ImageB)
 			completed := func() bool {
 				return w.Rollout(ctx, a.Name).Phase == state.PhaseCompleted && w.Rollout(ctx, b.Name).Phase == state.PhaseCompleted
 			}
@@ -75,8 +75,8 @@ func TestClusterBudgetTwoGroupsOfOneClusterNeverDrainBeyondIt(t *testing.T) {
 			require.True(t, completed(), "both rollouts complete: %+v / %+v", w.Rollout(ctx, a.Name), w.Rollout(ctx, b.Name))
 			require.Equal(t, tc.budget, maxDraining, "instances DRAINING at once across the cluster: the budget, no more")
 			settle(t, w, 5*time.Minute)
-			requireAllOn(t, w, a.Name, demo.ImageB, 3)
-			requireAllOn(t, w, b.Name, demo.ImageB, 3)
+			requireAllOn(t, w, a.Name, testworld.ImageB, 3)
+			requireAllOn(t, w, b.Name, testworld.ImageB, 3)
 			require.Equal(t, 12, w.Account.ServiceTasks("shared", "web"))
 			requireNoCapacityWrites(t, w, a.Name)
 			requireNoCapacityWrites(t, w, b.Name)

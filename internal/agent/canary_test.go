@@ -11,13 +11,13 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // canaryGroup is refreshGroup(1) with a canary of 2 instances baking 30 minutes under the alarm "p99-latency".
-func canaryGroup() demo.GroupSetup {
+func canaryGroup() testworld.GroupSetup {
 	g := refreshGroup(1)
 	g.Tags[model.TagCanary] = "2"
 	g.Tags[model.TagCanaryBake] = "30m"
@@ -26,7 +26,7 @@ func canaryGroup() demo.GroupSetup {
 }
 
 // refreshesOf returns the group's instance refreshes as Auto Scaling describes them, oldest first.
-func refreshesOf(t *testing.T, w *demo.World, group string) []astypes.InstanceRefresh {
+func refreshesOf(t *testing.T, w *testworld.World, group string) []astypes.InstanceRefresh {
 	t.Helper()
 	out, err := w.Account.AutoScaling().DescribeInstanceRefreshes(context.Background(), &autoscaling.DescribeInstanceRefreshesInput{AutoScalingGroupName: aws.String(group)})
 	require.NoError(t, err)
@@ -41,8 +41,8 @@ func TestRefreshCanaryReplacesTheFirstInstancesBakesThenTheRest(t *testing.T) {
 	g := canaryGroup()
 	w := buildRefresh(t, oneGroup(&g))
 	w.Account.SetAlarm("p99-latency", "OK")
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	r := runTo(t, w, 4*time.Hour, "completed", ended(demo.ImageB), g.Name)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
+	r := runTo(t, w, 4*time.Hour, "completed", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 	rs := refreshesOf(t, w, g.Name)
 	require.Len(t, rs, 2, "the canary's refresh, then the rest's")
@@ -52,7 +52,7 @@ func TestRefreshCanaryReplacesTheFirstInstancesBakesThenTheRest(t *testing.T) {
 	require.Empty(t, rs[1].Preferences.CheckpointPercentages)
 	require.GreaterOrEqual(t, rs[1].StartTime.Sub(*rs[0].StartTime), 30*time.Minute, "the rest waits for the bake")
 	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 10)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 10)
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }
@@ -63,12 +63,12 @@ func TestRefreshCanaryAlarmDuringTheBakeRollsBackOnlyTheCanary(t *testing.T) {
 	g := canaryGroup()
 	w := buildRefresh(t, oneGroup(&g))
 	w.Account.SetAlarm("p99-latency", "OK")
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	runTo(t, w, 2*time.Hour, "baking", func(r state.Rollout) bool {
 		return r.Refresh != nil && r.OnTarget >= 2 && r.Refresh.PercentageComplete >= 20
 	}, g.Name)
 	w.Account.SetAlarm("p99-latency", "ALARM")
-	r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+	r := runTo(t, w, 3*time.Hour, "rolled back", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
 	seen := map[string]bool{}
 	for _, i := range w.Account.Group(g.Name).Instances {
@@ -81,14 +81,14 @@ func TestRefreshCanaryAlarmDuringTheBakeRollsBackOnlyTheCanary(t *testing.T) {
 	}
 	launchedOnB := 0
 	for id := range seen {
-		if i, ok := w.Account.Instance(id); ok && i.ImageID == demo.ImageB {
+		if i, ok := w.Account.Instance(id); ok && i.ImageID == testworld.ImageB {
 			launchedOnB++
 		}
 	}
 	require.Equal(t, 2, launchedOnB, "only the canary ran the new AMI")
 	w.Account.SetAlarm("p99-latency", "OK")
 	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageA, 10)
+	requireAllOn(t, w, g.Name, testworld.ImageA, 10)
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }
@@ -101,17 +101,17 @@ func TestRefreshAlarmAfterTheCanaryRollsTheWholeGroupBack(t *testing.T) {
 	g := canaryGroup()
 	w := buildRefresh(t, oneGroup(&g))
 	w.Account.SetAlarm("p99-latency", "OK")
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	runTo(t, w, 4*time.Hour, "the rest's refresh under way", func(r state.Rollout) bool {
 		return r.Refresh != nil && r.Refresh.CanaryPercentage == 0 && r.Refresh.ID != "" && r.OnTarget >= 4
 	}, g.Name)
 	w.Account.SetAlarm("p99-latency", "ALARM")
-	r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+	r := runTo(t, w, 3*time.Hour, "rolled back", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
 	require.Zero(t, refreshCalls(w, "autoscaling:RollbackInstanceRefresh"), "Auto Scaling's rollback would return to the canary's version")
 	w.Account.SetAlarm("p99-latency", "OK")
 	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageA, 10)
+	requireAllOn(t, w, g.Name, testworld.ImageA, 10)
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }

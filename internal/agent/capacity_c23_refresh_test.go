@@ -9,18 +9,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // byRefresh turns a C23 layout into its instance-refresh form: every group gets the agent's launching hook and
 // the automatic strategy (instance refresh), and every replica service Availability Zone rebalancing, the
 // default of services ECS creates today (sim.ServiceDeployment.AvailabilityZoneRebalancing).
-func byRefresh(spec func() demo.Spec) func() demo.Spec {
-	return func() demo.Spec {
+func byRefresh(spec func() testworld.Spec) func() testworld.Spec {
+	return func() testworld.Spec {
 		s := spec()
 		deployments := map[string]sim.ServiceDeployment{}
 		for svc := range s.Services {
@@ -37,16 +37,16 @@ func byRefresh(spec func() demo.Spec) func() demo.Spec {
 // MaxSize, which a refresh that launches before it terminates cannot roll: it waits with a reason that says so.
 var c23RefreshLayouts = []struct {
 	name      string
-	spec      func() demo.Spec
+	spec      func() testworld.Spec
 	parameter string
 	atMax     bool
 }{
 	{"roomy 3 AZs", byRefresh(c23Layout(6, 6, nil)), "/golden/cp-asg", false},
 	{"full bin-packed group at max", byRefresh(c23Layout(3, 30, nil)), "/golden/cp-asg", true},
-	{"two groups of one cluster", byRefresh(func() demo.Spec {
-		a := demo.GroupSetup{Name: "cp-a", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-a")}
-		b := demo.GroupSetup{Name: "cp-b", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-b")}
-		return demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 12}}
+	{"two groups of one cluster", byRefresh(func() testworld.Spec {
+		a := testworld.GroupSetup{Name: "cp-a", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-a")}
+		b := testworld.GroupSetup{Name: "cp-b", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-b")}
+		return testworld.Spec{Groups: []testworld.GroupSetup{a, b}, Services: map[string]int{"web": 12}}
 	}), "/golden/shared", false},
 	{"minimumHealthyPercent 50", byRefresh(c23Layout(6, 6, &sim.ServiceDeployment{MinimumHealthyPercent: 50, MaximumPercent: 100})), "/golden/cp-asg", false},
 	{"static host ports, maximumPercent 100", byRefresh(c23Layout(6, 3,
@@ -71,7 +71,7 @@ func TestC23LayoutsByInstanceRefresh(t *testing.T) {
 				before[g.Name] = shapeOf(w, g.Name)
 			}
 			ctx := context.Background()
-			w.PublishAMI(l.parameter, demo.ImageB)
+			w.PublishAMI(l.parameter, testworld.ImageB)
 			if l.atMax {
 				_, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return false })
 				require.NoError(t, err)
@@ -145,7 +145,7 @@ func TestC23LayoutsByInstanceRefreshBesideARandomAutoscaler(t *testing.T) {
 				for _, g := range spec.Groups {
 					writers = append(writers, w.Account.StartRandomWriter(sim.RandomWriterSpec{Group: g.Name, Seed: seed}))
 				}
-				w.PublishAMI(l.parameter, demo.ImageB)
+				w.PublishAMI(l.parameter, testworld.ImageB)
 				done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool {
 					for _, g := range spec.Groups {
 						if r := w.Rollout(ctx, g.Name); r.Phase != state.PhaseCompleted {
@@ -171,7 +171,7 @@ func TestC23LayoutsByInstanceRefreshBesideARandomAutoscaler(t *testing.T) {
 				require.Empty(t, w.Checker.Finish())
 				for _, g := range spec.Groups {
 					requireNoCapacityWrites(t, w, g.Name)
-					requireAllOn(t, w, g.Name, demo.ImageB, shapeOf(w, g.Name).InService)
+					requireAllOn(t, w, g.Name, testworld.ImageB, shapeOf(w, g.Name).InService)
 				}
 				t.Logf("seed %d: %d writes of the random writers", seed, writes)
 			})

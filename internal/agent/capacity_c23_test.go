@@ -11,11 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/crash"
 )
 
 // c23Provider is the capacity provider of field case C23: managed scaling at a target of 100 %, managed
@@ -30,7 +31,7 @@ type groupShape struct {
 	PerAZ     map[string]int
 }
 
-func shapeOf(w *demo.World, group string) groupShape {
+func shapeOf(w *testworld.World, group string) groupShape {
 	s := groupShape{PerAZ: map[string]int{}}
 	for _, i := range w.Account.Group(group).Instances {
 		if i.LifecycleState == "InService" {
@@ -43,7 +44,7 @@ func shapeOf(w *demo.World, group string) groupShape {
 
 // requireC23End asserts C23's end state for a group: the same number of instances in the same zones at the
 // rollout's completion as at its start; then, once settled, all on the new AMI, none DRAINING, max size as it was.
-func requireC23End(t *testing.T, w *demo.World, group string, before, completed groupShape, maxBefore int32) {
+func requireC23End(t *testing.T, w *testworld.World, group string, before, completed groupShape, maxBefore int32) {
 	t.Helper()
 	require.Equal(t, before, completed, "%s keeps its size and AZ spread\n%s", group, trace(w, group))
 	g := w.Account.Group(group)
@@ -52,13 +53,13 @@ func requireC23End(t *testing.T, w *demo.World, group string, before, completed 
 		if i.LifecycleState != "InService" {
 			continue
 		}
-		require.Equal(t, demo.ImageB, i.ImageID, i.ID)
+		require.Equal(t, testworld.ImageB, i.ImageID, i.ID)
 		require.Equal(t, "ACTIVE", i.ContainerInstanceStatus, "%s left DRAINING", i.ID)
 	}
 }
 
 // trace renders a group's desired capacity changes and terminations, for failure messages.
-func trace(w *demo.World, group string) string {
+func trace(w *testworld.World, group string) string {
 	var b strings.Builder
 	for _, c := range w.Account.DesiredChanges(group) {
 		fmt.Fprintf(&b, "%s desired %d -> %d by %s\n", c.At.Format(time.TimeOnly), c.From, c.To, c.By)
@@ -76,10 +77,10 @@ func trace(w *demo.World, group string) string {
 // 20 minutes (more than its 15-minute scale-in window) and asserts every invariant. It returns each group's
 // shape when its rollout completed: what ECS managed scaling does afterwards is ECS's decision (the checker
 // holds the end state to the start unless the simulation recorded an ECS scale-in for each missing instance).
-func runC23(t *testing.T, w *demo.World, parameter string, groups ...string) map[string]groupShape {
+func runC23(t *testing.T, w *testworld.World, parameter string, groups ...string) map[string]groupShape {
 	t.Helper()
 	ctx := context.Background()
-	w.PublishAMI(parameter, demo.ImageB)
+	w.PublishAMI(parameter, testworld.ImageB)
 	at := map[string]groupShape{}
 	done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool {
 		for _, g := range groups {
@@ -104,7 +105,7 @@ func runC23(t *testing.T, w *demo.World, parameter string, groups ...string) map
 }
 
 // runningRange records the fewest and most RUNNING tasks of a service on every change of the account.
-func runningRange(w *demo.World, cluster, service string) *[2]int {
+func runningRange(w *testworld.World, cluster, service string) *[2]int {
 	r := &[2]int{1 << 30, 0}
 	w.Account.OnChange(func(v *sim.View) {
 		n := v.ServiceTasks(cluster, service)
@@ -134,7 +135,7 @@ func TestC23DeploymentConfigurationDecidesTheDrain(t *testing.T) {
 			deployment: sim.ServiceDeployment{DistinctInstance: true}, lowest: 3, dipsTo: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
+			g := testworld.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
 			spec := oneGroup(&g)
 			spec.Services = map[string]int{"web": tc.desired}
 			spec.ServiceDeployments = map[string]sim.ServiceDeployment{"web": tc.deployment}
@@ -169,7 +170,7 @@ func TestC23DeploymentConfigurationDecidesTheDrain(t *testing.T) {
 // halts without a rollback, its reason naming the instance and the standalone task. The agent never stops the
 // task itself.
 func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
-	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
+	g := testworld.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
 	w := buildAlerting(t, oneGroup(&g), g)
 	settle(t, w.World, 2*time.Minute)
 	olds := map[string]bool{}
@@ -177,7 +178,7 @@ func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
 		require.True(t, w.Account.RunStandaloneTask(i.ID, "AWS Batch"), i.ID)
 		olds[i.ID] = true
 	}
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	r := runTo(t, w.World, 6*time.Hour, "halted", func(r state.Rollout) bool { return r.Phase == state.PhaseHalted }, g.Name)
 	require.Contains(t, r.Reason, "standalone (started by no service")
 	rec := requireDrainHeld(t, w, 30*time.Minute)
@@ -206,31 +207,31 @@ func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
 // had at the start, every in-service instance on ImageB and ACTIVE, max size as it was, every service back at
 // its desired count, every termination's lifecycle action completed by the agent and the queue empty.
 // (RunCrashScenario adds every invariant on every change, Checker.Finish and no repeated effect.)
-func c23CrashScenario(name string, spec func() demo.Spec, parameter string) demo.CrashScenario {
+func c23CrashScenario(name string, spec func() testworld.Spec, parameter string) crash.CrashScenario {
 	return c23CrashScenarioOf(name, spec, parameter, model.StrategyRefresh)
 }
 
 // c23CrashScenarioOf is c23CrashScenario for groups that roll with strategy; under StrategyRefresh the checker
 // also holds that the agent writes no desired capacity.
-func c23CrashScenarioOf(name string, spec func() demo.Spec, parameter, strategy string) demo.CrashScenario {
+func c23CrashScenarioOf(name string, spec func() testworld.Spec, parameter, strategy string) crash.CrashScenario {
 	var before, completed map[string]groupShape
 	var maxBefore map[string]int32
-	groups := func(*demo.World) []string {
+	groups := func(*testworld.World) []string {
 		var out []string
 		for _, g := range spec().Groups {
 			out = append(out, g.Name)
 		}
 		return out
 	}
-	return demo.CrashScenario{
+	return crash.CrashScenario{
 		Name: name,
-		Build: func() (*demo.World, error) {
-			w, err := demo.Build(spec())
+		Build: func() (*testworld.World, error) {
+			w, err := testworld.Build(spec())
 			if err == nil && strategy == model.StrategyRefresh {
 			}
 			return w, err
 		},
-		Drive: func(w *demo.World) error {
+		Drive: func(w *testworld.World) error {
 			ctx := context.Background()
 			before, completed, maxBefore = map[string]groupShape{}, map[string]groupShape{}, map[string]int32{}
 			if _, err := w.RunUntil(ctx, tick, 2*time.Minute, func() bool { return false }); err != nil {
@@ -239,7 +240,7 @@ func c23CrashScenarioOf(name string, spec func() demo.Spec, parameter, strategy 
 			for _, g := range groups(w) {
 				before[g], maxBefore[g] = shapeOf(w, g), w.Account.Group(g).Max
 			}
-			w.PublishAMI(parameter, demo.ImageB)
+			w.PublishAMI(parameter, testworld.ImageB)
 			done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool {
 				for _, g := range groups(w) {
 					if _, seen := completed[g]; !seen && w.Rollout(ctx, g).Phase == state.PhaseCompleted {
@@ -267,7 +268,7 @@ func c23CrashScenarioOf(name string, spec func() demo.Spec, parameter, strategy 
 			_, err = w.RunUntil(ctx, tick, time.Minute, func() bool { return false })
 			return err
 		},
-		Final: func(w *demo.World) error {
+		Final: func(w *testworld.World) error {
 			for _, g := range groups(w) {
 				if r := w.Rollout(context.Background(), g); r.Strategy != strategy {
 					return fmt.Errorf("%s rolled with strategy %q", g, r.Strategy)
@@ -280,7 +281,7 @@ func c23CrashScenarioOf(name string, spec func() demo.Spec, parameter, strategy 
 					return fmt.Errorf("%s: max %d, %d at the start", g, grp.Max, maxBefore[g])
 				}
 				for _, i := range grp.Instances {
-					if i.LifecycleState == "InService" && (i.ImageID != demo.ImageB || i.ContainerInstanceStatus != "ACTIVE") {
+					if i.LifecycleState == "InService" && (i.ImageID != testworld.ImageB || i.ContainerInstanceStatus != "ACTIVE") {
 						return fmt.Errorf("%s: instance %s on %s, %s", g, i.ID, i.ImageID, i.ContainerInstanceStatus)
 					}
 				}
@@ -301,9 +302,9 @@ func c23CrashScenarioOf(name string, spec func() demo.Spec, parameter, strategy 
 
 // c23Layout returns a one-group C23 spec (group cp-asg, cluster c1, 3 of max maxSize) with services tasks of
 // service web under deployment d.
-func c23Layout(maxSize int32, tasks int, d *sim.ServiceDeployment) func() demo.Spec {
-	return func() demo.Spec {
-		g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: maxSize, Desired: 3, CapacityProvider: c23Provider("cp")}
+func c23Layout(maxSize int32, tasks int, d *sim.ServiceDeployment) func() testworld.Spec {
+	return func() testworld.Spec {
+		g := testworld.GroupSetup{Name: "cp-asg", Min: 1, Max: maxSize, Desired: 3, CapacityProvider: c23Provider("cp")}
 		spec := oneGroup(&g)
 		spec.Services = map[string]int{"web": tasks}
 		if d != nil {
@@ -320,7 +321,7 @@ func c23Layout(maxSize int32, tasks int, d *sim.ServiceDeployment) func() demo.S
 func TestC23StandaloneTasksRefuseTheGroup(t *testing.T) {
 	for _, provider := range []bool{true, false} {
 		t.Run(fmt.Sprintf("capacity provider %t", provider), func(t *testing.T) {
-			g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3,
+			g := testworld.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3,
 				Tags: map[string]string{model.TagStandaloneTasks: "Refuse"}}
 			if provider {
 				g.CapacityProvider = c23Provider("cp")
@@ -338,7 +339,7 @@ func TestC23StandaloneTasksRefuseTheGroup(t *testing.T) {
 				}
 			})
 			ctx := context.Background()
-			w.PublishAMI(g.Parameter, demo.ImageB)
+			w.PublishAMI(g.Parameter, testworld.ImageB)
 			done, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseHalted })
 			require.NoError(t, err)
 			r := w.Rollout(ctx, g.Name)
@@ -359,7 +360,7 @@ func TestC23StandaloneTasksRefuseTheGroup(t *testing.T) {
 // the groups it creates) is refused before anything changes: no launch template version, no refresh, no drain;
 // the reason says to update the compute environment through AWS Batch.
 func TestC23AWSBatchComputeEnvironmentGroupIsRefused(t *testing.T) {
-	g := demo.GroupSetup{Name: "batch-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
+	g := testworld.GroupSetup{Name: "batch-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
 		Tags: map[string]string{engine.TagAWSBatchService: "batch"}}
 	w := build(t, oneGroup(&g))
 	settle(t, w, 2*time.Minute)
@@ -367,7 +368,7 @@ func TestC23AWSBatchComputeEnvironmentGroupIsRefused(t *testing.T) {
 	require.True(t, ok)
 	versions := len(lt.ImageIDs)
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseHalted })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
@@ -392,9 +393,9 @@ func TestC23AWSBatchComputeEnvironmentGroupIsRefused(t *testing.T) {
 // its desired capacity (an empty replacement left idle for 15 minutes is ECS's to scale in), and loses a zone
 // only by such a scale in.
 func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) {
-	a := demo.GroupSetup{Name: "cp-a", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-a")}
-	b := demo.GroupSetup{Name: "cp-b", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-b")}
-	w := build(t, demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 12},
+	a := testworld.GroupSetup{Name: "cp-a", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-a")}
+	b := testworld.GroupSetup{Name: "cp-b", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp-b")}
+	w := build(t, testworld.Spec{Groups: []testworld.GroupSetup{a, b}, Services: map[string]int{"web": 12},
 		ServiceDeployments: map[string]sim.ServiceDeployment{"web": {CapacityProviderStrategy: []sim.StrategyItem{
 			{CapacityProvider: "cp-a", Weight: 1}, {CapacityProvider: "cp-b", Weight: 1}}}}})
 	maxDraining := 0
@@ -412,7 +413,7 @@ func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) 
 	settle(t, w, 2*time.Minute)
 	before := map[string]groupShape{a.Name: shapeOf(w, a.Name), b.Name: shapeOf(w, b.Name)}
 	ctx := context.Background()
-	w.PublishAMI("/golden/shared", demo.ImageB)
+	w.PublishAMI("/golden/shared", testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool {
 		return w.Rollout(ctx, a.Name).Phase == state.PhaseCompleted && w.Rollout(ctx, b.Name).Phase == state.PhaseCompleted
 	})
@@ -428,7 +429,7 @@ func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) 
 		require.Contains(t, v.Detail, "group ends", "%v", v)
 	}
 	require.Equal(t, 1, maxDraining, "one drain per cluster")
-	for _, g := range []demo.GroupSetup{a, b} {
+	for _, g := range []testworld.GroupSetup{a, b} {
 		end, ecsScaleIns := shapeOf(w, g.Name), 0
 		for _, c := range w.Account.DesiredChanges(g.Name) {
 			require.Equal(t, "ecs", c.By, "only ECS managed scaling moves desired capacity: %+v", c)
@@ -442,7 +443,7 @@ func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) 
 		requireNoCapacityWrites(t, w, g.Name)
 		for _, i := range grp.Instances {
 			if i.LifecycleState == "InService" {
-				require.Equal(t, demo.ImageB, i.ImageID, i.ID)
+				require.Equal(t, testworld.ImageB, i.ImageID, i.ID)
 				require.Equal(t, "ACTIVE", i.ContainerInstanceStatus, i.ID)
 			}
 		}
@@ -459,13 +460,13 @@ func TestC23TwoGroupsWithAServiceCapacityProviderStrategyComplete(t *testing.T) 
 // minutes below target. Every instance the group ends without is one ECS scaled in, never one the agent took —
 // why capacity-provider groups keep their own strategy by default (ChooseStrategy).
 func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t *testing.T) {
-	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
+	g := testworld.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
 		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	w := build(t, oneGroup(&g))
 	settle(t, w, 2*time.Minute)
 	before := shapeOf(w, g.Name)
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
@@ -479,7 +480,7 @@ func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t 
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Equal(t, 6, w.Account.ServiceTasks(g.Cluster, "web"))
 	end := shapeOf(w, g.Name)
-	requireAllOn(t, w, g.Name, demo.ImageB, end.InService)
+	requireAllOn(t, w, g.Name, testworld.ImageB, end.InService)
 	ecsScaleIns := 0
 	for _, c := range w.Account.DesiredChanges(g.Name) {
 		require.Equal(t, "ecs", c.By, "only ECS managed scaling moves desired capacity: %+v", c)
@@ -498,7 +499,7 @@ func TestC23RoomyLayoutByInstanceRefreshWritesNoCapacityAndLeavesTheSizeToECS(t 
 // other zones move back to the zone's new instance, so managed scaling never sees it idle and the group ends
 // with 3 instances in 3 AZs, all on the new AMI, while the agent writes no desired capacity.
 func TestC23RoomyLayoutByInstanceRefreshKeepsSizeAndSpreadWithAZRebalancing(t *testing.T) {
-	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
+	g := testworld.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp"),
 		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	w := build(t, oneGroup(&g))
 	w.Account.SetServiceDeployment(g.Cluster, "web", sim.ServiceDeployment{AvailabilityZoneRebalancing: true})
@@ -506,7 +507,7 @@ func TestC23RoomyLayoutByInstanceRefreshKeepsSizeAndSpreadWithAZRebalancing(t *t
 	before := shapeOf(w, g.Name)
 	require.Equal(t, 3, len(before.PerAZ), "the layout starts in 3 AZs")
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done, "%+v\n%s", w.Rollout(ctx, g.Name), trace(w, g.Name))

@@ -7,15 +7,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // capacityProviderGroup is a group of desired 3 (max 6) that is the capacity provider cp of its cluster.
-func capacityProviderGroup(cp sim.CapacityProviderSpec) (demo.GroupSetup, demo.Spec) {
-	g := demo.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: &cp}
+func capacityProviderGroup(cp sim.CapacityProviderSpec) (testworld.GroupSetup, testworld.Spec) {
+	g := testworld.GroupSetup{Name: "cp-asg", Min: 1, Max: 6, Desired: 3, CapacityProvider: &cp}
 	return g, oneGroup(&g)
 }
 
@@ -29,7 +29,7 @@ func TestC16CapacityProviderDesiredMovesUnderTheAgentAndEveryInvariantHolds(t *t
 	w := build(t, spec)
 	ctx := context.Background()
 	settle(t, w, 2*time.Minute)
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 
 	movedUp, movedDown := false, false
 	done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
@@ -37,7 +37,7 @@ func TestC16CapacityProviderDesiredMovesUnderTheAgentAndEveryInvariantHolds(t *t
 		grp := w.Account.Group(g.Name)
 		draining := false
 		for _, i := range grp.Instances {
-			draining = draining || (i.ImageID == demo.ImageA && i.ContainerInstanceStatus == "DRAINING")
+			draining = draining || (i.ImageID == testworld.ImageA && i.ContainerInstanceStatus == "DRAINING")
 		}
 		switch {
 		case !movedUp && draining:
@@ -61,7 +61,7 @@ func TestC16CapacityProviderDesiredMovesUnderTheAgentAndEveryInvariantHolds(t *t
 	require.Equal(t, int32(6), grp.Max, "max untouched")
 	for _, i := range grp.Instances {
 		if i.LifecycleState == "InService" {
-			require.Equal(t, demo.ImageB, i.ImageID, "no old instance left behind")
+			require.Equal(t, testworld.ImageB, i.ImageID, "no old instance left behind")
 		}
 	}
 	requireNoCapacityWrites(t, w, g.Name)
@@ -85,7 +85,7 @@ func TestC17ECSManagedDrainingIsLeftToECSAndOnlyTheAgentsOwnHookIsCompleted(t *t
 	inst := olds[0]
 	w.Account.SendMessage(w.QueueURL, fixture(t, "eventbridge-lifecycle-terminate.json", "eks-workers-a", g.Name,
 		"patch-agent-drain", model.ECSManagedDrainingHookName, "i-0c5e2a7b9d1f34e86", inst))
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
@@ -114,19 +114,19 @@ func TestC17ECSManagedDrainingIsLeftToECSAndOnlyTheAgentsOwnHookIsCompleted(t *t
 	}
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
-	requireAllOn(t, w, g.Name, demo.ImageB, len(w.Account.Group(g.Name).Instances)-countLeaving(w, g.Name))
+	requireAllOn(t, w, g.Name, testworld.ImageB, len(w.Account.Group(g.Name).Instances)-countLeaving(w, g.Name))
 }
 
 // A cluster with a capacity provider group and a plain group on one parameter: both roll by instance refresh,
 // side by side, with their MaxSize untouched and no capacity written by the agent.
 func TestClusterWithCapacityProviderAndPlainGroupsRollsBothByRefresh(t *testing.T) {
 	cp := sim.CapacityProviderSpec{Name: "cp", ManagedScaling: true, ManagedTerminationProtection: true}
-	managed := demo.GroupSetup{Name: "managed", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 2, CapacityProvider: &cp}
-	plain := demo.GroupSetup{Name: "plain", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 4, Desired: 2}
-	w := build(t, demo.Spec{Groups: []demo.GroupSetup{managed, plain}, Services: map[string]int{"web": 4}})
+	managed := testworld.GroupSetup{Name: "managed", Cluster: "shared", Parameter: "/golden/shared", Min: 1, Max: 6, Desired: 2, CapacityProvider: &cp}
+	plain := testworld.GroupSetup{Name: "plain", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 4, Desired: 2}
+	w := build(t, testworld.Spec{Groups: []testworld.GroupSetup{managed, plain}, Services: map[string]int{"web": 4}})
 	ctx := context.Background()
 	settle(t, w, 2*time.Minute)
-	w.PublishAMI("/golden/shared", demo.ImageB)
+	w.PublishAMI("/golden/shared", testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
 		return w.Rollout(ctx, "managed").Phase == state.PhaseCompleted && w.Rollout(ctx, "plain").Phase == state.PhaseCompleted
 	})

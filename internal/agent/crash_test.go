@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 func TestTwoAndThreeReplicasOnOneTableNeverActTwice(t *testing.T) {
@@ -22,7 +22,7 @@ func TestTwoAndThreeReplicasOnOneTableNeverActTwice(t *testing.T) {
 func runReplicas(t *testing.T, newStore func(t *testing.T) state.Store) {
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprintf("%d replicas", n), func(t *testing.T) {
-			g := demo.GroupSetup{Name: "ha-asg", Min: 3, Max: 6, Desired: 3}
+			g := testworld.GroupSetup{Name: "ha-asg", Min: 3, Max: 6, Desired: 3}
 			spec := oneGroup(&g)
 			if newStore != nil {
 				spec.Store = newStore(t)
@@ -33,7 +33,7 @@ func runReplicas(t *testing.T, newStore func(t *testing.T) state.Store) {
 				replicas = append(replicas, w.NewReplica(fmt.Sprintf("replica-%d", i)))
 			}
 			ctx := context.Background()
-			w.PublishAMI(g.Parameter, demo.ImageB)
+			w.PublishAMI(g.Parameter, testworld.ImageB)
 			for range 3000 {
 				var wg sync.WaitGroup
 				for _, a := range replicas {
@@ -50,7 +50,7 @@ func runReplicas(t *testing.T, newStore func(t *testing.T) state.Store) {
 			_, err := w.RunUntil(ctx, tick, 3*time.Minute, func() bool { return false })
 			require.NoError(t, err)
 			require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
-			requireAllOn(t, w, g.Name, demo.ImageB, 3)
+			requireAllOn(t, w, g.Name, testworld.ImageB, 3)
 			require.Equal(t, 6, w.Account.LaunchedInstances(g.Name), "one new instance per old one, never a second")
 			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "one refresh, never a second")
 			calls := map[string]int{}
@@ -73,10 +73,10 @@ func runReplicas(t *testing.T, newStore func(t *testing.T) state.Store) {
 // created, no instance is launched or terminated, and the status says who paused and why. Resume starts a new
 // refresh that finishes the rollout.
 func TestPauseMidRolloutHoldsEveryNewDestructiveStepAndResumeFinishes(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 3, Max: 6, Desired: 3}
+	g := testworld.GroupSetup{Name: "g", Min: 3, Max: 6, Desired: 3}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	runTo(t, w, time.Hour, "an old instance draining under the refresh", func(state.Rollout) bool { return drainingUnderHook(w, g.Name) > 0 }, g.Name)
 	require.NoError(t, w.Store.PutLock(ctx, state.Lock{Reason: "incident 4711", Who: "alice", Since: w.Account.Clock().Now()}))
 	r := runTo(t, w, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting }, g.Name)
@@ -103,7 +103,7 @@ func TestPauseMidRolloutHoldsEveryNewDestructiveStepAndResumeFinishes(t *testing
 	require.Empty(t, r.Reason)
 	require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the resume starts a new refresh")
 	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 3)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 3)
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }

@@ -9,15 +9,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/crash"
 )
 
 // crashScenario turns a strategy world of the fault matrix (faultScenarios) into a crash scenario: the same
 // world and driver, and at the end the fault matrix's checks (every termination's lifecycle action completed
 // by the agent, no message left behind) and the strategy's own.
-func crashScenario(t *testing.T, name string) demo.CrashScenario {
+func crashScenario(t *testing.T, name string) crash.CrashScenario {
 	var sc faultScenario
 	for _, s := range faultScenarios {
 		if s.name == name {
@@ -26,14 +27,14 @@ func crashScenario(t *testing.T, name string) demo.CrashScenario {
 	}
 	require.NotEmpty(t, sc.name, "no fault scenario %q", name)
 	_, group := sc.spec()
-	return demo.CrashScenario{
+	return crash.CrashScenario{
 		Name: sc.name,
-		Build: func() (*demo.World, error) {
+		Build: func() (*testworld.World, error) {
 			spec, _ := sc.spec()
-			return demo.Build(spec)
+			return testworld.Build(spec)
 		},
-		Drive: func(w *demo.World) error { sc.play(t, w, group); return nil },
-		Final: func(w *demo.World) error {
+		Drive: func(w *testworld.World) error { sc.play(t, w, group); return nil },
+		Final: func(w *testworld.World) error {
 			if err := hooksAndQueueSettled(w, group); err != nil {
 				return err
 			}
@@ -45,7 +46,7 @@ func crashScenario(t *testing.T, name string) demo.CrashScenario {
 
 // hooksAndQueueSettled is the fault matrix's end check of a crash run: every termination in group has its
 // lifecycle action completed by the agent (invariant 4), and no message is left on the queue (invariant 8).
-func hooksAndQueueSettled(w *demo.World, group string) error {
+func hooksAndQueueSettled(w *testworld.World, group string) error {
 	terminations, own := 0, 0
 	for _, term := range w.Account.Terminations() {
 		if term.Group == group {
@@ -53,7 +54,7 @@ func hooksAndQueueSettled(w *demo.World, group string) error {
 		}
 	}
 	for _, cs := range acceptedCompletions(w) {
-		if cs[0].Hook == demo.HookName && cs[0].Group == group {
+		if cs[0].Hook == testworld.HookName && cs[0].Group == group {
 			own++
 		}
 	}
@@ -71,15 +72,15 @@ func hooksAndQueueSettled(w *demo.World, group string) error {
 // killed right after effect k, and with effect k applied, its response lost, then the agent killed; each run
 // must complete, hold every invariant and repeat no effect (demo.RunCrashScenario). It logs N, the runs and
 // the wall time (docs/testing.md, "Crash matrix").
-func runCrashMatrix(t *testing.T, sc demo.CrashScenario) {
+func runCrashMatrix(t *testing.T, sc crash.CrashScenario) {
 	start := time.Now()
-	n, err := demo.CountCrashEffects(sc)
+	n, err := crash.CountCrashEffects(sc)
 	require.NoError(t, err)
 	runs := 1
 	for k := 1; k <= n; k++ {
-		for _, mode := range demo.CrashModes {
+		for _, mode := range crash.CrashModes {
 			t.Run(fmt.Sprintf("%s effect %d of %d", mode, k, n), func(t *testing.T) {
-				run, err := demo.RunCrashScenario(sc, k, mode)
+				run, err := crash.RunCrashScenario(sc, k, mode)
 				require.NoError(t, err)
 				require.Equal(t, 1, run.Restarts, "one crash, one fresh incarnation")
 			})
@@ -118,11 +119,11 @@ func TestCrashMatrixLifecycleHookOnlyScaleInDrain(t *testing.T) {
 // in to 2, which gives the refresh room, and the rollout completes. Every effect crashed after, and with its
 // response lost: the fresh incarnation starts no second refresh and raises nothing while it waits.
 func TestRefreshCrashMatrixOfAGroupAtMaxSizeUntilItHasRoom(t *testing.T) {
-	g := demo.GroupSetup{Name: "full", Min: 1, Max: 3, Desired: 3}
+	g := testworld.GroupSetup{Name: "full", Min: 1, Max: 3, Desired: 3}
 	sc := refreshCrash("ECS instance refresh at MaxSize", oneGroup(&g), false)
-	sc.Drive = func(w *demo.World) error {
+	sc.Drive = func(w *testworld.World) error {
 		ctx := context.Background()
-		w.PublishAMI(g.Parameter, demo.ImageB)
+		w.PublishAMI(g.Parameter, testworld.ImageB)
 		waiting, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 			return strings.Contains(w.Rollout(ctx, g.Name).Reason, "at its MaxSize (3)")
 		})
@@ -136,14 +137,14 @@ func TestRefreshCrashMatrixOfAGroupAtMaxSizeUntilItHasRoom(t *testing.T) {
 			return err
 		}
 		for _, i := range w.Account.Group(g.Name).Instances {
-			if i.ImageID != demo.ImageA {
+			if i.ImageID != testworld.ImageA {
 				return fmt.Errorf("%s launched on %s before the group had room", i.ID, i.ImageID)
 			}
 		}
 		if err := w.Account.SetDesiredCapacity(g.Name, 2); err != nil {
 			return err
 		}
-		done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
+		done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(testworld.ImageB)(w.Rollout(ctx, g.Name)) })
 		if err != nil {
 			return err
 		}
@@ -162,26 +163,26 @@ func TestRefreshCrashMatrixOfAGroupAtMaxSizeUntilItHasRoom(t *testing.T) {
 // incarnation finds its own slot held and claims nothing twice; the checker holds invariant 3 per cluster
 // throughout.
 func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
-	a := demo.GroupSetup{Name: "web-a", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 2}
-	b := demo.GroupSetup{Name: "web-b", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 2}
-	runCrashMatrix(t, demo.CrashScenario{
+	a := testworld.GroupSetup{Name: "web-a", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 2}
+	b := testworld.GroupSetup{Name: "web-b", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 2}
+	runCrashMatrix(t, crash.CrashScenario{
 		Name: "two groups of one cluster, cluster budget 1",
-		Build: func() (*demo.World, error) {
-			return demo.Build(demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 6}})
+		Build: func() (*testworld.World, error) {
+			return testworld.Build(testworld.Spec{Groups: []testworld.GroupSetup{a, b}, Services: map[string]int{"web": 6}})
 		},
-		Drive: func(w *demo.World) error {
+		Drive: func(w *testworld.World) error {
 			ctx := context.Background()
-			w.PublishAMI("/golden/shared", demo.ImageB)
+			w.PublishAMI("/golden/shared", testworld.ImageB)
 			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
 				ra, rb := w.Rollout(ctx, a.Name), w.Rollout(ctx, b.Name)
-				return ra.TargetImageID == demo.ImageB && !ra.Active() && rb.TargetImageID == demo.ImageB && !rb.Active()
+				return ra.TargetImageID == testworld.ImageB && !ra.Active() && rb.TargetImageID == testworld.ImageB && !rb.Active()
 			})
 			require.NoError(t, err)
 			require.True(t, done, "both rollouts ended")
 			drainQueue(t, w)
 			return nil
 		},
-		Final: func(w *demo.World) error {
+		Final: func(w *testworld.World) error {
 			for _, g := range []string{a.Name, b.Name} {
 				completedOnTarget(t, w, g)
 				require.Equal(t, int32(2), w.Account.Group(g).Desired, g)
@@ -197,28 +198,28 @@ func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
 // the drain slot claims, the drains — crashed after, and with its response lost. The fresh incarnation never
 // starts a second refresh, terminates no instance twice and makes one replacement per old instance.
 func TestCrashMatrixECSBatch(t *testing.T) {
-	g := demo.GroupSetup{Name: "batch-asg", Cluster: "c1", Parameter: "/golden/batch", Min: 4, Max: 6, Desired: 4,
+	g := testworld.GroupSetup{Name: "batch-asg", Cluster: "c1", Parameter: "/golden/batch", Min: 4, Max: 6, Desired: 4,
 		Tags: map[string]string{model.TagBatchSize: "2"}}
 	policy := engine.DefaultPolicy()
 	policy.ClusterBudget = 2
-	runCrashMatrix(t, demo.CrashScenario{
+	runCrashMatrix(t, crash.CrashScenario{
 		Name: "ECS, batch size 2",
-		Build: func() (*demo.World, error) {
-			return demo.Build(demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 8}, Policy: policy})
+		Build: func() (*testworld.World, error) {
+			return testworld.Build(testworld.Spec{Groups: []testworld.GroupSetup{g}, Services: map[string]int{"web": 8}, Policy: policy})
 		},
-		Drive: func(w *demo.World) error {
+		Drive: func(w *testworld.World) error {
 			ctx := context.Background()
-			w.PublishAMI(g.Parameter, demo.ImageB)
+			w.PublishAMI(g.Parameter, testworld.ImageB)
 			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
 				r := w.Rollout(ctx, g.Name)
-				return r.TargetImageID == demo.ImageB && !r.Active()
+				return r.TargetImageID == testworld.ImageB && !r.Active()
 			})
 			require.NoError(t, err)
 			require.True(t, done, "the rollout ended")
 			drainQueue(t, w)
 			return nil
 		},
-		Final: func(w *demo.World) error {
+		Final: func(w *testworld.World) error {
 			completedOnTarget(t, w, g.Name)
 			grp := w.Account.Group(g.Name)
 			require.Equal(t, int32(4), grp.Desired)
@@ -239,19 +240,19 @@ func TestCrashMatrixECSBatch(t *testing.T) {
 // completed once with CONTINUE once drained, and the returning message is deleted.
 func TestC4CrashMatrixEventDrivenScaleInDrainWithA60sHeartbeatTimeout(t *testing.T) {
 	hb := 60 * time.Second
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
 	var instance string
 	var start time.Time
-	runCrashMatrix(t, demo.CrashScenario{
+	runCrashMatrix(t, crash.CrashScenario{
 		Name: "event-driven scale-in drain, 60 s HeartbeatTimeout",
-		Build: func() (*demo.World, error) {
+		Build: func() (*testworld.World, error) {
 			gs := g
 			spec := oneGroup(&gs)
 			spec.WakeUpEvents, spec.WakeUpQueue = true, true
 			spec.Sim.TaskStopStageDelay = 20 * time.Second
-			return demo.Build(spec)
+			return testworld.Build(spec)
 		},
-		Drive: func(w *demo.World) error {
+		Drive: func(w *testworld.World) error {
 			ctx := context.Background()
 			if _, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return false }); err != nil {
 				return err
@@ -267,7 +268,7 @@ func TestC4CrashMatrixEventDrivenScaleInDrainWithA60sHeartbeatTimeout(t *testing
 			_, err = w.RunEvents(ctx, 10*time.Minute, func() bool { return false }) // the message comes back
 			return err
 		},
-		Final: func(w *demo.World) error {
+		Final: func(w *testworld.World) error {
 			requireKeptAlive(t, w, instance, start, hb, true)
 			return hooksAndQueueSettled(w, g.Name)
 		},

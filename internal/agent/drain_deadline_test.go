@@ -8,10 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // The drain deadline of a terminating lifecycle action holds when the drain can never be started, amid ECS
@@ -22,13 +22,13 @@ import (
 // says held, and the rollout halts within a tick or two, without a rollback; its heartbeats keep the action
 // alive until then, and the failing drain is retried after a backoff, not on every tick.
 func TestDrainDeadlineHoldsWhenTheDrainCannotBeStartedAmidECSFaults(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	spec.Faults = sim.NewFaults(1, nil,
 		sim.FaultRule{Op: "ecs:UpdateContainerInstancesState", Every: 1, Codes: []string{sim.FaultThrottlingException}},
 		sim.FaultRule{Op: "ecs:*", Every: 5, Across: true, Codes: []string{sim.FaultThrottlingException}})
 	w := buildAlerting(t, spec, g)
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	r := runTo(t, w.World, 3*time.Hour, "halted", func(r state.Rollout) bool { return r.Phase == state.PhaseHalted }, g.Name)
 	haltedAt := w.Account.Clock().Now()
 	require.Contains(t, r.Reason, "drain status unknown", "the drain never started")
@@ -73,7 +73,7 @@ func requireDrainHeld(t *testing.T, w alertWorld, d time.Duration) state.Hook {
 	require.Equal(t, state.PhaseHalted, r.Phase, r.Reason)
 	var rec state.Hook
 	for _, i := range w.Account.Group(group).Instances {
-		h, err := w.Store.GetHook(ctx, model.ActionKey(group, i.ID, demo.HookName))
+		h, err := w.Store.GetHook(ctx, model.ActionKey(group, i.ID, testworld.HookName))
 		if err == nil && !h.DrainHeldAt.IsZero() {
 			require.Empty(t, rec.InstanceID, "one drain held: %s and %s", rec.InstanceID, h.InstanceID)
 			rec = h
@@ -81,7 +81,7 @@ func requireDrainHeld(t *testing.T, w alertWorld, d time.Duration) state.Hook {
 	}
 	require.NotEmpty(t, rec.InstanceID, "a drain held: %s", r.Reason)
 	id := rec.InstanceID
-	require.Contains(t, r.Reason, "failed: drain of "+id+" on lifecycle hook "+demo.HookName+" held: drain did not finish within 30m0s")
+	require.Contains(t, r.Reason, "failed: drain of "+id+" on lifecycle hook "+testworld.HookName+" held: drain did not finish within 30m0s")
 	require.Contains(t, r.Reason, id+" is back in service but stays in Terminating:Wait")
 	require.Contains(t, r.Reason, "`patch-agent retry "+group+"`")
 	require.Contains(t, r.Reason, "`patch-agent rollback "+group+"`")
@@ -93,14 +93,14 @@ func requireDrainHeld(t *testing.T, w alertWorld, d time.Duration) state.Hook {
 
 	w.run(t, d)
 	require.Equal(t, state.PhaseHalted, w.Rollout(ctx, group).Phase, "halted stays halted")
-	rec, err := w.Store.GetHook(ctx, model.ActionKey(group, id, demo.HookName))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey(group, id, testworld.HookName))
 	require.NoError(t, err)
 	// Every drain held meanwhile — the first, and any other termination of the refresh that reached its deadline
 	// while the first hold halted it — stays held: in Terminating:Wait, back in service, heartbeated, never
 	// completed; one held alert each.
 	heldRecords := 0
 	for _, i := range w.Account.Group(group).Instances {
-		h, err := w.Store.GetHook(ctx, model.ActionKey(group, i.ID, demo.HookName))
+		h, err := w.Store.GetHook(ctx, model.ActionKey(group, i.ID, testworld.HookName))
 		if err != nil || h.DrainHeldAt.IsZero() {
 			continue
 		}
@@ -126,7 +126,7 @@ func requireDrainHeld(t *testing.T, w alertWorld, d time.Duration) state.Hook {
 }
 
 // heartbeatsOf returns the accepted heartbeats of instance's lifecycle actions in [from, to).
-func heartbeatsOf(w *demo.World, instance string, from, to time.Time) []sim.Completion {
+func heartbeatsOf(w *testworld.World, instance string, from, to time.Time) []sim.Completion {
 	var out []sim.Completion
 	for _, h := range w.Account.Heartbeats() {
 		if h.Accepted && h.InstanceID == instance && !h.At.Before(from) && h.At.Before(to) {

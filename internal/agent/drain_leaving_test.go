@@ -7,9 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/kubesim"
 )
 
 // The drain of an old node blocked by a PodDisruptionBudget (minAvailable = replicas) whose health check fails:
@@ -29,12 +30,12 @@ func TestEKSDrainOfANodeThatStartsTerminatingLetsItGoAndNeverUncordonsIt(t *test
 
 func testEKSDrainOfANodeThatFailsItsHealthCheck(t *testing.T, byRefresh bool) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "nodes", Platform: model.PlatformEKS, Cluster: "e1", Parameter: providers.ParameterAuto,
+	g := testworld.GroupSetup{Name: "nodes", Platform: model.PlatformEKS, Cluster: "e1", Parameter: providers.ParameterAuto,
 		Min: 3, Max: 6, Desired: 3}
-	w := buildWatched(t, demo.Spec{Groups: []demo.GroupSetup{g},
-		KubeWorkload: demo.KubeWorkload{Replicas: 6, MinAvailable: 6, DaemonSet: true}})
+	w := buildWatched(t, testworld.Spec{Groups: []testworld.GroupSetup{g},
+		KubeWorkload: kubesim.KubeWorkload{Replicas: 6, MinAvailable: 6, DaemonSet: true}})
 	settle(t, w.World, 10*time.Second)
-	w.PublishPublicAMI(w.EKSParameter(g.Name), demo.ImageB)
+	w.PublishPublicAMI(w.EKSParameter(g.Name), testworld.ImageB)
 	oldID := ""
 	cordoned := func() bool {
 		obs, err := w.Kube.Observe(ctx)
@@ -47,7 +48,7 @@ func testEKSDrainOfANodeThatFailsItsHealthCheck(t *testing.T, byRefresh bool) {
 			return false
 		}
 		for _, i := range w.Account.Group(g.Name).Instances {
-			if i.ImageID == demo.ImageA && (byRefresh || i.LifecycleState == "InService") {
+			if i.ImageID == testworld.ImageA && (byRefresh || i.LifecycleState == "InService") {
 				oldID = i.ID
 				if !byRefresh || cordoned() {
 					return !byRefresh || cordoned()

@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // --drain-timeout against each managed hook's global timeout (Amazon EC2 Auto Scaling API Reference,
@@ -34,7 +34,7 @@ func TestDrainTimeoutLongerThanTheHooksGlobalTimeoutIsCappedWithANoteAndTheDeadl
 		{name: "hook global timeout 8h20m above drain timeout 3h", heartbeat: 300 * time.Second, wantAfter: 3 * time.Hour, wantBy: 3*time.Hour + 5*time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: tc.heartbeat}
+			g := testworld.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: tc.heartbeat}
 			spec := oneGroup(&g)
 			spec.Policy = engine.DefaultPolicy()
 			spec.Policy.DrainTimeout = 3 * time.Hour
@@ -76,7 +76,7 @@ func TestDrainTimeoutLongerThanTheHooksGlobalTimeoutIsCappedWithANoteAndTheDeadl
 				require.Zero(t, w.alerts(model.AlertDrainTimeoutCapped))
 				return
 			}
-			require.Contains(t, warning, "--drain-timeout 3h0m0s is longer than lifecycle hook "+demo.HookName+" allows", "status note")
+			require.Contains(t, warning, "--drain-timeout 3h0m0s is longer than lifecycle hook "+testworld.HookName+" allows", "status note")
 			require.Contains(t, warning, "raise its HeartbeatTimeout to at least 2m0s")
 			require.Equal(t, 1.0, w.alerts(model.AlertDrainTimeoutCapped), "once, not at every poll")
 			require.Len(t, w.notified(t, model.AlertDrainTimeoutCapped), 1)

@@ -8,33 +8,33 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // rollGroup is the group of the wake-up scenarios: 3 instances with room for one more, rolled by instance
 // refresh.
-func rollGroup() demo.GroupSetup {
-	return demo.GroupSetup{Name: "roll", Cluster: "c", Parameter: "/golden-ami/roll", Min: 3, Max: 4, Desired: 3}
+func rollGroup() testworld.GroupSetup {
+	return testworld.GroupSetup{Name: "roll", Cluster: "c", Parameter: "/golden-ami/roll", Min: 3, Max: 4, Desired: 3}
 }
 
 // eventDrivenRollout rolls rollGroup to a new AMI with the agent at the production safety poll (2 minutes),
 // driven as Run drives it (demo.World.RunEvents), and returns how long the rollout took and how many wake-up
 // events the account sent.
-func eventDrivenRollout(t *testing.T, spec demo.Spec) (time.Duration, int) {
+func eventDrivenRollout(t *testing.T, spec testworld.Spec) (time.Duration, int) {
 	t.Helper()
 	ctx := context.Background()
-	spec.Groups = []demo.GroupSetup{rollGroup()}
+	spec.Groups = []testworld.GroupSetup{rollGroup()}
 	spec.Services = map[string]int{"web": 6}
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	_, err = w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	start := w.Account.Clock().Now()
-	w.PublishAMI("/golden-ami/roll", demo.ImageB)
+	w.PublishAMI("/golden-ami/roll", testworld.ImageB)
 	done, err := w.RunEvents(ctx, 3*time.Hour, func() bool { return w.Rollout(ctx, "roll").Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done, "the rollout completes: %+v", w.Rollout(ctx, "roll"))
@@ -54,10 +54,10 @@ func physicalFloor(t *testing.T) time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	g := rollGroup()
-	w := build(t, demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 6}})
+	w := build(t, testworld.Spec{Groups: []testworld.GroupSetup{g}, Services: map[string]int{"web": 6}})
 	settle(t, w, 5*time.Minute)
 	start := w.Account.Clock().Now()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	done, err := w.RunUntil(ctx, time.Second, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done, "the rollout completes: %+v", w.Rollout(ctx, g.Name))
@@ -69,11 +69,11 @@ func physicalFloor(t *testing.T) time.Duration {
 // floor (each woken look reads AWS afresh); with every wake-up event lost it still completes, on the slow poll,
 // only later; and every invariant holds in both.
 func TestLostWakeUpEventsOnlyDelayARolloutTheSafetyPollCompletesIt(t *testing.T) {
-	withEvents, sent := eventDrivenRollout(t, demo.Spec{WakeUpEvents: true})
+	withEvents, sent := eventDrivenRollout(t, testworld.Spec{WakeUpEvents: true})
 	require.Positive(t, sent, "the account sent wake-up events")
 	floor := physicalFloor(t)
 	require.LessOrEqual(t, withEvents.Seconds(), 1.03*floor.Seconds(), "with events the rollout takes its physical floor (goal: <= 1.03)")
-	lost, none := eventDrivenRollout(t, demo.Spec{LoseWakeUpEvents: true})
+	lost, none := eventDrivenRollout(t, testworld.Spec{LoseWakeUpEvents: true})
 	require.Zero(t, none, "every wake-up event is lost")
 	t.Logf("rollout with events %s, every event lost %s, physical floor %s", withEvents, lost, floor)
 	require.Greater(t, lost, withEvents, "lost events delay the rollout")
@@ -107,15 +107,15 @@ func TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll(t *testing.T) {
 	policy := engine.DefaultPolicy()
 	policy.HealthTimeout = 5*time.Minute + 7*time.Second // off the poll's cadence
 	soak := 4*time.Minute + 13*time.Second
-	w, err := demo.Build(demo.Spec{WakeUpEvents: true, Policy: policy, Observer: obs,
-		Groups: []demo.GroupSetup{{Name: "roll", Cluster: "c", Parameter: "/golden-ami/roll", Min: 2, Max: 3, Desired: 2,
+	w, err := testworld.Build(testworld.Spec{WakeUpEvents: true, Policy: policy, Observer: obs,
+		Groups: []testworld.GroupSetup{{Name: "roll", Cluster: "c", Parameter: "/golden-ami/roll", Min: 2, Max: 3, Desired: 2,
 			Tags: map[string]string{model.TagMinAMIAge: soak.String()}}},
 		Services: map[string]int{"web": 4}})
 	require.NoError(t, err)
 	_, err = w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
 	require.NoError(t, err)
-	w.Account.MarkImageUnhealthy(demo.ImageB)
-	w.PublishAMI("/golden-ami/roll", demo.ImageB)
+	w.Account.MarkImageUnhealthy(testworld.ImageB)
+	w.PublishAMI("/golden-ami/roll", testworld.ImageB)
 	done, err := w.RunEvents(ctx, time.Hour, func() bool {
 		p := w.Rollout(ctx, "roll").Phase
 		return p == state.PhaseRolledBack || p == state.PhaseHalted
@@ -126,7 +126,7 @@ func TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll(t *testing.T) {
 	obs.mu.Lock()
 	prepared := false
 	for i, next := range obs.moves {
-		if prev := obs.prev[i]; prev.TargetImageID != demo.ImageB || next.Phase != state.PhasePreparing {
+		if prev := obs.prev[i]; prev.TargetImageID != testworld.ImageB || next.Phase != state.PhasePreparing {
 			continue
 		}
 		late := next.UpdatedAt.Sub(next.SourceModified) - soak

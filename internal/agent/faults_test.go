@@ -8,11 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // twentyPercent fails 20 % of the calls of every AWS operation with a throttling, 5xx or timeout fault; half
@@ -32,26 +32,26 @@ func twentyPercent() []sim.FaultRule {
 // faultScenario is one strategy of the agent, played from a built world to its end.
 type faultScenario struct {
 	name  string
-	spec  func() (demo.Spec, string) // the world, and the group that is rolled or scaled in
-	play  func(t *testing.T, w *demo.World, group string)
-	check func(t *testing.T, w *demo.World, group string)
+	spec  func() (testworld.Spec, string) // the world, and the group that is rolled or scaled in
+	play  func(t *testing.T, w *testworld.World, group string)
+	check func(t *testing.T, w *testworld.World, group string)
 	// ratioLimit, when set, replaces successRatioLimit for this scenario (see there).
 	ratioLimit float64
 }
 
 // rollAll publishes ImageB for the group and runs until its rollout ends, then lets hooks settle.
-func rollAll(t *testing.T, w *demo.World, group string) {
+func rollAll(t *testing.T, w *testworld.World, group string) {
 	ctx := context.Background()
 	settle(t, w, time.Minute)
 	param := w.EKSParameter(group)
 	if param != "" {
-		w.PublishPublicAMI(param, demo.ImageB)
+		w.PublishPublicAMI(param, testworld.ImageB)
 	} else {
-		w.PublishAMI("/golden/"+group, demo.ImageB)
+		w.PublishAMI("/golden/"+group, testworld.ImageB)
 	}
 	done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
 		r := w.Rollout(ctx, group)
-		return r.TargetImageID == demo.ImageB && !r.Active()
+		return r.TargetImageID == testworld.ImageB && !r.Active()
 	})
 	require.NoError(t, err)
 	require.True(t, done, "rollout of %s did not end: %+v", group, w.Rollout(ctx, group))
@@ -59,7 +59,7 @@ func rollAll(t *testing.T, w *demo.World, group string) {
 }
 
 // drainQueue runs until every message is deleted (the last lifecycle actions completed), then a minute more.
-func drainQueue(t *testing.T, w *demo.World) {
+func drainQueue(t *testing.T, w *testworld.World) {
 	done, err := w.RunUntil(context.Background(), tick, time.Hour, func() bool {
 		visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 		return visible+inFlight == 0
@@ -69,17 +69,17 @@ func drainQueue(t *testing.T, w *demo.World) {
 	settle(t, w, time.Minute)
 }
 
-func completedOnTarget(t *testing.T, w *demo.World, group string) {
+func completedOnTarget(t *testing.T, w *testworld.World, group string) {
 	r := w.Rollout(context.Background(), group)
 	require.Equal(t, state.PhaseCompleted, r.Phase, "reason: %s", r.Reason)
-	requireAllOn(t, w, group, demo.ImageB, len(w.Account.Group(group).Instances)-countLeaving(w, group))
+	requireAllOn(t, w, group, testworld.ImageB, len(w.Account.Group(group).Instances)-countLeaving(w, group))
 }
 
 var faultScenarios = []faultScenario{
 	{
 		name: "ECS",
-		spec: func() (demo.Spec, string) {
-			g := demo.GroupSetup{Name: "ecs", Min: 3, Max: 6, Desired: 3}
+		spec: func() (testworld.Spec, string) {
+			g := testworld.GroupSetup{Name: "ecs", Min: 3, Max: 6, Desired: 3}
 			return oneGroup(&g), g.Name
 		},
 		play: rollAll, check: completedOnTarget,
@@ -87,12 +87,12 @@ var faultScenarios = []faultScenario{
 	{
 		// Field case C23: the roomy 3-AZ layout of C16, a capacity-provider group rolled by instance refresh.
 		name: "ECS capacity provider (C23 roomy 3-AZ)",
-		spec: func() (demo.Spec, string) {
-			g := demo.GroupSetup{Name: "cp-c23", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
+		spec: func() (testworld.Spec, string) {
+			g := testworld.GroupSetup{Name: "cp-c23", Min: 1, Max: 6, Desired: 3, CapacityProvider: c23Provider("cp")}
 			return oneGroup(&g), g.Name
 		},
 		play: rollAll,
-		check: func(t *testing.T, w *demo.World, group string) {
+		check: func(t *testing.T, w *testworld.World, group string) {
 			completedOnTarget(t, w, group)
 			require.Equal(t, model.StrategyRefresh, w.Rollout(context.Background(), group).Strategy)
 			// Size and spread at the end as at the start: the checker's end-of-scenario rule.
@@ -105,33 +105,33 @@ var faultScenarios = []faultScenario{
 	},
 	{
 		name: "ECS managed draining",
-		spec: func() (demo.Spec, string) {
-			g := demo.GroupSetup{Name: "md-asg", Min: 1, Max: 6, Desired: 3,
+		spec: func() (testworld.Spec, string) {
+			g := testworld.GroupSetup{Name: "md-asg", Min: 1, Max: 6, Desired: 3,
 				CapacityProvider: &sim.CapacityProviderSpec{Name: "cp", ManagedScaling: true, ManagedTerminationProtection: true, ManagedDraining: true}}
 			return oneGroup(&g), g.Name
 		},
 		play: rollAll,
-		check: func(t *testing.T, w *demo.World, group string) {
+		check: func(t *testing.T, w *testworld.World, group string) {
 			completedOnTarget(t, w, group)
 			require.Equal(t, model.StrategyRefresh, w.Rollout(context.Background(), group).Strategy)
 		},
 	},
 	{
 		name: "EKS self-managed",
-		spec: func() (demo.Spec, string) {
-			s := demo.DemoSpec()
+		spec: func() (testworld.Spec, string) {
+			s := testworld.DemoSpec()
 			s.Groups, s.Services = s.Groups[1:], nil
-			return s, demo.EKSGroupName
+			return s, testworld.EKSGroupName
 		},
 		play: rollAll, check: completedOnTarget,
 	},
 	{
 		name: "lifecycle hook only (scale-in drain)",
-		spec: func() (demo.Spec, string) {
-			g := demo.GroupSetup{Name: "scale-in", Min: 1, Max: 4, Desired: 3}
+		spec: func() (testworld.Spec, string) {
+			g := testworld.GroupSetup{Name: "scale-in", Min: 1, Max: 4, Desired: 3}
 			return oneGroup(&g), g.Name
 		},
-		play: func(t *testing.T, w *demo.World, group string) {
+		play: func(t *testing.T, w *testworld.World, group string) {
 			settle(t, w, time.Minute)
 			require.NoError(t, w.Account.SetDesiredCapacity(group, 1))
 			w.Checker.Baseline[group] = 1
@@ -140,7 +140,7 @@ var faultScenarios = []faultScenario{
 			require.True(t, done, "both lifecycle actions completed")
 			drainQueue(t, w)
 		},
-		check: func(t *testing.T, w *demo.World, group string) {
+		check: func(t *testing.T, w *testworld.World, group string) {
 			for _, cs := range acceptedCompletions(w) {
 				require.Equal(t, sim.ResultContinue, cs[0].Result)
 				require.True(t, cs[0].Drained, "completed only once drained")
@@ -152,7 +152,7 @@ var faultScenarios = []faultScenario{
 
 // playScenario builds the scenario's world with an injector of the rules seeded with seed and plays it. It
 // returns the injector's counts.
-func playScenario(t *testing.T, sc faultScenario, seed uint64, rules []sim.FaultRule) (sim.FaultStats, *demo.World) {
+func playScenario(t *testing.T, sc faultScenario, seed uint64, rules []sim.FaultRule) (sim.FaultStats, *testworld.World) {
 	spec, group := sc.spec()
 	faults := sim.NewFaults(seed, nil, rules...)
 	spec.Faults = faults
@@ -169,7 +169,7 @@ func playScenario(t *testing.T, sc faultScenario, seed uint64, rules []sim.Fault
 	}
 	own := 0
 	for _, cs := range acceptedCompletions(w) {
-		if cs[0].Hook == demo.HookName && cs[0].Group == group {
+		if cs[0].Hook == testworld.HookName && cs[0].Group == group {
 			own++
 		}
 	}
@@ -227,9 +227,9 @@ func TestFaultMatrixEveryStrategyCompletesUnder20PercentFaults(t *testing.T) {
 // drainDurations runs the refresh of g to ImageB and returns, for each old instance, how long its terminating
 // lifecycle action held it (Terminating:Wait, from the termination to the agent's completion), each completed
 // only once drained.
-func drainDurations(t *testing.T, w *demo.World, g demo.GroupSetup) []time.Duration {
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	runTo(t, w, 3*time.Hour, "ended", ended(demo.ImageB), g.Name)
+func drainDurations(t *testing.T, w *testworld.World, g testworld.GroupSetup) []time.Duration {
+	w.PublishAMI(g.Parameter, testworld.ImageB)
+	runTo(t, w, 3*time.Hour, "ended", ended(testworld.ImageB), g.Name)
 	settle(t, w, time.Minute)
 	var drains []time.Duration
 	for _, term := range w.Account.Terminations() {
@@ -246,7 +246,7 @@ func drainDurations(t *testing.T, w *demo.World, g demo.GroupSetup) []time.Durat
 func TestEveryFifthCallOfEveryECSOperationFailingDoesNotStarveTheDrain(t *testing.T) {
 	// AWS throttles per API action (Amazon ECS and Amazon EC2 API References, "Request throttling"): each ECS
 	// operation fails on its 5th, 10th, ... call.
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:*", Every: 5, Codes: []string{sim.FaultThrottlingException}})
 	w := build(t, spec)
@@ -265,12 +265,12 @@ func TestEveryFifthCallOfEveryECSOperationFailingDoesNotStarveTheDrain(t *testin
 }
 
 func TestAStepThatKeepsFailingIsRetriedAfterItsBackoffNotOnEveryTick(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:StartInstanceRefresh", Every: 1, Codes: []string{"AccessDenied"},
 		Message: "User is not authorized to perform: autoscaling:StartInstanceRefresh"})
 	w := build(t, spec)
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	settle(t, w, 20*time.Minute) // 240 ticks
 
 	attempts := spec.Faults.Stats().Calls["autoscaling:StartInstanceRefresh"]
@@ -284,16 +284,16 @@ func TestAStepThatKeepsFailingIsRetriedAfterItsBackoffNotOnEveryTick(t *testing.
 	runTo(t, w, 10*time.Minute, "refresh started", func(r state.Rollout) bool { return r.Refresh != nil && r.Refresh.ID != "" }, g.Name)
 	require.LessOrEqual(t, w.Account.Clock().Since(grantedAt), 2*time.Minute+tick, "the backoff is capped at 2 minutes")
 	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the refused calls started nothing")
-	r := runTo(t, w, 3*time.Hour, "ended", ended(demo.ImageB), g.Name)
+	r := runTo(t, w, 3*time.Hour, "ended", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseCompleted, r.Phase, "and the rollout goes on once the step succeeds: %s", r.Reason)
 	settle(t, w, time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 2)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 2)
 	require.Empty(t, w.Checker.Finish())
 }
 
 // Field case C4 (../shared/CASES.md).
 func TestC4HeartbeatsAreNeverSkippedWhileTheDrainCheckBacksOff(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: 300 * time.Second}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: 300 * time.Second}
 	spec := oneGroup(&g)
 	// ListTasks never answers: every look at the drain fails and is backed off.
 	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Codes: []string{sim.FaultThrottlingException}})
@@ -321,7 +321,7 @@ func TestC4HeartbeatsAreNeverSkippedWhileTheDrainCheckBacksOff(t *testing.T) {
 	require.Less(t, looks, polls/3, "the drain check backed off (%d looks in %d polls)", looks, polls)
 }
 
-func countLeaving(w *demo.World, group string) int {
+func countLeaving(w *testworld.World, group string) int {
 	n := 0
 	for _, i := range w.Account.Group(group).Instances {
 		if i.LifecycleState != "InService" {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Bursts spread out: the missing-hook check reads DescribeLifecycleHooks for at most hookChecksPerPass groups a
@@ -24,12 +24,12 @@ import (
 func TestHookCheckReadsABoundedNumberOfGroupsAPassAndEveryGroupWithinThePollInterval(t *testing.T) {
 	const n = 60 // three passes at the default 25
 	ctx := context.Background()
-	var groups []demo.GroupSetup
+	var groups []testworld.GroupSetup
 	for i := range n {
-		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("bare-%02d", i), Cluster: "c1", Parameter: "/golden/x",
+		groups = append(groups, testworld.GroupSetup{Name: fmt.Sprintf("bare-%02d", i), Cluster: "c1", Parameter: "/golden/x",
 			Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1}) // no terminating hook: a check leaves a warning
 	}
-	w := build(t, demo.Spec{Groups: groups})
+	w := build(t, testworld.Spec{Groups: groups})
 	k := agent.DefaultHookChecksPerPass
 	reads := func() int { return w.Account.Calls()["autoscaling:DescribeLifecycleHooks"] }
 	warned := func() int {
@@ -71,15 +71,15 @@ func TestHookCheckReadsABoundedNumberOfGroupsAPassAndEveryGroupWithinThePollInte
 // (1 s) has passed — three groups read (at 0, 0.4 and 0.8 s), the fourth request not sent — without a "checking
 // lifecycle hooks failed" warning; the three it left are the next pass's first.
 func TestHookCheckStopsAtItsOwnBudgetAndTheGroupsItLeftAreCheckedFirstNextPass(t *testing.T) {
-	var groups []demo.GroupSetup
+	var groups []testworld.GroupSetup
 	for i := range 6 {
-		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("bare-%d", i), Cluster: "c1", Parameter: "/golden/x",
+		groups = append(groups, testworld.GroupSetup{Name: fmt.Sprintf("bare-%d", i), Cluster: "c1", Parameter: "/golden/x",
 			Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1}) // no terminating hook: a check leaves a warning
 	}
 	core, logs := observer.New(zapcore.WarnLevel)
 	faults := sim.NewFaults(1, nil)
 	faults.Pause(true) // no injected faults: the wire and the counts
-	w := build(t, demo.Spec{Groups: groups, Faults: faults, Workers: 1, Log: zap.New(core)})
+	w := build(t, testworld.Spec{Groups: groups, Faults: faults, Workers: 1, Log: zap.New(core)})
 	limiter := awsapi.NewLimiter(awsapi.RateLimits{awsapi.RateAutoScaling: {Rate: 1000, Burst: 1000}})
 	faults.SetWire(sim.Wire{Client: limiter, Trace: func(c sim.WireCall) {
 		if c.Op == "autoscaling:DescribeLifecycleHooks" && c.Err == nil {

@@ -8,10 +8,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Lifecycle actions that Auto Scaling's own answer (a heartbeat by instance and hook, accepted only while an
@@ -27,7 +27,7 @@ import (
 func TestC14SecondRootVolumeReplacementAfterANoActiveAnswerIsTakenUpWhenItsMessageIsLost(t *testing.T) {
 	ctx := context.Background()
 	hb := 60 * time.Second
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
 	spec := oneGroup(&g)
 	spec.WakeUpEvents, spec.WakeUpQueue = true, true
 	spec.Sim.TaskStopStageDelay = 20 * time.Second
@@ -38,7 +38,7 @@ func TestC14SecondRootVolumeReplacementAfterANoActiveAnswerIsTakenUpWhenItsMessa
 	_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	instance := w.Account.Group(g.Name).Instances[0].ID
-	key := model.ActionKey(g.Name, instance, demo.HookName)
+	key := model.ActionKey(g.Name, instance, testworld.HookName)
 
 	_, err = w.Account.StartRootVolumeReplacement(instance) // action 1, its message delivered
 	require.NoError(t, err)
@@ -76,7 +76,7 @@ func TestC14SecondRootVolumeReplacementAfterANoActiveAnswerIsTakenUpWhenItsMessa
 // group's reuse policy would reject the real action, and the instance would go to the pool undrained when the
 // action timed out.
 func TestC18ScaleInToThePoolIsDrainedWhenTheReusePolicyIsRemovedWhileItWaits(t *testing.T) {
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
 	pool := sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)}
 	w, _ := buildPool(t, &g, pool)
 	back := startScaleInToPool(t, w, g.Name, 2)
@@ -98,7 +98,7 @@ func TestC18ScaleInToThePoolIsDrainedWhenTheReusePolicyIsRemovedWhileItWaits(t *
 
 // startScaleInToPool lowers group's desired capacity to desired in a pool that reuses instances and returns the
 // scale-in victim, waiting in Warmed:Pending:Wait on the terminating hook (the agent has not looked yet).
-func startScaleInToPool(t *testing.T, w *demo.World, group string, desired int32) string {
+func startScaleInToPool(t *testing.T, w *testworld.World, group string, desired int32) string {
 	t.Helper()
 	require.NoError(t, w.Account.SetDesiredCapacity(group, desired))
 	w.Checker.Baseline[group] = desired

@@ -19,7 +19,6 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/metrics"
@@ -28,11 +27,13 @@ import (
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/kubesim"
 )
 
 // lateEventBridge sends to the world's simulated EventBridge once the world is built (the notifier is the
 // world's observer, so it exists first).
-type lateEventBridge struct{ w **demo.World }
+type lateEventBridge struct{ w **testworld.World }
 
 func (l lateEventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, o ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	return (*l.w).Account.EventBridge().PutEvents(ctx, in, o...)
@@ -41,15 +42,15 @@ func (l lateEventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEvent
 // watched is a world whose agent reports to a metrics registry, a notifier on the simulated EventBridge and
 // a log that keeps warnings.
 type watched struct {
-	*demo.World
+	*testworld.World
 	metrics  *metrics.Registry
 	notifier *notify.Notifier
 	logs     *observer.ObservedLogs
 }
 
-func buildWatched(t *testing.T, spec demo.Spec) *watched {
+func buildWatched(t *testing.T, spec testworld.Spec) *watched {
 	t.Helper()
-	var w *demo.World
+	var w *testworld.World
 	core, logs := observer.New(zapcore.WarnLevel)
 	reg := metrics.NewRegistry(nil)
 	n := notify.New(lateEventBridge{&w}, notify.Options{})
@@ -110,8 +111,8 @@ func requireNothingDrained(t *testing.T, w *watched, groups ...string) {
 // Field case C19 (../shared/CASES.md): forged lifecycle messages drain nothing, are deleted as ignored, and
 // name their reason in one warning, the LifecycleMessagesRejected metric and a notification.
 func TestC19ForgedLifecycleMessagesDrainNothingAndAreRejectedWithTheirReason(t *testing.T) {
-	managed := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 3, Max: 4, Desired: 3}
-	other := demo.GroupSetup{Name: "u", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 2, Desired: 1, Unmanaged: true}
+	managed := testworld.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 3, Max: 4, Desired: 3}
+	other := testworld.GroupSetup{Name: "u", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 2, Desired: 1, Unmanaged: true}
 	for _, tc := range []struct {
 		name string
 		// messages builds the forged messages from the world.
@@ -123,27 +124,27 @@ func TestC19ForgedLifecycleMessagesDrainNothingAndAreRejectedWithTheirReason(t *
 			func(t *testing.T, w *watched) []string {
 				var out []string
 				for i, inst := range w.Account.Group("g").Instances {
-					out = append(out, forged(t, "g", demo.HookName, inst.ID, "forged-token-"+string(rune('a'+i))))
+					out = append(out, forged(t, "g", testworld.HookName, inst.ID, "forged-token-"+string(rune('a'+i))))
 				}
 				return out
 			}, lifecycleaction.RejectLifecycleState, true},
 		{"for an instance of an unmanaged group in the same ECS cluster, naming the managed group",
 			func(t *testing.T, w *watched) []string {
-				return []string{forged(t, "g", demo.HookName, w.Account.Group("u").Instances[0].ID, "forged-token")}
+				return []string{forged(t, "g", testworld.HookName, w.Account.Group("u").Instances[0].ID, "forged-token")}
 			}, lifecycleaction.RejectInstanceNotInGroup, true},
 		{"for an instance of an unmanaged group in the same ECS cluster, naming the unmanaged group",
 			func(t *testing.T, w *watched) []string {
-				return []string{forged(t, "u", demo.HookName, w.Account.Group("u").Instances[0].ID, "forged-token")}
+				return []string{forged(t, "u", testworld.HookName, w.Account.Group("u").Instances[0].ID, "forged-token")}
 			}, lifecycleaction.RejectGroupNotManaged, false},
 		{"for a nonexistent instance", func(t *testing.T, w *watched) []string {
-			return []string{forged(t, "g", demo.HookName, "i-0fffffffffffffff0", "forged-token")}
+			return []string{forged(t, "g", testworld.HookName, "i-0fffffffffffffff0", "forged-token")}
 		}, lifecycleaction.RejectInstanceNotFound, true},
 		{"naming a hook the group lacks", func(t *testing.T, w *watched) []string {
 			return []string{forged(t, "g", "not-a-hook-of-g", w.Account.Group("g").Instances[0].ID, "forged-token")}
 		}, lifecycleaction.RejectUnknownHook, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := demo.Spec{Groups: []demo.GroupSetup{managed, other}, Services: map[string]int{"web": 6}}
+			spec := testworld.Spec{Groups: []testworld.GroupSetup{managed, other}, Services: map[string]int{"web": 6}}
 			w := buildWatched(t, spec)
 			settle(t, w.World, 10*time.Second)
 			w.Account.ResetCalls()
@@ -184,15 +185,15 @@ func TestC19ForgedLifecycleMessagesDrainNothingAndAreRejectedWithTheirReason(t *
 
 // Field case C19, EKS: a forged message for a Ready node of a managed node group cordons and evicts nothing.
 func TestC19ForgedLifecycleMessageForAnEKSNodeCordonsNothing(t *testing.T) {
-	g := demo.GroupSetup{Name: "nodes", Platform: model.PlatformEKS, Cluster: "e1", Parameter: providers.ParameterAuto, Min: 2, Max: 3, Desired: 2}
-	w := buildWatched(t, demo.Spec{Groups: []demo.GroupSetup{g}, KubeWorkload: demo.KubeWorkload{Replicas: 4}})
+	g := testworld.GroupSetup{Name: "nodes", Platform: model.PlatformEKS, Cluster: "e1", Parameter: providers.ParameterAuto, Min: 2, Max: 3, Desired: 2}
+	w := buildWatched(t, testworld.Spec{Groups: []testworld.GroupSetup{g}, KubeWorkload: kubesim.KubeWorkload{Replicas: 4}})
 	ctx := context.Background()
 	settle(t, w.World, 10*time.Second)
 	before, err := w.Kube.Observe(ctx)
 	require.NoError(t, err)
 	require.Len(t, before, 2)
 	for i, inst := range w.Account.Group(g.Name).Instances {
-		w.Account.SendMessage(w.QueueURL, forged(t, g.Name, demo.HookName, inst.ID, "forged-"+string(rune('a'+i))))
+		w.Account.SendMessage(w.QueueURL, forged(t, g.Name, testworld.HookName, inst.ID, "forged-"+string(rune('a'+i))))
 	}
 	settle(t, w.World, 5*time.Minute)
 
@@ -214,7 +215,7 @@ func TestC19ForgedLifecycleMessageForAnEKSNodeCordonsNothing(t *testing.T) {
 // Field case C19, positive control: the same message shape for an instance really in Terminating:Wait, with
 // its real token, is confirmed, drained and completed with CONTINUE.
 func TestC19LifecycleMessageForAnInstanceReallyInTerminatingWaitIsDrainedAndContinued(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3}
 	w := buildWatched(t, oneGroup(&g))
 	settle(t, w.World, 10*time.Second)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 2))
@@ -265,7 +266,7 @@ func (f *flakyDescribe) DescribeAutoScalingInstances(ctx context.Context, in *au
 // Field case C19: a confirmation Auto Scaling cannot give holds the message and drains nothing; once Auto
 // Scaling answers, the real action is drained and completed.
 func TestC19UnconfirmableLifecycleActionIsHeldNotDrainedNotDeleted(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	spec := oneGroup(&g)
 	flaky := &flakyDescribe{failing: true}
 	spec.Wrap = func(c agent.Clients) agent.Clients {
@@ -301,7 +302,7 @@ func TestC19UnconfirmableLifecycleActionIsHeldNotDrainedNotDeleted(t *testing.T)
 // lease TTL (2 minutes) of its last listing (lifecycle.Hooks drainMarks).
 func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutReplacesIt(t *testing.T) {
 	ctx := context.Background()
-	drainDirectly := func(t *testing.T, w *demo.World, g, id string) {
+	drainDirectly := func(t *testing.T, w *testworld.World, g, id string) {
 		t.Helper()
 		inst, _ := w.Account.Instance(id)
 		_, err := w.Account.ECS().UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{Cluster: &[]string{"c1"}[0],
@@ -312,7 +313,7 @@ func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutRepla
 	}
 
 	t.Run("InService, no action waiting, no rollout: back to ACTIVE with a warning", func(t *testing.T) {
-		g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+		g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 		w := buildWatched(t, oneGroup(&g))
 		settle(t, w.World, 10*time.Second)
 		id := w.Account.Group(g.Name).Instances[0].ID
@@ -327,15 +328,15 @@ func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutRepla
 	})
 
 	t.Run("the old instance a rollout's refresh terminates stays DRAINING", func(t *testing.T) {
-		g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+		g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 		spec := oneGroup(&g)
 		spec.Sim.TaskStopStageDelay = 60 * time.Second // a drain that takes a few minutes
 		w := buildWatched(t, spec)
-		w.PublishAMI(g.Parameter, demo.ImageB)
+		w.PublishAMI(g.Parameter, testworld.ImageB)
 		var old string
 		done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 			for _, i := range w.Account.Group(g.Name).Instances {
-				if i.ImageID == demo.ImageA && i.LifecycleState == "Terminating:Wait" && i.ContainerInstanceStatus == "DRAINING" {
+				if i.ImageID == testworld.ImageA && i.LifecycleState == "Terminating:Wait" && i.ContainerInstanceStatus == "DRAINING" {
 					old = i.ID
 				}
 			}

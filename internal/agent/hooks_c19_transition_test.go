@@ -7,11 +7,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Field case C19: a forged message that names an action in progress — its instance and hook — with the other
@@ -48,7 +48,7 @@ func TestC19ForgedLaunchingCopyOfATerminatingActionInProgressIsRejectedAndTheDra
 
 func forgedLaunchingCopyOfATerminatingAction(t *testing.T, untold bool) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: 300 * time.Second}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: 300 * time.Second}
 	spec := oneGroup(&g)
 	spec.Sim.TaskStopStageDelay = 400 * time.Second // a drain of about 20 minutes: past the 10 min health timeout
 	w := buildWatched(t, spec)
@@ -68,7 +68,7 @@ func forgedLaunchingCopyOfATerminatingAction(t *testing.T, untold bool) {
 		w.Account.Advance(tick)
 	}
 	stateChanges := w.Account.Calls()["ecs:UpdateContainerInstancesState"]
-	key := model.ActionKey(g.Name, victim, demo.HookName)
+	key := model.ActionKey(g.Name, victim, testworld.HookName)
 	before, err := w.Store.GetHook(ctx, key)
 	require.NoError(t, err)
 	require.True(t, before.Confirmed)
@@ -78,7 +78,7 @@ func forgedLaunchingCopyOfATerminatingAction(t *testing.T, untold bool) {
 		require.NoError(t, err)
 	}
 
-	w.Account.SendMessage(w.QueueURL, forgedWithTransition(t, g.Name, demo.HookName, victim, "autoscaling:EC2_INSTANCE_LAUNCHING"))
+	w.Account.SendMessage(w.QueueURL, forgedWithTransition(t, g.Name, testworld.HookName, victim, "autoscaling:EC2_INSTANCE_LAUNCHING"))
 	for i := 0; instanceState(w, g.Name, victim) != "gone"; i++ {
 		require.Less(t, i, 600, "the drained instance never left: %s", instanceState(w, g.Name, victim))
 		require.NoError(t, w.Agent.RunOnce(ctx))
@@ -105,7 +105,7 @@ func forgedLaunchingCopyOfATerminatingAction(t *testing.T, untold bool) {
 
 func TestC19ForgedTerminatingCopyOfALaunchingActionInProgressIsRejectedAndTheLaunchWaitsForHealth(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 5, Desired: 2, HeartbeatTimeout: 300 * time.Second}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 5, Desired: 2, HeartbeatTimeout: 300 * time.Second}
 	w := buildWatched(t, oneGroup(&g)) // with the agent's launching hook, demo.LaunchHookName
 	settle(t, w.World, 30*time.Second)
 	before := map[string]bool{}
@@ -126,13 +126,13 @@ func TestC19ForgedTerminatingCopyOfALaunchingActionInProgressIsRejectedAndTheLau
 		require.Less(t, i, 200, "the real launch action was never confirmed")
 		require.NoError(t, w.Agent.RunOnce(ctx))
 		w.Account.Advance(time.Second)
-		if rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, fresh, demo.LaunchHookName)); err == nil && rec.Confirmed {
+		if rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, fresh, testworld.LaunchHookName)); err == nil && rec.Confirmed {
 			break
 		}
 	}
 	require.Empty(t, completionsOf(w.World, fresh), "the instance is not healthy in its cluster yet")
 
-	w.Account.SendMessage(w.QueueURL, forgedWithTransition(t, g.Name, demo.LaunchHookName, fresh, "autoscaling:EC2_INSTANCE_TERMINATING"))
+	w.Account.SendMessage(w.QueueURL, forgedWithTransition(t, g.Name, testworld.LaunchHookName, fresh, "autoscaling:EC2_INSTANCE_TERMINATING"))
 	for i := 0; len(completionsOf(w.World, fresh)) == 0; i++ {
 		require.Less(t, i, 600, "the launch was never completed: %s", instanceState(w, g.Name, fresh))
 		require.NoError(t, w.Agent.RunOnce(ctx))

@@ -10,24 +10,24 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Lifecycle actions that end without the agent, and hooks that change hands.
 
 // adoptRootVolumeReplacement starts a root volume replacement of instance, loses its message, and runs until
 // the reconcile loop has taken the action up (its record Adopted).
-func adoptRootVolumeReplacement(t *testing.T, w *demo.World, group, instance string) {
+func adoptRootVolumeReplacement(t *testing.T, w *testworld.World, group, instance string) {
 	t.Helper()
 	ctx := context.Background()
 	_, err := w.Account.StartRootVolumeReplacement(instance)
 	require.NoError(t, err)
 	loseTheMessage(t, w)
 	done, err := w.RunEvents(ctx, 5*time.Minute, func() bool {
-		rec, err := w.Store.GetHook(ctx, model.ActionKey(group, instance, demo.HookName))
+		rec, err := w.Store.GetHook(ctx, model.ActionKey(group, instance, testworld.HookName))
 		return err == nil && rec.Adopted
 	})
 	require.NoError(t, err)
@@ -54,11 +54,11 @@ func TestC4AdoptedActionThatEndedWithoutTheAgentDoesNotDriveTheNextActionUndrain
 			hb := 60 * time.Second
 			w, g := eventDrivenWorld(t, hb, nil)
 			instance := w.Account.Group(g.Name).Instances[0].ID
-			key := model.ActionKey(g.Name, instance, demo.HookName)
+			key := model.ActionKey(g.Name, instance, testworld.HookName)
 			adoptRootVolumeReplacement(t, w, g.Name, instance)
 			if tc.byHand {
 				_, err := w.Account.AutoScaling().CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
-					AutoScalingGroupName: aws.String(g.Name), LifecycleHookName: aws.String(demo.HookName),
+					AutoScalingGroupName: aws.String(g.Name), LifecycleHookName: aws.String(testworld.HookName),
 					InstanceId: aws.String(instance), LifecycleActionResult: aws.String("CONTINUE")})
 				require.NoError(t, err)
 			} else {
@@ -105,7 +105,7 @@ func TestC4MessageOfAnAdoptedActionThatEndedWhileTheAgentWasAwayIsDeletedNotHeld
 	require.NoError(t, err)
 	require.Len(t, out.Messages, 1)
 	done, err := w.RunEvents(ctx, 5*time.Minute, func() bool {
-		rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, instance, demo.HookName))
+		rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, instance, testworld.HookName))
 		return err == nil && rec.Adopted
 	})
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestC4MessageOfAnAdoptedActionThatEndedWhileTheAgentWasAwayIsDeletedNotHeld
 // reuses instances would let the action time out undrained.
 func TestC18ScaleInToThePoolWithTheReusePolicyRemovedAndItsMessageLostIsStillDrained(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
 	pool := sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)}
 	w, _ := buildPool(t, &g, pool)
 	back := startScaleInToPool(t, w, g.Name, 2)
@@ -148,7 +148,7 @@ func TestC18ScaleInToThePoolWithTheReusePolicyRemovedAndItsMessageLostIsStillDra
 // HeartbeatTimeout) per hook, not on every tick (330 refused heartbeats and as many
 // DescribeAutoScalingInstances per hook in those 30 minutes).
 func TestC18LaunchIntoThePoolHeldByAnotherToolIsAskedAboutOncePerWait(t *testing.T) {
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2}
 	w, _ := buildPoolHooks(t, &g, sim.WarmPoolSpec{MinSize: 1, ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(2)}, false)
 	other := w.Account.CreateQueue("other-tool", 0, "")
 	require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: "other-launch", Transition: sim.TransitionLaunching,
@@ -196,14 +196,14 @@ func TestC19MessageForAHookThatIsNowAnotherToolsSendsNoHeartbeat(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, done, "the first action completed through its message")
 	other := w.Account.CreateQueue("other-tool", 0, "")
-	require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: demo.HookName, Transition: sim.TransitionTerminating,
+	require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: testworld.HookName, Transition: sim.TransitionTerminating,
 		HeartbeatTimeout: hb, QueueURL: other}))
 	_, err = w.RunEvents(ctx, time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	before := len(w.Account.Heartbeats())
 	_, err = w.Account.StartRootVolumeReplacement(instance) // the other tool's action now
 	require.NoError(t, err)
-	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, demo.HookName, instance, "11111111-0000-0000-0000-000000000000"))
+	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, testworld.HookName, instance, "11111111-0000-0000-0000-000000000000"))
 	_, err = w.RunEvents(ctx, 30*time.Second, func() bool { return false })
 	require.NoError(t, err)
 	require.Empty(t, w.Account.Heartbeats()[before:], "no heartbeat on another tool's hook")

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // eventDrivenHeartbeats are the hook HeartbeatTimeouts the event-driven lifecycle tests run at: all of them
@@ -23,16 +23,16 @@ var eventDrivenHeartbeats = []time.Duration{60 * time.Second, 120 * time.Second,
 
 // eventDrivenWorld is one ECS group of 3 with the production defaults: wake-up events on, the wake-up queue,
 // the 2-minute safety poll (drive it with RunEvents), and a drain that takes a while (tasks stop in stages).
-func eventDrivenWorld(t *testing.T, hb time.Duration, wrap func(agent.Clients) agent.Clients) (*demo.World, demo.GroupSetup) {
+func eventDrivenWorld(t *testing.T, hb time.Duration, wrap func(agent.Clients) agent.Clients) (*testworld.World, testworld.GroupSetup) {
 	t.Helper()
 	return eventDrivenWorldStopping(t, hb, 20*time.Second, wrap)
 }
 
 // eventDrivenWorldStopping is eventDrivenWorld with the tasks' stop stages stage apart (the drain takes about
 // three stages).
-func eventDrivenWorldStopping(t *testing.T, hb, stage time.Duration, wrap func(agent.Clients) agent.Clients) (*demo.World, demo.GroupSetup) {
+func eventDrivenWorldStopping(t *testing.T, hb, stage time.Duration, wrap func(agent.Clients) agent.Clients) (*testworld.World, testworld.GroupSetup) {
 	t.Helper()
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
 	spec := oneGroup(&g)
 	spec.WakeUpEvents, spec.WakeUpQueue = true, true
 	spec.Sim.TaskStopStageDelay = stage
@@ -44,7 +44,7 @@ func eventDrivenWorldStopping(t *testing.T, hb, stage time.Duration, wrap func(a
 }
 
 // scaleInOne scales the group in by one and returns the instance Auto Scaling put in Terminating:Wait and when.
-func scaleInOne(t *testing.T, w *demo.World, g demo.GroupSetup) (string, time.Time) {
+func scaleInOne(t *testing.T, w *testworld.World, g testworld.GroupSetup) (string, time.Time) {
 	t.Helper()
 	before := map[string]bool{}
 	for _, i := range w.Account.Group(g.Name).Instances {
@@ -66,7 +66,7 @@ func scaleInOne(t *testing.T, w *demo.World, g demo.GroupSetup) (string, time.Ti
 // requireKeptAlive requires one accepted CONTINUE by the agent for instance's action (drained first when
 // drained is set), and that no stretch from start (when the action began) through its heartbeats to that
 // completion was as long as hb: the action never came near its heartbeat timeout.
-func requireKeptAlive(t *testing.T, w *demo.World, instance string, start time.Time, hb time.Duration, drained bool) {
+func requireKeptAlive(t *testing.T, w *testworld.World, instance string, start time.Time, hb time.Duration, drained bool) {
 	t.Helper()
 	cs := completionsOf(w, instance)
 	require.Len(t, cs, 1, "one accepted completion of the action of %s, not a timeout", instance)
@@ -155,7 +155,7 @@ func TestC18LostWarmPoolLaunchEventDrivenIsCompletedBeforeItsDefaultResult(t *te
 	for _, hb := range eventDrivenHeartbeats {
 		t.Run(hb.String(), func(t *testing.T) {
 			ctx := context.Background()
-			g := demo.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2, HeartbeatTimeout: hb}
+			g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2, HeartbeatTimeout: hb}
 			spec := oneGroup(&g)
 			spec.WakeUpEvents, spec.WakeUpQueue = true, true
 			losing := &losingSQS{}
@@ -212,9 +212,9 @@ func TestLifecycleSweepCallsGrowWithTimeAndGroupsNotInstances(t *testing.T) {
 	}{{1, 3, 5.5}, {1, 12, 5.5}, {100, 2, 5.5}, {150, 2, 11}} {
 		t.Run(fmt.Sprintf("groups=%d,instances=%d", tc.groups, tc.desired), func(t *testing.T) {
 			ctx := context.Background()
-			spec := demo.Spec{WakeUpEvents: true, WakeUpQueue: true}
+			spec := testworld.Spec{WakeUpEvents: true, WakeUpQueue: true}
 			for i := range tc.groups {
-				spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("g%03d", i), Cluster: "c", Parameter: "/golden/fleet",
+				spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("g%03d", i), Cluster: "c", Parameter: "/golden/fleet",
 					Min: 1, Max: int32(tc.desired) + 1, Desired: int32(tc.desired), HeartbeatTimeout: 60 * time.Second})
 			}
 			w := build(t, spec)
@@ -249,7 +249,7 @@ func TestLifecycleSweepCallsGrowWithTimeAndGroupsNotInstances(t *testing.T) {
 func TestC4LateLifecycleMessageGetsItsFirstHeartbeatCountedFromItsSentTimestamp(t *testing.T) {
 	ctx := context.Background()
 	hb := 150 * time.Second
-	g := demo.GroupSetup{Name: "typo", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: hb, Tags: map[string]string{model.TagMinAMIAge: "7d"}}
+	g := testworld.GroupSetup{Name: "typo", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: hb, Tags: map[string]string{model.TagMinAMIAge: "7d"}}
 	spec := oneGroup(&g)
 	spec.WakeUpEvents, spec.WakeUpQueue = true, true
 	spec.Sim.TaskStopStageDelay = time.Minute // a drain that outlasts what is left of the timeout
@@ -299,7 +299,7 @@ func TestLifecycleSweepTakesTheGroupsFromALookOfTheSameTurn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			g := demo.GroupSetup{Name: "g", Cluster: "c", Parameter: "/golden-ami/g", Min: 2, Max: 3, Desired: 2, HeartbeatTimeout: 120 * time.Second}
+			g := testworld.GroupSetup{Name: "g", Cluster: "c", Parameter: "/golden-ami/g", Min: 2, Max: 3, Desired: 2, HeartbeatTimeout: 120 * time.Second}
 			spec := oneGroup(&g)
 			spec.WakeUpEvents = true
 			w := build(t, spec)

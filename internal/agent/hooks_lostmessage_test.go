@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Lifecycle actions whose message is lost, in the less common cases the lifecycle sweep (hooksweep.go) must
@@ -22,7 +22,7 @@ import (
 
 // loseTheMessage receives the one lifecycle message on the queue and never deletes it: invisible for SQS's
 // 12-hour maximum visibility timeout, as a receive whose answer was lost, or an agent that died holding it.
-func loseTheMessage(t *testing.T, w *demo.World) {
+func loseTheMessage(t *testing.T, w *testworld.World) {
 	t.Helper()
 	out, err := w.Account.SQS().ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(w.QueueURL),
 		MaxNumberOfMessages: 10, VisibilityTimeout: 43200})
@@ -40,7 +40,7 @@ func TestC19MadeUpTokenForAWaitingInstanceWhileItsMessageIsLostStillDrainsAndCom
 	w, g := eventDrivenWorld(t, hb, nil)
 	instance, start := scaleInOne(t, w, g)
 	loseTheMessage(t, w)
-	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, demo.HookName, instance, "00000000-0000-0000-0000-000000000000"))
+	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, testworld.HookName, instance, "00000000-0000-0000-0000-000000000000"))
 	_, err := w.RunEvents(context.Background(), 20*time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	requireKeptAlive(t, w, instance, start, hb, true)
@@ -53,7 +53,7 @@ func TestC19MadeUpTokenForAWaitingInstanceWhileItsMessageIsLostStillDrainsAndCom
 	for _, c := range w.Account.LifecycleCompletions() {
 		require.False(t, c.InstanceID == instance && !c.Accepted, "a refused completion at +%s", c.At.Sub(start))
 	}
-	rec, err := w.Store.GetHook(context.Background(), model.ActionKey(g.Name, instance, demo.HookName))
+	rec, err := w.Store.GetHook(context.Background(), model.ActionKey(g.Name, instance, testworld.HookName))
 	require.NoError(t, err)
 	require.Equal(t, sim.ResultContinue, rec.Result)
 }
@@ -80,9 +80,9 @@ func TestC4LostMessageOfARootVolumeReplacementIsTakenUpByTheSweep(t *testing.T) 
 // time out (the first group's would not: it is checked in the first pass).
 func TestC4SweepAfterARestartCoversGroupsTheHookCheckHasNotReachedYet(t *testing.T) {
 	hb := 60 * time.Second
-	spec := demo.Spec{WakeUpEvents: true, WakeUpQueue: true}
+	spec := testworld.Spec{WakeUpEvents: true, WakeUpQueue: true}
 	for i := range 100 {
-		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("g%03d", i), Cluster: "c", Parameter: "/golden/fleet",
+		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("g%03d", i), Cluster: "c", Parameter: "/golden/fleet",
 			Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: hb})
 	}
 	w := build(t, spec)
@@ -102,7 +102,7 @@ func TestC4SweepAfterARestartCoversGroupsTheHookCheckHasNotReachedYet(t *testing
 // heartbeated within the new 60 s, not on the cached 600 s (no heartbeat, timed out).
 func TestC4HeartbeatTimeoutLoweredAfterTheHooksWereCachedIsHeldForALostMessage(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: 600 * time.Second}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3, HeartbeatTimeout: 600 * time.Second}
 	spec := oneGroup(&g)
 	spec.WakeUpEvents, spec.WakeUpQueue = true, true
 	spec.Sim.TaskStopStageDelay = 20 * time.Second
@@ -114,7 +114,7 @@ func TestC4HeartbeatTimeoutLoweredAfterTheHooksWereCachedIsHeldForALostMessage(t
 	require.NoError(t, err)
 	require.True(t, done)
 	g.Desired--
-	require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: demo.HookName, Transition: sim.TransitionTerminating,
+	require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: testworld.HookName, Transition: sim.TransitionTerminating,
 		HeartbeatTimeout: 60 * time.Second, QueueURL: w.QueueURL}))
 	_, err = w.RunEvents(ctx, time.Minute, func() bool { return false })
 	require.NoError(t, err)
@@ -132,11 +132,11 @@ func TestC4HeartbeatTimeoutLoweredAfterTheHooksWereCachedIsHeldForALostMessage(t
 // completed record of action 1 does not hide it.
 func TestC18SecondActionOnTheSameInstanceAndHookIsTakenUpWhenItsMessageIsLost(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3, HeartbeatTimeout: 60 * time.Second}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3, HeartbeatTimeout: 60 * time.Second}
 	w, losing := buildLosingPool(t, &g, sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)})
 	back := scaleInToPool(t, w, g.Name, 2)
 	settle(t, w, 5*time.Minute)
-	rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, back, demo.HookName))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, back, testworld.HookName))
 	require.NoError(t, err)
 	require.Equal(t, state.HookCompleted, rec.State, "action 1 is completed")
 	losing.armed = true
@@ -160,7 +160,7 @@ func TestC18SecondActionOnTheSameInstanceAndHookIsTakenUpWhenItsMessageIsLost(t 
 // recorded as nothing and drains nothing: it is not confirmed, and no drain starts on the instance.
 func TestC19ForgedTerminatingMessageForAnInstanceLaunchingIntoAPoolThatReusesNothingIsRejected(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2}
 	w, _ := buildPool(t, &g, sim.WarmPoolSpec{MinSize: 1, MaxGroupPreparedCapacity: aws.Int32(2)})
 	before := poolOf(w, g.Name)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 3)) // draws the warmed instance; the pool launches one
@@ -187,12 +187,12 @@ func TestC19ForgedTerminatingMessageForAnInstanceLaunchingIntoAPoolThatReusesNot
 		}
 	}
 	ignored := w.Agent.Consumer.Stats.Ignored.Load()
-	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, demo.HookName, warming, "forged-token"))
+	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, testworld.HookName, warming, "forged-token"))
 	settle(t, w, 30*time.Second)
 	require.Equal(t, ignored+1, w.Agent.Consumer.Stats.Ignored.Load(), "rejected: deleted as ignored")
-	_, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, warming, demo.HookName))
+	_, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, warming, testworld.HookName))
 	require.ErrorIs(t, err, state.ErrNotFound, "no terminating action recorded for it")
 	for _, c := range w.Account.LifecycleCompletions() {
-		require.False(t, c.InstanceID == warming && c.Hook == demo.HookName, "nothing completed on its terminating hook")
+		require.False(t, c.InstanceID == warming && c.Hook == testworld.HookName, "nothing completed on its terminating hook")
 	}
 }

@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Lost lifecycle messages under a HeartbeatTimeout lowered by a stack update and under DynamoDB write outages.
@@ -27,7 +27,7 @@ func TestC4HeartbeatTimeoutLoweredTo30sBeforeTheHookCheckSawItIsHeldForALostMess
 	for _, off := range []time.Duration{0, 3 * time.Second, 7 * time.Second, 11 * time.Second, 15 * time.Second, 19 * time.Second} {
 		t.Run(fmt.Sprintf("phase %s", off), func(t *testing.T) {
 			w, g := eventDrivenWorld(t, 180*time.Second, nil)
-			require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: demo.HookName, Transition: sim.TransitionTerminating,
+			require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: testworld.HookName, Transition: sim.TransitionTerminating,
 				HeartbeatTimeout: 30 * time.Second, QueueURL: w.QueueURL}))
 			_, err := w.RunEvents(context.Background(), 2*time.Second+off, func() bool { return false })
 			require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestC4LifecycleRecordWritesFailingForLongerThanTheTimeoutDoNotStopTheHeartb
 		t.Run(fmt.Sprintf("writes failing for %s", outage), func(t *testing.T) {
 			ctx := context.Background()
 			hb := 60 * time.Second
-			g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
+			g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
 			spec := oneGroup(&g)
 			spec.Sim.TaskStopStageDelay = 60 * time.Second
 			w := build(t, spec)
@@ -89,7 +89,7 @@ func TestC4LifecycleRecordWritesFailingForLongerThanTheTimeoutDoNotStopTheHeartb
 			drains := w.Account.Calls()["ecs:UpdateContainerInstancesState"]
 			instance, start := scaleInOne(t, w, g)
 			loseTheMessage(t, w)
-			key := model.ActionKey(g.Name, instance, demo.HookName)
+			key := model.ActionKey(g.Name, instance, testworld.HookName)
 			for range 200 {
 				_ = r.RunOnce(ctx) // failed writes are errors of the pass: logged, looked at again
 				if store.from.IsZero() {

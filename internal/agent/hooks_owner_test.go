@@ -13,11 +13,11 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // nthHook is the terminating hook of an aws-node-termination-handler-style tool on the same group: it waits for
@@ -32,21 +32,21 @@ func TestC19ForeignHookOfAnotherToolOnAManagedGroupIsLeftWaitingAndTheAgentsOwnH
 	for _, tc := range []struct {
 		name string
 		// hook is the other tool's hook; tags are extra group tags.
-		hook func(w *demo.World) sim.HookSpec
+		hook func(w *testworld.World) sim.HookSpec
 		tags map[string]string
 	}{
-		{"NTH-style hook notifying its own queue", func(w *demo.World) sim.HookSpec {
+		{"NTH-style hook notifying its own queue", func(w *testworld.World) sim.HookSpec {
 			return sim.HookSpec{Name: nthHook, Transition: sim.TransitionTerminating, HeartbeatTimeout: time.Hour,
 				QueueURL: w.Account.CreateQueue("nth-queue", 5, "")}
 		}, nil},
 		{"hook without a notification target, the group's tag naming the agent's hook",
-			func(*demo.World) sim.HookSpec {
+			func(*testworld.World) sim.HookSpec {
 				return sim.HookSpec{Name: nthHook, Transition: sim.TransitionTerminating, HeartbeatTimeout: time.Hour}
-			}, map[string]string{model.TagLifecycleHooks: demo.HookName}},
+			}, map[string]string{model.TagLifecycleHooks: testworld.HookName}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, Tags: tc.tags}
+			g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, Tags: tc.tags}
 			w := buildWatched(t, oneGroup(&g))
 			require.NoError(t, w.Account.PutLifecycleHook(g.Name, tc.hook(w.World)))
 			settle(t, w.World, 10*time.Second)
@@ -69,7 +69,7 @@ func TestC19ForeignHookOfAnotherToolOnAManagedGroupIsLeftWaitingAndTheAgentsOwnH
 
 			cs := acceptedCompletions(w.World)[own.Lifecycle.Token]
 			require.Len(t, cs, 1)
-			require.Equal(t, demo.HookName, cs[0].Hook)
+			require.Equal(t, testworld.HookName, cs[0].Hook)
 			require.Equal(t, sim.ResultContinue, cs[0].Result)
 			require.True(t, cs[0].Drained, "the agent's own hook still drains before CONTINUE")
 			for _, c := range append(w.Account.LifecycleCompletions(), w.Account.Heartbeats()...) {
@@ -132,17 +132,17 @@ func TestHookOwnedDecidesOnTheNotificationTargetAndTheTag(t *testing.T) {
 // with ValidationError on every look) is malformed: it reaches the dead-letter queue after its receives, with
 // nothing drained, instead of being held forever.
 func TestC19LifecycleMessageWithAMalformedInstanceIDIsDeadLetteredNotHeld(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	w := buildWatched(t, oneGroup(&g))
 	settle(t, w.World, 10*time.Second)
 	w.Account.ResetCalls()
-	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, demo.HookName, "i-0123456789abcdef0123", "malformed-token"))
+	w.Account.SendMessage(w.QueueURL, forged(t, g.Name, testworld.HookName, "i-0123456789abcdef0123", "malformed-token"))
 	settle(t, w.World, time.Hour)
 
 	requireNothingDrained(t, w, g.Name)
 	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 	require.Zero(t, visible+inFlight, "not held on the queue")
-	dlq, _ := w.Account.QueueDepth(strings.Replace(w.QueueURL, demo.QueueName, demo.QueueName+"-dlq", 1))
+	dlq, _ := w.Account.QueueDepth(strings.Replace(w.QueueURL, testworld.QueueName, testworld.QueueName+"-dlq", 1))
 	require.Equal(t, 1, dlq, "dead-lettered")
 	require.Zero(t, w.Account.Calls()["autoscaling:DescribeAutoScalingInstances"], "never asked about")
 	require.Positive(t, w.Agent.Consumer.Stats.Failed.Load())
@@ -171,7 +171,7 @@ func (l *losingSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 // instance id before the timeout; the message, late, finds the record and is deleted without a second drain.
 func TestLostLifecycleMessageTheActionStillCompletesAfterDrainingAndTheLateMessageDrainsNothingMore(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: 60 * time.Second}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: 60 * time.Second}
 	spec := oneGroup(&g)
 	spec.Sim.TaskStopStageDelay = 20 * time.Second // a drain that outlasts the first heartbeat window
 	losing := &losingSQS{}
@@ -200,7 +200,7 @@ func TestLostLifecycleMessageTheActionStillCompletesAfterDrainingAndTheLateMessa
 	require.Equal(t, sim.ResultContinue, cs[0].Result)
 	require.True(t, cs[0].Drained, "drained before CONTINUE")
 	require.NotEmpty(t, w.Account.Heartbeats(), "heartbeats kept the action alive while draining")
-	rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, ev.Lifecycle.InstanceID, demo.HookName))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, ev.Lifecycle.InstanceID, testworld.HookName))
 	require.NoError(t, err)
 	require.True(t, rec.Adopted)
 	require.True(t, rec.Confirmed)
@@ -233,15 +233,15 @@ func TestMissingHookWarningCountsOnlyTheAgentsOwnHooks(t *testing.T) {
 			want: []string{`names lifecycle hook "patch-agent-drian", which the group does not have`,
 				"no terminating lifecycle hook of the agent's", `hook "patch-agent-drain" is not listed`}},
 		{name: "tag names the agent's hook, another tool's beside it", agentHook: true, foreign: true,
-			tags: map[string]string{model.TagLifecycleHooks: demo.HookName}},
+			tags: map[string]string{model.TagLifecycleHooks: testworld.HookName}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 3, Desired: 2, Tags: tc.tags}
+			g := testworld.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 3, Desired: 2, Tags: tc.tags}
 			if !tc.agentHook {
 				g.HeartbeatTimeout = -1 // no hook of the agent's
 			}
-			w := build(t, demo.Spec{Groups: []demo.GroupSetup{g}})
+			w := build(t, testworld.Spec{Groups: []testworld.GroupSetup{g}})
 			if tc.foreign {
 				require.NoError(t, w.Account.PutLifecycleHook(g.Name, sim.HookSpec{Name: nthHook, Transition: sim.TransitionTerminating,
 					HeartbeatTimeout: time.Hour, QueueURL: w.Account.CreateQueue("nth-queue", 5, "")}))

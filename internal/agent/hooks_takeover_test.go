@@ -13,10 +13,10 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // actorCalls counts, per acting replica (the test says which one runs), the lifecycle action calls and ECS
@@ -112,13 +112,13 @@ var (
 // crashWhileWorking builds the event-driven world (hb, a drain that takes a while), arms its agent to die at
 // cp, scales the group in by one and runs until the agent died. It returns the world, the action's instance,
 // when it began to wait, the drains before the scale-in and the call counter.
-func crashWhileWorking(t *testing.T, hb time.Duration, cp crashPoint) (*demo.World, string, time.Time, *actorCalls, *demo.Fuse) {
+func crashWhileWorking(t *testing.T, hb time.Duration, cp crashPoint) (*testworld.World, string, time.Time, *actorCalls, *testworld.Fuse) {
 	t.Helper()
 	calls := &actorCalls{}
 	// The drain outlasts the first heartbeat (a third of hb), so that a crash after a heartbeat comes while it
 	// still drains.
 	w, g := eventDrivenWorldStopping(t, hb, max(20*time.Second, hb/3), calls.wrap)
-	fuse := &demo.Fuse{OnHook: cp.onHook}
+	fuse := &testworld.Fuse{OnHook: cp.onHook}
 	if cp.drain {
 		calls.onDrain = func() {
 			if !fuse.Blown() {
@@ -141,7 +141,7 @@ func crashWhileWorking(t *testing.T, hb time.Duration, cp crashPoint) (*demo.Wor
 
 // restartAs replaces the dead incarnation: the same --owner-id (a process restarted in place) or a new one
 // (a new task or pod: another host name).
-func restartAs(w *demo.World, owner string) {
+func restartAs(w *testworld.World, owner string) {
 	if owner == "" {
 		w.Restart(nil)
 		return
@@ -181,7 +181,7 @@ func TestC4AgentDiesRightAfterRecordingTheLifecycleActionIsTakenOverHeartbeatedD
 				require.Equal(t, 1, calls.by("second", "CompleteLifecycleAction"), "one completion, never a second")
 				visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 				require.Zero(t, visible+inFlight, "the message that came back is deleted")
-				rec, err := w.Store.GetHook(ctx, model.ActionKey("g", instance, demo.HookName))
+				rec, err := w.Store.GetHook(ctx, model.ActionKey("g", instance, testworld.HookName))
 				require.NoError(t, err)
 				require.Equal(t, state.HookCompleted, rec.State)
 				if owner == "" {
@@ -225,7 +225,7 @@ func TestC4AgentDiesWhileDrainingTheActionStaysHeartbeatedUntilItsClaimExpiresAn
 
 // stepBoth steps replicas a then b (each its own Step, the acting replica named for calls), and moves the
 // clock by step.
-func stepBoth(t *testing.T, w *demo.World, calls *actorCalls, names []string, replicas []*agent.Agent, step time.Duration) {
+func stepBoth(t *testing.T, w *testworld.World, calls *actorCalls, names []string, replicas []*agent.Agent, step time.Duration) {
 	t.Helper()
 	for i, a := range replicas {
 		calls.setActor(names[i])
@@ -255,7 +255,7 @@ func TestC4LiveOwnerKeepsItsLifecycleActionTheOtherReplicaNeverTakesItOver(t *te
 		stepBoth(t, w, calls, names, replicas, 5*time.Second)
 	}
 	instance, start := scaleInOne(t, w, g)
-	key := model.ActionKey(g.Name, instance, demo.HookName)
+	key := model.ActionKey(g.Name, instance, testworld.HookName)
 	var owners []string
 	for range 12 * 30 { // 30 minutes
 		stepBoth(t, w, calls, names, replicas, 5*time.Second)
@@ -286,7 +286,7 @@ func TestC6RecordOfAnActionCompletedElsewhereIsNotTakenOverNorCompletedAgain(t *
 	ctx := context.Background()
 	w, instance, _, calls, _ := crashWhileWorking(t, 60*time.Second, crashRightAfterRecording)
 	_, err := w.Account.AutoScaling().CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
-		AutoScalingGroupName: aws.String("g"), LifecycleHookName: aws.String(demo.HookName), InstanceId: aws.String(instance),
+		AutoScalingGroupName: aws.String("g"), LifecycleHookName: aws.String(testworld.HookName), InstanceId: aws.String(instance),
 		LifecycleActionResult: aws.String(sim.ResultContinue)})
 	require.NoError(t, err, "the operator's completion")
 	restartAs(w, "incarnation-2")
@@ -296,7 +296,7 @@ func TestC6RecordOfAnActionCompletedElsewhereIsNotTakenOverNorCompletedAgain(t *
 	for _, call := range []string{"RecordLifecycleActionHeartbeat", "CompleteLifecycleAction", "DRAINING"} {
 		require.Zero(t, calls.by("second", call), "no %s for an action no longer waiting", call)
 	}
-	rec, err := w.Store.GetHook(ctx, model.ActionKey("g", instance, demo.HookName))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey("g", instance, testworld.HookName))
 	require.NoError(t, err)
 	require.False(t, rec.Adopted, "not taken over")
 	require.Equal(t, state.HookCompleted, rec.State, "recorded done by its message")

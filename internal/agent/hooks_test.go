@@ -10,11 +10,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // fixture returns a testdata message with fields replaced (old -> new pairs).
@@ -26,13 +26,13 @@ func fixture(t *testing.T, name string, replace ...string) string {
 }
 
 // settle runs the world for d of simulated time.
-func settle(t *testing.T, w *demo.World, d time.Duration) {
+func settle(t *testing.T, w *testworld.World, d time.Duration) {
 	t.Helper()
 	_, err := w.RunUntil(context.Background(), tick, d, func() bool { return false })
 	require.NoError(t, err)
 }
 
-func acceptedCompletions(w *demo.World) map[string][]sim.Completion {
+func acceptedCompletions(w *testworld.World) map[string][]sim.Completion {
 	out := map[string][]sim.Completion{}
 	for _, c := range w.Account.LifecycleCompletions() {
 		if c.Accepted && c.Caller != "ecs" {
@@ -44,7 +44,7 @@ func acceptedCompletions(w *demo.World) map[string][]sim.Completion {
 
 // Field case C2 (../shared/CASES.md).
 func TestC2TwoTerminateNotificationsInOneReceiveAreHandledEachOnItsOwn(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 3}
 	spec := oneGroup(&g)
 	w := build(t, spec)
 	settle(t, w, 30*time.Second) // the agent sees the group Idle on its current AMI
@@ -80,7 +80,7 @@ func TestC2TwoTerminateNotificationsInOneReceiveAreHandledEachOnItsOwn(t *testin
 
 // Field case C3 (../shared/CASES.md).
 func TestC3LifecycleActionForAnUnmanagedGroupOrUnknownInstanceIsDeletedAndIgnored(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 2, Desired: 1}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 2, Desired: 1}
 	w := build(t, oneGroup(&g))
 	settle(t, w, 10*time.Second)
 	ignoredBefore := w.Agent.Consumer.Stats.Ignored.Load()
@@ -100,7 +100,7 @@ func TestC3LifecycleActionForAnUnmanagedGroupOrUnknownInstanceIsDeletedAndIgnore
 
 // Field case C4 (../shared/CASES.md).
 func TestC4HeartbeatsKeepALongDrainAliveAndStopWhenItEnds(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: 300 * time.Second}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: 300 * time.Second}
 	spec := oneGroup(&g)
 	spec.Sim.TaskStopStageDelay = 200 * time.Second // three stop stages: tasks need 600 s to stop
 	w := build(t, spec)
@@ -139,7 +139,7 @@ func TestC4HeartbeatsKeepALongDrainAliveAndStopWhenItEnds(t *testing.T) {
 
 // Field case C5 (../shared/CASES.md).
 func TestC5TerminateNotificationForAnAlreadyTerminatedInstanceIsDone(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	w := build(t, oneGroup(&g))
 	settle(t, w, 10*time.Second)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
@@ -162,14 +162,14 @@ func TestC5TerminateNotificationForAnAlreadyTerminatedInstanceIsDone(t *testing.
 	require.Equal(t, processed+1, w.Agent.Consumer.Stats.Processed.Load())
 	require.Zero(t, w.Agent.Consumer.Stats.Failed.Load())
 	require.Len(t, w.Account.LifecycleCompletions(), before, "no completion attempted for a terminated instance")
-	h, err := w.Store.GetHook(context.Background(), model.ActionKey(g.Name, gone, demo.HookName))
+	h, err := w.Store.GetHook(context.Background(), model.ActionKey(g.Name, gone, testworld.HookName))
 	require.NoError(t, err)
 	require.Equal(t, state.HookCompleted, h.State)
 }
 
 // Field case C6 (../shared/CASES.md).
 func TestC6NoActiveLifecycleActionIsFinal(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	spec := oneGroup(&g)
 	// Auto Scaling's answer for a token that is no longer active (a duplicate delivery, an action completed
 	// elsewhere or timed out). ResponseLost: the action is completed in the account as the answer says, so a
@@ -202,7 +202,7 @@ func TestC6NoActiveLifecycleActionIsFinal(t *testing.T) {
 
 // Field case C14 (../shared/CASES.md).
 func TestC14ReplaceRootVolumeIsDrainedThenContinuedAndTheInstanceIsNotRetired(t *testing.T) {
-	g := demo.GroupSetup{Name: "my-asg", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "my-asg", Min: 2, Max: 4, Desired: 2}
 	w := build(t, oneGroup(&g))
 	settle(t, w, 10*time.Second)
 	target := w.Account.Group(g.Name).Instances[0]
@@ -214,7 +214,7 @@ func TestC14ReplaceRootVolumeIsDrainedThenContinuedAndTheInstanceIsNotRetired(t 
 	require.Len(t, tokens, 1)
 	w.Account.SendMessage(w.QueueURL, fixture(t, "eventbridge-lifecycle-terminate-replace-root-volume.json",
 		"i-1234567890abcdef0", target.ID, "71514b9d-6a40-4b26-8523-05e7eEXAMPLE", tokens[0],
-		"my-terminate-lifecycle-hook", demo.HookName))
+		"my-terminate-lifecycle-hook", testworld.HookName))
 	var calls []sim.Completion
 	_, err = w.RunUntil(context.Background(), tick, 10*time.Minute, func() bool {
 		calls = nil
@@ -246,7 +246,7 @@ func TestC14ReplaceRootVolumeIsDrainedThenContinuedAndTheInstanceIsNotRetired(t 
 }
 
 func TestDuplicateDeliveryOfALifecycleActionHasOneEffect(t *testing.T) {
-	g := demo.GroupSetup{Name: "ecs-prod-cluster-asg", Min: 1, Max: 3, Desired: 2}
+	g := testworld.GroupSetup{Name: "ecs-prod-cluster-asg", Min: 1, Max: 3, Desired: 2}
 	w := build(t, oneGroup(&g))
 	settle(t, w, 10*time.Second)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
@@ -271,7 +271,7 @@ func TestDuplicateDeliveryOfALifecycleActionHasOneEffect(t *testing.T) {
 }
 
 func TestPassingAWSFaultsDuringADrainKeepTheMessageHeldNotDeadLettered(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	spec := oneGroup(&g)
 	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Max: 12, Codes: []string{sim.FaultThrottlingException}})
 	w := build(t, spec)
@@ -286,15 +286,15 @@ func TestPassingAWSFaultsDuringADrainKeepTheMessageHeldNotDeadLettered(t *testin
 	require.Positive(t, w.Agent.Consumer.Stats.Failed.Load())
 	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 	require.Zero(t, visible+inFlight)
-	dlqVisible, _ := w.Account.QueueDepth(strings.Replace(w.QueueURL, demo.QueueName, demo.QueueName+"-dlq", 1))
+	dlqVisible, _ := w.Account.QueueDepth(strings.Replace(w.QueueURL, testworld.QueueName, testworld.QueueName+"-dlq", 1))
 	require.Zero(t, dlqVisible, "a passing fault never walks a lifecycle action to the dead-letter queue")
 	require.Empty(t, w.Checker.Finish())
 }
 
 func TestGroupWithoutATerminatingHookIsReported(t *testing.T) {
-	with := demo.GroupSetup{Name: "hooked", Cluster: "c1", Parameter: "/golden/x", Min: 1, Max: 2, Desired: 1}
-	without := demo.GroupSetup{Name: "bare", Cluster: "c1", Parameter: "/golden/x", Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1}
-	w := build(t, demo.Spec{Groups: []demo.GroupSetup{with, without}})
+	with := testworld.GroupSetup{Name: "hooked", Cluster: "c1", Parameter: "/golden/x", Min: 1, Max: 2, Desired: 1}
+	without := testworld.GroupSetup{Name: "bare", Cluster: "c1", Parameter: "/golden/x", Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1}
+	w := build(t, testworld.Spec{Groups: []testworld.GroupSetup{with, without}})
 	require.NoError(t, w.Agent.RunOnce(context.Background()))
 	require.Empty(t, w.Agent.HookProblem("hooked"))
 	require.Contains(t, w.Agent.HookProblem("bare"), "no terminating lifecycle hook")
@@ -320,11 +320,11 @@ func withoutDeprecationNote(warning string) string {
 // service, the action heartbeated and never completed, one alert says held, and the rollout halts without a
 // rollback within a tick or two.
 func TestDrainDeadlineHoldsWhenTheDrainCannotBeCheckedAnyMore(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Codes: []string{sim.FaultThrottlingException}}) // never answers again
 	w := buildAlerting(t, spec, g)
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	r := runTo(t, w.World, 2*time.Hour, "the rollout halts instead of retrying forever", func(r state.Rollout) bool { return r.Phase == state.PhaseHalted }, g.Name)
 	haltedAt := w.Account.Clock().Now()
 	require.Contains(t, r.Reason, "drain status unknown")
@@ -349,7 +349,7 @@ func TestDrainDeadlineHoldsWhenTheDrainCannotBeCheckedAnyMore(t *testing.T) {
 
 func TestMisconfiguredGroupsLifecycleActionsAreStillDrained(t *testing.T) {
 	// A tag typo makes the group impossible to roll, but scale-in must still drain before terminating.
-	g := demo.GroupSetup{Name: "typo", Min: 1, Max: 3, Desired: 2, Tags: map[string]string{model.TagMinAMIAge: "7d"}}
+	g := testworld.GroupSetup{Name: "typo", Min: 1, Max: 3, Desired: 2, Tags: map[string]string{model.TagMinAMIAge: "7d"}}
 	w := build(t, oneGroup(&g))
 	settle(t, w, 10*time.Second)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 1))
@@ -364,14 +364,14 @@ func TestMisconfiguredGroupsLifecycleActionsAreStillDrained(t *testing.T) {
 }
 
 func TestAStepThatKeepsFailingShowsItsErrorOnTheStatus(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	// A task role without the permission.
 	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "autoscaling:StartInstanceRefresh", Every: 1, Codes: []string{"AccessDenied"},
 		Message: "User is not authorized to perform: autoscaling:StartInstanceRefresh"})
 	w := build(t, spec)
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	settle(t, w, 10*time.Minute)
 	r := w.Rollout(ctx, g.Name)
 	require.Contains(t, r.Reason, "retrying after an error")
@@ -381,7 +381,7 @@ func TestAStepThatKeepsFailingShowsItsErrorOnTheStatus(t *testing.T) {
 }
 
 func TestHookDrainDeadlineHoldsWhenTheDrainCannotBeChecked(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2}
 	spec := oneGroup(&g)
 	spec.Faults = sim.NewFaults(1, nil, sim.FaultRule{Op: "ecs:ListTasks", Every: 1, Codes: []string{sim.FaultThrottlingException}}) // never answers again
 	w := build(t, spec)

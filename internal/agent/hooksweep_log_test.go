@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // TestLifecycleSweepFailureLogsACountAndTheFirstFewGroups: when the lifecycle sweep's
@@ -25,9 +25,9 @@ func TestLifecycleSweepFailureLogsACountAndTheFirstFewGroups(t *testing.T) {
 	ctx := context.Background()
 	core, logs := observer.New(zapcore.WarnLevel)
 	faults := sim.NewFaults(1, nil)
-	spec := demo.Spec{WakeUpEvents: true, WakeUpQueue: true, Log: zap.New(core), Faults: faults}
+	spec := testworld.Spec{WakeUpEvents: true, WakeUpQueue: true, Log: zap.New(core), Faults: faults}
 	for i := range groups {
-		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("g%03d", i), Cluster: "c", Parameter: "/golden/fleet",
+		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("g%03d", i), Cluster: "c", Parameter: "/golden/fleet",
 			Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: 60 * time.Second})
 	}
 	w := build(t, spec)

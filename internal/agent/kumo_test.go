@@ -13,11 +13,12 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/crash"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -53,7 +54,7 @@ func TestKumoEventBridgeRuleDeliversTheFixtureEventAndTheAgentActs(t *testing.T)
 	require.NoError(t, err)
 
 	// The group's parameter is the one the fixture names.
-	g := demo.GroupSetup{Name: "golden", Parameter: "/golden-ami/ecs/al2023", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "golden", Parameter: "/golden-ami/ecs/al2023", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	spec.SQS, spec.QueueURL = sqsAPI, aws.ToString(q.QueueUrl)
 	spec.Store = dynamoStore(t)
@@ -61,15 +62,15 @@ func TestKumoEventBridgeRuleDeliversTheFixtureEventAndTheAgentActs(t *testing.T)
 	// The agent's hooks notify no queue: their actions reach the agent through the stack's EventBridge rule,
 	// as the agent's queue here is kumo's and not the simulated account's.
 	for _, h := range []sim.HookSpec{
-		{Name: demo.HookName, Transition: sim.TransitionTerminating, HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultContinue},
-		{Name: demo.LaunchHookName, Transition: sim.TransitionLaunching, HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultAbandon},
+		{Name: testworld.HookName, Transition: sim.TransitionTerminating, HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultContinue},
+		{Name: testworld.LaunchHookName, Transition: sim.TransitionLaunching, HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultAbandon},
 	} {
 		require.NoError(t, w.Account.PutLifecycleHook(g.Name, h))
 	}
 	require.NoError(t, w.Agent.RunOnce(ctx))
 	require.Equal(t, state.PhaseIdle, w.Rollout(ctx, g.Name).Phase)
 
-	w.Account.PutParameter(g.Parameter, demo.ImageB)
+	w.Account.PutParameter(g.Parameter, testworld.ImageB)
 	fixture := fixture(t, "ssm-parameter-change-update-golden-ami.json")
 	// PutEvents takes the event's parts; EventBridge adds id, time, account and region itself.
 	_, err = eb.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
@@ -78,7 +79,7 @@ func TestKumoEventBridgeRuleDeliversTheFixtureEventAndTheAgentActs(t *testing.T)
 	require.NoError(t, err)
 
 	deadline := time.Now().Add(30 * time.Second)
-	for w.Rollout(ctx, g.Name).TargetImageID != demo.ImageB {
+	for w.Rollout(ctx, g.Name).TargetImageID != testworld.ImageB {
 		require.True(t, time.Now().Before(deadline), "the agent never acted on the delivered event")
 		_, err := w.Agent.Consumer.PollOnce(ctx, time.Second)
 		require.NoError(t, err)
@@ -105,18 +106,18 @@ func detailOf(t *testing.T, body string) string {
 // one refresh, repeats no effect and leaves no lifecycle action or message behind.
 func TestKumoCrashMatrixOnDynamoDB(t *testing.T) {
 	ref := refreshCrashScenario(t)
-	n, err := demo.CountCrashEffects(ref)
+	n, err := crash.CountCrashEffects(ref)
 	require.NoError(t, err)
 	for at := 1; at <= n; at += 3 {
 		t.Run(fmt.Sprintf("crash after effect %d of %d", at, n), func(t *testing.T) {
 			sc := refreshCrashScenario(t)
-			sc.Build = func() (*demo.World, error) {
-				g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
+			sc.Build = func() (*testworld.World, error) {
+				g := testworld.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3, Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 				spec := oneGroup(&g)
 				spec.Store = dynamoStore(t)
-				return demo.Build(spec)
+				return testworld.Build(spec)
 			}
-			run, err := demo.RunCrashScenario(sc, at, demo.CrashAfterEffect)
+			run, err := crash.RunCrashScenario(sc, at, crash.CrashAfterEffect)
 			require.NoError(t, err)
 			require.Equal(t, 1, run.Restarts, "one crash, one fresh incarnation")
 		})

@@ -14,9 +14,9 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // leaseTTL is the agent's default lease TTL; margin its skew margin (a quarter).
@@ -132,9 +132,9 @@ func (r *recordingASG) calls(call string) int {
 
 // leaseWorld is a 3-instance group (baseline desired 3, max 6, min as given), rolled by instance refresh, with
 // recorded AWS writes.
-func leaseWorld(t *testing.T, minSize int32) (*demo.World, demo.GroupSetup, *recordingASG) {
+func leaseWorld(t *testing.T, minSize int32) (*testworld.World, testworld.GroupSetup, *recordingASG) {
 	t.Helper()
-	g := demo.GroupSetup{Name: "lease-asg", Min: minSize, Max: 6, Desired: 3}
+	g := testworld.GroupSetup{Name: "lease-asg", Min: minSize, Max: 6, Desired: 3}
 	spec := oneGroup(&g)
 	rec := &recordingASG{}
 	spec.Wrap = func(c agent.Clients) agent.Clients {
@@ -147,7 +147,7 @@ func leaseWorld(t *testing.T, minSize int32) (*demo.World, demo.GroupSetup, *rec
 
 // requireOneCompletionPerAction asserts that every lifecycle action got exactly one CompleteLifecycleAction
 // call from the agents.
-func requireOneCompletionPerAction(t *testing.T, w *demo.World) {
+func requireOneCompletionPerAction(t *testing.T, w *testworld.World) {
 	t.Helper()
 	calls := map[string]int{}
 	for _, c := range w.Account.LifecycleCompletions() {
@@ -192,7 +192,7 @@ func TestLeaseSkewQuarterTTLReplicasNeverTakeALiveReplicasLease(t *testing.T) {
 				w.NewReplicaWith(names[0], &replicaClock{FakeClock: w.Account.Clock(), offset: tc.first}, w.Store),
 				w.NewReplicaWith(names[1], &replicaClock{FakeClock: w.Account.Clock(), offset: tc.second}, w.Store),
 			}
-			w.PublishAMI(g.Parameter, demo.ImageB)
+			w.PublishAMI(g.Parameter, testworld.ImageB)
 			owners := []string{}
 			for range 3000 {
 				for i, a := range replicas {
@@ -218,7 +218,7 @@ func TestLeaseSkewQuarterTTLReplicasNeverTakeALiveReplicasLease(t *testing.T) {
 			}
 			require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
 			require.Equal(t, []string{"replica-a"}, owners, "the live holder's lease never changes hands")
-			requireAllOn(t, w, g.Name, demo.ImageB, 3)
+			requireAllOn(t, w, g.Name, testworld.ImageB, 3)
 			require.Equal(t, 6, w.Account.LaunchedInstances(g.Name), "one new instance per old one")
 			require.Equal(t, 1, rec.calls("StartInstanceRefresh"), "one refresh, never a second")
 			requireOneCompletionPerAction(t, w)
@@ -318,7 +318,7 @@ func TestStalledReplicaWakesWithAStaleViewAndStartsNoSecondRefresh(t *testing.T)
 		},
 	}
 	a := w.NewReplicaWith("replica-a", clockA, storeA)
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	for range 3000 {
 		rec.setActor("replica-a")
 		_ = a.RunOnce(ctx)
@@ -342,7 +342,7 @@ func TestStalledReplicaWakesWithAStaleViewAndStartsNoSecondRefresh(t *testing.T)
 	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
 	require.Equal(t, 6, w.Account.LaunchedInstances(g.Name), "one new instance per old one")
 	settle(t, w, 3*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 3)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 3)
 	requireOneCompletionPerAction(t, w)
 	require.Empty(t, w.Checker.Violations)
 }
@@ -450,7 +450,7 @@ func TestHistoryRowOnlyWithItsTransition(t *testing.T) {
 				s := &barrierStore{Store: w.Store, arrive: &arrive, all: all}
 				replicas = append(replicas, w.NewReplicaWith(fmt.Sprintf("replica-%d", i), w.Account.Clock(), s))
 			}
-			w.PublishAMI(g.Parameter, demo.ImageB)
+			w.PublishAMI(g.Parameter, testworld.ImageB)
 			var wg sync.WaitGroup
 			errs := make([]error, n)
 			for i, a := range replicas {

@@ -10,12 +10,12 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Maximum instance age, on the injected clock (the world starts 2026-11-30 02:00 UTC): a group tagged
@@ -25,7 +25,7 @@ import (
 // AMIs — and replaces every instance inside the window by one instance refresh, with every invariant held.
 // Nothing is launched, drained or terminated before the window opens.
 func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t *testing.T) {
-	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3, Tags: map[string]string{
+	g := testworld.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3, Tags: map[string]string{
 		model.TagMaxInstanceAge: "1d", model.TagMaintenanceWindow: "10:00-12:00 UTC", model.TagMinAMIAge: "168h"}}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
@@ -35,7 +35,7 @@ func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t 
 	r := w.Rollout(ctx, g.Name)
 	require.Equal(t, state.PhaseWaiting, r.Phase, "%+v", r)
 	require.Equal(t, engine.TriggerMaxInstanceAge, r.Trigger)
-	require.Equal(t, demo.ImageA, r.TargetImageID, "the AMI the group already runs")
+	require.Equal(t, testworld.ImageA, r.TargetImageID, "the AMI the group already runs")
 	require.Contains(t, r.Reason, "maintenance window", "held by the window, not the soak")
 	require.Equal(t, 3, w.Account.LaunchedInstances(g.Name), "nothing launched before the window")
 	require.Empty(t, w.Account.Terminations(), "nothing terminated before the window")
@@ -51,7 +51,7 @@ func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t 
 	}
 	require.Len(t, w.Account.Terminations(), 3, "each aged instance replaced once")
 	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
-	requireAllOn(t, w, g.Name, demo.ImageA, 3)
+	requireAllOn(t, w, g.Name, testworld.ImageA, 3)
 	history, err := w.Store.History(ctx, g.Name)
 	require.NoError(t, err)
 	var events []string
@@ -72,7 +72,7 @@ func TestMaxInstanceAgeReplacesOldInstancesOnTheCurrentAMIInsideTheWindowOnly(t 
 // its AMI does not carry over to the age-driven rollout to that same AMI a day later: it waits for approve
 // again, then replaces every instance.
 func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
-	g := demo.GroupSetup{Name: "aged-manual", Cluster: "c1", Parameter: "/golden/aged-manual", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{
+	g := testworld.GroupSetup{Name: "aged-manual", Cluster: "c1", Parameter: "/golden/aged-manual", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{
 		model.TagMaxInstanceAge: "1d", model.TagApproval: "manual"}}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
@@ -85,7 +85,7 @@ func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
 		_, err := w.Store.PutRollout(ctx, r)
 		require.NoError(t, err)
 	}
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	_, err := w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	approve()
@@ -105,7 +105,7 @@ func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, done, "%+v", w.Rollout(ctx, g.Name))
 	require.Equal(t, launched+2, w.Account.LaunchedInstances(g.Name), "both aged instances replaced once")
-	requireAllOn(t, w, g.Name, demo.ImageB, 2)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 2)
 	require.Empty(t, w.Checker.Finish())
 }
 
@@ -117,17 +117,17 @@ func TestMaxInstanceAgeRolloutWaitsForItsOwnApproval(t *testing.T) {
 func TestMaxInstanceAgeNotEnforcedAfterAManualRollbackIsSaidInStatusAndLoggedOnce(t *testing.T) {
 	ctx := context.Background()
 	core, logs := observer.New(zapcore.WarnLevel)
-	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 2, Max: 4, Desired: 2,
+	g := testworld.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 2, Max: 4, Desired: 2,
 		Tags: map[string]string{model.TagMaxInstanceAge: "1d"}}
 	spec := oneGroup(&g)
 	spec.Log = zap.New(core)
 	w := build(t, spec)
-	rollTo(t, w, g, demo.ImageB)
-	_, err := operator.Rollback(ctx, w.Store, g.Name, demo.ImageA, "alice", false, w.Account.Clock().Now())
+	rollTo(t, w, g, testworld.ImageB)
+	_, err := operator.Rollback(ctx, w.Store, g.Name, testworld.ImageA, "alice", false, w.Account.Clock().Now())
 	require.NoError(t, err)
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 		r := w.Rollout(ctx, g.Name)
-		return r.TargetImageID == demo.ImageA && r.Phase == state.PhaseCompleted
+		return r.TargetImageID == testworld.ImageA && r.Phase == state.PhaseCompleted
 	})
 	require.NoError(t, err)
 	require.True(t, done, "the rollback completes: %+v", w.Rollout(ctx, g.Name))
@@ -139,10 +139,10 @@ func TestMaxInstanceAgeNotEnforcedAfterAManualRollbackIsSaidInStatusAndLoggedOnc
 	require.Equal(t, state.PhaseCompleted, r.Phase, "no age-driven rollout while the parameter names the rolled-back AMI")
 	require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "nothing replaced")
 	require.Contains(t, r.Warning, "tag patch-agent/max-instance-age=24h0m0s not enforced")
-	require.Contains(t, r.Warning, "the source names AMI "+demo.ImageB+", which a manual rollback moved the group away from")
+	require.Contains(t, r.Warning, "the source names AMI "+testworld.ImageB+", which a manual rollback moved the group away from")
 	require.Equal(t, 1, logs.FilterMessage("maximum instance age not enforced").Len(), "logged once, not every tick")
 
-	w.PublishAMI(g.Parameter, demo.ImageA) // the parameter names the group's AMI again
+	w.PublishAMI(g.Parameter, testworld.ImageA) // the parameter names the group's AMI again
 	done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 		r := w.Rollout(ctx, g.Name)
 		return r.Trigger == engine.TriggerMaxInstanceAge && r.Phase == state.PhaseCompleted
@@ -157,7 +157,7 @@ func TestMaxInstanceAgeNotEnforcedAfterAManualRollbackIsSaidInStatusAndLoggedOnc
 // hooks): the instances run the target AMI already, so the refresh replaces every instance (SkipMatching off,
 // RefreshProgress.ReplaceAll), inside the window, through the hooks, without a write of desired capacity.
 func TestMaxInstanceAgeByInstanceRefreshReplacesEveryInstanceInsideTheWindow(t *testing.T) {
-	g := demo.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3,
+	g := testworld.GroupSetup{Name: "aged-asg", Cluster: "c1", Parameter: "/golden/aged", Min: 3, Max: 6, Desired: 3,
 		Tags: map[string]string{model.TagMaxInstanceAge: "1d", model.TagMaintenanceWindow: "10:00-12:00 UTC", model.TagMinAMIAge: "168h"}}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
@@ -181,7 +181,7 @@ func TestMaxInstanceAgeByInstanceRefreshReplacesEveryInstanceInsideTheWindow(t *
 		require.False(t, term.RequestedAt.Before(opens), "terminated at %s, before the window", term.RequestedAt)
 	}
 	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
-	requireAllOn(t, w, g.Name, demo.ImageA, 3)
+	requireAllOn(t, w, g.Name, testworld.ImageA, 3)
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }

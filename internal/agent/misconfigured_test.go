@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // An opted-in group with a tag value the agent does not accept has a status row saying why it is not rolled
@@ -23,10 +23,10 @@ func TestMisconfiguredGroupShowsOnStatusAndRollsOnceFixed(t *testing.T) {
 		{model.TagEnabled, "yes", "true"},
 	} {
 		t.Run(tc.tag, func(t *testing.T) {
-			g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{tc.tag: tc.value}}
+			g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{tc.tag: tc.value}}
 			w := build(t, oneGroup(&g))
 			ctx := context.Background()
-			w.PublishAMI(g.Parameter, demo.ImageB)
+			w.PublishAMI(g.Parameter, testworld.ImageB)
 			settle(t, w, 30*time.Minute)
 
 			rows, err := operator.Status(ctx, w.Store, "", w.Account.Clock().Now())
@@ -38,14 +38,14 @@ func TestMisconfiguredGroupShowsOnStatusAndRollsOnceFixed(t *testing.T) {
 			require.Contains(t, rows[0].Reason, tc.tag)
 			require.Empty(t, rows[0].TargetImageID)
 			for _, i := range w.Account.Group("g").Instances {
-				require.Equal(t, demo.ImageA, i.ImageID, "left alone")
+				require.Equal(t, testworld.ImageA, i.ImageID, "left alone")
 			}
 			steps := w.Rollout(ctx, "g").Steps
 			settle(t, w, 10*time.Minute)
 			require.Equal(t, steps, w.Rollout(ctx, "g").Steps, "the reason is written once, not every tick")
 
 			require.NoError(t, w.Account.SetGroupTag("g", tc.tag, tc.fixed))
-			r := rollTo(t, w, g, demo.ImageB)
+			r := rollTo(t, w, g, testworld.ImageB)
 			require.Equal(t, state.PhaseCompleted, r.Phase, "fixed, the group rolls: %s", r.Reason)
 			require.NotContains(t, r.Reason, "not rolled")
 			require.NotContains(t, r.Warning, "not rolled")
@@ -56,7 +56,7 @@ func TestMisconfiguredGroupShowsOnStatusAndRollsOnceFixed(t *testing.T) {
 // A misconfigured group fixed while its instances already run the AMI its parameter names loses its "not rolled"
 // status line at once: nothing is to be rolled, and status says so.
 func TestFixedMisconfiguredGroupWithNothingToRollLosesItsNotRolledLine(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagStrategy: "rolling"}}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagStrategy: "rolling"}}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	settle(t, w, 10*time.Minute)

@@ -8,12 +8,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/crash"
 )
 
 // TestTaggedManagedNodegroupGroupShowsOnStatusWhyItIsNotRolled: the Auto Scaling group of an EKS managed node
@@ -22,18 +23,18 @@ import (
 // an ECS group next to it rolls; the node group's group is never touched: no launch template version, no
 // capacity change, every instance still on the old AMI, every invariant held.
 func TestTaggedManagedNodegroupGroupShowsOnStatusWhyItIsNotRolled(t *testing.T) {
-	g := demo.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "web-asg", Min: 2, Max: 4, Desired: 2}
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	w.Account.CreateEKSCluster("prod-eks", "1.31")
 	ngGroup, err := w.Account.CreateEKSNodegroup(sim.EKSNodegroupSpec{Cluster: "prod-eks", Name: "workers", AMIType: "AL2023_x86_64_STANDARD",
-		ReleaseVersion: "1.31.7-20261101", ImageID: demo.ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2,
+		ReleaseVersion: "1.31.7-20261101", ImageID: testworld.ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2,
 		GroupTags: map[string]string{model.TagEnabled: "true", model.TagPlatform: model.PlatformEKS, model.TagCluster: "prod-eks",
 			model.TagParameter: g.Parameter}})
 	require.NoError(t, err)
 	before := w.Account.Group(ngGroup)
 
-	r := rollTo(t, w, g, demo.ImageB)
+	r := rollTo(t, w, g, testworld.ImageB)
 	require.Equal(t, state.PhaseCompleted, r.Phase, "the plain group next to it rolls")
 
 	rows, err := operator.Status(ctx, w.Store, ngGroup, w.Account.Clock().Now())
@@ -53,7 +54,7 @@ func TestTaggedManagedNodegroupGroupShowsOnStatusWhyItIsNotRolled(t *testing.T) 
 	require.Equal(t, int64(1), lt.LatestVersion, "no launch template version for the node group's group")
 	require.Len(t, after.Instances, 2)
 	for _, i := range after.Instances {
-		require.Equal(t, demo.ImageA, i.ImageID, "EKS's nodes are left alone")
+		require.Equal(t, testworld.ImageA, i.ImageID, "EKS's nodes are left alone")
 		require.Equal(t, "InService", i.LifecycleState)
 	}
 	steps := w.Rollout(ctx, ngGroup).Steps
@@ -80,18 +81,18 @@ var mngKey = model.NodegroupKey(mngCluster, mngName)
 
 // mngWorld is a world with managed node group prod-eks/workers (3 nodes on ImageA, release mngReleaseOld,
 // opted in) and its release published.
-func mngWorld(t *testing.T) (*demo.World, string) {
+func mngWorld(t *testing.T) (*testworld.World, string) {
 	t.Helper()
-	w := build(t, demo.Spec{Nodegroups: []sim.EKSNodegroupSpec{{Cluster: mngCluster, Name: mngName, AMIType: mngAMIType,
-		ReleaseVersion: mngReleaseOld, ImageID: demo.ImageA, InstanceType: "m5.large", Min: 3, Max: 6, Desired: 3,
+	w := build(t, testworld.Spec{Nodegroups: []sim.EKSNodegroupSpec{{Cluster: mngCluster, Name: mngName, AMIType: mngAMIType,
+		ReleaseVersion: mngReleaseOld, ImageID: testworld.ImageA, InstanceType: "m5.large", Min: 3, Max: 6, Desired: 3,
 		Tags: map[string]string{model.TagEnabled: "true"}}}})
-	publishRelease(w, mngReleaseOld, demo.ImageA)
+	publishRelease(w, mngReleaseOld, testworld.ImageA)
 	view, ok := w.Account.EKSNodegroup(mngCluster, mngName)
 	require.True(t, ok)
 	return w, view.Group
 }
 
-func publishRelease(w *demo.World, release, image string) {
+func publishRelease(w *testworld.World, release, image string) {
 	rel, img, err := eks.ReleaseParameters(mngAMIType, "1.31")
 	if err != nil {
 		panic(err)
@@ -102,7 +103,7 @@ func publishRelease(w *demo.World, release, image string) {
 
 // runMNG steps the world (agent, then the account) until done or limit, requiring no invariant violation
 // and at least 3 InService nodes in the node group's group after any step.
-func runMNG(t *testing.T, w *demo.World, limit time.Duration, done func(state.Rollout) bool) state.Rollout {
+func runMNG(t *testing.T, w *testworld.World, limit time.Duration, done func(state.Rollout) bool) state.Rollout {
 	t.Helper()
 	ctx := context.Background()
 	view, _ := w.Account.EKSNodegroup(mngCluster, mngName)
@@ -129,7 +130,7 @@ func phaseIs(ps ...state.Phase) func(state.Rollout) bool {
 	}
 }
 
-func mngUpdates(w *demo.World) []sim.EKSUpdateView {
+func mngUpdates(w *testworld.World) []sim.EKSUpdateView {
 	var out []sim.EKSUpdateView
 	for _, u := range w.Account.EKSUpdates(mngCluster) {
 		if u.Nodegroup == mngName {
@@ -141,7 +142,7 @@ func mngUpdates(w *demo.World) []sim.EKSUpdateView {
 
 // requireNoAgentGroupCalls: the agent made no change to any Auto Scaling group, container instance or
 // lifecycle action: EKS replaced the nodes.
-func requireNoAgentGroupCalls(t *testing.T, w *demo.World) {
+func requireNoAgentGroupCalls(t *testing.T, w *testworld.World) {
 	t.Helper()
 	c := w.Account.Calls()
 	for _, op := range []string{"autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup", "autoscaling:TerminateInstanceInAutoScalingGroup",
@@ -150,7 +151,7 @@ func requireNoAgentGroupCalls(t *testing.T, w *demo.World) {
 	}
 }
 
-func requireNodesOn(t *testing.T, w *demo.World, group, image string, n int) {
+func requireNodesOn(t *testing.T, w *testworld.World, group, image string, n int) {
 	t.Helper()
 	var on []string
 	for _, i := range w.Account.Group(group).Instances {
@@ -169,7 +170,7 @@ func TestManagedNodegroupScenarios(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// run plays the scenario after the release bump and returns the record at its end.
-		run func(t *testing.T, w *demo.World) state.Rollout
+		run func(t *testing.T, w *testworld.World) state.Rollout
 		// phase, release and image are where the node group ends; updates counts UpdateNodegroupVersion.
 		phase   state.Phase
 		release string
@@ -177,17 +178,17 @@ func TestManagedNodegroupScenarios(t *testing.T) {
 		updates int
 	}{
 		{name: "release bump: one update, EKS replaces the nodes",
-			run: func(t *testing.T, w *demo.World) state.Rollout {
+			run: func(t *testing.T, w *testworld.World) state.Rollout {
 				return runMNG(t, w, 2*time.Hour, phaseIs(state.PhaseCompleted, state.PhaseHalted, state.PhaseRolledBack))
-			}, phase: state.PhaseCompleted, release: mngReleaseNew, image: demo.ImageB, updates: 1},
+			}, phase: state.PhaseCompleted, release: mngReleaseNew, image: testworld.ImageB, updates: 1},
 		{name: "failed update: PodEvictionFailure halts with EKS's error and rolls back",
-			run: func(t *testing.T, w *demo.World) state.Rollout {
+			run: func(t *testing.T, w *testworld.World) state.Rollout {
 				r := runMNG(t, w, 2*time.Hour, phaseIs(state.PhaseCompleted, state.PhaseHalted, state.PhaseRolledBack))
 				require.Contains(t, r.Reason, "PodEvictionFailure", "EKS's error is the reason on status")
 				return r
-			}, phase: state.PhaseRolledBack, release: mngReleaseOld, image: demo.ImageA, updates: 2},
+			}, phase: state.PhaseRolledBack, release: mngReleaseOld, image: testworld.ImageA, updates: 2},
 		{name: "pause mid-update: the update under way finishes, the next one waits for resume",
-			run: func(t *testing.T, w *demo.World) state.Rollout {
+			run: func(t *testing.T, w *testworld.World) state.Rollout {
 				ctx := context.Background()
 				r := runMNG(t, w, time.Hour, func(r state.Rollout) bool { return r.Nodegroup != nil && r.Nodegroup.UpdateID != "" })
 				require.Equal(t, state.PhaseReplacing, r.Phase)
@@ -195,7 +196,7 @@ func TestManagedNodegroupScenarios(t *testing.T) {
 				r = runMNG(t, w, 2*time.Hour, phaseIs(state.PhaseCompleted, state.PhaseHalted))
 				require.Len(t, mngUpdates(w), 1, "EKS finished the update it had started; nothing else was sent")
 				// The next release is held by the pause: no update for an hour, then resume.
-				publishRelease(w, "1.31.7-20261206", demo.ImageA)
+				publishRelease(w, "1.31.7-20261206", testworld.ImageA)
 				for range 720 {
 					require.NoError(t, w.Step(ctx, tick))
 				}
@@ -207,7 +208,7 @@ func TestManagedNodegroupScenarios(t *testing.T) {
 				return runMNG(t, w, 2*time.Hour, func(r state.Rollout) bool {
 					return r.Phase == state.PhaseCompleted && r.Nodegroup.TargetRelease == "1.31.7-20261206"
 				})
-			}, phase: state.PhaseCompleted, release: "1.31.7-20261206", image: demo.ImageA, updates: 2},
+			}, phase: state.PhaseCompleted, release: "1.31.7-20261206", image: testworld.ImageA, updates: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, group := mngWorld(t)
@@ -217,7 +218,7 @@ func TestManagedNodegroupScenarios(t *testing.T) {
 			if strings.HasPrefix(tc.name, "failed") {
 				w.Account.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: mngCluster, Nodegroup: mngName, PodEviction: true})
 			}
-			publishRelease(w, mngReleaseNew, demo.ImageB)
+			publishRelease(w, mngReleaseNew, testworld.ImageB)
 			r = tc.run(t, w)
 			require.Equal(t, tc.phase, r.Phase, r.Reason)
 			ng, _ := w.Account.EKSNodegroup(mngCluster, mngName)
@@ -233,7 +234,7 @@ func TestManagedNodegroupScenarios(t *testing.T) {
 	}
 }
 
-func inService(w *demo.World, group string) int {
+func inService(w *testworld.World, group string) int {
 	n := 0
 	for _, i := range w.Account.Group(group).Instances {
 		if i.LifecycleState == "InService" {
@@ -257,28 +258,28 @@ func TestCrashMatrixManagedNodegroupUpdate(t *testing.T) {
 		release string
 		image   string
 	}{
-		{"release bump", false, state.PhaseCompleted, mngReleaseNew, demo.ImageB},
-		{"failed update rolled back", true, state.PhaseRolledBack, mngReleaseOld, demo.ImageA},
+		{"release bump", false, state.PhaseCompleted, mngReleaseNew, testworld.ImageB},
+		{"failed update rolled back", true, state.PhaseRolledBack, mngReleaseOld, testworld.ImageA},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var group string
-			runCrashMatrix(t, demo.CrashScenario{
+			runCrashMatrix(t, crash.CrashScenario{
 				Name: "managed node group " + tc.name,
-				Build: func() (*demo.World, error) {
+				Build: func() (*testworld.World, error) {
 					w, g := mngWorld(t)
 					group = g
 					return w, nil
 				},
-				Drive: func(w *demo.World) error {
+				Drive: func(w *testworld.World) error {
 					runMNG(t, w, time.Hour, phaseIs(state.PhaseIdle))
 					if tc.fail {
 						w.Account.FailNextEKSUpdate(sim.EKSUpdateFailure{Cluster: mngCluster, Nodegroup: mngName, PodEviction: true})
 					}
-					publishRelease(w, mngReleaseNew, demo.ImageB)
+					publishRelease(w, mngReleaseNew, testworld.ImageB)
 					runMNG(t, w, 2*time.Hour, phaseIs(state.PhaseCompleted, state.PhaseHalted, state.PhaseRolledBack))
 					return nil
 				},
-				Final: func(w *demo.World) error {
+				Final: func(w *testworld.World) error {
 					r := w.Rollout(context.Background(), mngKey)
 					require.Equal(t, tc.phase, r.Phase, r.Reason)
 					ng, _ := w.Account.EKSNodegroup(mngCluster, mngName)

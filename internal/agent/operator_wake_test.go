@@ -8,16 +8,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // sendOperatorWakeUp puts on the agent's queue the wake-up an operator command sends after its write
 // (events.NewOperatorWakeUp): the same body, whoever sends it.
-func sendOperatorWakeUp(t *testing.T, w *demo.World, o events.OperatorWakeUp) {
+func sendOperatorWakeUp(t *testing.T, w *testworld.World, o events.OperatorWakeUp) {
 	t.Helper()
 	body, err := events.NewOperatorWakeUp(o, "op-"+o.Action+"-"+o.Group, "us-east-1", "111122223333", w.Account.Clock().Now())
 	require.NoError(t, err)
@@ -26,9 +26,9 @@ func sendOperatorWakeUp(t *testing.T, w *demo.World, o events.OperatorWakeUp) {
 
 // operatorWorld is one group of 2 instances at the production safety poll (2 minutes, wake-up events on),
 // looked at once and then left 20 s after that full pass, so that the next Step is not a safety poll.
-func operatorWorld(t *testing.T, tags map[string]string) (*demo.World, demo.GroupSetup) {
+func operatorWorld(t *testing.T, tags map[string]string) (*testworld.World, testworld.GroupSetup) {
 	t.Helper()
-	g := demo.GroupSetup{Name: "g", Cluster: "c", Parameter: "/golden-ami/g", Min: 2, Max: 3, Desired: 2, Tags: tags}
+	g := testworld.GroupSetup{Name: "g", Cluster: "c", Parameter: "/golden-ami/g", Min: 2, Max: 3, Desired: 2, Tags: tags}
 	spec := oneGroup(&g)
 	spec.WakeUpEvents = true
 	w := build(t, spec)
@@ -40,7 +40,7 @@ func operatorWorld(t *testing.T, tags map[string]string) (*demo.World, demo.Grou
 // stepBetweenPolls moves the clock to 20 s after the last full pass (well before the next safety poll) and
 // runs one turn of the loop (demo.World.RunEvents's step: one receive, then the woken looks); it fails when
 // that turn was a full pass.
-func stepBetweenPolls(t *testing.T, w *demo.World) {
+func stepBetweenPolls(t *testing.T, w *testworld.World) {
 	t.Helper()
 	last := w.Agent.LastTick()
 	if at := last.Add(20 * time.Second); w.Account.Clock().Now().Before(at) {
@@ -63,7 +63,7 @@ func TestOperatorApproveIsActedOnWithinOneReceiveOfItsWakeUp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			w, g := operatorWorld(t, map[string]string{model.TagApproval: model.ApprovalManual})
-			w.PublishAMI(g.Parameter, demo.ImageB)
+			w.PublishAMI(g.Parameter, testworld.ImageB)
 			_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return operator.WaitingForApproval(w.Rollout(ctx, g.Name)) })
 			require.NoError(t, err)
 			require.True(t, operator.WaitingForApproval(w.Rollout(ctx, g.Name)), "%+v", w.Rollout(ctx, g.Name))
@@ -94,20 +94,20 @@ func TestOperatorApproveIsActedOnWithinOneReceiveOfItsWakeUp(t *testing.T) {
 func TestOperatorRollbackIsActedOnWithinOneReceiveOfItsWakeUp(t *testing.T) {
 	ctx := context.Background()
 	w, g := operatorWorld(t, nil)
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	done, err := w.RunEvents(ctx, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done)
 	_, err = w.RunEvents(ctx, 3*time.Minute, func() bool { return false })
 	require.NoError(t, err)
-	r, err := operator.Rollback(ctx, w.Store, g.Name, demo.ImageA, "alice", false, w.Account.Clock().Now())
+	r, err := operator.Rollback(ctx, w.Store, g.Name, testworld.ImageA, "alice", false, w.Account.Clock().Now())
 	require.NoError(t, err)
 	require.Equal(t, state.PhaseDetected, r.Phase)
 	starts := refreshCalls(w, "autoscaling:StartInstanceRefresh")
 	sendOperatorWakeUp(t, w, events.OperatorWakeUp{Action: events.OperatorRollback, Group: g.Name, Who: "alice"})
 	stepBetweenPolls(t, w)
 	r = w.Rollout(ctx, g.Name)
-	require.Equal(t, demo.ImageA, r.TargetImageID)
+	require.Equal(t, testworld.ImageA, r.TargetImageID)
 	require.NotEqual(t, state.PhaseDetected, r.Phase, "the rollback was acted on in the turn that received the wake-up: %+v", r)
 	require.Equal(t, starts+1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "its refresh back to ImageA is started")
 	require.NotNil(t, r.Refresh)
@@ -126,7 +126,7 @@ func TestPauseUntilExpiryResumesWithinSecondsOfItsEndWithoutASafetyPoll(t *testi
 	until := w.Agent.LastTick().Add(2*2*time.Minute + 61*time.Second)
 	require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "load test", "alice", until, w.Account.Clock().Now()))
 	sendOperatorWakeUp(t, w, events.OperatorWakeUp{Action: events.OperatorPause, Group: g.Name, Who: "alice"})
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	_, err := w.RunEvents(ctx, 30*time.Second, func() bool { return false })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
@@ -152,7 +152,7 @@ func TestForgedOperatorWakeUpForAPausedGroupMakesNoDestructiveStep(t *testing.T)
 	ctx := context.Background()
 	w, g := operatorWorld(t, nil)
 	require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "incident", "alice", time.Time{}, w.Account.Clock().Now()))
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return strings.Contains(w.Rollout(ctx, g.Name).Reason, "paused") })
 	require.NoError(t, err)
 	require.Contains(t, w.Rollout(ctx, g.Name).Reason, "paused")
@@ -192,7 +192,7 @@ func TestForgedOperatorWakeUpForAPausedGroupMakesNoDestructiveStep(t *testing.T)
 // at both groups, and both rollouts go on before the next safety poll.
 func TestGlobalResumeWakeUpWakesEveryManagedGroup(t *testing.T) {
 	ctx := context.Background()
-	spec := demo.Spec{WakeUpEvents: true, Groups: []demo.GroupSetup{
+	spec := testworld.Spec{WakeUpEvents: true, Groups: []testworld.GroupSetup{
 		{Name: "a", Cluster: "c", Parameter: "/golden-ami/fleet", Min: 1, Max: 2, Desired: 1},
 		{Name: "b", Cluster: "c", Parameter: "/golden-ami/fleet", Min: 1, Max: 2, Desired: 1},
 	}}
@@ -200,7 +200,7 @@ func TestGlobalResumeWakeUpWakesEveryManagedGroup(t *testing.T) {
 	_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	require.NoError(t, operator.Pause(ctx, w.Store, "", "freeze", "alice", time.Time{}, w.Account.Clock().Now()))
-	w.PublishAMI("/golden-ami/fleet", demo.ImageB)
+	w.PublishAMI("/golden-ami/fleet", testworld.ImageB)
 	_, err = w.RunEvents(ctx, 5*time.Minute, func() bool {
 		return strings.Contains(w.Rollout(ctx, "a").Reason, "paused") && strings.Contains(w.Rollout(ctx, "b").Reason, "paused")
 	})

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // lookOrder records the order in which a pass's looks at targets end.
@@ -45,14 +45,14 @@ func (o *lookOrder) take() []string {
 // step's backoff; c is left out. The next pass begins with b (its step stopped halfway) before c, reuses the
 // version b created (no second CreateLaunchTemplateVersion) and starts its refresh on it.
 func TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextPass(t *testing.T) {
-	var groups []demo.GroupSetup
+	var groups []testworld.GroupSetup
 	for _, n := range []string{"a", "b", "c"} {
-		groups = append(groups, demo.GroupSetup{Name: n, Cluster: "c-" + n, Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
+		groups = append(groups, testworld.GroupSetup{Name: n, Cluster: "c-" + n, Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
 	}
 	faults := sim.NewFaults(1, nil)
 	faults.Pause(true) // no injected faults: the wire's limiter and the counts
 	obs := &lookOrder{}
-	w := build(t, demo.Spec{Groups: groups, Faults: faults, Observer: obs, Workers: 1})
+	w := build(t, testworld.Spec{Groups: groups, Faults: faults, Observer: obs, Workers: 1})
 	settle(t, w, 30*time.Second)
 	// Tokens are always there: only the pass budget can stop a call.
 	limiter := awsapi.NewLimiter(awsapi.RateLimits{awsapi.RateEC2Mutating: {Rate: 1000, Burst: 1000}, awsapi.RateEC2: {Rate: 1000, Burst: 1000},
@@ -63,9 +63,9 @@ func TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextP
 		}
 	}})
 	ctx := context.Background()
-	w.RegisterAMI(demo.ImageB)
-	w.Account.PutParameter("/golden/fleet", demo.ImageB) // no message: the pass's poll finds it
-	w.Account.Advance(11 * time.Minute)                  // the parameter poll (10 min) is due
+	w.RegisterAMI(testworld.ImageB)
+	w.Account.PutParameter("/golden/fleet", testworld.ImageB) // no message: the pass's poll finds it
+	w.Account.Advance(11 * time.Minute)                       // the parameter poll (10 min) is due
 	_ = obs.take()
 	const start, create = "autoscaling:StartInstanceRefresh", "ec2:CreateLaunchTemplateVersion"
 
@@ -76,8 +76,8 @@ func TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextP
 	require.Equal(t, 1, st.Successes[start], "a's refresh started; b's StartInstanceRefresh, due after the budget, was not sent")
 	b := w.Rollout(ctx, "b")
 	require.Equal(t, state.PhasePreparing, b.Phase, "b stopped halfway through preparing: %+v", b)
-	require.Equal(t, demo.ImageB, w.Rollout(ctx, "a").TargetImageID)
-	require.NotEqual(t, demo.ImageB, w.Rollout(ctx, "c").TargetImageID, "c was not looked at")
+	require.Equal(t, testworld.ImageB, w.Rollout(ctx, "a").TargetImageID)
+	require.NotEqual(t, testworld.ImageB, w.Rollout(ctx, "c").TargetImageID, "c was not looked at")
 
 	require.NoError(t, w.Agent.Reconcile(ctx))
 	st = faults.Stats()
@@ -99,13 +99,13 @@ func TestATargetInFlightWhenThePassBudgetEndsStopsAtItsNextCallAndGoesFirstNextP
 // woken), but a target already in flight is not stopped at its next call: b's refresh of the version created
 // past the budget starts in the same handling.
 func TestAReactionsTargetsInFlightAreNotCutByThePassBudget(t *testing.T) {
-	var groups []demo.GroupSetup
+	var groups []testworld.GroupSetup
 	for _, n := range []string{"a", "b", "c"} {
-		groups = append(groups, demo.GroupSetup{Name: n, Cluster: "c-" + n, Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
+		groups = append(groups, testworld.GroupSetup{Name: n, Cluster: "c-" + n, Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
 	}
 	faults := sim.NewFaults(1, nil)
 	faults.Pause(true)
-	w := build(t, demo.Spec{Groups: groups, Faults: faults, Workers: 1})
+	w := build(t, testworld.Spec{Groups: groups, Faults: faults, Workers: 1})
 	settle(t, w, 30*time.Second)
 	limiter := awsapi.NewLimiter(awsapi.RateLimits{awsapi.RateEC2Mutating: {Rate: 1000, Burst: 1000}, awsapi.RateEC2: {Rate: 1000, Burst: 1000},
 		awsapi.RateAutoScaling: {Rate: 1000, Burst: 1000}, awsapi.RateECS: {Rate: 1000, Burst: 1000}, awsapi.RateSSM: {Rate: 1000, Burst: 1000}})
@@ -115,7 +115,7 @@ func TestAReactionsTargetsInFlightAreNotCutByThePassBudget(t *testing.T) {
 		}
 	}})
 	ctx := context.Background()
-	w.PublishAMI("/golden/fleet", demo.ImageB)
+	w.PublishAMI("/golden/fleet", testworld.ImageB)
 	_, err := w.Agent.Consumer.PollOnce(ctx, 0)
 	require.NoError(t, err)
 	st := faults.Stats()

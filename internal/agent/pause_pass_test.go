@@ -7,13 +7,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // newAMIFoundByThePass names image on parameter without a message (the pass's parameter poll finds it) and moves
 // the clock past the poll's 10 minutes, so that the next pass starts the rollouts: no reaction starts them first.
-func newAMIFoundByThePass(w *demo.World, parameter, image string) {
+func newAMIFoundByThePass(w *testworld.World, parameter, image string) {
 	w.RegisterAMI(image)
 	w.Account.PutParameter(parameter, image)
 	w.Account.Advance(11 * time.Minute)
@@ -25,13 +25,13 @@ func newAMIFoundByThePass(w *demo.World, parameter, image string) {
 // `pause` has returned.
 func TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached(t *testing.T) {
 	obs := newBlockingObserver("a")
-	w := build(t, demo.Spec{Observer: obs, Groups: []demo.GroupSetup{
+	w := build(t, testworld.Spec{Observer: obs, Groups: []testworld.GroupSetup{
 		{Name: "a", Cluster: "c1", Parameter: "/golden/a", Min: 1, Max: 2, Desired: 1},
 		{Name: "b", Cluster: "c1", Parameter: "/golden/b", Min: 1, Max: 3, Desired: 2},
 	}, Services: map[string]int{"web": 2}})
 	ctx := context.Background()
 	settle(t, w, 30*time.Second)
-	newAMIFoundByThePass(w, "/golden/b", demo.ImageB)
+	newAMIFoundByThePass(w, "/golden/b", testworld.ImageB)
 
 	obs.armed.Store(true)
 	pass := make(chan error, 1)
@@ -46,7 +46,7 @@ func TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached(t *testing
 	require.NoError(t, <-pass)
 
 	after := w.Rollout(ctx, "b")
-	require.Equal(t, demo.ImageB, after.TargetImageID, "the pass looked at b")
+	require.Equal(t, testworld.ImageB, after.TargetImageID, "the pass looked at b")
 	require.Empty(t, after.NewTemplateVersion, "no launch template version prepared after the pause returned")
 	require.Zero(t, refreshCalls(w, "ec2:CreateLaunchTemplateVersion"))
 	require.Zero(t, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "no refresh started after the pause returned")
@@ -63,13 +63,13 @@ func TestPauseTakenWhileAPassRunsHoldsEveryTargetThePassHasNotReached(t *testing
 // them again and be held.
 func TestPauseTakenAfterAnEarlierTargetReadTheLocksStillHoldsTheLaterTargetsOfThePass(t *testing.T) {
 	obs := newBlockingObserver("a")
-	w := build(t, demo.Spec{Observer: obs, Groups: []demo.GroupSetup{
+	w := build(t, testworld.Spec{Observer: obs, Groups: []testworld.GroupSetup{
 		{Name: "a", Cluster: "c1", Parameter: "/golden/ab", Min: 1, Max: 3, Desired: 2},
 		{Name: "b", Cluster: "c1", Parameter: "/golden/ab", Min: 1, Max: 3, Desired: 2},
 	}, Services: map[string]int{"web": 4}})
 	ctx := context.Background()
 	settle(t, w, 30*time.Second)
-	newAMIFoundByThePass(w, "/golden/ab", demo.ImageB) // one parameter: one change starts both rollouts
+	newAMIFoundByThePass(w, "/golden/ab", testworld.ImageB) // one parameter: one change starts both rollouts
 
 	obs.armed.Store(true)
 	pass := make(chan error, 1)
@@ -86,7 +86,7 @@ func TestPauseTakenAfterAnEarlierTargetReadTheLocksStillHoldsTheLaterTargetsOfTh
 	require.NoError(t, <-pass)
 
 	after := w.Rollout(ctx, "b")
-	require.Equal(t, demo.ImageB, after.TargetImageID, "the pass looked at b")
+	require.Equal(t, testworld.ImageB, after.TargetImageID, "the pass looked at b")
 	require.Empty(t, after.NewTemplateVersion, "b checked the locks again and is held: no launch template version")
 	require.Equal(t, 1, refreshCalls(w, "ec2:CreateLaunchTemplateVersion"), "a's version only")
 	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "a's refresh only")

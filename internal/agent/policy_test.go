@@ -8,13 +8,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
-func policyGroup(tags map[string]string) demo.GroupSetup {
-	return demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: tags}
+func policyGroup(tags map[string]string) testworld.GroupSetup {
+	return testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: tags}
 }
 
 func TestSoakWaitsUntilTheAMIIsOldEnough(t *testing.T) {
@@ -22,7 +22,7 @@ func TestSoakWaitsUntilTheAMIIsOldEnough(t *testing.T) {
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
 	published := w.Account.Clock().Now()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	_, err := w.RunUntil(ctx, time.Minute, 47*time.Hour, func() bool { return false })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
@@ -40,7 +40,7 @@ func TestManualApprovalWaitsForApprove(t *testing.T) {
 	g := policyGroup(map[string]string{model.TagApproval: "manual"})
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	_, err := w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return false })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
@@ -63,7 +63,7 @@ func TestAlarmInAlarmHoldsTheRefreshAndRollsItBackMidway(t *testing.T) {
 	w := build(t, oneGroup(&g))
 	w.Account.SetAlarm("api-5xx", "ALARM")
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	_, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return false })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
@@ -75,7 +75,7 @@ func TestAlarmInAlarmHoldsTheRefreshAndRollsItBackMidway(t *testing.T) {
 	w.Account.SetAlarm("api-5xx", "OK")
 	runTo(t, w, time.Hour, "refresh under way", midRefresh, g.Name)
 	w.Account.SetAlarm("api-5xx", "ALARM")
-	r = runTo(t, w, 3*time.Hour, "ended", ended(demo.ImageB), g.Name)
+	r = runTo(t, w, 3*time.Hour, "ended", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
 	hist, err := w.Store.History(ctx, g.Name)
 	require.NoError(t, err)
@@ -86,7 +86,7 @@ func TestAlarmInAlarmHoldsTheRefreshAndRollsItBackMidway(t *testing.T) {
 	require.True(t, halted, "the alarm rolled the refresh back: %+v", hist)
 	w.Account.SetAlarm("api-5xx", "OK")
 	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageA, 2)
+	requireAllOn(t, w, g.Name, testworld.ImageA, 2)
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }
@@ -95,7 +95,7 @@ func TestMissingAlarmHoldsInsteadOfDisablingTheGate(t *testing.T) {
 	g := policyGroup(map[string]string{model.TagAlarms: "typo-alarm"})
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	_, err := w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
@@ -110,7 +110,7 @@ func TestMaintenanceWindowHoldsUntilItOpensAndStopsNewStepsWhenItCloses(t *testi
 	g := policyGroup(map[string]string{model.TagMaintenanceWindow: "0 3 * * * 10m UTC"})
 	w := build(t, oneGroup(&g))
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	_, err := w.RunUntil(ctx, tick, 50*time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, g.Name)
@@ -144,6 +144,6 @@ func TestMaintenanceWindowHoldsUntilItOpensAndStopsNewStepsWhenItCloses(t *testi
 	starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
 	require.Equal(t, cancels+1, starts, "one refresh per window, each cancelled at the window's close but the last")
 	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 2)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 2)
 	require.Empty(t, w.Checker.Finish())
 }

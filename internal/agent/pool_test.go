@@ -13,9 +13,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // realTimeout bounds, in real time, how long a test waits for a goroutine it started: a handler that waits
@@ -72,11 +72,11 @@ func (o *blockingObserver) TargetObserved(t model.Target, _ model.GroupView, _ s
 // blockedPass builds groups a and b (b: 2 instances, its own parameter), lets the agent see them Idle, arms
 // the observer and starts a pass that blocks in its look at block. It returns the world, the observer, the
 // pass's result channel and the agent's log (info and above).
-func blockedPass(t *testing.T, block string) (*demo.World, *blockingObserver, chan error, *observer.ObservedLogs) {
+func blockedPass(t *testing.T, block string) (*testworld.World, *blockingObserver, chan error, *observer.ObservedLogs) {
 	t.Helper()
 	obs := newBlockingObserver(block)
 	core, logs := observer.New(zapcore.InfoLevel)
-	w := build(t, demo.Spec{Observer: obs, Log: zap.New(core), Groups: []demo.GroupSetup{
+	w := build(t, testworld.Spec{Observer: obs, Log: zap.New(core), Groups: []testworld.GroupSetup{
 		{Name: "a", Cluster: "c1", Parameter: "/golden/a", Min: 1, Max: 2, Desired: 1},
 		{Name: "b", Cluster: "c1", Parameter: "/golden/b", Min: 1, Max: 3, Desired: 2},
 	}, Services: map[string]int{"web": 2}})
@@ -101,7 +101,7 @@ func blockedPass(t *testing.T, block string) (*demo.World, *blockingObserver, ch
 
 // pollAside handles what is on the queue on another goroutine (events.Consumer -> Agent.Handle) and returns
 // the channel that receives how many messages it handled.
-func pollAside(w *demo.World) chan error {
+func pollAside(w *testworld.World) chan error {
 	done := make(chan error, 1)
 	go func() {
 		_, err := w.Agent.Consumer.PollOnce(context.Background(), 0)
@@ -118,7 +118,7 @@ func pollAside(w *demo.World) chan error {
 func TestParameterChangeAndLifecycleActionAreHandledWhileAPassIsBlocked(t *testing.T) {
 	w, obs, pass, logs := blockedPass(t, "a")
 	ctx := context.Background()
-	w.PublishAMI("/golden/b", demo.ImageB)
+	w.PublishAMI("/golden/b", testworld.ImageB)
 	held := w.Agent.Consumer.Stats.Held.Load() + w.Agent.Consumer.Stats.Processed.Load()
 	require.NoError(t, w.Account.SetDesiredCapacity("b", 1))
 	w.Account.Advance(time.Second) // one of b's instances enters Terminating:Wait; its hook message waits
@@ -131,7 +131,7 @@ func TestParameterChangeAndLifecycleActionAreHandledWhileAPassIsBlocked(t *testi
 	case <-time.After(realTimeout):
 		t.Fatal("handling the messages waited for the blocked pass")
 	}
-	require.Equal(t, demo.ImageB, w.Rollout(ctx, "b").TargetImageID, "b's rollout began while the pass was blocked")
+	require.Equal(t, testworld.ImageB, w.Rollout(ctx, "b").TargetImageID, "b's rollout began while the pass was blocked")
 	require.Greater(t, w.Agent.Consumer.Stats.Held.Load()+w.Agent.Consumer.Stats.Processed.Load(), held,
 		"the lifecycle action was taken up (held while its drain runs, or done)")
 	select {
@@ -144,7 +144,7 @@ func TestParameterChangeAndLifecycleActionAreHandledWhileAPassIsBlocked(t *testi
 	require.NoError(t, <-pass)
 	require.Zero(t, logs.FilterMessageSnippet("rollout step failed").Len()+logs.FilterMessageSnippet("another replica moved the rollout first").Len(),
 		"the pass read b's record again instead of acting on the one from before b's rollout began: %v", logs.FilterLevelExact(zapcore.InfoLevel).All())
-	require.Equal(t, demo.ImageB, w.Rollout(ctx, "b").TargetImageID)
+	require.Equal(t, testworld.ImageB, w.Rollout(ctx, "b").TargetImageID)
 	require.Empty(t, w.Checker.Check())
 }
 
@@ -160,7 +160,7 @@ func TestOneTargetIsNeverAdvancedByTwoGoroutinesAtOnce(t *testing.T) {
 		default:
 		}
 	})
-	w.PublishAMI("/golden/b", demo.ImageB)
+	w.PublishAMI("/golden/b", testworld.ImageB)
 	polled := pollAside(w)
 	select {
 	case g := <-waited:
@@ -180,24 +180,24 @@ func TestOneTargetIsNeverAdvancedByTwoGoroutinesAtOnce(t *testing.T) {
 		t.Fatalf("group %s advanced by two goroutines at once", g)
 	default:
 	}
-	require.Equal(t, demo.ImageB, w.Rollout(context.Background(), "b").TargetImageID)
+	require.Equal(t, testworld.ImageB, w.Rollout(context.Background(), "b").TargetImageID)
 }
 
 // TestConcurrentPassesRollEveryGroupOfAFleetSafely: with 4 workers, 8 groups on two clusters sharing one
 // parameter all roll to the new AMI, the invariant checker finding nothing after every step (run with -race).
 func TestConcurrentPassesRollEveryGroupOfAFleetSafely(t *testing.T) {
-	var groups []demo.GroupSetup
+	var groups []testworld.GroupSetup
 	for i := range 8 {
-		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("g%d", i), Cluster: fmt.Sprintf("c%d", i%2),
+		groups = append(groups, testworld.GroupSetup{Name: fmt.Sprintf("g%d", i), Cluster: fmt.Sprintf("c%d", i%2),
 			Parameter: "/golden/fleet", Min: 1, Max: 3, Desired: 2})
 	}
-	w := build(t, demo.Spec{Groups: groups, Workers: 4})
+	w := build(t, testworld.Spec{Groups: groups, Workers: 4})
 	ctx := context.Background()
 	settle(t, w, 30*time.Second)
-	w.PublishAMI("/golden/fleet", demo.ImageB)
+	w.PublishAMI("/golden/fleet", testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, 6*time.Hour, func() bool {
 		for _, g := range groups {
-			if r := w.Rollout(ctx, g.Name); r.TargetImageID != demo.ImageB || r.Active() {
+			if r := w.Rollout(ctx, g.Name); r.TargetImageID != testworld.ImageB || r.Active() {
 				return false
 			}
 		}
@@ -206,7 +206,7 @@ func TestConcurrentPassesRollEveryGroupOfAFleetSafely(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, done, "every group rolled")
 	for _, g := range groups {
-		requireAllOn(t, w, g.Name, demo.ImageB, 2)
+		requireAllOn(t, w, g.Name, testworld.ImageB, 2)
 	}
 	require.Empty(t, w.Checker.Finish())
 }

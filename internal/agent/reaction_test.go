@@ -9,16 +9,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // sendScheduledTick puts the EventBridge schedule rule's "Scheduled Event" on the agent's queue (Amazon
 // EventBridge User Guide, "Creating a rule that runs on a schedule"; the sample in
 // internal/events/testdata/scheduled-event.json).
-func sendScheduledTick(w *demo.World, id string) {
+func sendScheduledTick(w *testworld.World, id string) {
 	now := w.Account.Clock().Now().UTC().Format(time.RFC3339)
 	w.Account.SendMessage(w.QueueURL, fmt.Sprintf(`{"version":"0","id":%q,"detail-type":"Scheduled Event","source":"aws.events","account":"111122223333","time":%q,"region":"us-east-1","resources":["arn:aws:events:us-east-1:111122223333:rule/patch-agent-schedule"],"detail":{}}`, id, now))
 }
@@ -34,7 +34,7 @@ func TestGoldenAMIChangeIsNotQueuedBehindAFleetPass(t *testing.T) {
 	w.Agent.Consumer.Concurrency = 1 // as in fault worlds: the change waits for whatever the tick's handling waits for
 	ctx := context.Background()
 	sendScheduledTick(w, "tick-1")
-	w.PublishAMI("/golden/b", demo.ImageB)
+	w.PublishAMI("/golden/b", testworld.ImageB)
 
 	select {
 	case err := <-pollAside(w):
@@ -42,7 +42,7 @@ func TestGoldenAMIChangeIsNotQueuedBehindAFleetPass(t *testing.T) {
 	case <-time.After(realTimeout):
 		t.Fatal("the golden-AMI change waited behind the blocked fleet pass")
 	}
-	require.Equal(t, demo.ImageB, w.Rollout(ctx, "b").TargetImageID, "b's rollout began while the pass was blocked")
+	require.Equal(t, testworld.ImageB, w.Rollout(ctx, "b").TargetImageID, "b's rollout began while the pass was blocked")
 	require.EqualValues(t, 1, w.Agent.Consumer.Stats.Held.Load(), "the tick's message is held until its pass finished")
 
 	close(obs.release)
@@ -65,7 +65,7 @@ func TestGoldenAMIChangeIsNotQueuedBehindAFleetPass(t *testing.T) {
 // deleted at the next receive; a tick's AMI change therefore reaches every group without waiting for the
 // safety poll.
 func TestAScheduledTickWakesTheLoopForAWholeFleetPass(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 2, Desired: 1, Parameter: "/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id"}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 2, Desired: 1, Parameter: "/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id"}
 	spec := oneGroup(&g)
 	spec.WakeUpEvents = true // the safety poll at minutes: only the tick can start the pass in time
 	w := build(t, spec)
@@ -74,11 +74,11 @@ func TestAScheduledTickWakesTheLoopForAWholeFleetPass(t *testing.T) {
 	require.NoError(t, err)
 	before := w.Agent.LastTick()
 	w.Account.Advance(10 * time.Second)
-	w.PublishPublicAMI(g.Parameter, demo.ImageB)
+	w.PublishPublicAMI(g.Parameter, testworld.ImageB)
 	_, err = w.Agent.Step(ctx)
 	require.NoError(t, err)
 	require.True(t, w.Agent.LastTick().After(before), "the tick ran a whole-fleet pass in the same turn, before the safety poll")
-	require.Equal(t, demo.ImageB, w.Rollout(ctx, g.Name).TargetImageID)
+	require.Equal(t, testworld.ImageB, w.Rollout(ctx, g.Name).TargetImageID)
 	_, err = w.Agent.Step(ctx)
 	require.NoError(t, err)
 	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
@@ -90,7 +90,7 @@ func TestAScheduledTickWakesTheLoopForAWholeFleetPass(t *testing.T) {
 // go before a fleet pass's reads (awsapi.WithUrgent; the lane itself: internal/awsapi
 // TestUrgentRequestGoesBeforeWaitingFleetReads); the fleet passes' discovery is not.
 func TestHeartbeatsAndReactionsTakeTheLimitersPriorityLane(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: 300 * time.Second}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: 300 * time.Second}
 	spec := oneGroup(&g)
 	spec.Sim.TaskStopStageDelay = 200 * time.Second // tasks need 600 s to stop: heartbeats are due
 	faults := sim.NewFaults(1, nil)
@@ -103,7 +103,7 @@ func TestHeartbeatsAndReactionsTakeTheLimitersPriorityLane(t *testing.T) {
 	done, err := w.RunUntil(context.Background(), tick, 2*time.Hour, func() bool { return len(acceptedCompletions(w)) == 1 })
 	require.NoError(t, err)
 	require.True(t, done)
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	require.NoError(t, w.Agent.RunOnce(context.Background()))
 
 	st := faults.Stats()
@@ -119,7 +119,7 @@ func TestHeartbeatsAndReactionsTakeTheLimitersPriorityLane(t *testing.T) {
 // out after a known number of looks, and counts the looks per group.
 type clockStepObserver struct {
 	model.NopObserver
-	w     **demo.World
+	w     **testworld.World
 	step  time.Duration
 	mu    sync.Mutex
 	looks map[string]int
@@ -138,13 +138,13 @@ func (o *clockStepObserver) TargetObserved(t model.Target, _ model.GroupView, _ 
 // six passes each the same number of times (a pass always beginning at the first group would never reach
 // the last three).
 func TestAPassThatYieldsLeavesNoTargetOutForever(t *testing.T) {
-	var groups []demo.GroupSetup
+	var groups []testworld.GroupSetup
 	for i := range 6 {
-		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("g%d", i), Cluster: "c1", Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
+		groups = append(groups, testworld.GroupSetup{Name: fmt.Sprintf("g%d", i), Cluster: "c1", Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
 	}
-	var w *demo.World
+	var w *testworld.World
 	obs := &clockStepObserver{w: &w, looks: map[string]int{}}
-	w = build(t, demo.Spec{Groups: groups, Observer: obs})
+	w = build(t, testworld.Spec{Groups: groups, Observer: obs})
 	settle(t, w, 30*time.Second)
 	ctx := context.Background()
 	obs.step = 3 * time.Second
@@ -177,18 +177,18 @@ func TestAPassThatYieldsLeavesNoTargetOutForever(t *testing.T) {
 // launch template version is started. (Resuming at the smallest name left out would send every second pass back to g0: g6,
 // g7 and g8 would never be looked at and never get their version.)
 func TestIdleGroupsGetTheirVersionWhileEveryPassIsCut(t *testing.T) {
-	var groups []demo.GroupSetup
+	var groups []testworld.GroupSetup
 	for i := range 9 {
-		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("g%d", i), Cluster: "c1", Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
+		groups = append(groups, testworld.GroupSetup{Name: fmt.Sprintf("g%d", i), Cluster: "c1", Parameter: "/golden/fleet", Min: 1, Max: 2, Desired: 1})
 	}
-	var w *demo.World
+	var w *testworld.World
 	obs := &clockStepObserver{w: &w, looks: map[string]int{}}
-	w = build(t, demo.Spec{Groups: groups, Observer: obs})
+	w = build(t, testworld.Spec{Groups: groups, Observer: obs})
 	settle(t, w, 30*time.Second)
 	ctx := context.Background()
-	w.RegisterAMI(demo.ImageB)
-	w.Account.PutParameter("/golden/fleet", demo.ImageB) // no message: the pass's poll finds it
-	w.Account.Advance(11 * time.Minute)                  // the parameter poll (10 min) is due
+	w.RegisterAMI(testworld.ImageB)
+	w.Account.PutParameter("/golden/fleet", testworld.ImageB) // no message: the pass's poll finds it
+	w.Account.Advance(11 * time.Minute)                       // the parameter poll (10 min) is due
 	obs.mu.Lock()
 	obs.step, obs.looks = 3*time.Second, map[string]int{}
 	obs.mu.Unlock()
@@ -220,11 +220,11 @@ func TestIdleGroupsGetTheirVersionWhileEveryPassIsCut(t *testing.T) {
 // kept (the next full pass does not describe 500 instances again); the next full pass — the safety poll — reads
 // every page again and sees all 251 groups.
 func TestALookAtAFewTargetsDescribesOnlyThoseGroups(t *testing.T) {
-	groups := []demo.GroupSetup{{Name: "solo", Cluster: "c-solo", Parameter: "/golden/solo", Min: 2, Max: 3, Desired: 2}}
+	groups := []testworld.GroupSetup{{Name: "solo", Cluster: "c-solo", Parameter: "/golden/solo", Min: 2, Max: 3, Desired: 2}}
 	for i := range 250 {
-		groups = append(groups, demo.GroupSetup{Name: fmt.Sprintf("f%03d", i), Cluster: fmt.Sprintf("c%02d", i/10), Parameter: "/golden/fleet", Min: 2, Max: 3, Desired: 2})
+		groups = append(groups, testworld.GroupSetup{Name: fmt.Sprintf("f%03d", i), Cluster: fmt.Sprintf("c%02d", i/10), Parameter: "/golden/fleet", Min: 2, Max: 3, Desired: 2})
 	}
-	w := build(t, demo.Spec{Groups: groups, Workers: 4})
+	w := build(t, testworld.Spec{Groups: groups, Workers: 4})
 	ctx := context.Background()
 	require.NoError(t, w.Agent.Reconcile(ctx))
 	for visible, _ := w.Account.QueueDepth(w.QueueURL); visible > 0; visible, _ = w.Account.QueueDepth(w.QueueURL) {
@@ -236,12 +236,12 @@ func TestALookAtAFewTargetsDescribesOnlyThoseGroups(t *testing.T) {
 	const describe = "autoscaling:DescribeAutoScalingGroups"
 
 	before := w.Account.Calls()
-	w.PublishAMI("/golden/solo", demo.ImageB)
+	w.PublishAMI("/golden/solo", testworld.ImageB)
 	_, err := w.Agent.Consumer.PollOnce(ctx, 0)
 	require.NoError(t, err)
 	after := w.Account.Calls()
 	require.Equal(t, 1, after[describe]-before[describe], "the reaction describes solo by name, not every page of the fleet")
-	require.Equal(t, demo.ImageB, w.Rollout(ctx, "solo").TargetImageID)
+	require.Equal(t, testworld.ImageB, w.Rollout(ctx, "solo").TargetImageID)
 	requireRefreshOnNewVersion(t, w, "solo")
 	require.Equal(t, cached, w.Agent.CachedImages(), "the look kept the other groups' cached AMIs")
 

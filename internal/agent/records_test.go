@@ -8,11 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // readCounting counts the rollout record reads of a store: listings (ListRollouts) and single reads
@@ -47,10 +47,10 @@ func (s *readCounting) take() (lists, gets int) {
 }
 
 // recordsWorld is one group "g" on ImageA whose store counts rollout reads, after one full pass.
-func recordsWorld(t *testing.T, tags map[string]string) (*demo.World, *readCounting) {
+func recordsWorld(t *testing.T, tags map[string]string) (*testworld.World, *readCounting) {
 	t.Helper()
 	store := &readCounting{Store: state.NewMemory()}
-	w, err := demo.Build(demo.Spec{Store: store, Groups: []demo.GroupSetup{{Name: "g", Cluster: "c", Parameter: "/golden/g",
+	w, err := testworld.Build(testworld.Spec{Store: store, Groups: []testworld.GroupSetup{{Name: "g", Cluster: "c", Parameter: "/golden/g",
 		Min: 2, Max: 3, Desired: 2, Tags: tags}}})
 	require.NoError(t, err)
 	require.NoError(t, w.Agent.Reconcile(context.Background()))
@@ -60,7 +60,7 @@ func recordsWorld(t *testing.T, tags map[string]string) (*demo.World, *readCount
 
 // parameterChanged publishes image on g's parameter and hands the agent its Parameter Store Change: a look
 // at g alone (not a full pass).
-func parameterChanged(t *testing.T, w *demo.World, id, image string) {
+func parameterChanged(t *testing.T, w *testworld.World, id, image string) {
 	t.Helper()
 	w.RegisterAMI(image)
 	w.Account.PutParameter("/golden/g", image)
@@ -71,7 +71,7 @@ func parameterChanged(t *testing.T, w *demo.World, id, image string) {
 }
 
 // wokenLook hands the agent a wake-up naming g and runs the look it asks for.
-func wokenLook(t *testing.T, w *demo.World) {
+func wokenLook(t *testing.T, w *testworld.World) {
 	t.Helper()
 	ctx := context.Background()
 	disp, err := w.Agent.Handle(ctx, events.Event{Kind: events.KindWakeUp, Group: "g", Wake: &events.WakeUp{Group: "g"}})
@@ -85,7 +85,7 @@ func wokenLook(t *testing.T, w *demo.World) {
 // again.
 func TestLookAtAFewTargetsReadsNoRolloutRecordTheAgentKeptAndTheSafetyPollListsThemAll(t *testing.T) {
 	w, store := recordsWorld(t, nil)
-	parameterChanged(t, w, "p1", demo.ImageB)
+	parameterChanged(t, w, "p1", testworld.ImageB)
 	r := w.Rollout(context.Background(), "g")
 	require.NotEqual(t, state.PhaseIdle, r.Phase, "the parameter change's look detected the new AMI")
 	lists, gets := store.take()
@@ -115,18 +115,18 @@ func TestKeptRecordIsReadAgainAfterItsConditionalWriteFails(t *testing.T) {
 	other, err := w.Store.PutRollout(ctx, r)
 	require.NoError(t, err)
 
-	parameterChanged(t, w, "p1", demo.ImageB)
+	parameterChanged(t, w, "p1", testworld.ImageB)
 	r = w.Rollout(ctx, "g")
 	require.Equal(t, state.PhaseIdle, r.Phase, "the detection written on the kept record lost its version condition")
 	require.Equal(t, other.Version, r.Version, "nothing was written")
 	store.take()
 
-	parameterChanged(t, w, "p2", demo.ImageB)
+	parameterChanged(t, w, "p2", testworld.ImageB)
 	_, gets := store.take()
 	require.GreaterOrEqual(t, gets, 1, "the look after the lost write read the record from the store")
 	r = w.Rollout(ctx, "g")
 	require.NotEqual(t, state.PhaseIdle, r.Phase, "the next look acted on the record as stored")
-	require.Equal(t, demo.ImageB, r.TargetImageID)
+	require.Equal(t, testworld.ImageB, r.TargetImageID)
 	require.Empty(t, w.Checker.Finish())
 }
 
@@ -135,10 +135,10 @@ func TestKeptRecordIsReadAgainAfterItsConditionalWriteFails(t *testing.T) {
 // older version: mutant 86 keeps the kept one); a woken look without either keeps waiting on the record it
 // kept, which only delays the rollout (the approval is not lost).
 func TestOperatorWriteIsSeenByTheOperatorWakeUpsLookAndByTheSafetyPoll(t *testing.T) {
-	approved := func(t *testing.T, w *demo.World) state.Rollout {
+	approved := func(t *testing.T, w *testworld.World) state.Rollout {
 		t.Helper()
 		ctx := context.Background()
-		parameterChanged(t, w, "p1", demo.ImageB)
+		parameterChanged(t, w, "p1", testworld.ImageB)
 		r := w.Rollout(ctx, "g")
 		for i := 0; i < 3 && !operator.WaitingForApproval(r); i++ {
 			wokenLook(t, w) // the AMI gate, then the approval gate
@@ -155,13 +155,13 @@ func TestOperatorWriteIsSeenByTheOperatorWakeUpsLookAndByTheSafetyPoll(t *testin
 	manual := map[string]string{model.TagApproval: "manual"}
 	for _, tc := range []struct {
 		name string
-		look func(t *testing.T, w *demo.World)
+		look func(t *testing.T, w *testworld.World)
 	}{
-		{"operator wake-up", func(t *testing.T, w *demo.World) {
+		{"operator wake-up", func(t *testing.T, w *testworld.World) {
 			w.Agent.Reread("g")
 			wokenLook(t, w)
 		}},
-		{"safety poll", func(t *testing.T, w *demo.World) {
+		{"safety poll", func(t *testing.T, w *testworld.World) {
 			w.Account.Clock().Step(time.Second)
 			require.NoError(t, w.Agent.Reconcile(context.Background()))
 		}},

@@ -10,13 +10,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/crash"
 )
 
 // everywhereCase is a kind of group rolled by instance refresh beyond the plain one: built by build (the
@@ -26,16 +27,16 @@ import (
 type everywhereCase struct {
 	name  string
 	group string
-	build func() (*demo.World, error)
-	roll  func(ctx context.Context, w *demo.World) error
+	build func() (*testworld.World, error)
+	roll  func(ctx context.Context, w *testworld.World) error
 	image string
-	final func(w *demo.World) error
+	final func(w *testworld.World) error
 }
 
 // buildEverywhere builds spec's world with the rule that the agent writes no desired capacity, then setup.
-func buildEverywhere(spec demo.Spec, setup func(w *demo.World) error) func() (*demo.World, error) {
-	return func() (*demo.World, error) {
-		w, err := demo.Build(spec)
+func buildEverywhere(spec testworld.Spec, setup func(w *testworld.World) error) func() (*testworld.World, error) {
+	return func() (*testworld.World, error) {
+		w, err := testworld.Build(spec)
 		if err != nil {
 			return nil, err
 		}
@@ -51,23 +52,23 @@ func buildEverywhere(spec demo.Spec, setup func(w *demo.World) error) func() (*d
 // rollout started), a mixed-instances group (a MixedInstancesPolicy desired configuration), and a maximum
 // instance age (a refresh that replaces every instance, on the AMI they already run).
 func everywhereCases() []everywhereCase {
-	warm := demo.GroupSetup{Name: "warm", Min: 2, Max: 5, Desired: 2}
+	warm := testworld.GroupSetup{Name: "warm", Min: 2, Max: 5, Desired: 2}
 	warmSpec := oneGroup(&warm)
 	warmSpec.Sim.RefreshDrawsOutdatedPoolInstances = true
 	var oldEntered []string
-	mixed := demo.GroupSetup{Name: "mixed", Min: 2, Max: 5, Desired: 3, MixedInstances: true,
+	mixed := testworld.GroupSetup{Name: "mixed", Min: 2, Max: 5, Desired: 3, MixedInstances: true,
 		Overrides: []string{"m7g.large", "m6g.large"}}
-	aged := demo.GroupSetup{Name: "aged", Min: 3, Max: 6, Desired: 3,
+	aged := testworld.GroupSetup{Name: "aged", Min: 3, Max: 6, Desired: 3,
 		Tags: map[string]string{model.TagMaxInstanceAge: "1d"}}
-	publishTo := func(g demo.GroupSetup) func(ctx context.Context, w *demo.World) error {
-		return func(ctx context.Context, w *demo.World) error {
-			w.PublishAMI(g.Parameter, demo.ImageB)
+	publishTo := func(g testworld.GroupSetup) func(ctx context.Context, w *testworld.World) error {
+		return func(ctx context.Context, w *testworld.World) error {
+			w.PublishAMI(g.Parameter, testworld.ImageB)
 			return nil
 		}
 	}
 	return []everywhereCase{
-		{name: "warm pool with ReuseOnScaleIn", group: warm.Name, image: demo.ImageB,
-			build: buildEverywhere(warmSpec, func(w *demo.World) error {
+		{name: "warm pool with ReuseOnScaleIn", group: warm.Name, image: testworld.ImageB,
+			build: buildEverywhere(warmSpec, func(w *testworld.World) error {
 				oldEntered = nil
 				if err := w.Account.PutWarmPool(warm.Name, sim.WarmPoolSpec{MinSize: 2, ReuseOnScaleIn: true}); err != nil {
 					return err
@@ -85,7 +86,7 @@ func everywhereCases() []everywhereCase {
 						return
 					}
 					for _, i := range v.Group(warm.Name).Instances {
-						if i.LifecycleState == "InService" && i.ImageID != demo.ImageB && !serving[i.ID] {
+						if i.LifecycleState == "InService" && i.ImageID != testworld.ImageB && !serving[i.ID] {
 							serving[i.ID] = true
 							oldEntered = append(oldEntered, i.ID)
 						}
@@ -93,8 +94,8 @@ func everywhereCases() []everywhereCase {
 				})
 				return nil
 			}),
-			roll: func(ctx context.Context, w *demo.World) error {
-				w.PublishAMI(warm.Parameter, demo.ImageB)
+			roll: func(ctx context.Context, w *testworld.World) error {
+				w.PublishAMI(warm.Parameter, testworld.ImageB)
 				if _, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 					r := w.Rollout(ctx, warm.Name)
 					return r.Refresh != nil && r.Refresh.Status == providers.RefreshInProgress
@@ -103,30 +104,30 @@ func everywhereCases() []everywhereCase {
 				}
 				return w.Account.SetDesiredCapacity(warm.Name, 4) // another writer scales out: the pool is drawn on
 			},
-			final: func(w *demo.World) error {
+			final: func(w *testworld.World) error {
 				if len(oldEntered) > 0 {
 					return fmt.Errorf("old-AMI instances entered service from the pool: %v", oldEntered)
 				}
 				for _, i := range w.Account.WarmPool(warm.Name) {
-					if i.ImageID != demo.ImageB {
+					if i.ImageID != testworld.ImageB {
 						return fmt.Errorf("pool instance %s runs %s", i.ID, i.ImageID)
 					}
 				}
 				return nil
 			}},
-		{name: "mixed instances", group: mixed.Name, image: demo.ImageB, build: buildEverywhere(oneGroup(&mixed), nil), roll: publishTo(mixed),
-			final: func(w *demo.World) error {
+		{name: "mixed instances", group: mixed.Name, image: testworld.ImageB, build: buildEverywhere(oneGroup(&mixed), nil), roll: publishTo(mixed),
+			final: func(w *testworld.World) error {
 				if r := w.Rollout(context.Background(), mixed.Name); r.Refresh == nil || !r.Refresh.MixedInstances {
 					return errors.New("the refresh did not name a MixedInstancesPolicy")
 				}
 				return nil
 			}},
-		{name: "maximum instance age", group: aged.Name, image: demo.ImageA, build: buildEverywhere(oneGroup(&aged), nil),
-			roll: func(ctx context.Context, w *demo.World) error {
+		{name: "maximum instance age", group: aged.Name, image: testworld.ImageA, build: buildEverywhere(oneGroup(&aged), nil),
+			roll: func(ctx context.Context, w *testworld.World) error {
 				_, err := w.RunUntil(ctx, 10*time.Minute, 23*time.Hour+50*time.Minute, func() bool { return false })
 				return err
 			},
-			final: func(w *demo.World) error {
+			final: func(w *testworld.World) error {
 				if r := w.Rollout(context.Background(), aged.Name); r.Trigger != engine.TriggerMaxInstanceAge || r.Refresh == nil || !r.Refresh.ReplaceAll {
 					return fmt.Errorf("not a maximum-age refresh of every instance: %+v", r)
 				}
@@ -137,7 +138,7 @@ func everywhereCases() []everywhereCase {
 
 // playEverywhere rolls c's world, calls rolled (when set), and runs until the rollout completes and every
 // message is handled, then 15 minutes more.
-func playEverywhere(ctx context.Context, w *demo.World, c everywhereCase, rolled func()) error {
+func playEverywhere(ctx context.Context, w *testworld.World, c everywhereCase, rolled func()) error {
 	if err := c.roll(ctx, w); err != nil {
 		return err
 	}
@@ -164,7 +165,7 @@ func playEverywhere(ctx context.Context, w *demo.World, c everywhereCase, rolled
 
 // judgeEverywhere is the end check shared by every run of c: one refresh, no capacity write by the agent,
 // every staying instance InService on c.image, then c.final.
-func judgeEverywhere(w *demo.World, c everywhereCase) error {
+func judgeEverywhere(w *testworld.World, c everywhereCase) error {
 	if n := refreshCalls(w, "autoscaling:StartInstanceRefresh"); n != 1 {
 		return fmt.Errorf("%d StartInstanceRefresh calls, want 1", n)
 	}
@@ -215,9 +216,9 @@ func TestRefreshEverywhereCompletesBesideAWriterAndUnderTheCrashMatrix(t *testin
 			})
 		}
 		t.Run(c.name+" crash matrix", func(t *testing.T) {
-			runCrashMatrix(t, demo.CrashScenario{Name: c.name, Build: c.build,
-				Drive: func(w *demo.World) error { return playEverywhere(context.Background(), w, c, nil) },
-				Final: func(w *demo.World) error {
+			runCrashMatrix(t, crash.CrashScenario{Name: c.name, Build: c.build,
+				Drive: func(w *testworld.World) error { return playEverywhere(context.Background(), w, c, nil) },
+				Final: func(w *testworld.World) error {
 					if err := judgeEverywhere(w, c); err != nil {
 						return err
 					}

@@ -13,25 +13,28 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/checker"
+	"github.com/patch-agent/patch-agent/internal/testworld/crash"
+	"github.com/patch-agent/patch-agent/internal/testworld/kubesim"
 )
 
 // refreshGroup is an ECS group of desired 10 rolled by instance refresh in batches of batch, with room above
 // desired for one batch and the agent's launching and terminating hooks.
-func refreshGroup(batch int) demo.GroupSetup {
-	return demo.GroupSetup{Name: "rf", Min: 2, Max: int32(10 + batch), Desired: 10,
+func refreshGroup(batch int) testworld.GroupSetup {
+	return testworld.GroupSetup{Name: "rf", Min: 2, Max: int32(10 + batch), Desired: 10,
 		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh, model.TagBatchSize: fmt.Sprint(batch)}}
 }
 
 // buildRefresh builds the world of g with the rule that the agent never writes desired capacity on, and with
 // the PodDisruptionBudget of its Deployment watched (watchPodDisruptionBudget).
-func buildRefresh(t *testing.T, spec demo.Spec) *demo.World {
+func buildRefresh(t *testing.T, spec testworld.Spec) *testworld.World {
 	t.Helper()
 	w := build(t, spec)
 	watchPodDisruptionBudget(w)
@@ -44,13 +47,13 @@ func buildRefresh(t *testing.T, spec demo.Spec) *demo.World {
 // world's clock, once a step, it counts the Deployment's Ready pods, and it records a violation each time they
 // fall below the budget's minAvailable. A pod lost in a step is not Ready again before the next one (a new pod
 // takes PodStartDelay, two ticks), so w.Checker.Finish() empty also says that the budget held throughout.
-func watchPodDisruptionBudget(w *demo.World) {
+func watchPodDisruptionBudget(w *testworld.World) {
 	if w.Kube == nil || w.Kube.Workload.MinAvailable == 0 || w.Checker.Nodes == nil {
 		return
 	}
 	nodes, minAvailable, below := w.Checker.Nodes, w.Kube.Workload.MinAvailable, false
 	var seen time.Time
-	w.Checker.Nodes = func() (map[string]demo.NodeObservation, error) {
+	w.Checker.Nodes = func() (map[string]kubesim.NodeObservation, error) {
 		now := w.Account.Clock().Now()
 		if now.Equal(seen) {
 			return nodes()
@@ -61,7 +64,7 @@ func watchPodDisruptionBudget(w *demo.World) {
 			return nil, err
 		}
 		if ready < minAvailable && !below {
-			w.Checker.Violations = append(w.Checker.Violations, demo.Violation{At: w.Account.Clock().Now(),
+			w.Checker.Violations = append(w.Checker.Violations, checker.Violation{At: w.Account.Clock().Now(),
 				Detail: fmt.Sprintf("PodDisruptionBudget web (minAvailable %d) violated: %d Ready pods", minAvailable, ready)})
 		}
 		below = ready < minAvailable
@@ -74,19 +77,19 @@ type refreshPlatform struct {
 	name string
 	// spec is a world with one group (spec.Groups[0]) of desired 10 rolled by instance refresh in batches of
 	// batch, with room above desired for one batch and the agent's launching and terminating hooks.
-	spec func(batch int) demo.Spec
+	spec func(batch int) testworld.Spec
 }
 
 // refreshPlatforms are a plain ECS group (refreshGroup) and an EKS self-managed group whose nodes run a
 // Deployment under a PodDisruptionBudget (eksRefreshSpec).
 var refreshPlatforms = []refreshPlatform{
-	{"ECS", func(batch int) demo.Spec { g := refreshGroup(batch); return oneGroup(&g) }},
-	{"EKS", func(batch int) demo.Spec { s, _ := eksRefreshSpec(batch); return s }},
+	{"ECS", func(batch int) testworld.Spec { g := refreshGroup(batch); return oneGroup(&g) }},
+	{"EKS", func(batch int) testworld.Spec { s, _ := eksRefreshSpec(batch); return s }},
 }
 
 // publish publishes image as the next AMI of g: on its parameter, or on the public EKS-optimized parameter
 // of an EKS group with AMI source auto.
-func publish(w *demo.World, g demo.GroupSetup, image string) {
+func publish(w *testworld.World, g testworld.GroupSetup, image string) {
 	if param := w.EKSParameter(g.Name); param != "" {
 		w.PublishPublicAMI(param, image)
 		return
@@ -95,13 +98,13 @@ func publish(w *demo.World, g demo.GroupSetup, image string) {
 }
 
 // refreshCalls counts the agent's calls of op ("autoscaling:StartInstanceRefresh") in the account's call log.
-func refreshCalls(w *demo.World, op string) int { return w.Account.Calls()[op] }
+func refreshCalls(w *testworld.World, op string) int { return w.Account.Calls()[op] }
 
 // requireNoCapacityWrites asserts from the account's capacity writes that the agent wrote no desired capacity
 // and no MaxSize of group: no SetDesiredCapacity, no decrementing termination, no UpdateAutoScalingGroup that
 // changes either; and from its call log that the agent made no SetInstanceProtection, SetDesiredCapacity or
 // UpdateAutoScalingGroup call at all (the worlds of these tests have no other group the agent rolls).
-func requireNoCapacityWrites(t *testing.T, w *demo.World, group string) {
+func requireNoCapacityWrites(t *testing.T, w *testworld.World, group string) {
 	t.Helper()
 	for _, op := range []string{"autoscaling:SetInstanceProtection", "autoscaling:SetDesiredCapacity", "autoscaling:UpdateAutoScalingGroup"} {
 		require.Zero(t, w.Account.Calls()[op], "the agent called %s", op)
@@ -123,7 +126,7 @@ func TestRefreshRollsAnECSGroupInBatchesWithoutWritingDesiredCapacity(t *testing
 			spec.Policy = engine.DefaultPolicy()
 			spec.Policy.ClusterBudget = budget
 			w := buildRefresh(t, spec)
-			w.PublishAMI(g.Parameter, demo.ImageB)
+			w.PublishAMI(g.Parameter, testworld.ImageB)
 			draining, running := 0, 0
 			r := runTo(t, w, 3*time.Hour, "completed", func(r state.Rollout) bool {
 				d, n := 0, 0
@@ -136,13 +139,13 @@ func TestRefreshRollsAnECSGroupInBatchesWithoutWritingDesiredCapacity(t *testing
 					}
 				}
 				draining, running = max(draining, d), max(running, n)
-				return ended(demo.ImageB)(r)
+				return ended(testworld.ImageB)(r)
 			}, g.Name)
 			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 			require.Equal(t, budget, draining, "drains at once: the per-cluster budget")
 			require.LessOrEqual(t, running, 10+batch, "at most the batch above desired capacity (MaxHealthyPercentage)")
 			settle(t, w, 10*time.Minute)
-			requireAllOn(t, w, g.Name, demo.ImageB, desiredNow(w, g.Name))
+			requireAllOn(t, w, g.Name, testworld.ImageB, desiredNow(w, g.Name))
 			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "one refresh per rollout")
 			require.Equal(t, int32(100+10*batch), r.Refresh.MaxHealthyPercentage)
 			requireNoCapacityWrites(t, w, g.Name)
@@ -159,7 +162,7 @@ func writerSeeds(t *testing.T) []uint64 {
 
 // besideWriter starts a random writer of group's desired capacity with seed (none for seed 0) and returns the
 // function that stops it.
-func besideWriter(w *demo.World, group string, seed uint64) func() {
+func besideWriter(w *testworld.World, group string, seed uint64) func() {
 	if seed == 0 {
 		return func() {}
 	}
@@ -170,7 +173,7 @@ func besideWriter(w *demo.World, group string, seed uint64) func() {
 // endsOn stops the other writer, lets the world settle 10 minutes and asserts the end of a refresh scenario:
 // every instance the group's desired capacity asks for on image, no capacity written by the agent, every
 // invariant held.
-func endsOn(t *testing.T, w *demo.World, group, image string, stop func()) {
+func endsOn(t *testing.T, w *testworld.World, group, image string, stop func()) {
 	t.Helper()
 	stop()
 	settle(t, w, 10*time.Minute)
@@ -179,10 +182,10 @@ func endsOn(t *testing.T, w *demo.World, group, image string, stop func()) {
 	require.Empty(t, w.Checker.Finish())
 }
 
-func desiredNow(w *demo.World, group string) int { return int(w.Account.Group(group).Desired) }
+func desiredNow(w *testworld.World, group string) int { return int(w.Account.Group(group).Desired) }
 
 // runTo runs the world until done, failing the test when it does not come within limit.
-func runTo(t *testing.T, w *demo.World, limit time.Duration, what string, done func(state.Rollout) bool, group string) state.Rollout {
+func runTo(t *testing.T, w *testworld.World, limit time.Duration, what string, done func(state.Rollout) bool, group string) state.Rollout {
 	t.Helper()
 	ctx := context.Background()
 	ok, err := w.RunUntil(ctx, tick, limit, func() bool { return done(w.Rollout(ctx, group)) })
@@ -225,14 +228,14 @@ func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
 // playBadAMIRefresh rolls the group of spec to the bad ImageB beside a random writer of seed (none for 0) and
 // asserts the halt at the first ABANDON, the launches in flight abandoned at once, the rollback to ImageA and
 // every invariant.
-func playBadAMIRefresh(t *testing.T, spec demo.Spec, seed uint64) {
+func playBadAMIRefresh(t *testing.T, spec testworld.Spec, seed uint64) {
 	t.Helper()
 	g := spec.Groups[0]
 	w := buildRefresh(t, spec)
 	stop := besideWriter(w, g.Name, seed)
-	w.Account.MarkImageUnhealthy(demo.ImageB)
-	publish(w, g, demo.ImageB)
-	r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+	w.Account.MarkImageUnhealthy(testworld.ImageB)
+	publish(w, g, testworld.ImageB)
+	r := runTo(t, w, 3*time.Hour, "rolled back", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
 	require.Contains(t, r.Reason, "ABANDON")
 	var first *sim.Completion
@@ -266,12 +269,12 @@ func playBadAMIRefresh(t *testing.T, spec demo.Spec, seed uint64) {
 		rolledBack.Format(time.TimeOnly), abandons)
 	require.Less(t, rolledBack.Sub(first.At), 10*time.Minute,
 		"a launch of the halted AMI in flight is abandoned at once, not at its health deadline (10m)")
-	endsOn(t, w, g.Name, demo.ImageA, stop)
+	endsOn(t, w, g.Name, testworld.ImageA, stop)
 }
 
 // A pause cancels the agent's refresh; resume starts a new one that skips the instances already on the target.
 func TestRefreshPausedIsCancelledAndResumedByANewRefresh(t *testing.T) {
-	midRefreshWorlds(t, func(t *testing.T, w *demo.World, g demo.GroupSetup, stop func()) {
+	midRefreshWorlds(t, func(t *testing.T, w *testworld.World, g testworld.GroupSetup, stop func()) {
 		ctx := context.Background()
 		require.NoError(t, operator.Pause(ctx, w.Store, g.Name, "game day", "bob", time.Time{}, w.Account.Clock().Now()))
 		r := runTo(t, w, time.Hour, "waiting on the pause", func(r state.Rollout) bool { return r.Phase == state.PhaseWaiting }, g.Name)
@@ -281,18 +284,18 @@ func TestRefreshPausedIsCancelledAndResumedByANewRefresh(t *testing.T) {
 		require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "nothing starts while paused")
 		_, err := operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
 		require.NoError(t, err)
-		r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
+		r = runTo(t, w, 3*time.Hour, "completed", ended(testworld.ImageB), g.Name)
 		require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 		starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
 		require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
-		endsOn(t, w, g.Name, demo.ImageB, stop)
+		endsOn(t, w, g.Name, testworld.ImageB, stop)
 		t.Logf("%d windows", starts)
 	})
 }
 
 // A newer AMI mid-refresh cancels it; the newer AMI goes through the gates and its own refresh.
 func TestRefreshSupersededByANewerAMI(t *testing.T) {
-	midRefreshWorlds(t, func(t *testing.T, w *demo.World, g demo.GroupSetup, stop func()) {
+	midRefreshWorlds(t, func(t *testing.T, w *testworld.World, g testworld.GroupSetup, stop func()) {
 		publish(w, g, imageC)
 		r := runTo(t, w, 4*time.Hour, "completed on the newer AMI", ended(imageC), g.Name)
 		require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
@@ -304,14 +307,14 @@ func TestRefreshSupersededByANewerAMI(t *testing.T) {
 
 // `patch-agent rollback` in the middle of a refresh rolls the group back at once.
 func TestRefreshRolledBackByAnOperatorMidRefresh(t *testing.T) {
-	midRefreshWorlds(t, func(t *testing.T, w *demo.World, g demo.GroupSetup, stop func()) {
+	midRefreshWorlds(t, func(t *testing.T, w *testworld.World, g testworld.GroupSetup, stop func()) {
 		ctx := context.Background()
 		_, err := operator.Rollback(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
 		require.NoError(t, err)
 		r := runTo(t, w, 3*time.Hour, "rolled back", func(r state.Rollout) bool { return !r.Active() }, g.Name)
 		require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
 		require.Contains(t, r.Reason, "manual rollback by alice")
-		endsOn(t, w, g.Name, demo.ImageA, stop)
+		endsOn(t, w, g.Name, testworld.ImageA, stop)
 	})
 }
 
@@ -329,16 +332,16 @@ func TestRefreshWaitsForARefreshItDidNotStartAndNeverCancelsIt(t *testing.T) {
 				_, err := w.Account.AutoScaling().StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(g.Name),
 					Preferences: &astypes.RefreshPreferences{MinHealthyPercentage: aws.Int32(100), MaxHealthyPercentage: aws.Int32(110)}})
 				require.NoError(t, err)
-				publish(w, g, demo.ImageB)
+				publish(w, g, testworld.ImageB)
 				r := runTo(t, w, time.Hour, "waiting for the foreign refresh", func(r state.Rollout) bool {
 					return r.Phase == state.PhaseWaiting && strings.Contains(r.Reason, "not started by patch-agent")
 				}, g.Name)
 				require.Contains(t, r.Reason, "patch-agent never cancels it")
-				r = runTo(t, w, 6*time.Hour, "completed", ended(demo.ImageB), g.Name)
+				r = runTo(t, w, 6*time.Hour, "completed", ended(testworld.ImageB), g.Name)
 				require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 				require.Zero(t, refreshCalls(w, "autoscaling:CancelInstanceRefresh"), "the foreign refresh is never cancelled")
 				require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the foreign one and the agent's")
-				endsOn(t, w, g.Name, demo.ImageB, stop)
+				endsOn(t, w, g.Name, testworld.ImageB, stop)
 			})
 		}
 	}
@@ -353,11 +356,11 @@ func TestRefreshOfAGroupAtMaxSizeWaitsAndSaysSo(t *testing.T) {
 			g := &spec.Groups[0]
 			g.Max = g.Desired
 			w := buildRefresh(t, spec)
-			publish(w, *g, demo.ImageB)
+			publish(w, *g, testworld.ImageB)
 			r := runTo(t, w, time.Hour, "waiting for room", func(r state.Rollout) bool { return strings.Contains(r.Reason, "at its MaxSize (10)") }, g.Name)
 			require.Equal(t, state.PhaseReplacing, r.Phase)
 			settle(t, w, 30*time.Minute)
-			requireAllOn(t, w, g.Name, demo.ImageA, 10)
+			requireAllOn(t, w, g.Name, testworld.ImageA, 10)
 			requireNoCapacityWrites(t, w, g.Name)
 			require.Empty(t, w.Checker.Finish())
 		})
@@ -369,28 +372,28 @@ func TestRefreshOfAGroupAtMaxSizeWaitsAndSaysSo(t *testing.T) {
 // (the rollout's and the one back); else Completed on ImageB with exactly one. In both, the agent writes no
 // desired capacity and every lifecycle action and queue message is settled at the end: a crash at any effect,
 // or a lost answer of StartInstanceRefresh, never starts a refresh more (C27).
-func refreshCrash(name string, spec demo.Spec, bad bool) demo.CrashScenario {
+func refreshCrash(name string, spec testworld.Spec, bad bool) crash.CrashScenario {
 	g := spec.Groups[0]
-	phase, image, starts, after := state.PhaseCompleted, demo.ImageB, 1, 10*time.Minute
+	phase, image, starts, after := state.PhaseCompleted, testworld.ImageB, 1, 10*time.Minute
 	if bad {
-		phase, image, starts, after = state.PhaseRolledBack, demo.ImageA, 2, 20*time.Minute
+		phase, image, starts, after = state.PhaseRolledBack, testworld.ImageA, 2, 20*time.Minute
 	}
-	return demo.CrashScenario{
+	return crash.CrashScenario{
 		Name: name,
-		Build: func() (*demo.World, error) {
-			w, err := demo.Build(spec)
+		Build: func() (*testworld.World, error) {
+			w, err := testworld.Build(spec)
 			if err == nil {
 				watchPodDisruptionBudget(w)
 				if bad {
-					w.Account.MarkImageUnhealthy(demo.ImageB)
+					w.Account.MarkImageUnhealthy(testworld.ImageB)
 				}
 			}
 			return w, err
 		},
-		Drive: func(w *demo.World) error {
+		Drive: func(w *testworld.World) error {
 			ctx := context.Background()
-			publish(w, g, demo.ImageB)
-			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
+			publish(w, g, testworld.ImageB)
+			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(testworld.ImageB)(w.Rollout(ctx, g.Name)) })
 			if err != nil {
 				return err
 			}
@@ -400,7 +403,7 @@ func refreshCrash(name string, spec demo.Spec, bad bool) demo.CrashScenario {
 			_, err = w.RunUntil(ctx, tick, after, func() bool { return false })
 			return err
 		},
-		Final: func(w *demo.World) error {
+		Final: func(w *testworld.World) error {
 			if r := w.Rollout(context.Background(), g.Name); r.Phase != phase {
 				return fmt.Errorf("rollout ended %s: %s", r.Phase, r.Reason)
 			}
@@ -424,8 +427,8 @@ func refreshCrash(name string, spec demo.Spec, bad bool) demo.CrashScenario {
 }
 
 // refreshCrashScenario rolls an ECS refresh group of 3 (room for one more) to ImageB.
-func refreshCrashScenario(t *testing.T) demo.CrashScenario {
-	g := demo.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3,
+func refreshCrashScenario(t *testing.T) crash.CrashScenario {
+	g := testworld.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3,
 		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	return refreshCrash("ECS instance refresh", oneGroup(&g), false)
 }
@@ -433,7 +436,7 @@ func refreshCrashScenario(t *testing.T) demo.CrashScenario {
 // eksCrashSpec is eksRefreshSpec's EKS self-managed group cut to desired 2 with room for one more, its
 // Deployment to 4 pods, two on each node, under a PodDisruptionBudget minAvailable 3: a node's second pod is
 // evicted only once the first one's replacement is Ready.
-func eksCrashSpec() demo.Spec {
+func eksCrashSpec() testworld.Spec {
 	spec, _ := eksRefreshSpec(1)
 	g := &spec.Groups[0]
 	g.Min, g.Max, g.Desired = 1, 3, 2
@@ -453,8 +456,8 @@ func TestRefreshCrashMatrixStartsOneRefreshWhateverEffectTheAgentDiesAt(t *testi
 
 // eksRefreshSpec is the demo's EKS self-managed group (Deployment web under a PodDisruptionBudget
 // minAvailable 5, a DaemonSet) with desired 10, rolled by instance refresh in batches of batch.
-func eksRefreshSpec(batch int) (demo.Spec, string) {
-	s := demo.DemoSpec()
+func eksRefreshSpec(batch int) (testworld.Spec, string) {
+	s := testworld.DemoSpec()
 	s.Groups, s.Services = s.Groups[1:], nil
 	g := &s.Groups[0]
 	g.Desired, g.Max = 10, int32(10+batch)
@@ -469,11 +472,11 @@ func TestRefreshRollsAnEKSSelfManagedGroupUnderAPodDisruptionBudget(t *testing.T
 		t.Run(fmt.Sprintf("batch %d of 10", batch), func(t *testing.T) {
 			spec, group := eksRefreshSpec(batch)
 			w := buildRefresh(t, spec)
-			w.PublishPublicAMI(w.EKSParameter(group), demo.ImageB)
-			r := runTo(t, w, 4*time.Hour, "completed", ended(demo.ImageB), group)
+			w.PublishPublicAMI(w.EKSParameter(group), testworld.ImageB)
+			r := runTo(t, w, 4*time.Hour, "completed", ended(testworld.ImageB), group)
 			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 			settle(t, w, time.Minute)
-			requireAllOn(t, w, group, demo.ImageB, 10)
+			requireAllOn(t, w, group, testworld.ImageB, 10)
 			require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
 			requireNoCapacityWrites(t, w, group)
 			require.Empty(t, w.Checker.Finish())
@@ -485,26 +488,26 @@ func TestRefreshRollsAnEKSSelfManagedGroupUnderAPodDisruptionBudget(t *testing.T
 // its desired capacity and an operator terminates an old instance without decrement in the middle of the
 // refresh; every invariant holds (NoDesiredWrites among them), the rollout completes, and the agent's calls
 // write no desired capacity and no MaxSize of the group (C24).
-func playRefreshBesideOthers(t *testing.T, spec demo.Spec, group string, seed uint64) {
+func playRefreshBesideOthers(t *testing.T, spec testworld.Spec, group string, seed uint64) {
 	w := buildRefresh(t, spec)
 	ctx := context.Background()
 	writer := w.Account.StartRandomWriter(sim.RandomWriterSpec{Group: group, Seed: seed})
 	if param := w.EKSParameter(group); param != "" {
-		w.PublishPublicAMI(param, demo.ImageB)
+		w.PublishPublicAMI(param, testworld.ImageB)
 	} else {
-		w.PublishAMI("/golden/"+group, demo.ImageB)
+		w.PublishAMI("/golden/"+group, testworld.ImageB)
 	}
 	operatorDone := ""
 	r := runTo(t, w, 6*time.Hour, "completed", func(r state.Rollout) bool {
 		if operatorDone == "" && midRefresh(r) {
 			for _, i := range w.Account.Group(group).Instances {
-				if i.LifecycleState == "InService" && i.ImageID == demo.ImageA && w.Account.TerminateWithoutDecrement(i.ID) {
+				if i.LifecycleState == "InService" && i.ImageID == testworld.ImageA && w.Account.TerminateWithoutDecrement(i.ID) {
 					operatorDone = i.ID
 					break
 				}
 			}
 		}
-		return operatorDone != "" && ended(demo.ImageB)(r)
+		return operatorDone != "" && ended(testworld.ImageB)(r)
 	}, group)
 	writer.Stop()
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
@@ -554,11 +557,11 @@ func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
 			open := start.Add(2 * time.Minute).Truncate(time.Minute)
 			g.Tags[model.TagMaintenanceWindow] = open.Format("15:04") + "-" + open.Add(30*time.Minute).Format("15:04") + " UTC"
 			w := buildRefresh(t, spec)
-			publish(w, g, demo.ImageB)
+			publish(w, g, testworld.ImageB)
 			// waitingAfter: the rollout ended, or it waits for the next window after the window closing at close.
 			waitingAfter := func(close time.Time) func(state.Rollout) bool {
 				return func(r state.Rollout) bool {
-					return ended(demo.ImageB)(r) || (w.Account.Clock().Now().After(close) && r.Phase == state.PhaseWaiting &&
+					return ended(testworld.ImageB)(r) || (w.Account.Clock().Now().After(close) && r.Phase == state.PhaseWaiting &&
 						r.OnTarget > 0 && strings.Contains(r.Reason, "maintenance window"))
 				}
 			}
@@ -566,7 +569,7 @@ func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
 			require.Equal(t, state.PhaseWaiting, r.Phase, r.Reason)
 			require.Less(t, r.OnTarget, 10, "the window closed before the refresh ended")
 			require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
-			for day := 1; !ended(demo.ImageB)(r); day++ {
+			for day := 1; !ended(testworld.ImageB)(r); day++ {
 				require.Less(t, day, 4, "completed within 4 windows: %+v", r)
 				settle(t, w, time.Hour)
 				next := open.AddDate(0, 0, day)
@@ -578,7 +581,7 @@ func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
 			starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
 			require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
 			settle(t, w, time.Minute)
-			requireAllOn(t, w, g.Name, demo.ImageB, 10)
+			requireAllOn(t, w, g.Name, testworld.ImageB, 10)
 			requireNoCapacityWrites(t, w, g.Name)
 			require.Empty(t, w.Checker.Finish())
 			t.Logf("%d windows", starts)
@@ -592,9 +595,9 @@ func TestTwoRefreshGroupsOfOneClusterDrainWithinTheClusterBudget(t *testing.T) {
 	a, b := refreshGroup(1), refreshGroup(1)
 	a.Name, b.Name, a.Cluster, b.Cluster, a.Desired, b.Desired, a.Max, b.Max = "rf-a", "rf-b", "c1", "c1", 4, 4, 5, 5
 	a.Parameter, b.Parameter = "/golden/shared", "/golden/shared"
-	w := buildRefresh(t, demo.Spec{Groups: []demo.GroupSetup{a, b}, Services: map[string]int{"web": 12}})
+	w := buildRefresh(t, testworld.Spec{Groups: []testworld.GroupSetup{a, b}, Services: map[string]int{"web": 12}})
 	ctx := context.Background()
-	w.PublishAMI("/golden/shared", demo.ImageB)
+	w.PublishAMI("/golden/shared", testworld.ImageB)
 	draining, overlapped := 0, false
 	ok, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
 		d, refreshing := 0, 0
@@ -609,16 +612,16 @@ func TestTwoRefreshGroupsOfOneClusterDrainWithinTheClusterBudget(t *testing.T) {
 			}
 		}
 		draining, overlapped = max(draining, d), overlapped || refreshing == 2
-		return ended(demo.ImageB)(w.Rollout(ctx, a.Name)) && ended(demo.ImageB)(w.Rollout(ctx, b.Name))
+		return ended(testworld.ImageB)(w.Rollout(ctx, a.Name)) && ended(testworld.ImageB)(w.Rollout(ctx, b.Name))
 	})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.True(t, overlapped, "the two refreshes ran side by side")
 	require.Equal(t, 1, draining, "one drain of the cluster at a time")
 	settle(t, w, time.Minute)
-	for _, g := range []demo.GroupSetup{a, b} {
+	for _, g := range []testworld.GroupSetup{a, b} {
 		require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
-		requireAllOn(t, w, g.Name, demo.ImageB, 4)
+		requireAllOn(t, w, g.Name, testworld.ImageB, 4)
 		requireNoCapacityWrites(t, w, g.Name)
 	}
 	require.Empty(t, w.Checker.Finish())
@@ -630,13 +633,13 @@ func TestRefreshShortOfCapacityWaitsAndIsNotRolledBack(t *testing.T) {
 	g := refreshGroup(1)
 	w := buildRefresh(t, oneGroup(&g))
 	w.Account.SetLaunchShortfall(g.Name, sim.Shortfall{})
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	settle(t, w, 90*time.Minute)
 	r := w.Rollout(context.Background(), g.Name)
 	require.Equal(t, state.PhaseReplacing, r.Phase, "not halted, not rolled back: %s", r.Reason)
 	require.Greater(t, w.Account.FailedLaunches(g.Name), 10, "Auto Scaling kept trying")
 	w.Account.ClearLaunchShortfall(g.Name)
-	r = runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
+	r = runTo(t, w, 3*time.Hour, "completed", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"))
 	requireNoCapacityWrites(t, w, g.Name)
@@ -647,7 +650,7 @@ func TestRefreshShortOfCapacityWaitsAndIsNotRolledBack(t *testing.T) {
 // $Default, so Auto Scaling refuses RollbackInstanceRefresh and the agent cancels its refresh and refreshes back
 // to the previous version), with the agent killed after every effect and with every effect's answer lost.
 func TestRefreshCrashMatrixOfABadAMIsRollback(t *testing.T) {
-	g := demo.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2,
+	g := testworld.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2,
 		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	t.Run("ECS", func(t *testing.T) {
 		runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI", oneGroup(&g), true))
@@ -668,8 +671,8 @@ func TestRefreshRollsAGroupWithAnEventDrivenAgent(t *testing.T) {
 	spec.WakeUpEvents = true
 	w := build(t, spec)
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	ok, err := w.RunEvents(ctx, 4*time.Hour, func() bool { return ended(demo.ImageB)(w.Rollout(ctx, g.Name)) })
+	w.PublishAMI(g.Parameter, testworld.ImageB)
+	ok, err := w.RunEvents(ctx, 4*time.Hour, func() bool { return ended(testworld.ImageB)(w.Rollout(ctx, g.Name)) })
 	require.NoError(t, err)
 	require.True(t, ok, "%+v", w.Rollout(ctx, g.Name))
 	r := w.Rollout(ctx, g.Name)
@@ -685,14 +688,14 @@ func TestRefreshRollsAGroupWithAnEventDrivenAgent(t *testing.T) {
 // which Auto Scaling refuses a desired configuration, is not rolled: it waits with a reason that says why and
 // what to do, and the agent starts no refresh and replaces nothing there.
 func TestRefreshOfMixedInstancesGroupsAndInstanceRequirementsGroupsLeftOut(t *testing.T) {
-	mixed := demo.GroupSetup{Name: "mixed", Cluster: "c1", Parameter: "/golden/shared", Min: 2, Max: 5, Desired: 3,
+	mixed := testworld.GroupSetup{Name: "mixed", Cluster: "c1", Parameter: "/golden/shared", Min: 2, Max: 5, Desired: 3,
 		MixedInstances: true, Overrides: []string{"m7g.large", "m6g.large"}}
-	abis := demo.GroupSetup{Name: "abis", Cluster: "c1", Parameter: "/golden/shared", Min: 2, Max: 5, Desired: 3,
+	abis := testworld.GroupSetup{Name: "abis", Cluster: "c1", Parameter: "/golden/shared", Min: 2, Max: 5, Desired: 3,
 		MixedInstances: true, InstanceRequirements: true}
-	w := buildRefresh(t, demo.Spec{Groups: []demo.GroupSetup{mixed, abis}, Services: map[string]int{"web": 6}})
+	w := buildRefresh(t, testworld.Spec{Groups: []testworld.GroupSetup{mixed, abis}, Services: map[string]int{"web": 6}})
 	ctx := context.Background()
-	w.PublishAMI("/golden/shared", demo.ImageB)
-	r := runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), mixed.Name)
+	w.PublishAMI("/golden/shared", testworld.ImageB)
+	r := runTo(t, w, 3*time.Hour, "completed", ended(testworld.ImageB), mixed.Name)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 	require.True(t, r.Refresh.MixedInstances)
 	left := w.Rollout(ctx, abis.Name)
@@ -701,8 +704,8 @@ func TestRefreshOfMixedInstancesGroupsAndInstanceRequirementsGroupsLeftOut(t *te
 	require.Contains(t, left.Reason, "list the instance types in the mixed instances policy")
 	require.Equal(t, 1, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "one refresh, the mixed group's")
 	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, mixed.Name, demo.ImageB, 3)
-	requireAllOn(t, w, abis.Name, demo.ImageA, 3)
+	requireAllOn(t, w, mixed.Name, testworld.ImageB, 3)
+	requireAllOn(t, w, abis.Name, testworld.ImageA, 3)
 	for _, term := range w.Account.Terminations() {
 		require.NotEqual(t, abis.Name, term.Group, "nothing of the left-out group replaced")
 	}
@@ -733,7 +736,7 @@ func TestRefreshWorldsCheckerSeesAPodDisruptionBudgetViolated(t *testing.T) {
 // midRefreshWorlds runs f, for every platform and writer seed, on a world of the platform's group (batch 1)
 // beside the seed's writer (stop stops it), once the group's refresh to ImageB is under way. Beside a writer
 // (seed > 0) an operator also terminates an old instance without decrement at that moment (C24).
-func midRefreshWorlds(t *testing.T, f func(t *testing.T, w *demo.World, g demo.GroupSetup, stop func())) {
+func midRefreshWorlds(t *testing.T, f func(t *testing.T, w *testworld.World, g testworld.GroupSetup, stop func())) {
 	for _, p := range refreshPlatforms {
 		for _, seed := range writerSeeds(t) {
 			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
@@ -741,12 +744,12 @@ func midRefreshWorlds(t *testing.T, f func(t *testing.T, w *demo.World, g demo.G
 				g := spec.Groups[0]
 				w := buildRefresh(t, spec)
 				stop := besideWriter(w, g.Name, seed)
-				publish(w, g, demo.ImageB)
+				publish(w, g, testworld.ImageB)
 				runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
 				if seed != 0 {
 					terminated := ""
 					for _, i := range w.Account.Group(g.Name).Instances {
-						if i.LifecycleState == "InService" && i.ImageID == demo.ImageA && w.Account.TerminateWithoutDecrement(i.ID) {
+						if i.LifecycleState == "InService" && i.ImageID == testworld.ImageA && w.Account.TerminateWithoutDecrement(i.ID) {
 							terminated = i.ID
 							break
 						}

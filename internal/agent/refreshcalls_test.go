@@ -11,11 +11,11 @@ import (
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // A full pass over a group whose instance refresh is under way, while no lifecycle action of it waits (a new
@@ -26,7 +26,7 @@ func TestRefreshUnderWayIsLookedAtWithoutTheClusterAndDescribedOnceWhileNothingM
 	g := refreshGroup(1)
 	w := buildRefresh(t, oneGroup(&g))
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	quiet := func() bool {
 		r := w.Rollout(ctx, g.Name)
 		if !midRefresh(r) {
@@ -65,7 +65,7 @@ func TestTerminatingActionWhoseDrainIsUnderWayIsCheckedOncePerLook(t *testing.T)
 	g := refreshGroup(1)
 	w := buildRefresh(t, oneGroup(&g))
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	act := runToAction(t, w, g.Name, sim.TransitionTerminating, "no drain under way", drainingWithTasks)
 	w.Account.ResetCalls()
 	disp, err := w.Agent.Handle(ctx, events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
@@ -76,7 +76,7 @@ func TestTerminatingActionWhoseDrainIsUnderWayIsCheckedOncePerLook(t *testing.T)
 	require.Equal(t, 1, calls["ecs:DescribeContainerInstances"], "%v", calls)
 	require.Equal(t, 2, calls["ecs:ListTasks"], "%v", calls)
 	require.Zero(t, calls["ecs:UpdateContainerInstancesState"], "%v", calls)
-	r := runTo(t, w, 3*time.Hour, "completed", ended(demo.ImageB), g.Name)
+	r := runTo(t, w, 3*time.Hour, "completed", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 	require.Empty(t, w.Checker.Finish())
 }
@@ -103,7 +103,7 @@ func TestALifecycleActionIsLookedAtWithoutReadingItsRecordWhileItsClaimHolds(t *
 	spec.Store = store
 	w := buildRefresh(t, spec)
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	act := runToAction(t, w, g.Name, sim.TransitionTerminating, "no drain under way", drainingWithTasks)
 	ev := events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
 		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}}
@@ -155,7 +155,7 @@ func (s *markLists) ListDrainMarks(ctx context.Context) ([]state.DrainMark, erro
 // instance that is InService again is seen within the lease TTL and the instance put back ACTIVE; the agent's
 // deletion of that mark makes the next pass list again.
 func TestDrainMarksAreListedAgainOnlyAfterTheAgentsOwnMarkWritesOrALeaseTTL(t *testing.T) {
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	store := &markLists{Store: state.NewMemory()}
 	spec.Store = store
@@ -227,7 +227,7 @@ func TestAFullPassReadsTheRolloutsAndThePauseLocksInOneListing(t *testing.T) {
 	spec.Store = store
 	w := buildRefresh(t, spec)
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	ok, err := w.RunUntil(ctx, time.Second, 2*time.Hour, func() bool { return midRefresh(w.Rollout(ctx, g.Name)) })
 	require.NoError(t, err)
 	require.True(t, ok, "%+v", w.Rollout(ctx, g.Name))
@@ -276,7 +276,7 @@ func TestALaunchingActionsLookUsesTheRolloutRecordTheAgentKeeps(t *testing.T) {
 	spec.Store = store
 	w := buildRefresh(t, spec)
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	act := runToAction(t, w, g.Name, sim.TransitionLaunching, "no launch waiting",
 		func(i sim.InstanceView) bool { return !i.AgentConnected })
 	ev := events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
@@ -298,7 +298,7 @@ func TestALifecycleActionsInstanceIsDescribedAtMostOnceAMinute(t *testing.T) {
 	spec.Sim.TaskStopStageDelay = 2 * time.Minute // a drain that takes several minutes
 	w := buildRefresh(t, spec)
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	act := runToAction(t, w, g.Name, sim.TransitionTerminating, "no drain under way", drainingWithTasks)
 	ev := events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
 		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}}
@@ -324,7 +324,7 @@ func TestALifecycleActionsInstanceIsDescribedAtMostOnceAMinute(t *testing.T) {
 // runToAction runs the world a second at a time (for at most 2 hours) until an active lifecycle action of
 // transition on an instance of group whose instance matches is waiting, and returns it; none is a failure
 // saying what (with the rollout).
-func runToAction(t *testing.T, w *demo.World, group, transition, what string, match func(sim.InstanceView) bool) sim.LifecycleAction {
+func runToAction(t *testing.T, w *testworld.World, group, transition, what string, match func(sim.InstanceView) bool) sim.LifecycleAction {
 	t.Helper()
 	var act sim.LifecycleAction
 	found := func() bool {

@@ -9,9 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // An AMI that failed and was rolled back is rolled again only when an operator asks for it, once the cause is
@@ -19,37 +19,37 @@ import (
 // completes it.
 func TestRetryRollsARolledBackAMIAgainOnceItsCauseIsFixed(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "web", Min: 2, Max: 6, Desired: 3}
+	g := testworld.GroupSetup{Name: "web", Min: 2, Max: 6, Desired: 3}
 	w := build(t, oneGroup(&g))
-	w.Account.MarkImageUnhealthy(demo.ImageB)
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.Account.MarkImageUnhealthy(testworld.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseRolledBack })
 	require.NoError(t, err)
 	require.True(t, done, "rolled back: %+v", w.Rollout(ctx, g.Name))
-	requireAllOn(t, w, g.Name, demo.ImageA, 3)
+	requireAllOn(t, w, g.Name, testworld.ImageA, 3)
 
 	// Without a retry the failed AMI is not rolled again while the source still names it.
 	settle(t, w, 30*time.Minute)
 	require.Equal(t, state.PhaseRolledBack, w.Rollout(ctx, g.Name).Phase)
 
-	w.Account.MarkImageHealthy(demo.ImageB)
+	w.Account.MarkImageHealthy(testworld.ImageB)
 	r, again, err := operator.Retry(ctx, w.Store, g.Name, "ops@example.com", w.Account.Clock().Now())
 	require.NoError(t, err)
-	require.Equal(t, demo.ImageB, again)
-	require.Contains(t, r.Reason, "retry of "+demo.ImageB+" requested by ops@example.com")
+	require.Equal(t, testworld.ImageB, again)
+	require.Contains(t, r.Reason, "retry of "+testworld.ImageB+" requested by ops@example.com")
 	hist, err := w.Store.History(ctx, g.Name)
 	require.NoError(t, err)
 	require.Equal(t, operator.HistoryRetried, hist[len(hist)-1].Event)
 
 	done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 		r := w.Rollout(ctx, g.Name)
-		return r.Phase == state.PhaseCompleted && r.TargetImageID == demo.ImageB
+		return r.Phase == state.PhaseCompleted && r.TargetImageID == testworld.ImageB
 	})
 	require.NoError(t, err)
 	require.True(t, done, "rolled again: %+v", w.Rollout(ctx, g.Name))
-	require.Equal(t, demo.ImageA, w.Rollout(ctx, g.Name).PreviousImageID, "the rollout starts from the AMI the group ran")
+	require.Equal(t, testworld.ImageA, w.Rollout(ctx, g.Name).PreviousImageID, "the rollout starts from the AMI the group ran")
 	settle(t, w, time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 3)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 3)
 	require.Empty(t, w.Checker.Finish())
 
 	// Completed on B with nothing rolled back: nothing to retry.
@@ -65,7 +65,7 @@ func TestRetryOfARefreshSomeoneCancelledFinishesTheRollout(t *testing.T) {
 	ctx := context.Background()
 	g := refreshGroup(1)
 	w := buildRefresh(t, oneGroup(&g))
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	runTo(t, w, time.Hour, "mid-refresh", midRefresh, g.Name)
 	_, err := w.Account.AutoScaling().CancelInstanceRefresh(ctx, &autoscaling.CancelInstanceRefreshInput{AutoScalingGroupName: aws.String(g.Name)})
 	require.NoError(t, err)
@@ -75,12 +75,12 @@ func TestRetryOfARefreshSomeoneCancelledFinishesTheRollout(t *testing.T) {
 
 	_, again, err := operator.Retry(ctx, w.Store, g.Name, "ops@example.com", w.Account.Clock().Now())
 	require.NoError(t, err)
-	require.Equal(t, demo.ImageB, again)
-	r = runTo(t, w, 6*time.Hour, "completed", ended(demo.ImageB), g.Name)
+	require.Equal(t, testworld.ImageB, again)
+	r = runTo(t, w, 6*time.Hour, "completed", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
 	require.Equal(t, 2, refreshCalls(w, "autoscaling:StartInstanceRefresh"), "the cancelled refresh and the one the retry started")
 	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 10)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 10)
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }
@@ -91,18 +91,20 @@ func TestRetryOfARefreshRolledBackFromABadAMICompletesOnceItIsFixed(t *testing.T
 	ctx := context.Background()
 	g := refreshGroup(1)
 	w := buildRefresh(t, oneGroup(&g))
-	w.Account.MarkImageUnhealthy(demo.ImageB)
-	w.PublishAMI(g.Parameter, demo.ImageB)
-	r := runTo(t, w, 3*time.Hour, "rolled back", ended(demo.ImageB), g.Name)
+	w.Account.MarkImageUnhealthy(testworld.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
+	r := runTo(t, w, 3*time.Hour, "rolled back", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseRolledBack, r.Phase, r.Reason)
-	w.Account.MarkImageHealthy(demo.ImageB)
+	w.Account.MarkImageHealthy(testworld.ImageB)
 	_, again, err := operator.Retry(ctx, w.Store, g.Name, "ops@example.com", w.Account.Clock().Now())
 	require.NoError(t, err)
-	require.Equal(t, demo.ImageB, again)
-	r = runTo(t, w, 6*time.Hour, "completed", func(r state.Rollout) bool { return r.Phase == state.PhaseCompleted && r.TargetImageID == demo.ImageB }, g.Name)
-	require.Equal(t, demo.ImageA, r.PreviousImageID)
+	require.Equal(t, testworld.ImageB, again)
+	r = runTo(t, w, 6*time.Hour, "completed", func(r state.Rollout) bool {
+		return r.Phase == state.PhaseCompleted && r.TargetImageID == testworld.ImageB
+	}, g.Name)
+	require.Equal(t, testworld.ImageA, r.PreviousImageID)
 	settle(t, w, 10*time.Minute)
-	requireAllOn(t, w, g.Name, demo.ImageB, 10)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 10)
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())
 }

@@ -9,11 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // terraformRole is the principal the simulated applies report as the CreatedBy of their launch template versions.
@@ -21,14 +21,14 @@ const terraformRole = "arn:aws:sts::111122223333:assumed-role/TerraformApply/ci"
 
 // setBackWorld is a world of one group the agent reports on to a metrics registry and a notifier, rolled to
 // demo.ImageB.
-func setBackWorld(t *testing.T, mixed bool) (alertWorld, demo.GroupSetup) {
+func setBackWorld(t *testing.T, mixed bool) (alertWorld, testworld.GroupSetup) {
 	t.Helper()
-	g := demo.GroupSetup{Name: "iac-asg", Parameter: "/golden/iac", Min: 2, Max: 4, Desired: 2, MixedInstances: mixed}
+	g := testworld.GroupSetup{Name: "iac-asg", Parameter: "/golden/iac", Min: 2, Max: 4, Desired: 2, MixedInstances: mixed}
 	if mixed {
 		g.Overrides = []string{"m7g.large", "m6g.large"}
 	}
 	w := buildAlerting(t, oneGroup(&g), g)
-	rollTo(t, w.World, g, demo.ImageB)
+	rollTo(t, w.World, g, testworld.ImageB)
 	return w, g
 }
 
@@ -92,14 +92,14 @@ func statusOf(t *testing.T, w alertWorld) (operator.StatusRow, string) {
 func setBackTwice(t *testing.T, w alertWorld) (first, second int64) {
 	t.Helper()
 	ctx := context.Background()
-	first = w.Account.ApplyLaunchTemplate(w.g.Name, demo.ImageA, terraformRole)
+	first = w.Account.ApplyLaunchTemplate(w.g.Name, testworld.ImageA, terraformRole)
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 		r := w.Rollout(ctx, w.g.Name)
 		return r.SetBacks == 1 && r.Phase == state.PhaseCompleted
 	})
 	require.NoError(t, err)
 	require.True(t, done, "rolled again after the first set-back: %+v", w.Rollout(ctx, w.g.Name))
-	second = w.Account.ApplyLaunchTemplate(w.g.Name, demo.ImageA, terraformRole)
+	second = w.Account.ApplyLaunchTemplate(w.g.Name, testworld.ImageA, terraformRole)
 	done, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, w.g.Name).Phase == state.PhaseWaiting })
 	require.NoError(t, err)
 	require.True(t, done, "held after the second set-back: %+v", w.Rollout(ctx, w.g.Name))
@@ -120,7 +120,7 @@ func TestC25SetBackByAnApplyIsReportedRolledAgainOnceThenHeldUntilTheTemplateCha
 	completed := w.Rollout(ctx, g.Name)
 	require.Equal(t, 0, completed.SetBacks)
 
-	first := w.Account.ApplyLaunchTemplate(g.Name, demo.ImageA, terraformRole)
+	first := w.Account.ApplyLaunchTemplate(g.Name, testworld.ImageA, terraformRole)
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 		r := w.Rollout(ctx, g.Name)
 		return r.SetBacks == 1 && r.Phase == state.PhaseCompleted
@@ -130,28 +130,28 @@ func TestC25SetBackByAnApplyIsReportedRolledAgainOnceThenHeldUntilTheTemplateCha
 	r := w.Rollout(ctx, g.Name)
 	require.Contains(t, r.SetBackBy, "version "+strconv.FormatInt(first, 10)+" by "+terraformRole)
 	image, version := launches(w)
-	require.Equal(t, demo.ImageB, image, "the group launches AMI B again")
+	require.Equal(t, testworld.ImageB, image, "the group launches AMI B again")
 	require.NotEqual(t, strconv.FormatInt(first, 10), version, "from a version of the agent's, not the apply's")
 	require.Equal(t, version, r.NewTemplateVersion)
 	hist := setBackHistory(t, w)
 	require.Len(t, hist, 1)
-	require.Equal(t, demo.ImageA, hist[0].PreviousImage)
-	require.Equal(t, demo.ImageB, hist[0].NewImage)
+	require.Equal(t, testworld.ImageA, hist[0].PreviousImage)
+	require.Equal(t, testworld.ImageB, hist[0].NewImage)
 	require.Contains(t, hist[0].Detail, "set back by an outside change")
 	require.Equal(t, 1.0, w.setBacks(), "counted once")
 	require.Equal(t, 1.0, w.alerts(engine.AlertSetBack))
 	sent := w.notified(t, engine.AlertSetBack)
 	require.Len(t, sent, 1, "notified once")
 	require.Equal(t, terraformRole, sent[0].Who)
-	require.Equal(t, demo.ImageA, sent[0].ImageID)
+	require.Equal(t, testworld.ImageA, sent[0].ImageID)
 	row, line := statusOf(t, w)
 	require.Equal(t, "set back by an outside change 1 time(s), last by "+r.SetBackBy, row.SetBack)
 	require.Contains(t, line, "set back by an outside change 1 time(s)", "status shows the set-back")
 	for _, i := range w.Account.Group(g.Name).Instances {
-		require.Equal(t, demo.ImageB, i.ImageID)
+		require.Equal(t, testworld.ImageB, i.ImageID)
 	}
 
-	second := w.Account.ApplyLaunchTemplate(g.Name, demo.ImageA, terraformRole)
+	second := w.Account.ApplyLaunchTemplate(g.Name, testworld.ImageA, terraformRole)
 	done, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseWaiting })
 	require.NoError(t, err)
 	require.True(t, done, "held after the second set-back: %+v", w.Rollout(ctx, g.Name))
@@ -166,7 +166,7 @@ func TestC25SetBackByAnApplyIsReportedRolledAgainOnceThenHeldUntilTheTemplateCha
 	require.Contains(t, r.Reason, "patch-agent approve iac-asg")
 	require.True(t, operator.WaitingForApproval(r), "approve releases it")
 	image, version = launches(w)
-	require.Equal(t, demo.ImageA, image, "no third rollout: the apply's version stays")
+	require.Equal(t, testworld.ImageA, image, "no third rollout: the apply's version stays")
 	require.Equal(t, strconv.FormatInt(second, 10), version)
 	lt, _ := w.Account.LaunchTemplate(w.Account.Group(g.Name).LaunchTemplateID)
 	require.Equal(t, second, lt.LatestVersion, "no launch template version created since")
@@ -177,7 +177,7 @@ func TestC25SetBackByAnApplyIsReportedRolledAgainOnceThenHeldUntilTheTemplateCha
 	require.Contains(t, line, "Waiting")
 	require.Contains(t, line, "approval: set back by an outside change 2 times")
 
-	fixed := w.Account.ApplyLaunchTemplate(g.Name, demo.ImageB, terraformRole)
+	fixed := w.Account.ApplyLaunchTemplate(g.Name, testworld.ImageB, terraformRole)
 	done, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done, "the hold ends when the template launches another AMI: %+v", w.Rollout(ctx, g.Name))
@@ -187,7 +187,7 @@ func TestC25SetBackByAnApplyIsReportedRolledAgainOnceThenHeldUntilTheTemplateCha
 	require.Zero(t, r.SetBacks, "the count starts over")
 	require.Empty(t, r.SetBackBy)
 	image, version = launches(w)
-	require.Equal(t, demo.ImageB, image)
+	require.Equal(t, testworld.ImageB, image)
 	require.Equal(t, strconv.FormatInt(fixed, 10), version, "the apply's own version launches the target: kept")
 	require.Equal(t, 2.0, w.setBacks(), "not a set-back")
 	require.Empty(t, w.Checker.Finish())
@@ -205,10 +205,10 @@ func TestC25GroupHeldAfterSetBacksIsReleasedByApproveOnceAndHeldAgainAtTheNextSe
 	require.NoError(t, err)
 	require.True(t, done, "approved: rolled once more: %+v", w.Rollout(ctx, g.Name))
 	image, version := launches(w)
-	require.Equal(t, demo.ImageB, image)
+	require.Equal(t, testworld.ImageB, image)
 	require.NotEqual(t, strconv.FormatInt(second, 10), version)
 
-	third := w.Account.ApplyLaunchTemplate(g.Name, demo.ImageA, terraformRole)
+	third := w.Account.ApplyLaunchTemplate(g.Name, testworld.ImageA, terraformRole)
 	done, err = w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseWaiting })
 	require.NoError(t, err)
 	require.True(t, done, "held at once: %+v", w.Rollout(ctx, g.Name))
@@ -217,7 +217,7 @@ func TestC25GroupHeldAfterSetBacksIsReleasedByApproveOnceAndHeldAgainAtTheNextSe
 	require.Equal(t, state.PhaseWaiting, r.Phase)
 	require.Equal(t, 3, r.SetBacks)
 	image, version = launches(w)
-	require.Equal(t, demo.ImageA, image)
+	require.Equal(t, testworld.ImageA, image)
 	require.Equal(t, strconv.FormatInt(third, 10), version, "not rolled again")
 	require.Equal(t, 3.0, w.setBacks())
 	require.Len(t, w.notified(t, engine.AlertSetBack), 3)
@@ -230,7 +230,7 @@ func TestC25GroupHeldAfterSetBacksIsReleasedByApproveOnceAndHeldAgainAtTheNextSe
 func TestC25NewTemplateVersionWithTheTargetAMIIsNotASetBack(t *testing.T) {
 	ctx := context.Background()
 	w, g := setBackWorld(t, false)
-	applied := w.Account.ApplyLaunchTemplate(g.Name, demo.ImageB, terraformRole)
+	applied := w.Account.ApplyLaunchTemplate(g.Name, testworld.ImageB, terraformRole)
 	launched := w.Account.LaunchedInstances(g.Name)
 	reads := w.Account.Calls()["ec2:DescribeLaunchTemplateVersions"]
 	settle(t, w.World, time.Hour)
@@ -270,7 +270,7 @@ func TestC25AgentRollbackAndManualRollbackAreNotSetBacks(t *testing.T) {
 		require.Equal(t, state.PhaseRolledBack, r.Phase)
 		require.Equal(t, imageC, r.TargetImageID)
 		image, _ := launches(w)
-		require.Equal(t, demo.ImageB, image, "the template the rollout started from")
+		require.Equal(t, testworld.ImageB, image, "the template the rollout started from")
 		require.Zero(t, r.SetBacks)
 		require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "not rolled again")
 		require.Zero(t, w.setBacks())
@@ -280,18 +280,18 @@ func TestC25AgentRollbackAndManualRollbackAreNotSetBacks(t *testing.T) {
 	})
 	t.Run("manual rollback", func(t *testing.T) {
 		w, g := setBackWorld(t, false)
-		w.Account.ApplyLaunchTemplate(g.Name, demo.ImageA, terraformRole)
+		w.Account.ApplyLaunchTemplate(g.Name, testworld.ImageA, terraformRole)
 		done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 			r := w.Rollout(ctx, g.Name)
 			return r.SetBacks == 1 && r.Phase == state.PhaseCompleted
 		})
 		require.NoError(t, err)
 		require.True(t, done, "set back once and rolled again: %+v", w.Rollout(ctx, g.Name))
-		_, err = operator.Rollback(ctx, w.Store, g.Name, demo.ImageA, "alice", false, w.Account.Clock().Now())
+		_, err = operator.Rollback(ctx, w.Store, g.Name, testworld.ImageA, "alice", false, w.Account.Clock().Now())
 		require.NoError(t, err)
 		done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 			r := w.Rollout(ctx, g.Name)
-			return r.TargetImageID == demo.ImageA && r.Phase == state.PhaseCompleted
+			return r.TargetImageID == testworld.ImageA && r.Phase == state.PhaseCompleted
 		})
 		require.NoError(t, err)
 		require.True(t, done, "the rollback completes: %+v", w.Rollout(ctx, g.Name))
@@ -303,7 +303,7 @@ func TestC25AgentRollbackAndManualRollbackAreNotSetBacks(t *testing.T) {
 		row, _ := statusOf(t, w)
 		require.Empty(t, row.SetBack)
 		image, _ := launches(w)
-		require.Equal(t, demo.ImageA, image)
+		require.Equal(t, testworld.ImageA, image)
 		require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "not rolled again")
 		require.Equal(t, 1.0, w.setBacks(), "only the apply's set-back")
 		require.Len(t, w.notified(t, engine.AlertSetBack), 1)
@@ -328,7 +328,7 @@ func TestC25GroupPointedBackAtAnOlderVersionIsASetBack(t *testing.T) {
 	lt := w.Account.Group(g.Name).LaunchTemplateID
 	require.Equal(t, "launch template "+lt+" version 1", r.SetBackBy)
 	image, version := launches(w)
-	require.Equal(t, demo.ImageB, image)
+	require.Equal(t, testworld.ImageB, image)
 	require.Equal(t, r.NewTemplateVersion, version)
 	sent := w.notified(t, engine.AlertSetBack)
 	require.Len(t, sent, 1)

@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // An urgent AMI approved with --skip-soak rolls before its soak (7 days) ends; who skipped it is the STS
@@ -18,11 +18,11 @@ import (
 // notification) when the rollout starts. The skip belongs to that AMI: the next one soaks again.
 func TestSkipSoakApprovalStartsTheRolloutBeforeTheSoakEndsAndNamesTheSTSCaller(t *testing.T) {
 	const arn = "arn:aws:sts::111122223333:assumed-role/OnCall/alice"
-	g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagMinAMIAge: "168h"}}
+	g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2, Tags: map[string]string{model.TagMinAMIAge: "168h"}}
 	w := buildAlerting(t, oneGroup(&g), g)
 	ctx := context.Background()
 	w.run(t, time.Minute)
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	w.run(t, 10*time.Minute)
 	r := w.Rollout(ctx, g.Name)
 	require.True(t, operator.WaitingForSoak(r), "%s %s", r.Phase, r.Reason)
@@ -39,7 +39,7 @@ func TestSkipSoakApprovalStartsTheRolloutBeforeTheSoakEndsAndNamesTheSTSCaller(t
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done, "rolled within the hour, days before the soak ends: %+v", w.Rollout(ctx, g.Name))
-	requireAllOn(t, w.World, g.Name, demo.ImageB, 2)
+	requireAllOn(t, w.World, g.Name, testworld.ImageB, 2)
 
 	h, err := w.Store.History(ctx, g.Name)
 	require.NoError(t, err)
@@ -51,12 +51,12 @@ func TestSkipSoakApprovalStartsTheRolloutBeforeTheSoakEndsAndNamesTheSTSCaller(t
 	}
 	require.Len(t, skipped, 1)
 	require.Equal(t, "by "+arn+": CVE-2026-1234 fix, INC-4711", skipped[0].Detail)
-	require.Equal(t, demo.ImageB, skipped[0].NewImage)
+	require.Equal(t, testworld.ImageB, skipped[0].NewImage)
 	require.Equal(t, 1.0, w.alerts(model.AlertSoakSkipped))
 	notes := w.notified(t, model.AlertSoakSkipped)
 	require.Len(t, notes, 1)
 	require.Equal(t, arn, notes[0].Who)
-	require.Equal(t, demo.ImageB, notes[0].ImageID)
+	require.Equal(t, testworld.ImageB, notes[0].ImageID)
 	require.Contains(t, notes[0].Detail, "CVE-2026-1234 fix, INC-4711")
 
 	// The skip was for ImageB: the next AMI soaks its full time.

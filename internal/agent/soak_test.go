@@ -12,10 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/checker"
 )
 
 // SoakReportEnv names the environment variable that, when set, is the path of the file the soak under other
@@ -26,23 +27,23 @@ const SoakReportEnv = "PATCH_AGENT_SOAK_REPORT"
 // soakWorld is one kind of group rolled by instance refresh beside other writers of desired capacity.
 type soakWorld struct {
 	name string
-	spec func() (demo.Spec, string)
+	spec func() (testworld.Spec, string)
 }
 
 var soakWorlds = []soakWorld{
 	{
 		name: "ECS",
-		spec: func() (demo.Spec, string) {
-			g := demo.GroupSetup{Name: "ecs", Min: 2, Max: 6, Desired: 4}
+		spec: func() (testworld.Spec, string) {
+			g := testworld.GroupSetup{Name: "ecs", Min: 2, Max: 6, Desired: 4}
 			return oneGroup(&g), g.Name
 		},
 	},
 	{
 		name: "EKS self-managed",
-		spec: func() (demo.Spec, string) {
-			s := demo.DemoSpec()
+		spec: func() (testworld.Spec, string) {
+			s := testworld.DemoSpec()
 			s.Groups, s.Services = s.Groups[1:], nil
-			return s, demo.EKSGroupName
+			return s, testworld.EKSGroupName
 		},
 	},
 }
@@ -58,7 +59,7 @@ type soakRun struct {
 	operator    bool
 	agentWrites int // the agent's SetDesiredCapacity calls and decrementing terminations
 	err         string
-	violations  []demo.Violation
+	violations  []checker.Violation
 }
 
 // perInvariant counts the run's violations by invariant.
@@ -78,7 +79,7 @@ var (
 
 // kind names a violation without its instances, tokens and numbers, so that the violations of many runs add up
 // by kind.
-func kind(v demo.Violation) string {
+func kind(v checker.Violation) string {
 	d := tokens.ReplaceAllString(v.Detail, "T")
 	d = instanceIDs.ReplaceAllString(d, "i-X")
 	d = numbers.ReplaceAllString(d, "N")
@@ -102,13 +103,13 @@ func playSoak(t *testing.T, sw soakWorld, seed uint64) soakRun {
 	writer := w.Account.StartRandomWriter(sim.RandomWriterSpec{Group: group, Seed: seed})
 	op := w.Account.ScheduleOperator(sim.OperatorSpec{Group: group, From: start.Add(2 * time.Minute), To: start.Add(30 * time.Minute), Seed: seed})
 	if param := w.EKSParameter(group); param != "" {
-		w.PublishPublicAMI(param, demo.ImageB)
+		w.PublishPublicAMI(param, testworld.ImageB)
 	} else {
-		w.PublishAMI("/golden/"+group, demo.ImageB)
+		w.PublishAMI("/golden/"+group, testworld.ImageB)
 	}
 	ended, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
 		r := w.Rollout(ctx, group)
-		return r.TargetImageID == demo.ImageB && !r.Active() && op.Done()
+		return r.TargetImageID == testworld.ImageB && !r.Active() && op.Done()
 	})
 	run.ended, run.took = ended, w.Account.Clock().Since(start)
 	writer.Stop()
@@ -143,7 +144,7 @@ func playSoak(t *testing.T, sw soakWorld, seed uint64) soakRun {
 
 // writesTrace lists the group's capacity writes and terminations in time order, for the log of a run that
 // broke an invariant.
-func writesTrace(w *demo.World, group string) string {
+func writesTrace(w *testworld.World, group string) string {
 	type line struct {
 		at   time.Time
 		text string

@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // A deleted or unresolvable AMI source. The stored status says "source missing: ..." within the tick that
@@ -44,7 +44,7 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Run("idle group", func(t *testing.T) {
-				g := demo.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
+				g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 2}
 				w := buildAlerting(t, oneGroup(&g), g)
 				w.run(t, 2*time.Minute)
 				require.Equal(t, state.PhaseIdle, w.Rollout(ctx, g.Name).Phase)
@@ -62,23 +62,23 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 				require.Zero(t, w.Account.Calls()["ec2:CreateLaunchTemplateVersion"], "nothing rolls")
 
 				// Restored with a new AMI: picked up and rolled.
-				w.RegisterAMI(demo.ImageB)
-				tc.restore(w, demo.ImageB)
+				w.RegisterAMI(testworld.ImageB)
+				tc.restore(w, testworld.ImageB)
 				done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 				require.NoError(t, err)
 				require.True(t, done, "%+v", w.Rollout(ctx, g.Name))
 				require.NotContains(t, w.Rollout(ctx, g.Name).Reason, "source")
-				requireAllOn(t, w.World, g.Name, demo.ImageB, 2)
+				requireAllOn(t, w.World, g.Name, testworld.ImageB, 2)
 				require.Equal(t, 1.0, w.alerts(model.AlertSourceRestored))
 				require.Len(t, w.notified(t, model.AlertSourceRestored), 1)
 				require.Equal(t, 1.0, w.alerts(model.AlertSourceMissing))
 				require.Empty(t, w.Checker.Finish())
 			})
 			t.Run("mid-rollout", func(t *testing.T) {
-				g := demo.GroupSetup{Name: "g", Min: 3, Max: 6, Desired: 3}
+				g := testworld.GroupSetup{Name: "g", Min: 3, Max: 6, Desired: 3}
 				w := buildAlerting(t, oneGroup(&g), g)
 				w.run(t, 2*time.Minute)
-				w.PublishAMI(g.Parameter, demo.ImageB)
+				w.PublishAMI(g.Parameter, testworld.ImageB)
 				done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { r := w.Rollout(ctx, g.Name); return midRefresh(r) && r.OnTarget >= 1 })
 				require.NoError(t, err)
 				require.True(t, done)
@@ -91,7 +91,7 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 				require.NoError(t, err)
 				require.True(t, done, "the pause cancels the refresh: %+v", w.Rollout(ctx, g.Name))
 
-				tc.lose(w, demo.ImageB)
+				tc.lose(w, testworld.ImageB)
 				scheduledTick(w.World)             // the EventBridge schedule: every parameter resolved now, not at the next poll
 				w.run(t, tc.within+10*time.Minute) // the source seen missing; what the cancel left in flight ends
 				_, err = operator.Resume(ctx, w.Store, g.Name, w.Account.Clock().Now())
@@ -111,11 +111,11 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 				require.Contains(t, r.Reason, "source missing: parameter /golden/g") // a poll may say "does not exist" after "was deleted"
 				require.Equal(t, 1.0, w.alerts(model.AlertSourceMissing), "one alert per outage, whatever the wording")
 
-				tc.restore(w, demo.ImageB)
+				tc.restore(w, testworld.ImageB)
 				done, err = w.RunUntil(ctx, tick, 3*time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 				require.NoError(t, err)
 				require.True(t, done, "%+v", w.Rollout(ctx, g.Name))
-				requireAllOn(t, w.World, g.Name, demo.ImageB, 3)
+				requireAllOn(t, w.World, g.Name, testworld.ImageB, 3)
 				require.Equal(t, 2, refreshCalls(w.World, "autoscaling:StartInstanceRefresh"), "a new refresh once the source is back")
 				requireNoCapacityWrites(t, w.World, g.Name)
 				require.Equal(t, 1.0, w.alerts(model.AlertSourceRestored))
@@ -127,7 +127,7 @@ func TestSourceMissingIsShownAlertedOnceHoldsEverythingAndARestoredParameterIsPi
 
 // scheduledTick puts the EventBridge schedule rule's "Scheduled Event" on the agent's queue: the agent resolves
 // every parameter at once.
-func scheduledTick(w *demo.World) {
+func scheduledTick(w *testworld.World) {
 	now := w.Account.Clock().Now()
 	w.Account.SendMessage(w.QueueURL, fmt.Sprintf(`{"version":"0","id":"tick-%d","detail-type":"Scheduled Event","source":"aws.events","account":"111122223333","time":%q,"region":"us-east-1","resources":["arn:aws:events:us-east-1:111122223333:rule/patch-agent-schedule"],"detail":{}}`,
 		now.UnixNano(), now.UTC().Format(time.RFC3339)))

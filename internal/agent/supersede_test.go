@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // A newer AMI published while a refresh replaces instances cancels the refresh; the instances already
@@ -20,9 +20,9 @@ import (
 // writes no capacity. TestRefreshSupersededByANewerAMI covers the same without an approval gate.
 func TestSupersedeNewerAMIMidRolloutTakesEffectAtTheNextInstanceBoundaryAndIsApprovedAgain(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 2, Max: 8, Desired: 4,
+	g := testworld.GroupSetup{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 2, Max: 8, Desired: 4,
 		Tags: map[string]string{model.TagApproval: "manual"}}
-	w := build(t, demo.Spec{Groups: []demo.GroupSetup{g}, Services: map[string]int{"web": 8}})
+	w := build(t, testworld.Spec{Groups: []testworld.GroupSetup{g}, Services: map[string]int{"web": 8}})
 	settle(t, w, 10*time.Second)
 	approve := func(image string) {
 		t.Helper()
@@ -43,12 +43,12 @@ func TestSupersedeNewerAMIMidRolloutTakesEffectAtTheNextInstanceBoundaryAndIsApp
 		}
 		return n
 	}
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseWaiting })
 	require.NoError(t, err)
 	require.True(t, done)
-	approve(demo.ImageB)
-	done, err = w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return midRefresh(w.Rollout(ctx, g.Name)) && onImage(demo.ImageB) >= 1 })
+	approve(testworld.ImageB)
+	done, err = w.RunUntil(ctx, tick, 2*time.Hour, func() bool { return midRefresh(w.Rollout(ctx, g.Name)) && onImage(testworld.ImageB) >= 1 })
 	require.NoError(t, err)
 	require.True(t, done, "the refresh is under way: %+v", w.Rollout(ctx, g.Name))
 
@@ -63,7 +63,7 @@ func TestSupersedeNewerAMIMidRolloutTakesEffectAtTheNextInstanceBoundaryAndIsApp
 	require.NotEqual(t, imageC, r.ApprovedImage, "an approval belongs to one AMI")
 	require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"), "the superseded AMI's refresh cancelled")
 	settle(t, w, 10*time.Minute) // what the cancel left in flight ends
-	onB := onImage(demo.ImageB)
+	onB := onImage(testworld.ImageB)
 	require.GreaterOrEqual(t, onB, 1, "instances replaced with the superseded AMI stay until the newer one rolls")
 	launched := w.Account.LaunchedInstances(g.Name)
 	_, err = w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return false })
@@ -90,7 +90,7 @@ func TestSupersedeNewerAMIMidRolloutTakesEffectAtTheNextInstanceBoundaryAndIsApp
 		}
 	}
 	require.NotNil(t, superseded, "history records the superseded rollout: %+v", history)
-	require.Equal(t, demo.ImageB, superseded.PreviousImage)
+	require.Equal(t, testworld.ImageB, superseded.PreviousImage)
 	require.Equal(t, imageC, superseded.NewImage)
 	requireNoCapacityWrites(t, w, g.Name)
 	require.Empty(t, w.Checker.Finish())

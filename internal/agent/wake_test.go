@@ -9,10 +9,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // observedTargets records which targets each look reconciled.
@@ -44,7 +44,7 @@ func (o *observedTargets) take() []string {
 func TestWakeUpIsAClaimThatOnlyMakesTheAgentLookAgainAtItsTargets(t *testing.T) {
 	ctx := context.Background()
 	obs := &observedTargets{}
-	w, err := demo.Build(demo.Spec{Observer: obs, Groups: []demo.GroupSetup{
+	w, err := testworld.Build(testworld.Spec{Observer: obs, Groups: []testworld.GroupSetup{
 		{Name: "a", Cluster: "ca", Parameter: "/golden/a", Min: 1, Max: 2, Desired: 1},
 		{Name: "b", Cluster: "cb", Parameter: "/golden/b", Min: 1, Max: 2, Desired: 1},
 		{Name: "c", Cluster: "cb", Parameter: "/golden/c", Min: 1, Max: 2, Desired: 1},
@@ -109,7 +109,7 @@ func TestWakeUpIsAClaimThatOnlyMakesTheAgentLookAgainAtItsTargets(t *testing.T) 
 }
 
 // instanceOf returns the id of an instance of group in w's account.
-func instanceOf(t *testing.T, w *demo.World, group string) string {
+func instanceOf(t *testing.T, w *testworld.World, group string) string {
 	t.Helper()
 	g := w.Account.Group(group)
 	require.NotEmpty(t, g.Instances)

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // TestLifecycleActionIsHandledInTheFirstReceiveWhile500WakeUpsWaitOnTheWakeUpQueue: with a wake-up queue of its
@@ -21,7 +21,7 @@ import (
 // completed with CONTINUE once drained.
 func TestLifecycleActionIsHandledInTheFirstReceiveWhile500WakeUpsWaitOnTheWakeUpQueue(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	spec.WakeUpQueue = true
 	w := build(t, spec)
@@ -72,7 +72,7 @@ func TestLifecycleActionIsHandledInTheFirstReceiveWhile500WakeUpsWaitOnTheWakeUp
 // completed once with CONTINUE, and only then is the message deleted.
 func TestMisroutedLifecycleActionOnTheWakeUpQueueIsDrainedAndCompleted(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 4, Desired: 2}
 	spec := oneGroup(&g)
 	spec.WakeUpQueue = true
 	w := build(t, spec)

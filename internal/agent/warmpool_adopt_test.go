@@ -10,15 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // buildLosingPool builds one ECS group g with a warm pool, the agent's terminating hook (g.HeartbeatTimeout)
 // and a launching hook of 60 s (default result ABANDON), both to the agent's queue, behind a queue client
 // that loses the first ReceiveMessage answer carrying a message once armed.
-func buildLosingPool(t *testing.T, g *demo.GroupSetup, pool sim.WarmPoolSpec) (*demo.World, *losingSQS) {
+func buildLosingPool(t *testing.T, g *testworld.GroupSetup, pool sim.WarmPoolSpec) (*testworld.World, *losingSQS) {
 	t.Helper()
 	spec := oneGroup(g)
 	losing := &losingSQS{}
@@ -43,7 +43,7 @@ func buildLosingPool(t *testing.T, g *demo.GroupSetup, pool sim.WarmPoolSpec) (*
 // DescribeAutoScalingInstances and completes it with CONTINUE by instance id in time.
 func TestC18LostMessageOfALaunchIntoTheWarmPoolIsTakenUpFromDescribeWarmPool(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2, HeartbeatTimeout: 60 * time.Second}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2, HeartbeatTimeout: 60 * time.Second}
 	w, losing := buildLosingPool(t, &g, sim.WarmPoolSpec{MinSize: 1, MaxGroupPreparedCapacity: aws.Int32(2)})
 	before := poolOf(w, g.Name)
 	require.Len(t, before, 1)
@@ -89,7 +89,7 @@ func TestC18LostMessageOfALaunchIntoTheWarmPoolIsTakenUpFromDescribeWarmPool(t *
 // drain (nothing runs on a stopped pool instance). And a steady pool is not read every tick.
 func TestC18LostMessageOfATerminationOutOfTheWarmPoolIsTakenUpFromDescribeWarmPool(t *testing.T) {
 	ctx := context.Background()
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2, HeartbeatTimeout: 60 * time.Second}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2, HeartbeatTimeout: 60 * time.Second}
 	w, losing := buildLosingPool(t, &g, sim.WarmPoolSpec{MinSize: 1, MaxGroupPreparedCapacity: aws.Int32(3)})
 	pool := poolOf(w, g.Name)
 	require.Len(t, pool, 1)
@@ -119,7 +119,7 @@ func TestC18LostMessageOfATerminationOutOfTheWarmPoolIsTakenUpFromDescribeWarmPo
 	require.Len(t, cs, 1)
 	require.Equal(t, sim.ResultContinue, cs[0].Result)
 	require.Equal(t, sim.TransitionTerminating, cs[0].Transition)
-	rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, pooled, demo.HookName))
+	rec, err := w.Store.GetHook(ctx, model.ActionKey(g.Name, pooled, testworld.HookName))
 	require.NoError(t, err)
 	require.True(t, rec.Adopted, "taken up by the reconcile loop")
 	require.Equal(t, "Warmed:Terminating:Wait", rec.WaitState)

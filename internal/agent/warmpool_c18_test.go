@@ -13,11 +13,11 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // launchHook is the launching lifecycle hook the C18 groups carry, to the agent's queue.
@@ -55,13 +55,13 @@ func (p *poolWatch) completedAs(token string) (sim.InstanceView, bool) {
 
 // buildPool builds one ECS group g (2 tasks per instance) with the agent's terminating hook and a launching
 // hook to the agent's queue, then gives it a warm pool, and lets the agent see it once.
-func buildPool(t *testing.T, g *demo.GroupSetup, pool sim.WarmPoolSpec) (*demo.World, *poolWatch) {
+func buildPool(t *testing.T, g *testworld.GroupSetup, pool sim.WarmPoolSpec) (*testworld.World, *poolWatch) {
 	t.Helper()
 	return buildPoolHooks(t, g, pool, true)
 }
 
 // buildPoolHooks is buildPool, with the launching hook only when launching.
-func buildPoolHooks(t *testing.T, g *demo.GroupSetup, pool sim.WarmPoolSpec, launching bool) (*demo.World, *poolWatch) {
+func buildPoolHooks(t *testing.T, g *testworld.GroupSetup, pool sim.WarmPoolSpec, launching bool) (*testworld.World, *poolWatch) {
 	t.Helper()
 	var acct *sim.Account
 	watch := &poolWatch{acct: &acct, atComplete: map[string]sim.InstanceView{}}
@@ -83,7 +83,7 @@ func buildPoolHooks(t *testing.T, g *demo.GroupSetup, pool sim.WarmPoolSpec, lau
 }
 
 // completionsOf returns the accepted CompleteLifecycleAction calls (the agent's) for an instance.
-func completionsOf(w *demo.World, instance string) []sim.Completion {
+func completionsOf(w *testworld.World, instance string) []sim.Completion {
 	var out []sim.Completion
 	for _, c := range w.Account.LifecycleCompletions() {
 		if c.Accepted && c.Caller == sim.CallerAPI && c.InstanceID == instance {
@@ -93,7 +93,7 @@ func completionsOf(w *demo.World, instance string) []sim.Completion {
 	return out
 }
 
-func requireNoAbandon(t *testing.T, w *demo.World) {
+func requireNoAbandon(t *testing.T, w *testworld.World) {
 	t.Helper()
 	for _, c := range w.Account.LifecycleCompletions() {
 		require.NotEqual(t, sim.ResultAbandon, c.Result, "lifecycle action of %s abandoned", c.InstanceID)
@@ -103,7 +103,7 @@ func requireNoAbandon(t *testing.T, w *demo.World) {
 	}
 }
 
-func poolOf(w *demo.World, group string) map[string]sim.InstanceView {
+func poolOf(w *testworld.World, group string) map[string]sim.InstanceView {
 	out := map[string]sim.InstanceView{}
 	for _, i := range w.Account.WarmPool(group) {
 		out[i.ID] = i
@@ -115,7 +115,7 @@ func poolOf(w *demo.World, group string) map[string]sim.InstanceView {
 // CONTINUE at once: the instance stops in the pool and never joins the cluster, so waiting for its health
 // would abandon it at the health deadline and the pool would never fill.
 func TestC18LaunchIntoWarmPoolIsCompletedWithoutWaitingForHealth(t *testing.T) {
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 4, Desired: 2}
 	w, watch := buildPool(t, &g, sim.WarmPoolSpec{MinSize: 1, MaxGroupPreparedCapacity: aws.Int32(2)})
 	before := poolOf(w, g.Name)
 	require.Len(t, before, 1)
@@ -162,7 +162,7 @@ func TestC18LaunchIntoWarmPoolIsCompletedWithoutWaitingForHealth(t *testing.T) {
 
 // scaleInToPool scales the group in by one with ReuseOnScaleIn and runs until the instance that goes back to
 // the pool settles there. It returns that instance.
-func scaleInToPool(t *testing.T, w *demo.World, group string, desired int32) string {
+func scaleInToPool(t *testing.T, w *testworld.World, group string, desired int32) string {
 	t.Helper()
 	back := startScaleInToPool(t, w, group, desired)
 	done, err := w.RunUntil(context.Background(), tick, 30*time.Minute, func() bool {
@@ -177,7 +177,7 @@ func scaleInToPool(t *testing.T, w *demo.World, group string, desired int32) str
 // confirmed in Warmed:Pending:Wait, drained, and only then continued; the instance is kept, stopped, in the
 // pool, and the agent keeps its drain mark.
 func TestC18ScaleInBackToThePoolIsDrainedThenContinued(t *testing.T) {
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
 	w, watch := buildPool(t, &g, sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)})
 	require.Empty(t, poolOf(w, g.Name))
 	back := scaleInToPool(t, w, g.Name, 2)
@@ -208,7 +208,7 @@ func TestC18ScaleInBackToThePoolIsDrainedThenContinued(t *testing.T) {
 // Destination AutoScalingGroup) reconnects with its DRAINING container instance: it is put back ACTIVE before
 // its launch action is completed, and the action is completed once it is healthy.
 func TestC18InstanceReturningFromThePoolIsBackInServiceBeforeItsLaunchCompletes(t *testing.T) {
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
 	w, watch := buildPool(t, &g, sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)})
 	back := scaleInToPool(t, w, g.Name, 2)
 	v, _ := w.Account.Instance(back)
@@ -246,19 +246,19 @@ func TestC18InstanceReturningFromThePoolIsBackInServiceBeforeItsLaunchCompletes(
 // terminates none itself (no TerminateInstanceInAutoScalingGroup call). Serving capacity never drops below
 // desired (the Checker, every step).
 func TestC18RolloutLeavesNoOldAMIInstanceInTheGroupOrThePool(t *testing.T) {
-	g := demo.GroupSetup{Name: "warm", Min: 2, Max: 4, Desired: 2}
+	g := testworld.GroupSetup{Name: "warm", Min: 2, Max: 4, Desired: 2}
 	w, _ := buildPool(t, &g, sim.WarmPoolSpec{MinSize: 1, ReuseOnScaleIn: true})
 	oldPool := poolOf(w, g.Name)
 	require.Len(t, oldPool, 2, "max 4 - desired 2")
 
-	r := rollTo(t, w, g, demo.ImageB)
+	r := rollTo(t, w, g, testworld.ImageB)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-	requireAllOn(t, w, g.Name, demo.ImageB, 2)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 2)
 	settle(t, w, 10*time.Minute) // the pool refills
 	pool := poolOf(w, g.Name)
 	require.Len(t, pool, 2)
 	for id, i := range pool {
-		require.Equal(t, demo.ImageB, i.ImageID, "pool instance %s", id)
+		require.Equal(t, testworld.ImageB, i.ImageID, "pool instance %s", id)
 		require.Equal(t, "Warmed:Stopped", i.LifecycleState)
 		require.NotContains(t, oldPool, id)
 	}
@@ -277,7 +277,7 @@ func TestC18RolloutLeavesNoOldAMIInstanceInTheGroupOrThePool(t *testing.T) {
 // Field case C18, without a launching hook: the drained instance comes back from the pool InService, and the
 // agent's per-tick recovery (its drain mark) puts it back ACTIVE.
 func TestC18InstanceBackFromThePoolWithoutALaunchingHookIsPutBackActiveByRecovery(t *testing.T) {
-	g := demo.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
+	g := testworld.GroupSetup{Name: "warm", Min: 1, Max: 3, Desired: 3}
 	w, _ := buildPoolHooks(t, &g, sim.WarmPoolSpec{ReuseOnScaleIn: true, MaxGroupPreparedCapacity: aws.Int32(3)}, false)
 	back := scaleInToPool(t, w, g.Name, 2)
 	require.NoError(t, w.Account.SetDesiredCapacity(g.Name, 3))
@@ -300,7 +300,7 @@ func TestC18InstanceBackFromThePoolWithoutALaunchingHookIsPutBackActiveByRecover
 // another, and no instance on the old AMI enters service once the rollout started. The rollout completes with
 // the group and its pool on the new AMI, writing no desired capacity.
 func TestC18RefreshAbandonsOldAMIInstancesLeavingThePool(t *testing.T) {
-	g := demo.GroupSetup{Name: "warm", Min: 2, Max: 5, Desired: 2,
+	g := testworld.GroupSetup{Name: "warm", Min: 2, Max: 5, Desired: 2,
 		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	spec := oneGroup(&g)
 	spec.Sim.RefreshDrawsOutdatedPoolInstances = true
@@ -319,13 +319,13 @@ func TestC18RefreshAbandonsOldAMIInstancesLeavingThePool(t *testing.T) {
 			return
 		}
 		for _, i := range v.Group(g.Name).Instances {
-			if i.LifecycleState == "InService" && i.ImageID != demo.ImageB && !serving[i.ID] {
+			if i.LifecycleState == "InService" && i.ImageID != testworld.ImageB && !serving[i.ID] {
 				entered[i.ID] = i.ImageID
 			}
 		}
 	})
 	ctx := context.Background()
-	w.PublishAMI(g.Parameter, demo.ImageB)
+	w.PublishAMI(g.Parameter, testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 		r := w.Rollout(ctx, g.Name)
 		return r.Refresh != nil && r.Refresh.Status == providers.RefreshInProgress
@@ -346,9 +346,9 @@ func TestC18RefreshAbandonsOldAMIInstancesLeavingThePool(t *testing.T) {
 		}
 	}
 	require.Positive(t, abandoned, "the scale out drew old pool instances, and the agent abandoned them")
-	requireAllOn(t, w, g.Name, demo.ImageB, 4)
+	requireAllOn(t, w, g.Name, testworld.ImageB, 4)
 	for id, i := range poolOf(w, g.Name) {
-		require.Equal(t, demo.ImageB, i.ImageID, "pool instance %s", id)
+		require.Equal(t, testworld.ImageB, i.ImageID, "pool instance %s", id)
 	}
 	require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase, "the abandons did not halt the refresh")
 	require.Empty(t, w.Checker.Finish())

@@ -28,11 +28,11 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -141,12 +141,12 @@ func reactionLatency(t *testing.T, n int) (p50, p99 float64) {
 	api := sqs.NewFromConfig(testenv.AWSConfig(testenv.Kumo(t)))
 	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.UniqueName(t, "bench"))})
 	require.NoError(t, err)
-	spec := demo.Spec{SQS: api, QueueURL: aws.ToString(q.QueueUrl)}
+	spec := testworld.Spec{SQS: api, QueueURL: aws.ToString(q.QueueUrl)}
 	for i := range n {
-		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("react-%03d", i), Cluster: "bench",
+		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("react-%03d", i), Cluster: "bench",
 			Parameter: fmt.Sprintf("/golden-ami/react-%03d", i), Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1})
 	}
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	require.NoError(t, w.Agent.Reconcile(ctx)) // every group seen Idle on its current AMI
 	runCtx, cancel := context.WithCancel(ctx)
@@ -161,7 +161,7 @@ func reactionLatency(t *testing.T, n int) (p50, p99 float64) {
 	lat := make([]float64, 0, n)
 	for i, g := range spec.Groups {
 		before := w.Account.Group(g.Name).LaunchTemplateVersion
-		w.Account.PutParameter(g.Parameter, demo.ImageB)
+		w.Account.PutParameter(g.Parameter, testworld.ImageB)
 		body := fmt.Sprintf(`{"version":"0","id":"bench-%d","detail-type":"Parameter Store Change","source":"aws.ssm","account":"111122223333","time":"2026-11-30T02:00:00Z","region":"us-east-1","resources":[],"detail":{"operation":"Update","name":%q,"type":"String"}}`, i, g.Parameter)
 		start := time.Now()
 		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)})
@@ -312,14 +312,14 @@ func describeCallsPerTick(t *testing.T, groups int) int {
 	return reads
 }
 
-func manyGroups(t *testing.T, groups, instances int) *demo.World {
-	spec := demo.Spec{}
+func manyGroups(t *testing.T, groups, instances int) *testworld.World {
+	spec := testworld.Spec{}
 	for i := range groups {
-		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("g-%04d", i), Cluster: fmt.Sprintf("c-%04d", i),
+		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("g-%04d", i), Cluster: fmt.Sprintf("c-%04d", i),
 			Parameter: fmt.Sprintf("/golden-ami/g-%04d", i), Min: int32(instances), Max: int32(instances + 1),
 			Desired: int32(instances), HeartbeatTimeout: -1})
 	}
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	return w
 }

@@ -23,14 +23,14 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // publishOnce is demo.World.PublishAMI with an event id of its own: the world's ids are its simulated time,
 // which two changes sent within one pass share (the second would be dropped as a duplicate delivery).
-func publishOnce(w *demo.World, param, image string, n int) {
+func publishOnce(w *testworld.World, param, image string, n int) {
 	w.RegisterAMI(image)
 	w.Account.PutParameter(param, image)
 	now := w.Account.Clock().Now().UTC().Format(time.RFC3339)
@@ -298,21 +298,21 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	faults.SetWire(sim.Wire{Client: limiter, Account: sim.AWSAccountLimits(), Latency: fleetLatency, Trace: tr.call})
 	faults.Pause(true) // no injected faults: only the wire
 	// The pass budget in real time: the passes run on the simulated clock, which stands still inside a pass.
-	spec := demo.Spec{Faults: faults, Workers: agent.DefaultWorkers, Log: zap.NewNop(), PassClock: clock.RealClock{}}
+	spec := testworld.Spec{Faults: faults, Workers: agent.DefaultWorkers, Log: zap.NewNop(), PassClock: clock.RealClock{}}
 	for i := range groups {
-		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("fleet-%04d", i), Cluster: fmt.Sprintf("c-%03d", i/10),
+		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("fleet-%04d", i), Cluster: fmt.Sprintf("c-%03d", i/10),
 			Parameter: fleetParameter, Min: int32(instances), Max: int32(instances + 1), Desired: int32(instances), HeartbeatTimeout: -1})
 	}
 	// The other groups, one per reaction, each on its own golden-AMI parameter: each change finds its group
 	// Idle, so it measures the reaction, not the replacement a previous change started (a newer AMI
 	// supersedes a rollout only between two replacements).
-	var others []demo.GroupSetup
+	var others []testworld.GroupSetup
 	for i := range fleetReactions {
-		others = append(others, demo.GroupSetup{Name: fmt.Sprintf("other-%d", i), Cluster: fmt.Sprintf("c-other-%d", i),
+		others = append(others, testworld.GroupSetup{Name: fmt.Sprintf("other-%d", i), Cluster: fmt.Sprintf("c-other-%d", i),
 			Parameter: fmt.Sprintf("/golden-ami/other-%d", i), Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1})
 	}
 	spec.Groups = append(spec.Groups, others...)
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	require.NoError(t, w.Agent.Reconcile(ctx)) // every group seen Idle on its current AMI
 	stages := &stageHandler{Handler: w.Agent.Consumer.Handler, limiter: limiter}
@@ -363,7 +363,7 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 		before[g.Name] = w.Account.Group(g.Name).LaunchTemplateVersion
 	}
 	start := time.Now()
-	w.PublishPublicAMI(fleetParameter, demo.ImageB)
+	w.PublishPublicAMI(fleetParameter, testworld.ImageB)
 	type versionsWait struct {
 		took  time.Duration
 		moved int

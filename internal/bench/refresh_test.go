@@ -14,9 +14,9 @@ import (
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // refreshResults are the figures of the rollout by instance refresh, the only way the agent rolls a group: an
@@ -52,8 +52,8 @@ type refreshResults struct {
 
 // refreshSpec is the bench's group of n instances (desired = min = n, max n + 1: room for the refresh's batch of
 // one above desired; 2n tasks of a service), with the agent's launching and terminating hooks (Build's default).
-func refreshSpec(n int, events bool) demo.Spec {
-	return demo.Spec{WakeUpEvents: events, WakeUpQueue: events, Groups: []demo.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
+func refreshSpec(n int, events bool) testworld.Spec {
+	return testworld.Spec{WakeUpEvents: events, WakeUpQueue: events, Groups: []testworld.GroupSetup{{Name: "roll", Cluster: "bench", Parameter: "/golden-ami/roll",
 		Min: int32(n), Max: int32(n + 1), Desired: int32(n)}}, Services: map[string]int{"web": 2 * n}}
 }
 
@@ -67,7 +67,7 @@ func refreshRollout(t *testing.T, n int, tick time.Duration, events bool, db *co
 	if db != nil {
 		spec.Store = db.store
 	}
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	run := func(limit time.Duration, done func() bool) (bool, error) {
 		if events {
@@ -82,7 +82,7 @@ func refreshRollout(t *testing.T, n int, tick time.Duration, events bool, db *co
 		db.api.reset()
 	}
 	start := w.Account.Clock().Now()
-	w.PublishAMI("/golden-ami/roll", demo.ImageB)
+	w.PublishAMI("/golden-ami/roll", testworld.ImageB)
 	rollout := func() state.Rollout { return w.Rollout(ctx, "roll") }
 	if db != nil {
 		rollout = func() state.Rollout {
@@ -114,7 +114,7 @@ func refreshRollout(t *testing.T, n int, tick time.Duration, events bool, db *co
 // a second per lifecycle action.
 func refreshFloor(t *testing.T, n int) time.Duration {
 	ctx := context.Background()
-	w, err := demo.Build(refreshSpec(n, false))
+	w, err := testworld.Build(refreshSpec(n, false))
 	require.NoError(t, err)
 	a := w.Account
 	asg, ecsAPI := a.AutoScaling(), a.ECS()
@@ -163,7 +163,7 @@ func refreshFloor(t *testing.T, n int) time.Duration {
 		a.Advance(time.Second)
 	}
 	g := a.Group("roll")
-	version := a.CreateLaunchTemplateVersion(g.LaunchTemplateID, demo.ImageB)
+	version := a.CreateLaunchTemplateVersion(g.LaunchTemplateID, testworld.ImageB)
 	out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"roll"}})
 	require.NoError(t, err)
 	require.Len(t, out.AutoScalingGroups, 1)
@@ -313,12 +313,12 @@ func TestRefreshCosts(t *testing.T) {
 // 15 s tick or with wake-up events; Kubernetes calls are not counted (they are not AWS calls).
 func eksRefreshRollout(t *testing.T, n int, events bool, db *countedStore) (time.Duration, map[string]int, map[string]int) {
 	ctx := context.Background()
-	spec := demo.DemoSpec()
+	spec := testworld.DemoSpec()
 	spec.Groups, spec.Services = spec.Groups[1:], nil
 	g := &spec.Groups[0]
 	g.Min, g.Desired, g.Max = int32(n), int32(n), int32(n+1)
 	spec.WakeUpEvents, spec.WakeUpQueue, spec.Store = events, events, db.store
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	run := func(limit time.Duration, done func() bool) (bool, error) {
 		if events {
@@ -331,7 +331,7 @@ func eksRefreshRollout(t *testing.T, n int, events bool, db *countedStore) (time
 	w.Account.ResetCalls()
 	db.api.reset()
 	start := w.Account.Clock().Now()
-	w.PublishPublicAMI(w.EKSParameter(g.Name), demo.ImageB)
+	w.PublishPublicAMI(w.EKSParameter(g.Name), testworld.ImageB)
 	rollout := func() state.Rollout {
 		r, err := db.uncounted.GetRollout(ctx, g.Name)
 		require.NoError(t, err)

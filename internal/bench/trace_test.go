@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // TestRefreshLookTrace prints, for the 10-instance rollout by instance refresh with wake-up events (refreshSpec,
@@ -33,14 +33,14 @@ func TestRefreshLookTrace(t *testing.T) {
 
 // lookTrace rolls the group "roll" of spec (n instances, wake-up events) to ImageB within limit and logs each
 // step that made an AWS call other than SQS.
-func lookTrace(t *testing.T, n int, spec demo.Spec, limit time.Duration) {
+func lookTrace(t *testing.T, n int, spec testworld.Spec, limit time.Duration) {
 	ctx := context.Background()
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	_, err = w.RunEvents(ctx, 30*time.Second, func() bool { return false })
 	require.NoError(t, err)
 	w.Account.ResetCalls()
-	w.PublishAMI("/golden-ami/roll", demo.ImageB)
+	w.PublishAMI("/golden-ami/roll", testworld.ImageB)
 	clk := w.Account.Clock()
 	start := clk.Now()
 	end := start.Add(limit)

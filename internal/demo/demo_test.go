@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/patch-agent/patch-agent/internal/testworld"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,7 +14,7 @@ func TestDemoRollsThreeInstancesToImageB(t *testing.T) {
 	require.Len(t, s.Groups, 2, "the ECS group and the EKS group")
 	for _, g := range s.Groups {
 		require.Equal(t, "Completed", g.State, "%s: %s", g.Name, g.Reason)
-		require.Equal(t, ImageB, g.TargetImageID, g.Name)
+		require.Equal(t, testworld.ImageB, g.TargetImageID, g.Name)
 		require.Equal(t, 3, g.OnTarget, g.Name)
 		require.Equal(t, 3, g.Instances, g.Name)
 		require.GreaterOrEqual(t, g.MinInServiceDuringRollout, 3, g.Name)

@@ -15,6 +15,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/kubesim"
 )
 
 // EKSUpgradeScenario is the demo of `patch-agent eks upgrade` (`patch-agent demo --scenario eks-upgrade`): no
@@ -26,7 +28,7 @@ const EKSUpgradeScenario = "eks-upgrade"
 // (patch-agent/ami-parameter=auto: it follows the control plane).
 const (
 	UpgradeFrom      = "1.30"
-	UpgradeTo        = EKSVersion
+	UpgradeTo        = testworld.EKSVersion
 	UpgradeNodegroup = "web"
 	// UpgradeOperator is who runs and approves the demo's upgrade.
 	UpgradeOperator = "operator"
@@ -44,8 +46,8 @@ var UpgradeAddons = []struct{ Name, From, To string }{
 }
 
 // EKSUpgradeDescription says what the eks-upgrade demo holds.
-const EKSUpgradeDescription = "EKS cluster " + EKSCluster + " on Kubernetes " + UpgradeFrom + " with the managed add-ons vpc-cni, coredns and " +
-	"kube-proxy, managed node group " + UpgradeNodegroup + " and self-managed node group " + EKSGroupName + " (AMI source auto), upgraded to " +
+const EKSUpgradeDescription = "EKS cluster " + testworld.EKSCluster + " on Kubernetes " + UpgradeFrom + " with the managed add-ons vpc-cni, coredns and " +
+	"kube-proxy, managed node group " + UpgradeNodegroup + " and self-managed node group " + testworld.EKSGroupName + " (AMI source auto), upgraded to " +
 	UpgradeTo + ": preflight, approval, control plane, add-ons one at a time, node groups"
 
 // The managed node group UpgradeNodegroup: its AMI type, its release on UpgradeFrom (its nodes on ImageA) and
@@ -59,7 +61,7 @@ const (
 
 // UpgradeImage is the AMI the Kubernetes UpgradeTo parameter of the self-managed node group names: its
 // nodes are on it once the agent's rollout after the control plane's upgrade is Completed.
-const UpgradeImage = ImageB
+const UpgradeImage = testworld.ImageB
 
 // EKSUpgradeWorld builds the eks-upgrade demo's world (clock at UpgradeStart): the agent's world of the
 // self-managed node group EKSGroupName (3 nodes of cluster EKSCluster on UpgradeFrom, AMI source auto, a
@@ -69,16 +71,16 @@ const UpgradeImage = ImageB
 // version only), the installed add-ons, upgrade insights that pass, and the public EKS-optimized AMI
 // parameter of UpgradeTo (UpgradeImage), which the agent's `auto` source resolves once the control plane is
 // there. Its store (World.Store) is store, or a new memory store when store is nil.
-func EKSUpgradeWorld(store *state.Memory) (*World, error) {
+func EKSUpgradeWorld(store *state.Memory) (*testworld.World, error) {
 	if store == nil {
 		store = state.NewMemory()
 	}
-	w, err := Build(Spec{Policy: engine.DefaultPolicy(), EKSVersion: UpgradeFrom, Store: store,
-		Groups: []GroupSetup{{Name: EKSGroupName, Platform: model.PlatformEKS, Cluster: EKSCluster, Parameter: providers.ParameterAuto,
+	w, err := testworld.Build(testworld.Spec{Policy: engine.DefaultPolicy(), EKSVersion: UpgradeFrom, Store: store,
+		Groups: []testworld.GroupSetup{{Name: testworld.EKSGroupName, Platform: model.PlatformEKS, Cluster: testworld.EKSCluster, Parameter: providers.ParameterAuto,
 			Min: 3, Max: 4, Desired: 3}},
-		KubeWorkload: KubeWorkload{Replicas: 6, MinAvailable: 5},
-		Nodegroups: []sim.EKSNodegroupSpec{{Cluster: EKSCluster, Name: UpgradeNodegroup, AMIType: UpgradeNodegroupAMIType,
-			ReleaseVersion: UpgradeReleaseFrom, ImageID: ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2,
+		KubeWorkload: kubesim.KubeWorkload{Replicas: 6, MinAvailable: 5},
+		Nodegroups: []sim.EKSNodegroupSpec{{Cluster: testworld.EKSCluster, Name: UpgradeNodegroup, AMIType: UpgradeNodegroupAMIType,
+			ReleaseVersion: UpgradeReleaseFrom, ImageID: testworld.ImageA, InstanceType: "m7g.large", Min: 2, Max: 4, Desired: 2,
 			Tags: map[string]string{model.TagEnabled: "true"}}}})
 	if err != nil {
 		return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
@@ -92,19 +94,19 @@ func EKSUpgradeWorld(store *state.Memory) (*World, error) {
 		}
 		a.PublishEKSAddonVersion(from)
 		a.PublishEKSAddonVersion(to)
-		if err := a.InstallEKSAddon(EKSCluster, ad.Name, ad.From); err != nil {
+		if err := a.InstallEKSAddon(testworld.EKSCluster, ad.Name, ad.From); err != nil {
 			return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
 		}
 	}
 	for _, name := range []string{"Deprecated APIs removed in Kubernetes v" + UpgradeTo, "Kubelet version skew", "EKS add-on version compatibility",
 		"Cluster health issues"} {
-		a.AddEKSInsight(EKSCluster, sim.EKSInsightSpec{Name: name, KubernetesVersion: UpgradeTo, Status: ekstypes.InsightStatusValuePassing,
+		a.AddEKSInsight(testworld.EKSCluster, sim.EKSInsightSpec{Name: name, KubernetesVersion: UpgradeTo, Status: ekstypes.InsightStatusValuePassing,
 			Reason: "no issue found"})
 	}
 	// The EKS-optimized AMI releases of the managed node group's AMI type: its own on UpgradeFrom, and the one
 	// of UpgradeTo that the agent's managed-node-group rollout moves it to once the control plane is there.
 	for _, rel := range []sim.EKSRelease{
-		{AMIType: UpgradeNodegroupAMIType, KubernetesVersion: UpgradeFrom, Release: UpgradeReleaseFrom, ImageID: ImageA},
+		{AMIType: UpgradeNodegroupAMIType, KubernetesVersion: UpgradeFrom, Release: UpgradeReleaseFrom, ImageID: testworld.ImageA},
 		{AMIType: UpgradeNodegroupAMIType, KubernetesVersion: UpgradeTo, Release: UpgradeReleaseTo, ImageID: UpgradeImage},
 	} {
 		if !a.ImageRegistered(rel.ImageID) {
@@ -117,15 +119,15 @@ func EKSUpgradeWorld(store *state.Memory) (*World, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the eks-upgrade demo: %w", err)
 	}
-	w.registerImage(UpgradeImage, true)
+	w.RegisterImage(UpgradeImage, true)
 	a.PutParameter(param, UpgradeImage)
 	return w, nil
 }
 
 // UpgradeParameter is the public AMI parameter the self-managed node group's `auto` source resolves to once
 // the control plane is on UpgradeTo.
-func UpgradeParameter(w *World) (string, error) {
-	return autoParameter(context.Background(), w, UpgradeTo, "m7g.large", nil)
+func UpgradeParameter(w *testworld.World) (string, error) {
+	return testworld.AutoParameter(context.Background(), w, UpgradeTo, "m7g.large", nil)
 }
 
 // EKSUpgradeAccount returns the account of a new EKSUpgradeWorld (without its agent: the self-managed node
@@ -141,26 +143,11 @@ func EKSUpgradeAccount() (*sim.Account, error) {
 // AgentUpgradeRunner returns UpgradeRunner on the world's account and store whose waits run the agent: each
 // wait of d is agent iterations of at most agentTick each (World.Step), so the self-managed node group's
 // rollout moves while the workflow waits for it, as the agent's service does beside `patch-agent eks upgrade`.
-func AgentUpgradeRunner(w *World, owner string, out io.Writer) *eksupgrade.Runner {
+func AgentUpgradeRunner(w *testworld.World, owner string, out io.Writer) *eksupgrade.Runner {
 	r := UpgradeRunner(w.Account, w.Store.(eksupgrade.Store), owner, out)
 	r.Wait = w.RunFor
 	return r
 }
-
-// RunFor runs the agent for d of simulated time: iterations of at most agentTick each (World.Step).
-func (w *World) RunFor(ctx context.Context, d time.Duration) error {
-	for d > 0 {
-		tick := min(d, agentTick)
-		if err := w.Step(ctx, tick); err != nil {
-			return err
-		}
-		d -= tick
-	}
-	return ctx.Err()
-}
-
-// agentTick is the longest simulated time between two agent iterations of AgentUpgradeRunner's waits.
-const agentTick = 15 * time.Second
 
 // UpgradeRunner returns a workflow runner on the account: its fake clock, waits that move the clock, a
 // backoff without jitter and numbered ClientRequestTokens, so every run prints the same lines.
@@ -211,31 +198,31 @@ func RunEKSUpgrade(ctx context.Context, out io.Writer, store *state.Memory) (EKS
 		}
 	}
 	say("demo: %s", EKSUpgradeDescription)
-	req := eksupgrade.Request{Cluster: EKSCluster, To: UpgradeTo}
-	say("operator: patch-agent eks upgrade --cluster %s --to %s", EKSCluster, UpgradeTo)
+	req := eksupgrade.Request{Cluster: testworld.EKSCluster, To: UpgradeTo}
+	say("operator: patch-agent eks upgrade --cluster %s --to %s", testworld.EKSCluster, UpgradeTo)
 	w, err := AgentUpgradeRunner(world, "run-1", out).Run(ctx, req)
 	if err != nil {
 		return EKSUpgradeSummary{}, err
 	}
 	if w.Phase == state.WorkflowWaiting {
 		a.Advance(10 * time.Minute) // the operator reads the plan
-		say("operator: patch-agent approve %s", eksupgrade.Subject(EKSCluster))
-		if _, err := eksupgrade.Approve(ctx, store, EKSCluster, UpgradeOperator, a.Clock().Now()); err != nil {
+		say("operator: patch-agent approve %s", eksupgrade.Subject(testworld.EKSCluster))
+		if _, err := eksupgrade.Approve(ctx, store, testworld.EKSCluster, UpgradeOperator, a.Clock().Now()); err != nil {
 			return EKSUpgradeSummary{}, err
 		}
-		say("operator: patch-agent eks upgrade --cluster %s --to %s", EKSCluster, UpgradeTo)
+		say("operator: patch-agent eks upgrade --cluster %s --to %s", testworld.EKSCluster, UpgradeTo)
 		if w, err = AgentUpgradeRunner(world, "run-2", out).Run(ctx, req); err != nil {
 			return EKSUpgradeSummary{}, err
 		}
 	}
-	if ro, err := store.GetRollout(ctx, EKSGroupName); err == nil {
-		say("agent: rollout of %s %s: %d/%d node(s) on %s", EKSGroupName, ro.Phase, ro.OnTarget, ro.Instances, ro.TargetImageID)
+	if ro, err := store.GetRollout(ctx, testworld.EKSGroupName); err == nil {
+		say("agent: rollout of %s %s: %d/%d node(s) on %s", testworld.EKSGroupName, ro.Phase, ro.OnTarget, ro.Instances, ro.TargetImageID)
 	}
-	hist, err := store.History(ctx, eksupgrade.Subject(EKSCluster))
+	hist, err := store.History(ctx, eksupgrade.Subject(testworld.EKSCluster))
 	if err != nil {
 		return EKSUpgradeSummary{}, err
 	}
 	return EKSUpgradeSummary{Scenario: EKSUpgradeScenario, Summary: eksupgrade.NewSummary(w, a.Clock().Now()),
-		Updates: len(a.EKSUpdates(EKSCluster)), HistoryEntries: len(hist),
+		Updates: len(a.EKSUpdates(testworld.EKSCluster)), HistoryEntries: len(hist),
 		SimulatedSeconds: a.Clock().Since(UpgradeStart).Seconds()}, nil
 }

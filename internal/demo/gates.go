@@ -3,26 +3,16 @@ package demo
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // DemoAlarm is the CloudWatch alarm the alarm-gate scenario's groups name in patch-agent/alarms.
 const DemoAlarm = "demo-web-5xx"
-
-// groupNames returns the managed groups of the world, sorted.
-func (w *World) groupNames() []string {
-	names := make([]string, 0, len(w.Checker.Baseline))
-	for n := range w.Checker.Baseline {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
 
 // gateHold is how long the operator (approval) or the alarm (alarm-gate) holds the rollouts, in simulated
 // time, after the new AMI is detected.
@@ -36,15 +26,15 @@ func init() {
 	scenarios["alarm-gate"] = scenario{name: "alarm-gate", expect: state.PhaseCompleted,
 		description: "the groups name CloudWatch alarm " + DemoAlarm + " in patch-agent/alarms; it is in ALARM when the AMI arrives and holds the rollouts until it returns to OK 20 minutes later",
 		setup:       withTag(model.TagAlarms, DemoAlarm),
-		prepare:     func(w *World) { w.Account.SetAlarm(DemoAlarm, "ALARM") },
+		prepare:     func(w *testworld.World) { w.Account.SetAlarm(DemoAlarm, "ALARM") },
 		during:      clearAlarmAfterHold}
 }
 
 // approveAfterHold approves each group's target AMI (operator.Approve, as `patch-agent approve GROUP` does)
 // once it has waited for approval for gateHold.
-func approveAfterHold(ctx context.Context, w *World, p *printer) error {
+func approveAfterHold(ctx context.Context, w *testworld.World, p *printer) error {
 	now := w.Account.Clock().Now()
-	for _, group := range w.groupNames() {
+	for _, group := range w.GroupNames() {
 		r, err := w.Store.GetRollout(ctx, group)
 		if err != nil || !operator.WaitingForApproval(r) || now.Sub(r.DetectedAt) < gateHold {
 			continue
@@ -58,14 +48,14 @@ func approveAfterHold(ctx context.Context, w *World, p *printer) error {
 }
 
 // clearAlarmAfterHold sets the alarm back to OK once a group has been held by it for gateHold.
-func clearAlarmAfterHold(ctx context.Context, w *World, p *printer) error {
+func clearAlarmAfterHold(ctx context.Context, w *testworld.World, p *printer) error {
 	if p.alarmCleared {
 		return nil
 	}
 	now := w.Account.Clock().Now()
-	for _, group := range w.groupNames() {
+	for _, group := range w.GroupNames() {
 		r, err := w.Store.GetRollout(ctx, group)
-		if err != nil || r.TargetImageID != ImageB || r.DetectedAt.IsZero() || now.Sub(r.DetectedAt) < gateHold {
+		if err != nil || r.TargetImageID != testworld.ImageB || r.DetectedAt.IsZero() || now.Sub(r.DetectedAt) < gateHold {
 			continue
 		}
 		p.alarmCleared = true

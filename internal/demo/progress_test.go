@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // progressLineRE matches a group's progress line: the group, where its rollout stands, and the counts.
@@ -94,7 +95,7 @@ func TestPauseAndRollbackProgressNeverGoesBackToAnEarlierLine(t *testing.T) {
 			}
 			require.Len(t, seen, 2)
 			if name == "pause" {
-				require.Equal(t, map[string]int{GroupName: 1, EKSGroupName: 1}, waiting, "one Waiting line a group")
+				require.Equal(t, map[string]int{testworld.GroupName: 1, testworld.EKSGroupName: 1}, waiting, "one Waiting line a group")
 			}
 		})
 	}
@@ -135,7 +136,7 @@ func TestDemoLinesFitTheWidthAndJoinBackWhole(t *testing.T) {
 				}
 			}
 			require.Positive(t, wrapped, "long lines were wrapped")
-			require.Contains(t, strings.Join(joinContinuations(out.String()), "\n"), "simulated account: ECS cluster \"demo\", group "+GroupName+" (3 instances on "+ImageA)
+			require.Contains(t, strings.Join(joinContinuations(out.String()), "\n"), "simulated account: ECS cluster \"demo\", group "+testworld.GroupName+" (3 instances on "+testworld.ImageA)
 		})
 	}
 }

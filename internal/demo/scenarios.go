@@ -10,6 +10,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // scenario is one `patch-agent demo --scenario NAME`.
@@ -18,12 +19,12 @@ type scenario struct {
 	// expect is the state the demo group must end in.
 	expect state.Phase
 	// setup changes the world's spec before it is built; prepare the world before the AMI changes.
-	setup   func(*Spec)
-	prepare func(*World)
+	setup   func(*testworld.Spec)
+	prepare func(*testworld.World)
 	// during runs after every agent iteration.
-	during func(context.Context, *World, *printer) error
+	during func(context.Context, *testworld.World, *printer) error
 	// stop ends the run early (default: the rollout to ImageB ended).
-	stop func(state.Rollout, *World) bool
+	stop func(state.Rollout, *testworld.World) bool
 	// crash kills the agent after every rollout step transition and starts a fresh one.
 	crash bool
 }
@@ -36,7 +37,7 @@ var scenarios = map[string]scenario{
 		description: "the agent is killed right after every step transition and a fresh one resumes from the store"},
 	"bad-ami": {name: "bad-ami", expect: state.PhaseRolledBack,
 		description: "instances of the new AMI never serve: the agent abandons the first one's launching action, halts the instance refresh and rolls it back",
-		prepare:     func(w *World) { w.Account.MarkImageUnhealthy(ImageB) }},
+		prepare:     func(w *testworld.World) { w.Account.MarkImageUnhealthy(testworld.ImageB) }},
 	"pause": {name: "pause", expect: state.PhaseCompleted,
 		description: "a global pause is set while the first old instance drains and held for 30 minutes: the instance refresh is cancelled " +
 			"(the instance in flight finishes); the resume starts a new one that skips the instances already on the AMI",
@@ -44,16 +45,16 @@ var scenarios = map[string]scenario{
 	"soak": {name: "soak", expect: state.PhaseWaiting,
 		description: "the group requires a 48h minimum AMI age; the fresh AMI waits",
 		setup:       withTag(model.TagMinAMIAge, "48h"),
-		stop: func(r state.Rollout, w *World) bool {
+		stop: func(r state.Rollout, w *testworld.World) bool {
 			return r.Phase == state.PhaseWaiting && w.Account.Clock().Since(r.DetectedAt) > 10*time.Minute
 		}},
 	"refused-ami": {name: "refused-ami", expect: state.PhaseWaiting,
 		description: "the parameters name an AMI of an account outside the allow-list: the AMI gate refuses it and nothing is touched",
-		prepare: func(w *World) {
-			w.Account.RegisterImage(sim.ImageSpec{ID: ImageB, Name: "al2023-ami-ecs-hvm-2023.0.20261129-kernel-6.1-" + w.arch,
-				Architecture: w.arch, OwnerID: "999988887777", Created: w.Account.Clock().Now().Add(-time.Hour)})
+		prepare: func(w *testworld.World) {
+			w.Account.RegisterImage(sim.ImageSpec{ID: testworld.ImageB, Name: "al2023-ami-ecs-hvm-2023.0.20261129-kernel-6.1-" + w.Arch,
+				Architecture: w.Arch, OwnerID: "999988887777", Created: w.Account.Clock().Now().Add(-time.Hour)})
 		},
-		stop: func(r state.Rollout, w *World) bool {
+		stop: func(r state.Rollout, w *testworld.World) bool {
 			return r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, "AMI refused") && w.Account.Clock().Since(r.DetectedAt) > 10*time.Minute
 		}},
 	"ecs-capacity-provider": {name: "ecs-capacity-provider", expect: state.PhaseCompleted,
@@ -65,7 +66,7 @@ var scenarios = map[string]scenario{
 		description: "the groups are tagged patch-agent/strategy=refresh and have the agent's launching hook: one instance refresh " +
 			"per group replaces them (launch before terminate); the agent holds each new instance until it serves, drains each old " +
 			"one and never writes desired capacity",
-		setup: func(s *Spec) {
+		setup: func(s *testworld.Spec) {
 			withTag(model.TagStrategy, model.StrategyRefresh)(s)
 			for i := range s.Groups {
 				s.Groups[i].Max = s.Groups[i].Desired + 1
@@ -97,8 +98,8 @@ func lookupScenario(name string) (scenario, error) {
 	return sc, nil
 }
 
-func withTag(key, value string) func(*Spec) {
-	return func(s *Spec) {
+func withTag(key, value string) func(*testworld.Spec) {
+	return func(s *testworld.Spec) {
 		for i := range s.Groups {
 			if s.Groups[i].Tags == nil {
 				s.Groups[i].Tags = map[string]string{}
@@ -109,14 +110,14 @@ func withTag(key, value string) func(*Spec) {
 }
 
 // crashEveryWrite returns a fuse that blows right after the next rollout write.
-func crashEveryWrite() *Fuse {
-	return &Fuse{OnWrite: func(state.Rollout) bool { return true }}
+func crashEveryWrite() *testworld.Fuse {
+	return &testworld.Fuse{OnWrite: func(state.Rollout) bool { return true }}
 }
 
 // pauseOnFirstDrain sets a global pause when the first old instance of the ECS group starts draining (its
 // container instance DRAINING under the instance refresh) and lifts it 30 simulated minutes later.
-func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
-	r, err := w.Store.GetRollout(ctx, GroupName)
+func pauseOnFirstDrain(ctx context.Context, w *testworld.World, p *printer) error {
+	r, err := w.Store.GetRollout(ctx, testworld.GroupName)
 	if err != nil {
 		return nil
 	}
@@ -127,7 +128,7 @@ func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
 	now := w.Account.Clock().Now()
 	draining := false
 	if r.Refresh != nil {
-		for _, i := range w.Account.Group(GroupName).Instances {
+		for _, i := range w.Account.Group(testworld.GroupName).Instances {
 			draining = draining || i.ContainerInstanceStatus == "DRAINING"
 		}
 	}
@@ -147,7 +148,7 @@ func pauseOnFirstDrain(ctx context.Context, w *World, p *printer) error {
 // (target 100 %) and managed termination protection, desired 3 of min 1 / max 6 across the account's 3 AZs, the
 // demo's 6 service tasks with room for 10 per instance (sim.Options.MaxTasksPerInstance default), the service
 // with Availability Zone rebalancing (the default of services ECS creates).
-func ecsCapacityProvider(s *Spec) {
+func ecsCapacityProvider(s *testworld.Spec) {
 	for i := range s.Groups {
 		if s.Groups[i].Platform == model.PlatformEKS {
 			continue

@@ -11,6 +11,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
@@ -43,18 +44,18 @@ func TestEveryDemoScenarioEndsAsDescribed(t *testing.T) {
 					require.Equal(t, 3, g.AvailabilityZones, g.Name)
 				case "bad-ami":
 					require.Zero(t, g.OnTarget, "%s: every in-service instance still on the old AMI", g.Name)
-					require.Contains(t, g.Reason, "ABANDONed by lifecycle hook "+LaunchHookName+" (not healthy in cluster after 10m0s)", g.Name)
+					require.Contains(t, g.Reason, "ABANDONed by lifecycle hook "+testworld.LaunchHookName+" (not healthy in cluster after 10m0s)", g.Name)
 				case "soak":
 					require.Contains(t, g.Reason, "may start at", g.Name)
 				case "refused-ami":
 					require.Zero(t, g.OnTarget, "%s: the refused AMI (C20) runs nowhere", g.Name)
-					require.Contains(t, g.Reason, "AMI refused: "+ImageB+" is owned by 999988887777", g.Name)
+					require.Contains(t, g.Reason, "AMI refused: "+testworld.ImageB+" is owned by 999988887777", g.Name)
 					require.Equal(t, 1.0, s.Metrics["AMIRejected{Group="+g.Name+",Platform="+g.Platform+",Reason=OwnerNotAllowed}"], g.Name)
 				}
 			}
 			zoneLines := 0
 			for _, l := range joinContinuations(out.String()) {
-				if strings.Contains(l, "zones: "+GroupName+", capacity provider") {
+				if strings.Contains(l, "zones: "+testworld.GroupName+", capacity provider") {
 					require.Contains(t, l, "3 instance(s) in 3 zone(s)", "the capacity provider's zones, at the start and the end")
 					require.Contains(t, l, "service web: 6 tasks RUNNING")
 					zoneLines++

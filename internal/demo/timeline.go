@@ -9,22 +9,8 @@ import (
 	"time"
 
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
-
-// TimelineSample is one group's state after one agent iteration of a demo (Options.Timeline): At is the
-// simulated time since the demo began; the counts are instances — Desired the group's desired capacity,
-// Serving those in service and healthy in their cluster (ECS: container instance ACTIVE, agent connected;
-// EKS: node Ready, not cordoned), OnTarget those in service on the target AMI, Draining those being
-// drained (ECS: DRAINING; EKS: cordoned). Gate names the gate that holds the rollout ("" when none).
-type TimelineSample struct {
-	At       time.Duration
-	Group    string
-	Desired  int
-	Serving  int
-	OnTarget int
-	Draining int
-	Gate     string
-}
 
 // gateOf names the gate that holds r: pause, approval, soak, window, alarm, AMI gate; "" when none.
 func gateOf(r state.Rollout) string {
@@ -62,12 +48,12 @@ const (
 // timelineSeries are the lines of each panel: what they count and how they are drawn.
 var timelineSeries = []struct {
 	label, color, dash string
-	value              func(TimelineSample) int
+	value              func(testworld.TimelineSample) int
 }{
-	{"desired", "#6b7280", "6 4", func(s TimelineSample) int { return s.Desired }},
-	{"in service, healthy", "#16a34a", "", func(s TimelineSample) int { return s.Serving }},
-	{"on target AMI", "#2563eb", "", func(s TimelineSample) int { return s.OnTarget }},
-	{"draining", "#ea580c", "", func(s TimelineSample) int { return s.Draining }},
+	{"desired", "#6b7280", "6 4", func(s testworld.TimelineSample) int { return s.Desired }},
+	{"in service, healthy", "#16a34a", "", func(s testworld.TimelineSample) int { return s.Serving }},
+	{"on target AMI", "#2563eb", "", func(s testworld.TimelineSample) int { return s.OnTarget }},
+	{"draining", "#ea580c", "", func(s testworld.TimelineSample) int { return s.Draining }},
 }
 
 // WriteTimelineSVG draws s.Timeline as an SVG picture, one panel per group (sorted by name): over simulated
@@ -75,12 +61,12 @@ var timelineSeries = []struct {
 // and those draining (y, instances, as step lines), and the spans during which a gate held the rollout
 // (shaded, labelled). The output depends only on s: the same demo draws the same bytes. Errors: no samples
 // (the demo ran without Options.Timeline), or w's write error.
-func WriteTimelineSVG(w io.Writer, s Summary) error {
+func WriteTimelineSVG(w io.Writer, s testworld.Summary) error {
 	if len(s.Timeline) == 0 {
 		return fmt.Errorf("no timeline samples: run the demo with Options.Timeline")
 	}
 	var groups []string
-	byGroup := map[string][]TimelineSample{}
+	byGroup := map[string][]testworld.TimelineSample{}
 	var end time.Duration
 	top := 1
 	for _, x := range s.Timeline {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patch-agent/patch-agent/internal/testworld"
 	"github.com/stretchr/testify/require"
 )
 
@@ -66,8 +67,8 @@ func TestTimelineSVGDrawsEachGroupAndTheGatesThatHeld(t *testing.T) {
 			counts, texts := svgElements(t, svg)
 			require.Equal(t, 2*len(timelineSeries), counts["polyline"], "four lines for each of the two groups")
 			joined := strings.Join(texts, "|")
-			require.Contains(t, joined, GroupName)
-			require.Contains(t, joined, EKSGroupName)
+			require.Contains(t, joined, testworld.GroupName)
+			require.Contains(t, joined, testworld.EKSGroupName)
 			require.Contains(t, joined, "0 invariant violation(s)")
 			if c.gate != "" {
 				require.Contains(t, texts, c.gate)
@@ -78,7 +79,7 @@ func TestTimelineSVGDrawsEachGroupAndTheGatesThatHeld(t *testing.T) {
 			}
 		})
 	}
-	require.Error(t, WriteTimelineSVG(io.Discard, Summary{}), "a demo run without Options.Timeline has nothing to draw")
+	require.Error(t, WriteTimelineSVG(io.Discard, testworld.Summary{}), "a demo run without Options.Timeline has nothing to draw")
 }
 
 // While a gate holds, nothing changes: the samples of a gate span keep serving at desired and draining at 0.

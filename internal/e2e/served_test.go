@@ -17,17 +17,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/sim/wire"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 const (
 	// launchHook is the served group's launching lifecycle hook to the agent's queue (beside the terminating
 	// one, demo.HookName).
-	launchHook = demo.LaunchHookName
+	launchHook = testworld.LaunchHookName
 	// servedRolloutWithin bounds one whole rollout of the served world, restarts included.
 	servedRolloutWithin = 2 * time.Minute
 	// servedSpeed is how much faster than the wall clock the served account's clock runs: the account's waits
@@ -48,7 +48,7 @@ var servedMutating = []string{"CreateLaunchTemplateVersion", "UpdateAutoScalingG
 // with the wall clock, the agent's table on kumo behind a logging proxy, and the real binary.
 type served struct {
 	t        *testing.T
-	w        *demo.World
+	w        *testworld.World
 	srv      *wire.Server
 	ddbProxy *proxy
 	ddb      *dynamodb.Client
@@ -73,16 +73,16 @@ type served struct {
 // both lifecycle hooks to the agent's queue; rolled by instance refresh, the only strategy) on a simulated
 // account whose instances boot in seconds.
 func newServed(t *testing.T) *served {
-	spec := demo.DemoSpec()
+	spec := testworld.DemoSpec()
 	spec.Groups = spec.Groups[:1]
 	spec.Sim = sim.Options{BootDelay: 3 * time.Second, AgentConnectDelay: time.Second, TaskStartDelay: time.Second,
 		TaskStopStageDelay: time.Second, TerminateDelay: 2 * time.Second}
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	// The group's owner set a warm-up of seconds, as for a service that is ready at once: an instance refresh
 	// counts a replacement updated once InService and past it (API Reference, RefreshPreferences).
 	_, err = w.Account.AutoScaling().(*sim.AutoScalingClient).UpdateAutoScalingGroup(context.Background(), &autoscaling.UpdateAutoScalingGroupInput{
-		AutoScalingGroupName: aws.String(demo.GroupName), DefaultInstanceWarmup: aws.Int32(10)})
+		AutoScalingGroupName: aws.String(testworld.GroupName), DefaultInstanceWarmup: aws.Int32(10)})
 	require.NoError(t, err)
 	// The stack's EventBridge rules put the events that end the agent's waits (an instance InService, a
 	// container instance ACTIVE and connected, a drain done) on its queue.
@@ -163,7 +163,7 @@ func (s *served) start(n int) *agent {
 }
 
 func (s *served) rollout() state.Rollout {
-	r, err := state.NewDynamoDB(s.ddb, s.table).GetRollout(context.Background(), demo.GroupName)
+	r, err := state.NewDynamoDB(s.ddb, s.table).GetRollout(context.Background(), testworld.GroupName)
 	if err != nil {
 		return state.Rollout{}
 	}
@@ -172,10 +172,10 @@ func (s *served) rollout() state.Rollout {
 
 // onNewAMI reports whether the group has its desired capacity InService, every instance on the new AMI.
 func (s *served) onNewAMI() bool {
-	g := s.w.Account.Group(demo.GroupName)
+	g := s.w.Account.Group(testworld.GroupName)
 	n := 0
 	for _, i := range g.Instances {
-		if i.ImageID != demo.ImageB {
+		if i.ImageID != testworld.ImageB {
 			return false
 		}
 		if i.LifecycleState == "InService" {
@@ -205,10 +205,10 @@ func (s *served) roll() (starts int) {
 			case <-time.After(200 * time.Millisecond):
 				if !published && len(s.srv.Calls("GetParameters")) > 0 {
 					// As a pipeline would: the parameter, and EventBridge's Parameter Store Change event on the queue.
-					s.w.PublishAMI(demo.Parameter, demo.ImageB)
+					s.w.PublishAMI(testworld.Parameter, testworld.ImageB)
 					published = true
 				}
-				if r := s.rollout(); published && r.Phase == state.PhaseCompleted && r.TargetImageID == demo.ImageB && s.onNewAMI() {
+				if r := s.rollout(); published && r.Phase == state.PhaseCompleted && r.TargetImageID == testworld.ImageB && s.onNewAMI() {
 					s.mu.Lock()
 					s.stopping = true
 					s.mu.Unlock()
@@ -238,7 +238,7 @@ func (s *served) roll() (starts int) {
 	}
 	r := s.rollout()
 	t.Fatalf("rollout not Completed on the new AMI within %s (phase %s, reason %q, group %+v); last agent log: %s", servedRolloutWithin,
-		r.Phase, r.Reason, s.w.Account.Group(demo.GroupName), tailFile(filepath.Join(s.dir, fmt.Sprintf("agent-%d.log", starts-1))))
+		r.Phase, r.Reason, s.w.Account.Group(testworld.GroupName), tailFile(filepath.Join(s.dir, fmt.Sprintf("agent-%d.log", starts-1))))
 	return starts
 }
 
@@ -275,9 +275,9 @@ func (s *served) check(old []string) {
 		completed[id] += c.Param("LifecycleHookName") + " "
 	}
 	for _, id := range old {
-		require.Contains(t, completed[id], demo.HookName, "the terminating action of old instance %s was completed", id)
+		require.Contains(t, completed[id], testworld.HookName, "the terminating action of old instance %s was completed", id)
 	}
-	for _, i := range s.w.Account.Group(demo.GroupName).Instances {
+	for _, i := range s.w.Account.Group(testworld.GroupName).Instances {
 		require.Contains(t, completed[i.ID], launchHook, "the launching action of new instance %s was completed", i.ID)
 	}
 	s.w.Account.Advance(0)
@@ -287,7 +287,7 @@ func (s *served) check(old []string) {
 
 func (s *served) instanceIDs() []string {
 	var ids []string
-	for _, i := range s.w.Account.Group(demo.GroupName).Instances {
+	for _, i := range s.w.Account.Group(testworld.GroupName).Instances {
 		ids = append(ids, i.ID)
 	}
 	sort.Strings(ids)

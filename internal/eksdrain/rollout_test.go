@@ -8,11 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/kubesim"
 )
 
 // The rollout tests run the real agent (orchestrator, platform, drainer) against the simulated account for
@@ -29,21 +30,21 @@ const (
 
 // rolloutWorld builds a world with one EKS group of desired nodes on the shared API server, running
 // workload in the test's namespace.
-func rolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload) (*demo.World, *kube) {
+func rolloutWorld(t *testing.T, desired int32, workload kubesim.KubeWorkload) (*testworld.World, *kube) {
 	t.Helper()
 	return observedRolloutWorld(t, desired, workload, nil)
 }
 
 // observedRolloutWorld is rolloutWorld whose agent reports to observer (nil: none).
-func observedRolloutWorld(t *testing.T, desired int32, workload demo.KubeWorkload, observer model.Observer) (*demo.World, *kube) {
+func observedRolloutWorld(t *testing.T, desired int32, workload kubesim.KubeWorkload, observer model.Observer) (*testworld.World, *kube) {
 	t.Helper()
 	k := newKube(t, nil)
 	workload.Namespace = k.ns
 	policy := model.Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 10 * time.Minute, RollbackOnFailure: true}
-	w, err := demo.Build(demo.Spec{
+	w, err := testworld.Build(testworld.Spec{
 		Sim:    sim.Options{Seed: rand.Uint64()}, // instance ids (and so node names) unique on the shared API server
 		Policy: policy,
-		Groups: []demo.GroupSetup{{Name: group, Platform: model.PlatformEKS, Cluster: "c9", Parameter: goldenAMI,
+		Groups: []testworld.GroupSetup{{Name: group, Platform: model.PlatformEKS, Cluster: "c9", Parameter: goldenAMI,
 			InstanceType: "m5.large", Min: desired, Max: desired + 1, Desired: desired}},
 		Kube:         k.cs,
 		KubeWorkload: workload,
@@ -61,7 +62,7 @@ func TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineA
 	// without a rollback, the old node is uncordoned and keeps serving (its instance stays in Terminating:Wait,
 	// heartbeated, never completed), a DrainDeadline alert is raised, and nothing loops.
 	reg := metrics.NewRegistry(nil)
-	w, k := observedRolloutWorld(t, 1, demo.KubeWorkload{Replicas: 2, MinAvailable: 2, DaemonSet: true}, reg)
+	w, k := observedRolloutWorld(t, 1, kubesim.KubeWorkload{Replicas: 2, MinAvailable: 2, DaemonSet: true}, reg)
 	reg.Clock = w.Account.Clock()
 	ctx := context.Background()
 	oldID := w.Account.Group(group).Instances[0].ID
@@ -69,7 +70,7 @@ func TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineA
 	require.NoError(t, err)
 	require.Equal(t, 2, nodes[oldID].Evictable, "both Deployment pods on the only node")
 
-	w.PublishAMI(goldenAMI, demo.ImageB)
+	w.PublishAMI(goldenAMI, testworld.ImageB)
 	var drainStarted time.Time
 	halted, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 		if inst, ok := w.Account.Instance(oldID); ok && drainStarted.IsZero() && inst.LifecycleState == "Terminating:Wait" {
@@ -128,7 +129,7 @@ func alerts(reg *metrics.Registry, kind string) float64 {
 
 // requireOldNodeServing checks that the old node is Ready, uncordoned and runs its pods, and that its
 // instance waits in Terminating:Wait (held: it cannot return to InService).
-func requireOldNodeServing(t *testing.T, w *demo.World, oldID string) {
+func requireOldNodeServing(t *testing.T, w *testworld.World, oldID string) {
 	t.Helper()
 	ctx := context.Background()
 	nodes, err := w.Kube.Observe(ctx)
@@ -146,10 +147,10 @@ func requireOldNodeServing(t *testing.T, w *demo.World, oldID string) {
 }
 
 func TestReplacementWhoseNodeNeverBecomesReadyIsNotHealthyAndTheRolloutRollsBack(t *testing.T) {
-	w, k := rolloutWorld(t, 2, demo.KubeWorkload{Replicas: 2, MinAvailable: 1, DaemonSet: true})
+	w, k := rolloutWorld(t, 2, kubesim.KubeWorkload{Replicas: 2, MinAvailable: 1, DaemonSet: true})
 	ctx := context.Background()
-	w.Account.MarkImageUnhealthy(demo.ImageB) // its kubelet registers the node, which never turns Ready
-	w.PublishAMI(goldenAMI, demo.ImageB)
+	w.Account.MarkImageUnhealthy(testworld.ImageB) // its kubelet registers the node, which never turns Ready
+	w.PublishAMI(goldenAMI, testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, group).Phase == state.PhaseRolledBack })
 	require.NoError(t, err)
 	r := w.Rollout(ctx, group)
@@ -162,16 +163,16 @@ func TestReplacementWhoseNodeNeverBecomesReadyIsNotHealthyAndTheRolloutRollsBack
 		if i.LifecycleState != "InService" {
 			continue
 		}
-		require.Equal(t, demo.ImageA, i.ImageID)
+		require.Equal(t, testworld.ImageA, i.ImageID)
 		require.True(t, nodes[i.ID].Ready && !nodes[i.ID].Cordoned, "old node %s serving", i.ID)
 	}
 	require.Empty(t, w.Checker.Finish())
 }
 
 func TestEKSRolloutCompletesAgainstARealAPIServer(t *testing.T) {
-	w, k := rolloutWorld(t, 2, demo.KubeWorkload{Replicas: 4, MinAvailable: 3, DaemonSet: true})
+	w, k := rolloutWorld(t, 2, kubesim.KubeWorkload{Replicas: 4, MinAvailable: 3, DaemonSet: true})
 	ctx := context.Background()
-	w.PublishAMI(goldenAMI, demo.ImageB)
+	w.PublishAMI(goldenAMI, testworld.ImageB)
 	minReady := 4
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool {
 		n, err := w.Kube.ReadyPods(ctx)
@@ -187,7 +188,7 @@ func TestEKSRolloutCompletesAgainstARealAPIServer(t *testing.T) {
 	require.GreaterOrEqual(t, w.Checker.MinServing[group], 2)
 	for _, i := range w.Account.Group(group).Instances {
 		if i.LifecycleState == "InService" {
-			require.Equal(t, demo.ImageB, i.ImageID)
+			require.Equal(t, testworld.ImageB, i.ImageID)
 		}
 	}
 }

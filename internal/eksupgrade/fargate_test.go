@@ -27,6 +27,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld/crash"
 )
 
 // kube is the cluster's Kubernetes API (client-go's fake clientset) with a minimal workload controller: an
@@ -481,10 +482,10 @@ func TestCrashMatrixEKSUpgradeWorkflowKubernetesSteps(t *testing.T) {
 	total := f.effects
 	runs := 0
 	for at := 1; at <= total; at++ {
-		for _, mode := range demo.CrashModes {
+		for _, mode := range crash.CrashModes {
 			t.Run(fmt.Sprintf("%s effect %d of %d", mode, at, total), func(t *testing.T) {
 				w, k := newKubeWorld(t)
-				first := &fuse{At: at, loseResponse: mode == demo.CrashResponseLost}
+				first := &fuse{At: at, loseResponse: mode == crash.CrashResponseLost}
 				_, err := incarnation(w, k, "first", first).Run(context.Background(), req)
 				require.True(t, first.blown, "the fuse fired")
 				if at < total || err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // Managed node groups: the step goes through the agent's managed-node-group rollout, never around it.
@@ -77,7 +78,7 @@ func TestManagedNodegroupStepHaltsWithTheHaltedRolloutsReason(t *testing.T) {
 	require.Contains(t, wf.Reason, "failed: managed-nodegroup web: the agent's rollout of nodegroup/demo-eks/web is")
 	require.Contains(t, wf.Reason, "PodEvictionFailure")
 	require.Equal(t, state.StepStatusFailed, stepOf(t, wf, eksupgrade.KindManagedNodegroup, demo.UpgradeNodegroup).Status)
-	require.Equal(t, state.StepStatusPending, stepOf(t, wf, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName).Status, "nothing after it")
+	require.Equal(t, state.StepStatusPending, stepOf(t, wf, eksupgrade.KindSelfManagedNodegroup, testworld.EKSGroupName).Status, "nothing after it")
 	ng, _ := w.a.EKSNodegroup(cluster, demo.UpgradeNodegroup)
 	require.Equal(t, "1.30", ng.Version)
 }
@@ -116,7 +117,7 @@ func TestManagedNodegroupStepOfANodegroupNotOptedInIsActionRequired(t *testing.T
 	r := aloneRunner(w, "run-1") // no agent: every node group call is the workflow's
 	r.MaxWait = 20 * time.Minute
 	_, err := r.Run(context.Background(), upgrade())
-	require.ErrorContains(t, err, "self-managed node group "+demo.EKSGroupName, "the workflow went on to the next step")
+	require.ErrorContains(t, err, "self-managed node group "+testworld.EKSGroupName, "the workflow went on to the next step")
 	wf, err := w.store.GetWorkflow(context.Background(), cluster)
 	require.NoError(t, err)
 	st := stepOf(t, wf, eksupgrade.KindManagedNodegroup, demo.UpgradeNodegroup)

@@ -22,6 +22,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/crash"
 )
 
 // Safety of the upgrade workflow: no add-on is downgraded, a retry survives a crash, node groups the control
@@ -246,11 +248,11 @@ func TestCrashMatrixEKSUpgradeWorkflowRetry(t *testing.T) {
 	total := f.effects
 	require.Greater(t, total, 10)
 	for at := 1; at <= total; at++ {
-		for _, mode := range demo.CrashModes {
+		for _, mode := range crash.CrashModes {
 			t.Run(fmt.Sprintf("%s effect %d of %d", mode, at, total), func(t *testing.T) {
 				w := newWorld(t)
 				failedID := stepOf(t, haltAtCoreDNS(t, w), eksupgrade.KindAddon, "coredns").UpdateID
-				first := &fuse{At: at, loseResponse: mode == demo.CrashResponseLost}
+				first := &fuse{At: at, loseResponse: mode == crash.CrashResponseLost}
 				_, err := w.incarnation("first", first).Run(context.Background(), retried())
 				require.True(t, first.blown, "the fuse fired")
 				if at < total || err != nil {
@@ -584,27 +586,27 @@ func TestSelfManagedStepIsNotCompletedAtHandOverButWhenTheAgentsRolloutIsOnTheNe
 	alone := aloneRunner(w, "run-1") // its waits only move the clock: no agent runs
 	alone.MaxWait = 20 * time.Minute
 	_, err := alone.Run(context.Background(), upgrade())
-	require.ErrorContains(t, err, "self-managed node group "+demo.EKSGroupName+": the agent's rollout to the Kubernetes 1.31 AMI is not done after 20m0s")
+	require.ErrorContains(t, err, "self-managed node group "+testworld.EKSGroupName+": the agent's rollout to the Kubernetes 1.31 AMI is not done after 20m0s")
 	mid, err := w.store.GetWorkflow(context.Background(), cluster)
 	require.NoError(t, err)
 	require.Equal(t, state.WorkflowRunning, mid.Phase)
-	sm := stepOf(t, mid, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName)
+	sm := stepOf(t, mid, eksupgrade.KindSelfManagedNodegroup, testworld.EKSGroupName)
 	require.Equal(t, state.StepStatusInProgress, sm.Status, "handed over, not Completed")
 	require.True(t, sm.CompletedAt.IsZero())
 	require.NotNil(t, sm.Nodes)
 	require.Equal(t, "no rollout record yet: waiting for the agent", eksupgrade.NodesLine(sm.Nodes))
-	require.NotContains(t, imagesOf(w.a, demo.EKSGroupName), demo.UpgradeImage, "no node is on the new AMI yet")
+	require.NotContains(t, imagesOf(w.a, testworld.EKSGroupName), demo.UpgradeImage, "no node is on the new AMI yet")
 	require.Contains(t, events(w.history(t)), "self-managed-handed-over")
 	require.NotContains(t, events(w.history(t)), "self-managed-completed")
 
 	w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
 	done := w.run(t, "run-2", upgrade()) // the agent runs during this run's waits
 	require.Equal(t, state.WorkflowCompleted, done.Phase, done.Reason)
-	sm = stepOf(t, done, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName)
+	sm = stepOf(t, done, eksupgrade.KindSelfManagedNodegroup, testworld.EKSGroupName)
 	require.Equal(t, state.StepStatusCompleted, sm.Status)
 	require.Equal(t, &state.NodeProgress{Phase: state.PhaseCompleted, OnTarget: 3, Instances: 3, TargetImageID: demo.UpgradeImage,
 		Source: "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id", OnVersion: true}, sm.Nodes)
-	require.Equal(t, []string{demo.UpgradeImage, demo.UpgradeImage, demo.UpgradeImage}, imagesOf(w.a, demo.EKSGroupName))
+	require.Equal(t, []string{demo.UpgradeImage, demo.UpgradeImage, demo.UpgradeImage}, imagesOf(w.a, testworld.EKSGroupName))
 	require.Equal(t, 1, w.updateCalls()["UpdateClusterVersion"])
 }
 
@@ -623,7 +625,7 @@ func TestSelfManagedStepHaltsWhenTheAgentsRolloutHalts(t *testing.T) {
 			"the agent's rollout of demo-eks-nodes is Halted: failed: drain of i-0abc did not finish within 30m0s"},
 		{"rolled back", state.Rollout{Phase: state.PhaseRolledBack, Source: param131, TargetImageID: demo.UpgradeImage, Instances: 3, OnTarget: 0, Reason: "replacement not healthy"},
 			state.WorkflowHalted, "is RolledBack: replacement not healthy"},
-		{"completed on the old version's parameter", state.Rollout{Phase: state.PhaseCompleted, Instances: 3, OnTarget: 3, TargetImageID: demo.ImageA,
+		{"completed on the old version's parameter", state.Rollout{Phase: state.PhaseCompleted, Instances: 3, OnTarget: 3, TargetImageID: testworld.ImageA,
 			Source: "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/arm64/standard/recommended/image_id"}, state.WorkflowRunning, ""},
 		{"completed on the new version with an instance left", state.Rollout{Phase: state.PhaseCompleted, Instances: 3, OnTarget: 2, Source: param131},
 			state.WorkflowRunning, ""},
@@ -633,7 +635,7 @@ func TestSelfManagedStepHaltsWhenTheAgentsRolloutHalts(t *testing.T) {
 			alone := aloneRunner(w, "run-1")
 			alone.MaxWait = 20 * time.Minute
 			_, _ = alone.Run(context.Background(), upgrade()) // up to the hand-over's wait
-			tc.record.Group = demo.EKSGroupName
+			tc.record.Group = testworld.EKSGroupName
 			_, err := w.store.PutRollout(context.Background(), tc.record)
 			require.NoError(t, err)
 			w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
@@ -641,7 +643,7 @@ func TestSelfManagedStepHaltsWhenTheAgentsRolloutHalts(t *testing.T) {
 			wf, gerr := w.store.GetWorkflow(context.Background(), cluster)
 			require.NoError(t, gerr)
 			require.Equal(t, tc.phase, wf.Phase, wf.Reason)
-			sm := stepOf(t, wf, eksupgrade.KindSelfManagedNodegroup, demo.EKSGroupName)
+			sm := stepOf(t, wf, eksupgrade.KindSelfManagedNodegroup, testworld.EKSGroupName)
 			if tc.phase == state.WorkflowHalted {
 				require.NoError(t, err)
 				require.Equal(t, state.StepStatusFailed, sm.Status)
@@ -663,7 +665,7 @@ func TestStatusShowsTheSelfManagedRolloutsProgress(t *testing.T) {
 	alone := aloneRunner(w, "run-1")
 	alone.MaxWait = 20 * time.Minute
 	_, _ = alone.Run(context.Background(), upgrade())
-	_, err := w.store.PutRollout(context.Background(), state.Rollout{Group: demo.EKSGroupName, Phase: state.PhaseReplacing, Instances: 4, OnTarget: 2,
+	_, err := w.store.PutRollout(context.Background(), state.Rollout{Group: testworld.EKSGroupName, Phase: state.PhaseReplacing, Instances: 4, OnTarget: 2,
 		TargetImageID: demo.UpgradeImage, Source: "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id"})
 	require.NoError(t, err)
 	w.a.Advance(eksupgrade.DefaultLeaseTTL + state.LeaseRule{}.Margin())
@@ -687,11 +689,11 @@ func TestPreflightFailsWhenTheAgentsRolloutOfASelfManagedGroupIsHalted(t *testin
 	w := newWorld(t)
 	ctx := context.Background()
 	w.advance(t, 0)
-	r, err := w.store.GetRollout(ctx, demo.EKSGroupName)
+	r, err := w.store.GetRollout(ctx, testworld.EKSGroupName)
 	if err != nil {
 		r = state.Rollout{}
 	}
-	r.Group, r.Platform, r.Cluster = demo.EKSGroupName, "eks", cluster
+	r.Group, r.Platform, r.Cluster = testworld.EKSGroupName, "eks", cluster
 	r.Phase, r.Reason = state.PhaseHalted, "failed: replacement i-0 not healthy after 10m0s"
 	_, err = w.store.PutRollout(ctx, r)
 	require.NoError(t, err)
@@ -700,7 +702,7 @@ func TestPreflightFailsWhenTheAgentsRolloutOfASelfManagedGroupIsHalted(t *testin
 	require.Equal(t, state.WorkflowHalted, wf.Phase, wf.Reason)
 	var found bool
 	for _, c := range wf.Checks {
-		if c.Name == "rollout of "+demo.EKSGroupName {
+		if c.Name == "rollout of "+testworld.EKSGroupName {
 			found = true
 			require.Equal(t, eksupgrade.CheckFail, c.Result)
 			require.Contains(t, c.Detail, "is Halted (failed: replacement i-0 not healthy after 10m0s)")

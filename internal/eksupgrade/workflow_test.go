@@ -23,9 +23,11 @@ import (
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/crash"
 )
 
-const cluster = demo.EKSCluster
+const cluster = testworld.EKSCluster
 
 // world is the eks-upgrade demo's account (cluster on 1.30: vpc-cni, coredns, kube-proxy, managed node group
 // web, self-managed node group demo-eks-nodes) and a memory store.
@@ -33,7 +35,7 @@ type world struct {
 	a     *sim.Account
 	store *state.Memory
 	// agent is the demo world whose agent rolls the self-managed node group while a runner waits.
-	agent *demo.World
+	agent *testworld.World
 }
 
 func newWorld(t *testing.T) *world {
@@ -591,10 +593,10 @@ func TestCrashMatrixEKSUpgradeWorkflow(t *testing.T) {
 	require.Greater(t, total, 20)
 	runs := 1
 	for at := 1; at <= total; at++ {
-		for _, mode := range demo.CrashModes {
+		for _, mode := range crash.CrashModes {
 			t.Run(fmt.Sprintf("%s effect %d of %d", mode, at, total), func(t *testing.T) {
 				w := newWorld(t)
-				first := &fuse{At: at, loseResponse: mode == demo.CrashResponseLost}
+				first := &fuse{At: at, loseResponse: mode == crash.CrashResponseLost}
 				_, err := w.incarnation("first", first).Run(context.Background(), upgrade())
 				require.True(t, first.blown, "the fuse fired")
 				if at < total || err != nil { // after its last effect (the last history entry) the run may end well
@@ -738,8 +740,8 @@ func TestSelfManagedGroupsThatDoNotFollowTheControlPlaneNeedAnAction(t *testing.
 	for _, s := range wf.Steps {
 		byName[s.Name] = s
 	}
-	require.Equal(t, state.StepStatusCompleted, byName[demo.EKSGroupName].Status, "auto without a pin moves by itself")
-	require.Contains(t, byName[demo.EKSGroupName].Detail, "follows the control plane")
+	require.Equal(t, state.StepStatusCompleted, byName[testworld.EKSGroupName].Status, "auto without a pin moves by itself")
+	require.Contains(t, byName[testworld.EKSGroupName].Detail, "follows the control plane")
 	require.Equal(t, state.StepStatusActionRequired, byName["pinned-nodes"].Status)
 	require.Contains(t, byName["pinned-nodes"].Action, "tag patch-agent/kubernetes-version=1.30 pins the AMI: set it to 1.31")
 	require.Equal(t, state.StepStatusActionRequired, byName["path-nodes"].Status)
@@ -759,7 +761,7 @@ func TestSelfManagedGroupsThatDoNotFollowTheControlPlaneNeedAnAction(t *testing.
 
 func TestSelfManagedVersionComesFromItsLastRolloutsParameter(t *testing.T) {
 	w := newWorld(t)
-	_, err := w.store.PutRollout(context.Background(), state.Rollout{Group: demo.EKSGroupName, Phase: state.PhaseCompleted,
+	_, err := w.store.PutRollout(context.Background(), state.Rollout{Group: testworld.EKSGroupName, Phase: state.PhaseCompleted,
 		Source: "/aws/service/eks/optimized-ami/1.27/amazon-linux-2023/arm64/standard/recommended/image_id"})
 	require.NoError(t, err)
 	wf := w.run(t, "run-1", upgrade())

@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -40,7 +40,7 @@ func values(r *metrics.Registry) map[string]float64 {
 func key(name string) string { return metrics.SeriesKey(name, group, platform) }
 
 func rec(phase state.Phase, reason string) state.Rollout {
-	return state.Rollout{Group: group, Platform: platform, Phase: phase, Reason: reason, TargetImageID: demo.ImageB}
+	return state.Rollout{Group: group, Platform: platform, Phase: phase, Reason: reason, TargetImageID: testworld.ImageB}
 }
 
 func TestRolloutGauges(t *testing.T) {
@@ -148,10 +148,10 @@ func TestDrainSecondsIsTheLastTerminatingActionsDrain(t *testing.T) {
 
 func TestInstanceCountsAgainstTheTarget(t *testing.T) {
 	view := model.GroupView{Name: group, Instances: []model.InstanceView{
-		{ID: "i-1", ImageID: demo.ImageA, LifecycleState: "InService"},
-		{ID: "i-2", ImageID: demo.ImageA, LifecycleState: "Terminating:Wait"}, // leaving: not outdated
-		{ID: "i-3", ImageID: demo.ImageB, LifecycleState: "InService"},
-		{ID: "i-4", ImageID: demo.ImageB, LifecycleState: "Pending"}, // a new instance: on target, not in service yet
+		{ID: "i-1", ImageID: testworld.ImageA, LifecycleState: "InService"},
+		{ID: "i-2", ImageID: testworld.ImageA, LifecycleState: "Terminating:Wait"}, // leaving: not outdated
+		{ID: "i-3", ImageID: testworld.ImageB, LifecycleState: "InService"},
+		{ID: "i-4", ImageID: testworld.ImageB, LifecycleState: "Pending"}, // a new instance: on target, not in service yet
 	}}
 	target := model.Target{Group: group, Platform: platform, Cluster: "c1"}
 	for _, tc := range []struct {
@@ -162,7 +162,7 @@ func TestInstanceCountsAgainstTheTarget(t *testing.T) {
 		outdated float64
 	}{
 		{"the rollout's target counts", rec(state.PhaseReplacing, ""), nil, 1, 1},
-		{"without a rollout the source's AMI is the target", state.Rollout{}, &model.ResolvedAMI{ImageID: demo.ImageA}, 1, 2},
+		{"without a rollout the source's AMI is the target", state.Rollout{}, &model.ResolvedAMI{ImageID: testworld.ImageA}, 1, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := metrics.NewRegistry(nil)
@@ -223,29 +223,29 @@ func TestAgentWideMetricsComeFromTheConsumer(t *testing.T) {
 func TestRegistryAfterACompletedDemoRollout(t *testing.T) {
 	ctx := context.Background()
 	reg := metrics.NewRegistry(nil)
-	spec := demo.DemoSpec()
+	spec := testworld.DemoSpec()
 	spec.Observer = reg
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	reg.Clock = w.Account.Clock()
 	reg.Consumer = func() *events.Stats { return &w.Agent.Consumer.Stats }
 
 	_, err = w.RunUntil(ctx, tick, time.Minute, func() bool { return false })
 	require.NoError(t, err)
-	k := func(name string) string { return metrics.SeriesKey(name, demo.GroupName, model.PlatformECS) }
+	k := func(name string) string { return metrics.SeriesKey(name, testworld.GroupName, model.PlatformECS) }
 	v := values(reg)
 	require.Equal(t, 3.0, v[k(metrics.InstancesOnTargetAMI)], "first sight: already on the source's AMI")
 	require.Equal(t, 0.0, v[k(metrics.RolloutInProgress)])
 
-	w.PublishAMI(demo.Parameter, demo.ImageB)
+	w.PublishAMI(testworld.Parameter, testworld.ImageB)
 	sawProgress := false
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
 		v := values(reg)
 		if v[k(metrics.RolloutInProgress)] == 1 && v[k(metrics.InstancesOutdated)] > 0 {
 			sawProgress = true
 		}
-		r := w.Rollout(ctx, demo.GroupName)
-		return r.TargetImageID == demo.ImageB && !r.Active()
+		r := w.Rollout(ctx, testworld.GroupName)
+		return r.TargetImageID == testworld.ImageB && !r.Active()
 	})
 	require.NoError(t, err)
 	require.True(t, done)
@@ -304,12 +304,12 @@ func TestTheOperationsDocMetricTableIsTheMetricsSent(t *testing.T) {
 func TestOldestMessageAgeIsTheAgeOfTheOldestMessageOfTheLastReceive(t *testing.T) {
 	ctx := context.Background()
 	reg := metrics.NewRegistry(nil)
-	spec := demo.DemoSpec()
+	spec := testworld.DemoSpec()
 	spec.Observer = reg
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	reg.Consumer = func() *events.Stats { return &w.Agent.Consumer.Stats }
-	w.PublishAMI(demo.Parameter, demo.ImageB)
+	w.PublishAMI(testworld.Parameter, testworld.ImageB)
 	w.Account.Advance(90 * time.Second) // the agent was busy: the event waited on the queue
 	require.NoError(t, w.Agent.RunOnce(ctx))
 	require.Equal(t, 90.0, values(reg)[metrics.OldestMessageAgeSeconds])

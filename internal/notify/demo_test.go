@@ -9,17 +9,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/notify"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // lazyEventBridge sends to the world's simulated EventBridge once the world is built (the notifier is the
 // world's observer, so it exists first).
-type lazyEventBridge struct{ w **demo.World }
+type lazyEventBridge struct{ w **testworld.World }
 
 func (l lazyEventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, o ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	return (*l.w).Account.EventBridge().PutEvents(ctx, in, o...)
@@ -28,12 +28,12 @@ func (l lazyEventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEvent
 // runDemo rolls the demo group (with tags added) to ImageB with a notifier as the agent's observer, setup
 // changing the world first, until the rollout satisfies until, and returns what the simulated EventBridge
 // received.
-func runDemo(t *testing.T, tags map[string]string, setup func(*demo.World), until func(state.Rollout) bool) []sim.PublishedEvent {
+func runDemo(t *testing.T, tags map[string]string, setup func(*testworld.World), until func(state.Rollout) bool) []sim.PublishedEvent {
 	t.Helper()
 	ctx := context.Background()
-	var w *demo.World
+	var w *testworld.World
 	n := notify.New(lazyEventBridge{&w}, notify.Options{})
-	spec := demo.DemoSpec()
+	spec := testworld.DemoSpec()
 	for k, v := range tags {
 		if spec.Groups[0].Tags == nil {
 			spec.Groups[0].Tags = map[string]string{}
@@ -41,17 +41,17 @@ func runDemo(t *testing.T, tags map[string]string, setup func(*demo.World), unti
 		spec.Groups[0].Tags[k] = v
 	}
 	spec.Observer = n
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	if setup != nil {
 		setup(w)
 	}
 	_, err = w.RunUntil(ctx, 5*time.Second, time.Minute, func() bool { return false })
 	require.NoError(t, err)
-	w.PublishAMI(demo.Parameter, demo.ImageB)
-	done, err := w.RunUntil(ctx, 5*time.Second, 3*time.Hour, func() bool { return until(w.Rollout(ctx, demo.GroupName)) })
+	w.PublishAMI(testworld.Parameter, testworld.ImageB)
+	done, err := w.RunUntil(ctx, 5*time.Second, 3*time.Hour, func() bool { return until(w.Rollout(ctx, testworld.GroupName)) })
 	require.NoError(t, err)
-	require.True(t, done, "%+v", w.Rollout(ctx, demo.GroupName))
+	require.True(t, done, "%+v", w.Rollout(ctx, testworld.GroupName))
 	_, err = w.RunUntil(ctx, 5*time.Second, time.Minute, func() bool { return false })
 	require.NoError(t, err)
 	require.NoError(t, n.Flush(ctx))
@@ -71,16 +71,16 @@ func rolloutKinds(t *testing.T, evs []sim.PublishedEvent) (kinds []string, lifec
 		}
 		require.NoError(t, json.Unmarshal([]byte(e.Detail), &common))
 		require.Equal(t, notify.SchemaVersion, common.SchemaVersion)
-		if common.Group != demo.GroupName {
+		if common.Group != testworld.GroupName {
 			continue // the demo's other groups
 		}
 		require.Equal(t, model.PlatformECS, common.Platform)
-		require.Equal(t, demo.Cluster, common.Cluster)
+		require.Equal(t, testworld.Cluster, common.Cluster)
 		switch e.DetailType {
 		case notify.DetailTypeRollout:
 			var d notify.RolloutDetail
 			require.NoError(t, json.Unmarshal([]byte(e.Detail), &d))
-			require.Equal(t, demo.ImageB, d.TargetImageID)
+			require.Equal(t, testworld.ImageB, d.TargetImageID)
 			kinds = append(kinds, d.Event)
 		case notify.DetailTypeLifecycle:
 			var d notify.LifecycleDetail
@@ -94,7 +94,7 @@ func rolloutKinds(t *testing.T, evs []sim.PublishedEvent) (kinds []string, lifec
 }
 
 func TestTheDemoRolloutAnnouncesItsStartAndCompletion(t *testing.T) {
-	evs := runDemo(t, nil, nil, func(r state.Rollout) bool { return r.TargetImageID == demo.ImageB && !r.Active() })
+	evs := runDemo(t, nil, nil, func(r state.Rollout) bool { return r.TargetImageID == testworld.ImageB && !r.Active() })
 	kinds, actions := rolloutKinds(t, evs)
 	require.Equal(t, []string{notify.EventStarted, notify.EventCompleted}, kinds)
 	require.Equal(t, map[string]int{events.TransitionLaunching: 3, events.TransitionTerminating: 3}, actions,
@@ -102,7 +102,7 @@ func TestTheDemoRolloutAnnouncesItsStartAndCompletion(t *testing.T) {
 }
 
 func TestABadAMIAnnouncesTheRollbackAndItsEnd(t *testing.T) {
-	evs := runDemo(t, nil, func(w *demo.World) { w.Account.MarkImageUnhealthy(demo.ImageB) },
+	evs := runDemo(t, nil, func(w *testworld.World) { w.Account.MarkImageUnhealthy(testworld.ImageB) },
 		func(r state.Rollout) bool { return r.Phase == state.PhaseRolledBack })
 	kinds, _ := rolloutKinds(t, evs)
 	require.Equal(t, []string{notify.EventStarted, notify.EventRollingBack, notify.EventRolledBack}, kinds)

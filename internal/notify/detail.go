@@ -150,7 +150,7 @@ type AlertDetail struct {
 }
 
 // gateOf returns the kind of gate a rollout reason names ("" when it names none): the reason prefixes the
-// orchestrator writes (internal/lifecycle/rollout_gates.go: holdIfPaused, startGate, runGate).
+// orchestrator writes (internal/engine/rollout_gates.go: holdIfPaused, startGate, runGate).
 func gateOf(reason string) string {
 	for _, g := range []struct{ prefix, kind string }{
 		{"paused", "paused"},

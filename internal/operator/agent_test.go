@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // These tests run the real agent on a simulated account (internal/demo) to prove that what the controls
@@ -17,15 +17,15 @@ import (
 
 const tick = 5 * time.Second
 
-func completedDemo(t *testing.T) *demo.World {
+func completedDemo(t *testing.T) *testworld.World {
 	t.Helper()
-	w, err := demo.Build(demo.DemoSpec())
+	w, err := testworld.Build(testworld.DemoSpec())
 	require.NoError(t, err)
 	ctx := context.Background()
-	w.PublishAMI(demo.Parameter, demo.ImageB)
+	w.PublishAMI(testworld.Parameter, testworld.ImageB)
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
-		r := w.Rollout(ctx, demo.GroupName)
-		return r.TargetImageID == demo.ImageB && r.Phase == state.PhaseCompleted
+		r := w.Rollout(ctx, testworld.GroupName)
+		return r.TargetImageID == testworld.ImageB && r.Phase == state.PhaseCompleted
 	})
 	require.NoError(t, err)
 	require.True(t, done)
@@ -34,11 +34,11 @@ func completedDemo(t *testing.T) *demo.World {
 
 // requireAllOn lets terminating instances leave (a minute of simulated time), then asserts that the group
 // has three instances, all on image.
-func requireAllOn(t *testing.T, w *demo.World, image string) {
+func requireAllOn(t *testing.T, w *testworld.World, image string) {
 	t.Helper()
 	_, err := w.RunUntil(context.Background(), tick, time.Minute, func() bool { return false })
 	require.NoError(t, err)
-	g := w.Account.Group(demo.GroupName)
+	g := w.Account.Group(testworld.GroupName)
 	require.Len(t, g.Instances, 3)
 	for _, i := range g.Instances {
 		require.Equal(t, image, i.ImageID, i.ID)
@@ -50,59 +50,59 @@ func TestManualRollbackIsRolledByTheAgentAndNotUndone(t *testing.T) {
 	ctx := context.Background()
 	clk := w.Account.Clock()
 
-	_, err := operator.Rollback(ctx, w.Store, demo.GroupName, "", "alice", false, clk.Now())
+	_, err := operator.Rollback(ctx, w.Store, testworld.GroupName, "", "alice", false, clk.Now())
 	require.NoError(t, err)
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
-		return w.Rollout(ctx, demo.GroupName).Phase == state.PhaseCompleted
+		return w.Rollout(ctx, testworld.GroupName).Phase == state.PhaseCompleted
 	})
 	require.NoError(t, err)
-	require.True(t, done, "%+v", w.Rollout(ctx, demo.GroupName))
-	requireAllOn(t, w, demo.ImageA)
+	require.True(t, done, "%+v", w.Rollout(ctx, testworld.GroupName))
+	requireAllOn(t, w, testworld.ImageA)
 
 	// The parameter still names B: the agent must not roll B again.
-	w.PublishAMI(demo.Parameter, demo.ImageB)
+	w.PublishAMI(testworld.Parameter, testworld.ImageB)
 	_, err = w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return false })
 	require.NoError(t, err)
-	r := w.Rollout(ctx, demo.GroupName)
+	r := w.Rollout(ctx, testworld.GroupName)
 	require.Equal(t, state.PhaseCompleted, r.Phase)
-	require.Equal(t, demo.ImageA, r.TargetImageID)
-	requireAllOn(t, w, demo.ImageA)
+	require.Equal(t, testworld.ImageA, r.TargetImageID)
+	requireAllOn(t, w, testworld.ImageA)
 	require.Empty(t, w.Checker.Finish())
 
-	rows, err := operator.Status(ctx, w.Store, demo.GroupName, clk.Now())
+	rows, err := operator.Status(ctx, w.Store, testworld.GroupName, clk.Now())
 	require.NoError(t, err)
 	require.Equal(t, 3, rows[0].OnTarget, "the agent recounted against the rollback target")
-	hist, err := operator.History(ctx, w.Store, demo.GroupName)
+	hist, err := operator.History(ctx, w.Store, testworld.GroupName)
 	require.NoError(t, err)
 	last := hist[len(hist)-1]
 	require.Equal(t, "completed", last.Event)
-	require.Equal(t, demo.ImageB, last.PreviousImage)
-	require.Equal(t, demo.ImageA, last.NewImage)
+	require.Equal(t, testworld.ImageB, last.PreviousImage)
+	require.Equal(t, testworld.ImageA, last.NewImage)
 }
 
 func TestPauseHoldsANewRolloutAndResumeLetsItRun(t *testing.T) {
-	w, err := demo.Build(demo.DemoSpec())
+	w, err := testworld.Build(testworld.DemoSpec())
 	require.NoError(t, err)
 	ctx := context.Background()
 	clk := w.Account.Clock()
-	require.NoError(t, operator.Pause(ctx, w.Store, demo.GroupName, "game day", "bob", time.Time{}, clk.Now()))
-	w.PublishAMI(demo.Parameter, demo.ImageB)
+	require.NoError(t, operator.Pause(ctx, w.Store, testworld.GroupName, "game day", "bob", time.Time{}, clk.Now()))
+	w.PublishAMI(testworld.Parameter, testworld.ImageB)
 	_, err = w.RunUntil(ctx, tick, 30*time.Minute, func() bool { return false })
 	require.NoError(t, err)
-	rows, err := operator.Status(ctx, w.Store, demo.GroupName, clk.Now())
+	rows, err := operator.Status(ctx, w.Store, testworld.GroupName, clk.Now())
 	require.NoError(t, err)
 	require.Equal(t, state.PhaseDetected, rows[0].Phase)
 	require.Contains(t, rows[0].Reason, "paused (group demo-ecs-asg) by bob")
 	require.NotNil(t, rows[0].Paused)
-	requireAllOn(t, w, demo.ImageA)
+	requireAllOn(t, w, testworld.ImageA)
 
-	_, resumeErr := operator.Resume(ctx, w.Store, demo.GroupName, w.Account.Clock().Now())
+	_, resumeErr := operator.Resume(ctx, w.Store, testworld.GroupName, w.Account.Clock().Now())
 	require.NoError(t, resumeErr)
 	done, err := w.RunUntil(ctx, tick, 3*time.Hour, func() bool {
-		return w.Rollout(ctx, demo.GroupName).Phase == state.PhaseCompleted
+		return w.Rollout(ctx, testworld.GroupName).Phase == state.PhaseCompleted
 	})
 	require.NoError(t, err)
 	require.True(t, done)
-	requireAllOn(t, w, demo.ImageB)
+	requireAllOn(t, w, testworld.ImageB)
 	require.Empty(t, w.Checker.Finish())
 }

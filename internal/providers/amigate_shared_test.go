@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // countingEC2 counts the AMI gate's reads of images and instance types.
@@ -43,14 +43,14 @@ func (c *countingEC2) DescribeInstanceTypes(ctx context.Context, in *ec2.Describ
 func TestAMIGateSharesOneImageReadAcrossTheGroupsOfAPass(t *testing.T) {
 	const n = 50
 	ctx := context.Background()
-	var spec demo.Spec
+	var spec testworld.Spec
 	for i := range n {
-		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("g-%02d", i), Cluster: "c1", Parameter: demo.Parameter,
+		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("g-%02d", i), Cluster: "c1", Parameter: testworld.Parameter,
 			Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1})
 	}
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
-	w.RegisterAMI(demo.ImageB)
+	w.RegisterAMI(testworld.ImageB)
 	d, err := providers.Discover(ctx, w.Account.AutoScaling())
 	require.NoError(t, err)
 	clk := w.Account.Clock()
@@ -59,7 +59,7 @@ func TestAMIGateSharesOneImageReadAcrossTheGroupsOfAPass(t *testing.T) {
 	check := func(name string) *model.AMIRejection {
 		g := d.Groups[name]
 		rej, err := gate.Check(ctx, providers.GateRequest{Target: d.Targets[name], Group: g, View: providers.BuildView(g, nil, nil, nil, clk.Now()),
-			ImageID: demo.ImageB, Parameter: demo.Parameter, Fresh: true})
+			ImageID: testworld.ImageB, Parameter: testworld.Parameter, Fresh: true})
 		require.NoError(t, err)
 		return rej
 	}
@@ -70,7 +70,7 @@ func TestAMIGateSharesOneImageReadAcrossTheGroupsOfAPass(t *testing.T) {
 	require.EqualValues(t, 2, ec2api.images.Load(), "DescribeImages: the target and the current AMI once each, not once per group")
 	require.EqualValues(t, 1, ec2api.archs.Load(), "DescribeInstanceTypes once")
 
-	w.Account.SetImageState(demo.ImageB, "deregistered")
+	w.Account.SetImageState(testworld.ImageB, "deregistered")
 	clk.Step(10 * time.Second) // past FreshTTL
 	rej := check(d.Names()[0])
 	require.NotNil(t, rej, "a fresh check past FreshTTL asks EC2 again and sees the deregistration")

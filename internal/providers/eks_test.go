@@ -11,11 +11,12 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/kubesim"
 )
 
 // ssmRecorder records every parameter name the agent asks for.
@@ -46,19 +47,19 @@ func (r *ssmRecorder) asked() map[string]int {
 
 // eksWorld builds a world with one EKS group "nodes" of cluster "c1" (control plane at controlPlane) whose
 // AMI source is param, plus tags.
-func eksWorld(t *testing.T, controlPlane, param, instanceType string, tags map[string]string) (*demo.World, *ssmRecorder) {
+func eksWorld(t *testing.T, controlPlane, param, instanceType string, tags map[string]string) (*testworld.World, *ssmRecorder) {
 	t.Helper()
 	rec := &ssmRecorder{names: map[string]int{}}
-	spec := demo.Spec{EKSVersion: controlPlane,
-		Groups: []demo.GroupSetup{{Name: "nodes", Platform: model.PlatformEKS, Cluster: "c1", Parameter: param,
+	spec := testworld.Spec{EKSVersion: controlPlane,
+		Groups: []testworld.GroupSetup{{Name: "nodes", Platform: model.PlatformEKS, Cluster: "c1", Parameter: param,
 			InstanceType: instanceType, Min: 2, Max: 4, Desired: 2, Tags: tags}},
-		KubeWorkload: demo.KubeWorkload{Replicas: 2},
+		KubeWorkload: kubesim.KubeWorkload{Replicas: 2},
 		Wrap: func(c agent.Clients) agent.Clients {
 			rec.SSM = c.SSM
 			c.SSM = rec
 			return c
 		}}
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	if controlPlane == "" {
 		w.Account.SetEKSClusterVersion("c1", "") // DescribeCluster without a version
@@ -67,12 +68,12 @@ func eksWorld(t *testing.T, controlPlane, param, instanceType string, tags map[s
 }
 
 // sources returns the EKS source resolver on the world's account.
-func sources(w *demo.World) *providers.EKSSources {
+func sources(w *testworld.World) *providers.EKSSources {
 	return &providers.EKSSources{Clusters: &eks.Clusters{API: w.Account.EKS(), Clock: w.Account.Clock()},
 		Architectures: &eks.Architectures{API: w.Account.EC2InstanceTypes()}, EC2: w.Account.EC2()}
 }
 
-func discover(t *testing.T, w *demo.World) providers.Discovered {
+func discover(t *testing.T, w *testworld.World) providers.Discovered {
 	t.Helper()
 	d, err := providers.Discover(context.Background(), w.Account.AutoScaling(), sources(w))
 	require.NoError(t, err)
@@ -104,7 +105,7 @@ func TestAutoSourceIsTheEKSOptimizedAMIOfTheControlPlaneVersionAndTheInstanceArc
 
 func TestAutoSourceReadsTheInstanceTypeOfTheLaunchTemplateWhenTheGroupIsEmpty(t *testing.T) {
 	rec := &ssmRecorder{names: map[string]int{}}
-	w, err := demo.Build(demo.Spec{EKSVersion: "1.31", Groups: []demo.GroupSetup{{Name: "nodes", Platform: model.PlatformEKS,
+	w, err := testworld.Build(testworld.Spec{EKSVersion: "1.31", Groups: []testworld.GroupSetup{{Name: "nodes", Platform: model.PlatformEKS,
 		Cluster: "c1", Parameter: providers.ParameterAuto, InstanceType: "m6i.large", Min: 0, Max: 2, Desired: 0}},
 		Wrap: func(c agent.Clients) agent.Clients { rec.SSM = c.SSM; c.SSM = rec; return c }})
 	require.NoError(t, err)
@@ -191,11 +192,11 @@ func TestAutoSourceWithoutAResolverIsMisconfigured(t *testing.T) {
 // requireNeverRolled publishes a new AMI on the group's refused parameter (when it names one) and runs the
 // agent for an hour of ticks: the misconfigured group is skipped at every discovery — its source is never resolved, no rollout starts, nothing of it is touched — and DescribeCluster
 // is not called on every tick.
-func requireNeverRolled(t *testing.T, w *demo.World, rec *ssmRecorder, param string) {
+func requireNeverRolled(t *testing.T, w *testworld.World, rec *ssmRecorder, param string) {
 	t.Helper()
 	ctx := context.Background()
 	if param != providers.ParameterAuto {
-		w.PublishPublicAMI(param, demo.ImageB) // a new AMI on the refused path, and a scheduled tick
+		w.PublishPublicAMI(param, testworld.ImageB) // a new AMI on the refused path, and a scheduled tick
 	}
 	w.Account.ResetCalls()
 	for range 720 {

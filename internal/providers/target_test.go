@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // optInCases are values of the opt-in tag patch-agent/enabled and what lifecycle.OptedIn decides for them:
@@ -52,17 +52,17 @@ func TestOptedInDecidesTheOptInTagValue(t *testing.T) {
 // and asks both paths: Discover (DescribeAutoScalingGroups, whose tag filters compare values case-sensitively)
 // and TargetFromTags on the same tags. Both must decide as OptedIn does, group by group.
 func TestOptInTagIsReadTheSameByDiscoveryAndTagParsing(t *testing.T) {
-	spec := demo.Spec{Groups: []demo.GroupSetup{{Name: "untagged", Cluster: "prod", Parameter: "/golden/untagged", Min: 1, Max: 2, Desired: 1, Unmanaged: true}}}
+	spec := testworld.Spec{Groups: []testworld.GroupSetup{{Name: "untagged", Cluster: "prod", Parameter: "/golden/untagged", Min: 1, Max: 2, Desired: 1, Unmanaged: true}}}
 	tags := map[string]map[string]string{}
 	for i, c := range optInCases {
 		name := "g" + string(rune('a'+i))
-		g := demo.GroupSetup{Name: name, Cluster: "prod", Parameter: "/golden/" + name, Min: 1, Max: 2, Desired: 1,
+		g := testworld.GroupSetup{Name: name, Cluster: "prod", Parameter: "/golden/" + name, Min: 1, Max: 2, Desired: 1,
 			Tags: map[string]string{model.TagEnabled: c.value}}
 		spec.Groups = append(spec.Groups, g)
 		tags[name] = map[string]string{model.TagEnabled: c.value, model.TagPlatform: model.PlatformECS,
 			model.TagCluster: "prod", model.TagParameter: "/golden/" + name}
 	}
-	w, err := demo.Build(spec)
+	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	d, err := providers.Discover(context.Background(), w.Account.AutoScaling())
 	require.NoError(t, err)

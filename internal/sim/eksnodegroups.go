@@ -15,7 +15,7 @@ import (
 // Amazon EKS User Guide, "Simplify node lifecycle with managed node groups": the group is named
 // eks-<node group name>-<uuid>, carries the tags eks:cluster-name, eks:nodegroup-name,
 // kubernetes.io/cluster/<cluster>=owned and the Cluster Autoscaler auto-discovery tags, and DescribeNodegroup
-// names it in resources.autoScalingGroups. Kubernetes nodes are not simulated here (internal/demo does that).
+// names it in resources.autoScalingGroups. Kubernetes nodes are not simulated here (internal/testworld/kubesim does that).
 
 // EKSNodegroupSpec describes a managed node group to create with CreateEKSNodegroup.
 type EKSNodegroupSpec struct {

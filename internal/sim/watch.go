@@ -13,7 +13,7 @@ import (
 //
 // fn runs with the account locked, on the goroutine that made the change: it must only read through the View
 // it is given (valid only during the call) and never call the Account, its clients or anything that does
-// (that would deadlock). Invariant checkers (internal/demo.Checker) use it to judge every state the simulated
+// (that would deadlock). Invariant checkers (internal/testworld/checker) use it to judge every state the simulated
 // world passes through, not only the states between two agent iterations.
 func (a *Account) OnChange(fn func(*View)) {
 	a.mu.Lock()

@@ -54,7 +54,7 @@ var importRules = []importRule{
 
 // testWorld are the packages of the simulated account and the test harnesses: the production binary
 // (cmd/patch-agent built with -tags nodemo) links none of them.
-var testWorld = []string{"internal/sim", "internal/demo", "internal/testenv", "internal/org/orgsim", "internal/audit/fleet"}
+var testWorld = []string{"internal/sim", "internal/testworld", "internal/demo", "internal/testenv", "internal/org/orgsim", "internal/audit/fleet"}
 
 // importViolations returns one line per import a rule forbids, for packages given as import path -> imports.
 func importViolations(imports map[string][]string, rules []importRule) []string {

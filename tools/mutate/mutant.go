@@ -21,12 +21,12 @@ import (
 //	# why: a rollout terminates the old instance without waiting for its drain
 //	# invariant: 2
 //	# set: curated
-//	# kill: ./internal/lifecycle/ -run '^TestOrchestratorTransitions$'
+//	# kill: ./internal/agent/ -run '^TestDrainedInstanceIsNeverTerminatedEarly$'
 //
-//	@@ internal/lifecycle (*Orchestrator).drainOld
-//	 	prog, err := platform.DrainStatus(ctx, old)
-//	-	if prog.Drained {
-//	+	if prog.Drained || true { // mutant
+//	@@ internal/lifecycleaction (*Hooks).drain
+//	 	prog, err := platform.DrainStatus(ctx, t.Cluster, rec.InstanceID)
+//	-	if err != nil || prog.Drained {
+//	+	if err != nil || prog.Drained || true { // mutant
 //
 // Each edit names a package directory and a declaration in it (a function, a method as (*T).M or (T).M, or a
 // type, var or const by name); its lines are those of a unified diff hunk without line numbers (' ' context,

@@ -25,17 +25,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/testenv"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // world is the demo's ECS world served on localhost, with SDK clients pointed at it.
-func world(t *testing.T) (*demo.World, *Server, aws.Config) {
+func world(t *testing.T) (*testworld.World, *Server, aws.Config) {
 	t.Helper()
-	s := demo.DemoSpec()
+	s := testworld.DemoSpec()
 	s.Groups = s.Groups[:1]
-	w, err := demo.Build(s)
+	w, err := testworld.Build(s)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -51,7 +51,7 @@ func TestServedAnswersEqualTheInProcessAnswers(t *testing.T) {
 	ctx := context.Background()
 	as, ec, ecsc := autoscaling.NewFromConfig(cfg), ec2.NewFromConfig(cfg), ecs.NewFromConfig(cfg)
 
-	groupsIn := &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{demo.GroupName}}
+	groupsIn := &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{testworld.GroupName}}
 	wire, err := as.DescribeAutoScalingGroups(ctx, groupsIn)
 	require.NoError(t, err)
 	local, err := w.Account.AutoScaling().DescribeAutoScalingGroups(ctx, groupsIn)
@@ -68,7 +68,7 @@ func TestServedAnswersEqualTheInProcessAnswers(t *testing.T) {
 	li, err := w.Account.EC2().DescribeInstances(ctx, instIn)
 	require.NoError(t, err)
 	require.Equal(t, li.Reservations, wi.Reservations)
-	require.Equal(t, demo.ImageA, aws.ToString(wi.Reservations[0].Instances[0].ImageId))
+	require.Equal(t, testworld.ImageA, aws.ToString(wi.Reservations[0].Instances[0].ImageId))
 
 	ltIn := &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: wire.AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId,
 		Versions: []string{"$Default"}}
@@ -78,7 +78,7 @@ func TestServedAnswersEqualTheInProcessAnswers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ll.LaunchTemplateVersions, wl.LaunchTemplateVersions)
 
-	imgIn := &ec2.DescribeImagesInput{ImageIds: []string{demo.ImageA}}
+	imgIn := &ec2.DescribeImagesInput{ImageIds: []string{testworld.ImageA}}
 	wim, err := ec.DescribeImages(ctx, imgIn)
 	require.NoError(t, err)
 	lim, err := w.Account.EC2().DescribeImages(ctx, imgIn)
@@ -87,32 +87,32 @@ func TestServedAnswersEqualTheInProcessAnswers(t *testing.T) {
 	require.Len(t, wim.Images, 1)
 	require.Equal(t, ec2types.ImageStateAvailable, wim.Images[0].State)
 
-	listIn := &ecs.ListContainerInstancesInput{Cluster: aws.String(demo.Cluster)}
+	listIn := &ecs.ListContainerInstancesInput{Cluster: aws.String(testworld.Cluster)}
 	wc, err := ecsc.ListContainerInstances(ctx, listIn)
 	require.NoError(t, err)
 	require.Len(t, wc.ContainerInstanceArns, 3)
-	descIn := &ecs.DescribeContainerInstancesInput{Cluster: aws.String(demo.Cluster), ContainerInstances: wc.ContainerInstanceArns}
+	descIn := &ecs.DescribeContainerInstancesInput{Cluster: aws.String(testworld.Cluster), ContainerInstances: wc.ContainerInstanceArns}
 	wd, err := ecsc.DescribeContainerInstances(ctx, descIn)
 	require.NoError(t, err)
 	ld, err := w.Account.ECS().DescribeContainerInstances(ctx, descIn)
 	require.NoError(t, err)
 	require.Equal(t, ld.ContainerInstances, wd.ContainerInstances)
 
-	tasksIn := &ecs.ListTasksInput{Cluster: aws.String(demo.Cluster), ContainerInstance: aws.String(wc.ContainerInstanceArns[0])}
+	tasksIn := &ecs.ListTasksInput{Cluster: aws.String(testworld.Cluster), ContainerInstance: aws.String(wc.ContainerInstanceArns[0])}
 	wt, err := ecsc.ListTasks(ctx, tasksIn)
 	require.NoError(t, err)
 	require.NotEmpty(t, wt.TaskArns)
-	dtIn := &ecs.DescribeTasksInput{Cluster: aws.String(demo.Cluster), Tasks: wt.TaskArns}
+	dtIn := &ecs.DescribeTasksInput{Cluster: aws.String(testworld.Cluster), Tasks: wt.TaskArns}
 	wdt, err := ecsc.DescribeTasks(ctx, dtIn)
 	require.NoError(t, err)
 	ldt, err := w.Account.ECS().DescribeTasks(ctx, dtIn)
 	require.NoError(t, err)
 	require.Equal(t, ldt.Tasks, wdt.Tasks)
 
-	pin := &ssm.GetParametersInput{Names: []string{demo.Parameter}}
+	pin := &ssm.GetParametersInput{Names: []string{testworld.Parameter}}
 	wp, err := ssm.NewFromConfig(cfg).GetParameters(ctx, pin)
 	require.NoError(t, err)
-	require.Equal(t, demo.ImageA, aws.ToString(wp.Parameters[0].Value))
+	require.Equal(t, testworld.ImageA, aws.ToString(wp.Parameters[0].Value))
 
 	q := sqs.NewFromConfig(cfg)
 	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(w.QueueURL),
@@ -138,21 +138,21 @@ func TestServedErrorsKeepTheirCodes(t *testing.T) {
 	_, srv, cfg := world(t)
 	ctx := context.Background()
 	as := autoscaling.NewFromConfig(cfg)
-	_, err := as.CancelInstanceRefresh(ctx, &autoscaling.CancelInstanceRefreshInput{AutoScalingGroupName: aws.String(demo.GroupName)})
+	_, err := as.CancelInstanceRefresh(ctx, &autoscaling.CancelInstanceRefreshInput{AutoScalingGroupName: aws.String(testworld.GroupName)})
 	var notFound *astypes.ActiveInstanceRefreshNotFoundFault
 	require.True(t, errors.As(err, &notFound), "%v", err)
 
-	_, err = as.StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(demo.GroupName)})
+	_, err = as.StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(testworld.GroupName)})
 	require.NoError(t, err)
-	_, err = as.StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(demo.GroupName)})
+	_, err = as.StartInstanceRefresh(ctx, &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String(testworld.GroupName)})
 	var inProgress *astypes.InstanceRefreshInProgressFault
 	require.True(t, errors.As(err, &inProgress), "%v", err)
-	refreshes, err := as.DescribeInstanceRefreshes(ctx, &autoscaling.DescribeInstanceRefreshesInput{AutoScalingGroupName: aws.String(demo.GroupName)})
+	refreshes, err := as.DescribeInstanceRefreshes(ctx, &autoscaling.DescribeInstanceRefreshesInput{AutoScalingGroupName: aws.String(testworld.GroupName)})
 	require.NoError(t, err)
 	require.Len(t, refreshes.InstanceRefreshes, 1)
 	require.Equal(t, astypes.InstanceRefreshStatusPending, refreshes.InstanceRefreshes[0].Status)
 
-	_, err = as.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(demo.GroupName), DesiredCapacity: aws.Int32(100)})
+	_, err = as.SetDesiredCapacity(ctx, &autoscaling.SetDesiredCapacityInput{AutoScalingGroupName: aws.String(testworld.GroupName), DesiredCapacity: aws.Int32(100)})
 	var apiErr smithy.APIError
 	require.True(t, errors.As(err, &apiErr))
 	require.Equal(t, "ValidationError", apiErr.ErrorCode())
@@ -199,7 +199,7 @@ func TestServedThrottlingIsRetriedAndClassified(t *testing.T) {
 func TestServedRequestWithAnUnknownParameterIsRefused(t *testing.T) {
 	_, srv, _ := world(t)
 	form := url.Values{"Action": {"DescribeAutoScalingGroups"}, "Version": {"2011-01-01"},
-		"AutoScalingGroupNames.member.1": {demo.GroupName}, "Bogus": {"1"}}
+		"AutoScalingGroupNames.member.1": {testworld.GroupName}, "Bogus": {"1"}}
 	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(form.Encode()))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

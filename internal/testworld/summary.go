@@ -1,9 +1,10 @@
-package demo
+package testworld
 
 import (
 	"encoding/json"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/patch-agent/patch-agent/internal/schema"
 )
@@ -56,4 +57,19 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 		plain
 		Metrics []Metric `json:"metrics"`
 	}{schema.Version, plain(s), s.MetricList()})
+}
+
+// TimelineSample is one group's state after one agent iteration of a demo (Options.Timeline): At is the
+// simulated time since the demo began; the counts are instances — Desired the group's desired capacity,
+// Serving those in service and healthy in their cluster (ECS: container instance ACTIVE, agent connected;
+// EKS: node Ready, not cordoned), OnTarget those in service on the target AMI, Draining those being
+// drained (ECS: DRAINING; EKS: cordoned). Gate names the gate that holds the rollout ("" when none).
+type TimelineSample struct {
+	At       time.Duration
+	Group    string
+	Desired  int
+	Serving  int
+	OnTarget int
+	Draining int
+	Gate     string
 }

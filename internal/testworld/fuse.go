@@ -1,4 +1,4 @@
-package demo
+package testworld
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -369,13 +369,13 @@ func (q fusedSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMes
 // in-memory state of the old one (held messages, caches, discovered targets) is gone. fuse, when not nil,
 // arms the new incarnation.
 func (w *World) Restart(fuse *Fuse) {
-	w.replaceAgent(fuse)
+	w.ReplaceAgent(fuse)
 	w.Restarts++
 }
 
 // replaceAgent starts a fresh agent incarnation, keeping the message counts of the one it replaces.
-func (w *World) replaceAgent(fuse *Fuse) {
-	clients, store := w.clients, w.Store
+func (w *World) ReplaceAgent(fuse *Fuse) {
+	clients, store := w.Clients, w.Store
 	if fuse != nil {
 		clients, store = fuse.Wrap(clients, store)
 	}
@@ -411,4 +411,29 @@ func (s fusedStore) PutClusterBudget(ctx context.Context, b state.ClusterBudget)
 		return state.ClusterBudget{}, err
 	}
 	return out, nil
+}
+
+// fusedEKSNodegroups makes UpdateNodegroupVersion an effect of a Fuse (the one mutating call of a managed node
+// group rollout); the reads pass, and are refused once the fuse blew.
+type fusedEKSNodegroups struct {
+	awsapi.EKSNodegroups
+	f *Fuse
+}
+
+func (e fusedEKSNodegroups) UpdateNodegroupVersion(ctx context.Context, in *awseks.UpdateNodegroupVersionInput, o ...func(*awseks.Options)) (*awseks.UpdateNodegroupVersionOutput, error) {
+	if err := e.f.before(); err != nil {
+		return nil, err
+	}
+	out, err := e.EKSNodegroups.UpdateNodegroupVersion(ctx, in, o...)
+	if err = e.f.after(err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (e fusedEKSNodegroups) DescribeUpdate(ctx context.Context, in *awseks.DescribeUpdateInput, o ...func(*awseks.Options)) (*awseks.DescribeUpdateOutput, error) {
+	if err := e.f.before(); err != nil {
+		return nil, err
+	}
+	return e.EKSNodegroups.DescribeUpdate(ctx, in, o...)
 }

@@ -1,4 +1,4 @@
-package demo
+package testworld_test
 
 import (
 	"context"
@@ -21,42 +21,31 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
+	"github.com/patch-agent/patch-agent/internal/testworld"
+	"github.com/patch-agent/patch-agent/internal/testworld/checker"
 )
 
 // The checker is proven on deliberately broken agents: each test breaks the agent one way and asserts that the
 // checker names the invariant and the group it breaks. A checker that passes a broken agent is no safety net.
 
-const checkerTick = 5 * time.Second
-
-// brokenWorld builds a world of one managed ECS group "g" (cluster c1, desired 3, max 6, a terminating hook
-// with a 300 s heartbeat timeout) and a service of 6 tasks, plus the groups in more, with the agent's clients
-// wrapped by wrap.
-func brokenWorld(t *testing.T, wrap func(agent.Clients) agent.Clients, more ...GroupSetup) *World {
-	t.Helper()
-	groups := append([]GroupSetup{{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 6, Desired: 3}}, more...)
-	w, err := Build(Spec{Groups: groups, Services: map[string]int{"web": 6}, Wrap: wrap})
-	require.NoError(t, err)
-	return w
-}
-
 // runFor steps the world (agent iteration, invariant check, tick) for d of simulated time.
-func runFor(t *testing.T, w *World, d time.Duration) {
+func runFor(t *testing.T, w *testworld.World, d time.Duration) {
 	t.Helper()
-	_, err := w.RunUntil(context.Background(), checkerTick, d, func() bool { return false })
+	_, err := w.RunUntil(context.Background(), testworld.CheckerTick, d, func() bool { return false })
 	require.NoError(t, err)
 }
 
 // scaleIn lets the agent see the group settled, then has a user lower its desired capacity to 1: Auto Scaling
 // terminates two instances through the group's terminating hook.
-func scaleIn(t *testing.T, w *World) {
+func scaleIn(t *testing.T, w *testworld.World) {
 	t.Helper()
 	runFor(t, w, 30*time.Second)
 	require.NoError(t, w.Account.SetDesiredCapacity("g", 1))
 }
 
 // violationsOf returns the violations of invariant inv for group.
-func violationsOf(vs []Violation, inv int, group string) []Violation {
-	var out []Violation
+func violationsOf(vs []checker.Violation, inv int, group string) []checker.Violation {
+	var out []checker.Violation
 	for _, v := range vs {
 		if v.Invariant == inv && v.Group == group {
 			out = append(out, v)
@@ -74,7 +63,7 @@ func (swallowCompletions) CompleteLifecycleAction(context.Context, *autoscaling.
 }
 
 func TestCheckerInvariant4AgentThatNeverCompletesLifecycleActions(t *testing.T) {
-	w := brokenWorld(t, func(c agent.Clients) agent.Clients { c.AutoScaling = swallowCompletions{c.AutoScaling}; return c })
+	w := testworld.BrokenWorld(t, func(c agent.Clients) agent.Clients { c.AutoScaling = swallowCompletions{c.AutoScaling}; return c })
 	scaleIn(t, w)
 	runFor(t, w, 20*time.Minute)
 	vs := w.Checker.Finish()
@@ -103,7 +92,7 @@ type abandonLaunches struct{ awsapi.AutoScaling }
 
 func (a abandonLaunches) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, o ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
 	cp := *in
-	if aws.ToString(in.LifecycleHookName) == LaunchHookName {
+	if aws.ToString(in.LifecycleHookName) == testworld.LaunchHookName {
 		cp.LifecycleActionResult = aws.String(sim.ResultAbandon)
 	}
 	return a.AutoScaling.CompleteLifecycleAction(ctx, &cp, o...)
@@ -112,7 +101,7 @@ func (a abandonLaunches) CompleteLifecycleAction(ctx context.Context, in *autosc
 // An agent that abandons a launch it found healthy in its cluster breaks invariant 4; the warm pool's exemption
 // (an old-configuration instance leaving the pool during a refresh) does not cover a plain scale out.
 func TestCheckerInvariant4LaunchAbandonedWhileHealthy(t *testing.T) {
-	w, err := Build(Spec{Groups: []GroupSetup{{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 6, Desired: 3}},
+	w, err := testworld.Build(testworld.Spec{Groups: []testworld.GroupSetup{{Name: "g", Cluster: "c1", Parameter: "/golden/g", Min: 1, Max: 6, Desired: 3}},
 		Services: map[string]int{"web": 6}, Wrap: func(c agent.Clients) agent.Clients { c.AutoScaling = abandonLaunches{c.AutoScaling}; return c }})
 	require.NoError(t, err)
 	runFor(t, w, 30*time.Second)
@@ -124,7 +113,7 @@ func TestCheckerInvariant4LaunchAbandonedWhileHealthy(t *testing.T) {
 }
 
 func TestCheckerInvariant4TerminatingActionCompletedWithTheWrongResult(t *testing.T) {
-	w := brokenWorld(t, func(c agent.Clients) agent.Clients { c.AutoScaling = abandonTerminations{c.AutoScaling}; return c })
+	w := testworld.BrokenWorld(t, func(c agent.Clients) agent.Clients { c.AutoScaling = abandonTerminations{c.AutoScaling}; return c })
 	scaleIn(t, w)
 	runFor(t, w, 20*time.Minute)
 	inv4 := violationsOf(w.Checker.Finish(), 4, "g")
@@ -171,7 +160,7 @@ func (b blindToWaits) DescribeAutoScalingInstances(context.Context, *autoscaling
 
 func TestCheckerInvariant2ScaleInTerminationsTheAgentNeverSaw(t *testing.T) {
 	drop := &dropLifecycleMessages{}
-	w := brokenWorld(t, func(c agent.Clients) agent.Clients {
+	w := testworld.BrokenWorld(t, func(c agent.Clients) agent.Clients {
 		drop.SQS = c.SQS
 		c.SQS, c.AutoScaling = drop, blindToWaits{c.AutoScaling}
 		return c
@@ -220,13 +209,13 @@ func (f *forgeDrain) UpdateContainerInstancesState(ctx context.Context, in *ecs.
 
 func TestCheckerInvariant1ForgedDrainOfAnUnmanagedGroupInTheSameCluster(t *testing.T) {
 	forge := &forgeDrain{}
-	w := brokenWorld(t, func(c agent.Clients) agent.Clients { forge.ECS = c.ECS; c.ECS = forge; return c },
-		GroupSetup{Name: "theirs", Cluster: "c1", Parameter: "/golden/theirs", Min: 1, Max: 2, Desired: 1, Unmanaged: true})
+	w := testworld.BrokenWorld(t, func(c agent.Clients) agent.Clients { forge.ECS = c.ECS; c.ECS = forge; return c },
+		testworld.GroupSetup{Name: "theirs", Cluster: "c1", Parameter: "/golden/theirs", Min: 1, Max: 2, Desired: 1, Unmanaged: true})
 	theirs := w.Account.Group("theirs").Instances[0]
 	forge.extra = theirs.ContainerInstanceARN
 	ctx := context.Background()
-	w.PublishAMI("/golden/g", ImageB)
-	done, err := w.RunUntil(ctx, checkerTick, time.Hour, func() bool {
+	w.PublishAMI("/golden/g", testworld.ImageB)
+	done, err := w.RunUntil(ctx, testworld.CheckerTick, time.Hour, func() bool {
 		i, _ := w.Account.Instance(theirs.ID)
 		return i.ContainerInstanceStatus == "DRAINING"
 	})
@@ -276,12 +265,12 @@ func (d *dipWithinOneCall) UpdateContainerInstancesState(ctx context.Context, in
 
 func TestCheckerInvariants1And3MomentaryDipInsideOneAgentIteration(t *testing.T) {
 	dip := &dipWithinOneCall{group: "g"}
-	w := brokenWorld(t, func(c agent.Clients) agent.Clients { dip.ECS = c.ECS; c.ECS = dip; return c })
+	w := testworld.BrokenWorld(t, func(c agent.Clients) agent.Clients { dip.ECS = c.ECS; c.ECS = dip; return c })
 	dip.account = w.Account
 	ctx := context.Background()
-	w.PublishAMI("/golden/g", ImageB)
+	w.PublishAMI("/golden/g", testworld.ImageB)
 	mostDrainingBetweenIterations := 0
-	done, err := w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool {
+	done, err := w.RunUntil(ctx, testworld.CheckerTick, 3*time.Hour, func() bool {
 		n := 0
 		for _, i := range w.Account.Group("g").Instances {
 			if (i.LifecycleState == "InService" || i.LifecycleState == "Terminating:Wait") && i.ContainerInstanceStatus == "DRAINING" {
@@ -290,7 +279,7 @@ func TestCheckerInvariants1And3MomentaryDipInsideOneAgentIteration(t *testing.T)
 		}
 		mostDrainingBetweenIterations = max(mostDrainingBetweenIterations, n)
 		r := w.Rollout(ctx, "g")
-		return r.TargetImageID == ImageB && !r.Active()
+		return r.TargetImageID == testworld.ImageB && !r.Active()
 	})
 	require.NoError(t, err)
 	require.True(t, done, "%+v %v %v", w.Rollout(ctx, "g"), dip.dips, w.Account.Calls())
@@ -307,12 +296,12 @@ func TestCheckerInvariants1And3MomentaryDipInsideOneAgentIteration(t *testing.T)
 }
 
 func TestCheckerHealthyScaleInAndRolloutHaveNoViolation(t *testing.T) {
-	w := brokenWorld(t, nil, GroupSetup{Name: "theirs", Cluster: "c1", Parameter: "/golden/theirs", Min: 1, Max: 2, Desired: 1, Unmanaged: true})
+	w := testworld.BrokenWorld(t, nil, testworld.GroupSetup{Name: "theirs", Cluster: "c1", Parameter: "/golden/theirs", Min: 1, Max: 2, Desired: 1, Unmanaged: true})
 	scaleIn(t, w)
 	runFor(t, w, 20*time.Minute)
 	ctx := context.Background()
-	w.PublishAMI("/golden/g", ImageB)
-	done, err := w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool { return w.Rollout(ctx, "g").Phase == state.PhaseCompleted })
+	w.PublishAMI("/golden/g", testworld.ImageB)
+	done, err := w.RunUntil(ctx, testworld.CheckerTick, 3*time.Hour, func() bool { return w.Rollout(ctx, "g").Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done)
 	runFor(t, w, 5*time.Minute)
@@ -333,7 +322,7 @@ func (i ignoreDrains) UpdateContainerInstancesState(ctx context.Context, in *ecs
 }
 
 func TestCheckerInvariant2DrainDeadlineExceptionHoldsOnlyFromTheDeadline(t *testing.T) {
-	w := brokenWorld(t, func(c agent.Clients) agent.Clients { c.ECS = ignoreDrains{c.ECS}; return c })
+	w := testworld.BrokenWorld(t, func(c agent.Clients) agent.Clients { c.ECS = ignoreDrains{c.ECS}; return c })
 	require.Equal(t, 30*time.Minute, w.Checker.DrainTimeout, "the agent's --drain-timeout")
 	scaleIn(t, w)
 	runFor(t, w, time.Hour)
@@ -352,7 +341,7 @@ func TestCheckerInvariant2DrainDeadlineExceptionHoldsOnlyFromTheDeadline(t *test
 	require.Empty(t, violationsOf(w.Checker.Finish(), 2, "g"), "continued undrained at the deadline: the documented exception")
 
 	// The same world with a drain deadline longer than the run: the same completions are violations.
-	w = brokenWorld(t, func(c agent.Clients) agent.Clients { c.ECS = ignoreDrains{c.ECS}; return c })
+	w = testworld.BrokenWorld(t, func(c agent.Clients) agent.Clients { c.ECS = ignoreDrains{c.ECS}; return c })
 	w.Checker.DrainTimeout = 2 * time.Hour
 	scaleIn(t, w)
 	runFor(t, w, time.Hour)
@@ -361,7 +350,7 @@ func TestCheckerInvariant2DrainDeadlineExceptionHoldsOnlyFromTheDeadline(t *test
 }
 
 func TestCheckerInvariant2ScaleInOfAGroupWithoutATerminatingHook(t *testing.T) {
-	w, err := Build(Spec{Groups: []GroupSetup{{Name: "bare", Cluster: "c1", Parameter: "/golden/bare", Min: 1, Max: 3, Desired: 2,
+	w, err := testworld.Build(testworld.Spec{Groups: []testworld.GroupSetup{{Name: "bare", Cluster: "c1", Parameter: "/golden/bare", Min: 1, Max: 3, Desired: 2,
 		HeartbeatTimeout: -1}}, Services: map[string]int{"web": 4}})
 	require.NoError(t, err)
 	runFor(t, w, 30*time.Second)
@@ -376,19 +365,19 @@ func TestCheckerInvariant2ScaleInOfAGroupWithoutATerminatingHook(t *testing.T) {
 // bareGroup is an account with one ECS group "g" (cluster c1, min = desired = 3, max 6, no lifecycle hook, no
 // task) judged by a started checker, and the agent's Auto Scaling and ECS clients: the broken models below
 // drive the account directly, through the calls the agent would make.
-func bareGroup(t *testing.T, opts sim.Options) (*sim.Account, *Checker) {
+func bareGroup(t *testing.T, opts sim.Options) (*sim.Account, *checker.Checker) {
 	t.Helper()
 	a, c, _ := bareGroupAndTemplate(t, opts)
 	return a, c
 }
 
 // bareGroupAndTemplate is bareGroup that also returns the id of the group's launch template.
-func bareGroupAndTemplate(t *testing.T, opts sim.Options) (*sim.Account, *Checker, string) {
+func bareGroupAndTemplate(t *testing.T, opts sim.Options) (*sim.Account, *checker.Checker, string) {
 	t.Helper()
 	a := sim.New(testingclock.NewFakeClock(time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)), opts)
-	lt := a.CreateLaunchTemplate("g-lt", ImageA, "m7g.large")
+	lt := a.CreateLaunchTemplate("g-lt", testworld.ImageA, "m7g.large")
 	require.NoError(t, a.CreateGroup(sim.GroupSpec{Name: "g", Min: 3, Max: 6, Desired: 3, LaunchTemplateID: lt, ECSCluster: "c1"}))
-	c := NewChecker(a, map[string]int32{"g": 3})
+	c := checker.NewChecker(a, map[string]int32{"g": 3})
 	c.Start()
 	return a, c, lt
 }
@@ -454,10 +443,10 @@ func TestCheckerInvariant1OthersAsksAreExemptForTheirBootTimeOnly(t *testing.T) 
 	require.Equal(t, int32(5), c.Baseline["g"])
 
 	// Instances that take longer than OthersBootTime to serve: the ask is held from then on.
-	a, c = bareGroup(t, sim.Options{BootDelay: OthersBootTime + 2*time.Minute})
+	a, c = bareGroup(t, sim.Options{BootDelay: checker.OthersBootTime + 2*time.Minute})
 	raisedAt := a.Clock().Now()
 	require.NoError(t, a.SetDesiredCapacity("g", 4))
-	a.Advance(OthersBootTime - time.Second)
+	a.Advance(checker.OthersBootTime - time.Second)
 	require.Empty(t, c.Check(), "within the boot time")
 	a.Advance(time.Second)
 	require.Len(t, c.Check(), 1, "the end of the boot time is seen at the next look (a world looks after each agent iteration)")
@@ -466,14 +455,14 @@ func TestCheckerInvariant1OthersAsksAreExemptForTheirBootTimeOnly(t *testing.T) 
 	inv1 := violationsOf(c.Finish(), 1, "g")
 	require.Len(t, inv1, 1)
 	require.Equal(t, "serving capacity 3 below desired 4", inv1[0].Detail)
-	require.Equal(t, raisedAt.Add(OthersBootTime), inv1[0].At)
+	require.Equal(t, raisedAt.Add(checker.OthersBootTime), inv1[0].At)
 }
 
 // drainWithoutCoverAfterARaise plays a broken agent on a bare group: an autoscaler raises desired capacity 3 -> 4,
 // then 4 -> 5 a minute later, and once the first of its instances serves the agent drains an old instance at
 // once, while the autoscaler's second instance still boots, leaves it DRAINING 10 minutes and terminates it
 // without decrement. It returns the checker after the run and the time of the drain.
-func drainWithoutCoverAfterARaise(t *testing.T) (*Checker, time.Time) {
+func drainWithoutCoverAfterARaise(t *testing.T) (*checker.Checker, time.Time) {
 	t.Helper()
 	a, c := bareGroup(t, sim.Options{})
 	old := a.Group("g").Instances[0].ID
@@ -545,15 +534,15 @@ func TestCheckerNoDesiredWritesRuleCatchesAnAgentsWrites(t *testing.T) {
 	// The agent never writes desired capacity or maximum size: each write of a broken agent is a violation of
 	// invariant 1, whatever the rollout does after it.
 	cover := &coverByItself{}
-	w := brokenWorld(t, func(c agent.Clients) agent.Clients {
+	w := testworld.BrokenWorld(t, func(c agent.Clients) agent.Clients {
 		cover.AutoScaling = c.AutoScaling
 		c.AutoScaling = cover
 		return c
 	})
 	cover.account = w.Account
 	ctx := context.Background()
-	w.PublishAMI("/golden/g", ImageB)
-	done, err := w.RunUntil(ctx, checkerTick, 3*time.Hour, func() bool { return w.Rollout(ctx, "g").Phase == state.PhaseCompleted })
+	w.PublishAMI("/golden/g", testworld.ImageB)
+	done, err := w.RunUntil(ctx, testworld.CheckerTick, 3*time.Hour, func() bool { return w.Rollout(ctx, "g").Phase == state.PhaseCompleted })
 	require.NoError(t, err)
 	require.True(t, done, "%+v", w.Rollout(ctx, "g"))
 	require.True(t, cover.done, "the rollout started an instance refresh")
@@ -612,10 +601,10 @@ func TestCheckerBaselineCountsNoWriteOfTheAgent(t *testing.T) {
 
 // refreshAtMin100 runs one instance refresh of the bare group to ImageB at MinHealthyPercentage 100 and
 // MaxHealthyPercentage 110 on a model built with opts, and returns the checker once it ended.
-func refreshAtMin100(t *testing.T, opts sim.Options) *Checker {
+func refreshAtMin100(t *testing.T, opts sim.Options) *checker.Checker {
 	t.Helper()
 	a, c, lt := bareGroupAndTemplate(t, opts)
-	require.Equal(t, int64(2), a.CreateLaunchTemplateVersion(lt, ImageB))
+	require.Equal(t, int64(2), a.CreateLaunchTemplateVersion(lt, testworld.ImageB))
 	_, err := a.AutoScaling().StartInstanceRefresh(context.Background(), &autoscaling.StartInstanceRefreshInput{AutoScalingGroupName: aws.String("g"),
 		DesiredConfiguration: &astypes.DesiredConfiguration{LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: aws.String(lt), Version: aws.String("2")}},
 		Preferences:          &astypes.RefreshPreferences{MinHealthyPercentage: aws.Int32(100), MaxHealthyPercentage: aws.Int32(110), InstanceWarmup: aws.Int32(60)}})
@@ -632,7 +621,7 @@ func refreshAtMin100(t *testing.T, opts sim.Options) *Checker {
 	}
 	for _, i := range a.Group("g").Instances {
 		if i.LifecycleState == "InService" {
-			require.Equal(t, ImageB, i.ImageID, "the refresh replaced every instance")
+			require.Equal(t, testworld.ImageB, i.ImageID, "the refresh replaced every instance")
 		}
 	}
 	require.Equal(t, 3, servingOf(a, "g"))
@@ -657,22 +646,22 @@ func TestCheckerInvariant1RefreshModelThatTerminatesBeforeItLaunches(t *testing.
 // heldScaleOut builds an ECS group "g" of 3 with a launching hook notifying a queue (the agent's), a checker
 // holding the agent to healthTimeout, and an AMI that cannot serve: an autoscaler then raises
 // desired capacity to desired, and the instances it asks for wait in Pending:Wait. It returns them.
-func heldScaleOut(t *testing.T, desired int32, healthTimeout time.Duration) (*sim.Account, *Checker, []string) {
+func heldScaleOut(t *testing.T, desired int32, healthTimeout time.Duration) (*sim.Account, *checker.Checker, []string) {
 	t.Helper()
 	a := sim.New(testingclock.NewFakeClock(time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)), sim.Options{})
 	q := a.CreateQueue("hooks", 5, "hooks-dlq")
-	lt := a.CreateLaunchTemplate("g-lt", ImageA, "m7g.large")
+	lt := a.CreateLaunchTemplate("g-lt", testworld.ImageA, "m7g.large")
 	require.NoError(t, a.CreateGroup(sim.GroupSpec{Name: "g", Min: 3, Max: 6, Desired: 3, LaunchTemplateID: lt, ECSCluster: "c1",
 		Hooks: []sim.HookSpec{{Name: "launch", Transition: sim.TransitionLaunching, HeartbeatTimeout: time.Hour,
 			DefaultResult: sim.ResultAbandon, QueueURL: q}}}))
-	c := NewChecker(a, map[string]int32{"g": 3})
+	c := checker.NewChecker(a, map[string]int32{"g": 3})
 	c.HealthTimeout, c.Queue = healthTimeout, q
 	c.Start()
 	old := map[string]bool{}
 	for _, i := range a.Group("g").Instances {
 		old[i.ID] = true
 	}
-	a.MarkImageUnhealthy(ImageA) // the instances already in service booted before
+	a.MarkImageUnhealthy(testworld.ImageA) // the instances already in service booted before
 	require.NoError(t, a.SetDesiredCapacity("g", desired), "an autoscaler scales out")
 	a.Advance(2 * time.Minute)
 	var held []string
@@ -689,18 +678,18 @@ func heldScaleOut(t *testing.T, desired int32, healthTimeout time.Duration) (*si
 // heldRefreshLaunch is heldScaleOut's group with MaxSize max and no scale out: an instance refresh of the bad
 // AMI (MinHealthyPercentage 100, MaxHealthyPercentage 134) launches one instance above desired capacity, which
 // waits in Pending:Wait.
-func heldRefreshLaunch(t *testing.T, max int32, healthTimeout time.Duration) (*sim.Account, *Checker) {
+func heldRefreshLaunch(t *testing.T, max int32, healthTimeout time.Duration) (*sim.Account, *checker.Checker) {
 	t.Helper()
 	a := sim.New(testingclock.NewFakeClock(time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)), sim.Options{})
 	q := a.CreateQueue("hooks", 5, "hooks-dlq")
-	lt := a.CreateLaunchTemplate("g-lt", ImageA, "m7g.large")
+	lt := a.CreateLaunchTemplate("g-lt", testworld.ImageA, "m7g.large")
 	require.NoError(t, a.CreateGroup(sim.GroupSpec{Name: "g", Min: 3, Max: max, Desired: 3, LaunchTemplateID: lt, ECSCluster: "c1",
 		Hooks: []sim.HookSpec{{Name: "launch", Transition: sim.TransitionLaunching, HeartbeatTimeout: time.Hour,
 			DefaultResult: sim.ResultAbandon, QueueURL: q}}}))
-	c := NewChecker(a, map[string]int32{"g": 3})
+	c := checker.NewChecker(a, map[string]int32{"g": 3})
 	c.HealthTimeout, c.Queue = healthTimeout, q
 	c.Start()
-	a.MarkImageUnhealthy(ImageA)
+	a.MarkImageUnhealthy(testworld.ImageA)
 	_, err := a.AutoScaling().StartInstanceRefresh(context.Background(), &autoscaling.StartInstanceRefreshInput{
 		AutoScalingGroupName: aws.String("g"),
 		Preferences:          &astypes.RefreshPreferences{MinHealthyPercentage: aws.Int32(100), MaxHealthyPercentage: aws.Int32(134)}})
@@ -728,10 +717,10 @@ func completeLaunch(t *testing.T, a *sim.Account, id, result string) {
 
 // lookEvery steps the account by checkerTick for d, the checker looking after each step as a world does; at
 // each step a launch healthy in its cluster is completed with CONTINUE, as the agent does.
-func lookEvery(t *testing.T, a *sim.Account, c *Checker, d time.Duration) {
+func lookEvery(t *testing.T, a *sim.Account, c *checker.Checker, d time.Duration) {
 	t.Helper()
 	for end := a.Clock().Now().Add(d); a.Clock().Now().Before(end); {
-		a.Advance(checkerTick)
+		a.Advance(testworld.CheckerTick)
 		for _, i := range a.Group("g").Instances {
 			if i.LifecycleState == "Pending:Wait" && i.ContainerInstanceStatus == "ACTIVE" && i.AgentConnected {
 				completeLaunch(t, a, i.ID, sim.ResultContinue)
@@ -746,8 +735,8 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 		for _, healthTimeout := range []time.Duration{10 * time.Minute, 0} {
 			a, c, held := heldScaleOut(t, 4, healthTimeout)
 			raisedAt := a.Clock().Now().Add(-2 * time.Minute)
-			lookEvery(t, a, c, 8*time.Minute) // the health deadline of the launch that began waiting at 90 s
-			a.MarkImageHealthy(ImageA)        // the rollout halts: the group launches a good AMI again
+			lookEvery(t, a, c, 8*time.Minute)    // the health deadline of the launch that began waiting at 90 s
+			a.MarkImageHealthy(testworld.ImageA) // the rollout halts: the group launches a good AMI again
 			abandon(t, a, held[0])
 			lookEvery(t, a, c, 3*time.Minute)
 			require.Equal(t, 4, servingOf(a, "g"), "the replacement serves")
@@ -755,7 +744,7 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 			if healthTimeout == 0 {
 				// Without the agent's deadline the checker gives the autoscaler's instance its boot time only.
 				require.Len(t, inv1, 1, "%v", inv1)
-				require.Equal(t, raisedAt.Add(OthersBootTime), inv1[0].At)
+				require.Equal(t, raisedAt.Add(checker.OthersBootTime), inv1[0].At)
 				continue
 			}
 			require.Empty(t, inv1, "the agent cannot make a bad AMI serve; it decided by its deadline")
@@ -771,7 +760,7 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 			require.NoError(t, a.SetDesiredCapacity("g", 4), "an autoscaler scales out to MaxSize")
 			lookEvery(t, a, c, 8*time.Minute)
 			require.Len(t, a.Group("g").Instances, 4, "no room for another launch")
-			a.MarkImageHealthy(ImageA)
+			a.MarkImageHealthy(testworld.ImageA)
 			for _, i := range a.Group("g").Instances {
 				if i.LifecycleState == "Pending:Wait" {
 					abandon(t, a, i.ID) // at its health deadline
@@ -782,7 +771,7 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 			inv1 := violationsOf(c.Finish(), 1, "g")
 			if healthTimeout == 0 {
 				require.Len(t, inv1, 1, "%v", inv1)
-				require.Equal(t, raisedAt.Add(OthersBootTime).Truncate(checkerTick), inv1[0].At.Truncate(checkerTick))
+				require.Equal(t, raisedAt.Add(checker.OthersBootTime).Truncate(testworld.CheckerTick), inv1[0].At.Truncate(testworld.CheckerTick))
 				continue
 			}
 			require.Empty(t, inv1)
@@ -802,7 +791,7 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 		lookEvery(t, a, c, 5*time.Minute)
 		inv1 := violationsOf(c.Finish(), 1, "g")
 		require.Len(t, inv1, 1, "%v", inv1)
-		require.Equal(t, raisedAt.Add(OthersBootTime).Truncate(checkerTick), inv1[0].At.Truncate(checkerTick))
+		require.Equal(t, raisedAt.Add(checker.OthersBootTime).Truncate(testworld.CheckerTick), inv1[0].At.Truncate(testworld.CheckerTick))
 	})
 	t.Run("held past the health deadline counts", func(t *testing.T) {
 		a, c, _ := heldScaleOut(t, 4, 10*time.Minute)
@@ -811,20 +800,20 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 		inv1 := violationsOf(c.Finish(), 1, "g")
 		require.Len(t, inv1, 1, "%v", inv1)
 		require.Equal(t, "serving capacity 3 below desired 4", inv1[0].Detail)
-		require.WithinRange(t, inv1[0].At, waiting.Add(10*time.Minute+decisionSlack), waiting.Add(10*time.Minute+decisionSlack+checkerTick))
+		require.WithinRange(t, inv1[0].At, waiting.Add(10*time.Minute+checker.DecisionSlack), waiting.Add(10*time.Minute+checker.DecisionSlack+testworld.CheckerTick))
 	})
 	t.Run("held past the first ABANDON of the AMI counts", func(t *testing.T) {
 		// The first ABANDON halts the rollout: every other launch of the AMI still held is abandoned at once.
 		a, c, held := heldScaleOut(t, 5, 10*time.Minute)
 		lookEvery(t, a, c, 4*time.Minute)
 		first := a.Clock().Now()
-		a.MarkImageHealthy(ImageA)
+		a.MarkImageHealthy(testworld.ImageA)
 		abandon(t, a, held[0])
 		lookEvery(t, a, c, 5*time.Minute)
 		require.Equal(t, 4, servingOf(a, "g"), "the first one's replacement serves")
 		inv1 := violationsOf(c.Finish(), 1, "g")
 		require.Len(t, inv1, 1, "%v", inv1)
-		require.WithinRange(t, inv1[0].At, first.Add(decisionSlack), first.Add(decisionSlack+checkerTick))
+		require.WithinRange(t, inv1[0].At, first.Add(checker.DecisionSlack), first.Add(checker.DecisionSlack+testworld.CheckerTick))
 	})
 	t.Run("a replacement on the bad AMI again counts once its ask's boot time ran out", func(t *testing.T) {
 		// The rollout is not halted: Auto Scaling's replacement of the abandoned launch lands on the bad AMI and
@@ -843,6 +832,6 @@ func TestCheckerInvariant1OthersLaunchOfABadAMIWaitsForTheAgentsDecisionWithinIt
 		}
 		inv1 := violationsOf(c.Finish(), 1, "g")
 		require.NotEmpty(t, inv1)
-		require.WithinRange(t, inv1[0].At, first.Add(OthersBootTime), first.Add(OthersBootTime+checkerTick))
+		require.WithinRange(t, inv1[0].At, first.Add(checker.OthersBootTime), first.Add(checker.OthersBootTime+testworld.CheckerTick))
 	})
 }

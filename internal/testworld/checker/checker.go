@@ -1,4 +1,4 @@
-package demo
+package checker
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld/kubesim"
 )
 
 // Violation is one broken invariant (docs/architecture.md, "Invariants"), seen at one moment.
@@ -94,7 +95,7 @@ type Checker struct {
 	// Ready, uncordoned node, are being replaced when cordoned, and are drained when cordoned with no pod left
 	// to evict. Nodes reports those nodes by instance id.
 	EKS   map[string]bool
-	Nodes func() (map[string]NodeObservation, error)
+	Nodes func() (map[string]kubesim.NodeObservation, error)
 
 	// Managed names the groups whose desired capacity ECS managed scaling owns (capacity providers): for them
 	// invariant 1 is about workloads — every service keeps at least its desired count of tasks RUNNING
@@ -111,8 +112,8 @@ type Checker struct {
 	Held func(group, instance, hook string) bool
 
 	started  bool
-	reported int                        // Violations returned by Check so far
-	nodes    map[string]NodeObservation // last observation of the Kubernetes nodes
+	reported int                                // Violations returned by Check so far
+	nodes    map[string]kubesim.NodeObservation // last observation of the Kubernetes nodes
 	// shared are the unmanaged groups sharing an ECS cluster with a managed group, and their baseline.
 	shared      map[string]int32
 	seenDesired map[string]int
@@ -137,7 +138,7 @@ type Checker struct {
 	eksRequests                       []int // terminations of EKS groups to judge on the next nodes observed
 	eksCompletions                    []sim.Completion
 	accepted                          map[string]int // lifecycle action token -> accepted completions by the agent
-	final                             []Violation
+	Final                             []Violation
 	// shapes are the Managed groups' in-service instances per Availability Zone when the checker started.
 	shapes map[string]map[string]int
 	// refreshed are the instances an instance refresh terminated (sim.CauseRefresh), seenRefreshed a cursor into
@@ -176,10 +177,10 @@ type heldLaunch struct {
 	launched, waiting time.Time
 }
 
-// decisionSlack is how long past a deadline the checker waits for the agent's decision on a held launch: the
+// DecisionSlack is how long past a deadline the checker waits for the agent's decision on a held launch: the
 // agent looks at every action it holds on each pass (every 5 s in a test world), and a minute covers a
 // lifecycle message received late and a pass that waits for a retry.
-const decisionSlack = time.Minute
+const DecisionSlack = time.Minute
 
 // NewChecker returns a checker for the given baselines. Set its other fields, then Start it.
 func NewChecker(a *sim.Account, baseline map[string]int32) *Checker {
@@ -232,9 +233,9 @@ func (c *Checker) Check() []Violation {
 // last lifecycle actions completed); calling it again repeats the end checks on the world as it is then.
 func (c *Checker) Finish() []Violation {
 	c.Check()
-	c.final = nil
+	c.Final = nil
 	c.Account.Observe(c.finish)
-	return append(append([]Violation(nil), c.Violations...), c.final...)
+	return append(append([]Violation(nil), c.Violations...), c.Final...)
 }
 
 func (c *Checker) refreshNodes() {
@@ -354,7 +355,7 @@ func (c *Checker) clusterDrains(v *sim.View, groups []sim.GroupView) {
 		}
 	}
 	budget := max(c.ClusterBudget, 1)
-	for _, cl := range sortedNames(c.clusterSeen(groups)) {
+	for _, cl := range SortedNames(c.clusterSeen(groups)) {
 		ids := draining[cl]
 		c.condition(v, len(ids) > budget, "3/cluster/"+cl, 3, cl, "%d instances of managed groups being replaced at once in cluster %s (%s): per-cluster budget %d",
 			len(ids), cl, strings.Join(ids, ", "), budget)
@@ -543,13 +544,13 @@ func (c *Checker) heldLaunches(v *sim.View, groups []sim.GroupView) {
 
 // decisionDue is when the agent must have decided a held launch: at its health deadline, and once it has
 // ABANDONed a launch of the same AMI in the group (the first ABANDON halts the rollout) at once — at that
-// ABANDON, or when the launch began waiting if later — each with decisionSlack.
+// ABANDON, or when the launch began waiting if later — each with DecisionSlack.
 func (c *Checker) decisionDue(group string, h heldLaunch) time.Time {
 	due := h.waiting.Add(c.HealthTimeout)
 	if first := c.firstAbandon[heldKey(group, h.image)]; !first.IsZero() {
 		due = minTime(due, maxTime(first, h.waiting))
 	}
-	return due.Add(decisionSlack)
+	return due.Add(DecisionSlack)
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -811,7 +812,7 @@ func (c *Checker) judgeCompletion(v *sim.View, comp sim.Completion) {
 func (c *Checker) judgeEKS(v *sim.View) {
 	for _, comp := range c.eksCompletions {
 		if n, ok := c.nodes[comp.InstanceID]; ok {
-			comp.Drained = n.drained()
+			comp.Drained = n.Drained()
 		}
 		c.judgeCompletion(v, comp)
 	}
@@ -819,7 +820,7 @@ func (c *Checker) judgeEKS(v *sim.View) {
 	terms := v.Terminations()
 	for _, i := range c.eksRequests {
 		t := terms[i]
-		if n, ok := c.nodes[t.InstanceID]; t.Cause == sim.CauseAPI && ok && !n.drained() {
+		if n, ok := c.nodes[t.InstanceID]; t.Cause == sim.CauseAPI && ok && !n.Drained() {
 			c.add(v, 2, t.Group, "instance %s terminated while its node %s was not drained (cordoned %v, %d pod(s) to evict)",
 				t.InstanceID, n.Name, n.Cordoned, n.Evictable)
 		}
@@ -833,7 +834,7 @@ func (c *Checker) judgeEKS(v *sim.View) {
 			continue
 		}
 		n, ok := c.nodes[t.InstanceID]
-		if _, managed := c.Baseline[t.Group]; managed && ok && !n.drained() && !c.pastDeadline(v, t) {
+		if _, managed := c.Baseline[t.Group]; managed && ok && !n.Drained() && !c.pastDeadline(v, t) {
 			c.add(v, 2, t.Group, "instance %s (termination cause %s) started shutting down while its node %s was not drained (cordoned %v, %d pod(s) to evict)%s",
 				t.InstanceID, t.Cause, n.Name, n.Cordoned, n.Evictable, c.how(v, t))
 		}
@@ -880,7 +881,7 @@ func excusedScaleIns(v *sim.View, group string) int {
 // in-service instance count and its number of Availability Zones are not lower than when the checker started,
 // unless a scale-in that ECS (or a user) decided accounts for each missing instance (invariant 1).
 func (c *Checker) finishShapes(v *sim.View, add func(inv int, group, format string, args ...any)) {
-	for _, g := range sortedNames(c.shapes) {
+	for _, g := range SortedNames(c.shapes) {
 		start, now := c.shapes[g], inServicePerAZ(v.Group(g))
 		excused := excusedScaleIns(v, g)
 		count := func(m map[string]int) int {
@@ -899,7 +900,7 @@ func (c *Checker) finishShapes(v *sim.View, add func(inv int, group, format stri
 	}
 }
 
-func sortedNames[T any](m map[string]T) []string {
+func SortedNames[T any](m map[string]T) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -912,7 +913,7 @@ func sortedNames[T any](m map[string]T) []string {
 // scaling owns.
 func (c *Checker) finish(v *sim.View) {
 	add := func(inv int, group, format string, args ...any) {
-		c.final = append(c.final, Violation{At: v.Now(), Invariant: inv, Group: group, Detail: fmt.Sprintf(format, args...)})
+		c.Final = append(c.Final, Violation{At: v.Now(), Invariant: inv, Group: group, Detail: fmt.Sprintf(format, args...)})
 	}
 	c.finishShapes(v, add)
 	byToken := map[string][]sim.Completion{}

@@ -1,4 +1,4 @@
-package demo
+package testworld
 
 import (
 	"context"
@@ -55,13 +55,13 @@ func (w *World) agentSettings(fuse *Fuse) agent.Settings {
 	s.Sources = append(append([]providers.SourceResolver(nil), s.Sources...), &providers.EKSSources{
 		Clusters:      &eks.Clusters{API: eksAPI, Clock: clk},
 		Architectures: &eks.Architectures{API: typesAPI},
-		EC2:           w.clients.EC2,
+		EC2:           w.Clients.EC2,
 	})
 	return s
 }
 
 // syncKube lets the simulated Kubernetes side catch up with the account (no-op without EKS groups).
-func (w *World) syncKube(ctx context.Context) error {
+func (w *World) SyncKube(ctx context.Context) error {
 	if w.Kube == nil {
 		return nil
 	}
@@ -78,7 +78,7 @@ func (w *World) EKSParameter(group string) string { return w.eksParams[group] }
 // autoParameter returns the parameter the agent derives for an `auto` EKS group: the AMI of the tagged
 // family (default AL2023) for the cluster's (or the pinned) version and the architecture of the group's
 // instance type. A group whose source cannot be built (the agent refuses it) gets an error.
-func autoParameter(ctx context.Context, w *World, version, instanceType string, tags map[string]string) (string, error) {
+func AutoParameter(ctx context.Context, w *World, version, instanceType string, tags map[string]string) (string, error) {
 	arch := tags[providers.TagArchitecture]
 	if arch == "" {
 		var err error

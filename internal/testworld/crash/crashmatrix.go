@@ -1,4 +1,4 @@
-package demo
+package crash
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/patch-agent/patch-agent/internal/sim"
+	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
 // CrashScenario is one scenario of a crash matrix, played in-process on the fake clock: a world, a driver that
@@ -16,13 +17,13 @@ type CrashScenario struct {
 	// Name names the scenario in errors.
 	Name string
 	// Build returns a fresh world (a new account, store and queue) for each run.
-	Build func() (*World, error)
+	Build func() (*testworld.World, error)
 	// Drive runs the world to the scenario's end through World.Step or World.RunUntil (which replace a crashed
 	// incarnation by a fresh one on the same store, queue and account). An error ends the run.
-	Drive func(w *World) error
+	Drive func(w *testworld.World) error
 	// Final, when set, judges the world at the end (the rollout completed, every instance on the target AMI,
 	// ...). An error fails the run.
-	Final func(w *World) error
+	Final func(w *testworld.World) error
 }
 
 // CrashMode is how the incarnation dies at its chosen effect.
@@ -56,7 +57,7 @@ type CrashRun struct {
 	Effects int
 	// Restarts counts the incarnations replaced after a crash.
 	Restarts int
-	World    *World
+	World    *testworld.World
 }
 
 // RunCrashScenario plays sc once with the first agent incarnation armed to die at effect at (0: never) in
@@ -74,8 +75,8 @@ func RunCrashScenario(sc CrashScenario, at int, mode CrashMode) (CrashRun, error
 	for g, b := range w.Checker.Baseline {
 		baseline[g] = b
 	}
-	fuse := &Fuse{At: at, LoseResponse: mode == CrashResponseLost}
-	w.replaceAgent(fuse) // the first incarnation: not a restart
+	fuse := &testworld.Fuse{At: at, LoseResponse: mode == CrashResponseLost}
+	w.ReplaceAgent(fuse) // the first incarnation: not a restart
 	label := fmt.Sprintf("%s, %s effect %d", sc.Name, mode, at)
 	if at == 0 {
 		label = sc.Name + ", uncrashed"
@@ -130,7 +131,7 @@ func CountCrashEffects(sc CrashScenario) (int, error) {
 //   - a second UpdateNodegroupVersion to one version of a managed node group (Spec.Nodegroups).
 //
 // The managed groups are the keys of baseline (their desired capacity when the world was built).
-func RepeatedEffects(w *World, baseline map[string]int32) []string {
+func RepeatedEffects(w *testworld.World, baseline map[string]int32) []string {
 	var out []string
 	groups := make([]string, 0, len(baseline))
 	for g := range baseline {
@@ -188,5 +189,35 @@ func RepeatedEffects(w *World, baseline map[string]int32) []string {
 		}
 	}
 	out = append(out, repeatedNodegroupUpdates(w)...)
+	return out
+}
+
+// repeatedNodegroupUpdates lists the managed node groups of the world that got a second UpdateNodegroupVersion
+// to the same version (release or launch template version): a resumed incarnation must send each update of a
+// rollout once (the ClientRequestToken recorded before the call makes a repeat the same update).
+func repeatedNodegroupUpdates(w *testworld.World) []string {
+	var out []string
+	seen := map[string]int{}
+	clusters := map[string]bool{}
+	for _, ng := range w.Nodegroups {
+		clusters[ng.Cluster] = true
+	}
+	names := make([]string, 0, len(clusters))
+	for c := range clusters {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	for _, c := range names {
+		for _, u := range w.Account.EKSUpdates(c) {
+			if u.Nodegroup == "" {
+				continue
+			}
+			key := fmt.Sprintf("%s/%s release %q launch template version %q", c, u.Nodegroup, u.Params["ReleaseVersion"], u.Params["LaunchTemplateVersion"])
+			seen[key]++
+			if seen[key] == 2 {
+				out = append(out, "managed node group "+key+": UpdateNodegroupVersion sent twice (second: "+u.ID+")")
+			}
+		}
+	}
 	return out
 }

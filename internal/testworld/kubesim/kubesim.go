@@ -1,4 +1,4 @@
-package demo
+package kubesim
 
 import (
 	"context"
@@ -415,7 +415,7 @@ type NodeObservation struct {
 
 // drained reports whether terminating the node's instance loses no pod: nothing left to evict, and no new
 // pod can land on it (cordoned, or never Ready).
-func (o NodeObservation) drained() bool { return o.Evictable == 0 && (o.Cordoned || !o.Ready) }
+func (o NodeObservation) Drained() bool { return o.Evictable == 0 && (o.Cordoned || !o.Ready) }
 
 // Observe returns the node of every instance that has one, by instance id.
 func (k *KubeSim) Observe(ctx context.Context) (map[string]NodeObservation, error) {
