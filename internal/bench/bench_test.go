@@ -33,6 +33,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/lifecycle"
+	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
 )
@@ -147,8 +148,6 @@ func reactionLatency(t *testing.T, n int) (p50, p99 float64) {
 	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.UniqueName(t, "bench"))})
 	require.NoError(t, err)
 	starts := newRefreshStarts()
-	// The hooks notify the simulated queue, which this agent does not read: the simulated clock stands still
-	// here, so no lifecycle action waits on them.
 	spec := demo.Spec{SQS: api, QueueURL: aws.ToString(q.QueueUrl), Wrap: starts.wrap}
 	for i := range n {
 		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("react-%03d", i), Cluster: "bench",
@@ -156,6 +155,11 @@ func reactionLatency(t *testing.T, n int) (p50, p99 float64) {
 	}
 	w, err := demo.Build(spec)
 	require.NoError(t, err)
+	names := make([]string, 0, n)
+	for _, g := range spec.Groups {
+		names = append(names, g.Name)
+	}
+	hooksByEventBridge(t, w, names)
 	require.NoError(t, w.Agent.Reconcile(ctx)) // every group seen Idle on its current AMI
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -183,6 +187,20 @@ func reactionLatency(t *testing.T, n int) (p50, p99 float64) {
 	}
 	sort.Float64s(lat)
 	return lat[len(lat)/2], lat[(len(lat)*99)/100]
+}
+
+// hooksByEventBridge makes the agent's launching and terminating hooks of groups (Build's) hooks without a
+// notification target, whose lifecycle actions the stack's EventBridge rule routes to the agent's queue: the
+// agent's hooks for an agent that consumes a kumo queue, which Build's hooks (notifying the simulated queue)
+// are not. The simulated account routes no such action: a measure that uses it lets no instance launch or
+// terminate.
+func hooksByEventBridge(t *testing.T, w *demo.World, groups []string) {
+	for _, g := range groups {
+		require.NoError(t, w.Account.PutLifecycleHook(g, sim.HookSpec{Name: demo.LaunchHookName, Transition: sim.TransitionLaunching,
+			HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultAbandon}))
+		require.NoError(t, w.Account.PutLifecycleHook(g, sim.HookSpec{Name: demo.HookName, Transition: sim.TransitionTerminating,
+			HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultContinue}))
+	}
 }
 
 // refreshStarts records, by group, when Auto Scaling first accepted the agent's StartInstanceRefresh (the real
@@ -370,7 +388,7 @@ func describeCallsPerTick(t *testing.T, groups int) int {
 func manyGroups(t *testing.T, groups, instances int) *demo.World {
 	spec := demo.Spec{}
 	for i := range groups {
-		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: fmt.Sprintf("g-%04d", i), Cluster: fmt.Sprintf("c-%04d", i),
+		spec.Groups = append(spec.Groups, demo.GroupSetup{Name: manyGroupName(i), Cluster: fmt.Sprintf("c-%04d", i),
 			Parameter: fmt.Sprintf("/golden-ami/g-%04d", i), Min: int32(instances), Max: int32(instances + 1),
 			Desired: int32(instances)})
 	}
@@ -378,6 +396,9 @@ func manyGroups(t *testing.T, groups, instances int) *demo.World {
 	require.NoError(t, err)
 	return w
 }
+
+// manyGroupName is the name of manyGroups' group i.
+func manyGroupName(i int) string { return fmt.Sprintf("g-%04d", i) }
 
 // footprint builds 1,000 groups of 20 instances (manyGroups), then runs the real agent loop (Agent.Run, 15 s reconcile
 // interval, 20 s long polls on a real SQS queue) for 60 s of wall time and reports the process's peak RSS
@@ -388,6 +409,11 @@ func footprint(t *testing.T) (simOnlyMiB, totalMiB, idleCPU float64, goroutines 
 	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.UniqueName(t, "idle"))})
 	require.NoError(t, err)
 	w := manyGroups(t, 1000, 20)
+	names := make([]string, 0, 1000)
+	for i := range 1000 {
+		names = append(names, manyGroupName(i))
+	}
+	hooksByEventBridge(t, w, names) // this agent consumes a kumo queue
 	runtime.GC()
 	simOnlyMiB = rssMiB(t)
 	a := agent.New(agent.Clients{AutoScaling: w.Account.AutoScaling(), EC2: w.Account.EC2(), ECS: w.Account.ECS(),
