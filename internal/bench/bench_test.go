@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -28,8 +29,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testenv"
 	"github.com/patch-agent/patch-agent/internal/testworld"
@@ -134,20 +137,29 @@ func route(ev events.Event) string {
 }
 
 // reactionLatency measures, for n Parameter Store Change events sent one after the other to a real SQS
-// queue (kumo) that the agent long-polls, the time from SendMessage to the new launch template version
-// being in effect for the group in the simulated account.
+// queue (kumo) that the agent long-polls, each about an Idle group of its own with the agent's launching and
+// terminating hooks, the time from SendMessage to Auto Scaling's answer accepting the agent's
+// StartInstanceRefresh for that group: the agent's whole reaction (the event received, the AMI resolved and
+// gated, the launch template version with the new AMI created, the rollout recorded, the refresh started).
+// The group's own launch template reference changes only when the refresh succeeds, minutes later.
 func reactionLatency(t *testing.T, n int) (p50, p99 float64) {
 	ctx := context.Background()
 	api := sqs.NewFromConfig(testenv.AWSConfig(testenv.Kumo(t)))
 	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.UniqueName(t, "bench"))})
 	require.NoError(t, err)
-	spec := testworld.Spec{SQS: api, QueueURL: aws.ToString(q.QueueUrl)}
+	starts := newRefreshStarts()
+	spec := testworld.Spec{SQS: api, QueueURL: aws.ToString(q.QueueUrl), Wrap: starts.wrap}
 	for i := range n {
 		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("react-%03d", i), Cluster: "bench",
-			Parameter: fmt.Sprintf("/golden-ami/react-%03d", i), Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1})
+			Parameter: fmt.Sprintf("/golden-ami/react-%03d", i), Min: 1, Max: 2, Desired: 1})
 	}
 	w, err := testworld.Build(spec)
 	require.NoError(t, err)
+	names := make([]string, 0, n)
+	for _, g := range spec.Groups {
+		names = append(names, g.Name)
+	}
+	hooksByEventBridge(t, w, names)
 	require.NoError(t, w.Agent.Reconcile(ctx)) // every group seen Idle on its current AMI
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -160,20 +172,79 @@ func reactionLatency(t *testing.T, n int) (p50, p99 float64) {
 
 	lat := make([]float64, 0, n)
 	for i, g := range spec.Groups {
-		before := w.Account.Group(g.Name).LaunchTemplateVersion
 		w.Account.PutParameter(g.Parameter, testworld.ImageB)
 		body := fmt.Sprintf(`{"version":"0","id":"bench-%d","detail-type":"Parameter Store Change","source":"aws.ssm","account":"111122223333","time":"2026-11-30T02:00:00Z","region":"us-east-1","resources":[],"detail":{"operation":"Update","name":%q,"type":"String"}}`, i, g.Parameter)
 		start := time.Now()
 		_, err := api.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)})
 		require.NoError(t, err)
-		for w.Account.Group(g.Name).LaunchTemplateVersion == before {
-			require.Less(t, time.Since(start), 30*time.Second, "no reaction to event %d", i)
+		at, ok := starts.startedAt(g.Name)
+		for !ok {
+			require.Less(t, time.Since(start), 30*time.Second, "no instance refresh started for event %d: %+v", i, w.Rollout(ctx, g.Name))
 			time.Sleep(100 * time.Microsecond)
+			at, ok = starts.startedAt(g.Name)
 		}
-		lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+		lat = append(lat, float64(at.Sub(start).Microseconds())/1000)
 	}
 	sort.Float64s(lat)
 	return lat[len(lat)/2], lat[(len(lat)*99)/100]
+}
+
+// hooksByEventBridge makes the agent's launching and terminating hooks of groups (Build's) hooks without a
+// notification target, whose lifecycle actions the stack's EventBridge rule routes to the agent's queue: the
+// agent's hooks for an agent that consumes a kumo queue, which Build's hooks (notifying the simulated queue)
+// are not. The simulated account routes no such action: a measure that uses it lets no instance launch or
+// terminate.
+func hooksByEventBridge(t *testing.T, w *testworld.World, groups []string) {
+	for _, g := range groups {
+		require.NoError(t, w.Account.PutLifecycleHook(g, sim.HookSpec{Name: testworld.LaunchHookName, Transition: sim.TransitionLaunching,
+			HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultAbandon}))
+		require.NoError(t, w.Account.PutLifecycleHook(g, sim.HookSpec{Name: testworld.HookName, Transition: sim.TransitionTerminating,
+			HeartbeatTimeout: 300 * time.Second, DefaultResult: sim.ResultContinue}))
+	}
+}
+
+// refreshStarts records, by group, when Auto Scaling first accepted the agent's StartInstanceRefresh (the real
+// time its answer reached the agent). It wraps the agent's Auto Scaling client (testworld.Spec.Wrap, outside any
+// wire latency and limits), so the bench's waits for a refresh neither call the simulated account nor take
+// its lock.
+type refreshStarts struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func newRefreshStarts() *refreshStarts { return &refreshStarts{at: map[string]time.Time{}} }
+
+// wrap is a testworld.Spec.Wrap: the agent's clients with the Auto Scaling client recording refresh starts.
+func (s *refreshStarts) wrap(c agent.Clients) agent.Clients {
+	c.AutoScaling = &startRecorder{AutoScaling: c.AutoScaling, starts: s}
+	return c
+}
+
+// startedAt returns when the group's first instance refresh started; false before.
+func (s *refreshStarts) startedAt(group string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.at[group]
+	return at, ok
+}
+
+// startRecorder is the agent's Auto Scaling client with each accepted StartInstanceRefresh recorded.
+type startRecorder struct {
+	awsapi.AutoScaling
+	starts *refreshStarts
+}
+
+func (r *startRecorder) StartInstanceRefresh(ctx context.Context, in *autoscaling.StartInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error) {
+	out, err := r.AutoScaling.StartInstanceRefresh(ctx, in, o...)
+	if err == nil {
+		at, group := time.Now(), aws.ToString(in.AutoScalingGroupName)
+		r.starts.mu.Lock()
+		if _, seen := r.starts.at[group]; !seen {
+			r.starts.at[group] = at
+		}
+		r.starts.mu.Unlock()
+	}
+	return out, err
 }
 
 // countedStore is the DynamoDB store on a fresh kumo table, its requests counted.
@@ -294,7 +365,7 @@ func (c *countingDynamoDB) TransactWriteItems(ctx context.Context, in *dynamodb.
 }
 
 // describeCallsPerTick counts the read calls (Describe*, List*, Get*) of one reconcile tick of an idle
-// agent managing groups groups of 2 instances each.
+// agent managing groups groups of 2 instances each (manyGroups).
 func describeCallsPerTick(t *testing.T, groups int) int {
 	ctx := context.Background()
 	w := manyGroups(t, groups, 2)
@@ -312,19 +383,24 @@ func describeCallsPerTick(t *testing.T, groups int) int {
 	return reads
 }
 
+// manyGroups builds groups ECS groups of instances instances each (max one above: room for a refresh's batch),
+// each in a cluster of its own with the agent's launching and terminating hooks: groups the agent rolls.
 func manyGroups(t *testing.T, groups, instances int) *testworld.World {
 	spec := testworld.Spec{}
 	for i := range groups {
-		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("g-%04d", i), Cluster: fmt.Sprintf("c-%04d", i),
+		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: manyGroupName(i), Cluster: fmt.Sprintf("c-%04d", i),
 			Parameter: fmt.Sprintf("/golden-ami/g-%04d", i), Min: int32(instances), Max: int32(instances + 1),
-			Desired: int32(instances), HeartbeatTimeout: -1})
+			Desired: int32(instances)})
 	}
 	w, err := testworld.Build(spec)
 	require.NoError(t, err)
 	return w
 }
 
-// footprint builds 1,000 groups of 20 instances, then runs the real agent loop (Agent.Run, 15 s reconcile
+// manyGroupName is the name of manyGroups' group i.
+func manyGroupName(i int) string { return fmt.Sprintf("g-%04d", i) }
+
+// footprint builds 1,000 groups of 20 instances (manyGroups), then runs the real agent loop (Agent.Run, 15 s reconcile
 // interval, 20 s long polls on a real SQS queue) for 60 s of wall time and reports the process's peak RSS
 // before and after the agent, its CPU use during that minute and its goroutines.
 func footprint(t *testing.T) (simOnlyMiB, totalMiB, idleCPU float64, goroutines int) {
@@ -333,6 +409,11 @@ func footprint(t *testing.T) (simOnlyMiB, totalMiB, idleCPU float64, goroutines 
 	q, err := api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.UniqueName(t, "idle"))})
 	require.NoError(t, err)
 	w := manyGroups(t, 1000, 20)
+	names := make([]string, 0, 1000)
+	for i := range 1000 {
+		names = append(names, manyGroupName(i))
+	}
+	hooksByEventBridge(t, w, names) // this agent consumes a kumo queue
 	runtime.GC()
 	simOnlyMiB = rssMiB(t)
 	a := agent.New(agent.Clients{AutoScaling: w.Account.AutoScaling(), EC2: w.Account.EC2(), ECS: w.Account.ECS(),
@@ -390,10 +471,10 @@ func verdict(ok bool) string {
 func figures(r results) []figure {
 	rows := []figure{
 		{"reaction latency p50 / p99", fmt.Sprintf("%.1f ms / %.1f ms", r.ReactionP50Ms, r.ReactionP99Ms), "p99 <= 1000 ms", verdict(r.ReactionP99Ms <= 1000),
-			"200 Parameter Store Change events sent one by one to a kumo SQS queue the agent long-polls; time from SendMessage to the group launching the new launch template version"},
+			"200 Parameter Store Change events sent one by one to a kumo SQS queue the agent long-polls, each of an Idle group with the agent's launching and terminating hooks; time from SendMessage to Auto Scaling's answer accepting the group's StartInstanceRefresh to its new launch template version"},
 		{"Describe/List/Get calls per tick, 10 / 100 / 1,000 groups", fmt.Sprintf("%d / %d / %d", r.DescribeCallsPerTick10, r.DescribeCallsPerTick100, r.DescribeCallsPerTick1000), "grows with groups/100",
 			verdict(r.DescribeCallsPerTick1000-r.DescribeCallsPerTick100 <= 2*(1000-100)/100),
-			"one reconcile tick of an idle agent, groups of 2 instances, each group in its own cluster; met when 1,000 groups take at most 2 calls per 100 groups more than 100 do (the missing-hook check's up to 25 DescribeLifecycleHooks a pass are a fixed part: history below)"},
+			"one reconcile tick of an idle agent, groups of 2 instances (max 3, the agent's launching and terminating hooks), each group in its own cluster; met when 1,000 groups take at most 2 calls per 100 groups more than 100 do (the missing-hook check's up to 25 DescribeLifecycleHooks a pass are a fixed part: history below)"},
 		{"peak RSS, 1,000 groups x 20 instances", fmt.Sprintf("%.0f MiB (simulated account alone %.0f MiB)", r.RSSMiB1000Groups, r.RSSMiBSimulatedAccountOnly), "<= 80 MiB", verdict(r.RSSMiB1000Groups <= 80),
 			"VmHWM of the process holding the agent and the simulated account"},
 		{"CPU while idle, 1,000 groups", fmt.Sprintf("%.2f %%", r.IdleCPUPercent), "< 1 %", verdict(r.IdleCPUPercent < 1), "Agent.Run for 60 s wall (15 s reconcile, 20 s long polls on kumo); getrusage user+system / wall"},
@@ -503,7 +584,7 @@ The rows before the one that adds the instance refresh to the bench measured the
 | issue #21 item 3 (this round): a look at a few targets describes the container instance ARNs it knows for its groups' instances (one DescribeContainerInstances) without ListContainerInstances, and lists when the membership may have changed: an instance never seen registered, a container instance INACTIVE or MISSING, or one with its agent disconnected (re-registration under a new ARN: mutants 38, 62); a listing with two container instances for one EC2 instance takes the connected one; full passes list | same (ecs:ListContainerInstances 5.5 -> 2.9) | 42.4 + 26.2 ReceiveMessage | 39.8 + 26.2 ReceiveMessage |
 | issue #21 item 4 (this round): the lifecycle sweep takes the groups a look of the same turn described (within 2 s) from that answer instead of a DescribeAutoScalingGroups of its own, running early once in the second half of its interval, and counts its next run from that answer (so every hooked group is still seen at least every 20 s) | same (autoscaling:DescribeAutoScalingGroups 11.9 -> 10.1; DynamoDB 21.4 -> 21.1) | 39.8 + 26.2 ReceiveMessage | 37.9 + 25.6 ReceiveMessage |
 | a pass cut by its budget resumes at the first target it left out after its last, in the order of its rotation (passbudget.go firstFrom); it resumed at the first left out by name, so a pass that began mid-fleet and wrapped round sent every second pass back to the fleet's first groups and the groups past about the 280th were never looked at: the cause of the stall (TestIdleGroupsGetTheirVersionWhileEveryPassIsCut, mutant 30) | 1,000 x 20, run by hand (PATCH_AGENT_BENCH=1 PATCH_AGENT_FLEET=1000x20 go test ./internal/bench -run TestFleet -v -timeout 30m): groups on their new launch template version; versions / EC2 budget; longest pass; reaction p99 | 283 of 1,000, then none for 2 minutes; 3.77 as written; 14.0 s; 2.10 s | all 1,000: 2.33 (841.9 s / 362.0 s; about 2.2 creates a second inside each pass, none between passes); 14.36 s (44 DescribeLifecycleHooks, 16.3 s of Auto Scaling limiter wait, before the budget started); 3.08 s; 0 throttles; heap 2.4 MiB |
-| a look at a few targets describes only its groups by name (lifecycle.DiscoverNamed, one DescribeAutoScalingGroups per hundred names, each group decided afresh from its description and tags; the safety poll still reads every page) and keeps the other groups' cached instance AMIs; the pass budget counts from the pass's start (discovery, poll, hook check, records, AMIs included); the hook check reads under a budget of its own (HookCheckBudget, 1 s; mutant 36) | same (run by hand, 1,000 x 20; beside a mutants run on the same 2 cores) | 14.36 s; 3.08 s; 2.33 | 11.98 s (most passes 8.2-9.4 s; the longest, 448 s in, made 143 calls with 1.6 s of limiter wait: the 2 cores were shared with the mutants run); 0.94-1.61 s for four changes, one 6.11 s (p99 6.11 s; 3 ms of urgent-lane limiter wait in it, the rest waiting for the machine and the account's lock); 3.55 (730 of 1,000 in 903 s, the scenario's cap, against 254.4 s for 730 creates: slower than the first run under the shared CPU, and each pass now leaves its targets less time); 0 throttles; heap 2.5 MiB |
+| a look at a few targets describes only its groups by name (providers.DiscoverNamed, one DescribeAutoScalingGroups per hundred names, each group decided afresh from its description and tags; the safety poll still reads every page) and keeps the other groups' cached instance AMIs; the pass budget counts from the pass's start (discovery, poll, hook check, records, AMIs included); the hook check reads under a budget of its own (HookCheckBudget, 1 s; mutant 36) | same (run by hand, 1,000 x 20; beside a mutants run on the same 2 cores) | 14.36 s; 3.08 s; 2.33 | 11.98 s (most passes 8.2-9.4 s; the longest, 448 s in, made 143 calls with 1.6 s of limiter wait: the 2 cores were shared with the mutants run); 0.94-1.61 s for four changes, one 6.11 s (p99 6.11 s; 3 ms of urgent-lane limiter wait in it, the rest waiting for the machine and the account's lock); 3.55 (730 of 1,000 in 903 s, the scenario's cap, against 254.4 s for 730 creates: slower than the first run under the shared CPU, and each pass now leaves its targets less time); 0 throttles; heap 2.5 MiB |
 | the pause check rides on the write-ahead of each destructive step: the pick's, the surge's, the drain's and the drained look's rollout write is one TransactWriteItems (the rollout Put + ConditionChecks on the global and the group's lock item, strongly consistent: a pause durable before the write always stops the step); a step no write precedes (resumed, retried) reads the two lock items (GetItem x2); the pause-lock Queries before the pick, the drain and the termination are gone (mutants 42-43) | DynamoDB requests per replaced instance, wake-up events / 15 s tick (TestRolloutCosts on kumo; PutItem 12.4 -> 8.4, Query 5.4 -> 2.5, TransactWriteItems 0.2 -> 4.2, GetItem 3.4 -> 3.4) | 21.4 / 42.9 | 18.5 / 40.0 |
 | a lifecycle action's record is read under its ActionKey only, no longer first under the message's token (records of agents before ActionKey; an action in flight across that upgrade is confirmed again and driven under its ActionKey) | DynamoDB requests per replaced instance, wake-up events / 15 s tick (PATCH_AGENT_BENCH=1 PATCH_AGENT_KUMO=$(scripts/ensure-kumo.sh) go test ./internal/bench -run TestRolloutCosts -v; GetItem of the hook record 2.0 -> 1.0) | 18.2 / 40.0 | 17.2 / 39.0 |
 | the drain's slot of the per-cluster budget rides on the drain's guarded write-ahead (the rollout Put, the two pause lock ConditionChecks and the budget Put conditional on its version, one TransactWriteItems), no longer a PutItem of its own before it; a claim beaten by another drain is planned again on a fresh read in the same look | DynamoDB requests per replaced instance, wake-up events / 15 s tick (TestRolloutCosts on kumo; PutItem 8.3 -> 7.3) | 17.2 / 39.0 | 16.2 / 38.0 |
@@ -514,10 +595,11 @@ The rows before the one that adds the instance refresh to the bench measured the
 | a look at a group whose instance refresh is under way (Replacing/InstanceRefresh with its id) reads no cluster view: that step uses only the group's lifecycle states and the refresh's status, and the lifecycle hooks read the cluster for each launch and drain (TestRefreshUnderWayIsLookedAtWithoutTheClusterAndDescribedOnceWhileNothingMoves) | same (ecs:DescribeContainerInstances 41.3 -> 12.9 / 24.6 -> 15.2, ecs:ListContainerInstances 31.3 -> 2.9 / 8.1 -> 2.2) | 148.8 / 110.1 | 92.0 / 94.8; rollout time unchanged; DynamoDB unchanged (119.0 / 47.0) |
 | a look at a terminating lifecycle action whose drain the agent started and finds under way (ECS: DRAINING, tasks not yet STOPPED) returns that status: no StartDrain (it would do nothing) and no second status right after it, which described the container instance twice more and listed its tasks again (TestTerminatingActionWhoseDrainIsUnderWayIsCheckedOncePerLook) | same (ecs:ListTasks 12.0 -> 8.0 / 16.0 -> 10.0, ecs:DescribeTasks 6.0 -> 4.0 / 8.0 -> 5.0, ecs:DescribeContainerInstances 12.9 -> 8.9 / 15.2 -> 9.2) | 92.0 / 94.8 | 82.0 / 79.8; rollout time unchanged; DynamoDB unchanged |
 | a lifecycle action's look reads no record (GetHook) while this replica holds the action's claim with more than the lease margin left: the record it last read or wrote is the stored one, since no other replica writes it while the claim holds; a failed write drops it, every write stays conditional on its version, and a claim within its margin is read again (lifecycle/hookrecords.go; TestALifecycleActionIsLookedAtWithoutReadingItsRecordWhileItsClaimHolds) | refresh: DynamoDB requests per replaced instance, 15 s tick / wake-up events (PATCH_AGENT_BENCH=1 PATCH_AGENT_KUMO=$(scripts/ensure-kumo.sh) go test ./internal/bench -run TestRefreshCosts -v; GetItem of lifecycle actions 12.7 -> 2.9 / 11.6 -> 2.9) | 120.9 / 48.2 (main at d78c8f9; the 119.0 / 47.0 above were measured before it) | 111.1 / 39.5; AWS calls and rollout time unchanged |
-| the recovery of drained instances (lifecycle.Hooks.Recover) lists the drain marks again only when this process wrote or deleted one since its last listing, or that listing is a lease TTL (2 min) old; another replica's marks (drains under its claim, left alone while their instances wait or terminate) are seen within that TTL, the time after which a stopped replica's work is taken up anyway; every undrain is still confirmed with Auto Scaling first (TestDrainMarksAreListedAgainOnlyAfterTheAgentsOwnMarkWritesOrALeaseTTL; the C19 recovery test now settles a lease TTL for its mark written beside the agent) | same (Query of drain marks 28.4 -> 4.0 at the 15 s tick; 3.4 with wake-up events, where only the safety poll runs Recover) | 111.1 / 39.5 | 86.7 / 39.5 |
+| the recovery of drained instances (lifecycleaction.Hooks.Recover) lists the drain marks again only when this process wrote or deleted one since its last listing, or that listing is a lease TTL (2 min) old; another replica's marks (drains under its claim, left alone while their instances wait or terminate) are seen within that TTL, the time after which a stopped replica's work is taken up anyway; every undrain is still confirmed with Auto Scaling first (TestDrainMarksAreListedAgainOnlyAfterTheAgentsOwnMarkWritesOrALeaseTTL; the C19 recovery test now settles a lease TTL for its mark written beside the agent) | same (Query of drain marks 28.4 -> 4.0 at the 15 s tick; 3.4 with wake-up events, where only the safety poll runs Recover) | 111.1 / 39.5 | 86.7 / 39.5 |
 | a full pass reads the rollout records and the pause locks in one Scan of kind-index (state.RolloutsAndLocksLister: the sparse index holds only those two kinds; as many pages as the two Queries it replaces), and its targets' pause checks within a second of that read use its locks (a refresh under way checks the pause on every look: a pause cancels it); later checks of a long pass and looks at a few targets read ListLocks as before (TestAFullPassReadsTheRolloutsAndThePauseLocksInOneListing, TestAPassReadsThePauseLocksAgainOnceItsListingIsOlderThanASecond, TestListRolloutsAndLocksQueryTheIndexAndNeverScan, store conformance) | same (15 s tick: Query 60.8 -> 4.1, Scan 0 -> 28.4; wake-up events: Query 16.2 -> 9.4, Scan 0 -> 3.4) | 86.7 / 39.5 | 58.4 / 36.1; EKS self-managed group by refresh 100.4 -> 52.1 / 36.0 -> 32.6 over the three rows |
 | a launching action's look at a refresh group whose instance does not serve yet asks whether the group's refresh halted (a halted refresh's launches are abandoned at once) on the rollout record the agent keeps between its looks (records.go; its own halts are in it at once), not on a GetRollout; a group it keeps nothing for is read as before (TestALaunchingActionsLookUsesTheRolloutRecordTheAgentKeeps; the refresh halt and rollback tests) | same (GetItem of rollout records 2.9 -> 1.0 / 2.2 -> 1.0) | 58.4 / 36.1 | 56.5 / 34.9; EKS unchanged |
 | the looks at a lifecycle action after its first ask EC2 whether its instance still exists (DescribeInstances) at most once a minute per action instead of on every look: the answer only ends early an action whose instance went away (field cases C3, C5), which nothing waits on; the first look's Auto Scaling confirmation and every effect are unchanged (TestALifecycleActionsInstanceIsDescribedAtMostOnceAMinute; the C3, C5 and C6 tests) | refresh: AWS calls per replaced instance, 15 s tick / wake-up events (same command; ec2:DescribeInstances 9.8 -> 6.9 / 8.4 -> 5.2) | 82.0 / 79.8 | 79.1 / 76.6; rollout time and DynamoDB unchanged |
+| every bench group has the agent's launching and terminating hooks (a group without them is not rolled; the reaction's and the footprint's agents, which consume a kumo queue, get them without a notification target), and the reaction measures end when Auto Scaling accepts the group's StartInstanceRefresh to its new launch template version (refreshStarts, a wrapper of the agent's Auto Scaling client), no longer when the group's launch template reference changes (it changes only when the refresh succeeds); the fleet's hook test notifications are handled before the wire goes in; make bench's -v output logs the refresh rollout's calls and requests by operation and by kind of item | reaction latency p50 / p99; fleet: other group's change p99, every group's refresh started / EC2 budget (make bench) | the waits never ended: the groups had no hooks, so no group was rolled | pending the next make bench |
 
 ## Goals not met, and why
 

@@ -28,7 +28,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
-// publishOnce is demo.World.PublishAMI with an event id of its own: the world's ids are its simulated time,
+// publishOnce is testworld.World.PublishAMI with an event id of its own: the world's ids are its simulated time,
 // which two changes sent within one pass share (the second would be dropped as a duplicate delivery).
 func publishOnce(w *testworld.World, param, image string, n int) {
 	w.RegisterAMI(image)
@@ -77,9 +77,10 @@ func (h *stageHandler) Handle(ctx context.Context, ev events.Event) (events.Disp
 	return d, err
 }
 
-// stages returns, for a change sent at sent and seen on its new version at seen: the time it waited on the
-// queue before its handling began, the handling itself, the urgent lane's limiter wait inside it, and the
-// time from the handling's end to the version being seen (zero or the watcher's 1 ms poll).
+// stages returns, for a change sent at sent whose group's instance refresh started at seen (refreshStarts):
+// the time it waited on the queue before its handling began, the handling until the refresh started (or the
+// handling's end, when it ended before), the urgent lane's limiter wait in the whole handling, and the time
+// from the handling's end to the refresh's start (zero when the handling started it).
 func (h *stageHandler) stages(sent, seen time.Time) (queued, handling, urgentWait, after time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -87,7 +88,7 @@ func (h *stageHandler) stages(sent, seen time.Time) (queued, handling, urgentWai
 		return seen.Sub(sent), 0, 0, 0 // not handled within the wait
 	}
 	end := h.ended
-	if end.Before(h.began) {
+	if end.Before(h.began) || seen.Before(end) {
 		end = seen
 	}
 	return h.began.Sub(sent), end.Sub(h.began), h.urgentWait, max(seen.Sub(end), 0)
@@ -95,7 +96,7 @@ func (h *stageHandler) stages(sent, seen time.Time) (queued, handling, urgentWai
 
 // fleetTrace times every call over the wire and every pass and message handling of the fleet scenario, and
 // logs where the longest one spent its time (which calls, which limiter waits) and when the launch template
-// versions were created (not a pass/fail test: the figures are logged).
+// versions were created and the instance refreshes started (not a pass/fail test: the figures are logged).
 type fleetTrace struct {
 	mu     sync.Mutex
 	calls  []sim.WireCall
@@ -130,7 +131,8 @@ func (tr *fleetTrace) pass(kind string, start time.Time, took time.Duration) {
 }
 
 // report logs the longest pass's calls by operation (count, limiter wait, round trips) and the last calls to
-// end in it, and the launch template versions' creation times from t0 (the shared parameter's change).
+// end in it, and the launch template versions' creation times and the instance refreshes' start times from t0
+// (the shared parameter's change).
 func (tr *fleetTrace) report(t *testing.T, t0 time.Time) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
@@ -185,17 +187,19 @@ func (tr *fleetTrace) report(t *testing.T, t0 time.Time) {
 		t.Logf("  last: %-45s urgent=%v began %.2f s, waited %.2f s, ended %.2f s into it, err=%v", c.Op, c.Urgent,
 			c.Start.Sub(longest.start).Seconds(), c.Waited.Seconds(), c.Start.Add(c.Took).Sub(longest.start).Seconds(), c.Err)
 	}
-	var creates []string
-	for _, c := range tr.calls {
-		if c.Op == "ec2:CreateLaunchTemplateVersion" {
-			u := ""
-			if c.Urgent {
-				u = "u"
+	for _, op := range []string{"ec2:CreateLaunchTemplateVersion", "autoscaling:StartInstanceRefresh"} {
+		var answered []string
+		for _, c := range tr.calls {
+			if c.Op == op && c.Err == nil {
+				u := ""
+				if c.Urgent {
+					u = "u"
+				}
+				answered = append(answered, fmt.Sprintf("%.2f%s", c.Start.Add(c.Took).Sub(t0).Seconds(), u))
 			}
-			creates = append(creates, fmt.Sprintf("%.2f%s", c.Start.Add(c.Took).Sub(t0).Seconds(), u))
 		}
+		t.Logf("%s answered at (s after the change; u: urgent): %s", op[strings.Index(op, ":")+1:], strings.Join(answered, " "))
 	}
-	t.Logf("CreateLaunchTemplateVersion answered at (s after the change; u: urgent): %s", strings.Join(creates, " "))
 	var kinds []string
 	for _, p := range tr.passes {
 		if p.took > time.Second {
@@ -227,20 +231,23 @@ type fleetResults struct {
 	// FleetMaxPassS is the longest reconcile pass or message handling, in seconds of real time (goal <= 10).
 	FleetMaxPassS float64 `json:"fleet_max_pass_s"`
 	// FleetReactionP99Ms: a golden-AMI parameter change of one other (Idle) group, sent while the fleet's
-	// rollouts run, until that group uses its new launch template version, real milliseconds (goal <= 1000).
+	// rollouts run, until Auto Scaling accepted that group's instance refresh to its new launch template
+	// version (StartInstanceRefresh answered), real milliseconds (goal <= 1000).
 	FleetReactionP99Ms float64 `json:"fleet_reaction_p99_ms"`
-	// FleetVersionsS is how long, in real seconds, every fleet group took to reach its new launch template
-	// version after the shared parameter changed; FleetBudgetS the least time the agent's EC2 mutating-call
-	// budget allows for those calls; FleetVersionsBudgetRatio the first over the second (goal <= 1.2).
+	// FleetVersionsS is how long, in real seconds, the agent took after the shared parameter changed until
+	// every fleet group's instance refresh to its new launch template version started (its version created,
+	// then StartInstanceRefresh answered); FleetBudgetS the least time the agent's EC2 mutating-call budget
+	// allows for the versions' creation; FleetVersionsBudgetRatio the first over the second (goal <= 1.2).
 	FleetVersionsS           float64 `json:"fleet_versions_s"`
 	FleetBudgetS             float64 `json:"fleet_budget_s"`
 	FleetVersionsBudgetRatio float64 `json:"fleet_versions_budget_ratio"`
-	// FleetGroups is the fleet's group count; FleetGroupsOnNewVersion how many used their new launch template
-	// version when the wait ended (every one, or none moved for fleetStall, or the wait reached its cap).
+	// FleetGroups is the fleet's group count; FleetGroupsOnNewVersion how many had their instance refresh to
+	// their new launch template version started when the wait ended (every one, or none started for
+	// fleetStall, or the wait reached its cap).
 	FleetGroups             int `json:"fleet_groups"`
 	FleetGroupsOnNewVersion int `json:"fleet_groups_on_new_version"`
-	// FleetReactionCapped: some other group's change did not reach its version within fleetWaitCap (the
-	// reaction figures are then lower bounds).
+	// FleetReactionCapped: some other group's refresh did not start within fleetWaitCap (the reaction
+	// figures are then lower bounds).
 	FleetReactionCapped bool `json:"fleet_reaction_capped"`
 	// AgentHeapMiB1000Groups is the in-use heap attributed to the agent's packages at 1,000 groups x 20
 	// instances (goal <= 40).
@@ -276,16 +283,20 @@ const (
 	// fleetWaitCap bounds each wait of the scenario; a wait that reaches it is recorded at the cap (the
 	// report then says ">=").
 	fleetWaitCap = 90 * time.Second
-	// fleetStall ends the wait for every group's new launch template version when none moved for that long.
+	// fleetStall ends the wait for every group's instance refresh when none started for that long.
 	fleetStall = 2 * time.Minute
 )
 
-// fleetScenario runs groups x instances ECS groups on one public parameter against the simulated account
+// fleetScenario runs groups x instances ECS groups on one public parameter, each with the agent's launching and
+// terminating hooks (max one above desired: room for the refresh's batch), against the simulated account
 // behind the wire: every call 40 ms of real time, the account's documented token buckets, the agent's
 // default client-side limits and workers. The agent is driven as Run drives it, in real time: one goroutine
-// polls the queue, another runs passes, each pass advancing the simulated clock by the production 15 s.
-// The public parameter changes once (the schedule rule's event); then, while the rollouts run, the golden-AMI
-// parameters of fleetReactions other groups change, one change at a time (stageHandler times each stage).
+// polls the queue (the parameter changes and the groups' lifecycle actions), another runs passes, each pass
+// advancing the simulated clock by the production 15 s. The public parameter changes once (the schedule
+// rule's event) and the wait is for every group's instance refresh to its new launch template version to
+// start (refreshStarts); then, while the refreshes run, the golden-AMI parameters of fleetReactions other
+// groups change, one change at a time, each until its group's refresh started (stageHandler times each
+// stage).
 func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	ctx := context.Background()
 	limits := awsapi.DefaultRateLimits()
@@ -295,13 +306,13 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	faults := sim.NewFaults(1, nil)
 	limiter := awsapi.NewLimiter(limits)
 	tr := &fleetTrace{}
-	faults.SetWire(sim.Wire{Client: limiter, Account: sim.AWSAccountLimits(), Latency: fleetLatency, Trace: tr.call})
-	faults.Pause(true) // no injected faults: only the wire
+	faults.Pause(true) // no injected faults: only the wire, put in place once the fleet is set up
 	// The pass budget in real time: the passes run on the simulated clock, which stands still inside a pass.
-	spec := testworld.Spec{Faults: faults, Workers: agent.DefaultWorkers, Log: zap.NewNop(), PassClock: clock.RealClock{}}
+	starts := newRefreshStarts()
+	spec := testworld.Spec{Faults: faults, Workers: agent.DefaultWorkers, Log: zap.NewNop(), PassClock: clock.RealClock{}, Wrap: starts.wrap}
 	for i := range groups {
 		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("fleet-%04d", i), Cluster: fmt.Sprintf("c-%03d", i/10),
-			Parameter: fleetParameter, Min: int32(instances), Max: int32(instances + 1), Desired: int32(instances), HeartbeatTimeout: -1})
+			Parameter: fleetParameter, Min: int32(instances), Max: int32(instances + 1), Desired: int32(instances)})
 	}
 	// The other groups, one per reaction, each on its own golden-AMI parameter: each change finds its group
 	// Idle, so it measures the reaction, not the replacement a previous change started (a newer AMI
@@ -309,12 +320,23 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	var others []testworld.GroupSetup
 	for i := range fleetReactions {
 		others = append(others, testworld.GroupSetup{Name: fmt.Sprintf("other-%d", i), Cluster: fmt.Sprintf("c-other-%d", i),
-			Parameter: fmt.Sprintf("/golden-ami/other-%d", i), Min: 1, Max: 2, Desired: 1, HeartbeatTimeout: -1})
+			Parameter: fmt.Sprintf("/golden-ami/other-%d", i), Min: 1, Max: 2, Desired: 1})
 	}
 	spec.Groups = append(spec.Groups, others...)
 	w, err := testworld.Build(spec)
 	require.NoError(t, err)
-	require.NoError(t, w.Agent.Reconcile(ctx)) // every group seen Idle on its current AMI
+	// The setup runs without the wire: every group seen Idle on its current AMI, and the test notifications
+	// Auto Scaling sends when the hooks are created (two per group) handled, so that the measured changes do
+	// not queue behind them.
+	require.NoError(t, w.Agent.Reconcile(ctx))
+	for {
+		n, err := w.Agent.Consumer.PollOnce(ctx, 0)
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+	}
+	faults.SetWire(sim.Wire{Client: limiter, Account: sim.AWSAccountLimits(), Latency: fleetLatency, Trace: tr.call})
 	stages := &stageHandler{Handler: w.Agent.Consumer.Handler, limiter: limiter}
 	w.Agent.Consumer.Handler = stages
 
@@ -358,10 +380,6 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	}()
 	defer func() { cancel(); wg.Wait() }()
 
-	before := map[string]string{}
-	for _, g := range spec.Groups[:groups] {
-		before[g.Name] = w.Account.Group(g.Name).LaunchTemplateVersion
-	}
 	start := time.Now()
 	w.PublishPublicAMI(fleetParameter, testworld.ImageB)
 	type versionsWait struct {
@@ -369,59 +387,59 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 		moved int
 	}
 	versionsDone := make(chan versionsWait, 1)
-	// At 1,000 groups one look reads 1,000 group descriptions under the account's lock: every 250 ms there,
-	// so that the watcher does not compete with the agent for it (the figure is then up to 0.25 s late).
-	watchEvery, lastLog := 20*time.Millisecond, time.Now()
-	lastMoved, movedAt := 0, time.Now()
-	if groups >= 200 {
-		watchEvery = 250 * time.Millisecond
-	}
-	go func() { // every fleet group on its new launch template version, watched beside the reactions
+	lastLog, lastMoved, movedAt := time.Now(), 0, time.Now()
+	go func() { // every fleet group's instance refresh started, watched beside the reactions
 		for {
-			moved := 0
+			moved, last := 0, start
 			for _, g := range spec.Groups[:groups] {
-				if w.Account.Group(g.Name).LaunchTemplateVersion != before[g.Name] {
+				if at, ok := starts.startedAt(g.Name); ok {
 					moved++
+					if at.After(last) {
+						last = at
+					}
 				}
 			}
 			if moved != lastMoved {
 				lastMoved, movedAt = moved, time.Now()
 			}
-			// No group moved for fleetStall: the rollouts' cluster reads hold every pass (1,000 x 20 at the ECS
-			// limit, docs/performance.md); waiting on to the cap would only spend the machine.
+			// No refresh started for fleetStall: waiting on to the cap would only spend the machine.
 			stalled := time.Since(movedAt) > fleetStall
 			if moved == groups || stalled || time.Since(start) > 10*fleetWaitCap {
+				took := last.Sub(start)
 				if moved < groups {
-					t.Logf("only %d of %d groups on their new launch template version after %.0f s (stalled: %v); recorded then", moved, groups, time.Since(start).Seconds(), stalled)
+					took = time.Since(start)
+					t.Logf("only %d of %d groups' instance refreshes started after %.0f s (stalled: %v); recorded then", moved, groups, took.Seconds(), stalled)
 				}
-				versionsDone <- versionsWait{time.Since(start), moved}
+				versionsDone <- versionsWait{took, moved}
 				return
 			}
 			if time.Since(lastLog) > time.Minute {
-				t.Logf("%.0f s after the change: %d of %d groups on their new launch template version", time.Since(start).Seconds(), moved, groups)
+				t.Logf("%.0f s after the change: %d of %d groups' instance refreshes started", time.Since(start).Seconds(), moved, groups)
 				lastLog = time.Now()
 			}
-			time.Sleep(watchEvery)
+			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	// The other groups' golden AMIs change, one after another, while the fleet's launch templates are being
-	// moved and its rollouts run.
+	// The other groups' golden AMIs change, one after another, while the fleet's launch template versions are
+	// being created and its refreshes run.
 	var lat []float64
 	capped := false
 	for i, other := range others {
 		image := fmt.Sprintf("ami-0%016x", 0xf1ee7000+i)
-		was := w.Account.Group(other.Name).LaunchTemplateVersion
 		stages.watch(other.Parameter)
 		sent := time.Now()
 		publishOnce(w, other.Parameter, image, i)
-		for w.Account.Group(other.Name).LaunchTemplateVersion == was && time.Since(sent) < fleetWaitCap {
+		seen, ok := starts.startedAt(other.Name)
+		for !ok && time.Since(sent) < fleetWaitCap {
 			time.Sleep(time.Millisecond)
+			seen, ok = starts.startedAt(other.Name)
 		}
-		capped = capped || w.Account.Group(other.Name).LaunchTemplateVersion == was
-		seen := time.Now()
+		if !ok {
+			capped, seen = true, time.Now()
+		}
 		lat = append(lat, float64(seen.Sub(sent).Microseconds())/1000)
 		queued, handling, urgentWait, after := stages.stages(sent, seen)
-		t.Logf("other group %d's change reached its new launch template version in %.0f ms: queued %d ms, handling %d ms (urgent-lane limiter wait %d ms), after handling %d ms",
+		t.Logf("other group %d's change started its instance refresh in %.0f ms: queued %d ms, handling until the start %d ms (urgent-lane limiter wait in the handling %d ms), after handling %d ms",
 			i, lat[len(lat)-1], queued.Milliseconds(), handling.Milliseconds(), urgentWait.Milliseconds(), after.Milliseconds())
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -433,8 +451,8 @@ func fleetScenario(t *testing.T, groups, instances int) fleetResults {
 	sort.Float64s(lat)
 	tr.report(t, start)
 	st := faults.Stats()
-	// One CreateLaunchTemplateVersion per group is what the EC2 mutating bucket meters; the agent's bucket
-	// lets the first Burst through at once and then Rate per second.
+	// One CreateLaunchTemplateVersion per group (before its refresh starts) is what the EC2 mutating bucket
+	// meters; the agent's bucket lets the first Burst through at once and then Rate per second.
 	b := limits[awsapi.RateEC2Mutating]
 	calls := st.Successes["ec2:CreateLaunchTemplateVersion"]
 	budget := math.Max(float64(calls-b.Burst)/b.Rate, 0) + fleetLatency.Seconds()
@@ -512,7 +530,7 @@ func agentInUse(t *testing.T, profile string) int64 {
 
 // fleetFigures are the fleet scenario's rows of docs/performance.md.
 func fleetFigures(r results) []figure {
-	how := "fleet scenario (" + r.FleetSize + "; PATCH_AGENT_FLEET=GROUPSxINSTANCES): one public parameter changes, the simulated account answers " +
+	how := "fleet scenario (" + r.FleetSize + "; PATCH_AGENT_FLEET=GROUPSxINSTANCES): groups with the agent's launching and terminating hooks on one public parameter, which changes once; the simulated account answers " +
 		"every call after 40 ms of real time behind AWS's documented token buckets, the agent runs its default client-side limits and 8 workers"
 	reaction := fmt.Sprintf("%.0f ms", r.FleetReactionP99Ms)
 	if r.FleetReactionCapped {
@@ -522,11 +540,11 @@ func fleetFigures(r results) []figure {
 	return []figure{
 		{"fleet: throttling errors", fmt.Sprintf("%d", r.FleetThrottles), "0", verdict(r.FleetThrottles == 0), how},
 		{"fleet: longest pass or message handling", fmt.Sprintf("%.2f s", r.FleetMaxPassS), "<= 10 s", verdict(r.FleetMaxPassS <= 10), "real time of each Reconcile and of each receive with messages, same run"},
-		{"fleet: other group's golden-AMI change to its new version, p99", reaction, "<= 1000 ms", verdict(r.FleetReactionP99Ms <= 1000 && !r.FleetReactionCapped),
-			fmt.Sprintf("%d changes, each of another Idle group's golden-AMI parameter, sent one by one while the fleet's rollouts run (of %d, the p99 is the largest)", fleetReactions, fleetReactions)},
-		{"fleet: every group on its new launch template version / EC2 budget", versions, "<= 1.2, every group",
+		{"fleet: other group's golden-AMI change to its instance refresh's start, p99", reaction, "<= 1000 ms", verdict(r.FleetReactionP99Ms <= 1000 && !r.FleetReactionCapped),
+			fmt.Sprintf("%d changes, each of another Idle group's golden-AMI parameter, sent one by one while the fleet's refreshes run, each until Auto Scaling accepted that group's StartInstanceRefresh to its new launch template version (of %d, the p99 is the largest)", fleetReactions, fleetReactions)},
+		{"fleet: every group's instance refresh started / EC2 budget", versions, "<= 1.2, every group",
 			verdict(r.FleetVersionsBudgetRatio <= 1.2 && r.FleetGroups > 0 && r.FleetGroupsOnNewVersion == r.FleetGroups),
-			"real time until every group uses its new version (or the wait ended: no group moved for 2 min, or 15 min), over (versions - burst) / rate of the agent's ec2-mutating limit (2.5/s, burst scaled to groups/10, 100 at 1,000 groups) + one call; met only when every group got its version"},
+			"real time until Auto Scaling accepted every group's StartInstanceRefresh to its new launch template version (or the wait ended: no refresh started for 2 min, or 15 min), over (versions - burst) / rate of the agent's ec2-mutating limit (2.5/s, burst scaled to groups/10, 100 at 1,000 groups) + one call; met only when every group's refresh started"},
 		{"agent heap, 1,000 groups x 20 instances", fmt.Sprintf("%.1f MiB", r.AgentHeapMiB1000Groups), "<= 40 MiB", verdict(r.AgentHeapMiB1000Groups <= 40),
 			"in-use heap after three passes whose innermost patch-agent frame is the agent's (not internal/sim or internal/demo), heap profile at 64 KiB sampling"},
 	}

@@ -208,7 +208,8 @@ func indexOf(g sim.GroupView, id string) int {
 
 // measureRefresh fills res's refresh figures: the rollouts of 1, 10 and 100 instances at the 15 s tick and with
 // wake-up events against the refresh floor of each size, the 10-instance ones on a DynamoDB store on kumo with
-// their AWS calls and DynamoDB requests counted.
+// their AWS calls and DynamoDB requests counted; it logs those two rollouts' calls and requests per replaced
+// instance by operation and the requests by kind of item (printCosts, printItems), as TestRefreshCosts does.
 func measureRefresh(t *testing.T) refreshResults {
 	var res refreshResults
 	var floor time.Duration
@@ -220,14 +221,20 @@ func measureRefresh(t *testing.T) refreshResults {
 	const n = 10
 	floor = refreshFloor(t, n)
 	res.RefreshFloorSeconds10 = floor.Seconds()
-	took, calls, ops := refreshRollout(t, n, 15*time.Second, false, dynamoStore(t))
+	db := dynamoStore(t)
+	took, calls, ops := refreshRollout(t, n, 15*time.Second, false, db)
 	res.RefreshOverheadRatio10At15s = took.Seconds() / floor.Seconds()
 	res.RefreshAPICallsPerInstanceByOp, res.RefreshAPICallsPerInstance, res.RefreshReceiveMessagePerInstance = perInstanceTotals(calls, n)
 	res.RefreshDynamoDBOpsPerInstanceByOp, res.RefreshDynamoDBOpsPerInstance, _ = perInstanceTotals(ops, n)
-	took, calls, ops = refreshRollout(t, n, 0, true, dynamoStore(t))
+	printCosts(t, fmt.Sprintf("refresh, 15 s tick (took %s)", took), res.RefreshOverheadRatio10At15s, calls, ops)
+	printItems(t, db.api)
+	db = dynamoStore(t)
+	took, calls, ops = refreshRollout(t, n, 0, true, db)
 	res.RefreshOverheadRatio10SafetyPoll = took.Seconds() / floor.Seconds()
 	res.RefreshAPICallsPerInstanceSafetyPollByOp, res.RefreshAPICallsPerInstanceSafetyPoll, res.RefreshReceiveMessagePerInstanceSafetyPoll = perInstanceTotals(calls, n)
 	res.RefreshDynamoDBOpsPerInstanceSafetyPollByOp, res.RefreshDynamoDBOpsPerInstanceSafetyPoll, _ = perInstanceTotals(ops, n)
+	printCosts(t, fmt.Sprintf("refresh, wake-up events, 2 min safety poll (took %s)", took), res.RefreshOverheadRatio10SafetyPoll, calls, ops)
+	printItems(t, db.api)
 	return res
 }
 
