@@ -54,8 +54,8 @@ type Orchestrator struct {
 	// also an AMIRejectionObserver is told every refusal of the AMI gate.
 	Observer model.Observer
 	// AMIGate checks every target AMI before a rollout may leave Waiting for Preparing (invariant 10,
-	// docs/architecture.md). The agent always sets it; nil checks nothing.
-	AMIGate *providers.AMIGate
+	// docs/architecture.md): a *providers.AMIGate. The agent always sets it; nil checks nothing.
+	AMIGate AMIChecker
 	// Nodegroups sends and follows the UpdateNodegroupVersion of managed node group targets
 	// (rollout_nodegroup.go); nil when the agent rolls none.
 	Nodegroups model.NodegroupAPI

@@ -110,7 +110,15 @@ func amiRefused(r state.Rollout) bool {
 	return r.Phase == state.PhaseWaiting && strings.HasPrefix(r.Reason, model.AMIRefusedPrefix)
 }
 
-// gateAMI runs the AMI gate on the rollout's target (fresh: on EC2 answers at most AMIGate.FreshTTL old, 10 s
+// AMIChecker answers whether an AMI may be rolled to a group: nil when it passes, the refusal otherwise; an
+// error when EC2 could not be asked (the rollout holds). providers.AMIGate implements it.
+type AMIChecker interface {
+	Check(ctx context.Context, req providers.GateRequest) (*model.AMIRejection, error)
+}
+
+var _ AMIChecker = (*providers.AMIGate)(nil)
+
+// gateAMI runs the AMI gate on the rollout's target (fresh: on EC2 answers at most providers.AMIGate.FreshTTL old, 10 s
 // by default, read again otherwise; the launch template is always read again). A refusal puts the rollout in
 // Waiting with the refusal as its reason — written, recorded in history and told to the observer
 // once per distinct refusal — and returns (true, errWait): no launch template is changed. An error of EC2
