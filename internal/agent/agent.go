@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -109,25 +111,15 @@ type Agent struct {
 	// WakeUpConsumer receives the wake-up queue (Settings.WakeUpQueueURL); nil without one.
 	WakeUpConsumer *events.Consumer
 
-	// mu guards the fields below it and is held only while they are read or written, never across an AWS
-	// call of a pass, so that a message handled beside a pass never waits for it.
-	mu         sync.Mutex
-	discovered providers.Discovered
-	amis       map[string]model.ResolvedAMI // by parameter name
-	sourceErr  map[string]string            // parameter -> why it names no AMI (missing, invalid)
-	// sourceAlerted: group -> the source problem last alerted for it ("" = none), so that a missing or
-	// restored source is alerted once per transition, not every tick
-	sourceAlerted map[string]string
-	// misconfAlerted: group -> the misconfiguration last alerted for it, so that a typo in a tag is heard once,
-	// not every pass (alertMisconfigured).
-	misconfAlerted map[string]string
-	lastPoll       time.Time
-	lastTick       atomic.Int64             // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
-	images         map[string]instanceImage // by instance id: an instance's AMI only changes with a root volume replacement
-	// hookProblems: group -> what it lacks for drained terminations (MissingHooks), refreshed every poll
-	hookProblems map[string]string
-	// hookChecked: group -> when its hooks were last checked (hookcheck.go: a bounded number a pass)
-	hookChecked map[string]time.Time
+	// fleet is what the agent last learned of its groups and their AMI sources (fleet.go)
+	fleet fleetView
+	// images caches the AMI of each instance looked at (fleet.go)
+	images imageCache
+	// hookChecks holds what the hook check found per group (hookcheck.go)
+	hookChecks hookChecks
+	// alerted remembers the problems last alerted per group, so each is alerted once per change (alerts.go)
+	alerted  alertMemory
+	lastTick atomic.Int64 // unix nanoseconds of the last finished Reconcile (health.Server's loop check)
 	// retries backs off targets whose rollout step (or cluster observation) failed, by group
 	retries *model.Retries
 	// wakes holds the groups and clusters wake-up events named since the last look (wake.go)
@@ -138,93 +130,43 @@ type Agent struct {
 	waits timedWaits
 	// pauseEnds holds when the pause last read for each target ends (timers.go)
 	pauseEnds pauseEnds
-	// resume is the first target the last cut pass left out: the next pass begins with it (passbudget.go)
-	resume string
-	// cut are the targets a pass's budget stopped in flight, not looked at to their end since: the next pass
-	// begins with them (passbudget.go)
-	cut map[string]bool
+	// order is the order of the next full pass, as the last cut pass left it (passbudget.go)
+	order passOrder
 	// sweep is what the lifecycle sweep between full passes needs (hooksweep.go)
 	sweep hookSweep
 
-	pass    sync.Mutex  // serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
-	pollMu  sync.Mutex  // serialises the parameter poll and the hook check of concurrent passes
+	pass    sync.Mutex  // the scheduler's: serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
+	pollMu  sync.Mutex  // the scheduler's: serialises the parameter poll and the hook check of concurrent passes
 	targets targetGuard // one target advanced by one goroutine at a time (pool.go)
 	// records keeps each target's rollout record as last read or written, for looks at a few targets (records.go)
 	records recordCache
 	steps   atomic.Uint64
 }
 
-// instanceImage is a cached DescribeInstances answer.
-type instanceImage struct {
-	imageID  string
-	launched time.Time
-	seen     time.Time
-}
-
-// imageCacheTTL bounds how long an instance's AMI is trusted without asking EC2 again (a root volume
-// replacement gives a running instance a new AMI; its lifecycle action also evicts the entry at once).
-const imageCacheTTL = 10 * time.Minute
-
-// imagesLocked returns the AMI and launch time of every instance of the discovered groups and of the extra
-// ones (warm pool instances), asking EC2 only for instances not seen within imageCacheTTL. Only a full
+// instanceImages returns the AMI and launch time of every instance of the discovered groups and of the
+// extra ones (warm pool instances), asking EC2 only for instances not seen within imageCacheTTL. Only a full
 // discovery (full) forgets the cached instances it does not list: a look at a few groups lists only theirs.
-func (a *Agent) imagesLocked(ctx context.Context, d providers.Discovered, extra []string, full bool) (map[string]string, map[string]time.Time, error) {
-	now := a.clock.Now()
-	a.mu.Lock()
-	if a.images == nil {
-		a.images = map[string]instanceImage{}
-	}
+func (a *Agent) instanceImages(ctx context.Context, d providers.Discovered, extra []string, full bool) (map[string]string, map[string]time.Time, error) {
 	live := map[string]bool{}
-	var ask []string
-	see := func(id string) {
-		live[id] = true
-		if c, ok := a.images[id]; !ok || now.Sub(c.seen) > imageCacheTTL {
-			ask = append(ask, id)
-		}
-	}
 	for _, g := range d.Groups {
 		for _, i := range g.Instances {
-			see(*i.InstanceId)
+			live[*i.InstanceId] = true
 		}
 	}
 	for _, id := range extra {
-		see(id)
+		live[id] = true
 	}
-	a.mu.Unlock()
-	if len(ask) > 0 {
-		images, launched, err := providers.ImageIDs(ctx, a.clients.EC2, ask)
-		if err != nil {
-			return nil, nil, err
-		}
-		a.mu.Lock()
-		for id, img := range images {
-			a.images[id] = instanceImage{imageID: img, launched: launched[id], seen: now}
-		}
-		a.mu.Unlock()
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	images, launched := make(map[string]string, len(live)), make(map[string]time.Time, len(live))
-	for id, c := range a.images {
-		if !live[id] {
-			if full {
-				delete(a.images, id) // gone from every group: forget it
-			}
-			continue
-		}
-		images[id], launched[id] = c.imageID, c.launched
-	}
-	return images, launched, nil
+	return a.images.lookup(ctx, a.clock.Now(), live, full, func(ctx context.Context, ids []string) (map[string]string, map[string]time.Time, error) {
+		return providers.ImageIDs(ctx, a.clients.EC2, ids)
+	})
 }
 
-// checkHooksLocked reports managed groups whose terminations would skip the drain (no terminating lifecycle
-// hook), each group once per poll interval and at most hookChecksPerPass groups a pass (hooksDueLocked), read
+// checkHooks reports managed groups whose terminations would skip the drain (no terminating lifecycle
+// hook), each group once per poll interval and at most hookChecksPerPass groups a pass (hookChecks.due), read
 // on Settings.Workers goroutines within HookCheckBudget (the groups it did not reach stay due): a warning log
-// line and a reason on the group's status. The caller holds a.pollMu; it takes a.mu only to pick the groups and record what it found.
-func (a *Agent) checkHooksLocked(ctx context.Context, d providers.Discovered) {
-	a.mu.Lock()
-	due := a.hooksDueLocked(d, a.clock.Now())
-	a.mu.Unlock()
+// line and a reason on the group's status. The caller holds a.pollMu.
+func (a *Agent) checkHooks(ctx context.Context, d providers.Discovered) {
+	due := a.hookChecks.due(d, a.clock.Now(), a.settings.PollInterval, a.hookChecksPerPass(len(d.Targets)))
 	ctx = awsapi.WithPassBudget(ctx, a.hookCheckSpent()) // hookcheck.go: a small budget of its own
 	forEachTarget(ctx, a.settings.Workers, due, func(name string) {
 		own := model.HookOwnership{QueueURL: a.settings.QueueURL, Listed: d.Targets[name].LifecycleHooks}
@@ -236,35 +178,18 @@ func (a *Agent) checkHooksLocked(ctx context.Context, d providers.Discovered) {
 			a.log.Warn("checking lifecycle hooks failed", zap.String(logging.Group, name), zap.Error(err))
 			return // still due: checked first next pass
 		}
-		a.mu.Lock()
-		a.hookChecked[name] = a.clock.Now()
-		if a.hookProblems == nil {
-			a.hookProblems = map[string]string{}
-		}
 		missing := c.Note()
-		if c.Missing != "" && a.hookProblems[name] != missing {
+		before := a.hookChecks.record(name, a.clock.Now(), missing)
+		if c.Missing != "" && before != missing {
 			a.log.Warn("managed group has no terminating lifecycle hook", zap.String(logging.Group, name), zap.String(logging.Reason, c.Missing))
 		}
-		a.alertCappedLocked(d.Targets[name], a.hookProblems[name], c)
+		a.alertCapped(d.Targets[name], before, c)
 		a.sweep.note(name, c.Heartbeat) // hooksweep.go: how often the lifecycle sweep looks
-		a.hookProblems[name] = missing
-		a.mu.Unlock()
 	})
 }
 
 // HookProblem says what a managed group lacks for drained terminations ("" when nothing), as of the last check.
-func (a *Agent) HookProblem(group string) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.hookProblems[group]
-}
-
-// forgetImage drops an instance's cached AMI (its root volume is being replaced).
-func (a *Agent) forgetImage(id string) {
-	a.mu.Lock()
-	delete(a.images, id)
-	a.mu.Unlock()
-}
+func (a *Agent) HookProblem(group string) string { return a.hookChecks.problem(group) }
 
 // New builds an agent. log may be zap.NewNop().
 func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Logger) *Agent {
@@ -307,7 +232,6 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 			RefreshMemo: engine.NewRefreshMemo(), QueueURL: s.QueueURL},
 		hooks: &lifecycleaction.Hooks{Owner: s.OwnerID, LeaseTTL: s.LeaseTTL, Store: store, AutoScaling: c.AutoScaling, EC2: c.EC2, Platforms: platforms, Observer: s.Observer, Clock: clk, Log: log, Policy: s.Policy,
 			Retries: &model.Retries{Backoff: s.Backoff, Clock: clk}, QueueURL: s.QueueURL},
-		amis: map[string]model.ResolvedAMI{}, sourceErr: map[string]string{},
 		retries: &model.Retries{Backoff: s.Backoff, Clock: clk},
 	}
 	a.hooks.HeartbeatTimeoutRead = a.sweep.shorten                   // a lowered HeartbeatTimeout shortens the sweep at once
@@ -441,8 +365,8 @@ func (a *Agent) LastTick() time.Time {
 // pass.pauseLocks), and advances every target (only: those
 // named; nil: all, plus the recovery of drained instances and the adoption of waiting lifecycle actions) on
 // Settings.Workers goroutines (reconcileTarget). Passes may run beside each other (a tick and a parameter
-// change): the target guard keeps one target to one goroutine, and a.mu is held only around the agent's
-// shared maps. Full passes (only == nil) are serialised by a.pass, which the caller holds.
+// change): the target guard keeps one target to one goroutine, and the agent's shared
+// state (fleet, images, hookChecks, alerted, order) locks itself only inside its methods. Full passes (only == nil) are serialised by a.pass, which the caller holds.
 func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	began := a.passClock().Now() // the pass budget counts from here (passbudget.go)
 	d, all, err := a.discover(ctx, only)
@@ -466,7 +390,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	a.recordNotRolledLocked(ctx, d, records, only) // nodegroups.go: status says why an opted-in group is not rolled
+	a.recordNotRolled(ctx, d, records, only) // nodegroups.go: status says why an opted-in group is not rolled
 	// Warm pools (field case C18) of groups under a rollout: DescribeAutoScalingGroups does not list their
 	// instances. A pool that cannot be described leaves its target out of this tick.
 	pools, poolIDs, poolFailed := map[string]providers.WarmPool{}, []string(nil), map[string]bool{}
@@ -482,7 +406,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		}
 		pools[name], poolIDs = p, append(poolIDs, p.IDs()...)
 	}
-	images, launched, err := a.imagesLocked(ctx, d, poolIDs, only == nil)
+	images, launched, err := a.instanceImages(ctx, d, poolIDs, only == nil)
 	if err != nil {
 		return err
 	}
@@ -495,11 +419,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		}
 	}
 	// A pass that has run PassBudget yields: the rest are woken and come first in the next pass (passbudget.go).
-	a.mu.Lock()
-	from := a.resume
-	names = rotate(names, from)
-	names = inFlightFirst(names, a.cut)
-	a.mu.Unlock()
+	names, from := a.order.next(names)
 	budget := a.newPassBudget(began)
 	budget.from = from
 	forEachTarget(ctx, a.settings.Workers, names, func(name string) {
@@ -517,7 +437,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		if err != nil {
 			return err
 		}
-		a.reconcileNodegroupsLocked(ctx, locks, records, only) // nodegroups.go
+		a.reconcileNodegroups(ctx, locks, records, only) // nodegroups.go
 	}
 	if only == nil {
 		// Instances the agent drained for lifecycle actions that are back InService go back in service.
@@ -536,12 +456,10 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 // one DescribeAutoScalingGroups per hundred names instead of every page of the fleet), each decided afresh
 // from its own description (instances, lifecycle states, tags), so the look acts on nothing it did not just
 // describe. It returns what the pass acts on (d) and the whole fleet as now known (all: the last full
-// discovery with the named groups replaced), which it records as a.discovered. A look before any full
+// discovery with the named groups replaced), which it records in a.fleet. A look before any full
 // discovery describes every group.
 func (a *Agent) discover(ctx context.Context, only map[string]bool) (d, all providers.Discovered, err error) {
-	a.mu.Lock()
-	known := a.discovered
-	a.mu.Unlock()
+	known := a.fleet.discovery()
 	var names []string
 	for n := range only {
 		if !strings.HasPrefix(n, nodegroupKeyPrefix) { // managed node groups are described by EKS (nodegroups.go)
@@ -554,41 +472,30 @@ func (a *Agent) discover(ctx context.Context, only map[string]bool) (d, all prov
 		if err != nil {
 			return d, d, err
 		}
-		a.mu.Lock()
-		a.discovered = d
-		a.mu.Unlock()
+		a.fleet.replace(d)
 		return d, d, nil
 	}
 	d, err = providers.DiscoverNamed(ctx, a.clients.AutoScaling, names, a.settings.Sources...)
 	if err != nil {
 		return d, d, err
 	}
-	a.mu.Lock()
-	a.discovered = a.discovered.Merge(names, d) // the latest discovery, which a pass beside this one may have replaced
-	all = a.discovered
-	a.mu.Unlock()
-	return d, all, nil
+	return d, a.fleet.merge(names, d), nil // into the latest discovery, which a pass beside this one may have replaced
 }
 
 // pollIfDue reads every AMI parameter when the poll interval has passed since the last successful poll, and
-// checks the lifecycle hooks of the groups due for it (a bounded number, checkHooksLocked). One pass polls at
+// checks the lifecycle hooks of the groups due for it (a bounded number, checkHooks). One pass polls at
 // a time; a pass that finds a poll under way waits for it and then finds it no longer due.
 func (a *Agent) pollIfDue(ctx context.Context, d providers.Discovered) {
 	a.pollMu.Lock()
 	defer a.pollMu.Unlock()
-	a.mu.Lock()
-	due, params := a.clock.Since(a.lastPoll) >= a.settings.PollInterval, a.parametersLocked()
-	a.mu.Unlock()
-	if due {
-		if err := a.resolveLocked(ctx, params); err != nil {
+	if a.fleet.pollDue(a.clock.Now(), a.settings.PollInterval) {
+		if err := a.resolve(ctx, a.fleet.parameters()); err != nil {
 			a.log.Warn("resolving AMI parameters failed; keeping the last known values", zap.Error(err))
 		} else {
-			a.mu.Lock()
-			a.lastPoll = a.clock.Now()
-			a.mu.Unlock()
+			a.fleet.polled(a.clock.Now())
 		}
 	}
-	a.checkHooksLocked(ctx, d)
+	a.checkHooks(ctx, d)
 }
 
 // reconcileTarget advances one target of pass p: the per-target body of a pass, run by its workers. It holds
@@ -642,13 +549,8 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 	if pool, ok := p.pools[name]; ok {
 		v = providers.WithWarmPool(v, pool, p.images, p.launched)
 	}
-	a.mu.Lock()
-	var ami *model.ResolvedAMI
-	if r, ok := a.amis[t.Parameter]; ok {
-		ami = &r
-	}
-	warning, problem := a.hookProblems[name], a.sourceErr[t.Parameter]
-	a.mu.Unlock()
+	ami, problem := a.fleet.source(t.Parameter)
+	warning := a.hookChecks.problem(name)
 	o := a.rollouts()
 	r, err := o.Reconcile(ctx, t, model.Inputs{View: v, AMI: ami, Record: &rec, Warning: warning,
 		PauseRead: func(ctx context.Context) (*state.Lock, error) {
@@ -683,9 +585,7 @@ func (a *Agent) reconcileTarget(ctx context.Context, p *pass, name string) error
 	if r.Group != "" {
 		p.setRecord(name, r)
 	}
-	a.mu.Lock()
-	a.alertSourceLocked(t, problem, ami)
-	a.mu.Unlock()
+	a.alertSource(t, problem, ami)
 	a.settings.Observer.TargetObserved(t, v, r, ami)
 	return nil
 }
@@ -741,42 +641,14 @@ func (a *Agent) stepFailed(group string, r state.Rollout, what string, err error
 	a.log.Error(what+"; retrying after backoff", fields...)
 }
 
-// parametersLocked returns the AMI parameters of every managed target.
-func (a *Agent) parametersLocked() []string {
-	var names []string
-	for _, t := range a.discovered.Targets {
-		names = append(names, t.Parameter)
-	}
-	return names
-}
-
-// resolveLocked reads the named parameters and records the AMIs they name. It takes a.mu only to record them
-// (not across the SSM calls); the caller holds none of the agent's locks.
-func (a *Agent) resolveLocked(ctx context.Context, names []string) error {
+// resolve reads the named parameters and records the AMIs they name (a.fleet); the caller holds none of the
+// agent's locks.
+func (a *Agent) resolve(ctx context.Context, names []string) error {
 	found, missing, invalid, err := a.resolver.Resolve(ctx, names)
 	if err != nil {
 		return err
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for name, r := range found {
-		if prev, ok := a.amis[name]; !ok || prev.ImageID != r.ImageID {
-			a.log.Info("AMI parameter resolved", zap.String(logging.Parameter, name), zap.String(logging.AMI, r.ImageID),
-				zap.Int64("parameter_version", r.Version))
-		}
-		a.amis[name] = r
-		delete(a.sourceErr, name)
-	}
-	for _, name := range missing {
-		delete(a.amis, name) // the last known AMI is no longer what the source says: nothing rolls on it
-		a.sourceErr[name] = "source missing: parameter " + name + " does not exist"
-		a.log.Warn("AMI parameter does not exist; no rollout for its groups", zap.String(logging.Parameter, name))
-	}
-	for name, err := range invalid {
-		delete(a.amis, name)
-		a.sourceErr[name] = "source missing: " + err.Error()
-		a.log.Warn("AMI parameter does not name an AMI; no rollout for its groups", zap.String(logging.Parameter, name), zap.Error(err))
-	}
+	a.fleet.resolved(found, missing, invalid, a.log)
 	return nil
 }
 
@@ -852,21 +724,14 @@ func doneOrHold(err error) (events.Disposition, error) {
 // one goroutine at a time.
 func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Disposition, error) {
 	p := ev.Parameter
-	a.mu.Lock()
-	known := len(a.discovered.Targets) > 0
-	a.mu.Unlock()
-	if !known {
+	if !a.fleet.known() {
 		d, err := providers.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
 		if err != nil {
 			return events.Done, err
 		}
-		a.mu.Lock()
-		a.discovered = d
-		a.mu.Unlock()
+		a.fleet.replace(d)
 	}
-	a.mu.Lock()
-	affected, name, deleted := a.parameterTargetsLocked(p)
-	a.mu.Unlock()
+	affected, name, deleted := a.parameterTargets(p)
 	if len(affected) == 0 || p.Exception != "" {
 		return events.Ignored, nil
 	}
@@ -874,23 +739,17 @@ func (a *Agent) handleParameter(ctx context.Context, ev events.Event) (events.Di
 		// Their status says so now, not at the next poll.
 		return events.Done, a.reconcilePass(ctx, affected)
 	}
-	if err := a.resolveLocked(ctx, []string{name}); err != nil {
+	if err := a.resolve(ctx, []string{name}); err != nil {
 		return events.Done, err
 	}
 	return events.Done, a.reconcilePass(ctx, affected)
 }
 
-// parameterTargetsLocked returns the targets that use the changed parameter and its name as they spell it;
+// parameterTargets returns the targets that use the changed parameter and its name as they spell it;
 // for a deleted parameter it also records that its groups have no source (deleted true). A change carrying an
-// exception is logged and changes nothing. The caller holds a.mu.
-func (a *Agent) parameterTargetsLocked(p *events.ParameterChange) (affected map[string]bool, name string, deleted bool) {
-	affected = map[string]bool{}
-	name = p.Name
-	for _, t := range a.discovered.Targets {
-		if t.Parameter == p.Name || strings.TrimPrefix(t.Parameter, "/") == strings.TrimPrefix(p.Name, "/") {
-			affected[t.Group], name = true, t.Parameter
-		}
-	}
+// exception is logged and changes nothing.
+func (a *Agent) parameterTargets(p *events.ParameterChange) (affected map[string]bool, name string, deleted bool) {
+	affected, name = a.fleet.targetsOf(p.Name)
 	if len(affected) == 0 {
 		return affected, name, false
 	}
@@ -900,8 +759,7 @@ func (a *Agent) parameterTargetsLocked(p *events.ParameterChange) (affected map[
 		return affected, name, false
 	}
 	if p.Operation == "Delete" {
-		delete(a.amis, name)
-		a.sourceErr[name] = "source missing: parameter " + name + " was deleted"
+		a.fleet.deleted(name)
 		a.log.Warn("AMI parameter deleted; its groups get no rollout until it exists again", zap.String(logging.Parameter, name))
 		return affected, name, true
 	}
@@ -912,20 +770,17 @@ func (a *Agent) parameterTargetsLocked(p *events.ParameterChange) (affected map[
 // (lifecycle.Hooks.Handle, field case C19); others are ignored (field case C3).
 func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Disposition, error) {
 	l := ev.Lifecycle
-	a.mu.Lock()
-	t, ok := a.discovered.DrainTarget(l.GroupName)
+	t, ok := a.fleet.discovery().DrainTarget(l.GroupName)
 	if !ok {
 		// The group may have been opted in since the last discovery: look once more before ignoring. When
 		// that look fails, nothing is known: keep the message and try again, never drop it.
 		d, err := providers.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
 		if err != nil {
-			a.mu.Unlock()
 			return events.Hold, fmt.Errorf("checking whether group %s is managed: %w", l.GroupName, err)
 		}
-		a.discovered = d
+		a.fleet.replace(d)
 		t, ok = d.DrainTarget(l.GroupName)
 	}
-	a.mu.Unlock()
 	if !ok {
 		// Field case C3: routine on a shared queue, so info; counted as rejected, nothing drained.
 		a.log.Info("lifecycle action for a group this agent does not manage; ignored",
@@ -936,7 +791,7 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 		return events.Ignored, nil
 	}
 	if l.Action == events.ActionReplaceRootVolume {
-		a.forgetImage(l.InstanceID)
+		a.images.forget(l.InstanceID)
 	}
 	out, err := a.hooks.Handle(ctx, t, *l)
 	if err != nil {
@@ -945,71 +800,42 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 	return out, nil // the hook's outcome is the message's disposition (lifecycle.HookOutcome = events.Disposition)
 }
 
-// alertSourceLocked alerts (metric, notification) when t's source went missing or came back since the last
+// alertSource alerts (metric, notification) when t's source went missing or came back since the last
 // alert for t: once per transition, not every tick. A source seen for the first time alerts only when missing.
-func (a *Agent) alertSourceLocked(t model.Target, problem string, ami *model.ResolvedAMI) {
-	if a.sourceAlerted == nil {
-		a.sourceAlerted = map[string]string{}
-	}
+func (a *Agent) alertSource(t model.Target, problem string, ami *model.ResolvedAMI) {
 	if ami != nil {
 		problem = ""
 	}
-	prev, seen := a.sourceAlerted[t.Group]
-	if prev == problem || (!seen && problem == "") {
-		a.sourceAlerted[t.Group] = problem
-		return
-	}
-	a.sourceAlerted[t.Group] = problem
-	al := model.Alert{Kind: model.AlertSourceMissing, Target: t, Detail: problem, At: a.clock.Now()}
-	if problem == "" {
-		al.Kind, al.Detail = model.AlertSourceRestored, "source "+t.Parameter+" names an AMI again"
+	switch a.alerted.sourceChange(t.Group, problem) {
+	case sourceMissing:
+		model.SendAlert(a.settings.Observer, model.Alert{Kind: model.AlertSourceMissing, Target: t, Detail: problem, At: a.clock.Now()})
+	case sourceRestored:
+		al := model.Alert{Kind: model.AlertSourceRestored, Target: t, Detail: "source " + t.Parameter + " names an AMI again", At: a.clock.Now()}
 		if ami != nil {
 			al.ImageID = ami.ImageID
 		}
 		a.log.Info("AMI source restored", zap.String(logging.Group, t.Group), zap.String(logging.Parameter, t.Parameter))
-	} else if prev != "" {
-		return // still missing, in other words (deleted, then found not to exist): one alert per outage
+		model.SendAlert(a.settings.Observer, al)
 	}
-	model.SendAlert(a.settings.Observer, al)
 }
 
 // alertMisconfigured alerts (metric, notification) once per opted-in group and distinct misconfiguration (a
 // tag with a value the agent does not accept): such a group is left alone, and its status line saying why
-// (recordNotRolledLocked) is read only by whoever looks, so without the alert a typo would leave it unpatched
+// (recordNotRolled) is read only by whoever looks, so without the alert a typo would leave it unpatched
 // unheard. The Auto Scaling groups of EKS managed node groups are not misconfigured (status says why they are
 // not rolled). A pass over some targets (only) leaves the others' alerts.
 func (a *Agent) alertMisconfigured(misconfigured map[string]error, only map[string]bool) {
-	var alerts []model.Alert
-	a.mu.Lock()
-	if a.misconfAlerted == nil {
-		a.misconfAlerted = map[string]string{}
-	}
-	for g, err := range misconfigured {
-		if errors.Is(err, model.ErrManagedNodegroupGroup) || a.misconfAlerted[g] == err.Error() {
-			continue
-		}
-		a.misconfAlerted[g] = err.Error()
-		alerts = append(alerts, model.Alert{Kind: model.AlertMisconfigured, Target: model.Target{Group: g},
-			Detail: "opted-in group left alone: " + err.Error(), At: a.clock.Now()})
-	}
-	if only == nil {
-		for g := range a.misconfAlerted {
-			if _, still := misconfigured[g]; !still {
-				delete(a.misconfAlerted, g) // fixed: a later typo is heard again
-			}
-		}
-	}
-	a.mu.Unlock()
-	for _, al := range alerts {
-		model.SendAlert(a.settings.Observer, al)
+	fresh := a.alerted.newMisconfigurations(misconfigured, only == nil)
+	for _, g := range slices.Sorted(maps.Keys(fresh)) {
+		model.SendAlert(a.settings.Observer, model.Alert{Kind: model.AlertMisconfigured, Target: model.Target{Group: g},
+			Detail: "opted-in group left alone: " + fresh[g].Error(), At: a.clock.Now()})
 	}
 }
 
 // SourceProblem returns why a parameter names no usable AMI, or "".
 func (a *Agent) SourceProblem(param string) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sourceErr[param]
+	_, problem := a.fleet.source(param)
+	return problem
 }
 
 // String describes the agent for logs.
@@ -1035,12 +861,12 @@ func (noAlarmAPI) InAlarm(context.Context, []string) ([]string, error) {
 	return nil, fmt.Errorf("no CloudWatch client configured")
 }
 
-// alertCappedLocked warns and alerts once when a group's terminating hook cannot hold a drain of
+// alertCapped warns and alerts once when a group's terminating hook cannot hold a drain of
 // --drain-timeout (lifecycle.CheckHooks): its drains are capped at the hook's limit, and the note stays on the
 // group's status (Rollout.Warning) until the hook or the flag changes. The agent caps rather than refusing to
 // start: hooks belong to groups that are opted in at any time, and one short hook must not stop the drains of
 // every other group.
-func (a *Agent) alertCappedLocked(t model.Target, before string, c lifecycleaction.HookCheck) {
+func (a *Agent) alertCapped(t model.Target, before string, c lifecycleaction.HookCheck) {
 	if len(c.Capped) == 0 || before == c.Note() {
 		return
 	}

@@ -8,9 +8,5 @@ func (a *Agent) OnTargetWait(f func(target string)) {
 	a.targets.mu.Unlock()
 }
 
-// CachedImages returns how many instances' AMIs the agent holds (imagesLocked's cache).
-func (a *Agent) CachedImages() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.images)
-}
+// CachedImages returns how many instances' AMIs the agent holds (imageCache).
+func (a *Agent) CachedImages() int { return a.images.size() }

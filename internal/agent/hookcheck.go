@@ -2,6 +2,7 @@ package agent
 
 import (
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/patch-agent/patch-agent/internal/providers"
@@ -43,26 +44,70 @@ func (a *Agent) hookChecksPerPass(n int) int {
 	return k
 }
 
-// hooksDueLocked picks the managed groups of d whose lifecycle hooks this pass checks: those never checked or
-// checked at least PollInterval ago, never-checked first and then the longest unchecked, at most
-// hookChecksPerPass of them (a group whose check failed stays due and comes first next pass). It forgets
-// groups no longer discovered. The caller holds a.mu.
-func (a *Agent) hooksDueLocked(d providers.Discovered, now time.Time) []string {
-	if a.hookChecked == nil {
-		a.hookChecked = map[string]time.Time{}
+// hookChecks holds what the hook check found per managed group: what the group lacks for drained
+// terminations ("" when nothing) and when its hooks were last read.
+type hookChecks struct {
+	mu       sync.Mutex
+	problems map[string]string    // group -> what it lacks for drained terminations (MissingHooks)
+	checked  map[string]time.Time // group -> when its hooks were last read
+}
+
+// due picks the managed groups of d whose lifecycle hooks a pass checks at now: those never checked or
+// checked at least interval ago, never-checked first and then the longest unchecked, at most limit of them
+// (a group whose check failed stays due and comes first next pass). It forgets groups no longer discovered.
+func (h *hookChecks) due(d providers.Discovered, now time.Time, interval time.Duration, limit int) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.checked == nil {
+		h.checked = map[string]time.Time{}
 	}
-	names := d.Names()
-	for name := range a.hookChecked {
+	for name := range h.checked {
 		if _, ok := d.Targets[name]; !ok {
-			delete(a.hookChecked, name)
+			delete(h.checked, name)
 		}
 	}
 	var due []string
-	for _, name := range names {
-		if at, ok := a.hookChecked[name]; !ok || now.Sub(at) >= a.settings.PollInterval {
+	for _, name := range d.Names() {
+		if at, ok := h.checked[name]; !ok || now.Sub(at) >= interval {
 			due = append(due, name)
 		}
 	}
-	sort.SliceStable(due, func(i, j int) bool { return a.hookChecked[due[i]].Before(a.hookChecked[due[j]]) })
-	return due[:min(len(due), a.hookChecksPerPass(len(names)))]
+	sort.SliceStable(due, func(i, j int) bool { return h.checked[due[i]].Before(h.checked[due[j]]) })
+	return due[:min(len(due), limit)]
+}
+
+// record records that group's hooks were read at at and what it lacks (note, "" when nothing), and returns
+// what it lacked before.
+func (h *hookChecks) record(group string, at time.Time, note string) (before string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.checked == nil {
+		h.checked = map[string]time.Time{}
+	}
+	if h.problems == nil {
+		h.problems = map[string]string{}
+	}
+	before = h.problems[group]
+	h.checked[group], h.problems[group] = at, note
+	return before
+}
+
+// problem returns what group lacks for drained terminations, as of its last check ("" when nothing).
+func (h *hookChecks) problem(group string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.problems[group]
+}
+
+// unchecked returns the names, in their order, whose hooks were never read since the agent started.
+func (h *hookChecks) unchecked(names []string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, name := range names {
+		if _, ok := h.checked[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	return out
 }

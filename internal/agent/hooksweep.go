@@ -111,19 +111,12 @@ func (s *hookSweep) keep(d providers.Discovered) {
 	}
 }
 
-// hooksUncheckedLocked returns the discovered groups whose hooks the hook check has not read since the agent
+// hooksUnchecked returns the discovered groups whose hooks the hook check has not read since the agent
 // started (hookcheck.go reads a bounded number a pass): the sweep looks at them too, at maxSweepInterval, as if
 // they had a hook of the agent's, since nothing tells yet that they have none. Right after a restart — an agent
-// that died after receiving a lifecycle action is field case C4 — every group is such a group. Sorted. The
-// caller holds a.mu.
-func (a *Agent) hooksUncheckedLocked() []string {
-	var out []string
-	for _, name := range a.discovered.Names() {
-		if _, ok := a.hookChecked[name]; !ok {
-			out = append(out, name)
-		}
-	}
-	return out
+// that died after receiving a lifecycle action is field case C4 — every group is such a group. Sorted.
+func (a *Agent) hooksUnchecked(d providers.Discovered) []string {
+	return a.hookChecks.unchecked(d.Names())
 }
 
 // looked records that the lifecycle actions of every group with hooks were looked for at at.
@@ -166,9 +159,7 @@ func sweepInterval(heartbeat time.Duration) time.Duration {
 // come at least as often as the sweep would.
 func (a *Agent) sweepAt() (time.Time, bool) {
 	groups, every, last := a.sweep.plan()
-	a.mu.Lock()
-	unchecked := len(a.hooksUncheckedLocked())
-	a.mu.Unlock()
+	unchecked := len(a.hooksUnchecked(a.fleet.discovery()))
 	if len(groups)+unchecked == 0 || a.settings.ReconcileInterval <= every {
 		return time.Time{}, false
 	}
@@ -188,7 +179,7 @@ func (a *Agent) sweepAt() (time.Time, bool) {
 // (docs/state.md, "Lifecycle action records left by their owner"; lifecycle.Hooks.staleRule): heartbeated
 // once its heartbeat is overdue while the dead owner's claim holds, taken over (confirmed, one conditional
 // write) once the claim has expired, never while a live owner drives it. Groups whose hooks the hook check
-// has not read yet since the agent started are swept too (hooksUncheckedLocked), so that a restart does not
+// has not read yet since the agent started are swept too (hooksUnchecked), so that a restart does not
 // leave the groups the bounded hook check reaches last without a sweep for several polls. Run and Step call it
 // when sweepAt is due; errors are logged (the next sweep, or pass, looks again).
 //
@@ -198,10 +189,8 @@ func (a *Agent) sweepAt() (time.Time, bool) {
 func (a *Agent) SweepLifecycle(ctx context.Context) {
 	a.pass.Lock()
 	defer a.pass.Unlock()
-	a.mu.Lock()
-	known := a.discovered
-	names := a.hooksUncheckedLocked()
-	a.mu.Unlock()
+	known := a.fleet.discovery()
+	names := a.hooksUnchecked(known)
 	a.sweep.keep(known)
 	groups, _, _ := a.sweep.plan()
 	for _, g := range groups {

@@ -97,6 +97,43 @@ func (a *Agent) newPassBudget(start time.Time) *passBudget {
 	return &passBudget{clk: a.passClock(), start: start, budget: budget, free: max(1, a.settings.Workers)}
 }
 
+// passOrder is the order the next full pass looks at the targets in, as the budget of the last cut pass left
+// it: the targets cut in flight first, then from the first one left out.
+type passOrder struct {
+	mu     sync.Mutex
+	resume string          // the first target the last cut pass left out: the next pass begins with it
+	cut    map[string]bool // the targets a pass's budget stopped in flight, not looked at to their end since
+}
+
+// next returns names (sorted) in the order a pass looks at them, and the target the rotation begins at.
+func (o *passOrder) next(names []string) (ordered []string, from string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return inFlightFirst(rotate(names, o.resume), o.cut), o.resume
+}
+
+// yielded records what a pass left: the rotation begins next at the first of skipped in the order of a
+// rotation that began at from; a full pass that skipped and cut nothing begins at the start again; the
+// targets cut in flight come first until a pass finishes them (done).
+func (o *passOrder) yielded(skipped, cut, done []string, from string, full bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(skipped) > 0 {
+		o.resume = firstFrom(skipped, from)
+	} else if full && len(cut) == 0 {
+		o.resume = ""
+	}
+	if o.cut == nil {
+		o.cut = map[string]bool{}
+	}
+	for _, g := range done {
+		delete(o.cut, g)
+	}
+	for _, g := range cut {
+		o.cut[g] = true
+	}
+}
+
 // rotate returns the sorted names of a full pass beginning at the first the last cut pass left out (resume),
 // the others after them in order: the next pass is not always the same targets first.
 func rotate(names []string, resume string) []string {
@@ -149,22 +186,7 @@ func (a *Agent) yielded(b *passBudget, full bool) {
 	b.mu.Lock()
 	cut, done, skipped := append([]string(nil), b.cut...), append([]string(nil), b.done...), append([]string(nil), b.skipped...)
 	b.mu.Unlock()
-	a.mu.Lock()
-	if len(skipped) > 0 {
-		a.resume = firstFrom(skipped, b.from)
-	} else if full && len(cut) == 0 {
-		a.resume = ""
-	}
-	if a.cut == nil {
-		a.cut = map[string]bool{}
-	}
-	for _, g := range done {
-		delete(a.cut, g)
-	}
-	for _, g := range cut {
-		a.cut[g] = true
-	}
-	a.mu.Unlock()
+	a.order.yielded(skipped, cut, done, b.from, full)
 	for _, g := range left {
 		a.wakes.add(g, "", "")
 	}

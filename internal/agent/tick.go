@@ -105,15 +105,10 @@ func (a *Agent) handleScheduledTick(ctx context.Context, ev events.Event) (event
 	case asked:
 		return events.Hold, nil // the pass has not finished yet
 	}
-	a.mu.Lock()
-	params := a.parametersLocked()
-	a.mu.Unlock()
-	if err := a.resolveLocked(ctx, params); err != nil {
+	if err := a.resolve(ctx, a.fleet.parameters()); err != nil {
 		return doneOrHold(err)
 	}
-	a.mu.Lock()
-	a.lastPoll = a.clock.Now()
-	a.mu.Unlock()
+	a.fleet.polled(a.clock.Now())
 	a.ticks.ask(ev.ID)
 	return events.Hold, nil
 }

@@ -72,7 +72,7 @@ func (w *wakeSet) take() (groups, clusters, instances map[string]bool) {
 
 // handleWakeUp records the target a wake-up event names — its Auto Scaling group, every ECS target of its
 // cluster, or the group that listed its EC2 instance at the last look — for the loop to look at now instead of at the next poll, and deletes the message. It makes no AWS
-// call and takes a.mu only to read the discovered targets: a wake-up never waits for a fleet pass, and a lifecycle action handled beside it
+// call and only reads the discovered targets (a.fleet): a wake-up never waits for a fleet pass, and a lifecycle action handled beside it
 // never waits for the wake-up. The event is a claim: what it says (launched, DRAINING, ACTIVE) is not used;
 // the look it causes re-reads AWS as the poll would (docs/events.md, "Wake-up events"). A lost or late event
 // only delays a rollout until the next poll.
@@ -93,10 +93,8 @@ func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
 	// A wake-up naming none of the targets the last look discovered (another tool's group or cluster, an
 	// instance no managed group listed: the stack's rules are account-wide) is Ignored, so the ignored-messages
 	// metric shows a rule routing more than the agent needs. Before the first look every wake-up counts.
-	a.mu.Lock()
-	d := a.discovered
+	d := a.fleet.discovery()
 	only := wokenTargets(d, set(w.Group), set(w.Cluster), set(w.InstanceID))
-	a.mu.Unlock()
 	if len(d.Targets) > 0 && len(only) == 0 {
 		return events.Ignored, nil
 	}
@@ -119,9 +117,7 @@ func (a *Agent) handleOperator(ev events.Event) (events.Disposition, error) {
 	}
 	a.log.Info("operator wake-up: looking at its target now", zap.String(logging.Group, o.Group), zap.String(logging.Reason, "operator "+o.Action),
 		zap.String(logging.Actor, o.Who), zap.String(logging.MessageID, ev.ID))
-	a.mu.Lock()
-	d := a.discovered
-	a.mu.Unlock()
+	d := a.fleet.discovery()
 	switch {
 	case o.Global():
 		for name := range d.Targets {
@@ -166,9 +162,7 @@ func (a *Agent) ReconcileWoken(ctx context.Context) {
 	}
 	a.pass.Lock()
 	defer a.pass.Unlock()
-	a.mu.Lock()
-	only := wokenTargets(a.discovered, groups, clusters, instances)
-	a.mu.Unlock()
+	only := wokenTargets(a.fleet.discovery(), groups, clusters, instances)
 	if a.clients.EKSNodegroups != nil {
 		for g := range groups { // managed node groups named by operator wake-ups (handleOperator)
 			if strings.HasPrefix(g, nodegroupKeyPrefix) {
