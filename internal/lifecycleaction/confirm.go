@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"go.uber.org/zap"
 
@@ -91,17 +89,11 @@ func stateIn(s string, list []astypes.LifecycleState) bool {
 // terminating action of an instance in Warmed:Pending:Wait — one RecordLifecycleActionHeartbeat by instance and
 // hook. An error means nothing is known; the caller keeps the message.
 func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirmation, error) {
-	out, err := h.AutoScaling.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{a.InstanceID}})
+	inst, found, err := h.actions().Instance(ctx, a.InstanceID)
 	if err != nil {
 		return confirmation{}, fmt.Errorf("confirming lifecycle action %s with Auto Scaling: %w", a.Token, err)
 	}
-	var inst *astypes.AutoScalingInstanceDetails
-	for i := range out.AutoScalingInstances {
-		if aws.ToString(out.AutoScalingInstances[i].InstanceId) == a.InstanceID {
-			inst = &out.AutoScalingInstances[i]
-		}
-	}
-	if inst == nil {
+	if !found {
 		switch exists, err := h.instanceState(ctx, a.InstanceID); {
 		case err != nil:
 			return confirmation{}, err
@@ -114,7 +106,7 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 		return confirmation{verdictRejected, RejectInstanceNotInGroup,
 			fmt.Sprintf("instance %s is in no Auto Scaling group", a.InstanceID)}, nil
 	}
-	if g := aws.ToString(inst.AutoScalingGroupName); g != a.GroupName {
+	if g := inst.Group; g != a.GroupName {
 		return confirmation{verdictRejected, RejectInstanceNotInGroup,
 			fmt.Sprintf("instance %s is in group %s, not %s", a.InstanceID, g, a.GroupName)}, nil
 	}
@@ -131,7 +123,7 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 		return confirmation{verdictRejected, RejectUnknownHook,
 			fmt.Sprintf("group %s has no %s lifecycle hook named %q", a.GroupName, a.Transition, a.HookName)}, nil
 	}
-	st := aws.ToString(inst.LifecycleState)
+	st := inst.LifecycleState
 	if a.Terminating() && st == string(astypes.LifecycleStateWarmedPendingWait) {
 		// Warmed:Pending:Wait is a launch into the pool (on the launching hooks) or, in a pool with an instance
 		// reuse policy, a scale in back to it (on the terminating hooks). Auto Scaling's own answer tells which:

@@ -6,6 +6,7 @@
 // (hooks_adopt.go), takes over an action whose owner died (hooks_takeover.go) and claims the per-cluster drain
 // budget (clusterbudget.go). Every action's progress is a state.Hook record written before its effect.
 //
-// Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling lifecycle hooks". It imports
-// internal/providers and internal/model, never internal/engine (tools/conventions, TestProductImportRules).
+// Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling lifecycle hooks". It calls AWS only through
+// internal/providers (providers.LifecycleActions, the hook reader, the warm pool), imports no AWS SDK service
+// client, and never imports internal/engine (tools/conventions, TestProductImportRules).
 package lifecycleaction

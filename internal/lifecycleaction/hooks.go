@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
@@ -17,6 +15,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -103,6 +102,11 @@ type Hooks struct {
 	marksAt               time.Time
 	marksGen, marksWrites uint64
 	marksListed           bool
+}
+
+// actions returns the provider of the lifecycle action calls to Auto Scaling and EC2, over the hooks' clients.
+func (h *Hooks) actions() providers.LifecycleActions {
+	return providers.LifecycleActions{AutoScaling: h.AutoScaling, EC2: h.EC2}
 }
 
 // beatAccepted notes that Auto Scaling accepted a heartbeat of the action of record key at at.
@@ -519,16 +523,14 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 	if h.Clock.Since(last) < h.heartbeatTimeout(ctx, a.GroupName, a.HookName)/3 {
 		return nil
 	}
-	// The limiter's priority lane: a heartbeat never queues behind a fleet pass's reads (awsapi.WithUrgent).
-	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(awsapi.WithUrgent(ctx), &autoscaling.RecordLifecycleActionHeartbeatInput{
-		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
-		InstanceId: aws.String(a.InstanceID)})
-	if awsapi.IsNoActiveLifecycleAction(err) {
-		log.Info("lifecycle action no longer active while draining; continuing the drain without it")
-		return h.finish(ctx, *rec, "", "action no longer active (completed elsewhere or timed out)")
-	}
+	// The limiter's priority lane: a heartbeat never queues behind a fleet pass's reads (urgent).
+	active, err := h.actions().Heartbeat(ctx, a, true)
 	if err != nil {
 		return fmt.Errorf("recording heartbeat for lifecycle action %s: %w", a.Token, err)
+	}
+	if !active {
+		log.Info("lifecycle action no longer active while draining; continuing the drain without it")
+		return h.finish(ctx, *rec, "", "action no longer active (completed elsewhere or timed out)")
 	}
 	h.beatAccepted(rec.Token, h.Clock.Now())
 	rec.LastHeartbeat = h.Clock.Now()

@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"go.uber.org/zap"
 
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/model"
@@ -60,43 +57,29 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 		log.Info("claim on the lifecycle action too close to its expiry to complete it; looking again")
 		return HookInProgress, nil
 	}
-	_, err := h.AutoScaling.CompleteLifecycleAction(ctx, &autoscaling.CompleteLifecycleActionInput{
-		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
-		InstanceId: aws.String(a.InstanceID), LifecycleActionResult: aws.String(result)})
-	if awsapi.IsNoActiveLifecycleAction(err) {
-		log.Info("lifecycle action was no longer active; treated as completed")
-		return HookDone, h.finish(ctx, rec, "", "no active lifecycle action: already completed or timed out")
-	}
+	active, err := h.actions().Complete(ctx, a, result)
 	if err != nil {
 		return HookInProgress, fmt.Errorf("completing lifecycle action %s with %s: %w", a.Token, result, err)
+	}
+	if !active {
+		log.Info("lifecycle action was no longer active; treated as completed")
+		return HookDone, h.finish(ctx, rec, "", "no active lifecycle action: already completed or timed out")
 	}
 	log.Info("lifecycle action completed", zap.String(logging.Result, result), zap.String(logging.Reason, note))
 	return HookDone, h.finish(ctx, rec, result, note)
 }
-
-// The agent names a lifecycle action in CompleteLifecycleAction and RecordLifecycleActionHeartbeat by its
-// InstanceId and LifecycleHookName, never by the message's LifecycleActionToken (Amazon EC2 Auto Scaling API
-// Reference, CompleteLifecycleAction and RecordLifecycleActionHeartbeat: "either the token or the instance
-// ID"). The token is a claim that nothing confirms: DescribeAutoScalingInstances tells the instance's group and
-// wait state, not its action's token. An instance waits on at most one action per hook, so the instance and
-// hook that confirm checked name exactly the action the agent drains for (ActionKey); a made-up token could
-// otherwise get the heartbeat refused, the record closed as "no longer active", and the real action, whose
-// message was lost, left to time out undrained. The calls below and in heartbeat (hooks.go) therefore carry no
-// LifecycleActionToken.
 
 // active reports whether Auto Scaling has a lifecycle action of a's instance and hook waiting: a heartbeat
 // (by instance and hook) is accepted (and restarts its timeout), or answered "No active Lifecycle Action found". For a
 // message whose record is completed it tells a late copy (nothing waits) from a later action on the same
 // instance and hook.
 func (h *Hooks) active(ctx context.Context, a events.LifecycleAction) (bool, error) {
-	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(ctx, &autoscaling.RecordLifecycleActionHeartbeatInput{
-		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName),
-		InstanceId: aws.String(a.InstanceID)})
+	active, err := h.actions().Heartbeat(ctx, a, false)
 	switch {
-	case awsapi.IsNoActiveLifecycleAction(err):
-		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("asking whether lifecycle action %s is still active: %w", a.Token, err)
+	case !active:
+		return false, nil
 	}
 	h.beatAccepted(model.ActionKey(a.GroupName, a.InstanceID, a.HookName), h.Clock.Now())
 	return true, nil

@@ -3,13 +3,8 @@ package lifecycleaction
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"go.uber.org/zap"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
@@ -33,36 +28,27 @@ const (
 // while the refresh's termination of it waits, and putting it back in service would serve from an instance
 // that fails its health check.
 func (h *Hooks) failedHealthCheck(ctx context.Context, id string) (bool, error) {
-	out, err := h.AutoScaling.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: []string{id}})
+	inst, found, err := h.actions().Instance(ctx, id)
 	if err != nil {
 		return false, fmt.Errorf("reading the health status of %s at its drain deadline: %w", id, err)
 	}
-	for _, i := range out.AutoScalingInstances {
-		if aws.ToString(i.InstanceId) == id {
-			return strings.EqualFold(aws.ToString(i.HealthStatus), "UNHEALTHY"), nil
-		}
-	}
-	return false, nil
+	return found && inst.Unhealthy(), nil
 }
 
 // instanceState asks EC2 whether the instance exists and is not yet shutting down.
 func (h *Hooks) instanceState(ctx context.Context, id string) (instanceExistence, error) {
-	out, err := h.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	if awsapi.IsInstanceNotFound(err) {
+	inst, found, err := h.actions().EC2Instance(ctx, id)
+	switch {
+	case awsapi.IsInstanceNotFound(err):
 		return instanceUnknown, nil
-	}
-	if err != nil {
+	case err != nil:
 		return instanceRunning, fmt.Errorf("describing instance %s: %w", id, err)
+	case !found:
+		return instanceUnknown, nil
+	case inst.ShuttingDownOrTerminated():
+		return instanceTerminated, nil
 	}
-	for _, r := range out.Reservations {
-		for _, i := range r.Instances {
-			if i.State != nil && (i.State.Name == ec2types.InstanceStateNameTerminated || i.State.Name == ec2types.InstanceStateNameShuttingDown) {
-				return instanceTerminated, nil
-			}
-			return instanceRunning, nil
-		}
-	}
-	return instanceUnknown, nil
+	return instanceRunning, nil
 }
 
 // originWarmPool is a lifecycle action's Origin for an instance leaving the group's warm pool (Amazon EC2 Auto
@@ -109,16 +95,11 @@ func (h *Hooks) rolloutOf(ctx context.Context, group string) (state.Rollout, err
 
 // imageOf returns the AMI instanceID runs ("" when EC2 does not describe it).
 func (h *Hooks) imageOf(ctx context.Context, instanceID string) (string, error) {
-	out, err := h.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
+	inst, _, err := h.actions().EC2Instance(ctx, instanceID)
 	if err != nil {
 		return "", fmt.Errorf("describing instance %s: %w", instanceID, err)
 	}
-	for _, res := range out.Reservations {
-		for _, i := range res.Instances {
-			return aws.ToString(i.ImageId), nil
-		}
-	}
-	return "", nil
+	return inst.ImageID, nil
 }
 
 // haltedRefreshLaunch reports whether a launch waiting on the agent's launching hook is one of a halted

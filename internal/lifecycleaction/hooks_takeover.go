@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"go.uber.org/zap"
 
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/model"
@@ -147,13 +144,12 @@ func (h *Hooks) takeOver(ctx context.Context, t model.Target, a events.Lifecycle
 // heartbeat only comes on top. Auto Scaling's "No active Lifecycle Action found" answer ends it quietly
 // (completed or timed out meanwhile: the owner or the message records that).
 func (h *Hooks) rescue(ctx context.Context, a events.LifecycleAction, rec state.Hook, now time.Time) error {
-	_, err := h.AutoScaling.RecordLifecycleActionHeartbeat(awsapi.WithUrgent(ctx), &autoscaling.RecordLifecycleActionHeartbeatInput{
-		AutoScalingGroupName: aws.String(a.GroupName), LifecycleHookName: aws.String(a.HookName), InstanceId: aws.String(a.InstanceID)})
-	if awsapi.IsNoActiveLifecycleAction(err) {
-		return nil
-	}
+	active, err := h.actions().Heartbeat(ctx, a, true)
 	if err != nil {
 		return fmt.Errorf("heartbeating lifecycle action %s of a stalled owner: %w", rec.Token, err)
+	}
+	if !active {
+		return nil
 	}
 	h.mu.Lock()
 	if h.rescued == nil {

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"go.uber.org/zap"
 
@@ -60,26 +59,22 @@ func (h *Hooks) Recover(ctx context.Context, d providers.Discovered, rollouts ma
 		}
 		check = append(check, m)
 	}
-	for start := 0; start < len(check); start += maxAutoScalingInstanceIDs {
-		batch := check[start:min(start+maxAutoScalingInstanceIDs, len(check))]
+	for start := 0; start < len(check); start += providers.MaxAutoScalingInstanceIDs {
+		batch := check[start:min(start+providers.MaxAutoScalingInstanceIDs, len(check))]
 		ids := make([]string, len(batch))
 		for i, m := range batch {
 			ids[i] = m.InstanceID
 		}
-		out, err := h.AutoScaling.DescribeAutoScalingInstances(ctx, &autoscaling.DescribeAutoScalingInstancesInput{InstanceIds: ids})
+		now, err := h.actions().Instances(ctx, ids)
 		if err != nil {
 			return fmt.Errorf("confirming the state of %d drained instance(s) with Auto Scaling: %w", len(ids), err)
-		}
-		now := map[string]astypes.AutoScalingInstanceDetails{}
-		for _, i := range out.AutoScalingInstances {
-			now[aws.ToString(i.InstanceId)] = i
 		}
 		for _, m := range batch {
 			i, ok := now[m.InstanceID]
 			switch {
-			case !ok || aws.ToString(i.AutoScalingGroupName) != m.Group:
+			case !ok || i.Group != m.Group:
 				h.forgetMark(ctx, m, "instance left the group")
-			case aws.ToString(i.LifecycleState) == string(astypes.LifecycleStateInService):
+			case i.LifecycleState == string(astypes.LifecycleStateInService):
 				t, _ := d.DrainTarget(m.Group)
 				_ = h.undrain(ctx, t, m, "instance the agent drained for a lifecycle action is InService again with no action waiting; put back in service",
 					"no lifecycle action or rollout holds it", true)
@@ -88,10 +83,6 @@ func (h *Hooks) Recover(ctx context.Context, d providers.Discovered, rollouts ma
 	}
 	return nil
 }
-
-// maxAutoScalingInstanceIDs is the most InstanceIds a DescribeAutoScalingInstances call takes (Amazon EC2
-// Auto Scaling API Reference, "DescribeAutoScalingInstances": "Maximum number of 50 items").
-const maxAutoScalingInstanceIDs = 50
 
 // undrain puts an instance the agent drained (mark m) back in service (Platform.Undrain: ECS ACTIVE, node
 // uncordoned), logs it (a warning when warn, else info: what with why) and drops the mark. An error is logged
