@@ -1,8 +1,8 @@
 //go:build !nodemo
 
-// The demo and its simulated account (internal/demo, internal/sim, client-go's fake clientset) are left out
-// of builds with -tags nodemo: make build and make image, the binary that runs in production
-// (demo_nodemo.go). `make demo`, `go run ./cmd/patch-agent demo` and the tests keep them.
+// The demo and its simulated account (internal/demo, internal/testworld, internal/sim, client-go's fake
+// clientset) are left out of builds with -tags nodemo: make build and make image, the binary that runs in
+// production (demo_nodemo.go). `make demo`, `go run ./cmd/patch-agent demo` and the tests keep them.
 
 package main
 

@@ -43,7 +43,7 @@ type sourceCheck struct {
 }
 
 // checkRollbackSource reads the group's AMI source as the agent would — the group's tag
-// patch-agent/ami-parameter (lifecycle.TargetFromTags) read with GetParameters (lifecycle.Resolver), or, for
+// patch-agent/ami-parameter (model.TargetFromTags) read with GetParameters (providers.Resolver), or, for
 // an EKS `auto` source (whose path needs EKS DescribeCluster, which the operator role lacks), the parameter
 // the record says the agent last resolved — and says whether it already names an AMI other than plan.From and
 // plan.To. Errors: the group unknown to Auto Scaling or not opted in, the calls, a missing or invalid

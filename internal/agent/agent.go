@@ -65,7 +65,7 @@ type Settings struct {
 	LeaseTTL time.Duration
 	// Platforms adds or replaces platform implementations (EKS); ECS is always built from Clients.ECS.
 	Platforms model.Platforms
-	// Sources complete the targets' AMI sources at discovery (lifecycle.EKSSources: `auto` for EKS groups,
+	// Sources complete the targets' AMI sources at discovery (providers.EKSSources: `auto` for EKS groups,
 	// and the node-not-newer-than-control-plane rule); nil: parameters are taken as tagged.
 	Sources []providers.SourceResolver
 	// Observer is told every transition, observation and completed lifecycle action (metrics,
@@ -92,7 +92,7 @@ type Settings struct {
 	HookChecksPerPass int
 	// Backoff is the retry backoff of a target whose rollout step failed and of a lifecycle action whose
 	// drain check failed: they are tried again after it, not on every tick or poll. Zero:
-	// lifecycle.DefaultBackoff (5 s, times 1.5 up to 2 minutes, 20 % jitter).
+	// model.DefaultBackoff (5 s, times 1.5 up to 2 minutes, 20 % jitter).
 	Backoff wait.Backoff
 }
 
@@ -452,7 +452,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 }
 
 // discover describes the groups a pass looks at: for a full pass (only nil) every opted-in group
-// (lifecycle.Discover, every page), for a look at a few targets only those named (lifecycle.DiscoverNamed:
+// (providers.Discover, every page), for a look at a few targets only those named (providers.DiscoverNamed:
 // one DescribeAutoScalingGroups per hundred names instead of every page of the fleet), each decided afresh
 // from its own description (instances, lifecycle states, tags), so the look acts on nothing it did not just
 // describe. It returns what the pass acts on (d) and the whole fleet as now known (all: the last full
@@ -601,7 +601,7 @@ func refreshUnderWay(r state.Rollout) bool {
 
 // observeCluster reads the cluster view of t's cluster for pass p. A full pass (the safety poll) lists the
 // cluster (Platform.Observe); a look at a few targets describes the members it knows without listing when
-// the platform can (lifecycle.KnownObserver: ECS), for the instances of every group of the pass in that
+// the platform can (model.KnownObserver: ECS), for the instances of every group of the pass in that
 // cluster, and lists whenever the membership may have changed.
 func observeCluster(ctx context.Context, p *pass, platform model.Platform, t model.Target) (map[string]model.NodeState, error) {
 	ko, ok := platform.(model.KnownObserver)
@@ -767,7 +767,7 @@ func (a *Agent) parameterTargets(p *events.ParameterChange) (affected map[string
 }
 
 // handleLifecycle drains and completes lifecycle actions of managed groups once Auto Scaling confirmed them
-// (lifecycle.Hooks.Handle, field case C19); others are ignored (field case C3).
+// (lifecycleaction.Hooks.Handle, field case C19); others are ignored (field case C3).
 func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Disposition, error) {
 	l := ev.Lifecycle
 	t, ok := a.fleet.discovery().DrainTarget(l.GroupName)
@@ -797,7 +797,7 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 	if err != nil {
 		return events.Hold, err
 	}
-	return out, nil // the hook's outcome is the message's disposition (lifecycle.HookOutcome = events.Disposition)
+	return out, nil // the hook's outcome is the message's disposition (lifecycleaction.HookOutcome = events.Disposition)
 }
 
 // alertSource alerts (metric, notification) when t's source went missing or came back since the last
@@ -862,7 +862,7 @@ func (noAlarmAPI) InAlarm(context.Context, []string) ([]string, error) {
 }
 
 // alertCapped warns and alerts once when a group's terminating hook cannot hold a drain of
-// --drain-timeout (lifecycle.CheckHooks): its drains are capped at the hook's limit, and the note stays on the
+// --drain-timeout (lifecycleaction.CheckHooks): its drains are capped at the hook's limit, and the note stays on the
 // group's status (Rollout.Warning) until the hook or the flag changes. The agent caps rather than refusing to
 // start: hooks belong to groups that are opted in at any time, and one short hook must not stop the drains of
 // every other group.

@@ -70,7 +70,7 @@ func hooksAndQueueSettled(w *testworld.World, group string) error {
 
 // runCrashMatrix counts the scenario's effects N uncrashed, then for every k in 1..N plays it with the agent
 // killed right after effect k, and with effect k applied, its response lost, then the agent killed; each run
-// must complete, hold every invariant and repeat no effect (demo.RunCrashScenario). It logs N, the runs and
+// must complete, hold every invariant and repeat no effect (crash.RunCrashScenario). It logs N, the runs and
 // the wall time (docs/testing.md, "Crash matrix").
 func runCrashMatrix(t *testing.T, sc crash.CrashScenario) {
 	start := time.Now()

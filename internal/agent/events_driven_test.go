@@ -22,7 +22,7 @@ func rollGroup() testworld.GroupSetup {
 }
 
 // eventDrivenRollout rolls rollGroup to a new AMI with the agent at the production safety poll (2 minutes),
-// driven as Run drives it (demo.World.RunEvents), and returns how long the rollout took and how many wake-up
+// driven as Run drives it (testworld.World.RunEvents), and returns how long the rollout took and how many wake-up
 // events the account sent.
 func eventDrivenRollout(t *testing.T, spec testworld.Spec) (time.Duration, int) {
 	t.Helper()

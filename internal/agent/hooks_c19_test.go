@@ -299,7 +299,7 @@ func TestC19UnconfirmableLifecycleActionIsHeldNotDrainedNotDeleted(t *testing.T)
 // (drained under its terminating action, a stale mark of the same instance beside it) stays DRAINING until it
 // is gone.
 // The marks here are written beside the agent, as another replica's would be: the agent sees them within a
-// lease TTL (2 minutes) of its last listing (lifecycle.Hooks drainMarks).
+// lease TTL (2 minutes) of its last listing (lifecycleaction.Hooks drainMarks).
 func TestC19InstanceLeftDrainingWhileInServiceIsPutBackActiveUnlessARolloutReplacesIt(t *testing.T) {
 	ctx := context.Background()
 	drainDirectly := func(t *testing.T, w *testworld.World, g, id string) {

@@ -106,7 +106,7 @@ func forgedLaunchingCopyOfATerminatingAction(t *testing.T, untold bool) {
 func TestC19ForgedTerminatingCopyOfALaunchingActionInProgressIsRejectedAndTheLaunchWaitsForHealth(t *testing.T) {
 	ctx := context.Background()
 	g := testworld.GroupSetup{Name: "g", Min: 1, Max: 5, Desired: 2, HeartbeatTimeout: 300 * time.Second}
-	w := buildWatched(t, oneGroup(&g)) // with the agent's launching hook, demo.LaunchHookName
+	w := buildWatched(t, oneGroup(&g)) // with the agent's launching hook, testworld.LaunchHookName
 	settle(t, w.World, 30*time.Second)
 	before := map[string]bool{}
 	for _, i := range w.Account.Group(g.Name).Instances {

@@ -221,7 +221,7 @@ func TestLostLifecycleMessageTheActionStillCompletesAfterDrainingAndTheLateMessa
 func TestMissingHookWarningCountsOnlyTheAgentsOwnHooks(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// agentHook: the group has the agent's usual hook (demo.HookName); foreign adds another tool's.
+		// agentHook: the group has the agent's usual hook (testworld.HookName); foreign adds another tool's.
 		agentHook, foreign bool
 		tags               map[string]string
 		want               []string // in the warning; none: no warning

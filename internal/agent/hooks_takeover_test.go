@@ -82,7 +82,7 @@ func (e drainingECS) UpdateContainerInstancesState(ctx context.Context, in *ecs.
 	return out, err
 }
 
-// wrap installs c on an incarnation's clients (demo.Spec.Wrap).
+// wrap installs c on an incarnation's clients (testworld.Spec.Wrap).
 func (c *actorCalls) wrap(cl agent.Clients) agent.Clients {
 	c.AutoScaling, c.ecs = cl.AutoScaling, cl.ECS
 	cl.AutoScaling = c

@@ -303,7 +303,7 @@ func TestGroupWithoutATerminatingHookIsReported(t *testing.T) {
 }
 
 // withoutDeprecationNote is a record's warning without the deprecation note of a deprecated patch-agent/strategy,
-// which the test world's groups without the launching hook carry (demo.Build pins their strategy).
+// which the test world's groups without the launching hook carry (testworld.Build pins their strategy).
 func withoutDeprecationNote(warning string) string {
 	var kept []string
 	for _, w := range strings.Split(warning, "; ") {

@@ -61,7 +61,7 @@ func (s *hookSweep) fresh(now time.Time) (providers.Discovered, time.Time, bool)
 	return s.shared, s.sharedAt, true
 }
 
-// note records group's shortest HeartbeatTimeout of the agent's hooks (lifecycle.HookCheck.Heartbeat); zero
+// note records group's shortest HeartbeatTimeout of the agent's hooks (lifecycleaction.HookCheck.Heartbeat); zero
 // forgets the group (it has none).
 func (s *hookSweep) note(group string, heartbeat time.Duration) {
 	s.mu.Lock()
@@ -77,7 +77,7 @@ func (s *hookSweep) note(group string, heartbeat time.Duration) {
 }
 
 // shorten lowers group's noted HeartbeatTimeout to heartbeat when the interval it gives is shorter than the
-// one the sweep ran on (a hook of an action first seen without its message: lifecycle.Hooks.HeartbeatTimeoutRead),
+// one the sweep ran on (a hook of an action first seen without its message: lifecycleaction.Hooks.HeartbeatTimeoutRead),
 // and reports whether it did; the next hook check notes the shortest again. A group not noted yet is noted,
 // and reported as shortened when its interval is below maxSweepInterval (the sweep ran on that).
 func (s *hookSweep) shorten(group string, heartbeat time.Duration) bool {
@@ -145,7 +145,7 @@ func (s *hookSweep) plan() (groups []string, every time.Duration, last time.Time
 // the agent's hooks is heartbeat, so that an action whose message is lost is taken up, and heartbeated, with a
 // third of its timeout to spare. Looks come at most an interval apart (an early sweep only shortens one), so
 // the action is first seen within an interval of its start and taken up at the first look at least
-// lifecycle.AdoptAfter after that, within one more interval: 2*every + AdoptAfter <= 2/3 of the timeout. Once
+// lifecycleaction.AdoptAfter after that, within one more interval: 2*every + AdoptAfter <= 2/3 of the timeout. Once
 // taken up, each heartbeat is due a third of the timeout after the last and sent within an interval of that.
 // 30 s: every 5 s; 60 s: 10 s; from 120 s on the 20 s of maxSweepInterval is shorter. At least a second.
 // A sweep every 20 s or a third of the timeout would not do: at 60 s its worst case (an early sweep just
@@ -168,15 +168,15 @@ func (a *Agent) sweepAt() (time.Time, bool) {
 
 // SweepLifecycle looks for lifecycle actions between the full passes of an event-driven agent (wake-up
 // events on: the safety poll is minutes apart, longer than a short HeartbeatTimeout). One
-// DescribeAutoScalingGroups per hundred groups with hooks of the agent's (lifecycle.DescribeGroups; its calls
-// grow with the groups and with time, never with the instances) feeds lifecycle.Hooks.AdoptWaiting, which, as
+// DescribeAutoScalingGroups per hundred groups with hooks of the agent's (providers.DescribeGroups; its calls
+// grow with the groups and with time, never with the instances) feeds lifecycleaction.Hooks.AdoptWaiting, which, as
 // on a full pass, takes up actions whose message has not come (a lost receive, an agent that died after
 // receiving: the message invisible for its visibility timeout) and drives the actions it took up — drain
 // check, heartbeat, completion — and reads a warm pool when its rule says so (field case C18). It runs every
 // maxSweepInterval (20 s), or sweepInterval of the shortest HeartbeatTimeout of those hooks when that is
 // shorter, so an action is taken up and heartbeated with a third of its timeout to spare whatever became of its
 // message (field case C4). A record its message drives whose owner died after writing it is judged by the take-over rule
-// (docs/state.md, "Lifecycle action records left by their owner"; lifecycle.Hooks.staleRule): heartbeated
+// (docs/state.md, "Lifecycle action records left by their owner"; lifecycleaction.Hooks.staleRule): heartbeated
 // once its heartbeat is overdue while the dead owner's claim holds, taken over (confirmed, one conditional
 // write) once the claim has expired, never while a live owner drives it. Groups whose hooks the hook check
 // has not read yet since the agent started are swept too (hooksUnchecked), so that a restart does not

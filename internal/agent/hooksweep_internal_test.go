@@ -10,7 +10,7 @@ import (
 
 // Field case C4, the lifecycle sweep's cadence: for every HeartbeatTimeout Auto Scaling allows (30 s to 2 h),
 // an action whose message is lost is first seen within one sweep interval of its start and taken up at the
-// first look lifecycle.AdoptAfter after that, which comes within one more interval (an early sweep only
+// first look lifecycleaction.AdoptAfter after that, which comes within one more interval (an early sweep only
 // shortens an interval). That worst case leaves at least a third of the timeout. A sweep every 20 s or a third
 // of the timeout would not: at 60 s its worst case takes the action up as its timeout runs out.
 func TestC4LifecycleSweepTakesUpALostActionWithAThirdOfItsTimeoutToSpare(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// reconcileNodegroups discovers the opted-in EKS managed node groups (lifecycle.NodegroupClient.Discover)
-// and advances each one's rollout (lifecycle.Orchestrator.ReconcileNodegroup) with the same records, pause
+// reconcileNodegroups discovers the opted-in EKS managed node groups (providers.NodegroupClient.Discover)
+// and advances each one's rollout (engine.Orchestrator.ReconcileNodegroup) with the same records, pause
 // locks, backoff and observer as the groups. Without Clients.EKSNodegroups it does nothing. A failed discovery
 // is logged and skips the node groups this tick; the groups are not held by it.
 func (a *Agent) reconcileNodegroups(ctx context.Context, locks []state.Lock, records map[string]state.Rollout, only map[string]bool) {
@@ -67,9 +67,9 @@ func (a *Agent) nodegroupReader() providers.NodegroupReader {
 		Templates: a.orchestrator.Templates, Resolver: a.resolver}
 }
 
-// recordNotRolled puts on status (lifecycle.Inputs.NotRolled) why each opted-in Auto Scaling group that
+// recordNotRolled puts on status (model.Inputs.NotRolled) why each opted-in Auto Scaling group that
 // discovery left out (d.Misconfigured) is not rolled: a tag with a value the agent does not accept, an AMI
-// source it cannot use, or the group of an EKS managed node group (lifecycle.ErrManagedNodegroupGroup), whose
+// source it cannot use, or the group of an EKS managed node group (model.ErrManagedNodegroupGroup), whose
 // nodes EKS drains and replaces. Only its record is written; the group itself is never touched. A group without
 // a record gets one at Halted with the reason, which the orchestrator lifts once the group is a target again.
 func (a *Agent) recordNotRolled(ctx context.Context, d providers.Discovered, records map[string]state.Rollout, only map[string]bool) {

@@ -64,7 +64,7 @@ func TestTaggedManagedNodegroupGroupShowsOnStatusWhyItIsNotRolled(t *testing.T) 
 	require.Empty(t, w.Checker.Finish())
 }
 
-// Scenario tests of EKS managed node group rollouts run by the agent on demo.World, with the invariant checker
+// Scenario tests of EKS managed node group rollouts run by the agent on testworld.World, with the invariant checker
 // judging every change of the account after every step. The node group's own Auto Scaling group is EKS's to
 // drain, not a managed group of the checker; runMNG holds it to its own invariant: never fewer InService nodes
 // than its desired capacity (EKS scales up before it removes old nodes), and the agent never changes it.

@@ -38,7 +38,7 @@ func operatorWorld(t *testing.T, tags map[string]string) (*testworld.World, test
 }
 
 // stepBetweenPolls moves the clock to 20 s after the last full pass (well before the next safety poll) and
-// runs one turn of the loop (demo.World.RunEvents's step: one receive, then the woken looks); it fails when
+// runs one turn of the loop (testworld.World.RunEvents's step: one receive, then the woken looks); it fails when
 // that turn was a full pass.
 func stepBetweenPolls(t *testing.T, w *testworld.World) {
 	t.Helper()

@@ -123,7 +123,7 @@ type pass struct {
 }
 
 // pauseLocks returns every pause lock (state.Store.ListLocks), read when a target of the pass needs them —
-// right before its first new destructive step (lifecycle.Inputs.PauseRead) — and again for every target that
+// right before its first new destructive step (model.Inputs.PauseRead) — and again for every target that
 // needs them: a pause taken while a long pass runs (a fleet pass lasts seconds to minutes under the rate
 // limits) holds every destructive step the pass has not begun yet, not only those of the next pass. A pass
 // whose targets only wait reads none: waiting costs no store read. A failed read holds the target's step; the
@@ -146,7 +146,7 @@ func (p *pass) pauseLocks(ctx context.Context) ([]state.Lock, error) {
 // long pass read the locks again.
 const passLocksFresh = time.Second
 
-// clusterView is one cluster's nodes as observed once per pass (lifecycle.Platform.Observe), by the first
+// clusterView is one cluster's nodes as observed once per pass (model.Platform.Observe), by the first
 // target under a rollout that needs them; its lock makes the other targets of the cluster wait for that
 // observation instead of repeating it. A failed observation is not kept: the next target tries again.
 type clusterView struct {

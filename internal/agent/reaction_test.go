@@ -215,7 +215,7 @@ func TestIdleGroupsGetTheirVersionWhileEveryPassIsCut(t *testing.T) {
 // TestALookAtAFewTargetsDescribesOnlyThoseGroups, so that at 1,000 groups a reaction does not read all 10 pages
 // of DescribeAutoScalingGroups before it looks at its one group. 250 fleet groups (three pages of 100) and
 // group solo on its own golden-AMI parameter. The change of solo's parameter is handled with one
-// DescribeAutoScalingGroups call, naming solo (lifecycle.DiscoverNamed), and still starts solo's refresh of its
+// DescribeAutoScalingGroups call, naming solo (providers.DiscoverNamed), and still starts solo's refresh of its
 // new launch template version from that fresh description; the instances' AMIs the agent cached for the other groups are
 // kept (the next full pass does not describe 500 instances again); the next full pass — the safety poll — reads
 // every page again and sees all 251 groups.

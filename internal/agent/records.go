@@ -10,7 +10,7 @@ import (
 )
 
 // recordCache keeps each group's rollout record as this process last read it from the store or wrote it
-// (lifecycle.Orchestrator.Stored), so that a look at a few targets (a wake-up, a parameter change, the end
+// (engine.Orchestrator.Stored), so that a look at a few targets (a wake-up, a parameter change, the end
 // of a timed wait) reads no rollout record instead of one listing of every rollout record per look.
 // It is safe because every write is conditional on the record's version and made before its effect
 // (docs/architecture.md, "Crash safety"): a record changed by someone else since makes that write fail with
@@ -181,7 +181,7 @@ func (a *Agent) recordFor(ctx context.Context, p *pass, name string, steppedSinc
 	return rec, known, epoch, nil
 }
 
-// keep records the outcome of a target's step: the record as stored (lifecycle.Orchestrator.Stored) is kept
+// keep records the outcome of a target's step: the record as stored (engine.Orchestrator.Stored) is kept
 // for the next look, unless a write of the step failed (lost race or unknown outcome) or another replica
 // holds the record's lease, in which case the next look reads the store.
 func (a *Agent) keep(name string, stored state.Rollout, ok bool, epoch uint64) {

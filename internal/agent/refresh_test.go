@@ -207,7 +207,7 @@ func ended(image string) func(state.Rollout) bool {
 // deadline, the refresh halts at once and the group is rolled back to the previous version. Alone, and beside
 // a random writer of desired capacity (writerSeeds): its scale outs during the refresh launch the bad AMI too
 // (the refresh's desired configuration), the agent holds them in Pending:Wait like any launch and abandons
-// them at the halt; the checker waits for that decision within the agent's deadlines only (demo.Checker's
+// them at the halt; the checker waits for that decision within the agent's deadlines only (checker.Checker's
 // HealthTimeout), so a hold past the health deadline or past the halt still breaks invariant 1.
 func TestRefreshOfABadAMIHaltsAtTheFirstAbandonAndRollsBack(t *testing.T) {
 	for _, p := range refreshPlatforms {

@@ -149,7 +149,7 @@ func (s *markLists) ListDrainMarks(ctx context.Context) ([]state.DrainMark, erro
 	return s.Store.ListDrainMarks(ctx)
 }
 
-// The recovery of drained instances (lifecycle.Hooks.Recover) lists the drain marks again only when this
+// The recovery of drained instances (lifecycleaction.Hooks.Recover) lists the drain marks again only when this
 // process wrote or deleted one since its last listing, or that listing is a lease TTL (2 minutes) old: full
 // passes 15 s apart with no drain list once. A mark written beside the agent (another replica's) over an
 // instance that is InService again is seen within the lease TTL and the instance put back ACTIVE; the agent's

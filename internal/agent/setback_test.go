@@ -20,7 +20,7 @@ import (
 const terraformRole = "arn:aws:sts::111122223333:assumed-role/TerraformApply/ci"
 
 // setBackWorld is a world of one group the agent reports on to a metrics registry and a notifier, rolled to
-// demo.ImageB.
+// testworld.ImageB.
 func setBackWorld(t *testing.T, mixed bool) (alertWorld, testworld.GroupSetup) {
 	t.Helper()
 	g := testworld.GroupSetup{Name: "iac-asg", Parameter: "/golden/iac", Min: 2, Max: 4, Desired: 2, MixedInstances: mixed}

@@ -132,7 +132,7 @@ type waitsObserver struct {
 	a *Agent
 }
 
-// Alert passes alerts on (lifecycle.SendAlert): the wrapped observer may count and announce them.
+// Alert passes alerts on (model.SendAlert): the wrapped observer may count and announce them.
 func (o waitsObserver) Alert(al model.Alert) { model.SendAlert(o.Observer, al) }
 
 // AMIRejected passes refusals of the AMI gate on when the wrapped observer takes them.
@@ -148,7 +148,7 @@ func (o waitsObserver) TargetObserved(t model.Target, v model.GroupView, r state
 }
 
 // lookAgainAt returns when t must be looked at again whatever the events, as of its record r: the earliest
-// still ahead of its lease renewal (lifecycle.LookAgainBy), the end of its soak (t.Policy.MinAMIAge after the
+// still ahead of its lease renewal (model.LookAgainBy), the end of its soak (t.Policy.MinAMIAge after the
 // source's LastModifiedDate, while the rollout waits to start), the retry of its failed step, and the end of the pause that holds it (`pause
 // --until`, as read before its last destructive step: pauseEnds), so that the rollout goes on at that time.
 // Zero when none is ahead (the safety poll looks

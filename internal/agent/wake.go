@@ -104,7 +104,7 @@ func (a *Agent) handleWakeUp(ev events.Event) (events.Disposition, error) {
 
 // handleOperator records the target an operator wake-up names (events.KindOperatorWakeUp: sent by approve,
 // rollback, pause and resume after their DynamoDB write) for the loop to look at now, and deletes the message.
-// The global scope names every discovered target; a managed node group's key (lifecycle.NodegroupKey) is
+// The global scope names every discovered target; a managed node group's key (model.NodegroupKey) is
 // taken as it is when the agent rolls node groups. Like every wake-up it is a claim: its action and sender are
 // logged and never used — the look re-reads the rollout record (approval, rollback: Reread drops the record
 // the agent kept, whose copy predates the operator's write), the pause locks and AWS
@@ -140,7 +140,7 @@ func (a *Agent) handleOperator(ev events.Event) (events.Disposition, error) {
 	return events.Done, nil
 }
 
-// nodegroupKeyPrefix begins the key of a managed node group's rollout record (lifecycle.NodegroupKey).
+// nodegroupKeyPrefix begins the key of a managed node group's rollout record (model.NodegroupKey).
 const nodegroupKeyPrefix = "nodegroup/"
 
 // set is the one-element set of s; empty for "".

@@ -105,7 +105,7 @@ func resolveSSMRef(imageID string) (ref string, ok bool) {
 }
 
 // resolveParameters reads every recommended parameter and every parameter a launch template resolves, with
-// GetParameters (10 per call, lifecycle.Resolver), and sets each group's recommended AMI and the AMI a new
+// GetParameters (10 per call, providers.Resolver), and sets each group's recommended AMI and the AMI a new
 // instance gets.
 func (w *run) resolveParameters(ctx context.Context, subjects []*subject) {
 	var names []string

@@ -20,10 +20,10 @@ import (
 // Where groups come from besides their tags: ECS capacity providers and EKS managed node groups, and the
 // launch template versions they launch.
 
-// errReadOnly answers the write call that lifecycle.Templates' interface holds: the audit never makes it.
+// errReadOnly answers the write call that providers.Templates' interface holds: the audit never makes it.
 var errReadOnly = errors.New("patch-agent audit is read-only")
 
-// templateReader lets lifecycle.Templates.Resolve read launch template versions through the read-only EC2 API,
+// templateReader lets providers.Templates.Resolve read launch template versions through the read-only EC2 API,
 // and keeps each version it read so that its instance type is known without another call.
 type templateReader struct {
 	api awsapi.ReadOnlyEC2

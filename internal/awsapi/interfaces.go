@@ -43,7 +43,7 @@ type AutoScaling interface {
 }
 
 // EC2 is the subset of the Amazon EC2 API the agent calls: launch template versions, instance state, and the
-// images the AMI gate checks before a rollout (lifecycle.AMIGate).
+// images the AMI gate checks before a rollout (providers.AMIGate).
 type EC2 interface {
 	DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error)
 	CreateLaunchTemplateVersion(ctx context.Context, in *ec2.CreateLaunchTemplateVersionInput, optFns ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateVersionOutput, error)

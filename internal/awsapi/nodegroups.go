@@ -6,7 +6,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 )
 
-// EKSNodegroups is the Amazon EKS API of the managed node group rollouts (internal/lifecycle/nodegroups.go):
+// EKSNodegroups is the Amazon EKS API of the managed node group rollouts (internal/providers/nodegroups.go):
 // discovery of opted-in node groups (ListClusters, ListNodegroups 100 per page, DescribeNodegroup with its
 // tags), the control plane's version (DescribeCluster), the one write UpdateNodegroupVersion (always sent with a
 // ClientRequestToken recorded first, so a repeat is the same update) and its progress (DescribeUpdate).

@@ -84,7 +84,7 @@ func newGroup(t *testing.T, w *world, spec groupSpec) (templateID string) {
 	return templateID
 }
 
-// Discovery asks for the opted-in groups by tag filter, page by page (lifecycle.Discover; 100 a page in
+// Discovery asks for the opted-in groups by tag filter, page by page (providers.Discover; 100 a page in
 // production, 2 here so that paging is exercised with few groups).
 func TestContractDiscoversGroupsByTagAcrossPages(t *testing.T) {
 	run(t, func(t *testing.T, w *world) {

@@ -12,7 +12,7 @@
 // The simulated account (internal/sim) served by internal/sim/wire (served_test.go), which models what moto
 // cannot: instance refresh, lifecycle hooks with effect, ECS draining and task stops; the whole rollout runs
 // there. Its clock follows the wall clock (wire.Drive), the agent's table is on kumo. The server's log and the
-// invariant checker (demo.Checker) judge the rollouts; the server can SIGKILL the agent after any applied call.
+// invariant checker (checker.Checker) judge the rollouts; the server can SIGKILL the agent after any applied call.
 //
 // `make e2e` (run by `make test`) builds the binary and runs these tests with PATCH_AGENT_E2E_BIN set; without
 // it the tests build the binary themselves. Invariants are checked from the accounts' state and the logs of

@@ -60,7 +60,7 @@ const (
 	tasksPerInstance = 2
 	// motoHookQueue is the agent's queue: moto 5.2.1 gives every lifecycle hook the notification target
 	// arn:aws:sqs:us-east-1:123456789012:my-queue whatever PutLifecycleHook says, and the agent takes as its
-	// own only hooks that notify its queue or none (lifecycle.HookOwned).
+	// own only hooks that notify its queue or none (model.HookOwned).
 	motoHookQueue = "my-queue"
 	// motoWithin bounds each wait for the agent's record to reach a state, restarts included.
 	motoWithin = 90 * time.Second

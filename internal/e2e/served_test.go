@@ -26,7 +26,7 @@ import (
 
 const (
 	// launchHook is the served group's launching lifecycle hook to the agent's queue (beside the terminating
-	// one, demo.HookName).
+	// one, testworld.HookName).
 	launchHook = testworld.LaunchHookName
 	// servedRolloutWithin bounds one whole rollout of the served world, restarts included.
 	servedRolloutWithin = 2 * time.Minute

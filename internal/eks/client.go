@@ -21,7 +21,7 @@ const (
 
 // ClientProvider builds one Kubernetes clientset per EKS cluster: the API endpoint and certificate authority
 // from DescribeCluster, and every request authenticated with a bearer token from Tokens (refreshed before it
-// expires, so the clientset is built once). It implements lifecycle.KubeClients. Safe for concurrent use.
+// expires, so the clientset is built once). It implements providers.KubeClients. Safe for concurrent use.
 type ClientProvider struct {
 	Clusters *Clusters
 	Tokens   *TokenSource

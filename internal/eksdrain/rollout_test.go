@@ -17,7 +17,7 @@ import (
 )
 
 // The rollout tests run the real agent (orchestrator, platform, drainer) against the simulated account for
-// Auto Scaling and EC2, and a real kube-apiserver for the nodes: demo.KubeSim registers a node for every
+// Auto Scaling and EC2, and a real kube-apiserver for the nodes: kubesim.KubeSim registers a node for every
 // running instance, recreates Deployment pods, finishes pods being deleted and writes the
 // PodDisruptionBudget's status, as kubelet and controllers would. The API server itself answers the
 // evictions.

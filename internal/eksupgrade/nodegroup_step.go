@@ -17,7 +17,7 @@ import (
 )
 
 // The managed node group step (docs/eks-upgrade.md, "Why the hand-over") hands the node group over to the
-// agent's managed-node-group rollout (internal/lifecycle rollout_nodegroup.go) instead of calling
+// agent's managed-node-group rollout (internal/engine/rollout_nodegroup.go) instead of calling
 // UpdateNodegroupVersion itself: once the control plane is on the target version, the agent's rollout of an
 // opted-in node group follows it (the target version's release parameter), through the same gates as every
 // rollout (the AMI gate, pause, soak, approval, maintenance window, alarms), with its record
@@ -29,7 +29,7 @@ import (
 const managedNodegroupAction = "opt the managed node group in (tag %s=true on the node group) so the agent's managed-node-group rollout moves it to Kubernetes %s " +
 	"through its gates (once opted in, the agent does so on its own: the workflow is not run again), or update it yourself (the workflow never calls UpdateNodegroupVersion)"
 
-// describeNodegroup reads the step's managed node group as the agent does (lifecycle.Nodegroup); found is false
+// describeNodegroup reads the step's managed node group as the agent does (model.Nodegroup); found is false
 // when EKS does not know it.
 func (r *Runner) describeNodegroup(ctx context.Context, cluster, name string) (ng model.Nodegroup, found bool, err error) {
 	out, err := r.EKS.DescribeNodegroup(ctx, &awseks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
@@ -53,7 +53,7 @@ func (r *Runner) describeNodegroup(ctx context.Context, cluster, name string) (n
 
 // handOverNodegroup starts the managed node group step: a node group that no longer exists, or one the agent
 // does not manage that is already on the target version, is Skipped; a CUSTOM one, or one the agent does not
-// manage (not opted in, or misconfigured: lifecycle.NodegroupTarget), is ActionRequired; any other is handed
+// manage (not opted in, or misconfigured: providers.NodegroupTarget), is ActionRequired; any other is handed
 // over to the agent's rollout (InProgress, "managed-nodegroup-handed-over"), even when it is on the target
 // version already (the rollout may have moved it before the step began), and the step then waits for the
 // rollout's record and the node group to be on the target (followNodegroup).
@@ -103,7 +103,7 @@ func (r *Runner) handOverNodegroup(ctx context.Context, w state.Workflow) (state
 }
 
 // followNodegroup waits (capped exponential backoff, up to MaxWait in this invocation) until the agent's rollout
-// record of the node group (lifecycle.NodegroupKey) is Completed (or Idle) on a release of the step's
+// record of the node group (model.NodegroupKey) is Completed (or Idle) on a release of the step's
 // Kubernetes version and DescribeNodegroup shows the node group ACTIVE on that version and release: then the
 // step is Completed. A rollout Halted, or RolledBack from a release of the step's version, halts the step with
 // its reason (fix the rollout, then `--retry`). Its progress (phase, counts, release image, reason: the gate it

@@ -492,7 +492,7 @@ func (r *Runner) selfManagedGroups(ctx context.Context, cluster, clusterVersion 
 		return nil, nil, nil
 	}
 	in := &autoscaling.DescribeAutoScalingGroupsInput{MaxRecords: aws.Int32(100),
-		Filters: []astypes.Filter{{Name: aws.String("tag-key"), Values: []string{model.TagEnabled}}}} // lifecycle.OptedIn decides on the value
+		Filters: []astypes.Filter{{Name: aws.String("tag-key"), Values: []string{model.TagEnabled}}}} // model.OptedIn decides on the value
 	var out []selfManaged
 	var misconfigured []string
 	pages := autoscaling.NewDescribeAutoScalingGroupsPaginator(r.AutoScaling, in)

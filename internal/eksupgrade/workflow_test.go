@@ -391,7 +391,7 @@ type fuse struct {
 	// resumed workflow or renews it, nor the "resumed" history entry.
 	progressOnly bool
 	// loseResponse makes effect At "applied, response lost": the effect is durable, the incarnation gets
-	// errResponseLost instead of its answer and dies (as demo.Fuse.LoseResponse).
+	// errResponseLost instead of its answer and dies (as testworld.Fuse.LoseResponse).
 	loseResponse bool
 }
 
@@ -576,10 +576,10 @@ func TestCrashAfterEveryEffectResumesWithoutRepeatingAnUpdate(t *testing.T) {
 }
 
 // TestCrashMatrixEKSUpgradeWorkflow is the EKS upgrade workflow's crash matrix. Its world is the eks-upgrade
-// demo.World, whose agent rolls the self-managed node group while the runner waits (so the hand-over, the
+// testworld.World, whose agent rolls the self-managed node group while the runner waits (so the hand-over, the
 // progress writes and the self-managed step's completion are effects of the matrix too); only the runner
 // crashes, not the agent, so the matrix keeps its own fuse on the runner's store and EKS calls,
-// with the generic harness's counting (N effects of the uncrashed run) and modes (demo.CrashModes): for every
+// with the generic harness's counting (N effects of the uncrashed run) and modes (crash.CrashModes): for every
 // k in 1..N the first incarnation dies right after effect k, or with effect k applied and its response lost;
 // a second incarnation resumes once the first one's lease expired and must complete with one update call per
 // control plane, add-on and managed node group, and the audit trail of the uncrashed run.

@@ -94,7 +94,7 @@ type LifecycleAction struct {
 	// SentAt is when SQS accepted the message that carried the action (its SentTimestamp system attribute,
 	// set by the consumer; zero when the message had none, or the action did not come by message). It is
 	// AWS's fact, not the sender's claim, and the action began no later: the first heartbeat is counted from
-	// it (lifecycle.Hooks), so a message received late still gets its heartbeat before the hook's
+	// it (lifecycleaction.Hooks), so a message received late still gets its heartbeat before the hook's
 	// HeartbeatTimeout. Amazon SQS API Reference, ReceiveMessage, MessageSystemAttributeNames: SentTimestamp
 	// (epoch milliseconds).
 	SentAt time.Time `json:"-"`

@@ -1,5 +1,5 @@
 // Package metrics keeps the agent's metrics and publishes them: a Registry that observes the rollouts
-// (lifecycle.Observer) and the queue consumer's counters, a Publisher that sends them to Amazon CloudWatch
+// (model.Observer) and the queue consumer's counters, a Publisher that sends them to Amazon CloudWatch
 // every interval, and a Prometheus text exposition for /metrics. docs/operations.md lists every metric with a
 // suggested alarm.
 package metrics
@@ -15,7 +15,7 @@ const Namespace = "PatchAgent"
 const (
 	DimensionGroup    = "Group"
 	DimensionPlatform = "Platform"
-	// DimensionReason is a lifecycle.Reject* reason (a short, fixed set: a forged message cannot make new
+	// DimensionReason is a lifecycleaction.Reject* reason (a short, fixed set: a forged message cannot make new
 	// series): the one dimension of LifecycleMessagesRejected, and the third of AMIRejected and Alerts (after Group
 	// and Platform).
 	DimensionReason = "Reason"
@@ -42,11 +42,11 @@ const (
 	AgentHeartbeat            = "AgentHeartbeat"
 	// AMIRejected counts target AMIs the AMI gate refused, per group and Reason.
 	AMIRejected = "AMIRejected"
-	// Alerts counts alerts per group and Reason (the lifecycle.Alert* kind): a source gone missing or
+	// Alerts counts alerts per group and Reason (the model.Alert* kind): a source gone missing or
 	// restored, a drain deadline reached, a drain timeout capped, a launch short of capacity, a soak skipped.
 	Alerts = "Alerts"
 	// SetBacks counts the outside changes (an infrastructure-as-code apply) that set a group's launch template
-	// back to another AMI after the agent rolled it to its target (lifecycle.AlertSetBack).
+	// back to another AMI after the agent rolled it to its target (engine.AlertSetBack).
 	SetBacks = "SetBacks"
 )
 

@@ -17,7 +17,7 @@ import (
 // DefaultStaleAfter is how long a group's gauges stay published after it was last observed.
 const DefaultStaleAfter = 15 * time.Minute
 
-// Registry keeps the agent's metrics. It implements lifecycle.Observer: the agent tells it every rollout
+// Registry keeps the agent's metrics. It implements model.Observer: the agent tells it every rollout
 // transition, every observation of a target and every completed lifecycle action. Safe for concurrent use;
 // every observer call is a map update under a mutex.
 type Registry struct {
@@ -59,7 +59,7 @@ type groupState struct {
 	refreshLeft int32
 
 	succeeded, failed, lifecycle int64
-	setBacks                     int64            // lifecycle.AlertSetBack alerts
+	setBacks                     int64            // engine.AlertSetBack alerts
 	rejected                     map[string]int64 // AMI gate refusals by reason
 	alerts                       map[string]int64 // alerts by kind
 }
@@ -95,7 +95,7 @@ func (r *Registry) group(name, platform string) *groupState {
 	return g
 }
 
-// RolloutTransition implements lifecycle.Observer: phase gauges and replacement counters. Drain durations come
+// RolloutTransition implements model.Observer: phase gauges and replacement counters. Drain durations come
 // from the terminating lifecycle actions the agent completes (LifecycleActionCompleted).
 func (r *Registry) RolloutTransition(prev, next state.Rollout, _ string) {
 	r.mu.Lock()
@@ -118,7 +118,7 @@ func (r *Registry) RolloutTransition(prev, next state.Rollout, _ string) {
 	}
 }
 
-// TargetObserved implements lifecycle.Observer: instance counts against the target AMI (the rollout's
+// TargetObserved implements model.Observer: instance counts against the target AMI (the rollout's
 // target, else the AMI the source names) and the phase gauges.
 func (r *Registry) TargetObserved(t model.Target, v model.GroupView, ro state.Rollout, ami *model.ResolvedAMI) {
 	r.mu.Lock()
@@ -145,7 +145,7 @@ func (r *Registry) TargetObserved(t model.Target, v model.GroupView, ro state.Ro
 	}
 }
 
-// LifecycleActionCompleted implements lifecycle.Observer: the completion counter and, for a drain, its duration.
+// LifecycleActionCompleted implements model.Observer: the completion counter and, for a drain, its duration.
 func (r *Registry) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -156,7 +156,7 @@ func (r *Registry) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	}
 }
 
-// LifecycleMessageRejected implements lifecycle.Observer: LifecycleMessagesRejected by reason. Not per group:
+// LifecycleMessageRejected implements model.Observer: LifecycleMessagesRejected by reason. Not per group:
 // the group a rejected message names is a claim, and series are not made from claims.
 func (r *Registry) LifecycleMessageRejected(rej model.Rejection) {
 	r.mu.Lock()
@@ -167,7 +167,7 @@ func (r *Registry) LifecycleMessageRejected(rej model.Rejection) {
 	r.rejected[rej.Reason]++
 }
 
-// AMIRejected implements lifecycle.AMIRejectionObserver: the AMIRejected counter of the group and reason.
+// AMIRejected implements model.AMIRejectionObserver: the AMIRejected counter of the group and reason.
 func (r *Registry) AMIRejected(t model.Target, _ state.Rollout, rej model.AMIRejection) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -180,7 +180,7 @@ func (r *Registry) AMIRejected(t model.Target, _ state.Rollout, rej model.AMIRej
 
 var _ model.AMIRejectionObserver = (*Registry)(nil)
 
-// Alert implements lifecycle.AlertObserver: the Alerts counter of the group and kind.
+// Alert implements model.AlertObserver: the Alerts counter of the group and kind.
 func (r *Registry) Alert(a model.Alert) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,7 +1,7 @@
 // Package notify sends the agent's notifications to Amazon EventBridge: a "Rollout State Change" event when a
 // rollout starts, waits on a gate, halts, rolls back, is rolled back or completes, and a "Lifecycle Action
 // Completed" event for every lifecycle action the agent completes. docs/notifications.md documents the detail
-// schema and example rules. The Notifier is a lifecycle.Observer; FanOut combines it with the metrics
+// schema and example rules. The Notifier is a model.Observer; FanOut combines it with the metrics
 // Registry into the one Observer the agent takes.
 package notify
 
@@ -128,7 +128,7 @@ type RejectedDetail struct {
 }
 
 // AlertDetail is the detail of a "Patch Agent Alert" event (schema version 1): something an operator should
-// hear about that is not a rollout transition by itself (lifecycle.Alert). Every field is always present.
+// hear about that is not a rollout transition by itself (model.Alert). Every field is always present.
 type AlertDetail struct {
 	SchemaVersion string `json:"schemaVersion"`
 	// Alert is the kind: SourceMissing, SourceRestored, DrainDeadline, DrainTimeoutCapped,

@@ -11,7 +11,7 @@ import (
 )
 
 // FanOut passes every observation to each of Observers in order (the metrics Registry and the Notifier), so
-// the agent takes one lifecycle.Observer. A panicking observer is logged and skipped: observers must never
+// the agent takes one model.Observer. A panicking observer is logged and skipped: observers must never
 // fail the agent's work.
 type FanOut struct {
 	Observers []model.Observer
@@ -21,35 +21,35 @@ type FanOut struct {
 
 var _ model.Observer = FanOut{}
 
-// RolloutTransition implements lifecycle.Observer.
+// RolloutTransition implements model.Observer.
 func (f FanOut) RolloutTransition(prev, next state.Rollout, what string) {
 	for _, o := range f.Observers {
 		f.call("RolloutTransition", func() { o.RolloutTransition(prev, next, what) })
 	}
 }
 
-// TargetObserved implements lifecycle.Observer.
+// TargetObserved implements model.Observer.
 func (f FanOut) TargetObserved(t model.Target, v model.GroupView, r state.Rollout, ami *model.ResolvedAMI) {
 	for _, o := range f.Observers {
 		f.call("TargetObserved", func() { o.TargetObserved(t, v, r, ami) })
 	}
 }
 
-// LifecycleActionCompleted implements lifecycle.Observer.
+// LifecycleActionCompleted implements model.Observer.
 func (f FanOut) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	for _, o := range f.Observers {
 		f.call("LifecycleActionCompleted", func() { o.LifecycleActionCompleted(h, drain) })
 	}
 }
 
-// LifecycleMessageRejected implements lifecycle.Observer.
+// LifecycleMessageRejected implements model.Observer.
 func (f FanOut) LifecycleMessageRejected(r model.Rejection) {
 	for _, o := range f.Observers {
 		f.call("LifecycleMessageRejected", func() { o.LifecycleMessageRejected(r) })
 	}
 }
 
-// AMIRejected implements lifecycle.AMIRejectionObserver: it is passed to the observers that implement it.
+// AMIRejected implements model.AMIRejectionObserver: it is passed to the observers that implement it.
 func (f FanOut) AMIRejected(t model.Target, r state.Rollout, rej model.AMIRejection) {
 	for _, o := range f.Observers {
 		if ro, ok := o.(model.AMIRejectionObserver); ok {
@@ -60,7 +60,7 @@ func (f FanOut) AMIRejected(t model.Target, r state.Rollout, rej model.AMIReject
 
 var _ model.AMIRejectionObserver = FanOut{}
 
-// Alert implements lifecycle.AlertObserver: it is passed to the observers that implement it.
+// Alert implements model.AlertObserver: it is passed to the observers that implement it.
 func (f FanOut) Alert(a model.Alert) {
 	for _, o := range f.Observers {
 		if ao, ok := o.(model.AlertObserver); ok {

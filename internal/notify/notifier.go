@@ -97,7 +97,7 @@ func (n *Notifier) Stats() (sent, failed, dropped int64) {
 	return n.sent.Load(), n.failed.Load(), n.dropped.Load()
 }
 
-// RolloutTransition implements lifecycle.Observer: it queues a "Rollout State Change" event for the changes
+// RolloutTransition implements model.Observer: it queues a "Rollout State Change" event for the changes
 // listed at the Event* constants.
 func (n *Notifier) RolloutTransition(prev, next state.Rollout, _ string) {
 	n.mu.Lock()
@@ -141,7 +141,7 @@ func (n *Notifier) RolloutTransition(prev, next state.Rollout, _ string) {
 	}
 }
 
-// AMIRejected implements lifecycle.AMIRejectionObserver: it queues a "Rollout State Change" event of kind
+// AMIRejected implements model.AMIRejectionObserver: it queues a "Rollout State Change" event of kind
 // ami-rejected.
 func (n *Notifier) AMIRejected(t model.Target, r state.Rollout, rej model.AMIRejection) {
 	n.mu.Lock()
@@ -159,7 +159,7 @@ func (n *Notifier) AMIRejected(t model.Target, r state.Rollout, rej model.AMIRej
 
 var _ model.AMIRejectionObserver = (*Notifier)(nil)
 
-// Alert implements lifecycle.AlertObserver: it queues a "Patch Agent Alert" event.
+// Alert implements model.AlertObserver: it queues a "Patch Agent Alert" event.
 func (n *Notifier) Alert(a model.Alert) {
 	n.mu.Lock()
 	n.remember(a.Target.Group, a.Target.Platform, a.Target.Cluster)
@@ -175,14 +175,14 @@ func (n *Notifier) Alert(a model.Alert) {
 
 var _ model.AlertObserver = (*Notifier)(nil)
 
-// TargetObserved implements lifecycle.Observer: it only learns the group's platform and cluster.
+// TargetObserved implements model.Observer: it only learns the group's platform and cluster.
 func (n *Notifier) TargetObserved(t model.Target, _ model.GroupView, _ state.Rollout, _ *model.ResolvedAMI) {
 	n.mu.Lock()
 	n.remember(t.Group, t.Platform, t.Cluster)
 	n.mu.Unlock()
 }
 
-// LifecycleActionCompleted implements lifecycle.Observer: it queues a "Lifecycle Action Completed" event.
+// LifecycleActionCompleted implements model.Observer: it queues a "Lifecycle Action Completed" event.
 func (n *Notifier) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 	n.mu.Lock()
 	t := n.targets[h.Group]
@@ -196,7 +196,7 @@ func (n *Notifier) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 		Result: h.Result, Note: h.Note, DrainSeconds: drain.Seconds(), At: at.UTC(), AgentVersion: n.agent})
 }
 
-// LifecycleMessageRejected implements lifecycle.Observer: it queues a "Lifecycle Message Rejected" event,
+// LifecycleMessageRejected implements model.Observer: it queues a "Lifecycle Message Rejected" event,
 // except for messages of groups the agent does not manage (field case C3: routine on a shared queue; they are
 // counted by the metrics only).
 func (n *Notifier) LifecycleMessageRejected(r model.Rejection) {

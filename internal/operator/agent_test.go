@@ -12,7 +12,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
-// These tests run the real agent on a simulated account (internal/demo) to prove that what the controls
+// These tests run the real agent on a simulated account (internal/testworld) to prove that what the controls
 // write is what the orchestrator acts on.
 
 const tick = 5 * time.Second

@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 )
 
-// tagEnabled is the opt-in tag (lifecycle.TagEnabled; not imported, so that this package stays free of the
-// rollout engine).
+// tagEnabled is the opt-in tag (model.TagEnabled; not imported, so that this package stays free of the
+// rollout engine's packages).
 const tagEnabled = "patch-agent/enabled"
 
 // ErrUnknownGroup is returned (wrapped) by ConfirmGroup when Auto Scaling has no group of that name, and by

@@ -17,7 +17,7 @@ import (
 // HistorySoakSkipped is the Event of the history entry ApproveSkippingSoak appends (Detail: "by WHO: REASON").
 const HistorySoakSkipped = "soak-skipped"
 
-// soakReasonPrefix starts the Reason of a rollout that waits for its soak time (lifecycle.Orchestrator).
+// soakReasonPrefix starts the Reason of a rollout that waits for its soak time (engine.Orchestrator).
 const soakReasonPrefix = "soak:"
 
 // CallerIdentity returns the ARN of the credentials the command runs with (STS GetCallerIdentity: an IAM user,

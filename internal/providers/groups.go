@@ -10,7 +10,7 @@ import (
 )
 
 // Groups is the provider of the Auto Scaling reads the rollout engine decides on: it owns the SDK inputs, so the
-// decision code (rollout*.go) never builds an input (TestDecisionFilesImportNoAWSService). The engine writes
+// engine (internal/engine) never builds one (TestProductImportRules). The engine writes
 // nothing to a group itself: Auto Scaling's instance refresh (Refreshes) replaces its instances. Errors are Auto
 // Scaling's, unwrapped; the caller adds what it was doing.
 type Groups interface {

@@ -11,12 +11,12 @@ import (
 	"github.com/patch-agent/patch-agent/internal/testworld"
 )
 
-// optInCases are values of the opt-in tag patch-agent/enabled and what lifecycle.OptedIn decides for them:
+// optInCases are values of the opt-in tag patch-agent/enabled and what model.OptedIn decides for them:
 // "true" in any letter case opts in, "false" in any case (or no tag) opts out, anything else is reported.
 var optInCases = []struct {
 	name, value string
 	optedIn     bool
-	invalid     bool // reported with lifecycle.ErrEnabledTagValue
+	invalid     bool // reported with model.ErrEnabledTagValue
 }{
 	{"lower case", "true", true, false},
 	{"capitalised", "True", true, false},

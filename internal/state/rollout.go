@@ -65,7 +65,7 @@ type Rollout struct {
 	SourceModified time.Time `json:"sourceModified,omitempty" dynamodbav:"sourceModified,omitempty"`
 	DetectedAt     time.Time `json:"detectedAt,omitempty" dynamodbav:"detectedAt,omitempty"`
 	// Trigger says why a rollout to the AMI the group already runs was started: "max-instance-age" (instances
-	// outlived lifecycle.TagMaxInstanceAge; no soak); "" for a new AMI.
+	// outlived model.TagMaxInstanceAge; no soak); "" for a new AMI.
 	Trigger string `json:"trigger,omitempty" dynamodbav:"trigger,omitempty"`
 
 	// PreviousTemplate is the group's launch template reference before Preparing (for rollback);
@@ -172,7 +172,7 @@ const (
 	HookCompleted  HookState = "Completed"  // CompleteLifecycleAction accepted (or the action was no longer active)
 )
 
-// Hook is the durable progress of one lifecycle action. Token is its key: lifecycle.ActionKey (group, instance
+// Hook is the durable progress of one lifecycle action. Token is its key: model.ActionKey (group, instance
 // and hook); a record keyed by a message's lifecycle action token instead is not read.
 type Hook struct {
 	Token         string    `json:"token" dynamodbav:"token"`
@@ -199,12 +199,12 @@ type Hook struct {
 	// Terminating:Wait, Warmed:Pending:Wait ...): it tells a launch into the warm pool from one into service.
 	WaitState string `json:"waitState,omitempty" dynamodbav:"waitState,omitempty"`
 	// Adopted: the reconcile loop found the action waiting without its message (lost or late) and works on
-	// it (lifecycle.Hooks.AdoptWaiting); its message, when it comes, waits for its end.
+	// it (lifecycleaction.Hooks.AdoptWaiting); its message, when it comes, waits for its end.
 	Adopted bool `json:"adopted,omitempty" dynamodbav:"adopted,omitempty"`
 	// DrainHeldAt is when the drain of this terminating action reached its deadline undrained while the
 	// agent's instance refresh of the group replaced the instance: the agent put the instance back in service
 	// and keeps the action waiting with heartbeats, never completing it, while the rollout is halted
-	// (lifecycle.Hooks). Zero while the drain is not held.
+	// (lifecycleaction.Hooks). Zero while the drain is not held.
 	DrainHeldAt time.Time `json:"drainHeldAt,omitempty" dynamodbav:"drainHeldAt,omitempty"`
 	// DrainFrom is when the drain's deadline runs from after a held drain started again (an operator's retry
 	// or rollback); zero: from ReceivedAt.
@@ -222,7 +222,7 @@ func (h Hook) DrainStart() time.Time {
 
 // DrainMark records that the agent itself set an instance DRAINING (ECS) or cordoned it (EKS) for a
 // lifecycle action, written before the drain starts. An instance with a mark that is InService again, with no
-// lifecycle action waiting and not replaced by a rollout, is put back in service (lifecycle.Hooks.Recover);
+// lifecycle action waiting and not replaced by a rollout, is put back in service (lifecycleaction.Hooks.Recover);
 // the mark goes when the instance is back in service or gone.
 type DrainMark struct {
 	InstanceID string `json:"instanceId" dynamodbav:"instanceId"`

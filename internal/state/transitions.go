@@ -38,7 +38,7 @@ func (p Position) String() string {
 	return string(p.Phase) + "/" + string(p.Step)
 }
 
-// Writer says who writes a transition: the agent's rollout engine (internal/lifecycle.Orchestrator) or an
+// Writer says who writes a transition: the agent's rollout engine (engine.Orchestrator) or an
 // operator command (internal/operator: rollback).
 type Writer string
 
@@ -74,7 +74,7 @@ const (
 // move a writer may make. A write that stays at its Position (a new reason, a count, a lease renewal, the same
 // step for the next instance) is always allowed and is not listed. docs/architecture.md draws this table
 // (TransitionDiagram; a test keeps them equal), and tests fail when a row is never exercised: the agent's
-// rows by internal/lifecycle's orchestrator unit tests, the operator's by internal/operator's.
+// rows by internal/engine's orchestrator unit tests, the operator's by internal/operator's.
 var Transitions = []Transition{
 	{at("", ""), at(PhaseIdle, ""), WriterAgent, "first sight, already on the target AMI"},
 	{at("", ""), at(PhaseDetected, ""), WriterAgent, "new AMI"},

@@ -151,7 +151,7 @@ func (d *dropLifecycleMessages) ReceiveMessage(ctx context.Context, in *sqs.Rece
 }
 
 // blindToWaits answers DescribeAutoScalingInstances with nothing: the agent's reconcile loop cannot confirm
-// an instance waiting without its message (lifecycle.Hooks.AdoptWaiting), so it never takes one up.
+// an instance waiting without its message (lifecycleaction.Hooks.AdoptWaiting), so it never takes one up.
 type blindToWaits struct{ awsapi.AutoScaling }
 
 func (b blindToWaits) DescribeAutoScalingInstances(context.Context, *autoscaling.DescribeAutoScalingInstancesInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {

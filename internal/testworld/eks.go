@@ -96,7 +96,7 @@ func AutoParameter(ctx context.Context, w *World, version, instanceType string, 
 	return eks.ParameterPath(family, version, arch)
 }
 
-// staticKube serves one Kubernetes API for every cluster (lifecycle.KubeClients).
+// staticKube serves one Kubernetes API for every cluster (providers.KubeClients).
 type staticKube struct{ client kubernetes.Interface }
 
 func (s staticKube) ClientFor(context.Context, string) (kubernetes.Interface, error) {

@@ -138,7 +138,7 @@ type World struct {
 type GroupSetup struct {
 	Name, Cluster, Parameter string
 	Min, Max, Desired        int32
-	// Platform is lifecycle.PlatformECS (default) or lifecycle.PlatformEKS: the instances join EKS cluster
+	// Platform is model.PlatformECS (default) or model.PlatformEKS: the instances join EKS cluster
 	// Cluster as Kubernetes nodes (World.Kube), and Parameter may be "auto".
 	Platform string
 	// InstanceType of the launch template. Default m7g.large.

@@ -733,7 +733,7 @@ func (c *Checker) pastDeadline(v *sim.View, t sim.Termination) bool {
 }
 
 // hookLimitPassed reports whether, at at, a terminating lifecycle action of t's termination had run past the
-// drain limit its hook's global timeout allows (lifecycle.HookDrainLimit): the drain deadline the agent caps
+// drain limit its hook's global timeout allows (lifecycleaction.HookDrainLimit): the drain deadline the agent caps
 // --drain-timeout to for that hook, since Auto Scaling would end the action at its global timeout anyway.
 func hookLimitPassed(v *sim.View, t sim.Termination, at time.Time) bool {
 	for _, act := range v.LifecycleActions() {
