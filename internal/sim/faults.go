@@ -14,18 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/ecs"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
-
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
 // Fault codes a FaultRule injects. The throttling codes are the ones each service documents for request
@@ -277,22 +266,53 @@ func faultError(op, code, message string) error {
 	return &smithy.GenericAPIError{Code: code, Message: message, Fault: smithy.FaultClient}
 }
 
-// call runs one call through the rules: latency first, then the fault before the call, or (lost response of
-// a mutating call) after it.
-func call[O any](ctx context.Context, f *Faults, op string, mutating bool, do func(context.Context) (*O, error)) (*O, error) {
+// mutatingOps are the operations that change the account: their injected fault can come after the call
+// (FaultRule.ResponseLost), and the account's token buckets and the client-side limiter count them apart from
+// the reads. ReceiveMessage is one: it makes the messages it returns invisible, so a lost ReceiveMessage
+// response leaves them invisible for their visibility timeout, as in SQS. SendMessage (the operator commands'
+// wake-up) is one too: a lost response leaves the message sent.
+var mutatingOps = map[string]bool{
+	"autoscaling:CompleteLifecycleAction":        true,
+	"autoscaling:RecordLifecycleActionHeartbeat": true,
+	"autoscaling:StartInstanceRefresh":           true,
+	"autoscaling:CancelInstanceRefresh":          true,
+	"autoscaling:RollbackInstanceRefresh":        true,
+	"ec2:CreateLaunchTemplateVersion":            true,
+	"ecs:UpdateContainerInstancesState":          true,
+	"sqs:ReceiveMessage":                         true,
+	"sqs:DeleteMessage":                          true,
+	"sqs:DeleteMessageBatch":                     true,
+	"sqs:ChangeMessageVisibility":                true,
+	"sqs:SendMessage":                            true,
+	"cloudwatch:PutMetricData":                   true,
+	"eventbridge:PutEvents":                      true,
+	"eks:UpdateClusterVersion":                   true,
+	"eks:UpdateAddon":                            true,
+	"eks:UpdateNodegroupVersion":                 true,
+}
+
+// The wrappers of faults_gen.go send every call of the awsapi interfaces through call, named
+// "service:Operation"; Faults gets a method per interface that wraps an implementation.
+//go:generate go run ../../tools/wrapgen -o faults_gen.go -call call -with *Faults -prefix faulty -ctor ../awsapi AutoScaling EC2 EC2InstanceTypes ECS SSM SQS OperatorQueue CloudWatch EventBridge EKS EKSUpgrade EKSNodegroups STS
+
+// call runs one call op of a wrapped client through the rules: latency first, then the fault before the
+// call, or (lost response of a mutating call) after it.
+func call[T any](ctx context.Context, f *Faults, op string, do func(context.Context) (T, error)) (T, error) {
+	var zero T
+	mutating := mutatingOps[op]
 	d := f.decide(op, mutating)
 	if err := f.pass(ctx, op, mutating); err != nil {
-		return nil, err
+		return zero, err
 	}
 	if d.latency > 0 && f.clock != nil {
 		f.clock.Advance(d.latency)
 	}
 	if d.err != nil && !d.lost {
-		return nil, d.err
+		return zero, d.err
 	}
 	out, err := do(ctx)
 	if d.err != nil {
-		return nil, d.err
+		return zero, d.err
 	}
 	if err == nil {
 		f.mu.Lock()
@@ -300,437 +320,4 @@ func call[O any](ctx context.Context, f *Faults, op string, mutating bool, do fu
 		f.mu.Unlock()
 	}
 	return out, err
-}
-
-// AutoScaling wraps api.
-func (f *Faults) AutoScaling(api awsapi.AutoScaling) awsapi.AutoScaling { return faultyASG{api, f} }
-
-// EC2 wraps api.
-func (f *Faults) EC2(api awsapi.EC2) awsapi.EC2 { return faultyEC2{api, f} }
-
-// ECS wraps api.
-func (f *Faults) ECS(api awsapi.ECS) awsapi.ECS { return faultyECS{api, f} }
-
-// SSM wraps api.
-func (f *Faults) SSM(api awsapi.SSM) awsapi.SSM { return faultySSM{api, f} }
-
-// SQS wraps api.
-func (f *Faults) SQS(api awsapi.SQS) awsapi.SQS { return faultySQS{api, f} }
-
-// CloudWatch wraps api.
-func (f *Faults) CloudWatch(api awsapi.CloudWatch) awsapi.CloudWatch { return faultyCloudWatch{api, f} }
-
-// EventBridge wraps api.
-func (f *Faults) EventBridge(api awsapi.EventBridge) awsapi.EventBridge {
-	return faultyEventBridge{api, f}
-}
-
-// EKS wraps api.
-func (f *Faults) EKS(api awsapi.EKS) awsapi.EKS { return faultyEKS{api, f} }
-
-// EC2InstanceTypes wraps api.
-func (f *Faults) EC2InstanceTypes(api awsapi.EC2InstanceTypes) awsapi.EC2InstanceTypes {
-	return faultyInstanceTypes{api, f}
-}
-
-// STS wraps api.
-func (f *Faults) STS(api awsapi.STS) awsapi.STS { return faultySTS{api, f} }
-
-// EKSUpgrade wraps api.
-func (f *Faults) EKSUpgrade(api awsapi.EKSUpgrade) awsapi.EKSUpgrade { return faultyEKSUpgrade{api, f} }
-
-type faultyASG struct {
-	api awsapi.AutoScaling
-	f   *Faults
-}
-
-func (c faultyASG) DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
-	return call(ctx, c.f, "autoscaling:DescribeAutoScalingGroups", false, func(ctx context.Context) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
-		return c.api.DescribeAutoScalingGroups(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) DescribeWarmPool(ctx context.Context, in *autoscaling.DescribeWarmPoolInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error) {
-	return call(ctx, c.f, "autoscaling:DescribeWarmPool", false, func(ctx context.Context) (*autoscaling.DescribeWarmPoolOutput, error) {
-		return c.api.DescribeWarmPool(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
-	return call(ctx, c.f, "autoscaling:DescribeAutoScalingInstances", false, func(ctx context.Context) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
-		return c.api.DescribeAutoScalingInstances(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
-	return call(ctx, c.f, "autoscaling:DescribeLifecycleHooks", false, func(ctx context.Context) (*autoscaling.DescribeLifecycleHooksOutput, error) {
-		return c.api.DescribeLifecycleHooks(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, o ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
-	return call(ctx, c.f, "autoscaling:CompleteLifecycleAction", true, func(ctx context.Context) (*autoscaling.CompleteLifecycleActionOutput, error) {
-		return c.api.CompleteLifecycleAction(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, o ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
-	return call(ctx, c.f, "autoscaling:RecordLifecycleActionHeartbeat", true, func(ctx context.Context) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
-		return c.api.RecordLifecycleActionHeartbeat(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) StartInstanceRefresh(ctx context.Context, in *autoscaling.StartInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error) {
-	return call(ctx, c.f, "autoscaling:StartInstanceRefresh", true, func(ctx context.Context) (*autoscaling.StartInstanceRefreshOutput, error) {
-		return c.api.StartInstanceRefresh(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) DescribeInstanceRefreshes(ctx context.Context, in *autoscaling.DescribeInstanceRefreshesInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeInstanceRefreshesOutput, error) {
-	return call(ctx, c.f, "autoscaling:DescribeInstanceRefreshes", false, func(ctx context.Context) (*autoscaling.DescribeInstanceRefreshesOutput, error) {
-		return c.api.DescribeInstanceRefreshes(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) CancelInstanceRefresh(ctx context.Context, in *autoscaling.CancelInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.CancelInstanceRefreshOutput, error) {
-	return call(ctx, c.f, "autoscaling:CancelInstanceRefresh", true, func(ctx context.Context) (*autoscaling.CancelInstanceRefreshOutput, error) {
-		return c.api.CancelInstanceRefresh(ctx, in, o...)
-	})
-}
-
-func (c faultyASG) RollbackInstanceRefresh(ctx context.Context, in *autoscaling.RollbackInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.RollbackInstanceRefreshOutput, error) {
-	return call(ctx, c.f, "autoscaling:RollbackInstanceRefresh", true, func(ctx context.Context) (*autoscaling.RollbackInstanceRefreshOutput, error) {
-		return c.api.RollbackInstanceRefresh(ctx, in, o...)
-	})
-}
-
-type faultyEC2 struct {
-	api awsapi.EC2
-	f   *Faults
-}
-
-func (c faultyEC2) DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, o ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
-	return call(ctx, c.f, "ec2:DescribeLaunchTemplateVersions", false, func(ctx context.Context) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
-		return c.api.DescribeLaunchTemplateVersions(ctx, in, o...)
-	})
-}
-
-func (c faultyEC2) CreateLaunchTemplateVersion(ctx context.Context, in *ec2.CreateLaunchTemplateVersionInput, o ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateVersionOutput, error) {
-	return call(ctx, c.f, "ec2:CreateLaunchTemplateVersion", true, func(ctx context.Context) (*ec2.CreateLaunchTemplateVersionOutput, error) {
-		return c.api.CreateLaunchTemplateVersion(ctx, in, o...)
-	})
-}
-
-func (c faultyEC2) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, o ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
-	return call(ctx, c.f, "ec2:DescribeInstances", false, func(ctx context.Context) (*ec2.DescribeInstancesOutput, error) {
-		return c.api.DescribeInstances(ctx, in, o...)
-	})
-}
-
-func (c faultyEC2) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, o ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
-	return call(ctx, c.f, "ec2:DescribeImages", false, func(ctx context.Context) (*ec2.DescribeImagesOutput, error) {
-		return c.api.DescribeImages(ctx, in, o...)
-	})
-}
-
-type faultyInstanceTypes struct {
-	api awsapi.EC2InstanceTypes
-	f   *Faults
-}
-
-func (c faultyInstanceTypes) DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, o ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
-	return call(ctx, c.f, "ec2:DescribeInstanceTypes", false, func(ctx context.Context) (*ec2.DescribeInstanceTypesOutput, error) {
-		return c.api.DescribeInstanceTypes(ctx, in, o...)
-	})
-}
-
-type faultyECS struct {
-	api awsapi.ECS
-	f   *Faults
-}
-
-func (c faultyECS) ListContainerInstances(ctx context.Context, in *ecs.ListContainerInstancesInput, o ...func(*ecs.Options)) (*ecs.ListContainerInstancesOutput, error) {
-	return call(ctx, c.f, "ecs:ListContainerInstances", false, func(ctx context.Context) (*ecs.ListContainerInstancesOutput, error) {
-		return c.api.ListContainerInstances(ctx, in, o...)
-	})
-}
-
-func (c faultyECS) DescribeContainerInstances(ctx context.Context, in *ecs.DescribeContainerInstancesInput, o ...func(*ecs.Options)) (*ecs.DescribeContainerInstancesOutput, error) {
-	return call(ctx, c.f, "ecs:DescribeContainerInstances", false, func(ctx context.Context) (*ecs.DescribeContainerInstancesOutput, error) {
-		return c.api.DescribeContainerInstances(ctx, in, o...)
-	})
-}
-
-func (c faultyECS) UpdateContainerInstancesState(ctx context.Context, in *ecs.UpdateContainerInstancesStateInput, o ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
-	return call(ctx, c.f, "ecs:UpdateContainerInstancesState", true, func(ctx context.Context) (*ecs.UpdateContainerInstancesStateOutput, error) {
-		return c.api.UpdateContainerInstancesState(ctx, in, o...)
-	})
-}
-
-func (c faultyECS) ListTasks(ctx context.Context, in *ecs.ListTasksInput, o ...func(*ecs.Options)) (*ecs.ListTasksOutput, error) {
-	return call(ctx, c.f, "ecs:ListTasks", false, func(ctx context.Context) (*ecs.ListTasksOutput, error) {
-		return c.api.ListTasks(ctx, in, o...)
-	})
-}
-
-func (c faultyECS) DescribeTasks(ctx context.Context, in *ecs.DescribeTasksInput, o ...func(*ecs.Options)) (*ecs.DescribeTasksOutput, error) {
-	return call(ctx, c.f, "ecs:DescribeTasks", false, func(ctx context.Context) (*ecs.DescribeTasksOutput, error) {
-		return c.api.DescribeTasks(ctx, in, o...)
-	})
-}
-
-func (c faultyECS) DescribeServices(ctx context.Context, in *ecs.DescribeServicesInput, o ...func(*ecs.Options)) (*ecs.DescribeServicesOutput, error) {
-	return call(ctx, c.f, "ecs:DescribeServices", false, func(ctx context.Context) (*ecs.DescribeServicesOutput, error) {
-		return c.api.DescribeServices(ctx, in, o...)
-	})
-}
-
-type faultySSM struct {
-	api awsapi.SSM
-	f   *Faults
-}
-
-func (c faultySSM) GetParameters(ctx context.Context, in *ssm.GetParametersInput, o ...func(*ssm.Options)) (*ssm.GetParametersOutput, error) {
-	return call(ctx, c.f, "ssm:GetParameters", false, func(ctx context.Context) (*ssm.GetParametersOutput, error) {
-		return c.api.GetParameters(ctx, in, o...)
-	})
-}
-
-// faultySQS: ReceiveMessage counts as mutating — it makes the messages it returns invisible — so a lost
-// ReceiveMessage response leaves them invisible for their visibility timeout, as in SQS.
-type faultySQS struct {
-	api awsapi.SQS
-	f   *Faults
-}
-
-func (c faultySQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	return call(ctx, c.f, "sqs:ReceiveMessage", true, func(ctx context.Context) (*sqs.ReceiveMessageOutput, error) {
-		return c.api.ReceiveMessage(ctx, in, o...)
-	})
-}
-
-func (c faultySQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
-	return call(ctx, c.f, "sqs:DeleteMessage", true, func(ctx context.Context) (*sqs.DeleteMessageOutput, error) {
-		return c.api.DeleteMessage(ctx, in, o...)
-	})
-}
-
-func (c faultySQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	return call(ctx, c.f, "sqs:DeleteMessageBatch", true, func(ctx context.Context) (*sqs.DeleteMessageBatchOutput, error) {
-		return c.api.DeleteMessageBatch(ctx, in, o...)
-	})
-}
-
-func (c faultySQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	return call(ctx, c.f, "sqs:ChangeMessageVisibility", true, func(ctx context.Context) (*sqs.ChangeMessageVisibilityOutput, error) {
-		return c.api.ChangeMessageVisibility(ctx, in, o...)
-	})
-}
-
-// OperatorQueue wraps api (the operator commands' wake-up). SendMessage counts as mutating: a lost response
-// leaves the message sent.
-func (f *Faults) OperatorQueue(api awsapi.OperatorQueue) awsapi.OperatorQueue {
-	return faultyOperatorQueue{api, f}
-}
-
-type faultyOperatorQueue struct {
-	api awsapi.OperatorQueue
-	f   *Faults
-}
-
-func (c faultyOperatorQueue) SendMessage(ctx context.Context, in *sqs.SendMessageInput, o ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	return call(ctx, c.f, "sqs:SendMessage", true, func(ctx context.Context) (*sqs.SendMessageOutput, error) {
-		return c.api.SendMessage(ctx, in, o...)
-	})
-}
-
-type faultyCloudWatch struct {
-	api awsapi.CloudWatch
-	f   *Faults
-}
-
-func (c faultyCloudWatch) DescribeAlarms(ctx context.Context, in *cloudwatch.DescribeAlarmsInput, o ...func(*cloudwatch.Options)) (*cloudwatch.DescribeAlarmsOutput, error) {
-	return call(ctx, c.f, "cloudwatch:DescribeAlarms", false, func(ctx context.Context) (*cloudwatch.DescribeAlarmsOutput, error) {
-		return c.api.DescribeAlarms(ctx, in, o...)
-	})
-}
-
-func (c faultyCloudWatch) PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, o ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error) {
-	return call(ctx, c.f, "cloudwatch:PutMetricData", true, func(ctx context.Context) (*cloudwatch.PutMetricDataOutput, error) {
-		return c.api.PutMetricData(ctx, in, o...)
-	})
-}
-
-type faultyEventBridge struct {
-	api awsapi.EventBridge
-	f   *Faults
-}
-
-func (c faultyEventBridge) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, o ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
-	return call(ctx, c.f, "eventbridge:PutEvents", true, func(ctx context.Context) (*eventbridge.PutEventsOutput, error) {
-		return c.api.PutEvents(ctx, in, o...)
-	})
-}
-
-type faultyEKS struct {
-	api awsapi.EKS
-	f   *Faults
-}
-
-func (c faultyEKS) DescribeCluster(ctx context.Context, in *eks.DescribeClusterInput, o ...func(*eks.Options)) (*eks.DescribeClusterOutput, error) {
-	return call(ctx, c.f, "eks:DescribeCluster", false, func(ctx context.Context) (*eks.DescribeClusterOutput, error) {
-		return c.api.DescribeCluster(ctx, in, o...)
-	})
-}
-
-type faultyEKSUpgrade struct {
-	api awsapi.EKSUpgrade
-	f   *Faults
-}
-
-func (c faultyEKSUpgrade) DescribeCluster(ctx context.Context, in *eks.DescribeClusterInput, o ...func(*eks.Options)) (*eks.DescribeClusterOutput, error) {
-	return call(ctx, c.f, "eks:DescribeCluster", false, func(ctx context.Context) (*eks.DescribeClusterOutput, error) {
-		return c.api.DescribeCluster(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) UpdateClusterVersion(ctx context.Context, in *eks.UpdateClusterVersionInput, o ...func(*eks.Options)) (*eks.UpdateClusterVersionOutput, error) {
-	return call(ctx, c.f, "eks:UpdateClusterVersion", true, func(ctx context.Context) (*eks.UpdateClusterVersionOutput, error) {
-		return c.api.UpdateClusterVersion(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) DescribeUpdate(ctx context.Context, in *eks.DescribeUpdateInput, o ...func(*eks.Options)) (*eks.DescribeUpdateOutput, error) {
-	return call(ctx, c.f, "eks:DescribeUpdate", false, func(ctx context.Context) (*eks.DescribeUpdateOutput, error) {
-		return c.api.DescribeUpdate(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) ListUpdates(ctx context.Context, in *eks.ListUpdatesInput, o ...func(*eks.Options)) (*eks.ListUpdatesOutput, error) {
-	return call(ctx, c.f, "eks:ListUpdates", false, func(ctx context.Context) (*eks.ListUpdatesOutput, error) {
-		return c.api.ListUpdates(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) ListInsights(ctx context.Context, in *eks.ListInsightsInput, o ...func(*eks.Options)) (*eks.ListInsightsOutput, error) {
-	return call(ctx, c.f, "eks:ListInsights", false, func(ctx context.Context) (*eks.ListInsightsOutput, error) {
-		return c.api.ListInsights(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) DescribeInsight(ctx context.Context, in *eks.DescribeInsightInput, o ...func(*eks.Options)) (*eks.DescribeInsightOutput, error) {
-	return call(ctx, c.f, "eks:DescribeInsight", false, func(ctx context.Context) (*eks.DescribeInsightOutput, error) {
-		return c.api.DescribeInsight(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) ListAddons(ctx context.Context, in *eks.ListAddonsInput, o ...func(*eks.Options)) (*eks.ListAddonsOutput, error) {
-	return call(ctx, c.f, "eks:ListAddons", false, func(ctx context.Context) (*eks.ListAddonsOutput, error) {
-		return c.api.ListAddons(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) DescribeAddon(ctx context.Context, in *eks.DescribeAddonInput, o ...func(*eks.Options)) (*eks.DescribeAddonOutput, error) {
-	return call(ctx, c.f, "eks:DescribeAddon", false, func(ctx context.Context) (*eks.DescribeAddonOutput, error) {
-		return c.api.DescribeAddon(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) DescribeAddonVersions(ctx context.Context, in *eks.DescribeAddonVersionsInput, o ...func(*eks.Options)) (*eks.DescribeAddonVersionsOutput, error) {
-	return call(ctx, c.f, "eks:DescribeAddonVersions", false, func(ctx context.Context) (*eks.DescribeAddonVersionsOutput, error) {
-		return c.api.DescribeAddonVersions(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) UpdateAddon(ctx context.Context, in *eks.UpdateAddonInput, o ...func(*eks.Options)) (*eks.UpdateAddonOutput, error) {
-	return call(ctx, c.f, "eks:UpdateAddon", true, func(ctx context.Context) (*eks.UpdateAddonOutput, error) {
-		return c.api.UpdateAddon(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) ListNodegroups(ctx context.Context, in *eks.ListNodegroupsInput, o ...func(*eks.Options)) (*eks.ListNodegroupsOutput, error) {
-	return call(ctx, c.f, "eks:ListNodegroups", false, func(ctx context.Context) (*eks.ListNodegroupsOutput, error) {
-		return c.api.ListNodegroups(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) DescribeNodegroup(ctx context.Context, in *eks.DescribeNodegroupInput, o ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error) {
-	return call(ctx, c.f, "eks:DescribeNodegroup", false, func(ctx context.Context) (*eks.DescribeNodegroupOutput, error) {
-		return c.api.DescribeNodegroup(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) UpdateNodegroupVersion(ctx context.Context, in *eks.UpdateNodegroupVersionInput, o ...func(*eks.Options)) (*eks.UpdateNodegroupVersionOutput, error) {
-	return call(ctx, c.f, "eks:UpdateNodegroupVersion", true, func(ctx context.Context) (*eks.UpdateNodegroupVersionOutput, error) {
-		return c.api.UpdateNodegroupVersion(ctx, in, o...)
-	})
-}
-
-type faultySTS struct {
-	api awsapi.STS
-	f   *Faults
-}
-
-func (c faultySTS) GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, o ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error) {
-	return call(ctx, c.f, "sts:GetCallerIdentity", false, func(ctx context.Context) (*sts.GetCallerIdentityOutput, error) {
-		return c.api.GetCallerIdentity(ctx, in, o...)
-	})
-}
-
-// EKSNodegroups wraps api (the managed node group rollouts' EKS calls).
-func (f *Faults) EKSNodegroups(api awsapi.EKSNodegroups) awsapi.EKSNodegroups {
-	return faultyEKSNodegroups{api, f}
-}
-
-type faultyEKSNodegroups struct {
-	api awsapi.EKSNodegroups
-	f   *Faults
-}
-
-func (c faultyEKSNodegroups) ListClusters(ctx context.Context, in *eks.ListClustersInput, o ...func(*eks.Options)) (*eks.ListClustersOutput, error) {
-	return call(ctx, c.f, "eks:ListClusters", false, func(ctx context.Context) (*eks.ListClustersOutput, error) {
-		return c.api.ListClusters(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSNodegroups) ListNodegroups(ctx context.Context, in *eks.ListNodegroupsInput, o ...func(*eks.Options)) (*eks.ListNodegroupsOutput, error) {
-	return call(ctx, c.f, "eks:ListNodegroups", false, func(ctx context.Context) (*eks.ListNodegroupsOutput, error) {
-		return c.api.ListNodegroups(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSNodegroups) DescribeNodegroup(ctx context.Context, in *eks.DescribeNodegroupInput, o ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error) {
-	return call(ctx, c.f, "eks:DescribeNodegroup", false, func(ctx context.Context) (*eks.DescribeNodegroupOutput, error) {
-		return c.api.DescribeNodegroup(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSNodegroups) DescribeCluster(ctx context.Context, in *eks.DescribeClusterInput, o ...func(*eks.Options)) (*eks.DescribeClusterOutput, error) {
-	return call(ctx, c.f, "eks:DescribeCluster", false, func(ctx context.Context) (*eks.DescribeClusterOutput, error) {
-		return c.api.DescribeCluster(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSNodegroups) UpdateNodegroupVersion(ctx context.Context, in *eks.UpdateNodegroupVersionInput, o ...func(*eks.Options)) (*eks.UpdateNodegroupVersionOutput, error) {
-	return call(ctx, c.f, "eks:UpdateNodegroupVersion", true, func(ctx context.Context) (*eks.UpdateNodegroupVersionOutput, error) {
-		return c.api.UpdateNodegroupVersion(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSNodegroups) DescribeUpdate(ctx context.Context, in *eks.DescribeUpdateInput, o ...func(*eks.Options)) (*eks.DescribeUpdateOutput, error) {
-	return call(ctx, c.f, "eks:DescribeUpdate", false, func(ctx context.Context) (*eks.DescribeUpdateOutput, error) {
-		return c.api.DescribeUpdate(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) ListFargateProfiles(ctx context.Context, in *eks.ListFargateProfilesInput, o ...func(*eks.Options)) (*eks.ListFargateProfilesOutput, error) {
-	return call(ctx, c.f, "eks:ListFargateProfiles", false, func(ctx context.Context) (*eks.ListFargateProfilesOutput, error) {
-		return c.api.ListFargateProfiles(ctx, in, o...)
-	})
-}
-
-func (c faultyEKSUpgrade) DescribeFargateProfile(ctx context.Context, in *eks.DescribeFargateProfileInput, o ...func(*eks.Options)) (*eks.DescribeFargateProfileOutput, error) {
-	return call(ctx, c.f, "eks:DescribeFargateProfile", false, func(ctx context.Context) (*eks.DescribeFargateProfileOutput, error) {
-		return c.api.DescribeFargateProfile(ctx, in, o...)
-	})
 }

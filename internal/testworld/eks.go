@@ -40,7 +40,7 @@ func (w *World) agentSettings(fuse *Fuse) agent.Settings {
 	var platform model.Platform = providers.NewEKSPlatform(staticKube{w.Kube.Client},
 		eksdrain.Options{Clock: clk, Backoff: demoEvictionBackoff})
 	if fuse != nil {
-		platform = fusedPlatform{Platform: platform, f: fuse}
+		platform = fusedPlatform{api: platform, f: fuse}
 	}
 	platforms := model.Platforms{}
 	for name, p := range s.Platforms {
@@ -101,43 +101,4 @@ type staticKube struct{ client kubernetes.Interface }
 
 func (s staticKube) ClientFor(context.Context, string) (kubernetes.Interface, error) {
 	return s.client, nil
-}
-
-// fusedPlatform gives a platform the fuse of its agent incarnation: a dead incarnation reaches no node, and
-// every drain step counts as an effect.
-type fusedPlatform struct {
-	model.Platform
-	f *Fuse
-}
-
-func (p fusedPlatform) Observe(ctx context.Context, cluster string) (map[string]model.NodeState, error) {
-	if err := p.f.before(); err != nil {
-		return nil, err
-	}
-	return p.Platform.Observe(ctx, cluster)
-}
-
-func (p fusedPlatform) StartDrain(ctx context.Context, cluster, instanceID string) error {
-	if err := p.f.before(); err != nil {
-		return err
-	}
-	return p.f.after(p.Platform.StartDrain(ctx, cluster, instanceID))
-}
-
-func (p fusedPlatform) DrainStatus(ctx context.Context, cluster, instanceID string) (model.DrainProgress, error) {
-	if err := p.f.before(); err != nil {
-		return model.DrainProgress{}, err
-	}
-	prog, err := p.Platform.DrainStatus(ctx, cluster, instanceID)
-	if err = p.f.after(err); err != nil {
-		return model.DrainProgress{}, err
-	}
-	return prog, nil
-}
-
-func (p fusedPlatform) Undrain(ctx context.Context, cluster, instanceID string) error {
-	if err := p.f.before(); err != nil {
-		return err
-	}
-	return p.f.after(p.Platform.Undrain(ctx, cluster, instanceID))
 }

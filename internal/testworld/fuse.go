@@ -6,13 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/ecs"
-	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/patch-agent/patch-agent/internal/agent"
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -94,275 +88,123 @@ func (f *Fuse) blow() {
 // call of its choosing took effect (an ECS drain, say), and every later call of the incarnation fails.
 func (f *Fuse) Blow() { f.blow() }
 
+// fuseKind is what a call of a fused client is to the Fuse.
+type fuseKind int
+
+const (
+	// fusePass calls go through untouched, even once the fuse blew.
+	fusePass fuseKind = iota
+	// fuseRead calls fail with ErrCrashed once the fuse blew; they are no effect.
+	fuseRead
+	// fuseWrite calls are effects: they fail with ErrCrashed once the fuse blew, and one that succeeds is
+	// counted (Fuse.after) and may blow the fuse.
+	fuseWrite
+)
+
+// fuseKinds says what every call of the fused store, clients and platform (fuse_gen.go) is, by operation:
+// "service:Operation" for AWS calls, "state:Operation" for the store, "model:Operation" for the platform.
+// The conditional writes of the store count as effects: MarkEvent (the first delivery of an event id wins)
+// and PutClusterBudget (a drain slot claimed). UpdateNodegroupVersion is the one mutating call of a managed
+// node group rollout; every drain step of a platform is an effect.
+var fuseKinds = map[string]fuseKind{
+	"state:GetRollout": fuseRead, "state:PutRollout": fuseWrite, "state:PutRolloutWithHistory": fuseWrite,
+	"state:PutRolloutUnlessPaused": fuseWrite, "state:PauseHolding": fusePass, "state:ListRollouts": fusePass,
+	"state:GetHook": fuseRead, "state:PutHook": fuseWrite,
+	"state:AppendHistory": fuseWrite, "state:History": fusePass,
+	"state:PutLock": fusePass, "state:PutLockIfAbsent": fusePass, "state:DeleteLock": fusePass,
+	"state:LiftLock": fusePass, "state:ListLocks": fusePass,
+	"state:MarkEvent": fuseWrite, "state:EventSeen": fusePass,
+	"state:PutDrainMark": fuseWrite, "state:DeleteDrainMark": fuseWrite, "state:ListDrainMarks": fuseRead,
+	"state:GetClusterBudget": fuseRead, "state:PutClusterBudget": fuseWrite,
+
+	"autoscaling:DescribeAutoScalingGroups": fuseRead, "autoscaling:DescribeLifecycleHooks": fusePass,
+	"autoscaling:CompleteLifecycleAction": fuseWrite, "autoscaling:RecordLifecycleActionHeartbeat": fuseWrite,
+	"autoscaling:DescribeAutoScalingInstances": fusePass, "autoscaling:DescribeWarmPool": fusePass,
+	"autoscaling:StartInstanceRefresh": fuseWrite, "autoscaling:DescribeInstanceRefreshes": fusePass,
+	"autoscaling:CancelInstanceRefresh": fuseWrite, "autoscaling:RollbackInstanceRefresh": fuseWrite,
+
+	"ec2:DescribeLaunchTemplateVersions": fusePass, "ec2:CreateLaunchTemplateVersion": fuseWrite,
+	"ec2:DescribeInstances": fusePass, "ec2:DescribeImages": fusePass,
+
+	"ecs:ListContainerInstances": fusePass, "ecs:DescribeContainerInstances": fusePass,
+	"ecs:UpdateContainerInstancesState": fuseWrite, "ecs:ListTasks": fusePass, "ecs:DescribeTasks": fusePass,
+	"ecs:DescribeServices": fusePass,
+
+	"sqs:ReceiveMessage": fuseRead, "sqs:DeleteMessage": fuseWrite, "sqs:DeleteMessageBatch": fuseWrite,
+	"sqs:ChangeMessageVisibility": fuseWrite,
+
+	"eks:ListClusters": fusePass, "eks:ListNodegroups": fusePass, "eks:DescribeNodegroup": fusePass,
+	"eks:DescribeCluster": fusePass, "eks:UpdateNodegroupVersion": fuseWrite, "eks:DescribeUpdate": fuseRead,
+
+	"model:Observe": fuseRead, "model:StartDrain": fuseWrite, "model:DrainStatus": fuseWrite,
+	"model:Undrain": fuseWrite,
+}
+
+// The wrappers of fuse_gen.go send every call of the store, the fused AWS clients and the platform through
+// fused.
+//go:generate go run ../../tools/wrapgen -o fuse_gen.go -call fused -with *Fuse -prefix fused ../state Store ../model Platform ../awsapi AutoScaling EC2 ECS SQS EKSNodegroups
+
+// fused runs one call op of a fused client as fuseKinds says. A read or write of a dead incarnation fails
+// with ErrCrashed; a write that succeeds is an effect (after), and the rollout or lifecycle action record it
+// wrote is shown to OnWrite or OnHook, which may blow the fuse.
+func fused[T any](ctx context.Context, f *Fuse, op string, do func(context.Context) (T, error)) (T, error) {
+	var zero T
+	kind := fuseKinds[op]
+	if kind == fusePass {
+		return do(ctx)
+	}
+	if err := f.before(); err != nil {
+		return zero, err
+	}
+	if kind == fuseRead {
+		return do(ctx)
+	}
+	out, err := do(ctx)
+	if err = f.after(err); err != nil {
+		return zero, err
+	}
+	switch v := any(out).(type) {
+	case state.Rollout:
+		if f.OnWrite != nil && f.OnWrite(v) {
+			f.blow()
+		}
+	case state.Hook:
+		if f.OnHook != nil && f.OnHook(v) {
+			f.blow()
+		}
+	}
+	return out, nil
+}
+
+// fused0 is fused for a call that returns only an error.
+func fused0(ctx context.Context, f *Fuse, op string, do func(context.Context) error) error {
+	_, err := fused(ctx, f, op, func(ctx context.Context) (struct{}, error) { return struct{}{}, do(ctx) })
+	return err
+}
+
+// fused2 is fused for a call that returns two values and an error.
+func fused2[T, U any](ctx context.Context, f *Fuse, op string, do func(context.Context) (T, U, error)) (T, U, error) {
+	type pair struct {
+		t T
+		u U
+	}
+	p, err := fused(ctx, f, op, func(ctx context.Context) (pair, error) {
+		t, u, err := do(ctx)
+		return pair{t, u}, err
+	})
+	return p.t, p.u, err
+}
+
 // Wrap gives an incarnation's clients and store the fuse.
 func (f *Fuse) Wrap(c agent.Clients, s state.Store) (agent.Clients, state.Store) {
 	out := agent.Clients{
-		AutoScaling: fusedASG{c.AutoScaling, f}, EC2: fusedEC2{c.EC2, f}, ECS: fusedECS{c.ECS, f},
+		AutoScaling: fusedAutoScaling{c.AutoScaling, f}, EC2: fusedEC2{c.EC2, f}, ECS: fusedECS{c.ECS, f},
 		SSM: c.SSM, SQS: fusedSQS{c.SQS, f}, CloudWatch: c.CloudWatch, InstanceTypes: c.InstanceTypes,
 	}
 	if c.EKSNodegroups != nil {
 		out.EKSNodegroups = fusedEKSNodegroups{c.EKSNodegroups, f} // crash_nodegroups.go
 	}
 	return out, fusedStore{s, f}
-}
-
-type fusedStore struct {
-	state.Store
-	f *Fuse
-}
-
-func (s fusedStore) GetRollout(ctx context.Context, g string) (state.Rollout, error) {
-	if err := s.f.before(); err != nil {
-		return state.Rollout{}, err
-	}
-	return s.Store.GetRollout(ctx, g)
-}
-
-func (s fusedStore) PutRollout(ctx context.Context, r state.Rollout) (state.Rollout, error) {
-	if err := s.f.before(); err != nil {
-		return state.Rollout{}, err
-	}
-	out, err := s.Store.PutRollout(ctx, r)
-	if err = s.f.after(err); err != nil {
-		return state.Rollout{}, err
-	}
-	if s.f.OnWrite != nil && s.f.OnWrite(out) {
-		s.f.blow()
-	}
-	return out, err
-}
-
-func (s fusedStore) PutRolloutWithHistory(ctx context.Context, r state.Rollout, h []state.HistoryEntry) (state.Rollout, error) {
-	if err := s.f.before(); err != nil {
-		return state.Rollout{}, err
-	}
-	out, err := s.Store.PutRolloutWithHistory(ctx, r, h)
-	if err = s.f.after(err); err != nil {
-		return state.Rollout{}, err
-	}
-	if s.f.OnWrite != nil && s.f.OnWrite(out) {
-		s.f.blow()
-	}
-	return out, err
-}
-
-func (s fusedStore) PutRolloutUnlessPaused(ctx context.Context, r state.Rollout, h []state.HistoryEntry, now time.Time, claim *state.ClusterBudget) (state.Rollout, error) {
-	if err := s.f.before(); err != nil {
-		return state.Rollout{}, err
-	}
-	out, err := s.Store.PutRolloutUnlessPaused(ctx, r, h, now, claim)
-	if err = s.f.after(err); err != nil {
-		return state.Rollout{}, err
-	}
-	if s.f.OnWrite != nil && s.f.OnWrite(out) {
-		s.f.blow()
-	}
-	return out, err
-}
-
-func (s fusedStore) PutHook(ctx context.Context, h state.Hook) (state.Hook, error) {
-	if err := s.f.before(); err != nil {
-		return state.Hook{}, err
-	}
-	out, err := s.Store.PutHook(ctx, h)
-	if err = s.f.after(err); err != nil {
-		return state.Hook{}, err
-	}
-	if s.f.OnHook != nil && s.f.OnHook(out) {
-		s.f.blow()
-	}
-	return out, nil
-}
-
-func (s fusedStore) AppendHistory(ctx context.Context, e state.HistoryEntry) error {
-	if err := s.f.before(); err != nil {
-		return err
-	}
-	return s.f.after(s.Store.AppendHistory(ctx, e))
-}
-
-func (s fusedStore) GetHook(ctx context.Context, token string) (state.Hook, error) {
-	if err := s.f.before(); err != nil {
-		return state.Hook{}, err
-	}
-	return s.Store.GetHook(ctx, token)
-}
-
-func (s fusedStore) ListDrainMarks(ctx context.Context) ([]state.DrainMark, error) {
-	if err := s.f.before(); err != nil {
-		return nil, err
-	}
-	return s.Store.ListDrainMarks(ctx)
-}
-
-// MarkEvent is a conditional write (the first delivery of an event id wins): an effect.
-func (s fusedStore) MarkEvent(ctx context.Context, id string, expires time.Time) (bool, error) {
-	if err := s.f.before(); err != nil {
-		return false, err
-	}
-	first, err := s.Store.MarkEvent(ctx, id, expires)
-	if err = s.f.after(err); err != nil {
-		return false, err
-	}
-	return first, nil
-}
-
-func (s fusedStore) PutDrainMark(ctx context.Context, m state.DrainMark) error {
-	if err := s.f.before(); err != nil {
-		return err
-	}
-	return s.f.after(s.Store.PutDrainMark(ctx, m))
-}
-
-func (s fusedStore) DeleteDrainMark(ctx context.Context, instanceID string) error {
-	if err := s.f.before(); err != nil {
-		return err
-	}
-	return s.f.after(s.Store.DeleteDrainMark(ctx, instanceID))
-}
-
-type fusedASG struct {
-	awsapi.AutoScaling
-	f *Fuse
-}
-
-func (a fusedASG) DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, o ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
-	if err := a.f.before(); err != nil {
-		return nil, err
-	}
-	return a.AutoScaling.DescribeAutoScalingGroups(ctx, in, o...)
-}
-
-func (a fusedASG) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, o ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
-	if err := a.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := a.AutoScaling.CompleteLifecycleAction(ctx, in, o...)
-	if err = a.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (a fusedASG) RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, o ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
-	if err := a.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := a.AutoScaling.RecordLifecycleActionHeartbeat(ctx, in, o...)
-	if err = a.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (a fusedASG) StartInstanceRefresh(ctx context.Context, in *autoscaling.StartInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error) {
-	if err := a.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := a.AutoScaling.StartInstanceRefresh(ctx, in, o...)
-	if err = a.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (a fusedASG) CancelInstanceRefresh(ctx context.Context, in *autoscaling.CancelInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.CancelInstanceRefreshOutput, error) {
-	if err := a.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := a.AutoScaling.CancelInstanceRefresh(ctx, in, o...)
-	if err = a.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (a fusedASG) RollbackInstanceRefresh(ctx context.Context, in *autoscaling.RollbackInstanceRefreshInput, o ...func(*autoscaling.Options)) (*autoscaling.RollbackInstanceRefreshOutput, error) {
-	if err := a.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := a.AutoScaling.RollbackInstanceRefresh(ctx, in, o...)
-	if err = a.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-type fusedEC2 struct {
-	awsapi.EC2
-	f *Fuse
-}
-
-func (e fusedEC2) CreateLaunchTemplateVersion(ctx context.Context, in *ec2.CreateLaunchTemplateVersionInput, o ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateVersionOutput, error) {
-	if err := e.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := e.EC2.CreateLaunchTemplateVersion(ctx, in, o...)
-	if err = e.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-type fusedECS struct {
-	awsapi.ECS
-	f *Fuse
-}
-
-func (e fusedECS) UpdateContainerInstancesState(ctx context.Context, in *ecs.UpdateContainerInstancesStateInput, o ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
-	if err := e.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := e.ECS.UpdateContainerInstancesState(ctx, in, o...)
-	if err = e.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-type fusedSQS struct {
-	awsapi.SQS
-	f *Fuse
-}
-
-func (q fusedSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	if err := q.f.before(); err != nil {
-		return nil, err
-	}
-	return q.SQS.ReceiveMessage(ctx, in, o...)
-}
-
-func (q fusedSQS) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
-	if err := q.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := q.SQS.DeleteMessage(ctx, in, o...)
-	if err = q.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (q fusedSQS) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	if err := q.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := q.SQS.DeleteMessageBatch(ctx, in, o...)
-	if err = q.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (q fusedSQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	if err := q.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := q.SQS.ChangeMessageVisibility(ctx, in, o...)
-	if err = q.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // Restart replaces the world's agent with a fresh incarnation on the same store, queue and account: every
@@ -393,47 +235,3 @@ func (w *World) ReplaceAgent(fuse *Fuse) {
 // settleAfter is how long the crash scenarios let the world run after a rollout ends so that the last
 // lifecycle actions and messages settle.
 const settleAfter = time.Minute
-
-func (s fusedStore) GetClusterBudget(ctx context.Context, cluster string) (state.ClusterBudget, error) {
-	if err := s.f.before(); err != nil {
-		return state.ClusterBudget{}, err
-	}
-	return s.Store.GetClusterBudget(ctx, cluster)
-}
-
-// PutClusterBudget is a conditional write (a drain slot claimed): an effect.
-func (s fusedStore) PutClusterBudget(ctx context.Context, b state.ClusterBudget) (state.ClusterBudget, error) {
-	if err := s.f.before(); err != nil {
-		return state.ClusterBudget{}, err
-	}
-	out, err := s.Store.PutClusterBudget(ctx, b)
-	if err = s.f.after(err); err != nil {
-		return state.ClusterBudget{}, err
-	}
-	return out, nil
-}
-
-// fusedEKSNodegroups makes UpdateNodegroupVersion an effect of a Fuse (the one mutating call of a managed node
-// group rollout); the reads pass, and are refused once the fuse blew.
-type fusedEKSNodegroups struct {
-	awsapi.EKSNodegroups
-	f *Fuse
-}
-
-func (e fusedEKSNodegroups) UpdateNodegroupVersion(ctx context.Context, in *awseks.UpdateNodegroupVersionInput, o ...func(*awseks.Options)) (*awseks.UpdateNodegroupVersionOutput, error) {
-	if err := e.f.before(); err != nil {
-		return nil, err
-	}
-	out, err := e.EKSNodegroups.UpdateNodegroupVersion(ctx, in, o...)
-	if err = e.f.after(err); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (e fusedEKSNodegroups) DescribeUpdate(ctx context.Context, in *awseks.DescribeUpdateInput, o ...func(*awseks.Options)) (*awseks.DescribeUpdateOutput, error) {
-	if err := e.f.before(); err != nil {
-		return nil, err
-	}
-	return e.EKSNodegroups.DescribeUpdate(ctx, in, o...)
-}
