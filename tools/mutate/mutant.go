@@ -21,7 +21,7 @@ import (
 //	# why: a rollout terminates the old instance without waiting for its drain
 //	# invariant: 2
 //	# set: curated
-//	# kill: ./internal/agent/ -run '^TestDrainedInstanceIsNeverTerminatedEarly$'
+//	# kill: ./internal/eksdrain/ -run '^TestC9PodDisruptionBudgetMinAvailableEqualsReplicasHaltsAtTheDrainDeadlineAndTheOldNodeKeepsServing$'
 //
 //	@@ internal/lifecycleaction (*Hooks).drain
 //	 	prog, err := platform.DrainStatus(ctx, t.Cluster, rec.InstanceID)
