@@ -55,7 +55,9 @@ the golden-AMI parameter and the public EKS parameter to AMI B and sends the Par
 a scheduled tick. The rollouts are printed live and end with a summary: a group's line each time it changes
 (not when only a running time in its reason does), with where its rollout stands in the words of status
 (Phase/Step, e.g. Replacing/InstanceRefresh), the instances serving, desired capacity, maximum size and the
-instances on the target AMI out of desired capacity, then the replacement in flight and the reason. A line longer than 120 columns goes on below, indented (a reason on a line of its own).
+instances on the target AMI out of desired capacity, then the instance refresh in flight (its id, status,
+percentage complete, instances left to update, and which lifecycle hook holds which instance) and the reason.
+A line longer than 120 columns goes on below, indented (a reason on a line of its own).
 The invariants of docs/architecture.md are checked after every step; the exit status is 1 when any was violated or a
 group did not end in the scenario's expected state.
 

@@ -30,10 +30,12 @@ template version with that AMI, then an instance refresh (launch before terminat
 until it serves, each old one drained; desired capacity is not written). The AMI rolled away from is not rolled out again while the AMI parameter still names it;
 a newer AMI in the parameter is.
 
-A rollout by instance refresh can be rolled back at any moment, mid-refresh included (RollbackInstanceRefresh
-while Auto Scaling allows it, else a refresh back to the previous version). Any other rollout in progress
-(Detected, Preparing, Replacing, Verifying, RollingBack) is refused: let it finish, or wait until it halts. Completed, RolledBack, Halted, Idle and Waiting rollouts can be rolled back;
-any other phase is refused.
+A rollout in its instance refresh (Replacing/InstanceRefresh) can be rolled back at any moment, mid-refresh
+included (RollbackInstanceRefresh while Auto Scaling allows it, else a refresh back to the previous version).
+Completed, RolledBack, Halted, Idle and Waiting rollouts can be rolled back. A rollout in any other step of
+progress is refused: Detected or Preparing (its refresh starts within a tick; pause it to hold it there),
+Verifying, RollingBack, or a Replacing step an older agent's strategy left: let it finish, or wait until it
+halts.
 
 --to takes an AMI id exactly (ami- and 8 or 17 lowercase hex digits) that the group's history names (as the
 previous or new AMI of an entry) or that is the group's previous AMI; --force rolls back to an AMI the

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testworld"
@@ -143,7 +142,7 @@ func newRunbookWorld(t *testing.T) *runbookWorld {
 		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh, model.TagBatchSize: "1"}}
 	mem := state.NewMemory()
 	w, err := testworld.Build(testworld.Spec{Groups: []testworld.GroupSetup{g}, Services: map[string]int{"web": 8}, Store: mem,
-		Policy: engine.DefaultPolicy()})
+		Policy: model.DefaultPolicy()})
 	require.NoError(t, err)
 	rw := &runbookWorld{w: w, mem: mem, file: filepath.Join(t.TempDir(), "state.json"), g: g}
 	rw.runFor(t, time.Minute)

@@ -785,8 +785,8 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 		// Field case C3: routine on a shared queue, so info; counted as rejected, nothing drained.
 		a.log.Info("lifecycle action for a group this agent does not manage; ignored",
 			zap.String(logging.Group, l.GroupName), zap.String(logging.InstanceID, l.InstanceID),
-			zap.String(logging.Reason, lifecycleaction.RejectGroupNotManaged))
-		a.settings.Observer.LifecycleMessageRejected(model.Rejection{Reason: lifecycleaction.RejectGroupNotManaged,
+			zap.String(logging.Reason, model.RejectGroupNotManaged))
+		a.settings.Observer.LifecycleMessageRejected(model.Rejection{Reason: model.RejectGroupNotManaged,
 			Detail: "group " + l.GroupName + " is not managed by this agent", Action: *l, At: a.clock.Now()})
 		return events.Ignored, nil
 	}

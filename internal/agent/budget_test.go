@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
-	"github.com/patch-agent/patch-agent/internal/engine"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testworld"
@@ -34,7 +34,7 @@ func TestClusterBudgetTwoGroupsOfOneClusterNeverDrainBeyondIt(t *testing.T) {
 		t.Run(fmt.Sprintf("budget %d, %d replica(s)", tc.budget, tc.replicas), func(t *testing.T) {
 			a := testworld.GroupSetup{Name: "web-a", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 3}
 			b := testworld.GroupSetup{Name: "web-b", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 3}
-			policy := engine.DefaultPolicy()
+			policy := model.DefaultPolicy()
 			policy.ClusterBudget = tc.budget
 			w := build(t, testworld.Spec{Groups: []testworld.GroupSetup{a, b}, Services: map[string]int{"web": 12}, Policy: policy})
 			maxDraining := 0

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/testworld"
 	"github.com/patch-agent/patch-agent/internal/testworld/crash"
@@ -200,7 +199,7 @@ func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
 func TestCrashMatrixECSBatch(t *testing.T) {
 	g := testworld.GroupSetup{Name: "batch-asg", Cluster: "c1", Parameter: "/golden/batch", Min: 4, Max: 6, Desired: 4,
 		Tags: map[string]string{model.TagBatchSize: "2"}}
-	policy := engine.DefaultPolicy()
+	policy := model.DefaultPolicy()
 	policy.ClusterBudget = 2
 	runCrashMatrix(t, crash.CrashScenario{
 		Name: "ECS, batch size 2",

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/testworld"
@@ -36,7 +35,7 @@ func TestDrainTimeoutLongerThanTheHooksGlobalTimeoutIsCappedWithANoteAndTheDeadl
 		t.Run(tc.name, func(t *testing.T) {
 			g := testworld.GroupSetup{Name: "g", Min: 1, Max: 3, Desired: 2, HeartbeatTimeout: tc.heartbeat}
 			spec := oneGroup(&g)
-			spec.Policy = engine.DefaultPolicy()
+			spec.Policy = model.DefaultPolicy()
 			spec.Policy.DrainTimeout = 3 * time.Hour
 			spec.Sim.TaskStopStageDelay = 2 * time.Hour // three stop stages: the tasks need 6 h to stop
 			w := buildAlerting(t, spec, g)

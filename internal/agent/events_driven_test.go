@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -104,7 +103,7 @@ func (o *transitionTimes) RolloutTransition(prev, next state.Rollout, _ string) 
 func TestTimedWaitOfTheAgentEndsAtItsTimeNotAtTheNextSafetyPoll(t *testing.T) {
 	ctx := context.Background()
 	obs := &transitionTimes{}
-	policy := engine.DefaultPolicy()
+	policy := model.DefaultPolicy()
 	policy.HealthTimeout = 5*time.Minute + 7*time.Second // off the poll's cadence
 	soak := 4*time.Minute + 13*time.Second
 	w, err := testworld.Build(testworld.Spec{WakeUpEvents: true, Policy: policy, Observer: obs,

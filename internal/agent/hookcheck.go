@@ -54,7 +54,8 @@ type hookChecks struct {
 
 // due picks the managed groups of d whose lifecycle hooks a pass checks at now: those never checked or
 // checked at least interval ago, never-checked first and then the longest unchecked, at most limit of them
-// (a group whose check failed stays due and comes first next pass). It forgets groups no longer discovered.
+// (a group whose check failed stays due and comes first next pass). It forgets groups no longer discovered,
+// with what they lacked.
 func (h *hookChecks) due(d providers.Discovered, now time.Time, interval time.Duration, limit int) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -64,6 +65,7 @@ func (h *hookChecks) due(d providers.Discovered, now time.Time, interval time.Du
 	for name := range h.checked {
 		if _, ok := d.Targets[name]; !ok {
 			delete(h.checked, name)
+			delete(h.problems, name)
 		}
 	}
 	var due []string

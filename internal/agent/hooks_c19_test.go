@@ -20,7 +20,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/notify"
@@ -127,21 +126,21 @@ func TestC19ForgedLifecycleMessagesDrainNothingAndAreRejectedWithTheirReason(t *
 					out = append(out, forged(t, "g", testworld.HookName, inst.ID, "forged-token-"+string(rune('a'+i))))
 				}
 				return out
-			}, lifecycleaction.RejectLifecycleState, true},
+			}, model.RejectLifecycleState, true},
 		{"for an instance of an unmanaged group in the same ECS cluster, naming the managed group",
 			func(t *testing.T, w *watched) []string {
 				return []string{forged(t, "g", testworld.HookName, w.Account.Group("u").Instances[0].ID, "forged-token")}
-			}, lifecycleaction.RejectInstanceNotInGroup, true},
+			}, model.RejectInstanceNotInGroup, true},
 		{"for an instance of an unmanaged group in the same ECS cluster, naming the unmanaged group",
 			func(t *testing.T, w *watched) []string {
 				return []string{forged(t, "u", testworld.HookName, w.Account.Group("u").Instances[0].ID, "forged-token")}
-			}, lifecycleaction.RejectGroupNotManaged, false},
+			}, model.RejectGroupNotManaged, false},
 		{"for a nonexistent instance", func(t *testing.T, w *watched) []string {
 			return []string{forged(t, "g", testworld.HookName, "i-0fffffffffffffff0", "forged-token")}
-		}, lifecycleaction.RejectInstanceNotFound, true},
+		}, model.RejectInstanceNotFound, true},
 		{"naming a hook the group lacks", func(t *testing.T, w *watched) []string {
 			return []string{forged(t, "g", "not-a-hook-of-g", w.Account.Group("g").Instances[0].ID, "forged-token")}
-		}, lifecycleaction.RejectUnknownHook, true},
+		}, model.RejectUnknownHook, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := testworld.Spec{Groups: []testworld.GroupSetup{managed, other}, Services: map[string]int{"web": 6}}
@@ -207,7 +206,7 @@ func TestC19ForgedLifecycleMessageForAnEKSNodeCordonsNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 4, ready)
 	require.Empty(t, w.Account.LifecycleCompletions())
-	require.Equal(t, map[string]float64{lifecycleaction.RejectLifecycleState: 2}, w.rejected())
+	require.Equal(t, map[string]float64{model.RejectLifecycleState: 2}, w.rejected())
 	visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 	require.Zero(t, visible+inFlight)
 }

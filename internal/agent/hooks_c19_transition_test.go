@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -87,7 +86,7 @@ func forgedLaunchingCopyOfATerminatingAction(t *testing.T, untold bool) {
 			"the instance being drained was never put back in service (%s)", instanceState(w, g.Name, victim))
 		require.Empty(t, w.Checker.Check())
 	}
-	require.Equal(t, 1.0, w.rejected()[lifecycleaction.RejectUnknownHook], "the forged message was rejected once: %v", w.rejected())
+	require.Equal(t, 1.0, w.rejected()[model.RejectUnknownHook], "the forged message was rejected once: %v", w.rejected())
 	cs := completionsOf(w.World, victim)
 	require.Len(t, cs, 1)
 	require.Equal(t, sim.ResultContinue, cs[0].Result)
@@ -143,6 +142,6 @@ func TestC19ForgedTerminatingCopyOfALaunchingActionInProgressIsRejectedAndTheLau
 	require.Equal(t, sim.ResultContinue, cs[0].Result)
 	require.True(t, cs[0].Healthy, "the launch completed only once the instance was healthy in its cluster: %+v", cs[0])
 	require.Equal(t, sim.TransitionLaunching, cs[0].Transition)
-	require.Equal(t, 1.0, w.rejected()[lifecycleaction.RejectUnknownHook], "the forged message was rejected once: %v", w.rejected())
+	require.Equal(t, 1.0, w.rejected()[model.RejectUnknownHook], "the forged message was rejected once: %v", w.rejected())
 	require.Empty(t, w.Checker.Check())
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/events"
-	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/testworld"
@@ -77,10 +76,10 @@ func TestC19ForeignHookOfAnotherToolOnAManagedGroupIsLeftWaitingAndTheAgentsOwnH
 			}
 			inst, _ := w.Account.Instance(id)
 			require.Equal(t, "Terminating:Wait", inst.LifecycleState, "the other tool's action still waits")
-			require.Equal(t, map[string]float64{lifecycleaction.RejectForeignHook: 1}, w.rejected())
+			require.Equal(t, map[string]float64{model.RejectForeignHook: 1}, w.rejected())
 			notes := w.rejectedNotifications(t)
 			require.Len(t, notes, 1)
-			require.Equal(t, lifecycleaction.RejectForeignHook, notes[0].Reason)
+			require.Equal(t, model.RejectForeignHook, notes[0].Reason)
 			require.Empty(t, w.logs.FilterMessageSnippet("another tool's hook").All(), "routine: info, not a warning")
 			visible, inFlight := w.Account.QueueDepth(w.QueueURL)
 			require.Zero(t, visible+inFlight, "both messages deleted")

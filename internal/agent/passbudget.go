@@ -28,7 +28,7 @@ type passBudget struct {
 	start  time.Time
 	budget time.Duration
 	free   int // targets looked at whatever the time (the workers' first)
-	// from is the target the pass's rotation began at (Agent.resume when it began; "" the first): the next
+	// from is the target the pass's rotation began at (passOrder.resume when it began; "" the first): the next
 	// pass resumes at the first target left out after it in that order, not at the first by name
 	from string
 

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/sim"
@@ -123,7 +122,7 @@ func TestRefreshRollsAnECSGroupInBatchesWithoutWritingDesiredCapacity(t *testing
 		t.Run(fmt.Sprintf("batch %d of 10, cluster budget %d", batch, budget), func(t *testing.T) {
 			g := refreshGroup(batch)
 			spec := oneGroup(&g)
-			spec.Policy = engine.DefaultPolicy()
+			spec.Policy = model.DefaultPolicy()
 			spec.Policy.ClusterBudget = budget
 			w := buildRefresh(t, spec)
 			w.PublishAMI(g.Parameter, testworld.ImageB)
@@ -462,7 +461,7 @@ func eksRefreshSpec(batch int) (testworld.Spec, string) {
 	g := &s.Groups[0]
 	g.Desired, g.Max = 10, int32(10+batch)
 	g.Tags = map[string]string{model.TagStrategy: model.StrategyRefresh, model.TagBatchSize: fmt.Sprint(batch)}
-	s.Policy = engine.DefaultPolicy()
+	s.Policy = model.DefaultPolicy()
 	s.Policy.ClusterBudget = batch
 	return s, g.Name
 }
@@ -533,7 +532,7 @@ func TestC24RefreshBesideARandomAutoscalerAndAnOperatorWritesNoDesiredCapacity(t
 			t.Run(fmt.Sprintf("ECS batch %d seed %d", batch, seed), func(t *testing.T) {
 				g := refreshGroup(batch)
 				spec := oneGroup(&g)
-				spec.Policy = engine.DefaultPolicy()
+				spec.Policy = model.DefaultPolicy()
 				spec.Policy.ClusterBudget = batch
 				playRefreshBesideOthers(t, spec, g.Name, seed)
 			})

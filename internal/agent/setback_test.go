@@ -11,6 +11,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/metrics"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testworld"
@@ -139,8 +140,8 @@ func TestC25SetBackByAnApplyIsReportedRolledAgainOnceThenHeldUntilTheTemplateCha
 	require.Equal(t, testworld.ImageB, hist[0].NewImage)
 	require.Contains(t, hist[0].Detail, "set back by an outside change")
 	require.Equal(t, 1.0, w.setBacks(), "counted once")
-	require.Equal(t, 1.0, w.alerts(engine.AlertSetBack))
-	sent := w.notified(t, engine.AlertSetBack)
+	require.Equal(t, 1.0, w.alerts(model.AlertSetBack))
+	sent := w.notified(t, model.AlertSetBack)
 	require.Len(t, sent, 1, "notified once")
 	require.Equal(t, terraformRole, sent[0].Who)
 	require.Equal(t, testworld.ImageA, sent[0].ImageID)
@@ -171,7 +172,7 @@ func TestC25SetBackByAnApplyIsReportedRolledAgainOnceThenHeldUntilTheTemplateCha
 	lt, _ := w.Account.LaunchTemplate(w.Account.Group(g.Name).LaunchTemplateID)
 	require.Equal(t, second, lt.LatestVersion, "no launch template version created since")
 	require.Equal(t, 2.0, w.setBacks())
-	require.Len(t, w.notified(t, engine.AlertSetBack), 2, "one notification per set-back")
+	require.Len(t, w.notified(t, model.AlertSetBack), 2, "one notification per set-back")
 	require.Len(t, setBackHistory(t, w), 2)
 	_, line = statusOf(t, w)
 	require.Contains(t, line, "Waiting")
@@ -220,7 +221,7 @@ func TestC25GroupHeldAfterSetBacksIsReleasedByApproveOnceAndHeldAgainAtTheNextSe
 	require.Equal(t, testworld.ImageA, image)
 	require.Equal(t, strconv.FormatInt(third, 10), version, "not rolled again")
 	require.Equal(t, 3.0, w.setBacks())
-	require.Len(t, w.notified(t, engine.AlertSetBack), 3)
+	require.Len(t, w.notified(t, model.AlertSetBack), 3)
 	require.Empty(t, w.Checker.Finish())
 }
 
@@ -243,7 +244,7 @@ func TestC25NewTemplateVersionWithTheTargetAMIIsNotASetBack(t *testing.T) {
 	require.Equal(t, strconv.FormatInt(applied, 10), version, "the apply's version is kept")
 	require.Equal(t, launched, w.Account.LaunchedInstances(g.Name))
 	require.Zero(t, w.setBacks())
-	require.Empty(t, w.notified(t, engine.AlertSetBack))
+	require.Empty(t, w.notified(t, model.AlertSetBack))
 	require.Empty(t, setBackHistory(t, w))
 	row, _ := statusOf(t, w)
 	require.Empty(t, row.SetBack)
@@ -274,7 +275,7 @@ func TestC25AgentRollbackAndManualRollbackAreNotSetBacks(t *testing.T) {
 		require.Zero(t, r.SetBacks)
 		require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "not rolled again")
 		require.Zero(t, w.setBacks())
-		require.Empty(t, w.notified(t, engine.AlertSetBack))
+		require.Empty(t, w.notified(t, model.AlertSetBack))
 		require.Empty(t, setBackHistory(t, w))
 		require.Empty(t, w.Checker.Finish())
 	})
@@ -306,7 +307,7 @@ func TestC25AgentRollbackAndManualRollbackAreNotSetBacks(t *testing.T) {
 		require.Equal(t, testworld.ImageA, image)
 		require.Equal(t, launched, w.Account.LaunchedInstances(g.Name), "not rolled again")
 		require.Equal(t, 1.0, w.setBacks(), "only the apply's set-back")
-		require.Len(t, w.notified(t, engine.AlertSetBack), 1)
+		require.Len(t, w.notified(t, model.AlertSetBack), 1)
 		require.Empty(t, w.Checker.Finish())
 	})
 }
@@ -330,7 +331,7 @@ func TestC25GroupPointedBackAtAnOlderVersionIsASetBack(t *testing.T) {
 	image, version := launches(w)
 	require.Equal(t, testworld.ImageB, image)
 	require.Equal(t, r.NewTemplateVersion, version)
-	sent := w.notified(t, engine.AlertSetBack)
+	sent := w.notified(t, model.AlertSetBack)
 	require.Len(t, sent, 1)
 	require.Empty(t, sent[0].Who, "EC2 reported no CreatedBy")
 	require.Equal(t, 1.0, w.setBacks())

@@ -22,7 +22,6 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/eks"
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -342,7 +341,7 @@ func (w *run) hookNote(ctx context.Context, group string, tags map[string]string
 	if err != nil {
 		return err.Error()
 	}
-	_, _, missing := engine.RefreshHooks(group, hooks, model.HookOwnership{Listed: model.ParseLifecycleHooksTag(tags)})
+	_, _, missing := model.RefreshHooks(group, hooks, model.HookOwnership{Listed: model.ParseLifecycleHooksTag(tags)})
 	if missing == "" {
 		return ""
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -125,7 +124,7 @@ func (c *Config) ResolveDefaults(fs *pflag.FlagSet) {
 // Default returns the defaults, with environment variables applied.
 func Default() Config {
 	host, _ := os.Hostname()
-	p := engine.DefaultPolicy()
+	p := model.DefaultPolicy()
 	return Config{
 		QueueURL:          os.Getenv(EnvQueueURL),
 		WakeUpQueueURL:    os.Getenv(EnvWakeUpQueueURL),

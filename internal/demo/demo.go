@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,7 +16,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/metrics"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testworld"
-	"github.com/patch-agent/patch-agent/internal/testworld/checker"
 	"github.com/patch-agent/patch-agent/internal/testworld/kubesim"
 )
 
@@ -338,7 +339,7 @@ func zoneLine(w *testworld.World, group, provider string) string {
 			perAZ[i.AvailabilityZone]++
 		}
 	}
-	zones := checker.SortedNames(perAZ)
+	zones := slices.Sorted(maps.Keys(perAZ))
 	parts := make([]string, 0, len(zones))
 	n := 0
 	for _, z := range zones {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
@@ -75,7 +74,7 @@ func EKSUpgradeWorld(store *state.Memory) (*testworld.World, error) {
 	if store == nil {
 		store = state.NewMemory()
 	}
-	w, err := testworld.Build(testworld.Spec{Policy: engine.DefaultPolicy(), EKSVersion: UpgradeFrom, Store: store,
+	w, err := testworld.Build(testworld.Spec{Policy: model.DefaultPolicy(), EKSVersion: UpgradeFrom, Store: store,
 		Groups: []testworld.GroupSetup{{Name: testworld.EKSGroupName, Platform: model.PlatformEKS, Cluster: testworld.EKSCluster, Parameter: providers.ParameterAuto,
 			Min: 3, Max: 4, Desired: 3}},
 		KubeWorkload: kubesim.KubeWorkload{Replicas: 6, MinAvailable: 5},

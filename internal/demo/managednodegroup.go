@@ -12,7 +12,6 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/eks"
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -81,7 +80,7 @@ func RunManagedNodegroup(ctx context.Context, out io.Writer, store *state.Memory
 	say("demo: %s", ManagedNodegroupDescription)
 	ag := agent.New(agent.Clients{AutoScaling: a.AutoScaling(), EC2: a.EC2(), ECS: a.ECS(), SSM: a.SSM(), SQS: a.SQS(),
 		CloudWatch: a.CloudWatch(), InstanceTypes: a.EC2InstanceTypes(), EKSNodegroups: a.EKSNodegroups()},
-		agent.Settings{ReconcileInterval: 15 * time.Second, PollInterval: time.Minute, Policy: engine.DefaultPolicy(), AccountID: a.Options().AccountID},
+		agent.Settings{ReconcileInterval: 15 * time.Second, PollInterval: time.Minute, Policy: model.DefaultPolicy(), AccountID: a.Options().AccountID},
 		store, clk, zap.NewNop())
 	key := model.NodegroupKey(MNGCluster, MNGName)
 	var r state.Rollout

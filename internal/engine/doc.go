@@ -5,6 +5,8 @@
 // approval, alarms, AMI gate); an EKS managed node group by its own update (rollout_nodegroup.go). The
 // transitions are the table in internal/state (state.CheckTransition); docs/state.md draws it.
 //
-// It imports internal/providers and internal/model, never internal/lifecycleaction (tools/conventions,
-// TestProductImportRules).
+// It makes its AWS calls through internal/providers and reasons on internal/model values and internal/state
+// records; it imports no AWS SDK package and never internal/lifecycleaction; only internal/agent imports it
+// (tools/conventions, TestProductImportRules). Its decisions are tested on in-package fakes of the providers
+// with a memory store and a fake clock (orchestrator_fakes_test.go), without a simulated account.
 package engine

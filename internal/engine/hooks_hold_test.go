@@ -68,7 +68,7 @@ func newHoldWorld(t *testing.T) *holdWorld {
 		target: model.Target{Group: "prod", Platform: model.PlatformECS, Cluster: "c1", Parameter: "/golden/ecs"},
 		action: events.LifecycleAction{GroupName: "prod", HookName: "patch-agent-drain", InstanceID: id, Token: "tok-1",
 			Transition: events.TransitionTerminating}}
-	policy := DefaultPolicy()
+	policy := model.DefaultPolicy()
 	policy.DrainTimeout = 10 * time.Minute
 	w.hooks = &lifecycleaction.Hooks{Owner: "me", Store: w.store, AutoScaling: acct.AutoScaling(), EC2: acct.EC2(),
 		Platforms: model.Platforms{model.PlatformECS: w.platform}, Clock: acct.Clock(), Log: zap.NewNop(), Policy: policy, Observer: w.spy}
@@ -230,7 +230,7 @@ func TestC9HeldDrainHaltsTheRefreshWithoutARollback(t *testing.T) {
 	ctx := context.Background()
 	note := "drain did not finish within 10m0s (eviction refused by a PodDisruptionBudget (429)); i-3 is back in service but stays in Terminating:Wait"
 	_, err := rg.store.PutHook(ctx, state.Hook{Token: model.ActionKey("prod", "i-3", "patch-agent-drain"), Group: "prod", HookName: "patch-agent-drain",
-		InstanceID: "i-3", Transition: transitionTerminating, State: state.HookDraining, Note: note, DrainHeldAt: now0})
+		InstanceID: "i-3", Transition: model.TransitionTerminating, State: state.HookDraining, Note: note, DrainHeldAt: now0})
 	require.NoError(t, err)
 	v := view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), serving("i-4", amiNew))
 	v.Instances = append(v.Instances, model.InstanceView{ID: "i-3", LifecycleState: string(astypes.LifecycleStateTerminatingWait), ImageID: amiOld})

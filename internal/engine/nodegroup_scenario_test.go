@@ -82,7 +82,7 @@ func newNGWorld(t *testing.T, custom bool, tags map[string]string) *ngWorld {
 // orchestrator is a fresh engine on the world's store: a restarted agent.
 func (w *ngWorld) orchestrator(ng model.NodegroupAPI, templates providers.TemplateProvider) *Orchestrator {
 	return &Orchestrator{Owner: "me", Store: w.store, AutoScaling: w.a.AutoScaling(), Templates: templates, Platforms: model.Platforms{},
-		Clock: w.clk, Log: zap.NewNop(), Policy: DefaultPolicy(), Nodegroups: ng,
+		Clock: w.clk, Log: zap.NewNop(), Policy: model.DefaultPolicy(), Nodegroups: ng,
 		AMIGate: &providers.AMIGate{EC2: w.a.EC2(), InstanceTypes: w.a.EC2InstanceTypes(), AccountID: "111122223333", Clock: w.clk}}
 }
 

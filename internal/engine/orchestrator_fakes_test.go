@@ -103,10 +103,10 @@ func newRig() *rig {
 	// The group has the agent's launching and terminating hooks and no instance refresh: a rollout starts by
 	// instance refresh (rollout_refresh.go); any other Auto Scaling call panics.
 	f := &fakeRefreshes{now: r.clock.Now, hooks: []astypes.LifecycleHook{
-		{LifecycleHookName: aws.String("patch-agent-launch"), LifecycleTransition: aws.String(transitionLaunching)},
-		{LifecycleHookName: aws.String("patch-agent-drain"), LifecycleTransition: aws.String(transitionTerminating)}}}
+		{LifecycleHookName: aws.String("patch-agent-launch"), LifecycleTransition: aws.String(model.TransitionLaunching)},
+		{LifecycleHookName: aws.String("patch-agent-drain"), LifecycleTransition: aws.String(model.TransitionTerminating)}}}
 	r.o = &Orchestrator{Owner: "me", Store: r.store, AutoScaling: f, Groups: r.groups, Templates: r.templates,
-		Platforms: model.Platforms{model.PlatformECS: r.platform}, Clock: r.clock, Log: zap.NewNop(), Policy: DefaultPolicy()}
+		Platforms: model.Platforms{model.PlatformECS: r.platform}, Clock: r.clock, Log: zap.NewNop(), Policy: model.DefaultPolicy()}
 	return r
 }
 

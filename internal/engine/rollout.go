@@ -18,11 +18,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// DefaultPolicy returns the defaults documented on Policy.
-func DefaultPolicy() model.Policy {
-	return model.Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 30 * time.Minute, RollbackOnFailure: true, ClusterBudget: 1}
-}
-
 // maxTransitionsPerTick bounds how many state transitions one Reconcile call chains. Transitions that wait on
 // the world (boot, drain, termination) end the call anyway; the bound only stops a bug from spinning.
 const maxTransitionsPerTick = 12
@@ -71,7 +66,7 @@ type Orchestrator struct {
 	QueueURL string
 
 	pause      *state.Lock   // the pause of the target being reconciled (Reconcile is not called concurrently)
-	source     string        // why the target's source names no AMI now ("" when it names one): a gate (sourcegate.go)
+	source     string        // why the target's source names no AMI now ("" when it names one): a gate (model.SourceGate)
 	lastStored state.Rollout // the record as last read or written in this Reconcile call
 	writeLost  bool          // a write of this Reconcile call failed (ErrConflict or another error): lastStored may be stale
 
@@ -137,7 +132,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t model.Target, in model.I
 	stored := r
 	shown, _ := r.ShownImages() // ON TARGET counts the AMI status shows (a node group's rollback: the one it went to)
 	r.Instances, r.OnTarget, r.Warning = v.Staying(), v.CountOnImage(shown), in.Warning
-	if note := model.DeprecatedStrategyNote(t.Policy.Strategy); note != "" { // strategy.go
+	if note := model.DeprecatedStrategyNote(t.Policy.Strategy); note != "" { // model/strategy.go
 		r.Warning = strings.TrimPrefix(r.Warning+"; "+note, "; ")
 	}
 	if note := o.maxAgeNote(t, ami, stored); note != "" { // rollout_maxage.go

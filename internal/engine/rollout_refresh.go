@@ -23,7 +23,7 @@ import (
 // group"; API Reference, StartInstanceRefresh and RefreshPreferences). The agent never writes desired
 // capacity, MaxSize or scale-in protection of such a group: each new instance waits in Pending:Wait on the
 // agent's launching hook until it serves in its cluster, and each old one in Terminating:Wait on its
-// terminating hook while it is drained (hooks.go).
+// terminating hook while it is drained (lifecycleaction/hooks.go).
 //
 //	Detected/Waiting ─(gates; the agent's launching and terminating hooks present)─► Preparing
 //	Preparing ─(version N; intent recorded)─► Replacing/InstanceRefresh
@@ -41,21 +41,6 @@ import (
 // 10); the target's other alarms are polled by the agent.
 const maxRefreshAlarms = 10
 
-// refreshHookCommand is the CLI command that adds a missing hook of the agent's (docs/deploy.md).
-func refreshHookCommand(group, transition string) string {
-	name, result := "patch-agent-drain", "CONTINUE"
-	if transition == transitionLaunching {
-		name, result = "patch-agent-launch", "ABANDON"
-	}
-	return fmt.Sprintf("aws autoscaling put-lifecycle-hook --auto-scaling-group-name %s --lifecycle-hook-name %s "+
-		"--lifecycle-transition %s --heartbeat-timeout 300 --default-result %s", group, name, transition, result)
-}
-
-const (
-	transitionLaunching   = "autoscaling:EC2_INSTANCE_LAUNCHING"
-	transitionTerminating = "autoscaling:EC2_INSTANCE_TERMINATING"
-)
-
 // refreshHooks returns the agent's launching and terminating hooks of the group and, when the group lacks the
 // agent's launching hook or a terminating hook that drains (the agent's, or ECS's managed draining hook), a
 // reason naming the missing hook and the command that adds it. An instance refresh without them would put
@@ -65,60 +50,8 @@ func (o *Orchestrator) refreshHooks(ctx context.Context, group string, tags map[
 	if err != nil {
 		return "", "", "", err
 	}
-	launching, terminating, missing = RefreshHooks(group, hooks, model.HookOwnership{QueueURL: o.QueueURL, Listed: model.ParseLifecycleHooksTag(tags)})
+	launching, terminating, missing = model.RefreshHooks(group, hooks, model.HookOwnership{QueueURL: o.QueueURL, Listed: model.ParseLifecycleHooksTag(tags)})
 	return launching, terminating, missing, nil
-}
-
-// RefreshHooks judges a group's lifecycle hooks (DescribeGroupHooks) for a rollout by instance refresh: the
-// names of the agent's launching and terminating hooks ("" for a terminating hook when only ECS's managed
-// draining hook drains), and "" or the reason the group is not rolled, naming each missing hook with the
-// command that adds it. A terminating hook is the agent's or ECS's managed draining hook. With own.QueueURL ""
-// (an audit, which does not know the agent's queue) any hook of the right transition counts.
-func RefreshHooks(group string, hooks []model.GroupHook, own model.HookOwnership) (launching, terminatingHook, missing string) {
-	terminating := false
-	foreign := map[string][]string{} // transition -> why each hook of it is not the agent's
-	for _, h := range hooks {
-		if h.Name == model.ECSManagedDrainingHookName {
-			terminating = true // ECS drains each terminating instance on its own hook; the agent only watches
-			continue
-		}
-		if owned, why := model.HookOwned(h, own); !owned && own.QueueURL != "" {
-			foreign[h.Transition] = append(foreign[h.Transition], why)
-			continue
-		}
-		switch h.Transition {
-		case transitionLaunching:
-			if launching == "" {
-				launching = h.Name
-			}
-		case transitionTerminating:
-			terminating = true
-			if terminatingHook == "" {
-				terminatingHook = h.Name
-			}
-		}
-	}
-	// A hook of the transition that is not the agent's is named with why: a group tagged TagLifecycleHooks
-	// before it had the agent's launching hook lists only the terminating one, and the fix is the tag.
-	whyNot := func(transition string) string {
-		if len(foreign[transition]) == 0 {
-			return ""
-		}
-		return " (" + strings.Join(foreign[transition], "; ") + ")"
-	}
-	var lacks []string
-	if launching == "" {
-		lacks = append(lacks, "no launching lifecycle hook of the agent's (new instances would count as healthy before they serve)"+
-			whyNot(transitionLaunching)+": "+refreshHookCommand(group, transitionLaunching))
-	}
-	if !terminating {
-		lacks = append(lacks, "no terminating lifecycle hook of the agent's (old instances would be terminated undrained)"+
-			whyNot(transitionTerminating)+": "+refreshHookCommand(group, transitionTerminating))
-	}
-	if len(lacks) > 0 {
-		missing = "instance refresh needs the agent's lifecycle hooks: " + strings.Join(lacks, "; ") + " (docs/deploy.md)"
-	}
-	return launching, terminatingHook, missing
 }
 
 // maxHealthyPercentage is 100 + ceil(100 x batch / desired), at most 200 (API Reference, RefreshPreferences:
@@ -172,7 +105,7 @@ func (o *Orchestrator) prepareRefresh(ctx context.Context, t model.Target, v mod
 
 // refreshPreferences records the preferences of the next refresh, decided at its start: MinHealthyPercentage
 // 100, MaxHealthyPercentage 100 + ceil(100 x batch / desired), the group's warm-up, at most 10 alarms, whether
-// the group already runs the refresh's version (GroupOnVersion), and the target's canary (canary.go) when
+// the group already runs the refresh's version (GroupOnVersion), and the target's canary (model/canary.go) when
 // canaryOf names the rollout's AMI and no instance runs it yet; "" for a refresh that replaces the rest.
 func refreshPreferences(t model.Target, v model.GroupView, p *state.RefreshProgress, canaryOf string) {
 	ref, err := providers.TemplateRef(v.Group)
@@ -499,7 +432,7 @@ func (o *Orchestrator) refreshFailing(ctx context.Context, t model.Target, v mod
 }
 
 // heldDrain returns the halt of a refresh one of whose old instances waits in Terminating:Wait with its drain
-// held at the deadline during this refresh (hooks_hold.go), "" when none is. The terminating hook is the one
+// held at the deadline during this refresh (lifecycleaction/hooks_hold.go), "" when none is. The terminating hook is the one
 // the rollout recorded, else the agent's hook DescribeLifecycleHooks names (a record written without it).
 func (o *Orchestrator) heldDrain(ctx context.Context, t model.Target, v model.GroupView, r state.Rollout) (string, error) {
 	p := r.Refresh
@@ -612,7 +545,7 @@ func (o *Orchestrator) refreshCancelled(ctx context.Context, t model.Target, v m
 func (o *Orchestrator) haltRefresh(ctx context.Context, t model.Target, r state.Rollout, ir providers.InstanceRefresh) (state.Rollout, error) {
 	p := r.Refresh
 	// An operator's rollback always rolls back; a held drain never does: the rollout stops where it is and the
-	// old instance serves again (hooks_hold.go).
+	// old instance serves again (lifecycleaction/hooks_hold.go).
 	rollback := (o.Policy.RollbackOnFailure && !model.IsHeldDrainHalt(p.Halt) || p.Rollback) && p.PreviousVersion != ""
 	switch ir.Status {
 	case providers.RefreshPending, providers.RefreshInProgress, providers.RefreshBaking:

@@ -434,15 +434,15 @@ func TestRefreshThatSucceededAfterTheHaltIsRolledBack(t *testing.T) {
 // hooks before it needed a launching one are) is not rolled, and the reason says the launching hook exists but
 // the tag leaves it out; with the tag listing both, the group is rolled.
 func TestRefreshHooksNamesTheTagThatLeavesTheLaunchingHookOut(t *testing.T) {
-	hooks := []model.GroupHook{{Name: "patch-agent-drain", Transition: transitionTerminating}, {Name: "patch-agent-launch", Transition: transitionLaunching}}
+	hooks := []model.GroupHook{{Name: "patch-agent-drain", Transition: model.TransitionTerminating}, {Name: "patch-agent-launch", Transition: model.TransitionLaunching}}
 	queue := "https://sqs.us-east-1.amazonaws.com/123456789012/patch-agent"
-	launching, terminating, missing := RefreshHooks("web", hooks, model.HookOwnership{QueueURL: queue, Listed: []string{"patch-agent-drain"}})
+	launching, terminating, missing := model.RefreshHooks("web", hooks, model.HookOwnership{QueueURL: queue, Listed: []string{"patch-agent-drain"}})
 	require.Empty(t, launching)
 	require.Equal(t, "patch-agent-drain", terminating)
 	require.Contains(t, missing, `no launching lifecycle hook of the agent's (new instances would count as healthy before they serve) (hook "patch-agent-launch" is not listed in the group's tag patch-agent/lifecycle-hooks=patch-agent-drain)`)
 	require.NotContains(t, missing, "no terminating lifecycle hook")
 
-	launching, terminating, missing = RefreshHooks("web", hooks, model.HookOwnership{QueueURL: queue, Listed: []string{"patch-agent-drain", "patch-agent-launch"}})
+	launching, terminating, missing = model.RefreshHooks("web", hooks, model.HookOwnership{QueueURL: queue, Listed: []string{"patch-agent-drain", "patch-agent-launch"}})
 	require.Equal(t, "patch-agent-launch", launching)
 	require.Equal(t, "patch-agent-drain", terminating)
 	require.Empty(t, missing)

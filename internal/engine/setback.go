@@ -31,10 +31,6 @@ import (
 // code already reads the AMI from the SSM parameter), and a version whose ImageId is not a literal AMI id
 // (resolve:ssm:PARAMETER, resolved by EC2 at launch).
 
-// AlertSetBack: an outside change pointed the group's launch template back at another AMI after the agent rolled
-// it to its target (setback.go). Once per set-back; Who is the version's CreatedBy, ImageID the AMI it set back to.
-const AlertSetBack = "SetBack"
-
 // TriggerSetBack is the Rollout.Trigger and history event of a rollout started because an outside change set the
 // group back to another AMI.
 const TriggerSetBack = "set-back"
@@ -132,7 +128,7 @@ func (o *Orchestrator) detectSetBack(ctx context.Context, t model.Target, v mode
 	}
 	o.Log.Warn("launch template set back by an outside change", zap.String(logging.Group, t.Group),
 		zap.String(logging.AMI, cur.ImageID), zap.String(logging.Reason, detail))
-	model.SendAlert(o.Observer, model.Alert{Kind: AlertSetBack, Target: t, Detail: detail, Who: cur.CreatedBy, ImageID: cur.ImageID, At: now})
+	model.SendAlert(o.Observer, model.Alert{Kind: model.AlertSetBack, Target: t, Detail: detail, Who: cur.CreatedBy, ImageID: cur.ImageID, At: now})
 	return saved, true, nil
 }
 

@@ -2,7 +2,11 @@
 // consumes the agent's queue (consumer.go).
 package events
 
-import "time"
+import (
+	"time"
+
+	"github.com/patch-agent/patch-agent/internal/model"
+)
 
 // Kind names what a message is. Every body parses to exactly one Kind, or to an error when it is malformed.
 type Kind string
@@ -33,15 +37,15 @@ const (
 	EnvelopeSNSBridge   Envelope = "sns+eventbridge" // an EventBridge event published through SNS
 )
 
-// Lifecycle transitions as Auto Scaling names them.
+// Lifecycle transitions as Auto Scaling names them (model.TransitionLaunching, model.TransitionTerminating).
 const (
-	TransitionLaunching   = "autoscaling:EC2_INSTANCE_LAUNCHING"
-	TransitionTerminating = "autoscaling:EC2_INSTANCE_TERMINATING"
+	TransitionLaunching   = model.TransitionLaunching
+	TransitionTerminating = model.TransitionTerminating
 )
 
-// ActionReplaceRootVolume is the lifecycle action's "Action" for a root volume replacement (instance refresh
-// with ReplaceRootVolume strategy): the instance is not going away, it comes back with a new root volume.
-const ActionReplaceRootVolume = "ReplaceRootVolume"
+// ActionReplaceRootVolume is the lifecycle action's "Action" for a root volume replacement
+// (model.ActionReplaceRootVolume).
+const ActionReplaceRootVolume = model.ActionReplaceRootVolume
 
 // Event is one parsed message. Exactly one of Parameter, Lifecycle, Wake, Operator is set for the kinds that
 // carry them.
@@ -80,32 +84,7 @@ type ParameterChange struct {
 	Exception string `json:"exception,omitempty"` // set when Parameter Store failed to validate the value (e.g. aws:ec2:image)
 }
 
-// LifecycleAction is an Auto Scaling lifecycle action that waits for CompleteLifecycleAction.
-type LifecycleAction struct {
-	GroupName            string `json:"autoScalingGroupName"`
-	HookName             string `json:"lifecycleHookName"`
-	InstanceID           string `json:"instanceId"`
-	Token                string `json:"lifecycleActionToken"`
-	Transition           string `json:"lifecycleTransition"`   // TransitionLaunching or TransitionTerminating
-	Action               string `json:"action,omitempty"`      // "ReplaceRootVolume" when the instance is not leaving
-	Origin               string `json:"origin,omitempty"`      // EC2, AutoScalingGroup, WarmPool
-	Destination          string `json:"destination,omitempty"` // EC2, AutoScalingGroup, WarmPool
-	NotificationMetadata string `json:"notificationMetadata,omitempty"`
-	// SentAt is when SQS accepted the message that carried the action (its SentTimestamp system attribute,
-	// set by the consumer; zero when the message had none, or the action did not come by message). It is
-	// AWS's fact, not the sender's claim, and the action began no later: the first heartbeat is counted from
-	// it (lifecycleaction.Hooks), so a message received late still gets its heartbeat before the hook's
-	// HeartbeatTimeout. Amazon SQS API Reference, ReceiveMessage, MessageSystemAttributeNames: SentTimestamp
-	// (epoch milliseconds).
-	SentAt time.Time `json:"-"`
-}
-
-// Terminating reports whether the action is for an instance leaving service (or being taken out for a root
-// volume replacement).
-func (l *LifecycleAction) Terminating() bool { return l.Transition == TransitionTerminating }
-
-// InstanceLeaves reports whether the instance goes away for good once the action completes. A
-// ReplaceRootVolume action drains the instance but it comes back (field case C14).
-func (l *LifecycleAction) InstanceLeaves() bool {
-	return l.Terminating() && l.Action != ActionReplaceRootVolume
-}
+// LifecycleAction is an Auto Scaling lifecycle action that waits for CompleteLifecycleAction: the value the
+// parser makes of a hook's message, defined in the model so that what the agent reasons about carries no
+// dependency on the queue consumer.
+type LifecycleAction = model.LifecycleAction

@@ -13,26 +13,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Reasons a lifecycle message is rejected: the Reason dimension of the LifecycleMessagesRejected metric and
-// of the "Lifecycle Message Rejected" notification (field case C19). A message is a claim; Auto Scaling's
-// DescribeAutoScalingInstances and DescribeLifecycleHooks are the facts.
-const (
-	// RejectGroupNotManaged: the message names a group the agent does not manage (field case C3; routine on
-	// a shared queue, so logged at info and not notified).
-	RejectGroupNotManaged = "GroupNotManaged"
-	// RejectInstanceNotFound: neither Auto Scaling nor EC2 knows the instance.
-	RejectInstanceNotFound = "InstanceNotFound"
-	// RejectInstanceNotInGroup: Auto Scaling places the instance in another group, or in none.
-	RejectInstanceNotInGroup = "InstanceNotInGroup"
-	// RejectUnknownHook: the group has no lifecycle hook of that name for that transition.
-	RejectUnknownHook = "UnknownHook"
-	// RejectLifecycleState: the instance is not in the wait state the action implies (InService, say).
-	RejectLifecycleState = "LifecycleStateMismatch"
-	// RejectForeignHook: the hook is another tool's (HookOwned: it notifies another target, or the group's
-	// TagLifecycleHooks leaves it out), which waits for that tool; routine, so logged at info.
-	RejectForeignHook = "ForeignHook"
-)
-
 // verdict is what Auto Scaling says of a lifecycle action.
 type verdict int
 
@@ -100,14 +80,14 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 		case exists == instanceTerminated:
 			return confirmation{verdict: verdictGone, detail: "instance already terminated"}, nil
 		case exists == instanceUnknown:
-			return confirmation{verdictRejected, RejectInstanceNotFound,
+			return confirmation{verdictRejected, model.RejectInstanceNotFound,
 				fmt.Sprintf("neither Auto Scaling nor EC2 knows instance %s", a.InstanceID)}, nil
 		}
-		return confirmation{verdictRejected, RejectInstanceNotInGroup,
+		return confirmation{verdictRejected, model.RejectInstanceNotInGroup,
 			fmt.Sprintf("instance %s is in no Auto Scaling group", a.InstanceID)}, nil
 	}
 	if g := inst.Group; g != a.GroupName {
-		return confirmation{verdictRejected, RejectInstanceNotInGroup,
+		return confirmation{verdictRejected, model.RejectInstanceNotInGroup,
 			fmt.Sprintf("instance %s is in group %s, not %s", a.InstanceID, g, a.GroupName)}, nil
 	}
 	hooks, err := h.groupHooks(ctx, a.GroupName, false)
@@ -120,7 +100,7 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 		return confirmation{}, fmt.Errorf("confirming lifecycle action %s: %w", a.Token, err)
 	}
 	if hook, ok := hooks[a.HookName]; !ok || hook.transition != a.Transition {
-		return confirmation{verdictRejected, RejectUnknownHook,
+		return confirmation{verdictRejected, model.RejectUnknownHook,
 			fmt.Sprintf("group %s has no %s lifecycle hook named %q", a.GroupName, a.Transition, a.HookName)}, nil
 	}
 	st := inst.LifecycleState
@@ -135,7 +115,7 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 		case err != nil:
 			return confirmation{}, fmt.Errorf("confirming lifecycle action %s: %w", a.Token, err)
 		case !active:
-			return confirmation{verdictRejected, RejectLifecycleState,
+			return confirmation{verdictRejected, model.RejectLifecycleState,
 				fmt.Sprintf("instance %s is %s on its way into the warm pool of %s, and Auto Scaling has no action of it waiting on terminating hook %s", a.InstanceID, st, a.GroupName, a.HookName)}, nil
 		}
 	}
@@ -147,7 +127,7 @@ func (h *Hooks) confirm(ctx context.Context, a events.LifecycleAction) (confirma
 	case a.Terminating() && stateIn(st, pastWait):
 		return confirmation{verdict: verdictGone, detail: "instance already " + st + ": no lifecycle action waits"}, nil
 	}
-	return confirmation{verdictRejected, RejectLifecycleState,
+	return confirmation{verdictRejected, model.RejectLifecycleState,
 		fmt.Sprintf("instance %s is %s, not in a wait state of %s", a.InstanceID, st, a.Transition)}, nil
 }
 
@@ -177,7 +157,7 @@ func (h *Hooks) conflictingTransition(ctx context.Context, t model.Target, a eve
 // reject tells of an action Auto Scaling did not confirm: one warning, the observer (metric, notification).
 // A record an earlier agent wrote before confirming is closed, without counting it as completed.
 func (h *Hooks) reject(ctx context.Context, t model.Target, a events.LifecycleAction, rec state.Hook, known bool, c confirmation, log *zap.Logger) error {
-	if c.reason == RejectForeignHook {
+	if c.reason == model.RejectForeignHook {
 		log.Info("lifecycle action of another tool's hook; nothing drained or completed, message deleted",
 			zap.String(logging.LifecycleHook, a.HookName), zap.String(logging.Reason, c.reason+": "+c.detail))
 	} else {

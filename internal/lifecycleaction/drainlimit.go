@@ -15,21 +15,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
-// globalTimeoutMarginCap bounds the margin HookDrainLimit keeps before a hook's global timeout.
-const globalTimeoutMarginCap = 30 * time.Minute
-
-// HookDrainLimit returns how long the agent may drain for a lifecycle action of a hook whose global timeout
-// is global, counted from when the instance entered the wait state: the global timeout less a margin of a
-// tenth of it, at most 30 minutes, for the notification's way through the queue and the last heartbeat
-// interval. Past the global timeout Auto Scaling ends the action itself (its DefaultResult) whatever the
-// heartbeats, so a drain deadline beyond the limit would let the instance go without the agent completing
-// the action or saying so.
-func HookDrainLimit(global time.Duration) time.Duration {
-	return global - min(global/10, globalTimeoutMarginCap)
-}
-
 // hookDrainTimeout returns the drain deadline of a terminating action of hook (Policy.DrainTimeout, capped at
-// the hook's HookDrainLimit), from the hooks cache; Policy.DrainTimeout when the hook cannot be described.
+// the hook's providers.HookDrainLimit), from the hooks cache; Policy.DrainTimeout when the hook cannot be described.
 func (h *Hooks) hookDrainTimeout(ctx context.Context, group, hook string) time.Duration {
 	hooks, err := h.groupHooks(ctx, group, false)
 	if err != nil {
@@ -41,7 +28,7 @@ func (h *Hooks) hookDrainTimeout(ctx context.Context, group, hook string) time.D
 	if !ok || info.global <= 0 {
 		return h.Policy.DrainTimeout
 	}
-	return min(h.Policy.DrainTimeout, HookDrainLimit(info.global))
+	return min(h.Policy.DrainTimeout, providers.HookDrainLimit(info.global))
 }
 
 // HookCheck is what CheckHooks found about a managed group's lifecycle hooks.
@@ -49,7 +36,7 @@ type HookCheck struct {
 	// Missing is MissingHooks' sentence ("" when the group has a terminating hook or ECS drains it).
 	Missing string
 	// Capped says, per terminating hook whose global timeout is too short for drainTimeout, that its drains
-	// are cut at the hook's limit (HookDrainLimit); empty when none is.
+	// are cut at the hook's limit (providers.HookDrainLimit); empty when none is.
 	Capped []string
 	// Heartbeat is the shortest HeartbeatTimeout among the group's hooks of the agent's own (HookOwned; ECS's
 	// managed draining hook aside, ECS works on it), Auto Scaling's default 3600 s for a hook that reports
@@ -97,7 +84,7 @@ func checkHooks(hooks []model.GroupHook, drainTimeout time.Duration) HookCheck {
 		if global == 0 {
 			global = providers.HookGlobalTimeout(heartbeat, nil)
 		}
-		if limit := HookDrainLimit(global); drainTimeout > limit {
+		if limit := providers.HookDrainLimit(global); drainTimeout > limit {
 			c.Capped = append(c.Capped, fmt.Sprintf("--drain-timeout %s is longer than lifecycle hook %s allows (global timeout %s = min(100 x HeartbeatTimeout %s, 48h)): its drains end at %s; raise its HeartbeatTimeout to at least %s or lower --drain-timeout",
 				drainTimeout, name, global, heartbeat, limit, neededHeartbeat(drainTimeout)))
 		}
@@ -109,11 +96,11 @@ func checkHooks(hooks []model.GroupHook, drainTimeout time.Duration) HookCheck {
 }
 
 // neededHeartbeat is the smallest HeartbeatTimeout (whole seconds) whose hook lets a drain of d finish
-// (HookDrainLimit(min(100 x heartbeat, 48h)) >= d); 48h/100 when no hook can.
+// (providers.HookDrainLimit(min(100 x heartbeat, 48h)) >= d); 48h/100 when no hook can.
 func neededHeartbeat(d time.Duration) time.Duration {
 	global := time.Duration(float64(d) / 0.9) // the margin is a tenth while that is at most 30 minutes
-	if global/10 > globalTimeoutMarginCap {
-		global = d + globalTimeoutMarginCap
+	if global/10 > providers.GlobalTimeoutMarginCap {
+		global = d + providers.GlobalTimeoutMarginCap
 	}
 	global = min(global, providers.MaxGlobalTimeout)
 	return time.Duration(math.Ceil(global.Seconds()/100)) * time.Second

@@ -24,7 +24,7 @@ func TestHookGlobalTimeoutAndTheDrainLimitItAllows(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := providers.HookGlobalTimeout(tc.heartbeat, tc.global)
 			require.Equal(t, tc.wantGlobal, g)
-			require.Equal(t, tc.limit, HookDrainLimit(g))
+			require.Equal(t, tc.limit, providers.HookDrainLimit(g))
 		})
 	}
 }
@@ -41,7 +41,7 @@ func TestCheckHooksNotesEveryTerminatingHookTooShortForTheDrainTimeout(t *testin
 	require.Contains(t, c.Capped[0], "its drains end at 1h30m0s")
 	// 3 h of drain needs a global timeout of 3h20m (a tenth kept): a HeartbeatTimeout of 120 s.
 	require.Contains(t, c.Capped[0], "raise its HeartbeatTimeout to at least 2m0s")
-	require.Equal(t, 3*time.Hour, HookDrainLimit(providers.HookGlobalTimeout(neededHeartbeat(3*time.Hour), nil)))
+	require.Equal(t, 3*time.Hour, providers.HookDrainLimit(providers.HookGlobalTimeout(neededHeartbeat(3*time.Hour), nil)))
 	require.Empty(t, checkHooks([]model.GroupHook{hook("long", term, 3600)}, 3*time.Hour).Note())
 	require.Equal(t, missingHookNote, checkHooks(nil, 3*time.Hour).Note())
 }

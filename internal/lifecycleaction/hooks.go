@@ -141,7 +141,7 @@ type hookInfo struct {
 // HookDone or HookIgnored. An action Auto Scaling does not confirm returns HookIgnored with nothing drained,
 // one warning and an Observer.LifecycleMessageRejected (field case C19); an Auto Scaling error returns it
 // with the error, so the message is kept and tried again. An action of a hook that is not the agent's
-// (HookOwned) returns HookIgnored with reason RejectForeignHook, logged at info. The action's record is the
+// (HookOwned) returns HookIgnored with reason model.RejectForeignHook, logged at info. The action's record is the
 // one of its instance and hook (ActionKey): an action the reconcile loop took up without its message
 // (AdoptWaiting; a.Token empty) is driven there, and its late message is held until it is completed.
 func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAction) (HookOutcome, error) {
@@ -210,7 +210,7 @@ func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAc
 	if why, err := h.foreignHook(ctx, t, a, confirming); err != nil {
 		return HookInProgress, err
 	} else if why != "" {
-		return HookIgnored, h.reject(ctx, t, a, rec, known, confirmation{verdictRejected, RejectForeignHook, why}, log)
+		return HookIgnored, h.reject(ctx, t, a, rec, known, confirmation{verdictRejected, model.RejectForeignHook, why}, log)
 	}
 	if confirming {
 		// Invariant 9 (docs/architecture.md): once per action, before anything is drained or cordoned.

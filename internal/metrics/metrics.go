@@ -46,7 +46,7 @@ const (
 	// restored, a drain deadline reached, a drain timeout capped, a launch short of capacity, a soak skipped.
 	Alerts = "Alerts"
 	// SetBacks counts the outside changes (an infrastructure-as-code apply) that set a group's launch template
-	// back to another AMI after the agent rolled it to its target (engine.AlertSetBack).
+	// back to another AMI after the agent rolled it to its target (model.AlertSetBack).
 	SetBacks = "SetBacks"
 )
 

@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -59,7 +58,7 @@ type groupState struct {
 	refreshLeft int32
 
 	succeeded, failed, lifecycle int64
-	setBacks                     int64            // engine.AlertSetBack alerts
+	setBacks                     int64            // model.AlertSetBack alerts
 	rejected                     map[string]int64 // AMI gate refusals by reason
 	alerts                       map[string]int64 // alerts by kind
 }
@@ -189,7 +188,7 @@ func (r *Registry) Alert(a model.Alert) {
 		g.alerts = map[string]int64{}
 	}
 	g.alerts[a.Kind]++
-	if a.Kind == engine.AlertSetBack {
+	if a.Kind == model.AlertSetBack {
 		g.setBacks++
 	}
 }

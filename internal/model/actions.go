@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/patch-agent/patch-agent/internal/events"
 )
 
 // TagLifecycleHooks names, comma-separated, the lifecycle hooks of a group that are the agent's
@@ -153,8 +151,131 @@ type Rejection struct {
 	// Reason is one of the Reject* constants; Detail says it in a sentence naming what AWS answered.
 	Reason, Detail string
 	// Action is what the message claimed.
-	Action events.LifecycleAction
+	Action LifecycleAction
 	// Platform and Cluster of the group the message names, when the agent manages it ("" otherwise).
 	Platform, Cluster string
 	At                time.Time
 }
+
+// Lifecycle transitions as Auto Scaling names them (Amazon EC2 Auto Scaling API Reference, LifecycleHook:
+// LifecycleTransition).
+const (
+	TransitionLaunching   = "autoscaling:EC2_INSTANCE_LAUNCHING"
+	TransitionTerminating = "autoscaling:EC2_INSTANCE_TERMINATING"
+)
+
+// ActionReplaceRootVolume is the lifecycle action's "Action" for a root volume replacement (instance refresh
+// with ReplaceRootVolume strategy): the instance is not going away, it comes back with a new root volume.
+const ActionReplaceRootVolume = "ReplaceRootVolume"
+
+// LifecycleAction is an Auto Scaling lifecycle action that waits for CompleteLifecycleAction.
+type LifecycleAction struct {
+	GroupName            string `json:"autoScalingGroupName"`
+	HookName             string `json:"lifecycleHookName"`
+	InstanceID           string `json:"instanceId"`
+	Token                string `json:"lifecycleActionToken"`
+	Transition           string `json:"lifecycleTransition"`   // TransitionLaunching or TransitionTerminating
+	Action               string `json:"action,omitempty"`      // "ReplaceRootVolume" when the instance is not leaving
+	Origin               string `json:"origin,omitempty"`      // EC2, AutoScalingGroup, WarmPool
+	Destination          string `json:"destination,omitempty"` // EC2, AutoScalingGroup, WarmPool
+	NotificationMetadata string `json:"notificationMetadata,omitempty"`
+	// SentAt is when SQS accepted the message that carried the action (its SentTimestamp system attribute,
+	// set by the consumer; zero when the message had none, or the action did not come by message). It is
+	// AWS's fact, not the sender's claim, and the action began no later: the first heartbeat is counted from
+	// it (internal/lifecycleaction), so a message received late still gets its heartbeat before the hook's
+	// HeartbeatTimeout. Amazon SQS API Reference, ReceiveMessage, MessageSystemAttributeNames: SentTimestamp
+	// (epoch milliseconds).
+	SentAt time.Time `json:"-"`
+}
+
+// Terminating reports whether the action is for an instance leaving service (or being taken out for a root
+// volume replacement).
+func (l *LifecycleAction) Terminating() bool { return l.Transition == TransitionTerminating }
+
+// InstanceLeaves reports whether the instance goes away for good once the action completes. A
+// ReplaceRootVolume action drains the instance but it comes back (field case C14).
+func (l *LifecycleAction) InstanceLeaves() bool {
+	return l.Terminating() && l.Action != ActionReplaceRootVolume
+}
+
+// refreshHookCommand is the CLI command that adds a missing hook of the agent's (docs/deploy.md).
+func refreshHookCommand(group, transition string) string {
+	name, result := "patch-agent-drain", "CONTINUE"
+	if transition == TransitionLaunching {
+		name, result = "patch-agent-launch", "ABANDON"
+	}
+	return fmt.Sprintf("aws autoscaling put-lifecycle-hook --auto-scaling-group-name %s --lifecycle-hook-name %s "+
+		"--lifecycle-transition %s --heartbeat-timeout 300 --default-result %s", group, name, transition, result)
+}
+
+// RefreshHooks judges a group's lifecycle hooks (DescribeGroupHooks) for a rollout by instance refresh: the
+// names of the agent's launching and terminating hooks ("" for a terminating hook when only ECS's managed
+// draining hook drains), and "" or the reason the group is not rolled, naming each missing hook with the
+// command that adds it. A terminating hook is the agent's or ECS's managed draining hook. With own.QueueURL ""
+// (an audit, which does not know the agent's queue) any hook of the right transition counts.
+func RefreshHooks(group string, hooks []GroupHook, own HookOwnership) (launching, terminatingHook, missing string) {
+	terminating := false
+	foreign := map[string][]string{} // transition -> why each hook of it is not the agent's
+	for _, h := range hooks {
+		if h.Name == ECSManagedDrainingHookName {
+			terminating = true // ECS drains each terminating instance on its own hook; the agent only watches
+			continue
+		}
+		if owned, why := HookOwned(h, own); !owned && own.QueueURL != "" {
+			foreign[h.Transition] = append(foreign[h.Transition], why)
+			continue
+		}
+		switch h.Transition {
+		case TransitionLaunching:
+			if launching == "" {
+				launching = h.Name
+			}
+		case TransitionTerminating:
+			terminating = true
+			if terminatingHook == "" {
+				terminatingHook = h.Name
+			}
+		}
+	}
+	// A hook of the transition that is not the agent's is named with why: a group tagged TagLifecycleHooks
+	// before it had the agent's launching hook lists only the terminating one, and the fix is the tag.
+	whyNot := func(transition string) string {
+		if len(foreign[transition]) == 0 {
+			return ""
+		}
+		return " (" + strings.Join(foreign[transition], "; ") + ")"
+	}
+	var lacks []string
+	if launching == "" {
+		lacks = append(lacks, "no launching lifecycle hook of the agent's (new instances would count as healthy before they serve)"+
+			whyNot(TransitionLaunching)+": "+refreshHookCommand(group, TransitionLaunching))
+	}
+	if !terminating {
+		lacks = append(lacks, "no terminating lifecycle hook of the agent's (old instances would be terminated undrained)"+
+			whyNot(TransitionTerminating)+": "+refreshHookCommand(group, TransitionTerminating))
+	}
+	if len(lacks) > 0 {
+		missing = "instance refresh needs the agent's lifecycle hooks: " + strings.Join(lacks, "; ") + " (docs/deploy.md)"
+	}
+	return launching, terminatingHook, missing
+}
+
+// Reasons a lifecycle message is rejected: the Reason dimension of the LifecycleMessagesRejected metric and
+// of the "Lifecycle Message Rejected" notification (field case C19). A message is a claim; Auto Scaling's
+// DescribeAutoScalingInstances and DescribeLifecycleHooks are the facts.
+const (
+	// RejectGroupNotManaged: the message names a group the agent does not manage (field case C3; routine on
+	// a shared queue, so logged at info and not notified).
+	RejectGroupNotManaged = "GroupNotManaged"
+	// RejectInstanceNotFound: neither Auto Scaling nor EC2 knows the instance.
+	RejectInstanceNotFound = "InstanceNotFound"
+	// RejectInstanceNotInGroup: Auto Scaling places the instance in another group, or in none.
+	RejectInstanceNotInGroup = "InstanceNotInGroup"
+	// RejectUnknownHook: the group has no lifecycle hook of that name for that transition.
+	RejectUnknownHook = "UnknownHook"
+	// RejectLifecycleState: the instance is not in the wait state the action implies (InService, say).
+	RejectLifecycleState = "LifecycleStateMismatch"
+	// RejectForeignHook: the hook is another tool's (HookOwned: it notifies another target, or the group's
+	// TagLifecycleHooks leaves it out), which waits for that tool; routine, so logged at info.
+	RejectForeignHook = "ForeignHook"
+)

@@ -55,3 +55,7 @@ func SendAlert(o Observer, a Alert) {
 		ao.Alert(a)
 	}
 }
+
+// AlertSetBack: an outside change pointed the group's launch template back at another AMI after the agent rolled
+// it to its target (internal/engine, setback.go). Once per set-back; Who is the version's CreatedBy, ImageID the AMI it set back to.
+const AlertSetBack = "SetBack"

@@ -7,7 +7,7 @@ import (
 )
 
 // TagBatchSize is how many outdated instances of a group one instance refresh replaces at once (its
-// MaxHealthyPercentage, rollout_refresh.go): a whole number ("3") or a percent of the group's desired capacity
+// MaxHealthyPercentage, engine/rollout_refresh.go): a whole number ("3") or a percent of the group's desired capacity
 // ("25%", rounded up, at least 1). Default 1. The per-cluster budget (--cluster-budget) still caps how many of a
 // batch drain at once: a terminating action over the budget is heartbeated until a slot frees.
 const TagBatchSize = "patch-agent/batch-size"

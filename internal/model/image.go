@@ -49,6 +49,7 @@ func (r AMIRejection) StatusReason() string {
 // plus "self" for the agent's own account.
 var amiOwnerAliases = []string{"amazon", "aws-marketplace", "aws-backup-vault", "self"}
 
+// AccountIDPattern matches an AWS account id: twelve digits.
 var AccountIDPattern = regexp.MustCompile(`^[0-9]{12}$`)
 
 // ParseAMIOwners parses a list of AMI owners separated by spaces or commas: 12-digit AWS account ids or the

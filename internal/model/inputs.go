@@ -47,11 +47,11 @@ type Inputs struct {
 	// Record, when set, is the target's rollout record as read in this tick (Version 0 when it has none);
 	// nil reads it from the Store.
 	Record *state.Rollout
-	// Nodegroup, when set, makes the target an EKS managed node group (rollout_nodegroup.go).
+	// Nodegroup, when set, makes the target an EKS managed node group (engine/rollout_nodegroup.go).
 	Nodegroup *NodegroupInputs
 	// NotRolled, when set, is why the opted-in group is not rolled (discovery's Misconfigured: a tag the agent
 	// does not accept, or an error wrapping ErrManagedNodegroupGroup): Reconcile only records it for status
-	// (notrolled.go) and acts on nothing.
+	// (engine/notrolled.go) and acts on nothing.
 	NotRolled error
 }
 
@@ -66,4 +66,9 @@ func SourceGate(in Inputs) string {
 		return ""
 	}
 	return in.SourceProblem
+}
+
+// DefaultPolicy returns the defaults documented on Policy.
+func DefaultPolicy() Policy {
+	return Policy{HealthTimeout: 10 * time.Minute, DrainTimeout: 30 * time.Minute, RollbackOnFailure: true, ClusterBudget: 1}
 }

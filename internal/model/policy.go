@@ -46,11 +46,11 @@ type TargetPolicy struct {
 	// AllowAMIFamilyChange lets the AMI gate pass an AMI of another OS family (TagAllowAMIFamilyChange).
 	AllowAMIFamilyChange bool `json:"allowAmiFamilyChange,omitempty"`
 	// StandaloneTasks is what a rollout does about standalone tasks on outdated instances
-	// (TagStandaloneTasks, standalone.go): StandaloneWait (default) or StandaloneRefuse.
+	// (TagStandaloneTasks, engine/standalone.go): StandaloneWait (default) or StandaloneRefuse.
 	StandaloneTasks string `json:"standaloneTasks,omitempty"`
 	// BatchSize is how many instances one instance refresh replaces at once (TagBatchSize, batchsize.go).
 	BatchSize BatchSize `json:"batchSize,omitzero"`
-	// MaxInstanceAge is the maximum instance lifetime (TagMaxInstanceAge, rollout_maxage.go); 0: none.
+	// MaxInstanceAge is the maximum instance lifetime (TagMaxInstanceAge, engine/rollout_maxage.go); 0: none.
 	MaxInstanceAge time.Duration `json:"maxInstanceAge,omitempty"`
 	// Canary is how many instances a rollout by instance refresh replaces first, then bakes for CanaryBake
 	// under the alarms before the rest (TagCanary, TagCanaryBake, canary.go); 0: no canary.
@@ -313,9 +313,9 @@ func ParseMaxInstanceAge(v string) (time.Duration, error) {
 // themselves. The agent never counts them as drained (ecsdrain.Status). What it does about them is the group's
 // choice, TagStandaloneTasks:
 //   - StandaloneWait (default): the terminating lifecycle action drains the instance and waits for them to end
-//     until the drain deadline (hooks.go);
+//     until the drain deadline (lifecycleaction/hooks.go);
 //   - StandaloneRefuse: refuse the group — the rollout halts, without a rollback and before it changes anything
-//     (start, rollout_detect.go), with a reason naming the instances and their standalone tasks.
+//     (start, engine/rollout_detect.go), with a reason naming the instances and their standalone tasks.
 const (
 	TagStandaloneTasks = "patch-agent/standalone-tasks"
 	StandaloneWait     = "wait"

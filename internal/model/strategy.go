@@ -7,7 +7,7 @@ import (
 )
 
 // TagStrategy names how a group's instances are replaced: "auto" (default) and "refresh" roll by instance
-// refresh (rollout_refresh.go), the only strategy. The values of older agents ("surge", "drain-first",
+// refresh (engine/rollout_refresh.go), the only strategy. The values of older agents ("surge", "drain-first",
 // "capacity-provider") are accepted and also roll by instance refresh, with a status warning
 // (DeprecatedStrategyNote).
 const TagStrategy = "patch-agent/strategy"
@@ -59,6 +59,6 @@ func DeprecatedStrategyNote(tag string) string {
 	return ""
 }
 
-// StrategyRefresh replaces instances by one instance refresh (rollout_refresh.go). Chosen by TagStrategy for
+// StrategyRefresh replaces instances by one instance refresh (engine/rollout_refresh.go). Chosen by TagStrategy for
 // groups without ECS managed scaling.
 const StrategyRefresh = "refresh"

@@ -101,10 +101,3 @@ func TargetFromTags(group string, tags map[string]string) (*Target, error) {
 	}
 	return t, nil
 }
-
-func OrEmpty[V any](m map[string]V) map[string]V {
-	if m == nil {
-		return map[string]V{}
-	}
-	return m
-}

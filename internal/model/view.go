@@ -56,17 +56,6 @@ func (v GroupView) Instance(id string) (InstanceView, bool) {
 	return InstanceView{}, false
 }
 
-// CountServing returns how many instances are serving.
-func (v GroupView) CountServing() int {
-	n := 0
-	for _, i := range v.Instances {
-		if i.Serving() {
-			n++
-		}
-	}
-	return n
-}
-
 // CountOnImage returns how many in-service instances run imageID.
 // Staying counts the group's instances that are not leaving it (Leaving): those an instance's status counts.
 func (v GroupView) Staying() int {
@@ -97,9 +86,4 @@ func (i InstanceView) Warmed() bool {
 		return true
 	}
 	return false
-}
-
-// LeavingPool reports whether a warm pool instance is being terminated.
-func (i InstanceView) LeavingPool() bool {
-	return strings.HasPrefix(i.LifecycleState, "Warmed:Terminat")
 }

@@ -14,7 +14,6 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"go.uber.org/zap"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -200,7 +199,7 @@ func (n *Notifier) LifecycleActionCompleted(h state.Hook, drain time.Duration) {
 // except for messages of groups the agent does not manage (field case C3: routine on a shared queue; they are
 // counted by the metrics only).
 func (n *Notifier) LifecycleMessageRejected(r model.Rejection) {
-	if r.Reason == lifecycleaction.RejectGroupNotManaged {
+	if r.Reason == model.RejectGroupNotManaged {
 		return
 	}
 	at := r.At

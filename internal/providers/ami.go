@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -92,9 +93,14 @@ func dedupeSorted(in []string) []string {
 	return out
 }
 
+// Truncate returns s cut to at most n bytes followed by "..." when it is longer (a status reason or an AWS
+// answer quoted in one), never splitting a UTF-8 character.
 func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "..."
 }

@@ -3,7 +3,6 @@ package providers
 import (
 	"context"
 
-	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -29,10 +28,6 @@ var _ Groups = AutoScalingGroups{}
 func (g AutoScalingGroups) Traits(ctx context.Context, group string, tags map[string]string) (model.GroupTraits, error) {
 	return DescribeTraits(ctx, g.API, group, tags)
 }
-
-// GroupDescription is a group as DescribeAutoScalingGroups returns it (GroupView.Group): the decision code
-// hands it to providers without reading the SDK type itself.
-type GroupDescription = astypes.AutoScalingGroup
 
 // TemplateProvider is the provider of launch template versions the rollout engine decides on (Templates over
 // EC2 and Auto Scaling).

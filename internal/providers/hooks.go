@@ -59,3 +59,16 @@ func HookGlobalTimeout(heartbeat time.Duration, globalSeconds *int32) time.Durat
 	}
 	return min(100*heartbeat, MaxGlobalTimeout)
 }
+
+// HookDrainLimit returns how long the agent may drain for a lifecycle action of a hook whose global timeout
+// is global, counted from when the instance entered the wait state: the global timeout less a margin of a
+// tenth of it, at most 30 minutes, for the notification's way through the queue and the last heartbeat
+// interval. Past the global timeout Auto Scaling ends the action itself (its DefaultResult) whatever the
+// heartbeats, so a drain deadline beyond the limit would let the instance go without the agent completing
+// the action or saying so.
+func HookDrainLimit(global time.Duration) time.Duration {
+	return global - min(global/10, GlobalTimeoutMarginCap)
+}
+
+// GlobalTimeoutMarginCap bounds the margin HookDrainLimit keeps before a hook's global timeout.
+const GlobalTimeoutMarginCap = 30 * time.Minute

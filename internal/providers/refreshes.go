@@ -14,7 +14,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// Refreshes owns the instance refresh calls of the refresh strategy (rollout_refresh.go) over Auto Scaling:
+// Refreshes owns the instance refresh calls of the refresh strategy (engine/rollout_refresh.go) over Auto Scaling:
 // StartInstanceRefresh, DescribeInstanceRefreshes, CancelInstanceRefresh and RollbackInstanceRefresh (Amazon
 // EC2 Auto Scaling API Reference).
 type Refreshes struct{ API awsapi.AutoScaling }

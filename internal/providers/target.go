@@ -99,7 +99,7 @@ func DiscoverNamed(ctx context.Context, api awsapi.AutoScaling, names []string, 
 func (d Discovered) Merge(names []string, part Discovered) Discovered {
 	out := Discovered{Targets: maps.Clone(d.Targets), Groups: maps.Clone(d.Groups), Misconfigured: maps.Clone(d.Misconfigured),
 		Drainable: maps.Clone(d.Drainable)}
-	out.Targets, out.Groups, out.Misconfigured, out.Drainable = model.OrEmpty(out.Targets), model.OrEmpty(out.Groups), model.OrEmpty(out.Misconfigured), model.OrEmpty(out.Drainable)
+	out.Targets, out.Groups, out.Misconfigured, out.Drainable = orEmpty(out.Targets), orEmpty(out.Groups), orEmpty(out.Misconfigured), orEmpty(out.Drainable)
 	for _, n := range names {
 		delete(out.Targets, n)
 		delete(out.Groups, n)
@@ -186,6 +186,7 @@ func (d Discovered) Names() []string {
 	return out
 }
 
+// GroupTags returns the group's tags by key, as DescribeAutoScalingGroups listed them.
 func GroupTags(g astypes.AutoScalingGroup) map[string]string {
 	m := make(map[string]string, len(g.Tags))
 	for _, t := range g.Tags {
@@ -201,4 +202,12 @@ func GroupTags(g astypes.AutoScalingGroup) map[string]string {
 func ECSManagesProtection(g astypes.AutoScalingGroup) bool {
 	_, managed := GroupTags(g)[model.TagECSManaged]
 	return aws.ToBool(g.NewInstancesProtectedFromScaleIn) && managed
+}
+
+// orEmpty returns m, or an empty map when m is nil.
+func orEmpty[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return map[string]V{}
+	}
+	return m
 }

@@ -96,7 +96,7 @@ type Rollout struct {
 	RollbackFrom string `json:"rollbackFrom,omitempty" dynamodbav:"rollbackFrom,omitempty"`
 
 	// SetBacks counts the outside changes (an infrastructure-as-code apply, a person) that pointed the group's
-	// launch template back at another AMI after the agent rolled it to TargetImageID (lifecycle/setback.go);
+	// launch template back at another AMI after the agent rolled it to TargetImageID (internal/engine, setback.go);
 	// SetBackBy names the launch template version of the last one ("lt-… version 7", with " by <CreatedBy>" when
 	// EC2 tells who created it). Both are cleared when the target changes (a new AMI, a manual rollback) or
 	// when the template changes to another AMI while the group is held.

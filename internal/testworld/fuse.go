@@ -202,7 +202,7 @@ func (f *Fuse) Wrap(c agent.Clients, s state.Store) (agent.Clients, state.Store)
 		SSM: c.SSM, SQS: fusedSQS{c.SQS, f}, CloudWatch: c.CloudWatch, InstanceTypes: c.InstanceTypes,
 	}
 	if c.EKSNodegroups != nil {
-		out.EKSNodegroups = fusedEKSNodegroups{c.EKSNodegroups, f} // crash_nodegroups.go
+		out.EKSNodegroups = fusedEKSNodegroups{c.EKSNodegroups, f} // fuse_gen.go
 	}
 	return out, fusedStore{s, f}
 }

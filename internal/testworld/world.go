@@ -11,7 +11,6 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/eks"
-	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
@@ -231,7 +230,7 @@ type Spec struct {
 // PodDisruptionBudget minAvailable 5 and a DaemonSet.
 func DemoSpec() Spec {
 	return Spec{
-		Policy: engine.DefaultPolicy(),
+		Policy: model.DefaultPolicy(),
 		Groups: []GroupSetup{{Name: GroupName, Cluster: Cluster, Parameter: Parameter, Min: 3, Max: 6, Desired: 3},
 			{Name: EKSGroupName, Platform: model.PlatformEKS, Cluster: EKSCluster, Parameter: providers.ParameterAuto, Min: 3, Max: 6, Desired: 3}},
 		Services:     map[string]int{"web": 6, "log-router": -1},
@@ -410,7 +409,7 @@ func Build(spec Spec) (*World, error) {
 	}
 	policy := spec.Policy
 	if policy == (model.Policy{}) {
-		policy = engine.DefaultPolicy()
+		policy = model.DefaultPolicy()
 	}
 	w.Checker.ClusterBudget = max(policy.ClusterBudget, 1) // invariant 3 per cluster holds the agent to its budget
 	for _, g := range spec.Groups {

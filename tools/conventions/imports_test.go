@@ -3,8 +3,11 @@ package conventions
 import (
 	"bufio"
 	"bytes"
+	"maps"
 	"os/exec"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -30,6 +33,9 @@ type importRule struct {
 	Forbidden []string
 	// ForbiddenRE forbids import paths it matches (outside the module: the AWS SDK).
 	ForbiddenRE *regexp.Regexp
+	// OnlyModule, when set, lists the only packages of the module the package may depend on at all, directly
+	// or through another package (`go list -deps`): a prefix, as Forbidden.
+	OnlyModule []string
 	// Why is said when the rule is broken.
 	Why string
 }
@@ -38,6 +44,7 @@ var importRules = []importRule{
 	{Package: "internal/model",
 		Forbidden:   []string{"internal/providers", "internal/engine", "internal/lifecycleaction", "internal/agent", "internal/awsapi"},
 		ForbiddenRE: awsServiceClient,
+		OnlyModule:  []string{"internal/model", "internal/state"},
 		Why:         "the model does no I/O: a call to AWS or a decision belongs in a provider or the engine"},
 	{Package: "internal/providers",
 		Forbidden: []string{"internal/engine", "internal/lifecycleaction", "internal/agent"},
@@ -52,14 +59,50 @@ var importRules = []importRule{
 		Why:         "lifecycle actions call AWS through providers.LifecycleActions and never drive a rollout"},
 }
 
+// onlyAgentImports are the packages that only internal/agent (the wiring) may import among the product's: the
+// engine and the lifecycle actions decide; what other packages need of them (constants, defaults, pure
+// judgements) lives in the model.
+var onlyAgentImports = []string{"internal/engine", "internal/lifecycleaction"}
+
 // testWorld are the packages of the simulated account and the test harnesses: the production binary
 // (cmd/patch-agent built with -tags nodemo) links none of them.
 var testWorld = []string{"internal/sim", "internal/testworld", "internal/demo", "internal/testenv", "internal/org/orgsim", "internal/audit/fleet"}
 
-// importViolations returns one line per import a rule forbids, for packages given as import path -> imports.
-func importViolations(imports map[string][]string, rules []importRule) []string {
+// under reports whether import path p is the module package prefix or one of its subpackages.
+func under(p, prefix string) bool {
+	return p == module+prefix || strings.HasPrefix(p, module+prefix+"/")
+}
+
+// importViolations returns one line per import a rule forbids, for packages given as import path -> imports
+// (deps: import path -> every package it depends on, for the rules with OnlyModule), and per product package
+// other than internal/agent that imports one of onlyAgentImports.
+func importViolations(imports, deps map[string][]string, rules []importRule) []string {
 	var out []string
+	for p, imps := range imports {
+		if !strings.HasPrefix(p, module+"internal/") || under(p, "internal/agent") || inTestWorld(p) || strings.HasSuffix(p, "_test") {
+			continue
+		}
+		for _, imp := range imps {
+			for _, o := range onlyAgentImports {
+				if under(imp, o) && !under(p, o) {
+					out = append(out, strings.TrimPrefix(p, module)+" imports "+imp+": only internal/agent wires the engine and the lifecycle actions; move what it needs into internal/model")
+				}
+			}
+		}
+	}
 	for _, r := range rules {
+		for _, dep := range deps[module+r.Package] {
+			if !strings.HasPrefix(dep, module) || len(r.OnlyModule) == 0 {
+				continue
+			}
+			allowed := false
+			for _, o := range r.OnlyModule {
+				allowed = allowed || under(dep, o)
+			}
+			if !allowed {
+				out = append(out, r.Package+" depends on "+dep+" (directly or through another package): "+r.Why)
+			}
+		}
 		for _, imp := range imports[module+r.Package] {
 			bad := r.ForbiddenRE != nil && r.ForbiddenRE.MatchString(imp)
 			for _, f := range r.Forbidden {
@@ -72,7 +115,18 @@ func importViolations(imports map[string][]string, rules []importRule) []string 
 			}
 		}
 	}
+	sort.Strings(out)
 	return out
+}
+
+// inTestWorld reports whether import path p is a package of the test world.
+func inTestWorld(p string) bool {
+	for _, w := range testWorld {
+		if under(p, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // goList runs `go list` with args in the module root and returns import path -> imports, one package per line.
@@ -80,8 +134,10 @@ func goList(t *testing.T, args ...string) map[string][]string {
 	t.Helper()
 	cmd := exec.Command("go", append([]string{"list", "-f", `{{.ImportPath}} {{join .Imports " "}}`}, args...)...)
 	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	require.NoError(t, err)
+	require.NoError(t, err, "go list %v: %s", args, stderr.String()) // an import cycle is reported here
 	pkgs := map[string][]string{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -97,22 +153,30 @@ func goList(t *testing.T, args ...string) map[string][]string {
 // of importRules forbids, and when the production build links a package of the test world.
 func TestProductImportRules(t *testing.T) {
 	pkgs := goList(t, "./...")
+	deps := map[string][]string{}
 	for _, r := range importRules {
 		require.Contains(t, pkgs, module+r.Package, "a rule names %s, which is gone", r.Package)
-	}
-	require.Empty(t, importViolations(pkgs, importRules))
-
-	deps := goList(t, "-tags", "nodemo", "-deps", "./cmd/patch-agent")
-	for p := range deps {
-		for _, w := range testWorld {
-			require.False(t, p == module+w || strings.HasPrefix(p, module+w+"/"),
-				"the production build (-tags nodemo) links %s, a package of the test world", p)
+		if len(r.OnlyModule) > 0 {
+			deps[module+r.Package] = slices.Sorted(maps.Keys(goListDeps(t, "./"+r.Package)))
 		}
+	}
+	require.Empty(t, importViolations(pkgs, deps, importRules))
+
+	for p := range goListDeps(t, "-tags", "nodemo", "./cmd/patch-agent") {
+		require.False(t, inTestWorld(p), "the production build (-tags nodemo) links %s, a package of the test world", p)
 	}
 }
 
+// goListDeps returns every package the packages named by args depend on, themselves included.
+func goListDeps(t *testing.T, args ...string) map[string][]string {
+	t.Helper()
+	return goList(t, append([]string{"-deps"}, args...)...)
+}
+
 // TestImportRulesRejectAForbiddenImport shows each kind of forbidden import rejected: an arrow backwards, an
-// SDK client in the model, an SDK data type in the engine; and the allowed ones let through.
+// SDK client in the model, an SDK data type in the engine, a package other than the agent importing the
+// engine, and the model depending on the queue consumer through another package; the allowed ones let
+// through.
 func TestImportRulesRejectAForbiddenImport(t *testing.T) {
 	pkgs := map[string][]string{
 		module + "internal/model":           {"time", "github.com/aws/aws-sdk-go-v2/service/autoscaling/types", "github.com/aws/aws-sdk-go-v2/service/ec2"},
@@ -120,10 +184,20 @@ func TestImportRulesRejectAForbiddenImport(t *testing.T) {
 		module + "internal/engine":          {module + "internal/providers", "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"},
 		module + "internal/lifecycleaction": {module + "internal/providers", module + "internal/agent/sub"},
 	}
-	got := importViolations(pkgs, importRules)
-	require.Len(t, got, 4, "%v", got)
-	require.Contains(t, got[0], "internal/model imports github.com/aws/aws-sdk-go-v2/service/ec2")
-	require.Contains(t, got[1], "internal/providers imports "+module+"internal/engine")
-	require.Contains(t, got[2], "internal/engine imports github.com/aws/aws-sdk-go-v2/service/autoscaling/types")
-	require.Contains(t, got[3], "internal/lifecycleaction imports "+module+"internal/agent/sub")
+	pkgs[module+"internal/metrics"] = []string{module + "internal/engine", module + "internal/model"}
+	deps := map[string][]string{module + "internal/model": {"time", module + "internal/model", module + "internal/state", module + "internal/events"}}
+	got := importViolations(pkgs, deps, importRules)
+	require.Len(t, got, 7, "%v", got)
+	want := []string{
+		"internal/engine imports github.com/aws/aws-sdk-go-v2/service/autoscaling/types",
+		"internal/lifecycleaction imports " + module + "internal/agent/sub",
+		"internal/metrics imports " + module + "internal/engine: only internal/agent wires",
+		"internal/model depends on " + module + "internal/events (directly or through another package)",
+		"internal/model imports github.com/aws/aws-sdk-go-v2/service/ec2",
+		"internal/providers imports " + module + "internal/engine: only internal/agent wires",
+		"internal/providers imports " + module + "internal/engine: providers answer",
+	}
+	for i, w := range want {
+		require.Contains(t, got[i], w)
+	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/testworld/kubesim"
 )
@@ -355,7 +355,7 @@ func (c *Checker) clusterDrains(v *sim.View, groups []sim.GroupView) {
 		}
 	}
 	budget := max(c.ClusterBudget, 1)
-	for _, cl := range SortedNames(c.clusterSeen(groups)) {
+	for _, cl := range sortedNames(c.clusterSeen(groups)) {
 		ids := draining[cl]
 		c.condition(v, len(ids) > budget, "3/cluster/"+cl, 3, cl, "%d instances of managed groups being replaced at once in cluster %s (%s): per-cluster budget %d",
 			len(ids), cl, strings.Join(ids, ", "), budget)
@@ -733,7 +733,7 @@ func (c *Checker) pastDeadline(v *sim.View, t sim.Termination) bool {
 }
 
 // hookLimitPassed reports whether, at at, a terminating lifecycle action of t's termination had run past the
-// drain limit its hook's global timeout allows (lifecycleaction.HookDrainLimit): the drain deadline the agent caps
+// drain limit its hook's global timeout allows (providers.HookDrainLimit): the drain deadline the agent caps
 // --drain-timeout to for that hook, since Auto Scaling would end the action at its global timeout anyway.
 func hookLimitPassed(v *sim.View, t sim.Termination, at time.Time) bool {
 	for _, act := range v.LifecycleActions() {
@@ -741,7 +741,7 @@ func hookLimitPassed(v *sim.View, t sim.Termination, at time.Time) bool {
 			act.GlobalDeadline.IsZero() {
 			continue
 		}
-		if !at.Before(act.Started.Add(lifecycleaction.HookDrainLimit(act.GlobalDeadline.Sub(act.Started)))) {
+		if !at.Before(act.Started.Add(providers.HookDrainLimit(act.GlobalDeadline.Sub(act.Started)))) {
 			return true
 		}
 	}
@@ -881,7 +881,7 @@ func excusedScaleIns(v *sim.View, group string) int {
 // in-service instance count and its number of Availability Zones are not lower than when the checker started,
 // unless a scale-in that ECS (or a user) decided accounts for each missing instance (invariant 1).
 func (c *Checker) finishShapes(v *sim.View, add func(inv int, group, format string, args ...any)) {
-	for _, g := range SortedNames(c.shapes) {
+	for _, g := range sortedNames(c.shapes) {
 		start, now := c.shapes[g], inServicePerAZ(v.Group(g))
 		excused := excusedScaleIns(v, g)
 		count := func(m map[string]int) int {
@@ -900,7 +900,7 @@ func (c *Checker) finishShapes(v *sim.View, add func(inv int, group, format stri
 	}
 }
 
-func SortedNames[T any](m map[string]T) []string {
+func sortedNames[T any](m map[string]T) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
