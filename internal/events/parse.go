@@ -45,8 +45,9 @@ func (o object) str(key string) string {
 //   - an Auto Scaling notification with an "Event" member, such as the autoscaling:TEST_NOTIFICATION a hook
 //     sends when it is created (kind_test_notification.go).
 //
-// Any other JSON object is KindUnknown. The error, when not nil, wraps ErrMalformed and names what is wrong;
-// the Event is then the zero Event. Parse never panics.
+// Any other JSON object is KindUnknown. A body whose members give it two of these shapes, or that spells a
+// member telling the kind in other letter case than AWS (checkKindMembers), is malformed. The error, when
+// not nil, wraps ErrMalformed and names what is wrong; the Event is then the zero Event. Parse never panics.
 func Parse(body []byte) (Event, error) {
 	ev, err := parse(body)
 	if err != nil {
