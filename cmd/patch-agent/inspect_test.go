@@ -3,10 +3,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,4 +148,90 @@ func TestMessageInspectChecksTheSNSTopicWhenOneIsConfigured(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requirePrintable fails when out holds a character that is neither printable nor a line feed: a control
+// character or escape sequence from a message would act on the operator's terminal.
+func requirePrintable(t *testing.T, out string) {
+	t.Helper()
+	for i, r := range out {
+		require.True(t, r == '\n' || strconv.IsPrint(r), "character %U at byte %d of %q", r, i, out)
+	}
+}
+
+// A message is untrusted (a dead-letter queue's body, say): `message inspect` prints its strings with their
+// control characters, escape sequences and line breaks escaped, in every format and on standard error, so
+// they reach the operator's terminal as text. Ordinary names print unchanged.
+func TestMessageInspectPrintsAMessagesControlCharactersEscaped(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		body   string
+		format string
+		want   string                         // a line of the output
+		value  string                         // the message's string
+		got    func(d inspectDocument) string // where the JSON document has it
+	}{
+		{
+			name:   "test notification whose group clears the screen",
+			body:   `{"AccountId":"111122223333","RequestId":"r-1","AutoScalingGroupName":"g\u001b[2J\u001b[31mEVIL","Service":"AWS Auto Scaling","Event":"autoscaling:TEST_NOTIFICATION","Time":"2019-02-20T20:01:15.747Z"}`,
+			format: "wide",
+			want:   `group:       "g\x1b[2J\x1b[31mEVIL"`,
+			value:  "g\x1b[2J\x1b[31mEVIL",
+			got:    func(d inspectDocument) string { return d.Event.Group },
+		},
+		{
+			name:   "parameter change whose name sets the terminal's title",
+			body:   `{"version":"0","id":"eb-1","detail-type":"Parameter Store Change","source":"aws.ssm","account":"111122223333","time":"2024-05-22T16:44:48Z","region":"us-east-2","resources":[],"detail":{"operation":"Update","name":"/ami\u001b]0;pwned\u0007","type":"String"}}`,
+			format: "table",
+			want:   `action:      "resolves /ami\x1b]0;pwned\a and rolls`,
+			value:  "/ami\x1b]0;pwned\a",
+			got:    func(d inspectDocument) string { return d.Event.Parameter.Name },
+		},
+		{
+			name:   "EventBridge event whose detail-type carries a C1 control (CSI to some terminals)",
+			body:   `{"version":"0","id":"eb-2","detail-type":"Spot\u009b2JWarning","source":"aws.ec2","account":"111122223333","time":"2024-01-13T00:12:37Z","region":"us-west-2","resources":[],"detail":{}}`,
+			format: "wide",
+			want:   `detail type: "Spot\u009b2JWarning"`,
+			value:  "Spot\u009b2JWarning",
+			got:    func(d inspectDocument) string { return d.Event.DetailType },
+		},
+		{
+			name:   "malformed lifecycle action whose group name forges a line",
+			body:   `{"LifecycleHookName":"h","AutoScalingGroupName":"asg\nerror:       none","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_LAUNCH"}`,
+			format: "table",
+			want:   `error:       "malformed message: lifecycle action for instance i-1 in group asg\nerror:       none: LifecycleTransition`,
+			value:  "in group asg\nerror:       none: ",
+			got:    func(d inspectDocument) string { return d.Error },
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := runCtx(t, context.Background(), c.body, "message", "inspect", "-o", c.format)
+			requirePrintable(t, res.stdout)
+			require.Contains(t, "\n"+res.stdout, "\n"+c.want)
+			if res.err != nil {
+				requirePrintable(t, res.err.Error())
+				require.NotContains(t, res.err.Error(), "\n")
+			}
+			for _, l := range strings.Split(strings.TrimSuffix(res.stdout, "\n"), "\n") {
+				require.Regexp(t, `^(disposition|action|warning|error|kind|envelope|source|detail type|group|time): +\S`, l, "one field a line")
+			}
+
+			// JSON, the default: encoding/json escapes U+0000-U+001F; the rest is escaped too, and the
+			// document still decodes to the message's strings.
+			res = runCtx(t, context.Background(), c.body, "message", "inspect")
+			requirePrintable(t, res.stdout)
+			var d inspectDocument
+			require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
+			require.Contains(t, c.got(d), c.value)
+		})
+	}
+
+	// Ordinary names, non-ASCII ones included, print as they are.
+	res := run(t, "message", "inspect", "-o", "wide", filepath.Join(samples, "asg-hook-direct-terminating.json"))
+	require.NoError(t, res.err)
+	require.Contains(t, res.stdout, "\ngroup:       ecs-prod-cluster-asg\n")
+	require.Contains(t, res.stdout, "action:      if group ecs-prod-cluster-asg is opted in:")
+	require.Equal(t, "ecs-prod-ünïcode-asg", printable("ecs-prod-ünïcode-asg"))
+	require.Equal(t, `"a\u202eb"`, printable("a\u202eb"), "a bidirectional override is escaped")
+	require.Equal(t, `"\xff"`, printable("\xff"), "invalid UTF-8 is escaped")
 }

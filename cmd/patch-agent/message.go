@@ -1,14 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -47,7 +51,9 @@ with AWS first (it makes none here), a warning, the error, and the event (every 
 not set). A body that names a member twice is malformed: JSON readers disagree about which one counts.
 --topic ARN warns when a message came through SNS from another topic. JSON is the default here (the
 document is what scripts read); -o table prints the disposition, action, warning and error one a line, and
--o wide adds the event's kind, source, group and time.
+-o wide adds the event's kind, source, group and time. The message is untrusted: a value with a control
+character (an escape sequence, a line break) is printed quoted, with Go's escapes, and the JSON escapes every
+character that is not printable.
 
 Exit status: 0 when the message is recognised or deliberately ignored, 1 when it is malformed (the document
 is printed first) or larger than 1 MiB (SQS bodies are at most 256 KiB; bodies kept in S3 by the SQS
@@ -70,7 +76,11 @@ extended client are not supported). Ctrl-C stops reading.`,
 			}
 			d := inspectMessage(body, topics)
 			if outFlag.is(formatJSON) {
-				if err := writeJSON(cmd.OutOrStdout(), d); err != nil {
+				var doc bytes.Buffer
+				if err := writeJSON(&doc, d); err != nil {
+					return err
+				}
+				if _, err := cmd.OutOrStdout().Write(escapeUnprintable(doc.Bytes())); err != nil {
 					return err
 				}
 			} else {
@@ -78,7 +88,7 @@ extended client are not supported). Ctrl-C stops reading.`,
 			}
 			if d.Disposition == dispositionDeadLetter {
 				// d.Error is the parser's, which names the malformation after the same words.
-				return fmt.Errorf("%w: %s", errMalformedMessage, strings.TrimPrefix(d.Error, events.ErrMalformed.Error()+": "))
+				return fmt.Errorf("%w: %s", errMalformedMessage, printable(strings.TrimPrefix(d.Error, events.ErrMalformed.Error()+": ")))
 			}
 			return nil
 		},
@@ -105,11 +115,13 @@ func checkTopicARNs(topics []string) error {
 }
 
 // printInspection writes d one field a line: disposition, action, warning and error (those set), and with
-// wide the event's kind, envelope, source, detail type, group and time.
+// wide the event's kind, envelope, source, detail type, group and time. Every value is printable: the
+// message is untrusted (a dead-letter queue's body, say), and its strings are in the action, the warning and
+// the error as well as in the event.
 func printInspection(w io.Writer, d inspectDocument, wide bool) {
 	line := func(name, v string) {
 		if v != "" {
-			fmt.Fprintf(w, "%-12s %s\n", name+":", v)
+			fmt.Fprintf(w, "%-12s %s\n", name+":", printable(v))
 		}
 	}
 	line("disposition", d.Disposition)
@@ -126,6 +138,42 @@ func printInspection(w io.Writer, d inspectDocument, wide bool) {
 			line("time", ev.Time.Format(time.RFC3339))
 		}
 	}
+}
+
+// printable returns s as it is when it is valid UTF-8 and every character is printable (strconv.IsPrint:
+// letters, marks, numbers, punctuation, symbols and the ASCII space), else s quoted with Go's escapes
+// (strconv.Quote). A message's strings are untrusted: a control character, an escape sequence ("\x1b[2J"
+// clears the screen), a line break that forges another line or a bidirectional override must reach the
+// operator's terminal as text, not as a command to it. Ordinary names print unchanged.
+func printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// escapeUnprintable returns doc, JSON from encoding/json, with every character that is neither printable
+// (strconv.IsPrint) nor a line feed written as a \uXXXX escape (a UTF-16 surrogate pair beyond U+FFFF).
+// encoding/json escapes U+0000-U+001F, U+2028 and U+2029 but writes DEL, the C1 controls (U+009B is CSI to
+// some terminals) and the bidirectional overrides as they are. Outside strings encoding/json writes only
+// printable ASCII and line feeds, so every escape lands inside a string, and the document decodes to the
+// same values.
+func escapeUnprintable(doc []byte) []byte {
+	out := make([]byte, 0, len(doc))
+	for len(doc) > 0 {
+		r, n := utf8.DecodeRune(doc)
+		switch {
+		case r == '\n' || strconv.IsPrint(r) && !(r == utf8.RuneError && n == 1):
+			out = append(out, doc[:n]...)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		doc = doc[n:]
+	}
+	return out
 }
 
 // readMessage opens the input and reads at most maxMessageBytes from it (errMessageTooLarge beyond). Opening

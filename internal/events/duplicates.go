@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 )
 
 // checkDuplicateKeys fails when a JSON object anywhere in body names a member twice. RFC 8259 (section 4)
@@ -34,8 +33,9 @@ func checkDuplicateKeys(body []byte) error {
 				}
 				key, _ := kt.(string)
 				// encoding/json matches member names to fields case-insensitively, so "EC2InstanceID" after
-				// "EC2InstanceId" is the same member to the reader that acts on it: fold before comparing.
-				folded := strings.ToLower(key)
+				// "EC2InstanceId" is the same member to the reader that acts on it, and so is "EC2InſtanceId"
+				// (U+017F folds with s): fold before comparing, as encoding/json folds (foldName).
+				folded := foldName(key)
 				if seen[folded] {
 					where := "the message"
 					if path != "" {

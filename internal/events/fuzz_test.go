@@ -18,6 +18,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(body)
 	}
 	for _, s := range []string{"", "null", "[]", `{"Type":"Notification","TopicArn":"t"}`, `{"LifecycleHookName":"h"}`,
+		`{"lifecycleHookName":"h","Event":"autoscaling:TEST_NOTIFICATION"}`,
 		`{"detail-type":"Scheduled Event","source":"aws.events","detail":[]}`} {
 		f.Add([]byte(s))
 	}
@@ -47,6 +48,9 @@ func FuzzParse(f *testing.F) {
 			}
 			if ev.Group != l.GroupName {
 				t.Fatalf("group %q, lifecycle action group %q", ev.Group, l.GroupName)
+			}
+			if !groupNameOK(l.GroupName) {
+				t.Fatalf("lifecycle action for group %q, a name Auto Scaling does not give", l.GroupName)
 			}
 		case KindParameterChange:
 			if p := ev.Parameter; p == nil || p.Name == "" || p.Operation == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // EventBridge detail-types of lifecycle actions ("Amazon EC2 Auto Scaling User Guide: Amazon EC2 Auto Scaling
@@ -39,8 +40,30 @@ type hookMessage struct {
 // DescribeAutoScalingInstances).
 var instanceIDPattern = regexp.MustCompile(`^i-[0-9a-f]{1,17}$`)
 
-// lifecycleAction checks that m names everything CompleteLifecycleAction needs, an instance id of EC2's shape
-// and a known transition.
+// maxGroupNameChars is the most characters an Auto Scaling group name has (Amazon EC2 Auto Scaling API
+// Reference, CreateAutoScalingGroup: AutoScalingGroupName, length 1 to 255).
+const maxGroupNameChars = 255
+
+// groupNameOK reports whether name can be an Auto Scaling group's name: 1 to maxGroupNameChars characters
+// matching the pattern [\u0020-\uD7FF\uE000-\uFFFD\uD800\uDC00-\uDBFF\uDFFF\r\n\t]* (Amazon EC2 Auto
+// Scaling API Reference, CreateAutoScalingGroup, AutoScalingGroupName), that is no control character of
+// U+0000-U+001F but tab, line feed and carriage return, and neither U+FFFE nor U+FFFF. Characters are
+// counted as runes, the fewest of any way to count them (UTF-16 code units, bytes), so no name Auto Scaling
+// accepts is refused.
+func groupNameOK(name string) bool {
+	if name == "" || !utf8.ValidString(name) || utf8.RuneCountInString(name) > maxGroupNameChars {
+		return false
+	}
+	for _, r := range name {
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0xFFFE || r == 0xFFFF {
+			return false
+		}
+	}
+	return true
+}
+
+// lifecycleAction checks that m names everything CompleteLifecycleAction needs, an instance id of EC2's shape,
+// a group name Auto Scaling could have given and a known transition.
 func (m hookMessage) lifecycleAction() (*LifecycleAction, error) {
 	var missing []string
 	for _, f := range []struct{ name, value string }{
@@ -63,6 +86,13 @@ func (m hookMessage) lifecycleAction() (*LifecycleAction, error) {
 		// instead of reaching the dead-letter queue.
 		return nil, fmt.Errorf("lifecycle action (hook %q, group %q): EC2InstanceId %q is not an EC2 instance id (i- and up to 17 hexadecimal digits)",
 			m.LifecycleHookName, m.AutoScalingGroupName, m.EC2InstanceID)
+	}
+	if !groupNameOK(m.AutoScalingGroupName) {
+		// No group has such a name: the message is forged or garbled, and the name must not reach a log line
+		// or an operator's terminal as it is.
+		return nil, fmt.Errorf("lifecycle action (hook %q, instance %s): AutoScalingGroupName %q (%d characters) is not an Auto Scaling group name "+
+			"(1 to %d characters, no control character but tab, line feed and carriage return)",
+			m.LifecycleHookName, m.EC2InstanceID, truncate(m.AutoScalingGroupName, 80), utf8.RuneCountInString(m.AutoScalingGroupName), maxGroupNameChars)
 	}
 	if m.LifecycleTransition != TransitionLaunching && m.LifecycleTransition != TransitionTerminating {
 		return nil, fmt.Errorf("lifecycle action for instance %s in group %s: LifecycleTransition %q is neither %s nor %s",
@@ -99,8 +129,8 @@ func (m hookMessage) lifecycleAction() (*LifecycleAction, error) {
 // Through SNS the same object is the notification's Message (testdata/sns-wrapped-asg-hook-terminating.json).
 // The ID is the RequestId, or the SNS MessageId when the message came through SNS.
 //
-// It fails when the token, hook name, instance id, group name or transition is missing, or the transition is neither
-// LAUNCHING nor TERMINATING.
+// It fails when the token, hook name, instance id, group name or transition is missing, the instance id or
+// group name is not one AWS could have given, or the transition is neither LAUNCHING nor TERMINATING.
 func parseHookMessage(body []byte, envelope Envelope) (Event, error) {
 	var m hookMessage
 	if err := json.Unmarshal(body, &m); err != nil {

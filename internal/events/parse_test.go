@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -529,6 +530,43 @@ func TestParseOtherShapes(t *testing.T) {
 	}
 }
 
+// Every name Auto Scaling's pattern admits is a group name: the check refuses only what Auto Scaling could not
+// have written, so no real lifecycle action is dead-lettered by it.
+func TestParseAcceptsEveryGroupNameAutoScalingAllows(t *testing.T) {
+	for _, name := range []string{
+		"a",
+		strings.Repeat("a", 255),
+		strings.Repeat("é", 255), // 255 characters, 510 bytes
+		strings.Repeat("😀", 255), // 255 characters, 510 UTF-16 code units
+		"asg with\ttab\r\nand line breaks",
+		"ecs-prod:blue/green_1.2",
+	} {
+		t.Run(name[:min(len(name), 24)], func(t *testing.T) {
+			body := `{"LifecycleHookName":"h","AutoScalingGroupName":` + strconv.Quote(name) +
+				`,"EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`
+			ev, err := Parse([]byte(body))
+			require.NoError(t, err)
+			require.Equal(t, KindLifecycleAction, ev.Kind)
+			require.Equal(t, name, ev.Group)
+		})
+	}
+}
+
+// Members that tell a kind are ordinary words for other senders ({"type":"order"}): in another letter case,
+// and beside no member only AWS writes, they make an ignored message, not a malformed one, so a shared queue
+// does not fill the dead-letter queue.
+func TestParseIgnoresOrdinaryWordsInAnotherLetterCase(t *testing.T) {
+	for _, body := range []string{
+		`{"type":"order","source":"shop","event":"created"}`,
+		`{"type":"Notification","Source":"billing"}`,
+		`{"event":"autoscaling:TEST_NOTIFICATION"}`,
+	} {
+		ev, err := Parse([]byte(body))
+		require.NoError(t, err, body)
+		require.Equal(t, KindUnknown, ev.Kind, body)
+	}
+}
+
 // snsWrap returns an SNS notification (id sns-1) whose Message is msg.
 func snsWrap(msg string) string {
 	return `{"Type":"Notification","MessageId":"sns-1","TopicArn":"arn:aws:sns:us-east-1:111122223333:t",` +
@@ -610,6 +648,28 @@ func TestParseMalformed(t *testing.T) {
 		{"Parameter Store Change whose name is not a string", ssmStart + `"detail":{"operation":"Update","name":["a"]}}`, "cannot unmarshal"},
 		{"SNS-wrapped Parameter Store Change without detail.name", snsWrap(ssmStart + `"detail":{"operation":"Update"}}`), "SNS notification sns-1"},
 		{"test notification with a bad Time", `{"Event":"autoscaling:TEST_NOTIFICATION","AutoScalingGroupName":"asg-a","Time":"now"}`, "is not an RFC 3339 time"},
+		// encoding/json would read a member in other letter case as the field; the kind is told by AWS's spelling.
+		{"lifecycle action whose token is spelled in camelCase (a custom forwarder)", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","lifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, `member "lifecycleActionToken": AWS spells it "LifecycleActionToken"`},
+		{"lifecycle action with every member in camelCase", `{"lifecycleHookName":"h","autoScalingGroupName":"asg-a","ec2InstanceId":"i-1","lifecycleActionToken":"tok","lifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, `member "lifecycleActionToken": AWS spells it "LifecycleActionToken"`},
+		{"SNS-wrapped lifecycle action in camelCase", snsWrap(`{"lifecycleHookName":"h","autoScalingGroupName":"asg-a","ec2InstanceId":"i-1","lifecycleActionToken":"tok","lifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`), `SNS notification sns-1 from topic arn:aws:sns:us-east-1:111122223333:t: member "lifecycleActionToken"`},
+		{"lifecycle action whose transition is spelled with U+017F, which encoding/json folds with s", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg-a","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTranſition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, `member "LifecycleTranſition": AWS spells it "LifecycleTransition"`},
+		{"EventBridge event whose detail-type is capitalised", `{"id":"eb-1","Detail-Type":"EC2 Instance-terminate Lifecycle Action","source":"aws.autoscaling","detail":{` + hookOK + `}}`, `member "Detail-Type": AWS spells it "detail-type"`},
+		{"EventBridge event whose source is capitalised", `{"id":"eb-1","detail-type":"EC2 Instance-terminate Lifecycle Action","Source":"aws.autoscaling","detail":{` + hookOK + `}}`, `member "Source": AWS spells it "source"`},
+		{"SNS notification whose Type is in lower case", `{"type":"Notification","MessageId":"m-1","TopicArn":"arn:aws:sns:us-east-1:111122223333:t","Message":"hi"}`, `member "type": AWS spells it "Type"`},
+		{"a member named twice, once with U+017F (encoding/json folds it with s)", `{` + hookOK + `,"EC2InſtanceId":"i-0ffffffffffffffff"}`, `member "EC2InſtanceId" appears twice in the message`},
+		// One message is one kind: members of two are a contradiction, not a choice.
+		{"test notification that carries a lifecycle action", `{"Event":"autoscaling:TEST_NOTIFICATION",` + hookOK + `}`, `the message has the members of a lifecycle action (LifecycleActionToken, LifecycleTransition, LifecycleHookName) and of an Auto Scaling notification ("Event":"autoscaling:TEST_NOTIFICATION"): contradictory`},
+		{"SNS-wrapped test notification that carries a lifecycle token", snsWrap(`{"Event":"autoscaling:TEST_NOTIFICATION","AutoScalingGroupName":"asg-a","LifecycleActionToken":"tok"}`), `the message has the members of a lifecycle action (LifecycleActionToken) and of an Auto Scaling notification`},
+		{"scaling notification that carries a lifecycle action", `{"Event":"autoscaling:EC2_INSTANCE_TERMINATE",` + hookOK + `}`, `and of an Auto Scaling notification ("Event":"autoscaling:EC2_INSTANCE_TERMINATE")`},
+		{"SNS notification that carries a lifecycle action beside its Message", `{"Type":"Notification","MessageId":"m-1","TopicArn":"arn:aws:sns:us-east-1:111122223333:t","Message":"hi",` + hookOK + `}`, `the message has the members of an SNS notification ("Type":"Notification") and of a lifecycle action`},
+		{"EventBridge event that carries a lifecycle action beside its detail", `{"id":"eb-1","detail-type":"Scheduled Event","source":"aws.events","time":"2024-01-13T00:12:37Z","detail":{},` + hookOK + `}`, `the message has the members of an EventBridge event (detail-type and source) and of a lifecycle action`},
+		{"AMI announcement that carries a lifecycle action", snsWrap(`{"ECSAmis":[],` + hookOK + `}`), `and of the ECS-optimized AMI update announcement (ECSAmis)`},
+		// Auto Scaling group names: 1 to 255 characters, no control character but tab, line feed and carriage return.
+		{"lifecycle action whose group name carries terminal escapes", `{"LifecycleHookName":"h","AutoScalingGroupName":"g\u001b[2J\u001b[31mEVIL","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, `AutoScalingGroupName "g\x1b[2J\x1b[31mEVIL" (14 characters) is not an Auto Scaling group name`},
+		{"lifecycle action whose group name carries a NUL", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg\u0000a","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, `AutoScalingGroupName "asg\x00a" (5 characters) is not an Auto Scaling group name`},
+		{"lifecycle action whose group name carries U+FFFF", `{"LifecycleHookName":"h","AutoScalingGroupName":"asg\uffff","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, `is not an Auto Scaling group name`},
+		{"lifecycle action whose group name is 256 characters", `{"LifecycleHookName":"h","AutoScalingGroupName":"` + strings.Repeat("a", 256) + `","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}`, `(256 characters) is not an Auto Scaling group name (1 to 255 characters`},
+		{"EventBridge lifecycle action whose group name carries terminal escapes", ebPrefix + `"detail-type":"EC2 Instance-terminate Lifecycle Action","detail":{"LifecycleHookName":"h","AutoScalingGroupName":"g\u001b]0;x\u0007","EC2InstanceId":"i-1","LifecycleActionToken":"tok","LifecycleTransition":"autoscaling:EC2_INSTANCE_TERMINATING"}}`, `AutoScalingGroupName "g\x1b]0;x\a" (7 characters) is not an Auto Scaling group name`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
