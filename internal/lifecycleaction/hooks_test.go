@@ -1,0 +1,287 @@
+package lifecycleaction
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
+	"github.com/patch-agent/patch-agent/internal/state"
+)
+
+// Invariants 2 and 4: a terminating action's instance is set DRAINING first, the action waits while its work
+// runs, and only once the drain ends is it completed with CONTINUE, by instance and hook, once.
+func TestTerminatingActionIsCompletedWithCONTINUEOnlyAfterItsInstanceIsDrained(t *testing.T) {
+	r := newRig(t)
+	a := r.terminating("i-1")
+
+	r.handleFor(t, a, 2*time.Minute, 30*time.Second)
+	require.Equal(t, []string{"i-1"}, r.platform.started, "set DRAINING once")
+	require.Empty(t, r.as.completes, "no CONTINUE while the drain runs")
+	rec := r.record(t, "i-1", drainHook)
+	require.Equal(t, state.HookDraining, rec.State)
+	require.True(t, rec.AgentDrained)
+
+	r.platform.drained["i-1"] = true
+	require.Equal(t, HookDone, r.handle(t, a))
+	require.Len(t, r.as.completes, 1)
+	c := r.as.completes[0]
+	require.Equal(t, model.ResultContinue, aws.ToString(c.LifecycleActionResult))
+	require.Equal(t, "prod", aws.ToString(c.AutoScalingGroupName))
+	require.Equal(t, drainHook, aws.ToString(c.LifecycleHookName))
+	require.Equal(t, "i-1", aws.ToString(c.InstanceId))
+	rec = r.record(t, "i-1", drainHook)
+	require.Equal(t, state.HookCompleted, rec.State)
+	require.Equal(t, model.ResultContinue, rec.Result)
+	require.Len(t, r.spy.completed, 1)
+
+	// A late copy of the message completes nothing more.
+	require.Equal(t, HookDone, r.handle(t, a))
+	require.Len(t, r.as.completes, 1)
+}
+
+// A launching action whose instance never becomes healthy in its cluster is completed with ABANDON at the
+// health deadline, so Auto Scaling replaces it; until then it is heartbeated and left waiting.
+func TestLaunchingActionNotHealthyByTheHealthDeadlineIsCompletedWithABANDON(t *testing.T) {
+	r := newRig(t)
+	r.as.place("i-2", "prod", astypes.LifecycleStatePendingWait)
+	r.ec2.run("i-2", "ami-new")
+	a := events.LifecycleAction{GroupName: "prod", HookName: launchHook, InstanceID: "i-2", Token: "tok-i-2", Transition: events.TransitionLaunching}
+
+	r.handleFor(t, a, 10*time.Minute, 30*time.Second)
+	require.Empty(t, r.as.completes)
+	require.NotEmpty(t, r.as.heartbeats, "heartbeated while it waits for health")
+	require.Equal(t, HookDone, r.handle(t, a))
+	require.Equal(t, []string{model.ResultAbandon}, r.as.results("i-2"))
+	rec := r.record(t, "i-2", launchHook)
+	require.Equal(t, state.HookCompleted, rec.State)
+	require.Equal(t, model.ResultAbandon, rec.Result)
+}
+
+// A launching action whose instance is healthy in its cluster is completed with CONTINUE at once.
+func TestLaunchingActionHealthyInItsClusterIsCompletedWithCONTINUE(t *testing.T) {
+	r := newRig(t)
+	r.as.place("i-2", "prod", astypes.LifecycleStatePendingWait)
+	r.ec2.run("i-2", "ami-new")
+	r.platform.healthy["i-2"] = true
+	a := events.LifecycleAction{GroupName: "prod", HookName: launchHook, InstanceID: "i-2", Token: "tok-i-2", Transition: events.TransitionLaunching}
+
+	require.Equal(t, HookDone, r.handle(t, a))
+	require.Equal(t, []string{model.ResultContinue}, r.as.results("i-2"))
+	require.Equal(t, model.ResultContinue, r.record(t, "i-2", launchHook).Result)
+}
+
+// Invariant 9, field case C19: a lifecycle message DescribeAutoScalingInstances does not confirm (the instance
+// is InService, not in Terminating:Wait) drains nothing, completes nothing and is rejected with its reason.
+func TestLifecycleMessageAutoScalingDoesNotConfirmDrainsNothingAndIsRejected(t *testing.T) {
+	r := newRig(t)
+	r.as.place("i-1", "prod", astypes.LifecycleStateInService)
+	r.ec2.run("i-1", "ami-old")
+	a := events.LifecycleAction{GroupName: "prod", HookName: drainHook, InstanceID: "i-1", Token: "forged", Transition: events.TransitionTerminating}
+
+	require.Equal(t, HookIgnored, r.handle(t, a))
+	require.Empty(t, r.platform.started, "nothing set DRAINING")
+	require.Empty(t, r.as.completes)
+	require.Empty(t, r.as.heartbeats)
+	require.Len(t, r.spy.rejected, 1)
+	require.Equal(t, model.RejectLifecycleState, r.spy.rejected[0].Reason)
+
+	// An instance in another group is rejected too.
+	r.as.place("i-3", "other", astypes.LifecycleStateTerminatingWait)
+	b := events.LifecycleAction{GroupName: "prod", HookName: drainHook, InstanceID: "i-3", Token: "forged-2", Transition: events.TransitionTerminating}
+	require.Equal(t, HookIgnored, r.handle(t, b))
+	require.Empty(t, r.platform.started)
+	require.Equal(t, model.RejectInstanceNotInGroup, r.spy.rejected[1].Reason)
+}
+
+// Field case C4: a drain longer than the hook's HeartbeatTimeout is kept alive by a heartbeat every third of
+// the timeout (300 s: every 100 s), each recorded on the action's record.
+func TestLongDrainIsHeartbeatedEveryThirdOfTheHeartbeatTimeout(t *testing.T) {
+	r := newRig(t)
+	a := r.terminating("i-1")
+
+	r.handleFor(t, a, 9*time.Minute, 10*time.Second)
+	// Heartbeats due at 100 s, 200 s, ... 500 s after the action was recorded: 5 in 9 minutes.
+	require.Len(t, r.as.heartbeats, 5)
+	for _, hb := range r.as.heartbeats {
+		require.Equal(t, "i-1", aws.ToString(hb.InstanceId))
+		require.Equal(t, drainHook, aws.ToString(hb.LifecycleHookName))
+	}
+	rec := r.record(t, "i-1", drainHook)
+	require.Equal(t, t0.Add(500*time.Second), rec.LastHeartbeat)
+	require.Empty(t, r.as.completes)
+}
+
+// Field case C19: a message naming a terminating action in progress (its instance and hook) with the LAUNCHING
+// transition is confirmed on its own and rejected: the record goes on draining, and the real action is neither
+// completed nor undrained for it.
+func TestLaunchingMessageForATerminatingActionInProgressIsRejectedAndTheDrainGoesOn(t *testing.T) {
+	r := newRig(t)
+	a := r.terminating("i-1")
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	require.Equal(t, []string{"i-1"}, r.platform.started)
+	r.platform.healthy["i-1"] = true // a launching look would find it healthy and complete the action
+	r.clock.Step(30 * time.Second)
+
+	forged := a
+	forged.Token, forged.Transition = "forged", events.TransitionLaunching
+	require.Equal(t, HookIgnored, r.handle(t, forged))
+	require.Empty(t, r.as.completes, "the real action is not completed for the forged message")
+	require.Empty(t, r.platform.undrained)
+	rec := r.record(t, "i-1", drainHook)
+	require.Equal(t, state.HookDraining, rec.State)
+	require.Equal(t, events.TransitionTerminating, rec.Transition)
+	require.Len(t, r.spy.rejected, 1)
+
+	// The drain goes on and ends with CONTINUE.
+	r.platform.drained["i-1"] = true
+	require.Equal(t, HookDone, r.handle(t, a))
+	require.Equal(t, []string{model.ResultContinue}, r.as.results("i-1"))
+}
+
+// Invariant 3: the drains of an instance refresh's terminating actions take slots of the per-cluster budget;
+// with a budget of 1 the second instance of the cluster waits undrained (heartbeated) until the first is done.
+func TestRefreshTerminationsDrainOneAtATimeUnderAClusterBudgetOfOne(t *testing.T) {
+	r := newRig(t)
+	r.hooks.Policy.ClusterBudget = 1
+	r.refreshing(t)
+	a, b := r.terminating("i-1"), r.terminating("i-2")
+
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	require.Equal(t, HookInProgress, r.handle(t, b))
+	require.Equal(t, []string{"i-1"}, r.platform.started, "i-2 waits for a slot")
+	r.clock.Step(2 * time.Minute)
+	require.Equal(t, HookInProgress, r.handle(t, b))
+	require.Equal(t, []string{"i-1"}, r.platform.started)
+	require.False(t, r.record(t, "i-2", drainHook).AgentDrained)
+
+	r.platform.drained["i-1"] = true
+	require.Equal(t, HookDone, r.handle(t, a))
+	require.Equal(t, HookInProgress, r.handle(t, b))
+	require.Equal(t, []string{"i-1", "i-2"}, r.platform.started, "i-2 drains once i-1's slot frees")
+}
+
+// Field case C9: a drain of the agent's instance refresh undrained at its deadline is held, not continued: the
+// instance is put back in service, the hold recorded, one DrainDeadline alert sent, and no CONTINUE sent.
+func TestDrainOfTheRefreshUndrainedAtItsDeadlineIsHeldNotContinued(t *testing.T) {
+	r := newRig(t)
+	r.refreshing(t)
+	a := r.terminating("i-1")
+
+	r.handleFor(t, a, 10*time.Minute, 30*time.Second)
+	require.Empty(t, r.platform.undrained)
+	require.Equal(t, HookInProgress, r.handle(t, a), "held at the deadline")
+	require.Empty(t, r.as.completes, "no CONTINUE")
+	require.Equal(t, []string{"i-1"}, r.platform.undrained, "back in service")
+	rec := r.record(t, "i-1", drainHook)
+	require.False(t, rec.DrainHeldAt.IsZero())
+	require.NotEqual(t, state.HookCompleted, rec.State)
+	require.Len(t, r.spy.alerts, 1)
+	require.Equal(t, model.AlertDrainDeadline, r.spy.alerts[0].Kind)
+	require.Contains(t, r.spy.alerts[0].Detail, "i-1: held:")
+}
+
+// Outside a refresh (a scale in) the drain deadline continues the action with CONTINUE and an alert.
+func TestDrainOutsideARefreshIsCompletedWithCONTINUEAtItsDeadline(t *testing.T) {
+	r := newRig(t)
+	a := r.terminating("i-1")
+
+	r.handleFor(t, a, 10*time.Minute, 30*time.Second)
+	require.Equal(t, HookDone, r.handle(t, a))
+	require.Equal(t, []string{model.ResultContinue}, r.as.results("i-1"))
+	require.Empty(t, r.platform.undrained)
+	require.Len(t, r.spy.alerts, 1)
+	require.Equal(t, model.AlertDrainDeadline, r.spy.alerts[0].Kind)
+}
+
+// Hook ownership (C17, C19): an action on another tool's hook (it notifies another queue) is left waiting for
+// that tool: nothing drained, heartbeated or completed, rejected as ForeignHook; the agent's own hook still drains.
+func TestActionOfAnotherToolsHookIsLeftWaitingAndTheAgentsOwnHookStillDrains(t *testing.T) {
+	r := newRig(t)
+	r.as.hook("prod", "nth-drain", events.TransitionTerminating, 300, "arn:aws:sqs:eu-west-1:111122223333:nth-queue")
+	a := r.terminating("i-1")
+	foreign := a
+	foreign.HookName, foreign.Token = "nth-drain", "tok-nth"
+
+	require.Equal(t, HookIgnored, r.handle(t, foreign))
+	require.Empty(t, r.platform.started)
+	require.Empty(t, r.as.completes)
+	require.Empty(t, r.as.heartbeats)
+	require.Len(t, r.spy.rejected, 1)
+	require.Equal(t, model.RejectForeignHook, r.spy.rejected[0].Reason)
+
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	require.Equal(t, []string{"i-1"}, r.platform.started)
+}
+
+// discovered is the tick's view of prod: its instances in the given lifecycle states.
+func (r *rig) discovered(states map[string]astypes.LifecycleState) providers.Discovered {
+	g := astypes.AutoScalingGroup{AutoScalingGroupName: aws.String("prod"), MinSize: aws.Int32(0), MaxSize: aws.Int32(3), DesiredCapacity: aws.Int32(int32(len(states)))}
+	for id, st := range states {
+		g.Instances = append(g.Instances, astypes.Instance{InstanceId: aws.String(id), LifecycleState: st})
+	}
+	return providers.Discovered{Targets: map[string]model.Target{"prod": r.target}, Groups: map[string]astypes.AutoScalingGroup{"prod": g}}
+}
+
+// Invariants 2 and 4: a terminating action whose message was lost is taken up by the reconcile loop once seen
+// waiting for AdoptAfter (a third of the 300 s timeout, at most a minute): drained, heartbeated at once, and
+// completed with CONTINUE once drained; its late message drains nothing more.
+func TestLifecycleActionWaitingWithoutItsMessageIsTakenUpDrainedAndCompleted(t *testing.T) {
+	r := newRig(t)
+	a := r.terminating("i-1")
+	d := r.discovered(map[string]astypes.LifecycleState{"i-1": astypes.LifecycleStateTerminatingWait})
+	ctx := context.Background()
+
+	r.hooks.AdoptWaiting(ctx, d)
+	require.Empty(t, r.platform.started, "first sighting: its message may still come")
+	r.clock.Step(61 * time.Second)
+	r.hooks.AdoptWaiting(ctx, d)
+	require.Equal(t, []string{"i-1"}, r.platform.started, "taken up and set DRAINING")
+	rec := r.record(t, "i-1", drainHook)
+	require.True(t, rec.Adopted)
+	require.True(t, rec.Confirmed)
+	require.NotEmpty(t, r.as.heartbeats, "an adopted action is heartbeated at once")
+
+	r.platform.drained["i-1"] = true
+	r.clock.Step(30 * time.Second)
+	r.hooks.AdoptWaiting(ctx, d)
+	require.Equal(t, []string{model.ResultContinue}, r.as.results("i-1"))
+	require.Equal(t, state.HookCompleted, r.record(t, "i-1", drainHook).State)
+
+	require.Equal(t, HookDone, r.handle(t, a), "the late message")
+	require.Equal(t, []string{"i-1"}, r.platform.started)
+	require.Len(t, r.as.completes, 1)
+}
+
+// Invariant 6: the reconcile loop never takes over a message-driven action while another replica's claim on it
+// is live and its heartbeat not overdue: nothing drained, heartbeated, completed or written.
+func TestLiveOwnersLifecycleActionIsNeverTakenOverByTheReconcileLoop(t *testing.T) {
+	r := newRig(t)
+	r.terminating("i-1")
+	ctx := context.Background()
+	rec := state.Hook{Token: model.ActionKey("prod", "i-1", drainHook), Group: "prod", HookName: drainHook, InstanceID: "i-1",
+		Transition: events.TransitionTerminating, State: state.HookDraining, ReceivedAt: t0, Confirmed: true,
+		WaitState: string(astypes.LifecycleStateTerminatingWait)}
+	rec = rec.WithLease(state.LeaseRule{}.Claim("other", t0))
+	rec, err := r.store.PutHook(ctx, rec)
+	require.NoError(t, err)
+	d := r.discovered(map[string]astypes.LifecycleState{"i-1": astypes.LifecycleStateTerminatingWait})
+
+	for range 3 {
+		r.hooks.AdoptWaiting(ctx, d)
+		r.clock.Step(30 * time.Second)
+	}
+	require.Empty(t, r.platform.started)
+	require.Empty(t, r.as.heartbeats)
+	require.Empty(t, r.as.completes)
+	got := r.record(t, "i-1", drainHook)
+	require.Equal(t, "other", got.Owner)
+	require.False(t, got.Adopted)
+	require.Equal(t, rec.Version, got.Version)
+}
