@@ -10,6 +10,7 @@
 //
 // It calls AWS only through internal/providers (providers.LifecycleActions, the hook reader, the warm pool),
 // imports no AWS SDK service client, and never imports internal/engine; only internal/agent imports it
-// (tools/conventions, TestProductImportRules). Its behaviour is tested end to end by internal/agent's
-// scenario tests on the simulated account (hooks_*_test.go) and by internal/engine's tests of the held drain.
+// (tools/conventions, TestProductImportRules). Its decisions are tested on in-package fakes of Auto Scaling,
+// EC2 and the platform with a memory store and a fake clock (hooks_fakes_test.go), and end to end by
+// internal/agent's scenario tests on the simulated account (hooks_*_test.go).
 package lifecycleaction
