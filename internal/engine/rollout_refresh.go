@@ -223,7 +223,11 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 		return r, err
 	}
 	p.ID, p.Status = id, providers.RefreshPending
-	return o.save(ctx, r, what+" sent: instance refresh "+p.ID)
+	saved, err := o.save(ctx, r, what+" sent: instance refresh "+p.ID)
+	if err == nil {
+		o.rememberStarted(t.Group, saved.Refresh, v) // refreshmemo.go
+	}
+	return saved, err
 }
 
 // foreignPrefix starts the reason of a rollout waiting for a refresh it did not start.
