@@ -18,8 +18,9 @@ import (
 // polls itself) is seen within one safety poll.
 const refreshMemoMaxAge = 2 * time.Minute
 
-// RefreshMemo remembers, by group, the agent's active refresh as DescribeInstanceRefreshes last described it and
-// the group's instances (id and lifecycle state) at that moment. Auto Scaling moves a refresh by launching,
+// RefreshMemo remembers, by group, the agent's active refresh as DescribeInstanceRefreshes last described it (or
+// as StartInstanceRefresh just accepted it: Pending) and the group's instances (id and lifecycle state) at that
+// moment. Auto Scaling moves a refresh by launching,
 // holding, warming and terminating instances: a look whose group has the same instances in the same states,
 // within refreshMemoMaxAge, takes the refresh from memory instead of describing it again (the waits on a new
 // instance's warm-up, minutes each, make no call). Safe for concurrent use; a nil *RefreshMemo remembers
