@@ -37,13 +37,22 @@ type fakeGroups struct {
 	traits model.GroupTraits
 	err    error
 	calls  []groupCall
+	// api answers the traits' lifecycle hooks as providers.AutoScalingGroups does (one DescribeLifecycleHooks);
+	// nil or answering nil: traits.Hooks as set.
+	api func() providers.HookDescriber
 }
 
 var _ providers.Groups = (*fakeGroups)(nil)
 
-func (f *fakeGroups) Traits(_ context.Context, group string, _ map[string]string) (model.GroupTraits, error) {
+func (f *fakeGroups) Traits(ctx context.Context, group string, _ map[string]string) (model.GroupTraits, error) {
 	f.calls = append(f.calls, groupCall{Op: "Traits", Target: group})
-	return f.traits, f.err
+	tr := f.traits
+	if f.err != nil || f.api == nil || f.api() == nil {
+		return tr, f.err
+	}
+	hooks, err := providers.DescribeGroupHooks(ctx, f.api(), group)
+	tr.Hooks = hooks
+	return tr, err
 }
 
 type fakeTemplates struct {
@@ -107,6 +116,12 @@ func newRig() *rig {
 		{LifecycleHookName: aws.String("patch-agent-drain"), LifecycleTransition: aws.String(model.TransitionTerminating)}}}
 	r.o = &Orchestrator{Owner: "me", Store: r.store, AutoScaling: f, Groups: r.groups, Templates: r.templates,
 		Platforms: model.Platforms{model.PlatformECS: r.platform}, Clock: r.clock, Log: zap.NewNop(), Policy: model.DefaultPolicy()}
+	r.groups.api = func() providers.HookDescriber {
+		if r.o.AutoScaling == nil {
+			return nil
+		}
+		return r.o.AutoScaling
+	}
 	return r
 }
 

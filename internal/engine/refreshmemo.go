@@ -18,8 +18,9 @@ import (
 // polls itself) is seen within one safety poll.
 const refreshMemoMaxAge = 2 * time.Minute
 
-// RefreshMemo remembers, by group, the agent's active refresh as DescribeInstanceRefreshes last described it and
-// the group's instances (id and lifecycle state) at that moment. Auto Scaling moves a refresh by launching,
+// RefreshMemo remembers, by group, the agent's active refresh as DescribeInstanceRefreshes last described it (or
+// as StartInstanceRefresh just accepted it: Pending) and the group's instances (id and lifecycle state) at that
+// moment. Auto Scaling moves a refresh by launching,
 // holding, warming and terminating instances: a look whose group has the same instances in the same states,
 // within refreshMemoMaxAge, takes the refresh from memory instead of describing it again (the waits on a new
 // instance's warm-up, minutes each, make no call). Safe for concurrent use; a nil *RefreshMemo remembers
@@ -85,7 +86,7 @@ func refreshInstances(v model.GroupView) string {
 // cancelling, halting or rolling the refresh back (those look at every answer).
 func (o *Orchestrator) describeRefresh(ctx context.Context, group string, p *state.RefreshProgress, v model.GroupView) ([]providers.InstanceRefresh, error) {
 	instances, now := refreshInstances(v), o.Clock.Now()
-	plain := !p.Rollback && p.Cancel == "" && p.Halt == ""
+	plain := memoized(p)
 	if plain {
 		if ir, ok := o.RefreshMemo.recall(group, p.ID, instances, now); ok {
 			return []providers.InstanceRefresh{ir}, nil
@@ -98,4 +99,23 @@ func (o *Orchestrator) describeRefresh(ctx context.Context, group string, p *sta
 	}
 	o.RefreshMemo.remember(group, found[0], instances, now)
 	return found, nil
+}
+
+// memoized tells a refresh whose looks may take it from the memo: the agent is not cancelling, halting or
+// rolling it back.
+func memoized(p *state.RefreshProgress) bool {
+	return !p.Rollback && p.Cancel == "" && p.Halt == ""
+}
+
+// rememberStarted remembers the refresh StartInstanceRefresh just accepted, once its id is recorded, as Pending
+// (the status Auto Scaling gives a refresh it accepts) with the group's instances the start was decided on: the
+// look after the start describes it only once those instances or their states change (Auto Scaling launches
+// its first replacement) or the memo is refreshMemoMaxAge old, as for a refresh described Pending.
+func (o *Orchestrator) rememberStarted(group string, p *state.RefreshProgress, v model.GroupView) {
+	if p == nil || p.ID == "" || !memoized(p) {
+		return
+	}
+	now := o.Clock.Now()
+	o.RefreshMemo.remember(group, providers.InstanceRefresh{ID: p.ID, Status: providers.RefreshPending, StartTime: now,
+		LaunchTemplateID: p.LaunchTemplateID, LaunchTemplateName: p.LaunchTemplateName, Version: p.TargetVersion()}, refreshInstances(v), now)
 }

@@ -58,8 +58,8 @@ type Orchestrator struct {
 	// though the agent did not point the group at them (setback.go), shared by the copies of the orchestrator;
 	// nil reads them again on every look.
 	Versions *VersionMemo
-	// RefreshMemo remembers the agent's refresh of each group as last described, shared by the copies of the
-	// orchestrator (refreshmemo.go); nil describes it on every look.
+	// RefreshMemo remembers the agent's refresh of each group as last described (or as just started), shared
+	// by the copies of the orchestrator (refreshmemo.go); nil describes it on every look.
 	RefreshMemo *RefreshMemo
 	// QueueURL is the agent's queue: which lifecycle hooks are the agent's (HookOwned) for the hook check of
 	// the refresh strategy; "" counts every hook but ECS's managed draining hook.

@@ -126,10 +126,8 @@ func (o *Orchestrator) start(ctx context.Context, t model.Target, v model.GroupV
 			}
 			return r, errWait
 		}
-		launching, terminating, missing, err := o.refreshHooks(ctx, t.Group, providers.GroupTags(v.Group))
-		if err != nil {
-			return r, err
-		}
+		// The traits' hooks: the group's lifecycle hooks are described once per start.
+		launching, terminating, missing := o.refreshHooks(t.Group, traits.Hooks, providers.GroupTags(v.Group))
 		if missing != "" {
 			r.Phase, r.Reason = state.PhaseWaiting, missing
 			return r, errWait

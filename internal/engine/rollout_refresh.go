@@ -41,17 +41,12 @@ import (
 // 10); the target's other alarms are polled by the agent.
 const maxRefreshAlarms = 10
 
-// refreshHooks returns the agent's launching and terminating hooks of the group and, when the group lacks the
-// agent's launching hook or a terminating hook that drains (the agent's, or ECS's managed draining hook), a
-// reason naming the missing hook and the command that adds it. An instance refresh without them would put
-// instances in service before they serve and terminate them undrained.
-func (o *Orchestrator) refreshHooks(ctx context.Context, group string, tags map[string]string) (launching, terminating, missing string, err error) {
-	hooks, err := providers.DescribeGroupHooks(ctx, o.AutoScaling, group)
-	if err != nil {
-		return "", "", "", err
-	}
-	launching, terminating, missing = model.RefreshHooks(group, hooks, model.HookOwnership{QueueURL: o.QueueURL, Listed: model.ParseLifecycleHooksTag(tags)})
-	return launching, terminating, missing, nil
+// refreshHooks returns the agent's launching and terminating hooks among the group's hooks (as described) and,
+// when the group lacks the agent's launching hook or a terminating hook that drains (the agent's, or ECS's
+// managed draining hook), a reason naming the missing hook and the command that adds it. An instance refresh
+// without them would put instances in service before they serve and terminate them undrained.
+func (o *Orchestrator) refreshHooks(group string, hooks []model.GroupHook, tags map[string]string) (launching, terminating, missing string) {
+	return model.RefreshHooks(group, hooks, model.HookOwnership{QueueURL: o.QueueURL, Listed: model.ParseLifecycleHooksTag(tags)})
 }
 
 // maxHealthyPercentage is 100 + ceil(100 x batch / desired), at most 200 (API Reference, RefreshPreferences:
@@ -228,7 +223,11 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 		return r, err
 	}
 	p.ID, p.Status = id, providers.RefreshPending
-	return o.save(ctx, r, what+" sent: instance refresh "+p.ID)
+	saved, err := o.save(ctx, r, what+" sent: instance refresh "+p.ID)
+	if err == nil {
+		o.rememberStarted(t.Group, saved.Refresh, v) // refreshmemo.go
+	}
+	return saved, err
 }
 
 // foreignPrefix starts the reason of a rollout waiting for a refresh it did not start.
@@ -442,9 +441,13 @@ func (o *Orchestrator) heldDrain(ctx context.Context, t model.Target, v model.Gr
 			continue
 		}
 		if hook == "" {
-			_, terminating, _, err := o.refreshHooks(ctx, t.Group, providers.GroupTags(v.Group))
-			if err != nil || terminating == "" {
+			hooks, err := providers.DescribeGroupHooks(ctx, o.AutoScaling, t.Group)
+			if err != nil {
 				return "", err
+			}
+			_, terminating, _ := o.refreshHooks(t.Group, hooks, providers.GroupTags(v.Group))
+			if terminating == "" {
+				return "", nil
 			}
 			hook = terminating
 		}

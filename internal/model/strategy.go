@@ -27,6 +27,9 @@ type GroupTraits struct {
 	// ECSManagedDraining: ECS drains every instance on termination through its own lifecycle hook; the agent
 	// never sets DRAINING itself and never completes ECS's hook.
 	ECSManagedDraining bool
+	// Hooks are the group's lifecycle hooks as the one DescribeLifecycleHooks of the traits answered: a rollout
+	// by instance refresh checks its launching and terminating hooks on them (RefreshHooks) without asking again.
+	Hooks []GroupHook
 }
 
 // deprecatedStrategies are the TagStrategy values of older agents, whose strategies wrote desired capacity.

@@ -13,7 +13,8 @@ import (
 // nothing to a group itself: Auto Scaling's instance refresh (Refreshes) replaces its instances. Errors are Auto
 // Scaling's, unwrapped; the caller adds what it was doing.
 type Groups interface {
-	// Traits reads a group's traits: its tags (as described) and its lifecycle hooks (DescribeLifecycleHooks).
+	// Traits reads a group's traits: its tags (as described) and its lifecycle hooks (one DescribeLifecycleHooks),
+	// which it returns with them (GroupTraits.Hooks) for the refresh's hook check.
 	Traits(ctx context.Context, group string, tags map[string]string) (model.GroupTraits, error)
 }
 
@@ -41,7 +42,8 @@ type TemplateProvider interface {
 
 var _ TemplateProvider = Templates{}
 
-// DescribeTraits reads a group's traits: its tags (from the group as described) and its lifecycle hooks.
+// DescribeTraits reads a group's traits: its tags (from the group as described) and its lifecycle hooks, with
+// one DescribeLifecycleHooks whose answer it keeps in the traits (Hooks).
 func DescribeTraits(ctx context.Context, api awsapi.AutoScaling, group string, tags map[string]string) (model.GroupTraits, error) {
 	var tr model.GroupTraits
 	_, tr.ECSManagedScaling = tags[model.TagECSManaged]
@@ -49,6 +51,7 @@ func DescribeTraits(ctx context.Context, api awsapi.AutoScaling, group string, t
 	if err != nil {
 		return tr, err
 	}
+	tr.Hooks = hooks
 	for _, h := range hooks {
 		if h.Name == model.ECSManagedDrainingHookName {
 			tr.ECSManagedDraining = true
