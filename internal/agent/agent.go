@@ -862,7 +862,7 @@ func (noAlarmAPI) InAlarm(context.Context, []string) ([]string, error) {
 }
 
 // alertCapped warns and alerts once when a group's terminating hook cannot hold a drain of
-// --drain-timeout (lifecycleaction.CheckHooks): its drains are capped at the hook's limit, and the note stays on the
+// --drain-timeout (lifecycleaction.CheckOwnedHooks): its drains are capped at the hook's limit, and the note stays on the
 // group's status (Rollout.Warning) until the hook or the flag changes. The agent caps rather than refusing to
 // start: hooks belong to groups that are opted in at any time, and one short hook must not stop the drains of
 // every other group.

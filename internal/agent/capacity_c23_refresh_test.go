@@ -121,7 +121,7 @@ func TestC23LayoutsByInstanceRefreshCrashMatrix(t *testing.T) {
 			continue
 		}
 		t.Run(l.name, func(t *testing.T) {
-			runCrashMatrix(t, c23CrashScenarioOf("C23 by refresh: "+l.name, l.spec, l.parameter, model.StrategyRefresh))
+			runCrashMatrix(t, c23CrashScenario("C23 by refresh: "+l.name, l.spec, l.parameter))
 		})
 	}
 }

@@ -206,14 +206,9 @@ func TestC23StandaloneTaskIsNeverCountedAsDrained(t *testing.T) {
 // roll to ImageB together; at the end every group has, at its rollout's completion, the size and AZ spread it
 // had at the start, every in-service instance on ImageB and ACTIVE, max size as it was, every service back at
 // its desired count, every termination's lifecycle action completed by the agent and the queue empty.
-// (RunCrashScenario adds every invariant on every change, Checker.Finish and no repeated effect.)
+// (RunCrashScenario adds every invariant on every change, Checker.Finish, no repeated effect and no
+// desired capacity written by the agent.)
 func c23CrashScenario(name string, spec func() testworld.Spec, parameter string) crash.CrashScenario {
-	return c23CrashScenarioOf(name, spec, parameter, model.StrategyRefresh)
-}
-
-// c23CrashScenarioOf is c23CrashScenario for groups that roll with strategy; under StrategyRefresh the checker
-// also holds that the agent writes no desired capacity.
-func c23CrashScenarioOf(name string, spec func() testworld.Spec, parameter, strategy string) crash.CrashScenario {
 	var before, completed map[string]groupShape
 	var maxBefore map[string]int32
 	groups := func(*testworld.World) []string {
@@ -226,10 +221,7 @@ func c23CrashScenarioOf(name string, spec func() testworld.Spec, parameter, stra
 	return crash.CrashScenario{
 		Name: name,
 		Build: func() (*testworld.World, error) {
-			w, err := testworld.Build(spec())
-			if err == nil && strategy == model.StrategyRefresh {
-			}
-			return w, err
+			return testworld.Build(spec())
 		},
 		Drive: func(w *testworld.World) error {
 			ctx := context.Background()
@@ -270,7 +262,7 @@ func c23CrashScenarioOf(name string, spec func() testworld.Spec, parameter, stra
 		},
 		Final: func(w *testworld.World) error {
 			for _, g := range groups(w) {
-				if r := w.Rollout(context.Background(), g); r.Strategy != strategy {
+				if r := w.Rollout(context.Background(), g); r.Strategy != model.StrategyRefresh {
 					return fmt.Errorf("%s rolled with strategy %q", g, r.Strategy)
 				}
 				if !reflect.DeepEqual(before[g], completed[g]) {

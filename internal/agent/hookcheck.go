@@ -48,7 +48,7 @@ func (a *Agent) hookChecksPerPass(n int) int {
 // terminations ("" when nothing) and when its hooks were last read.
 type hookChecks struct {
 	mu       sync.Mutex
-	problems map[string]string    // group -> what it lacks for drained terminations (MissingHooks)
+	problems map[string]string    // group -> what it lacks for drained terminations (HookCheck.Note)
 	checked  map[string]time.Time // group -> when its hooks were last read
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/logging"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
@@ -31,9 +30,9 @@ func (h *Hooks) hookDrainTimeout(ctx context.Context, group, hook string) time.D
 	return min(h.Policy.DrainTimeout, providers.HookDrainLimit(info.global))
 }
 
-// HookCheck is what CheckHooks found about a managed group's lifecycle hooks.
+// HookCheck is what CheckOwnedHooks found about a managed group's lifecycle hooks.
 type HookCheck struct {
-	// Missing is MissingHooks' sentence ("" when the group has a terminating hook or ECS drains it).
+	// Missing says what the group lacks for drained terminations ("" when the group has a terminating hook or ECS drains it).
 	Missing string
 	// Capped says, per terminating hook whose global timeout is too short for drainTimeout, that its drains
 	// are cut at the hook's limit (providers.HookDrainLimit); empty when none is.
@@ -48,19 +47,6 @@ type HookCheck struct {
 // Note is the status note of the check: Missing and Capped in one sentence ("" when all is well).
 func (c HookCheck) Note() string {
 	return strings.Join(append([]string{c.Missing}[:min(1, len(c.Missing))], c.Capped...), "; ")
-}
-
-// CheckHooks describes the group's lifecycle hooks once (DescribeLifecycleHooks) and reports what it lacks
-// for drained terminations (MissingHooks) and every terminating hook of its own (ECS's managed draining hook
-// aside) whose global timeout (HookGlobalTimeout) leaves less than drainTimeout to drain: such a drain ends at
-// the hook's limit instead, with a DrainDeadline alert when it is undrained then. Errors: the
-// DescribeLifecycleHooks error, wrapped.
-func CheckHooks(ctx context.Context, api awsapi.AutoScaling, group string, drainTimeout time.Duration) (HookCheck, error) {
-	hooks, err := providers.DescribeGroupHooks(ctx, api, group)
-	if err != nil {
-		return HookCheck{}, err
-	}
-	return checkHooks(hooks, drainTimeout), nil
 }
 
 func checkHooks(hooks []model.GroupHook, drainTimeout time.Duration) HookCheck {

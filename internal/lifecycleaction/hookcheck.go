@@ -12,7 +12,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
-// missingHookNote is MissingHooks' sentence.
+// missingHookNote is the sentence of a group without a terminating hook.
 const missingHookNote = "no terminating lifecycle hook: scale-in, rebalancing and instance refresh terminate instances " +
 	"without a drain (docs/deploy.md: add one that notifies the agent's queue)"
 
