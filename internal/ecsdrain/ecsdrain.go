@@ -150,16 +150,30 @@ type Drainer struct {
 	// the mapping does not change while the instance stays registered, so Find describes the one ARN
 	// instead of listing the cluster again. A MISSING answer drops the entry.
 	arns map[string]map[string]string
-	// drained holds, per cluster, the container instance ARNs whose last drain check (Status) found them
-	// drained; StillDrained trusts it only while the container instance stays DRAINING with no task counted,
-	// and setting a container instance ACTIVE drops it.
-	drained map[string]map[string]bool
+	// checks holds, per cluster and container instance ARN, what the last drain check (Status) found:
+	// StillDrained and StillBusy trust it only while the container instance stays DRAINING, and only as far
+	// as ECS's task counters allow. At most maxDrainChecks entries a cluster, the oldest dropped first.
+	checks map[string]map[string]drainCheck
+	seq    uint64 // orders checks' entries, oldest first
 }
+
+// drainCheck is what the last Status of a container instance found.
+type drainCheck struct {
+	drained bool
+	// daemon counts the daemon-service tasks that were not STOPPED (DrainStatus.RemainingDaemon), standalone
+	// the standalone tasks among those that blocked the drain (DrainStatus.Standalone).
+	daemon, standalone int
+	seq                uint64
+}
+
+// maxDrainChecks bounds the drain checks a Drainer remembers per cluster: drains in flight at once are far
+// fewer, and a forgotten check only costs one listing of the instance's tasks.
+const maxDrainChecks = 1000
 
 // New returns a Drainer that calls ECS through api.
 func New(api awsapi.ECS) *Drainer {
 	return &Drainer{api: api, daemon: make(map[string]map[string]bool), arns: make(map[string]map[string]string),
-		drained: make(map[string]map[string]bool)}
+		checks: make(map[string]map[string]drainCheck)}
 }
 
 // StillDrained reports whether ci, just described, is known to be drained without listing its tasks again: an
@@ -171,21 +185,57 @@ func New(api awsapi.ECS) *Drainer {
 func (d *Drainer) StillDrained(cluster string, ci ContainerInstance) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.drained[cluster][ci.ARN] && ci.Status == StatusDraining && ci.RunningTasks == 0 && ci.PendingTasks == 0
+	c, ok := d.checks[cluster][ci.ARN]
+	return ok && c.drained && ci.Status == StatusDraining && ci.RunningTasks == 0 && ci.PendingTasks == 0
 }
 
-// noteDrained records the outcome of a drain check of arn (StillDrained).
-func (d *Drainer) noteDrained(cluster, arn string, drained bool) {
+// StillBusy reports whether ci, just described, is known not to be drained without listing its tasks: an
+// earlier Status of the same container instance ARN counted daemon daemon-service tasks not STOPPED, and ECS
+// still counts more than daemon tasks running or pending on it (runningTasksCount + pendingTasksCount) while it
+// is DRAINING. No task is placed on a DRAINING container instance, so its daemon tasks can only have
+// decreased since: at least one task that blocks the drain is still running or pending. remaining is that
+// lower bound (the count above daemon), standalone the standalone tasks the last listing found. The converse
+// proves nothing — tasks that are stopping count in neither counter (field case C8) — so a count at or
+// below daemon is checked in full (Status). Setting the container instance ACTIVE forgets the check.
+func (d *Drainer) StillBusy(cluster string, ci ContainerInstance) (remaining, standalone int, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !drained {
-		delete(d.drained[cluster], arn)
+	c, known := d.checks[cluster][ci.ARN]
+	counted := int(ci.RunningTasks) + int(ci.PendingTasks)
+	if !known || ci.Status != StatusDraining || counted <= c.daemon {
+		return 0, 0, false
+	}
+	return counted - c.daemon, c.standalone, true
+}
+
+// forgetCheck drops the last drain check of arn: the container instance goes back in service, where tasks,
+// daemon tasks included, may be placed on it again.
+func (d *Drainer) forgetCheck(cluster, arn string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.checks[cluster], arn)
+}
+
+// noteCheck records the outcome st of a drain check of arn (StillDrained, StillBusy).
+func (d *Drainer) noteCheck(cluster, arn string, st DrainStatus) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.checks[cluster] == nil {
+		d.checks[cluster] = map[string]drainCheck{}
+	}
+	m := d.checks[cluster]
+	d.seq++
+	m[arn] = drainCheck{drained: st.Drained, daemon: st.RemainingDaemon, standalone: st.Standalone, seq: d.seq}
+	if len(m) <= maxDrainChecks {
 		return
 	}
-	if d.drained[cluster] == nil {
-		d.drained[cluster] = map[string]bool{}
+	oldest, at := "", d.seq
+	for a, c := range m {
+		if c.seq < at {
+			oldest, at = a, c.seq
+		}
 	}
-	d.drained[cluster][arn] = true
+	delete(m, oldest)
 }
 
 // Find maps an EC2 instance id to its container instance in cluster. ListContainerInstances returns only ARNs,
@@ -368,7 +418,7 @@ func (d *Drainer) UndrainFound(ctx context.Context, cluster string, ci Container
 
 func (d *Drainer) update(ctx context.Context, cluster string, ci ContainerInstance, want types.ContainerInstanceStatus) error {
 	if want == types.ContainerInstanceStatusActive {
-		d.noteDrained(cluster, ci.ARN, false) // back in service: tasks may land on it again
+		d.forgetCheck(cluster, ci.ARN) // back in service: tasks may land on it again
 	}
 	if ci.Status == string(want) {
 		return nil
@@ -396,7 +446,7 @@ func (d *Drainer) setStatus(ctx context.Context, cluster, arn string, want types
 		}
 	}()
 	if want == types.ContainerInstanceStatusActive {
-		d.noteDrained(cluster, arn, false)
+		d.forgetCheck(cluster, arn)
 	}
 	cur, err := d.api.DescribeContainerInstances(ctx, &ecs.DescribeContainerInstancesInput{
 		Cluster:            aws.String(cluster),

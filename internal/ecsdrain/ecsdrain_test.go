@@ -499,3 +499,56 @@ func TestStartDrainFoundTrustsTheJustDescribedStatus(t *testing.T) {
 	require.Equal(t, types.ContainerInstanceStatusDraining, f.updates[0].Status)
 	require.Equal(t, []string{ciARN(1)}, f.updates[0].ContainerInstances)
 }
+
+// StillBusy says "not drained" from ECS's task counters alone only while they count more tasks than the daemon
+// tasks the last listing of the same DRAINING container instance found: then a task that blocks the drain is
+// still running or pending. At or below that count (tasks that are stopping count in neither counter, C8), on
+// another status, before any listing and once the instance is set ACTIVE again, it does not answer.
+func TestStillBusyTrustsTheTaskCountsOnlyAboveTheLastListingsDaemonTasks(t *testing.T) {
+	f := newFakeECS()
+	f.addInstances(1, ecsdrain.StatusDraining)
+	f.services["log-agent"] = types.SchedulingStrategyDaemon
+	f.services["web"] = types.SchedulingStrategyReplica
+	f.addTask(ciARN(1), types.DesiredStatusRunning, "RUNNING", "service:log-agent")
+	f.addTask(ciARN(1), types.DesiredStatusRunning, "RUNNING", "service:web")
+	f.addTask(ciARN(1), types.DesiredStatusStopped, "STOPPING", "service:web")
+	f.addTask(ciARN(1), types.DesiredStatusRunning, "RUNNING", "family:nightly-batch")
+	d := ecsdrain.New(f)
+	ctx := context.Background()
+	ci := ecsdrain.ContainerInstance{ARN: ciARN(1), EC2InstanceID: ec2ID(1), Status: ecsdrain.StatusDraining, RunningTasks: 3}
+
+	_, _, ok := d.StillBusy(testCluster, ci)
+	require.False(t, ok, "no listing yet: the counters alone prove nothing")
+
+	st, err := d.Status(ctx, testCluster, ci)
+	require.NoError(t, err)
+	require.Equal(t, 3, st.Remaining)
+	require.Equal(t, 1, st.RemainingDaemon)
+
+	remaining, standalone, ok := d.StillBusy(testCluster, ci)
+	require.True(t, ok, "3 running or pending, 1 of them at most a daemon task")
+	require.Equal(t, 2, remaining, "a lower bound: the count above the daemon tasks")
+	require.Equal(t, 1, standalone, "the last listing's standalone tasks")
+
+	ci.RunningTasks, ci.PendingTasks = 1, 1
+	_, _, ok = d.StillBusy(testCluster, ci)
+	require.True(t, ok, "a pending task counts too")
+
+	ci.PendingTasks = 0
+	_, _, ok = d.StillBusy(testCluster, ci)
+	require.False(t, ok, "1 counted, 1 daemon task listed: the rest may be stopping (C8), list again")
+
+	ci.RunningTasks = 0
+	_, _, ok = d.StillBusy(testCluster, ci)
+	require.False(t, ok)
+
+	active := ci
+	active.Status, active.RunningTasks = ecsdrain.StatusActive, 5
+	_, _, ok = d.StillBusy(testCluster, active)
+	require.False(t, ok, "not DRAINING: tasks may be placed on it")
+
+	require.NoError(t, d.UndrainFound(ctx, testCluster, ci))
+	ci.RunningTasks = 5
+	_, _, ok = d.StillBusy(testCluster, ci)
+	require.False(t, ok, "set ACTIVE since the listing: its daemon count is forgotten")
+}

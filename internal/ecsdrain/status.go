@@ -88,7 +88,7 @@ func (d *Drainer) Status(ctx context.Context, cluster string, ci ContainerInstan
 		}
 	}
 	st.Drained = st.Remaining == 0
-	d.noteDrained(cluster, ci.ARN, st.Drained)
+	d.noteCheck(cluster, ci.ARN, st)
 	return st, nil
 }
 

@@ -116,6 +116,15 @@ func (p ECSPlatform) DrainStatus(ctx context.Context, cluster, instanceID string
 		// a second time: still DRAINING, no task running or pending.
 		return model.DrainProgress{Drained: true, Detail: "drained at the last check, still DRAINING with no task running or pending"}, nil
 	}
+	if n, standalone, ok := p.Drainer.StillBusy(cluster, ci); ok {
+		// More tasks running or pending than the daemon tasks the last check listed: not drained, without
+		// listing the tasks again.
+		detail := fmt.Sprintf("at least %d task(s) still running or pending (ECS's task counts)", n)
+		if standalone > 0 {
+			detail += fmt.Sprintf("; %d standalone at the last listing (started by no service, e.g. RunTask or AWS Batch): ECS does not move them, they must end by themselves", standalone)
+		}
+		return model.DrainProgress{Remaining: n, Detail: detail, Started: true}, nil
+	}
 	return p.tasksLeft(ctx, cluster, ci)
 }
 
