@@ -119,7 +119,7 @@ func TestCrashMatrixLifecycleHookOnlyScaleInDrain(t *testing.T) {
 // response lost: the fresh incarnation starts no second refresh and raises nothing while it waits.
 func TestRefreshCrashMatrixOfAGroupAtMaxSizeUntilItHasRoom(t *testing.T) {
 	g := testworld.GroupSetup{Name: "full", Min: 1, Max: 3, Desired: 3}
-	sc := refreshCrash("ECS instance refresh at MaxSize", oneGroup(&g), false)
+	sc := refreshCrash("ECS instance refresh at MaxSize", oneGroup(&g), false, 0)
 	sc.Drive = func(w *testworld.World) error {
 		ctx := context.Background()
 		w.PublishAMI(g.Parameter, testworld.ImageB)

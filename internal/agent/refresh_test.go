@@ -366,17 +366,63 @@ func TestRefreshOfAGroupAtMaxSizeWaitsAndSaysSo(t *testing.T) {
 	}
 }
 
+// A group at MaxSize beside a random writer of its desired capacity (testenv.Seeds; it starts once the rollout
+// waits for room): the refresh replaces instances whenever the writer's scale-ins give it room and waits again
+// whenever the group is back at MaxSize; the agent never raises MaxSize or writes desired capacity, and every
+// invariant holds.
+func TestRefreshOfAGroupAtMaxSizeBesideARandomAutoscaler(t *testing.T) {
+	for _, p := range refreshPlatforms {
+		for _, seed := range testenv.Seeds(t, []uint64{1}) {
+			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
+				ctx := context.Background()
+				spec := p.spec(1)
+				g := &spec.Groups[0]
+				g.Max = g.Desired
+				w := buildRefresh(t, spec)
+				publish(w, *g, testworld.ImageB)
+				runTo(t, w, time.Hour, "waiting for room", func(r state.Rollout) bool { return strings.Contains(r.Reason, "at its MaxSize (10)") }, g.Name)
+				writer := w.Account.StartRandomWriter(sim.RandomWriterSpec{Group: g.Name, Seed: seed})
+				settle(t, w, 3*time.Hour)
+				writer.Stop()
+				settle(t, w, 15*time.Minute)
+				require.NotEmpty(t, writer.Writes(), "the random writer wrote")
+				r := w.Rollout(ctx, g.Name)
+				if r.Phase == state.PhaseCompleted {
+					requireAllOn(t, w, g.Name, testworld.ImageB, desiredNow(w, g.Name))
+				} else {
+					require.Equal(t, state.PhaseReplacing, r.Phase, r.Reason)
+					require.Contains(t, r.Reason, "at its MaxSize (10)", "left at MaxSize by the writer's last write")
+					on := 0
+					for _, i := range w.Account.Group(g.Name).Instances {
+						if i.ImageID == testworld.ImageB && i.LifecycleState == "InService" {
+							on++
+						}
+					}
+					require.Positive(t, on, "the writer's scale-ins gave the refresh room at least once")
+				}
+				requireNoCapacityWrites(t, w, g.Name)
+				require.Empty(t, w.Checker.Finish())
+				t.Logf("%d writes; rollout %s: %s", len(writer.Writes()), r.Phase, r.Reason)
+			})
+		}
+	}
+}
+
 // refreshCrash is the crash scenario of the refresh group of spec (spec.Groups[0]) rolled to ImageB: with bad, ImageB never
 // serves and the rollout must end RolledBack with every instance on ImageA and two StartInstanceRefresh calls
 // (the rollout's and the one back); else Completed on ImageB with exactly one. In both, the agent writes no
 // desired capacity and every lifecycle action and queue message is settled at the end: a crash at any effect,
-// or a lost answer of StartInstanceRefresh, never starts a refresh more (C27).
-func refreshCrash(name string, spec testworld.Spec, bad bool) crash.CrashScenario {
+// or a lost answer of StartInstanceRefresh, never starts a refresh more (C27). A writer seed other than 0 starts
+// a random writer of the group's desired capacity with each world (the reference run's and each crashed run's),
+// stopped once the rollout ended: the fresh incarnation after a crash meets a group whose desired capacity
+// moved while it was down.
+func refreshCrash(name string, spec testworld.Spec, bad bool, writer uint64) crash.CrashScenario {
 	g := spec.Groups[0]
 	phase, image, starts, after := state.PhaseCompleted, testworld.ImageB, 1, 10*time.Minute
 	if bad {
 		phase, image, starts, after = state.PhaseRolledBack, testworld.ImageA, 2, 20*time.Minute
 	}
+	writers := map[*testworld.World]func(){}
 	return crash.CrashScenario{
 		Name: name,
 		Build: func() (*testworld.World, error) {
@@ -386,6 +432,7 @@ func refreshCrash(name string, spec testworld.Spec, bad bool) crash.CrashScenari
 				if bad {
 					w.Account.MarkImageUnhealthy(testworld.ImageB)
 				}
+				writers[w] = besideWriter(w, g.Name, writer)
 			}
 			return w, err
 		},
@@ -393,6 +440,10 @@ func refreshCrash(name string, spec testworld.Spec, bad bool) crash.CrashScenari
 			ctx := context.Background()
 			publish(w, g, testworld.ImageB)
 			done, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool { return ended(testworld.ImageB)(w.Rollout(ctx, g.Name)) })
+			if stop := writers[w]; stop != nil {
+				stop()
+				delete(writers, w)
+			}
 			if err != nil {
 				return err
 			}
@@ -429,7 +480,7 @@ func refreshCrash(name string, spec testworld.Spec, bad bool) crash.CrashScenari
 func refreshCrashScenario(t *testing.T) crash.CrashScenario {
 	g := testworld.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3,
 		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
-	return refreshCrash("ECS instance refresh", oneGroup(&g), false)
+	return refreshCrash("ECS instance refresh", oneGroup(&g), false, 0)
 }
 
 // eksCrashSpec is eksRefreshSpec's EKS self-managed group cut to desired 2 with room for one more, its
@@ -449,8 +500,28 @@ func eksCrashSpec() testworld.Spec {
 func TestRefreshCrashMatrixStartsOneRefreshWhateverEffectTheAgentDiesAt(t *testing.T) {
 	t.Run("ECS", func(t *testing.T) { runCrashMatrix(t, refreshCrashScenario(t)) })
 	t.Run("EKS", func(t *testing.T) {
-		runCrashMatrix(t, refreshCrash("EKS self-managed instance refresh", eksCrashSpec(), false))
+		runCrashMatrix(t, refreshCrash("EKS self-managed instance refresh", eksCrashSpec(), false, 0))
 	})
+}
+
+// The refresh crash matrix beside a random writer of desired capacity (testenv.Seeds' first seed; each seed of
+// the long form in make soak): the agent killed after every effect, and with every effect's answer lost, while
+// another writer moves the group's desired capacity, for the ECS rollout and a bad AMI's rollback. Each run
+// ends as it does alone (one refresh, or two for the rollback), writes no desired capacity or MaxSize, leaves no
+// lifecycle action or message behind and holds every invariant.
+func TestRefreshCrashMatrixBesideARandomAutoscaler(t *testing.T) {
+	for _, seed := range testenv.Seeds(t, []uint64{1}) {
+		t.Run(fmt.Sprintf("ECS writer seed %d", seed), func(t *testing.T) {
+			g := testworld.GroupSetup{Name: "rc", Min: 1, Max: 4, Desired: 3,
+				Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
+			runCrashMatrix(t, refreshCrash("ECS instance refresh beside a random autoscaler", oneGroup(&g), false, seed))
+		})
+		t.Run(fmt.Sprintf("ECS bad AMI writer seed %d", seed), func(t *testing.T) {
+			g := testworld.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2,
+				Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
+			runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI beside a random autoscaler", oneGroup(&g), true, seed))
+		})
+	}
 }
 
 // eksRefreshSpec is the demo's EKS self-managed group (Deployment web under a PodDisruptionBudget
@@ -544,58 +615,75 @@ func TestC24RefreshBesideARandomAutoscalerAndAnOperatorWritesNoDesiredCapacity(t
 	}
 }
 
+// quietSeeds are the runs of a long scenario: 0 alone, then testenv.Seeds' first seed by default (every seed of
+// the long form in make soak) with a random writer of desired capacity beside the rollout (besideWriter).
+func quietSeeds(t *testing.T) []uint64 {
+	return append([]uint64{0}, testenv.Seeds(t, []uint64{1})...)
+}
+
 // The end of the maintenance window cancels the refresh; the next window starts a new one that skips the
 // instances already on the target. Between windows, once what the cancel left in flight has had an hour, the
-// world steps a minute at a time: nothing moves until the next window opens.
+// world steps a minute at a time: nothing moves until the next window opens. Alone, and beside a random writer
+// of desired capacity (quietSeeds) during the first window, stopped once the rollout waits for the next: the
+// cancel with the writer's launches and scale-ins in flight writes no desired capacity and breaks no invariant.
 func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
 	for _, p := range refreshPlatforms {
-		t.Run(p.name, func(t *testing.T) {
-			spec := p.spec(1)
-			g := spec.Groups[0]
-			start := build(t, refreshPlatforms[0].spec(1)).Account.Clock().Now() // where every world's clock starts
-			open := start.Add(2 * time.Minute).Truncate(time.Minute)
-			g.Tags[model.TagMaintenanceWindow] = open.Format("15:04") + "-" + open.Add(30*time.Minute).Format("15:04") + " UTC"
-			w := buildRefresh(t, spec)
-			publish(w, g, testworld.ImageB)
-			// waitingAfter: the rollout ended, or it waits for the next window after the window closing at close.
-			waitingAfter := func(close time.Time) func(state.Rollout) bool {
-				return func(r state.Rollout) bool {
-					return ended(testworld.ImageB)(r) || (w.Account.Clock().Now().After(close) && r.Phase == state.PhaseWaiting &&
-						r.OnTarget > 0 && strings.Contains(r.Reason, "maintenance window"))
+		for _, seed := range quietSeeds(t) {
+			t.Run(fmt.Sprintf("%s writer seed %d", p.name, seed), func(t *testing.T) {
+				spec := p.spec(1)
+				g := spec.Groups[0]
+				start := build(t, refreshPlatforms[0].spec(1)).Account.Clock().Now() // where every world's clock starts
+				open := start.Add(2 * time.Minute).Truncate(time.Minute)
+				g.Tags[model.TagMaintenanceWindow] = open.Format("15:04") + "-" + open.Add(30*time.Minute).Format("15:04") + " UTC"
+				w := buildRefresh(t, spec)
+				stop := besideWriter(w, g.Name, seed)
+				publish(w, g, testworld.ImageB)
+				// waitingAfter: the rollout ended, or it waits for the next window after the window closing at close.
+				waitingAfter := func(close time.Time) func(state.Rollout) bool {
+					return func(r state.Rollout) bool {
+						return ended(testworld.ImageB)(r) || (w.Account.Clock().Now().After(close) && r.Phase == state.PhaseWaiting &&
+							r.OnTarget > 0 && strings.Contains(r.Reason, "maintenance window"))
+					}
 				}
-			}
-			r := runTo(t, w, 2*time.Hour, "waiting for the next window", waitingAfter(open.Add(30*time.Minute)), g.Name)
-			require.Equal(t, state.PhaseWaiting, r.Phase, r.Reason)
-			require.Less(t, r.OnTarget, 10, "the window closed before the refresh ended")
-			require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
-			for day := 1; !ended(testworld.ImageB)(r); day++ {
-				require.Less(t, day, 4, "completed within 4 windows: %+v", r)
-				settle(t, w, time.Hour)
-				next := open.AddDate(0, 0, day)
-				_, err := w.RunUntil(context.Background(), time.Minute, next.Add(-2*time.Minute).Sub(w.Account.Clock().Now()), func() bool { return false })
-				require.NoError(t, err)
-				r = runTo(t, w, 24*time.Hour, "completed or waiting for the next window", waitingAfter(next.Add(30*time.Minute)), g.Name)
-			}
-			require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
-			starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
-			require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
-			settle(t, w, time.Minute)
-			requireAllOn(t, w, g.Name, testworld.ImageB, 10)
-			requireNoCapacityWrites(t, w, g.Name)
-			require.Empty(t, w.Checker.Finish())
-			t.Logf("%d windows", starts)
-		})
+				r := runTo(t, w, 2*time.Hour, "waiting for the next window", waitingAfter(open.Add(30*time.Minute)), g.Name)
+				stop()
+				require.Equal(t, state.PhaseWaiting, r.Phase, r.Reason)
+				require.Less(t, r.OnTarget, desiredNow(w, g.Name), "the window closed before the refresh ended")
+				require.Equal(t, 1, refreshCalls(w, "autoscaling:CancelInstanceRefresh"))
+				for day := 1; !ended(testworld.ImageB)(r); day++ {
+					require.Less(t, day, 4, "completed within 4 windows: %+v", r)
+					settle(t, w, time.Hour)
+					next := open.AddDate(0, 0, day)
+					_, err := w.RunUntil(context.Background(), time.Minute, next.Add(-2*time.Minute).Sub(w.Account.Clock().Now()), func() bool { return false })
+					require.NoError(t, err)
+					r = runTo(t, w, 24*time.Hour, "completed or waiting for the next window", waitingAfter(next.Add(30*time.Minute)), g.Name)
+				}
+				require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)
+				starts, cancels := refreshCalls(w, "autoscaling:StartInstanceRefresh"), refreshCalls(w, "autoscaling:CancelInstanceRefresh")
+				require.Equal(t, cancels+1, starts, "one new refresh per window, each cancelled at the window's end but the last")
+				endsOn(t, w, g.Name, testworld.ImageB, func() {})
+				t.Logf("%d windows", starts)
+			})
+		}
 	}
 }
 
 // Two refresh groups of one cluster: their refreshes run side by side, and the per-cluster budget (1) lets one
-// old instance of the cluster drain at a time.
+// instance of the cluster drain at a time. Alone, and beside a random writer of each group's desired capacity
+// (writerSeeds): the writers' scale-ins are terminating lifecycle actions too, drained within the same budget.
 func TestTwoRefreshGroupsOfOneClusterDrainWithinTheClusterBudget(t *testing.T) {
+	for _, seed := range writerSeeds(t) {
+		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) { playTwoRefreshGroupsOfOneCluster(t, seed) })
+	}
+}
+
+func playTwoRefreshGroupsOfOneCluster(t *testing.T, seed uint64) {
 	a, b := refreshGroup(1), refreshGroup(1)
 	a.Name, b.Name, a.Cluster, b.Cluster, a.Desired, b.Desired, a.Max, b.Max = "rf-a", "rf-b", "c1", "c1", 4, 4, 5, 5
 	a.Parameter, b.Parameter = "/golden/shared", "/golden/shared"
 	w := buildRefresh(t, testworld.Spec{Groups: []testworld.GroupSetup{a, b}, Services: map[string]int{"web": 12}})
 	ctx := context.Background()
+	stopA, stopB := besideWriter(w, a.Name, seed), besideWriter(w, b.Name, seed+100)
 	w.PublishAMI("/golden/shared", testworld.ImageB)
 	draining, overlapped := 0, false
 	ok, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
@@ -615,12 +703,14 @@ func TestTwoRefreshGroupsOfOneClusterDrainWithinTheClusterBudget(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.True(t, ok)
+	stopA()
+	stopB()
 	require.True(t, overlapped, "the two refreshes ran side by side")
 	require.Equal(t, 1, draining, "one drain of the cluster at a time")
-	settle(t, w, time.Minute)
+	settle(t, w, 10*time.Minute)
 	for _, g := range []testworld.GroupSetup{a, b} {
 		require.Equal(t, state.PhaseCompleted, w.Rollout(ctx, g.Name).Phase)
-		requireAllOn(t, w, g.Name, testworld.ImageB, 4)
+		requireAllOn(t, w, g.Name, testworld.ImageB, desiredNow(w, g.Name))
 		requireNoCapacityWrites(t, w, g.Name)
 	}
 	require.Empty(t, w.Checker.Finish())
@@ -652,13 +742,13 @@ func TestRefreshCrashMatrixOfABadAMIsRollback(t *testing.T) {
 	g := testworld.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2,
 		Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 	t.Run("ECS", func(t *testing.T) {
-		runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI", oneGroup(&g), true))
+		runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI", oneGroup(&g), true, 0))
 	})
 	t.Run("EKS", func(t *testing.T) {
 		if !testenv.Soak(testenv.Seeds(t, nil)) {
 			t.Skipf("the EKS group's matrix (about 200 runs, 50 s) runs with the long form's seeds (make soak, %s)", testenv.SeedsEnv)
 		}
-		runCrashMatrix(t, refreshCrash("EKS self-managed instance refresh of a bad AMI", eksCrashSpec(), true))
+		runCrashMatrix(t, refreshCrash("EKS self-managed instance refresh of a bad AMI", eksCrashSpec(), true, 0))
 	})
 }
 

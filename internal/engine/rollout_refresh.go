@@ -413,7 +413,7 @@ func (o *Orchestrator) refreshFailing(ctx context.Context, t model.Target, v mod
 			if err != nil {
 				return "", fmt.Errorf("reading the launching action of %s: %w", i.ID, err)
 			}
-			if h.Result == model.ResultAbandon {
+			if h.Result == model.ResultAbandon || h.Decided == model.ResultAbandon {
 				return fmt.Sprintf("launch of %s ABANDONed by lifecycle hook %s (%s)", i.ID, p.LaunchingHook, h.Note), nil
 			}
 		}

@@ -310,26 +310,58 @@ func TestPauseCancelsTheAgentsRefresh(t *testing.T) {
 }
 
 // The first ABANDON of the agent's launching hook halts the refresh at once and rolls it back with
-// RollbackInstanceRefresh (it is still in progress).
+// RollbackInstanceRefresh (it is still in progress). The record tells it by its Result, or — when the agent
+// died right after Auto Scaling accepted the ABANDON and the next incarnation's call found no active action —
+// by the verdict it wrote before the call (Decided), with no Result.
 func TestAbandonedLaunchHaltsAndRollsBackAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		result, decided string
+	}{
+		{"completed with ABANDON", model.ResultAbandon, model.ResultAbandon},
+		{"ABANDON decided, its record lost in a crash", "", model.ResultAbandon},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rg, f := refreshRig()
+			f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-1", "2", astypes.InstanceRefreshStatusInProgress, now0.Add(-time.Minute))}
+			rg.seed0(refreshing("ir-1"))
+			ctx := context.Background()
+			_, err := rg.store.PutHook(ctx, state.Hook{Token: model.ActionKey("prod", "i-7", "patch-agent-launch"), Group: "prod", HookName: "patch-agent-launch",
+				InstanceID: "i-7", State: state.HookCompleted, Result: c.result, Decided: c.decided, Note: "not healthy in cluster after 10m0s"})
+			require.NoError(t, err)
+			abandoned := model.InstanceView{ID: "i-7", LifecycleState: string(astypes.LifecycleStateTerminatingWait), ImageID: amiNew, LaunchTime: now0}
+			v := oldFleet()
+			v.Instances = append(v.Instances, abandoned)
+			_, err = rg.o.Reconcile(ctx, rg.target, model.Inputs{View: v, AMI: newAMI()})
+			require.NoError(t, err)
+			require.Equal(t, 1, f.rollbacks)
+			stored, err := rg.store.GetRollout(ctx, "prod")
+			require.NoError(t, err)
+			require.Equal(t, state.PhaseRollingBack, stored.Phase)
+			require.Contains(t, stored.Reason, "i-7")
+			require.Contains(t, stored.Refresh.Halt, "ABANDON")
+		})
+	}
+}
+
+// A launch the agent completed with CONTINUE whose record lost its Result the same way (Decided CONTINUE) halts
+// nothing.
+func TestContinuedLaunchWithoutAResultDoesNotHaltTheRefresh(t *testing.T) {
 	rg, f := refreshRig()
 	f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-1", "2", astypes.InstanceRefreshStatusInProgress, now0.Add(-time.Minute))}
 	rg.seed0(refreshing("ir-1"))
 	ctx := context.Background()
 	_, err := rg.store.PutHook(ctx, state.Hook{Token: model.ActionKey("prod", "i-7", "patch-agent-launch"), Group: "prod", HookName: "patch-agent-launch",
-		InstanceID: "i-7", State: state.HookCompleted, Result: model.ResultAbandon, Note: "not healthy in cluster after 10m0s"})
+		InstanceID: "i-7", State: state.HookCompleted, Decided: model.ResultContinue})
 	require.NoError(t, err)
-	abandoned := model.InstanceView{ID: "i-7", LifecycleState: string(astypes.LifecycleStateTerminatingWait), ImageID: amiNew, LaunchTime: now0}
 	v := oldFleet()
-	v.Instances = append(v.Instances, abandoned)
+	v.Instances = append(v.Instances, model.InstanceView{ID: "i-7", LifecycleState: string(astypes.LifecycleStateTerminatingWait), ImageID: amiNew, LaunchTime: now0})
 	_, err = rg.o.Reconcile(ctx, rg.target, model.Inputs{View: v, AMI: newAMI()})
 	require.NoError(t, err)
-	require.Equal(t, 1, f.rollbacks)
+	require.Zero(t, f.rollbacks)
 	stored, err := rg.store.GetRollout(ctx, "prod")
 	require.NoError(t, err)
-	require.Equal(t, state.PhaseRollingBack, stored.Phase)
-	require.Contains(t, stored.Reason, "i-7")
-	require.Contains(t, stored.Refresh.Halt, "ABANDON")
+	require.Equal(t, state.PhaseReplacing, stored.Phase, stored.Reason)
 }
 
 // An ABANDON of an instance on another AMI than the target (the agent's own abandon of an old-AMI instance a

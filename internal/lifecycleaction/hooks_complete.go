@@ -37,11 +37,11 @@ func (h *Hooks) claim(ctx context.Context, rec state.Hook) (state.Hook, error) {
 // complete sends CompleteLifecycleAction once and records it. Auto Scaling's "No active Lifecycle Action
 // found" answer (duplicate delivery, completed elsewhere, timed out) is final: field case C6.
 func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec state.Hook, result, note string, log *zap.Logger) (HookOutcome, error) {
-	// The claim to complete is written first, conditionally: of two replicas only one calls Auto Scaling. After
-	// a crash between this write and the call, the call is made again; Auto Scaling's "no active action"
-	// answer then tells that the first one went through.
-	if rec.State != state.HookCompleting {
-		rec.State = state.HookCompleting
+	// The claim to complete is written first, conditionally, with the result decided: of two replicas only one
+	// calls Auto Scaling. After a crash between this write and the call, the call is made again; Auto Scaling's
+	// "no active action" answer then tells that the first one went through, and the record keeps the verdict.
+	if rec.State != state.HookCompleting || rec.Decided != result {
+		rec.State, rec.Decided, rec.Note = state.HookCompleting, result, note
 		next, err := h.putHook(ctx, rec)
 		if errors.Is(err, state.ErrConflict) {
 			return HookInProgress, nil
@@ -63,7 +63,11 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 	}
 	if !active {
 		log.Info("lifecycle action was no longer active; treated as completed")
-		return HookDone, h.finish(ctx, rec, "", "no active lifecycle action: already completed or timed out")
+		gone := "no active lifecycle action: already completed or timed out"
+		if rec.Note != "" {
+			gone = rec.Note + "; " + gone
+		}
+		return HookDone, h.finish(ctx, rec, "", gone)
 	}
 	log.Info("lifecycle action completed", zap.String(logging.Result, result), zap.String(logging.Reason, note))
 	return HookDone, h.finish(ctx, rec, result, note)

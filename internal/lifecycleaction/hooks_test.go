@@ -2,6 +2,7 @@ package lifecycleaction
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -284,4 +285,47 @@ func TestLiveOwnersLifecycleActionIsNeverTakenOverByTheReconcileLoop(t *testing.
 	require.Equal(t, "other", got.Owner)
 	require.False(t, got.Adopted)
 	require.Equal(t, rec.Version, got.Version)
+}
+
+// failCompletedWrite fails the first write of a completed lifecycle action record: the agent dies between
+// Auto Scaling's acceptance of CompleteLifecycleAction and the record of it.
+type failCompletedWrite struct {
+	state.Store
+	failed bool
+}
+
+func (s *failCompletedWrite) PutHook(ctx context.Context, h state.Hook) (state.Hook, error) {
+	if h.State == state.HookCompleted && !s.failed {
+		s.failed = true
+		return h, errors.New("the agent died before this write")
+	}
+	return s.Store.PutHook(ctx, h)
+}
+
+// A launch ABANDONed at its health deadline whose completion record is lost (the agent died right after Auto
+// Scaling accepted the ABANDON): the next incarnation's call is answered "no active lifecycle action", and the
+// record still says what the agent decided and why — the verdict the instance refresh halts on — though its
+// Result stays empty (this incarnation's call applied nothing).
+func TestLaunchABANDONedJustBeforeACrashKeepsItsVerdictInTheRecord(t *testing.T) {
+	r := newRig(t)
+	store := &failCompletedWrite{Store: r.store}
+	r.hooks.Store = store
+	r.as.place("i-2", "prod", astypes.LifecycleStatePendingWait)
+	r.ec2.run("i-2", "ami-new")
+	a := events.LifecycleAction{GroupName: "prod", HookName: launchHook, InstanceID: "i-2", Token: "tok-i-2", Transition: events.TransitionLaunching}
+	r.handleFor(t, a, 10*time.Minute, 30*time.Second)
+	_, err := r.hooks.Handle(context.Background(), r.target, a)
+	require.Error(t, err, "the completion's record was not written")
+	require.Equal(t, []string{model.ResultAbandon}, r.as.results("i-2"), "Auto Scaling accepted the ABANDON")
+
+	old := r.hooks // the next incarnation: same store, account and settings, nothing remembered
+	r.hooks = &Hooks{Owner: old.Owner, Store: r.store, AutoScaling: old.AutoScaling, EC2: old.EC2, Platforms: old.Platforms,
+		Clock: old.Clock, Log: old.Log, Policy: old.Policy, Observer: old.Observer, QueueURL: old.QueueURL}
+	require.Equal(t, HookDone, r.handle(t, a))
+	require.Len(t, r.as.completes, 1, "nothing more applied")
+	rec := r.record(t, "i-2", launchHook)
+	require.Equal(t, state.HookCompleted, rec.State)
+	require.Empty(t, rec.Result, "this incarnation's call applied nothing")
+	require.Equal(t, model.ResultAbandon, rec.Decided)
+	require.Contains(t, rec.Note, "not healthy")
 }

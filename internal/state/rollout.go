@@ -175,13 +175,18 @@ const (
 // Hook is the durable progress of one lifecycle action. Token is its key: model.ActionKey (group, instance
 // and hook); a record keyed by a message's lifecycle action token instead is not read.
 type Hook struct {
-	Token         string    `json:"token" dynamodbav:"token"`
-	Group         string    `json:"group" dynamodbav:"group"`
-	HookName      string    `json:"hookName" dynamodbav:"hookName"`
-	InstanceID    string    `json:"instanceId" dynamodbav:"instanceId"`
-	Transition    string    `json:"transition" dynamodbav:"transition"`
-	State         HookState `json:"state" dynamodbav:"state"`
-	Result        string    `json:"result,omitempty" dynamodbav:"result,omitempty"` // CONTINUE or ABANDON once completed
+	Token      string    `json:"token" dynamodbav:"token"`
+	Group      string    `json:"group" dynamodbav:"group"`
+	HookName   string    `json:"hookName" dynamodbav:"hookName"`
+	InstanceID string    `json:"instanceId" dynamodbav:"instanceId"`
+	Transition string    `json:"transition" dynamodbav:"transition"`
+	State      HookState `json:"state" dynamodbav:"state"`
+	Result     string    `json:"result,omitempty" dynamodbav:"result,omitempty"` // CONTINUE or ABANDON once completed
+	// Decided is the result the agent decided and wrote with HookCompleting, before its CompleteLifecycleAction:
+	// when Auto Scaling then answers that no action is active (the call went through before a crash, another
+	// replica completed it, or it timed out), Result stays empty and Decided still tells the agent's verdict —
+	// a launch it judged not serving halts the instance refresh whether or not its ABANDON was the one applied.
+	Decided       string    `json:"decided,omitempty" dynamodbav:"decided,omitempty"`
 	Note          string    `json:"note,omitempty" dynamodbav:"note,omitempty"`
 	ReceivedAt    time.Time `json:"receivedAt" dynamodbav:"receivedAt"`
 	LastHeartbeat time.Time `json:"lastHeartbeat,omitempty" dynamodbav:"lastHeartbeat,omitempty"`
