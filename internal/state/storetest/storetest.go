@@ -152,6 +152,7 @@ func fullHook(token string) state.Hook {
 		Transition:    "autoscaling:EC2_INSTANCE_TERMINATING",
 		State:         state.HookCompleted,
 		Result:        "CONTINUE",
+		Decided:       "CONTINUE",
 		Note:          "drained 4 tasks",
 		ReceivedAt:    at.Add(-10 * time.Minute),
 		LastHeartbeat: at.Add(-time.Minute),
