@@ -624,8 +624,9 @@ func quietSeeds(t *testing.T) []uint64 {
 // The end of the maintenance window cancels the refresh; the next window starts a new one that skips the
 // instances already on the target. Between windows, once what the cancel left in flight has had an hour, the
 // world steps a minute at a time: nothing moves until the next window opens. Alone, and beside a random writer
-// of desired capacity (quietSeeds) during the first window, stopped once the rollout waits for the next: the
-// cancel with the writer's launches and scale-ins in flight writes no desired capacity and breaks no invariant.
+// of desired capacity (quietSeeds) during the first window, stopped once the rollout waits for the next, and an
+// operator terminating an old instance without decrement mid-refresh: the cancel with the writer's launches and
+// scale-ins in flight writes no desired capacity and breaks no invariant.
 func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
 	for _, p := range refreshPlatforms {
 		for _, seed := range quietSeeds(t) {
@@ -644,6 +645,10 @@ func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
 						return ended(testworld.ImageB)(r) || (w.Account.Clock().Now().After(close) && r.Phase == state.PhaseWaiting &&
 							r.OnTarget > 0 && strings.Contains(r.Reason, "maintenance window"))
 					}
+				}
+				if seed != 0 {
+					runTo(t, w, time.Hour, "refresh under way", midRefresh, g.Name)
+					operatorTerminatesAnOldInstance(t, w, g.Name)
 				}
 				r := runTo(t, w, 2*time.Hour, "waiting for the next window", waitingAfter(open.Add(30*time.Minute)), g.Name)
 				stop()
@@ -670,7 +675,8 @@ func TestRefreshCancelledAtTheWindowsEndResumesInTheNextWindow(t *testing.T) {
 
 // Two refresh groups of one cluster: their refreshes run side by side, and the per-cluster budget (1) lets one
 // instance of the cluster drain at a time. Alone, and beside a random writer of each group's desired capacity
-// (writerSeeds): the writers' scale-ins are terminating lifecycle actions too, drained within the same budget.
+// (writerSeeds) and an operator terminating an old instance without decrement: the writers' scale-ins and the
+// operator's termination are terminating lifecycle actions too, drained within the same budget.
 func TestTwoRefreshGroupsOfOneClusterDrainWithinTheClusterBudget(t *testing.T) {
 	for _, seed := range writerSeeds(t) {
 		t.Run(fmt.Sprintf("writer seed %d", seed), func(t *testing.T) { playTwoRefreshGroupsOfOneCluster(t, seed) })
@@ -685,6 +691,10 @@ func playTwoRefreshGroupsOfOneCluster(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	stopA, stopB := besideWriter(w, a.Name, seed), besideWriter(w, b.Name, seed+100)
 	w.PublishAMI("/golden/shared", testworld.ImageB)
+	if seed != 0 {
+		runTo(t, w, time.Hour, "refresh under way", midRefresh, a.Name)
+		operatorTerminatesAnOldInstance(t, w, b.Name)
+	}
 	draining, overlapped := 0, false
 	ok, err := w.RunUntil(ctx, tick, 4*time.Hour, func() bool {
 		d, refreshing := 0, 0
@@ -825,6 +835,18 @@ func TestRefreshWorldsCheckerSeesAPodDisruptionBudgetViolated(t *testing.T) {
 // midRefreshWorlds runs f, for every platform and writer seed, on a world of the platform's group (batch 1)
 // beside the seed's writer (stop stops it), once the group's refresh to ImageB is under way. Beside a writer
 // (seed > 0) an operator also terminates an old instance without decrement at that moment (C24).
+// operatorTerminatesAnOldInstance terminates one InService instance of group on ImageA without decrement, as an
+// operator with the console would, and fails when there is none.
+func operatorTerminatesAnOldInstance(t *testing.T, w *testworld.World, group string) {
+	t.Helper()
+	for _, i := range w.Account.Group(group).Instances {
+		if i.LifecycleState == "InService" && i.ImageID == testworld.ImageA && w.Account.TerminateWithoutDecrement(i.ID) {
+			return
+		}
+	}
+	t.Fatalf("the operator found no old instance of %s to terminate", group)
+}
+
 func midRefreshWorlds(t *testing.T, f func(t *testing.T, w *testworld.World, g testworld.GroupSetup, stop func())) {
 	for _, p := range refreshPlatforms {
 		for _, seed := range writerSeeds(t) {
@@ -836,14 +858,7 @@ func midRefreshWorlds(t *testing.T, f func(t *testing.T, w *testworld.World, g t
 				publish(w, g, testworld.ImageB)
 				runTo(t, w, 2*time.Hour, "refresh under way", midRefresh, g.Name)
 				if seed != 0 {
-					terminated := ""
-					for _, i := range w.Account.Group(g.Name).Instances {
-						if i.LifecycleState == "InService" && i.ImageID == testworld.ImageA && w.Account.TerminateWithoutDecrement(i.ID) {
-							terminated = i.ID
-							break
-						}
-					}
-					require.NotEmpty(t, terminated, "the operator found an old instance to terminate")
+					operatorTerminatesAnOldInstance(t, w, g.Name)
 				}
 				f(t, w, g, stop)
 			})
