@@ -20,6 +20,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/audit/fleet"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/orgcmd"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/sim"
 )
@@ -41,8 +43,8 @@ func updateGolden() bool {
 var readCall = regexp.MustCompile(`^[a-z0-9]+:(Describe|List|Get)[A-Za-z]+$`)
 
 // simAuditEnv runs the audit command on a simulated account.
-func simAuditEnv(a *sim.Account) auditEnv {
-	return auditEnv{clock: a.Clock(), connect: func(context.Context, string) (audit.Clients, awsapi.MetricData, string, error) {
+func simAuditEnv(a *sim.Account) orgcmd.AuditEnv {
+	return orgcmd.AuditEnv{Clock: a.Clock(), Connect: func(context.Context, string) (audit.Clients, awsapi.MetricData, string, error) {
 		return fleet.Clients(a), a.CloudWatch(), a.Options().Region, nil
 	}}
 }
@@ -50,13 +52,13 @@ func simAuditEnv(a *sim.Account) auditEnv {
 // runAudit executes `patch-agent audit args...` on the account.
 func runAudit(t *testing.T, a *sim.Account, args ...string) result {
 	t.Helper()
-	cmd := newAuditCommandWith(simAuditEnv(a))
+	cmd := orgcmd.NewAuditCommandWith(simAuditEnv(a))
 	var stdout, stderr bytes.Buffer
 	cmd.SetArgs(args)
 	cmd.SetOut(&stdout)
 	cmd.SetErr(&stderr)
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	markUsageErrors(cmd)
+	cli.MarkUsageErrors(cmd)
 	err := cmd.ExecuteContext(context.Background())
 	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
 }
@@ -106,10 +108,10 @@ func TestAuditPublishMetricsIsItsOnlyWrite(t *testing.T) {
 
 func TestAuditFailIfBehindExitsWithStatus3(t *testing.T) {
 	res := runAudit(t, auditFleet(t), "--fail-if-behind", "100d", "-o", "json")
-	var ee exitError
+	var ee cli.ExitError
 	require.True(t, errors.As(res.err, &ee), res.err)
-	require.Equal(t, 3, ee.code, "a finding is told apart from a usage error (2)")
-	require.Equal(t, 3, report(io.Discard, res.err))
+	require.Equal(t, 3, ee.Code, "a finding is told apart from a usage error (2)")
+	require.Equal(t, 3, cli.Report(io.Discard, res.err))
 	require.EqualError(t, res.err, "2 group(s) behind the recommended AMI by more than 100d: legacy-ecs, orders-ecs")
 	var r audit.Report
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &r), "the report is printed before the exit")
@@ -138,9 +140,9 @@ func TestAuditRejectsMalformedFlags(t *testing.T) {
 			a := auditFleet(t)
 			res := runAudit(t, a, tc.args...)
 			require.ErrorContains(t, res.err, tc.want)
-			var ee exitError
+			var ee cli.ExitError
 			require.False(t, errors.As(res.err, &ee), "a usage error carries no exit status of its own")
-			require.Equal(t, exitUsage, report(io.Discard, res.err))
+			require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err))
 			require.Empty(t, a.Calls(), "nothing is read before the flags are valid")
 		})
 	}

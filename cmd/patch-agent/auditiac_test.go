@@ -16,6 +16,8 @@ import (
 	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/audit/iac"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/orgcmd"
 )
 
 // iacFixtures is the fixture tree of internal/audit/iac, as a user would name it from this directory.
@@ -50,10 +52,10 @@ func TestAuditIaCOfflineMakesNoCallAndPrintsJSONAndCSV(t *testing.T) {
 }
 
 func TestAuditIaCWithoutCredentialsReportsTheSameFindingsOffline(t *testing.T) {
-	env := auditEnv{clock: auditFleet(t).Clock(), connect: func(context.Context, string) (audit.Clients, awsapi.MetricData, string, error) {
+	env := orgcmd.AuditEnv{Clock: auditFleet(t).Clock(), Connect: func(context.Context, string) (audit.Clients, awsapi.MetricData, string, error) {
 		return audit.Clients{}, nil, "", errors.New("--region (or AWS_REGION) is required")
 	}}
-	cmd := newAuditCommandWith(env)
+	cmd := orgcmd.NewAuditCommandWith(env)
 	var stdout, stderr bytes.Buffer
 	cmd.SetArgs([]string{"--iac", "-o", "json", iacFixtures})
 	cmd.SetOut(&stdout)
@@ -71,9 +73,9 @@ func TestAuditIaCWithoutCredentialsReportsTheSameFindingsOffline(t *testing.T) {
 
 func TestAuditIaCFailIfHardcodedExitsWithStatus3AfterTheReport(t *testing.T) {
 	res := runAudit(t, auditFleet(t), "--iac", "--offline", "--fail-if-hardcoded", iacFixtures)
-	var ee exitError
+	var ee cli.ExitError
 	require.True(t, errors.As(res.err, &ee), res.err)
-	require.Equal(t, 3, ee.code)
+	require.Equal(t, 3, ee.Code)
 	require.EqualError(t, res.err, "28 hard-coded AMI reference(s) of 23 AMI(s) in the code: point it at an SSM parameter (docs/faq.md)")
 	require.Contains(t, res.stdout, "aws_launch_template.orders", "the report is printed before the exit")
 

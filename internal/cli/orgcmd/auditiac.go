@@ -1,4 +1,4 @@
-package main
+package orgcmd
 
 import (
 	"errors"
@@ -7,16 +7,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/patch-agent/patch-agent/internal/audit/iac"
+	"github.com/patch-agent/patch-agent/internal/cli"
 )
 
 // exitHardcoded is the exit status of `audit --iac --fail-if-hardcoded` when the code hard-codes an AMI id:
-// the same status as --fail-if-behind (exitBehind), so a CI job treats both audits alike.
-const exitHardcoded = exitBehind
+// the same status as --fail-if-behind (ExitBehind), so a CI job treats both audits alike.
+const exitHardcoded = ExitBehind
 
 // withIaC adds `--iac PATH...` to the audit command: instead of the account's groups, the Terraform,
 // terragrunt, CloudFormation and CDK files under the paths are read for hard-coded AMI ids (internal/audit/iac).
 // It wraps the command's argument check and run, so the live audit's flags and code stay as they are.
-func withIaC(cmd *cobra.Command, env auditEnv) *cobra.Command {
+func withIaC(cmd *cobra.Command, env AuditEnv) *cobra.Command {
 	var on, offline, failIfHardcoded bool
 	f := cmd.Flags()
 	f.BoolVar(&on, "iac", false, "read the Terraform, terragrunt, CloudFormation and CDK code under the PATHs given, not the account: report every hard-coded AMI id with its file and line")
@@ -45,28 +46,28 @@ when there is a finding.`
 			return args(c, a)
 		}
 		if len(a) == 0 {
-			return usage(c, errors.New("--iac needs at least one PATH: the directories or files of the code to read"))
+			return cli.Usage(c, errors.New("--iac needs at least one PATH: the directories or files of the code to read"))
 		}
 		return nil
 	}
 	cmd.RunE = func(c *cobra.Command, a []string) error {
 		if !on {
 			if offline || failIfHardcoded {
-				return usage(c, errors.New("--offline and --fail-if-hardcoded go with --iac"))
+				return cli.Usage(c, errors.New("--offline and --fail-if-hardcoded go with --iac"))
 			}
 			return live(c, a)
 		}
 		for _, name := range []string{"publish-metrics", "fail-if-behind"} {
 			if c.Flags().Changed(name) {
-				return usage(c, fmt.Errorf("--%s audits the account's groups: it does not go with --iac", name))
+				return cli.Usage(c, fmt.Errorf("--%s audits the account's groups: it does not go with --iac", name))
 			}
 		}
-		output := auditFormat(outputOf(c))
+		output := auditFormat(cli.OutputOf(c))
 		ctx := c.Context()
-		s := iac.Scanner{Clock: env.clock, OfflineReason: "--offline"}
+		s := iac.Scanner{Clock: env.Clock, OfflineReason: "--offline"}
 		if !offline {
 			region, _ := c.Flags().GetString("region")
-			clients, _, effective, err := env.connect(ctx, region)
+			clients, _, effective, err := env.Connect(ctx, region)
 			if err != nil {
 				s.OfflineReason = err.Error()
 			} else {
@@ -84,7 +85,7 @@ when there is a finding.`
 			fmt.Fprintf(c.ErrOrStderr(), "AMI facts not read (%s): the findings are complete, their AMIs' names and ages are not\n", r.OfflineReason)
 		}
 		if failIfHardcoded && r.Hardcoded() {
-			return exitError{exitHardcoded, fmt.Errorf("%d hard-coded AMI reference(s) of %d AMI(s) in the code: point it at an SSM parameter (docs/faq.md)",
+			return cli.ExitError{Code: exitHardcoded, Err: fmt.Errorf("%d hard-coded AMI reference(s) of %d AMI(s) in the code: point it at an SSM parameter (docs/faq.md)",
 				r.Summary.Findings, r.Summary.Images)}
 		}
 		return nil

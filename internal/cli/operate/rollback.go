@@ -1,4 +1,4 @@
-package main
+package operate
 
 import (
 	"bufio"
@@ -11,12 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/schema"
 )
 
-func newRollbackCommand() *cobra.Command {
+func NewRollbackCommand() *cobra.Command {
 	var (
 		to, who    string
 		yes, force bool
@@ -66,47 +67,47 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 
   # then follow it
   patch-agent status prod-ecs-asg --watch`,
-		Args: groupArg,
+		Args: cli.GroupArg,
 	}
-	stores := addStoreFlags(cmd)
-	wakes := addWakeFlag(cmd)
+	stores := cli.AddStoreFlags(cmd)
+	wakes := AddWakeFlag(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "AMI to roll back to (default: the AMI the group ran before its current target)")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&force, "force", false, "roll back to a --to AMI that the group's history does not name")
-	outFlag := addOutputFlag(cmd, formatTable, standardFormats, map[string]string{"text": formatTable},
+	outFlag := cli.AddOutputFlag(cmd, cli.FormatTable, cli.StandardFormats, map[string]string{"text": cli.FormatTable},
 		"table and wide: the plan and what was done in sentences; json: one document on stdout once the rollback is recorded, the plan on stderr")
-	addWhoFlag(cmd, &who)
+	cli.AddWhoFlag(cmd, &who)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		if err := requireWho(cmd, who); err != nil {
+		if err := cli.RequireWho(cmd, who); err != nil {
 			return err
 		}
 		stdout := sentencesToStderr(cmd, outFlag) // the plan, the prompt and the wake-up's line: stdout holds only the document
 		if cmd.Flags().Changed("to") {
 			if err := operator.ValidateAMIID(to); err != nil {
-				return usage(cmd, fmt.Errorf("--to: %w", err))
+				return cli.Usage(cmd, fmt.Errorf("--to: %w", err))
 			}
 		}
 		group := args[0]
 		ctx := cmd.Context()
-		s, err := stores.open(ctx)
+		s, err := stores.Open(ctx)
 		if err != nil {
 			return err
 		}
 		plan, err := operator.PlanRollback(ctx, s, group, to, force)
 		if ue := (*operator.UnrecordedImageError)(nil); errors.As(err, &ue) {
-			ue.HistoryCommand = pasteable(cmd, command(cmd, "history"), "patch-agent history "+shellQuote(group))
+			ue.HistoryCommand = cli.Pasteable(cmd, cli.Command(cmd, "history"), "patch-agent history "+cli.ShellQuote(group))
 		}
 		if pe := (*operator.RolloutInProgressError)(nil); errors.As(err, &pe) {
-			pe.PauseCommand = pasteable(cmd, command(cmd, "pause"), "patch-agent pause --group "+shellQuote(group)+" --reason '...'")
+			pe.PauseCommand = cli.Pasteable(cmd, cli.Command(cmd, "pause"), "patch-agent pause --group "+cli.ShellQuote(group)+" --reason '...'")
 		}
 		if err != nil {
-			return s.explainNotFound(ctx, group, err)
+			return s.ExplainNotFound(ctx, group, err)
 		}
 		out := cmd.OutOrStdout()
 		printRollbackPlan(out, plan)
 		warning := warnRollbackSource(ctx, cmd.ErrOrStderr(), s, plan)
 		if !yes {
-			if !stdinIsTerminal(cmd.InOrStdin()) {
+			if !StdinIsTerminal(cmd.InOrStdin()) {
 				return errors.New("refusing to roll back without confirmation: standard input is not a terminal; pass --yes to confirm the plan above")
 			}
 			ok, err := confirm(ctx, cmd.InOrStdin(), out, fmt.Sprintf("Roll back %s to %s? Type yes to confirm: ", group, plan.To))
@@ -125,7 +126,7 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 		if err != nil {
 			return err
 		}
-		if err := s.save(); err != nil {
+		if err := s.Save(); err != nil {
 			return err
 		}
 		target := r.TargetImageID
@@ -135,10 +136,10 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 			target = plan.To
 		}
 		fmt.Fprintf(out, "rollback recorded: %s now targets %s (phase %s, requested by %s)\n", r.Group, target, r.Phase, who)
-		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRollback, Group: r.Group, Who: who})
-		fmt.Fprintf(out, "Follow it with: %s\n", pasteable(cmd, command(cmd, "status"), "patch-agent status "+shellQuote(r.Group)+" --watch"))
-		if outFlag.is(formatJSON) {
-			return writeJSON(stdout, rollbackDocument{SchemaVersion: schema.Version, Group: r.Group, Phase: string(r.Phase),
+		wakes.Wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRollback, Group: r.Group, Who: who})
+		fmt.Fprintf(out, "Follow it with: %s\n", cli.Pasteable(cmd, cli.Command(cmd, "status"), "patch-agent status "+cli.ShellQuote(r.Group)+" --watch"))
+		if outFlag.Is(cli.FormatJSON) {
+			return cli.WriteJSON(stdout, RollbackDocument{SchemaVersion: schema.Version, Group: r.Group, Phase: string(r.Phase),
 				From: plan.From, To: target, Who: who, SourceWarning: warning})
 		}
 		return nil
@@ -146,10 +147,10 @@ starts within seconds; without --queue-url, or when the send fails (a warning), 
 	return cmd
 }
 
-// rollbackDocument is `rollback -o json`: the rollback as recorded. SourceWarning is the stderr warning that
+// RollbackDocument is `rollback -o json`: the rollback as recorded. SourceWarning is the stderr warning that
 // the group's AMI source already names a newer AMI, which supersedes the rollback at the agent's next look
 // ("" when it does not, or when the source could not be read).
-type rollbackDocument struct {
+type RollbackDocument struct {
 	SchemaVersion int    `json:"schemaVersion"`
 	Group         string `json:"group"`
 	Phase         string `json:"phase"`
@@ -163,11 +164,11 @@ type rollbackDocument struct {
 // warning when the source names an AMI that supersedes the rollback (returned, for -o json), one line when the
 // source cannot be read, nothing when it names the plan's own AMIs. A managed node group's rollback is not
 // checked: its source is a release, which EKS resolves.
-func warnRollbackSource(ctx context.Context, w io.Writer, s *openedStore, plan operator.RollbackPlan) string {
+func warnRollbackSource(ctx context.Context, w io.Writer, s *cli.OpenedStore, plan operator.RollbackPlan) string {
 	if plan.Nodegroup != nil {
 		return ""
 	}
-	rd, err := newSourceReaders(s)
+	rd, err := NewSourceReaders(s)
 	var c sourceCheck
 	if err == nil {
 		c, err = checkRollbackSource(ctx, rd, plan)
@@ -197,8 +198,8 @@ func drainWords(platform string) string {
 	return "drained"
 }
 
-// stdinIsTerminal decides whether rollback may ask for confirmation; tests replace it.
-var stdinIsTerminal = isTerminal
+// StdinIsTerminal decides whether rollback may ask for confirmation; tests replace it.
+var StdinIsTerminal = cli.IsTerminal
 
 // printRollbackPlan says what the rollback will do, for the confirmation. The counts are the record's (what
 // the agent last observed): it knows how many instances run From, not which AMI the others run.
@@ -246,7 +247,7 @@ func updateConfigWords(ng *operator.NodegroupRollbackPlan) string {
 
 // errAborted ends a command interrupted (Ctrl-C, SIGTERM) before it wrote anything, with the shell's status
 // for SIGINT.
-var errAborted = exitError{130, errors.New("aborted: nothing was written")}
+var errAborted = cli.ExitError{Code: 130, Err: errors.New("aborted: nothing was written")}
 
 // confirm asks question and reports whether the answer is "yes" (any case, surrounding spaces ignored;
 // "y" is not enough). The answer is read in a goroutine so that ctx's cancellation (Ctrl-C: main's

@@ -1,4 +1,4 @@
-package main
+package operate
 
 import (
 	"errors"
@@ -13,20 +13,20 @@ import (
 
 // Dispositions of `message inspect`: what the agent does with the message.
 const (
-	// dispositionAct: the agent acts on it and deletes it once the effect is durable.
-	dispositionAct = "act"
-	// dispositionHold: the agent holds it (extends its visibility) while the work lasts — a lifecycle
+	// DispositionAct: the agent acts on it and deletes it once the effect is durable.
+	DispositionAct = "act"
+	// DispositionHold: the agent holds it (extends its visibility) while the work lasts — a lifecycle
 	// action's drain — and deletes it once the action is completed.
-	dispositionHold = "hold"
-	// dispositionIgnore: the agent deletes it without acting; warning says what to look at, if anything.
-	dispositionIgnore = "ignore"
-	// dispositionDeadLetter: malformed; the agent never acts on it nor deletes it, so after the queue's
+	DispositionHold = "hold"
+	// DispositionIgnore: the agent deletes it without acting; warning says what to look at, if anything.
+	DispositionIgnore = "ignore"
+	// DispositionDeadLetter: malformed; the agent never acts on it nor deletes it, so after the queue's
 	// maxReceiveCount receives the redrive policy moves it to the dead-letter queue.
-	dispositionDeadLetter = "dead-letter"
+	DispositionDeadLetter = "dead-letter"
 )
 
-// inspectDocument is the JSON of `message inspect`: every field always present.
-type inspectDocument struct {
+// InspectDocument is the JSON of `message inspect`: every field always present.
+type InspectDocument struct {
 	SchemaVersion int `json:"schemaVersion"`
 	// Disposition is act, hold, ignore or dead-letter.
 	Disposition string `json:"disposition"`
@@ -110,11 +110,11 @@ func viewOf(ev events.Event) *eventView {
 // topics are the SNS topics the queue is meant to get notifications from (none: not checked). It never
 // calls AWS: the checks the agent makes first (Auto Scaling's confirmation of a lifecycle action, the
 // group's opt-in tags, the AMI gate) are named in Action, not made.
-func inspectMessage(body []byte, topics []string) inspectDocument {
-	d := inspectDocument{SchemaVersion: schema.Version}
+func inspectMessage(body []byte, topics []string) InspectDocument {
+	d := InspectDocument{SchemaVersion: schema.Version}
 	ev, err := events.Parse(body)
 	if err != nil {
-		d.Disposition, d.Error = dispositionDeadLetter, err.Error()
+		d.Disposition, d.Error = DispositionDeadLetter, err.Error()
 		d.Action = "none: a malformed message is never acted on nor deleted; after the queue's maxReceiveCount receives " +
 			"its redrive policy moves it to the dead-letter queue"
 		return d
@@ -125,30 +125,30 @@ func inspectMessage(body []byte, topics []string) inspectDocument {
 		p := ev.Parameter
 		switch {
 		case p.Exception != "":
-			d.Disposition = dispositionIgnore
+			d.Disposition = DispositionIgnore
 			d.Action = fmt.Sprintf("none: Parameter Store failed to validate the new value of %s", p.Name)
 			d.Warning = "the parameter's value failed validation (" + p.Exception + "): fix the value; no group is rolled to it"
 		case p.Operation == "Delete":
-			d.Disposition = dispositionAct
+			d.Disposition = DispositionAct
 			d.Action = fmt.Sprintf("marks %s missing: the opted-in groups whose %s names it get no rollout until it exists again", p.Name, "patch-agent/ami-parameter")
 			d.Warning = "parameter " + p.Name + " was deleted"
 		default:
-			d.Disposition = dispositionAct
+			d.Disposition = DispositionAct
 			d.Action = fmt.Sprintf("resolves %s and rolls the opted-in groups whose patch-agent/ami-parameter names it to its AMI, "+
 				"once the AMI gate accepts the image (available, allowed owner) and the group's gates allow (pause, approval, soak, window, alarms); "+
 				"ignored when no opted-in group uses the parameter", p.Name)
 		}
 	case events.KindScheduledTick, events.KindAMIAnnouncement:
-		d.Disposition = dispositionAct
+		d.Disposition = DispositionAct
 		d.Action = "resolves every AMI parameter the opted-in groups use and rolls the groups whose parameter names a new AMI (AMI gate and group gates first)"
 	case events.KindLifecycleAction:
 		l := ev.Lifecycle
 		switch {
 		case l.HookName == model.ECSManagedDrainingHookName:
-			d.Disposition = dispositionIgnore
+			d.Disposition = DispositionIgnore
 			d.Action = "none: ECS's own managed-draining hook; ECS drains the container instance and completes the action"
 		case !l.Terminating():
-			d.Disposition = dispositionHold
+			d.Disposition = DispositionHold
 			d.Action = fmt.Sprintf("if group %s is opted in: confirms with Auto Scaling that %s waits in Pending:Wait under hook %s, holds the message until the instance "+
 				"is healthy in its cluster, then completes the launching action (CONTINUE; ABANDON at the deadline) and deletes the message",
 				l.GroupName, l.InstanceID, l.HookName)
@@ -157,13 +157,13 @@ func inspectMessage(body []byte, topics []string) inspectDocument {
 			if l.Action == events.ActionReplaceRootVolume {
 				drain += "; the instance comes back with a new root volume"
 			}
-			d.Disposition = dispositionHold
+			d.Disposition = DispositionHold
 			d.Action = fmt.Sprintf("if group %s is opted in: confirms with Auto Scaling that %s waits in Terminating:Wait under hook %s, %s, "+
 				"sends heartbeats while the drain lasts, completes the action (CONTINUE), then deletes the message; "+
 				"a group the agent does not manage, or an action Auto Scaling does not confirm, is ignored with a warning", l.GroupName, l.InstanceID, l.HookName, drain)
 		}
 	case events.KindWakeUp:
-		d.Disposition = dispositionAct
+		d.Disposition = DispositionAct
 		what := "group " + ev.Wake.Group
 		switch {
 		case ev.Wake.Group != "":
@@ -179,14 +179,14 @@ func inspectMessage(body []byte, topics []string) inspectDocument {
 		if o.Global() {
 			what = "every managed group"
 		}
-		d.Disposition = dispositionAct
+		d.Disposition = DispositionAct
 		d.Action = fmt.Sprintf("looks again at %s now instead of at the next safety poll, re-reading the rollout record, the pause locks "+
 			"and AWS (the message claims `patch-agent %s` by %s; the claim itself changes nothing), then deletes the message", what, o.Action, o.Who)
 	case events.KindTestNotification:
-		d.Disposition = dispositionIgnore
+		d.Disposition = DispositionIgnore
 		d.Action = "none: " + ev.Reason
 	default:
-		d.Disposition = dispositionIgnore
+		d.Disposition = DispositionIgnore
 		d.Action = "none: " + ev.Reason
 		d.Warning = "the agent does not act on this kind of message: if it was meant for the agent, check the sender (EventBridge rule, hook target, SNS subscription)"
 	}

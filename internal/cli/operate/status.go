@@ -1,4 +1,4 @@
-package main
+package operate
 
 import (
 	"context"
@@ -9,13 +9,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/orgcmd"
 	"github.com/patch-agent/patch-agent/internal/operator"
 )
 
 // minWatchInterval keeps --watch from hammering the table (each redraw is a Scan).
 const minWatchInterval = time.Second
 
-func newStatusCommand() *cobra.Command {
+func NewStatusCommand() *cobra.Command {
 	var (
 		watch    bool
 		interval time.Duration
@@ -59,33 +61,33 @@ otherwise a new table is printed each time; with --output json one JSON document
   patch-agent demo --state-file demo.json && patch-agent status --state-file demo.json`,
 		Args: cobra.MaximumNArgs(1),
 	}
-	stores := addStoreFlags(cmd)
-	orgs := addOrgFlags(cmd, &stores.profile, &stores.regions, true)
-	addOnlyFlag(cmd, &only)
-	outFlag := addOutputFlag(cmd, formatTable, []string{formatTable, formatWide, formatJSON, formatCSV}, nil,
+	stores := cli.AddStoreFlags(cmd)
+	orgs := orgcmd.AddOrgFlags(cmd, &stores.Profile, &stores.Regions, true)
+	orgcmd.AddOnlyFlag(cmd, &only)
+	outFlag := cli.AddOutputFlag(cmd, cli.FormatTable, []string{cli.FormatTable, cli.FormatWide, cli.FormatJSON, cli.FormatCSV}, nil,
 		"table fits 120 columns, wide has every column, csv the columns of wide")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "redraw every --interval until Ctrl-C")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "time between two redraws with --watch (at least 1s)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		output := outFlag.value
-		if orgs.enabled() {
-			return runOrgStatus(cmd, orgs, output, only, args)
+		output := outFlag.Value
+		if orgs.Enabled() {
+			return orgcmd.RunOrgStatus(cmd, orgs, output, only, args)
 		}
-		if err := orgs.check(cmd, "only"); err != nil {
+		if err := orgs.Check(cmd, "only"); err != nil {
 			return err
 		}
 		if len(only) > 0 {
-			return usage(cmd, fmt.Errorf("--only needs --organization or --accounts FILE"))
+			return cli.Usage(cmd, fmt.Errorf("--only needs --organization or --accounts FILE"))
 		}
 		if watch && interval < minWatchInterval {
-			return usage(cmd, fmt.Errorf("--interval %s is below %s", interval, minWatchInterval))
+			return cli.Usage(cmd, fmt.Errorf("--interval %s is below %s", interval, minWatchInterval))
 		}
 		group := ""
 		if len(args) == 1 {
 			group = args[0]
 		}
 		ctx := cmd.Context()
-		s, err := stores.open(ctx)
+		s, err := stores.Open(ctx)
 		if err != nil {
 			return err
 		}
@@ -93,7 +95,7 @@ otherwise a new table is printed each time; with --output json one JSON document
 		show := func() error {
 			rows, err := operator.Status(ctx, s, group, time.Now())
 			if err != nil {
-				return s.explainNotFound(ctx, group, err)
+				return s.ExplainNotFound(ctx, group, err)
 			}
 			return printStatus(out, output, rows, watch)
 		}
@@ -116,7 +118,7 @@ func printStatus(out io.Writer, output string, rows []operator.StatusRow, watchi
 		_, err = fmt.Fprintln(out, string(b))
 		return err
 	case output == "json":
-		return writeJSON(out, operator.NewStatusDocument(rows))
+		return cli.WriteJSON(out, operator.NewStatusDocument(rows))
 	case output == "csv":
 		return operator.WriteStatusCSV(out, rows)
 	case len(rows) == 0:
@@ -133,8 +135,8 @@ func printStatus(out io.Writer, output string, rows []operator.StatusRow, watchi
 // watchStatus redraws every interval until ctx is cancelled (Ctrl-C), which ends it without error. The
 // first failure ends the watch with its error; later ones (a throttled Scan, a state file being rewritten)
 // are shown and the watch goes on.
-func watchStatus(ctx context.Context, out, errOut io.Writer, output string, interval time.Duration, s *openedStore, show func() error) error {
-	tty := isTerminal(out)
+func watchStatus(ctx context.Context, out, errOut io.Writer, output string, interval time.Duration, s *cli.OpenedStore, show func() error) error {
+	tty := cli.IsTerminal(out)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for n := 0; ; n++ {
@@ -143,15 +145,15 @@ func watchStatus(ctx context.Context, out, errOut io.Writer, output string, inte
 			return nil
 		case <-timer.C:
 		}
-		if output == formatTable || output == formatWide {
+		if output == cli.FormatTable || output == cli.FormatWide {
 			if tty {
 				fmt.Fprint(out, "\x1b[H\x1b[2J") // cursor home, clear screen
 			} else if n > 0 {
 				fmt.Fprintln(out)
 			}
-			fmt.Fprintf(out, "%s — %s, every %s (Ctrl-C to stop)\n\n", s.where, time.Now().UTC().Format(time.RFC3339), interval)
+			fmt.Fprintf(out, "%s — %s, every %s (Ctrl-C to stop)\n\n", s.Where, time.Now().UTC().Format(time.RFC3339), interval)
 		}
-		err := s.reload()
+		err := s.Reload()
 		if err == nil {
 			err = show()
 		}
@@ -167,7 +169,7 @@ func watchStatus(ctx context.Context, out, errOut io.Writer, output string, inte
 	}
 }
 
-func newHistoryCommand() *cobra.Command {
+func NewHistoryCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "history GROUP",
 		Short: "Show a group's AMI history: detected, completed, halted, rolled back, manual rollbacks",
@@ -180,26 +182,26 @@ each entry with both (fromImageId/toImageId and previousImageId/newImageId); -o 
 the store has no record of is answered with the groups it holds records of.`,
 		Example: `  patch-agent history prod-ecs-asg --table patch-agent --region eu-west-1
   patch-agent history prod-ecs-asg --output json | jq -r '.entries[] | select(.event == "completed") | .newImageId'`,
-		Args: groupArg,
+		Args: cli.GroupArg,
 	}
-	stores := addStoreFlags(cmd)
-	outFlag := addOutputFlag(cmd, formatTable, []string{formatTable, formatWide, formatJSON, formatCSV}, nil,
+	stores := cli.AddStoreFlags(cmd)
+	outFlag := cli.AddOutputFlag(cmd, cli.FormatTable, []string{cli.FormatTable, cli.FormatWide, cli.FormatJSON, cli.FormatCSV}, nil,
 		"table fits 120 columns, wide has every column, csv the columns of wide")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		output := outFlag.value
+		output := outFlag.Value
 		ctx := cmd.Context()
-		s, err := stores.open(ctx)
+		s, err := stores.Open(ctx)
 		if err != nil {
 			return err
 		}
 		hist, err := operator.History(ctx, s, args[0])
 		if err != nil {
-			return s.explainNotFound(ctx, args[0], err)
+			return s.ExplainNotFound(ctx, args[0], err)
 		}
 		out := cmd.OutOrStdout()
 		switch {
 		case output == "json":
-			return writeJSON(out, operator.NewHistoryDocument(args[0], hist))
+			return cli.WriteJSON(out, operator.NewHistoryDocument(args[0], hist))
 		case output == "csv":
 			return operator.WriteHistoryCSV(out, hist)
 		case len(hist) == 0:

@@ -1,4 +1,4 @@
-package main
+package operate
 
 import (
 	"context"
@@ -11,25 +11,26 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/providers"
 )
 
-// sourceReaders are the two reads of a rollback's source check: the group's tags (DescribeAutoScalingGroups,
+// SourceReaders are the two reads of a rollback's source check: the group's tags (DescribeAutoScalingGroups,
 // which the operator role already has for `pause --group`) and its AMI parameter (GetParameters).
-type sourceReaders struct {
-	groups operator.GroupsAPI
-	ssm    awsapi.SSM
+type SourceReaders struct {
+	Groups operator.GroupsAPI
+	SSM    awsapi.SSM
 }
 
-// newSourceReaders builds the readers of the source check from the store's AWS configuration; a state file
+// NewSourceReaders builds the readers of the source check from the store's AWS configuration; a state file
 // has no AWS account behind it (an error: the check is skipped with one line). A test replaces it.
-var newSourceReaders = func(s *openedStore) (sourceReaders, error) {
-	if s.groups == nil || s.aws == nil {
-		return sourceReaders{}, errors.New("a state file has no AWS account behind it")
+var NewSourceReaders = func(s *cli.OpenedStore) (SourceReaders, error) {
+	if s.Groups == nil || s.AWS == nil {
+		return SourceReaders{}, errors.New("a state file has no AWS account behind it")
 	}
-	return sourceReaders{groups: s.groups, ssm: ssm.NewFromConfig(*s.aws)}, nil
+	return SourceReaders{Groups: s.Groups, SSM: ssm.NewFromConfig(*s.AWS)}, nil
 }
 
 // sourceCheck is what the group's AMI source names now, against the rollback's plan.
@@ -48,8 +49,8 @@ type sourceCheck struct {
 // the record says the agent last resolved — and says whether it already names an AMI other than plan.From and
 // plan.To. Errors: the group unknown to Auto Scaling or not opted in, the calls, a missing or invalid
 // parameter, an `auto` source with no parameter recorded.
-func checkRollbackSource(ctx context.Context, rd sourceReaders, plan operator.RollbackPlan) (sourceCheck, error) {
-	out, err := rd.groups.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{plan.Group}})
+func checkRollbackSource(ctx context.Context, rd SourceReaders, plan operator.RollbackPlan) (sourceCheck, error) {
+	out, err := rd.Groups.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{plan.Group}})
 	if err != nil {
 		return sourceCheck{}, fmt.Errorf("describing Auto Scaling group %s: %w", plan.Group, err)
 	}
@@ -79,7 +80,7 @@ func checkRollbackSource(ctx context.Context, rd sourceReaders, plan operator.Ro
 		}
 		param = plan.Source
 	}
-	found, missing, invalid, err := providers.Resolver{SSM: rd.ssm}.Resolve(ctx, []string{param})
+	found, missing, invalid, err := providers.Resolver{SSM: rd.SSM}.Resolve(ctx, []string{param})
 	switch {
 	case err != nil:
 		return sourceCheck{}, err

@@ -1,4 +1,4 @@
-package main
+package operate
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
@@ -21,7 +22,7 @@ import (
 // newSTS builds the STS client the approve command asks who is acting (a test replaces it).
 var newSTS = func(cfg aws.Config) awsapi.STS { return sts.NewFromConfig(cfg) }
 
-func newApproveCommand() *cobra.Command {
+func NewApproveCommand() *cobra.Command {
 	var (
 		who      string
 		force    bool
@@ -57,30 +58,30 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 		Example: `  patch-agent status prod-ecs-asg            # check the AMI it waits for
   patch-agent approve prod-ecs-asg --table patch-agent --region eu-west-1
   patch-agent approve prod-ecs-asg --skip-soak --reason "CVE-2026-1234 fix, INC-4711" --table patch-agent`,
-		Args: groupArg,
+		Args: cli.GroupArg,
 	}
-	stores := addStoreFlags(cmd)
-	wakes := addWakeFlag(cmd)
-	addWhoFlag(cmd, &who)
+	stores := cli.AddStoreFlags(cmd)
+	wakes := AddWakeFlag(cmd)
+	cli.AddWhoFlag(cmd, &who)
 	cmd.Flags().BoolVar(&force, "force", false, "record the approval even when the group is not waiting for approval")
 	cmd.Flags().BoolVar(&skipSoak, "skip-soak", false, "also skip the AMI's soak time (needs --reason): the rollout starts before the soak ends")
 	cmd.Flags().StringVar(&reason, "reason", "", "why the soak is skipped (required with --skip-soak; recorded in the history and the notification)")
-	outFlag := addOutputFlag(cmd, formatTable, standardFormats, nil, "table and wide: sentences; json: one document")
+	outFlag := cli.AddOutputFlag(cmd, cli.FormatTable, cli.StandardFormats, nil, "table and wide: sentences; json: one document")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if skipSoak && strings.TrimSpace(reason) == "" {
-			return usage(cmd, errors.New(`--skip-soak needs --reason "...": say why the AMI cannot wait for its soak time`))
+			return cli.Usage(cmd, errors.New(`--skip-soak needs --reason "...": say why the AMI cannot wait for its soak time`))
 		}
 		if !skipSoak && cmd.Flags().Changed("reason") {
-			return usage(cmd, errors.New("--reason goes with --skip-soak"))
+			return cli.Usage(cmd, errors.New("--reason goes with --skip-soak"))
 		}
 		if skipSoak && force {
-			return usage(cmd, errors.New("--skip-soak and --force are exclusive: a soak is skipped only while the group waits for it or its approval"))
+			return cli.Usage(cmd, errors.New("--skip-soak and --force are exclusive: a soak is skipped only while the group waits for it or its approval"))
 		}
 		if err := checkEKSUpgradeSubject(args[0]); err != nil {
-			return usage(cmd, err)
+			return cli.Usage(cmd, err)
 		}
 		ctx := cmd.Context()
-		s, err := stores.open(ctx)
+		s, err := stores.Open(ctx)
 		if err != nil {
 			return err
 		}
@@ -91,7 +92,7 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 		}
 		if isEKSUpgrade(args[0]) { // eks:CLUSTER, the plan of `patch-agent eks upgrade`
 			if skipSoak {
-				return usage(cmd, errors.New("--skip-soak applies to a group's rollout, not to an EKS upgrade plan"))
+				return cli.Usage(cmd, errors.New("--skip-soak applies to a group's rollout, not to an EKS upgrade plan"))
 			}
 			return approveEKSUpgrade(cmd, stdout, s, args[0], who)
 		}
@@ -102,12 +103,12 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 			r, err = operator.Approve(ctx, s, args[0], who, force, time.Now())
 		}
 		if se := (*operator.WaitingForSoakError)(nil); errors.As(err, &se) {
-			se.ApproveCommand = pasteable(cmd, nil, "patch-agent approve "+shellQuote(args[0])+" --skip-soak --reason '...'")
+			se.ApproveCommand = cli.Pasteable(cmd, nil, "patch-agent approve "+cli.ShellQuote(args[0])+" --skip-soak --reason '...'")
 		}
 		if err != nil {
-			return s.explainNotFound(ctx, args[0], err)
+			return s.ExplainNotFound(ctx, args[0], err)
 		}
-		if err := s.save(); err != nil {
+		if err := s.Save(); err != nil {
 			return err
 		}
 		out := cmd.OutOrStdout()
@@ -119,11 +120,11 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 		} else {
 			fmt.Fprintln(out, "The group was not waiting for approval: the approval takes effect when it waits for this AMI's approval (see status).")
 		}
-		wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorApprove, Group: r.Group, Who: who})
-		if !outFlag.is(formatJSON) {
+		wakes.Wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorApprove, Group: r.Group, Who: who})
+		if !outFlag.Is(cli.FormatJSON) {
 			return nil
 		}
-		return writeJSON(stdout, approvalDocument{SchemaVersion: schema.Version, Subject: r.Group, Group: r.Group, ImageID: r.ApprovedImage,
+		return cli.WriteJSON(stdout, approvalDocument{SchemaVersion: schema.Version, Subject: r.Group, Group: r.Group, ImageID: r.ApprovedImage,
 			ApprovedBy: r.ApprovedBy, Phase: string(r.Phase), WaitingForApproval: operator.WaitingForApproval(r), SkipSoakReason: r.SkipSoakReason})
 	}
 	return cmd
@@ -151,11 +152,11 @@ type approvalDocument struct {
 // STS caller's ARN (GetCallerIdentity), never the local --who, so that the two-person rule and the audit trail
 // compare identities AWS vouches for whatever flags a later run is given; with a state file, --who (required).
 // A --who that differs from the STS caller is noted on stderr and not used.
-func actingIdentity(cmd *cobra.Command, s *openedStore, who string) (string, error) {
-	if s.aws == nil {
-		return who, requireWho(cmd, who)
+func actingIdentity(cmd *cobra.Command, s *cli.OpenedStore, who string) (string, error) {
+	if s.AWS == nil {
+		return who, cli.RequireWho(cmd, who)
 	}
-	arn, err := operator.CallerIdentity(cmd.Context(), newSTS(*s.aws))
+	arn, err := operator.CallerIdentity(cmd.Context(), newSTS(*s.AWS))
 	if err != nil {
 		return "", err
 	}

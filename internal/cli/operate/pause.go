@@ -1,4 +1,4 @@
-package main
+package operate
 
 import (
 	"cmp"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/orgcmd"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/org"
@@ -18,7 +20,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-func newPauseCommand() *cobra.Command {
+func NewPauseCommand() *cobra.Command {
 	var group, reason, until, who string
 	var replace bool
 	cmd := &cobra.Command{
@@ -65,50 +67,50 @@ sentences on stderr.`,
   patch-agent pause --group prod-ecs-asg --reason "release freeze" --until 2026-12-01T08:00:00Z`,
 		Args: cobra.ArbitraryArgs,
 	}
-	stores := addStoreFlags(cmd)
-	wakes := addWakeFlag(cmd)
-	orgs := addOrgFlags(cmd, &stores.profile, &stores.regions, true)
-	outFlag := addChangeOutputFlag(cmd)
+	stores := cli.AddStoreFlags(cmd)
+	wakes := AddWakeFlag(cmd)
+	orgs := orgcmd.AddOrgFlags(cmd, &stores.Profile, &stores.Regions, true)
+	outFlag := orgcmd.AddChangeOutputFlag(cmd)
 	cmd.Flags().StringVarP(&group, "group", "g", "", "pause only this Auto Scaling group (default: every group)")
 	cmd.Flags().StringVarP(&reason, "reason", "r", "", "why (required, here or as the words after pause; shown in status and the agent's logs)")
 	cmd.Flags().StringVar(&until, "until", "", "end the pause by itself: an RFC 3339 time or a duration from now (2h, 90m)")
 	cmd.Flags().BoolVar(&replace, "replace", false, "replace a pause of the same scope already in place (default: refuse)")
-	addWhoFlag(cmd, &who)
+	cli.AddWhoFlag(cmd, &who)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := requireGroupIfGiven(cmd, group, "pause every group"); err != nil {
 			return err
 		}
 		switch {
 		case len(args) > 0 && cmd.Flags().Changed("reason"):
-			return usage(cmd, fmt.Errorf("the reason is given twice, as --reason and as the words %q: give one", strings.Join(args, " ")))
+			return cli.Usage(cmd, fmt.Errorf("the reason is given twice, as --reason and as the words %q: give one", strings.Join(args, " ")))
 		case len(args) > 0:
 			reason = strings.Join(args, " ")
 		}
 		if strings.TrimSpace(reason) == "" {
-			return usage(cmd, errors.New(`--reason is required: say why the agent is paused, e.g. --reason "incident 4711" (it is shown in status and logs)`))
+			return cli.Usage(cmd, errors.New(`--reason is required: say why the agent is paused, e.g. --reason "incident 4711" (it is shown in status and logs)`))
 		}
-		if err := requireWho(cmd, who); err != nil {
+		if err := cli.RequireWho(cmd, who); err != nil {
 			return err
 		}
 		now := time.Now()
 		end, err := parseUntil(until, now)
 		if err != nil {
-			return usage(cmd, err)
+			return cli.Usage(cmd, err)
 		}
-		if orgs.enabled() {
-			return runOrgPause(cmd, orgs, outFlag.value, org.PauseRequest{Reason: reason, Who: who, Until: end, Replace: replace})
+		if orgs.Enabled() {
+			return orgcmd.RunOrgPause(cmd, orgs, outFlag.Value, org.PauseRequest{Reason: reason, Who: who, Until: end, Replace: replace})
 		}
-		if err := orgs.check(cmd); err != nil {
+		if err := orgs.Check(cmd); err != nil {
 			return err
 		}
 		stdout := sentencesToStderr(cmd, outFlag)
 		ctx := cmd.Context()
-		s, err := stores.open(ctx)
+		s, err := stores.Open(ctx)
 		if err != nil {
 			return err
 		}
 		if group != "" {
-			if err := s.confirmGroup(ctx, group); err != nil {
+			if err := s.ConfirmGroup(ctx, group); err != nil {
 				return err
 			}
 		}
@@ -125,7 +127,7 @@ sentences on stderr.`,
 		if err := operator.Pause(ctx, s, group, reason, who, end, now); err != nil {
 			return err
 		}
-		if err := s.save(); err != nil {
+		if err := s.Save(); err != nil {
 			return err
 		}
 		scope := state.Lock{Group: group}.Scope()
@@ -136,9 +138,9 @@ sentences on stderr.`,
 		}
 		fmt.Fprintf(out, ": %s\n", strings.TrimSpace(reason))
 		fmt.Fprintln(out, "From now on no new instance refresh or launch template version starts (the agent reads the pause right before each), and the agent cancels an instance refresh it started; the instances in flight finish; lifecycle-hook drains go on.")
-		undo := resumeHint(cmd, group)
+		undo := cli.ResumeHint(cmd, group)
 		fmt.Fprintf(out, "Undo with: %s\n", undo)
-		wakes.wake(cmd, s, operatorWakeUp(events.OperatorPause, group, who))
+		wakes.Wake(cmd, s, operatorWakeUp(events.OperatorPause, group, who))
 		if group != "" {
 			if _, err := s.GetRollout(ctx, group); errors.Is(err, state.ErrNotFound) {
 				fmt.Fprintf(out, "%s is opted in but has no rollout record yet: the pause applies from the agent's first tick on it.\n", group)
@@ -148,16 +150,6 @@ sentences on stderr.`,
 			Reason: strings.TrimSpace(reason), Until: timeOrNil(end), Undo: undo})
 	}
 	return cmd
-}
-
-// resumeHint is the command that lifts the pause cmd wrote for group ("" the global one), with the store
-// flags cmd was given.
-func resumeHint(cmd *cobra.Command, group string) string {
-	base := "patch-agent resume"
-	if group != "" {
-		base += " --group " + shellQuote(group)
-	}
-	return pasteable(cmd, sibling(cmd, "resume"), base)
 }
 
 // changeDocument is `pause -o json` and `resume -o json` of one account: what the command did. Outcome is
@@ -188,21 +180,21 @@ func timeOrNil(t time.Time) *time.Time {
 
 // sentencesToStderr sends what cmd prints for people to stderr when -o json is chosen, so that stdout holds
 // only the document, and returns the writer of the document (stdout).
-func sentencesToStderr(cmd *cobra.Command, o *outputValue) io.Writer {
+func sentencesToStderr(cmd *cobra.Command, o *cli.OutputValue) io.Writer {
 	stdout := cmd.OutOrStdout()
-	if o.is(formatJSON) {
+	if o.Is(cli.FormatJSON) {
 		cmd.SetOut(cmd.ErrOrStderr())
 	}
 	return stdout
 }
 
 // writeChange writes d to w (schemaVersion set) when -o json is chosen; table and wide printed sentences.
-func writeChange(w io.Writer, o *outputValue, d changeDocument) error {
-	if !o.is(formatJSON) {
+func writeChange(w io.Writer, o *cli.OutputValue, d changeDocument) error {
+	if !o.Is(cli.FormatJSON) {
 		return nil
 	}
 	d.SchemaVersion = schema.Version
-	return writeJSON(w, d)
+	return cli.WriteJSON(w, d)
 }
 
 // operatorWakeUp is the wake-up of pause or resume: for group, or for the global lock when group is "".
@@ -217,7 +209,7 @@ func operatorWakeUp(action, group, who string) events.OperatorWakeUp {
 // an empty value is a mistake (an unset shell variable) that must not widen the command to every group.
 func requireGroupIfGiven(cmd *cobra.Command, group, omitted string) error {
 	if cmd.Flags().Changed("group") && strings.TrimSpace(group) == "" {
-		return usage(cmd, fmt.Errorf("--group is empty; omit it to %s", omitted))
+		return cli.Usage(cmd, fmt.Errorf("--group is empty; omit it to %s", omitted))
 	}
 	return nil
 }
@@ -243,7 +235,7 @@ func parseUntil(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-func newResumeCommand() *cobra.Command {
+func NewResumeCommand() *cobra.Command {
 	var group, who string
 	cmd := &cobra.Command{
 		Use:   "resume",
@@ -261,18 +253,18 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
   patch-agent resume --group prod-ecs-asg`,
 		Args: cobra.NoArgs,
 	}
-	stores := addStoreFlags(cmd)
-	wakes := addWakeFlag(cmd)
-	orgs := addOrgFlags(cmd, &stores.profile, &stores.regions, true)
-	outFlag := addChangeOutputFlag(cmd)
+	stores := cli.AddStoreFlags(cmd)
+	wakes := AddWakeFlag(cmd)
+	orgs := orgcmd.AddOrgFlags(cmd, &stores.Profile, &stores.Regions, true)
+	outFlag := orgcmd.AddChangeOutputFlag(cmd)
 	cmd.Flags().StringVarP(&group, "group", "g", "", "resume only this Auto Scaling group's own pause (default: the global pause)")
-	addWhoFlag(cmd, &who)
+	cli.AddWhoFlag(cmd, &who)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		who = cmp.Or(strings.TrimSpace(who), "unknown") // a resume records no lock: who is only named, never required
-		if orgs.enabled() {
-			return runOrgResume(cmd, orgs, outFlag.value, who)
+		if orgs.Enabled() {
+			return orgcmd.RunOrgResume(cmd, orgs, outFlag.Value, who)
 		}
-		if err := orgs.check(cmd); err != nil {
+		if err := orgs.Check(cmd); err != nil {
 			return err
 		}
 		stdout := sentencesToStderr(cmd, outFlag)
@@ -280,7 +272,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 			return err
 		}
 		ctx := cmd.Context()
-		s, err := stores.open(ctx)
+		s, err := stores.Open(ctx)
 		if err != nil {
 			return err
 		}
@@ -289,7 +281,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 			// A lock of a group that is gone can still be lifted (above); nothing paused and no such group is
 			// a misspelt name.
 			if group != "" {
-				if cerr := s.confirmGroup(ctx, group); cerr != nil {
+				if cerr := s.ConfirmGroup(ctx, group); cerr != nil {
 					return cerr
 				}
 			}
@@ -302,7 +294,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 		if err != nil {
 			return err
 		}
-		if err := s.save(); err != nil {
+		if err := s.Save(); err != nil {
 			return err
 		}
 		scope := state.Lock{Group: group}.Scope()
@@ -314,7 +306,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 			}
 			if l := operator.ActivePause(locks, group, time.Now()); l != nil {
 				fmt.Fprintf(out, "resumed %s, but %s remains paused by the %s lock (by %s: %s); `%s` lifts it\n",
-					scope, group, l.Scope(), l.Who, l.Reason, resumeHint(cmd, l.Group))
+					scope, group, l.Scope(), l.Who, l.Reason, cli.ResumeHint(cmd, l.Group))
 				return writeChange(stdout, outFlag, changeDocument{Action: "resume", Outcome: org.Resumed, Scope: scope, Who: lifted.Who,
 					Reason: lifted.Reason, Until: timeOrNil(lifted.Until), StillPausedBy: l.Scope()})
 			}
@@ -329,7 +321,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 		}
 		fmt.Fprintf(out, "resumed %s (paused by %s since %s: %s): rollouts continue when the agent next looks at them\n",
 			scope, cmp.Or(lifted.Who, "unknown"), lifted.Since.UTC().Format(time.RFC3339), cmp.Or(lifted.Reason, "no reason given"))
-		wakes.wake(cmd, s, operatorWakeUp(events.OperatorResume, group, who)) // the lock is gone: who only for the agent's log
+		wakes.Wake(cmd, s, operatorWakeUp(events.OperatorResume, group, who)) // the lock is gone: who only for the agent's log
 		return writeChange(stdout, outFlag, doc)
 	}
 	return cmd
@@ -338,7 +330,7 @@ resume" and exits 0; resuming --group of a group that is not paused and that Aut
 // stillHeldHint is the command that lifts what still holds after a resume found its own scope not paused: for the
 // global scope, the first group pause ("Lift it with: patch-agent resume --group G ..."); for a group, the global
 // pause. "" when nothing holds (or the locks cannot be read). The command repeats the store flags given.
-func stillHeldHint(ctx context.Context, cmd *cobra.Command, s *openedStore, group string) string {
+func stillHeldHint(ctx context.Context, cmd *cobra.Command, s *cli.OpenedStore, group string) string {
 	locks, err := s.ListLocks(ctx)
 	if err != nil {
 		return ""
@@ -349,10 +341,10 @@ func stillHeldHint(ctx context.Context, cmd *cobra.Command, s *openedStore, grou
 			continue
 		}
 		if group == state.GlobalScope && l.Group != state.GlobalScope {
-			return "Lift a group's pause with: " + resumeHint(cmd, l.Group)
+			return "Lift a group's pause with: " + cli.ResumeHint(cmd, l.Group)
 		}
 		if group != state.GlobalScope && l.Group == state.GlobalScope {
-			return "Lift the global pause with: " + resumeHint(cmd, "")
+			return "Lift the global pause with: " + cli.ResumeHint(cmd, "")
 		}
 	}
 	return ""

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -16,22 +16,22 @@ import (
 	"github.com/patch-agent/patch-agent/internal/config"
 )
 
-// envProfile is the AWS CLI's and the SDK's variable naming the profile of ~/.aws/config to use.
-const envProfile = "AWS_PROFILE"
+// EnvProfile is the AWS CLI's and the SDK's variable naming the profile of ~/.aws/config to use.
+const EnvProfile = "AWS_PROFILE"
 
-// addProfileFlag registers --profile: the named profile of ~/.aws/config and ~/.aws/credentials, as the aws
+// AddProfileFlag registers --profile: the named profile of ~/.aws/config and ~/.aws/credentials, as the aws
 // CLI takes it; empty, AWS_PROFILE or the default chain.
-func addProfileFlag(fs *pflag.FlagSet, profile *string) {
-	fs.StringVar(profile, "profile", "", "named profile of ~/.aws/config to take credentials and region from, as the aws CLI does (default: env "+envProfile+", else the default credential chain)")
+func AddProfileFlag(fs *pflag.FlagSet, profile *string) {
+	fs.StringVar(profile, "profile", "", "named profile of ~/.aws/config to take credentials and region from, as the aws CLI does (default: env "+EnvProfile+", else the default credential chain)")
 }
 
-// loadAWSConfig loads the AWS configuration of profile ("" : AWS_PROFILE or the default chain) in region (""
+// LoadAWSConfig loads the AWS configuration of profile ("" : AWS_PROFILE or the default chain) in region (""
 // : the profile's or AWS_REGION) with the standard retryer at maxAttempts (0: the SDK's default), and
 // resolves the credentials once, so that a missing credential is reported as what to set — the SDK would
 // report the raw error of its whole provider chain at the first call. noRegion is the error when no region
 // is known (each command says what the region is for).
-func loadAWSConfig(ctx context.Context, profile, region string, maxAttempts int, noRegion error) (aws.Config, error) {
-	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region), quietSDK,
+func LoadAWSConfig(ctx context.Context, profile, region string, maxAttempts int, noRegion error) (aws.Config, error) {
+	opts := []func(*awsconfig.LoadOptions) error{awsconfig.WithRegion(region), QuietSDK,
 		awsconfig.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				if maxAttempts > 0 {
@@ -46,7 +46,7 @@ func loadAWSConfig(ctx context.Context, profile, region string, maxAttempts int,
 	if err != nil {
 		var missing awsconfig.SharedConfigProfileNotExistError
 		if errors.As(err, &missing) {
-			return aws.Config{}, fmt.Errorf("AWS profile %q is in neither ~/.aws/config nor ~/.aws/credentials: check --profile (or %s); `aws configure list-profiles` lists them", missing.Profile, envProfile)
+			return aws.Config{}, fmt.Errorf("AWS profile %q is in neither ~/.aws/config nor ~/.aws/credentials: check --profile (or %s); `aws configure list-profiles` lists them", missing.Profile, EnvProfile)
 		}
 		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
 	}
@@ -62,21 +62,21 @@ func loadAWSConfig(ctx context.Context, profile, region string, maxAttempts int,
 // credentialsError says what to set when no credentials could be found, as the aws CLI does ("Unable to
 // locate credentials"), instead of the provider chain's raw error.
 func credentialsError(profile string, err error) error {
-	if profile != "" || strings.TrimSpace(os.Getenv(envProfile)) != "" {
+	if profile != "" || strings.TrimSpace(os.Getenv(EnvProfile)) != "" {
 		p := profile
 		if p == "" {
-			p = os.Getenv(envProfile)
+			p = os.Getenv(EnvProfile)
 		}
 		return fmt.Errorf("the credentials of AWS profile %q could not be loaded: %s. For an IAM Identity Center profile run `aws sso login --profile %s`; "+
-			"otherwise check the profile in ~/.aws/config", p, innermost(err), p)
+			"otherwise check the profile in ~/.aws/config", p, Innermost(err), p)
 	}
-	return errors.New("unable to locate AWS credentials: pass --profile NAME (or set " + envProfile + ") for a profile of ~/.aws/config " +
+	return errors.New("unable to locate AWS credentials: pass --profile NAME (or set " + EnvProfile + ") for a profile of ~/.aws/config " +
 		"(`aws configure sso` or `aws configure` writes one), or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN " +
 		"for temporary credentials); on EC2, ECS or Lambda the instance or task role is used")
 }
 
-// innermost is the message of the deepest wrapped error: the cause, without the chain's prefixes.
-func innermost(err error) string {
+// Innermost is the message of the deepest wrapped error: the cause, without the chain's prefixes.
+func Innermost(err error) string {
 	for {
 		next := errors.Unwrap(err)
 		if next == nil {
@@ -94,7 +94,7 @@ type regionsValue struct {
 	given  bool
 }
 
-func newRegionsValue(single *string, all *[]string) *regionsValue {
+func NewRegionsValue(single *string, all *[]string) *regionsValue {
 	if *single != "" {
 		*all = []string{*single}
 	}
@@ -126,33 +126,33 @@ func (v *regionsValue) Set(s string) error {
 	return nil
 }
 
-// oneRegion refuses more than one --region in the one-account form of cmd.
-func oneRegion(cmd *cobra.Command, regions []string) error {
+// OneRegion refuses more than one --region in the one-account form of cmd.
+func OneRegion(cmd *cobra.Command, regions []string) error {
 	if len(regions) > 1 {
-		return usage(cmd, fmt.Errorf("--region is given %d times: more than one region needs --organization or --accounts FILE", len(regions)))
+		return Usage(cmd, fmt.Errorf("--region is given %d times: more than one region needs --organization or --accounts FILE", len(regions)))
 	}
 	return nil
 }
 
-// regionRequired is the error of a command that needs a region and has none; what says what the region is
-// for. It is a usage error of the command that returns it (markUsageErrors): a hint names the command's --help.
-func regionRequired(what string) error { return missingRegionError{what: what} }
+// RegionRequired is the error of a command that needs a region and has none; what says what the region is
+// for. It is a usage error of the command that returns it (MarkUsageErrors): a hint names the command's --help.
+func RegionRequired(what string) error { return missingRegionError{what: what} }
 
-// missingRegionError is regionRequired's error.
+// missingRegionError is RegionRequired's error.
 type missingRegionError struct{ what string }
 
 func (e missingRegionError) Error() string {
 	return fmt.Sprintf("--region (or %s, or the region of the --profile) is required: %s", config.EnvRegion, e.what)
 }
 
-// profileKey carries --profile of the audit command to its AWS environment (auditEnv.connect).
+// profileKey carries --profile of the audit command to its AWS environment (AuditEnv.connect).
 type profileKey struct{}
 
-func withProfile(ctx context.Context, profile string) context.Context {
+func WithProfile(ctx context.Context, profile string) context.Context {
 	return context.WithValue(ctx, profileKey{}, profile)
 }
 
-func profileFrom(ctx context.Context) string {
+func ProfileFrom(ctx context.Context) string {
 	p, _ := ctx.Value(profileKey{}).(string)
 	return p
 }

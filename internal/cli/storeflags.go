@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -27,56 +27,56 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// storeFlags select the store an operator command reads and writes: the agent's DynamoDB table (--table,
+// StoreFlags select the store an operator command reads and writes: the agent's DynamoDB table (--table,
 // --region, credentials from the default chain) or a state snapshot file (--state-file), exactly one.
-type storeFlags struct {
+type StoreFlags struct {
 	cmd       *cobra.Command
 	table     string
-	region    string
+	Region    string
 	stateFile string
 	// regions are every --region given (the organization-wide forms run in each); profile is --profile.
-	regions []string
-	profile string
+	Regions []string
+	Profile string
 }
 
-// addStoreFlags registers --table, --region and --state-file on cmd; --table and --region default to
+// AddStoreFlags registers --table, --region and --state-file on cmd; --table and --region default to
 // PATCH_AGENT_TABLE and AWS_REGION.
-func addStoreFlags(cmd *cobra.Command) *storeFlags {
+func AddStoreFlags(cmd *cobra.Command) *StoreFlags {
 	d := config.Default()
-	f := &storeFlags{cmd: cmd, table: d.Table, region: d.Region}
+	f := &StoreFlags{cmd: cmd, table: d.Table, Region: d.Region}
 	fl := cmd.Flags()
 	fl.StringVar(&f.table, "table", f.table, "the agent's DynamoDB table (env "+config.EnvTable+")")
-	fl.Var(newRegionsValue(&f.region, &f.regions), "region", "AWS region of the table (env "+config.EnvRegion+")")
-	addProfileFlag(fl, &f.profile)
+	fl.Var(NewRegionsValue(&f.Region, &f.Regions), "region", "AWS region of the table (env "+config.EnvRegion+")")
+	AddProfileFlag(fl, &f.Profile)
 	fl.StringVar(&f.stateFile, "state-file", "", "use the state snapshot `FILE` instead of DynamoDB (written by patch-agent demo --state-file)")
 	return f
 }
 
-// openedStore is the store a command works on.
-type openedStore struct {
+// OpenedStore is the store a command works on.
+type OpenedStore struct {
 	state.Store
 	// where names the store for messages: "table T (region R)" or "state file F".
-	where string
+	Where string
 	// mem and path are set for a state file.
-	mem  *state.Memory
+	Mem  *state.Memory
 	path string
 	// groups confirms group names with Auto Scaling; nil for a state file.
-	groups operator.GroupsAPI
+	Groups operator.GroupsAPI
 	// aws is the AWS configuration of a DynamoDB store (nil for a state file): the approve command asks STS
 	// with it who is acting.
-	aws *aws.Config
+	AWS *aws.Config
 }
 
-// confirmGroup fails when group names no group the agent could act on, so that a misspelt name cannot leave
+// ConfirmGroup fails when group names no group the agent could act on, so that a misspelt name cannot leave
 // the fleet rolling. With the agent's table, Auto Scaling must know the group and it must carry the opt-in
 // tag (operator.ConfirmGroup), rollout record or not; a state file has no Auto Scaling behind it, so it must
 // hold the group's rollout record. An unknown name is answered with the groups the store holds rollout
 // records of (the names status lists). Errors wrap operator.ErrUnknownGroup or operator.ErrNotOptedIn.
 // Every command that takes a group checks it here: pause and resume before they write, the others when the
-// store has no record of the group (explainNotFound).
-func (s *openedStore) confirmGroup(ctx context.Context, group string) error {
-	if s.groups != nil {
-		err := operator.ConfirmGroup(ctx, s.groups, group)
+// store has no record of the group (ExplainNotFound).
+func (s *OpenedStore) ConfirmGroup(ctx context.Context, group string) error {
+	if s.Groups != nil {
+		err := operator.ConfirmGroup(ctx, s.Groups, group)
 		if errors.Is(err, operator.ErrUnknownGroup) {
 			return fmt.Errorf("%w%s", err, s.knownGroups(ctx))
 		}
@@ -86,7 +86,7 @@ func (s *openedStore) confirmGroup(ctx context.Context, group string) error {
 	if !errors.Is(err, state.ErrNotFound) {
 		return err
 	}
-	return fmt.Errorf("%w named %s in %s%s", operator.ErrUnknownGroup, group, s.where, s.knownGroups(ctx))
+	return fmt.Errorf("%w named %s in %s%s", operator.ErrUnknownGroup, group, s.Where, s.knownGroups(ctx))
 }
 
 // maxKnownGroups caps the group names an unknown-group error lists.
@@ -95,13 +95,13 @@ const maxKnownGroups = 20
 // knownGroups is the tail of an unknown-group error: "; the groups it holds records of: a, b" (at most
 // maxKnownGroups names, sorted), "; it holds no rollout record" when there are none, "" when they cannot be
 // listed.
-func (s *openedStore) knownGroups(ctx context.Context) string {
+func (s *OpenedStore) knownGroups(ctx context.Context) string {
 	rs, err := s.ListRollouts(ctx)
 	if err != nil {
 		return ""
 	}
 	if len(rs) == 0 {
-		return fmt.Sprintf("; %s holds no rollout record", s.where)
+		return fmt.Sprintf("; %s holds no rollout record", s.Where)
 	}
 	names := make([]string, 0, len(rs))
 	for _, r := range rs {
@@ -113,19 +113,19 @@ func (s *openedStore) knownGroups(ctx context.Context) string {
 		more = fmt.Sprintf(" and %d more (patch-agent status lists them)", len(names)-maxKnownGroups)
 		names = names[:maxKnownGroups]
 	}
-	return fmt.Sprintf("; %s holds rollout records of: %s%s", s.where, strings.Join(names, ", "), more)
+	return fmt.Sprintf("; %s holds rollout records of: %s%s", s.Where, strings.Join(names, ", "), more)
 }
 
-// explainNotFound turns err, when it says the store has no record of group (state.ErrNotFound), into
-// confirmGroup's answer: the group is unknown (with the real names) or not opted in. A group Auto Scaling
+// ExplainNotFound turns err, when it says the store has no record of group (state.ErrNotFound), into
+// ConfirmGroup's answer: the group is unknown (with the real names) or not opted in. A group Auto Scaling
 // knows and that is opted in keeps err (the agent has not written its record yet); when Auto Scaling cannot
 // be asked (status and history need no Auto Scaling permission), err gets the names the store holds. Other
 // errors, and a group "", are returned as they are.
-func (s *openedStore) explainNotFound(ctx context.Context, group string, err error) error {
+func (s *OpenedStore) ExplainNotFound(ctx context.Context, group string, err error) error {
 	if group == "" || !errors.Is(err, state.ErrNotFound) {
 		return err
 	}
-	cerr := s.confirmGroup(ctx, group)
+	cerr := s.ConfirmGroup(ctx, group)
 	switch {
 	case cerr == nil:
 		return err
@@ -139,71 +139,71 @@ func (s *openedStore) explainNotFound(ctx context.Context, group string, err err
 var errNoStore = fmt.Errorf("no store given: pass --table NAME (or set %s) for the agent's DynamoDB table, "+
 	"or --state-file FILE for a snapshot written by `patch-agent demo --state-file FILE`", config.EnvTable)
 
-// open returns the selected store. Errors: neither or both given, the snapshot unreadable, or AWS
+// Open returns the selected store. Errors: neither or both given, the snapshot unreadable, or AWS
 // configuration that cannot be loaded (no region).
-func (f *storeFlags) open(ctx context.Context) (*openedStore, error) {
+func (f *StoreFlags) Open(ctx context.Context) (*OpenedStore, error) {
 	explicitTable := f.cmd.Flags().Changed("table")
 	switch {
 	case f.stateFile != "" && explicitTable:
-		return nil, usage(f.cmd, errors.New("--table and --state-file are exclusive: use the agent's DynamoDB table or a state file, not both"))
+		return nil, Usage(f.cmd, errors.New("--table and --state-file are exclusive: use the agent's DynamoDB table or a state file, not both"))
 	case f.stateFile != "":
-		mem, err := loadSnapshot(f.stateFile)
+		mem, err := LoadSnapshot(f.stateFile)
 		if err != nil {
 			return nil, err
 		}
-		return &openedStore{Store: mem, where: "state file " + f.stateFile, mem: mem, path: f.stateFile}, nil
+		return &OpenedStore{Store: mem, Where: "state file " + f.stateFile, Mem: mem, path: f.stateFile}, nil
 	case strings.TrimSpace(f.table) == "":
-		return nil, usage(f.cmd, errNoStore)
+		return nil, Usage(f.cmd, errNoStore)
 	}
-	if err := oneRegion(f.cmd, f.regions); err != nil {
+	if err := OneRegion(f.cmd, f.Regions); err != nil {
 		return nil, err
 	}
-	awsCfg, err := loadAWSConfig(ctx, f.profile, f.region, 0, regionRequired("the region of table "+f.table))
+	awsCfg, err := LoadAWSConfig(ctx, f.Profile, f.Region, 0, RegionRequired("the region of table "+f.table))
 	if err != nil {
 		return nil, err
 	}
-	return &openedStore{Store: state.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), f.table),
-		where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region), groups: autoscaling.NewFromConfig(awsCfg), aws: &awsCfg}, nil
+	return &OpenedStore{Store: state.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), f.table),
+		Where: fmt.Sprintf("table %s (region %s)", f.table, awsCfg.Region), Groups: autoscaling.NewFromConfig(awsCfg), AWS: &awsCfg}, nil
 }
 
-// quietSDK keeps the SDK's own log lines (such as the IMDS client's "falling back to IMDSv1" warning when
+// QuietSDK keeps the SDK's own log lines (such as the IMDS client's "falling back to IMDSv1" warning when
 // credentials are looked up off EC2) out of a command's stderr: what fails reaches the user as the
 // command's error, with its context.
-var quietSDK = awsconfig.WithLogger(smithylogging.Nop{})
+var QuietSDK = awsconfig.WithLogger(smithylogging.Nop{})
 
-// reload re-reads a state file (a watch sees the file as it changes); a DynamoDB store always reads fresh.
-func (s *openedStore) reload() error {
-	if s.mem == nil {
+// Reload re-reads a state file (a watch sees the file as it changes); a DynamoDB store always reads fresh.
+func (s *OpenedStore) Reload() error {
+	if s.Mem == nil {
 		return nil
 	}
-	mem, err := loadSnapshot(s.path)
+	mem, err := LoadSnapshot(s.path)
 	if err != nil {
 		return err
 	}
-	s.Store, s.mem = mem, mem
+	s.Store, s.Mem = mem, mem
 	return nil
 }
 
-// save writes a state file back after a change; DynamoDB writes are already durable.
-func (s *openedStore) save() error {
-	if s.mem == nil {
+// Save writes a state file back after a change; DynamoDB writes are already durable.
+func (s *OpenedStore) Save() error {
+	if s.Mem == nil {
 		return nil
 	}
-	return saveSnapshot(s.path, s.mem)
+	return SaveSnapshot(s.path, s.Mem)
 }
 
-// loadSnapshot reads a state snapshot file. An error names the file and what is wrong with it: missing or
+// LoadSnapshot reads a state snapshot file. An error names the file and what is wrong with it: missing or
 // empty (with the command that writes one), not JSON, cut short, or JSON that is not a snapshot (with the line
 // and column), or what state.LoadMemory refuses in a snapshot.
-func loadSnapshot(path string) (*state.Memory, error) {
+func LoadSnapshot(path string) (*state.Memory, error) {
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("state file %s does not exist: write one with `patch-agent demo --state-file %s`", path, shellQuote(path))
+		return nil, fmt.Errorf("state file %s does not exist: write one with `patch-agent demo --state-file %s`", path, ShellQuote(path))
 	case err != nil:
 		return nil, fmt.Errorf("reading state file: %w", err)
 	case len(bytes.TrimSpace(b)) == 0:
-		return nil, fmt.Errorf("state file %s is empty: it holds no state snapshot; `patch-agent demo --state-file %s` writes one", path, shellQuote(path))
+		return nil, fmt.Errorf("state file %s is empty: it holds no state snapshot; `patch-agent demo --state-file %s` writes one", path, ShellQuote(path))
 	}
 	mem, err := state.LoadMemory(bytes.NewReader(b))
 	if err != nil {
@@ -264,9 +264,9 @@ func jsonKind(k reflect.Kind) string {
 	return "a number"
 }
 
-// saveSnapshot writes the memory store to path atomically: a temporary file in the same directory, renamed
+// SaveSnapshot writes the memory store to path atomically: a temporary file in the same directory, renamed
 // over path, so a reader never sees half a snapshot.
-func saveSnapshot(path string, mem *state.Memory) error {
+func SaveSnapshot(path string, mem *state.Memory) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return fmt.Errorf("saving state file %s: %w", path, err)
@@ -310,27 +310,27 @@ func defaultWho() string {
 	return name + "@" + host
 }
 
-// addWhoFlag registers --who (default $USER@hostname).
-func addWhoFlag(cmd *cobra.Command, who *string) {
+// AddWhoFlag registers --who (default $USER@hostname).
+func AddWhoFlag(cmd *cobra.Command, who *string) {
 	cmd.Flags().StringVar(who, "who", defaultWho(), "who is acting, recorded with the change")
 }
 
-// requireWho returns a clear error when --who is empty: given empty, or defaulted from no $USER.
-func requireWho(cmd *cobra.Command, who string) error {
+// RequireWho returns a clear error when --who is empty: given empty, or defaulted from no $USER.
+func RequireWho(cmd *cobra.Command, who string) error {
 	switch {
 	case strings.TrimSpace(who) != "":
 		return nil
 	case cmd.Flags().Changed("who"):
-		return usage(cmd, errors.New("--who is empty: say who is acting (e.g. --who alice@example.com); it is recorded with the change"))
+		return Usage(cmd, errors.New("--who is empty: say who is acting (e.g. --who alice@example.com); it is recorded with the change"))
 	}
-	return usage(cmd, errors.New("--who is required: $USER is not set, so say who is acting (e.g. --who alice@example.com)"))
+	return Usage(cmd, errors.New("--who is required: $USER is not set, so say who is acting (e.g. --who alice@example.com)"))
 }
 
 // errNoGroup is the error of a command that needs a GROUP argument and got none.
 var errNoGroup = errors.New("GROUP is required: the Auto Scaling group name (see patch-agent status)")
 
-// groupArg is the Args of commands that take exactly one GROUP argument.
-func groupArg(cmd *cobra.Command, args []string) error {
+// GroupArg is the Args of commands that take exactly one GROUP argument.
+func GroupArg(cmd *cobra.Command, args []string) error {
 	switch {
 	case len(args) == 0 || len(args) == 1 && strings.TrimSpace(args[0]) == "":
 		return errNoGroup
@@ -338,16 +338,16 @@ func groupArg(cmd *cobra.Command, args []string) error {
 		err := fmt.Errorf("%s takes one GROUP, got %d arguments: %q", cmd.CommandPath(), len(args), args)
 		if f := cmd.Flags().Lookup("reason"); f != nil && f.Changed {
 			// --reason CVE fix now: the words after the first are taken as arguments.
-			err = fmt.Errorf("%w; quote a reason of several words: --reason %s", err, shellQuote(strings.Join(append([]string{f.Value.String()}, args[1:]...), " ")))
+			err = fmt.Errorf("%w; quote a reason of several words: --reason %s", err, ShellQuote(strings.Join(append([]string{f.Value.String()}, args[1:]...), " ")))
 		}
 		return err
 	}
 	return nil
 }
 
-// isTerminal reports whether r or w is an interactive terminal: a character device other than the null
+// IsTerminal reports whether r or w is an interactive terminal: a character device other than the null
 // device (a test's or a service's stdin is often /dev/null, which is a character device too).
-func isTerminal(v any) bool {
+func IsTerminal(v any) bool {
 	f, ok := v.(*os.File)
 	if !ok || f == nil {
 		return false
@@ -362,8 +362,8 @@ func isTerminal(v any) bool {
 	return true
 }
 
-// writeJSON writes v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
+// WriteJSON writes v as indented JSON.
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

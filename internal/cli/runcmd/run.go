@@ -1,4 +1,4 @@
-package main
+package runcmd
 
 import (
 	"context"
@@ -29,6 +29,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/agent"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/buildinfo"
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/health"
@@ -40,7 +41,7 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-func newRunCommand() *cobra.Command {
+func NewRunCommand() *cobra.Command {
 	cfg := config.Default()
 	var check bool
 	cmd := &cobra.Command{
@@ -74,7 +75,7 @@ that fails stops it with that one reason. --check runs only these checks, prints
 			if err := cfg.Validate(); err != nil {
 				var ue config.UsageError
 				if errors.As(err, &ue) {
-					return usage(cmd, ue) // a flag's value it never takes: that one line, then the hint
+					return cli.Usage(cmd, ue) // a flag's value it never takes: that one line, then the hint
 				}
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
@@ -101,10 +102,10 @@ that fails stops it with that one reason. --check runs only these checks, prints
 			rep := selfcheck.Run(cmd.Context(), selfcheck.Target{Region: cfg.Region, QueueURL: cfg.QueueURL, WakeUpQueueURL: cfg.WakeUpQueueURL, Table: cfg.Table,
 				Credentials: awsCfg.Credentials, SQS: sqsAPI, DynamoDB: dynamoAPI, AutoScaling: asAPI})
 			if check {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", versionLine(), checkHeading(cfg))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n%s\n", cli.VersionLine(), checkHeading(cfg))
 				rep.Print(cmd.OutOrStdout())
 				if rep.Err != nil {
-					return exitError{1, fmt.Errorf("check failed: %w", rep.Err)}
+					return cli.ExitError{Code: 1, Err: fmt.Errorf("check failed: %w", rep.Err)}
 				}
 				fmt.Fprintln(cmd.OutOrStdout(), "every check passed: patch-agent run can start here")
 				return nil

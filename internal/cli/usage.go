@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// exitUsage is the exit status of a usage error: a mistake in how a command was called (an unknown command
+// ExitUsage is the exit status of a usage error: a mistake in how a command was called (an unknown command
 // or flag, a missing or malformed argument), told apart from a failure of the work itself (status 1).
-const exitUsage = 2
+const ExitUsage = 2
 
 // usageError is a mistake in how a command was called. It prints as the mistake alone; main adds the
 // one-line hint naming the command's --help and exits with status 2.
@@ -23,8 +23,8 @@ type usageError struct {
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-// usage marks err (nil stays nil) as a usage error of cmd.
-func usage(cmd *cobra.Command, err error) error {
+// Usage marks err (nil stays nil) as a usage error of cmd.
+func Usage(cmd *cobra.Command, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -35,20 +35,20 @@ func usage(cmd *cobra.Command, err error) error {
 	return usageError{path: cmd.CommandPath(), err: err}
 }
 
-// markUsageErrors makes the flag errors and argument errors of root and every command below it usage errors,
-// and so the error of a command that needs an AWS region and has none (regionRequired): a flag missing.
-func markUsageErrors(root *cobra.Command) {
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usage(cmd, err) })
+// MarkUsageErrors makes the flag errors and argument errors of root and every command below it usage errors,
+// and so the error of a command that needs an AWS region and has none (RegionRequired): a flag missing.
+func MarkUsageErrors(root *cobra.Command) {
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return Usage(cmd, err) })
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
 		if args := c.Args; args != nil {
-			c.Args = func(cmd *cobra.Command, a []string) error { return usage(cmd, args(cmd, a)) }
+			c.Args = func(cmd *cobra.Command, a []string) error { return Usage(cmd, args(cmd, a)) }
 		}
 		if runE := c.RunE; runE != nil {
 			c.RunE = func(cmd *cobra.Command, a []string) error {
 				err := runE(cmd, a)
 				if errors.As(err, new(missingRegionError)) {
-					return usage(cmd, err)
+					return Usage(cmd, err)
 				}
 				return err
 			}
@@ -60,24 +60,34 @@ func markUsageErrors(root *cobra.Command) {
 	walk(root)
 }
 
-// report prints err to stderr the way main does and returns the exit status: 2 with a hint for a usage
-// error (and for cobra's "unknown command"), the code of an exitError, else 1.
-func report(stderr io.Writer, err error) int {
+// Report prints err to stderr the way main does and returns the exit status: 2 with a hint for a usage
+// error (and for cobra's "unknown command"), the code of an ExitError, else 1.
+func Report(stderr io.Writer, err error) int {
 	if err == nil {
 		return 0
 	}
 	fmt.Fprintln(stderr, "patch-agent:", err)
 	var ue usageError
-	var ee exitError
+	var ee ExitError
 	switch {
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", ue.path)
-		return exitUsage
+		return ExitUsage
 	case strings.HasPrefix(err.Error(), "unknown command "):
 		fmt.Fprintln(stderr, "Run 'patch-agent --help' for the commands.")
-		return exitUsage
+		return ExitUsage
 	case errors.As(err, &ee):
-		return ee.code
+		return ee.Code
 	}
 	return 1
 }
+
+// ExitError carries a process exit code through cobra.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e ExitError) Error() string { return e.Err.Error() }
+
+func (e ExitError) Unwrap() error { return e.Err }

@@ -1,4 +1,4 @@
-package main
+package runcmd
 
 import (
 	"github.com/aws/aws-sdk-go-v2/aws"

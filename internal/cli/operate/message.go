@@ -1,4 +1,4 @@
-package main
+package operate
 
 import (
 	"bytes"
@@ -16,28 +16,29 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/events"
 )
 
-// maxMessageBytes caps what `message inspect` reads: SQS message bodies are at most 256 KiB (bodies the
+// MaxMessageBytes caps what `message inspect` reads: SQS message bodies are at most 256 KiB (bodies the
 // extended client library keeps in S3, up to 2 GiB, arrive as a pointer and are not supported), so 1 MiB is
 // generous and a wrong file (or /dev/zero) fails fast instead of filling memory.
-const maxMessageBytes = 1 << 20
+const MaxMessageBytes = 1 << 20
 
-// errMessageTooLarge is the error for input above maxMessageBytes.
+// errMessageTooLarge is the error for input above MaxMessageBytes.
 var errMessageTooLarge = errors.New("message larger than 1 MiB: SQS message bodies are at most 256 KiB " +
 	"(bodies kept in S3 by the SQS extended client library are not supported)")
 
-func newMessageCommand() *cobra.Command {
+func NewMessageCommand() *cobra.Command {
 	msg := &cobra.Command{
 		Use:   "message",
 		Short: "Work with queue messages",
-		Args:  subcommandArgs,
-		RunE:  needsSubcommand,
+		Args:  cli.SubcommandArgs,
+		RunE:  cli.NeedsSubcommand,
 	}
 	var (
 		topics  []string
-		outFlag *outputValue
+		outFlag *cli.OutputValue
 	)
 	inspect := &cobra.Command{
 		Use:   "inspect [FILE|-]",
@@ -64,7 +65,7 @@ extended client are not supported). Ctrl-C stops reading.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkTopicARNs(topics); err != nil {
-				return usage(cmd, err)
+				return cli.Usage(cmd, err)
 			}
 			open := func() (io.ReadCloser, error) { return io.NopCloser(cmd.InOrStdin()), nil }
 			if len(args) == 1 && args[0] != "-" {
@@ -75,25 +76,25 @@ extended client are not supported). Ctrl-C stops reading.`,
 				return err
 			}
 			d := inspectMessage(body, topics)
-			if outFlag.is(formatJSON) {
+			if outFlag.Is(cli.FormatJSON) {
 				var doc bytes.Buffer
-				if err := writeJSON(&doc, d); err != nil {
+				if err := cli.WriteJSON(&doc, d); err != nil {
 					return err
 				}
 				if _, err := cmd.OutOrStdout().Write(escapeUnprintable(doc.Bytes())); err != nil {
 					return err
 				}
 			} else {
-				printInspection(cmd.OutOrStdout(), d, outFlag.is(formatWide))
+				printInspection(cmd.OutOrStdout(), d, outFlag.Is(cli.FormatWide))
 			}
-			if d.Disposition == dispositionDeadLetter {
+			if d.Disposition == DispositionDeadLetter {
 				// d.Error is the parser's, which names the malformation after the same words.
-				return fmt.Errorf("%w: %s", errMalformedMessage, printable(strings.TrimPrefix(d.Error, events.ErrMalformed.Error()+": ")))
+				return fmt.Errorf("%w: %s", errMalformedMessage, Printable(strings.TrimPrefix(d.Error, events.ErrMalformed.Error()+": ")))
 			}
 			return nil
 		},
 	}
-	outFlag = addOutputFlag(inspect, formatJSON, standardFormats, nil, "json is the default; table: disposition, action, warning, error; wide: and the event")
+	outFlag = cli.AddOutputFlag(inspect, cli.FormatJSON, cli.StandardFormats, nil, "json is the default; table: disposition, action, warning, error; wide: and the event")
 	inspect.Flags().StringSliceVar(&topics, "topic", nil, "`ARN` of an SNS topic the queue is meant to get notifications from (repeatable): warn when a message came from another")
 	msg.AddCommand(inspect)
 	return msg
@@ -118,10 +119,10 @@ func checkTopicARNs(topics []string) error {
 // wide the event's kind, envelope, source, detail type, group and time. Every value is printable: the
 // message is untrusted (a dead-letter queue's body, say), and its strings are in the action, the warning and
 // the error as well as in the event.
-func printInspection(w io.Writer, d inspectDocument, wide bool) {
+func printInspection(w io.Writer, d InspectDocument, wide bool) {
 	line := func(name, v string) {
 		if v != "" {
-			fmt.Fprintf(w, "%-12s %s\n", name+":", printable(v))
+			fmt.Fprintf(w, "%-12s %s\n", name+":", Printable(v))
 		}
 	}
 	line("disposition", d.Disposition)
@@ -140,12 +141,12 @@ func printInspection(w io.Writer, d inspectDocument, wide bool) {
 	}
 }
 
-// printable returns s as it is when it is valid UTF-8 and every character is printable (strconv.IsPrint:
+// Printable returns s as it is when it is valid UTF-8 and every character is printable (strconv.IsPrint:
 // letters, marks, numbers, punctuation, symbols and the ASCII space), else s quoted with Go's escapes
 // (strconv.Quote). A message's strings are untrusted: a control character, an escape sequence ("\x1b[2J"
 // clears the screen), a line break that forges another line or a bidirectional override must reach the
 // operator's terminal as text, not as a command to it. Ordinary names print unchanged.
-func printable(s string) string {
+func Printable(s string) string {
 	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) < 0 {
 		return s
 	}
@@ -176,7 +177,7 @@ func escapeUnprintable(doc []byte) []byte {
 	return out
 }
 
-// readMessage opens the input and reads at most maxMessageBytes from it (errMessageTooLarge beyond). Opening
+// readMessage opens the input and reads at most MaxMessageBytes from it (errMessageTooLarge beyond). Opening
 // and reading run in a goroutine so that ctx's cancellation (Ctrl-C) returns at once (exit status 130), even
 // while a terminal, a pipe or a FIFO has nothing to read; the goroutine is left blocked, which is fine for a
 // process about to exit.
@@ -193,52 +194,19 @@ func readMessage(ctx context.Context, open func() (io.ReadCloser, error)) ([]byt
 			return
 		}
 		defer in.Close()
-		body, err := io.ReadAll(io.LimitReader(in, maxMessageBytes+1))
+		body, err := io.ReadAll(io.LimitReader(in, MaxMessageBytes+1))
 		done <- result{body, err}
 	}()
 	select {
 	case <-ctx.Done():
-		return nil, exitError{130, errors.New("aborted: no message read")}
+		return nil, cli.ExitError{Code: 130, Err: errors.New("aborted: no message read")}
 	case r := <-done:
 		switch {
 		case r.err != nil:
 			return nil, fmt.Errorf("reading message: %w", r.err)
-		case len(r.body) > maxMessageBytes:
+		case len(r.body) > MaxMessageBytes:
 			return nil, errMessageTooLarge
 		}
 		return r.body, nil
 	}
-}
-
-// subcommandArgs is the Args of a command that only groups subcommands: an argument is an unknown
-// subcommand, reported with the list of the known ones (a usage error: main adds the --help hint).
-func subcommandArgs(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		return nil
-	}
-	return usage(cmd, fmt.Errorf("unknown subcommand %q for %s; available subcommands:\n%s",
-		args[0], cmd.CommandPath(), strings.TrimSuffix(subcommandList(cmd), "\n")))
-}
-
-// needsSubcommand is the RunE of a command that only groups subcommands, run without one: a usage error
-// that lists them (main adds the --help hint).
-func needsSubcommand(cmd *cobra.Command, _ []string) error {
-	return usage(cmd, fmt.Errorf("%s needs a subcommand:\n%s", cmd.CommandPath(), strings.TrimSuffix(subcommandList(cmd), "\n")))
-}
-
-// subcommandList lists cmd's subcommands, one "  name  short description" line each.
-func subcommandList(cmd *cobra.Command) string {
-	var subs []*cobra.Command
-	width := 0
-	for _, c := range cmd.Commands() {
-		if c.IsAvailableCommand() {
-			subs = append(subs, c)
-			width = max(width, len(c.Name()))
-		}
-	}
-	var b strings.Builder
-	for _, c := range subs {
-		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.Name(), c.Short)
-	}
-	return b.String()
 }

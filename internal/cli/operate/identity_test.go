@@ -1,4 +1,4 @@
-package main
+package operate
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
 )
 
 type fixedCaller string
@@ -31,12 +32,12 @@ func TestActingIdentityWithAnAWSStoreIsAlwaysTheSTSCallerNeverTheLocalWho(t *tes
 	for _, tc := range []struct {
 		name  string
 		args  []string
-		store *openedStore
+		store *cli.OpenedStore
 		want  string
 	}{
-		{"aws store, --who given", []string{"--who", "root@vm"}, &openedStore{aws: &aws.Config{}}, alice},
-		{"aws store, no --who", nil, &openedStore{aws: &aws.Config{}}, alice},
-		{"state file, --who given", []string{"--who", "root@vm"}, &openedStore{}, "root@vm"},
+		{"aws store, --who given", []string{"--who", "root@vm"}, &cli.OpenedStore{AWS: &aws.Config{}}, alice},
+		{"aws store, no --who", nil, &cli.OpenedStore{AWS: &aws.Config{}}, alice},
+		{"state file, --who given", []string{"--who", "root@vm"}, &cli.OpenedStore{}, "root@vm"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var who string

@@ -1,4 +1,4 @@
-package main
+package orgcmd
 
 import (
 	"context"
@@ -26,6 +26,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/org"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
@@ -70,9 +71,9 @@ const orgStoreHelp = ` The agent's table and queue in each
 account are found in the SSM parameter /patch-agent/<DeploymentName>/store that the agent's stack publishes
 (--deployment, default ` + org.DefaultDeployment + `).`
 
-// addOrgFlags registers the organization-wide flags on cmd (--deployment only for the commands that use the
+// AddOrgFlags registers the organization-wide flags on cmd (--deployment only for the commands that use the
 // agent's table) and appends orgHelp to its help.
-func addOrgFlags(cmd *cobra.Command, profile *string, regions *[]string, withDeployment bool) *orgFlags {
+func AddOrgFlags(cmd *cobra.Command, profile *string, regions *[]string, withDeployment bool) *orgFlags {
 	o := &orgFlags{profile: profile, regions: regions}
 	fs := cmd.Flags()
 	fs.BoolVar(&o.organization, "organization", false, "run in every member account of the AWS Organization (management account or delegated administrator only)")
@@ -93,42 +94,42 @@ func addOrgFlags(cmd *cobra.Command, profile *string, regions *[]string, withDep
 	return o
 }
 
-// enabled says whether the command runs across accounts.
-func (o *orgFlags) enabled() bool { return o.organization || o.accountsFile != "" }
+// Enabled says whether the command runs across accounts.
+func (o *orgFlags) Enabled() bool { return o.organization || o.accountsFile != "" }
 
-// check refuses flags that do not go together; conflicting names the one-account flags given too.
-func (o *orgFlags) check(cmd *cobra.Command, conflicting ...string) error {
+// Check refuses flags that do not go together; conflicting names the one-account flags given too.
+func (o *orgFlags) Check(cmd *cobra.Command, conflicting ...string) error {
 	fs := cmd.Flags()
 	switch {
 	case o.organization && o.accountsFile != "":
-		return usage(cmd, errors.New("--organization and --accounts are exclusive: list the accounts from AWS Organizations or from a file"))
+		return cli.Usage(cmd, errors.New("--organization and --accounts are exclusive: list the accounts from AWS Organizations or from a file"))
 	case len(o.ous) > 0 && !o.organization:
-		return usage(cmd, errors.New("--ou needs --organization"))
-	case !o.enabled():
+		return cli.Usage(cmd, errors.New("--ou needs --organization"))
+	case !o.Enabled():
 		for _, f := range []string{"role-name", "external-id", "concurrency", "account-timeout", "deployment"} {
 			if fs.Lookup(f) != nil && fs.Changed(f) {
-				return usage(cmd, fmt.Errorf("--%s needs --organization or --accounts FILE", f))
+				return cli.Usage(cmd, fmt.Errorf("--%s needs --organization or --accounts FILE", f))
 			}
 		}
 		return nil
 	case o.concurrency < 1:
-		return usage(cmd, fmt.Errorf("--concurrency %d: at least 1", o.concurrency))
+		return cli.Usage(cmd, fmt.Errorf("--concurrency %d: at least 1", o.concurrency))
 	case o.timeout <= 0:
-		return usage(cmd, fmt.Errorf("--account-timeout %s: must be positive", o.timeout))
+		return cli.Usage(cmd, fmt.Errorf("--account-timeout %s: must be positive", o.timeout))
 	}
 	role, err := org.CheckRoleName(o.roleName)
 	if err != nil {
-		return usage(cmd, err)
+		return cli.Usage(cmd, err)
 	}
 	o.roleName = role
 	for _, f := range conflicting {
 		if fs.Lookup(f) != nil && fs.Changed(f) {
-			return usage(cmd, fmt.Errorf("--%s %s", f, oneAccountOnly(f)))
+			return cli.Usage(cmd, fmt.Errorf("--%s %s", f, oneAccountOnly(f)))
 		}
 	}
 	if o.deployment != "" {
 		if err := org.CheckDeployment(o.deployment); err != nil {
-			return usage(cmd, err)
+			return cli.Usage(cmd, err)
 		}
 	}
 	return nil
@@ -152,33 +153,33 @@ func oneAccountOnly(flag string) string {
 	return "does not go " + across
 }
 
-// orgEnv is where the organization-wide forms get their clients: AWS with the caller's credentials, or a
+// OrgEnv is where the organization-wide forms get their clients: AWS with the caller's credentials, or a
 // simulated organization in tests and the demo.
-type orgEnv struct {
+type OrgEnv struct {
 	// connect returns the Organizations client and the connector to member accounts, for profile, regions,
 	// the role and external id.
-	connect func(ctx context.Context, profile string, regions []string, role, externalID string) (awsapi.Organizations, org.Connector, error)
-	clock   clock.Clock
+	Connect func(ctx context.Context, profile string, regions []string, role, externalID string) (awsapi.Organizations, org.Connector, error)
+	Clock   clock.Clock
 }
 
-// orgEnvironment is the environment of the organization-wide forms (a test replaces it).
-var orgEnvironment = orgEnv{clock: clock.RealClock{}, connect: connectAWSOrganization}
+// OrgEnvironment is the environment of the organization-wide forms (a test replaces it).
+var OrgEnvironment = OrgEnv{Clock: clock.RealClock{}, Connect: connectAWSOrganization}
 
 // runner returns the org.Runner of the flags.
-func (o *orgFlags) runner(env orgEnv) org.Runner {
-	return org.Runner{Concurrency: o.concurrency, Timeout: o.timeout, Clock: env.clock}
+func (o *orgFlags) runner(env OrgEnv) org.Runner {
+	return org.Runner{Concurrency: o.concurrency, Timeout: o.timeout, Clock: env.Clock}
 }
 
 // targets lists the accounts (Organizations or the file) in every region, and returns the connector. Without
 // --region (and AWS_REGION, its default) the region is the --profile's, as in the one-account form.
-func (o *orgFlags) targets(ctx context.Context, env orgEnv) ([]org.Target, org.Connector, error) {
+func (o *orgFlags) targets(ctx context.Context, env OrgEnv) ([]org.Target, org.Connector, error) {
 	if len(*o.regions) == 0 {
 		region, err := profileRegion(ctx, *o.profile)
 		if err != nil {
 			return nil, nil, err
 		}
 		if region == "" {
-			return nil, nil, regionRequired("the regions to run in, in every account (repeatable)")
+			return nil, nil, cli.RegionRequired("the regions to run in, in every account (repeatable)")
 		}
 		*o.regions = []string{region}
 	}
@@ -193,7 +194,7 @@ func (o *orgFlags) targets(ctx context.Context, env orgEnv) ([]org.Target, org.C
 			return nil, nil, fmt.Errorf("--accounts %s: %w", o.accountsFile, err)
 		}
 	}
-	orgs, conn, err := env.connect(ctx, *o.profile, *o.regions, o.roleName, o.externalID)
+	orgs, conn, err := env.Connect(ctx, *o.profile, *o.regions, o.roleName, o.externalID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -227,7 +228,7 @@ func profileRegion(ctx context.Context, profile string) (string, error) {
 	if err != nil {
 		var missing awsconfig.SharedConfigProfileNotExistError
 		if errors.As(err, &missing) {
-			return "", fmt.Errorf("AWS profile %q is in neither ~/.aws/config nor ~/.aws/credentials: check --profile (or %s); `aws configure list-profiles` lists them", missing.Profile, envProfile)
+			return "", fmt.Errorf("AWS profile %q is in neither ~/.aws/config nor ~/.aws/credentials: check --profile (or %s); `aws configure list-profiles` lists them", missing.Profile, cli.EnvProfile)
 		}
 		return "", fmt.Errorf("loading AWS configuration: %w", err)
 	}
@@ -238,7 +239,7 @@ func profileRegion(ctx context.Context, profile string) (string, error) {
 // Organizations client and a connector that assumes role in each account, once per account (the
 // credentials are cached and shared by its regions).
 func connectAWSOrganization(ctx context.Context, profile string, regions []string, role, externalID string) (awsapi.Organizations, org.Connector, error) {
-	base, err := loadAWSConfig(ctx, profile, regions[0], auditMaxAttempts, regionRequired("the regions to run in"))
+	base, err := cli.LoadAWSConfig(ctx, profile, regions[0], auditMaxAttempts, cli.RegionRequired("the regions to run in"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -282,7 +283,7 @@ func (c *awsConnector) Connect(ctx context.Context, t org.Target) (*org.Session,
 	}
 	c.mu.Unlock()
 	if _, err := cache.Retrieve(ctx); err != nil {
-		return nil, fmt.Errorf("assuming %s: %s (the role is created by cloudformation/operator-role.yaml and must trust your account; check --role-name and --external-id)", arn, innermost(err))
+		return nil, fmt.Errorf("assuming %s: %s (the role is created by cloudformation/operator-role.yaml and must trust your account; check --role-name and --external-id)", arn, cli.Innermost(err))
 	}
 	cfg := c.base.Copy()
 	cfg.Region, cfg.Credentials = t.Region, cache

@@ -1,6 +1,7 @@
-package main
+package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -16,50 +17,50 @@ import (
 // (every column in full; the same as table where the table cuts nothing) and json (one document that starts
 // with schemaVersion); the commands whose rows fit a spreadsheet also take csv.
 const (
-	formatTable = "table"
-	formatWide  = "wide"
-	formatJSON  = "json"
-	formatCSV   = "csv"
+	FormatTable = "table"
+	FormatWide  = "wide"
+	FormatJSON  = "json"
+	FormatCSV   = "csv"
 )
 
-// standardFormats are the formats every printing command takes.
-var standardFormats = []string{formatTable, formatWide, formatJSON}
+// StandardFormats are the formats every printing command takes.
+var StandardFormats = []string{FormatTable, FormatWide, FormatJSON}
 
-// outputValue is the value of -o/--output: one of formats, or a deprecated spelling of one (aliases: "text"
+// OutputValue is the value of -o/--output: one of formats, or a deprecated spelling of one (aliases: "text"
 // for "table" where a command took text), which is accepted, stored as the format it stands for, and named
-// on stderr before the command runs (noteDeprecatedOutput).
-type outputValue struct {
-	value   string
-	formats []string
+// on stderr before the command runs (NoteDeprecatedOutput).
+type OutputValue struct {
+	Value   string
+	Formats []string
 	aliases map[string]string
 	// alias is the deprecated spelling given, "" when none.
 	alias string
 }
 
-func (o *outputValue) String() string { return o.value }
-func (o *outputValue) Type() string   { return "format" }
+func (o *OutputValue) String() string { return o.Value }
+func (o *OutputValue) Type() string   { return "format" }
 
 // Set accepts a format or an alias; anything else is an error naming the formats (a usage error, exit 2).
-func (o *outputValue) Set(s string) error {
-	if slices.Contains(o.formats, s) {
-		o.value, o.alias = s, ""
+func (o *OutputValue) Set(s string) error {
+	if slices.Contains(o.Formats, s) {
+		o.Value, o.alias = s, ""
 		return nil
 	}
 	if f, ok := o.aliases[s]; ok {
-		o.value, o.alias = f, s
+		o.Value, o.alias = f, s
 		return nil
 	}
-	return fmt.Errorf("want %s", orList(o.formats))
+	return fmt.Errorf("want %s", OrList(o.Formats))
 }
 
-// is reports whether the format chosen is one of formats.
-func (o *outputValue) is(formats ...string) bool { return slices.Contains(formats, o.value) }
+// Is reports whether the format chosen is one of formats.
+func (o *OutputValue) Is(formats ...string) bool { return slices.Contains(formats, o.Value) }
 
-// addOutputFlag registers -o/--output on cmd with the formats it takes (def the default) and the deprecated
+// AddOutputFlag registers -o/--output on cmd with the formats it takes (def the default) and the deprecated
 // aliases it still accepts; what says what the formats print, for the flag's help.
-func addOutputFlag(cmd *cobra.Command, def string, formats []string, aliases map[string]string, what string) *outputValue {
-	o := &outputValue{value: def, formats: formats, aliases: aliases}
-	help := "output format: " + orList(formats)
+func AddOutputFlag(cmd *cobra.Command, def string, formats []string, aliases map[string]string, what string) *OutputValue {
+	o := &OutputValue{Value: def, Formats: formats, aliases: aliases}
+	help := "output format: " + OrList(formats)
 	if what != "" {
 		help += " (" + what + ")"
 	}
@@ -67,33 +68,33 @@ func addOutputFlag(cmd *cobra.Command, def string, formats []string, aliases map
 	return o
 }
 
-// outputOf returns the -o value of cmd, nil when it has none.
-func outputOf(cmd *cobra.Command) *outputValue {
+// OutputOf returns the -o value of cmd, nil when it has none.
+func OutputOf(cmd *cobra.Command) *OutputValue {
 	f := cmd.Flags().Lookup("output")
 	if f == nil {
 		return nil
 	}
-	o, _ := f.Value.(*outputValue)
+	o, _ := f.Value.(*OutputValue)
 	return o
 }
 
-// jsonAsked reports whether cmd was run with -o json (or its default is json, or the deprecated --json was
+// JSONAsked reports whether cmd was run with -o json (or its default is json, or the deprecated --json was
 // given): the output a script reads as one JSON document. args are the command line as given: a usage
 // error stops flag parsing where it is found, so the last -o/--output written there counts even when it
 // was not parsed.
-func jsonAsked(cmd *cobra.Command, args []string) bool {
-	o := outputOf(cmd)
-	if o == nil || !slices.Contains(o.formats, formatJSON) {
+func JSONAsked(cmd *cobra.Command, args []string) bool {
+	o := OutputOf(cmd)
+	if o == nil || !slices.Contains(o.Formats, FormatJSON) {
 		return false
 	}
 	if f := cmd.Flags().Lookup("json"); f != nil && f.Value.Type() == "bool" && f.Value.String() == "true" {
 		return true
 	}
-	format := o.value
+	format := o.Value
 	if given, ok := lastOutputArg(args); ok {
 		format = given
 	}
-	return format == formatJSON
+	return format == FormatJSON
 }
 
 // lastOutputArg returns the value of the last -o/--output in args (-o json, -ojson, -o=json, --output json,
@@ -131,27 +132,27 @@ type errorInDetail struct {
 	ExitStatus int    `json:"exitStatus"`
 }
 
-// writeErrorDocument prints err and its exit status code to w as an errorDocument. A failure to write is
+// WriteErrorDocument prints err and its exit status code to w as an errorDocument. A failure to write is
 // ignored: the error is on stderr and in the exit status already.
-func writeErrorDocument(w io.Writer, err error, code int) {
-	_ = writePlainJSON(w, errorDocument{SchemaVersion: schema.Version, Error: errorInDetail{Message: err.Error(), ExitStatus: code}})
+func WriteErrorDocument(w io.Writer, err error, code int) {
+	_ = WritePlainJSON(w, errorDocument{SchemaVersion: schema.Version, Error: errorInDetail{Message: err.Error(), ExitStatus: code}})
 }
 
-// noteDeprecatedOutput writes one line to w when cmd's -o was given a deprecated spelling.
-func noteDeprecatedOutput(cmd *cobra.Command, w io.Writer) {
-	if o := outputOf(cmd); o != nil && o.alias != "" {
-		fmt.Fprintf(w, "patch-agent: -o %s is deprecated and will be removed: use -o %s\n", o.alias, o.value)
+// NoteDeprecatedOutput writes one line to w when cmd's -o was given a deprecated spelling.
+func NoteDeprecatedOutput(cmd *cobra.Command, w io.Writer) {
+	if o := OutputOf(cmd); o != nil && o.alias != "" {
+		fmt.Fprintf(w, "patch-agent: -o %s is deprecated and will be removed: use -o %s\n", o.alias, o.Value)
 	}
 }
 
-// deprecationNotesOnStderr sends the note pflag writes when a deprecated flag is given ("Flag --json has been
+// DeprecationNotesOnStderr sends the note pflag writes when a deprecated flag is given ("Flag --json has been
 // deprecated, use -o json instead") to the stderr of root's commands and of every command below it. Left to
 // cobra, the note goes to the command's output, which is stdout once one is set (execute sets one): in the
 // middle of an -o json document.
-func deprecationNotesOnStderr(root *cobra.Command) {
+func DeprecationNotesOnStderr(root *cobra.Command) {
 	root.Flags().SetOutput(stderrOf{root})
 	for _, sub := range root.Commands() {
-		deprecationNotesOnStderr(sub)
+		DeprecationNotesOnStderr(sub)
 	}
 }
 
@@ -160,18 +161,26 @@ type stderrOf struct{ cmd *cobra.Command }
 
 func (s stderrOf) Write(p []byte) (int, error) { return s.cmd.ErrOrStderr().Write(p) }
 
-// orList joins names as "a, b or c".
-func orList(names []string) string {
+// OrList joins names as "a, b or c".
+func OrList(names []string) string {
 	if len(names) < 2 {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-// deprecateFlag keeps the flag old of cmd working, hidden from --help, with a note on stderr naming what
+// DeprecateFlag keeps the flag old of cmd working, hidden from --help, with a note on stderr naming what
 // replaces it (cobra's MarkDeprecated).
-func deprecateFlag(fs *pflag.FlagSet, old, instead string) {
+func DeprecateFlag(fs *pflag.FlagSet, old, instead string) {
 	if err := fs.MarkDeprecated(old, "use "+instead+" instead"); err != nil {
 		panic(err) // a programming error: the flag is not registered
 	}
+}
+
+// WritePlainJSON writes v as indented JSON without escaping <, > and & (details hold "1.30 -> 1.31").
+func WritePlainJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }

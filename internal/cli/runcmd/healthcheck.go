@@ -1,4 +1,4 @@
-package main
+package runcmd
 
 import (
 	"context"
@@ -13,15 +13,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/health"
 	"github.com/patch-agent/patch-agent/internal/schema"
 )
 
-func newHealthcheckCommand() *cobra.Command {
+func NewHealthcheckCommand() *cobra.Command {
 	var (
 		addr    string
 		timeout time.Duration
-		outFlag *outputValue
+		outFlag *cli.OutputValue
 	)
 	cmd := &cobra.Command{
 		Use:   "healthcheck",
@@ -41,18 +42,18 @@ check, when the agent does not answer).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return usage(cmd, fmt.Errorf("--addr %q: want HOST:PORT or :PORT: %w", addr, err))
+				return cli.Usage(cmd, fmt.Errorf("--addr %q: want HOST:PORT or :PORT: %w", addr, err))
 			}
-			return healthcheck(cmd.Context(), cmd.OutOrStdout(), outFlag.is(formatJSON), addr, timeout)
+			return healthcheck(cmd.Context(), cmd.OutOrStdout(), outFlag.Is(cli.FormatJSON), addr, timeout)
 		},
 	}
-	outFlag = addOutputFlag(cmd, formatTable, standardFormats, nil, "table and wide: one line a check")
+	outFlag = cli.AddOutputFlag(cmd, cli.FormatTable, cli.StandardFormats, nil, "table and wide: one line a check")
 	cmd.Flags().StringVar(&addr, "addr", ":8080", "the agent's --health-addr; an empty host means 127.0.0.1")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the answer (the agent bounds each check to 3s)")
 	return cmd
 }
 
-// healthcheck asks addr's /readyz and returns nil when the agent is ready, else an exitError 1 naming the
+// healthcheck asks addr's /readyz and returns nil when the agent is ready, else an ExitError 1 naming the
 // first failing check. asJSON prints the readiness document (healthDocument) instead of the lines.
 func healthcheck(ctx context.Context, out io.Writer, asJSON bool, addr string, timeout time.Duration) error {
 	rd, err := readiness(ctx, out, !asJSON, addr, timeout)
@@ -60,7 +61,7 @@ func healthcheck(ctx context.Context, out io.Writer, asJSON bool, addr string, t
 		if rd.Checks == nil {
 			rd.Checks = []health.CheckResult{}
 		}
-		if werr := writeJSON(out, healthDocument{SchemaVersion: schema.Version, Readiness: rd}); werr != nil {
+		if werr := cli.WriteJSON(out, healthDocument{SchemaVersion: schema.Version, Readiness: rd}); werr != nil {
 			return werr
 		}
 	}
@@ -93,12 +94,12 @@ func readiness(ctx context.Context, out io.Writer, lines bool, addr string, time
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return none, exitError{1, fmt.Errorf("not healthy: the agent does not answer on %s (is patch-agent run serving --health-addr %s?): %w", url, addr, err)}
+		return none, cli.ExitError{Code: 1, Err: fmt.Errorf("not healthy: the agent does not answer on %s (is patch-agent run serving --health-addr %s?): %w", url, addr, err)}
 	}
 	defer resp.Body.Close()
 	var rd health.Readiness
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&rd); err != nil {
-		return none, exitError{1, fmt.Errorf("not healthy: %s answered %s with no readiness document: %w", url, resp.Status, err)}
+		return none, cli.ExitError{Code: 1, Err: fmt.Errorf("not healthy: %s answered %s with no readiness document: %w", url, resp.Status, err)}
 	}
 	for _, c := range rd.Checks {
 		switch {
@@ -118,8 +119,8 @@ func readiness(ctx context.Context, out io.Writer, lines bool, addr string, time
 	rd.Ready = false
 	for _, c := range rd.Checks {
 		if !c.OK {
-			return rd, exitError{1, fmt.Errorf("not healthy: %s: %s", c.Name, c.Error)}
+			return rd, cli.ExitError{Code: 1, Err: fmt.Errorf("not healthy: %s: %s", c.Name, c.Error)}
 		}
 	}
-	return rd, exitError{1, errors.New("not healthy: " + strings.TrimSpace(resp.Status))}
+	return rd, cli.ExitError{Code: 1, Err: errors.New("not healthy: " + strings.TrimSpace(resp.Status))}
 }

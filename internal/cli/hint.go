@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"regexp"
@@ -14,10 +14,10 @@ import (
 var storeFlagNames = []string{"table", "state-file", "region", "profile", "queue-url", "organization", "ou", "accounts",
 	"role-name", "external-id", "deployment", "concurrency", "account-timeout"}
 
-// pasteable returns the command line base followed by every flag of storeFlagNames that cmd was given (and
+// Pasteable returns the command line base followed by every flag of storeFlagNames that cmd was given (and
 // that the follow-up, next, takes; nil: every one), each value quoted for a POSIX shell where it needs it,
 // a repeatable flag once per value: a line the user can paste as it is.
-func pasteable(cmd *cobra.Command, next *cobra.Command, base string) string {
+func Pasteable(cmd *cobra.Command, next *cobra.Command, base string) string {
 	var b strings.Builder
 	b.WriteString(base)
 	for _, name := range storeFlagNames {
@@ -28,7 +28,7 @@ func pasteable(cmd *cobra.Command, next *cobra.Command, base string) string {
 		for _, v := range flagValues(f) {
 			b.WriteString(" --" + name)
 			if f.Value.Type() != "bool" {
-				b.WriteString(" " + shellQuote(v))
+				b.WriteString(" " + ShellQuote(v))
 			}
 		}
 	}
@@ -46,17 +46,17 @@ func flagValues(f *pflag.Flag) []string {
 // shellSafe matches a word a POSIX shell reads as it is.
 var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
 
-// shellQuote quotes s for a POSIX shell: as it is when it needs no quoting, else in single quotes (a single
+// ShellQuote quotes s for a POSIX shell: as it is when it needs no quoting, else in single quotes (a single
 // quote inside written '\”).
-func shellQuote(s string) string {
+func ShellQuote(s string) string {
 	if shellSafe.MatchString(s) {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// command returns the command at path below cmd's root ("eks", "upgrade"), nil when there is none.
-func command(cmd *cobra.Command, path ...string) *cobra.Command {
+// Command returns the command at path below cmd's root ("eks", "upgrade"), nil when there is none.
+func Command(cmd *cobra.Command, path ...string) *cobra.Command {
 	c, rest, err := cmd.Root().Find(path)
 	if err != nil || len(rest) > 0 || c == cmd.Root() {
 		return nil
@@ -64,8 +64,8 @@ func command(cmd *cobra.Command, path ...string) *cobra.Command {
 	return c
 }
 
-// sibling returns the command named name beside cmd (a subcommand of cmd's parent), nil when there is none.
-func sibling(cmd *cobra.Command, name string) *cobra.Command {
+// Sibling returns the command named name beside cmd (a subcommand of cmd's parent), nil when there is none.
+func Sibling(cmd *cobra.Command, name string) *cobra.Command {
 	if cmd.Parent() == nil {
 		return nil
 	}
@@ -75,4 +75,14 @@ func sibling(cmd *cobra.Command, name string) *cobra.Command {
 		}
 	}
 	return nil
+}
+
+// ResumeHint is the command that lifts the pause cmd wrote for group ("" the global one), with the store
+// flags cmd was given.
+func ResumeHint(cmd *cobra.Command, group string) string {
+	base := "patch-agent resume"
+	if group != "" {
+		base += " --group " + ShellQuote(group)
+	}
+	return Pasteable(cmd, Sibling(cmd, "resume"), base)
 }

@@ -1,4 +1,4 @@
-package main
+package orgcmd
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/config"
 )
 
@@ -24,23 +25,23 @@ import (
 // fleet's reads meet throttling, and an audit would rather wait than fail.
 const auditMaxAttempts = 10
 
-// exitBehind is the exit status when a group is behind more than --fail-if-behind: the audit ran and found
+// ExitBehind is the exit status when a group is behind more than --fail-if-behind: the audit ran and found
 // what the flag asks to fail on. It is not 2, the status of a usage error, so that a CI job can tell a
 // finding from a mistyped flag.
-const exitBehind = 3
+const ExitBehind = 3
 
-// auditEnv is where the audit command gets its clients: the AWS account of the default credential chain, or
+// AuditEnv is where the audit command gets its clients: the AWS account of the default credential chain, or
 // a simulated account in tests.
-type auditEnv struct {
+type AuditEnv struct {
 	// connect returns the read-only clients and the CloudWatch client of --publish-metrics for region (""
 	// means the configuration's), and the effective region.
-	connect func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error)
-	clock   clock.PassiveClock
+	Connect func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error)
+	Clock   clock.PassiveClock
 }
 
 // awsAuditEnv connects to AWS with the default credential chain and the standard retryer at auditMaxAttempts.
-var awsAuditEnv = auditEnv{clock: clock.RealClock{}, connect: func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error) {
-	cfg, err := loadAWSConfig(ctx, profileFrom(ctx), region, auditMaxAttempts, regionRequired("the region whose Auto Scaling groups to audit"))
+var awsAuditEnv = AuditEnv{Clock: clock.RealClock{}, Connect: func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error) {
+	cfg, err := cli.LoadAWSConfig(ctx, cli.ProfileFrom(ctx), region, auditMaxAttempts, cli.RegionRequired("the region whose Auto Scaling groups to audit"))
 	if err != nil {
 		return audit.Clients{}, nil, "", err
 	}
@@ -71,9 +72,9 @@ func (f *ageFlag) Set(s string) error {
 	return nil
 }
 
-func newAuditCommand() *cobra.Command { return newAuditCommandWith(awsAuditEnv) }
+func NewAuditCommand() *cobra.Command { return NewAuditCommandWith(awsAuditEnv) }
 
-func newAuditCommandWith(env auditEnv) *cobra.Command {
+func NewAuditCommandWith(env AuditEnv) *cobra.Command {
 	var (
 		region         = config.Default().Region
 		failIfBehind   ageFlag
@@ -116,30 +117,30 @@ the IAM policy it needs.`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	f.Var(newRegionsValue(&region, &regions), "region", "AWS region to audit (env "+config.EnvRegion+"); with --organization or --accounts, repeatable: each region")
-	addProfileFlag(f, &profile)
-	orgs := addOrgFlags(cmd, &profile, &regions, false)
-	outFlag := addOutputFlag(cmd, formatTable, []string{formatTable, formatWide, formatJSON, formatCSV}, nil,
+	f.Var(cli.NewRegionsValue(&region, &regions), "region", "AWS region to audit (env "+config.EnvRegion+"); with --organization or --accounts, repeatable: each region")
+	cli.AddProfileFlag(f, &profile)
+	orgs := AddOrgFlags(cmd, &profile, &regions, false)
+	outFlag := cli.AddOutputFlag(cmd, cli.FormatTable, []string{cli.FormatTable, cli.FormatWide, cli.FormatJSON, cli.FormatCSV}, nil,
 		"wide is the same as table, which cuts nothing")
 	f.Var(&failIfBehind, "fail-if-behind", "exit with status 3 when a group's oldest outdated AMI is more than this `age` older than the recommended one (30d, 720h)")
 	f.BoolVar(&publishMetrics, "publish-metrics", false, "publish OutdatedInstances and DaysBehind per group to CloudWatch namespace "+audit.MetricsNamespace)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		output := auditFormat(outFlag)
-		if orgs.enabled() {
+		if orgs.Enabled() {
 			return runOrgAudit(cmd, orgs, output, failIfBehind)
 		}
-		if err := orgs.check(cmd); err != nil {
+		if err := orgs.Check(cmd); err != nil {
 			return err
 		}
-		if err := oneRegion(cmd, regions); err != nil {
+		if err := cli.OneRegion(cmd, regions); err != nil {
 			return err
 		}
-		ctx := withProfile(cmd.Context(), profile)
-		clients, cw, effective, err := env.connect(ctx, region)
+		ctx := cli.WithProfile(cmd.Context(), profile)
+		clients, cw, effective, err := env.Connect(ctx, region)
 		if err != nil {
 			return err
 		}
-		r, err := (&audit.Auditor{Clients: clients, Region: effective, Clock: env.clock}).Run(ctx)
+		r, err := (&audit.Auditor{Clients: clients, Region: effective, Clock: env.Clock}).Run(ctx)
 		if err != nil {
 			return err
 		}
@@ -160,20 +161,20 @@ the IAM policy it needs.`,
 
 // auditFormat is the format of internal/audit for -o: its table for table and wide (the audit's table cuts
 // nothing).
-func auditFormat(o *outputValue) string {
-	if o.is(formatWide) {
+func auditFormat(o *cli.OutputValue) string {
+	if o.Is(cli.FormatWide) {
 		return audit.FormatTable
 	}
-	return o.value
+	return o.Value
 }
 
-// checkBehind returns exit status 3 (exitBehind) when --fail-if-behind is set and a group is behind by more.
+// checkBehind returns exit status 3 (ExitBehind) when --fail-if-behind is set and a group is behind by more.
 func checkBehind(r *audit.Report, threshold ageFlag) error {
 	if !threshold.set {
 		return nil
 	}
 	if behind := r.BehindMoreThan(threshold.d); len(behind) > 0 {
-		return exitError{exitBehind, fmt.Errorf("%d group(s) behind the recommended AMI by more than %s: %s",
+		return cli.ExitError{Code: ExitBehind, Err: fmt.Errorf("%d group(s) behind the recommended AMI by more than %s: %s",
 			len(behind), threshold.raw, strings.Join(behind, ", "))}
 	}
 	return nil

@@ -1,8 +1,7 @@
-package main
+package operate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/eks"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
@@ -27,34 +27,34 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// exitWaiting is the exit status of `patch-agent eks upgrade` when the workflow waits for an approval or a
+// ExitWaiting is the exit status of `patch-agent eks upgrade` when the workflow waits for an approval or a
 // pause to be lifted.
-const exitWaiting = 3
+const ExitWaiting = 3
 
-// eksUpgradeEnv is where `patch-agent eks upgrade` gets its clients and its time: the AWS account of the
+// EKSUpgradeEnv is where `patch-agent eks upgrade` gets its clients and its time: the AWS account of the
 // default credential chain, or a simulated account in tests.
-type eksUpgradeEnv struct {
+type EKSUpgradeEnv struct {
 	// connect returns the EKS and Auto Scaling clients of region ("" means the configuration's).
-	connect func(ctx context.Context, region string) (awsapi.EKSUpgrade, awsapi.GroupReader, error)
-	clock   clock.PassiveClock
+	Connect func(ctx context.Context, region string) (awsapi.EKSUpgrade, awsapi.GroupReader, error)
+	Clock   clock.PassiveClock
 	// wait blocks between two polls of an update; nil waits on a timer.
-	wait func(ctx context.Context, d time.Duration) error
+	Wait func(ctx context.Context, d time.Duration) error
 	// backoff is the poll backoff; nil is eksupgrade.DefaultBackoff.
-	backoff func(attempt int) time.Duration
+	Backoff func(attempt int) time.Duration
 	// kube returns the Kubernetes client of the cluster (endpoint and certificate authority from
 	// DescribeCluster, a bearer token from the operator's credentials); nil: no Kubernetes access.
 	kube func(ctx context.Context, region, cluster string) (kubernetes.Interface, error)
 }
 
 // awsEKSUpgradeEnv connects to AWS with the default credential chain and the SDK's standard retryer.
-var awsEKSUpgradeEnv = eksUpgradeEnv{clock: clock.RealClock{}, connect: func(ctx context.Context, region string) (awsapi.EKSUpgrade, awsapi.GroupReader, error) {
+var awsEKSUpgradeEnv = EKSUpgradeEnv{Clock: clock.RealClock{}, Connect: func(ctx context.Context, region string) (awsapi.EKSUpgrade, awsapi.GroupReader, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(region),
 		awsconfig.WithRetryer(func() aws.Retryer { return retry.NewStandard() }))
 	if err != nil {
 		return nil, nil, fmt.Errorf("loading AWS credentials and configuration: %w", err)
 	}
 	if cfg.Region == "" {
-		return nil, nil, regionRequired("the region of the EKS cluster")
+		return nil, nil, cli.RegionRequired("the region of the EKS cluster")
 	}
 	return awseks.NewFromConfig(cfg), autoscaling.NewFromConfig(cfg), nil
 }, kube: func(ctx context.Context, region, cluster string) (kubernetes.Interface, error) {
@@ -68,15 +68,15 @@ var awsEKSUpgradeEnv = eksUpgradeEnv{clock: clock.RealClock{}, connect: func(ctx
 	return p.ClientFor(ctx, cluster)
 }}
 
-// eksUpgradeEnvironment is the environment of `patch-agent eks upgrade`; tests replace it.
-var eksUpgradeEnvironment = awsEKSUpgradeEnv
+// EKSUpgradeEnvironment is the environment of `patch-agent eks upgrade`; tests replace it.
+var EKSUpgradeEnvironment = awsEKSUpgradeEnv
 
-func newEKSCommand() *cobra.Command {
+func NewEKSCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eks",
 		Short: "Amazon EKS operations: upgrade a cluster's Kubernetes version as a resumable workflow",
-		Args:  subcommandArgs,
-		RunE:  needsSubcommand,
+		Args:  cli.SubcommandArgs,
+		RunE:  cli.NeedsSubcommand,
 	}
 	cmd.AddCommand(newEKSUpgradeCommand())
 	return cmd
@@ -95,23 +95,23 @@ summary of ` + "`patch-agent eks upgrade -o json`" + `.`,
   patch-agent eks upgrade status --cluster prod -o json | jq -r .phase`,
 		Args: cobra.NoArgs,
 	}
-	stores := addStoreFlags(cmd)
-	outFlag := addOutputFlag(cmd, formatTable, standardFormats, nil, "table and wide: the workflow with its checks")
+	stores := cli.AddStoreFlags(cmd)
+	outFlag := cli.AddOutputFlag(cmd, cli.FormatTable, cli.StandardFormats, nil, "table and wide: the workflow with its checks")
 	cmd.Flags().StringVar(&cluster, "cluster", "", "the EKS cluster whose workflow to show (required)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if strings.TrimSpace(cluster) == "" {
-			return usage(cmd, errors.New("--cluster is required: the EKS cluster whose upgrade workflow to show"))
+			return cli.Usage(cmd, errors.New("--cluster is required: the EKS cluster whose upgrade workflow to show"))
 		}
-		return showUpgrade(cmd, stores, cluster, outFlag.value)
+		return showUpgrade(cmd, stores, cluster, outFlag.Value)
 	}
 	return cmd
 }
 
 // showUpgrade prints the stored workflow of cluster (eksupgrade.Get): a workflow the store does not hold is
 // an error naming the command that starts one.
-func showUpgrade(cmd *cobra.Command, stores *storeFlags, cluster, output string) error {
+func showUpgrade(cmd *cobra.Command, stores *cli.StoreFlags, cluster, output string) error {
 	ctx := cmd.Context()
-	s, err := stores.open(ctx)
+	s, err := stores.Open(ctx)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func showUpgrade(cmd *cobra.Command, stores *storeFlags, cluster, output string)
 	if err != nil {
 		return err
 	}
-	return printUpgrade(cmd.OutOrStdout(), output, eksupgrade.NewSummary(w, eksUpgradeEnvironment.clock.Now()), true)
+	return printUpgrade(cmd.OutOrStdout(), output, eksupgrade.NewSummary(w, EKSUpgradeEnvironment.Clock.Now()), true)
 }
 
 func newEKSUpgradeCommand() *cobra.Command {
@@ -175,15 +175,15 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
   patch-agent eks upgrade --cluster prod --to 1.31 --retry --table patch-agent --region eu-west-1`,
 		Args: cobra.NoArgs,
 	}
-	stores := addStoreFlags(cmd)
-	addWhoFlag(cmd, &who)
+	stores := cli.AddStoreFlags(cmd)
+	cli.AddWhoFlag(cmd, &who)
 	fl := cmd.Flags()
 	fl.StringVar(&cluster, "cluster", "", "the EKS cluster to upgrade (required)")
 	fl.StringVar(&to, "to", "", "the target Kubernetes version, exactly one minor above the control plane (e.g. 1.31)")
 	fl.BoolVar(&dryRun, "dry-run", false, "run the preflight and print the plan; change and write nothing")
 	fl.BoolVarP(&approve, "yes", "y", false, "approve the plan without asking (instead of running 'patch-agent approve eks:CLUSTER')")
 	fl.BoolVar(&approve, "approve", false, "approve the plan")
-	deprecateFlag(fl, "approve", "--yes")
+	cli.DeprecateFlag(fl, "approve", "--yes")
 	fl.BoolVar(&retryStep, "retry", false, "start the failed step of a halted workflow again")
 	fl.BoolVar(&twoPerson, "two-person", false, "two-person rule: the plan is approved only by another identity than the requester's "+
 		"(with an AWS store both are the STS caller identities, as 'patch-agent approve' records them)")
@@ -193,38 +193,38 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 		"in place (their image tag, to the version recommended for the target; never downgraded)")
 	fl.BoolVar(&kubeAccess, "kubernetes", true, "read the cluster's Kubernetes API (Fargate pods, self-managed add-ons); false: those checks are warnings")
 	fl.BoolVar(&showing, "status", false, "show the stored workflow and its current step; no AWS call")
-	deprecateFlag(fl, "status", "the subcommand 'patch-agent eks upgrade status --cluster CLUSTER'")
-	outFlag := addOutputFlag(cmd, formatTable, standardFormats, nil, "a final summary, wide with the preflight checks; with json the progress lines go to stderr")
+	cli.DeprecateFlag(fl, "status", "the subcommand 'patch-agent eks upgrade status --cluster CLUSTER'")
+	outFlag := cli.AddOutputFlag(cmd, cli.FormatTable, cli.StandardFormats, nil, "a final summary, wide with the preflight checks; with json the progress lines go to stderr")
 	cmd.AddCommand(newEKSUpgradeStatusCommand())
 	leaseTTL := config.Default().LeaseTTL
 	fl.DurationVar(&leaseTTL, "lease-ttl", leaseTTL, "how long this run's lease on the workflow lasts without renewal; a crashed run blocks a new one "+
 		"for it plus a quarter of it (clock skew margin); at least 10s (env "+config.EnvLeaseTTL+")")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		output := outFlag.value
+		output := outFlag.Value
 		if err := config.ValidateLeaseTTL(leaseTTL); err != nil {
 			return err
 		}
 		if strings.TrimSpace(cluster) == "" {
-			return usage(cmd, errors.New("--cluster is required: the EKS cluster to upgrade"))
+			return cli.Usage(cmd, errors.New("--cluster is required: the EKS cluster to upgrade"))
 		}
 		switch {
 		case showing && (dryRun || approve || retryStep):
-			return usage(cmd, errors.New("--status only reads the workflow: drop --dry-run, --yes and --retry"))
+			return cli.Usage(cmd, errors.New("--status only reads the workflow: drop --dry-run, --yes and --retry"))
 		case dryRun && (approve || retryStep):
-			return usage(cmd, errors.New("--dry-run changes nothing: drop --yes and --retry"))
+			return cli.Usage(cmd, errors.New("--dry-run changes nothing: drop --yes and --retry"))
 		case !showing && strings.TrimSpace(to) == "":
-			return usage(cmd, errors.New("--to is required: the target Kubernetes version, one minor above the control plane (e.g. --to 1.31)"))
+			return cli.Usage(cmd, errors.New("--to is required: the target Kubernetes version, one minor above the control plane (e.g. --to 1.31)"))
 		}
 		if !showing {
 			if _, err := eks.ParseVersion(to); err != nil {
-				return usage(cmd, fmt.Errorf("--to %q is not a Kubernetes version: want 1.MINOR, one minor above the control plane (e.g. --to 1.31)", to))
+				return cli.Usage(cmd, fmt.Errorf("--to %q is not a Kubernetes version: want 1.MINOR, one minor above the control plane (e.g. --to 1.31)", to))
 			}
 		}
 		if showing {
 			return showUpgrade(cmd, stores, cluster, output)
 		}
 		ctx := cmd.Context()
-		s, err := stores.open(ctx)
+		s, err := stores.Open(ctx)
 		if err != nil {
 			return err
 		}
@@ -232,13 +232,13 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 		if err != nil {
 			return err
 		}
-		out, env := cmd.OutOrStdout(), eksUpgradeEnvironment
+		out, env := cmd.OutOrStdout(), EKSUpgradeEnvironment
 		// With an AWS store every run records the STS caller, with or without --two-person: a later run
 		// without the flag must not approve, as a local --who, a plan its requester's identity asked for.
 		if who, err = actingIdentity(cmd, s, who); err != nil {
 			return err
 		}
-		eksAPI, groups, err := env.connect(ctx, stores.region)
+		eksAPI, groups, err := env.Connect(ctx, stores.Region)
 		if err != nil {
 			return err
 		}
@@ -246,25 +246,25 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 		if output == "json" {
 			progress = cmd.ErrOrStderr()
 		}
-		runner := &eksupgrade.Runner{EKS: eksAPI, AutoScaling: groups, Store: ws, Clock: env.clock, Wait: env.wait, Backoff: env.backoff,
+		runner := &eksupgrade.Runner{EKS: eksAPI, AutoScaling: groups, Store: ws, Clock: env.Clock, Wait: env.Wait, Backoff: env.Backoff,
 			Owner: fmt.Sprintf("%s pid %d", who, os.Getpid()), Who: who, Out: progress, LeaseTTL: leaseTTL}
 		if kubeAccess && env.kube != nil {
-			if runner.Kube, err = env.kube(ctx, stores.region, cluster); err != nil {
+			if runner.Kube, err = env.kube(ctx, stores.Region, cluster); err != nil {
 				return fmt.Errorf("connecting to the Kubernetes API of %s (or run with --kubernetes=false): %w", cluster, err)
 			}
 		}
 		if dryRun {
-			return dryRunUpgrade(ctx, out, output, pasteable(cmd, command(cmd, "eks", "upgrade", "status"), "patch-agent eks upgrade status --cluster "+shellQuote(cluster)), runner, ws, eksupgrade.Request{Cluster: cluster, To: to, RestartFargate: restartFargate, UpdateSelfManagedAddons: updateSelfManaged})
+			return dryRunUpgrade(ctx, out, output, cli.Pasteable(cmd, cli.Command(cmd, "eks", "upgrade", "status"), "patch-agent eks upgrade status --cluster "+cli.ShellQuote(cluster)), runner, ws, eksupgrade.Request{Cluster: cluster, To: to, RestartFargate: restartFargate, UpdateSelfManagedAddons: updateSelfManaged})
 		}
 		w, err := runner.Run(ctx, eksupgrade.Request{Cluster: cluster, To: to, Approve: approve, Retry: retryStep, TwoPerson: twoPerson,
 			RestartFargate: restartFargate, UpdateSelfManagedAddons: updateSelfManaged})
 		if err != nil {
 			return err
 		}
-		if output != formatJSON {
+		if output != cli.FormatJSON {
 			fmt.Fprintln(out)
 		}
-		if err := printUpgrade(out, output, eksupgrade.NewSummary(w, env.clock.Now()), w.Phase == state.WorkflowHalted || output == formatWide); err != nil {
+		if err := printUpgrade(out, output, eksupgrade.NewSummary(w, env.Clock.Now()), w.Phase == state.WorkflowHalted || output == cli.FormatWide); err != nil {
 			return err
 		}
 		return upgradeExit(w)
@@ -274,12 +274,12 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 
 // workflowStore returns the opened store as the workflow's store; a state file saves itself after every
 // write, so that a crashed run resumes from the file.
-func workflowStore(s *openedStore) (eksupgrade.Store, error) {
+func workflowStore(s *cli.OpenedStore) (eksupgrade.Store, error) {
 	ws, ok := s.Store.(eksupgrade.Store)
 	if !ok {
-		return nil, fmt.Errorf("%s does not keep EKS upgrade workflows", s.where)
+		return nil, fmt.Errorf("%s does not keep EKS upgrade workflows", s.Where)
 	}
-	if s.mem == nil {
+	if s.Mem == nil {
 		return ws, nil
 	}
 	return savingStore{Store: ws, s: s}, nil
@@ -288,13 +288,13 @@ func workflowStore(s *openedStore) (eksupgrade.Store, error) {
 // savingStore writes the state file after every write of the workflow.
 type savingStore struct {
 	eksupgrade.Store
-	s *openedStore
+	s *cli.OpenedStore
 }
 
 func (p savingStore) PutWorkflow(ctx context.Context, w state.Workflow) (state.Workflow, error) {
 	out, err := p.Store.PutWorkflow(ctx, w)
 	if err == nil {
-		err = p.s.save()
+		err = p.s.Save()
 	}
 	return out, err
 }
@@ -302,7 +302,7 @@ func (p savingStore) PutWorkflow(ctx context.Context, w state.Workflow) (state.W
 func (p savingStore) AppendHistory(ctx context.Context, e state.HistoryEntry) error {
 	err := p.Store.AppendHistory(ctx, e)
 	if err == nil {
-		err = p.s.save()
+		err = p.s.Save()
 	}
 	return err
 }
@@ -320,11 +320,11 @@ func dryRunUpgrade(ctx context.Context, out io.Writer, output, show string, runn
 	if err := printUpgrade(out, output, sum, true); err != nil {
 		return err
 	}
-	if cur, err := ws.GetWorkflow(ctx, cluster); err == nil && output != formatJSON && cur.Phase != state.WorkflowCompleted {
+	if cur, err := ws.GetWorkflow(ctx, cluster); err == nil && output != cli.FormatJSON && cur.Phase != state.WorkflowCompleted {
 		fmt.Fprintf(out, "\nA workflow to %s is stored for %s: phase %s (see %s); running the command resumes it.\n", cur.To, cluster, cur.Phase, show)
 	}
 	if plan.Phase == state.WorkflowHalted {
-		return exitError{1, fmt.Errorf("the preflight of the upgrade of %s to %s failed", cluster, to)}
+		return cli.ExitError{Code: 1, Err: fmt.Errorf("the preflight of the upgrade of %s to %s failed", cluster, to)}
 	}
 	return nil
 }
@@ -335,15 +335,15 @@ func upgradeExit(w state.Workflow) error {
 	case state.WorkflowCompleted:
 		return nil
 	case state.WorkflowWaiting:
-		return exitError{exitWaiting, fmt.Errorf("the upgrade of %s to %s waits: %s", w.Cluster, w.To, w.Reason)}
+		return cli.ExitError{Code: ExitWaiting, Err: fmt.Errorf("the upgrade of %s to %s waits: %s", w.Cluster, w.To, w.Reason)}
 	case state.WorkflowHalted:
 		next := "fix the cause and run the command again with --retry"
 		if w.Current < len(w.Steps) && w.Steps[w.Current].Kind == eksupgrade.KindPreflight {
 			next = "fix the failed checks and run the command again"
 		}
-		return exitError{1, fmt.Errorf("the upgrade of %s to %s halted: %s; %s", w.Cluster, w.To, w.Reason, next)}
+		return cli.ExitError{Code: 1, Err: fmt.Errorf("the upgrade of %s to %s halted: %s; %s", w.Cluster, w.To, w.Reason, next)}
 	}
-	return exitError{1, fmt.Errorf("the upgrade of %s to %s stopped in phase %s", w.Cluster, w.To, w.Phase)}
+	return cli.ExitError{Code: 1, Err: fmt.Errorf("the upgrade of %s to %s stopped in phase %s", w.Cluster, w.To, w.Phase)}
 }
 
 // printUpgrade writes a workflow summary as a table (checks included when checks is set or the format is
@@ -351,21 +351,13 @@ func upgradeExit(w state.Workflow) error {
 // summary's fields after schemaVersion (schema.Version), as every JSON document of the CLI starts.
 func printUpgrade(out io.Writer, output string, s eksupgrade.Summary, checks bool) error {
 	if output == "json" {
-		return writePlainJSON(out, struct {
+		return cli.WritePlainJSON(out, struct {
 			SchemaVersion int `json:"schemaVersion"`
 			eksupgrade.Summary
 		}{schema.Version, s})
 	}
-	eksupgrade.Render(out, s, checks || output == formatWide)
+	eksupgrade.Render(out, s, checks || output == cli.FormatWide)
 	return nil
-}
-
-// writePlainJSON writes v as indented JSON without escaping <, > and & (details hold "1.30 -> 1.31").
-func writePlainJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
 }
 
 // isEKSUpgrade reports whether an approve argument names an EKS upgrade workflow: eks:CLUSTER.
@@ -382,19 +374,19 @@ func checkEKSUpgradeSubject(arg string) error {
 // approveEKSUpgrade is `patch-agent approve eks:CLUSTER`: it approves the plan of the cluster's upgrade
 // workflow, which goes on at the next `patch-agent eks upgrade`.
 // Sentences go to cmd's output; the document of -o json to stdout.
-func approveEKSUpgrade(cmd *cobra.Command, stdout io.Writer, s *openedStore, subject, who string) error {
+func approveEKSUpgrade(cmd *cobra.Command, stdout io.Writer, s *cli.OpenedStore, subject, who string) error {
 	cluster := strings.TrimPrefix(subject, eksupgrade.SubjectPrefix)
 	ws, err := workflowStore(s)
 	if err != nil {
 		return err
 	}
-	w, err := eksupgrade.Approve(cmd.Context(), ws, cluster, who, eksUpgradeEnvironment.clock.Now())
+	w, err := eksupgrade.Approve(cmd.Context(), ws, cluster, who, EKSUpgradeEnvironment.Clock.Now())
 	if err != nil {
 		return err
 	}
-	again := pasteable(cmd, command(cmd, "eks", "upgrade"), fmt.Sprintf("patch-agent eks upgrade --cluster %s --to %s", shellQuote(cluster), shellQuote(w.To)))
-	if o := outputOf(cmd); o != nil && o.is(formatJSON) {
-		return writeJSON(stdout, approvalDocument{SchemaVersion: schema.Version, Subject: subject, Cluster: cluster, To: w.To,
+	again := cli.Pasteable(cmd, cli.Command(cmd, "eks", "upgrade"), fmt.Sprintf("patch-agent eks upgrade --cluster %s --to %s", cli.ShellQuote(cluster), cli.ShellQuote(w.To)))
+	if o := cli.OutputOf(cmd); o != nil && o.Is(cli.FormatJSON) {
+		return cli.WriteJSON(stdout, approvalDocument{SchemaVersion: schema.Version, Subject: subject, Cluster: cluster, To: w.To,
 			ApprovedBy: w.ApprovedBy, Phase: string(w.Phase), Next: again})
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "the upgrade of %s to %s is approved by %s (phase %s); it goes on when you run again:\n  %s\n",

@@ -1,4 +1,4 @@
-package main
+package operate
 
 import (
 	"errors"
@@ -7,12 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/schema"
 )
 
-func newRetryCommand() *cobra.Command {
+func NewRetryCommand() *cobra.Command {
 	var who string
 	cmd := &cobra.Command{
 		Use:   "retry GROUP",
@@ -33,15 +34,15 @@ again: the command says so and succeeds. -o json prints {"schemaVersion": 1, "gr
 "phase": ..., "reason": ..., "retriedBy": ..., "alreadyRequested": ...}.`,
 		Example: `  patch-agent status prod-ecs-asg            # RolledBack, with the reason
   patch-agent retry prod-ecs-asg --table patch-agent --region eu-west-1`,
-		Args: groupArg,
+		Args: cli.GroupArg,
 	}
-	stores := addStoreFlags(cmd)
-	wakes := addWakeFlag(cmd)
-	addWhoFlag(cmd, &who)
-	outFlag := addOutputFlag(cmd, formatTable, standardFormats, nil, "table and wide: a sentence; json: one document")
+	stores := cli.AddStoreFlags(cmd)
+	wakes := AddWakeFlag(cmd)
+	cli.AddWhoFlag(cmd, &who)
+	outFlag := cli.AddOutputFlag(cmd, cli.FormatTable, cli.StandardFormats, nil, "table and wide: a sentence; json: one document")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
-		s, err := stores.open(ctx)
+		s, err := stores.Open(ctx)
 		if err != nil {
 			return err
 		}
@@ -61,19 +62,19 @@ again: the command says so and succeeds. -o json prints {"schemaVersion": 1, "gr
 			fmt.Fprintf(cmd.OutOrStdout(), "a retry of %s is already requested (%s): nothing written; status shows when the agent takes it.\n",
 				r.Group, r.Reason)
 		case err != nil:
-			return s.explainNotFound(ctx, args[0], err)
+			return s.ExplainNotFound(ctx, args[0], err)
 		default:
-			if err := s.save(); err != nil {
+			if err := s.Save(); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "retry of %s for %s recorded by %s: the agent rolls it again at its next look, through every gate (see status).\n",
 				again, r.Group, who)
-			wakes.wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRetry, Group: r.Group, Who: who})
+			wakes.Wake(cmd, s, events.OperatorWakeUp{Action: events.OperatorRetry, Group: r.Group, Who: who})
 		}
-		if !outFlag.is(formatJSON) {
+		if !outFlag.Is(cli.FormatJSON) {
 			return nil
 		}
-		return writeJSON(stdout, retryDocument{SchemaVersion: schema.Version, Group: r.Group, Retried: again, Phase: string(r.Phase),
+		return cli.WriteJSON(stdout, retryDocument{SchemaVersion: schema.Version, Group: r.Group, Retried: again, Phase: string(r.Phase),
 			Reason: r.Reason, RetriedBy: who, AlreadyRequested: already})
 	}
 	return cmd
