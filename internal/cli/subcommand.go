@@ -8,7 +8,7 @@ import (
 )
 
 // SubcommandArgs is the Args of a command that only groups subcommands: an argument is an unknown
-// subcommand, reported with the list of the known ones (a usage error: main adds the --help hint).
+// subcommand, reported with the list of the known ones (a usage error: Report adds the --help hint).
 func SubcommandArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
@@ -18,7 +18,7 @@ func SubcommandArgs(cmd *cobra.Command, args []string) error {
 }
 
 // NeedsSubcommand is the RunE of a command that only groups subcommands, run without one: a usage error
-// that lists them (main adds the --help hint).
+// that lists them (Report adds the --help hint).
 func NeedsSubcommand(cmd *cobra.Command, _ []string) error {
 	return Usage(cmd, fmt.Errorf("%s needs a subcommand:\n%s", cmd.CommandPath(), strings.TrimSuffix(subcommandList(cmd), "\n")))
 }

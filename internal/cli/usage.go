@@ -13,8 +13,8 @@ import (
 // or flag, a missing or malformed argument), told apart from a failure of the work itself (status 1).
 const ExitUsage = 2
 
-// usageError is a mistake in how a command was called. It prints as the mistake alone; main adds the
-// one-line hint naming the command's --help and exits with status 2.
+// usageError is a mistake in how a command was called. It prints as the mistake alone; Report adds the
+// one-line hint naming the command's --help and returns exit status 2.
 type usageError struct {
 	path string // the command's path, "patch-agent pause"
 	err  error
@@ -60,8 +60,8 @@ func MarkUsageErrors(root *cobra.Command) {
 	walk(root)
 }
 
-// Report prints err to stderr the way main does and returns the exit status: 2 with a hint for a usage
-// error (and for cobra's "unknown command"), the code of an ExitError, else 1.
+// Report prints err to stderr (main reports the error of every command with it) and returns the exit status:
+// 2 with a hint for a usage error (and for cobra's "unknown command"), the code of an ExitError, else 1.
 func Report(stderr io.Writer, err error) int {
 	if err == nil {
 		return 0
@@ -82,10 +82,10 @@ func Report(stderr io.Writer, err error) int {
 	return 1
 }
 
-// ExitError carries a process exit code through cobra.
+// ExitError carries a process exit code through cobra: Report returns Code, and main exits with it.
 type ExitError struct {
-	Code int
-	Err  error
+	Code int   // the exit status
+	Err  error // what is printed on stderr
 }
 
 func (e ExitError) Error() string { return e.Err.Error() }
