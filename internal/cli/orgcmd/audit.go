@@ -30,17 +30,17 @@ const auditMaxAttempts = 10
 // finding from a mistyped flag.
 const ExitBehind = 3
 
-// AuditEnv is where the audit command gets its clients: the AWS account of the default credential chain, or
+// auditEnv is where the audit command gets its clients: the AWS account of the default credential chain, or
 // a simulated account in tests.
-type AuditEnv struct {
+type auditEnv struct {
 	// connect returns the read-only clients and the CloudWatch client of --publish-metrics for region (""
 	// means the configuration's), and the effective region.
-	Connect func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error)
-	Clock   clock.PassiveClock
+	connect func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error)
+	clock   clock.PassiveClock
 }
 
 // awsAuditEnv connects to AWS with the default credential chain and the standard retryer at auditMaxAttempts.
-var awsAuditEnv = AuditEnv{Clock: clock.RealClock{}, Connect: func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error) {
+var awsAuditEnv = auditEnv{clock: clock.RealClock{}, connect: func(ctx context.Context, region string) (audit.Clients, awsapi.MetricData, string, error) {
 	cfg, err := cli.LoadAWSConfig(ctx, cli.ProfileFrom(ctx), region, auditMaxAttempts, cli.RegionRequired("the region whose Auto Scaling groups to audit"))
 	if err != nil {
 		return audit.Clients{}, nil, "", err
@@ -72,9 +72,9 @@ func (f *ageFlag) Set(s string) error {
 	return nil
 }
 
-func NewAuditCommand() *cobra.Command { return NewAuditCommandWith(awsAuditEnv) }
+func NewAuditCommand() *cobra.Command { return newAuditCommandWith(awsAuditEnv) }
 
-func NewAuditCommandWith(env AuditEnv) *cobra.Command {
+func newAuditCommandWith(env auditEnv) *cobra.Command {
 	var (
 		region         = config.Default().Region
 		failIfBehind   ageFlag
@@ -136,11 +136,11 @@ the IAM policy it needs.`,
 			return err
 		}
 		ctx := cli.WithProfile(cmd.Context(), profile)
-		clients, cw, effective, err := env.Connect(ctx, region)
+		clients, cw, effective, err := env.connect(ctx, region)
 		if err != nil {
 			return err
 		}
-		r, err := (&audit.Auditor{Clients: clients, Region: effective, Clock: env.Clock}).Run(ctx)
+		r, err := (&audit.Auditor{Clients: clients, Region: effective, Clock: env.clock}).Run(ctx)
 		if err != nil {
 			return err
 		}

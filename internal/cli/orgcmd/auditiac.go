@@ -17,7 +17,7 @@ const exitHardcoded = ExitBehind
 // withIaC adds `--iac PATH...` to the audit command: instead of the account's groups, the Terraform,
 // terragrunt, CloudFormation and CDK files under the paths are read for hard-coded AMI ids (internal/audit/iac).
 // It wraps the command's argument check and run, so the live audit's flags and code stay as they are.
-func withIaC(cmd *cobra.Command, env AuditEnv) *cobra.Command {
+func withIaC(cmd *cobra.Command, env auditEnv) *cobra.Command {
 	var on, offline, failIfHardcoded bool
 	f := cmd.Flags()
 	f.BoolVar(&on, "iac", false, "read the Terraform, terragrunt, CloudFormation and CDK code under the PATHs given, not the account: report every hard-coded AMI id with its file and line")
@@ -64,10 +64,10 @@ when there is a finding.`
 		}
 		output := auditFormat(cli.OutputOf(c))
 		ctx := c.Context()
-		s := iac.Scanner{Clock: env.Clock, OfflineReason: "--offline"}
+		s := iac.Scanner{Clock: env.clock, OfflineReason: "--offline"}
 		if !offline {
 			region, _ := c.Flags().GetString("region")
-			clients, _, effective, err := env.Connect(ctx, region)
+			clients, _, effective, err := env.connect(ctx, region)
 			if err != nil {
 				s.OfflineReason = err.Error()
 			} else {

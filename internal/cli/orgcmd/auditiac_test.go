@@ -1,6 +1,4 @@
-//go:build !nodemo
-
-package main
+package orgcmd
 
 import (
 	"bytes"
@@ -17,11 +15,10 @@ import (
 	"github.com/patch-agent/patch-agent/internal/audit/iac"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/cli"
-	"github.com/patch-agent/patch-agent/internal/cli/orgcmd"
 )
 
 // iacFixtures is the fixture tree of internal/audit/iac, as a user would name it from this directory.
-var iacFixtures = filepath.Join("..", "..", "internal", "audit", "iac", "testdata", "fixtures")
+var iacFixtures = filepath.Join("..", "..", "audit", "iac", "testdata", "fixtures")
 
 func TestAuditIaCPrintsTheFindingsWithTheAMIFactsOfTheAccount(t *testing.T) {
 	a := auditFleet(t)
@@ -52,10 +49,10 @@ func TestAuditIaCOfflineMakesNoCallAndPrintsJSONAndCSV(t *testing.T) {
 }
 
 func TestAuditIaCWithoutCredentialsReportsTheSameFindingsOffline(t *testing.T) {
-	env := orgcmd.AuditEnv{Clock: auditFleet(t).Clock(), Connect: func(context.Context, string) (audit.Clients, awsapi.MetricData, string, error) {
+	env := auditEnv{clock: auditFleet(t).Clock(), connect: func(context.Context, string) (audit.Clients, awsapi.MetricData, string, error) {
 		return audit.Clients{}, nil, "", errors.New("--region (or AWS_REGION) is required")
 	}}
-	cmd := orgcmd.NewAuditCommandWith(env)
+	cmd := newAuditCommandWith(env)
 	var stdout, stderr bytes.Buffer
 	cmd.SetArgs([]string{"--iac", "-o", "json", iacFixtures})
 	cmd.SetOut(&stdout)
