@@ -34,7 +34,7 @@ type StoreFlags struct {
 	table     string
 	Region    string
 	stateFile string
-	// regions are every --region given (the organization-wide forms run in each); profile is --profile.
+	// Regions are every --region given (the organization-wide forms run in each); Profile is --profile.
 	Regions []string
 	Profile string
 }
@@ -55,14 +55,14 @@ func AddStoreFlags(cmd *cobra.Command) *StoreFlags {
 // OpenedStore is the store a command works on.
 type OpenedStore struct {
 	state.Store
-	// where names the store for messages: "table T (region R)" or "state file F".
+	// Where names the store for messages: "table T (region R)" or "state file F".
 	Where string
-	// mem and path are set for a state file.
+	// Mem and path are set for a state file.
 	Mem  *state.Memory
 	path string
-	// groups confirms group names with Auto Scaling; nil for a state file.
+	// Groups confirms group names with Auto Scaling; nil for a state file.
 	Groups operator.GroupsAPI
-	// aws is the AWS configuration of a DynamoDB store (nil for a state file): the approve command asks STS
+	// AWS is the AWS configuration of a DynamoDB store (nil for a state file): the approve command asks STS
 	// with it who is acting.
 	AWS *aws.Config
 }

@@ -34,12 +34,12 @@ const ExitWaiting = 3
 // EKSUpgradeEnv is where `patch-agent eks upgrade` gets its clients and its time: the AWS account of the
 // default credential chain, or a simulated account in tests.
 type EKSUpgradeEnv struct {
-	// connect returns the EKS and Auto Scaling clients of region ("" means the configuration's).
+	// Connect returns the EKS and Auto Scaling clients of region ("" means the configuration's).
 	Connect func(ctx context.Context, region string) (awsapi.EKSUpgrade, awsapi.GroupReader, error)
 	Clock   clock.PassiveClock
-	// wait blocks between two polls of an update; nil waits on a timer.
+	// Wait blocks between two polls of an update; nil waits on a timer.
 	Wait func(ctx context.Context, d time.Duration) error
-	// backoff is the poll backoff; nil is eksupgrade.DefaultBackoff.
+	// Backoff is the poll backoff; nil is eksupgrade.DefaultBackoff.
 	Backoff func(attempt int) time.Duration
 	// kube returns the Kubernetes client of the cluster (endpoint and certificate authority from
 	// DescribeCluster, a bearer token from the operator's credentials); nil: no Kubernetes access.

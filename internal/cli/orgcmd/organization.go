@@ -156,7 +156,7 @@ func oneAccountOnly(flag string) string {
 // OrgEnv is where the organization-wide forms get their clients: AWS with the caller's credentials, or a
 // simulated organization in tests and the demo.
 type OrgEnv struct {
-	// connect returns the Organizations client and the connector to member accounts, for profile, regions,
+	// Connect returns the Organizations client and the connector to member accounts, for profile, regions,
 	// the role and external id.
 	Connect func(ctx context.Context, profile string, regions []string, role, externalID string) (awsapi.Organizations, org.Connector, error)
 	Clock   clock.Clock
