@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testworld"
@@ -43,7 +44,7 @@ func TestApproveSkipSoakNeedsAReasonAndRecordsTheSkip(t *testing.T) {
 		res := run(t, "approve", testworld.GroupName, "--skip-soak", "--reason", "CVE-2026-1234 fix", "--who", "carol", "--state-file", file)
 		require.NoError(t, res.err, res.stderr)
 		require.Contains(t, res.stdout, "Soak skipped (CVE-2026-1234 fix)")
-		mem, err := loadSnapshot(file)
+		mem, err := cli.LoadSnapshot(file)
 		require.NoError(t, err)
 		r, err := mem.GetRollout(context.Background(), testworld.GroupName)
 		require.NoError(t, err)

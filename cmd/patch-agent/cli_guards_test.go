@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/buildinfo"
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/operate"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/operator"
@@ -44,23 +46,23 @@ func runIn(t *testing.T, ctx context.Context, in io.Reader, args ...string) resu
 // onTerminal makes rollback believe its standard input is a terminal for the test.
 func onTerminal(t *testing.T) {
 	t.Helper()
-	old := stdinIsTerminal
-	stdinIsTerminal = func(any) bool { return true }
-	t.Cleanup(func() { stdinIsTerminal = old })
+	old := operate.StdinIsTerminal
+	operate.StdinIsTerminal = func(any) bool { return true }
+	t.Cleanup(func() { operate.StdinIsTerminal = old })
 }
 
 // editRollout changes the rollout of group in a state file.
 func editRollout(t *testing.T, file, group string, edit func(*state.Rollout)) {
 	t.Helper()
 	ctx := context.Background()
-	mem, err := loadSnapshot(file)
+	mem, err := cli.LoadSnapshot(file)
 	require.NoError(t, err)
 	r, err := mem.GetRollout(ctx, group)
 	require.NoError(t, err)
 	edit(&r)
 	_, err = mem.PutRollout(ctx, r)
 	require.NoError(t, err)
-	require.NoError(t, saveSnapshot(file, mem))
+	require.NoError(t, cli.SaveSnapshot(file, mem))
 }
 
 // waitForApproval puts the group's rollout of its target AMI in Waiting for `patch-agent approve`.
@@ -80,14 +82,14 @@ func readFile(t *testing.T, file string) string {
 
 func requireExitCode(t *testing.T, err error, code int) {
 	t.Helper()
-	var ee exitError
+	var ee cli.ExitError
 	if code == 1 {
 		require.Error(t, err)
-		require.False(t, errors.As(err, &ee) && ee.code != 1, "exit status 1, got %v", err)
+		require.False(t, errors.As(err, &ee) && ee.Code != 1, "exit status 1, got %v", err)
 		return
 	}
 	require.True(t, errors.As(err, &ee), "an exitError, got %v", err)
-	require.Equal(t, code, ee.code)
+	require.Equal(t, code, ee.Code)
 }
 
 // 1. Ctrl-C aborts the confirmation prompt and message inspect's read of standard input.
@@ -145,16 +147,16 @@ func TestRollbackPromptAcceptsOnlyYes(t *testing.T) {
 
 func TestMessageInspectRefusesMoreThanOneMiB(t *testing.T) {
 	big := filepath.Join(t.TempDir(), "big.json")
-	require.NoError(t, os.WriteFile(big, bytes.Repeat([]byte("a"), maxMessageBytes+1), 0o600))
+	require.NoError(t, os.WriteFile(big, bytes.Repeat([]byte("a"), operate.MaxMessageBytes+1), 0o600))
 	res := run(t, "message", "inspect", big)
 	require.ErrorContains(t, res.err, "message larger than 1 MiB")
 	requireExitCode(t, res.err, 1)
 
-	res = runIn(t, context.Background(), bytes.NewReader(bytes.Repeat([]byte("a"), 3*maxMessageBytes)), "message", "inspect", "-")
+	res = runIn(t, context.Background(), bytes.NewReader(bytes.Repeat([]byte("a"), 3*operate.MaxMessageBytes)), "message", "inspect", "-")
 	require.ErrorContains(t, res.err, "message larger than 1 MiB")
 
 	exact := filepath.Join(t.TempDir(), "exact.json")
-	require.NoError(t, os.WriteFile(exact, bytes.Repeat([]byte(" "), maxMessageBytes), 0o600))
+	require.NoError(t, os.WriteFile(exact, bytes.Repeat([]byte(" "), operate.MaxMessageBytes), 0o600))
 	res = run(t, "message", "inspect", exact)
 	require.Error(t, res.err)
 	require.NotContains(t, res.err.Error(), "larger than", "1 MiB itself is read and parsed")
@@ -393,14 +395,14 @@ func TestMessageWithoutAKnownSubcommandIsAUsageError(t *testing.T) {
 	res := run(t, "message")
 	require.ErrorContains(t, res.err, "patch-agent message needs a subcommand:\n  inspect")
 	var stderr strings.Builder
-	require.Equal(t, exitUsage, report(&stderr, res.err))
+	require.Equal(t, cli.ExitUsage, cli.Report(&stderr, res.err))
 	require.True(t, strings.HasSuffix(stderr.String(), "\nRun 'patch-agent message --help' for usage.\n"), stderr.String())
 	require.Equal(t, 1, strings.Count(stderr.String(), "--help"), "one hint")
 	res = run(t, "message", "nope")
 	require.ErrorContains(t, res.err, `unknown subcommand "nope" for patch-agent message; available subcommands:`)
 	require.ErrorContains(t, res.err, "inspect  Print how the agent reads one SQS message body")
 	stderr.Reset()
-	require.Equal(t, exitUsage, report(&stderr, res.err))
+	require.Equal(t, cli.ExitUsage, cli.Report(&stderr, res.err))
 	require.Equal(t, 1, strings.Count(stderr.String(), "--help"), "one hint")
 }
 
@@ -409,7 +411,7 @@ func TestEKSWithoutAKnownSubcommandIsAUsageError(t *testing.T) {
 		res := run(t, args...)
 		require.Error(t, res.err, "%v", args)
 		require.ErrorContains(t, res.err, "upgrade  Upgrade an EKS cluster")
-		require.Equal(t, exitUsage, report(io.Discard, res.err), "%v", args)
+		require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err), "%v", args)
 	}
 }
 
@@ -498,11 +500,11 @@ func TestHistoryOfARollbackReadsFromTheFailedAMI(t *testing.T) {
 // "resumed ...: rollouts continue".
 func TestResumeOfAnExpiredPauseSaysNothingWasPaused(t *testing.T) {
 	file := demoState(t)
-	mem, err := loadSnapshot(file) // pause refuses an --until in the past: the lock is one whose end has come
+	mem, err := cli.LoadSnapshot(file) // pause refuses an --until in the past: the lock is one whose end has come
 	require.NoError(t, err)
 	require.NoError(t, mem.PutLock(context.Background(), state.Lock{Reason: "short", Who: "alice",
 		Since: time.Date(1999, 12, 31, 0, 0, 0, 0, time.UTC), Until: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)}))
-	require.NoError(t, saveSnapshot(file, mem))
+	require.NoError(t, cli.SaveSnapshot(file, mem))
 	res := run(t, "resume", "--state-file", file)
 	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "removed the global pause lock (by alice: short), which had already ended at 2000-01-01T00:00:00Z: nothing was paused")

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,11 +13,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/operate"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -53,11 +53,11 @@ func TestEveryPrintingCommandTakesOutputTableWideAndJSON(t *testing.T) {
 		f := c.Flags().Lookup("output")
 		require.NotNil(t, f, "every command that prints takes -o")
 		require.Equal(t, "o", f.Shorthand)
-		o, ok := f.Value.(*outputValue)
+		o, ok := f.Value.(*cli.OutputValue)
 		require.True(t, ok, "-o is the shared outputValue, so every command validates and deprecates alike")
-		for _, format := range standardFormats {
+		for _, format := range cli.StandardFormats {
 			require.NoError(t, c.Flags().Set("output", format), "-o %s", format)
-			require.Equal(t, format, o.value)
+			require.Equal(t, format, o.Value)
 		}
 		require.ErrorContains(t, c.Flags().Set("output", "yaml"), "want table, wide")
 	})
@@ -69,7 +69,7 @@ func TestStatusHistoryAndAuditAlsoTakeCSV(t *testing.T) {
 	for _, path := range [][]string{{"status"}, {"history"}, {"audit"}} {
 		c, _, err := root.Find(path)
 		require.NoError(t, err)
-		require.NoError(t, c.Flags().Set("output", formatCSV), c.CommandPath())
+		require.NoError(t, c.Flags().Set("output", cli.FormatCSV), c.CommandPath())
 	}
 }
 
@@ -95,7 +95,7 @@ func TestEveryConfirmationIsYes(t *testing.T) {
 func TestEKSUpgradeVerbsAreSubcommandsAndTheOldFlagsStillWork(t *testing.T) {
 	_, file := simUpgrade(t)
 	res := run(t, "eks", "upgrade", "--cluster", "demo-eks", "--to", "1.31", "--state-file", file)
-	require.Equal(t, exitWaiting, exitCode(t, res.err), "waits for its approval")
+	require.Equal(t, operate.ExitWaiting, exitCode(t, res.err), "waits for its approval")
 
 	res = run(t, "eks", "upgrade", "--cluster", "demo-eks", "--to", "1.31", "--approve", "--state-file", file)
 	require.Contains(t, res.stderr, "Flag --approve has been deprecated, use --yes instead")
@@ -107,7 +107,7 @@ func TestEKSUpgradeVerbsAreSubcommandsAndTheOldFlagsStillWork(t *testing.T) {
 	require.Contains(t, res.stdout, "Completed")
 
 	res = run(t, "eks", "upgrade", "stauts", "--cluster", "demo-eks", "--state-file", file)
-	require.Equal(t, exitUsage, report(io.Discard, res.err), "a misspelt verb is a usage error")
+	require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err), "a misspelt verb is a usage error")
 }
 
 // oneGroupFleet is a state file holding one rollout, of demo-ecs-asg (phase Waiting for its approval).
@@ -118,7 +118,7 @@ func oneGroupFleet(t *testing.T) string {
 		TargetImageID: "ami-0b1b2b3b4b5b6b7b8", PreviousImageID: "ami-0a1a2a3a4a5a6a7a8", Instances: 2, OnTarget: 2})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "one group.json") // a space: hints must quote it
-	require.NoError(t, saveSnapshot(file, m))
+	require.NoError(t, cli.SaveSnapshot(file, m))
 	return file
 }
 
@@ -131,17 +131,17 @@ func TestExitStatuses(t *testing.T) {
 		want  int
 	}{
 		{"success", []string{"status"}, nil, 0},
-		{"unknown command", []string{"statsu"}, nil, exitUsage},
-		{"unknown flag", []string{"status", "--colour"}, nil, exitUsage},
-		{"a format no command takes", []string{"status", "-o", "yaml"}, nil, exitUsage},
-		{"a missing argument", []string{"history"}, nil, exitUsage},
-		{"flags that do not go together", []string{"pause", "--reason", "r", "--who", "a", "the", "reason"}, nil, exitUsage},
+		{"unknown command", []string{"statsu"}, nil, cli.ExitUsage},
+		{"unknown flag", []string{"status", "--colour"}, nil, cli.ExitUsage},
+		{"a format no command takes", []string{"status", "-o", "yaml"}, nil, cli.ExitUsage},
+		{"a missing argument", []string{"history"}, nil, cli.ExitUsage},
+		{"flags that do not go together", []string{"pause", "--reason", "r", "--who", "a", "the", "reason"}, nil, cli.ExitUsage},
 		{"a pause already in place is an error, not a usage error", []string{"pause", "--reason", "again", "--who", "a"},
 			[]string{"pause", "--reason", "first", "--who", "a"}, 1},
 		{"a misspelt group", []string{"history", "demo-ecs-asx"}, nil, 1},
 		{"a rollback not confirmed", []string{"rollback", "demo-ecs-asg", "--who", "a"}, nil, 1},
-		{"a timeline of a scenario that draws nothing", []string{"demo", "--scenario", "audit", "--timeline", "x.svg"}, nil, exitUsage},
-		{"a malformed Kubernetes version", []string{"eks", "upgrade", "--cluster", "c", "--to", "banana"}, nil, exitUsage},
+		{"a timeline of a scenario that draws nothing", []string{"demo", "--scenario", "audit", "--timeline", "x.svg"}, nil, cli.ExitUsage},
+		{"a malformed Kubernetes version", []string{"eks", "upgrade", "--cluster", "c", "--to", "banana"}, nil, cli.ExitUsage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := oneGroupFleet(t)
@@ -153,7 +153,7 @@ func TestExitStatuses(t *testing.T) {
 				args = append(args, "--state-file", file)
 			}
 			res := run(t, args...)
-			require.Equal(t, tc.want, report(io.Discard, res.err), "%v: %v", tc.args, res.err)
+			require.Equal(t, tc.want, cli.Report(io.Discard, res.err), "%v: %v", tc.args, res.err)
 		})
 	}
 }
@@ -181,7 +181,7 @@ func TestEveryCommandThatTakesAGroupAnswersAMisspeltOneWithTheRealOnes(t *testin
 			res := run(t, append(args, "--state-file", file)...)
 			require.ErrorIs(t, res.err, operator.ErrUnknownGroup)
 			require.ErrorContains(t, res.err, "holds rollout records of: demo-ecs-asg")
-			require.Equal(t, 1, report(io.Discard, res.err))
+			require.Equal(t, 1, cli.Report(io.Discard, res.err))
 		})
 	}
 }
@@ -237,14 +237,6 @@ func TestUndoHintRunsAsPastedWithTheStoreFlagsGiven(t *testing.T) {
 	require.Contains(t, res.stdout, "resumed group demo-ecs-asg")
 }
 
-func TestShellQuoteQuotesOnlyWhatNeedsIt(t *testing.T) {
-	require.Equal(t, "eu-west-1", shellQuote("eu-west-1"))
-	require.Equal(t, "https://sqs.eu-west-1.amazonaws.com/111122223333/q", shellQuote("https://sqs.eu-west-1.amazonaws.com/111122223333/q"))
-	require.Equal(t, "'a b'", shellQuote("a b"))
-	require.Equal(t, `'it'\''s'`, shellQuote("it's"))
-	require.Equal(t, "''", shellQuote(""))
-}
-
 func TestPasteableRepeatsEveryRegionAndSkipsFlagsTheNextCommandLacks(t *testing.T) {
 	root := newRootCommand()
 	pause, _, err := root.Find([]string{"pause"})
@@ -252,14 +244,14 @@ func TestPasteableRepeatsEveryRegionAndSkipsFlagsTheNextCommandLacks(t *testing.
 	require.NoError(t, pause.ParseFlags([]string{"--accounts", "accts", "--region", "eu-west-1", "--region", "us-east-1",
 		"--external-id", "x y", "--reason", "r", "--who", "a"}))
 	require.Equal(t, "patch-agent resume --region eu-west-1 --region us-east-1 --accounts accts --external-id 'x y'",
-		pasteable(pause, sibling(pause, "resume"), "patch-agent resume"))
+		cli.Pasteable(pause, cli.Sibling(pause, "resume"), "patch-agent resume"))
 	status, _, err := root.Find([]string{"status"})
 	require.NoError(t, err)
 	require.Equal(t, "patch-agent status --region eu-west-1 --region us-east-1 --accounts accts --external-id 'x y'",
-		pasteable(pause, status, "patch-agent status"), "status takes the same flags")
+		cli.Pasteable(pause, status, "patch-agent status"), "status takes the same flags")
 	version, _, err := root.Find([]string{"version"})
 	require.NoError(t, err)
-	require.Equal(t, "patch-agent version", pasteable(pause, version, "patch-agent version"), "version takes none of them")
+	require.Equal(t, "patch-agent version", cli.Pasteable(pause, version, "patch-agent version"), "version takes none of them")
 }
 
 func TestPauseTakesAnUnquotedReason(t *testing.T) {
@@ -267,7 +259,7 @@ func TestPauseTakesAnUnquotedReason(t *testing.T) {
 	res := run(t, "pause", "incident", "4711:", "bad", "AMI", "--who", "alice", "--state-file", file)
 	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "paused global by alice: incident 4711: bad AMI")
-	mem, err := loadSnapshot(file)
+	mem, err := cli.LoadSnapshot(file)
 	require.NoError(t, err)
 	locks, err := mem.ListLocks(context.Background())
 	require.NoError(t, err)
@@ -276,7 +268,7 @@ func TestPauseTakesAnUnquotedReason(t *testing.T) {
 
 	res = run(t, "pause", "twice", "--reason", "once", "--who", "alice", "--state-file", oneGroupFleet(t))
 	require.ErrorContains(t, res.err, "the reason is given twice")
-	require.Equal(t, exitUsage, report(io.Discard, res.err))
+	require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err))
 }
 
 func TestPauseAndResumePrintOneJSONDocument(t *testing.T) {
@@ -318,7 +310,7 @@ func TestOrganizationStatusRefusesCSVBeforeItRuns(t *testing.T) {
 	useOrganizationDemo(t)
 	res := execRoot(t, "status", "--organization", "--region", "us-east-1", "-o", "csv")
 	require.ErrorContains(t, res.err, "-o csv is one account's")
-	require.Equal(t, exitUsage, report(io.Discard, res.err))
+	require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err))
 	require.Empty(t, res.stdout)
 }
 
@@ -355,7 +347,7 @@ func TestTimelineThatCannotBeDrawnIsRefusedBeforeTheDemoRuns(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			res := run(t, append([]string{"demo"}, tc.args...)...)
 			require.ErrorContains(t, res.err, tc.want)
-			require.Equal(t, exitUsage, report(io.Discard, res.err))
+			require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err))
 			entries, err := os.ReadDir(dir)
 			require.NoError(t, err)
 			require.Empty(t, entries, "no file is written")
@@ -373,14 +365,14 @@ func TestVersionAndHealthcheckJSONCarryTheSchemaVersion(t *testing.T) {
 	require.NotEmpty(t, v["platform"])
 
 	res = run(t, "healthcheck", "--addr", "127.0.0.1:1", "--timeout", "1s", "-o", "json")
-	require.Equal(t, 1, report(io.Discard, res.err), "nothing answers on port 1")
+	require.Equal(t, 1, cli.Report(io.Discard, res.err), "nothing answers on port 1")
 	var h map[string]any
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &h), "the document is printed before the exit: %s", res.stdout)
 	require.Equal(t, 1.0, h["schemaVersion"])
 	require.Equal(t, false, h["ready"])
 
 	res = run(t, "healthcheck", "--addr", "nope")
-	require.Equal(t, exitUsage, report(io.Discard, res.err), "a malformed --addr is a usage error")
+	require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err), "a malformed --addr is a usage error")
 }
 
 func TestOrganizationStatusWideIsNotTheTable(t *testing.T) {
@@ -388,49 +380,21 @@ func TestOrganizationStatusWideIsNotTheTable(t *testing.T) {
 	res := execRoot(t, "status", "--organization", "--region", "us-east-1", "-o", "wide")
 	require.Contains(t, res.stdout, "PREVIOUS AMI", "wide has the columns of the one-account wide table")
 	require.Contains(t, res.stdout, "ACCOUNT")
-	var exit exitError
+	var exit cli.ExitError
 	require.False(t, errors.As(res.err, &exit))
-}
-
-// groupsAnswer is an Auto Scaling stub: no group, or err.
-type groupsAnswer struct{ err error }
-
-func (g groupsAnswer) DescribeAutoScalingGroups(context.Context, *autoscaling.DescribeAutoScalingGroupsInput, ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
-	return &autoscaling.DescribeAutoScalingGroupsOutput{}, g.err
-}
-
-func TestAMisspeltGroupInTheTableIsAnsweredWithItsGroupsEvenWithoutAutoScaling(t *testing.T) {
-	ctx := context.Background()
-	m := state.NewMemory()
-	_, err := m.PutRollout(ctx, state.Rollout{Group: "prod-ecs-asg", Phase: state.PhaseCompleted})
-	require.NoError(t, err)
-	notFound := fmt.Errorf("no rollout record for group prod-ecs-asx: %w", state.ErrNotFound)
-
-	s := &openedStore{Store: m, where: "table patch-agent (region eu-west-1)", groups: groupsAnswer{}}
-	err = s.explainNotFound(ctx, "prod-ecs-asx", notFound)
-	require.ErrorIs(t, err, operator.ErrUnknownGroup)
-	require.ErrorContains(t, err, "table patch-agent (region eu-west-1) holds rollout records of: prod-ecs-asg")
-
-	s.groups = groupsAnswer{err: errors.New("api error AccessDenied")}
-	err = s.explainNotFound(ctx, "prod-ecs-asx", notFound)
-	require.ErrorIs(t, err, state.ErrNotFound, "without Auto Scaling the store's own answer stays")
-	require.ErrorContains(t, err, "no rollout record for group prod-ecs-asx: record not found; table patch-agent (region eu-west-1) holds rollout records of: prod-ecs-asg")
-
-	other := errors.New("throttled")
-	require.Equal(t, other, s.explainNotFound(ctx, "prod-ecs-asx", other), "another error is returned as it is")
 }
 
 func TestApproveOfAnEKSUpgradePrintsOneJSONDocumentWithTheNextCommand(t *testing.T) {
 	_, file := simUpgrade(t)
 	res := run(t, "eks", "upgrade", "--cluster", "demo-eks", "--to", "1.31", "--state-file", file)
-	require.Equal(t, exitWaiting, exitCode(t, res.err))
+	require.Equal(t, operate.ExitWaiting, exitCode(t, res.err))
 	res = run(t, "approve", "eks:demo-eks", "--who", "bob", "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), res.stdout)
 	require.Equal(t, "demo-eks", doc["cluster"])
 	require.Equal(t, "1.31", doc["to"])
-	require.Equal(t, "patch-agent eks upgrade --cluster demo-eks --to 1.31 --state-file "+shellQuote(file), doc["next"],
+	require.Equal(t, "patch-agent eks upgrade --cluster demo-eks --to 1.31 --state-file "+cli.ShellQuote(file), doc["next"],
 		"the next command with the store flag, and without approve's --queue-url, which eks upgrade does not take")
 }
 
@@ -438,7 +402,7 @@ func TestAnUnknownFlagIsAUsageErrorOfEveryCommand(t *testing.T) {
 	everyCommand(t, func(t *testing.T, c *cobra.Command) {
 		path := strings.Fields(c.CommandPath())[1:]
 		res := run(t, append(path, "--no-such-flag")...)
-		require.Equal(t, exitUsage, report(io.Discard, res.err), "%v", res.err)
+		require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err), "%v", res.err)
 	})
 }
 
@@ -472,7 +436,7 @@ func TestUnquotedReasonOfACommandTakingOneGroupSaysHowToQuoteIt(t *testing.T) {
 	file := oneGroupFleet(t)
 	res := run(t, "approve", "demo-ecs-asg", "--skip-soak", "--reason", "CVE", "fix", "now", "--who", "alice", "--state-file", file)
 	require.ErrorContains(t, res.err, "quote a reason of several words: --reason 'CVE fix now'")
-	require.Equal(t, exitUsage, report(io.Discard, res.err))
+	require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err))
 }
 
 // runMain runs args as main does (execute) and returns the exit status and what went to stdout and stderr.
@@ -512,8 +476,8 @@ func requireErrorDocument(t *testing.T, code int, stdout, stderr string) {
 func TestEveryJSONCommandPrintsItsUsageErrorAsAJSONDocument(t *testing.T) {
 	n := 0
 	everyCommand(t, func(t *testing.T, c *cobra.Command) {
-		o := outputOf(c)
-		if o == nil || !slices.Contains(o.formats, formatJSON) {
+		o := cli.OutputOf(c)
+		if o == nil || !slices.Contains(o.Formats, cli.FormatJSON) {
 			return
 		}
 		n++
@@ -523,14 +487,14 @@ func TestEveryJSONCommandPrintsItsUsageErrorAsAJSONDocument(t *testing.T) {
 			append(slices.Clone(path), "--no-such-flag", "--output=json"), // flag parsing stops before -o
 		} {
 			code, stdout, stderr := runMain(t, args...)
-			require.Equal(t, exitUsage, code, "%v: %s", args, stderr)
+			require.Equal(t, cli.ExitUsage, code, "%v: %s", args, stderr)
 			requireErrorDocument(t, code, stdout, stderr)
 		}
 	})
 	require.GreaterOrEqual(t, n, 13, "every command that takes -o json")
 
 	code, stdout, stderr := runMain(t, "demo", "--json", "--scenario", "nosuch")
-	require.Equal(t, exitUsage, code, stderr)
+	require.Equal(t, cli.ExitUsage, code, stderr)
 	requireErrorDocument(t, code, stdout, stderr)
 }
 
@@ -547,7 +511,7 @@ func TestARefusedJSONCommandPrintsOneErrorDocumentAndATableCommandNothing(t *tes
 		{"no state file", []string{"status", "--state-file", filepath.Join(t.TempDir(), "nonexistent")}, 1},
 		{"no such group", []string{"rollback", "nosuchgroup", "--state-file", file}, 1},
 		{"already paused", []string{"pause", "--state-file", paused, "--who", "bob", "--reason", "again"}, 1},
-		{"no reason", []string{"pause", "--state-file", file, "--who", "bob"}, exitUsage},
+		{"no reason", []string{"pause", "--state-file", file, "--who", "bob"}, cli.ExitUsage},
 		{"group not waiting", []string{"approve", testworld.GroupName, "--state-file", file, "--who", "bob"}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {

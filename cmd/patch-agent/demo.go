@@ -24,6 +24,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/audit"
 	"github.com/patch-agent/patch-agent/internal/audit/iac"
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
 	"github.com/patch-agent/patch-agent/internal/logging"
@@ -40,7 +41,7 @@ func newDemoCommand() *cobra.Command {
 		scenario  string
 		stateFile string
 		timeline  string
-		outFlag   *outputValue
+		outFlag   *cli.OutputValue
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -98,14 +99,14 @@ directory must be writable, which is checked before the demo runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkScenario(scenario); err != nil {
-				return usage(cmd, err)
+				return cli.Usage(cmd, err)
 			}
 			if err := checkTimeline(timeline, scenario); err != nil {
-				return usage(cmd, err)
+				return cli.Usage(cmd, err)
 			}
-			asJSON = asJSON || outFlag.is(formatJSON)
+			asJSON = asJSON || outFlag.Is(cli.FormatJSON)
 			if scenario == demo.AuditScenario && stateFile != "" {
-				return usage(cmd, errors.New("the audit scenario keeps no state: drop --state-file (it reads the simulated fleet and changes nothing)"))
+				return cli.Usage(cmd, errors.New("the audit scenario keeps no state: drop --state-file (it reads the simulated fleet and changes nothing)"))
 			}
 			if stateFile != "" {
 				if err := checkStateFileTarget(stateFile, force); err != nil {
@@ -114,7 +115,7 @@ directory must be writable, which is checked before the demo runs.`,
 			}
 			if scenario == demo.OrganizationScenario {
 				if stateFile != "" || asJSON {
-					return usage(cmd, errors.New("the organization scenario prints its commands' tables: drop --state-file and -o json"))
+					return cli.Usage(cmd, errors.New("the organization scenario prints its commands' tables: drop --state-file and -o json"))
 				}
 				return demo.RunOrganization(cmd.Context(), cmd.OutOrStdout())
 			}
@@ -157,11 +158,11 @@ directory must be writable, which is checked before the demo runs.`,
 				}
 			}
 			if stateFile != "" {
-				if err := saveSnapshot(stateFile, opts.Store); err != nil {
+				if err := cli.SaveSnapshot(stateFile, opts.Store); err != nil {
 					return err
 				}
 				if !asJSON {
-					fmt.Fprintf(cmd.OutOrStdout(), "state saved to %s; inspect it with: patch-agent status --state-file %s\n", stateFile, shellQuote(stateFile))
+					fmt.Fprintf(cmd.OutOrStdout(), "state saved to %s; inspect it with: patch-agent status --state-file %s\n", stateFile, cli.ShellQuote(stateFile))
 				}
 			}
 			if asJSON {
@@ -176,18 +177,18 @@ directory must be writable, which is checked before the demo runs.`,
 			}
 			for _, g := range s.Groups {
 				if g.State != s.Expected {
-					return exitError{1, fmt.Errorf("group %s ended %s, not %s: %s", g.Name, g.State, s.Expected, g.Reason)}
+					return cli.ExitError{Code: 1, Err: fmt.Errorf("group %s ended %s, not %s: %s", g.Name, g.State, s.Expected, g.Reason)}
 				}
 			}
 			if s.InvariantViolations > 0 {
-				return exitError{1, fmt.Errorf("%d invariant violation(s)", s.InvariantViolations)}
+				return cli.ExitError{Code: 1, Err: fmt.Errorf("%d invariant violation(s)", s.InvariantViolations)}
 			}
 			return nil
 		},
 	}
-	outFlag = addOutputFlag(cmd, formatTable, standardFormats, nil, "table and wide: the rollouts live and a summary; json: only the summary")
+	outFlag = cli.AddOutputFlag(cmd, cli.FormatTable, cli.StandardFormats, nil, "table and wide: the rollouts live and a summary; json: only the summary")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print only the final summary as JSON")
-	deprecateFlag(cmd.Flags(), "json", "-o json")
+	cli.DeprecateFlag(cmd.Flags(), "json", "-o json")
 	cmd.Flags().StringVar(&scenario, "scenario", "rollout", "scenario to play: "+strings.Join(demoScenarios(), ", "))
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "also write the agent's JSON logs to stderr")
 	cmd.Flags().StringVar(&stateFile, "state-file", "", "after the demo, save the agent's state (rollouts, history, locks) to this file for status, history, pause, rollback --state-file")
@@ -257,7 +258,7 @@ func runManagedNodegroupDemo(ctx context.Context, out io.Writer, asJSON bool, st
 		return err
 	}
 	if stateFile != "" {
-		if err := saveSnapshot(stateFile, store); err != nil {
+		if err := cli.SaveSnapshot(stateFile, store); err != nil {
 			return err
 		}
 	}
@@ -266,7 +267,7 @@ func runManagedNodegroupDemo(ctx context.Context, out io.Writer, asJSON bool, st
 			SchemaVersion int `json:"schemaVersion"`
 			demo.ManagedNodegroupSummary
 		}{schema.Version, s}
-		if err := writePlainJSON(out, doc); err != nil {
+		if err := cli.WritePlainJSON(out, doc); err != nil {
 			return err
 		}
 	}
@@ -286,7 +287,7 @@ func checkScenario(name string) error {
 
 // checkStateFileTarget makes sure the demo can save its state to path before it runs: path is not a
 // directory or another non-regular file; an existing file is a patch-agent state snapshot (its format field)
-// or empty, unless force; and the directory accepts a new file (saveSnapshot writes a temporary file there
+// or empty, unless force; and the directory accepts a new file (SaveSnapshot writes a temporary file there
 // and renames it over path).
 func checkStateFileTarget(path string, force bool) error {
 	fi, err := os.Stat(path)
@@ -369,7 +370,7 @@ func runEKSUpgradeDemo(ctx context.Context, out, errOut io.Writer, asJSON bool, 
 		return err
 	}
 	if stateFile != "" {
-		if err := saveSnapshot(stateFile, store); err != nil {
+		if err := cli.SaveSnapshot(stateFile, store); err != nil {
 			return err
 		}
 	}
@@ -379,7 +380,7 @@ func runEKSUpgradeDemo(ctx context.Context, out, errOut io.Writer, asJSON bool, 
 			SchemaVersion int `json:"schemaVersion"`
 			demo.EKSUpgradeSummary
 		}{schema.Version, s}
-		if err := writePlainJSON(out, doc); err != nil {
+		if err := cli.WritePlainJSON(out, doc); err != nil {
 			return err
 		}
 	} else {
@@ -389,15 +390,15 @@ func runEKSUpgradeDemo(ctx context.Context, out, errOut io.Writer, asJSON bool, 
 			time.Duration(s.SimulatedSeconds*float64(time.Second)))
 		fmt.Fprintf(errOut, "wall time %s\n", time.Since(began).Round(time.Millisecond)) // stderr: stdout stays deterministic
 		if stateFile != "" {
-			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade status --cluster %s --state-file %s\n", stateFile, s.Cluster, shellQuote(stateFile))
+			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade status --cluster %s --state-file %s\n", stateFile, s.Cluster, cli.ShellQuote(stateFile))
 		}
 	}
 	if s.Phase != state.WorkflowCompleted {
-		return exitError{1, fmt.Errorf("the upgrade of %s ended %s, not Completed: %s", s.Cluster, s.Phase, s.Reason)}
+		return cli.ExitError{Code: 1, Err: fmt.Errorf("the upgrade of %s ended %s, not Completed: %s", s.Cluster, s.Phase, s.Reason)}
 	}
 	for _, st := range s.Steps {
 		if st.Status != state.StepStatusCompleted {
-			return exitError{1, fmt.Errorf("step %s %s ended %s, not Completed", st.Kind, st.Name, st.Status)}
+			return cli.ExitError{Code: 1, Err: fmt.Errorf("step %s %s ended %s, not Completed", st.Kind, st.Name, st.Status)}
 		}
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"errors"
 
 	"github.com/spf13/cobra"
+
+	"github.com/patch-agent/patch-agent/internal/cli"
 )
 
 // newDemoCommand of a -tags nodemo build (make build, make image: the production binary) only says where the
@@ -18,7 +20,7 @@ func newDemoCommand() *cobra.Command {
 		Args:               cobra.ArbitraryArgs,
 		DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error {
-			return exitError{2, errors.New("this build of patch-agent has no demo (built with -tags nodemo, like the release image, " +
+			return cli.ExitError{Code: 2, Err: errors.New("this build of patch-agent has no demo (built with -tags nodemo, like the release image, " +
 				"so that the production binary links no simulated account): run `make demo` or `go run ./cmd/patch-agent demo` in the repository")}
 		},
 	}

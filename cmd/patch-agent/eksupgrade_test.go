@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/operate"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/eksdrain"
 	"github.com/patch-agent/patch-agent/internal/eksupgrade"
@@ -42,27 +44,27 @@ func simUpgradeGroups(t *testing.T, groups bool) (*sim.Account, string) {
 	t.Helper()
 	a, err := demo.EKSUpgradeAccount()
 	require.NoError(t, err)
-	prev := eksUpgradeEnvironment
-	eksUpgradeEnvironment = eksUpgradeEnv{clock: a.Clock(),
+	prev := operate.EKSUpgradeEnvironment
+	operate.EKSUpgradeEnvironment = operate.EKSUpgradeEnv{Clock: a.Clock(),
 		// No Auto Scaling groups: the demo's self-managed node group waits for the agent's rollout, which these
 		// CLI runs do not play (the workflow's tests and the demo run the agent beside the workflow). For the
 		// same reason the managed node group is shown to them without its opt-in tag (its step is
 		// ActionRequired instead of waiting for the agent's managed-node-group rollout).
-		connect: func(context.Context, string) (awsapi.EKSUpgrade, awsapi.GroupReader, error) {
+		Connect: func(context.Context, string) (awsapi.EKSUpgrade, awsapi.GroupReader, error) {
 			if groups {
 				return untaggedNodegroups{a.EKSUpgrade()}, a.AutoScaling(), nil
 			}
 			return untaggedNodegroups{a.EKSUpgrade()}, nil, nil
 		},
-		wait: func(ctx context.Context, d time.Duration) error {
+		Wait: func(ctx context.Context, d time.Duration) error {
 			a.Advance(d)
 			return ctx.Err()
 		},
-		backoff: eksdrain.Backoff{Base: 15 * time.Second, Cap: time.Minute}.Delay,
+		Backoff: eksdrain.Backoff{Base: 15 * time.Second, Cap: time.Minute}.Delay,
 	}
-	t.Cleanup(func() { eksUpgradeEnvironment = prev })
+	t.Cleanup(func() { operate.EKSUpgradeEnvironment = prev })
 	file := filepath.Join(t.TempDir(), "state.json")
-	require.NoError(t, saveSnapshot(file, state.NewMemory()))
+	require.NoError(t, cli.SaveSnapshot(file, state.NewMemory()))
 	return a, file
 }
 
@@ -84,9 +86,9 @@ func exitCode(t *testing.T, err error) int {
 	if err == nil {
 		return 0
 	}
-	var ee exitError
+	var ee cli.ExitError
 	if errors.As(err, &ee) {
-		return ee.code
+		return ee.Code
 	}
 	return 1
 }
@@ -126,7 +128,7 @@ func TestEKSUpgradeDryRunOfAFailingPreflightExitsOne(t *testing.T) {
 func TestEKSUpgradeWaitsForApproveThenResumesFromTheStateFile(t *testing.T) {
 	a, file := simUpgrade(t)
 	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--state-file", file)
-	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
+	require.Equal(t, operate.ExitWaiting, exitCode(t, res.err), "%v", res.err)
 	require.Contains(t, res.err.Error(), "patch-agent approve eks:demo-eks")
 	require.Contains(t, res.stdout, "preflight passed")
 	require.Equal(t, state.WorkflowWaiting, upgradeStatus(t, file).Phase)
@@ -191,7 +193,7 @@ func TestEKSUpgradeFailedControlPlaneExitsOneAndRetryFinishes(t *testing.T) {
 func TestEKSUpgradeStatusTableShowsTheCurrentStep(t *testing.T) {
 	_, file := simUpgrade(t)
 	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--state-file", file)
-	require.Equal(t, exitWaiting, exitCode(t, res.err))
+	require.Equal(t, operate.ExitWaiting, exitCode(t, res.err))
 	res = run(t, "eks", "upgrade", "status", "--cluster", testworld.EKSCluster, "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "phase Waiting, step approval demo-eks")
@@ -258,7 +260,7 @@ func TestDemoEKSUpgradeScenarioTableAndStateFile(t *testing.T) {
 func TestEKSUpgradeTwoPersonRuleRefusesTheRequestersApproval(t *testing.T) {
 	a, file := simUpgrade(t)
 	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--two-person", "--yes", "--who", "alice", "--state-file", file)
-	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
+	require.Equal(t, operate.ExitWaiting, exitCode(t, res.err), "%v", res.err)
 	require.Contains(t, res.err.Error(), "two-person rule: alice requested the plan")
 
 	res = run(t, "approve", "eks:"+testworld.EKSCluster, "--who", "alice", "--state-file", file)
@@ -278,7 +280,7 @@ func TestEKSUpgradeTwoPersonRuleRefusesTheRequestersApproval(t *testing.T) {
 func TestGoldenEKSUpgradeStatusJSONCarriesSchemaVersion(t *testing.T) {
 	_, file := simUpgrade(t)
 	res := run(t, "eks", "upgrade", "--cluster", testworld.EKSCluster, "--to", "1.31", "--who", "alice", "--state-file", file)
-	require.Equal(t, exitWaiting, exitCode(t, res.err), "%v", res.err)
+	require.Equal(t, operate.ExitWaiting, exitCode(t, res.err), "%v", res.err)
 	res = run(t, "eks", "upgrade", "status", "--cluster", testworld.EKSCluster, "-o", "json", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	var doc map[string]any
@@ -305,6 +307,6 @@ func TestApproveOfAnEKSSubjectWithoutAClusterIsAUsageError(t *testing.T) {
 	for _, subject := range []string{"eks:", "eks: "} {
 		res := run(t, "approve", subject, "--who", "carol", "--state-file", file)
 		require.EqualError(t, res.err, fmt.Sprintf("%q names no cluster: an EKS upgrade plan is approved as eks:CLUSTER (e.g. eks:prod)", subject))
-		require.Equal(t, exitUsage, report(io.Discard, res.err))
+		require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err))
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/engine"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
@@ -86,14 +87,14 @@ func fullFleet(t *testing.T) string {
 		require.NoError(t, m.AppendHistory(ctx, e))
 	}
 	file := filepath.Join(t.TempDir(), "full.json")
-	require.NoError(t, saveSnapshot(file, m))
+	require.NoError(t, cli.SaveSnapshot(file, m))
 	return file
 }
 
 func emptyFleet(t *testing.T) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "empty.json")
-	require.NoError(t, saveSnapshot(file, state.NewMemory()))
+	require.NoError(t, cli.SaveSnapshot(file, state.NewMemory()))
 	return file
 }
 

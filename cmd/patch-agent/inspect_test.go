@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/operate"
 	"github.com/patch-agent/patch-agent/internal/schema"
 )
 
@@ -28,25 +30,25 @@ func TestMessageInspectGivesTheDispositionAndTheAction(t *testing.T) {
 		disposition string
 		action      string // part of the action
 	}{
-		{"asg-hook-direct-terminating.json", dispositionHold, "confirms with Auto Scaling that"},
-		{"eventbridge-lifecycle-terminate-replace-root-volume.json", dispositionHold, "comes back with a new root volume"},
-		{"asg-hook-direct-launching.json", dispositionHold, "completes the launching action (CONTINUE; ABANDON at the deadline)"},
-		{"asg-hook-test-notification.json", dispositionIgnore, "none: "},
-		{"ssm-parameter-change-update-golden-ami.json", dispositionAct, "once the AMI gate accepts the image"},
-		{"ssm-parameter-change-delete.json", dispositionAct, "get no rollout until it exists again"},
-		{"ssm-parameter-change-image-validation-failed.json", dispositionIgnore, "failed to validate"},
-		{"scheduled-event.json", dispositionAct, "resolves every AMI parameter"},
-		{"sns-ecs-ami-update.json", dispositionAct, "resolves every AMI parameter"},
-		{"ecs-container-instance-state-change.json", dispositionAct, "looks again at the ECS groups of cluster default now"},
-		{"sns-wrapped-asg-hook-terminating.json", dispositionHold, "Terminating:Wait"},
+		{"asg-hook-direct-terminating.json", operate.DispositionHold, "confirms with Auto Scaling that"},
+		{"eventbridge-lifecycle-terminate-replace-root-volume.json", operate.DispositionHold, "comes back with a new root volume"},
+		{"asg-hook-direct-launching.json", operate.DispositionHold, "completes the launching action (CONTINUE; ABANDON at the deadline)"},
+		{"asg-hook-test-notification.json", operate.DispositionIgnore, "none: "},
+		{"ssm-parameter-change-update-golden-ami.json", operate.DispositionAct, "once the AMI gate accepts the image"},
+		{"ssm-parameter-change-delete.json", operate.DispositionAct, "get no rollout until it exists again"},
+		{"ssm-parameter-change-image-validation-failed.json", operate.DispositionIgnore, "failed to validate"},
+		{"scheduled-event.json", operate.DispositionAct, "resolves every AMI parameter"},
+		{"sns-ecs-ami-update.json", operate.DispositionAct, "resolves every AMI parameter"},
+		{"ecs-container-instance-state-change.json", operate.DispositionAct, "looks again at the ECS groups of cluster default now"},
+		{"sns-wrapped-asg-hook-terminating.json", operate.DispositionHold, "Terminating:Wait"},
 		// An EC2 state change names only its instance: the action names the instance, not an empty cluster.
-		{"ec2-instance-state-change-shutting-down.json", dispositionAct, "looks again at the managed group that listed instance i-1234567890abcdef0"},
-		{"operator-wakeup-approve.json", dispositionAct, "looks again at group prod-ecs-asg (ignored when the agent does not manage it) now instead of at the next safety poll, re-reading the rollout record"},
+		{"ec2-instance-state-change-shutting-down.json", operate.DispositionAct, "looks again at the managed group that listed instance i-1234567890abcdef0"},
+		{"operator-wakeup-approve.json", operate.DispositionAct, "looks again at group prod-ecs-asg (ignored when the agent does not manage it) now instead of at the next safety poll, re-reading the rollout record"},
 	} {
 		t.Run(c.sample, func(t *testing.T) {
 			res := run(t, "message", "inspect", filepath.Join(samples, c.sample))
 			require.NoError(t, res.err, res.stderr)
-			var d inspectDocument
+			var d operate.InspectDocument
 			require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
 			require.Equal(t, schema.Version, d.SchemaVersion)
 			require.Equal(t, c.disposition, d.Disposition)
@@ -87,9 +89,9 @@ func TestMessageInspectDeadLettersAMessageWithADuplicateMember(t *testing.T) {
 	requireExitCode(t, res.err, 1)
 	require.ErrorContains(t, res.err, `member "LifecycleActionToken" appears twice`)
 	require.Equal(t, 1, strings.Count(res.err.Error(), "malformed message"), "said once: %v", res.err)
-	var d inspectDocument
+	var d operate.InspectDocument
 	require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
-	require.Equal(t, dispositionDeadLetter, d.Disposition)
+	require.Equal(t, operate.DispositionDeadLetter, d.Disposition)
 	require.Nil(t, d.Event)
 	require.Contains(t, d.Action, "dead-letter queue")
 }
@@ -109,7 +111,7 @@ func TestMessageInspectRefusesATopicThatIsNotAnSNSTopicARN(t *testing.T) {
 		t.Run(topic, func(t *testing.T) {
 			res := run(t, "message", "inspect", file, "--topic", "arn:aws:sns:us-east-1:111122223333:asg-lifecycle", "--topic", topic)
 			var stderr strings.Builder
-			require.Equal(t, exitUsage, report(&stderr, res.err), "%v", res.err)
+			require.Equal(t, cli.ExitUsage, cli.Report(&stderr, res.err), "%v", res.err)
 			require.Empty(t, res.stdout, "refused before the message is read")
 			require.Contains(t, stderr.String(), fmt.Sprintf("--topic %q is not an SNS topic ARN", topic))
 			require.Contains(t, stderr.String(), "arn:<partition>:sns:<region>:<12-digit account>:<topic name>")
@@ -139,7 +141,7 @@ func TestMessageInspectChecksTheSNSTopicWhenOneIsConfigured(t *testing.T) {
 			}
 			res := run(t, args...)
 			require.NoError(t, res.err)
-			var d inspectDocument
+			var d operate.InspectDocument
 			require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
 			if c.warning == "" {
 				require.Empty(t, d.Warning)
@@ -167,9 +169,9 @@ func TestMessageInspectPrintsAMessagesControlCharactersEscaped(t *testing.T) {
 		name   string
 		body   string
 		format string
-		want   string                         // a line of the output
-		value  string                         // the message's string
-		got    func(d inspectDocument) string // where the JSON document has it
+		want   string                                 // a line of the output
+		value  string                                 // the message's string
+		got    func(d operate.InspectDocument) string // where the JSON document has it
 	}{
 		{
 			name:   "test notification whose group clears the screen",
@@ -177,7 +179,7 @@ func TestMessageInspectPrintsAMessagesControlCharactersEscaped(t *testing.T) {
 			format: "wide",
 			want:   `group:       "g\x1b[2J\x1b[31mEVIL"`,
 			value:  "g\x1b[2J\x1b[31mEVIL",
-			got:    func(d inspectDocument) string { return d.Event.Group },
+			got:    func(d operate.InspectDocument) string { return d.Event.Group },
 		},
 		{
 			name:   "parameter change whose name sets the terminal's title",
@@ -185,7 +187,7 @@ func TestMessageInspectPrintsAMessagesControlCharactersEscaped(t *testing.T) {
 			format: "table",
 			want:   `action:      "resolves /ami\x1b]0;pwned\a and rolls`,
 			value:  "/ami\x1b]0;pwned\a",
-			got:    func(d inspectDocument) string { return d.Event.Parameter.Name },
+			got:    func(d operate.InspectDocument) string { return d.Event.Parameter.Name },
 		},
 		{
 			name:   "EventBridge event whose detail-type carries a C1 control (CSI to some terminals)",
@@ -193,7 +195,7 @@ func TestMessageInspectPrintsAMessagesControlCharactersEscaped(t *testing.T) {
 			format: "wide",
 			want:   `detail type: "Spot\u009b2JWarning"`,
 			value:  "Spot\u009b2JWarning",
-			got:    func(d inspectDocument) string { return d.Event.DetailType },
+			got:    func(d operate.InspectDocument) string { return d.Event.DetailType },
 		},
 		{
 			name:   "malformed lifecycle action whose group name forges a line",
@@ -201,7 +203,7 @@ func TestMessageInspectPrintsAMessagesControlCharactersEscaped(t *testing.T) {
 			format: "table",
 			want:   `error:       "malformed message: lifecycle action for instance i-1 in group asg\nerror:       none: LifecycleTransition`,
 			value:  "in group asg\nerror:       none: ",
-			got:    func(d inspectDocument) string { return d.Error },
+			got:    func(d operate.InspectDocument) string { return d.Error },
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -220,7 +222,7 @@ func TestMessageInspectPrintsAMessagesControlCharactersEscaped(t *testing.T) {
 			// document still decodes to the message's strings.
 			res = runCtx(t, context.Background(), c.body, "message", "inspect")
 			requirePrintable(t, res.stdout)
-			var d inspectDocument
+			var d operate.InspectDocument
 			require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
 			require.Contains(t, c.got(d), c.value)
 		})
@@ -231,7 +233,7 @@ func TestMessageInspectPrintsAMessagesControlCharactersEscaped(t *testing.T) {
 	require.NoError(t, res.err)
 	require.Contains(t, res.stdout, "\ngroup:       ecs-prod-cluster-asg\n")
 	require.Contains(t, res.stdout, "action:      if group ecs-prod-cluster-asg is opted in:")
-	require.Equal(t, "ecs-prod-ünïcode-asg", printable("ecs-prod-ünïcode-asg"))
-	require.Equal(t, `"a\u202eb"`, printable("a\u202eb"), "a bidirectional override is escaped")
-	require.Equal(t, `"\xff"`, printable("\xff"), "invalid UTF-8 is escaped")
+	require.Equal(t, "ecs-prod-ünïcode-asg", operate.Printable("ecs-prod-ünïcode-asg"))
+	require.Equal(t, `"a\u202eb"`, operate.Printable("a\u202eb"), "a bidirectional override is escaped")
+	require.Equal(t, `"\xff"`, operate.Printable("\xff"), "invalid UTF-8 is escaped")
 }

@@ -11,20 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
+
 	// Maintenance windows name IANA time zones (patch-agent/maintenance-window, internal/model): the
 	// release image holds no zone files, so the zone database is embedded (~450 kB) and time.LoadLocation
 	// falls back to it (package time/tzdata).
 	_ "time/tzdata"
 )
-
-// exitError carries a process exit code through cobra.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e exitError) Error() string { return e.err.Error() }
-func (e exitError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -35,7 +28,7 @@ func main() {
 
 // execute runs root on args and returns the exit status: the error, if any, goes to stderr as report writes
 // it. A command run with -o json that fails before it printed anything on stdout also prints the error there,
-// as one document (writeErrorDocument), so that a script reading stdout gets JSON whatever the outcome; a
+// as one document (WriteErrorDocument), so that a script reading stdout gets JSON whatever the outcome; a
 // command that printed its document before failing (healthcheck not ready, audit --fail-if-behind) prints
 // only that one.
 func execute(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
@@ -44,9 +37,9 @@ func execute(ctx context.Context, root *cobra.Command, args []string, stdout, st
 	root.SetOut(out)
 	root.SetErr(stderr)
 	cmd, err := root.ExecuteContextC(ctx)
-	code := report(stderr, err)
-	if code != 0 && out.n == 0 && cmd != nil && jsonAsked(cmd, args) {
-		writeErrorDocument(stdout, err, code)
+	code := cli.Report(stderr, err)
+	if code != 0 && out.n == 0 && cmd != nil && cli.JSONAsked(cmd, args) {
+		cli.WriteErrorDocument(stdout, err, code)
 	}
 	return code
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/engine"
@@ -216,7 +217,7 @@ func TestApprove(t *testing.T) {
 	res := run(t, "approve", testworld.GroupName, "--who", "carol", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.Contains(t, res.stdout, "approved "+testworld.ImageB+" for "+testworld.GroupName+" by carol")
-	mem, err := loadSnapshot(file)
+	mem, err := cli.LoadSnapshot(file)
 	require.NoError(t, err)
 	r, err := mem.GetRollout(context.Background(), testworld.GroupName)
 	require.NoError(t, err)
@@ -268,7 +269,7 @@ func TestPauseUntilThePastIsAUsageErrorInEitherForm(t *testing.T) {
 	for _, until := range []string{"2025-01-01T00:00:00Z", "-2h"} {
 		res := run(t, "pause", "--reason", "x", "--until", until, "--state-file", file)
 		require.Error(t, res.err, until)
-		require.Equal(t, exitUsage, report(io.Discard, res.err), "--until %s: %v", until, res.err)
+		require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err), "--until %s: %v", until, res.err)
 	}
 	require.Empty(t, run(t, "status", "--state-file", file, "-o", "json").stderr)
 	require.NotContains(t, run(t, "status", "--state-file", file).stdout, "global", "nothing was paused")
@@ -291,7 +292,7 @@ func TestAStateFileThatIsEmptyOrNotASnapshotIsNamedWithWhatIsWrong(t *testing.T)
 			require.NoError(t, os.WriteFile(file, []byte(tc.content), 0o600))
 			for _, args := range [][]string{{"status"}, {"history", "g"}, {"pause", "--reason", "r"}} {
 				res := run(t, append(args, "--state-file", file)...)
-				require.Equal(t, 1, report(io.Discard, res.err), "%v: %v", args, res.err)
+				require.Equal(t, 1, cli.Report(io.Discard, res.err), "%v: %v", args, res.err)
 				require.EqualError(t, res.err, fmt.Sprintf(tc.want, file), args)
 			}
 		})
@@ -324,7 +325,7 @@ func TestTableWithoutRegionIsAUsageErrorNamingTheFlagAndTheHelp(t *testing.T) {
 	} {
 		res := run(t, tc.args...)
 		var stderr strings.Builder
-		require.Equal(t, exitUsage, report(&stderr, res.err), "%v: %v", tc.args, res.err)
+		require.Equal(t, cli.ExitUsage, cli.Report(&stderr, res.err), "%v: %v", tc.args, res.err)
 		require.Equal(t, "patch-agent: --region (or AWS_REGION, or the region of the --profile) is required: "+tc.what+"\n"+
 			"Run 'patch-agent "+tc.args[0]+" --help' for usage.\n", stderr.String())
 	}
@@ -341,7 +342,7 @@ func TestRollbackOfAnOlderAgentsHaltedReplacementSaysWhatToCheck(t *testing.T) {
 		TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA, Instances: 4, OnTarget: 1, Current: cur})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "halted.json")
-	require.NoError(t, saveSnapshot(file, mem))
+	require.NoError(t, cli.SaveSnapshot(file, mem))
 
 	res := run(t, "rollback", "g", "--yes", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
@@ -360,7 +361,7 @@ func TestRollbackOfAnOlderAgentsHaltedReplacementSaysWhatToCheck(t *testing.T) {
 		TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA, Instances: 4, OnTarget: 1, Current: &state.Replacement{Step: state.StepInstanceRefresh},
 		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "Failed"}})
 	require.NoError(t, err)
-	require.NoError(t, saveSnapshot(file, mem))
+	require.NoError(t, cli.SaveSnapshot(file, mem))
 	res = run(t, "rollback", "g", "--yes", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)
 	require.NotContains(t, res.stdout, "older patch-agent")
@@ -380,7 +381,7 @@ func TestSecondPauseOfTheSameScopeIsRefusedUnlessReplace(t *testing.T) {
 	res = run(t, "pause", "--group", testworld.GroupName, "--reason", "freeze", "--who", "bob", "--state-file", file)
 	require.Error(t, res.err)
 	var stderr strings.Builder
-	require.Equal(t, 1, report(&stderr, res.err), "an error of the work, not a usage error: exit 1")
+	require.Equal(t, 1, cli.Report(&stderr, res.err), "an error of the work, not a usage error: exit 1")
 	require.NotContains(t, stderr.String(), "--help", "the command was called right: no usage hint")
 	require.ErrorIs(t, res.err, operator.ErrAlreadyPaused)
 	require.ErrorContains(t, res.err, "group "+testworld.GroupName+" is already paused by alice since ")
@@ -405,7 +406,7 @@ func TestSecondPauseOfTheSameScopeIsRefusedUnlessReplace(t *testing.T) {
 // readLocks returns the pause locks of a state file.
 func readLocks(t *testing.T, file string) []state.Lock {
 	t.Helper()
-	mem, err := loadSnapshot(file)
+	mem, err := cli.LoadSnapshot(file)
 	require.NoError(t, err)
 	locks, err := mem.ListLocks(context.Background())
 	require.NoError(t, err)
@@ -458,7 +459,7 @@ func TestRollbackInTheMiddleOfAnInstanceRefreshIsRecorded(t *testing.T) {
 		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress"}})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "refresh.json")
-	require.NoError(t, saveSnapshot(file, mem))
+	require.NoError(t, cli.SaveSnapshot(file, mem))
 
 	res := run(t, "rollback", "g", "--yes", "--state-file", file)
 	require.NoError(t, res.err, res.stderr)

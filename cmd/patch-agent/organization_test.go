@@ -17,6 +17,8 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/audit/fleet"
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/orgcmd"
 	"github.com/patch-agent/patch-agent/internal/demo"
 	"github.com/patch-agent/patch-agent/internal/org"
 )
@@ -26,9 +28,9 @@ func useOrganizationDemo(t *testing.T) {
 	t.Helper()
 	w, err := demo.OrganizationWorld()
 	require.NoError(t, err)
-	saved := orgEnvironment
-	t.Cleanup(func() { orgEnvironment = saved })
-	orgEnvironment = orgEnv{clock: testingclock.NewFakeClock(fleet.Start), connect: func(_ context.Context, _ string, _ []string, role, ext string) (awsapi.Organizations, org.Connector, error) {
+	saved := orgcmd.OrgEnvironment
+	t.Cleanup(func() { orgcmd.OrgEnvironment = saved })
+	orgcmd.OrgEnvironment = orgcmd.OrgEnv{Clock: testingclock.NewFakeClock(fleet.Start), Connect: func(_ context.Context, _ string, _ []string, role, ext string) (awsapi.Organizations, org.Connector, error) {
 		return w.Org, w.Connector(role, ext), nil
 	}}
 }
@@ -48,7 +50,7 @@ func TestOrganizationAuditIsOneReportWithAccountAndRegionColumns(t *testing.T) {
 	useOrganizationDemo(t)
 	res := execRoot(t, "audit", "--organization", "--region", "us-east-1", "-o", "json")
 	require.ErrorContains(t, res.err, "1 of 3 account-regions could not be audited", "exit status 1: the sandbox account could not be audited")
-	var exit exitError
+	var exit cli.ExitError
 	require.False(t, errors.As(res.err, &exit))
 	var doc struct {
 		SchemaVersion int                `json:"schemaVersion"`
@@ -64,7 +66,7 @@ func TestOrganizationAuditIsOneReportWithAccountAndRegionColumns(t *testing.T) {
 
 	behind := execRoot(t, "audit", "--organization", "--region", "us-east-1", "--fail-if-behind", "90d")
 	require.True(t, errors.As(behind.err, &exit))
-	require.Equal(t, exitBehind, exit.code, "--fail-if-behind decides the exit status")
+	require.Equal(t, orgcmd.ExitBehind, exit.Code, "--fail-if-behind decides the exit status")
 	require.ErrorContains(t, behind.err, demo.OrgPayments+" us-east-1 payments-ecs")
 	require.ErrorContains(t, behind.err, "1 of 3 account-regions could not be audited")
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/patch-agent/patch-agent/internal/operator"
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testworld"
 )
@@ -26,7 +26,7 @@ func TestRetryOfARolledBackGroupRearmsItAndAHaltedOneIsToldToRollBackFirst(t *te
 		TargetImageID: testworld.ImageB, PreviousImageID: testworld.ImageA})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "state.json")
-	require.NoError(t, saveSnapshot(file, mem))
+	require.NoError(t, cli.SaveSnapshot(file, mem))
 
 	res := run(t, "retry", "web", "--state-file", file, "--who", "alice")
 	require.NoError(t, res.err, res.stderr)
@@ -66,7 +66,7 @@ func TestRollbackMidRefreshNamesThePreviousAMI(t *testing.T) {
 		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-1", Version: "3", PreviousVersion: "2", ID: "ir-1", Status: "InProgress"}})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "state.json")
-	require.NoError(t, saveSnapshot(file, mem))
+	require.NoError(t, cli.SaveSnapshot(file, mem))
 	res := run(t, "rollback", "web", "--yes", "--state-file", file, "--who", "alice", "-o", "json")
 	require.NoError(t, res.err, res.stderr)
 	var doc struct{ From, To, Phase string }
@@ -75,21 +75,4 @@ func TestRollbackMidRefreshNamesThePreviousAMI(t *testing.T) {
 	require.Equal(t, testworld.ImageA, doc.To)
 	require.Equal(t, "RollingBack", doc.Phase)
 	require.Contains(t, res.stderr, "now targets "+testworld.ImageA)
-}
-
-// The plan of a group's rollback names the instance refresh that rolls it back, with instance counts or
-// without (a record that never counted them), and says desired capacity is not written.
-func TestRollbackPlanOfAGroupNamesTheInstanceRefresh(t *testing.T) {
-	var b strings.Builder
-	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseCompleted, From: testworld.ImageB, To: testworld.ImageA,
-		Instances: 4, OnFrom: 4})
-	require.Contains(t, b.String(), "4 of the group's 4 instance(s) run "+testworld.ImageB)
-	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+testworld.ImageA)
-	require.Contains(t, b.String(), "desired capacity is not written")
-	require.NotContains(t, b.String(), "surge")
-
-	b.Reset()
-	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseCompleted, From: testworld.ImageB, To: testworld.ImageA})
-	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+testworld.ImageA+" replaces every instance not on it")
-	require.NotContains(t, b.String(), "surge")
 }

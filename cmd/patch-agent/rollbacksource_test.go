@@ -16,6 +16,8 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/operate"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/schema"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -73,16 +75,16 @@ func TestRollbackWarnsWhenTheSourceAlreadyNamesANewerAMI(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			file := demoState(t)
 			if tc.fakes != nil {
-				prev := newSourceReaders
-				newSourceReaders = func(*openedStore) (sourceReaders, error) {
-					return sourceReaders{groups: *tc.fakes, ssm: *tc.fakes}, nil
+				prev := operate.NewSourceReaders
+				operate.NewSourceReaders = func(*cli.OpenedStore) (operate.SourceReaders, error) {
+					return operate.SourceReaders{Groups: *tc.fakes, SSM: *tc.fakes}, nil
 				}
-				t.Cleanup(func() { newSourceReaders = prev })
+				t.Cleanup(func() { operate.NewSourceReaders = prev })
 			}
 			res := run(t, "rollback", testworld.GroupName, "--yes", "--who", "alice", "-o", "json", "--state-file", file)
 			require.NoError(t, res.err, res.stderr)
 			require.Equal(t, state.PhaseDetected, status(t, file).Phase, "the rollback is recorded whatever the source says")
-			var doc rollbackDocument
+			var doc operate.RollbackDocument
 			require.NoError(t, json.Unmarshal([]byte(res.stdout), &doc), "stdout holds only the document: %q", res.stdout)
 			require.Equal(t, schema.Version, doc.SchemaVersion)
 			require.Equal(t, testworld.ImageA, doc.To)

@@ -2,6 +2,11 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/operate"
+	"github.com/patch-agent/patch-agent/internal/cli/orgcmd"
+	"github.com/patch-agent/patch-agent/internal/cli/runcmd"
 )
 
 // exitStatusHelp lists the exit statuses of every command: the one place they are written down (docs/operations.md
@@ -43,16 +48,17 @@ fails before it printed its document prints instead, on stdout,
 ` + exitStatusHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version(),
+		Version:       cli.Version(),
 		// A deprecated spelling of a flag's value is named on stderr before the command runs; the command
 		// runs as if the current spelling had been given.
-		PersistentPreRun: func(cmd *cobra.Command, _ []string) { noteDeprecatedOutput(cmd, cmd.ErrOrStderr()) },
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) { cli.NoteDeprecatedOutput(cmd, cmd.ErrOrStderr()) },
 	}
-	root.SetVersionTemplate(versionLine() + "\n")
-	root.AddCommand(newRunCommand(), newDemoCommand(), newMessageCommand(), newStatusCommand(), newHistoryCommand(),
-		newPauseCommand(), newResumeCommand(), newApproveCommand(), newRetryCommand(), newRollbackCommand(), newAuditCommand(),
-		newVersionCommand(), newEKSCommand(), newHealthcheckCommand())
-	markUsageErrors(root)
-	deprecationNotesOnStderr(root)
+	root.SetVersionTemplate(cli.VersionLine() + "\n")
+	root.AddCommand(runcmd.NewRunCommand(), newDemoCommand(), operate.NewMessageCommand(), operate.NewStatusCommand(),
+		operate.NewHistoryCommand(), operate.NewPauseCommand(), operate.NewResumeCommand(), operate.NewApproveCommand(),
+		operate.NewRetryCommand(), operate.NewRollbackCommand(), orgcmd.NewAuditCommand(), newVersionCommand(),
+		operate.NewEKSCommand(), runcmd.NewHealthcheckCommand())
+	cli.MarkUsageErrors(root)
+	cli.DeprecationNotesOnStderr(root)
 	return root
 }

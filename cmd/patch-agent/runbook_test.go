@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/stretchr/testify/require"
 
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/state"
 	"github.com/patch-agent/patch-agent/internal/testworld"
@@ -180,10 +181,10 @@ func (rw *runbookWorld) patchAgent(t *testing.T, line string) result {
 	t.Helper()
 	words := fillIn(commandWords(t, line), rw.placeholders())
 	require.Equal(t, "patch-agent", words[0], line)
-	require.NoError(t, saveSnapshot(rw.file, rw.mem))
+	require.NoError(t, cli.SaveSnapshot(rw.file, rw.mem))
 	res := run(t, append(words[1:], "--state-file", rw.file)...)
 	require.NoError(t, res.err, "%s: %s", line, res.stderr)
-	after, err := loadSnapshot(rw.file)
+	after, err := cli.LoadSnapshot(rw.file)
 	require.NoError(t, err)
 	rw.mem.ReplaceSnapshotRecords(after)
 	return res

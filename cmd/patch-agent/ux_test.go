@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/agent"
+	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/testworld"
@@ -49,7 +50,7 @@ func TestUsageErrorsExitTwoWithAOneLineHint(t *testing.T) {
 			res := run(t, c.args...)
 			require.Error(t, res.err)
 			var stderr bytes.Buffer
-			require.Equal(t, c.wantCode, report(&stderr, res.err))
+			require.Equal(t, c.wantCode, cli.Report(&stderr, res.err))
 			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
 			require.True(t, strings.HasPrefix(lines[0], "patch-agent: "), lines[0])
 			if c.wantHint == "" {

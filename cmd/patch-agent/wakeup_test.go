@@ -17,6 +17,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/patch-agent/patch-agent/internal/awsapi"
+	"github.com/patch-agent/patch-agent/internal/cli"
+	"github.com/patch-agent/patch-agent/internal/cli/operate"
 	"github.com/patch-agent/patch-agent/internal/config"
 	"github.com/patch-agent/patch-agent/internal/events"
 	"github.com/patch-agent/patch-agent/internal/sim"
@@ -48,9 +50,9 @@ func (f *fakeSender) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ 
 // useSender makes the operator commands send through f for the rest of the test.
 func useSender(t *testing.T, f *fakeSender) {
 	t.Helper()
-	prev := newQueueSender
-	newQueueSender = func(context.Context, *aws.Config, string) (awsapi.OperatorQueue, error) { return f, nil }
-	t.Cleanup(func() { newQueueSender = prev })
+	prev := operate.NewQueueSender
+	operate.NewQueueSender = func(context.Context, *aws.Config, string) (awsapi.OperatorQueue, error) { return f, nil }
+	t.Cleanup(func() { operate.NewQueueSender = prev })
 }
 
 // TestOperatorCommandsWakeTheAgentAfterTheirWrite: approve, rollback, pause (a group's and the global) and
@@ -130,7 +132,7 @@ func TestOperatorCommandSucceedsAndWarnsWhenTheWakeUpFails(t *testing.T) {
 	require.NoError(t, res.err, res.stderr)
 	require.Empty(t, f.bodies, "no --queue-url: nothing sent")
 	require.Contains(t, res.stdout, "Not woken: no agent reads a state file; the change is in state file "+file+
-		", and patch-agent status --state-file "+shellQuote(file)+" shows it.\n")
+		", and patch-agent status --state-file "+cli.ShellQuote(file)+" shows it.\n")
 	require.NotContains(t, res.stdout, "--queue-url", "no queue reaches a state file")
 	require.NotContains(t, res.stdout, "safety poll", "no agent polls a state file")
 }
@@ -140,7 +142,7 @@ func TestWithoutAQueueTheAgentOfATableActsAtItsNextSafetyPoll(t *testing.T) {
 	var out strings.Builder
 	cmd := &cobra.Command{}
 	cmd.SetOut(&out)
-	(&wakeFlags{}).wake(cmd, &openedStore{where: "table patch-agent (region eu-west-1)"}, events.OperatorWakeUp{Action: events.OperatorPause})
+	(&operate.WakeFlags{}).Wake(cmd, &cli.OpenedStore{Where: "table patch-agent (region eu-west-1)"}, events.OperatorWakeUp{Action: events.OperatorPause})
 	require.Equal(t, "Not woken: the agent acts on it at its next safety poll (up to its --reconcile-interval, 2 minutes with wake-up events);"+
 		" pass --queue-url (or set PATCH_AGENT_WAKE_UP_QUEUE_URL) to wake it now.\n", out.String())
 }
@@ -161,8 +163,8 @@ func TestOperatorWakeUpGoesToTheWakeUpQueueWhenTheStackHasOne(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(config.EnvQueueURL, tc.main)
 			t.Setenv(config.EnvWakeUpQueueURL, tc.wake)
-			f := addWakeFlag(&cobra.Command{Use: "approve"})
-			require.Equal(t, tc.want, f.queueURL)
+			f := operate.AddWakeFlag(&cobra.Command{Use: "approve"})
+			require.Equal(t, tc.want, f.QueueURL)
 		})
 	}
 }
@@ -194,11 +196,11 @@ func TestOperatorWakeUpThroughTheFaultInjectorIsAWarningAfterTheDurableWrite(t *
 				rules = append(rules, *tc.rule)
 			}
 			faults := sim.NewFaults(1, nil, rules...)
-			prev := newQueueSender
-			newQueueSender = func(context.Context, *aws.Config, string) (awsapi.OperatorQueue, error) {
+			prev := operate.NewQueueSender
+			operate.NewQueueSender = func(context.Context, *aws.Config, string) (awsapi.OperatorQueue, error) {
 				return faults.OperatorQueue(acct.OperatorQueue()), nil
 			}
-			t.Cleanup(func() { newQueueSender = prev })
+			t.Cleanup(func() { operate.NewQueueSender = prev })
 			before := readFile(t, file)
 
 			res := run(t, "pause", "--group", testworld.GroupName, "--reason", "game day", "--who", "carol", "--state-file", file, "--queue-url", url)

@@ -21,7 +21,7 @@ const operatorRolePath = "../../cloudformation/operator-role.yaml"
 
 const trustedAccount = "210987654321"
 
-// operatorServiceOf maps the interfaces of the organization-wide commands (internal/org, cmd/patch-agent
+// operatorServiceOf maps the interfaces of the organization-wide commands (internal/org, internal/cli/orgcmd
 // organization.go) to IAM service prefixes: every method is an action the operator role must allow, and it
 // may allow nothing else. MetricData (audit --publish-metrics) is not among them: the organization-wide audit
 // publishes no metrics.

@@ -181,7 +181,7 @@ func TestMisroutedLifecycleActionOnTheWakeUpQueueIsNotLost(t *testing.T) {
 }
 
 // TestSumStatsAddsUpBothQueuesConsumers: the message metrics of an agent with a wake-up queue count both
-// consumers (run.go): counts are added, the oldest message age is the larger one.
+// consumers (internal/cli/runcmd, run.go): counts are added, the oldest message age is the larger one.
 func TestSumStatsAddsUpBothQueuesConsumers(t *testing.T) {
 	var a, b events.Stats
 	a.Processed.Store(3)

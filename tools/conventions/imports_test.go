@@ -57,12 +57,23 @@ var importRules = []importRule{
 		Forbidden:   []string{"internal/engine", "internal/agent"},
 		ForbiddenRE: awsServiceClient,
 		Why:         "lifecycle actions call AWS through providers.LifecycleActions and never drive a rollout"},
+	{Package: "internal/cli/orgcmd",
+		Forbidden: []string{"internal/cli/operate", "internal/cli/runcmd"},
+		Why:       "the operator's commands (status, pause, resume) take the organization-wide forms, not the other way round"},
+	{Package: "internal/cli/runcmd",
+		Forbidden: []string{"internal/cli/operate", "internal/cli/orgcmd"},
+		Why:       "run and healthcheck are the agent's own commands and need none of the operator's"},
 }
 
 // onlyAgentImports are the packages that only internal/agent (the wiring) may import among the product's: the
 // engine and the lifecycle actions decide; what other packages need of them (constants, defaults, pure
 // judgements) lives in the model.
 var onlyAgentImports = []string{"internal/engine", "internal/lifecycleaction"}
+
+// cliPackages is the command line below cmd/patch-agent: its plumbing (internal/cli) and its commands
+// (internal/cli/operate, orgcmd, runcmd). No other package of internal/ imports it (cmd/patch-agent wires it);
+// the plumbing imports none of the commands.
+const cliPackages = "internal/cli"
 
 // testWorld are the packages of the simulated account and the test harnesses: the production binary
 // (cmd/patch-agent built with -tags nodemo) links none of them.
@@ -74,10 +85,26 @@ func under(p, prefix string) bool {
 }
 
 // importViolations returns one line per import a rule forbids, for packages given as import path -> imports
-// (deps: import path -> every package it depends on, for the rules with OnlyModule), and per product package
-// other than internal/agent that imports one of onlyAgentImports.
+// (deps: import path -> every package it depends on, for the rules with OnlyModule), per product package
+// other than internal/agent that imports one of onlyAgentImports, per package outside the command line that
+// imports it, and per import of a command by the command line's plumbing.
 func importViolations(imports, deps map[string][]string, rules []importRule) []string {
 	var out []string
+	for p, imps := range imports {
+		if strings.HasSuffix(p, "_test") {
+			continue
+		}
+		for _, imp := range imps {
+			switch {
+			case under(imp, cliPackages) && strings.HasPrefix(p, module+"internal/") && !under(p, cliPackages):
+				out = append(out, strings.TrimPrefix(p, module)+" imports "+imp+": the command line is cmd/patch-agent's; "+
+					"what a product package needs of it belongs in the product package")
+			case p == module+cliPackages && under(imp, cliPackages) && imp != p:
+				out = append(out, strings.TrimPrefix(p, module)+" imports "+imp+": the command line's plumbing serves the "+
+					"commands and imports none of them")
+			}
+		}
+	}
 	for p, imps := range imports {
 		if !strings.HasPrefix(p, module+"internal/") || under(p, "internal/agent") || inTestWorld(p) || strings.HasSuffix(p, "_test") {
 			continue
@@ -175,8 +202,9 @@ func goListDeps(t *testing.T, args ...string) map[string][]string {
 
 // TestImportRulesRejectAForbiddenImport shows each kind of forbidden import rejected: an arrow backwards, an
 // SDK client in the model, an SDK data type in the engine, a package other than the agent importing the
-// engine, and the model depending on the queue consumer through another package; the allowed ones let
-// through.
+// engine, the model depending on the queue consumer through another package, a product package importing
+// the command line, and the command line's plumbing importing a command; the allowed ones (cmd/patch-agent
+// and the commands importing the command line, operate importing orgcmd) let through.
 func TestImportRulesRejectAForbiddenImport(t *testing.T) {
 	pkgs := map[string][]string{
 		module + "internal/model":           {"time", "github.com/aws/aws-sdk-go-v2/service/autoscaling/types", "github.com/aws/aws-sdk-go-v2/service/ec2"},
@@ -185,11 +213,19 @@ func TestImportRulesRejectAForbiddenImport(t *testing.T) {
 		module + "internal/lifecycleaction": {module + "internal/providers", module + "internal/agent/sub"},
 	}
 	pkgs[module+"internal/metrics"] = []string{module + "internal/engine", module + "internal/model"}
+	pkgs[module+"internal/events"] = []string{module + "internal/cli"}
+	pkgs[module+"internal/cli"] = []string{module + "internal/cli/operate", module + "internal/state"}
+	pkgs[module+"internal/cli/orgcmd"] = []string{module + "internal/cli", module + "internal/cli/operate"}
+	pkgs[module+"internal/cli/operate"] = []string{module + "internal/cli", module + "internal/cli/orgcmd"}
+	pkgs[module+"cmd/patch-agent"] = []string{module + "internal/cli", module + "internal/cli/operate"}
 	deps := map[string][]string{module + "internal/model": {"time", module + "internal/model", module + "internal/state", module + "internal/events"}}
 	got := importViolations(pkgs, deps, importRules)
-	require.Len(t, got, 7, "%v", got)
+	require.Len(t, got, 10, "%v", got)
 	want := []string{
+		"internal/cli imports " + module + "internal/cli/operate: the command line's plumbing",
+		"internal/cli/orgcmd imports " + module + "internal/cli/operate: the operator's commands",
 		"internal/engine imports github.com/aws/aws-sdk-go-v2/service/autoscaling/types",
+		"internal/events imports " + module + "internal/cli: the command line is cmd/patch-agent's",
 		"internal/lifecycleaction imports " + module + "internal/agent/sub",
 		"internal/metrics imports " + module + "internal/engine: only internal/agent wires",
 		"internal/model depends on " + module + "internal/events (directly or through another package)",
