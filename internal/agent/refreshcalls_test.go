@@ -58,9 +58,10 @@ func TestRefreshUnderWayIsLookedAtWithoutTheClusterAndDescribedOnceWhileNothingM
 	require.Empty(t, w.Checker.Finish())
 }
 
-// Once the agent's drain of an old instance under its terminating action is under way (DRAINING, tasks still
-// stopping), each look at the action checks the drain once: one DescribeContainerInstances and one listing of
-// its tasks, no second status and no UpdateContainerInstancesState.
+// Once the agent's drain of an old instance under its terminating action is under way (DRAINING, a task still
+// RUNNING), each look at the action checks the drain once: one DescribeContainerInstances, no second status and
+// no UpdateContainerInstancesState, and — ECS still counting more tasks running or pending than the daemon
+// tasks the drain's first check listed — no listing of its tasks.
 func TestTerminatingActionWhoseDrainIsUnderWayIsCheckedOncePerLook(t *testing.T) {
 	g := refreshGroup(1)
 	w := buildRefresh(t, oneGroup(&g))
@@ -74,7 +75,8 @@ func TestTerminatingActionWhoseDrainIsUnderWayIsCheckedOncePerLook(t *testing.T)
 	require.Equal(t, events.Hold, disp, "the drain goes on")
 	calls := w.Account.Calls()
 	require.Equal(t, 1, calls["ecs:DescribeContainerInstances"], "%v", calls)
-	require.Equal(t, 2, calls["ecs:ListTasks"], "%v", calls)
+	require.Zero(t, calls["ecs:ListTasks"], "%v", calls)
+	require.Zero(t, calls["ecs:DescribeTasks"], "%v", calls)
 	require.Zero(t, calls["ecs:UpdateContainerInstancesState"], "%v", calls)
 	r := runTo(t, w, 3*time.Hour, "completed", ended(testworld.ImageB), g.Name)
 	require.Equal(t, state.PhaseCompleted, r.Phase, r.Reason)

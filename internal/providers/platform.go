@@ -121,7 +121,7 @@ func (p ECSPlatform) DrainStatus(ctx context.Context, cluster, instanceID string
 		// listing the tasks again.
 		detail := fmt.Sprintf("at least %d task(s) still running or pending (ECS's task counts)", n)
 		if standalone > 0 {
-			detail += fmt.Sprintf("; %d standalone at the last listing (started by no service, e.g. RunTask or AWS Batch): ECS does not move them, they must end by themselves", standalone)
+			detail += fmt.Sprintf("; %d of them standalone (started by no service, e.g. RunTask or AWS Batch; counted at the last listing of the tasks): ECS does not move them, they must end by themselves", standalone)
 		}
 		return model.DrainProgress{Remaining: n, Detail: detail, Started: true}, nil
 	}
