@@ -230,6 +230,10 @@ func (w *World) ReplaceAgent(fuse *Fuse) {
 	}
 	w.Agent = agent.New(clients, w.agentSettings(fuse), store, w.Account.Clock(), w.log)
 	w.fuse = fuse
+	if fuse != nil {
+		w.oneAtATime = true // the crash matrix numbers the effects of a run that must be the same every time
+	}
+	w.oneMessageAtATime()
 }
 
 // settleAfter is how long the crash scenarios let the world run after a rollout ends so that the last

@@ -128,6 +128,8 @@ type World struct {
 	Arch      string            // architecture of the world's AMIs: that of the first group's instance type
 	faults    *sim.Faults       // Spec.Faults
 	fuse      *Fuse             // the fuse of the running incarnation (Restart), nil: unfused
+	// oneAtATime: every incarnation's consumers handle one message at a time (oneMessageAtATime)
+	oneAtATime bool
 	// nodegroups are Spec.Nodegroups (RepeatedEffects judges their updates).
 	Nodegroups []sim.EKSNodegroupSpec
 }
@@ -467,9 +469,8 @@ func Build(spec Spec) (*World, error) {
 	if w.faults != nil {
 		// One message at a time: the injector's draws then follow the same calls in every run of a seed
 		// (messages handled concurrently would take each other's draws in any order).
-		for _, c := range w.Agent.Consumers() {
-			c.Concurrency = 1
-		}
+		w.oneAtATime = true
+		w.oneMessageAtATime()
 	}
 	w.Checker.DrainTimeout, w.Checker.HealthTimeout = policy.DrainTimeout, policy.HealthTimeout
 	w.Checker.Queue = hookQueue // the hooks notify the simulated queue, also when the agent consumes another
@@ -771,4 +772,17 @@ func (w *World) queuesVisible() int {
 		visible += wake
 	}
 	return visible
+}
+
+// oneMessageAtATime makes the running incarnation's consumers handle one message of a batch at a time when the
+// world asks for it (oneAtATime): a run is then the same run every time, which fault draws and the crash
+// matrix's effect numbers rely on. Messages handled concurrently — two terminating actions of one scale-in, say
+// — claim the cluster's drain budget, and so drain and complete, in whichever order the goroutines run.
+func (w *World) oneMessageAtATime() {
+	if !w.oneAtATime {
+		return
+	}
+	for _, c := range w.Agent.Consumers() {
+		c.Concurrency = 1
+	}
 }
