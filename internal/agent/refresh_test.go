@@ -506,7 +506,8 @@ func TestRefreshCrashMatrixStartsOneRefreshWhateverEffectTheAgentDiesAt(t *testi
 
 // The refresh crash matrix beside a random writer of desired capacity (testenv.Seeds' first seed; each seed of
 // the long form in make soak): the agent killed after every effect, and with every effect's answer lost, while
-// another writer moves the group's desired capacity, for the ECS rollout and a bad AMI's rollback. Each run
+// another writer moves the group's desired capacity, for the ECS rollout and a bad AMI's rollback (and, with the
+// long form's seeds, the EKS self-managed group under its PodDisruptionBudget). Each run
 // ends as it does alone (one refresh, or two for the rollback), writes no desired capacity or MaxSize, leaves no
 // lifecycle action or message behind and holds every invariant.
 func TestRefreshCrashMatrixBesideARandomAutoscaler(t *testing.T) {
@@ -520,6 +521,12 @@ func TestRefreshCrashMatrixBesideARandomAutoscaler(t *testing.T) {
 			g := testworld.GroupSetup{Name: "rb", Min: 1, Max: 3, Desired: 2,
 				Tags: map[string]string{model.TagStrategy: model.StrategyRefresh}}
 			runCrashMatrix(t, refreshCrash("ECS instance refresh of a bad AMI beside a random autoscaler", oneGroup(&g), true, seed))
+		})
+		t.Run(fmt.Sprintf("EKS writer seed %d", seed), func(t *testing.T) {
+			if !testenv.Soak(testenv.Seeds(t, nil)) {
+				t.Skipf("the EKS group's matrix beside a writer (about 170 runs, 40 s a seed) runs with the long form's seeds (make soak, %s)", testenv.SeedsEnv)
+			}
+			runCrashMatrix(t, refreshCrash("EKS self-managed instance refresh beside a random autoscaler", eksCrashSpec(), false, seed))
 		})
 	}
 }
