@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/smithy-go"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -133,6 +134,22 @@ type Account struct {
 	// EKS clusters by name (eks.go), created on first use
 	eksClusters map[string]*eksCluster
 
+	// Resources that only `patch-agent audit` and `patch-agent eks upgrade` read: launch configurations
+	// (launchconfig.go), registered AMIs (images.go), EKS managed node groups (eksnodegroups.go), Fargate
+	// profiles (eksfargate.go) and the EKS upgrade calls' updates, add-ons and insights (eksupgrade.go).
+	launchConfigs   map[string]*launchConfiguration // by name
+	lcOrder         []string
+	lcGroups        map[string]*launchConfiguration // a group created on a launch configuration, by group name
+	images          map[string]*image               // by image id
+	imageOrder      []string
+	nodegroups      map[string]map[string]*nodegroup               // EKS cluster name -> node group name -> node group
+	fargateProfiles map[string]map[string]*ekstypes.FargateProfile // cluster -> name -> profile
+	eksUpgrades     *eksUpgradeState
+
+	// What the agent published with PutMetricData and PutEvents (observability.go)
+	publishedMetrics []PublishedMetric
+	publishedEvents  []PublishedEvent
+
 	// wakeSent counts the wake-up events RouteWakeUpEvents sent, by detail-type (eventbridge.go)
 	wakeSent map[string]int
 
@@ -159,6 +176,13 @@ func New(clk *testingclock.FakeClock, opts Options) *Account {
 		queues:          map[string]*queue{},
 		queueByName:     map[string]*queue{},
 		alarms:          map[string]string{},
+		launchConfigs:   map[string]*launchConfiguration{},
+		lcGroups:        map[string]*launchConfiguration{},
+		images:          map[string]*image{},
+		nodegroups:      map[string]map[string]*nodegroup{},
+		fargateProfiles: map[string]map[string]*ekstypes.FargateProfile{},
+		eksUpgrades: &eksUpgradeState{updates: map[string]*eksUpdate{}, tokens: map[string]string{}, addons: map[string]map[string]*eksAddon{},
+			catalog: map[string][]EKSAddonVersion{}, insights: map[string]map[string]*eksInsight{}},
 	}
 }
 

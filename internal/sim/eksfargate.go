@@ -3,9 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
-	"weak"
 
 	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
@@ -28,24 +25,6 @@ type EKSFargateProfileSpec struct {
 	Status ekstypes.FargateProfileStatus
 }
 
-type fargateWorld struct {
-	profiles map[string]map[string]*ekstypes.FargateProfile // cluster -> name -> profile
-}
-
-var fargateByAccount sync.Map // weak.Pointer[Account] -> *fargateWorld
-
-// fargateLocked returns the account's Fargate profiles, creating them on first use. Callers hold a.mu.
-func (a *Account) fargateLocked() *fargateWorld {
-	key := weak.Make(a)
-	if v, ok := fargateByAccount.Load(key); ok {
-		return v.(*fargateWorld)
-	}
-	w := &fargateWorld{profiles: map[string]map[string]*ekstypes.FargateProfile{}}
-	fargateByAccount.Store(key, w)
-	runtime.AddCleanup(a, func(k weak.Pointer[Account]) { fargateByAccount.Delete(k) }, key)
-	return w
-}
-
 // AddEKSFargateProfile creates a Fargate profile on an existing cluster. Errors: the cluster does not exist.
 func (a *Account) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
 	a.mu.Lock()
@@ -64,11 +43,10 @@ func (a *Account) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
 	for _, ns := range sortedKeys(spec.Selectors) {
 		p.Selectors = append(p.Selectors, ekstypes.FargateProfileSelector{Namespace: ptr(ns), Labels: spec.Selectors[ns]})
 	}
-	w := a.fargateLocked()
-	if w.profiles[spec.Cluster] == nil {
-		w.profiles[spec.Cluster] = map[string]*ekstypes.FargateProfile{}
+	if a.fargateProfiles[spec.Cluster] == nil {
+		a.fargateProfiles[spec.Cluster] = map[string]*ekstypes.FargateProfile{}
 	}
-	w.profiles[spec.Cluster][spec.Name] = p
+	a.fargateProfiles[spec.Cluster][spec.Name] = p
 	return nil
 }
 
@@ -86,7 +64,7 @@ func (c *EKSClient) ListFargateProfiles(ctx context.Context, in *awseks.ListFarg
 	if a.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	page, next, err := eksListPage(sortedKeys(a.fargateLocked().profiles[name]), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(a.fargateProfiles[name]), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +84,7 @@ func (c *EKSClient) DescribeFargateProfile(ctx context.Context, in *awseks.Descr
 	if a.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	p := a.fargateLocked().profiles[name][profile]
+	p := a.fargateProfiles[name][profile]
 	if p == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No Fargate Profile found with name: " + profile + "."), ClusterName: ptr(name),
 			FargateProfileName: ptr(profile)}

@@ -62,7 +62,7 @@ func (a *Account) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, e
 		unlock()
 		return "", &ekstypes.ResourceNotFoundException{Message: ptr("No cluster found for name: " + spec.Cluster + "."), ClusterName: ptr(spec.Cluster)}
 	}
-	if a.inventoryLocked().nodegroups[spec.Cluster][spec.Name] != nil {
+	if a.nodegroups[spec.Cluster][spec.Name] != nil {
 		unlock()
 		return "", &ekstypes.ResourceInUseException{Message: ptr("NodeGroup already exists with name " + spec.Name + " and cluster name " + spec.Cluster)}
 	}
@@ -94,11 +94,10 @@ func (a *Account) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, e
 		return "", err
 	}
 	defer a.lock()()
-	inv := a.inventoryLocked()
-	if inv.nodegroups[spec.Cluster] == nil {
-		inv.nodegroups[spec.Cluster] = map[string]*nodegroup{}
+	if a.nodegroups[spec.Cluster] == nil {
+		a.nodegroups[spec.Cluster] = map[string]*nodegroup{}
 	}
-	inv.nodegroups[spec.Cluster][spec.Name] = &nodegroup{
+	a.nodegroups[spec.Cluster][spec.Name] = &nodegroup{
 		spec:      spec,
 		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:nodegroup/%s/%s/%s", a.opts.Region, a.opts.AccountID, spec.Cluster, spec.Name, id),
 		groupName: groupName,
@@ -175,10 +174,7 @@ func (c *EKSClient) ListNodegroups(ctx context.Context, in *awseks.ListNodegroup
 	if a.eksClusters[name] == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No cluster found for name: " + name + "."), ClusterName: ptr(name)}
 	}
-	var names []string
-	if inv := a.peekInventoryLocked(); inv != nil {
-		names = sortedKeys(inv.nodegroups[name])
-	}
+	names := sortedKeys(a.nodegroups[name])
 	page, next, err := eksListPage(names, in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
@@ -201,10 +197,7 @@ func (c *EKSClient) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNo
 		in = &awseks.DescribeNodegroupInput{}
 	}
 	cluster, name := deref(in.ClusterName), deref(in.NodegroupName)
-	var ng *nodegroup
-	if inv := a.peekInventoryLocked(); inv != nil {
-		ng = inv.nodegroups[cluster][name]
-	}
+	ng := a.nodegroups[cluster][name]
 	if a.eksClusters[cluster] == nil || ng == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No node group found for name: " + name + "."),
 			ClusterName: ptr(cluster), NodegroupName: ptr(name)}

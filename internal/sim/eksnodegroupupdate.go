@@ -46,7 +46,7 @@ func (a *Account) PublishEKSRelease(r EKSRelease) {
 		a.PutParameter(r.ImageParameter, r.ImageID)
 	}
 	defer a.lock()()
-	w := a.eksUpgradeLocked()
+	w := a.eksUpgrades
 	if w.releases == nil {
 		w.releases = map[eksReleaseKey][]EKSRelease{}
 	}
@@ -57,7 +57,7 @@ func (a *Account) PublishEKSRelease(r EKSRelease) {
 // releaseLocked returns the published release of the AMI type and version ("" = the latest one), and whether
 // any release of them is published at all. Callers hold a.mu.
 func (a *Account) releaseLocked(amiType, version, release string) (r EKSRelease, found, catalog bool) {
-	list := a.eksUpgradeLocked().releases[eksReleaseKey{amiType, version}]
+	list := a.eksUpgrades.releases[eksReleaseKey{amiType, version}]
 	if len(list) == 0 {
 		return EKSRelease{}, false, false
 	}
@@ -83,7 +83,7 @@ type EKSNodegroupView struct {
 // EKSNodegroup returns a managed node group's versions and Auto Scaling group.
 func (a *Account) EKSNodegroup(cluster, name string) (EKSNodegroupView, bool) {
 	defer a.lock()()
-	ng := a.inventoryLocked().nodegroups[cluster][name]
+	ng := a.nodegroups[cluster][name]
 	if ng == nil {
 		return EKSNodegroupView{}, false
 	}

@@ -4,14 +4,11 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-	"weak"
 
 	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
@@ -118,9 +115,8 @@ type eksInsight struct {
 	at   time.Time
 }
 
-// eksUpgradeWorld holds what the upgrade calls see: updates, add-ons, the add-on catalog and insights. Like the
-// inventory it lives beside the Account (keyed by a weak pointer) and is guarded by the account's lock.
-type eksUpgradeWorld struct {
+// eksUpgradeState holds what the upgrade calls see: updates, add-ons, the add-on catalog and insights.
+type eksUpgradeState struct {
 	updates  map[string]*eksUpdate
 	tokens   map[string]string                 // cluster|addon|nodegroup|token -> update id
 	addons   map[string]map[string]*eksAddon   // cluster -> add-on name -> add-on
@@ -129,21 +125,6 @@ type eksUpgradeWorld struct {
 	failures []EKSUpdateFailure
 	degrade  map[string]time.Duration       // cluster|addon -> how long the add-on is DEGRADED after its next update
 	releases map[eksReleaseKey][]EKSRelease // published node AMI releases (eksnodegroupupdate.go)
-}
-
-var eksUpgradeByAccount sync.Map // weak.Pointer[Account] -> *eksUpgradeWorld
-
-// eksUpgradeLocked returns the account's upgrade world, creating it on first use. Callers hold a.mu.
-func (a *Account) eksUpgradeLocked() *eksUpgradeWorld {
-	key := weak.Make(a)
-	if v, ok := eksUpgradeByAccount.Load(key); ok {
-		return v.(*eksUpgradeWorld)
-	}
-	w := &eksUpgradeWorld{updates: map[string]*eksUpdate{}, tokens: map[string]string{}, addons: map[string]map[string]*eksAddon{},
-		catalog: map[string][]EKSAddonVersion{}, insights: map[string]map[string]*eksInsight{}}
-	eksUpgradeByAccount.Store(key, w)
-	runtime.AddCleanup(a, func(k weak.Pointer[Account]) { eksUpgradeByAccount.Delete(k) }, key)
-	return w
 }
 
 // EKSUpgrade returns the account's Amazon EKS API as `patch-agent eks upgrade` uses it.
@@ -171,11 +152,7 @@ func (a *Account) eksNodegroupStatusLocked(cluster, nodegroup string) ekstypes.N
 
 // inProgressLocked returns the resource's update in progress, or nil. Callers hold a.mu.
 func (a *Account) inProgressLocked(cluster, addon, nodegroup string) *eksUpdate {
-	v, ok := eksUpgradeByAccount.Load(weak.Make(a))
-	if !ok {
-		return nil
-	}
-	for _, u := range v.(*eksUpgradeWorld).updates {
+	for _, u := range a.eksUpgrades.updates {
 		if u.cluster == cluster && u.addon == addon && u.nodegroup == nodegroup && u.status == ekstypes.UpdateStatusInProgress {
 			return u
 		}
@@ -187,7 +164,7 @@ func (a *Account) inProgressLocked(cluster, addon, nodegroup string) *eksUpdate 
 // Setup helper: not counted.
 func (a *Account) PublishEKSAddonVersion(v EKSAddonVersion) {
 	defer a.lock()()
-	w := a.eksUpgradeLocked()
+	w := a.eksUpgrades
 	w.catalog[v.Addon] = append([]EKSAddonVersion{v}, w.catalog[v.Addon]...)
 }
 
@@ -198,7 +175,7 @@ func (a *Account) InstallEKSAddon(cluster, name, version string) error {
 	if a.eksClusters[cluster] == nil {
 		return clusterNotFound(cluster)
 	}
-	w := a.eksUpgradeLocked()
+	w := a.eksUpgrades
 	if w.addons[cluster] == nil {
 		w.addons[cluster] = map[string]*eksAddon{}
 	}
@@ -211,7 +188,7 @@ func (a *Account) InstallEKSAddon(cluster, name, version string) error {
 // EKSAddon returns an installed add-on's version and status.
 func (a *Account) EKSAddon(cluster, name string) (version string, status ekstypes.AddonStatus, ok bool) {
 	defer a.lock()()
-	ad := a.eksUpgradeLocked().addons[cluster][name]
+	ad := a.eksUpgrades.addons[cluster][name]
 	if ad == nil {
 		return "", "", false
 	}
@@ -224,7 +201,7 @@ func (a *Account) AddEKSInsight(cluster string, spec EKSInsightSpec) string {
 	if spec.Category == "" {
 		spec.Category = ekstypes.CategoryUpgradeReadiness
 	}
-	w := a.eksUpgradeLocked()
+	w := a.eksUpgrades
 	if w.insights[cluster] == nil {
 		w.insights[cluster] = map[string]*eksInsight{}
 	}
@@ -237,7 +214,7 @@ func (a *Account) AddEKSInsight(cluster string, spec EKSInsightSpec) string {
 // problem was fixed. It panics when the insight does not exist. Setup helper.
 func (a *Account) SetEKSInsightStatus(cluster, id string, status ekstypes.InsightStatusValue, reason string) {
 	defer a.lock()()
-	in := a.eksUpgradeLocked().insights[cluster][id]
+	in := a.eksUpgrades.insights[cluster][id]
 	if in == nil {
 		panic("sim: no EKS insight " + id)
 	}
@@ -247,7 +224,7 @@ func (a *Account) SetEKSInsightStatus(cluster, id string, status ekstypes.Insigh
 // FailNextEKSUpdate makes the next update of the resource f names end Failed with f.Errors. Setup helper.
 func (a *Account) FailNextEKSUpdate(f EKSUpdateFailure) {
 	defer a.lock()()
-	w := a.eksUpgradeLocked()
+	w := a.eksUpgrades
 	w.failures = append(w.failures, f)
 }
 
@@ -258,7 +235,7 @@ func (a *Account) FailNextEKSUpdate(f EKSUpdateFailure) {
 func (a *Account) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	w := a.eksUpgradeLocked()
+	w := a.eksUpgrades
 	if w.degrade == nil {
 		w.degrade = map[string]time.Duration{}
 	}
@@ -269,7 +246,7 @@ func (a *Account) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Durat
 func (a *Account) EKSUpdates(cluster string) []EKSUpdateView {
 	defer a.lock()()
 	var out []EKSUpdateView
-	for _, u := range a.eksUpgradeLocked().updates {
+	for _, u := range a.eksUpgrades.updates {
 		if u.cluster != cluster {
 			continue
 		}
@@ -303,7 +280,7 @@ func minorOf(v string) int {
 // startUpdateLocked records a new update (consuming a failure injected for its resource) and schedules its
 // end after d: done runs on success. Callers hold a.mu.
 func (a *Account) startUpdateLocked(u *eksUpdate, d time.Duration, done func(), failed func()) *eksUpdate {
-	w := a.eksUpgradeLocked()
+	w := a.eksUpgrades
 	u.id, u.status, u.createdAt = a.uuid(), ekstypes.UpdateStatusInProgress, a.now()
 	for i, f := range w.failures {
 		if f.Cluster == u.cluster && f.Addon == u.addon && f.Nodegroup == u.nodegroup {
@@ -352,7 +329,7 @@ func (a *Account) byTokenLocked(cluster, addon, nodegroup string, token *string)
 	if deref(token) == "" {
 		return nil
 	}
-	w := a.eksUpgradeLocked()
+	w := a.eksUpgrades
 	return w.updates[w.tokens[tokenKey(cluster, addon, nodegroup, *token)]]
 }
 
@@ -399,11 +376,9 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	// must match the cluster's Kubernetes version" (Amazon EKS API Reference, UpdateClusterVersion; User Guide,
 	// "Update existing cluster to new Kubernetes version"). force overrides only readiness insights.
 	var behind []string
-	if inv := a.peekInventoryLocked(); inv != nil {
-		for _, ngName := range sortedKeys(inv.nodegroups[name]) {
-			if v := inv.nodegroups[name][ngName].spec.Version; v != cl.version {
-				behind = append(behind, fmt.Sprintf("%s (%s)", ngName, v))
-			}
+	for _, ngName := range sortedKeys(a.nodegroups[name]) {
+		if v := a.nodegroups[name][ngName].spec.Version; v != cl.version {
+			behind = append(behind, fmt.Sprintf("%s (%s)", ngName, v))
 		}
 	}
 	if len(behind) > 0 {
@@ -413,7 +388,7 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	}
 	if !in.Force {
 		var blocking []string
-		for _, ins := range a.eksUpgradeLocked().insights[name] {
+		for _, ins := range a.eksUpgrades.insights[name] {
 			if ins.spec.Category == ekstypes.CategoryUpgradeReadiness && ins.spec.Status == ekstypes.InsightStatusValueError &&
 				(ins.spec.KubernetesVersion == "" || ins.spec.KubernetesVersion == to) {
 				blocking = append(blocking, ins.spec.Name)
@@ -445,7 +420,7 @@ func (c *EKSClient) DescribeUpdate(ctx context.Context, in *awseks.DescribeUpdat
 	if a.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	u := a.eksUpgradeLocked().updates[deref(in.UpdateId)]
+	u := a.eksUpgrades.updates[deref(in.UpdateId)]
 	if u == nil || u.cluster != name || u.addon != deref(in.AddonName) || u.nodegroup != deref(in.NodegroupName) {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No update found for ID: " + deref(in.UpdateId)), ClusterName: ptr(name)}
 	}
@@ -467,7 +442,7 @@ func (c *EKSClient) ListUpdates(ctx context.Context, in *awseks.ListUpdatesInput
 		return nil, clusterNotFound(name)
 	}
 	var ids []string
-	for _, u := range a.eksUpgradeLocked().updates {
+	for _, u := range a.eksUpgrades.updates {
 		if u.cluster == name && u.addon == addon && u.nodegroup == ng {
 			ids = append(ids, u.id)
 		}
@@ -494,7 +469,7 @@ func (c *EKSClient) ListInsights(ctx context.Context, in *awseks.ListInsightsInp
 	if a.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	byID := a.eksUpgradeLocked().insights[name]
+	byID := a.eksUpgrades.insights[name]
 	var ids []string
 	for id, ins := range byID {
 		if f := in.Filter; f != nil {
@@ -535,7 +510,7 @@ func (c *EKSClient) DescribeInsight(ctx context.Context, in *awseks.DescribeInsi
 	if a.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	ins := a.eksUpgradeLocked().insights[name][deref(in.Id)]
+	ins := a.eksUpgrades.insights[name][deref(in.Id)]
 	if ins == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No insight found for id: " + deref(in.Id)), ClusterName: ptr(name)}
 	}
@@ -564,7 +539,7 @@ func (c *EKSClient) ListAddons(ctx context.Context, in *awseks.ListAddonsInput, 
 	if a.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	page, next, err := eksListPage(sortedKeys(a.eksUpgradeLocked().addons[name]), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(a.eksUpgrades.addons[name]), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -584,7 +559,7 @@ func (c *EKSClient) DescribeAddon(ctx context.Context, in *awseks.DescribeAddonI
 	if a.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	ad := a.eksUpgradeLocked().addons[name][addon]
+	ad := a.eksUpgrades.addons[name][addon]
 	if ad == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No addon: " + addon + " found in cluster: " + name), ClusterName: ptr(name), AddonName: ptr(addon)}
 	}
@@ -604,7 +579,7 @@ func (c *EKSClient) DescribeAddonVersions(ctx context.Context, in *awseks.Descri
 		return nil, err
 	}
 	defer unlock()
-	catalog := a.eksUpgradeLocked().catalog
+	catalog := a.eksUpgrades.catalog
 	names := sortedKeys(catalog)
 	if n := deref(in.AddonName); n != "" {
 		if catalog[n] == nil {
@@ -656,7 +631,7 @@ func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput
 	if cl == nil {
 		return nil, clusterNotFound(name)
 	}
-	w := a.eksUpgradeLocked()
+	w := a.eksUpgrades
 	ad := w.addons[name][addon]
 	if ad == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No addon: " + addon + " found in cluster: " + name), ClusterName: ptr(name), AddonName: ptr(addon)}
@@ -717,10 +692,7 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 	defer unlock()
 	cluster, name := deref(in.ClusterName), deref(in.NodegroupName)
 	cl := a.eksClusters[cluster]
-	var ng *nodegroup
-	if inv := a.peekInventoryLocked(); inv != nil {
-		ng = inv.nodegroups[cluster][name]
-	}
+	ng := a.nodegroups[cluster][name]
 	if cl == nil || ng == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No node group found for name: " + name + "."), ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}

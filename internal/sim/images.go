@@ -64,7 +64,6 @@ type ImageSpec struct {
 // and EKS-optimized AMIs are. Setup helper: not counted.
 func (a *Account) RegisterImage(spec ImageSpec) {
 	defer a.lock()()
-	inv := a.inventoryLocked()
 	arch := spec.Architecture
 	if arch == "" {
 		arch = string(ec2types.ArchitectureValuesX8664)
@@ -87,13 +86,13 @@ func (a *Account) RegisterImage(spec ImageSpec) {
 			img.platformDetails = "Windows"
 		}
 	}
-	if old := inv.images[spec.ID]; old != nil {
+	if old := a.images[spec.ID]; old != nil {
 		img.seq = old.seq
 	} else {
-		img.seq = len(inv.imageOrder) + 1
-		inv.imageOrder = append(inv.imageOrder, spec.ID)
+		img.seq = len(a.imageOrder) + 1
+		a.imageOrder = append(a.imageOrder, spec.ID)
 	}
-	inv.images[spec.ID] = img
+	a.images[spec.ID] = img
 }
 
 // launchImageID returns the AMI an instance launched from a template version whose ImageId is ref runs: ref
@@ -131,18 +130,16 @@ func (a *Account) launchImageID(ref string) string {
 // counted. It panics when the AMI is not registered.
 func (a *Account) SetImageState(id string, state ec2types.ImageState) {
 	defer a.lock()()
-	inv := a.peekInventoryLocked()
-	if inv == nil || inv.images[id] == nil {
+	if a.images[id] == nil {
 		panic("sim: no image " + id)
 	}
-	inv.images[id].state = state
+	a.images[id].state = state
 }
 
 // ImageRegistered reports whether DescribeImages knows the AMI. Observation helper: not counted.
 func (a *Account) ImageRegistered(id string) bool {
 	defer a.lock()()
-	inv := a.peekInventoryLocked()
-	return inv != nil && inv.images[id] != nil
+	return a.images[id] != nil
 }
 
 func (img *image) describe() ec2types.Image {
@@ -191,11 +188,7 @@ func (c *EC2Client) DescribeImages(ctx context.Context, in *ec2.DescribeImagesIn
 	if in == nil {
 		in = &ec2.DescribeImagesInput{}
 	}
-	var images map[string]*image
-	var order []string
-	if inv := a.peekInventoryLocked(); inv != nil {
-		images, order = inv.images, inv.imageOrder
-	}
+	images, order := a.images, a.imageOrder
 	var list []*image
 	if len(in.ImageIds) > 0 {
 		if in.MaxResults != nil {

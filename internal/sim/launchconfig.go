@@ -40,8 +40,7 @@ func (a *Account) CreateLaunchConfiguration(name, imageID, instanceType string) 
 	if name == "" || imageID == "" || instanceType == "" {
 		return apiError("ValidationError", "A launch configuration needs a name, an image id and an instance type")
 	}
-	inv := a.inventoryLocked()
-	if inv.launchConfigs[name] != nil {
+	if a.launchConfigs[name] != nil {
 		return apiError("AlreadyExists", "Launch Configuration by this name already exists - A launch configuration already exists with the name %s", name)
 	}
 	t := &launchTemplate{id: "lt-" + a.hex(17), name: "launch-configuration:" + name, createdAt: a.now(), defaultVersion: 1}
@@ -53,8 +52,8 @@ func (a *Account) CreateLaunchConfiguration(name, imageID, instanceType string) 
 			a.opts.Region, a.opts.AccountID, a.uuid(), name),
 		imageID: imageID, instanceType: instanceType, createdAt: a.now(), templateID: t.id,
 	}
-	inv.launchConfigs[name] = lc
-	inv.lcOrder = append(inv.lcOrder, name)
+	a.launchConfigs[name] = lc
+	a.lcOrder = append(a.lcOrder, name)
 	return nil
 }
 
@@ -64,10 +63,7 @@ func (a *Account) CreateLaunchConfiguration(name, imageID, instanceType string) 
 // for a launch configuration that does not exist or a spec that also names a launch template.
 func (a *Account) CreateGroupOnLaunchConfiguration(spec GroupSpec, lcName string) error {
 	unlock := a.lock()
-	var lc *launchConfiguration
-	if inv := a.peekInventoryLocked(); inv != nil {
-		lc = inv.launchConfigs[lcName]
-	}
+	lc := a.launchConfigs[lcName]
 	unlock()
 	switch {
 	case lc == nil:
@@ -80,7 +76,7 @@ func (a *Account) CreateGroupOnLaunchConfiguration(spec GroupSpec, lcName string
 		return err
 	}
 	defer a.lock()()
-	a.inventoryLocked().lcGroups[spec.Name] = lc
+	a.lcGroups[spec.Name] = lc
 	return nil
 }
 
@@ -88,11 +84,7 @@ func (a *Account) CreateGroupOnLaunchConfiguration(spec GroupSpec, lcName string
 // and each instance launched from it name the launch configuration instead of the hidden launch template.
 // A group since pointed at a launch template is left as it is. Callers hold a.mu.
 func (a *Account) describeLaunchConfigurationGroup(g *group, out *astypes.AutoScalingGroup) {
-	inv := a.peekInventoryLocked()
-	if inv == nil {
-		return
-	}
-	lc := inv.lcGroups[g.name]
+	lc := a.lcGroups[g.name]
 	if lc == nil || g.ltID != lc.templateID || g.mixed {
 		return
 	}
@@ -128,10 +120,7 @@ func (c *AutoScalingClient) DescribeLaunchConfigurations(ctx context.Context, in
 		}
 		limit = *in.MaxRecords
 	}
-	var names []string
-	if inv := a.peekInventoryLocked(); inv != nil {
-		names = append(names, inv.lcOrder...)
-	}
+	names := append([]string(nil), a.lcOrder...)
 	sort.Strings(names)
 	if len(in.LaunchConfigurationNames) > 0 {
 		want := map[string]bool{}
@@ -163,7 +152,7 @@ func (c *AutoScalingClient) DescribeLaunchConfigurations(ctx context.Context, in
 			out.NextToken = ptr("lc-" + n)
 			break
 		}
-		lc := a.peekInventoryLocked().launchConfigs[n]
+		lc := a.launchConfigs[n]
 		out.LaunchConfigurations = append(out.LaunchConfigurations, astypes.LaunchConfiguration{
 			LaunchConfigurationName: ptr(lc.name),
 			LaunchConfigurationARN:  ptr(lc.arn),

@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
@@ -45,27 +42,6 @@ type PublishedEvent struct {
 	DetailType string
 	Detail     string // JSON
 	At         time.Time
-}
-
-// published holds what an account received from the agent's metrics and notifications. It lives beside the
-// Account (keyed by a weak pointer, dropped with the account) and is guarded by the account's lock.
-type published struct {
-	metrics []PublishedMetric
-	events  []PublishedEvent
-}
-
-var publishedByAccount sync.Map // weak.Pointer[Account] -> *published
-
-// publishedLocked returns the account's recordings, creating them on first use.
-func (a *Account) publishedLocked() *published {
-	key := weak.Make(a)
-	if p, ok := publishedByAccount.Load(key); ok {
-		return p.(*published)
-	}
-	p := &published{}
-	publishedByAccount.Store(key, p)
-	runtime.AddCleanup(a, func(k weak.Pointer[Account]) { publishedByAccount.Delete(k) }, key)
-	return p
 }
 
 // PutMetricData records the datums (Amazon CloudWatch API Reference, "PutMetricData"): Namespace and at
@@ -108,8 +84,7 @@ func (c *CloudWatchClient) PutMetricData(ctx context.Context, in *cloudwatch.Put
 		}
 		recs = append(recs, PublishedMetric{Namespace: ns, Name: name, Dimensions: dims, Value: *d.Value, Unit: d.Unit, At: a.now()})
 	}
-	p := a.publishedLocked()
-	p.metrics = append(p.metrics, recs...)
+	a.publishedMetrics = append(a.publishedMetrics, recs...)
 	return &cloudwatch.PutMetricDataOutput{}, nil
 }
 
@@ -141,7 +116,6 @@ func (c *EventBridgeClient) PutEvents(ctx context.Context, in *eventbridge.PutEv
 		return nil, apiError("ValidationException", "Total size of the entries in the request is over the limit.")
 	}
 	out := &eventbridge.PutEventsOutput{}
-	p := a.publishedLocked()
 	for _, e := range in.Entries {
 		var obj map[string]any
 		switch {
@@ -160,7 +134,7 @@ func (c *EventBridgeClient) PutEvents(ctx context.Context, in *eventbridge.PutEv
 		if bus == "" {
 			bus = "default"
 		}
-		p.events = append(p.events, PublishedEvent{Bus: bus, Source: deref(e.Source), DetailType: deref(e.DetailType),
+		a.publishedEvents = append(a.publishedEvents, PublishedEvent{Bus: bus, Source: deref(e.Source), DetailType: deref(e.DetailType),
 			Detail: deref(e.Detail), At: a.now()})
 		out.Entries = append(out.Entries, ebtypes.PutEventsResultEntry{EventId: ptr(a.uuid())})
 	}
@@ -170,13 +144,13 @@ func (c *EventBridgeClient) PutEvents(ctx context.Context, in *eventbridge.PutEv
 // PublishedMetrics returns every datum received with PutMetricData, in order. Observation helper: not counted.
 func (a *Account) PublishedMetrics() []PublishedMetric {
 	defer a.lock()()
-	return append([]PublishedMetric(nil), a.publishedLocked().metrics...)
+	return append([]PublishedMetric(nil), a.publishedMetrics...)
 }
 
 // PublishedEvents returns every entry accepted by PutEvents, in order. Observation helper: not counted.
 func (a *Account) PublishedEvents() []PublishedEvent {
 	defer a.lock()()
-	return append([]PublishedEvent(nil), a.publishedLocked().events...)
+	return append([]PublishedEvent(nil), a.publishedEvents...)
 }
 
 // String describes a published metric for test failure messages.
