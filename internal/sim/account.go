@@ -13,11 +13,8 @@
 package sim
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"sort"
-	"sync"
 	"time"
 
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
@@ -89,101 +86,56 @@ func (o *Options) defaults() {
 	}
 }
 
-// Account is one simulated AWS account in one region. Create it with New.
+// Account is one simulated AWS account in one region. Create it with New. It is the shared world and its
+// services together: the embedded services' exported setup and observation helpers are the Account's.
 type Account struct {
-	mu        sync.Mutex
-	advanceMu sync.Mutex
-
-	clk   *testingclock.FakeClock
-	opts  Options
-	rng   *rand.Rand
-	calls map[string]int
-	sched scheduler
-	// instant is set while setup helpers run: instances and tasks they create are ready at once.
-	instant bool
-
-	// EC2 and Auto Scaling
-	templates       map[string]*launchTemplate
-	templateOrder   []string
-	groups          map[string]*group
-	instances       map[string]*instance
-	instanceOrder   []string
-	unhealthyImages map[string]bool
-	actions         map[string]*lifecycleAction // by lifecycle action token
-	terminations    []Termination
-	completions     []Completion
-	heartbeats      []Completion
-	capacityWrites  []CapacityWrite              // every call that could change desired capacity (writers.go)
-	callerARN       string                       // what STS GetCallerIdentity answers (sts.go)
-	shortfalls      map[string]*Shortfall        // by group: launches fail for lack of capacity (activities.go)
-	activities      map[string][]scalingActivity // by group, oldest first: failed launches (activities.go)
-
-	// ECS
-	clusters map[string]*cluster
-
-	// SSM
-	params map[string]*parameter
-
-	// SQS
-	queues      map[string]*queue // by queue URL
-	queueByName map[string]*queue
-
-	// CloudWatch: alarm name -> state value (OK, ALARM, INSUFFICIENT_DATA)
-	alarms map[string]string
-
-	// EKS clusters by name (eks.go), created on first use
-	eksClusters map[string]*eksCluster
-
-	// Resources that only `patch-agent audit` and `patch-agent eks upgrade` read: launch configurations
-	// (launchconfig.go), registered AMIs (images.go), EKS managed node groups (eksnodegroups.go), Fargate
-	// profiles (eksfargate.go) and the EKS upgrade calls' updates, add-ons and insights (eksupgrade.go).
-	launchConfigs   map[string]*launchConfiguration // by name
-	lcOrder         []string
-	lcGroups        map[string]*launchConfiguration // a group created on a launch configuration, by group name
-	images          map[string]*image               // by image id
-	imageOrder      []string
-	nodegroups      map[string]map[string]*nodegroup               // EKS cluster name -> node group name -> node group
-	fargateProfiles map[string]map[string]*ekstypes.FargateProfile // cluster -> name -> profile
-	eksUpgrades     *eksUpgradeState
-
-	// What the agent published with PutMetricData and PutEvents (observability.go)
-	publishedMetrics []PublishedMetric
-	publishedEvents  []PublishedEvent
-
-	// wakeSent counts the wake-up events RouteWakeUpEvents sent, by detail-type (eventbridge.go)
-	wakeSent map[string]int
-
-	// watchers are called after every change (watch.go)
-	watchers  []func(*View)
-	notifying bool
+	*world
+	*autoScalingService
+	*ec2Service
+	*ecsService
+	*eksService
+	*ssmService
+	*sqsService
+	*cloudWatchService
+	*eventBridgeService
+	*stsService
 }
 
 // New returns an empty account whose time is clk. Options left zero take their defaults.
 func New(clk *testingclock.FakeClock, opts Options) *Account {
 	opts.defaults()
-	return &Account{
-		clk:             clk,
-		opts:            opts,
-		rng:             rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
-		calls:           map[string]int{},
+	w := &world{
+		clk:   clk,
+		opts:  opts,
+		rng:   rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+		calls: map[string]int{},
+	}
+	w.autoScaling = &autoScalingService{world: w,
+		groups:        map[string]*group{},
+		actions:       map[string]*lifecycleAction{},
+		launchConfigs: map[string]*launchConfiguration{},
+		lcGroups:      map[string]*launchConfiguration{},
+	}
+	w.ec2 = &ec2Service{world: w,
 		templates:       map[string]*launchTemplate{},
-		groups:          map[string]*group{},
 		instances:       map[string]*instance{},
 		unhealthyImages: map[string]bool{},
-		actions:         map[string]*lifecycleAction{},
-		clusters:        map[string]*cluster{},
-		params:          map[string]*parameter{},
-		queues:          map[string]*queue{},
-		queueByName:     map[string]*queue{},
-		alarms:          map[string]string{},
-		launchConfigs:   map[string]*launchConfiguration{},
-		lcGroups:        map[string]*launchConfiguration{},
 		images:          map[string]*image{},
+	}
+	w.ecs = &ecsService{world: w, clusters: map[string]*cluster{}}
+	w.eks = &eksService{world: w,
 		nodegroups:      map[string]map[string]*nodegroup{},
 		fargateProfiles: map[string]map[string]*ekstypes.FargateProfile{},
 		eksUpgrades: &eksUpgradeState{updates: map[string]*eksUpdate{}, tokens: map[string]string{}, addons: map[string]map[string]*eksAddon{},
 			catalog: map[string][]EKSAddonVersion{}, insights: map[string]map[string]*eksInsight{}},
 	}
+	w.ssm = &ssmService{world: w, params: map[string]*parameter{}}
+	w.sqs = &sqsService{world: w, queues: map[string]*queue{}, queueByName: map[string]*queue{}}
+	w.cloudWatch = &cloudWatchService{world: w, alarms: map[string]string{}}
+	w.eventBridge = &eventBridgeService{world: w}
+	w.sts = &stsService{world: w}
+	return &Account{world: w, autoScalingService: w.autoScaling, ec2Service: w.ec2, ecsService: w.ecs, eksService: w.eks,
+		ssmService: w.ssm, sqsService: w.sqs, cloudWatchService: w.cloudWatch, eventBridgeService: w.eventBridge, stsService: w.sts}
 }
 
 // Clock returns the fake clock the account runs on.
@@ -229,101 +181,9 @@ func (a *Account) ResetCalls() {
 	a.calls = map[string]int{}
 }
 
-// call is the entry of every simulated API operation: it takes the account lock, counts the call, honours a
-// cancelled context and runs behaviour that fell due since the last call (for callers that moved the clock
-// themselves). On success the caller must run the returned unlock.
-func (a *Account) call(ctx context.Context, op string) (unlock func(), err error) {
-	a.mu.Lock()
-	a.calls[op]++
-	if ctx != nil {
-		if err := ctx.Err(); err != nil {
-			a.mu.Unlock()
-			return nil, err
-		}
-	}
-	a.runDueLocked()
-	return a.mu.Unlock, nil
-}
-
-// lock is the entry of setup and observation helpers: no call is counted.
-func (a *Account) lock() func() {
-	a.mu.Lock()
-	a.runDueLocked()
-	return a.mu.Unlock
-}
-
-func (a *Account) now() time.Time { return a.clk.Now() }
-
-// settle runs the control loops that AWS runs continuously: Auto Scaling keeps each group at its desired
-// capacity, ECS managed draining completes its hooks, and the ECS service scheduler keeps services at their
-// desired count. Then it tells the watchers (OnChange). Callers hold a.mu.
-func (a *Account) settle() {
-	for i := 0; i < 10; i++ {
-		changed := false
-		if a.reconcileRefreshes() { // refresh.go: decides terminations and surge before the group reconciles
-			changed = true
-		}
-		for _, name := range a.groupNames() {
-			if a.reconcileGroup(a.groups[name]) {
-				changed = true
-			}
-		}
-		if a.reconcileManagedDraining() {
-			changed = true
-		}
-		if a.reconcileWarmPools() { // warmpool.go
-			changed = true
-		}
-		for _, name := range a.clusterNames() {
-			if a.reconcileCluster(a.clusters[name]) {
-				changed = true
-			}
-		}
-		if !changed {
-			break
-		}
-	}
-	a.notifyWatchers()
-}
-
-func (a *Account) groupNames() []string {
-	names := make([]string, 0, len(a.groups))
-	for n := range a.groups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-func (a *Account) clusterNames() []string {
-	names := make([]string, 0, len(a.clusters))
-	for n := range a.clusters {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
 // apiError returns a client-fault smithy API error with AWS's code and message.
 func apiError(code, format string, args ...any) error {
 	return &smithy.GenericAPIError{Code: code, Message: fmt.Sprintf(format, args...), Fault: smithy.FaultClient}
-}
-
-// hex returns n random lowercase hexadecimal digits.
-func (a *Account) hex(n int) string {
-	const digits = "0123456789abcdef"
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = digits[a.rng.IntN(16)]
-	}
-	return string(b)
-}
-
-// uuid returns a random version-4 UUID.
-func (a *Account) uuid() string {
-	h := a.hex(32)
-	variant := "89ab"[a.rng.IntN(4)]
-	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-" + string(variant) + h[17:20] + "-" + h[20:32]
 }
 
 // awsTime formats t as AWS notifications do: RFC 3339 in UTC with milliseconds ("2024-03-04T09:15:31.102Z").

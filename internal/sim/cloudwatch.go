@@ -7,14 +7,22 @@ import (
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 )
 
+// cloudWatchService is Amazon CloudWatch: alarm states and the metrics the agent published (observability.go).
+type cloudWatchService struct {
+	*world
+
+	alarms           map[string]string // alarm name -> state value (OK, ALARM, INSUFFICIENT_DATA)
+	publishedMetrics []PublishedMetric
+}
+
 // CloudWatchClient is the simulated CloudWatch API: metric alarms whose state tests set.
 type CloudWatchClient struct{ a *Account }
 
 // SetAlarm creates or updates a metric alarm's state (OK, ALARM or INSUFFICIENT_DATA). Setup helper: not
 // counted.
-func (a *Account) SetAlarm(name, stateValue string) {
-	defer a.lock()()
-	a.alarms[name] = stateValue
+func (s *cloudWatchService) SetAlarm(name, stateValue string) {
+	defer s.lock()()
+	s.alarms[name] = stateValue
 }
 
 // DescribeAlarms returns the named metric alarms (names that do not exist are left out, as CloudWatch does).
@@ -31,7 +39,7 @@ func (c *CloudWatchClient) DescribeAlarms(ctx context.Context, in *cloudwatch.De
 	}
 	out := &cloudwatch.DescribeAlarmsOutput{}
 	for _, n := range in.AlarmNames {
-		if st, ok := a.alarms[n]; ok {
+		if st, ok := a.cloudWatch.alarms[n]; ok {
 			out.MetricAlarms = append(out.MetricAlarms, cwtypes.MetricAlarm{AlarmName: ptr(n), StateValue: cwtypes.StateValue(st)})
 		}
 	}

@@ -15,6 +15,14 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
+// ecsService is Amazon ECS: clusters with their container instances, tasks, services and capacity providers
+// (capacityprovider.go, ecsclusters.go, ecsdeployment.go, ecsrebalance.go).
+type ecsService struct {
+	*world
+
+	clusters map[string]*cluster
+}
+
 // Container instance statuses and task statuses as ECS names them.
 const (
 	ciActive   = "ACTIVE"
@@ -76,58 +84,58 @@ func (t *task) live() bool     { return t.desiredStatus == taskRunning }
 func (t *task) isDaemon() bool { return t.service != nil && t.service.daemon }
 
 // CreateECSCluster creates an empty ECS cluster. Setup helper: not counted.
-func (a *Account) CreateECSCluster(name string) {
-	defer a.lock()()
-	if a.clusters[name] == nil {
-		a.createCluster(name)
+func (s *ecsService) CreateECSCluster(name string) {
+	defer s.lock()()
+	if s.clusters[name] == nil {
+		s.createCluster(name)
 	}
 }
 
-func (a *Account) createCluster(name string) *cluster {
+func (s *ecsService) createCluster(name string) *cluster {
 	c := &cluster{
 		name:      name,
-		arn:       fmt.Sprintf("arn:aws:ecs:%s:%s:cluster/%s", a.opts.Region, a.opts.AccountID, name),
+		arn:       fmt.Sprintf("arn:aws:ecs:%s:%s:cluster/%s", s.opts.Region, s.opts.AccountID, name),
 		ciByARN:   map[string]*containerInstance{},
 		taskByARN: map[string]*task{},
 	}
-	a.clusters[name] = c
+	s.clusters[name] = c
 	return c
 }
 
 // CreateService creates a service in a cluster (created when missing). A replica service keeps desiredCount tasks
 // spread over ACTIVE, agent-connected container instances; a daemon service keeps one task on each. Tasks placed
 // at creation are RUNNING at once. Setup helper: not counted.
-func (a *Account) CreateService(clusterName, name string, desiredCount int, daemon bool) {
-	defer a.lock()()
-	c := a.clusters[clusterName]
+func (s *ecsService) CreateService(clusterName, name string, desiredCount int, daemon bool) {
+	defer s.lock()()
+	c := s.clusters[clusterName]
 	if c == nil {
-		c = a.createCluster(clusterName)
+		c = s.createCluster(clusterName)
 	}
 	svc := &service{
 		name:      name,
-		arn:       fmt.Sprintf("arn:aws:ecs:%s:%s:service/%s/%s", a.opts.Region, a.opts.AccountID, c.name, name),
-		startedBy: "ecs-svc/" + a.digits(19),
+		arn:       fmt.Sprintf("arn:aws:ecs:%s:%s:service/%s/%s", s.opts.Region, s.opts.AccountID, c.name, name),
+		startedBy: "ecs-svc/" + s.digits(19),
 		desired:   desiredCount,
 		daemon:    daemon,
-		createdAt: a.now(),
+		createdAt: s.now(),
 	}
 	if daemon {
 		svc.desired = 0
 	}
 	c.services = append(c.services, svc)
-	a.instant = true
-	a.settle()
-	a.instant = false
+	s.instant = true
+	s.settle()
+	s.instant = false
 }
 
 // ServiceTasks returns how many of the service's tasks are RUNNING.
-func (a *Account) ServiceTasks(clusterName, serviceName string) (running int) {
-	defer a.lock()()
-	return a.serviceTasks(clusterName, serviceName)
+func (s *ecsService) ServiceTasks(clusterName, serviceName string) (running int) {
+	defer s.lock()()
+	return s.serviceTasks(clusterName, serviceName)
 }
 
-func (a *Account) serviceTasks(clusterName, serviceName string) (running int) {
-	c := a.clusters[clusterName]
+func (s *ecsService) serviceTasks(clusterName, serviceName string) (running int) {
+	c := s.clusters[clusterName]
 	if c == nil {
 		return 0
 	}
@@ -139,10 +147,10 @@ func (a *Account) serviceTasks(clusterName, serviceName string) (running int) {
 	return running
 }
 
-func (a *Account) digits(n int) string {
+func (s *ecsService) digits(n int) string {
 	b := make([]byte, n)
 	for i := range b {
-		b[i] = byte('0' + a.rng.IntN(10))
+		b[i] = byte('0' + s.rng.IntN(10))
 	}
 	return string(b)
 }
@@ -167,11 +175,11 @@ func taskResources(n int32) []ecstypes.Resource {
 }
 
 // containerInstanceOf returns the instance's registered (not deregistered) container instance, or nil.
-func (a *Account) containerInstanceOf(inst *instance) *containerInstance {
+func (s *ecsService) containerInstanceOf(inst *instance) *containerInstance {
 	if inst.ciARN == "" {
 		return nil
 	}
-	c := a.clusters[inst.cluster]
+	c := s.clusters[inst.cluster]
 	if c == nil {
 		return nil
 	}
@@ -186,17 +194,17 @@ func (a *Account) containerInstanceOf(inst *instance) *containerInstance {
 // Amazon ECS Developer Guide, "Amazon ECS Linux container instance management" / "Amazon ECS container agent":
 // the agent on an instance launched with the cluster's name registers it as a container instance, ACTIVE and
 // connected. Instances launched from an image marked unhealthy never register (their agent never connects).
-func (a *Account) agentConnect(inst *instance) {
-	if inst.cluster == "" || inst.ciARN != "" || inst.ec2State != "running" || a.unhealthyImages[inst.imageID] {
+func (s *ecsService) agentConnect(inst *instance) {
+	if inst.cluster == "" || inst.ciARN != "" || inst.ec2State != "running" || s.ec2.unhealthyImages[inst.imageID] {
 		return
 	}
-	c := a.clusters[inst.cluster]
+	c := s.clusters[inst.cluster]
 	if c == nil {
-		c = a.createCluster(inst.cluster)
+		c = s.createCluster(inst.cluster)
 	}
-	id := a.hex(32)
+	id := s.hex(32)
 	ci := &containerInstance{
-		arn:            fmt.Sprintf("arn:aws:ecs:%s:%s:container-instance/%s/%s", a.opts.Region, a.opts.AccountID, c.name, id),
+		arn:            fmt.Sprintf("arn:aws:ecs:%s:%s:container-instance/%s/%s", s.opts.Region, s.opts.AccountID, c.name, id),
 		id:             id,
 		ec2ID:          inst.id,
 		az:             inst.az,
@@ -204,7 +212,7 @@ func (a *Account) agentConnect(inst *instance) {
 		instanceType:   inst.instanceType,
 		status:         ciActive,
 		agentConnected: true,
-		registeredAt:   a.now(),
+		registeredAt:   s.now(),
 		version:        1,
 		seq:            len(c.cis) + 1,
 	}
@@ -217,30 +225,30 @@ func (a *Account) agentConnect(inst *instance) {
 // INACTIVE (no longer listed), and its tasks are STOPPED.
 // Amazon ECS Developer Guide, "Deregister an Amazon ECS container instance": when a container instance is
 // terminated it is deregistered; tasks on it stop and services start replacements on other instances.
-func (a *Account) deregisterContainerInstance(inst *instance) {
-	ci := a.containerInstanceOf(inst)
+func (s *ecsService) deregisterContainerInstance(inst *instance) {
+	ci := s.containerInstanceOf(inst)
 	if ci == nil {
 		return
 	}
 	ci.status = ciInactive
 	ci.agentConnected = false
 	ci.version++
-	c := a.clusters[inst.cluster]
+	c := s.clusters[inst.cluster]
 	for _, t := range c.tasks {
 		if t.ci == ci && t.lastStatus != taskStopped {
 			if t.desiredStatus != taskStopped {
 				t.desiredStatus = taskStopped
-				t.stoppingAt = a.now()
+				t.stoppingAt = s.now()
 				t.stoppedReason = fmt.Sprintf("Host EC2 (instance %s) terminated.", inst.id)
 			}
 			t.lastStatus = taskStopped
-			t.stoppedAt = a.now()
+			t.stoppedAt = s.now()
 			t.version++
 		}
 	}
 }
 
-func (a *Account) setContainerInstanceStatus(ci *containerInstance, status string) {
+func (s *ecsService) setContainerInstanceStatus(ci *containerInstance, status string) {
 	if ci.status != status {
 		ci.status = status
 		ci.version++
@@ -249,8 +257,8 @@ func (a *Account) setContainerInstanceStatus(ci *containerInstance, status strin
 
 // nonStoppedTasks counts the tasks on a container instance whose lastStatus is not STOPPED, non-daemon and
 // daemon-service tasks apart.
-func (a *Account) nonStoppedTasks(ci *containerInstance) (nonDaemon, daemon int) {
-	for _, c := range a.clusters {
+func (s *ecsService) nonStoppedTasks(ci *containerInstance) (nonDaemon, daemon int) {
+	for _, c := range s.clusters {
 		if c.ciByARN[ci.arn] != ci {
 			continue
 		}
@@ -270,30 +278,30 @@ func (a *Account) nonStoppedTasks(ci *containerInstance) (nonDaemon, daemon int)
 
 // placeTask starts a service task on a container instance: PENDING, then RUNNING after TaskStartDelay.
 // Amazon ECS Developer Guide, "Amazon ECS task lifecycle".
-func (a *Account) placeTask(c *cluster, ci *containerInstance, svc *service) *task {
-	id := a.hex(32)
+func (s *ecsService) placeTask(c *cluster, ci *containerInstance, svc *service) *task {
+	id := s.hex(32)
 	t := &task{
-		arn:           fmt.Sprintf("arn:aws:ecs:%s:%s:task/%s/%s", a.opts.Region, a.opts.AccountID, c.name, id),
+		arn:           fmt.Sprintf("arn:aws:ecs:%s:%s:task/%s/%s", s.opts.Region, s.opts.AccountID, c.name, id),
 		id:            id,
 		seq:           len(c.tasks) + 1,
 		ci:            ci,
 		service:       svc,
 		lastStatus:    taskPending,
 		desiredStatus: taskRunning,
-		createdAt:     a.now(),
+		createdAt:     s.now(),
 		version:       1,
 	}
 	c.tasks = append(c.tasks, t)
 	c.taskByARN[t.arn] = t
-	if a.instant {
+	if s.instant {
 		t.lastStatus = taskRunning
-		t.startedAt = a.now()
+		t.startedAt = s.now()
 		return t
 	}
-	a.after(a.opts.TaskStartDelay, func() {
+	s.after(s.opts.TaskStartDelay, func() {
 		if t.lastStatus == taskPending && t.desiredStatus == taskRunning {
 			t.lastStatus = taskRunning
-			t.startedAt = a.now()
+			t.startedAt = s.now()
 			t.version++
 		}
 	})
@@ -305,26 +313,26 @@ func (a *Account) placeTask(c *cluster, ci *containerInstance, svc *service) *ta
 // Amazon ECS Developer Guide, "Amazon ECS task lifecycle": RUNNING -> DEACTIVATING -> STOPPING ->
 // DEPROVISIONING -> STOPPED. While a task is in those stages it is neither RUNNING nor PENDING, so it counts in
 // neither runningTasksCount nor pendingTasksCount of its container instance (field case C8).
-func (a *Account) stopTask(t *task, reason string) {
+func (s *ecsService) stopTask(t *task, reason string) {
 	if t.desiredStatus == taskStopped {
 		return
 	}
 	t.desiredStatus = taskStopped
-	t.stoppingAt = a.now()
+	t.stoppingAt = s.now()
 	t.stoppedReason = reason
 	t.version++
 	switch t.lastStatus {
 	case taskPending:
 		t.lastStatus = taskStopped
-		t.stoppedAt = a.now()
+		t.stoppedAt = s.now()
 	case taskRunning:
 		t.lastStatus = taskDeactivating
-		a.scheduleStopStage(t)
+		s.scheduleStopStage(t)
 	}
 }
 
-func (a *Account) scheduleStopStage(t *task) {
-	a.after(a.opts.TaskStopStageDelay, func() {
+func (s *ecsService) scheduleStopStage(t *task) {
+	s.after(s.opts.TaskStopStageDelay, func() {
 		next := map[string]string{taskDeactivating: taskStopping, taskStopping: taskDeprovisioning, taskDeprovisioning: taskStopped}[t.lastStatus]
 		if next == "" {
 			return // already STOPPED (its instance was deregistered)
@@ -332,10 +340,10 @@ func (a *Account) scheduleStopStage(t *task) {
 		t.lastStatus = next
 		t.version++
 		if next == taskStopped {
-			t.stoppedAt = a.now()
+			t.stoppedAt = s.now()
 			return
 		}
-		a.scheduleStopStage(t)
+		s.scheduleStopStage(t)
 	})
 }
 
@@ -344,12 +352,12 @@ func (a *Account) scheduleStopStage(t *task) {
 // placed only on ACTIVE instances with a connected agent, never on DRAINING ones; the service scheduler spreads a
 // service's tasks across Availability Zones and instances. An instance holds at most MaxTasksPerInstance
 // non-daemon tasks (tasks still stopping occupy their resources until STOPPED).
-func (a *Account) choosePlacement(c *cluster, svc *service) *containerInstance {
-	return a.choosePlacementIn(c, svc, "")
+func (s *ecsService) choosePlacement(c *cluster, svc *service) *containerInstance {
+	return s.choosePlacementIn(c, svc, "")
 }
 
 // choosePlacementIn is choosePlacement among the container instances of one Availability Zone ("": any).
-func (a *Account) choosePlacementIn(c *cluster, svc *service, zone string) *containerInstance {
+func (s *ecsService) choosePlacementIn(c *cluster, svc *service, zone string) *containerInstance {
 	perAZ := map[string]int{}
 	perCI := map[*containerInstance]int{}
 	load := map[*containerInstance]int{}
@@ -367,13 +375,13 @@ func (a *Account) choosePlacementIn(c *cluster, svc *service, zone string) *cont
 		}
 	}
 	var best *containerInstance
-	provider := a.serviceProviderFor(c, svc) // ecsdeployment.go: a service's own capacity provider strategy
+	provider := s.serviceProviderFor(c, svc) // ecsdeployment.go: a service's own capacity provider strategy
 	for _, ci := range c.cis {
-		if ci.status != ciActive || !ci.agentConnected || load[ci] >= a.opts.MaxTasksPerInstance || svc.onePerInstance() && held[ci] ||
+		if ci.status != ciActive || !ci.agentConnected || load[ci] >= s.opts.MaxTasksPerInstance || svc.onePerInstance() && held[ci] ||
 			zone != "" && ci.az != zone {
 			continue
 		}
-		if provider != anyProvider && a.providerOf(ci) != provider {
+		if provider != anyProvider && s.providerOf(ci) != provider {
 			continue
 		}
 		if best == nil {
@@ -405,7 +413,7 @@ func (a *Account) choosePlacementIn(c *cluster, svc *service, zone string) *cont
 const reasonDraining = "Service scheduler stopped the task: container instance is DRAINING"
 
 // reconcileCluster runs the ECS service scheduler over one cluster. Callers hold a.mu.
-func (a *Account) reconcileCluster(c *cluster) bool {
+func (s *ecsService) reconcileCluster(c *cluster) bool {
 	changed := false
 
 	// Amazon ECS Developer Guide, "Draining Amazon ECS container instances": RUNNING service tasks on a DRAINING
@@ -416,7 +424,7 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			o := t.replaces
 			t.replaces = nil
 			if o.live() && o.ci.status == ciDraining {
-				a.stopTask(o, reasonDraining)
+				s.stopTask(o, reasonDraining)
 				changed = true
 			}
 		}
@@ -427,7 +435,7 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			o := t.rebalances
 			t.rebalances = nil
 			if o.live() {
-				a.stopTask(o, reasonRebalance)
+				s.stopTask(o, reasonRebalance)
 				changed = true
 			}
 		}
@@ -435,11 +443,11 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 	// Same page: PENDING service tasks on a DRAINING instance are stopped immediately.
 	for _, t := range c.tasks {
 		if t.service != nil && !t.isDaemon() && t.live() && t.lastStatus == taskPending && t.ci.status == ciDraining {
-			a.stopTask(t, reasonDraining)
+			s.stopTask(t, reasonDraining)
 			changed = true
 		}
 	}
-	covered := a.coveredTasks(c)
+	covered := s.coveredTasks(c)
 	// Same page: the service scheduler starts a replacement on another instance when capacity is available and
 	// the service's maximumPercent allows one more task; otherwise, when minimumHealthyPercent allows one RUNNING
 	// task less, it stops the old task first (ecsdeployment.go) and the replica loop below places its successor;
@@ -450,8 +458,8 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 		}
 		live, running := serviceCounts(c, t.service)
 		if live < t.service.maxLive() {
-			if ci := a.choosePlacement(c, t.service); ci != nil {
-				r := a.placeTask(c, ci, t.service)
+			if ci := s.choosePlacement(c, t.service); ci != nil {
+				r := s.placeTask(c, ci, t.service)
 				r.replaces = t
 				covered[t] = true
 				changed = true
@@ -459,14 +467,14 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			}
 		}
 		if running-1 >= t.service.minRunning() {
-			a.stopTask(t, reasonDraining)
+			s.stopTask(t, reasonDraining)
 			changed = true
 		}
 	}
 
 	for _, svc := range c.services {
 		if svc.daemon {
-			if a.reconcileDaemon(c, svc) {
+			if s.reconcileDaemon(c, svc) {
 				changed = true
 			}
 			continue
@@ -481,11 +489,11 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			}
 		}
 		for len(effective) < svc.desired {
-			ci := a.choosePlacement(c, svc)
+			ci := s.choosePlacement(c, svc)
 			if ci == nil {
 				break
 			}
-			effective = append(effective, a.placeTask(c, ci, svc))
+			effective = append(effective, s.placeTask(c, ci, svc))
 			changed = true
 		}
 		if extra := len(effective) - svc.desired; extra > 0 {
@@ -509,11 +517,11 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 				return effective[i].seq > effective[j].seq
 			})
 			for _, t := range effective[:extra] {
-				a.stopTask(t, "Service scheduler stopped the task: desired count reduced")
+				s.stopTask(t, "Service scheduler stopped the task: desired count reduced")
 			}
 			changed = changed || extra > 0
 		}
-		if a.rebalanceZones(c, svc) {
+		if s.rebalanceZones(c, svc) {
 			changed = true
 		}
 	}
@@ -522,7 +530,7 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 
 // coveredTasks returns the live tasks on DRAINING instances that already have a live replacement, and the
 // live tasks an Availability Zone rebalancing is moving.
-func (a *Account) coveredTasks(c *cluster) map[*task]bool {
+func (s *ecsService) coveredTasks(c *cluster) map[*task]bool {
 	covered := map[*task]bool{}
 	for _, t := range c.tasks {
 		if o := t.replaces; o != nil && t.live() && o.live() && o.ci.status == ciDraining {
@@ -540,7 +548,7 @@ func (a *Account) coveredTasks(c *cluster) map[*task]bool {
 // strategy): exactly one task on each active container instance, placed on new instances as they join. AWS
 // Containers Blog, "Improving daemon services in Amazon ECS": on a draining instance daemon tasks are stopped
 // last, after every other task has stopped.
-func (a *Account) reconcileDaemon(c *cluster, svc *service) bool {
+func (s *ecsService) reconcileDaemon(c *cluster, svc *service) bool {
 	changed := false
 	liveOn := map[*containerInstance]*task{}
 	for _, t := range c.tasks {
@@ -552,13 +560,13 @@ func (a *Account) reconcileDaemon(c *cluster, svc *service) bool {
 		switch ci.status {
 		case ciActive:
 			if ci.agentConnected && liveOn[ci] == nil {
-				a.placeTask(c, ci, svc)
+				s.placeTask(c, ci, svc)
 				changed = true
 			}
 		case ciDraining:
 			if t := liveOn[ci]; t != nil {
-				if n, _ := a.nonStoppedTasks(ci); n == 0 {
-					a.stopTask(t, reasonDraining)
+				if n, _ := s.nonStoppedTasks(ci); n == 0 {
+					s.stopTask(t, reasonDraining)
 					changed = true
 				}
 			}
@@ -572,7 +580,7 @@ type ECSClient struct{ a *Account }
 
 var _ awsapi.ECS = (*ECSClient)(nil)
 
-func (a *Account) findCluster(ref *string) (*cluster, error) {
+func (s *ecsService) findCluster(ref *string) (*cluster, error) {
 	name := "default"
 	if ref != nil && *ref != "" {
 		name = *ref
@@ -580,7 +588,7 @@ func (a *Account) findCluster(ref *string) (*cluster, error) {
 			name = name[i+len(":cluster/"):]
 		}
 	}
-	c := a.clusters[name]
+	c := s.clusters[name]
 	if c == nil {
 		return nil, &ecstypes.ClusterNotFoundException{Message: ptr("Cluster not found.")}
 	}
@@ -604,7 +612,7 @@ func (c *cluster) findCI(ref string) *containerInstance {
 }
 
 // runningTasks counts the tasks on a container instance whose lastStatus is RUNNING.
-func (a *Account) runningTasks(c *cluster, ci *containerInstance) int {
+func (s *ecsService) runningTasks(c *cluster, ci *containerInstance) int {
 	n := 0
 	for _, t := range c.tasks {
 		if t.ci == ci && t.lastStatus == taskRunning {
@@ -614,7 +622,7 @@ func (a *Account) runningTasks(c *cluster, ci *containerInstance) int {
 	return n
 }
 
-func (a *Account) describeCI(c *cluster, ci *containerInstance) ecstypes.ContainerInstance {
+func (s *ecsService) describeCI(c *cluster, ci *containerInstance) ecstypes.ContainerInstance {
 	var running, pending int32
 	for _, t := range c.tasks {
 		if t.ci != ci {
@@ -633,13 +641,13 @@ func (a *Account) describeCI(c *cluster, ci *containerInstance) ecstypes.Contain
 			used++
 		}
 	}
-	per := int32(a.opts.MaxTasksPerInstance)
-	regPorts, remPorts := a.portResources(c, ci)
+	per := int32(s.opts.MaxTasksPerInstance)
+	regPorts, remPorts := s.portResources(c, ci)
 	return ecstypes.ContainerInstance{
 		RegisteredResources:  append(taskResources(per), regPorts),
 		RemainingResources:   append(taskResources(max(per-used, 0)), remPorts),
 		ContainerInstanceArn: ptr(ci.arn),
-		CapacityProviderName: a.capacityProviderName(ci),
+		CapacityProviderName: s.capacityProviderName(ci),
 		Ec2InstanceId:        ptr(ci.ec2ID),
 		Status:               ptr(ci.status),
 		AgentConnected:       ci.agentConnected,
@@ -675,7 +683,7 @@ func (e *ECSClient) ListContainerInstances(ctx context.Context, in *ecs.ListCont
 	if in == nil {
 		in = &ecs.ListContainerInstancesInput{}
 	}
-	c, err := a.findCluster(in.Cluster)
+	c, err := a.ecs.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -688,7 +696,7 @@ func (e *ECSClient) ListContainerInstances(ctx context.Context, in *ecs.ListCont
 	}
 	match := func(*containerInstance) bool { return true }
 	if in.Filter != nil && strings.TrimSpace(*in.Filter) != "" {
-		f, err := parseCIFilter(*in.Filter, func(ci *containerInstance) int { return a.runningTasks(c, ci) })
+		f, err := parseCIFilter(*in.Filter, func(ci *containerInstance) int { return a.ecs.runningTasks(c, ci) })
 		if err != nil {
 			return nil, err
 		}
@@ -832,7 +840,7 @@ func (e *ECSClient) DescribeContainerInstances(ctx context.Context, in *ecs.Desc
 	if in == nil {
 		in = &ecs.DescribeContainerInstancesInput{}
 	}
-	c, err := a.findCluster(in.Cluster)
+	c, err := a.ecs.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -849,7 +857,7 @@ func (e *ECSClient) DescribeContainerInstances(ctx context.Context, in *ecs.Desc
 			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
 			continue
 		}
-		out.ContainerInstances = append(out.ContainerInstances, a.describeCI(c, ci))
+		out.ContainerInstances = append(out.ContainerInstances, a.ecs.describeCI(c, ci))
 	}
 	return out, nil
 }
@@ -869,7 +877,7 @@ func (e *ECSClient) UpdateContainerInstancesState(ctx context.Context, in *ecs.U
 	if in == nil {
 		in = &ecs.UpdateContainerInstancesStateInput{}
 	}
-	c, err := a.findCluster(in.Cluster)
+	c, err := a.ecs.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -888,12 +896,12 @@ func (e *ECSClient) UpdateContainerInstancesState(ctx context.Context, in *ecs.U
 			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
 			continue
 		}
-		a.setContainerInstanceStatus(ci, status)
+		a.ecs.setContainerInstanceStatus(ci, status)
 		updated = append(updated, ci)
 	}
 	a.settle()
 	for _, ci := range updated {
-		out.ContainerInstances = append(out.ContainerInstances, a.describeCI(c, ci))
+		out.ContainerInstances = append(out.ContainerInstances, a.ecs.describeCI(c, ci))
 	}
 	return out, nil
 }
@@ -924,7 +932,7 @@ func (e *ECSClient) ListTasks(ctx context.Context, in *ecs.ListTasksInput, _ ...
 	if in == nil {
 		in = &ecs.ListTasksInput{}
 	}
-	c, err := a.findCluster(in.Cluster)
+	c, err := a.ecs.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -982,7 +990,7 @@ func (e *ECSClient) ListTasks(ctx context.Context, in *ecs.ListTasksInput, _ ...
 	return out, nil
 }
 
-func (a *Account) describeTask(c *cluster, t *task) ecstypes.Task {
+func (s *ecsService) describeTask(c *cluster, t *task) ecstypes.Task {
 	out := ecstypes.Task{
 		TaskArn:              ptr(t.arn),
 		ClusterArn:           ptr(c.arn),
@@ -1000,7 +1008,7 @@ func (a *Account) describeTask(c *cluster, t *task) ecstypes.Task {
 	if t.service == nil {
 		// Amazon ECS API Reference, "Task": a standalone task's group is "family:<task definition family>".
 		out.Group = ptr("family:standalone")
-		out.TaskDefinitionArn = ptr(fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/standalone:1", a.opts.Region, a.opts.AccountID))
+		out.TaskDefinitionArn = ptr(fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/standalone:1", s.opts.Region, s.opts.AccountID))
 		if t.startedBy != "" {
 			out.StartedBy = ptr(t.startedBy)
 		}
@@ -1008,7 +1016,7 @@ func (a *Account) describeTask(c *cluster, t *task) ecstypes.Task {
 	if t.service != nil {
 		out.Group = ptr("service:" + t.service.name)
 		out.StartedBy = ptr(t.service.startedBy)
-		out.TaskDefinitionArn = ptr(fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/%s:1", a.opts.Region, a.opts.AccountID, t.service.name))
+		out.TaskDefinitionArn = ptr(fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/%s:1", s.opts.Region, s.opts.AccountID, t.service.name))
 		if nb := t.service.networkBindings(); nb != nil {
 			out.Containers = []ecstypes.Container{{Name: ptr(t.service.name), TaskArn: ptr(t.arn), LastStatus: ptr(t.lastStatus), NetworkBindings: nb}}
 		}
@@ -1041,7 +1049,7 @@ func (e *ECSClient) DescribeTasks(ctx context.Context, in *ecs.DescribeTasksInpu
 	if in == nil {
 		in = &ecs.DescribeTasksInput{}
 	}
-	c, err := a.findCluster(in.Cluster)
+	c, err := a.ecs.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -1065,7 +1073,7 @@ func (e *ECSClient) DescribeTasks(ctx context.Context, in *ecs.DescribeTasksInpu
 			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
 			continue
 		}
-		out.Tasks = append(out.Tasks, a.describeTask(c, t))
+		out.Tasks = append(out.Tasks, a.ecs.describeTask(c, t))
 	}
 	return out, nil
 }
@@ -1083,7 +1091,7 @@ func (e *ECSClient) DescribeServices(ctx context.Context, in *ecs.DescribeServic
 	if in == nil {
 		in = &ecs.DescribeServicesInput{}
 	}
-	c, err := a.findCluster(in.Cluster)
+	c, err := a.ecs.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -1100,12 +1108,12 @@ func (e *ECSClient) DescribeServices(ctx context.Context, in *ecs.DescribeServic
 			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
 			continue
 		}
-		out.Services = append(out.Services, a.describeService(c, svc))
+		out.Services = append(out.Services, a.ecs.describeService(c, svc))
 	}
 	return out, nil
 }
 
-func (a *Account) describeService(c *cluster, svc *service) ecstypes.Service {
+func (s *ecsService) describeService(c *cluster, svc *service) ecstypes.Service {
 	var running, pending int32
 	for _, t := range c.tasks {
 		if t.service != svc {
@@ -1131,7 +1139,7 @@ func (a *Account) describeService(c *cluster, svc *service) ecstypes.Service {
 			}
 		}
 	}
-	taskDef := fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/%s:1", a.opts.Region, a.opts.AccountID, svc.name)
+	taskDef := fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/%s:1", s.opts.Region, s.opts.AccountID, svc.name)
 	return ecstypes.Service{
 		ServiceName:                 ptr(svc.name),
 		ServiceArn:                  ptr(svc.arn),
@@ -1162,4 +1170,13 @@ func (a *Account) describeService(c *cluster, svc *service) ecstypes.Service {
 			RolloutState:   ecstypes.DeploymentRolloutStateCompleted,
 		}},
 	}
+}
+
+func (s *ecsService) clusterNames() []string {
+	names := make([]string, 0, len(s.clusters))
+	for n := range s.clusters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }

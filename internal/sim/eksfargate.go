@@ -26,10 +26,10 @@ type EKSFargateProfileSpec struct {
 }
 
 // AddEKSFargateProfile creates a Fargate profile on an existing cluster. Errors: the cluster does not exist.
-func (a *Account) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.eksClusters[spec.Cluster] == nil {
+func (s *eksService) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.eksClusters[spec.Cluster] == nil {
 		return fmt.Errorf("sim: no EKS cluster %s", spec.Cluster)
 	}
 	status := spec.Status
@@ -37,16 +37,16 @@ func (a *Account) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
 		status = ekstypes.FargateProfileStatusActive
 	}
 	p := &ekstypes.FargateProfile{FargateProfileName: ptr(spec.Name), ClusterName: ptr(spec.Cluster), Status: status,
-		FargateProfileArn:   ptr(fmt.Sprintf("arn:aws:eks:%s:%s:fargateprofile/%s/%s/%s", a.opts.Region, a.opts.AccountID, spec.Cluster, spec.Name, "f0c1-2d3e")),
-		PodExecutionRoleArn: ptr(fmt.Sprintf("arn:aws:iam::%s:role/AmazonEKSFargatePodExecutionRole", a.opts.AccountID)),
-		CreatedAt:           ptr(a.now()), Tags: map[string]string{}}
+		FargateProfileArn:   ptr(fmt.Sprintf("arn:aws:eks:%s:%s:fargateprofile/%s/%s/%s", s.opts.Region, s.opts.AccountID, spec.Cluster, spec.Name, "f0c1-2d3e")),
+		PodExecutionRoleArn: ptr(fmt.Sprintf("arn:aws:iam::%s:role/AmazonEKSFargatePodExecutionRole", s.opts.AccountID)),
+		CreatedAt:           ptr(s.now()), Tags: map[string]string{}}
 	for _, ns := range sortedKeys(spec.Selectors) {
 		p.Selectors = append(p.Selectors, ekstypes.FargateProfileSelector{Namespace: ptr(ns), Labels: spec.Selectors[ns]})
 	}
-	if a.fargateProfiles[spec.Cluster] == nil {
-		a.fargateProfiles[spec.Cluster] = map[string]*ekstypes.FargateProfile{}
+	if s.fargateProfiles[spec.Cluster] == nil {
+		s.fargateProfiles[spec.Cluster] = map[string]*ekstypes.FargateProfile{}
 	}
-	a.fargateProfiles[spec.Cluster][spec.Name] = p
+	s.fargateProfiles[spec.Cluster][spec.Name] = p
 	return nil
 }
 
@@ -61,10 +61,10 @@ func (c *EKSClient) ListFargateProfiles(ctx context.Context, in *awseks.ListFarg
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eksClusters[name] == nil {
+	if a.eks.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	page, next, err := eksListPage(sortedKeys(a.fargateProfiles[name]), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(a.eks.fargateProfiles[name]), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +81,10 @@ func (c *EKSClient) DescribeFargateProfile(ctx context.Context, in *awseks.Descr
 	}
 	defer unlock()
 	name, profile := deref(in.ClusterName), deref(in.FargateProfileName)
-	if a.eksClusters[name] == nil {
+	if a.eks.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	p := a.fargateProfiles[name][profile]
+	p := a.eks.fargateProfiles[name][profile]
 	if p == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No Fargate Profile found with name: " + profile + "."), ClusterName: ptr(name),
 			FargateProfileName: ptr(profile)}

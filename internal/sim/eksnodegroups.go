@@ -55,27 +55,27 @@ type nodegroup struct {
 // it on (its instances InService at once), and returns that group's name. Setup helper: not counted.
 // Errors: ResourceNotFoundException (no such cluster), ResourceInUseException (the node group exists), and those
 // of CreateGroup.
-func (a *Account) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, err error) {
-	unlock := a.lock()
-	cl := a.eksClusters[spec.Cluster]
+func (s *eksService) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, err error) {
+	unlock := s.lock()
+	cl := s.eksClusters[spec.Cluster]
 	if cl == nil {
 		unlock()
 		return "", &ekstypes.ResourceNotFoundException{Message: ptr("No cluster found for name: " + spec.Cluster + "."), ClusterName: ptr(spec.Cluster)}
 	}
-	if a.nodegroups[spec.Cluster][spec.Name] != nil {
+	if s.nodegroups[spec.Cluster][spec.Name] != nil {
 		unlock()
 		return "", &ekstypes.ResourceInUseException{Message: ptr("NodeGroup already exists with name " + spec.Name + " and cluster name " + spec.Cluster)}
 	}
 	if spec.Version == "" {
 		spec.Version = cl.version
 	}
-	id := a.uuid()
+	id := s.uuid()
 	unlock()
 
 	groupName = "eks-" + spec.Name + "-" + id
 	lt, ltVersion := spec.LaunchTemplateID, spec.LaunchTemplateVersion
 	if lt == "" {
-		lt, ltVersion = a.CreateLaunchTemplate("eks-"+id, spec.ImageID, spec.InstanceType), "1"
+		lt, ltVersion = s.ec2.CreateLaunchTemplate("eks-"+id, spec.ImageID, spec.InstanceType), "1"
 	} else if ltVersion == "" {
 		ltVersion, spec.LaunchTemplateVersion = "1", "1"
 	}
@@ -89,19 +89,19 @@ func (a *Account) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, e
 	for k, v := range spec.GroupTags {
 		tags[k] = v
 	}
-	if err := a.CreateGroup(GroupSpec{Name: groupName, Min: spec.Min, Max: spec.Max, Desired: spec.Desired,
+	if err := s.autoScaling.CreateGroup(GroupSpec{Name: groupName, Min: spec.Min, Max: spec.Max, Desired: spec.Desired,
 		LaunchTemplateID: lt, LaunchTemplateVersion: ltVersion, Tags: tags}); err != nil {
 		return "", err
 	}
-	defer a.lock()()
-	if a.nodegroups[spec.Cluster] == nil {
-		a.nodegroups[spec.Cluster] = map[string]*nodegroup{}
+	defer s.lock()()
+	if s.nodegroups[spec.Cluster] == nil {
+		s.nodegroups[spec.Cluster] = map[string]*nodegroup{}
 	}
-	a.nodegroups[spec.Cluster][spec.Name] = &nodegroup{
+	s.nodegroups[spec.Cluster][spec.Name] = &nodegroup{
 		spec:      spec,
-		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:nodegroup/%s/%s/%s", a.opts.Region, a.opts.AccountID, spec.Cluster, spec.Name, id),
+		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:nodegroup/%s/%s/%s", s.opts.Region, s.opts.AccountID, spec.Cluster, spec.Name, id),
 		groupName: groupName,
-		createdAt: a.now(),
+		createdAt: s.now(),
 		ltID:      lt,
 	}
 	return groupName, nil
@@ -150,7 +150,7 @@ func (c *EKSClient) ListClusters(ctx context.Context, in *awseks.ListClustersInp
 	if in == nil {
 		in = &awseks.ListClustersInput{}
 	}
-	page, next, err := eksListPage(sortedKeys(a.eksClusters), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(a.eks.eksClusters), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -171,10 +171,10 @@ func (c *EKSClient) ListNodegroups(ctx context.Context, in *awseks.ListNodegroup
 		in = &awseks.ListNodegroupsInput{}
 	}
 	name := deref(in.ClusterName)
-	if a.eksClusters[name] == nil {
+	if a.eks.eksClusters[name] == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No cluster found for name: " + name + "."), ClusterName: ptr(name)}
 	}
-	names := sortedKeys(a.nodegroups[name])
+	names := sortedKeys(a.eks.nodegroups[name])
 	page, next, err := eksListPage(names, in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
@@ -197,8 +197,8 @@ func (c *EKSClient) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNo
 		in = &awseks.DescribeNodegroupInput{}
 	}
 	cluster, name := deref(in.ClusterName), deref(in.NodegroupName)
-	ng := a.nodegroups[cluster][name]
-	if a.eksClusters[cluster] == nil || ng == nil {
+	ng := a.eks.nodegroups[cluster][name]
+	if a.eks.eksClusters[cluster] == nil || ng == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No node group found for name: " + name + "."),
 			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
@@ -212,7 +212,7 @@ func (c *EKSClient) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNo
 		AmiType:        ekstypes.AMITypes(s.AMIType),
 		CapacityType:   ekstypes.CapacityTypesOnDemand,
 		InstanceTypes:  []string{s.InstanceType},
-		Status:         a.eksNodegroupStatusLocked(s.Cluster, s.Name),
+		Status:         a.eks.eksNodegroupStatusLocked(s.Cluster, s.Name),
 		CreatedAt:      ptr(ng.createdAt),
 		ModifiedAt:     ptr(ng.createdAt),
 		ScalingConfig:  &ekstypes.NodegroupScalingConfig{MinSize: ptr(s.Min), MaxSize: ptr(s.Max), DesiredSize: ptr(s.Desired)},

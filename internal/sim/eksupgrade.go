@@ -134,8 +134,8 @@ var _ awsapi.EKSUpgrade = (*EKSClient)(nil)
 
 // eksClusterStatusLocked is the status DescribeCluster reports: UPDATING while a version update of the cluster
 // is in progress, else ACTIVE. Callers hold a.mu.
-func (a *Account) eksClusterStatusLocked(cluster string) ekstypes.ClusterStatus {
-	if a.inProgressLocked(cluster, "", "") != nil {
+func (s *eksService) eksClusterStatusLocked(cluster string) ekstypes.ClusterStatus {
+	if s.inProgressLocked(cluster, "", "") != nil {
 		return ekstypes.ClusterStatusUpdating
 	}
 	return ekstypes.ClusterStatusActive
@@ -143,16 +143,16 @@ func (a *Account) eksClusterStatusLocked(cluster string) ekstypes.ClusterStatus 
 
 // eksNodegroupStatusLocked is the status DescribeNodegroup reports: UPDATING while an update of the node group
 // is in progress, else ACTIVE. Callers hold a.mu.
-func (a *Account) eksNodegroupStatusLocked(cluster, nodegroup string) ekstypes.NodegroupStatus {
-	if a.inProgressLocked(cluster, "", nodegroup) != nil {
+func (s *eksService) eksNodegroupStatusLocked(cluster, nodegroup string) ekstypes.NodegroupStatus {
+	if s.inProgressLocked(cluster, "", nodegroup) != nil {
 		return ekstypes.NodegroupStatusUpdating
 	}
 	return ekstypes.NodegroupStatusActive
 }
 
 // inProgressLocked returns the resource's update in progress, or nil. Callers hold a.mu.
-func (a *Account) inProgressLocked(cluster, addon, nodegroup string) *eksUpdate {
-	for _, u := range a.eksUpgrades.updates {
+func (s *eksService) inProgressLocked(cluster, addon, nodegroup string) *eksUpdate {
+	for _, u := range s.eksUpgrades.updates {
 		if u.cluster == cluster && u.addon == addon && u.nodegroup == nodegroup && u.status == ekstypes.UpdateStatusInProgress {
 			return u
 		}
@@ -162,33 +162,33 @@ func (a *Account) inProgressLocked(cluster, addon, nodegroup string) *eksUpdate 
 
 // PublishEKSAddonVersion adds an add-on version to the catalog (newest first: publish older versions first).
 // Setup helper: not counted.
-func (a *Account) PublishEKSAddonVersion(v EKSAddonVersion) {
-	defer a.lock()()
-	w := a.eksUpgrades
+func (s *eksService) PublishEKSAddonVersion(v EKSAddonVersion) {
+	defer s.lock()()
+	w := s.eksUpgrades
 	w.catalog[v.Addon] = append([]EKSAddonVersion{v}, w.catalog[v.Addon]...)
 }
 
 // InstallEKSAddon installs a managed add-on at version on a cluster, ACTIVE. Setup helper: not counted.
 // Errors: ResourceNotFoundException (no such cluster).
-func (a *Account) InstallEKSAddon(cluster, name, version string) error {
-	defer a.lock()()
-	if a.eksClusters[cluster] == nil {
+func (s *eksService) InstallEKSAddon(cluster, name, version string) error {
+	defer s.lock()()
+	if s.eksClusters[cluster] == nil {
 		return clusterNotFound(cluster)
 	}
-	w := a.eksUpgrades
+	w := s.eksUpgrades
 	if w.addons[cluster] == nil {
 		w.addons[cluster] = map[string]*eksAddon{}
 	}
 	w.addons[cluster][name] = &eksAddon{name: name, version: version, status: ekstypes.AddonStatusActive,
-		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:addon/%s/%s/%s", a.opts.Region, a.opts.AccountID, cluster, name, a.uuid()),
-		createdAt: a.now(), modified: a.now()}
+		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:addon/%s/%s/%s", s.opts.Region, s.opts.AccountID, cluster, name, s.uuid()),
+		createdAt: s.now(), modified: s.now()}
 	return nil
 }
 
 // EKSAddon returns an installed add-on's version and status.
-func (a *Account) EKSAddon(cluster, name string) (version string, status ekstypes.AddonStatus, ok bool) {
-	defer a.lock()()
-	ad := a.eksUpgrades.addons[cluster][name]
+func (s *eksService) EKSAddon(cluster, name string) (version string, status ekstypes.AddonStatus, ok bool) {
+	defer s.lock()()
+	ad := s.eksUpgrades.addons[cluster][name]
 	if ad == nil {
 		return "", "", false
 	}
@@ -196,35 +196,35 @@ func (a *Account) EKSAddon(cluster, name string) (version string, status ekstype
 }
 
 // AddEKSInsight adds an insight to a cluster and returns its id. Setup helper: not counted.
-func (a *Account) AddEKSInsight(cluster string, spec EKSInsightSpec) string {
-	defer a.lock()()
+func (s *eksService) AddEKSInsight(cluster string, spec EKSInsightSpec) string {
+	defer s.lock()()
 	if spec.Category == "" {
 		spec.Category = ekstypes.CategoryUpgradeReadiness
 	}
-	w := a.eksUpgrades
+	w := s.eksUpgrades
 	if w.insights[cluster] == nil {
 		w.insights[cluster] = map[string]*eksInsight{}
 	}
-	id := a.uuid()
-	w.insights[cluster][id] = &eksInsight{id: id, spec: spec, at: a.now()}
+	id := s.uuid()
+	w.insights[cluster][id] = &eksInsight{id: id, spec: spec, at: s.now()}
 	return id
 }
 
 // SetEKSInsightStatus changes an insight's status, as EKS does when it refreshes the insight after the
 // problem was fixed. It panics when the insight does not exist. Setup helper.
-func (a *Account) SetEKSInsightStatus(cluster, id string, status ekstypes.InsightStatusValue, reason string) {
-	defer a.lock()()
-	in := a.eksUpgrades.insights[cluster][id]
+func (s *eksService) SetEKSInsightStatus(cluster, id string, status ekstypes.InsightStatusValue, reason string) {
+	defer s.lock()()
+	in := s.eksUpgrades.insights[cluster][id]
 	if in == nil {
 		panic("sim: no EKS insight " + id)
 	}
-	in.spec.Status, in.spec.Reason, in.at = status, reason, a.now()
+	in.spec.Status, in.spec.Reason, in.at = status, reason, s.now()
 }
 
 // FailNextEKSUpdate makes the next update of the resource f names end Failed with f.Errors. Setup helper.
-func (a *Account) FailNextEKSUpdate(f EKSUpdateFailure) {
-	defer a.lock()()
-	w := a.eksUpgrades
+func (s *eksService) FailNextEKSUpdate(f EKSUpdateFailure) {
+	defer s.lock()()
+	w := s.eksUpgrades
 	w.failures = append(w.failures, f)
 }
 
@@ -232,10 +232,10 @@ func (a *Account) FailNextEKSUpdate(f EKSUpdateFailure) {
 // InsufficientNumberOfReplicas, as while its pods roll) for d, then ACTIVE; d <= 0 leaves it DEGRADED. Amazon
 // EKS API Reference, "Addon" (status DEGRADED) and "AddonHealth": an add-on's status reflects the health of
 // its Kubernetes resources, which an update rolls after EKS applied it.
-func (a *Account) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Duration) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w := a.eksUpgrades
+func (s *eksService) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.eksUpgrades
 	if w.degrade == nil {
 		w.degrade = map[string]time.Duration{}
 	}
@@ -243,10 +243,10 @@ func (a *Account) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Durat
 }
 
 // EKSUpdates returns the updates of a cluster (its own, its add-ons' and its node groups'), oldest first.
-func (a *Account) EKSUpdates(cluster string) []EKSUpdateView {
-	defer a.lock()()
+func (s *eksService) EKSUpdates(cluster string) []EKSUpdateView {
+	defer s.lock()()
 	var out []EKSUpdateView
-	for _, u := range a.eksUpgrades.updates {
+	for _, u := range s.eksUpgrades.updates {
 		if u.cluster != cluster {
 			continue
 		}
@@ -279,9 +279,9 @@ func minorOf(v string) int {
 
 // startUpdateLocked records a new update (consuming a failure injected for its resource) and schedules its
 // end after d: done runs on success. Callers hold a.mu.
-func (a *Account) startUpdateLocked(u *eksUpdate, d time.Duration, done func(), failed func()) *eksUpdate {
-	w := a.eksUpgrades
-	u.id, u.status, u.createdAt = a.uuid(), ekstypes.UpdateStatusInProgress, a.now()
+func (s *eksService) startUpdateLocked(u *eksUpdate, d time.Duration, done func(), failed func()) *eksUpdate {
+	w := s.eksUpgrades
+	u.id, u.status, u.createdAt = s.uuid(), ekstypes.UpdateStatusInProgress, s.now()
 	for i, f := range w.failures {
 		if f.Cluster == u.cluster && f.Addon == u.addon && f.Nodegroup == u.nodegroup {
 			if f.PodEviction && u.force {
@@ -299,7 +299,7 @@ func (a *Account) startUpdateLocked(u *eksUpdate, d time.Duration, done func(), 
 	if u.token != "" {
 		w.tokens[tokenKey(u.cluster, u.addon, u.nodegroup, u.token)] = u.id
 	}
-	a.after(d, func() {
+	s.after(d, func() {
 		if u.fails {
 			u.status = ekstypes.UpdateStatusFailed
 			if failed != nil {
@@ -325,11 +325,11 @@ func tokenKey(cluster, addon, nodegroup, token string) string {
 }
 
 // byTokenLocked returns the update a ClientRequestToken already started, or nil. Callers hold a.mu.
-func (a *Account) byTokenLocked(cluster, addon, nodegroup string, token *string) *eksUpdate {
+func (s *eksService) byTokenLocked(cluster, addon, nodegroup string, token *string) *eksUpdate {
 	if deref(token) == "" {
 		return nil
 	}
-	w := a.eksUpgrades
+	w := s.eksUpgrades
 	return w.updates[w.tokens[tokenKey(cluster, addon, nodegroup, *token)]]
 }
 
@@ -358,14 +358,14 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	}
 	defer unlock()
 	name, to := deref(in.Name), deref(in.Version)
-	cl := a.eksClusters[name]
+	cl := a.eks.eksClusters[name]
 	if cl == nil {
 		return nil, clusterNotFound(name)
 	}
-	if u := a.byTokenLocked(name, "", "", in.ClientRequestToken); u != nil {
+	if u := a.eks.byTokenLocked(name, "", "", in.ClientRequestToken); u != nil {
 		return &awseks.UpdateClusterVersionOutput{Update: u.describe()}, nil
 	}
-	if a.inProgressLocked(name, "", "") != nil {
+	if a.eks.inProgressLocked(name, "", "") != nil {
 		return nil, &ekstypes.ResourceInUseException{Message: ptr("Cluster " + name + " has an update in progress"), ClusterName: ptr(name)}
 	}
 	if cur, want := minorOf(cl.version), minorOf(to); cur < 0 || want != cur+1 {
@@ -376,8 +376,8 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	// must match the cluster's Kubernetes version" (Amazon EKS API Reference, UpdateClusterVersion; User Guide,
 	// "Update existing cluster to new Kubernetes version"). force overrides only readiness insights.
 	var behind []string
-	for _, ngName := range sortedKeys(a.nodegroups[name]) {
-		if v := a.nodegroups[name][ngName].spec.Version; v != cl.version {
+	for _, ngName := range sortedKeys(a.eks.nodegroups[name]) {
+		if v := a.eks.nodegroups[name][ngName].spec.Version; v != cl.version {
 			behind = append(behind, fmt.Sprintf("%s (%s)", ngName, v))
 		}
 	}
@@ -388,7 +388,7 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	}
 	if !in.Force {
 		var blocking []string
-		for _, ins := range a.eksUpgrades.insights[name] {
+		for _, ins := range a.eks.eksUpgrades.insights[name] {
 			if ins.spec.Category == ekstypes.CategoryUpgradeReadiness && ins.spec.Status == ekstypes.InsightStatusValueError &&
 				(ins.spec.KubernetesVersion == "" || ins.spec.KubernetesVersion == to) {
 				blocking = append(blocking, ins.spec.Name)
@@ -401,7 +401,7 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 				ClusterName: ptr(name)}
 		}
 	}
-	u := a.startUpdateLocked(&eksUpdate{cluster: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate,
+	u := a.eks.startUpdateLocked(&eksUpdate{cluster: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate,
 		params: []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: ptr(to)}, {Type: ekstypes.UpdateParamTypePlatformVersion, Value: ptr("eks.1")}}},
 		EKSControlPlaneUpdateDuration, func() { cl.version = to }, nil)
 	return &awseks.UpdateClusterVersionOutput{Update: u.describe()}, nil
@@ -417,10 +417,10 @@ func (c *EKSClient) DescribeUpdate(ctx context.Context, in *awseks.DescribeUpdat
 	}
 	defer unlock()
 	name := deref(in.Name)
-	if a.eksClusters[name] == nil {
+	if a.eks.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	u := a.eksUpgrades.updates[deref(in.UpdateId)]
+	u := a.eks.eksUpgrades.updates[deref(in.UpdateId)]
 	if u == nil || u.cluster != name || u.addon != deref(in.AddonName) || u.nodegroup != deref(in.NodegroupName) {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No update found for ID: " + deref(in.UpdateId)), ClusterName: ptr(name)}
 	}
@@ -438,11 +438,11 @@ func (c *EKSClient) ListUpdates(ctx context.Context, in *awseks.ListUpdatesInput
 	}
 	defer unlock()
 	name, addon, ng := deref(in.Name), deref(in.AddonName), deref(in.NodegroupName)
-	if a.eksClusters[name] == nil {
+	if a.eks.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
 	var ids []string
-	for _, u := range a.eksUpgrades.updates {
+	for _, u := range a.eks.eksUpgrades.updates {
 		if u.cluster == name && u.addon == addon && u.nodegroup == ng {
 			ids = append(ids, u.id)
 		}
@@ -466,10 +466,10 @@ func (c *EKSClient) ListInsights(ctx context.Context, in *awseks.ListInsightsInp
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eksClusters[name] == nil {
+	if a.eks.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	byID := a.eksUpgrades.insights[name]
+	byID := a.eks.eksUpgrades.insights[name]
 	var ids []string
 	for id, ins := range byID {
 		if f := in.Filter; f != nil {
@@ -507,10 +507,10 @@ func (c *EKSClient) DescribeInsight(ctx context.Context, in *awseks.DescribeInsi
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eksClusters[name] == nil {
+	if a.eks.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	ins := a.eksUpgrades.insights[name][deref(in.Id)]
+	ins := a.eks.eksUpgrades.insights[name][deref(in.Id)]
 	if ins == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No insight found for id: " + deref(in.Id)), ClusterName: ptr(name)}
 	}
@@ -536,10 +536,10 @@ func (c *EKSClient) ListAddons(ctx context.Context, in *awseks.ListAddonsInput, 
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eksClusters[name] == nil {
+	if a.eks.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	page, next, err := eksListPage(sortedKeys(a.eksUpgrades.addons[name]), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(a.eks.eksUpgrades.addons[name]), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -556,10 +556,10 @@ func (c *EKSClient) DescribeAddon(ctx context.Context, in *awseks.DescribeAddonI
 	}
 	defer unlock()
 	name, addon := deref(in.ClusterName), deref(in.AddonName)
-	if a.eksClusters[name] == nil {
+	if a.eks.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	ad := a.eksUpgrades.addons[name][addon]
+	ad := a.eks.eksUpgrades.addons[name][addon]
 	if ad == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No addon: " + addon + " found in cluster: " + name), ClusterName: ptr(name), AddonName: ptr(addon)}
 	}
@@ -579,7 +579,7 @@ func (c *EKSClient) DescribeAddonVersions(ctx context.Context, in *awseks.Descri
 		return nil, err
 	}
 	defer unlock()
-	catalog := a.eksUpgrades.catalog
+	catalog := a.eks.eksUpgrades.catalog
 	names := sortedKeys(catalog)
 	if n := deref(in.AddonName); n != "" {
 		if catalog[n] == nil {
@@ -627,19 +627,19 @@ func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput
 	}
 	defer unlock()
 	name, addon := deref(in.ClusterName), deref(in.AddonName)
-	cl := a.eksClusters[name]
+	cl := a.eks.eksClusters[name]
 	if cl == nil {
 		return nil, clusterNotFound(name)
 	}
-	w := a.eksUpgrades
+	w := a.eks.eksUpgrades
 	ad := w.addons[name][addon]
 	if ad == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No addon: " + addon + " found in cluster: " + name), ClusterName: ptr(name), AddonName: ptr(addon)}
 	}
-	if u := a.byTokenLocked(name, addon, "", in.ClientRequestToken); u != nil {
+	if u := a.eks.byTokenLocked(name, addon, "", in.ClientRequestToken); u != nil {
 		return &awseks.UpdateAddonOutput{Update: u.describe()}, nil
 	}
-	if a.inProgressLocked(name, addon, "") != nil {
+	if a.eks.inProgressLocked(name, addon, "") != nil {
 		return nil, &ekstypes.ResourceInUseException{Message: ptr("Addon " + addon + " has an update in progress"), ClusterName: ptr(name), AddonName: ptr(addon)}
 	}
 	to := deref(in.AddonVersion)
@@ -661,7 +661,7 @@ func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput
 		params = append(params, ekstypes.UpdateParam{Type: ekstypes.UpdateParamTypeResolveConflicts, Value: ptr(string(in.ResolveConflicts))})
 	}
 	ad.status, ad.modified = ekstypes.AddonStatusUpdating, a.now()
-	u := a.startUpdateLocked(&eksUpdate{cluster: name, addon: addon, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeAddonUpdate, params: params},
+	u := a.eks.startUpdateLocked(&eksUpdate{cluster: name, addon: addon, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeAddonUpdate, params: params},
 		EKSAddonUpdateDuration,
 		func() {
 			ad.version, ad.status, ad.modified = to, ekstypes.AddonStatusActive, a.now()
@@ -691,15 +691,15 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 	}
 	defer unlock()
 	cluster, name := deref(in.ClusterName), deref(in.NodegroupName)
-	cl := a.eksClusters[cluster]
-	ng := a.nodegroups[cluster][name]
+	cl := a.eks.eksClusters[cluster]
+	ng := a.eks.nodegroups[cluster][name]
 	if cl == nil || ng == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No node group found for name: " + name + "."), ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
-	if u := a.byTokenLocked(cluster, "", name, in.ClientRequestToken); u != nil {
+	if u := a.eks.byTokenLocked(cluster, "", name, in.ClientRequestToken); u != nil {
 		return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
 	}
-	if a.inProgressLocked(cluster, "", name) != nil {
+	if a.eks.inProgressLocked(cluster, "", name) != nil {
 		return nil, &ekstypes.ResourceInUseException{Message: ptr("Nodegroup " + name + " has an update in progress"), ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
 	to, custom := deref(in.Version), ng.spec.AMIType == string(ekstypes.AMITypesCustom)
@@ -724,7 +724,7 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 	}
 	u := &eksUpdate{cluster: cluster, nodegroup: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate, force: in.Force}
 	if lt := in.LaunchTemplate; lt != nil {
-		t := a.templates[ng.spec.LaunchTemplateID]
+		t := a.ec2.templates[ng.spec.LaunchTemplateID]
 		version, err := strconv.ParseInt(deref(lt.Version), 10, 64)
 		if t == nil || err != nil || version < 1 || version > t.latest() {
 			return nil, &ekstypes.InvalidParameterException{Message: ptr("Launch template version " + deref(lt.Version) + " does not exist"),
@@ -732,13 +732,13 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 		}
 		u.params = []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeLaunchTemplateVersion, Value: lt.Version}}
 		u.phases = func(end func()) {
-			a.replaceNodesLocked(ng, version, func() { ng.spec.LaunchTemplateVersion = deref(lt.Version); end() })
+			a.eks.replaceNodesLocked(ng, version, func() { ng.spec.LaunchTemplateVersion = deref(lt.Version); end() })
 		}
-		u = a.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() {}, nil)
+		u = a.eks.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() {}, nil)
 		return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
 	}
 	release, image := deref(in.ReleaseVersion), ""
-	switch r, found, catalog := a.releaseLocked(ng.spec.AMIType, to, release); {
+	switch r, found, catalog := a.eks.releaseLocked(ng.spec.AMIType, to, release); {
 	case found:
 		release, image = r.Release, r.ImageID
 	case catalog && release != "":
@@ -748,11 +748,11 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 		release = fmt.Sprintf("%s.0-%s", to, a.now().Format("20060102"))
 	}
 	u.params = []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: ptr(to)}, {Type: ekstypes.UpdateParamTypeReleaseVersion, Value: ptr(release)}}
-	if image != "" && a.templates[ng.ltID] != nil && !custom {
+	if image != "" && a.ec2.templates[ng.ltID] != nil && !custom {
 		u.phases = func(end func()) {
-			a.replaceNodesLocked(ng, a.newTemplateVersionLocked(ng.ltID, image), end)
+			a.eks.replaceNodesLocked(ng, a.eks.newTemplateVersionLocked(ng.ltID, image), end)
 		}
 	}
-	u = a.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() { ng.spec.Version, ng.spec.ReleaseVersion = to, release }, nil)
+	u = a.eks.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() { ng.spec.Version, ng.spec.ReleaseVersion = to, release }, nil)
 	return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
 }

@@ -11,6 +11,15 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 )
 
+// eventBridgeService is Amazon EventBridge: the events the agent published (observability.go) and the wake-up
+// events RouteWakeUpEvents sent.
+type eventBridgeService struct {
+	*world
+
+	publishedEvents []PublishedEvent
+	wakeSent        map[string]int // by detail-type
+}
+
 // RouteWakeUpEvents makes the account send to queueURL, as EventBridge would through the stack's wake-up
 // rules (cloudformation/patch-agent.yaml; docs/events.md, "Which events the stack routes"), the events that
 // end a rollout's waits, from every change on:
@@ -38,11 +47,11 @@ func (a *Account) RouteWakeUpEvents(queueURL string) {
 }
 
 // WakeUpEventsSent returns how many wake-up events RouteWakeUpEvents sent so far, by detail-type.
-func (a *Account) WakeUpEventsSent() map[string]int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (s *eventBridgeService) WakeUpEventsSent() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out := map[string]int{}
-	for k, v := range a.wakeSent {
+	for k, v := range s.wakeSent {
 		out[k] = v
 	}
 	return out
@@ -67,12 +76,12 @@ type ciSeen struct {
 
 // snapshot reads what the events are sent on. Callers hold a.mu.
 func (r *wakeRouter) snapshot() (map[string]instanceSeen, map[string]ciSeen) {
-	insts := make(map[string]instanceSeen, len(r.a.instances))
-	for id, inst := range r.a.instances {
+	insts := make(map[string]instanceSeen, len(r.a.ec2.instances))
+	for id, inst := range r.a.ec2.instances {
 		insts[id] = instanceSeen{lifecycle: inst.state, ec2: string(inst.ec2State)}
 	}
 	cis := map[string]ciSeen{}
-	for _, c := range r.a.clusters {
+	for _, c := range r.a.ecs.clusters {
 		for _, ci := range c.cis {
 			cis[ci.arn] = ciSeen{status: ci.status, connected: ci.agentConnected}
 		}
@@ -100,12 +109,12 @@ func (r *wakeRouter) snapshot() (map[string]instanceSeen, map[string]ciSeen) {
 // Callers hold a.mu (it runs as a watcher).
 func (r *wakeRouter) changed() {
 	insts, cis := r.snapshot()
-	for _, id := range r.a.instanceOrder {
+	for _, id := range r.a.ec2.instanceOrder {
 		now, before := insts[id], r.instances[id]
 		if now == before {
 			continue
 		}
-		inst := r.a.instances[id]
+		inst := r.a.ec2.instances[id]
 		if now.lifecycle == string(astypes.LifecycleStateInService) && before.lifecycle != now.lifecycle {
 			r.scalingResult("EC2 Instance Launch Successful", inst.group, id, "Launching a new EC2 instance: "+id)
 		}
@@ -117,7 +126,7 @@ func (r *wakeRouter) changed() {
 			r.scalingResult("EC2 Instance Terminate Successful", inst.group, id, "Terminating EC2 instance: "+id)
 		}
 	}
-	for _, c := range r.a.clusters {
+	for _, c := range r.a.ecs.clusters {
 		for _, ci := range c.cis {
 			now, before := cis[ci.arn], r.cis[ci.arn]
 			if now == before {
@@ -144,7 +153,7 @@ func (r *wakeRouter) instanceARN(id string) string {
 
 // scalingResult sends an Auto Scaling successful scaling event for instance id of group.
 func (r *wakeRouter) scalingResult(detailType, group, id, description string) {
-	g := r.a.groups[group]
+	g := r.a.autoScaling.groups[group]
 	if g == nil {
 		return
 	}
@@ -158,7 +167,7 @@ func (r *wakeRouter) scalingResult(detailType, group, id, description string) {
 // send puts one EventBridge event on the queue (an id from the router's own sequence, not the account's
 // randomness). Callers hold a.mu.
 func (r *wakeRouter) send(source, detailType string, resources []string, detail map[string]any) {
-	q := r.a.queues[r.queue]
+	q := r.a.sqs.queues[r.queue]
 	if q == nil {
 		return
 	}
@@ -172,17 +181,17 @@ func (r *wakeRouter) send(source, detailType string, resources []string, detail 
 	}
 	sum := md5.Sum(body)
 	q.msgs = append(q.msgs, &message{id: "wake-" + id, body: string(body), md5: hex.EncodeToString(sum[:]), sentAt: r.a.now(), visibleAt: r.a.now()})
-	if r.a.wakeSent == nil {
-		r.a.wakeSent = map[string]int{}
+	if r.a.eventBridge.wakeSent == nil {
+		r.a.eventBridge.wakeSent = map[string]int{}
 	}
-	r.a.wakeSent[detailType]++
+	r.a.eventBridge.wakeSent[detailType]++
 }
 
 // NextEventAt returns when the account's next timed event is due (an instance finishing its boot, an ECS
 // agent connecting, a task reaching its next lastStatus, ...); false when none is pending. Event-driven
 // drivers move the clock to it instead of by a fixed tick. Not counted.
-func (a *Account) NextEventAt() (time.Time, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sched.next()
+func (s *eventBridgeService) NextEventAt() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sched.next()
 }

@@ -62,8 +62,8 @@ type ImageSpec struct {
 
 // RegisterImage registers (or replaces) an AMI. Without OwnerID it is owned by Amazon and public, as the ECS-
 // and EKS-optimized AMIs are. Setup helper: not counted.
-func (a *Account) RegisterImage(spec ImageSpec) {
-	defer a.lock()()
+func (s *ec2Service) RegisterImage(spec ImageSpec) {
+	defer s.lock()()
 	arch := spec.Architecture
 	if arch == "" {
 		arch = string(ec2types.ArchitectureValuesX8664)
@@ -86,20 +86,20 @@ func (a *Account) RegisterImage(spec ImageSpec) {
 			img.platformDetails = "Windows"
 		}
 	}
-	if old := a.images[spec.ID]; old != nil {
+	if old := s.images[spec.ID]; old != nil {
 		img.seq = old.seq
 	} else {
-		img.seq = len(a.imageOrder) + 1
-		a.imageOrder = append(a.imageOrder, spec.ID)
+		img.seq = len(s.imageOrder) + 1
+		s.imageOrder = append(s.imageOrder, spec.ID)
 	}
-	a.images[spec.ID] = img
+	s.images[spec.ID] = img
 }
 
 // launchImageID returns the AMI an instance launched from a template version whose ImageId is ref runs: ref
 // itself, or for "resolve:ssm:<parameter>[:<version>]" the AMI id the parameter names at launch (Amazon EC2
 // User Guide, "Use a Systems Manager parameter instead of an AMI ID": the parameter is resolved each time an
 // instance launches). A reference that does not resolve to an AMI id is returned as written. Callers hold a.mu.
-func (a *Account) launchImageID(ref string) string {
+func (s *ec2Service) launchImageID(ref string) string {
 	name, ok := strings.CutPrefix(ref, resolveSSMPrefix)
 	if !ok {
 		return ref
@@ -110,7 +110,7 @@ func (a *Account) launchImageID(ref string) string {
 			name, version = name[:i], n
 		}
 	}
-	p := a.params[name]
+	p := s.ssm.params[name]
 	if p == nil || len(p.versions) == 0 || version > int64(len(p.versions)) {
 		return ref
 	}
@@ -128,18 +128,18 @@ func (a *Account) launchImageID(ref string) string {
 // available) or is deregistered (Amazon EC2 User Guide, "Deregister an AMI": a deregistered AMI is still
 // described for a short while, in state deregistered, and cannot launch instances). Setup helper: not
 // counted. It panics when the AMI is not registered.
-func (a *Account) SetImageState(id string, state ec2types.ImageState) {
-	defer a.lock()()
-	if a.images[id] == nil {
+func (s *ec2Service) SetImageState(id string, state ec2types.ImageState) {
+	defer s.lock()()
+	if s.images[id] == nil {
 		panic("sim: no image " + id)
 	}
-	a.images[id].state = state
+	s.images[id].state = state
 }
 
 // ImageRegistered reports whether DescribeImages knows the AMI. Observation helper: not counted.
-func (a *Account) ImageRegistered(id string) bool {
-	defer a.lock()()
-	return a.images[id] != nil
+func (s *ec2Service) ImageRegistered(id string) bool {
+	defer s.lock()()
+	return s.images[id] != nil
 }
 
 func (img *image) describe() ec2types.Image {
@@ -188,7 +188,7 @@ func (c *EC2Client) DescribeImages(ctx context.Context, in *ec2.DescribeImagesIn
 	if in == nil {
 		in = &ec2.DescribeImagesInput{}
 	}
-	images, order := a.images, a.imageOrder
+	images, order := a.ec2.images, a.ec2.imageOrder
 	var list []*image
 	if len(in.ImageIds) > 0 {
 		if in.MaxResults != nil {

@@ -35,25 +35,25 @@ type launchConfiguration struct {
 
 // CreateLaunchConfiguration creates a launch configuration that launches imageID as instanceType. Setup helper:
 // not counted. Errors: AlreadyExists, ValidationError (no name, no image, no instance type).
-func (a *Account) CreateLaunchConfiguration(name, imageID, instanceType string) error {
-	defer a.lock()()
+func (as *autoScalingService) CreateLaunchConfiguration(name, imageID, instanceType string) error {
+	defer as.lock()()
 	if name == "" || imageID == "" || instanceType == "" {
 		return apiError("ValidationError", "A launch configuration needs a name, an image id and an instance type")
 	}
-	if a.launchConfigs[name] != nil {
+	if as.launchConfigs[name] != nil {
 		return apiError("AlreadyExists", "Launch Configuration by this name already exists - A launch configuration already exists with the name %s", name)
 	}
-	t := &launchTemplate{id: "lt-" + a.hex(17), name: "launch-configuration:" + name, createdAt: a.now(), defaultVersion: 1}
-	t.versions = []*templateVersion{{number: 1, imageID: imageID, instanceType: instanceType, createdAt: a.now()}}
-	a.templates[t.id] = t // not in templateOrder: no lookup by name finds it
+	t := &launchTemplate{id: "lt-" + as.hex(17), name: "launch-configuration:" + name, createdAt: as.now(), defaultVersion: 1}
+	t.versions = []*templateVersion{{number: 1, imageID: imageID, instanceType: instanceType, createdAt: as.now()}}
+	as.ec2.templates[t.id] = t // not in templateOrder: no lookup by name finds it
 	lc := &launchConfiguration{
 		name: name,
 		arn: fmt.Sprintf("arn:aws:autoscaling:%s:%s:launchConfiguration:%s:launchConfigurationName/%s",
-			a.opts.Region, a.opts.AccountID, a.uuid(), name),
-		imageID: imageID, instanceType: instanceType, createdAt: a.now(), templateID: t.id,
+			as.opts.Region, as.opts.AccountID, as.uuid(), name),
+		imageID: imageID, instanceType: instanceType, createdAt: as.now(), templateID: t.id,
 	}
-	a.launchConfigs[name] = lc
-	a.lcOrder = append(a.lcOrder, name)
+	as.launchConfigs[name] = lc
+	as.lcOrder = append(as.lcOrder, name)
 	return nil
 }
 
@@ -61,9 +61,9 @@ func (a *Account) CreateLaunchConfiguration(name, imageID, instanceType string) 
 // configuration; spec's launch template fields must be empty and MixedInstances false (a mixed instances
 // policy needs a launch template). Setup helper: not counted. Errors: those of CreateGroup, ValidationError
 // for a launch configuration that does not exist or a spec that also names a launch template.
-func (a *Account) CreateGroupOnLaunchConfiguration(spec GroupSpec, lcName string) error {
-	unlock := a.lock()
-	lc := a.launchConfigs[lcName]
+func (as *autoScalingService) CreateGroupOnLaunchConfiguration(spec GroupSpec, lcName string) error {
+	unlock := as.lock()
+	lc := as.launchConfigs[lcName]
 	unlock()
 	switch {
 	case lc == nil:
@@ -72,19 +72,19 @@ func (a *Account) CreateGroupOnLaunchConfiguration(spec GroupSpec, lcName string
 		return apiError("ValidationError", "Valid requests must contain either LaunchTemplate, LaunchConfigurationName, InstanceId or MixedInstancesPolicy parameter.")
 	}
 	spec.LaunchTemplateID = lc.templateID
-	if err := a.CreateGroup(spec); err != nil {
+	if err := as.CreateGroup(spec); err != nil {
 		return err
 	}
-	defer a.lock()()
-	a.lcGroups[spec.Name] = lc
+	defer as.lock()()
+	as.lcGroups[spec.Name] = lc
 	return nil
 }
 
 // describeLaunchConfigurationGroup rewrites the description of a group on a launch configuration: the group
 // and each instance launched from it name the launch configuration instead of the hidden launch template.
 // A group since pointed at a launch template is left as it is. Callers hold a.mu.
-func (a *Account) describeLaunchConfigurationGroup(g *group, out *astypes.AutoScalingGroup) {
-	lc := a.lcGroups[g.name]
+func (as *autoScalingService) describeLaunchConfigurationGroup(g *group, out *astypes.AutoScalingGroup) {
+	lc := as.lcGroups[g.name]
 	if lc == nil || g.ltID != lc.templateID || g.mixed {
 		return
 	}
@@ -120,7 +120,7 @@ func (c *AutoScalingClient) DescribeLaunchConfigurations(ctx context.Context, in
 		}
 		limit = *in.MaxRecords
 	}
-	names := append([]string(nil), a.lcOrder...)
+	names := append([]string(nil), a.autoScaling.lcOrder...)
 	sort.Strings(names)
 	if len(in.LaunchConfigurationNames) > 0 {
 		want := map[string]bool{}
@@ -152,7 +152,7 @@ func (c *AutoScalingClient) DescribeLaunchConfigurations(ctx context.Context, in
 			out.NextToken = ptr("lc-" + n)
 			break
 		}
-		lc := a.launchConfigs[n]
+		lc := a.autoScaling.launchConfigs[n]
 		out.LaunchConfigurations = append(out.LaunchConfigurations, astypes.LaunchConfiguration{
 			LaunchConfigurationName: ptr(lc.name),
 			LaunchConfigurationARN:  ptr(lc.arn),

@@ -84,7 +84,7 @@ func (c *CloudWatchClient) PutMetricData(ctx context.Context, in *cloudwatch.Put
 		}
 		recs = append(recs, PublishedMetric{Namespace: ns, Name: name, Dimensions: dims, Value: *d.Value, Unit: d.Unit, At: a.now()})
 	}
-	a.publishedMetrics = append(a.publishedMetrics, recs...)
+	a.cloudWatch.publishedMetrics = append(a.cloudWatch.publishedMetrics, recs...)
 	return &cloudwatch.PutMetricDataOutput{}, nil
 }
 
@@ -134,7 +134,7 @@ func (c *EventBridgeClient) PutEvents(ctx context.Context, in *eventbridge.PutEv
 		if bus == "" {
 			bus = "default"
 		}
-		a.publishedEvents = append(a.publishedEvents, PublishedEvent{Bus: bus, Source: deref(e.Source), DetailType: deref(e.DetailType),
+		a.eventBridge.publishedEvents = append(a.eventBridge.publishedEvents, PublishedEvent{Bus: bus, Source: deref(e.Source), DetailType: deref(e.DetailType),
 			Detail: deref(e.Detail), At: a.now()})
 		out.Entries = append(out.Entries, ebtypes.PutEventsResultEntry{EventId: ptr(a.uuid())})
 	}
@@ -142,15 +142,15 @@ func (c *EventBridgeClient) PutEvents(ctx context.Context, in *eventbridge.PutEv
 }
 
 // PublishedMetrics returns every datum received with PutMetricData, in order. Observation helper: not counted.
-func (a *Account) PublishedMetrics() []PublishedMetric {
-	defer a.lock()()
-	return append([]PublishedMetric(nil), a.publishedMetrics...)
+func (s *cloudWatchService) PublishedMetrics() []PublishedMetric {
+	defer s.lock()()
+	return append([]PublishedMetric(nil), s.publishedMetrics...)
 }
 
 // PublishedEvents returns every entry accepted by PutEvents, in order. Observation helper: not counted.
-func (a *Account) PublishedEvents() []PublishedEvent {
-	defer a.lock()()
-	return append([]PublishedEvent(nil), a.publishedEvents...)
+func (s *eventBridgeService) PublishedEvents() []PublishedEvent {
+	defer s.lock()()
+	return append([]PublishedEvent(nil), s.publishedEvents...)
 }
 
 // String describes a published metric for test failure messages.

@@ -64,21 +64,21 @@ func (s *scheduler) pop() *event {
 }
 
 // after schedules fn to run d after the current simulated time. Callers hold a.mu.
-func (a *Account) after(d time.Duration, fn func()) {
-	a.sched.add(a.now().Add(d), fn)
+func (w *world) after(d time.Duration, fn func()) {
+	w.sched.add(w.now().Add(d), fn)
 }
 
 // runDueLocked runs every event whose due time is not after the clock's current time, in time order, settling
 // the account after each one. Callers hold a.mu.
-func (a *Account) runDueLocked() {
+func (w *world) runDueLocked() {
 	for {
-		at, ok := a.sched.next()
-		if !ok || at.After(a.now()) {
+		at, ok := w.sched.next()
+		if !ok || at.After(w.now()) {
 			return
 		}
-		ev := a.sched.pop()
+		ev := w.sched.pop()
 		ev.fn()
-		a.settle()
+		w.settle()
 	}
 }
 
@@ -86,37 +86,37 @@ func (a *Account) runDueLocked() {
 // that falls due on the way: every scheduled event runs with the clock set to its own due time, in time order.
 // Timers that other code registered on the same clock fire as the clock passes them. Advance(0) runs whatever is
 // already due. Callers alternate agent work and Advance; Advance never runs agent code itself.
-func (a *Account) Advance(d time.Duration) {
-	a.advanceMu.Lock()
-	defer a.advanceMu.Unlock()
+func (w *world) Advance(d time.Duration) {
+	w.advanceMu.Lock()
+	defer w.advanceMu.Unlock()
 	if d < 0 {
 		d = 0
 	}
-	target := a.clk.Now().Add(d)
+	target := w.clk.Now().Add(d)
 	for {
-		step := a.clk.Now().Add(advanceStep)
+		step := w.clk.Now().Add(advanceStep)
 		if step.After(target) {
 			step = target
 		}
 		for {
-			a.mu.Lock()
-			at, ok := a.sched.next()
+			w.mu.Lock()
+			at, ok := w.sched.next()
 			if !ok || at.After(step) {
-				a.mu.Unlock()
+				w.mu.Unlock()
 				break
 			}
-			if at.After(a.clk.Now()) {
+			if at.After(w.clk.Now()) {
 				// Move the clock to the event's due time without holding a.mu: the fake clock runs AfterFunc
 				// callbacks synchronously and they may call into the account.
-				a.mu.Unlock()
-				a.clk.SetTime(at)
+				w.mu.Unlock()
+				w.clk.SetTime(at)
 				continue
 			}
-			a.runDueLocked()
-			a.mu.Unlock()
+			w.runDueLocked()
+			w.mu.Unlock()
 		}
-		if step.After(a.clk.Now()) {
-			a.clk.SetTime(step)
+		if step.After(w.clk.Now()) {
+			w.clk.SetTime(step)
 		}
 		if !step.Before(target) {
 			return

@@ -14,6 +14,14 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
+// sqsService is Amazon SQS: queues and their messages.
+type sqsService struct {
+	*world
+
+	queues      map[string]*queue // by queue URL
+	queueByName map[string]*queue
+}
+
 const (
 	// defaultVisibilityTimeout is a queue's default visibility timeout. Amazon SQS Developer Guide, "Amazon SQS
 	// visibility timeout": 30 seconds by default, 0 to 12 hours.
@@ -46,37 +54,37 @@ type message struct {
 // CreateQueue creates a standard queue and returns its URL (https://sqs.<region>.amazonaws.com/<account>/<name>).
 // With maxReceiveCount > 0 its redrive policy moves a message to the queue named dlqName (created when missing)
 // once it has been received maxReceiveCount times. Setup helper: not counted.
-func (a *Account) CreateQueue(name string, maxReceiveCount int, dlqName string) (queueURL string) {
-	defer a.lock()()
-	q := a.createQueue(name)
+func (s *sqsService) CreateQueue(name string, maxReceiveCount int, dlqName string) (queueURL string) {
+	defer s.lock()()
+	q := s.createQueue(name)
 	if maxReceiveCount > 0 && dlqName != "" {
 		q.maxReceive = maxReceiveCount
-		q.dlq = a.createQueue(dlqName)
+		q.dlq = s.createQueue(dlqName)
 	}
 	return q.url
 }
 
-func (a *Account) createQueue(name string) *queue {
-	if q := a.queueByName[name]; q != nil {
+func (s *sqsService) createQueue(name string) *queue {
+	if q := s.queueByName[name]; q != nil {
 		return q
 	}
 	q := &queue{
 		name:       name,
-		url:        fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", a.opts.Region, a.opts.AccountID, name),
-		arn:        fmt.Sprintf("arn:aws:sqs:%s:%s:%s", a.opts.Region, a.opts.AccountID, name),
+		url:        fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", s.opts.Region, s.opts.AccountID, name),
+		arn:        fmt.Sprintf("arn:aws:sqs:%s:%s:%s", s.opts.Region, s.opts.AccountID, name),
 		visibility: defaultVisibilityTimeout,
 		handles:    map[string]*message{},
 	}
-	a.queues[q.url] = q
-	a.queueByName[name] = q
+	s.queues[q.url] = q
+	s.queueByName[name] = q
 	return q
 }
 
 // SendMessage puts a message on a queue and returns its message id. Setup helper: not counted. It panics when
 // the queue does not exist.
-func (a *Account) SendMessage(queueURL, body string) (messageID string) {
-	defer a.lock()()
-	id := a.enqueue(queueURL, body)
+func (s *sqsService) SendMessage(queueURL, body string) (messageID string) {
+	defer s.lock()()
+	id := s.enqueue(queueURL, body)
 	if id == "" {
 		panic("sim: no queue " + queueURL)
 	}
@@ -85,13 +93,13 @@ func (a *Account) SendMessage(queueURL, body string) (messageID string) {
 
 // enqueue adds a message to a queue and returns its id ("" when the queue does not exist: the sender's
 // delivery fails, as a lifecycle hook's notification to a deleted queue does).
-func (a *Account) enqueue(queueURL, body string) string {
-	q := a.queues[queueURL]
+func (s *sqsService) enqueue(queueURL, body string) string {
+	q := s.queues[queueURL]
 	if q == nil {
 		return ""
 	}
 	sum := md5.Sum([]byte(body))
-	m := &message{id: a.uuid(), body: body, md5: hex.EncodeToString(sum[:]), sentAt: a.now(), visibleAt: a.now()}
+	m := &message{id: s.uuid(), body: body, md5: hex.EncodeToString(sum[:]), sentAt: s.now(), visibleAt: s.now()}
 	q.msgs = append(q.msgs, m)
 	return m.id
 }
@@ -115,28 +123,28 @@ func (c *SQSClient) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _
 	if in == nil {
 		in = &sqs.SendMessageInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := a.sqs.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
 	if in.MessageBody == nil || *in.MessageBody == "" {
 		return nil, apiError("MissingParameter", "The request must contain the parameter MessageBody.")
 	}
-	id := a.enqueue(q.url, *in.MessageBody)
+	id := a.sqs.enqueue(q.url, *in.MessageBody)
 	sum := md5.Sum([]byte(*in.MessageBody))
 	return &sqs.SendMessageOutput{MessageId: ptr(id), MD5OfMessageBody: ptr(hex.EncodeToString(sum[:]))}, nil
 }
 
 // QueueDepth returns how many messages of a queue are visible and how many are in flight (received, not yet
 // deleted, visibility timeout not yet expired).
-func (a *Account) QueueDepth(queueURL string) (visible, inFlight int) {
-	defer a.lock()()
-	q := a.queues[queueURL]
+func (s *sqsService) QueueDepth(queueURL string) (visible, inFlight int) {
+	defer s.lock()()
+	q := s.queues[queueURL]
 	if q == nil {
 		return 0, 0
 	}
-	now := a.now()
-	for _, m := range a.live(q) {
+	now := s.now()
+	for _, m := range s.live(q) {
 		if m.visibleAt.After(now) {
 			inFlight++
 		} else {
@@ -147,24 +155,24 @@ func (a *Account) QueueDepth(queueURL string) (visible, inFlight int) {
 }
 
 // QueueMessages returns the bodies of every message still on a queue (visible or in flight), oldest first.
-func (a *Account) QueueMessages(queueURL string) []string {
-	defer a.lock()()
-	q := a.queues[queueURL]
+func (s *sqsService) QueueMessages(queueURL string) []string {
+	defer s.lock()()
+	q := s.queues[queueURL]
 	if q == nil {
 		return nil
 	}
 	var out []string
-	for _, m := range a.live(q) {
+	for _, m := range s.live(q) {
 		out = append(out, m.body)
 	}
 	return out
 }
 
 // live drops deleted and expired messages and returns the rest.
-func (a *Account) live(q *queue) []*message {
+func (s *sqsService) live(q *queue) []*message {
 	kept := q.msgs[:0]
 	for _, m := range q.msgs {
-		if m.deleted || a.now().Sub(m.sentAt) >= retention {
+		if m.deleted || s.now().Sub(m.sentAt) >= retention {
 			continue
 		}
 		kept = append(kept, m)
@@ -181,11 +189,11 @@ type SQSClient struct{ a *Account }
 
 var _ awsapi.SQS = (*SQSClient)(nil)
 
-func (a *Account) findQueue(url *string) (*queue, error) {
+func (s *sqsService) findQueue(url *string) (*queue, error) {
 	if url == nil {
 		return nil, apiError("MissingParameter", "The request must contain the parameter QueueUrl.")
 	}
-	q := a.queues[*url]
+	q := s.queues[*url]
 	if q == nil {
 		return nil, &sqstypes.QueueDoesNotExist{Message: ptr("The specified queue does not exist.")}
 	}
@@ -210,7 +218,7 @@ func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 	if in == nil {
 		in = &sqs.ReceiveMessageInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := a.sqs.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +248,7 @@ func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 	}
 	now := a.now()
 	out := &sqs.ReceiveMessageOutput{Messages: []sqstypes.Message{}}
-	for _, m := range a.live(q) {
+	for _, m := range a.sqs.live(q) {
 		if len(out.Messages) == max {
 			break
 		}
@@ -301,7 +309,7 @@ func (c *SQSClient) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInpu
 	if in == nil {
 		in = &sqs.DeleteMessageInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := a.sqs.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +340,7 @@ func (c *SQSClient) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessag
 	if in == nil {
 		in = &sqs.DeleteMessageBatchInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := a.sqs.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +405,7 @@ func (c *SQSClient) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeM
 	if in == nil {
 		in = &sqs.ChangeMessageVisibilityInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := a.sqs.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}

@@ -24,13 +24,13 @@ func (c *SQSClient) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttr
 	if in == nil {
 		in = &sqs.GetQueueAttributesInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := a.sqs.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
 	visible, inFlight := 0, 0
 	now := a.now()
-	for _, m := range a.live(q) {
+	for _, m := range a.sqs.live(q) {
 		if m.visibleAt.After(now) {
 			inFlight++
 		} else {

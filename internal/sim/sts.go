@@ -8,6 +8,13 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
+// stsService is AWS STS: the identity GetCallerIdentity answers.
+type stsService struct {
+	*world
+
+	callerARN string
+}
+
 // STSClient is the simulated AWS Security Token Service. It implements awsapi.STS.
 type STSClient struct{ a *Account }
 
@@ -18,9 +25,9 @@ func (a *Account) STS() *STSClient { return &STSClient{a: a} }
 
 // SetCallerARN sets the identity GetCallerIdentity answers (default
 // arn:aws:sts::<account>:assumed-role/PatchAgentOperator/operator). Setup helper: not counted.
-func (a *Account) SetCallerARN(arn string) {
-	defer a.lock()()
-	a.callerARN = arn
+func (s *stsService) SetCallerARN(arn string) {
+	defer s.lock()()
+	s.callerARN = arn
 }
 
 // GetCallerIdentity answers the caller's Account, Arn and UserId. AWS STS API Reference, "GetCallerIdentity":
@@ -32,7 +39,7 @@ func (c *STSClient) GetCallerIdentity(ctx context.Context, _ *sts.GetCallerIdent
 		return nil, err
 	}
 	defer unlock()
-	arn := a.callerARN
+	arn := a.sts.callerARN
 	if arn == "" {
 		arn = "arn:aws:sts::" + a.opts.AccountID + ":assumed-role/PatchAgentOperator/operator"
 	}

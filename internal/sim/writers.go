@@ -76,21 +76,21 @@ func (w CapacityWrite) String() string {
 
 // recordWrite appends a capacity write, filling in the instances that the write's scale-in took: the
 // terminations with cause scale-in of the group recorded since index since. Callers hold a.mu.
-func (a *Account) recordWrite(w CapacityWrite, since int) {
-	for _, t := range a.terminations[min(since, len(a.terminations)):] {
+func (as *autoScalingService) recordWrite(w CapacityWrite, since int) {
+	for _, t := range as.terminations[min(since, len(as.terminations)):] {
 		if t.Group == w.Group && t.Cause == CauseScaleIn {
 			w.ScaledIn = append(w.ScaledIn, t.InstanceID)
 		}
 	}
-	w.At = a.now()
-	a.capacityWrites = append(a.capacityWrites, w)
+	w.At = as.now()
+	as.capacityWrites = append(as.capacityWrites, w)
 }
 
 // CapacityWrites returns every call that could change a group's desired capacity so far, in order, whoever
 // made it. Observation helper: not counted.
-func (a *Account) CapacityWrites() []CapacityWrite {
-	defer a.lock()()
-	return append([]CapacityWrite(nil), a.capacityWrites...)
+func (as *autoScalingService) CapacityWrites() []CapacityWrite {
+	defer as.lock()()
+	return append([]CapacityWrite(nil), as.capacityWrites...)
 }
 
 // RandomWriterSpec describes a RandomWriter.
@@ -149,7 +149,7 @@ func (w *RandomWriter) Stop() {
 // Writes returns the writer's writes so far, in order.
 func (w *RandomWriter) Writes() []CapacityWrite {
 	var out []CapacityWrite
-	for _, cw := range w.a.CapacityWrites() {
+	for _, cw := range w.a.autoScaling.CapacityWrites() {
 		if cw.By == CallerAutoscaler && cw.Group == w.spec.Group {
 			out = append(out, cw)
 		}
@@ -175,7 +175,7 @@ func (w *RandomWriter) schedule() {
 // write moves the group's desired capacity by a random step in a random direction, the other direction when
 // the limits leave no room. Callers hold a.mu; the account settles after the event.
 func (w *RandomWriter) write() {
-	g := w.a.groups[w.spec.Group]
+	g := w.a.autoScaling.groups[w.spec.Group]
 	if g == nil {
 		return
 	}
@@ -195,9 +195,9 @@ func (w *RandomWriter) write() {
 	if to == g.desired {
 		return // min == max: nothing to write
 	}
-	since, from := len(w.a.terminations), g.desired
-	_ = w.a.setDesiredBy(g.name, to, CallerAutoscaler) // within [min, max] by construction
-	w.a.recordWrite(CapacityWrite{Group: g.name, By: CallerAutoscaler, Op: OpSetDesiredCapacity, From: from, To: to,
+	since, from := len(w.a.autoScaling.terminations), g.desired
+	_ = w.a.autoScaling.setDesiredBy(g.name, to, CallerAutoscaler) // within [min, max] by construction
+	w.a.autoScaling.recordWrite(CapacityWrite{Group: g.name, By: CallerAutoscaler, Op: OpSetDesiredCapacity, From: from, To: to,
 		MaxFrom: g.max, MaxTo: g.max, Accepted: true}, since)
 }
 
@@ -250,7 +250,7 @@ func (a *Account) ScheduleOperator(spec OperatorSpec) *Operator {
 // when the instance is not in a group or already leaving.
 func (a *Account) TerminateWithoutDecrement(instanceID string) bool {
 	defer a.lock()()
-	inst := a.instances[instanceID]
+	inst := a.ec2.instances[instanceID]
 	if inst == nil {
 		return false
 	}
@@ -269,14 +269,14 @@ func (o *Operator) Done() bool {
 // terminate picks the instance and terminates it without decrement. Callers hold a.mu.
 func (o *Operator) terminate() {
 	a := o.a
-	g := a.groups[o.spec.Group]
+	g := a.autoScaling.groups[o.spec.Group]
 	if g == nil {
 		return
 	}
-	inst := a.instances[o.spec.InstanceID]
+	inst := a.ec2.instances[o.spec.InstanceID]
 	if o.spec.InstanceID == "" {
 		var inService []*instance
-		for _, i := range a.running(g) {
+		for _, i := range a.autoScaling.running(g) {
 			if i.state == string(astypes.LifecycleStateInService) {
 				inService = append(inService, i)
 			}
@@ -289,9 +289,9 @@ func (o *Operator) terminate() {
 	if inst == nil || inst.group != g.name || isTerminating(inst.state) || inst.state == string(astypes.LifecycleStateTerminated) {
 		return
 	}
-	since := len(a.terminations)
-	a.beginTerminate(inst, CauseOperator)
-	a.recordWrite(CapacityWrite{Group: g.name, By: CallerOperator, Op: OpTerminateInstance, From: g.desired, To: g.desired,
+	since := len(a.autoScaling.terminations)
+	a.autoScaling.beginTerminate(inst, CauseOperator)
+	a.autoScaling.recordWrite(CapacityWrite{Group: g.name, By: CallerOperator, Op: OpTerminateInstance, From: g.desired, To: g.desired,
 		MaxFrom: g.max, MaxTo: g.max, InstanceID: inst.id, Accepted: true}, since)
 	o.done = true
 }
