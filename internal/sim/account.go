@@ -1,15 +1,40 @@
 // Package sim is a stateful simulated AWS account — Amazon EC2 Auto Scaling, EC2 launch templates and instances,
-// Amazon ECS container instances, services and tasks, SSM Parameter Store and Amazon SQS — behind the narrow
-// interfaces of internal/awsapi. The agent's tests and `patch-agent demo` use it in place of real AWS, because no
-// emulator offers Auto Scaling, launch templates or ECS container instances.
+// Amazon ECS container instances, services and tasks, Amazon EKS, SSM Parameter Store, Amazon SQS, CloudWatch,
+// EventBridge and STS — behind the narrow interfaces of internal/awsapi. The agent's tests and `patch-agent demo`
+// use it in place of real AWS, because no emulator offers Auto Scaling, launch templates or ECS container
+// instances.
 //
 // Behaviour follows the AWS documentation; each modelled behaviour cites the guide and page it comes from.
 // Time runs on an injected fake clock (k8s.io/utils/clock/testing): nothing happens until the caller moves time
 // with Advance, so a 30-minute rollout simulates in milliseconds and every run is deterministic.
 //
-// One mutex guards the whole account, so the agent may call it from several goroutines. Errors are smithy API
-// errors (smithy.GenericAPIError, or the SDK's modelled error types where the SDK has one) so that
-// internal/awsapi/errors.go classifies them as it classifies real AWS answers.
+// The account is one shared world (world.go: the lock, the clock, identifiers, call counts, the scheduler of
+// timed behaviour, the watchers and the control loops that settle it) and one type per service, each owning
+// its state and the methods that model it:
+//   - autoScalingService (autoscaling.go, activities.go, apply.go, autoscalinginstances.go, launchconfig.go,
+//     refresh.go, warmpool.go, writers.go): groups, lifecycle hooks and actions, terminations, completions,
+//     heartbeats, capacity writes, launch shortfalls, instance refreshes, warm pools, launch configurations;
+//   - ec2Service (ec2.go, images.go): launch templates, instances, AMIs;
+//   - ecsService (ecs.go, ecsclusters.go, ecsdeployment.go, ecsrebalance.go, capacityprovider.go): clusters,
+//     container instances, tasks, services, capacity providers;
+//   - eksService (eks.go, eksfargate.go, eksnodegroups.go, eksnodegroupupdate.go, eksupgrade.go): clusters, node
+//     groups, Fargate profiles, updates, add-ons, insights;
+//   - ssmService (ssm.go, ssmhistory.go), sqsService (sqs.go, sqsattributes.go), cloudWatchService
+//     (cloudwatch.go, observability.go), eventBridgeService (eventbridge.go, observability.go) and stsService
+//     (sts.go).
+//
+// One service reaches another through the world (an Auto Scaling launch asks ec2 for an instance and ecs to
+// register it). Account embeds the world and every service, so their exported setup and observation helpers
+// are the Account's; the clients (AutoScalingClient, EC2Client, ...) serve the awsapi interfaces over it.
+// Organization (organization.go) and Faults (faults.go) stand beside the account with locks of their own.
+//
+// Lock discipline: the world's one lock is taken only on entry to an exported method, through call (an API
+// operation, counted), lock (a setup or observation helper) or hold (bookkeeping that runs nothing due), and
+// released before it returns; every unexported function and method of the world and its services, and every
+// View, runs with it held and never takes it (TestOnlyExportedMethodsTakeTheLock). So the agent may call the
+// account from several goroutines. Errors are smithy API errors (smithy.GenericAPIError, or the SDK's modelled
+// error types where the SDK has one) so that internal/awsapi/errors.go classifies them as it classifies real
+// AWS answers.
 package sim
 
 import (
@@ -165,8 +190,7 @@ func (a *Account) CloudWatch() awsapi.CloudWatch { return &CloudWatchClient{a: a
 // Calls returns how many API calls were made per operation, keyed "service:Operation"
 // (for example "autoscaling:DescribeAutoScalingGroups"). Setup and observation helpers are not counted.
 func (a *Account) Calls() map[string]int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	defer a.hold()()
 	out := make(map[string]int, len(a.calls))
 	for k, v := range a.calls {
 		out[k] = v
@@ -176,8 +200,7 @@ func (a *Account) Calls() map[string]int {
 
 // ResetCalls sets every API call count back to zero.
 func (a *Account) ResetCalls() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	defer a.hold()()
 	a.calls = map[string]int{}
 }
 

@@ -61,7 +61,7 @@ func (as *autoScalingService) FailedLaunches(group string) int {
 }
 
 // launchFails reports whether a launch of g fails now for lack of capacity, recording the failed scaling
-// activity of the try (at most one per Shortfall.Retry; between tries the launch waits). Callers hold a.mu.
+// activity of the try (at most one per Shortfall.Retry; between tries the launch waits). Callers hold the lock.
 func (as *autoScalingService) launchFails(g *group) bool {
 	s := as.shortfalls[g.name]
 	if s == nil {

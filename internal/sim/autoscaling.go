@@ -398,7 +398,7 @@ func (as *autoScalingService) SetDesiredCapacity(groupName string, desired int32
 }
 
 // writeDesired is a SetDesiredCapacity call by by: the change, and its record in CapacityWrites. Callers hold
-// a.mu.
+// the lock.
 func (as *autoScalingService) writeDesired(groupName string, desired int32, by string) error {
 	g := as.groups[groupName]
 	if g == nil {
@@ -510,7 +510,7 @@ func (as *autoScalingService) running(g *group) []*instance {
 	return out
 }
 
-// reconcileGroup keeps a group at its desired capacity. Callers hold a.mu.
+// reconcileGroup keeps a group at its desired capacity. Callers hold the lock.
 func (as *autoScalingService) reconcileGroup(g *group) bool {
 	changed := false
 	// Amazon EC2 Auto Scaling User Guide, "Health checks for instances in an Auto Scaling group": an instance
@@ -567,7 +567,7 @@ func (as *autoScalingService) currentVersion(g *group) (*launchTemplate, *templa
 
 // newInstance records a new EC2 instance of group g launched from template version v, in lifecycle state
 // state (Pending into the group, Warmed:Pending into its warm pool), in the AZ Auto Scaling picks. Callers hold
-// a.mu.
+// the lock.
 func (as *autoScalingService) newInstance(g *group, t *launchTemplate, v *templateVersion, state string) *instance {
 	inst := &instance{
 		id:           "i-" + as.hex(17),
@@ -590,7 +590,7 @@ func (as *autoScalingService) newInstance(g *group, t *launchTemplate, v *templa
 	return inst
 }
 
-// launch starts one instance for the group. Callers hold a.mu.
+// launch starts one instance for the group. Callers hold the lock.
 func (as *autoScalingService) launch(g *group) *instance {
 	if inst := as.launchFromWarmPool(g); inst != nil { // warmpool.go: a scale out draws on the warm pool first
 		return inst

@@ -123,7 +123,7 @@ func (as *autoScalingService) StartRootVolumeReplacement(instanceID string) ([]s
 }
 
 // replaceRootVolume swaps the instance's root volume and puts it back in service (see
-// StartRootVolumeReplacement). Callers hold a.mu.
+// StartRootVolumeReplacement). Callers hold the lock.
 func (as *autoScalingService) replaceRootVolume(inst *instance) {
 	inst.state = string(astypes.LifecycleStateReplacingRootVolumeProceed)
 	as.after(as.opts.BootDelay, func() {

@@ -138,7 +138,7 @@ func normalizeCapacityProvider(spec GroupSpec) (*CapacityProviderSpec, error) {
 	return &cp, nil
 }
 
-// attachCapacityProvider associates a validated capacity provider with a new group. Callers hold a.mu.
+// attachCapacityProvider associates a validated capacity provider with a new group. Callers hold the lock.
 func (s *ecsService) attachCapacityProvider(g *group, cp CapacityProviderSpec) {
 	g.capacityProvider = &capacityProvider{spec: cp}
 	if cp.ManagedScaling {
@@ -168,7 +168,7 @@ func (s *ecsService) scheduleCapacityProviderEvaluation(g *group) {
 }
 
 // evaluateCapacityProvider is one minute of ECS managed scaling and managed termination protection for a group.
-// Callers hold a.mu; the event loop settles the account afterwards.
+// Callers hold the lock; the event loop settles the account afterwards.
 func (s *ecsService) evaluateCapacityProvider(g *group) {
 	cp := g.capacityProvider
 	running := s.autoScaling.running(g)
@@ -274,7 +274,7 @@ func (s *ecsService) evaluateCapacityProvider(g *group) {
 // most recently launched first, and lowers desired capacity by that many, never below want (Amazon ECS Developer
 // Guide, "Control the instances Amazon ECS terminates": when an instance's non-daemon tasks are stopped, ECS
 // starts the scale-in and turns off its scale-in protection; Auto Scaling then terminates unprotected
-// instances). Without managed termination protection it only lowers desired capacity. Callers hold a.mu.
+// instances). Without managed termination protection it only lowers desired capacity. Callers hold the lock.
 func (s *ecsService) scaleInIdle(g *group, running []*instance, want int32) {
 	cut := g.desired - want
 	if g.capacityProvider.spec.ManagedTerminationProtection {
@@ -349,7 +349,7 @@ func (s *ecsService) defaultCapacityProviderGroup(cluster string) *group {
 
 // waitingTasks counts the service tasks of a cluster that no container instance has room for: for each replica
 // service, the tasks missing to its desired count, plus every RUNNING task on a DRAINING instance whose
-// replacement could not start yet. Callers hold a.mu and have settled the account.
+// replacement could not start yet. Callers hold the lock and have settled the account.
 func (s *ecsService) waitingTasks(c *cluster) int {
 	waiting := 0
 	for _, n := range s.waitingByService(c) {
@@ -384,7 +384,7 @@ func (s *ecsService) waitingByService(c *cluster) map[*service]int {
 	return waiting
 }
 
-// changeDesired sets a group's desired capacity and records the change. Callers hold a.mu and settle afterwards.
+// changeDesired sets a group's desired capacity and records the change. Callers hold the lock and settle afterwards.
 func (s *ecsService) changeDesired(g *group, to int32, by string) {
 	from := g.desired
 	g.desired = to

@@ -412,7 +412,7 @@ func (s *ecsService) choosePlacementIn(c *cluster, svc *service, zone string) *c
 
 const reasonDraining = "Service scheduler stopped the task: container instance is DRAINING"
 
-// reconcileCluster runs the ECS service scheduler over one cluster. Callers hold a.mu.
+// reconcileCluster runs the ECS service scheduler over one cluster. Callers hold the lock.
 func (s *ecsService) reconcileCluster(c *cluster) bool {
 	changed := false
 

@@ -19,7 +19,7 @@ const reasonRebalance = "Service scheduler stopped the task: Availability Zone r
 // rebalanceZones moves one task of svc from its most crowded Availability Zone towards its emptiest one when
 // the service has AvailabilityZoneRebalancing and is steady: its desired count of tasks RUNNING, none PENDING,
 // none on a DRAINING instance, no move under way. It reports whether it started or stopped a task. Callers
-// hold a.mu.
+// hold the lock.
 func (s *ecsService) rebalanceZones(c *cluster, svc *service) bool {
 	if !svc.deployment.AvailabilityZoneRebalancing || svc.deployment.Binpack || svc.daemon {
 		return false

@@ -27,8 +27,7 @@ type EKSFargateProfileSpec struct {
 
 // AddEKSFargateProfile creates a Fargate profile on an existing cluster. Errors: the cluster does not exist.
 func (s *eksService) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.hold()()
 	if s.eksClusters[spec.Cluster] == nil {
 		return fmt.Errorf("sim: no EKS cluster %s", spec.Cluster)
 	}

@@ -55,7 +55,7 @@ func (s *eksService) PublishEKSRelease(r EKSRelease) {
 }
 
 // releaseLocked returns the published release of the AMI type and version ("" = the latest one), and whether
-// any release of them is published at all. Callers hold a.mu.
+// any release of them is published at all. Callers hold the lock.
 func (s *eksService) releaseLocked(amiType, version, release string) (r EKSRelease, found, catalog bool) {
 	list := s.eksUpgrades.releases[eksReleaseKey{amiType, version}]
 	if len(list) == 0 {
@@ -98,7 +98,7 @@ var _ awsapi.EKSNodegroups = (*EKSClient)(nil)
 
 // replaceNodesLocked is the scale up, upgrade and scale down of a node group update: the group launches from
 // its launch template at version (its image imageID), every node on another AMI is replaced, and end runs once
-// the old nodes are terminating. Callers hold a.mu.
+// the old nodes are terminating. Callers hold the lock.
 func (s *eksService) replaceNodesLocked(ng *nodegroup, version int64, end func()) {
 	g := s.autoScaling.groups[ng.groupName]
 	if g == nil {
@@ -138,7 +138,7 @@ func (s *eksService) replaceNodesLocked(ng *nodegroup, version int64, end func()
 }
 
 // newTemplateVersionLocked adds a version of template id launching imageID (EKS's setup phase) and returns its
-// number. Callers hold a.mu.
+// number. Callers hold the lock.
 func (s *eksService) newTemplateVersionLocked(id, imageID string) int64 {
 	t := s.ec2.templates[id]
 	src := t.versions[len(t.versions)-1]

@@ -133,7 +133,7 @@ func (a *Account) EKSUpgrade() awsapi.EKSUpgrade { return &EKSClient{a: a} }
 var _ awsapi.EKSUpgrade = (*EKSClient)(nil)
 
 // eksClusterStatusLocked is the status DescribeCluster reports: UPDATING while a version update of the cluster
-// is in progress, else ACTIVE. Callers hold a.mu.
+// is in progress, else ACTIVE. Callers hold the lock.
 func (s *eksService) eksClusterStatusLocked(cluster string) ekstypes.ClusterStatus {
 	if s.inProgressLocked(cluster, "", "") != nil {
 		return ekstypes.ClusterStatusUpdating
@@ -142,7 +142,7 @@ func (s *eksService) eksClusterStatusLocked(cluster string) ekstypes.ClusterStat
 }
 
 // eksNodegroupStatusLocked is the status DescribeNodegroup reports: UPDATING while an update of the node group
-// is in progress, else ACTIVE. Callers hold a.mu.
+// is in progress, else ACTIVE. Callers hold the lock.
 func (s *eksService) eksNodegroupStatusLocked(cluster, nodegroup string) ekstypes.NodegroupStatus {
 	if s.inProgressLocked(cluster, "", nodegroup) != nil {
 		return ekstypes.NodegroupStatusUpdating
@@ -150,7 +150,7 @@ func (s *eksService) eksNodegroupStatusLocked(cluster, nodegroup string) ekstype
 	return ekstypes.NodegroupStatusActive
 }
 
-// inProgressLocked returns the resource's update in progress, or nil. Callers hold a.mu.
+// inProgressLocked returns the resource's update in progress, or nil. Callers hold the lock.
 func (s *eksService) inProgressLocked(cluster, addon, nodegroup string) *eksUpdate {
 	for _, u := range s.eksUpgrades.updates {
 		if u.cluster == cluster && u.addon == addon && u.nodegroup == nodegroup && u.status == ekstypes.UpdateStatusInProgress {
@@ -233,8 +233,7 @@ func (s *eksService) FailNextEKSUpdate(f EKSUpdateFailure) {
 // EKS API Reference, "Addon" (status DEGRADED) and "AddonHealth": an add-on's status reflects the health of
 // its Kubernetes resources, which an update rolls after EKS applied it.
 func (s *eksService) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.hold()()
 	w := s.eksUpgrades
 	if w.degrade == nil {
 		w.degrade = map[string]time.Duration{}
@@ -278,7 +277,7 @@ func minorOf(v string) int {
 }
 
 // startUpdateLocked records a new update (consuming a failure injected for its resource) and schedules its
-// end after d: done runs on success. Callers hold a.mu.
+// end after d: done runs on success. Callers hold the lock.
 func (s *eksService) startUpdateLocked(u *eksUpdate, d time.Duration, done func(), failed func()) *eksUpdate {
 	w := s.eksUpgrades
 	u.id, u.status, u.createdAt = s.uuid(), ekstypes.UpdateStatusInProgress, s.now()
@@ -324,7 +323,7 @@ func tokenKey(cluster, addon, nodegroup, token string) string {
 	return cluster + "|" + addon + "|" + nodegroup + "|" + token
 }
 
-// byTokenLocked returns the update a ClientRequestToken already started, or nil. Callers hold a.mu.
+// byTokenLocked returns the update a ClientRequestToken already started, or nil. Callers hold the lock.
 func (s *eksService) byTokenLocked(cluster, addon, nodegroup string, token *string) *eksUpdate {
 	if deref(token) == "" {
 		return nil

@@ -39,8 +39,7 @@ type eventBridgeService struct {
 // the same instances, tasks and tokens with or without them. Setup helper: not counted. Changes before the
 // call send nothing.
 func (a *Account) RouteWakeUpEvents(queueURL string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	defer a.hold()()
 	r := &wakeRouter{a: a, queue: queueURL}
 	r.instances, r.cis = r.snapshot()
 	a.watchers = append(a.watchers, func(*View) { r.changed() })
@@ -48,8 +47,7 @@ func (a *Account) RouteWakeUpEvents(queueURL string) {
 
 // WakeUpEventsSent returns how many wake-up events RouteWakeUpEvents sent so far, by detail-type.
 func (s *eventBridgeService) WakeUpEventsSent() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.hold()()
 	out := map[string]int{}
 	for k, v := range s.wakeSent {
 		out[k] = v
@@ -74,7 +72,7 @@ type ciSeen struct {
 	live             int // tasks not STOPPED
 }
 
-// snapshot reads what the events are sent on. Callers hold a.mu.
+// snapshot reads what the events are sent on. Callers hold the lock.
 func (r *wakeRouter) snapshot() (map[string]instanceSeen, map[string]ciSeen) {
 	insts := make(map[string]instanceSeen, len(r.a.ec2.instances))
 	for id, inst := range r.a.ec2.instances {
@@ -106,7 +104,7 @@ func (r *wakeRouter) snapshot() (map[string]instanceSeen, map[string]ciSeen) {
 }
 
 // changed compares the account with the last snapshot and sends the events the stack's rules would deliver.
-// Callers hold a.mu (it runs as a watcher).
+// Callers hold the lock (it runs as a watcher).
 func (r *wakeRouter) changed() {
 	insts, cis := r.snapshot()
 	for _, id := range r.a.ec2.instanceOrder {
@@ -165,7 +163,7 @@ func (r *wakeRouter) scalingResult(detailType, group, id, description string) {
 }
 
 // send puts one EventBridge event on the queue (an id from the router's own sequence, not the account's
-// randomness). Callers hold a.mu.
+// randomness). Callers hold the lock.
 func (r *wakeRouter) send(source, detailType string, resources []string, detail map[string]any) {
 	q := r.a.sqs.queues[r.queue]
 	if q == nil {
@@ -191,7 +189,6 @@ func (r *wakeRouter) send(source, detailType string, resources []string, detail 
 // agent connecting, a task reaching its next lastStatus, ...); false when none is pending. Event-driven
 // drivers move the clock to it instead of by a fixed tick. Not counted.
 func (s *eventBridgeService) NextEventAt() (time.Time, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.hold()()
 	return s.sched.next()
 }

@@ -98,7 +98,7 @@ func (s *ec2Service) RegisterImage(spec ImageSpec) {
 // launchImageID returns the AMI an instance launched from a template version whose ImageId is ref runs: ref
 // itself, or for "resolve:ssm:<parameter>[:<version>]" the AMI id the parameter names at launch (Amazon EC2
 // User Guide, "Use a Systems Manager parameter instead of an AMI ID": the parameter is resolved each time an
-// instance launches). A reference that does not resolve to an AMI id is returned as written. Callers hold a.mu.
+// instance launches). A reference that does not resolve to an AMI id is returned as written. Callers hold the lock.
 func (s *ec2Service) launchImageID(ref string) string {
 	name, ok := strings.CutPrefix(ref, resolveSSMPrefix)
 	if !ok {

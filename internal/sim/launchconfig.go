@@ -82,7 +82,7 @@ func (as *autoScalingService) CreateGroupOnLaunchConfiguration(spec GroupSpec, l
 
 // describeLaunchConfigurationGroup rewrites the description of a group on a launch configuration: the group
 // and each instance launched from it name the launch configuration instead of the hidden launch template.
-// A group since pointed at a launch template is left as it is. Callers hold a.mu.
+// A group since pointed at a launch template is left as it is. Callers hold the lock.
 func (as *autoScalingService) describeLaunchConfigurationGroup(g *group, out *astypes.AutoScalingGroup) {
 	lc := as.lcGroups[g.name]
 	if lc == nil || g.ltID != lc.templateID || g.mixed {

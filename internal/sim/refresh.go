@@ -418,7 +418,7 @@ func (as *autoScalingService) pollAlarms(g *group, r *instanceRefresh) {
 	})
 }
 
-// reconcileRefreshes advances every active refresh. Callers hold a.mu.
+// reconcileRefreshes advances every active refresh. Callers hold the lock.
 func (as *autoScalingService) reconcileRefreshes() bool {
 	changed := false
 	for _, name := range as.groupNames() {
@@ -456,7 +456,7 @@ func (as *autoScalingService) setReason(r *instanceRefresh, format string, args 
 }
 
 // stepRefresh advances one refresh by what its group's state allows now. It reports whether it changed
-// anything the control loop must react to. Callers hold a.mu.
+// anything the control loop must react to. Callers hold the lock.
 func (as *autoScalingService) stepRefresh(g *group, r *instanceRefresh) bool {
 	now := as.now()
 	if r.status == astypes.InstanceRefreshStatusPending {

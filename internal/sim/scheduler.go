@@ -11,7 +11,7 @@ import (
 const advanceStep = time.Second
 
 // event is one timed piece of simulated AWS behaviour (an instance finishing boot, a task reaching its next
-// lastStatus, a lifecycle hook timing out). Events run under Account.mu at their due time, in time order; events
+// lastStatus, a lifecycle hook timing out). Events run under the world's lock at their due time, in time order; events
 // due at the same instant run in the order they were scheduled.
 type event struct {
 	at  time.Time
@@ -63,13 +63,13 @@ func (s *scheduler) pop() *event {
 	return heap.Pop(&s.queue).(*event)
 }
 
-// after schedules fn to run d after the current simulated time. Callers hold a.mu.
+// after schedules fn to run d after the current simulated time. Callers hold the lock.
 func (w *world) after(d time.Duration, fn func()) {
 	w.sched.add(w.now().Add(d), fn)
 }
 
 // runDueLocked runs every event whose due time is not after the clock's current time, in time order, settling
-// the account after each one. Callers hold a.mu.
+// the account after each one. Callers hold the lock.
 func (w *world) runDueLocked() {
 	for {
 		at, ok := w.sched.next()
@@ -99,21 +99,21 @@ func (w *world) Advance(d time.Duration) {
 			step = target
 		}
 		for {
-			w.mu.Lock()
+			unlock := w.hold()
 			at, ok := w.sched.next()
 			if !ok || at.After(step) {
-				w.mu.Unlock()
+				unlock()
 				break
 			}
 			if at.After(w.clk.Now()) {
-				// Move the clock to the event's due time without holding a.mu: the fake clock runs AfterFunc
+				// Move the clock to the event's due time without holding the lock: the fake clock runs AfterFunc
 				// callbacks synchronously and they may call into the account.
-				w.mu.Unlock()
+				unlock()
 				w.clk.SetTime(at)
 				continue
 			}
 			w.runDueLocked()
-			w.mu.Unlock()
+			unlock()
 		}
 		if step.After(w.clk.Now()) {
 			w.clk.SetTime(step)

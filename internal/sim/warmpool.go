@@ -120,7 +120,7 @@ func (as *autoScalingService) WarmPool(groupName string) []InstanceView {
 	return out
 }
 
-// inWarmPool reports whether the instance is in its group's warm pool. Callers hold a.mu.
+// inWarmPool reports whether the instance is in its group's warm pool. Callers hold the lock.
 func (as *autoScalingService) inWarmPool(inst *instance) bool {
 	g := as.groups[inst.group]
 	return g != nil && g.warmPool != nil && slices.Contains(g.warmPool.instances, inst.id)
@@ -156,7 +156,7 @@ func poolTarget(g *group) int {
 	return max(int(prepared-g.desired), int(g.warmPool.spec.MinSize), 0)
 }
 
-// reconcileWarmPools launches instances into every warm pool below its size. Callers hold a.mu.
+// reconcileWarmPools launches instances into every warm pool below its size. Callers hold the lock.
 // User Guide, warm pools, core concepts: when the group scales out and the pool shrinks, Auto Scaling launches
 // new instances into the pool to keep its size; they launch from the group's current launch template version.
 // A pool above its size is left as it is (the documentation does not say which instance would go).
@@ -186,7 +186,7 @@ func (as *autoScalingService) reconcileWarmPools() bool {
 // launchIntoPool launches one instance into the group's warm pool: Warmed:Pending until it runs, then
 // Warmed:Pending:Wait on the group's launching hooks (Origin EC2, Destination WarmPool), then its pool state.
 // The ECS container agent does not register while the instance warms (Amazon ECS Developer Guide, "Configuring
-// pre-initialized instances for your Amazon ECS Auto Scaling group": ECS_WARM_POOLS_CHECK). Callers hold a.mu.
+// pre-initialized instances for your Amazon ECS Auto Scaling group": ECS_WARM_POOLS_CHECK). Callers hold the lock.
 func (as *autoScalingService) launchIntoPool(g *group) *instance {
 	t, v := as.currentVersion(g)
 	if v == nil {
@@ -275,7 +275,7 @@ func (as *autoScalingService) stopTasksOf(inst *instance, ci *containerInstance,
 // starts (Pending), waits in Pending:Wait on the launching hooks (Origin WarmPool, Destination
 // AutoScalingGroup) and goes InService; its ECS container agent reconnects with the container instance it had,
 // in the status it had (a DRAINING one stays DRAINING until someone sets it ACTIVE). Nil when the pool has no
-// warmed instance: the group then launches a new instance directly. Callers hold a.mu.
+// warmed instance: the group then launches a new instance directly. Callers hold the lock.
 // User Guide, warm pools, core concepts and "Use lifecycle hooks with a warm pool"; Amazon ECS Developer Guide,
 // "Configuring pre-initialized instances for your Amazon ECS Auto Scaling group".
 func (as *autoScalingService) launchFromWarmPool(g *group) *instance {
@@ -323,7 +323,7 @@ func (as *autoScalingService) reconnect(inst *instance) {
 }
 
 // waitRoute returns the wait state an instance enters on the lifecycle hooks of transition, and the Origin and
-// Destination its notifications carry. Callers hold a.mu.
+// Destination its notifications carry. Callers hold the lock.
 // User Guide, "Use lifecycle hooks with a warm pool" and "Amazon EC2 Auto Scaling event reference".
 func (as *autoScalingService) waitRoute(inst *instance, transition string) (state, origin, destination string) {
 	move := moveNone
@@ -348,7 +348,7 @@ func (as *autoScalingService) waitRoute(inst *instance, transition string) (stat
 
 // resolveWarmPoolAction moves on a pool instance whose lifecycle actions are all complete: from
 // Warmed:Pending:Wait to its pool state (or, a launch abandoned, out of the pool to termination), and from
-// Warmed:Terminating:Wait to termination. It reports whether the instance was a pool instance. Callers hold a.mu.
+// Warmed:Terminating:Wait to termination. It reports whether the instance was a pool instance. Callers hold the lock.
 // User Guide, "Complete a lifecycle action in an Auto Scaling group" and "Use lifecycle hooks with a warm pool".
 func (as *autoScalingService) resolveWarmPoolAction(inst *instance, act *lifecycleAction, result string) bool {
 	g := as.groups[inst.group]
@@ -369,7 +369,7 @@ func (as *autoScalingService) resolveWarmPoolAction(inst *instance, act *lifecyc
 
 // warmPoolTerminate takes over beginTerminate for warm pool groups: a pool instance is terminated out of the
 // pool, and with ReuseOnScaleIn an InService instance chosen for scale in goes back to the pool instead. It
-// reports whether it did either. Callers hold a.mu.
+// reports whether it did either. Callers hold the lock.
 // User Guide, warm pools, core concepts ("Instance reuse policy"): by default a scale in terminates instances;
 // with a reuse policy they return to the pool. An explicit termination (TerminateInstanceInAutoScalingGroup,
 // health, an abandoned launch) terminates the instance.

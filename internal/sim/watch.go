@@ -16,8 +16,7 @@ import (
 // (that would deadlock). Invariant checkers (internal/testworld/checker) use it to judge every state the simulated
 // world passes through, not only the states between two agent iterations.
 func (w *world) OnChange(fn func(*View)) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	defer w.hold()()
 	w.watchers = append(w.watchers, fn)
 }
 
@@ -28,7 +27,7 @@ func (a *Account) Observe(fn func(*View)) {
 	fn(&View{w: a.world})
 }
 
-// notifyWatchers calls the OnChange watchers. Callers hold a.mu. A change made while watchers run (none
+// notifyWatchers calls the OnChange watchers. Callers hold the lock. A change made while watchers run (none
 // should be) does not call them again.
 func (w *world) notifyWatchers() {
 	if len(w.watchers) == 0 || w.notifying {

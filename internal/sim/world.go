@@ -40,7 +40,7 @@ type world struct {
 	sts         *stsService
 }
 
-// call is the entry of every simulated API operation: it takes the account lock, counts the call, honours a
+// call is the entry of every simulated API operation: it takes the world's lock, counts the call, honours a
 // cancelled context and runs behaviour that fell due since the last call (for callers that moved the clock
 // themselves). On success the caller must run the returned unlock.
 func (w *world) call(ctx context.Context, op string) (unlock func(), err error) {
@@ -63,11 +63,18 @@ func (w *world) lock() func() {
 	return w.mu.Unlock
 }
 
+// hold is the entry of bookkeeping that must not run behaviour that fell due (call counts, watchers,
+// Advance between two events): it only takes the lock.
+func (w *world) hold() func() {
+	w.mu.Lock()
+	return w.mu.Unlock
+}
+
 func (w *world) now() time.Time { return w.clk.Now() }
 
 // settle runs the control loops that AWS runs continuously: Auto Scaling keeps each group at its desired
 // capacity, ECS managed draining completes its hooks, and the ECS service scheduler keeps services at their
-// desired count. Then it tells the watchers (OnChange). Callers hold a.mu.
+// desired count. Then it tells the watchers (OnChange). Callers hold the lock.
 func (w *world) settle() {
 	for i := 0; i < 10; i++ {
 		changed := false

@@ -75,7 +75,7 @@ func (w CapacityWrite) String() string {
 }
 
 // recordWrite appends a capacity write, filling in the instances that the write's scale-in took: the
-// terminations with cause scale-in of the group recorded since index since. Callers hold a.mu.
+// terminations with cause scale-in of the group recorded since index since. Callers hold the lock.
 func (as *autoScalingService) recordWrite(w CapacityWrite, since int) {
 	for _, t := range as.terminations[min(since, len(as.terminations)):] {
 		if t.Group == w.Group && t.Cause == CauseScaleIn {
@@ -157,7 +157,7 @@ func (w *RandomWriter) Writes() []CapacityWrite {
 	return out
 }
 
-// schedule arms the next write. Callers hold a.mu.
+// schedule arms the next write. Callers hold the lock.
 func (w *RandomWriter) schedule() {
 	wait := w.spec.MinWait
 	if span := w.spec.MaxWait - w.spec.MinWait; span > 0 {
@@ -173,7 +173,7 @@ func (w *RandomWriter) schedule() {
 }
 
 // write moves the group's desired capacity by a random step in a random direction, the other direction when
-// the limits leave no room. Callers hold a.mu; the account settles after the event.
+// the limits leave no room. Callers hold the lock; the account settles after the event.
 func (w *RandomWriter) write() {
 	g := w.a.autoScaling.groups[w.spec.Group]
 	if g == nil {
@@ -266,7 +266,7 @@ func (o *Operator) Done() bool {
 	return o.done
 }
 
-// terminate picks the instance and terminates it without decrement. Callers hold a.mu.
+// terminate picks the instance and terminates it without decrement. Callers hold the lock.
 func (o *Operator) terminate() {
 	a := o.a
 	g := a.autoScaling.groups[o.spec.Group]
