@@ -17,7 +17,7 @@ func (as *autoScalingService) ApplyLaunchTemplate(group, imageID, createdBy stri
 	if g == nil {
 		panic("sim: no group " + group)
 	}
-	t := as.ec2.templates[g.ltID]
+	t := as.ec2.template(g.ltID)
 	if t == nil {
 		panic("sim: group " + group + " has no launch template")
 	}

@@ -287,7 +287,7 @@ func (as *autoScalingService) CreateGroup(spec GroupSpec) error {
 	for k, v := range spec.Tags {
 		g.tags[k] = v
 	}
-	if g.cluster != "" && as.ecs.clusters[g.cluster] == nil {
+	if g.cluster != "" && as.ecs.cluster(g.cluster) == nil {
 		as.ecs.createCluster(g.cluster)
 	}
 	as.groups[g.name] = g
@@ -451,7 +451,7 @@ func (as *autoScalingService) SetGroupTag(groupName, key, value string) error {
 // user would. Setup helper: not counted. It reports false when the instance does not exist.
 func (as *autoScalingService) ProtectInstance(instanceID string, protected bool) bool {
 	defer as.lock()()
-	inst := as.ec2.instances[instanceID]
+	inst := as.ec2.instance(instanceID)
 	if inst == nil {
 		return false
 	}
@@ -464,7 +464,7 @@ func (as *autoScalingService) ProtectInstance(instanceID string, protected bool)
 // launches a replacement. Setup helper: not counted. It reports false when the instance does not exist.
 func (as *autoScalingService) MarkInstanceUnhealthy(instanceID string) bool {
 	defer as.lock()()
-	inst := as.ec2.instances[instanceID]
+	inst := as.ec2.instance(instanceID)
 	if inst == nil {
 		return false
 	}
@@ -489,7 +489,7 @@ func groupNotFound(name string) error {
 
 // validateTemplateRef checks that a group's launch template reference resolves.
 func (as *autoScalingService) validateTemplateRef(id, version string) (*launchTemplate, error) {
-	t := as.ec2.templates[id]
+	t := as.ec2.template(id)
 	if t == nil {
 		return nil, apiError("ValidationError", "You must use a valid fully-formed launch template. The specified launch template, with template ID %s, does not exist.", id)
 	}
@@ -503,7 +503,7 @@ func (as *autoScalingService) validateTemplateRef(id, version string) (*launchTe
 func (as *autoScalingService) running(g *group) []*instance {
 	var out []*instance
 	for _, id := range g.instances {
-		if inst := as.ec2.instances[id]; countsTowardCapacity(inst.state) {
+		if inst := as.ec2.instance(id); countsTowardCapacity(inst.state) {
 			out = append(out, inst)
 		}
 	}
@@ -554,7 +554,7 @@ func (as *autoScalingService) currentVersion(g *group) (*launchTemplate, *templa
 	if c, ok := as.refreshLaunchConfig(g); ok { // refresh.go: the desired configuration while a refresh replaces
 		ltID, ltVersion = c.ltID, c.ltVersion
 	}
-	t := as.ec2.templates[ltID]
+	t := as.ec2.template(ltID)
 	if t == nil {
 		return nil, nil
 	}
@@ -579,14 +579,12 @@ func (as *autoScalingService) newInstance(g *group, t *launchTemplate, v *templa
 		ltName:       t.name,
 		ltVersion:    v.number,
 		launchTime:   as.now(),
-		seq:          len(as.ec2.instanceOrder) + 1,
 		state:        state,
 		ec2State:     ec2types.InstanceStateNamePending,
 		protected:    g.newProtected,
 		cluster:      g.cluster,
 	}
-	as.ec2.instances[inst.id] = inst
-	as.ec2.instanceOrder = append(as.ec2.instanceOrder, inst.id)
+	as.ec2.addInstance(inst)
 	return inst
 }
 
@@ -635,7 +633,7 @@ func (as *autoScalingService) pickAZ(g *group) string {
 	pending := map[string]bool{}
 	if r := as.activeRefresh(g); r != nil {
 		for _, id := range r.toReplace {
-			if inst := as.ec2.instances[id]; inst != nil && countsTowardCapacity(inst.state) && !isTerminating(inst.state) {
+			if inst := as.ec2.instance(id); inst != nil && countsTowardCapacity(inst.state) && !isTerminating(inst.state) {
 				pending[inst.az] = true
 			}
 		}
@@ -753,7 +751,7 @@ func (as *autoScalingService) armTimeout(act *lifecycleAction, d time.Duration) 
 func (as *autoScalingService) resolveAction(act *lifecycleAction, result string) {
 	act.active = false
 	act.result = result
-	inst := as.ec2.instances[act.instanceID]
+	inst := as.ec2.instance(act.instanceID)
 	if inst == nil {
 		return
 	}
@@ -971,7 +969,7 @@ func (as *autoScalingService) instanceView(inst *instance) InstanceView {
 		v.ContainerInstanceStatus = ci.status
 		v.AgentConnected = ci.agentConnected
 	}
-	if c := as.ecs.clusters[inst.cluster]; c != nil && inst.ciARN != "" {
+	if c := as.ecs.cluster(inst.cluster); c != nil && inst.ciARN != "" {
 		for _, t := range c.tasks {
 			if t.ci.arn == inst.ciARN {
 				v.TasksByLastStatus[t.lastStatus]++
@@ -994,7 +992,7 @@ func (as *autoScalingService) groupView(name string) GroupView {
 	}
 	v := GroupView{Name: g.name, Min: g.min, Max: g.max, Desired: g.desired, Cluster: g.cluster, LaunchTemplateID: g.ltID, LaunchTemplateVersion: g.ltVersion}
 	for _, id := range g.instances {
-		if inst := as.ec2.instances[id]; inst.state != string(astypes.LifecycleStateTerminated) {
+		if inst := as.ec2.instance(id); inst.state != string(astypes.LifecycleStateTerminated) {
 			v.Instances = append(v.Instances, as.instanceView(inst))
 		}
 	}
@@ -1004,7 +1002,7 @@ func (as *autoScalingService) groupView(name string) GroupView {
 // Instance returns any instance the account launched, terminated ones included.
 func (as *autoScalingService) Instance(id string) (InstanceView, bool) {
 	defer as.lock()()
-	inst := as.ec2.instances[id]
+	inst := as.ec2.instance(id)
 	if inst == nil {
 		return InstanceView{}, false
 	}
@@ -1041,7 +1039,7 @@ func (as *autoScalingService) reconcileManagedDraining() bool {
 			continue
 		}
 		for _, id := range g.instances {
-			inst := as.ec2.instances[id]
+			inst := as.ec2.instance(id)
 			for _, act := range inst.actions {
 				if !act.active || act.hook != ECSManagedDrainingHookName {
 					continue
@@ -1084,7 +1082,7 @@ func (as *autoScalingService) describeGroup(g *group) astypes.AutoScalingGroup {
 		TerminationPolicies:              []string{"Default"},
 		ServiceLinkedRoleARN:             ptr(fmt.Sprintf("arn:aws:iam::%s:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling", as.opts.AccountID)),
 	}
-	t := as.ec2.templates[g.ltID]
+	t := as.ec2.template(g.ltID)
 	spec := &astypes.LaunchTemplateSpecification{LaunchTemplateId: ptr(g.ltID), Version: ptr(g.ltVersion)}
 	if t != nil {
 		spec.LaunchTemplateName = ptr(t.name)
@@ -1116,7 +1114,7 @@ func (as *autoScalingService) describeGroup(g *group) astypes.AutoScalingGroup {
 	}
 	out.Instances = []astypes.Instance{}
 	for _, id := range g.instances {
-		inst := as.ec2.instances[id]
+		inst := as.ec2.instance(id)
 		if inst.state == string(astypes.LifecycleStateTerminated) {
 			continue
 		}
@@ -1206,7 +1204,7 @@ func (c *AutoScalingClient) DescribeAutoScalingGroups(ctx context.Context, in *a
 		if n < from {
 			continue
 		}
-		g := a.autoScaling.groups[n]
+		g := a.autoScaling.group(n)
 		ok, err := groupMatches(g, in.Filters)
 		if err != nil {
 			return nil, err
@@ -1237,16 +1235,12 @@ func (as *autoScalingService) templateRef(spec *astypes.LaunchTemplateSpecificat
 	}
 	var t *launchTemplate
 	if spec.LaunchTemplateId != nil {
-		t = as.ec2.templates[*spec.LaunchTemplateId]
+		t = as.ec2.template(*spec.LaunchTemplateId)
 		if t == nil {
 			return "", "", apiError("ValidationError", "You must use a valid fully-formed launch template. The specified launch template, with template ID %s, does not exist.", *spec.LaunchTemplateId)
 		}
 	} else {
-		for _, id := range as.ec2.templateOrder {
-			if as.ec2.templates[id].name == *spec.LaunchTemplateName {
-				t = as.ec2.templates[id]
-			}
-		}
+		t = as.ec2.templateNamed(*spec.LaunchTemplateName)
 		if t == nil {
 			return "", "", apiError("ValidationError", "You must use a valid fully-formed launch template. The specified launch template, with template name %s, does not exist.", *spec.LaunchTemplateName)
 		}
@@ -1277,7 +1271,7 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.groups[*in.AutoScalingGroupName]
+	g := a.autoScaling.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -1404,11 +1398,11 @@ func (c *AutoScalingClient) TerminateInstanceInAutoScalingGroup(ctx context.Cont
 	if in.ShouldDecrementDesiredCapacity == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'shouldDecrementDesiredCapacity' failed to satisfy constraint: Member must not be null")
 	}
-	inst := a.ec2.instances[*in.InstanceId]
+	inst := a.ec2.instance(*in.InstanceId)
 	if inst == nil || inst.state == string(astypes.LifecycleStateTerminated) {
 		return nil, apiError("ValidationError", "Instance Id not found - No managed instance found for instance ID: %s", *in.InstanceId)
 	}
-	g := a.autoScaling.groups[inst.group]
+	g := a.autoScaling.group(inst.group)
 	if isTerminating(inst.state) {
 		return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: a.autoScaling.activity(inst, g, g.desired, g.desired)}, nil
 	}
@@ -1462,7 +1456,7 @@ func (c *AutoScalingClient) DescribeLifecycleHooks(ctx context.Context, in *auto
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.groups[*in.AutoScalingGroupName]
+	g := a.autoScaling.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -1488,7 +1482,7 @@ func (c *AutoScalingClient) DescribeLifecycleHooks(ctx context.Context, in *auto
 			DefaultResult:        ptr(h.DefaultResult),
 			NotificationMetadata: nilIfEmpty(h.NotificationMetadata),
 		}
-		if q := a.sqs.queues[h.QueueURL]; q != nil {
+		if q := a.sqs.queue(h.QueueURL); q != nil {
 			lh.NotificationTargetARN = ptr(q.arn)
 			lh.RoleARN = ptr(fmt.Sprintf("arn:aws:iam::%s:role/patch-agent-lifecycle-hook", a.opts.AccountID))
 		}
@@ -1517,7 +1511,7 @@ func (as *autoScalingService) findAction(groupName, hookName, token, instanceID 
 	if instanceID == nil {
 		return nil, apiError("ValidationError", "Either LifecycleActionToken or InstanceId must be specified")
 	}
-	if inst := as.ec2.instances[*instanceID]; inst != nil {
+	if inst := as.ec2.instance(*instanceID); inst != nil {
 		for _, act := range inst.actions {
 			if act.active && act.group == *groupName && act.hook == *hookName {
 				return act, nil
@@ -1554,12 +1548,12 @@ func (c *AutoScalingClient) CompleteLifecycleAction(ctx context.Context, in *aut
 		return nil, err
 	}
 	rec.Token, rec.InstanceID, rec.Accepted, rec.Transition = act.token, act.instanceID, true, act.transition
-	if inst := a.ec2.instances[act.instanceID]; inst != nil {
+	if inst := a.ec2.instance(act.instanceID); inst != nil {
 		rec.Drained = a.autoScaling.terminationRecord(inst, "").DrainedAtRequest
 		ci := a.ecs.containerInstanceOf(inst)
 		rec.Healthy = ci != nil && ci.status == ciActive && ci.agentConnected
 		rec.LifecycleState = inst.state
-		if cfg, ok := a.autoScaling.refreshLaunchConfig(a.autoScaling.groups[act.group]); ok && act.origin == placeWarmPool {
+		if cfg, ok := a.autoScaling.refreshLaunchConfig(a.autoScaling.group(act.group)); ok && act.origin == placeWarmPool {
 			rec.OutdatedFromPool = !a.autoScaling.matches(inst, cfg)
 		}
 	}
@@ -1608,7 +1602,7 @@ func (c *AutoScalingClient) SetInstanceProtection(ctx context.Context, in *autos
 	if in == nil || in.AutoScalingGroupName == nil || in.ProtectedFromScaleIn == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'protectedFromScaleIn' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.groups[*in.AutoScalingGroupName]
+	g := a.autoScaling.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -1617,7 +1611,7 @@ func (c *AutoScalingClient) SetInstanceProtection(ctx context.Context, in *autos
 	}
 	var list []*instance
 	for _, id := range in.InstanceIds {
-		inst := a.ec2.instances[id]
+		inst := a.ec2.instance(id)
 		if inst == nil || inst.group != g.name || inst.state == string(astypes.LifecycleStateTerminated) {
 			return nil, apiError("ValidationError", "The instance %s is not part of Auto Scaling group %s.", id, g.name)
 		}
@@ -1689,4 +1683,18 @@ func (as *autoScalingService) groupNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// group returns the named group, or nil.
+func (as *autoScalingService) group(name string) *group { return as.groups[name] }
+
+// reconcileGroups keeps every group at its desired capacity, in name order. It reports whether anything changed.
+func (as *autoScalingService) reconcileGroups() bool {
+	changed := false
+	for _, name := range as.groupNames() {
+		if as.reconcileGroup(as.groups[name]) {
+			changed = true
+		}
+	}
+	return changed
 }

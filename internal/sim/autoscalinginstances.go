@@ -63,7 +63,7 @@ func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in
 	}
 	out := &autoscaling.DescribeAutoScalingInstancesOutput{AutoScalingInstances: []astypes.AutoScalingInstanceDetails{}}
 	for i := from; i < len(ids); i++ {
-		inst := a.ec2.instances[ids[i]]
+		inst := a.ec2.instance(ids[i])
 		if inst == nil || inst.state == string(astypes.LifecycleStateTerminated) || inst.state == string(astypes.LifecycleStateWarmedTerminated) {
 			continue
 		}
@@ -101,7 +101,7 @@ func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in
 // keeps running and is not replaced by a new one. Errors: ValidationError (unknown instance, not InService).
 func (as *autoScalingService) StartRootVolumeReplacement(instanceID string) ([]string, error) {
 	defer as.lock()()
-	inst := as.ec2.instances[instanceID]
+	inst := as.ec2.instance(instanceID)
 	if inst == nil || inst.state != string(astypes.LifecycleStateInService) {
 		return nil, apiError("ValidationError", "Instance %s is not InService", instanceID)
 	}

@@ -159,7 +159,7 @@ func (s *ecsService) attachCapacityProvider(g *group, cp CapacityProviderSpec) {
 // exists.
 func (s *ecsService) scheduleCapacityProviderEvaluation(g *group) {
 	s.after(capacityProviderPeriod, func() {
-		if s.autoScaling.groups[g.name] != g {
+		if s.autoScaling.group(g.name) != g {
 			return
 		}
 		s.evaluateCapacityProvider(g)
@@ -340,7 +340,7 @@ func (s *ecsService) capacityProviderWaitingTasks(g *group) int {
 // defaultCapacityProviderGroup returns the cluster's first capacity-provider group in name order, or nil.
 func (s *ecsService) defaultCapacityProviderGroup(cluster string) *group {
 	for _, name := range s.autoScaling.groupNames() {
-		if g := s.autoScaling.groups[name]; g.capacityProvider != nil && g.cluster == cluster {
+		if g := s.autoScaling.group(name); g.capacityProvider != nil && g.cluster == cluster {
 			return g
 		}
 	}
@@ -402,11 +402,11 @@ func (s *ecsService) recordDesired(g *group, from int32, by string) {
 // capacityProviderName returns the name of the capacity provider of the group a container instance's EC2
 // instance belongs to, or nil.
 func (s *ecsService) capacityProviderName(ci *containerInstance) *string {
-	inst := s.ec2.instances[ci.ec2ID]
+	inst := s.ec2.instance(ci.ec2ID)
 	if inst == nil {
 		return nil
 	}
-	g := s.autoScaling.groups[inst.group]
+	g := s.autoScaling.group(inst.group)
 	if g == nil || g.capacityProvider == nil {
 		return nil
 	}
@@ -417,7 +417,7 @@ func (s *ecsService) capacityProviderName(ci *containerInstance) *string {
 // made it. Observation helper: not counted.
 func (s *ecsService) DesiredChanges(group string) []DesiredChange {
 	defer s.lock()()
-	g := s.autoScaling.groups[group]
+	g := s.autoScaling.group(group)
 	if g == nil {
 		return nil
 	}
@@ -429,7 +429,7 @@ func (s *ecsService) DesiredChanges(group string) []DesiredChange {
 // scaling or it was not evaluated yet. Observation helper: not counted.
 func (s *ecsService) CapacityProviderReservation(group string) (percent float64, ok bool) {
 	defer s.lock()()
-	g := s.autoScaling.groups[group]
+	g := s.autoScaling.group(group)
 	if g == nil || g.capacityProvider == nil || !g.capacityProvider.evaluated {
 		return 0, false
 	}

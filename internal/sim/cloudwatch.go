@@ -45,3 +45,9 @@ func (c *CloudWatchClient) DescribeAlarms(ctx context.Context, in *cloudwatch.De
 	}
 	return out, nil
 }
+
+// alarm returns the alarm's state value (OK, ALARM, INSUFFICIENT_DATA) and whether the alarm exists.
+func (s *cloudWatchService) alarm(name string) (state string, ok bool) {
+	state, ok = s.alarms[name]
+	return state, ok
+}

@@ -387,7 +387,7 @@ func (s *ec2Service) describeEC2Instance(in *instance) ec2types.Instance {
 	// Amazon EC2 Auto Scaling User Guide, "Tag Auto Scaling groups and instances": instances carry the
 	// aws:autoscaling:groupName tag and the group's tags that propagate at launch.
 	tags := []ec2types.Tag{{Key: ptr("aws:autoscaling:groupName"), Value: ptr(in.group)}}
-	if g := s.autoScaling.groups[in.group]; g != nil {
+	if g := s.autoScaling.group(in.group); g != nil {
 		for _, k := range sortedKeys(g.tags) {
 			tags = append(tags, ec2types.Tag{Key: ptr(k), Value: ptr(g.tags[k])})
 		}
@@ -427,7 +427,7 @@ func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInsta
 			if !strings.HasPrefix(id, "i-") {
 				return nil, apiError("InvalidInstanceID.Malformed", "Invalid id: \"%s\"", id)
 			}
-			inst := a.ec2.instances[id]
+			inst := a.ec2.instance(id)
 			if inst == nil {
 				missing = append(missing, id)
 				continue
@@ -442,7 +442,7 @@ func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInsta
 		}
 	} else {
 		for _, id := range a.ec2.instanceOrder {
-			list = append(list, a.ec2.instances[id])
+			list = append(list, a.ec2.instance(id))
 		}
 	}
 	var kept []*instance
@@ -490,7 +490,7 @@ func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInsta
 
 func (s *ec2Service) instanceMatches(inst *instance, filters []ec2types.Filter) (bool, error) {
 	tags := map[string]string{"aws:autoscaling:groupName": inst.group}
-	if g := s.autoScaling.groups[inst.group]; g != nil {
+	if g := s.autoScaling.group(inst.group); g != nil {
 		for k, v := range g.tags {
 			tags[k] = v
 		}
@@ -563,3 +563,34 @@ func parseToken(tok, kind string) (int, error) {
 	}
 	return strconv.Atoi(rest)
 }
+
+// instance returns the instance with the id, or nil.
+func (s *ec2Service) instance(id string) *instance { return s.instances[id] }
+
+// addInstance records a launched instance and numbers it in launch order.
+func (s *ec2Service) addInstance(inst *instance) {
+	inst.seq = len(s.instanceOrder) + 1
+	s.instances[inst.id] = inst
+	s.instanceOrder = append(s.instanceOrder, inst.id)
+}
+
+// template returns the launch template with the id, or nil.
+func (s *ec2Service) template(id string) *launchTemplate { return s.templates[id] }
+
+// templateNamed returns the launch template with the name (unique, CreateLaunchTemplate), or nil.
+func (s *ec2Service) templateNamed(name string) *launchTemplate {
+	var t *launchTemplate
+	for _, id := range s.templateOrder {
+		if s.templates[id].name == name {
+			t = s.templates[id]
+		}
+	}
+	return t
+}
+
+// addHiddenTemplate records the launch template behind a launch configuration: not in templateOrder, so no
+// lookup by name finds it.
+func (s *ec2Service) addHiddenTemplate(t *launchTemplate) { s.templates[t.id] = t }
+
+// imageUnhealthy reports whether instances launched from the image never become healthy (MarkImageUnhealthy).
+func (s *ec2Service) imageUnhealthy(imageID string) bool { return s.unhealthyImages[imageID] }

@@ -195,7 +195,7 @@ func (s *ecsService) containerInstanceOf(inst *instance) *containerInstance {
 // the agent on an instance launched with the cluster's name registers it as a container instance, ACTIVE and
 // connected. Instances launched from an image marked unhealthy never register (their agent never connects).
 func (s *ecsService) agentConnect(inst *instance) {
-	if inst.cluster == "" || inst.ciARN != "" || inst.ec2State != "running" || s.ec2.unhealthyImages[inst.imageID] {
+	if inst.cluster == "" || inst.ciARN != "" || inst.ec2State != "running" || s.ec2.imageUnhealthy(inst.imageID) {
 		return
 	}
 	c := s.clusters[inst.cluster]
@@ -1179,4 +1179,19 @@ func (s *ecsService) clusterNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// cluster returns the named cluster, or nil.
+func (s *ecsService) cluster(name string) *cluster { return s.clusters[name] }
+
+// reconcileClusters runs the ECS service scheduler over every cluster, in name order. It reports whether
+// anything changed.
+func (s *ecsService) reconcileClusters() bool {
+	changed := false
+	for _, name := range s.clusterNames() {
+		if s.reconcileCluster(s.clusters[name]) {
+			changed = true
+		}
+	}
+	return changed
 }

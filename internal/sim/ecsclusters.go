@@ -57,7 +57,7 @@ func (e *ECSClient) ListClusters(ctx context.Context, in *ecs.ListClustersInput,
 			out.NextToken = ptr("cl-" + n)
 			break
 		}
-		out.ClusterArns = append(out.ClusterArns, a.ecs.clusters[n].arn)
+		out.ClusterArns = append(out.ClusterArns, a.ecs.cluster(n).arn)
 	}
 	return out, nil
 }
@@ -134,7 +134,7 @@ func (e *ECSClient) DescribeCapacityProviders(ctx context.Context, in *ecs.Descr
 	}
 	var all []entry
 	for _, n := range a.autoScaling.groupNames() {
-		if g := a.autoScaling.groups[n]; g.capacityProvider != nil {
+		if g := a.autoScaling.group(n); g.capacityProvider != nil {
 			all = append(all, entry{g.capacityProvider.spec.Name, g})
 		}
 	}
@@ -166,7 +166,7 @@ func (e *ECSClient) DescribeCapacityProviders(ctx context.Context, in *ecs.Descr
 		if i := strings.LastIndex(name, ":cluster/"); i >= 0 {
 			name = name[i+len(":cluster/"):]
 		}
-		if a.ecs.clusters[name] == nil {
+		if a.ecs.cluster(name) == nil {
 			return nil, &ecstypes.ClusterNotFoundException{Message: ptr("Cluster not found.")}
 		}
 		for _, en := range all {

@@ -232,7 +232,7 @@ func serviceCounts(c *cluster, svc *service) (live, running int) {
 // ServiceMinimumHealthy returns the fewest RUNNING tasks a service keeps while ECS replaces its tasks (desired ×
 // minimumHealthyPercent, rounded up; a daemon service: 0). Observation helper: not counted.
 func (v *View) ServiceMinimumHealthy(cluster, service string) (int, bool) {
-	c := v.w.ecs.clusters[cluster]
+	c := v.w.ecs.cluster(cluster)
 	if c == nil {
 		return 0, false
 	}
@@ -253,7 +253,7 @@ func (v *View) ServiceMinimumHealthy(cluster, service string) (int, bool) {
 // when the instance has no registered container instance. Setup helper: not counted.
 func (s *ecsService) RunStandaloneTask(ec2InstanceID, startedBy string) bool {
 	defer s.lock()()
-	inst := s.ec2.instances[ec2InstanceID]
+	inst := s.ec2.instance(ec2InstanceID)
 	if inst == nil {
 		return false
 	}

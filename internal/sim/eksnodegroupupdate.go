@@ -100,13 +100,13 @@ var _ awsapi.EKSNodegroups = (*EKSClient)(nil)
 // its launch template at version (its image imageID), every node on another AMI is replaced, and end runs once
 // the old nodes are terminating. Callers hold the lock.
 func (s *eksService) replaceNodesLocked(ng *nodegroup, version int64, end func()) {
-	g := s.autoScaling.groups[ng.groupName]
+	g := s.autoScaling.group(ng.groupName)
 	if g == nil {
 		end()
 		return
 	}
 	g.ltID, g.ltVersion = ng.ltID, strconv.FormatInt(version, 10)
-	t := s.ec2.templates[ng.ltID]
+	t := s.ec2.template(ng.ltID)
 	var image string
 	if t != nil && version >= 1 && version <= t.latest() {
 		image = s.ec2.launchImageID(t.versions[version-1].imageID)
@@ -140,7 +140,7 @@ func (s *eksService) replaceNodesLocked(ng *nodegroup, version int64, end func()
 // newTemplateVersionLocked adds a version of template id launching imageID (EKS's setup phase) and returns its
 // number. Callers hold the lock.
 func (s *eksService) newTemplateVersionLocked(id, imageID string) int64 {
-	t := s.ec2.templates[id]
+	t := s.ec2.template(id)
 	src := t.versions[len(t.versions)-1]
 	v := &templateVersion{number: t.latest() + 1, imageID: imageID, instanceType: src.instanceType, description: "eks", createdAt: s.now()}
 	t.versions = append(t.versions, v)

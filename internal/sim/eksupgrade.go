@@ -723,7 +723,7 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 	}
 	u := &eksUpdate{cluster: cluster, nodegroup: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate, force: in.Force}
 	if lt := in.LaunchTemplate; lt != nil {
-		t := a.ec2.templates[ng.spec.LaunchTemplateID]
+		t := a.ec2.template(ng.spec.LaunchTemplateID)
 		version, err := strconv.ParseInt(deref(lt.Version), 10, 64)
 		if t == nil || err != nil || version < 1 || version > t.latest() {
 			return nil, &ekstypes.InvalidParameterException{Message: ptr("Launch template version " + deref(lt.Version) + " does not exist"),
@@ -747,7 +747,7 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 		release = fmt.Sprintf("%s.0-%s", to, a.now().Format("20060102"))
 	}
 	u.params = []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: ptr(to)}, {Type: ekstypes.UpdateParamTypeReleaseVersion, Value: ptr(release)}}
-	if image != "" && a.ec2.templates[ng.ltID] != nil && !custom {
+	if image != "" && a.ec2.template(ng.ltID) != nil && !custom {
 		u.phases = func(end func()) {
 			a.eks.replaceNodesLocked(ng, a.eks.newTemplateVersionLocked(ng.ltID, image), end)
 		}

@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -112,7 +110,7 @@ func (r *wakeRouter) changed() {
 		if now == before {
 			continue
 		}
-		inst := r.a.ec2.instances[id]
+		inst := r.a.ec2.instance(id)
 		if now.lifecycle == string(astypes.LifecycleStateInService) && before.lifecycle != now.lifecycle {
 			r.scalingResult("EC2 Instance Launch Successful", inst.group, id, "Launching a new EC2 instance: "+id)
 		}
@@ -151,7 +149,7 @@ func (r *wakeRouter) instanceARN(id string) string {
 
 // scalingResult sends an Auto Scaling successful scaling event for instance id of group.
 func (r *wakeRouter) scalingResult(detailType, group, id, description string) {
-	g := r.a.autoScaling.groups[group]
+	g := r.a.autoScaling.group(group)
 	if g == nil {
 		return
 	}
@@ -165,8 +163,7 @@ func (r *wakeRouter) scalingResult(detailType, group, id, description string) {
 // send puts one EventBridge event on the queue (an id from the router's own sequence, not the account's
 // randomness). Callers hold the lock.
 func (r *wakeRouter) send(source, detailType string, resources []string, detail map[string]any) {
-	q := r.a.sqs.queues[r.queue]
-	if q == nil {
+	if r.a.sqs.queue(r.queue) == nil {
 		return
 	}
 	r.seq++
@@ -177,8 +174,7 @@ func (r *wakeRouter) send(source, detailType string, resources []string, detail 
 	if err != nil {
 		return
 	}
-	sum := md5.Sum(body)
-	q.msgs = append(q.msgs, &message{id: "wake-" + id, body: string(body), md5: hex.EncodeToString(sum[:]), sentAt: r.a.now(), visibleAt: r.a.now()})
+	r.a.sqs.deliver(r.queue, "wake-"+id, string(body))
 	if r.a.eventBridge.wakeSent == nil {
 		r.a.eventBridge.wakeSent = map[string]int{}
 	}

@@ -110,7 +110,7 @@ func (s *ec2Service) launchImageID(ref string) string {
 			name, version = name[:i], n
 		}
 	}
-	p := s.ssm.params[name]
+	p := s.ssm.parameter(name)
 	if p == nil || len(p.versions) == 0 || version > int64(len(p.versions)) {
 		return ref
 	}

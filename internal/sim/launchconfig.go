@@ -45,7 +45,7 @@ func (as *autoScalingService) CreateLaunchConfiguration(name, imageID, instanceT
 	}
 	t := &launchTemplate{id: "lt-" + as.hex(17), name: "launch-configuration:" + name, createdAt: as.now(), defaultVersion: 1}
 	t.versions = []*templateVersion{{number: 1, imageID: imageID, instanceType: instanceType, createdAt: as.now()}}
-	as.ec2.templates[t.id] = t // not in templateOrder: no lookup by name finds it
+	as.ec2.addHiddenTemplate(t)
 	lc := &launchConfiguration{
 		name: name,
 		arn: fmt.Sprintf("arn:aws:autoscaling:%s:%s:launchConfiguration:%s:launchConfigurationName/%s",

@@ -176,7 +176,7 @@ func (as *autoScalingService) refreshSurge(g *group) int {
 
 // resolvedVersion resolves a configuration to its template version number now (0 when it does not resolve).
 func (as *autoScalingService) resolvedVersion(c refreshConfig) int64 {
-	t := as.ec2.templates[c.ltID]
+	t := as.ec2.template(c.ltID)
 	if t == nil {
 		return 0
 	}
@@ -206,7 +206,7 @@ func (c *AutoScalingClient) StartInstanceRefresh(ctx context.Context, in *autosc
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.groups[*in.AutoScalingGroupName]
+	g := a.autoScaling.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -332,7 +332,7 @@ func (as *autoScalingService) resolvePreferences(g *group, r *instanceRefresh) e
 		// An alarm the refresh cannot read is refused at the start: one that does not exist, and one in
 		// INSUFFICIENT_DATA, which gives the refresh no signal to judge the replacements by.
 		for _, name := range r.alarms {
-			st, ok := as.cloudWatch.alarms[name]
+			st, ok := as.cloudWatch.alarm(name)
 			if !ok {
 				return apiError("ValidationError", "AlarmSpecification: alarm %s does not exist.", name)
 			}
@@ -359,7 +359,7 @@ func (as *autoScalingService) rollbackPrerequisites(r *instanceRefresh) error {
 		if !c.explicit() {
 			return fmt.Errorf("launch template %s uses version %s; a rollback needs an explicit version", c.ltID, c.ltVersion)
 		}
-		if t := as.ec2.templates[c.ltID]; t != nil {
+		if t := as.ec2.template(c.ltID); t != nil {
 			if v, ok := t.resolve(c.ltVersion); ok && strings.HasPrefix(v.imageID, "resolve:ssm:") {
 				return fmt.Errorf("launch template %s version %s takes its ImageId from a Systems Manager parameter", c.ltID, c.ltVersion)
 			}
@@ -378,7 +378,7 @@ func (as *autoScalingService) beginRefresh(g *group, r *instanceRefresh) {
 	r.status = astypes.InstanceRefreshStatusInProgress
 	var old []string
 	for _, id := range g.instances {
-		inst := as.ec2.instances[id]
+		inst := as.ec2.instance(id)
 		if !countsTowardCapacity(inst.state) && inst.state != string(astypes.LifecycleStateStandby) {
 			continue
 		}
@@ -468,7 +468,7 @@ func (as *autoScalingService) stepRefresh(g *group, r *instanceRefresh) bool {
 	// instance refresh": an alarm going into ALARM fails the refresh (and rolls it back with AutoRollback).
 	if r.rollback == nil && r.status != astypes.InstanceRefreshStatusCancelling {
 		for _, name := range r.alarms {
-			if as.cloudWatch.alarms[name] == "ALARM" {
+			if st, _ := as.cloudWatch.alarm(name); st == "ALARM" {
 				return as.failRefresh(g, r, fmt.Sprintf("Instance refresh failed: alarm %s is in ALARM state.", name))
 			}
 		}
@@ -485,7 +485,7 @@ func (as *autoScalingService) stepRefresh(g *group, r *instanceRefresh) bool {
 	var regular, waiting, standbyTerm []*instance
 	var remainingOld int
 	for _, id := range r.toReplace {
-		inst := as.ec2.instances[id]
+		inst := as.ec2.instance(id)
 		switch {
 		case isTerminating(inst.state):
 			if inst.state != string(astypes.LifecycleStateTerminatingProceed) {
@@ -517,7 +517,7 @@ func (as *autoScalingService) stepRefresh(g *group, r *instanceRefresh) bool {
 	}
 	readyNew := 0
 	for id := range r.launched {
-		if inst := as.ec2.instances[id]; as.ready(r, inst) {
+		if inst := as.ec2.instance(id); as.ready(r, inst) {
 			readyNew++
 		}
 	}
@@ -719,7 +719,7 @@ func (r *instanceRefresh) checkpointReached(pct int) bool {
 // allLaunchedReady reports whether every instance launched in the phase that is still running is ready.
 func (as *autoScalingService) allLaunchedReady(r *instanceRefresh) bool {
 	for id := range r.launched {
-		inst := as.ec2.instances[id]
+		inst := as.ec2.instance(id)
 		if countsTowardCapacity(inst.state) && !as.ready(r, inst) {
 			return false
 		}
@@ -732,7 +732,7 @@ func (as *autoScalingService) allLaunchedReady(r *instanceRefresh) bool {
 func (as *autoScalingService) observeLaunches(g *group, r *instanceRefresh) {
 	now := as.now()
 	for _, id := range g.instances {
-		inst := as.ec2.instances[id]
+		inst := as.ec2.instance(id)
 		if inst.launchTime.Before(r.phaseStart) || !as.matches(inst, r.target) || slices.Contains(r.toReplace, id) {
 			continue
 		}
@@ -766,7 +766,7 @@ func (as *autoScalingService) finishReplacing(g *group, r *instanceRefresh) bool
 		pending := false
 		changed := false
 		for _, id := range append([]string(nil), g.warmPool.instances...) {
-			inst := as.ec2.instances[id]
+			inst := as.ec2.instance(id)
 			if leavingPool(inst.state) {
 				pending = true
 				continue
@@ -838,7 +838,7 @@ func (as *autoScalingService) beginRollback(g *group, r *instanceRefresh, reason
 	r.target = r.prev
 	var back []string
 	for _, id := range g.instances {
-		inst := as.ec2.instances[id]
+		inst := as.ec2.instance(id)
 		if countsTowardCapacity(inst.state) && !as.matches(inst, r.prev) {
 			back = append(back, id)
 		}
@@ -902,7 +902,7 @@ func (c *AutoScalingClient) DescribeInstanceRefreshes(ctx context.Context, in *a
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.groups[*in.AutoScalingGroupName]
+	g := a.autoScaling.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -960,7 +960,7 @@ func (c *AutoScalingClient) CancelInstanceRefresh(ctx context.Context, in *autos
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.groups[*in.AutoScalingGroupName]
+	g := a.autoScaling.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -997,7 +997,7 @@ func (c *AutoScalingClient) RollbackInstanceRefresh(ctx context.Context, in *aut
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.groups[*in.AutoScalingGroupName]
+	g := a.autoScaling.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -1030,7 +1030,7 @@ func (as *autoScalingService) latestRefresh(g *group) *instanceRefresh {
 // Auto Scaling group"). Setup helper: not counted.
 func (as *autoScalingService) EnterStandby(instanceID string) error {
 	defer as.lock()()
-	inst := as.ec2.instances[instanceID]
+	inst := as.ec2.instance(instanceID)
 	if inst == nil || inst.state != string(astypes.LifecycleStateInService) {
 		return apiError("ValidationError", "The instance %s is not in InService.", instanceID)
 	}
@@ -1049,7 +1049,7 @@ func (as *autoScalingService) EnterStandby(instanceID string) error {
 // ExitStandby returns a Standby instance to service and increments the desired capacity. Setup helper.
 func (as *autoScalingService) ExitStandby(instanceID string) error {
 	defer as.lock()()
-	inst := as.ec2.instances[instanceID]
+	inst := as.ec2.instance(instanceID)
 	if inst == nil || inst.state != string(astypes.LifecycleStateStandby) {
 		return apiError("ValidationError", "The instance %s is not in Standby.", instanceID)
 	}

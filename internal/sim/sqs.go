@@ -94,15 +94,27 @@ func (s *sqsService) SendMessage(queueURL, body string) (messageID string) {
 // enqueue adds a message to a queue and returns its id ("" when the queue does not exist: the sender's
 // delivery fails, as a lifecycle hook's notification to a deleted queue does).
 func (s *sqsService) enqueue(queueURL, body string) string {
-	q := s.queues[queueURL]
-	if q == nil {
+	if s.queues[queueURL] == nil {
 		return ""
 	}
-	sum := md5.Sum([]byte(body))
-	m := &message{id: s.uuid(), body: body, md5: hex.EncodeToString(sum[:]), sentAt: s.now(), visibleAt: s.now()}
-	q.msgs = append(q.msgs, m)
-	return m.id
+	id := s.uuid()
+	s.deliver(queueURL, id, body)
+	return id
 }
+
+// deliver puts a message with the given id on the queue, visible at once; nothing when the queue does not
+// exist.
+func (s *sqsService) deliver(queueURL, id, body string) {
+	q := s.queues[queueURL]
+	if q == nil {
+		return
+	}
+	sum := md5.Sum([]byte(body))
+	q.msgs = append(q.msgs, &message{id: id, body: body, md5: hex.EncodeToString(sum[:]), sentAt: s.now(), visibleAt: s.now()})
+}
+
+// queue returns the queue with the URL, or nil.
+func (s *sqsService) queue(url string) *queue { return s.queues[url] }
 
 // OperatorQueue returns the account's SQS client as the operator commands use it (awsapi.OperatorQueue: their
 // wake-up's SendMessage).

@@ -123,3 +123,6 @@ func (c *SSMClient) GetParameters(ctx context.Context, in *ssm.GetParametersInpu
 	}
 	return out, nil
 }
+
+// parameter returns the named parameter, or nil.
+func (s *ssmService) parameter(name string) *parameter { return s.params[name] }

@@ -113,7 +113,7 @@ func (as *autoScalingService) WarmPool(groupName string) []InstanceView {
 	}
 	out := []InstanceView{}
 	for _, id := range g.warmPool.instances {
-		if inst := as.ec2.instances[id]; inst.state != string(astypes.LifecycleStateWarmedTerminated) {
+		if inst := as.ec2.instance(id); inst.state != string(astypes.LifecycleStateWarmedTerminated) {
 			out = append(out, as.instanceView(inst))
 		}
 	}
@@ -169,7 +169,7 @@ func (as *autoScalingService) reconcileWarmPools() bool {
 		}
 		live := 0
 		for _, id := range g.warmPool.instances {
-			if !leavingPool(as.ec2.instances[id].state) {
+			if !leavingPool(as.ec2.instance(id).state) {
 				live++
 			}
 		}
@@ -256,7 +256,7 @@ func (as *autoScalingService) settleInPool(inst *instance, g *group) {
 
 // stopTasksOf stops every task still on a container instance whose host stopped.
 func (as *autoScalingService) stopTasksOf(inst *instance, ci *containerInstance, reason string) {
-	c := as.ecs.clusters[inst.cluster]
+	c := as.ecs.cluster(inst.cluster)
 	if c == nil {
 		return
 	}
@@ -284,7 +284,7 @@ func (as *autoScalingService) launchFromWarmPool(g *group) *instance {
 	}
 	var inst *instance
 	for _, id := range g.warmPool.instances {
-		if cand := as.ec2.instances[id]; warmed(cand.state) && !as.refreshSkipsPoolInstance(g, cand) {
+		if cand := as.ec2.instance(id); warmed(cand.state) && !as.refreshSkipsPoolInstance(g, cand) {
 			inst = cand
 			break
 		}
@@ -450,7 +450,7 @@ func (as *autoScalingService) describeWarmPoolOf(g *group, out *astypes.AutoScal
 	out.WarmPoolConfiguration = as.warmPoolConfiguration(g)
 	size := int32(0)
 	for _, id := range g.warmPool.instances {
-		if as.ec2.instances[id].state != string(astypes.LifecycleStateWarmedTerminated) {
+		if as.ec2.instance(id).state != string(astypes.LifecycleStateWarmedTerminated) {
 			size++
 		}
 	}
@@ -487,7 +487,7 @@ func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscalin
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.groups[*in.AutoScalingGroupName]
+	g := a.autoScaling.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -514,7 +514,7 @@ func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscalin
 		from = n
 	}
 	for i := from; i < len(ids); i++ {
-		inst := a.ec2.instances[ids[i]]
+		inst := a.ec2.instance(ids[i])
 		if inst.state == string(astypes.LifecycleStateWarmedTerminated) {
 			continue
 		}

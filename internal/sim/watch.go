@@ -81,7 +81,7 @@ func (v *View) ServiceTasks(cluster, service string) int {
 // DesiredChanges returns every change of the group's desired capacity, with who made it, as
 // Account.DesiredChanges. The slice is the account's own: read it during the call, never keep or change it.
 func (v *View) DesiredChanges(group string) []DesiredChange {
-	if g := v.w.autoScaling.groups[group]; g != nil {
+	if g := v.w.autoScaling.group(group); g != nil {
 		return g.desiredChanges
 	}
 	return nil

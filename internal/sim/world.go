@@ -81,10 +81,8 @@ func (w *world) settle() {
 		if w.autoScaling.reconcileRefreshes() { // refresh.go: decides terminations and surge before the group reconciles
 			changed = true
 		}
-		for _, name := range w.autoScaling.groupNames() {
-			if w.autoScaling.reconcileGroup(w.autoScaling.groups[name]) {
-				changed = true
-			}
+		if w.autoScaling.reconcileGroups() {
+			changed = true
 		}
 		if w.autoScaling.reconcileManagedDraining() {
 			changed = true
@@ -92,10 +90,8 @@ func (w *world) settle() {
 		if w.autoScaling.reconcileWarmPools() { // warmpool.go
 			changed = true
 		}
-		for _, name := range w.ecs.clusterNames() {
-			if w.ecs.reconcileCluster(w.ecs.clusters[name]) {
-				changed = true
-			}
+		if w.ecs.reconcileClusters() { // the ECS service scheduler
+			changed = true
 		}
 		if !changed {
 			break

@@ -175,7 +175,7 @@ func (w *RandomWriter) schedule() {
 // write moves the group's desired capacity by a random step in a random direction, the other direction when
 // the limits leave no room. Callers hold the lock; the account settles after the event.
 func (w *RandomWriter) write() {
-	g := w.a.autoScaling.groups[w.spec.Group]
+	g := w.a.autoScaling.group(w.spec.Group)
 	if g == nil {
 		return
 	}
@@ -250,7 +250,7 @@ func (a *Account) ScheduleOperator(spec OperatorSpec) *Operator {
 // when the instance is not in a group or already leaving.
 func (a *Account) TerminateWithoutDecrement(instanceID string) bool {
 	defer a.lock()()
-	inst := a.ec2.instances[instanceID]
+	inst := a.ec2.instance(instanceID)
 	if inst == nil {
 		return false
 	}
@@ -269,11 +269,11 @@ func (o *Operator) Done() bool {
 // terminate picks the instance and terminates it without decrement. Callers hold the lock.
 func (o *Operator) terminate() {
 	a := o.a
-	g := a.autoScaling.groups[o.spec.Group]
+	g := a.autoScaling.group(o.spec.Group)
 	if g == nil {
 		return
 	}
-	inst := a.ec2.instances[o.spec.InstanceID]
+	inst := a.ec2.instance(o.spec.InstanceID)
 	if o.spec.InstanceID == "" {
 		var inService []*instance
 		for _, i := range a.autoScaling.running(g) {
