@@ -170,22 +170,22 @@ func (a *Account) Clock() *testingclock.FakeClock { return a.clk }
 func (a *Account) Options() Options { return a.opts }
 
 // AutoScaling returns the account's Amazon EC2 Auto Scaling API.
-func (a *Account) AutoScaling() awsapi.AutoScaling { return &AutoScalingClient{a: a} }
+func (a *Account) AutoScaling() awsapi.AutoScaling { return &AutoScalingClient{s: a.autoScaling} }
 
 // EC2 returns the account's Amazon EC2 API (launch templates, instances).
-func (a *Account) EC2() awsapi.EC2 { return &EC2Client{a: a} }
+func (a *Account) EC2() awsapi.EC2 { return &EC2Client{s: a.ec2} }
 
 // ECS returns the account's Amazon ECS API.
-func (a *Account) ECS() awsapi.ECS { return &ECSClient{a: a} }
+func (a *Account) ECS() awsapi.ECS { return &ECSClient{s: a.ecs} }
 
 // SSM returns the account's AWS Systems Manager Parameter Store API.
-func (a *Account) SSM() awsapi.SSM { return &SSMClient{a: a} }
+func (a *Account) SSM() awsapi.SSM { return &SSMClient{s: a.ssm} }
 
 // SQS returns the account's Amazon SQS API.
-func (a *Account) SQS() awsapi.SQS { return &SQSClient{a: a} }
+func (a *Account) SQS() awsapi.SQS { return &SQSClient{s: a.sqs} }
 
 // CloudWatch returns the account's CloudWatch client (alarms).
-func (a *Account) CloudWatch() awsapi.CloudWatch { return &CloudWatchClient{a: a} }
+func (a *Account) CloudWatch() awsapi.CloudWatch { return &CloudWatchClient{s: a.cloudWatch} }
 
 // Calls returns how many API calls were made per operation, keyed "service:Operation"
 // (for example "autoscaling:DescribeAutoScalingGroups"). Setup and observation helpers are not counted.

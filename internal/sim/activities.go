@@ -112,8 +112,8 @@ func (as *autoScalingService) launchFails(g *group) bool {
 // StatusMessage for a launch that failed). Errors: ValidationError (no group name, MaxRecords above 100, an
 // invalid NextToken).
 func (c *AutoScalingClient) DescribeScalingActivities(ctx context.Context, in *autoscaling.DescribeScalingActivitiesInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeScalingActivitiesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeScalingActivities")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeScalingActivities")
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (c *AutoScalingClient) DescribeScalingActivities(ctx context.Context, in *a
 		}
 		start = n
 	}
-	acts := a.autoScaling.activities[*in.AutoScalingGroupName]
+	acts := as.activities[*in.AutoScalingGroupName]
 	out := &autoscaling.DescribeScalingActivitiesOutput{Activities: []astypes.Activity{}}
 	for i := len(acts) - 1 - start; i >= 0 && len(out.Activities) < limit; i-- {
 		out.Activities = append(out.Activities, acts[i].Activity)

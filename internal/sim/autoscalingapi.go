@@ -12,7 +12,7 @@ import (
 )
 
 // AutoScalingClient is the simulated Amazon EC2 Auto Scaling API. It implements awsapi.AutoScaling.
-type AutoScalingClient struct{ a *Account }
+type AutoScalingClient struct{ s *autoScalingService }
 
 var _ awsapi.AutoScaling = (*AutoScalingClient)(nil)
 
@@ -111,8 +111,8 @@ func groupMatches(g *group, filters []astypes.Filter) (bool, error) {
 // scale-in protection and the launch template version it was launched from.
 // Amazon EC2 Auto Scaling API Reference, "DescribeAutoScalingGroups". Errors: ValidationError.
 func (c *AutoScalingClient) DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeAutoScalingGroups")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeAutoScalingGroups")
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (c *AutoScalingClient) DescribeAutoScalingGroups(ctx context.Context, in *a
 		}
 		limit = *in.MaxRecords
 	}
-	names := a.autoScaling.groupNames()
+	names := as.groupNames()
 	if len(in.AutoScalingGroupNames) > 0 {
 		want := map[string]bool{}
 		for _, n := range in.AutoScalingGroupNames {
@@ -154,7 +154,7 @@ func (c *AutoScalingClient) DescribeAutoScalingGroups(ctx context.Context, in *a
 		if n < from {
 			continue
 		}
-		g := a.autoScaling.group(n)
+		g := as.group(n)
 		ok, err := groupMatches(g, in.Filters)
 		if err != nil {
 			return nil, err
@@ -166,7 +166,7 @@ func (c *AutoScalingClient) DescribeAutoScalingGroups(ctx context.Context, in *a
 			out.NextToken = ptr("asg-" + n)
 			break
 		}
-		out.AutoScalingGroups = append(out.AutoScalingGroups, a.autoScaling.describeGroup(g))
+		out.AutoScalingGroups = append(out.AutoScalingGroups, as.describeGroup(g))
 	}
 	return out, nil
 }
@@ -212,8 +212,8 @@ func (as *autoScalingService) templateRef(spec *astypes.LaunchTemplateSpecificat
 // running instances keep theirs.
 // Amazon EC2 Auto Scaling API Reference, "UpdateAutoScalingGroup". Errors: ValidationError.
 func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, _ ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:UpdateAutoScalingGroup")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:UpdateAutoScalingGroup")
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.group(*in.AutoScalingGroupName)
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -242,29 +242,29 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 			desired = maxSize
 		}
 	}
-	since, fromMax := len(a.autoScaling.terminations), g.max
+	since, fromMax := len(as.terminations), g.max
 	if err := validateCapacity(minSize, maxSize, desired); err != nil {
-		a.autoScaling.recordWrite(CapacityWrite{Group: g.name, By: CallerAPI, Op: OpUpdateAutoScalingGroup, From: g.desired, To: g.desired, MaxFrom: fromMax, MaxTo: fromMax}, since)
+		as.recordWrite(CapacityWrite{Group: g.name, By: CallerAPI, Op: OpUpdateAutoScalingGroup, From: g.desired, To: g.desired, MaxFrom: fromMax, MaxTo: fromMax}, since)
 		return nil, err
 	}
 	ltID, ltVersion, mixed := g.ltID, g.ltVersion, g.mixed
 	// User Guide, instance refresh with a desired configuration: while such a refresh is active, the settings
 	// the desired configuration sets (launch template, mixed instances policy) cannot be updated (refresh.go).
-	if r := a.autoScaling.activeRefresh(g); r != nil && r.hasDesired && (in.LaunchTemplate != nil || in.MixedInstancesPolicy != nil) {
+	if r := as.activeRefresh(g); r != nil && r.hasDesired && (in.LaunchTemplate != nil || in.MixedInstancesPolicy != nil) {
 		return nil, apiError("ValidationError", "An instance refresh with a desired configuration is active: the launch template and mixed instances policy of group %s cannot be updated until it ends.", g.name)
 	}
 	switch {
 	case in.LaunchTemplate != nil && in.MixedInstancesPolicy != nil:
 		return nil, apiError("ValidationError", "Valid requests must contain either LaunchTemplate, LaunchConfigurationName, InstanceId or MixedInstancesPolicy parameter.")
 	case in.LaunchTemplate != nil:
-		id, v, err := a.autoScaling.templateRef(in.LaunchTemplate)
+		id, v, err := as.templateRef(in.LaunchTemplate)
 		if err != nil {
 			return nil, err
 		}
 		ltID, ltVersion, mixed = id, v, false
 	case in.MixedInstancesPolicy != nil:
 		if in.MixedInstancesPolicy.LaunchTemplate != nil {
-			id, v, err := a.autoScaling.templateRef(in.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification)
+			id, v, err := as.templateRef(in.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification)
 			if err != nil {
 				return nil, err
 			}
@@ -283,7 +283,7 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 	}
 	from := g.desired
 	g.min, g.max, g.desired = minSize, maxSize, desired
-	a.ecs.recordDesired(g, from, CallerAPI)
+	as.ecs.recordDesired(g, from, CallerAPI)
 	g.ltID, g.ltVersion, g.mixed = ltID, ltVersion, mixed
 	if len(in.AvailabilityZones) > 0 {
 		g.azs = append([]string(nil), in.AvailabilityZones...)
@@ -304,8 +304,8 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 	if p := in.HealthCheckGracePeriod; p != nil {
 		g.healthCheckGrace = time.Duration(*p) * time.Second
 	}
-	a.settle()
-	a.autoScaling.recordWrite(CapacityWrite{Group: g.name, By: CallerAPI, Op: OpUpdateAutoScalingGroup, From: from, To: g.desired, MaxFrom: fromMax, MaxTo: g.max, Accepted: true}, since)
+	as.settle()
+	as.recordWrite(CapacityWrite{Group: g.name, By: CallerAPI, Op: OpUpdateAutoScalingGroup, From: from, To: g.desired, MaxFrom: fromMax, MaxTo: g.max, Accepted: true}, since)
 	return &autoscaling.UpdateAutoScalingGroupOutput{}, nil
 }
 
@@ -314,8 +314,8 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 // Amazon EC2 Auto Scaling API Reference, "SetDesiredCapacity". Errors: ValidationError (outside [min, max],
 // unknown group).
 func (c *AutoScalingClient) SetDesiredCapacity(ctx context.Context, in *autoscaling.SetDesiredCapacityInput, _ ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:SetDesiredCapacity")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:SetDesiredCapacity")
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +323,7 @@ func (c *AutoScalingClient) SetDesiredCapacity(ctx context.Context, in *autoscal
 	if in == nil || in.AutoScalingGroupName == nil || in.DesiredCapacity == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'desiredCapacity' failed to satisfy constraint: Member must not be null")
 	}
-	if err := a.autoScaling.writeDesired(*in.AutoScalingGroupName, *in.DesiredCapacity, CallerAPI); err != nil {
+	if err := as.writeDesired(*in.AutoScalingGroupName, *in.DesiredCapacity, CallerAPI); err != nil {
 		return nil, err
 	}
 	return &autoscaling.SetDesiredCapacityOutput{}, nil
@@ -336,8 +336,8 @@ func (c *AutoScalingClient) SetDesiredCapacity(ctx context.Context, in *autoscal
 // Amazon EC2 Auto Scaling API Reference, "TerminateInstanceInAutoScalingGroup". Errors: ValidationError
 // ("Instance Id not found - No managed instance found for instance ID: i-...", min size violation).
 func (c *AutoScalingClient) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, _ ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:TerminateInstanceInAutoScalingGroup")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:TerminateInstanceInAutoScalingGroup")
 	if err != nil {
 		return nil, err
 	}
@@ -348,30 +348,30 @@ func (c *AutoScalingClient) TerminateInstanceInAutoScalingGroup(ctx context.Cont
 	if in.ShouldDecrementDesiredCapacity == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'shouldDecrementDesiredCapacity' failed to satisfy constraint: Member must not be null")
 	}
-	inst := a.ec2.instance(*in.InstanceId)
+	inst := as.ec2.instance(*in.InstanceId)
 	if inst == nil || inst.state == string(astypes.LifecycleStateTerminated) {
 		return nil, apiError("ValidationError", "Instance Id not found - No managed instance found for instance ID: %s", *in.InstanceId)
 	}
-	g := a.autoScaling.group(inst.group)
+	g := as.group(inst.group)
 	if isTerminating(inst.state) {
-		return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: a.autoScaling.activity(inst, g, g.desired, g.desired)}, nil
+		return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: as.activity(inst, g, g.desired, g.desired)}, nil
 	}
-	from, since := g.desired, len(a.autoScaling.terminations)
+	from, since := g.desired, len(as.terminations)
 	write := CapacityWrite{Group: g.name, By: CallerAPI, Op: OpTerminateInstance, From: from, To: from, MaxFrom: g.max, MaxTo: g.max,
 		InstanceID: inst.id, Decrement: *in.ShouldDecrementDesiredCapacity}
-	if *in.ShouldDecrementDesiredCapacity && !a.autoScaling.inWarmPool(inst) { // a pool instance is no part of desired capacity
+	if *in.ShouldDecrementDesiredCapacity && !as.inWarmPool(inst) { // a pool instance is no part of desired capacity
 		if g.desired-1 < g.min {
-			a.autoScaling.recordWrite(write, since)
+			as.recordWrite(write, since)
 			return nil, apiError("ValidationError", "Currently, desiredSize equals minSize (%d). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size.", g.min)
 		}
 		g.desired--
-		a.ecs.recordDesired(g, from, CallerAPI)
+		as.ecs.recordDesired(g, from, CallerAPI)
 	}
-	act := a.autoScaling.activity(inst, g, from, g.desired)
-	a.autoScaling.beginTerminate(inst, CauseAPI)
-	a.settle()
+	act := as.activity(inst, g, from, g.desired)
+	as.beginTerminate(inst, CauseAPI)
+	as.settle()
 	write.To, write.Accepted = g.desired, true
-	a.autoScaling.recordWrite(write, since)
+	as.recordWrite(write, since)
 	return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: act}, nil
 }
 
@@ -397,8 +397,8 @@ func (as *autoScalingService) activity(inst *instance, g *group, from, to int32)
 // DescribeLifecycleHooks describes a group's lifecycle hooks, all or those named in LifecycleHookNames.
 // Amazon EC2 Auto Scaling API Reference, "DescribeLifecycleHooks". Errors: ValidationError (unknown group).
 func (c *AutoScalingClient) DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeLifecycleHooks")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeLifecycleHooks")
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +406,7 @@ func (c *AutoScalingClient) DescribeLifecycleHooks(ctx context.Context, in *auto
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.group(*in.AutoScalingGroupName)
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -432,9 +432,9 @@ func (c *AutoScalingClient) DescribeLifecycleHooks(ctx context.Context, in *auto
 			DefaultResult:        ptr(h.DefaultResult),
 			NotificationMetadata: nilIfEmpty(h.NotificationMetadata),
 		}
-		if q := a.sqs.queue(h.QueueURL); q != nil {
+		if q := as.sqs.queue(h.QueueURL); q != nil {
 			lh.NotificationTargetARN = ptr(q.arn)
-			lh.RoleARN = ptr(fmt.Sprintf("arn:aws:iam::%s:role/patch-agent-lifecycle-hook", a.opts.AccountID))
+			lh.RoleARN = ptr(fmt.Sprintf("arn:aws:iam::%s:role/patch-agent-lifecycle-hook", as.opts.AccountID))
 		}
 		out.LifecycleHooks = append(out.LifecycleHooks, lh)
 	}
@@ -477,8 +477,8 @@ func (as *autoScalingService) findAction(groupName, hookName, token, instanceID 
 // an Auto Scaling group". Errors: ValidationError "No active Lifecycle Action found with token <token>" when the
 // action was already completed, timed out, or never existed.
 func (c *AutoScalingClient) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:CompleteLifecycleAction")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:CompleteLifecycleAction")
 	if err != nil {
 		return nil, err
 	}
@@ -487,29 +487,29 @@ func (c *AutoScalingClient) CompleteLifecycleAction(ctx context.Context, in *aut
 		in = &autoscaling.CompleteLifecycleActionInput{}
 	}
 	rec := Completion{Token: deref(in.LifecycleActionToken), InstanceID: deref(in.InstanceId), Group: deref(in.AutoScalingGroupName),
-		Hook: deref(in.LifecycleHookName), Result: deref(in.LifecycleActionResult), At: a.now(), Caller: CallerAPI}
+		Hook: deref(in.LifecycleHookName), Result: deref(in.LifecycleActionResult), At: as.now(), Caller: CallerAPI}
 	if rec.Result != ResultContinue && rec.Result != ResultAbandon {
-		a.autoScaling.completions = append(a.autoScaling.completions, rec)
+		as.completions = append(as.completions, rec)
 		return nil, apiError("ValidationError", "1 validation error detected: Value '%s' at 'lifecycleActionResult' failed to satisfy constraint: Member must be CONTINUE or ABANDON", rec.Result)
 	}
-	act, err := a.autoScaling.findAction(in.AutoScalingGroupName, in.LifecycleHookName, in.LifecycleActionToken, in.InstanceId)
+	act, err := as.findAction(in.AutoScalingGroupName, in.LifecycleHookName, in.LifecycleActionToken, in.InstanceId)
 	if err != nil {
-		a.autoScaling.completions = append(a.autoScaling.completions, rec)
+		as.completions = append(as.completions, rec)
 		return nil, err
 	}
 	rec.Token, rec.InstanceID, rec.Accepted, rec.Transition = act.token, act.instanceID, true, act.transition
-	if inst := a.ec2.instance(act.instanceID); inst != nil {
-		rec.Drained = a.autoScaling.terminationRecord(inst, "").DrainedAtRequest
-		ci := a.ecs.containerInstanceOf(inst)
+	if inst := as.ec2.instance(act.instanceID); inst != nil {
+		rec.Drained = as.terminationRecord(inst, "").DrainedAtRequest
+		ci := as.ecs.containerInstanceOf(inst)
 		rec.Healthy = ci != nil && ci.status == ciActive && ci.agentConnected
 		rec.LifecycleState = inst.state
-		if cfg, ok := a.autoScaling.refreshLaunchConfig(a.autoScaling.group(act.group)); ok && act.origin == placeWarmPool {
-			rec.OutdatedFromPool = !a.autoScaling.matches(inst, cfg)
+		if cfg, ok := as.refreshLaunchConfig(as.group(act.group)); ok && act.origin == placeWarmPool {
+			rec.OutdatedFromPool = !as.matches(inst, cfg)
 		}
 	}
-	a.autoScaling.completions = append(a.autoScaling.completions, rec)
-	a.autoScaling.resolveAction(act, rec.Result)
-	a.settle()
+	as.completions = append(as.completions, rec)
+	as.resolveAction(act, rec.Result)
+	as.settle()
 	return &autoscaling.CompleteLifecycleActionOutput{}, nil
 }
 
@@ -517,8 +517,8 @@ func (c *AutoScalingClient) CompleteLifecycleAction(ctx context.Context, in *aut
 // its global timeout). Every call is recorded (Heartbeats), accepted or not.
 // Amazon EC2 Auto Scaling API Reference, "RecordLifecycleActionHeartbeat". Errors: as CompleteLifecycleAction.
 func (c *AutoScalingClient) RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, _ ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:RecordLifecycleActionHeartbeat")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:RecordLifecycleActionHeartbeat")
 	if err != nil {
 		return nil, err
 	}
@@ -527,15 +527,15 @@ func (c *AutoScalingClient) RecordLifecycleActionHeartbeat(ctx context.Context, 
 		in = &autoscaling.RecordLifecycleActionHeartbeatInput{}
 	}
 	rec := Completion{Token: deref(in.LifecycleActionToken), InstanceID: deref(in.InstanceId), Group: deref(in.AutoScalingGroupName),
-		Hook: deref(in.LifecycleHookName), At: a.now(), Caller: CallerAPI}
-	act, err := a.autoScaling.findAction(in.AutoScalingGroupName, in.LifecycleHookName, in.LifecycleActionToken, in.InstanceId)
+		Hook: deref(in.LifecycleHookName), At: as.now(), Caller: CallerAPI}
+	act, err := as.findAction(in.AutoScalingGroupName, in.LifecycleHookName, in.LifecycleActionToken, in.InstanceId)
 	if err != nil {
-		a.autoScaling.heartbeats = append(a.autoScaling.heartbeats, rec)
+		as.heartbeats = append(as.heartbeats, rec)
 		return nil, err
 	}
 	rec.Token, rec.InstanceID, rec.Accepted = act.token, act.instanceID, true
-	a.autoScaling.heartbeats = append(a.autoScaling.heartbeats, rec)
-	a.autoScaling.armTimeout(act, act.heartbeat)
+	as.heartbeats = append(as.heartbeats, rec)
+	as.armTimeout(act, act.heartbeat)
 	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
 }
 
@@ -543,8 +543,8 @@ func (c *AutoScalingClient) RecordLifecycleActionHeartbeat(ctx context.Context, 
 // Amazon EC2 Auto Scaling API Reference, "SetInstanceProtection"; User Guide, "Use instance scale-in
 // protection". Errors: ValidationError (unknown group, instance not in the group, more than 50 instances).
 func (c *AutoScalingClient) SetInstanceProtection(ctx context.Context, in *autoscaling.SetInstanceProtectionInput, _ ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:SetInstanceProtection")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:SetInstanceProtection")
 	if err != nil {
 		return nil, err
 	}
@@ -552,7 +552,7 @@ func (c *AutoScalingClient) SetInstanceProtection(ctx context.Context, in *autos
 	if in == nil || in.AutoScalingGroupName == nil || in.ProtectedFromScaleIn == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'protectedFromScaleIn' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.group(*in.AutoScalingGroupName)
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -561,7 +561,7 @@ func (c *AutoScalingClient) SetInstanceProtection(ctx context.Context, in *autos
 	}
 	var list []*instance
 	for _, id := range in.InstanceIds {
-		inst := a.ec2.instance(id)
+		inst := as.ec2.instance(id)
 		if inst == nil || inst.group != g.name || inst.state == string(astypes.LifecycleStateTerminated) {
 			return nil, apiError("ValidationError", "The instance %s is not part of Auto Scaling group %s.", id, g.name)
 		}
@@ -570,7 +570,7 @@ func (c *AutoScalingClient) SetInstanceProtection(ctx context.Context, in *autos
 	for _, inst := range list {
 		inst.protected = *in.ProtectedFromScaleIn
 	}
-	a.settle()
+	as.settle()
 	return &autoscaling.SetInstanceProtectionOutput{}, nil
 }
 

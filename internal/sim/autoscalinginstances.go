@@ -23,8 +23,8 @@ const maxAutoScalingInstanceIDs = 50
 // Errors: ValidationError (more than 50 ids, an id of more than 19 characters, MaxRecords outside 1..50, a
 // malformed NextToken).
 func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeAutoScalingInstances")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeAutoScalingInstances")
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in
 	}
 	ids := in.InstanceIds
 	if len(ids) == 0 {
-		ids = a.ec2.instanceOrder
+		ids = as.ec2.instanceOrder
 	}
 	from := 0
 	if in.NextToken != nil {
@@ -63,7 +63,7 @@ func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in
 	}
 	out := &autoscaling.DescribeAutoScalingInstancesOutput{AutoScalingInstances: []astypes.AutoScalingInstanceDetails{}}
 	for i := from; i < len(ids); i++ {
-		inst := a.ec2.instance(ids[i])
+		inst := as.ec2.instance(ids[i])
 		if inst == nil || inst.state == string(astypes.LifecycleStateTerminated) || inst.state == string(astypes.LifecycleStateWarmedTerminated) {
 			continue
 		}

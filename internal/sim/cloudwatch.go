@@ -16,7 +16,7 @@ type cloudWatchService struct {
 }
 
 // CloudWatchClient is the simulated CloudWatch API: metric alarms whose state tests set.
-type CloudWatchClient struct{ a *Account }
+type CloudWatchClient struct{ s *cloudWatchService }
 
 // SetAlarm creates or updates a metric alarm's state (OK, ALARM or INSUFFICIENT_DATA). Setup helper: not
 // counted.
@@ -28,8 +28,8 @@ func (s *cloudWatchService) SetAlarm(name, stateValue string) {
 // DescribeAlarms returns the named metric alarms (names that do not exist are left out, as CloudWatch does).
 // Amazon CloudWatch API Reference, "DescribeAlarms": AlarmNames up to 100.
 func (c *CloudWatchClient) DescribeAlarms(ctx context.Context, in *cloudwatch.DescribeAlarmsInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.DescribeAlarmsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "cloudwatch:DescribeAlarms")
+	s := c.s
+	unlock, err := s.call(ctx, "cloudwatch:DescribeAlarms")
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func (c *CloudWatchClient) DescribeAlarms(ctx context.Context, in *cloudwatch.De
 	}
 	out := &cloudwatch.DescribeAlarmsOutput{}
 	for _, n := range in.AlarmNames {
-		if st, ok := a.cloudWatch.alarms[n]; ok {
+		if st, ok := s.alarms[n]; ok {
 			out.MetricAlarms = append(out.MetricAlarms, cwtypes.MetricAlarm{AlarmName: ptr(n), StateValue: cwtypes.StateValue(st)})
 		}
 	}

@@ -182,7 +182,7 @@ func (s *ec2Service) MarkImageHealthy(imageID string) {
 }
 
 // EC2Client is the simulated Amazon EC2 API. It implements awsapi.EC2 and, beyond it, ModifyLaunchTemplate.
-type EC2Client struct{ a *Account }
+type EC2Client struct{ s *ec2Service }
 
 var _ awsapi.EC2 = (*EC2Client)(nil)
 
@@ -234,8 +234,8 @@ func (t *launchTemplate) describe(v *templateVersion) ec2types.LaunchTemplateVer
 // Errors: InvalidLaunchTemplateId.NotFound, InvalidLaunchTemplateName.NotFoundException,
 // InvalidLaunchTemplateId.VersionNotFound, InvalidParameterValue.
 func (c *EC2Client) DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ec2:DescribeLaunchTemplateVersions")
+	s := c.s
+	unlock, err := s.call(ctx, "ec2:DescribeLaunchTemplateVersions")
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func (c *EC2Client) DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.
 	if in == nil {
 		in = &ec2.DescribeLaunchTemplateVersionsInput{}
 	}
-	t, err := a.ec2.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
+	t, err := s.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
 	if err != nil {
 		return nil, err
 	}
@@ -307,8 +307,8 @@ func (c *EC2Client) DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.
 // "CreateLaunchTemplateVersion".
 // Errors: MissingParameter, InvalidLaunchTemplateId.NotFound, InvalidLaunchTemplateId.VersionNotFound.
 func (c *EC2Client) CreateLaunchTemplateVersion(ctx context.Context, in *ec2.CreateLaunchTemplateVersionInput, _ ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateVersionOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ec2:CreateLaunchTemplateVersion")
+	s := c.s
+	unlock, err := s.call(ctx, "ec2:CreateLaunchTemplateVersion")
 	if err != nil {
 		return nil, err
 	}
@@ -316,11 +316,11 @@ func (c *EC2Client) CreateLaunchTemplateVersion(ctx context.Context, in *ec2.Cre
 	if in == nil || in.LaunchTemplateData == nil {
 		return nil, apiError("MissingParameter", "The request must contain the parameter LaunchTemplateData")
 	}
-	t, err := a.ec2.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
+	t, err := s.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
 	if err != nil {
 		return nil, err
 	}
-	v := &templateVersion{number: t.latest() + 1, createdAt: a.now()}
+	v := &templateVersion{number: t.latest() + 1, createdAt: s.now()}
 	if in.SourceVersion != nil {
 		src, ok := t.resolve(*in.SourceVersion)
 		if !ok {
@@ -346,8 +346,8 @@ func (c *EC2Client) CreateLaunchTemplateVersion(ctx context.Context, in *ec2.Cre
 // awsapi.EC2; reach it with a type assertion on Account.EC2().
 // Amazon EC2 API Reference, "ModifyLaunchTemplate".
 func (c *EC2Client) ModifyLaunchTemplate(ctx context.Context, in *ec2.ModifyLaunchTemplateInput, _ ...func(*ec2.Options)) (*ec2.ModifyLaunchTemplateOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ec2:ModifyLaunchTemplate")
+	s := c.s
+	unlock, err := s.call(ctx, "ec2:ModifyLaunchTemplate")
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ func (c *EC2Client) ModifyLaunchTemplate(ctx context.Context, in *ec2.ModifyLaun
 	if in == nil {
 		in = &ec2.ModifyLaunchTemplateInput{}
 	}
-	t, err := a.ec2.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
+	t, err := s.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
 	if err != nil {
 		return nil, err
 	}
@@ -408,8 +408,8 @@ func (s *ec2Service) describeEC2Instance(in *instance) ec2types.Instance {
 // Amazon EC2 API Reference, "DescribeInstances"; Amazon EC2 User Guide, "Terminate Amazon EC2 instances"
 // (terminated instances remain visible for a while).
 func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ec2:DescribeInstances")
+	s := c.s
+	unlock, err := s.call(ctx, "ec2:DescribeInstances")
 	if err != nil {
 		return nil, err
 	}
@@ -427,7 +427,7 @@ func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInsta
 			if !strings.HasPrefix(id, "i-") {
 				return nil, apiError("InvalidInstanceID.Malformed", "Invalid id: \"%s\"", id)
 			}
-			inst := a.ec2.instance(id)
+			inst := s.instance(id)
 			if inst == nil {
 				missing = append(missing, id)
 				continue
@@ -441,13 +441,13 @@ func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInsta
 			return nil, apiError("InvalidInstanceID.NotFound", "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
 		}
 	} else {
-		for _, id := range a.ec2.instanceOrder {
-			list = append(list, a.ec2.instance(id))
+		for _, id := range s.instanceOrder {
+			list = append(list, s.instance(id))
 		}
 	}
 	var kept []*instance
 	for _, inst := range list {
-		ok, err := a.ec2.instanceMatches(inst, in.Filters)
+		ok, err := s.instanceMatches(inst, in.Filters)
 		if err != nil {
 			return nil, err
 		}
@@ -481,8 +481,8 @@ func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInsta
 		}
 		out.Reservations = append(out.Reservations, ec2types.Reservation{
 			ReservationId: ptr("r-" + inst.id[2:]),
-			OwnerId:       ptr(a.opts.AccountID),
-			Instances:     []ec2types.Instance{a.ec2.describeEC2Instance(inst)},
+			OwnerId:       ptr(s.opts.AccountID),
+			Instances:     []ec2types.Instance{s.describeEC2Instance(inst)},
 		})
 	}
 	return out, nil

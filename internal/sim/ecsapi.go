@@ -15,7 +15,7 @@ import (
 )
 
 // ECSClient is the simulated Amazon ECS API. It implements awsapi.ECS.
-type ECSClient struct{ a *Account }
+type ECSClient struct{ s *ecsService }
 
 var _ awsapi.ECS = (*ECSClient)(nil)
 
@@ -113,8 +113,8 @@ func (s *ecsService) describeCI(c *cluster, ci *containerInstance) ecstypes.Cont
 // instances for Amazon ECS tasks" (cluster query language).
 // Errors: ClusterNotFoundException, InvalidParameterException.
 func (e *ECSClient) ListContainerInstances(ctx context.Context, in *ecs.ListContainerInstancesInput, _ ...func(*ecs.Options)) (*ecs.ListContainerInstancesOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:ListContainerInstances")
+	s := e.s
+	unlock, err := s.call(ctx, "ecs:ListContainerInstances")
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (e *ECSClient) ListContainerInstances(ctx context.Context, in *ecs.ListCont
 	if in == nil {
 		in = &ecs.ListContainerInstancesInput{}
 	}
-	c, err := a.ecs.findCluster(in.Cluster)
+	c, err := s.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (e *ECSClient) ListContainerInstances(ctx context.Context, in *ecs.ListCont
 	}
 	match := func(*containerInstance) bool { return true }
 	if in.Filter != nil && strings.TrimSpace(*in.Filter) != "" {
-		f, err := parseCIFilter(*in.Filter, func(ci *containerInstance) int { return a.ecs.runningTasks(c, ci) })
+		f, err := parseCIFilter(*in.Filter, func(ci *containerInstance) int { return s.runningTasks(c, ci) })
 		if err != nil {
 			return nil, err
 		}
@@ -270,8 +270,8 @@ func parseCIFilter(expr string, runningTasks func(*containerInstance) int) (func
 // Amazon ECS API Reference, "DescribeContainerInstances" and "ContainerInstance".
 // Errors: ClusterNotFoundException, InvalidParameterException (more than 100, or none).
 func (e *ECSClient) DescribeContainerInstances(ctx context.Context, in *ecs.DescribeContainerInstancesInput, _ ...func(*ecs.Options)) (*ecs.DescribeContainerInstancesOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:DescribeContainerInstances")
+	s := e.s
+	unlock, err := s.call(ctx, "ecs:DescribeContainerInstances")
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +279,7 @@ func (e *ECSClient) DescribeContainerInstances(ctx context.Context, in *ecs.Desc
 	if in == nil {
 		in = &ecs.DescribeContainerInstancesInput{}
 	}
-	c, err := a.ecs.findCluster(in.Cluster)
+	c, err := s.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +296,7 @@ func (e *ECSClient) DescribeContainerInstances(ctx context.Context, in *ecs.Desc
 			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
 			continue
 		}
-		out.ContainerInstances = append(out.ContainerInstances, a.ecs.describeCI(c, ci))
+		out.ContainerInstances = append(out.ContainerInstances, s.describeCI(c, ci))
 	}
 	return out, nil
 }
@@ -307,8 +307,8 @@ func (e *ECSClient) DescribeContainerInstances(ctx context.Context, in *ecs.Desc
 // Amazon ECS API Reference, "UpdateContainerInstancesState"; Developer Guide, "Draining Amazon ECS container
 // instances". Errors: ClusterNotFoundException, InvalidParameterException.
 func (e *ECSClient) UpdateContainerInstancesState(ctx context.Context, in *ecs.UpdateContainerInstancesStateInput, _ ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:UpdateContainerInstancesState")
+	s := e.s
+	unlock, err := s.call(ctx, "ecs:UpdateContainerInstancesState")
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +316,7 @@ func (e *ECSClient) UpdateContainerInstancesState(ctx context.Context, in *ecs.U
 	if in == nil {
 		in = &ecs.UpdateContainerInstancesStateInput{}
 	}
-	c, err := a.ecs.findCluster(in.Cluster)
+	c, err := s.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -335,12 +335,12 @@ func (e *ECSClient) UpdateContainerInstancesState(ctx context.Context, in *ecs.U
 			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
 			continue
 		}
-		a.ecs.setContainerInstanceStatus(ci, status)
+		s.setContainerInstanceStatus(ci, status)
 		updated = append(updated, ci)
 	}
-	a.settle()
+	s.settle()
 	for _, ci := range updated {
-		out.ContainerInstances = append(out.ContainerInstances, a.ecs.describeCI(c, ci))
+		out.ContainerInstances = append(out.ContainerInstances, s.describeCI(c, ci))
 	}
 	return out, nil
 }
@@ -362,8 +362,8 @@ func (c *cluster) findService(ref string) *service {
 // Amazon ECS API Reference, "ListTasks". Errors: ClusterNotFoundException, ServiceNotFoundException,
 // InvalidParameterException.
 func (e *ECSClient) ListTasks(ctx context.Context, in *ecs.ListTasksInput, _ ...func(*ecs.Options)) (*ecs.ListTasksOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:ListTasks")
+	s := e.s
+	unlock, err := s.call(ctx, "ecs:ListTasks")
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +371,7 @@ func (e *ECSClient) ListTasks(ctx context.Context, in *ecs.ListTasksInput, _ ...
 	if in == nil {
 		in = &ecs.ListTasksInput{}
 	}
-	c, err := a.ecs.findCluster(in.Cluster)
+	c, err := s.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -479,8 +479,8 @@ func (s *ecsService) describeTask(c *cluster, t *task) ecstypes.Task {
 // "service:<name>", containerInstanceArn, startedBy); unknown ones are Failures with reason MISSING.
 // Amazon ECS API Reference, "DescribeTasks". Errors: ClusterNotFoundException, InvalidParameterException.
 func (e *ECSClient) DescribeTasks(ctx context.Context, in *ecs.DescribeTasksInput, _ ...func(*ecs.Options)) (*ecs.DescribeTasksOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:DescribeTasks")
+	s := e.s
+	unlock, err := s.call(ctx, "ecs:DescribeTasks")
 	if err != nil {
 		return nil, err
 	}
@@ -488,7 +488,7 @@ func (e *ECSClient) DescribeTasks(ctx context.Context, in *ecs.DescribeTasksInpu
 	if in == nil {
 		in = &ecs.DescribeTasksInput{}
 	}
-	c, err := a.ecs.findCluster(in.Cluster)
+	c, err := s.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -512,7 +512,7 @@ func (e *ECSClient) DescribeTasks(ctx context.Context, in *ecs.DescribeTasksInpu
 			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
 			continue
 		}
-		out.Tasks = append(out.Tasks, a.ecs.describeTask(c, t))
+		out.Tasks = append(out.Tasks, s.describeTask(c, t))
 	}
 	return out, nil
 }
@@ -521,8 +521,8 @@ func (e *ECSClient) DescribeTasks(ctx context.Context, in *ecs.DescribeTasksInpu
 // scheduling strategy, deployment configuration); unknown ones are Failures with reason MISSING.
 // Amazon ECS API Reference, "DescribeServices". Errors: ClusterNotFoundException, InvalidParameterException.
 func (e *ECSClient) DescribeServices(ctx context.Context, in *ecs.DescribeServicesInput, _ ...func(*ecs.Options)) (*ecs.DescribeServicesOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:DescribeServices")
+	s := e.s
+	unlock, err := s.call(ctx, "ecs:DescribeServices")
 	if err != nil {
 		return nil, err
 	}
@@ -530,7 +530,7 @@ func (e *ECSClient) DescribeServices(ctx context.Context, in *ecs.DescribeServic
 	if in == nil {
 		in = &ecs.DescribeServicesInput{}
 	}
-	c, err := a.ecs.findCluster(in.Cluster)
+	c, err := s.findCluster(in.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +547,7 @@ func (e *ECSClient) DescribeServices(ctx context.Context, in *ecs.DescribeServic
 			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
 			continue
 		}
-		out.Services = append(out.Services, a.ecs.describeService(c, svc))
+		out.Services = append(out.Services, s.describeService(c, svc))
 	}
 	return out, nil
 }

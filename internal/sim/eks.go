@@ -70,10 +70,10 @@ func (s *ec2Service) ImageUnhealthy(imageID string) bool {
 }
 
 // EKS returns the account's Amazon EKS API.
-func (a *Account) EKS() awsapi.EKS { return &EKSClient{a: a} }
+func (a *Account) EKS() awsapi.EKS { return &EKSClient{s: a.eks} }
 
 // EKSClient is the simulated Amazon EKS API. It implements awsapi.EKS.
-type EKSClient struct{ a *Account }
+type EKSClient struct{ s *eksService }
 
 var _ awsapi.EKS = (*EKSClient)(nil)
 
@@ -81,14 +81,14 @@ var _ awsapi.EKS = (*EKSClient)(nil)
 // (UPDATING while a version update runs, eksupgrade.go).
 // Amazon EKS API Reference, "DescribeCluster". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeCluster(ctx context.Context, in *awseks.DescribeClusterInput, _ ...func(*awseks.Options)) (*awseks.DescribeClusterOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeCluster")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeCluster")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.Name)
-	cl := a.eks.eksClusters[name]
+	cl := s.eksClusters[name]
 	if cl == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No cluster found for name: " + name + "."), ClusterName: ptr(name)}
 	}
@@ -97,7 +97,7 @@ func (c *EKSClient) DescribeCluster(ctx context.Context, in *awseks.DescribeClus
 		Arn:                  ptr(cl.arn),
 		Endpoint:             ptr(cl.endpoint),
 		CertificateAuthority: &ekstypes.Certificate{Data: ptr(cl.caData)},
-		Status:               a.eks.eksClusterStatusLocked(cl.name),
+		Status:               s.eksClusterStatusLocked(cl.name),
 		PlatformVersion:      ptr("eks.1"),
 		CreatedAt:            ptr(cl.createdAt),
 	}

@@ -53,17 +53,17 @@ func (s *eksService) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
 // (1-100) and NextToken. Amazon EKS API Reference, "ListFargateProfiles". Errors: ResourceNotFoundException
 // (no such cluster), InvalidParameterException.
 func (c *EKSClient) ListFargateProfiles(ctx context.Context, in *awseks.ListFargateProfilesInput, _ ...func(*awseks.Options)) (*awseks.ListFargateProfilesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListFargateProfiles")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListFargateProfiles")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eks.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	page, next, err := eksListPage(sortedKeys(a.eks.fargateProfiles[name]), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(s.fargateProfiles[name]), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -73,17 +73,17 @@ func (c *EKSClient) ListFargateProfiles(ctx context.Context, in *awseks.ListFarg
 // DescribeFargateProfile describes one Fargate profile: selectors, status, pod execution role. Amazon EKS API
 // Reference, "DescribeFargateProfile". Errors: ResourceNotFoundException (no such cluster or profile).
 func (c *EKSClient) DescribeFargateProfile(ctx context.Context, in *awseks.DescribeFargateProfileInput, _ ...func(*awseks.Options)) (*awseks.DescribeFargateProfileOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeFargateProfile")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeFargateProfile")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name, profile := deref(in.ClusterName), deref(in.FargateProfileName)
-	if a.eks.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	p := a.eks.fargateProfiles[name][profile]
+	p := s.fargateProfiles[name][profile]
 	if p == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No Fargate Profile found with name: " + profile + "."), ClusterName: ptr(name),
 			FargateProfileName: ptr(profile)}

@@ -141,8 +141,8 @@ func eksListPage(names []string, maxResults *int32, nextToken *string) (page []s
 // default 100) and NextToken.
 // Amazon EKS API Reference, "ListClusters". Errors: InvalidParameterException.
 func (c *EKSClient) ListClusters(ctx context.Context, in *awseks.ListClustersInput, _ ...func(*awseks.Options)) (*awseks.ListClustersOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListClusters")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListClusters")
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (c *EKSClient) ListClusters(ctx context.Context, in *awseks.ListClustersInp
 	if in == nil {
 		in = &awseks.ListClustersInput{}
 	}
-	page, next, err := eksListPage(sortedKeys(a.eks.eksClusters), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(s.eksClusters), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -161,8 +161,8 @@ func (c *EKSClient) ListClusters(ctx context.Context, in *awseks.ListClustersInp
 // default 100) and NextToken.
 // Amazon EKS API Reference, "ListNodegroups". Errors: ResourceNotFoundException, InvalidParameterException.
 func (c *EKSClient) ListNodegroups(ctx context.Context, in *awseks.ListNodegroupsInput, _ ...func(*awseks.Options)) (*awseks.ListNodegroupsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListNodegroups")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListNodegroups")
 	if err != nil {
 		return nil, err
 	}
@@ -171,10 +171,10 @@ func (c *EKSClient) ListNodegroups(ctx context.Context, in *awseks.ListNodegroup
 		in = &awseks.ListNodegroupsInput{}
 	}
 	name := deref(in.ClusterName)
-	if a.eks.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No cluster found for name: " + name + "."), ClusterName: ptr(name)}
 	}
-	names := sortedKeys(a.eks.nodegroups[name])
+	names := sortedKeys(s.nodegroups[name])
 	page, next, err := eksListPage(names, in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
@@ -187,8 +187,8 @@ func (c *EKSClient) ListNodegroups(ctx context.Context, in *awseks.ListNodegroup
 // on).
 // Amazon EKS API Reference, "DescribeNodegroup". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNodegroupInput, _ ...func(*awseks.Options)) (*awseks.DescribeNodegroupOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeNodegroup")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeNodegroup")
 	if err != nil {
 		return nil, err
 	}
@@ -197,35 +197,35 @@ func (c *EKSClient) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNo
 		in = &awseks.DescribeNodegroupInput{}
 	}
 	cluster, name := deref(in.ClusterName), deref(in.NodegroupName)
-	ng := a.eks.nodegroups[cluster][name]
-	if a.eks.eksClusters[cluster] == nil || ng == nil {
+	ng := s.nodegroups[cluster][name]
+	if s.eksClusters[cluster] == nil || ng == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No node group found for name: " + name + "."),
 			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
-	s := ng.spec
+	spec := ng.spec
 	out := &ekstypes.Nodegroup{
-		NodegroupName:  ptr(s.Name),
+		NodegroupName:  ptr(spec.Name),
 		NodegroupArn:   ptr(ng.arn),
-		ClusterName:    ptr(s.Cluster),
-		Version:        ptr(s.Version),
-		ReleaseVersion: nilIfEmpty(s.ReleaseVersion),
-		AmiType:        ekstypes.AMITypes(s.AMIType),
+		ClusterName:    ptr(spec.Cluster),
+		Version:        ptr(spec.Version),
+		ReleaseVersion: nilIfEmpty(spec.ReleaseVersion),
+		AmiType:        ekstypes.AMITypes(spec.AMIType),
 		CapacityType:   ekstypes.CapacityTypesOnDemand,
-		InstanceTypes:  []string{s.InstanceType},
-		Status:         a.eks.eksNodegroupStatusLocked(s.Cluster, s.Name),
+		InstanceTypes:  []string{spec.InstanceType},
+		Status:         s.eksNodegroupStatusLocked(spec.Cluster, spec.Name),
 		CreatedAt:      ptr(ng.createdAt),
 		ModifiedAt:     ptr(ng.createdAt),
-		ScalingConfig:  &ekstypes.NodegroupScalingConfig{MinSize: ptr(s.Min), MaxSize: ptr(s.Max), DesiredSize: ptr(s.Desired)},
+		ScalingConfig:  &ekstypes.NodegroupScalingConfig{MinSize: ptr(spec.Min), MaxSize: ptr(spec.Max), DesiredSize: ptr(spec.Desired)},
 		Resources:      &ekstypes.NodegroupResources{AutoScalingGroups: []ekstypes.AutoScalingGroup{{Name: ptr(ng.groupName)}}},
 		Labels:         map[string]string{},
 		Tags:           map[string]string{},
 	}
-	for k, v := range s.Tags {
+	for k, v := range spec.Tags {
 		out.Tags[k] = v
 	}
-	if s.LaunchTemplateID != "" {
-		out.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Id: ptr(s.LaunchTemplateID), Version: ptr(s.LaunchTemplateVersion)}
+	if spec.LaunchTemplateID != "" {
+		out.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Id: ptr(spec.LaunchTemplateID), Version: ptr(spec.LaunchTemplateVersion)}
 	}
-	out.UpdateConfig = &ekstypes.NodegroupUpdateConfig{MaxUnavailable: ptr(max(s.MaxUnavailable, 1))}
+	out.UpdateConfig = &ekstypes.NodegroupUpdateConfig{MaxUnavailable: ptr(max(spec.MaxUnavailable, 1))}
 	return &awseks.DescribeNodegroupOutput{Nodegroup: out}, nil
 }

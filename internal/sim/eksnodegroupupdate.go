@@ -92,7 +92,7 @@ func (s *eksService) EKSNodegroup(cluster, name string) (EKSNodegroupView, bool)
 }
 
 // EKSNodegroups returns the account's Amazon EKS API as the managed node group rollouts use it.
-func (a *Account) EKSNodegroups() awsapi.EKSNodegroups { return &EKSClient{a: a} }
+func (a *Account) EKSNodegroups() awsapi.EKSNodegroups { return &EKSClient{s: a.eks} }
 
 var _ awsapi.EKSNodegroups = (*EKSClient)(nil)
 

@@ -128,7 +128,7 @@ type eksUpgradeState struct {
 }
 
 // EKSUpgrade returns the account's Amazon EKS API as `patch-agent eks upgrade` uses it.
-func (a *Account) EKSUpgrade() awsapi.EKSUpgrade { return &EKSClient{a: a} }
+func (a *Account) EKSUpgrade() awsapi.EKSUpgrade { return &EKSClient{s: a.eks} }
 
 var _ awsapi.EKSUpgrade = (*EKSClient)(nil)
 
@@ -350,21 +350,21 @@ func errorsIf(ok bool, errs []ekstypes.ErrorDetail) []ekstypes.ErrorDetail {
 // a managed node group whose version does not match the cluster's),
 // InvalidRequestException (an UPGRADE_READINESS insight for the version is in ERROR and force is not set).
 func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateClusterVersionInput, _ ...func(*awseks.Options)) (*awseks.UpdateClusterVersionOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:UpdateClusterVersion")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:UpdateClusterVersion")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name, to := deref(in.Name), deref(in.Version)
-	cl := a.eks.eksClusters[name]
+	cl := s.eksClusters[name]
 	if cl == nil {
 		return nil, clusterNotFound(name)
 	}
-	if u := a.eks.byTokenLocked(name, "", "", in.ClientRequestToken); u != nil {
+	if u := s.byTokenLocked(name, "", "", in.ClientRequestToken); u != nil {
 		return &awseks.UpdateClusterVersionOutput{Update: u.describe()}, nil
 	}
-	if a.eks.inProgressLocked(name, "", "") != nil {
+	if s.inProgressLocked(name, "", "") != nil {
 		return nil, &ekstypes.ResourceInUseException{Message: ptr("Cluster " + name + " has an update in progress"), ClusterName: ptr(name)}
 	}
 	if cur, want := minorOf(cl.version), minorOf(to); cur < 0 || want != cur+1 {
@@ -375,8 +375,8 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	// must match the cluster's Kubernetes version" (Amazon EKS API Reference, UpdateClusterVersion; User Guide,
 	// "Update existing cluster to new Kubernetes version"). force overrides only readiness insights.
 	var behind []string
-	for _, ngName := range sortedKeys(a.eks.nodegroups[name]) {
-		if v := a.eks.nodegroups[name][ngName].spec.Version; v != cl.version {
+	for _, ngName := range sortedKeys(s.nodegroups[name]) {
+		if v := s.nodegroups[name][ngName].spec.Version; v != cl.version {
 			behind = append(behind, fmt.Sprintf("%s (%s)", ngName, v))
 		}
 	}
@@ -387,7 +387,7 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	}
 	if !in.Force {
 		var blocking []string
-		for _, ins := range a.eks.eksUpgrades.insights[name] {
+		for _, ins := range s.eksUpgrades.insights[name] {
 			if ins.spec.Category == ekstypes.CategoryUpgradeReadiness && ins.spec.Status == ekstypes.InsightStatusValueError &&
 				(ins.spec.KubernetesVersion == "" || ins.spec.KubernetesVersion == to) {
 				blocking = append(blocking, ins.spec.Name)
@@ -400,7 +400,7 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 				ClusterName: ptr(name)}
 		}
 	}
-	u := a.eks.startUpdateLocked(&eksUpdate{cluster: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate,
+	u := s.startUpdateLocked(&eksUpdate{cluster: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate,
 		params: []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: ptr(to)}, {Type: ekstypes.UpdateParamTypePlatformVersion, Value: ptr("eks.1")}}},
 		EKSControlPlaneUpdateDuration, func() { cl.version = to }, nil)
 	return &awseks.UpdateClusterVersionOutput{Update: u.describe()}, nil
@@ -409,17 +409,17 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 // DescribeUpdate describes an update of a cluster, or of one of its add-ons (AddonName) or node groups
 // (NodegroupName). Amazon EKS API Reference, "DescribeUpdate". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeUpdate(ctx context.Context, in *awseks.DescribeUpdateInput, _ ...func(*awseks.Options)) (*awseks.DescribeUpdateOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeUpdate")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeUpdate")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.Name)
-	if a.eks.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	u := a.eks.eksUpgrades.updates[deref(in.UpdateId)]
+	u := s.eksUpgrades.updates[deref(in.UpdateId)]
 	if u == nil || u.cluster != name || u.addon != deref(in.AddonName) || u.nodegroup != deref(in.NodegroupName) {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No update found for ID: " + deref(in.UpdateId)), ClusterName: ptr(name)}
 	}
@@ -430,18 +430,18 @@ func (c *EKSClient) DescribeUpdate(ctx context.Context, in *awseks.DescribeUpdat
 // (NodegroupName), paged by MaxResults (1-100) and NextToken.
 // Amazon EKS API Reference, "ListUpdates". Errors: ResourceNotFoundException, InvalidParameterException.
 func (c *EKSClient) ListUpdates(ctx context.Context, in *awseks.ListUpdatesInput, _ ...func(*awseks.Options)) (*awseks.ListUpdatesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListUpdates")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListUpdates")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name, addon, ng := deref(in.Name), deref(in.AddonName), deref(in.NodegroupName)
-	if a.eks.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
 	var ids []string
-	for _, u := range a.eks.eksUpgrades.updates {
+	for _, u := range s.eksUpgrades.updates {
 		if u.cluster == name && u.addon == addon && u.nodegroup == ng {
 			ids = append(ids, u.id)
 		}
@@ -458,17 +458,17 @@ func (c *EKSClient) ListUpdates(ctx context.Context, in *awseks.ListUpdatesInput
 // by MaxResults (1-100) and NextToken. Amazon EKS API Reference, "ListInsights". Errors:
 // ResourceNotFoundException, InvalidParameterException.
 func (c *EKSClient) ListInsights(ctx context.Context, in *awseks.ListInsightsInput, _ ...func(*awseks.Options)) (*awseks.ListInsightsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListInsights")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListInsights")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eks.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	byID := a.eks.eksUpgrades.insights[name]
+	byID := s.eksUpgrades.insights[name]
 	var ids []string
 	for id, ins := range byID {
 		if f := in.Filter; f != nil {
@@ -491,7 +491,7 @@ func (c *EKSClient) ListInsights(ctx context.Context, in *awseks.ListInsightsInp
 		out.Insights = append(out.Insights, ekstypes.InsightSummary{Id: ptr(id), Name: ptr(ins.spec.Name), Category: ins.spec.Category,
 			KubernetesVersion: nilIfEmpty(ins.spec.KubernetesVersion), Description: nilIfEmpty(ins.spec.Description),
 			InsightStatus:   &ekstypes.InsightStatus{Status: ins.spec.Status, Reason: nilIfEmpty(ins.spec.Reason)},
-			LastRefreshTime: ptr(a.now()), LastTransitionTime: ptr(ins.at)})
+			LastRefreshTime: ptr(s.now()), LastTransitionTime: ptr(ins.at)})
 	}
 	return out, nil
 }
@@ -499,17 +499,17 @@ func (c *EKSClient) ListInsights(ctx context.Context, in *awseks.ListInsightsInp
 // DescribeInsight describes one insight: its status, recommendation and the resources it found.
 // Amazon EKS API Reference, "DescribeInsight". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeInsight(ctx context.Context, in *awseks.DescribeInsightInput, _ ...func(*awseks.Options)) (*awseks.DescribeInsightOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeInsight")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeInsight")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eks.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	ins := a.eks.eksUpgrades.insights[name][deref(in.Id)]
+	ins := s.eksUpgrades.insights[name][deref(in.Id)]
 	if ins == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No insight found for id: " + deref(in.Id)), ClusterName: ptr(name)}
 	}
@@ -517,7 +517,7 @@ func (c *EKSClient) DescribeInsight(ctx context.Context, in *awseks.DescribeInsi
 		KubernetesVersion: nilIfEmpty(ins.spec.KubernetesVersion), Description: nilIfEmpty(ins.spec.Description),
 		Recommendation:  nilIfEmpty(ins.spec.Recommendation),
 		InsightStatus:   &ekstypes.InsightStatus{Status: ins.spec.Status, Reason: nilIfEmpty(ins.spec.Reason)},
-		LastRefreshTime: ptr(a.now()), LastTransitionTime: ptr(ins.at), AdditionalInfo: map[string]string{}}
+		LastRefreshTime: ptr(s.now()), LastTransitionTime: ptr(ins.at), AdditionalInfo: map[string]string{}}
 	for _, r := range ins.spec.Resources {
 		out.Resources = append(out.Resources, ekstypes.InsightResourceDetail{KubernetesResourceUri: ptr(r),
 			InsightStatus: &ekstypes.InsightStatus{Status: ins.spec.Status}})
@@ -528,17 +528,17 @@ func (c *EKSClient) DescribeInsight(ctx context.Context, in *awseks.DescribeInsi
 // ListAddons lists the names of a cluster's installed managed add-ons, paged by MaxResults (1-100) and
 // NextToken. Amazon EKS API Reference, "ListAddons". Errors: ResourceNotFoundException, InvalidParameterException.
 func (c *EKSClient) ListAddons(ctx context.Context, in *awseks.ListAddonsInput, _ ...func(*awseks.Options)) (*awseks.ListAddonsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListAddons")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListAddons")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eks.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	page, next, err := eksListPage(sortedKeys(a.eks.eksUpgrades.addons[name]), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(s.eksUpgrades.addons[name]), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -548,17 +548,17 @@ func (c *EKSClient) ListAddons(ctx context.Context, in *awseks.ListAddonsInput, 
 // DescribeAddon describes an installed add-on: version, status, ARN. Amazon EKS API Reference,
 // "DescribeAddon". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeAddon(ctx context.Context, in *awseks.DescribeAddonInput, _ ...func(*awseks.Options)) (*awseks.DescribeAddonOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeAddon")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeAddon")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name, addon := deref(in.ClusterName), deref(in.AddonName)
-	if a.eks.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	ad := a.eks.eksUpgrades.addons[name][addon]
+	ad := s.eksUpgrades.addons[name][addon]
 	if ad == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No addon: " + addon + " found in cluster: " + name), ClusterName: ptr(name), AddonName: ptr(addon)}
 	}
@@ -572,13 +572,13 @@ func (c *EKSClient) DescribeAddon(ctx context.Context, in *awseks.DescribeAddonI
 // (MaxResults 1-100, NextToken). Amazon EKS API Reference, "DescribeAddonVersions". Errors:
 // InvalidParameterException, ResourceNotFoundException (an unknown add-on name).
 func (c *EKSClient) DescribeAddonVersions(ctx context.Context, in *awseks.DescribeAddonVersionsInput, _ ...func(*awseks.Options)) (*awseks.DescribeAddonVersionsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeAddonVersions")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeAddonVersions")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	catalog := a.eks.eksUpgrades.catalog
+	catalog := s.eksUpgrades.catalog
 	names := sortedKeys(catalog)
 	if n := deref(in.AddonName); n != "" {
 		if catalog[n] == nil {
@@ -619,26 +619,26 @@ func (c *EKSClient) DescribeAddonVersions(ctx context.Context, in *awseks.Descri
 // Amazon EKS API Reference, "UpdateAddon". Errors: ResourceNotFoundException, ResourceInUseException (an
 // update of the add-on is in progress), InvalidParameterException (version not supported).
 func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput, _ ...func(*awseks.Options)) (*awseks.UpdateAddonOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:UpdateAddon")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:UpdateAddon")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name, addon := deref(in.ClusterName), deref(in.AddonName)
-	cl := a.eks.eksClusters[name]
+	cl := s.eksClusters[name]
 	if cl == nil {
 		return nil, clusterNotFound(name)
 	}
-	w := a.eks.eksUpgrades
+	w := s.eksUpgrades
 	ad := w.addons[name][addon]
 	if ad == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No addon: " + addon + " found in cluster: " + name), ClusterName: ptr(name), AddonName: ptr(addon)}
 	}
-	if u := a.eks.byTokenLocked(name, addon, "", in.ClientRequestToken); u != nil {
+	if u := s.byTokenLocked(name, addon, "", in.ClientRequestToken); u != nil {
 		return &awseks.UpdateAddonOutput{Update: u.describe()}, nil
 	}
-	if a.eks.inProgressLocked(name, addon, "") != nil {
+	if s.inProgressLocked(name, addon, "") != nil {
 		return nil, &ekstypes.ResourceInUseException{Message: ptr("Addon " + addon + " has an update in progress"), ClusterName: ptr(name), AddonName: ptr(addon)}
 	}
 	to := deref(in.AddonVersion)
@@ -659,21 +659,21 @@ func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput
 	if in.ResolveConflicts != "" {
 		params = append(params, ekstypes.UpdateParam{Type: ekstypes.UpdateParamTypeResolveConflicts, Value: ptr(string(in.ResolveConflicts))})
 	}
-	ad.status, ad.modified = ekstypes.AddonStatusUpdating, a.now()
-	u := a.eks.startUpdateLocked(&eksUpdate{cluster: name, addon: addon, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeAddonUpdate, params: params},
+	ad.status, ad.modified = ekstypes.AddonStatusUpdating, s.now()
+	u := s.startUpdateLocked(&eksUpdate{cluster: name, addon: addon, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeAddonUpdate, params: params},
 		EKSAddonUpdateDuration,
 		func() {
-			ad.version, ad.status, ad.modified = to, ekstypes.AddonStatusActive, a.now()
+			ad.version, ad.status, ad.modified = to, ekstypes.AddonStatusActive, s.now()
 			if d, ok := w.degrade[name+"|"+addon]; ok {
 				delete(w.degrade, name+"|"+addon)
 				ad.status, ad.issues = ekstypes.AddonStatusDegraded, []ekstypes.AddonIssue{{Code: ekstypes.AddonIssueCodeInsufficientNumberOfReplicas,
 					Message: ptr("The add-on is unhealthy because it doesn't have the desired number of replicas.")}}
 				if d > 0 {
-					a.after(d, func() { ad.status, ad.issues, ad.modified = ekstypes.AddonStatusActive, nil, a.now() })
+					s.after(d, func() { ad.status, ad.issues, ad.modified = ekstypes.AddonStatusActive, nil, s.now() })
 				}
 			}
 		},
-		func() { ad.status, ad.modified = ekstypes.AddonStatusUpdateFailed, a.now() })
+		func() { ad.status, ad.modified = ekstypes.AddonStatusUpdateFailed, s.now() })
 	return &awseks.UpdateAddonOutput{Update: u.describe()}, nil
 }
 
@@ -683,22 +683,22 @@ func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput
 // (an update of the node group is in progress), InvalidParameterException (a version newer than the control
 // plane, or a version for a CUSTOM AMI type).
 func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.UpdateNodegroupVersionInput, _ ...func(*awseks.Options)) (*awseks.UpdateNodegroupVersionOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:UpdateNodegroupVersion")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:UpdateNodegroupVersion")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	cluster, name := deref(in.ClusterName), deref(in.NodegroupName)
-	cl := a.eks.eksClusters[cluster]
-	ng := a.eks.nodegroups[cluster][name]
+	cl := s.eksClusters[cluster]
+	ng := s.nodegroups[cluster][name]
 	if cl == nil || ng == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No node group found for name: " + name + "."), ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
-	if u := a.eks.byTokenLocked(cluster, "", name, in.ClientRequestToken); u != nil {
+	if u := s.byTokenLocked(cluster, "", name, in.ClientRequestToken); u != nil {
 		return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
 	}
-	if a.eks.inProgressLocked(cluster, "", name) != nil {
+	if s.inProgressLocked(cluster, "", name) != nil {
 		return nil, &ekstypes.ResourceInUseException{Message: ptr("Nodegroup " + name + " has an update in progress"), ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
 	to, custom := deref(in.Version), ng.spec.AMIType == string(ekstypes.AMITypesCustom)
@@ -723,7 +723,7 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 	}
 	u := &eksUpdate{cluster: cluster, nodegroup: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate, force: in.Force}
 	if lt := in.LaunchTemplate; lt != nil {
-		t := a.ec2.template(ng.spec.LaunchTemplateID)
+		t := s.ec2.template(ng.spec.LaunchTemplateID)
 		version, err := strconv.ParseInt(deref(lt.Version), 10, 64)
 		if t == nil || err != nil || version < 1 || version > t.latest() {
 			return nil, &ekstypes.InvalidParameterException{Message: ptr("Launch template version " + deref(lt.Version) + " does not exist"),
@@ -731,27 +731,27 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 		}
 		u.params = []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeLaunchTemplateVersion, Value: lt.Version}}
 		u.phases = func(end func()) {
-			a.eks.replaceNodesLocked(ng, version, func() { ng.spec.LaunchTemplateVersion = deref(lt.Version); end() })
+			s.replaceNodesLocked(ng, version, func() { ng.spec.LaunchTemplateVersion = deref(lt.Version); end() })
 		}
-		u = a.eks.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() {}, nil)
+		u = s.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() {}, nil)
 		return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
 	}
 	release, image := deref(in.ReleaseVersion), ""
-	switch r, found, catalog := a.eks.releaseLocked(ng.spec.AMIType, to, release); {
+	switch r, found, catalog := s.releaseLocked(ng.spec.AMIType, to, release); {
 	case found:
 		release, image = r.Release, r.ImageID
 	case catalog && release != "":
 		return nil, &ekstypes.InvalidParameterException{Message: ptr(fmt.Sprintf("Requested release version %s is not valid for kubernetes version %s", release, to)),
 			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	case release == "":
-		release = fmt.Sprintf("%s.0-%s", to, a.now().Format("20060102"))
+		release = fmt.Sprintf("%s.0-%s", to, s.now().Format("20060102"))
 	}
 	u.params = []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: ptr(to)}, {Type: ekstypes.UpdateParamTypeReleaseVersion, Value: ptr(release)}}
-	if image != "" && a.ec2.template(ng.ltID) != nil && !custom {
+	if image != "" && s.ec2.template(ng.ltID) != nil && !custom {
 		u.phases = func(end func()) {
-			a.eks.replaceNodesLocked(ng, a.eks.newTemplateVersionLocked(ng.ltID, image), end)
+			s.replaceNodesLocked(ng, s.newTemplateVersionLocked(ng.ltID, image), end)
 		}
 	}
-	u = a.eks.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() { ng.spec.Version, ng.spec.ReleaseVersion = to, release }, nil)
+	u = s.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() { ng.spec.Version, ng.spec.ReleaseVersion = to, release }, nil)
 	return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
 }

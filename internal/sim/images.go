@@ -179,8 +179,8 @@ func (img *image) describe() ec2types.Image {
 // Amazon EC2 API Reference, "DescribeImages". Errors: InvalidAMIID.NotFound, InvalidAMIID.Malformed,
 // InvalidParameterCombination, InvalidParameterValue.
 func (c *EC2Client) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, _ ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ec2:DescribeImages")
+	s := c.s
+	unlock, err := s.call(ctx, "ec2:DescribeImages")
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (c *EC2Client) DescribeImages(ctx context.Context, in *ec2.DescribeImagesIn
 	if in == nil {
 		in = &ec2.DescribeImagesInput{}
 	}
-	images, order := a.ec2.images, a.ec2.imageOrder
+	images, order := s.images, s.imageOrder
 	var list []*image
 	if len(in.ImageIds) > 0 {
 		if in.MaxResults != nil {
@@ -212,7 +212,7 @@ func (c *EC2Client) DescribeImages(ctx context.Context, in *ec2.DescribeImagesIn
 		includeDeprecated := in.IncludeDeprecated != nil && *in.IncludeDeprecated
 		for _, id := range order {
 			img := images[id]
-			if !includeDeprecated && !img.deprecated.IsZero() && !img.deprecated.After(a.now()) {
+			if !includeDeprecated && !img.deprecated.IsZero() && !img.deprecated.After(s.now()) {
 				continue
 			}
 			list = append(list, img)

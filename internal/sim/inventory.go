@@ -5,19 +5,19 @@ import (
 )
 
 // ReadOnlyAutoScaling returns the account's Auto Scaling API as `patch-agent audit` uses it.
-func (a *Account) ReadOnlyAutoScaling() awsapi.ReadOnlyAutoScaling { return &AutoScalingClient{a: a} }
+func (a *Account) ReadOnlyAutoScaling() awsapi.ReadOnlyAutoScaling { return &AutoScalingClient{s: a.autoScaling} }
 
 // ReadOnlyEC2 returns the account's EC2 API as `patch-agent audit` uses it.
-func (a *Account) ReadOnlyEC2() awsapi.ReadOnlyEC2 { return &EC2Client{a: a} }
+func (a *Account) ReadOnlyEC2() awsapi.ReadOnlyEC2 { return &EC2Client{s: a.ec2} }
 
 // ReadOnlyECS returns the account's ECS API as `patch-agent audit` uses it.
-func (a *Account) ReadOnlyECS() awsapi.ReadOnlyECS { return &ECSClient{a: a} }
+func (a *Account) ReadOnlyECS() awsapi.ReadOnlyECS { return &ECSClient{s: a.ecs} }
 
 // ReadOnlyEKS returns the account's EKS API as `patch-agent audit` uses it.
-func (a *Account) ReadOnlyEKS() awsapi.ReadOnlyEKS { return &EKSClient{a: a} }
+func (a *Account) ReadOnlyEKS() awsapi.ReadOnlyEKS { return &EKSClient{s: a.eks} }
 
 // ReadOnlySSM returns the account's Parameter Store API as `patch-agent audit` uses it.
-func (a *Account) ReadOnlySSM() awsapi.ReadOnlySSM { return &SSMClient{a: a} }
+func (a *Account) ReadOnlySSM() awsapi.ReadOnlySSM { return &SSMClient{s: a.ssm} }
 
 var (
 	_ awsapi.ReadOnlyAutoScaling = (*AutoScalingClient)(nil)

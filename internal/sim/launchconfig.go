@@ -101,8 +101,8 @@ func (as *autoScalingService) describeLaunchConfigurationGroup(g *group, out *as
 // MaxRecords (default 50, at most 100) and NextToken.
 // Amazon EC2 Auto Scaling API Reference, "DescribeLaunchConfigurations". Errors: ValidationError.
 func (c *AutoScalingClient) DescribeLaunchConfigurations(ctx context.Context, in *autoscaling.DescribeLaunchConfigurationsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLaunchConfigurationsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeLaunchConfigurations")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeLaunchConfigurations")
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (c *AutoScalingClient) DescribeLaunchConfigurations(ctx context.Context, in
 		}
 		limit = *in.MaxRecords
 	}
-	names := append([]string(nil), a.autoScaling.lcOrder...)
+	names := append([]string(nil), as.lcOrder...)
 	sort.Strings(names)
 	if len(in.LaunchConfigurationNames) > 0 {
 		want := map[string]bool{}
@@ -152,7 +152,7 @@ func (c *AutoScalingClient) DescribeLaunchConfigurations(ctx context.Context, in
 			out.NextToken = ptr("lc-" + n)
 			break
 		}
-		lc := a.autoScaling.launchConfigs[n]
+		lc := as.launchConfigs[n]
 		out.LaunchConfigurations = append(out.LaunchConfigurations, astypes.LaunchConfiguration{
 			LaunchConfigurationName: ptr(lc.name),
 			LaunchConfigurationARN:  ptr(lc.arn),

@@ -48,8 +48,8 @@ type PublishedEvent struct {
 // least one datum are required, at most 1000 datums and 30 dimensions each; a datum needs a name and a finite
 // value. Invalid input fails the whole call, as CloudWatch does.
 func (c *CloudWatchClient) PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "cloudwatch:PutMetricData")
+	s := c.s
+	unlock, err := s.call(ctx, "cloudwatch:PutMetricData")
 	if err != nil {
 		return nil, err
 	}
@@ -82,24 +82,24 @@ func (c *CloudWatchClient) PutMetricData(ctx context.Context, in *cloudwatch.Put
 			}
 			dims[deref(dim.Name)] = deref(dim.Value)
 		}
-		recs = append(recs, PublishedMetric{Namespace: ns, Name: name, Dimensions: dims, Value: *d.Value, Unit: d.Unit, At: a.now()})
+		recs = append(recs, PublishedMetric{Namespace: ns, Name: name, Dimensions: dims, Value: *d.Value, Unit: d.Unit, At: s.now()})
 	}
-	a.cloudWatch.publishedMetrics = append(a.cloudWatch.publishedMetrics, recs...)
+	s.publishedMetrics = append(s.publishedMetrics, recs...)
 	return &cloudwatch.PutMetricDataOutput{}, nil
 }
 
 // EventBridgeClient is the simulated Amazon EventBridge API: PutEvents is recorded, nothing is routed.
-type EventBridgeClient struct{ a *Account }
+type EventBridgeClient struct{ s *eventBridgeService }
 
 // EventBridge returns the account's Amazon EventBridge API (notifications).
-func (a *Account) EventBridge() awsapi.EventBridge { return &EventBridgeClient{a: a} }
+func (a *Account) EventBridge() awsapi.EventBridge { return &EventBridgeClient{s: a.eventBridge} }
 
 // PutEvents records the entries (Amazon EventBridge API Reference, "PutEvents"): 1 to 10 entries and at most
 // 256 KB per call fail the whole call; an entry without Source, DetailType or a JSON object Detail fails on
 // its own (ErrorCode in its result entry, FailedEntryCount counted), as EventBridge does.
 func (c *EventBridgeClient) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eventbridge:PutEvents")
+	s := c.s
+	unlock, err := s.call(ctx, "eventbridge:PutEvents")
 	if err != nil {
 		return nil, err
 	}
@@ -134,9 +134,9 @@ func (c *EventBridgeClient) PutEvents(ctx context.Context, in *eventbridge.PutEv
 		if bus == "" {
 			bus = "default"
 		}
-		a.eventBridge.publishedEvents = append(a.eventBridge.publishedEvents, PublishedEvent{Bus: bus, Source: deref(e.Source), DetailType: deref(e.DetailType),
-			Detail: deref(e.Detail), At: a.now()})
-		out.Entries = append(out.Entries, ebtypes.PutEventsResultEntry{EventId: ptr(a.uuid())})
+		s.publishedEvents = append(s.publishedEvents, PublishedEvent{Bus: bus, Source: deref(e.Source), DetailType: deref(e.DetailType),
+			Detail: deref(e.Detail), At: s.now()})
+		out.Entries = append(out.Entries, ebtypes.PutEventsResultEntry{EventId: ptr(s.uuid())})
 	}
 	return out, nil
 }

@@ -197,8 +197,8 @@ func (as *autoScalingService) matches(inst *instance, c refreshConfig) bool {
 // group), InstanceRefreshInProgress (the group has an active refresh).
 // Amazon EC2 Auto Scaling API Reference, StartInstanceRefresh and RefreshPreferences.
 func (c *AutoScalingClient) StartInstanceRefresh(ctx context.Context, in *autoscaling.StartInstanceRefreshInput, _ ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:StartInstanceRefresh")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:StartInstanceRefresh")
 	if err != nil {
 		return nil, err
 	}
@@ -206,24 +206,24 @@ func (c *AutoScalingClient) StartInstanceRefresh(ctx context.Context, in *autosc
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.group(*in.AutoScalingGroupName)
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
 	// API Reference, StartInstanceRefresh: InstanceRefreshInProgress when the group already has an active refresh.
-	if r := a.autoScaling.activeRefresh(g); r != nil {
+	if r := as.activeRefresh(g); r != nil {
 		msg := fmt.Sprintf("An Instance Refresh is already in progress and blocks the execution of this Instance Refresh (%s).", r.id)
 		return nil, &astypes.InstanceRefreshInProgressFault{Message: &msg}
 	}
 	if in.Strategy != "" && in.Strategy != astypes.RefreshStrategyRolling {
 		return nil, apiError("ValidationError", "Strategy %s is not modelled by the simulation; use Rolling.", in.Strategy)
 	}
-	r := &instanceRefresh{id: a.uuid(), group: g.name, status: astypes.InstanceRefreshStatusPending, start: a.now(),
+	r := &instanceRefresh{id: as.uuid(), group: g.name, status: astypes.InstanceRefreshStatusPending, start: as.now(),
 		prev: refreshConfig{ltID: g.ltID, ltVersion: g.ltVersion, mixed: g.mixed}}
 	if in.Preferences != nil {
 		r.prefs = *in.Preferences
 	}
-	if err := a.autoScaling.resolvePreferences(g, r); err != nil {
+	if err := as.resolvePreferences(g, r); err != nil {
 		return nil, err
 	}
 	r.target = r.prev
@@ -244,7 +244,7 @@ func (c *AutoScalingClient) StartInstanceRefresh(ctx context.Context, in *autosc
 			spec, mixed = d.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification, true
 		}
 		if spec != nil {
-			id, v, err := a.autoScaling.templateRef(spec)
+			id, v, err := as.templateRef(spec)
 			if err != nil {
 				return nil, fmt.Errorf("desired configuration: %w", err)
 			}
@@ -256,12 +256,12 @@ func (c *AutoScalingClient) StartInstanceRefresh(ctx context.Context, in *autosc
 	// API Reference, RefreshPreferences: AutoRollback is not supported without a desired configuration, with a
 	// launch template whose ImageId is a Systems Manager parameter, or with $Latest or $Default.
 	if r.autoRollback {
-		if err := a.autoScaling.rollbackPrerequisites(r); err != nil {
+		if err := as.rollbackPrerequisites(r); err != nil {
 			return nil, apiError("ValidationError", "AutoRollback: %s", err.Error())
 		}
 	}
 	g.refreshes = append(g.refreshes, r)
-	a.after(refreshPendingDelay, func() { a.autoScaling.beginRefresh(g, r) })
+	as.after(refreshPendingDelay, func() { as.beginRefresh(g, r) })
 	return &autoscaling.StartInstanceRefreshOutput{InstanceRefreshId: ptr(r.id)}, nil
 }
 
@@ -893,8 +893,8 @@ func (as *autoScalingService) refreshView(r *instanceRefresh) astypes.InstanceRe
 // InstanceRefreshIds, paged by MaxRecords (default 50, at most 100) and NextToken.
 // Amazon EC2 Auto Scaling API Reference, DescribeInstanceRefreshes. Errors: ValidationError.
 func (c *AutoScalingClient) DescribeInstanceRefreshes(ctx context.Context, in *autoscaling.DescribeInstanceRefreshesInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeInstanceRefreshesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeInstanceRefreshes")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeInstanceRefreshes")
 	if err != nil {
 		return nil, err
 	}
@@ -902,7 +902,7 @@ func (c *AutoScalingClient) DescribeInstanceRefreshes(ctx context.Context, in *a
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.group(*in.AutoScalingGroupName)
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -936,7 +936,7 @@ func (c *AutoScalingClient) DescribeInstanceRefreshes(ctx context.Context, in *a
 			out.NextToken = ptr(fmt.Sprintf("ir-%d", seen-1))
 			break
 		}
-		out.InstanceRefreshes = append(out.InstanceRefreshes, a.autoScaling.refreshView(r))
+		out.InstanceRefreshes = append(out.InstanceRefreshes, as.refreshView(r))
 	}
 	return out, nil
 }
@@ -951,8 +951,8 @@ func activeNotFound(group string) error {
 // back. Amazon EC2 Auto Scaling API Reference, CancelInstanceRefresh. Errors: ValidationError,
 // ActiveInstanceRefreshNotFound.
 func (c *AutoScalingClient) CancelInstanceRefresh(ctx context.Context, in *autoscaling.CancelInstanceRefreshInput, _ ...func(*autoscaling.Options)) (*autoscaling.CancelInstanceRefreshOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:CancelInstanceRefresh")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:CancelInstanceRefresh")
 	if err != nil {
 		return nil, err
 	}
@@ -960,26 +960,26 @@ func (c *AutoScalingClient) CancelInstanceRefresh(ctx context.Context, in *autos
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.group(*in.AutoScalingGroupName)
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
-	r := a.autoScaling.activeRefresh(g)
+	r := as.activeRefresh(g)
 	if r == nil || r.status == astypes.InstanceRefreshStatusCancelling {
 		return nil, activeNotFound(g.name)
 	}
 	if r.status == astypes.InstanceRefreshStatusPending {
-		r.status, r.end = astypes.InstanceRefreshStatusCancelled, a.now()
-		a.autoScaling.setReason(r, "Instance refresh cancelled before it started.")
+		r.status, r.end = astypes.InstanceRefreshStatusCancelled, as.now()
+		as.setReason(r, "Instance refresh cancelled before it started.")
 	} else {
 		r.status = astypes.InstanceRefreshStatusCancelling
-		a.autoScaling.setReason(r, "Cancelling.")
+		as.setReason(r, "Cancelling.")
 		if in.WaitForTransitioningInstances != nil && !*in.WaitForTransitioningInstances {
-			r.status, r.end, r.surge = astypes.InstanceRefreshStatusCancelled, a.now(), 0
-			a.autoScaling.setReason(r, "Instance refresh cancelled without waiting for instances in transition.")
+			r.status, r.end, r.surge = astypes.InstanceRefreshStatusCancelled, as.now(), 0
+			as.setReason(r, "Instance refresh cancelled without waiting for instances in transition.")
 		}
 	}
-	a.settle()
+	as.settle()
 	return &autoscaling.CancelInstanceRefreshOutput{InstanceRefreshId: ptr(r.id)}, nil
 }
 
@@ -988,8 +988,8 @@ func (c *AutoScalingClient) CancelInstanceRefresh(ctx context.Context, in *autos
 // RollbackInstanceRefresh. Errors: ValidationError, ActiveInstanceRefreshNotFound (no refresh in progress,
 // after Successful among others), IrreversibleInstanceRefresh (the prerequisites are not met).
 func (c *AutoScalingClient) RollbackInstanceRefresh(ctx context.Context, in *autoscaling.RollbackInstanceRefreshInput, _ ...func(*autoscaling.Options)) (*autoscaling.RollbackInstanceRefreshOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:RollbackInstanceRefresh")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:RollbackInstanceRefresh")
 	if err != nil {
 		return nil, err
 	}
@@ -997,23 +997,23 @@ func (c *AutoScalingClient) RollbackInstanceRefresh(ctx context.Context, in *aut
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.group(*in.AutoScalingGroupName)
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
-	r := a.autoScaling.latestRefresh(g)
+	r := as.latestRefresh(g)
 	if r == nil || !r.rollbackAllowed() {
 		return nil, activeNotFound(g.name)
 	}
-	if err := a.autoScaling.rollbackPrerequisites(r); err != nil {
+	if err := as.rollbackPrerequisites(r); err != nil {
 		msg := fmt.Sprintf("The instance refresh cannot be rolled back: %s.", err.Error())
 		return nil, &astypes.IrreversibleInstanceRefreshFault{Message: &msg}
 	}
 	if r.status == astypes.InstanceRefreshStatusPending {
 		r.status = astypes.InstanceRefreshStatusInProgress // nothing replaced yet: the rollback has nothing to undo
 	}
-	a.autoScaling.beginRollback(g, r, "Rollback requested by RollbackInstanceRefresh.")
-	a.settle()
+	as.beginRollback(g, r, "Rollback requested by RollbackInstanceRefresh.")
+	as.settle()
 	return &autoscaling.RollbackInstanceRefreshOutput{InstanceRefreshId: ptr(r.id)}, nil
 }
 

@@ -118,7 +118,7 @@ func (s *sqsService) queue(url string) *queue { return s.queues[url] }
 
 // OperatorQueue returns the account's SQS client as the operator commands use it (awsapi.OperatorQueue: their
 // wake-up's SendMessage).
-func (a *Account) OperatorQueue() awsapi.OperatorQueue { return &SQSClient{a: a} }
+func (a *Account) OperatorQueue() awsapi.OperatorQueue { return &SQSClient{s: a.sqs} }
 
 // SendMessage is the API call (an operator command's wake-up): it puts MessageBody on the queue and answers its
 // MessageId and MD5OfMessageBody (the MD5 digest of the body, hex). Amazon SQS API Reference, "SendMessage":
@@ -126,8 +126,8 @@ func (a *Account) OperatorQueue() awsapi.OperatorQueue { return &SQSClient{a: a}
 // QueueDoesNotExist, and the message is visible at once without DelaySeconds (which the simulation does not
 // model: the operator wake-up sets none).
 func (c *SQSClient) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:SendMessage")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:SendMessage")
 	if err != nil {
 		return nil, err
 	}
@@ -135,14 +135,14 @@ func (c *SQSClient) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _
 	if in == nil {
 		in = &sqs.SendMessageInput{}
 	}
-	q, err := a.sqs.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
 	if in.MessageBody == nil || *in.MessageBody == "" {
 		return nil, apiError("MissingParameter", "The request must contain the parameter MessageBody.")
 	}
-	id := a.sqs.enqueue(q.url, *in.MessageBody)
+	id := s.enqueue(q.url, *in.MessageBody)
 	sum := md5.Sum([]byte(*in.MessageBody))
 	return &sqs.SendMessageOutput{MessageId: ptr(id), MD5OfMessageBody: ptr(hex.EncodeToString(sum[:]))}, nil
 }
@@ -197,7 +197,7 @@ func (s *sqsService) live(q *queue) []*message {
 }
 
 // SQSClient is the simulated Amazon SQS API. It implements awsapi.SQS.
-type SQSClient struct{ a *Account }
+type SQSClient struct{ s *sqsService }
 
 var _ awsapi.SQS = (*SQSClient)(nil)
 
@@ -221,8 +221,8 @@ func (s *sqsService) findQueue(url *string) (*queue, error) {
 // Amazon SQS Developer Guide, "Amazon SQS visibility timeout", "Using dead-letter queues in Amazon SQS";
 // Amazon SQS API Reference, "ReceiveMessage". Errors: QueueDoesNotExist, InvalidParameterValue.
 func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:ReceiveMessage")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:ReceiveMessage")
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,7 @@ func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 	if in == nil {
 		in = &sqs.ReceiveMessageInput{}
 	}
-	q, err := a.sqs.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -258,9 +258,9 @@ func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 	for _, n := range in.AttributeNames {
 		want[string(n)] = true
 	}
-	now := a.now()
+	now := s.now()
 	out := &sqs.ReceiveMessageOutput{Messages: []sqstypes.Message{}}
-	for _, m := range a.sqs.live(q) {
+	for _, m := range s.live(q) {
 		if len(out.Messages) == max {
 			break
 		}
@@ -285,7 +285,7 @@ func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 		m.visibleAt = now.Add(visibility)
 		// Amazon SQS Developer Guide, "Amazon SQS queue and message identifiers": every receive returns a new
 		// receipt handle.
-		m.handle = a.uuid() + "#" + m.id
+		m.handle = s.uuid() + "#" + m.id
 		q.handles[m.handle] = m
 		msg := sqstypes.Message{MessageId: ptr(m.id), ReceiptHandle: ptr(m.handle), Body: ptr(m.body), MD5OfBody: ptr(m.md5)}
 		attrs := map[string]string{}
@@ -312,8 +312,8 @@ func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 // Amazon SQS Developer Guide, "Amazon SQS queue and message identifiers" (receipt handles); API Reference,
 // "DeleteMessage". Errors: QueueDoesNotExist, ReceiptHandleIsInvalid (a handle this queue never issued).
 func (c *SQSClient) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:DeleteMessage")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:DeleteMessage")
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +321,7 @@ func (c *SQSClient) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInpu
 	if in == nil {
 		in = &sqs.DeleteMessageInput{}
 	}
-	q, err := a.sqs.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -343,8 +343,8 @@ func (c *SQSClient) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInpu
 // hyphens and underscores) or QueueDoesNotExist. Amazon SQS API Reference, "DeleteMessageBatch";
 // Amazon SQS Developer Guide, "Amazon SQS batch actions".
 func (c *SQSClient) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:DeleteMessageBatch")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:DeleteMessageBatch")
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +352,7 @@ func (c *SQSClient) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessag
 	if in == nil {
 		in = &sqs.DeleteMessageBatchInput{}
 	}
-	q, err := a.sqs.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -408,8 +408,8 @@ func validBatchID(id string) bool {
 // Errors: QueueDoesNotExist, ReceiptHandleIsInvalid, MessageNotInflight (deleted, moved, visible again, or a
 // handle from an earlier receive), InvalidParameterValue.
 func (c *SQSClient) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:ChangeMessageVisibility")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:ChangeMessageVisibility")
 	if err != nil {
 		return nil, err
 	}
@@ -417,7 +417,7 @@ func (c *SQSClient) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeM
 	if in == nil {
 		in = &sqs.ChangeMessageVisibilityInput{}
 	}
-	q, err := a.sqs.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -429,9 +429,9 @@ func (c *SQSClient) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeM
 	if m == nil {
 		return nil, &sqstypes.ReceiptHandleIsInvalid{Message: ptr(fmt.Sprintf("The input receipt handle \"%s\" is not a valid receipt handle.", deref(in.ReceiptHandle)))}
 	}
-	if m.deleted || m.handle != *in.ReceiptHandle || !m.visibleAt.After(a.now()) {
+	if m.deleted || m.handle != *in.ReceiptHandle || !m.visibleAt.After(s.now()) {
 		return nil, &sqstypes.MessageNotInflight{Message: ptr("Message does not exist or is not available for visibility timeout change.")}
 	}
-	m.visibleAt = a.now().Add(d)
+	m.visibleAt = s.now().Add(d)
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
 }

@@ -55,7 +55,7 @@ func (s *ssmService) DeleteParameter(name string) {
 }
 
 // SSMClient is the simulated AWS Systems Manager Parameter Store API. It implements awsapi.SSM.
-type SSMClient struct{ a *Account }
+type SSMClient struct{ s *ssmService }
 
 var _ awsapi.SSM = (*SSMClient)(nil)
 
@@ -75,8 +75,8 @@ func (s *ssmService) parameterARN(name string) string {
 // LastModifiedDate, ARN and DataType "text".
 // AWS Systems Manager API Reference, "GetParameters". Errors: ValidationException (no names, more than 10).
 func (c *SSMClient) GetParameters(ctx context.Context, in *ssm.GetParametersInput, _ ...func(*ssm.Options)) (*ssm.GetParametersOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ssm:GetParameters")
+	s := c.s
+	unlock, err := s.call(ctx, "ssm:GetParameters")
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (c *SSMClient) GetParameters(ctx context.Context, in *ssm.GetParametersInpu
 		if i := strings.LastIndex(ref, ":"); i > 0 {
 			name, selector = ref[:i], ref[i:]
 		}
-		p := a.ssm.params[name]
+		p := s.params[name]
 		if p == nil || len(p.versions) == 0 {
 			out.InvalidParameters = append(out.InvalidParameters, ref)
 			continue
@@ -113,7 +113,7 @@ func (c *SSMClient) GetParameters(ctx context.Context, in *ssm.GetParametersInpu
 			Value:            ptr(v.value),
 			Version:          v.version,
 			LastModifiedDate: ptr(v.modified),
-			ARN:              ptr(a.ssm.parameterARN(p.name)),
+			ARN:              ptr(s.parameterARN(p.name)),
 			DataType:         ptr("text"),
 		}
 		if selector != "" {

@@ -28,8 +28,8 @@ func (s *ssmService) PutParameterAt(name, value string, at time.Time) {
 // 50) and NextToken; each has Name, Type String, Value, Version, LastModifiedDate and DataType "text".
 // AWS Systems Manager API Reference, "GetParameterHistory". Errors: ParameterNotFound, ValidationException.
 func (c *SSMClient) GetParameterHistory(ctx context.Context, in *ssm.GetParameterHistoryInput, _ ...func(*ssm.Options)) (*ssm.GetParameterHistoryOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ssm:GetParameterHistory")
+	s := c.s
+	unlock, err := s.call(ctx, "ssm:GetParameterHistory")
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (c *SSMClient) GetParameterHistory(ctx context.Context, in *ssm.GetParamete
 		}
 		limit = int(*in.MaxResults)
 	}
-	p := a.ssm.params[*in.Name]
+	p := s.params[*in.Name]
 	if p == nil || len(p.versions) == 0 {
 		return nil, &ssmtypes.ParameterNotFound{Message: ptr("Parameter " + *in.Name + " not found.")}
 	}

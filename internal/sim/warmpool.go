@@ -478,8 +478,8 @@ const maxWarmPoolRecords = 50
 // Amazon EC2 Auto Scaling API Reference, "DescribeWarmPool". Errors: ValidationError (unknown group, MaxRecords
 // outside 1..50, a malformed NextToken).
 func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscaling.DescribeWarmPoolInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeWarmPool")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeWarmPool")
 	if err != nil {
 		return nil, err
 	}
@@ -487,7 +487,7 @@ func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscalin
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.autoScaling.group(*in.AutoScalingGroupName)
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -502,7 +502,7 @@ func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscalin
 	if g.warmPool == nil {
 		return out, nil
 	}
-	out.WarmPoolConfiguration = a.autoScaling.warmPoolConfiguration(g)
+	out.WarmPoolConfiguration = as.warmPoolConfiguration(g)
 	ids := g.warmPool.instances
 	from := 0
 	if in.NextToken != nil {
@@ -514,7 +514,7 @@ func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscalin
 		from = n
 	}
 	for i := from; i < len(ids); i++ {
-		inst := a.ec2.instance(ids[i])
+		inst := as.ec2.instance(ids[i])
 		if inst.state == string(astypes.LifecycleStateWarmedTerminated) {
 			continue
 		}
