@@ -5,7 +5,9 @@ import (
 )
 
 // ReadOnlyAutoScaling returns the account's Auto Scaling API as `patch-agent audit` uses it.
-func (a *Account) ReadOnlyAutoScaling() awsapi.ReadOnlyAutoScaling { return &AutoScalingClient{s: a.autoScaling} }
+func (a *Account) ReadOnlyAutoScaling() awsapi.ReadOnlyAutoScaling {
+	return &AutoScalingClient{s: a.autoScaling}
+}
 
 // ReadOnlyEC2 returns the account's EC2 API as `patch-agent audit` uses it.
 func (a *Account) ReadOnlyEC2() awsapi.ReadOnlyEC2 { return &EC2Client{s: a.ec2} }
