@@ -1024,39 +1024,6 @@ func (as *autoScalingService) Heartbeats() []Completion {
 	return append([]Completion(nil), as.heartbeats...)
 }
 
-// reconcileManagedDraining completes ECS's own terminating hook once the instance is drained.
-// Amazon ECS Developer Guide, "Safely stop Amazon ECS workloads running on EC2 instances": ECS completes the
-// lifecycle action after the container instance has drained.
-func (as *autoScalingService) reconcileManagedDraining() bool {
-	changed := false
-	for _, name := range as.groupNames() {
-		g := as.groups[name]
-		if !g.managedDraining {
-			continue
-		}
-		for _, id := range g.instances {
-			inst := as.ec2.instance(id)
-			for _, act := range inst.actions {
-				if !act.active || act.hook != ECSManagedDrainingHookName {
-					continue
-				}
-				ci := as.ecs.containerInstanceOf(inst)
-				if ci != nil {
-					if n, _ := as.ecs.nonStoppedTasks(ci); n > 0 {
-						continue
-					}
-				}
-				as.completions = append(as.completions, Completion{Token: act.token, InstanceID: inst.id, Group: g.name,
-					Hook: act.hook, Result: ResultContinue, At: as.now(), Accepted: true, Caller: CallerECS})
-				as.resolveAction(act, ResultContinue)
-				changed = true
-				break
-			}
-		}
-	}
-	return changed
-}
-
 // LaunchedInstances returns how many instances the group has ever launched, the ones it was created with
 // included (for "no second surge instance" assertions).
 func (as *autoScalingService) LaunchedInstances(group string) int {
@@ -1124,4 +1091,12 @@ func (as *autoScalingService) reconcileGroups() bool {
 		}
 	}
 	return changed
+}
+
+// completeAction records a completion of the lifecycle action by caller (accepted) and moves the instance on
+// with result, as CompleteLifecycleAction does.
+func (as *autoScalingService) completeAction(act *lifecycleAction, inst *instance, g *group, result, caller string) {
+	as.completions = append(as.completions, Completion{Token: act.token, InstanceID: inst.id, Group: g.name,
+		Hook: act.hook, Result: result, At: as.now(), Accepted: true, Caller: caller})
+	as.resolveAction(act, result)
 }

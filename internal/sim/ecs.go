@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
 )
 
@@ -591,4 +592,68 @@ func (s *ecsService) reconcileClusters() bool {
 		}
 	}
 	return changed
+}
+
+// reconcileManagedDraining completes ECS's own terminating hook once the instance is drained.
+// Amazon ECS Developer Guide, "Safely stop Amazon ECS workloads running on EC2 instances": ECS completes the
+// lifecycle action after the container instance has drained.
+func (s *ecsService) reconcileManagedDraining() bool {
+	changed := false
+	for _, name := range s.autoScaling.groupNames() {
+		g := s.autoScaling.group(name)
+		if !g.managedDraining {
+			continue
+		}
+		for _, id := range g.instances {
+			inst := s.ec2.instance(id)
+			for _, act := range inst.actions {
+				if !act.active || act.hook != ECSManagedDrainingHookName {
+					continue
+				}
+				ci := s.containerInstanceOf(inst)
+				if ci != nil {
+					if n, _ := s.nonStoppedTasks(ci); n > 0 {
+						continue
+					}
+				}
+				s.autoScaling.completeAction(act, inst, g, ResultContinue, CallerECS)
+				changed = true
+				break
+			}
+		}
+	}
+	return changed
+}
+
+// stopTasksOf stops every task still on a container instance whose host stopped.
+func (s *ecsService) stopTasksOf(inst *instance, ci *containerInstance, reason string) {
+	c := s.cluster(inst.cluster)
+	if c == nil {
+		return
+	}
+	for _, t := range c.tasks {
+		if t.ci == ci && t.lastStatus != taskStopped {
+			if t.desiredStatus != taskStopped {
+				t.desiredStatus, t.stoppingAt, t.stoppedReason = taskStopped, s.now(), reason
+			}
+			t.lastStatus, t.stoppedAt = taskStopped, s.now()
+			t.version++
+		}
+	}
+}
+
+// reconnect is the ECS container agent of a restarted pool instance connecting again (or registering, when the
+// instance never had a container instance).
+func (s *ecsService) reconnect(inst *instance) {
+	if inst.ec2State != ec2types.InstanceStateNameRunning {
+		return
+	}
+	if ci := s.containerInstanceOf(inst); ci != nil {
+		if !ci.agentConnected {
+			ci.agentConnected = true
+			ci.version++
+		}
+		return
+	}
+	s.agentConnect(inst)
 }

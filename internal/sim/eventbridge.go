@@ -180,11 +180,3 @@ func (r *wakeRouter) send(source, detailType string, resources []string, detail 
 	}
 	r.a.eventBridge.wakeSent[detailType]++
 }
-
-// NextEventAt returns when the account's next timed event is due (an instance finishing its boot, an ECS
-// agent connecting, a task reaching its next lastStatus, ...); false when none is pending. Event-driven
-// drivers move the clock to it instead of by a fixed tick. Not counted.
-func (s *eventBridgeService) NextEventAt() (time.Time, bool) {
-	defer s.hold()()
-	return s.sched.next()
-}

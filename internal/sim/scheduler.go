@@ -123,3 +123,11 @@ func (w *world) Advance(d time.Duration) {
 		}
 	}
 }
+
+// NextEventAt returns when the account's next timed event is due (an instance finishing its boot, an ECS
+// agent connecting, a task reaching its next lastStatus, ...); false when none is pending. Event-driven
+// drivers move the clock to it instead of by a fixed tick. Not counted.
+func (w *world) NextEventAt() (time.Time, bool) {
+	defer w.hold()()
+	return w.sched.next()
+}

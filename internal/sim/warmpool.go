@@ -239,7 +239,7 @@ func (as *autoScalingService) settleInPool(inst *instance, g *group) {
 		if ci := as.ecs.containerInstanceOf(inst); ci != nil && ec2State == ec2types.InstanceStateNameStopped {
 			ci.agentConnected = false
 			ci.version++
-			as.stopTasksOf(inst, ci, fmt.Sprintf("Host EC2 (instance %s) stopped in the warm pool.", inst.id))
+			as.ecs.stopTasksOf(inst, ci, fmt.Sprintf("Host EC2 (instance %s) stopped in the warm pool.", inst.id))
 		}
 	}
 	if as.instant {
@@ -252,23 +252,6 @@ func (as *autoScalingService) settleInPool(inst *instance, g *group) {
 			apply()
 		}
 	})
-}
-
-// stopTasksOf stops every task still on a container instance whose host stopped.
-func (as *autoScalingService) stopTasksOf(inst *instance, ci *containerInstance, reason string) {
-	c := as.ecs.cluster(inst.cluster)
-	if c == nil {
-		return
-	}
-	for _, t := range c.tasks {
-		if t.ci == ci && t.lastStatus != taskStopped {
-			if t.desiredStatus != taskStopped {
-				t.desiredStatus, t.stoppingAt, t.stoppedReason = taskStopped, as.now(), reason
-			}
-			t.lastStatus, t.stoppedAt = taskStopped, as.now()
-			t.version++
-		}
-	}
 }
 
 // launchFromWarmPool draws the oldest warmed instance of the group's pool into the group for a scale out: it
@@ -298,28 +281,12 @@ func (as *autoScalingService) launchFromWarmPool(g *group) *instance {
 	g.warmPool.moves[inst.id] = moveFromPool
 	if as.instant {
 		inst.state, inst.ec2State = string(astypes.LifecycleStateInService), ec2types.InstanceStateNameRunning
-		as.reconnect(inst)
+		as.ecs.reconnect(inst)
 		return inst
 	}
 	as.after(as.opts.BootDelay, func() { as.boot(inst) })
-	as.after(as.opts.BootDelay+as.opts.AgentConnectDelay, func() { as.reconnect(inst) })
+	as.after(as.opts.BootDelay+as.opts.AgentConnectDelay, func() { as.ecs.reconnect(inst) })
 	return inst
-}
-
-// reconnect is the ECS container agent of a restarted pool instance connecting again (or registering, when the
-// instance never had a container instance).
-func (as *autoScalingService) reconnect(inst *instance) {
-	if inst.ec2State != ec2types.InstanceStateNameRunning {
-		return
-	}
-	if ci := as.ecs.containerInstanceOf(inst); ci != nil {
-		if !ci.agentConnected {
-			ci.agentConnected = true
-			ci.version++
-		}
-		return
-	}
-	as.ecs.agentConnect(inst)
 }
 
 // waitRoute returns the wait state an instance enters on the lifecycle hooks of transition, and the Origin and

@@ -84,7 +84,7 @@ func (w *world) settle() {
 		if w.autoScaling.reconcileGroups() {
 			changed = true
 		}
-		if w.autoScaling.reconcileManagedDraining() {
+		if w.ecs.reconcileManagedDraining() {
 			changed = true
 		}
 		if w.autoScaling.reconcileWarmPools() { // warmpool.go
