@@ -71,7 +71,7 @@ func (v *View) LifecycleCompletions() []Completion { return v.w.autoScaling.comp
 
 // ImageUnhealthy reports whether instances launched from the image never become healthy
 // (MarkImageUnhealthy), as Account.ImageUnhealthy.
-func (v *View) ImageUnhealthy(imageID string) bool { return v.w.ec2.unhealthyImages[imageID] }
+func (v *View) ImageUnhealthy(imageID string) bool { return v.w.ec2.imageUnhealthy(imageID) }
 
 // ServiceTasks returns how many of the service's tasks are RUNNING, as Account.ServiceTasks.
 func (v *View) ServiceTasks(cluster, service string) int {
