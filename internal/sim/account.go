@@ -11,30 +11,35 @@
 // The account is one shared world (world.go: the lock, the clock, identifiers, call counts, the scheduler of
 // timed behaviour, the watchers and the control loops that settle it) and one type per service, each owning
 // its state and the methods that model it:
-//   - autoScalingService (autoscaling.go, activities.go, apply.go, autoscalinginstances.go, launchconfig.go,
-//     refresh.go, warmpool.go, writers.go): groups, lifecycle hooks and actions, terminations, completions,
-//     heartbeats, capacity writes, launch shortfalls, instance refreshes, warm pools, launch configurations;
-//   - ec2Service (ec2.go, images.go): launch templates, instances, AMIs;
-//   - ecsService (ecs.go, ecsclusters.go, ecsdeployment.go, ecsrebalance.go, capacityprovider.go): clusters,
-//     container instances, tasks, services, capacity providers;
+//   - autoScalingService (autoscaling.go, autoscalingapi.go, activities.go, apply.go, autoscalinginstances.go,
+//     launchconfig.go, refresh.go, warmpool.go, writers.go): groups, lifecycle hooks and actions, terminations,
+//     completions, heartbeats, capacity writes, launch shortfalls, instance refreshes, warm pools, launch
+//     configurations;
+//   - ec2Service (ec2.go, images.go): launch templates, instances (Auto Scaling keeps its lifecycle state on
+//     the instance records), AMIs;
+//   - ecsService (ecs.go, ecsapi.go, ecsclusters.go, ecsdeployment.go, ecsrebalance.go, capacityprovider.go):
+//     clusters, container instances, tasks, services, capacity providers, managed instance draining;
 //   - eksService (eks.go, eksfargate.go, eksnodegroups.go, eksnodegroupupdate.go, eksupgrade.go): clusters, node
 //     groups, Fargate profiles, updates, add-ons, insights;
 //   - ssmService (ssm.go, ssmhistory.go), sqsService (sqs.go, sqsattributes.go), cloudWatchService
 //     (cloudwatch.go, observability.go), eventBridgeService (eventbridge.go, observability.go) and stsService
 //     (sts.go).
 //
-// One service reaches another through the world (an Auto Scaling launch asks ec2 for an instance and ecs to
-// register it). Account embeds the world and every service, so their exported setup and observation helpers
-// are the Account's; the clients (AutoScalingClient, EC2Client, ...) serve the awsapi interfaces over it.
-// Organization (organization.go) and Faults (faults.go) stand beside the account with locks of their own.
+// One service reaches another through the world, by named methods (an Auto Scaling launch asks ec2 to add
+// the instance and ecs to register it; ECS managed draining asks Auto Scaling to complete the lifecycle
+// action). Each client (AutoScalingClient, EC2Client, ...) serves its awsapi interfaces over its own service.
+// Account embeds the world and every service, so their exported setup and observation helpers are the
+// Account's; it adds the clients' constructors, Clock, Options, Calls, ResetCalls and Observe. Organization
+// (organization.go) and Faults (faults.go) stand beside the account with locks of their own.
 //
-// Lock discipline: the world's one lock is taken only on entry to an exported method, through call (an API
-// operation, counted), lock (a setup or observation helper) or hold (bookkeeping that runs nothing due), and
-// released before it returns; every unexported function and method of the world and its services, and every
-// View, runs with it held and never takes it (TestOnlyExportedMethodsTakeTheLock). So the agent may call the
-// account from several goroutines. Errors are smithy API errors (smithy.GenericAPIError, or the SDK's modelled
-// error types where the SDK has one) so that internal/awsapi/errors.go classifies them as it classifies real
-// AWS answers.
+// Lock discipline: only exported methods take the world's one lock, through call (an API operation, counted),
+// lock (a setup or observation helper) or hold (bookkeeping that runs nothing due), and they release it before
+// they return; the unexported methods of the world and its services, and View's methods, run with it held and
+// never take it (TestOnlyExportedMethodsTakeTheLock). So the agent may call the account from several
+// goroutines.
+//
+// Errors are smithy API errors (smithy.GenericAPIError, or the SDK's modelled error types where the SDK has
+// one) so that internal/awsapi/errors.go classifies them as it classifies real AWS answers.
 package sim
 
 import (
