@@ -422,7 +422,7 @@ func (as *autoScalingService) setDesiredBy(groupName string, desired int32, by s
 	}
 	from := g.desired
 	g.desired = desired
-	as.ecs.recordDesired(g, from, by)
+	as.recordDesired(g, from, by)
 	as.settle()
 	return nil
 }

@@ -283,7 +283,7 @@ func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *auto
 	}
 	from := g.desired
 	g.min, g.max, g.desired = minSize, maxSize, desired
-	as.ecs.recordDesired(g, from, CallerAPI)
+	as.recordDesired(g, from, CallerAPI)
 	g.ltID, g.ltVersion, g.mixed = ltID, ltVersion, mixed
 	if len(in.AvailabilityZones) > 0 {
 		g.azs = append([]string(nil), in.AvailabilityZones...)
@@ -365,7 +365,7 @@ func (c *AutoScalingClient) TerminateInstanceInAutoScalingGroup(ctx context.Cont
 			return nil, apiError("ValidationError", "Currently, desiredSize equals minSize (%d). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size.", g.min)
 		}
 		g.desired--
-		as.ecs.recordDesired(g, from, CallerAPI)
+		as.recordDesired(g, from, CallerAPI)
 	}
 	act := as.activity(inst, g, from, g.desired)
 	as.beginTerminate(inst, CauseAPI)

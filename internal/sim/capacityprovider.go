@@ -83,16 +83,6 @@ type capacityProvider struct {
 	evaluated   bool
 }
 
-// DesiredChange records one change of a group's desired capacity.
-type DesiredChange struct {
-	At       time.Time
-	From, To int32
-	// By is CallerECS (ECS managed scaling), CallerAPI (SetDesiredCapacity, UpdateAutoScalingGroup or
-	// TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity, through the AutoScaling client) or
-	// CallerTest (the SetDesiredCapacity setup helper).
-	By string
-}
-
 // normalizeCapacityProvider validates a group's capacity provider and fills its defaults. It returns nil when the
 // group has none.
 func normalizeCapacityProvider(spec GroupSpec) (*CapacityProviderSpec, error) {
@@ -251,7 +241,7 @@ func (s *ecsService) evaluateCapacityProvider(g *group) {
 			if len(g.azs) > 1 || g.mixed {
 				step = cp.spec.MinimumScalingStepSize
 			}
-			s.changeDesired(g, min(g.desired+step, g.max), CallerECS)
+			s.autoScaling.changeDesired(g, min(g.desired+step, g.max), CallerECS)
 		}
 	case reservation < float64(target):
 		cp.low++
@@ -292,7 +282,7 @@ func (s *ecsService) scaleInIdle(g *group, running []*instance, want int32) {
 		cut = cleared
 	}
 	if cut > 0 {
-		s.changeDesired(g, g.desired-cut, CallerECS)
+		s.autoScaling.changeDesired(g, g.desired-cut, CallerECS)
 	}
 }
 
@@ -384,21 +374,6 @@ func (s *ecsService) waitingByService(c *cluster) map[*service]int {
 	return waiting
 }
 
-// changeDesired sets a group's desired capacity and records the change. Callers hold the lock and settle afterwards.
-func (s *ecsService) changeDesired(g *group, to int32, by string) {
-	from := g.desired
-	g.desired = to
-	s.recordDesired(g, from, by)
-}
-
-// recordDesired records a change of the group's desired capacity from from to its current value, if any.
-func (s *ecsService) recordDesired(g *group, from int32, by string) {
-	if g.desired == from {
-		return
-	}
-	g.desiredChanges = append(g.desiredChanges, DesiredChange{At: s.now(), From: from, To: g.desired, By: by})
-}
-
 // capacityProviderName returns the name of the capacity provider of the group a container instance's EC2
 // instance belongs to, or nil.
 func (s *ecsService) capacityProviderName(ci *containerInstance) *string {
@@ -411,17 +386,6 @@ func (s *ecsService) capacityProviderName(ci *containerInstance) *string {
 		return nil
 	}
 	return ptr(g.capacityProvider.spec.Name)
-}
-
-// DesiredChanges returns every change of the group's desired capacity since it was created, in order, with who
-// made it. Observation helper: not counted.
-func (s *ecsService) DesiredChanges(group string) []DesiredChange {
-	defer s.lock()()
-	g := s.autoScaling.group(group)
-	if g == nil {
-		return nil
-	}
-	return append([]DesiredChange(nil), g.desiredChanges...)
 }
 
 // CapacityProviderReservation returns the CapacityProviderReservation (percent) ECS computed for the group's

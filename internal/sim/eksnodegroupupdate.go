@@ -124,7 +124,7 @@ func (s *eksService) replaceNodesLocked(ng *nodegroup, version int64, end func()
 	n := int32(len(old))
 	from := g.desired
 	g.max, g.desired = g.max+n, g.desired+n
-	s.ecs.recordDesired(g, from, CallerEKS)
+	s.autoScaling.recordDesired(g, from, CallerEKS)
 	s.settle()
 	s.after(s.opts.BootDelay+time.Minute, func() {
 		for _, inst := range old {
@@ -132,7 +132,7 @@ func (s *eksService) replaceNodesLocked(ng *nodegroup, version int64, end func()
 		}
 		from := g.desired
 		g.max, g.desired = g.max-n, g.desired-n
-		s.ecs.recordDesired(g, from, CallerEKS)
+		s.autoScaling.recordDesired(g, from, CallerEKS)
 		end()
 	})
 }

@@ -1041,7 +1041,7 @@ func (as *autoScalingService) EnterStandby(instanceID string) error {
 	inst.state = string(astypes.LifecycleStateStandby)
 	from := g.desired
 	g.desired--
-	as.ecs.recordDesired(g, from, CallerTest)
+	as.recordDesired(g, from, CallerTest)
 	as.settle()
 	return nil
 }
@@ -1060,7 +1060,7 @@ func (as *autoScalingService) ExitStandby(instanceID string) error {
 	inst.state = string(astypes.LifecycleStateInService)
 	from := g.desired
 	g.desired++
-	as.ecs.recordDesired(g, from, CallerTest)
+	as.recordDesired(g, from, CallerTest)
 	as.settle()
 	return nil
 }

@@ -93,6 +93,42 @@ func (as *autoScalingService) CapacityWrites() []CapacityWrite {
 	return append([]CapacityWrite(nil), as.capacityWrites...)
 }
 
+// DesiredChange records one change of a group's desired capacity.
+type DesiredChange struct {
+	At       time.Time
+	From, To int32
+	// By is CallerECS (ECS managed scaling), CallerAPI (SetDesiredCapacity, UpdateAutoScalingGroup or
+	// TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity, through the AutoScaling client) or
+	// CallerTest (the SetDesiredCapacity setup helper).
+	By string
+}
+
+// changeDesired sets a group's desired capacity and records the change. Callers hold the lock and settle afterwards.
+func (as *autoScalingService) changeDesired(g *group, to int32, by string) {
+	from := g.desired
+	g.desired = to
+	as.recordDesired(g, from, by)
+}
+
+// recordDesired records a change of the group's desired capacity from from to its current value, if any.
+func (as *autoScalingService) recordDesired(g *group, from int32, by string) {
+	if g.desired == from {
+		return
+	}
+	g.desiredChanges = append(g.desiredChanges, DesiredChange{At: as.now(), From: from, To: g.desired, By: by})
+}
+
+// DesiredChanges returns every change of the group's desired capacity since it was created, in order, with who
+// made it. Observation helper: not counted.
+func (as *autoScalingService) DesiredChanges(group string) []DesiredChange {
+	defer as.lock()()
+	g := as.groups[group]
+	if g == nil {
+		return nil
+	}
+	return append([]DesiredChange(nil), g.desiredChanges...)
+}
+
 // RandomWriterSpec describes a RandomWriter.
 type RandomWriterSpec struct {
 	Group string
