@@ -594,3 +594,13 @@ func (s *ec2Service) addHiddenTemplate(t *launchTemplate) { s.templates[t.id] = 
 
 // imageUnhealthy reports whether instances launched from the image never become healthy (MarkImageUnhealthy).
 func (s *ec2Service) imageUnhealthy(imageID string) bool { return s.unhealthyImages[imageID] }
+
+// addVersionFromLatest adds a version of template id that copies its latest version but launches imageID (as
+// EKS's setup phase of a node group update does), and returns its number.
+func (s *ec2Service) addVersionFromLatest(id, imageID, description string) int64 {
+	t := s.templates[id]
+	src := t.versions[len(t.versions)-1]
+	v := &templateVersion{number: t.latest() + 1, imageID: imageID, instanceType: src.instanceType, description: description, createdAt: s.now()}
+	t.versions = append(t.versions, v)
+	return v.number
+}

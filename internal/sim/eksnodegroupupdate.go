@@ -137,16 +137,6 @@ func (s *eksService) replaceNodesLocked(ng *nodegroup, version int64, end func()
 	})
 }
 
-// newTemplateVersionLocked adds a version of template id launching imageID (EKS's setup phase) and returns its
-// number. Callers hold the lock.
-func (s *eksService) newTemplateVersionLocked(id, imageID string) int64 {
-	t := s.ec2.template(id)
-	src := t.versions[len(t.versions)-1]
-	v := &templateVersion{number: t.latest() + 1, imageID: imageID, instanceType: src.instanceType, description: "eks", createdAt: s.now()}
-	t.versions = append(t.versions, v)
-	return v.number
-}
-
 // CallerEKS records desired capacity changes made by a managed node group update; CauseEKSUpdate the
 // terminations of its old nodes.
 const (

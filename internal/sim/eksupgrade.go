@@ -749,7 +749,7 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 	u.params = []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: ptr(to)}, {Type: ekstypes.UpdateParamTypeReleaseVersion, Value: ptr(release)}}
 	if image != "" && s.ec2.template(ng.ltID) != nil && !custom {
 		u.phases = func(end func()) {
-			s.replaceNodesLocked(ng, s.newTemplateVersionLocked(ng.ltID, image), end)
+			s.replaceNodesLocked(ng, s.ec2.addVersionFromLatest(ng.ltID, image, "eks"), end)
 		}
 	}
 	u = s.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() { ng.spec.Version, ng.spec.ReleaseVersion = to, release }, nil)
