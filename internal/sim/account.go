@@ -1,25 +1,53 @@
 // Package sim is a stateful simulated AWS account — Amazon EC2 Auto Scaling, EC2 launch templates and instances,
-// Amazon ECS container instances, services and tasks, SSM Parameter Store and Amazon SQS — behind the narrow
-// interfaces of internal/awsapi. The agent's tests and `patch-agent demo` use it in place of real AWS, because no
-// emulator offers Auto Scaling, launch templates or ECS container instances.
+// Amazon ECS container instances, services and tasks, Amazon EKS, SSM Parameter Store, Amazon SQS, CloudWatch,
+// EventBridge and STS — behind the narrow interfaces of internal/awsapi. The agent's tests and `patch-agent demo`
+// use it in place of real AWS, because no emulator offers Auto Scaling, launch templates or ECS container
+// instances.
 //
 // Behaviour follows the AWS documentation; each modelled behaviour cites the guide and page it comes from.
 // Time runs on an injected fake clock (k8s.io/utils/clock/testing): nothing happens until the caller moves time
 // with Advance, so a 30-minute rollout simulates in milliseconds and every run is deterministic.
 //
-// One mutex guards the whole account, so the agent may call it from several goroutines. Errors are smithy API
-// errors (smithy.GenericAPIError, or the SDK's modelled error types where the SDK has one) so that
-// internal/awsapi/errors.go classifies them as it classifies real AWS answers.
+// The account is one shared world (world.go: the lock, the clock, identifiers, call counts, the scheduler of
+// timed behaviour, the watchers and the control loops that settle it) and one type per service, each owning
+// its state and the methods that model it:
+//   - autoScalingService (autoscaling.go, autoscalingapi.go, activities.go, apply.go, autoscalinginstances.go,
+//     launchconfig.go, refresh.go, warmpool.go, writers.go): groups, lifecycle hooks and actions, terminations,
+//     completions, heartbeats, capacity writes, launch shortfalls, instance refreshes, warm pools, launch
+//     configurations;
+//   - ec2Service (ec2.go, images.go): launch templates, instances (Auto Scaling keeps its lifecycle state on
+//     the instance records), AMIs;
+//   - ecsService (ecs.go, ecsapi.go, ecsclusters.go, ecsdeployment.go, ecsrebalance.go, capacityprovider.go):
+//     clusters, container instances, tasks, services, capacity providers, managed instance draining;
+//   - eksService (eks.go, eksfargate.go, eksnodegroups.go, eksnodegroupupdate.go, eksupgrade.go): clusters, node
+//     groups, Fargate profiles, updates, add-ons, insights;
+//   - ssmService (ssm.go, ssmhistory.go), sqsService (sqs.go, sqsattributes.go), cloudWatchService
+//     (cloudwatch.go, observability.go), eventBridgeService (eventbridge.go, observability.go) and stsService
+//     (sts.go).
+//
+// One service reaches another through the world, by named methods (an Auto Scaling launch asks ec2 to add
+// the instance and ecs to register it; ECS managed draining asks Auto Scaling to complete the lifecycle
+// action). Each client (AutoScalingClient, EC2Client, ...) serves its awsapi interfaces over its own service.
+// Account embeds the world and every service, so their exported setup and observation helpers are the
+// Account's; it adds the clients' constructors, Clock, Options, Calls, ResetCalls and Observe. Organization
+// (organization.go) and Faults (faults.go) stand beside the account with locks of their own.
+//
+// Lock discipline: only exported methods take the world's one lock, through call (an API operation, counted),
+// lock (a setup or observation helper) or hold (bookkeeping that runs nothing due), and they release it before
+// they return; the unexported methods of the world and its services, and View's methods, run with it held and
+// never take it (TestOnlyExportedMethodsTakeTheLock). So the agent may call the account from several
+// goroutines.
+//
+// Errors are smithy API errors (smithy.GenericAPIError, or the SDK's modelled error types where the SDK has
+// one) so that internal/awsapi/errors.go classifies them as it classifies real AWS answers.
 package sim
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
-	"sort"
-	"sync"
 	"time"
 
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/smithy-go"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -88,78 +116,56 @@ func (o *Options) defaults() {
 	}
 }
 
-// Account is one simulated AWS account in one region. Create it with New.
+// Account is one simulated AWS account in one region. Create it with New. It is the shared world and its
+// services together: the embedded services' exported setup and observation helpers are the Account's.
 type Account struct {
-	mu        sync.Mutex
-	advanceMu sync.Mutex
-
-	clk   *testingclock.FakeClock
-	opts  Options
-	rng   *rand.Rand
-	calls map[string]int
-	sched scheduler
-	// instant is set while setup helpers run: instances and tasks they create are ready at once.
-	instant bool
-
-	// EC2 and Auto Scaling
-	templates       map[string]*launchTemplate
-	templateOrder   []string
-	groups          map[string]*group
-	instances       map[string]*instance
-	instanceOrder   []string
-	unhealthyImages map[string]bool
-	actions         map[string]*lifecycleAction // by lifecycle action token
-	terminations    []Termination
-	completions     []Completion
-	heartbeats      []Completion
-	capacityWrites  []CapacityWrite              // every call that could change desired capacity (writers.go)
-	callerARN       string                       // what STS GetCallerIdentity answers (sts.go)
-	shortfalls      map[string]*Shortfall        // by group: launches fail for lack of capacity (activities.go)
-	activities      map[string][]scalingActivity // by group, oldest first: failed launches (activities.go)
-
-	// ECS
-	clusters map[string]*cluster
-
-	// SSM
-	params map[string]*parameter
-
-	// SQS
-	queues      map[string]*queue // by queue URL
-	queueByName map[string]*queue
-
-	// CloudWatch: alarm name -> state value (OK, ALARM, INSUFFICIENT_DATA)
-	alarms map[string]string
-
-	// EKS clusters by name (eks.go), created on first use
-	eksClusters map[string]*eksCluster
-
-	// wakeSent counts the wake-up events RouteWakeUpEvents sent, by detail-type (eventbridge.go)
-	wakeSent map[string]int
-
-	// watchers are called after every change (watch.go)
-	watchers  []func(*View)
-	notifying bool
+	*world
+	*autoScalingService
+	*ec2Service
+	*ecsService
+	*eksService
+	*ssmService
+	*sqsService
+	*cloudWatchService
+	*eventBridgeService
+	*stsService
 }
 
 // New returns an empty account whose time is clk. Options left zero take their defaults.
 func New(clk *testingclock.FakeClock, opts Options) *Account {
 	opts.defaults()
-	return &Account{
-		clk:             clk,
-		opts:            opts,
-		rng:             rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
-		calls:           map[string]int{},
+	w := &world{
+		clk:   clk,
+		opts:  opts,
+		rng:   rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+		calls: map[string]int{},
+	}
+	w.autoScaling = &autoScalingService{world: w,
+		groups:        map[string]*group{},
+		actions:       map[string]*lifecycleAction{},
+		launchConfigs: map[string]*launchConfiguration{},
+		lcGroups:      map[string]*launchConfiguration{},
+	}
+	w.ec2 = &ec2Service{world: w,
 		templates:       map[string]*launchTemplate{},
-		groups:          map[string]*group{},
 		instances:       map[string]*instance{},
 		unhealthyImages: map[string]bool{},
-		actions:         map[string]*lifecycleAction{},
-		clusters:        map[string]*cluster{},
-		params:          map[string]*parameter{},
-		queues:          map[string]*queue{},
-		queueByName:     map[string]*queue{},
-		alarms:          map[string]string{},
+		images:          map[string]*image{},
 	}
+	w.ecs = &ecsService{world: w, clusters: map[string]*cluster{}}
+	w.eks = &eksService{world: w,
+		nodegroups:      map[string]map[string]*nodegroup{},
+		fargateProfiles: map[string]map[string]*ekstypes.FargateProfile{},
+		eksUpgrades: &eksUpgradeState{updates: map[string]*eksUpdate{}, tokens: map[string]string{}, addons: map[string]map[string]*eksAddon{},
+			catalog: map[string][]EKSAddonVersion{}, insights: map[string]map[string]*eksInsight{}},
+	}
+	w.ssm = &ssmService{world: w, params: map[string]*parameter{}}
+	w.sqs = &sqsService{world: w, queues: map[string]*queue{}, queueByName: map[string]*queue{}}
+	w.cloudWatch = &cloudWatchService{world: w, alarms: map[string]string{}}
+	w.eventBridge = &eventBridgeService{world: w}
+	w.sts = &stsService{world: w}
+	return &Account{world: w, autoScalingService: w.autoScaling, ec2Service: w.ec2, ecsService: w.ecs, eksService: w.eks,
+		ssmService: w.ssm, sqsService: w.sqs, cloudWatchService: w.cloudWatch, eventBridgeService: w.eventBridge, stsService: w.sts}
 }
 
 // Clock returns the fake clock the account runs on.
@@ -169,28 +175,27 @@ func (a *Account) Clock() *testingclock.FakeClock { return a.clk }
 func (a *Account) Options() Options { return a.opts }
 
 // AutoScaling returns the account's Amazon EC2 Auto Scaling API.
-func (a *Account) AutoScaling() awsapi.AutoScaling { return &AutoScalingClient{a: a} }
+func (a *Account) AutoScaling() awsapi.AutoScaling { return &AutoScalingClient{s: a.autoScaling} }
 
 // EC2 returns the account's Amazon EC2 API (launch templates, instances).
-func (a *Account) EC2() awsapi.EC2 { return &EC2Client{a: a} }
+func (a *Account) EC2() awsapi.EC2 { return &EC2Client{s: a.ec2} }
 
 // ECS returns the account's Amazon ECS API.
-func (a *Account) ECS() awsapi.ECS { return &ECSClient{a: a} }
+func (a *Account) ECS() awsapi.ECS { return &ECSClient{s: a.ecs} }
 
 // SSM returns the account's AWS Systems Manager Parameter Store API.
-func (a *Account) SSM() awsapi.SSM { return &SSMClient{a: a} }
+func (a *Account) SSM() awsapi.SSM { return &SSMClient{s: a.ssm} }
 
 // SQS returns the account's Amazon SQS API.
-func (a *Account) SQS() awsapi.SQS { return &SQSClient{a: a} }
+func (a *Account) SQS() awsapi.SQS { return &SQSClient{s: a.sqs} }
 
 // CloudWatch returns the account's CloudWatch client (alarms).
-func (a *Account) CloudWatch() awsapi.CloudWatch { return &CloudWatchClient{a: a} }
+func (a *Account) CloudWatch() awsapi.CloudWatch { return &CloudWatchClient{s: a.cloudWatch} }
 
 // Calls returns how many API calls were made per operation, keyed "service:Operation"
 // (for example "autoscaling:DescribeAutoScalingGroups"). Setup and observation helpers are not counted.
 func (a *Account) Calls() map[string]int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	defer a.hold()()
 	out := make(map[string]int, len(a.calls))
 	for k, v := range a.calls {
 		out[k] = v
@@ -200,106 +205,13 @@ func (a *Account) Calls() map[string]int {
 
 // ResetCalls sets every API call count back to zero.
 func (a *Account) ResetCalls() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	defer a.hold()()
 	a.calls = map[string]int{}
-}
-
-// call is the entry of every simulated API operation: it takes the account lock, counts the call, honours a
-// cancelled context and runs behaviour that fell due since the last call (for callers that moved the clock
-// themselves). On success the caller must run the returned unlock.
-func (a *Account) call(ctx context.Context, op string) (unlock func(), err error) {
-	a.mu.Lock()
-	a.calls[op]++
-	if ctx != nil {
-		if err := ctx.Err(); err != nil {
-			a.mu.Unlock()
-			return nil, err
-		}
-	}
-	a.runDueLocked()
-	return a.mu.Unlock, nil
-}
-
-// lock is the entry of setup and observation helpers: no call is counted.
-func (a *Account) lock() func() {
-	a.mu.Lock()
-	a.runDueLocked()
-	return a.mu.Unlock
-}
-
-func (a *Account) now() time.Time { return a.clk.Now() }
-
-// settle runs the control loops that AWS runs continuously: Auto Scaling keeps each group at its desired
-// capacity, ECS managed draining completes its hooks, and the ECS service scheduler keeps services at their
-// desired count. Then it tells the watchers (OnChange). Callers hold a.mu.
-func (a *Account) settle() {
-	for i := 0; i < 10; i++ {
-		changed := false
-		if a.reconcileRefreshes() { // refresh.go: decides terminations and surge before the group reconciles
-			changed = true
-		}
-		for _, name := range a.groupNames() {
-			if a.reconcileGroup(a.groups[name]) {
-				changed = true
-			}
-		}
-		if a.reconcileManagedDraining() {
-			changed = true
-		}
-		if a.reconcileWarmPools() { // warmpool.go
-			changed = true
-		}
-		for _, name := range a.clusterNames() {
-			if a.reconcileCluster(a.clusters[name]) {
-				changed = true
-			}
-		}
-		if !changed {
-			break
-		}
-	}
-	a.notifyWatchers()
-}
-
-func (a *Account) groupNames() []string {
-	names := make([]string, 0, len(a.groups))
-	for n := range a.groups {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-func (a *Account) clusterNames() []string {
-	names := make([]string, 0, len(a.clusters))
-	for n := range a.clusters {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // apiError returns a client-fault smithy API error with AWS's code and message.
 func apiError(code, format string, args ...any) error {
 	return &smithy.GenericAPIError{Code: code, Message: fmt.Sprintf(format, args...), Fault: smithy.FaultClient}
-}
-
-// hex returns n random lowercase hexadecimal digits.
-func (a *Account) hex(n int) string {
-	const digits = "0123456789abcdef"
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = digits[a.rng.IntN(16)]
-	}
-	return string(b)
-}
-
-// uuid returns a random version-4 UUID.
-func (a *Account) uuid() string {
-	h := a.hex(32)
-	variant := "89ab"[a.rng.IntN(4)]
-	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-" + string(variant) + h[17:20] + "-" + h[20:32]
 }
 
 // awsTime formats t as AWS notifications do: RFC 3339 in UTC with milliseconds ("2024-03-04T09:15:31.102Z").

@@ -34,46 +34,46 @@ type scalingActivity struct {
 // Auto Scaling User Guide, "Troubleshoot Amazon EC2 Auto Scaling: EC2 instance launch failures" —
 // "We currently do not have sufficient <type> capacity in the Availability Zone you requested..." — and
 // "Verify a scaling activity for an Auto Scaling group"). Warm pool draws are not affected. Setup helper.
-func (a *Account) SetLaunchShortfall(group string, s Shortfall) {
-	defer a.lock()()
-	if a.shortfalls == nil {
-		a.shortfalls = map[string]*Shortfall{}
+func (as *autoScalingService) SetLaunchShortfall(group string, s Shortfall) {
+	defer as.lock()()
+	if as.shortfalls == nil {
+		as.shortfalls = map[string]*Shortfall{}
 	}
 	if s.Retry <= 0 {
 		s.Retry = time.Minute
 	}
-	a.shortfalls[group] = &s
-	a.settle()
+	as.shortfalls[group] = &s
+	as.settle()
 }
 
 // ClearLaunchShortfall ends SetLaunchShortfall: the group's next launch try succeeds. Setup helper.
-func (a *Account) ClearLaunchShortfall(group string) {
-	defer a.lock()()
-	delete(a.shortfalls, group)
-	a.settle()
+func (as *autoScalingService) ClearLaunchShortfall(group string) {
+	defer as.lock()()
+	delete(as.shortfalls, group)
+	as.settle()
 	// Auto Scaling tries again on its own schedule: the next try happens within the retry interval.
 }
 
 // FailedLaunches returns how many failed launch activities the group recorded.
-func (a *Account) FailedLaunches(group string) int {
-	defer a.lock()()
-	return len(a.activities[group])
+func (as *autoScalingService) FailedLaunches(group string) int {
+	defer as.lock()()
+	return len(as.activities[group])
 }
 
 // launchFails reports whether a launch of g fails now for lack of capacity, recording the failed scaling
-// activity of the try (at most one per Shortfall.Retry; between tries the launch waits). Callers hold a.mu.
-func (a *Account) launchFails(g *group) bool {
-	s := a.shortfalls[g.name]
+// activity of the try (at most one per Shortfall.Retry; between tries the launch waits). Callers hold the lock.
+func (as *autoScalingService) launchFails(g *group) bool {
+	s := as.shortfalls[g.name]
 	if s == nil {
 		return false
 	}
-	now := a.now()
+	now := as.now()
 	if !s.last.IsZero() && now.Sub(s.last) < s.Retry {
 		return true
 	}
 	s.last = now
-	az := a.pickAZ(g)
-	_, v := a.currentVersion(g)
+	az := as.pickAZ(g)
+	_, v := as.currentVersion(g)
 	itype := "m5.large"
 	if v != nil && v.instanceType != "" {
 		itype = v.instanceType
@@ -82,12 +82,12 @@ func (a *Account) launchFails(g *group) bool {
 	if s.Spot {
 		msg = "Could not launch Spot Instances. InsufficientInstanceCapacity - There is no Spot capacity available that matches your request. Launching EC2 instance failed."
 	}
-	running := int32(len(a.running(g)))
-	if a.activities == nil {
-		a.activities = map[string][]scalingActivity{}
+	running := int32(len(as.running(g)))
+	if as.activities == nil {
+		as.activities = map[string][]scalingActivity{}
 	}
-	a.activities[g.name] = append(a.activities[g.name], scalingActivity{astypes.Activity{
-		ActivityId:           ptr(a.uuid()),
+	as.activities[g.name] = append(as.activities[g.name], scalingActivity{astypes.Activity{
+		ActivityId:           ptr(as.uuid()),
 		AutoScalingGroupName: ptr(g.name),
 		AutoScalingGroupARN:  ptr(g.arn),
 		Cause: ptr(fmt.Sprintf("At %s an instance was started in response to a difference between desired and actual capacity, increasing the capacity from %d to %d.",
@@ -101,7 +101,7 @@ func (a *Account) launchFails(g *group) bool {
 		Progress:      ptr(int32(100)),
 	}})
 	// Auto Scaling tries again: a settle at the next retry time.
-	a.after(s.Retry, func() {})
+	as.after(s.Retry, func() {})
 	return true
 }
 
@@ -112,8 +112,8 @@ func (a *Account) launchFails(g *group) bool {
 // StatusMessage for a launch that failed). Errors: ValidationError (no group name, MaxRecords above 100, an
 // invalid NextToken).
 func (c *AutoScalingClient) DescribeScalingActivities(ctx context.Context, in *autoscaling.DescribeScalingActivitiesInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeScalingActivitiesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeScalingActivities")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeScalingActivities")
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (c *AutoScalingClient) DescribeScalingActivities(ctx context.Context, in *a
 		}
 		start = n
 	}
-	acts := a.activities[*in.AutoScalingGroupName]
+	acts := as.activities[*in.AutoScalingGroupName]
 	out := &autoscaling.DescribeScalingActivitiesOutput{Activities: []astypes.Activity{}}
 	for i := len(acts) - 1 - start; i >= 0 && len(out.Activities) < limit; i-- {
 		out.Activities = append(out.Activities, acts[i].Activity)

@@ -1,18 +1,35 @@
 package sim
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
+
+// autoScalingService is Amazon EC2 Auto Scaling: groups and their lifecycle hooks and actions, terminations,
+// lifecycle completions and heartbeats, every write of desired capacity (writers.go), launch shortfalls and
+// failed-launch activities (activities.go), instance refreshes (refresh.go), warm pools (warmpool.go) and
+// launch configurations (launchconfig.go). Its instances are EC2's (ec2Service), tagged with their group.
+type autoScalingService struct {
+	*world
+
+	groups         map[string]*group
+	actions        map[string]*lifecycleAction // by lifecycle action token
+	terminations   []Termination
+	completions    []Completion
+	heartbeats     []Completion
+	capacityWrites []CapacityWrite              // every call that could change desired capacity (writers.go)
+	shortfalls     map[string]*Shortfall        // by group: launches fail for lack of capacity (activities.go)
+	activities     map[string][]scalingActivity // by group, oldest first: failed launches (activities.go)
+
+	launchConfigs map[string]*launchConfiguration // by name (launchconfig.go)
+	lcOrder       []string
+	lcGroups      map[string]*launchConfiguration // a group created on a launch configuration, by group name
+}
 
 // Lifecycle transitions and results as Auto Scaling names them.
 const (
@@ -214,12 +231,12 @@ type Completion struct {
 // booted; their container instances ACTIVE and their daemon tasks RUNNING). Hooks with a QueueURL first send
 // their test notification. Setup helper: not counted. Errors: ValidationError (capacity limits, launch template),
 // AlreadyExists.
-func (a *Account) CreateGroup(spec GroupSpec) error {
-	defer a.lock()()
+func (as *autoScalingService) CreateGroup(spec GroupSpec) error {
+	defer as.lock()()
 	if spec.Name == "" {
 		return apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	if a.groups[spec.Name] != nil {
+	if as.groups[spec.Name] != nil {
 		return apiError("AlreadyExists", "AutoScalingGroup by this name already exists - A group with the name %s already exists", spec.Name)
 	}
 	if err := validateCapacity(spec.Min, spec.Max, spec.Desired); err != nil {
@@ -229,7 +246,7 @@ func (a *Account) CreateGroup(spec GroupSpec) error {
 	if version == "" {
 		version = "$Default"
 	}
-	if _, err := a.validateTemplateRef(spec.LaunchTemplateID, version); err != nil {
+	if _, err := as.validateTemplateRef(spec.LaunchTemplateID, version); err != nil {
 		return err
 	}
 	cp, err := normalizeCapacityProvider(spec)
@@ -238,11 +255,11 @@ func (a *Account) CreateGroup(spec GroupSpec) error {
 	}
 	azs := spec.AvailabilityZones
 	if len(azs) == 0 {
-		azs = []string{a.opts.Region + "a", a.opts.Region + "b", a.opts.Region + "c"}
+		azs = []string{as.opts.Region + "a", as.opts.Region + "b", as.opts.Region + "c"}
 	}
 	g := &group{
 		name:                 spec.Name,
-		arn:                  fmt.Sprintf("arn:aws:autoscaling:%s:%s:autoScalingGroup:%s:autoScalingGroupName/%s", a.opts.Region, a.opts.AccountID, a.uuid(), spec.Name),
+		arn:                  fmt.Sprintf("arn:aws:autoscaling:%s:%s:autoScalingGroup:%s:autoScalingGroupName/%s", as.opts.Region, as.opts.AccountID, as.uuid(), spec.Name),
 		min:                  spec.Min,
 		max:                  spec.Max,
 		desired:              spec.Desired,
@@ -254,7 +271,7 @@ func (a *Account) CreateGroup(spec GroupSpec) error {
 		tags:                 map[string]string{},
 		cluster:              spec.ECSCluster,
 		newProtected:         spec.NewInstancesProtectedFromScaleIn,
-		createdAt:            a.now(),
+		createdAt:            as.now(),
 		managedDraining:      spec.ECSManagedDraining,
 		defaultWarmup:        spec.DefaultInstanceWarmup,
 		healthCheckGrace:     spec.HealthCheckGracePeriod,
@@ -266,40 +283,40 @@ func (a *Account) CreateGroup(spec GroupSpec) error {
 	for k, v := range spec.Tags {
 		g.tags[k] = v
 	}
-	if g.cluster != "" && a.clusters[g.cluster] == nil {
-		a.createCluster(g.cluster)
+	if g.cluster != "" && as.ecs.cluster(g.cluster) == nil {
+		as.ecs.createCluster(g.cluster)
 	}
-	a.groups[g.name] = g
+	as.groups[g.name] = g
 	for _, h := range spec.Hooks {
-		if err := a.putHook(g, h); err != nil {
-			delete(a.groups, g.name)
+		if err := as.putHook(g, h); err != nil {
+			delete(as.groups, g.name)
 			return err
 		}
 	}
 	if spec.ECSManagedDraining {
-		_ = a.putHook(g, HookSpec{Name: ECSManagedDrainingHookName, Transition: TransitionTerminating, HeartbeatTimeout: time.Hour})
+		_ = as.putHook(g, HookSpec{Name: ECSManagedDrainingHookName, Transition: TransitionTerminating, HeartbeatTimeout: time.Hour})
 	}
 	if cp != nil {
-		a.attachCapacityProvider(g, *cp)
+		as.ecs.attachCapacityProvider(g, *cp)
 	}
-	a.instant = true
-	a.settle()
-	a.instant = false
+	as.instant = true
+	as.settle()
+	as.instant = false
 	return nil
 }
 
 // PutLifecycleHook adds a lifecycle hook to a group (or replaces the one with the same name). With a QueueURL,
 // Auto Scaling first sends a test notification to the queue. Setup helper: not counted.
-func (a *Account) PutLifecycleHook(groupName string, hook HookSpec) error {
-	defer a.lock()()
-	g := a.groups[groupName]
+func (as *autoScalingService) PutLifecycleHook(groupName string, hook HookSpec) error {
+	defer as.lock()()
+	g := as.groups[groupName]
 	if g == nil {
 		return groupNotFound(groupName)
 	}
-	return a.putHook(g, hook)
+	return as.putHook(g, hook)
 }
 
-func (a *Account) putHook(g *group, h HookSpec) error {
+func (as *autoScalingService) putHook(g *group, h HookSpec) error {
 	if h.Transition != TransitionLaunching && h.Transition != TransitionTerminating {
 		return apiError("ValidationError", "Invalid Lifecycle Transition: %s", h.Transition)
 	}
@@ -327,15 +344,15 @@ func (a *Account) putHook(g *group, h HookSpec) error {
 	// lifecycle hook is added with an SQS target, Auto Scaling sends a test notification to it.
 	if h.QueueURL != "" {
 		body, _ := json.Marshal(testNotification{
-			AccountID:            a.opts.AccountID,
-			RequestID:            a.uuid(),
+			AccountID:            as.opts.AccountID,
+			RequestID:            as.uuid(),
 			AutoScalingGroupARN:  g.arn,
 			AutoScalingGroupName: g.name,
 			Service:              "AWS Auto Scaling",
 			Event:                "autoscaling:TEST_NOTIFICATION",
-			Time:                 awsTime(a.now()),
+			Time:                 awsTime(as.now()),
 		})
-		a.enqueue(h.QueueURL, string(body))
+		as.sqs.enqueue(h.QueueURL, string(body))
 	}
 	return nil
 }
@@ -371,27 +388,27 @@ type hookNotification struct {
 
 // SetDesiredCapacity changes a group's desired capacity as a user or an autoscaler would, with the semantics of
 // the SetDesiredCapacity API (ValidationError outside [min, max]). Setup helper: not counted.
-func (a *Account) SetDesiredCapacity(groupName string, desired int32) error {
-	defer a.lock()()
-	return a.writeDesired(groupName, desired, CallerTest)
+func (as *autoScalingService) SetDesiredCapacity(groupName string, desired int32) error {
+	defer as.lock()()
+	return as.writeDesired(groupName, desired, CallerTest)
 }
 
 // writeDesired is a SetDesiredCapacity call by by: the change, and its record in CapacityWrites. Callers hold
-// a.mu.
-func (a *Account) writeDesired(groupName string, desired int32, by string) error {
-	g := a.groups[groupName]
+// the lock.
+func (as *autoScalingService) writeDesired(groupName string, desired int32, by string) error {
+	g := as.groups[groupName]
 	if g == nil {
-		return a.setDesiredBy(groupName, desired, by)
+		return as.setDesiredBy(groupName, desired, by)
 	}
-	since, from := len(a.terminations), g.desired
-	err := a.setDesiredBy(groupName, desired, by)
-	a.recordWrite(CapacityWrite{Group: g.name, By: by, Op: OpSetDesiredCapacity, From: from, To: g.desired, MaxFrom: g.max, MaxTo: g.max,
+	since, from := len(as.terminations), g.desired
+	err := as.setDesiredBy(groupName, desired, by)
+	as.recordWrite(CapacityWrite{Group: g.name, By: by, Op: OpSetDesiredCapacity, From: from, To: g.desired, MaxFrom: g.max, MaxTo: g.max,
 		Accepted: err == nil}, since)
 	return err
 }
 
-func (a *Account) setDesiredBy(groupName string, desired int32, by string) error {
-	g := a.groups[groupName]
+func (as *autoScalingService) setDesiredBy(groupName string, desired int32, by string) error {
+	g := as.groups[groupName]
 	if g == nil {
 		return groupNotFound(groupName)
 	}
@@ -405,16 +422,16 @@ func (a *Account) setDesiredBy(groupName string, desired int32, by string) error
 	}
 	from := g.desired
 	g.desired = desired
-	a.recordDesired(g, from, by)
-	a.settle()
+	as.recordDesired(g, from, by)
+	as.settle()
 	return nil
 }
 
 // SetGroupTag sets the group's tag key to value (CreateOrUpdateTags), or removes it when value is ""
 // (DeleteTags), as a user would. Setup helper: not counted. Errors: the group does not exist.
-func (a *Account) SetGroupTag(groupName, key, value string) error {
-	defer a.lock()()
-	g := a.groups[groupName]
+func (as *autoScalingService) SetGroupTag(groupName, key, value string) error {
+	defer as.lock()()
+	g := as.groups[groupName]
 	if g == nil {
 		return groupNotFound(groupName)
 	}
@@ -428,27 +445,27 @@ func (a *Account) SetGroupTag(groupName, key, value string) error {
 
 // ProtectInstance sets or clears an instance's scale-in protection, as ECS managed termination protection or a
 // user would. Setup helper: not counted. It reports false when the instance does not exist.
-func (a *Account) ProtectInstance(instanceID string, protected bool) bool {
-	defer a.lock()()
-	inst := a.instances[instanceID]
+func (as *autoScalingService) ProtectInstance(instanceID string, protected bool) bool {
+	defer as.lock()()
+	inst := as.ec2.instance(instanceID)
 	if inst == nil {
 		return false
 	}
 	inst.protected = protected
-	a.settle()
+	as.settle()
 	return true
 }
 
 // MarkInstanceUnhealthy fails an instance's health check: Auto Scaling terminates it (cause "health") and
 // launches a replacement. Setup helper: not counted. It reports false when the instance does not exist.
-func (a *Account) MarkInstanceUnhealthy(instanceID string) bool {
-	defer a.lock()()
-	inst := a.instances[instanceID]
+func (as *autoScalingService) MarkInstanceUnhealthy(instanceID string) bool {
+	defer as.lock()()
+	inst := as.ec2.instance(instanceID)
 	if inst == nil {
 		return false
 	}
 	inst.unhealthy = true
-	a.settle()
+	as.settle()
 	return true
 }
 
@@ -467,8 +484,8 @@ func groupNotFound(name string) error {
 }
 
 // validateTemplateRef checks that a group's launch template reference resolves.
-func (a *Account) validateTemplateRef(id, version string) (*launchTemplate, error) {
-	t := a.templates[id]
+func (as *autoScalingService) validateTemplateRef(id, version string) (*launchTemplate, error) {
+	t := as.ec2.template(id)
 	if t == nil {
 		return nil, apiError("ValidationError", "You must use a valid fully-formed launch template. The specified launch template, with template ID %s, does not exist.", id)
 	}
@@ -479,25 +496,25 @@ func (a *Account) validateTemplateRef(id, version string) (*launchTemplate, erro
 }
 
 // running returns the group's instances that count toward its capacity.
-func (a *Account) running(g *group) []*instance {
+func (as *autoScalingService) running(g *group) []*instance {
 	var out []*instance
 	for _, id := range g.instances {
-		if inst := a.instances[id]; countsTowardCapacity(inst.state) {
+		if inst := as.ec2.instance(id); countsTowardCapacity(inst.state) {
 			out = append(out, inst)
 		}
 	}
 	return out
 }
 
-// reconcileGroup keeps a group at its desired capacity. Callers hold a.mu.
-func (a *Account) reconcileGroup(g *group) bool {
+// reconcileGroup keeps a group at its desired capacity. Callers hold the lock.
+func (as *autoScalingService) reconcileGroup(g *group) bool {
 	changed := false
 	// Amazon EC2 Auto Scaling User Guide, "Health checks for instances in an Auto Scaling group": an instance
 	// that fails its health check is terminated and replaced. "Instance maintenance policy for Auto Scaling
 	// group": without a policy, health check replacement terminates and launches at the same time.
-	for _, inst := range a.running(g) {
+	for _, inst := range as.running(g) {
 		if inst.unhealthy {
-			a.beginTerminate(inst, CauseHealth)
+			as.beginTerminate(inst, CauseHealth)
 			changed = true
 		}
 	}
@@ -505,10 +522,10 @@ func (a *Account) reconcileGroup(g *group) bool {
 	// terminates instances until the number of running instances equals the desired capacity. Instances that
 	// are terminating no longer count.
 	// An instance refresh may run the group above its desired capacity by its surge (refresh.go).
-	target := int(g.desired) + a.refreshSurge(g)
-	running := a.running(g)
+	target := int(g.desired) + as.refreshSurge(g)
+	running := as.running(g)
 	for len(running) < target {
-		inst := a.launch(g)
+		inst := as.launch(g)
 		if inst == nil {
 			break
 		}
@@ -516,24 +533,24 @@ func (a *Account) reconcileGroup(g *group) bool {
 		changed = true
 	}
 	for len(running) > target {
-		victim := a.chooseScaleIn(g, running)
+		victim := as.chooseScaleIn(g, running)
 		if victim == nil {
 			break // every instance is protected from scale in
 		}
-		a.beginTerminate(victim, CauseScaleIn)
-		running = a.running(g)
+		as.beginTerminate(victim, CauseScaleIn)
+		running = as.running(g)
 		changed = true
 	}
 	return changed
 }
 
 // currentVersion resolves the group's launch template reference now.
-func (a *Account) currentVersion(g *group) (*launchTemplate, *templateVersion) {
+func (as *autoScalingService) currentVersion(g *group) (*launchTemplate, *templateVersion) {
 	ltID, ltVersion := g.ltID, g.ltVersion
-	if c, ok := a.refreshLaunchConfig(g); ok { // refresh.go: the desired configuration while a refresh replaces
+	if c, ok := as.refreshLaunchConfig(g); ok { // refresh.go: the desired configuration while a refresh replaces
 		ltID, ltVersion = c.ltID, c.ltVersion
 	}
-	t := a.templates[ltID]
+	t := as.ec2.template(ltID)
 	if t == nil {
 		return nil, nil
 	}
@@ -546,54 +563,52 @@ func (a *Account) currentVersion(g *group) (*launchTemplate, *templateVersion) {
 
 // newInstance records a new EC2 instance of group g launched from template version v, in lifecycle state
 // state (Pending into the group, Warmed:Pending into its warm pool), in the AZ Auto Scaling picks. Callers hold
-// a.mu.
-func (a *Account) newInstance(g *group, t *launchTemplate, v *templateVersion, state string) *instance {
+// the lock.
+func (as *autoScalingService) newInstance(g *group, t *launchTemplate, v *templateVersion, state string) *instance {
 	inst := &instance{
-		id:           "i-" + a.hex(17),
+		id:           "i-" + as.hex(17),
 		group:        g.name,
-		az:           a.pickAZ(g),
-		imageID:      a.launchImageID(v.imageID), // resolve:ssm: resolved at launch (images.go)
+		az:           as.pickAZ(g),
+		imageID:      as.ec2.launchImageID(v.imageID), // resolve:ssm: resolved at launch (images.go)
 		instanceType: v.instanceType,
 		ltID:         t.id,
 		ltName:       t.name,
 		ltVersion:    v.number,
-		launchTime:   a.now(),
-		seq:          len(a.instanceOrder) + 1,
+		launchTime:   as.now(),
 		state:        state,
 		ec2State:     ec2types.InstanceStateNamePending,
 		protected:    g.newProtected,
 		cluster:      g.cluster,
 	}
-	a.instances[inst.id] = inst
-	a.instanceOrder = append(a.instanceOrder, inst.id)
+	as.ec2.addInstance(inst)
 	return inst
 }
 
-// launch starts one instance for the group. Callers hold a.mu.
-func (a *Account) launch(g *group) *instance {
-	if inst := a.launchFromWarmPool(g); inst != nil { // warmpool.go: a scale out draws on the warm pool first
+// launch starts one instance for the group. Callers hold the lock.
+func (as *autoScalingService) launch(g *group) *instance {
+	if inst := as.launchFromWarmPool(g); inst != nil { // warmpool.go: a scale out draws on the warm pool first
 		return inst
 	}
-	if a.launchFails(g) { // activities.go: no capacity for the group's instance type
+	if as.launchFails(g) { // activities.go: no capacity for the group's instance type
 		return nil
 	}
 	// Amazon EC2 Auto Scaling User Guide, "Use launch templates with Amazon EC2 Auto Scaling" and API Reference,
 	// "LaunchTemplateSpecification": the group launches from the version its reference resolves to at launch
 	// time ($Default -> the template's default version, $Latest -> the highest version, or the given number),
 	// whether the reference is the group's LaunchTemplate or its MixedInstancesPolicy's.
-	t, v := a.currentVersion(g)
+	t, v := as.currentVersion(g)
 	if v == nil {
 		return nil
 	}
-	inst := a.newInstance(g, t, v, string(astypes.LifecycleStatePending))
+	inst := as.newInstance(g, t, v, string(astypes.LifecycleStatePending))
 	g.instances = append(g.instances, inst.id)
-	if a.instant {
+	if as.instant {
 		inst.state = string(astypes.LifecycleStateInService)
 		inst.ec2State = ec2types.InstanceStateNameRunning
-		a.agentConnect(inst)
+		as.ecs.agentConnect(inst)
 		return inst
 	}
-	a.after(a.opts.BootDelay, func() { a.boot(inst) })
+	as.after(as.opts.BootDelay, func() { as.boot(inst) })
 	return inst
 }
 
@@ -606,15 +621,15 @@ func (a *Account) launch(g *group) *instance {
 // instance the refresh still has to replace runs: the refresh terminates in the zone with the most instances
 // (zoneBalancedOrder), so the replacement keeps the spread it found. The documentation does not say where a
 // refresh's launches go; the model keeps the balance it promises for terminations (docs/simulation.md).
-func (a *Account) pickAZ(g *group) string {
+func (as *autoScalingService) pickAZ(g *group) string {
 	count := map[string]int{}
-	for _, inst := range a.running(g) {
+	for _, inst := range as.running(g) {
 		count[inst.az]++
 	}
 	pending := map[string]bool{}
-	if r := a.activeRefresh(g); r != nil {
+	if r := as.activeRefresh(g); r != nil {
 		for _, id := range r.toReplace {
-			if inst := a.instances[id]; inst != nil && countsTowardCapacity(inst.state) && !isTerminating(inst.state) {
+			if inst := as.ec2.instance(id); inst != nil && countsTowardCapacity(inst.state) && !isTerminating(inst.state) {
 				pending[inst.az] = true
 			}
 		}
@@ -633,15 +648,15 @@ func (a *Account) pickAZ(g *group) string {
 // lifecycle hooks": a launched instance is Pending until it is running; with a launching hook it then waits in
 // Pending:Wait (its user data and ECS agent already run) until the action completes or times out, otherwise it
 // goes InService.
-func (a *Account) boot(inst *instance) {
+func (as *autoScalingService) boot(inst *instance) {
 	if inst.state != string(astypes.LifecycleStatePending) {
 		return
 	}
 	inst.ec2State = ec2types.InstanceStateNameRunning
-	a.after(a.opts.AgentConnectDelay, func() { a.agentConnect(inst) })
-	g := a.groups[inst.group]
+	as.after(as.opts.AgentConnectDelay, func() { as.ecs.agentConnect(inst) })
+	g := as.groups[inst.group]
 	if hooks := g.hooksFor(TransitionLaunching); len(hooks) > 0 {
-		a.enterWait(inst, g, TransitionLaunching, hooks)
+		as.enterWait(inst, g, TransitionLaunching, hooks)
 		return
 	}
 	inst.state = string(astypes.LifecycleStateInService)
@@ -651,20 +666,20 @@ func (a *Account) boot(inst *instance) {
 // sends each hook's notification.
 // Amazon EC2 Auto Scaling User Guide, "How lifecycle hooks work in Auto Scaling groups" and "Configure a
 // notification target for lifecycle notifications".
-func (a *Account) enterWait(inst *instance, g *group, transition string, hooks []*HookSpec) {
-	waitState, origin, destination := a.waitRoute(inst, transition) // warmpool.go: warm pool moves wait elsewhere
+func (as *autoScalingService) enterWait(inst *instance, g *group, transition string, hooks []*HookSpec) {
+	waitState, origin, destination := as.waitRoute(inst, transition) // warmpool.go: warm pool moves wait elsewhere
 	inst.state = waitState
 	inst.actions = nil
 	for _, h := range hooks {
 		act := &lifecycleAction{
-			token:         a.uuid(),
+			token:         as.uuid(),
 			instanceID:    inst.id,
 			group:         g.name,
 			hook:          h.Name,
 			transition:    transition,
 			defaultResult: h.DefaultResult,
 			heartbeat:     h.HeartbeatTimeout,
-			started:       a.now(),
+			started:       as.now(),
 			active:        true,
 			target:        h.QueueURL,
 			origin:        origin,
@@ -676,32 +691,32 @@ func (a *Account) enterWait(inst *instance, g *group, transition string, hooks [
 			global = 48 * time.Hour
 		}
 		act.globalDeadline = act.started.Add(global)
-		a.actions[act.token] = act
+		as.actions[act.token] = act
 		inst.actions = append(inst.actions, act)
-		a.armTimeout(act, h.HeartbeatTimeout)
+		as.armTimeout(act, h.HeartbeatTimeout)
 		if h.QueueURL != "" {
 			n := hookNotification{
 				LifecycleHookName:    h.Name,
-				AccountID:            a.opts.AccountID,
-				RequestID:            a.uuid(),
+				AccountID:            as.opts.AccountID,
+				RequestID:            as.uuid(),
 				LifecycleTransition:  transition,
 				AutoScalingGroupName: g.name,
 				Service:              "AWS Auto Scaling",
-				Time:                 awsTime(a.now()),
+				Time:                 awsTime(as.now()),
 				EC2InstanceID:        inst.id,
 				LifecycleActionToken: act.token,
 				NotificationMetadata: h.NotificationMetadata,
 			}
 			n.Origin, n.Destination = origin, destination
 			body, _ := json.Marshal(n)
-			a.enqueue(h.QueueURL, string(body))
+			as.sqs.enqueue(h.QueueURL, string(body))
 		}
 	}
 	if transition == TransitionTerminating && g.managedDraining {
 		// Amazon ECS Developer Guide, "Safely stop Amazon ECS workloads running on EC2 instances": with managed
 		// instance draining, ECS sets the terminating instance's container instance to DRAINING.
-		if ci := a.containerInstanceOf(inst); ci != nil && ci.status == ciActive {
-			a.setContainerInstanceStatus(ci, ciDraining)
+		if ci := as.ecs.containerInstanceOf(inst); ci != nil && ci.status == ciActive {
+			as.ecs.setContainerInstanceStatus(ci, ciDraining)
 		}
 	}
 }
@@ -710,17 +725,17 @@ func (a *Account) enterWait(inst *instance, g *group, transition string, hooks [
 // Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling lifecycle hooks": if the heartbeat timeout
 // elapses, Auto Scaling performs the default action; RecordLifecycleActionHeartbeat restarts the timeout, up to
 // the global timeout.
-func (a *Account) armTimeout(act *lifecycleAction, d time.Duration) {
+func (as *autoScalingService) armTimeout(act *lifecycleAction, d time.Duration) {
 	act.gen++
 	gen := act.gen
-	act.deadline = a.now().Add(d)
+	act.deadline = as.now().Add(d)
 	if act.deadline.After(act.globalDeadline) {
 		act.deadline = act.globalDeadline
 	}
-	a.sched.add(act.deadline, func() {
+	as.sched.add(act.deadline, func() {
 		if act.active && act.gen == gen {
 			act.timedOut = true
-			a.resolveAction(act, act.defaultResult)
+			as.resolveAction(act, act.defaultResult)
 		}
 	})
 }
@@ -729,10 +744,10 @@ func (a *Account) armTimeout(act *lifecycleAction, d time.Duration) {
 // Amazon EC2 Auto Scaling User Guide, "Complete a lifecycle action in an Auto Scaling group": for a launching
 // instance CONTINUE puts it in service and ABANDON terminates it; for a terminating instance both let it
 // terminate, but ABANDON stops any remaining actions (other hooks) while CONTINUE lets them complete.
-func (a *Account) resolveAction(act *lifecycleAction, result string) {
+func (as *autoScalingService) resolveAction(act *lifecycleAction, result string) {
 	act.active = false
 	act.result = result
-	inst := a.instances[act.instanceID]
+	inst := as.ec2.instance(act.instanceID)
 	if inst == nil {
 		return
 	}
@@ -750,7 +765,7 @@ func (a *Account) resolveAction(act *lifecycleAction, result string) {
 		}
 	}
 	inst.actions = nil
-	if a.resolveWarmPoolAction(inst, act, result) { // warmpool.go
+	if as.resolveWarmPoolAction(inst, act, result) { // warmpool.go
 		return
 	}
 	switch act.transition {
@@ -759,16 +774,16 @@ func (a *Account) resolveAction(act *lifecycleAction, result string) {
 			return
 		}
 		if result == ResultAbandon {
-			a.beginTerminate(inst, CauseAbandon)
+			as.beginTerminate(inst, CauseAbandon)
 			return
 		}
 		inst.state = string(astypes.LifecycleStateInService)
 	case TransitionTerminating:
 		if inst.state == string(astypes.LifecycleStateTerminatingWait) {
-			a.proceed(inst)
+			as.proceed(inst)
 		}
 		if inst.state == string(astypes.LifecycleStateReplacingRootVolumeWait) {
-			a.replaceRootVolume(inst) // autoscalinginstances.go
+			as.replaceRootVolume(inst) // autoscalinginstances.go
 		}
 	}
 }
@@ -776,36 +791,36 @@ func (a *Account) resolveAction(act *lifecycleAction, result string) {
 // beginTerminate takes an instance out of service.
 // Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling instance lifecycle": a terminating instance goes
 // Terminating, then Terminating:Wait while terminating hooks run, then Terminating:Proceed and Terminated.
-func (a *Account) beginTerminate(inst *instance, cause string) {
-	if a.warmPoolTerminate(inst, cause) { // warmpool.go: out of the warm pool, or back into it on scale in
+func (as *autoScalingService) beginTerminate(inst *instance, cause string) {
+	if as.warmPoolTerminate(inst, cause) { // warmpool.go: out of the warm pool, or back into it on scale in
 		return
 	}
 	if isTerminating(inst.state) || inst.state == string(astypes.LifecycleStateTerminated) {
 		return
 	}
-	a.terminations = append(a.terminations, a.terminationRecord(inst, cause))
+	as.terminations = append(as.terminations, as.terminationRecord(inst, cause))
 	for _, act := range inst.actions {
 		act.active = false
 	}
 	inst.actions = nil
 	inst.state = string(astypes.LifecycleStateTerminating)
-	g := a.groups[inst.group]
+	g := as.groups[inst.group]
 	if hooks := g.hooksFor(TransitionTerminating); len(hooks) > 0 {
-		a.enterWait(inst, g, TransitionTerminating, hooks)
+		as.enterWait(inst, g, TransitionTerminating, hooks)
 		return
 	}
-	a.proceed(inst)
+	as.proceed(inst)
 }
 
-func (a *Account) terminationRecord(inst *instance, cause string) Termination {
-	t := Termination{InstanceID: inst.id, Group: inst.group, Cause: cause, RequestedAt: a.now()}
-	ci := a.containerInstanceOf(inst)
+func (as *autoScalingService) terminationRecord(inst *instance, cause string) Termination {
+	t := Termination{InstanceID: inst.id, Group: inst.group, Cause: cause, RequestedAt: as.now()}
+	ci := as.ecs.containerInstanceOf(inst)
 	if ci == nil {
 		t.DrainedAtRequest = true
 		return t
 	}
 	t.ContainerInstanceStatus = ci.status
-	t.NonStoppedTasks, t.NonStoppedDaemonTasks = a.nonStoppedTasks(ci)
+	t.NonStoppedTasks, t.NonStoppedDaemonTasks = as.ecs.nonStoppedTasks(ci)
 	t.DrainedAtRequest = ci.status == ciDraining && t.NonStoppedTasks == 0
 	return t
 }
@@ -814,21 +829,21 @@ func (a *Account) terminationRecord(inst *instance, cause string) Termination {
 // when its container instance is deregistered and its tasks stop.
 // Amazon ECS Developer Guide, "Deregister an Amazon ECS container instance": a terminated container instance is
 // deregistered from its cluster and its tasks stop; services start replacements elsewhere.
-func (a *Account) proceed(inst *instance) {
-	for i := len(a.terminations) - 1; i >= 0; i-- {
-		if t := &a.terminations[i]; t.InstanceID == inst.id {
-			t.DrainedAtProceed = a.terminationRecord(inst, t.Cause).DrainedAtRequest
-			t.Proceeded, t.ProceededAt = true, a.now()
+func (as *autoScalingService) proceed(inst *instance) {
+	for i := len(as.terminations) - 1; i >= 0; i-- {
+		if t := &as.terminations[i]; t.InstanceID == inst.id {
+			t.DrainedAtProceed = as.terminationRecord(inst, t.Cause).DrainedAtRequest
+			t.Proceeded, t.ProceededAt = true, as.now()
 			break
 		}
 	}
 	inst.state = string(astypes.LifecycleStateTerminatingProceed)
 	inst.ec2State = ec2types.InstanceStateNameShuttingDown
-	a.after(a.opts.TerminateDelay, func() {
+	as.after(as.opts.TerminateDelay, func() {
 		inst.state = string(astypes.LifecycleStateTerminated)
 		inst.ec2State = ec2types.InstanceStateNameTerminated
-		inst.terminatedAt = a.now()
-		a.deregisterContainerInstance(inst)
+		inst.terminatedAt = as.now()
+		as.ecs.deregisterContainerInstance(inst)
 	})
 }
 
@@ -838,7 +853,7 @@ func (a *Account) proceed(inst *instance) {
 // Availability Zone with the most instances (and at least one unprotected) goes first; within it, instances
 // launched from the oldest launch template (version) go first, then those closest to the next billing hour;
 // remaining ties go to the oldest launch.
-func (a *Account) chooseScaleIn(g *group, running []*instance) *instance {
+func (as *autoScalingService) chooseScaleIn(g *group, running []*instance) *instance {
 	azCount := map[string]int{}
 	for _, inst := range running {
 		azCount[inst.az]++
@@ -863,11 +878,11 @@ func (a *Account) chooseScaleIn(g *group, running []*instance) *instance {
 	if len(pool) == 0 {
 		return nil
 	}
-	t, cur := a.currentVersion(g)
+	t, cur := as.currentVersion(g)
 	current := func(inst *instance) bool {
 		return t != nil && cur != nil && inst.ltID == t.id && inst.ltVersion == cur.number
 	}
-	now := a.now()
+	now := as.now()
 	untilHour := func(inst *instance) time.Duration {
 		return time.Hour - now.Sub(inst.launchTime)%time.Hour
 	}
@@ -930,7 +945,7 @@ type GroupView struct {
 	Instances []InstanceView
 }
 
-func (a *Account) instanceView(inst *instance) InstanceView {
+func (as *autoScalingService) instanceView(inst *instance) InstanceView {
 	v := InstanceView{
 		ID:                    inst.id,
 		Group:                 inst.group,
@@ -946,11 +961,11 @@ func (a *Account) instanceView(inst *instance) InstanceView {
 		ContainerInstanceARN:  inst.ciARN,
 		TasksByLastStatus:     map[string]int{},
 	}
-	if ci := a.containerInstanceOf(inst); ci != nil {
+	if ci := as.ecs.containerInstanceOf(inst); ci != nil {
 		v.ContainerInstanceStatus = ci.status
 		v.AgentConnected = ci.agentConnected
 	}
-	if c := a.clusters[inst.cluster]; c != nil && inst.ciARN != "" {
+	if c := as.ecs.cluster(inst.cluster); c != nil && inst.ciARN != "" {
 		for _, t := range c.tasks {
 			if t.ci.arn == inst.ciARN {
 				v.TasksByLastStatus[t.lastStatus]++
@@ -961,667 +976,60 @@ func (a *Account) instanceView(inst *instance) InstanceView {
 }
 
 // Group returns the named group (zero GroupView when it does not exist).
-func (a *Account) Group(name string) GroupView {
-	defer a.lock()()
-	return a.groupView(name)
+func (as *autoScalingService) Group(name string) GroupView {
+	defer as.lock()()
+	return as.groupView(name)
 }
 
-func (a *Account) groupView(name string) GroupView {
-	g := a.groups[name]
+func (as *autoScalingService) groupView(name string) GroupView {
+	g := as.groups[name]
 	if g == nil {
 		return GroupView{}
 	}
 	v := GroupView{Name: g.name, Min: g.min, Max: g.max, Desired: g.desired, Cluster: g.cluster, LaunchTemplateID: g.ltID, LaunchTemplateVersion: g.ltVersion}
 	for _, id := range g.instances {
-		if inst := a.instances[id]; inst.state != string(astypes.LifecycleStateTerminated) {
-			v.Instances = append(v.Instances, a.instanceView(inst))
+		if inst := as.ec2.instance(id); inst.state != string(astypes.LifecycleStateTerminated) {
+			v.Instances = append(v.Instances, as.instanceView(inst))
 		}
 	}
 	return v
 }
 
 // Instance returns any instance the account launched, terminated ones included.
-func (a *Account) Instance(id string) (InstanceView, bool) {
-	defer a.lock()()
-	inst := a.instances[id]
+func (as *autoScalingService) Instance(id string) (InstanceView, bool) {
+	defer as.lock()()
+	inst := as.ec2.instance(id)
 	if inst == nil {
 		return InstanceView{}, false
 	}
-	return a.instanceView(inst), true
+	return as.instanceView(inst), true
 }
 
 // Terminations returns every termination so far, in order.
-func (a *Account) Terminations() []Termination {
-	defer a.lock()()
-	return append([]Termination(nil), a.terminations...)
+func (as *autoScalingService) Terminations() []Termination {
+	defer as.lock()()
+	return append([]Termination(nil), as.terminations...)
 }
 
 // LifecycleCompletions returns every CompleteLifecycleAction call so far, accepted or not, in order (and the
 // completions of simulated ECS managed draining, Caller "ecs").
-func (a *Account) LifecycleCompletions() []Completion {
-	defer a.lock()()
-	return append([]Completion(nil), a.completions...)
+func (as *autoScalingService) LifecycleCompletions() []Completion {
+	defer as.lock()()
+	return append([]Completion(nil), as.completions...)
 }
 
 // Heartbeats returns every RecordLifecycleActionHeartbeat call so far, accepted or not, in order.
-func (a *Account) Heartbeats() []Completion {
-	defer a.lock()()
-	return append([]Completion(nil), a.heartbeats...)
-}
-
-// reconcileManagedDraining completes ECS's own terminating hook once the instance is drained.
-// Amazon ECS Developer Guide, "Safely stop Amazon ECS workloads running on EC2 instances": ECS completes the
-// lifecycle action after the container instance has drained.
-func (a *Account) reconcileManagedDraining() bool {
-	changed := false
-	for _, name := range a.groupNames() {
-		g := a.groups[name]
-		if !g.managedDraining {
-			continue
-		}
-		for _, id := range g.instances {
-			inst := a.instances[id]
-			for _, act := range inst.actions {
-				if !act.active || act.hook != ECSManagedDrainingHookName {
-					continue
-				}
-				ci := a.containerInstanceOf(inst)
-				if ci != nil {
-					if n, _ := a.nonStoppedTasks(ci); n > 0 {
-						continue
-					}
-				}
-				a.completions = append(a.completions, Completion{Token: act.token, InstanceID: inst.id, Group: g.name,
-					Hook: act.hook, Result: ResultContinue, At: a.now(), Accepted: true, Caller: CallerECS})
-				a.resolveAction(act, ResultContinue)
-				changed = true
-				break
-			}
-		}
-	}
-	return changed
-}
-
-// AutoScalingClient is the simulated Amazon EC2 Auto Scaling API. It implements awsapi.AutoScaling.
-type AutoScalingClient struct{ a *Account }
-
-var _ awsapi.AutoScaling = (*AutoScalingClient)(nil)
-
-func (a *Account) describeGroup(g *group) astypes.AutoScalingGroup {
-	out := astypes.AutoScalingGroup{
-		AutoScalingGroupName:             ptr(g.name),
-		AutoScalingGroupARN:              ptr(g.arn),
-		MinSize:                          ptr(g.min),
-		MaxSize:                          ptr(g.max),
-		DesiredCapacity:                  ptr(g.desired),
-		AvailabilityZones:                append([]string(nil), g.azs...),
-		CreatedTime:                      ptr(g.createdAt),
-		DefaultCooldown:                  ptr(int32(300)),
-		HealthCheckType:                  ptr("EC2"),
-		HealthCheckGracePeriod:           ptr(int32(g.healthCheckGrace / time.Second)),
-		NewInstancesProtectedFromScaleIn: ptr(g.newProtected),
-		TerminationPolicies:              []string{"Default"},
-		ServiceLinkedRoleARN:             ptr(fmt.Sprintf("arn:aws:iam::%s:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling", a.opts.AccountID)),
-	}
-	t := a.templates[g.ltID]
-	spec := &astypes.LaunchTemplateSpecification{LaunchTemplateId: ptr(g.ltID), Version: ptr(g.ltVersion)}
-	if t != nil {
-		spec.LaunchTemplateName = ptr(t.name)
-	}
-	if g.defaultWarmup != nil {
-		out.DefaultInstanceWarmup = ptr(int32(*g.defaultWarmup / time.Second))
-	}
-	if g.mixed {
-		overrides := overridesOf(g.overrides)
-		if g.instanceRequirements {
-			overrides = []astypes.LaunchTemplateOverrides{{InstanceRequirements: &astypes.InstanceRequirements{
-				VCpuCount: &astypes.VCpuCountRequest{Min: ptr(int32(2))}, MemoryMiB: &astypes.MemoryMiBRequest{Min: ptr(int32(4096))}}}}
-		}
-		out.MixedInstancesPolicy = &astypes.MixedInstancesPolicy{
-			LaunchTemplate: &astypes.LaunchTemplate{LaunchTemplateSpecification: spec, Overrides: overrides},
-			InstancesDistribution: &astypes.InstancesDistribution{
-				OnDemandAllocationStrategy:          ptr("prioritized"),
-				OnDemandBaseCapacity:                ptr(int32(0)),
-				OnDemandPercentageAboveBaseCapacity: ptr(int32(100)),
-				SpotAllocationStrategy:              ptr("lowest-price"),
-			},
-		}
-	} else {
-		out.LaunchTemplate = spec
-	}
-	for _, k := range sortedKeys(g.tags) {
-		out.Tags = append(out.Tags, astypes.TagDescription{Key: ptr(k), Value: ptr(g.tags[k]), PropagateAtLaunch: ptr(true),
-			ResourceId: ptr(g.name), ResourceType: ptr("auto-scaling-group")})
-	}
-	out.Instances = []astypes.Instance{}
-	for _, id := range g.instances {
-		inst := a.instances[id]
-		if inst.state == string(astypes.LifecycleStateTerminated) {
-			continue
-		}
-		out.Instances = append(out.Instances, inst.groupMember())
-	}
-	a.describeLaunchConfigurationGroup(g, &out) // groups on a launch configuration (launchconfig.go)
-	a.describeWarmPoolOf(g, &out)               // warmpool.go
-	return out
-}
-
-// groupMatches applies DescribeAutoScalingGroups filters: tag-key, tag-value and tag:<key>, each with Values;
-// filters are ANDed, values ORed.
-// Amazon EC2 Auto Scaling API Reference, "DescribeAutoScalingGroups" and "Filter".
-func groupMatches(g *group, filters []astypes.Filter) (bool, error) {
-	for _, f := range filters {
-		if f.Name == nil {
-			return false, apiError("ValidationError", "1 validation error detected: Value null at 'filters.member.name' failed to satisfy constraint: Member must not be null")
-		}
-		var have []string
-		switch name := *f.Name; {
-		case name == "tag-key":
-			have = sortedKeys(g.tags)
-		case name == "tag-value":
-			for _, k := range sortedKeys(g.tags) {
-				have = append(have, g.tags[k])
-			}
-		case len(name) > 4 && name[:4] == "tag:":
-			if v, ok := g.tags[name[4:]]; ok {
-				have = []string{v}
-			}
-		default:
-			return false, apiError("ValidationError", "Filter type %s is not correct. Allowed Filter types are: auto-scaling-group key value propagate-at-launch tag-key tag-value", name)
-		}
-		if !anyIn(have, f.Values) {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// DescribeAutoScalingGroups describes groups, all or those named in AutoScalingGroupNames, narrowed by Filters
-// (tag-key, tag-value, tag:<key>), in name order, paged by MaxRecords (default 50, at most 100) and NextToken.
-// Instances lists every instance not yet Terminated with its lifecycle state, health, Availability Zone,
-// scale-in protection and the launch template version it was launched from.
-// Amazon EC2 Auto Scaling API Reference, "DescribeAutoScalingGroups". Errors: ValidationError.
-func (c *AutoScalingClient) DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeAutoScalingGroups")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil {
-		in = &autoscaling.DescribeAutoScalingGroupsInput{}
-	}
-	limit := int32(50)
-	if in.MaxRecords != nil {
-		if *in.MaxRecords < 1 || *in.MaxRecords > 100 {
-			return nil, apiError("ValidationError", "1 validation error detected: Value '%d' at 'maxRecords' failed to satisfy constraint: Member must have value between 1 and 100", *in.MaxRecords)
-		}
-		limit = *in.MaxRecords
-	}
-	names := a.groupNames()
-	if len(in.AutoScalingGroupNames) > 0 {
-		want := map[string]bool{}
-		for _, n := range in.AutoScalingGroupNames {
-			want[n] = true
-		}
-		var kept []string
-		for _, n := range names {
-			if want[n] {
-				kept = append(kept, n)
-			}
-		}
-		names = kept
-	}
-	from := ""
-	if in.NextToken != nil {
-		s, ok := cutPrefix(*in.NextToken, "asg-")
-		if !ok {
-			return nil, apiError("ValidationError", "The token '%s' is invalid.", *in.NextToken)
-		}
-		from = s
-	}
-	out := &autoscaling.DescribeAutoScalingGroupsOutput{AutoScalingGroups: []astypes.AutoScalingGroup{}}
-	for _, n := range names {
-		if n < from {
-			continue
-		}
-		g := a.groups[n]
-		ok, err := groupMatches(g, in.Filters)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		if int32(len(out.AutoScalingGroups)) == limit {
-			out.NextToken = ptr("asg-" + n)
-			break
-		}
-		out.AutoScalingGroups = append(out.AutoScalingGroups, a.describeGroup(g))
-	}
-	return out, nil
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
-		return "", false
-	}
-	return s[len(prefix):], true
-}
-
-// templateRef validates a LaunchTemplateSpecification from a request and returns the template id and version.
-func (a *Account) templateRef(spec *astypes.LaunchTemplateSpecification) (string, string, error) {
-	if spec == nil || (spec.LaunchTemplateId == nil && spec.LaunchTemplateName == nil) {
-		return "", "", apiError("ValidationError", "You must use a valid fully-formed launch template. A launch template ID or name must be specified.")
-	}
-	var t *launchTemplate
-	if spec.LaunchTemplateId != nil {
-		t = a.templates[*spec.LaunchTemplateId]
-		if t == nil {
-			return "", "", apiError("ValidationError", "You must use a valid fully-formed launch template. The specified launch template, with template ID %s, does not exist.", *spec.LaunchTemplateId)
-		}
-	} else {
-		for _, id := range a.templateOrder {
-			if a.templates[id].name == *spec.LaunchTemplateName {
-				t = a.templates[id]
-			}
-		}
-		if t == nil {
-			return "", "", apiError("ValidationError", "You must use a valid fully-formed launch template. The specified launch template, with template name %s, does not exist.", *spec.LaunchTemplateName)
-		}
-	}
-	version := "$Default"
-	if spec.Version != nil && *spec.Version != "" {
-		version = *spec.Version
-	}
-	if _, err := a.validateTemplateRef(t.id, version); err != nil {
-		return "", "", err
-	}
-	return t.id, version, nil
-}
-
-// UpdateAutoScalingGroup changes only the fields it is given: MinSize, MaxSize, DesiredCapacity, LaunchTemplate
-// or MixedInstancesPolicy (one replaces the other), AvailabilityZones, NewInstancesProtectedFromScaleIn. Given
-// a new MinSize above the desired capacity and no DesiredCapacity, desired rises to MinSize; given a new MaxSize
-// below it, desired falls to MaxSize. A changed launch template applies to instances launched afterwards;
-// running instances keep theirs.
-// Amazon EC2 Auto Scaling API Reference, "UpdateAutoScalingGroup". Errors: ValidationError.
-func (c *AutoScalingClient) UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, _ ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:UpdateAutoScalingGroup")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil || in.AutoScalingGroupName == nil {
-		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
-	}
-	g := a.groups[*in.AutoScalingGroupName]
-	if g == nil {
-		return nil, groupNotFound(*in.AutoScalingGroupName)
-	}
-	minSize, maxSize, desired := g.min, g.max, g.desired
-	if in.MinSize != nil {
-		minSize = *in.MinSize
-	}
-	if in.MaxSize != nil {
-		maxSize = *in.MaxSize
-	}
-	if in.DesiredCapacity != nil {
-		desired = *in.DesiredCapacity
-	} else {
-		if in.MinSize != nil && minSize > desired {
-			desired = minSize
-		}
-		if in.MaxSize != nil && maxSize < desired {
-			desired = maxSize
-		}
-	}
-	since, fromMax := len(a.terminations), g.max
-	if err := validateCapacity(minSize, maxSize, desired); err != nil {
-		a.recordWrite(CapacityWrite{Group: g.name, By: CallerAPI, Op: OpUpdateAutoScalingGroup, From: g.desired, To: g.desired, MaxFrom: fromMax, MaxTo: fromMax}, since)
-		return nil, err
-	}
-	ltID, ltVersion, mixed := g.ltID, g.ltVersion, g.mixed
-	// User Guide, instance refresh with a desired configuration: while such a refresh is active, the settings
-	// the desired configuration sets (launch template, mixed instances policy) cannot be updated (refresh.go).
-	if r := a.activeRefresh(g); r != nil && r.hasDesired && (in.LaunchTemplate != nil || in.MixedInstancesPolicy != nil) {
-		return nil, apiError("ValidationError", "An instance refresh with a desired configuration is active: the launch template and mixed instances policy of group %s cannot be updated until it ends.", g.name)
-	}
-	switch {
-	case in.LaunchTemplate != nil && in.MixedInstancesPolicy != nil:
-		return nil, apiError("ValidationError", "Valid requests must contain either LaunchTemplate, LaunchConfigurationName, InstanceId or MixedInstancesPolicy parameter.")
-	case in.LaunchTemplate != nil:
-		id, v, err := a.templateRef(in.LaunchTemplate)
-		if err != nil {
-			return nil, err
-		}
-		ltID, ltVersion, mixed = id, v, false
-	case in.MixedInstancesPolicy != nil:
-		if in.MixedInstancesPolicy.LaunchTemplate != nil {
-			id, v, err := a.templateRef(in.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification)
-			if err != nil {
-				return nil, err
-			}
-			ltID, ltVersion, mixed = id, v, true
-			if o := in.MixedInstancesPolicy.LaunchTemplate.Overrides; o != nil {
-				g.overrides = g.overrides[:0]
-				for _, x := range o {
-					if x.InstanceType != nil {
-						g.overrides = append(g.overrides, *x.InstanceType)
-					}
-				}
-			}
-		} else if !g.mixed {
-			return nil, apiError("ValidationError", "You must specify a launch template in the MixedInstancesPolicy.")
-		}
-	}
-	from := g.desired
-	g.min, g.max, g.desired = minSize, maxSize, desired
-	a.recordDesired(g, from, CallerAPI)
-	g.ltID, g.ltVersion, g.mixed = ltID, ltVersion, mixed
-	if len(in.AvailabilityZones) > 0 {
-		g.azs = append([]string(nil), in.AvailabilityZones...)
-	}
-	if in.NewInstancesProtectedFromScaleIn != nil {
-		g.newProtected = *in.NewInstancesProtectedFromScaleIn
-	}
-	// API Reference, UpdateAutoScalingGroup: DefaultInstanceWarmup -1 removes the value set before;
-	// HealthCheckGracePeriod in seconds.
-	if w := in.DefaultInstanceWarmup; w != nil {
-		if *w < 0 {
-			g.defaultWarmup = nil
-		} else {
-			d := time.Duration(*w) * time.Second
-			g.defaultWarmup = &d
-		}
-	}
-	if p := in.HealthCheckGracePeriod; p != nil {
-		g.healthCheckGrace = time.Duration(*p) * time.Second
-	}
-	a.settle()
-	a.recordWrite(CapacityWrite{Group: g.name, By: CallerAPI, Op: OpUpdateAutoScalingGroup, From: from, To: g.desired, MaxFrom: fromMax, MaxTo: g.max, Accepted: true}, since)
-	return &autoscaling.UpdateAutoScalingGroupOutput{}, nil
-}
-
-// SetDesiredCapacity sets a group's desired capacity; Auto Scaling then launches or terminates instances (by the
-// termination policy) to match.
-// Amazon EC2 Auto Scaling API Reference, "SetDesiredCapacity". Errors: ValidationError (outside [min, max],
-// unknown group).
-func (c *AutoScalingClient) SetDesiredCapacity(ctx context.Context, in *autoscaling.SetDesiredCapacityInput, _ ...func(*autoscaling.Options)) (*autoscaling.SetDesiredCapacityOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:SetDesiredCapacity")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil || in.AutoScalingGroupName == nil || in.DesiredCapacity == nil {
-		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'desiredCapacity' failed to satisfy constraint: Member must not be null")
-	}
-	if err := a.writeDesired(*in.AutoScalingGroupName, *in.DesiredCapacity, CallerAPI); err != nil {
-		return nil, err
-	}
-	return &autoscaling.SetDesiredCapacityOutput{}, nil
-}
-
-// TerminateInstanceInAutoScalingGroup terminates one instance of a group. With ShouldDecrementDesiredCapacity
-// the desired capacity drops by one (ValidationError when that would go below the group's minimum); without it
-// Auto Scaling launches a replacement. An instance already terminating is not terminated twice: the call
-// returns the activity of the running termination.
-// Amazon EC2 Auto Scaling API Reference, "TerminateInstanceInAutoScalingGroup". Errors: ValidationError
-// ("Instance Id not found - No managed instance found for instance ID: i-...", min size violation).
-func (c *AutoScalingClient) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, _ ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:TerminateInstanceInAutoScalingGroup")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil || in.InstanceId == nil {
-		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'instanceId' failed to satisfy constraint: Member must not be null")
-	}
-	if in.ShouldDecrementDesiredCapacity == nil {
-		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'shouldDecrementDesiredCapacity' failed to satisfy constraint: Member must not be null")
-	}
-	inst := a.instances[*in.InstanceId]
-	if inst == nil || inst.state == string(astypes.LifecycleStateTerminated) {
-		return nil, apiError("ValidationError", "Instance Id not found - No managed instance found for instance ID: %s", *in.InstanceId)
-	}
-	g := a.groups[inst.group]
-	if isTerminating(inst.state) {
-		return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: a.activity(inst, g, g.desired, g.desired)}, nil
-	}
-	from, since := g.desired, len(a.terminations)
-	write := CapacityWrite{Group: g.name, By: CallerAPI, Op: OpTerminateInstance, From: from, To: from, MaxFrom: g.max, MaxTo: g.max,
-		InstanceID: inst.id, Decrement: *in.ShouldDecrementDesiredCapacity}
-	if *in.ShouldDecrementDesiredCapacity && !a.inWarmPool(inst) { // a pool instance is no part of desired capacity
-		if g.desired-1 < g.min {
-			a.recordWrite(write, since)
-			return nil, apiError("ValidationError", "Currently, desiredSize equals minSize (%d). Terminating instance without replacement will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or lower group's min size.", g.min)
-		}
-		g.desired--
-		a.recordDesired(g, from, CallerAPI)
-	}
-	act := a.activity(inst, g, from, g.desired)
-	a.beginTerminate(inst, CauseAPI)
-	a.settle()
-	write.To, write.Accepted = g.desired, true
-	a.recordWrite(write, since)
-	return &autoscaling.TerminateInstanceInAutoScalingGroupOutput{Activity: act}, nil
-}
-
-// activity describes the scaling activity of an instance's termination.
-func (a *Account) activity(inst *instance, g *group, from, to int32) *astypes.Activity {
-	cause := fmt.Sprintf("At %s instance %s was taken out of service in response to a user request.", a.now().UTC().Format(time.RFC3339), inst.id)
-	if from != to {
-		cause = fmt.Sprintf("At %s instance %s was taken out of service in response to a user request, shrinking the capacity from %d to %d.", a.now().UTC().Format(time.RFC3339), inst.id, from, to)
-	}
-	return &astypes.Activity{
-		ActivityId:           ptr(a.uuid()),
-		AutoScalingGroupName: ptr(g.name),
-		AutoScalingGroupARN:  ptr(g.arn),
-		Cause:                ptr(cause),
-		Description:          ptr("Terminating EC2 instance: " + inst.id),
-		Details:              ptr(fmt.Sprintf(`{"Availability Zone":"%s"}`, inst.az)),
-		StartTime:            ptr(a.now()),
-		StatusCode:           astypes.ScalingActivityStatusCodeInProgress,
-		Progress:             ptr(int32(0)),
-	}
-}
-
-// DescribeLifecycleHooks describes a group's lifecycle hooks, all or those named in LifecycleHookNames.
-// Amazon EC2 Auto Scaling API Reference, "DescribeLifecycleHooks". Errors: ValidationError (unknown group).
-func (c *AutoScalingClient) DescribeLifecycleHooks(ctx context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeLifecycleHooks")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil || in.AutoScalingGroupName == nil {
-		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
-	}
-	g := a.groups[*in.AutoScalingGroupName]
-	if g == nil {
-		return nil, groupNotFound(*in.AutoScalingGroupName)
-	}
-	want := map[string]bool{}
-	for _, n := range in.LifecycleHookNames {
-		want[n] = true
-	}
-	out := &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: []astypes.LifecycleHook{}}
-	for _, h := range g.hooks {
-		if len(want) > 0 && !want[h.Name] {
-			continue
-		}
-		global := 100 * h.HeartbeatTimeout
-		if global > 48*time.Hour {
-			global = 48 * time.Hour
-		}
-		lh := astypes.LifecycleHook{
-			AutoScalingGroupName: ptr(g.name),
-			LifecycleHookName:    ptr(h.Name),
-			LifecycleTransition:  ptr(h.Transition),
-			HeartbeatTimeout:     ptr(int32(h.HeartbeatTimeout / time.Second)),
-			GlobalTimeout:        ptr(int32(global / time.Second)),
-			DefaultResult:        ptr(h.DefaultResult),
-			NotificationMetadata: nilIfEmpty(h.NotificationMetadata),
-		}
-		if q := a.queues[h.QueueURL]; q != nil {
-			lh.NotificationTargetARN = ptr(q.arn)
-			lh.RoleARN = ptr(fmt.Sprintf("arn:aws:iam::%s:role/patch-agent-lifecycle-hook", a.opts.AccountID))
-		}
-		out.LifecycleHooks = append(out.LifecycleHooks, lh)
-	}
-	return out, nil
-}
-
-// findAction finds the active lifecycle action a CompleteLifecycleAction or RecordLifecycleActionHeartbeat
-// request names: by LifecycleActionToken, or by InstanceId and LifecycleHookName.
-func (a *Account) findAction(groupName, hookName, token, instanceID *string) (*lifecycleAction, error) {
-	if hookName == nil {
-		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'lifecycleHookName' failed to satisfy constraint: Member must not be null")
-	}
-	if groupName == nil {
-		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
-	}
-	if token != nil {
-		act := a.actions[*token]
-		if act == nil || !act.active || act.group != *groupName || act.hook != *hookName ||
-			(instanceID != nil && act.instanceID != *instanceID) {
-			return nil, apiError("ValidationError", "No active Lifecycle Action found with token %s", *token)
-		}
-		return act, nil
-	}
-	if instanceID == nil {
-		return nil, apiError("ValidationError", "Either LifecycleActionToken or InstanceId must be specified")
-	}
-	if inst := a.instances[*instanceID]; inst != nil {
-		for _, act := range inst.actions {
-			if act.active && act.group == *groupName && act.hook == *hookName {
-				return act, nil
-			}
-		}
-	}
-	return nil, apiError("ValidationError", "No active Lifecycle Action found with instance ID %s", *instanceID)
-}
-
-// CompleteLifecycleAction completes a lifecycle action, named by LifecycleActionToken or by InstanceId, with
-// CONTINUE or ABANDON. Every call is recorded (LifecycleCompletions), accepted or not.
-// Amazon EC2 Auto Scaling API Reference, "CompleteLifecycleAction"; User Guide, "Complete a lifecycle action in
-// an Auto Scaling group". Errors: ValidationError "No active Lifecycle Action found with token <token>" when the
-// action was already completed, timed out, or never existed.
-func (c *AutoScalingClient) CompleteLifecycleAction(ctx context.Context, in *autoscaling.CompleteLifecycleActionInput, _ ...func(*autoscaling.Options)) (*autoscaling.CompleteLifecycleActionOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:CompleteLifecycleAction")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil {
-		in = &autoscaling.CompleteLifecycleActionInput{}
-	}
-	rec := Completion{Token: deref(in.LifecycleActionToken), InstanceID: deref(in.InstanceId), Group: deref(in.AutoScalingGroupName),
-		Hook: deref(in.LifecycleHookName), Result: deref(in.LifecycleActionResult), At: a.now(), Caller: CallerAPI}
-	if rec.Result != ResultContinue && rec.Result != ResultAbandon {
-		a.completions = append(a.completions, rec)
-		return nil, apiError("ValidationError", "1 validation error detected: Value '%s' at 'lifecycleActionResult' failed to satisfy constraint: Member must be CONTINUE or ABANDON", rec.Result)
-	}
-	act, err := a.findAction(in.AutoScalingGroupName, in.LifecycleHookName, in.LifecycleActionToken, in.InstanceId)
-	if err != nil {
-		a.completions = append(a.completions, rec)
-		return nil, err
-	}
-	rec.Token, rec.InstanceID, rec.Accepted, rec.Transition = act.token, act.instanceID, true, act.transition
-	if inst := a.instances[act.instanceID]; inst != nil {
-		rec.Drained = a.terminationRecord(inst, "").DrainedAtRequest
-		ci := a.containerInstanceOf(inst)
-		rec.Healthy = ci != nil && ci.status == ciActive && ci.agentConnected
-		rec.LifecycleState = inst.state
-		if cfg, ok := a.refreshLaunchConfig(a.groups[act.group]); ok && act.origin == placeWarmPool {
-			rec.OutdatedFromPool = !a.matches(inst, cfg)
-		}
-	}
-	a.completions = append(a.completions, rec)
-	a.resolveAction(act, rec.Result)
-	a.settle()
-	return &autoscaling.CompleteLifecycleActionOutput{}, nil
-}
-
-// RecordLifecycleActionHeartbeat restarts an active lifecycle action's heartbeat timeout from now (never beyond
-// its global timeout). Every call is recorded (Heartbeats), accepted or not.
-// Amazon EC2 Auto Scaling API Reference, "RecordLifecycleActionHeartbeat". Errors: as CompleteLifecycleAction.
-func (c *AutoScalingClient) RecordLifecycleActionHeartbeat(ctx context.Context, in *autoscaling.RecordLifecycleActionHeartbeatInput, _ ...func(*autoscaling.Options)) (*autoscaling.RecordLifecycleActionHeartbeatOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:RecordLifecycleActionHeartbeat")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil {
-		in = &autoscaling.RecordLifecycleActionHeartbeatInput{}
-	}
-	rec := Completion{Token: deref(in.LifecycleActionToken), InstanceID: deref(in.InstanceId), Group: deref(in.AutoScalingGroupName),
-		Hook: deref(in.LifecycleHookName), At: a.now(), Caller: CallerAPI}
-	act, err := a.findAction(in.AutoScalingGroupName, in.LifecycleHookName, in.LifecycleActionToken, in.InstanceId)
-	if err != nil {
-		a.heartbeats = append(a.heartbeats, rec)
-		return nil, err
-	}
-	rec.Token, rec.InstanceID, rec.Accepted = act.token, act.instanceID, true
-	a.heartbeats = append(a.heartbeats, rec)
-	a.armTimeout(act, act.heartbeat)
-	return &autoscaling.RecordLifecycleActionHeartbeatOutput{}, nil
-}
-
-// SetInstanceProtection sets or clears scale-in protection on instances of a group.
-// Amazon EC2 Auto Scaling API Reference, "SetInstanceProtection"; User Guide, "Use instance scale-in
-// protection". Errors: ValidationError (unknown group, instance not in the group, more than 50 instances).
-func (c *AutoScalingClient) SetInstanceProtection(ctx context.Context, in *autoscaling.SetInstanceProtectionInput, _ ...func(*autoscaling.Options)) (*autoscaling.SetInstanceProtectionOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:SetInstanceProtection")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil || in.AutoScalingGroupName == nil || in.ProtectedFromScaleIn == nil {
-		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'protectedFromScaleIn' failed to satisfy constraint: Member must not be null")
-	}
-	g := a.groups[*in.AutoScalingGroupName]
-	if g == nil {
-		return nil, groupNotFound(*in.AutoScalingGroupName)
-	}
-	if len(in.InstanceIds) > 50 {
-		return nil, apiError("ValidationError", "1 validation error detected: Value at 'instanceIds' failed to satisfy constraint: Member must have length less than or equal to 50")
-	}
-	var list []*instance
-	for _, id := range in.InstanceIds {
-		inst := a.instances[id]
-		if inst == nil || inst.group != g.name || inst.state == string(astypes.LifecycleStateTerminated) {
-			return nil, apiError("ValidationError", "The instance %s is not part of Auto Scaling group %s.", id, g.name)
-		}
-		list = append(list, inst)
-	}
-	for _, inst := range list {
-		inst.protected = *in.ProtectedFromScaleIn
-	}
-	a.settle()
-	return &autoscaling.SetInstanceProtectionOutput{}, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+func (as *autoScalingService) Heartbeats() []Completion {
+	defer as.lock()()
+	return append([]Completion(nil), as.heartbeats...)
 }
 
 // LaunchedInstances returns how many instances the group has ever launched, the ones it was created with
 // included (for "no second surge instance" assertions).
-func (a *Account) LaunchedInstances(group string) int {
-	defer a.lock()()
+func (as *autoScalingService) LaunchedInstances(group string) int {
+	defer as.lock()()
 	n := 0
-	for _, inst := range a.instances {
+	for _, inst := range as.ec2.instances {
 		if inst.group == group {
 			n++
 		}
@@ -1659,4 +1067,36 @@ func (inst *instance) groupMember() astypes.Instance {
 			Version:            ptr(fmt.Sprint(inst.ltVersion)),
 		},
 	}
+}
+
+// groupNames returns the names of every group, sorted.
+func (as *autoScalingService) groupNames() []string {
+	names := make([]string, 0, len(as.groups))
+	for n := range as.groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// group returns the named group, or nil.
+func (as *autoScalingService) group(name string) *group { return as.groups[name] }
+
+// reconcileGroups keeps every group at its desired capacity, in name order. It reports whether anything changed.
+func (as *autoScalingService) reconcileGroups() bool {
+	changed := false
+	for _, name := range as.groupNames() {
+		if as.reconcileGroup(as.groups[name]) {
+			changed = true
+		}
+	}
+	return changed
+}
+
+// completeAction records a completion of the lifecycle action by caller (accepted) and moves the instance on
+// with result, as CompleteLifecycleAction does.
+func (as *autoScalingService) completeAction(act *lifecycleAction, inst *instance, g *group, result, caller string) {
+	as.completions = append(as.completions, Completion{Token: act.token, InstanceID: inst.id, Group: g.name,
+		Hook: act.hook, Result: result, At: as.now(), Accepted: true, Caller: caller})
+	as.resolveAction(act, result)
 }

@@ -23,8 +23,8 @@ const maxAutoScalingInstanceIDs = 50
 // Errors: ValidationError (more than 50 ids, an id of more than 19 characters, MaxRecords outside 1..50, a
 // malformed NextToken).
 func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in *autoscaling.DescribeAutoScalingInstancesInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingInstancesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeAutoScalingInstances")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeAutoScalingInstances")
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in
 	}
 	ids := in.InstanceIds
 	if len(ids) == 0 {
-		ids = a.instanceOrder
+		ids = as.ec2.instanceOrder
 	}
 	from := 0
 	if in.NextToken != nil {
@@ -63,7 +63,7 @@ func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in
 	}
 	out := &autoscaling.DescribeAutoScalingInstancesOutput{AutoScalingInstances: []astypes.AutoScalingInstanceDetails{}}
 	for i := from; i < len(ids); i++ {
-		inst := a.instances[ids[i]]
+		inst := as.ec2.instance(ids[i])
 		if inst == nil || inst.state == string(astypes.LifecycleStateTerminated) || inst.state == string(astypes.LifecycleStateWarmedTerminated) {
 			continue
 		}
@@ -99,39 +99,39 @@ func (c *AutoScalingClient) DescribeAutoScalingInstances(ctx context.Context, in
 // Amazon EC2 Auto Scaling User Guide, "Replace root volumes during instance refresh": lifecycle states
 // ReplacingRootVolume, ReplacingRootVolume:Wait, ReplacingRootVolume:Proceed, RootVolumeReplaced; the instance
 // keeps running and is not replaced by a new one. Errors: ValidationError (unknown instance, not InService).
-func (a *Account) StartRootVolumeReplacement(instanceID string) ([]string, error) {
-	defer a.lock()()
-	inst := a.instances[instanceID]
+func (as *autoScalingService) StartRootVolumeReplacement(instanceID string) ([]string, error) {
+	defer as.lock()()
+	inst := as.ec2.instance(instanceID)
 	if inst == nil || inst.state != string(astypes.LifecycleStateInService) {
 		return nil, apiError("ValidationError", "Instance %s is not InService", instanceID)
 	}
-	g := a.groups[inst.group]
+	g := as.groups[inst.group]
 	inst.state = string(astypes.LifecycleStateReplacingRootVolume)
 	hooks := g.hooksFor(TransitionTerminating)
 	if len(hooks) == 0 {
-		a.replaceRootVolume(inst)
+		as.replaceRootVolume(inst)
 		return nil, nil
 	}
-	a.enterWait(inst, g, TransitionTerminating, hooks)
+	as.enterWait(inst, g, TransitionTerminating, hooks)
 	inst.state = string(astypes.LifecycleStateReplacingRootVolumeWait)
 	var tokens []string
 	for _, act := range inst.actions {
 		tokens = append(tokens, act.token)
 	}
-	a.settle()
+	as.settle()
 	return tokens, nil
 }
 
 // replaceRootVolume swaps the instance's root volume and puts it back in service (see
-// StartRootVolumeReplacement). Callers hold a.mu.
-func (a *Account) replaceRootVolume(inst *instance) {
+// StartRootVolumeReplacement). Callers hold the lock.
+func (as *autoScalingService) replaceRootVolume(inst *instance) {
 	inst.state = string(astypes.LifecycleStateReplacingRootVolumeProceed)
-	a.after(a.opts.BootDelay, func() {
+	as.after(as.opts.BootDelay, func() {
 		if inst.state != string(astypes.LifecycleStateReplacingRootVolumeProceed) {
 			return
 		}
-		if _, v := a.currentVersion(a.groups[inst.group]); v != nil {
-			inst.imageID = a.launchImageID(v.imageID)
+		if _, v := as.currentVersion(as.groups[inst.group]); v != nil {
+			inst.imageID = as.ec2.launchImageID(v.imageID)
 		}
 		inst.state = string(astypes.LifecycleStateInService)
 	})

@@ -83,16 +83,6 @@ type capacityProvider struct {
 	evaluated   bool
 }
 
-// DesiredChange records one change of a group's desired capacity.
-type DesiredChange struct {
-	At       time.Time
-	From, To int32
-	// By is CallerECS (ECS managed scaling), CallerAPI (SetDesiredCapacity, UpdateAutoScalingGroup or
-	// TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity, through the AutoScaling client) or
-	// CallerTest (the SetDesiredCapacity setup helper).
-	By string
-}
-
 // normalizeCapacityProvider validates a group's capacity provider and fills its defaults. It returns nil when the
 // group has none.
 func normalizeCapacityProvider(spec GroupSpec) (*CapacityProviderSpec, error) {
@@ -138,40 +128,40 @@ func normalizeCapacityProvider(spec GroupSpec) (*CapacityProviderSpec, error) {
 	return &cp, nil
 }
 
-// attachCapacityProvider associates a validated capacity provider with a new group. Callers hold a.mu.
-func (a *Account) attachCapacityProvider(g *group, cp CapacityProviderSpec) {
+// attachCapacityProvider associates a validated capacity provider with a new group. Callers hold the lock.
+func (s *ecsService) attachCapacityProvider(g *group, cp CapacityProviderSpec) {
 	g.capacityProvider = &capacityProvider{spec: cp}
 	if cp.ManagedScaling {
 		// Amazon ECS Developer Guide, "Amazon ECS capacity providers for EC2 workloads": ECS tags the Auto Scaling
 		// group it manages with AmazonECSManaged.
 		g.tags[ECSManagedTagKey] = "true"
-		a.scheduleCapacityProviderEvaluation(g)
+		s.scheduleCapacityProviderEvaluation(g)
 	}
 	if cp.ManagedDraining {
 		// Amazon ECS Developer Guide, "Managed instance draining": ECS adds its own terminating lifecycle hook to
 		// the group and drains each terminating instance before it lets the termination proceed.
 		g.managedDraining = true
-		_ = a.putHook(g, HookSpec{Name: ECSManagedDrainingHookName, Transition: TransitionTerminating, HeartbeatTimeout: time.Hour})
+		_ = s.autoScaling.putHook(g, HookSpec{Name: ECSManagedDrainingHookName, Transition: TransitionTerminating, HeartbeatTimeout: time.Hour})
 	}
 }
 
 // scheduleCapacityProviderEvaluation runs managed scaling every capacityProviderPeriod for as long as the group
 // exists.
-func (a *Account) scheduleCapacityProviderEvaluation(g *group) {
-	a.after(capacityProviderPeriod, func() {
-		if a.groups[g.name] != g {
+func (s *ecsService) scheduleCapacityProviderEvaluation(g *group) {
+	s.after(capacityProviderPeriod, func() {
+		if s.autoScaling.group(g.name) != g {
 			return
 		}
-		a.evaluateCapacityProvider(g)
-		a.scheduleCapacityProviderEvaluation(g)
+		s.evaluateCapacityProvider(g)
+		s.scheduleCapacityProviderEvaluation(g)
 	})
 }
 
 // evaluateCapacityProvider is one minute of ECS managed scaling and managed termination protection for a group.
-// Callers hold a.mu; the event loop settles the account afterwards.
-func (a *Account) evaluateCapacityProvider(g *group) {
+// Callers hold the lock; the event loop settles the account afterwards.
+func (s *ecsService) evaluateCapacityProvider(g *group) {
 	cp := g.capacityProvider
-	running := a.running(g)
+	running := s.autoScaling.running(g)
 
 	// Amazon ECS Developer Guide, "Control the instances Amazon ECS terminates" (managed termination
 	// protection): ECS turns scale-in protection on for the instances that run non-daemon tasks (daemon tasks
@@ -181,8 +171,8 @@ func (a *Account) evaluateCapacityProvider(g *group) {
 	// as launched.
 	if cp.spec.ManagedTerminationProtection {
 		for _, inst := range running {
-			if ci := a.containerInstanceOf(inst); ci != nil {
-				if n, _ := a.nonStoppedTasks(ci); n > 0 {
+			if ci := s.containerInstanceOf(inst); ci != nil {
+				if n, _ := s.nonStoppedTasks(ci); n > 0 {
 					inst.protected = true
 				}
 			}
@@ -200,23 +190,23 @@ func (a *Account) evaluateCapacityProvider(g *group) {
 	n := len(running)
 	m := 0
 	for _, inst := range running {
-		ci := a.containerInstanceOf(inst)
+		ci := s.containerInstanceOf(inst)
 		if ci == nil {
 			continue
 		}
-		if busy, _ := a.nonStoppedTasks(ci); busy > 0 {
+		if busy, _ := s.nonStoppedTasks(ci); busy > 0 {
 			m++
 		}
 	}
-	if waiting := a.capacityProviderWaitingTasks(g); waiting > 0 {
-		per := a.opts.MaxTasksPerInstance
+	if waiting := s.capacityProviderWaitingTasks(g); waiting > 0 {
+		per := s.opts.MaxTasksPerInstance
 		m += (waiting + per - 1) / per
 		// Amazon ECS API Reference, "ManagedScaling" (instanceWarmupPeriod): a newly launched instance does not
 		// contribute to the metrics before it warmed up. The simulation reads this as: while an instance of the
 		// group is still on its way (launched within the warm-up period, its container agent not yet
 		// registered), the capacity it brings already counts and the N+1 floor does not ask for yet another one.
 		// Without this, every minute of a 110 s boot would add one more instance.
-		if !a.capacityOnTheWay(g, running) && m < n+1 {
+		if !s.capacityOnTheWay(g, running) && m < n+1 {
 			m = n + 1
 		}
 	}
@@ -251,7 +241,7 @@ func (a *Account) evaluateCapacityProvider(g *group) {
 			if len(g.azs) > 1 || g.mixed {
 				step = cp.spec.MinimumScalingStepSize
 			}
-			a.changeDesired(g, min(g.desired+step, g.max), CallerECS)
+			s.autoScaling.changeDesired(g, min(g.desired+step, g.max), CallerECS)
 		}
 	case reservation < float64(target):
 		cp.low++
@@ -261,7 +251,7 @@ func (a *Account) evaluateCapacityProvider(g *group) {
 				want = g.min
 			}
 			if want < g.desired {
-				a.scaleInIdle(g, running, want)
+				s.scaleInIdle(g, running, want)
 			}
 		}
 	default:
@@ -274,17 +264,17 @@ func (a *Account) evaluateCapacityProvider(g *group) {
 // most recently launched first, and lowers desired capacity by that many, never below want (Amazon ECS Developer
 // Guide, "Control the instances Amazon ECS terminates": when an instance's non-daemon tasks are stopped, ECS
 // starts the scale-in and turns off its scale-in protection; Auto Scaling then terminates unprotected
-// instances). Without managed termination protection it only lowers desired capacity. Callers hold a.mu.
-func (a *Account) scaleInIdle(g *group, running []*instance, want int32) {
+// instances). Without managed termination protection it only lowers desired capacity. Callers hold the lock.
+func (s *ecsService) scaleInIdle(g *group, running []*instance, want int32) {
 	cut := g.desired - want
 	if g.capacityProvider.spec.ManagedTerminationProtection {
 		cleared := int32(0)
 		for i := len(running) - 1; i >= 0 && cleared < cut; i-- {
-			ci := a.containerInstanceOf(running[i])
+			ci := s.containerInstanceOf(running[i])
 			if ci == nil {
 				continue
 			}
-			if n, _ := a.nonStoppedTasks(ci); n == 0 {
+			if n, _ := s.nonStoppedTasks(ci); n == 0 {
 				running[i].protected = false
 				cleared++
 			}
@@ -292,15 +282,15 @@ func (a *Account) scaleInIdle(g *group, running []*instance, want int32) {
 		cut = cleared
 	}
 	if cut > 0 {
-		a.changeDesired(g, g.desired-cut, CallerECS)
+		s.autoScaling.changeDesired(g, g.desired-cut, CallerECS)
 	}
 }
 
 // capacityOnTheWay reports whether an instance of the group is launching and within its warm-up period: running
 // or pending, its container instance not yet registered, launched less than InstanceWarmupPeriod ago.
-func (a *Account) capacityOnTheWay(g *group, running []*instance) bool {
+func (s *ecsService) capacityOnTheWay(g *group, running []*instance) bool {
 	for _, inst := range running {
-		if inst.ciARN == "" && a.now().Sub(inst.launchTime) < g.capacityProvider.spec.InstanceWarmupPeriod {
+		if inst.ciARN == "" && s.now().Sub(inst.launchTime) < g.capacityProvider.spec.InstanceWarmupPeriod {
 			return true
 		}
 	}
@@ -311,18 +301,18 @@ func (a *Account) capacityOnTheWay(g *group, running []*instance) bool {
 // those of services with a capacity provider strategy that the strategy assigns to it (base, then weight:
 // ecsdeployment.go), and, when the group is the cluster's default capacity provider, those of the services that
 // use the cluster's default strategy. Services with launch type EC2 credit no capacity provider.
-func (a *Account) capacityProviderWaitingTasks(g *group) int {
-	c := a.clusters[g.cluster]
+func (s *ecsService) capacityProviderWaitingTasks(g *group) int {
+	c := s.clusters[g.cluster]
 	if c == nil {
 		return 0
 	}
-	isDefault := a.defaultCapacityProviderGroup(g.cluster) == g
+	isDefault := s.defaultCapacityProviderGroup(g.cluster) == g
 	n := 0
-	for svc, missing := range a.waitingByService(c) {
+	for svc, missing := range s.waitingByService(c) {
 		switch {
 		case svc.deployment.LaunchTypeEC2:
 		case len(svc.deployment.CapacityProviderStrategy) > 0:
-			count := a.providerCounts(c, svc)
+			count := s.providerCounts(c, svc)
 			for range missing {
 				p := pickProvider(svc.deployment.CapacityProviderStrategy, count)
 				count[p]++
@@ -338,9 +328,9 @@ func (a *Account) capacityProviderWaitingTasks(g *group) int {
 }
 
 // defaultCapacityProviderGroup returns the cluster's first capacity-provider group in name order, or nil.
-func (a *Account) defaultCapacityProviderGroup(cluster string) *group {
-	for _, name := range a.groupNames() {
-		if g := a.groups[name]; g.capacityProvider != nil && g.cluster == cluster {
+func (s *ecsService) defaultCapacityProviderGroup(cluster string) *group {
+	for _, name := range s.autoScaling.groupNames() {
+		if g := s.autoScaling.group(name); g.capacityProvider != nil && g.cluster == cluster {
 			return g
 		}
 	}
@@ -349,18 +339,18 @@ func (a *Account) defaultCapacityProviderGroup(cluster string) *group {
 
 // waitingTasks counts the service tasks of a cluster that no container instance has room for: for each replica
 // service, the tasks missing to its desired count, plus every RUNNING task on a DRAINING instance whose
-// replacement could not start yet. Callers hold a.mu and have settled the account.
-func (a *Account) waitingTasks(c *cluster) int {
+// replacement could not start yet. Callers hold the lock and have settled the account.
+func (s *ecsService) waitingTasks(c *cluster) int {
 	waiting := 0
-	for _, n := range a.waitingByService(c) {
+	for _, n := range s.waitingByService(c) {
 		waiting += n
 	}
 	return waiting
 }
 
 // waitingByService splits waitingTasks by service.
-func (a *Account) waitingByService(c *cluster) map[*service]int {
-	covered := a.coveredTasks(c)
+func (s *ecsService) waitingByService(c *cluster) map[*service]int {
+	covered := s.coveredTasks(c)
 	waiting := map[*service]int{}
 	for _, svc := range c.services {
 		if svc.daemon {
@@ -384,52 +374,26 @@ func (a *Account) waitingByService(c *cluster) map[*service]int {
 	return waiting
 }
 
-// changeDesired sets a group's desired capacity and records the change. Callers hold a.mu and settle afterwards.
-func (a *Account) changeDesired(g *group, to int32, by string) {
-	from := g.desired
-	g.desired = to
-	a.recordDesired(g, from, by)
-}
-
-// recordDesired records a change of the group's desired capacity from from to its current value, if any.
-func (a *Account) recordDesired(g *group, from int32, by string) {
-	if g.desired == from {
-		return
-	}
-	g.desiredChanges = append(g.desiredChanges, DesiredChange{At: a.now(), From: from, To: g.desired, By: by})
-}
-
 // capacityProviderName returns the name of the capacity provider of the group a container instance's EC2
 // instance belongs to, or nil.
-func (a *Account) capacityProviderName(ci *containerInstance) *string {
-	inst := a.instances[ci.ec2ID]
+func (s *ecsService) capacityProviderName(ci *containerInstance) *string {
+	inst := s.ec2.instance(ci.ec2ID)
 	if inst == nil {
 		return nil
 	}
-	g := a.groups[inst.group]
+	g := s.autoScaling.group(inst.group)
 	if g == nil || g.capacityProvider == nil {
 		return nil
 	}
 	return ptr(g.capacityProvider.spec.Name)
 }
 
-// DesiredChanges returns every change of the group's desired capacity since it was created, in order, with who
-// made it. Observation helper: not counted.
-func (a *Account) DesiredChanges(group string) []DesiredChange {
-	defer a.lock()()
-	g := a.groups[group]
-	if g == nil {
-		return nil
-	}
-	return append([]DesiredChange(nil), g.desiredChanges...)
-}
-
 // CapacityProviderReservation returns the CapacityProviderReservation (percent) ECS computed for the group's
 // capacity provider at its last evaluation; ok is false when the group has no capacity provider with managed
 // scaling or it was not evaluated yet. Observation helper: not counted.
-func (a *Account) CapacityProviderReservation(group string) (percent float64, ok bool) {
-	defer a.lock()()
-	g := a.groups[group]
+func (s *ecsService) CapacityProviderReservation(group string) (percent float64, ok bool) {
+	defer s.lock()()
+	g := s.autoScaling.group(group)
 	if g == nil || g.capacityProvider == nil || !g.capacityProvider.evaluated {
 		return 0, false
 	}
@@ -439,21 +403,21 @@ func (a *Account) CapacityProviderReservation(group string) (percent float64, ok
 // ProvisioningTasks returns how many service tasks of the cluster wait for room on a container instance (ECS
 // keeps them in PROVISIONING): tasks missing to a replica service's desired count, and replacements for tasks on
 // DRAINING instances that could not start yet. Observation helper: not counted.
-func (a *Account) ProvisioningTasks(cluster string) int {
-	defer a.lock()()
-	c := a.clusters[cluster]
+func (s *ecsService) ProvisioningTasks(cluster string) int {
+	defer s.lock()()
+	c := s.clusters[cluster]
 	if c == nil {
 		return 0
 	}
-	return a.waitingTasks(c)
+	return s.waitingTasks(c)
 }
 
 // ServiceDesired returns a service's desired count: the replica service's desiredCount, or for a daemon service
 // the number of ACTIVE, agent-connected container instances (as DescribeServices reports it). It returns 0 when
 // the cluster or service does not exist. Observation helper: not counted.
-func (a *Account) ServiceDesired(cluster, service string) int {
-	defer a.lock()()
-	c := a.clusters[cluster]
+func (s *ecsService) ServiceDesired(cluster, service string) int {
+	defer s.lock()()
+	c := s.clusters[cluster]
 	if c == nil {
 		return 0
 	}

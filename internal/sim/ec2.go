@@ -13,6 +13,20 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
+// ec2Service is Amazon EC2: launch templates and their versions, instances (Auto Scaling's among them),
+// registered AMIs (images.go) and the images whose instances never become healthy (MarkImageUnhealthy).
+type ec2Service struct {
+	*world
+
+	templates       map[string]*launchTemplate
+	templateOrder   []string
+	instances       map[string]*instance
+	instanceOrder   []string
+	unhealthyImages map[string]bool
+	images          map[string]*image // by image id (images.go)
+	imageOrder      []string
+}
+
 // launchTemplate is an EC2 launch template with its numbered versions.
 type launchTemplate struct {
 	id, name       string
@@ -95,35 +109,35 @@ func stateCode(s ec2types.InstanceStateName) int32 {
 
 // CreateLaunchTemplate creates a launch template whose version 1 (the default) launches imageID as
 // instanceType, and returns its id (lt-...). Setup helper: not counted as an API call.
-func (a *Account) CreateLaunchTemplate(name, imageID, instanceType string) (templateID string) {
-	defer a.lock()()
-	t := &launchTemplate{id: "lt-" + a.hex(17), name: name, createdAt: a.now(), defaultVersion: 1}
-	t.versions = []*templateVersion{{number: 1, imageID: imageID, instanceType: instanceType, createdAt: a.now()}}
-	a.templates[t.id] = t
-	a.templateOrder = append(a.templateOrder, t.id)
+func (s *ec2Service) CreateLaunchTemplate(name, imageID, instanceType string) (templateID string) {
+	defer s.lock()()
+	t := &launchTemplate{id: "lt-" + s.hex(17), name: name, createdAt: s.now(), defaultVersion: 1}
+	t.versions = []*templateVersion{{number: 1, imageID: imageID, instanceType: instanceType, createdAt: s.now()}}
+	s.templates[t.id] = t
+	s.templateOrder = append(s.templateOrder, t.id)
 	return t.id
 }
 
 // CreateLaunchTemplateVersion adds a version to the template that copies the latest version with imageID as its
 // AMI and returns its number. As in EC2, the default version does not change. Test helper: not counted.
 // It panics when the template does not exist.
-func (a *Account) CreateLaunchTemplateVersion(templateID, imageID string) (version int64) {
-	defer a.lock()()
-	t := a.templates[templateID]
+func (s *ec2Service) CreateLaunchTemplateVersion(templateID, imageID string) (version int64) {
+	defer s.lock()()
+	t := s.templates[templateID]
 	if t == nil {
 		panic("sim: no launch template " + templateID)
 	}
 	src := t.versions[len(t.versions)-1]
-	v := &templateVersion{number: t.latest() + 1, imageID: imageID, instanceType: src.instanceType, createdAt: a.now()}
+	v := &templateVersion{number: t.latest() + 1, imageID: imageID, instanceType: src.instanceType, createdAt: s.now()}
 	t.versions = append(t.versions, v)
 	return v.number
 }
 
 // SetDefaultLaunchTemplateVersion makes version the template's default version (as ModifyLaunchTemplate does).
 // Setup helper: not counted. It panics when the template or version does not exist.
-func (a *Account) SetDefaultLaunchTemplateVersion(templateID string, version int64) {
-	defer a.lock()()
-	t := a.templates[templateID]
+func (s *ec2Service) SetDefaultLaunchTemplateVersion(templateID string, version int64) {
+	defer s.lock()()
+	t := s.templates[templateID]
 	if t == nil || version < 1 || version > t.latest() {
 		panic("sim: no launch template version " + templateID + ":" + strconv.FormatInt(version, 10))
 	}
@@ -140,9 +154,9 @@ type LaunchTemplateView struct {
 }
 
 // LaunchTemplate returns the template with id templateID.
-func (a *Account) LaunchTemplate(templateID string) (LaunchTemplateView, bool) {
-	defer a.lock()()
-	t := a.templates[templateID]
+func (s *ec2Service) LaunchTemplate(templateID string) (LaunchTemplateView, bool) {
+	defer s.lock()()
+	t := s.templates[templateID]
 	if t == nil {
 		return LaunchTemplateView{}, false
 	}
@@ -156,24 +170,24 @@ func (a *Account) LaunchTemplate(templateID string) (LaunchTemplateView, bool) {
 
 // MarkImageUnhealthy makes every instance launched from imageID (from now on) boot normally but never register
 // with ECS: its container agent never connects (field case C15).
-func (a *Account) MarkImageUnhealthy(imageID string) {
-	defer a.lock()()
-	a.unhealthyImages[imageID] = true
+func (s *ec2Service) MarkImageUnhealthy(imageID string) {
+	defer s.lock()()
+	s.unhealthyImages[imageID] = true
 }
 
 // MarkImageHealthy undoes MarkImageUnhealthy: instances launched from imageID from now on serve as any other.
-func (a *Account) MarkImageHealthy(imageID string) {
-	defer a.lock()()
-	delete(a.unhealthyImages, imageID)
+func (s *ec2Service) MarkImageHealthy(imageID string) {
+	defer s.lock()()
+	delete(s.unhealthyImages, imageID)
 }
 
 // EC2Client is the simulated Amazon EC2 API. It implements awsapi.EC2 and, beyond it, ModifyLaunchTemplate.
-type EC2Client struct{ a *Account }
+type EC2Client struct{ s *ec2Service }
 
 var _ awsapi.EC2 = (*EC2Client)(nil)
 
 // findTemplate looks a template up by id or name with EC2's errors.
-func (a *Account) findTemplate(id, name *string) (*launchTemplate, error) {
+func (s *ec2Service) findTemplate(id, name *string) (*launchTemplate, error) {
 	switch {
 	case id != nil && name != nil:
 		return nil, apiError("InvalidParameterCombination", "You must specify either the launch template ID or the launch template name in the request, but not both.")
@@ -181,14 +195,14 @@ func (a *Account) findTemplate(id, name *string) (*launchTemplate, error) {
 		if !strings.HasPrefix(*id, "lt-") {
 			return nil, apiError("InvalidLaunchTemplateId.Malformed", "The specified ID for the launch template (%s) is not valid. Launch template IDs must be in the form 'lt-xxxxxxxxxxxxxxxxx'.", *id)
 		}
-		t := a.templates[*id]
+		t := s.templates[*id]
 		if t == nil {
 			return nil, apiError("InvalidLaunchTemplateId.NotFound", "The specified launch template, with template ID %s, does not exist.", *id)
 		}
 		return t, nil
 	case name != nil:
-		for _, tid := range a.templateOrder {
-			if t := a.templates[tid]; t.name == *name {
+		for _, tid := range s.templateOrder {
+			if t := s.templates[tid]; t.name == *name {
 				return t, nil
 			}
 		}
@@ -220,8 +234,8 @@ func (t *launchTemplate) describe(v *templateVersion) ec2types.LaunchTemplateVer
 // Errors: InvalidLaunchTemplateId.NotFound, InvalidLaunchTemplateName.NotFoundException,
 // InvalidLaunchTemplateId.VersionNotFound, InvalidParameterValue.
 func (c *EC2Client) DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.DescribeLaunchTemplateVersionsInput, _ ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ec2:DescribeLaunchTemplateVersions")
+	s := c.s
+	unlock, err := s.call(ctx, "ec2:DescribeLaunchTemplateVersions")
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +243,7 @@ func (c *EC2Client) DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.
 	if in == nil {
 		in = &ec2.DescribeLaunchTemplateVersionsInput{}
 	}
-	t, err := a.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
+	t, err := s.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
 	if err != nil {
 		return nil, err
 	}
@@ -293,8 +307,8 @@ func (c *EC2Client) DescribeLaunchTemplateVersions(ctx context.Context, in *ec2.
 // "CreateLaunchTemplateVersion".
 // Errors: MissingParameter, InvalidLaunchTemplateId.NotFound, InvalidLaunchTemplateId.VersionNotFound.
 func (c *EC2Client) CreateLaunchTemplateVersion(ctx context.Context, in *ec2.CreateLaunchTemplateVersionInput, _ ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateVersionOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ec2:CreateLaunchTemplateVersion")
+	s := c.s
+	unlock, err := s.call(ctx, "ec2:CreateLaunchTemplateVersion")
 	if err != nil {
 		return nil, err
 	}
@@ -302,11 +316,11 @@ func (c *EC2Client) CreateLaunchTemplateVersion(ctx context.Context, in *ec2.Cre
 	if in == nil || in.LaunchTemplateData == nil {
 		return nil, apiError("MissingParameter", "The request must contain the parameter LaunchTemplateData")
 	}
-	t, err := a.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
+	t, err := s.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
 	if err != nil {
 		return nil, err
 	}
-	v := &templateVersion{number: t.latest() + 1, createdAt: a.now()}
+	v := &templateVersion{number: t.latest() + 1, createdAt: s.now()}
 	if in.SourceVersion != nil {
 		src, ok := t.resolve(*in.SourceVersion)
 		if !ok {
@@ -332,8 +346,8 @@ func (c *EC2Client) CreateLaunchTemplateVersion(ctx context.Context, in *ec2.Cre
 // awsapi.EC2; reach it with a type assertion on Account.EC2().
 // Amazon EC2 API Reference, "ModifyLaunchTemplate".
 func (c *EC2Client) ModifyLaunchTemplate(ctx context.Context, in *ec2.ModifyLaunchTemplateInput, _ ...func(*ec2.Options)) (*ec2.ModifyLaunchTemplateOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ec2:ModifyLaunchTemplate")
+	s := c.s
+	unlock, err := s.call(ctx, "ec2:ModifyLaunchTemplate")
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +355,7 @@ func (c *EC2Client) ModifyLaunchTemplate(ctx context.Context, in *ec2.ModifyLaun
 	if in == nil {
 		in = &ec2.ModifyLaunchTemplateInput{}
 	}
-	t, err := a.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
+	t, err := s.findTemplate(in.LaunchTemplateId, in.LaunchTemplateName)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +375,7 @@ func (c *EC2Client) ModifyLaunchTemplate(ctx context.Context, in *ec2.ModifyLaun
 	}}, nil
 }
 
-func (a *Account) describeEC2Instance(in *instance) ec2types.Instance {
+func (s *ec2Service) describeEC2Instance(in *instance) ec2types.Instance {
 	out := ec2types.Instance{
 		InstanceId:   ptr(in.id),
 		ImageId:      ptr(in.imageID),
@@ -373,7 +387,7 @@ func (a *Account) describeEC2Instance(in *instance) ec2types.Instance {
 	// Amazon EC2 Auto Scaling User Guide, "Tag Auto Scaling groups and instances": instances carry the
 	// aws:autoscaling:groupName tag and the group's tags that propagate at launch.
 	tags := []ec2types.Tag{{Key: ptr("aws:autoscaling:groupName"), Value: ptr(in.group)}}
-	if g := a.groups[in.group]; g != nil {
+	if g := s.autoScaling.group(in.group); g != nil {
 		for _, k := range sortedKeys(g.tags) {
 			tags = append(tags, ec2types.Tag{Key: ptr(k), Value: ptr(g.tags[k])})
 		}
@@ -394,8 +408,8 @@ func (a *Account) describeEC2Instance(in *instance) ec2types.Instance {
 // Amazon EC2 API Reference, "DescribeInstances"; Amazon EC2 User Guide, "Terminate Amazon EC2 instances"
 // (terminated instances remain visible for a while).
 func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ec2:DescribeInstances")
+	s := c.s
+	unlock, err := s.call(ctx, "ec2:DescribeInstances")
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +427,7 @@ func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInsta
 			if !strings.HasPrefix(id, "i-") {
 				return nil, apiError("InvalidInstanceID.Malformed", "Invalid id: \"%s\"", id)
 			}
-			inst := a.instances[id]
+			inst := s.instance(id)
 			if inst == nil {
 				missing = append(missing, id)
 				continue
@@ -427,13 +441,13 @@ func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInsta
 			return nil, apiError("InvalidInstanceID.NotFound", "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
 		}
 	} else {
-		for _, id := range a.instanceOrder {
-			list = append(list, a.instances[id])
+		for _, id := range s.instanceOrder {
+			list = append(list, s.instance(id))
 		}
 	}
 	var kept []*instance
 	for _, inst := range list {
-		ok, err := a.instanceMatches(inst, in.Filters)
+		ok, err := s.instanceMatches(inst, in.Filters)
 		if err != nil {
 			return nil, err
 		}
@@ -467,16 +481,16 @@ func (c *EC2Client) DescribeInstances(ctx context.Context, in *ec2.DescribeInsta
 		}
 		out.Reservations = append(out.Reservations, ec2types.Reservation{
 			ReservationId: ptr("r-" + inst.id[2:]),
-			OwnerId:       ptr(a.opts.AccountID),
-			Instances:     []ec2types.Instance{a.describeEC2Instance(inst)},
+			OwnerId:       ptr(s.opts.AccountID),
+			Instances:     []ec2types.Instance{s.describeEC2Instance(inst)},
 		})
 	}
 	return out, nil
 }
 
-func (a *Account) instanceMatches(inst *instance, filters []ec2types.Filter) (bool, error) {
+func (s *ec2Service) instanceMatches(inst *instance, filters []ec2types.Filter) (bool, error) {
 	tags := map[string]string{"aws:autoscaling:groupName": inst.group}
-	if g := a.groups[inst.group]; g != nil {
+	if g := s.autoScaling.group(inst.group); g != nil {
 		for k, v := range g.tags {
 			tags[k] = v
 		}
@@ -548,4 +562,45 @@ func parseToken(tok, kind string) (int, error) {
 		return 0, strconv.ErrSyntax
 	}
 	return strconv.Atoi(rest)
+}
+
+// instance returns the instance with the id, or nil.
+func (s *ec2Service) instance(id string) *instance { return s.instances[id] }
+
+// addInstance records a launched instance and numbers it in launch order.
+func (s *ec2Service) addInstance(inst *instance) {
+	inst.seq = len(s.instanceOrder) + 1
+	s.instances[inst.id] = inst
+	s.instanceOrder = append(s.instanceOrder, inst.id)
+}
+
+// template returns the launch template with the id, or nil.
+func (s *ec2Service) template(id string) *launchTemplate { return s.templates[id] }
+
+// templateNamed returns the launch template with the name (unique, CreateLaunchTemplate), or nil.
+func (s *ec2Service) templateNamed(name string) *launchTemplate {
+	var t *launchTemplate
+	for _, id := range s.templateOrder {
+		if s.templates[id].name == name {
+			t = s.templates[id]
+		}
+	}
+	return t
+}
+
+// addHiddenTemplate records the launch template behind a launch configuration: not in templateOrder, so no
+// lookup by name finds it.
+func (s *ec2Service) addHiddenTemplate(t *launchTemplate) { s.templates[t.id] = t }
+
+// imageUnhealthy reports whether instances launched from the image never become healthy (MarkImageUnhealthy).
+func (s *ec2Service) imageUnhealthy(imageID string) bool { return s.unhealthyImages[imageID] }
+
+// addVersionFromLatest adds a version of template id that copies its latest version but launches imageID (as
+// EKS's setup phase of a node group update does), and returns its number.
+func (s *ec2Service) addVersionFromLatest(id, imageID, description string) int64 {
+	t := s.templates[id]
+	src := t.versions[len(t.versions)-1]
+	v := &templateVersion{number: t.latest() + 1, imageID: imageID, instanceType: src.instanceType, description: description, createdAt: s.now()}
+	t.versions = append(t.versions, v)
+	return v.number
 }

@@ -1,19 +1,21 @@
 package sim
 
 import (
-	"context"
 	"fmt"
-	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	ecstypes "github.com/aws/aws-sdk-go-v2/service/ecs/types"
-
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
+
+// ecsService is Amazon ECS: clusters with their container instances, tasks, services and capacity providers
+// (capacityprovider.go, ecsclusters.go, ecsdeployment.go, ecsrebalance.go).
+type ecsService struct {
+	*world
+
+	clusters map[string]*cluster
+}
 
 // Container instance statuses and task statuses as ECS names them.
 const (
@@ -76,58 +78,58 @@ func (t *task) live() bool     { return t.desiredStatus == taskRunning }
 func (t *task) isDaemon() bool { return t.service != nil && t.service.daemon }
 
 // CreateECSCluster creates an empty ECS cluster. Setup helper: not counted.
-func (a *Account) CreateECSCluster(name string) {
-	defer a.lock()()
-	if a.clusters[name] == nil {
-		a.createCluster(name)
+func (s *ecsService) CreateECSCluster(name string) {
+	defer s.lock()()
+	if s.clusters[name] == nil {
+		s.createCluster(name)
 	}
 }
 
-func (a *Account) createCluster(name string) *cluster {
+func (s *ecsService) createCluster(name string) *cluster {
 	c := &cluster{
 		name:      name,
-		arn:       fmt.Sprintf("arn:aws:ecs:%s:%s:cluster/%s", a.opts.Region, a.opts.AccountID, name),
+		arn:       fmt.Sprintf("arn:aws:ecs:%s:%s:cluster/%s", s.opts.Region, s.opts.AccountID, name),
 		ciByARN:   map[string]*containerInstance{},
 		taskByARN: map[string]*task{},
 	}
-	a.clusters[name] = c
+	s.clusters[name] = c
 	return c
 }
 
 // CreateService creates a service in a cluster (created when missing). A replica service keeps desiredCount tasks
 // spread over ACTIVE, agent-connected container instances; a daemon service keeps one task on each. Tasks placed
 // at creation are RUNNING at once. Setup helper: not counted.
-func (a *Account) CreateService(clusterName, name string, desiredCount int, daemon bool) {
-	defer a.lock()()
-	c := a.clusters[clusterName]
+func (s *ecsService) CreateService(clusterName, name string, desiredCount int, daemon bool) {
+	defer s.lock()()
+	c := s.clusters[clusterName]
 	if c == nil {
-		c = a.createCluster(clusterName)
+		c = s.createCluster(clusterName)
 	}
 	svc := &service{
 		name:      name,
-		arn:       fmt.Sprintf("arn:aws:ecs:%s:%s:service/%s/%s", a.opts.Region, a.opts.AccountID, c.name, name),
-		startedBy: "ecs-svc/" + a.digits(19),
+		arn:       fmt.Sprintf("arn:aws:ecs:%s:%s:service/%s/%s", s.opts.Region, s.opts.AccountID, c.name, name),
+		startedBy: "ecs-svc/" + s.digits(19),
 		desired:   desiredCount,
 		daemon:    daemon,
-		createdAt: a.now(),
+		createdAt: s.now(),
 	}
 	if daemon {
 		svc.desired = 0
 	}
 	c.services = append(c.services, svc)
-	a.instant = true
-	a.settle()
-	a.instant = false
+	s.instant = true
+	s.settle()
+	s.instant = false
 }
 
 // ServiceTasks returns how many of the service's tasks are RUNNING.
-func (a *Account) ServiceTasks(clusterName, serviceName string) (running int) {
-	defer a.lock()()
-	return a.serviceTasks(clusterName, serviceName)
+func (s *ecsService) ServiceTasks(clusterName, serviceName string) (running int) {
+	defer s.lock()()
+	return s.serviceTasks(clusterName, serviceName)
 }
 
-func (a *Account) serviceTasks(clusterName, serviceName string) (running int) {
-	c := a.clusters[clusterName]
+func (s *ecsService) serviceTasks(clusterName, serviceName string) (running int) {
+	c := s.clusters[clusterName]
 	if c == nil {
 		return 0
 	}
@@ -139,10 +141,10 @@ func (a *Account) serviceTasks(clusterName, serviceName string) (running int) {
 	return running
 }
 
-func (a *Account) digits(n int) string {
+func (s *ecsService) digits(n int) string {
 	b := make([]byte, n)
 	for i := range b {
-		b[i] = byte('0' + a.rng.IntN(10))
+		b[i] = byte('0' + s.rng.IntN(10))
 	}
 	return string(b)
 }
@@ -167,11 +169,11 @@ func taskResources(n int32) []ecstypes.Resource {
 }
 
 // containerInstanceOf returns the instance's registered (not deregistered) container instance, or nil.
-func (a *Account) containerInstanceOf(inst *instance) *containerInstance {
+func (s *ecsService) containerInstanceOf(inst *instance) *containerInstance {
 	if inst.ciARN == "" {
 		return nil
 	}
-	c := a.clusters[inst.cluster]
+	c := s.clusters[inst.cluster]
 	if c == nil {
 		return nil
 	}
@@ -186,17 +188,17 @@ func (a *Account) containerInstanceOf(inst *instance) *containerInstance {
 // Amazon ECS Developer Guide, "Amazon ECS Linux container instance management" / "Amazon ECS container agent":
 // the agent on an instance launched with the cluster's name registers it as a container instance, ACTIVE and
 // connected. Instances launched from an image marked unhealthy never register (their agent never connects).
-func (a *Account) agentConnect(inst *instance) {
-	if inst.cluster == "" || inst.ciARN != "" || inst.ec2State != "running" || a.unhealthyImages[inst.imageID] {
+func (s *ecsService) agentConnect(inst *instance) {
+	if inst.cluster == "" || inst.ciARN != "" || inst.ec2State != "running" || s.ec2.imageUnhealthy(inst.imageID) {
 		return
 	}
-	c := a.clusters[inst.cluster]
+	c := s.clusters[inst.cluster]
 	if c == nil {
-		c = a.createCluster(inst.cluster)
+		c = s.createCluster(inst.cluster)
 	}
-	id := a.hex(32)
+	id := s.hex(32)
 	ci := &containerInstance{
-		arn:            fmt.Sprintf("arn:aws:ecs:%s:%s:container-instance/%s/%s", a.opts.Region, a.opts.AccountID, c.name, id),
+		arn:            fmt.Sprintf("arn:aws:ecs:%s:%s:container-instance/%s/%s", s.opts.Region, s.opts.AccountID, c.name, id),
 		id:             id,
 		ec2ID:          inst.id,
 		az:             inst.az,
@@ -204,7 +206,7 @@ func (a *Account) agentConnect(inst *instance) {
 		instanceType:   inst.instanceType,
 		status:         ciActive,
 		agentConnected: true,
-		registeredAt:   a.now(),
+		registeredAt:   s.now(),
 		version:        1,
 		seq:            len(c.cis) + 1,
 	}
@@ -217,30 +219,30 @@ func (a *Account) agentConnect(inst *instance) {
 // INACTIVE (no longer listed), and its tasks are STOPPED.
 // Amazon ECS Developer Guide, "Deregister an Amazon ECS container instance": when a container instance is
 // terminated it is deregistered; tasks on it stop and services start replacements on other instances.
-func (a *Account) deregisterContainerInstance(inst *instance) {
-	ci := a.containerInstanceOf(inst)
+func (s *ecsService) deregisterContainerInstance(inst *instance) {
+	ci := s.containerInstanceOf(inst)
 	if ci == nil {
 		return
 	}
 	ci.status = ciInactive
 	ci.agentConnected = false
 	ci.version++
-	c := a.clusters[inst.cluster]
+	c := s.clusters[inst.cluster]
 	for _, t := range c.tasks {
 		if t.ci == ci && t.lastStatus != taskStopped {
 			if t.desiredStatus != taskStopped {
 				t.desiredStatus = taskStopped
-				t.stoppingAt = a.now()
+				t.stoppingAt = s.now()
 				t.stoppedReason = fmt.Sprintf("Host EC2 (instance %s) terminated.", inst.id)
 			}
 			t.lastStatus = taskStopped
-			t.stoppedAt = a.now()
+			t.stoppedAt = s.now()
 			t.version++
 		}
 	}
 }
 
-func (a *Account) setContainerInstanceStatus(ci *containerInstance, status string) {
+func (s *ecsService) setContainerInstanceStatus(ci *containerInstance, status string) {
 	if ci.status != status {
 		ci.status = status
 		ci.version++
@@ -249,8 +251,8 @@ func (a *Account) setContainerInstanceStatus(ci *containerInstance, status strin
 
 // nonStoppedTasks counts the tasks on a container instance whose lastStatus is not STOPPED, non-daemon and
 // daemon-service tasks apart.
-func (a *Account) nonStoppedTasks(ci *containerInstance) (nonDaemon, daemon int) {
-	for _, c := range a.clusters {
+func (s *ecsService) nonStoppedTasks(ci *containerInstance) (nonDaemon, daemon int) {
+	for _, c := range s.clusters {
 		if c.ciByARN[ci.arn] != ci {
 			continue
 		}
@@ -270,30 +272,30 @@ func (a *Account) nonStoppedTasks(ci *containerInstance) (nonDaemon, daemon int)
 
 // placeTask starts a service task on a container instance: PENDING, then RUNNING after TaskStartDelay.
 // Amazon ECS Developer Guide, "Amazon ECS task lifecycle".
-func (a *Account) placeTask(c *cluster, ci *containerInstance, svc *service) *task {
-	id := a.hex(32)
+func (s *ecsService) placeTask(c *cluster, ci *containerInstance, svc *service) *task {
+	id := s.hex(32)
 	t := &task{
-		arn:           fmt.Sprintf("arn:aws:ecs:%s:%s:task/%s/%s", a.opts.Region, a.opts.AccountID, c.name, id),
+		arn:           fmt.Sprintf("arn:aws:ecs:%s:%s:task/%s/%s", s.opts.Region, s.opts.AccountID, c.name, id),
 		id:            id,
 		seq:           len(c.tasks) + 1,
 		ci:            ci,
 		service:       svc,
 		lastStatus:    taskPending,
 		desiredStatus: taskRunning,
-		createdAt:     a.now(),
+		createdAt:     s.now(),
 		version:       1,
 	}
 	c.tasks = append(c.tasks, t)
 	c.taskByARN[t.arn] = t
-	if a.instant {
+	if s.instant {
 		t.lastStatus = taskRunning
-		t.startedAt = a.now()
+		t.startedAt = s.now()
 		return t
 	}
-	a.after(a.opts.TaskStartDelay, func() {
+	s.after(s.opts.TaskStartDelay, func() {
 		if t.lastStatus == taskPending && t.desiredStatus == taskRunning {
 			t.lastStatus = taskRunning
-			t.startedAt = a.now()
+			t.startedAt = s.now()
 			t.version++
 		}
 	})
@@ -305,26 +307,26 @@ func (a *Account) placeTask(c *cluster, ci *containerInstance, svc *service) *ta
 // Amazon ECS Developer Guide, "Amazon ECS task lifecycle": RUNNING -> DEACTIVATING -> STOPPING ->
 // DEPROVISIONING -> STOPPED. While a task is in those stages it is neither RUNNING nor PENDING, so it counts in
 // neither runningTasksCount nor pendingTasksCount of its container instance (field case C8).
-func (a *Account) stopTask(t *task, reason string) {
+func (s *ecsService) stopTask(t *task, reason string) {
 	if t.desiredStatus == taskStopped {
 		return
 	}
 	t.desiredStatus = taskStopped
-	t.stoppingAt = a.now()
+	t.stoppingAt = s.now()
 	t.stoppedReason = reason
 	t.version++
 	switch t.lastStatus {
 	case taskPending:
 		t.lastStatus = taskStopped
-		t.stoppedAt = a.now()
+		t.stoppedAt = s.now()
 	case taskRunning:
 		t.lastStatus = taskDeactivating
-		a.scheduleStopStage(t)
+		s.scheduleStopStage(t)
 	}
 }
 
-func (a *Account) scheduleStopStage(t *task) {
-	a.after(a.opts.TaskStopStageDelay, func() {
+func (s *ecsService) scheduleStopStage(t *task) {
+	s.after(s.opts.TaskStopStageDelay, func() {
 		next := map[string]string{taskDeactivating: taskStopping, taskStopping: taskDeprovisioning, taskDeprovisioning: taskStopped}[t.lastStatus]
 		if next == "" {
 			return // already STOPPED (its instance was deregistered)
@@ -332,10 +334,10 @@ func (a *Account) scheduleStopStage(t *task) {
 		t.lastStatus = next
 		t.version++
 		if next == taskStopped {
-			t.stoppedAt = a.now()
+			t.stoppedAt = s.now()
 			return
 		}
-		a.scheduleStopStage(t)
+		s.scheduleStopStage(t)
 	})
 }
 
@@ -344,12 +346,12 @@ func (a *Account) scheduleStopStage(t *task) {
 // placed only on ACTIVE instances with a connected agent, never on DRAINING ones; the service scheduler spreads a
 // service's tasks across Availability Zones and instances. An instance holds at most MaxTasksPerInstance
 // non-daemon tasks (tasks still stopping occupy their resources until STOPPED).
-func (a *Account) choosePlacement(c *cluster, svc *service) *containerInstance {
-	return a.choosePlacementIn(c, svc, "")
+func (s *ecsService) choosePlacement(c *cluster, svc *service) *containerInstance {
+	return s.choosePlacementIn(c, svc, "")
 }
 
 // choosePlacementIn is choosePlacement among the container instances of one Availability Zone ("": any).
-func (a *Account) choosePlacementIn(c *cluster, svc *service, zone string) *containerInstance {
+func (s *ecsService) choosePlacementIn(c *cluster, svc *service, zone string) *containerInstance {
 	perAZ := map[string]int{}
 	perCI := map[*containerInstance]int{}
 	load := map[*containerInstance]int{}
@@ -367,13 +369,13 @@ func (a *Account) choosePlacementIn(c *cluster, svc *service, zone string) *cont
 		}
 	}
 	var best *containerInstance
-	provider := a.serviceProviderFor(c, svc) // ecsdeployment.go: a service's own capacity provider strategy
+	provider := s.serviceProviderFor(c, svc) // ecsdeployment.go: a service's own capacity provider strategy
 	for _, ci := range c.cis {
-		if ci.status != ciActive || !ci.agentConnected || load[ci] >= a.opts.MaxTasksPerInstance || svc.onePerInstance() && held[ci] ||
+		if ci.status != ciActive || !ci.agentConnected || load[ci] >= s.opts.MaxTasksPerInstance || svc.onePerInstance() && held[ci] ||
 			zone != "" && ci.az != zone {
 			continue
 		}
-		if provider != anyProvider && a.providerOf(ci) != provider {
+		if provider != anyProvider && s.providerOf(ci) != provider {
 			continue
 		}
 		if best == nil {
@@ -404,8 +406,8 @@ func (a *Account) choosePlacementIn(c *cluster, svc *service, zone string) *cont
 
 const reasonDraining = "Service scheduler stopped the task: container instance is DRAINING"
 
-// reconcileCluster runs the ECS service scheduler over one cluster. Callers hold a.mu.
-func (a *Account) reconcileCluster(c *cluster) bool {
+// reconcileCluster runs the ECS service scheduler over one cluster. Callers hold the lock.
+func (s *ecsService) reconcileCluster(c *cluster) bool {
 	changed := false
 
 	// Amazon ECS Developer Guide, "Draining Amazon ECS container instances": RUNNING service tasks on a DRAINING
@@ -416,7 +418,7 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			o := t.replaces
 			t.replaces = nil
 			if o.live() && o.ci.status == ciDraining {
-				a.stopTask(o, reasonDraining)
+				s.stopTask(o, reasonDraining)
 				changed = true
 			}
 		}
@@ -427,7 +429,7 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			o := t.rebalances
 			t.rebalances = nil
 			if o.live() {
-				a.stopTask(o, reasonRebalance)
+				s.stopTask(o, reasonRebalance)
 				changed = true
 			}
 		}
@@ -435,11 +437,11 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 	// Same page: PENDING service tasks on a DRAINING instance are stopped immediately.
 	for _, t := range c.tasks {
 		if t.service != nil && !t.isDaemon() && t.live() && t.lastStatus == taskPending && t.ci.status == ciDraining {
-			a.stopTask(t, reasonDraining)
+			s.stopTask(t, reasonDraining)
 			changed = true
 		}
 	}
-	covered := a.coveredTasks(c)
+	covered := s.coveredTasks(c)
 	// Same page: the service scheduler starts a replacement on another instance when capacity is available and
 	// the service's maximumPercent allows one more task; otherwise, when minimumHealthyPercent allows one RUNNING
 	// task less, it stops the old task first (ecsdeployment.go) and the replica loop below places its successor;
@@ -450,8 +452,8 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 		}
 		live, running := serviceCounts(c, t.service)
 		if live < t.service.maxLive() {
-			if ci := a.choosePlacement(c, t.service); ci != nil {
-				r := a.placeTask(c, ci, t.service)
+			if ci := s.choosePlacement(c, t.service); ci != nil {
+				r := s.placeTask(c, ci, t.service)
 				r.replaces = t
 				covered[t] = true
 				changed = true
@@ -459,14 +461,14 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			}
 		}
 		if running-1 >= t.service.minRunning() {
-			a.stopTask(t, reasonDraining)
+			s.stopTask(t, reasonDraining)
 			changed = true
 		}
 	}
 
 	for _, svc := range c.services {
 		if svc.daemon {
-			if a.reconcileDaemon(c, svc) {
+			if s.reconcileDaemon(c, svc) {
 				changed = true
 			}
 			continue
@@ -481,11 +483,11 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 			}
 		}
 		for len(effective) < svc.desired {
-			ci := a.choosePlacement(c, svc)
+			ci := s.choosePlacement(c, svc)
 			if ci == nil {
 				break
 			}
-			effective = append(effective, a.placeTask(c, ci, svc))
+			effective = append(effective, s.placeTask(c, ci, svc))
 			changed = true
 		}
 		if extra := len(effective) - svc.desired; extra > 0 {
@@ -509,11 +511,11 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 				return effective[i].seq > effective[j].seq
 			})
 			for _, t := range effective[:extra] {
-				a.stopTask(t, "Service scheduler stopped the task: desired count reduced")
+				s.stopTask(t, "Service scheduler stopped the task: desired count reduced")
 			}
 			changed = changed || extra > 0
 		}
-		if a.rebalanceZones(c, svc) {
+		if s.rebalanceZones(c, svc) {
 			changed = true
 		}
 	}
@@ -522,7 +524,7 @@ func (a *Account) reconcileCluster(c *cluster) bool {
 
 // coveredTasks returns the live tasks on DRAINING instances that already have a live replacement, and the
 // live tasks an Availability Zone rebalancing is moving.
-func (a *Account) coveredTasks(c *cluster) map[*task]bool {
+func (s *ecsService) coveredTasks(c *cluster) map[*task]bool {
 	covered := map[*task]bool{}
 	for _, t := range c.tasks {
 		if o := t.replaces; o != nil && t.live() && o.live() && o.ci.status == ciDraining {
@@ -540,7 +542,7 @@ func (a *Account) coveredTasks(c *cluster) map[*task]bool {
 // strategy): exactly one task on each active container instance, placed on new instances as they join. AWS
 // Containers Blog, "Improving daemon services in Amazon ECS": on a draining instance daemon tasks are stopped
 // last, after every other task has stopped.
-func (a *Account) reconcileDaemon(c *cluster, svc *service) bool {
+func (s *ecsService) reconcileDaemon(c *cluster, svc *service) bool {
 	changed := false
 	liveOn := map[*containerInstance]*task{}
 	for _, t := range c.tasks {
@@ -552,13 +554,13 @@ func (a *Account) reconcileDaemon(c *cluster, svc *service) bool {
 		switch ci.status {
 		case ciActive:
 			if ci.agentConnected && liveOn[ci] == nil {
-				a.placeTask(c, ci, svc)
+				s.placeTask(c, ci, svc)
 				changed = true
 			}
 		case ciDraining:
 			if t := liveOn[ci]; t != nil {
-				if n, _ := a.nonStoppedTasks(ci); n == 0 {
-					a.stopTask(t, reasonDraining)
+				if n, _ := s.nonStoppedTasks(ci); n == 0 {
+					s.stopTask(t, reasonDraining)
 					changed = true
 				}
 			}
@@ -567,599 +569,91 @@ func (a *Account) reconcileDaemon(c *cluster, svc *service) bool {
 	return changed
 }
 
-// ECSClient is the simulated Amazon ECS API. It implements awsapi.ECS.
-type ECSClient struct{ a *Account }
+// clusterNames returns the names of every cluster, sorted.
+func (s *ecsService) clusterNames() []string {
+	names := make([]string, 0, len(s.clusters))
+	for n := range s.clusters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
 
-var _ awsapi.ECS = (*ECSClient)(nil)
+// cluster returns the named cluster, or nil.
+func (s *ecsService) cluster(name string) *cluster { return s.clusters[name] }
 
-func (a *Account) findCluster(ref *string) (*cluster, error) {
-	name := "default"
-	if ref != nil && *ref != "" {
-		name = *ref
-		if i := strings.LastIndex(name, ":cluster/"); i >= 0 {
-			name = name[i+len(":cluster/"):]
+// reconcileClusters runs the ECS service scheduler over every cluster, in name order. It reports whether
+// anything changed.
+func (s *ecsService) reconcileClusters() bool {
+	changed := false
+	for _, name := range s.clusterNames() {
+		if s.reconcileCluster(s.clusters[name]) {
+			changed = true
 		}
 	}
-	c := a.clusters[name]
+	return changed
+}
+
+// reconcileManagedDraining completes ECS's own terminating hook once the instance is drained.
+// Amazon ECS Developer Guide, "Safely stop Amazon ECS workloads running on EC2 instances": ECS completes the
+// lifecycle action after the container instance has drained.
+func (s *ecsService) reconcileManagedDraining() bool {
+	changed := false
+	for _, name := range s.autoScaling.groupNames() {
+		g := s.autoScaling.group(name)
+		if !g.managedDraining {
+			continue
+		}
+		for _, id := range g.instances {
+			inst := s.ec2.instance(id)
+			for _, act := range inst.actions {
+				if !act.active || act.hook != ECSManagedDrainingHookName {
+					continue
+				}
+				ci := s.containerInstanceOf(inst)
+				if ci != nil {
+					if n, _ := s.nonStoppedTasks(ci); n > 0 {
+						continue
+					}
+				}
+				s.autoScaling.completeAction(act, inst, g, ResultContinue, CallerECS)
+				changed = true
+				break
+			}
+		}
+	}
+	return changed
+}
+
+// stopTasksOf stops every task still on a container instance whose host stopped.
+func (s *ecsService) stopTasksOf(inst *instance, ci *containerInstance, reason string) {
+	c := s.cluster(inst.cluster)
 	if c == nil {
-		return nil, &ecstypes.ClusterNotFoundException{Message: ptr("Cluster not found.")}
+		return
 	}
-	return c, nil
-}
-
-func invalidParameter(format string, args ...any) error {
-	return &ecstypes.InvalidParameterException{Message: ptr(fmt.Sprintf(format, args...))}
-}
-
-func (c *cluster) findCI(ref string) *containerInstance {
-	if ci := c.ciByARN[ref]; ci != nil {
-		return ci
-	}
-	for _, ci := range c.cis {
-		if ci.id == ref {
-			return ci
-		}
-	}
-	return nil
-}
-
-// runningTasks counts the tasks on a container instance whose lastStatus is RUNNING.
-func (a *Account) runningTasks(c *cluster, ci *containerInstance) int {
-	n := 0
 	for _, t := range c.tasks {
-		if t.ci == ci && t.lastStatus == taskRunning {
-			n++
-		}
-	}
-	return n
-}
-
-func (a *Account) describeCI(c *cluster, ci *containerInstance) ecstypes.ContainerInstance {
-	var running, pending int32
-	for _, t := range c.tasks {
-		if t.ci != ci {
-			continue
-		}
-		switch t.lastStatus {
-		case taskRunning:
-			running++
-		case taskPending:
-			pending++
-		}
-	}
-	used := int32(0)
-	for _, t := range c.tasks {
-		if t.ci == ci && !t.isDaemon() && t.lastStatus != taskStopped {
-			used++
-		}
-	}
-	per := int32(a.opts.MaxTasksPerInstance)
-	regPorts, remPorts := a.portResources(c, ci)
-	return ecstypes.ContainerInstance{
-		RegisteredResources:  append(taskResources(per), regPorts),
-		RemainingResources:   append(taskResources(max(per-used, 0)), remPorts),
-		ContainerInstanceArn: ptr(ci.arn),
-		CapacityProviderName: a.capacityProviderName(ci),
-		Ec2InstanceId:        ptr(ci.ec2ID),
-		Status:               ptr(ci.status),
-		AgentConnected:       ci.agentConnected,
-		RunningTasksCount:    running,
-		PendingTasksCount:    pending,
-		RegisteredAt:         ptr(ci.registeredAt),
-		Version:              ci.version,
-		VersionInfo:          &ecstypes.VersionInfo{AgentVersion: ptr("1.89.0"), DockerVersion: ptr("DockerVersion: 25.0.8")},
-		Attributes: []ecstypes.Attribute{
-			{Name: ptr("ecs.availability-zone"), Value: ptr(ci.az)},
-			{Name: ptr("ecs.ami-id"), Value: ptr(ci.imageID)},
-			{Name: ptr("ecs.instance-type"), Value: ptr(ci.instanceType)},
-			{Name: ptr("ecs.os-type"), Value: ptr("linux")},
-		},
-	}
-}
-
-// ListContainerInstances lists the ARNs (only ARNs, not EC2 instance ids) of a cluster's container instances,
-// all but INACTIVE ones unless Status narrows them, in registration order, optionally filtered by a cluster
-// query language Filter (subjects ec2InstanceId, agentConnected, registeredAt, runningTasksCount,
-// attribute:ecs.availability-zone, attribute:ecs.ami-id, attribute:ecs.instance-type; operators ==, !=, in,
-// not_in/!in, their word forms and ordered comparisons; clauses joined by "and"), paged by MaxResults (1-100, default 100) and NextToken.
-// Amazon ECS API Reference, "ListContainerInstances"; Developer Guide, "Create expressions to define container
-// instances for Amazon ECS tasks" (cluster query language).
-// Errors: ClusterNotFoundException, InvalidParameterException.
-func (e *ECSClient) ListContainerInstances(ctx context.Context, in *ecs.ListContainerInstancesInput, _ ...func(*ecs.Options)) (*ecs.ListContainerInstancesOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:ListContainerInstances")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil {
-		in = &ecs.ListContainerInstancesInput{}
-	}
-	c, err := a.findCluster(in.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	limit := 100
-	if in.MaxResults != nil {
-		if *in.MaxResults < 1 || *in.MaxResults > 100 {
-			return nil, invalidParameter("maxResults must be between 1 and 100.")
-		}
-		limit = int(*in.MaxResults)
-	}
-	match := func(*containerInstance) bool { return true }
-	if in.Filter != nil && strings.TrimSpace(*in.Filter) != "" {
-		f, err := parseCIFilter(*in.Filter, func(ci *containerInstance) int { return a.runningTasks(c, ci) })
-		if err != nil {
-			return nil, err
-		}
-		match = f
-	}
-	start := 0
-	if in.NextToken != nil {
-		n, err := parseToken(*in.NextToken, "ci")
-		if err != nil {
-			return nil, invalidParameter("Invalid token %s", *in.NextToken)
-		}
-		start = n
-	}
-	out := &ecs.ListContainerInstancesOutput{ContainerInstanceArns: []string{}}
-	for _, ci := range c.cis {
-		if ci.seq < start || ci.status == ciInactive {
-			continue
-		}
-		if in.Status != "" && string(in.Status) != ci.status {
-			continue
-		}
-		if !match(ci) {
-			continue
-		}
-		if len(out.ContainerInstanceArns) == limit {
-			out.NextToken = ptr(makeToken("ci", ci.seq))
-			break
-		}
-		out.ContainerInstanceArns = append(out.ContainerInstanceArns, ci.arn)
-	}
-	return out, nil
-}
-
-var (
-	filterCmp  = regexp.MustCompile(`^([A-Za-z0-9:._\-]+)\s*(==|!=|>=|<=|>|<)\s*(.+)$`)
-	filterWord = regexp.MustCompile(`^([A-Za-z0-9:._\-]+)\s+(?i:(in|not_in|!in|equals|not_equals|greater_than|greater_than_equal|less_than|less_than_equal))\s+(.+)$`)
-	filterAnd  = regexp.MustCompile(`(?i)\s+and\s+`)
-
-	filterAliases = map[string]string{"equals": "==", "not_equals": "!=", "!in": "not_in", "greater_than": ">",
-		"greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
-)
-
-// parseCIFilter compiles a subset of the ECS cluster query language.
-func parseCIFilter(expr string, runningTasks func(*containerInstance) int) (func(*containerInstance) bool, error) {
-	var preds []func(*containerInstance) bool
-	for _, clause := range filterAnd.Split(strings.TrimSpace(expr), -1) {
-		clause = strings.TrimSpace(clause)
-		m := filterCmp.FindStringSubmatch(clause)
-		if m == nil {
-			m = filterWord.FindStringSubmatch(clause)
-		}
-		if m == nil {
-			return nil, invalidParameter("Invalid filter expression: %s", clause)
-		}
-		subject, op, arg := m[1], strings.ToLower(m[2]), strings.TrimSpace(m[3])
-		if alias, ok := filterAliases[op]; ok {
-			op = alias
-		}
-		var values []string
-		if strings.HasPrefix(arg, "[") && strings.HasSuffix(arg, "]") {
-			for _, v := range strings.Split(arg[1:len(arg)-1], ",") {
-				values = append(values, strings.Trim(strings.TrimSpace(v), `"'`))
+		if t.ci == ci && t.lastStatus != taskStopped {
+			if t.desiredStatus != taskStopped {
+				t.desiredStatus, t.stoppingAt, t.stoppedReason = taskStopped, s.now(), reason
 			}
-		} else {
-			values = []string{strings.Trim(arg, `"'`)}
+			t.lastStatus, t.stoppedAt = taskStopped, s.now()
+			t.version++
 		}
-		var get func(ci *containerInstance) string
-		numeric := false
-		switch subject {
-		case "runningTasksCount":
-			get = func(ci *containerInstance) string { return strconv.Itoa(runningTasks(ci)) }
-			numeric = true
-		case "ec2InstanceId":
-			get = func(ci *containerInstance) string { return ci.ec2ID }
-		case "agentConnected":
-			get = func(ci *containerInstance) string { return strconv.FormatBool(ci.agentConnected) }
-		case "attribute:ecs.availability-zone":
-			get = func(ci *containerInstance) string { return ci.az }
-		case "attribute:ecs.ami-id":
-			get = func(ci *containerInstance) string { return ci.imageID }
-		case "attribute:ecs.instance-type":
-			get = func(ci *containerInstance) string { return ci.instanceType }
-		case "registeredAt":
-			get = func(ci *containerInstance) string { return ci.registeredAt.UTC().Format(time.RFC3339) }
-		default:
-			return nil, invalidParameter("Unsupported filter subject: %s", subject)
-		}
-		var pred func(*containerInstance) bool
-		switch op {
-		case "==", "in":
-			pred = func(ci *containerInstance) bool { return anyIn([]string{get(ci)}, values) }
-		case "!=", "not_in":
-			pred = func(ci *containerInstance) bool { return !anyIn([]string{get(ci)}, values) }
-		case ">", "<", ">=", "<=":
-			v := values[0]
-			cmp := func(ci *containerInstance) int { return strings.Compare(get(ci), v) }
-			if numeric {
-				n, err := strconv.Atoi(v)
-				if err != nil {
-					return nil, invalidParameter("Invalid filter argument for %s: %s", subject, v)
-				}
-				cmp = func(ci *containerInstance) int { return runningTasks(ci) - n }
-			}
-			pred = func(ci *containerInstance) bool {
-				d := cmp(ci)
-				switch op {
-				case ">":
-					return d > 0
-				case "<":
-					return d < 0
-				case ">=":
-					return d >= 0
-				}
-				return d <= 0
-			}
-		}
-		preds = append(preds, pred)
 	}
-	return func(ci *containerInstance) bool {
-		for _, p := range preds {
-			if !p(ci) {
-				return false
-			}
-		}
-		return true
-	}, nil
 }
 
-// DescribeContainerInstances describes up to 100 container instances of a cluster by ARN or id; unknown ones are
-// returned as Failures with reason MISSING. Deregistered instances are described with status INACTIVE.
-// runningTasksCount counts tasks whose lastStatus is RUNNING and pendingTasksCount those PENDING only.
-// Amazon ECS API Reference, "DescribeContainerInstances" and "ContainerInstance".
-// Errors: ClusterNotFoundException, InvalidParameterException (more than 100, or none).
-func (e *ECSClient) DescribeContainerInstances(ctx context.Context, in *ecs.DescribeContainerInstancesInput, _ ...func(*ecs.Options)) (*ecs.DescribeContainerInstancesOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:DescribeContainerInstances")
-	if err != nil {
-		return nil, err
+// reconnect is the ECS container agent of a restarted pool instance connecting again (or registering, when the
+// instance never had a container instance).
+func (s *ecsService) reconnect(inst *instance) {
+	if inst.ec2State != ec2types.InstanceStateNameRunning {
+		return
 	}
-	defer unlock()
-	if in == nil {
-		in = &ecs.DescribeContainerInstancesInput{}
-	}
-	c, err := a.findCluster(in.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	if len(in.ContainerInstances) == 0 {
-		return nil, invalidParameter("Container instances cannot be empty.")
-	}
-	if len(in.ContainerInstances) > 100 {
-		return nil, invalidParameter("Container instances cannot be more than 100.")
-	}
-	out := &ecs.DescribeContainerInstancesOutput{ContainerInstances: []ecstypes.ContainerInstance{}, Failures: []ecstypes.Failure{}}
-	for _, ref := range in.ContainerInstances {
-		ci := c.findCI(ref)
-		if ci == nil {
-			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
-			continue
+	if ci := s.containerInstanceOf(inst); ci != nil {
+		if !ci.agentConnected {
+			ci.agentConnected = true
+			ci.version++
 		}
-		out.ContainerInstances = append(out.ContainerInstances, a.describeCI(c, ci))
+		return
 	}
-	return out, nil
-}
-
-// UpdateContainerInstancesState sets up to 10 container instances to DRAINING or back to ACTIVE. A DRAINING
-// instance takes no new tasks; its service tasks are replaced elsewhere and then stopped (see reconcileCluster).
-// Setting it back to ACTIVE stops the draining. Unknown or deregistered instances are returned as Failures.
-// Amazon ECS API Reference, "UpdateContainerInstancesState"; Developer Guide, "Draining Amazon ECS container
-// instances". Errors: ClusterNotFoundException, InvalidParameterException.
-func (e *ECSClient) UpdateContainerInstancesState(ctx context.Context, in *ecs.UpdateContainerInstancesStateInput, _ ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:UpdateContainerInstancesState")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil {
-		in = &ecs.UpdateContainerInstancesStateInput{}
-	}
-	c, err := a.findCluster(in.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	status := string(in.Status)
-	if status != ciActive && status != ciDraining {
-		return nil, invalidParameter("Container instance status can be set only to ACTIVE or DRAINING.")
-	}
-	if len(in.ContainerInstances) == 0 || len(in.ContainerInstances) > 10 {
-		return nil, invalidParameter("Container instances must contain between 1 and 10 items.")
-	}
-	out := &ecs.UpdateContainerInstancesStateOutput{ContainerInstances: []ecstypes.ContainerInstance{}, Failures: []ecstypes.Failure{}}
-	var updated []*containerInstance
-	for _, ref := range in.ContainerInstances {
-		ci := c.findCI(ref)
-		if ci == nil || ci.status == ciInactive {
-			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
-			continue
-		}
-		a.setContainerInstanceStatus(ci, status)
-		updated = append(updated, ci)
-	}
-	a.settle()
-	for _, ci := range updated {
-		out.ContainerInstances = append(out.ContainerInstances, a.describeCI(c, ci))
-	}
-	return out, nil
-}
-
-// findService looks a service up by name or ARN.
-func (c *cluster) findService(ref string) *service {
-	for _, s := range c.services {
-		if s.name == ref || s.arn == ref {
-			return s
-		}
-	}
-	return nil
-}
-
-// ListTasks lists task ARNs of a cluster, narrowed by ContainerInstance, ServiceName, StartedBy and DesiredStatus.
-// DesiredStatus defaults to RUNNING, which lists tasks ECS wants running (lastStatus PENDING or RUNNING); tasks
-// being stopped and stopped tasks have desiredStatus STOPPED and are listed only with DesiredStatus STOPPED;
-// PENDING lists nothing. Paged by MaxResults (1-100, default 100) and NextToken.
-// Amazon ECS API Reference, "ListTasks". Errors: ClusterNotFoundException, ServiceNotFoundException,
-// InvalidParameterException.
-func (e *ECSClient) ListTasks(ctx context.Context, in *ecs.ListTasksInput, _ ...func(*ecs.Options)) (*ecs.ListTasksOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:ListTasks")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil {
-		in = &ecs.ListTasksInput{}
-	}
-	c, err := a.findCluster(in.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	limit := 100
-	if in.MaxResults != nil {
-		if *in.MaxResults < 1 || *in.MaxResults > 100 {
-			return nil, invalidParameter("maxResults must be between 1 and 100.")
-		}
-		limit = int(*in.MaxResults)
-	}
-	var ci *containerInstance
-	if in.ContainerInstance != nil {
-		if ci = c.findCI(*in.ContainerInstance); ci == nil {
-			return nil, invalidParameter("Invalid container instance: %s", *in.ContainerInstance)
-		}
-	}
-	var svc *service
-	if in.ServiceName != nil {
-		if svc = c.findService(*in.ServiceName); svc == nil {
-			return nil, &ecstypes.ServiceNotFoundException{Message: ptr("Service not found.")}
-		}
-	}
-	desired := string(in.DesiredStatus)
-	if desired == "" {
-		desired = taskRunning
-	}
-	start := 0
-	if in.NextToken != nil {
-		n, err := parseToken(*in.NextToken, "task")
-		if err != nil {
-			return nil, invalidParameter("Invalid token %s", *in.NextToken)
-		}
-		start = n
-	}
-	out := &ecs.ListTasksOutput{TaskArns: []string{}}
-	for _, t := range c.tasks {
-		if t.seq < start || t.desiredStatus != desired {
-			continue
-		}
-		if ci != nil && t.ci != ci {
-			continue
-		}
-		if svc != nil && t.service != svc {
-			continue
-		}
-		if in.StartedBy != nil && (t.service == nil || t.service.startedBy != *in.StartedBy) {
-			continue
-		}
-		if len(out.TaskArns) == limit {
-			out.NextToken = ptr(makeToken("task", t.seq))
-			break
-		}
-		out.TaskArns = append(out.TaskArns, t.arn)
-	}
-	return out, nil
-}
-
-func (a *Account) describeTask(c *cluster, t *task) ecstypes.Task {
-	out := ecstypes.Task{
-		TaskArn:              ptr(t.arn),
-		ClusterArn:           ptr(c.arn),
-		ContainerInstanceArn: ptr(t.ci.arn),
-		LastStatus:           ptr(t.lastStatus),
-		DesiredStatus:        ptr(t.desiredStatus),
-		LaunchType:           ecstypes.LaunchTypeEc2,
-		AvailabilityZone:     ptr(t.ci.az),
-		CreatedAt:            ptr(t.createdAt),
-		Version:              t.version,
-	}
-	if !t.isDaemon() {
-		out.Cpu, out.Memory = ptr(strconv.Itoa(TaskCPU)), ptr(strconv.Itoa(TaskMemory))
-	}
-	if t.service == nil {
-		// Amazon ECS API Reference, "Task": a standalone task's group is "family:<task definition family>".
-		out.Group = ptr("family:standalone")
-		out.TaskDefinitionArn = ptr(fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/standalone:1", a.opts.Region, a.opts.AccountID))
-		if t.startedBy != "" {
-			out.StartedBy = ptr(t.startedBy)
-		}
-	}
-	if t.service != nil {
-		out.Group = ptr("service:" + t.service.name)
-		out.StartedBy = ptr(t.service.startedBy)
-		out.TaskDefinitionArn = ptr(fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/%s:1", a.opts.Region, a.opts.AccountID, t.service.name))
-		if nb := t.service.networkBindings(); nb != nil {
-			out.Containers = []ecstypes.Container{{Name: ptr(t.service.name), TaskArn: ptr(t.arn), LastStatus: ptr(t.lastStatus), NetworkBindings: nb}}
-		}
-	}
-	if !t.startedAt.IsZero() {
-		out.StartedAt = ptr(t.startedAt)
-	}
-	if !t.stoppingAt.IsZero() {
-		out.StoppingAt = ptr(t.stoppingAt)
-		out.StoppedReason = ptr(t.stoppedReason)
-		out.StopCode = ecstypes.TaskStopCodeServiceSchedulerInitiated
-	}
-	if !t.stoppedAt.IsZero() {
-		out.StoppedAt = ptr(t.stoppedAt)
-		out.ExecutionStoppedAt = ptr(t.stoppedAt)
-	}
-	return out
-}
-
-// DescribeTasks describes up to 100 tasks of a cluster by ARN or id (lastStatus, desiredStatus, group
-// "service:<name>", containerInstanceArn, startedBy); unknown ones are Failures with reason MISSING.
-// Amazon ECS API Reference, "DescribeTasks". Errors: ClusterNotFoundException, InvalidParameterException.
-func (e *ECSClient) DescribeTasks(ctx context.Context, in *ecs.DescribeTasksInput, _ ...func(*ecs.Options)) (*ecs.DescribeTasksOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:DescribeTasks")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil {
-		in = &ecs.DescribeTasksInput{}
-	}
-	c, err := a.findCluster(in.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	if len(in.Tasks) == 0 {
-		return nil, invalidParameter("Tasks cannot be empty.")
-	}
-	if len(in.Tasks) > 100 {
-		return nil, invalidParameter("Tasks cannot be more than 100.")
-	}
-	out := &ecs.DescribeTasksOutput{Tasks: []ecstypes.Task{}, Failures: []ecstypes.Failure{}}
-	for _, ref := range in.Tasks {
-		t := c.taskByARN[ref]
-		if t == nil {
-			for _, cand := range c.tasks {
-				if cand.id == ref {
-					t = cand
-				}
-			}
-		}
-		if t == nil {
-			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
-			continue
-		}
-		out.Tasks = append(out.Tasks, a.describeTask(c, t))
-	}
-	return out, nil
-}
-
-// DescribeServices describes up to 10 services of a cluster by name or ARN (desired, running and pending counts,
-// scheduling strategy, deployment configuration); unknown ones are Failures with reason MISSING.
-// Amazon ECS API Reference, "DescribeServices". Errors: ClusterNotFoundException, InvalidParameterException.
-func (e *ECSClient) DescribeServices(ctx context.Context, in *ecs.DescribeServicesInput, _ ...func(*ecs.Options)) (*ecs.DescribeServicesOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:DescribeServices")
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if in == nil {
-		in = &ecs.DescribeServicesInput{}
-	}
-	c, err := a.findCluster(in.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	if len(in.Services) == 0 {
-		return nil, invalidParameter("Services cannot be empty.")
-	}
-	if len(in.Services) > 10 {
-		return nil, invalidParameter("Services cannot be more than 10.")
-	}
-	out := &ecs.DescribeServicesOutput{Services: []ecstypes.Service{}, Failures: []ecstypes.Failure{}}
-	for _, ref := range in.Services {
-		svc := c.findService(ref)
-		if svc == nil {
-			out.Failures = append(out.Failures, ecstypes.Failure{Arn: ptr(ref), Reason: ptr("MISSING")})
-			continue
-		}
-		out.Services = append(out.Services, a.describeService(c, svc))
-	}
-	return out, nil
-}
-
-func (a *Account) describeService(c *cluster, svc *service) ecstypes.Service {
-	var running, pending int32
-	for _, t := range c.tasks {
-		if t.service != svc {
-			continue
-		}
-		switch t.lastStatus {
-		case taskRunning:
-			running++
-		case taskPending:
-			pending++
-		}
-	}
-	desired := int32(svc.desired)
-	strategy := ecstypes.SchedulingStrategyReplica
-	cfg := &ecstypes.DeploymentConfiguration{MinimumHealthyPercent: ptr(int32(svc.minHealthy())), MaximumPercent: ptr(int32(svc.maxPercent()))}
-	if svc.daemon {
-		strategy = ecstypes.SchedulingStrategyDaemon
-		cfg = &ecstypes.DeploymentConfiguration{MinimumHealthyPercent: ptr(int32(0)), MaximumPercent: ptr(int32(100))}
-		desired = 0
-		for _, ci := range c.cis {
-			if ci.status == ciActive && ci.agentConnected {
-				desired++
-			}
-		}
-	}
-	taskDef := fmt.Sprintf("arn:aws:ecs:%s:%s:task-definition/%s:1", a.opts.Region, a.opts.AccountID, svc.name)
-	return ecstypes.Service{
-		ServiceName:                 ptr(svc.name),
-		ServiceArn:                  ptr(svc.arn),
-		ClusterArn:                  ptr(c.arn),
-		Status:                      ptr("ACTIVE"),
-		DesiredCount:                desired,
-		RunningCount:                running,
-		PendingCount:                pending,
-		LaunchType:                  svc.launchType(),
-		CapacityProviderStrategy:    svc.capacityProviderStrategy(),
-		SchedulingStrategy:          strategy,
-		DeploymentConfiguration:     cfg,
-		PlacementConstraints:        svc.placementConstraints(),
-		PlacementStrategy:           svc.placementStrategy(),
-		AvailabilityZoneRebalancing: svc.azRebalancing(),
-		TaskDefinition:              ptr(taskDef),
-		CreatedAt:                   ptr(svc.createdAt),
-		Deployments: []ecstypes.Deployment{{
-			Id:             ptr("ecs-svc/" + svc.startedBy[len("ecs-svc/"):]),
-			Status:         ptr("PRIMARY"),
-			DesiredCount:   desired,
-			RunningCount:   running,
-			PendingCount:   pending,
-			TaskDefinition: ptr(taskDef),
-			LaunchType:     ecstypes.LaunchTypeEc2,
-			CreatedAt:      ptr(svc.createdAt),
-			UpdatedAt:      ptr(svc.createdAt),
-			RolloutState:   ecstypes.DeploymentRolloutStateCompleted,
-		}},
-	}
+	s.agentConnect(inst)
 }

@@ -24,8 +24,8 @@ const maxCapacityProvidersPerPage = 10
 // 100) and NextToken.
 // Amazon ECS API Reference, "ListClusters". Errors: InvalidParameterException.
 func (e *ECSClient) ListClusters(ctx context.Context, in *ecs.ListClustersInput, _ ...func(*ecs.Options)) (*ecs.ListClustersOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:ListClusters")
+	s := e.s
+	unlock, err := s.call(ctx, "ecs:ListClusters")
 	if err != nil {
 		return nil, err
 	}
@@ -42,14 +42,14 @@ func (e *ECSClient) ListClusters(ctx context.Context, in *ecs.ListClustersInput,
 	}
 	from := ""
 	if in.NextToken != nil {
-		s, ok := cutPrefix(*in.NextToken, "cl-")
+		name, ok := cutPrefix(*in.NextToken, "cl-")
 		if !ok {
 			return nil, &ecstypes.InvalidParameterException{Message: ptr("Invalid token " + *in.NextToken)}
 		}
-		from = s
+		from = name
 	}
 	out := &ecs.ListClustersOutput{ClusterArns: []string{}}
-	for _, n := range a.clusterNames() {
+	for _, n := range s.clusterNames() {
 		if n < from {
 			continue
 		}
@@ -57,24 +57,24 @@ func (e *ECSClient) ListClusters(ctx context.Context, in *ecs.ListClustersInput,
 			out.NextToken = ptr("cl-" + n)
 			break
 		}
-		out.ClusterArns = append(out.ClusterArns, a.clusters[n].arn)
+		out.ClusterArns = append(out.ClusterArns, s.cluster(n).arn)
 	}
 	return out, nil
 }
 
-func (a *Account) capacityProviderARN(name string) string {
-	return fmt.Sprintf("arn:aws:ecs:%s:%s:capacity-provider/%s", a.opts.Region, a.opts.AccountID, name)
+func (s *ecsService) capacityProviderARN(name string) string {
+	return fmt.Sprintf("arn:aws:ecs:%s:%s:capacity-provider/%s", s.opts.Region, s.opts.AccountID, name)
 }
 
 // describeCapacityProvider describes the capacity provider of group g (nil g: an AWS-managed Fargate one).
-func (a *Account) describeCapacityProvider(name string, g *group) ecstypes.CapacityProvider {
+func (s *ecsService) describeCapacityProvider(name string, g *group) ecstypes.CapacityProvider {
 	out := ecstypes.CapacityProvider{
-		CapacityProviderArn: ptr(a.capacityProviderARN(name)),
+		CapacityProviderArn: ptr(s.capacityProviderARN(name)),
 		Name:                ptr(name),
 		Status:              ecstypes.CapacityProviderStatusActive,
 	}
 	if g == nil {
-		out.CapacityProviderArn = ptr("arn:aws:ecs:" + a.opts.Region + ":aws:capacity-provider/" + name)
+		out.CapacityProviderArn = ptr("arn:aws:ecs:" + s.opts.Region + ":aws:capacity-provider/" + name)
 		out.Type = ecstypes.CapacityProviderType(name)
 		return out
 	}
@@ -108,8 +108,8 @@ func (a *Account) describeCapacityProvider(name string, g *group) ecstypes.Capac
 // Amazon ECS API Reference, "DescribeCapacityProviders". Errors: ClusterNotFoundException,
 // InvalidParameterException.
 func (e *ECSClient) DescribeCapacityProviders(ctx context.Context, in *ecs.DescribeCapacityProvidersInput, _ ...func(*ecs.Options)) (*ecs.DescribeCapacityProvidersOutput, error) {
-	a := e.a
-	unlock, err := a.call(ctx, "ecs:DescribeCapacityProviders")
+	s := e.s
+	unlock, err := s.call(ctx, "ecs:DescribeCapacityProviders")
 	if err != nil {
 		return nil, err
 	}
@@ -133,8 +133,8 @@ func (e *ECSClient) DescribeCapacityProviders(ctx context.Context, in *ecs.Descr
 		g    *group
 	}
 	var all []entry
-	for _, n := range a.groupNames() {
-		if g := a.groups[n]; g.capacityProvider != nil {
+	for _, n := range s.autoScaling.groupNames() {
+		if g := s.autoScaling.group(n); g.capacityProvider != nil {
 			all = append(all, entry{g.capacityProvider.spec.Name, g})
 		}
 	}
@@ -166,7 +166,7 @@ func (e *ECSClient) DescribeCapacityProviders(ctx context.Context, in *ecs.Descr
 		if i := strings.LastIndex(name, ":cluster/"); i >= 0 {
 			name = name[i+len(":cluster/"):]
 		}
-		if a.clusters[name] == nil {
+		if s.cluster(name) == nil {
 			return nil, &ecstypes.ClusterNotFoundException{Message: ptr("Cluster not found.")}
 		}
 		for _, en := range all {
@@ -190,7 +190,7 @@ func (e *ECSClient) DescribeCapacityProviders(ctx context.Context, in *ecs.Descr
 			out.NextToken = ptr(makeToken("cp", i))
 			break
 		}
-		out.CapacityProviders = append(out.CapacityProviders, a.describeCapacityProvider(selected[i].name, selected[i].g))
+		out.CapacityProviders = append(out.CapacityProviders, s.describeCapacityProvider(selected[i].name, selected[i].g))
 	}
 	return out, nil
 }

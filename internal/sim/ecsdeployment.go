@@ -90,11 +90,11 @@ func pickProvider(items []StrategyItem, count map[string]int) string {
 }
 
 // providerCounts returns the service's live tasks per capacity provider name of their instance's group.
-func (a *Account) providerCounts(c *cluster, svc *service) map[string]int {
+func (s *ecsService) providerCounts(c *cluster, svc *service) map[string]int {
 	count := map[string]int{}
 	for _, t := range c.tasks {
 		if t.service == svc && t.live() {
-			count[a.providerOf(t.ci)]++
+			count[s.providerOf(t.ci)]++
 		}
 	}
 	return count
@@ -102,26 +102,26 @@ func (a *Account) providerCounts(c *cluster, svc *service) map[string]int {
 
 // providerOf returns the capacity provider name of the group of a container instance's EC2 instance ("" when
 // none).
-func (a *Account) providerOf(ci *containerInstance) string {
-	if p := a.capacityProviderName(ci); p != nil {
+func (s *ecsService) providerOf(ci *containerInstance) string {
+	if p := s.capacityProviderName(ci); p != nil {
 		return *p
 	}
 	return ""
 }
 
 // serviceProviderFor returns the capacity provider the service's next task goes to (anyProvider: any instance).
-func (a *Account) serviceProviderFor(c *cluster, svc *service) string {
+func (s *ecsService) serviceProviderFor(c *cluster, svc *service) string {
 	if len(svc.deployment.CapacityProviderStrategy) == 0 {
 		return anyProvider
 	}
-	return pickProvider(svc.deployment.CapacityProviderStrategy, a.providerCounts(c, svc))
+	return pickProvider(svc.deployment.CapacityProviderStrategy, s.providerCounts(c, svc))
 }
 
 // SetServiceDeployment sets a replica service's deployment configuration and placement rules. Setup helper: not
 // counted. It does nothing when the cluster or service does not exist.
-func (a *Account) SetServiceDeployment(cluster, service string, d ServiceDeployment) {
-	defer a.lock()()
-	c := a.clusters[cluster]
+func (s *ecsService) SetServiceDeployment(cluster, service string, d ServiceDeployment) {
+	defer s.lock()()
+	c := s.clusters[cluster]
 	if c == nil {
 		return
 	}
@@ -152,7 +152,7 @@ var agentReservedPorts = []string{"22", "2375", "2376", "51678", "51679"}
 
 // portResources returns a container instance's PORTS resources: registered (the agent's reserved ports) and
 // remaining (those and the static host ports of its tasks that are not STOPPED).
-func (a *Account) portResources(c *cluster, ci *containerInstance) (registered, remaining ecstypes.Resource) {
+func (s *ecsService) portResources(c *cluster, ci *containerInstance) (registered, remaining ecstypes.Resource) {
 	held := slices.Clone(agentReservedPorts)
 	for _, t := range c.tasks {
 		if t.ci == ci && t.service != nil && t.service.hostPort != 0 && t.lastStatus != taskStopped {
@@ -232,7 +232,7 @@ func serviceCounts(c *cluster, svc *service) (live, running int) {
 // ServiceMinimumHealthy returns the fewest RUNNING tasks a service keeps while ECS replaces its tasks (desired ×
 // minimumHealthyPercent, rounded up; a daemon service: 0). Observation helper: not counted.
 func (v *View) ServiceMinimumHealthy(cluster, service string) (int, bool) {
-	c := v.a.clusters[cluster]
+	c := v.w.ecs.cluster(cluster)
 	if c == nil {
 		return 0, false
 	}
@@ -251,37 +251,37 @@ func (v *View) ServiceMinimumHealthy(cluster, service string) (int, bool) {
 // until its instance is deregistered. Amazon ECS Developer Guide, "Draining Amazon ECS container instances":
 // standalone tasks are not affected by draining; they keep running and must end by themselves. It returns false
 // when the instance has no registered container instance. Setup helper: not counted.
-func (a *Account) RunStandaloneTask(ec2InstanceID, startedBy string) bool {
-	defer a.lock()()
-	inst := a.instances[ec2InstanceID]
+func (s *ecsService) RunStandaloneTask(ec2InstanceID, startedBy string) bool {
+	defer s.lock()()
+	inst := s.ec2.instance(ec2InstanceID)
 	if inst == nil {
 		return false
 	}
-	ci := a.containerInstanceOf(inst)
+	ci := s.containerInstanceOf(inst)
 	if ci == nil {
 		return false
 	}
-	c := a.clusters[inst.cluster]
-	a.instant = true
-	t := a.placeTask(c, ci, nil)
-	a.instant = false
+	c := s.clusters[inst.cluster]
+	s.instant = true
+	t := s.placeTask(c, ci, nil)
+	s.instant = false
 	t.startedBy = startedBy
-	a.settle()
+	s.settle()
 	return true
 }
 
 // SetServiceDesiredCount sets a replica service's desiredCount (as UpdateService does; Amazon ECS API Reference,
 // "UpdateService"): the scheduler places or stops tasks towards it on the next settle. Setup helper: not
 // counted. It does nothing when the cluster or service does not exist, or the service is a daemon service.
-func (a *Account) SetServiceDesiredCount(cluster, service string, n int) {
-	defer a.lock()()
-	c := a.clusters[cluster]
+func (s *ecsService) SetServiceDesiredCount(cluster, service string, n int) {
+	defer s.lock()()
+	c := s.clusters[cluster]
 	if c == nil {
 		return
 	}
 	if svc := c.findService(service); svc != nil && !svc.daemon {
 		svc.desired = n
-		a.settle()
+		s.settle()
 	}
 }
 

@@ -19,8 +19,8 @@ const reasonRebalance = "Service scheduler stopped the task: Availability Zone r
 // rebalanceZones moves one task of svc from its most crowded Availability Zone towards its emptiest one when
 // the service has AvailabilityZoneRebalancing and is steady: its desired count of tasks RUNNING, none PENDING,
 // none on a DRAINING instance, no move under way. It reports whether it started or stopped a task. Callers
-// hold a.mu.
-func (a *Account) rebalanceZones(c *cluster, svc *service) bool {
+// hold the lock.
+func (s *ecsService) rebalanceZones(c *cluster, svc *service) bool {
 	if !svc.deployment.AvailabilityZoneRebalancing || svc.deployment.Binpack || svc.daemon {
 		return false
 	}
@@ -52,7 +52,7 @@ func (a *Account) rebalanceZones(c *cluster, svc *service) bool {
 			continue
 		}
 		seen[zone] = true
-		if a.choosePlacementIn(c, svc, zone) == nil {
+		if s.choosePlacementIn(c, svc, zone) == nil {
 			continue
 		}
 		if sparse == "" || len(perZone[zone]) < len(perZone[sparse]) || len(perZone[zone]) == len(perZone[sparse]) && zone < sparse {
@@ -64,12 +64,12 @@ func (a *Account) rebalanceZones(c *cluster, svc *service) bool {
 	}
 	moved := perZone[crowded][len(perZone[crowded])-1] // the zone's newest task
 	if live < svc.maxLive() {
-		t := a.placeTask(c, a.choosePlacementIn(c, svc, sparse), svc)
+		t := s.placeTask(c, s.choosePlacementIn(c, svc, sparse), svc)
 		t.rebalances = moved
 		return true
 	}
 	if live-1 >= svc.minRunning() {
-		a.stopTask(moved, reasonRebalance)
+		s.stopTask(moved, reasonRebalance)
 		return true
 	}
 	return false

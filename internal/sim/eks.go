@@ -13,6 +13,18 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
+// eksService is Amazon EKS: clusters (created on first use), managed node groups (eksnodegroups.go), Fargate
+// profiles (eksfargate.go) and the updates, add-ons, insights and node AMI releases the upgrade calls see
+// (eksupgrade.go, eksnodegroupupdate.go).
+type eksService struct {
+	*world
+
+	eksClusters     map[string]*eksCluster                         // by name
+	nodegroups      map[string]map[string]*nodegroup               // EKS cluster name -> node group name -> node group
+	fargateProfiles map[string]map[string]*ekstypes.FargateProfile // cluster -> name -> profile
+	eksUpgrades     *eksUpgradeState
+}
+
 // eksCluster is an Amazon EKS cluster: only what DescribeCluster reports. Its nodes are not simulated here:
 // tests and the demo run a Kubernetes API (envtest, or client-go's fake clientset) beside the account.
 type eksCluster struct {
@@ -22,28 +34,28 @@ type eksCluster struct {
 
 // CreateEKSCluster creates an ACTIVE EKS cluster whose control plane runs Kubernetes version ("1.31"; any
 // string, so tests can give "" or "undefined"). Setup helper: not counted.
-func (a *Account) CreateEKSCluster(name, version string) {
-	defer a.lock()()
-	if a.eksClusters == nil {
-		a.eksClusters = map[string]*eksCluster{}
+func (s *eksService) CreateEKSCluster(name, version string) {
+	defer s.lock()()
+	if s.eksClusters == nil {
+		s.eksClusters = map[string]*eksCluster{}
 	}
-	id := strings.ToUpper(a.hex(32))
+	id := strings.ToUpper(s.hex(32))
 	pem := "-----BEGIN CERTIFICATE-----\nMIIC/jCCAeagAwIBAgIBADANBgkqhkiG9w0BAQsFADAVMRMwEQYDVQQDEwprdWJl\n-----END CERTIFICATE-----\n"
-	a.eksClusters[name] = &eksCluster{
+	s.eksClusters[name] = &eksCluster{
 		name:      name,
-		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", a.opts.Region, a.opts.AccountID, name),
+		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:cluster/%s", s.opts.Region, s.opts.AccountID, name),
 		version:   version,
-		endpoint:  fmt.Sprintf("https://%s.gr7.%s.eks.amazonaws.com", id, a.opts.Region),
+		endpoint:  fmt.Sprintf("https://%s.gr7.%s.eks.amazonaws.com", id, s.opts.Region),
 		caData:    base64.StdEncoding.EncodeToString([]byte(pem)),
-		createdAt: a.now(),
+		createdAt: s.now(),
 	}
 }
 
 // SetEKSClusterVersion changes a cluster's Kubernetes version, as a control plane upgrade does
 // (UpdateClusterVersion once it finished). It panics when the cluster does not exist. Setup helper.
-func (a *Account) SetEKSClusterVersion(name, version string) {
-	defer a.lock()()
-	c := a.eksClusters[name]
+func (s *eksService) SetEKSClusterVersion(name, version string) {
+	defer s.lock()()
+	c := s.eksClusters[name]
 	if c == nil {
 		panic("sim: no EKS cluster " + name)
 	}
@@ -52,16 +64,16 @@ func (a *Account) SetEKSClusterVersion(name, version string) {
 
 // ImageUnhealthy reports whether MarkImageUnhealthy was called for the image: instances launched from it
 // never become healthy (for EKS, a simulated kubelet never reports the node Ready).
-func (a *Account) ImageUnhealthy(imageID string) bool {
-	defer a.lock()()
-	return a.unhealthyImages[imageID]
+func (s *ec2Service) ImageUnhealthy(imageID string) bool {
+	defer s.lock()()
+	return s.unhealthyImages[imageID]
 }
 
 // EKS returns the account's Amazon EKS API.
-func (a *Account) EKS() awsapi.EKS { return &EKSClient{a: a} }
+func (a *Account) EKS() awsapi.EKS { return &EKSClient{s: a.eks} }
 
 // EKSClient is the simulated Amazon EKS API. It implements awsapi.EKS.
-type EKSClient struct{ a *Account }
+type EKSClient struct{ s *eksService }
 
 var _ awsapi.EKS = (*EKSClient)(nil)
 
@@ -69,14 +81,14 @@ var _ awsapi.EKS = (*EKSClient)(nil)
 // (UPDATING while a version update runs, eksupgrade.go).
 // Amazon EKS API Reference, "DescribeCluster". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeCluster(ctx context.Context, in *awseks.DescribeClusterInput, _ ...func(*awseks.Options)) (*awseks.DescribeClusterOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeCluster")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeCluster")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.Name)
-	cl := a.eksClusters[name]
+	cl := s.eksClusters[name]
 	if cl == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No cluster found for name: " + name + "."), ClusterName: ptr(name)}
 	}
@@ -85,7 +97,7 @@ func (c *EKSClient) DescribeCluster(ctx context.Context, in *awseks.DescribeClus
 		Arn:                  ptr(cl.arn),
 		Endpoint:             ptr(cl.endpoint),
 		CertificateAuthority: &ekstypes.Certificate{Data: ptr(cl.caData)},
-		Status:               a.eksClusterStatusLocked(cl.name),
+		Status:               s.eksClusterStatusLocked(cl.name),
 		PlatformVersion:      ptr("eks.1"),
 		CreatedAt:            ptr(cl.createdAt),
 	}

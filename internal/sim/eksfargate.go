@@ -3,9 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
-	"weak"
 
 	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
@@ -28,29 +25,10 @@ type EKSFargateProfileSpec struct {
 	Status ekstypes.FargateProfileStatus
 }
 
-type fargateWorld struct {
-	profiles map[string]map[string]*ekstypes.FargateProfile // cluster -> name -> profile
-}
-
-var fargateByAccount sync.Map // weak.Pointer[Account] -> *fargateWorld
-
-// fargateLocked returns the account's Fargate profiles, creating them on first use. Callers hold a.mu.
-func (a *Account) fargateLocked() *fargateWorld {
-	key := weak.Make(a)
-	if v, ok := fargateByAccount.Load(key); ok {
-		return v.(*fargateWorld)
-	}
-	w := &fargateWorld{profiles: map[string]map[string]*ekstypes.FargateProfile{}}
-	fargateByAccount.Store(key, w)
-	runtime.AddCleanup(a, func(k weak.Pointer[Account]) { fargateByAccount.Delete(k) }, key)
-	return w
-}
-
 // AddEKSFargateProfile creates a Fargate profile on an existing cluster. Errors: the cluster does not exist.
-func (a *Account) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.eksClusters[spec.Cluster] == nil {
+func (s *eksService) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
+	defer s.hold()()
+	if s.eksClusters[spec.Cluster] == nil {
 		return fmt.Errorf("sim: no EKS cluster %s", spec.Cluster)
 	}
 	status := spec.Status
@@ -58,17 +36,16 @@ func (a *Account) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
 		status = ekstypes.FargateProfileStatusActive
 	}
 	p := &ekstypes.FargateProfile{FargateProfileName: ptr(spec.Name), ClusterName: ptr(spec.Cluster), Status: status,
-		FargateProfileArn:   ptr(fmt.Sprintf("arn:aws:eks:%s:%s:fargateprofile/%s/%s/%s", a.opts.Region, a.opts.AccountID, spec.Cluster, spec.Name, "f0c1-2d3e")),
-		PodExecutionRoleArn: ptr(fmt.Sprintf("arn:aws:iam::%s:role/AmazonEKSFargatePodExecutionRole", a.opts.AccountID)),
-		CreatedAt:           ptr(a.now()), Tags: map[string]string{}}
+		FargateProfileArn:   ptr(fmt.Sprintf("arn:aws:eks:%s:%s:fargateprofile/%s/%s/%s", s.opts.Region, s.opts.AccountID, spec.Cluster, spec.Name, "f0c1-2d3e")),
+		PodExecutionRoleArn: ptr(fmt.Sprintf("arn:aws:iam::%s:role/AmazonEKSFargatePodExecutionRole", s.opts.AccountID)),
+		CreatedAt:           ptr(s.now()), Tags: map[string]string{}}
 	for _, ns := range sortedKeys(spec.Selectors) {
 		p.Selectors = append(p.Selectors, ekstypes.FargateProfileSelector{Namespace: ptr(ns), Labels: spec.Selectors[ns]})
 	}
-	w := a.fargateLocked()
-	if w.profiles[spec.Cluster] == nil {
-		w.profiles[spec.Cluster] = map[string]*ekstypes.FargateProfile{}
+	if s.fargateProfiles[spec.Cluster] == nil {
+		s.fargateProfiles[spec.Cluster] = map[string]*ekstypes.FargateProfile{}
 	}
-	w.profiles[spec.Cluster][spec.Name] = p
+	s.fargateProfiles[spec.Cluster][spec.Name] = p
 	return nil
 }
 
@@ -76,17 +53,17 @@ func (a *Account) AddEKSFargateProfile(spec EKSFargateProfileSpec) error {
 // (1-100) and NextToken. Amazon EKS API Reference, "ListFargateProfiles". Errors: ResourceNotFoundException
 // (no such cluster), InvalidParameterException.
 func (c *EKSClient) ListFargateProfiles(ctx context.Context, in *awseks.ListFargateProfilesInput, _ ...func(*awseks.Options)) (*awseks.ListFargateProfilesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListFargateProfiles")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListFargateProfiles")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	page, next, err := eksListPage(sortedKeys(a.fargateLocked().profiles[name]), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(s.fargateProfiles[name]), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -96,17 +73,17 @@ func (c *EKSClient) ListFargateProfiles(ctx context.Context, in *awseks.ListFarg
 // DescribeFargateProfile describes one Fargate profile: selectors, status, pod execution role. Amazon EKS API
 // Reference, "DescribeFargateProfile". Errors: ResourceNotFoundException (no such cluster or profile).
 func (c *EKSClient) DescribeFargateProfile(ctx context.Context, in *awseks.DescribeFargateProfileInput, _ ...func(*awseks.Options)) (*awseks.DescribeFargateProfileOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeFargateProfile")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeFargateProfile")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name, profile := deref(in.ClusterName), deref(in.FargateProfileName)
-	if a.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	p := a.fargateLocked().profiles[name][profile]
+	p := s.fargateProfiles[name][profile]
 	if p == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No Fargate Profile found with name: " + profile + "."), ClusterName: ptr(name),
 			FargateProfileName: ptr(profile)}

@@ -55,27 +55,27 @@ type nodegroup struct {
 // it on (its instances InService at once), and returns that group's name. Setup helper: not counted.
 // Errors: ResourceNotFoundException (no such cluster), ResourceInUseException (the node group exists), and those
 // of CreateGroup.
-func (a *Account) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, err error) {
-	unlock := a.lock()
-	cl := a.eksClusters[spec.Cluster]
+func (s *eksService) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, err error) {
+	unlock := s.lock()
+	cl := s.eksClusters[spec.Cluster]
 	if cl == nil {
 		unlock()
 		return "", &ekstypes.ResourceNotFoundException{Message: ptr("No cluster found for name: " + spec.Cluster + "."), ClusterName: ptr(spec.Cluster)}
 	}
-	if a.inventoryLocked().nodegroups[spec.Cluster][spec.Name] != nil {
+	if s.nodegroups[spec.Cluster][spec.Name] != nil {
 		unlock()
 		return "", &ekstypes.ResourceInUseException{Message: ptr("NodeGroup already exists with name " + spec.Name + " and cluster name " + spec.Cluster)}
 	}
 	if spec.Version == "" {
 		spec.Version = cl.version
 	}
-	id := a.uuid()
+	id := s.uuid()
 	unlock()
 
 	groupName = "eks-" + spec.Name + "-" + id
 	lt, ltVersion := spec.LaunchTemplateID, spec.LaunchTemplateVersion
 	if lt == "" {
-		lt, ltVersion = a.CreateLaunchTemplate("eks-"+id, spec.ImageID, spec.InstanceType), "1"
+		lt, ltVersion = s.ec2.CreateLaunchTemplate("eks-"+id, spec.ImageID, spec.InstanceType), "1"
 	} else if ltVersion == "" {
 		ltVersion, spec.LaunchTemplateVersion = "1", "1"
 	}
@@ -89,20 +89,19 @@ func (a *Account) CreateEKSNodegroup(spec EKSNodegroupSpec) (groupName string, e
 	for k, v := range spec.GroupTags {
 		tags[k] = v
 	}
-	if err := a.CreateGroup(GroupSpec{Name: groupName, Min: spec.Min, Max: spec.Max, Desired: spec.Desired,
+	if err := s.autoScaling.CreateGroup(GroupSpec{Name: groupName, Min: spec.Min, Max: spec.Max, Desired: spec.Desired,
 		LaunchTemplateID: lt, LaunchTemplateVersion: ltVersion, Tags: tags}); err != nil {
 		return "", err
 	}
-	defer a.lock()()
-	inv := a.inventoryLocked()
-	if inv.nodegroups[spec.Cluster] == nil {
-		inv.nodegroups[spec.Cluster] = map[string]*nodegroup{}
+	defer s.lock()()
+	if s.nodegroups[spec.Cluster] == nil {
+		s.nodegroups[spec.Cluster] = map[string]*nodegroup{}
 	}
-	inv.nodegroups[spec.Cluster][spec.Name] = &nodegroup{
+	s.nodegroups[spec.Cluster][spec.Name] = &nodegroup{
 		spec:      spec,
-		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:nodegroup/%s/%s/%s", a.opts.Region, a.opts.AccountID, spec.Cluster, spec.Name, id),
+		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:nodegroup/%s/%s/%s", s.opts.Region, s.opts.AccountID, spec.Cluster, spec.Name, id),
 		groupName: groupName,
-		createdAt: a.now(),
+		createdAt: s.now(),
 		ltID:      lt,
 	}
 	return groupName, nil
@@ -142,8 +141,8 @@ func eksListPage(names []string, maxResults *int32, nextToken *string) (page []s
 // default 100) and NextToken.
 // Amazon EKS API Reference, "ListClusters". Errors: InvalidParameterException.
 func (c *EKSClient) ListClusters(ctx context.Context, in *awseks.ListClustersInput, _ ...func(*awseks.Options)) (*awseks.ListClustersOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListClusters")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListClusters")
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +150,7 @@ func (c *EKSClient) ListClusters(ctx context.Context, in *awseks.ListClustersInp
 	if in == nil {
 		in = &awseks.ListClustersInput{}
 	}
-	page, next, err := eksListPage(sortedKeys(a.eksClusters), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(s.eksClusters), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -162,8 +161,8 @@ func (c *EKSClient) ListClusters(ctx context.Context, in *awseks.ListClustersInp
 // default 100) and NextToken.
 // Amazon EKS API Reference, "ListNodegroups". Errors: ResourceNotFoundException, InvalidParameterException.
 func (c *EKSClient) ListNodegroups(ctx context.Context, in *awseks.ListNodegroupsInput, _ ...func(*awseks.Options)) (*awseks.ListNodegroupsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListNodegroups")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListNodegroups")
 	if err != nil {
 		return nil, err
 	}
@@ -172,13 +171,10 @@ func (c *EKSClient) ListNodegroups(ctx context.Context, in *awseks.ListNodegroup
 		in = &awseks.ListNodegroupsInput{}
 	}
 	name := deref(in.ClusterName)
-	if a.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No cluster found for name: " + name + "."), ClusterName: ptr(name)}
 	}
-	var names []string
-	if inv := a.peekInventoryLocked(); inv != nil {
-		names = sortedKeys(inv.nodegroups[name])
-	}
+	names := sortedKeys(s.nodegroups[name])
 	page, next, err := eksListPage(names, in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
@@ -191,8 +187,8 @@ func (c *EKSClient) ListNodegroups(ctx context.Context, in *awseks.ListNodegroup
 // on).
 // Amazon EKS API Reference, "DescribeNodegroup". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNodegroupInput, _ ...func(*awseks.Options)) (*awseks.DescribeNodegroupOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeNodegroup")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeNodegroup")
 	if err != nil {
 		return nil, err
 	}
@@ -201,38 +197,35 @@ func (c *EKSClient) DescribeNodegroup(ctx context.Context, in *awseks.DescribeNo
 		in = &awseks.DescribeNodegroupInput{}
 	}
 	cluster, name := deref(in.ClusterName), deref(in.NodegroupName)
-	var ng *nodegroup
-	if inv := a.peekInventoryLocked(); inv != nil {
-		ng = inv.nodegroups[cluster][name]
-	}
-	if a.eksClusters[cluster] == nil || ng == nil {
+	ng := s.nodegroups[cluster][name]
+	if s.eksClusters[cluster] == nil || ng == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No node group found for name: " + name + "."),
 			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
-	s := ng.spec
+	spec := ng.spec
 	out := &ekstypes.Nodegroup{
-		NodegroupName:  ptr(s.Name),
+		NodegroupName:  ptr(spec.Name),
 		NodegroupArn:   ptr(ng.arn),
-		ClusterName:    ptr(s.Cluster),
-		Version:        ptr(s.Version),
-		ReleaseVersion: nilIfEmpty(s.ReleaseVersion),
-		AmiType:        ekstypes.AMITypes(s.AMIType),
+		ClusterName:    ptr(spec.Cluster),
+		Version:        ptr(spec.Version),
+		ReleaseVersion: nilIfEmpty(spec.ReleaseVersion),
+		AmiType:        ekstypes.AMITypes(spec.AMIType),
 		CapacityType:   ekstypes.CapacityTypesOnDemand,
-		InstanceTypes:  []string{s.InstanceType},
-		Status:         a.eksNodegroupStatusLocked(s.Cluster, s.Name),
+		InstanceTypes:  []string{spec.InstanceType},
+		Status:         s.eksNodegroupStatusLocked(spec.Cluster, spec.Name),
 		CreatedAt:      ptr(ng.createdAt),
 		ModifiedAt:     ptr(ng.createdAt),
-		ScalingConfig:  &ekstypes.NodegroupScalingConfig{MinSize: ptr(s.Min), MaxSize: ptr(s.Max), DesiredSize: ptr(s.Desired)},
+		ScalingConfig:  &ekstypes.NodegroupScalingConfig{MinSize: ptr(spec.Min), MaxSize: ptr(spec.Max), DesiredSize: ptr(spec.Desired)},
 		Resources:      &ekstypes.NodegroupResources{AutoScalingGroups: []ekstypes.AutoScalingGroup{{Name: ptr(ng.groupName)}}},
 		Labels:         map[string]string{},
 		Tags:           map[string]string{},
 	}
-	for k, v := range s.Tags {
+	for k, v := range spec.Tags {
 		out.Tags[k] = v
 	}
-	if s.LaunchTemplateID != "" {
-		out.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Id: ptr(s.LaunchTemplateID), Version: ptr(s.LaunchTemplateVersion)}
+	if spec.LaunchTemplateID != "" {
+		out.LaunchTemplate = &ekstypes.LaunchTemplateSpecification{Id: ptr(spec.LaunchTemplateID), Version: ptr(spec.LaunchTemplateVersion)}
 	}
-	out.UpdateConfig = &ekstypes.NodegroupUpdateConfig{MaxUnavailable: ptr(max(s.MaxUnavailable, 1))}
+	out.UpdateConfig = &ekstypes.NodegroupUpdateConfig{MaxUnavailable: ptr(max(spec.MaxUnavailable, 1))}
 	return &awseks.DescribeNodegroupOutput{Nodegroup: out}, nil
 }

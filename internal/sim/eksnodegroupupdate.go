@@ -38,15 +38,15 @@ type eksReleaseKey struct{ amiType, version string }
 // accepts for the AMI type and version, and the release's public parameters (Amazon EKS User Guide, "Retrieve
 // recommended Amazon Linux AMI IDs": release_version and image_id) name it from now on. Setup helper: not
 // counted.
-func (a *Account) PublishEKSRelease(r EKSRelease) {
+func (s *eksService) PublishEKSRelease(r EKSRelease) {
 	if r.ReleaseParameter != "" {
-		a.PutParameter(r.ReleaseParameter, r.Release)
+		s.ssm.PutParameter(r.ReleaseParameter, r.Release)
 	}
 	if r.ImageParameter != "" {
-		a.PutParameter(r.ImageParameter, r.ImageID)
+		s.ssm.PutParameter(r.ImageParameter, r.ImageID)
 	}
-	defer a.lock()()
-	w := a.eksUpgradeLocked()
+	defer s.lock()()
+	w := s.eksUpgrades
 	if w.releases == nil {
 		w.releases = map[eksReleaseKey][]EKSRelease{}
 	}
@@ -55,9 +55,9 @@ func (a *Account) PublishEKSRelease(r EKSRelease) {
 }
 
 // releaseLocked returns the published release of the AMI type and version ("" = the latest one), and whether
-// any release of them is published at all. Callers hold a.mu.
-func (a *Account) releaseLocked(amiType, version, release string) (r EKSRelease, found, catalog bool) {
-	list := a.eksUpgradeLocked().releases[eksReleaseKey{amiType, version}]
+// any release of them is published at all. Callers hold the lock.
+func (s *eksService) releaseLocked(amiType, version, release string) (r EKSRelease, found, catalog bool) {
+	list := s.eksUpgrades.releases[eksReleaseKey{amiType, version}]
 	if len(list) == 0 {
 		return EKSRelease{}, false, false
 	}
@@ -81,9 +81,9 @@ type EKSNodegroupView struct {
 }
 
 // EKSNodegroup returns a managed node group's versions and Auto Scaling group.
-func (a *Account) EKSNodegroup(cluster, name string) (EKSNodegroupView, bool) {
-	defer a.lock()()
-	ng := a.inventoryLocked().nodegroups[cluster][name]
+func (s *eksService) EKSNodegroup(cluster, name string) (EKSNodegroupView, bool) {
+	defer s.lock()()
+	ng := s.nodegroups[cluster][name]
 	if ng == nil {
 		return EKSNodegroupView{}, false
 	}
@@ -92,27 +92,27 @@ func (a *Account) EKSNodegroup(cluster, name string) (EKSNodegroupView, bool) {
 }
 
 // EKSNodegroups returns the account's Amazon EKS API as the managed node group rollouts use it.
-func (a *Account) EKSNodegroups() awsapi.EKSNodegroups { return &EKSClient{a: a} }
+func (a *Account) EKSNodegroups() awsapi.EKSNodegroups { return &EKSClient{s: a.eks} }
 
 var _ awsapi.EKSNodegroups = (*EKSClient)(nil)
 
 // replaceNodesLocked is the scale up, upgrade and scale down of a node group update: the group launches from
 // its launch template at version (its image imageID), every node on another AMI is replaced, and end runs once
-// the old nodes are terminating. Callers hold a.mu.
-func (a *Account) replaceNodesLocked(ng *nodegroup, version int64, end func()) {
-	g := a.groups[ng.groupName]
+// the old nodes are terminating. Callers hold the lock.
+func (s *eksService) replaceNodesLocked(ng *nodegroup, version int64, end func()) {
+	g := s.autoScaling.group(ng.groupName)
 	if g == nil {
 		end()
 		return
 	}
 	g.ltID, g.ltVersion = ng.ltID, strconv.FormatInt(version, 10)
-	t := a.templates[ng.ltID]
+	t := s.ec2.template(ng.ltID)
 	var image string
 	if t != nil && version >= 1 && version <= t.latest() {
-		image = a.launchImageID(t.versions[version-1].imageID)
+		image = s.ec2.launchImageID(t.versions[version-1].imageID)
 	}
 	var old []*instance
-	for _, inst := range a.running(g) {
+	for _, inst := range s.autoScaling.running(g) {
 		if inst.imageID != image {
 			old = append(old, inst)
 		}
@@ -124,27 +124,17 @@ func (a *Account) replaceNodesLocked(ng *nodegroup, version int64, end func()) {
 	n := int32(len(old))
 	from := g.desired
 	g.max, g.desired = g.max+n, g.desired+n
-	a.recordDesired(g, from, CallerEKS)
-	a.settle()
-	a.after(a.opts.BootDelay+time.Minute, func() {
+	s.autoScaling.recordDesired(g, from, CallerEKS)
+	s.settle()
+	s.after(s.opts.BootDelay+time.Minute, func() {
 		for _, inst := range old {
-			a.beginTerminate(inst, CauseEKSUpdate)
+			s.autoScaling.beginTerminate(inst, CauseEKSUpdate)
 		}
 		from := g.desired
 		g.max, g.desired = g.max-n, g.desired-n
-		a.recordDesired(g, from, CallerEKS)
+		s.autoScaling.recordDesired(g, from, CallerEKS)
 		end()
 	})
-}
-
-// newTemplateVersionLocked adds a version of template id launching imageID (EKS's setup phase) and returns its
-// number. Callers hold a.mu.
-func (a *Account) newTemplateVersionLocked(id, imageID string) int64 {
-	t := a.templates[id]
-	src := t.versions[len(t.versions)-1]
-	v := &templateVersion{number: t.latest() + 1, imageID: imageID, instanceType: src.instanceType, description: "eks", createdAt: a.now()}
-	t.versions = append(t.versions, v)
-	return v.number
 }
 
 // CallerEKS records desired capacity changes made by a managed node group update; CauseEKSUpdate the

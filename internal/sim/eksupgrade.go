@@ -4,14 +4,11 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-	"weak"
 
 	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
@@ -118,9 +115,8 @@ type eksInsight struct {
 	at   time.Time
 }
 
-// eksUpgradeWorld holds what the upgrade calls see: updates, add-ons, the add-on catalog and insights. Like the
-// inventory it lives beside the Account (keyed by a weak pointer) and is guarded by the account's lock.
-type eksUpgradeWorld struct {
+// eksUpgradeState holds what the upgrade calls see: updates, add-ons, the add-on catalog and insights.
+type eksUpgradeState struct {
 	updates  map[string]*eksUpdate
 	tokens   map[string]string                 // cluster|addon|nodegroup|token -> update id
 	addons   map[string]map[string]*eksAddon   // cluster -> add-on name -> add-on
@@ -131,51 +127,32 @@ type eksUpgradeWorld struct {
 	releases map[eksReleaseKey][]EKSRelease // published node AMI releases (eksnodegroupupdate.go)
 }
 
-var eksUpgradeByAccount sync.Map // weak.Pointer[Account] -> *eksUpgradeWorld
-
-// eksUpgradeLocked returns the account's upgrade world, creating it on first use. Callers hold a.mu.
-func (a *Account) eksUpgradeLocked() *eksUpgradeWorld {
-	key := weak.Make(a)
-	if v, ok := eksUpgradeByAccount.Load(key); ok {
-		return v.(*eksUpgradeWorld)
-	}
-	w := &eksUpgradeWorld{updates: map[string]*eksUpdate{}, tokens: map[string]string{}, addons: map[string]map[string]*eksAddon{},
-		catalog: map[string][]EKSAddonVersion{}, insights: map[string]map[string]*eksInsight{}}
-	eksUpgradeByAccount.Store(key, w)
-	runtime.AddCleanup(a, func(k weak.Pointer[Account]) { eksUpgradeByAccount.Delete(k) }, key)
-	return w
-}
-
 // EKSUpgrade returns the account's Amazon EKS API as `patch-agent eks upgrade` uses it.
-func (a *Account) EKSUpgrade() awsapi.EKSUpgrade { return &EKSClient{a: a} }
+func (a *Account) EKSUpgrade() awsapi.EKSUpgrade { return &EKSClient{s: a.eks} }
 
 var _ awsapi.EKSUpgrade = (*EKSClient)(nil)
 
 // eksClusterStatusLocked is the status DescribeCluster reports: UPDATING while a version update of the cluster
-// is in progress, else ACTIVE. Callers hold a.mu.
-func (a *Account) eksClusterStatusLocked(cluster string) ekstypes.ClusterStatus {
-	if a.inProgressLocked(cluster, "", "") != nil {
+// is in progress, else ACTIVE. Callers hold the lock.
+func (s *eksService) eksClusterStatusLocked(cluster string) ekstypes.ClusterStatus {
+	if s.inProgressLocked(cluster, "", "") != nil {
 		return ekstypes.ClusterStatusUpdating
 	}
 	return ekstypes.ClusterStatusActive
 }
 
 // eksNodegroupStatusLocked is the status DescribeNodegroup reports: UPDATING while an update of the node group
-// is in progress, else ACTIVE. Callers hold a.mu.
-func (a *Account) eksNodegroupStatusLocked(cluster, nodegroup string) ekstypes.NodegroupStatus {
-	if a.inProgressLocked(cluster, "", nodegroup) != nil {
+// is in progress, else ACTIVE. Callers hold the lock.
+func (s *eksService) eksNodegroupStatusLocked(cluster, nodegroup string) ekstypes.NodegroupStatus {
+	if s.inProgressLocked(cluster, "", nodegroup) != nil {
 		return ekstypes.NodegroupStatusUpdating
 	}
 	return ekstypes.NodegroupStatusActive
 }
 
-// inProgressLocked returns the resource's update in progress, or nil. Callers hold a.mu.
-func (a *Account) inProgressLocked(cluster, addon, nodegroup string) *eksUpdate {
-	v, ok := eksUpgradeByAccount.Load(weak.Make(a))
-	if !ok {
-		return nil
-	}
-	for _, u := range v.(*eksUpgradeWorld).updates {
+// inProgressLocked returns the resource's update in progress, or nil. Callers hold the lock.
+func (s *eksService) inProgressLocked(cluster, addon, nodegroup string) *eksUpdate {
+	for _, u := range s.eksUpgrades.updates {
 		if u.cluster == cluster && u.addon == addon && u.nodegroup == nodegroup && u.status == ekstypes.UpdateStatusInProgress {
 			return u
 		}
@@ -185,33 +162,33 @@ func (a *Account) inProgressLocked(cluster, addon, nodegroup string) *eksUpdate 
 
 // PublishEKSAddonVersion adds an add-on version to the catalog (newest first: publish older versions first).
 // Setup helper: not counted.
-func (a *Account) PublishEKSAddonVersion(v EKSAddonVersion) {
-	defer a.lock()()
-	w := a.eksUpgradeLocked()
+func (s *eksService) PublishEKSAddonVersion(v EKSAddonVersion) {
+	defer s.lock()()
+	w := s.eksUpgrades
 	w.catalog[v.Addon] = append([]EKSAddonVersion{v}, w.catalog[v.Addon]...)
 }
 
 // InstallEKSAddon installs a managed add-on at version on a cluster, ACTIVE. Setup helper: not counted.
 // Errors: ResourceNotFoundException (no such cluster).
-func (a *Account) InstallEKSAddon(cluster, name, version string) error {
-	defer a.lock()()
-	if a.eksClusters[cluster] == nil {
+func (s *eksService) InstallEKSAddon(cluster, name, version string) error {
+	defer s.lock()()
+	if s.eksClusters[cluster] == nil {
 		return clusterNotFound(cluster)
 	}
-	w := a.eksUpgradeLocked()
+	w := s.eksUpgrades
 	if w.addons[cluster] == nil {
 		w.addons[cluster] = map[string]*eksAddon{}
 	}
 	w.addons[cluster][name] = &eksAddon{name: name, version: version, status: ekstypes.AddonStatusActive,
-		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:addon/%s/%s/%s", a.opts.Region, a.opts.AccountID, cluster, name, a.uuid()),
-		createdAt: a.now(), modified: a.now()}
+		arn:       fmt.Sprintf("arn:aws:eks:%s:%s:addon/%s/%s/%s", s.opts.Region, s.opts.AccountID, cluster, name, s.uuid()),
+		createdAt: s.now(), modified: s.now()}
 	return nil
 }
 
 // EKSAddon returns an installed add-on's version and status.
-func (a *Account) EKSAddon(cluster, name string) (version string, status ekstypes.AddonStatus, ok bool) {
-	defer a.lock()()
-	ad := a.eksUpgradeLocked().addons[cluster][name]
+func (s *eksService) EKSAddon(cluster, name string) (version string, status ekstypes.AddonStatus, ok bool) {
+	defer s.lock()()
+	ad := s.eksUpgrades.addons[cluster][name]
 	if ad == nil {
 		return "", "", false
 	}
@@ -219,35 +196,35 @@ func (a *Account) EKSAddon(cluster, name string) (version string, status ekstype
 }
 
 // AddEKSInsight adds an insight to a cluster and returns its id. Setup helper: not counted.
-func (a *Account) AddEKSInsight(cluster string, spec EKSInsightSpec) string {
-	defer a.lock()()
+func (s *eksService) AddEKSInsight(cluster string, spec EKSInsightSpec) string {
+	defer s.lock()()
 	if spec.Category == "" {
 		spec.Category = ekstypes.CategoryUpgradeReadiness
 	}
-	w := a.eksUpgradeLocked()
+	w := s.eksUpgrades
 	if w.insights[cluster] == nil {
 		w.insights[cluster] = map[string]*eksInsight{}
 	}
-	id := a.uuid()
-	w.insights[cluster][id] = &eksInsight{id: id, spec: spec, at: a.now()}
+	id := s.uuid()
+	w.insights[cluster][id] = &eksInsight{id: id, spec: spec, at: s.now()}
 	return id
 }
 
 // SetEKSInsightStatus changes an insight's status, as EKS does when it refreshes the insight after the
 // problem was fixed. It panics when the insight does not exist. Setup helper.
-func (a *Account) SetEKSInsightStatus(cluster, id string, status ekstypes.InsightStatusValue, reason string) {
-	defer a.lock()()
-	in := a.eksUpgradeLocked().insights[cluster][id]
+func (s *eksService) SetEKSInsightStatus(cluster, id string, status ekstypes.InsightStatusValue, reason string) {
+	defer s.lock()()
+	in := s.eksUpgrades.insights[cluster][id]
 	if in == nil {
 		panic("sim: no EKS insight " + id)
 	}
-	in.spec.Status, in.spec.Reason, in.at = status, reason, a.now()
+	in.spec.Status, in.spec.Reason, in.at = status, reason, s.now()
 }
 
 // FailNextEKSUpdate makes the next update of the resource f names end Failed with f.Errors. Setup helper.
-func (a *Account) FailNextEKSUpdate(f EKSUpdateFailure) {
-	defer a.lock()()
-	w := a.eksUpgradeLocked()
+func (s *eksService) FailNextEKSUpdate(f EKSUpdateFailure) {
+	defer s.lock()()
+	w := s.eksUpgrades
 	w.failures = append(w.failures, f)
 }
 
@@ -255,10 +232,9 @@ func (a *Account) FailNextEKSUpdate(f EKSUpdateFailure) {
 // InsufficientNumberOfReplicas, as while its pods roll) for d, then ACTIVE; d <= 0 leaves it DEGRADED. Amazon
 // EKS API Reference, "Addon" (status DEGRADED) and "AddonHealth": an add-on's status reflects the health of
 // its Kubernetes resources, which an update rolls after EKS applied it.
-func (a *Account) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Duration) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w := a.eksUpgradeLocked()
+func (s *eksService) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Duration) {
+	defer s.hold()()
+	w := s.eksUpgrades
 	if w.degrade == nil {
 		w.degrade = map[string]time.Duration{}
 	}
@@ -266,10 +242,10 @@ func (a *Account) DegradeEKSAddonAfterUpdate(cluster, addon string, d time.Durat
 }
 
 // EKSUpdates returns the updates of a cluster (its own, its add-ons' and its node groups'), oldest first.
-func (a *Account) EKSUpdates(cluster string) []EKSUpdateView {
-	defer a.lock()()
+func (s *eksService) EKSUpdates(cluster string) []EKSUpdateView {
+	defer s.lock()()
 	var out []EKSUpdateView
-	for _, u := range a.eksUpgradeLocked().updates {
+	for _, u := range s.eksUpgrades.updates {
 		if u.cluster != cluster {
 			continue
 		}
@@ -301,10 +277,10 @@ func minorOf(v string) int {
 }
 
 // startUpdateLocked records a new update (consuming a failure injected for its resource) and schedules its
-// end after d: done runs on success. Callers hold a.mu.
-func (a *Account) startUpdateLocked(u *eksUpdate, d time.Duration, done func(), failed func()) *eksUpdate {
-	w := a.eksUpgradeLocked()
-	u.id, u.status, u.createdAt = a.uuid(), ekstypes.UpdateStatusInProgress, a.now()
+// end after d: done runs on success. Callers hold the lock.
+func (s *eksService) startUpdateLocked(u *eksUpdate, d time.Duration, done func(), failed func()) *eksUpdate {
+	w := s.eksUpgrades
+	u.id, u.status, u.createdAt = s.uuid(), ekstypes.UpdateStatusInProgress, s.now()
 	for i, f := range w.failures {
 		if f.Cluster == u.cluster && f.Addon == u.addon && f.Nodegroup == u.nodegroup {
 			if f.PodEviction && u.force {
@@ -322,7 +298,7 @@ func (a *Account) startUpdateLocked(u *eksUpdate, d time.Duration, done func(), 
 	if u.token != "" {
 		w.tokens[tokenKey(u.cluster, u.addon, u.nodegroup, u.token)] = u.id
 	}
-	a.after(d, func() {
+	s.after(d, func() {
 		if u.fails {
 			u.status = ekstypes.UpdateStatusFailed
 			if failed != nil {
@@ -347,12 +323,12 @@ func tokenKey(cluster, addon, nodegroup, token string) string {
 	return cluster + "|" + addon + "|" + nodegroup + "|" + token
 }
 
-// byTokenLocked returns the update a ClientRequestToken already started, or nil. Callers hold a.mu.
-func (a *Account) byTokenLocked(cluster, addon, nodegroup string, token *string) *eksUpdate {
+// byTokenLocked returns the update a ClientRequestToken already started, or nil. Callers hold the lock.
+func (s *eksService) byTokenLocked(cluster, addon, nodegroup string, token *string) *eksUpdate {
 	if deref(token) == "" {
 		return nil
 	}
-	w := a.eksUpgradeLocked()
+	w := s.eksUpgrades
 	return w.updates[w.tokens[tokenKey(cluster, addon, nodegroup, *token)]]
 }
 
@@ -374,21 +350,21 @@ func errorsIf(ok bool, errs []ekstypes.ErrorDetail) []ekstypes.ErrorDetail {
 // a managed node group whose version does not match the cluster's),
 // InvalidRequestException (an UPGRADE_READINESS insight for the version is in ERROR and force is not set).
 func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateClusterVersionInput, _ ...func(*awseks.Options)) (*awseks.UpdateClusterVersionOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:UpdateClusterVersion")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:UpdateClusterVersion")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name, to := deref(in.Name), deref(in.Version)
-	cl := a.eksClusters[name]
+	cl := s.eksClusters[name]
 	if cl == nil {
 		return nil, clusterNotFound(name)
 	}
-	if u := a.byTokenLocked(name, "", "", in.ClientRequestToken); u != nil {
+	if u := s.byTokenLocked(name, "", "", in.ClientRequestToken); u != nil {
 		return &awseks.UpdateClusterVersionOutput{Update: u.describe()}, nil
 	}
-	if a.inProgressLocked(name, "", "") != nil {
+	if s.inProgressLocked(name, "", "") != nil {
 		return nil, &ekstypes.ResourceInUseException{Message: ptr("Cluster " + name + " has an update in progress"), ClusterName: ptr(name)}
 	}
 	if cur, want := minorOf(cl.version), minorOf(to); cur < 0 || want != cur+1 {
@@ -399,11 +375,9 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	// must match the cluster's Kubernetes version" (Amazon EKS API Reference, UpdateClusterVersion; User Guide,
 	// "Update existing cluster to new Kubernetes version"). force overrides only readiness insights.
 	var behind []string
-	if inv := a.peekInventoryLocked(); inv != nil {
-		for _, ngName := range sortedKeys(inv.nodegroups[name]) {
-			if v := inv.nodegroups[name][ngName].spec.Version; v != cl.version {
-				behind = append(behind, fmt.Sprintf("%s (%s)", ngName, v))
-			}
+	for _, ngName := range sortedKeys(s.nodegroups[name]) {
+		if v := s.nodegroups[name][ngName].spec.Version; v != cl.version {
+			behind = append(behind, fmt.Sprintf("%s (%s)", ngName, v))
 		}
 	}
 	if len(behind) > 0 {
@@ -413,7 +387,7 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 	}
 	if !in.Force {
 		var blocking []string
-		for _, ins := range a.eksUpgradeLocked().insights[name] {
+		for _, ins := range s.eksUpgrades.insights[name] {
 			if ins.spec.Category == ekstypes.CategoryUpgradeReadiness && ins.spec.Status == ekstypes.InsightStatusValueError &&
 				(ins.spec.KubernetesVersion == "" || ins.spec.KubernetesVersion == to) {
 				blocking = append(blocking, ins.spec.Name)
@@ -426,7 +400,7 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 				ClusterName: ptr(name)}
 		}
 	}
-	u := a.startUpdateLocked(&eksUpdate{cluster: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate,
+	u := s.startUpdateLocked(&eksUpdate{cluster: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate,
 		params: []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: ptr(to)}, {Type: ekstypes.UpdateParamTypePlatformVersion, Value: ptr("eks.1")}}},
 		EKSControlPlaneUpdateDuration, func() { cl.version = to }, nil)
 	return &awseks.UpdateClusterVersionOutput{Update: u.describe()}, nil
@@ -435,17 +409,17 @@ func (c *EKSClient) UpdateClusterVersion(ctx context.Context, in *awseks.UpdateC
 // DescribeUpdate describes an update of a cluster, or of one of its add-ons (AddonName) or node groups
 // (NodegroupName). Amazon EKS API Reference, "DescribeUpdate". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeUpdate(ctx context.Context, in *awseks.DescribeUpdateInput, _ ...func(*awseks.Options)) (*awseks.DescribeUpdateOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeUpdate")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeUpdate")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.Name)
-	if a.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	u := a.eksUpgradeLocked().updates[deref(in.UpdateId)]
+	u := s.eksUpgrades.updates[deref(in.UpdateId)]
 	if u == nil || u.cluster != name || u.addon != deref(in.AddonName) || u.nodegroup != deref(in.NodegroupName) {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No update found for ID: " + deref(in.UpdateId)), ClusterName: ptr(name)}
 	}
@@ -456,18 +430,18 @@ func (c *EKSClient) DescribeUpdate(ctx context.Context, in *awseks.DescribeUpdat
 // (NodegroupName), paged by MaxResults (1-100) and NextToken.
 // Amazon EKS API Reference, "ListUpdates". Errors: ResourceNotFoundException, InvalidParameterException.
 func (c *EKSClient) ListUpdates(ctx context.Context, in *awseks.ListUpdatesInput, _ ...func(*awseks.Options)) (*awseks.ListUpdatesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListUpdates")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListUpdates")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name, addon, ng := deref(in.Name), deref(in.AddonName), deref(in.NodegroupName)
-	if a.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
 	var ids []string
-	for _, u := range a.eksUpgradeLocked().updates {
+	for _, u := range s.eksUpgrades.updates {
 		if u.cluster == name && u.addon == addon && u.nodegroup == ng {
 			ids = append(ids, u.id)
 		}
@@ -484,17 +458,17 @@ func (c *EKSClient) ListUpdates(ctx context.Context, in *awseks.ListUpdatesInput
 // by MaxResults (1-100) and NextToken. Amazon EKS API Reference, "ListInsights". Errors:
 // ResourceNotFoundException, InvalidParameterException.
 func (c *EKSClient) ListInsights(ctx context.Context, in *awseks.ListInsightsInput, _ ...func(*awseks.Options)) (*awseks.ListInsightsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListInsights")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListInsights")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	byID := a.eksUpgradeLocked().insights[name]
+	byID := s.eksUpgrades.insights[name]
 	var ids []string
 	for id, ins := range byID {
 		if f := in.Filter; f != nil {
@@ -517,7 +491,7 @@ func (c *EKSClient) ListInsights(ctx context.Context, in *awseks.ListInsightsInp
 		out.Insights = append(out.Insights, ekstypes.InsightSummary{Id: ptr(id), Name: ptr(ins.spec.Name), Category: ins.spec.Category,
 			KubernetesVersion: nilIfEmpty(ins.spec.KubernetesVersion), Description: nilIfEmpty(ins.spec.Description),
 			InsightStatus:   &ekstypes.InsightStatus{Status: ins.spec.Status, Reason: nilIfEmpty(ins.spec.Reason)},
-			LastRefreshTime: ptr(a.now()), LastTransitionTime: ptr(ins.at)})
+			LastRefreshTime: ptr(s.now()), LastTransitionTime: ptr(ins.at)})
 	}
 	return out, nil
 }
@@ -525,17 +499,17 @@ func (c *EKSClient) ListInsights(ctx context.Context, in *awseks.ListInsightsInp
 // DescribeInsight describes one insight: its status, recommendation and the resources it found.
 // Amazon EKS API Reference, "DescribeInsight". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeInsight(ctx context.Context, in *awseks.DescribeInsightInput, _ ...func(*awseks.Options)) (*awseks.DescribeInsightOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeInsight")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeInsight")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	ins := a.eksUpgradeLocked().insights[name][deref(in.Id)]
+	ins := s.eksUpgrades.insights[name][deref(in.Id)]
 	if ins == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No insight found for id: " + deref(in.Id)), ClusterName: ptr(name)}
 	}
@@ -543,7 +517,7 @@ func (c *EKSClient) DescribeInsight(ctx context.Context, in *awseks.DescribeInsi
 		KubernetesVersion: nilIfEmpty(ins.spec.KubernetesVersion), Description: nilIfEmpty(ins.spec.Description),
 		Recommendation:  nilIfEmpty(ins.spec.Recommendation),
 		InsightStatus:   &ekstypes.InsightStatus{Status: ins.spec.Status, Reason: nilIfEmpty(ins.spec.Reason)},
-		LastRefreshTime: ptr(a.now()), LastTransitionTime: ptr(ins.at), AdditionalInfo: map[string]string{}}
+		LastRefreshTime: ptr(s.now()), LastTransitionTime: ptr(ins.at), AdditionalInfo: map[string]string{}}
 	for _, r := range ins.spec.Resources {
 		out.Resources = append(out.Resources, ekstypes.InsightResourceDetail{KubernetesResourceUri: ptr(r),
 			InsightStatus: &ekstypes.InsightStatus{Status: ins.spec.Status}})
@@ -554,17 +528,17 @@ func (c *EKSClient) DescribeInsight(ctx context.Context, in *awseks.DescribeInsi
 // ListAddons lists the names of a cluster's installed managed add-ons, paged by MaxResults (1-100) and
 // NextToken. Amazon EKS API Reference, "ListAddons". Errors: ResourceNotFoundException, InvalidParameterException.
 func (c *EKSClient) ListAddons(ctx context.Context, in *awseks.ListAddonsInput, _ ...func(*awseks.Options)) (*awseks.ListAddonsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:ListAddons")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:ListAddons")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := deref(in.ClusterName)
-	if a.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	page, next, err := eksListPage(sortedKeys(a.eksUpgradeLocked().addons[name]), in.MaxResults, in.NextToken)
+	page, next, err := eksListPage(sortedKeys(s.eksUpgrades.addons[name]), in.MaxResults, in.NextToken)
 	if err != nil {
 		return nil, err
 	}
@@ -574,17 +548,17 @@ func (c *EKSClient) ListAddons(ctx context.Context, in *awseks.ListAddonsInput, 
 // DescribeAddon describes an installed add-on: version, status, ARN. Amazon EKS API Reference,
 // "DescribeAddon". Errors: ResourceNotFoundException.
 func (c *EKSClient) DescribeAddon(ctx context.Context, in *awseks.DescribeAddonInput, _ ...func(*awseks.Options)) (*awseks.DescribeAddonOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeAddon")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeAddon")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name, addon := deref(in.ClusterName), deref(in.AddonName)
-	if a.eksClusters[name] == nil {
+	if s.eksClusters[name] == nil {
 		return nil, clusterNotFound(name)
 	}
-	ad := a.eksUpgradeLocked().addons[name][addon]
+	ad := s.eksUpgrades.addons[name][addon]
 	if ad == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No addon: " + addon + " found in cluster: " + name), ClusterName: ptr(name), AddonName: ptr(addon)}
 	}
@@ -598,13 +572,13 @@ func (c *EKSClient) DescribeAddon(ctx context.Context, in *awseks.DescribeAddonI
 // (MaxResults 1-100, NextToken). Amazon EKS API Reference, "DescribeAddonVersions". Errors:
 // InvalidParameterException, ResourceNotFoundException (an unknown add-on name).
 func (c *EKSClient) DescribeAddonVersions(ctx context.Context, in *awseks.DescribeAddonVersionsInput, _ ...func(*awseks.Options)) (*awseks.DescribeAddonVersionsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:DescribeAddonVersions")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:DescribeAddonVersions")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	catalog := a.eksUpgradeLocked().catalog
+	catalog := s.eksUpgrades.catalog
 	names := sortedKeys(catalog)
 	if n := deref(in.AddonName); n != "" {
 		if catalog[n] == nil {
@@ -645,26 +619,26 @@ func (c *EKSClient) DescribeAddonVersions(ctx context.Context, in *awseks.Descri
 // Amazon EKS API Reference, "UpdateAddon". Errors: ResourceNotFoundException, ResourceInUseException (an
 // update of the add-on is in progress), InvalidParameterException (version not supported).
 func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput, _ ...func(*awseks.Options)) (*awseks.UpdateAddonOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:UpdateAddon")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:UpdateAddon")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name, addon := deref(in.ClusterName), deref(in.AddonName)
-	cl := a.eksClusters[name]
+	cl := s.eksClusters[name]
 	if cl == nil {
 		return nil, clusterNotFound(name)
 	}
-	w := a.eksUpgradeLocked()
+	w := s.eksUpgrades
 	ad := w.addons[name][addon]
 	if ad == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No addon: " + addon + " found in cluster: " + name), ClusterName: ptr(name), AddonName: ptr(addon)}
 	}
-	if u := a.byTokenLocked(name, addon, "", in.ClientRequestToken); u != nil {
+	if u := s.byTokenLocked(name, addon, "", in.ClientRequestToken); u != nil {
 		return &awseks.UpdateAddonOutput{Update: u.describe()}, nil
 	}
-	if a.inProgressLocked(name, addon, "") != nil {
+	if s.inProgressLocked(name, addon, "") != nil {
 		return nil, &ekstypes.ResourceInUseException{Message: ptr("Addon " + addon + " has an update in progress"), ClusterName: ptr(name), AddonName: ptr(addon)}
 	}
 	to := deref(in.AddonVersion)
@@ -685,21 +659,21 @@ func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput
 	if in.ResolveConflicts != "" {
 		params = append(params, ekstypes.UpdateParam{Type: ekstypes.UpdateParamTypeResolveConflicts, Value: ptr(string(in.ResolveConflicts))})
 	}
-	ad.status, ad.modified = ekstypes.AddonStatusUpdating, a.now()
-	u := a.startUpdateLocked(&eksUpdate{cluster: name, addon: addon, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeAddonUpdate, params: params},
+	ad.status, ad.modified = ekstypes.AddonStatusUpdating, s.now()
+	u := s.startUpdateLocked(&eksUpdate{cluster: name, addon: addon, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeAddonUpdate, params: params},
 		EKSAddonUpdateDuration,
 		func() {
-			ad.version, ad.status, ad.modified = to, ekstypes.AddonStatusActive, a.now()
+			ad.version, ad.status, ad.modified = to, ekstypes.AddonStatusActive, s.now()
 			if d, ok := w.degrade[name+"|"+addon]; ok {
 				delete(w.degrade, name+"|"+addon)
 				ad.status, ad.issues = ekstypes.AddonStatusDegraded, []ekstypes.AddonIssue{{Code: ekstypes.AddonIssueCodeInsufficientNumberOfReplicas,
 					Message: ptr("The add-on is unhealthy because it doesn't have the desired number of replicas.")}}
 				if d > 0 {
-					a.after(d, func() { ad.status, ad.issues, ad.modified = ekstypes.AddonStatusActive, nil, a.now() })
+					s.after(d, func() { ad.status, ad.issues, ad.modified = ekstypes.AddonStatusActive, nil, s.now() })
 				}
 			}
 		},
-		func() { ad.status, ad.modified = ekstypes.AddonStatusUpdateFailed, a.now() })
+		func() { ad.status, ad.modified = ekstypes.AddonStatusUpdateFailed, s.now() })
 	return &awseks.UpdateAddonOutput{Update: u.describe()}, nil
 }
 
@@ -709,25 +683,22 @@ func (c *EKSClient) UpdateAddon(ctx context.Context, in *awseks.UpdateAddonInput
 // (an update of the node group is in progress), InvalidParameterException (a version newer than the control
 // plane, or a version for a CUSTOM AMI type).
 func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.UpdateNodegroupVersionInput, _ ...func(*awseks.Options)) (*awseks.UpdateNodegroupVersionOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eks:UpdateNodegroupVersion")
+	s := c.s
+	unlock, err := s.call(ctx, "eks:UpdateNodegroupVersion")
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	cluster, name := deref(in.ClusterName), deref(in.NodegroupName)
-	cl := a.eksClusters[cluster]
-	var ng *nodegroup
-	if inv := a.peekInventoryLocked(); inv != nil {
-		ng = inv.nodegroups[cluster][name]
-	}
+	cl := s.eksClusters[cluster]
+	ng := s.nodegroups[cluster][name]
 	if cl == nil || ng == nil {
 		return nil, &ekstypes.ResourceNotFoundException{Message: ptr("No node group found for name: " + name + "."), ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
-	if u := a.byTokenLocked(cluster, "", name, in.ClientRequestToken); u != nil {
+	if u := s.byTokenLocked(cluster, "", name, in.ClientRequestToken); u != nil {
 		return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
 	}
-	if a.inProgressLocked(cluster, "", name) != nil {
+	if s.inProgressLocked(cluster, "", name) != nil {
 		return nil, &ekstypes.ResourceInUseException{Message: ptr("Nodegroup " + name + " has an update in progress"), ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	}
 	to, custom := deref(in.Version), ng.spec.AMIType == string(ekstypes.AMITypesCustom)
@@ -752,7 +723,7 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 	}
 	u := &eksUpdate{cluster: cluster, nodegroup: name, token: deref(in.ClientRequestToken), typ: ekstypes.UpdateTypeVersionUpdate, force: in.Force}
 	if lt := in.LaunchTemplate; lt != nil {
-		t := a.templates[ng.spec.LaunchTemplateID]
+		t := s.ec2.template(ng.spec.LaunchTemplateID)
 		version, err := strconv.ParseInt(deref(lt.Version), 10, 64)
 		if t == nil || err != nil || version < 1 || version > t.latest() {
 			return nil, &ekstypes.InvalidParameterException{Message: ptr("Launch template version " + deref(lt.Version) + " does not exist"),
@@ -760,27 +731,27 @@ func (c *EKSClient) UpdateNodegroupVersion(ctx context.Context, in *awseks.Updat
 		}
 		u.params = []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeLaunchTemplateVersion, Value: lt.Version}}
 		u.phases = func(end func()) {
-			a.replaceNodesLocked(ng, version, func() { ng.spec.LaunchTemplateVersion = deref(lt.Version); end() })
+			s.replaceNodesLocked(ng, version, func() { ng.spec.LaunchTemplateVersion = deref(lt.Version); end() })
 		}
-		u = a.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() {}, nil)
+		u = s.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() {}, nil)
 		return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
 	}
 	release, image := deref(in.ReleaseVersion), ""
-	switch r, found, catalog := a.releaseLocked(ng.spec.AMIType, to, release); {
+	switch r, found, catalog := s.releaseLocked(ng.spec.AMIType, to, release); {
 	case found:
 		release, image = r.Release, r.ImageID
 	case catalog && release != "":
 		return nil, &ekstypes.InvalidParameterException{Message: ptr(fmt.Sprintf("Requested release version %s is not valid for kubernetes version %s", release, to)),
 			ClusterName: ptr(cluster), NodegroupName: ptr(name)}
 	case release == "":
-		release = fmt.Sprintf("%s.0-%s", to, a.now().Format("20060102"))
+		release = fmt.Sprintf("%s.0-%s", to, s.now().Format("20060102"))
 	}
 	u.params = []ekstypes.UpdateParam{{Type: ekstypes.UpdateParamTypeVersion, Value: ptr(to)}, {Type: ekstypes.UpdateParamTypeReleaseVersion, Value: ptr(release)}}
-	if image != "" && a.templates[ng.ltID] != nil && !custom {
+	if image != "" && s.ec2.template(ng.ltID) != nil && !custom {
 		u.phases = func(end func()) {
-			a.replaceNodesLocked(ng, a.newTemplateVersionLocked(ng.ltID, image), end)
+			s.replaceNodesLocked(ng, s.ec2.addVersionFromLatest(ng.ltID, image, "eks"), end)
 		}
 	}
-	u = a.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() { ng.spec.Version, ng.spec.ReleaseVersion = to, release }, nil)
+	u = s.startUpdateLocked(u, EKSNodegroupUpdateDuration, func() { ng.spec.Version, ng.spec.ReleaseVersion = to, release }, nil)
 	return &awseks.UpdateNodegroupVersionOutput{Update: u.describe()}, nil
 }

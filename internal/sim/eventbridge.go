@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -10,6 +8,15 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 )
+
+// eventBridgeService is Amazon EventBridge: the events the agent published (observability.go) and the wake-up
+// events RouteWakeUpEvents sent.
+type eventBridgeService struct {
+	*world
+
+	publishedEvents []PublishedEvent
+	wakeSent        map[string]int // by detail-type
+}
 
 // RouteWakeUpEvents makes the account send to queueURL, as EventBridge would through the stack's wake-up
 // rules (cloudformation/patch-agent.yaml; docs/events.md, "Which events the stack routes"), the events that
@@ -29,27 +36,27 @@ import (
 // the state they announce is visible to the API. They take no randomness from the account: a world routes
 // the same instances, tasks and tokens with or without them. Setup helper: not counted. Changes before the
 // call send nothing.
-func (a *Account) RouteWakeUpEvents(queueURL string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	r := &wakeRouter{a: a, queue: queueURL}
+func (s *eventBridgeService) RouteWakeUpEvents(queueURL string) {
+	defer s.hold()()
+	r := &wakeRouter{s: s, queue: queueURL}
 	r.instances, r.cis = r.snapshot()
-	a.watchers = append(a.watchers, func(*View) { r.changed() })
+	s.watchers = append(s.watchers, func(*View) { r.changed() })
 }
 
 // WakeUpEventsSent returns how many wake-up events RouteWakeUpEvents sent so far, by detail-type.
-func (a *Account) WakeUpEventsSent() map[string]int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (s *eventBridgeService) WakeUpEventsSent() map[string]int {
+	defer s.hold()()
 	out := map[string]int{}
-	for k, v := range a.wakeSent {
+	for k, v := range s.wakeSent {
 		out[k] = v
 	}
 	return out
 }
 
+// wakeRouter is the EventBridge rule of RouteWakeUpEvents: it watches the account's instances and container
+// instances and sends an event to the queue on each change it matches.
 type wakeRouter struct {
-	a         *Account
+	s         *eventBridgeService
 	queue     string
 	seq       int
 	instances map[string]instanceSeen
@@ -65,14 +72,14 @@ type ciSeen struct {
 	live             int // tasks not STOPPED
 }
 
-// snapshot reads what the events are sent on. Callers hold a.mu.
+// snapshot reads what the events are sent on. Callers hold the lock.
 func (r *wakeRouter) snapshot() (map[string]instanceSeen, map[string]ciSeen) {
-	insts := make(map[string]instanceSeen, len(r.a.instances))
-	for id, inst := range r.a.instances {
+	insts := make(map[string]instanceSeen, len(r.s.ec2.instances))
+	for id, inst := range r.s.ec2.instances {
 		insts[id] = instanceSeen{lifecycle: inst.state, ec2: string(inst.ec2State)}
 	}
 	cis := map[string]ciSeen{}
-	for _, c := range r.a.clusters {
+	for _, c := range r.s.ecs.clusters {
 		for _, ci := range c.cis {
 			cis[ci.arn] = ciSeen{status: ci.status, connected: ci.agentConnected}
 		}
@@ -97,15 +104,15 @@ func (r *wakeRouter) snapshot() (map[string]instanceSeen, map[string]ciSeen) {
 }
 
 // changed compares the account with the last snapshot and sends the events the stack's rules would deliver.
-// Callers hold a.mu (it runs as a watcher).
+// Callers hold the lock (it runs as a watcher).
 func (r *wakeRouter) changed() {
 	insts, cis := r.snapshot()
-	for _, id := range r.a.instanceOrder {
+	for _, id := range r.s.ec2.instanceOrder {
 		now, before := insts[id], r.instances[id]
 		if now == before {
 			continue
 		}
-		inst := r.a.instances[id]
+		inst := r.s.ec2.instance(id)
 		if now.lifecycle == string(astypes.LifecycleStateInService) && before.lifecycle != now.lifecycle {
 			r.scalingResult("EC2 Instance Launch Successful", inst.group, id, "Launching a new EC2 instance: "+id)
 		}
@@ -117,7 +124,7 @@ func (r *wakeRouter) changed() {
 			r.scalingResult("EC2 Instance Terminate Successful", inst.group, id, "Terminating EC2 instance: "+id)
 		}
 	}
-	for _, c := range r.a.clusters {
+	for _, c := range r.s.ecs.clusters {
 		for _, ci := range c.cis {
 			now, before := cis[ci.arn], r.cis[ci.arn]
 			if now == before {
@@ -131,7 +138,7 @@ func (r *wakeRouter) changed() {
 			r.send("aws.ecs", "ECS Container Instance State Change", []string{ci.arn}, map[string]any{
 				"agentConnected": now.connected, "clusterArn": c.arn, "containerInstanceArn": ci.arn,
 				"ec2InstanceId": ci.ec2ID, "status": now.status, "runningTasksCount": now.running,
-				"pendingTasksCount": now.pending, "version": ci.version, "updatedAt": awsTime(r.a.now()),
+				"pendingTasksCount": now.pending, "version": ci.version, "updatedAt": awsTime(r.s.now()),
 			})
 		}
 	}
@@ -139,16 +146,16 @@ func (r *wakeRouter) changed() {
 }
 
 func (r *wakeRouter) instanceARN(id string) string {
-	return fmt.Sprintf("arn:aws:ec2:%s:%s:instance/%s", r.a.opts.Region, r.a.opts.AccountID, id)
+	return fmt.Sprintf("arn:aws:ec2:%s:%s:instance/%s", r.s.opts.Region, r.s.opts.AccountID, id)
 }
 
 // scalingResult sends an Auto Scaling successful scaling event for instance id of group.
 func (r *wakeRouter) scalingResult(detailType, group, id, description string) {
-	g := r.a.groups[group]
+	g := r.s.autoScaling.group(group)
 	if g == nil {
 		return
 	}
-	at := awsTime(r.a.now())
+	at := awsTime(r.s.now())
 	r.send("aws.autoscaling", detailType, []string{g.arn, r.instanceARN(id)}, map[string]any{
 		"StatusCode": "InProgress", "Description": description, "AutoScalingGroupName": group,
 		"EC2InstanceId": id, "StatusMessage": "", "StartTime": at, "EndTime": at,
@@ -156,33 +163,22 @@ func (r *wakeRouter) scalingResult(detailType, group, id, description string) {
 }
 
 // send puts one EventBridge event on the queue (an id from the router's own sequence, not the account's
-// randomness). Callers hold a.mu.
+// randomness). Callers hold the lock.
 func (r *wakeRouter) send(source, detailType string, resources []string, detail map[string]any) {
-	q := r.a.queues[r.queue]
-	if q == nil {
+	if r.s.sqs.queue(r.queue) == nil {
 		return
 	}
 	r.seq++
 	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", r.seq)
 	body, err := json.Marshal(map[string]any{"version": "0", "id": id, "detail-type": detailType, "source": source,
-		"account": r.a.opts.AccountID, "time": r.a.now().UTC().Format(time.RFC3339), "region": r.a.opts.Region,
+		"account": r.s.opts.AccountID, "time": r.s.now().UTC().Format(time.RFC3339), "region": r.s.opts.Region,
 		"resources": resources, "detail": detail})
 	if err != nil {
 		return
 	}
-	sum := md5.Sum(body)
-	q.msgs = append(q.msgs, &message{id: "wake-" + id, body: string(body), md5: hex.EncodeToString(sum[:]), sentAt: r.a.now(), visibleAt: r.a.now()})
-	if r.a.wakeSent == nil {
-		r.a.wakeSent = map[string]int{}
+	r.s.sqs.deliver(r.queue, "wake-"+id, string(body))
+	if r.s.wakeSent == nil {
+		r.s.wakeSent = map[string]int{}
 	}
-	r.a.wakeSent[detailType]++
-}
-
-// NextEventAt returns when the account's next timed event is due (an instance finishing its boot, an ECS
-// agent connecting, a task reaching its next lastStatus, ...); false when none is pending. Event-driven
-// drivers move the clock to it instead of by a fixed tick. Not counted.
-func (a *Account) NextEventAt() (time.Time, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sched.next()
+	r.s.wakeSent[detailType]++
 }

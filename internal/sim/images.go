@@ -62,9 +62,8 @@ type ImageSpec struct {
 
 // RegisterImage registers (or replaces) an AMI. Without OwnerID it is owned by Amazon and public, as the ECS-
 // and EKS-optimized AMIs are. Setup helper: not counted.
-func (a *Account) RegisterImage(spec ImageSpec) {
-	defer a.lock()()
-	inv := a.inventoryLocked()
+func (s *ec2Service) RegisterImage(spec ImageSpec) {
+	defer s.lock()()
 	arch := spec.Architecture
 	if arch == "" {
 		arch = string(ec2types.ArchitectureValuesX8664)
@@ -87,20 +86,20 @@ func (a *Account) RegisterImage(spec ImageSpec) {
 			img.platformDetails = "Windows"
 		}
 	}
-	if old := inv.images[spec.ID]; old != nil {
+	if old := s.images[spec.ID]; old != nil {
 		img.seq = old.seq
 	} else {
-		img.seq = len(inv.imageOrder) + 1
-		inv.imageOrder = append(inv.imageOrder, spec.ID)
+		img.seq = len(s.imageOrder) + 1
+		s.imageOrder = append(s.imageOrder, spec.ID)
 	}
-	inv.images[spec.ID] = img
+	s.images[spec.ID] = img
 }
 
 // launchImageID returns the AMI an instance launched from a template version whose ImageId is ref runs: ref
 // itself, or for "resolve:ssm:<parameter>[:<version>]" the AMI id the parameter names at launch (Amazon EC2
 // User Guide, "Use a Systems Manager parameter instead of an AMI ID": the parameter is resolved each time an
-// instance launches). A reference that does not resolve to an AMI id is returned as written. Callers hold a.mu.
-func (a *Account) launchImageID(ref string) string {
+// instance launches). A reference that does not resolve to an AMI id is returned as written. Callers hold the lock.
+func (s *ec2Service) launchImageID(ref string) string {
 	name, ok := strings.CutPrefix(ref, resolveSSMPrefix)
 	if !ok {
 		return ref
@@ -111,7 +110,7 @@ func (a *Account) launchImageID(ref string) string {
 			name, version = name[:i], n
 		}
 	}
-	p := a.params[name]
+	p := s.ssm.parameter(name)
 	if p == nil || len(p.versions) == 0 || version > int64(len(p.versions)) {
 		return ref
 	}
@@ -129,20 +128,18 @@ func (a *Account) launchImageID(ref string) string {
 // available) or is deregistered (Amazon EC2 User Guide, "Deregister an AMI": a deregistered AMI is still
 // described for a short while, in state deregistered, and cannot launch instances). Setup helper: not
 // counted. It panics when the AMI is not registered.
-func (a *Account) SetImageState(id string, state ec2types.ImageState) {
-	defer a.lock()()
-	inv := a.peekInventoryLocked()
-	if inv == nil || inv.images[id] == nil {
+func (s *ec2Service) SetImageState(id string, state ec2types.ImageState) {
+	defer s.lock()()
+	if s.images[id] == nil {
 		panic("sim: no image " + id)
 	}
-	inv.images[id].state = state
+	s.images[id].state = state
 }
 
 // ImageRegistered reports whether DescribeImages knows the AMI. Observation helper: not counted.
-func (a *Account) ImageRegistered(id string) bool {
-	defer a.lock()()
-	inv := a.peekInventoryLocked()
-	return inv != nil && inv.images[id] != nil
+func (s *ec2Service) ImageRegistered(id string) bool {
+	defer s.lock()()
+	return s.images[id] != nil
 }
 
 func (img *image) describe() ec2types.Image {
@@ -182,8 +179,8 @@ func (img *image) describe() ec2types.Image {
 // Amazon EC2 API Reference, "DescribeImages". Errors: InvalidAMIID.NotFound, InvalidAMIID.Malformed,
 // InvalidParameterCombination, InvalidParameterValue.
 func (c *EC2Client) DescribeImages(ctx context.Context, in *ec2.DescribeImagesInput, _ ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ec2:DescribeImages")
+	s := c.s
+	unlock, err := s.call(ctx, "ec2:DescribeImages")
 	if err != nil {
 		return nil, err
 	}
@@ -191,11 +188,7 @@ func (c *EC2Client) DescribeImages(ctx context.Context, in *ec2.DescribeImagesIn
 	if in == nil {
 		in = &ec2.DescribeImagesInput{}
 	}
-	var images map[string]*image
-	var order []string
-	if inv := a.peekInventoryLocked(); inv != nil {
-		images, order = inv.images, inv.imageOrder
-	}
+	images, order := s.images, s.imageOrder
 	var list []*image
 	if len(in.ImageIds) > 0 {
 		if in.MaxResults != nil {
@@ -219,7 +212,7 @@ func (c *EC2Client) DescribeImages(ctx context.Context, in *ec2.DescribeImagesIn
 		includeDeprecated := in.IncludeDeprecated != nil && *in.IncludeDeprecated
 		for _, id := range order {
 			img := images[id]
-			if !includeDeprecated && !img.deprecated.IsZero() && !img.deprecated.After(a.now()) {
+			if !includeDeprecated && !img.deprecated.IsZero() && !img.deprecated.After(s.now()) {
 				continue
 			}
 			list = append(list, img)

@@ -36,7 +36,7 @@ var instanceTypeArchitectures = map[string][]ec2types.ArchitectureType{
 }
 
 // EC2InstanceTypes returns the account's EC2 DescribeInstanceTypes API (the same client as EC2()).
-func (a *Account) EC2InstanceTypes() awsapi.EC2InstanceTypes { return &EC2Client{a: a} }
+func (a *Account) EC2InstanceTypes() awsapi.EC2InstanceTypes { return &EC2Client{s: a.ec2} }
 
 var _ awsapi.EC2InstanceTypes = (*EC2Client)(nil)
 
@@ -44,7 +44,7 @@ var _ awsapi.EC2InstanceTypes = (*EC2Client)(nil)
 // ProcessorInfo.SupportedArchitectures, in one page.
 // Amazon EC2 API Reference, "DescribeInstanceTypes". Errors: InvalidInstanceType for a type EC2 does not know.
 func (c *EC2Client) DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
-	unlock, err := c.a.call(ctx, "ec2:DescribeInstanceTypes")
+	unlock, err := c.s.call(ctx, "ec2:DescribeInstanceTypes")
 	if err != nil {
 		return nil, err
 	}

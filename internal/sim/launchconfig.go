@@ -35,26 +35,25 @@ type launchConfiguration struct {
 
 // CreateLaunchConfiguration creates a launch configuration that launches imageID as instanceType. Setup helper:
 // not counted. Errors: AlreadyExists, ValidationError (no name, no image, no instance type).
-func (a *Account) CreateLaunchConfiguration(name, imageID, instanceType string) error {
-	defer a.lock()()
+func (as *autoScalingService) CreateLaunchConfiguration(name, imageID, instanceType string) error {
+	defer as.lock()()
 	if name == "" || imageID == "" || instanceType == "" {
 		return apiError("ValidationError", "A launch configuration needs a name, an image id and an instance type")
 	}
-	inv := a.inventoryLocked()
-	if inv.launchConfigs[name] != nil {
+	if as.launchConfigs[name] != nil {
 		return apiError("AlreadyExists", "Launch Configuration by this name already exists - A launch configuration already exists with the name %s", name)
 	}
-	t := &launchTemplate{id: "lt-" + a.hex(17), name: "launch-configuration:" + name, createdAt: a.now(), defaultVersion: 1}
-	t.versions = []*templateVersion{{number: 1, imageID: imageID, instanceType: instanceType, createdAt: a.now()}}
-	a.templates[t.id] = t // not in templateOrder: no lookup by name finds it
+	t := &launchTemplate{id: "lt-" + as.hex(17), name: "launch-configuration:" + name, createdAt: as.now(), defaultVersion: 1}
+	t.versions = []*templateVersion{{number: 1, imageID: imageID, instanceType: instanceType, createdAt: as.now()}}
+	as.ec2.addHiddenTemplate(t)
 	lc := &launchConfiguration{
 		name: name,
 		arn: fmt.Sprintf("arn:aws:autoscaling:%s:%s:launchConfiguration:%s:launchConfigurationName/%s",
-			a.opts.Region, a.opts.AccountID, a.uuid(), name),
-		imageID: imageID, instanceType: instanceType, createdAt: a.now(), templateID: t.id,
+			as.opts.Region, as.opts.AccountID, as.uuid(), name),
+		imageID: imageID, instanceType: instanceType, createdAt: as.now(), templateID: t.id,
 	}
-	inv.launchConfigs[name] = lc
-	inv.lcOrder = append(inv.lcOrder, name)
+	as.launchConfigs[name] = lc
+	as.lcOrder = append(as.lcOrder, name)
 	return nil
 }
 
@@ -62,12 +61,9 @@ func (a *Account) CreateLaunchConfiguration(name, imageID, instanceType string) 
 // configuration; spec's launch template fields must be empty and MixedInstances false (a mixed instances
 // policy needs a launch template). Setup helper: not counted. Errors: those of CreateGroup, ValidationError
 // for a launch configuration that does not exist or a spec that also names a launch template.
-func (a *Account) CreateGroupOnLaunchConfiguration(spec GroupSpec, lcName string) error {
-	unlock := a.lock()
-	var lc *launchConfiguration
-	if inv := a.peekInventoryLocked(); inv != nil {
-		lc = inv.launchConfigs[lcName]
-	}
+func (as *autoScalingService) CreateGroupOnLaunchConfiguration(spec GroupSpec, lcName string) error {
+	unlock := as.lock()
+	lc := as.launchConfigs[lcName]
 	unlock()
 	switch {
 	case lc == nil:
@@ -76,23 +72,19 @@ func (a *Account) CreateGroupOnLaunchConfiguration(spec GroupSpec, lcName string
 		return apiError("ValidationError", "Valid requests must contain either LaunchTemplate, LaunchConfigurationName, InstanceId or MixedInstancesPolicy parameter.")
 	}
 	spec.LaunchTemplateID = lc.templateID
-	if err := a.CreateGroup(spec); err != nil {
+	if err := as.CreateGroup(spec); err != nil {
 		return err
 	}
-	defer a.lock()()
-	a.inventoryLocked().lcGroups[spec.Name] = lc
+	defer as.lock()()
+	as.lcGroups[spec.Name] = lc
 	return nil
 }
 
 // describeLaunchConfigurationGroup rewrites the description of a group on a launch configuration: the group
 // and each instance launched from it name the launch configuration instead of the hidden launch template.
-// A group since pointed at a launch template is left as it is. Callers hold a.mu.
-func (a *Account) describeLaunchConfigurationGroup(g *group, out *astypes.AutoScalingGroup) {
-	inv := a.peekInventoryLocked()
-	if inv == nil {
-		return
-	}
-	lc := inv.lcGroups[g.name]
+// A group since pointed at a launch template is left as it is. Callers hold the lock.
+func (as *autoScalingService) describeLaunchConfigurationGroup(g *group, out *astypes.AutoScalingGroup) {
+	lc := as.lcGroups[g.name]
 	if lc == nil || g.ltID != lc.templateID || g.mixed {
 		return
 	}
@@ -109,8 +101,8 @@ func (a *Account) describeLaunchConfigurationGroup(g *group, out *astypes.AutoSc
 // MaxRecords (default 50, at most 100) and NextToken.
 // Amazon EC2 Auto Scaling API Reference, "DescribeLaunchConfigurations". Errors: ValidationError.
 func (c *AutoScalingClient) DescribeLaunchConfigurations(ctx context.Context, in *autoscaling.DescribeLaunchConfigurationsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLaunchConfigurationsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeLaunchConfigurations")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeLaunchConfigurations")
 	if err != nil {
 		return nil, err
 	}
@@ -128,10 +120,7 @@ func (c *AutoScalingClient) DescribeLaunchConfigurations(ctx context.Context, in
 		}
 		limit = *in.MaxRecords
 	}
-	var names []string
-	if inv := a.peekInventoryLocked(); inv != nil {
-		names = append(names, inv.lcOrder...)
-	}
+	names := append([]string(nil), as.lcOrder...)
 	sort.Strings(names)
 	if len(in.LaunchConfigurationNames) > 0 {
 		want := map[string]bool{}
@@ -163,7 +152,7 @@ func (c *AutoScalingClient) DescribeLaunchConfigurations(ctx context.Context, in
 			out.NextToken = ptr("lc-" + n)
 			break
 		}
-		lc := a.peekInventoryLocked().launchConfigs[n]
+		lc := as.launchConfigs[n]
 		out.LaunchConfigurations = append(out.LaunchConfigurations, astypes.LaunchConfiguration{
 			LaunchConfigurationName: ptr(lc.name),
 			LaunchConfigurationARN:  ptr(lc.arn),

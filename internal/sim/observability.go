@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
@@ -47,33 +44,12 @@ type PublishedEvent struct {
 	At         time.Time
 }
 
-// published holds what an account received from the agent's metrics and notifications. It lives beside the
-// Account (keyed by a weak pointer, dropped with the account) and is guarded by the account's lock.
-type published struct {
-	metrics []PublishedMetric
-	events  []PublishedEvent
-}
-
-var publishedByAccount sync.Map // weak.Pointer[Account] -> *published
-
-// publishedLocked returns the account's recordings, creating them on first use.
-func (a *Account) publishedLocked() *published {
-	key := weak.Make(a)
-	if p, ok := publishedByAccount.Load(key); ok {
-		return p.(*published)
-	}
-	p := &published{}
-	publishedByAccount.Store(key, p)
-	runtime.AddCleanup(a, func(k weak.Pointer[Account]) { publishedByAccount.Delete(k) }, key)
-	return p
-}
-
 // PutMetricData records the datums (Amazon CloudWatch API Reference, "PutMetricData"): Namespace and at
 // least one datum are required, at most 1000 datums and 30 dimensions each; a datum needs a name and a finite
 // value. Invalid input fails the whole call, as CloudWatch does.
 func (c *CloudWatchClient) PutMetricData(ctx context.Context, in *cloudwatch.PutMetricDataInput, _ ...func(*cloudwatch.Options)) (*cloudwatch.PutMetricDataOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "cloudwatch:PutMetricData")
+	s := c.s
+	unlock, err := s.call(ctx, "cloudwatch:PutMetricData")
 	if err != nil {
 		return nil, err
 	}
@@ -106,25 +82,24 @@ func (c *CloudWatchClient) PutMetricData(ctx context.Context, in *cloudwatch.Put
 			}
 			dims[deref(dim.Name)] = deref(dim.Value)
 		}
-		recs = append(recs, PublishedMetric{Namespace: ns, Name: name, Dimensions: dims, Value: *d.Value, Unit: d.Unit, At: a.now()})
+		recs = append(recs, PublishedMetric{Namespace: ns, Name: name, Dimensions: dims, Value: *d.Value, Unit: d.Unit, At: s.now()})
 	}
-	p := a.publishedLocked()
-	p.metrics = append(p.metrics, recs...)
+	s.publishedMetrics = append(s.publishedMetrics, recs...)
 	return &cloudwatch.PutMetricDataOutput{}, nil
 }
 
 // EventBridgeClient is the simulated Amazon EventBridge API: PutEvents is recorded, nothing is routed.
-type EventBridgeClient struct{ a *Account }
+type EventBridgeClient struct{ s *eventBridgeService }
 
 // EventBridge returns the account's Amazon EventBridge API (notifications).
-func (a *Account) EventBridge() awsapi.EventBridge { return &EventBridgeClient{a: a} }
+func (a *Account) EventBridge() awsapi.EventBridge { return &EventBridgeClient{s: a.eventBridge} }
 
 // PutEvents records the entries (Amazon EventBridge API Reference, "PutEvents"): 1 to 10 entries and at most
 // 256 KB per call fail the whole call; an entry without Source, DetailType or a JSON object Detail fails on
 // its own (ErrorCode in its result entry, FailedEntryCount counted), as EventBridge does.
 func (c *EventBridgeClient) PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "eventbridge:PutEvents")
+	s := c.s
+	unlock, err := s.call(ctx, "eventbridge:PutEvents")
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +116,6 @@ func (c *EventBridgeClient) PutEvents(ctx context.Context, in *eventbridge.PutEv
 		return nil, apiError("ValidationException", "Total size of the entries in the request is over the limit.")
 	}
 	out := &eventbridge.PutEventsOutput{}
-	p := a.publishedLocked()
 	for _, e := range in.Entries {
 		var obj map[string]any
 		switch {
@@ -160,23 +134,23 @@ func (c *EventBridgeClient) PutEvents(ctx context.Context, in *eventbridge.PutEv
 		if bus == "" {
 			bus = "default"
 		}
-		p.events = append(p.events, PublishedEvent{Bus: bus, Source: deref(e.Source), DetailType: deref(e.DetailType),
-			Detail: deref(e.Detail), At: a.now()})
-		out.Entries = append(out.Entries, ebtypes.PutEventsResultEntry{EventId: ptr(a.uuid())})
+		s.publishedEvents = append(s.publishedEvents, PublishedEvent{Bus: bus, Source: deref(e.Source), DetailType: deref(e.DetailType),
+			Detail: deref(e.Detail), At: s.now()})
+		out.Entries = append(out.Entries, ebtypes.PutEventsResultEntry{EventId: ptr(s.uuid())})
 	}
 	return out, nil
 }
 
 // PublishedMetrics returns every datum received with PutMetricData, in order. Observation helper: not counted.
-func (a *Account) PublishedMetrics() []PublishedMetric {
-	defer a.lock()()
-	return append([]PublishedMetric(nil), a.publishedLocked().metrics...)
+func (s *cloudWatchService) PublishedMetrics() []PublishedMetric {
+	defer s.lock()()
+	return append([]PublishedMetric(nil), s.publishedMetrics...)
 }
 
 // PublishedEvents returns every entry accepted by PutEvents, in order. Observation helper: not counted.
-func (a *Account) PublishedEvents() []PublishedEvent {
-	defer a.lock()()
-	return append([]PublishedEvent(nil), a.publishedLocked().events...)
+func (s *eventBridgeService) PublishedEvents() []PublishedEvent {
+	defer s.lock()()
+	return append([]PublishedEvent(nil), s.publishedEvents...)
 }
 
 // String describes a published metric for test failure messages.

@@ -133,7 +133,7 @@ func (r *instanceRefresh) rollbackAllowed() bool {
 }
 
 // activeRefresh returns the group's active refresh, nil when there is none.
-func (a *Account) activeRefresh(g *group) *instanceRefresh {
+func (as *autoScalingService) activeRefresh(g *group) *instanceRefresh {
 	if n := len(g.refreshes); n > 0 && g.refreshes[n-1].active() {
 		return g.refreshes[n-1]
 	}
@@ -145,8 +145,8 @@ func (a *Account) activeRefresh(g *group) *instanceRefresh {
 // launch instances with the desired configuration. A
 // rollback launches from the previous configuration, which is the group's own. ok is false when the group's
 // own reference applies.
-func (a *Account) refreshLaunchConfig(g *group) (refreshConfig, bool) {
-	r := a.activeRefresh(g)
+func (as *autoScalingService) refreshLaunchConfig(g *group) (refreshConfig, bool) {
+	r := as.activeRefresh(g)
 	if r == nil || !r.hasDesired || r.rollback != nil || r.status == astypes.InstanceRefreshStatusCancelling {
 		return refreshConfig{}, false
 	}
@@ -157,26 +157,26 @@ func (a *Account) refreshLaunchConfig(g *group) (refreshConfig, bool) {
 // while a refresh replaces, a pool instance not on the refresh's configuration would be a replacement that needs
 // replacing again, so the group launches a new instance instead (conservative; the User Guide's warm pool
 // pages do not say which the refresh does).
-func (a *Account) refreshSkipsPoolInstance(g *group, inst *instance) bool {
-	r := a.activeRefresh(g)
+func (as *autoScalingService) refreshSkipsPoolInstance(g *group, inst *instance) bool {
+	r := as.activeRefresh(g)
 	if r == nil || r.status == astypes.InstanceRefreshStatusCancelling || r.status == astypes.InstanceRefreshStatusPending ||
-		a.opts.RefreshDrawsOutdatedPoolInstances {
+		as.opts.RefreshDrawsOutdatedPoolInstances {
 		return false
 	}
-	return !a.matches(inst, r.target)
+	return !as.matches(inst, r.target)
 }
 
 // refreshSurge is how many instances the group may run above its desired capacity for its refresh.
-func (a *Account) refreshSurge(g *group) int {
-	if r := a.activeRefresh(g); r != nil {
+func (as *autoScalingService) refreshSurge(g *group) int {
+	if r := as.activeRefresh(g); r != nil {
 		return r.surge
 	}
 	return 0
 }
 
 // resolvedVersion resolves a configuration to its template version number now (0 when it does not resolve).
-func (a *Account) resolvedVersion(c refreshConfig) int64 {
-	t := a.templates[c.ltID]
+func (as *autoScalingService) resolvedVersion(c refreshConfig) int64 {
+	t := as.ec2.template(c.ltID)
 	if t == nil {
 		return 0
 	}
@@ -188,8 +188,8 @@ func (a *Account) resolvedVersion(c refreshConfig) int64 {
 }
 
 // matches reports whether an instance runs the configuration: the same template and version.
-func (a *Account) matches(inst *instance, c refreshConfig) bool {
-	return inst.ltID == c.ltID && inst.ltVersion == a.resolvedVersion(c)
+func (as *autoScalingService) matches(inst *instance, c refreshConfig) bool {
+	return inst.ltID == c.ltID && inst.ltVersion == as.resolvedVersion(c)
 }
 
 // StartInstanceRefresh starts an instance refresh of a group. Errors: ValidationError (unknown group, invalid
@@ -197,8 +197,8 @@ func (a *Account) matches(inst *instance, c refreshConfig) bool {
 // group), InstanceRefreshInProgress (the group has an active refresh).
 // Amazon EC2 Auto Scaling API Reference, StartInstanceRefresh and RefreshPreferences.
 func (c *AutoScalingClient) StartInstanceRefresh(ctx context.Context, in *autoscaling.StartInstanceRefreshInput, _ ...func(*autoscaling.Options)) (*autoscaling.StartInstanceRefreshOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:StartInstanceRefresh")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:StartInstanceRefresh")
 	if err != nil {
 		return nil, err
 	}
@@ -206,24 +206,24 @@ func (c *AutoScalingClient) StartInstanceRefresh(ctx context.Context, in *autosc
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.groups[*in.AutoScalingGroupName]
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
 	// API Reference, StartInstanceRefresh: InstanceRefreshInProgress when the group already has an active refresh.
-	if r := a.activeRefresh(g); r != nil {
+	if r := as.activeRefresh(g); r != nil {
 		msg := fmt.Sprintf("An Instance Refresh is already in progress and blocks the execution of this Instance Refresh (%s).", r.id)
 		return nil, &astypes.InstanceRefreshInProgressFault{Message: &msg}
 	}
 	if in.Strategy != "" && in.Strategy != astypes.RefreshStrategyRolling {
 		return nil, apiError("ValidationError", "Strategy %s is not modelled by the simulation; use Rolling.", in.Strategy)
 	}
-	r := &instanceRefresh{id: a.uuid(), group: g.name, status: astypes.InstanceRefreshStatusPending, start: a.now(),
+	r := &instanceRefresh{id: as.uuid(), group: g.name, status: astypes.InstanceRefreshStatusPending, start: as.now(),
 		prev: refreshConfig{ltID: g.ltID, ltVersion: g.ltVersion, mixed: g.mixed}}
 	if in.Preferences != nil {
 		r.prefs = *in.Preferences
 	}
-	if err := a.resolvePreferences(g, r); err != nil {
+	if err := as.resolvePreferences(g, r); err != nil {
 		return nil, err
 	}
 	r.target = r.prev
@@ -244,7 +244,7 @@ func (c *AutoScalingClient) StartInstanceRefresh(ctx context.Context, in *autosc
 			spec, mixed = d.MixedInstancesPolicy.LaunchTemplate.LaunchTemplateSpecification, true
 		}
 		if spec != nil {
-			id, v, err := a.templateRef(spec)
+			id, v, err := as.templateRef(spec)
 			if err != nil {
 				return nil, fmt.Errorf("desired configuration: %w", err)
 			}
@@ -256,18 +256,18 @@ func (c *AutoScalingClient) StartInstanceRefresh(ctx context.Context, in *autosc
 	// API Reference, RefreshPreferences: AutoRollback is not supported without a desired configuration, with a
 	// launch template whose ImageId is a Systems Manager parameter, or with $Latest or $Default.
 	if r.autoRollback {
-		if err := a.rollbackPrerequisites(r); err != nil {
+		if err := as.rollbackPrerequisites(r); err != nil {
 			return nil, apiError("ValidationError", "AutoRollback: %s", err.Error())
 		}
 	}
 	g.refreshes = append(g.refreshes, r)
-	a.after(refreshPendingDelay, func() { a.beginRefresh(g, r) })
+	as.after(refreshPendingDelay, func() { as.beginRefresh(g, r) })
 	return &autoscaling.StartInstanceRefreshOutput{InstanceRefreshId: ptr(r.id)}, nil
 }
 
 // resolvePreferences validates the request's preferences and fills in their defaults.
 // API Reference, RefreshPreferences; User Guide, "Understand the default values for an instance refresh".
-func (a *Account) resolvePreferences(g *group, r *instanceRefresh) error {
+func (as *autoScalingService) resolvePreferences(g *group, r *instanceRefresh) error {
 	p := r.prefs
 	// MinHealthyPercentage: 0 to 100, default 90. MaxHealthyPercentage: 100 to 200, default 100; given, it needs
 	// MinHealthyPercentage, and the two may be at most 100 apart.
@@ -332,7 +332,7 @@ func (a *Account) resolvePreferences(g *group, r *instanceRefresh) error {
 		// An alarm the refresh cannot read is refused at the start: one that does not exist, and one in
 		// INSUFFICIENT_DATA, which gives the refresh no signal to judge the replacements by.
 		for _, name := range r.alarms {
-			st, ok := a.alarms[name]
+			st, ok := as.cloudWatch.alarm(name)
 			if !ok {
 				return apiError("ValidationError", "AlarmSpecification: alarm %s does not exist.", name)
 			}
@@ -351,7 +351,7 @@ func (a *Account) resolvePreferences(g *group, r *instanceRefresh) error {
 // rollbackPrerequisites checks what a rollback needs. API Reference, RollbackInstanceRefresh and
 // RefreshPreferences (AutoRollback): a desired configuration, a launch template whose ImageId is an AMI id
 // (not a Systems Manager parameter), and an explicit version, not $Latest or $Default.
-func (a *Account) rollbackPrerequisites(r *instanceRefresh) error {
+func (as *autoScalingService) rollbackPrerequisites(r *instanceRefresh) error {
 	if !r.hasDesired {
 		return fmt.Errorf("the instance refresh has no desired configuration")
 	}
@@ -359,7 +359,7 @@ func (a *Account) rollbackPrerequisites(r *instanceRefresh) error {
 		if !c.explicit() {
 			return fmt.Errorf("launch template %s uses version %s; a rollback needs an explicit version", c.ltID, c.ltVersion)
 		}
-		if t := a.templates[c.ltID]; t != nil {
+		if t := as.ec2.template(c.ltID); t != nil {
 			if v, ok := t.resolve(c.ltVersion); ok && strings.HasPrefix(v.imageID, "resolve:ssm:") {
 				return fmt.Errorf("launch template %s version %s takes its ImageId from a Systems Manager parameter", c.ltID, c.ltVersion)
 			}
@@ -371,18 +371,18 @@ func (a *Account) rollbackPrerequisites(r *instanceRefresh) error {
 // beginRefresh moves a Pending refresh to InProgress and fixes the instances it replaces.
 // API Reference, RefreshPreferences: SkipMatching leaves out instances already on the desired configuration
 // (without one, on the group's configuration at the start); Ignore leaves out protected or Standby instances.
-func (a *Account) beginRefresh(g *group, r *instanceRefresh) {
+func (as *autoScalingService) beginRefresh(g *group, r *instanceRefresh) {
 	if r.status != astypes.InstanceRefreshStatusPending {
 		return
 	}
 	r.status = astypes.InstanceRefreshStatusInProgress
 	var old []string
 	for _, id := range g.instances {
-		inst := a.instances[id]
+		inst := as.ec2.instance(id)
 		if !countsTowardCapacity(inst.state) && inst.state != string(astypes.LifecycleStateStandby) {
 			continue
 		}
-		if r.skipMatching && a.matches(inst, r.target) {
+		if r.skipMatching && as.matches(inst, r.target) {
 			continue
 		}
 		standby := inst.state == string(astypes.LifecycleStateStandby)
@@ -391,13 +391,13 @@ func (a *Account) beginRefresh(g *group, r *instanceRefresh) {
 		}
 		old = append(old, id)
 	}
-	a.startPhase(r, old)
-	a.pollAlarms(g, r)
+	as.startPhase(r, old)
+	as.pollAlarms(g, r)
 }
 
 // startPhase starts replacing the given instances (the refresh's, or its rollback's).
-func (a *Account) startPhase(r *instanceRefresh, old []string) {
-	r.phaseStart = a.now()
+func (as *autoScalingService) startPhase(r *instanceRefresh, old []string) {
+	r.phaseStart = as.now()
 	r.toReplace = old
 	r.total = len(old)
 	r.launched, r.inServiceAt, r.failed, r.readySeen = map[string]bool{}, map[string]time.Time{}, map[string]bool{}, map[string]bool{}
@@ -407,23 +407,23 @@ func (a *Account) startPhase(r *instanceRefresh, old []string) {
 
 // pollAlarms keeps a timed event while the refresh watches alarms, so that an alarm going into ALARM is seen
 // even when nothing else happens in the group.
-func (a *Account) pollAlarms(g *group, r *instanceRefresh) {
+func (as *autoScalingService) pollAlarms(g *group, r *instanceRefresh) {
 	if len(r.alarms) == 0 {
 		return
 	}
-	a.after(refreshAlarmPoll, func() {
+	as.after(refreshAlarmPoll, func() {
 		if r.active() && r.rollback == nil {
-			a.pollAlarms(g, r)
+			as.pollAlarms(g, r)
 		}
 	})
 }
 
-// reconcileRefreshes advances every active refresh. Callers hold a.mu.
-func (a *Account) reconcileRefreshes() bool {
+// reconcileRefreshes advances every active refresh. Callers hold the lock.
+func (as *autoScalingService) reconcileRefreshes() bool {
 	changed := false
-	for _, name := range a.groupNames() {
-		g := a.groups[name]
-		if r := a.activeRefresh(g); r != nil && a.stepRefresh(g, r) {
+	for _, name := range as.groupNames() {
+		g := as.groups[name]
+		if r := as.activeRefresh(g); r != nil && as.stepRefresh(g, r) {
 			changed = true
 		}
 	}
@@ -435,7 +435,7 @@ func (a *Account) reconcileRefreshes() bool {
 // (PercentageComplete): a replacement is updated once it is healthy and its warm-up time has passed;
 // RefreshPreferences (InstanceWarmup): the warm-up starts when the new instance enters InService, that is
 // after its launching lifecycle hooks completed.
-func (a *Account) ready(r *instanceRefresh, inst *instance) bool {
+func (as *autoScalingService) ready(r *instanceRefresh, inst *instance) bool {
 	if inst.state != string(astypes.LifecycleStateInService) || inst.unhealthy {
 		return false
 	}
@@ -443,10 +443,10 @@ func (a *Account) ready(r *instanceRefresh, inst *instance) bool {
 		return true
 	}
 	at, ok := r.inServiceAt[inst.id]
-	return ok && !a.now().Before(at.Add(r.warmup))
+	return ok && !as.now().Before(at.Add(r.warmup))
 }
 
-func (a *Account) setReason(r *instanceRefresh, format string, args ...any) bool {
+func (as *autoScalingService) setReason(r *instanceRefresh, format string, args ...any) bool {
 	s := fmt.Sprintf(format, args...)
 	if r.reason == s {
 		return false
@@ -456,25 +456,25 @@ func (a *Account) setReason(r *instanceRefresh, format string, args ...any) bool
 }
 
 // stepRefresh advances one refresh by what its group's state allows now. It reports whether it changed
-// anything the control loop must react to. Callers hold a.mu.
-func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
-	now := a.now()
+// anything the control loop must react to. Callers hold the lock.
+func (as *autoScalingService) stepRefresh(g *group, r *instanceRefresh) bool {
+	now := as.now()
 	if r.status == astypes.InstanceRefreshStatusPending {
 		return false
 	}
-	a.observeLaunches(g, r)
+	as.observeLaunches(g, r)
 
 	// API Reference, RefreshPreferences (AlarmSpecification) and User Guide, "Use CloudWatch alarms with an
 	// instance refresh": an alarm going into ALARM fails the refresh (and rolls it back with AutoRollback).
 	if r.rollback == nil && r.status != astypes.InstanceRefreshStatusCancelling {
 		for _, name := range r.alarms {
-			if a.alarms[name] == "ALARM" {
-				return a.failRefresh(g, r, fmt.Sprintf("Instance refresh failed: alarm %s is in ALARM state.", name))
+			if st, _ := as.cloudWatch.alarm(name); st == "ALARM" {
+				return as.failRefresh(g, r, fmt.Sprintf("Instance refresh failed: alarm %s is in ALARM state.", name))
 			}
 		}
 	}
 
-	running := a.running(g)
+	running := as.running(g)
 	desired := int(g.desired)
 	var inflightLaunch, inflightTerm int
 	for _, inst := range running {
@@ -485,14 +485,14 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	var regular, waiting, standbyTerm []*instance
 	var remainingOld int
 	for _, id := range r.toReplace {
-		inst := a.instances[id]
+		inst := as.ec2.instance(id)
 		switch {
 		case isTerminating(inst.state):
 			if inst.state != string(astypes.LifecycleStateTerminatingProceed) {
 				inflightTerm++
 			}
 			continue
-		case inst.state == string(astypes.LifecycleStateTerminated) || a.inWarmPool(inst):
+		case inst.state == string(astypes.LifecycleStateTerminated) || as.inWarmPool(inst):
 			continue
 		}
 		standby := inst.state == string(astypes.LifecycleStateStandby)
@@ -517,7 +517,7 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	}
 	readyNew := 0
 	for id := range r.launched {
-		if inst := a.instances[id]; a.ready(r, inst) {
+		if inst := as.ec2.instance(id); as.ready(r, inst) {
 			readyNew++
 		}
 	}
@@ -531,10 +531,10 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	if r.status == astypes.InstanceRefreshStatusCancelling {
 		r.surge = max(0, min(r.surge, len(running)-desired))
 		if inflightLaunch > 0 || inflightTerm > 0 {
-			return a.setReason(r, "Waiting for %d launches and %d terminations in progress before cancelling.", inflightLaunch, inflightTerm)
+			return as.setReason(r, "Waiting for %d launches and %d terminations in progress before cancelling.", inflightLaunch, inflightTerm)
 		}
 		r.status, r.end, r.surge = astypes.InstanceRefreshStatusCancelled, now, 0
-		a.setReason(r, "Instance refresh cancelled.")
+		as.setReason(r, "Instance refresh cancelled.")
 		return true
 	}
 
@@ -542,14 +542,14 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	// fail a refresh. The model retries them for an hour, as long as the Wait preferences wait, counted from the
 	// first failed replacement since the last healthy one (docs/simulation.md).
 	if !r.failedSince.IsZero() && !now.Before(r.failedSince.Add(refreshWaitLimit)) {
-		return a.failRefresh(g, r, "Instance refresh failed: replacement instances did not become healthy within 1 hour.")
+		return as.failRefresh(g, r, "Instance refresh failed: replacement instances did not become healthy within 1 hour.")
 	}
 
 	if r.status == astypes.InstanceRefreshStatusBaking {
 		if now.Before(r.holdUntil) {
 			return false
 		}
-		return a.completeRefresh(g, r)
+		return as.completeRefresh(g, r)
 	}
 
 	// CheckpointPercentages + CheckpointDelay: User Guide, "Add checkpoints to an instance refresh": at each
@@ -559,7 +559,7 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 		return false
 	}
 	if r.stopAtHold {
-		return a.finishReplacing(g, r)
+		return as.finishReplacing(g, r)
 	}
 	pct := 100
 	if r.total > 0 {
@@ -569,15 +569,15 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 		// No new replacement starts once a checkpoint is reached; the hold begins when those in flight end.
 		r.surge = max(0, min(r.surge, len(running)-desired))
 		if inflightLaunch > 0 || inflightTerm > 0 {
-			return a.setReason(r, "Reaching checkpoint %d%%: waiting for the replacements in progress.", r.checkpoints[r.nextCheck])
+			return as.setReason(r, "Reaching checkpoint %d%%: waiting for the replacements in progress.", r.checkpoints[r.nextCheck])
 		}
 		cp := r.checkpoints[r.nextCheck]
 		r.nextCheck++
 		r.holdUntil = now.Add(r.checkpointDelay)
 		r.stopAtHold = r.nextCheck == len(r.checkpoints) && cp < 100
 		r.surge = max(0, min(r.surge, len(running)-desired))
-		a.setReason(r, "Waiting at checkpoint %d%% for %s.", cp, r.checkpointDelay)
-		a.after(r.checkpointDelay, func() {})
+		as.setReason(r, "Waiting at checkpoint %d%% for %s.", cp, r.checkpointDelay)
+		as.after(r.checkpointDelay, func() {})
 		return true
 	}
 
@@ -585,30 +585,30 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	// healthy bound applies to them.
 	changed := false
 	for _, inst := range standbyTerm {
-		a.beginTerminate(inst, CauseRefresh)
+		as.beginTerminate(inst, CauseRefresh)
 		changed = true
 	}
 
 	if len(regular) == 0 {
 		r.surge = max(0, min(r.surge, len(running)-desired))
-		if inflightLaunch > 0 || inflightTerm > 0 || !a.allLaunchedReady(r) {
+		if inflightLaunch > 0 || inflightTerm > 0 || !as.allLaunchedReady(r) {
 			return changed
 		}
 		if len(waiting) > 0 {
 			if r.waitSince.IsZero() {
 				r.waitSince = now
-				a.after(refreshWaitLimit, func() {})
+				as.after(refreshWaitLimit, func() {})
 			}
 			if !now.Before(r.waitSince.Add(refreshWaitLimit)) {
-				return a.failRefresh(g, r, fmt.Sprintf("Instance refresh failed: %s did not become replaceable within 1 hour.", waiting[0].id))
+				return as.failRefresh(g, r, fmt.Sprintf("Instance refresh failed: %s did not become replaceable within 1 hour.", waiting[0].id))
 			}
 			what := "is protected from scale in"
 			if waiting[0].state == string(astypes.LifecycleStateStandby) {
 				what = "is in Standby"
 			}
-			return a.setReason(r, "Waiting for instance %s, which %s (waits up to 1 hour).", waiting[0].id, what) || changed
+			return as.setReason(r, "Waiting for instance %s, which %s (waits up to 1 hour).", waiting[0].id, what) || changed
 		}
-		return a.finishReplacing(g, r) || changed
+		return as.finishReplacing(g, r) || changed
 	}
 	r.waitSince = time.Time{}
 
@@ -631,14 +631,14 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	// The model never takes the group above its MaxSize for a refresh: the documentation does not say that a
 	// refresh may exceed it (docs/simulation.md).
 	maxCount = min(maxCount, int(g.max))
-	if a.opts.RefreshTerminatesFirst {
+	if as.opts.RefreshTerminatesFirst {
 		minCount, maxCount = desired-1, desired // the deliberately broken model of Options.RefreshTerminatesFirst
 	}
 	r.surge = max(0, min(maxCount-desired, len(regular)))
 
 	healthy := 0
 	for _, inst := range running {
-		if a.ready(r, inst) {
+		if as.ready(r, inst) {
 			healthy++
 		}
 	}
@@ -653,7 +653,7 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	terminated, readyGone := 0, 0
 	for _, inst := range regular {
 		gone := readyGone
-		if a.ready(r, inst) {
+		if as.ready(r, inst) {
 			gone++
 		}
 		after := len(running) - terminated - 1
@@ -663,7 +663,7 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 			break
 		}
 		readyGone = gone
-		a.beginTerminate(inst, CauseRefresh)
+		as.beginTerminate(inst, CauseRefresh)
 		terminated++
 		changed = true
 	}
@@ -679,9 +679,9 @@ func (a *Account) stepRefresh(g *group, r *instanceRefresh) bool {
 	// reason to terminate; the model keeps them (docs/simulation.md).
 	r.surge = max(r.surge, min(inflightLaunch, len(running)-terminated-desired))
 	if !changed && r.surge == 0 && minCount >= desired {
-		return a.setReason(r, "Waiting: launching before terminating needs room above the desired capacity (%d), and the group's MaxSize (%d) leaves none.", desired, g.max)
+		return as.setReason(r, "Waiting: launching before terminating needs room above the desired capacity (%d), and the group's MaxSize (%d) leaves none.", desired, g.max)
 	}
-	a.setReason(r, "Replacing instances: %d of %d updated.", r.done, r.total)
+	as.setReason(r, "Replacing instances: %d of %d updated.", r.done, r.total)
 	return changed
 }
 
@@ -717,10 +717,10 @@ func (r *instanceRefresh) checkpointReached(pct int) bool {
 }
 
 // allLaunchedReady reports whether every instance launched in the phase that is still running is ready.
-func (a *Account) allLaunchedReady(r *instanceRefresh) bool {
+func (as *autoScalingService) allLaunchedReady(r *instanceRefresh) bool {
 	for id := range r.launched {
-		inst := a.instances[id]
-		if countsTowardCapacity(inst.state) && !a.ready(r, inst) {
+		inst := as.ec2.instance(id)
+		if countsTowardCapacity(inst.state) && !as.ready(r, inst) {
 			return false
 		}
 	}
@@ -729,11 +729,11 @@ func (a *Account) allLaunchedReady(r *instanceRefresh) bool {
 
 // observeLaunches records the instances launched on the target during the phase, when each entered InService
 // (its warm-up starts then) and which left before becoming ready (failed replacements).
-func (a *Account) observeLaunches(g *group, r *instanceRefresh) {
-	now := a.now()
+func (as *autoScalingService) observeLaunches(g *group, r *instanceRefresh) {
+	now := as.now()
 	for _, id := range g.instances {
-		inst := a.instances[id]
-		if inst.launchTime.Before(r.phaseStart) || !a.matches(inst, r.target) || slices.Contains(r.toReplace, id) {
+		inst := as.ec2.instance(id)
+		if inst.launchTime.Before(r.phaseStart) || !as.matches(inst, r.target) || slices.Contains(r.toReplace, id) {
 			continue
 		}
 		if !r.launched[id] {
@@ -741,18 +741,18 @@ func (a *Account) observeLaunches(g *group, r *instanceRefresh) {
 		}
 		if inst.state == string(astypes.LifecycleStateInService) && r.inServiceAt[id].IsZero() {
 			r.inServiceAt[id] = now
-			a.after(r.warmup, func() {})
+			as.after(r.warmup, func() {})
 		}
-		if a.ready(r, inst) && !r.readySeen[id] {
+		if as.ready(r, inst) && !r.readySeen[id] {
 			r.readySeen[id] = true
 			r.failedSince = time.Time{}
 		}
 		left := isTerminating(inst.state) || inst.state == string(astypes.LifecycleStateTerminated) || inst.unhealthy
-		if left && !r.failed[id] && !a.ready(r, inst) && (r.inServiceAt[id].IsZero() || now.Before(r.inServiceAt[id].Add(r.warmup)) || inst.unhealthy) {
+		if left && !r.failed[id] && !as.ready(r, inst) && (r.inServiceAt[id].IsZero() || now.Before(r.inServiceAt[id].Add(r.warmup)) || inst.unhealthy) {
 			r.failed[id] = true
 			if r.failedSince.IsZero() {
 				r.failedSince = now
-				a.after(refreshWaitLimit, func() {})
+				as.after(refreshWaitLimit, func() {})
 			}
 		}
 	}
@@ -761,49 +761,49 @@ func (a *Account) observeLaunches(g *group, r *instanceRefresh) {
 // finishReplacing ends the replacement of the InService instances: then the warm pool, then bake time, then
 // the end. User Guide, warm pools and instance refresh: the warm pool's instances are replaced after
 // the InService instances.
-func (a *Account) finishReplacing(g *group, r *instanceRefresh) bool {
+func (as *autoScalingService) finishReplacing(g *group, r *instanceRefresh) bool {
 	if g.warmPool != nil && !r.stopAtHold {
 		pending := false
 		changed := false
 		for _, id := range append([]string(nil), g.warmPool.instances...) {
-			inst := a.instances[id]
+			inst := as.ec2.instance(id)
 			if leavingPool(inst.state) {
 				pending = true
 				continue
 			}
-			if !a.matches(inst, r.target) {
-				a.beginTerminate(inst, CauseRefresh) // the pool refills from the refresh's configuration
+			if !as.matches(inst, r.target) {
+				as.beginTerminate(inst, CauseRefresh) // the pool refills from the refresh's configuration
 				pending, changed = true, true
 			}
 		}
 		if pending {
-			a.setReason(r, "Replacing the warm pool's instances.")
+			as.setReason(r, "Replacing the warm pool's instances.")
 			return changed
 		}
 	}
 	// BakeTime: API Reference, RefreshPreferences; status Baking (API Reference, InstanceRefresh).
 	if r.rollback == nil && r.bake > 0 {
 		r.status = astypes.InstanceRefreshStatusBaking
-		r.holdUntil = a.now().Add(r.bake)
-		a.setReason(r, "Waiting %s of bake time.", r.bake)
-		a.after(r.bake, func() {})
+		r.holdUntil = as.now().Add(r.bake)
+		as.setReason(r, "Waiting %s of bake time.", r.bake)
+		as.after(r.bake, func() {})
 		return true
 	}
-	return a.completeRefresh(g, r)
+	return as.completeRefresh(g, r)
 }
 
 // completeRefresh ends a refresh (Successful) or its rollback (RollbackSuccessful). API Reference,
 // StartInstanceRefresh (DesiredConfiguration): once the refresh succeeds the group's settings take the desired
 // configuration.
-func (a *Account) completeRefresh(g *group, r *instanceRefresh) bool {
-	r.end, r.surge = a.now(), 0
+func (as *autoScalingService) completeRefresh(g *group, r *instanceRefresh) bool {
+	r.end, r.surge = as.now(), 0
 	if r.rollback != nil {
 		r.status = astypes.InstanceRefreshStatusRollbackSuccessful
-		a.setReason(r, "Rollback completed successfully.")
+		as.setReason(r, "Rollback completed successfully.")
 		return true
 	}
 	r.status = astypes.InstanceRefreshStatusSuccessful
-	a.setReason(r, "Instance refresh completed successfully.")
+	as.setReason(r, "Instance refresh completed successfully.")
 	if r.hasDesired {
 		g.ltID, g.ltVersion, g.mixed = r.target.ltID, r.target.ltVersion, r.target.mixed
 	}
@@ -812,18 +812,18 @@ func (a *Account) completeRefresh(g *group, r *instanceRefresh) bool {
 
 // failRefresh fails a refresh, or rolls it back with AutoRollback. A failing rollback is RollbackFailed.
 // API Reference, RefreshPreferences (AutoRollback) and InstanceRefresh (Status).
-func (a *Account) failRefresh(g *group, r *instanceRefresh, reason string) bool {
+func (as *autoScalingService) failRefresh(g *group, r *instanceRefresh, reason string) bool {
 	if r.rollback != nil {
-		r.status, r.end, r.surge = astypes.InstanceRefreshStatusRollbackFailed, a.now(), 0
-		a.setReason(r, "%s", strings.Replace(reason, "Instance refresh failed", "Rollback failed", 1))
+		r.status, r.end, r.surge = astypes.InstanceRefreshStatusRollbackFailed, as.now(), 0
+		as.setReason(r, "%s", strings.Replace(reason, "Instance refresh failed", "Rollback failed", 1))
 		return true
 	}
 	if r.autoRollback {
-		a.beginRollback(g, r, reason)
+		as.beginRollback(g, r, reason)
 		return true
 	}
-	r.status, r.end, r.surge = astypes.InstanceRefreshStatusFailed, a.now(), 0
-	a.setReason(r, "%s", reason)
+	r.status, r.end, r.surge = astypes.InstanceRefreshStatusFailed, as.now(), 0
+	as.setReason(r, "%s", reason)
 	return true
 }
 
@@ -831,24 +831,24 @@ func (a *Account) failRefresh(g *group, r *instanceRefresh, reason string) bool 
 // configuration. API Reference, RollbackInstanceRefresh and User Guide, "Undo changes with a manual or auto
 // rollback": the rollback uses the refresh's preferences; instances the refresh did not yet update need no
 // replacement (InstancesToUpdate keeps their count).
-func (a *Account) beginRollback(g *group, r *instanceRefresh, reason string) {
+func (as *autoScalingService) beginRollback(g *group, r *instanceRefresh, reason string) {
 	r.frozenToUpd = r.total - r.done
-	r.rollback = &refreshRollback{reason: reason, start: a.now()}
+	r.rollback = &refreshRollback{reason: reason, start: as.now()}
 	r.status = astypes.InstanceRefreshStatusRollbackInProgress
 	r.target = r.prev
 	var back []string
 	for _, id := range g.instances {
-		inst := a.instances[id]
-		if countsTowardCapacity(inst.state) && !a.matches(inst, r.prev) {
+		inst := as.ec2.instance(id)
+		if countsTowardCapacity(inst.state) && !as.matches(inst, r.prev) {
 			back = append(back, id)
 		}
 	}
-	a.startPhase(r, back)
-	a.setReason(r, "Rolling back: %s", reason)
+	as.startPhase(r, back)
+	as.setReason(r, "Rolling back: %s", reason)
 }
 
 // refreshView describes a refresh as DescribeInstanceRefreshes does.
-func (a *Account) refreshView(r *instanceRefresh) astypes.InstanceRefresh {
+func (as *autoScalingService) refreshView(r *instanceRefresh) astypes.InstanceRefresh {
 	prefs := r.prefs
 	out := astypes.InstanceRefresh{
 		AutoScalingGroupName: ptr(r.group),
@@ -893,8 +893,8 @@ func (a *Account) refreshView(r *instanceRefresh) astypes.InstanceRefresh {
 // InstanceRefreshIds, paged by MaxRecords (default 50, at most 100) and NextToken.
 // Amazon EC2 Auto Scaling API Reference, DescribeInstanceRefreshes. Errors: ValidationError.
 func (c *AutoScalingClient) DescribeInstanceRefreshes(ctx context.Context, in *autoscaling.DescribeInstanceRefreshesInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeInstanceRefreshesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeInstanceRefreshes")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeInstanceRefreshes")
 	if err != nil {
 		return nil, err
 	}
@@ -902,7 +902,7 @@ func (c *AutoScalingClient) DescribeInstanceRefreshes(ctx context.Context, in *a
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.groups[*in.AutoScalingGroupName]
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -936,7 +936,7 @@ func (c *AutoScalingClient) DescribeInstanceRefreshes(ctx context.Context, in *a
 			out.NextToken = ptr(fmt.Sprintf("ir-%d", seen-1))
 			break
 		}
-		out.InstanceRefreshes = append(out.InstanceRefreshes, a.refreshView(r))
+		out.InstanceRefreshes = append(out.InstanceRefreshes, as.refreshView(r))
 	}
 	return out, nil
 }
@@ -951,8 +951,8 @@ func activeNotFound(group string) error {
 // back. Amazon EC2 Auto Scaling API Reference, CancelInstanceRefresh. Errors: ValidationError,
 // ActiveInstanceRefreshNotFound.
 func (c *AutoScalingClient) CancelInstanceRefresh(ctx context.Context, in *autoscaling.CancelInstanceRefreshInput, _ ...func(*autoscaling.Options)) (*autoscaling.CancelInstanceRefreshOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:CancelInstanceRefresh")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:CancelInstanceRefresh")
 	if err != nil {
 		return nil, err
 	}
@@ -960,26 +960,26 @@ func (c *AutoScalingClient) CancelInstanceRefresh(ctx context.Context, in *autos
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.groups[*in.AutoScalingGroupName]
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
-	r := a.activeRefresh(g)
+	r := as.activeRefresh(g)
 	if r == nil || r.status == astypes.InstanceRefreshStatusCancelling {
 		return nil, activeNotFound(g.name)
 	}
 	if r.status == astypes.InstanceRefreshStatusPending {
-		r.status, r.end = astypes.InstanceRefreshStatusCancelled, a.now()
-		a.setReason(r, "Instance refresh cancelled before it started.")
+		r.status, r.end = astypes.InstanceRefreshStatusCancelled, as.now()
+		as.setReason(r, "Instance refresh cancelled before it started.")
 	} else {
 		r.status = astypes.InstanceRefreshStatusCancelling
-		a.setReason(r, "Cancelling.")
+		as.setReason(r, "Cancelling.")
 		if in.WaitForTransitioningInstances != nil && !*in.WaitForTransitioningInstances {
-			r.status, r.end, r.surge = astypes.InstanceRefreshStatusCancelled, a.now(), 0
-			a.setReason(r, "Instance refresh cancelled without waiting for instances in transition.")
+			r.status, r.end, r.surge = astypes.InstanceRefreshStatusCancelled, as.now(), 0
+			as.setReason(r, "Instance refresh cancelled without waiting for instances in transition.")
 		}
 	}
-	a.settle()
+	as.settle()
 	return &autoscaling.CancelInstanceRefreshOutput{InstanceRefreshId: ptr(r.id)}, nil
 }
 
@@ -988,8 +988,8 @@ func (c *AutoScalingClient) CancelInstanceRefresh(ctx context.Context, in *autos
 // RollbackInstanceRefresh. Errors: ValidationError, ActiveInstanceRefreshNotFound (no refresh in progress,
 // after Successful among others), IrreversibleInstanceRefresh (the prerequisites are not met).
 func (c *AutoScalingClient) RollbackInstanceRefresh(ctx context.Context, in *autoscaling.RollbackInstanceRefreshInput, _ ...func(*autoscaling.Options)) (*autoscaling.RollbackInstanceRefreshOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:RollbackInstanceRefresh")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:RollbackInstanceRefresh")
 	if err != nil {
 		return nil, err
 	}
@@ -997,28 +997,28 @@ func (c *AutoScalingClient) RollbackInstanceRefresh(ctx context.Context, in *aut
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.groups[*in.AutoScalingGroupName]
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
-	r := a.latestRefresh(g)
+	r := as.latestRefresh(g)
 	if r == nil || !r.rollbackAllowed() {
 		return nil, activeNotFound(g.name)
 	}
-	if err := a.rollbackPrerequisites(r); err != nil {
+	if err := as.rollbackPrerequisites(r); err != nil {
 		msg := fmt.Sprintf("The instance refresh cannot be rolled back: %s.", err.Error())
 		return nil, &astypes.IrreversibleInstanceRefreshFault{Message: &msg}
 	}
 	if r.status == astypes.InstanceRefreshStatusPending {
 		r.status = astypes.InstanceRefreshStatusInProgress // nothing replaced yet: the rollback has nothing to undo
 	}
-	a.beginRollback(g, r, "Rollback requested by RollbackInstanceRefresh.")
-	a.settle()
+	as.beginRollback(g, r, "Rollback requested by RollbackInstanceRefresh.")
+	as.settle()
 	return &autoscaling.RollbackInstanceRefreshOutput{InstanceRefreshId: ptr(r.id)}, nil
 }
 
 // latestRefresh returns the group's newest refresh, nil when it never had one.
-func (a *Account) latestRefresh(g *group) *instanceRefresh {
+func (as *autoScalingService) latestRefresh(g *group) *instanceRefresh {
 	if n := len(g.refreshes); n > 0 {
 		return g.refreshes[n-1]
 	}
@@ -1028,39 +1028,39 @@ func (a *Account) latestRefresh(g *group) *instanceRefresh {
 // EnterStandby puts an InService instance into Standby and decrements the group's desired capacity, as
 // EnterStandby with ShouldDecrementDesiredCapacity does (User Guide, "Temporarily remove instances from your
 // Auto Scaling group"). Setup helper: not counted.
-func (a *Account) EnterStandby(instanceID string) error {
-	defer a.lock()()
-	inst := a.instances[instanceID]
+func (as *autoScalingService) EnterStandby(instanceID string) error {
+	defer as.lock()()
+	inst := as.ec2.instance(instanceID)
 	if inst == nil || inst.state != string(astypes.LifecycleStateInService) {
 		return apiError("ValidationError", "The instance %s is not in InService.", instanceID)
 	}
-	g := a.groups[inst.group]
+	g := as.groups[inst.group]
 	if g.desired-1 < g.min {
 		return apiError("ValidationError", "Entering standby would violate the group's min size constraint.")
 	}
 	inst.state = string(astypes.LifecycleStateStandby)
 	from := g.desired
 	g.desired--
-	a.recordDesired(g, from, CallerTest)
-	a.settle()
+	as.recordDesired(g, from, CallerTest)
+	as.settle()
 	return nil
 }
 
 // ExitStandby returns a Standby instance to service and increments the desired capacity. Setup helper.
-func (a *Account) ExitStandby(instanceID string) error {
-	defer a.lock()()
-	inst := a.instances[instanceID]
+func (as *autoScalingService) ExitStandby(instanceID string) error {
+	defer as.lock()()
+	inst := as.ec2.instance(instanceID)
 	if inst == nil || inst.state != string(astypes.LifecycleStateStandby) {
 		return apiError("ValidationError", "The instance %s is not in Standby.", instanceID)
 	}
-	g := a.groups[inst.group]
+	g := as.groups[inst.group]
 	if g.desired+1 > g.max {
 		return apiError("ValidationError", "Exiting standby would violate the group's max size constraint.")
 	}
 	inst.state = string(astypes.LifecycleStateInService)
 	from := g.desired
 	g.desired++
-	a.recordDesired(g, from, CallerTest)
-	a.settle()
+	as.recordDesired(g, from, CallerTest)
+	as.settle()
 	return nil
 }

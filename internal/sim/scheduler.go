@@ -11,7 +11,7 @@ import (
 const advanceStep = time.Second
 
 // event is one timed piece of simulated AWS behaviour (an instance finishing boot, a task reaching its next
-// lastStatus, a lifecycle hook timing out). Events run under Account.mu at their due time, in time order; events
+// lastStatus, a lifecycle hook timing out). Events run under the world's lock at their due time, in time order; events
 // due at the same instant run in the order they were scheduled.
 type event struct {
 	at  time.Time
@@ -63,22 +63,22 @@ func (s *scheduler) pop() *event {
 	return heap.Pop(&s.queue).(*event)
 }
 
-// after schedules fn to run d after the current simulated time. Callers hold a.mu.
-func (a *Account) after(d time.Duration, fn func()) {
-	a.sched.add(a.now().Add(d), fn)
+// after schedules fn to run d after the current simulated time. Callers hold the lock.
+func (w *world) after(d time.Duration, fn func()) {
+	w.sched.add(w.now().Add(d), fn)
 }
 
 // runDueLocked runs every event whose due time is not after the clock's current time, in time order, settling
-// the account after each one. Callers hold a.mu.
-func (a *Account) runDueLocked() {
+// the account after each one. Callers hold the lock.
+func (w *world) runDueLocked() {
 	for {
-		at, ok := a.sched.next()
-		if !ok || at.After(a.now()) {
+		at, ok := w.sched.next()
+		if !ok || at.After(w.now()) {
 			return
 		}
-		ev := a.sched.pop()
+		ev := w.sched.pop()
 		ev.fn()
-		a.settle()
+		w.settle()
 	}
 }
 
@@ -86,40 +86,48 @@ func (a *Account) runDueLocked() {
 // that falls due on the way: every scheduled event runs with the clock set to its own due time, in time order.
 // Timers that other code registered on the same clock fire as the clock passes them. Advance(0) runs whatever is
 // already due. Callers alternate agent work and Advance; Advance never runs agent code itself.
-func (a *Account) Advance(d time.Duration) {
-	a.advanceMu.Lock()
-	defer a.advanceMu.Unlock()
+func (w *world) Advance(d time.Duration) {
+	w.advanceMu.Lock()
+	defer w.advanceMu.Unlock()
 	if d < 0 {
 		d = 0
 	}
-	target := a.clk.Now().Add(d)
+	target := w.clk.Now().Add(d)
 	for {
-		step := a.clk.Now().Add(advanceStep)
+		step := w.clk.Now().Add(advanceStep)
 		if step.After(target) {
 			step = target
 		}
 		for {
-			a.mu.Lock()
-			at, ok := a.sched.next()
+			unlock := w.hold()
+			at, ok := w.sched.next()
 			if !ok || at.After(step) {
-				a.mu.Unlock()
+				unlock()
 				break
 			}
-			if at.After(a.clk.Now()) {
-				// Move the clock to the event's due time without holding a.mu: the fake clock runs AfterFunc
+			if at.After(w.clk.Now()) {
+				// Move the clock to the event's due time without holding the lock: the fake clock runs AfterFunc
 				// callbacks synchronously and they may call into the account.
-				a.mu.Unlock()
-				a.clk.SetTime(at)
+				unlock()
+				w.clk.SetTime(at)
 				continue
 			}
-			a.runDueLocked()
-			a.mu.Unlock()
+			w.runDueLocked()
+			unlock()
 		}
-		if step.After(a.clk.Now()) {
-			a.clk.SetTime(step)
+		if step.After(w.clk.Now()) {
+			w.clk.SetTime(step)
 		}
 		if !step.Before(target) {
 			return
 		}
 	}
+}
+
+// NextEventAt returns when the account's next timed event is due (an instance finishing its boot, an ECS
+// agent connecting, a task reaching its next lastStatus, ...); false when none is pending. Event-driven
+// drivers move the clock to it instead of by a fixed tick. Not counted.
+func (w *world) NextEventAt() (time.Time, bool) {
+	defer w.hold()()
+	return w.sched.next()
 }

@@ -14,6 +14,14 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
+// sqsService is Amazon SQS: queues and their messages.
+type sqsService struct {
+	*world
+
+	queues      map[string]*queue // by queue URL
+	queueByName map[string]*queue
+}
+
 const (
 	// defaultVisibilityTimeout is a queue's default visibility timeout. Amazon SQS Developer Guide, "Amazon SQS
 	// visibility timeout": 30 seconds by default, 0 to 12 hours.
@@ -46,37 +54,37 @@ type message struct {
 // CreateQueue creates a standard queue and returns its URL (https://sqs.<region>.amazonaws.com/<account>/<name>).
 // With maxReceiveCount > 0 its redrive policy moves a message to the queue named dlqName (created when missing)
 // once it has been received maxReceiveCount times. Setup helper: not counted.
-func (a *Account) CreateQueue(name string, maxReceiveCount int, dlqName string) (queueURL string) {
-	defer a.lock()()
-	q := a.createQueue(name)
+func (s *sqsService) CreateQueue(name string, maxReceiveCount int, dlqName string) (queueURL string) {
+	defer s.lock()()
+	q := s.createQueue(name)
 	if maxReceiveCount > 0 && dlqName != "" {
 		q.maxReceive = maxReceiveCount
-		q.dlq = a.createQueue(dlqName)
+		q.dlq = s.createQueue(dlqName)
 	}
 	return q.url
 }
 
-func (a *Account) createQueue(name string) *queue {
-	if q := a.queueByName[name]; q != nil {
+func (s *sqsService) createQueue(name string) *queue {
+	if q := s.queueByName[name]; q != nil {
 		return q
 	}
 	q := &queue{
 		name:       name,
-		url:        fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", a.opts.Region, a.opts.AccountID, name),
-		arn:        fmt.Sprintf("arn:aws:sqs:%s:%s:%s", a.opts.Region, a.opts.AccountID, name),
+		url:        fmt.Sprintf("https://sqs.%s.amazonaws.com/%s/%s", s.opts.Region, s.opts.AccountID, name),
+		arn:        fmt.Sprintf("arn:aws:sqs:%s:%s:%s", s.opts.Region, s.opts.AccountID, name),
 		visibility: defaultVisibilityTimeout,
 		handles:    map[string]*message{},
 	}
-	a.queues[q.url] = q
-	a.queueByName[name] = q
+	s.queues[q.url] = q
+	s.queueByName[name] = q
 	return q
 }
 
 // SendMessage puts a message on a queue and returns its message id. Setup helper: not counted. It panics when
 // the queue does not exist.
-func (a *Account) SendMessage(queueURL, body string) (messageID string) {
-	defer a.lock()()
-	id := a.enqueue(queueURL, body)
+func (s *sqsService) SendMessage(queueURL, body string) (messageID string) {
+	defer s.lock()()
+	id := s.enqueue(queueURL, body)
 	if id == "" {
 		panic("sim: no queue " + queueURL)
 	}
@@ -85,20 +93,32 @@ func (a *Account) SendMessage(queueURL, body string) (messageID string) {
 
 // enqueue adds a message to a queue and returns its id ("" when the queue does not exist: the sender's
 // delivery fails, as a lifecycle hook's notification to a deleted queue does).
-func (a *Account) enqueue(queueURL, body string) string {
-	q := a.queues[queueURL]
-	if q == nil {
+func (s *sqsService) enqueue(queueURL, body string) string {
+	if s.queues[queueURL] == nil {
 		return ""
 	}
-	sum := md5.Sum([]byte(body))
-	m := &message{id: a.uuid(), body: body, md5: hex.EncodeToString(sum[:]), sentAt: a.now(), visibleAt: a.now()}
-	q.msgs = append(q.msgs, m)
-	return m.id
+	id := s.uuid()
+	s.deliver(queueURL, id, body)
+	return id
 }
+
+// deliver puts a message with the given id on the queue, visible at once; nothing when the queue does not
+// exist.
+func (s *sqsService) deliver(queueURL, id, body string) {
+	q := s.queues[queueURL]
+	if q == nil {
+		return
+	}
+	sum := md5.Sum([]byte(body))
+	q.msgs = append(q.msgs, &message{id: id, body: body, md5: hex.EncodeToString(sum[:]), sentAt: s.now(), visibleAt: s.now()})
+}
+
+// queue returns the queue with the URL, or nil.
+func (s *sqsService) queue(url string) *queue { return s.queues[url] }
 
 // OperatorQueue returns the account's SQS client as the operator commands use it (awsapi.OperatorQueue: their
 // wake-up's SendMessage).
-func (a *Account) OperatorQueue() awsapi.OperatorQueue { return &SQSClient{a: a} }
+func (a *Account) OperatorQueue() awsapi.OperatorQueue { return &SQSClient{s: a.sqs} }
 
 // SendMessage is the API call (an operator command's wake-up): it puts MessageBody on the queue and answers its
 // MessageId and MD5OfMessageBody (the MD5 digest of the body, hex). Amazon SQS API Reference, "SendMessage":
@@ -106,8 +126,8 @@ func (a *Account) OperatorQueue() awsapi.OperatorQueue { return &SQSClient{a: a}
 // QueueDoesNotExist, and the message is visible at once without DelaySeconds (which the simulation does not
 // model: the operator wake-up sets none).
 func (c *SQSClient) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:SendMessage")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:SendMessage")
 	if err != nil {
 		return nil, err
 	}
@@ -115,28 +135,28 @@ func (c *SQSClient) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _
 	if in == nil {
 		in = &sqs.SendMessageInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
 	if in.MessageBody == nil || *in.MessageBody == "" {
 		return nil, apiError("MissingParameter", "The request must contain the parameter MessageBody.")
 	}
-	id := a.enqueue(q.url, *in.MessageBody)
+	id := s.enqueue(q.url, *in.MessageBody)
 	sum := md5.Sum([]byte(*in.MessageBody))
 	return &sqs.SendMessageOutput{MessageId: ptr(id), MD5OfMessageBody: ptr(hex.EncodeToString(sum[:]))}, nil
 }
 
 // QueueDepth returns how many messages of a queue are visible and how many are in flight (received, not yet
 // deleted, visibility timeout not yet expired).
-func (a *Account) QueueDepth(queueURL string) (visible, inFlight int) {
-	defer a.lock()()
-	q := a.queues[queueURL]
+func (s *sqsService) QueueDepth(queueURL string) (visible, inFlight int) {
+	defer s.lock()()
+	q := s.queues[queueURL]
 	if q == nil {
 		return 0, 0
 	}
-	now := a.now()
-	for _, m := range a.live(q) {
+	now := s.now()
+	for _, m := range s.live(q) {
 		if m.visibleAt.After(now) {
 			inFlight++
 		} else {
@@ -147,24 +167,24 @@ func (a *Account) QueueDepth(queueURL string) (visible, inFlight int) {
 }
 
 // QueueMessages returns the bodies of every message still on a queue (visible or in flight), oldest first.
-func (a *Account) QueueMessages(queueURL string) []string {
-	defer a.lock()()
-	q := a.queues[queueURL]
+func (s *sqsService) QueueMessages(queueURL string) []string {
+	defer s.lock()()
+	q := s.queues[queueURL]
 	if q == nil {
 		return nil
 	}
 	var out []string
-	for _, m := range a.live(q) {
+	for _, m := range s.live(q) {
 		out = append(out, m.body)
 	}
 	return out
 }
 
 // live drops deleted and expired messages and returns the rest.
-func (a *Account) live(q *queue) []*message {
+func (s *sqsService) live(q *queue) []*message {
 	kept := q.msgs[:0]
 	for _, m := range q.msgs {
-		if m.deleted || a.now().Sub(m.sentAt) >= retention {
+		if m.deleted || s.now().Sub(m.sentAt) >= retention {
 			continue
 		}
 		kept = append(kept, m)
@@ -177,15 +197,15 @@ func (a *Account) live(q *queue) []*message {
 }
 
 // SQSClient is the simulated Amazon SQS API. It implements awsapi.SQS.
-type SQSClient struct{ a *Account }
+type SQSClient struct{ s *sqsService }
 
 var _ awsapi.SQS = (*SQSClient)(nil)
 
-func (a *Account) findQueue(url *string) (*queue, error) {
+func (s *sqsService) findQueue(url *string) (*queue, error) {
 	if url == nil {
 		return nil, apiError("MissingParameter", "The request must contain the parameter QueueUrl.")
 	}
-	q := a.queues[*url]
+	q := s.queues[*url]
 	if q == nil {
 		return nil, &sqstypes.QueueDoesNotExist{Message: ptr("The specified queue does not exist.")}
 	}
@@ -201,8 +221,8 @@ func (a *Account) findQueue(url *string) (*queue, error) {
 // Amazon SQS Developer Guide, "Amazon SQS visibility timeout", "Using dead-letter queues in Amazon SQS";
 // Amazon SQS API Reference, "ReceiveMessage". Errors: QueueDoesNotExist, InvalidParameterValue.
 func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:ReceiveMessage")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:ReceiveMessage")
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +230,7 @@ func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 	if in == nil {
 		in = &sqs.ReceiveMessageInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -238,9 +258,9 @@ func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 	for _, n := range in.AttributeNames {
 		want[string(n)] = true
 	}
-	now := a.now()
+	now := s.now()
 	out := &sqs.ReceiveMessageOutput{Messages: []sqstypes.Message{}}
-	for _, m := range a.live(q) {
+	for _, m := range s.live(q) {
 		if len(out.Messages) == max {
 			break
 		}
@@ -265,7 +285,7 @@ func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 		m.visibleAt = now.Add(visibility)
 		// Amazon SQS Developer Guide, "Amazon SQS queue and message identifiers": every receive returns a new
 		// receipt handle.
-		m.handle = a.uuid() + "#" + m.id
+		m.handle = s.uuid() + "#" + m.id
 		q.handles[m.handle] = m
 		msg := sqstypes.Message{MessageId: ptr(m.id), ReceiptHandle: ptr(m.handle), Body: ptr(m.body), MD5OfBody: ptr(m.md5)}
 		attrs := map[string]string{}
@@ -292,8 +312,8 @@ func (c *SQSClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageIn
 // Amazon SQS Developer Guide, "Amazon SQS queue and message identifiers" (receipt handles); API Reference,
 // "DeleteMessage". Errors: QueueDoesNotExist, ReceiptHandleIsInvalid (a handle this queue never issued).
 func (c *SQSClient) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:DeleteMessage")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:DeleteMessage")
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +321,7 @@ func (c *SQSClient) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInpu
 	if in == nil {
 		in = &sqs.DeleteMessageInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -323,8 +343,8 @@ func (c *SQSClient) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInpu
 // hyphens and underscores) or QueueDoesNotExist. Amazon SQS API Reference, "DeleteMessageBatch";
 // Amazon SQS Developer Guide, "Amazon SQS batch actions".
 func (c *SQSClient) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:DeleteMessageBatch")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:DeleteMessageBatch")
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +352,7 @@ func (c *SQSClient) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessag
 	if in == nil {
 		in = &sqs.DeleteMessageBatchInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -388,8 +408,8 @@ func validBatchID(id string) bool {
 // Errors: QueueDoesNotExist, ReceiptHandleIsInvalid, MessageNotInflight (deleted, moved, visible again, or a
 // handle from an earlier receive), InvalidParameterValue.
 func (c *SQSClient) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:ChangeMessageVisibility")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:ChangeMessageVisibility")
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +417,7 @@ func (c *SQSClient) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeM
 	if in == nil {
 		in = &sqs.ChangeMessageVisibilityInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
@@ -409,9 +429,9 @@ func (c *SQSClient) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeM
 	if m == nil {
 		return nil, &sqstypes.ReceiptHandleIsInvalid{Message: ptr(fmt.Sprintf("The input receipt handle \"%s\" is not a valid receipt handle.", deref(in.ReceiptHandle)))}
 	}
-	if m.deleted || m.handle != *in.ReceiptHandle || !m.visibleAt.After(a.now()) {
+	if m.deleted || m.handle != *in.ReceiptHandle || !m.visibleAt.After(s.now()) {
 		return nil, &sqstypes.MessageNotInflight{Message: ptr("Message does not exist or is not available for visibility timeout change.")}
 	}
-	m.visibleAt = a.now().Add(d)
+	m.visibleAt = s.now().Add(d)
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
 }

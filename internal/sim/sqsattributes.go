@@ -15,8 +15,8 @@ import (
 // names every one. Other names are left out of the answer. Amazon SQS API Reference, "GetQueueAttributes".
 // Errors: QueueDoesNotExist.
 func (c *SQSClient) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "sqs:GetQueueAttributes")
+	s := c.s
+	unlock, err := s.call(ctx, "sqs:GetQueueAttributes")
 	if err != nil {
 		return nil, err
 	}
@@ -24,13 +24,13 @@ func (c *SQSClient) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttr
 	if in == nil {
 		in = &sqs.GetQueueAttributesInput{}
 	}
-	q, err := a.findQueue(in.QueueUrl)
+	q, err := s.findQueue(in.QueueUrl)
 	if err != nil {
 		return nil, err
 	}
 	visible, inFlight := 0, 0
-	now := a.now()
-	for _, m := range a.live(q) {
+	now := s.now()
+	for _, m := range s.live(q) {
 		if m.visibleAt.After(now) {
 			inFlight++
 		} else {

@@ -13,6 +13,13 @@ import (
 	"github.com/patch-agent/patch-agent/internal/awsapi"
 )
 
+// ssmService is AWS Systems Manager Parameter Store: parameters and their history (ssmhistory.go).
+type ssmService struct {
+	*world
+
+	params map[string]*parameter
+}
+
 // parameter is a String parameter with its history of versions.
 type parameter struct {
 	name     string
@@ -28,39 +35,39 @@ type parameterVersion struct {
 // PutParameter creates or overwrites a String parameter: its Version goes up by one (starting at 1) and its
 // LastModifiedDate is the clock's now. Public parameters (/aws/service/...) are simulated the same way.
 // AWS Systems Manager User Guide, "Working with parameter versions". Setup helper: not counted.
-func (a *Account) PutParameter(name, value string) {
-	defer a.lock()()
-	p := a.params[name]
+func (s *ssmService) PutParameter(name, value string) {
+	defer s.lock()()
+	p := s.params[name]
 	if p == nil {
 		p = &parameter{name: name}
-		a.params[name] = p
+		s.params[name] = p
 	}
-	p.versions = append(p.versions, parameterVersion{value: value, version: int64(len(p.versions) + 1), modified: a.now()})
+	p.versions = append(p.versions, parameterVersion{value: value, version: int64(len(p.versions) + 1), modified: s.now()})
 }
 
 // DeleteParameter deletes a parameter and its whole history, as DeleteParameter does: GetParameters then lists
 // its name in InvalidParameters, and a later PutParameter creates it anew at Version 1. AWS Systems Manager API
 // Reference, "DeleteParameter" and "GetParameters". Setup helper: not counted. Deleting a parameter that does
 // not exist does nothing (the API answers ParameterNotFound; a setup helper has no caller to tell).
-func (a *Account) DeleteParameter(name string) {
-	defer a.lock()()
-	delete(a.params, name)
+func (s *ssmService) DeleteParameter(name string) {
+	defer s.lock()()
+	delete(s.params, name)
 }
 
 // SSMClient is the simulated AWS Systems Manager Parameter Store API. It implements awsapi.SSM.
-type SSMClient struct{ a *Account }
+type SSMClient struct{ s *ssmService }
 
 var _ awsapi.SSM = (*SSMClient)(nil)
 
-func (a *Account) parameterARN(name string) string {
-	account := a.opts.AccountID
+func (s *ssmService) parameterARN(name string) string {
+	account := s.opts.AccountID
 	if strings.HasPrefix(name, "/aws/service/") {
 		account = "" // public parameters are owned by AWS
 	}
 	if !strings.HasPrefix(name, "/") {
 		name = "/" + name
 	}
-	return fmt.Sprintf("arn:aws:ssm:%s:%s:parameter%s", a.opts.Region, account, name)
+	return fmt.Sprintf("arn:aws:ssm:%s:%s:parameter%s", s.opts.Region, account, name)
 }
 
 // GetParameters returns up to 10 parameters by name (a name may carry a ":<version>" selector); names that do
@@ -68,8 +75,8 @@ func (a *Account) parameterARN(name string) string {
 // LastModifiedDate, ARN and DataType "text".
 // AWS Systems Manager API Reference, "GetParameters". Errors: ValidationException (no names, more than 10).
 func (c *SSMClient) GetParameters(ctx context.Context, in *ssm.GetParametersInput, _ ...func(*ssm.Options)) (*ssm.GetParametersOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ssm:GetParameters")
+	s := c.s
+	unlock, err := s.call(ctx, "ssm:GetParameters")
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +93,7 @@ func (c *SSMClient) GetParameters(ctx context.Context, in *ssm.GetParametersInpu
 		if i := strings.LastIndex(ref, ":"); i > 0 {
 			name, selector = ref[:i], ref[i:]
 		}
-		p := a.params[name]
+		p := s.params[name]
 		if p == nil || len(p.versions) == 0 {
 			out.InvalidParameters = append(out.InvalidParameters, ref)
 			continue
@@ -106,7 +113,7 @@ func (c *SSMClient) GetParameters(ctx context.Context, in *ssm.GetParametersInpu
 			Value:            ptr(v.value),
 			Version:          v.version,
 			LastModifiedDate: ptr(v.modified),
-			ARN:              ptr(a.parameterARN(p.name)),
+			ARN:              ptr(s.parameterARN(p.name)),
 			DataType:         ptr("text"),
 		}
 		if selector != "" {
@@ -116,3 +123,6 @@ func (c *SSMClient) GetParameters(ctx context.Context, in *ssm.GetParametersInpu
 	}
 	return out, nil
 }
+
+// parameter returns the named parameter, or nil.
+func (s *ssmService) parameter(name string) *parameter { return s.params[name] }

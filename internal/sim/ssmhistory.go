@@ -11,12 +11,12 @@ import (
 // PutParameterAt is PutParameter with the new version's LastModifiedDate set to at instead of the clock's now,
 // for building a parameter's history of releases before the simulation starts. Setup helper: not counted.
 // It panics when at is before the parameter's latest version (versions only go forward in time).
-func (a *Account) PutParameterAt(name, value string, at time.Time) {
-	defer a.lock()()
-	p := a.params[name]
+func (s *ssmService) PutParameterAt(name, value string, at time.Time) {
+	defer s.lock()()
+	p := s.params[name]
 	if p == nil {
 		p = &parameter{name: name}
-		a.params[name] = p
+		s.params[name] = p
 	}
 	if n := len(p.versions); n > 0 && at.Before(p.versions[n-1].modified) {
 		panic("sim: parameter " + name + " version dated before its latest version")
@@ -28,8 +28,8 @@ func (a *Account) PutParameterAt(name, value string, at time.Time) {
 // 50) and NextToken; each has Name, Type String, Value, Version, LastModifiedDate and DataType "text".
 // AWS Systems Manager API Reference, "GetParameterHistory". Errors: ParameterNotFound, ValidationException.
 func (c *SSMClient) GetParameterHistory(ctx context.Context, in *ssm.GetParameterHistoryInput, _ ...func(*ssm.Options)) (*ssm.GetParameterHistoryOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "ssm:GetParameterHistory")
+	s := c.s
+	unlock, err := s.call(ctx, "ssm:GetParameterHistory")
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (c *SSMClient) GetParameterHistory(ctx context.Context, in *ssm.GetParamete
 		}
 		limit = int(*in.MaxResults)
 	}
-	p := a.params[*in.Name]
+	p := s.params[*in.Name]
 	if p == nil || len(p.versions) == 0 {
 		return nil, &ssmtypes.ParameterNotFound{Message: ptr("Parameter " + *in.Name + " not found.")}
 	}

@@ -73,9 +73,9 @@ const (
 // warmed already, in their pool state). Setup helper: not counted.
 // Amazon EC2 Auto Scaling API Reference, "PutWarmPool". Errors: ValidationError (unknown group, MinSize below 0,
 // MaxGroupPreparedCapacity below MinSize, an unknown PoolState).
-func (a *Account) PutWarmPool(groupName string, spec WarmPoolSpec) error {
-	defer a.lock()()
-	g := a.groups[groupName]
+func (as *autoScalingService) PutWarmPool(groupName string, spec WarmPoolSpec) error {
+	defer as.lock()()
+	g := as.groups[groupName]
 	if g == nil {
 		return groupNotFound(groupName)
 	}
@@ -97,32 +97,32 @@ func (a *Account) PutWarmPool(groupName string, spec WarmPoolSpec) error {
 		g.warmPool = &warmPool{moves: map[string]poolMove{}}
 	}
 	g.warmPool.spec = spec
-	a.instant = true
-	a.settle()
-	a.instant = false
+	as.instant = true
+	as.settle()
+	as.instant = false
 	return nil
 }
 
 // WarmPool returns the instances in a group's warm pool (Terminated ones left out), in the order they entered
 // it; nil when the group has no warm pool.
-func (a *Account) WarmPool(groupName string) []InstanceView {
-	defer a.lock()()
-	g := a.groups[groupName]
+func (as *autoScalingService) WarmPool(groupName string) []InstanceView {
+	defer as.lock()()
+	g := as.groups[groupName]
 	if g == nil || g.warmPool == nil {
 		return nil
 	}
 	out := []InstanceView{}
 	for _, id := range g.warmPool.instances {
-		if inst := a.instances[id]; inst.state != string(astypes.LifecycleStateWarmedTerminated) {
-			out = append(out, a.instanceView(inst))
+		if inst := as.ec2.instance(id); inst.state != string(astypes.LifecycleStateWarmedTerminated) {
+			out = append(out, as.instanceView(inst))
 		}
 	}
 	return out
 }
 
-// inWarmPool reports whether the instance is in its group's warm pool. Callers hold a.mu.
-func (a *Account) inWarmPool(inst *instance) bool {
-	g := a.groups[inst.group]
+// inWarmPool reports whether the instance is in its group's warm pool. Callers hold the lock.
+func (as *autoScalingService) inWarmPool(inst *instance) bool {
+	g := as.groups[inst.group]
 	return g != nil && g.warmPool != nil && slices.Contains(g.warmPool.instances, inst.id)
 }
 
@@ -156,25 +156,25 @@ func poolTarget(g *group) int {
 	return max(int(prepared-g.desired), int(g.warmPool.spec.MinSize), 0)
 }
 
-// reconcileWarmPools launches instances into every warm pool below its size. Callers hold a.mu.
+// reconcileWarmPools launches instances into every warm pool below its size. Callers hold the lock.
 // User Guide, warm pools, core concepts: when the group scales out and the pool shrinks, Auto Scaling launches
 // new instances into the pool to keep its size; they launch from the group's current launch template version.
 // A pool above its size is left as it is (the documentation does not say which instance would go).
-func (a *Account) reconcileWarmPools() bool {
+func (as *autoScalingService) reconcileWarmPools() bool {
 	changed := false
-	for _, name := range a.groupNames() {
-		g := a.groups[name]
+	for _, name := range as.groupNames() {
+		g := as.groups[name]
 		if g.warmPool == nil {
 			continue
 		}
 		live := 0
 		for _, id := range g.warmPool.instances {
-			if !leavingPool(a.instances[id].state) {
+			if !leavingPool(as.ec2.instance(id).state) {
 				live++
 			}
 		}
 		for ; live < poolTarget(g); live++ {
-			if a.launchIntoPool(g) == nil {
+			if as.launchIntoPool(g) == nil {
 				break
 			}
 			changed = true
@@ -186,24 +186,24 @@ func (a *Account) reconcileWarmPools() bool {
 // launchIntoPool launches one instance into the group's warm pool: Warmed:Pending until it runs, then
 // Warmed:Pending:Wait on the group's launching hooks (Origin EC2, Destination WarmPool), then its pool state.
 // The ECS container agent does not register while the instance warms (Amazon ECS Developer Guide, "Configuring
-// pre-initialized instances for your Amazon ECS Auto Scaling group": ECS_WARM_POOLS_CHECK). Callers hold a.mu.
-func (a *Account) launchIntoPool(g *group) *instance {
-	t, v := a.currentVersion(g)
+// pre-initialized instances for your Amazon ECS Auto Scaling group": ECS_WARM_POOLS_CHECK). Callers hold the lock.
+func (as *autoScalingService) launchIntoPool(g *group) *instance {
+	t, v := as.currentVersion(g)
 	if v == nil {
 		return nil
 	}
-	inst := a.newInstance(g, t, v, string(astypes.LifecycleStateWarmedPending))
+	inst := as.newInstance(g, t, v, string(astypes.LifecycleStateWarmedPending))
 	g.warmPool.instances = append(g.warmPool.instances, inst.id)
-	if a.instant {
-		a.settleInPool(inst, g)
+	if as.instant {
+		as.settleInPool(inst, g)
 		return inst
 	}
-	a.after(a.opts.BootDelay, func() {
+	as.after(as.opts.BootDelay, func() {
 		if inst.state != string(astypes.LifecycleStateWarmedPending) {
 			return
 		}
 		inst.ec2State = ec2types.InstanceStateNameRunning
-		a.waitOrSettleInPool(inst, g, moveIntoPool, TransitionLaunching)
+		as.waitOrSettleInPool(inst, g, moveIntoPool, TransitionLaunching)
 	})
 	return inst
 }
@@ -212,20 +212,20 @@ func (a *Account) launchIntoPool(g *group) *instance {
 // straight into its pool state without hooks. User Guide, "Use lifecycle hooks with a warm pool": a launching
 // hook pauses an instance launched into the pool in Warmed:Pending:Wait; with an instance reuse policy, a
 // terminating hook pauses an instance returning to the pool in Warmed:Pending:Wait too.
-func (a *Account) waitOrSettleInPool(inst *instance, g *group, move poolMove, transition string) {
+func (as *autoScalingService) waitOrSettleInPool(inst *instance, g *group, move poolMove, transition string) {
 	if hooks := g.hooksFor(transition); len(hooks) > 0 {
 		g.warmPool.moves[inst.id] = move
-		a.enterWait(inst, g, transition, hooks)
+		as.enterWait(inst, g, transition, hooks)
 		return
 	}
-	a.settleInPool(inst, g)
+	as.settleInPool(inst, g)
 }
 
 // settleInPool moves an instance whose pool lifecycle actions are done through Warmed:Pending:Proceed to its
 // pool state. A stopped or hibernated instance runs nothing: its ECS container agent disconnects and the tasks
 // still on it stop (they stop with the host; the container instance stays registered, and the agent reconnects
 // with it when the instance restarts).
-func (a *Account) settleInPool(inst *instance, g *group) {
+func (as *autoScalingService) settleInPool(inst *instance, g *group) {
 	final := string(astypes.LifecycleStateWarmedStopped)
 	ec2State := ec2types.InstanceStateNameStopped
 	switch g.warmPool.spec.PoolState {
@@ -236,55 +236,38 @@ func (a *Account) settleInPool(inst *instance, g *group) {
 	}
 	apply := func() {
 		inst.state, inst.ec2State = final, ec2State
-		if ci := a.containerInstanceOf(inst); ci != nil && ec2State == ec2types.InstanceStateNameStopped {
+		if ci := as.ecs.containerInstanceOf(inst); ci != nil && ec2State == ec2types.InstanceStateNameStopped {
 			ci.agentConnected = false
 			ci.version++
-			a.stopTasksOf(inst, ci, fmt.Sprintf("Host EC2 (instance %s) stopped in the warm pool.", inst.id))
+			as.ecs.stopTasksOf(inst, ci, fmt.Sprintf("Host EC2 (instance %s) stopped in the warm pool.", inst.id))
 		}
 	}
-	if a.instant {
+	if as.instant {
 		apply()
 		return
 	}
 	inst.state = string(astypes.LifecycleStateWarmedPendingProceed)
-	a.after(warmPoolStopDelay, func() {
+	as.after(warmPoolStopDelay, func() {
 		if inst.state == string(astypes.LifecycleStateWarmedPendingProceed) {
 			apply()
 		}
 	})
 }
 
-// stopTasksOf stops every task still on a container instance whose host stopped.
-func (a *Account) stopTasksOf(inst *instance, ci *containerInstance, reason string) {
-	c := a.clusters[inst.cluster]
-	if c == nil {
-		return
-	}
-	for _, t := range c.tasks {
-		if t.ci == ci && t.lastStatus != taskStopped {
-			if t.desiredStatus != taskStopped {
-				t.desiredStatus, t.stoppingAt, t.stoppedReason = taskStopped, a.now(), reason
-			}
-			t.lastStatus, t.stoppedAt = taskStopped, a.now()
-			t.version++
-		}
-	}
-}
-
 // launchFromWarmPool draws the oldest warmed instance of the group's pool into the group for a scale out: it
 // starts (Pending), waits in Pending:Wait on the launching hooks (Origin WarmPool, Destination
 // AutoScalingGroup) and goes InService; its ECS container agent reconnects with the container instance it had,
 // in the status it had (a DRAINING one stays DRAINING until someone sets it ACTIVE). Nil when the pool has no
-// warmed instance: the group then launches a new instance directly. Callers hold a.mu.
+// warmed instance: the group then launches a new instance directly. Callers hold the lock.
 // User Guide, warm pools, core concepts and "Use lifecycle hooks with a warm pool"; Amazon ECS Developer Guide,
 // "Configuring pre-initialized instances for your Amazon ECS Auto Scaling group".
-func (a *Account) launchFromWarmPool(g *group) *instance {
+func (as *autoScalingService) launchFromWarmPool(g *group) *instance {
 	if g.warmPool == nil {
 		return nil
 	}
 	var inst *instance
 	for _, id := range g.warmPool.instances {
-		if cand := a.instances[id]; warmed(cand.state) && !a.refreshSkipsPoolInstance(g, cand) {
+		if cand := as.ec2.instance(id); warmed(cand.state) && !as.refreshSkipsPoolInstance(g, cand) {
 			inst = cand
 			break
 		}
@@ -296,38 +279,22 @@ func (a *Account) launchFromWarmPool(g *group) *instance {
 	g.instances = append(g.instances, inst.id)
 	inst.state, inst.ec2State = string(astypes.LifecycleStatePending), ec2types.InstanceStateNamePending
 	g.warmPool.moves[inst.id] = moveFromPool
-	if a.instant {
+	if as.instant {
 		inst.state, inst.ec2State = string(astypes.LifecycleStateInService), ec2types.InstanceStateNameRunning
-		a.reconnect(inst)
+		as.ecs.reconnect(inst)
 		return inst
 	}
-	a.after(a.opts.BootDelay, func() { a.boot(inst) })
-	a.after(a.opts.BootDelay+a.opts.AgentConnectDelay, func() { a.reconnect(inst) })
+	as.after(as.opts.BootDelay, func() { as.boot(inst) })
+	as.after(as.opts.BootDelay+as.opts.AgentConnectDelay, func() { as.ecs.reconnect(inst) })
 	return inst
 }
 
-// reconnect is the ECS container agent of a restarted pool instance connecting again (or registering, when the
-// instance never had a container instance).
-func (a *Account) reconnect(inst *instance) {
-	if inst.ec2State != ec2types.InstanceStateNameRunning {
-		return
-	}
-	if ci := a.containerInstanceOf(inst); ci != nil {
-		if !ci.agentConnected {
-			ci.agentConnected = true
-			ci.version++
-		}
-		return
-	}
-	a.agentConnect(inst)
-}
-
 // waitRoute returns the wait state an instance enters on the lifecycle hooks of transition, and the Origin and
-// Destination its notifications carry. Callers hold a.mu.
+// Destination its notifications carry. Callers hold the lock.
 // User Guide, "Use lifecycle hooks with a warm pool" and "Amazon EC2 Auto Scaling event reference".
-func (a *Account) waitRoute(inst *instance, transition string) (state, origin, destination string) {
+func (as *autoScalingService) waitRoute(inst *instance, transition string) (state, origin, destination string) {
 	move := moveNone
-	if g := a.groups[inst.group]; g != nil && g.warmPool != nil {
+	if g := as.groups[inst.group]; g != nil && g.warmPool != nil {
 		move = g.warmPool.moves[inst.id]
 		delete(g.warmPool.moves, inst.id)
 	}
@@ -348,20 +315,20 @@ func (a *Account) waitRoute(inst *instance, transition string) (state, origin, d
 
 // resolveWarmPoolAction moves on a pool instance whose lifecycle actions are all complete: from
 // Warmed:Pending:Wait to its pool state (or, a launch abandoned, out of the pool to termination), and from
-// Warmed:Terminating:Wait to termination. It reports whether the instance was a pool instance. Callers hold a.mu.
+// Warmed:Terminating:Wait to termination. It reports whether the instance was a pool instance. Callers hold the lock.
 // User Guide, "Complete a lifecycle action in an Auto Scaling group" and "Use lifecycle hooks with a warm pool".
-func (a *Account) resolveWarmPoolAction(inst *instance, act *lifecycleAction, result string) bool {
-	g := a.groups[inst.group]
+func (as *autoScalingService) resolveWarmPoolAction(inst *instance, act *lifecycleAction, result string) bool {
+	g := as.groups[inst.group]
 	switch astypes.LifecycleState(inst.state) {
 	case astypes.LifecycleStateWarmedPendingWait:
 		if act.transition == TransitionLaunching && result == ResultAbandon {
-			a.terminateFromPool(inst, g, CauseAbandon)
+			as.terminateFromPool(inst, g, CauseAbandon)
 			return true
 		}
-		a.settleInPool(inst, g)
+		as.settleInPool(inst, g)
 		return true
 	case astypes.LifecycleStateWarmedTerminatingWait:
-		a.proceedFromPool(inst, g)
+		as.proceedFromPool(inst, g)
 		return true
 	}
 	return false
@@ -369,18 +336,18 @@ func (a *Account) resolveWarmPoolAction(inst *instance, act *lifecycleAction, re
 
 // warmPoolTerminate takes over beginTerminate for warm pool groups: a pool instance is terminated out of the
 // pool, and with ReuseOnScaleIn an InService instance chosen for scale in goes back to the pool instead. It
-// reports whether it did either. Callers hold a.mu.
+// reports whether it did either. Callers hold the lock.
 // User Guide, warm pools, core concepts ("Instance reuse policy"): by default a scale in terminates instances;
 // with a reuse policy they return to the pool. An explicit termination (TerminateInstanceInAutoScalingGroup,
 // health, an abandoned launch) terminates the instance.
-func (a *Account) warmPoolTerminate(inst *instance, cause string) bool {
-	g := a.groups[inst.group]
+func (as *autoScalingService) warmPoolTerminate(inst *instance, cause string) bool {
+	g := as.groups[inst.group]
 	if g == nil || g.warmPool == nil {
 		return false
 	}
-	if a.inWarmPool(inst) {
+	if as.inWarmPool(inst) {
 		if !leavingPool(inst.state) {
-			a.terminateFromPool(inst, g, cause)
+			as.terminateFromPool(inst, g, cause)
 		}
 		return true
 	}
@@ -394,19 +361,19 @@ func (a *Account) warmPoolTerminate(inst *instance, cause string) bool {
 	g.instances = slices.DeleteFunc(g.instances, func(id string) bool { return id == inst.id })
 	g.warmPool.instances = append(g.warmPool.instances, inst.id)
 	inst.state = string(astypes.LifecycleStateWarmedPending)
-	a.waitOrSettleInPool(inst, g, moveToPool, TransitionTerminating)
+	as.waitOrSettleInPool(inst, g, moveToPool, TransitionTerminating)
 	return true
 }
 
 // terminateFromPool terminates a pool instance: Warmed:Terminating, Warmed:Terminating:Wait on the terminating
 // hooks (Origin WarmPool, Destination EC2), Warmed:Terminating:Proceed, Warmed:Terminated. The termination is
 // recorded like any other; a stopped instance with no task left has nothing to drain, so it counts as drained.
-func (a *Account) terminateFromPool(inst *instance, g *group, cause string) {
-	rec := a.terminationRecord(inst, cause)
+func (as *autoScalingService) terminateFromPool(inst *instance, g *group, cause string) {
+	rec := as.terminationRecord(inst, cause)
 	if inst.ec2State != ec2types.InstanceStateNameRunning && rec.NonStoppedTasks == 0 {
 		rec.DrainedAtRequest = true
 	}
-	a.terminations = append(a.terminations, rec)
+	as.terminations = append(as.terminations, rec)
 	for _, act := range inst.actions {
 		act.active = false
 	}
@@ -414,28 +381,28 @@ func (a *Account) terminateFromPool(inst *instance, g *group, cause string) {
 	inst.state = string(astypes.LifecycleStateWarmedTerminating)
 	if hooks := g.hooksFor(TransitionTerminating); len(hooks) > 0 {
 		g.warmPool.moves[inst.id] = moveOutOfEC2
-		a.enterWait(inst, g, TransitionTerminating, hooks)
+		as.enterWait(inst, g, TransitionTerminating, hooks)
 		return
 	}
-	a.proceedFromPool(inst, g)
+	as.proceedFromPool(inst, g)
 }
 
 // proceedFromPool ends a pool instance's termination: Warmed:Terminating:Proceed, then Warmed:Terminated
 // TerminateDelay later, its container instance deregistered.
-func (a *Account) proceedFromPool(inst *instance, g *group) {
-	for i := len(a.terminations) - 1; i >= 0; i-- {
-		if t := &a.terminations[i]; t.InstanceID == inst.id {
-			t.Proceeded, t.DrainedAtProceed = true, t.DrainedAtRequest || a.terminationRecord(inst, t.Cause).DrainedAtRequest
+func (as *autoScalingService) proceedFromPool(inst *instance, g *group) {
+	for i := len(as.terminations) - 1; i >= 0; i-- {
+		if t := &as.terminations[i]; t.InstanceID == inst.id {
+			t.Proceeded, t.DrainedAtProceed = true, t.DrainedAtRequest || as.terminationRecord(inst, t.Cause).DrainedAtRequest
 			break
 		}
 	}
 	inst.state = string(astypes.LifecycleStateWarmedTerminatingProceed)
 	inst.ec2State = ec2types.InstanceStateNameShuttingDown
-	a.after(a.opts.TerminateDelay, func() {
+	as.after(as.opts.TerminateDelay, func() {
 		inst.state = string(astypes.LifecycleStateWarmedTerminated)
 		inst.ec2State = ec2types.InstanceStateNameTerminated
-		inst.terminatedAt = a.now()
-		a.deregisterContainerInstance(inst)
+		inst.terminatedAt = as.now()
+		as.ecs.deregisterContainerInstance(inst)
 		g.warmPool.instances = slices.DeleteFunc(g.warmPool.instances, func(id string) bool { return id == inst.id })
 	})
 }
@@ -443,21 +410,21 @@ func (a *Account) proceedFromPool(inst *instance, g *group) {
 // describeWarmPoolOf adds the warm pool's configuration and size to a DescribeAutoScalingGroups answer; pool
 // instances are not among the group's Instances (DescribeWarmPool lists them).
 // Amazon EC2 Auto Scaling API Reference, "AutoScalingGroup" (WarmPoolConfiguration, WarmPoolSize).
-func (a *Account) describeWarmPoolOf(g *group, out *astypes.AutoScalingGroup) {
+func (as *autoScalingService) describeWarmPoolOf(g *group, out *astypes.AutoScalingGroup) {
 	if g.warmPool == nil {
 		return
 	}
-	out.WarmPoolConfiguration = a.warmPoolConfiguration(g)
+	out.WarmPoolConfiguration = as.warmPoolConfiguration(g)
 	size := int32(0)
 	for _, id := range g.warmPool.instances {
-		if a.instances[id].state != string(astypes.LifecycleStateWarmedTerminated) {
+		if as.ec2.instance(id).state != string(astypes.LifecycleStateWarmedTerminated) {
 			size++
 		}
 	}
 	out.WarmPoolSize = ptr(size)
 }
 
-func (a *Account) warmPoolConfiguration(g *group) *astypes.WarmPoolConfiguration {
+func (as *autoScalingService) warmPoolConfiguration(g *group) *astypes.WarmPoolConfiguration {
 	s := g.warmPool.spec
 	cfg := &astypes.WarmPoolConfiguration{MinSize: ptr(s.MinSize), PoolState: astypes.WarmPoolState(s.PoolState),
 		InstanceReusePolicy: &astypes.InstanceReusePolicy{ReuseOnScaleIn: ptr(s.ReuseOnScaleIn)}}
@@ -478,8 +445,8 @@ const maxWarmPoolRecords = 50
 // Amazon EC2 Auto Scaling API Reference, "DescribeWarmPool". Errors: ValidationError (unknown group, MaxRecords
 // outside 1..50, a malformed NextToken).
 func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscaling.DescribeWarmPoolInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeWarmPoolOutput, error) {
-	a := c.a
-	unlock, err := a.call(ctx, "autoscaling:DescribeWarmPool")
+	as := c.s
+	unlock, err := as.call(ctx, "autoscaling:DescribeWarmPool")
 	if err != nil {
 		return nil, err
 	}
@@ -487,7 +454,7 @@ func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscalin
 	if in == nil || in.AutoScalingGroupName == nil {
 		return nil, apiError("ValidationError", "1 validation error detected: Value null at 'autoScalingGroupName' failed to satisfy constraint: Member must not be null")
 	}
-	g := a.groups[*in.AutoScalingGroupName]
+	g := as.group(*in.AutoScalingGroupName)
 	if g == nil {
 		return nil, groupNotFound(*in.AutoScalingGroupName)
 	}
@@ -502,7 +469,7 @@ func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscalin
 	if g.warmPool == nil {
 		return out, nil
 	}
-	out.WarmPoolConfiguration = a.warmPoolConfiguration(g)
+	out.WarmPoolConfiguration = as.warmPoolConfiguration(g)
 	ids := g.warmPool.instances
 	from := 0
 	if in.NextToken != nil {
@@ -514,7 +481,7 @@ func (c *AutoScalingClient) DescribeWarmPool(ctx context.Context, in *autoscalin
 		from = n
 	}
 	for i := from; i < len(ids); i++ {
-		inst := a.instances[ids[i]]
+		inst := as.ec2.instance(ids[i])
 		if inst.state == string(astypes.LifecycleStateWarmedTerminated) {
 			continue
 		}

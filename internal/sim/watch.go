@@ -15,72 +15,73 @@ import (
 // it is given (valid only during the call) and never call the Account, its clients or anything that does
 // (that would deadlock). Invariant checkers (internal/testworld/checker) use it to judge every state the simulated
 // world passes through, not only the states between two agent iterations.
-func (a *Account) OnChange(fn func(*View)) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.watchers = append(a.watchers, fn)
+func (w *world) OnChange(fn func(*View)) {
+	defer w.hold()()
+	w.watchers = append(w.watchers, fn)
 }
 
 // Observe runs fn on a View of the account now (after running the behaviour that fell due), with the account
 // locked: the same reads OnChange watchers make, for a look between changes. fn must not call the Account.
 func (a *Account) Observe(fn func(*View)) {
 	defer a.lock()()
-	fn(&View{a: a})
+	fn(&View{w: a.world})
 }
 
-// notifyWatchers calls the OnChange watchers. Callers hold a.mu. A change made while watchers run (none
+// notifyWatchers calls the OnChange watchers. Callers hold the lock. A change made while watchers run (none
 // should be) does not call them again.
-func (a *Account) notifyWatchers() {
-	if len(a.watchers) == 0 || a.notifying {
+func (w *world) notifyWatchers() {
+	if len(w.watchers) == 0 || w.notifying {
 		return
 	}
-	a.notifying = true
-	defer func() { a.notifying = false }()
-	v := &View{a: a}
-	for _, fn := range a.watchers {
+	w.notifying = true
+	defer func() { w.notifying = false }()
+	v := &View{w: w}
+	for _, fn := range w.watchers {
 		fn(v)
 	}
 }
 
 // View reads the account's state without locking it; it is handed to OnChange watchers and Observe callbacks,
 // which run with the account locked, and is valid only during that call. Reads are not counted as API calls.
-type View struct{ a *Account }
+type View struct{ w *world }
 
 // Now is the simulated time.
-func (v *View) Now() time.Time { return v.a.now() }
+func (v *View) Now() time.Time { return v.w.now() }
 
 // Groups returns every Auto Scaling group, sorted by name (as Account.Group returns each).
 func (v *View) Groups() []GroupView {
-	out := make([]GroupView, 0, len(v.a.groups))
-	for _, n := range v.a.groupNames() {
-		out = append(out, v.a.groupView(n))
+	out := make([]GroupView, 0, len(v.w.autoScaling.groups))
+	for _, n := range v.w.autoScaling.groupNames() {
+		out = append(out, v.w.autoScaling.groupView(n))
 	}
 	return out
 }
 
 // Group returns the named group (zero GroupView when it does not exist), as Account.Group.
-func (v *View) Group(name string) GroupView { return v.a.groupView(name) }
+func (v *View) Group(name string) GroupView { return v.w.autoScaling.groupView(name) }
 
 // Terminations returns every termination so far, in order, as Account.Terminations. The slice is the
 // account's own: read it during the call, never keep or change it.
-func (v *View) Terminations() []Termination { return v.a.terminations }
+func (v *View) Terminations() []Termination { return v.w.autoScaling.terminations }
 
 // LifecycleCompletions returns every CompleteLifecycleAction call so far (and the completions of simulated ECS
 // managed draining), as Account.LifecycleCompletions. The slice is the account's own: read it during the call,
 // never keep or change it.
-func (v *View) LifecycleCompletions() []Completion { return v.a.completions }
+func (v *View) LifecycleCompletions() []Completion { return v.w.autoScaling.completions }
 
 // ImageUnhealthy reports whether instances launched from the image never become healthy
 // (MarkImageUnhealthy), as Account.ImageUnhealthy.
-func (v *View) ImageUnhealthy(imageID string) bool { return v.a.unhealthyImages[imageID] }
+func (v *View) ImageUnhealthy(imageID string) bool { return v.w.ec2.imageUnhealthy(imageID) }
 
 // ServiceTasks returns how many of the service's tasks are RUNNING, as Account.ServiceTasks.
-func (v *View) ServiceTasks(cluster, service string) int { return v.a.serviceTasks(cluster, service) }
+func (v *View) ServiceTasks(cluster, service string) int {
+	return v.w.ecs.serviceTasks(cluster, service)
+}
 
 // DesiredChanges returns every change of the group's desired capacity, with who made it, as
 // Account.DesiredChanges. The slice is the account's own: read it during the call, never keep or change it.
 func (v *View) DesiredChanges(group string) []DesiredChange {
-	if g := v.a.groups[group]; g != nil {
+	if g := v.w.autoScaling.group(group); g != nil {
 		return g.desiredChanges
 	}
 	return nil
@@ -88,7 +89,7 @@ func (v *View) DesiredChanges(group string) []DesiredChange {
 
 // CapacityWrites returns every call that could change a group's desired capacity, whoever made it, as
 // Account.CapacityWrites. The slice is the account's own: read it during the call, never keep or change it.
-func (v *View) CapacityWrites() []CapacityWrite { return v.a.capacityWrites }
+func (v *View) CapacityWrites() []CapacityWrite { return v.w.autoScaling.capacityWrites }
 
 // LifecycleAction is one lifecycle action Auto Scaling created: one lifecycle hook's action for one instance
 // entering Pending:Wait or Terminating:Wait.
@@ -117,8 +118,8 @@ type LifecycleAction struct {
 
 // LifecycleActions returns every lifecycle action Auto Scaling created so far, in the order they started.
 func (v *View) LifecycleActions() []LifecycleAction {
-	out := make([]LifecycleAction, 0, len(v.a.actions))
-	for _, act := range v.a.actions {
+	out := make([]LifecycleAction, 0, len(v.w.autoScaling.actions))
+	for _, act := range v.w.autoScaling.actions {
 		out = append(out, LifecycleAction{Token: act.token, InstanceID: act.instanceID, Group: act.group, Hook: act.hook,
 			Transition: act.transition, Target: act.target, Started: act.started, Active: act.active, Result: act.result,
 			TimedOut: act.timedOut, GlobalDeadline: act.globalDeadline})

@@ -75,22 +75,58 @@ func (w CapacityWrite) String() string {
 }
 
 // recordWrite appends a capacity write, filling in the instances that the write's scale-in took: the
-// terminations with cause scale-in of the group recorded since index since. Callers hold a.mu.
-func (a *Account) recordWrite(w CapacityWrite, since int) {
-	for _, t := range a.terminations[min(since, len(a.terminations)):] {
+// terminations with cause scale-in of the group recorded since index since. Callers hold the lock.
+func (as *autoScalingService) recordWrite(w CapacityWrite, since int) {
+	for _, t := range as.terminations[min(since, len(as.terminations)):] {
 		if t.Group == w.Group && t.Cause == CauseScaleIn {
 			w.ScaledIn = append(w.ScaledIn, t.InstanceID)
 		}
 	}
-	w.At = a.now()
-	a.capacityWrites = append(a.capacityWrites, w)
+	w.At = as.now()
+	as.capacityWrites = append(as.capacityWrites, w)
 }
 
 // CapacityWrites returns every call that could change a group's desired capacity so far, in order, whoever
 // made it. Observation helper: not counted.
-func (a *Account) CapacityWrites() []CapacityWrite {
-	defer a.lock()()
-	return append([]CapacityWrite(nil), a.capacityWrites...)
+func (as *autoScalingService) CapacityWrites() []CapacityWrite {
+	defer as.lock()()
+	return append([]CapacityWrite(nil), as.capacityWrites...)
+}
+
+// DesiredChange records one change of a group's desired capacity.
+type DesiredChange struct {
+	At       time.Time
+	From, To int32
+	// By is CallerECS (ECS managed scaling), CallerAPI (SetDesiredCapacity, UpdateAutoScalingGroup or
+	// TerminateInstanceInAutoScalingGroup with ShouldDecrementDesiredCapacity, through the AutoScaling client) or
+	// CallerTest (the SetDesiredCapacity setup helper).
+	By string
+}
+
+// changeDesired sets a group's desired capacity and records the change. Callers hold the lock and settle afterwards.
+func (as *autoScalingService) changeDesired(g *group, to int32, by string) {
+	from := g.desired
+	g.desired = to
+	as.recordDesired(g, from, by)
+}
+
+// recordDesired records a change of the group's desired capacity from from to its current value, if any.
+func (as *autoScalingService) recordDesired(g *group, from int32, by string) {
+	if g.desired == from {
+		return
+	}
+	g.desiredChanges = append(g.desiredChanges, DesiredChange{At: as.now(), From: from, To: g.desired, By: by})
+}
+
+// DesiredChanges returns every change of the group's desired capacity since it was created, in order, with who
+// made it. Observation helper: not counted.
+func (as *autoScalingService) DesiredChanges(group string) []DesiredChange {
+	defer as.lock()()
+	g := as.groups[group]
+	if g == nil {
+		return nil
+	}
+	return append([]DesiredChange(nil), g.desiredChanges...)
 }
 
 // RandomWriterSpec describes a RandomWriter.
@@ -113,7 +149,7 @@ type RandomWriterSpec struct {
 // for Amazon EC2 Auto Scaling", "Default termination policy": chooseScaleIn); a higher one makes it launch.
 // Its writes are recorded in Account.CapacityWrites and Account.DesiredChanges as CallerAutoscaler.
 type RandomWriter struct {
-	a       *Account
+	as      *autoScalingService
 	spec    RandomWriterSpec
 	rng     *rand.Rand
 	stopped bool
@@ -121,7 +157,7 @@ type RandomWriter struct {
 
 // StartRandomWriter starts a random writer of the spec's group: its first write comes after a random wait. It
 // writes until Stop.
-func (a *Account) StartRandomWriter(spec RandomWriterSpec) *RandomWriter {
+func (as *autoScalingService) StartRandomWriter(spec RandomWriterSpec) *RandomWriter {
 	if spec.Seed == 0 {
 		spec.Seed = 1
 	}
@@ -134,22 +170,22 @@ func (a *Account) StartRandomWriter(spec RandomWriterSpec) *RandomWriter {
 	if spec.MaxStep <= 0 {
 		spec.MaxStep = 2
 	}
-	w := &RandomWriter{a: a, spec: spec, rng: rand.New(rand.NewPCG(spec.Seed, 0x5eed_a07a5ca1e))}
-	defer a.lock()()
+	w := &RandomWriter{as: as, spec: spec, rng: rand.New(rand.NewPCG(spec.Seed, 0x5eed_a07a5ca1e))}
+	defer as.lock()()
 	w.schedule()
 	return w
 }
 
 // Stop ends the writer: no write after it.
 func (w *RandomWriter) Stop() {
-	defer w.a.lock()()
+	defer w.as.lock()()
 	w.stopped = true
 }
 
 // Writes returns the writer's writes so far, in order.
 func (w *RandomWriter) Writes() []CapacityWrite {
 	var out []CapacityWrite
-	for _, cw := range w.a.CapacityWrites() {
+	for _, cw := range w.as.CapacityWrites() {
 		if cw.By == CallerAutoscaler && cw.Group == w.spec.Group {
 			out = append(out, cw)
 		}
@@ -157,13 +193,13 @@ func (w *RandomWriter) Writes() []CapacityWrite {
 	return out
 }
 
-// schedule arms the next write. Callers hold a.mu.
+// schedule arms the next write. Callers hold the lock.
 func (w *RandomWriter) schedule() {
 	wait := w.spec.MinWait
 	if span := w.spec.MaxWait - w.spec.MinWait; span > 0 {
 		wait += time.Duration(w.rng.Int64N(int64(span) + 1))
 	}
-	w.a.after(wait, func() {
+	w.as.after(wait, func() {
 		if w.stopped {
 			return
 		}
@@ -173,9 +209,9 @@ func (w *RandomWriter) schedule() {
 }
 
 // write moves the group's desired capacity by a random step in a random direction, the other direction when
-// the limits leave no room. Callers hold a.mu; the account settles after the event.
+// the limits leave no room. Callers hold the lock; the account settles after the event.
 func (w *RandomWriter) write() {
-	g := w.a.groups[w.spec.Group]
+	g := w.as.group(w.spec.Group)
 	if g == nil {
 		return
 	}
@@ -195,9 +231,9 @@ func (w *RandomWriter) write() {
 	if to == g.desired {
 		return // min == max: nothing to write
 	}
-	since, from := len(w.a.terminations), g.desired
-	_ = w.a.setDesiredBy(g.name, to, CallerAutoscaler) // within [min, max] by construction
-	w.a.recordWrite(CapacityWrite{Group: g.name, By: CallerAutoscaler, Op: OpSetDesiredCapacity, From: from, To: to,
+	since, from := len(w.as.terminations), g.desired
+	_ = w.as.setDesiredBy(g.name, to, CallerAutoscaler) // within [min, max] by construction
+	w.as.recordWrite(CapacityWrite{Group: g.name, By: CallerAutoscaler, Op: OpSetDesiredCapacity, From: from, To: to,
 		MaxFrom: g.max, MaxTo: g.max, Accepted: true}, since)
 }
 
@@ -219,19 +255,19 @@ type OperatorSpec struct {
 // "TerminateInstanceInAutoScalingGroup"): desired capacity stays, so Auto Scaling launches a replacement. The
 // termination's cause is CauseOperator, and the call is recorded in Account.CapacityWrites as CallerOperator.
 type Operator struct {
-	a    *Account
+	as   *autoScalingService
 	spec OperatorSpec
 	rng  *rand.Rand
 	done bool
 }
 
 // ScheduleOperator arms the operator's termination at the spec's moment (now at the latest).
-func (a *Account) ScheduleOperator(spec OperatorSpec) *Operator {
+func (as *autoScalingService) ScheduleOperator(spec OperatorSpec) *Operator {
 	if spec.Seed == 0 {
 		spec.Seed = 1
 	}
-	o := &Operator{a: a, spec: spec, rng: rand.New(rand.NewPCG(spec.Seed, 0x0be7a70e))}
-	defer a.lock()()
+	o := &Operator{as: as, spec: spec, rng: rand.New(rand.NewPCG(spec.Seed, 0x0be7a70e))}
+	defer as.lock()()
 	at := spec.At
 	if at.IsZero() {
 		at = spec.From
@@ -239,44 +275,44 @@ func (a *Account) ScheduleOperator(spec OperatorSpec) *Operator {
 			at = at.Add(time.Duration(o.rng.Int64N(int64(span) + 1)))
 		}
 	}
-	if at.Before(a.now()) {
-		at = a.now()
+	if at.Before(as.now()) {
+		at = as.now()
 	}
-	a.sched.add(at, o.terminate)
+	as.sched.add(at, o.terminate)
 	return o
 }
 
 // TerminateWithoutDecrement has an operator terminate the instance now, without decrement. It reports false
 // when the instance is not in a group or already leaving.
-func (a *Account) TerminateWithoutDecrement(instanceID string) bool {
-	defer a.lock()()
-	inst := a.instances[instanceID]
+func (as *autoScalingService) TerminateWithoutDecrement(instanceID string) bool {
+	defer as.lock()()
+	inst := as.ec2.instance(instanceID)
 	if inst == nil {
 		return false
 	}
-	o := &Operator{a: a, spec: OperatorSpec{Group: inst.group, InstanceID: instanceID}}
+	o := &Operator{as: as, spec: OperatorSpec{Group: inst.group, InstanceID: instanceID}}
 	o.terminate()
-	a.settle()
+	as.settle()
 	return o.done
 }
 
 // Done reports whether the operator's termination happened.
 func (o *Operator) Done() bool {
-	defer o.a.lock()()
+	defer o.as.lock()()
 	return o.done
 }
 
-// terminate picks the instance and terminates it without decrement. Callers hold a.mu.
+// terminate picks the instance and terminates it without decrement. Callers hold the lock.
 func (o *Operator) terminate() {
-	a := o.a
-	g := a.groups[o.spec.Group]
+	as := o.as
+	g := as.group(o.spec.Group)
 	if g == nil {
 		return
 	}
-	inst := a.instances[o.spec.InstanceID]
+	inst := as.ec2.instance(o.spec.InstanceID)
 	if o.spec.InstanceID == "" {
 		var inService []*instance
-		for _, i := range a.running(g) {
+		for _, i := range as.running(g) {
 			if i.state == string(astypes.LifecycleStateInService) {
 				inService = append(inService, i)
 			}
@@ -289,9 +325,9 @@ func (o *Operator) terminate() {
 	if inst == nil || inst.group != g.name || isTerminating(inst.state) || inst.state == string(astypes.LifecycleStateTerminated) {
 		return
 	}
-	since := len(a.terminations)
-	a.beginTerminate(inst, CauseOperator)
-	a.recordWrite(CapacityWrite{Group: g.name, By: CallerOperator, Op: OpTerminateInstance, From: g.desired, To: g.desired,
+	since := len(as.terminations)
+	as.beginTerminate(inst, CauseOperator)
+	as.recordWrite(CapacityWrite{Group: g.name, By: CallerOperator, Op: OpTerminateInstance, From: g.desired, To: g.desired,
 		MaxFrom: g.max, MaxTo: g.max, InstanceID: inst.id, Accepted: true}, since)
 	o.done = true
 }
