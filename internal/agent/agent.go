@@ -170,7 +170,7 @@ func (a *Agent) checkHooks(ctx context.Context, d providers.Discovered) {
 	ctx = awsapi.WithPassBudget(ctx, a.hookCheckSpent()) // hookcheck.go: a small budget of its own
 	forEachTarget(ctx, a.settings.Workers, due, func(name string) {
 		own := model.HookOwnership{QueueURL: a.settings.QueueURL, Listed: d.Targets[name].LifecycleHooks}
-		c, err := lifecycleaction.CheckOwnedHooks(ctx, a.clients.AutoScaling, name, a.settings.Policy.DrainTimeout, own)
+		c, err := a.hooks.CheckOwnedHooks(ctx, name, a.settings.Policy.DrainTimeout, own)
 		if awsapi.IsPassBudgetSpent(err) {
 			return // its budget ran out: still due, checked first next pass
 		}
@@ -862,7 +862,7 @@ func (noAlarmAPI) InAlarm(context.Context, []string) ([]string, error) {
 }
 
 // alertCapped warns and alerts once when a group's terminating hook cannot hold a drain of
-// --drain-timeout (lifecycleaction.CheckOwnedHooks): its drains are capped at the hook's limit, and the note stays on the
+// --drain-timeout (lifecycleaction.Hooks.CheckOwnedHooks): its drains are capped at the hook's limit, and the note stays on the
 // group's status (Rollout.Warning) until the hook or the flag changes. The agent caps rather than refusing to
 // start: hooks belong to groups that are opted in at any time, and one short hook must not stop the drains of
 // every other group.

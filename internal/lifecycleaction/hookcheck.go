@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/patch-agent/patch-agent/internal/awsapi"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/providers"
 )
@@ -23,9 +22,10 @@ const missingHookNote = "no terminating lifecycle hook: scale-in, rebalancing an
 // only the hooks it names are the agent's, so a misspelt name leaves the group with none. Both go into
 // HookCheck.Missing (a status note and a warning, like a group without any hook); Capped considers the agent's
 // own hooks only. Hooks are read once with DescribeLifecycleHooks (Amazon EC2 Auto Scaling API Reference,
-// DescribeLifecycleHooks). Errors: the DescribeLifecycleHooks error, wrapped.
-func CheckOwnedHooks(ctx context.Context, api awsapi.AutoScaling, group string, drainTimeout time.Duration, o model.HookOwnership) (HookCheck, error) {
-	hooks, err := providers.DescribeGroupHooks(ctx, api, group)
+// DescribeLifecycleHooks), into the cache the lifecycle actions' looks read (foreignHook, heartbeatTimeout).
+// Errors: the DescribeLifecycleHooks error, wrapped.
+func (h *Hooks) CheckOwnedHooks(ctx context.Context, group string, drainTimeout time.Duration, o model.HookOwnership) (HookCheck, error) {
+	hooks, err := h.describeHooks(ctx, group)
 	if err != nil {
 		return HookCheck{}, err
 	}

@@ -143,6 +143,22 @@ func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map
 	if err != nil {
 		return nil, err
 	}
+	return h.keepHooks(group, described), nil
+}
+
+// describeHooks reads the group's lifecycle hooks (DescribeLifecycleHooks) and keeps them in the cache
+// groupHooks reads.
+func (h *Hooks) describeHooks(ctx context.Context, group string) ([]model.GroupHook, error) {
+	described, err := providers.DescribeGroupHooks(ctx, h.AutoScaling, group)
+	if err != nil {
+		return nil, err
+	}
+	h.keepHooks(group, described)
+	return described, nil
+}
+
+// keepHooks caches the group's hooks as just described and returns them by name.
+func (h *Hooks) keepHooks(group string, described []model.GroupHook) map[string]hookInfo {
 	hooks := make(map[string]hookInfo, len(described))
 	for _, lh := range described {
 		info := hookInfo{transition: lh.Transition, heartbeat: providers.DefaultHeartbeatTimeout, target: lh.NotificationTargetARN}
@@ -158,7 +174,7 @@ func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map
 	}
 	h.hooks[group], h.hooksAt[group] = hooks, h.Clock.Now()
 	h.mu.Unlock()
-	return hooks, nil
+	return hooks
 }
 
 // hooksReadBefore reports whether the group's cached hooks were read before at (or never).
@@ -168,6 +184,15 @@ func (h *Hooks) hooksReadBefore(group string, at time.Time) bool {
 	read, ok := h.hooksAt[group]
 	return !ok || read.Before(at)
 }
+
+// hookOwnershipMaxAge is how old the cached hooks of a group may be when the first look at a new lifecycle
+// action checks whose its hook is (foreignHook): older ones are described again. A hook the cache does not know
+// (added since, another tool's) is described at once whatever the age; what this bounds is a hook of the agent's
+// that was pointed at another tool's target since it was read. The hook check reads every group's hooks once a
+// poll interval too, into the same cache (CheckOwnedHooks). Without a bound, every new action cost one
+// DescribeLifecycleHooks, two per replaced instance, from the Auto Scaling budget that a fleet's
+// StartInstanceRefresh calls share.
+const hookOwnershipMaxAge = 5 * time.Minute
 
 // foreignHook says why the action's hook is not the agent's (HookOwned: its notification target, the group's
 // TagLifecycleHooks), or "" when it is the agent's or the group has no hook of that name (confirm rejects

@@ -329,3 +329,30 @@ func TestLaunchABANDONedJustBeforeACrashKeepsItsVerdictInTheRecord(t *testing.T)
 	require.Equal(t, model.ResultAbandon, rec.Decided)
 	require.Contains(t, rec.Note, "not healthy")
 }
+
+// The first look at each new lifecycle action checks whose its hook is on the group's hooks as read within
+// hookOwnershipMaxAge (by an earlier action or the hook check), not on a DescribeLifecycleHooks of its own; hooks
+// read longer ago are read again, and a hook the cache does not know (another tool's, added since) is read at
+// once and rejected.
+func TestNewActionsCheckTheirHookOnRecentlyReadHooks(t *testing.T) {
+	r := newRig(t)
+	_, err := r.hooks.CheckOwnedHooks(context.Background(), "prod", 10*time.Minute, model.HookOwnership{QueueURL: agentQueue})
+	require.NoError(t, err)
+	require.Equal(t, 1, r.as.hookReads, "the hook check read them")
+
+	require.Equal(t, HookInProgress, r.handle(t, r.terminating("i-1")))
+	require.Equal(t, 1, r.as.hookReads, "read 0 s ago by the hook check")
+	r.clock.Step(hookOwnershipMaxAge - time.Second)
+	require.Equal(t, HookInProgress, r.handle(t, r.terminating("i-2")))
+	require.Equal(t, 1, r.as.hookReads, "read just under the bound ago")
+
+	r.as.hook("prod", "nth-drain", events.TransitionTerminating, 300, "arn:aws:sqs:eu-west-1:111122223333:nth-queue")
+	foreign := r.terminating("i-3")
+	foreign.HookName, foreign.Token = "nth-drain", "tok-nth"
+	require.Equal(t, HookIgnored, r.handle(t, foreign), "a hook the cache does not know is read at once")
+	require.Equal(t, 2, r.as.hookReads)
+
+	r.clock.Step(hookOwnershipMaxAge + time.Second)
+	require.Equal(t, HookInProgress, r.handle(t, r.terminating("i-4")))
+	require.Equal(t, 3, r.as.hookReads, "older than the bound: read again")
+}
