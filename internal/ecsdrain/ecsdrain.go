@@ -205,6 +205,12 @@ func (d *Drainer) StillBusy(cluster string, ci ContainerInstance) (remaining, st
 	if !known || ci.Status != StatusDraining || counted <= c.daemon {
 		return 0, 0, false
 	}
+	if c.drained {
+		// Drained at that check, busy now: it was set ACTIVE and given tasks since without this Drainer. Once
+		// the counters fall to zero again a task may still be stopping (C8): StillDrained no longer answers.
+		c.drained = false
+		d.checks[cluster][ci.ARN] = c
+	}
 	return counted - c.daemon, c.standalone, true
 }
 

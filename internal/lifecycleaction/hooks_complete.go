@@ -40,6 +40,19 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 	// The claim to complete is written first, conditionally, with the result decided: of two replicas only one
 	// calls Auto Scaling. After a crash between this write and the call, the call is made again; Auto Scaling's
 	// "no active action" answer then tells that the first one went through, and the record keeps the verdict.
+	if rec.State == state.HookCompleting && rec.Decided != "" && rec.Decided != result {
+		// A verdict written before an earlier call, and another one now: that call may have gone through
+		// before a crash. Only an action still waiting takes the new verdict; one no longer active keeps the
+		// verdict its record holds, the one Auto Scaling may have applied.
+		switch active, err := h.active(ctx, a); {
+		case err != nil:
+			return HookInProgress, err
+		case !active:
+			log.Info("lifecycle action was no longer active; treated as completed with the verdict recorded before",
+				zap.String(logging.Result, rec.Decided))
+			return HookDone, h.finish(ctx, rec, "", rec.Note+"; no active lifecycle action: already completed or timed out")
+		}
+	}
 	if rec.State != state.HookCompleting || rec.Decided != result {
 		rec.State, rec.Decided, rec.Note = state.HookCompleting, result, note
 		next, err := h.putHook(ctx, rec)

@@ -356,3 +356,31 @@ func TestNewActionsCheckTheirHookOnRecentlyReadHooks(t *testing.T) {
 	require.Equal(t, HookInProgress, r.handle(t, r.terminating("i-4")))
 	require.Equal(t, 3, r.as.hookReads, "older than the bound: read again")
 }
+
+// A launch CONTINUEd while healthy whose completion record is lost (the agent died right after Auto Scaling
+// accepted the CONTINUE), and whose instance is not healthy when the next incarnation looks after the health
+// deadline: Auto Scaling applied CONTINUE, so the record must not say the agent ABANDONed it.
+func TestLaunchCONTINUEdJustBeforeACrashIsNotRecordedAsAbandoned(t *testing.T) {
+	r := newRig(t)
+	store := &failCompletedWrite{Store: r.store}
+	r.hooks.Store = store
+	r.as.place("i-2", "prod", astypes.LifecycleStatePendingWait)
+	r.ec2.run("i-2", "ami-new")
+	a := events.LifecycleAction{GroupName: "prod", HookName: launchHook, InstanceID: "i-2", Token: "tok-i-2", Transition: events.TransitionLaunching}
+	r.handleFor(t, a, 9*time.Minute, 30*time.Second)
+	r.platform.healthy["i-2"] = true
+	_, err := r.hooks.Handle(context.Background(), r.target, a)
+	require.Error(t, err, "the completion's record was not written")
+	require.Equal(t, []string{model.ResultContinue}, r.as.results("i-2"), "Auto Scaling accepted the CONTINUE")
+
+	// The agent is away past the health deadline; the instance's ECS agent disconnects meanwhile.
+	r.clock.Step(2 * time.Minute)
+	r.platform.healthy["i-2"] = false
+	old := r.hooks
+	r.hooks = &Hooks{Owner: old.Owner, Store: r.store, AutoScaling: old.AutoScaling, EC2: old.EC2, Platforms: old.Platforms,
+		Clock: old.Clock, Log: old.Log, Policy: old.Policy, Observer: old.Observer, QueueURL: old.QueueURL}
+	require.Equal(t, HookDone, r.handle(t, a))
+	rec := r.record(t, "i-2", launchHook)
+	require.Equal(t, state.HookCompleted, rec.State)
+	require.NotEqual(t, model.ResultAbandon, rec.Decided, "note: %s", rec.Note)
+}

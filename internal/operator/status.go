@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -357,7 +359,7 @@ func pauseCell(p *PauseInfo) string {
 	if p == nil {
 		return ""
 	}
-	s := p.Scope + " by " + p.Who
+	s := p.Scope + " by " + oneLine(p.Who)
 	if !p.Until.IsZero() {
 		s += " until " + timeCell(p.Until)
 	}
@@ -450,9 +452,24 @@ func dash(s string) string {
 	return s
 }
 
-// oneLine keeps a free-text cell on its line and in its column.
+// oneLine keeps a free-text cell on its line and in its column, and the terminal's state as it is: a line
+// break or tab is a space, any other control character (an escape sequence's ESC, a carriage return) is
+// written as its Go escape. Pause reasons, who paused and history details are written by whoever may write
+// the table.
 func oneLine(s string) string {
-	return strings.NewReplacer("\n", " ", "\t", " ").Replace(s)
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteByte(' ')
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // statusImages returns the TARGET AMI, PREVIOUS AMI and ON TARGET count status shows for r: the AMI the group

@@ -592,6 +592,7 @@ func (as *autoScalingService) stepRefresh(g *group, r *instanceRefresh) bool {
 	if len(regular) == 0 {
 		r.surge = max(0, min(r.surge, len(running)-desired))
 		if inflightLaunch > 0 || inflightTerm > 0 || !as.allLaunchedReady(r) {
+			as.setReason(r, "Replacing instances: %d of %d updated.", r.done, r.total) // as PercentageComplete says
 			return changed
 		}
 		if len(waiting) > 0 {

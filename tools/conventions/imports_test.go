@@ -57,6 +57,9 @@ var importRules = []importRule{
 		Forbidden:   []string{"internal/engine", "internal/agent"},
 		ForbiddenRE: awsServiceClient,
 		Why:         "lifecycle actions call AWS through providers.LifecycleActions and never drive a rollout"},
+	{Package: "internal/agent",
+		ForbiddenRE: awsService,
+		Why:         "the agent wires and schedules: every AWS call of a rollout or a lifecycle action goes through providers"},
 	{Package: "internal/cli/orgcmd",
 		Forbidden: []string{"internal/cli/operate", "internal/cli/runcmd"},
 		Why:       "the operator's commands (status, pause, resume) take the organization-wide forms, not the other way round"},
@@ -106,7 +109,8 @@ func importViolations(imports, deps map[string][]string, rules []importRule) []s
 		}
 	}
 	for p, imps := range imports {
-		if !strings.HasPrefix(p, module+"internal/") || under(p, "internal/agent") || inTestWorld(p) || strings.HasSuffix(p, "_test") {
+		product := strings.HasPrefix(p, module+"internal/") || strings.HasPrefix(p, module+"cmd/")
+		if !product || under(p, "internal/agent") || inTestWorld(p) || strings.HasSuffix(p, "_test") {
 			continue
 		}
 		for _, imp := range imps {
@@ -236,4 +240,10 @@ func TestImportRulesRejectAForbiddenImport(t *testing.T) {
 	for i, w := range want {
 		require.Contains(t, got[i], w)
 	}
+
+	// cmd/patch-agent is a product package too: it wires the command line, not the engine.
+	cmdImports := map[string][]string{module + "cmd/patch-agent": {module + "internal/cli", module + "internal/lifecycleaction"}}
+	got = importViolations(cmdImports, nil, importRules)
+	require.Len(t, got, 1, "%v", got)
+	require.Contains(t, got[0], "cmd/patch-agent imports "+module+"internal/lifecycleaction: only internal/agent wires")
 }
