@@ -40,6 +40,11 @@ type hookMessage struct {
 // DescribeAutoScalingInstances).
 var instanceIDPattern = regexp.MustCompile(`^i-[0-9a-f]{1,17}$`)
 
+// hookNamePattern is the shape Auto Scaling gives a lifecycle hook's name (Amazon EC2 Auto Scaling API
+// Reference, PutLifecycleHook: LifecycleHookName, 1 to 255 characters of A-Z, a-z, 0-9, hyphen, underscore and
+// slash).
+var hookNamePattern = regexp.MustCompile(`^[A-Za-z0-9_/-]{1,255}$`)
+
 // maxGroupNameChars is the most characters an Auto Scaling group name has (Amazon EC2 Auto Scaling API
 // Reference, CreateAutoScalingGroup: AutoScalingGroupName, length 1 to 255).
 const maxGroupNameChars = 255
@@ -86,6 +91,12 @@ func (m hookMessage) lifecycleAction() (*LifecycleAction, error) {
 		// instead of reaching the dead-letter queue.
 		return nil, fmt.Errorf("lifecycle action (hook %q, group %q): EC2InstanceId %q is not an EC2 instance id (i- and up to 17 hexadecimal digits)",
 			m.LifecycleHookName, m.AutoScalingGroupName, m.EC2InstanceID)
+	}
+	if !hookNamePattern.MatchString(m.LifecycleHookName) {
+		// No hook has such a name: the message is forged or garbled, and the name must not reach a log line, a
+		// notification or an operator's terminal as it is.
+		return nil, fmt.Errorf("lifecycle action (instance %s): LifecycleHookName %q (%d characters) is not a lifecycle hook name "+
+			"(1 to 255 of A-Z, a-z, 0-9, -, _ and /)", m.EC2InstanceID, truncate(m.LifecycleHookName, 80), utf8.RuneCountInString(m.LifecycleHookName))
 	}
 	if !groupNameOK(m.AutoScalingGroupName) {
 		// No group has such a name: the message is forged or garbled, and the name must not reach a log line
