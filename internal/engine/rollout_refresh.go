@@ -279,8 +279,10 @@ func refreshText(p *state.RefreshProgress) string {
 }
 
 // refreshStep follows the rollout's refresh (Replacing/InstanceRefresh or RollingBack/InstanceRefresh): it
-// sends it once, describes it (only this group, only while it is the agent's and active), and acts on what it
-// sees and on the gates.
+// sends it once, describes it (only this group, only while it is the agent's and active), decides from what it
+// saw (decideRefresh: no I/O) and carries the decision out (runRefreshCommand: the write-ahead and the one
+// effect). A refresh under way that the agent neither cancels nor rolls back is decided twice: the first
+// decision asks for the gates, which are read (refreshFailing, then refreshStops) only then.
 func (o *Orchestrator) refreshStep(ctx context.Context, t model.Target, v model.GroupView, ami *model.ResolvedAMI, r state.Rollout) (state.Rollout, error) {
 	p := r.Refresh
 	if p == nil {
@@ -296,78 +298,155 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t model.Target, v model.
 	if len(found) == 0 {
 		return o.halt(ctx, r, "instance refresh "+p.ID+" is not described by Auto Scaling", false)
 	}
-	ir := found[0]
-	noteRefresh(p, ir)
+	seen := refreshLook{refresh: found[0]}
+	noteRefresh(p, seen.refresh)
+	c := decideRefresh(r, v, seen)
+	if c.kind == refreshReadGates {
+		if seen.failing, err = o.refreshFailing(ctx, t, v, r); err != nil {
+			return r, err
+		}
+		if seen.failing == "" {
+			if seen.stops, err = o.refreshStops(t, ami, r); err != nil {
+				return r, err
+			}
+		}
+		seen.gatesRead = true
+		c = decideRefresh(r, v, seen)
+	}
+	return o.runRefreshCommand(ctx, t, v, ami, r, seen.refresh, c)
+}
+
+// refreshLook is what a look at the agent's refresh saw: Auto Scaling's description of it and, once read
+// (gatesRead), why it must halt (failing: an ABANDONed launch, a held drain, an alarm) and why it must stop
+// (stops: a pause, the window's end, a withdrawn approval, a newer AMI); "" when none.
+type refreshLook struct {
+	refresh        providers.InstanceRefresh
+	failing, stops string
+	gatesRead      bool
+}
+
+// refreshCommandKind is the one thing a look at the agent's refresh does next.
+type refreshCommandKind int
+
+const (
+	refreshWait           refreshCommandKind = iota // nothing to do: the rollout waits, saying why
+	refreshReadGates                                // under way: read the gates and decide again
+	refreshVerify                                   // Successful: on to Verifying
+	refreshHaltIt                                   // halt for refreshCommand.halt (haltRefresh)
+	refreshHaltRollout                              // the rollback failed or was cancelled: Halted (refreshHalted)
+	refreshRolledBackDone                           // the rollback succeeded: RolledBack (refreshRolledBack)
+	refreshBackByRefresh                            // the refresh ended before the rollback reached it: refresh back
+	refreshFollowRollback                           // rolled back outside the agent: the rollout follows it
+	refreshCancelIt                                 // cancel it (cancelRefresh) for refreshCommand.reason
+	refreshCancelledThen                            // Cancelled: move on (refreshCancelled)
+	refreshRollBackByAPI                            // RollbackInstanceRefresh (rollbackRefresh)
+)
+
+// refreshCommand is decideRefresh's decision: its kind, the reason the rollout shows or the cancel records or
+// the transition's log says, and, for refreshHaltIt, the halt to record.
+type refreshCommand struct {
+	kind   refreshCommandKind
+	reason string
+	halt   string
+}
+
+// decideRefresh decides what a look at the agent's refresh does from the rollout record r, the group's view v
+// and what the look saw, with no I/O: the refresh's status first (Successful, Failed, Cancelled, a rollback's
+// end), then a cancel or rollback the record carries, then — the refresh under way — the gates, asked for with
+// refreshReadGates until seen.gatesRead. r.Refresh is not nil and names the refresh described.
+func decideRefresh(r state.Rollout, v model.GroupView, seen refreshLook) refreshCommand {
+	p, ir := r.Refresh, seen.refresh
 	if p.Rollback && p.ByAPI && !ir.Active() && ir.Status != providers.RefreshRollbackSuccessful && ir.Status != providers.RefreshRollbackFailed {
 		// The refresh ended before RollbackInstanceRefresh reached it: a refresh back to the previous version.
-		return o.rollBackByRefresh(ctx, r, rollbackWhy(r))
+		return refreshCommand{kind: refreshBackByRefresh, reason: rollbackWhy(r)}
 	}
 	switch ir.Status {
 	case providers.RefreshSuccessful:
-		if p.Rollback {
-			return o.refreshRolledBack(ctx, r)
+		switch {
+		case p.Rollback:
+			return refreshCommand{kind: refreshRolledBackDone}
+		case p.Halt != "": // it ended before the cancel that made way for the halt reached it
+			return refreshCommand{kind: refreshHaltIt, halt: p.Halt}
 		}
-		if p.Halt != "" { // it ended before the cancel that made way for the halt reached it
-			return o.haltRefresh(ctx, t, r, ir)
-		}
-		r.Phase, r.Current, r.Reason = state.PhaseVerifying, nil, ""
-		return o.save(ctx, r, "instance refresh "+p.ID+" Successful")
+		return refreshCommand{kind: refreshVerify, reason: "instance refresh " + p.ID + " Successful"}
 	case providers.RefreshRollbackSuccessful:
-		return o.refreshRolledBack(ctx, r)
+		return refreshCommand{kind: refreshRolledBackDone}
 	case providers.RefreshRollbackFailed:
-		return o.refreshHalted(ctx, r, "rollback of instance refresh "+p.ID+" failed: "+p.StatusReason)
+		return refreshCommand{kind: refreshHaltRollout, reason: "rollback of instance refresh " + p.ID + " failed: " + p.StatusReason}
 	case providers.RefreshFailed:
 		if p.Rollback {
-			return o.refreshHalted(ctx, r, "rollback refresh "+p.ID+" to launch template version "+p.PreviousVersion+" failed: "+p.StatusReason)
+			return refreshCommand{kind: refreshHaltRollout, reason: "rollback refresh " + p.ID + " to launch template version " + p.PreviousVersion + " failed: " + p.StatusReason}
 		}
-		if p.Halt == "" {
-			p.Halt = "instance refresh " + p.ID + " failed: " + p.StatusReason
+		halt := p.Halt
+		if halt == "" {
+			halt = "instance refresh " + p.ID + " failed: " + p.StatusReason
 		}
-		return o.haltRefresh(ctx, t, r, ir)
+		return refreshCommand{kind: refreshHaltIt, halt: halt}
 	case providers.RefreshCancelled:
-		return o.refreshCancelled(ctx, t, v, ami, r)
+		return refreshCommand{kind: refreshCancelledThen}
 	case providers.RefreshCancelling:
-		r.Reason = "cancelling " + refreshText(p) + ": the agent completes the lifecycle actions in flight"
-		return r, errWait
+		return refreshCommand{kind: refreshWait, reason: "cancelling " + refreshText(p) + ": the agent completes the lifecycle actions in flight"}
 	case providers.RefreshRollbackInProgress:
 		if !p.Rollback { // rolled back by someone else (or Auto Scaling): the rollout follows it
-			p.Rollback, p.ByAPI = true, true
-			r.Phase = state.PhaseRollingBack
-			return o.save(ctx, r, "instance refresh "+p.ID+" rolling back outside the agent")
+			return refreshCommand{kind: refreshFollowRollback, reason: "instance refresh " + p.ID + " rolling back outside the agent"}
 		}
-		r.Reason = "rolling back: " + refreshText(p)
-		return r, errWait
+		return refreshCommand{kind: refreshWait, reason: "rolling back: " + refreshText(p)}
 	}
 	// Pending, InProgress, Baking.
-	if p.Cancel != "" { // the cancel was recorded and not seen through yet (a crash, an error)
-		return o.cancelRefresh(ctx, t, r, p.Cancel)
+	switch {
+	case p.Cancel != "": // the cancel was recorded and not seen through yet (a crash, an error)
+		return refreshCommand{kind: refreshCancelIt, reason: p.Cancel}
+	case p.Rollback && p.ByAPI:
+		return refreshCommand{kind: refreshRollBackByAPI}
+	case p.Rollback:
+		return refreshCommand{kind: refreshWait, reason: "rolling back to launch template version " + p.PreviousVersion + ": " + refreshText(p)}
+	case !seen.gatesRead:
+		return refreshCommand{kind: refreshReadGates}
+	case seen.failing != "":
+		return refreshCommand{kind: refreshHaltIt, halt: seen.failing}
+	case seen.stops != "":
+		return refreshCommand{kind: refreshCancelIt, reason: seen.stops}
 	}
-	if p.Rollback {
-		if p.ByAPI {
-			return o.rollbackRefresh(ctx, t, r)
-		}
-		r.Reason = "rolling back to launch template version " + p.PreviousVersion + ": " + refreshText(p)
-		return r, errWait
-	}
-	if halt, err := o.refreshFailing(ctx, t, v, r); err != nil || halt != "" {
-		if err != nil {
-			return r, err
-		}
-		p.Halt = halt
-		return o.haltRefresh(ctx, t, r, ir)
-	}
-	if why, err := o.refreshStops(t, ami, r); err != nil || why != "" {
-		if err != nil {
-			return r, err
-		}
-		return o.cancelRefresh(ctx, t, r, why)
-	}
-	r.Reason = refreshText(p) + heldBy(v)
+	reason := refreshText(p) + heldBy(v)
 	if v.Desired >= v.Max && p.PercentageComplete < 100 {
-		r.Reason += fmt.Sprintf("; the group is at its MaxSize (%d): the refresh launches before it terminates and waits for room. "+
+		reason += fmt.Sprintf("; the group is at its MaxSize (%d): the refresh launches before it terminates and waits for room. "+
 			"patch-agent never raises MaxSize; raise it by the batch size (%d) where the group is defined", v.Max, p.BatchSize)
 	}
-	return r, errWait
+	return refreshCommand{kind: refreshWait, reason: reason}
+}
+
+// runRefreshCommand carries out c, decided on r and the refresh ir: each kind's write-ahead and its one effect.
+func (o *Orchestrator) runRefreshCommand(ctx context.Context, t model.Target, v model.GroupView, ami *model.ResolvedAMI, r state.Rollout,
+	ir providers.InstanceRefresh, c refreshCommand) (state.Rollout, error) {
+	p := r.Refresh
+	switch c.kind {
+	case refreshWait:
+		r.Reason = c.reason
+		return r, errWait
+	case refreshVerify:
+		r.Phase, r.Current, r.Reason = state.PhaseVerifying, nil, ""
+		return o.save(ctx, r, c.reason)
+	case refreshHaltIt:
+		p.Halt = c.halt
+		return o.haltRefresh(ctx, t, r, ir)
+	case refreshHaltRollout:
+		return o.refreshHalted(ctx, r, c.reason)
+	case refreshRolledBackDone:
+		return o.refreshRolledBack(ctx, r)
+	case refreshBackByRefresh:
+		return o.rollBackByRefresh(ctx, r, c.reason)
+	case refreshFollowRollback:
+		p.Rollback, p.ByAPI = true, true
+		r.Phase = state.PhaseRollingBack
+		return o.save(ctx, r, c.reason)
+	case refreshCancelIt:
+		return o.cancelRefresh(ctx, t, r, c.reason)
+	case refreshCancelledThen:
+		return o.refreshCancelled(ctx, t, v, ami, r)
+	case refreshRollBackByAPI:
+		return o.rollbackRefresh(ctx, t, r)
+	}
+	return r, fmt.Errorf("instance refresh %s: no command %d to run", p.ID, c.kind)
 }
 
 // heldBy names the instances the agent's lifecycle hooks hold in the refresh: new ones in Pending:Wait until
