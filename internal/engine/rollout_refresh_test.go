@@ -309,6 +309,28 @@ func TestPauseCancelsTheAgentsRefresh(t *testing.T) {
 	require.Empty(t, f.starts, "nothing starts while paused")
 }
 
+// lookAtALeavingLaunch seeds prod's refresh ir-1 in progress and the launching action record rec of an
+// instance leaving the group (Terminating:Wait) on image, launched after the refresh started, takes one look,
+// and returns the refreshes fake and the stored rollout.
+func lookAtALeavingLaunch(t *testing.T, rec state.Hook, image string) (*fakeRefreshes, state.Rollout) {
+	t.Helper()
+	rg, f := refreshRig()
+	f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-1", "2", astypes.InstanceRefreshStatusInProgress, now0.Add(-time.Minute))}
+	rg.seed0(refreshing("ir-1"))
+	ctx := context.Background()
+	rec.Token, rec.Group, rec.HookName, rec.State = model.ActionKey("prod", rec.InstanceID, "patch-agent-launch"), "prod", "patch-agent-launch", state.HookCompleted
+	_, err := rg.store.PutHook(ctx, rec)
+	require.NoError(t, err)
+	// EC2's launch time is the last start: for an instance from the warm pool, after the refresh began.
+	v := oldFleet()
+	v.Instances = append(v.Instances, model.InstanceView{ID: rec.InstanceID, LifecycleState: string(astypes.LifecycleStateTerminatingWait), ImageID: image, LaunchTime: now0})
+	_, err = rg.o.Reconcile(ctx, rg.target, model.Inputs{View: v, AMI: newAMI()})
+	require.NoError(t, err)
+	stored, err := rg.store.GetRollout(ctx, "prod")
+	require.NoError(t, err)
+	return f, stored
+}
+
 // The first ABANDON of the agent's launching hook halts the refresh at once and rolls it back with
 // RollbackInstanceRefresh (it is still in progress). The record tells it by its Result, or — when the agent
 // died right after Auto Scaling accepted the ABANDON and the next incarnation's call found no active action —
@@ -322,21 +344,9 @@ func TestAbandonedLaunchHaltsAndRollsBackAtOnce(t *testing.T) {
 		{"ABANDON decided, its record lost in a crash", "", model.ResultAbandon},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rg, f := refreshRig()
-			f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-1", "2", astypes.InstanceRefreshStatusInProgress, now0.Add(-time.Minute))}
-			rg.seed0(refreshing("ir-1"))
-			ctx := context.Background()
-			_, err := rg.store.PutHook(ctx, state.Hook{Token: model.ActionKey("prod", "i-7", "patch-agent-launch"), Group: "prod", HookName: "patch-agent-launch",
-				InstanceID: "i-7", State: state.HookCompleted, Result: c.result, Decided: c.decided, Note: "not healthy in cluster after 10m0s"})
-			require.NoError(t, err)
-			abandoned := model.InstanceView{ID: "i-7", LifecycleState: string(astypes.LifecycleStateTerminatingWait), ImageID: amiNew, LaunchTime: now0}
-			v := oldFleet()
-			v.Instances = append(v.Instances, abandoned)
-			_, err = rg.o.Reconcile(ctx, rg.target, model.Inputs{View: v, AMI: newAMI()})
-			require.NoError(t, err)
+			f, stored := lookAtALeavingLaunch(t, state.Hook{InstanceID: "i-7", Result: c.result, Decided: c.decided,
+				Note: "not healthy in cluster after 10m0s"}, amiNew)
 			require.Equal(t, 1, f.rollbacks)
-			stored, err := rg.store.GetRollout(ctx, "prod")
-			require.NoError(t, err)
 			require.Equal(t, state.PhaseRollingBack, stored.Phase)
 			require.Contains(t, stored.Reason, "i-7")
 			require.Contains(t, stored.Refresh.Halt, "ABANDON")
@@ -347,42 +357,17 @@ func TestAbandonedLaunchHaltsAndRollsBackAtOnce(t *testing.T) {
 // A launch the agent completed with CONTINUE whose record lost its Result the same way (Decided CONTINUE) halts
 // nothing.
 func TestContinuedLaunchWithoutAResultDoesNotHaltTheRefresh(t *testing.T) {
-	rg, f := refreshRig()
-	f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-1", "2", astypes.InstanceRefreshStatusInProgress, now0.Add(-time.Minute))}
-	rg.seed0(refreshing("ir-1"))
-	ctx := context.Background()
-	_, err := rg.store.PutHook(ctx, state.Hook{Token: model.ActionKey("prod", "i-7", "patch-agent-launch"), Group: "prod", HookName: "patch-agent-launch",
-		InstanceID: "i-7", State: state.HookCompleted, Decided: model.ResultContinue})
-	require.NoError(t, err)
-	v := oldFleet()
-	v.Instances = append(v.Instances, model.InstanceView{ID: "i-7", LifecycleState: string(astypes.LifecycleStateTerminatingWait), ImageID: amiNew, LaunchTime: now0})
-	_, err = rg.o.Reconcile(ctx, rg.target, model.Inputs{View: v, AMI: newAMI()})
-	require.NoError(t, err)
+	f, stored := lookAtALeavingLaunch(t, state.Hook{InstanceID: "i-7", Decided: model.ResultContinue}, amiNew)
 	require.Zero(t, f.rollbacks)
-	stored, err := rg.store.GetRollout(ctx, "prod")
-	require.NoError(t, err)
 	require.Equal(t, state.PhaseReplacing, stored.Phase, stored.Reason)
 }
 
 // An ABANDON of an instance on another AMI than the target (the agent's own abandon of an old-AMI instance a
 // scale out drew from the warm pool) is no failed replacement: the refresh goes on.
 func TestAbandonedLaunchOfAnOldAMIFromTheWarmPoolDoesNotHaltTheRefresh(t *testing.T) {
-	rg, f := refreshRig()
-	f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-1", "2", astypes.InstanceRefreshStatusInProgress, now0.Add(-time.Minute))}
-	rg.seed0(refreshing("ir-1"))
-	ctx := context.Background()
-	_, err := rg.store.PutHook(ctx, state.Hook{Token: model.ActionKey("prod", "i-8", "patch-agent-launch"), Group: "prod", HookName: "patch-agent-launch",
-		InstanceID: "i-8", State: state.HookCompleted, Result: model.ResultAbandon, Note: "from the warm pool on " + amiOld})
-	require.NoError(t, err)
-	// Started from the pool after the refresh began: EC2's launch time is the last start.
-	abandoned := model.InstanceView{ID: "i-8", LifecycleState: string(astypes.LifecycleStateTerminatingWait), ImageID: amiOld, LaunchTime: now0}
-	v := oldFleet()
-	v.Instances = append(v.Instances, abandoned)
-	_, err = rg.o.Reconcile(ctx, rg.target, model.Inputs{View: v, AMI: newAMI()})
-	require.NoError(t, err)
+	f, stored := lookAtALeavingLaunch(t, state.Hook{InstanceID: "i-8", Result: model.ResultAbandon,
+		Note: "from the warm pool on " + amiOld}, amiOld)
 	require.Zero(t, f.rollbacks)
-	stored, err := rg.store.GetRollout(ctx, "prod")
-	require.NoError(t, err)
 	require.Equal(t, state.PhaseReplacing, stored.Phase, stored.Reason)
 	require.Empty(t, stored.Refresh.Halt)
 }

@@ -25,7 +25,7 @@ const missingHookNote = "no terminating lifecycle hook: scale-in, rebalancing an
 // DescribeLifecycleHooks), into the cache the lifecycle actions' looks read (foreignHook, heartbeatTimeout).
 // Errors: the DescribeLifecycleHooks error, wrapped.
 func (h *Hooks) CheckOwnedHooks(ctx context.Context, group string, drainTimeout time.Duration, o model.HookOwnership) (HookCheck, error) {
-	hooks, err := h.describeHooks(ctx, group)
+	hooks, _, err := h.describeHooks(ctx, group)
 	if err != nil {
 		return HookCheck{}, err
 	}

@@ -50,7 +50,7 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 		case !active:
 			log.Info("lifecycle action was no longer active; treated as completed with the verdict recorded before",
 				zap.String(logging.Result, rec.Decided))
-			return HookDone, h.finish(ctx, rec, "", rec.Note+"; no active lifecycle action: already completed or timed out")
+			return HookDone, h.finish(ctx, rec, "", noActionNote(rec.Note))
 		}
 	}
 	if rec.State != state.HookCompleting || rec.Decided != result {
@@ -76,14 +76,20 @@ func (h *Hooks) complete(ctx context.Context, a events.LifecycleAction, rec stat
 	}
 	if !active {
 		log.Info("lifecycle action was no longer active; treated as completed")
-		gone := "no active lifecycle action: already completed or timed out"
-		if rec.Note != "" {
-			gone = rec.Note + "; " + gone
-		}
-		return HookDone, h.finish(ctx, rec, "", gone)
+		return HookDone, h.finish(ctx, rec, "", noActionNote(rec.Note))
 	}
 	log.Info("lifecycle action completed", zap.String(logging.Result, result), zap.String(logging.Reason, note))
 	return HookDone, h.finish(ctx, rec, result, note)
+}
+
+// noActionNote is the note of a record Auto Scaling answered "no active lifecycle action" for: the verdict's
+// note, when the record has one, then why nothing was applied.
+func noActionNote(verdict string) string {
+	const gone = "no active lifecycle action: already completed or timed out"
+	if verdict == "" {
+		return gone
+	}
+	return verdict + "; " + gone
 }
 
 // active reports whether Auto Scaling has a lifecycle action of a's instance and hook waiting: a heartbeat

@@ -139,22 +139,18 @@ func (h *Hooks) groupHooks(ctx context.Context, group string, refresh bool) (map
 	if ok && !refresh {
 		return cached, nil
 	}
-	described, err := providers.DescribeGroupHooks(ctx, h.AutoScaling, group)
-	if err != nil {
-		return nil, err
-	}
-	return h.keepHooks(group, described), nil
+	_, hooks, err := h.describeHooks(ctx, group)
+	return hooks, err
 }
 
-// describeHooks reads the group's lifecycle hooks (DescribeLifecycleHooks) and keeps them in the cache
-// groupHooks reads.
-func (h *Hooks) describeHooks(ctx context.Context, group string) ([]model.GroupHook, error) {
+// describeHooks reads the group's lifecycle hooks (DescribeLifecycleHooks), keeps them in the cache groupHooks
+// reads, and returns them as described and by name. A failed read keeps the cache as it was.
+func (h *Hooks) describeHooks(ctx context.Context, group string) ([]model.GroupHook, map[string]hookInfo, error) {
 	described, err := providers.DescribeGroupHooks(ctx, h.AutoScaling, group)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	h.keepHooks(group, described)
-	return described, nil
+	return described, h.keepHooks(group, described), nil
 }
 
 // keepHooks caches the group's hooks as just described and returns them by name.

@@ -232,6 +232,14 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
+// restart replaces the rig's Hooks by the next incarnation's: the same store, account and settings, nothing
+// remembered.
+func (r *rig) restart() {
+	old := r.hooks
+	r.hooks = &Hooks{Owner: old.Owner, Store: r.store, AutoScaling: old.AutoScaling, EC2: old.EC2, Platforms: old.Platforms,
+		Clock: old.Clock, Log: old.Log, Policy: old.Policy, Observer: old.Observer, QueueURL: old.QueueURL}
+}
+
 // terminating places instance id of prod in Terminating:Wait and returns its action's message on drainHook.
 func (r *rig) terminating(id string) events.LifecycleAction {
 	r.as.place(id, "prod", astypes.LifecycleStateTerminatingWait)

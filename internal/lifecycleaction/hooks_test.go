@@ -302,25 +302,28 @@ func (s *failCompletedWrite) PutHook(ctx context.Context, h state.Hook) (state.H
 	return s.Store.PutHook(ctx, h)
 }
 
+// launchLosingItsCompletionRecord is a rig whose store fails the first write of a completed record (the agent
+// dies right after Auto Scaling accepted the completion), and the launching action of i-2 waiting in it.
+func launchLosingItsCompletionRecord(t *testing.T) (*rig, events.LifecycleAction) {
+	r := newRig(t)
+	r.hooks.Store = &failCompletedWrite{Store: r.store}
+	r.as.place("i-2", "prod", astypes.LifecycleStatePendingWait)
+	r.ec2.run("i-2", "ami-new")
+	return r, events.LifecycleAction{GroupName: "prod", HookName: launchHook, InstanceID: "i-2", Token: "tok-i-2", Transition: events.TransitionLaunching}
+}
+
 // A launch ABANDONed at its health deadline whose completion record is lost (the agent died right after Auto
 // Scaling accepted the ABANDON): the next incarnation's call is answered "no active lifecycle action", and the
 // record still says what the agent decided and why — the verdict the instance refresh halts on — though its
 // Result stays empty (this incarnation's call applied nothing).
 func TestLaunchABANDONedJustBeforeACrashKeepsItsVerdictInTheRecord(t *testing.T) {
-	r := newRig(t)
-	store := &failCompletedWrite{Store: r.store}
-	r.hooks.Store = store
-	r.as.place("i-2", "prod", astypes.LifecycleStatePendingWait)
-	r.ec2.run("i-2", "ami-new")
-	a := events.LifecycleAction{GroupName: "prod", HookName: launchHook, InstanceID: "i-2", Token: "tok-i-2", Transition: events.TransitionLaunching}
+	r, a := launchLosingItsCompletionRecord(t)
 	r.handleFor(t, a, 10*time.Minute, 30*time.Second)
 	_, err := r.hooks.Handle(context.Background(), r.target, a)
 	require.Error(t, err, "the completion's record was not written")
 	require.Equal(t, []string{model.ResultAbandon}, r.as.results("i-2"), "Auto Scaling accepted the ABANDON")
 
-	old := r.hooks // the next incarnation: same store, account and settings, nothing remembered
-	r.hooks = &Hooks{Owner: old.Owner, Store: r.store, AutoScaling: old.AutoScaling, EC2: old.EC2, Platforms: old.Platforms,
-		Clock: old.Clock, Log: old.Log, Policy: old.Policy, Observer: old.Observer, QueueURL: old.QueueURL}
+	r.restart()
 	require.Equal(t, HookDone, r.handle(t, a))
 	require.Len(t, r.as.completes, 1, "nothing more applied")
 	rec := r.record(t, "i-2", launchHook)
@@ -361,12 +364,7 @@ func TestNewActionsCheckTheirHookOnRecentlyReadHooks(t *testing.T) {
 // accepted the CONTINUE), and whose instance is not healthy when the next incarnation looks after the health
 // deadline: Auto Scaling applied CONTINUE, so the record must not say the agent ABANDONed it.
 func TestLaunchCONTINUEdJustBeforeACrashIsNotRecordedAsAbandoned(t *testing.T) {
-	r := newRig(t)
-	store := &failCompletedWrite{Store: r.store}
-	r.hooks.Store = store
-	r.as.place("i-2", "prod", astypes.LifecycleStatePendingWait)
-	r.ec2.run("i-2", "ami-new")
-	a := events.LifecycleAction{GroupName: "prod", HookName: launchHook, InstanceID: "i-2", Token: "tok-i-2", Transition: events.TransitionLaunching}
+	r, a := launchLosingItsCompletionRecord(t)
 	r.handleFor(t, a, 9*time.Minute, 30*time.Second)
 	r.platform.healthy["i-2"] = true
 	_, err := r.hooks.Handle(context.Background(), r.target, a)
@@ -376,9 +374,7 @@ func TestLaunchCONTINUEdJustBeforeACrashIsNotRecordedAsAbandoned(t *testing.T) {
 	// The agent is away past the health deadline; the instance's ECS agent disconnects meanwhile.
 	r.clock.Step(2 * time.Minute)
 	r.platform.healthy["i-2"] = false
-	old := r.hooks
-	r.hooks = &Hooks{Owner: old.Owner, Store: r.store, AutoScaling: old.AutoScaling, EC2: old.EC2, Platforms: old.Platforms,
-		Clock: old.Clock, Log: old.Log, Policy: old.Policy, Observer: old.Observer, QueueURL: old.QueueURL}
+	r.restart()
 	require.Equal(t, HookDone, r.handle(t, a))
 	rec := r.record(t, "i-2", launchHook)
 	require.Equal(t, state.HookCompleted, rec.State)
