@@ -22,7 +22,8 @@ const missingHookNote = "no terminating lifecycle hook: scale-in, rebalancing an
 // only the hooks it names are the agent's, so a misspelt name leaves the group with none. Both go into
 // HookCheck.Missing (a status note and a warning, like a group without any hook); Capped considers the agent's
 // own hooks only. Hooks are read once with DescribeLifecycleHooks (Amazon EC2 Auto Scaling API Reference,
-// DescribeLifecycleHooks), into the cache the lifecycle actions' looks read (foreignHook, heartbeatTimeout).
+// DescribeLifecycleHooks), into the cache the lifecycle actions' later looks read (a first look reads them
+// afresh).
 // Errors: the DescribeLifecycleHooks error, wrapped.
 func (h *Hooks) CheckOwnedHooks(ctx context.Context, group string, drainTimeout time.Duration, o model.HookOwnership) (HookCheck, error) {
 	hooks, _, err := h.describeHooks(ctx, group)

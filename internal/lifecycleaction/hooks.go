@@ -206,10 +206,10 @@ func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAc
 		confirming, untold = true, true
 	}
 	// Another tool's hook (aws-node-termination-handler, a backup hook) waits for that tool: its actions are
-	// never drained or completed here. Checked on every look; the first on hooks read within
-	// hookOwnershipMaxAge (or read again).
-	stale := confirming && h.hooksReadBefore(a.GroupName, h.Clock.Now().Add(-hookOwnershipMaxAge))
-	if why, err := h.foreignHook(ctx, t, a, stale); err != nil {
+	// never drained or completed here. Checked on every look, on a fresh DescribeLifecycleHooks the first: a
+	// hook pointed at another tool since it was read, or whose HeartbeatTimeout a stack update lowered, is
+	// seen before anything is drained or heartbeated on it.
+	if why, err := h.foreignHook(ctx, t, a, confirming); err != nil {
 		return HookInProgress, err
 	} else if why != "" {
 		return HookIgnored, h.reject(ctx, t, a, rec, known, confirmation{verdictRejected, model.RejectForeignHook, why}, log)

@@ -181,15 +181,6 @@ func (h *Hooks) hooksReadBefore(group string, at time.Time) bool {
 	return !ok || read.Before(at)
 }
 
-// hookOwnershipMaxAge is how old the cached hooks of a group may be when the first look at a new lifecycle
-// action checks whose its hook is (foreignHook): older ones are described again. A hook the cache does not know
-// (added since, another tool's) is described at once whatever the age; what this bounds is a hook of the agent's
-// that was pointed at another tool's target since it was read. The hook check reads every group's hooks once a
-// poll interval too, into the same cache (CheckOwnedHooks). Without a bound, every new action cost one
-// DescribeLifecycleHooks, two per replaced instance, from the Auto Scaling budget that a fleet's
-// StartInstanceRefresh calls share.
-const hookOwnershipMaxAge = 5 * time.Minute
-
 // foreignHook says why the action's hook is not the agent's (HookOwned: its notification target, the group's
 // TagLifecycleHooks), or "" when it is the agent's or the group has no hook of that name (confirm rejects
 // that as UnknownHook). refresh describes the group's hooks again first; a hook the cache lacks is asked

@@ -39,8 +39,6 @@ type fakeAutoScaling struct {
 	hooks      map[string][]astypes.LifecycleHook // group -> hooks
 	completes  []*autoscaling.CompleteLifecycleActionInput
 	heartbeats []*autoscaling.RecordLifecycleActionHeartbeatInput
-	// hookReads counts DescribeLifecycleHooks calls.
-	hookReads int
 }
 
 func newFakeAutoScaling() *fakeAutoScaling {
@@ -74,7 +72,6 @@ func (f *fakeAutoScaling) DescribeAutoScalingInstances(_ context.Context, in *au
 }
 
 func (f *fakeAutoScaling) DescribeLifecycleHooks(_ context.Context, in *autoscaling.DescribeLifecycleHooksInput, _ ...func(*autoscaling.Options)) (*autoscaling.DescribeLifecycleHooksOutput, error) {
-	f.hookReads++
 	return &autoscaling.DescribeLifecycleHooksOutput{LifecycleHooks: f.hooks[aws.ToString(in.AutoScalingGroupName)]}, nil
 }
 

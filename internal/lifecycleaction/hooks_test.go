@@ -333,31 +333,59 @@ func TestLaunchABANDONedJustBeforeACrashKeepsItsVerdictInTheRecord(t *testing.T)
 	require.Contains(t, rec.Note, "not healthy")
 }
 
-// The first look at each new lifecycle action checks whose its hook is on the group's hooks as read within
-// hookOwnershipMaxAge (by an earlier action or the hook check), not on a DescribeLifecycleHooks of its own; hooks
-// read longer ago are read again, and a hook the cache does not know (another tool's, added since) is read at
-// once and rejected.
-func TestNewActionsCheckTheirHookOnRecentlyReadHooks(t *testing.T) {
+// setHook changes prod's hook name in the fake account after the agent read it.
+func (r *rig) setHook(name string, change func(*astypes.LifecycleHook)) {
+	for i := range r.as.hooks["prod"] {
+		if aws.ToString(r.as.hooks["prod"][i].LifecycleHookName) == name {
+			change(&r.as.hooks["prod"][i])
+		}
+	}
+}
+
+// The first look at a new lifecycle action reads the group's hooks afresh, even a minute after the hook check
+// read them: the agent's hook pointed at another tool's queue since is left to that tool (not drained), and
+// another tool's hook pointed at the agent since is the agent's.
+func TestFirstLookAtAnActionReadsWhoseItsHookIsAfresh(t *testing.T) {
+	own := model.HookOwnership{QueueURL: agentQueue}
+	t.Run("handed to another tool", func(t *testing.T) {
+		r := newRig(t)
+		_, err := r.hooks.CheckOwnedHooks(context.Background(), "prod", 10*time.Minute, own)
+		require.NoError(t, err)
+		r.setHook(drainHook, func(h *astypes.LifecycleHook) {
+			h.NotificationTargetARN = aws.String("arn:aws:sqs:eu-west-1:111122223333:nth-queue")
+		})
+		r.clock.Step(time.Minute)
+		require.Equal(t, HookIgnored, r.handle(t, r.terminating("i-1")))
+		require.Empty(t, r.platform.started, "another tool's action drained")
+	})
+	t.Run("handed to the agent", func(t *testing.T) {
+		r := newRig(t)
+		r.setHook(drainHook, func(h *astypes.LifecycleHook) {
+			h.NotificationTargetARN = aws.String("arn:aws:sqs:eu-west-1:111122223333:nth-queue")
+		})
+		_, err := r.hooks.CheckOwnedHooks(context.Background(), "prod", 10*time.Minute, own)
+		require.NoError(t, err)
+		r.setHook(drainHook, func(h *astypes.LifecycleHook) { h.NotificationTargetARN = nil })
+		r.clock.Step(time.Minute)
+		require.Equal(t, HookInProgress, r.handle(t, r.terminating("i-1")))
+		require.Equal(t, []string{"i-1"}, r.platform.started)
+	})
+}
+
+// Field case C4 on the message path: a stack update lowers the hook's HeartbeatTimeout from 3600 s to 60 s a
+// minute after the hook check read it; the new action's heartbeats follow the 60 s (a third of it apart), not
+// the cached hour, so Auto Scaling's timeout never runs out on an undrained instance.
+func TestC4HeartbeatTimeoutLoweredAfterTheHookCheckIsReadOnTheActionsFirstLook(t *testing.T) {
 	r := newRig(t)
+	r.as.hooks["prod"] = nil
+	r.as.hook("prod", drainHook, events.TransitionTerminating, 3600, "")
+	r.as.hook("prod", launchHook, events.TransitionLaunching, 300, "")
 	_, err := r.hooks.CheckOwnedHooks(context.Background(), "prod", 10*time.Minute, model.HookOwnership{QueueURL: agentQueue})
 	require.NoError(t, err)
-	require.Equal(t, 1, r.as.hookReads, "the hook check read them")
-
-	require.Equal(t, HookInProgress, r.handle(t, r.terminating("i-1")))
-	require.Equal(t, 1, r.as.hookReads, "read 0 s ago by the hook check")
-	r.clock.Step(hookOwnershipMaxAge - time.Second)
-	require.Equal(t, HookInProgress, r.handle(t, r.terminating("i-2")))
-	require.Equal(t, 1, r.as.hookReads, "read just under the bound ago")
-
-	r.as.hook("prod", "nth-drain", events.TransitionTerminating, 300, "arn:aws:sqs:eu-west-1:111122223333:nth-queue")
-	foreign := r.terminating("i-3")
-	foreign.HookName, foreign.Token = "nth-drain", "tok-nth"
-	require.Equal(t, HookIgnored, r.handle(t, foreign), "a hook the cache does not know is read at once")
-	require.Equal(t, 2, r.as.hookReads)
-
-	r.clock.Step(hookOwnershipMaxAge + time.Second)
-	require.Equal(t, HookInProgress, r.handle(t, r.terminating("i-4")))
-	require.Equal(t, 3, r.as.hookReads, "older than the bound: read again")
+	r.setHook(drainHook, func(h *astypes.LifecycleHook) { h.HeartbeatTimeout = aws.Int32(60) })
+	r.clock.Step(time.Minute)
+	r.handleFor(t, r.terminating("i-1"), 3*time.Minute, 10*time.Second)
+	require.GreaterOrEqual(t, len(r.as.heartbeats), 3, "heartbeated at the 60 s timeout's cadence")
 }
 
 // A launch CONTINUEd while healthy whose completion record is lost (the agent died right after Auto Scaling
