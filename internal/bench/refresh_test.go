@@ -48,7 +48,19 @@ type refreshResults struct {
 	RefreshAPICallsPerInstanceSafetyPollByOp    map[string]float64 `json:"refresh_api_calls_per_instance_safety_poll_by_operation"`
 	RefreshDynamoDBOpsPerInstanceByOp           map[string]float64 `json:"refresh_dynamodb_ops_per_instance_by_operation"`
 	RefreshDynamoDBOpsPerInstanceSafetyPollByOp map[string]float64 `json:"refresh_dynamodb_ops_per_instance_safety_poll_by_operation"`
+	// FleetRefresh* are the same per replaced instance of ten groups of ten, each in a cluster of its own, rolled
+	// at once with wake-up events (fleetRefreshRollout): what each replaced instance costs when the agent's
+	// per-account work (the lifecycle sweep, the full passes) is shared by the groups of an account.
+	FleetRefreshAPICallsPerInstance        float64            `json:"fleet_refresh_api_calls_per_instance"`
+	FleetRefreshReceiveMessagePerInstance  float64            `json:"fleet_refresh_receive_message_per_instance"`
+	FleetRefreshDynamoDBOpsPerInstance     float64            `json:"fleet_refresh_dynamodb_ops_per_instance"`
+	FleetRefreshAPICallsPerInstanceByOp    map[string]float64 `json:"fleet_refresh_api_calls_per_instance_by_operation"`
+	FleetRefreshDynamoDBOpsPerInstanceByOp map[string]float64 `json:"fleet_refresh_dynamodb_ops_per_instance_by_operation"`
 }
+
+// fleetRefreshGroups and fleetRefreshInstances are the shape of the fleet rollout the bench measures beside the
+// one group's: ten groups of ten instances.
+const fleetRefreshGroups, fleetRefreshInstances = 10, 10
 
 // refreshSpec is the bench's group of n instances (desired = min = n, max n + 1: room for the refresh's batch of
 // one above desired; 2n tasks of a service), with the agent's launching and terminating hooks (Build's default).
@@ -235,6 +247,11 @@ func measureRefresh(t *testing.T) refreshResults {
 	res.RefreshDynamoDBOpsPerInstanceSafetyPollByOp, res.RefreshDynamoDBOpsPerInstanceSafetyPoll, _ = perInstanceTotals(ops, n)
 	printCosts(t, fmt.Sprintf("refresh, wake-up events, 2 min safety poll (took %s)", took), res.RefreshOverheadRatio10SafetyPoll, calls, ops)
 	printItems(t, db.api)
+	const replaced = fleetRefreshGroups * fleetRefreshInstances
+	took, calls, ops = fleetRefreshRollout(t, fleetRefreshGroups, fleetRefreshInstances, dynamoStore(t))
+	res.FleetRefreshAPICallsPerInstanceByOp, res.FleetRefreshAPICallsPerInstance, res.FleetRefreshReceiveMessagePerInstance = perInstanceTotals(calls, replaced)
+	res.FleetRefreshDynamoDBOpsPerInstanceByOp, res.FleetRefreshDynamoDBOpsPerInstance, _ = perInstanceTotals(ops, replaced)
+	printCostsOf(t, fmt.Sprintf("%d groups of %d by refresh at once, wake-up events (took %s)", fleetRefreshGroups, fleetRefreshInstances, took), 0, replaced, calls, ops)
 	return res
 }
 
@@ -281,6 +298,9 @@ func refreshFigures(r refreshResults) []figure {
 			"the 10-instance rollout at the 15 s reconcile interval without wake-up events / 10, sqs:ReceiveMessage apart"},
 		{"DynamoDB requests per replaced instance, 15 s tick", fmt.Sprintf("%.1f", r.RefreshDynamoDBOpsPerInstance), "<= 8", verdict(r.RefreshDynamoDBOpsPerInstance <= 8),
 			"same rollout; a Query or Scan counts each page"},
+		{"AWS API calls / DynamoDB requests per replaced instance, 10 groups of 10 at once, wake-up events",
+			fmt.Sprintf("%.1f (+ %.1f ReceiveMessage) / %.1f", r.FleetRefreshAPICallsPerInstance, r.FleetRefreshReceiveMessagePerInstance, r.FleetRefreshDynamoDBOpsPerInstance), "-", "-",
+			"ten such groups, each in a cluster of its own with its service, rolled at once to one golden AMI / 100: the lifecycle sweep (a hundred groups a DescribeAutoScalingGroups) and the full passes shared among the groups of an account, as in production; the goals above are one group's alone (by operation below)"},
 	}
 }
 
@@ -349,4 +369,71 @@ func eksRefreshRollout(t *testing.T, n int, events bool, db *countedStore) (time
 	require.True(t, done, "%+v", rollout())
 	require.Empty(t, w.Checker.Finish())
 	return rollout().UpdatedAt.Sub(start), w.Account.Calls(), db.api.snapshot()
+}
+
+// fleetRefreshSpec is the bench's fleet of groups ECS groups of n instances each (desired = min = n, max n + 1),
+// every group in a cluster of its own, all on one golden-AMI parameter: the shape of an account whose groups
+// one AMI rolls at once.
+func fleetRefreshSpec(groups, n int) testworld.Spec {
+	spec := testworld.Spec{WakeUpEvents: true, WakeUpQueue: true, Services: map[string]int{"web": 2 * n}}
+	for k := range groups {
+		spec.Groups = append(spec.Groups, testworld.GroupSetup{Name: fmt.Sprintf("roll-%02d", k), Cluster: fmt.Sprintf("bench-%02d", k),
+			Parameter: "/golden-ami/roll", Min: int32(n), Max: int32(n + 1), Desired: int32(n)})
+	}
+	return spec
+}
+
+// fleetRefreshRollout rolls the fleet of fleetRefreshSpec to ImageB with the agent, with wake-up events at
+// the production safety poll, each cluster running a service of 2n tasks, and returns the simulated time from
+// the golden-AMI change to the last group's Completed, the AWS calls and the DynamoDB requests during it. Every
+// invariant of the checker holds, desired capacity unwritten.
+func fleetRefreshRollout(t *testing.T, groups, n int, db *countedStore) (time.Duration, map[string]int, map[string]int) {
+	ctx := context.Background()
+	spec := fleetRefreshSpec(groups, n)
+	spec.Store = db.store
+	w, err := testworld.Build(spec)
+	require.NoError(t, err)
+	for _, g := range spec.Groups[1:] { // Build places Services on the first group's cluster
+		w.Account.CreateService(g.Cluster, "web", 2*n, false)
+		w.Checker.Workloads[g.Cluster+"/web"] = 2 * n
+	}
+	_, err = w.RunEvents(ctx, 30*time.Second, func() bool { return false })
+	require.NoError(t, err)
+	w.Account.ResetCalls()
+	db.api.reset()
+	start := w.Account.Clock().Now()
+	w.PublishAMI("/golden-ami/roll", testworld.ImageB)
+	last := start
+	completed := func() bool {
+		for _, g := range spec.Groups {
+			r, err := db.uncounted.GetRollout(ctx, g.Name)
+			require.NoError(t, err)
+			if r.Phase != state.PhaseCompleted {
+				return false
+			}
+			if r.UpdatedAt.After(last) {
+				last = r.UpdatedAt
+			}
+		}
+		return true
+	}
+	done, err := w.RunEvents(ctx, time.Duration(n)*time.Hour, completed)
+	require.NoError(t, err)
+	require.True(t, done, "the fleet's rollouts did not all complete")
+	require.Empty(t, w.Checker.Finish())
+	require.Zero(t, w.Account.Calls()["autoscaling:SetDesiredCapacity"])
+	return last.Sub(start), w.Account.Calls(), db.api.snapshot()
+}
+
+// TestFleetRefreshCosts prints the AWS calls and DynamoDB requests per replaced instance of ten groups of ten
+// rolled at once (PATCH_AGENT_BENCH=1 PATCH_AGENT_KUMO=$(scripts/ensure-kumo.sh) go test ./internal/bench -run
+// TestFleetRefreshCosts -v): what an account's groups pay together, the lifecycle sweep's DescribeAutoScalingGroups
+// (a hundred groups a call) shared among them.
+func TestFleetRefreshCosts(t *testing.T) {
+	if os.Getenv("PATCH_AGENT_BENCH") == "" {
+		t.Skip("measurements run with PATCH_AGENT_BENCH=1")
+	}
+	const groups, n = fleetRefreshGroups, fleetRefreshInstances
+	took, calls, ops := fleetRefreshRollout(t, groups, n, dynamoStore(t))
+	printCostsOf(t, fmt.Sprintf("%d groups of %d by refresh at once, wake-up events (took %s)", groups, n, took), 0, groups*n, calls, ops)
 }
