@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/lifecycleaction"
 	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/sim"
 	"github.com/patch-agent/patch-agent/internal/state"
@@ -64,10 +65,14 @@ func TestRefreshUnderWayIsLookedAtWithoutTheClusterAndDescribedOnceWhileNothingM
 // tasks the drain's first check listed — no listing of its tasks.
 func TestTerminatingActionWhoseDrainIsUnderWayIsCheckedOncePerLook(t *testing.T) {
 	g := refreshGroup(1)
-	w := buildRefresh(t, oneGroup(&g))
+	spec := oneGroup(&g)
+	spec.Sim.TaskStartDelay = 2 * lifecycleaction.LookEvery // the drain's replacement tasks start late: its tasks run on
+	w := buildRefresh(t, spec)
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, testworld.ImageB)
 	act := runToAction(t, w, g.Name, sim.TransitionTerminating, "no drain under way", drainingWithTasks)
+	w.Account.Advance(lifecycleaction.LookEvery) // the agent checked the drain just now: the next check waits that long
+	require.True(t, drainingWithTasks(w.Account.Group(g.Name).Instances[indexOfInstance(w.Account.Group(g.Name), act.InstanceID)]))
 	w.Account.ResetCalls()
 	disp, err := w.Agent.Handle(ctx, events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
 		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}})
@@ -355,4 +360,14 @@ func runToAction(t *testing.T, w *testworld.World, group, transition, what strin
 // drainingWithTasks matches an instance whose container instance is DRAINING with tasks still running.
 func drainingWithTasks(i sim.InstanceView) bool {
 	return i.ContainerInstanceStatus == "DRAINING" && i.TasksByLastStatus["RUNNING"] > 0
+}
+
+// indexOfInstance returns the index of instance id in g's instances (-1: none).
+func indexOfInstance(g sim.GroupView, id string) int {
+	for k, i := range g.Instances {
+		if i.ID == id {
+			return k
+		}
+	}
+	return -1
 }

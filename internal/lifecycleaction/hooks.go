@@ -96,6 +96,8 @@ type Hooks struct {
 	kept map[string]state.Hook
 	// instanceSeen: record key -> when EC2 last described the action's instance running (instanceChecked)
 	instanceSeen map[string]time.Time
+	// lookedAt: record key -> this process's last drain or health check of the action (lookDue)
+	lookedAt map[string]time.Time
 	// marks: the last ListDrainMarks of Recover, taken at marksAt when marksWrites was marksGen (recover.go
 	// drainMarks); marksWrites counts this process's writes and deletions of drain marks
 	marks                 []state.DrainMark
@@ -280,13 +282,19 @@ func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAc
 		deadline = h.hookDrainTimeout(ctx, a.GroupName, a.HookName) // --drain-timeout, capped by the hook's global timeout
 		from = rec.DrainStart()
 	}
+	if !confirming && !h.lookDue(rec.Token) && h.Clock.Since(from) < deadline {
+		// Looked at less than LookEvery ago: the drain or health check waits, the heartbeat never does (C4).
+		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
+	}
 	if h.Retries == nil {
+		h.looked(rec.Token)
 		return h.look(ctx, t, a, rec, !confirming, log)
 	}
 	if !h.Retries.Due(rec.Token) && h.Clock.Since(from) < deadline {
 		// The last look failed: the next one waits for its backoff, the heartbeat never does (C4).
 		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
 	}
+	h.looked(rec.Token)
 	out, err := h.look(ctx, t, a, rec, !confirming, log)
 	if err != nil {
 		h.Retries.Failed(rec.Token, from.Add(deadline))
@@ -426,6 +434,41 @@ func (h *Hooks) drain(ctx context.Context, t model.Target, rec *state.Hook) (mod
 		return prog, err
 	}
 	return platform.DrainStatus(ctx, t.Cluster, rec.InstanceID)
+}
+
+// LookEvery is the shortest time between two drain or health checks of one lifecycle action by this process.
+// The consumer hands a held action's message back on each receive of the queue, at least every long poll
+// (20 s), and more often while other messages arrive: in a fleet's rollout each of them would check every held
+// drain again (ECS: DescribeContainerInstances, ListTasks x2, DescribeTasks) without anything having had time
+// to change. 15 s keeps every long poll's look (a receive that waited its 20 s always checks) and bounds the
+// rest; the heartbeat that is due is sent on every handling all the same (Handle), and a deadline that
+// passed is acted on at once.
+const LookEvery = 15 * time.Second
+
+// lookDue reports whether the action of record key may be checked now: this process has not checked it within
+// LookEvery.
+func (h *Hooks) lookDue(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok := h.lookedAt[key]
+	return !ok || h.Clock.Since(at) >= LookEvery
+}
+
+// looked notes that this process checks the action of record key now, and forgets the notes of actions not
+// looked at for a while.
+func (h *Hooks) looked(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.Clock.Now()
+	if h.lookedAt == nil {
+		h.lookedAt = map[string]time.Time{}
+	}
+	for k, at := range h.lookedAt {
+		if now.Sub(at) > 10*LookEvery {
+			delete(h.lookedAt, k)
+		}
+	}
+	h.lookedAt[key] = now
 }
 
 // instanceCheckEvery is how often the looks at a lifecycle action after its first ask EC2 whether its instance

@@ -152,6 +152,7 @@ func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstances
 // StartDrain and Undrain, and Observe reports the instances in healthy as healthy members.
 type fakePlatform struct {
 	started, undrained []string
+	statuses           int // DrainStatus calls
 	drained            map[string]bool
 	healthy            map[string]bool
 }
@@ -170,6 +171,7 @@ func (p *fakePlatform) StartDrain(_ context.Context, _, id string) error {
 }
 
 func (p *fakePlatform) DrainStatus(_ context.Context, _, id string) (model.DrainProgress, error) {
+	p.statuses++
 	started := slices.Contains(p.started, id)
 	return model.DrainProgress{Started: started, Drained: started && p.drained[id], Detail: "tasks still running"}, nil
 }

@@ -165,7 +165,46 @@ func TestRefreshTerminationsDrainOneAtATimeUnderAClusterBudgetOfOne(t *testing.T
 	r.platform.drained["i-1"] = true
 	require.Equal(t, HookDone, r.handle(t, a))
 	require.Equal(t, HookInProgress, r.handle(t, b))
+	require.Equal(t, []string{"i-1"}, r.platform.started, "i-2 was checked less than LookEvery ago")
+	r.clock.Step(LookEvery)
+	require.Equal(t, HookInProgress, r.handle(t, b))
 	require.Equal(t, []string{"i-1", "i-2"}, r.platform.started, "i-2 drains once i-1's slot frees")
+}
+
+// A held action's message comes back on every receive of the queue: its drain is checked at most every
+// LookEvery, and the heartbeat that falls due between two checks is sent on the handling that sees it due (C4).
+func TestADrainIsCheckedAtMostEveryLookEveryAndHeartbeatedWhenDueBetweenChecks(t *testing.T) {
+	r := newRig(t)
+	a := r.terminating("i-1")
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	require.Equal(t, []string{"i-1"}, r.platform.started)
+	checks := r.platform.statuses
+	for range 14 {
+		r.clock.Step(time.Second)
+		require.Equal(t, HookInProgress, r.handle(t, a))
+	}
+	require.Equal(t, checks, r.platform.statuses, "no drain check within LookEvery of the last")
+	r.clock.Step(time.Second)
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	require.Equal(t, checks+1, r.platform.statuses, "checked again LookEvery after the last")
+
+	// The heartbeat is due 100 s (a third of 300 s) after the action began; the check before it was at 90 s.
+	r.clock.SetTime(t0.Add(90 * time.Second))
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	require.Empty(t, r.as.heartbeats)
+	r.clock.SetTime(t0.Add(101 * time.Second))
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	require.Len(t, r.as.heartbeats, 1, "due between two checks: sent without a check")
+	require.Equal(t, checks+2, r.platform.statuses)
+
+	// A drain that finished is found at the next check, not before.
+	r.platform.drained["i-1"] = true
+	r.clock.SetTime(t0.Add(104 * time.Second))
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	require.Empty(t, r.as.completes)
+	r.clock.SetTime(t0.Add(105 * time.Second))
+	require.Equal(t, HookDone, r.handle(t, a))
+	require.Equal(t, []string{model.ResultContinue}, r.as.results("i-1"))
 }
 
 // Field case C9: a drain of the agent's instance refresh undrained at its deadline is held, not continued: the
