@@ -453,6 +453,7 @@ func TestRunLogLevel(t *testing.T) {
 	t.Setenv(config.EnvLogLevel, "")
 	res := run(t, "run", "--log-level", "DEBUG")
 	require.ErrorContains(t, res.err, "invalid configuration", "the queue URL is missing")
+	require.Equal(t, cli.ExitUsage, cli.Report(io.Discard, res.err), "a missing flag is a usage error")
 	require.NotContains(t, res.err.Error(), "log-level")
 
 	res = run(t, "run", "--log-level", "verbose")

@@ -665,7 +665,10 @@ The rows before the one that adds the instance refresh to the bench measured the
 `
 
 // printItems logs the DynamoDB requests per replaced instance (10 instances) by operation and kind of item.
-func printItems(t *testing.T, c *countingDynamoDB) {
+func printItems(t *testing.T, c *countingDynamoDB) { printItemsOf(t, c, 10) }
+
+// printItemsOf is printItems for a rollout that replaced n instances.
+func printItemsOf(t *testing.T, c *countingDynamoDB, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	keys := make([]string, 0, len(c.items))
@@ -675,7 +678,7 @@ func printItems(t *testing.T, c *countingDynamoDB) {
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, k := range keys {
-		fmt.Fprintf(&b, "%-50s %6.1f\n", k, float64(c.items[k])/10)
+		fmt.Fprintf(&b, "%-50s %6.1f\n", k, float64(c.items[k])/float64(n))
 	}
 	t.Logf("DynamoDB requests per instance by item:\n%s", b.String())
 }

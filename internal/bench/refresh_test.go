@@ -434,6 +434,8 @@ func TestFleetRefreshCosts(t *testing.T) {
 		t.Skip("measurements run with PATCH_AGENT_BENCH=1")
 	}
 	const groups, n = fleetRefreshGroups, fleetRefreshInstances
-	took, calls, ops := fleetRefreshRollout(t, groups, n, dynamoStore(t))
+	db := dynamoStore(t)
+	took, calls, ops := fleetRefreshRollout(t, groups, n, db)
 	printCostsOf(t, fmt.Sprintf("%d groups of %d by refresh at once, wake-up events (took %s)", groups, n, took), 0, groups*n, calls, ops)
+	printItemsOf(t, db.api, groups*n)
 }

@@ -224,8 +224,9 @@ func (c *Config) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&c.AllowedAMIOwners, "allowed-ami-owners", c.AllowedAMIOwners, "AMI owners the AMI gate accepts for every group besides this account (and Amazon for /aws/service parameters): account ids or aliases (amazon, aws-marketplace, aws-backup-vault, self), comma-separated (env "+EnvAllowedAMIOwners+")")
 }
 
-// UsageError is an error of Validate that is a flag given a value it never takes: the command line's mistake
-// (the CLI exits 2 with a hint), as opposed to a configuration that does not fit this account.
+// UsageError is an error of Validate that is a flag given a value it never takes: the CLI prints that one line
+// and the hint alone; the other problems of Validate are listed together under "invalid configuration". Both
+// exit 2 (a usage error).
 type UsageError struct{ Msg string }
 
 func (e UsageError) Error() string { return e.Msg }

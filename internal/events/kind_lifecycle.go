@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -32,6 +33,34 @@ type hookMessage struct {
 	LifecycleActionToken string `json:"LifecycleActionToken"`
 	NotificationMetadata string `json:"NotificationMetadata"`
 	Action               string `json:"Action"`
+}
+
+// hookMessageMembers maps each member name of hookMessage, lowercased, to the name Auto Scaling writes.
+var hookMessageMembers = func() map[string]string {
+	out := map[string]string{}
+	t := reflect.TypeFor[hookMessage]()
+	for i := range t.NumField() {
+		name := t.Field(i).Tag.Get("json")
+		out[strings.ToLower(name)] = name
+	}
+	return out
+}()
+
+// unmarshalHookMessage decodes a lifecycle action into m, its members named as Auto Scaling names them, case
+// included: encoding/json matches member names without regard to case, so "EC2InstanceID" or
+// "lifecycleactiontoken" would otherwise pass for members Auto Scaling never writes that way, and of two
+// members differing in case the last would win. Such a message is forged or garbled: an error.
+func unmarshalHookMessage(data []byte, m *hookMessage) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
+		return err
+	}
+	for name := range members {
+		if want, ok := hookMessageMembers[strings.ToLower(name)]; ok && name != want {
+			return fmt.Errorf("lifecycle action member %q is not Auto Scaling's %q (member names are matched with their case)", truncate(name, 80), want)
+		}
+	}
+	return json.Unmarshal(data, m)
 }
 
 // instanceIDPattern is what an EC2 instance id can be: "i-" and 8 or 17 lowercase hexadecimal digits (Amazon
@@ -144,7 +173,7 @@ func (m hookMessage) lifecycleAction() (*LifecycleAction, error) {
 // group name is not one AWS could have given, or the transition is neither LAUNCHING nor TERMINATING.
 func parseHookMessage(body []byte, envelope Envelope) (Event, error) {
 	var m hookMessage
-	if err := json.Unmarshal(body, &m); err != nil {
+	if err := unmarshalHookMessage(body, &m); err != nil {
 		return Event{}, fmt.Errorf("decoding lifecycle action: %w", err)
 	}
 	action, err := m.lifecycleAction()
@@ -193,7 +222,7 @@ func parseHookMessage(body []byte, envelope Envelope) (Event, error) {
 // It fails as parseHookMessage does, and when the detail-type and the transition disagree.
 func lifecycleFromEventBridge(ev *Event, detail json.RawMessage) error {
 	var m hookMessage
-	if err := json.Unmarshal(detail, &m); err != nil {
+	if err := unmarshalHookMessage(detail, &m); err != nil {
 		return err
 	}
 	action, err := m.lifecycleAction()

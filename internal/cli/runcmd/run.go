@@ -77,7 +77,9 @@ that fails stops it with that one reason. --check runs only these checks, prints
 				if errors.As(err, &ue) {
 					return cli.Usage(cmd, ue) // a flag's value it never takes: that one line, then the hint
 				}
-				return fmt.Errorf("invalid configuration:\n%w", err)
+				// Every problem names the flag or environment variable to fix: the command line's (or the
+				// task definition's) mistake, told apart from a failure of the work (exit status 1).
+				return cli.Usage(cmd, fmt.Errorf("invalid configuration:\n%w", err))
 			}
 			log, err := logging.New(os.Stderr, cfg.LogLevel)
 			if err != nil {
