@@ -33,6 +33,9 @@ type importRule struct {
 	Forbidden []string
 	// ForbiddenRE forbids import paths it matches (outside the module: the AWS SDK).
 	ForbiddenRE *regexp.Regexp
+	// OnlyAWSServices, when set, lists the only AWS SDK service client packages the package may import
+	// ("autoscaling", "sts"); their data types are not limited.
+	OnlyAWSServices []string
 	// OnlyModule, when set, lists the only packages of the module the package may depend on at all, directly
 	// or through another package (`go list -deps`): a prefix, as Forbidden.
 	OnlyModule []string
@@ -60,6 +63,10 @@ var importRules = []importRule{
 	{Package: "internal/agent",
 		ForbiddenRE: awsService,
 		Why:         "the agent wires and schedules: every AWS call of a rollout or a lifecycle action goes through providers"},
+	{Package: "internal/operator",
+		Forbidden:       []string{"internal/engine", "internal/lifecycleaction", "internal/agent", "internal/providers", "internal/cli"},
+		OnlyAWSServices: []string{"autoscaling", "sts"},
+		Why:             "the operator's commands write the store and call AWS only to confirm a group (Auto Scaling) and name who approves (STS)"},
 	{Package: "internal/cli/orgcmd",
 		Forbidden: []string{"internal/cli/operate", "internal/cli/runcmd"},
 		Why:       "the operator's commands (status, pause, resume) take the organization-wide forms, not the other way round"},
@@ -136,6 +143,9 @@ func importViolations(imports, deps map[string][]string, rules []importRule) []s
 		}
 		for _, imp := range imports[module+r.Package] {
 			bad := r.ForbiddenRE != nil && r.ForbiddenRE.MatchString(imp)
+			if r.OnlyAWSServices != nil && awsServiceClient.MatchString(imp) {
+				bad = bad || !slices.Contains(r.OnlyAWSServices, strings.TrimPrefix(imp, "github.com/aws/aws-sdk-go-v2/service/"))
+			}
 			for _, f := range r.Forbidden {
 				if imp == module+f || strings.HasPrefix(imp, module+f+"/") {
 					bad = true
@@ -207,7 +217,8 @@ func goListDeps(t *testing.T, args ...string) map[string][]string {
 // TestImportRulesRejectAForbiddenImport shows each kind of forbidden import rejected: an arrow backwards, an
 // SDK client in the model, an SDK data type in the engine, a package other than the agent importing the
 // engine, the model depending on the queue consumer through another package, a product package importing
-// the command line, and the command line's plumbing importing a command; the allowed ones (cmd/patch-agent
+// the command line, the command line's plumbing importing a command, and the operator's logic calling a
+// service other than Auto Scaling and STS; the allowed ones (cmd/patch-agent
 // and the commands importing the command line, operate importing orgcmd) let through.
 func TestImportRulesRejectAForbiddenImport(t *testing.T) {
 	pkgs := map[string][]string{
@@ -222,9 +233,11 @@ func TestImportRulesRejectAForbiddenImport(t *testing.T) {
 	pkgs[module+"internal/cli/orgcmd"] = []string{module + "internal/cli", module + "internal/cli/operate"}
 	pkgs[module+"internal/cli/operate"] = []string{module + "internal/cli", module + "internal/cli/orgcmd"}
 	pkgs[module+"cmd/patch-agent"] = []string{module + "internal/cli", module + "internal/cli/operate"}
+	pkgs[module+"internal/operator"] = []string{"github.com/aws/aws-sdk-go-v2/service/autoscaling", "github.com/aws/aws-sdk-go-v2/service/sqs",
+		"github.com/aws/aws-sdk-go-v2/service/sqs/types", "github.com/aws/aws-sdk-go-v2/service/sts"}
 	deps := map[string][]string{module + "internal/model": {"time", module + "internal/model", module + "internal/state", module + "internal/events"}}
 	got := importViolations(pkgs, deps, importRules)
-	require.Len(t, got, 10, "%v", got)
+	require.Len(t, got, 11, "%v", got)
 	want := []string{
 		"internal/cli imports " + module + "internal/cli/operate: the command line's plumbing",
 		"internal/cli/orgcmd imports " + module + "internal/cli/operate: the operator's commands",
@@ -234,6 +247,7 @@ func TestImportRulesRejectAForbiddenImport(t *testing.T) {
 		"internal/metrics imports " + module + "internal/engine: only internal/agent wires",
 		"internal/model depends on " + module + "internal/events (directly or through another package)",
 		"internal/model imports github.com/aws/aws-sdk-go-v2/service/ec2",
+		"internal/operator imports github.com/aws/aws-sdk-go-v2/service/sqs: the operator's commands write the store",
 		"internal/providers imports " + module + "internal/engine: only internal/agent wires",
 		"internal/providers imports " + module + "internal/engine: providers answer",
 	}
