@@ -145,7 +145,7 @@ func (o *Orchestrator) refreshIntent(ctx context.Context, r state.Rollout, what 
 	p.StartedAt, p.ID, p.Status, p.StatusReason, p.PercentageComplete, p.InstancesToUpdate, p.Cancel = o.Clock.Now(), "", "", "", 0, 0, ""
 	r.Current = &state.Replacement{Step: state.StepInstanceRefresh, StepStartedAt: o.Clock.Now()}
 	if !p.Rollback {
-		r.Phase, r.Reason = state.PhaseReplacing, ""
+		r.Phase, r.Reason = state.PhaseReplacing, "starting an instance refresh to launch template version "+p.Version
 	}
 	return o.save(ctx, r, what, history...)
 }
@@ -223,6 +223,9 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 		return r, err
 	}
 	p.ID, p.Status = id, providers.RefreshPending
+	if !p.Rollback { // a rollback's reason says what it undoes and why
+		r.Reason = refreshText(p)
+	}
 	saved, err := o.save(ctx, r, what+" sent: instance refresh "+p.ID)
 	if err == nil {
 		o.rememberStarted(t.Group, saved.Refresh, v) // refreshmemo.go

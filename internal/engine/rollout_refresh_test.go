@@ -234,6 +234,8 @@ func TestRefreshStartsWithExplicitPreferencesAndTheExplicitVersion(t *testing.T)
 	require.NoError(t, err)
 	require.Equal(t, "1", stored.Refresh.PreviousVersion, "$Default resolved to the explicit version for rollback")
 	require.Equal(t, int32(3), stored.Refresh.BatchSize)
+	require.Equal(t, "instance refresh "+stored.Refresh.ID+" Pending: 0% complete, 0 instance(s) to update", stored.Reason,
+		"status says which refresh runs from the write that records its start")
 }
 
 func TestMaxHealthyPercentageIsTheBatchAboveDesiredRoundedUp(t *testing.T) {

@@ -28,8 +28,10 @@ func (o *Orchestrator) save(ctx context.Context, r state.Rollout, what string, h
 	if what != "waiting" && !quiet {
 		switch r.Phase {
 		case state.PhasePreparing, state.PhaseReplacing, state.PhaseVerifying, state.PhaseCompleted:
-			if r.Refresh == nil || r.Refresh.Cancel == "" {
-				r.Reason = "" // a transition happened: whatever held the rollout before no longer does
+			if (r.Refresh == nil || r.Refresh.Cancel == "") && r.Reason == o.lastStored.Reason {
+				// A transition happened: whatever held the rollout before no longer does. A reason the step
+				// wrote for this transition (the refresh it starts) stays.
+				r.Reason = ""
 			} // a recorded cancel holds the rollout until its refresh is cancelled: its reason stays
 		}
 	}
