@@ -257,6 +257,11 @@ func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAc
 			log.Info("instance already terminated; lifecycle action treated as done", zap.String(logging.Reason, c.detail))
 			return HookDone, h.finish(ctx, rec, "", c.detail)
 		}
+		if rec.Confirmed {
+			// Auto Scaling has just described the instance in the action's wait state: the first ask of EC2
+			// whether it went away comes instanceCheckEvery from now, like every later one.
+			h.instanceChecked(rec.Token)
+		}
 	}
 	held := rec
 	if rec, err = h.claim(ctx, rec); errors.Is(err, errClaimedElsewhere) || errors.Is(err, state.ErrConflict) {

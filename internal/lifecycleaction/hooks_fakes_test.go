@@ -128,6 +128,7 @@ func (f *fakeAutoScaling) results(id string) []string {
 type fakeEC2 struct {
 	awsapi.EC2
 	instances map[string]ec2types.Instance
+	describes int // DescribeInstances calls
 }
 
 func (f *fakeEC2) run(id, image string) {
@@ -139,6 +140,7 @@ func (f *fakeEC2) run(id, image string) {
 }
 
 func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+	f.describes++
 	out := &ec2.DescribeInstancesOutput{}
 	for _, id := range in.InstanceIds {
 		if i, ok := f.instances[id]; ok {

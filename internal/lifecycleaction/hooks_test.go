@@ -207,6 +207,27 @@ func TestADrainIsCheckedAtMostEveryLookEveryAndHeartbeatedWhenDueBetweenChecks(t
 	require.Equal(t, []string{model.ResultContinue}, r.as.results("i-1"))
 }
 
+// Auto Scaling's confirmation of an action (its instance in the wait state) counts as the first look at its
+// instance: EC2 is asked whether the instance went away (C3, C5) a minute after it, not at the next look.
+func TestTheConfirmationOfAnActionIsItsFirstInstanceCheck(t *testing.T) {
+	r := newRig(t)
+	a := r.terminating("i-1")
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	r.clock.Step(LookEvery)
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	require.Zero(t, r.ec2.describes, "confirmed by Auto Scaling less than a minute ago")
+	r.clock.Step(instanceCheckEvery - LookEvery)
+	require.Equal(t, HookInProgress, r.handle(t, a))
+	require.Equal(t, 1, r.ec2.describes, "a minute after the confirmation")
+
+	// An instance gone since the confirmation is found at that check: the action is closed, nothing drained on.
+	b := r.terminating("i-2")
+	require.Equal(t, HookInProgress, r.handle(t, b))
+	delete(r.ec2.instances, "i-2")
+	r.clock.Step(instanceCheckEvery)
+	require.Equal(t, HookIgnored, r.handle(t, b))
+}
+
 // Field case C9: a drain of the agent's instance refresh undrained at its deadline is held, not continued: the
 // instance is put back in service, the hold recorded, one DrainDeadline alert sent, and no CONTINUE sent.
 func TestDrainOfTheRefreshUndrainedAtItsDeadlineIsHeldNotContinued(t *testing.T) {
