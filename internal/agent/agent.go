@@ -134,6 +134,8 @@ type Agent struct {
 	order passOrder
 	// sweep is what the lifecycle sweep between full passes needs (hooksweep.go)
 	sweep hookSweep
+	// pauseLocks is the last listing of the pause locks, shared by passes and looks for lockShareMaxAge (pool.go)
+	pauseLocks lockShare
 
 	pass    sync.Mutex  // the scheduler's: serialises whole-fleet passes (ticks, scheduled ticks, wake-up looks)
 	pollMu  sync.Mutex  // the scheduler's: serialises the parameter poll and the hook check of concurrent passes
@@ -390,6 +392,9 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	if err != nil {
 		return err
 	}
+	if locksRead {
+		a.pauseLocks.offer(locks, readTime) // read with the records: the pass's pause checks use it (pool.go)
+	}
 	a.recordNotRolled(ctx, d, records, only) // nodegroups.go: status says why an opted-in group is not rolled
 	// Warm pools (field case C18) of groups under a rollout: DescribeAutoScalingGroups does not list their
 	// instances. A pool that cannot be described leaves its target out of this tick.
@@ -411,7 +416,7 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 		return err
 	}
 	p := &pass{d: d, store: a.store, records: records, readAt: readAt, epochs: epochs, pools: pools, images: images, launched: launched,
-		nodes: map[string]*clusterView{}, look: only != nil, locks: locks, locksRead: locksRead, locksAt: readTime, clock: a.clock}
+		nodes: map[string]*clusterView{}, look: only != nil, locks: &a.pauseLocks, clock: a.clock}
 	var names []string
 	for _, name := range d.Names() {
 		if (only == nil || only[name]) && !poolFailed[name] {

@@ -110,41 +110,92 @@ type pass struct {
 	// look: a look at a few targets (not a full pass), whose cluster views may describe the known members
 	// without listing the cluster (observeCluster)
 	look bool
-	// locks are the pause locks read with the records at locksAt (locksRead; readRecords), served by
-	// pauseLocks for up to passLocksFresh after; clock tells the time
-	locks     []state.Lock
-	locksRead bool
-	locksAt   time.Time
-	clock     clock.PassiveClock
+	// locks is the agent's last listing of the pause locks (lockShare), which pauseLocks serves while it is
+	// fresh; clock tells the time
+	locks *lockShare
+	clock clock.PassiveClock
 
 	mu      sync.Mutex
 	records map[string]state.Rollout
 	nodes   map[string]*clusterView // by platform/cluster
 }
 
-// pauseLocks returns every pause lock (state.Store.ListLocks), read when a target of the pass needs them —
-// right before its first new destructive step (model.Inputs.PauseRead) — and again for every target that
-// needs them: a pause taken while a long pass runs (a fleet pass lasts seconds to minutes under the rate
-// limits) holds every destructive step the pass has not begun yet, not only those of the next pass. A pass
-// whose targets only wait reads none: waiting costs no store read. A failed read holds the target's step; the
-// next one reads again. Locks the pass read with its records (readRecords) serve for passLocksFresh after that
-// read instead of a ListLocks of their own: the same eventually consistent index read, at most that much older.
+// pauseLocks returns every pause lock (state.Store.ListLocks), read when a target needs them — right before
+// its first new destructive step, or to see whether a pause cancels its refresh under way
+// (model.Inputs.PauseRead) — or the agent's last listing while it is fresh (lockShare, at most lockShareMaxAge
+// old: passes and looks share it, and a full pass's listing read with the records counts). A pass whose
+// targets only wait reads none. A failed read holds the target's step; the next one reads again. Every new
+// destructive step is guarded besides by its write-ahead's own strongly consistent pause check
+// (state.Store.PutRolloutUnlessPaused), so a listing up to lockShareMaxAge old only delays the cancel of a refresh
+// under way, never lets a new step past a pause (invariant 7, docs/architecture.md).
 func (p *pass) pauseLocks(ctx context.Context) ([]state.Lock, error) {
-	if p.locksRead && p.clock != nil && p.clock.Since(p.locksAt) <= passLocksFresh {
-		return slices.Clone(p.locks), nil
+	var now time.Time
+	if p.clock != nil {
+		now = p.clock.Now()
+		if locks, ok := p.locks.fresh(now); ok {
+			return locks, nil
+		}
 	}
 	locks, err := p.store.ListLocks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading pause locks: %w", err)
 	}
+	if p.clock != nil {
+		p.locks.offer(locks, now)
+	}
 	return locks, nil
 }
 
-// passLocksFresh is how long the pause locks a full pass read with its rollout records (one Scan of the index
-// that holds both) answer its targets' pause checks: within it the read is as fresh as a ListLocks of its own
-// would be, give or take the index's own lag (normally under a second); targets whose checks come later in a
-// long pass read the locks again.
-const passLocksFresh = time.Second
+// lockShareMaxAge is how old a listing of the pause locks may be for a target's pause check to use it: the
+// 15 s of a reconcile tick, the bound invariant 7 gives a pause (docs/architecture.md).
+const lockShareMaxAge = 15 * time.Second
+
+// lockShare is the agent's last listing of the pause locks and when it was read, shared by its passes and
+// looks (pass.pauseLocks). An operator wake-up (Agent.Reread: pause and resume send one after their write)
+// forgets it, so the look it causes reads the pause it announces. Safe for concurrent use; a nil *lockShare
+// shares nothing.
+type lockShare struct {
+	mu    sync.Mutex
+	locks []state.Lock
+	at    time.Time
+	ok    bool
+}
+
+// offer records locks, listed at at, unless a later listing is recorded already.
+func (s *lockShare) offer(locks []state.Lock, at time.Time) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ok && s.at.After(at) {
+		return
+	}
+	s.locks, s.at, s.ok = slices.Clone(locks), at, true
+}
+
+// fresh returns the recorded listing when it was read within lockShareMaxAge before now.
+func (s *lockShare) fresh(now time.Time) ([]state.Lock, bool) {
+	if s == nil {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ok || now.Before(s.at) || now.Sub(s.at) > lockShareMaxAge {
+		return nil, false
+	}
+	return slices.Clone(s.locks), true
+}
+
+// forget drops the recorded listing: the next pause check reads the locks.
+func (s *lockShare) forget() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.locks, s.at, s.ok = nil, time.Time{}, false
+	s.mu.Unlock()
+}
 
 // clusterView is one cluster's nodes as observed once per pass (model.Platform.Observe), by the first
 // target under a rollout that needs them; its lock makes the other targets of the cluster wait for that

@@ -11,23 +11,40 @@ import (
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
-// The pause locks a pass read with its records answer its pause checks for passLocksFresh; a check later in
-// a long pass reads them again, so a pause taken after the pass's read holds the steps it has not begun.
-func TestAPassReadsThePauseLocksAgainOnceItsListingIsOlderThanASecond(t *testing.T) {
+// The pause checks of passes and looks share the agent's last listing of the pause locks for lockShareMaxAge:
+// a pause taken after it is read once the listing is older, or at once after an operator wake-up forgot it
+// (Agent.Reread); a pass that finds no fresh listing reads one and shares it.
+func TestPauseChecksShareTheLastListingOfThePauseLocksForATick(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC))
 	store := state.NewMemory()
-	p := &pass{store: store, locksRead: true, locksAt: clk.Now(), clock: clk}
-	require.NoError(t, store.PutLock(ctx, state.Lock{Group: "g", Reason: "freeze", Who: "alice", Since: clk.Now()}))
+	share := &lockShare{}
+	p := &pass{store: store, locks: share, clock: clk}
 	locks, err := p.pauseLocks(ctx)
 	require.NoError(t, err)
-	require.Empty(t, locks, "within a second of the pass's listing: its locks")
-	clk.SetTime(clk.Now().Add(passLocksFresh + time.Millisecond))
+	require.Empty(t, locks)
+	require.NoError(t, store.PutLock(ctx, state.Lock{Group: "g", Reason: "freeze", Who: "alice", Since: clk.Now()}))
+
+	clk.SetTime(clk.Now().Add(lockShareMaxAge))
+	later := &pass{store: store, locks: share, clock: clk}
+	locks, err = later.pauseLocks(ctx)
+	require.NoError(t, err)
+	require.Empty(t, locks, "another pass within lockShareMaxAge of the listing: the shared listing")
+
+	clk.SetTime(clk.Now().Add(time.Millisecond))
+	locks, err = later.pauseLocks(ctx)
+	require.NoError(t, err)
+	require.Len(t, locks, 1, "older: read again")
+
+	require.NoError(t, store.DeleteLock(ctx, "g"))
+	share.forget() // an operator wake-up (resume)
 	locks, err = p.pauseLocks(ctx)
 	require.NoError(t, err)
-	require.Len(t, locks, 1, "later: read again")
-	p = &pass{store: store, clock: clk}
+	require.Empty(t, locks, "forgotten: read again at once")
+
+	// A listing read with the records of a full pass is shared too; an older one never replaces a newer one.
+	share.offer([]state.Lock{{Group: "h"}}, clk.Now().Add(-time.Second))
 	locks, err = p.pauseLocks(ctx)
 	require.NoError(t, err)
-	require.Len(t, locks, 1, "a pass that read no locks with its records reads them")
+	require.Empty(t, locks, "the newer listing stays")
 }

@@ -102,13 +102,16 @@ func (c *recordCache) snapshot() map[string]uint64 {
 }
 
 // Reread makes the next look at each group read its rollout record from the store instead of the one this
-// process kept: for a look caused by an operator wake-up (approve, rollback, resume: someone else wrote the
-// record; the operator wake-up's handler calls it before it wakes the target). Without it such a write is
-// seen at the safety poll, or when this process's next write on the record fails its version condition.
+// process kept, and the next pause check read the pause locks instead of the shared listing (pool.go): for a
+// look caused by an operator wake-up (approve, rollback, pause, resume: someone else wrote the record or a
+// lock; the operator wake-up's handler calls it before it wakes the target). Without it such a write is seen
+// at the safety poll (a lock: once the shared listing is lockShareMaxAge old), or when this process's next
+// write on the record fails its version condition.
 func (a *Agent) Reread(groups ...string) {
 	for _, g := range groups {
 		a.records.drop(g)
 	}
+	a.pauseLocks.forget() // pause and resume send an operator wake-up: the look it causes reads the locks (pool.go)
 }
 
 // readRecords returns the rollout records a pass needs, by group. A full pass (only nil: the safety poll,
