@@ -250,3 +250,35 @@ func TestC9HeldDrainHaltsTheRefreshWithoutARollback(t *testing.T) {
 	require.Contains(t, stored.Reason, "`patch-agent rollback prod`")
 	require.Len(t, f.starts, 0)
 }
+
+// The look for a held drain takes the terminating action's record from the lifecycle actions of this process
+// while they hold its claim (Orchestrator.HookKept), without reading the store; without a kept record it reads
+// the store.
+func TestHeldDrainIsSeenOnTheRecordTheLifecycleActionsKeep(t *testing.T) {
+	for _, kept := range []bool{true, false} {
+		rg, f := refreshRig()
+		f.refreshes = []astypes.InstanceRefresh{refreshNaming("ir-1", "2", astypes.InstanceRefreshStatusInProgress, now0.Add(-time.Minute))}
+		rg.seed0(refreshRecord())
+		ctx := context.Background()
+		key := model.ActionKey("prod", "i-3", "patch-agent-drain")
+		held := state.Hook{Token: key, Group: "prod", HookName: "patch-agent-drain", InstanceID: "i-3", Transition: model.TransitionTerminating,
+			State: state.HookDraining, Note: "drain did not finish within 10m0s", DrainHeldAt: now0}
+		asked := 0
+		if kept {
+			rg.o.HookKept = func(k string) (state.Hook, bool) {
+				asked++
+				return held, k == key
+			}
+		} else {
+			_, err := rg.store.PutHook(ctx, held)
+			require.NoError(t, err)
+			rg.o.HookKept = func(string) (state.Hook, bool) { asked++; return state.Hook{}, false }
+		}
+		v := view(3, false, serving("i-1", amiOld), serving("i-2", amiOld), serving("i-4", amiNew))
+		v.Instances = append(v.Instances, model.InstanceView{ID: "i-3", LifecycleState: string(astypes.LifecycleStateTerminatingWait), ImageID: amiOld})
+		_, err := rg.o.Reconcile(ctx, rg.target, model.Inputs{View: v, AMI: newAMI()})
+		require.NoError(t, err)
+		require.Equal(t, 1, asked, "kept %v", kept)
+		require.Equal(t, 1, f.cancels, "the held drain halts the refresh (kept %v)", kept)
+	}
+}

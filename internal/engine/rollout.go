@@ -61,6 +61,10 @@ type Orchestrator struct {
 	// RefreshMemo remembers the agent's refresh of each group as last described (or as just started), shared
 	// by the copies of the orchestrator (refreshmemo.go); nil describes it on every look.
 	RefreshMemo *RefreshMemo
+	// HookKept, when set, returns the record of the lifecycle action under key that this process keeps while
+	// it holds the action's claim (lifecycleaction.Hooks.Kept): the look for a held drain (heldDrain) reads it
+	// instead of the store; false reads the store.
+	HookKept func(key string) (state.Hook, bool)
 	// QueueURL is the agent's queue: which lifecycle hooks are the agent's (HookOwned) for the hook check of
 	// the refresh strategy; "" counts every hook but ECS's managed draining hook.
 	QueueURL string

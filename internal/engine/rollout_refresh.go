@@ -533,7 +533,7 @@ func (o *Orchestrator) heldDrain(ctx context.Context, t model.Target, v model.Gr
 			}
 			hook = terminating
 		}
-		h, err := o.Store.GetHook(ctx, model.ActionKey(t.Group, i.ID, hook))
+		h, err := o.hookRecord(ctx, model.ActionKey(t.Group, i.ID, hook))
 		if errors.Is(err, state.ErrNotFound) {
 			continue
 		}
@@ -545,6 +545,17 @@ func (o *Orchestrator) heldDrain(ctx context.Context, t model.Target, v model.Gr
 		}
 	}
 	return "", nil
+}
+
+// hookRecord returns the record of the lifecycle action under key: the one this process keeps under its claim
+// (HookKept), else the store's (state.ErrNotFound when there is none).
+func (o *Orchestrator) hookRecord(ctx context.Context, key string) (state.Hook, error) {
+	if o.HookKept != nil {
+		if h, ok := o.HookKept(key); ok {
+			return h, nil
+		}
+	}
+	return o.Store.GetHook(ctx, key)
 }
 
 // refreshStops returns why the agent cancels its refresh in progress ("" when it goes on): a pause, the end of

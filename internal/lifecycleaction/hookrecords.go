@@ -14,10 +14,7 @@ import (
 // Each look at an action in progress therefore reads no record, where it would otherwise cost a GetItem.
 // Errors are the store's (state.ErrNotFound when there is none).
 func (h *Hooks) getHook(ctx context.Context, key string) (state.Hook, error) {
-	h.mu.Lock()
-	rec, ok := h.kept[key]
-	h.mu.Unlock()
-	if ok && h.leases().MayAct(rec.Lease(), h.Owner, h.Clock.Now()) {
+	if rec, ok := h.Kept(key); ok {
 		return rec, nil
 	}
 	rec, err := h.Store.GetHook(ctx, key)
@@ -27,6 +24,20 @@ func (h *Hooks) getHook(ctx context.Context, key string) (state.Hook, error) {
 	}
 	h.keepHook(rec)
 	return rec, nil
+}
+
+// Kept returns the record of the lifecycle action under key that this process keeps, when it holds the
+// action's claim with more than the lease margin left (state.LeaseRule.MayAct): the stored record, since no other
+// replica writes it while that claim holds (getHook). False when it keeps none or its claim is within the
+// margin: read the store. Safe for concurrent use.
+func (h *Hooks) Kept(key string) (state.Hook, bool) {
+	h.mu.Lock()
+	rec, ok := h.kept[key]
+	h.mu.Unlock()
+	if !ok || !h.leases().MayAct(rec.Lease(), h.Owner, h.Clock.Now()) {
+		return state.Hook{}, false
+	}
+	return rec, true
 }
 
 // putHook writes rec (state.Store.PutHook, conditional on rec.Version) and keeps the record as stored for
