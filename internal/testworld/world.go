@@ -655,7 +655,7 @@ func (w *World) Rollout(ctx context.Context, group string) state.Rollout {
 func (w *World) NewReplica(owner string) *agent.Agent {
 	s := w.agentSettings(nil)
 	s.OwnerID = owner
-	return agent.New(w.Clients, s, w.Store, w.Account.Clock(), w.log)
+	return w.sameRuns(agent.New(w.Clients, s, w.Store, w.Account.Clock(), w.log))
 }
 
 // NewReplicaWith starts another agent replica named owner like NewReplica, on its own clock and store (a
@@ -663,7 +663,18 @@ func (w *World) NewReplica(owner string) *agent.Agent {
 func (w *World) NewReplicaWith(owner string, clk clock.Clock, store state.Store) *agent.Agent {
 	s := w.agentSettings(nil)
 	s.OwnerID = owner
-	return agent.New(w.Clients, s, store, clk, w.log)
+	return w.sameRuns(agent.New(w.Clients, s, store, clk, w.log))
+}
+
+// sameRuns makes a of a world that asks for it (oneAtATime: faults, a fuse) handle one message at a time, as
+// the world's own incarnations do (oneMessageAtATime), and returns it.
+func (w *World) sameRuns(a *agent.Agent) *agent.Agent {
+	if w.oneAtATime {
+		for _, c := range a.Consumers() {
+			c.Concurrency = 1
+		}
+	}
+	return a
 }
 
 // allStopped reports whether stop holds for the rollout of every managed group.
@@ -778,11 +789,4 @@ func (w *World) queuesVisible() int {
 // world asks for it (oneAtATime): a run is then the same run every time, which fault draws and the crash
 // matrix's effect numbers rely on. Messages handled concurrently — two terminating actions of one scale-in, say
 // — claim the cluster's drain budget, and so drain and complete, in whichever order the goroutines run.
-func (w *World) oneMessageAtATime() {
-	if !w.oneAtATime {
-		return
-	}
-	for _, c := range w.Agent.Consumers() {
-		c.Concurrency = 1
-	}
-}
+func (w *World) oneMessageAtATime() { w.sameRuns(w.Agent) }
