@@ -452,28 +452,33 @@ const LookEvery = 15 * time.Second
 
 // lookDue reports whether the action of record key may be checked now: this process has not checked it within
 // LookEvery.
-func (h *Hooks) lookDue(key string) bool {
+func (h *Hooks) lookDue(key string) bool { return h.lastDone(&h.lookedAt, key, LookEvery) }
+
+// looked notes that this process checks the action of record key now.
+func (h *Hooks) looked(key string) { h.noteDone(&h.lookedAt, key, LookEvery) }
+
+// lastDone reports whether the time noted for key in *m (under h.mu) is at least every ago, or none is noted.
+func (h *Hooks) lastDone(m *map[string]time.Time, key string, every time.Duration) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	at, ok := h.lookedAt[key]
-	return !ok || h.Clock.Since(at) >= LookEvery
+	at, ok := (*m)[key]
+	return !ok || h.Clock.Since(at) >= every
 }
 
-// looked notes that this process checks the action of record key now, and forgets the notes of actions not
-// looked at for a while.
-func (h *Hooks) looked(key string) {
+// noteDone notes now for key in *m (under h.mu) and forgets the keys noted more than ten times every ago.
+func (h *Hooks) noteDone(m *map[string]time.Time, key string, every time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.Clock.Now()
-	if h.lookedAt == nil {
-		h.lookedAt = map[string]time.Time{}
+	if *m == nil {
+		*m = map[string]time.Time{}
 	}
-	for k, at := range h.lookedAt {
-		if now.Sub(at) > 10*LookEvery {
-			delete(h.lookedAt, k)
+	for k, at := range *m {
+		if now.Sub(at) > 10*every {
+			delete(*m, k)
 		}
 	}
-	h.lookedAt[key] = now
+	(*m)[key] = now
 }
 
 // instanceCheckEvery is how often the looks at a lifecycle action after its first ask EC2 whether its instance
@@ -484,30 +489,14 @@ func (h *Hooks) looked(key string) {
 const instanceCheckEvery = time.Minute
 
 // instanceCheckDue reports whether the look at the action of record key asks EC2 about its instance: no
-// answer "running" within instanceCheckEvery.
+// answer "running" (nor Auto Scaling's confirmation) within instanceCheckEvery.
 func (h *Hooks) instanceCheckDue(key string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	at, ok := h.instanceSeen[key]
-	return !ok || h.Clock.Since(at) >= instanceCheckEvery
+	return h.lastDone(&h.instanceSeen, key, instanceCheckEvery)
 }
 
-// instanceChecked notes that EC2 described the instance of the action of record key running now, and forgets
-// the notes of actions not looked at for a while.
-func (h *Hooks) instanceChecked(key string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	now := h.Clock.Now()
-	if h.instanceSeen == nil {
-		h.instanceSeen = map[string]time.Time{}
-	}
-	for k, at := range h.instanceSeen {
-		if now.Sub(at) > 10*instanceCheckEvery {
-			delete(h.instanceSeen, k)
-		}
-	}
-	h.instanceSeen[key] = now
-}
+// instanceChecked notes that EC2 described the instance of the action of record key running now (or Auto
+// Scaling confirmed it in the action's wait state).
+func (h *Hooks) instanceChecked(key string) { h.noteDone(&h.instanceSeen, key, instanceCheckEvery) }
 
 // launching completes a LAUNCHING action once the instance is healthy in its cluster, or abandons it at the
 // health deadline so Auto Scaling replaces it. A launch into the warm pool is completed at once (field case
