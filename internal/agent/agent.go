@@ -388,13 +388,13 @@ func (a *Agent) reconcilePass(ctx context.Context, only map[string]bool) error {
 	// One read of every rollout record per full pass instead of one per target, none for a look at targets
 	// whose record this process kept (records.go); the conditional writes catch a record that changed since,
 	// and a target stepped by another pass since is taken as kept or read again (reconcileTarget).
-	readAt, readTime := a.steps.Load(), a.clock.Now()
+	readAt, readTime, locksGen := a.steps.Load(), a.clock.Now(), a.pauseLocks.generation()
 	records, epochs, locks, locksRead, err := a.readRecords(ctx, only)
 	if err != nil {
 		return err
 	}
 	if locksRead {
-		a.pauseLocks.offer(locks, readTime) // read with the records: the pass's pause checks use it (pool.go)
+		a.pauseLocks.offer(locks, readTime, locksGen) // read with the records: the pass's pause checks use it (pool.go)
 	}
 	a.recordNotRolled(ctx, d, records, only) // nodegroups.go: status says why an opted-in group is not rolled
 	// Warm pools (field case C18) of groups under a rollout: DescribeAutoScalingGroups does not list their

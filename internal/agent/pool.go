@@ -130,6 +130,7 @@ type pass struct {
 // under way, never lets a new step past a pause (invariant 7, docs/architecture.md).
 func (p *pass) pauseLocks(ctx context.Context) ([]state.Lock, error) {
 	var now time.Time
+	gen := p.locks.generation()
 	if p.clock != nil {
 		now = p.clock.Now()
 		if locks, ok := p.locks.fresh(now); ok {
@@ -141,7 +142,7 @@ func (p *pass) pauseLocks(ctx context.Context) ([]state.Lock, error) {
 		return nil, fmt.Errorf("reading pause locks: %w", err)
 	}
 	if p.clock != nil {
-		p.locks.offer(locks, now)
+		p.locks.offer(locks, now, gen)
 	}
 	return locks, nil
 }
@@ -159,16 +160,30 @@ type lockShare struct {
 	locks []state.Lock
 	at    time.Time
 	ok    bool
+	// gen counts the forgets: a listing begun before one (its reader took generation before it) may predate
+	// the pause the forget announces, and is not recorded
+	gen uint64
 }
 
-// offer records locks, listed at at, unless a later listing is recorded already.
-func (s *lockShare) offer(locks []state.Lock, at time.Time) {
+// generation returns the count of forgets so far, to be taken before a listing that is offered later.
+func (s *lockShare) generation() uint64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// offer records locks, listed at at by a reader that took generation gen before it, unless a forget came
+// since (the listing may predate what it announced) or a later listing is recorded already.
+func (s *lockShare) offer(locks []state.Lock, at time.Time, gen uint64) {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ok && s.at.After(at) {
+	if gen != s.gen || s.ok && s.at.After(at) {
 		return
 	}
 	s.locks, s.at, s.ok = slices.Clone(locks), at, true
@@ -194,6 +209,7 @@ func (s *lockShare) forget() {
 	}
 	s.mu.Lock()
 	s.locks, s.at, s.ok = nil, time.Time{}, false
+	s.gen++
 	s.mu.Unlock()
 }
 

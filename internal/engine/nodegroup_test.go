@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/patch-agent/patch-agent/internal/model"
+	"github.com/patch-agent/patch-agent/internal/providers"
 	"github.com/patch-agent/patch-agent/internal/state"
 )
 
@@ -170,4 +171,40 @@ func nodegroupTransitionCases() []transitionCase {
 				require.Contains(t, stored.Reason, "rollback update u-2")
 			}},
 	}
+}
+
+// countingTemplates counts EnsureVersion calls (a launch template version created or found again).
+type countingTemplates struct {
+	providers.TemplateProvider
+	ensured int
+}
+
+func (c *countingTemplates) EnsureVersion(ctx context.Context, ref state.LaunchTemplateRef, imageID, why string) (providers.TemplateVersion, error) {
+	c.ensured++
+	return c.TemplateProvider.EnsureVersion(ctx, ref, imageID, why)
+}
+
+// Invariant 7: a CUSTOM managed node group's launch template version is a destructive step with its own
+// strongly consistent pause check, so a pause the look's (shared, up to a tick old) listing does not show yet
+// still holds it, as it holds UpdateNodegroupVersion.
+func TestPausedCustomNodegroupCreatesNoLaunchTemplateVersionOnAStalePauseRead(t *testing.T) {
+	ctx := context.Background()
+	rg := newRig()
+	rg.target = ngTarget()
+	rg.o.Nodegroups = &fakeNodegroups{}
+	ct := &countingTemplates{TemplateProvider: rg.templates}
+	rg.o.Templates = ct
+	rec := ngRecord(state.PhasePreparing, "", "", false)
+	rec.Nodegroup.AMIType, rec.Nodegroup.LaunchTemplateID, rec.Nodegroup.PreviousTemplateVersion = "CUSTOM", "lt-1", "1"
+	rec.Nodegroup.TargetRelease, rec.Nodegroup.PreviousRelease = "", ""
+	rg.seed0(rec)
+	require.NoError(t, rg.store.PutLock(ctx, state.Lock{Group: state.GlobalScope, Reason: "incident", Who: "alice", Since: now0}))
+	in := ngInputs(releaseOld, "ACTIVE")
+	in.Nodegroup.Nodegroup.AMIType = "CUSTOM"
+	in.AMI = newAMI()
+	in.PauseRead = func(context.Context) (*state.Lock, error) { return nil, nil } // a listing from before the pause
+	_, err := rg.o.Reconcile(ctx, rg.target, in)
+	require.NoError(t, err)
+	require.Empty(t, rg.o.Nodegroups.(*fakeNodegroups).starts)
+	require.Zero(t, ct.ensured, "no launch template version while paused")
 }

@@ -219,6 +219,11 @@ func updateToken(r state.Rollout, rollback bool) string {
 func (o *Orchestrator) prepareNodegroup(ctx context.Context, r state.Rollout) (state.Rollout, error) {
 	p := r.Nodegroup
 	if p.Custom() {
+		// A new launch template version is a destructive step of its own: checked against the pause strongly
+		// consistently, as the instance refresh's (prepareRefresh).
+		if err := o.guardEffect(ctx, &r, "prepare the launch template"); err != nil {
+			return r, err
+		}
 		ref := state.LaunchTemplateRef{ID: p.LaunchTemplateID, Name: p.LaunchTemplateName, Version: p.PreviousTemplateVersion}
 		why := fmt.Sprintf("AMI %s from %s version %d for managed node group %s/%s", r.TargetImageID, r.Source, r.SourceVersion, p.Cluster, p.Name)
 		tv, err := o.Templates.EnsureVersion(ctx, ref, r.TargetImageID, why)

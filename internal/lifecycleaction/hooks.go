@@ -292,18 +292,21 @@ func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAc
 		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
 	}
 	if h.Retries == nil {
-		h.looked(rec.Token)
-		return h.look(ctx, t, a, rec, !confirming, log)
+		out, err := h.look(ctx, t, a, rec, !confirming, log)
+		if err == nil {
+			h.looked(rec.Token) // a failed look is tried again on the next handling
+		}
+		return out, err
 	}
 	if !h.Retries.Due(rec.Token) && h.Clock.Since(from) < deadline {
 		// The last look failed: the next one waits for its backoff, the heartbeat never does (C4).
 		return HookInProgress, h.heartbeat(ctx, a, &rec, log)
 	}
-	h.looked(rec.Token)
 	out, err := h.look(ctx, t, a, rec, !confirming, log)
 	if err != nil {
-		h.Retries.Failed(rec.Token, from.Add(deadline))
+		h.Retries.Failed(rec.Token, from.Add(deadline)) // its backoff, not LookEvery, spaces the next try
 	} else {
+		h.looked(rec.Token)
 		h.Retries.Succeeded(rec.Token)
 	}
 	return out, err
@@ -446,8 +449,9 @@ func (h *Hooks) drain(ctx context.Context, t model.Target, rec *state.Hook) (mod
 // (20 s), and more often while other messages arrive: in a fleet's rollout each of them would check every held
 // drain again (ECS: DescribeContainerInstances, ListTasks x2, DescribeTasks) without anything having had time
 // to change. 15 s keeps every long poll's look (a receive that waited its 20 s always checks) and bounds the
-// rest; the heartbeat that is due is sent on every handling all the same (Handle), and a deadline that
-// passed is acted on at once.
+// rest; the heartbeat that is due is sent on every handling all the same (Handle), a deadline that passed is
+// acted on at once, and a look that failed is spaced by its backoff (Hooks.Retries) instead. Handlings that
+// come just under LookEvery apart check every other one: at most about twice LookEvery between two checks.
 const LookEvery = 15 * time.Second
 
 // lookDue reports whether the action of record key may be checked now: this process has not checked it within

@@ -66,7 +66,7 @@ var importRules = []importRule{
 	{Package: "internal/operator",
 		Forbidden:       []string{"internal/engine", "internal/lifecycleaction", "internal/agent", "internal/providers", "internal/cli"},
 		OnlyAWSServices: []string{"autoscaling", "sts"},
-		Why:             "the operator's commands write the store and call AWS only to confirm a group (Auto Scaling) and name who approves (STS)"},
+		Why:             "the operator's commands write the store and import no AWS SDK client but Auto Scaling's (to confirm a group) and STS's (who approves); internal/awsapi's interfaces are not limited by this rule"},
 	{Package: "internal/cli/orgcmd",
 		Forbidden: []string{"internal/cli/operate", "internal/cli/runcmd"},
 		Why:       "the operator's commands (status, pause, resume) take the organization-wide forms, not the other way round"},

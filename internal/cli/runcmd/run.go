@@ -65,7 +65,8 @@ Before it acts, run checks that it can work here: region, credentials, the queue
 wake-up queue with --wake-up-queue-url (GetQueueAttributes: the stack's wake-up rules target it, and a
 consumer of its own receives it beside the queue, so no wake-up delays a lifecycle action), the table (DescribeTable, keys pk/sk) and the read permissions of discovery (DescribeAutoScalingGroups). The first
 that fails stops it with that one reason. --check runs only these checks, prints what each found and exits
-(0: all passed, 1: the reason).`,
+(0: all passed, 1: the reason). A flag (or its environment variable) missing or invalid, --region among them,
+is a usage error: every problem is listed and run exits 2 before any check.`,
 		Example: `  patch-agent run --region eu-west-1 \
     --queue-url https://sqs.eu-west-1.amazonaws.com/111122223333/patch-agent \
     --table patch-agent`,
@@ -157,7 +158,7 @@ that fails stops it with that one reason. --check runs only these checks, prints
 		},
 	}
 	cfg.Bind(cmd.Flags())
-	cmd.Flags().BoolVar(&check, "check", false, "only check region, credentials, queue, table and read permissions, print what was found and exit (1 with the reason when one fails)")
+	cmd.Flags().BoolVar(&check, "check", false, "only check region, credentials, queue, table and read permissions, print what was found and exit (1 with the reason when one fails; 2, before any check, when a flag is missing or invalid)")
 	return cmd
 }
 
