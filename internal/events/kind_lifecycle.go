@@ -35,20 +35,21 @@ type hookMessage struct {
 	Action               string `json:"Action"`
 }
 
-// hookMessageMembers maps each member name of hookMessage, lowercased, to the name Auto Scaling writes.
+// hookMessageMembers maps each member name of hookMessage, folded as encoding/json folds it (foldName), to the
+// name Auto Scaling writes.
 var hookMessageMembers = func() map[string]string {
 	out := map[string]string{}
 	t := reflect.TypeFor[hookMessage]()
 	for i := range t.NumField() {
 		name := t.Field(i).Tag.Get("json")
-		out[strings.ToLower(name)] = name
+		out[foldName(name)] = name
 	}
 	return out
 }()
 
 // unmarshalHookMessage decodes a lifecycle action into m, its members named as Auto Scaling names them, case
-// included: encoding/json matches member names without regard to case, so "EC2InstanceID" or
-// "lifecycleactiontoken" would otherwise pass for members Auto Scaling never writes that way, and of two
+// included: encoding/json matches member names without regard to case (and folds "ſ" with "s", "K" with
+// "k"), so "EC2InstanceID" or "lifecycleactiontoken" would otherwise pass for members Auto Scaling never writes that way, and of two
 // members differing in case the last would win. Such a message is forged or garbled: an error.
 func unmarshalHookMessage(data []byte, m *hookMessage) error {
 	var members map[string]json.RawMessage
@@ -56,7 +57,7 @@ func unmarshalHookMessage(data []byte, m *hookMessage) error {
 		return err
 	}
 	for name := range members {
-		if want, ok := hookMessageMembers[strings.ToLower(name)]; ok && name != want {
+		if want, ok := hookMessageMembers[foldName(name)]; ok && name != want {
 			return fmt.Errorf("lifecycle action member %q is not Auto Scaling's %q (member names are matched with their case)", truncate(name, 80), want)
 		}
 	}
