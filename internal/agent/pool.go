@@ -125,25 +125,19 @@ type pass struct {
 // (model.Inputs.PauseRead) — or the agent's last listing while it is fresh (lockShare, at most lockShareMaxAge
 // old: passes and looks share it, and a full pass's listing read with the records counts). A pass whose
 // targets only wait reads none. A failed read holds the target's step; the next one reads again. Every new
-// destructive step is guarded besides by its write-ahead's own strongly consistent pause check
-// (state.Store.PutRolloutUnlessPaused), so a listing up to lockShareMaxAge old only delays the cancel of a refresh
+// destructive step is guarded besides by its own strongly consistent pause check (its write-ahead's
+// state.Store.PutRolloutUnlessPaused, or PauseHolding right before the effect), so a listing up to lockShareMaxAge old only delays the cancel of a refresh
 // under way, never lets a new step past a pause (invariant 7, docs/architecture.md).
 func (p *pass) pauseLocks(ctx context.Context) ([]state.Lock, error) {
-	var now time.Time
-	gen := p.locks.generation()
-	if p.clock != nil {
-		now = p.clock.Now()
-		if locks, ok := p.locks.fresh(now); ok {
-			return locks, nil
-		}
+	now, gen := p.clock.Now(), p.locks.generation()
+	if locks, ok := p.locks.fresh(now); ok {
+		return locks, nil
 	}
 	locks, err := p.store.ListLocks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading pause locks: %w", err)
 	}
-	if p.clock != nil {
-		p.locks.offer(locks, now, gen)
-	}
+	p.locks.offer(locks, now, gen)
 	return locks, nil
 }
 
@@ -151,15 +145,13 @@ func (p *pass) pauseLocks(ctx context.Context) ([]state.Lock, error) {
 // 15 s of a reconcile tick, the bound invariant 7 gives a pause (docs/architecture.md).
 const lockShareMaxAge = 15 * time.Second
 
-// lockShare is the agent's last listing of the pause locks and when it was read, shared by its passes and
-// looks (pass.pauseLocks). An operator wake-up (Agent.Reread: pause and resume send one after their write)
-// forgets it, so the look it causes reads the pause it announces. Safe for concurrent use; a nil *lockShare
-// shares nothing.
+// lockShare is the agent's last listing of the pause locks and when it was read (zero: none), shared by its
+// passes and looks (pass.pauseLocks). An operator wake-up (Agent.Reread: pause and resume send one after their
+// write) forgets it, so the look it causes reads the pause it announces. Safe for concurrent use.
 type lockShare struct {
 	mu    sync.Mutex
 	locks []state.Lock
 	at    time.Time
-	ok    bool
 	// gen counts the forgets: a listing begun before one (its reader took generation before it) may predate
 	// the pause the forget announces, and is not recorded
 	gen uint64
@@ -167,9 +159,6 @@ type lockShare struct {
 
 // generation returns the count of forgets so far, to be taken before a listing that is offered later.
 func (s *lockShare) generation() uint64 {
-	if s == nil {
-		return 0
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.gen
@@ -178,25 +167,19 @@ func (s *lockShare) generation() uint64 {
 // offer records locks, listed at at by a reader that took generation gen before it, unless a forget came
 // since (the listing may predate what it announced) or a later listing is recorded already.
 func (s *lockShare) offer(locks []state.Lock, at time.Time, gen uint64) {
-	if s == nil {
-		return
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if gen != s.gen || s.ok && s.at.After(at) {
+	if gen != s.gen || s.at.After(at) {
 		return
 	}
-	s.locks, s.at, s.ok = slices.Clone(locks), at, true
+	s.locks, s.at = slices.Clone(locks), at
 }
 
 // fresh returns the recorded listing when it was read within lockShareMaxAge before now.
 func (s *lockShare) fresh(now time.Time) ([]state.Lock, bool) {
-	if s == nil {
-		return nil, false
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.ok || now.Before(s.at) || now.Sub(s.at) > lockShareMaxAge {
+	if s.at.IsZero() || now.Before(s.at) || now.Sub(s.at) > lockShareMaxAge {
 		return nil, false
 	}
 	return slices.Clone(s.locks), true
@@ -204,11 +187,8 @@ func (s *lockShare) fresh(now time.Time) ([]state.Lock, bool) {
 
 // forget drops the recorded listing: the next pause check reads the locks.
 func (s *lockShare) forget() {
-	if s == nil {
-		return
-	}
 	s.mu.Lock()
-	s.locks, s.at, s.ok = nil, time.Time{}, false
+	s.locks, s.at = nil, time.Time{}
 	s.gen++
 	s.mu.Unlock()
 }
