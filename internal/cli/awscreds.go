@@ -25,6 +25,24 @@ func AddProfileFlag(fs *pflag.FlagSet, profile *string) {
 	fs.StringVar(profile, "profile", "", "named profile of ~/.aws/config to take credentials and region from, as the aws CLI does (default: env "+EnvProfile+", else the default credential chain)")
 }
 
+// LoadProfile loads the AWS configuration of profile ("" : AWS_PROFILE or the default chain) with opts, as the
+// SDK resolves it (awsconfig.LoadDefaultConfig): a profile neither ~/.aws/config nor ~/.aws/credentials names is
+// an error that says where to look.
+func LoadProfile(ctx context.Context, profile string, opts ...func(*awsconfig.LoadOptions) error) (aws.Config, error) {
+	if profile != "" {
+		opts = append(opts, awsconfig.WithSharedConfigProfile(profile))
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		var missing awsconfig.SharedConfigProfileNotExistError
+		if errors.As(err, &missing) {
+			return aws.Config{}, fmt.Errorf("AWS profile %q is in neither ~/.aws/config nor ~/.aws/credentials: check --profile (or %s); `aws configure list-profiles` lists them", missing.Profile, EnvProfile)
+		}
+		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	return cfg, nil
+}
+
 // LoadAWSConfig loads the AWS configuration of profile ("" : AWS_PROFILE or the default chain) in region (""
 // : the profile's or AWS_REGION) with the standard retryer at maxAttempts (0: the SDK's default), and
 // resolves the credentials once, so that a missing credential is reported as what to set — the SDK would
@@ -39,16 +57,9 @@ func LoadAWSConfig(ctx context.Context, profile, region string, maxAttempts int,
 				}
 			})
 		})}
-	if profile != "" {
-		opts = append(opts, awsconfig.WithSharedConfigProfile(profile))
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
+	cfg, err := LoadProfile(ctx, profile, opts...)
 	if err != nil {
-		var missing awsconfig.SharedConfigProfileNotExistError
-		if errors.As(err, &missing) {
-			return aws.Config{}, fmt.Errorf("AWS profile %q is in neither ~/.aws/config nor ~/.aws/credentials: check --profile (or %s); `aws configure list-profiles` lists them", missing.Profile, EnvProfile)
-		}
-		return aws.Config{}, fmt.Errorf("loading AWS configuration: %w", err)
+		return aws.Config{}, err
 	}
 	if cfg.Region == "" {
 		return aws.Config{}, noRegion

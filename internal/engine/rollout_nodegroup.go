@@ -311,7 +311,7 @@ func (o *Orchestrator) nodegroupUpdate(ctx context.Context, r state.Rollout) (st
 		return o.haltNodegroup(ctx, r, fmt.Sprintf("EKS update %s of managed node group %s/%s %s: %s", u.ID, p.Cluster, p.Name, u.Status, errs), true)
 	}
 	p.UpdateStatus = u.Status
-	r.Reason = fmt.Sprintf("EKS update %s %s: EKS replaces the nodes itself (updateConfig %s)", u.ID, u.Status, updateConfigText(p))
+	r.Reason = fmt.Sprintf("EKS update %s %s: EKS replaces the nodes itself (updateConfig %s)", u.ID, u.Status, model.UpdateConfigWords(p.MaxUnavailable, p.MaxUnavailablePercentage))
 	if p.Rollback {
 		r.Reason = "rolling back after: " + failureText(p) + "; " + r.Reason
 	}
@@ -328,17 +328,6 @@ func failureText(p *state.NodegroupProgress) string {
 		return "the EKS update failed without an error"
 	}
 	return strings.Join(p.UpdateErrors, "; ")
-}
-
-// updateConfigText renders the node group's updateConfig as status shows it.
-func updateConfigText(p *state.NodegroupProgress) string {
-	switch {
-	case p.MaxUnavailablePercentage > 0:
-		return fmt.Sprintf("maxUnavailablePercentage %d", p.MaxUnavailablePercentage)
-	case p.MaxUnavailable > 0:
-		return fmt.Sprintf("maxUnavailable %d", p.MaxUnavailable)
-	}
-	return "maxUnavailable 1, EKS's default"
 }
 
 // haltNodegroup halts the node group's rollout with reason on status; with rollback (and the policy's

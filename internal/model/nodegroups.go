@@ -20,6 +20,19 @@ const PlatformEKSManaged = "eks-managed"
 // names no Auto Scaling group, so no group's record is ever confused with it.
 func NodegroupKey(cluster, name string) string { return "nodegroup/" + cluster + "/" + name }
 
+// UpdateConfigWords says a managed node group's updateConfig as status and the rollback plan show it: its
+// maxUnavailablePercentage or maxUnavailable, else EKS's default of one node at a time (Amazon EKS API
+// Reference, NodegroupUpdateConfig).
+func UpdateConfigWords(maxUnavailable, maxUnavailablePercentage int32) string {
+	switch {
+	case maxUnavailablePercentage > 0:
+		return fmt.Sprintf("maxUnavailablePercentage %d", maxUnavailablePercentage)
+	case maxUnavailable > 0:
+		return fmt.Sprintf("maxUnavailable %d", maxUnavailable)
+	}
+	return "maxUnavailable 1, EKS's default"
+}
+
 // Nodegroup is a managed node group as DescribeNodegroup reports it.
 type Nodegroup struct {
 	Cluster, Name string

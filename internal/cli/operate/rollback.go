@@ -13,6 +13,7 @@ import (
 
 	"github.com/patch-agent/patch-agent/internal/cli"
 	"github.com/patch-agent/patch-agent/internal/events"
+	"github.com/patch-agent/patch-agent/internal/model"
 	"github.com/patch-agent/patch-agent/internal/operator"
 	"github.com/patch-agent/patch-agent/internal/schema"
 )
@@ -207,7 +208,7 @@ func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 	fmt.Fprintf(w, "Rollback of %s (now %s): %s -> %s\n", p.Group, p.Phase, p.From, p.To)
 	if ng := p.Nodegroup; ng != nil {
 		fmt.Fprintf(w, "  the agent sends one UpdateNodegroupVersion to %s for managed node group %s/%s;\n", p.To, ng.Cluster, ng.Name)
-		fmt.Fprintf(w, "  EKS replaces the nodes itself (cordon, evictions under PodDisruptionBudgets, %s); the agent drains nothing.\n", updateConfigWords(ng))
+		fmt.Fprintf(w, "  EKS replaces the nodes itself (cordon, evictions under PodDisruptionBudgets, %s); the agent drains nothing.\n", model.UpdateConfigWords(ng.MaxUnavailable, ng.MaxUnavailablePercentage))
 		fmt.Fprintf(w, "  %s is not rolled out again while its source still names it.\n", p.From)
 		return
 	}
@@ -232,17 +233,6 @@ func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 		fmt.Fprintf(w, "  note: an older patch-agent left its replacement of %s at step %s: check the group's desired capacity and MaxSize\n", h.OldInstanceID, h.Step)
 		fmt.Fprintf(w, "  first (that agent wrote them) and lower what is left over; the rollout's reason on status says what to look at.\n")
 	}
-}
-
-// updateConfigWords renders a managed node group's updateConfig for the rollback plan.
-func updateConfigWords(ng *operator.NodegroupRollbackPlan) string {
-	switch {
-	case ng.MaxUnavailablePercentage > 0:
-		return fmt.Sprintf("maxUnavailablePercentage %d", ng.MaxUnavailablePercentage)
-	case ng.MaxUnavailable > 0:
-		return fmt.Sprintf("maxUnavailable %d", ng.MaxUnavailable)
-	}
-	return "maxUnavailable 1, EKS's default"
 }
 
 // errAborted ends a command interrupted (Ctrl-C, SIGTERM) before it wrote anything, with the shell's status

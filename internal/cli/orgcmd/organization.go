@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -220,19 +219,8 @@ func failedExit(what string, failed []org.TargetResult, total int, again string)
 // profileRegion returns the region of profile (or of the default profile and AWS_CONFIG_FILE, as the SDK
 // resolves it), "" when it names none.
 func profileRegion(ctx context.Context, profile string) (string, error) {
-	var opts []func(*awsconfig.LoadOptions) error
-	if profile != "" {
-		opts = append(opts, awsconfig.WithSharedConfigProfile(profile))
-	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		var missing awsconfig.SharedConfigProfileNotExistError
-		if errors.As(err, &missing) {
-			return "", fmt.Errorf("AWS profile %q is in neither ~/.aws/config nor ~/.aws/credentials: check --profile (or %s); `aws configure list-profiles` lists them", missing.Profile, cli.EnvProfile)
-		}
-		return "", fmt.Errorf("loading AWS configuration: %w", err)
-	}
-	return cfg.Region, nil
+	cfg, err := cli.LoadProfile(ctx, profile)
+	return cfg.Region, err
 }
 
 // connectAWSOrganization loads the caller's configuration (profile, the first region) and returns the
