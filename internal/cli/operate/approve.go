@@ -3,6 +3,7 @@ package operate
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -81,12 +82,7 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 			return cli.Usage(cmd, err)
 		}
 		ctx := cmd.Context()
-		s, err := stores.Open(ctx)
-		if err != nil {
-			return err
-		}
-		stdout := sentencesToStderr(cmd, outFlag)
-		who, err = actingIdentity(cmd, s, who)
+		s, stdout, who, err := openActing(cmd, stores, outFlag, who)
 		if err != nil {
 			return err
 		}
@@ -152,6 +148,17 @@ type approvalDocument struct {
 // STS caller's ARN (GetCallerIdentity), never the local --who, so that the two-person rule and the audit trail
 // compare identities AWS vouches for whatever flags a later run is given; with a state file, --who (required).
 // A --who that differs from the STS caller is noted on stderr and not used.
+// openActing opens the store of stores and names who acts on it (actingIdentity, from --who); stdout is where
+// the -o json document goes once the sentences go to stderr (sentencesToStderr).
+func openActing(cmd *cobra.Command, stores *cli.StoreFlags, outFlag *cli.OutputValue, who string) (s *cli.OpenedStore, stdout io.Writer, actor string, err error) {
+	if s, err = stores.Open(cmd.Context()); err != nil {
+		return nil, nil, "", err
+	}
+	stdout = sentencesToStderr(cmd, outFlag)
+	actor, err = actingIdentity(cmd, s, who)
+	return s, stdout, actor, err
+}
+
 func actingIdentity(cmd *cobra.Command, s *cli.OpenedStore, who string) (string, error) {
 	if s.AWS == nil {
 		return who, cli.RequireWho(cmd, who)

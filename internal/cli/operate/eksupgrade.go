@@ -111,11 +111,7 @@ summary of ` + "`patch-agent eks upgrade -o json`" + `.`,
 // an error naming the command that starts one.
 func showUpgrade(cmd *cobra.Command, stores *cli.StoreFlags, cluster, output string) error {
 	ctx := cmd.Context()
-	s, err := stores.Open(ctx)
-	if err != nil {
-		return err
-	}
-	ws, err := workflowStore(s)
+	_, ws, err := openWorkflows(ctx, stores)
 	if err != nil {
 		return err
 	}
@@ -224,11 +220,7 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 			return showUpgrade(cmd, stores, cluster, output)
 		}
 		ctx := cmd.Context()
-		s, err := stores.Open(ctx)
-		if err != nil {
-			return err
-		}
-		ws, err := workflowStore(s)
+		s, ws, err := openWorkflows(ctx, stores)
 		if err != nil {
 			return err
 		}
@@ -274,6 +266,16 @@ docs/eks-upgrade.md explains the workflow, the IAM permissions and how to resume
 
 // workflowStore returns the opened store as the workflow's store; a state file saves itself after every
 // write, so that a crashed run resumes from the file.
+// openWorkflows opens the store of stores and its EKS upgrade workflows (workflowStore).
+func openWorkflows(ctx context.Context, stores *cli.StoreFlags) (*cli.OpenedStore, eksupgrade.Store, error) {
+	s, err := stores.Open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	ws, err := workflowStore(s)
+	return s, ws, err
+}
+
 func workflowStore(s *cli.OpenedStore) (eksupgrade.Store, error) {
 	ws, ok := s.Store.(eksupgrade.Store)
 	if !ok {

@@ -42,12 +42,7 @@ again: the command says so and succeeds. -o json prints {"schemaVersion": 1, "gr
 	outFlag := cli.AddOutputFlag(cmd, cli.FormatTable, cli.StandardFormats, nil, "table and wide: a sentence; json: one document")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
-		s, err := stores.Open(ctx)
-		if err != nil {
-			return err
-		}
-		stdout := sentencesToStderr(cmd, outFlag)
-		who, err = actingIdentity(cmd, s, who)
+		s, stdout, who, err := openActing(cmd, stores, outFlag, who)
 		if err != nil {
 			return err
 		}
