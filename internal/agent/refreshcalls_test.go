@@ -61,24 +61,32 @@ func TestRefreshUnderWayIsLookedAtWithoutTheClusterAndDescribedOnceWhileNothingM
 
 // Once the agent's drain of an old instance under its terminating action is under way (DRAINING, a task still
 // RUNNING), each look at the action checks the drain once: one DescribeContainerInstances, no second status and
-// no UpdateContainerInstancesState, and — ECS still counting more tasks running or pending than the daemon
-// tasks the drain's first check listed — no listing of its tasks.
+// no UpdateContainerInstancesState. The look that set it DRAINING left the listing of its tasks to the next
+// look; that one lists them once, and from then on — ECS still counting more tasks running or pending than
+// the daemon tasks that listing found — no look lists them again.
 func TestTerminatingActionWhoseDrainIsUnderWayIsCheckedOncePerLook(t *testing.T) {
 	g := refreshGroup(1)
 	spec := oneGroup(&g)
-	spec.Sim.TaskStartDelay = 2 * lifecycleaction.LookEvery // the drain's replacement tasks start late: its tasks run on
+	spec.Sim.TaskStartDelay = 3 * lifecycleaction.LookEvery // the drain's replacement tasks start late: its tasks run on
 	w := buildRefresh(t, spec)
 	ctx := context.Background()
 	w.PublishAMI(g.Parameter, testworld.ImageB)
 	act := runToAction(t, w, g.Name, sim.TransitionTerminating, "no drain under way", drainingWithTasks)
-	w.Account.Advance(lifecycleaction.LookEvery) // the agent checked the drain just now: the next check waits that long
-	require.True(t, drainingWithTasks(w.Account.Group(g.Name).Instances[indexOfInstance(w.Account.Group(g.Name), act.InstanceID)]))
-	w.Account.ResetCalls()
-	disp, err := w.Agent.Handle(ctx, events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
-		HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}})
-	require.NoError(t, err)
-	require.Equal(t, events.Hold, disp, "the drain goes on")
-	calls := w.Account.Calls()
+	look := func() map[string]int {
+		w.Account.Advance(lifecycleaction.LookEvery) // the agent checked the drain just now: the next check waits that long
+		require.True(t, drainingWithTasks(w.Account.Group(g.Name).Instances[indexOfInstance(w.Account.Group(g.Name), act.InstanceID)]))
+		w.Account.ResetCalls()
+		disp, err := w.Agent.Handle(ctx, events.Event{Kind: events.KindLifecycleAction, Lifecycle: &events.LifecycleAction{GroupName: act.Group,
+			HookName: act.Hook, InstanceID: act.InstanceID, Token: act.Token, Transition: events.TransitionTerminating}})
+		require.NoError(t, err)
+		require.Equal(t, events.Hold, disp, "the drain goes on")
+		return w.Account.Calls()
+	}
+	calls := look()
+	require.Equal(t, 1, calls["ecs:DescribeContainerInstances"], "%v", calls)
+	require.Equal(t, 2, calls["ecs:ListTasks"], "the first listing of the tasks, desired status RUNNING and STOPPED: %v", calls)
+	require.Zero(t, calls["ecs:UpdateContainerInstancesState"], "%v", calls)
+	calls = look()
 	require.Equal(t, 1, calls["ecs:DescribeContainerInstances"], "%v", calls)
 	require.Zero(t, calls["ecs:ListTasks"], "%v", calls)
 	require.Zero(t, calls["ecs:DescribeTasks"], "%v", calls)

@@ -65,12 +65,17 @@ func (f *viewECS) DescribeContainerInstances(_ context.Context, in *ecs.Describe
 
 func (f *viewECS) UpdateContainerInstancesState(_ context.Context, in *ecs.UpdateContainerInstancesStateInput, _ ...func(*ecs.Options)) (*ecs.UpdateContainerInstancesStateOutput, error) {
 	f.calls["UpdateContainerInstancesState"]++
+	out := &ecs.UpdateContainerInstancesStateOutput{}
 	for _, arn := range in.ContainerInstances {
-		ci := f.instances[arn]
+		ci, ok := f.instances[arn]
+		if !ok {
+			out.Failures = append(out.Failures, ecstypes.Failure{Arn: aws.String(arn), Reason: aws.String("MISSING")})
+			continue
+		}
 		ci.Status = aws.String(string(in.Status))
 		f.instances[arn] = ci
 	}
-	return &ecs.UpdateContainerInstancesStateOutput{}, nil
+	return out, nil
 }
 
 func (f *viewECS) ListTasks(_ context.Context, in *ecs.ListTasksInput, _ ...func(*ecs.Options)) (*ecs.ListTasksOutput, error) {
@@ -142,9 +147,8 @@ func TestC8DrainOfATerminatingInstanceWithNoTaskCountedIsNotDrainedWhileATaskIsS
 	require.True(t, prog.Drained, prog.Detail)
 }
 
-// TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty: the
-// terminating lifecycle action of an instance whose drain the rollout found finished (before terminating it)
-// checks the drain with one DescribeContainerInstances, not the task listing again — but only while the
+// TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty: a look at
+// a drain an earlier look found finished checks it with one DescribeContainerInstances, not the task listing again — but only while the
 // container instance is still DRAINING with no task running or pending. One set ACTIVE in between, given a task
 // and set DRAINING again, is checked in full and is not drained.
 func TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceStaysDrainingAndEmpty(t *testing.T) {
@@ -152,10 +156,8 @@ func TestSecondDrainCheckOfAFinishedDrainListsNoTasksWhileTheContainerInstanceSt
 	api := newViewECS()
 	api.register(ciOld, "i-1", "DRAINING")
 	platform := providers.ECSPlatform{Drainer: ecsdrain.New(api)}
-	nodes, err := platform.Observe(ctx, "c1")
-	require.NoError(t, err)
 
-	prog, err := platform.DrainStatusSeen(ctx, "c1", "i-1", nodes["i-1"], false) // the rollout's check
+	prog, err := platform.DrainStatus(ctx, "c1", "i-1") // the first check
 	require.NoError(t, err)
 	require.True(t, prog.Drained)
 	require.Equal(t, 2, api.calls["ListTasks"])
@@ -298,6 +300,67 @@ func TestDrainCheckOfAReRegisteredContainerInstanceSeenByALookWithoutAListingCou
 			require.NoError(t, err)
 			require.False(t, prog.Drained, "a task RUNNING on the instance's current container instance: %s", prog.Detail)
 			require.NotContains(t, api.listedFor, ciOld, "the old ARN's tasks are not the instance's")
+		})
+	}
+}
+
+// TestTheLookThatStartsADrainDescribesTheContainerInstanceOnce: a terminating lifecycle action's first look
+// describes the container instance (DrainStatus) and starts its drain on what it found (StartDrainFound): one
+// DescribeContainerInstances, not one before UpdateContainerInstancesState and one after. A drain just started
+// with tasks counted is under way and its tasks are listed from the next look; an instance with none counted
+// is listed at once, so an empty one is drained in the same look and one whose tasks are stopping is not (C8).
+// A container instance deregistered since the look (MISSING) is found afresh: the instance's new container
+// instance is set DRAINING, and its task keeps the drain unfinished.
+func TestTheLookThatStartsADrainDescribesTheContainerInstanceOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		tasks        []string
+		stopping     []string
+		reRegistered bool // deregistered between the look and the start; registered again as ciNew with a task
+		wantDrained  bool
+		wantDescribe int
+		wantLists    int
+	}{
+		{name: "tasks counted: under way, listed from the next look", tasks: []string{"arn:task/a", "arn:task/b"}, wantDescribe: 1},
+		{name: "no task: drained in the same look", wantDrained: true, wantDescribe: 1, wantLists: 2},
+		{name: "a task stopping, none counted (C8): listed, not drained", stopping: []string{"arn:task/s"}, wantDescribe: 1, wantLists: 2},
+		{name: "deregistered since the look: found afresh", reRegistered: true, wantDescribe: 4, wantLists: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			api := newViewECS()
+			api.register(ciOld, "i-1", "ACTIVE")
+			api.tasks[ciOld], api.stopping[ciOld] = tc.tasks, tc.stopping
+			platform := providers.ECSPlatform{Drainer: ecsdrain.New(api)}
+
+			look, err := platform.DrainStatus(ctx, "c1", "i-1")
+			require.NoError(t, err)
+			require.False(t, look.Started, look.Detail)
+			require.Equal(t, ciOld, look.Node.Name, "the look names the container instance it described")
+			require.Equal(t, int32(len(tc.tasks)), look.Node.Tasks)
+			if tc.reRegistered {
+				delete(api.instances, ciOld)
+				api.register(ciNew, "i-1", "ACTIVE")
+				api.tasks[ciNew] = []string{"arn:task/new"}
+			}
+
+			prog, err := platform.StartDrainFound(ctx, "c1", "i-1", look.Node)
+			require.NoError(t, err)
+			require.Equal(t, tc.wantDrained, prog.Drained, prog.Detail)
+			require.True(t, prog.Started, prog.Detail)
+			require.Equal(t, tc.wantDescribe, api.calls["DescribeContainerInstances"])
+			require.Equal(t, tc.wantLists, api.calls["ListTasks"])
+			arn := ciOld
+			if tc.reRegistered {
+				arn = ciNew
+			}
+			require.Equal(t, "DRAINING", aws.ToString(api.instances[arn].Status))
+			if tc.wantDrained {
+				return
+			}
+			next, err := platform.DrainStatus(ctx, "c1", "i-1")
+			require.NoError(t, err)
+			require.False(t, next.Drained, "the next look lists the tasks: %s", next.Detail)
 		})
 	}
 }

@@ -415,10 +415,6 @@ func (h *Hooks) drain(ctx context.Context, t model.Target, rec *state.Hook) (mod
 		prog.Detail = "ECS managed draining: " + prog.Detail
 		return prog, nil
 	}
-	if rec.AgentDrained && prog.Started {
-		// The agent's drain is under way: StartDrain would do nothing, and a second status would repeat this one.
-		return prog, nil
-	}
 	if !rec.AgentDrained {
 		// The drain of a refresh group's termination takes a slot of the per-cluster budget first; over budget
 		// the action waits undrained, and its heartbeats (look) keep it alive until a slot frees.
@@ -437,6 +433,14 @@ func (h *Hooks) drain(ctx context.Context, t model.Target, rec *state.Hook) (mod
 			return prog, fmt.Errorf("recording the drain of %s on lifecycle action %s: %w", rec.InstanceID, rec.Token, err)
 		}
 		*rec = next
+	}
+	if prog.Started {
+		// The drain is under way (the agent's, or someone's): StartDrain would do nothing, and the look above
+		// checked it.
+		return prog, nil
+	}
+	if found, ok := platform.(model.FoundDrainer); ok && prog.Node.Registered {
+		return found.StartDrainFound(ctx, t.Cluster, rec.InstanceID, prog.Node)
 	}
 	if err := platform.StartDrain(ctx, t.Cluster, rec.InstanceID); err != nil {
 		return prog, err

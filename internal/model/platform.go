@@ -13,9 +13,9 @@ type NodeState struct {
 	Draining   bool   `json:"draining"`         // ECS DRAINING / node cordoned
 	Name       string `json:"name,omitempty"`   // container instance ARN / node name
 	Status     string `json:"status,omitempty"` // platform status word (ACTIVE, DRAINING, Ready, ...)
-	// Tasks is what the look counted on the instance: ECS runningTasksCount + pendingTasksCount (0 for EKS,
-	// which does not count). A count above 0 proves the instance is not drained; 0 proves nothing (field
-	// case C8: stopping tasks count in neither).
+	// Tasks is what the look counted on the instance: ECS runningTasksCount + pendingTasksCount, daemon-service
+	// tasks included (0 for EKS, which does not count). 0 proves nothing (field case C8: stopping tasks count
+	// in neither).
 	Tasks int32 `json:"-"`
 }
 
@@ -28,6 +28,9 @@ type DrainProgress struct {
 	// Started reports that the drain is under way (ECS: the container instance is DRAINING), so that
 	// StartDrain would do nothing; false when unknown (a platform that does not tell).
 	Started bool
+	// Node is the node the look found (FoundDrainer); zero (Registered false) when the platform does not say
+	// or found none.
+	Node NodeState
 }
 
 // Platform is what differs between ECS and EKS: how instances join, drain and report health. Implementations
@@ -43,19 +46,15 @@ type Platform interface {
 	Undrain(ctx context.Context, cluster, instanceID string) error
 }
 
-// SeenDrainer is implemented by platforms that can start and check a drain from the node this tick's cluster
-// view already shows (NodeState from Observe: for ECS the container instance ARN and status that the tick's
-// ListContainerInstances and DescribeContainerInstances returned), instead of finding the instance in its
-// cluster again. seen must come from this tick's Observe, never from a record written earlier: a container
-// instance that registered again has a new ARN, and the tasks of the old one are not the instance's
-// (Amazon ECS Developer Guide, "Amazon ECS container instance lifecycle"). A seen node that is not registered
-// (or names nothing) falls back to StartDrain and DrainStatus.
-type SeenDrainer interface {
-	// StartDrainSeen is StartDrain for the instance's node as seen this tick.
-	StartDrainSeen(ctx context.Context, cluster, instanceID string, seen NodeState) error
-	// DrainStatusSeen is DrainStatus for the instance's node as seen this tick; draining says whether the
-	// caller set (or saw) it DRAINING since the look.
-	DrainStatusSeen(ctx context.Context, cluster, instanceID string, seen NodeState, draining bool) (DrainProgress, error)
+// FoundDrainer is implemented by platforms whose DrainStatus names the node it found (DrainProgress.Node), so
+// that a look that goes on to start the drain does not find the node a second and a third time (ECS: one
+// DescribeContainerInstances for the look, not one before StartDrain and one after).
+type FoundDrainer interface {
+	// StartDrainFound starts the drain of found, the node a DrainStatus of the same look returned, and reports
+	// the drain's progress. found must come from that look, never from a record: a container instance that
+	// registered again has a new ARN, and the tasks of the old one are not the instance's (Amazon ECS Developer
+	// Guide, "Amazon ECS container instance lifecycle"). A node that is gone since is found afresh.
+	StartDrainFound(ctx context.Context, cluster, instanceID string, found NodeState) (DrainProgress, error)
 }
 
 // KnownObserver is implemented by platforms that can refresh a look's cluster view from the members they

@@ -16,7 +16,7 @@ type ECSPlatform struct {
 
 var (
 	_ model.Platform      = ECSPlatform{}
-	_ model.SeenDrainer   = ECSPlatform{}
+	_ model.FoundDrainer  = ECSPlatform{}
 	_ model.KnownObserver = ECSPlatform{}
 )
 
@@ -99,7 +99,8 @@ func (p ECSPlatform) StartDrain(ctx context.Context, cluster, instanceID string)
 	return p.Drainer.StartDrainFound(ctx, cluster, ci) // ci was just described
 }
 
-// DrainStatus implements Platform. An instance that is not (or no longer) registered is drained.
+// DrainStatus implements Platform. An instance that is not (or no longer) registered is drained. The progress
+// names the container instance described (DrainProgress.Node, for StartDrainFound).
 func (p ECSPlatform) DrainStatus(ctx context.Context, cluster, instanceID string) (model.DrainProgress, error) {
 	ci, err := p.Drainer.Find(ctx, cluster, instanceID)
 	if errors.Is(err, ecsdrain.ErrNotRegistered) {
@@ -108,7 +109,14 @@ func (p ECSPlatform) DrainStatus(ctx context.Context, cluster, instanceID string
 	if err != nil {
 		return model.DrainProgress{}, err
 	}
-	if ci.Status != "DRAINING" {
+	prog, err := p.drainOf(ctx, cluster, ci)
+	prog.Node = ecsNode(ci)
+	return prog, err
+}
+
+// drainOf reports the drain of ci, just described.
+func (p ECSPlatform) drainOf(ctx context.Context, cluster string, ci ecsdrain.ContainerInstance) (model.DrainProgress, error) {
+	if ci.Status != ecsdrain.StatusDraining {
 		return model.DrainProgress{Detail: fmt.Sprintf("container instance is %s, not DRAINING", ci.Status)}, nil
 	}
 	if p.Drainer.StillDrained(cluster, ci) {
@@ -149,32 +157,46 @@ func seenContainerInstance(instanceID string, seen model.NodeState) (ecsdrain.Co
 	return ecsdrain.ContainerInstance{ARN: seen.Name, EC2InstanceID: instanceID, Status: seen.Status}, true
 }
 
-// StartDrainSeen implements SeenDrainer: UpdateContainerInstancesState on the ARN the view saw, without
-// describing it again (a no-op when the view saw it DRAINING). A container instance ECS no longer knows
-// (MISSING: deregistered since the look) has nothing to drain.
-func (p ECSPlatform) StartDrainSeen(ctx context.Context, cluster, instanceID string, seen model.NodeState) error {
-	ci, ok := seenContainerInstance(instanceID, seen)
+// StartDrainFound implements FoundDrainer: UpdateContainerInstancesState on the container instance the look
+// described (found), without describing it again, and the drain's progress. A drain this call starts has moved
+// no task yet: while ECS counts a task running or pending on the instance (found.Tasks, daemon-service tasks
+// included) it reports the drain under way and leaves the listing of the tasks (ListTasks x2, DescribeTasks)
+// to the next look. With no task counted it lists them now (field case C8: stopping tasks count in neither),
+// so an empty instance is drained in this look; one whose only tasks are daemon-service tasks is drained at
+// the next. found already DRAINING is checked at once. A container instance ECS no longer knows (MISSING:
+// deregistered since the look; the instance may have registered again under a new ARN) is found afresh
+// (StartDrain, DrainStatus).
+func (p ECSPlatform) StartDrainFound(ctx context.Context, cluster, instanceID string, found model.NodeState) (model.DrainProgress, error) {
+	ci, ok := seenContainerInstance(instanceID, found)
 	if !ok {
-		return p.StartDrain(ctx, cluster, instanceID)
+		return p.startAfresh(ctx, cluster, instanceID)
 	}
 	err := p.Drainer.StartDrainFound(ctx, cluster, ci)
 	if errors.Is(err, ecsdrain.ErrNotRegistered) {
-		return nil
+		return p.startAfresh(ctx, cluster, instanceID)
 	}
-	return err
+	if err != nil {
+		return model.DrainProgress{}, err
+	}
+	started := ci.Status != ecsdrain.StatusDraining
+	ci.Status = ecsdrain.StatusDraining
+	node := found
+	node.Status, node.Draining = ecsdrain.StatusDraining, true
+	if started && found.Tasks > 0 {
+		return model.DrainProgress{Started: true, Node: node,
+			Detail: fmt.Sprintf("DRAINING set; ECS counts %d task(s) running or pending, daemon tasks included; the tasks are listed from the next look", found.Tasks)}, nil
+	}
+	prog, err := p.tasksLeft(ctx, cluster, ci)
+	prog.Node = node
+	return prog, err
 }
 
-// DrainStatusSeen implements SeenDrainer: the tasks of the ARN the view saw (ListTasks, DescribeTasks), without
-// describing the container instance again, when the view saw it DRAINING or the caller set it DRAINING since.
-// Otherwise (the view saw it ACTIVE and nobody drained it since, or saw no container instance) it is
-// DrainStatus: the instance is looked up afresh.
-func (p ECSPlatform) DrainStatusSeen(ctx context.Context, cluster, instanceID string, seen model.NodeState, draining bool) (model.DrainProgress, error) {
-	ci, ok := seenContainerInstance(instanceID, seen)
-	if !ok || (!draining && !seen.Draining) {
-		return p.DrainStatus(ctx, cluster, instanceID)
+// startAfresh finds the instance's container instance again, starts its drain and checks it.
+func (p ECSPlatform) startAfresh(ctx context.Context, cluster, instanceID string) (model.DrainProgress, error) {
+	if err := p.StartDrain(ctx, cluster, instanceID); err != nil {
+		return model.DrainProgress{}, err
 	}
-	ci.Status = ecsdrain.StatusDraining
-	return p.tasksLeft(ctx, cluster, ci)
+	return p.DrainStatus(ctx, cluster, instanceID)
 }
 
 // Undrain implements Platform.
