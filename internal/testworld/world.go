@@ -223,6 +223,8 @@ type Spec struct {
 	Workers int
 	// PassClock is the agent's Settings.PassClock (what measures its pass budget); nil: the world's clock.
 	PassClock clock.PassiveClock
+	// LeaseTTL is the agent's Settings.LeaseTTL (`--lease-ttl`); 0: state.DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
 
 // DemoSpec is the default demo: ECS cluster "demo" on group "demo-ecs-asg" (desired/min 3, max 6) running
@@ -448,7 +450,7 @@ func Build(spec Spec) (*World, error) {
 		clients = spec.Wrap(clients)
 	}
 	settings := agent.Settings{QueueURL: queue, ReconcileInterval: 5 * time.Second, Policy: policy, Observer: spec.Observer,
-		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners, Workers: max(spec.Workers, 1), PassClock: spec.PassClock} // a kumo queue URL names another account
+		AccountID: acct.Options().AccountID, AllowedAMIOwners: spec.AllowedAMIOwners, Workers: max(spec.Workers, 1), PassClock: spec.PassClock, LeaseTTL: spec.LeaseTTL} // a kumo queue URL names another account
 	wakeQueue := queue
 	if spec.WakeUpQueue {
 		wakeQueue = acct.CreateQueue(WakeUpQueueName, 5, QueueName+"-dlq")
