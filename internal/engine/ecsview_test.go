@@ -364,3 +364,35 @@ func TestTheLookThatStartsADrainDescribesTheContainerInstanceOnce(t *testing.T) 
 		})
 	}
 }
+
+// TestDrainStartedOnAContainerInstanceFoundDrainedBeforeItWentBackInServiceIsCheckedInFull: this process found
+// the container instance drained once (an earlier drain), then someone else — another replica's undrain, an
+// operator — set it ACTIVE and ECS placed a task on it. A terminating action's look finds it ACTIVE with the
+// task counted and sets it DRAINING (StartDrainFound, the listing left to the next look). By the next look the
+// task is STOPPING, counted in neither counter (C8): the drain is not finished, whatever the earlier check
+// found.
+func TestDrainStartedOnAContainerInstanceFoundDrainedBeforeItWentBackInServiceIsCheckedInFull(t *testing.T) {
+	ctx := context.Background()
+	api := newViewECS()
+	api.register(ciOld, "i-1", "DRAINING")
+	platform := providers.ECSPlatform{Drainer: ecsdrain.New(api)}
+	prog, err := platform.DrainStatus(ctx, "c1", "i-1") // an earlier drain, found finished
+	require.NoError(t, err)
+	require.True(t, prog.Drained, prog.Detail)
+
+	api.register(ciOld, "i-1", "ACTIVE") // set ACTIVE by someone else (not this Drainer's Undrain)
+	api.tasks[ciOld] = []string{"arn:task/late"}
+
+	look, err := platform.DrainStatus(ctx, "c1", "i-1")
+	require.NoError(t, err)
+	require.False(t, look.Started, look.Detail)
+	prog, err = platform.StartDrainFound(ctx, "c1", "i-1", look.Node)
+	require.NoError(t, err)
+	require.False(t, prog.Drained, prog.Detail)
+
+	delete(api.tasks, ciOld) // ECS stops the task: STOPPING, counted in neither counter (C8)
+	api.stopping[ciOld] = []string{"arn:task/late"}
+	prog, err = platform.DrainStatus(ctx, "c1", "i-1")
+	require.NoError(t, err)
+	require.False(t, prog.Drained, "a task STOPPING (C8): %s", prog.Detail)
+}
