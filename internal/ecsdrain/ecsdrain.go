@@ -429,6 +429,9 @@ func (d *Drainer) update(ctx context.Context, cluster string, ci ContainerInstan
 	if ci.Status == string(want) {
 		return nil
 	}
+	// A check made before the container instance left DRAINING (set ACTIVE by someone else, tasks placed)
+	// says nothing about the tasks it has now: the drain this sets is checked in full.
+	d.forgetCheck(cluster, ci.ARN)
 	out, err := d.api.UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{
 		Cluster:            aws.String(cluster),
 		ContainerInstances: []string{ci.ARN},
@@ -473,6 +476,7 @@ func (d *Drainer) setStatus(ctx context.Context, cluster, arn string, want types
 	if aws.ToString(cur.ContainerInstances[0].Status) == string(want) {
 		return nil
 	}
+	d.forgetCheck(cluster, arn) // as in update: a check from before it left DRAINING is stale
 	out, err := d.api.UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{
 		Cluster:            aws.String(cluster),
 		ContainerInstances: []string{arn},
