@@ -57,6 +57,7 @@ const failureReasonMissing = "MISSING"
 const (
 	StatusActive   = string(types.ContainerInstanceStatusActive)
 	StatusDraining = string(types.ContainerInstanceStatusDraining)
+	StatusInactive = "INACTIVE"
 )
 
 // ErrNotRegistered is returned (wrapped) when the EC2 instance has no container instance in the cluster, or the
@@ -116,6 +117,12 @@ type ContainerInstance struct {
 	// those task containers hold on the instance (host or bridge network mode); any other port is free for a
 	// new task (Amazon ECS API Reference, "ContainerInstance"). Nil when ECS did not report them.
 	HeldPorts []string
+}
+
+// current reports whether the container instance is one an instance's drain may be checked on without listing
+// its cluster: not deregistered (INACTIVE) and its ECS container agent connected.
+func (c ContainerInstance) current() bool {
+	return c.Status != StatusInactive && c.AgentConnected
 }
 
 // Healthy reports whether a replacement can take work: status ACTIVE and agent connected.
@@ -258,21 +265,23 @@ func (d *Drainer) Find(ctx context.Context, cluster, instanceID string) (Contain
 		if err != nil {
 			return ContainerInstance{}, fmt.Errorf("finding container instance of EC2 instance %s: %w", instanceID, err)
 		}
-		if len(cis) == 1 && cis[0].EC2InstanceID == instanceID {
+		if len(cis) == 1 && cis[0].EC2InstanceID == instanceID && cis[0].current() {
 			return cis[0], nil
 		}
-		d.forgetARN(cluster, instanceID) // deregistered: list the cluster in case it registered again
+		// Deregistered (MISSING or INACTIVE) or its agent disconnected: the instance may have registered again
+		// under a new ARN (Amazon ECS Developer Guide, "Amazon ECS container instance lifecycle"), so the
+		// cluster is listed.
+		d.forgetARN(cluster, instanceID)
 	}
 	var found ContainerInstance
 	ok := false
 	err := d.eachPage(ctx, cluster, func(page []ContainerInstance) bool {
 		for _, ci := range page {
-			if ci.EC2InstanceID == instanceID {
+			if ci.EC2InstanceID == instanceID && (!ok || !found.AgentConnected) {
 				found, ok = ci, true
-				return false
 			}
 		}
-		return true
+		return !ok || !found.AgentConnected // one left behind by an agent that registered afresh is not the instance's
 	})
 	if err != nil {
 		return ContainerInstance{}, fmt.Errorf("finding container instance of EC2 instance %s: %w", instanceID, err)
@@ -429,6 +438,9 @@ func (d *Drainer) update(ctx context.Context, cluster string, ci ContainerInstan
 	if ci.Status == string(want) {
 		return nil
 	}
+	// A check made before the container instance left DRAINING (set ACTIVE by someone else, tasks placed)
+	// says nothing about the tasks it has now: the drain this sets is checked in full.
+	d.forgetCheck(cluster, ci.ARN)
 	out, err := d.api.UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{
 		Cluster:            aws.String(cluster),
 		ContainerInstances: []string{ci.ARN},
@@ -473,6 +485,7 @@ func (d *Drainer) setStatus(ctx context.Context, cluster, arn string, want types
 	if aws.ToString(cur.ContainerInstances[0].Status) == string(want) {
 		return nil
 	}
+	d.forgetCheck(cluster, arn) // as in update: a check from before it left DRAINING is stale
 	out, err := d.api.UpdateContainerInstancesState(ctx, &ecs.UpdateContainerInstancesStateInput{
 		Cluster:            aws.String(cluster),
 		ContainerInstances: []string{arn},

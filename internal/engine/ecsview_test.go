@@ -364,3 +364,79 @@ func TestTheLookThatStartsADrainDescribesTheContainerInstanceOnce(t *testing.T) 
 		})
 	}
 }
+
+// TestDrainStartedOnAContainerInstanceFoundDrainedBeforeItWentBackInServiceIsCheckedInFull: this process found
+// the container instance drained once (an earlier drain), then someone else — another replica's undrain, an
+// operator — set it ACTIVE and ECS placed a task on it. A terminating action's look finds it ACTIVE with the
+// task counted and sets it DRAINING (StartDrainFound, the listing left to the next look). By the next look the
+// task is STOPPING, counted in neither counter (C8): the drain is not finished, whatever the earlier check
+// found.
+func TestDrainStartedOnAContainerInstanceFoundDrainedBeforeItWentBackInServiceIsCheckedInFull(t *testing.T) {
+	ctx := context.Background()
+	api := newViewECS()
+	api.register(ciOld, "i-1", "DRAINING")
+	platform := providers.ECSPlatform{Drainer: ecsdrain.New(api)}
+	prog, err := platform.DrainStatus(ctx, "c1", "i-1") // an earlier drain, found finished
+	require.NoError(t, err)
+	require.True(t, prog.Drained, prog.Detail)
+
+	api.register(ciOld, "i-1", "ACTIVE") // set ACTIVE by someone else (not this Drainer's Undrain)
+	api.tasks[ciOld] = []string{"arn:task/late"}
+
+	look, err := platform.DrainStatus(ctx, "c1", "i-1")
+	require.NoError(t, err)
+	require.False(t, look.Started, look.Detail)
+	prog, err = platform.StartDrainFound(ctx, "c1", "i-1", look.Node)
+	require.NoError(t, err)
+	require.False(t, prog.Drained, prog.Detail)
+
+	delete(api.tasks, ciOld) // ECS stops the task: STOPPING, counted in neither counter (C8)
+	api.stopping[ciOld] = []string{"arn:task/late"}
+	prog, err = platform.DrainStatus(ctx, "c1", "i-1")
+	require.NoError(t, err)
+	require.False(t, prog.Drained, "a task STOPPING (C8): %s", prog.Detail)
+}
+
+// TestDrainOfAnInstanceRegisteredAgainUnderANewARNSinceTheLastListingDrainsTheNewContainerInstance: the last
+// listing showed i-1 on ciOld; since, its ECS container agent registered it again as ciNew, which runs a task,
+// and ciOld is deregistered (INACTIVE, still described) or left behind with its agent disconnected. No look
+// of the cluster lists it in between (a scale-in of a group that is not rolling). The terminating action's look
+// (DrainStatus, StartDrainFound, then the next DrainStatus) must drain ciNew and count its task, not take the
+// old ARN's empty task list for the drain's end.
+func TestDrainOfAnInstanceRegisteredAgainUnderANewARNSinceTheLastListingDrainsTheNewContainerInstance(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		leave func(api *viewECS)
+	}{
+		{name: "old ARN deregistered (INACTIVE)", leave: func(api *viewECS) { api.register(ciOld, "i-1", "INACTIVE") }},
+		{name: "old ARN left ACTIVE with its agent disconnected", leave: func(api *viewECS) {
+			ci := api.instances[ciOld]
+			ci.AgentConnected = false
+			api.instances[ciOld] = ci
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			api := newViewECS()
+			api.register(ciOld, "i-1", "ACTIVE")
+			platform := providers.ECSPlatform{Drainer: ecsdrain.New(api)}
+			_, err := platform.Observe(ctx, "c1") // the last listing: i-1 on ciOld
+			require.NoError(t, err)
+			tc.leave(api)
+			api.register(ciNew, "i-1", "ACTIVE")
+			api.tasks[ciNew] = []string{"arn:task/1"}
+
+			look, err := platform.DrainStatus(ctx, "c1", "i-1")
+			require.NoError(t, err)
+			if !look.Drained && !look.Started && look.Node.Registered {
+				look, err = platform.StartDrainFound(ctx, "c1", "i-1", look.Node)
+				require.NoError(t, err)
+			}
+			require.False(t, look.Drained, "a task RUNNING on the instance's current container instance: %s", look.Detail)
+			require.Equal(t, "DRAINING", aws.ToString(api.instances[ciNew].Status), "the instance's current container instance is drained")
+			next, err := platform.DrainStatus(ctx, "c1", "i-1")
+			require.NoError(t, err)
+			require.False(t, next.Drained, "a task RUNNING on the instance's current container instance: %s", next.Detail)
+		})
+	}
+}
