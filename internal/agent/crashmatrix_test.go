@@ -89,6 +89,32 @@ func runCrashMatrix(t *testing.T, sc crash.CrashScenario) {
 	t.Logf("crash matrix %s: N = %d effects, %d runs, %v wall", sc.Name, n, runs, time.Since(start).Round(time.Millisecond))
 }
 
+// runConcurrentCrashMatrix is runCrashMatrix for a Concurrent scenario: N is the effects of one uncrashed
+// run, and a run that makes fewer effects than its k is played uncrashed (it must hold all the same). It logs
+// how many runs crashed.
+func runConcurrentCrashMatrix(t *testing.T, sc crash.CrashScenario) {
+	require.True(t, sc.Concurrent)
+	start := time.Now()
+	n, err := crash.CountCrashEffects(sc)
+	require.NoError(t, err)
+	runs, fired := 1, 0
+	for k := 1; k <= n; k++ {
+		for _, mode := range crash.CrashModes {
+			t.Run(fmt.Sprintf("%s effect %d of %d", mode, k, n), func(t *testing.T) {
+				run, err := crash.RunCrashScenario(sc, k, mode)
+				require.NoError(t, err)
+				if run.Fired {
+					fired++
+					require.Equal(t, 1, run.Restarts, "one crash, one fresh incarnation")
+				}
+			})
+			runs++
+		}
+	}
+	require.Positive(t, fired)
+	t.Logf("concurrent crash matrix %s: N = %d effects, %d runs, %d crashed, %v wall", sc.Name, n, runs, fired, time.Since(start).Round(time.Millisecond))
+}
+
 func TestCrashMatrixECS(t *testing.T) {
 	runCrashMatrix(t, crashScenario(t, "ECS"))
 }
@@ -162,9 +188,15 @@ func TestRefreshCrashMatrixOfAGroupAtMaxSizeUntilItHasRoom(t *testing.T) {
 // incarnation finds its own slot held and claims nothing twice; the checker holds invariant 3 per cluster
 // throughout.
 func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
+	runCrashMatrix(t, twoGroupsUnderTheClusterBudget(t))
+}
+
+// twoGroupsUnderTheClusterBudget is the crash scenario of two groups of one cluster rolled at once by instance
+// refresh under the per-cluster budget (1).
+func twoGroupsUnderTheClusterBudget(t *testing.T) crash.CrashScenario {
 	a := testworld.GroupSetup{Name: "web-a", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 2}
 	b := testworld.GroupSetup{Name: "web-b", Cluster: "shared", Parameter: "/golden/shared", Min: 2, Max: 6, Desired: 2}
-	runCrashMatrix(t, crash.CrashScenario{
+	return crash.CrashScenario{
 		Name: "two groups of one cluster, cluster budget 1",
 		Build: func() (*testworld.World, error) {
 			return testworld.Build(testworld.Spec{Groups: []testworld.GroupSetup{a, b}, Services: map[string]int{"web": 6}})
@@ -189,7 +221,7 @@ func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
 			}
 			return nil
 		},
-	})
+	}
 }
 
 // TestCrashMatrixECSBatch crashes a group of 4 with patch-agent/batch-size 2 under a per-cluster budget of 2:
@@ -197,11 +229,17 @@ func TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
 // the drain slot claims, the drains — crashed after, and with its response lost. The fresh incarnation never
 // starts a second refresh, terminates no instance twice and makes one replacement per old instance.
 func TestCrashMatrixECSBatch(t *testing.T) {
+	runCrashMatrix(t, ecsBatchOfTwo(t))
+}
+
+// ecsBatchOfTwo is the crash scenario of a group of 4 rolled by instance refresh with batch size 2 under a
+// per-cluster budget of 2.
+func ecsBatchOfTwo(t *testing.T) crash.CrashScenario {
 	g := testworld.GroupSetup{Name: "batch-asg", Cluster: "c1", Parameter: "/golden/batch", Min: 4, Max: 6, Desired: 4,
 		Tags: map[string]string{model.TagBatchSize: "2"}}
 	policy := model.DefaultPolicy()
 	policy.ClusterBudget = 2
-	runCrashMatrix(t, crash.CrashScenario{
+	return crash.CrashScenario{
 		Name: "ECS, batch size 2",
 		Build: func() (*testworld.World, error) {
 			return testworld.Build(testworld.Spec{Groups: []testworld.GroupSetup{g}, Services: map[string]int{"web": 8}, Policy: policy})
@@ -226,7 +264,28 @@ func TestCrashMatrixECSBatch(t *testing.T) {
 			require.Equal(t, 8, w.Account.LaunchedInstances(g.Name), "one replacement per old instance, never a second")
 			return nil
 		},
-	})
+	}
+}
+
+// TestConcurrentCrashMatrixECSBatch is TestCrashMatrixECSBatch with every incarnation handling messages
+// several at once, as in production: the two launching actions of a batch, then its two terminating actions,
+// are handled side by side, and a crash at effect k kills the incarnation with the other handling in flight.
+// The order of the effects varies from run to run, so each k crashes whichever effect comes k-th; every run
+// must hold what the serial matrix holds.
+func TestConcurrentCrashMatrixECSBatch(t *testing.T) {
+	sc := ecsBatchOfTwo(t)
+	sc.Concurrent = true
+	runConcurrentCrashMatrix(t, sc)
+}
+
+// TestConcurrentCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget is
+// TestCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget with messages handled several at once: the two
+// groups' terminating actions race for the cluster's one drain slot in one incarnation, and a crash can come
+// between one's claim and the other's.
+func TestConcurrentCrashMatrixTwoGroupsOfOneClusterUnderTheClusterBudget(t *testing.T) {
+	sc := twoGroupsUnderTheClusterBudget(t)
+	sc.Concurrent = true
+	runConcurrentCrashMatrix(t, sc)
 }
 
 // TestC4CrashMatrixEventDrivenScaleInDrainWithA60sHeartbeatTimeout crashes an event-driven agent (wake-up

@@ -34,6 +34,10 @@ type Fuse struct {
 	// LoseResponse makes effect At "applied, response lost": the effect is durable, but the incarnation gets
 	// ErrResponseLost instead of its answer, and dies before it can do anything after it.
 	LoseResponse bool
+	// Concurrent leaves the incarnations handling messages several at once, as in production
+	// (events.Consumer.Concurrency); otherwise they handle one at a time, so that a run's effects come in the
+	// same order every time and effect At is the same effect in every run.
+	Concurrent bool
 }
 
 // Blown reports whether the fuse has fired.
@@ -230,7 +234,7 @@ func (w *World) ReplaceAgent(fuse *Fuse) {
 	}
 	w.Agent = agent.New(clients, w.agentSettings(fuse), store, w.Account.Clock(), w.log)
 	w.fuse = fuse
-	if fuse != nil {
+	if fuse != nil && !fuse.Concurrent {
 		w.oneAtATime = true // the crash matrix numbers the effects of a run that must be the same every time
 	}
 	w.oneMessageAtATime()
