@@ -258,7 +258,9 @@ func (d *Drainer) noteCheck(cluster, arn string, st DrainStatus) {
 // container instance for instanceID, and a wrapped *FailureError for any other describe failure.
 //
 // When an earlier listing or Find saw the instance's container instance, Find describes that one ARN (one
-// call) instead, and lists the cluster only when ECS no longer knows it.
+// call) instead, and lists the cluster when it is no longer the instance's current one: MISSING or INACTIVE
+// (deregistered) or its ECS container agent disconnected, for the instance may have registered again under a
+// new ARN. Of two container instances that name the instance, the one whose agent is connected is its own.
 func (d *Drainer) Find(ctx context.Context, cluster, instanceID string) (ContainerInstance, error) {
 	if arn := d.knownARN(cluster, instanceID); arn != "" {
 		cis, err := d.describe(ctx, cluster, []string{arn}, true)
@@ -289,6 +291,7 @@ func (d *Drainer) Find(ctx context.Context, cluster, instanceID string) (Contain
 	if !ok {
 		return ContainerInstance{}, fmt.Errorf("finding container instance of EC2 instance %s in cluster %s: %w", instanceID, cluster, ErrNotRegistered)
 	}
+	d.rememberARNs(cluster, []ContainerInstance{found}) // the chosen one, whatever the page order
 	return found, nil
 }
 
