@@ -262,6 +262,21 @@ func TestLookDescribesTheKnownContainerInstancesWithoutListingUnlessTheMembershi
 	}
 }
 
+// oldARNLeftBehind are the two ways ECS leaves ciOld behind when the EC2 instance i-1 registers again under a
+// new ARN: deregistered (INACTIVE, still described for a while), or left in its status with its ECS container
+// agent disconnected (Amazon ECS Developer Guide, "Amazon ECS container instance lifecycle").
+var oldARNLeftBehind = []struct {
+	name  string
+	leave func(api *viewECS)
+}{
+	{name: "old ARN deregistered (INACTIVE)", leave: func(api *viewECS) { api.register(ciOld, "i-1", "INACTIVE") }},
+	{name: "old ARN left with its agent disconnected", leave: func(api *viewECS) {
+		ci := api.instances[ciOld]
+		ci.AgentConnected = false
+		api.instances[ciOld] = ci
+	}},
+}
+
 // TestDrainCheckOfAReRegisteredContainerInstanceSeenByALookWithoutAListingCountsTheNewOnesTasks (mutant 38):
 // the last listing showed the old instance i-1 DRAINING on its container instance ARN; since, its ECS container
 // agent registered it again under a new ARN, which runs a task — the old ARN deregistered (INACTIVE), or left
@@ -269,17 +284,7 @@ func TestLookDescribesTheKnownContainerInstancesWithoutListingUnlessTheMembershi
 // must not take the old ARN's empty task list for the drain's end: it lists the cluster, its view shows the new
 // container instance, and the drain check of the terminating lifecycle action counts its task.
 func TestDrainCheckOfAReRegisteredContainerInstanceSeenByALookWithoutAListingCountsTheNewOnesTasks(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		leave func(api *viewECS)
-	}{
-		{name: "old ARN deregistered (INACTIVE)", leave: func(api *viewECS) { api.register(ciOld, "i-1", "INACTIVE") }},
-		{name: "old ARN left DRAINING with its agent disconnected", leave: func(api *viewECS) {
-			ci := api.instances[ciOld]
-			ci.AgentConnected = false
-			api.instances[ciOld] = ci
-		}},
-	} {
+	for _, tc := range oldARNLeftBehind {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			api := newViewECS()
@@ -404,17 +409,7 @@ func TestDrainStartedOnAContainerInstanceFoundDrainedBeforeItWentBackInServiceIs
 // (DrainStatus, StartDrainFound, then the next DrainStatus) must drain ciNew and count its task, not take the
 // old ARN's empty task list for the drain's end.
 func TestDrainOfAnInstanceRegisteredAgainUnderANewARNSinceTheLastListingDrainsTheNewContainerInstance(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		leave func(api *viewECS)
-	}{
-		{name: "old ARN deregistered (INACTIVE)", leave: func(api *viewECS) { api.register(ciOld, "i-1", "INACTIVE") }},
-		{name: "old ARN left ACTIVE with its agent disconnected", leave: func(api *viewECS) {
-			ci := api.instances[ciOld]
-			ci.AgentConnected = false
-			api.instances[ciOld] = ci
-		}},
-	} {
+	for _, tc := range oldARNLeftBehind {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			api := newViewECS()
