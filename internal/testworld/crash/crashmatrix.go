@@ -64,7 +64,7 @@ type CrashRun struct {
 	// Fired reports whether the incarnation died at effect At: always, unless the scenario is Concurrent and
 	// the run made fewer effects.
 	Fired bool
-	World    *testworld.World
+	World *testworld.World
 }
 
 // RunCrashScenario plays sc once with the first agent incarnation armed to die at effect at (0: never) in
