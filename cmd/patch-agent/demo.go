@@ -162,7 +162,7 @@ directory must be writable, which is checked before the demo runs.`,
 					return err
 				}
 				if !asJSON {
-					fmt.Fprintf(cmd.OutOrStdout(), "state saved to %s; inspect it with: patch-agent status --state-file %s\n", stateFile, cli.ShellQuote(stateFile))
+					fmt.Fprintf(cmd.OutOrStdout(), "state saved to %s; inspect it with: %s status --state-file %s\n", stateFile, selfCommand(os.Args[0]), cli.ShellQuote(stateFile))
 				}
 			}
 			if asJSON {
@@ -390,7 +390,7 @@ func runEKSUpgradeDemo(ctx context.Context, out, errOut io.Writer, asJSON bool, 
 			time.Duration(s.SimulatedSeconds*float64(time.Second)))
 		fmt.Fprintf(errOut, "wall time %s\n", time.Since(began).Round(time.Millisecond)) // stderr: stdout stays deterministic
 		if stateFile != "" {
-			fmt.Fprintf(out, "state saved to %s; inspect it with: patch-agent eks upgrade status --cluster %s --state-file %s\n", stateFile, s.Cluster, cli.ShellQuote(stateFile))
+			fmt.Fprintf(out, "state saved to %s; inspect it with: %s eks upgrade status --cluster %s --state-file %s\n", stateFile, selfCommand(os.Args[0]), s.Cluster, cli.ShellQuote(stateFile))
 		}
 	}
 	if s.Phase != state.WorkflowCompleted {
@@ -402,4 +402,14 @@ func runEKSUpgradeDemo(ctx context.Context, out, errOut io.Writer, asJSON bool, 
 		}
 	}
 	return nil
+}
+
+// selfCommand is how a user runs this program again, for the commands the demo suggests: "go run
+// ./cmd/patch-agent" when arg0 is a binary `go run` built in its temporary work directory (…/go-build…/exe/…),
+// since that one is gone when the demo ends; "patch-agent" otherwise.
+func selfCommand(arg0 string) string {
+	if strings.Contains(arg0, "go-build") && filepath.Base(filepath.Dir(arg0)) == "exe" {
+		return "go run ./cmd/patch-agent"
+	}
+	return "patch-agent"
 }
