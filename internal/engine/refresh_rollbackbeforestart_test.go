@@ -38,4 +38,10 @@ func TestManualRollbackBeforeTheRefreshStartsNeverStartsTheRefreshToTheTarget(t 
 			"a rollback starts no refresh to the target's launch template version 2")
 	}
 	require.Zero(t, f.rollbacks, "RollbackInstanceRefresh is never sent to a refresh of the rollback's own")
+	require.Len(t, f.starts, 1, "one refresh back to the previous version, through the pause")
+	stored, err := rg.store.GetRollout(ctx, "prod")
+	require.NoError(t, err)
+	require.Equal(t, state.PhaseRollingBack, stored.Phase, stored.Reason)
+	require.Equal(t, "alice", stored.Refresh.RequestedBy)
+	require.Equal(t, "1", stored.Refresh.TargetVersion())
 }

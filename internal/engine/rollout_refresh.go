@@ -200,6 +200,13 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 			return o.save(ctx, r, "waiting for instance refresh "+ir.ID+", which patch-agent did not start")
 		}
 	}
+	if p.Rollback && p.ByAPI {
+		// A rollback by RollbackInstanceRefresh of a refresh that never started (an operator's rollback while
+		// the intent waited for the pause, the window or an alarm): there is nothing to roll back by API, and
+		// the intent's version is the target's. A refresh of the agent's own back to the previous version
+		// instead (it skips the instances already on it).
+		return o.rollBackByRefresh(ctx, r, rollbackWhy(r))
+	}
 	what := "StartInstanceRefresh (rollback to launch template version " + p.PreviousVersion + ")"
 	if !p.Rollback { // a rollback goes on through a pause and a closed window: it undoes what the rollout did
 		what = "StartInstanceRefresh"
