@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -612,6 +613,10 @@ func (o *Orchestrator) cancelRefresh(ctx context.Context, t model.Target, r stat
 		}
 		r, p = next, next.Refresh
 	}
+	if mine, err := o.inFlight(ctx, t.Group, p.ID); err != nil || !mine {
+		r.Reason = cancelling
+		return r, cmp.Or(err, errWait) // the next look decides on what the refresh became
+	}
 	// A held drain's instance waits in Terminating:Wait until the hook's global timeout: a cancel that waited
 	// for the terminations in flight would wait as long.
 	if err := o.refreshes().Cancel(ctx, t.Group, !model.IsHeldDrainHalt(strings.TrimPrefix(why, "halted: "))); err != nil {
@@ -685,6 +690,9 @@ func (o *Orchestrator) rollbackRefresh(ctx context.Context, t model.Target, r st
 		p.Halt = rollbackWhy(r)
 		return o.cancelRefresh(ctx, t, r, "rolling back: the group already runs launch template version "+p.Version+" since an earlier refresh")
 	}
+	if mine, err := o.inFlight(ctx, t.Group, p.ID); err != nil || !mine {
+		return r, cmp.Or(err, errWait) // the next look decides on what the refresh became
+	}
 	err := o.refreshes().Rollback(ctx, t.Group)
 	switch {
 	case errors.Is(err, providers.ErrRollbackRefused):
@@ -698,6 +706,23 @@ func (o *Orchestrator) rollbackRefresh(ctx context.Context, t model.Target, r st
 	}
 	r.Reason = "rolling back instance refresh " + p.ID + " (RollbackInstanceRefresh)"
 	return r, errWait
+}
+
+// inFlight describes the agent's refresh id afresh (never from the RefreshMemo) and reports whether it is
+// pending, in progress or baking. CancelInstanceRefresh and RollbackInstanceRefresh name no refresh: they act
+// on the group's active one, which is someone else's once the agent's ended and another started, so each is
+// sent only right after this look finds the agent's own still under way.
+func (o *Orchestrator) inFlight(ctx context.Context, group, id string) (bool, error) {
+	o.RefreshMemo.forget(group)
+	found, err := o.refreshes().Describe(ctx, group, id)
+	if err != nil || len(found) == 0 {
+		return false, err
+	}
+	switch found[0].Status {
+	case providers.RefreshPending, providers.RefreshInProgress, providers.RefreshBaking:
+		return true, nil
+	}
+	return false, nil
 }
 
 // rollbackWhy is why the rollout rolls back, for status and history.
