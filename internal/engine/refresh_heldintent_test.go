@@ -43,6 +43,7 @@ func TestHeldRefreshIntentIsNotStartedOnceTheAMIGateRefusesItsAMI(t *testing.T) 
 func TestHeldRefreshIntentIsSupersededByANewerAMIBeforeItStarts(t *testing.T) {
 	rg, f := heldIntent(t)
 	newer := &model.ResolvedAMI{Parameter: "/golden/ecs", ImageID: amiBad, Version: 3, LastModified: now0.Add(-48 * time.Hour)}
+	rg.templates.created = 3 // the launch template version of the newer AMI
 	_, err := rg.o.Reconcile(context.Background(), rg.target, model.Inputs{View: oldFleet(), AMI: newer})
 	require.NoError(t, err)
 	for _, in := range f.starts {
