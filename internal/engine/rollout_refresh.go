@@ -178,7 +178,7 @@ func (o *Orchestrator) rollBackByRefresh(ctx context.Context, r state.Rollout, w
 // desired configuration names the recorded version, or one that names it and started after the intent was
 // written, is the agent's. Any other active refresh is someone else's: it is never cancelled, and the rollout
 // waits for it.
-func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model.GroupView, r state.Rollout) (state.Rollout, error) {
+func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model.GroupView, ami *model.ResolvedAMI, r state.Rollout) (state.Rollout, error) {
 	p := r.Refresh
 	all, err := o.refreshes().Describe(ctx, t.Group)
 	if err != nil {
@@ -211,6 +211,12 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 	what := "StartInstanceRefresh (rollback to launch template version " + p.PreviousVersion + ")"
 	if !p.Rollback { // a rollback goes on through a pause and a closed window: it undoes what the rollout did
 		what = "StartInstanceRefresh"
+		if ami != nil && ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom {
+			// The source moved on while the intent waited (a pause, the window, an alarm): nothing of it runs,
+			// so the newer AMI supersedes it now, as it would cancel the refresh once started.
+			r.Current, r.Refresh = nil, nil
+			return o.supersede(ctx, t, v, ami, r) // rollout_supersede.go
+		}
 		if err := o.holdIfPaused(&r, what); err != nil {
 			return r, err
 		}
@@ -220,6 +226,18 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 		if reason := o.runGate(ctx, t); reason != "" {
 			r.Reason = reason
 			return r, errWait
+		}
+		if !o.amiGated {
+			// An intent not started in the call that gated its AMI (it waited, or a new refresh of the same
+			// rollout): the AMI gate once more, so that an AMI deregistered or refused meanwhile is not rolled.
+			held := r
+			held.Current = nil
+			if refused, err := o.gateAMI(ctx, t, v, &held, true); refused || err != nil {
+				if refused {
+					return held, err
+				}
+				return r, err
+			}
 		}
 	}
 	id, err := o.refreshes().Start(ctx, t.Group, p)
@@ -300,7 +318,7 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t model.Target, v model.
 		return o.halt(ctx, r, "instance refresh rollout without its record", false)
 	}
 	if p.ID == "" {
-		return o.startRefresh(ctx, t, v, r)
+		return o.startRefresh(ctx, t, v, ami, r)
 	}
 	found, err := o.describeRefresh(ctx, t.Group, p, v)
 	if err != nil {
