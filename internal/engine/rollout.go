@@ -219,6 +219,12 @@ func (o *Orchestrator) step(ctx context.Context, t model.Target, v model.GroupVi
 	if o.ng != nil {
 		return o.stepNodegroup(ctx, t, v, ami, r)
 	}
+	if r.ManualRollback() && r.Active() {
+		// An operator's rollback answers what the target's alarms say (an AMI that passed the health checks
+		// and broke the application): they neither hold it, nor go in its refresh's AlarmSpecification, nor
+		// halt it and roll it back onto the AMI the operator rolled away from.
+		t.Policy.Alarms = nil
+	}
 	switch r.Phase {
 	case "", state.PhaseIdle, state.PhaseCompleted, state.PhaseRolledBack:
 		return o.detect(ctx, t, v, ami, r)
