@@ -655,7 +655,7 @@ func (o *Orchestrator) refreshCancelled(ctx context.Context, t model.Target, v m
 		return o.refreshHalted(ctx, r, "rollback refresh "+p.ID+" was cancelled outside patch-agent")
 	case p.Cancel == "":
 		return o.refreshHalted(ctx, r, "instance refresh "+p.ID+" was cancelled outside patch-agent ("+p.StatusReason+")")
-	case strings.HasPrefix(p.Cancel, newerAMIPrefix) && ami != nil && ami.ImageID != r.TargetImageID:
+	case strings.HasPrefix(p.Cancel, newerAMIPrefix) && ami != nil && ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom:
 		r.Current, r.Refresh = nil, nil
 		return o.supersede(ctx, t, v, ami, r)
 	}
