@@ -220,16 +220,10 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 		if err := o.holdIfPaused(&r, what); err != nil {
 			return r, err
 		}
-		if err := o.guardEffect(ctx, &r, what); err != nil {
-			return r, err
-		}
-		if reason := o.runGate(ctx, t); reason != "" {
-			r.Reason = reason
-			return r, errWait
-		}
 		if !o.amiGated {
 			// An intent not started in the call that gated its AMI (it waited, or a new refresh of the same
 			// rollout): the AMI gate once more, so that an AMI deregistered or refused meanwhile is not rolled.
+			// It only reads, so the strongly consistent pause check stays the one right before the call.
 			held := r
 			held.Current = nil
 			if refused, err := o.gateAMI(ctx, t, v, &held, true); refused || err != nil {
@@ -238,6 +232,13 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 				}
 				return r, err
 			}
+		}
+		if err := o.guardEffect(ctx, &r, what); err != nil {
+			return r, err
+		}
+		if reason := o.runGate(ctx, t); reason != "" {
+			r.Reason = reason
+			return r, errWait
 		}
 	}
 	id, err := o.refreshes().Start(ctx, t.Group, p)
