@@ -83,7 +83,7 @@ func TestRefreshBeingCancelledIsDescribedOnEveryLook(t *testing.T) {
 	f.refreshes[0].Status = astypes.InstanceRefreshStatusCancelled
 	_, err = rg.o.Reconcile(context.Background(), rg.target, model.Inputs{View: oldFleet(), AMI: newAMI(), Pause: pause})
 	require.NoError(t, err)
-	require.Equal(t, 2, d.describes)
+	require.Equal(t, 3, d.describes, "each look, and the check right before CancelInstanceRefresh that the refresh is still the agent's")
 	require.Equal(t, 1, f.cancels)
 	stored, err := rg.store.GetRollout(context.Background(), "prod")
 	require.NoError(t, err)

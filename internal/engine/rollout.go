@@ -84,6 +84,9 @@ type Orchestrator struct {
 	// call was such a guarded write and no effect has used it yet (guardEffect).
 	guard   string
 	checked bool
+	// amiGated: the AMI gate passed the target on a fresh check in this Reconcile call (start, right before
+	// Preparing), so a refresh started in the same call needs no check of its own (startRefresh).
+	amiGated bool
 }
 
 // leases is the lease rule of the orchestrator's TTL.
@@ -123,7 +126,7 @@ func (o *Orchestrator) Reconcile(ctx context.Context, t model.Target, in model.I
 		}
 		r = next
 	}
-	o.pause, o.ng, o.pauseRead, o.pauseSeen, o.guard, o.checked = in.Pause, in.Nodegroup, nil, in.PauseSeen, "", false
+	o.pause, o.ng, o.pauseRead, o.pauseSeen, o.guard, o.checked, o.amiGated = in.Pause, in.Nodegroup, nil, in.PauseSeen, "", false, false
 	if in.PauseRead != nil {
 		o.pause, o.pauseRead = nil, func() (*state.Lock, error) { return in.PauseRead(ctx) }
 	}
@@ -215,6 +218,12 @@ func (o *Orchestrator) step(ctx context.Context, t model.Target, v model.GroupVi
 	o.guard = "" // a guard set by a step that then waited is not carried to the next step's writes
 	if o.ng != nil {
 		return o.stepNodegroup(ctx, t, v, ami, r)
+	}
+	if r.ManualRollback() && r.Active() {
+		// An operator's rollback answers what the target's alarms say (an AMI that passed the health checks
+		// and broke the application): they neither hold it, nor go in its refresh's AlarmSpecification, nor
+		// halt it and roll it back onto the AMI the operator rolled away from.
+		t.Policy.Alarms = nil
 	}
 	switch r.Phase {
 	case "", state.PhaseIdle, state.PhaseCompleted, state.PhaseRolledBack:

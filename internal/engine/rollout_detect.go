@@ -89,6 +89,7 @@ func (o *Orchestrator) start(ctx context.Context, t model.Target, v model.GroupV
 	if refused, err := o.gateAMI(ctx, t, v, &r, true); refused || err != nil {
 		return r, err
 	}
+	o.amiGated = true
 	if next, refused, err := o.refuseAWSBatchGroup(ctx, v, r); refused { // standalone.go
 		return next, err
 	}

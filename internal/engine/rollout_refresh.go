@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -177,7 +178,7 @@ func (o *Orchestrator) rollBackByRefresh(ctx context.Context, r state.Rollout, w
 // desired configuration names the recorded version, or one that names it and started after the intent was
 // written, is the agent's. Any other active refresh is someone else's: it is never cancelled, and the rollout
 // waits for it.
-func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model.GroupView, r state.Rollout) (state.Rollout, error) {
+func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model.GroupView, ami *model.ResolvedAMI, r state.Rollout) (state.Rollout, error) {
 	p := r.Refresh
 	all, err := o.refreshes().Describe(ctx, t.Group)
 	if err != nil {
@@ -200,11 +201,37 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 			return o.save(ctx, r, "waiting for instance refresh "+ir.ID+", which patch-agent did not start")
 		}
 	}
+	if p.Rollback && p.ByAPI {
+		// A rollback by RollbackInstanceRefresh of a refresh that never started (an operator's rollback while
+		// the intent waited for the pause, the window or an alarm): there is nothing to roll back by API, and
+		// the intent's version is the target's. A refresh of the agent's own back to the previous version
+		// instead (it skips the instances already on it).
+		return o.rollBackByRefresh(ctx, r, rollbackWhy(r))
+	}
 	what := "StartInstanceRefresh (rollback to launch template version " + p.PreviousVersion + ")"
 	if !p.Rollback { // a rollback goes on through a pause and a closed window: it undoes what the rollout did
 		what = "StartInstanceRefresh"
+		if ami != nil && ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom {
+			// The source moved on while the intent waited (a pause, the window, an alarm): nothing of it runs,
+			// so the newer AMI supersedes it now, as it would cancel the refresh once started.
+			r.Current, r.Refresh = nil, nil
+			return o.supersede(ctx, t, v, ami, r) // rollout_supersede.go
+		}
 		if err := o.holdIfPaused(&r, what); err != nil {
 			return r, err
+		}
+		if !o.amiGated {
+			// An intent not started in the call that gated its AMI (it waited, or a new refresh of the same
+			// rollout): the AMI gate once more, so that an AMI deregistered or refused meanwhile is not rolled.
+			// It only reads, so the strongly consistent pause check stays the one right before the call.
+			held := r
+			held.Current = nil
+			if refused, err := o.gateAMI(ctx, t, v, &held, true); refused || err != nil {
+				if refused {
+					return held, err
+				}
+				return r, err
+			}
 		}
 		if err := o.guardEffect(ctx, &r, what); err != nil {
 			return r, err
@@ -292,7 +319,7 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t model.Target, v model.
 		return o.halt(ctx, r, "instance refresh rollout without its record", false)
 	}
 	if p.ID == "" {
-		return o.startRefresh(ctx, t, v, r)
+		return o.startRefresh(ctx, t, v, ami, r)
 	}
 	found, err := o.describeRefresh(ctx, t.Group, p, v)
 	if err != nil {
@@ -605,6 +632,10 @@ func (o *Orchestrator) cancelRefresh(ctx context.Context, t model.Target, r stat
 		}
 		r, p = next, next.Refresh
 	}
+	if mine, err := o.inFlight(ctx, t.Group, p.ID); err != nil || !mine {
+		r.Reason = cancelling
+		return r, cmp.Or(err, errWait) // the next look decides on what the refresh became
+	}
 	// A held drain's instance waits in Terminating:Wait until the hook's global timeout: a cancel that waited
 	// for the terminations in flight would wait as long.
 	if err := o.refreshes().Cancel(ctx, t.Group, !model.IsHeldDrainHalt(strings.TrimPrefix(why, "halted: "))); err != nil {
@@ -625,7 +656,7 @@ func (o *Orchestrator) refreshCancelled(ctx context.Context, t model.Target, v m
 		return o.refreshHalted(ctx, r, "rollback refresh "+p.ID+" was cancelled outside patch-agent")
 	case p.Cancel == "":
 		return o.refreshHalted(ctx, r, "instance refresh "+p.ID+" was cancelled outside patch-agent ("+p.StatusReason+")")
-	case strings.HasPrefix(p.Cancel, newerAMIPrefix) && ami != nil && ami.ImageID != r.TargetImageID:
+	case strings.HasPrefix(p.Cancel, newerAMIPrefix) && ami != nil && ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom:
 		r.Current, r.Refresh = nil, nil
 		return o.supersede(ctx, t, v, ami, r)
 	}
@@ -678,6 +709,9 @@ func (o *Orchestrator) rollbackRefresh(ctx context.Context, t model.Target, r st
 		p.Halt = rollbackWhy(r)
 		return o.cancelRefresh(ctx, t, r, "rolling back: the group already runs launch template version "+p.Version+" since an earlier refresh")
 	}
+	if mine, err := o.inFlight(ctx, t.Group, p.ID); err != nil || !mine {
+		return r, cmp.Or(err, errWait) // the next look decides on what the refresh became
+	}
 	err := o.refreshes().Rollback(ctx, t.Group)
 	switch {
 	case errors.Is(err, providers.ErrRollbackRefused):
@@ -691,6 +725,23 @@ func (o *Orchestrator) rollbackRefresh(ctx context.Context, t model.Target, r st
 	}
 	r.Reason = "rolling back instance refresh " + p.ID + " (RollbackInstanceRefresh)"
 	return r, errWait
+}
+
+// inFlight describes the agent's refresh id afresh (never from the RefreshMemo) and reports whether it is
+// pending, in progress or baking. CancelInstanceRefresh and RollbackInstanceRefresh name no refresh: they act
+// on the group's active one, which is someone else's once the agent's ended and another started, so each is
+// sent only right after this look finds the agent's own still under way.
+func (o *Orchestrator) inFlight(ctx context.Context, group, id string) (bool, error) {
+	o.RefreshMemo.forget(group)
+	found, err := o.refreshes().Describe(ctx, group, id)
+	if err != nil || len(found) == 0 {
+		return false, err
+	}
+	switch found[0].Status {
+	case providers.RefreshPending, providers.RefreshInProgress, providers.RefreshBaking:
+		return true, nil
+	}
+	return false, nil
 }
 
 // rollbackWhy is why the rollout rolls back, for status and history.

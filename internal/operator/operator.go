@@ -455,7 +455,7 @@ func Rollback(ctx context.Context, store state.Store, group, to, who string, for
 			return true, nil
 		}
 		r.RollbackFrom, r.PreviousImageID, r.TargetImageID = p.From, p.From, p.To
-		r.Source, r.SourceVersion, r.SourceModified, r.DetectedAt = "manual rollback by "+who, 0, time.Time{}, now
+		r.Source, r.SourceVersion, r.SourceModified, r.DetectedAt = state.ManualRollbackSource+who, 0, time.Time{}, now
 		r.Current, r.Strategy, r.Replaced, r.NewTemplateVersion, r.PreviousTemplate = nil, "", nil, "", nil
 		r.Phase, r.Reason = state.PhaseDetected, ""
 		r.ApprovedImage, r.ApprovedBy = p.To, who

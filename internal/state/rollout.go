@@ -1,6 +1,9 @@
 package state
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Phase is the top-level state of a target's rollout (docs/architecture.md draws the machine).
 type Phase string
@@ -125,6 +128,16 @@ type Rollout struct {
 	UpdatedAt time.Time `json:"updatedAt" dynamodbav:"updatedAt"`
 	// Version is the optimistic-concurrency counter: the Store's conditional writes compare it.
 	Version int64 `json:"version" dynamodbav:"version"`
+}
+
+// ManualRollbackSource starts the Source of a rollout that an operator's `patch-agent rollback` started
+// ("manual rollback by WHO"): its target is the AMI the operator rolls the group back to.
+const ManualRollbackSource = "manual rollback by "
+
+// ManualRollback reports whether r rolls its group to the AMI an operator's rollback named (Source
+// ManualRollbackSource, RollbackFrom the AMI rolled back from).
+func (r Rollout) ManualRollback() bool {
+	return r.RollbackFrom != "" && strings.HasPrefix(r.Source, ManualRollbackSource)
 }
 
 // Active reports whether the rollout is between detection and an end state.

@@ -212,6 +212,12 @@ func printRollbackPlan(w io.Writer, p operator.RollbackPlan) {
 		fmt.Fprintf(w, "  %s is not rolled out again while its source still names it.\n", p.From)
 		return
 	}
+	if f := p.Refresh; f != nil && f.ID == "" {
+		fmt.Fprintf(w, "  no instance refresh is recorded as sent yet: the agent rolls back one it finds running on the target's version\n")
+		fmt.Fprintf(w, "  (an answer it lost), else starts a refresh back to launch template version %s; desired capacity is not written.\n", f.PreviousVersion)
+		fmt.Fprintf(w, "  %s is not rolled out again while its source still names it.\n", p.From)
+		return
+	}
 	if f := p.Refresh; f != nil {
 		fmt.Fprintf(w, "  the agent rolls instance refresh %s (%s) back now: RollbackInstanceRefresh while Auto Scaling allows it,\n", f.ID, f.Status)
 		fmt.Fprintf(w, "  else a refresh to launch template version %s; desired capacity is not written.\n", f.PreviousVersion)

@@ -27,3 +27,15 @@ func TestRollbackPlanOfAGroupNamesTheInstanceRefresh(t *testing.T) {
 	require.Contains(t, b.String(), "an instance refresh to a launch template version with "+testworld.ImageA+" replaces every instance not on it")
 	require.NotContains(t, b.String(), "surge")
 }
+
+// The plan of a rollback of a refresh whose intent is recorded but never sent (a pause, the window or an alarm
+// held StartInstanceRefresh) names no refresh to roll back: the agent starts one back to the previous version.
+func TestRollbackPlanOfARefreshNeverSentSaysSo(t *testing.T) {
+	var b strings.Builder
+	printRollbackPlan(&b, operator.RollbackPlan{Group: "web", Platform: "ecs", Phase: state.PhaseReplacing, From: testworld.ImageB, To: testworld.ImageA,
+		Refresh: &operator.RefreshRollbackPlan{PreviousVersion: "1"}})
+	require.NotContains(t, b.String(), "instance refresh  (")
+	require.NotContains(t, b.String(), "RollbackInstanceRefresh")
+	require.Contains(t, b.String(), "no instance refresh is recorded as sent yet")
+	require.Contains(t, b.String(), "launch template version 1")
+}
