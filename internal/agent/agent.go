@@ -237,6 +237,7 @@ func New(c Clients, s Settings, store state.Store, clk clock.Clock, log *zap.Log
 		retries: &model.Retries{Backoff: s.Backoff, Clock: clk},
 	}
 	a.orchestrator.HookKept = a.hooks.Kept                           // a held drain's record, as the lifecycle actions keep it
+	a.orchestrator.KnownHooks = a.hooks.KnownHooks                   // a refresh whose group lost the agent's hooks is cancelled
 	a.hooks.HeartbeatTimeoutRead = a.sweep.shorten                   // a lowered HeartbeatTimeout shortens the sweep at once
 	a.hooks.RolloutKept = func(group string) (state.Rollout, bool) { // records.go: the record the agent keeps
 		r, ok, _ := a.records.get(group)

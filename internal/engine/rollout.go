@@ -65,6 +65,10 @@ type Orchestrator struct {
 	// it holds the action's claim (lifecycleaction.Hooks.Kept): the look for a held drain (heldDrain) reads it
 	// instead of the store; false reads the store.
 	HookKept func(key string) (state.Hook, bool)
+	// KnownHooks, when set, returns the group's lifecycle hooks as this process last described them and when
+	// (lifecycleaction.Hooks.KnownHooks; no call): a refresh whose group lost the agent's launching or
+	// terminating hook since it started is cancelled (refreshStops).
+	KnownHooks func(group string) ([]model.GroupHook, time.Time, bool)
 	// QueueURL is the agent's queue: which lifecycle hooks are the agent's (HookOwned) for the hook check of
 	// the refresh strategy; "" counts every hook but ECS's managed draining hook.
 	QueueURL string

@@ -336,7 +336,7 @@ func (o *Orchestrator) refreshStep(ctx context.Context, t model.Target, v model.
 			return r, err
 		}
 		if seen.failing == "" {
-			if seen.stops, err = o.refreshStops(t, ami, r); err != nil {
+			if seen.stops, err = o.refreshStops(t, v, ami, r); err != nil {
 				return r, err
 			}
 		}
@@ -586,9 +586,10 @@ func (o *Orchestrator) hookRecord(ctx context.Context, key string) (state.Hook, 
 }
 
 // refreshStops returns why the agent cancels its refresh in progress ("" when it goes on): a pause, the end of
-// the maintenance window, an approval that no longer names the target, or a newer AMI. Each starts a new
-// refresh later, through every gate again, that skips the instances already on the target.
-func (o *Orchestrator) refreshStops(t model.Target, ami *model.ResolvedAMI, r state.Rollout) (string, error) {
+// the maintenance window, an approval that no longer names the target, a newer AMI, or the agent's launching
+// or terminating hook gone from the group since the refresh started (hooksLost). Each starts a new refresh
+// later, through every gate again, that skips the instances already on the target.
+func (o *Orchestrator) refreshStops(t model.Target, v model.GroupView, ami *model.ResolvedAMI, r state.Rollout) (string, error) {
 	pause, err := o.currentPause()
 	if err != nil {
 		return "", fmt.Errorf("reading pause locks during instance refresh %s: %w", r.Refresh.ID, err)
@@ -608,7 +609,27 @@ func (o *Orchestrator) refreshStops(t model.Target, ami *model.ResolvedAMI, r st
 			return fmt.Sprintf("maintenance window (%s) closed; opens at %s", w.Describe(), at.Format(time.RFC3339)), nil
 		}
 	}
-	return "", nil
+	return o.hooksLost(t, v, r), nil
+}
+
+// hooksLost says which of the agent's lifecycle hooks the group lost since its refresh started, as this process
+// last described the group's hooks after the start (KnownHooks: the hook check every poll interval, each
+// lifecycle action's first look), "" when none or when no read since the start says (the start read them). Without its launching hook
+// Auto Scaling puts new instances in service before they serve; without a terminating hook that drains, it
+// terminates old ones undrained: the refresh is cancelled and the rollout waits, as at a start, until the hook
+// is back (docs/deploy.md, "Lifecycle hooks").
+func (o *Orchestrator) hooksLost(t model.Target, v model.GroupView, r state.Rollout) string {
+	if o.KnownHooks == nil || r.Refresh == nil {
+		return ""
+	}
+	hooks, at, ok := o.KnownHooks(t.Group)
+	if !ok || !at.After(r.Refresh.StartedAt) {
+		return ""
+	}
+	if _, _, missing := o.refreshHooks(t.Group, hooks, providers.GroupTags(v.Group)); missing != "" {
+		return "lifecycle hook removed during the refresh: " + missing
+	}
+	return ""
 }
 
 // newerAMIPrefix starts the cancel reason of a refresh a newer AMI supersedes.

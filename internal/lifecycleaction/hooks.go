@@ -80,6 +80,8 @@ type Hooks struct {
 	hooks map[string]map[string]hookInfo // group -> hook name -> what DescribeLifecycleHooks said
 	// hooksAt: group -> when hooks[group] was read
 	hooksAt map[string]time.Time
+	// described: group -> its hooks as that read described them (KnownHooks)
+	described map[string][]model.GroupHook
 	// waiting: ActionKey -> when the tick first saw the instance waiting on that hook without a record, and its
 	// group (AdoptWaiting)
 	waiting map[string]waitSeen

@@ -3,6 +3,7 @@ package lifecycleaction
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -166,11 +167,21 @@ func (h *Hooks) keepHooks(group string, described []model.GroupHook) map[string]
 	}
 	h.mu.Lock()
 	if h.hooks == nil {
-		h.hooks, h.hooksAt = map[string]map[string]hookInfo{}, map[string]time.Time{}
+		h.hooks, h.hooksAt, h.described = map[string]map[string]hookInfo{}, map[string]time.Time{}, map[string][]model.GroupHook{}
 	}
-	h.hooks[group], h.hooksAt[group] = hooks, h.Clock.Now()
+	h.hooks[group], h.hooksAt[group], h.described[group] = hooks, h.Clock.Now(), slices.Clone(described)
 	h.mu.Unlock()
 	return hooks
+}
+
+// KnownHooks returns the group's lifecycle hooks as this process last described them (DescribeLifecycleHooks:
+// the periodic hook check, the first look at each lifecycle action) and when; ok is false when it never did.
+// It makes no call.
+func (h *Hooks) KnownHooks(group string) (hooks []model.GroupHook, at time.Time, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	at, ok = h.hooksAt[group]
+	return slices.Clone(h.described[group]), at, ok
 }
 
 // hooksReadBefore reports whether the group's cached hooks were read before at (or never).

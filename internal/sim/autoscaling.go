@@ -3,7 +3,9 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
@@ -314,6 +316,37 @@ func (as *autoScalingService) PutLifecycleHook(groupName string, hook HookSpec) 
 		return groupNotFound(groupName)
 	}
 	return as.putHook(g, hook)
+}
+
+// DeleteLifecycleHook removes a lifecycle hook from a group, as a stack update that drops it does. Amazon EC2
+// Auto Scaling API Reference, "DeleteLifecycleHook": outstanding lifecycle actions of the hook end with CONTINUE
+// for terminating instances and ABANDON for launching ones. Setup helper: not counted.
+func (as *autoScalingService) DeleteLifecycleHook(groupName, hookName string) error {
+	defer as.lock()()
+	g := as.groups[groupName]
+	if g == nil {
+		return groupNotFound(groupName)
+	}
+	i := slices.IndexFunc(g.hooks, func(h *HookSpec) bool { return h.Name == hookName })
+	if i < 0 {
+		return apiError("ValidationError", "No Lifecycle Hook found with name %s for group %s", hookName, groupName)
+	}
+	g.hooks = slices.Delete(g.hooks, i, i+1)
+	var outstanding []*lifecycleAction
+	for _, act := range as.actions {
+		if act.active && act.group == groupName && act.hook == hookName {
+			outstanding = append(outstanding, act)
+		}
+	}
+	slices.SortFunc(outstanding, func(a, b *lifecycleAction) int { return strings.Compare(a.token, b.token) }) // the same run every time
+	for _, act := range outstanding {
+		result := ResultContinue
+		if act.transition == TransitionLaunching {
+			result = ResultAbandon
+		}
+		as.resolveAction(act, result)
+	}
+	return nil
 }
 
 func (as *autoScalingService) putHook(g *group, h HookSpec) error {
