@@ -234,7 +234,8 @@ func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAc
 		}
 		if !known {
 			rec = state.Hook{Token: model.ActionKey(a.GroupName, a.InstanceID, a.HookName), Group: a.GroupName, HookName: a.HookName,
-				InstanceID: a.InstanceID, Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now(), Version: version}
+				InstanceID: a.InstanceID, Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now(), Version: version,
+				HeartbeatTimeout: h.heartbeatTimeout(ctx, a.GroupName, a.HookName)} // the hooks were read afresh for the confirmation
 			if a.Terminating() {
 				rec.State = state.HookDraining
 			}
@@ -567,9 +568,15 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 			last = a.SentAt // a message received late: the action's timeout has run since it was sent
 		}
 	}
-	if h.Clock.Since(last) < h.heartbeatTimeout(ctx, a.GroupName, a.HookName)/3 {
+	timeout := h.heartbeatTimeout(ctx, a.GroupName, a.HookName)
+	if rec.HeartbeatTimeout > 0 && rec.HeartbeatTimeout < timeout {
+		// Raised since the action was recorded: Auto Scaling may still time the action out on the shorter one.
+		timeout = rec.HeartbeatTimeout
+	}
+	if h.Clock.Since(last) < timeout/3 {
 		return nil
 	}
+	rec.HeartbeatTimeout = timeout // lowered since it was recorded: written with the heartbeat's time below
 	// The limiter's priority lane: a heartbeat never queues behind a fleet pass's reads (urgent).
 	active, err := h.actions().Heartbeat(ctx, a, true)
 	if err != nil {

@@ -219,7 +219,8 @@ func (h *Hooks) adopt(ctx context.Context, t model.Target, a events.LifecycleAct
 		}
 	}
 	rec = state.Hook{Token: key, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID, Transition: a.Transition,
-		State: state.HookWaiting, ReceivedAt: first, Confirmed: true, WaitState: c.detail, Adopted: true, Version: rec.Version}
+		State: state.HookWaiting, ReceivedAt: first, Confirmed: true, WaitState: c.detail, Adopted: true, Version: rec.Version,
+		HeartbeatTimeout: h.heartbeatTimeout(ctx, a.GroupName, a.HookName)}
 	if a.Terminating() {
 		rec.State = state.HookDraining
 	}
