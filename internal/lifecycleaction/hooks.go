@@ -248,10 +248,17 @@ func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAc
 				rec = rec.WithLease(h.leases().Claim(h.Owner, now))
 			}
 		}
+		confirmed := rec
 		if rec, err = h.putHook(ctx, rec); errors.Is(err, state.ErrConflict) {
 			return HookInProgress, nil // another copy of the message (or replica) recorded it first: look again
 		} else if err != nil {
-			return HookInProgress, fmt.Errorf("recording lifecycle action %s: %w", a.Token, err)
+			err = fmt.Errorf("recording lifecycle action %s: %w", a.Token, err)
+			if confirmed.Confirmed {
+				// The store failing (throttled, down) must not let an action Auto Scaling has just confirmed time
+				// out unrecorded, as for a claim that cannot be renewed: it is heartbeated all the same.
+				err = errors.Join(err, h.heartbeatUnrecorded(ctx, a, confirmed.Token, log))
+			}
+			return HookInProgress, err
 		}
 		if c.verdict == verdictGone {
 			// Field case C5: the instance is already leaving or gone: nothing to drain, no action waits.
@@ -549,6 +556,24 @@ func (h *Hooks) launching(ctx context.Context, t model.Target, a events.Lifecycl
 		return h.complete(ctx, a, rec, model.ResultAbandon, fmt.Sprintf("not healthy in cluster after %s", h.Policy.HealthTimeout), log)
 	}
 	return HookInProgress, h.heartbeat(ctx, a, &rec, log)
+}
+
+// heartbeatUnrecorded sends the heartbeat of an action Auto Scaling confirmed but the store could not record
+// (record key key): at once, then a third of the hook's HeartbeatTimeout after the last one Auto Scaling accepted
+// from this process. Nothing is written.
+func (h *Hooks) heartbeatUnrecorded(ctx context.Context, a events.LifecycleAction, key string, log *zap.Logger) error {
+	if last := h.lastBeat(key); !last.IsZero() && h.Clock.Since(last) < h.heartbeatTimeout(ctx, a.GroupName, a.HookName)/3 {
+		return nil
+	}
+	active, err := h.actions().Heartbeat(ctx, a, true)
+	if err != nil {
+		return fmt.Errorf("recording heartbeat for unrecorded lifecycle action %s: %w", a.Token, err)
+	}
+	if active {
+		h.beatAccepted(key, h.Clock.Now())
+		log.Debug("heartbeat of a lifecycle action the store could not record")
+	}
+	return nil
 }
 
 // heartbeat records a lifecycle action heartbeat when a third of the hook's HeartbeatTimeout has passed since
