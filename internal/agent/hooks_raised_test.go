@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -32,4 +33,21 @@ func TestC4HeartbeatTimeoutRaisedWhileAnActionIsHeldKeepsItsHeartbeatsWithinTheO
 	scaleInOne(t, w, g) // the group's next action: its first look reads the hooks again
 	settle(t, w, 15*time.Minute)
 	requireKeptAlive(t, w, first, start, 60*time.Second, true)
+}
+
+// Field case C4 with a dead owner: the agent dies after a heartbeat of a terminating action on a 60 s hook, a
+// stack update then raises the hook's HeartbeatTimeout to 600 s, and a new incarnation with another --owner-id
+// starts (it reads the hooks afresh). While the dead owner's claim holds, the new one rescues the action with
+// heartbeats at half the timeout the action runs on (60 s, kept on its record), not half the new 600 s; it then
+// takes it over, drains it and continues it once.
+func TestC4HeartbeatTimeoutRaisedWhileTheOwnerIsDeadStillGetsTheActionRescuedInTime(t *testing.T) {
+	hb := 60 * time.Second
+	w, instance, start, _, _ := crashWhileWorking(t, hb, crashAfterAHeartbeat)
+	require.NoError(t, w.Account.PutLifecycleHook("g", sim.HookSpec{Name: testworld.HookName, Transition: sim.TransitionTerminating,
+		HeartbeatTimeout: 600 * time.Second, QueueURL: w.QueueURL}))
+	restartAs(w, "incarnation-2")
+	done, err := w.RunEvents(context.Background(), 30*time.Minute, func() bool { return len(completionsOf(w, instance)) > 0 })
+	require.NoError(t, err)
+	require.True(t, done, "the action is completed")
+	requireKeptAlive(t, w, instance, start, hb, true)
 }
