@@ -539,6 +539,16 @@ func (h *Hooks) launching(ctx context.Context, t model.Target, a events.Lifecycl
 		return HookInProgress, err
 	}
 	if n := nodes[a.InstanceID]; n.Registered && n.Draining {
+		// Only an instance whose launch still waits on this hook is back from the warm pool: one whose launch
+		// ended since (terminated mid-launch, and drained for that) is never put back in service. Auto Scaling
+		// accepts a heartbeat by instance and hook only while the action waits.
+		switch active, err := h.active(ctx, a); {
+		case err != nil:
+			return HookInProgress, err
+		case !active:
+			log.Info("launching action no longer active while its instance drains; not put back in service")
+			return HookDone, h.finish(ctx, rec, "", "action no longer active (completed elsewhere, timed out, or the instance is leaving)")
+		}
 		if undrained, err := h.undrainReturning(ctx, t, a, log); err != nil || undrained {
 			return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log)) // healthy on a later look
 		}
