@@ -779,14 +779,14 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 	l := ev.Lifecycle
 	t, ok := a.fleet.discovery().DrainTarget(l.GroupName)
 	if !ok {
-		// The group may have been opted in since the last discovery: look once more before ignoring. When
-		// that look fails, nothing is known: keep the message and try again, never drop it.
-		d, err := providers.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
-		if err != nil {
+		// The group may have been opted in since the last discovery: look once more before ignoring, at that
+		// group only (one DescribeAutoScalingGroups by name: on a shared queue every message of another
+		// cluster's group comes here, in the lane the heartbeats take). When that look fails, nothing is known:
+		// keep the message and try again, never drop it.
+		var err error
+		if t, ok, err = a.discoverDrainTarget(ctx, l.GroupName); err != nil {
 			return events.Hold, fmt.Errorf("checking whether group %s is managed: %w", l.GroupName, err)
 		}
-		a.fleet.replace(d)
-		t, ok = d.DrainTarget(l.GroupName)
 	}
 	if !ok {
 		// Field case C3: routine on a shared queue, so info; counted as rejected, nothing drained.
@@ -805,6 +805,28 @@ func (a *Agent) handleLifecycle(ctx context.Context, ev events.Event) (events.Di
 		return events.Hold, err
 	}
 	return out, nil // the hook's outcome is the message's disposition (lifecycleaction.HookOutcome = events.Disposition)
+}
+
+// discoverDrainTarget decides group afresh from its description (providers.DiscoverNamed), records it in the
+// fleet as known, and returns its drain target (DrainTarget). Before any full discovery it discovers every group.
+func (a *Agent) discoverDrainTarget(ctx context.Context, group string) (model.Target, bool, error) {
+	if !a.fleet.known() {
+		d, err := providers.Discover(ctx, a.clients.AutoScaling, a.settings.Sources...)
+		if err != nil {
+			return model.Target{}, false, err
+		}
+		a.fleet.replace(d)
+		t, ok := d.DrainTarget(group)
+		return t, ok, nil
+	}
+	names := []string{group}
+	d, err := providers.DiscoverNamed(ctx, a.clients.AutoScaling, names, a.settings.Sources...)
+	if err != nil {
+		return model.Target{}, false, err
+	}
+	a.fleet.merge(names, d)
+	t, ok := d.DrainTarget(group)
+	return t, ok, nil
 }
 
 // alertSource alerts (metric, notification) when t's source went missing or came back since the last

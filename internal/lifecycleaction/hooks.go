@@ -236,7 +236,8 @@ func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAc
 		}
 		if !known {
 			rec = state.Hook{Token: model.ActionKey(a.GroupName, a.InstanceID, a.HookName), Group: a.GroupName, HookName: a.HookName,
-				InstanceID: a.InstanceID, Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now(), Version: version}
+				InstanceID: a.InstanceID, Transition: a.Transition, State: state.HookWaiting, ReceivedAt: h.Clock.Now(), Version: version,
+				HeartbeatTimeout: h.heartbeatTimeout(ctx, a.GroupName, a.HookName)} // the hooks were read afresh for the confirmation
 			if a.Terminating() {
 				rec.State = state.HookDraining
 			}
@@ -249,10 +250,17 @@ func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAc
 				rec = rec.WithLease(h.leases().Claim(h.Owner, now))
 			}
 		}
+		confirmed := rec
 		if rec, err = h.putHook(ctx, rec); errors.Is(err, state.ErrConflict) {
 			return HookInProgress, nil // another copy of the message (or replica) recorded it first: look again
 		} else if err != nil {
-			return HookInProgress, fmt.Errorf("recording lifecycle action %s: %w", a.Token, err)
+			err = fmt.Errorf("recording lifecycle action %s: %w", a.Token, err)
+			if confirmed.Confirmed {
+				// The store failing (throttled, down) must not let an action Auto Scaling has just confirmed time
+				// out unrecorded, as for a claim that cannot be renewed: it is heartbeated all the same.
+				err = errors.Join(err, h.heartbeatUnrecorded(ctx, a, confirmed.Token, log))
+			}
+			return HookInProgress, err
 		}
 		if c.verdict == verdictGone {
 			// Field case C5: the instance is already leaving or gone: nothing to drain, no action waits.
@@ -533,6 +541,16 @@ func (h *Hooks) launching(ctx context.Context, t model.Target, a events.Lifecycl
 		return HookInProgress, err
 	}
 	if n := nodes[a.InstanceID]; n.Registered && n.Draining {
+		// Only an instance whose launch still waits on this hook is back from the warm pool: one whose launch
+		// ended since (terminated mid-launch, and drained for that) is never put back in service. Auto Scaling
+		// accepts a heartbeat by instance and hook only while the action waits.
+		switch active, err := h.active(ctx, a); {
+		case err != nil:
+			return HookInProgress, err
+		case !active:
+			log.Info("launching action no longer active while its instance drains; not put back in service")
+			return HookDone, h.finish(ctx, rec, "", "action no longer active (completed elsewhere, timed out, or the instance is leaving)")
+		}
 		if undrained, err := h.undrainReturning(ctx, t, a, log); err != nil || undrained {
 			return HookInProgress, errors.Join(err, h.heartbeat(ctx, a, &rec, log)) // healthy on a later look
 		}
@@ -552,6 +570,24 @@ func (h *Hooks) launching(ctx context.Context, t model.Target, a events.Lifecycl
 	return HookInProgress, h.heartbeat(ctx, a, &rec, log)
 }
 
+// heartbeatUnrecorded sends the heartbeat of an action Auto Scaling confirmed but the store could not record
+// (record key key): at once, then a third of the hook's HeartbeatTimeout after the last one Auto Scaling accepted
+// from this process. Nothing is written.
+func (h *Hooks) heartbeatUnrecorded(ctx context.Context, a events.LifecycleAction, key string, log *zap.Logger) error {
+	if last := h.lastBeat(key); !last.IsZero() && h.Clock.Since(last) < h.heartbeatTimeout(ctx, a.GroupName, a.HookName)/3 {
+		return nil
+	}
+	active, err := h.actions().Heartbeat(ctx, a, true)
+	if err != nil {
+		return fmt.Errorf("recording heartbeat for unrecorded lifecycle action %s: %w", a.Token, err)
+	}
+	if active {
+		h.beatAccepted(key, h.Clock.Now())
+		log.Debug("heartbeat of a lifecycle action the store could not record")
+	}
+	return nil
+}
+
 // heartbeat records a lifecycle action heartbeat when a third of the hook's HeartbeatTimeout has passed since
 // the last one (field case C4), so the action never times out while the work goes on. The first one is due a
 // third of the timeout after the action began, as far as the agent knows it: when its message was sent
@@ -569,9 +605,15 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 			last = a.SentAt // a message received late: the action's timeout has run since it was sent
 		}
 	}
-	if h.Clock.Since(last) < h.heartbeatTimeout(ctx, a.GroupName, a.HookName)/3 {
+	timeout := h.heartbeatTimeout(ctx, a.GroupName, a.HookName)
+	if rec.HeartbeatTimeout > 0 && rec.HeartbeatTimeout < timeout {
+		// Raised since the action was recorded: Auto Scaling may still time the action out on the shorter one.
+		timeout = rec.HeartbeatTimeout
+	}
+	if h.Clock.Since(last) < timeout/3 {
 		return nil
 	}
+	rec.HeartbeatTimeout = timeout // lowered since it was recorded: written with the heartbeat's time below
 	// The limiter's priority lane: a heartbeat never queues behind a fleet pass's reads (urgent).
 	active, err := h.actions().Heartbeat(ctx, a, true)
 	if err != nil {

@@ -219,14 +219,16 @@ func (h *Hooks) adopt(ctx context.Context, t model.Target, a events.LifecycleAct
 		}
 	}
 	rec = state.Hook{Token: key, Group: a.GroupName, HookName: a.HookName, InstanceID: a.InstanceID, Transition: a.Transition,
-		State: state.HookWaiting, ReceivedAt: first, Confirmed: true, WaitState: c.detail, Adopted: true, Version: rec.Version}
+		State: state.HookWaiting, ReceivedAt: first, Confirmed: true, WaitState: c.detail, Adopted: true, Version: rec.Version,
+		HeartbeatTimeout: h.heartbeatTimeout(ctx, a.GroupName, a.HookName)}
 	if a.Terminating() {
 		rec.State = state.HookDraining
 	}
 	if _, err := h.putHook(ctx, rec); errors.Is(err, state.ErrConflict) {
 		return nil // its message (or another replica) recorded it first
 	} else if err != nil {
-		return fmt.Errorf("recording lifecycle action %s: %w", key, err)
+		// Confirmed just now: heartbeated while the store cannot record it, as a message's action is.
+		return errors.Join(fmt.Errorf("recording lifecycle action %s: %w", key, err), h.heartbeatUnrecorded(ctx, a, key, h.Log))
 	}
 	h.Log.Warn("lifecycle action waiting without its message (lost or late); taken up by the reconcile loop",
 		zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID),

@@ -227,7 +227,12 @@ type Hook struct {
 	// DrainFrom is when the drain's deadline runs from after a held drain started again (an operator's retry
 	// or rollback); zero: from ReceivedAt.
 	DrainFrom time.Time `json:"drainFrom,omitempty" dynamodbav:"drainFrom,omitempty"`
-	Version   int64     `json:"version" dynamodbav:"version"`
+	// HeartbeatTimeout is the shortest HeartbeatTimeout of the action's hook the agent has read since it
+	// recorded the action (zero: not recorded). Auto Scaling may keep the timeout the action began with when a
+	// stack update raises the hook's, so the action is heartbeated at a third of this, never of a longer value
+	// read later (lifecycleaction.Hooks).
+	HeartbeatTimeout time.Duration `json:"heartbeatTimeout,omitempty" dynamodbav:"heartbeatTimeout,omitempty"`
+	Version          int64         `json:"version" dynamodbav:"version"`
 }
 
 // DrainStart is when the drain deadline of the terminating action runs from: DrainFrom, else ReceivedAt.

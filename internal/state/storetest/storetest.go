@@ -165,6 +165,8 @@ func fullHook(token string) state.Hook {
 		Adopted:       true,
 		DrainHeldAt:   at.Add(-2 * time.Minute),
 		DrainFrom:     at.Add(-5 * time.Minute),
+
+		HeartbeatTimeout: 5 * time.Minute,
 	}
 }
 

@@ -1,0 +1,56 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/patch-agent/patch-agent/internal/testworld"
+)
+
+// Field case C4 with the store failing from the moment a terminating action's message arrives (or, its message
+// lost, the moment the reconcile loop finds it waiting): every lifecycle
+// record write fails for 90 s, longer than the hook's 60 s HeartbeatTimeout, so the action Auto Scaling
+// confirmed cannot be recorded. Its heartbeats go on all the same (as for a claim that cannot be renewed), and
+// once the store writes again the action is recorded, drained and continued once: the instance is never left
+// to time out and terminate undrained because the table was throttled.
+func TestC4StoreFailingWhenTheActionArrivesDoesNotStopItsHeartbeats(t *testing.T) {
+	for _, c := range []struct {
+		outage time.Duration
+		lost   bool
+	}{{50 * time.Second, false}, {90 * time.Second, false}, {90 * time.Second, true}} {
+		outage := c.outage
+		name := fmt.Sprintf("writes failing for %s", outage)
+		if c.lost {
+			name += ", the message lost"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			hb := 60 * time.Second
+			g := testworld.GroupSetup{Name: "g", Min: 2, Max: 4, Desired: 3, HeartbeatTimeout: hb}
+			spec := oneGroup(&g)
+			spec.Sim.TaskStopStageDelay = 30 * time.Second
+			w := build(t, spec)
+			clk := w.Account.Clock()
+			store := &failingHookWrites{Store: w.Store, clock: clk}
+			r := w.NewReplicaWith("r", clk, store)
+			for range 24 {
+				require.NoError(t, r.RunOnce(ctx))
+				w.Account.Advance(5 * time.Second)
+			}
+			instance, start := scaleInOne(t, w, g)
+			store.from, store.to = start, start.Add(outage)
+			if c.lost {
+				loseTheMessage(t, w) // the reconcile loop takes it up: its first record write fails the same way
+			}
+			for range 200 {
+				_ = r.RunOnce(ctx) // failed writes are errors of the poll and the pass: logged, looked at again
+				w.Account.Advance(5 * time.Second)
+			}
+			requireKeptAlive(t, w, instance, start, hb, true)
+		})
+	}
+}
