@@ -67,7 +67,7 @@ func TestOperatorApproveIsActedOnWithinOneReceiveOfItsWakeUp(t *testing.T) {
 			_, err := w.RunEvents(ctx, 5*time.Minute, func() bool { return operator.WaitingForApproval(w.Rollout(ctx, g.Name)) })
 			require.NoError(t, err)
 			require.True(t, operator.WaitingForApproval(w.Rollout(ctx, g.Name)), "%+v", w.Rollout(ctx, g.Name))
-			_, err = operator.Approve(ctx, w.Store, g.Name, "arn:aws:sts::111122223333:assumed-role/ops/alice", false, w.Account.Clock().Now())
+			_, err = operator.Approve(ctx, w.Store, g.Name, "", "arn:aws:sts::111122223333:assumed-role/ops/alice", false, w.Account.Clock().Now())
 			require.NoError(t, err)
 			if tc.wakeUp {
 				sendOperatorWakeUp(t, w, events.OperatorWakeUp{Action: events.OperatorApprove, Group: g.Name, Who: "arn:aws:sts::111122223333:assumed-role/ops/alice"})

@@ -145,7 +145,7 @@ func TestOperatorWriteIsSeenByTheOperatorWakeUpsLookAndByTheSafetyPoll(t *testin
 			r = w.Rollout(ctx, "g")
 		}
 		require.True(t, operator.WaitingForApproval(r), "%s %s", r.Phase, r.Reason)
-		_, err := operator.Approve(ctx, w.Store, "g", "alice", false, w.Account.Clock().Now())
+		_, err := operator.Approve(ctx, w.Store, "g", "", "alice", false, w.Account.Clock().Now())
 		require.NoError(t, err)
 		wokenLook(t, w)
 		r = w.Rollout(ctx, "g")

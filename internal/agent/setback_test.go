@@ -200,7 +200,7 @@ func TestC25GroupHeldAfterSetBacksIsReleasedByApproveOnceAndHeldAgainAtTheNextSe
 	ctx := context.Background()
 	w, g := setBackWorld(t, false)
 	_, second := setBackTwice(t, w)
-	_, err := operator.Approve(ctx, w.Store, g.Name, "alice", false, w.Account.Clock().Now())
+	_, err := operator.Approve(ctx, w.Store, g.Name, "", "alice", false, w.Account.Clock().Now())
 	require.NoError(t, err)
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })
 	require.NoError(t, err)

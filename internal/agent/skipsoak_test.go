@@ -31,9 +31,9 @@ func TestSkipSoakApprovalStartsTheRolloutBeforeTheSoakEndsAndNamesTheSTSCaller(t
 	who, err := operator.CallerIdentity(ctx, w.Account.STS())
 	require.NoError(t, err)
 	require.Equal(t, arn, who, "the identity is AWS's answer, not a local user name")
-	_, err = operator.ApproveSkippingSoak(ctx, w.Store, g.Name, who, "", w.Account.Clock().Now())
+	_, err = operator.ApproveSkippingSoak(ctx, w.Store, g.Name, "", who, "", w.Account.Clock().Now())
 	require.ErrorContains(t, err, "needs --reason")
-	_, err = operator.ApproveSkippingSoak(ctx, w.Store, g.Name, who, "CVE-2026-1234 fix, INC-4711", w.Account.Clock().Now())
+	_, err = operator.ApproveSkippingSoak(ctx, w.Store, g.Name, "", who, "CVE-2026-1234 fix, INC-4711", w.Account.Clock().Now())
 	require.NoError(t, err)
 
 	done, err := w.RunUntil(ctx, tick, time.Hour, func() bool { return w.Rollout(ctx, g.Name).Phase == state.PhaseCompleted })

@@ -40,7 +40,7 @@ func approveAfterHold(ctx context.Context, w *testworld.World, p *printer) error
 			continue
 		}
 		p.linef("operator: patch-agent approve %s   (%s waited %s for approval of %s)", group, group, now.Sub(r.DetectedAt).Round(time.Second), r.TargetImageID)
-		if _, err := operator.Approve(ctx, w.Store, group, "operator", false, now); err != nil {
+		if _, err := operator.Approve(ctx, w.Store, group, "", "operator", false, now); err != nil {
 			return fmt.Errorf("approving %s: %w", group, err)
 		}
 	}

@@ -111,6 +111,22 @@ func TestRollbackIsRefusedInEveryPhaseButTheQuietOnes(t *testing.T) {
 	}
 }
 
+// Skipping the soak of an AMI other than the one reviewed is refused, and nothing is written.
+func TestApproveSkippingSoakOfAnAMIOtherThanTheReviewedOneIsRefused(t *testing.T) {
+	ctx := context.Background()
+	soak := completedOnB()
+	soak.Phase, soak.TargetImageID, soak.PreviousImageID = state.PhaseWaiting, amiC, amiB
+	soak.Reason = "soak: AMI " + amiC + " is 3h0m0s old, minimum 48h0m0s; may start at 2026-12-02T06:00:00Z"
+	m := seed(t, []state.Rollout{soak})
+	_, err := operator.ApproveSkippingSoak(ctx, m, "prod", amiB, "carol", "CVE fix", now)
+	require.ErrorContains(t, err, "waits for AMI "+soak.TargetImageID+", not "+amiB)
+	stored, err := m.GetRollout(ctx, "prod")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), stored.Version, "nothing written")
+	_, err = operator.ApproveSkippingSoak(ctx, m, "prod", soak.TargetImageID, "carol", "CVE fix", now)
+	require.NoError(t, err)
+}
+
 func TestApproveOnlyWhatWaitsForApprovalUnlessForced(t *testing.T) {
 	ctx := context.Background()
 	waiting := completedOnB()
@@ -123,9 +139,13 @@ func TestApproveOnlyWhatWaitsForApprovalUnlessForced(t *testing.T) {
 		name    string
 		have    state.Rollout
 		force   bool
+		image   string // --ami: the AMI the operator reviewed
 		wantErr string
 	}{
 		{name: "waiting for approval", have: waiting},
+		{name: "waiting for the reviewed AMI", have: waiting, image: waiting.TargetImageID},
+		{name: "the source moved on from the reviewed AMI: refused, even with force", have: waiting, image: amiB, force: true,
+			wantErr: "group prod waits for AMI " + waiting.TargetImageID + ", not " + amiB + ": nothing approved"},
 		{name: "completed is refused", have: completedOnB(),
 			wantErr: "group prod is not waiting for approval (phase Completed): nothing to approve; pass --force to record an approval of " + amiB + " anyway"},
 		{name: "waiting on soak is refused", have: soak, wantErr: "waits for its soak, not for approval (soak: AMI ami-0c1c2c3c4c5c6c7c8 is 3h0m0s old, minimum 48h0m0s; may start at 2026-12-02T06:00:00Z): to roll ami-0c1c2c3c4c5c6c7c8 before the soak ends: patch-agent approve prod --skip-soak --reason '...'"},
@@ -135,7 +155,7 @@ func TestApproveOnlyWhatWaitsForApprovalUnlessForced(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := seed(t, []state.Rollout{tc.have})
-			r, err := operator.Approve(ctx, m, "prod", "carol", tc.force, now)
+			r, err := operator.Approve(ctx, m, "prod", tc.image, "carol", tc.force, now)
 			hist, herr := m.History(ctx, "prod")
 			require.NoError(t, herr)
 			if tc.wantErr != "" {
@@ -151,7 +171,7 @@ func TestApproveOnlyWhatWaitsForApprovalUnlessForced(t *testing.T) {
 			require.Equal(t, []state.HistoryEntry{{Group: "prod", At: now, Event: operator.HistoryApproved,
 				NewImage: tc.have.TargetImageID, Detail: "carol"}}, hist)
 
-			_, err = operator.Approve(ctx, m, "prod", "carol", tc.force, now.Add(time.Minute))
+			_, err = operator.Approve(ctx, m, "prod", tc.image, "carol", tc.force, now.Add(time.Minute))
 			require.NoError(t, err)
 			hist, err = m.History(ctx, "prod")
 			require.NoError(t, err)

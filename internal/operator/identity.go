@@ -46,10 +46,11 @@ func WaitingForSoak(r state.Rollout) bool {
 // ApprovedBy = who, SkipSoakReason = reason, with a "soak-skipped" history entry (Detail "by WHO: REASON") in
 // the same atomic write. The agent starts the rollout at its next tick unless another gate (pause, window,
 // alarm, the AMI gate) holds it, and then sends a SoakSkipped alert naming who. The skip is for that AMI
-// only. Only a rollout that waits for its soak or its approval (phase Waiting, or Detected) is accepted.
-// Errors: group, who or reason empty; no rollout record (wraps state.ErrNotFound); no target AMI; another
-// phase or gate; a second conflict (wraps state.ErrConflict); the store's error.
-func ApproveSkippingSoak(ctx context.Context, store state.Store, group, who, reason string, now time.Time) (state.Rollout, error) {
+// only. Only a rollout that waits for its soak or its approval (phase Waiting, or Detected) is accepted. A
+// non-empty image is the AMI the operator reviewed, as for Approve.
+// Errors: group, who or reason empty; no rollout record (wraps state.ErrNotFound); no target AMI; a target other
+// than image; another phase or gate; a second conflict (wraps state.ErrConflict); the store's error.
+func ApproveSkippingSoak(ctx context.Context, store state.Store, group, image, who, reason string, now time.Time) (state.Rollout, error) {
 	switch {
 	case group == "":
 		return state.Rollout{}, errors.New("approve needs a group")
@@ -61,6 +62,9 @@ func ApproveSkippingSoak(ctx context.Context, store state.Store, group, who, rea
 	return update(ctx, store, group, func(r *state.Rollout) (bool, error) {
 		if r.TargetImageID == "" {
 			return false, fmt.Errorf("group %s has no target AMI to approve yet (phase %s)", group, r.Phase)
+		}
+		if err := approvingImage(group, image, *r); err != nil {
+			return false, err
 		}
 		if r.Phase != state.PhaseDetected && !WaitingForSoak(*r) && !WaitingForApproval(*r) {
 			return false, fmt.Errorf("group %s is not waiting for its soak or approval (phase %s, reason: %q): nothing to skip", group, r.Phase, r.Reason)

@@ -80,6 +80,16 @@ const (
 // ApprovalReasonPrefix starts the Reason of a rollout that waits (phase Waiting) for `patch-agent approve`.
 const ApprovalReasonPrefix = "approval:"
 
+// approvingImage refuses an approval that names image ("" names none) when the group's target is another AMI: the
+// source moved on between the operator's look and the approval, and the new AMI was not the one reviewed.
+func approvingImage(group, image string, r state.Rollout) error {
+	if image == "" || image == r.TargetImageID {
+		return nil
+	}
+	return fmt.Errorf("group %s waits for AMI %s, not %s: nothing approved (its source moved on since; look at it with patch-agent status %s)",
+		group, r.TargetImageID, image, group)
+}
+
 // WaitingForApproval reports whether r waits for an operator's approval: phase Waiting with a reason that
 // starts with ApprovalReasonPrefix. A pause hides the gate (its reason is "paused ..."), so a paused rollout
 // does not count, even when its AMI is not approved yet.
@@ -207,10 +217,12 @@ func Resume(ctx context.Context, store state.Store, group string, now time.Time)
 // write (state.Store.PutRolloutWithHistory), so a lost race leaves none. Only a
 // rollout waiting for its approval (WaitingForApproval) is approved, unless force: a forced approval is
 // recorded in any phase and takes effect when the group waits for that AMI's approval. Approving the same
-// AMI again by the same person writes nothing. It returns the record as stored. Errors: group or who empty,
-// no rollout record (wraps state.ErrNotFound), no target AMI yet, not waiting for approval (without force),
-// a second conflict (wraps state.ErrConflict), or the store's error.
-func Approve(ctx context.Context, store state.Store, group, who string, force bool, now time.Time) (state.Rollout, error) {
+// AMI again by the same person writes nothing. A non-empty image is the AMI the operator reviewed: the
+// approval is refused when the target is another one (the source moved on since). It returns the record as
+// stored. Errors: group or who empty, no rollout record (wraps state.ErrNotFound), no target AMI yet, a target
+// other than image, not waiting for approval (without force), a second conflict (wraps state.ErrConflict), or
+// the store's error.
+func Approve(ctx context.Context, store state.Store, group, image, who string, force bool, now time.Time) (state.Rollout, error) {
 	if group == "" {
 		return state.Rollout{}, errors.New("approve needs a group")
 	}
@@ -220,6 +232,9 @@ func Approve(ctx context.Context, store state.Store, group, who string, force bo
 	r, err := update(ctx, store, group, func(r *state.Rollout) (bool, error) {
 		if r.TargetImageID == "" {
 			return false, fmt.Errorf("group %s has no target AMI to approve yet (phase %s)", group, r.Phase)
+		}
+		if err := approvingImage(group, image, *r); err != nil {
+			return false, err
 		}
 		if !force && !WaitingForApproval(*r) {
 			reason := ""

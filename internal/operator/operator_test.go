@@ -165,7 +165,7 @@ func TestApprove(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := seed(t, tc.have)
-			r, err := operator.Approve(context.Background(), m, tc.group, tc.who, false, now)
+			r, err := operator.Approve(context.Background(), m, tc.group, "", tc.who, false, now)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				if tc.wantIs != nil {
@@ -226,7 +226,7 @@ func TestApproveRetriesOnceOnConflict(t *testing.T) {
 			waiting.Phase, waiting.TargetImageID, waiting.Reason = state.PhaseWaiting, amiC, approvalReason
 			s := &racingStore{Memory: seed(t, []state.Rollout{waiting})}
 			s.races.Store(tc.races)
-			r, err := operator.Approve(context.Background(), s, "prod", "alice", false, now)
+			r, err := operator.Approve(context.Background(), s, "prod", "", "alice", false, now)
 			require.Equal(t, int32(2), s.puts.Load())
 			if tc.wantErr {
 				require.ErrorIs(t, err, state.ErrConflict)

@@ -29,6 +29,7 @@ func NewApproveCommand() *cobra.Command {
 		force    bool
 		skipSoak bool
 		reason   string
+		image    string
 	)
 	cmd := &cobra.Command{
 		Use:   "approve GROUP",
@@ -39,7 +40,8 @@ until its target AMI is approved. After the write the command wakes the agent (a
 --queue-url): the rollout starts within seconds; without --queue-url, or when the send fails (a warning), at the
 agent's next safety poll (within --reconcile-interval: 2 minutes with wake-up events). Other gates — soak,
 maintenance window, alarms, a pause — still apply. The approval is for that AMI only: a newer AMI needs a
-new approval.
+new approval. --ami names the AMI you reviewed (as status shows it): when the group's source moved on to
+another AMI since, nothing is approved and the command says which AMI the group waits for now.
 
 A group that is not waiting for approval (another phase, or another reason — a pause hides the approval
 gate) is refused; --force records the approval anyway, and it takes effect when the group waits for that
@@ -57,7 +59,7 @@ A GROUP the store has no record of is answered with the groups it holds records 
 {"schemaVersion": 1, "group": ..., "imageId": ..., "approvedBy": ..., "phase": ..., "waitingForApproval": ...}
 on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on) and the sentences on stderr.`,
 		Example: `  patch-agent status prod-ecs-asg            # check the AMI it waits for
-  patch-agent approve prod-ecs-asg --table patch-agent --region eu-west-1
+  patch-agent approve prod-ecs-asg --ami ami-0abc1234def567890 --table patch-agent --region eu-west-1
   patch-agent approve prod-ecs-asg --skip-soak --reason "CVE-2026-1234 fix, INC-4711" --table patch-agent`,
 		Args: cli.GroupArg,
 	}
@@ -67,6 +69,7 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 	cmd.Flags().BoolVar(&force, "force", false, "record the approval even when the group is not waiting for approval")
 	cmd.Flags().BoolVar(&skipSoak, "skip-soak", false, "also skip the AMI's soak time (needs --reason): the rollout starts before the soak ends")
 	cmd.Flags().StringVar(&reason, "reason", "", "why the soak is skipped (required with --skip-soak; recorded in the history and the notification)")
+	cmd.Flags().StringVar(&image, "ami", "", "the AMI you reviewed (ami-...): the approval is refused when the group's target is another AMI, its source having moved on since you looked")
 	outFlag := cli.AddOutputFlag(cmd, cli.FormatTable, cli.StandardFormats, nil, "table and wide: sentences; json: one document")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if skipSoak && strings.TrimSpace(reason) == "" {
@@ -90,13 +93,16 @@ on stdout (for eks:CLUSTER: "cluster", "to" and "next", the command that goes on
 			if skipSoak {
 				return cli.Usage(cmd, errors.New("--skip-soak applies to a group's rollout, not to an EKS upgrade plan"))
 			}
+			if image != "" {
+				return cli.Usage(cmd, errors.New("--ami applies to a group's rollout, not to an EKS upgrade plan"))
+			}
 			return approveEKSUpgrade(cmd, stdout, s, args[0], who)
 		}
 		var r state.Rollout
 		if skipSoak {
-			r, err = operator.ApproveSkippingSoak(ctx, s, args[0], who, reason, time.Now())
+			r, err = operator.ApproveSkippingSoak(ctx, s, args[0], image, who, reason, time.Now())
 		} else {
-			r, err = operator.Approve(ctx, s, args[0], who, force, time.Now())
+			r, err = operator.Approve(ctx, s, args[0], image, who, force, time.Now())
 		}
 		if se := (*operator.WaitingForSoakError)(nil); errors.As(err, &se) {
 			se.ApproveCommand = cli.Pasteable(cmd, nil, "patch-agent approve "+cli.ShellQuote(args[0])+" --skip-soak --reason '...'")
