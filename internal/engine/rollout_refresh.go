@@ -220,6 +220,12 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 		if err := o.holdIfPaused(&r, what); err != nil {
 			return r, err
 		}
+		if missing := o.hooksMissingSince(t, v, r); missing != "" {
+			// The hook check ran before the intent was recorded: a read since (the intent waited) that lacks the
+			// agent's hook holds the start, as a start without the hook waits, until a later read finds it back.
+			r.Reason = missing
+			return r, errWait
+		}
 		if !o.amiGated {
 			// An intent not started in the call that gated its AMI (it waited, or a new refresh of the same
 			// rollout): the AMI gate once more, so that an AMI deregistered or refused meanwhile is not rolled.
@@ -619,6 +625,16 @@ func (o *Orchestrator) refreshStops(t model.Target, v model.GroupView, ami *mode
 // terminates old ones undrained: the refresh is cancelled and the rollout waits, as at a start, until the hook
 // is back (docs/deploy.md, "Lifecycle hooks").
 func (o *Orchestrator) hooksLost(t model.Target, v model.GroupView, r state.Rollout) string {
+	if missing := o.hooksMissingSince(t, v, r); missing != "" {
+		return "lifecycle hook removed during the refresh: " + missing
+	}
+	return ""
+}
+
+// hooksMissingSince says which of the agent's lifecycle hooks the group lacks as this process last described
+// them (KnownHooks), "" when none or when that read is not later than the refresh's intent (the start's hook
+// check read them).
+func (o *Orchestrator) hooksMissingSince(t model.Target, v model.GroupView, r state.Rollout) string {
 	if o.KnownHooks == nil || r.Refresh == nil {
 		return ""
 	}
@@ -626,10 +642,8 @@ func (o *Orchestrator) hooksLost(t model.Target, v model.GroupView, r state.Roll
 	if !ok || !at.After(r.Refresh.StartedAt) {
 		return ""
 	}
-	if _, _, missing := o.refreshHooks(t.Group, hooks, providers.GroupTags(v.Group)); missing != "" {
-		return "lifecycle hook removed during the refresh: " + missing
-	}
-	return ""
+	_, _, missing := o.refreshHooks(t.Group, hooks, providers.GroupTags(v.Group))
+	return missing
 }
 
 // newerAMIPrefix starts the cancel reason of a refresh a newer AMI supersedes.
