@@ -31,3 +31,19 @@ func TestHeldRefreshIntentIsNotStartedOnceTheGroupLostTheAgentsHook(t *testing.T
 	reconcileFor(t, rg, 2*time.Minute, func() model.Inputs { return model.Inputs{View: oldFleet(), AMI: newAMI()} })
 	require.Len(t, f.starts, 1, "the intent starts once the hook is back")
 }
+
+// The start reads the group's hooks a call before it records the intent: a read in between that lacks the
+// agent's terminating hook (a stack update deleted it after the start's read) holds the intent as well. The
+// bound is the start's own read (HooksReadAt), not the intent's time.
+func TestRefreshIntentIsNotStartedWhenTheHookWentBetweenTheStartsReadAndTheIntent(t *testing.T) {
+	rg, f := refreshRig()
+	rec := refreshing("") // intent written a minute ago
+	rec.Refresh.HooksReadAt = now0.Add(-2 * time.Minute)
+	rg.seed0(rec)
+	launchOnly := []model.GroupHook{{Name: "patch-agent-launch", Transition: model.TransitionLaunching}}
+	rg.o.KnownHooks = func(string) ([]model.GroupHook, time.Time, bool) { return launchOnly, now0.Add(-90 * time.Second), true }
+
+	stored := reconcileFor(t, rg, time.Minute, func() model.Inputs { return model.Inputs{View: oldFleet(), AMI: newAMI()} })
+	require.Empty(t, f.starts, "no instance refresh while the group lacks the agent's terminating hook")
+	require.Contains(t, stored.Reason, "no terminating lifecycle hook", stored.Reason)
+}

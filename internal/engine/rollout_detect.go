@@ -133,7 +133,7 @@ func (o *Orchestrator) start(ctx context.Context, t model.Target, v model.GroupV
 			r.Phase, r.Reason = state.PhaseWaiting, missing
 			return r, errWait
 		}
-		r.Refresh = &state.RefreshProgress{LaunchingHook: launching, TerminatingHook: terminating}
+		r.Refresh = &state.RefreshProgress{LaunchingHook: launching, TerminatingHook: terminating, HooksReadAt: o.Clock.Now()}
 	}
 	if r.PreviousTemplate == nil { // a superseded rollout keeps the reference from before its first change
 		r.PreviousTemplate = &ref

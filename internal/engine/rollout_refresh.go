@@ -85,14 +85,14 @@ func (o *Orchestrator) prepareRefresh(ctx context.Context, t model.Target, v mod
 	if err != nil {
 		return r, err
 	}
-	launching, terminating := "", ""
+	launching, terminating, hooksRead := "", "", time.Time{}
 	if r.Refresh != nil {
-		launching, terminating = r.Refresh.LaunchingHook, r.Refresh.TerminatingHook
+		launching, terminating, hooksRead = r.Refresh.LaunchingHook, r.Refresh.TerminatingHook, r.Refresh.HooksReadAt
 	}
 	r.NewTemplateVersion = strconv.FormatInt(tv.Number, 10)
 	r.Refresh = &state.RefreshProgress{LaunchTemplateID: ref.ID, LaunchTemplateName: ref.Name, MixedInstances: ref.MixedInstances,
 		Version: r.NewTemplateVersion, PreviousVersion: strconv.FormatInt(pv.Number, 10), LaunchingHook: launching,
-		TerminatingHook: terminating}
+		TerminatingHook: terminating, HooksReadAt: hooksRead}
 	refreshPreferences(t, v, r.Refresh, r.TargetImageID)
 	// Instances past the maximum instance age run the target AMI already: the refresh replaces every instance.
 	r.Refresh.ReplaceAll = r.Trigger == TriggerMaxInstanceAge
@@ -632,14 +632,18 @@ func (o *Orchestrator) hooksLost(t model.Target, v model.GroupView, r state.Roll
 }
 
 // hooksMissingSince says which of the agent's lifecycle hooks the group lacks as this process last described
-// them (KnownHooks), "" when none or when that read is not later than the refresh's intent (the start's hook
-// check read them).
+// them (KnownHooks), "" when none or when that read is not later than the start's own read of the hooks
+// (HooksReadAt; the intent's StartedAt in records without it).
 func (o *Orchestrator) hooksMissingSince(t model.Target, v model.GroupView, r state.Rollout) string {
 	if o.KnownHooks == nil || r.Refresh == nil {
 		return ""
 	}
+	read := r.Refresh.HooksReadAt
+	if read.IsZero() {
+		read = r.Refresh.StartedAt
+	}
 	hooks, at, ok := o.KnownHooks(t.Group)
-	if !ok || !at.After(r.Refresh.StartedAt) {
+	if !ok || !at.After(read) {
 		return ""
 	}
 	_, _, missing := o.refreshHooks(t.Group, hooks, providers.GroupTags(v.Group))

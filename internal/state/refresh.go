@@ -54,6 +54,9 @@ type RefreshProgress struct {
 	// TerminatingHook is the agent's terminating lifecycle hook of the group ("" when ECS's managed draining
 	// hook drains it): a drain held on it at its deadline halts the refresh.
 	TerminatingHook string `json:"terminatingHook,omitempty" dynamodbav:"terminatingHook,omitempty"`
+	// HooksReadAt is when the start read the group's lifecycle hooks and found the agent's (zero in records
+	// written before it was kept): a later read that lacks one holds the start or cancels the refresh.
+	HooksReadAt time.Time `json:"hooksReadAt,omitzero" dynamodbav:"hooksReadAt,omitempty"`
 	// StartedAt is when the intent was written (before StartInstanceRefresh); ID is the refresh id, written
 	// after the call ("" while the call's answer is not recorded).
 	StartedAt time.Time `json:"startedAt" dynamodbav:"startedAt"`

@@ -131,7 +131,7 @@ func fullRollout(group string) state.Rollout {
 		UpdatedAt:      at,
 		Refresh: &state.RefreshProgress{LaunchTemplateID: "lt-0abc", LaunchTemplateName: "prod-nodes", MixedInstances: true,
 			Version: "7", PreviousVersion: "6", MinHealthyPercentage: 100, MaxHealthyPercentage: 134, BatchSize: 1, Desired: 3,
-			InstanceWarmup: 60, Alarms: []string{"p99-latency"}, LaunchingHook: "patch-agent-launch", TerminatingHook: "patch-agent-drain", ReplaceProtected: true, ReplaceAll: true, SpacingDelay: 300, StartedAt: at.Add(-3 * time.Minute),
+			InstanceWarmup: 60, Alarms: []string{"p99-latency"}, LaunchingHook: "patch-agent-launch", TerminatingHook: "patch-agent-drain", HooksReadAt: at.Add(-4 * time.Minute), ReplaceProtected: true, ReplaceAll: true, SpacingDelay: 300, StartedAt: at.Add(-3 * time.Minute),
 			ID: "08b91cf7-8fa6-48af-b6a6-d227f40f1b9b", Status: "InProgress", StatusReason: "Replacing instances: 1 of 3 updated.",
 			PercentageComplete: 33, InstancesToUpdate: 2, Cancel: "maintenance window closed", Rollback: true, ByAPI: true,
 			RequestedBy: "alice", Halt: "alarm p99-latency in ALARM", GroupOnVersion: true, CanaryPercentage: 34, CanaryBake: 1800},
