@@ -156,6 +156,14 @@ func (h *Hooks) Handle(ctx context.Context, t model.Target, a events.LifecycleAc
 	}
 	rec, known, err := h.record(ctx, a)
 	if err != nil {
+		if key := model.ActionKey(a.GroupName, a.InstanceID, a.HookName); !h.lastBeat(key).IsZero() {
+			// The table unreadable (throttled, down) once the claim this process keeps has lapsed: an action whose
+			// heartbeats Auto Scaling accepted from this process (it confirmed the action first) is heartbeated
+			// all the same, or a long outage lets it time out and its instance terminate undrained. Nothing is
+			// drained further or completed until its record can be read.
+			log := h.Log.With(zap.String(logging.Group, a.GroupName), zap.String(logging.InstanceID, a.InstanceID))
+			err = errors.Join(err, h.heartbeatUnrecorded(ctx, a, key, log))
+		}
 		return HookInProgress, err
 	}
 	if known && a.Token != "" && h.adoptedActionEnded(ctx, rec, h.Clock.Now()) {
