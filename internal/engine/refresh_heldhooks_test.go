@@ -41,7 +41,9 @@ func TestRefreshIntentIsNotStartedWhenTheHookWentBetweenTheStartsReadAndTheInten
 	rec.Refresh.HooksReadAt = now0.Add(-2 * time.Minute)
 	rg.seed0(rec)
 	launchOnly := []model.GroupHook{{Name: "patch-agent-launch", Transition: model.TransitionLaunching}}
-	rg.o.KnownHooks = func(string) ([]model.GroupHook, time.Time, bool) { return launchOnly, now0.Add(-90 * time.Second), true }
+	rg.o.KnownHooks = func(string) ([]model.GroupHook, time.Time, bool) {
+		return launchOnly, now0.Add(-90 * time.Second), true
+	}
 
 	stored := reconcileFor(t, rg, time.Minute, func() model.Inputs { return model.Inputs{View: oldFleet(), AMI: newAMI()} })
 	require.Empty(t, f.starts, "no instance refresh while the group lacks the agent's terminating hook")
