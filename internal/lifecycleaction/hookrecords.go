@@ -64,6 +64,7 @@ func (h *Hooks) keepHook(rec state.Hook) {
 		h.kept = map[string]state.Hook{}
 	}
 	h.kept[rec.Token] = rec
+	h.pruneLocked()
 }
 
 // dropHook forgets the kept record of key.

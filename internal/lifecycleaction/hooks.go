@@ -93,6 +93,8 @@ type Hooks struct {
 	// beats: record key -> this process's last heartbeat of the action that Auto Scaling accepted, recorded or
 	// not (a failed write of LastHeartbeat must not make a live action look ended: adoptedActionEnded)
 	beats map[string]time.Time
+	// prunedAt: when beats and kept were last pruned of the entries no action can need any more (prune)
+	prunedAt time.Time
 	// kept: ActionKey -> the action's record as this process last read or wrote it, while it holds the
 	// action's claim (hookrecords.go)
 	kept map[string]state.Hook
@@ -121,6 +123,32 @@ func (h *Hooks) beatAccepted(key string, at time.Time) {
 		h.beats = map[string]time.Time{}
 	}
 	h.beats[key] = at
+	h.pruneLocked()
+}
+
+// pruneEvery is how often beats and kept are pruned at most: each prune walks both maps.
+const pruneEvery = time.Minute
+
+// pruneLocked forgets, at most every pruneEvery, what no action can need any more, so that a process running
+// for months does not grow with every action it ever handled: heartbeats older than the longest a lifecycle
+// action can last (providers.MaxGlobalTimeout, 48 h), and kept records whose claim lapsed (Kept no longer
+// serves them; the next look reads the store). The caller holds h.mu.
+func (h *Hooks) pruneLocked() {
+	now := h.Clock.Now()
+	if now.Sub(h.prunedAt) < pruneEvery {
+		return
+	}
+	h.prunedAt = now
+	for k, at := range h.beats {
+		if now.Sub(at) > providers.MaxGlobalTimeout {
+			delete(h.beats, k)
+		}
+	}
+	for k, rec := range h.kept {
+		if !h.leases().MayAct(rec.Lease(), h.Owner, now) {
+			delete(h.kept, k)
+		}
+	}
 }
 
 // lastBeat returns this process's last accepted heartbeat of the action of record key (zero: none).
