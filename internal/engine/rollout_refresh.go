@@ -211,7 +211,7 @@ func (o *Orchestrator) startRefresh(ctx context.Context, t model.Target, v model
 	what := "StartInstanceRefresh (rollback to launch template version " + p.PreviousVersion + ")"
 	if !p.Rollback { // a rollback goes on through a pause and a closed window: it undoes what the rollout did
 		what = "StartInstanceRefresh"
-		if ami != nil && ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom {
+		if supersedes(ami, r) {
 			// The source moved on while the intent waited (a pause, the window, an alarm): nothing of it runs,
 			// so the newer AMI supersedes it now, as it would cancel the refresh once started.
 			r.Current, r.Refresh = nil, nil
@@ -605,7 +605,7 @@ func (o *Orchestrator) refreshStops(t model.Target, v model.GroupView, ami *mode
 		held := r
 		_ = o.holdIfPaused(&held, nextRefreshStep)
 		return held.Reason, nil
-	case ami != nil && ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom:
+	case supersedes(ami, r):
 		return newerAMIPrefix + ami.ImageID, nil
 	case t.Policy.Approval == model.ApprovalManual && r.ApprovedImage != r.TargetImageID:
 		return fmt.Sprintf("approval: withdrawn for AMI %s; waiting for `patch-agent approve %s`", r.TargetImageID, t.Group), nil
@@ -648,6 +648,12 @@ func (o *Orchestrator) hooksMissingSince(t model.Target, v model.GroupView, r st
 	}
 	_, _, missing := o.refreshHooks(t.Group, hooks, providers.GroupTags(v.Group))
 	return missing
+}
+
+// supersedes reports whether the AMI the source names now (nil: unknown) replaces the rollout's target: another
+// AMI than the target, and not the one an operator's rollback rolled away from.
+func supersedes(ami *model.ResolvedAMI, r state.Rollout) bool {
+	return ami != nil && ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom
 }
 
 // newerAMIPrefix starts the cancel reason of a refresh a newer AMI supersedes.
@@ -695,7 +701,7 @@ func (o *Orchestrator) refreshCancelled(ctx context.Context, t model.Target, v m
 		return o.refreshHalted(ctx, r, "rollback refresh "+p.ID+" was cancelled outside patch-agent")
 	case p.Cancel == "":
 		return o.refreshHalted(ctx, r, "instance refresh "+p.ID+" was cancelled outside patch-agent ("+p.StatusReason+")")
-	case strings.HasPrefix(p.Cancel, newerAMIPrefix) && ami != nil && ami.ImageID != r.TargetImageID && ami.ImageID != r.RollbackFrom:
+	case strings.HasPrefix(p.Cancel, newerAMIPrefix) && supersedes(ami, r):
 		r.Current, r.Refresh = nil, nil
 		return o.supersede(ctx, t, v, ami, r)
 	}

@@ -606,6 +606,17 @@ func (h *Hooks) launching(ctx context.Context, t model.Target, a events.Lifecycl
 	return HookInProgress, h.heartbeat(ctx, a, &rec, log)
 }
 
+// actionHeartbeatTimeout is the HeartbeatTimeout the action of rec is heartbeated on: the hook's as last read,
+// or the shorter one its record kept (raised since the action was recorded, Auto Scaling may still time the
+// action out on the shorter one).
+func (h *Hooks) actionHeartbeatTimeout(ctx context.Context, a events.LifecycleAction, rec state.Hook) time.Duration {
+	timeout := h.heartbeatTimeout(ctx, a.GroupName, a.HookName)
+	if rec.HeartbeatTimeout > 0 && rec.HeartbeatTimeout < timeout {
+		return rec.HeartbeatTimeout
+	}
+	return timeout
+}
+
 // heartbeatUnrecorded sends the heartbeat of an action Auto Scaling confirmed but the store could not record
 // (record key key): at once, then a third of the hook's HeartbeatTimeout after the last one Auto Scaling accepted
 // from this process. Nothing is written.
@@ -641,11 +652,7 @@ func (h *Hooks) heartbeat(ctx context.Context, a events.LifecycleAction, rec *st
 			last = a.SentAt // a message received late: the action's timeout has run since it was sent
 		}
 	}
-	timeout := h.heartbeatTimeout(ctx, a.GroupName, a.HookName)
-	if rec.HeartbeatTimeout > 0 && rec.HeartbeatTimeout < timeout {
-		// Raised since the action was recorded: Auto Scaling may still time the action out on the shorter one.
-		timeout = rec.HeartbeatTimeout
-	}
+	timeout := h.actionHeartbeatTimeout(ctx, a, *rec)
 	if h.Clock.Since(last) < timeout/3 {
 		return nil
 	}

@@ -106,10 +106,7 @@ func (h *Hooks) drivenByMessage(key string, now time.Time) {
 // shows waiting (completed elsewhere, instance gone) is neither taken over nor completed. Errors: Auto
 // Scaling's and the store's, wrapped.
 func (h *Hooks) takeOver(ctx context.Context, t model.Target, a events.LifecycleAction, rec state.Hook, now time.Time) error {
-	heartbeat := h.heartbeatTimeout(ctx, a.GroupName, a.HookName)
-	if rec.HeartbeatTimeout > 0 && rec.HeartbeatTimeout < heartbeat {
-		heartbeat = rec.HeartbeatTimeout // raised since the action was recorded: it may still time out on this one
-	}
+	heartbeat := h.actionHeartbeatTimeout(ctx, a, rec)
 	switch h.staleRule(rec, heartbeat, now) {
 	case staleLive:
 		return nil // its message drives it
